@@ -1,0 +1,22 @@
+"""Read and write ML.NET binary dataview (.idv) files with numpy, no .NET needed.
+
+    >>> import idv
+    >>> with idv.open("data.idv") as f:
+    ...     print(f.schema)
+    ...     features = f["Features"][1000:2000]
+"""
+from idv._version import __version__
+from idv.errors import IdvFormatError, UnsupportedCodecError
+from idv.reader import Column, Field, IdvFile, IdvWarning, Schema, open, read
+from idv.types import (Boolean, Byte, DataViewType, DateTime, DateTimeOffset, Double, Int16,
+                       Int32, Int64, Key, PrimitiveType, RowId, SByte, Single, Text, TimeSpan,
+                       UInt16, UInt32, UInt64, Vector)
+from idv.vectors import Ragged
+
+__all__ = [
+    "__version__", "open", "read", "IdvFile", "Column", "Schema", "Field", "Ragged",
+    "IdvFormatError", "UnsupportedCodecError", "IdvWarning",
+    "DataViewType", "PrimitiveType", "Key", "Vector",
+    "SByte", "Byte", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Single", "Double",
+    "Boolean", "Text", "DateTime", "DateTimeOffset", "TimeSpan", "RowId",
+]

@@ -1,0 +1,520 @@
+# cython: language_level=3
+"""Value codecs, one per ML.NET load name (reference section 4), and their registry.
+
+`CODECS` maps a load name to a parser of its parameter bytes; `resolve(name, params)` gives a
+Codec that decodes one block payload of n items into numpy. Fixed-width codecs (`itemsize` > 0)
+store n * itemsize raw little-endian bytes, so the reader can decompress straight into the
+output array and then call `fix()` for the few types whose stored form differs from numpy's.
+"""
+cimport cython
+cimport numpy as cnp
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
+from libc.stdint cimport uint8_t, int16_t, int32_t, int64_t, uint64_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
+
+import numpy as np
+
+from idv._cursor cimport Cursor
+from idv._toc import read_codec
+from idv.errors import IdvFormatError, UnsupportedCodecError
+from idv import types as T
+
+cnp.import_array()
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object o)
+    object PyUnicode_DecodeUTF8(const char *s, Py_ssize_t size, const char *errors)
+
+cdef int64_t INT64_MIN = -9223372036854775807 - 1
+cdef int64_t EPOCH = T.EPOCH_TICKS
+cdef int64_t MAX_TICKS = T.MAX_DATETIME_TICKS
+
+
+cdef class Codec:
+    """Decodes block payloads of one ML.NET type."""
+    cdef readonly str load_name
+    cdef readonly object type
+    cdef readonly object dtype
+    cdef readonly Py_ssize_t itemsize
+    cdef readonly bytes params
+
+    def __init__(self, str load_name, type_, dtype, Py_ssize_t itemsize=0, bytes params=b""):
+        self.load_name = load_name
+        self.type = type_
+        self.dtype = np.dtype(dtype)
+        self.itemsize = itemsize
+        self.params = params
+
+    def min_size(self, Py_ssize_t n):
+        """The fewest payload bytes n items can take (checked before allocating anything)."""
+        return n * self.itemsize
+
+    def fix(self, out, bint in_vector=False):
+        """Turn raw stored items (already in `out`) into their numpy form, in place."""
+        return None
+
+    cpdef Py_ssize_t decode_into(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n,
+                                 object out, bint in_vector=False) except -1:
+        """Decode n items from buf[pos:] into out; returns the position after them."""
+        cdef Py_ssize_t size = n * self.itemsize
+        if size > buf.shape[0] - pos:
+            _short(self.load_name, n, size, buf.shape[0] - pos)
+        dst = out.view(np.uint8).reshape(-1)
+        if size:
+            dst[:size] = buf[pos:pos + size]
+        self.fix(out, in_vector)
+        return pos + size
+
+    def decode(self, const uint8_t[::1] buf, Py_ssize_t n, bint in_vector=False):
+        """Decode a whole payload of n items; it must be consumed exactly."""
+        out = np.empty(n, self.dtype)
+        end = self.decode_into(buf, 0, n, out, in_vector)
+        _exact(self.load_name, end, buf.shape[0])
+        return out
+
+    def __repr__(self):
+        return f"<codec {self.load_name} -> {self.type}>"
+
+
+def _short(name, n, need, have):
+    raise IdvFormatError(f"{name} block too short: {n} items need {need} bytes, {have} left")
+
+
+def _exact(name, end, size):
+    if end != size:
+        raise IdvFormatError(f"{name} block has {size - end} bytes more than its items need "
+                             f"(used {end} of {size})")
+
+
+cdef class DateTimeCodec(Codec):
+    """int64 ticks since 0001-01-01 -> datetime64[100ns]; long.MinValue (legacy NA) -> 0."""
+
+    def fix(self, out, bint in_vector=False):
+        t = out.view(np.int64)
+        t[t == INT64_MIN] = 0
+        bad = (t < 0) | (t > MAX_TICKS)
+        if bad.any():
+            v = int(t[np.flatnonzero(bad)[0]])
+            raise IdvFormatError(f"DateTime ticks {v} outside .NET's range [0, {MAX_TICKS}]")
+        t -= EPOCH
+
+
+cdef class TimeSpanCodec(Codec):
+    """int64 ticks -> timedelta64[100ns]. ML.NET maps long.MinValue to 0 for scalar columns only;
+    its bulk read of vector items keeps it (reference section 4.2)."""
+
+    def fix(self, out, bint in_vector=False):
+        if not in_vector:
+            t = out.view(np.int64)
+            t[t == INT64_MIN] = 0
+
+
+cdef class BooleanCodec(Codec):
+    """1 bit per value, least significant bit first."""
+
+    def min_size(self, Py_ssize_t n):
+        return (n + 7) // 8
+
+    cpdef Py_ssize_t decode_into(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n,
+                                 object out, bint in_vector=False) except -1:
+        cdef Py_ssize_t size = (n + 7) // 8
+        if size > buf.shape[0] - pos:
+            _short(self.load_name, n, size, buf.shape[0] - pos)
+        bits = np.frombuffer(buf, np.uint8, size, pos)
+        out[:] = np.unpackbits(bits, count=n, bitorder="little").view(np.bool_)
+        return pos + size
+
+
+cdef class DvBoolCodec(Codec):
+    """Legacy 2 bits per value in little-endian int32 words: 00 false, 01 true, 10 NA (false)."""
+
+    def min_size(self, Py_ssize_t n):
+        return 4 * ((n + 15) // 16)
+
+    cpdef Py_ssize_t decode_into(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n,
+                                 object out, bint in_vector=False) except -1:
+        cdef Py_ssize_t size = 4 * ((n + 15) // 16)
+        if size > buf.shape[0] - pos:
+            _short(self.load_name, n, size, buf.shape[0] - pos)
+        words = np.frombuffer(buf, "<u4", size // 4, pos).astype(np.uint32)
+        pairs = ((words[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & 3).reshape(-1)[:n]
+        if (pairs == 3).any():
+            raise IdvFormatError(f"DvBool value {int(np.flatnonzero(pairs == 3)[0])} has the "
+                                 f"invalid bit pattern 11")
+        out[:] = pairs == 1
+        return pos + size
+
+
+cdef class DateTimeOffsetCodec(Codec):
+    """n int16 offset minutes, then n int64 local clock ticks -> (utc, offset_minutes)."""
+
+    def min_size(self, Py_ssize_t n):
+        return 10 * n
+
+    cpdef Py_ssize_t decode_into(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n,
+                                 object out, bint in_vector=False) except -1:
+        cdef Py_ssize_t size = 10 * n
+        if size > buf.shape[0] - pos:
+            _short(self.load_name, n, size, buf.shape[0] - pos)
+        minutes = np.frombuffer(buf, "<i2", n, pos).copy()
+        ticks = np.frombuffer(buf, "<i8", n, pos + 2 * n).copy()
+        ticks[ticks == INT64_MIN] = 0          # legacy NA
+        minutes[minutes == -32768] = 0
+        if ((minutes < -840) | (minutes > 840)).any():
+            raise IdvFormatError("DateTimeOffset offset beyond +-14 hours")
+        utc = ticks - minutes.astype(np.int64) * T.TICKS_PER_MINUTE
+        if ((ticks < 0) | (ticks > MAX_TICKS) | (utc < 0) | (utc > MAX_TICKS)).any():
+            raise IdvFormatError("DateTimeOffset ticks outside .NET's DateTime range")
+        out["utc"] = (utc - EPOCH).view(T.DATETIME_DTYPE)
+        out["offset_minutes"] = minutes
+        return pos + size
+
+
+cdef inline int32_t _i32(const uint8_t *p) noexcept nogil:
+    cdef int32_t v
+    memcpy(&v, p, 4)
+    return v
+
+
+cdef class TextCodec(Codec):
+    """int32 count, count end boundaries in UTF-16 units, then one .NET string of UTF-8.
+
+    A boundary with the high bit set is the 1.1.1.5 NA marker and reads as "", as ML.NET does.
+    """
+
+    def min_size(self, Py_ssize_t n):
+        return 5 + 4 * n
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cpdef Py_ssize_t decode_into(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n,
+                                 object out, bint in_vector=False) except -1:
+        cdef Py_ssize_t size = buf.shape[0]
+        cdef Py_ssize_t p, nbytes, i, bpos, start, status = 0, bad = -1
+        cdef int32_t b, prev = 0, bm
+        cdef int64_t units
+        cdef int shift, lead, clen, cunits, k
+        cdef uint64_t length
+        cdef const uint8_t *data
+        cdef const uint8_t *bounds
+        cdef Py_ssize_t *ends
+        cdef PyObject **slots
+        if n < 0 or 4 + 4 * n > size - pos:
+            _short(self.load_name, n, 4 + 4 * n, size - pos)
+        if _i32(&buf[0] + pos) != n:
+            raise IdvFormatError(f"TextSpan block holds {_i32(&buf[0] + pos)} entries, "
+                                 f"expected {n}")
+        if not (isinstance(out, np.ndarray) and out.dtype == object and out.ndim == 1
+                and out.shape[0] >= n and out.flags.c_contiguous):
+            raise TypeError("text output must be a contiguous object array")
+        bounds = &buf[0] + pos + 4
+        p = pos + 4 + 4 * n
+        # the string's UTF-8 byte count: a 7-bit varint of at most 5 bytes
+        length = 0
+        shift = 0
+        while True:
+            if p >= size:
+                _short(self.load_name, n, p + 1 - pos, size - pos)
+            lead = buf[p]
+            p += 1
+            length |= (<uint64_t>(lead & 0x7F)) << shift
+            if not (lead & 0x80):
+                break
+            shift += 7
+            if shift > 28:
+                raise IdvFormatError("TextSpan string length is not a valid 7-bit integer")
+        if length > <uint64_t>(size - p):
+            _short(self.load_name, n, p - pos + <Py_ssize_t>length, size - pos)
+        nbytes = <Py_ssize_t>length
+        data = &buf[0] + p
+        ends = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
+        if ends == NULL:
+            raise MemoryError()
+        try:
+            with nogil:
+                # Map UTF-16 boundaries to byte offsets, checking the UTF-8 structure as we go.
+                bpos = 0
+                units = 0
+                for i in range(n):
+                    b = _i32(bounds + 4 * i)
+                    bm = b & 0x7FFFFFFF
+                    if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
+                        status = 1
+                        bad = i
+                        break
+                    prev = bm
+                    while units < bm:
+                        if bpos >= nbytes:
+                            status = 2
+                            break
+                        lead = data[bpos]
+                        if lead < 0x80:
+                            clen = 1
+                            cunits = 1
+                        elif 0xC2 <= lead < 0xE0:
+                            clen = 2
+                            cunits = 1
+                        elif 0xE0 <= lead < 0xF0:
+                            clen = 3
+                            cunits = 1
+                        elif 0xF0 <= lead < 0xF5:
+                            clen = 4
+                            cunits = 2
+                        else:
+                            status = 3
+                            break
+                        if clen > nbytes - bpos:
+                            status = 3
+                            break
+                        for k in range(1, clen):
+                            if (data[bpos + k] & 0xC0) != 0x80:
+                                status = 3
+                        if status:
+                            break
+                        bpos += clen
+                        units += cunits
+                    if status:
+                        bad = i
+                        break
+                    if units != bm:
+                        status = 4
+                        bad = i
+                        break
+                    ends[i] = bpos
+                if status == 0 and bpos != nbytes:
+                    status = 5
+            if status == 1:
+                raise IdvFormatError(f"TextSpan boundary {bad} goes backwards")
+            if status == 2:
+                raise IdvFormatError(f"TextSpan boundary {bad} lies beyond the text")
+            if status == 3:
+                raise IdvFormatError(f"invalid UTF-8 in TextSpan entry {bad}")
+            if status == 4:
+                raise IdvFormatError(f"TextSpan boundary {bad} splits a surrogate pair")
+            if status == 5:
+                raise IdvFormatError(f"TextSpan text has {nbytes - bpos} bytes beyond the last "
+                                     f"boundary")
+            slots = <PyObject **>cnp.PyArray_DATA(out)
+            start = 0
+            prev = 0
+            for i in range(n):
+                bm = _i32(bounds + 4 * i) & 0x7FFFFFFF
+                s = _make_str(data + start, ends[i] - start, ends[i] - start == bm - prev)
+                prev = bm
+                start = ends[i]
+                Py_XDECREF(slots[i])
+                Py_INCREF(s)
+                slots[i] = <PyObject *>s
+        finally:
+            free(ends)
+        return p + nbytes
+
+
+cdef inline object _make_str(const uint8_t *p, Py_ssize_t n, bint ascii):
+    if ascii:
+        s = PyUnicode_New(n, 127)
+        memcpy(PyUnicode_DATA(s), p, n)
+        return s
+    try:
+        return PyUnicode_DecodeUTF8(<const char *>p, n, "strict")
+    except UnicodeDecodeError as e:
+        raise IdvFormatError(f"invalid UTF-8 in TextSpan text: {e.reason}") from None
+
+
+cdef class KeyCodec(Codec):
+    """Key2 (and legacy Key): the inner unsigned codec's payload; 0 = missing."""
+    cdef readonly Codec inner
+
+    def __init__(self, str load_name, Codec inner, count, bytes params):
+        Codec.__init__(self, load_name, T.Key(inner.type, count), inner.dtype, inner.itemsize,
+                       params)
+        self.inner = inner
+
+
+class VectorBlock:
+    """A decoded VBuffer block: per row a length and a count (-1 dense), sparse indices, and
+    the concatenated stored items (dense rows: length items; sparse rows: count items)."""
+
+    __slots__ = ("lengths", "counts", "indices", "values")
+
+    def __init__(self, lengths, counts, indices, values):
+        self.lengths = lengths
+        self.counts = counts
+        self.indices = indices
+        self.values = values
+
+    def __len__(self):
+        return len(self.lengths)
+
+    @property
+    def all_dense(self):
+        return bool((self.counts < 0).all())
+
+
+cdef class VBufferCodec(Codec):
+    """Vectors: counts, optional lengths, sparse indices, then one item-codec block."""
+    cdef readonly Codec item
+
+    def __init__(self, Codec item, dims, bytes params):
+        Codec.__init__(self, "VBuffer", T.Vector(item.type, *dims), item.dtype, 0, params)
+        self.item = item
+
+    def min_size(self, Py_ssize_t n):
+        return 12 + 4 * n
+
+    def decode(self, const uint8_t[::1] buf, Py_ssize_t n, bint in_vector=False):
+        block, end = self.decode_at(buf, 0, n)
+        _exact("VBuffer", end, buf.shape[0])
+        return block
+
+    def decode_at(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n):
+        cdef Cursor c = Cursor(buf, pos, 0, "VBuffer block")
+        cdef Py_ssize_t typesize = self.type.size
+        nvec = c.i32("vector count")
+        if nvec != n:
+            c.fail(f"VBuffer block holds {nvec} vectors, expected {n}")
+        size = c.i32("vector size")
+        if typesize and size != typesize:
+            c.fail(f"VBuffer block size {size} differs from the type's {typesize}")
+        if size < 0:
+            c.fail(f"negative vector size {size}")
+        if size == 0:
+            c.need(4 * n, "vector lengths")
+            lengths = np.frombuffer(buf, "<i4", n, c.pos).astype(np.int64)
+            c.pos += 4 * n
+            if (lengths < 0).any():
+                c.fail("negative vector length")
+        else:
+            lengths = np.full(n, size, np.int64)
+        c.need(4 * n, "vector counts")
+        counts = np.frombuffer(buf, "<i4", n, c.pos).astype(np.int64)
+        c.pos += 4 * n
+        dense = counts < 0
+        if (counts < -1).any() or (counts[~dense] >= lengths[~dense]).any():
+            c.fail("invalid sparse count (must be -1 or in [0, length))")
+        nsparse = int(counts[~dense].sum())
+        nidx = c.i32("index count")
+        if nidx != nsparse:
+            c.fail(f"index count {nidx} differs from the sum of sparse counts {nsparse}")
+        c.need(4 * nidx, "sparse indices")
+        indices = np.frombuffer(buf, "<i4", nidx, c.pos).copy()
+        c.pos += 4 * nidx
+        if nidx:
+            per_row = np.where(dense, 0, counts)
+            row = np.repeat(np.arange(n), per_row)
+            if ((indices < 0) | (indices >= lengths[row])).any():
+                c.fail("sparse index out of range")
+            firsts = np.zeros(nidx, np.bool_)
+            firsts[np.cumsum(per_row)[per_row > 0] - per_row[per_row > 0]] = True
+            if ((np.diff(indices, prepend=-1) <= 0) & ~firsts).any():
+                c.fail("unsorted sparse indices (must be strictly increasing)")
+        total = int(lengths[dense].sum()) + nsparse
+        c.need(self.item.min_size(total), "vector values")
+        values = np.empty(total, self.item.dtype)
+        end = self.item.decode_into(buf, c.pos, total, values, True)
+        return VectorBlock(lengths, counts.astype(np.int32), indices, values), end
+
+
+# ---------------------------------------------------------------- registry
+cdef Codec _simple(str name, type_, Py_ssize_t itemsize, cls=Codec):
+    return cls(name, type_, type_.dtype, itemsize)
+
+
+def _fixed(name, type_, itemsize, cls=Codec):
+    def parse(Cursor params):
+        return _simple(name, type_, itemsize, cls)
+    return parse
+
+
+def _parse_key2(Cursor c):
+    inner = _nested(c, "Key2")
+    count = c.u64("key count")
+    _check_key(inner, count, False)
+    return KeyCodec("Key2", inner, count, bytes(c.buf))
+
+
+def _parse_key_legacy(Cursor c):
+    inner = _nested(c, "Key")
+    contiguous = c.u8("key contiguous flag")
+    if contiguous != 1:
+        c.fail(f"legacy Key codec with contiguous flag {contiguous} (only 1 is readable)")
+    kmin = c.u64("key min")
+    if kmin != 0:
+        c.fail(f"legacy Key codec with min {kmin} (only 0 is readable)")
+    count = c.i32("key count")
+    if count < 0:
+        c.fail(f"negative key count {count}")
+    if count == 0:   # old "unknown cardinality": the raw type's whole range
+        count = int(np.iinfo(inner.dtype).max)
+    _check_key(inner, count, True)
+    return KeyCodec("Key", inner, count, bytes(c.buf))
+
+
+def _check_key(Codec inner, count, legacy):
+    if inner.type not in T.KEY_RAW_TYPES:
+        raise IdvFormatError(f"key over {inner.type}: the raw type must be Byte, UInt16, UInt32 "
+                             f"or UInt64")
+    if not (0 < count <= np.iinfo(inner.dtype).max):
+        raise IdvFormatError(f"key count {count} out of range for {inner.type}")
+
+
+def _parse_vbuffer(Cursor c):
+    item = _nested(c, "VBuffer")
+    if isinstance(item, VBufferCodec):
+        c.fail("VBuffer of VBuffer: vector items must be primitive")
+    ndims = c.i32("vector dimension count")
+    if ndims < 0 or 4 * ndims > c.remaining:
+        c.fail(f"invalid vector dimension count {ndims}")
+    dims = [c.i32("vector dimension") for _ in range(ndims)]
+    if any(d < 0 for d in dims):
+        c.fail(f"negative vector dimension in {dims}")
+    return VBufferCodec(item, dims or [0], bytes(c.buf))
+
+
+def _nested(Cursor c, str outer):
+    name, params = read_codec(c, outer)
+    if name not in CODECS:
+        # ML.NET: an unknown codec nested in VBuffer/Key is a decode error, not a dead column.
+        c.fail(f"unknown codec {name!r} nested in {outer}")
+    return resolve(name, params)
+
+
+CODECS = {
+    "SByte": _fixed("SByte", T.SByte, 1),
+    "Byte": _fixed("Byte", T.Byte, 1),
+    "Int16": _fixed("Int16", T.Int16, 2),
+    "UInt16": _fixed("UInt16", T.UInt16, 2),
+    "Int32": _fixed("Int32", T.Int32, 4),
+    "UInt32": _fixed("UInt32", T.UInt32, 4),
+    "Int64": _fixed("Int64", T.Int64, 8),
+    "UInt64": _fixed("UInt64", T.UInt64, 8),
+    "Single": _fixed("Single", T.Single, 4),
+    "Double": _fixed("Double", T.Double, 8),
+    "DataViewRowId": _fixed("DataViewRowId", T.RowId, 16),
+    "TimeSpan": _fixed("TimeSpan", T.TimeSpan, 8, TimeSpanCodec),
+    "DvTimeSpan": _fixed("DvTimeSpan", T.TimeSpan, 8, TimeSpanCodec),
+    "DateTime": _fixed("DateTime", T.DateTime, 8, DateTimeCodec),
+    "DvDateTime": _fixed("DvDateTime", T.DateTime, 8, DateTimeCodec),
+    "DateTimeOffset": _fixed("DateTimeOffset", T.DateTimeOffset, 0, DateTimeOffsetCodec),
+    "DvDateTimeZone": _fixed("DvDateTimeZone", T.DateTimeOffset, 0, DateTimeOffsetCodec),
+    "Boolean": _fixed("Boolean", T.Boolean, 0, BooleanCodec),
+    "DvBool": _fixed("DvBool", T.Boolean, 0, DvBoolCodec),
+    "TextSpan": _fixed("TextSpan", T.Text, 0, TextCodec),
+    "VBuffer": _parse_vbuffer,
+    "Key2": _parse_key2,
+    "Key": _parse_key_legacy,
+}
+
+
+def resolve(str name, bytes params, str where=""):
+    """The codec for a (load name, parameter bytes) pair; the parameters must be used exactly."""
+    parser = CODECS.get(name)
+    if parser is None:
+        raise UnsupportedCodecError(f"unknown codec {name!r}{where}")
+    cdef Cursor c = Cursor(params, 0, 0, f"codec {name!r} parameters{where}")
+    codec = parser(c)
+    if c.remaining:
+        c.fail(f"codec {name!r} has {c.remaining} unused parameter bytes")
+    return codec

@@ -1,0 +1,249 @@
+# cython: language_level=3
+"""Block (de)compression: kind 0 none, 1 raw DEFLATE (what ML.NET writes), 2 zlib-wrapped.
+
+zlib's C API inflates straight into the caller's array with the GIL released. libdeflate (the
+`deflate` package) and ISA-L (`isal`) register themselves when importable; they are faster and
+also release the GIL, at the cost of one memcpy per block out of the bytes they return.
+"""
+cimport cython
+from libc.string cimport memcpy, memset
+from libc.stdint cimport uint8_t, int32_t, int64_t
+from libc.limits cimport UINT_MAX
+
+import zlib as _pyzlib
+
+from idv.errors import IdvFormatError
+
+cdef extern from "zlib.h" nogil:
+    ctypedef struct z_stream:
+        const unsigned char *next_in
+        unsigned int avail_in
+        unsigned char *next_out
+        unsigned int avail_out
+        const char *msg
+    int inflateInit2(z_stream *strm, int windowBits)
+    int inflateReset2(z_stream *strm, int windowBits)
+    int inflate(z_stream *strm, int flush)
+    int inflateEnd(z_stream *strm)
+    int deflateInit2(z_stream *strm, int level, int method, int windowBits, int memLevel,
+                     int strategy)
+    int deflate(z_stream *strm, int flush)
+    int deflateEnd(z_stream *strm)
+    unsigned long deflateBound(z_stream *strm, unsigned long sourceLen)
+    int Z_OK, Z_STREAM_END, Z_BUF_ERROR, Z_DATA_ERROR, Z_NEED_DICT, Z_MEM_ERROR, Z_FINISH
+    int Z_DEFLATED, Z_DEFAULT_STRATEGY
+
+NONE = 0
+DEFLATE = 1
+ZLIB = 2
+NAMES = {NONE: "None", DEFLATE: "Deflate", ZLIB: "Zlib"}
+# DEFLATE cannot expand more than 1032:1; a larger claimed length is corrupt, not a big block.
+MAX_RATIO = 1032
+
+cdef enum Status:
+    OK = 0
+    CORRUPT = 1
+    SHORT = 2
+    LONG = 3
+    NOMEM = 4
+    RANGE = 5
+
+_MESSAGES = {
+    CORRUPT: "corrupt compressed data",
+    SHORT: "decompresses to fewer bytes than the lookup table says (truncated or corrupt)",
+    LONG: "decompresses to more bytes than the lookup table says",
+    NOMEM: "out of memory while decompressing",
+    RANGE: "block lies outside the file or the output",
+}
+
+
+cdef int _inflate(z_stream *s, bint *ready, const uint8_t *src, size_t n, uint8_t *dst,
+                  size_t m, int wbits) noexcept nogil:
+    """Inflate exactly m bytes; anything else is a status other than OK."""
+    cdef int ret
+    cdef uint8_t probe
+    if n > UINT_MAX or m > UINT_MAX:
+        return RANGE
+    if not ready[0]:
+        memset(s, 0, sizeof(z_stream))
+        if inflateInit2(s, wbits) != Z_OK:
+            return NOMEM
+        ready[0] = True
+    elif inflateReset2(s, wbits) != Z_OK:
+        return NOMEM
+    s.next_in = src
+    s.avail_in = <unsigned int>n
+    s.next_out = dst
+    s.avail_out = <unsigned int>m
+    ret = inflate(s, Z_FINISH)
+    if ret == Z_STREAM_END:
+        return OK if s.avail_out == 0 else SHORT
+    if ret == Z_DATA_ERROR or ret == Z_NEED_DICT:
+        return CORRUPT
+    if ret == Z_MEM_ERROR:
+        return NOMEM
+    if s.avail_out != 0:
+        return SHORT      # input ran out before the stream ended
+    # The output is full; the stream must end here without producing another byte.
+    s.next_out = &probe
+    s.avail_out = 1
+    ret = inflate(s, Z_FINISH)
+    if ret == Z_STREAM_END and s.avail_out == 1:
+        return OK
+    if ret == Z_DATA_ERROR or ret == Z_NEED_DICT:
+        return CORRUPT
+    return LONG if s.avail_out == 0 else SHORT
+
+
+cdef int _wbits(int kind):
+    return -15 if kind == 1 else 15
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
+                   const int32_t[::1] disk, const int32_t[::1] raw, uint8_t[::1] dst,
+                   const int64_t[::1] dst_offsets):
+    """Decompress blocks src[offsets[i]:+disk[i]] into dst[dst_offsets[i]:+raw[i]] with zlib.
+
+    Returns (-1, 0) on success, else (index of the failing block, status message). Each range is
+    checked here before it is touched, so bad input cannot read or write out of bounds.
+    """
+    cdef Py_ssize_t i, nb = offsets.shape[0]
+    cdef Py_ssize_t src_len = src.shape[0], dst_len = dst.shape[0]
+    cdef int status = OK, wbits = _wbits(kind)
+    cdef z_stream s
+    cdef bint ready = False
+    if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb:
+        raise ValueError("lookup arrays differ in length")
+    with nogil:
+        for i in range(nb):
+            if (offsets[i] < 0 or disk[i] < 0 or raw[i] < 0 or offsets[i] > src_len - disk[i]
+                    or dst_offsets[i] < 0 or dst_offsets[i] > dst_len - raw[i]):
+                status = RANGE
+            elif kind == 0:
+                if disk[i] != raw[i]:
+                    status = SHORT if disk[i] < raw[i] else LONG
+                else:
+                    memcpy(&dst[0] + dst_offsets[i], &src[0] + offsets[i], raw[i])
+            else:
+                status = _inflate(&s, &ready, &src[0] + offsets[i], disk[i],
+                                  &dst[0] + dst_offsets[i], raw[i], wbits)
+            if status != OK:
+                break
+        if ready:
+            inflateEnd(&s)
+    if status != OK:
+        return i, _MESSAGES[status]
+    return -1, None
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def inflate_blocks_with(fn, int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
+                        const int32_t[::1] disk, const int32_t[::1] raw, uint8_t[::1] dst,
+                        const int64_t[::1] dst_offsets):
+    """As inflate_blocks, with a Python decompressor fn(data, raw_len) -> bytes (libdeflate, ISA-L)."""
+    cdef Py_ssize_t i, nb = offsets.shape[0]
+    cdef Py_ssize_t src_len = src.shape[0], dst_len = dst.shape[0]
+    cdef const uint8_t[::1] out
+    if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb:
+        raise ValueError("lookup arrays differ in length")
+    if kind != 1:
+        return inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets)
+    for i in range(nb):
+        if (offsets[i] < 0 or disk[i] < 0 or raw[i] < 0 or offsets[i] > src_len - disk[i]
+                or dst_offsets[i] < 0 or dst_offsets[i] > dst_len - raw[i]):
+            return i, _MESSAGES[RANGE]
+        try:
+            out = fn(src[offsets[i]:offsets[i] + disk[i]], raw[i])
+        except Exception:
+            return i, _MESSAGES[CORRUPT]
+        if out.shape[0] != raw[i]:
+            return i, _MESSAGES[SHORT]
+        if raw[i]:
+            with nogil:
+                memcpy(&dst[0] + dst_offsets[i], &out[0], raw[i])
+    return -1, None
+
+
+def deflate_raw(const uint8_t[::1] data, int level=6):
+    """Raw DEFLATE with zlib (memLevel 8, default strategy): what .NET's DeflateStream emits."""
+    cdef z_stream s
+    cdef int ret
+    cdef unsigned long bound
+    memset(&s, 0, sizeof(z_stream))
+    if deflateInit2(&s, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK:
+        raise MemoryError("zlib deflateInit2 failed")
+    try:
+        bound = deflateBound(&s, data.shape[0])
+        out = bytearray(bound)
+        _deflate_into(&s, data, out, &ret)
+        if ret != Z_STREAM_END:
+            raise RuntimeError(f"zlib deflate failed ({ret})")
+        del out[bound - s.avail_out:]
+        return bytes(out)
+    finally:
+        deflateEnd(&s)
+
+
+cdef void _deflate_into(z_stream *s, const uint8_t[::1] data, uint8_t[::1] out, int *ret):
+    with nogil:
+        s.next_in = &data[0] if data.shape[0] else NULL
+        s.avail_in = <unsigned int>data.shape[0]
+        s.next_out = &out[0]
+        s.avail_out = <unsigned int>out.shape[0]
+        ret[0] = deflate(s, Z_FINISH)
+
+
+def decompress_metadata(int kind, data, Py_ssize_t limit):
+    """A metadata block has no stored raw length: inflate it whole, at most `limit` bytes."""
+    if kind == 0:
+        return bytes(data)
+    d = _pyzlib.decompressobj(_wbits(kind))
+    try:
+        out = d.decompress(data, limit)
+    except _pyzlib.error as e:
+        raise IdvFormatError(f"corrupt compressed data ({e})") from None
+    if not d.eof:
+        raise IdvFormatError("compressed data is truncated or expands beyond any plausible size")
+    return out
+
+
+# ---- backend registry: name -> fn(data, raw_len) -> bytes, or None for zlib's C path ----
+BACKENDS = {"zlib": None}
+_MISSING = {}
+try:
+    import deflate as _libdeflate
+    BACKENDS["libdeflate"] = _libdeflate.deflate_decompress
+except ImportError:
+    _MISSING["libdeflate"] = "pip install deflate"
+try:
+    from isal import isal_zlib as _isal
+
+    def _isal_inflate(data, n):
+        return _isal.decompress(data, -15, n)
+
+    BACKENDS["isal"] = _isal_inflate
+except ImportError:
+    _MISSING["isal"] = "pip install isal"
+
+PREFERENCE = ("libdeflate", "isal", "zlib")
+
+
+def default_backend():
+    """The fastest installed DEFLATE library."""
+    for name in PREFERENCE:
+        if name in BACKENDS:
+            return name
+
+
+def backend(name=None):
+    """Resolve a backend name (None: the default) to its decompressor (None: zlib's C path)."""
+    if name is None:
+        name = default_backend()
+    if name in BACKENDS:
+        return BACKENDS[name]
+    if name in _MISSING:
+        raise ImportError(f"DEFLATE backend {name!r} needs its package: {_MISSING[name]}")
+    raise ValueError(f"unknown DEFLATE backend {name!r}; known: {', '.join(PREFERENCE)}")

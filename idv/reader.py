@@ -1,0 +1,596 @@
+"""The reading API: ``idv.open`` gives an IdvFile whose columns read into numpy by block.
+
+A column's rows are stored in blocks of ``rows_per_block`` rows, each compressed on its own and
+located through the column's lookup table. Slicing decodes only the blocks that hold the rows
+asked for; a full read decodes blocks in parallel threads (the DEFLATE libraries and the
+decoders release the GIL).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from idv import _codecs, _compression, _header, _lookup, _toc
+from idv import types as T
+from idv import vectors
+from idv.errors import IdvFormatError, UnsupportedCodecError
+from idv.source import open_source
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+class IdvWarning(UserWarning):
+    """Something ML.NET would also only warn about, e.g. a column with an unknown codec."""
+
+
+def _pool(threads):
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < threads:
+            _POOL = ThreadPoolExecutor(threads, thread_name_prefix="idv")
+        return _POOL
+
+
+def default_threads():
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else (os.cpu_count() or 1))
+
+
+def _chunks(n, parts):
+    """Split range(n) into at most `parts` contiguous (start, stop) pairs."""
+    parts = max(1, min(parts, n))
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+class Field:
+    """One entry of a Schema: a column's name, type and metadata types."""
+
+    __slots__ = ("index", "name", "type", "codec", "metadata_types", "hidden")
+
+    def __init__(self, index, name, type_, codec, metadata_types, hidden):
+        self.index = index
+        self.name = name
+        self.type = type_
+        self.codec = codec
+        self.metadata_types = metadata_types
+        self.hidden = hidden
+
+    def __str__(self):
+        t = self.type if self.type is not None else f"<unreadable: codec {self.codec!r}>"
+        s = f"{self.name}: {t}"
+        if self.hidden:
+            s += "  (hidden: a later column has the same name)"
+        if self.metadata_types:
+            meta = ", ".join(f"{k}: {v}" for k, v in self.metadata_types.items())
+            s += f"\n  -- metadata: {meta}"
+        return s
+
+    def __repr__(self):
+        return f"Field({self.name!r}, {self.type})"
+
+
+class Schema:
+    """The columns' names and types, printable like pyarrow's."""
+
+    def __init__(self, fields, num_rows):
+        self.fields = list(fields)
+        self.num_rows = num_rows
+
+    @property
+    def names(self):
+        return [f.name for f in self.fields]
+
+    @property
+    def types(self):
+        return [f.type for f in self.fields]
+
+    def __len__(self):
+        return len(self.fields)
+
+    def __iter__(self):
+        return iter(self.fields)
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            for f in reversed(self.fields):
+                if f.name == key:
+                    return f
+            raise KeyError(key)
+        return self.fields[key]
+
+    def __str__(self):
+        return "\n".join(str(f) for f in self.fields)
+
+    def __repr__(self):
+        return f"idv.Schema ({len(self.fields)} columns, {self.num_rows} rows)\n{self}"
+
+
+class Column:
+    """One column: its type and metadata, and its values read by block.
+
+    ``col.read()`` gives every row; ``col[i]``, ``col[a:b]`` and ``col[a:b:step]`` decode only
+    the blocks that hold those rows (``blocks_decoded`` counts them).
+    """
+
+    def __init__(self, file, entry, codec, dead_reason):
+        self._file = file
+        self._entry = entry
+        self.codec = codec
+        self._dead = dead_reason
+        self._table = None
+        self._metadata_entries = None
+        self._metadata = None
+        self.blocks_decoded = 0
+        self.index = entry.index
+        self.name = entry.name
+
+    # ---- description
+    @property
+    def type(self):
+        """The ML.NET type (``Single``, ``Vector<Single, 10>``, ``Key<UInt32, 5>``...), or None
+        when this reader does not know the column's codec."""
+        return self.codec.type if self.codec is not None else None
+
+    @property
+    def codec_name(self):
+        return self._entry.codec_name
+
+    @property
+    def compression(self):
+        return _compression.NAMES.get(self._entry.compression, f"unknown ({self._entry.compression})")
+
+    @property
+    def readable(self):
+        return self._dead is None
+
+    @property
+    def num_rows(self):
+        return self._file.num_rows
+
+    @property
+    def rows_per_block(self):
+        return self._entry.rows_per_block
+
+    @property
+    def num_blocks(self):
+        n = self.num_rows
+        return 0 if n == 0 else (n - 1) // self.rows_per_block + 1
+
+    def __len__(self):
+        return self.num_rows
+
+    def __repr__(self):
+        t = self.type if self.type is not None else f"<unreadable: {self._dead}>"
+        return f"<idv.Column {self.name!r}: {t}, {self.num_rows} rows, {self.num_blocks} blocks>"
+
+    @property
+    def lookup(self):
+        """The lookup table: a structured array (offset, disk, raw), one row per block."""
+        if self._table is None:
+            self._table = self._read_lookup()
+        return self._table
+
+    @property
+    def nbytes_disk(self):
+        return int(self.lookup["disk"].sum(dtype=np.int64))
+
+    @property
+    def nbytes(self):
+        """Bytes after decompression."""
+        return int(self.lookup["raw"].sum(dtype=np.int64))
+
+    def _where(self):
+        return f"column {self.index} {self.name!r}"
+
+    def _read_lookup(self):
+        nb = self.num_blocks
+        e = self._entry
+        f = self._file
+        if nb == 0:
+            return np.zeros(0, _lookup.ENTRY)
+        table = _lookup.parse_lookup(f._source.view(e.lookup_offset, 16 * nb), nb,
+                                     e.lookup_offset, f.header.tail_offset, self._where())
+        if self.codec is not None:
+            self._check_sizes(table)
+        return table
+
+    def _check_sizes(self, table):
+        """Refuse impossible block sizes before any output is allocated."""
+        rows = np.full(len(table), self.rows_per_block, np.int64)
+        rows[-1] = self.num_rows - (len(table) - 1) * self.rows_per_block
+        raw = table["raw"].astype(np.int64)
+        disk = table["disk"].astype(np.int64)
+        kind = self._entry.compression
+        if self.codec.itemsize:
+            bad = raw != rows * self.codec.itemsize
+            why = "is not rows x item size"
+        else:
+            bad = raw < np.array([self.codec.min_size(int(r)) for r in rows[:1]] * (len(rows) - 1)
+                                 + [self.codec.min_size(int(rows[-1]))])
+            why = "is too small for the block's rows"
+        if kind == _compression.NONE:
+            bad2 = raw != disk
+            why2 = "differs from the stored length (compression None)"
+        else:
+            bad2 = raw > disk * _compression.MAX_RATIO + 64
+            why2 = "is beyond what DEFLATE can expand to"
+        for mask, reason in ((bad, why), (bad2, why2)):
+            if mask.any():
+                b = int(np.flatnonzero(mask)[0])
+                raise IdvFormatError(
+                    f"{self._where()} block {b} (lookup entry at byte "
+                    f"{self._entry.lookup_offset + 16 * b}): decompressed length {int(raw[b])} "
+                    f"{reason}")
+
+    # ---- metadata
+    def _meta_entries(self):
+        if self._metadata_entries is None:
+            off = self._entry.metadata_offset
+            if off == 0:
+                self._metadata_entries = []
+            else:
+                tail = self._file.header.tail_offset
+                self._metadata_entries = _toc.parse_metadata_toc(
+                    self._file._source.view(off, tail - off), off, tail, self._where())
+        return self._metadata_entries
+
+    @property
+    def metadata_kinds(self):
+        return [m.kind for m in self._meta_entries()]
+
+    @property
+    def metadata_types(self):
+        """dict kind -> ML.NET type of each annotation (None when its codec is unknown)."""
+        out = {}
+        for m in self._meta_entries():
+            try:
+                out[m.kind] = _codecs.resolve(m.codec_name, m.codec_params).type
+            except UnsupportedCodecError:
+                out[m.kind] = None
+        return out
+
+    @property
+    def metadata(self):
+        """dict kind -> value: SlotNames -> array of str, KeyValues -> array, IsNormalized ->
+        bool; scalars as Python/numpy scalars, vectors as arrays shaped by their dims."""
+        if self._metadata is None:
+            self._metadata = {}
+            for m in self._meta_entries():
+                value = self._decode_metadata(m)
+                if value is not _DEAD:
+                    self._metadata[m.kind] = value
+        return self._metadata
+
+    def _decode_metadata(self, m):
+        where = f"{self._where()} metadata {m.kind!r} (block at byte {m.offset})"
+        try:
+            codec = _codecs.resolve(m.codec_name, m.codec_params)
+        except UnsupportedCodecError as e:
+            warnings.warn(f"skipping {where}: {e}", IdvWarning, stacklevel=3)
+            return _DEAD
+        if m.compression not in _compression.NAMES:
+            warnings.warn(f"skipping {where}: unknown compression {m.compression}", IdvWarning,
+                          stacklevel=3)
+            return _DEAD
+        try:
+            data = self._file._source.view(m.offset, m.size)
+            raw = _compression.decompress_metadata(m.compression, data,
+                                                   m.size * _compression.MAX_RATIO + 64)
+            value = codec.decode(memoryview(raw), 1)
+        except IdvFormatError as e:
+            raise IdvFormatError(f"{where}: {e}") from None
+        if isinstance(codec, _codecs.VBufferCodec):
+            return vectors.metadata_value(value, codec.type)
+        v = value[0]
+        return v.item() if isinstance(v, np.bool_) else v
+
+    # ---- reading
+    def _check_readable(self):
+        if self._dead is not None:
+            raise UnsupportedCodecError(f"cannot read {self._where()}: {self._dead} (ML.NET "
+                                        f"skips such columns too)")
+
+    def read(self, sparse=False):
+        """Every row: a numpy array, a Ragged for variable-size vectors, or with
+        ``sparse=True`` a scipy.sparse.csr_matrix for vector columns."""
+        return self._read_blocks(0, self.num_blocks, sparse)
+
+    def iter_blocks(self, sparse=False):
+        """Yield the rows block by block, each in read()'s form."""
+        for b in range(self.num_blocks):
+            yield self._read_blocks(b, b + 1, sparse)
+
+    def __getitem__(self, key):
+        n = self.num_rows
+        rpb = self.rows_per_block
+        if isinstance(key, (int, np.integer)):
+            i = int(key) + n if key < 0 else int(key)
+            if not 0 <= i < n:
+                raise IndexError(f"row {key} out of range for {n} rows")
+            b = i // rpb
+            return self._read_blocks(b, b + 1)[i - b * rpb]
+        if not isinstance(key, slice):
+            raise TypeError(f"columns are indexed by int or slice, not {type(key).__name__}")
+        rows = np.arange(*key.indices(n))
+        if len(rows) == 0:
+            return self._read_blocks(0, 0)
+        if key.step in (None, 1):
+            b0, b1 = rows[0] // rpb, rows[-1] // rpb + 1
+            part = self._read_blocks(b0, b1)
+            return part[rows[0] - b0 * rpb:rows[-1] + 1 - b0 * rpb]
+        blocks = np.unique(rows // rpb)
+        # decode runs of consecutive blocks together, skip the rest
+        runs = np.split(blocks, np.flatnonzero(np.diff(blocks) != 1) + 1)
+        parts, firsts = [], []
+        for run in runs:
+            parts.append(self._read_blocks(int(run[0]), int(run[-1]) + 1))
+            firsts.append(int(run[0]) * rpb)
+        if len(parts) == 1:
+            whole, local = parts[0], rows - firsts[0]
+        else:
+            whole = _concat(parts)
+            starts = np.cumsum([0] + [_len(p) for p in parts[:-1]])
+            run_of_row = np.searchsorted(np.array(firsts), rows, side="right") - 1
+            local = rows - np.array(firsts)[run_of_row] + starts[run_of_row]
+        return whole[local]
+
+    def _block_rows(self, b):
+        start = b * self.rows_per_block
+        return start, min(start + self.rows_per_block, self.num_rows)
+
+    def _read_blocks(self, b0, b1, sparse=False):
+        """Rows of blocks [b0, b1) in read()'s form."""
+        self._check_readable()
+        codec = self.codec
+        is_vector = isinstance(codec, _codecs.VBufferCodec)
+        if sparse and not is_vector:
+            raise TypeError(f"sparse=True is for vector columns; {self._where()} is {self.type}")
+        r0 = b0 * self.rows_per_block
+        r1 = self._block_rows(b1 - 1)[1] if b1 > b0 else r0
+        if b1 <= b0:
+            if is_vector:
+                return vectors.empty(codec.type, sparse)
+            return np.empty(0, codec.dtype)
+        table = self.lookup[b0:b1]
+        self.blocks_decoded += b1 - b0
+        if codec.itemsize and not is_vector:
+            out = np.empty(r1 - r0, codec.dtype)
+            self._inflate_into(b0, table, out.view(np.uint8).reshape(-1),
+                               (np.arange(b0, b1, dtype=np.int64) * self.rows_per_block - r0)
+                               * codec.itemsize)
+            try:
+                codec.fix(out)
+            except IdvFormatError as e:
+                raise IdvFormatError(f"{self._where()} blocks {b0}-{b1 - 1}: {e}") from None
+            return out
+        if is_vector:
+            results = [None] * (b1 - b0)
+            self._decode_each(b0, b1, table, lambda i, b, buf, n: results.__setitem__(
+                i, codec.decode(buf, n)))
+            return vectors.assemble(results, codec.type, sparse)
+        out = np.empty(r1 - r0, codec.dtype)
+
+        def into(i, b, buf, n):
+            s = self._block_rows(b)[0] - r0
+            end = codec.decode_into(buf, 0, n, out[s:s + n])
+            if end != len(buf):
+                raise IdvFormatError(f"{codec.load_name} block has {len(buf) - end} bytes more "
+                                     f"than its {n} items need")
+        self._decode_each(b0, b1, table, into)
+        return out
+
+    def _inflate_into(self, b0, table, dst, dst_offsets):
+        """Decompress the blocks of `table` into dst, in parallel chunks."""
+        f = self._file
+        kind = self._entry.compression
+        fn = _compression.backend(f.backend)
+        offsets = np.ascontiguousarray(table["offset"])
+        disk = np.ascontiguousarray(table["disk"])
+        raw = np.ascontiguousarray(table["raw"])
+        dst_offsets = np.ascontiguousarray(dst_offsets, dtype=np.int64)
+
+        def run(span):
+            a, b = span
+            src, offs = f._block_bytes(offsets[a:b], disk[a:b])
+            if fn is None:
+                return a, _compression.inflate_blocks(kind, src, offs, disk[a:b], raw[a:b], dst,
+                                                      dst_offsets[a:b])
+            return a, _compression.inflate_blocks_with(fn, kind, src, offs, disk[a:b], raw[a:b],
+                                                       dst, dst_offsets[a:b])
+        total = int(raw.sum(dtype=np.int64))
+        spans = _chunks(len(table), f.threads * 4 if total > (1 << 20) else 1)
+        if len(spans) > 1 and f.threads > 1:
+            results = list(_pool(f.threads).map(run, spans))
+        else:
+            results = [run(s) for s in spans]
+        for a, (i, message) in results:
+            if i >= 0:
+                b = b0 + a + i
+                raise IdvFormatError(f"{self._where()} block {b} at byte "
+                                     f"{int(offsets[a + i])} ({int(disk[a + i])} bytes on disk, "
+                                     f"{int(raw[a + i])} expected): {message}")
+
+    def _decode_each(self, b0, b1, table, consume):
+        """Decompress each block then hand it to consume(i, block, buffer, rows)."""
+        raw = table["raw"].astype(np.int64)
+        starts = np.zeros(len(table), np.int64)
+        np.cumsum(raw[:-1], out=starts[1:])
+        f = self._file
+
+        def run(span):
+            a, b = span
+            buf = np.empty(int(raw[a:b].sum()), np.uint8)
+            self._inflate_into(b0 + a, table[a:b], buf, starts[a:b] - starts[a])
+            mv = memoryview(buf)
+            for i in range(a, b):
+                blk = b0 + i
+                r0, r1 = self._block_rows(blk)
+                lo = int(starts[i] - starts[a])
+                try:
+                    consume(i, blk, mv[lo:lo + int(raw[i])], r1 - r0)
+                except IdvFormatError as e:
+                    raise IdvFormatError(f"{self._where()} block {blk} (rows {r0}-{r1 - 1}, at "
+                                         f"byte {int(table['offset'][i])}): {e}") from None
+        spans = _chunks(len(table), f.threads * 2)
+        if len(spans) > 1 and f.threads > 1:
+            list(_pool(f.threads).map(run, spans))
+        else:
+            for s in spans:
+                run(s)
+
+
+_DEAD = object()
+
+
+def _len(x):
+    return x.shape[0] if hasattr(x, "shape") else len(x)
+
+
+def _concat(parts):
+    if isinstance(parts[0], vectors.Ragged):
+        return vectors.Ragged.concat(parts)
+    if hasattr(parts[0], "tocsr"):
+        import scipy.sparse as sp
+        return sp.vstack(parts, format="csr")
+    return np.concatenate(parts)
+
+
+class IdvFile:
+    """An open .idv file. Use as a context manager, or call close().
+
+    ``f.schema`` prints the columns; ``f["Label"]`` or ``f[0]`` gives a Column (with duplicate
+    names, the last one, as ML.NET does); ``f.read(columns=[...])`` gives a dict of arrays.
+    """
+
+    def __init__(self, source, *, threads=None, backend=None):
+        self._source = open_source(source)
+        self.threads = threads or default_threads()
+        self.backend = backend
+        _compression.backend(backend)   # fail early on an unknown or missing backend
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self):
+        src = self._source
+        head = src.view(0, min(_header.HEADER_SIZE, src.size))
+        self.header = h = _header.parse_header(head, src.size)
+        _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
+        entries = []
+        if h.column_count:
+            entries = _toc.parse_toc(src.view(h.toc_offset, h.tail_offset - h.toc_offset),
+                                     h.toc_offset, h)
+        self.columns = []
+        for e in entries:
+            codec, dead = None, None
+            try:
+                codec = _codecs.resolve(e.codec_name, e.codec_params,
+                                        f" in column {e.index} {e.name!r}")
+            except UnsupportedCodecError as err:
+                dead = str(err)
+            if e.compression not in _compression.NAMES:
+                dead = (dead + "; " if dead else "") + f"unknown compression kind {e.compression}"
+            if dead is not None:
+                warnings.warn(f"cannot interpret column {e.index} {e.name!r}: {dead}", IdvWarning,
+                              stacklevel=3)
+            self.columns.append(Column(self, e, codec, dead))
+        self._by_name = {c.name: c for c in self.columns}
+
+    def _block_bytes(self, offsets, disk):
+        """The source buffer and the blocks' offsets within it (file objects: read them)."""
+        buf = self._source.buffer
+        if buf is not None:
+            return buf, offsets
+        parts = [self._source.view(int(o), int(d)) for o, d in zip(offsets, disk)]
+        local = np.zeros(len(parts), np.int64)
+        np.cumsum([len(p) for p in parts[:-1]], out=local[1:])
+        return b"".join(parts), local
+
+    # ---- description
+    @property
+    def num_rows(self):
+        return self.header.row_count
+
+    @property
+    def num_columns(self):
+        return len(self.columns)
+
+    @property
+    def version(self):
+        return self.header.version_string
+
+    @property
+    def column_names(self):
+        return [c.name for c in self.columns]
+
+    @property
+    def schema(self):
+        return Schema([Field(c.index, c.name, c.type, c.codec_name, c.metadata_types,
+                             self._by_name[c.name] is not c) for c in self.columns],
+                      self.num_rows)
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            try:
+                return self._by_name[key]
+            except KeyError:
+                raise KeyError(f"no column {key!r}; columns: {self.column_names}") from None
+        return self.columns[key]
+
+    def __contains__(self, name):
+        return name in self._by_name
+
+    def __iter__(self):
+        return iter(self.column_names)
+
+    def __repr__(self):
+        return (f"<idv.IdvFile {self.num_rows} rows x {self.num_columns} columns, "
+                f"version {self.version}>")
+
+    def read(self, columns=None, sparse=False):
+        """dict name -> array for the named (or indexed) columns; all readable ones by default."""
+        if columns is None:
+            cols = [c for c in self.columns if c.readable and self._by_name[c.name] is c]
+        else:
+            if isinstance(columns, (str, int)):
+                columns = [columns]
+            cols = [self[c] for c in columns]
+        out = {}
+        for c in cols:
+            is_vec = isinstance(c.type, T.Vector)
+            out[c.name] = c.read(sparse=sparse and is_vec)
+        return out
+
+    # ---- lifetime
+    def close(self):
+        if self._source is not None:
+            self._source.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open(source, *, threads=None, backend=None) -> IdvFile:   # noqa: A001 - like io.open
+    """Open an .idv: a path (memory-mapped), a bytes-like object, or a seekable binary file.
+
+    ``threads``: decoding threads (default: the CPUs available). ``backend``: the DEFLATE
+    library, 'libdeflate', 'isal' or 'zlib' (default: the fastest installed).
+    """
+    return IdvFile(source, threads=threads, backend=backend)
+
+
+def read(source, columns=None, sparse=False, **kwargs):
+    """Shortcut for ``idv.open(source).read(columns)``."""
+    with open(source, **kwargs) as f:
+        return f.read(columns, sparse=sparse)

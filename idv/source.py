@@ -1,0 +1,118 @@
+"""Where the bytes come from: a memory map, an in-memory buffer, or a seekable file object.
+
+Offsets in an .idv are relative to the start of the IDV stream, which is not always the start
+of the container: ML.NET's OptionalColumnTransform stores Schema.idv behind a 4-byte length
+prefix. `base` is that shift.
+"""
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import struct
+import threading
+
+from idv._header import HEADER_SIZE, SIGNATURE
+from idv.errors import IdvFormatError
+
+_SIG = struct.pack("<Q", SIGNATURE)
+
+
+class MemorySource:
+    """A bytes-like object or a memory map; views are zero-copy."""
+
+    def __init__(self, buffer, owner=None):
+        self._owner = owner           # the mmap/file to close, if we opened it
+        mv = memoryview(buffer).cast("B")
+        self.buffer = _skip_prefix(mv)
+        self.size = len(self.buffer)
+
+    def view(self, offset: int, size: int):
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise IdvFormatError(f"range [{offset}, {offset + size}) is outside the file of "
+                                 f"{self.size} bytes")
+        return self.buffer[offset:offset + size]
+
+    def close(self):
+        self.buffer = None
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            try:
+                owner.close()
+            except BufferError:
+                pass   # arrays still point into the map; it closes when they are gone
+
+
+class FileSource:
+    """A seekable binary file object, e.g. zipfile.ZipFile(...).open('Schema.idv')."""
+
+    def __init__(self, f):
+        for attr in ("read", "seek", "tell"):
+            if not hasattr(f, attr):
+                raise TypeError(f"idv.open needs a path, a bytes-like object or a seekable binary "
+                                f"file object; {type(f).__name__} has no {attr}()")
+        if hasattr(f, "seekable") and not f.seekable():
+            raise TypeError("idv.open needs a seekable file object (ML.NET's format is read by "
+                            "offset); read it into bytes first")
+        self._f = f
+        self._lock = threading.Lock()
+        self._origin = f.tell()
+        end = f.seek(0, io.SEEK_END)
+        self.base = 0
+        self.size = end - self._origin
+        head = self._read(0, min(12, self.size))
+        if head[:8] != _SIG and len(head) == 12 and head[4:12] == _SIG:
+            if struct.unpack("<i", head[:4])[0] <= self.size - 4:
+                self.base = 4
+                self.size -= 4
+        self.buffer = None
+
+    def _read(self, offset, size):
+        with self._lock:
+            self._f.seek(self._origin + offset)
+            data = self._f.read(size)
+        if len(data) != size:
+            raise IdvFormatError(f"file ended early: wanted {size} bytes at {offset}, got "
+                                 f"{len(data)}")
+        return data
+
+    def view(self, offset: int, size: int):
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise IdvFormatError(f"range [{offset}, {offset + size}) is outside the file of "
+                                 f"{self.size} bytes")
+        return memoryview(self._read(self.base + offset, size))
+
+    def close(self):
+        self._f = None
+
+
+def _skip_prefix(mv):
+    """Detect an IDV stored behind an int32 length prefix (model-zip entries)."""
+    if len(mv) >= 12 and mv[:8] != _SIG and mv[4:12] == _SIG:
+        (n,) = struct.unpack("<i", mv[:4])
+        if 0 < n <= len(mv) - 4:
+            return mv[4:4 + n]
+    return mv
+
+
+def open_source(source):
+    """Pick the source for a path, a bytes-like object or a file object."""
+    if isinstance(source, (str, os.PathLike)):
+        f = open(source, "rb")
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size < HEADER_SIZE:
+                data = f.read()
+                f.close()
+                return MemorySource(data)
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        finally:
+            f.close()
+        return MemorySource(mm, owner=mm)
+    if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
+        return MemorySource(source)
+    try:
+        memoryview(source)
+    except TypeError:
+        return FileSource(source)
+    return MemorySource(source)

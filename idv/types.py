@@ -1,0 +1,161 @@
+"""ML.NET's column types as Python objects, and the numpy form each one reads into.
+
+Item types are singletons (`idv.Single`, `idv.Text`, ...); `Key` and `Vector` are built from
+them: `idv.Key(idv.UInt32, count=5)`, `idv.Vector(idv.Single, 10)`, `idv.Vector(idv.Int32, 2, 3)`,
+`idv.Vector(idv.Single)` (variable size). Types compare by value.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# .NET ticks (100 ns since 0001-01-01) of the Unix epoch, which numpy's datetime64 counts from.
+EPOCH_TICKS = 621355968000000000
+MAX_DATETIME_TICKS = 3155378975999999999   # DateTime.MaxValue
+TICKS_PER_MINUTE = 600000000
+
+DATETIME_DTYPE = np.dtype("datetime64[100ns]")
+TIMESPAN_DTYPE = np.dtype("timedelta64[100ns]")
+# Lossless DateTimeOffset: the UTC instant plus the offset; local clock = utc + offset.
+DATETIMEOFFSET_DTYPE = np.dtype([("utc", DATETIME_DTYPE), ("offset_minutes", "<i2")])
+# DataViewRowId is a 128-bit integer stored as (Low, High); numpy has no uint128.
+ROWID_DTYPE = np.dtype([("low", "<u8"), ("high", "<u8")])
+
+
+class DataViewType:
+    """Base of all column types."""
+
+    __slots__ = ()
+
+    @property
+    def dtype(self) -> np.dtype:
+        raise NotImplementedError
+
+    def __repr__(self):
+        return str(self)
+
+
+class PrimitiveType(DataViewType):
+    """A scalar item type: number, Boolean, Text, date/time or RowId."""
+
+    __slots__ = ("name", "_dtype", "short_name")
+
+    def __init__(self, name: str, dtype, short_name: str):
+        self.name = name
+        self._dtype = np.dtype(dtype)
+        self.short_name = short_name
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def is_numeric(self) -> bool:
+        return self._dtype.kind in "iuf"
+
+    def __str__(self):
+        return self.name
+
+    def __reduce__(self):
+        return (_primitive, (self.name,))
+
+
+def _primitive(name):
+    return PRIMITIVES[name]
+
+
+SByte = PrimitiveType("SByte", np.int8, "I1")
+Byte = PrimitiveType("Byte", np.uint8, "U1")
+Int16 = PrimitiveType("Int16", np.int16, "I2")
+UInt16 = PrimitiveType("UInt16", np.uint16, "U2")
+Int32 = PrimitiveType("Int32", np.int32, "I4")
+UInt32 = PrimitiveType("UInt32", np.uint32, "U4")
+Int64 = PrimitiveType("Int64", np.int64, "I8")
+UInt64 = PrimitiveType("UInt64", np.uint64, "U8")
+Single = PrimitiveType("Single", np.float32, "R4")
+Double = PrimitiveType("Double", np.float64, "R8")
+Boolean = PrimitiveType("Boolean", np.bool_, "BL")
+Text = PrimitiveType("Text", object, "TX")
+DateTime = PrimitiveType("DateTime", DATETIME_DTYPE, "DT")
+DateTimeOffset = PrimitiveType("DateTimeOffset", DATETIMEOFFSET_DTYPE, "DZ")
+TimeSpan = PrimitiveType("TimeSpan", TIMESPAN_DTYPE, "TS")
+RowId = PrimitiveType("RowId", ROWID_DTYPE, "UG")
+
+PRIMITIVES = {t.name: t for t in (SByte, Byte, Int16, UInt16, Int32, UInt32, Int64, UInt64,
+                                  Single, Double, Boolean, Text, DateTime, DateTimeOffset,
+                                  TimeSpan, RowId)}
+KEY_RAW_TYPES = (Byte, UInt16, UInt32, UInt64)
+
+
+class Key(DataViewType):
+    """A key (categorical) type: raw unsigned values, 0 = missing, 1..count valid."""
+
+    __slots__ = ("raw", "count")
+
+    def __init__(self, raw: PrimitiveType = UInt32, count: int = None):
+        if raw not in KEY_RAW_TYPES:
+            raise TypeError(f"a key's raw type is Byte, UInt16, UInt32 or UInt64, not {raw}")
+        if count is None or int(count) <= 0:
+            raise ValueError(f"a key's count must be positive (ML.NET rejects {count})")
+        if int(count) > np.iinfo(raw.dtype).max:
+            raise ValueError(f"key count {count} does not fit {raw}")
+        self.raw = raw
+        self.count = int(count)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.raw.dtype
+
+    def __str__(self):
+        return f"Key<{self.raw}, {self.count}>"
+
+    def __eq__(self, other):
+        return isinstance(other, Key) and (self.raw, self.count) == (other.raw, other.count)
+
+    def __hash__(self):
+        return hash(("Key", self.raw.name, self.count))
+
+
+class Vector(DataViewType):
+    """A vector of an item type; dims all > 0 is fixed size, a 0 dim (or none) is variable."""
+
+    __slots__ = ("item", "dims")
+
+    def __init__(self, item, *dims: int):
+        if isinstance(item, Vector) or not isinstance(item, (PrimitiveType, Key)):
+            raise TypeError(f"a vector's item type must be a primitive or key type, not {item!r}")
+        dims = tuple(int(d) for d in dims) or (0,)
+        if any(d < 0 for d in dims):
+            raise ValueError(f"vector dimensions must be >= 0, got {dims}")
+        self.item = item
+        self.dims = dims
+
+    @property
+    def size(self) -> int:
+        """The number of items, 0 for variable size."""
+        return math.prod(self.dims)
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.size > 0
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.item.dtype
+
+    def __str__(self):
+        if self.dims == (0,):
+            return f"Vector<{self.item}>"
+        return f"Vector<{self.item}, {', '.join(map(str, self.dims))}>"
+
+    def __eq__(self, other):
+        return isinstance(other, Vector) and (self.item, self.dims) == (other.item, other.dims)
+
+    def __hash__(self):
+        return hash(("Vector", self.item, self.dims))
+
+
+def item_type(t: DataViewType):
+    """The item type of a vector, else the type itself."""
+    return t.item if isinstance(t, Vector) else t

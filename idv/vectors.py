@@ -1,0 +1,202 @@
+"""Vector columns in numpy form: dense (N, *dims), ragged, or scipy CSR.
+
+ML.NET stores each block of vectors as per-row lengths and counts (-1 = dense), the sparse
+rows' indices, and the stored items in row order (see VectorBlock in idv._codecs). These
+functions turn a list of such blocks into the form the user asked for.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from idv import types as T
+
+
+class Ragged:
+    """Variable-size vectors: row i is ``values[offsets[i]:offsets[i + 1]]``.
+
+    Flat values plus offsets (as in Arrow's list arrays) keep a column of millions of short
+    vectors in two arrays; ``to_list()`` gives one numpy array per row.
+    """
+
+    __slots__ = ("values", "offsets")
+
+    def __init__(self, values, offsets):
+        self.values = np.asarray(values)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        if self.offsets.ndim != 1 or len(self.offsets) == 0 or self.offsets[0] != 0 \
+                or self.offsets[-1] != len(self.values) or (np.diff(self.offsets) < 0).any():
+            raise ValueError("offsets must start at 0, not decrease and end at len(values)")
+
+    @classmethod
+    def from_list(cls, rows, dtype=None):
+        rows = [np.asarray(r, dtype=dtype).reshape(-1) for r in rows]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum([len(r) for r in rows], out=offsets[1:])
+        if rows:
+            values = np.concatenate(rows)
+        else:
+            values = np.empty(0, dtype if dtype is not None else np.float64)
+        return cls(values, offsets)
+
+    @property
+    def lengths(self):
+        return np.diff(self.offsets)
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def __getitem__(self, key):
+        if isinstance(key, (int, np.integer)):
+            n = len(self)
+            i = int(key) + n if key < 0 else int(key)
+            if not 0 <= i < n:
+                raise IndexError(f"row {key} out of range for {n} rows")
+            return self.values[self.offsets[i]:self.offsets[i + 1]]
+        if isinstance(key, slice) and key.step in (None, 1):
+            start, stop, _ = key.indices(len(self))
+            stop = max(start, stop)
+            offs = self.offsets[start:stop + 1]
+            return Ragged(self.values[offs[0]:offs[-1]], offs - offs[0])
+        rows = np.arange(len(self))[key]
+        return self.take(rows)
+
+    def take(self, rows):
+        rows = np.asarray(rows, dtype=np.int64)
+        starts, lengths = self.offsets[rows], np.diff(self.offsets)[rows]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        gather = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
+        return Ragged(self.values[gather], offsets)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self.values[self.offsets[i]:self.offsets[i + 1]]
+
+    def to_list(self):
+        """One numpy array per row (views into ``values``)."""
+        return np.split(self.values, self.offsets[1:-1])
+
+    tolist = to_list
+
+    def __eq__(self, other):
+        if not isinstance(other, Ragged):
+            return NotImplemented
+        return (np.array_equal(self.offsets, other.offsets)
+                and np.array_equal(self.values, other.values,
+                                   equal_nan=self.values.dtype.kind in "fc"))
+
+    def __repr__(self):
+        rows = ", ".join(repr(r.tolist()) for r in self[:3]) + (", ..." if len(self) > 3 else "")
+        return f"Ragged([{rows}], rows={len(self)}, dtype={self.values.dtype})"
+
+    @staticmethod
+    def concat(parts):
+        parts = list(parts)
+        values = np.concatenate([p.values for p in parts])
+        lengths = np.concatenate([p.lengths for p in parts])
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return Ragged(values, offsets)
+
+
+def zero_item(item_type):
+    """The value an absent sparse slot stands for: ML.NET's default(T)."""
+    if item_type is T.Text:
+        return ""
+    z = np.zeros(1, item_type.dtype)
+    if item_type is T.DateTime:
+        z.view(np.int64)[0] = -T.EPOCH_TICKS
+    elif item_type is T.DateTimeOffset:
+        z["utc"] = np.array([-T.EPOCH_TICKS]).view(T.DATETIME_DTYPE)
+    return z[0]
+
+
+def _positions(block):
+    """For each stored item: its row, and its slot within that row."""
+    dense = block.counts < 0
+    stored = np.where(dense, block.lengths, block.counts)
+    rows = np.repeat(np.arange(len(block)), stored)
+    starts = np.cumsum(stored) - stored
+    slots = np.arange(len(rows)) - starts[rows]
+    slots[~dense[rows]] = block.indices
+    return rows, slots
+
+
+def flat_dense(block, item_type):
+    """All rows densified and concatenated, and each row's length."""
+    if block.all_dense:
+        return block.values, block.lengths
+    rows, slots = _positions(block)
+    starts = np.cumsum(block.lengths) - block.lengths
+    out = np.empty(int(block.lengths.sum()), block.values.dtype)
+    out[...] = zero_item(item_type)
+    out[starts[rows] + slots] = block.values
+    return out, block.lengths
+
+
+def to_dense(blocks, vtype):
+    """Fixed-size vectors: an (N, *dims) array."""
+    flats = [flat_dense(b, vtype.item)[0] for b in blocks]
+    flat = flats[0] if len(flats) == 1 else np.concatenate(flats)
+    return flat.reshape((-1,) + vtype.dims)
+
+
+def to_ragged(blocks, vtype):
+    pieces = [flat_dense(b, vtype.item) for b in blocks]
+    values = pieces[0][0] if len(pieces) == 1 else np.concatenate([p[0] for p in pieces])
+    lengths = np.concatenate([p[1] for p in pieces])
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return Ragged(values, offsets)
+
+
+def to_csr(blocks, vtype):
+    """A scipy.sparse.csr_matrix without densifying; width = the size (variable: longest row)."""
+    try:
+        import scipy.sparse as sp
+    except ImportError:
+        raise ImportError("read(sparse=True) needs scipy: pip install scipy") from None
+    if not (isinstance(vtype.item, T.Key) or vtype.item.dtype.kind in "biuf"):
+        raise TypeError(f"read(sparse=True) needs numeric, Boolean or key items, not {vtype.item}")
+    data, indices, counts = [], [], []
+    width = vtype.size
+    for b in blocks:
+        rows, slots = _positions(b)
+        data.append(b.values)
+        indices.append(slots)
+        counts.append(np.bincount(rows, minlength=len(b)))
+        if len(b.lengths):
+            width = max(width, int(b.lengths.max()))
+    counts = np.concatenate(counts) if counts else np.zeros(0, np.int64)
+    indptr = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    dtype = vtype.item.dtype
+    data = np.concatenate(data) if data else np.zeros(0, dtype)
+    indices = np.concatenate(indices) if indices else np.zeros(0, np.int64)
+    return sp.csr_matrix((data, indices, indptr), shape=(len(counts), width))
+
+
+def empty(vtype, sparse=False):
+    """Zero rows in the form read() gives for this type."""
+    from idv._codecs import VectorBlock
+    block = VectorBlock(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                        np.zeros(0, vtype.item.dtype))
+    return assemble([block], vtype, sparse)
+
+
+def assemble(blocks, vtype, sparse=False):
+    if sparse:
+        return to_csr(blocks, vtype)
+    if vtype.is_fixed:
+        return to_dense(blocks, vtype)
+    return to_ragged(blocks, vtype)
+
+
+def metadata_value(block, vtype):
+    """One annotation vector: densified, shaped by its dims when fixed."""
+    flat, _ = flat_dense(block, vtype.item)
+    return flat.reshape(vtype.dims) if vtype.is_fixed else flat
