@@ -1,0 +1,23 @@
+from typing import Callable, Dict, Optional, Tuple
+
+import numpy as np
+
+NONE: int
+DEFLATE: int
+ZLIB: int
+NAMES: Dict[int, str]
+MAX_RATIO: int
+BACKENDS: Dict[str, Optional[Callable[[memoryview, int], bytes]]]
+PREFERENCE: Tuple[str, ...]
+
+def inflate_blocks(kind: int, src: memoryview | bytes, offsets: np.ndarray, disk: np.ndarray,
+                   raw: np.ndarray, dst: np.ndarray,
+                   dst_offsets: np.ndarray) -> Tuple[int, Optional[str]]: ...
+def inflate_blocks_with(fn: Callable[[memoryview, int], bytes], kind: int,
+                        src: memoryview | bytes, offsets: np.ndarray, disk: np.ndarray,
+                        raw: np.ndarray, dst: np.ndarray,
+                        dst_offsets: np.ndarray) -> Tuple[int, Optional[str]]: ...
+def deflate_raw(data: bytes | memoryview, level: int = 6) -> bytes: ...
+def decompress_metadata(kind: int, data: bytes | memoryview, limit: int) -> bytes: ...
+def default_backend() -> str: ...
+def backend(name: Optional[str] = None) -> Optional[Callable[[memoryview, int], bytes]]: ...

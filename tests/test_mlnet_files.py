@@ -1,0 +1,328 @@
+"""Real files from ML.NET's repository against ML.NET's own view of them.
+
+* ``datatypes.idv`` (version 1.1.1.5, legacy codecs DvBool / DvDateTimeZone / DvDateTime and
+  text NA bits) against ML.NET's text dump ``Datatypes-datatypes.txt``, parsed here;
+* ``schema-codec-test.idv`` (Key2 columns, 0 rows) against ``OldKeyTypeCodecTest.txt``;
+* the ``.idv`` entries of ML.NET model zips, read straight from the archive (some carry a
+  4-byte length prefix), against the oracle's dump of the same bytes, and
+  termlookup_with_key.zip's DefaultMap.idv (legacy ``Key`` codec) against the values the format
+  reference (section 10.5) gives.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+import struct
+import zipfile
+
+import numpy as np
+import pytest
+
+import dumpcheck as dc
+import idv
+from conftest import shared_dir, shared_path, skip_param
+from expected import assert_column_equal, column_expected
+
+MLNET_FILES = shared_dir() / "mlnet-files"
+ZIPS_DIR = MLNET_FILES / "model-zips"
+SIGNATURE = b"CML\x00DVB\x00"
+
+
+# ---- ML.NET's TextLoader dumps --------------------------------------------------------------
+
+# TextLoader kind -> (idv item type, the oracle-style JSON cell of default(T))
+KINDS = {
+    "BL": idv.Boolean, "I1": idv.SByte, "U1": idv.Byte, "I2": idv.Int16, "U2": idv.UInt16,
+    "I4": idv.Int32, "U4": idv.UInt32, "I8": idv.Int64, "U8": idv.UInt64, "R4": idv.Single,
+    "R8": idv.Double, "TX": idv.Text, "TS": idv.TimeSpan, "DT": idv.DateTime,
+    "DZ": idv.DateTimeOffset,
+}
+_COL = re.compile(r"^col=([^:]+):(\w\w)(?:\[(\d+)\])?:(\d+)$")
+_TICKS_PER_SECOND = 10_000_000
+_DAY0 = dt.datetime(1, 1, 1)
+
+
+def parse_textloader_dump(path):
+    """(columns [(name, idv type)], rows [[text field, ...]]) of an ML.NET text dump.
+
+    The ``#@ TextLoader{ ... }`` header declares the columns (``col=NAME:KIND[:count]:INDEX``;
+    ``U4[3]`` is a key of count 3). Rows are tab-separated; ``"..."`` quotes are removed. A
+    sparse row is ``LENGTH<tab>i:v<tab>...``: every other field is the default value.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    columns, header, body = [], False, []
+    for line in lines:
+        if line.startswith("#@"):
+            decl = line[2:].strip()
+            if decl == "header+":
+                header = True
+            m = _COL.match(decl)
+            if m:
+                name, kind, count, index = m.groups()
+                t = KINDS[kind]
+                if count is not None:
+                    t = idv.Key(t, count=int(count))
+                assert int(index) == len(columns), f"column {name} is not at index {len(columns)}"
+                columns.append((name, t))
+        elif line.strip():
+            body.append(line)
+    if header:
+        names = body.pop(0).split("\t")
+        assert names == [c[0] for c in columns], f"header line {names} vs {columns}"
+    rows = []
+    for line in body:
+        fields = [_unquote(x) for x in line.split("\t")]
+        if len(fields) != len(columns) and all(re.match(r"^\d+:", x) for x in fields[1:]):
+            assert int(fields[0]) == len(columns), f"sparse row of length {fields[0]}"
+            dense = [None] * len(columns)        # None: the default value
+            for pair in fields[1:]:
+                i, v = pair.split(":", 1)
+                dense[int(i)] = v
+            fields = dense
+        assert len(fields) == len(columns), f"row {line!r} has {len(fields)} fields"
+        rows.append(fields)
+    return columns, rows
+
+
+def _unquote(s):
+    return s[1:-1] if len(s) >= 2 and s[0] == s[-1] == '"' else s
+
+
+def _clock_ticks(text):
+    """ISO date-time with 7 fractional digits (.NET "o" format) -> .NET ticks."""
+    m = re.match(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,7}))?$", text)
+    assert m, f"unexpected date-time {text!r}"
+    y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
+    frac = int((m.group(7) or "0").ljust(7, "0"))
+    delta = dt.datetime(y, mo, d, h, mi, s) - _DAY0
+    return (delta.days * 86400 + delta.seconds) * _TICKS_PER_SECOND + frac
+
+
+def _timespan_ticks(text):
+    """.NET TimeSpan "c" format ``[-][d.]hh:mm:ss[.fffffff]`` -> ticks."""
+    m = re.match(r"^(-)?(?:(\d+)\.)?(\d\d):(\d\d):(\d\d)(?:\.(\d{1,7}))?$", text)
+    assert m, f"unexpected TimeSpan {text!r}"
+    sign, days, h, mi, s, frac = m.groups()
+    ticks = ((int(days or 0) * 24 + int(h)) * 3600 + int(mi) * 60 + int(s)) * _TICKS_PER_SECOND
+    ticks += int((frac or "0").ljust(7, "0"))
+    return -ticks if sign else ticks
+
+
+def text_to_cell(t, text):
+    """A TextLoader field -> the oracle's JSON cell encoding (None = default(T))."""
+    if isinstance(t, idv.Key):
+        return 0 if text is None else int(text)
+    name = t.name
+    if name == "Text":
+        return "" if text is None else text
+    if name == "Boolean":
+        return text is not None and {"0": False, "1": True, "false": False,
+                                     "true": True}[text.lower()]
+    if name in ("Single", "Double"):
+        return "0.0" if text is None else repr(float(text))
+    if name == "TimeSpan":
+        return 0 if text is None else _timespan_ticks(text)
+    if name == "DateTime":
+        return 0 if text is None else _clock_ticks(text)
+    if name == "DateTimeOffset":
+        if text is None:
+            return {"ticks": 0, "offset_minutes": 0}
+        m = re.match(r"^(.*)([+-])(\d\d):(\d\d)$", text)
+        assert m, f"unexpected DateTimeOffset {text!r}"
+        offset = (int(m.group(3)) * 60 + int(m.group(4))) * (-1 if m.group(2) == "-" else 1)
+        return {"ticks": _clock_ticks(m.group(1)), "offset_minutes": offset}
+    return 0 if text is None else int(text)
+
+
+def test_parsers_on_known_strings():
+    """The dump parsers, on values whose ticks are known independently."""
+    assert _timespan_ticks("2.00:00:00") == 2 * 864_000_000_000
+    assert _timespan_ticks("-00:00:01.5") == -15_000_000
+    assert _timespan_ticks("00:00:00") == 0
+    assert _clock_ticks("1970-01-01T00:00:00.0000000") == 621355968000000000
+    assert _clock_ticks("0001-01-01T00:00:00.0000001") == 1
+    assert text_to_cell(idv.DateTimeOffset, "1970-01-01T01:00:00.0000000+01:00") == \
+        {"ticks": 621355968000000000 + 36_000_000_000, "offset_minutes": 60}
+
+
+# ---- datatypes.idv --------------------------------------------------------------------------
+
+# format reference section 10.4: the codecs this 1.1.1.5 file was written with
+DATATYPES_CODECS = {"bl": "DvBool", "i1": "SByte", "i2": "Int16", "i4": "Int32", "i8": "Int64",
+                    "ts": "TimeSpan", "dto": "DvDateTimeZone", "dt": "DvDateTime", "tx": "TextSpan"}
+
+
+@pytest.fixture(scope="module")
+def datatypes():
+    path = shared_path("mlnet-files", "datatypes.idv")
+    columns, rows = parse_textloader_dump(shared_path("mlnet-files", "Datatypes-datatypes.txt"))
+    with dc.open_quietly(path) as f:
+        yield f, columns, rows
+
+
+def test_datatypes_header(datatypes):
+    f, columns, rows = datatypes
+    assert f.version == "1.1.1.5"
+    assert f.num_rows == len(rows) == 5
+    assert f.column_names == [name for name, _ in columns]
+
+
+def test_datatypes_types_and_codecs(datatypes):
+    f, columns, _ = datatypes
+    for (name, t), col in zip(columns, f.columns):
+        assert col.type == t, f"{name}: {col.type}, ML.NET's dump declares {t}"
+        assert col.codec_name == DATATYPES_CODECS[name]
+        assert col.compression == "Deflate"
+        assert col.rows_per_block == 5 and col.num_blocks == 1
+        assert col.metadata == {}
+
+
+@pytest.mark.parametrize("name", list(DATATYPES_CODECS))
+def test_datatypes_values(datatypes, name):
+    """Legacy NA values come out as ML.NET 1.x maps them: NA bool -> false, NA text -> "",
+    TimeSpan/DateTime/DateTimeOffset long.MinValue ticks -> 0, integer NA -> MinValue."""
+    f, columns, rows = datatypes
+    index = [c[0] for c in columns].index(name)
+    t = columns[index][1]
+    cells = [text_to_cell(t, row[index]) for row in rows]
+    assert_column_equal(f[name].read(), column_expected(t, cells), f"datatypes.idv {name}")
+
+
+def test_datatypes_against_oracle(oracle):
+    """ML.NET 1.5 itself reads this 1.1.1.5 file the same way (schema, TOC, every value)."""
+    path = shared_path("mlnet-files", "datatypes.idv")
+    dump = oracle.dump(path)
+    with dc.open_quietly(path) as f:
+        dc.check_header(f, dump)
+        dc.check_schema(f, dump)
+        dc.check_toc(f, dump)
+        dc.check_metadata(f, dump)
+        for col in f.columns:
+            dc.check_column_values(col, dump)
+
+
+# ---- schema-codec-test.idv ------------------------------------------------------------------
+
+def test_schema_codec_test_key_counts():
+    path = shared_path("mlnet-files", "schema-codec-test.idv")
+    columns, rows = parse_textloader_dump(shared_path("mlnet-files", "OldKeyTypeCodecTest.txt"))
+    assert rows == []
+    assert [str(t) for _, t in columns][-1] == "Key<UInt64, 18446744073709551615>"
+    with dc.open_quietly(path) as f:
+        assert f.version == "1.1.1.6"
+        assert f.num_rows == 0
+        assert f.column_names == [name for name, _ in columns]
+        for (name, t), col in zip(columns, f.columns):
+            assert col.type == t, f"{name}: {col.type}, ML.NET's dump declares {t}"
+            assert col.codec_name == "Key2"
+            values = col.read()
+            assert values.shape == (0,) and values.dtype == t.raw.dtype
+
+
+def test_schema_codec_test_against_oracle(oracle):
+    path = shared_path("mlnet-files", "schema-codec-test.idv")
+    dump = oracle.dump(path)
+    with dc.open_quietly(path) as f:
+        dc.check_header(f, dump)
+        dc.check_schema(f, dump)
+        dc.check_toc(f, dump)
+        dc.check_read_dict(f, dump)
+
+
+# ---- model zips -----------------------------------------------------------------------------
+
+def _zip_entries():
+    if not ZIPS_DIR.is_dir():
+        return [skip_param(f"model zips missing: {ZIPS_DIR} (set IDV_SHARED)")]
+    out = []
+    for z in sorted(ZIPS_DIR.glob("*.zip")):
+        with zipfile.ZipFile(z) as zf:
+            for name in zf.namelist():
+                if name.lower().endswith(".idv"):
+                    entry_id = f"{z.stem}:{name.replace(chr(92), '/')}"
+                    out.append(pytest.param((z.name, name), id=entry_id))
+    return out or [skip_param(f"no .idv entries in {ZIPS_DIR}")]
+
+
+ZIP_ENTRIES = _zip_entries()
+
+
+def _plain_idv(data):
+    """(the IDV bytes, whether a 4-byte length prefix was removed)."""
+    if data[:8] == SIGNATURE:
+        return data, False
+    (n,) = struct.unpack_from("<i", data, 0)
+    assert data[4:12] == SIGNATURE and n == len(data) - 4, \
+        f"neither an IDV nor a length-prefixed IDV: {data[:12].hex()}"
+    return data[4:], True
+
+
+@pytest.fixture(scope="module")
+def zip_dumps(oracle, tmp_path_factory):
+    """ML.NET's dump of every .idv entry (length prefix removed), in one oracle run."""
+    folder = tmp_path_factory.mktemp("zip-entries")
+    paths = {}
+    for p in ZIP_ENTRIES:
+        zname, entry = p.values[0]
+        with zipfile.ZipFile(ZIPS_DIR / zname) as zf:
+            data, _ = _plain_idv(zf.read(entry))
+        out = folder / f"{len(paths):02d}.idv"
+        out.write_bytes(data)
+        paths[(zname, entry)] = out
+    dumps = oracle.dump_many(list(paths.values()))
+    return {key: dumps[str(path)] for key, path in paths.items()}
+
+
+def test_length_prefixed_entries():
+    """The format reference (10.4): the Transform_00x Schema.idv entries of ep_model1 and
+    modelwithoptionalcolumntransform carry a 4-byte length prefix, the other entries do not."""
+    if not ZIPS_DIR.is_dir():
+        pytest.skip(f"model zips missing: {ZIPS_DIR} (set IDV_SHARED)")
+    prefixed = set()
+    for p in ZIP_ENTRIES:
+        zname, entry = p.values[0]
+        with zipfile.ZipFile(ZIPS_DIR / zname) as zf:
+            if _plain_idv(zf.read(entry))[1]:
+                prefixed.add((zname, entry))
+    assert prefixed == {("ep_model1.zip", "DataLoaderModel\\Transform_002\\Schema.idv"),
+                        ("modelwithoptionalcolumntransform.zip",
+                         "DataLoaderModel\\Transform_003\\Schema.idv")}
+
+
+@pytest.mark.parametrize("key", ZIP_ENTRIES)
+@pytest.mark.parametrize("how", ["zip member", "bytes"])
+def test_zip_entry_against_oracle(zip_dumps, key, how):
+    """Opened straight from the archive (prefix auto-detected), the entry reads as ML.NET
+    reads it: header, schema, codecs, annotations, every value."""
+    zname, entry = key
+    dump = zip_dumps[key]
+    assert "error" not in dump, f"ML.NET could not read {zname}:{entry}: {dump.get('error')}"
+    with zipfile.ZipFile(ZIPS_DIR / zname) as zf:
+        source = zf.open(entry) if how == "zip member" else zf.read(entry)
+        with dc.open_quietly(source) as f:
+            dc.check_header(f, dump)
+            dc.check_schema(f, dump)
+            dc.check_toc(f, dump)
+            dc.check_metadata(f, dump)
+            dc.check_read_dict(f, dump)
+            for col in f.columns:
+                dc.check_column_values(col, dump)
+
+
+def test_termlookup_with_key_default_map():
+    """The legacy ``Key`` codec (format reference 4.8 and 10.5): Term = Bad .. Perfect,
+    Value = keys 1..5 over UInt32 with count 5."""
+    z = shared_path("mlnet-files", "model-zips", "termlookup_with_key.zip")
+    with zipfile.ZipFile(z) as zf, \
+            dc.open_quietly(zf.open("DataLoaderModel\\Transform_000\\DefaultMap.idv")) as f:
+        assert f.num_rows == 5
+        assert f.column_names == ["Term", "Value"]
+        assert f["Term"].type == idv.Text and f["Term"].codec_name == "TextSpan"
+        assert f["Value"].type == idv.Key(idv.UInt32, count=5)
+        assert f["Value"].codec_name == "Key"
+        terms = f["Term"].read()
+        assert terms.dtype == object
+        assert terms.tolist() == ["Bad", "Fair", "Good", "Excellent", "Perfect"]
+        values = f["Value"].read()
+        assert values.dtype == np.uint32
+        assert values.tolist() == [1, 2, 3, 4, 5]
