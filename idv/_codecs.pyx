@@ -431,7 +431,7 @@ def _fixed(name, type_, itemsize, cls=Codec):
 def _parse_key2(Cursor c):
     inner = _nested(c, "Key2")
     count = c.u64("key count")
-    _check_key(inner, count, False)
+    _check_key(c, inner, count)
     return KeyCodec("Key2", inner, count, bytes(c.buf))
 
 
@@ -448,16 +448,15 @@ def _parse_key_legacy(Cursor c):
         c.fail(f"negative key count {count}")
     if count == 0:   # old "unknown cardinality": the raw type's whole range
         count = int(np.iinfo(inner.dtype).max)
-    _check_key(inner, count, True)
+    _check_key(c, inner, count)
     return KeyCodec("Key", inner, count, bytes(c.buf))
 
 
-def _check_key(Codec inner, count, legacy):
+def _check_key(Cursor c, Codec inner, count):
     if inner.type not in T.KEY_RAW_TYPES:
-        raise IdvFormatError(f"key over {inner.type}: the raw type must be Byte, UInt16, UInt32 "
-                             f"or UInt64")
+        c.fail(f"key over {inner.type}: the raw type must be Byte, UInt16, UInt32 or UInt64")
     if not (0 < count <= np.iinfo(inner.dtype).max):
-        raise IdvFormatError(f"key count {count} out of range for {inner.type}")
+        c.fail(f"key count {count} out of range for {inner.type}")
 
 
 def _parse_vbuffer(Cursor c):
@@ -478,7 +477,8 @@ def _nested(Cursor c, str outer):
     if name not in CODECS:
         # ML.NET: an unknown codec nested in VBuffer/Key is a decode error, not a dead column.
         c.fail(f"unknown codec {name!r} nested in {outer}")
-    return resolve(name, params)
+    # errors in the inner parameters name the outer codec and its column too
+    return resolve(name, params, f" in {c.where}" if c.where else "")
 
 
 CODECS = {

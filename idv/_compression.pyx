@@ -2,13 +2,17 @@
 """Block (de)compression: kind 0 none, 1 raw DEFLATE (what ML.NET writes), 2 zlib-wrapped.
 
 zlib's C API inflates straight into the caller's array with the GIL released. libdeflate (the
-`deflate` package) and ISA-L (`isal`) register themselves when importable; they are faster and
-also release the GIL, at the cost of one memcpy per block out of the bytes they return.
+`deflate` package) and ISA-L (`isal`) register themselves when importable. The `deflate` wheel
+bundles libdeflate and exports its C API, so when its symbols are found libdeflate also inflates
+straight into the array with the GIL released (its Python function holds the GIL and returns a new
+buffer per block). Otherwise, and for ISA-L, the Python-level function is called per block and its
+result copied into place.
 """
 cimport cython
 from libc.string cimport memcpy, memset
 from libc.stdint cimport uint8_t, int32_t, int64_t
 from libc.limits cimport UINT_MAX
+from posix.dlfcn cimport dlopen, dlsym, RTLD_NOW, RTLD_LOCAL
 
 import zlib as _pyzlib
 
@@ -99,12 +103,64 @@ cdef int _wbits(int kind):
     return -15 if kind == 1 else 15
 
 
+# ---- libdeflate's C API, found in the `deflate` extension module (see the module docstring)
+ctypedef void *(*_ld_alloc_t)() noexcept nogil
+ctypedef void (*_ld_free_t)(void *) noexcept nogil
+ctypedef int (*_ld_inflate_t)(void *, const void *, size_t, void *, size_t,
+                              size_t *) noexcept nogil
+cdef _ld_alloc_t _ld_alloc = NULL
+cdef _ld_free_t _ld_free = NULL
+cdef _ld_inflate_t _ld_inflate = NULL
+# enum libdeflate_result
+cdef enum:
+    LD_SUCCESS = 0
+    LD_BAD_DATA = 1
+    LD_SHORT_OUTPUT = 2
+    LD_INSUFFICIENT_SPACE = 3
+
+# C-level decompressors for inflate_blocks
+cdef enum:
+    LIB_ZLIB = 0
+    LIB_LIBDEFLATE = 1
+
+
+cdef bint _bind_libdeflate(path):
+    """Look up libdeflate's decompression functions in an already loaded shared object."""
+    global _ld_alloc, _ld_free, _ld_inflate
+    cdef bytes p = path.encode() if isinstance(path, str) else bytes(path)
+    cdef void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL)
+    if h == NULL:
+        return False
+    a = dlsym(h, b"libdeflate_alloc_decompressor")
+    f = dlsym(h, b"libdeflate_free_decompressor")
+    d = dlsym(h, b"libdeflate_deflate_decompress")
+    if a == NULL or f == NULL or d == NULL:
+        return False
+    _ld_alloc = <_ld_alloc_t>a
+    _ld_free = <_ld_free_t>f
+    _ld_inflate = <_ld_inflate_t>d
+    return True
+
+
+cdef int _ld_block(void *dec, const uint8_t *src, size_t n, uint8_t *dst,
+                   size_t m) noexcept nogil:
+    """libdeflate: inflate exactly m bytes (the stream must end there)."""
+    cdef size_t got = 0
+    cdef int ret = _ld_inflate(dec, src, n, dst, m, &got)
+    if ret == LD_SUCCESS:
+        return OK if got == m else SHORT
+    if ret == LD_INSUFFICIENT_SPACE:
+        return LONG
+    return CORRUPT
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
                    const int32_t[::1] disk, const int32_t[::1] raw, uint8_t[::1] dst,
-                   const int64_t[::1] dst_offsets):
-    """Decompress blocks src[offsets[i]:+disk[i]] into dst[dst_offsets[i]:+raw[i]] with zlib.
+                   const int64_t[::1] dst_offsets, int lib=LIB_ZLIB):
+    """Decompress blocks src[offsets[i]:+disk[i]] into dst[dst_offsets[i]:+raw[i]] with zlib
+    (lib 0) or, for raw DEFLATE, libdeflate's C API (lib 1, when bound), GIL released.
 
     Returns (-1, 0) on success, else (index of the failing block, status message). Each range is
     checked here before it is touched, so bad input cannot read or write out of bounds.
@@ -114,8 +170,15 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
     cdef int status = OK, wbits = _wbits(kind)
     cdef z_stream s
     cdef bint ready = False
+    cdef void *dec = NULL
     if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb:
         raise ValueError("lookup arrays differ in length")
+    if lib == LIB_LIBDEFLATE and kind == DEFLATE and nb:
+        if _ld_alloc == NULL:
+            raise ValueError("libdeflate's C API is not available")
+        dec = _ld_alloc()
+        if dec == NULL:
+            raise MemoryError("libdeflate_alloc_decompressor failed")
     with nogil:
         for i in range(nb):
             if (offsets[i] < 0 or disk[i] < 0 or raw[i] < 0 or offsets[i] > src_len - disk[i]
@@ -126,6 +189,9 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
                     status = SHORT if disk[i] < raw[i] else LONG
                 else:
                     memcpy(&dst[0] + dst_offsets[i], &src[0] + offsets[i], raw[i])
+            elif dec != NULL:
+                status = _ld_block(dec, &src[0] + offsets[i], disk[i],
+                                   &dst[0] + dst_offsets[i], raw[i])
             else:
                 status = _inflate(&s, &ready, &src[0] + offsets[i], disk[i],
                                   &dst[0] + dst_offsets[i], raw[i], wbits)
@@ -133,6 +199,8 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
                 break
         if ready:
             inflateEnd(&s)
+        if dec != NULL:
+            _ld_free(dec)
     if status != OK:
         return i, _MESSAGES[status]
     return -1, None
@@ -160,7 +228,7 @@ def inflate_blocks_with(fn, int kind, const uint8_t[::1] src, const int64_t[::1]
         except Exception:
             return i, _MESSAGES[CORRUPT]
         if out.shape[0] != raw[i]:
-            return i, _MESSAGES[SHORT]
+            return i, _MESSAGES[SHORT if out.shape[0] < raw[i] else LONG]
         if raw[i]:
             with nogil:
                 memcpy(&dst[0] + dst_offsets[i], &out[0], raw[i])
@@ -213,9 +281,17 @@ def decompress_metadata(int kind, data, Py_ssize_t limit):
 # ---- backend registry: name -> fn(data, raw_len) -> bytes, or None for zlib's C path ----
 BACKENDS = {"zlib": None}
 _MISSING = {}
+# name -> C-level decompressor of inflate_blocks (the others go through BACKENDS' function)
+NATIVE = {"zlib": LIB_ZLIB}
 try:
     import deflate as _libdeflate
     BACKENDS["libdeflate"] = _libdeflate.deflate_decompress
+    try:
+        from deflate import _deflate as _ld_module
+        if _bind_libdeflate(_ld_module.__file__):
+            NATIVE["libdeflate"] = LIB_LIBDEFLATE
+    except (ImportError, AttributeError, TypeError):
+        pass
 except ImportError:
     _MISSING["libdeflate"] = "pip install deflate"
 try:
@@ -247,3 +323,14 @@ def backend(name=None):
     if name in _MISSING:
         raise ImportError(f"DEFLATE backend {name!r} needs its package: {_MISSING[name]}")
     raise ValueError(f"unknown DEFLATE backend {name!r}; known: {', '.join(PREFERENCE)}")
+
+
+def decompress_blocks(name, int kind, src, offsets, disk, raw, dst, dst_offsets):
+    """inflate_blocks with the backend `name` (None: the default): its C path when there is
+    one, else its Python-level function."""
+    if name is None:
+        name = default_backend()
+    lib = NATIVE.get(name)
+    if lib is not None:
+        return inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets, lib)
+    return inflate_blocks_with(backend(name), kind, src, offsets, disk, raw, dst, dst_offsets)

@@ -88,6 +88,8 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
     for i in range(header.column_count):
         start = c.offset
         name = c.string(f"column {i} name")
+        if not name:   # ML.NET's schema builder refuses it, so the load fails
+            c.fail(f"column {i} has an empty name (TOC entry at byte {start})")
         where = f"column {i} {name!r}"
         codec_name, params = read_codec(c, where)
         compression = c.u8(where + " compression")

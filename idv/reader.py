@@ -192,6 +192,7 @@ class Column:
         nb = self.num_blocks
         e = self._entry
         f = self._file
+        f._check_open()
         if nb == 0:
             return np.zeros(0, _lookup.ENTRY)
         table = _lookup.parse_lookup(f._source.view(e.lookup_offset, 16 * nb), nb,
@@ -231,6 +232,7 @@ class Column:
     # ---- metadata
     def _meta_entries(self):
         if self._metadata_entries is None:
+            self._file._check_open()
             off = self._entry.metadata_offset
             if off == 0:
                 self._metadata_entries = []
@@ -250,7 +252,8 @@ class Column:
         out = {}
         for m in self._meta_entries():
             try:
-                out[m.kind] = _codecs.resolve(m.codec_name, m.codec_params).type
+                out[m.kind] = _codecs.resolve(m.codec_name, m.codec_params,
+                                              self._meta_where(m)).type
             except UnsupportedCodecError:
                 out[m.kind] = None
         return out
@@ -267,10 +270,13 @@ class Column:
                     self._metadata[m.kind] = value
         return self._metadata
 
+    def _meta_where(self, m):
+        return f" in {self._where()} metadata {m.kind!r}"
+
     def _decode_metadata(self, m):
         where = f"{self._where()} metadata {m.kind!r} (block at byte {m.offset})"
         try:
-            codec = _codecs.resolve(m.codec_name, m.codec_params)
+            codec = _codecs.resolve(m.codec_name, m.codec_params, self._meta_where(m))
         except UnsupportedCodecError as e:
             warnings.warn(f"skipping {where}: {e}", IdvWarning, stacklevel=3)
             return _DEAD
@@ -347,6 +353,7 @@ class Column:
     def _read_blocks(self, b0, b1, sparse=False):
         """Rows of blocks [b0, b1) in read()'s form."""
         self._check_readable()
+        self._file._check_open()
         codec = self.codec
         is_vector = isinstance(codec, _codecs.VBufferCodec)
         if sparse and not is_vector:
@@ -385,11 +392,12 @@ class Column:
         self._decode_each(b0, b1, table, into)
         return out
 
-    def _inflate_into(self, b0, table, dst, dst_offsets):
-        """Decompress the blocks of `table` into dst, in parallel chunks."""
+    def _inflate_into(self, b0, table, dst, dst_offsets, parallel=True):
+        """Decompress the blocks of `table` into dst, in parallel chunks unless `parallel` is
+        False (the caller already runs in a worker of the pool)."""
         f = self._file
         kind = self._entry.compression
-        fn = _compression.backend(f.backend)
+        backend = f.backend
         offsets = np.ascontiguousarray(table["offset"])
         disk = np.ascontiguousarray(table["disk"])
         raw = np.ascontiguousarray(table["raw"])
@@ -398,13 +406,10 @@ class Column:
         def run(span):
             a, b = span
             src, offs = f._block_bytes(offsets[a:b], disk[a:b])
-            if fn is None:
-                return a, _compression.inflate_blocks(kind, src, offs, disk[a:b], raw[a:b], dst,
-                                                      dst_offsets[a:b])
-            return a, _compression.inflate_blocks_with(fn, kind, src, offs, disk[a:b], raw[a:b],
-                                                       dst, dst_offsets[a:b])
+            return a, _compression.decompress_blocks(backend, kind, src, offs, disk[a:b],
+                                                     raw[a:b], dst, dst_offsets[a:b])
         total = int(raw.sum(dtype=np.int64))
-        spans = _chunks(len(table), f.threads * 4 if total > (1 << 20) else 1)
+        spans = _chunks(len(table), f.threads * 4 if parallel and total > (1 << 20) else 1)
         if len(spans) > 1 and f.threads > 1:
             results = list(_pool(f.threads).map(run, spans))
         else:
@@ -417,32 +422,59 @@ class Column:
                                      f"{int(raw[a + i])} expected): {message}")
 
     def _decode_each(self, b0, b1, table, consume):
-        """Decompress each block then hand it to consume(i, block, buffer, rows)."""
+        """Decompress each block then hand it to consume(i, block, buffer, rows).
+
+        Each task decompresses a few blocks at a time (_GROUP_BYTES, or one larger block) into
+        a buffer it reuses and decodes them while they are still in cache, so besides the
+        output only about one group per thread is held in memory.
+        """
         raw = table["raw"].astype(np.int64)
-        starts = np.zeros(len(table), np.int64)
-        np.cumsum(raw[:-1], out=starts[1:])
+        offsets = table["offset"]
         f = self._file
 
         def run(span):
             a, b = span
-            buf = np.empty(int(raw[a:b].sum()), np.uint8)
-            self._inflate_into(b0 + a, table[a:b], buf, starts[a:b] - starts[a])
+            groups = _groups(raw[a:b], _GROUP_BYTES, a)
+            buf = np.empty(max(int(raw[g0:g1].sum()) for g0, g1 in groups), np.uint8)
             mv = memoryview(buf)
-            for i in range(a, b):
-                blk = b0 + i
-                r0, r1 = self._block_rows(blk)
-                lo = int(starts[i] - starts[a])
-                try:
-                    consume(i, blk, mv[lo:lo + int(raw[i])], r1 - r0)
-                except IdvFormatError as e:
-                    raise IdvFormatError(f"{self._where()} block {blk} (rows {r0}-{r1 - 1}, at "
-                                         f"byte {int(table['offset'][i])}): {e}") from None
-        spans = _chunks(len(table), f.threads * 2)
+            for g0, g1 in groups:
+                starts = np.zeros(g1 - g0, np.int64)
+                np.cumsum(raw[g0:g1 - 1], out=starts[1:])
+                self._inflate_into(b0 + g0, table[g0:g1], buf, starts, parallel=False)
+                for i in range(g0, g1):
+                    blk = b0 + i
+                    r0, r1 = self._block_rows(blk)
+                    lo = int(starts[i - g0])
+                    try:
+                        consume(i, blk, mv[lo:lo + int(raw[i])], r1 - r0)
+                    except IdvFormatError as e:
+                        raise IdvFormatError(f"{self._where()} block {blk} (rows {r0}-{r1 - 1}, "
+                                             f"at byte {int(offsets[i])}): {e}") from None
+        spans = _chunks(len(table), f.threads * 4)
         if len(spans) > 1 and f.threads > 1:
             list(_pool(f.threads).map(run, spans))
         else:
             for s in spans:
                 run(s)
+
+
+# Blocks decompressed together by one _decode_each task before they are decoded.
+_GROUP_BYTES = 256 << 10
+
+
+def _groups(raw, limit, base=0):
+    """Split blocks with decompressed sizes `raw` into contiguous runs of at most `limit`
+    bytes (a larger block is a run by itself): (start, stop) pairs offset by `base`."""
+    out = []
+    start, size = 0, 0
+    for i, n in enumerate(raw.tolist()):
+        if i > start and size + n > limit:
+            out.append((base + start, base + i))
+            start, size = i, 0
+        size += n
+    if len(raw):
+        out.append((base + start, base + len(raw)))
+    return out
 
 
 _DEAD = object()
@@ -556,7 +588,8 @@ class IdvFile:
                 f"version {self.version}>")
 
     def read(self, columns=None, sparse=False):
-        """dict name -> array for the named (or indexed) columns; all readable ones by default."""
+        """dict name -> array for the named (or indexed) columns; all readable ones by default.
+        ``sparse=True`` gives CSR matrices for numeric, Boolean and key vector columns."""
         if columns is None:
             cols = [c for c in self.columns if c.readable and self._by_name[c.name] is c]
         else:
@@ -565,14 +598,26 @@ class IdvFile:
             cols = [self[c] for c in columns]
         out = {}
         for c in cols:
-            is_vec = isinstance(c.type, T.Vector)
-            out[c.name] = c.read(sparse=sparse and is_vec)
+            # CSR holds numeric, Boolean and key vectors; other columns keep read()'s form
+            t = c.type
+            csr = isinstance(t, T.Vector) and (isinstance(t.item, T.Key)
+                                               or t.item.dtype.kind in "biuf")
+            out[c.name] = c.read(sparse=sparse and csr)
         return out
 
     # ---- lifetime
     def close(self):
         if self._source is not None:
             self._source.close()
+            self._source = None
+
+    @property
+    def closed(self):
+        return self._source is None
+
+    def _check_open(self):
+        if self._source is None:
+            raise ValueError("I/O operation on a closed idv file")
 
     def __enter__(self):
         return self

@@ -147,7 +147,7 @@ class Vector(DataViewType):
     def __str__(self):
         if self.dims == (0,):
             return f"Vector<{self.item}>"
-        return f"Vector<{self.item}, {', '.join(map(str, self.dims))}>"
+        return f"Vector<{self.item}, {', '.join(str(d) if d else '*' for d in self.dims)}>"
 
     def __eq__(self, other):
         return isinstance(other, Vector) and (self.item, self.dims) == (other.item, other.dims)

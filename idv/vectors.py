@@ -78,6 +78,8 @@ class Ragged:
 
     def to_list(self):
         """One numpy array per row (views into ``values``)."""
+        if len(self) == 0:
+            return []   # np.split would give one empty piece
         return np.split(self.values, self.offsets[1:-1])
 
     tolist = to_list
@@ -90,7 +92,10 @@ class Ragged:
                                    equal_nan=self.values.dtype.kind in "fc"))
 
     def __repr__(self):
-        rows = ", ".join(repr(r.tolist()) for r in self[:3]) + (", ..." if len(self) > 3 else "")
+        def row(r, limit=6):   # long rows shortened, as numpy does
+            s = repr(r[:limit].tolist())
+            return s[:-1] + ", ...]" if len(r) > limit else s
+        rows = ", ".join(row(r) for r in self[:3]) + (", ..." if len(self) > 3 else "")
         return f"Ragged([{rows}], rows={len(self)}, dtype={self.values.dtype})"
 
     @staticmethod

@@ -101,7 +101,7 @@ def our_type_string(s):
     """ML.NET's type string rewritten by hand into idv's str(type) spelling."""
     s = re.sub(r"Key<(\w+), 0-(\d+)>", lambda m: f"Key<{m.group(1)}, {int(m.group(2)) + 1}>", s)
     s = re.sub(r"\bString\b", "Text", s).replace("DataViewRowId", "RowId")
-    return s.replace("*", "0")
+    return s
 
 
 def type_from_description(d):

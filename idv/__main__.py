@@ -1,0 +1,5 @@
+import sys
+
+from idv.cli import main
+
+sys.exit(main())

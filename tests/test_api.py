@@ -1,0 +1,943 @@
+"""The Python API on real ML.NET-written fixtures.
+
+Expected values come from the JSON sidecars next to each fixture (what ML.NET itself read back,
+see shared/oracle/README.md), never from this reader's own output; where a test compares two
+ways of reading (slice vs full read, threads, backends), the full read is first checked against
+the sidecar.
+"""
+from __future__ import annotations
+
+import functools
+import gzip
+import io
+import json
+import os
+import pathlib
+import zipfile
+
+import numpy as np
+import pytest
+
+import idv
+
+# ---------------------------------------------------------------- locating the fixtures
+
+SHARED = pathlib.Path(os.environ.get("IDV_SHARED")
+                      or pathlib.Path(__file__).resolve().parents[1].parent / "shared")
+FIXTURES = SHARED / "oracle" / "fixtures-sample"
+MODEL_ZIPS = SHARED / "mlnet-files" / "model-zips"
+
+EPOCH_TICKS = 621355968000000000     # .NET ticks of 1970-01-01, numpy's datetime64 origin
+TICKS_PER_MINUTE = 600_000_000
+
+
+def fixture(name):
+    path = FIXTURES / f"{name}.idv"
+    if not path.exists():
+        pytest.skip(f"fixture {path} not available (set IDV_SHARED to the shared directory)")
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def sidecar(name):
+    fixture(name)
+    plain, packed = FIXTURES / f"{name}.json", FIXTURES / f"{name}.json.gz"
+    if plain.exists():
+        return json.loads(plain.read_text(encoding="utf-8"))
+    if packed.exists():
+        with gzip.open(packed, "rt", encoding="utf-8") as fh:
+            return json.load(fh)
+    pytest.skip(f"no sidecar for {name}")
+
+
+# ---------------------------------------------------------------- sidecar -> expected values
+
+def sidecar_item(d):
+    """The item type a sidecar column/annotation describes (from its structured fields)."""
+    item = d["item_type"]
+    if item == "Key":
+        return idv.Key(getattr(idv, d["key_raw_type"]), d["key_count"])
+    return {"Text": idv.Text, "String": idv.Text, "DataViewRowId": idv.RowId}.get(item) \
+        or getattr(idv, item)
+
+
+def sidecar_type(d):
+    item = sidecar_item(d)
+    return idv.Vector(item, *d["dims"]) if d["is_vector"] else item
+
+
+_ZERO = {"Text": "", "Boolean": False, "DateTimeOffset": {"ticks": 0, "offset_minutes": 0}}
+
+
+def densify(cell, item_name):
+    if isinstance(cell, dict):
+        out = [_ZERO.get(item_name, 0 if item_name not in ("Single", "Double") else "0.0")] \
+            * cell["length"]
+        for i, v in zip(cell["indices"], cell["values"]):
+            out[i] = v
+        return out
+    return list(cell)
+
+
+def stored_count(cell):
+    """Entries a vector cell stores: a sparse row its indices, a dense row every slot."""
+    return len(cell["indices"]) if isinstance(cell, dict) else len(cell)
+
+
+def expected_items(cells, item):
+    """Sidecar cells of one item type -> the numpy form this library documents."""
+    if item is idv.Single:
+        return np.array([float(c) for c in cells], np.float32)
+    if item is idv.Double:
+        return np.array([float(c) for c in cells], np.float64)
+    if item is idv.Text:
+        out = np.empty(len(cells), object)
+        out[:] = [str(c) for c in cells]
+        return out
+    if item is idv.DateTime:
+        return np.array([c - EPOCH_TICKS for c in cells], np.int64).view("datetime64[100ns]")
+    if item is idv.TimeSpan:
+        return np.array(cells, np.int64).view("timedelta64[100ns]")
+    if item is idv.DateTimeOffset:
+        out = np.zeros(len(cells), [("utc", "datetime64[100ns]"), ("offset_minutes", "<i2")])
+        out["utc"] = np.array([c["ticks"] - c["offset_minutes"] * TICKS_PER_MINUTE - EPOCH_TICKS
+                               for c in cells], np.int64).view("datetime64[100ns]")
+        out["offset_minutes"] = [c["offset_minutes"] for c in cells]
+        return out
+    if item is idv.RowId:
+        out = np.zeros(len(cells), [("low", "<u8"), ("high", "<u8")])
+        out["low"] = [c & (2**64 - 1) for c in cells]
+        out["high"] = [c >> 64 for c in cells]
+        return out
+    if isinstance(item, idv.Key):
+        return np.array(cells, dtype=item.raw.dtype)
+    return np.array(cells, dtype=item.dtype)
+
+
+def expected_column(name, index):
+    """(type, values) of column `index`: an array, or for variable vectors a list of arrays."""
+    side = sidecar(name)
+    col = side["columns"][index]
+    t = sidecar_type(col)
+    cells = [row[index] for row in side["rows"]]
+    if not col["is_vector"]:
+        return t, expected_items(cells, t)
+    item_name = col["item_type"]
+    rows = [expected_items(densify(c, item_name), t.item) for c in cells]
+    if t.is_fixed:
+        if not rows:
+            return t, expected_items([], t.item).reshape((0,) + t.dims)
+        return t, np.stack(rows).reshape((-1,) + t.dims)
+    return t, rows
+
+
+def column_index(name, col_name):
+    """Index of the last column named col_name (the visible one)."""
+    cols = sidecar(name)["columns"]
+    return max(c["index"] for c in cols if c["name"] == col_name)
+
+
+def assert_same(got, exp):
+    """Equal values, dtype and shape; NaN equals NaN and -0.0 differs from 0.0."""
+    if isinstance(exp, list):   # variable vectors: one array per row
+        assert isinstance(got, idv.Ragged), type(got)
+        rows = got.to_list()
+        assert len(rows) == len(exp)
+        for g, e in zip(rows, exp):
+            assert_same(g, e)
+        return
+    assert isinstance(got, np.ndarray), type(got)
+    assert got.dtype == exp.dtype, (got.dtype, exp.dtype)
+    assert got.shape == exp.shape, (got.shape, exp.shape)
+    if exp.dtype.kind == "f":
+        np.testing.assert_array_equal(got, exp)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(exp))
+    elif exp.dtype.kind == "O":
+        assert got.tolist() == exp.tolist()
+    else:
+        np.testing.assert_array_equal(got, exp)
+
+
+def assert_matches_sidecar(f, name, col_names=None):
+    side = sidecar(name)
+    assert f.num_rows == side["row_count"]
+    for c in side["columns"]:
+        if c["hidden"] or (col_names is not None and c["name"] not in col_names):
+            continue
+        t, exp = expected_column(name, c["index"])
+        col = f[c["name"]]
+        assert col.type == t
+        assert_same(col.read(), exp)
+
+
+def assert_equal_reads(a, b):
+    """Two reads of the same column in read()'s form are identical."""
+    assert type(a) is type(b)
+    if isinstance(a, idv.Ragged):
+        assert a == b
+        assert a.values.dtype == b.values.dtype
+    elif hasattr(a, "tocsr"):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(a.indptr, b.indptr)
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.data, b.data)
+    else:
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if a.dtype.kind == "f":
+            # bit-exact, NaN payloads included
+            np.testing.assert_array_equal(a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}"))
+        elif a.dtype.kind == "O":
+            assert a.tolist() == b.tolist()
+        else:
+            np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- sources
+
+SOURCE_FIXTURE = "mixed_smallblocks_deflate"   # 15 blocks per column: gathers several blocks
+
+
+class _NonSeekable(io.RawIOBase):
+    def __init__(self, data):
+        self._inner = io.BytesIO(data)
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return False
+
+    def readinto(self, b):
+        return self._inner.readinto(b)
+
+
+class _ReadOnly:
+    """Has read() but no seek()/tell()."""
+
+    def __init__(self, data):
+        self._data = data
+
+    def read(self, n=-1):
+        return self._data
+
+
+SOURCE_KINDS = {
+    "str path": lambda p: str(p),
+    "pathlib path": lambda p: p,
+    "bytes": lambda p: p.read_bytes(),
+    "bytearray": lambda p: bytearray(p.read_bytes()),
+    "memoryview": lambda p: memoryview(p.read_bytes()),
+    "memoryview of a larger buffer": lambda p: memoryview(b"junk" + p.read_bytes() + b"junk")[4:-4],
+    "numpy uint8 array": lambda p: np.frombuffer(p.read_bytes(), np.uint8),
+    "BytesIO": lambda p: io.BytesIO(p.read_bytes()),
+    "open file": lambda p: open(p, "rb"),
+    "unbuffered file": lambda p: open(p, "rb", buffering=0),
+}
+
+
+@pytest.mark.parametrize("kind", list(SOURCE_KINDS))
+def test_sources_read_what_mlnet_reads(kind):
+    path = fixture(SOURCE_FIXTURE)
+    source = SOURCE_KINDS[kind](path)
+    try:
+        with idv.open(source) as f:
+            assert f.num_columns == len(sidecar(SOURCE_FIXTURE)["columns"])
+            assert_matches_sidecar(f, SOURCE_FIXTURE)
+            # a slice in the middle also works from every source
+            i = column_index(SOURCE_FIXTURE, "Txt")
+            assert f["Txt"][20:30].tolist() == \
+                expected_column(SOURCE_FIXTURE, i)[1][20:30].tolist()
+    finally:
+        if hasattr(source, "close") and not isinstance(source, (memoryview,)):
+            source.close()
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED])
+def test_source_zipfile_entry(tmp_path, compression):
+    path = fixture(SOURCE_FIXTURE)
+    zpath = tmp_path / "model.zip"
+    with zipfile.ZipFile(zpath, "w", compression) as z:
+        z.writestr("README.txt", "not an idv")
+        z.write(path, "DataLoaderModel/data.idv")
+    with zipfile.ZipFile(zpath) as z, idv.open(z.open("DataLoaderModel/data.idv")) as f:
+        assert_matches_sidecar(f, SOURCE_FIXTURE)
+        assert f["Vec"][-3:].shape == (3, 4)
+
+
+def test_source_file_object_at_an_offset(tmp_path):
+    """A file object positioned after other data: offsets count from where the IDV starts."""
+    path = fixture(SOURCE_FIXTURE)
+    fh = io.BytesIO(b"x" * 1000 + path.read_bytes())
+    fh.seek(1000)
+    with idv.open(fh) as f:
+        assert_matches_sidecar(f, SOURCE_FIXTURE, ["Id", "Txt", "Var"])
+
+
+def _model_entries():
+    if not MODEL_ZIPS.exists():
+        return []
+    out = []
+    for zp in sorted(MODEL_ZIPS.glob("*.zip")):
+        with zipfile.ZipFile(zp) as z:
+            out += [(zp.name, n) for n in z.namelist() if n.lower().endswith(".idv")]
+    return out
+
+
+@pytest.mark.parametrize("archive,entry", _model_entries() or [("none", "none")])
+def test_model_zip_entries_open_from_stream_and_bytes(archive, entry):
+    """ML.NET model zips: Schema.idv / DefaultMap.idv, some behind an int32 length prefix."""
+    if archive == "none":
+        pytest.skip("no model zips in shared/")
+    with zipfile.ZipFile(MODEL_ZIPS / archive) as z:
+        raw = z.read(entry)
+        prefixed = raw[:8] != b"CML\x00DVB\x00"
+        with idv.open(z.open(entry)) as a, idv.open(raw) as b:
+            assert a.num_columns >= 1
+            assert a.column_names == b.column_names
+            assert str(a.schema) == str(b.schema)
+            assert a.header.file_size == len(raw) - (4 if prefixed else 0)
+            for name in a.column_names:
+                assert_equal_reads(a[name].read(), b[name].read())
+
+
+def test_non_seekable_object_is_a_type_error():
+    data = fixture(SOURCE_FIXTURE).read_bytes()
+    with pytest.raises(TypeError, match="seekable"):
+        idv.open(_NonSeekable(data))
+    with pytest.raises(TypeError, match="seek"):
+        idv.open(_ReadOnly(data))
+    with pytest.raises(TypeError):
+        idv.open(12345)
+
+
+def test_missing_path_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        idv.open(tmp_path / "absent.idv")
+
+
+# ---------------------------------------------------------------- lifetime
+
+def test_context_manager_closes_and_reads_after_close_fail():
+    path = fixture(SOURCE_FIXTURE)
+    i = column_index(SOURCE_FIXTURE, "F64")
+    with idv.open(path) as f:
+        col = f["F64"]
+        data = col.read()
+        assert not f.closed
+    assert f.closed
+    assert_same(data, expected_column(SOURCE_FIXTURE, i)[1])   # results outlive the file
+    with pytest.raises(ValueError, match="closed"):
+        col.read()
+    with pytest.raises(ValueError, match="closed"):
+        col[3]
+    f.close()   # closing twice is harmless
+    assert f.closed
+
+
+def test_close_leaves_the_callers_file_object_open():
+    fh = open(fixture(SOURCE_FIXTURE), "rb")
+    try:
+        f = idv.open(fh)
+        f.close()
+        assert not fh.closed
+        fh.seek(0)
+        assert fh.read(8) == b"CML\x00DVB\x00"
+    finally:
+        fh.close()
+
+
+def test_metadata_read_before_close_stays_available():
+    with idv.open(fixture("mixed_default")) as f:
+        col = f["Key"]
+        kv = col.metadata["KeyValues"]
+    assert col.metadata["KeyValues"] is kv
+    assert kv.tolist() == [f"k{i}" for i in range(7)]
+
+
+# ---------------------------------------------------------------- schema, names, lookup
+
+@pytest.mark.parametrize("name", ["mixed_default", "keys", "vectors_fixed", "vectors_misc",
+                                  "vector_multidim", "scalars_datetime", "scalars_rowid",
+                                  "pipeline_hidden", "pipeline_multiclass_scored",
+                                  "annotations_custom", "empty_rows"])
+def test_schema_types_and_metadata_types(name):
+    side = sidecar(name)
+    with idv.open(fixture(name)) as f:
+        schema = f.schema
+        assert len(schema) == len(side["columns"]) == f.num_columns
+        assert schema.num_rows == side["row_count"]
+        for field, c in zip(schema, side["columns"]):
+            assert field.index == c["index"]
+            assert field.name == c["name"]
+            assert field.type == sidecar_type(c)
+            assert field.hidden == c["hidden"]
+            assert list(field.metadata_types) == [a["kind"] for a in c["annotations"]]
+            for a in c["annotations"]:
+                assert field.metadata_types[a["kind"]] == sidecar_type(a)
+            assert f.columns[c["index"]].type == sidecar_type(c)
+
+
+def test_schema_prints_one_line_per_column_with_metadata():
+    with idv.open(fixture("mixed_default")) as f:
+        text = str(f.schema)
+    lines = text.splitlines()
+    assert lines[0] == "Id: Int32"
+    assert "Txt: Text" in lines
+    assert "Key: Key<UInt32, 7>" in lines
+    assert lines[lines.index("Key: Key<UInt32, 7>") + 1].strip() == \
+        "-- metadata: KeyValues: Vector<Text, 7>"
+    assert "Vec: Vector<Single, 4>" in lines
+    assert "  -- metadata: SlotNames: Vector<Text, 4>" in lines
+    assert "Var: Vector<Int16>" in lines
+    assert lines[-1] == "DT: DateTime"
+    assert len([ln for ln in lines if not ln.startswith(" ")]) == 9
+
+
+def test_schema_marks_hidden_columns():
+    side = sidecar("pipeline_hidden")
+    with idv.open(fixture("pipeline_hidden")) as f:
+        lines = [ln for ln in str(f.schema).splitlines() if not ln.startswith(" ")]
+        rep = repr(f.schema)
+    assert len(lines) == len(side["columns"])
+    for ln, c in zip(lines, side["columns"]):
+        assert ln.startswith(f"{c['name']}: {sidecar_type(c)}")
+        assert ("hidden" in ln) == c["hidden"]
+    assert f"{len(side['columns'])} columns, {side['row_count']} rows" in rep
+
+
+def test_getitem_by_name_and_index_and_duplicates_take_the_last():
+    name = "pipeline_hidden"
+    side = sidecar(name)
+    with idv.open(fixture(name)) as f:
+        assert f.column_names == [c["name"] for c in side["columns"]]
+        assert f.column_names.count("Color") == 2
+        for c in side["columns"]:
+            assert f[c["index"]].name == c["name"]
+            assert f[c["index"]].index == c["index"]
+            assert f[c["index"]].type == sidecar_type(c)
+        # duplicate names: the last column, as ML.NET does
+        visible = column_index(name, "Color")
+        assert f["Color"].index == visible
+        assert f["Color"].type == sidecar_type(side["columns"][visible])
+        assert isinstance(f["Color"].type, idv.Key)
+        assert f["Size"].type == idv.Double
+        assert f[-1].name == side["columns"][-1]["name"]
+        assert "Color" in f and "Nope" not in f
+        assert list(f) == f.column_names
+        with pytest.raises(KeyError, match="Nope"):
+            f["Nope"]
+        with pytest.raises(IndexError):
+            f[len(side["columns"])]
+        # the hidden column is still readable by index
+        hidden = min(c["index"] for c in side["columns"] if c["name"] == "Color")
+        assert_same(f[hidden].read(), expected_column(name, hidden)[1])
+        assert_same(f["Color"].read(), expected_column(name, visible)[1])
+
+
+def test_read_all_skips_hidden_and_keeps_the_visible_column():
+    name = "pipeline_hidden"
+    side = sidecar(name)
+    data = idv.read(fixture(name))
+    visible = [c for c in side["columns"] if not c["hidden"]]
+    assert list(data) == [c["name"] for c in visible]
+    for c in visible:
+        assert_same(data[c["name"]], expected_column(name, c["index"])[1])
+
+
+def test_read_columns_subset_by_name_and_index():
+    name = "mixed_default"
+    with idv.open(fixture(name)) as f:
+        data = f.read(columns=["Txt", 0, "Vec"])
+        assert list(data) == ["Txt", "Id", "Vec"]
+        for col in data:
+            assert_same(data[col], expected_column(name, column_index(name, col))[1])
+        single = f.read(columns="DT")
+        assert list(single) == ["DT"]
+        with pytest.raises(KeyError):
+            f.read(columns=["Id", "Nope"])
+    shortcut = idv.read(fixture(name), columns=["F32"])
+    assert list(shortcut) == ["F32"]
+    assert_same(shortcut["F32"], expected_column(name, column_index(name, "F32"))[1])
+
+
+def test_idv_read_shortcut_reads_every_column():
+    name = "mixed_smallblocks_none"
+    data = idv.read(fixture(name), threads=1)
+    side = sidecar(name)
+    assert list(data) == [c["name"] for c in side["columns"]]
+    for c in side["columns"]:
+        assert_same(data[c["name"]], expected_column(name, c["index"])[1])
+
+
+@pytest.mark.parametrize("name", ["mixed_default", "mixed_none", "mixed_smallblocks_deflate",
+                                  "mixed_maxbytes", "multiblock_200k_none", "keys"])
+def test_column_layout_matches_the_table_of_contents(name):
+    side = sidecar(name)
+    n = side["row_count"]
+    with idv.open(fixture(name)) as f:
+        assert f.version == side["header"]["version"]
+        assert f.header.toc_offset == side["header"]["table_of_contents_offset"]
+        assert f.header.file_size == side["header"]["file_size"]
+        for toc in side["table_of_contents"]["columns"]:
+            col = f[toc["column_index"]]
+            assert col.codec_name == toc["codec"]
+            assert col.compression == toc["compression"]
+            assert col.rows_per_block == toc["rows_per_block"]
+            blocks = -(-n // toc["rows_per_block"])
+            assert col.num_blocks == blocks == len(col.lookup)
+            assert col.nbytes_disk == int(col.lookup["disk"].sum())
+            if toc["compression"] == "None":
+                assert col.nbytes_disk == col.nbytes
+            item = sidecar_type(side["columns"][toc["column_index"]])
+            if item in (idv.Int32, idv.Single, idv.Double, idv.DateTime) \
+                    or isinstance(item, idv.Key):
+                assert col.nbytes == n * item.dtype.itemsize
+
+
+# ---------------------------------------------------------------- block-level seeking
+
+SEEK_FIXTURES = ["multiblock_200k_deflate", "multiblock_200k_none", "mixed_smallblocks_none",
+                 "mixed_smallblocks_deflate", "mixed_smallblocks_ordered", "mixed_maxbytes"]
+
+
+def _int_keys(n, rpb):
+    return sorted({0, 1, rpb - 1, rpb, rpb + 1, n // 2, n - 1, -1, -rpb, -n} & set(range(-n, n)),
+                  key=lambda k: (k < 0, k))
+
+
+def _slice_keys(n, rpb):
+    return [
+        slice(None), slice(0, 1), slice(rpb - 2, rpb + 2), slice(rpb, 2 * rpb), slice(-5, None),
+        slice(None, None, -1), slice(n // 2, 3, -3), slice(-1, -2 * rpb - 3, -rpb + 1),
+        slice(None, None, rpb), slice(3, None, 2 * rpb + 1), slice(None, None, -(rpb + 1)),
+        slice(1, n, 3 * rpb), slice(n - 1, None, -2 * rpb), slice(None, None, n),
+        slice(None, None, 7), slice(2, n - 2, 2),
+        # empty and out of range
+        slice(5, 5), slice(10, 5), slice(n, n + 10), slice(n + 5, n + 50), slice(-10**9, 0),
+        slice(0, n, -1),
+        # clipped ranges
+        slice(-10**9, 3), slice(n - 3, 10**9), slice(-10**9, 10**9, n - 1),
+        slice(n + 5, None, -1), slice(n + 5, -10**9, -(rpb * 3 + 2)),
+    ]
+
+
+def _blocks_of(rows, rpb):
+    return len(np.unique(np.asarray(rows, np.int64) // rpb))
+
+
+def _full_checked(f, name, col_name):
+    """The full read of a column, verified against ML.NET's values."""
+    full = f[col_name].read()
+    assert_same(full, expected_column(name, column_index(name, col_name))[1])
+    return full
+
+
+def _seek_columns(name):
+    if not (FIXTURES / f"{name}.idv").exists():
+        return [(name, "?")]   # the test then skips
+    return [(name, c["name"]) for c in sidecar(name)["columns"]]
+
+
+@pytest.mark.parametrize("name,col_name", [p for n in SEEK_FIXTURES for p in _seek_columns(n)])
+def test_indexing_and_slicing_decode_only_the_blocks_needed(name, col_name):
+    with idv.open(fixture(name)) as f:
+        col = f[col_name]
+        n, rpb = col.num_rows, col.rows_per_block
+        assert col.num_blocks > 2, "a seeking test needs several blocks"
+        full = _full_checked(f, name, col_name)
+        all_rows = np.arange(n)
+        for i in _int_keys(n, rpb):
+            before = col.blocks_decoded
+            got = col[i]
+            assert col.blocks_decoded - before == 1, i
+            exp = full[i]
+            if isinstance(exp, np.ndarray):
+                assert_equal_reads(np.asarray(got), exp)
+            elif isinstance(exp, float) or (hasattr(exp, "dtype") and exp.dtype.kind == "f"):
+                assert np.asarray(got).tobytes() == np.asarray(exp).tobytes(), i
+            else:
+                assert got == exp, (i, got, exp)
+        for key in _slice_keys(n, rpb):
+            rows = all_rows[key]
+            before = col.blocks_decoded
+            got = col[key]
+            assert col.blocks_decoded - before == _blocks_of(rows, rpb), key
+            assert len(got) == len(rows)
+            assert_equal_reads(got, full[key])
+        for bad in (n, n + 1, -n - 1, 10**12):
+            before = col.blocks_decoded
+            with pytest.raises(IndexError):
+                col[bad]
+            assert col.blocks_decoded == before
+        with pytest.raises(TypeError):
+            col["0"]
+
+
+@pytest.mark.parametrize("name", ["multiblock_200k_deflate", "mixed_smallblocks_deflate"])
+def test_numpy_integer_keys_and_slice_bounds(name):
+    with idv.open(fixture(name)) as f:
+        col = f["Id"]
+        full = _full_checked(f, name, "Id")
+        n = col.num_rows
+        assert col[np.int64(n - 1)] == full[-1]
+        assert col[np.int32(-2)] == full[-2]
+        s = slice(np.int64(3), np.int64(n - 3), np.int64(5))
+        assert_equal_reads(col[s], full[3:n - 3:5])
+
+
+@pytest.mark.parametrize("name", ["multiblock_200k_deflate", "mixed_smallblocks_none",
+                                  "mixed_maxbytes"])
+def test_iter_blocks_concatenates_to_read(name):
+    side = sidecar(name)
+    with idv.open(fixture(name)) as f:
+        for c in side["columns"]:
+            col = f[c["name"]]
+            full = _full_checked(f, name, c["name"])
+            before = col.blocks_decoded
+            blocks = list(col.iter_blocks())
+            assert col.blocks_decoded - before == col.num_blocks == len(blocks)
+            sizes = [len(b) for b in blocks]
+            assert sizes[:-1] == [col.rows_per_block] * (len(blocks) - 1)
+            assert 0 < sizes[-1] <= col.rows_per_block and sum(sizes) == side["row_count"]
+            if isinstance(full, idv.Ragged):
+                joined = idv.Ragged.concat(blocks)
+            else:
+                joined = np.concatenate(blocks)
+            assert_equal_reads(joined, full)
+
+
+def test_zero_rows_read_empty_in_every_form():
+    name = "empty_rows"
+    side = sidecar(name)
+    with idv.open(fixture(name)) as f:
+        assert f.num_rows == 0
+        for c in side["columns"]:
+            col = f[c["name"]]
+            t, exp = expected_column(name, c["index"])
+            got = col.read()
+            assert col.num_blocks == 0 and len(got) == 0
+            assert list(col.iter_blocks()) == []
+            if isinstance(exp, list):
+                assert isinstance(got, idv.Ragged)
+            else:
+                assert_same(got, exp)
+            assert len(col[0:10]) == 0
+            with pytest.raises(IndexError):
+                col[0]
+        sp = f["Vec"].read(sparse=True)
+        assert sp.shape == (0, 3) and sp.nnz == 0
+
+
+def test_no_columns_file():
+    name = "no_columns"
+    with idv.open(fixture(name)) as f:
+        assert f.num_rows == sidecar(name)["row_count"] == 5
+        assert f.num_columns == 0 and f.column_names == [] and str(f.schema) == ""
+        assert f.read() == {}
+
+
+# ---------------------------------------------------------------- vectors
+
+def test_fixed_vectors_are_n_by_size():
+    name = "vectors_fixed"
+    side = sidecar(name)
+    with idv.open(fixture(name)) as f:
+        for c in side["columns"]:
+            t, exp = expected_column(name, c["index"])
+            got = f[c["name"]].read()
+            assert got.shape == (side["row_count"], c["vector_size"])
+            assert_same(got, exp)
+            assert_same(f[c["name"]][1], exp[1])
+
+
+def test_multidim_vectors_keep_their_dims():
+    name = "vector_multidim"
+    with idv.open(fixture(name)) as f:
+        t, exp = expected_column(name, column_index(name, "Mat2x3"))
+        got = f["Mat2x3"].read()
+        assert got.shape == (4, 2, 3)
+        assert_same(got, exp)
+        assert_same(f["Mat2x3"][2], exp[2])
+        assert_same(f["Mat2x3"][1:3], exp[1:3])
+        # a 0 dim makes it variable: a Ragged of flat rows
+        t, exp = expected_column(name, column_index(name, "VarBy4"))
+        assert f["VarBy4"].type == t and not t.is_fixed and t.dims == (0, 4)
+        got = f["VarBy4"].read()
+        assert_same(got, exp)
+        assert all(len(r) % 4 == 0 for r in got.to_list())
+
+
+def test_variable_vectors_are_ragged():
+    name = "vectors_variable"
+    side = sidecar(name)
+    with idv.open(fixture(name)) as f:
+        for c in side["columns"]:
+            t, exp = expected_column(name, c["index"])
+            got = f[c["name"]].read()
+            assert isinstance(got, idv.Ragged)
+            assert len(got) == side["row_count"]
+            assert_same(got, exp)
+            assert got.lengths.tolist() == [len(e) for e in exp]
+            assert got.dtype == exp[0].dtype
+            # indexing and slicing
+            assert_same(got[0], exp[0])
+            assert_same(got[-1], exp[-1])
+            with pytest.raises(IndexError):
+                got[len(exp)]
+            for key in (slice(1, 4), slice(None, None, -1), slice(None, None, 2), slice(3, 3),
+                        slice(4, 1, -2)):
+                part = got[key]
+                assert isinstance(part, idv.Ragged)
+                assert_same(part, exp[key])
+            assert_same(got[np.array([2, 0])], [exp[2], exp[0]])
+            rows = list(got)   # iteration yields one array per row
+            assert len(rows) == len(exp)
+            for r, e in zip(rows, exp):
+                assert_same(r, e)
+            assert_same(f[c["name"]][2:5], exp[2:5])
+
+
+def test_ragged_helpers():
+    r = idv.Ragged.from_list([[1, 2], [], [3]], dtype=np.int32)
+    assert r.offsets.tolist() == [0, 2, 2, 3] and r.dtype == np.int32
+    assert [x.tolist() for x in r.to_list()] == [[1, 2], [], [3]]
+    assert idv.Ragged.concat([r, r[1:]]) == idv.Ragged.from_list([[1, 2], [], [3], [], [3]],
+                                                                 dtype=np.int32)
+    assert r != idv.Ragged.from_list([[1, 2], [3], []], dtype=np.int32)
+    with pytest.raises(ValueError):
+        idv.Ragged(np.arange(3), [0, 2, 1, 3])
+    long = idv.Ragged.from_list([np.zeros(10_000)])
+    assert len(repr(long)) < 200
+
+
+@pytest.mark.parametrize("name", ["vectors_sparse", "pipeline_featurize_text", "vectors_fixed",
+                                  "mixed_smallblocks_deflate", "pipeline_keys"])
+def test_sparse_read_is_csr_with_the_stored_entries(name):
+    sp = pytest.importorskip("scipy.sparse")
+    side = sidecar(name)
+    with idv.open(fixture(name)) as f:
+        checked = 0
+        for c in side["columns"]:
+            if not c["is_vector"]:
+                with pytest.raises(TypeError):
+                    f[c["name"]].read(sparse=True)
+                continue
+            t, exp = expected_column(name, c["index"])
+            numeric = isinstance(t.item, idv.Key) or t.item.dtype.kind in "biuf"
+            if not numeric:
+                with pytest.raises(TypeError):
+                    f[c["name"]].read(sparse=True)
+                continue
+            m = f[c["name"]].read(sparse=True)
+            assert sp.issparse(m) and m.format == "csr"
+            cells = [row[c["index"]] for row in side["rows"]]
+            assert m.nnz == sum(stored_count(cell) for cell in cells)
+            lengths = [cell["length"] if isinstance(cell, dict) else len(cell) for cell in cells]
+            width = t.size if t.is_fixed else max(lengths, default=0)
+            assert m.shape == (side["row_count"], width)
+            assert m.dtype == t.item.dtype
+            dense = m.toarray()
+            if t.is_fixed:
+                np.testing.assert_array_equal(dense, exp.reshape(len(exp), -1))
+            else:
+                for i, e in enumerate(exp):
+                    np.testing.assert_array_equal(dense[i, :len(e)], e)
+                    assert not dense[i, len(e):].any()
+            checked += 1
+        assert checked
+        # the file-level read: CSR for numeric vectors, read()'s form for the rest
+        data = f.read(sparse=True)
+        for c in side["columns"]:
+            if c["hidden"]:
+                continue
+            t = sidecar_type(c)
+            csr = isinstance(t, idv.Vector) and (isinstance(t.item, idv.Key)
+                                                 or t.item.dtype.kind in "biuf")
+            assert sp.issparse(data[c["name"]]) == csr, c["name"]
+
+
+def test_sparse_rows_keep_their_indices():
+    pytest.importorskip("scipy.sparse")
+    name = "vectors_sparse"
+    i = column_index(name, "SparseF64Big")
+    cells = [row[i] for row in sidecar(name)["rows"]]
+    with idv.open(fixture(name)) as f:
+        m = f["SparseF64Big"].read(sparse=True)
+        sliced = f["SparseF64Big"][1:3]
+    for r, cell in enumerate(cells):
+        row = m.getrow(r)
+        if isinstance(cell, dict):
+            assert row.indices.tolist() == cell["indices"]
+            assert row.data.tolist() == [float(v) for v in cell["values"]]
+    assert sliced.shape == (2, 1000)
+    assert sliced[0, 0] == -1.0 and sliced[0, 500] == 2.0
+
+
+# ---------------------------------------------------------------- metadata
+
+def _meta_expected(a):
+    t = sidecar_type(a)
+    v = a["value"]
+    if not a["is_vector"]:
+        return t, expected_items([v], t)[0]
+    vals = expected_items(densify(v, a["item_type"]), t.item)
+    return t, vals.reshape(t.dims) if t.is_fixed else vals
+
+
+@pytest.mark.parametrize("name", ["mixed_default", "keys", "pipeline_keys",
+                                  "pipeline_binary_scored", "pipeline_multiclass_scored",
+                                  "pipeline_featurize_text", "annotations_custom", "vectors_misc",
+                                  "empty_rows"])
+def test_metadata_values_match_mlnet(name):
+    side = sidecar(name)
+    with idv.open(fixture(name)) as f:
+        for c in side["columns"]:
+            col = f[c["index"]]
+            assert col.metadata_kinds == [a["kind"] for a in c["annotations"]]
+            meta = col.metadata
+            assert list(meta) == [a["kind"] for a in c["annotations"]]
+            for a in c["annotations"]:
+                t, exp = _meta_expected(a)
+                got = meta[a["kind"]]
+                if isinstance(exp, np.ndarray):
+                    assert_same(np.asarray(got), exp)
+                elif isinstance(exp, np.floating):
+                    assert np.asarray(got).tobytes() == exp.tobytes()
+                elif isinstance(exp, (np.datetime64, np.void)):
+                    assert np.asarray(got).tobytes() == np.asarray(exp).tobytes()
+                else:
+                    assert got == exp, (c["name"], a["kind"], got, exp)
+
+
+def test_well_known_metadata_forms():
+    with idv.open(fixture("pipeline_keys")) as f:
+        onehot = f["ColorOneHot"].metadata
+        assert onehot["SlotNames"].tolist() == ["red", "green", "blue", "yellow"]
+        assert onehot["IsNormalized"] is True
+        ranges = onehot["CategoricalSlotRanges"]
+        assert ranges.shape == (1, 2) and ranges.dtype == np.int32
+        assert ranges.tolist() == [[0, 3]]
+        assert f["ClassOneHot"].metadata["CategoricalSlotRanges"].tolist() == [[0, 2]]
+        kv = f["BucketKey"].metadata["KeyValues"]
+        assert kv.dtype == np.float32 and kv.tolist() == [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+        assert f["ColorKey"].metadata["KeyValues"].tolist() == ["red", "green", "blue", "yellow"]
+        assert f["Color"].metadata == {}
+    with idv.open(fixture("annotations_custom")) as f:
+        feat = f["Feat"].metadata
+        # declared Vector<Int32, 2>: shaped by its dims; pairs are rows of reshape(-1, 2)
+        assert feat["CategoricalSlotRanges"].shape == (2,)
+        assert feat["CategoricalSlotRanges"].reshape(-1, 2).tolist() == [[0, 1]]
+        assert feat["MySparse"].tolist() == [0, 0, 0, 1.0, 0, 0, 0, 0, 2.0, 0]
+        score = f["Score"].metadata
+        assert score["ScoreColumnKind"] == "BinaryClassification"
+        assert score["MyKeyVec"].tolist() == [0, 9, 1]
+
+
+# ---------------------------------------------------------------- dates, times, row ids
+
+def test_datetime_timespan_datetimeoffset_forms():
+    name = "scalars_datetime"
+    side = sidecar(name)
+    with idv.open(fixture(name)) as f:
+        dt = f["DT"].read()
+        assert dt.dtype == np.dtype("datetime64[100ns]")
+        ticks = [row[column_index(name, "DT")] for row in side["rows"]]
+        assert (dt.view(np.int64) + EPOCH_TICKS).tolist() == ticks
+        # exact over the whole .NET range once converted for display
+        assert str(dt[ticks.index(0)].astype("datetime64[us]")) == "0001-01-01T00:00:00.000000"
+
+        ts = f["TS"].read()
+        assert ts.dtype == np.dtype("timedelta64[100ns]")
+        assert ts.view(np.int64).tolist() == [row[column_index(name, "TS")] for row in side["rows"]]
+
+        dto = f["DTO"].read()
+        assert dto.dtype.names == ("utc", "offset_minutes")
+        assert dto["utc"].dtype == np.dtype("datetime64[100ns]")
+        cells = [row[column_index(name, "DTO")] for row in side["rows"]]
+        assert dto["offset_minutes"].tolist() == [c["offset_minutes"] for c in cells]
+        # local clock time = utc + offset, as ML.NET reports the ticks
+        offsets = dto["offset_minutes"].astype(np.int64) * TICKS_PER_MINUTE
+        local = dto["utc"].view(np.int64) + offsets
+        assert (local + EPOCH_TICKS).tolist() == [c["ticks"] for c in cells]
+        assert_same(dto, expected_items(cells, idv.DateTimeOffset))
+        before = f["DTO"].blocks_decoded
+        assert dto[3] == f["DTO"][3]
+        assert f["DTO"].blocks_decoded == before + 1
+
+
+def test_rowid_form():
+    name = "scalars_rowid"
+    side = sidecar(name)
+    with idv.open(fixture(name)) as f:
+        rid = f["RID"].read()
+    assert rid.dtype.names == ("low", "high")
+    assert rid["low"].dtype == np.uint64 and rid["high"].dtype == np.uint64
+    values = [row[0] for row in side["rows"]]
+    assert [(int(h) << 64) | int(lo) for lo, h in zip(rid["low"], rid["high"])] == values
+    assert max(values) >= 2**64   # the fixture does use the high half
+
+
+def test_date_and_rowid_vectors():
+    name = "vectors_misc"
+    with idv.open(fixture(name)) as f:
+        for col_name in ("VecDTO", "VecRowId"):
+            t, exp = expected_column(name, column_index(name, col_name))
+            assert_same(f[col_name].read(), exp)
+    name = "vectors_fixed"
+    with idv.open(fixture(name)) as f:
+        for col_name in ("VecDT", "VecTS"):
+            t, exp = expected_column(name, column_index(name, col_name))
+            assert_same(f[col_name].read(), exp)
+
+
+# ---------------------------------------------------------------- threads and backends
+
+def _installed_backends():
+    from idv import _compression
+    return sorted(_compression.BACKENDS)
+
+
+@pytest.mark.parametrize("name", ["multiblock_200k_deflate", "mixed_smallblocks_deflate",
+                                  "vectors_sparse", "pipeline_featurize_text"])
+def test_threads_and_backends_give_identical_results(name):
+    side = sidecar(name)
+    names = [c["name"] for c in side["columns"] if not c["hidden"]]
+    with idv.open(fixture(name), threads=1) as f:
+        reference = {n: f[n].read() for n in names}
+        sparse_ref = {n: f[n].read(sparse=True) for n in names
+                      if isinstance(f[n].type, idv.Vector) and f[n].type.item is not idv.Text}
+    for n in names:   # the single-threaded read is right to begin with
+        assert_same(reference[n], expected_column(name, column_index(name, n))[1])
+    configs = [dict()] + [dict(backend=b) for b in _installed_backends()] \
+        + [dict(threads=4), dict(threads=3, backend="zlib")]
+    assert "zlib" in _installed_backends()
+    for cfg in configs:
+        with idv.open(fixture(name), **cfg) as f:
+            for n in names:
+                assert_equal_reads(f[n].read(), reference[n])
+            for n, ref in sparse_ref.items():
+                assert_equal_reads(f[n].read(sparse=True), ref)
+            got = idv.read(fixture(name), **cfg)
+            for n in got:
+                assert_equal_reads(got[n], reference[n])
+
+
+@pytest.mark.parametrize("backend", ["libdeflate", "isal"])
+def test_optional_backends_when_installed(backend):
+    from idv import _compression
+    if backend not in _compression.BACKENDS:
+        pytest.skip(f"{backend} not installed")
+    name = "multiblock_200k_none"   # compression None: the backend is not even used
+    with idv.open(fixture(name), backend=backend) as f:
+        assert f.backend == backend
+        _full_checked(f, name, "Name")
+    with idv.open(fixture("multiblock_200k_deflate"), backend=backend) as f:
+        _full_checked(f, "multiblock_200k_deflate", "X")
+
+
+def test_unknown_backend_is_an_error():
+    path = fixture("mixed_default")
+    with pytest.raises(ValueError, match="nope"):
+        idv.open(path, backend="nope")
+    with pytest.raises(ValueError):
+        idv.read(path, backend="")
