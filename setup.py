@@ -10,6 +10,7 @@ MODULES = {
     "idv._lookup": [],
     "idv._compression": ["z"],
     "idv._codecs": [],
+    "idv._encode": [],
 }
 
 extensions = [

@@ -20,3 +20,7 @@ __all__ = [
     "SByte", "Byte", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Single", "Double",
     "Boolean", "Text", "DateTime", "DateTimeOffset", "TimeSpan", "RowId",
 ]
+
+from idv.writer import Writer, write  # noqa: E402
+
+__all__ += ["write", "Writer"]

@@ -1,0 +1,1027 @@
+"""idv.write / idv.Writer: round trips, ML.NET reading our files, byte identity with ML.NET's
+own writer, atomic output, and input validation.
+
+The fixtures below hold data in the exact numpy forms idv.read gives back, so a round trip is
+checked against the input itself. The same data turns into an oracle write-spec (JSON cells as
+in shared/oracle/README.md), and ML.NET's file written from it with DeterministicBlockOrder must
+equal ours byte for byte, with both compressions.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import idv
+from expected import EPOCH_TICKS, TICKS_PER_MINUTE, assert_arrays_equal, assert_column_equal, \
+    column_expected, parse_type_string
+
+sp = pytest.importorskip("scipy.sparse")
+
+DT = np.dtype("datetime64[100ns]")
+TS = np.dtype("timedelta64[100ns]")
+DTO = idv.types.DATETIMEOFFSET_DTYPE
+ROWID = idv.types.ROWID_DTYPE
+MAX_TICKS = 3155378975999999999
+
+
+def obj(values):
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
+
+
+def ticks_to_dt(ticks):
+    return (np.asarray(ticks, np.int64) - EPOCH_TICKS).view(DT)
+
+
+def dto(clock_ticks, minutes):
+    out = np.zeros(len(minutes), DTO)
+    m = np.asarray(minutes, np.int64)
+    out["utc"] = (np.asarray(clock_ticks, np.int64) - m * TICKS_PER_MINUTE - EPOCH_TICKS).view(DT)
+    out["offset_minutes"] = m
+    return out
+
+
+def rowid(values):
+    out = np.zeros(len(values), ROWID)
+    out["low"] = [v & 0xFFFFFFFFFFFFFFFF for v in values]
+    out["high"] = [v >> 64 for v in values]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures: name -> dict(data, types, metadata, options)
+# ---------------------------------------------------------------------------------------------
+
+def _numeric():
+    f32 = np.array([0, 1.5, -2.25, np.nan, np.inf, -np.inf, -0.0, 1e-45, 3.4028235e38,
+                    np.float32(0.1), 16777217, -1, 2, 3], dtype=np.float32)
+    f64 = np.array([0, 1.5, -2.25, np.nan, np.inf, -np.inf, -0.0, 5e-324, 1.7976931348623157e308,
+                    0.1, 2**53 + 1, -1, 2, 1 / 3])
+    data = {"R4": f32, "R8": f64}
+    for dt in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
+        info = np.iinfo(dt)
+        vals = [0, 1, info.max, info.min, info.max - 1, info.min + 1, 7, 42, 100, 3, 5, 9, 11,
+                int(info.max // 2)]
+        data[np.dtype(dt).name] = np.array(vals, dtype=dt)
+    return {"data": data}
+
+
+def _scalars_misc():
+    n = 21
+    text = obj(["", "a", "héllo", "日本語", "😀 emoji", "tab\tnew\nline", "nul\x00x", "x" * 1000,
+                "ö", "surrogate 😀😀", "Ω", "", "z", "yy", "é" * 50, "last", "mixed aé日😀",
+                "ascii", "\u20ac", "q", "end"])
+    ticks = np.array([0, 1, MAX_TICKS, 630822816000000000, 637134336000000000] + [
+        637134336000000000 + i * 36000000000 for i in range(n - 5)], np.int64)
+    spans = np.array([0, 1, -1, 2**63 - 1, -(2**63) + 1, 864000000000] + list(range(n - 6)),
+                     np.int64)
+    minutes = np.array([0, 60, -60, 840, -840, 330, -210] + [15 * i for i in range(n - 7)])
+    clock = np.array([637134336000000000 + i * 10**9 for i in range(n)], np.int64)
+    rid = [0, 1, 2**64 - 1, 2**64, 2**128 - 1, 12345678901234567890123456789] + list(range(n - 6))
+    return {"data": {
+        "Bool": (np.arange(n) % 3 == 0) | (np.arange(n) == 20),
+        "Text": text,
+        "DateTime": ticks_to_dt(ticks),
+        "TimeSpan": spans.view(TS),
+        "DTO": dto(clock, minutes),
+        "RowId": rowid(rid),
+    }}
+
+
+def _keys():
+    data = {
+        "K1": np.array([0, 1, 2, 3, 0, 3, 1, 2], np.uint8),
+        "K2": np.array([0, 1, 2, 300, 65535, 5, 6, 7], np.uint16),
+        "K4": np.array([0, 1, 2, 3, 4, 5, 6, 7], np.uint32),
+        "K8": np.array([0, 1, 2**64 - 1, 3, 4, 5, 6, 7], np.uint64),
+        "KF": np.array([1, 2, 1, 2, 0, 0, 1, 2], np.uint32),
+    }
+    types = {"K1": idv.Key(idv.Byte, 3), "K2": idv.Key(idv.UInt16, 65535),
+             "K4": idv.Key(idv.UInt32, 7), "K8": idv.Key(idv.UInt64, 2**64 - 1),
+             "KF": idv.Key(idv.UInt32, 2)}
+    metadata = {"K1": {"KeyValues": ["red", "green", "blue"]},
+                "K4": {"KeyValues": (idv.Vector(idv.Text, 7), list("abcdefg"))},
+                "KF": {"KeyValues": np.array([0.5, 1.5], np.float32)}}
+    return {"data": data, "types": types, "metadata": metadata}
+
+
+def _vectors_fixed():
+    n = 6
+    r = np.arange(n)
+    data = {
+        "R4": (np.arange(n * 4, dtype=np.float32) / 3).reshape(n, 4),
+        "R8": np.arange(n * 3, dtype=np.float64).reshape(n, 3) - 0.5,
+        "I4": np.arange(n * 2, dtype=np.int32).reshape(n, 2) * -7,
+        "U1": (np.arange(n * 5) % 256).astype(np.uint8).reshape(n, 5),
+        "I8": np.arange(n, dtype=np.int64).reshape(n, 1) * 2**40,
+        "Txt": obj([f"r{i}c{j}" + "é" * j for i in range(n) for j in range(3)]).reshape(n, 3),
+        "Bool": (np.arange(n * 11) % 5 == 0).reshape(n, 11),
+        "Key": (np.arange(n * 3) % 5).astype(np.uint32).reshape(n, 3),
+        "Dt": ticks_to_dt(637134336000000000 + np.arange(n * 2) * 10**7).reshape(n, 2),
+        "Ts": (np.arange(n * 2, dtype=np.int64) * 10**6).view(TS).reshape(n, 2),
+        "M23": np.arange(n * 6, dtype=np.int32).reshape(n, 2, 3),
+    }
+    types = {"Key": idv.Vector(idv.Key(idv.UInt32, 4), 3)}
+    metadata = {"R4": {"SlotNames": ["a", "b", "c", "d"]},
+                "Txt": {"SlotNames": obj(["x", "y", "z"])}}
+    del r
+    return {"data": data, "types": types, "metadata": metadata}
+
+
+def _vectors_variable():
+    rows = [[1.0, 2.0], [], [3.0], [4.0, 5.0, 6.0], [], [7.0]]
+    return {"data": {
+        "Var": idv.Ragged.from_list(rows, dtype=np.float32),
+        "Equal": idv.Ragged.from_list([[1, 2], [3, 4], [5, 6], [7, 8], [9, 10], [11, 12]],
+                                      dtype=np.int32),
+        "Empty": idv.Ragged.from_list([[]] * 6, dtype=np.float64),
+        "Text": idv.Ragged(obj(["a", "bé", "", "日本", "c", "d", "e"]), [0, 2, 2, 3, 5, 6, 7]),
+        "Bool": idv.Ragged.from_list([[True], [False, True], [], [True] * 17, [False], [True]],
+                                     dtype=bool),
+        "D04": idv.Ragged(np.arange(16, dtype=np.int32), [0, 4, 4, 8, 8, 12, 16]),
+    }, "types": {"D04": idv.Vector(idv.Int32, 0, 4)}}
+
+
+def _csr(dense, dtype=None):
+    m = sp.csr_matrix(np.asarray(dense, dtype=dtype))
+    m.sort_indices()
+    return m
+
+
+def _vectors_sparse():
+    a = np.zeros((6, 8), np.float32)
+    a[0, [1, 5]] = [1.5, -2]
+    a[2] = np.arange(1, 9)          # a full row: written dense
+    a[3, 7] = 3
+    a[5, 0] = 4                      # rows 1 and 4 all zero: sparse with count 0
+    long = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([0, 500, 999]),
+                          np.array([0, 1, 1, 2, 2, 3, 3])), shape=(6, 1000))
+    keys = sp.csr_matrix((np.array([1, 2, 3], np.uint32), np.array([0, 2, 1]),
+                          np.array([0, 1, 1, 2, 2, 3, 3])), shape=(6, 3))
+    var = sp.csr_matrix((np.array([5, 6], np.float64), np.array([1, 2]),
+                         np.array([0, 0, 1, 1, 2, 2, 2])), shape=(6, 4))
+    explicit_zero = sp.csr_matrix((np.array([0.0, 1.0]), np.array([0, 2]),
+                                   np.array([0, 1, 1, 2, 2, 2, 2])), shape=(6, 3))
+    return {"data": {"S": _csr(a), "Long": long, "Keys": keys, "VarSparse": var,
+                     "Zero": explicit_zero,
+                     "Bools": _csr(np.eye(6, 3, dtype=bool))},
+            "types": {"Keys": idv.Vector(idv.Key(idv.UInt32, 3), 3),
+                      "VarSparse": idv.Vector(idv.Double)}}
+
+
+def _vectors_misc():
+    n = 5
+    return {"data": {
+        "DTO": dto(637134336000000000 + np.arange(n * 2) * 10**8,
+                   np.arange(n * 2) * 30 - 120).reshape(n, 2),
+        "Rid": rowid([i * 2**64 + i for i in range(n * 2)]).reshape(n, 2),
+        "I1": np.arange(n * 3, dtype=np.int8).reshape(n, 3) - 7,
+        "U8": np.arange(n * 2, dtype=np.uint64).reshape(n, 2) + np.uint64(2**63),
+        "KeyVar": idv.Ragged(np.array([1, 2, 0, 3, 2], np.uint8), [0, 2, 2, 3, 5, 5]),
+        "TxtSlots": obj(["p", "q", "r", "s", "t", "u", "v", "w", "x", "y"]).reshape(n, 2),
+    }, "types": {"KeyVar": idv.Vector(idv.Key(idv.Byte, 3))},
+        "metadata": {"KeyVar": {"KeyValues": ["one", "two", "three"]},
+                     "TxtSlots": {"SlotNames": ["first", "second"]}}}
+
+
+def _annotations():
+    n = 3
+    return {"data": {"A": np.arange(n, dtype=np.int32), "B": np.ones(n, np.float32)},
+            "metadata": {
+                "A": {"IsNormalized": True,
+                      "MyFloat": np.float32(1.25),
+                      "MyDouble": 2.5,
+                      "MyInt": (idv.Int32, -7),
+                      "MyLong": 2**40,
+                      "MyText": "hello é",
+                      "MyKey": (idv.Key(idv.UInt32, 2**31 - 1), 1),
+                      "MyDate": (idv.DateTime, ticks_to_dt([637134336000000000])[0]),
+                      "MyIntVec": np.array([1, 2, 3], np.int32),
+                      "MyFloatVec": (idv.Vector(idv.Single, 4), [0.5, 0, 0, 1]),
+                      "MySparse": (idv.Vector(idv.Double, 6),
+                                   sp.csr_matrix(([7.0], [4], [0, 1]), shape=(1, 6))),
+                      "MyKeyVec": (idv.Vector(idv.Key(idv.Byte, 4), 3), [1, 0, 4]),
+                      "MyVarVec": (idv.Vector(idv.Int64), [5, 6]),
+                      "CategoricalSlotRanges": np.array([[0, 1], [2, 3]], np.int32)},
+                "B": {"ScoreColumnKind": "BinaryClassification",
+                      "IsUserVisible": (idv.Boolean, False)}}}
+
+
+def _empty_rows():
+    return {"data": {"S": np.zeros(0, np.float32), "T": obj([]), "B": np.zeros(0, bool),
+                     "K": np.zeros(0, np.uint32), "V": np.zeros((0, 3), np.float64)},
+            "types": {"K": idv.Key(idv.UInt32, 4)},
+            "metadata": {"K": {"KeyValues": ["a", "b", "c", "d"]},
+                         "V": {"SlotNames": ["x", "y", "z"]}}}
+
+
+def _multiblock():
+    n = 20000
+    r = np.arange(n)
+    return {"data": {"I": r.astype(np.int32), "F": (r * 0.25).astype(np.float32),
+                     "T": obj([f"row {i}" for i in range(n)]), "B": r % 3 == 0}}
+
+
+def _mixed(n=100):
+    r = np.arange(n)
+    return {"data": {
+        "Id": r.astype(np.int32), "F": (r / 7).astype(np.float32), "D": r / 3,
+        "B": r % 4 == 1, "Txt": obj(["t%dé" % i * (i % 3) for i in range(n)]),
+        "Key": (r % 8).astype(np.uint32),
+        "Vec": _csr(np.where(r[:, None] % 3 == 0, 0, r[:, None] + np.arange(4)).astype(np.float32)),
+        "Var": idv.Ragged.from_list([list(range(i % 4)) for i in range(n)], dtype=np.int32),
+        "Dt": ticks_to_dt(637134336000000000 + r * 36000000000),
+    }, "types": {"Key": idv.Key(idv.UInt32, 7), "Vec": idv.Vector(idv.Single, 4)},
+        "metadata": {"Key": {"KeyValues": [f"k{i}" for i in range(7)]}}}
+
+
+def _smallblocks():
+    f = _mixed()
+    f["options"] = {"rows_per_block": 7}
+    f["oracle_options"] = ["--max-rows-per-block", "7"]
+    return f
+
+
+def _maxbytes():
+    # every row has the same size estimate, so ML.NET's shuffled estimate gives the same answer
+    n = 50
+    r = np.arange(n)
+    return {"data": {"I": r.astype(np.int32), "D": r / 2, "B": r % 2 == 0,
+                     "T": obj([f"{i:04d}" for i in r]),
+                     "V": np.ones((n, 3), np.float32)},
+            "options": {"max_bytes_per_block": 300},
+            "oracle_options": ["--max-bytes-per-block", "300"]}
+
+
+FIXTURES = {
+    "numeric": _numeric, "scalars_misc": _scalars_misc, "keys": _keys,
+    "vectors_fixed": _vectors_fixed, "vectors_variable": _vectors_variable,
+    "vectors_sparse": _vectors_sparse, "vectors_misc": _vectors_misc,
+    "annotations": _annotations, "empty_rows": _empty_rows, "multiblock": _multiblock,
+    "mixed": _mixed, "smallblocks": _smallblocks, "maxbytes": _maxbytes,
+}
+COMPRESSIONS = ("none", "deflate")
+
+
+def write_fixture(name, path, compression, backend="zlib"):
+    """zlib level 6 by default: the mode whose bytes equal ML.NET's."""
+    fx = FIXTURES[name]()
+    idv.write(path, fx["data"], types=fx.get("types"), metadata=fx.get("metadata"),
+              compression=compression, backend=backend, **fx.get("options", {}))
+    return fx
+
+
+# ---------------------------------------------------------------------------------------------
+# our data as an oracle write-spec
+# ---------------------------------------------------------------------------------------------
+
+def _float_cell(x):
+    x = float(x)
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "Infinity" if x > 0 else "-Infinity"
+    return repr(x)
+
+
+def item_cells(item, arr):
+    """JSON cells of a 1-d array of items in idv's read form."""
+    arr = np.asarray(arr).reshape(-1)
+    if isinstance(item, idv.Key):
+        return [int(x) for x in arr.tolist()]
+    name = item.name
+    if name in ("Single", "Double"):
+        return [_float_cell(x) for x in arr.tolist()]
+    if name == "Boolean":
+        return [bool(x) for x in arr.tolist()]
+    if name == "Text":
+        return [str(x) for x in arr]
+    if name == "DateTime":
+        return (arr.astype(DT).view(np.int64) + EPOCH_TICKS).tolist()
+    if name == "TimeSpan":
+        return arr.astype(TS).view(np.int64).tolist()
+    if name == "DateTimeOffset":
+        m = arr["offset_minutes"].astype(np.int64)
+        clock = arr["utc"].astype(DT).view(np.int64) + EPOCH_TICKS + m * TICKS_PER_MINUTE
+        return [{"ticks": int(t), "offset_minutes": int(o)} for t, o in zip(clock, m)]
+    if name == "RowId":
+        return [(int(h) << 64) | int(lo) for lo, h in zip(arr["low"], arr["high"])]
+    return [int(x) for x in arr.tolist()]
+
+
+def vector_cells(item, value):
+    """One cell per row: dense lists, or sparse {length, indices, values} dicts."""
+    if sp.issparse(value):
+        m = value.tocsr()
+        out = []
+        for r in range(m.shape[0]):
+            a, b = m.indptr[r], m.indptr[r + 1]
+            vals = item_cells(item, m.data[a:b])
+            if b - a == m.shape[1]:
+                out.append(vals)
+            else:
+                out.append({"length": m.shape[1], "indices": m.indices[a:b].tolist(),
+                            "values": vals})
+        return out
+    if isinstance(value, idv.Ragged):
+        return [item_cells(item, r) for r in value]
+    arr = np.asarray(value)
+    return [item_cells(item, row) for row in arr.reshape(arr.shape[0], -1 if len(arr) else 0)]
+
+
+def type_spec(t):
+    spec = {}
+    item = t.item if isinstance(t, idv.Vector) else t
+    if isinstance(item, idv.Key):
+        spec.update(type="Key", key_raw=item.raw.name, key_count=item.count)
+    else:
+        spec["type"] = item.name
+    if isinstance(t, idv.Vector):
+        spec["vector"] = list(t.dims) if len(t.dims) > 1 else t.dims[0]
+    return spec
+
+
+def fixture_spec(fx, path):
+    """Write the oracle spec for a fixture; the types are the ones our file has."""
+    with idv.open(path) as f:
+        columns = []
+        for col in f.columns:
+            value = fx["data"][col.name]
+            t = col.type
+            c = {"name": col.name, **type_spec(t)}
+            if isinstance(t, idv.Vector):
+                c["values"] = vector_cells(t.item, value)
+            else:
+                c["values"] = item_cells(t, value)
+            anns = []
+            meta = (fx.get("metadata") or {}).get(col.name, {})
+            for kind, mtype in col.metadata_types.items():
+                v = meta[kind]
+                v = v[1] if isinstance(v, tuple) and isinstance(v[0], idv.DataViewType) else v
+                a = {"kind": kind, **type_spec(mtype)}
+                if isinstance(mtype, idv.Vector):
+                    if sp.issparse(v):
+                        a["value"] = vector_cells(mtype.item, v)[0]
+                    else:
+                        a["value"] = item_cells(mtype.item, np.asarray(v, dtype=object
+                                                                        if isinstance(v, list)
+                                                                        else None))
+                else:
+                    a["value"] = item_cells(mtype, np.asarray([v]))[0]
+                anns.append(a)
+            if anns:
+                c["annotations"] = anns
+            columns.append(c)
+        return {"rows": f.num_rows, "columns": columns}
+
+
+# ---------------------------------------------------------------------------------------------
+# round trips through our reader
+# ---------------------------------------------------------------------------------------------
+
+def assert_read_equal(got, value, where):
+    if sp.issparse(value):
+        dense = value.toarray()
+        assert_arrays_equal(got, dense.reshape(got.shape) if got.ndim == dense.ndim else dense,
+                            where)
+    elif isinstance(value, idv.Ragged):
+        assert isinstance(got, idv.Ragged), where
+        assert_arrays_equal(got.offsets, value.offsets, where + " offsets")
+        assert_arrays_equal(got.values, value.values, where + " values")
+    else:
+        assert_arrays_equal(got, np.asarray(value), where)
+
+
+def check_roundtrip(path, fx):
+    data = fx["data"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with idv.open(path) as f:
+            assert f.column_names == list(data)
+            assert f.version == "1.1.1.6" and f.header.compatible_version_string == "1.1.1.6"
+            types = fx.get("types") or {}
+            for col in f.columns:
+                value = data[col.name]
+                if col.name in types:
+                    assert col.type == types[col.name]
+                got = col.read()
+                if sp.issparse(value) and col.type.is_fixed is False:
+                    got = col.read(sparse=True).toarray()
+                    assert_arrays_equal(got, value.toarray(), col.name)
+                    continue
+                assert_read_equal(got, value, f"column {col.name!r}")
+                if sp.issparse(value):
+                    m = col.read(sparse=True)
+                    assert m.nnz == value.nnz
+                    assert_arrays_equal(m.toarray(), value.toarray(), col.name + " sparse")
+            meta = fx.get("metadata") or {}
+            for name, kinds in meta.items():
+                col = f[name]
+                assert col.metadata_kinds == list(kinds)
+                for kind, v in kinds.items():
+                    explicit = isinstance(v, tuple) and isinstance(v[0], idv.DataViewType)
+                    if explicit:
+                        assert col.metadata_types[kind] == v[0]
+                        v = v[1]
+                    got = col.metadata[kind]
+                    if sp.issparse(v):
+                        v = v.toarray().reshape(-1)
+                    if isinstance(got, np.ndarray):
+                        exp = np.asarray(v, dtype=got.dtype)
+                        assert_arrays_equal(got, exp.reshape(got.shape), f"{name} {kind}")
+                    elif isinstance(got, (str, bool)):
+                        assert got == v
+                    else:
+                        assert_arrays_equal(np.asarray([got]), np.asarray([v], dtype=got.dtype),
+                                            f"{name} {kind}")
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_roundtrip(tmp_path, name, compression):
+    path = tmp_path / f"{name}.idv"
+    fx = write_fixture(name, path, compression)
+    check_roundtrip(path, fx)
+    with idv.open(path) as f:
+        kind = {"none": "None", "deflate": "Deflate"}[compression]
+        assert all(c.compression == kind for c in f.columns)
+
+
+def test_writer_batches_equal_one_write(tmp_path):
+    """Any batch sizes give the same bytes as one write."""
+    fx = _mixed(300)
+    whole = tmp_path / "whole.idv"
+    idv.write(whole, fx["data"], types=fx["types"], metadata=fx["metadata"], rows_per_block=64)
+    rng = np.random.default_rng(1)
+    with idv.open(whole) as f:
+        schema = f.schema
+    parts = tmp_path / "parts.idv"
+    with idv.Writer(parts, schema, metadata=fx["metadata"], rows_per_block=64) as w:
+        start = 0
+        while start < 300:
+            stop = min(300, start + int(rng.integers(0, 90)))
+            batch = {}
+            for k, v in fx["data"].items():
+                batch[k] = v[start:stop]
+            w.write_batch(batch)
+            start = stop
+        assert w.num_rows == 300
+    assert parts.read_bytes() == whole.read_bytes()
+
+
+def test_writer_default_heuristic_streams(tmp_path):
+    """With the default 8192-row heuristic, batches are buffered until a block is decided."""
+    n = 20000
+    data = {"I": np.arange(n, dtype=np.int32), "T": obj([str(i) for i in range(n)])}
+    whole = tmp_path / "whole.idv"
+    idv.write(whole, data)
+    parts = tmp_path / "parts.idv"
+    with idv.Writer(parts, {"I": idv.Int32, "T": idv.Text}) as w:
+        for s in range(0, n, 3000):
+            w.write_batch({k: v[s:s + 3000] for k, v in data.items()})
+            if s + 3000 < 8192:
+                assert w.rows_per_block is None
+        assert w.rows_per_block == 8192
+    assert parts.read_bytes() == whole.read_bytes()
+    with idv.open(parts) as f:
+        assert f["I"].num_blocks == 3
+
+
+def test_keyword_batches_and_file_object(tmp_path):
+    buf = io.BytesIO()
+    buf.write(b"prefix")
+    with idv.Writer(buf, [("a", np.float64), ("b", idv.Text)]) as w:
+        w.write_batch(a=[1.0, 2.0], b=["x", "y"])
+        w.write_batch({"a": np.array([3.0]), "b": ["z"]})
+    raw = buf.getvalue()
+    assert raw[:6] == b"prefix"
+    with idv.open(raw[6:]) as f:
+        assert f.read()["a"].tolist() == [1.0, 2.0, 3.0]
+        assert f.read()["b"].tolist() == ["x", "y", "z"]
+    path = tmp_path / "p.idv"
+    idv.write(path, {"a": [1.0, 2.0, 3.0], "b": ["x", "y", "z"]})
+    assert path.read_bytes() == raw[6:]
+
+
+def test_zero_rows_and_columns(tmp_path):
+    p = tmp_path / "empty.idv"
+    idv.write(p, {})
+    with idv.open(p) as f:
+        assert f.num_rows == 0 and f.num_columns == 0
+    assert p.stat().st_size == 264
+    p2 = tmp_path / "norows.idv"
+    idv.write(p2, {"x": np.zeros(0, np.int32)})
+    with idv.open(p2) as f:
+        assert f.num_rows == 0 and f["x"].rows_per_block == 1
+        assert f["x"]._entry.lookup_offset == 256
+
+
+def test_type_inference():
+    cases = [
+        (np.zeros(2, np.float32), idv.Single), (np.zeros(2), idv.Double),
+        (np.zeros(2, np.float16), idv.Single),
+        (np.zeros(2, np.int8), idv.SByte), (np.zeros(2, np.uint64), idv.UInt64),
+        (np.zeros(2, bool), idv.Boolean), (["a", "b"], idv.Text),
+        (np.array(["a", "b"]), idv.Text), (obj(["a", "b"]), idv.Text),
+        (np.zeros(2, "datetime64[s]"), idv.DateTime), (np.zeros(2, "timedelta64[ms]"),
+                                                       idv.TimeSpan),
+        (np.zeros((2, 3), np.float32), idv.Vector(idv.Single, 3)),
+        (np.zeros((2, 3, 4), np.int32), idv.Vector(idv.Int32, 3, 4)),
+        (idv.Ragged.from_list([[1.0], []]), idv.Vector(idv.Double)),
+        (sp.csr_matrix((2, 5), dtype=np.float32), idv.Vector(idv.Single, 5)),
+        ([1, 2, 3], idv.Int64), ([1.5, 2], idv.Double), ([True, False], idv.Boolean),
+        ([[1, 2], [3, 4]], idv.Vector(idv.Int64, 2)),
+        ([["a", "b"], ["c", "d"]], idv.Vector(idv.Text, 2)),
+        (np.zeros(2, DTO), idv.DateTimeOffset), (np.zeros(2, ROWID), idv.RowId),
+    ]
+    for value, t in cases:
+        assert idv.writer.infer_type(value) == t, (value, t)
+
+
+def test_conversions(tmp_path):
+    """Input forms that differ from the read form are converted exactly."""
+    import datetime as dt
+    p = tmp_path / "c.idv"
+    data = {
+        "day": np.array(["2020-01-01", "0001-01-01", "9999-12-31"], "datetime64[D]"),
+        "ns": np.array([1, 150, -150], "datetime64[ns]"),
+        "py": [dt.datetime(2020, 1, 2, 3, 4, 5, 6), dt.datetime(1, 1, 1), dt.datetime(1970, 1, 1)],
+        "span": np.array([1, -2, 3], "timedelta64[s]"),
+        "f2i": [1.0, 2.0, 3.0],
+        "ints": [1, 2, 3],
+        "u": np.array(["x", "yé", ""]),
+        "bools": [True, False, True],
+        "kv": [0, 1, 2],
+        "rid": obj([0, 2**64, 2**128 - 1]),
+        "dto": np.array(["2020-01-01T10:00", "2020-06-01T00:00", "2000-01-01T00:00"],
+                        "datetime64[m]"),
+    }
+    types = {"f2i": idv.Int32, "ints": idv.Byte,
+             "kv": idv.Key(idv.UInt16, 2), "rid": idv.RowId, "dto": idv.DateTimeOffset}
+    idv.write(p, data, types=types)
+    r = idv.read(p)
+    assert_arrays_equal(r["day"], data["day"].astype(DT), "day")
+    assert r["ns"].view(np.int64).tolist() == [0, 1, -2]      # floored to 100 ns
+    assert_arrays_equal(r["py"], np.array(data["py"], "datetime64[us]").astype(DT), "py")
+    assert r["span"].view(np.int64).tolist() == [10**7, -2 * 10**7, 3 * 10**7]
+    assert r["f2i"].dtype == np.int32 and r["f2i"].tolist() == [1, 2, 3]
+    assert r["ints"].dtype == np.uint8
+    assert r["u"].tolist() == ["x", "yé", ""]
+    assert r["kv"].dtype == np.uint16 and r["kv"].tolist() == [0, 1, 2]
+    assert [(int(h) << 64) | int(lo) for lo, h in r["rid"]] == [0, 2**64, 2**128 - 1]
+    assert r["dto"]["offset_minutes"].tolist() == [0, 0, 0]
+    assert_arrays_equal(r["dto"]["utc"], data["dto"].astype(DT), "dto")
+
+
+def test_byte_order_pandas_and_strided(tmp_path):
+    buf = io.BytesIO()
+    wide = np.arange(12, dtype=np.float64).reshape(4, 3)
+    idv.write(buf, {"d": np.array(["2020-01-01"] * 4, ">M8[D]"), "x": np.arange(4, dtype=">i4"),
+                    "v": wide.astype(">f8"), "col": wide[:, 1], "sub": wide[:, :2]})
+    r = idv.read(buf.getvalue())
+    assert r["x"].tolist() == [0, 1, 2, 3] and r["v"].tolist() == wide.tolist()
+    assert r["col"].tolist() == wide[:, 1].tolist() and r["sub"].tolist() == wide[:, :2].tolist()
+    assert_arrays_equal(r["d"], np.array(["2020-01-01"] * 4, "datetime64[D]").astype(DT), "d")
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"i": [1, 2], "f": [1.5, np.nan], "s": ["a", "b"],
+                       "t": pd.to_datetime(["2020-01-01", "2021-06-01"]), "b": [True, False]})
+    p = tmp_path / "df.idv"
+    idv.write(p, df)
+    with idv.open(p) as f:
+        assert [str(t) for t in f.schema.types] == ["Int64", "Double", "Text", "DateTime",
+                                                     "Boolean"]
+        r = f.read()
+    assert r["s"].tolist() == ["a", "b"] and r["f"][0] == 1.5 and np.isnan(r["f"][1])
+    assert_arrays_equal(r["t"], df["t"].to_numpy().astype(DT), "t")
+
+
+def test_libdeflate_backend_reads_back(tmp_path):
+    pytest.importorskip("deflate")
+    fx = _mixed()
+    p = tmp_path / "l.idv"
+    idv.write(p, fx["data"], types=fx["types"], metadata=fx["metadata"], backend="libdeflate")
+    check_roundtrip(p, fx)
+
+
+def test_level_and_threads(tmp_path):
+    fx = _multiblock()
+    a, b = tmp_path / "a.idv", tmp_path / "b.idv"
+    idv.write(a, fx["data"], threads=1)
+    idv.write(b, fx["data"], threads=4)
+    assert a.read_bytes() == b.read_bytes()
+    c = tmp_path / "c.idv"
+    idv.write(c, fx["data"], level=1)
+    check_roundtrip(c, fx)
+
+
+# ---------------------------------------------------------------------------------------------
+# atomic output
+# ---------------------------------------------------------------------------------------------
+
+def _listing(d):
+    return sorted(os.listdir(d))
+
+
+def test_exception_in_with_leaves_dest_untouched(tmp_path):
+    dest = tmp_path / "out.idv"
+    dest.write_bytes(b"old contents")
+    with pytest.raises(RuntimeError, match="boom"):
+        with idv.Writer(dest, {"x": idv.Int32}, rows_per_block=2) as w:
+            w.write_batch({"x": np.arange(10, dtype=np.int32)})   # several blocks written
+            raise RuntimeError("boom")
+    assert dest.read_bytes() == b"old contents"
+    assert _listing(tmp_path) == ["out.idv"]
+
+
+@pytest.mark.parametrize("exc", [OSError("disk full"), KeyboardInterrupt()])
+def test_failure_mid_write_removes_temp(tmp_path, monkeypatch, exc):
+    dest = tmp_path / "out.idv"
+    dest.write_bytes(b"old")
+    calls = []
+    real = idv._compression.deflate_raw
+
+    def flaky(raw, level=6):
+        calls.append(1)
+        if len(calls) == 5:
+            raise exc
+        return real(raw, level)
+    monkeypatch.setattr(idv._compression, "deflate_raw", flaky)
+    data = {"x": np.arange(1000, dtype=np.int32), "t": obj(["a"] * 1000)}
+    with pytest.raises(type(exc)):
+        idv.write(dest, data, rows_per_block=100, threads=1, backend="zlib")
+    assert dest.read_bytes() == b"old"
+    assert _listing(tmp_path) == ["out.idv"]
+
+
+def test_failure_at_close_removes_temp(tmp_path, monkeypatch):
+    dest = tmp_path / "out.idv"
+    monkeypatch.setattr(idv.writer._Output, "commit",
+                        lambda self: (_ for _ in ()).throw(OSError("fsync failed")))
+    with pytest.raises(OSError):
+        idv.write(dest, {"x": [1, 2, 3]})
+    assert _listing(tmp_path) == []
+
+
+def test_unclosed_writer_discards(tmp_path):
+    dest = tmp_path / "out.idv"
+    w = idv.Writer(dest, {"x": idv.Int32}, rows_per_block=1)
+    w.write_batch({"x": [1, 2, 3]})
+    assert len(_listing(tmp_path)) == 1 and not dest.exists()   # the temporary file
+    with pytest.warns(ResourceWarning):
+        w.__del__()
+    assert _listing(tmp_path) == []
+
+
+def test_validation_error_writes_nothing(tmp_path):
+    dest = tmp_path / "out.idv"
+    with pytest.raises(TypeError):
+        idv.write(dest, {"x": [1, 2], "y": ["a", 3]}, types={"y": idv.Text})
+    assert _listing(tmp_path) == []
+    # a bad batch leaves the writer usable
+    with idv.Writer(dest, {"x": idv.Int32}) as w:
+        with pytest.raises(ValueError):
+            w.write_batch({"x": [1.5]})
+        w.write_batch({"x": [1, 2]})
+    assert idv.read(dest)["x"].tolist() == [1, 2]
+
+
+def test_replaces_existing_file_and_keeps_mode(tmp_path):
+    dest = tmp_path / "out.idv"
+    dest.write_bytes(b"old")
+    os.chmod(dest, 0o640)
+    idv.write(dest, {"x": [1, 2]})
+    assert idv.read(dest)["x"].tolist() == [1, 2]
+    assert (dest.stat().st_mode & 0o777) == 0o640
+    new = tmp_path / "new.idv"
+    idv.write(new, {"x": [1]})
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (new.stat().st_mode & 0o777) == (0o666 & ~umask)
+
+
+def test_non_seekable_destination():
+    class Pipe(io.RawIOBase):
+        def writable(self):
+            return True
+
+        def seekable(self):
+            return False
+
+        def write(self, b):
+            return len(b)
+    with pytest.raises(ValueError, match="seekable"):
+        idv.write(Pipe(), {"x": [1]})
+    with pytest.raises(FileNotFoundError):
+        idv.write("/nonexistent-dir/x.idv", {"x": [1]})
+
+
+def test_file_object_truncated_on_failure():
+    buf = io.BytesIO()
+    buf.write(b"keep")
+    with pytest.raises(RuntimeError):
+        with idv.Writer(buf, {"x": idv.Int32}, rows_per_block=1) as w:
+            w.write_batch({"x": [1, 2, 3]})
+            raise RuntimeError("stop")
+    assert buf.getvalue() == b"keep"
+
+
+# ---------------------------------------------------------------------------------------------
+# input validation: TypeError / ValueError naming the column and row
+# ---------------------------------------------------------------------------------------------
+
+BAD_INPUTS = [
+    ("ragged list", {"v": [[1, 2], [3]]}, None, ValueError, r"'v'.*row 1"),
+    ("lengths disagree", {"a": [1, 2], "b": [1, 2, 3]}, None, ValueError, r"'a': 2.*'b': 3"),
+    ("complex", {"c": np.zeros(2, complex)}, None, TypeError, r"'c'.*complex"),
+    ("mixed objects", {"m": obj(["a", 1])}, None, TypeError, r"'m'.*mixed"),
+    ("mixed objects typed", {"m": obj([1.0, "a"])}, {"m": idv.Double}, TypeError,
+     r"'m' row 1"),
+    ("key above count", {"k": [0, 1, 6]}, {"k": idv.Key(idv.UInt32, 5)}, ValueError,
+     r"'k' row 2.*above the key count 5"),
+    ("negative key", {"k": [0, -1]}, {"k": idv.Key(idv.Byte, 5)}, ValueError, r"'k' row 1"),
+    ("wrong fixed size", {"v": np.zeros((3, 4))}, {"v": idv.Vector(idv.Double, 5)}, ValueError,
+     r"'v'.*wrong vector size"),
+    ("wrong fixed size ragged", {"v": idv.Ragged.from_list([[1.0] * 5, [1.0] * 4])},
+     {"v": idv.Vector(idv.Double, 5)}, ValueError, r"'v' row 1.*wrong vector size"),
+    ("wrong sparse width", {"v": sp.csr_matrix((2, 4))}, {"v": idv.Vector(idv.Double, 5)},
+     ValueError, r"'v'.*4 columns"),
+    ("unsorted sparse", {"v": sp.csr_matrix(([1.0, 2.0], [3, 1], [0, 0, 2]), shape=(2, 5))},
+     None, ValueError, r"'v' row 1.*strictly increasing"),
+    ("duplicate sparse", {"v": sp.csr_matrix(([1.0, 2.0], [1, 1], [0, 2, 2]), shape=(2, 5))},
+     None, ValueError, r"'v' row 0.*strictly increasing"),
+    ("out of range sparse", {"v": sp.csr_matrix(([1.0], [7], [0, 0, 1]), shape=(2, 5))},
+     None, ValueError, r"'v' row 1.*outside"),
+    ("text not str", {"t": obj(["a", b"b"])}, {"t": idv.Text}, TypeError, r"'t' row 1.*not a str"),
+    ("text None", {"t": ["a", None]}, {"t": idv.Text}, TypeError, r"'t' row 1"),
+    ("bytes", {"t": np.array([b"a"])}, None, TypeError, r"'t'.*bytes"),
+    ("nan int", {"i": [1.0, np.nan]}, {"i": idv.Int32}, ValueError, r"'i' row 1.*NaN"),
+    ("fraction int", {"i": [1.5]}, {"i": idv.Int32}, ValueError, r"'i' row 0.*not an integer"),
+    ("int range", {"i": np.array([1, 300])}, {"i": idv.Byte}, ValueError, r"'i' row 1.*range"),
+    ("nat", {"d": np.array(["2020-01-01", "NaT"], "datetime64[D]")}, None, ValueError,
+     r"'d' row 1.*NaT"),
+    ("date range", {"d": np.array([-800000], "datetime64[D]")}, None, ValueError,
+     r"'d' row 0.*range"),
+    ("vector item nan", {"v": np.array([[1.0, 2.0], [np.nan, 1.0]])},
+     {"v": idv.Vector(idv.Int32, 2)}, ValueError, r"'v' row 1 item 0.*NaN"),
+    ("sparse key above count", {"v": sp.csr_matrix(([1, 9], [0, 2], [0, 1, 2]), shape=(2, 3))},
+     {"v": idv.Vector(idv.Key(idv.UInt32, 4), 3)}, ValueError, r"'v' row 1 item 2"),
+    ("bool from int", {"b": [0, 1]}, {"b": idv.Boolean}, TypeError, r"'b'.*Boolean"),
+    ("dto offset", {"z": np.array([(0, 900)], dtype=DTO)}, None, ValueError, r"'z' row 0.*14"),
+    ("2-d scalar", {"s": np.zeros((2, 2))}, {"s": idv.Double}, ValueError, r"'s'.*1-d"),
+    ("scalar for vector", {"v": np.zeros(3)}, {"v": idv.Vector(idv.Double, 3)}, ValueError,
+     r"'v'.*one vector per row"),
+    ("sequence in scalar", {"s": obj([1, [2]])}, {"s": idv.Int32}, TypeError, r"'s' row 1"),
+    ("unknown type column", {"a": [1]}, {"b": idv.Int32}, KeyError, r"'b'"),
+    ("longdouble", {"l": np.zeros(2, np.longdouble)}, None, TypeError, r"'l'"),
+    ("empty name", {"": [1]}, None, ValueError, r"non-empty"),
+]
+
+
+@pytest.mark.parametrize("data,types,exc,match",
+                         [pytest.param(*case[1:], id=case[0]) for case in BAD_INPUTS])
+def test_bad_input(tmp_path, data, types, exc, match):
+    dest = tmp_path / "bad.idv"
+    with pytest.raises(exc, match=match):
+        idv.write(dest, data, types=types)
+    assert _listing(tmp_path) == []
+
+
+def test_bad_metadata_and_options(tmp_path):
+    dest = tmp_path / "bad.idv"
+    with pytest.raises(KeyError, match="nope"):
+        idv.write(dest, {"a": [1]}, metadata={"nope": {"X": 1}})
+    with pytest.raises(ValueError, match="wrong vector size"):
+        idv.write(dest, {"a": [1]}, metadata={"a": {"S": (idv.Vector(idv.Text, 3), ["a"])}})
+    with pytest.raises(TypeError):
+        idv.write(dest, {"a": [1]}, metadata={"a": {"S": object()}})
+    with pytest.raises(ValueError, match="compression"):
+        idv.write(dest, {"a": [1]}, compression="zlib")
+    with pytest.raises(ValueError, match="rows_per_block"):
+        idv.write(dest, {"a": [1]}, rows_per_block=0)
+    with pytest.raises(KeyError, match="missing"):
+        with idv.Writer(dest, {"a": idv.Int32, "b": idv.Int32}) as w:
+            w.write_batch({"a": [1]})
+    assert _listing(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# ML.NET: reading our files, and byte identity with its writer
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def mlnet_files(tmp_path_factory, oracle):
+    """For every fixture and compression: our file, ML.NET's file from the same data (written
+    with DeterministicBlockOrder), and ML.NET's dump of our file."""
+    d = tmp_path_factory.mktemp("writer_oracle")
+    jobs = []
+    ours = {}
+    for name in FIXTURES:
+        for comp in COMPRESSIONS:
+            path = d / f"{name}_{comp}_ours.idv"
+            fx = write_fixture(name, path, comp)
+            spec_path = d / f"{name}.json"
+            if not spec_path.exists():
+                spec_path.write_text(json.dumps(fixture_spec(fx, path)))
+            mine = d / f"{name}_{comp}_mlnet.idv"
+            opts = ["--compression", comp, "--deterministic-block-order",
+                    *fx.get("oracle_options", [])]
+            jobs.append((spec_path, mine, opts))
+            ours[name, comp] = (path, mine)
+        if "libdeflate" in idv._compression.BACKENDS:
+            fast = d / f"{name}_libdeflate_ours.idv"
+            write_fixture(name, fast, "deflate", backend="libdeflate")
+            ours[name, "libdeflate"] = (fast, None)
+
+    def run(job):
+        spec_path, out, opts = job
+        proc = subprocess.run([oracle.python, str(oracle.script), "write-spec", str(spec_path),
+                               str(out), *opts], capture_output=True, text=True, timeout=600)
+        return proc.returncode, proc.stdout, proc.stderr
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(run, jobs))
+    errors = {}
+    for (spec_path, out, _), (rc, stdout, stderr) in zip(jobs, results):
+        if not out.exists():
+            errors[out.name] = stderr[-2000:]
+    dumps = oracle.dump_many([p for p, _ in ours.values()])
+    return {"files": ours, "dumps": dumps, "errors": errors}
+
+
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_mlnet_reads_libdeflate_default(mlnet_files, name):
+    """The default (libdeflate) output differs in bytes from ML.NET's, never in what it reads."""
+    if (name, "libdeflate") not in mlnet_files["files"]:
+        pytest.skip("the deflate package (libdeflate) is not installed")
+    fast = mlnet_files["dumps"][str(mlnet_files["files"][name, "libdeflate"][0])]
+    ref = mlnet_files["dumps"][str(mlnet_files["files"][name, "deflate"][0])]
+    assert "error" not in fast, f"ML.NET could not read our libdeflate {name}: {fast.get('error')}"
+    assert fast["columns"] == ref["columns"]
+    assert fast["rows"] == ref["rows"]
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_mlnet_reads_ours(mlnet_files, name, compression):
+    import dumpcheck
+    path, _ = mlnet_files["files"][name, compression]
+    dump = mlnet_files["dumps"][str(path)]
+    assert "error" not in dump, f"ML.NET could not read our {name}: {dump.get('error')}"
+    fx = FIXTURES[name]()
+    with dumpcheck.open_quietly(path) as f:
+        dumpcheck.check_header(f, dump)
+        dumpcheck.check_schema(f, dump)
+        dumpcheck.check_toc(f, dump)
+        dumpcheck.check_metadata(f, dump)
+        for col in f.columns:
+            dumpcheck.check_column_values(col, dump)
+    # and ML.NET's values against our input directly
+    for i, dcol in enumerate(dump["columns"]):
+        t = parse_type_string(dcol["type_string"])
+        expected = column_expected(t, [row[i] for row in dump["rows"]])
+        value = fx["data"][dcol["name"]]
+        if sp.issparse(value):
+            dense = value.toarray()
+            if isinstance(expected, np.ndarray):
+                assert_arrays_equal(expected, dense.reshape(expected.shape), dcol["name"])
+            continue
+        if isinstance(value, idv.Ragged):
+            assert_column_equal(value, expected, dcol["name"])
+        else:
+            assert_arrays_equal(expected, np.asarray(value), dcol["name"])
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_bytes_equal_mlnet(mlnet_files, name, compression):
+    ours, theirs = mlnet_files["files"][name, compression]
+    assert theirs.exists(), f"ML.NET failed to write {name}: " \
+                            f"{mlnet_files['errors'].get(theirs.name)}"
+    a, b = ours.read_bytes(), theirs.read_bytes()
+    if a != b:
+        i = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+        pytest.fail(f"{name} ({compression}): {len(a)} bytes vs ML.NET's {len(b)}; first "
+                    f"difference at byte {i}: ours {a[i:i + 16].hex()} ML.NET "
+                    f"{b[i:i + 16].hex()}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the text encoder, and property-based round trips
+# ---------------------------------------------------------------------------------------------
+
+def test_text_encoder_utf16_boundaries():
+    from idv import _encode
+    vals = obj(["", "a", "é", "日本", "😀", "\ud83d\ude00", "a\udc00b", "\ud800"])
+    assert _encode.text_units(vals).tolist() == [0, 1, 1, 2, 2, 2, 3, 1]
+    payload = _encode.encode_text(vals)
+    n = len(vals)
+    assert int.from_bytes(payload[:4], "little") == n
+    bounds = np.frombuffer(payload, "<i4", n, 4).tolist()
+    assert bounds == [0, 1, 2, 4, 6, 8, 11, 12]
+    with idv.open(_one_text_file(vals)) as f:
+        # .NET joins a surrogate pair given as two code points, and writes a lone one as U+FFFD
+        assert f["t"].read().tolist() == ["", "a", "é", "日本", "😀", "😀", "a\ufffdb", "\ufffd"]
+    with pytest.raises(TypeError, match="item 1"):
+        _encode.encode_text(obj(["a", 3]))
+
+
+def _one_text_file(vals):
+    buf = io.BytesIO()
+    idv.write(buf, {"t": vals})
+    return buf.getvalue()
+
+
+try:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+except ImportError:     # the property tests below are then skipped, the rest still run
+    given = None
+needs_hypothesis = pytest.mark.skipif(given is None, reason="hypothesis is not installed")
+if given is None:
+    def given(*args, **kwargs):
+        return lambda fn: fn
+
+    def settings(**kwargs):
+        return lambda fn: fn
+
+    class _Anything:
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+    st = hnp = _Anything()
+    HealthCheck = _Anything()
+
+NUMERIC = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+           np.float32, np.float64, np.bool_]
+SETTINGS = settings(max_examples=40, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS_AND_SKIP = lambda fn: needs_hypothesis(SETTINGS(fn))  # noqa: E731
+options = st.fixed_dictionaries({
+    "compression": st.sampled_from(COMPRESSIONS),
+    "rows_per_block": st.one_of(st.none(), st.integers(1, 40)),
+})
+
+
+def _write_read(data, opts, **kw):
+    buf = io.BytesIO()
+    idv.write(buf, data, **opts, **kw)
+    with idv.open(buf.getvalue()) as f:
+        return f.read(), buf.getvalue()
+
+
+@SETTINGS_AND_SKIP
+@given(st.data(), options)
+def test_property_scalars(data, opts):
+    n = data.draw(st.integers(0, 120))
+    cols = {}
+    for i, dt in enumerate(data.draw(st.lists(st.sampled_from(NUMERIC), min_size=1,
+                                              max_size=4))):
+        cols[f"c{i}"] = data.draw(hnp.arrays(dt, n))
+    cols["text"] = obj(data.draw(st.lists(st.text(max_size=12), min_size=n, max_size=n)))
+    got, _ = _write_read(cols, opts)
+    for k, v in cols.items():
+        assert_arrays_equal(got[k], v, k)
+
+
+@SETTINGS_AND_SKIP
+@given(st.data(), options)
+def test_property_vectors(data, opts):
+    n = data.draw(st.integers(0, 60))
+    rows = data.draw(st.lists(st.lists(st.floats(width=32), max_size=6), min_size=n, max_size=n))
+    width = data.draw(st.integers(1, 9))
+    dense = data.draw(hnp.arrays(np.float64, (n, width),
+                                 elements=st.sampled_from([0.0, 1.0, -2.5, np.nan])))
+    m = sp.csr_matrix(dense)
+    m.sort_indices()
+    cols = {"rag": idv.Ragged.from_list(rows, dtype=np.float32), "sp": m,
+            "fixed": np.nan_to_num(dense).astype(np.int16)}
+    got, _ = _write_read(cols, opts)
+    assert_read_equal(got["rag"], cols["rag"], "rag")
+    assert_arrays_equal(got["sp"], m.toarray(), "sp")
+    assert_arrays_equal(got["fixed"], cols["fixed"], "fixed")
+
+
+@SETTINGS_AND_SKIP
+@given(st.data(), st.sampled_from(COMPRESSIONS), st.integers(1, 30))
+def test_property_batches(data, compression, rpb):
+    n = data.draw(st.integers(0, 150))
+    cols = {"i": np.arange(n, dtype=np.int64) * 3,
+            "t": obj([str(i) * (i % 4) for i in range(n)]),
+            "b": np.arange(n) % 5 == 0,
+            "v": idv.Ragged.from_list([[i] * (i % 3) for i in range(n)], dtype=np.int32)}
+    _, whole = _write_read(cols, {"compression": compression, "rows_per_block": rpb})
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=6)))
+    buf = io.BytesIO()
+    with idv.Writer(buf, {"i": idv.Int64, "t": idv.Text, "b": idv.Boolean,
+                          "v": idv.Vector(idv.Int32)},
+                    compression=compression, rows_per_block=rpb) as w:
+        for a, b in zip([0] + cuts, cuts + [n]):
+            w.write_batch({k: v[a:b] for k, v in cols.items()})
+    assert buf.getvalue() == whole
