@@ -178,6 +178,20 @@ cdef inline int32_t _i32(const uint8_t *p) noexcept nogil:
     return v
 
 
+cdef inline bint _ascii(const uint8_t *p, int64_t n) noexcept nogil:
+    """Whether the n bytes at p are all ASCII, 8 at a time."""
+    cdef uint64_t acc = 0, w
+    cdef int64_t j = 0
+    while j + 8 <= n:
+        memcpy(&w, p + j, 8)
+        acc |= w
+        j += 8
+    while j < n:
+        acc |= p[j]
+        j += 1
+    return (acc & 0x8080808080808080ULL) == 0
+
+
 cdef class TextCodec(Codec):
     """int32 count, count end boundaries in UTF-16 units, then one .NET string of UTF-8.
 
@@ -195,7 +209,8 @@ cdef class TextCodec(Codec):
         cdef Py_ssize_t p, nbytes, i, bpos, start, status = 0, bad = -1
         cdef int32_t b, prev = 0, bm
         cdef int64_t units
-        cdef int shift, lead, clen, cunits, k
+        cdef int shift, lead, clen, cunits
+        cdef Py_ssize_t k
         cdef uint64_t length
         cdef const uint8_t *data
         cdef const uint8_t *bounds
@@ -245,6 +260,10 @@ cdef class TextCodec(Codec):
                         bad = i
                         break
                     prev = bm
+                    # fast path: the entry's next bm - units bytes are all ASCII (one unit each)
+                    if bm - units <= nbytes - bpos and _ascii(data + bpos, bm - units):
+                        bpos += bm - units
+                        units = bm
                     while units < bm:
                         if bpos >= nbytes:
                             status = 2
@@ -299,14 +318,22 @@ cdef class TextCodec(Codec):
             slots = <PyObject **>cnp.PyArray_DATA(out)
             start = 0
             prev = 0
-            for i in range(n):
-                bm = _i32(bounds + 4 * i) & 0x7FFFFFFF
-                s = _make_str(data + start, ends[i] - start, ends[i] - start == bm - prev)
-                prev = bm
-                start = ends[i]
-                Py_XDECREF(slots[i])
-                Py_INCREF(s)
-                slots[i] = <PyObject *>s
+            try:
+                for i in range(n):
+                    bm = _i32(bounds + 4 * i) & 0x7FFFFFFF
+                    k = ends[i] - start
+                    if k == bm - prev:      # as many bytes as UTF-16 units: all ASCII
+                        s = PyUnicode_New(k, 127)
+                        memcpy(PyUnicode_DATA(s), data + start, k)
+                    else:
+                        s = PyUnicode_DecodeUTF8(<const char *>data + start, k, "strict")
+                    prev = bm
+                    start = ends[i]
+                    Py_XDECREF(slots[i])
+                    Py_INCREF(s)
+                    slots[i] = <PyObject *>s
+            except UnicodeDecodeError as e:
+                raise IdvFormatError(f"invalid UTF-8 in TextSpan text: {e.reason}") from None
         finally:
             free(ends)
         return p + nbytes

@@ -13,8 +13,11 @@ from libc.string cimport memcpy, memset
 from libc.stdint cimport uint8_t, int32_t, int64_t
 from libc.limits cimport UINT_MAX
 from posix.dlfcn cimport dlopen, dlsym, RTLD_NOW, RTLD_LOCAL
+cimport numpy as cnp
 
 import zlib as _pyzlib
+
+import numpy as np
 
 from idv.errors import IdvFormatError
 
@@ -154,6 +157,54 @@ cdef int _ld_block(void *dec, const uint8_t *src, size_t n, uint8_t *dst,
     return CORRUPT
 
 
+cdef extern from *:
+    """
+    #if defined(__unix__) || defined(__APPLE__)
+    #include <sys/mman.h>
+    #include <unistd.h>
+    /* Ask the kernel to read a block's pages of a memory-mapped file now: the block is then in
+       the page cache when it is touched, so the page fault does not also read around it (blocks
+       of the other columns lie next to it). On memory that is not a file mapping it is a no-op. */
+    static void idv_willneed(const unsigned char *p, size_t n) {
+        static size_t page = 0;
+        size_t a;
+        if (n == 0) return;
+        if (page == 0) {
+            long ps = sysconf(_SC_PAGESIZE);
+            page = ps > 0 ? (size_t)ps : 4096;
+        }
+        a = (size_t)p & ~(page - 1);
+        (void)posix_madvise((void *)a, (size_t)p + n - a, POSIX_MADV_WILLNEED);
+    }
+    #else
+    static void idv_willneed(const unsigned char *p, size_t n) { (void)p; (void)n; }
+    #endif
+    """
+    void idv_willneed(const uint8_t *p, size_t n) noexcept nogil
+
+
+cdef bint _PREFETCH = True
+
+
+def set_prefetch(bint on):
+    """Turn the per-block WILLNEED advice on or off (for benchmarks); returns the old state."""
+    global _PREFETCH
+    old = _PREFETCH
+    _PREFETCH = on
+    return old
+
+
+cdef void _prefetch(const uint8_t *src, Py_ssize_t src_len, const int64_t *offsets,
+                    const int32_t *disk, Py_ssize_t nb) noexcept nogil:
+    """idv_willneed for every block that lies inside src (the others fail later)."""
+    cdef Py_ssize_t i
+    if not _PREFETCH:
+        return
+    for i in range(nb):
+        if 0 <= offsets[i] and 0 <= disk[i] and offsets[i] <= src_len - disk[i]:
+            idv_willneed(src + offsets[i], disk[i])
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
@@ -180,6 +231,8 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
         if dec == NULL:
             raise MemoryError("libdeflate_alloc_decompressor failed")
     with nogil:
+        if nb and src_len:
+            _prefetch(&src[0], src_len, &offsets[0], &disk[0], nb)
         for i in range(nb):
             if (offsets[i] < 0 or disk[i] < 0 or raw[i] < 0 or offsets[i] > src_len - disk[i]
                     or dst_offsets[i] < 0 or dst_offsets[i] > dst_len - raw[i]):
@@ -219,6 +272,9 @@ def inflate_blocks_with(fn, int kind, const uint8_t[::1] src, const int64_t[::1]
         raise ValueError("lookup arrays differ in length")
     if kind != 1:
         return inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets)
+    if nb and src_len:
+        with nogil:
+            _prefetch(&src[0], src_len, &offsets[0], &disk[0], nb)
     for i in range(nb):
         if (offsets[i] < 0 or disk[i] < 0 or raw[i] < 0 or offsets[i] > src_len - disk[i]
                 or dst_offsets[i] < 0 or dst_offsets[i] > dst_len - raw[i]):
@@ -334,3 +390,117 @@ def decompress_blocks(name, int kind, src, offsets, disk, raw, dst, dst_offsets)
     if lib is not None:
         return inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets, lib)
     return inflate_blocks_with(backend(name), kind, src, offsets, disk, raw, dst, dst_offsets)
+
+
+# ---- output arrays on transparent huge pages (Linux)
+#
+# A fresh column array is first touched by the copy or the decompressor, page by page. glibc
+# serves arrays of a few MB from its heap or from mmaps that are not aligned to 2 MiB, so only
+# part of them can be backed by transparent huge pages and the rest costs one page fault per
+# 4 KiB; on a VM such faults cost more than the copy itself. Arrays of HUGE_MIN bytes or more
+# whose size is within 1/8 of a multiple of 2 MiB therefore get their own 2 MiB-aligned private
+# mapping, advised MADV_HUGEPAGE, through a numpy memory handler (NEP 49): the array owns its
+# data as usual and numpy frees it through the same handler. Elsewhere np.empty is used.
+cdef extern from *:
+    """
+    #if defined(__linux__) && defined(NPY_FEATURE_VERSION) && NPY_FEATURE_VERSION >= NPY_1_22_API_VERSION
+    #include <sys/mman.h>
+    #include <string.h>
+    #define IDV_HUGE_OK 1
+    #define IDV_HUGE_PAGE ((size_t)2 << 20)
+    /* The mapping length is kept in a 4 KiB page of its own just before the data, so that
+       allocating touches only that small page and the data starts on a 2 MiB boundary. */
+    #define IDV_HDR ((size_t)4096)
+
+    static void *idv_map(size_t size) {
+        size_t len, total, head, tail;
+        char *p, *a;
+        if (size > ((size_t)-1 >> 2)) return NULL;
+        if (size + IDV_HDR < ((size_t)4 << 20)) {   /* small (a shrinking resize): plain pages */
+            total = (size + IDV_HDR + 4095) & ~(size_t)4095;
+            p = (char *)mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                             -1, 0);
+            if (p == (char *)MAP_FAILED) return NULL;
+            *(size_t *)p = total;
+            return p + IDV_HDR;
+        }
+        len = (size + IDV_HUGE_PAGE - 1) & ~(IDV_HUGE_PAGE - 1);
+        /* over-map, then trim both ends: [a - IDV_HDR, a + len) with a 2 MiB-aligned */
+        total = len + IDV_HUGE_PAGE + IDV_HDR;
+        p = (char *)mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                         -1, 0);
+        if (p == (char *)MAP_FAILED) return NULL;
+        a = (char *)(((size_t)p + IDV_HDR + IDV_HUGE_PAGE - 1) & ~(IDV_HUGE_PAGE - 1));
+        head = (size_t)(a - IDV_HDR - p);
+        tail = total - head - IDV_HDR - len;
+        if (head) munmap(p, head);
+        if (tail) munmap(a + len, tail);
+        madvise(a, len, MADV_HUGEPAGE);        /* advice only: failure is harmless */
+        *(size_t *)(a - IDV_HDR) = IDV_HDR + len;
+        return a;
+    }
+    static void idv_unmap(void *ptr) {
+        char *base;
+        if (ptr == NULL) return;
+        base = (char *)ptr - IDV_HDR;
+        munmap(base, *(size_t *)base);
+    }
+    static void *idv_h_malloc(void *ctx, size_t size) { return idv_map(size); }
+    static void *idv_h_calloc(void *ctx, size_t n, size_t el) {
+        if (el && n > (size_t)-1 / el) return NULL;
+        return idv_map(n * el);                /* fresh anonymous memory is zero */
+    }
+    static void *idv_h_realloc(void *ctx, void *ptr, size_t size) {
+        char *q;
+        size_t old;
+        if (ptr == NULL) return idv_map(size);
+        q = (char *)idv_map(size);
+        if (q == NULL) return NULL;
+        old = *(size_t *)((char *)ptr - IDV_HDR) - IDV_HDR;   /* >= the old size */
+        memcpy(q, ptr, old < size ? old : size);
+        idv_unmap(ptr);
+        return q;
+    }
+    static void idv_h_free(void *ctx, void *ptr, size_t size) { idv_unmap(ptr); }
+
+    static PyDataMem_Handler idv_huge_handler = {
+        "idv_huge_pages", 1,
+        {NULL, idv_h_malloc, idv_h_calloc, idv_h_realloc, idv_h_free}
+    };
+    static PyObject *idv_huge_capsule(void) {
+        return PyCapsule_New(&idv_huge_handler, "mem_handler", NULL);
+    }
+    static PyObject *idv_set_handler(PyObject *h) { return PyDataMem_SetHandler(h); }
+    #else
+    #define IDV_HUGE_OK 0
+    static PyObject *idv_huge_capsule(void) { Py_RETURN_NONE; }
+    static PyObject *idv_set_handler(PyObject *h) {
+        PyErr_SetString(PyExc_RuntimeError, "no numpy memory handlers"); return NULL; }
+    #endif
+    """
+    bint IDV_HUGE_OK
+    object idv_huge_capsule()
+    object idv_set_handler(object handler)
+
+cnp.import_array()
+
+HUGE_MIN = 4 << 20
+_HUGE_PAGE = 2 << 20
+_HUGE_HANDLER = idv_huge_capsule() if IDV_HUGE_OK else None
+
+
+def empty(Py_ssize_t n, dtype):
+    """np.empty(n, dtype); large arrays on 2 MiB-aligned huge-page mappings (see above)."""
+    dtype = np.dtype(dtype)
+    cdef Py_ssize_t nbytes = n * dtype.itemsize
+    cdef Py_ssize_t waste
+    if _HUGE_HANDLER is None or nbytes < HUGE_MIN:
+        return np.empty(n, dtype)
+    waste = -nbytes % _HUGE_PAGE
+    if waste * 8 > nbytes:
+        return np.empty(n, dtype)
+    old = idv_set_handler(_HUGE_HANDLER)
+    try:
+        return np.empty(n, dtype)
+    finally:
+        idv_set_handler(old)

@@ -100,7 +100,7 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
             raise IdvFormatError(f"{where}: invalid rows per block {rpb} (TOC entry at byte {start})")
         if rows_per_block is None:
             rows_per_block = rpb
-        elif rpb != rows_per_block and row_count > 0:
+        elif rpb != rows_per_block:   # ML.NET refuses this even without rows
             raise IdvFormatError(f"{where}: rows per block {rpb} differs from the first column's "
                                  f"{rows_per_block}; ML.NET requires one value for all columns")
         if row_count > 0:

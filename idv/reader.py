@@ -292,6 +292,7 @@ class Column:
         except IdvFormatError as e:
             raise IdvFormatError(f"{where}: {e}") from None
         if isinstance(codec, _codecs.VBufferCodec):
+            _check_dense([value], codec.type, m.size, where)
             return vectors.metadata_value(value, codec.type)
         v = value[0]
         return v.item() if isinstance(v, np.bool_) else v
@@ -367,7 +368,7 @@ class Column:
         table = self.lookup[b0:b1]
         self.blocks_decoded += b1 - b0
         if codec.itemsize and not is_vector:
-            out = np.empty(r1 - r0, codec.dtype)
+            out = _compression.empty(r1 - r0, codec.dtype)
             self._inflate_into(b0, table, out.view(np.uint8).reshape(-1),
                                (np.arange(b0, b1, dtype=np.int64) * self.rows_per_block - r0)
                                * codec.itemsize)
@@ -380,8 +381,12 @@ class Column:
             results = [None] * (b1 - b0)
             self._decode_each(b0, b1, table, lambda i, b, buf, n: results.__setitem__(
                 i, codec.decode(buf, n)))
+            if not sparse:
+                _check_dense(results, codec.type, int(table["disk"].sum(dtype=np.int64)),
+                             f"{self._where()} blocks {b0}-{b1 - 1}",
+                             ", or read the column with sparse=True")
             return vectors.assemble(results, codec.type, sparse)
-        out = np.empty(r1 - r0, codec.dtype)
+        out = _compression.empty(r1 - r0, codec.dtype)
 
         def into(i, b, buf, n):
             s = self._block_rows(b)[0] - r0
@@ -409,7 +414,7 @@ class Column:
             return a, _compression.decompress_blocks(backend, kind, src, offs, disk[a:b],
                                                      raw[a:b], dst, dst_offsets[a:b])
         total = int(raw.sum(dtype=np.int64))
-        spans = _chunks(len(table), f.threads * 4 if parallel and total > (1 << 20) else 1)
+        spans = _chunks(len(table), f.threads * 4 if parallel and total > (256 << 10) else 1)
         if len(spans) > 1 and f.threads > 1:
             results = list(_pool(f.threads).map(run, spans))
         else:
@@ -478,6 +483,20 @@ def _groups(raw, limit, base=0):
 
 
 _DEAD = object()
+# Densified sparse rows up to this many bytes are always allowed (see _check_dense).
+_DENSE_FLOOR = 1 << 28
+
+
+def _check_dense(blocks, vtype, disk, where, hint=""):
+    """Sparse rows densify to their full length, which the file does not bound: refuse a dense
+    form of implicit zeros no file of `disk` bytes can mean (a corrupt length) instead of
+    allocating gigabytes. read(sparse=True) has no such limit."""
+    implicit = sum(int(b.lengths.sum()) - len(b.values) for b in blocks)
+    nbytes = implicit * vtype.item.dtype.itemsize
+    if nbytes > max(_DENSE_FLOOR, _compression.MAX_RATIO * disk):
+        raise IdvFormatError(f"{where}: the sparse vectors would densify to {implicit} implicit "
+                             f"zeros ({nbytes} bytes) from {disk} bytes in the file; a vector "
+                             f"length is corrupt{hint}")
 
 
 def _len(x):

@@ -62,9 +62,10 @@ class FileSource:
         self.size = end - self._origin
         head = self._read(0, min(12, self.size))
         if head[:8] != _SIG and len(head) == 12 and head[4:12] == _SIG:
-            if struct.unpack("<i", head[:4])[0] <= self.size - 4:
+            (n,) = struct.unpack("<i", head[:4])
+            if 0 < n <= self.size - 4:    # as _skip_prefix: the prefix bounds the IDV
                 self.base = 4
-                self.size -= 4
+                self.size = n
         self.buffer = None
 
     def _read(self, offset, size):
