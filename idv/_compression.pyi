@@ -1,6 +1,7 @@
 from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 NONE: int
 DEFLATE: int
@@ -9,10 +10,12 @@ NAMES: Dict[int, str]
 MAX_RATIO: int
 BACKENDS: Dict[str, Optional[Callable[[memoryview, int], bytes]]]
 PREFERENCE: Tuple[str, ...]
+NATIVE: Dict[str, int]
+HUGE_MIN: int
 
 def inflate_blocks(kind: int, src: memoryview | bytes, offsets: np.ndarray, disk: np.ndarray,
-                   raw: np.ndarray, dst: np.ndarray,
-                   dst_offsets: np.ndarray) -> Tuple[int, Optional[str]]: ...
+                   raw: np.ndarray, dst: np.ndarray, dst_offsets: np.ndarray,
+                   lib: int = 0) -> Tuple[int, Optional[str]]: ...
 def inflate_blocks_with(fn: Callable[[memoryview, int], bytes], kind: int,
                         src: memoryview | bytes, offsets: np.ndarray, disk: np.ndarray,
                         raw: np.ndarray, dst: np.ndarray,
@@ -21,3 +24,8 @@ def deflate_raw(data: bytes | memoryview, level: int = 6) -> bytes: ...
 def decompress_metadata(kind: int, data: bytes | memoryview, limit: int) -> bytes: ...
 def default_backend() -> str: ...
 def backend(name: Optional[str] = None) -> Optional[Callable[[memoryview, int], bytes]]: ...
+def decompress_blocks(name: Optional[str], kind: int, src: memoryview | bytes,
+                      offsets: np.ndarray, disk: np.ndarray, raw: np.ndarray, dst: np.ndarray,
+                      dst_offsets: np.ndarray) -> Tuple[int, Optional[str]]: ...
+def set_prefetch(on: bool) -> bool: ...
+def empty(n: int, dtype: npt.DTypeLike) -> np.ndarray: ...

@@ -12,7 +12,6 @@ cimport cython
 from libc.string cimport memcpy, memset
 from libc.stdint cimport uint8_t, int32_t, int64_t
 from libc.limits cimport UINT_MAX
-from posix.dlfcn cimport dlopen, dlsym, RTLD_NOW, RTLD_LOCAL
 cimport numpy as cnp
 
 import zlib as _pyzlib
@@ -127,16 +126,32 @@ cdef enum:
     LIB_LIBDEFLATE = 1
 
 
+cdef extern from *:
+    """
+    #if defined(_WIN32)
+    static void *idv_dlopen(const char *path) { (void)path; return NULL; }
+    static void *idv_dlsym(void *h, const char *name) { (void)h; (void)name; return NULL; }
+    #else
+    #include <dlfcn.h>
+    static void *idv_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
+    static void *idv_dlsym(void *h, const char *name) { return dlsym(h, name); }
+    #endif
+    """
+    void *idv_dlopen(const char *path)
+    void *idv_dlsym(void *h, const char *name)
+
+
 cdef bint _bind_libdeflate(path):
-    """Look up libdeflate's decompression functions in an already loaded shared object."""
+    """Look up libdeflate's decompression functions in an already loaded shared object (the
+    handle is kept: the module stays loaded anyway)."""
     global _ld_alloc, _ld_free, _ld_inflate
     cdef bytes p = path.encode() if isinstance(path, str) else bytes(path)
-    cdef void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL)
+    cdef void *h = idv_dlopen(p)
     if h == NULL:
         return False
-    a = dlsym(h, b"libdeflate_alloc_decompressor")
-    f = dlsym(h, b"libdeflate_free_decompressor")
-    d = dlsym(h, b"libdeflate_deflate_decompress")
+    a = idv_dlsym(h, b"libdeflate_alloc_decompressor")
+    f = idv_dlsym(h, b"libdeflate_free_decompressor")
+    d = idv_dlsym(h, b"libdeflate_deflate_decompress")
     if a == NULL or f == NULL or d == NULL:
         return False
     _ld_alloc = <_ld_alloc_t>a
@@ -267,6 +282,7 @@ def inflate_blocks_with(fn, int kind, const uint8_t[::1] src, const int64_t[::1]
     """As inflate_blocks, with a Python decompressor fn(data, raw_len) -> bytes (libdeflate, ISA-L)."""
     cdef Py_ssize_t i, nb = offsets.shape[0]
     cdef Py_ssize_t src_len = src.shape[0], dst_len = dst.shape[0]
+    cdef Py_ssize_t o, n
     cdef const uint8_t[::1] out
     if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb:
         raise ValueError("lookup arrays differ in length")
@@ -275,19 +291,22 @@ def inflate_blocks_with(fn, int kind, const uint8_t[::1] src, const int64_t[::1]
     if nb and src_len:
         with nogil:
             _prefetch(&src[0], src_len, &offsets[0], &disk[0], nb)
+    view = memoryview(src)          # slicing it is cheaper than slicing the typed view
     for i in range(nb):
         if (offsets[i] < 0 or disk[i] < 0 or raw[i] < 0 or offsets[i] > src_len - disk[i]
                 or dst_offsets[i] < 0 or dst_offsets[i] > dst_len - raw[i]):
             return i, _MESSAGES[RANGE]
+        o = offsets[i]
+        n = raw[i]
         try:
-            out = fn(src[offsets[i]:offsets[i] + disk[i]], raw[i])
+            out = fn(view[o:o + disk[i]], n)
         except Exception:
             return i, _MESSAGES[CORRUPT]
-        if out.shape[0] != raw[i]:
-            return i, _MESSAGES[SHORT if out.shape[0] < raw[i] else LONG]
-        if raw[i]:
+        if out.shape[0] != n:
+            return i, _MESSAGES[SHORT if out.shape[0] < n else LONG]
+        if n:
             with nogil:
-                memcpy(&dst[0] + dst_offsets[i], &out[0], raw[i])
+                memcpy(&dst[0] + dst_offsets[i], &out[0], n)
     return -1, None
 
 

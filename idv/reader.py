@@ -414,7 +414,9 @@ class Column:
             return a, _compression.decompress_blocks(backend, kind, src, offs, disk[a:b],
                                                      raw[a:b], dst, dst_offsets[a:b])
         total = int(raw.sum(dtype=np.int64))
-        spans = _chunks(len(table), f.threads * 4 if parallel and total > (256 << 10) else 1)
+        # up to 4 chunks per thread (for balance), each worth dispatching to a thread
+        parts = min(f.threads * 4, total // _SPAN_BYTES) if parallel else 1
+        spans = _chunks(len(table), parts)
         if len(spans) > 1 and f.threads > 1:
             results = list(_pool(f.threads).map(run, spans))
         else:
@@ -464,7 +466,9 @@ class Column:
 
 
 # Blocks decompressed together by one _decode_each task before they are decoded.
-_GROUP_BYTES = 256 << 10
+_GROUP_BYTES = 1 << 20
+# The least output (bytes) a parallel chunk of _inflate_into is given.
+_SPAN_BYTES = 128 << 10
 
 
 def _groups(raw, limit, base=0):
