@@ -19,7 +19,11 @@ extensions = [
         [name.replace(".", "/") + ".pyx"],
         include_dirs=[numpy.get_include()],
         libraries=libs,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        # NPY_TARGET_VERSION: the oldest numpy the modules run with (pyproject's numpy>=1.23),
+        # the same whichever numpy builds them (numpy 2.0, the newest for Python 3.9, would
+        # target 1.19 and so compile out the NEP 49 allocator of _compression).
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),
+                       ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
         extra_compile_args=["-O3"],
     )
     for name, libs in MODULES.items()

@@ -1,15 +1,28 @@
 #!/usr/bin/env python3
-"""Write benchmark: idv.write against ML.NET's own saver (oracle bench-write), same data.
+"""Write benchmark: idv.write against ML.NET's own saver (the oracle's bench-write), same data.
 
-    python3 benchmarks/bench_write.py                 # 1M rows x (Int32, Single, Double, Text)
-    python3 benchmarks/bench_write.py --rows 200000 --repeat 5 --json
-    python3 benchmarks/bench_write.py --no-mlnet      # idv only
+    python3 benchmarks/bench_write.py                       # numeric, mixed and text, 2M rows
+    python3 benchmarks/bench_write.py --datasets numeric --rows 500000 --rounds 1
+    python3 benchmarks/bench_write.py --no-mlnet --json     # idv only, machine-readable
 
-The data is the oracle's synthetic bench-write table (I32 = i, F32 = i * 0.25, F64 = i / 7,
-Txt = "row i"), built in memory first (not timed). Each idv time is one full ``idv.write`` to a
-file: checking and converting the input, encoding, compressing, writing, fsync and rename.
-ML.NET's time is its BinarySaver on a cached in-memory view. With DeterministicBlockOrder both
-files are compared byte for byte (idv's zlib backend must match).
+Datasets (built with numpy first, not timed):
+
+- numeric: the oracle's synthetic kinds i32, i64, f32, f64, bool, vec8 (I32 = i, I64 = i *
+  1000003, F32 = i * 0.25, F64 = i / 7, B = i % 3 == 0, Vec8 = (i + j) / 2 as Single[8]);
+- mixed: the oracle's default kinds i32, f32, f64, text (Txt = "row i");
+- text: text-heavy: Txt, a categorical Cat (5 words), Words (1-8 words of a 50-word
+  vocabulary, some of them non-ASCII) and an Int32 id.
+
+ML.NET gets exactly the same rows: idv writes them uncompressed to a source file, and the
+oracle's ``bench-write --from`` loads it into ML.NET's in-memory cache (not timed) and times
+its BinarySaver writing it (best of --mlnet-repeat runs per call, the first of which warms
+up the JIT). idv's time is one full ``idv.write`` call: checking and converting the input,
+encoding, compressing (in threads), writing, fsync and rename. Both write over an existing
+file of the same name, as ML.NET's repeats do (--fresh deletes it before each idv run).
+
+The rounds alternate ML.NET and idv so that both see the same background load; the best time
+of each over all rounds is reported. Throughput is the uncompressed payload (the blocks'
+decompressed bytes, the same for every writer) per second. Sizes are whole files.
 """
 from __future__ import annotations
 
@@ -29,93 +42,179 @@ sys.path.insert(0, ROOT)
 
 import idv  # noqa: E402
 
+TARGET_SPEEDUP = 3.0          # DEFLATE: idv's default backend vs ML.NET, same data
+TARGET_SIZE = 1.01            # ... at a file at most this much larger than ML.NET's
+TARGET_NONE = 1e9             # compression none: bytes of payload per second
+
 
 def oracle_path():
     env = os.environ.get("IDV_MLNET_ORACLE")
     if env:
         return env
-    return os.path.join(ROOT, "..", "shared", "oracle", "mlnet_oracle.py")
+    shared = os.environ.get("IDV_SHARED", os.path.join(ROOT, "..", "shared"))
+    return os.path.join(shared, "oracle", "mlnet_oracle.py")
 
 
-def synthetic(rows):
+def dataset(name, rows):
     i = np.arange(rows)
-    return {"I32": i.astype(np.int32), "F32": (i * 0.25).astype(np.float32), "F64": i / 7.0,
-            "Txt": np.array(["row %d" % k for k in range(rows)], dtype=object)}
+    if name == "numeric":
+        return {"I32": i.astype(np.int32), "I64": i * 1000003, "F32": (i * 0.25).astype(np.float32),
+                "F64": i / 7.0, "B": i % 3 == 0,
+                "Vec8": ((i[:, None] + np.arange(8)) * 0.5).astype(np.float32)}
+    if name == "mixed":
+        return {"I32": i.astype(np.int32), "F32": (i * 0.25).astype(np.float32), "F64": i / 7.0,
+                "Txt": _objects("row %d" % k for k in range(rows))}
+    if name == "text":
+        rng = np.random.default_rng(0)
+        vocab = np.array(["the", "a", "model", "data", "view", "column", "row", "text", "value",
+                          "key", "vector", "sparse", "dense", "block", "file", "write", "read",
+                          "fast", "slow", "small", "large", "train", "test", "score", "label",
+                          "feature", "café", "naïve", "größe", "straße", "日本", "データ", "模型",
+                          "über", "façade", "résumé", "ñandú", "zoë", "smörgåsbord", "crème",
+                          "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta",
+                          "iota", "kappa"], dtype=object)
+        nwords = rng.integers(1, 9, rows)
+        picks = vocab[rng.integers(0, len(vocab), int(nwords.sum()))]
+        ends = np.cumsum(nwords)
+        words = _objects(" ".join(picks[e - k:e]) for e, k in zip(ends.tolist(),
+                                                                   nwords.tolist()))
+        cats = np.array(["red", "green", "blue", "yellow", "black"], dtype=object)
+        return {"Id": i.astype(np.int32), "Txt": _objects("row %d" % k for k in range(rows)),
+                "Cat": cats[rng.integers(0, 5, rows)], "Words": words}
+    raise SystemExit(f"unknown dataset {name!r}")
 
 
-def best_of(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times), sorted(times)[len(times) // 2]
+def _objects(gen):
+    items = list(gen)
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
 
 
-def mlnet(out, rows, repeat, compression):
-    cmd = [sys.executable, oracle_path(), "bench-write", out, "--rows", str(rows), "--kinds",
-           "i32,f32,f64,text", "--repeat", str(repeat), "--compression", compression,
-           "--deterministic-block-order", "--json"]
+def payload_bytes(path):
+    with idv.open(path) as f:
+        return sum(c.nbytes for c in f.columns)
+
+
+def timed(fn, path, fresh):
+    if fresh and os.path.exists(path):
+        os.unlink(path)
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def mlnet(src, out, repeat, compression):
+    cmd = [sys.executable, oracle_path(), "bench-write", out, "--from", src, "--repeat",
+           str(repeat), "--compression", compression, "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        return None, proc.stderr.strip().splitlines()[-1:] or ["failed"]
-    try:
-        res = json.loads(proc.stdout)
-    except ValueError:
-        return None, ["unreadable oracle output"]
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        return None, msg[-1] if msg else f"exit code {proc.returncode}"
+    res = json.loads(proc.stdout)
     return res["best_s"], None
+
+
+def run_dataset(name, a, d):
+    data = dataset(name, a.rows)
+    src = os.path.join(d, f"{name}_src.idv")
+    idv.write(src, data, compression="none")
+    payload = payload_bytes(src)
+    backend = idv.writer.default_backend()
+    writers = [(f"idv {backend}", "deflate", backend)]
+    if backend != "zlib":
+        writers.append(("idv zlib", "deflate", "zlib"))
+    writers.append(("idv", "none", None))
+    best = {}
+    sizes = {}
+    errors = {}
+    for _ in range(a.rounds):
+        if not a.no_mlnet:
+            for comp in ("deflate", "none"):
+                out = os.path.join(d, f"{name}_mlnet_{comp}.idv")
+                t, err = mlnet(src, out, a.mlnet_repeat, comp)
+                if err:
+                    errors[("ML.NET", comp)] = err
+                    continue
+                key = ("ML.NET", comp)
+                best[key] = min(best.get(key, float("inf")), t)
+                sizes[key] = os.path.getsize(out)
+        for label, comp, be in writers:
+            out = os.path.join(d, f"{name}_{label.replace(' ', '_')}_{comp}.idv")
+            for _ in range(a.repeat):
+                t = timed(lambda: idv.write(out, data, compression=comp, backend=be,
+                                            threads=a.threads), out, a.fresh)
+                key = (label, comp)
+                best[key] = min(best.get(key, float("inf")), t)
+            sizes[(label, comp)] = os.path.getsize(out)
+    rows = []
+    for (label, comp), t in best.items():
+        r = {"writer": label, "compression": comp, "best_s": round(t, 4),
+             "MB_per_s": round(payload / t / 1e6, 1), "bytes": sizes[(label, comp)]}
+        ref = best.get(("ML.NET", comp))
+        if label != "ML.NET" and ref is not None:
+            r["speed_vs_mlnet"] = round(ref / t, 2)
+            r["size_vs_mlnet"] = round(sizes[(label, comp)] / sizes[("ML.NET", comp)], 4)
+        rows.append(r)
+    order = {"ML.NET": 0}
+    rows.sort(key=lambda r: (r["compression"] != "deflate", order.get(r["writer"], 1)))
+    checks = {}
+    fast = best.get((f"idv {backend}", "deflate"))
+    ref = best.get(("ML.NET", "deflate"))
+    if fast and ref:
+        checks["deflate_speed_vs_mlnet"] = round(ref / fast, 2)
+        checks["deflate_size_vs_mlnet"] = round(sizes[(f"idv {backend}", "deflate")]
+                                                / sizes[("ML.NET", "deflate")], 4)
+        checks["deflate_ok"] = (ref / fast >= TARGET_SPEEDUP
+                                and checks["deflate_size_vs_mlnet"] <= TARGET_SIZE)
+    checks["none_GB_per_s"] = round(payload / best[("idv", "none")] / 1e9, 2)
+    checks["none_ok"] = payload / best[("idv", "none")] >= TARGET_NONE
+    return {"dataset": name, "rows": a.rows, "columns": list(data), "payload_bytes": payload,
+            "deflate_backend": backend, "results": rows, "checks": checks,
+            "errors": {f"{k[0]} {k[1]}": v for k, v in errors.items()}}
+
+
+def show(res):
+    print(f"\n{res['dataset']}: {res['rows']} rows x {', '.join(res['columns'])}; "
+          f"{res['payload_bytes'] / 1e6:.1f} MB of payload")
+    for r in res["results"]:
+        line = (f"  {r['writer']:16} {r['compression']:8} {r['best_s']:8.3f} s "
+                f"{r['MB_per_s']:8.1f} MB/s {r['bytes']:>11} bytes")
+        if "speed_vs_mlnet" in r:
+            line += f"   {r['speed_vs_mlnet']:5.2f}x ML.NET's speed, size {r['size_vs_mlnet']:.4f}x"
+        print(line)
+    for k, v in res["errors"].items():
+        print(f"  {k}: {v}")
+    c = res["checks"]
+    if "deflate_speed_vs_mlnet" in c:
+        print(f"  DEFLATE target (>= {TARGET_SPEEDUP}x ML.NET at <= {TARGET_SIZE}x its size): "
+              f"{c['deflate_speed_vs_mlnet']}x at {c['deflate_size_vs_mlnet']}x -> "
+              f"{'met' if c['deflate_ok'] else 'MISSED'}")
+    print(f"  compression none target (>= {TARGET_NONE / 1e9:.0f} GB/s): {c['none_GB_per_s']} "
+          f"GB/s -> {'met' if c['none_ok'] else 'MISSED'}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--datasets", default="numeric,mixed,text")
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=2, help="alternations of ML.NET and idv")
+    ap.add_argument("--repeat", type=int, default=3, help="idv runs per round")
+    ap.add_argument("--mlnet-repeat", type=int, default=3, help="ML.NET runs per call")
+    ap.add_argument("--threads", type=int, default=None, help="idv threads (default: CPUs)")
+    ap.add_argument("--fresh", action="store_true", help="delete idv's output before each run")
     ap.add_argument("--no-mlnet", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    data = synthetic(a.rows)
-    raw = sum(v.nbytes for k, v in data.items() if k != "Txt") + \
-        sum(len(s) + 4 for s in data["Txt"])
     results = []
-    with tempfile.TemporaryDirectory() as d:
-        for backend, comp in (("zlib", "deflate"), ("libdeflate", "deflate"), ("zlib", "none")):
-            path = os.path.join(d, f"idv_{backend}_{comp}.idv")
-            try:
-                best, median = best_of(lambda: idv.write(path, data, compression=comp,
-                                                         backend=backend), a.repeat)
-            except ImportError as e:
-                results.append({"writer": f"idv {backend}", "compression": comp,
-                                "error": str(e)})
-                continue
-            row = {"writer": f"idv {backend}", "compression": comp, "best_s": round(best, 4),
-                   "median_s": round(median, 4), "bytes": os.path.getsize(path),
-                   "MB_per_s": round(raw / best / 1e6, 1)}
-            if not a.no_mlnet and backend == "zlib":
-                theirs = os.path.join(d, f"mlnet_{comp}.idv")
-                t, err = mlnet(theirs, a.rows, a.repeat, comp)
-                if err:
-                    row["mlnet_error"] = err
-                else:
-                    row["mlnet_best_s"] = round(t, 4)
-                    with open(path, "rb") as f1, open(theirs, "rb") as f2:
-                        row["byte_identical_to_mlnet"] = f1.read() == f2.read()
-            results.append(row)
+    with tempfile.TemporaryDirectory(dir=os.environ.get("IDV_BENCH_DIR")) as d:
+        for name in a.datasets.split(","):
+            res = run_dataset(name, a, d)
+            results.append(res)
+            if not a.json:
+                show(res)
     if a.json:
-        print(json.dumps({"rows": a.rows, "raw_bytes": raw, "results": results}, indent=1))
-        return
-    print(f"{a.rows} rows x (Int32, Single, Double, Text), {raw / 1e6:.1f} MB of payload")
-    for r in results:
-        if "error" in r:
-            print(f"  {r['writer']:16} {r['compression']:8} {r['error']}")
-            continue
-        line = (f"  {r['writer']:16} {r['compression']:8} best {r['best_s']:.3f} s  "
-                f"({r['MB_per_s']} MB/s, {r['bytes']} bytes)")
-        if "mlnet_best_s" in r:
-            line += (f"   ML.NET {r['mlnet_best_s']:.3f} s, identical: "
-                     f"{r['byte_identical_to_mlnet']}")
-        elif "mlnet_error" in r:
-            line += f"   ML.NET: {r['mlnet_error']}"
-        print(line)
+        print(json.dumps({"cpus": idv.writer._default_threads(), "results": results}, indent=1))
 
 
 if __name__ == "__main__":

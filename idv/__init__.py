@@ -21,6 +21,14 @@ __all__ = [
     "Boolean", "Text", "DateTime", "DateTimeOffset", "TimeSpan", "RowId",
 ]
 
-from idv.writer import Writer, write  # noqa: E402
+from idv.writer import Sparse, Writer, write  # noqa: E402
 
-__all__ += ["write", "Writer"]
+__all__ += ["write", "Writer", "Sparse"]
+
+# the Python data stack: pandas and pyarrow are imported only when these are called
+from idv.arrow import from_arrow, record_batch_reader, to_arrow  # noqa: E402
+from idv.convert import convert  # noqa: E402
+from idv.pandas import from_pandas, read_pandas, to_pandas  # noqa: E402
+
+__all__ += ["to_pandas", "read_pandas", "from_pandas", "to_arrow", "from_arrow",
+            "record_batch_reader", "convert"]

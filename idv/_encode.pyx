@@ -3,9 +3,11 @@
 
 Every function takes values already converted and checked by idv.writer (stored dtypes, little
 endian, ticks for dates) and returns one codec payload as bytes or a contiguous byte view. The
-text encoder measures and writes UTF-8 with the GIL released, counting boundaries in UTF-16
+text encoder writes UTF-8 in one pass with the GIL released, counting boundaries in UTF-16
 units as ML.NET does. The *_estimate functions reproduce ML.NET's GetCommitLengthEstimate, which
-its saver uses to choose the rows per block (reference section 5.4).
+its saver uses to choose the rows per block (reference section 5.4). Deflater compresses blocks
+with libdeflate's C API (GIL released, so in parallel threads), and start_writeback lets the
+kernel write a file out while the rest is still being produced.
 """
 cimport cython
 cimport numpy as cnp
@@ -13,7 +15,9 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, free
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memmove, memset
+from cpython.bytes cimport _PyBytes_Resize
+from cpython.ref cimport Py_INCREF, Py_DECREF
 
 import numpy as np
 
@@ -29,8 +33,17 @@ cdef extern from *:
         return 0;
     #endif
     }
+    static int idv_unicode_is_ready(PyObject *o) {
+    #if PY_VERSION_HEX < 0x030C0000
+        return PyUnicode_IS_READY(o);
+    #else
+        (void)o;
+        return 1;
+    #endif
+    }
     """
     int idv_unicode_ready(PyObject *o) except -1
+    bint idv_unicode_is_ready(PyObject *o) noexcept nogil
 
 cdef extern from "Python.h" nogil:
     Py_ssize_t PyUnicode_GET_LENGTH(PyObject *o)
@@ -99,48 +112,6 @@ cdef void _measure(PyObject *s, int64_t *nbytes, int64_t *units) noexcept nogil:
     units[0] = u
 
 
-cdef uint8_t *_put(PyObject *s, uint8_t *out) noexcept nogil:
-    """Write one str as .NET's UTF-8 encoder does; returns the position after it."""
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s), i = 0
-    cdef int kind
-    cdef const void *data
-    cdef uint32_t c, c2
-    if PyUnicode_IS_ASCII(s):
-        memcpy(out, PyUnicode_DATA(s), n)
-        return out + n
-    kind = PyUnicode_KIND(s)
-    data = PyUnicode_DATA(s)
-    while i < n:
-        c = _char_at(data, kind, i)
-        i += 1
-        if 0xD800 <= c < 0xE000:
-            if _is_high(c) and i < n and _is_low(_char_at(data, kind, i)):
-                c2 = _char_at(data, kind, i)
-                i += 1
-                c = 0x10000 + ((c - 0xD800) << 10) + (c2 - 0xDC00)
-            else:
-                c = 0xFFFD
-        if c < 0x80:
-            out[0] = <uint8_t>c
-            out += 1
-        elif c < 0x800:
-            out[0] = <uint8_t>(0xC0 | (c >> 6))
-            out[1] = <uint8_t>(0x80 | (c & 0x3F))
-            out += 2
-        elif c < 0x10000:
-            out[0] = <uint8_t>(0xE0 | (c >> 12))
-            out[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-            out[2] = <uint8_t>(0x80 | (c & 0x3F))
-            out += 3
-        else:
-            out[0] = <uint8_t>(0xF0 | (c >> 18))
-            out[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
-            out[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-            out[3] = <uint8_t>(0x80 | (c & 0x3F))
-            out += 4
-    return out
-
-
 cdef PyObject **_object_items(cnp.ndarray values, bint strings=True) except NULL:
     """The item pointers of a contiguous 1-d object array; with `strings`, every item is
     checked to be a str in its canonical form, so that the GIL-free loops may read it."""
@@ -197,56 +168,154 @@ cdef inline int _leb128_size(uint64_t v) noexcept nogil:
 
 
 
+cdef inline Py_ssize_t _utf8_bound(PyObject *s) noexcept nogil:
+    """Most UTF-8 bytes a str can need: 1 per ASCII character, 2 per Latin-1, 3 per UCS-2
+    (a surrogate pair given as two code points needs 4 for both), 4 per UCS-4 code point."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s)
+    cdef int kind
+    if PyUnicode_IS_ASCII(s):
+        return n
+    kind = PyUnicode_KIND(s)
+    return n * (2 if kind == 1 else (3 if kind == 2 else 4))
+
+
+cdef uint8_t *_put_counted(PyObject *s, uint8_t *out, int64_t *units) noexcept nogil:
+    """_put, also adding the str's UTF-16 units to `units` (one pass over the characters)."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s), i = 0, nonbmp = 0
+    cdef int kind
+    cdef const void *data
+    cdef const uint8_t *b
+    cdef uint32_t c, c2
+    if PyUnicode_IS_ASCII(s):
+        memcpy(out, PyUnicode_DATA(s), n)
+        units[0] += n
+        return out + n
+    kind = PyUnicode_KIND(s)
+    data = PyUnicode_DATA(s)
+    if kind == 1:                   # Latin-1: one unit per character, 1 or 2 bytes
+        b = <const uint8_t *>data
+        for i in range(n):
+            c = b[i]
+            if c < 0x80:
+                out[0] = <uint8_t>c
+                out += 1
+            else:
+                out[0] = <uint8_t>(0xC0 | (c >> 6))
+                out[1] = <uint8_t>(0x80 | (c & 0x3F))
+                out += 2
+        units[0] += n
+        return out
+    while i < n:
+        c = _char_at(data, kind, i)
+        i += 1
+        if c < 0x80:
+            out[0] = <uint8_t>c
+            out += 1
+            continue
+        if c >= 0x10000:
+            nonbmp += 1         # one code point, two UTF-16 units
+        elif 0xD800 <= c < 0xE000:
+            if _is_high(c) and i < n and _is_low(_char_at(data, kind, i)):
+                c2 = _char_at(data, kind, i)
+                i += 1          # two code points, two units, one 4-byte character
+                c = 0x10000 + ((c - 0xD800) << 10) + (c2 - 0xDC00)
+            else:
+                c = 0xFFFD
+        if c < 0x800:
+            out[0] = <uint8_t>(0xC0 | (c >> 6))
+            out[1] = <uint8_t>(0x80 | (c & 0x3F))
+            out += 2
+        elif c < 0x10000:
+            out[0] = <uint8_t>(0xE0 | (c >> 12))
+            out[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+            out[2] = <uint8_t>(0x80 | (c & 0x3F))
+            out += 3
+        else:
+            out[0] = <uint8_t>(0xF0 | (c >> 18))
+            out[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+            out[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+            out[3] = <uint8_t>(0x80 | (c & 0x3F))
+            out += 4
+    # every code point is one unit, a non-BMP one two; a joined pair was two code points
+    units[0] += n + nonbmp
+    return out
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def encode_text(cnp.ndarray values):
     """The TextSpan payload of a 1-d object array of str: int32 count, int32 end boundaries in
-    UTF-16 units, then a .NET string (LEB128 UTF-8 byte count, UTF-8 bytes)."""
-    cdef PyObject **items = _object_items(values)
+    UTF-16 units, then a .NET string (LEB128 UTF-8 byte count, UTF-8 bytes).
+
+    One pass over the characters: the output is sized from the strings' lengths (the most
+    UTF-8 they can need), the UTF-8 is written with the boundaries counted on the way, and the
+    buffer is shrunk to what was used (in place for an all-ASCII block, which needs no move)."""
+    cdef PyObject **items = _object_items(values, False)
     cdef Py_ssize_t i, n = values.shape[0]
-    cdef int64_t nb, nu, total_bytes = 0, total_units = 0
-    cdef int32_t *bounds = <int32_t *>malloc((n + 1) * sizeof(int32_t))
+    cdef int64_t bound = 0, units = 0, total_bytes
+    cdef bint unchecked = False
     cdef int32_t count = <int32_t>n
+    cdef int32_t b32
     cdef bint too_long = False
-    cdef int lebn
+    cdef int guess, lebn
     cdef uint64_t v
     cdef uint8_t *out
     cdef uint8_t *p
-    if bounds == NULL:
-        raise MemoryError()
-    try:
-        with nogil:
-            for i in range(n):
-                _measure(items[i], &nb, &nu)
-                total_bytes += nb
-                total_units += nu
-                if total_units > _MAX_TEXT or total_bytes > _MAX_TEXT:
-                    too_long = True
-                    break
-                bounds[i] = <int32_t>total_units
-        if too_long or n > (MAX_BLOCK_TEXT - 16) // 4:
-            raise ValueError("one block's text exceeds 2**31 - 1 UTF-16 units or UTF-8 bytes, "
-                             "the most ML.NET can store; write fewer rows per block")
-        lebn = _leb128_size(<uint64_t>total_bytes)
-        result = PyBytes_FromStringAndSize(NULL, 4 + 4 * n + lebn + total_bytes)
-        out = <uint8_t *>PyBytes_AS_STRING(result)
-        with nogil:
-            memcpy(out, &count, 4)
-            if n:
-                memcpy(out + 4, bounds, 4 * n)
-            p = out + 4 + 4 * n
-            v = <uint64_t>total_bytes
-            while v >= 0x80:
-                p[0] = <uint8_t>((v & 0x7F) | 0x80)
-                v >>= 7
-                p += 1
-            p[0] = <uint8_t>v
+    cdef uint8_t *start
+    cdef PyObject *res
+    if n > (MAX_BLOCK_TEXT - 16) // 4:
+        raise ValueError("one block's text exceeds 2**31 - 1 UTF-16 units or UTF-8 bytes, the "
+                         "most ML.NET can store; write fewer rows per block")
+    with nogil:                 # the sizes, checking that every item is a ready str
+        for i in range(n):
+            if items[i] == NULL or not PyUnicode_Check(items[i]) \
+                    or not idv_unicode_is_ready(items[i]):
+                unchecked = True
+                break
+            bound += _utf8_bound(items[i])
+    if unchecked:               # a non-str (raises) or a legacy str (made ready): again
+        items = _object_items(values)
+        bound = 0
+        for i in range(n):
+            bound += _utf8_bound(items[i])
+    guess = _leb128_size(<uint64_t>bound)
+    result = PyBytes_FromStringAndSize(NULL, 4 + 4 * n + guess + bound)
+    out = <uint8_t *>PyBytes_AS_STRING(result)
+    with nogil:
+        memcpy(out, &count, 4)
+        start = out + 4 + 4 * n + guess
+        p = start
+        for i in range(n):
+            p = _put_counted(items[i], p, &units)
+            if units > _MAX_TEXT:
+                too_long = True
+                break
+            b32 = <int32_t>units
+            memcpy(out + 4 + 4 * i, &b32, 4)
+        total_bytes = p - start
+    if too_long or total_bytes > _MAX_TEXT:
+        raise ValueError("one block's text exceeds 2**31 - 1 UTF-16 units or UTF-8 bytes, the "
+                         "most ML.NET can store; write fewer rows per block")
+    lebn = _leb128_size(<uint64_t>total_bytes)
+    with nogil:
+        if lebn != guess:
+            memmove(out + 4 + 4 * n + lebn, start, total_bytes)
+        p = out + 4 + 4 * n
+        v = <uint64_t>total_bytes
+        while v >= 0x80:
+            p[0] = <uint8_t>((v & 0x7F) | 0x80)
+            v >>= 7
             p += 1
-            for i in range(n):
-                p = _put(items[i], p)
-        return result
-    finally:
-        free(bounds)
+        p[0] = <uint8_t>v
+    size = 4 + 4 * n + lebn + total_bytes
+    if size != 4 + 4 * n + guess + bound:
+        res = <PyObject *>result
+        Py_INCREF(result)          # _PyBytes_Resize takes over this reference
+        result = None
+        _PyBytes_Resize(&res, size)
+        result = <object>res
+        Py_DECREF(result)
+    return result
 
 
 # ---------------------------------------------------------------- fixed-width, Boolean, dates
@@ -273,28 +342,74 @@ def encode_dto(cnp.ndarray minutes, cnp.ndarray ticks):
 # ---------------------------------------------------------------- VBuffer
 def encode_vbuffer(Py_ssize_t n, Py_ssize_t size, lengths, counts, indices, values_payload):
     """A VBuffer block: count, size (0: lengths follow), [lengths], counts (-1 dense), index
-    count, indices, then the item codec's payload of every stored item."""
-    head = np.array([n, size], dtype="<i4").tobytes()
-    parts = [head]
-    if size == 0:
-        parts.append(np.ascontiguousarray(lengths, dtype="<i4").tobytes())
-    parts.append(np.ascontiguousarray(counts, dtype="<i4").tobytes())
-    parts.append(np.array([len(indices)], dtype="<i4").tobytes())
-    parts.append(np.ascontiguousarray(indices, dtype="<i4").tobytes())
-    parts.append(bytes(values_payload))
-    return b"".join(parts)
+    count, indices, then the item codec's payload of every stored item. One output buffer,
+    each part copied into it once."""
+    cdef const uint8_t[::1] len_b = _i32_bytes(lengths) if size == 0 else _EMPTY
+    cdef const uint8_t[::1] cnt_b = _i32_bytes(counts)
+    cdef const uint8_t[::1] idx_b = _i32_bytes(indices)
+    cdef const uint8_t[::1] val_b = _as_bytes_view(values_payload)
+    cdef int32_t head[2]
+    cdef int32_t nidx = <int32_t>(idx_b.shape[0] // 4)
+    cdef Py_ssize_t total = 8 + len_b.shape[0] + cnt_b.shape[0] + 4 + idx_b.shape[0] \
+        + val_b.shape[0]
+    result = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(result)
+    head[0] = <int32_t>n
+    head[1] = <int32_t>size
+    with nogil:
+        memcpy(p, head, 8)
+        p += 8
+        if len_b.shape[0]:
+            memcpy(p, &len_b[0], len_b.shape[0])
+            p += len_b.shape[0]
+        if cnt_b.shape[0]:
+            memcpy(p, &cnt_b[0], cnt_b.shape[0])
+            p += cnt_b.shape[0]
+        memcpy(p, &nidx, 4)
+        p += 4
+        if idx_b.shape[0]:
+            memcpy(p, &idx_b[0], idx_b.shape[0])
+            p += idx_b.shape[0]
+        if val_b.shape[0]:
+            memcpy(p, &val_b[0], val_b.shape[0])
+    return result
+
+
+_EMPTY = np.zeros(0, np.uint8)
+
+
+cdef _i32_bytes(a):
+    """An int array as contiguous little-endian int32 bytes (no copy when it already is)."""
+    return np.ascontiguousarray(a, dtype="<i4").reshape(-1).view(np.uint8)
+
+
+cdef _as_bytes_view(x):
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    return x
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def check_sparse_rows(const int64_t[::1] indptr, const int64_t[::1] indices, int64_t width):
+def check_sparse_rows(const int64_t[::1] indptr, const int64_t[::1] indices, widths):
     """First bad row of CSR data, as (row, reason) or (-1, None): every row's indices must be
-    strictly increasing (sorted, no duplicates) and in [0, width)."""
+    strictly increasing (sorted, no duplicates) and in [0, width). `widths` is one vector
+    length for all rows, or an int64 array with one per row."""
     cdef Py_ssize_t r, j, nrows = indptr.shape[0] - 1
-    cdef int64_t prev
+    cdef int64_t prev, width = 0
     cdef int reason = 0
+    cdef const int64_t[::1] per_row
+    cdef bint each = not isinstance(widths, (int, np.integer))
+    if each:
+        per_row = np.ascontiguousarray(widths, dtype=np.int64)
+        if per_row.shape[0] != nrows:
+            raise ValueError(f"{per_row.shape[0]} vector lengths for {nrows} rows")
+    else:
+        width = widths
     with nogil:
         for r in range(nrows):
+            if each:
+                width = per_row[r]
             prev = -1
             for j in range(indptr[r], indptr[r + 1]):
                 if indices[j] < 0 or indices[j] >= width:
@@ -336,3 +451,256 @@ def vbuffer_estimate(rows, variable, sparse_indices, inner):
     rows = np.asarray(rows, dtype=np.int64)
     structure = 2 + (rows if variable else 0) + rows + 1 + np.asarray(sparse_indices, np.int64)
     return 4 * structure + inner
+
+
+# ---------------------------------------------------------------- DEFLATE (libdeflate)
+# libdeflate's compressor, found in the `deflate` package's extension module (its wheel bundles
+# libdeflate and exports the C API). Called through these pointers it compresses with the GIL
+# released, so blocks compress in parallel threads.
+ctypedef void *(*_ldc_alloc_t)(int) noexcept nogil
+ctypedef size_t (*_ldc_compress_t)(void *, const void *, size_t, void *, size_t) noexcept nogil
+ctypedef size_t (*_ldc_bound_t)(void *, size_t) noexcept nogil
+ctypedef void (*_ldc_free_t)(void *) noexcept nogil
+cdef _ldc_alloc_t _ldc_alloc = NULL
+cdef _ldc_compress_t _ldc_compress = NULL
+cdef _ldc_bound_t _ldc_bound = NULL
+cdef _ldc_free_t _ldc_free = NULL
+
+cdef extern from *:
+    """
+    #if defined(_WIN32)
+    static void *idv_enc_dlopen(const char *path) { (void)path; return NULL; }
+    static void *idv_enc_dlsym(void *h, const char *name) { (void)h; (void)name; return NULL; }
+    #else
+    #include <dlfcn.h>
+    static void *idv_enc_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
+    static void *idv_enc_dlsym(void *h, const char *name) { return dlsym(h, name); }
+    #endif
+    """
+    void *idv_enc_dlopen(const char *path)
+    void *idv_enc_dlsym(void *h, const char *name)
+
+
+def _bind_libdeflate():
+    global _ldc_alloc, _ldc_compress, _ldc_bound, _ldc_free
+    try:
+        from deflate import _deflate
+    except ImportError:
+        return False
+    cdef bytes path = _deflate.__file__.encode()
+    cdef void *h = idv_enc_dlopen(path)
+    if h == NULL:
+        return False
+    a = idv_enc_dlsym(h, b"libdeflate_alloc_compressor")
+    c = idv_enc_dlsym(h, b"libdeflate_deflate_compress")
+    b = idv_enc_dlsym(h, b"libdeflate_deflate_compress_bound")
+    f = idv_enc_dlsym(h, b"libdeflate_free_compressor")
+    if a == NULL or c == NULL or b == NULL or f == NULL:
+        return False
+    _ldc_alloc = <_ldc_alloc_t>a
+    _ldc_compress = <_ldc_compress_t>c
+    _ldc_bound = <_ldc_bound_t>b
+    _ldc_free = <_ldc_free_t>f
+    return True
+
+
+LIBDEFLATE = _bind_libdeflate()
+
+
+# zlib, for the adaptive rule below: the one the format layer links (idv._compression), found
+# by name so that this module needs no link flags of its own
+cdef extern from "zlib.h" nogil:
+    ctypedef struct z_stream:
+        const unsigned char *next_in
+        unsigned int avail_in
+        unsigned char *next_out
+        unsigned int avail_out
+    int Z_OK, Z_STREAM_END, Z_FINISH, Z_DEFLATED, Z_DEFAULT_STRATEGY
+    const char *ZLIB_VERSION
+
+ctypedef int (*_z_init_t)(z_stream *, int, int, int, int, int, const char *, int) noexcept nogil
+ctypedef int (*_z_deflate_t)(z_stream *, int) noexcept nogil
+ctypedef int (*_z_end_t)(z_stream *) noexcept nogil
+cdef _z_init_t _z_init = NULL
+cdef _z_deflate_t _z_deflate = NULL
+cdef _z_end_t _z_end = NULL
+
+
+def _bind_zlib():
+    global _z_init, _z_deflate, _z_end
+    from idv import _compression
+    cdef bytes path = _compression.__file__.encode()
+    cdef void *h = idv_enc_dlopen(path)
+    if h == NULL:
+        return False
+    a = idv_enc_dlsym(h, b"deflateInit2_")
+    d = idv_enc_dlsym(h, b"deflate")
+    e = idv_enc_dlsym(h, b"deflateEnd")
+    if a == NULL or d == NULL or e == NULL:
+        return False
+    _z_init = <_z_init_t>a
+    _z_deflate = <_z_deflate_t>d
+    _z_end = <_z_end_t>e
+    return True
+
+
+ZLIB = _bind_zlib()
+
+
+cdef size_t _zlib_raw(const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
+                      int level) noexcept nogil:
+    """Raw DEFLATE of src into dst with zlib; 0 if it did not fit (or zlib failed)."""
+    cdef z_stream s
+    cdef int ret
+    cdef size_t got
+    cdef size_t uint_max = <size_t>(<unsigned int>-1)
+    if n > uint_max:
+        return 0
+    if cap > uint_max:
+        cap = uint_max
+    memset(&s, 0, sizeof(z_stream))
+    if _z_init(&s, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
+               <int>sizeof(z_stream)) != Z_OK:
+        return 0
+    s.next_in = src
+    s.avail_in = <unsigned int>n
+    s.next_out = dst
+    s.avail_out = <unsigned int>cap
+    ret = _z_deflate(&s, Z_FINISH)
+    got = cap - s.avail_out
+    _z_end(&s)
+    return got if ret == Z_STREAM_END else 0
+
+
+# The adaptive rule (see Deflater). libdeflate's levels 1-9 leave out 3-byte matches on data
+# whose bytes take few distinct values, and on some such blocks (float columns of evenly spaced
+# values, for one) zlib -- and so ML.NET -- is 2x smaller. A block whose first 4 KiB hold fewer
+# than 128 distinct byte values has an 8 KiB sample compressed by both libdeflate and zlib's
+# fastest level; when zlib wins even so, the whole block is compressed by zlib.
+cdef enum:
+    _PROBE = 4096            # bytes whose distinct values are counted
+    _FEW = 128               # fewer distinct byte values than this: the block is tried
+    _SAMPLE = 8192           # bytes compressed both ways to decide
+    _MIN_TRIAL = 1024        # smaller blocks are never tried
+    _ZLIB_LEVEL = 1          # zlib's level for the blocks it wins
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def distinct_bytes(const uint8_t[::1] data, Py_ssize_t limit=_PROBE):
+    """How many distinct byte values the first `limit` bytes hold."""
+    cdef Py_ssize_t n = min(data.shape[0], limit)
+    with nogil:
+        r = _distinct(&data[0] if n else NULL, n)
+    return r
+
+
+cdef int _distinct(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef uint8_t seen[256]
+    cdef Py_ssize_t i
+    cdef int k = 0
+    memset(seen, 0, 256)
+    for i in range(n):
+        if not seen[p[i]]:
+            seen[p[i]] = 1
+            k += 1
+    return k
+
+
+cdef class Deflater:
+    """Raw DEFLATE with libdeflate at `level`, the GIL released; not thread-safe (one per
+    thread). With `adaptive`, a block whose first 4 KiB hold fewer than 128 distinct byte
+    values is tried first: its first 8 KiB are compressed by libdeflate and by zlib level 1,
+    and if zlib's is smaller the whole block is compressed by zlib level 1 (libdeflate skips
+    3-byte matches on such data, zlib does not). The output depends only on the block, so it
+    is the same whatever the threads. `blocks`, `tried` and `zlib_blocks` count what was done."""
+    cdef void *ld
+    cdef readonly int level
+    cdef readonly bint adaptive
+    cdef readonly Py_ssize_t blocks, tried, zlib_blocks
+
+    def __cinit__(self, int level=6, bint adaptive=True):
+        if not LIBDEFLATE:
+            raise ImportError("libdeflate's C API was not found (pip install deflate)")
+        if not 0 <= level <= 12:
+            raise ValueError(f"libdeflate levels are 0-12, not {level}")
+        self.level = level
+        self.adaptive = adaptive and ZLIB and 0 < level < 10
+        self.ld = _ldc_alloc(level)
+        if self.ld == NULL:
+            raise MemoryError("libdeflate_alloc_compressor failed")
+
+    def __dealloc__(self):
+        if self.ld != NULL:
+            _ldc_free(self.ld)
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def compress(self, data):
+        """The raw DEFLATE stream of one block (bytes)."""
+        cdef const uint8_t[::1] src = _as_bytes_view(data)
+        cdef Py_ssize_t n = src.shape[0], sample
+        cdef const uint8_t *p = &src[0] if n else <const uint8_t *>""
+        cdef size_t bound, got = 0, a, b
+        cdef bint trial = False, use_zlib = False
+        cdef uint8_t *out
+        cdef PyObject *res
+        bound = _ldc_bound(self.ld, n)
+        if self.adaptive:
+            bound = max(bound, <size_t>(n + (n >> 8) + (n >> 12) + 64))   # zlib's bound
+        result = PyBytes_FromStringAndSize(NULL, bound)
+        out = <uint8_t *>PyBytes_AS_STRING(result)
+        with nogil:
+            if self.adaptive and n >= _MIN_TRIAL:
+                trial = _distinct(p, min(n, <Py_ssize_t>_PROBE)) < _FEW
+            if trial:
+                sample = min(n, <Py_ssize_t>_SAMPLE)
+                a = _ldc_compress(self.ld, p, sample, out, bound)
+                b = _zlib_raw(p, sample, out, bound, _ZLIB_LEVEL)
+                use_zlib = a != 0 and b != 0 and b < a
+            if use_zlib:
+                got = _zlib_raw(p, n, out, bound, _ZLIB_LEVEL)
+            if got == 0:
+                use_zlib = False
+                got = _ldc_compress(self.ld, p, n, out, bound)
+        self.blocks += 1
+        self.tried += trial
+        self.zlib_blocks += use_zlib
+        if got == 0:
+            raise RuntimeError("libdeflate could not compress a block")
+        if got != bound:
+            res = <PyObject *>result
+            Py_INCREF(result)          # _PyBytes_Resize takes over this reference
+            result = None
+            _PyBytes_Resize(&res, got)
+            result = <object>res
+            Py_DECREF(result)
+        return result
+
+
+# ---------------------------------------------------------------- output
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <fcntl.h>
+    static int idv_start_writeback(int fd, long long offset, long long nbytes) {
+        return sync_file_range(fd, (off64_t)offset, (off64_t)nbytes, SYNC_FILE_RANGE_WRITE);
+    }
+    #else
+    static int idv_start_writeback(int fd, long long offset, long long nbytes) {
+        (void)fd; (void)offset; (void)nbytes;
+        return -1;
+    }
+    #endif
+    """
+    int idv_start_writeback(int fd, long long offset, long long nbytes) nogil
+
+
+def start_writeback(int fd, long long offset, long long nbytes):
+    """Ask the kernel to start writing a written range of a file to disk, without waiting
+    (Linux sync_file_range). The final fsync then has little left to wait for. False where
+    this is not available; never raises."""
+    cdef int r
+    with nogil:
+        r = idv_start_writeback(fd, offset, nbytes)
+    return r == 0

@@ -1,5 +1,6 @@
 import numpy as np
 
+HEADER_SIZE: int
 ENTRY: np.dtype
 
 def parse_lookup(buf: bytes | memoryview, num_blocks: int, table_offset: int, tail: int,

@@ -3,6 +3,9 @@ from typing import List, Tuple
 from idv._cursor import Cursor
 from idv._header import Header
 
+HEADER_SIZE: int
+MAX_ENTRIES: int
+
 class TocEntry:
     index: int
     name: str

@@ -49,7 +49,12 @@ def _chunks(n, parts):
 
 
 class Field:
-    """One entry of a Schema: a column's name, type and metadata types."""
+    """One entry of a Schema: a column's name, type and metadata types.
+
+    Attributes: ``index`` (the column's position), ``name``, ``type`` (a DataViewType, None
+    when the codec is unknown), ``codec`` (the codec's name in the file), ``metadata_types``
+    (dict kind -> type) and ``hidden`` (True when a later column has the same name).
+    """
 
     __slots__ = ("index", "name", "type", "codec", "metadata_types", "hidden")
 
@@ -84,10 +89,12 @@ class Schema:
 
     @property
     def names(self):
+        """The column names, in file order (hidden columns included)."""
         return [f.name for f in self.fields]
 
     @property
     def types(self):
+        """The column types, in file order (None for a column whose codec is unknown)."""
         return [f.type for f in self.fields]
 
     def __len__(self):
@@ -116,6 +123,9 @@ class Column:
 
     ``col.read()`` gives every row; ``col[i]``, ``col[a:b]`` and ``col[a:b:step]`` decode only
     the blocks that hold those rows (``blocks_decoded`` counts them).
+
+    Attributes: ``index`` (position in the file), ``name``, ``codec`` (the decoder, None when
+    unknown) and ``blocks_decoded`` (blocks decoded so far by this column's reads).
     """
 
     def __init__(self, file, entry, codec, dead_reason):
@@ -139,26 +149,35 @@ class Column:
 
     @property
     def codec_name(self):
+        """The codec's name as stored in the file (``Single``, ``TextSpan``, ``VBuffer``,
+        ``Key2``...)."""
         return self._entry.codec_name
 
     @property
     def compression(self):
+        """The block compression: ``'None'`` or ``'Deflate'`` (``'unknown (k)'`` for a kind this
+        reader does not know)."""
         return _compression.NAMES.get(self._entry.compression, f"unknown ({self._entry.compression})")
 
     @property
     def readable(self):
+        """False when this reader does not know the column's codec or compression (ML.NET skips
+        such columns too); reading it then raises UnsupportedCodecError."""
         return self._dead is None
 
     @property
     def num_rows(self):
+        """The number of rows (the file's)."""
         return self._file.num_rows
 
     @property
     def rows_per_block(self):
+        """Rows in each block (the last block may hold fewer)."""
         return self._entry.rows_per_block
 
     @property
     def num_blocks(self):
+        """The number of blocks the column's rows are stored in."""
         n = self.num_rows
         return 0 if n == 0 else (n - 1) // self.rows_per_block + 1
 
@@ -178,6 +197,7 @@ class Column:
 
     @property
     def nbytes_disk(self):
+        """Bytes the column's blocks take in the file (compressed)."""
         return int(self.lookup["disk"].sum(dtype=np.int64))
 
     @property
@@ -244,6 +264,8 @@ class Column:
 
     @property
     def metadata_kinds(self):
+        """The kinds of the column's annotations, in file order (``SlotNames``,
+        ``KeyValues``...)."""
         return [m.kind for m in self._meta_entries()]
 
     @property
@@ -521,6 +543,9 @@ class IdvFile:
 
     ``f.schema`` prints the columns; ``f["Label"]`` or ``f[0]`` gives a Column (with duplicate
     names, the last one, as ML.NET does); ``f.read(columns=[...])`` gives a dict of arrays.
+
+    Attributes: ``columns`` (every Column, in file order), ``header`` (version, offsets, row
+    and column counts), ``threads`` and ``backend`` (as given to idv.open).
     """
 
     def __init__(self, source, *, threads=None, backend=None):
@@ -572,22 +597,27 @@ class IdvFile:
     # ---- description
     @property
     def num_rows(self):
+        """The number of rows."""
         return self.header.row_count
 
     @property
     def num_columns(self):
+        """The number of columns, hidden and unreadable ones included."""
         return len(self.columns)
 
     @property
     def version(self):
+        """The format version that wrote the file, e.g. ``'1.1.1.6'``."""
         return self.header.version_string
 
     @property
     def column_names(self):
+        """Every column's name, in file order (a name repeats for hidden columns)."""
         return [c.name for c in self.columns]
 
     @property
     def schema(self):
+        """The columns' names, types and metadata types as a printable Schema."""
         return Schema([Field(c.index, c.name, c.type, c.codec_name, c.metadata_types,
                              self._by_name[c.name] is not c) for c in self.columns],
                       self.num_rows)
@@ -630,12 +660,14 @@ class IdvFile:
 
     # ---- lifetime
     def close(self):
+        """Release the file (its memory map or file object); arrays already read stay valid."""
         if self._source is not None:
             self._source.close()
             self._source = None
 
     @property
     def closed(self):
+        """True once close() has been called."""
         return self._source is None
 
     def _check_open(self):
@@ -647,6 +679,22 @@ class IdvFile:
 
     def __exit__(self, *exc):
         self.close()
+
+    # ---- the Python data stack (idv.pandas, idv.arrow; pandas / pyarrow imported on use)
+    def to_pandas(self, columns=None, **kwargs):
+        """A pandas.DataFrame of these columns (see idv.pandas.to_pandas for the options)."""
+        from idv.pandas import to_pandas
+        return to_pandas(self, columns, **kwargs)
+
+    def to_arrow(self, columns=None, **kwargs):
+        """A pyarrow.Table of these columns (see idv.arrow.to_arrow for the options)."""
+        from idv.arrow import to_arrow
+        return to_arrow(self, columns, **kwargs)
+
+    def iter_batches(self, columns=None, **kwargs):
+        """pyarrow.RecordBatches, one per block of rows (idv.arrow.record_batch_reader)."""
+        from idv.arrow import record_batch_reader
+        return iter(record_batch_reader(self, columns, **kwargs))
 
 
 def open(source, *, threads=None, backend=None) -> IdvFile:   # noqa: A001 - like io.open

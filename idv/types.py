@@ -30,6 +30,7 @@ class DataViewType:
 
     @property
     def dtype(self) -> np.dtype:
+        """The numpy dtype this type's items read into."""
         raise NotImplementedError
 
     def __repr__(self):
@@ -37,7 +38,12 @@ class DataViewType:
 
 
 class PrimitiveType(DataViewType):
-    """A scalar item type: number, Boolean, Text, date/time or RowId."""
+    """A scalar item type: number, Boolean, Text, date/time or RowId.
+
+    The sixteen of them are singletons (``idv.Single``, ``idv.Text`` ...): compare them with
+    ``is`` or ``==``. ``name`` is ML.NET's name (``"Single"``), ``short_name`` the code of
+    ML.NET's text loader (``"R4"``).
+    """
 
     __slots__ = ("name", "_dtype", "short_name")
 
@@ -48,10 +54,13 @@ class PrimitiveType(DataViewType):
 
     @property
     def dtype(self) -> np.dtype:
+        """The numpy dtype of the values (``object`` for Text, structured for DateTimeOffset
+        and RowId)."""
         return self._dtype
 
     @property
     def is_numeric(self) -> bool:
+        """True for the integer and floating-point types."""
         return self._dtype.kind in "iuf"
 
     def __str__(self):
@@ -89,7 +98,12 @@ KEY_RAW_TYPES = (Byte, UInt16, UInt32, UInt64)
 
 
 class Key(DataViewType):
-    """A key (categorical) type: raw unsigned values, 0 = missing, 1..count valid."""
+    """A key (categorical) type: raw unsigned values, 0 = missing, 1..count valid.
+
+    ``raw`` is the unsigned type the keys are stored as (Byte, UInt16, UInt32 or UInt64) and
+    ``count`` the number of valid values: ``idv.Key(idv.UInt32, count=5)`` is ML.NET's
+    ``Key<UInt32, 0-4>``.
+    """
 
     __slots__ = ("raw", "count")
 
@@ -105,6 +119,7 @@ class Key(DataViewType):
 
     @property
     def dtype(self) -> np.dtype:
+        """The dtype of the raw key values (that of the ``raw`` type)."""
         return self.raw.dtype
 
     def __str__(self):
@@ -118,7 +133,12 @@ class Key(DataViewType):
 
 
 class Vector(DataViewType):
-    """A vector of an item type; dims all > 0 is fixed size, a 0 dim (or none) is variable."""
+    """A vector of an item type; dims all > 0 is fixed size, a 0 dim (or none) is variable.
+
+    ``item`` is the item type (a PrimitiveType or Key) and ``dims`` the dimensions:
+    ``idv.Vector(idv.Single, 10)`` is ``Vector<Single, 10>``, ``idv.Vector(idv.Int32, 2, 3)``
+    a 2 x 3 matrix per row, ``idv.Vector(idv.Single)`` variable size (``dims == (0,)``).
+    """
 
     __slots__ = ("item", "dims")
 
@@ -138,10 +158,12 @@ class Vector(DataViewType):
 
     @property
     def is_fixed(self) -> bool:
+        """True when every row has the same size (no dimension is 0)."""
         return self.size > 0
 
     @property
     def dtype(self) -> np.dtype:
+        """The dtype of the items."""
         return self.item.dtype
 
     def __str__(self):

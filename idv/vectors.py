@@ -16,6 +16,10 @@ class Ragged:
 
     Flat values plus offsets (as in Arrow's list arrays) keep a column of millions of short
     vectors in two arrays; ``to_list()`` gives one numpy array per row.
+
+    ``values`` is the flat array of every row's items, ``offsets`` the int64 array of
+    ``len(self) + 1`` row starts (0 first, ``len(values)`` last). Indexing with an int gives
+    one row's array, with a slice or an array of row numbers a new Ragged.
     """
 
     __slots__ = ("values", "offsets")
@@ -29,6 +33,8 @@ class Ragged:
 
     @classmethod
     def from_list(cls, rows, dtype=None):
+        """A Ragged from a sequence of rows (lists or arrays), each flattened; ``dtype`` as
+        for np.asarray."""
         rows = [np.asarray(r, dtype=dtype).reshape(-1) for r in rows]
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum([len(r) for r in rows], out=offsets[1:])
@@ -40,10 +46,12 @@ class Ragged:
 
     @property
     def lengths(self):
+        """Each row's number of items."""
         return np.diff(self.offsets)
 
     @property
     def dtype(self):
+        """The dtype of the items."""
         return self.values.dtype
 
     def __len__(self):
@@ -65,6 +73,7 @@ class Ragged:
         return self.take(rows)
 
     def take(self, rows):
+        """A new Ragged of the given rows (an array of row numbers), in that order."""
         rows = np.asarray(rows, dtype=np.int64)
         starts, lengths = self.offsets[rows], np.diff(self.offsets)[rows]
         offsets = np.zeros(len(rows) + 1, np.int64)
@@ -100,6 +109,7 @@ class Ragged:
 
     @staticmethod
     def concat(parts):
+        """One Ragged holding the rows of ``parts`` (Raggeds of the same dtype), in order."""
         parts = list(parts)
         values = np.concatenate([p.values for p in parts])
         lengths = np.concatenate([p.lengths for p in parts])

@@ -12,6 +12,7 @@ the destination that is renamed over it only when ``close()`` succeeds.
 """
 from __future__ import annotations
 
+import collections
 import math
 import os
 import struct
@@ -149,8 +150,103 @@ def _is_sparse(value):
     return hasattr(value, "tocsr") and hasattr(value, "nnz") and hasattr(value, "shape")
 
 
+class Sparse:
+    """Sparse vectors of any item type, in CSR form: row ``i`` stores ``values[offsets[i]:
+    offsets[i + 1]]`` at the slots ``indices[offsets[i]:offsets[i + 1]]`` (strictly
+    increasing) of a vector of ``length`` items; every other slot holds the item type's
+    default ("" for Text, 0 ticks for DateTime / TimeSpan, missing (0) for keys, False, 0).
+
+    ``values`` is any 1-d array or list of items (str, datetime64, key integers, structured
+    DateTimeOffset / RowId ...). ``length`` is one int for every row (a Vector<T, length>
+    column), or one length per row (a variable-size Vector<T> column). scipy.sparse matrices
+    cover numbers and booleans; this form covers every item type, as ML.NET's VBuffer does.
+
+    >>> idv.Sparse(["a", "b", "c"], indices=[0, 7, 2], offsets=[0, 2, 2, 3], length=10)
+    """
+
+    __slots__ = ("values", "indices", "offsets", "length")
+
+    def __init__(self, values, indices, offsets, length):
+        if isinstance(values, (list, tuple)):
+            values = _fromiter_objects(values) if values and all(
+                isinstance(x, str) for x in values) else np.asarray(values)
+        self.values = np.asarray(values)
+        self.indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        self.offsets = np.asarray(offsets, dtype=np.int64).reshape(-1)
+        if self.values.ndim != 1:
+            raise ValueError(f"Sparse values must be 1-d, not shape {self.values.shape}")
+        o = self.offsets
+        if len(o) == 0 or o[0] != 0 or o[-1] != len(self.values) \
+                or len(self.indices) != len(self.values) or (np.diff(o) < 0).any():
+            raise ValueError("Sparse offsets must start at 0, not decrease and end at "
+                             "len(values), and there must be one index per value")
+        if isinstance(length, (int, np.integer)) and not isinstance(length, bool):
+            self.length = int(length)
+            if self.length < 0:
+                raise ValueError(f"Sparse vector length must be >= 0, not {length}")
+        else:
+            self.length = np.asarray(length, dtype=np.int64).reshape(-1)
+            if len(self.length) != len(o) - 1:
+                raise ValueError(f"{len(self.length)} vector lengths for {len(o) - 1} rows")
+            if (self.length < 0).any():
+                raise ValueError("Sparse vector lengths must be >= 0")
+
+    @classmethod
+    def from_rows(cls, rows, length, dtype=None):
+        """From one {slot: value} dict per row (slots in any order)."""
+        indices, values, offsets = [], [], [0]
+        for r in rows:
+            items = sorted(r.items())
+            indices.extend(k for k, _ in items)
+            values.extend(v for _, v in items)
+            offsets.append(len(values))
+        if dtype is not None:
+            vals = np.asarray(values, dtype=dtype)
+        elif values and all(isinstance(x, str) for x in values):
+            vals = _fromiter_objects(values)
+        else:
+            vals = np.asarray(values) if values else np.zeros(0)
+        return cls(vals, indices, offsets, length)
+
+    @classmethod
+    def from_scipy(cls, m):
+        """From a 2-d scipy.sparse matrix (rows become vectors of its column count)."""
+        m = m.tocsr()
+        return cls(np.asarray(m.data), m.indices, m.indptr, int(m.shape[1]))
+
+    @property
+    def lengths(self):
+        """The vector length of every row."""
+        if isinstance(self.length, int):
+            return np.full(len(self), self.length, np.int64)
+        return self.length
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def __getitem__(self, key):
+        """Rows ``start:stop`` (step 1) as a Sparse sharing this one's arrays."""
+        if not (isinstance(key, slice) and key.step in (None, 1)):
+            raise TypeError("idv.Sparse takes row slices with step 1 (e.g. s[10:20])")
+        start, stop, _ = key.indices(len(self))
+        stop = max(start, stop)
+        offs = self.offsets[start:stop + 1]
+        a, b = int(offs[0]), int(offs[-1])
+        length = self.length if isinstance(self.length, int) else self.length[start:stop]
+        return Sparse(self.values[a:b], self.indices[a:b], offs - a, length)
+
+    def __repr__(self):
+        size = self.length if isinstance(self.length, int) else "variable"
+        return (f"<idv.Sparse {len(self)} vectors of size {size}, {len(self.values)} stored "
+                f"{self.values.dtype} items>")
+
+
+def _fromiter_objects(values):
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
 def _is_rowlike(x):
-    return isinstance(x, (list, tuple, np.ndarray, Ragged)) or _is_sparse(x)
+    return isinstance(x, (list, tuple, np.ndarray, Ragged, Sparse)) or _is_sparse(x)
 
 
 def _values_of(value):
@@ -174,6 +270,11 @@ def infer_type(value, where="value"):
             raise ValueError(f"{where}: a sparse matrix must be 2-d, not {value.shape}")
         item = _item_from_dtype(value.dtype, where)
         return T.Vector(item, value.shape[1])
+    if isinstance(value, Sparse):
+        item = _item_from_dtype(value.values.dtype, where)
+        if item is None:
+            item = _infer_objects(value.values, where, allow_rows=False)
+        return T.Vector(item, value.length) if isinstance(value.length, int) else T.Vector(item)
     if isinstance(value, np.ndarray):
         arr = value
     elif isinstance(value, (list, tuple)):
@@ -194,10 +295,15 @@ def infer_type(value, where="value"):
     return item
 
 
+_INFER_SAMPLE = 4096      # rows of an object column looked at to infer its type
+
+
 def _infer_objects(arr, where, allow_rows):
     """Item (or fixed vector) type of a 1-d object array, from its values."""
-    if _encode.first_non_str(np.ascontiguousarray(arr)) < 0:
-        return T.Text      # all str (an empty object column is taken as Text, as read() gives)
+    # str throughout the first rows: Text (an empty object column too, as read() gives).
+    # Converting the column checks every value again, naming the row of any that is not.
+    if _encode.first_non_str(np.ascontiguousarray(arr[:_INFER_SAMPLE])) < 0:
+        return T.Text
     rowlike = [i for i in range(min(len(arr), 1000)) if _is_rowlike(arr[i])]
     if allow_rows and rowlike:
         lengths = [_row_len(x, where, i) for i, x in enumerate(arr)]
@@ -277,13 +383,16 @@ def _flatten_rows(rows, where):
 class _Where:
     """Names a column and turns a flat item position into 'row r' / 'row r item j'."""
 
-    def __init__(self, column, offsets=None, slots=None):
+    def __init__(self, column, offsets=None, slots=None, width=None):
         self.column = column
         self.offsets = offsets
         self.slots = slots
+        self.width = width          # rows of one length: no offsets needed
 
     def __call__(self, pos):
         pos = int(pos)
+        if self.width:
+            return f"{self.column} row {pos // self.width} item {pos % self.width}"
         if self.offsets is None:
             return f"{self.column} row {pos}"
         row = int(np.searchsorted(self.offsets, pos, side="right")) - 1
@@ -537,22 +646,45 @@ def convert_items(item, arr, where):
 
 class _Vec:
     """Vectors ready to encode: per row a length and a count (-1 dense; counts None = all
-    dense), the stored items in row order (`vptr` row starts), sparse indices (`iptr`)."""
+    dense), the stored items in row order (`vptr` row starts), sparse indices (`iptr`).
+    Dense rows that all have one length (`width`) keep only their values: the per-row arrays
+    are made when asked for."""
 
-    __slots__ = ("lengths", "counts", "values", "vptr", "indices", "iptr")
+    __slots__ = ("_lengths", "counts", "values", "_vptr", "indices", "iptr", "width", "n")
 
-    def __init__(self, lengths, counts, values, vptr, indices, iptr):
-        self.lengths = lengths
+    def __init__(self, lengths, counts, values, vptr, indices, iptr, width=None, n=None):
+        self._lengths = lengths
         self.counts = counts
         self.values = values
-        self.vptr = vptr
+        self._vptr = vptr
         self.indices = indices
         self.iptr = iptr
+        self.width = width
+        self.n = len(lengths) if lengths is not None else n
+
+    @classmethod
+    def uniform(cls, values, width, n):
+        return cls(None, None, values, None, _EMPTY_I32, None, width, n)
+
+    @property
+    def lengths(self):
+        if self._lengths is None:
+            self._lengths = np.full(self.n, self.width, np.int64)
+        return self._lengths
+
+    @property
+    def vptr(self):
+        if self._vptr is None:
+            self._vptr = np.arange(self.n + 1, dtype=np.int64) * self.width
+        return self._vptr
 
     def __len__(self):
-        return len(self.lengths)
+        return self.n
 
     def rows(self, a, b):
+        if self.width is not None:
+            w = self.width
+            return _Vec.uniform(self.values[a * w:b * w], w, b - a)
         vp = self.vptr[a:b + 1]
         values = self.values[vp[0]:vp[-1]]
         if self.counts is None:
@@ -562,6 +694,8 @@ class _Vec:
                     self.indices[ip[0]:ip[-1]], ip - ip[0])
 
     def copy(self):
+        if self.width is not None:
+            return _Vec.uniform(self.values.copy(), self.width, self.n)
         return _Vec(self.lengths.copy(), None if self.counts is None else self.counts.copy(),
                     self.values.copy(), self.vptr.copy(), self.indices.copy(),
                     None if self.iptr is None else self.iptr.copy())
@@ -570,6 +704,10 @@ class _Vec:
     def concat(parts):
         if len(parts) == 1:
             return parts[0]
+        w = parts[0].width
+        if w is not None and all(p.width == w for p in parts):
+            return _Vec.uniform(np.concatenate([p.values for p in parts]), w,
+                                sum(p.n for p in parts))
         lengths = np.concatenate([p.lengths for p in parts])
         values = np.concatenate([p.values for p in parts])
         vptr = _offsets(np.concatenate([np.diff(p.vptr) for p in parts]))
@@ -620,6 +758,8 @@ class _Column:
             self.itemsize = _store_dtype(self.item).itemsize
         else:
             self.itemsize = 10 if self.kind == _DTO else 0
+        # a block's payload is its values' own bytes: nothing to encode
+        self.trivial = self.kind == _FIXED and not self.is_vector
 
     # ---- converting input
     def prepare(self, value):
@@ -631,7 +771,7 @@ class _Column:
 
     def _prepare_scalar(self, value):
         where = _Where(self.where)
-        if isinstance(value, Ragged) or _is_sparse(value):
+        if isinstance(value, (Ragged, Sparse)) or _is_sparse(value):
             raise TypeError(f"{self.where}: {type(value).__name__} given for a scalar column of "
                             f"type {self.type}")
         if isinstance(value, np.ndarray):
@@ -661,26 +801,35 @@ class _Column:
         t = self.type
         size = t.size
         if _is_sparse(value):
-            return self._prepare_sparse(value)
+            if len(value.shape) != 2:
+                raise ValueError(f"{self.where}: a sparse matrix must be 2-d, not {value.shape}")
+            m = value.tocsr()
+            if m.indptr[-1] != len(m.indices) or len(m.data) != len(m.indices):
+                raise ValueError(f"{self.where}: inconsistent sparse matrix (indptr ends at "
+                                 f"{m.indptr[-1]}, {len(m.indices)} indices, {len(m.data)} "
+                                 f"values)")
+            return self._prepare_sparse(np.asarray(m.data), m.indices, m.indptr, m.shape[1],
+                                        "; call .sum_duplicates() and .sort_indices() on the "
+                                        "matrix first")
+        if isinstance(value, Sparse):
+            return self._prepare_sparse(value.values, value.indices, value.offsets,
+                                        value.length, "")
         if isinstance(value, Ragged):
             lengths = np.diff(value.offsets)
             self._check_lengths(lengths)
             where = _Where(self.where, value.offsets)
             values = convert_items(self.item, value.values, where)
             return _dense_vec(lengths, np.ascontiguousarray(values)), len(lengths)
-        if isinstance(value, np.ndarray) and value.ndim >= 2 and value.dtype != object:
+        if isinstance(value, np.ndarray) and value.ndim >= 2:    # numbers, or objects (str)
             n = value.shape[0]
             shape = value.shape[1:]
             width = math.prod(shape)
             if t.is_fixed and not (shape == t.dims or (len(shape) == 1 and width == size)):
                 raise ValueError(f"{self.where}: rows of shape {shape} do not fit {t} (wrong "
                                  f"vector size for a fixed-size type)")
-            lengths = np.full(n, width, np.int64)
-            where = _Where(self.where, _offsets(lengths))
+            where = _Where(self.where, width=width)
             values = convert_items(self.item, value.reshape(-1), where)
-            return _dense_vec(lengths, np.ascontiguousarray(values)), n
-        if isinstance(value, np.ndarray) and value.ndim >= 2:   # object array of items
-            value = list(value.reshape(value.shape[0], -1))
+            return _Vec.uniform(np.ascontiguousarray(values), width, n), n
         if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype != object:
             raise ValueError(f"{self.where}: a {t} column needs one vector per row (a 2-d array, "
                              f"idv.Ragged, list of sequences or sparse matrix), got a 1-d "
@@ -708,37 +857,35 @@ class _Column:
             raise ValueError(f"{self.where} row {_first(lengths > MAX_INT32)}: vector longer "
                              f"than int32")
 
-    def _prepare_sparse(self, value):
+    def _prepare_sparse(self, data, indices, indptr, length, hint):
+        """CSR rows (one vector length, or one per row) as sparse VBuffers; a row that stores
+        every slot is written dense, as ML.NET does."""
         t = self.type
-        if len(value.shape) != 2:
-            raise ValueError(f"{self.where}: a sparse matrix must be 2-d, not {value.shape}")
-        m = value.tocsr()
-        n, width = m.shape
-        if t.is_fixed and width != t.size:
-            raise ValueError(f"{self.where}: sparse matrix with {width} columns does not fit {t} "
-                             f"(wrong vector size for a fixed-size type)")
-        if width > MAX_INT32:
-            raise ValueError(f"{self.where}: {width} columns exceed int32")
-        indptr = np.ascontiguousarray(m.indptr, dtype=np.int64)
-        indices = np.ascontiguousarray(m.indices, dtype=np.int64)
-        if indptr[-1] != len(indices) or len(m.data) != len(indices):
-            raise ValueError(f"{self.where}: inconsistent sparse matrix (indptr ends at "
-                             f"{indptr[-1]}, {len(indices)} indices, {len(m.data)} values)")
-        row, why = _encode.check_sparse_rows(indptr, indices, width)
+        n = len(indptr) - 1
+        per_row = not isinstance(length, (int, np.integer))
+        lengths = np.asarray(length, np.int64) if per_row else np.full(n, int(length), np.int64)
+        if t.is_fixed:
+            bad = lengths != t.size
+            if bad.any():
+                i = _first(bad)
+                what = (f"row {i}: vector length {lengths[i]}" if per_row
+                        else f"sparse matrix with {lengths[i]} columns")
+                raise ValueError(f"{self.where} {what} does not fit {t} (wrong vector size for "
+                                 f"a fixed-size type)")
+        if n and lengths.max() > MAX_INT32:
+            raise ValueError(f"{self.where}: vector length {lengths.max()} exceeds int32")
+        indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        indices = np.ascontiguousarray(indices, dtype=np.int64)
+        row, why = _encode.check_sparse_rows(indptr, indices, lengths if per_row
+                                             else int(length))
         if row >= 0:
-            raise ValueError(f"{self.where} row {row}: sparse {why}; call .sum_duplicates() "
-                             f"and .sort_indices() on the matrix first")
+            raise ValueError(f"{self.where} row {row}: sparse {why}{hint}")
         nnz = np.diff(indptr)
-        dense = nnz == width
+        dense = nnz == lengths
         counts = np.where(dense, -1, nnz).astype(np.int32)
         where = _Where(self.where, indptr, indices)
-        values = convert_items(self.item, np.asarray(m.data), where)
-        if dense.any():
-            keep = np.repeat(~dense, nnz)
-            sparse_idx = indices[keep]
-        else:
-            sparse_idx = indices
-        lengths = np.full(n, width, np.int64)
+        values = convert_items(self.item, np.asarray(data), where)
+        sparse_idx = indices[np.repeat(~dense, nnz)] if dense.any() else indices
         return _Vec(lengths, counts, np.ascontiguousarray(values), indptr,
                     sparse_idx.astype(np.int32), _offsets(np.maximum(counts, 0))), n
 
@@ -769,14 +916,16 @@ class _Column:
         if not self.is_vector:
             return self._items_payload(chunk)
         n = len(chunk)
-        lengths = chunk.lengths
         if self.type.is_fixed:
             size = self.type.size
+        elif chunk.width is not None:
+            size = chunk.width if n else 0
         else:
+            lengths = chunk.lengths
             size = int(lengths[0]) if n and bool((lengths == lengths[0]).all()) else 0
         counts = chunk.counts if chunk.counts is not None else np.full(n, -1, np.int32)
-        return _encode.encode_vbuffer(n, size, lengths, counts, chunk.indices,
-                                      self._items_payload(chunk.values))
+        return _encode.encode_vbuffer(n, size, chunk.lengths if size == 0 else _EMPTY_I32,
+                                      counts, chunk.indices, self._items_payload(chunk.values))
 
     def _items_estimate(self, values, items):
         """ML.NET's estimate for the item codec after `items` (cumulative) items."""
@@ -813,6 +962,11 @@ def _infer_metadata_type(value, where):
             raise ValueError(f"{where}: a sparse metadata vector must have one row, not "
                              f"{value.shape}")
         return T.Vector(_item_from_dtype(value.dtype, where), value.shape[1])
+    if isinstance(value, Sparse):
+        if len(value) != 1:
+            raise ValueError(f"{where}: a sparse metadata vector must have one row, not "
+                             f"{len(value)}")
+        return infer_type(value, where)
     if isinstance(value, (list, tuple, np.ndarray)):
         arr = value if isinstance(value, np.ndarray) else \
             np.fromiter(value, dtype=object, count=len(value))
@@ -849,7 +1003,7 @@ def _metadata_block(type_, value, where):
                 value = np.asarray(value, dtype=object if col.item is T.Text else None)
             except ValueError:
                 raise ValueError(f"{where}: nested sequences of different lengths") from None
-        if _is_sparse(value):
+        if _is_sparse(value) or isinstance(value, Sparse):
             batch = value
         elif isinstance(value, np.ndarray):
             batch = value.reshape(1, -1) if value.dtype != object else [value.reshape(-1)]
@@ -912,6 +1066,9 @@ def _umask():
     return mask
 
 
+_WRITEBACK_CHUNK = 8 << 20     # bytes written between two early-writeback requests
+
+
 class _Output:
     """Where the bytes go: a temporary file renamed over `dest` on commit, or a seekable
     binary file object written in place from its current position."""
@@ -922,6 +1079,7 @@ class _Output:
         self.tmp = None
         self.base = 0
         self.size = 0
+        self.synced = 0
         if isinstance(dest, (str, bytes, os.PathLike)):
             path = os.fsdecode(os.fspath(dest))
             parent = os.path.dirname(os.path.abspath(path))
@@ -968,6 +1126,11 @@ class _Output:
         if n:
             self.file.write(data)
         self.size += n
+        if self.tmp is not None and self.size - self.synced >= _WRITEBACK_CHUNK:
+            # start writing to disk now, so that the fsync at the end has little to wait for
+            self.file.flush()
+            _encode.start_writeback(self.file.fileno(), self.synced, self.size - self.synced)
+            self.synced = self.size
         return offset
 
     def write_at(self, offset, data):
@@ -1021,6 +1184,24 @@ class _Output:
                 pass
 
 
+class _Done:
+    """A result computed in place, in the pipeline's queue of futures."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def done(self):
+        return True
+
+    def result(self):
+        return self.value
+
+    def cancel(self):
+        return False
+
+
 _POOL = None
 _POOL_LOCK = threading.Lock()
 
@@ -1048,30 +1229,64 @@ def _compression_kind(compression):
                      f"{compression!r}")
 
 
+_DEFLATERS = threading.local()      # per thread: level -> _encode.Deflater (not thread-safe)
+
+
+def _libdeflate_compress(level):
+    """fn(raw) -> bytes with libdeflate's C API (the GIL released, so blocks compress in
+    parallel threads), one compressor per thread and level."""
+    def compress(raw):
+        cache = getattr(_DEFLATERS, "by_level", None)
+        if cache is None:
+            cache = _DEFLATERS.by_level = {}
+        d = cache.get(level)
+        if d is None:
+            d = cache[level] = _encode.Deflater(level)
+        return d.compress(raw)
+    return compress
+
+
+def default_backend():
+    """The DEFLATE library idv.write uses by default: 'libdeflate' where the `deflate` package
+    is installed, else 'zlib'."""
+    return "libdeflate" if _encode.LIBDEFLATE else "zlib"
+
+
 def _compressor(kind, level, backend):
     """fn(raw bytes-like) -> compressed bytes, or None for no compression."""
     if kind == _compression.NONE:
         return None
     if backend is None:
         # libdeflate where installed: 3-5x zlib at the same size; zlib's bytes equal ML.NET's
-        backend = "libdeflate" if "libdeflate" in _compression.BACKENDS else "zlib"
+        backend = default_backend()
     if backend == "zlib":
         lvl = 6 if level is None else int(level)
         if not -1 <= lvl <= 9:
             raise ValueError(f"zlib DEFLATE levels are 0-9, not {level}")
         return lambda raw: _compression.deflate_raw(raw, lvl)
     if backend == "libdeflate":
+        lvl = 6 if level is None else int(level)
+        if not 0 <= lvl <= 12:
+            raise ValueError(f"libdeflate levels are 0-12, not {level}")
+        if _encode.LIBDEFLATE:
+            return _libdeflate_compress(lvl)
         try:
             import deflate
         except ImportError:
             raise ImportError("backend='libdeflate' needs its package: pip install deflate") \
                 from None
-        lvl = 6 if level is None else int(level)
-        if not 0 <= lvl <= 12:
-            raise ValueError(f"libdeflate levels are 0-12, not {level}")
-        return lambda raw: deflate.deflate_compress(raw, lvl)
+        return lambda raw: bytes(deflate.deflate_compress(raw, lvl))   # (holds the GIL)
     raise ValueError(f"unknown DEFLATE backend {backend!r}: 'zlib' (byte-identical to ML.NET) or "
                      f"'libdeflate'")
+
+
+def _frame_rows(data):
+    """The rows of a batch that has no columns: a DataFrame's or Arrow table's length, else 0."""
+    shape = getattr(data, "shape", None)
+    if isinstance(shape, tuple) and len(shape) == 2:
+        return int(shape[0])
+    n = getattr(data, "num_rows", None)
+    return int(n) if isinstance(n, (int, np.integer)) else 0
 
 
 def _schema_pairs(schema):
@@ -1120,18 +1335,15 @@ class Writer:
         self._closed = True
         pairs = _schema_pairs(schema)
         names = [n for n, _ in pairs]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"duplicate column names {sorted(dup)}")
         self._columns = [_Column(i, n, t) for i, (n, t) in enumerate(pairs)]
-        self._by_name = {c.name: c for c in self._columns}
-        metadata = metadata or {}
-        unknown = [k for k in metadata if k not in self._by_name]
-        if unknown:
-            raise KeyError(f"metadata for unknown columns {unknown}; columns: {names}")
+        self._by_name = {c.name: c for c in self._columns}       # the last of each name
+        # names used more than once (ML.NET's hidden columns): batches must then be given by
+        # position, as a list of (name, values) pairs
+        self._duplicates = sorted({n for n in names if names.count(n) > 1})
         self._kind = _compression_kind(compression)
         self._compress = _compressor(self._kind, level, backend)
-        self._metadata = [self._encode_metadata(_metadata_for(c.name, metadata.get(c.name)))
+        per_column = self._metadata_by_column(metadata)
+        self._metadata = [self._encode_metadata(_metadata_for(c.name, per_column[c.index]))
                           for c in self._columns]
         if rows_per_block is None:
             rows_per_block = DEFAULT_MAX_ROWS_PER_BLOCK
@@ -1151,6 +1363,32 @@ class Writer:
         self._rows = 0
         self._closed = False
 
+    def _metadata_by_column(self, metadata):
+        """The metadata dict of each column, from one keyed by column name or index (with a
+        name that several columns share, only the index says which)."""
+        out = [None] * len(self._columns)
+        names = [c.name for c in self._columns]
+        for key, entries in (metadata or {}).items():
+            if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+                i = int(key)
+                if not -len(names) <= i < len(names):
+                    raise KeyError(f"metadata for column index {i}, but there are "
+                                   f"{len(names)} columns")
+                i %= len(names)
+            elif key in self._by_name:
+                if key in self._duplicates:
+                    where = [i for i, n in enumerate(names) if n == key]
+                    raise ValueError(f"metadata for {key!r}, a name of several columns "
+                                     f"(indices {where}); key it by column index instead")
+                i = self._by_name[key].index
+            else:
+                raise KeyError(f"metadata for unknown columns [{key!r}]; columns: {names}")
+            if out[i] is not None:
+                raise ValueError(f"metadata for column {i} ({names[i]!r}) given twice (by name "
+                                 f"and by index)")
+            out[i] = entries
+        return out
+
     def _encode_metadata(self, entries):
         """Compress each value and keep the smaller form; a tie stays uncompressed."""
         out = []
@@ -1165,6 +1403,7 @@ class Writer:
     # ---- description
     @property
     def columns(self):
+        """The schema: a list of (name, type) pairs, in column order."""
         return [(c.name, c.type) for c in self._columns]
 
     @property
@@ -1179,18 +1418,38 @@ class Writer:
 
     @property
     def closed(self):
+        """True once the writer has been closed or aborted."""
         return self._closed
 
     # ---- writing
     def write_batch(self, data=None, /, **columns):
         """Append rows: a dict name -> values with every column of the schema (or keyword
-        arguments). All of the batch is checked before any of it is kept."""
+        arguments), or a list of (name, values) pairs, one per column in schema order (needed
+        when several columns share a name). All of the batch is checked before any of it is
+        kept. With no columns, a pandas DataFrame or pyarrow Table adds its rows."""
         self._check_open()
         if data is None:
             data = columns
         elif columns:
             raise TypeError("give the batch as one dict or as keyword arguments, not both")
         chunks, n = self._prepare(data)
+        self._append(chunks, n)
+
+    def add_empty_rows(self, n):
+        """Append `n` rows to a writer whose schema has no columns. ML.NET's saver writes such
+        files (a header with the row count, no columns; its public SaveAsBinary refuses them)
+        and its loader reads them back as that many rows."""
+        self._check_open()
+        if self._columns:
+            raise ValueError(f"add_empty_rows is for a schema with no columns; this one has "
+                             f"{len(self._columns)} (use write_batch)")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"add_empty_rows needs a row count >= 0, not {n!r}")
+        if self._rows + int(n) >= 2**63:
+            raise ValueError("the row count would exceed int64")
+        self._append([], int(n))
+
+    def _append(self, chunks, n):
         try:
             for c, ch in enumerate(chunks):
                 self._pending[c].append(ch)
@@ -1202,23 +1461,49 @@ class Writer:
             raise
 
     def _prepare(self, data):
-        keys = list(data.keys()) if hasattr(data, "keys") else None
-        if keys is None:
-            raise TypeError(f"a batch is a dict column name -> values, not {type(data).__name__}")
-        missing = [c.name for c in self._columns if c.name not in data]
-        extra = [k for k in keys if k not in self._by_name]
-        if missing or extra:
-            raise KeyError(f"batch columns do not match the schema: missing {missing}, "
-                           f"unknown {extra}")
+        values = self._batch_values(data)
+        if not self._columns:
+            return [], _frame_rows(data)
         chunks, sizes = [], []
-        for c in self._columns:
-            chunk, n = c.prepare(data[c.name])
+        for c, v in zip(self._columns, values):
+            chunk, n = c.prepare(v)
             chunks.append(chunk)
             sizes.append(n)
         if len(set(sizes)) > 1:
             desc = ", ".join(f"{c.name!r}: {n}" for c, n in zip(self._columns, sizes))
             raise ValueError(f"columns have different numbers of rows ({desc})")
         return chunks, (sizes[0] if sizes else 0)
+
+    def _batch_values(self, data):
+        """Each column's values in schema order, from a dict or a list of (name, values)."""
+        names = [c.name for c in self._columns]
+        if isinstance(data, (list, tuple)):
+            if len(data) != len(names):
+                raise ValueError(f"a batch given as a list needs one (name, values) pair per "
+                                 f"column ({len(names)}), got {len(data)}")
+            out = []
+            for i, (p, name) in enumerate(zip(data, names)):
+                if not (isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str)):
+                    raise TypeError(f"batch entry {i} must be a (name, values) pair, not "
+                                    f"{type(p).__name__}")
+                if p[0] != name:
+                    raise KeyError(f"batch entry {i} is named {p[0]!r}, but column {i} of the "
+                                   f"schema is {name!r} (pairs go in schema order)")
+                out.append(p[1])
+            return out
+        keys = list(data.keys()) if hasattr(data, "keys") else None
+        if keys is None:
+            raise TypeError(f"a batch is a dict column name -> values or a list of (name, "
+                            f"values) pairs, not {type(data).__name__}")
+        if self._duplicates:
+            raise ValueError(f"the schema has several columns named {self._duplicates}: give the "
+                             f"batch as a list of (name, values) pairs in schema order")
+        missing = [n for n in names if n not in data]
+        extra = [k for k in keys if k not in self._by_name]
+        if missing or extra:
+            raise KeyError(f"batch columns do not match the schema: missing {missing}, "
+                           f"unknown {extra}")
+        return [data[n] for n in names]
 
     def _decide_rows_per_block(self, merged):
         k = min(self._max_rows, self._pending_rows)
@@ -1240,6 +1525,7 @@ class Writer:
                 self._rpb = 1 if self._pending_rows == 0 else self._max_rows
             return
         merged = [c.concat(p) for c, p in zip(cols, self._pending)]
+        self._pending = [[] for _ in cols]      # the batches live on in `merged` only
         if self._rpb is None:
             self._rpb = self._decide_rows_per_block(merged)
         rpb = self._rpb
@@ -1273,16 +1559,31 @@ class Writer:
         return col.index, data, nraw
 
     def _write_blocks(self, tasks):
+        """Encode and compress the blocks in the pool's threads, a bounded number in flight,
+        and write them in order as they come back. A block that needs no work (fixed-width
+        items, no compression) is taken in this thread."""
         threads = self._threads
-        if threads > 1 and len(tasks) > 1:
-            pool = _pool(threads)
-            window = threads * 4
-            for s in range(0, len(tasks), window):
-                for result in pool.map(self._encode_block, tasks[s:s + window]):
-                    self._put_block(*result)
-        else:
+        if threads <= 1 or len(tasks) <= 1:
             for t in tasks:
                 self._put_block(*self._encode_block(t))
+            return
+        pool = _pool(threads)
+        window = threads * 4
+        inflight = collections.deque()
+        try:
+            for t in tasks:
+                if self._compress is None and t[0].trivial:
+                    inflight.append(_Done(self._encode_block(t)))
+                else:
+                    inflight.append(pool.submit(self._encode_block, t))
+                while len(inflight) > window or (inflight and inflight[0].done()):
+                    self._put_block(*inflight.popleft().result())
+            while inflight:
+                self._put_block(*inflight.popleft().result())
+        except BaseException:
+            for f in inflight:
+                f.cancel()
+            raise
 
     def _put_block(self, c, data, nraw):
         if not self._out.opened:
@@ -1368,29 +1669,42 @@ class Writer:
         return f"<idv.Writer {len(self._columns)} columns, {state}>"
 
 
-def _data_columns(data):
-    """[(name, values)] from a dict-like (or a pandas DataFrame)."""
+def _data_columns(data, types=None):
+    """([(name, values)], inferred types, inferred metadata) from a dict-like, a pandas
+    DataFrame (through idv.pandas.from_pandas) or a pyarrow Table / RecordBatch (through
+    idv.arrow.from_arrow); `types` are the caller's overrides, which those conversions take
+    into account (a Categorical given a non-key type is written as its values)."""
+    if hasattr(data, "columns") and hasattr(data, "iloc") and hasattr(data, "dtypes"):
+        from idv.pandas import from_pandas
+        return from_pandas(data, types=types)
+    if type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "schema"):
+        from idv.arrow import from_arrow
+        return from_arrow(data, types=types)
     if hasattr(data, "items") and hasattr(data, "keys"):
-        if hasattr(data, "columns") and hasattr(data, "iloc"):   # pandas DataFrame
-            return [(str(k), data[k]) for k in data.columns]
-        return list(data.items())
-    raise TypeError(f"data must be a dict column name -> values, not {type(data).__name__}")
+        return list(data.items()), {}, {}
+    raise TypeError(f"data must be a dict column name -> values, a pandas DataFrame or a pyarrow "
+                    f"Table, not {type(data).__name__}")
 
 
 def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
           rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK, threads=None,
           backend=None):
-    """Write a dict of columns (name -> numpy array, list, idv.Ragged or scipy.sparse matrix)
-    to an .idv file (a path, written atomically, or a seekable binary file object).
+    """Write a dict of columns (name -> numpy array, list, idv.Ragged or scipy.sparse matrix),
+    a pandas DataFrame or a pyarrow Table / RecordBatch to an .idv file (a path, written
+    atomically, or a seekable binary file object).
 
     Types come from the data: float32 -> Single, float64 -> Double, int8..uint64 -> SByte..
     UInt64, bool -> Boolean, str -> Text, datetime64 -> DateTime, timedelta64 -> TimeSpan,
     2-d arrays -> fixed-size vectors, idv.Ragged -> variable-size vectors, sparse matrices ->
-    sparse vectors. ``types={name: type}`` overrides them (keys, DateTimeOffset, RowId,
-    multi-dimensional vectors ...). ``metadata={name: {kind: value or (type, value)}}``.
-    The other options are those of idv.Writer.
+    sparse vectors. DataFrames go through idv.pandas.from_pandas (Categorical -> key with
+    KeyValues, zone-aware datetimes -> DateTimeOffset ...) and Arrow tables through
+    idv.arrow.from_arrow (exact types and metadata back from to_arrow's field metadata).
+    ``types={name: type}`` overrides them (keys, DateTimeOffset, RowId, multi-dimensional
+    vectors ...). ``metadata={name: {kind: value or (type, value)}}`` is added to (and per kind
+    replaces) the metadata a DataFrame or Table brings. The other options are those of
+    idv.Writer.
     """
-    columns = _data_columns(data)
+    columns, inferred_types, inferred_metadata = _data_columns(data, types)
     types = dict(types or {})
     names = [n for n, _ in columns]
     unknown = [k for k in types if k not in names]
@@ -1400,8 +1714,17 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     for name, value in columns:
         if name in types:
             schema.append((name, types[name]))
+        elif name in inferred_types:
+            schema.append((name, inferred_types[name]))
         else:
             schema.append((name, infer_type(value, f"column {name!r}")))
+    if inferred_metadata:
+        merged = {k: dict(v) for k, v in inferred_metadata.items()}
+        for name, entries in (metadata or {}).items():
+            if entries is not None and not hasattr(entries, "items"):
+                raise TypeError(f"metadata for column {name!r} must be a dict kind -> value")
+            merged.setdefault(name, {}).update(entries or {})
+        metadata = merged
     w = Writer(dest, schema, metadata=metadata, compression=compression, level=level,
                rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
                threads=threads, backend=backend)

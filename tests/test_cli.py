@@ -158,16 +158,29 @@ def table_rows(text):
 
 # ---------------------------------------------------------------- usage, help, exit codes
 
+COMMANDS = ("info", "head", "schema", "verify", "cat", "slice", "convert")
+
+
 def test_help_lists_the_commands():
     rc, out, err = run("--help", check_rc=0)
-    for cmd in ("info", "head", "schema"):
-        assert cmd in out
-    for cmd in ("info", "head", "schema"):
+    listed = re.findall(r"^    (\w+)", out, re.M)
+    assert listed == ["info", "head", "schema", "verify", "cat", "convert"]
+    assert "cat (slice)" in out
+    for cmd in COMMANDS:
         rc, out, err = run(cmd, "--help", check_rc=0)
-        assert out.startswith(f"usage: idv {cmd}")
-        assert "--json" in out
+        assert out.startswith(f"usage: idv {'cat' if cmd == 'slice' else cmd} ")
+        assert "--json" in out and "-v, --verbose" in out
+        assert err == ""
     rc, out, err = run("head", "--help", check_rc=0)
     assert "-n N" in out and "--columns" in out
+    rc, out, err = run("cat", "--help", check_rc=0)
+    assert "--rows A:B" in out and "{table,csv,tsv,json,jsonl}" in out
+    rc, out, err = run("convert", "--help", check_rc=0)
+    for opt in ("--to FORMAT", "--from FORMAT", "--columns", "--compression NAME",
+                "--rows-per-block N", "--progress"):
+        assert opt in out
+    rc, out, err = run("verify", "--help", check_rc=0)
+    assert "--strict" in out
 
 
 def test_version():
@@ -178,6 +191,11 @@ def test_version():
 @pytest.mark.parametrize("args", [
     [], ["frobnicate", "x.idv"], ["info"], ["head"], ["info", "x.idv", "--bogus"],
     ["head", "{f}", "-n", "abc"], ["head", "{f}", "-n", "-1"], ["schema", "{f}", "extra"],
+    ["verify"], ["verify", "{f}", "--bogus"], ["cat"], ["cat", "{f}", "--rows", "a:b"],
+    ["cat", "{f}", "--rows", "1:2:3:4"], ["cat", "{f}", "--rows", "::0"],
+    ["cat", "{f}", "--rows", "::-1"], ["cat", "{f}", "--format", "xml"], ["slice", "{f}", "x"],
+    ["convert", "{f}"], ["convert", "{f}", "out.idv", "--rows-per-block", "0"],
+    ["convert", "{f}", "out.idv", "--no-such-option"],
 ])
 def test_usage_errors_exit_2(args):
     f = fixture("mixed_default")
@@ -212,7 +230,7 @@ def test_main_returns_codes_in_process(capsys):
 
 def test_missing_file_exits_1_with_one_line(tmp_path):
     missing = tmp_path / "missing.idv"
-    for cmd in ("info", "head", "schema"):
+    for cmd in ("info", "head", "schema", "verify", "cat", "slice"):
         rc, out, err = run(cmd, missing)
         assert rc == 1 and out == ""
         assert_one_line_error(err, str(missing), "no such file")
@@ -680,3 +698,647 @@ def test_python_dash_m_and_console_entry_agree(tmp_path):
         return
     p = subprocess.run([exe, "schema", str(path)], capture_output=True, timeout=60)
     assert p.returncode == 0 and p.stdout.decode() == out
+
+
+# ---------------------------------------------------------------- verify
+
+TESTDATA = REPO / "testdata"
+FIXTURE_NAMES = sorted(p.stem for p in FIXTURES.glob("*.idv")) or ["mixed_default"]
+
+
+def num_blocks(side, toc):
+    n = side["row_count"]
+    return 0 if n == 0 else -(-n // toc["rows_per_block"])
+
+
+def lookup_entry(path, side, column_index, block):
+    """(offset, disk, raw) of a block, read with struct from the lookup table the sidecar
+    locates (not through this reader)."""
+    toc = next(t for t in side["table_of_contents"]["columns"]
+               if t["column_index"] == column_index)
+    data = pathlib.Path(path).read_bytes()
+    return struct.unpack_from("<qii", data, toc["lookup_offset"] + 16 * block)
+
+
+def column_index(side, name):
+    return [c["name"] for c in side["columns"]].index(name)
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_verify_every_fixture_is_sound(name):
+    side = sidecar(name)
+    got = run_json("verify", fixture(name))
+    tocs = side["table_of_contents"]["columns"]
+    assert got["ok"] is True and got["problems"] == [] and got["warnings"] == []
+    assert got["num_rows"] == side["row_count"]
+    assert got["num_columns"] == len(side["columns"])
+    blocks = sum(num_blocks(side, t) for t in tocs)
+    assert got["checked"]["blocks"] == blocks
+    assert got["checked"]["columns"] == len(side["columns"])
+    assert got["checked"]["lookup_tables"] == (len(tocs) if side["row_count"] else 0)
+    assert got["checked"]["metadata"] == sum(len(c["annotations"]) for c in side["columns"])
+    for g, c in zip(got["columns"], side["columns"]):
+        toc = next(t for t in tocs if t["column_index"] == c["index"])
+        assert (g["index"], g["name"]) == (c["index"], c["name"])
+        assert g["blocks"] == g["blocks_ok"] == num_blocks(side, toc)
+        assert g["metadata"] == len(c["annotations"])
+    if side["row_count"]:   # every block counted once: the disk bytes add up
+        disk = sum(lookup_entry(fixture(name), side, t["column_index"], b)[1]
+                   for t in tocs for b in range(num_blocks(side, t)))
+        assert got["checked"]["block_bytes"] == disk
+    rc, out, err = run("verify", fixture(name), check_rc=0)
+    assert out.splitlines()[0] == f"{fixture(name)}: OK" and err == ""
+    assert f"{blocks} block" in out.splitlines()[-1]
+
+
+@pytest.mark.parametrize("path", sorted(TESTDATA.glob("*.idv")), ids=lambda p: p.stem)
+def test_verify_testdata_files_are_sound(path):
+    got = run_json("verify", path)
+    assert got["ok"] and not got["problems"]
+    assert got["checked"]["blocks"] == sum(c["blocks"] for c in got["columns"]) > 0
+
+
+def test_verify_model_zip_entries():
+    zp = MODEL_ZIPS / "modelwithoptionalcolumntransform.zip"
+    if not zp.exists():
+        pytest.skip(f"{zp} not available")
+    with zipfile.ZipFile(zp) as z:
+        entries = [n for n in z.namelist() if n.lower().endswith(".idv")]
+    assert entries
+    for n in entries:
+        got = run_json("verify", f"{zp}:{n}")
+        assert got["ok"] and got["problems"] == []
+
+
+def test_verify_decodes_every_block_and_metadata_value(monkeypatch, capsys):
+    """In process, with spies: each block of each column decoded, each annotation decoded."""
+    name = "mixed_smallblocks_deflate"
+    side = sidecar(name)
+    sys.path.insert(0, str(REPO))
+    import idv.reader
+    from idv.cli import main
+    blocks, metas = [], []
+    read_blocks = idv.reader.Column._read_blocks
+    decode_metadata = idv.reader.Column._decode_metadata
+
+    def spy_blocks(self, b0, b1, sparse=False):
+        blocks.extend((self.index, b) for b in range(b0, b1))
+        return read_blocks(self, b0, b1, sparse)
+
+    def spy_meta(self, m):
+        metas.append((self.index, m.kind))
+        return decode_metadata(self, m)
+    monkeypatch.setattr(idv.reader.Column, "_read_blocks", spy_blocks)
+    monkeypatch.setattr(idv.reader.Column, "_decode_metadata", spy_meta)
+    assert main(["verify", str(fixture(name))]) == 0
+    nb = -(-side["row_count"] // side["table_of_contents"]["columns"][0]["rows_per_block"])
+    assert sorted(set(blocks)) == [(c["index"], b) for c in side["columns"] for b in range(nb)]
+    assert sorted(metas) == sorted((c["index"], a["kind"]) for c in side["columns"]
+                                   for a in c["annotations"])
+    assert "OK" in capsys.readouterr().out
+
+
+def _corrupt_copy(tmp_path, name, damage):
+    """A copy of a fixture with damage(bytearray, sidecar) applied."""
+    side = sidecar(name)
+    data = bytearray(fixture(name).read_bytes())
+    damage(data, side)
+    bad = tmp_path / f"bad_{name}.idv"
+    bad.write_bytes(bytes(data))
+    return bad, side
+
+
+def test_verify_reports_every_corrupt_block(tmp_path):
+    name = "mixed_smallblocks_deflate"
+    hits = {("Txt", 0), ("Txt", 9), ("Vec", 3), ("DT", 14)}
+    where = {}
+
+    def damage(data, side):
+        for col, b in hits:
+            off, disk, raw = lookup_entry(fixture(name), side, column_index(side, col), b)
+            where[col, b] = (off, disk)
+            data[off:off + disk] = b"\xff" * disk    # not a valid DEFLATE stream
+    bad, side = _corrupt_copy(tmp_path, name, damage)
+    rc, out, err = run("verify", bad)
+    assert rc == 1
+    assert_one_line_error(err, str(bad), "4 problems")
+    lines = out.splitlines()
+    assert lines[0] == f"{bad}: 4 problems"
+    for (col, b), (off, disk) in where.items():
+        i = column_index(side, col)
+        line = next(ln for ln in lines if f"column {i} '{col}' block {b} " in ln)
+        rpb = side["table_of_contents"]["columns"][i]["rows_per_block"]
+        assert f"(rows {b * rpb}-{min(b * rpb + rpb, side['row_count']) - 1})" in line
+        assert f"at byte {off} ({disk} bytes)" in line
+    got = json.loads(run("verify", bad, "--json")[1])
+    assert got["ok"] is False
+    assert {(p["name"], p["block"]) for p in got["problems"]} == hits
+    assert all(p["what"] == "block" and p["offset"] == where[p["name"], p["block"]][0]
+               for p in got["problems"])
+    ok = {c["name"]: c["blocks_ok"] for c in got["columns"]}
+    assert ok == {c["name"]: 15 - sum(1 for h in hits if h[0] == c["name"])
+                  for c in side["columns"]}
+
+
+def test_verify_finds_a_flipped_byte_in_an_uncompressed_text_block(tmp_path):
+    name = "mixed_smallblocks_none"
+
+    def damage(data, side):
+        i = column_index(side, "Txt")
+        off, disk, raw = lookup_entry(fixture(name), side, i, 2)
+        data[off] ^= 0x7f          # the first row's end offset: lengths no longer add up
+    bad, side = _corrupt_copy(tmp_path, name, damage)
+    got = json.loads(run("verify", bad, "--json")[1])
+    assert not got["ok"]
+    assert [(p["what"], p["name"], p["block"]) for p in got["problems"]] == \
+        [("block", "Txt", 2)]
+
+
+@pytest.mark.parametrize("cut", [0, 100, 255, "half", -9, -1])
+def test_verify_truncated_file_exits_1(tmp_path, cut):
+    data = fixture("mixed_default").read_bytes()
+    n = len(data) // 2 if cut == "half" else (cut if cut >= 0 else len(data) + cut)
+    bad = tmp_path / "truncated.idv"
+    bad.write_bytes(data[:n])
+    rc, out, err = run("verify", bad)
+    assert rc == 1
+    assert_one_line_error(err, "1 problem found")
+    assert out.startswith(f"{bad}: 1 problem\n  file: ")
+    got = json.loads(run("verify", bad, "--json")[1])
+    assert got["ok"] is False and [p["what"] for p in got["problems"]] == ["file"]
+    assert got["num_rows"] is None
+
+
+def test_verify_reports_each_bad_lookup_entry(tmp_path):
+    name = "mixed_smallblocks_deflate"
+
+    def damage(data, side):
+        toc = side["table_of_contents"]["columns"][column_index(side, "F64")]
+        for b, off in ((2, 10**12), (5, 3), (11, -8)):
+            struct.pack_into("<q", data, toc["lookup_offset"] + 16 * b, off)
+    bad, side = _corrupt_copy(tmp_path, name, damage)
+    got = json.loads(run("verify", bad, "--json")[1])
+    lo = side["table_of_contents"]["columns"][2]["lookup_offset"]
+    probs = [p for p in got["problems"] if p["what"] == "lookup"]
+    assert sorted(p["block"] for p in probs) == [2, 5, 11]
+    assert all(p["name"] == "F64" and p["offset"] == lo + 16 * p["block"] for p in probs)
+    assert [c["blocks_ok"] for c in got["columns"] if c["name"] == "F64"] == [0]
+    assert any(w["name"] == "F64" and "lookup table" in w["message"] for w in got["warnings"])
+    # the other columns were still decoded
+    assert all(c["blocks_ok"] == 15 for c in got["columns"] if c["name"] != "F64")
+    rc, out, err = run("verify", bad)
+    assert rc == 1 and f"column 2 'F64' lookup table entry 5 at byte {lo + 80}" in out
+
+
+def test_verify_reports_an_impossible_block_length(tmp_path):
+    name = "mixed_smallblocks_none"
+
+    def damage(data, side):
+        toc = side["table_of_contents"]["columns"][column_index(side, "F64")]
+        struct.pack_into("<i", data, toc["lookup_offset"] + 16 * 3 + 12, 999)   # raw length
+    bad, side = _corrupt_copy(tmp_path, name, damage)
+    lo = side["table_of_contents"]["columns"][2]["lookup_offset"]
+    rc, out, err = run("verify", bad)
+    assert rc == 1
+    assert f"column 2 'F64' lookup table entry 3 at byte {lo + 48}: decompressed length 999" \
+        in out
+    got = json.loads(run("verify", bad, "--json")[1])
+    assert [(p["what"], p["block"]) for p in got["problems"]] == [("lookup", 3)]
+
+
+def test_verify_reports_corrupt_metadata(tmp_path):
+    name = "mixed_smallblocks_deflate"
+    sys.path.insert(0, str(REPO))
+    import idv
+    with idv.open(fixture(name)) as f:     # where the metadata value is (checked below)
+        m = f["Key"]._meta_entries()[0]
+        offset, size = m.offset, m.size
+
+    def damage(data, side):
+        data[offset:offset + size] = b"\x07" * size
+    bad, side = _corrupt_copy(tmp_path, name, damage)
+    assert side["columns"][5]["annotations"][0]["kind"] == m.kind == "KeyValues"
+    got = json.loads(run("verify", bad, "--json")[1])
+    assert [(p["what"], p["name"], p["kind"], p["offset"]) for p in got["problems"]] == \
+        [("metadata", "Key", "KeyValues", offset)]
+    assert got["checked"]["metadata"] == 1           # Vec's SlotNames still decoded
+    rc, out, err = run("verify", bad)
+    assert rc == 1 and f"column 5 'Key' metadata 'KeyValues' at byte {offset}" in out
+
+
+def test_verify_reports_overlapping_blocks(tmp_path):
+    name = "mixed_smallblocks_none"
+
+    def damage(data, side):
+        i = column_index(side, "F32")
+        toc = side["table_of_contents"]["columns"][i]
+        off0 = lookup_entry(fixture(name), side, i, 0)[0]
+        entry = toc["lookup_offset"] + 16
+        struct.pack_into("<q", data, entry, off0)    # block 1 now reads block 0's bytes
+    bad, side = _corrupt_copy(tmp_path, name, damage)
+    got = json.loads(run("verify", bad, "--json")[1])
+    assert [p["what"] for p in got["problems"]] == ["layout"]
+    msg = got["problems"][0]["message"]
+    assert "column 1 'F32' block 1" in msg and "overlaps column 1 'F32' block 0" in msg
+
+
+def test_verify_unknown_codec_is_a_warning_unless_strict(tmp_path):
+    path = _with_unknown_codec(tmp_path)
+    rc, out, err = run("verify", path, check_rc=0)
+    assert out.splitlines()[0] == f"{path}: OK, 1 warning"
+    assert "warning: column 2 'F64': not checked" in out and "Dooble" in out
+    assert err == ""
+    got = run_json("verify", path)
+    assert got["ok"] and len(got["warnings"]) == 1 and got["warnings"][0]["name"] == "F64"
+    assert got["checked"]["columns"] == 8 and got["checked"]["lookup_tables"] == 9
+    rc, out, err = run("verify", path, "--strict")
+    assert rc == 1
+    assert_one_line_error(err, "1 warning (--strict)")
+
+
+# ---------------------------------------------------------------- cat / slice
+
+_CSV_INTS = {"SByte", "Byte", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Key",
+             "DataViewRowId", "RowId"}
+
+
+def csv_value(text, col):
+    """A CSV cell back in the CLI's JSON form, for _check_cell."""
+    if col["is_vector"]:
+        return json.loads(text)
+    item = col["item_type"]
+    if item in _CSV_INTS:
+        return int(text)
+    if item == "Boolean":
+        return {"true": True, "false": False}[text]
+    if item in ("Single", "Double"):
+        return text if text in ("NaN", "Infinity", "-Infinity") else float(text)
+    return text
+
+
+def read_delimited(text, delimiter):
+    import csv
+    import io
+    return list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+@pytest.mark.parametrize("name", ["mixed_default", "scalars_numeric", "scalars_text",
+                                  "scalars_datetime", "scalars_rowid", "scalars_bool", "keys",
+                                  "vectors_fixed", "vectors_variable", "vectors_sparse",
+                                  "vectors_misc", "vector_multidim", "pipeline_hidden"])
+def test_cat_csv_matches_the_sidecar(name, fmt):
+    side = sidecar(name)
+    rc, out, err = run("cat", fixture(name), "--format", fmt, check_rc=0)
+    table = read_delimited(out, "," if fmt == "csv" else "\t")
+    visible = [c for c in side["columns"] if not c["hidden"]]
+    assert table[0] == [c["name"] for c in visible]
+    assert len(table) == side["row_count"] + 1
+    for r, row in enumerate(table[1:]):
+        assert len(row) == len(visible)
+        for text, c in zip(row, visible):
+            _check_cell(csv_value(text, c), side["rows"][r][c["index"]], c)
+
+
+def test_cat_rows_and_columns_on_a_multiblock_file():
+    name = "multiblock_200k_deflate"
+    side = sidecar(name)
+    names = [c["name"] for c in side["columns"]]
+    for spec, rows in [("8190:8195", range(8190, 8195)), ("199997:", range(199997, 200000)),
+                       ("-2:", range(199998, 200000)), (":3", range(3)),
+                       ("::50000", range(0, 200000, 50000)), ("100:40000:9999",
+                                                              range(100, 40000, 9999)),
+                       ("12345", [12345]), ("-1", [199999]), ("5:5", [])]:
+        got = run_json("cat", fixture(name), f"--rows={spec}", "--columns", "Name,Id,X")
+        assert [c["name"] for c in got["columns"]] == ["Name", "Id", "X"]
+        assert got["rows"]["count"] == len(rows) == len(got["data"]), spec
+        for g, r in zip(got["data"], rows):
+            exp = side["rows"][r]
+            assert g[0] == exp[names.index("Name")] and g[1] == exp[names.index("Id")]
+            assert same_float(g[2], exp[names.index("X")], np.float32)
+
+
+def test_cat_streams_the_whole_file_as_csv():
+    name = "multiblock_200k_none"
+    side = sidecar(name)
+    rc, out, err = run("cat", fixture(name), "-f", "csv", "--no-header", check_rc=0)
+    lines = out.splitlines()
+    assert len(lines) == side["row_count"]
+    for r in (0, 8191, 8192, 100_000, 199_999):
+        vals = lines[r].split(",")
+        exp = side["rows"][r]
+        assert int(vals[0]) == exp[0] and vals[2] == exp[2]
+        assert same_float(float(vals[1]), exp[1], np.float32)
+        assert vals[3] == ("true" if exp[3] else "false")
+
+
+def test_cat_decodes_each_needed_block_once(monkeypatch, capsys):
+    sys.path.insert(0, str(REPO))
+    import idv.reader
+    from idv.cli import main
+    calls = []
+    original = idv.reader.Column._read_blocks
+
+    def spy(self, b0, b1, sparse=False):
+        calls.extend((self.name, b) for b in range(b0, b1))
+        return original(self, b0, b1, sparse)
+    monkeypatch.setattr(idv.reader.Column, "_read_blocks", spy)
+    path = str(fixture("multiblock_200k_none"))     # 8192 rows per block
+    assert main(["cat", path, "--rows", "8191:8193", "--columns", "Id", "-f", "csv"]) == 0
+    assert calls == [("Id", 0), ("Id", 1)]
+    assert capsys.readouterr().out.split() == ["Id", "8191", "8192"]
+    calls.clear()
+    assert main(["slice", path, "--rows", "::50000", "-c", "Name,Flag", "--json"]) == 0
+    assert sorted(calls) == sorted((c, b) for c in ("Name", "Flag") for b in (0, 6, 12, 18))
+    assert len(json.loads(capsys.readouterr().out)["data"]) == 4
+    calls.clear()
+    assert main(["cat", path, "-c", "X", "-f", "tsv"]) == 0      # every block, once
+    assert calls == [("X", b) for b in range(25)]
+    assert len(capsys.readouterr().out.splitlines()) == 200_001
+
+
+def test_cat_table_and_jsonl():
+    name = "mixed_default"
+    side = sidecar(name)
+    names = [c["name"] for c in side["columns"]]
+    rc, out, err = run("cat", fixture(name), "--rows", "10:13", check_rc=0)
+    lines = out.splitlines()
+    assert lines[0].split() == ["#"] + names
+    rows = table_rows(out)
+    assert [r[0] for r in rows] == ["10", "11", "12"]
+    assert [r[1] for r in rows] == [str(side["rows"][i][0]) for i in (10, 11, 12)]
+    assert lines[-1] == "(3 rows of 100)"
+    rc, out, err = run("cat", fixture(name), "--rows", "98:", "-f", "jsonl", check_rc=0)
+    objs = [json.loads(ln) for ln in out.splitlines()]
+    assert len(objs) == 2 and list(objs[0]) == names
+    for obj, r in zip(objs, (98, 99)):
+        for c in side["columns"]:
+            _check_cell(obj[c["name"]], side["rows"][r][c["index"]], c)
+
+
+def test_slice_is_cat():
+    path = fixture("vectors_sparse")
+    for args in (["--rows", "1:5", "-f", "csv"], ["--json"], ["-f", "tsv", "-c", "SparseKey"]):
+        a = run("cat", path, *args, check_rc=0)
+        b = run("slice", path, *args, check_rc=0)
+        assert a == b and a[1]
+
+
+def test_cat_edge_cases(tmp_path):
+    rc, out, err = run("cat", fixture("no_columns"), check_rc=0)
+    assert out == "(5 rows, no columns)\n"
+    got = run_json("cat", fixture("no_columns"))
+    assert got["data"] == [[]] * 5 and got["columns"] == []
+    rc, out, err = run("cat", fixture("empty_rows"), "-f", "csv", check_rc=0)
+    assert out == "F32,Txt,Vec,Var,Key,B\n"
+    got = run_json("cat", fixture("empty_rows"))
+    assert got["data"] == [] and got["rows"]["count"] == 0
+    rc, out, err = run("cat", fixture("mixed_default"), "--rows", "500:600", "-f", "csv",
+                       check_rc=0)
+    assert out.splitlines() == ["Id,F32,F64,B,Txt,Key,Vec,Var,DT"]
+    rc, out, err = run("cat", fixture("mixed_default"), "-c", "Id,Nope")
+    assert rc == 2
+    assert_one_line_error(err, "Nope")
+
+
+def test_cat_unknown_codec_column(tmp_path):
+    path = _with_unknown_codec(tmp_path)
+    rc, out, err = run("cat", path, "-f", "csv", "--rows", ":2", check_rc=0)
+    assert out.splitlines()[0] == "Id,F32,B,Txt,Key,Vec,Var,DT"
+    assert "warning" in err and "Dooble" in err
+    rc, out, err = run("cat", path, "-c", "F64")
+    assert rc == 1
+    assert_one_line_error(err, "F64", "Dooble", warnings=True)
+
+
+def test_cat_corrupt_block_is_one_line_error(tmp_path):
+    name = "mixed_smallblocks_deflate"
+
+    def damage(data, side):
+        off, disk, raw = lookup_entry(fixture(name), side, column_index(side, "Txt"), 4)
+        data[off:off + disk] = b"\xff" * disk
+    bad, side = _corrupt_copy(tmp_path, name, damage)
+    rc, out, err = run("cat", bad, "-c", "Txt", "-f", "csv")
+    assert rc == 1
+    assert_one_line_error(err, "Txt", "block 4")
+    run("cat", bad, "-c", "Txt", "--rows", ":28", "-f", "csv", check_rc=0)   # blocks 0-3
+
+
+# ---------------------------------------------------------------- convert
+
+def _have_convert():
+    return (REPO / "idv" / "convert.py").exists()
+
+
+needs_convert = pytest.mark.skipif(not _have_convert(),
+                                   reason="idv/convert.py (the converter) is not there yet")
+
+
+def test_convert_without_the_converter_is_a_one_line_error(monkeypatch, capsys, tmp_path):
+    sys.path.insert(0, str(REPO))
+    from idv.cli import main
+    monkeypatch.setitem(sys.modules, "idv.convert", None)     # import idv.convert fails
+    rc = main(["convert", str(fixture("mixed_default")), str(tmp_path / "out.idv")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert_one_line_error(err, "idv.convert")
+    assert not (tmp_path / "out.idv").exists()
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch):
+    sys.path.insert(0, str(REPO))
+    from idv import cli
+    args = cli.build_parser().parse_args(["convert", "a.idv", "b.idv"])
+    monkeypatch.setattr(sys, "stderr", _FakeStream(tty=False))
+    progress, close = cli._progress_callback(args)
+    assert progress is None
+    pytest.importorskip("tqdm")
+    stream = _FakeStream(tty=True)
+    monkeypatch.setattr(sys, "stderr", stream)
+    progress, close = cli._progress_callback(args)
+    assert progress is not None
+    progress(0, 200)
+    progress(150, 200)
+    progress(200, 200)
+    close()
+    text = "".join(stream.parts)
+    assert "b.idv" in text and "200/200" in text and "100%" in text
+    args = cli.build_parser().parse_args(["convert", "a.idv", "b.idv", "--no-progress"])
+    assert cli._progress_callback(args)[0] is None
+    monkeypatch.setitem(sys.modules, "tqdm", None)      # tqdm not installed: no bar
+    args = cli.build_parser().parse_args(["convert", "a.idv", "b.idv", "--progress"])
+    assert cli._progress_callback(args)[0] is None
+
+
+class _FakeStream:
+    def __init__(self, tty):
+        self.tty, self.parts = tty, []
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.parts.append(s)
+
+    def flush(self):
+        pass
+
+
+def _idv_values(path, names):
+    sys.path.insert(0, str(REPO))
+    import idv
+    with idv.open(path) as f:
+        return {n: f[n].read() for n in names}, {n: f[n].rows_per_block for n in names}, \
+            {n: f[n].compression for n in names}
+
+
+@needs_convert
+def test_convert_idv_to_idv_with_options(tmp_path):
+    name = "mixed_default"
+    side = sidecar(name)
+    out = tmp_path / "out.idv"
+    rc, o, err = run("convert", fixture(name), out, "--columns", "Id,Txt,Vec",
+                     "--compression", "none", "--rows-per-block", 7, check_rc=0)
+    assert o == ""
+    info = run_json("info", out)
+    assert [c["name"] for c in info["columns"]] == ["Id", "Txt", "Vec"]
+    assert all(c["compression"] == "None" and c["rows_per_block"] == 7
+               for c in info["columns"])
+    assert info["num_rows"] == side["row_count"]
+    assert run_json("verify", out)["ok"]
+    got = run_json("cat", out)
+    for r, row in enumerate(got["data"]):
+        for g, c in zip(row, [side["columns"][i] for i in (0, 4, 6)]):
+            _check_cell(g, side["rows"][r][c["index"]], c)
+
+
+@needs_convert
+def test_convert_json_summary_and_errors(tmp_path):
+    out = tmp_path / "out.idv"
+    rc, o, err = run("convert", fixture("keys"), out, "--json", check_rc=0)
+    summary = json.loads(o)
+    assert summary == {"input": str(fixture("keys")), "output": str(out),
+                       "input_format": "idv", "output_format": "idv",
+                       "rows": sidecar("keys")["row_count"], "bytes": out.stat().st_size}
+    assert err == ""
+    rc, o, err = run("convert", fixture("keys"), tmp_path / "s.idv", check_rc=0)
+    assert o == "" and err.startswith("idv: ") and "8 rows" in err     # the summary line
+    rc, o, err = run("convert", tmp_path / "missing.idv", tmp_path / "x.idv")
+    assert rc == 1
+    assert_one_line_error(err, "missing.idv", "no such file")
+    bad = tmp_path / "bad.idv"
+    bad.write_bytes(fixture("keys").read_bytes()[:300])
+    rc, o, err = run("convert", bad, tmp_path / "y.idv")
+    assert rc == 1
+    assert_one_line_error(err)
+    rc, o, err = run("convert", fixture("keys"), tmp_path / "nodir" / "z.idv")
+    assert rc == 1
+    assert_one_line_error(err, "nodir")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.idv", "out.idv", "s.idv"]
+
+
+@needs_convert
+@pytest.mark.parametrize("args,fragments", [
+    (["{out}", "--compression", "lz4"], ["lz4", "none or deflate"]),
+    (["{tmp}/x.xyz"], ["x.xyz", "--to"]),
+    (["{tmp}/x.idv", "--to", "excel"], ["excel", "parquet"]),
+    (["{tmp}/x.idv", "--columns", "Id,Nope"], ["Nope", "Txt"]),
+    (["{f}"], ["overwrite"]),
+])
+def test_convert_usage_errors_exit_2(tmp_path, args, fragments):
+    f = fixture("mixed_default")
+    rc, o, err = run("convert", f, *[a.format(f=f, out=tmp_path / "o.idv", tmp=tmp_path)
+                                     for a in args])
+    assert rc == 2 and o == ""
+    assert_one_line_error(err, *fragments)
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_convert
+def test_convert_to_parquet_and_back(tmp_path):
+    pytest.importorskip("pyarrow")
+    name = "mixed_default"
+    side = sidecar(name)
+    pq, back = tmp_path / "data.parquet", tmp_path / "back.idv"
+    run("convert", fixture(name), pq, "-q", check_rc=0)
+    import pyarrow.parquet as pqm
+    table = pqm.read_table(pq)
+    assert table.num_rows == side["row_count"]
+    assert table.column_names == [c["name"] for c in side["columns"]]
+    assert table.column("Id").to_pylist() == [r[0] for r in side["rows"]]
+    rc, o, err = run("convert", pq, back, "--rows-per-block", 30, "-q", check_rc=0)
+    info = run_json("info", back)
+    assert [c["blocks"] for c in info["columns"]] == [4] * len(side["columns"])
+    got = run_json("cat", back)
+    assert [c["type"] for c in got["columns"]] == [type_str(c) for c in side["columns"]]
+    for r, row in enumerate(got["data"]):
+        for g, c in zip(row, side["columns"]):
+            _check_cell(g, side["rows"][r][c["index"]], c)
+
+
+@needs_convert
+def test_convert_csv_and_a_zip_entry(tmp_path):
+    pytest.importorskip("pyarrow")
+    name = "mixed_smallblocks_deflate"
+    side = sidecar(name)
+    zpath = tmp_path / "model.zip"
+    with zipfile.ZipFile(zpath, "w") as z:
+        z.write(fixture(name), "DataLoaderModel/Schema.idv")
+    out = tmp_path / "out.csv"
+    rc, o, err = run("convert", f"{zpath}:DataLoaderModel/Schema.idv", out, "--columns",
+                     "Id,4,DT", "-q", check_rc=0)
+    rows = read_delimited(out.read_text(encoding="utf-8"), ",")
+    assert rows[0] == ["Id", "Txt", "DT"]
+    assert [int(r[0]) for r in rows[1:]] == [r[0] for r in side["rows"]]
+    assert [r[1] for r in rows[1:]] == [r[4] for r in side["rows"]]
+    rc, o, err = run("convert", fixture(name), tmp_path / "bad.csv")   # Var: variable size
+    assert rc == 1
+    assert_one_line_error(err, "Var")
+    assert not (tmp_path / "bad.csv").exists()
+
+
+@needs_convert
+def test_convert_shows_a_progress_bar_on_a_terminal(tmp_path):
+    pytest.importorskip("tqdm")
+    import pty
+    out = tmp_path / "out.idv"
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-m", "idv", "convert",
+                        str(fixture("multiblock_200k_none")), str(out), "--columns", "Id"],
+                       stdout=subprocess.PIPE, stderr=slave, env=env, cwd=REPO, timeout=120)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    assert p.returncode == 0, text
+    assert "out.idv" in text and "rows" in text
+    # not a terminal: no bar
+    rc, o, err = run("convert", fixture("multiblock_200k_none"), tmp_path / "quiet.idv",
+                     "--columns", "Id", "-q", check_rc=0)
+    assert err == "" and o == ""
+
+
+def test_convert_datetime_ticks_round_trip_is_exact(tmp_path):
+    """100 ns ticks do not fit Arrow's microseconds: the default refuses with a hint naming the
+    command-line options, and --datetime ticks goes through Parquet and back exactly."""
+    src = fixture("scalars_datetime")
+    doc = sidecar("scalars_datetime")
+    pq, back = tmp_path / "t.parquet", tmp_path / "back.idv"
+    rc, _, err = run("convert", src, pq)
+    assert rc == 1 and "--floor-datetime" in err and "--datetime ticks" in err
+    run("convert", src, pq, "--datetime", "ticks", check_rc=0)
+    run("convert", pq, back, check_rc=0)
+    rows = run_json("head", back, "-n", "100")["data"]
+    expected = run_json("head", src, "-n", "100")["data"]
+    assert rows == expected and len(rows) == doc["row_count"]
+    rc, _, _ = run("convert", src, tmp_path / "floored.parquet", "--floor-datetime")
+    assert rc == 0

@@ -1,0 +1,373 @@
+"""Shared pieces of the pandas, Arrow and conversion layers (idv.pandas, idv.arrow, idv.convert).
+
+Nothing here imports pandas or pyarrow: column selection, reading a file block by block in
+step across columns, time-unit conversion with range and precision checks, names for the slots
+of an expanded vector, type strings, and a JSON form of column metadata that keeps each value's
+exact ML.NET type.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from idv import types as T
+
+EPOCH_TICKS = T.EPOCH_TICKS
+INT64_MAX = 2**63 - 1
+
+# time modes shared by to_pandas / to_arrow / convert
+TIME_UNITS = ("us", "ns", "ticks")
+
+
+# ---------------------------------------------------------------------------------------------
+# files and columns
+# ---------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def opened(file, **kwargs):
+    """An open IdvFile for `file` (a path, bytes, file object or an IdvFile); files opened
+    here are closed on exit, an IdvFile passed in is left open."""
+    from idv.reader import IdvFile, open as idv_open
+    if isinstance(file, IdvFile):
+        yield file
+        return
+    f = idv_open(file, **kwargs)
+    try:
+        yield f
+    finally:
+        f.close()
+
+
+def select_columns(f, columns):
+    """Columns as IdvFile.read() picks them: every readable visible column (the last of each
+    name) when `columns` is None, else the named or indexed ones in the given order."""
+    if columns is None:
+        return [c for c in f.columns if c.readable and f[c.name] is c]
+    if isinstance(columns, (str, int, np.integer)):
+        columns = [columns]
+    out = []
+    for c in columns:
+        col = f[int(c)] if isinstance(c, (int, np.integer)) else f[c]
+        col._check_readable()
+        out.append(col)
+    return out
+
+
+def block_bounds(cols, num_rows):
+    """Row boundaries of the batches that read every column one block at a time: the union of
+    the columns' block starts (one batch per block when all columns share rows_per_block)."""
+    if num_rows == 0 or not cols:
+        return []
+    starts = set()
+    for c in cols:
+        starts.update(range(0, num_rows, c.rows_per_block))
+    bounds = sorted(starts) + [num_rows]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+class _Cursor:
+    """A column read forward block by block; take(a, b) gives rows [a, b) of the current block
+    (decoding the next one when needed). Only one block per column is held at a time."""
+
+    def __init__(self, col):
+        self.blocks = col.iter_blocks()
+        self.start = self.stop = 0
+        self.data = None
+
+    def take(self, a, b):
+        while b > self.stop:
+            self.data = next(self.blocks)
+            self.start, self.stop = self.stop, self.stop + len(self.data)
+        if a == self.start and b == self.stop:
+            return self.data
+        return self.data[a - self.start:b - self.start]
+
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(threads):
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < threads:
+            _POOL = ThreadPoolExecutor(threads, thread_name_prefix="idv-interop")
+        return _POOL
+
+
+def iter_row_blocks(f, cols):
+    """Yield (start, stop, [values of each column for rows start:stop]) block by block, the
+    columns of a block decoded in parallel threads (a pool of its own, not the reader's)."""
+    cursors = [_Cursor(c) for c in cols]
+    threads = min(f.threads, len(cols))
+    pool = _pool(threads) if threads > 1 else None
+    for a, b in block_bounds(cols, f.num_rows):
+        if pool is not None:
+            parts = list(pool.map(lambda cur: cur.take(a, b), cursors))
+        else:
+            parts = [cur.take(a, b) for cur in cursors]
+        yield a, b, parts
+
+
+# ---------------------------------------------------------------------------------------------
+# time units
+# ---------------------------------------------------------------------------------------------
+
+NS_MIN_100 = -(INT64_MAX // 100)    # 100-ns ticks from 1970 that still fit int64 nanoseconds
+NS_MAX_100 = INT64_MAX // 100
+
+
+def fits_ns(ticks100):
+    """Whether every 100-ns count (from 1970, or a duration) fits int64 nanoseconds."""
+    return not len(ticks100) or (int(ticks100.min()) >= NS_MIN_100
+                                 and int(ticks100.max()) <= NS_MAX_100)
+
+
+def ticks_to_unit(ticks100, unit, safe, describe, what):
+    """int64 counts of 100 ns -> counts of `unit` ('ns' or 'us').
+
+    'ns' raises for values outside int64 nanoseconds (1677-09-21 .. 2262-04-11 for dates,
+    +-292 years for durations): never a wrap. 'us' floors sub-microsecond ticks when `safe` is
+    False and raises when it is True. `describe(i)` names flat position i for the message.
+    """
+    v = np.ascontiguousarray(ticks100, dtype=np.int64)
+    if unit == "ns":
+        bad = (v < NS_MIN_100) | (v > NS_MAX_100)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} is outside what "
+                             f"nanoseconds in int64 can hold (years 1677-2262 for dates, "
+                             f"+-292 years for durations); use datetime='us' or 'ticks'")
+        return v * np.int64(100)
+    if unit == "us":
+        rem = v % 10
+        if safe and rem.any():
+            i = int(np.flatnonzero(rem)[0])
+            raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} has sub-microsecond "
+                             f"ticks that microseconds cannot hold; pass safe=False to floor "
+                             f"to microseconds, datetime='ns' (exact for years 1677-2262) or "
+                             f"datetime='ticks' (exact .NET ticks)")
+        return v // 10
+    raise ValueError(f"unknown time unit {unit!r}")
+
+
+def show_ticks(t100, what):
+    """A 100-ns count as text: an ISO date (DateTime, from 1970) or a duration."""
+    t100 = int(t100)
+    if what == "TimeSpan":
+        return f"TimeSpan of {t100} ticks"
+    secs, rem = divmod(t100, 10**7)
+    day = np.datetime64(secs, "s").astype(object)
+    try:
+        return f"{what} {day.isoformat()}.{rem:07d}"
+    except AttributeError:   # numpy gives an int for dates outside Python's range
+        return f"{what} of {t100 + EPOCH_TICKS} .NET ticks"
+
+
+def check_time_mode(value, allowed, name="datetime"):
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# type strings
+# ---------------------------------------------------------------------------------------------
+
+_KEY_RE = re.compile(r"^Key<\s*(\w+)\s*,\s*(\d+)\s*>$")
+
+
+def _split_top(s):
+    parts, depth, cur = [], 0, []
+    for ch in s:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur).strip())
+    return parts
+
+
+def parse_type(s):
+    """str(type) back into the type: 'Single', 'Key<UInt32, 5>', 'Vector<Single, 2, 3>',
+    'Vector<Int32, *, 4>', 'Vector<Key<Byte, 9>, 3>', 'Vector<Text>'."""
+    s = s.strip()
+    m = _KEY_RE.match(s)
+    if m:
+        if m.group(1) not in T.PRIMITIVES:
+            raise ValueError(f"unknown key raw type in {s!r}")
+        return T.Key(T.PRIMITIVES[m.group(1)], count=int(m.group(2)))
+    if s.startswith("Vector<") and s.endswith(">"):
+        parts = _split_top(s[len("Vector<"):-1])
+        dims = [0 if p == "*" else int(p) for p in parts[1:]]
+        return T.Vector(parse_type(parts[0]), *dims)
+    if s in T.PRIMITIVES:
+        return T.PRIMITIVES[s]
+    raise ValueError(f"not an idv type string: {s!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# metadata
+# ---------------------------------------------------------------------------------------------
+
+def metadata_spec(col):
+    """{kind: (type, value)} of a column's metadata, as the writer takes it (exact types)."""
+    types = col.metadata_types
+    values = col.metadata
+    return {k: (types[k], v) for k, v in values.items() if types.get(k) is not None}
+
+
+def _float_json(x):
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+def _items_json(item, arr):
+    if item is T.Text:
+        return [str(x) for x in arr]
+    if item is T.Boolean:
+        return [bool(x) for x in arr]
+    if item is T.DateTime:
+        return [int(x) + EPOCH_TICKS for x in arr.view(np.int64)]
+    if item is T.TimeSpan:
+        return [int(x) for x in arr.view(np.int64)]
+    if item is T.DateTimeOffset:
+        return [[int(u) + EPOCH_TICKS, int(o)] for u, o in
+                zip(arr["utc"].view(np.int64), arr["offset_minutes"])]
+    if item is T.RowId:
+        return [(int(h) << 64) | int(lo) for lo, h in zip(arr["low"], arr["high"])]
+    if isinstance(item, T.Key) or item.dtype.kind in "iu":
+        return [int(x) for x in arr]
+    return [_float_json(x) for x in arr]
+
+
+def _items_from_json(item, cells):
+    n = len(cells)
+    if item is T.Text:
+        out = np.empty(n, object)
+        for i, c in enumerate(cells):
+            out[i] = str(c)
+        return out
+    if item is T.Boolean:
+        return np.array([bool(c) for c in cells], dtype=np.bool_).reshape(n)
+    if item is T.DateTime:
+        return (np.array([int(c) for c in cells], dtype=np.int64).reshape(n)
+                - EPOCH_TICKS).view(T.DATETIME_DTYPE)
+    if item is T.TimeSpan:
+        return np.array([int(c) for c in cells], dtype=np.int64).reshape(n).view(T.TIMESPAN_DTYPE)
+    if item is T.DateTimeOffset:
+        out = np.zeros(n, T.DATETIMEOFFSET_DTYPE)
+        out["utc"] = (np.array([int(c[0]) for c in cells], np.int64).reshape(n)
+                      - EPOCH_TICKS).view(T.DATETIME_DTYPE)
+        out["offset_minutes"] = [int(c[1]) for c in cells]
+        return out
+    if item is T.RowId:
+        out = np.zeros(n, T.ROWID_DTYPE)
+        out["low"] = [int(c) & 0xFFFFFFFFFFFFFFFF for c in cells]
+        out["high"] = [int(c) >> 64 for c in cells]
+        return out
+    dtype = item.dtype
+    if dtype.kind == "f":
+        return np.array([float(c) for c in cells], dtype=np.float64).reshape(n).astype(dtype)
+    return np.array([int(c) for c in cells], dtype=dtype).reshape(n)
+
+
+def metadata_to_json(spec):
+    """{kind: (type, value)} -> JSON text (a list keeps the kinds' order)."""
+    out = []
+    for kind, (t, value) in spec.items():
+        if isinstance(t, T.Vector):
+            arr = np.asarray(value).reshape(-1)
+            if arr.dtype != t.item.dtype and t.item is not T.Text:
+                arr = arr.astype(t.item.dtype)
+            v = _items_json(t.item, arr)
+        else:
+            arr = np.asarray(value, dtype=object if t is T.Text else t.dtype).reshape(1)
+            v = _items_json(t, arr)[0]
+        out.append({"kind": kind, "type": str(t), "value": v})
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def metadata_from_json(text):
+    """metadata_to_json's text -> {kind: (type, value)} in the reader's forms."""
+    out = {}
+    for entry in json.loads(text):
+        t = parse_type(entry["type"])
+        v = entry["value"]
+        if isinstance(t, T.Vector):
+            arr = _items_from_json(t.item, list(v))
+            value = arr.reshape(t.dims) if t.is_fixed else arr
+        else:
+            arr = _items_from_json(t, [v])
+            value = arr[0]
+            if t is T.Boolean:
+                value = bool(value)
+            elif t is T.Text:
+                value = str(value)
+        out[entry["kind"]] = (t, value)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# vectors and keys
+# ---------------------------------------------------------------------------------------------
+
+def slot_labels(name, vtype, slot_names=None):
+    """Column names for the slots of a fixed-size vector: ``name.<slot name>`` from the
+    SlotNames (a slot with an empty name gets its index), else ``name.0``, ``name.1``...
+    (``name.i.j`` for several dimensions, row-major). When slot names would repeat (or
+    collide with an index), every slot is named by its index."""
+    size = vtype.size
+    if len(vtype.dims) == 1:
+        index = [f"{name}.{j}" for j in range(size)]
+    else:
+        index = [name + "".join(f".{i}" for i in idx) for idx in np.ndindex(*vtype.dims)]
+    if slot_names is None:
+        return index
+    names = np.asarray(slot_names, dtype=object).reshape(-1)
+    if len(names) != size:
+        return index
+    labels = [f"{name}.{s}" if isinstance(s, str) and s else index[j]
+              for j, s in enumerate(names)]
+    return labels if len(set(labels)) == size else index
+
+
+def usable_key_values(col_type, metadata):
+    """The KeyValues of a scalar key column when they can label its values one to one (a 1-d
+    vector of exactly `count` distinct, non-NaN values), else None."""
+    if not isinstance(col_type, T.Key):
+        return None
+    kv = metadata.get("KeyValues")
+    if kv is None:
+        return None
+    kv = np.asarray(kv)
+    if kv.ndim != 1 or len(kv) != col_type.count:
+        return None
+    if kv.dtype.kind == "f" and np.isnan(kv).any():
+        return None
+    if kv.dtype.names:      # DateTimeOffset / RowId values: no plain categories
+        return None
+    try:
+        if len(set(kv.tolist())) != len(kv):
+            return None
+    except TypeError:
+        return None
+    return kv
+
+
+def flat_row(i, size):
+    return i // size if size else i

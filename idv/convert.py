@@ -1,0 +1,589 @@
+"""Convert between .idv and Parquet, CSV / TSV and Feather / Arrow IPC, streaming.
+
+``convert(src, dst)`` never holds a whole file: an .idv is read one block of rows at a time
+(idv.arrow.record_batch_reader) and handed to pyarrow's writers (ParquetWriter, the IPC file
+writer, CSVWriter); the other way, pyarrow's readers give record batches (Parquet row groups,
+IPC batches, CSV blocks) that go to idv.Writer.write_batch, which writes full blocks as they
+fill. Memory stays around a block (or batch) per column. An .idv to .idv conversion (to select
+columns, re-block or change compression) streams numpy blocks and keeps every type and
+annotation exactly.
+
+The output appears only when complete: it is written to a temporary file beside ``dst`` and
+renamed over it at the end; on any error the temporary file is removed.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+from idv import types as T
+from idv._interop import (TIME_UNITS, check_time_mode, iter_row_blocks, metadata_spec, opened,
+                          parse_type, select_columns, slot_labels)
+
+__all__ = ["convert", "FORMATS"]
+
+# extension -> format
+FORMATS = {".idv": "idv", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv",
+           ".tab": "tsv", ".feather": "feather", ".arrow": "arrow", ".ipc": "arrow"}
+_NAMES = {"idv", "parquet", "csv", "tsv", "feather", "arrow"}
+
+# Parquet row groups: batches are gathered up to this many rows or bytes before one is written
+_ROW_GROUP_ROWS = 1 << 20
+_ROW_GROUP_BYTES = 64 << 20
+# CSV is read in blocks of this many bytes (pyarrow infers the column types from the first)
+_CSV_BLOCK = 16 << 20
+# Parquet / IPC sources are read in batches of at most this many rows
+_BATCH_ROWS = 65536
+
+
+def _format_of(path, given, what):
+    if given is not None:
+        fmt = str(given).lower().lstrip(".")
+        if fmt == "ipc":
+            fmt = "arrow"
+        if fmt not in _NAMES:
+            raise ValueError(f"unknown {what} format {given!r}; one of {sorted(_NAMES)}")
+        return fmt
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    if ext not in FORMATS:
+        raise ValueError(f"cannot tell the {what} format from {os.fspath(path)!r}: use one of the "
+                         f"extensions {sorted(FORMATS)} or give it (to='parquet', ...)")
+    return FORMATS[ext]
+
+
+def _pa():
+    from idv.arrow import _pa
+    return _pa()
+
+
+# ---------------------------------------------------------------------------------------------
+# output files
+# ---------------------------------------------------------------------------------------------
+
+def _umask():
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+class _AtomicPath:
+    """A temporary path beside `dest`, renamed over it by commit(), removed by abort()."""
+
+    def __init__(self, dest):
+        self.dest = os.fspath(dest)
+        parent = os.path.dirname(os.path.abspath(self.dest))
+        fd, self.tmp = tempfile.mkstemp(dir=parent, prefix="." + os.path.basename(self.dest)
+                                        + ".", suffix=".tmp")
+        os.close(fd)
+
+    def commit(self):
+        try:
+            mode = os.stat(self.dest).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
+        os.chmod(self.tmp, mode)
+        os.replace(self.tmp, self.dest)
+        self.tmp = None
+
+    def abort(self):
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except FileNotFoundError:
+                pass
+            self.tmp = None
+
+
+# ---------------------------------------------------------------------------------------------
+# sources: (schema, batches, total rows) + dictionary pre-scan
+# ---------------------------------------------------------------------------------------------
+
+class _Source:
+    schema = None
+    total = None
+
+    def batches(self):
+        raise NotImplementedError
+
+    def column_batches(self, name):
+        """Batches of one column only (to collect a dictionary's values before writing)."""
+        for b in self.batches():
+            yield b.column(b.schema.get_field_index(name))
+
+    def close(self):
+        pass
+
+
+def _names(schema, columns):
+    if columns is None:
+        return None
+    if isinstance(columns, (str, int, np.integer)):
+        columns = [columns]
+    names = list(schema.names)
+    out = []
+    for c in columns:
+        if isinstance(c, (int, np.integer)):
+            out.append(names[int(c)])
+        elif c not in names:
+            raise KeyError(f"no column {c!r}; columns: {names}")
+        else:
+            out.append(c)
+    return out
+
+
+class _IdvSource(_Source):
+    def __init__(self, path, columns, datetime, safe):
+        from idv.arrow import arrow_schema
+        from idv.reader import open as idv_open
+        self.f = idv_open(path)
+        try:
+            self.columns = columns
+            self.datetime, self.safe = datetime, safe
+            self.schema = arrow_schema(self.f, columns, datetime=datetime)
+            self.total = self.f.num_rows
+        except BaseException:
+            self.f.close()
+            raise
+
+    def batches(self):
+        from idv.arrow import record_batch_reader
+        return iter(record_batch_reader(self.f, self.columns, datetime=self.datetime,
+                                        safe=self.safe))
+
+    def close(self):
+        self.f.close()
+
+
+class _ParquetSource(_Source):
+    def __init__(self, path, columns, batch_rows):
+        import pyarrow.parquet as pq
+        # pre_buffer would read ahead the column chunks of every row group: one at a time
+        self.pf = pq.ParquetFile(path, pre_buffer=False)
+        full = self.pf.schema_arrow
+        self.columns = _names(full, columns)
+        self.schema = full if self.columns is None else _pa().schema(
+            [full.field(n) for n in self.columns], metadata=full.metadata)
+        self.total = self.pf.metadata.num_rows
+        self.batch_rows = batch_rows
+
+    def batches(self):
+        return self.pf.iter_batches(batch_size=self.batch_rows, columns=self.columns)
+
+    def column_batches(self, name):
+        for b in self.pf.iter_batches(batch_size=self.batch_rows, columns=[name]):
+            yield b.column(0)
+
+    def close(self):
+        if hasattr(self.pf, "close"):
+            self.pf.close()
+
+
+class _IpcSource(_Source):
+    def __init__(self, path, columns):
+        pa = _pa()
+        self.source = pa.memory_map(os.fspath(path), "r")
+        try:
+            self.reader = pa.ipc.open_file(self.source)
+            self.stream = False
+        except pa.ArrowInvalid:
+            self.source.seek(0)
+            self.reader = None
+            self.stream = True
+        schema = (self.reader.schema if self.reader is not None
+                  else pa.ipc.open_stream(self.source).schema)
+        self.columns = _names(schema, columns)
+        self.schema = schema if self.columns is None else pa.schema(
+            [schema.field(n) for n in self.columns], metadata=schema.metadata)
+        if self.reader is not None:
+            self.total = sum(self.reader.get_batch(i).num_rows
+                             for i in range(self.reader.num_record_batches))
+
+    def _all(self):
+        pa = _pa()
+        if self.reader is not None:
+            for i in range(self.reader.num_record_batches):
+                yield self.reader.get_batch(i)
+        else:
+            self.source.seek(0)
+            yield from pa.ipc.open_stream(self.source)
+
+    def batches(self):
+        for b in self._all():
+            yield b if self.columns is None else b.select(self.columns)
+
+    def close(self):
+        self.source.close()
+
+
+class _CsvSource(_Source):
+    def __init__(self, path, columns, delimiter, types, datetime):
+        import pyarrow.csv as pcsv
+        pa = _pa()
+        column_types = {}
+        for name, t in (types or {}).items():
+            at = _csv_arrow_type(pa, t, datetime)
+            if at is not None:
+                column_types[name] = at
+        if columns is not None and isinstance(columns, (str, int, np.integer)):
+            columns = [columns]
+        if columns is not None and any(isinstance(c, (int, np.integer)) for c in columns):
+            raise TypeError("CSV columns are chosen by name")
+        self.args = (path, pcsv.ReadOptions(block_size=_CSV_BLOCK),
+                     pcsv.ParseOptions(delimiter=delimiter),
+                     pcsv.ConvertOptions(column_types=column_types,
+                                         include_columns=list(columns) if columns else None))
+        self.reader = pcsv.open_csv(*self.args[:1], read_options=self.args[1],
+                                    parse_options=self.args[2], convert_options=self.args[3])
+        self.schema = self.reader.schema
+
+    def batches(self):
+        reader, self.reader = self.reader, None
+        if reader is None:
+            import pyarrow.csv as pcsv
+            reader = pcsv.open_csv(self.args[0], read_options=self.args[1],
+                                   parse_options=self.args[2], convert_options=self.args[3])
+        return iter(reader)
+
+
+def _csv_arrow_type(pa, t, datetime):
+    """The Arrow type pyarrow's CSV reader should parse a column as, for a given idv type."""
+    from idv.writer import as_type
+    t = as_type(t)
+    unit = "us" if datetime not in ("ns",) else "ns"
+    if isinstance(t, T.Key):
+        return pa.from_numpy_dtype(t.raw.dtype)
+    if isinstance(t, T.Vector) or t in (T.DateTimeOffset, T.RowId):
+        return None
+    if t is T.Text:
+        return pa.string()
+    if t is T.Boolean:
+        return pa.bool_()
+    if t is T.DateTime:
+        return pa.int64() if datetime == "ticks" else pa.timestamp(unit)
+    if t is T.TimeSpan:
+        return pa.int64() if datetime == "ticks" else pa.duration(unit)
+    return pa.from_numpy_dtype(t.dtype)
+
+
+def _open_source(path, fmt, columns, datetime, safe, types, batch_rows):
+    if fmt == "idv":
+        return _IdvSource(path, columns, datetime, safe)
+    if fmt == "parquet":
+        return _ParquetSource(path, columns, batch_rows)
+    if fmt in ("feather", "arrow"):
+        return _IpcSource(path, columns)
+    return _CsvSource(path, columns, "\t" if fmt == "tsv" else ",", types, datetime)
+
+
+# ---------------------------------------------------------------------------------------------
+# sinks
+# ---------------------------------------------------------------------------------------------
+
+class _IdvSink:
+    def __init__(self, dest, source, types, compression, rows_per_block):
+        from idv.arrow import ArrowToIdv
+        from idv.writer import Writer
+        plan = ArrowToIdv(source.schema, types)
+        for i in plan.pending:        # key values of dictionary columns: one pass over them
+            name = plan.fields[i].name
+            for col in source.column_batches(name):
+                plan.add_dictionaries(i, col)
+        plan.finish_dictionaries()
+        self.plan = plan
+        self.writer = Writer(dest, plan.schema_pairs, metadata=plan.metadata,
+                             compression=compression, rows_per_block=rows_per_block)
+
+    def write(self, batch, row0):
+        self.writer.write_batch(dict(self.plan.convert(batch, row0)))
+
+    def close(self):
+        self.writer.close()
+
+    def abort(self):
+        self.writer.abort()
+
+
+class _ParquetSink:
+    def __init__(self, dest, schema, compression):
+        import pyarrow.parquet as pq
+        self.out = _AtomicPath(dest)
+        kwargs = {} if compression in ("deflate", None) else {"compression": compression}
+        self.writer = pq.ParquetWriter(self.out.tmp, schema, **kwargs)
+        self.buffer, self.rows, self.bytes = [], 0, 0
+
+    def _flush(self):
+        if self.buffer:
+            pa = _pa()
+            table = pa.Table.from_batches(self.buffer)
+            self.writer.write_table(table, row_group_size=max(1, table.num_rows))
+            self.buffer, self.rows, self.bytes = [], 0, 0
+
+    def write(self, batch, row0):
+        self.buffer.append(batch)
+        self.rows += batch.num_rows
+        self.bytes += batch.nbytes
+        if self.rows >= _ROW_GROUP_ROWS or self.bytes >= _ROW_GROUP_BYTES:
+            self._flush()
+
+    def close(self):
+        self._flush()
+        self.writer.close()
+        self.out.commit()
+
+    def abort(self):
+        try:
+            self.writer.close()
+        except Exception:
+            pass
+        self.out.abort()
+
+
+class _IpcSink:
+    def __init__(self, dest, schema, compression):
+        pa = _pa()
+        if compression in ("deflate",):
+            compression = "lz4" if pa.Codec.is_available("lz4") else None
+        elif compression in ("none", "None", False):
+            compression = None
+        self.out = _AtomicPath(dest)
+        self.sink = pa.OSFile(self.out.tmp, "wb")
+        self.writer = pa.ipc.new_file(self.sink, schema,
+                                      options=pa.ipc.IpcWriteOptions(compression=compression))
+
+    def write(self, batch, row0):
+        self.writer.write_batch(batch)
+
+    def close(self):
+        self.writer.close()
+        self.sink.close()
+        self.out.commit()
+
+    def abort(self):
+        for x in (self.writer, self.sink):
+            try:
+                x.close()
+            except Exception:
+                pass
+        self.out.abort()
+
+
+class _CsvSink:
+    """CSV holds flat columns: fixed-size vectors become one column per slot (named as
+    to_pandas names them), struct fields ``name.field`` columns, dictionaries their values;
+    variable-size vectors are refused (before anything is written)."""
+
+    def __init__(self, dest, schema, delimiter, compression):
+        import pyarrow.csv as pcsv
+        if compression not in ("deflate", "none", None):
+            raise ValueError("CSV output is not compressed; leave compression at its default")
+        pa = _pa()
+        self.getters = []        # (name, fn(batch) -> array)
+        for i, field in enumerate(schema):
+            self._plan(pa, field.name, field.type, field.metadata or {},
+                       lambda b, i=i: b.column(i))
+        self.schema = pa.schema([(n, t) for n, t, _ in self.getters])
+        self.out = _AtomicPath(dest)
+        self.writer = pcsv.CSVWriter(self.out.tmp, self.schema,
+                                     write_options=pcsv.WriteOptions(delimiter=delimiter))
+
+    def _plan(self, pa, name, at, meta, get):
+        import pyarrow.compute as pc
+
+        from idv.arrow import METADATA_KEY, TYPE_KEY
+        if isinstance(at, pa.BaseExtensionType):
+            self._plan(pa, name, at.storage_type, meta, lambda b: _storage_of(get(b)))
+            return
+        if pa.types.is_fixed_size_list(at):
+            dims, inner = [at.list_size], at.value_type
+            while pa.types.is_fixed_size_list(inner):
+                dims.append(inner.list_size)
+                inner = inner.value_type
+            size = int(np.prod(dims))
+            slot_names = None
+            if TYPE_KEY in meta:
+                try:
+                    t = parse_type(meta[TYPE_KEY].decode())
+                    if isinstance(t, T.Vector) and t.size == size:
+                        dims = list(t.dims)
+                except ValueError:
+                    pass
+            if METADATA_KEY in meta:
+                from idv._interop import metadata_from_json
+                try:
+                    spec = metadata_from_json(meta[METADATA_KEY].decode())
+                    if "SlotNames" in spec:
+                        slot_names = spec["SlotNames"][1]
+                except (ValueError, KeyError):
+                    pass
+            labels = slot_labels(name, T.Vector(T.Single, *dims), slot_names)
+
+            def flat(b, get=get):
+                arr = get(b)
+                if isinstance(arr, pa.ChunkedArray):
+                    arr = arr.combine_chunks()
+                while pa.types.is_fixed_size_list(arr.type):
+                    arr = arr.flatten()
+                return arr
+            for j, label in enumerate(labels):
+                self._plan(pa, label, inner, {},
+                           lambda b, j=j, flat=flat: pc.take(
+                               flat(b), pa.array(np.arange(len(b)) * size + j)
+                               if len(b) else pa.array([], pa.int64())))
+            return
+        if pa.types.is_list(at) or pa.types.is_large_list(at) \
+                or getattr(pa.types, "is_list_view", lambda _: False)(at):
+            raise ValueError(f"column {name!r} ({at}): CSV cannot hold variable-size vectors; "
+                             f"convert to Parquet or Feather, or leave the column out "
+                             f"(columns=...)")
+        if pa.types.is_struct(at):
+            for k in range(at.num_fields):
+                child = at.field(k)
+                self._plan(pa, f"{name}.{child.name}", child.type, {},
+                           lambda b, k=k: _struct_child(get(b), k))
+            return
+        if pa.types.is_dictionary(at):
+            self._plan(pa, name, at.value_type, {},
+                       lambda b: _decoded(get(b)))
+            return
+        self.getters.append((name, at, get))
+
+    def write(self, batch, row0):
+        pa = _pa()
+        arrays = [get(batch) for _, _, get in self.getters]
+        arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
+        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+
+    def close(self):
+        self.writer.close()
+        self.out.commit()
+
+    def abort(self):
+        try:
+            self.writer.close()
+        except Exception:
+            pass
+        self.out.abort()
+
+
+def _storage_of(arr):
+    pa = _pa()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.storage
+
+
+def _struct_child(arr, k):
+    pa = _pa()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.flatten()[k]
+
+
+def _decoded(arr):
+    pa = _pa()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.dictionary_decode()
+
+
+def _open_sink(dest, fmt, source, types, compression, rows_per_block):
+    if fmt == "idv":
+        return _IdvSink(dest, source, types, compression, rows_per_block)
+    if fmt == "parquet":
+        return _ParquetSink(dest, source.schema, compression)
+    if fmt in ("feather", "arrow"):
+        return _IpcSink(dest, source.schema, compression)
+    return _CsvSink(dest, source.schema, "\t" if fmt == "tsv" else ",", compression)
+
+
+# ---------------------------------------------------------------------------------------------
+# idv -> idv
+# ---------------------------------------------------------------------------------------------
+
+def _idv_to_idv(src, dst, columns, compression, rows_per_block, progress):
+    from idv.writer import Writer
+    with opened(src) as f:
+        cols = select_columns(f, columns)
+        schema = [(c.name, c.type) for c in cols]
+        metadata = {c.name: metadata_spec(c) for c in cols}
+        total = f.num_rows
+        if progress is not None:
+            progress(0, total)
+        with Writer(dst, schema, metadata=metadata, compression=compression,
+                    rows_per_block=rows_per_block) as w:
+            for a, b, parts in iter_row_blocks(f, cols):
+                w.write_batch({c.name: p for c, p in zip(cols, parts)})
+                if progress is not None:
+                    progress(b, total)
+        return total
+
+
+# ---------------------------------------------------------------------------------------------
+# convert
+# ---------------------------------------------------------------------------------------------
+
+def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_block=None,
+            progress=None, datetime="us", safe=True, types=None, source_format=None):
+    """Convert ``src`` into ``dst``, streaming: .idv <-> Parquet, CSV / TSV, Feather / Arrow.
+
+    Formats come from the extensions (``.idv``, ``.parquet`` / ``.pq``, ``.csv``, ``.tsv`` /
+    ``.tab``, ``.feather``, ``.arrow`` / ``.ipc``) or from ``to=`` (and ``source_format=``).
+    Returns the number of rows written.
+
+    * ``columns``: the columns to convert (names; for .idv sources also indices); default all
+      (for .idv: the readable visible ones, as IdvFile.read()).
+    * ``compression``: for .idv output ``"deflate"`` (default) or ``"none"``; for Parquet and
+      Feather it is handed to pyarrow (``"zstd"``, ``"snappy"``, ``"lz4"``, ``"none"`` ...),
+      the default meaning the format's usual one (Parquet: snappy, Feather: lz4). CSV is not
+      compressed.
+    * ``rows_per_block``: rows per block of an .idv output (default: ML.NET's rule, 8192).
+    * ``progress``: called as ``progress(rows_done, rows_total)`` at the start and after each
+      block or batch; ``rows_total`` is None when unknown (CSV input).
+    * ``datetime`` / ``safe``: time units of the Arrow side, as in idv.to_arrow (``"us"``,
+      ``"ns"`` or ``"ticks"``; sub-microsecond ticks raise unless ``safe=False``).
+    * ``types``: idv types for some columns of a non-.idv source (overriding the types
+      inferred from Arrow; for CSV they also tell pyarrow how to parse the column).
+
+    The .idv side keeps ML.NET's types and metadata in the Arrow field metadata, so .idv ->
+    Parquet / Feather -> .idv gives back the same types, annotations and values. CSV keeps
+    values only: fixed-size vectors are written one column per slot (``Features.<slot name>``
+    or ``Features.0``...), DateTimeOffset / RowId as ``name.utc``, ``name.offset_minutes`` /
+    ``name.low``, ``name.high`` columns; variable-size vectors raise (CSV cannot hold them),
+    and types are inferred again by pyarrow's CSV reader when read back.
+    """
+    src_fmt = _format_of(src, source_format, "source")
+    dst_fmt = _format_of(dst, to, "destination")
+    check_time_mode(datetime, TIME_UNITS)
+    if os.path.exists(os.fspath(dst)) and os.path.exists(os.fspath(src)) \
+            and os.path.samefile(os.fspath(src), os.fspath(dst)):
+        raise ValueError(f"source and destination are the same file: {os.fspath(src)!r}")
+    if src_fmt == "idv" and dst_fmt == "idv":
+        if types:
+            raise ValueError("types= is for non-.idv sources (an .idv keeps its types)")
+        return _idv_to_idv(src, dst, columns, compression, rows_per_block, progress)
+    if types and src_fmt == "idv":
+        raise ValueError("types= is for non-.idv sources (an .idv keeps its types)")
+    _pa()
+    source = _open_source(src, src_fmt, columns, datetime, safe, types,
+                          rows_per_block or _BATCH_ROWS)
+    try:
+        sink = _open_sink(dst, dst_fmt, source, types, compression, rows_per_block)
+        try:
+            total = source.total
+            done = 0
+            if progress is not None:
+                progress(0, total)
+            for batch in source.batches():
+                sink.write(batch, done)
+                done += batch.num_rows
+                if progress is not None:
+                    progress(done, total)
+            sink.close()
+        except BaseException:
+            sink.abort()
+            raise
+    finally:
+        source.close()
+    return done

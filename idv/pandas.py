@@ -1,0 +1,401 @@
+"""pandas DataFrames from and to .idv files: ``to_pandas``, ``read_pandas``, ``from_pandas``.
+
+pandas is imported only when these are called (``pip install idv[pandas]``). The mapping
+(docs/interop.md has the full table):
+
+* numbers and Boolean keep their dtypes; Text is pandas' string dtype (``str`` in pandas 3,
+  ``object`` before);
+* a key with usable KeyValues is a ``pandas.Categorical`` (raw 0, the missing key, is NaN;
+  code = raw - 1; categories = KeyValues); other keys stay their raw unsigned integers;
+* DateTime / TimeSpan are ``datetime64[ns]`` / ``timedelta64[ns]`` when every value fits
+  nanoseconds, else ``[us]`` (``datetime=`` chooses; nothing ever wraps);
+* DateTimeOffset is tz-aware: in its one UTC offset when all values share it, else in UTC;
+* RowId is an object column of Python ints (128-bit);
+* fixed vectors expand into one column per slot (``vectors="expand"``) or stay one object
+  column of arrays (``vectors="object"``); variable vectors are object columns of arrays.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+
+import numpy as np
+
+from idv import types as T
+from idv._interop import (EPOCH_TICKS, check_time_mode, fits_ns, opened, select_columns,
+                          slot_labels, ticks_to_unit, usable_key_values)
+from idv.vectors import Ragged
+
+__all__ = ["to_pandas", "read_pandas", "from_pandas"]
+
+VECTOR_MODES = ("expand", "object")
+DATETIME_MODES = ("auto", "ns", "us", "ticks")
+
+
+def _pd():
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("idv's pandas functions need pandas: pip install 'idv[pandas]'") \
+            from None
+    return pandas
+
+
+# ---------------------------------------------------------------------------------------------
+# idv -> pandas
+# ---------------------------------------------------------------------------------------------
+
+class _Ctx:
+    def __init__(self, pd, name, mode, safe):
+        self.pd = pd
+        self.name = name
+        self.mode = mode
+        self.safe = safe
+
+    def describe(self, size=None, offsets=None):
+        name = self.name
+
+        def describe(i):
+            if size:
+                return f"column {name!r} row {i // size} item {i % size}"
+            if offsets is not None:
+                r = int(np.searchsorted(offsets, i, side="right")) - 1
+                return f"column {name!r} row {r} item {i - int(offsets[r])}"
+            return f"column {name!r} row {i}"
+        return describe
+
+
+def _unit_for(v, mode):
+    if mode != "auto":
+        return mode
+    if fits_ns(v):
+        return "ns"
+    return "us"
+
+
+def _times(ctx, item, values, describe):
+    """DateTime / TimeSpan values (any shape) in the unit `ctx.mode` picks, or int64 ticks."""
+    v = np.ascontiguousarray(values).view(np.int64)
+    if ctx.mode == "ticks":
+        return v + np.int64(EPOCH_TICKS) if item is T.DateTime else v.copy()
+    unit = _unit_for(v, ctx.mode)
+    out = ticks_to_unit(v.reshape(-1), unit, ctx.safe, describe, item.name).reshape(v.shape)
+    kind = "datetime64" if item is T.DateTime else "timedelta64"
+    return out.view(f"{kind}[{unit}]")
+
+
+def _dto_series(ctx, values, describe):
+    pd = ctx.pd
+    utc = np.ascontiguousarray(values["utc"]).view(np.int64)
+    if ctx.mode == "ticks":
+        return pd.Series(utc + np.int64(EPOCH_TICKS))
+    unit = _unit_for(utc, ctx.mode)
+    inst = ticks_to_unit(utc, unit, ctx.safe, describe, "DateTimeOffset") \
+        .view(f"datetime64[{unit}]")
+    s = pd.Series(inst).dt.tz_localize("UTC")
+    off = np.asarray(values["offset_minutes"])
+    if len(off) and (off == off[0]).all() and off[0] != 0:
+        s = s.dt.tz_convert(_dt.timezone(_dt.timedelta(minutes=int(off[0]))))
+    return s
+
+
+def _scalar_series(ctx, t, values, kv=None, describe=None):
+    """One output column from 1-d values of item type t."""
+    pd = ctx.pd
+    describe = describe or ctx.describe()
+    if kv is not None:
+        raw = np.asarray(values)
+        bad = raw > len(kv)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{describe(i)}: key value {raw[i]} is above the key count "
+                             f"{len(kv)}")
+        codes = raw.astype(np.int64) - 1
+        return pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(kv)))
+    if t is T.Text:
+        return pd.Series(values, dtype="str")
+    if t in (T.DateTime, T.TimeSpan):
+        return pd.Series(_times(ctx, t, values, describe))
+    if t is T.DateTimeOffset:
+        return _dto_series(ctx, values, describe)
+    if t is T.RowId:
+        out = np.empty(len(values), object)
+        for i, (lo, hi) in enumerate(zip(values["low"].tolist(), values["high"].tolist())):
+            out[i] = (hi << 64) | lo
+        return pd.Series(out, dtype=object)
+    return pd.Series(values)
+
+
+def _object_column(rows, n):
+    out = np.empty(n, object)
+    for i, r in enumerate(rows):
+        out[i] = r
+    return out
+
+
+def _vector_cells(ctx, t, values):
+    """Vector rows as an object array of numpy arrays; DateTime / TimeSpan items in the unit
+    the datetime mode picks, other items in read()'s forms."""
+    n = len(values)
+    time = t.item in (T.DateTime, T.TimeSpan)
+    if isinstance(values, Ragged):
+        flat = values.values
+        if time:
+            flat = _times(ctx, t.item, flat, ctx.describe(offsets=values.offsets))
+        rows = np.split(flat, values.offsets[1:-1]) if n else []
+        return _object_column(rows, n)
+    if time:
+        values = _times(ctx, t.item, values, ctx.describe(size=t.size))
+    return _object_column(list(values), n)
+
+
+def _column_pieces(ctx, col, values, vectors):
+    """[(names, block)]: a Series (one name) or a DataFrame (expanded slots)."""
+    pd = ctx.pd
+    t = col.type
+    if not isinstance(t, T.Vector):
+        kv = usable_key_values(t, col.metadata)
+        return [([col.name], _scalar_series(ctx, t, values, kv))]
+    if vectors == "object" or not t.is_fixed:
+        return [([col.name], pd.Series(_vector_cells(ctx, t, values), dtype=object))]
+    names = slot_labels(col.name, t, col.metadata.get("SlotNames"))
+    n = len(values)
+    flat = values.reshape(n, t.size)
+    item = t.item
+    kv = usable_key_values(item, col.metadata) if isinstance(item, T.Key) else None
+    if (isinstance(item, T.Key) and kv is None) or item is T.Boolean \
+            or (not isinstance(item, T.Key) and item.is_numeric):
+        return [(names, pd.DataFrame(flat, columns=names, copy=False))]
+    if item in (T.DateTime, T.TimeSpan):
+        flat = _times(ctx, item, flat, ctx.describe(size=t.size))
+        return [(names, pd.DataFrame(flat, columns=names, copy=False))]
+    return [([nm], _scalar_series(ctx, item, flat[:, j], kv,
+                                  lambda i, j=j: f"column {col.name!r} row {i} item {j}"))
+            for j, nm in enumerate(names)]
+
+
+def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True):
+    """Read an .idv (a path, bytes, file object or open IdvFile) into a pandas.DataFrame.
+
+    ``columns``: names or indices (default: every readable column, the last of each name, as
+    IdvFile.read()). ``vectors``: ``"expand"`` (default) gives each slot of a fixed-size vector
+    its own column, named ``<column>.<slot name>`` from the SlotNames metadata (when there is
+    one distinct non-empty name per slot) or ``<column>.0``, ``<column>.1``... (``.i.j`` for
+    several dimensions); ``"object"`` keeps one column of arrays. Variable-size vectors are
+    always one object column of arrays.
+
+    ``datetime``: ``"auto"`` (default) gives DateTime, TimeSpan and DateTimeOffset columns
+    nanoseconds when every value fits (years 1677-2262, +-292 years) and microseconds
+    otherwise; ``"ns"`` always nanoseconds (values beyond raise); ``"us"`` always
+    microseconds; ``"ticks"`` int64 .NET ticks (DateTimeOffset: UTC ticks). Microseconds
+    cannot hold sub-microsecond ticks: they raise unless ``safe=False``, which floors them.
+    """
+    pd = _pd()
+    check_time_mode(vectors, VECTOR_MODES, "vectors")
+    check_time_mode(datetime, DATETIME_MODES)
+    with opened(file) as f:
+        cols = select_columns(f, columns)
+        n = f.num_rows
+        pieces = []
+        for col in cols:
+            ctx = _Ctx(pd, col.name, datetime, bool(safe))
+            pieces.extend(_column_pieces(ctx, col, col.read(), vectors))
+    names = [nm for names, _ in pieces for nm in names]
+    own = [c.name for c in cols]
+    counts = {}
+    for nm in names:
+        counts[nm] = counts.get(nm, 0) + 1
+    for nm in names:     # a slot name equal to another column's (file duplicates are kept)
+        if counts[nm] > 1 and counts[nm] != own.count(nm):
+            raise ValueError(f"expanding vectors gives the column name {nm!r} twice (it clashes "
+                             f"with another column); use vectors='object'")
+    if not pieces:
+        return pd.DataFrame(index=pd.RangeIndex(n))
+    blocks = [b.reset_index(drop=True) for _, b in pieces]
+    df = pd.concat(blocks, axis=1, ignore_index=True)
+    df.columns = names
+    return df
+
+
+def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe=True,
+                threads=None, backend=None):
+    """``idv.open(source)`` then to_pandas: a DataFrame of the file's columns."""
+    with opened(source, threads=threads, backend=backend) as f:
+        return to_pandas(f, columns, vectors=vectors, datetime=datetime, safe=safe)
+
+
+# ---------------------------------------------------------------------------------------------
+# pandas -> idv
+# ---------------------------------------------------------------------------------------------
+
+def _first(mask):
+    return int(np.flatnonzero(np.asarray(mask))[0])
+
+
+def _categorical(pd, s, name, override):
+    from idv.writer import as_type
+    cats = s.cat.categories
+    if override is not None and not isinstance(as_type(override, f"column {name!r}"), T.Key):
+        return s.to_numpy(dtype=object), None
+    n = len(cats)
+    if n == 0:
+        raise ValueError(f"column {name!r}: a Categorical with no categories cannot be a key "
+                         f"(ML.NET key counts are > 0)")
+    codes = np.asarray(s.cat.codes.to_numpy(), dtype=np.int64)
+    raw_type = T.UInt32 if n <= 2**32 - 1 else T.UInt64
+    raw = (codes + 1).astype(raw_type.dtype)
+    kv = cats.to_numpy()
+    if kv.dtype == object or kv.dtype.kind == "U":
+        kv = np.asarray(kv, dtype=object)
+    return raw, (T.Key(raw_type, count=n), {"KeyValues": kv})
+
+
+def _offsets_minutes(local, utc, name):
+    diff = (local - utc).astype("timedelta64[s]").astype(np.int64)
+    exact = (local - utc) == diff.astype("timedelta64[s]")
+    bad = (diff % 60 != 0) | ~exact
+    if bad.any():
+        raise ValueError(f"column {name!r} row {_first(bad)}: the UTC offset is not a whole "
+                         f"number of minutes, which .NET's DateTimeOffset needs")
+    return diff // 60
+
+
+def _tz_aware(pd, s, name):
+    nat = s.isna().to_numpy()
+    if nat.any():
+        raise ValueError(f"column {name!r} row {_first(nat)}: NaT (DateTimeOffset has no "
+                         f"missing value in ML.NET)")
+    utc = s.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
+    local = s.dt.tz_localize(None).to_numpy()
+    out = np.empty(len(s), [("utc", utc.dtype), ("offset_minutes", np.int64)])
+    out["utc"] = utc
+    out["offset_minutes"] = _offsets_minutes(local, utc, name)
+    return out
+
+
+def _aware_objects(pd, arr, name):
+    """Objects that are all zone-aware datetimes -> DateTimeOffset values, else None."""
+    if not len(arr) or not all(isinstance(x, _dt.datetime) and x.tzinfo is not None
+                               and x.utcoffset() is not None for x in arr):
+        return None
+    utc = pd.to_datetime(pd.Series(arr, dtype=object), utc=True).dt.tz_localize(None).to_numpy()
+    offsets = [x.utcoffset() for x in arr]
+    secs = np.array([o.days * 86400 + o.seconds for o in offsets], dtype=np.int64)
+    micro = np.array([o.microseconds for o in offsets], dtype=np.int64)
+    bad = (secs % 60 != 0) | (micro != 0)
+    if bad.any():
+        raise ValueError(f"column {name!r} row {_first(bad)}: the UTC offset is not a whole "
+                         f"number of minutes, which .NET's DateTimeOffset needs")
+    out = np.empty(len(arr), [("utc", utc.dtype), ("offset_minutes", np.int64)])
+    out["utc"] = utc
+    out["offset_minutes"] = secs // 60
+    return out
+
+
+def _object_values(pd, s, name):
+    arr = s.to_numpy(dtype=object)
+    first = next((x for x in arr if x is not None and not (isinstance(x, float) and x != x)),
+                 None)
+    if isinstance(first, (list, tuple, np.ndarray)):
+        bad = [i for i, x in enumerate(arr) if not isinstance(x, (list, tuple, np.ndarray))]
+        if bad:
+            raise TypeError(f"column {name!r} row {bad[0]}: {arr[bad[0]]!r} in a column of "
+                            f"vectors (ML.NET vectors have no missing value)")
+        lengths = {np.size(x) for x in arr}
+        if len(lengths) > 1:
+            # the item dtype from the non-empty rows (an empty list alone would say float64)
+            kinds = [np.asarray(x).dtype for x in arr if np.size(x)]
+            dtype = np.result_type(*kinds) if kinds and object not in kinds else None
+            return Ragged.from_list(list(arr), dtype=dtype), None
+        return list(arr), None
+    dto = _aware_objects(pd, arr, name)
+    if dto is not None:
+        return dto, T.DateTimeOffset
+    return arr, None
+
+
+def _series_values(pd, s, name, override):
+    """(values, type or None, metadata or None) of one Series."""
+    dtype = s.dtype
+    api = pd.api.types
+    if isinstance(dtype, pd.CategoricalDtype):
+        values, key = _categorical(pd, s, name, override)
+        if key is None:
+            return values, None, None
+        return values, key[0], key[1]
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return _tz_aware(pd, s, name), T.DateTimeOffset, None
+    if isinstance(dtype, pd.SparseDtype):
+        return _series_values(pd, s.sparse.to_dense(), name, override)
+    arrow_dtype = getattr(pd, "ArrowDtype", None)
+    if arrow_dtype is not None and isinstance(dtype, arrow_dtype):
+        import pyarrow as pa
+
+        from idv.arrow import from_arrow
+        table = pa.table({"c": pa.array(s.array)})
+        cols, col_types, meta = from_arrow(table, types={"c": override} if override else None)
+        return cols[0][1], col_types["c"], meta.get("c")
+    if isinstance(dtype, pd.StringDtype) or (api.is_string_dtype(dtype) and dtype != object):
+        na = s.isna().to_numpy()
+        if na.any():
+            raise ValueError(f"column {name!r} row {_first(na)}: missing value in a string "
+                             f"column; ML.NET's Text has none (it reads null as \"\"): "
+                             f"fill it first, e.g. df[{name!r}].fillna(\"\")")
+        return s.to_numpy(dtype=object), None, None
+    if api.is_extension_array_dtype(dtype):
+        kind = getattr(getattr(dtype, "numpy_dtype", None), "kind", None)
+        if kind is None:
+            raise TypeError(f"column {name!r}: pandas dtype {dtype} has no ML.NET type")
+        na = s.isna().to_numpy()
+        if na.any():
+            if kind == "f":
+                return s.to_numpy(dtype=dtype.numpy_dtype, na_value=np.nan), None, None
+            raise ValueError(f"column {name!r} row {_first(na)}: missing value (<NA>) in a "
+                             f"nullable {dtype} column; ML.NET's {dtype.numpy_dtype} type has "
+                             f"no missing value: fill it (fillna) or cast to float (NaN)")
+        return s.to_numpy(dtype=dtype.numpy_dtype), None, None
+    if dtype == object:
+        values, t = _object_values(pd, s, name)
+        return values, t, None
+    return s.to_numpy(), None, None
+
+
+def from_pandas(df, *, types=None):
+    """A DataFrame (or Series) -> (columns, types, metadata) for idv.write.
+
+    ``columns``: a list of (name, values); ``types``: name -> idv type; ``metadata``: name ->
+    {kind: value}. A Categorical becomes Key<UInt32, len(categories)> (raw = code + 1, NaN ->
+    0, the missing key) with the categories as KeyValues; zone-aware datetimes become
+    DateTimeOffset (each value's UTC offset, whole minutes); object columns of lists or arrays
+    become vectors (fixed size when all rows have the same length, else variable size); the rest
+    is typed as idv.write types numpy data. Nullable integer or Boolean columns holding <NA>,
+    and string columns holding missing values, raise (ML.NET has no missing value for them);
+    nullable floats give NaN. The index is not written (``df.reset_index()`` keeps it).
+    ``types`` overrides the type of some columns.
+    """
+    pd = _pd()
+    from idv.writer import infer_type
+    if isinstance(df, pd.Series):
+        df = df.to_frame()
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"from_pandas takes a pandas DataFrame, not {type(df).__name__}")
+    names = [str(c) for c in df.columns]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"duplicate column names {dup}: an .idv written from Python needs "
+                         f"distinct names")
+    overrides = dict(types or {})
+    unknown = [k for k in overrides if k not in names]
+    if unknown:
+        raise KeyError(f"types for unknown columns {unknown}; columns: {names}")
+    columns, out_types, metadata = [], {}, {}
+    for i, name in enumerate(names):
+        s = df.iloc[:, i]
+        override = overrides.get(name)
+        values, t, meta = _series_values(pd, s, name, override)
+        columns.append((name, values))
+        if override is not None:
+            t = override
+        out_types[name] = t if t is not None else infer_type(values, f"column {name!r}")
+        if meta:
+            metadata[name] = meta
+    return columns, out_types, metadata

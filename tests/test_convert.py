@@ -1,0 +1,372 @@
+"""idv.convert: .idv <-> Parquet, Feather / Arrow IPC, CSV / TSV, streaming.
+
+Ground truth: the ML.NET sidecars of the sample fixtures (what ML.NET reads from each file),
+and ML.NET's own reading (oracle dump) of an .idv made from a Parquet file built here.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import importlib
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import idv
+from expected import EPOCH_TICKS, annotation_expected, assert_arrays_equal, item_values
+from test_interop import (annotations, check_arrow_table, check_idv_against_dump,
+                          expected_of, fixture, fixture_params, has_sub_microsecond, sidecar)
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+pcsv = pytest.importorskip("pyarrow.csv")
+
+# the module (idv.convert, the attribute, is the function)
+convert_module = importlib.import_module("idv.convert")
+
+# every fixture with at least one column (no_columns: 0 columns, 5 rows, is tested apart)
+WITH_COLUMNS = fixture_params(lambda n: n != "no_columns")
+
+
+def _mode(name):
+    return "ticks" if has_sub_microsecond(sidecar(name)) else "us"
+
+
+# ---------------------------------------------------------------------------------------------
+# Parquet / Feather / Arrow round trips
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["parquet", "feather", "arrow"])
+@pytest.mark.parametrize("name", WITH_COLUMNS)
+def test_round_trip_exact(name, fmt, tmp_path):
+    """.idv -> fmt -> .idv: ML.NET's visible columns come back with their exact types,
+    annotations and values."""
+    mid = tmp_path / f"mid.{fmt}"
+    back = tmp_path / "back.idv"
+    rows = convert_module.convert(fixture(name), mid, datetime=_mode(name))
+    assert rows == sidecar(name)["row_count"]
+    assert idv.convert(mid, back) == rows
+    check_idv_against_dump(back, sidecar(name))
+
+
+@pytest.mark.parametrize("name", WITH_COLUMNS)
+def test_parquet_holds_mlnet_values(name, tmp_path):
+    """The Parquet file itself, read by pyarrow, holds ML.NET's values (timestamps in
+    microseconds where ML.NET's ticks allow)."""
+    out = tmp_path / "x.parquet"
+    idv.convert(fixture(name), out, datetime=_mode(name))
+    check_arrow_table(pq.read_table(out), sidecar(name), exact_dictionary=False)
+
+
+def test_no_columns(tmp_path):
+    out = tmp_path / "x.parquet"
+    assert idv.convert(fixture("no_columns"), out) == 0
+    assert pq.read_table(out).num_columns == 0
+
+
+def test_sub_microsecond_default_refuses_and_writes_nothing(tmp_path):
+    out = tmp_path / "dt.parquet"
+    with pytest.raises(ValueError, match="sub-microsecond"):
+        idv.convert(fixture("scalars_datetime"), out)
+    assert os.listdir(tmp_path) == []
+    # safe=False floors to microseconds
+    idv.convert(fixture("scalars_datetime"), out, safe=False, columns=["DT"])
+    dump = sidecar("scalars_datetime")
+    got = pq.read_table(out).column("DT").cast(pa.int64()).to_pylist()
+    assert got == [(int(r[0]) - EPOCH_TICKS) // 10 for r in dump["rows"]]
+
+
+def test_idv_to_idv(tmp_path):
+    """Columns, compression and block size change; types, annotations and values stay."""
+    name = "pipeline_multiclass_scored"
+    out = tmp_path / "sel.idv"
+    cols = ["ClassKey", "Features", "PredictedLabel", "Score"]
+    calls = []
+    n = idv.convert(fixture(name), out, columns=cols, compression="none", rows_per_block=7,
+                    progress=lambda done, total: calls.append((done, total)))
+    assert n == 60
+    check_idv_against_dump(out, sidecar(name), columns=cols)
+    with idv.open(out) as f:
+        assert all(c.compression == "None" and c.rows_per_block == 7 for c in f.columns)
+    assert calls == [(0, 60), (60, 60)]      # the source is one block of 60 rows
+
+
+def test_parquet_row_group_dictionaries(tmp_path):
+    """A Parquet dictionary column whose row groups hold different dictionaries becomes one key
+    whose KeyValues are all values in order of first appearance."""
+    values = ["b", "a", None, "c", "a", "d"]
+    table = pa.table({"k": pa.array(values).dictionary_encode(), "x": np.arange(6.0)})
+    src = tmp_path / "d.parquet"
+    pq.write_table(table, src, row_group_size=2)
+    assert pq.ParquetFile(src).num_row_groups == 3
+    out = tmp_path / "d.idv"
+    idv.convert(src, out, rows_per_block=4)
+    with idv.open(out) as f:
+        assert f["k"].type == idv.Key(idv.UInt32, 4)
+        kv = f["k"].metadata["KeyValues"].tolist()
+        assert kv == ["b", "a", "c", "d"]
+        raw = f["k"].read().tolist()
+    assert [kv[r - 1] if r else None for r in raw] == values
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV / TSV
+# ---------------------------------------------------------------------------------------------
+
+def _csv_rows(path, delimiter):
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.reader(fh, delimiter=delimiter))
+
+
+@pytest.mark.parametrize("fmt,delimiter", [("csv", ","), ("tsv", "\t")])
+def test_csv_text_holds_mlnet_values(fmt, delimiter, tmp_path):
+    """mixed_default without its variable vector: one CSV column per vector slot, named from
+    SlotNames; numbers, text, keys (their values), dates as ML.NET reads them."""
+    name = "mixed_default"
+    dump = sidecar(name)
+    cols = {c["name"]: c for c in dump["columns"]}
+    out = tmp_path / f"m.{fmt}"
+    keep = ["Id", "F32", "F64", "B", "Txt", "Key", "Vec", "DT"]
+    idv.convert(fixture(name), out, columns=keep)
+    rows = _csv_rows(out, delimiter)
+    slots = annotation_expected(annotations(cols["Vec"])["SlotNames"])
+    header = ["Id", "F32", "F64", "B", "Txt", "Key", *[f"Vec.{s}" for s in slots], "DT"]
+    assert rows[0] == header
+    body = rows[1:]
+    assert len(body) == 100
+    ids = expected_of(dump, cols["Id"])
+    assert [int(r[0]) for r in body] == ids.tolist()
+    f32 = expected_of(dump, cols["F32"])
+    got = np.array([float(r[1]) if r[1] not in ("nan", "") else np.nan for r in body])
+    assert_arrays_equal(got.astype(np.float32), f32, "F32")
+    assert [r[3] for r in body] == ["true" if b else "false" for b in expected_of(dump, cols["B"])]
+    assert [r[4] for r in body] == expected_of(dump, cols["Txt"]).tolist()
+    kv = annotation_expected(annotations(cols["Key"])["KeyValues"])
+    raw = expected_of(dump, cols["Key"])
+    assert [r[5] for r in body] == [kv[k - 1] if k else "" for k in raw]
+    vec = expected_of(dump, cols["Vec"])
+    got = np.array([[float(x) for x in r[6:10]] for r in body], np.float32)
+    assert_arrays_equal(got, vec, "Vec")
+    dts = expected_of(dump, cols["DT"]).astype("datetime64[us]")
+    assert [r[10] for r in body] == [str(d).replace("T", " ") + (
+        "" if "." in str(d) else ".000000") for d in dts]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_csv_round_trip_values(fmt, tmp_path):
+    """.idv -> CSV -> .idv: values equal (types as pyarrow's CSV reader infers them)."""
+    name = "mixed_smallblocks_deflate"
+    dump = sidecar(name)
+    cols = {c["name"]: c for c in dump["columns"]}
+    mid = tmp_path / f"m.{fmt}"
+    back = tmp_path / "m.idv"
+    keep = ["Id", "F64", "B", "Key", "Vec", "DT"]
+    idv.convert(fixture(name), mid, columns=keep)
+    calls = []
+    idv.convert(mid, back, progress=lambda d, t: calls.append((d, t)))
+    assert calls[0] == (0, None) and calls[-1] == (100, None)
+    slots = annotation_expected(annotations(cols["Vec"])["SlotNames"])
+    with idv.open(back) as f:
+        r = f.read()
+        assert f["Id"].type == idv.Int64 and f["DT"].type == idv.DateTime
+        assert f["Key"].type == idv.Text                 # the key's values, as text
+    assert r["Id"].tolist() == expected_of(dump, cols["Id"]).tolist()
+    assert_arrays_equal(r["F64"], expected_of(dump, cols["F64"]), "F64")
+    assert r["B"].tolist() == expected_of(dump, cols["B"]).tolist()
+    kv = annotation_expected(annotations(cols["Key"])["KeyValues"])
+    assert r["Key"].tolist() == [kv[k - 1] if k else "" for k in expected_of(dump, cols["Key"])]
+    vec = expected_of(dump, cols["Vec"])
+    for j, s in enumerate(slots):
+        assert_arrays_equal(r[f"Vec.{s}"].astype(np.float32), vec[:, j], f"Vec.{s}")
+    assert_arrays_equal(r["DT"], expected_of(dump, cols["DT"]), "DT")
+
+
+def test_csv_types_option(tmp_path):
+    """types= tells the CSV reader how to parse (dates before 1677 included) and sets the
+    ML.NET types."""
+    src = tmp_path / "t.csv"
+    src.write_text("when,n,k,d\n0001-01-01 00:00:00,1,2,5\n9999-12-31 23:59:59.999999,2,0,7\n")
+    out = tmp_path / "t.idv"
+    idv.convert(src, out, types={"when": idv.DateTime, "n": idv.Int16,
+                                 "k": idv.Key(idv.UInt32, 3), "d": idv.TimeSpan})
+    with idv.open(out) as f:
+        assert [str(t) for t in f.schema.types] == ["DateTime", "Int16", "Key<UInt32, 3>",
+                                                    "TimeSpan"]
+        r = f.read()
+    assert r["when"].view(np.int64).tolist() == [-EPOCH_TICKS, 3155378975999999990 - EPOCH_TICKS]
+    assert r["k"].tolist() == [2, 0]
+    assert r["d"].view(np.int64).tolist() == [50, 70]      # microseconds -> ticks
+
+
+def test_csv_refuses_variable_vectors(tmp_path):
+    out = tmp_path / "v.csv"
+    with pytest.raises(ValueError, match="CSV cannot hold variable-size vectors"):
+        idv.convert(fixture("mixed_default"), out)
+    assert os.listdir(tmp_path) == []
+
+
+def test_csv_structs_flattened(tmp_path):
+    out = tmp_path / "r.csv"
+    idv.convert(fixture("scalars_rowid"), out)
+    rows = _csv_rows(out, ",")
+    dump = sidecar("scalars_rowid")
+    assert rows[0] == ["RID.low", "RID.high"]
+    assert [(int(a) | (int(b) << 64)) for a, b in rows[1:]] == [int(r[0]) for r in dump["rows"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# ML.NET reads an .idv made from a Parquet file
+# ---------------------------------------------------------------------------------------------
+
+def test_mlnet_reads_idv_from_parquet(tmp_path, oracle):
+    n = 5
+    when = np.array(["0001-01-01", "1970-01-01T00:00:01.5", "2020-02-29T12:00", "2262-01-01",
+                     "9999-12-31T23:59:59.999999"], "datetime64[us]")
+    table = pa.table({
+        "i": pa.array([1, -2, 3, 2**31 - 1, -2**31], pa.int32()),
+        "u": pa.array([0, 1, 2, 2**64 - 1, 7], pa.uint64()),
+        "f": pa.array([0.1, float("nan"), None, -0.0, 1e30], pa.float32()),
+        "b": [True, False, True, True, False],
+        "s": ["a", "", "é\u4e2d", "x" * 300, "tab\tnl\n"],
+        "when": pa.array(when),
+        "dur": pa.array(np.array([1, -1, 0, 10**12, 5], "timedelta64[us]")),
+        "tz": pa.array(when[1:4].tolist() + [dt.datetime(2000, 1, 1), dt.datetime(1999, 1, 1)],
+                       pa.timestamp("us")).cast(pa.timestamp("us", tz="+05:30")),
+        "cat": pa.array(["lo", "hi", None, "lo", "mid"]).dictionary_encode(),
+        "fixed": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(15, dtype=np.float64)), 3),
+        "var": pa.array([[1], [], [2, 3], [4, 5, 6], []], pa.list_(pa.int64())),
+    })
+    src = tmp_path / "src.parquet"
+    pq.write_table(table, src, row_group_size=2)
+    out = tmp_path / "from_parquet.idv"
+    assert idv.convert(src, out, rows_per_block=2) == n
+    dump = oracle.dump(out)
+    cols = {c["name"]: c for c in dump["columns"]}
+    assert {k: c["type_string"] for k, c in cols.items()} == {
+        "i": "Int32", "u": "UInt64", "f": "Single", "b": "Boolean", "s": "String",
+        "when": "DateTime", "dur": "TimeSpan", "tz": "DateTimeOffset", "cat": "Key<UInt32, 0-2>",
+        "fixed": "Vector<Double, 3>", "var": "Vector<Int64>"}
+    assert dump["table_of_contents"]["columns"][0]["rows_per_block"] == 2
+
+    def cells(name):
+        return [r[cols[name]["index"]] for r in dump["rows"]]
+    assert cells("i") == table.column("i").to_pylist()
+    assert cells("u") == table.column("u").to_pylist()
+    f32 = np.array([np.nan if v is None else v for v in table.column("f").to_pylist()],
+                   np.float32)
+    assert_arrays_equal(item_values(idv.Single, cells("f")), f32, "f")
+    assert cells("b") == table.column("b").to_pylist()
+    assert cells("s") == table.column("s").to_pylist()
+    assert cells("when") == [int(v) * 10 + EPOCH_TICKS for v in when.view(np.int64)]
+    assert cells("dur") == [v * 10 for v in [1, -1, 0, 10**12, 5]]
+    tz = table.column("tz").cast(pa.int64()).to_pylist()
+    assert cells("tz") == [{"ticks": v * 10 + EPOCH_TICKS + 330 * 600000000,
+                            "offset_minutes": 330} for v in tz]
+    assert annotations(cols["cat"])["KeyValues"]["value"] == ["lo", "hi", "mid"]
+    assert cells("cat") == [1, 2, 0, 1, 3]
+    assert [[float(x) for x in c] for c in cells("fixed")] == \
+        np.arange(15.0).reshape(5, 3).tolist()
+    assert cells("var") == table.column("var").to_pylist()
+
+
+# ---------------------------------------------------------------------------------------------
+# streaming and errors
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def big_idv(tmp_path_factory):
+    n = 600_000
+    rng = np.random.default_rng(7)
+    path = tmp_path_factory.mktemp("big") / "big.idv"
+    idv.write(path, {"x": rng.random(n), "i": np.arange(n, dtype=np.int64),
+                     "v": rng.random((n, 6)).astype(np.float32),
+                     "s": np.array([f"row {i % 977}" for i in range(n)], dtype=object)},
+              compression="none")
+    return path
+
+
+def _peaks(run):
+    """(numpy peak from tracemalloc, Arrow peak seen in the progress callback) of run(progress)."""
+    arrow = [0]
+
+    def progress(done, total):
+        arrow[0] = max(arrow[0], pa.total_allocated_bytes())
+    tracemalloc.start()
+    try:
+        run(progress)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, arrow[0]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "feather"])
+def test_streaming_bounded_memory(big_idv, tmp_path, monkeypatch, fmt):
+    """idv -> fmt -> idv holds about a block (Parquet: a row group) at a time, far less than the
+    file."""
+    monkeypatch.setattr(convert_module, "_ROW_GROUP_BYTES", 2 << 20)
+    size = big_idv.stat().st_size
+    mid = tmp_path / f"big.{fmt}"
+    back = tmp_path / "back.idv"
+    idv.convert(big_idv, tmp_path / "warm.parquet", columns=["i"])     # imports, pools
+    peak, arrow = _peaks(lambda p: idv.convert(big_idv, mid, progress=p))
+    assert peak < size / 8 and arrow < size / 8, (peak, arrow, size)
+    if fmt == "parquet":
+        assert pq.ParquetFile(mid).num_row_groups > 4
+    # back: a source batch (rows_per_block rows) plus, for Parquet, the row group being decoded
+    peak, arrow = _peaks(lambda p: idv.convert(mid, back, progress=p, rows_per_block=8192))
+    assert peak + arrow < size / 3, (peak, arrow, size)
+    with idv.open(big_idv) as a, idv.open(back) as b:
+        assert b.num_rows == a.num_rows and b["v"].type == a["v"].type
+        for name in ("x", "i", "v", "s"):
+            assert np.array_equal(a[name][::9973], b[name][::9973]), name
+
+
+def test_progress_counts(big_idv, tmp_path):
+    calls = []
+    idv.convert(big_idv, tmp_path / "p.parquet", columns=["i"],
+                progress=lambda d, t: calls.append((d, t)))
+    with idv.open(big_idv) as f:
+        blocks, n = f["i"].num_blocks, f.num_rows
+    assert calls[0] == (0, n) and calls[-1] == (n, n) and len(calls) == blocks + 1
+    assert all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
+
+
+def test_errors(tmp_path):
+    src = fixture("mixed_default")
+    with pytest.raises(ValueError, match="cannot tell the destination format"):
+        idv.convert(src, tmp_path / "x.xlsx")
+    with pytest.raises(ValueError, match="unknown destination format"):
+        idv.convert(src, tmp_path / "x", to="xlsx")
+    copy = tmp_path / "same.idv"
+    copy.write_bytes(src.read_bytes())
+    with pytest.raises(ValueError, match="same file"):
+        idv.convert(copy, copy)
+    with pytest.raises(ValueError, match="types= is for non-.idv sources"):
+        idv.convert(src, tmp_path / "y.parquet", types={"Id": idv.Int64})
+    # to= wins over the extension
+    out = tmp_path / "data.bin"
+    idv.convert(src, out, to="parquet", columns=["Id"])
+    assert pq.read_table(out).column_names == ["Id"]
+    # a failure on the way leaves no output and no temporary file
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a\n1\n2\n")
+    with pytest.raises(KeyError):
+        idv.convert(bad, tmp_path / "bad.idv", types={"zzz": idv.Int32})
+    assert sorted(os.listdir(tmp_path)) == ["bad.csv", "data.bin", "same.idv"]
+
+
+def test_arrow_stream_source(tmp_path):
+    """An Arrow IPC stream (not the file format) is read too, with source_format=."""
+    table = idv.to_arrow(fixture("vectors_variable"))
+    src = tmp_path / "s.stream"
+    with pa.OSFile(str(src), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    calls = []
+    out = tmp_path / "s.idv"
+    assert idv.convert(src, out, source_format="arrow",
+                       progress=lambda d, t: calls.append((d, t))) == 6
+    assert calls[-1] == (6, None)
+    check_idv_against_dump(out, sidecar("vectors_variable"))

@@ -1,0 +1,867 @@
+"""pandas, Arrow and scipy.sparse against what ML.NET reads.
+
+Ground truth is ML.NET's view of each file: the sidecars of the sample fixtures
+(shared/oracle/fixtures-sample) and, where the oracle runs, ML.NET's dump of files written
+here. Arrow tables and DataFrames are turned back into idv's numpy forms by code in this file
+(plain pyarrow / pandas calls, not idv's converters) and compared bit for bit with
+tests/expected.py's reading of the JSON.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import io
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import dumpcheck as dc
+import idv
+from conftest import shared_dir
+from expected import (EPOCH_TICKS, TICKS_PER_MINUTE, annotation_expected, assert_arrays_equal,
+                      assert_column_equal, assert_value_equal, load_json, our_type_string,
+                      parse_type_string)
+
+pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas")
+sp = pytest.importorskip("scipy.sparse")
+
+SAMPLE_DIR = shared_dir() / "oracle" / "fixtures-sample"
+SAMPLE = sorted(p.stem for p in SAMPLE_DIR.glob("*.idv")) if SAMPLE_DIR.is_dir() else []
+DT100 = np.dtype("datetime64[100ns]")
+TS100 = np.dtype("timedelta64[100ns]")
+
+
+def fixture(name):
+    p = SAMPLE_DIR / f"{name}.idv"
+    if not p.exists():
+        pytest.skip(f"sample fixture missing: {p} (set IDV_SHARED)")
+    return p
+
+
+@functools.lru_cache(maxsize=None)
+def sidecar(name):
+    for suffix in (".json", ".json.gz"):
+        p = SAMPLE_DIR / f"{name}{suffix}"
+        if p.exists():
+            return load_json(p)
+    pytest.skip(f"sidecar of {name} missing")
+
+
+def visible(dump):
+    return [c for c in dump["columns"] if not c["hidden"]]
+
+
+def expected_of(dump, dcol):
+    return dc.expected_column(dump, dcol["index"])
+
+
+def annotations(dcol):
+    return {a["kind"]: a for a in dcol["annotations"]}
+
+
+def has_sub_microsecond(dump):
+    """Whether any DateTime / TimeSpan / DateTimeOffset cell has ticks % 10 != 0."""
+    for dcol in dump["columns"]:
+        if dcol["item_type"] not in ("DateTime", "TimeSpan", "DateTimeOffset"):
+            continue
+        for row in dump["rows"]:
+            cell = row[dcol["index"]]
+            cells = cell if isinstance(cell, list) else \
+                cell["values"] if isinstance(cell, dict) and "values" in cell else [cell]
+            for c in cells:
+                t = c["ticks"] if isinstance(c, dict) else c
+                if int(t) % 10:
+                    return True
+    return False
+
+
+def fixture_params(filter_=lambda name: True):
+    params = [pytest.param(n, id=n) for n in SAMPLE if filter_(n)]
+    return params or [pytest.param(None, marks=pytest.mark.skip(
+        reason=f"sample fixtures missing: {SAMPLE_DIR} (set IDV_SHARED)"))]
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrow -> numpy forms, by hand
+# ---------------------------------------------------------------------------------------------
+
+def _times_from_arrow(arr, kind):
+    """timestamp / duration (any unit) or int64 .NET ticks -> datetime64 / timedelta64[100ns]."""
+    t = arr.type
+    if pa.types.is_int64(t):
+        v = np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)
+        return (v - EPOCH_TICKS).view(DT100) if kind == "M" else v.view(TS100)
+    v = np.asarray(arr.cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+    if t.unit == "us":
+        v = v * 10
+    elif t.unit == "ns":
+        assert (v % 100 == 0).all()
+        v = v // 100
+    else:
+        raise AssertionError(f"unexpected unit {t.unit}")
+    return v.view(DT100) if kind == "M" else v.view(TS100)
+
+
+def items_from_arrow(item, arr):
+    """A flat Arrow array of `item` values in idv's numpy form."""
+    name = item.name if not isinstance(item, idv.Key) else "Key"
+    if name == "Text":
+        out = np.empty(len(arr), object)
+        out[:] = arr.to_pylist()
+        return out
+    if name == "DateTime":
+        return _times_from_arrow(arr, "M")
+    if name == "TimeSpan":
+        return _times_from_arrow(arr, "m")
+    if name == "DateTimeOffset":
+        assert pa.types.is_struct(arr.type)
+        utc = _times_from_arrow(arr.field("utc"), "M")
+        out = np.zeros(len(arr), [("utc", DT100), ("offset_minutes", "<i2")])
+        out["utc"] = utc
+        out["offset_minutes"] = arr.field("offset_minutes").to_numpy()
+        return out
+    if name == "RowId":
+        out = np.zeros(len(arr), [("low", "<u8"), ("high", "<u8")])
+        out["low"] = arr.field("low").to_numpy()
+        out["high"] = arr.field("high").to_numpy()
+        return out
+    if name == "Key":
+        return np.asarray(arr.to_numpy(zero_copy_only=False)).astype(item.raw.dtype)
+    return np.asarray(arr.to_numpy(zero_copy_only=False))
+
+
+def column_from_arrow(t, chunked, kv_expected=None, exact_dictionary=True):
+    """An Arrow column of idv type t in idv's numpy form (Ragged for variable vectors).
+    A dictionary column is mapped onto the KeyValues ML.NET reports, by value; with
+    `exact_dictionary` its dictionary must also be exactly those KeyValues (to_arrow's; a
+    Parquet file keeps only the values its row groups use)."""
+    arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
+    if isinstance(t, idv.Vector):
+        if t.is_fixed:
+            assert pa.types.is_fixed_size_list(arr.type) and arr.type.list_size == t.size
+            return items_from_arrow(t.item, arr.flatten()).reshape((len(arr),) + t.dims)
+        assert pa.types.is_list(arr.type)
+        offsets = np.asarray(arr.offsets.to_numpy(), np.int64)
+        return idv.Ragged(items_from_arrow(t.item, arr.flatten()), offsets - offsets[0])
+    if pa.types.is_dictionary(arr.type):
+        assert isinstance(t, idv.Key) and kv_expected is not None
+        kv = annotation_expected(kv_expected)
+        if exact_dictionary:
+            assert_arrays_equal(items_from_arrow(_kv_item(kv_expected), arr.dictionary), kv,
+                                "dictionary")
+        values = items_from_arrow(_kv_item(kv_expected), arr.dictionary).tolist()
+        position = {v: i + 1 for i, v in enumerate(kv.tolist())}
+        idx = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        return np.array([position[values[i]] if i >= 0 else 0 for i in idx], t.raw.dtype)
+    if isinstance(t, idv.Key) and not pa.types.is_integer(arr.type):
+        # a key's values decoded from their dictionary (Parquet does so for non-strings)
+        assert kv_expected is not None and not exact_dictionary
+        kv = annotation_expected(kv_expected).tolist()
+        position = {v: i + 1 for i, v in enumerate(kv)}
+        values = items_from_arrow(_kv_item(kv_expected), arr)
+        valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)
+        return np.array([position[v] if ok else 0 for v, ok in zip(values.tolist(), valid)],
+                        t.raw.dtype)
+    return items_from_arrow(t, arr)
+
+
+def _kv_item(ann):
+    return parse_type_string(ann["type_string"]).item
+
+
+def check_arrow_table(table, dump, columns=None, exact_dictionary=True):
+    """Every visible column of an Arrow table (from to_arrow / Parquet / Feather) against
+    ML.NET's values, with the idv.type / idv.metadata field metadata."""
+    dcols = visible(dump) if columns is None else [c for c in visible(dump) if c["name"] in columns]
+    assert table.column_names == [c["name"] for c in dcols]
+    assert table.num_rows == dump["row_count"]
+    for i, dcol in enumerate(dcols):
+        where = f"column {dcol['name']!r}"
+        field = table.schema.field(i)
+        t = parse_type_string(dcol["type_string"])
+        meta = field.metadata or {}
+        assert meta[b"idv.type"].decode() == our_type_string(dcol["type_string"]), where
+        anns = annotations(dcol)
+        if anns:
+            got = json.loads(meta[b"idv.metadata"])
+            assert [e["kind"] for e in got] == list(anns), where
+            for e in got:
+                a = anns[e["kind"]]
+                assert e["type"] == our_type_string(a["type_string"]), where
+        else:
+            assert b"idv.metadata" not in meta, where
+        kv = anns.get("KeyValues")
+        actual = column_from_arrow(t, table.column(i), kv, exact_dictionary)
+        assert_column_equal(actual, expected_of(dump, dcol), where)
+
+
+# ---------------------------------------------------------------------------------------------
+# to_arrow
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", fixture_params())
+def test_to_arrow_ticks_equals_mlnet(name):
+    """datetime='ticks' is exact for every type: every value equals ML.NET's."""
+    with dc.open_quietly(fixture(name)) as f:
+        table = idv.to_arrow(f, datetime="ticks")
+    check_arrow_table(table, sidecar(name))
+
+
+@pytest.mark.parametrize("name", fixture_params())
+def test_to_arrow_default_microseconds(name):
+    """The default timestamp[us] / duration[us]: exact where ML.NET's ticks are whole
+    microseconds; sub-microsecond ticks raise (safe) or floor (safe=False)."""
+    dump = sidecar(name)
+    path = fixture(name)
+    if has_sub_microsecond(dump):
+        with pytest.raises(ValueError, match="sub-microsecond ticks"):
+            idv.to_arrow(path)
+        table = idv.to_arrow(path, safe=False)
+        for i, dcol in enumerate(visible(dump)):
+            if dcol["item_type"] != "DateTime" or dcol["is_vector"]:
+                continue
+            got = table.column(i).combine_chunks().cast(pa.int64()).to_numpy()
+            ticks = np.array([int(r[dcol["index"]]) for r in dump["rows"]], dtype=object)
+            want = np.array([(t - EPOCH_TICKS) // 10 for t in ticks], np.int64)
+            assert np.array_equal(got, want), dcol["name"]
+        return
+    table = idv.to_arrow(path)
+    for field in table.schema:
+        assert "timestamp[ns" not in str(field.type) and "duration[ns" not in str(field.type)
+    check_arrow_table(table, dump)
+
+
+def test_arrow_types_of_each_kind():
+    path = fixture("mixed_default")
+    schema = idv.to_arrow(path).schema
+    assert schema.field("Id").type == pa.int32()
+    assert schema.field("F32").type == pa.float32()
+    assert schema.field("Txt").type == pa.string()
+    assert schema.field("B").type == pa.bool_()
+    assert schema.field("Key").type == pa.dictionary(pa.int32(), pa.string())
+    assert schema.field("Vec").type == pa.list_(pa.float32(), 4)
+    assert schema.field("Var").type == pa.list_(pa.int16())
+    assert schema.field("DT").type == pa.timestamp("us")
+    from idv.arrow import arrow_schema
+    s2 = arrow_schema(fixture("scalars_datetime"), columns=["TS"], datetime="ns")
+    assert s2.field("TS").type == pa.duration("ns")
+    s3 = idv.to_arrow(fixture("vector_multidim"), columns=["Mat2x3"]).schema
+    # multi-dimensional: flattened fixed_size_list, the dims in idv.type
+    assert s3.field(0).type == pa.list_(pa.float32(), 6)
+    assert s3.field(0).metadata[b"idv.type"] == b"Vector<Single, 2, 3>"
+    keys = idv.to_arrow(fixture("keys")).schema
+    assert keys.field("KeyU1").type == pa.uint8()           # no KeyValues: the raw key
+    assert keys.field("KeyWithText").type == pa.dictionary(pa.int32(), pa.string())
+    # Single KeyValues holding NaN cannot be a dictionary: raw ints, KeyValues kept as metadata
+    assert keys.field("KeyWithNum").type == pa.uint32()
+
+
+def test_to_arrow_ns_out_of_range_raises():
+    with pytest.raises(ValueError, match="outside what nanoseconds"):
+        idv.to_arrow(fixture("scalars_datetime"), columns=["DT"], datetime="ns")
+    with pytest.raises(ValueError, match="datetime must be one of"):
+        idv.to_arrow(fixture("scalars_datetime"), datetime="ms")
+
+
+def test_to_arrow_sparse_columns_dense():
+    """Sparse vector columns come out dense, with ML.NET's implicit zeros filled in."""
+    name = "vectors_sparse"
+    table = idv.to_arrow(fixture(name))
+    check_arrow_table(table, sidecar(name))
+    assert table.schema.field("SparseF64Big").type == pa.list_(pa.float64(), 1000)
+
+
+# ---------------------------------------------------------------------------------------------
+# from_arrow: back to the same .idv
+# ---------------------------------------------------------------------------------------------
+
+def check_idv_against_dump(path, dump, columns=None):
+    """A file we wrote holds the visible columns of an ML.NET file: names, exact types,
+    metadata (kinds in order, types, values) and every value."""
+    dcols = visible(dump) if columns is None else [c for c in visible(dump) if c["name"] in columns]
+    with dc.open_quietly(path) as f:
+        assert f.column_names == [c["name"] for c in dcols]
+        if dcols:
+            assert f.num_rows == dump["row_count"]
+        for col, dcol in zip(f.columns, dcols):
+            where = f"column {dcol['name']!r}"
+            assert col.type == parse_type_string(dcol["type_string"]), \
+                f"{where}: {col.type} vs ML.NET {dcol['type_string']}"
+            kinds = [a["kind"] for a in dcol["annotations"]]
+            assert col.metadata_kinds == kinds, where
+            types = col.metadata_types
+            for a in dcol["annotations"]:
+                assert types[a["kind"]] == parse_type_string(a["type_string"]), where
+                assert_value_equal(col.metadata[a["kind"]], annotation_expected(a),
+                                   f"{where} metadata {a['kind']}")
+            assert_column_equal(col.read(), expected_of(dump, dcol), where)
+
+
+@pytest.mark.parametrize("name", fixture_params(lambda n: n != "no_columns"))
+def test_arrow_round_trip_exact(name, tmp_path):
+    """to_arrow -> from_arrow -> idv.write gives ML.NET's types, annotations and values."""
+    table = idv.to_arrow(fixture(name), datetime="ticks")
+    out = tmp_path / "back.idv"
+    idv.write(out, table)
+    check_idv_against_dump(out, sidecar(name))
+
+
+def test_arrow_round_trip_via_record_batch(tmp_path):
+    name = "mixed_default"
+    table = idv.to_arrow(fixture(name))
+    batch = table.combine_chunks().to_batches()[0]
+    out = tmp_path / "b.idv"
+    idv.write(out, batch)
+    check_idv_against_dump(out, sidecar(name))
+
+
+def test_from_arrow_plain_table():
+    """Tables from elsewhere (no idv metadata) take their types from Arrow."""
+    paris = pa.array(np.array(["2020-01-01T11:00", "2020-07-01T10:00"], "datetime64[us]")) \
+        .cast(pa.timestamp("us", tz="Europe/Paris"))
+    table = pa.table({
+        "i8": pa.array([1, -2], pa.int8()), "u64": pa.array([2**64 - 1, 0], pa.uint64()),
+        "h": pa.array(np.array([1.5, 2], np.float16)), "f": pa.array([1.5, None]),
+        "b": [True, False], "s": ["x", "é"], "ls": pa.array(["a", "b"], pa.large_string()),
+        "ts": pa.array(np.array(["0001-01-01", "9999-12-31T23:59:59.999999"], "datetime64[us]")),
+        "date": pa.array([dt.date(2020, 1, 2), dt.date(1, 1, 1)]),
+        "dur": pa.array(np.array([1, -5], "timedelta64[ms]")),
+        "tod": pa.array([dt.time(1, 2, 3), dt.time(0, 0)]),
+        "paris": paris,
+        "cat": pa.array(["b", None]).dictionary_encode(),
+        "fixed": pa.FixedSizeListArray.from_arrays(pa.array([1, 2, 3, 4], pa.int32()), 2),
+        "var": pa.array([[1.5], []], pa.list_(pa.float32())),
+        "tensor": pa.ExtensionArray.from_storage(
+            pa.fixed_shape_tensor(pa.float64(), [1, 2]),
+            pa.FixedSizeListArray.from_arrays(pa.array([1.0, 2, 3, 4]), 2)),
+    })
+    columns, types, meta = idv.from_arrow(table)
+    assert {k: str(v) for k, v in types.items()} == {
+        "i8": "SByte", "u64": "UInt64", "h": "Single", "f": "Double", "b": "Boolean",
+        "s": "Text", "ls": "Text", "ts": "DateTime", "date": "DateTime", "dur": "TimeSpan",
+        "tod": "TimeSpan", "paris": "DateTimeOffset", "cat": "Key<UInt32, 1>",
+        "fixed": "Vector<Int32, 2>", "var": "Vector<Single>", "tensor": "Vector<Double, 1, 2>"}
+    assert list(meta) == ["cat"] and meta["cat"]["KeyValues"][1].tolist() == ["b"]
+    buf = io.BytesIO()
+    idv.write(buf, table)
+    r = idv.read(buf.getvalue())
+    assert np.isnan(r["f"][1]) and r["f"][0] == 1.5          # null float -> NaN
+    assert r["cat"].tolist() == [1, 0]                        # null key -> 0 (missing)
+    assert r["u64"].tolist() == [2**64 - 1, 0]
+    assert r["ts"].view(np.int64).tolist() == [-EPOCH_TICKS,
+                                               3155378975999999990 - EPOCH_TICKS]
+    assert r["date"].view(np.int64)[1] == -EPOCH_TICKS
+    assert r["dur"].view(np.int64).tolist() == [10000, -50000]
+    assert r["tod"].view(np.int64).tolist() == [(3600 + 120 + 3) * 10**7, 0]
+    # Paris: +60 in winter, +120 in summer; utc instants exact
+    assert r["paris"]["offset_minutes"].tolist() == [60, 120]
+    assert r["paris"]["utc"].astype("datetime64[us]").tolist() == \
+        [dt.datetime(2020, 1, 1, 11), dt.datetime(2020, 7, 1, 10)]
+    assert r["fixed"].tolist() == [[1, 2], [3, 4]]
+    assert r["tensor"].shape == (2, 1, 2) and r["tensor"].reshape(-1).tolist() == [1, 2, 3, 4]
+    assert [x.tolist() for x in r["var"]] == [[1.5], []]
+
+
+@pytest.mark.parametrize("table,match", [
+    (lambda: pa.table({"x": pa.array([1, None])}), "row 1: null"),
+    (lambda: pa.table({"x": pa.array(["a", None])}), "row 1: null"),
+    (lambda: pa.table({"x": pa.array([[1], None])}), "row 1: a null vector"),
+    (lambda: pa.table({"x": pa.array([None, None])}), "only nulls"),
+    (lambda: pa.table({"x": pa.array([1], pa.decimal128(5, 2))}), "cast it to float64"),
+    (lambda: pa.table({"x": pa.array([[[1]]])}), "nested lists"),
+    (lambda: pa.table({"x": pa.array([], pa.string()).dictionary_encode()}), "empty dictionary"),
+])
+def test_from_arrow_refuses(table, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        idv.write(io.BytesIO(), table())
+
+
+def test_from_arrow_ignores_stale_metadata():
+    """idv.type that no longer fits the Arrow type (a cast since) is not trusted."""
+    table = idv.to_arrow(fixture("mixed_default"), columns=["F32", "Key"])
+    f64 = table.column(0).cast(pa.float64())
+    field = table.schema.field(0).with_type(pa.float64())
+    stale = pa.Table.from_arrays([f64, table.column(1)],
+                                 schema=pa.schema([field, table.schema.field(1)]))
+    _, types, meta = idv.from_arrow(stale)
+    assert types["F32"] == idv.Double              # not Single: that would lose precision
+    assert types["Key"] == idv.Key(idv.UInt32, 7) and "KeyValues" in meta["Key"]
+
+
+def test_dictionary_chunks_merged_by_value():
+    """Chunks with different dictionaries: KeyValues = all values in order of first
+    appearance, raw keys mapped by value."""
+    c1 = pa.array(["b", "a", None]).dictionary_encode()
+    c2 = pa.array(["c", "a"]).dictionary_encode()
+    table = pa.Table.from_arrays([pa.chunked_array([c1, c2])], names=["k"])
+    columns, types, meta = idv.from_arrow(table)
+    assert types["k"] == idv.Key(idv.UInt32, 3)
+    assert meta["k"]["KeyValues"][1].tolist() == ["b", "a", "c"]
+    assert columns[0][1].tolist() == [1, 2, 0, 3, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# record_batch_reader
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", fixture_params(lambda n: n.startswith(("multiblock", "mixed_"))))
+def test_record_batches_are_blocks(name):
+    dump = sidecar(name)
+    path = fixture(name)
+    with dc.open_quietly(path) as f:
+        blocks = f.columns[0].num_blocks
+        rpb = f.columns[0].rows_per_block
+        reader = idv.record_batch_reader(f)
+        batches = list(reader)
+        assert len(batches) == blocks
+        assert [b.num_rows for b in batches] == \
+            [min(rpb, f.num_rows - i * rpb) for i in range(blocks)]
+        assert len(list(f.iter_batches())) == blocks
+    check_arrow_table(pa.Table.from_batches(batches, schema=reader.schema), dump)
+
+
+def test_record_batch_reader_schema_and_closing(tmp_path):
+    path = fixture("mixed_smallblocks_deflate")
+    reader = idv.record_batch_reader(path, columns=["Key", "Vec"])
+    assert reader.schema.names == ["Key", "Vec"]
+    assert reader.schema == idv.to_arrow(path, columns=["Key", "Vec"]).schema
+    n = sum(b.num_rows for b in reader)
+    assert n == 100
+    # an IdvFile passed in stays open
+    with idv.open(path) as f:
+        list(idv.record_batch_reader(f, columns=[0]))
+        assert not f.closed
+
+
+def test_record_batch_reader_bounded_memory(tmp_path):
+    """Peak memory while streaming a multi-block file stays a small fraction of its size."""
+    n = 600_000
+    rng = np.random.default_rng(1)
+    path = tmp_path / "big.idv"
+    idv.write(path, {"x": rng.random(n), "i": np.arange(n, dtype=np.int64),
+                     "v": rng.random((n, 6)).astype(np.float32),
+                     "s": np.array([f"row {i % 977}" for i in range(n)], dtype=object)},
+              compression="none")
+    size = path.stat().st_size
+    assert size > 30 << 20
+    with idv.open(path) as f:
+        blocks = f["x"].num_blocks
+        assert blocks > 50
+        next(iter(idv.record_batch_reader(f)))       # imports and pools warmed up
+        tracemalloc.start()
+        try:
+            arrow_peak, count, rows = 0, 0, 0
+            for batch in idv.record_batch_reader(f):
+                count += 1
+                rows += batch.num_rows
+                arrow_peak = max(arrow_peak, pa.total_allocated_bytes())
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert count == blocks and rows == n
+    assert peak < size / 10, f"numpy peak {peak} bytes for a {size}-byte file"
+    assert arrow_peak < size / 10, f"Arrow peak {arrow_peak} bytes for a {size}-byte file"
+
+
+# ---------------------------------------------------------------------------------------------
+# to_pandas
+# ---------------------------------------------------------------------------------------------
+
+def test_pandas_keys_categorical():
+    dump = sidecar("keys")
+    df = idv.read_pandas(fixture("keys"))
+    cols = {c["name"]: c for c in dump["columns"]}
+    # KeyValues -> Categorical: codes = raw - 1, raw 0 -> NaN, categories = KeyValues
+    dcol = cols["KeyWithText"]
+    s = df["KeyWithText"]
+    assert isinstance(s.dtype, pd.CategoricalDtype)
+    kv = annotation_expected(annotations(dcol)["KeyValues"])
+    assert list(s.cat.categories) == list(kv)
+    raw = expected_of(dump, dcol).astype(np.int64)
+    assert s.cat.codes.to_numpy().tolist() == (raw - 1).tolist()
+    assert s.isna().to_numpy().tolist() == (raw == 0).tolist()
+    # no KeyValues: the raw unsigned ints
+    for name in ("KeyU4", "KeyU1", "KeyU2", "KeyU8"):
+        assert_arrays_equal(df[name].to_numpy(), expected_of(dump, cols[name]), name)
+    # KeyValues with NaN cannot be categories: raw ints (documented)
+    assert df["KeyWithNum"].dtype == np.uint32
+
+
+def test_pandas_mixed_default():
+    dump = sidecar("mixed_default")
+    df = idv.to_pandas(fixture("mixed_default"))
+    cols = {c["name"]: c for c in dump["columns"]}
+    slots = annotation_expected(annotations(cols["Vec"])["SlotNames"])
+    vec_names = [f"Vec.{s}" for s in slots]
+    assert list(df.columns) == ["Id", "F32", "F64", "B", "Txt", "Key", *vec_names, "Var", "DT"]
+    for name in ("Id", "F32", "F64", "B"):
+        assert_arrays_equal(df[name].to_numpy(), expected_of(dump, cols[name]), name)
+    assert df["Txt"].tolist() == expected_of(dump, cols["Txt"]).tolist()
+    vec = expected_of(dump, cols["Vec"])
+    assert_arrays_equal(df[vec_names].to_numpy(), vec, "Vec")
+    var = expected_of(dump, cols["Var"])
+    for i, cell in enumerate(df["Var"]):
+        assert_arrays_equal(cell, var.row(i), f"Var row {i}")
+    assert df["DT"].dtype == np.dtype("datetime64[ns]")
+    assert_arrays_equal(df["DT"].to_numpy().astype(DT100), expected_of(dump, cols["DT"]), "DT")
+
+
+def test_pandas_vectors_object_and_multidim():
+    dump = sidecar("vector_multidim")
+    df = idv.to_pandas(fixture("vector_multidim"))
+    assert list(df.columns)[:6] == [f"Mat2x3.{i}.{j}" for i in range(2) for j in range(3)]
+    mat = expected_of(dump, dump["columns"][0])
+    assert_arrays_equal(df.iloc[:, :6].to_numpy(), mat.reshape(len(mat), 6), "Mat2x3")
+    obj = idv.to_pandas(fixture("vector_multidim"), vectors="object")
+    assert list(obj.columns) == ["Mat2x3", "VarBy4"] and obj["Mat2x3"].dtype == object
+    for i, cell in enumerate(obj["Mat2x3"]):
+        assert_arrays_equal(cell, mat[i], f"Mat2x3 row {i}")
+
+
+def test_pandas_slot_names():
+    dump = sidecar("pipeline_featurize_text")
+    dcol = next(c for c in dump["columns"] if c["name"] == "ReviewFeatures")
+    names = annotation_expected(annotations(dcol)["SlotNames"])
+    df = idv.to_pandas(fixture("pipeline_featurize_text"), columns=["ReviewFeatures"])
+    assert list(df.columns) == [f"ReviewFeatures.{s}" for s in names]
+    assert_arrays_equal(df.to_numpy(), expected_of(dump, dcol), "ReviewFeatures")
+    # an empty slot name: that slot is named by its index
+    misc = idv.to_pandas(fixture("vectors_misc"), columns=["VecTextSlots"])
+    slots = annotation_expected(annotations(next(
+        c for c in sidecar("vectors_misc")["columns"] if c["name"] == "VecTextSlots"))["SlotNames"])
+    assert list(slots) == ["a", "", "c"]
+    assert list(misc.columns) == ["VecTextSlots.a", "VecTextSlots.1", "VecTextSlots.c"]
+    # no SlotNames: indices
+    fixed = idv.to_pandas(fixture("vectors_fixed"), columns=["VecI32"])
+    assert list(fixed.columns) == [f"VecI32.{j}" for j in range(4)]
+
+
+def test_pandas_datetime_rules():
+    """scalars_datetime holds 0001-01-01 + 100 ns and DateTime.MaxValue: neither fits
+    nanoseconds, and microseconds cannot hold their last tick: 'auto' refuses, 'ticks' is exact,
+    safe=False floors to microseconds."""
+    dump = sidecar("scalars_datetime")
+    path = fixture("scalars_datetime")
+    cols = {c["name"]: c for c in dump["columns"]}
+    with pytest.raises(ValueError, match="sub-microsecond"):
+        idv.to_pandas(path, columns=["DT"])
+    ticks = idv.to_pandas(path, datetime="ticks")
+    assert ticks["DT"].tolist() == [int(r[cols["DT"]["index"]]) for r in dump["rows"]]
+    assert ticks["TS"].tolist() == [int(r[cols["TS"]["index"]]) for r in dump["rows"]]
+    floored = idv.to_pandas(path, columns=["DT"], safe=False)
+    assert floored["DT"].dtype == np.dtype("datetime64[us]")
+    want = [(int(r[cols["DT"]["index"]]) - EPOCH_TICKS) // 10 for r in dump["rows"]]
+    assert floored["DT"].to_numpy().view(np.int64).tolist() == want
+    with pytest.raises(ValueError, match="outside what nanoseconds"):
+        idv.to_pandas(path, columns=["DT"], datetime="ns")
+
+
+def test_pandas_datetime_range_edges(tmp_path):
+    """Year 1 and 9999 come out as datetime64[us] (exact); dates within 1677-2262 as [ns]."""
+    edges = np.array(["0001-01-01T00:00:00", "9999-12-31T23:59:59.999999",
+                      "2020-02-29T12:34:56.123456"], "datetime64[us]")
+    inside = np.array(["1677-09-22", "2262-04-10T23:59:59.9999999"], "datetime64[100ns]")
+    path = tmp_path / "edges.idv"
+    idv.write(path, {"E": edges, "TS": np.array([-2 * 10**16, 0, 2 * 10**16], "timedelta64[us]")})
+    df = idv.to_pandas(path)
+    assert df["E"].dtype == np.dtype("datetime64[us]")
+    assert df["E"].to_numpy().tolist() == edges.tolist()
+    assert df["TS"].dtype == np.dtype("timedelta64[us]")
+    assert df["TS"].to_numpy().astype(np.int64).tolist() == [-2 * 10**16, 0, 2 * 10**16]
+    path2 = tmp_path / "inside.idv"
+    idv.write(path2, {"I": inside})
+    df2 = idv.to_pandas(path2)
+    assert df2["I"].dtype == np.dtype("datetime64[ns]")
+    assert df2["I"].to_numpy().view(np.int64).tolist() == \
+        (inside.view(np.int64) * 100).tolist()
+
+
+def test_pandas_datetimeoffset_tz_aware(tmp_path):
+    """Mixed offsets: UTC (the instants); one shared offset: that fixed-offset zone."""
+    dump = sidecar("scalars_datetime")
+    cols = {c["name"]: c for c in dump["columns"]}
+    df = idv.to_pandas(fixture("scalars_datetime"), columns=["DTO"], safe=False)
+    s = df["DTO"]
+    assert str(s.dt.tz) == "UTC"
+    cells = [r[cols["DTO"]["index"]] for r in dump["rows"]]
+    utc_us = [(int(c["ticks"]) - int(c["offset_minutes"]) * TICKS_PER_MINUTE - EPOCH_TICKS) // 10
+              for c in cells]
+    assert s.dt.tz_localize(None).to_numpy().astype("datetime64[us]").view(np.int64).tolist() \
+        == utc_us
+    # one offset for all rows -> that zone, local clock times as ML.NET sees them
+    clock = np.array(["2020-01-01T12:00", "1999-12-31T23:59:59.123456"], "datetime64[us]")
+    values = np.zeros(2, [("utc", "datetime64[us]"), ("offset_minutes", "i2")])
+    values["utc"] = clock - np.timedelta64(330, "m")
+    values["offset_minutes"] = 330
+    path = tmp_path / "dto.idv"
+    idv.write(path, {"D": values})
+    d = idv.to_pandas(path)["D"]
+    assert d.dt.tz.utcoffset(None) == dt.timedelta(minutes=330)
+    assert d.dt.tz_localize(None).to_numpy().astype("datetime64[us]").tolist() == \
+        clock.tolist()
+
+
+def test_pandas_rowid_and_timespan_vectors():
+    dump = sidecar("scalars_rowid")
+    df = idv.to_pandas(fixture("scalars_rowid"))
+    assert df["RID"].tolist() == [int(r[0]) for r in dump["rows"]]
+    fixed = sidecar("vectors_fixed")
+    dcol = next(c for c in fixed["columns"] if c["name"] == "VecTS")
+    ts = idv.to_pandas(fixture("vectors_fixed"), columns=["VecTS"])
+    assert list(ts.columns) == ["VecTS.0"] and ts["VecTS.0"].dtype == np.dtype("timedelta64[ns]")
+    assert_arrays_equal(ts.to_numpy().astype(TS100), expected_of(fixed, dcol), "VecTS")
+
+
+def test_pandas_dto_and_key_vectors_expand():
+    dump = sidecar("vectors_misc")
+    cols = {c["name"]: c for c in dump["columns"]}
+    df = idv.to_pandas(fixture("vectors_misc"), columns=["VecKeyKV", "VecDTO"], safe=False)
+    kv = list(annotation_expected(annotations(cols["VecKeyKV"])["KeyValues"]))
+    raw = expected_of(dump, cols["VecKeyKV"]).astype(np.int64)
+    for j in range(4):
+        s = df[f"VecKeyKV.{j}"]
+        assert list(s.cat.categories) == kv
+        assert s.cat.codes.tolist() == (raw[:, j] - 1).tolist()
+    dto = expected_of(dump, cols["VecDTO"])
+    for j in range(2):
+        got = df[f"VecDTO.{j}"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
+        want = dto["utc"][:, j].view(np.int64) // 10
+        assert got.astype("datetime64[us]").view(np.int64).tolist() == want.tolist()
+
+
+def test_pandas_expansion_name_clash(tmp_path):
+    path = tmp_path / "clash.idv"
+    idv.write(path, {"V": np.zeros((2, 2), np.float32), "V.1": np.zeros(2)})
+    with pytest.raises(ValueError, match="vectors='object'"):
+        idv.to_pandas(path)
+    assert list(idv.to_pandas(path, vectors="object").columns) == ["V", "V.1"]
+
+
+def test_idvfile_methods():
+    path = fixture("mixed_default")
+    with idv.open(path) as f:
+        df = f.to_pandas(["Id", "Key"])
+        assert list(df.columns) == ["Id", "Key"] and len(df) == 100
+        t = f.to_arrow(["Id"])
+        assert t.column_names == ["Id"] and t.num_rows == 100
+        assert sum(b.num_rows for b in f.iter_batches(["Txt"])) == 100
+    with pytest.raises(ValueError, match="vectors must be one of"):
+        idv.read_pandas(path, vectors="wide")
+
+
+# ---------------------------------------------------------------------------------------------
+# from_pandas and idv.write(DataFrame)
+# ---------------------------------------------------------------------------------------------
+
+PANDAS_ROUND_TRIP = {
+    "mixed_default": None, "keys": ["KeyU4", "KeyU8", "KeyWithText"],
+    "scalars_numeric": None, "scalars_text": None, "scalars_bool": None,
+    "vectors_fixed": ["VecF32", "VecF64", "VecI32", "VecU8", "VecI64", "VecText", "VecBool"],
+    "vectors_variable": None, "pipeline_keys": None, "pipeline_multiclass_scored": None,
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in PANDAS_ROUND_TRIP])
+def test_pandas_round_trip_values(name, tmp_path):
+    """idv -> DataFrame (vectors as objects) -> idv: ML.NET's values; Categorical columns come
+    back as Key<UInt32, n> with the KeyValues."""
+    columns = PANDAS_ROUND_TRIP[name]
+    dump = sidecar(name)
+    df = idv.to_pandas(fixture(name), columns, vectors="object")
+    out = tmp_path / "p.idv"
+    idv.write(out, df)
+    dcols = [c for c in visible(dump) if columns is None or c["name"] in columns]
+    with dc.open_quietly(out) as f:
+        assert f.column_names == [c["name"] for c in dcols]
+        for dcol in dcols:
+            col = f[dcol["name"]]
+            t = parse_type_string(dcol["type_string"])
+            anns = annotations(dcol)
+            exp = expected_of(dump, dcol)
+            where = dcol["name"]
+            if isinstance(t, idv.Key) and "KeyValues" in anns and \
+                    len(set(annotation_expected(anns["KeyValues"]).tolist())) == t.count:
+                assert col.type == idv.Key(idv.UInt32, t.count), where
+                assert_arrays_equal(col.metadata["KeyValues"],
+                                    annotation_expected(anns["KeyValues"]), where)
+                assert_arrays_equal(col.read(), exp.astype(np.uint32), where)
+                continue
+            if isinstance(t, idv.Vector) and not t.is_fixed:
+                got = col.read()
+                lengths = np.diff(exp.offsets)
+                if len(set(lengths.tolist())) == 1:
+                    # rows all of one length read back as a fixed-size vector (documented)
+                    assert col.type == idv.Vector(col.type.item, int(lengths[0])), where
+                    assert_arrays_equal(got.reshape(-1).astype(exp.values.dtype), exp.values,
+                                        where)
+                    continue
+                assert isinstance(got, idv.Ragged), where
+                assert np.array_equal(got.offsets, exp.offsets), where
+                if len(exp.values):
+                    assert_arrays_equal(got.values.astype(exp.values.dtype), exp.values, where)
+                continue
+            got = col.read()
+            assert_arrays_equal(got, exp, where)
+
+
+def test_write_dataframe_categorical_to_mlnet(tmp_path, oracle):
+    """A Categorical written from pandas is a key ML.NET reads, with its KeyValues."""
+    df = pd.DataFrame({
+        "color": pd.Categorical(["red", None, "blue", "red"], categories=["red", "green", "blue"]),
+        "when": pd.to_datetime(["2020-01-01 12:00", "2020-07-01 12:00", "2021-01-01 00:00",
+                                "1999-03-03 00:00"]).tz_localize("Europe/Paris"),
+        "x": pd.array([1.5, None, 3.0, 4.0], dtype="Float64"),
+        "n": pd.array([1, 2, 3, 4], dtype="Int32"),
+        "var": [[1, 2], [], [3], [4, 5, 6]],
+        "s": pd.Series(["a", "b", "c", "d"], dtype="string"),
+    })
+    path = tmp_path / "df.idv"
+    idv.write(path, df)
+    dump = oracle.dump(path)
+    cols = {c["name"]: c for c in dump["columns"]}
+    assert cols["color"]["type_string"] == "Key<UInt32, 0-2>"
+    assert annotations(cols["color"])["KeyValues"]["value"] == ["red", "green", "blue"]
+    assert [r[0] for r in dump["rows"]] == [1, 0, 3, 1]
+    assert cols["when"]["type_string"] == "DateTimeOffset"
+    # ML.NET's clock ticks and offsets: Paris in winter +60, summer +120
+    local = pd.to_datetime(["2020-01-01 12:00", "2020-07-01 12:00", "2021-01-01 00:00",
+                            "1999-03-03 00:00"]).to_numpy().astype("datetime64[us]")
+    want = [{"ticks": int(v) * 10 + EPOCH_TICKS, "offset_minutes": m}
+            for v, m in zip(local.view(np.int64), [60, 120, 60, 60])]
+    assert [r[1] for r in dump["rows"]] == want
+    assert cols["x"]["type_string"] == "Double"
+    assert [r[2] for r in dump["rows"]] == ["1.5", "NaN", "3.0", "4.0"]
+    assert cols["n"]["type_string"] == "Int32"
+    assert cols["var"]["type_string"] == "Vector<Int64>"
+    assert [r[4] for r in dump["rows"]] == [[1, 2], [], [3], [4, 5, 6]]
+    assert [r[5] for r in dump["rows"]] == ["a", "b", "c", "d"]
+    # and back
+    back = idv.to_pandas(path)
+    assert back["color"].tolist()[0] == "red" and pd.isna(back["color"][1])
+    assert list(back["color"].cat.categories) == ["red", "green", "blue"]
+
+
+def test_write_dataframe_overrides(tmp_path):
+    df = pd.DataFrame({"c": pd.Categorical(["x", "y", "x"]), "v": [1, 2, 3],
+                       "t": pd.Categorical(["p", "q", "p"])})
+    path = tmp_path / "o.idv"
+    idv.write(path, df, types={"c": idv.Key(idv.Byte, 2), "v": idv.Key(idv.UInt16, 3),
+                               "t": idv.Text},
+              metadata={"c": {"Note": "hi"}, "v": {"KeyValues": ["a", "b", "c"]}})
+    with idv.open(path) as f:
+        assert f["c"].type == idv.Key(idv.Byte, 2) and f["c"].read().tolist() == [1, 2, 1]
+        assert list(f["c"].metadata) == ["KeyValues", "Note"]      # inferred kept, one added
+        assert f["c"].metadata["KeyValues"].tolist() == ["x", "y"]
+        assert f["v"].type == idv.Key(idv.UInt16, 3) and f["v"].read().tolist() == [1, 2, 3]
+        assert f["t"].type == idv.Text and f["t"].read().tolist() == ["p", "q", "p"]
+        assert f["t"].metadata == {}
+
+
+@pytest.mark.parametrize("frame,match", [
+    (lambda: pd.DataFrame({"n": pd.array([1, None], dtype="Int64")}), "row 1: missing value"),
+    (lambda: pd.DataFrame({"b": pd.array([True, None], dtype="boolean")}), "row 1: missing"),
+    (lambda: pd.DataFrame({"s": ["a", None]}), "row 1: missing value in a string"),
+    (lambda: pd.DataFrame({"c": pd.Categorical([None, None], categories=[])}), "no categories"),
+    (lambda: pd.DataFrame([[1, 2]], columns=["a", "a"]), "duplicate column names"),
+    (lambda: pd.DataFrame({"t": pd.to_datetime(["2020-01-01", None])}), "NaT"),
+    (lambda: pd.DataFrame({"v": [[1, 2], None]}), "row 1"),
+    (lambda: pd.DataFrame({"p": pd.period_range("2020-01", periods=2, freq="M")}),
+     "no ML.NET type"),
+])
+def test_from_pandas_refuses(frame, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        idv.write(io.BytesIO(), frame())
+
+
+def test_from_pandas_shapes():
+    df = pd.DataFrame({"fixed": [np.array([1.0, 2.0]), np.array([3.0, 4.0])],
+                       "var": [[1, 2, 3], []], "nf": pd.array([None, 2.5], dtype="Float32"),
+                       1: [True, False]})
+    columns, types, meta = idv.from_pandas(df)
+    assert [n for n, _ in columns] == ["fixed", "var", "nf", "1"]
+    assert types == {"fixed": idv.Vector(idv.Double, 2), "var": idv.Vector(idv.Int64),
+                     "nf": idv.Single, "1": idv.Boolean}
+    assert np.isnan(columns[2][1][0]) and meta == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# scipy.sparse
+# ---------------------------------------------------------------------------------------------
+
+def test_sparse_fixture_round_trip(tmp_path):
+    """ML.NET's sparse columns read as CSR, written back from CSR, read the same (sparsity
+    too: rows ML.NET stored sparse stay sparse)."""
+    name = "vectors_sparse"
+    dump = sidecar(name)
+    cols = ["SparseF32", "SparseF64Big", "SparseKey"]
+    with dc.open_quietly(fixture(name)) as f:
+        data = {c: f[c].read(sparse=True) for c in cols}
+        types = {c: f[c].type for c in cols}
+    assert all(sp.issparse(m) for m in data.values())
+    out = tmp_path / "sparse.idv"
+    idv.write(out, data, types=types)
+    with dc.open_quietly(out) as g:
+        sub = _sub_dump(dump, g)
+        for c in cols:
+            dc.check_sparse_read(g[c], sub)
+            dc.check_column_values(g[c], sub)
+
+
+def _sub_dump(dump, f):
+    """The dump restricted to file f's columns (by name), re-indexed like them."""
+    idx = [next(c["index"] for c in dump["columns"] if c["name"] == n) for n in f.column_names]
+    return {"rows": [[r[i] for i in idx] for r in dump["rows"]],
+            "columns": [dict(dump["columns"][i], index=k) for k, i in enumerate(idx)]}
+
+
+def test_sparse_csr_written_mlnet_reads(tmp_path, oracle):
+    m = sp.csr_matrix(np.array([[0, 1.5, 0, 0], [0, 0, 0, 0], [1, 2, 3, 4], [0, 0, 0, -2]],
+                               np.float32))
+    path = tmp_path / "csr.idv"
+    idv.write(path, {"S": m})
+    dump = oracle.dump(path)
+    assert dump["columns"][0]["type_string"] == "Vector<Single, 4>"
+    cells = [r[0] for r in dump["rows"]]
+    assert cells[0] == {"length": 4, "indices": [1], "values": ["1.5"]}
+    assert cells[1] == {"length": 4, "indices": [], "values": []}
+    assert cells[2] == ["1.0", "2.0", "3.0", "4.0"]          # a full row is stored dense
+    assert cells[3] == {"length": 4, "indices": [3], "values": ["-2.0"]}
+    back = idv.read(path, sparse=True)["S"]
+    assert (back != m).nnz == 0 and back.nnz == m.nnz
+    t = idv.to_arrow(path)
+    assert t.column(0).to_pylist()[0] == [0, 1.5, 0, 0]
+
+
+def test_batches_follow_every_columns_blocks():
+    """Columns with different rows_per_block (legal in the format): each batch ends where any
+    column's block ends, and each column's block is decoded once."""
+    from idv import _interop
+
+    class FakeColumn:
+        def __init__(self, rpb, n):
+            self.rows_per_block, self.n, self.decoded = rpb, n, 0
+
+        def iter_blocks(self):
+            for start in range(0, self.n, self.rows_per_block):
+                self.decoded += 1
+                yield np.arange(start, min(start + self.rows_per_block, self.n))
+
+    n = 23
+    cols = [FakeColumn(5, n), FakeColumn(7, n)]
+    bounds = _interop.block_bounds(cols, n)
+    assert bounds == [(0, 5), (5, 7), (7, 10), (10, 14), (14, 15), (15, 20), (20, 21),
+                      (21, 23)]
+
+    class FakeFile:
+        threads = 2
+        num_rows = n
+    parts = list(_interop.iter_row_blocks(FakeFile(), cols))
+    assert [(a, b) for a, b, _ in parts] == bounds
+    for a, b, values in parts:
+        for v in values:
+            assert v.tolist() == list(range(a, b))
+    assert [c.decoded for c in cols] == [5, 4]
+    assert _interop.block_bounds(cols, 0) == [] and _interop.block_bounds([], 5) == []
