@@ -1,4 +1,4 @@
-from typing import Callable, Dict, Optional, Tuple
+from typing import Union, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -29,3 +29,16 @@ def decompress_blocks(name: Optional[str], kind: int, src: memoryview | bytes,
                       dst_offsets: np.ndarray) -> Tuple[int, Optional[str]]: ...
 def set_prefetch(on: bool) -> bool: ...
 def empty(n: int, dtype: npt.DTypeLike) -> np.ndarray: ...
+
+LIBDEFLATE_COMPRESS: bool
+
+def distinct_bytes(data: Union[bytes, np.ndarray], limit: int = ...) -> int: ...
+
+class Deflater:
+    level: int
+    adaptive: bool
+    blocks: int
+    tried: int
+    zlib_blocks: int
+    def __init__(self, level: int = 6, adaptive: bool = True) -> None: ...
+    def compress(self, data: Union[bytes, bytearray, memoryview, np.ndarray]) -> bytes: ...

@@ -11,11 +11,10 @@ import contextlib
 import json
 import math
 import re
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from idv import _threads
 from idv import types as T
 
 EPOCH_TICKS = T.EPOCH_TICKS
@@ -89,24 +88,12 @@ class _Cursor:
         return self.data[a - self.start:b - self.start]
 
 
-_POOL = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool(threads):
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL._max_workers < threads:
-            _POOL = ThreadPoolExecutor(threads, thread_name_prefix="idv-interop")
-        return _POOL
-
-
 def iter_row_blocks(f, cols):
     """Yield (start, stop, [values of each column for rows start:stop]) block by block, the
     columns of a block decoded in parallel threads (a pool of its own, not the reader's)."""
     cursors = [_Cursor(c) for c in cols]
     threads = min(f.threads, len(cols))
-    pool = _pool(threads) if threads > 1 else None
+    pool = _threads.pool("convert", threads) if threads > 1 else None
     for a, b in block_bounds(cols, f.num_rows):
         if pool is not None:
             parts = list(pool.map(lambda cur: cur.take(a, b), cursors))

@@ -7,38 +7,18 @@ decoders release the GIL).
 """
 from __future__ import annotations
 
-import os
-import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from idv import _codecs, _compression, _header, _lookup, _toc
+from idv import _codecs, _compression, _header, _lookup, _threads, _toc
 from idv import types as T
 from idv import vectors
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv.source import open_source
 
-_POOL = None
-_POOL_LOCK = threading.Lock()
-
-
 class IdvWarning(UserWarning):
     """Something ML.NET would also only warn about, e.g. a column with an unknown codec."""
-
-
-def _pool(threads):
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL._max_workers < threads:
-            _POOL = ThreadPoolExecutor(threads, thread_name_prefix="idv")
-        return _POOL
-
-
-def default_threads():
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else (os.cpu_count() or 1))
 
 
 def _chunks(n, parts):
@@ -440,7 +420,7 @@ class Column:
         parts = min(f.threads * 4, total // _SPAN_BYTES) if parallel else 1
         spans = _chunks(len(table), parts)
         if len(spans) > 1 and f.threads > 1:
-            results = list(_pool(f.threads).map(run, spans))
+            results = list(_threads.pool("read", f.threads).map(run, spans))
         else:
             results = [run(s) for s in spans]
         for a, (i, message) in results:
@@ -481,7 +461,7 @@ class Column:
                                              f"at byte {int(offsets[i])}): {e}") from None
         spans = _chunks(len(table), f.threads * 4)
         if len(spans) > 1 and f.threads > 1:
-            list(_pool(f.threads).map(run, spans))
+            list(_threads.pool("read", f.threads).map(run, spans))
         else:
             for s in spans:
                 run(s)
@@ -550,7 +530,7 @@ class IdvFile:
 
     def __init__(self, source, *, threads=None, backend=None):
         self._source = open_source(source)
-        self.threads = threads or default_threads()
+        self.threads = threads or _threads.default_threads()
         self.backend = backend
         _compression.backend(backend)   # fail early on an unknown or missing backend
         try:

@@ -19,11 +19,10 @@ import struct
 import tempfile
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from idv import _compression, _encode, _header, _lookup, _toc
+from idv import _compression, _encode, _header, _lookup, _threads, _toc
 from idv import types as T
 from idv.vectors import Ragged
 
@@ -1202,24 +1201,6 @@ class _Done:
         return False
 
 
-_POOL = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool(threads):
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL._max_workers < threads:
-            _POOL = ThreadPoolExecutor(threads, thread_name_prefix="idv-write")
-        return _POOL
-
-
-def _default_threads():
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
-
-
 def _compression_kind(compression):
     if compression in (None, False, 0, "none", "None"):
         return _compression.NONE
@@ -1229,7 +1210,7 @@ def _compression_kind(compression):
                      f"{compression!r}")
 
 
-_DEFLATERS = threading.local()      # per thread: level -> _encode.Deflater (not thread-safe)
+_DEFLATERS = threading.local()      # per thread: level -> _compression.Deflater (not thread-safe)
 
 
 def _libdeflate_compress(level):
@@ -1241,7 +1222,7 @@ def _libdeflate_compress(level):
             cache = _DEFLATERS.by_level = {}
         d = cache.get(level)
         if d is None:
-            d = cache[level] = _encode.Deflater(level)
+            d = cache[level] = _compression.Deflater(level)
         return d.compress(raw)
     return compress
 
@@ -1249,7 +1230,7 @@ def _libdeflate_compress(level):
 def default_backend():
     """The DEFLATE library idv.write uses by default: 'libdeflate' where the `deflate` package
     is installed, else 'zlib'."""
-    return "libdeflate" if _encode.LIBDEFLATE else "zlib"
+    return "libdeflate" if _compression.LIBDEFLATE_COMPRESS else "zlib"
 
 
 def _compressor(kind, level, backend):
@@ -1268,7 +1249,7 @@ def _compressor(kind, level, backend):
         lvl = 6 if level is None else int(level)
         if not 0 <= lvl <= 12:
             raise ValueError(f"libdeflate levels are 0-12, not {level}")
-        if _encode.LIBDEFLATE:
+        if _compression.LIBDEFLATE_COMPRESS:
             return _libdeflate_compress(lvl)
         try:
             import deflate
@@ -1355,7 +1336,7 @@ class Writer:
         self._max_rows = int(rows_per_block)
         self._max_bytes = None if max_bytes_per_block is None else int(max_bytes_per_block)
         self._rpb = self._max_rows if self._max_bytes is None else None
-        self._threads = int(threads) if threads else _default_threads()
+        self._threads = int(threads) if threads else _threads.default_threads()
         self._out = _Output(dest)
         self._pending = [[] for _ in self._columns]
         self._pending_rows = 0
@@ -1567,7 +1548,7 @@ class Writer:
             for t in tasks:
                 self._put_block(*self._encode_block(t))
             return
-        pool = _pool(threads)
+        pool = _threads.pool("write", threads)
         window = threads * 4
         inflight = collections.deque()
         try:
@@ -1682,8 +1663,11 @@ def _data_columns(data, types=None):
         return from_arrow(data, types=types)
     if hasattr(data, "items") and hasattr(data, "keys"):
         return list(data.items()), {}, {}
-    raise TypeError(f"data must be a dict column name -> values, a pandas DataFrame or a pyarrow "
-                    f"Table, not {type(data).__name__}")
+    if isinstance(data, (list, tuple)) and all(
+            isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in data):
+        return list(data), {}, {}    # (name, values) pairs: names may repeat (hidden columns)
+    raise TypeError(f"data must be a dict column name -> values, a list of (name, values) pairs, "
+                    f"a pandas DataFrame or a pyarrow Table, not {type(data).__name__}")
 
 
 def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
@@ -1699,20 +1683,24 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     sparse vectors. DataFrames go through idv.pandas.from_pandas (Categorical -> key with
     KeyValues, zone-aware datetimes -> DateTimeOffset ...) and Arrow tables through
     idv.arrow.from_arrow (exact types and metadata back from to_arrow's field metadata).
-    ``types={name: type}`` overrides them (keys, DateTimeOffset, RowId, multi-dimensional
-    vectors ...). ``metadata={name: {kind: value or (type, value)}}`` is added to (and per kind
+    ``types={name or index: type}`` overrides them (keys, DateTimeOffset, RowId,
+    multi-dimensional vectors ...). A list of (name, values) pairs may repeat a name (ML.NET's
+    hidden columns: the last one is visible). ``metadata={name: {kind: value or (type, value)}}`` is added to (and per kind
     replaces) the metadata a DataFrame or Table brings. The other options are those of
     idv.Writer.
     """
     columns, inferred_types, inferred_metadata = _data_columns(data, types)
     types = dict(types or {})
     names = [n for n, _ in columns]
-    unknown = [k for k in types if k not in names]
+    unknown = [k for k in types if k not in names and not (
+        isinstance(k, (int, np.integer)) and 0 <= k < len(columns))]
     if unknown:
         raise KeyError(f"types for unknown columns {unknown}; columns: {names}")
     schema = []
-    for name, value in columns:
-        if name in types:
+    for i, (name, value) in enumerate(columns):
+        if i in types:
+            schema.append((name, types[i]))
+        elif name in types:
             schema.append((name, types[name]))
         elif name in inferred_types:
             schema.append((name, inferred_types[name]))
@@ -1729,7 +1717,10 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
                rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
                threads=threads, backend=backend)
     try:
-        w.write_batch(dict(columns))
+        if columns:
+            w.write_batch(columns)
+        else:
+            w.add_empty_rows(_frame_rows(data))
         w.close()
     except BaseException:
         w.abort()

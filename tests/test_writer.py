@@ -670,7 +670,7 @@ def test_level_and_threads(tmp_path):
     check_roundtrip(c, fx)
 
 
-needs_libdeflate = pytest.mark.skipif(not idv._encode.LIBDEFLATE,
+needs_libdeflate = pytest.mark.skipif(not idv._compression.LIBDEFLATE_COMPRESS,
                                       reason="the deflate package (libdeflate) is not installed")
 
 
@@ -679,15 +679,15 @@ def test_libdeflate_adaptive_blocks():
     """libdeflate skips 3-byte matches on low-diversity data: such a block is tried against
     zlib level 1 on a sample and compressed by zlib when that wins."""
     import zlib
-    from idv import _encode
+    from idv import _compression
     i = np.arange(1_000_000, 1_000_000 + 8192)
     grid = (i * 0.25).astype(np.float32).tobytes()      # 77 distinct bytes in the first 4 KiB
-    assert _encode.distinct_bytes(grid) < 128
-    d = _encode.Deflater(6)
+    assert _compression.distinct_bytes(grid) < 128
+    d = _compression.Deflater(6)
     out = d.compress(grid)
     assert zlib.decompress(out, -15) == grid
     assert (d.blocks, d.tried, d.zlib_blocks) == (1, 1, 1)
-    plain = _encode.Deflater(6, adaptive=False).compress(grid)
+    plain = _compression.Deflater(6, adaptive=False).compress(grid)
     z6 = len(idv._compression.deflate_raw(grid, 6))
     assert len(plain) > 1.5 * z6 and len(out) <= 1.02 * z6
     noise = np.random.default_rng(0).standard_normal(8192).astype(np.float32).tobytes()
@@ -697,7 +697,7 @@ def test_libdeflate_adaptive_blocks():
     out = d.compress(ramp)
     assert zlib.decompress(out, -15) == ramp
     assert (d.tried, d.zlib_blocks) == (2, 1)             # tried, libdeflate kept
-    assert out == _encode.Deflater(6, adaptive=False).compress(ramp)
+    assert out == _compression.Deflater(6, adaptive=False).compress(ramp)
     for data in (b"", b"x", bytes(100000)):
         assert zlib.decompress(d.compress(data), -15) == data
 
@@ -1564,3 +1564,30 @@ def test_property_text_encoder(strs):
     assert _encode.encode_text(obj(strs)) == expected
     assert _encode.text_units(obj(strs)).tolist() == \
         [b - a for a, b in zip([0] + ends, ends)]
+
+
+def test_write_pairs_with_repeated_names_and_types_by_index(tmp_path, oracle):
+    """idv.write takes (name, values) pairs, so a name may repeat as in ML.NET's hidden columns;
+    types= may name a column by index. ML.NET sees the earlier column hidden."""
+    p = tmp_path / "dup.idv"
+    idv.write(p, [("x", np.arange(3, dtype=np.int32)), ("x", np.array([1.5, 2.0, 3.0]))],
+              types={0: idv.Int64})
+    dump = oracle.dump_many([p])[str(p)]
+    assert "error" not in dump, dump.get("error")
+    assert [(c["name"], c["type_string"], c["hidden"]) for c in dump["columns"]] == \
+        [("x", "Int64", True), ("x", "Double", False)]
+    assert [r[0] for r in dump["rows"]] == [0, 1, 2]
+    assert [float(r[1]) for r in dump["rows"]] == [1.5, 2.0, 3.0]
+    with pytest.raises(KeyError, match="unknown columns"):
+        idv.write(tmp_path / "bad.idv", [("x", np.arange(3))], types={5: idv.Int64})
+
+
+def test_write_frame_without_columns_keeps_its_rows(tmp_path):
+    pd = pytest.importorskip("pandas")
+    p = tmp_path / "rows.idv"
+    idv.write(p, pd.DataFrame(index=range(7)))
+    raw = p.read_bytes()
+    assert len(raw) == 264                                     # header, empty TOC, tail
+    assert int.from_bytes(raw[40:48], "little") == 7           # the header's row count
+    with idv.open(p) as f:
+        assert f.num_rows == 7 and f.num_columns == 0
