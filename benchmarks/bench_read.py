@@ -487,7 +487,7 @@ def machine():
         libs["isal"] = isal.__version__
     except ImportError:
         pass
-    return {"cpu": cpu, "cores": idv.reader.default_threads(), "python": platform.python_version(),
+    return {"cpu": cpu, "cores": idv._threads.default_threads(), "python": platform.python_version(),
             "os": platform.platform(), "libraries": libs, "idv": idv.__version__}
 
 
@@ -502,7 +502,7 @@ def main(argv=None):
     log = (lambda m: print(m, file=sys.stderr)) if a.json else print
     p = ensure_data(a.quick, log)
     check_same_values(p)
-    threads = idv.reader.default_threads()
+    threads = idv._threads.default_threads()
     backends = [b for b in _compression.PREFERENCE if b in _compression.BACKENDS]
     R = {"machine": machine(), "quick": a.quick, "repeat": repeat, "threads": threads,
          "default_backend": _compression.default_backend(), "files": {}, "figures": {},

@@ -214,7 +214,7 @@ def main():
             if not a.json:
                 show(res)
     if a.json:
-        print(json.dumps({"cpus": idv.writer._default_threads(), "results": results}, indent=1))
+        print(json.dumps({"cpus": idv._threads.default_threads(), "results": results}, indent=1))
 
 
 if __name__ == "__main__":
