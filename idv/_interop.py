@@ -358,3 +358,16 @@ def usable_key_values(col_type, metadata):
 
 def flat_row(i, size):
     return i // size if size else i
+
+
+def item_locator(where, row0=0, size=None, offsets=None):
+    """describe(i) -> "<where> row R[ item K]" for the i-th flat item of rows row0..: for error
+    messages that name the row (and the vector item) a bad value came from."""
+    def describe(i):
+        if size:
+            return f"{where} row {row0 + i // size} item {i % size}"
+        if offsets is not None:
+            r = int(np.searchsorted(offsets, i, side="right")) - 1
+            return f"{where} row {row0 + r} item {i - int(offsets[r])}"
+        return f"{where} row {row0 + i}"
+    return describe

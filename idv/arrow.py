@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from idv import types as T
-from idv._interop import (EPOCH_TICKS, TIME_UNITS, block_bounds, check_time_mode, iter_row_blocks,
+from idv._interop import (EPOCH_TICKS, TIME_UNITS, block_bounds, check_time_mode, item_locator,
+                          iter_row_blocks,
                           metadata_from_json, metadata_spec, metadata_to_json, opened, parse_type,
                           select_columns, ticks_to_unit, usable_key_values)
 from idv.vectors import Ragged
@@ -131,16 +132,7 @@ class _ColumnToArrow:
         self.chunk_rows = col.rows_per_block
 
     def _describe(self, row0, size=None, offsets=None):
-        name = self.name
-
-        def describe(i):
-            if size:
-                return f"column {name!r} row {row0 + i // size} item {i % size}"
-            if offsets is not None:
-                r = int(np.searchsorted(offsets, i, side="right")) - 1
-                return f"column {name!r} row {row0 + r} item {i - int(offsets[r])}"
-            return f"column {name!r} row {row0 + i}"
-        return describe
+        return item_locator(f"column {self.name!r}", row0, size, offsets)
 
     def array(self, values, row0=0):
         """values: read()'s form of rows row0.. of this column -> an Arrow array."""
@@ -642,16 +634,7 @@ class _FieldToIdv:
         return raw.astype(dtype)
 
     def _describe(self, row0, size=None, offsets=None):
-        where = self.where
-
-        def describe(i):
-            if size:
-                return f"{where} row {row0 + i // size} item {i % size}"
-            if offsets is not None:
-                r = int(np.searchsorted(offsets, i, side="right")) - 1
-                return f"{where} row {row0 + r} item {i - int(offsets[r])}"
-            return f"{where} row {row0 + i}"
-        return describe
+        return item_locator(self.where, row0, size, offsets)
 
     def convert(self, arr, row0=0):
         """An Arrow Array or ChunkedArray of this field -> values for idv.write / write_batch."""

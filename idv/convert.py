@@ -305,7 +305,28 @@ class _IdvSink:
         self.writer.abort()
 
 
-class _ParquetSink:
+class _FileSink:
+    """A pyarrow writer on a temporary file that close() renames into place and abort()
+    removes; `_handles()` are what must be closed first, in order."""
+
+    def _handles(self):
+        return [self.writer]
+
+    def close(self):
+        for h in self._handles():
+            h.close()
+        self.out.commit()
+
+    def abort(self):
+        for h in self._handles():
+            try:
+                h.close()
+            except Exception:
+                pass
+        self.out.abort()
+
+
+class _ParquetSink(_FileSink):
     def __init__(self, dest, schema, compression):
         import pyarrow.parquet as pq
         self.out = _AtomicPath(dest)
@@ -329,18 +350,10 @@ class _ParquetSink:
 
     def close(self):
         self._flush()
-        self.writer.close()
-        self.out.commit()
-
-    def abort(self):
-        try:
-            self.writer.close()
-        except Exception:
-            pass
-        self.out.abort()
+        super().close()
 
 
-class _IpcSink:
+class _IpcSink(_FileSink):
     def __init__(self, dest, schema, compression):
         pa = _pa()
         if compression in ("deflate",):
@@ -355,21 +368,11 @@ class _IpcSink:
     def write(self, batch, row0):
         self.writer.write_batch(batch)
 
-    def close(self):
-        self.writer.close()
-        self.sink.close()
-        self.out.commit()
-
-    def abort(self):
-        for x in (self.writer, self.sink):
-            try:
-                x.close()
-            except Exception:
-                pass
-        self.out.abort()
+    def _handles(self):
+        return [self.writer, self.sink]
 
 
-class _CsvSink:
+class _CsvSink(_FileSink):
     """CSV holds flat columns: fixed-size vectors become one column per slot (named as
     to_pandas names them), struct fields ``name.field`` columns, dictionaries their values;
     variable-size vectors are refused (before anything is written)."""
@@ -454,17 +457,6 @@ class _CsvSink:
         arrays = [get(batch) for _, _, get in self.getters]
         arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
         self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
-
-    def close(self):
-        self.writer.close()
-        self.out.commit()
-
-    def abort(self):
-        try:
-            self.writer.close()
-        except Exception:
-            pass
-        self.out.abort()
 
 
 def _storage_of(arr):

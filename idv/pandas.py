@@ -21,7 +21,8 @@ import datetime as _dt
 import numpy as np
 
 from idv import types as T
-from idv._interop import (EPOCH_TICKS, check_time_mode, fits_ns, opened, select_columns,
+from idv._interop import (EPOCH_TICKS, check_time_mode, fits_ns, item_locator, opened,
+                          select_columns,
                           slot_labels, ticks_to_unit, usable_key_values)
 from idv.vectors import Ragged
 
@@ -52,16 +53,7 @@ class _Ctx:
         self.safe = safe
 
     def describe(self, size=None, offsets=None):
-        name = self.name
-
-        def describe(i):
-            if size:
-                return f"column {name!r} row {i // size} item {i % size}"
-            if offsets is not None:
-                r = int(np.searchsorted(offsets, i, side="right")) - 1
-                return f"column {name!r} row {r} item {i - int(offsets[r])}"
-            return f"column {name!r} row {i}"
-        return describe
+        return item_locator(f"column {self.name!r}", 0, size, offsets)
 
 
 def _unit_for(v, mode):
