@@ -248,23 +248,14 @@ class _CsvSource(_Source):
 
 
 def _csv_arrow_type(pa, t, datetime):
-    """The Arrow type pyarrow's CSV reader should parse a column as, for a given idv type."""
+    """The Arrow type pyarrow's CSV reader should parse a column as, for a given idv type
+    (None for the types CSV spreads over several columns)."""
+    from idv.arrow import _item_arrow_type
     from idv.writer import as_type
     t = as_type(t)
-    unit = "us" if datetime not in ("ns",) else "ns"
-    if isinstance(t, T.Key):
-        return pa.from_numpy_dtype(t.raw.dtype)
     if isinstance(t, T.Vector) or t in (T.DateTimeOffset, T.RowId):
         return None
-    if t is T.Text:
-        return pa.string()
-    if t is T.Boolean:
-        return pa.bool_()
-    if t is T.DateTime:
-        return pa.int64() if datetime == "ticks" else pa.timestamp(unit)
-    if t is T.TimeSpan:
-        return pa.int64() if datetime == "ticks" else pa.duration(unit)
-    return pa.from_numpy_dtype(t.dtype)
+    return _item_arrow_type(pa, t, datetime if datetime in ("ns", "ticks") else "us")
 
 
 def _open_source(path, fmt, columns, datetime, safe, types, batch_rows):
