@@ -12,8 +12,9 @@ import numpy as np
 
 import idv
 from expected import (LEGACY_CODECS, ExpectedRagged, annotation_expected, assert_arrays_equal,
-                      assert_column_equal, assert_value_equal, column_expected, item_values,
-                      our_type_string, parse_type_string, take, type_from_description)
+                      assert_column_equal, assert_value_equal, column_cells, expected_column,
+                      expected_type, item_values, our_type_string, parse_type_string, take,
+                      visible_columns)
 
 # numeric, Boolean and key items can be read as scipy CSR
 SPARSE_ITEMS = {"Single", "Double", "SByte", "Byte", "Int16", "UInt16", "Int32", "UInt32",
@@ -26,14 +27,6 @@ def open_quietly(source):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         return idv.open(source)
-
-
-def expected_type(dcol, where):
-    """The column type from ML.NET's type string, cross-checked with the structured fields."""
-    t = parse_type_string(dcol["type_string"])
-    t2 = type_from_description(dcol)
-    assert t == t2, f"{where}: dump is inconsistent: {dcol['type_string']!r} vs fields -> {t2}"
-    return t
 
 
 # ---- header ---------------------------------------------------------------------------------
@@ -149,15 +142,6 @@ def check_metadata(f, dump):
 
 # ---- values ---------------------------------------------------------------------------------
 
-def column_cells(dump, index):
-    return [row[index] for row in dump["rows"]]
-
-
-def expected_column(dump, index):
-    dcol = dump["columns"][index]
-    return column_expected(expected_type(dcol, dcol["name"]), column_cells(dump, index))
-
-
 def check_column_values(col, dump):
     """col.read() equals what ML.NET read, value by value."""
     where = f"column {col.index} {col.name!r}"
@@ -260,3 +244,41 @@ def check_read_dict(f, dump):
         assert list(got) == [dcol["name"]]
         assert_column_equal(got[dcol["name"]], expected_column(dump, dcol["index"]),
                             f"read(columns=[{dcol['index']}])")
+
+
+# ---- all of it ------------------------------------------------------------------------------
+
+def check_file(f, dump):
+    """Header, schema, table of contents, metadata and every column's values."""
+    check_header(f, dump)
+    check_schema(f, dump)
+    check_toc(f, dump)
+    check_metadata(f, dump)
+    for col in f.columns:
+        check_column_values(col, dump)
+
+
+# ---- a file we wrote from an ML.NET file's columns ------------------------------------------
+
+def check_idv_against_dump(path, dump, columns=None):
+    """A file we wrote holds the visible columns of an ML.NET file: names, exact types,
+    metadata (kinds in order, types, values) and every value."""
+    dcols = visible_columns(dump)
+    if columns is not None:
+        dcols = [c for c in dcols if c["name"] in columns]
+    with open_quietly(path) as f:
+        assert f.column_names == [c["name"] for c in dcols]
+        if dcols:
+            assert f.num_rows == dump["row_count"]
+        for col, dcol in zip(f.columns, dcols):
+            where = f"column {dcol['name']!r}"
+            assert col.type == parse_type_string(dcol["type_string"]), \
+                f"{where}: {col.type} vs ML.NET {dcol['type_string']}"
+            kinds = [a["kind"] for a in dcol["annotations"]]
+            assert col.metadata_kinds == kinds, where
+            types = col.metadata_types
+            for a in dcol["annotations"]:
+                assert types[a["kind"]] == parse_type_string(a["type_string"]), where
+                assert_value_equal(col.metadata[a["kind"]], annotation_expected(a),
+                                   f"{where} metadata {a['kind']}")
+            assert_column_equal(col.read(), expected_column(dump, dcol["index"]), where)

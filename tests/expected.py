@@ -8,8 +8,6 @@ return, without using idv's own decoding code, and compares arrays bit for bit.
 """
 from __future__ import annotations
 
-import gzip
-import json
 import re
 
 import numpy as np
@@ -43,13 +41,6 @@ MLNET_NAMES = {"String": "Text", "DataViewRowId": "RowId"}
 # current name
 LEGACY_CODECS = {"DvBool": "Boolean", "DvDateTime": "DateTime", "DvDateTimeZone": "DateTimeOffset",
                  "DvTimeSpan": "TimeSpan"}
-
-
-def load_json(path):
-    path = str(path)
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,7 +101,7 @@ def type_from_description(d):
     if name == "Key":
         item = idv.Key(PRIMITIVES[d["key_raw_type"]], count=int(d["key_count"]))
     else:
-        item = PRIMITIVES[name]
+        item = PRIMITIVES[MLNET_NAMES.get(name, name)]
     if d.get("is_vector"):
         return idv.Vector(item, *d["dims"])
     return item
@@ -119,6 +110,60 @@ def type_from_description(d):
 def item_name(t):
     """'Single', 'Text', ..., 'Key' for an idv item type."""
     return "Key" if isinstance(t, idv.Key) else t.name
+
+
+# ---------------------------------------------------------------------------------------------
+# the oracle's documents: a sidecar and a dump have the same columns / rows layout
+# ---------------------------------------------------------------------------------------------
+
+def expected_type(dcol, where=None):
+    """A column's (or annotation's) type from ML.NET's type string, cross-checked with the
+    structured fields."""
+    t = parse_type_string(dcol["type_string"])
+    t2 = type_from_description(dcol)
+    assert t == t2, f"{where or dcol.get('name')}: the document is inconsistent: " \
+                    f"{dcol['type_string']!r} vs fields -> {t2}"
+    return t
+
+
+def visible_columns(doc):
+    """The columns ML.NET shows by name (not hidden by a later column of the same name)."""
+    return [c for c in doc["columns"] if not c["hidden"]]
+
+
+def column_index(doc, name):
+    """The index of the visible (last) column called `name`."""
+    return max(c["index"] for c in doc["columns"] if c["name"] == name)
+
+
+def annotations_by_kind(dcol):
+    return {a["kind"]: a for a in dcol["annotations"]}
+
+
+def column_cells(doc, index):
+    return [row[index] for row in doc["rows"]]
+
+
+def expected_column(doc, index):
+    """What idv should read from column `index` (see column_expected)."""
+    dcol = doc["columns"][index]
+    return column_expected(expected_type(dcol, dcol["name"]), column_cells(doc, index))
+
+
+def has_sub_microsecond(doc):
+    """Whether any DateTime / TimeSpan / DateTimeOffset cell has ticks % 10 != 0."""
+    for dcol in doc["columns"]:
+        if dcol["item_type"] not in ("DateTime", "TimeSpan", "DateTimeOffset"):
+            continue
+        for row in doc["rows"]:
+            cell = row[dcol["index"]]
+            cells = cell if isinstance(cell, list) else \
+                cell["values"] if isinstance(cell, dict) and "values" in cell else [cell]
+            for c in cells:
+                t = c["ticks"] if isinstance(c, dict) else c
+                if int(t) % 10:
+                    return True
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,6 +258,10 @@ class ExpectedRagged:
 
     def row(self, i):
         return self.values[self.offsets[i]:self.offsets[i + 1]]
+
+    def to_list(self):
+        """One array per row."""
+        return [self.row(i) for i in range(len(self))]
 
     def take(self, rows):
         rows = [int(r) for r in rows]
@@ -345,3 +394,25 @@ def assert_value_equal(actual, expected, where):
         assert isinstance(actual, np.generic), \
             f"{where}: expected a numpy scalar of {expected.dtype}, got {type(actual).__name__}"
         assert_arrays_equal(np.asarray(actual).reshape(1), np.asarray(expected).reshape(1), where)
+
+
+def assert_equal_reads(a, b):
+    """Two reads of the same column in read()'s form are identical."""
+    assert type(a) is type(b)
+    if isinstance(a, idv.Ragged):
+        assert a == b
+        assert a.values.dtype == b.values.dtype
+    elif hasattr(a, "tocsr"):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(a.indptr, b.indptr)
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.data, b.data)
+    else:
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if a.dtype.kind == "f":
+            # bit-exact, NaN payloads included
+            np.testing.assert_array_equal(a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}"))
+        elif a.dtype.kind == "O":
+            assert a.tolist() == b.tolist()
+        else:
+            np.testing.assert_array_equal(a, b)

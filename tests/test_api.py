@@ -7,219 +7,19 @@ the sidecar.
 """
 from __future__ import annotations
 
-import functools
-import gzip
 import io
-import json
-import os
-import pathlib
 import zipfile
 
 import numpy as np
 import pytest
 
 import idv
-
-# ---------------------------------------------------------------- locating the fixtures
-
-SHARED = pathlib.Path(os.environ.get("IDV_SHARED")
-                      or pathlib.Path(__file__).resolve().parents[1].parent / "shared")
-FIXTURES = SHARED / "oracle" / "fixtures-sample"
-MODEL_ZIPS = SHARED / "mlnet-files" / "model-zips"
-
-EPOCH_TICKS = 621355968000000000     # .NET ticks of 1970-01-01, numpy's datetime64 origin
-TICKS_PER_MINUTE = 600_000_000
-
-
-def fixture(name):
-    path = FIXTURES / f"{name}.idv"
-    if not path.exists():
-        pytest.skip(f"fixture {path} not available (set IDV_SHARED to the shared directory)")
-    return path
-
-
-@functools.lru_cache(maxsize=None)
-def sidecar(name):
-    fixture(name)
-    plain, packed = FIXTURES / f"{name}.json", FIXTURES / f"{name}.json.gz"
-    if plain.exists():
-        return json.loads(plain.read_text(encoding="utf-8"))
-    if packed.exists():
-        with gzip.open(packed, "rt", encoding="utf-8") as fh:
-            return json.load(fh)
-    pytest.skip(f"no sidecar for {name}")
-
-
-# ---------------------------------------------------------------- sidecar -> expected values
-
-def sidecar_item(d):
-    """The item type a sidecar column/annotation describes (from its structured fields)."""
-    item = d["item_type"]
-    if item == "Key":
-        return idv.Key(getattr(idv, d["key_raw_type"]), d["key_count"])
-    return {"Text": idv.Text, "String": idv.Text, "DataViewRowId": idv.RowId}.get(item) \
-        or getattr(idv, item)
-
-
-def sidecar_type(d):
-    item = sidecar_item(d)
-    return idv.Vector(item, *d["dims"]) if d["is_vector"] else item
-
-
-_ZERO = {"Text": "", "Boolean": False, "DateTimeOffset": {"ticks": 0, "offset_minutes": 0}}
-
-
-def densify(cell, item_name):
-    if isinstance(cell, dict):
-        out = [_ZERO.get(item_name, 0 if item_name not in ("Single", "Double") else "0.0")] \
-            * cell["length"]
-        for i, v in zip(cell["indices"], cell["values"]):
-            out[i] = v
-        return out
-    return list(cell)
-
-
-def stored_count(cell):
-    """Entries a vector cell stores: a sparse row its indices, a dense row every slot."""
-    return len(cell["indices"]) if isinstance(cell, dict) else len(cell)
-
-
-def expected_items(cells, item):
-    """Sidecar cells of one item type -> the numpy form this library documents."""
-    if item is idv.Single:
-        return np.array([float(c) for c in cells], np.float32)
-    if item is idv.Double:
-        return np.array([float(c) for c in cells], np.float64)
-    if item is idv.Text:
-        out = np.empty(len(cells), object)
-        out[:] = [str(c) for c in cells]
-        return out
-    if item is idv.DateTime:
-        return np.array([c - EPOCH_TICKS for c in cells], np.int64).view("datetime64[100ns]")
-    if item is idv.TimeSpan:
-        return np.array(cells, np.int64).view("timedelta64[100ns]")
-    if item is idv.DateTimeOffset:
-        out = np.zeros(len(cells), [("utc", "datetime64[100ns]"), ("offset_minutes", "<i2")])
-        out["utc"] = np.array([c["ticks"] - c["offset_minutes"] * TICKS_PER_MINUTE - EPOCH_TICKS
-                               for c in cells], np.int64).view("datetime64[100ns]")
-        out["offset_minutes"] = [c["offset_minutes"] for c in cells]
-        return out
-    if item is idv.RowId:
-        out = np.zeros(len(cells), [("low", "<u8"), ("high", "<u8")])
-        out["low"] = [c & (2**64 - 1) for c in cells]
-        out["high"] = [c >> 64 for c in cells]
-        return out
-    if isinstance(item, idv.Key):
-        return np.array(cells, dtype=item.raw.dtype)
-    return np.array(cells, dtype=item.dtype)
-
-
-def expected_column(name, index):
-    """(type, values) of column `index`: an array, or for variable vectors a list of arrays."""
-    side = sidecar(name)
-    col = side["columns"][index]
-    t = sidecar_type(col)
-    cells = [row[index] for row in side["rows"]]
-    if not col["is_vector"]:
-        return t, expected_items(cells, t)
-    item_name = col["item_type"]
-    rows = [expected_items(densify(c, item_name), t.item) for c in cells]
-    if t.is_fixed:
-        if not rows:
-            return t, expected_items([], t.item).reshape((0,) + t.dims)
-        return t, np.stack(rows).reshape((-1,) + t.dims)
-    return t, rows
-
-
-def column_index(name, col_name):
-    """Index of the last column named col_name (the visible one)."""
-    cols = sidecar(name)["columns"]
-    return max(c["index"] for c in cols if c["name"] == col_name)
-
-
-def assert_same(got, exp):
-    """Equal values, dtype and shape; NaN equals NaN and -0.0 differs from 0.0."""
-    if isinstance(exp, list):   # variable vectors: one array per row
-        assert isinstance(got, idv.Ragged), type(got)
-        rows = got.to_list()
-        assert len(rows) == len(exp)
-        for g, e in zip(rows, exp):
-            assert_same(g, e)
-        return
-    assert isinstance(got, np.ndarray), type(got)
-    assert got.dtype == exp.dtype, (got.dtype, exp.dtype)
-    assert got.shape == exp.shape, (got.shape, exp.shape)
-    if exp.dtype.kind == "f":
-        np.testing.assert_array_equal(got, exp)
-        np.testing.assert_array_equal(np.signbit(got), np.signbit(exp))
-    elif exp.dtype.kind == "O":
-        assert got.tolist() == exp.tolist()
-    else:
-        np.testing.assert_array_equal(got, exp)
-
-
-def assert_matches_sidecar(f, name, col_names=None):
-    side = sidecar(name)
-    assert f.num_rows == side["row_count"]
-    for c in side["columns"]:
-        if c["hidden"] or (col_names is not None and c["name"] not in col_names):
-            continue
-        t, exp = expected_column(name, c["index"])
-        col = f[c["name"]]
-        assert col.type == t
-        assert_same(col.read(), exp)
-
-
-def assert_equal_reads(a, b):
-    """Two reads of the same column in read()'s form are identical."""
-    assert type(a) is type(b)
-    if isinstance(a, idv.Ragged):
-        assert a == b
-        assert a.values.dtype == b.values.dtype
-    elif hasattr(a, "tocsr"):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_array_equal(a.indptr, b.indptr)
-        np.testing.assert_array_equal(a.indices, b.indices)
-        np.testing.assert_array_equal(a.data, b.data)
-    else:
-        assert a.dtype == b.dtype and a.shape == b.shape
-        if a.dtype.kind == "f":
-            # bit-exact, NaN payloads included
-            np.testing.assert_array_equal(a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}"))
-        elif a.dtype.kind == "O":
-            assert a.tolist() == b.tolist()
-        else:
-            np.testing.assert_array_equal(a, b)
-
-
-# ---------------------------------------------------------------- sources
+from expected import (EPOCH_TICKS, TICKS_PER_MINUTE, ExpectedRagged, annotation_expected,
+                      assert_arrays_equal, assert_equal_reads, column_expected, column_index,
+                      expected_type, item_values, type_from_description)
+from reference import MODEL_ZIPS_DIR, SAMPLE_DIR, fixture, model_zip_entries, sidecar
 
 SOURCE_FIXTURE = "mixed_smallblocks_deflate"   # 15 blocks per column: gathers several blocks
-
-
-class _NonSeekable(io.RawIOBase):
-    def __init__(self, data):
-        self._inner = io.BytesIO(data)
-
-    def readable(self):
-        return True
-
-    def seekable(self):
-        return False
-
-    def readinto(self, b):
-        return self._inner.readinto(b)
-
-
-class _ReadOnly:
-    """Has read() but no seek()/tell()."""
-
-    def __init__(self, data):
-        self._data = data
-
-    def read(self, n=-1):
-        return self._data
-
 
 SOURCE_KINDS = {
     "str path": lambda p: str(p),
@@ -234,6 +34,16 @@ SOURCE_KINDS = {
     "unbuffered file": lambda p: open(p, "rb", buffering=0),
 }
 
+SEEK_FIXTURES = ["multiblock_200k_deflate", "multiblock_200k_none", "mixed_smallblocks_none",
+                 "mixed_smallblocks_deflate", "mixed_smallblocks_ordered", "mixed_maxbytes"]
+# (fixture, column) of every column of the seek fixtures ("?" when the fixture is missing: the
+# test then skips)
+SEEK_COLUMNS = [(n, c["name"]) for n in SEEK_FIXTURES
+                for c in (sidecar(n)["columns"] if (SAMPLE_DIR / f"{n}.idv").exists()
+                          else [{"name": "?"}])]
+
+
+# ---------------------------------------------------------------- sources
 
 @pytest.mark.parametrize("kind", list(SOURCE_KINDS))
 def test_sources_read_what_mlnet_reads(kind):
@@ -244,7 +54,7 @@ def test_sources_read_what_mlnet_reads(kind):
             assert f.num_columns == len(sidecar(SOURCE_FIXTURE)["columns"])
             assert_matches_sidecar(f, SOURCE_FIXTURE)
             # a slice in the middle also works from every source
-            i = column_index(SOURCE_FIXTURE, "Txt")
+            i = column_index(sidecar(SOURCE_FIXTURE), "Txt")
             assert f["Txt"][20:30].tolist() == \
                 expected_column(SOURCE_FIXTURE, i)[1][20:30].tolist()
     finally:
@@ -273,22 +83,12 @@ def test_source_file_object_at_an_offset(tmp_path):
         assert_matches_sidecar(f, SOURCE_FIXTURE, ["Id", "Txt", "Var"])
 
 
-def _model_entries():
-    if not MODEL_ZIPS.exists():
-        return []
-    out = []
-    for zp in sorted(MODEL_ZIPS.glob("*.zip")):
-        with zipfile.ZipFile(zp) as z:
-            out += [(zp.name, n) for n in z.namelist() if n.lower().endswith(".idv")]
-    return out
-
-
-@pytest.mark.parametrize("archive,entry", _model_entries() or [("none", "none")])
+@pytest.mark.parametrize("archive,entry", model_zip_entries() or [("none", "none")])
 def test_model_zip_entries_open_from_stream_and_bytes(archive, entry):
     """ML.NET model zips: Schema.idv / DefaultMap.idv, some behind an int32 length prefix."""
     if archive == "none":
         pytest.skip("no model zips in shared/")
-    with zipfile.ZipFile(MODEL_ZIPS / archive) as z:
+    with zipfile.ZipFile(MODEL_ZIPS_DIR / archive) as z:
         raw = z.read(entry)
         prefixed = raw[:8] != b"CML\x00DVB\x00"
         with idv.open(z.open(entry)) as a, idv.open(raw) as b:
@@ -319,7 +119,7 @@ def test_missing_path_is_file_not_found(tmp_path):
 
 def test_context_manager_closes_and_reads_after_close_fail():
     path = fixture(SOURCE_FIXTURE)
-    i = column_index(SOURCE_FIXTURE, "F64")
+    i = column_index(sidecar(SOURCE_FIXTURE), "F64")
     with idv.open(path) as f:
         col = f["F64"]
         data = col.read()
@@ -369,12 +169,12 @@ def test_schema_types_and_metadata_types(name):
         for field, c in zip(schema, side["columns"]):
             assert field.index == c["index"]
             assert field.name == c["name"]
-            assert field.type == sidecar_type(c)
+            assert field.type == type_from_description(c)
             assert field.hidden == c["hidden"]
             assert list(field.metadata_types) == [a["kind"] for a in c["annotations"]]
             for a in c["annotations"]:
-                assert field.metadata_types[a["kind"]] == sidecar_type(a)
-            assert f.columns[c["index"]].type == sidecar_type(c)
+                assert field.metadata_types[a["kind"]] == type_from_description(a)
+            assert f.columns[c["index"]].type == type_from_description(c)
 
 
 def test_schema_prints_one_line_per_column_with_metadata():
@@ -400,7 +200,7 @@ def test_schema_marks_hidden_columns():
         rep = repr(f.schema)
     assert len(lines) == len(side["columns"])
     for ln, c in zip(lines, side["columns"]):
-        assert ln.startswith(f"{c['name']}: {sidecar_type(c)}")
+        assert ln.startswith(f"{c['name']}: {type_from_description(c)}")
         assert ("hidden" in ln) == c["hidden"]
     assert f"{len(side['columns'])} columns, {side['row_count']} rows" in rep
 
@@ -414,11 +214,11 @@ def test_getitem_by_name_and_index_and_duplicates_take_the_last():
         for c in side["columns"]:
             assert f[c["index"]].name == c["name"]
             assert f[c["index"]].index == c["index"]
-            assert f[c["index"]].type == sidecar_type(c)
+            assert f[c["index"]].type == type_from_description(c)
         # duplicate names: the last column, as ML.NET does
-        visible = column_index(name, "Color")
+        visible = column_index(sidecar(name), "Color")
         assert f["Color"].index == visible
-        assert f["Color"].type == sidecar_type(side["columns"][visible])
+        assert f["Color"].type == type_from_description(side["columns"][visible])
         assert isinstance(f["Color"].type, idv.Key)
         assert f["Size"].type == idv.Double
         assert f[-1].name == side["columns"][-1]["name"]
@@ -450,14 +250,14 @@ def test_read_columns_subset_by_name_and_index():
         data = f.read(columns=["Txt", 0, "Vec"])
         assert list(data) == ["Txt", "Id", "Vec"]
         for col in data:
-            assert_same(data[col], expected_column(name, column_index(name, col))[1])
+            assert_same(data[col], expected_column(name, column_index(sidecar(name), col))[1])
         single = f.read(columns="DT")
         assert list(single) == ["DT"]
         with pytest.raises(KeyError):
             f.read(columns=["Id", "Nope"])
     shortcut = idv.read(fixture(name), columns=["F32"])
     assert list(shortcut) == ["F32"]
-    assert_same(shortcut["F32"], expected_column(name, column_index(name, "F32"))[1])
+    assert_same(shortcut["F32"], expected_column(name, column_index(sidecar(name), "F32"))[1])
 
 
 def test_idv_read_shortcut_reads_every_column():
@@ -488,7 +288,7 @@ def test_column_layout_matches_the_table_of_contents(name):
             assert col.nbytes_disk == int(col.lookup["disk"].sum())
             if toc["compression"] == "None":
                 assert col.nbytes_disk == col.nbytes
-            item = sidecar_type(side["columns"][toc["column_index"]])
+            item = type_from_description(side["columns"][toc["column_index"]])
             if item in (idv.Int32, idv.Single, idv.Double, idv.DateTime) \
                     or isinstance(item, idv.Key):
                 assert col.nbytes == n * item.dtype.itemsize
@@ -496,49 +296,7 @@ def test_column_layout_matches_the_table_of_contents(name):
 
 # ---------------------------------------------------------------- block-level seeking
 
-SEEK_FIXTURES = ["multiblock_200k_deflate", "multiblock_200k_none", "mixed_smallblocks_none",
-                 "mixed_smallblocks_deflate", "mixed_smallblocks_ordered", "mixed_maxbytes"]
-
-
-def _int_keys(n, rpb):
-    return sorted({0, 1, rpb - 1, rpb, rpb + 1, n // 2, n - 1, -1, -rpb, -n} & set(range(-n, n)),
-                  key=lambda k: (k < 0, k))
-
-
-def _slice_keys(n, rpb):
-    return [
-        slice(None), slice(0, 1), slice(rpb - 2, rpb + 2), slice(rpb, 2 * rpb), slice(-5, None),
-        slice(None, None, -1), slice(n // 2, 3, -3), slice(-1, -2 * rpb - 3, -rpb + 1),
-        slice(None, None, rpb), slice(3, None, 2 * rpb + 1), slice(None, None, -(rpb + 1)),
-        slice(1, n, 3 * rpb), slice(n - 1, None, -2 * rpb), slice(None, None, n),
-        slice(None, None, 7), slice(2, n - 2, 2),
-        # empty and out of range
-        slice(5, 5), slice(10, 5), slice(n, n + 10), slice(n + 5, n + 50), slice(-10**9, 0),
-        slice(0, n, -1),
-        # clipped ranges
-        slice(-10**9, 3), slice(n - 3, 10**9), slice(-10**9, 10**9, n - 1),
-        slice(n + 5, None, -1), slice(n + 5, -10**9, -(rpb * 3 + 2)),
-    ]
-
-
-def _blocks_of(rows, rpb):
-    return len(np.unique(np.asarray(rows, np.int64) // rpb))
-
-
-def _full_checked(f, name, col_name):
-    """The full read of a column, verified against ML.NET's values."""
-    full = f[col_name].read()
-    assert_same(full, expected_column(name, column_index(name, col_name))[1])
-    return full
-
-
-def _seek_columns(name):
-    if not (FIXTURES / f"{name}.idv").exists():
-        return [(name, "?")]   # the test then skips
-    return [(name, c["name"]) for c in sidecar(name)["columns"]]
-
-
-@pytest.mark.parametrize("name,col_name", [p for n in SEEK_FIXTURES for p in _seek_columns(n)])
+@pytest.mark.parametrize("name,col_name", SEEK_COLUMNS)
 def test_indexing_and_slicing_decode_only_the_blocks_needed(name, col_name):
     with idv.open(fixture(name)) as f:
         col = f[col_name]
@@ -653,14 +411,14 @@ def test_fixed_vectors_are_n_by_size():
 def test_multidim_vectors_keep_their_dims():
     name = "vector_multidim"
     with idv.open(fixture(name)) as f:
-        t, exp = expected_column(name, column_index(name, "Mat2x3"))
+        t, exp = expected_column(name, column_index(sidecar(name), "Mat2x3"))
         got = f["Mat2x3"].read()
         assert got.shape == (4, 2, 3)
         assert_same(got, exp)
         assert_same(f["Mat2x3"][2], exp[2])
         assert_same(f["Mat2x3"][1:3], exp[1:3])
         # a 0 dim makes it variable: a Ragged of flat rows
-        t, exp = expected_column(name, column_index(name, "VarBy4"))
+        t, exp = expected_column(name, column_index(sidecar(name), "VarBy4"))
         assert f["VarBy4"].type == t and not t.is_fixed and t.dims == (0, 4)
         got = f["VarBy4"].read()
         assert_same(got, exp)
@@ -750,7 +508,7 @@ def test_sparse_read_is_csr_with_the_stored_entries(name):
         for c in side["columns"]:
             if c["hidden"]:
                 continue
-            t = sidecar_type(c)
+            t = type_from_description(c)
             csr = isinstance(t, idv.Vector) and (isinstance(t.item, idv.Key)
                                                  or t.item.dtype.kind in "biuf")
             assert sp.issparse(data[c["name"]]) == csr, c["name"]
@@ -759,7 +517,7 @@ def test_sparse_read_is_csr_with_the_stored_entries(name):
 def test_sparse_rows_keep_their_indices():
     pytest.importorskip("scipy.sparse")
     name = "vectors_sparse"
-    i = column_index(name, "SparseF64Big")
+    i = column_index(sidecar(name), "SparseF64Big")
     cells = [row[i] for row in sidecar(name)["rows"]]
     with idv.open(fixture(name)) as f:
         m = f["SparseF64Big"].read(sparse=True)
@@ -775,15 +533,6 @@ def test_sparse_rows_keep_their_indices():
 
 # ---------------------------------------------------------------- metadata
 
-def _meta_expected(a):
-    t = sidecar_type(a)
-    v = a["value"]
-    if not a["is_vector"]:
-        return t, expected_items([v], t)[0]
-    vals = expected_items(densify(v, a["item_type"]), t.item)
-    return t, vals.reshape(t.dims) if t.is_fixed else vals
-
-
 @pytest.mark.parametrize("name", ["mixed_default", "keys", "pipeline_keys",
                                   "pipeline_binary_scored", "pipeline_multiclass_scored",
                                   "pipeline_featurize_text", "annotations_custom", "vectors_misc",
@@ -797,7 +546,7 @@ def test_metadata_values_match_mlnet(name):
             meta = col.metadata
             assert list(meta) == [a["kind"] for a in c["annotations"]]
             for a in c["annotations"]:
-                t, exp = _meta_expected(a)
+                exp = annotation_expected(a)
                 got = meta[a["kind"]]
                 if isinstance(exp, np.ndarray):
                     assert_same(np.asarray(got), exp)
@@ -841,25 +590,25 @@ def test_datetime_timespan_datetimeoffset_forms():
     with idv.open(fixture(name)) as f:
         dt = f["DT"].read()
         assert dt.dtype == np.dtype("datetime64[100ns]")
-        ticks = [row[column_index(name, "DT")] for row in side["rows"]]
+        ticks = [row[column_index(side, "DT")] for row in side["rows"]]
         assert (dt.view(np.int64) + EPOCH_TICKS).tolist() == ticks
         # exact over the whole .NET range once converted for display
         assert str(dt[ticks.index(0)].astype("datetime64[us]")) == "0001-01-01T00:00:00.000000"
 
         ts = f["TS"].read()
         assert ts.dtype == np.dtype("timedelta64[100ns]")
-        assert ts.view(np.int64).tolist() == [row[column_index(name, "TS")] for row in side["rows"]]
+        assert ts.view(np.int64).tolist() == [row[column_index(side, "TS")] for row in side["rows"]]
 
         dto = f["DTO"].read()
         assert dto.dtype.names == ("utc", "offset_minutes")
         assert dto["utc"].dtype == np.dtype("datetime64[100ns]")
-        cells = [row[column_index(name, "DTO")] for row in side["rows"]]
+        cells = [row[column_index(side, "DTO")] for row in side["rows"]]
         assert dto["offset_minutes"].tolist() == [c["offset_minutes"] for c in cells]
         # local clock time = utc + offset, as ML.NET reports the ticks
         offsets = dto["offset_minutes"].astype(np.int64) * TICKS_PER_MINUTE
         local = dto["utc"].view(np.int64) + offsets
         assert (local + EPOCH_TICKS).tolist() == [c["ticks"] for c in cells]
-        assert_same(dto, expected_items(cells, idv.DateTimeOffset))
+        assert_same(dto, item_values(idv.DateTimeOffset, cells))
         before = f["DTO"].blocks_decoded
         assert dto[3] == f["DTO"][3]
         assert f["DTO"].blocks_decoded == before + 1
@@ -881,21 +630,16 @@ def test_date_and_rowid_vectors():
     name = "vectors_misc"
     with idv.open(fixture(name)) as f:
         for col_name in ("VecDTO", "VecRowId"):
-            t, exp = expected_column(name, column_index(name, col_name))
+            t, exp = expected_column(name, column_index(sidecar(name), col_name))
             assert_same(f[col_name].read(), exp)
     name = "vectors_fixed"
     with idv.open(fixture(name)) as f:
         for col_name in ("VecDT", "VecTS"):
-            t, exp = expected_column(name, column_index(name, col_name))
+            t, exp = expected_column(name, column_index(sidecar(name), col_name))
             assert_same(f[col_name].read(), exp)
 
 
 # ---------------------------------------------------------------- threads and backends
-
-def _installed_backends():
-    from idv import _compression
-    return sorted(_compression.BACKENDS)
-
 
 @pytest.mark.parametrize("name", ["multiblock_200k_deflate", "mixed_smallblocks_deflate",
                                   "vectors_sparse", "pipeline_featurize_text"])
@@ -907,7 +651,7 @@ def test_threads_and_backends_give_identical_results(name):
         sparse_ref = {n: f[n].read(sparse=True) for n in names
                       if isinstance(f[n].type, idv.Vector) and f[n].type.item is not idv.Text}
     for n in names:   # the single-threaded read is right to begin with
-        assert_same(reference[n], expected_column(name, column_index(name, n))[1])
+        assert_same(reference[n], expected_column(name, column_index(sidecar(name), n))[1])
     configs = [dict()] + [dict(backend=b) for b in _installed_backends()] \
         + [dict(threads=4), dict(threads=3, backend="zlib")]
     assert "zlib" in _installed_backends()
@@ -941,3 +685,105 @@ def test_unknown_backend_is_an_error():
         idv.open(path, backend="nope")
     with pytest.raises(ValueError):
         idv.read(path, backend="")
+
+
+# ---------------------------------------------------------------- helpers of these tests
+
+def expected_column(name, index):
+    """(type, values) of column `index` of a sample fixture, from its sidecar: an array, or for
+    variable-size vectors a list of arrays, one per row."""
+    side = sidecar(name)
+    t = expected_type(side["columns"][index])
+    values = column_expected(t, [row[index] for row in side["rows"]])
+    return t, values.to_list() if isinstance(values, ExpectedRagged) else values
+
+
+def stored_count(cell):
+    """Entries a vector cell stores: a sparse row its indices, a dense row every slot."""
+    return len(cell["indices"]) if isinstance(cell, dict) else len(cell)
+
+
+def assert_same(got, exp):
+    """Equal values, dtype and shape (floats bit for bit, NaN equals NaN); variable-size
+    vectors as a list of row arrays."""
+    if isinstance(exp, list):
+        assert isinstance(got, idv.Ragged), type(got)
+        rows = got.to_list()
+        assert len(rows) == len(exp)
+        for g, e in zip(rows, exp):
+            assert_same(g, e)
+        return
+    assert_arrays_equal(got, exp, "value")
+
+
+def assert_matches_sidecar(f, name, col_names=None):
+    side = sidecar(name)
+    assert f.num_rows == side["row_count"]
+    for c in side["columns"]:
+        if c["hidden"] or (col_names is not None and c["name"] not in col_names):
+            continue
+        t, exp = expected_column(name, c["index"])
+        col = f[c["name"]]
+        assert col.type == t
+        assert_same(col.read(), exp)
+
+
+def _int_keys(n, rpb):
+    return sorted({0, 1, rpb - 1, rpb, rpb + 1, n // 2, n - 1, -1, -rpb, -n} & set(range(-n, n)),
+                  key=lambda k: (k < 0, k))
+
+
+def _slice_keys(n, rpb):
+    return [
+        slice(None), slice(0, 1), slice(rpb - 2, rpb + 2), slice(rpb, 2 * rpb), slice(-5, None),
+        slice(None, None, -1), slice(n // 2, 3, -3), slice(-1, -2 * rpb - 3, -rpb + 1),
+        slice(None, None, rpb), slice(3, None, 2 * rpb + 1), slice(None, None, -(rpb + 1)),
+        slice(1, n, 3 * rpb), slice(n - 1, None, -2 * rpb), slice(None, None, n),
+        slice(None, None, 7), slice(2, n - 2, 2),
+        # empty and out of range
+        slice(5, 5), slice(10, 5), slice(n, n + 10), slice(n + 5, n + 50), slice(-10**9, 0),
+        slice(0, n, -1),
+        # clipped ranges
+        slice(-10**9, 3), slice(n - 3, 10**9), slice(-10**9, 10**9, n - 1),
+        slice(n + 5, None, -1), slice(n + 5, -10**9, -(rpb * 3 + 2)),
+    ]
+
+
+def _blocks_of(rows, rpb):
+    return len(np.unique(np.asarray(rows, np.int64) // rpb))
+
+
+def _full_checked(f, name, col_name):
+    """The full read of a column, verified against ML.NET's values."""
+    full = f[col_name].read()
+    assert_same(full, expected_column(name, column_index(sidecar(name), col_name))[1])
+    return full
+
+
+def _installed_backends():
+    from idv import _compression
+    return sorted(_compression.BACKENDS)
+
+
+class _NonSeekable(io.RawIOBase):
+    def __init__(self, data):
+        self._inner = io.BytesIO(data)
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return False
+
+    def readinto(self, b):
+        return self._inner.readinto(b)
+
+
+class _ReadOnly:
+    """Has read() but no seek()/tell()."""
+
+    def __init__(self, data):
+        self._data = data
+
+    def read(self, n=-1):
+        return self._data

@@ -5,12 +5,8 @@ ML.NET's own text dump of datatypes.idv, not from this reader.
 """
 from __future__ import annotations
 
-import datetime
-import functools
-import gzip
 import json
 import os
-import pathlib
 import re
 import shutil
 import struct
@@ -21,145 +17,17 @@ import zipfile
 import numpy as np
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-SHARED = pathlib.Path(os.environ.get("IDV_SHARED") or REPO.parent / "shared")
-FIXTURES = SHARED / "oracle" / "fixtures-sample"
-MLNET_FILES = SHARED / "mlnet-files"
-MODEL_ZIPS = MLNET_FILES / "model-zips"
-
-EPOCH_TICKS = 621355968000000000
-
-
-# ---------------------------------------------------------------- helpers
-
-def fixture(name):
-    path = FIXTURES / f"{name}.idv"
-    if not path.exists():
-        pytest.skip(f"fixture {path} not available (set IDV_SHARED to the shared directory)")
-    return path
-
-
-def shared_file(*parts):
-    path = SHARED.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} not available (set IDV_SHARED to the shared directory)")
-    return path
-
-
-@functools.lru_cache(maxsize=None)
-def sidecar(name):
-    fixture(name)
-    plain, packed = FIXTURES / f"{name}.json", FIXTURES / f"{name}.json.gz"
-    if plain.exists():
-        return json.loads(plain.read_text(encoding="utf-8"))
-    with gzip.open(packed, "rt", encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def run(*args, check_rc=None):
-    """Run ``python -m idv ARGS``; returns (returncode, stdout, stderr)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env["PYTHONIOENCODING"] = "utf-8"
-    env.pop("PYTHONWARNINGS", None)
-    p = subprocess.run([sys.executable, "-m", "idv", *map(str, args)], capture_output=True,
-                       env=env, cwd=REPO, timeout=120)
-    out, err = p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
-    if check_rc is not None:
-        assert p.returncode == check_rc, (p.returncode, out, err)
-    return p.returncode, out, err
-
-
-def run_json(*args):
-    rc, out, err = run(*args, "--json", check_rc=0)
-    return json.loads(out)
-
-
-def assert_one_line_error(err, *fragments, warnings=False):
-    lines = err.strip().splitlines()
-    if warnings:   # IdvWarnings may come first, one line each
-        assert all(ln.startswith("idv: warning: ") for ln in lines[:-1]), err
-        lines = lines[-1:]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("idv: error: "), err
-    assert "Traceback" not in err and "internal error" not in err, err
-    for frag in fragments:
-        assert frag in lines[0], (frag, err)
-
-
-_ITEM_NAMES = {"String": "Text", "DataViewRowId": "RowId", "Text": "Text"}
-
-
-def type_str(d):
-    """This library's name for a sidecar column/annotation type, from its structured fields."""
-    item = d["item_type"]
-    if item == "Key":
-        item = f"Key<{d['key_raw_type']}, {d['key_count']}>"
-    item = _ITEM_NAMES.get(item, item)
-    if not d["is_vector"]:
-        return item
-    if d["dims"] == [0]:
-        return f"Vector<{item}>"
-    return f"Vector<{item}, {', '.join(map(str, d['dims']))}>"
-
-
-def norm_type(s):
-    return s.replace("*", "0")   # a variable dim may print as * or 0
-
-
-def ticks_iso(ticks):
-    """.NET ticks -> ISO 8601 at tick precision, trailing zero fraction dropped."""
-    d = datetime.datetime(1, 1, 1) + datetime.timedelta(microseconds=ticks // 10)
-    s = f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}"
-    frac = f"{d.microsecond:06d}{ticks % 10}".rstrip("0")
-    return f"{s}.{frac}" if frac else s
-
-
-def timespan_str(ticks):
-    """.NET TimeSpan "c" format: [-][d.]hh:mm:ss[.fffffff]."""
-    sign = "-" if ticks < 0 else ""
-    t = abs(ticks)
-    days, t = divmod(t, 864_000_000_000)
-    secs, frac = divmod(t, 10_000_000)
-    h, rem = divmod(secs, 3600)
-    m, s = divmod(rem, 60)
-    return (f"{sign}{str(days) + '.' if days else ''}{h:02d}:{m:02d}:{s:02d}"
-            + (f".{frac:07d}" if frac else ""))
-
-
-def densify(cell, zero):
-    if isinstance(cell, dict):
-        out = [zero] * cell["length"]
-        for i, v in zip(cell["indices"], cell["values"]):
-            out[i] = v
-        return out
-    return list(cell)
-
-
-def same_float(json_value, sidecar_value, dtype):
-    """A CLI JSON float against a sidecar float string, compared at the column's precision."""
-    a = dtype(float(json_value)) if not isinstance(json_value, str) else dtype(
-        {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[json_value])
-    b = dtype(float(sidecar_value))
-    return (np.isnan(a) and np.isnan(b)) or (a == b and np.signbit(a) == np.signbit(b))
-
-
-def table_rows(text):
-    """Data lines of the first table in `text` (after its dashed separator), split on 2+ spaces."""
-    lines = text.splitlines()
-    sep = next(i for i, ln in enumerate(lines) if ln and set(ln.replace(" ", "")) == {"-"})
-    out = []
-    for ln in lines[sep + 1:]:
-        if not ln.strip() or ln.startswith("("):
-            break
-        out.append(re.split(r"\s{2,}", ln.strip()))
-    return out
-
-
-# ---------------------------------------------------------------- usage, help, exit codes
+from cli_run import (assert_one_line_error, check_cell, csv_value, norm_type, read_delimited,
+                     run, run_json, same_float, table_rows)
+from expected import column_index, our_type_string
+from reference import (MODEL_ZIPS_DIR, REPO_DIR, SAMPLE_DIR, TESTDATA_DIR, fixture,
+                       sample_params, shared_path, sidecar)
+from textdump import ticks_iso, timespan_str
 
 COMMANDS = ("info", "head", "schema", "verify", "cat", "slice", "convert")
 
+
+# ---------------------------------------------------------------- usage, help, exit codes
 
 def test_help_lists_the_commands():
     rc, out, err = run("--help", check_rc=0)
@@ -221,7 +89,7 @@ def test_main_returns_codes_in_process(capsys):
     from idv.cli import main
     assert main(["schema", str(fixture("keys"))]) == 0
     assert "KeyU4: Key<UInt32, 5>" in capsys.readouterr().out
-    assert main(["info", str(FIXTURES / "definitely-missing.idv")]) == 1
+    assert main(["info", str(SAMPLE_DIR / "definitely-missing.idv")]) == 1
     assert main(["nonsense"]) == 2
     assert main(["--help"]) == 0
 
@@ -275,15 +143,6 @@ def test_verbose_shows_the_traceback(tmp_path):
         assert err.strip().splitlines()[-1].startswith("idv: error: ")
 
 
-def _block_of(path, column, block=0):
-    """(offset, disk length) of a column's block, from the lookup table bytes in the file."""
-    sys.path.insert(0, str(REPO))
-    import idv
-    with idv.open(path) as f:
-        entry = f[column].lookup[block]
-        return int(entry["offset"]), int(entry["disk"])
-
-
 @pytest.mark.parametrize("name,column", [("mixed_smallblocks_deflate", "Txt"),
                                          ("mixed_smallblocks_deflate", "Vec"),
                                          ("mixed_smallblocks_none", "Txt"),
@@ -306,17 +165,6 @@ def test_corrupt_block_fails_head_with_one_line(tmp_path, name, column):
     rc, out, err = run("head", bad, "--columns", column, "--start", rows - 2, "--json",
                        check_rc=0)
     assert len(json.loads(out)["data"]) == 2
-
-
-def _with_unknown_codec(tmp_path):
-    """mixed_none with column F64's codec renamed: a dead column, as ML.NET would skip."""
-    data = bytearray(fixture("mixed_none").read_bytes())
-    toc = struct.unpack_from("<q", data, 24)[0]
-    i = data.index(b"\x06Double", toc)
-    data[i + 1:i + 7] = b"Dooble"
-    path = tmp_path / "dead.idv"
-    path.write_bytes(bytes(data))
-    return path
 
 
 def test_unknown_codec_column_is_shown_as_unreadable(tmp_path):
@@ -364,7 +212,7 @@ def test_info_json_matches_the_sidecar(name):
     for got, c in zip(info["columns"], side["columns"]):
         toc = next(t for t in tocs if t["column_index"] == c["index"])
         assert got["index"] == c["index"] and got["name"] == c["name"]
-        assert norm_type(got["type"]) == norm_type(type_str(c))
+        assert norm_type(got["type"]) == norm_type(our_type_string(c["type_string"]))
         assert got["hidden"] == c["hidden"] and got["readable"] is True
         assert got["codec"] == toc["codec"]
         assert got["compression"] == toc["compression"]
@@ -372,7 +220,8 @@ def test_info_json_matches_the_sidecar(name):
         assert got["blocks"] == -(-n // toc["rows_per_block"])
         assert list(got["metadata"]) == [a["kind"] for a in c["annotations"]]
         for a in c["annotations"]:
-            assert norm_type(got["metadata"][a["kind"]]) == norm_type(type_str(a))
+            assert norm_type(got["metadata"][a["kind"]]) == \
+                norm_type(our_type_string(a["type_string"]))
         if toc["compression"] == "None":
             assert got["bytes_disk"] == got["bytes"]
         width = {"Int32": 4, "Single": 4, "Double": 8, "DateTime": 8, "Int64": 8}.get(
@@ -402,11 +251,11 @@ def test_info_text_table():
     for c in side["columns"]:
         r = rows[c["index"]]
         toc = tocs[c["index"]]
-        assert r[:7] == [str(c["index"]), c["name"], type_str(c), toc["codec"],
-                         toc["compression"], str(toc["rows_per_block"]), "15"]
+        assert r[:7] == [str(c["index"]), c["name"], our_type_string(c["type_string"]),
+                         toc["codec"], toc["compression"], str(toc["rows_per_block"]), "15"]
         assert int(r[7]) > 0 and int(r[8]) > 0
         for a in c["annotations"]:
-            assert f"{a['kind']}: {type_str(a)}" in r[9]
+            assert f"{a['kind']}: {our_type_string(a['type_string'])}" in r[9]
     total = rows[len(side["columns"])]
     assert total[0] == "total"
     assert int(total[1]) == sum(int(r[7]) for r in rows[:-1])
@@ -434,10 +283,10 @@ def test_schema_text_matches_the_sidecar(name):
     heads = [ln for ln in lines if not ln.startswith(" ")]
     assert len(heads) == len(side["columns"])
     for ln, c in zip(heads, side["columns"]):
-        assert ln.startswith(f"{c['name']}: {type_str(c)}")
+        assert ln.startswith(f"{c['name']}: {our_type_string(c['type_string'])}")
         assert ("hidden" in ln) == c["hidden"]
     metas = [ln.strip() for ln in lines if ln.startswith(" ")]
-    expected = ["-- metadata: " + ", ".join(f"{a['kind']}: {type_str(a)}"
+    expected = ["-- metadata: " + ", ".join(f"{a['kind']}: {our_type_string(a['type_string'])}"
                                             for a in c["annotations"])
                 for c in side["columns"] if c["annotations"]]
     assert metas == expected
@@ -450,8 +299,9 @@ def test_schema_json():
     assert got["num_rows"] == side["row_count"]
     assert [c["name"] for c in got["columns"]] == [c["name"] for c in side["columns"]]
     for g, c in zip(got["columns"], side["columns"]):
-        assert g["type"] == type_str(c)
-        assert g["metadata"] == {a["kind"]: type_str(a) for a in c["annotations"]}
+        assert g["type"] == our_type_string(c["type_string"])
+        assert g["metadata"] == {a["kind"]: our_type_string(a["type_string"])
+                                 for a in c["annotations"]}
 
 
 def test_no_columns_file():
@@ -466,33 +316,6 @@ def test_no_columns_file():
 
 # ---------------------------------------------------------------- head
 
-def _check_cell(got, cell, col):
-    """A CLI JSON cell against a sidecar cell."""
-    item = col["item_type"]
-    if col["is_vector"]:
-        zero = {"Text": "", "Boolean": False, "Single": "0.0", "Double": "0.0",
-                "DateTimeOffset": {"ticks": 0, "offset_minutes": 0}}.get(item, 0)
-        exp = densify(cell, zero)
-        flat = np.asarray(got, dtype=object).reshape(-1).tolist() if got else []
-        assert len(flat) == len(exp), (got, exp)
-        for g, e in zip(flat, exp):
-            _check_cell(g, e, {**col, "is_vector": False})
-        if len(col["dims"]) > 1 and all(col["dims"]):
-            assert np.asarray(got, dtype=object).shape == tuple(col["dims"])
-        return
-    if item in ("Single", "Double"):
-        assert same_float(got, cell, np.float32 if item == "Single" else np.float64), (got, cell)
-    elif item == "DateTime":
-        assert got == ticks_iso(cell)
-    elif item == "TimeSpan":
-        assert got == timespan_str(cell)
-    elif item == "DateTimeOffset":
-        m = cell["offset_minutes"]
-        sign = "-" if m < 0 else "+"
-        assert got == f"{ticks_iso(cell['ticks'])}{sign}{abs(m) // 60:02d}:{abs(m) % 60:02d}"
-    else:   # ints, keys (raw), Boolean, Text, RowId
-        assert got == cell and type(got) is type(cell), (got, cell)
-
 
 @pytest.mark.parametrize("name", ["mixed_default", "scalars_numeric", "scalars_text",
                                   "scalars_datetime", "scalars_rowid", "scalars_bool", "keys",
@@ -506,12 +329,12 @@ def test_head_json_matches_the_sidecar(name):
     assert [c["name"] for c in got["columns"]] == [c["name"] for c in visible]
     assert [c["index"] for c in got["columns"]] == [c["index"] for c in visible]
     for g, c in zip(got["columns"], visible):
-        assert norm_type(g["type"]) == norm_type(type_str(c))
+        assert norm_type(g["type"]) == norm_type(our_type_string(c["type_string"]))
     assert got["num_rows"] == side["row_count"] and got["start"] == 0
     assert len(got["data"]) == n
     for r in range(n):
         for j, c in enumerate(visible):
-            _check_cell(got["data"][r][j], side["rows"][r][c["index"]], c)
+            check_cell(got["data"][r][j], side["rows"][r][c["index"]], c)
 
 
 def test_head_start_and_columns_on_a_multiblock_file():
@@ -533,7 +356,7 @@ def test_head_start_and_columns_on_a_multiblock_file():
 
 
 def test_head_decodes_only_the_blocks_it_shows(monkeypatch, capsys):
-    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO_DIR))
     import idv.reader
     from idv.cli import main
     calls = []
@@ -563,7 +386,7 @@ def test_head_text_table():
     lines = out.splitlines()
     assert lines[0].split() == ["#"] + [c["name"] for c in side["columns"]]
     assert [norm_type(t) for t in re.split(r"\s{2,}", lines[1].strip())] == \
-        [norm_type(type_str(c)) for c in side["columns"]]
+        [norm_type(our_type_string(c["type_string"])) for c in side["columns"]]
     rows = table_rows(out)
     assert len(rows) == 10                         # -n defaults to 10
     assert lines[-1] == f"(rows 0-9 of {side['row_count']})"
@@ -623,8 +446,8 @@ def test_head_escapes_control_characters_in_text():
 
 def test_head_on_legacy_file_matches_mlnets_text_dump():
     """datatypes.idv (1.1.1.5, DvBool/DvDateTime...) against ML.NET's own TextLoader dump."""
-    idv_path = shared_file("mlnet-files", "datatypes.idv")
-    dump = shared_file("mlnet-files", "Datatypes-datatypes.txt").read_text(encoding="utf-8")
+    idv_path = shared_path("mlnet-files", "datatypes.idv")
+    dump = shared_path("mlnet-files", "Datatypes-datatypes.txt").read_text(encoding="utf-8")
     lines = [ln for ln in dump.splitlines() if not ln.startswith("#@")]
     names = lines[0].split("\t")
     got = run_json("head", idv_path)
@@ -670,7 +493,7 @@ def test_zip_entry(tmp_path):
 
 
 def test_model_zip_entries_with_backslash_names_and_length_prefix():
-    zp = MODEL_ZIPS / "modelwithoptionalcolumntransform.zip"
+    zp = MODEL_ZIPS_DIR / "modelwithoptionalcolumntransform.zip"
     if not zp.exists():
         pytest.skip(f"{zp} not available")
     with zipfile.ZipFile(zp) as z:
@@ -702,29 +525,7 @@ def test_python_dash_m_and_console_entry_agree(tmp_path):
 
 # ---------------------------------------------------------------- verify
 
-TESTDATA = REPO / "testdata"
-FIXTURE_NAMES = sorted(p.stem for p in FIXTURES.glob("*.idv")) or ["mixed_default"]
-
-
-def num_blocks(side, toc):
-    n = side["row_count"]
-    return 0 if n == 0 else -(-n // toc["rows_per_block"])
-
-
-def lookup_entry(path, side, column_index, block):
-    """(offset, disk, raw) of a block, read with struct from the lookup table the sidecar
-    locates (not through this reader)."""
-    toc = next(t for t in side["table_of_contents"]["columns"]
-               if t["column_index"] == column_index)
-    data = pathlib.Path(path).read_bytes()
-    return struct.unpack_from("<qii", data, toc["lookup_offset"] + 16 * block)
-
-
-def column_index(side, name):
-    return [c["name"] for c in side["columns"]].index(name)
-
-
-@pytest.mark.parametrize("name", FIXTURE_NAMES)
+@pytest.mark.parametrize("name", sample_params())
 def test_verify_every_fixture_is_sound(name):
     side = sidecar(name)
     got = run_json("verify", fixture(name))
@@ -751,7 +552,7 @@ def test_verify_every_fixture_is_sound(name):
     assert f"{blocks} block" in out.splitlines()[-1]
 
 
-@pytest.mark.parametrize("path", sorted(TESTDATA.glob("*.idv")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(TESTDATA_DIR.glob("*.idv")), ids=lambda p: p.stem)
 def test_verify_testdata_files_are_sound(path):
     got = run_json("verify", path)
     assert got["ok"] and not got["problems"]
@@ -759,7 +560,7 @@ def test_verify_testdata_files_are_sound(path):
 
 
 def test_verify_model_zip_entries():
-    zp = MODEL_ZIPS / "modelwithoptionalcolumntransform.zip"
+    zp = MODEL_ZIPS_DIR / "modelwithoptionalcolumntransform.zip"
     if not zp.exists():
         pytest.skip(f"{zp} not available")
     with zipfile.ZipFile(zp) as z:
@@ -774,7 +575,7 @@ def test_verify_decodes_every_block_and_metadata_value(monkeypatch, capsys):
     """In process, with spies: each block of each column decoded, each annotation decoded."""
     name = "mixed_smallblocks_deflate"
     side = sidecar(name)
-    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO_DIR))
     import idv.reader
     from idv.cli import main
     blocks, metas = [], []
@@ -796,16 +597,6 @@ def test_verify_decodes_every_block_and_metadata_value(monkeypatch, capsys):
     assert sorted(metas) == sorted((c["index"], a["kind"]) for c in side["columns"]
                                    for a in c["annotations"])
     assert "OK" in capsys.readouterr().out
-
-
-def _corrupt_copy(tmp_path, name, damage):
-    """A copy of a fixture with damage(bytearray, sidecar) applied."""
-    side = sidecar(name)
-    data = bytearray(fixture(name).read_bytes())
-    damage(data, side)
-    bad = tmp_path / f"bad_{name}.idv"
-    bad.write_bytes(bytes(data))
-    return bad, side
 
 
 def test_verify_reports_every_corrupt_block(tmp_path):
@@ -908,7 +699,7 @@ def test_verify_reports_an_impossible_block_length(tmp_path):
 
 def test_verify_reports_corrupt_metadata(tmp_path):
     name = "mixed_smallblocks_deflate"
-    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO_DIR))
     import idv
     with idv.open(fixture(name)) as f:     # where the metadata value is (checked below)
         m = f["Key"]._meta_entries()[0]
@@ -958,29 +749,6 @@ def test_verify_unknown_codec_is_a_warning_unless_strict(tmp_path):
 
 # ---------------------------------------------------------------- cat / slice
 
-_CSV_INTS = {"SByte", "Byte", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Key",
-             "DataViewRowId", "RowId"}
-
-
-def csv_value(text, col):
-    """A CSV cell back in the CLI's JSON form, for _check_cell."""
-    if col["is_vector"]:
-        return json.loads(text)
-    item = col["item_type"]
-    if item in _CSV_INTS:
-        return int(text)
-    if item == "Boolean":
-        return {"true": True, "false": False}[text]
-    if item in ("Single", "Double"):
-        return text if text in ("NaN", "Infinity", "-Infinity") else float(text)
-    return text
-
-
-def read_delimited(text, delimiter):
-    import csv
-    import io
-    return list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
-
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv"])
 @pytest.mark.parametrize("name", ["mixed_default", "scalars_numeric", "scalars_text",
@@ -997,7 +765,7 @@ def test_cat_csv_matches_the_sidecar(name, fmt):
     for r, row in enumerate(table[1:]):
         assert len(row) == len(visible)
         for text, c in zip(row, visible):
-            _check_cell(csv_value(text, c), side["rows"][r][c["index"]], c)
+            check_cell(csv_value(text, c), side["rows"][r][c["index"]], c)
 
 
 def test_cat_rows_and_columns_on_a_multiblock_file():
@@ -1033,7 +801,7 @@ def test_cat_streams_the_whole_file_as_csv():
 
 
 def test_cat_decodes_each_needed_block_once(monkeypatch, capsys):
-    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO_DIR))
     import idv.reader
     from idv.cli import main
     calls = []
@@ -1073,7 +841,7 @@ def test_cat_table_and_jsonl():
     assert len(objs) == 2 and list(objs[0]) == names
     for obj, r in zip(objs, (98, 99)):
         for c in side["columns"]:
-            _check_cell(obj[c["name"]], side["rows"][r][c["index"]], c)
+            check_cell(obj[c["name"]], side["rows"][r][c["index"]], c)
 
 
 def test_slice_is_cat():
@@ -1126,16 +894,12 @@ def test_cat_corrupt_block_is_one_line_error(tmp_path):
 
 # ---------------------------------------------------------------- convert
 
-def _have_convert():
-    return (REPO / "idv" / "convert.py").exists()
-
-
-needs_convert = pytest.mark.skipif(not _have_convert(),
+needs_convert = pytest.mark.skipif(not (REPO_DIR / "idv" / "convert.py").exists(),
                                    reason="idv/convert.py (the converter) is not there yet")
 
 
 def test_convert_without_the_converter_is_a_one_line_error(monkeypatch, capsys, tmp_path):
-    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO_DIR))
     from idv.cli import main
     monkeypatch.setitem(sys.modules, "idv.convert", None)     # import idv.convert fails
     rc = main(["convert", str(fixture("mixed_default")), str(tmp_path / "out.idv")])
@@ -1146,7 +910,7 @@ def test_convert_without_the_converter_is_a_one_line_error(monkeypatch, capsys, 
 
 
 def test_progress_bar_only_on_a_terminal(monkeypatch):
-    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO_DIR))
     from idv import cli
     args = cli.build_parser().parse_args(["convert", "a.idv", "b.idv"])
     monkeypatch.setattr(sys, "stderr", _FakeStream(tty=False))
@@ -1170,28 +934,6 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     assert cli._progress_callback(args)[0] is None
 
 
-class _FakeStream:
-    def __init__(self, tty):
-        self.tty, self.parts = tty, []
-
-    def isatty(self):
-        return self.tty
-
-    def write(self, s):
-        self.parts.append(s)
-
-    def flush(self):
-        pass
-
-
-def _idv_values(path, names):
-    sys.path.insert(0, str(REPO))
-    import idv
-    with idv.open(path) as f:
-        return {n: f[n].read() for n in names}, {n: f[n].rows_per_block for n in names}, \
-            {n: f[n].compression for n in names}
-
-
 @needs_convert
 def test_convert_idv_to_idv_with_options(tmp_path):
     name = "mixed_default"
@@ -1209,7 +951,7 @@ def test_convert_idv_to_idv_with_options(tmp_path):
     got = run_json("cat", out)
     for r, row in enumerate(got["data"]):
         for g, c in zip(row, [side["columns"][i] for i in (0, 4, 6)]):
-            _check_cell(g, side["rows"][r][c["index"]], c)
+            check_cell(g, side["rows"][r][c["index"]], c)
 
 
 @needs_convert
@@ -1270,10 +1012,11 @@ def test_convert_to_parquet_and_back(tmp_path):
     info = run_json("info", back)
     assert [c["blocks"] for c in info["columns"]] == [4] * len(side["columns"])
     got = run_json("cat", back)
-    assert [c["type"] for c in got["columns"]] == [type_str(c) for c in side["columns"]]
+    assert [c["type"] for c in got["columns"]] == \
+        [our_type_string(c["type_string"]) for c in side["columns"]]
     for r, row in enumerate(got["data"]):
         for g, c in zip(row, side["columns"]):
-            _check_cell(g, side["rows"][r][c["index"]], c)
+            check_cell(g, side["rows"][r][c["index"]], c)
 
 
 @needs_convert
@@ -1303,10 +1046,10 @@ def test_convert_shows_a_progress_bar_on_a_terminal(tmp_path):
     import pty
     out = tmp_path / "out.idv"
     master, slave = pty.openpty()
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=str(REPO_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-m", "idv", "convert",
                         str(fixture("multiblock_200k_none")), str(out), "--columns", "Id"],
-                       stdout=subprocess.PIPE, stderr=slave, env=env, cwd=REPO, timeout=120)
+                       stdout=subprocess.PIPE, stderr=slave, env=env, cwd=REPO_DIR, timeout=120)
     os.close(slave)
     chunks = []
     while True:
@@ -1342,3 +1085,63 @@ def test_convert_datetime_ticks_round_trip_is_exact(tmp_path):
     assert rows == expected and len(rows) == doc["row_count"]
     rc, _, _ = run("convert", src, tmp_path / "floored.parquet", "--floor-datetime")
     assert rc == 0
+
+
+# ---------------------------------------------------------------- helpers of these tests
+
+def lookup_entry(path, side, index, block):
+    """(offset, disk, raw) of block `block` of column `index`, read with struct from the lookup
+    table the sidecar locates (not through this reader)."""
+    toc = next(t for t in side["table_of_contents"]["columns"] if t["column_index"] == index)
+    with open(path, "rb") as fh:
+        data = fh.read()
+    return struct.unpack_from("<qii", data, toc["lookup_offset"] + 16 * block)
+
+
+def num_blocks(side, toc):
+    n = side["row_count"]
+    return 0 if n == 0 else -(-n // toc["rows_per_block"])
+
+
+def _corrupt_copy(tmp_path, name, damage):
+    """A copy of a fixture with damage(bytearray, sidecar) applied."""
+    side = sidecar(name)
+    data = bytearray(fixture(name).read_bytes())
+    damage(data, side)
+    bad = tmp_path / f"bad_{name}.idv"
+    bad.write_bytes(bytes(data))
+    return bad, side
+
+
+def _with_unknown_codec(tmp_path):
+    """mixed_none with column F64's codec renamed: a dead column, as ML.NET would skip."""
+    data = bytearray(fixture("mixed_none").read_bytes())
+    toc = struct.unpack_from("<q", data, 24)[0]
+    i = data.index(b"\x06Double", toc)
+    data[i + 1:i + 7] = b"Dooble"
+    path = tmp_path / "dead.idv"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _block_of(path, column, block=0):
+    """(offset, disk length) of a column's block, from the lookup table bytes in the file."""
+    sys.path.insert(0, str(REPO_DIR))
+    import idv
+    with idv.open(path) as f:
+        entry = f[column].lookup[block]
+        return int(entry["offset"]), int(entry["disk"])
+
+
+class _FakeStream:
+    def __init__(self, tty):
+        self.tty, self.parts = tty, []
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.parts.append(s)
+
+    def flush(self):
+        pass

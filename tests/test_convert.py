@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 import idv
-from expected import EPOCH_TICKS, annotation_expected, assert_arrays_equal, item_values
-from test_interop import (annotations, check_arrow_table, check_idv_against_dump,
-                          expected_of, fixture, fixture_params, has_sub_microsecond, sidecar)
+from arrow_check import check_arrow_table
+from dumpcheck import check_idv_against_dump
+from expected import (EPOCH_TICKS, annotation_expected, annotations_by_kind, assert_arrays_equal,
+                      expected_column, has_sub_microsecond, item_values)
+from reference import fixture, sample_params, sidecar
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -27,11 +29,7 @@ pcsv = pytest.importorskip("pyarrow.csv")
 convert_module = importlib.import_module("idv.convert")
 
 # every fixture with at least one column (no_columns: 0 columns, 5 rows, is tested apart)
-WITH_COLUMNS = fixture_params(lambda n: n != "no_columns")
-
-
-def _mode(name):
-    return "ticks" if has_sub_microsecond(sidecar(name)) else "us"
+WITH_COLUMNS = sample_params(lambda n: n != "no_columns")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,11 +113,6 @@ def test_parquet_row_group_dictionaries(tmp_path):
 # CSV / TSV
 # ---------------------------------------------------------------------------------------------
 
-def _csv_rows(path, delimiter):
-    with open(path, newline="", encoding="utf-8") as fh:
-        return list(csv.reader(fh, delimiter=delimiter))
-
-
 @pytest.mark.parametrize("fmt,delimiter", [("csv", ","), ("tsv", "\t")])
 def test_csv_text_holds_mlnet_values(fmt, delimiter, tmp_path):
     """mixed_default without its variable vector: one CSV column per vector slot, named from
@@ -131,25 +124,26 @@ def test_csv_text_holds_mlnet_values(fmt, delimiter, tmp_path):
     keep = ["Id", "F32", "F64", "B", "Txt", "Key", "Vec", "DT"]
     idv.convert(fixture(name), out, columns=keep)
     rows = _csv_rows(out, delimiter)
-    slots = annotation_expected(annotations(cols["Vec"])["SlotNames"])
+    slots = annotation_expected(annotations_by_kind(cols["Vec"])["SlotNames"])
     header = ["Id", "F32", "F64", "B", "Txt", "Key", *[f"Vec.{s}" for s in slots], "DT"]
     assert rows[0] == header
     body = rows[1:]
     assert len(body) == 100
-    ids = expected_of(dump, cols["Id"])
+    ids = expected_column(dump, cols["Id"]["index"])
     assert [int(r[0]) for r in body] == ids.tolist()
-    f32 = expected_of(dump, cols["F32"])
+    f32 = expected_column(dump, cols["F32"]["index"])
     got = np.array([float(r[1]) if r[1] not in ("nan", "") else np.nan for r in body])
     assert_arrays_equal(got.astype(np.float32), f32, "F32")
-    assert [r[3] for r in body] == ["true" if b else "false" for b in expected_of(dump, cols["B"])]
-    assert [r[4] for r in body] == expected_of(dump, cols["Txt"]).tolist()
-    kv = annotation_expected(annotations(cols["Key"])["KeyValues"])
-    raw = expected_of(dump, cols["Key"])
+    assert [r[3] for r in body] == ["true" if b else "false"
+                                    for b in expected_column(dump, cols["B"]["index"])]
+    assert [r[4] for r in body] == expected_column(dump, cols["Txt"]["index"]).tolist()
+    kv = annotation_expected(annotations_by_kind(cols["Key"])["KeyValues"])
+    raw = expected_column(dump, cols["Key"]["index"])
     assert [r[5] for r in body] == [kv[k - 1] if k else "" for k in raw]
-    vec = expected_of(dump, cols["Vec"])
+    vec = expected_column(dump, cols["Vec"]["index"])
     got = np.array([[float(x) for x in r[6:10]] for r in body], np.float32)
     assert_arrays_equal(got, vec, "Vec")
-    dts = expected_of(dump, cols["DT"]).astype("datetime64[us]")
+    dts = expected_column(dump, cols["DT"]["index"]).astype("datetime64[us]")
     assert [r[10] for r in body] == [str(d).replace("T", " ") + (
         "" if "." in str(d) else ".000000") for d in dts]
 
@@ -167,20 +161,21 @@ def test_csv_round_trip_values(fmt, tmp_path):
     calls = []
     idv.convert(mid, back, progress=lambda d, t: calls.append((d, t)))
     assert calls[0] == (0, None) and calls[-1] == (100, None)
-    slots = annotation_expected(annotations(cols["Vec"])["SlotNames"])
+    slots = annotation_expected(annotations_by_kind(cols["Vec"])["SlotNames"])
     with idv.open(back) as f:
         r = f.read()
         assert f["Id"].type == idv.Int64 and f["DT"].type == idv.DateTime
         assert f["Key"].type == idv.Text                 # the key's values, as text
-    assert r["Id"].tolist() == expected_of(dump, cols["Id"]).tolist()
-    assert_arrays_equal(r["F64"], expected_of(dump, cols["F64"]), "F64")
-    assert r["B"].tolist() == expected_of(dump, cols["B"]).tolist()
-    kv = annotation_expected(annotations(cols["Key"])["KeyValues"])
-    assert r["Key"].tolist() == [kv[k - 1] if k else "" for k in expected_of(dump, cols["Key"])]
-    vec = expected_of(dump, cols["Vec"])
+    assert r["Id"].tolist() == expected_column(dump, cols["Id"]["index"]).tolist()
+    assert_arrays_equal(r["F64"], expected_column(dump, cols["F64"]["index"]), "F64")
+    assert r["B"].tolist() == expected_column(dump, cols["B"]["index"]).tolist()
+    kv = annotation_expected(annotations_by_kind(cols["Key"])["KeyValues"])
+    assert r["Key"].tolist() == [kv[k - 1] if k else ""
+                                 for k in expected_column(dump, cols["Key"]["index"])]
+    vec = expected_column(dump, cols["Vec"]["index"])
     for j, s in enumerate(slots):
         assert_arrays_equal(r[f"Vec.{s}"].astype(np.float32), vec[:, j], f"Vec.{s}")
-    assert_arrays_equal(r["DT"], expected_of(dump, cols["DT"]), "DT")
+    assert_arrays_equal(r["DT"], expected_column(dump, cols["DT"]["index"]), "DT")
 
 
 def test_csv_types_option(tmp_path):
@@ -264,7 +259,7 @@ def test_mlnet_reads_idv_from_parquet(tmp_path, oracle):
     tz = table.column("tz").cast(pa.int64()).to_pylist()
     assert cells("tz") == [{"ticks": v * 10 + EPOCH_TICKS + 330 * 600000000,
                             "offset_minutes": 330} for v in tz]
-    assert annotations(cols["cat"])["KeyValues"]["value"] == ["lo", "hi", "mid"]
+    assert annotations_by_kind(cols["cat"])["KeyValues"]["value"] == ["lo", "hi", "mid"]
     assert cells("cat") == [1, 2, 0, 1, 3]
     assert [[float(x) for x in c] for c in cells("fixed")] == \
         np.arange(15.0).reshape(5, 3).tolist()
@@ -285,21 +280,6 @@ def big_idv(tmp_path_factory):
                      "s": np.array([f"row {i % 977}" for i in range(n)], dtype=object)},
               compression="none")
     return path
-
-
-def _peaks(run):
-    """(numpy peak from tracemalloc, Arrow peak seen in the progress callback) of run(progress)."""
-    arrow = [0]
-
-    def progress(done, total):
-        arrow[0] = max(arrow[0], pa.total_allocated_bytes())
-    tracemalloc.start()
-    try:
-        run(progress)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return peak, arrow[0]
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "feather"])
@@ -370,3 +350,29 @@ def test_arrow_stream_source(tmp_path):
                        progress=lambda d, t: calls.append((d, t))) == 6
     assert calls[-1] == (6, None)
     check_idv_against_dump(out, sidecar("vectors_variable"))
+
+
+# ---- helpers of these tests
+
+def _mode(name):
+    return "ticks" if has_sub_microsecond(sidecar(name)) else "us"
+
+
+def _csv_rows(path, delimiter):
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.reader(fh, delimiter=delimiter))
+
+
+def _peaks(run):
+    """(numpy peak from tracemalloc, Arrow peak seen in the progress callback) of run(progress)."""
+    arrow = [0]
+
+    def progress(done, total):
+        arrow[0] = max(arrow[0], pa.total_allocated_bytes())
+    tracemalloc.start()
+    try:
+        run(progress)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, arrow[0]

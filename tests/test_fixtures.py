@@ -15,59 +15,18 @@ iter_blocks, f.read() and the bytes / file-object sources.
 """
 from __future__ import annotations
 
-import functools
 import io
-from pathlib import Path
 
 import pytest
 
 import dumpcheck as dc
 import idv
-from conftest import TESTDATA_DIR, shared_dir, skip_param
-from expected import load_json
+from expected import expected_column
+from reference import SAMPLE_DIR, TESTDATA_DIR, fixture_files, load_json, skip_param
 
-SAMPLE_DIR = shared_dir() / "oracle" / "fixtures-sample"
-
-
-class Case:
-    def __init__(self, group, name, idv_path, sidecar_path):
-        self.group = group
-        self.name = name
-        self.idv_path = Path(idv_path)
-        self.sidecar_path = sidecar_path
-
-    @property
-    def id(self):
-        return f"{self.group}/{self.name}"
-
-    def __repr__(self):
-        return self.id
-
-
-def _sidecar_of(idv_path):
-    for suffix in (".json", ".json.gz"):
-        p = idv_path.with_suffix(suffix)
-        if p.exists():
-            return p
-    return None
-
-
-def _find(group, folder):
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    return [Case(group, p.stem, p, _sidecar_of(p)) for p in sorted(folder.glob("*.idv"))]
-
-
-SAMPLE = _find("sample", SAMPLE_DIR)
-TESTDATA = _find("testdata", TESTDATA_DIR)
+SAMPLE = fixture_files("sample", SAMPLE_DIR)
+TESTDATA = fixture_files("testdata", TESTDATA_DIR)
 CASES = SAMPLE + TESTDATA
-
-
-@functools.lru_cache(maxsize=None)
-def sidecar(case):
-    assert case.sidecar_path is not None, f"{case.idv_path} has no .json/.json.gz sidecar"
-    return load_json(case.sidecar_path)
 
 
 def _case_params():
@@ -87,7 +46,7 @@ def _column_params(wanted=lambda dcol: True):
         if c.sidecar_path is None:
             params.append(pytest.param(c, None, id=f"{c.id}:no-sidecar"))
             continue
-        for col in sidecar(c)["columns"]:
+        for col in c.sidecar["columns"]:
             if wanted(col):
                 params.append(pytest.param(c, col["index"],
                                            id=f"{c.id}:{col['index']}:{col['name']}"))
@@ -101,8 +60,9 @@ def _sparse_readable(dcol):
     return dcol["is_vector"] and dcol["item_type"] in dc.SPARSE_ITEMS
 
 
-def _open(case):
-    return dc.open_quietly(case.idv_path)
+def _deflated(case):
+    return case.sidecar_path is not None and any(
+        c["compression"] == "Deflate" for c in case.sidecar["table_of_contents"]["columns"])
 
 
 # ---- the fixture sets themselves ------------------------------------------------------------
@@ -120,7 +80,7 @@ def test_sample_manifest_is_complete():
         case = found[f["name"]]
         assert case.sidecar_path is not None and case.sidecar_path.name == f["expected"]
         assert f["self_check"] in ("ok", "n/a")   # n/a: pipeline outputs have no spec
-        side = sidecar(case)
+        side = case.sidecar
         assert side["row_count"] == f["rows"] and len(side["columns"]) == f["columns"]
         assert case.idv_path.stat().st_size == f["bytes"]
 
@@ -129,32 +89,32 @@ def test_sample_manifest_is_complete():
 
 @pytest.mark.parametrize("case", _case_params())
 def test_header(case):
-    with _open(case) as f:
-        dc.check_header(f, sidecar(case))
+    with dc.open_quietly(case.idv_path) as f:
+        dc.check_header(f, case.sidecar)
 
 
 @pytest.mark.parametrize("case", _case_params())
 def test_schema(case):
-    with _open(case) as f:
-        dc.check_schema(f, sidecar(case))
+    with dc.open_quietly(case.idv_path) as f:
+        dc.check_schema(f, case.sidecar)
 
 
 @pytest.mark.parametrize("case", _case_params())
 def test_table_of_contents(case):
-    with _open(case) as f:
-        dc.check_toc(f, sidecar(case))
+    with dc.open_quietly(case.idv_path) as f:
+        dc.check_toc(f, case.sidecar)
 
 
 @pytest.mark.parametrize("case", _case_params())
 def test_metadata(case):
-    with _open(case) as f:
-        dc.check_metadata(f, sidecar(case))
+    with dc.open_quietly(case.idv_path) as f:
+        dc.check_metadata(f, case.sidecar)
 
 
 @pytest.mark.parametrize("case", _case_params())
 def test_read_dict(case):
-    with _open(case) as f:
-        dc.check_read_dict(f, sidecar(case))
+    with dc.open_quietly(case.idv_path) as f:
+        dc.check_read_dict(f, case.sidecar)
 
 
 @pytest.mark.parametrize("case", _case_params())
@@ -163,7 +123,7 @@ def test_other_sources(case, source):
     """The same values from an in-memory buffer and from a seekable file object."""
     data = case.idv_path.read_bytes()
     src = data if source == "bytes" else io.BytesIO(data)
-    dump = sidecar(case)
+    dump = case.sidecar
     with dc.open_quietly(src) as f:
         dc.check_header(f, dump)
         for col in f.columns:
@@ -175,8 +135,8 @@ def test_other_sources(case, source):
 @pytest.mark.parametrize("case,index", _column_params())
 def test_values(case, index):
     assert index is not None, f"{case.idv_path} has no sidecar"
-    dump = sidecar(case)
-    with _open(case) as f:
+    dump = case.sidecar
+    with dc.open_quietly(case.idv_path) as f:
         col = f[index]
         dc.check_column_values(col, dump)
 
@@ -185,8 +145,8 @@ def test_values(case, index):
 def test_sparse_read(case, index):
     """Vector columns of numbers, Booleans and keys as CSR: ML.NET's values and sparsity."""
     assert index is not None, f"{case.idv_path} has no sidecar"
-    dump = sidecar(case)
-    with _open(case) as f:
+    dump = case.sidecar
+    with dc.open_quietly(case.idv_path) as f:
         dc.check_sparse_read(f[index], dump)
 
 
@@ -194,15 +154,10 @@ def test_sparse_read(case, index):
 def test_access_paths(case, index):
     """Slices across block boundaries, steps, single rows and iter_blocks."""
     assert index is not None, f"{case.idv_path} has no sidecar"
-    dump = sidecar(case)
-    with _open(case) as f:
+    dump = case.sidecar
+    with dc.open_quietly(case.idv_path) as f:
         col = f[index]
-        dc.check_access_paths(col, dc.expected_column(dump, index))
-
-
-def _deflated(case):
-    return case.sidecar_path is not None and any(
-        c["compression"] == "Deflate" for c in sidecar(case)["table_of_contents"]["columns"])
+        dc.check_access_paths(col, expected_column(dump, index))
 
 
 @pytest.mark.parametrize("case", [p for p in _case_params()
@@ -211,7 +166,7 @@ def _deflated(case):
 def test_deflate_backends(case, backend):
     """Every DEFLATE library, with more decoding threads than blocks or cores, gives ML.NET's
     values."""
-    dump = sidecar(case)
+    dump = case.sidecar
     try:
         f = idv.open(case.idv_path, backend=backend, threads=3)
     except ImportError as e:

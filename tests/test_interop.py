@@ -2,16 +2,14 @@
 
 Ground truth is ML.NET's view of each file: the sidecars of the sample fixtures
 (shared/oracle/fixtures-sample) and, where the oracle runs, ML.NET's dump of files written
-here. Arrow tables and DataFrames are turned back into idv's numpy forms by code in this file
-(plain pyarrow / pandas calls, not idv's converters) and compared bit for bit with
-tests/expected.py's reading of the JSON.
+here. Arrow tables and DataFrames are turned back into idv's numpy forms by hand (plain
+pyarrow / pandas calls, not idv's converters: tests/arrow_check.py and this file) and compared
+bit for bit with tests/expected.py's reading of the JSON.
 """
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import io
-import json
 import tracemalloc
 
 import numpy as np
@@ -19,190 +17,22 @@ import pytest
 
 import dumpcheck as dc
 import idv
-from conftest import shared_dir
-from expected import (EPOCH_TICKS, TICKS_PER_MINUTE, annotation_expected, assert_arrays_equal,
-                      assert_column_equal, assert_value_equal, load_json, our_type_string,
-                      parse_type_string)
+from arrow_check import DT100, TS100, check_arrow_table
+from dumpcheck import check_idv_against_dump
+from expected import (EPOCH_TICKS, TICKS_PER_MINUTE, annotation_expected, annotations_by_kind,
+                      assert_arrays_equal, expected_column, has_sub_microsecond,
+                      parse_type_string, visible_columns)
+from reference import fixture, sample_params, sidecar
 
 pa = pytest.importorskip("pyarrow")
 pd = pytest.importorskip("pandas")
 sp = pytest.importorskip("scipy.sparse")
 
-SAMPLE_DIR = shared_dir() / "oracle" / "fixtures-sample"
-SAMPLE = sorted(p.stem for p in SAMPLE_DIR.glob("*.idv")) if SAMPLE_DIR.is_dir() else []
-DT100 = np.dtype("datetime64[100ns]")
-TS100 = np.dtype("timedelta64[100ns]")
-
-
-def fixture(name):
-    p = SAMPLE_DIR / f"{name}.idv"
-    if not p.exists():
-        pytest.skip(f"sample fixture missing: {p} (set IDV_SHARED)")
-    return p
-
-
-@functools.lru_cache(maxsize=None)
-def sidecar(name):
-    for suffix in (".json", ".json.gz"):
-        p = SAMPLE_DIR / f"{name}{suffix}"
-        if p.exists():
-            return load_json(p)
-    pytest.skip(f"sidecar of {name} missing")
-
-
-def visible(dump):
-    return [c for c in dump["columns"] if not c["hidden"]]
-
-
-def expected_of(dump, dcol):
-    return dc.expected_column(dump, dcol["index"])
-
-
-def annotations(dcol):
-    return {a["kind"]: a for a in dcol["annotations"]}
-
-
-def has_sub_microsecond(dump):
-    """Whether any DateTime / TimeSpan / DateTimeOffset cell has ticks % 10 != 0."""
-    for dcol in dump["columns"]:
-        if dcol["item_type"] not in ("DateTime", "TimeSpan", "DateTimeOffset"):
-            continue
-        for row in dump["rows"]:
-            cell = row[dcol["index"]]
-            cells = cell if isinstance(cell, list) else \
-                cell["values"] if isinstance(cell, dict) and "values" in cell else [cell]
-            for c in cells:
-                t = c["ticks"] if isinstance(c, dict) else c
-                if int(t) % 10:
-                    return True
-    return False
-
-
-def fixture_params(filter_=lambda name: True):
-    params = [pytest.param(n, id=n) for n in SAMPLE if filter_(n)]
-    return params or [pytest.param(None, marks=pytest.mark.skip(
-        reason=f"sample fixtures missing: {SAMPLE_DIR} (set IDV_SHARED)"))]
-
-
-# ---------------------------------------------------------------------------------------------
-# Arrow -> numpy forms, by hand
-# ---------------------------------------------------------------------------------------------
-
-def _times_from_arrow(arr, kind):
-    """timestamp / duration (any unit) or int64 .NET ticks -> datetime64 / timedelta64[100ns]."""
-    t = arr.type
-    if pa.types.is_int64(t):
-        v = np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)
-        return (v - EPOCH_TICKS).view(DT100) if kind == "M" else v.view(TS100)
-    v = np.asarray(arr.cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
-    if t.unit == "us":
-        v = v * 10
-    elif t.unit == "ns":
-        assert (v % 100 == 0).all()
-        v = v // 100
-    else:
-        raise AssertionError(f"unexpected unit {t.unit}")
-    return v.view(DT100) if kind == "M" else v.view(TS100)
-
-
-def items_from_arrow(item, arr):
-    """A flat Arrow array of `item` values in idv's numpy form."""
-    name = item.name if not isinstance(item, idv.Key) else "Key"
-    if name == "Text":
-        out = np.empty(len(arr), object)
-        out[:] = arr.to_pylist()
-        return out
-    if name == "DateTime":
-        return _times_from_arrow(arr, "M")
-    if name == "TimeSpan":
-        return _times_from_arrow(arr, "m")
-    if name == "DateTimeOffset":
-        assert pa.types.is_struct(arr.type)
-        utc = _times_from_arrow(arr.field("utc"), "M")
-        out = np.zeros(len(arr), [("utc", DT100), ("offset_minutes", "<i2")])
-        out["utc"] = utc
-        out["offset_minutes"] = arr.field("offset_minutes").to_numpy()
-        return out
-    if name == "RowId":
-        out = np.zeros(len(arr), [("low", "<u8"), ("high", "<u8")])
-        out["low"] = arr.field("low").to_numpy()
-        out["high"] = arr.field("high").to_numpy()
-        return out
-    if name == "Key":
-        return np.asarray(arr.to_numpy(zero_copy_only=False)).astype(item.raw.dtype)
-    return np.asarray(arr.to_numpy(zero_copy_only=False))
-
-
-def column_from_arrow(t, chunked, kv_expected=None, exact_dictionary=True):
-    """An Arrow column of idv type t in idv's numpy form (Ragged for variable vectors).
-    A dictionary column is mapped onto the KeyValues ML.NET reports, by value; with
-    `exact_dictionary` its dictionary must also be exactly those KeyValues (to_arrow's; a
-    Parquet file keeps only the values its row groups use)."""
-    arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
-    if isinstance(t, idv.Vector):
-        if t.is_fixed:
-            assert pa.types.is_fixed_size_list(arr.type) and arr.type.list_size == t.size
-            return items_from_arrow(t.item, arr.flatten()).reshape((len(arr),) + t.dims)
-        assert pa.types.is_list(arr.type)
-        offsets = np.asarray(arr.offsets.to_numpy(), np.int64)
-        return idv.Ragged(items_from_arrow(t.item, arr.flatten()), offsets - offsets[0])
-    if pa.types.is_dictionary(arr.type):
-        assert isinstance(t, idv.Key) and kv_expected is not None
-        kv = annotation_expected(kv_expected)
-        if exact_dictionary:
-            assert_arrays_equal(items_from_arrow(_kv_item(kv_expected), arr.dictionary), kv,
-                                "dictionary")
-        values = items_from_arrow(_kv_item(kv_expected), arr.dictionary).tolist()
-        position = {v: i + 1 for i, v in enumerate(kv.tolist())}
-        idx = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        return np.array([position[values[i]] if i >= 0 else 0 for i in idx], t.raw.dtype)
-    if isinstance(t, idv.Key) and not pa.types.is_integer(arr.type):
-        # a key's values decoded from their dictionary (Parquet does so for non-strings)
-        assert kv_expected is not None and not exact_dictionary
-        kv = annotation_expected(kv_expected).tolist()
-        position = {v: i + 1 for i, v in enumerate(kv)}
-        values = items_from_arrow(_kv_item(kv_expected), arr)
-        valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)
-        return np.array([position[v] if ok else 0 for v, ok in zip(values.tolist(), valid)],
-                        t.raw.dtype)
-    return items_from_arrow(t, arr)
-
-
-def _kv_item(ann):
-    return parse_type_string(ann["type_string"]).item
-
-
-def check_arrow_table(table, dump, columns=None, exact_dictionary=True):
-    """Every visible column of an Arrow table (from to_arrow / Parquet / Feather) against
-    ML.NET's values, with the idv.type / idv.metadata field metadata."""
-    dcols = visible(dump) if columns is None else [c for c in visible(dump) if c["name"] in columns]
-    assert table.column_names == [c["name"] for c in dcols]
-    assert table.num_rows == dump["row_count"]
-    for i, dcol in enumerate(dcols):
-        where = f"column {dcol['name']!r}"
-        field = table.schema.field(i)
-        t = parse_type_string(dcol["type_string"])
-        meta = field.metadata or {}
-        assert meta[b"idv.type"].decode() == our_type_string(dcol["type_string"]), where
-        anns = annotations(dcol)
-        if anns:
-            got = json.loads(meta[b"idv.metadata"])
-            assert [e["kind"] for e in got] == list(anns), where
-            for e in got:
-                a = anns[e["kind"]]
-                assert e["type"] == our_type_string(a["type_string"]), where
-        else:
-            assert b"idv.metadata" not in meta, where
-        kv = anns.get("KeyValues")
-        actual = column_from_arrow(t, table.column(i), kv, exact_dictionary)
-        assert_column_equal(actual, expected_of(dump, dcol), where)
-
-
 # ---------------------------------------------------------------------------------------------
 # to_arrow
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", fixture_params())
+@pytest.mark.parametrize("name", sample_params())
 def test_to_arrow_ticks_equals_mlnet(name):
     """datetime='ticks' is exact for every type: every value equals ML.NET's."""
     with dc.open_quietly(fixture(name)) as f:
@@ -210,7 +40,7 @@ def test_to_arrow_ticks_equals_mlnet(name):
     check_arrow_table(table, sidecar(name))
 
 
-@pytest.mark.parametrize("name", fixture_params())
+@pytest.mark.parametrize("name", sample_params())
 def test_to_arrow_default_microseconds(name):
     """The default timestamp[us] / duration[us]: exact where ML.NET's ticks are whole
     microseconds; sub-microsecond ticks raise (safe) or floor (safe=False)."""
@@ -220,7 +50,7 @@ def test_to_arrow_default_microseconds(name):
         with pytest.raises(ValueError, match="sub-microsecond ticks"):
             idv.to_arrow(path)
         table = idv.to_arrow(path, safe=False)
-        for i, dcol in enumerate(visible(dump)):
+        for i, dcol in enumerate(visible_columns(dump)):
             if dcol["item_type"] != "DateTime" or dcol["is_vector"]:
                 continue
             got = table.column(i).combine_chunks().cast(pa.int64()).to_numpy()
@@ -278,29 +108,7 @@ def test_to_arrow_sparse_columns_dense():
 # from_arrow: back to the same .idv
 # ---------------------------------------------------------------------------------------------
 
-def check_idv_against_dump(path, dump, columns=None):
-    """A file we wrote holds the visible columns of an ML.NET file: names, exact types,
-    metadata (kinds in order, types, values) and every value."""
-    dcols = visible(dump) if columns is None else [c for c in visible(dump) if c["name"] in columns]
-    with dc.open_quietly(path) as f:
-        assert f.column_names == [c["name"] for c in dcols]
-        if dcols:
-            assert f.num_rows == dump["row_count"]
-        for col, dcol in zip(f.columns, dcols):
-            where = f"column {dcol['name']!r}"
-            assert col.type == parse_type_string(dcol["type_string"]), \
-                f"{where}: {col.type} vs ML.NET {dcol['type_string']}"
-            kinds = [a["kind"] for a in dcol["annotations"]]
-            assert col.metadata_kinds == kinds, where
-            types = col.metadata_types
-            for a in dcol["annotations"]:
-                assert types[a["kind"]] == parse_type_string(a["type_string"]), where
-                assert_value_equal(col.metadata[a["kind"]], annotation_expected(a),
-                                   f"{where} metadata {a['kind']}")
-            assert_column_equal(col.read(), expected_of(dump, dcol), where)
-
-
-@pytest.mark.parametrize("name", fixture_params(lambda n: n != "no_columns"))
+@pytest.mark.parametrize("name", sample_params(lambda n: n != "no_columns"))
 def test_arrow_round_trip_exact(name, tmp_path):
     """to_arrow -> from_arrow -> idv.write gives ML.NET's types, annotations and values."""
     table = idv.to_arrow(fixture(name), datetime="ticks")
@@ -407,7 +215,7 @@ def test_dictionary_chunks_merged_by_value():
 # record_batch_reader
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", fixture_params(lambda n: n.startswith(("multiblock", "mixed_"))))
+@pytest.mark.parametrize("name", sample_params(lambda n: n.startswith(("multiblock", "mixed_"))))
 def test_record_batches_are_blocks(name):
     dump = sidecar(name)
     path = fixture(name)
@@ -478,14 +286,14 @@ def test_pandas_keys_categorical():
     dcol = cols["KeyWithText"]
     s = df["KeyWithText"]
     assert isinstance(s.dtype, pd.CategoricalDtype)
-    kv = annotation_expected(annotations(dcol)["KeyValues"])
+    kv = annotation_expected(annotations_by_kind(dcol)["KeyValues"])
     assert list(s.cat.categories) == list(kv)
-    raw = expected_of(dump, dcol).astype(np.int64)
+    raw = expected_column(dump, dcol["index"]).astype(np.int64)
     assert s.cat.codes.to_numpy().tolist() == (raw - 1).tolist()
     assert s.isna().to_numpy().tolist() == (raw == 0).tolist()
     # no KeyValues: the raw unsigned ints
     for name in ("KeyU4", "KeyU1", "KeyU2", "KeyU8"):
-        assert_arrays_equal(df[name].to_numpy(), expected_of(dump, cols[name]), name)
+        assert_arrays_equal(df[name].to_numpy(), expected_column(dump, cols[name]["index"]), name)
     # KeyValues with NaN cannot be categories: raw ints (documented)
     assert df["KeyWithNum"].dtype == np.uint32
 
@@ -494,26 +302,27 @@ def test_pandas_mixed_default():
     dump = sidecar("mixed_default")
     df = idv.to_pandas(fixture("mixed_default"))
     cols = {c["name"]: c for c in dump["columns"]}
-    slots = annotation_expected(annotations(cols["Vec"])["SlotNames"])
+    slots = annotation_expected(annotations_by_kind(cols["Vec"])["SlotNames"])
     vec_names = [f"Vec.{s}" for s in slots]
     assert list(df.columns) == ["Id", "F32", "F64", "B", "Txt", "Key", *vec_names, "Var", "DT"]
     for name in ("Id", "F32", "F64", "B"):
-        assert_arrays_equal(df[name].to_numpy(), expected_of(dump, cols[name]), name)
-    assert df["Txt"].tolist() == expected_of(dump, cols["Txt"]).tolist()
-    vec = expected_of(dump, cols["Vec"])
+        assert_arrays_equal(df[name].to_numpy(), expected_column(dump, cols[name]["index"]), name)
+    assert df["Txt"].tolist() == expected_column(dump, cols["Txt"]["index"]).tolist()
+    vec = expected_column(dump, cols["Vec"]["index"])
     assert_arrays_equal(df[vec_names].to_numpy(), vec, "Vec")
-    var = expected_of(dump, cols["Var"])
+    var = expected_column(dump, cols["Var"]["index"])
     for i, cell in enumerate(df["Var"]):
         assert_arrays_equal(cell, var.row(i), f"Var row {i}")
     assert df["DT"].dtype == np.dtype("datetime64[ns]")
-    assert_arrays_equal(df["DT"].to_numpy().astype(DT100), expected_of(dump, cols["DT"]), "DT")
+    assert_arrays_equal(df["DT"].to_numpy().astype(DT100),
+                        expected_column(dump, cols["DT"]["index"]), "DT")
 
 
 def test_pandas_vectors_object_and_multidim():
     dump = sidecar("vector_multidim")
     df = idv.to_pandas(fixture("vector_multidim"))
     assert list(df.columns)[:6] == [f"Mat2x3.{i}.{j}" for i in range(2) for j in range(3)]
-    mat = expected_of(dump, dump["columns"][0])
+    mat = expected_column(dump, dump["columns"][0]["index"])
     assert_arrays_equal(df.iloc[:, :6].to_numpy(), mat.reshape(len(mat), 6), "Mat2x3")
     obj = idv.to_pandas(fixture("vector_multidim"), vectors="object")
     assert list(obj.columns) == ["Mat2x3", "VarBy4"] and obj["Mat2x3"].dtype == object
@@ -524,13 +333,13 @@ def test_pandas_vectors_object_and_multidim():
 def test_pandas_slot_names():
     dump = sidecar("pipeline_featurize_text")
     dcol = next(c for c in dump["columns"] if c["name"] == "ReviewFeatures")
-    names = annotation_expected(annotations(dcol)["SlotNames"])
+    names = annotation_expected(annotations_by_kind(dcol)["SlotNames"])
     df = idv.to_pandas(fixture("pipeline_featurize_text"), columns=["ReviewFeatures"])
     assert list(df.columns) == [f"ReviewFeatures.{s}" for s in names]
-    assert_arrays_equal(df.to_numpy(), expected_of(dump, dcol), "ReviewFeatures")
+    assert_arrays_equal(df.to_numpy(), expected_column(dump, dcol["index"]), "ReviewFeatures")
     # an empty slot name: that slot is named by its index
     misc = idv.to_pandas(fixture("vectors_misc"), columns=["VecTextSlots"])
-    slots = annotation_expected(annotations(next(
+    slots = annotation_expected(annotations_by_kind(next(
         c for c in sidecar("vectors_misc")["columns"] if c["name"] == "VecTextSlots"))["SlotNames"])
     assert list(slots) == ["a", "", "c"]
     assert list(misc.columns) == ["VecTextSlots.a", "VecTextSlots.1", "VecTextSlots.c"]
@@ -612,20 +421,20 @@ def test_pandas_rowid_and_timespan_vectors():
     dcol = next(c for c in fixed["columns"] if c["name"] == "VecTS")
     ts = idv.to_pandas(fixture("vectors_fixed"), columns=["VecTS"])
     assert list(ts.columns) == ["VecTS.0"] and ts["VecTS.0"].dtype == np.dtype("timedelta64[ns]")
-    assert_arrays_equal(ts.to_numpy().astype(TS100), expected_of(fixed, dcol), "VecTS")
+    assert_arrays_equal(ts.to_numpy().astype(TS100), expected_column(fixed, dcol["index"]), "VecTS")
 
 
 def test_pandas_dto_and_key_vectors_expand():
     dump = sidecar("vectors_misc")
     cols = {c["name"]: c for c in dump["columns"]}
     df = idv.to_pandas(fixture("vectors_misc"), columns=["VecKeyKV", "VecDTO"], safe=False)
-    kv = list(annotation_expected(annotations(cols["VecKeyKV"])["KeyValues"]))
-    raw = expected_of(dump, cols["VecKeyKV"]).astype(np.int64)
+    kv = list(annotation_expected(annotations_by_kind(cols["VecKeyKV"])["KeyValues"]))
+    raw = expected_column(dump, cols["VecKeyKV"]["index"]).astype(np.int64)
     for j in range(4):
         s = df[f"VecKeyKV.{j}"]
         assert list(s.cat.categories) == kv
         assert s.cat.codes.tolist() == (raw[:, j] - 1).tolist()
-    dto = expected_of(dump, cols["VecDTO"])
+    dto = expected_column(dump, cols["VecDTO"]["index"])
     for j in range(2):
         got = df[f"VecDTO.{j}"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
         want = dto["utc"][:, j].view(np.int64) // 10
@@ -673,14 +482,14 @@ def test_pandas_round_trip_values(name, tmp_path):
     df = idv.to_pandas(fixture(name), columns, vectors="object")
     out = tmp_path / "p.idv"
     idv.write(out, df)
-    dcols = [c for c in visible(dump) if columns is None or c["name"] in columns]
+    dcols = [c for c in visible_columns(dump) if columns is None or c["name"] in columns]
     with dc.open_quietly(out) as f:
         assert f.column_names == [c["name"] for c in dcols]
         for dcol in dcols:
             col = f[dcol["name"]]
             t = parse_type_string(dcol["type_string"])
-            anns = annotations(dcol)
-            exp = expected_of(dump, dcol)
+            anns = annotations_by_kind(dcol)
+            exp = expected_column(dump, dcol["index"])
             where = dcol["name"]
             if isinstance(t, idv.Key) and "KeyValues" in anns and \
                     len(set(annotation_expected(anns["KeyValues"]).tolist())) == t.count:
@@ -723,7 +532,7 @@ def test_write_dataframe_categorical_to_mlnet(tmp_path, oracle):
     dump = oracle.dump(path)
     cols = {c["name"]: c for c in dump["columns"]}
     assert cols["color"]["type_string"] == "Key<UInt32, 0-2>"
-    assert annotations(cols["color"])["KeyValues"]["value"] == ["red", "green", "blue"]
+    assert annotations_by_kind(cols["color"])["KeyValues"]["value"] == ["red", "green", "blue"]
     assert [r[0] for r in dump["rows"]] == [1, 0, 3, 1]
     assert cols["when"]["type_string"] == "DateTimeOffset"
     # ML.NET's clock ticks and offsets: Paris in winter +60, summer +120
@@ -810,13 +619,6 @@ def test_sparse_fixture_round_trip(tmp_path):
             dc.check_column_values(g[c], sub)
 
 
-def _sub_dump(dump, f):
-    """The dump restricted to file f's columns (by name), re-indexed like them."""
-    idx = [next(c["index"] for c in dump["columns"] if c["name"] == n) for n in f.column_names]
-    return {"rows": [[r[i] for i in idx] for r in dump["rows"]],
-            "columns": [dict(dump["columns"][i], index=k) for k, i in enumerate(idx)]}
-
-
 def test_sparse_csr_written_mlnet_reads(tmp_path, oracle):
     m = sp.csr_matrix(np.array([[0, 1.5, 0, 0], [0, 0, 0, 0], [1, 2, 3, 4], [0, 0, 0, -2]],
                                np.float32))
@@ -865,3 +667,10 @@ def test_batches_follow_every_columns_blocks():
             assert v.tolist() == list(range(a, b))
     assert [c.decoded for c in cols] == [5, 4]
     assert _interop.block_bounds(cols, 0) == [] and _interop.block_bounds([], 5) == []
+
+
+def _sub_dump(dump, f):
+    """The dump restricted to file f's columns (by name), re-indexed like them."""
+    idx = [next(c["index"] for c in dump["columns"] if c["name"] == n) for n in f.column_names]
+    return {"rows": [[r[i] for i in idx] for r in dump["rows"]],
+            "columns": [dict(dump["columns"][i], index=k) for k, i in enumerate(idx)]}

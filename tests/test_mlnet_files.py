@@ -10,8 +10,6 @@
 """
 from __future__ import annotations
 
-import datetime as dt
-import re
 import struct
 import zipfile
 
@@ -20,137 +18,36 @@ import pytest
 
 import dumpcheck as dc
 import idv
-from conftest import shared_dir, shared_path, skip_param
 from expected import assert_column_equal, column_expected
+from reference import MODEL_ZIPS_DIR as ZIPS_DIR, model_zip_entries, shared_path, skip_param
+from textdump import clock_ticks, parse_textloader_dump, text_to_cell, timespan_ticks
 
-MLNET_FILES = shared_dir() / "mlnet-files"
-ZIPS_DIR = MLNET_FILES / "model-zips"
 SIGNATURE = b"CML\x00DVB\x00"
+
+# format reference section 10.4: the codecs datatypes.idv (version 1.1.1.5) was written with
+DATATYPES_CODECS = {"bl": "DvBool", "i1": "SByte", "i2": "Int16", "i4": "Int32", "i8": "Int64",
+                    "ts": "TimeSpan", "dto": "DvDateTimeZone", "dt": "DvDateTime", "tx": "TextSpan"}
+
+# the .idv entries of the model zips, named zip:entry (with / for \\)
+ZIP_ENTRIES = [pytest.param((z, e), id=f"{z[:-len('.zip')]}:{e.replace(chr(92), '/')}")
+               for z, e in model_zip_entries()] \
+    or [skip_param(f"model zips missing: {ZIPS_DIR} (set IDV_SHARED)")]
 
 
 # ---- ML.NET's TextLoader dumps --------------------------------------------------------------
 
-# TextLoader kind -> (idv item type, the oracle-style JSON cell of default(T))
-KINDS = {
-    "BL": idv.Boolean, "I1": idv.SByte, "U1": idv.Byte, "I2": idv.Int16, "U2": idv.UInt16,
-    "I4": idv.Int32, "U4": idv.UInt32, "I8": idv.Int64, "U8": idv.UInt64, "R4": idv.Single,
-    "R8": idv.Double, "TX": idv.Text, "TS": idv.TimeSpan, "DT": idv.DateTime,
-    "DZ": idv.DateTimeOffset,
-}
-_COL = re.compile(r"^col=([^:]+):(\w\w)(?:\[(\d+)\])?:(\d+)$")
-_TICKS_PER_SECOND = 10_000_000
-_DAY0 = dt.datetime(1, 1, 1)
-
-
-def parse_textloader_dump(path):
-    """(columns [(name, idv type)], rows [[text field, ...]]) of an ML.NET text dump.
-
-    The ``#@ TextLoader{ ... }`` header declares the columns (``col=NAME:KIND[:count]:INDEX``;
-    ``U4[3]`` is a key of count 3). Rows are tab-separated; ``"..."`` quotes are removed. A
-    sparse row is ``LENGTH<tab>i:v<tab>...``: every other field is the default value.
-    """
-    lines = path.read_text(encoding="utf-8").splitlines()
-    columns, header, body = [], False, []
-    for line in lines:
-        if line.startswith("#@"):
-            decl = line[2:].strip()
-            if decl == "header+":
-                header = True
-            m = _COL.match(decl)
-            if m:
-                name, kind, count, index = m.groups()
-                t = KINDS[kind]
-                if count is not None:
-                    t = idv.Key(t, count=int(count))
-                assert int(index) == len(columns), f"column {name} is not at index {len(columns)}"
-                columns.append((name, t))
-        elif line.strip():
-            body.append(line)
-    if header:
-        names = body.pop(0).split("\t")
-        assert names == [c[0] for c in columns], f"header line {names} vs {columns}"
-    rows = []
-    for line in body:
-        fields = [_unquote(x) for x in line.split("\t")]
-        if len(fields) != len(columns) and all(re.match(r"^\d+:", x) for x in fields[1:]):
-            assert int(fields[0]) == len(columns), f"sparse row of length {fields[0]}"
-            dense = [None] * len(columns)        # None: the default value
-            for pair in fields[1:]:
-                i, v = pair.split(":", 1)
-                dense[int(i)] = v
-            fields = dense
-        assert len(fields) == len(columns), f"row {line!r} has {len(fields)} fields"
-        rows.append(fields)
-    return columns, rows
-
-
-def _unquote(s):
-    return s[1:-1] if len(s) >= 2 and s[0] == s[-1] == '"' else s
-
-
-def _clock_ticks(text):
-    """ISO date-time with 7 fractional digits (.NET "o" format) -> .NET ticks."""
-    m = re.match(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,7}))?$", text)
-    assert m, f"unexpected date-time {text!r}"
-    y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
-    frac = int((m.group(7) or "0").ljust(7, "0"))
-    delta = dt.datetime(y, mo, d, h, mi, s) - _DAY0
-    return (delta.days * 86400 + delta.seconds) * _TICKS_PER_SECOND + frac
-
-
-def _timespan_ticks(text):
-    """.NET TimeSpan "c" format ``[-][d.]hh:mm:ss[.fffffff]`` -> ticks."""
-    m = re.match(r"^(-)?(?:(\d+)\.)?(\d\d):(\d\d):(\d\d)(?:\.(\d{1,7}))?$", text)
-    assert m, f"unexpected TimeSpan {text!r}"
-    sign, days, h, mi, s, frac = m.groups()
-    ticks = ((int(days or 0) * 24 + int(h)) * 3600 + int(mi) * 60 + int(s)) * _TICKS_PER_SECOND
-    ticks += int((frac or "0").ljust(7, "0"))
-    return -ticks if sign else ticks
-
-
-def text_to_cell(t, text):
-    """A TextLoader field -> the oracle's JSON cell encoding (None = default(T))."""
-    if isinstance(t, idv.Key):
-        return 0 if text is None else int(text)
-    name = t.name
-    if name == "Text":
-        return "" if text is None else text
-    if name == "Boolean":
-        return text is not None and {"0": False, "1": True, "false": False,
-                                     "true": True}[text.lower()]
-    if name in ("Single", "Double"):
-        return "0.0" if text is None else repr(float(text))
-    if name == "TimeSpan":
-        return 0 if text is None else _timespan_ticks(text)
-    if name == "DateTime":
-        return 0 if text is None else _clock_ticks(text)
-    if name == "DateTimeOffset":
-        if text is None:
-            return {"ticks": 0, "offset_minutes": 0}
-        m = re.match(r"^(.*)([+-])(\d\d):(\d\d)$", text)
-        assert m, f"unexpected DateTimeOffset {text!r}"
-        offset = (int(m.group(3)) * 60 + int(m.group(4))) * (-1 if m.group(2) == "-" else 1)
-        return {"ticks": _clock_ticks(m.group(1)), "offset_minutes": offset}
-    return 0 if text is None else int(text)
-
-
 def test_parsers_on_known_strings():
     """The dump parsers, on values whose ticks are known independently."""
-    assert _timespan_ticks("2.00:00:00") == 2 * 864_000_000_000
-    assert _timespan_ticks("-00:00:01.5") == -15_000_000
-    assert _timespan_ticks("00:00:00") == 0
-    assert _clock_ticks("1970-01-01T00:00:00.0000000") == 621355968000000000
-    assert _clock_ticks("0001-01-01T00:00:00.0000001") == 1
+    assert timespan_ticks("2.00:00:00") == 2 * 864_000_000_000
+    assert timespan_ticks("-00:00:01.5") == -15_000_000
+    assert timespan_ticks("00:00:00") == 0
+    assert clock_ticks("1970-01-01T00:00:00.0000000") == 621355968000000000
+    assert clock_ticks("0001-01-01T00:00:00.0000001") == 1
     assert text_to_cell(idv.DateTimeOffset, "1970-01-01T01:00:00.0000000+01:00") == \
         {"ticks": 621355968000000000 + 36_000_000_000, "offset_minutes": 60}
 
 
 # ---- datatypes.idv --------------------------------------------------------------------------
-
-# format reference section 10.4: the codecs this 1.1.1.5 file was written with
-DATATYPES_CODECS = {"bl": "DvBool", "i1": "SByte", "i2": "Int16", "i4": "Int32", "i8": "Int64",
-                    "ts": "TimeSpan", "dto": "DvDateTimeZone", "dt": "DvDateTime", "tx": "TextSpan"}
-
 
 @pytest.fixture(scope="module")
 def datatypes():
@@ -193,12 +90,7 @@ def test_datatypes_against_oracle(oracle):
     path = shared_path("mlnet-files", "datatypes.idv")
     dump = oracle.dump(path)
     with dc.open_quietly(path) as f:
-        dc.check_header(f, dump)
-        dc.check_schema(f, dump)
-        dc.check_toc(f, dump)
-        dc.check_metadata(f, dump)
-        for col in f.columns:
-            dc.check_column_values(col, dump)
+        dc.check_file(f, dump)
 
 
 # ---- schema-codec-test.idv ------------------------------------------------------------------
@@ -230,22 +122,6 @@ def test_schema_codec_test_against_oracle(oracle):
 
 
 # ---- model zips -----------------------------------------------------------------------------
-
-def _zip_entries():
-    if not ZIPS_DIR.is_dir():
-        return [skip_param(f"model zips missing: {ZIPS_DIR} (set IDV_SHARED)")]
-    out = []
-    for z in sorted(ZIPS_DIR.glob("*.zip")):
-        with zipfile.ZipFile(z) as zf:
-            for name in zf.namelist():
-                if name.lower().endswith(".idv"):
-                    entry_id = f"{z.stem}:{name.replace(chr(92), '/')}"
-                    out.append(pytest.param((z.name, name), id=entry_id))
-    return out or [skip_param(f"no .idv entries in {ZIPS_DIR}")]
-
-
-ZIP_ENTRIES = _zip_entries()
-
 
 def _plain_idv(data):
     """(the IDV bytes, whether a 4-byte length prefix was removed)."""
@@ -300,13 +176,8 @@ def test_zip_entry_against_oracle(zip_dumps, key, how):
     with zipfile.ZipFile(ZIPS_DIR / zname) as zf:
         source = zf.open(entry) if how == "zip member" else zf.read(entry)
         with dc.open_quietly(source) as f:
-            dc.check_header(f, dump)
-            dc.check_schema(f, dump)
-            dc.check_toc(f, dump)
-            dc.check_metadata(f, dump)
+            dc.check_file(f, dump)
             dc.check_read_dict(f, dump)
-            for col in f.columns:
-                dc.check_column_values(col, dump)
 
 
 def test_termlookup_with_key_default_map():

@@ -13,10 +13,9 @@ import json
 
 import pytest
 
-from conftest import TESTDATA_DIR
 import idv
-from expected import (ExpectedRagged, assert_column_equal, column_expected, load_json,
-                      parse_type_string)
+from expected import ExpectedRagged, assert_column_equal, column_expected, parse_type_string
+from reference import TESTDATA_DIR, load_json
 
 I64_MIN = -2 ** 63
 
@@ -63,13 +62,6 @@ def test_spec_is_current(name):
     committed = load_json(TESTDATA_DIR / f"{name}.spec.json")
     built = json.loads(json.dumps(REGEN.FIXTURES[name][1]()))
     assert committed == built, f"testdata/{name}.spec.json is stale: run testdata/regenerate.py"
-
-
-def _ml_net_reads(spec_col, cell):
-    """What ML.NET gives back for a spec cell: scalar TimeSpan long.MinValue reads as 0."""
-    if spec_col["type"] == "TimeSpan" and "vector" not in spec_col and cell == I64_MIN:
-        return 0
-    return cell
 
 
 @pytest.mark.parametrize("name", _names())
@@ -133,3 +125,10 @@ def test_sidecars_are_ml_nets_view(oracle):
             dump.pop(key, None)
             side.pop(key, None)
         assert dump == side, f"{p.name}: ML.NET's dump differs from the committed sidecar"
+
+
+def _ml_net_reads(spec_col, cell):
+    """What ML.NET gives back for a spec cell: scalar TimeSpan long.MinValue reads as 0."""
+    if spec_col["type"] == "TimeSpan" and "vector" not in spec_col and cell == I64_MIN:
+        return 0
+    return cell

@@ -1,0 +1,125 @@
+"""The idv command line as users run it (``python -m idv`` in a subprocess), and what it
+prints read back into the oracle's JSON terms.
+
+The CLI's output is checked against sidecar cells with ``check_cell``: floats at the column's
+precision, dates and times in .NET's text forms (textdump.py), vectors densified.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+from expected import dense_cell, type_from_description
+from reference import REPO_DIR
+from textdump import ticks_iso, timespan_str
+
+
+def run(*args, check_rc=None):
+    """Run ``python -m idv ARGS``; returns (returncode, stdout, stderr)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_DIR) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONIOENCODING"] = "utf-8"
+    env.pop("PYTHONWARNINGS", None)
+    p = subprocess.run([sys.executable, "-m", "idv", *map(str, args)], capture_output=True,
+                       env=env, cwd=REPO_DIR, timeout=120)
+    out, err = p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
+    if check_rc is not None:
+        assert p.returncode == check_rc, (p.returncode, out, err)
+    return p.returncode, out, err
+
+
+def run_json(*args):
+    rc, out, err = run(*args, "--json", check_rc=0)
+    return json.loads(out)
+
+
+def assert_one_line_error(err, *fragments, warnings=False):
+    lines = err.strip().splitlines()
+    if warnings:   # IdvWarnings may come first, one line each
+        assert all(ln.startswith("idv: warning: ") for ln in lines[:-1]), err
+        lines = lines[-1:]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("idv: error: "), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    for frag in fragments:
+        assert frag in lines[0], (frag, err)
+
+
+def norm_type(s):
+    """A type string with its variable dimensions spelled 0 (the CLI may print * or 0)."""
+    return s.replace("*", "0")
+
+
+def same_float(json_value, sidecar_value, dtype):
+    """A CLI JSON float against a sidecar float string, compared at the column's precision."""
+    a = dtype(float(json_value)) if not isinstance(json_value, str) else dtype(
+        {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[json_value])
+    b = dtype(float(sidecar_value))
+    return (np.isnan(a) and np.isnan(b)) or (a == b and np.signbit(a) == np.signbit(b))
+
+
+def table_rows(text):
+    """Data lines of the first table in `text` (after its dashed separator), split on 2+ spaces."""
+    lines = text.splitlines()
+    sep = next(i for i, ln in enumerate(lines) if ln and set(ln.replace(" ", "")) == {"-"})
+    out = []
+    for ln in lines[sep + 1:]:
+        if not ln.strip() or ln.startswith("("):
+            break
+        out.append(re.split(r"\s{2,}", ln.strip()))
+    return out
+
+
+def check_cell(got, cell, col):
+    """A CLI JSON cell against a sidecar cell."""
+    item = col["item_type"]
+    if col["is_vector"]:
+        exp = dense_cell(cell, type_from_description(col).item)
+        flat = np.asarray(got, dtype=object).reshape(-1).tolist() if got else []
+        assert len(flat) == len(exp), (got, exp)
+        for g, e in zip(flat, exp):
+            check_cell(g, e, {**col, "is_vector": False})
+        if len(col["dims"]) > 1 and all(col["dims"]):
+            assert np.asarray(got, dtype=object).shape == tuple(col["dims"])
+        return
+    if item in ("Single", "Double"):
+        assert same_float(got, cell, np.float32 if item == "Single" else np.float64), (got, cell)
+    elif item == "DateTime":
+        assert got == ticks_iso(cell)
+    elif item == "TimeSpan":
+        assert got == timespan_str(cell)
+    elif item == "DateTimeOffset":
+        m = cell["offset_minutes"]
+        sign = "-" if m < 0 else "+"
+        assert got == f"{ticks_iso(cell['ticks'])}{sign}{abs(m) // 60:02d}:{abs(m) % 60:02d}"
+    else:   # ints, keys (raw), Boolean, Text, RowId
+        assert got == cell and type(got) is type(cell), (got, cell)
+
+
+_CSV_INTS = {"SByte", "Byte", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Key",
+             "DataViewRowId", "RowId"}
+
+
+def csv_value(text, col):
+    """A CSV cell back in the CLI's JSON form, for check_cell."""
+    if col["is_vector"]:
+        return json.loads(text)
+    item = col["item_type"]
+    if item in _CSV_INTS:
+        return int(text)
+    if item == "Boolean":
+        return {"true": True, "false": False}[text]
+    if item in ("Single", "Double"):
+        return text if text in ("NaN", "Infinity", "-Infinity") else float(text)
+    return text
+
+
+def read_delimited(text, delimiter):
+    return list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
