@@ -921,19 +921,19 @@ def metadata_key_count_zero():
 
 # the cases whose damage idv.open itself detects (header, TOC, codec parameters), as ML.NET's
 # loader does; the others fail when the block or metadata is read
-FAIL_AT_OPEN = {"bad_magic", "bad_magic_last_byte", "bad_tail_signature", "codec_name_empty",
-                "codec_params_beyond_toc", "column_count_beyond_toc", "column_count_huge",
-                "column_name_empty", "column_name_invalid_utf8", "compatible_newer_than_version",
-                "compatible_version_too_new", "compatible_version_too_old",
-                "key2_count_beyond_raw_type", "key2_count_zero", "key2_nested_unknown_codec",
-                "key2_over_single", "key2_params_short", "leb128_overlong",
-                "leb128_tenth_byte_too_big", "lookup_offset_beyond_file", "lookup_offset_in_header",
-                "lookup_table_overlaps_tail", "metadata_offset_beyond_file", "negative_column_count",
-                "negative_row_count", "row_count_huge", "rows_per_block_differs",
-                "rows_per_block_differs_without_rows",
-                "rows_per_block_too_big", "rows_per_block_zero_with_rows", "simple_codec_with_params",
-                "tail_moved_earlier", "tail_offset_beyond_file", "tail_offset_negative",
-                "toc_offset_beyond_tail", "toc_offset_inside_header", "vbuffer_dimension_count_huge",
-                "vbuffer_negative_dimension", "vbuffer_nested_key_count_zero",
-                "vbuffer_nested_unknown_codec", "vbuffer_of_vbuffer", "version_major_part_named",
-                "version_too_old"}
+FAIL_AT_OPEN = {
+    "bad_magic", "bad_magic_last_byte", "bad_tail_signature", "codec_name_empty",
+    "codec_params_beyond_toc", "column_count_beyond_toc", "column_count_huge", "column_name_empty",
+    "column_name_invalid_utf8", "compatible_newer_than_version", "compatible_version_too_new",
+    "compatible_version_too_old", "key2_count_beyond_raw_type", "key2_count_zero",
+    "key2_nested_unknown_codec", "key2_over_single", "key2_params_short", "leb128_overlong",
+    "leb128_tenth_byte_too_big", "lookup_offset_beyond_file", "lookup_offset_in_header",
+    "lookup_table_overlaps_tail", "metadata_offset_beyond_file", "negative_column_count",
+    "negative_row_count", "row_count_huge", "rows_per_block_differs",
+    "rows_per_block_differs_without_rows", "rows_per_block_too_big",
+    "rows_per_block_zero_with_rows", "simple_codec_with_params", "tail_moved_earlier",
+    "tail_offset_beyond_file", "tail_offset_negative", "toc_offset_beyond_tail",
+    "toc_offset_inside_header", "vbuffer_dimension_count_huge", "vbuffer_negative_dimension",
+    "vbuffer_nested_key_count_zero", "vbuffer_nested_unknown_codec", "vbuffer_of_vbuffer",
+    "version_major_part_named", "version_too_old"
+}

@@ -454,7 +454,7 @@ def test_valgrind_read_loop(tmp_path):
     assert not errors, "\n\n".join(errors[:5])
 
 
-# ============================================================================ helpers of these tests
+# ============================================================================ helpers
 
 def _truncation_offsets(n, rng):
     if n <= SMALL:

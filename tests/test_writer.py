@@ -1,10 +1,10 @@
 """idv.write / idv.Writer: round trips, ML.NET reading our files, byte identity with ML.NET's
 own writer, atomic output, and input validation.
 
-The fixtures below hold data in the exact numpy forms idv.read gives back, so a round trip is
-checked against the input itself. The same data turns into an oracle write-spec (JSON cells as
-in shared/oracle/README.md), and ML.NET's file written from it with DeterministicBlockOrder must
-equal ours byte for byte, with both compressions.
+The cases of tests/write_cases.py hold data in the exact numpy forms idv.read gives back, so a
+round trip is checked against the input itself. The same data turns into an oracle write-spec
+(tests/write_spec.py), and ML.NET's file written from it with DeterministicBlockOrder must equal
+ours byte for byte, with both compressions.
 """
 from __future__ import annotations
 
@@ -12,491 +12,36 @@ import io
 import json
 import os
 import subprocess
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
+import dumpcheck
 import idv
-from expected import EPOCH_TICKS, TICKS_PER_MINUTE, assert_arrays_equal, assert_column_equal, \
-    column_expected, parse_type_string
+from expected import assert_arrays_equal, assert_column_equal, column_expected, parse_type_string
+from reference import shared_path
+from write_cases import (CASES, COMPRESSIONS, DT, DTO, ROWID, assert_read_equal, check_roundtrip,
+                         mixed, multiblock, obj, sparse_expected, sparse_items, write_case)
+from write_spec import oracle_spec
+from write_strategies import (NUMERIC, SETTINGS_AND_SKIP, HealthCheck, columns_of, given, hnp,
+                              needs_hypothesis, options, settings, st)
 
 sp = pytest.importorskip("scipy.sparse")
 
-DT = np.dtype("datetime64[100ns]")
-TS = np.dtype("timedelta64[100ns]")
-DTO = idv.types.DATETIMEOFFSET_DTYPE
-ROWID = idv.types.ROWID_DTYPE
-MAX_TICKS = 3155378975999999999
-
-
-def obj(values):
-    out = np.empty(len(values), dtype=object)
-    out[:] = list(values)
-    return out
-
-
-def ticks_to_dt(ticks):
-    return (np.asarray(ticks, np.int64) - EPOCH_TICKS).view(DT)
-
-
-def dto(clock_ticks, minutes):
-    out = np.zeros(len(minutes), DTO)
-    m = np.asarray(minutes, np.int64)
-    out["utc"] = (np.asarray(clock_ticks, np.int64) - m * TICKS_PER_MINUTE - EPOCH_TICKS).view(DT)
-    out["offset_minutes"] = m
-    return out
-
-
-def rowid(values):
-    out = np.zeros(len(values), ROWID)
-    out["low"] = [v & 0xFFFFFFFFFFFFFFFF for v in values]
-    out["high"] = [v >> 64 for v in values]
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# fixtures: name -> dict(data, types, metadata, options)
-# ---------------------------------------------------------------------------------------------
-
-def _numeric():
-    f32 = np.array([0, 1.5, -2.25, np.nan, np.inf, -np.inf, -0.0, 1e-45, 3.4028235e38,
-                    np.float32(0.1), 16777217, -1, 2, 3], dtype=np.float32)
-    f64 = np.array([0, 1.5, -2.25, np.nan, np.inf, -np.inf, -0.0, 5e-324, 1.7976931348623157e308,
-                    0.1, 2**53 + 1, -1, 2, 1 / 3])
-    data = {"R4": f32, "R8": f64}
-    for dt in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
-        info = np.iinfo(dt)
-        vals = [0, 1, info.max, info.min, info.max - 1, info.min + 1, 7, 42, 100, 3, 5, 9, 11,
-                int(info.max // 2)]
-        data[np.dtype(dt).name] = np.array(vals, dtype=dt)
-    return {"data": data}
-
-
-def _scalars_misc():
-    n = 21
-    text = obj(["", "a", "héllo", "日本語", "😀 emoji", "tab\tnew\nline", "nul\x00x", "x" * 1000,
-                "ö", "surrogate 😀😀", "Ω", "", "z", "yy", "é" * 50, "last", "mixed aé日😀",
-                "ascii", "\u20ac", "q", "end"])
-    ticks = np.array([0, 1, MAX_TICKS, 630822816000000000, 637134336000000000] + [
-        637134336000000000 + i * 36000000000 for i in range(n - 5)], np.int64)
-    spans = np.array([0, 1, -1, 2**63 - 1, -(2**63) + 1, 864000000000] + list(range(n - 6)),
-                     np.int64)
-    minutes = np.array([0, 60, -60, 840, -840, 330, -210] + [15 * i for i in range(n - 7)])
-    clock = np.array([637134336000000000 + i * 10**9 for i in range(n)], np.int64)
-    rid = [0, 1, 2**64 - 1, 2**64, 2**128 - 1, 12345678901234567890123456789] + list(range(n - 6))
-    return {"data": {
-        "Bool": (np.arange(n) % 3 == 0) | (np.arange(n) == 20),
-        "Text": text,
-        "DateTime": ticks_to_dt(ticks),
-        "TimeSpan": spans.view(TS),
-        "DTO": dto(clock, minutes),
-        "RowId": rowid(rid),
-    }}
-
-
-def _keys():
-    data = {
-        "K1": np.array([0, 1, 2, 3, 0, 3, 1, 2], np.uint8),
-        "K2": np.array([0, 1, 2, 300, 65535, 5, 6, 7], np.uint16),
-        "K4": np.array([0, 1, 2, 3, 4, 5, 6, 7], np.uint32),
-        "K8": np.array([0, 1, 2**64 - 1, 3, 4, 5, 6, 7], np.uint64),
-        "KF": np.array([1, 2, 1, 2, 0, 0, 1, 2], np.uint32),
-    }
-    types = {"K1": idv.Key(idv.Byte, 3), "K2": idv.Key(idv.UInt16, 65535),
-             "K4": idv.Key(idv.UInt32, 7), "K8": idv.Key(idv.UInt64, 2**64 - 1),
-             "KF": idv.Key(idv.UInt32, 2)}
-    metadata = {"K1": {"KeyValues": ["red", "green", "blue"]},
-                "K4": {"KeyValues": (idv.Vector(idv.Text, 7), list("abcdefg"))},
-                "KF": {"KeyValues": np.array([0.5, 1.5], np.float32)}}
-    return {"data": data, "types": types, "metadata": metadata}
-
-
-def _vectors_fixed():
-    n = 6
-    r = np.arange(n)
-    data = {
-        "R4": (np.arange(n * 4, dtype=np.float32) / 3).reshape(n, 4),
-        "R8": np.arange(n * 3, dtype=np.float64).reshape(n, 3) - 0.5,
-        "I4": np.arange(n * 2, dtype=np.int32).reshape(n, 2) * -7,
-        "U1": (np.arange(n * 5) % 256).astype(np.uint8).reshape(n, 5),
-        "I8": np.arange(n, dtype=np.int64).reshape(n, 1) * 2**40,
-        "Txt": obj([f"r{i}c{j}" + "é" * j for i in range(n) for j in range(3)]).reshape(n, 3),
-        "Bool": (np.arange(n * 11) % 5 == 0).reshape(n, 11),
-        "Key": (np.arange(n * 3) % 5).astype(np.uint32).reshape(n, 3),
-        "Dt": ticks_to_dt(637134336000000000 + np.arange(n * 2) * 10**7).reshape(n, 2),
-        "Ts": (np.arange(n * 2, dtype=np.int64) * 10**6).view(TS).reshape(n, 2),
-        "M23": np.arange(n * 6, dtype=np.int32).reshape(n, 2, 3),
-    }
-    types = {"Key": idv.Vector(idv.Key(idv.UInt32, 4), 3)}
-    metadata = {"R4": {"SlotNames": ["a", "b", "c", "d"]},
-                "Txt": {"SlotNames": obj(["x", "y", "z"])}}
-    del r
-    return {"data": data, "types": types, "metadata": metadata}
-
-
-def _vectors_variable():
-    rows = [[1.0, 2.0], [], [3.0], [4.0, 5.0, 6.0], [], [7.0]]
-    return {"data": {
-        "Var": idv.Ragged.from_list(rows, dtype=np.float32),
-        "Equal": idv.Ragged.from_list([[1, 2], [3, 4], [5, 6], [7, 8], [9, 10], [11, 12]],
-                                      dtype=np.int32),
-        "Empty": idv.Ragged.from_list([[]] * 6, dtype=np.float64),
-        "Text": idv.Ragged(obj(["a", "bé", "", "日本", "c", "d", "e"]), [0, 2, 2, 3, 5, 6, 7]),
-        "Bool": idv.Ragged.from_list([[True], [False, True], [], [True] * 17, [False], [True]],
-                                     dtype=bool),
-        "D04": idv.Ragged(np.arange(16, dtype=np.int32), [0, 4, 4, 8, 8, 12, 16]),
-    }, "types": {"D04": idv.Vector(idv.Int32, 0, 4)}}
-
-
-def _csr(dense, dtype=None):
-    m = sp.csr_matrix(np.asarray(dense, dtype=dtype))
-    m.sort_indices()
-    return m
-
-
-def _vectors_sparse():
-    a = np.zeros((6, 8), np.float32)
-    a[0, [1, 5]] = [1.5, -2]
-    a[2] = np.arange(1, 9)          # a full row: written dense
-    a[3, 7] = 3
-    a[5, 0] = 4                      # rows 1 and 4 all zero: sparse with count 0
-    long = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([0, 500, 999]),
-                          np.array([0, 1, 1, 2, 2, 3, 3])), shape=(6, 1000))
-    keys = sp.csr_matrix((np.array([1, 2, 3], np.uint32), np.array([0, 2, 1]),
-                          np.array([0, 1, 1, 2, 2, 3, 3])), shape=(6, 3))
-    var = sp.csr_matrix((np.array([5, 6], np.float64), np.array([1, 2]),
-                         np.array([0, 0, 1, 1, 2, 2, 2])), shape=(6, 4))
-    explicit_zero = sp.csr_matrix((np.array([0.0, 1.0]), np.array([0, 2]),
-                                   np.array([0, 1, 1, 2, 2, 2, 2])), shape=(6, 3))
-    return {"data": {"S": _csr(a), "Long": long, "Keys": keys, "VarSparse": var,
-                     "Zero": explicit_zero,
-                     "Bools": _csr(np.eye(6, 3, dtype=bool))},
-            "types": {"Keys": idv.Vector(idv.Key(idv.UInt32, 3), 3),
-                      "VarSparse": idv.Vector(idv.Double)}}
-
-
-def _sparse_items():
-    """Sparse vectors of the non-numeric item types, through idv.Sparse (CSR of any items)."""
-    n = 5
-    return {"data": {
-        "Txt": idv.Sparse(obj(["a", "é", "", "日本😀", "z", "q"]), [0, 3, 5, 1, 0, 4],
-                          [0, 2, 3, 3, 4, 6], 6),
-        "TxtVar": idv.Sparse(obj(["x", "y", "w", "v"]), [2, 0, 1, 0],
-                             [0, 1, 1, 3, 4, 4], [3, 0, 2, 1, 5]),      # row 2 full: dense
-        "Dt": idv.Sparse(ticks_to_dt([637134336000000000, 1, MAX_TICKS]), [1, 0, 2],
-                         [0, 1, 1, 2, 3, 3], 3),
-        "Ts": idv.Sparse(np.array([5, -7], np.int64).view(TS), [0, 3], [0, 0, 1, 1, 1, 2], 4),
-        "Dto": idv.Sparse(dto([637134336000000000, 637134336000000001], [60, -840]), [2, 0],
-                          [0, 1, 1, 1, 2, 2], 3),
-        "Rid": idv.Sparse(rowid([2**64 + 5, 7]), [1, 0], [0, 0, 1, 1, 2, 2], 2),
-        "Key": idv.Sparse(np.array([3, 1, 2], np.uint16), [0, 2, 1], [0, 2, 2, 2, 3, 3], 3),
-        "Bool": idv.Sparse(np.array([True, False, True]), [4, 0, 9], [0, 1, 2, 2, 3, 3], 10),
-    }, "types": {"Key": idv.Vector(idv.Key(idv.UInt16, 3), 3)},
-        "metadata": {"Txt": {"Names": (idv.Vector(idv.Text, 6),
-                                       idv.Sparse(obj(["first", "last"]), [0, 5], [0, 2], 6))}}}
-
-
-def _vectors_misc():
-    n = 5
-    return {"data": {
-        "DTO": dto(637134336000000000 + np.arange(n * 2) * 10**8,
-                   np.arange(n * 2) * 30 - 120).reshape(n, 2),
-        "Rid": rowid([i * 2**64 + i for i in range(n * 2)]).reshape(n, 2),
-        "I1": np.arange(n * 3, dtype=np.int8).reshape(n, 3) - 7,
-        "U8": np.arange(n * 2, dtype=np.uint64).reshape(n, 2) + np.uint64(2**63),
-        "KeyVar": idv.Ragged(np.array([1, 2, 0, 3, 2], np.uint8), [0, 2, 2, 3, 5, 5]),
-        "TxtSlots": obj(["p", "q", "r", "s", "t", "u", "v", "w", "x", "y"]).reshape(n, 2),
-    }, "types": {"KeyVar": idv.Vector(idv.Key(idv.Byte, 3))},
-        "metadata": {"KeyVar": {"KeyValues": ["one", "two", "three"]},
-                     "TxtSlots": {"SlotNames": ["first", "second"]}}}
-
-
-def _annotations():
-    n = 3
-    return {"data": {"A": np.arange(n, dtype=np.int32), "B": np.ones(n, np.float32)},
-            "metadata": {
-                "A": {"IsNormalized": True,
-                      "MyFloat": np.float32(1.25),
-                      "MyDouble": 2.5,
-                      "MyInt": (idv.Int32, -7),
-                      "MyLong": 2**40,
-                      "MyText": "hello é",
-                      "MyKey": (idv.Key(idv.UInt32, 2**31 - 1), 1),
-                      "MyDate": (idv.DateTime, ticks_to_dt([637134336000000000])[0]),
-                      "MyIntVec": np.array([1, 2, 3], np.int32),
-                      "MyFloatVec": (idv.Vector(idv.Single, 4), [0.5, 0, 0, 1]),
-                      "MySparse": (idv.Vector(idv.Double, 6),
-                                   sp.csr_matrix(([7.0], [4], [0, 1]), shape=(1, 6))),
-                      "MyKeyVec": (idv.Vector(idv.Key(idv.Byte, 4), 3), [1, 0, 4]),
-                      "MyVarVec": (idv.Vector(idv.Int64), [5, 6]),
-                      "CategoricalSlotRanges": np.array([[0, 1], [2, 3]], np.int32)},
-                "B": {"ScoreColumnKind": "BinaryClassification",
-                      "IsUserVisible": (idv.Boolean, False)}}}
-
-
-def _empty_rows():
-    return {"data": {"S": np.zeros(0, np.float32), "T": obj([]), "B": np.zeros(0, bool),
-                     "K": np.zeros(0, np.uint32), "V": np.zeros((0, 3), np.float64)},
-            "types": {"K": idv.Key(idv.UInt32, 4)},
-            "metadata": {"K": {"KeyValues": ["a", "b", "c", "d"]},
-                         "V": {"SlotNames": ["x", "y", "z"]}}}
-
-
-def _multiblock():
-    n = 20000
-    r = np.arange(n)
-    return {"data": {"I": r.astype(np.int32), "F": (r * 0.25).astype(np.float32),
-                     "T": obj([f"row {i}" for i in range(n)]), "B": r % 3 == 0}}
-
-
-def _mixed(n=100):
-    r = np.arange(n)
-    return {"data": {
-        "Id": r.astype(np.int32), "F": (r / 7).astype(np.float32), "D": r / 3,
-        "B": r % 4 == 1, "Txt": obj(["t%dé" % i * (i % 3) for i in range(n)]),
-        "Key": (r % 8).astype(np.uint32),
-        "Vec": _csr(np.where(r[:, None] % 3 == 0, 0, r[:, None] + np.arange(4)).astype(np.float32)),
-        "Var": idv.Ragged.from_list([list(range(i % 4)) for i in range(n)], dtype=np.int32),
-        "Dt": ticks_to_dt(637134336000000000 + r * 36000000000),
-    }, "types": {"Key": idv.Key(idv.UInt32, 7), "Vec": idv.Vector(idv.Single, 4)},
-        "metadata": {"Key": {"KeyValues": [f"k{i}" for i in range(7)]}}}
-
-
-def _smallblocks():
-    f = _mixed()
-    f["options"] = {"rows_per_block": 7}
-    f["oracle_options"] = ["--max-rows-per-block", "7"]
-    return f
-
-
-def _maxbytes():
-    # every row has the same size estimate, so ML.NET's shuffled estimate gives the same answer
-    n = 50
-    r = np.arange(n)
-    return {"data": {"I": r.astype(np.int32), "D": r / 2, "B": r % 2 == 0,
-                     "T": obj([f"{i:04d}" for i in r]),
-                     "V": np.ones((n, 3), np.float32)},
-            "options": {"max_bytes_per_block": 300},
-            "oracle_options": ["--max-bytes-per-block", "300"]}
-
-
-FIXTURES = {
-    "numeric": _numeric, "scalars_misc": _scalars_misc, "keys": _keys,
-    "vectors_fixed": _vectors_fixed, "vectors_variable": _vectors_variable,
-    "vectors_sparse": _vectors_sparse, "sparse_items": _sparse_items,
-    "vectors_misc": _vectors_misc,
-    "annotations": _annotations, "empty_rows": _empty_rows, "multiblock": _multiblock,
-    "mixed": _mixed, "smallblocks": _smallblocks, "maxbytes": _maxbytes,
-}
-COMPRESSIONS = ("none", "deflate")
-
-
-def write_fixture(name, path, compression, backend="zlib"):
-    """zlib level 6 by default: the mode whose bytes equal ML.NET's."""
-    fx = FIXTURES[name]()
-    idv.write(path, fx["data"], types=fx.get("types"), metadata=fx.get("metadata"),
-              compression=compression, backend=backend, **fx.get("options", {}))
-    return fx
-
-
-# ---------------------------------------------------------------------------------------------
-# our data as an oracle write-spec
-# ---------------------------------------------------------------------------------------------
-
-def _float_cell(x):
-    x = float(x)
-    if x != x:
-        return "NaN"
-    if x in (float("inf"), float("-inf")):
-        return "Infinity" if x > 0 else "-Infinity"
-    return repr(x)
-
-
-def item_cells(item, arr):
-    """JSON cells of a 1-d array of items in idv's read form."""
-    arr = np.asarray(arr).reshape(-1)
-    if isinstance(item, idv.Key):
-        return [int(x) for x in arr.tolist()]
-    name = item.name
-    if name in ("Single", "Double"):
-        return [_float_cell(x) for x in arr.tolist()]
-    if name == "Boolean":
-        return [bool(x) for x in arr.tolist()]
-    if name == "Text":
-        return [str(x) for x in arr]
-    if name == "DateTime":
-        return (arr.astype(DT).view(np.int64) + EPOCH_TICKS).tolist()
-    if name == "TimeSpan":
-        return arr.astype(TS).view(np.int64).tolist()
-    if name == "DateTimeOffset":
-        m = arr["offset_minutes"].astype(np.int64)
-        clock = arr["utc"].astype(DT).view(np.int64) + EPOCH_TICKS + m * TICKS_PER_MINUTE
-        return [{"ticks": int(t), "offset_minutes": int(o)} for t, o in zip(clock, m)]
-    if name == "RowId":
-        return [(int(h) << 64) | int(lo) for lo, h in zip(arr["low"], arr["high"])]
-    return [int(x) for x in arr.tolist()]
-
-
-def vector_cells(item, value):
-    """One cell per row: dense lists, or sparse {length, indices, values} dicts."""
-    if sp.issparse(value):
-        m = value.tocsr()
-        out = []
-        for r in range(m.shape[0]):
-            a, b = m.indptr[r], m.indptr[r + 1]
-            vals = item_cells(item, m.data[a:b])
-            if b - a == m.shape[1]:
-                out.append(vals)
-            else:
-                out.append({"length": m.shape[1], "indices": m.indices[a:b].tolist(),
-                            "values": vals})
-        return out
-    if isinstance(value, idv.Sparse):
-        out = []
-        lengths = value.lengths
-        for r in range(len(value)):
-            a, b = value.offsets[r], value.offsets[r + 1]
-            vals = item_cells(item, value.values[a:b])
-            if b - a == lengths[r]:
-                out.append(vals)
-            else:
-                out.append({"length": int(lengths[r]), "indices": value.indices[a:b].tolist(),
-                            "values": vals})
-        return out
-    if isinstance(value, idv.Ragged):
-        return [item_cells(item, r) for r in value]
-    arr = np.asarray(value)
-    return [item_cells(item, row) for row in arr.reshape(arr.shape[0], -1 if len(arr) else 0)]
-
-
-def type_spec(t):
-    spec = {}
-    item = t.item if isinstance(t, idv.Vector) else t
-    if isinstance(item, idv.Key):
-        spec.update(type="Key", key_raw=item.raw.name, key_count=item.count)
-    else:
-        spec["type"] = item.name
-    if isinstance(t, idv.Vector):
-        spec["vector"] = list(t.dims) if len(t.dims) > 1 else t.dims[0]
-    return spec
-
-
-def fixture_spec(fx, path):
-    """Write the oracle spec for a fixture; the types are the ones our file has."""
-    with idv.open(path) as f:
-        columns = []
-        for col in f.columns:
-            value = fx["data"][col.name]
-            t = col.type
-            c = {"name": col.name, **type_spec(t)}
-            if isinstance(t, idv.Vector):
-                c["values"] = vector_cells(t.item, value)
-            else:
-                c["values"] = item_cells(t, value)
-            anns = []
-            meta = (fx.get("metadata") or {}).get(col.name, {})
-            for kind, mtype in col.metadata_types.items():
-                v = meta[kind]
-                v = v[1] if isinstance(v, tuple) and isinstance(v[0], idv.DataViewType) else v
-                a = {"kind": kind, **type_spec(mtype)}
-                if isinstance(mtype, idv.Vector):
-                    if sp.issparse(v) or isinstance(v, idv.Sparse):
-                        a["value"] = vector_cells(mtype.item, v)[0]
-                    else:
-                        a["value"] = item_cells(mtype.item, np.asarray(v, dtype=object
-                                                                        if isinstance(v, list)
-                                                                        else None))
-                else:
-                    a["value"] = item_cells(mtype, np.asarray([v]))[0]
-                anns.append(a)
-            if anns:
-                c["annotations"] = anns
-            columns.append(c)
-        return {"rows": f.num_rows, "columns": columns}
+needs_libdeflate = pytest.mark.skipif(not idv._compression.LIBDEFLATE_COMPRESS,
+                                      reason="the deflate package (libdeflate) is not installed")
 
 
 # ---------------------------------------------------------------------------------------------
 # round trips through our reader
 # ---------------------------------------------------------------------------------------------
 
-def sparse_expected(value, t):
-    """What idv reads back for an idv.Sparse (or scipy) column of type t: dense rows with the
-    defaults filled in (scipy's own toarray() would turn a stored -0.0 into 0.0)."""
-    return column_expected(t, vector_cells(t.item, value))
-
-
-def assert_read_equal(got, value, where, t=None):
-    if isinstance(value, idv.Sparse) or (sp.issparse(value) and t is not None):
-        exp = sparse_expected(value, t)
-        if isinstance(got, idv.Ragged):
-            assert_column_equal(got, exp, where)
-        else:
-            assert_arrays_equal(got, exp, where)
-    elif sp.issparse(value):
-        dense = value.toarray()
-        assert_arrays_equal(got, dense.reshape(got.shape) if got.ndim == dense.ndim else dense,
-                            where)
-    elif isinstance(value, idv.Ragged):
-        assert isinstance(got, idv.Ragged), where
-        assert_arrays_equal(got.offsets, value.offsets, where + " offsets")
-        assert_arrays_equal(got.values, value.values, where + " values")
-    else:
-        assert_arrays_equal(got, np.asarray(value), where)
-
-
-def check_roundtrip(path, fx):
-    data = fx["data"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with idv.open(path) as f:
-            assert f.column_names == list(data)
-            assert f.version == "1.1.1.6" and f.header.compatible_version_string == "1.1.1.6"
-            types = fx.get("types") or {}
-            for col in f.columns:
-                value = data[col.name]
-                if col.name in types:
-                    assert col.type == types[col.name]
-                got = col.read()
-                if sp.issparse(value) and col.type.is_fixed is False:
-                    got = col.read(sparse=True).toarray()
-                    assert_arrays_equal(got, value.toarray(), col.name)
-                    continue
-                assert_read_equal(got, value, f"column {col.name!r}", col.type)
-                if sp.issparse(value):
-                    m = col.read(sparse=True)
-                    assert m.nnz == value.nnz
-                    assert_arrays_equal(m.toarray(), value.toarray(), col.name + " sparse")
-            meta = fx.get("metadata") or {}
-            for name, kinds in meta.items():
-                col = f[name]
-                assert col.metadata_kinds == list(kinds)
-                for kind, v in kinds.items():
-                    explicit = isinstance(v, tuple) and isinstance(v[0], idv.DataViewType)
-                    if explicit:
-                        assert col.metadata_types[kind] == v[0]
-                        v = v[1]
-                    got = col.metadata[kind]
-                    if sp.issparse(v):
-                        v = v.toarray().reshape(-1)
-                    if isinstance(v, idv.Sparse):
-                        v = sparse_expected(v, col.metadata_types[kind]).reshape(-1)
-                    if isinstance(got, np.ndarray):
-                        exp = np.asarray(v, dtype=got.dtype)
-                        assert_arrays_equal(got, exp.reshape(got.shape), f"{name} {kind}")
-                    elif isinstance(got, (str, bool)):
-                        assert got == v
-                    else:
-                        assert_arrays_equal(np.asarray([got]), np.asarray([v], dtype=got.dtype),
-                                            f"{name} {kind}")
-
-
 @pytest.mark.parametrize("compression", COMPRESSIONS)
-@pytest.mark.parametrize("name", list(FIXTURES))
+@pytest.mark.parametrize("name", list(CASES))
 def test_roundtrip(tmp_path, name, compression):
     path = tmp_path / f"{name}.idv"
-    fx = write_fixture(name, path, compression)
+    fx = write_case(name, path, compression)
     check_roundtrip(path, fx)
     with idv.open(path) as f:
         kind = {"none": "None", "deflate": "Deflate"}[compression]
@@ -505,7 +50,7 @@ def test_roundtrip(tmp_path, name, compression):
 
 def test_writer_batches_equal_one_write(tmp_path):
     """Any batch sizes give the same bytes as one write."""
-    fx = _mixed(300)
+    fx = mixed(300)
     whole = tmp_path / "whole.idv"
     idv.write(whole, fx["data"], types=fx["types"], metadata=fx["metadata"], rows_per_block=64)
     rng = np.random.default_rng(1)
@@ -653,14 +198,14 @@ def test_byte_order_pandas_and_strided(tmp_path):
 
 def test_libdeflate_backend_reads_back(tmp_path):
     pytest.importorskip("deflate")
-    fx = _mixed()
+    fx = mixed()
     p = tmp_path / "l.idv"
     idv.write(p, fx["data"], types=fx["types"], metadata=fx["metadata"], backend="libdeflate")
     check_roundtrip(p, fx)
 
 
 def test_level_and_threads(tmp_path):
-    fx = _multiblock()
+    fx = multiblock()
     a, b = tmp_path / "a.idv", tmp_path / "b.idv"
     idv.write(a, fx["data"], threads=1)
     idv.write(b, fx["data"], threads=4)
@@ -668,10 +213,6 @@ def test_level_and_threads(tmp_path):
     c = tmp_path / "c.idv"
     idv.write(c, fx["data"], level=1)
     check_roundtrip(c, fx)
-
-
-needs_libdeflate = pytest.mark.skipif(not idv._compression.LIBDEFLATE_COMPRESS,
-                                      reason="the deflate package (libdeflate) is not installed")
 
 
 @needs_libdeflate
@@ -721,10 +262,6 @@ def test_default_backend_size_on_float_grid(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # atomic output
 # ---------------------------------------------------------------------------------------------
-
-def _listing(d):
-    return sorted(os.listdir(d))
-
 
 def test_exception_in_with_leaves_dest_untouched(tmp_path):
     dest = tmp_path / "out.idv"
@@ -919,13 +456,13 @@ def mlnet_files(tmp_path_factory, oracle):
     d = tmp_path_factory.mktemp("writer_oracle")
     jobs = []
     ours = {}
-    for name in FIXTURES:
+    for name in CASES:
         for comp in COMPRESSIONS:
             path = d / f"{name}_{comp}_ours.idv"
-            fx = write_fixture(name, path, comp)
+            fx = write_case(name, path, comp)
             spec_path = d / f"{name}.json"
             if not spec_path.exists():
-                spec_path.write_text(json.dumps(fixture_spec(fx, path)))
+                spec_path.write_text(json.dumps(oracle_spec(fx, path)))
             mine = d / f"{name}_{comp}_mlnet.idv"
             opts = ["--compression", comp, "--deterministic-block-order",
                     *fx.get("oracle_options", [])]
@@ -933,7 +470,7 @@ def mlnet_files(tmp_path_factory, oracle):
             ours[name, comp] = (path, mine)
         if "libdeflate" in idv._compression.BACKENDS:
             fast = d / f"{name}_libdeflate_ours.idv"
-            write_fixture(name, fast, "deflate", backend="libdeflate")
+            write_case(name, fast, "deflate", backend="libdeflate")
             ours[name, "libdeflate"] = (fast, None)
 
     def run(job):
@@ -951,7 +488,7 @@ def mlnet_files(tmp_path_factory, oracle):
     return {"files": ours, "dumps": dumps, "errors": errors}
 
 
-@pytest.mark.parametrize("name", list(FIXTURES))
+@pytest.mark.parametrize("name", list(CASES))
 def test_mlnet_reads_libdeflate_default(mlnet_files, name):
     """The default (libdeflate) output differs in bytes from ML.NET's, never in what it reads."""
     if (name, "libdeflate") not in mlnet_files["files"]:
@@ -964,20 +501,14 @@ def test_mlnet_reads_libdeflate_default(mlnet_files, name):
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
-@pytest.mark.parametrize("name", list(FIXTURES))
+@pytest.mark.parametrize("name", list(CASES))
 def test_mlnet_reads_ours(mlnet_files, name, compression):
-    import dumpcheck
     path, _ = mlnet_files["files"][name, compression]
     dump = mlnet_files["dumps"][str(path)]
     assert "error" not in dump, f"ML.NET could not read our {name}: {dump.get('error')}"
-    fx = FIXTURES[name]()
+    fx = CASES[name]()
     with dumpcheck.open_quietly(path) as f:
-        dumpcheck.check_header(f, dump)
-        dumpcheck.check_schema(f, dump)
-        dumpcheck.check_toc(f, dump)
-        dumpcheck.check_metadata(f, dump)
-        for col in f.columns:
-            dumpcheck.check_column_values(col, dump)
+        dumpcheck.check_file(f, dump)
     # and ML.NET's values against our input directly
     for i, dcol in enumerate(dump["columns"]):
         t = parse_type_string(dcol["type_string"])
@@ -1003,7 +534,7 @@ def test_mlnet_reads_ours(mlnet_files, name, compression):
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
-@pytest.mark.parametrize("name", list(FIXTURES))
+@pytest.mark.parametrize("name", list(CASES))
 def test_bytes_equal_mlnet(mlnet_files, name, compression):
     ours, theirs = mlnet_files["files"][name, compression]
     assert theirs.exists(), f"ML.NET failed to write {name}: " \
@@ -1019,27 +550,6 @@ def test_bytes_equal_mlnet(mlnet_files, name, compression):
 # ---------------------------------------------------------------------------------------------
 # duplicate column names (ML.NET's hidden columns)
 # ---------------------------------------------------------------------------------------------
-
-def _hidden_source():
-    from conftest import shared_path
-    return shared_path("oracle", "fixtures-sample", "pipeline_hidden.idv")
-
-
-def _copy_by_index(src, dest, batches=1, **options):
-    """Write every column of `src` (hidden ones too) to `dest`: schema and metadata from the
-    file, the values by column index as (name, values) pairs, in `batches` batches."""
-    with idv.open(src) as f:
-        schema = f.schema
-        meta = {c.index: {k: (c.metadata_types[k], c.metadata[k]) for k in c.metadata_kinds}
-                for c in f.columns if c.metadata_kinds}
-        values = [(c.name, c.read()) for c in f.columns]
-        n = f.num_rows
-    cuts = np.linspace(0, n, batches + 1).astype(int)
-    with idv.Writer(dest, schema, metadata=meta, **options) as w:
-        for a, b in zip(cuts[:-1], cuts[1:]):
-            w.write_batch([(name, v[a:b]) for name, v in values])
-    return schema, meta, values
-
 
 def test_hidden_columns_roundtrip(tmp_path):
     src = _hidden_source()
@@ -1155,7 +665,6 @@ def test_rows_without_columns(tmp_path):
 
 
 def test_rows_without_columns_equal_mlnet(tmp_path, oracle):
-    from conftest import shared_path
     fixture = shared_path("oracle", "fixtures-sample", "no_columns.idv")
     dest = tmp_path / "rows.idv"
     with idv.Writer(dest, []) as w:
@@ -1171,7 +680,7 @@ def test_rows_without_columns_equal_mlnet(tmp_path, oracle):
 
 def test_sparse_items_are_stored_sparse(tmp_path, oracle):
     """ML.NET's dump shows the rows as stored: sparse (indices, values), or dense when full."""
-    fx = _sparse_items()
+    fx = sparse_items()
     path = tmp_path / "s.idv"
     idv.write(path, fx["data"], types=fx["types"], metadata=fx["metadata"])
     d = oracle.dump(path)
@@ -1295,50 +804,6 @@ def test_text_encoder_utf16_boundaries():
         _encode.encode_text(obj(["a", 3]))
 
 
-def _one_text_file(vals):
-    buf = io.BytesIO()
-    idv.write(buf, {"t": vals})
-    return buf.getvalue()
-
-
-try:
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-    from hypothesis.extra import numpy as hnp
-except ImportError:     # the property tests below are then skipped, the rest still run
-    given = None
-needs_hypothesis = pytest.mark.skipif(given is None, reason="hypothesis is not installed")
-if given is None:
-    def given(*args, **kwargs):
-        return lambda fn: fn
-
-    def settings(**kwargs):
-        return lambda fn: fn
-
-    class _Anything:
-        def __getattr__(self, name):
-            return lambda *a, **k: None
-    st = hnp = _Anything()
-    HealthCheck = _Anything()
-
-NUMERIC = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
-           np.float32, np.float64, np.bool_]
-SETTINGS = settings(max_examples=40, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-SETTINGS_AND_SKIP = lambda fn: needs_hypothesis(SETTINGS(fn))  # noqa: E731
-options = st.fixed_dictionaries({
-    "compression": st.sampled_from(COMPRESSIONS),
-    "rows_per_block": st.one_of(st.none(), st.integers(1, 40)),
-})
-
-
-def _write_read(data, opts, **kw):
-    buf = io.BytesIO()
-    idv.write(buf, data, **opts, **kw)
-    with idv.open(buf.getvalue()) as f:
-        return f.read(), buf.getvalue()
-
-
 @SETTINGS_AND_SKIP
 @given(st.data(), options)
 def test_property_scalars(data, opts):
@@ -1391,115 +856,6 @@ def test_property_batches(data, compression, rpb):
 
 
 # ---- every type, every vector form, any block size: written, read back, batches = one write
-
-TICKS_MAX_DTO = MAX_TICKS - 840 * TICKS_PER_MINUTE
-ITEM_KINDS = ["R4", "R8", "I1", "U1", "I2", "U2", "I4", "U4", "I8", "U8", "BL", "TX", "DT",
-              "TS", "DZ", "UG", "KEY"]
-_INT_DTYPES = {"I1": np.int8, "U1": np.uint8, "I2": np.int16, "U2": np.uint16, "I4": np.int32,
-               "U4": np.uint32, "I8": np.int64, "U8": np.uint64}
-
-
-@st.composite
-def items_of(draw, kind, k, key=None):
-    """k items of one kind, in the form idv reads them back."""
-    if kind in ("R4", "R8"):
-        dt = np.float32 if kind == "R4" else np.float64
-        special = st.sampled_from([0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45 if kind == "R4"
-                                   else 5e-324, np.finfo(dt).max, -np.finfo(dt).max])
-        return draw(hnp.arrays(dt, k, elements=st.one_of(special, hnp.from_dtype(np.dtype(dt)))))
-    if kind in _INT_DTYPES:
-        dt = _INT_DTYPES[kind]
-        info = np.iinfo(dt)
-        ends = st.sampled_from([int(info.min), int(info.max), 0, 1])
-        return np.array(draw(st.lists(st.one_of(ends, st.integers(int(info.min), int(info.max))),
-                                      min_size=k, max_size=k)), dtype=dt)
-    if kind == "KEY":
-        return np.array(draw(st.lists(st.integers(0, key.count), min_size=k, max_size=k)),
-                        dtype=key.raw.dtype)
-    if kind == "BL":
-        return np.array(draw(st.lists(st.booleans(), min_size=k, max_size=k)), dtype=bool)
-    if kind == "TX":   # any text but lone surrogates (.NET writes those as U+FFFD)
-        return obj(draw(st.lists(st.text(max_size=6), min_size=k, max_size=k)))
-    if kind == "DT":
-        ticks = st.one_of(st.sampled_from([0, MAX_TICKS]), st.integers(0, MAX_TICKS))
-        return ticks_to_dt(draw(st.lists(ticks, min_size=k, max_size=k)))
-    if kind == "TS":
-        ticks = st.one_of(st.sampled_from([-(2**63) + 1, 2**63 - 1, 0]),
-                          st.integers(-(2**63) + 1, 2**63 - 1))
-        return np.array(draw(st.lists(ticks, min_size=k, max_size=k)), np.int64).view(TS)
-    if kind == "DZ":
-        clock = draw(st.lists(st.integers(840 * TICKS_PER_MINUTE, TICKS_MAX_DTO), min_size=k,
-                              max_size=k))
-        minutes = draw(st.lists(st.integers(-840, 840), min_size=k, max_size=k))
-        return dto(clock, minutes)
-    if kind == "UG":
-        return rowid(draw(st.lists(st.one_of(st.sampled_from([0, 2**128 - 1, 2**64]),
-                                             st.integers(0, 2**128 - 1)),
-                                   min_size=k, max_size=k)))
-    raise AssertionError(kind)
-
-
-def _item_type(kind, key):
-    if kind == "KEY":
-        return key
-    return {"R4": idv.Single, "R8": idv.Double, "I1": idv.SByte, "U1": idv.Byte,
-            "I2": idv.Int16, "U2": idv.UInt16, "I4": idv.Int32, "U4": idv.UInt32,
-            "I8": idv.Int64, "U8": idv.UInt64, "BL": idv.Boolean, "TX": idv.Text,
-            "DT": idv.DateTime, "TS": idv.TimeSpan, "DZ": idv.DateTimeOffset,
-            "UG": idv.RowId}[kind]
-
-
-@st.composite
-def columns_of(draw, n):
-    """(type, value) of one column of n rows: any item kind as a scalar, a fixed or
-    multi-dimensional vector, a variable-size vector, or sparse vectors (idv.Sparse, or scipy
-    for numbers)."""
-    kind = draw(st.sampled_from(ITEM_KINDS))
-    key = None
-    if kind == "KEY":
-        raw = draw(st.sampled_from([idv.Byte, idv.UInt16, idv.UInt32, idv.UInt64]))
-        top = int(np.iinfo(raw.dtype).max)
-        key = idv.Key(raw, draw(st.one_of(st.integers(1, 40), st.just(top))))
-    item = _item_type(kind, key)
-    shape = draw(st.sampled_from(["scalar", "fixed", "multi", "var", "sparse", "sparse_var"]))
-    if shape == "scalar":
-        return item, draw(items_of(kind, n, key))
-    if shape in ("fixed", "multi"):
-        dims = (draw(st.integers(1, 4)),) if shape == "fixed" else \
-            (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-        flat = draw(items_of(kind, n * int(np.prod(dims)), key))
-        return idv.Vector(item, *dims), flat.reshape((n,) + dims)
-    if shape == "var":
-        lengths = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
-        values = draw(items_of(kind, sum(lengths), key))
-        return idv.Vector(item), idv.Ragged(values, _offsets_of(lengths))
-    # sparse: per row a random subset of the slots (empty and full rows included)
-    if shape == "sparse":
-        length = draw(st.integers(1, 6))
-        lengths = [length] * n
-    else:
-        lengths = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
-    indices, counts = [], []
-    for L in lengths:
-        slots = sorted(draw(st.sets(st.integers(0, L - 1), max_size=L))) if L else []
-        indices.extend(slots)
-        counts.append(len(slots))
-    offsets = _offsets_of(counts)
-    values = draw(items_of(kind, len(indices), key))
-    if shape == "sparse":
-        t = idv.Vector(item, lengths[0] if n else 1)
-        if (kind in _INT_DTYPES or kind in ("R4", "R8", "BL")) and draw(st.booleans()):
-            return t, sp.csr_matrix((values, np.array(indices, np.int64), offsets),
-                                    shape=(n, t.size))
-        return t, idv.Sparse(values, indices, offsets, t.size)
-    return idv.Vector(item), idv.Sparse(values, indices, offsets, np.array(lengths, np.int64))
-
-
-def _offsets_of(lengths):
-    out = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(lengths, out=out[1:])
-    return out
-
 
 @needs_hypothesis
 @settings(max_examples=120, deadline=None,
@@ -1591,3 +947,44 @@ def test_write_frame_without_columns_keeps_its_rows(tmp_path):
     assert int.from_bytes(raw[40:48], "little") == 7           # the header's row count
     with idv.open(p) as f:
         assert f.num_rows == 7 and f.num_columns == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers of these tests
+# ---------------------------------------------------------------------------------------------
+
+def _listing(d):
+    return sorted(os.listdir(d))
+
+
+def _hidden_source():
+    return shared_path("oracle", "fixtures-sample", "pipeline_hidden.idv")
+
+
+def _copy_by_index(src, dest, batches=1, **options):
+    """Write every column of `src` (hidden ones too) to `dest`: schema and metadata from the
+    file, the values by column index as (name, values) pairs, in `batches` batches."""
+    with idv.open(src) as f:
+        schema = f.schema
+        meta = {c.index: {k: (c.metadata_types[k], c.metadata[k]) for k in c.metadata_kinds}
+                for c in f.columns if c.metadata_kinds}
+        values = [(c.name, c.read()) for c in f.columns]
+        n = f.num_rows
+    cuts = np.linspace(0, n, batches + 1).astype(int)
+    with idv.Writer(dest, schema, metadata=meta, **options) as w:
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            w.write_batch([(name, v[a:b]) for name, v in values])
+    return schema, meta, values
+
+
+def _one_text_file(vals):
+    buf = io.BytesIO()
+    idv.write(buf, {"t": vals})
+    return buf.getvalue()
+
+
+def _write_read(data, opts, **kw):
+    buf = io.BytesIO()
+    idv.write(buf, data, **opts, **kw)
+    with idv.open(buf.getvalue()) as f:
+        return f.read(), buf.getvalue()
