@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from craft import (SIG, V, build, col_named, compress, key2_params, leb, nstr, parse, patch,
-                   read_leb, tail_offset, text_payload, triple, vbuf_params, vbuf_payload)
+                   read_leb, respell_rows_per_block, tail_offset, text_payload, triple,
+                   vbuf_params, vbuf_payload)
 from reference import MLNET_FILES_DIR, SAMPLE_DIR, SET_SHARED
 
 # the sample fixtures, then ML.NET's own files (datatypes.idv, ...)
@@ -45,6 +46,15 @@ def fixture_file_params():
 
 def model_of(name: str):
     return parse(fixture_bytes(name))
+
+
+def first_block_edited(name, column, edit):
+    """Fixture `name` re-assembled with block 0 of `column` (an index or a name) replaced by
+    edit(its decompressed payload)."""
+    m = model_of(name)
+    c = col_named(m, column) if isinstance(column, str) else m.cols[column]
+    c.blocks[0] = edit(c.blocks[0])
+    return build(m)[0]
 
 
 CASES = {}
@@ -210,21 +220,15 @@ def leb128_overlong():
     """11-byte LEB128 rows-per-block (ML.NET reads at most 10)."""
     m = model_of("scalars_text.idv")
     d, lay = build(m)
-    at = lay.entries[0]["rpb"]
-    assert d[at] == 14 and m.rows == 14
-    bad = d[:at] + b"\x8e" + b"\x80" * 9 + b"\x00" + d[at + 1:]
-    bad = patch(bad, 32, "<q", lay.tail + 10)                      # the tail moved too
-    bad = patch(bad, lay.entries[1]["lookup"] + 10, "<q", lay.lookups[1])
+    assert d[lay.entries[0]["rpb"]] == 14 and m.rows == 14
+    bad, at = respell_rows_per_block(d, lay, b"\x8e" + b"\x80" * 9 + b"\x00")
     return bad, rf"column 0 'Txt' rows per block at byte {at} overflows 64 bits"
 
 
 @case
 def leb128_tenth_byte_too_big():
-    m = model_of("scalars_text.idv")
-    d, lay = build(m)
-    at = lay.entries[0]["rpb"]
-    bad = d[:at] + b"\x8e" + b"\x80" * 8 + b"\x02" + d[at + 1:]
-    bad = patch(bad, 32, "<q", lay.tail + 9)
+    bad, at = respell_rows_per_block(*build(model_of("scalars_text.idv")),
+                                     b"\x8e" + b"\x80" * 8 + b"\x02")
     return bad, rf"rows per block at byte {at} overflows 64 bits"
 
 
@@ -417,53 +421,44 @@ def deflate_stream_truncated():
 
 @case
 def text_block_too_short():
-    m = model_of("mixed_none.idv")
-    c = col_named(m, "Txt")
-    c.blocks[0] = c.blocks[0][:-1]
-    return build(m)[0], r"column 4 'Txt' block 0 .*TextSpan block too short"
+    return first_block_edited("mixed_none.idv", "Txt", lambda p: p[:-1]), \
+        r"column 4 'Txt' block 0 .*TextSpan block too short"
 
 
 @case
 def text_block_too_long():
-    m = model_of("mixed_none.idv")
-    c = col_named(m, "Txt")
-    c.blocks[0] += b"\x00\x00"
-    return build(m)[0], r"column 4 'Txt' block 0 .*2 bytes more than"
+    return first_block_edited("mixed_none.idv", "Txt", lambda p: p + b"\x00\x00"), \
+        r"column 4 'Txt' block 0 .*2 bytes more than"
 
 
 @case
 def fixed_block_too_long():
-    m = model_of("mixed_none.idv")
-    m.cols[0].blocks[0] += b"\x00"
-    return build(m)[0], r"column 0 'Id' block 0 .*decompressed length 401 is not rows x item"
+    return first_block_edited("mixed_none.idv", 0, lambda p: p + b"\x00"), \
+        r"column 0 'Id' block 0 .*decompressed length 401 is not rows x item"
 
 
 @case
 def vector_block_too_long():
-    m = model_of("vectors_sparse.idv")
-    m.cols[0].blocks[0] += b"\x00" * 4
-    return build(m)[0], r"column 0 'SparseF32' block 0 .*4 bytes more than"
+    return first_block_edited("vectors_sparse.idv", 0, lambda p: p + b"\x00" * 4), \
+        r"column 0 'SparseF32' block 0 .*4 bytes more than"
 
 
 @case
 def boolean_block_too_long():
-    m = model_of("scalars_bool.idv")
-    m.cols[0].blocks[0] += b"\x00"
-    return build(m)[0], r"column 0 .*block 0 .*1 bytes more than"
+    return first_block_edited("scalars_bool.idv", 0, lambda p: p + b"\x00"), \
+        r"column 0 .*block 0 .*1 bytes more than"
 
 
 @case
 def boolean_block_too_short():
-    m = model_of("scalars_bool.idv")
-    m.cols[1].blocks[0] = m.cols[1].blocks[0][:-1]
-    return build(m)[0], r"column 1 .*block 0 .*too small for the block's rows"
+    return first_block_edited("scalars_bool.idv", 1, lambda p: p[:-1]), \
+        r"column 1 .*block 0 .*too small for the block's rows"
 
 
 # ---- text
 def _text_case(values=None, bounds=None, raw=None, count=None):
-    m = model_of("scalars_text.idv")
-    m.cols[0].blocks[0] = text_payload(values or [], bounds, raw, count)
-    return build(m)[0]
+    return first_block_edited("scalars_text.idv", 0,
+                              lambda p: text_payload(values or [], bounds, raw, count))
 
 
 def _pad14(bounds):
@@ -698,26 +693,22 @@ def metadata_entry_count_huge():
 # ---- DvBool, dates
 @case
 def dvbool_pattern_11():
-    m = model_of("datatypes.idv")
-    c = col_named(m, "bl")
-    c.blocks[0] = struct.pack("<I", 0b11 << 6)
-    return build(m)[0], r"column 0 'bl' block 0 .*DvBool value 3 has the invalid bit pattern 11"
+    return first_block_edited("datatypes.idv", "bl", lambda p: struct.pack("<I", 0b11 << 6)), \
+        r"column 0 'bl' block 0 .*DvBool value 3 has the invalid bit pattern 11"
 
 
 @case
 def datetime_ticks_out_of_range():
-    m = model_of("scalars_datetime.idv")
-    c = m.cols[0]
-    c.blocks[0] = struct.pack("<q", 2**62) + c.blocks[0][8:]
-    return build(m)[0], r"column 0 .*DateTime ticks 4611686018427387904 outside"
+    return first_block_edited("scalars_datetime.idv", 0,
+                              lambda p: struct.pack("<q", 2**62) + p[8:]), \
+        r"column 0 .*DateTime ticks 4611686018427387904 outside"
 
 
 @case
 def datetimeoffset_minutes_out_of_range():
-    m = model_of("scalars_datetime.idv")
-    c = m.cols[1]
-    c.blocks[0] = struct.pack("<h", 900) + c.blocks[0][2:]
-    return build(m)[0], r"column 1 .*block 0 .*DateTimeOffset offset beyond"
+    return first_block_edited("scalars_datetime.idv", 1,
+                              lambda p: struct.pack("<h", 900) + p[2:]), \
+        r"column 1 .*block 0 .*DateTimeOffset offset beyond"
 
 
 # ---- keys, nested codecs

@@ -202,6 +202,13 @@ def read_str(d, p):
     return d[p:p + n].decode("utf-8"), p + n
 
 
+def read_triple(d, p):
+    """A codec: (load name, parameter bytes, position after them); the inverse of triple()."""
+    name, p = read_str(d, p)
+    n, p = read_leb(d, p)
+    return name, bytes(d[p:p + n]), p + n
+
+
 def parse(data: bytes) -> Model:
     """A fixture into a Model with decompressed payloads (inverse of build)."""
     sig, ver, compat, toc, tail, rows, ncol = HDR.unpack_from(data, 0)
@@ -209,9 +216,7 @@ def parse(data: bytes) -> Model:
     p, cols = toc, []
     for _ in range(ncol):
         name, p = read_str(data, p)
-        codec, p = read_str(data, p)
-        n, p = read_leb(data, p)
-        params, p = bytes(data[p:p + n]), p + n
+        codec, params, p = read_triple(data, p)
         comp = data[p]
         rpb, p = read_leb(data, p + 1)
         lookup, meta = struct.unpack_from("<qq", data, p)
@@ -229,9 +234,7 @@ def parse(data: bytes) -> Model:
             cnt, q = read_leb(data, q)
             for _ in range(cnt):
                 kind, q = read_str(data, q)
-                mc, q = read_str(data, q)
-                n, q = read_leb(data, q)
-                mp, q = bytes(data[q:q + n]), q + n
+                mc, mp, q = read_triple(data, q)
                 mk = data[q]
                 (mo,), q = struct.unpack_from("<q", data, q + 1), q + 9
                 sz, q = read_leb(data, q)
@@ -253,6 +256,18 @@ def patch(data: bytes, offset: int, fmt: str, *values) -> bytes:
     b = bytearray(data)
     struct.pack_into(fmt, b, offset, *values)
     return bytes(b)
+
+
+def respell_rows_per_block(data: bytes, lay: Layout, spelled: bytes):
+    """A built file whose column 0 has a one-byte rows-per-block LEB128, with that byte written
+    as `spelled` instead (padded, overlong, ...): the tail offset and column 1's lookup offset
+    move along. Returns (the file, the byte offset of the rows per block)."""
+    at = lay.entries[0]["rpb"]
+    moved = len(spelled) - 1
+    out = data[:at] + spelled + data[at + 1:]
+    out = patch(out, 32, "<q", lay.tail + moved)
+    out = patch(out, lay.entries[1]["lookup"] + moved, "<q", lay.lookups[1])
+    return out, at
 
 
 EDGE_INT32 = (-1, 0, 1, 2, 3, 1000, 0x7FFF, 1 << 16, 1 << 20, 2**31 - 1, -2**31)

@@ -20,11 +20,12 @@ import pytest
 from cli_run import (assert_one_line_error, check_cell, csv_value, norm_type, read_delimited,
                      run, run_json, same_float, table_rows)
 from expected import column_index, our_type_string
-from reference import (MODEL_ZIPS_DIR, REPO_DIR, SAMPLE_DIR, TESTDATA_DIR, fixture,
+from reference import (REPO_DIR, SAMPLE_DIR, TESTDATA_DIR, fixture, model_zip_entries,
                        sample_params, shared_path, sidecar)
 from textdump import ticks_iso, timespan_str
 
 COMMANDS = ("info", "head", "schema", "verify", "cat", "slice", "convert")
+OPTIONAL_COLUMN_ZIP = "modelwithoptionalcolumntransform.zip"   # .idv entries with \ in names
 
 
 # ---------------------------------------------------------------- usage, help, exit codes
@@ -493,11 +494,9 @@ def test_zip_entry(tmp_path):
 
 
 def test_model_zip_entries_with_backslash_names_and_length_prefix():
-    zp = MODEL_ZIPS_DIR / "modelwithoptionalcolumntransform.zip"
-    if not zp.exists():
-        pytest.skip(f"{zp} not available")
+    zp = shared_path("mlnet-files", "model-zips", OPTIONAL_COLUMN_ZIP)
+    entries = [e for z, e in model_zip_entries() if z == zp.name]
     with zipfile.ZipFile(zp) as z:
-        entries = [n for n in z.namelist() if n.lower().endswith(".idv")]
         raw = {n: z.read(n) for n in entries}
     assert any("\\" in n for n in entries)      # stored with Windows separators
     prefixed = [n for n in entries if raw[n][4:12] == b"CML\x00DVB\x00"]
@@ -560,11 +559,8 @@ def test_verify_testdata_files_are_sound(path):
 
 
 def test_verify_model_zip_entries():
-    zp = MODEL_ZIPS_DIR / "modelwithoptionalcolumntransform.zip"
-    if not zp.exists():
-        pytest.skip(f"{zp} not available")
-    with zipfile.ZipFile(zp) as z:
-        entries = [n for n in z.namelist() if n.lower().endswith(".idv")]
+    zp = shared_path("mlnet-files", "model-zips", OPTIONAL_COLUMN_ZIP)
+    entries = [e for z, e in model_zip_entries() if z == zp.name]
     assert entries
     for n in entries:
         got = run_json("verify", f"{zp}:{n}")

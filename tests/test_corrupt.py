@@ -40,7 +40,8 @@ import pytest
 import idv
 from corrupt_cases import (CASES, FAIL_AT_OPEN, FIXTURE_FILES, MISSING, fixture_bytes,
                            fixture_file_params, model_of)
-from craft import HDR, TAIL_SIG, V, build, compress, mutate, parse, patch, tail_offset
+from craft import (HDR, TAIL_SIG, V, build, compress, mutate, parse, patch,
+                   respell_rows_per_block, tail_offset)
 from idv import _compression
 from readback import SOURCES, as_source, expect_error, prefix_same, read_quiet, same
 from reference import REPO_DIR, SAMPLE_DIR, shared_dir
@@ -235,14 +236,11 @@ def test_huge_sparse_vectors_read_sparse(name):
         m = f[0].read(sparse=True)
         assert m.shape == (6, 2**31 - 1) and m.nnz == 0
 
+
 def test_leb128_non_minimal_is_accepted():
     """ML.NET reads up to 10 LEB128 bytes, minimal or not: a padded rows-per-block reads."""
-    m = model_of("scalars_text.idv")
-    d, lay = build(m)
-    at = lay.entries[0]["rpb"]
-    padded = d[:at] + b"\x8e" + b"\x80" * 8 + b"\x00" + d[at + 1:]
-    padded = patch(padded, 32, "<q", lay.tail + 9)
-    padded = patch(padded, lay.entries[1]["lookup"] + 9, "<q", lay.lookups[1])
+    d, lay = build(model_of("scalars_text.idv"))
+    padded, _ = respell_rows_per_block(d, lay, b"\x8e" + b"\x80" * 8 + b"\x00")
     assert same(read_quiet(padded), read_quiet(d))
 
 
