@@ -2,6 +2,7 @@
 """Write benchmark: idv.write against ML.NET's own saver (the oracle's bench-write), same data.
 
     python3 benchmarks/bench_write.py                       # numeric, mixed and text, 2M rows
+    python3 benchmarks/bench_write.py --quick               # smoke run: 20,000 rows, one run each
     python3 benchmarks/bench_write.py --datasets numeric --rows 500000 --rounds 1
     python3 benchmarks/bench_write.py --no-mlnet --json     # idv only, machine-readable
 
@@ -197,15 +198,24 @@ def show(res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="numeric,mixed,text")
-    ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--rounds", type=int, default=2, help="alternations of ML.NET and idv")
-    ap.add_argument("--repeat", type=int, default=3, help="idv runs per round")
-    ap.add_argument("--mlnet-repeat", type=int, default=3, help="ML.NET runs per call")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: every dataset and writer, 20,000 rows, one run of each "
+                         "(the targets are for the full size)")
+    ap.add_argument("--rows", type=int, default=None, help="rows per dataset (default 2,000,000)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="alternations of ML.NET and idv (default 2)")
+    ap.add_argument("--repeat", type=int, default=None, help="idv runs per round (default 3)")
+    ap.add_argument("--mlnet-repeat", type=int, default=None,
+                    help="ML.NET runs per call (default 3)")
     ap.add_argument("--threads", type=int, default=None, help="idv threads (default: CPUs)")
     ap.add_argument("--fresh", action="store_true", help="delete idv's output before each run")
     ap.add_argument("--no-mlnet", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    for option, full, quick in (("rows", 2_000_000, 20_000), ("rounds", 2, 1), ("repeat", 3, 1),
+                                ("mlnet_repeat", 3, 1)):
+        if getattr(a, option) is None:
+            setattr(a, option, quick if a.quick else full)
     results = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("IDV_BENCH_DIR")) as d:
         for name in a.datasets.split(","):
@@ -214,7 +224,11 @@ def main():
             if not a.json:
                 show(res)
     if a.json:
-        print(json.dumps({"cpus": idv._threads.default_threads(), "results": results}, indent=1))
+        print(json.dumps({"cpus": idv._threads.default_threads(), "quick": a.quick,
+                          "results": results}, indent=1))
+    elif a.quick:
+        print("\n(--quick: small data, per-call overheads dominate; the targets are for the "
+              "full size)")
 
 
 if __name__ == "__main__":

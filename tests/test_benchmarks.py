@@ -1,0 +1,63 @@
+"""The benchmark scripts still run: each in its quick mode (small data, one run of each figure,
+every measured path), checked for a clean exit and results, not for speed.
+
+bench_read writes its data with ML.NET once (into the git-ignored benchmarks/_data/) and needs
+pyarrow; without the oracle it is skipped, bench_write then runs with --no-mlnet. About 10 s
+together once bench_read's data exists (15 s the first time).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from reference import REPO_DIR, find_oracle
+
+BENCHMARKS_DIR = REPO_DIR / "benchmarks"
+# script -> its quick mode (with JSON output, to check the results)
+QUICK = {
+    "bench_read.py": ["--quick", "--repeat", "1", "--json"],
+    "bench_write.py": ["--quick", "--json"],
+}
+# script -> (what it needs the ML.NET oracle for, the option that does without, if any)
+NEEDS_MLNET = {
+    "bench_read.py": ("to write its data", None),
+    "bench_write.py": ("for ML.NET's own write", "--no-mlnet"),
+}
+
+
+def test_every_benchmark_has_a_smoke_run():
+    scripts = sorted(p.name for p in BENCHMARKS_DIR.glob("*.py"))
+    assert scripts == sorted(QUICK), "add the new benchmark to QUICK (and NEEDS_MLNET)"
+
+
+@pytest.mark.parametrize("script", sorted(QUICK))
+def test_benchmark_quick_mode(script):
+    pytest.importorskip("pyarrow")
+    args = list(QUICK[script])
+    env = dict(os.environ)
+    oracle, reason = find_oracle()
+    if oracle is None:
+        why, without = NEEDS_MLNET[script]
+        if without is None:
+            pytest.skip(f"{script} needs the ML.NET oracle {why}: {reason}")
+        args.append(without)
+    else:
+        env["IDV_MLNET_ORACLE"] = str(oracle.script)
+    proc = subprocess.run([sys.executable, str(BENCHMARKS_DIR / script), *args],
+                          capture_output=True, text=True, env=env, cwd=REPO_DIR, timeout=600)
+    assert proc.returncode == 0, f"{script} exited with {proc.returncode}:\n{proc.stderr[-3000:]}"
+    report = json.loads(proc.stdout)
+    assert report["quick"] is True
+    if script == "bench_read.py":
+        assert report["figures"] and report["targets"]
+        assert ("mlnet_numeric_deflate" in report["figures"]) == (oracle is not None)
+    else:
+        assert [r["dataset"] for r in report["results"]] == ["numeric", "mixed", "text"]
+        for r in report["results"]:
+            writers = {x["writer"] for x in r["results"]}
+            assert ("ML.NET" in writers) == (oracle is not None), r["errors"]
+            assert {"idv zlib", "idv"} <= writers
