@@ -9,25 +9,18 @@ from __future__ import annotations
 import html
 import importlib.util
 import inspect
-import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-DOCS = REPO / "docs"
+from reference import REPO_DIR
 
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+DOCS = REPO_DIR / "docs"
 
-
-def _missing_sphinx():
-    for module in ("sphinx", "myst_parser"):
-        if importlib.util.find_spec(module) is None:
-            return f"{module} is not installed (pip install -e '.[docs]')"
-    return None
+if str(REPO_DIR) not in sys.path:
+    sys.path.insert(0, str(REPO_DIR))
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +31,9 @@ def built_docs(tmp_path_factory):
     out = tmp_path_factory.mktemp("html")
     p = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q",
                         "-b", "html", "-d", str(out / ".doctrees"), str(DOCS), str(out)],
-                       capture_output=True, text=True, cwd=REPO, timeout=600)
+                       capture_output=True, text=True, cwd=REPO_DIR, timeout=600)
     assert p.returncode == 0, f"sphinx-build -W failed:\n{p.stdout}\n{p.stderr}"
     return out
-
-
-def _text(path):
-    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8")))
 
 
 def test_docs_build_without_warnings(built_docs):
@@ -123,38 +112,6 @@ def test_docs_pages_are_in_a_toctree():
 CYTHON_MODULES = ["_cursor", "_header", "_toc", "_lookup", "_compression", "_codecs", "_encode"]
 
 
-def _stub_members(body):
-    """name -> node for the defs, classes and annotated names of a stub body."""
-    import ast
-    out = {}
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            out[node.name] = node
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            out[node.target.id] = node
-        elif isinstance(node, ast.Assign):
-            out.update((t.id, node) for t in node.targets if isinstance(t, ast.Name))
-    return out
-
-
-def _stub_params(fn):
-    a = fn.args
-    return [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + \
-        ([a.vararg.arg] if a.vararg else []) + ([a.kwarg.arg] if a.kwarg else [])
-
-
-def _runtime_params(obj):
-    try:
-        sig = inspect.signature(obj)
-    except (TypeError, ValueError):
-        return None
-    names = [p.name for p in sig.parameters.values()
-             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    names += [p.name for p in sig.parameters.values() if p.kind == p.VAR_POSITIONAL]
-    names += [p.name for p in sig.parameters.values() if p.kind == p.VAR_KEYWORD]
-    return names
-
-
 def test_stubs_match_the_compiled_modules():
     """idv/_*.pyi against the compiled modules: the same public names, classes with the same
     methods and attributes, functions with the same parameters (stubtest checks more; see
@@ -162,11 +119,11 @@ def test_stubs_match_the_compiled_modules():
     import ast
     import importlib
     import types
-    assert (REPO / "idv" / "py.typed").exists()
+    assert (REPO_DIR / "idv" / "py.typed").exists()
     problems, compared = [], 0
     for name in CYTHON_MODULES:
         mod = importlib.import_module(f"idv.{name}")
-        stub = _stub_members(ast.parse((REPO / "idv" / f"{name}.pyi").read_text()).body)
+        stub = _stub_members(ast.parse((REPO_DIR / "idv" / f"{name}.pyi").read_text()).body)
         runtime = {k: v for k, v in vars(mod).items()
                    if not k.startswith("_") and not isinstance(v, types.ModuleType)
                    and not (callable(v) and getattr(v, "__module__", None) != mod.__name__)}
@@ -203,3 +160,48 @@ def test_stubs_match_the_compiled_modules():
                                                 f" in the stub, {tuple(got)} compiled")
     assert problems == []
     assert compared >= 40      # the signatures were really compared (embedsignature, binding)
+
+
+# ---------------------------------------------------------------- helpers
+
+def _missing_sphinx():
+    for module in ("sphinx", "myst_parser"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install -e '.[docs]')"
+    return None
+
+
+def _text(path):
+    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8")))
+
+
+def _stub_members(body):
+    """name -> node for the defs, classes and annotated names of a stub body."""
+    import ast
+    out = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out[node.name] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            out[node.target.id] = node
+        elif isinstance(node, ast.Assign):
+            out.update((t.id, node) for t in node.targets if isinstance(t, ast.Name))
+    return out
+
+
+def _stub_params(fn):
+    a = fn.args
+    return [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + \
+        ([a.vararg.arg] if a.vararg else []) + ([a.kwarg.arg] if a.kwarg else [])
+
+
+def _runtime_params(obj):
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    names = [p.name for p in sig.parameters.values()
+             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    names += [p.name for p in sig.parameters.values() if p.kind == p.VAR_POSITIONAL]
+    names += [p.name for p in sig.parameters.values() if p.kind == p.VAR_KEYWORD]
+    return names

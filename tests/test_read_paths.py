@@ -21,13 +21,6 @@ except ImportError:                         # numpy < 2
     from numpy.core.multiarray import get_handler_name
 
 
-def _text(n, seed=3):
-    rng = np.random.default_rng(seed)
-    words = ["alpha", "béta", "gamma", "δέλτα", "中文", "x", "", "emoji 😀", "tab\there"]
-    return [words[i] + str(j) for i, j in zip(rng.integers(0, len(words), n),
-                                             rng.integers(0, 10**6, n))]
-
-
 @pytest.fixture(scope="module")
 def big_file(tmp_path_factory):
     """A file whose columns are several MB each, so reads take the parallel paths."""
@@ -42,13 +35,6 @@ def big_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("paths") / "big.idv"
     idv.write(str(path), data, rows_per_block=4096)
     return path, data
-
-
-def _check(got, data):
-    assert np.array_equal(got["I"], data["I"])
-    assert np.array_equal(got["F"], data["F"])
-    assert got["T"].tolist() == data["T"].tolist()
-    assert np.array_equal(got["B"], data["B"])
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
@@ -119,3 +105,17 @@ def test_small_and_odd_sizes_use_numpy_empty():
         a = _compression.empty(n, np.uint8)
         assert a.shape == (n,) and a.flags.owndata
         assert get_handler_name(a) != "idv_huge_pages"
+
+
+def _text(n, seed=3):
+    rng = np.random.default_rng(seed)
+    words = ["alpha", "béta", "gamma", "δέλτα", "中文", "x", "", "emoji 😀", "tab\there"]
+    return [words[i] + str(j) for i, j in zip(rng.integers(0, len(words), n),
+                                             rng.integers(0, 10**6, n))]
+
+
+def _check(got, data):
+    assert np.array_equal(got["I"], data["I"])
+    assert np.array_equal(got["F"], data["F"])
+    assert got["T"].tolist() == data["T"].tolist()
+    assert np.array_equal(got["B"], data["B"])

@@ -19,10 +19,10 @@ try:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
     from hypothesis.extra import numpy as hnp
-except ImportError:     # the property tests below are then skipped, the rest still run
-    given = None
-needs_hypothesis = pytest.mark.skipif(given is None, reason="hypothesis is not installed")
-if given is None:
+    needs_hypothesis = pytest.mark.skipif(False, reason="hypothesis is installed")
+except ImportError:     # the property tests are then skipped, the rest still run
+    needs_hypothesis = pytest.mark.skipif(True, reason="hypothesis is not installed")
+
     def given(*args, **kwargs):
         return lambda fn: fn
 
@@ -32,8 +32,7 @@ if given is None:
     class _Anything:
         def __getattr__(self, name):
             return lambda *a, **k: None
-    st = hnp = _Anything()
-    HealthCheck = _Anything()
+    st = hnp = HealthCheck = _Anything()
 
 NUMERIC = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
            np.float32, np.float64, np.bool_]
