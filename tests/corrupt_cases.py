@@ -15,12 +15,12 @@ import pytest
 from craft import (SIG, V, build, col_named, compress, key2_params, leb, nstr, parse, patch,
                    read_leb, respell_rows_per_block, tail_offset, text_payload, triple,
                    vbuf_params, vbuf_payload)
-from reference import MLNET_FILES_DIR, SAMPLE_DIR, SET_SHARED
+from reference import MLNET_FILES_DIR, SAMPLE_DIR, SET_SHARED, shared_dir
 
 # the sample fixtures, then ML.NET's own files (datatypes.idv, ...)
 FIXTURE_FILES = (sorted(SAMPLE_DIR.glob("*.idv")) if SAMPLE_DIR.is_dir() else []) + \
     (sorted(MLNET_FILES_DIR.glob("*.idv")) if MLNET_FILES_DIR.is_dir() else [])
-MISSING = f"shared fixtures missing under {SAMPLE_DIR.parent.parent} ({SET_SHARED})"
+MISSING = f"shared fixtures missing under {shared_dir()} ({SET_SHARED})"
 
 _CACHE: dict = {}
 
