@@ -11,10 +11,11 @@ from idv.reader import Column, Field, IdvFile, IdvWarning, Schema, open, read
 from idv.types import (Boolean, Byte, DataViewType, DateTime, DateTimeOffset, Double, Int16,
                        Int32, Int64, Key, PrimitiveType, RowId, SByte, Single, Text, TimeSpan,
                        UInt16, UInt32, UInt64, Vector)
+from idv.sample import sample_path
 from idv.vectors import Ragged
 
 __all__ = [
-    "__version__", "open", "read", "IdvFile", "Column", "Schema", "Field", "Ragged",
+    "__version__", "open", "read", "sample_path", "IdvFile", "Column", "Schema", "Field", "Ragged",
     "IdvFormatError", "UnsupportedCodecError", "IdvWarning",
     "DataViewType", "PrimitiveType", "Key", "Vector",
     "SByte", "Byte", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Single", "Double",

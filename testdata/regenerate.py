@@ -245,6 +245,53 @@ def annotations_more():
     ]}
 
 
+def sample():
+    """The sample bundled with the package (idv/data/sample.idv): 240 house listings in 4
+    blocks, every common type, as an ML.NET pipeline would leave them."""
+    import random
+    rnd = random.Random(20261123)
+    cities = ["Seattle", "Redmond", "Bellevue", "Kirkland", "Tacoma"]
+    words = ["Bright", "Quiet", "Sunny", "Cosy", "Spacious", "Modern", "Classic", "Renovated"]
+    kinds = ["flat", "house", "studio", "loft", "townhouse", "maisonette"]
+    places = ["near the lake", "by the park", "in the centre", "close to the caf\u00e9",
+              "with a view of Mt. Rainier", "on a calm street", "\u2014 no agents", ""]
+    second = 10_000_000
+    start = TICKS_1970 + 1_704_067_200 * second          # 2024-01-01T00:00:00
+    rows = 240
+    cols = {k: [] for k in ("Id", "Listed", "City", "Bedrooms", "Area", "Price", "Sold",
+                            "Title", "Features")}
+    for i in range(rows):
+        bedrooms = rnd.randint(0, 5)
+        area = round(rnd.uniform(25, 60) + 22 * bedrooms, 1)
+        city = rnd.randint(1, len(cities))
+        age = rnd.randint(0, 90)
+        distance = round(rnd.uniform(0.2, 25.0), 2)
+        price = round(area * rnd.uniform(3500, 9000) / (1 + distance / 40), -2)
+        cols["Id"].append(100_000 + 17 * i)
+        cols["Listed"].append(start + rnd.randint(0, 300 * 86400) * second)
+        cols["City"].append(city)
+        cols["Bedrooms"].append(bedrooms)
+        cols["Area"].append(area)
+        cols["Price"].append(price)
+        cols["Sold"].append(rnd.random() < 0.4)
+        cols["Title"].append(" ".join(filter(None, [rnd.choice(words),
+                             f"{bedrooms}-bedroom" if bedrooms else "", rnd.choice(kinds),
+                             rnd.choice(places)])))
+        cols["Features"].append([float(bedrooms), area / 100, age / 10, distance])
+    types = {"Id": "Int64", "Listed": "DateTime", "Bedrooms": "Int32", "Area": "Single",
+             "Price": "Double", "Sold": "Boolean", "Title": "Text"}
+    columns = [{"name": n, "type": types[n], "values": cols[n]} for n in
+               ("Id", "Listed")]
+    columns.append({"name": "City", "type": "Key", "key_raw": "UInt32",
+                    "key_count": len(cities), "key_values": cities, "values": cols["City"]})
+    columns += [{"name": n, "type": types[n], "values": cols[n]} for n in
+                ("Bedrooms", "Area", "Price", "Sold", "Title")]
+    columns.append({"name": "Features", "type": "Single", "vector": 4,
+                    "slot_names": ["Bedrooms", "Area100", "Age10", "DistanceKm"],
+                    "values": cols["Features"]})
+    return {"rows": rows, "columns": columns}
+
+
 # name -> (description, spec builder, oracle save options)
 FIXTURES = {
     "vectors_blocks_deflate": (
@@ -274,7 +321,15 @@ FIXTURES = {
         "annotation types the sample lacks: UInt64 key, DateTimeOffset (vector), TimeSpan "
         "long.MinValue, RowId, Boolean vector, sparse text vector, 2x3 Double, DateTime KeyValues",
         annotations_more, []),
+    "sample": (
+        "the sample bundled with the package (idv.sample_path()): 240 listings in 4 blocks "
+        "of 64 rows; Int64, DateTime, a key with KeyValues, Int32, Single, Double, Boolean, "
+        "Text and a Vector<Single, 4> with SlotNames",
+        sample, ["--max-rows-per-block", "64"]),
 }
+
+# fixtures whose .idv goes into the package rather than this folder
+PACKAGE_DATA = {"sample": REPO / "idv" / "data" / "sample.idv"}
 
 
 def shared_dir(arg=None):
@@ -300,7 +355,8 @@ def main(argv=None):
     for name in a.only or FIXTURES:
         description, build, options = FIXTURES[name]
         spec_path = HERE / f"{name}.spec.json"
-        idv_path = HERE / f"{name}.idv"
+        idv_path = PACKAGE_DATA.get(name, HERE / f"{name}.idv")
+        idv_path.parent.mkdir(exist_ok=True)
         side_path = HERE / f"{name}.json"
         spec_path.write_text(json.dumps(build(), indent=1, ensure_ascii=True) + "\n")
         proc = subprocess.run([a.python, str(oracle), "write-spec", str(spec_path), str(idv_path),
@@ -315,7 +371,8 @@ def main(argv=None):
         if too_big:
             sys.exit(f"regenerate.py: {name}: files over {MAX_BYTES} bytes: {too_big}")
         manifest[name] = {"description": description, "save_options": options,
-                          "spec": spec_path.name, "idv": idv_path.name, "sidecar": side_path.name,
+                          "spec": spec_path.name,
+                          "idv": os.path.relpath(idv_path, HERE), "sidecar": side_path.name,
                           "writer": result["writer"], "self_check": result["self_check"]}
         print(f"{name}: {sizes[idv_path.name]} bytes, self-check {result['self_check']}")
     manifest = {k: manifest[k] for k in FIXTURES if k in manifest}

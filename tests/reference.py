@@ -111,11 +111,11 @@ class FixtureFile:
     """An .idv fixture with the sidecar of what ML.NET read from it, named ``group/name`` in
     test ids."""
 
-    def __init__(self, group, idv_path):
+    def __init__(self, group, idv_path, sidecar=None):
         self.group = group
         self.idv_path = Path(idv_path)
         self.name = self.idv_path.stem
-        self.sidecar_path = sidecar_path(self.idv_path)
+        self.sidecar_path = Path(sidecar) if sidecar else sidecar_path(self.idv_path)
 
     @property
     def id(self):
@@ -123,7 +123,8 @@ class FixtureFile:
 
     @property
     def sidecar(self) -> dict:
-        return sidecar(self.idv_path)
+        assert self.sidecar_path is not None, f"{self.idv_path} has no .json/.json.gz sidecar"
+        return _load_cached(self.sidecar_path)
 
     def __repr__(self):
         return self.id
@@ -135,6 +136,16 @@ def fixture_files(group, folder) -> list:
     if not folder.is_dir():
         return []
     return [FixtureFile(group, p) for p in sorted(folder.glob("*.idv"))]
+
+
+def regenerated_fixtures() -> list:
+    """A FixtureFile for every fixture in testdata/manifest.json, including the sample bundled
+    with the package (its .idv is idv/data/sample.idv, its sidecar in testdata/)."""
+    manifest = TESTDATA_DIR / "manifest.json"
+    if not manifest.exists():
+        return []
+    return [FixtureFile("testdata", (TESTDATA_DIR / e["idv"]).resolve(),
+                        TESTDATA_DIR / e["sidecar"]) for e in load_json(manifest).values()]
 
 
 def model_zip_entries() -> list:

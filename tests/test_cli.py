@@ -21,7 +21,7 @@ from cli_run import (assert_one_line_error, check_cell, csv_value, norm_type, re
                      run, run_json, same_float, table_rows)
 from expected import column_index, our_type_string
 from reference import (REPO_DIR, SAMPLE_DIR, TESTDATA_DIR, fixture, model_zip_entries,
-                       sample_params, shared_path, sidecar)
+                       sample_params, shared_path, sidecar, regenerated_fixtures)
 from textdump import ticks_iso, timespan_str
 
 COMMANDS = ("info", "head", "schema", "verify", "cat", "slice", "convert")
@@ -551,7 +551,7 @@ def test_verify_every_fixture_is_sound(name):
     assert f"{blocks} block" in out.splitlines()[-1]
 
 
-@pytest.mark.parametrize("path", sorted(TESTDATA_DIR.glob("*.idv")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [f.idv_path for f in regenerated_fixtures()], ids=lambda p: p.stem)
 def test_verify_testdata_files_are_sound(path):
     got = run_json("verify", path)
     assert got["ok"] and not got["problems"]

@@ -22,10 +22,11 @@ import pytest
 import dumpcheck as dc
 import idv
 from expected import expected_column
-from reference import SAMPLE_DIR, TESTDATA_DIR, fixture_files, load_json, skip_param
+from reference import (SAMPLE_DIR, TESTDATA_DIR, fixture_files, load_json, skip_param,
+                       regenerated_fixtures)
 
 SAMPLE = fixture_files("sample", SAMPLE_DIR)
-TESTDATA = fixture_files("testdata", TESTDATA_DIR)
+TESTDATA = regenerated_fixtures()
 CASES = SAMPLE + TESTDATA
 
 

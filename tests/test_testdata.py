@@ -15,7 +15,7 @@ import pytest
 
 import idv
 from expected import ExpectedRagged, assert_column_equal, column_expected, parse_type_string
-from reference import TESTDATA_DIR, load_json
+from reference import TESTDATA_DIR, load_json, regenerated_fixtures
 
 I64_MIN = -2 ** 63
 
@@ -47,7 +47,10 @@ def test_manifest_matches_regenerate():
     manifest = load_json(TESTDATA_DIR / "manifest.json")
     assert list(manifest) == NAMES
     on_disk = sorted(p.stem for p in TESTDATA_DIR.glob("*.idv"))
-    assert on_disk == sorted(NAMES), "stray or missing .idv files in testdata/"
+    in_package = sorted(n for n, p in REGEN.PACKAGE_DATA.items() if p.exists())
+    assert in_package == sorted(REGEN.PACKAGE_DATA), "a fixture of the package is missing"
+    assert on_disk == sorted(set(NAMES) - set(in_package)), \
+        "stray or missing .idv files in testdata/"
     for name, entry in manifest.items():
         assert entry["self_check"] == "ok", f"{name}: ML.NET's self-check: {entry['self_check']}"
         assert entry["save_options"] == REGEN.FIXTURES[name][2]
@@ -114,13 +117,13 @@ _VOLATILE = ("writer", "mlnet", "file")
 
 def test_sidecars_are_ml_nets_view(oracle):
     """ML.NET's dump of every committed .idv is the committed sidecar."""
-    paths = [TESTDATA_DIR / f"{n}.idv" for n in NAMES]
+    paths = [f.idv_path for f in regenerated_fixtures()]
     assert paths, "no testdata fixtures"
     dumps = oracle.dump_many(paths)
     for p in paths:
         dump = dumps[str(p)]
         assert "error" not in dump, f"ML.NET could not read {p.name}: {dump.get('error')}"
-        side = load_json(p.with_suffix(".json"))
+        side = load_json(TESTDATA_DIR / f"{p.stem}.json")
         for key in _VOLATILE:
             dump.pop(key, None)
             side.pop(key, None)
