@@ -11,6 +11,8 @@ errors carry.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Optional, Tuple
 
 from idv import _header
 from idv.errors import IdvFormatError, UnsupportedCodecError
@@ -21,6 +23,7 @@ from idv.reader import open as open_file
 GROUP_BYTES = 32 << 20
 
 
+@dataclass
 class Finding:
     """One thing ``verify`` found: a problem (the file is not sound) or a warning (a part it
     could not check).
@@ -32,29 +35,34 @@ class Finding:
     (bytes). ``str(finding)`` is one line, as ``idv verify`` prints it.
     """
 
-    __slots__ = ("what", "message", "column", "column_index", "metadata_kind", "block", "rows",
-                 "offset", "size")
+    what: str
+    message: str
+    column: Optional[str] = None
+    column_index: Optional[int] = None
+    metadata_kind: Optional[str] = None
+    block: Optional[int] = None
+    rows: Optional[Tuple[int, int]] = None
+    offset: Optional[int] = None
+    size: Optional[int] = None
 
-    def __init__(self, what, message, column=None, *, metadata_kind=None, block=None,
-                 rows=None, offset=None, size=None):
-        self.what = what
-        self.message = " ".join(str(message).split())
-        self.column = None if column is None else column.name
-        self.column_index = None if column is None else column.index
-        self.metadata_kind = metadata_kind
-        self.block = block
-        self.rows = rows
-        self.offset = offset
-        self.size = size
+    def __post_init__(self):
+        self.message = " ".join(str(self.message).split())   # one line
 
     @classmethod
-    def from_error(cls, what, error, column=None, **where):
+    def about(cls, what, message, col=None, **where):
+        """A finding on column `col` (a Column, or None for the whole file)."""
+        if col is not None:
+            where.update(column=col.name, column_index=col.index)
+        return cls(what, message, **where)
+
+    @classmethod
+    def from_error(cls, what, error, col=None, **where):
         """A finding for an IdvFormatError: its reason, and its location where `where` does
         not give one."""
         for name in ("metadata_kind", "block", "offset"):
             if where.get(name) is None:
                 where[name] = getattr(error, name)
-        return cls(what, error.reason, column, **where)
+        return cls.about(what, error.reason, col, **where)
 
     @property
     def where(self):
@@ -94,9 +102,6 @@ class Finding:
 
     def __str__(self):
         return f"{self.where}: {self.message}"
-
-    def __repr__(self):
-        return f"<idv.Finding {self.what}: {self}>"
 
 
 class VerifyReport:
@@ -212,7 +217,8 @@ def _check_column(col, report, ranges):
     if col.readable:
         report.checked["columns"] += 1
     else:
-        report.warnings.append(Finding("column", f"not checked: {col.unreadable_reason}", col))
+        report.warnings.append(Finding.about("column", f"not checked: {col.unreadable_reason}",
+                                             col))
     table = _check_lookup(col, report)
     if table is not None:
         ranges.append((col.lookup_offset, 16 * col.num_blocks, f"{name} lookup table"))
@@ -235,8 +241,8 @@ def _check_lookup(col, report):
         report.problems += [Finding.from_error("lookup", other, col)
                             for other in col.lookup_errors() if other.block != e.block]
         if col.readable:
-            report.warnings.append(Finding("column", "blocks not checked: the lookup table is "
-                                                     "invalid", col))
+            report.warnings.append(Finding.about("column", "blocks not checked: the lookup "
+                                                           "table is invalid", col))
         return None
     report.checked["lookup_tables"] += 1
     return table
@@ -281,8 +287,9 @@ def _check_metadata(col, report, ranges, name):
         try:
             col.decode_metadata(m)
         except UnsupportedCodecError as e:
-            report.warnings.append(Finding("metadata", f"{m.kind!r} not checked: {e.reason}",
-                                           col, metadata_kind=m.kind, offset=m.offset))
+            report.warnings.append(Finding.about("metadata", f"{m.kind!r} not checked: "
+                                                 f"{e.reason}", col, metadata_kind=m.kind,
+                                                 offset=m.offset))
             continue
         except IdvFormatError as e:
             # damage in the value's bytes has its size; in the codec's parameters, not

@@ -427,7 +427,7 @@ class Column:
             try:
                 codec.fix(out)
             except IdvFormatError as e:
-                raise self._fix_error(e, b0, b1, table, out, r0)
+                raise self._fix_error(e, b0, b1, table, out, r0) from None
             return out
         if is_vector:
             results = [None] * (b1 - b0)
@@ -454,8 +454,8 @@ class Column:
         return out
 
     def _fix_error(self, error, b0, b1, table, out, r0):
-        """Locate a codec.fix() failure over blocks [b0, b1) at the first block that fails
-        alone (fix only checks, or converts values in place once they all pass)."""
+        """Locate a codec.fix() failure over blocks [b0, b1): the first block whose rows fail
+        alone (checked on a copy)."""
         for b in range(b0, b1):
             s, e = (r - r0 for r in self.block_rows(b))
             try:
