@@ -14,10 +14,9 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from idv import _header
+from idv import _header, reader
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv.reader import IdvFile, block_groups
-from idv.reader import open as open_file
 
 # decompressed bytes decoded per call; a failing group is decoded again block by block
 GROUP_BYTES = 32 << 20
@@ -191,7 +190,7 @@ def verify(source, *, threads=None, backend=None) -> VerifyReport:
         return report
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     try:
-        f = open_file(source, threads=threads, backend=backend)
+        f = reader.open(source, threads=threads, backend=backend)
     except IdvFormatError as e:
         return VerifyReport.for_unopenable(e, path)
     report = VerifyReport(path)

@@ -7,7 +7,6 @@ decoders release the GIL).
 """
 from __future__ import annotations
 
-import contextlib
 import warnings
 
 import numpy as np
@@ -173,8 +172,10 @@ class Column:
     def lookup(self):
         """The lookup table: a structured array (offset, disk, raw), one row per block."""
         if self._table is None:
-            with self._errors_located():
+            try:
                 self._table = self._read_lookup()
+            except IdvFormatError as e:
+                raise self._located(e)
         return self._table
 
     @property
@@ -187,14 +188,10 @@ class Column:
         """Bytes after decompression."""
         return int(self.lookup["raw"].sum(dtype=np.int64))
 
-    @contextlib.contextmanager
-    def _errors_located(self, **where):
-        """IdvFormatErrors raised inside name this column (and `where`, and the file's path)."""
-        try:
-            yield
-        except IdvFormatError as e:
-            e.locate(column=self.name, column_index=self.index, path=self._file._path, **where)
-            raise
+    def _located(self, error, **where):
+        """`error` (an IdvFormatError) naming this column, `where`, and the file's path."""
+        return error.locate(column=self.name, column_index=self.index, path=self._file._path,
+                            **where)
 
     def _read_lookup(self):
         nb = self.num_blocks
@@ -268,8 +265,10 @@ class Column:
         return self._metadata
 
     def _metadata_codec(self, m):
-        with self._errors_located(metadata_kind=m.kind):
+        try:
             return _codecs.resolve(m.codec_name, m.codec_params)
+        except IdvFormatError as e:
+            raise self._located(e, metadata_kind=m.kind)
 
     # ---- the file's structures, for idv.verify and the command line (package-internal: not
     # part of the public API, and may change)
@@ -297,8 +296,7 @@ class Column:
         except IdvFormatError:
             return []
         table = np.frombuffer(bytes(buf), _lookup.ENTRY, nb)
-        return [_lookup.entry_error(table, b, self.lookup_offset, tail).locate(
-                    column=self.name, column_index=self.index, path=self._file._path)
+        return [self._located(_lookup.entry_error(table, b, self.lookup_offset, tail))
                 for b in _lookup.bad_entries(table, tail)]
 
     def metadata_entries(self):
@@ -311,9 +309,11 @@ class Column:
                 self._metadata_entries = []
             else:
                 tail = self._file.header.tail_offset
-                with self._errors_located():
+                try:
                     self._metadata_entries = _toc.parse_metadata_toc(
                         self._file._source.view(off, tail - off), off, tail)
+                except IdvFormatError as e:
+                    raise self._located(e)
         return self._metadata_entries
 
     _meta_entries = metadata_entries   # the older name (tests/dumpcheck.py)
@@ -323,29 +323,28 @@ class Column:
         unknown codec or compression (``metadata`` skips those with a warning) and
         IdvFormatError for damage. Package-internal."""
         codec = self._metadata_codec(entry)
-        with self._errors_located(metadata_kind=entry.kind):
-            if entry.compression not in _compression.NAMES:
-                raise UnsupportedCodecError(f"unknown compression {entry.compression}")
-            try:
-                data = self._file._source.view(entry.offset, entry.size)
-                raw = _compression.decompress_metadata(
-                    entry.compression, data, entry.size * _compression.MAX_RATIO + 64)
-                value = codec.decode(memoryview(raw), 1)
-                if isinstance(codec, _codecs.VBufferCodec):
-                    _check_dense([value], codec.type, entry.size)
-                    return vectors.metadata_value(value, codec.type)
-            except IdvFormatError as e:
-                e.locate(offset=entry.offset)
-                raise
+        if entry.compression not in _compression.NAMES:
+            raise self._located(UnsupportedCodecError(f"unknown compression "
+                                                      f"{entry.compression}"),
+                                metadata_kind=entry.kind)
+        try:
+            data = self._file._source.view(entry.offset, entry.size)
+            raw = _compression.decompress_metadata(
+                entry.compression, data, entry.size * _compression.MAX_RATIO + 64)
+            value = codec.decode(memoryview(raw), 1)
+            if isinstance(codec, _codecs.VBufferCodec):
+                _check_dense([value], codec.type, entry.size)
+                return vectors.metadata_value(value, codec.type)
+        except IdvFormatError as e:
+            raise self._located(e, metadata_kind=entry.kind, offset=entry.offset)
         v = value[0]
         return v.item() if isinstance(v, np.bool_) else v
 
     # ---- reading
     def _check_readable(self):
         if self._dead is not None:
-            raise UnsupportedCodecError(f"cannot read: {self._dead} (ML.NET skips such columns "
-                                        f"too)", column=self.name, column_index=self.index,
-                                        path=self._file._path)
+            raise self._located(UnsupportedCodecError(f"cannot read: {self._dead} (ML.NET skips "
+                                                      f"such columns too)"))
 
     def read(self, sparse=False):
         """Every row: a numpy array, a Ragged for variable-size vectors, or with
@@ -395,8 +394,10 @@ class Column:
         """The rows of blocks [b0, b1) in read()'s form (read, slicing and iter_blocks use it;
         idv.verify decodes every block through it). A damaged block raises IdvFormatError
         with its ``block`` and ``offset``."""
-        with self._errors_located():
+        try:
             return self._decode_blocks(b0, b1, sparse)
+        except IdvFormatError as e:
+            raise self._located(e)
 
     def block_rows(self, b):
         """(first row, stop row) of block `b`."""

@@ -9,6 +9,7 @@ from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.inspect import select_columns
 from idv.cli.opener import as_path, open_file
 from idv.cli.render import dump_json, plural
+from idv.errors import IdvFormatError
 
 
 def progress_callback(args):
@@ -88,7 +89,12 @@ def _convert_columns(args, src, src_fmt):
 def cmd_convert(args, out):
     module = _load_convert()
     with as_path(args.input) as src:   # an .idv inside a zip: a copy of the entry
-        return _convert(module, src, args, out)
+        try:
+            return _convert(module, src, args, out)
+        except IdvFormatError as e:
+            if e.path == src:   # name the input as given, not the copy
+                e.path = args.input
+            raise
 
 
 def _convert(module, src, args, out):
