@@ -22,9 +22,10 @@ __all__ = [
     "Boolean", "Text", "DateTime", "DateTimeOffset", "TimeSpan", "RowId",
 ]
 
+from idv.checker import verify  # noqa: E402
 from idv.writer import Sparse, Writer, write  # noqa: E402
 
-__all__ += ["write", "Writer", "Sparse"]
+__all__ += ["verify", "write", "Writer", "Sparse"]
 
 # the Python data stack: pandas and pyarrow are imported only when these are called
 from idv.arrow import from_arrow, record_batch_reader, to_arrow  # noqa: E402

@@ -397,7 +397,7 @@ cdef class VBufferCodec(Codec):
         return block
 
     def decode_at(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n):
-        cdef Cursor c = Cursor(buf, pos, 0, "VBuffer block")
+        cdef Cursor c = Cursor(buf, pos, None, "VBuffer block")
         cdef Py_ssize_t typesize = self.type.size
         nvec = c.i32("vector count")
         if nvec != n:
@@ -500,12 +500,11 @@ def _parse_vbuffer(Cursor c):
 
 
 def _nested(Cursor c, str outer):
-    name, params = read_codec(c, outer)
+    name, params = read_codec(c)
     if name not in CODECS:
         # ML.NET: an unknown codec nested in VBuffer/Key is a decode error, not a dead column.
         c.fail(f"unknown codec {name!r} nested in {outer}")
-    # errors in the inner parameters name the outer codec and its column too
-    return resolve(name, params, f" in {c.where}" if c.where else "")
+    return resolve(name, params)
 
 
 CODECS = {
@@ -535,13 +534,14 @@ CODECS = {
 }
 
 
-def resolve(str name, bytes params, str where=""):
-    """The codec for a (load name, parameter bytes) pair; the parameters must be used exactly."""
+def resolve(str name, bytes params):
+    """The codec for a (load name, parameter bytes) pair; the parameters must be used exactly.
+    Errors name the codec, not its column: the caller adds that (IdvFormatError.locate)."""
     parser = CODECS.get(name)
     if parser is None:
-        raise UnsupportedCodecError(f"unknown codec {name!r}{where}")
-    cdef Cursor c = Cursor(params, 0, 0, f"codec {name!r} parameters{where}")
+        raise UnsupportedCodecError(f"unknown codec {name!r}")
+    cdef Cursor c = Cursor(params, 0, None, f"codec {name!r} parameters")
     codec = parser(c)
     if c.remaining:
-        c.fail(f"codec {name!r} has {c.remaining} unused parameter bytes")
+        raise IdvFormatError(f"codec {name!r} has {c.remaining} unused parameter bytes")
     return codec

@@ -5,6 +5,7 @@ cdef class Cursor:
     cdef readonly Py_ssize_t pos
     cdef readonly Py_ssize_t end
     cdef readonly Py_ssize_t base
+    cdef readonly bint in_file
     cdef readonly str where
     cdef int need(self, Py_ssize_t n, str what) except -1
     cpdef int u8(self, str what=*) except -1

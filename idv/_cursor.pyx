@@ -2,7 +2,8 @@
 """Bounds-checked little-endian reading: fixed-width integers, LEB128 and .NET strings.
 
 Every read checks the remaining length first, so a malformed offset or count in a file turns
-into an IdvFormatError naming the absolute byte offset, never an out-of-bounds read.
+into an IdvFormatError carrying the absolute byte offset (``offset``), never an out-of-bounds
+read.
 """
 from libc.string cimport memcpy
 from libc.stdint cimport uint8_t, int16_t, int32_t, int64_t, uint64_t
@@ -11,21 +12,28 @@ from idv.errors import IdvFormatError
 
 
 cdef class Cursor:
-    """Reads `buf` from `pos`; `base` is the absolute file offset of buf[0] (for messages)."""
+    """Reads `buf` from `pos`. `base` is the file offset of buf[0], so errors carry the file
+    offset where reading failed; None for bytes that are not a range of the file (codec
+    parameters, a decompressed block), whose errors name `where` instead."""
 
-    def __init__(self, const uint8_t[:] buf, Py_ssize_t pos=0, Py_ssize_t base=0,
-                 str where="", end=None):
+    def __init__(self, const uint8_t[:] buf, Py_ssize_t pos=0, base=None, str where="",
+                 end=None):
         self.buf = buf
         self.pos = pos
-        self.base = base
+        self.in_file = base is not None
+        self.base = base if base is not None else 0
         self.where = where
         self.end = buf.shape[0] if end is None else min(<Py_ssize_t>end, buf.shape[0])
         if pos < 0 or pos > self.end:
-            self.fail(f"offset {base + pos} is outside the file")
+            self.fail("start position is outside the data")
 
-    def fail(self, str message):
+    def fail(self, str message, at=None):
+        """Raise IdvFormatError(message) at file offset `at` (default: the next byte's)."""
         where = f" ({self.where})" if self.where else ""
-        raise IdvFormatError(f"{message}{where}")
+        offset = None
+        if self.in_file:
+            offset = self.base + self.pos if at is None else at
+        raise IdvFormatError(f"{message}{where}", offset=offset)
 
     @property
     def offset(self):
@@ -38,8 +46,7 @@ cdef class Cursor:
 
     cdef int need(self, Py_ssize_t n, str what) except -1:
         if n < 0 or n > self.end - self.pos:
-            self.fail(f"truncated {what} at byte {self.base + self.pos}: need {n} bytes, "
-                      f"{self.end - self.pos} left")
+            self.fail(f"truncated {what}: need {n} bytes, {self.end - self.pos} left")
         return 0
 
     cpdef int u8(self, str what="byte") except -1:
@@ -84,7 +91,7 @@ cdef class Cursor:
         while True:
             b = self.u8(what)
             if shift == 63 and b > 1:
-                self.fail(f"{what} at byte {self.base + start} overflows 64 bits")
+                self.fail(f"{what} overflows 64 bits", self.base + start)
             value |= (<uint64_t>(b & 0x7F)) << shift
             if not (b & 0x80):
                 return value
@@ -95,13 +102,13 @@ cdef class Cursor:
         cdef Py_ssize_t start = self.pos
         n = self.leb128(what + " length")
         if n > self.end - self.pos:
-            self.fail(f"truncated {what} at byte {self.base + start}: length {n}, "
-                      f"{self.end - self.pos} bytes left")
+            self.fail(f"truncated {what}: length {n}, {self.end - self.pos} bytes left",
+                      self.base + start)
         raw = self.take(n, what)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            self.fail(f"invalid UTF-8 in {what} at byte {self.base + start}: {e.reason}")
+            self.fail(f"invalid UTF-8 in {what}: {e.reason}", self.base + start)
 
     cpdef bytes take(self, Py_ssize_t n, str what="bytes"):
         self.need(n, what)

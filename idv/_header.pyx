@@ -68,11 +68,11 @@ def parse_header(const unsigned char[:] head, Py_ssize_t stream_size):
     if head.shape[0] < HEADER_SIZE:
         raise IdvFormatError(f"truncated file: {head.shape[0]} bytes, the header alone is "
                              f"{HEADER_SIZE}")
-    cdef Cursor c = Cursor(head, 0, 0, "header")
+    cdef Cursor c = Cursor(head, 0, 0)
     sig = c.u64()
     if sig != SIGNATURE:
-        raise IdvFormatError(f"not an .idv file: bad signature {sig:#018x} at byte 0 "
-                             f"(expected {SIGNATURE:#018x}, 'CML\\0DVB\\0')")
+        raise IdvFormatError(f"not an .idv file: bad signature {sig:#018x} (expected "
+                             f"{SIGNATURE:#018x}, 'CML\\0DVB\\0')", offset=0)
     version = c.u64()
     compat = c.u64()
     toc_offset = c.i64()
@@ -87,24 +87,24 @@ def parse_header(const unsigned char[:] head, Py_ssize_t stream_size):
     if compat > MAX_COMPATIBLE_VERSION:
         raise IdvFormatError(f"unsupported {vs}: too new, this reader reads 1.1.1.4 to 1.1.1.6")
     if row_count < 0:
-        raise IdvFormatError(f"negative row count {row_count} in the header at byte 40")
+        raise IdvFormatError(f"negative row count {row_count} in the header", offset=40)
     if column_count < 0:
-        raise IdvFormatError(f"negative column count {column_count} in the header at byte 48")
+        raise IdvFormatError(f"negative column count {column_count} in the header", offset=48)
     if tail_offset < HEADER_SIZE or tail_offset + 8 > stream_size:
-        raise IdvFormatError(f"tail offset {tail_offset} (header byte 32) is outside the file "
-                             f"of {stream_size} bytes: truncated or corrupt")
+        raise IdvFormatError(f"tail offset {tail_offset} in the header is outside the file of "
+                             f"{stream_size} bytes: truncated or corrupt", offset=32)
     if column_count and not (HEADER_SIZE <= toc_offset <= tail_offset):
-        raise IdvFormatError(f"table of contents offset {toc_offset} (header byte 24) is outside "
-                             f"[{HEADER_SIZE}, {tail_offset}]")
+        raise IdvFormatError(f"table of contents offset {toc_offset} in the header is outside "
+                             f"[{HEADER_SIZE}, {tail_offset}]", offset=24)
     return Header(version, compat, toc_offset, tail_offset, row_count, column_count)
 
 
 def check_tail(const unsigned char[:] tail, Py_ssize_t tail_offset):
-    cdef Cursor c = Cursor(tail, 0, tail_offset, "tail")
+    cdef Cursor c = Cursor(tail, 0, tail_offset)
     sig = c.u64("tail signature")
     if sig != TAIL_SIGNATURE:
-        raise IdvFormatError(f"bad tail signature {sig:#018x} at byte {tail_offset} (expected "
-                             f"{TAIL_SIGNATURE:#018x}): truncated or corrupt file")
+        raise IdvFormatError(f"bad tail signature {sig:#018x} (expected {TAIL_SIGNATURE:#018x}): "
+                             f"truncated or corrupt file", offset=tail_offset)
 
 
 def pack_tail():

@@ -65,80 +65,89 @@ def pack_codec(str name, bytes params):
     return encode_string(name) + encode_leb128(len(params)) + params
 
 
-def read_codec(Cursor c, str what):
+def read_codec(Cursor c):
     """Read a codec triple; returns (load name, parameter bytes)."""
-    name = c.string(what + " codec name")
-    if not name:
-        c.fail(f"empty codec name in {what} at byte {c.offset}")
     start = c.offset
-    n = c.leb128(what + " codec parameter length")
+    name = c.string("codec name")
+    if not name:
+        c.fail("empty codec name", start)
+    start = c.offset
+    n = c.leb128("codec parameter length")
     if n > c.remaining:
-        c.fail(f"{what} codec {name!r} declares {n} parameter bytes at byte {start}, "
-               f"only {c.remaining} left")
-    return name, c.take(n, what + " codec parameters")
+        c.fail(f"codec {name!r} declares {n} parameter bytes, only {c.remaining} left", start)
+    return name, c.take(n, "codec parameters")
 
 
 def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
-    """Parse header.column_count entries from buf (the bytes [toc_offset, tail_offset))."""
-    cdef Cursor c = Cursor(buf, 0, toc_offset, "table of contents")
+    """Parse header.column_count entries from buf (the bytes [toc_offset, tail_offset)).
+    Errors carry the column (index, and name once read) and the byte offset."""
+    cdef Cursor c = Cursor(buf, 0, toc_offset)
     entries = []
     row_count = header.row_count
     tail = header.tail_offset
     rows_per_block = None
     for i in range(header.column_count):
         start = c.offset
-        name = c.string(f"column {i} name")
-        if not name:   # ML.NET's schema builder refuses it, so the load fails
-            c.fail(f"column {i} has an empty name (TOC entry at byte {start})")
-        where = f"column {i} {name!r}"
-        codec_name, params = read_codec(c, where)
-        compression = c.u8(where + " compression")
-        rpb = c.leb128(where + " rows per block")
-        lookup = c.i64(where + " lookup table offset")
-        meta = c.i64(where + " metadata offset")
-        if rpb > 2**31 - 1 or (rpb == 0 and row_count > 0):
-            raise IdvFormatError(f"{where}: invalid rows per block {rpb} (TOC entry at byte {start})")
-        if rows_per_block is None:
-            rows_per_block = rpb
-        elif rpb != rows_per_block:   # ML.NET refuses this even without rows
-            raise IdvFormatError(f"{where}: rows per block {rpb} differs from the first column's "
-                                 f"{rows_per_block}; ML.NET requires one value for all columns")
-        if row_count > 0:
-            num_blocks = (row_count - 1) // rpb + 1
-            if not (HEADER_SIZE <= lookup <= tail - 16 * num_blocks):
-                raise IdvFormatError(f"{where}: lookup table of {num_blocks} blocks at offset "
-                                     f"{lookup} lies outside [{HEADER_SIZE}, {tail}] "
-                                     f"(TOC entry at byte {start})")
-        if meta != 0 and not (HEADER_SIZE <= meta <= tail):
-            raise IdvFormatError(f"{where}: metadata offset {meta} lies outside "
-                                 f"[{HEADER_SIZE}, {tail}] (TOC entry at byte {start})")
+        name = None
+        try:
+            name = c.string("column name")
+            if not name:   # ML.NET's schema builder refuses it, so the load fails
+                name = None
+                c.fail("empty column name", start)
+            codec_name, params = read_codec(c)
+            compression = c.u8("compression")
+            rpb = c.leb128("rows per block")
+            lookup = c.i64("lookup table offset")
+            meta = c.i64("metadata offset")
+            if rpb > 2**31 - 1 or (rpb == 0 and row_count > 0):
+                c.fail(f"invalid rows per block {rpb}", start)
+            if rows_per_block is None:
+                rows_per_block = rpb
+            elif rpb != rows_per_block:   # ML.NET refuses this even without rows
+                c.fail(f"rows per block {rpb} differs from the first column's "
+                       f"{rows_per_block}; ML.NET requires one value for all columns", start)
+            if row_count > 0:
+                num_blocks = (row_count - 1) // rpb + 1
+                if not (HEADER_SIZE <= lookup <= tail - 16 * num_blocks):
+                    c.fail(f"lookup table of {num_blocks} blocks at offset {lookup} lies "
+                           f"outside [{HEADER_SIZE}, {tail}]", start)
+            if meta != 0 and not (HEADER_SIZE <= meta <= tail):
+                c.fail(f"metadata offset {meta} lies outside [{HEADER_SIZE}, {tail}]", start)
+        except IdvFormatError as e:
+            e.locate(column_index=i, column=name)
+            raise
         entries.append(TocEntry(i, name, codec_name, params, compression, rpb, lookup, meta, start))
     return entries
 
 
-def parse_metadata_toc(const unsigned char[:] buf, Py_ssize_t offset, Py_ssize_t tail, str where):
-    """Parse a metadata TOC; buf holds the stream's bytes [offset, tail)."""
-    cdef Cursor c = Cursor(buf, 0, offset, where + " metadata")
+def parse_metadata_toc(const unsigned char[:] buf, Py_ssize_t offset, Py_ssize_t tail):
+    """Parse a metadata TOC; buf holds the stream's bytes [offset, tail). Errors carry the
+    byte offset, and the annotation's kind once read."""
+    cdef Cursor c = Cursor(buf, 0, offset)
     count = c.leb128("metadata entry count")
     if not (0 < count < MAX_ENTRIES):
-        c.fail(f"invalid metadata entry count {count} at byte {offset}")
+        c.fail(f"invalid metadata entry count {count}", offset)
     entries = []
     seen = set()
     for _ in range(count):
         start = c.offset
         kind = c.string("metadata kind")
         if not kind:
-            c.fail(f"empty metadata kind at byte {start}")
+            c.fail("empty metadata kind", start)
         if kind in seen:
-            c.fail(f"duplicate metadata kind {kind!r} at byte {start}")
+            c.fail(f"duplicate metadata kind {kind!r}", start)
         seen.add(kind)
-        codec_name, params = read_codec(c, f"metadata {kind!r}")
-        compression = c.u8("metadata compression")
-        block = c.i64("metadata block offset")
-        size = c.leb128("metadata block size")
-        if not (HEADER_SIZE <= block <= tail) or not (0 < size <= tail - block):
-            c.fail(f"metadata {kind!r} block at offset {block} of {size} bytes lies outside "
-                   f"[{HEADER_SIZE}, {tail}] (entry at byte {start})")
+        try:
+            codec_name, params = read_codec(c)
+            compression = c.u8("compression")
+            block = c.i64("block offset")
+            size = c.leb128("block size")
+            if not (HEADER_SIZE <= block <= tail) or not (0 < size <= tail - block):
+                c.fail(f"block at offset {block} of {size} bytes lies outside "
+                       f"[{HEADER_SIZE}, {tail}]", start)
+        except IdvFormatError as e:
+            e.locate(metadata_kind=kind)
+            raise
         entries.append(MetadataEntry(kind, codec_name, params, compression, block, size))
     return entries
 

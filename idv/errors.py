@@ -1,8 +1,82 @@
-"""Exceptions raised for files that are not valid ML.NET dataviews."""
+"""Exceptions raised for files that are not valid ML.NET dataviews.
+
+An error carries where it happened as attributes, and its message is built from them, so
+nothing has to parse messages to find the column or the byte. Each layer raises with what it
+knows (a cursor knows the byte offset, the reader the column and the block, the file its path)
+and the layers above add the rest with ``locate``.
+"""
+from __future__ import annotations
+
+import os
+
+# the location attributes, in the order the message names them
+_WHERE = ("path", "column", "column_index", "metadata_kind", "block", "offset")
 
 
 class IdvFormatError(ValueError):
-    """The bytes are not a valid .idv file; the message names what is wrong and where."""
+    """The bytes are not a valid .idv file; the message names what is wrong and where.
+
+    Attributes (None where unknown): ``reason`` (what is wrong), ``path`` (the file, when it
+    was opened from a path or a named file object), ``column`` (the column's name),
+    ``column_index``, ``metadata_kind`` (the annotation, e.g. ``'SlotNames'``), ``block``
+    (the block's index in the column) and ``offset`` (the absolute byte offset in the file).
+    ``str(e)`` is built from them, e.g.
+    ``data.idv: column 3 'Features' block 5 (byte 81920): VBuffer block too short: ...``.
+    """
+
+    def __init__(self, reason, *, path=None, column=None, column_index=None,
+                 metadata_kind=None, block=None, offset=None):
+        super().__init__(reason)
+        self.reason = reason
+        self.path = None if path is None else os.fspath(path)
+        self.column = column
+        self.column_index = column_index
+        self.metadata_kind = metadata_kind
+        self.block = block
+        self.offset = offset
+
+    def locate(self, **where):
+        """Fill in the location attributes given that are still None; returns this error.
+
+        For the layers above the one that raised: ``raise e.locate(column=..., block=...)``
+        adds what they know without overwriting what a lower layer already said.
+        """
+        unknown = where.keys() - set(_WHERE)
+        if unknown:
+            raise TypeError(f"locate() got unknown location {sorted(unknown)}")
+        for name, value in where.items():
+            if value is not None and getattr(self, name) is None:
+                setattr(self, name, os.fspath(value) if name == "path" else value)
+        return self
+
+    @property
+    def location(self):
+        """The place in the file, without the path: ``column 3 'Features' block 5 (byte
+        81920)``, ``byte 32``, or ``''`` when nothing is known."""
+        parts = []
+        if self.column_index is not None:
+            parts.append(f"column {self.column_index}"
+                         + ("" if self.column is None else f" {self.column!r}"))
+        elif self.column is not None:
+            parts.append(f"column {self.column!r}")
+        if self.metadata_kind is not None:
+            parts.append(f"metadata {self.metadata_kind!r}")
+        if self.block is not None:
+            parts.append(f"block {self.block}")
+        if self.offset is not None:
+            parts.append(f"(byte {self.offset})" if parts else f"byte {self.offset}")
+        return " ".join(parts)
+
+    def __str__(self):
+        return ": ".join(str(part) for part in (self.path, self.location, self.reason) if part)
+
+    def __reduce__(self):
+        # pickled with its location (errors cross process boundaries, e.g. test workers)
+        return _rebuild, (type(self), self.reason, {k: getattr(self, k) for k in _WHERE})
+
+
+def _rebuild(cls, reason, where):
+    return cls(reason, **where)
 
 
 class UnsupportedCodecError(IdvFormatError):

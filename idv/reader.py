@@ -172,7 +172,10 @@ class Column:
     def lookup(self):
         """The lookup table: a structured array (offset, disk, raw), one row per block."""
         if self._table is None:
-            self._table = self._read_lookup()
+            try:
+                self._table = self._read_lookup()
+            except IdvFormatError as e:
+                raise self._located(e)
         return self._table
 
     @property
@@ -185,8 +188,10 @@ class Column:
         """Bytes after decompression."""
         return int(self.lookup["raw"].sum(dtype=np.int64))
 
-    def _where(self):
-        return f"column {self.index} {self.name!r}"
+    def _located(self, error, **where):
+        """`error` (an IdvFormatError) naming this column, `where`, and the file's path."""
+        return error.locate(column=self.name, column_index=self.index, path=self._file._path,
+                            **where)
 
     def _read_lookup(self):
         nb = self.num_blocks
@@ -196,7 +201,7 @@ class Column:
         if nb == 0:
             return np.zeros(0, _lookup.ENTRY)
         table = _lookup.parse_lookup(f._source.view(e.lookup_offset, 16 * nb), nb,
-                                     e.lookup_offset, f.header.tail_offset, self._where())
+                                     e.lookup_offset, f.header.tail_offset)
         if self.codec is not None:
             self._check_sizes(table)
         return table
@@ -224,38 +229,23 @@ class Column:
         for mask, reason in ((bad, why), (bad2, why2)):
             if mask.any():
                 b = int(np.flatnonzero(mask)[0])
-                raise IdvFormatError(
-                    f"{self._where()} block {b} (lookup entry at byte "
-                    f"{self._entry.lookup_offset + 16 * b}): decompressed length {int(raw[b])} "
-                    f"{reason}")
+                raise IdvFormatError(f"decompressed length {int(raw[b])} {reason}", block=b,
+                                     offset=self._entry.lookup_offset + 16 * b)
 
     # ---- metadata
-    def _meta_entries(self):
-        if self._metadata_entries is None:
-            self._file._check_open()
-            off = self._entry.metadata_offset
-            if off == 0:
-                self._metadata_entries = []
-            else:
-                tail = self._file.header.tail_offset
-                self._metadata_entries = _toc.parse_metadata_toc(
-                    self._file._source.view(off, tail - off), off, tail, self._where())
-        return self._metadata_entries
-
     @property
     def metadata_kinds(self):
         """The kinds of the column's annotations, in file order (``SlotNames``,
         ``KeyValues``...)."""
-        return [m.kind for m in self._meta_entries()]
+        return [m.kind for m in self.metadata_entries()]
 
     @property
     def metadata_types(self):
         """dict kind -> ML.NET type of each annotation (None when its codec is unknown)."""
         out = {}
-        for m in self._meta_entries():
+        for m in self.metadata_entries():
             try:
-                out[m.kind] = _codecs.resolve(m.codec_name, m.codec_params,
-                                              self._meta_where(m)).type
+                out[m.kind] = self._metadata_codec(m).type
             except UnsupportedCodecError:
                 out[m.kind] = None
         return out
@@ -265,55 +255,106 @@ class Column:
         """dict kind -> value: SlotNames -> array of str, KeyValues -> array, IsNormalized ->
         bool; scalars as Python/numpy scalars, vectors as arrays shaped by their dims."""
         if self._metadata is None:
-            self._metadata = {}
-            for m in self._meta_entries():
-                value = self._decode_metadata(m)
-                if value is not _DEAD:
-                    self._metadata[m.kind] = value
+            values = {}
+            for m in self.metadata_entries():
+                try:
+                    values[m.kind] = self.decode_metadata(m)
+                except UnsupportedCodecError as e:
+                    warnings.warn(f"skipping {e}", IdvWarning, stacklevel=2)
+            self._metadata = values
         return self._metadata
 
-    def _meta_where(self, m):
-        return f" in {self._where()} metadata {m.kind!r}"
-
-    def _decode_metadata(self, m):
-        where = f"{self._where()} metadata {m.kind!r} (block at byte {m.offset})"
+    def _metadata_codec(self, m):
         try:
-            codec = _codecs.resolve(m.codec_name, m.codec_params, self._meta_where(m))
-        except UnsupportedCodecError as e:
-            warnings.warn(f"skipping {where}: {e}", IdvWarning, stacklevel=3)
-            return _DEAD
-        if m.compression not in _compression.NAMES:
-            warnings.warn(f"skipping {where}: unknown compression {m.compression}", IdvWarning,
-                          stacklevel=3)
-            return _DEAD
-        try:
-            data = self._file._source.view(m.offset, m.size)
-            raw = _compression.decompress_metadata(m.compression, data,
-                                                   m.size * _compression.MAX_RATIO + 64)
-            value = codec.decode(memoryview(raw), 1)
+            return _codecs.resolve(m.codec_name, m.codec_params)
         except IdvFormatError as e:
-            raise IdvFormatError(f"{where}: {e}") from None
-        if isinstance(codec, _codecs.VBufferCodec):
-            _check_dense([value], codec.type, m.size, where)
-            return vectors.metadata_value(value, codec.type)
+            raise self._located(e, metadata_kind=m.kind)
+
+    # ---- the file's structures, for idv.verify and the command line (package-internal: not
+    # part of the public API, and may change)
+    @property
+    def unreadable_reason(self):
+        """Why the column cannot be read (its unknown codec or compression); None when it can.
+        Package-internal."""
+        return self._dead
+
+    @property
+    def lookup_offset(self):
+        """The byte offset of the column's lookup table in the file. Package-internal."""
+        return self._entry.lookup_offset
+
+    def lookup_errors(self):
+        """An IdvFormatError for every lookup table entry that points outside the file (reading
+        stops at the first); [] when the table's bytes cannot be read. Package-internal."""
+        nb = self.num_blocks
+        if nb == 0:
+            return []
+        self._file._check_open()
+        tail = self._file.header.tail_offset
+        try:
+            buf = self._file._source.view(self.lookup_offset, 16 * nb)
+        except IdvFormatError:
+            return []
+        table = np.frombuffer(bytes(buf), _lookup.ENTRY, nb)
+        return [self._located(_lookup.entry_error(table, b, self.lookup_offset, tail))
+                for b in _lookup.bad_entries(table, tail)]
+
+    def metadata_entries(self):
+        """The column's metadata table: an entry (kind, codec_name, codec_params, compression,
+        offset, size) per annotation, in file order. Package-internal."""
+        if self._metadata_entries is None:
+            self._file._check_open()
+            off = self._entry.metadata_offset
+            if off == 0:
+                self._metadata_entries = []
+            else:
+                tail = self._file.header.tail_offset
+                try:
+                    self._metadata_entries = _toc.parse_metadata_toc(
+                        self._file._source.view(off, tail - off), off, tail)
+                except IdvFormatError as e:
+                    raise self._located(e)
+        return self._metadata_entries
+
+    _meta_entries = metadata_entries   # the older name (tests/dumpcheck.py)
+
+    def decode_metadata(self, entry):
+        """The value of one entry of metadata_entries(). Raises UnsupportedCodecError for an
+        unknown codec or compression (``metadata`` skips those with a warning) and
+        IdvFormatError for damage. Package-internal."""
+        codec = self._metadata_codec(entry)
+        if entry.compression not in _compression.NAMES:
+            raise self._located(UnsupportedCodecError(f"unknown compression "
+                                                      f"{entry.compression}"),
+                                metadata_kind=entry.kind)
+        try:
+            data = self._file._source.view(entry.offset, entry.size)
+            raw = _compression.decompress_metadata(
+                entry.compression, data, entry.size * _compression.MAX_RATIO + 64)
+            value = codec.decode(memoryview(raw), 1)
+            if isinstance(codec, _codecs.VBufferCodec):
+                _check_dense([value], codec.type, entry.size)
+                return vectors.metadata_value(value, codec.type)
+        except IdvFormatError as e:
+            raise self._located(e, metadata_kind=entry.kind, offset=entry.offset)
         v = value[0]
         return v.item() if isinstance(v, np.bool_) else v
 
     # ---- reading
     def _check_readable(self):
         if self._dead is not None:
-            raise UnsupportedCodecError(f"cannot read {self._where()}: {self._dead} (ML.NET "
-                                        f"skips such columns too)")
+            raise self._located(UnsupportedCodecError(f"cannot read: {self._dead} (ML.NET skips "
+                                                      f"such columns too)"))
 
     def read(self, sparse=False):
         """Every row: a numpy array, a Ragged for variable-size vectors, or with
         ``sparse=True`` a scipy.sparse.csr_matrix for vector columns."""
-        return self._read_blocks(0, self.num_blocks, sparse)
+        return self.read_blocks(0, self.num_blocks, sparse)
 
     def iter_blocks(self, sparse=False):
         """Yield the rows block by block, each in read()'s form."""
         for b in range(self.num_blocks):
-            yield self._read_blocks(b, b + 1, sparse)
+            yield self.read_blocks(b, b + 1, sparse)
 
     def __getitem__(self, key):
         n = self.num_rows
@@ -323,22 +364,22 @@ class Column:
             if not 0 <= i < n:
                 raise IndexError(f"row {key} out of range for {n} rows")
             b = i // rpb
-            return self._read_blocks(b, b + 1)[i - b * rpb]
+            return self.read_blocks(b, b + 1)[i - b * rpb]
         if not isinstance(key, slice):
             raise TypeError(f"columns are indexed by int or slice, not {type(key).__name__}")
         rows = np.arange(*key.indices(n))
         if len(rows) == 0:
-            return self._read_blocks(0, 0)
+            return self.read_blocks(0, 0)
         if key.step in (None, 1):
             b0, b1 = rows[0] // rpb, rows[-1] // rpb + 1
-            part = self._read_blocks(b0, b1)
+            part = self.read_blocks(b0, b1)
             return part[rows[0] - b0 * rpb:rows[-1] + 1 - b0 * rpb]
         blocks = np.unique(rows // rpb)
         # decode runs of consecutive blocks together, skip the rest
         runs = np.split(blocks, np.flatnonzero(np.diff(blocks) != 1) + 1)
         parts, firsts = [], []
         for run in runs:
-            parts.append(self._read_blocks(int(run[0]), int(run[-1]) + 1))
+            parts.append(self.read_blocks(int(run[0]), int(run[-1]) + 1))
             firsts.append(int(run[0]) * rpb)
         if len(parts) == 1:
             whole, local = parts[0], rows - firsts[0]
@@ -349,20 +390,30 @@ class Column:
             local = rows - np.array(firsts)[run_of_row] + starts[run_of_row]
         return whole[local]
 
-    def _block_rows(self, b):
+    def read_blocks(self, b0, b1, sparse=False):
+        """The rows of blocks [b0, b1) in read()'s form (read, slicing and iter_blocks use it;
+        idv.verify decodes every block through it). A damaged block raises IdvFormatError
+        with its ``block`` and ``offset``."""
+        try:
+            return self._decode_blocks(b0, b1, sparse)
+        except IdvFormatError as e:
+            raise self._located(e)
+
+    def block_rows(self, b):
+        """(first row, stop row) of block `b`."""
         start = b * self.rows_per_block
         return start, min(start + self.rows_per_block, self.num_rows)
 
-    def _read_blocks(self, b0, b1, sparse=False):
-        """Rows of blocks [b0, b1) in read()'s form."""
+    def _decode_blocks(self, b0, b1, sparse):
         self._check_readable()
         self._file._check_open()
         codec = self.codec
         is_vector = isinstance(codec, _codecs.VBufferCodec)
         if sparse and not is_vector:
-            raise TypeError(f"sparse=True is for vector columns; {self._where()} is {self.type}")
+            raise TypeError(f"sparse=True is for vector columns; column {self.index} "
+                            f"{self.name!r} is {self.type}")
         r0 = b0 * self.rows_per_block
-        r1 = self._block_rows(b1 - 1)[1] if b1 > b0 else r0
+        r1 = self.block_rows(b1 - 1)[1] if b1 > b0 else r0
         if b1 <= b0:
             if is_vector:
                 return vectors.empty(codec.type, sparse)
@@ -377,27 +428,42 @@ class Column:
             try:
                 codec.fix(out)
             except IdvFormatError as e:
-                raise IdvFormatError(f"{self._where()} blocks {b0}-{b1 - 1}: {e}") from None
+                raise self._fix_error(e, b0, b1, table, out, r0) from None
             return out
         if is_vector:
             results = [None] * (b1 - b0)
             self._decode_each(b0, b1, table, lambda i, b, buf, n: results.__setitem__(
                 i, codec.decode(buf, n)))
             if not sparse:
+                # a single block's error names it; for several the reason names the range
+                one = b1 - b0 == 1
                 _check_dense(results, codec.type, int(table["disk"].sum(dtype=np.int64)),
-                             f"{self._where()} blocks {b0}-{b1 - 1}",
-                             ", or read the column with sparse=True")
+                             "" if one else f" of blocks {b0}-{b1 - 1}",
+                             ", or read the column with sparse=True",
+                             block=b0 if one else None,
+                             offset=int(table["offset"][0]) if one else None)
             return vectors.assemble(results, codec.type, sparse)
         out = _compression.empty(r1 - r0, codec.dtype)
 
         def into(i, b, buf, n):
-            s = self._block_rows(b)[0] - r0
+            s = self.block_rows(b)[0] - r0
             end = codec.decode_into(buf, 0, n, out[s:s + n])
             if end != len(buf):
                 raise IdvFormatError(f"{codec.load_name} block has {len(buf) - end} bytes more "
                                      f"than its {n} items need")
         self._decode_each(b0, b1, table, into)
         return out
+
+    def _fix_error(self, error, b0, b1, table, out, r0):
+        """Locate a codec.fix() failure over blocks [b0, b1): the first block whose rows fail
+        alone (checked on a copy)."""
+        for b in range(b0, b1):
+            s, e = (r - r0 for r in self.block_rows(b))
+            try:
+                self.codec.fix(out[s:e].copy())
+            except IdvFormatError as found:
+                return found.locate(block=b, offset=int(table["offset"][b - b0]))
+        return error
 
     def _inflate_into(self, b0, table, dst, dst_offsets, parallel=True):
         """Decompress the blocks of `table` into dst, in parallel chunks unless `parallel` is
@@ -425,10 +491,7 @@ class Column:
             results = [run(s) for s in spans]
         for a, (i, message) in results:
             if i >= 0:
-                b = b0 + a + i
-                raise IdvFormatError(f"{self._where()} block {b} at byte "
-                                     f"{int(offsets[a + i])} ({int(disk[a + i])} bytes on disk, "
-                                     f"{int(raw[a + i])} expected): {message}")
+                raise IdvFormatError(message, block=b0 + a + i, offset=int(offsets[a + i]))
 
     def _decode_each(self, b0, b1, table, consume):
         """Decompress each block then hand it to consume(i, block, buffer, rows).
@@ -443,7 +506,7 @@ class Column:
 
         def run(span):
             a, b = span
-            groups = _groups(raw[a:b], _GROUP_BYTES, a)
+            groups = block_groups(raw[a:b], _GROUP_BYTES, a)
             buf = np.empty(max(int(raw[g0:g1].sum()) for g0, g1 in groups), np.uint8)
             mv = memoryview(buf)
             for g0, g1 in groups:
@@ -452,13 +515,13 @@ class Column:
                 self._inflate_into(b0 + g0, table[g0:g1], buf, starts, parallel=False)
                 for i in range(g0, g1):
                     blk = b0 + i
-                    r0, r1 = self._block_rows(blk)
+                    r0, r1 = self.block_rows(blk)
                     lo = int(starts[i - g0])
                     try:
                         consume(i, blk, mv[lo:lo + int(raw[i])], r1 - r0)
                     except IdvFormatError as e:
-                        raise IdvFormatError(f"{self._where()} block {blk} (rows {r0}-{r1 - 1}, "
-                                             f"at byte {int(offsets[i])}): {e}") from None
+                        e.locate(block=blk, offset=int(offsets[i]))
+                        raise
         spans = _chunks(len(table), f.threads * 4)
         if len(spans) > 1 and f.threads > 1:
             list(_threads.pool("read", f.threads).map(run, spans))
@@ -473,7 +536,7 @@ _GROUP_BYTES = 1 << 20
 _SPAN_BYTES = 128 << 10
 
 
-def _groups(raw, limit, base=0):
+def block_groups(raw, limit, base=0):
     """Split blocks with decompressed sizes `raw` into contiguous runs of at most `limit`
     bytes (a larger block is a run by itself): (start, stop) pairs offset by `base`."""
     out = []
@@ -488,21 +551,20 @@ def _groups(raw, limit, base=0):
     return out
 
 
-_DEAD = object()
 # Densified sparse rows up to this many bytes are always allowed (see _check_dense).
 _DENSE_FLOOR = 1 << 28
 
 
-def _check_dense(blocks, vtype, disk, where, hint=""):
+def _check_dense(blocks, vtype, disk, which="", hint="", **where):
     """Sparse rows densify to their full length, which the file does not bound: refuse a dense
     form of implicit zeros no file of `disk` bytes can mean (a corrupt length) instead of
     allocating gigabytes. read(sparse=True) has no such limit."""
     implicit = sum(int(b.lengths.sum()) - len(b.values) for b in blocks)
     nbytes = implicit * vtype.item.dtype.itemsize
     if nbytes > max(_DENSE_FLOOR, _compression.MAX_RATIO * disk):
-        raise IdvFormatError(f"{where}: the sparse vectors would densify to {implicit} implicit "
+        raise IdvFormatError(f"the sparse vectors{which} would densify to {implicit} implicit "
                              f"zeros ({nbytes} bytes) from {disk} bytes in the file; a vector "
-                             f"length is corrupt{hint}")
+                             f"length is corrupt{hint}", **where)
 
 
 def _len(x):
@@ -530,11 +592,16 @@ class IdvFile:
 
     def __init__(self, source, *, threads=None, backend=None):
         self._source = open_source(source)
+        self._path = self._source.name   # put into every IdvFormatError from this file
         self.threads = threads or _threads.default_threads()
         self.backend = backend
-        _compression.backend(backend)   # fail early on an unknown or missing backend
         try:
+            _compression.backend(backend)   # fail early on an unknown or missing backend
             self._open()
+        except IdvFormatError as e:
+            e.locate(path=self._path)
+            self.close()
+            raise
         except BaseException:
             self.close()
             raise
@@ -552,10 +619,12 @@ class IdvFile:
         for e in entries:
             codec, dead = None, None
             try:
-                codec = _codecs.resolve(e.codec_name, e.codec_params,
-                                        f" in column {e.index} {e.name!r}")
+                codec = _codecs.resolve(e.codec_name, e.codec_params)
             except UnsupportedCodecError as err:
-                dead = str(err)
+                dead = err.reason
+            except IdvFormatError as err:
+                err.locate(column=e.name, column_index=e.index, offset=e.toc_offset)
+                raise
             if e.compression not in _compression.NAMES:
                 dead = (dead + "; " if dead else "") + f"unknown compression kind {e.compression}"
             if dead is not None:

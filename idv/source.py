@@ -3,6 +3,9 @@
 Offsets in an .idv are relative to the start of the IDV stream, which is not always the start
 of the container: ML.NET's OptionalColumnTransform stores Schema.idv behind a 4-byte length
 prefix. `base` is that shift.
+
+Each source has a `name`: the path of a file opened from a path or a named file object (None
+for bytes), which the reader puts into every error from that file.
 """
 from __future__ import annotations
 
@@ -21,16 +24,15 @@ _SIG = struct.pack("<Q", SIGNATURE)
 class MemorySource:
     """A bytes-like object or a memory map; views are zero-copy."""
 
-    def __init__(self, buffer, owner=None):
+    def __init__(self, buffer, owner=None, name=None):
         self._owner = owner           # the mmap/file to close, if we opened it
+        self.name = name
         mv = memoryview(buffer).cast("B")
         self.buffer = _skip_prefix(mv)
         self.size = len(self.buffer)
 
     def view(self, offset: int, size: int):
-        if offset < 0 or size < 0 or offset + size > self.size:
-            raise IdvFormatError(f"range [{offset}, {offset + size}) is outside the file of "
-                                 f"{self.size} bytes")
+        _check_range(offset, size, self.size)
         return self.buffer[offset:offset + size]
 
     def close(self):
@@ -55,6 +57,7 @@ class FileSource:
             raise TypeError("idv.open needs a seekable file object (ML.NET's format is read by "
                             "offset); read it into bytes first")
         self._f = f
+        self.name = _name_of(f)
         self._lock = threading.Lock()
         self._origin = f.tell()
         end = f.seek(0, io.SEEK_END)
@@ -73,18 +76,28 @@ class FileSource:
             self._f.seek(self._origin + offset)
             data = self._f.read(size)
         if len(data) != size:
-            raise IdvFormatError(f"file ended early: wanted {size} bytes at {offset}, got "
-                                 f"{len(data)}")
+            raise IdvFormatError(f"file ended early: wanted {size} bytes, got {len(data)}",
+                                 offset=offset - self.base)
         return data
 
     def view(self, offset: int, size: int):
-        if offset < 0 or size < 0 or offset + size > self.size:
-            raise IdvFormatError(f"range [{offset}, {offset + size}) is outside the file of "
-                                 f"{self.size} bytes")
+        _check_range(offset, size, self.size)
         return memoryview(self._read(self.base + offset, size))
 
     def close(self):
         self._f = None
+
+
+def _check_range(offset, size, total):
+    if offset < 0 or size < 0 or offset + size > total:
+        raise IdvFormatError(f"range [{offset}, {offset + size}) is outside the file of "
+                             f"{total} bytes", offset=offset if 0 <= offset <= total else None)
+
+
+def _name_of(f):
+    """The path a file object was opened from, if it says (io and zipfile objects do)."""
+    name = getattr(f, "name", None)
+    return os.fspath(name) if isinstance(name, (str, os.PathLike)) else None
 
 
 def _skip_prefix(mv):
@@ -99,17 +112,18 @@ def _skip_prefix(mv):
 def open_source(source):
     """Pick the source for a path, a bytes-like object or a file object."""
     if isinstance(source, (str, os.PathLike)):
+        name = os.fspath(source)
         f = open(source, "rb")
         try:
             size = os.fstat(f.fileno()).st_size
             if size < HEADER_SIZE:
                 data = f.read()
                 f.close()
-                return MemorySource(data)
+                return MemorySource(data, name=name)
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         finally:
             f.close()
-        return MemorySource(mm, owner=mm)
+        return MemorySource(mm, owner=mm, name=name)
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
         return MemorySource(source)
     try:

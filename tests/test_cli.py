@@ -361,12 +361,12 @@ def test_head_decodes_only_the_blocks_it_shows(monkeypatch, capsys):
     import idv.reader
     from idv.cli import main
     calls = []
-    original = idv.reader.Column._read_blocks
+    original = idv.reader.Column.read_blocks
 
     def spy(self, b0, b1, sparse=False):
         calls.append((self.name, b0, b1))
         return original(self, b0, b1, sparse)
-    monkeypatch.setattr(idv.reader.Column, "_read_blocks", spy)
+    monkeypatch.setattr(idv.reader.Column, "read_blocks", spy)
     path = str(fixture("multiblock_200k_none"))
     assert main(["head", path, "-n", "3"]) == 0
     assert sorted(calls) == sorted((c, 0, 1) for c in ("Id", "X", "Name", "Flag"))
@@ -575,8 +575,8 @@ def test_verify_decodes_every_block_and_metadata_value(monkeypatch, capsys):
     import idv.reader
     from idv.cli import main
     blocks, metas = [], []
-    read_blocks = idv.reader.Column._read_blocks
-    decode_metadata = idv.reader.Column._decode_metadata
+    read_blocks = idv.reader.Column.read_blocks
+    decode_metadata = idv.reader.Column.decode_metadata
 
     def spy_blocks(self, b0, b1, sparse=False):
         blocks.extend((self.index, b) for b in range(b0, b1))
@@ -585,8 +585,8 @@ def test_verify_decodes_every_block_and_metadata_value(monkeypatch, capsys):
     def spy_meta(self, m):
         metas.append((self.index, m.kind))
         return decode_metadata(self, m)
-    monkeypatch.setattr(idv.reader.Column, "_read_blocks", spy_blocks)
-    monkeypatch.setattr(idv.reader.Column, "_decode_metadata", spy_meta)
+    monkeypatch.setattr(idv.reader.Column, "read_blocks", spy_blocks)
+    monkeypatch.setattr(idv.reader.Column, "decode_metadata", spy_meta)
     assert main(["verify", str(fixture(name))]) == 0
     nb = -(-side["row_count"] // side["table_of_contents"]["columns"][0]["rows_per_block"])
     assert sorted(set(blocks)) == [(c["index"], b) for c in side["columns"] for b in range(nb)]
@@ -698,7 +698,7 @@ def test_verify_reports_corrupt_metadata(tmp_path):
     sys.path.insert(0, str(REPO_DIR))
     import idv
     with idv.open(fixture(name)) as f:     # where the metadata value is (checked below)
-        m = f["Key"]._meta_entries()[0]
+        m = f["Key"].metadata_entries()[0]
         offset, size = m.offset, m.size
 
     def damage(data, side):
@@ -801,12 +801,12 @@ def test_cat_decodes_each_needed_block_once(monkeypatch, capsys):
     import idv.reader
     from idv.cli import main
     calls = []
-    original = idv.reader.Column._read_blocks
+    original = idv.reader.Column.read_blocks
 
     def spy(self, b0, b1, sparse=False):
         calls.extend((self.name, b) for b in range(b0, b1))
         return original(self, b0, b1, sparse)
-    monkeypatch.setattr(idv.reader.Column, "_read_blocks", spy)
+    monkeypatch.setattr(idv.reader.Column, "read_blocks", spy)
     path = str(fixture("multiblock_200k_none"))     # 8192 rows per block
     assert main(["cat", path, "--rows", "8191:8193", "--columns", "Id", "-f", "csv"]) == 0
     assert calls == [("Id", 0), ("Id", 1)]
@@ -908,14 +908,15 @@ def test_convert_without_the_converter_is_a_one_line_error(monkeypatch, capsys, 
 def test_progress_bar_only_on_a_terminal(monkeypatch):
     sys.path.insert(0, str(REPO_DIR))
     from idv import cli
+    from idv.cli.convert import progress_callback
     args = cli.build_parser().parse_args(["convert", "a.idv", "b.idv"])
     monkeypatch.setattr(sys, "stderr", _FakeStream(tty=False))
-    progress, close = cli._progress_callback(args)
+    progress, close = progress_callback(args)
     assert progress is None
     pytest.importorskip("tqdm")
     stream = _FakeStream(tty=True)
     monkeypatch.setattr(sys, "stderr", stream)
-    progress, close = cli._progress_callback(args)
+    progress, close = progress_callback(args)
     assert progress is not None
     progress(0, 200)
     progress(150, 200)
@@ -924,10 +925,10 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     text = "".join(stream.parts)
     assert "b.idv" in text and "200/200" in text and "100%" in text
     args = cli.build_parser().parse_args(["convert", "a.idv", "b.idv", "--no-progress"])
-    assert cli._progress_callback(args)[0] is None
+    assert progress_callback(args)[0] is None
     monkeypatch.setitem(sys.modules, "tqdm", None)      # tqdm not installed: no bar
     args = cli.build_parser().parse_args(["convert", "a.idv", "b.idv", "--progress"])
-    assert cli._progress_callback(args)[0] is None
+    assert progress_callback(args)[0] is None
 
 
 @needs_convert

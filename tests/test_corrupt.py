@@ -362,7 +362,7 @@ def test_length_prefixed_idv(source, tmp_path):
                      source)
     for prefix in (0, -1, len(d) + 1):       # not a plausible prefix: not skipped
         blob = struct.pack("<i", prefix) + d
-        expect_error(blob, r"bad signature .* at byte 0", tmp_path, source)
+        expect_error(blob, r"byte 0: not an \.idv file: bad signature ", tmp_path, source)
 
 
 def test_messages_name_the_place_for_file_objects():

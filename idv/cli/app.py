@@ -1,0 +1,240 @@
+"""The ``idv`` command's entry point: the arguments (argparse), running a command, and how
+failures become one line on stderr and an exit code (0 ok, 1 bad file, 2 usage)."""
+from __future__ import annotations
+
+import argparse
+import functools
+import io
+import os
+import sys
+import traceback
+import warnings
+
+import idv
+from idv.cli.convert import cmd_convert
+from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
+from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_schema, parse_rows
+from idv.cli.opener import open_file
+from idv.cli.verify import cmd_verify
+from idv.errors import IdvFormatError
+
+
+# ---------------------------------------------------------------- argument parsing
+
+def _nonneg(s):
+    v = int(s)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _positive(s):
+    v = int(s)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
+    return v
+
+
+def _reading_options(p, json_help="print JSON instead of text"):
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="show a traceback on errors")
+    p.add_argument("--backend", default=None,
+                   help="DEFLATE library: libdeflate, isal or zlib (default: the fastest)")
+    p.add_argument("--threads", type=_nonneg, default=None,
+                   help="decoding threads (default: the CPUs available)")
+
+
+def _columns_option(p):
+    p.add_argument("--columns", "-c", metavar="A,B,...",
+                   help="comma-separated column names (or indices); default: all readable, "
+                        "visible columns")
+
+
+FILE_HELP = "an .idv file, or ARCHIVE.zip:ENTRY for one inside a zip"
+
+
+def build_parser():
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("file", metavar="FILE", help=FILE_HELP)
+    _reading_options(common)
+
+    p = argparse.ArgumentParser(
+        prog="idv", description="Inspect, check and convert ML.NET binary dataview (.idv) "
+                                "files.",
+        epilog="Exit codes: 0 ok, 1 unreadable or invalid file, 2 usage error. "
+               "`idv COMMAND --help` describes each command.")
+    p.add_argument("-v", "--verbose", action="store_true", default=False,
+                   help="show a traceback on errors")
+    p.add_argument("--version", action="version", version=f"idv {idv.__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    s = sub.add_parser("info", parents=[common], help="header and per-column layout",
+                       description="Header (version, rows, offsets) and, per column: type, "
+                                   "codec, compression, rows per block, blocks, bytes on disk "
+                                   "and decompressed, metadata kinds with their types.")
+    s.set_defaults(run=cmd_info)
+
+    s = sub.add_parser("head", parents=[common], help="the first rows",
+                       description="The first rows as a table; only the blocks holding them "
+                                   "are decoded.")
+    s.add_argument("-n", type=_nonneg, default=10, metavar="N", help="rows to show (default 10)")
+    s.add_argument("--start", type=int, default=0, metavar="ROW",
+                   help="first row to show (negative: from the end)")
+    _columns_option(s)
+    s.add_argument("--max-width", type=_nonneg, default=40, metavar="W",
+                   help="clip table cells to W characters (default 40, 0: no limit)")
+    s.set_defaults(run=cmd_head)
+
+    s = sub.add_parser("schema", parents=[common], help="the column names and types",
+                       description="The schema, as print(f.schema) shows it.")
+    s.set_defaults(run=cmd_schema)
+
+    s = sub.add_parser(
+        "verify", parents=[common], help="check every byte: blocks, lookup tables, metadata",
+        description="Decode every block of every column and every metadata value, and check "
+                    "every offset and length: the header, the table of contents, each lookup "
+                    "table, that blocks, lookup tables and metadata do not overlap. Prints "
+                    "each problem found with its column, block and byte offset.",
+        epilog="Exit codes: 0 sound (warnings, such as a column whose codec this reader does "
+               "not know, are listed but do not fail it unless --strict), 1 problems found or "
+               "the file cannot be opened, 2 usage error.")
+    s.add_argument("--strict", action="store_true",
+                   help="fail on warnings too (parts that could not be checked)")
+    s.set_defaults(run=cmd_verify, opens_file=False)
+
+    for name, aliases in (("cat", ["slice"]),):
+        s = sub.add_parser(
+            name, aliases=aliases, parents=[common], help="print rows as a table, CSV or JSON",
+            description="Print rows (all, or --rows A:B) of some or all columns as an aligned "
+                        "table, CSV, TSV, JSON or JSON lines. Only the blocks holding the rows "
+                        "asked for are decoded; CSV, TSV and JSON stream block by block. "
+                        "`idv slice` is the same command.",
+            epilog="Rows follow Python's slice rules: 10:20, 100:, :50, -10: (write "
+                   "--rows=-10: since the value starts with '-'), ::1000, or one row number. "
+                   "In CSV and TSV, vectors are one cell holding a JSON array; dates are ISO "
+                   "8601, booleans true/false, keys their raw integers.")
+        s.add_argument("--rows", "-r", type=parse_rows, default=None, metavar="A:B",
+                       help="rows to print, as a Python slice A:B[:STEP] (default: all)")
+        _columns_option(s)
+        s.add_argument("--format", "-f", choices=["table", "csv", "tsv", "json", "jsonl"],
+                       default="table", help="output format (default: table; --json is "
+                                             "--format json)")
+        s.add_argument("--no-header", action="store_true",
+                       help="CSV/TSV: leave out the line of column names")
+        s.add_argument("--max-width", type=_nonneg, default=40, metavar="W",
+                       help="table: clip cells to W characters (default 40, 0: no limit)")
+        s.set_defaults(run=cmd_cat)
+
+    s = sub.add_parser(
+        "convert", help="convert to or from .idv (Parquet, Arrow, CSV, ...)",
+        description="Convert INPUT to OUTPUT: an .idv to another format, another format to "
+                    ".idv, or an .idv to an .idv with other columns, compression or block size. "
+                    "Formats are guessed from the file extensions unless --to is given. A "
+                    "progress bar is shown on a terminal (with tqdm installed).")
+    s.add_argument("input", metavar="INPUT", help="the file to convert (" + FILE_HELP + ")")
+    s.add_argument("output", metavar="OUTPUT", help="the file to write")
+    s.add_argument("--to", metavar="FORMAT", default=None,
+                   help="output format: idv, parquet, csv, tsv, feather or arrow (default: "
+                        "from OUTPUT's extension)")
+    s.add_argument("--from", dest="source_format", metavar="FORMAT", default=None,
+                   help="input format (default: from INPUT's extension)")
+    _columns_option(s)
+    s.add_argument("--compression", default="deflate", metavar="NAME",
+                   help="an .idv output: none or deflate (default); Parquet and Feather: "
+                        "a pyarrow codec (zstd, snappy, lz4, none...)")
+    s.add_argument("--rows-per-block", type=_positive, default=None, metavar="N",
+                   help="rows per block of an .idv output (default: ML.NET's rule)")
+    s.add_argument("--datetime", choices=("us", "ns", "ticks"), default="us",
+                   help="DateTime/TimeSpan on the Arrow side: microseconds (default), "
+                        "nanoseconds (years 1677-2262 only) or exact int64 .NET ticks")
+    s.add_argument("--floor-datetime", action="store_true",
+                   help="floor ticks finer than the --datetime unit instead of failing")
+    s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar (default: when stderr is a terminal)")
+    s.add_argument("-q", "--quiet", action="store_true",
+                   help="print nothing when done (default: a one-line summary on stderr)")
+    s.add_argument("--json", action="store_true",
+                   help="print a JSON summary (rows, columns, bytes) on stdout")
+    s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="show a traceback on errors")
+    s.set_defaults(run=cmd_convert, opens_file=False, file=None)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:      # --help / --version (0) or a usage error (2)
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    if getattr(args, "max_width", None) == 0:
+        args.max_width = None
+    out = sys.stdout
+    if isinstance(out, io.TextIOWrapper):
+        out.reconfigure(errors="backslashreplace")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", idv.IdvWarning)
+        warnings.showwarning = functools.partial(_show_warning, args, warnings.showwarning)
+        return _run(args, out)
+
+
+def _show_warning(args, default, message, category, filename, lineno, file=None, line=None):
+    """IdvWarnings as one line ``idv: warning: ...`` on stderr, printed as they happen."""
+    if not issubclass(category, idv.IdvWarning):
+        return default(message, category, filename, lineno, file, line)
+    if args.command in ("info", "schema", "verify") and \
+            str(message).startswith("cannot interpret column"):
+        return None   # these show unreadable columns themselves
+    print(f"idv: warning: {message}", file=sys.stderr)
+
+
+def _run(args, out):
+    f = None
+    try:
+        if not getattr(args, "opens_file", True):
+            return args.run(args, out)
+        f = open_file(args.file, threads=args.threads, backend=args.backend)
+        return args.run(f, args, out)
+    except CliError as e:
+        return _fail(args, str(e), e.code)
+    except IdvFormatError as e:   # named by FILE as given (an entry of a zip has no path)
+        return _fail(args, str(e.locate(path=args.file)), EXIT_BAD_FILE)
+    except MemoryError:
+        return _fail(args, "out of memory", EXIT_BAD_FILE)
+    except BrokenPipeError:
+        # the reader went away (idv head big.idv | head -3): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except OSError as e:
+        if args.command == "convert":   # e.g. the output's directory does not exist
+            if e.strerror is None or e.filename is None:
+                return _fail(args, str(e), EXIT_BAD_FILE)
+            name = e.filename
+            if os.path.basename(str(name)).endswith(".tmp"):   # convert's temporary file
+                name = args.output
+            return _fail(args, f"{name}: {e.strerror}", EXIT_BAD_FILE)
+        return _fail(args, f"internal error, please report: {type(e).__name__}: {e}",
+                     EXIT_BAD_FILE)
+    except (ValueError, TypeError) as e:
+        if args.command == "convert":   # refused by the converter: the input or the options
+            return _fail(args, str(e), EXIT_BAD_FILE)
+        return _fail(args, f"internal error, please report: {type(e).__name__}: {e}",
+                     EXIT_BAD_FILE)
+    except Exception as e:   # a bug in idv: say so, on one line unless -v
+        return _fail(args, f"internal error, please report: {type(e).__name__}: {e}",
+                     EXIT_BAD_FILE)
+    finally:
+        if f is not None:
+            f.close()
+
+
+def _fail(args, message, code):
+    if args.verbose:
+        traceback.print_exc()
+    message = " ".join(str(message).split("\n"))
+    print(f"idv: error: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,133 @@
+"""``idv convert``: to and from other formats through idv.convert, with a progress bar."""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
+from idv.cli.inspect import select_columns
+from idv.cli.opener import as_path, open_file
+from idv.cli.render import dump_json, plural
+from idv.errors import IdvFormatError
+
+
+def progress_callback(args):
+    """(callback, close) for a tqdm bar on stderr, or (None, no-op) when not wanted or tqdm is
+    not installed. The bar shows by default only when stderr is a terminal."""
+    show = args.progress if args.progress is not None else _isatty(sys.stderr)
+    if not show:
+        return None, lambda: None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None, lambda: None
+    bars = []
+
+    def progress(done, total):
+        if not bars:
+            bars.append(tqdm(total=total, unit=" rows", unit_scale=True, file=sys.stderr,
+                             desc=os.path.basename(args.output), dynamic_ncols=True))
+        bar = bars[0]
+        if total is not None and bar.total != total:
+            bar.total = total
+        if done > bar.n:
+            bar.update(done - bar.n)
+
+    def close():
+        if bars:
+            bars[0].close()
+    return progress, close
+
+
+def _isatty(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _load_convert():
+    try:
+        module = importlib.import_module("idv.convert")   # idv.convert is also the function
+    except ImportError as e:
+        if getattr(e, "name", None) in ("idv.convert", "idv.convert.convert"):
+            raise CliError("idv convert is not available: this installation has no "
+                           "idv.convert module") from None
+        raise CliError(f"idv convert needs {e.name or e}: install it with pip") from None
+    return module
+
+
+def _convert_format(module, path, given, what):
+    """The format name convert will use, or a usage error naming the choices."""
+    formats = sorted(set(module.FORMATS.values()))
+    if given is not None:
+        fmt = given.lower().lstrip(".")
+        fmt = "arrow" if fmt == "ipc" else fmt
+        if fmt not in formats:
+            raise CliError(f"unknown {what} format {given!r}; one of: {', '.join(formats)}",
+                           EXIT_USAGE)
+        return fmt
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in module.FORMATS:
+        raise CliError(f"cannot tell the {what} format of {path!r} from its extension "
+                       f"(known: {', '.join(sorted(module.FORMATS))}); give --to", EXIT_USAGE)
+    return module.FORMATS[ext]
+
+
+def _convert_columns(args, src, src_fmt):
+    """--columns as convert takes them: names, or for an .idv source indices too."""
+    if not args.columns:
+        return None
+    names = [s.strip() for s in args.columns.split(",")]
+    if src_fmt != "idv":
+        return names
+    with open_file(src) as f:
+        return [c.name if f[c.name] is c else c.index for c in select_columns(f, args.columns)]
+
+
+def cmd_convert(args, out):
+    module = _load_convert()
+    with as_path(args.input) as src:   # an .idv inside a zip: a copy of the entry
+        try:
+            return _convert(module, src, args, out)
+        except IdvFormatError as e:
+            if e.path == src:   # name the input as given, not the copy
+                e.path = args.input
+            raise
+
+
+def _convert(module, src, args, out):
+    src_fmt = _convert_format(module, src, args.source_format, "input")
+    dst_fmt = _convert_format(module, args.output, args.to, "output")
+    if dst_fmt == "idv" and args.compression not in ("none", "deflate"):
+        raise CliError(f"--compression {args.compression!r}: an .idv is compressed with "
+                       f"none or deflate", EXIT_USAGE)
+    if os.path.exists(args.output) and os.path.samefile(src, args.output):
+        raise CliError(f"{args.output}: the output would overwrite the input", EXIT_USAGE)
+    columns = _convert_columns(args, src, src_fmt)
+    progress, close = progress_callback(args)
+    try:
+        rows = module.convert(src, args.output, to=dst_fmt, source_format=src_fmt,
+                              columns=columns, compression=args.compression,
+                              rows_per_block=args.rows_per_block, progress=progress,
+                              datetime=args.datetime, safe=not args.floor_datetime)
+    except KeyError as e:      # a column the source does not have
+        raise CliError(str(e.args[0]) if e.args else str(e), EXIT_USAGE) from None
+    except ValueError as e:
+        if "safe=False" not in str(e):
+            raise
+        raise CliError(f"{e} (on the command line: --floor-datetime or --datetime ticks)",
+                       EXIT_BAD_FILE) from None
+    finally:
+        close()
+    summary = {"input": args.input, "output": args.output, "input_format": src_fmt,
+               "output_format": dst_fmt, "rows": rows if isinstance(rows, int) else None,
+               "bytes": os.path.getsize(args.output) if os.path.exists(args.output) else None}
+    if args.json:
+        dump_json(summary, out)
+        return EXIT_OK
+    if not args.quiet:
+        print(f"idv: {args.input} -> {args.output}: {plural(summary['rows'] or 0, 'row')}, "
+              f"{dst_fmt}, {plural(summary['bytes'] or 0, 'byte')}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,216 @@
+"""How the command line shows values: cells as text and JSON, aligned tables, JSON documents.
+
+The .NET tick formats (DateTime, TimeSpan, DateTimeOffset) are here for now, in one place.
+"""
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+
+import numpy as np
+
+from idv import types as T
+
+VECTOR_ITEMS = 5   # vector items shown per table cell before "..."
+_TICKS_PER_DAY = 864000000000
+
+
+# ---------------------------------------------------------------- .NET ticks
+
+def _datetime_str(v):
+    """datetime64[100ns] -> ISO 8601, exact to the tick (numpy misprints it outside 1678-2262)."""
+    ticks = int(np.asarray(v).view(np.int64))
+    us, rest = divmod(ticks, 10)
+    s = str(np.datetime64(us, "us"))
+    date, _, frac = s.partition(".")
+    frac = (frac + str(rest)).rstrip("0")
+    return f"{date}.{frac}" if frac else date
+
+
+def _timespan_str(v):
+    """timedelta64[100ns] -> .NET's constant format [-][d.]hh:mm:ss[.fffffff]."""
+    ticks = int(np.asarray(v).view(np.int64))
+    sign = "-" if ticks < 0 else ""
+    days, rest = divmod(abs(ticks), _TICKS_PER_DAY)
+    secs, frac = divmod(rest, 10_000_000)
+    h, secs = divmod(secs, 3600)
+    m, s = divmod(secs, 60)
+    out = f"{sign}{f'{days}.' if days else ''}{h:02d}:{m:02d}:{s:02d}"
+    return out + (f".{frac:07d}" if frac else "")
+
+
+def _datetimeoffset_str(v):
+    """(utc, offset_minutes) -> local clock time with its offset, ISO 8601."""
+    offset = int(v["offset_minutes"])
+    local = int(np.asarray(v["utc"]).view(np.int64)) + offset * T.TICKS_PER_MINUTE
+    sign = "-" if offset < 0 else "+"
+    hh, mm = divmod(abs(offset), 60)
+    return f"{_datetime_str(np.int64(local).view(T.DATETIME_DTYPE))}{sign}{hh:02d}:{mm:02d}"
+
+
+# ---------------------------------------------------------------- cells
+
+def _rowid_int(v):
+    return (int(v["high"]) << 64) | int(v["low"])
+
+
+def _float_json(x):
+    """A float for JSON: the shortest repr that round-trips at its own precision."""
+    f = float(str(x)) if isinstance(x, np.floating) else float(x)
+    if math.isnan(f):
+        return "NaN"
+    if math.isinf(f):
+        return "Infinity" if f > 0 else "-Infinity"
+    return f
+
+
+def item_json(x, item):
+    """One item in JSON form."""
+    if item is T.DateTime:
+        return _datetime_str(x)
+    if item is T.TimeSpan:
+        return _timespan_str(x)
+    if item is T.DateTimeOffset:
+        return _datetimeoffset_str(x)
+    if item is T.RowId:
+        return _rowid_int(x)
+    if item is T.Text:
+        return str(x)
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (np.integer, int)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        return _float_json(x)
+    return str(x)
+
+
+def cell_json(value, type_):
+    """A cell (scalar or vector row) in JSON form; vectors become (nested) lists."""
+    if isinstance(type_, T.Vector):
+        arr = np.asarray(value)
+        if arr.ndim == 0:
+            return item_json(arr[()], type_.item)
+        return [cell_json(a, type_) if arr.ndim > 1 else item_json(a, type_.item) for a in arr]
+    return item_json(value, type_)
+
+
+def _text_str(s):
+    """Text for a table cell: control characters escaped, the rest as is."""
+    return repr(str(s))[1:-1] if any(unicodedata.category(c)[0] in "CZ" and c != " "
+                                     for c in s) else str(s)
+
+
+def item_str(x, item, in_vector=False):
+    """One item for a table cell."""
+    if item is T.Text:
+        return repr(str(x)) if in_vector else _text_str(x)
+    if item in (T.DateTime, T.TimeSpan, T.DateTimeOffset):
+        return item_json(x, item)
+    if item is T.RowId:
+        return str(_rowid_int(x))
+    return str(x)
+
+
+def _vector_str(arr, item, limit):
+    if arr.ndim > 1:
+        parts = [_vector_str(a, item, limit) for a in arr[:limit]]
+    else:
+        parts = [item_str(a, item, True) for a in arr[:limit]]
+    if len(arr) > limit:
+        parts.append("...")
+    return "[" + ", ".join(parts) + "]"
+
+
+def cell_str(value, type_):
+    """A table cell; vectors show their first VECTOR_ITEMS items."""
+    if isinstance(type_, T.Vector):
+        return _vector_str(np.asarray(value), type_.item, VECTOR_ITEMS)
+    return item_str(value, type_)
+
+
+def _csv_item(x, item):
+    v = item_json(x, item)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def csv_cell(value, type_):
+    """A cell for CSV/TSV: scalars as in JSON (dates ISO 8601, NaN, true/false), vectors as a
+    JSON array of all their items."""
+    if isinstance(type_, T.Vector):
+        return json.dumps(cell_json(value, type_), ensure_ascii=False, separators=(",", ":"))
+    return _csv_item(value, type_)
+
+
+def is_numeric(t):
+    """Whether a column's cells are right-aligned numbers."""
+    return t is not None and not isinstance(t, T.Vector) and (
+        isinstance(t, T.Key) or t.dtype.kind in "iuf")
+
+
+# ---------------------------------------------------------------- tables and documents
+
+def display_width(s):
+    """Terminal columns `s` takes (wide East Asian characters 2, combining marks 0)."""
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+
+
+def _clip(s, width):
+    if width is None or display_width(s) <= width:
+        return s
+    out, w = [], 0
+    for c in s:
+        cw = display_width(c)
+        if w + cw > width - 3:
+            break
+        out.append(c)
+        w += cw
+    return "".join(out) + "..."
+
+
+def render_table(header, rows, right=(), max_width=None, sep="  ", underline=True):
+    """Aligned text table; `right` holds the indices of right-aligned columns."""
+    header = [list(h) for h in ([header] if header and isinstance(header[0], str) else header)]
+    body = [[_clip(c, max_width) for c in r] for r in rows]
+    ncol = len(header[0]) if header else (len(body[0]) if body else 0)
+    widths = [max([display_width(r[i]) for r in header + body] or [0]) for i in range(ncol)]
+
+    def line(cells):
+        out = []
+        for i, c in enumerate(cells):
+            pad = " " * (widths[i] - display_width(c))
+            out.append(pad + c if i in right else (c + pad if i < ncol - 1 else c))
+        return sep.join(out).rstrip()
+    lines = [line(h) for h in header]
+    if underline and header:
+        lines.append(sep.join("-" * w for w in widths))
+    lines += [line(r) for r in body]
+    return "\n".join(lines)
+
+
+def ascii_only(out):
+    """Whether JSON written to `out` must escape non-ASCII (it is not UTF-8)."""
+    return (getattr(out, "encoding", None) or "").lower().replace("-", "") != "utf8"
+
+
+def dump_json(obj, out, rows_key=None):
+    """Indented JSON; the list under `rows_key` gets one line per row."""
+    ascii_ = ascii_only(out)
+    rows = obj.get(rows_key) if rows_key else None
+    if rows is None:
+        json.dump(obj, out, indent=2, ensure_ascii=ascii_)
+    else:
+        mark = "\x00rows\x00"
+        text = json.dumps({**obj, rows_key: mark}, indent=2, ensure_ascii=ascii_)
+        body = ",\n".join("    " + json.dumps(r, ensure_ascii=ascii_) for r in rows)
+        out.write(text.replace(json.dumps(mark), f"[\n{body}\n  ]" if rows else "[]"))
+    out.write("\n")
+
+
+def plural(n, word):
+    """'1 row', '2 rows'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -1,0 +1,146 @@
+"""IdvFormatError carries where it happened: path, column, block, byte offset as attributes.
+
+The files are written by idv.write into a temporary folder and damaged at the byte offsets
+their lookup tables give, so these tests need no reference files.
+"""
+from __future__ import annotations
+
+import pickle
+import struct
+
+import numpy as np
+import pytest
+
+import idv
+
+ROWS, RPB = 20, 4
+BLOCKS = -(-ROWS // RPB)
+
+
+@pytest.fixture
+def good(tmp_path):
+    """A small file: Id (Int32), Features (Vector<Single, 4>), Txt (Text, with metadata);
+    test_verify.py uses it too."""
+    path = tmp_path / "data.idv"
+    idv.write(path, {"Id": np.arange(ROWS, dtype=np.int32),
+                     "Features": np.arange(4 * ROWS, dtype=np.float32).reshape(ROWS, 4),
+                     "Txt": [f"t{i}" for i in range(ROWS)]},
+              rows_per_block=RPB, metadata={"Txt": {"Note": "hello world"}})
+    return path
+
+
+def _damage_block(path, column, block):
+    """Overwrite one block with bytes that are not DEFLATE; returns the block's offset."""
+    with idv.open(path) as f:
+        entry = f[column].lookup[block]
+    offset, disk = int(entry["offset"]), int(entry["disk"])
+    data = bytearray(path.read_bytes())
+    data[offset:offset + disk] = b"\xff" * disk
+    path.write_bytes(bytes(data))
+    return offset
+
+
+def test_a_damaged_block_names_path_column_block_and_offset(good):
+    offset = _damage_block(good, "Features", 2)
+    with idv.open(good) as f:
+        assert len(f["Features"][:2 * RPB]) == 2 * RPB        # the blocks before it read
+        with pytest.raises(idv.IdvFormatError) as ei:
+            f["Features"].read()
+    e = ei.value
+    assert (e.path, e.column, e.column_index, e.block, e.offset) == \
+        (str(good), "Features", 1, 2, offset)
+    assert e.metadata_kind is None
+    assert e.reason == "corrupt compressed data"
+    assert str(e) == f"{good}: column 1 'Features' block 2 (byte {offset}): corrupt compressed data"
+    assert e.location == f"column 1 'Features' block 2 (byte {offset})"
+
+
+@pytest.mark.parametrize("kind", ["bytes", "named file", "BytesIO"])
+def test_the_path_is_known_for_paths_and_named_file_objects(good, kind):
+    offset = _damage_block(good, "Id", 1)
+    data = good.read_bytes()
+    source = {"bytes": lambda: data, "named file": lambda: open(good, "rb"),
+              "BytesIO": lambda: __import__("io").BytesIO(data)}[kind]()
+    with idv.open(source) as f, pytest.raises(idv.IdvFormatError) as ei:
+        f["Id"].read()
+    e = ei.value
+    assert (e.column, e.column_index, e.block, e.offset) == ("Id", 0, 1, offset)
+    if kind == "named file":
+        source.close()
+        assert e.path == str(good) and str(e).startswith(f"{good}: column 0 'Id' block 1 ")
+    else:
+        assert e.path is None and str(e).startswith("column 0 'Id' block 1 ")
+
+
+def test_errors_at_open_carry_the_header_field(good, tmp_path):
+    data = good.read_bytes()
+    bad = tmp_path / "bad.idv"
+    bad.write_bytes(b"\x00" * 8 + data[8:])
+    with pytest.raises(idv.IdvFormatError) as ei:
+        idv.open(bad)
+    e = ei.value
+    assert (e.path, e.offset, e.column, e.block) == (str(bad), 0, None, None)
+    assert str(e).startswith(f"{bad}: byte 0: not an .idv file: bad signature ")
+    with pytest.raises(idv.IdvFormatError) as ei:
+        idv.open(data[:-1])                   # the tail signature no longer fits
+    assert ei.value.offset == 32 and ei.value.path is None
+    assert str(ei.value).startswith("byte 32: tail offset ")
+
+
+def test_a_toc_error_names_its_column(good):
+    data = bytearray(good.read_bytes())
+    toc = struct.unpack_from("<q", data, 24)[0]
+    # the second entry's codec name, "VBuffer": make its parameter length run past the TOC
+    at = data.index(b"\x07VBuffer", toc) + 8
+    data[at] = 0x7F
+    with pytest.raises(idv.IdvFormatError) as ei:
+        idv.open(bytes(data))
+    e = ei.value
+    assert (e.column, e.column_index, e.offset) == ("Features", 1, at)
+    assert str(e).startswith(f"column 1 'Features' (byte {at}): codec 'VBuffer' declares 127 ")
+
+
+def test_a_metadata_error_names_the_kind(good):
+    with idv.open(good) as f:
+        m = f["Txt"].metadata_entries()[0]
+    data = bytearray(good.read_bytes())
+    data[m.offset:m.offset + m.size] = b"\x07" * m.size
+    with idv.open(bytes(data)) as f, pytest.raises(idv.IdvFormatError) as ei:
+        f["Txt"].metadata
+    e = ei.value
+    assert (e.column, e.column_index, e.metadata_kind, e.offset, e.block) == \
+        ("Txt", 2, "Note", m.offset, None)
+    assert str(e) == f"column 2 'Txt' metadata 'Note' (byte {m.offset}): {e.reason}"
+
+
+def test_locate_fills_only_what_is_unknown():
+    e = idv.IdvFormatError("bad", block=3)
+    assert e.locate(column="A", column_index=0, block=7, offset=None) is e
+    assert (e.column, e.column_index, e.block, e.offset, e.path) == ("A", 0, 3, None, None)
+    assert str(e) == "column 0 'A' block 3: bad"
+    assert str(idv.IdvFormatError("bad")) == "bad" and e.args == ("bad",)
+    with pytest.raises(TypeError):
+        e.locate(row=5)
+
+
+@pytest.mark.parametrize("cls", [idv.IdvFormatError, idv.UnsupportedCodecError])
+def test_a_pickled_error_keeps_its_location(cls):
+    e = cls("corrupt compressed data", path="data.idv", column="F", column_index=3,
+            metadata_kind="SlotNames", block=5, offset=81920)
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is cls and isinstance(back, idv.IdvFormatError)
+    assert vars(back) == vars(e) and str(back) == str(e)
+    assert str(e) == ("data.idv: column 3 'F' metadata 'SlotNames' block 5 (byte 81920): "
+                      "corrupt compressed data")
+
+
+def test_an_unknown_codec_names_the_column(good):
+    data = bytearray(good.read_bytes())
+    at = data.rindex(b"\x05Int32")
+    data[at + 1:at + 6] = b"Int3X"
+    with pytest.warns(idv.IdvWarning, match="column 0 'Id'"):
+        f = idv.open(bytes(data))
+    with f, pytest.raises(idv.UnsupportedCodecError) as ei:
+        f["Id"].read()
+    assert (ei.value.column, ei.value.column_index) == ("Id", 0)
+    assert "unknown codec 'Int3X'" in ei.value.reason
