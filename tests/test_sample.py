@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import cli_run
 import idv
 from reference import REPO_DIR, load_json
 
@@ -33,3 +34,11 @@ def test_sample_has_every_common_type_in_several_blocks():
         assert f["City"].metadata["KeyValues"].tolist()[:2] == ["Seattle", "Redmond"]
         assert f["Features"].metadata["SlotNames"].tolist() == [
             "Bedrooms", "Area100", "Age10", "DistanceKm"]
+
+
+def test_cli_sample_prints_the_path_the_other_commands_take():
+    rc, out, err = cli_run.run("sample", check_rc=0)
+    path = out.strip()
+    assert os.path.samefile(path, idv.sample_path()) and err == ""
+    rows = cli_run.run_json("head", path, "-n", "2")["data"]
+    assert [r[7] for r in rows] == idv.open(path)["Title"][:2].tolist()

@@ -159,7 +159,18 @@ def build_parser():
     s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="show a traceback on errors")
     s.set_defaults(run=cmd_convert, opens_file=False, file=None)
+
+    s = sub.add_parser("sample", help="print the path of the sample .idv that ships with idv",
+                       description="Print the path of a small ML.NET-written .idv bundled with "
+                                   "idv (240 rows of every common type), to try the other "
+                                   "commands on: idv head \"$(idv sample)\".")
+    s.set_defaults(run=cmd_sample, opens_file=False, file=None)
     return p
+
+
+def cmd_sample(args, out):
+    out.write(idv.sample_path() + "\n")
+    return EXIT_OK
 
 
 def main(argv=None) -> int:
