@@ -65,8 +65,9 @@ def pack_codec(str name, bytes params):
     return encode_string(name) + encode_leb128(len(params)) + params
 
 
-def read_codec(Cursor c, str what):
-    """Read a codec triple; returns (load name, parameter bytes)."""
+def read_codec_head(Cursor c, str what):
+    """Read a codec triple up to its parameters, which the cursor is left at; returns (load
+    name, parameter length), the length checked against the bytes left."""
     name = c.string(what + " codec name")
     if not name:
         c.fail(f"empty codec name in {what} at byte {c.offset}")
@@ -75,6 +76,12 @@ def read_codec(Cursor c, str what):
     if n > c.remaining:
         c.fail(f"{what} codec {name!r} declares {n} parameter bytes at byte {start}, "
                f"only {c.remaining} left")
+    return name, n
+
+
+def read_codec(Cursor c, str what):
+    """Read a codec triple; returns (load name, parameter bytes)."""
+    name, n = read_codec_head(c, what)
     return name, c.take(n, what + " codec parameters")
 
 
