@@ -13,13 +13,14 @@ MAX_ENTRIES = 2**31 - 1
 
 
 class TocEntry:
-    """One column's entry: name, codec triple, compression, rows per block, two offsets."""
+    """One column's entry: name, codec triple, compression, rows per block, two offsets; and
+    where the entry itself lies, [toc_offset, toc_end)."""
 
     __slots__ = ("index", "name", "codec_name", "codec_params", "compression", "rows_per_block",
-                 "lookup_offset", "metadata_offset", "toc_offset")
+                 "lookup_offset", "metadata_offset", "toc_offset", "toc_end")
 
     def __init__(self, index, name, codec_name, codec_params, compression, rows_per_block,
-                 lookup_offset, metadata_offset, toc_offset=0):
+                 lookup_offset, metadata_offset, toc_offset=0, toc_end=0):
         self.index = index
         self.name = name
         self.codec_name = codec_name
@@ -29,6 +30,7 @@ class TocEntry:
         self.lookup_offset = lookup_offset
         self.metadata_offset = metadata_offset
         self.toc_offset = toc_offset
+        self.toc_end = toc_end
 
     def pack(self):
         return (encode_string(self.name) + pack_codec(self.codec_name, self.codec_params)
@@ -42,22 +44,32 @@ class TocEntry:
 
 
 class MetadataEntry:
-    """One annotation of a column: kind, codec triple, compression, where its block lies."""
+    """One annotation of a column: kind, codec triple, compression, where its block lies; and
+    where the entry itself lies in the metadata TOC, [toc_offset, toc_end)."""
 
-    __slots__ = ("kind", "codec_name", "codec_params", "compression", "offset", "size")
+    __slots__ = ("kind", "codec_name", "codec_params", "compression", "offset", "size",
+                 "toc_offset", "toc_end")
 
-    def __init__(self, kind, codec_name, codec_params, compression, offset, size):
+    def __init__(self, kind, codec_name, codec_params, compression, offset, size, toc_offset=0,
+                 toc_end=0):
         self.kind = kind
         self.codec_name = codec_name
         self.codec_params = codec_params
         self.compression = compression
         self.offset = offset
         self.size = size
+        self.toc_offset = toc_offset
+        self.toc_end = toc_end
 
     def pack(self):
         return (encode_string(self.kind) + pack_codec(self.codec_name, self.codec_params)
                 + bytes([self.compression]) + self.offset.to_bytes(8, "little", signed=True)
                 + encode_leb128(self.size))
+
+
+def block_count(row_count, rows_per_block):
+    """How many blocks the rows are stored in (the last one may hold fewer)."""
+    return 0 if row_count == 0 else (row_count - 1) // rows_per_block + 1
 
 
 def pack_codec(str name, bytes params):
@@ -111,7 +123,7 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
             raise IdvFormatError(f"{where}: rows per block {rpb} differs from the first column's "
                                  f"{rows_per_block}; ML.NET requires one value for all columns")
         if row_count > 0:
-            num_blocks = (row_count - 1) // rpb + 1
+            num_blocks = block_count(row_count, rpb)
             if not (HEADER_SIZE <= lookup <= tail - 16 * num_blocks):
                 raise IdvFormatError(f"{where}: lookup table of {num_blocks} blocks at offset "
                                      f"{lookup} lies outside [{HEADER_SIZE}, {tail}] "
@@ -119,7 +131,8 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
         if meta != 0 and not (HEADER_SIZE <= meta <= tail):
             raise IdvFormatError(f"{where}: metadata offset {meta} lies outside "
                                  f"[{HEADER_SIZE}, {tail}] (TOC entry at byte {start})")
-        entries.append(TocEntry(i, name, codec_name, params, compression, rpb, lookup, meta, start))
+        entries.append(TocEntry(i, name, codec_name, params, compression, rpb, lookup, meta, start,
+                                c.offset))
     return entries
 
 
@@ -146,7 +159,8 @@ def parse_metadata_toc(const unsigned char[:] buf, Py_ssize_t offset, Py_ssize_t
         if not (HEADER_SIZE <= block <= tail) or not (0 < size <= tail - block):
             c.fail(f"metadata {kind!r} block at offset {block} of {size} bytes lies outside "
                    f"[{HEADER_SIZE}, {tail}] (entry at byte {start})")
-        entries.append(MetadataEntry(kind, codec_name, params, compression, block, size))
+        entries.append(MetadataEntry(kind, codec_name, params, compression, block, size, start,
+                                     c.offset))
     return entries
 
 

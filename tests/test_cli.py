@@ -937,7 +937,7 @@ def test_verify_reports_overlapping_blocks(tmp_path):
         struct.pack_into("<q", data, entry, off0)    # block 1 now reads block 0's bytes
     bad, side = _corrupt_copy(tmp_path, name, damage)
     got = json.loads(run("verify", bad, "--json")[1])
-    assert [p["what"] for p in got["problems"]] == ["layout"]
+    assert [p["what"] for p in got["problems"]] == ["file"]     # refused at open
     msg = got["problems"][0]["message"]
     assert "column 1 'F32' block 1" in msg and "overlaps column 1 'F32' block 0" in msg
 

@@ -23,6 +23,7 @@ import struct
 import subprocess
 import sys
 import time
+import warnings
 import zlib
 from pathlib import Path
 
@@ -30,7 +31,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import _header, _lookup, _toc
+from idv import _header, _lookup, _toc, layout
 from idv._cursor import encode_leb128, encode_string
 
 REPO = Path(__file__).resolve().parent.parent
@@ -208,10 +209,6 @@ def chain_of_size(name, nbytes, suffix):
     return chain(name, nbytes // per_level, suffix)
 
 
-KEY2_SUFFIX = struct.pack("<Q", 5)
-VBUFFER_SUFFIX = struct.pack("<ii", 1, 3)
-
-
 def sparse_payload(length):
     """A VBuffer block of one empty sparse vector of `length` slots over a Single codec."""
     return struct.pack("<iiiii", 1, 0, length, 0, 0)
@@ -252,48 +249,37 @@ def _one_column(codec, params, rows=0):
     return b.finish()
 
 
-@case
-def nested_key2():
-    """Key2<Key2<...>> 14,000 levels deep (223 KB): a SIGSEGV in C recursion."""
-    data = _one_column("Key2", chain_of_size("Key2", 223_000, KEY2_SUFFIX))
-    return data, r"column 0 'deep'.*Key2|Key2.*column 0 'deep'", {}
+# Codecs nested in themselves: (codec, file size, stack of the work) -> what the file did
+CHAINS = {
+    "nested_key2": ("Key2", 223_000, STACK_LIMIT),          # SIGSEGV in C recursion
+    "nested_vbuffer": ("VBuffer", 223_000, STACK_LIMIT),
+    "nested_key2_small": ("Key2", 31_000, STACK_LIMIT),     # enough for a 1 MiB stack
+    "quadratic_key2": ("Key2", 159_000, 32 << 20),          # 3.4 GB given a big stack
+    "quadratic_vbuffer": ("VBuffer", 800_000, 64 << 20),    # 9.7 s and beyond 6 GiB
+}
+CHAIN_SUFFIX = {"Key2": struct.pack("<Q", 5), "VBuffer": struct.pack("<ii", 1, 3)}
+CHAIN_ERROR = {"Key2": r"key over Key2.*column 0 'deep'",
+               "VBuffer": r"VBuffer of VBuffer.*column 0 'deep'"}
 
 
-@case
-def nested_vbuffer():
-    data = _one_column("VBuffer", chain_of_size("VBuffer", 223_000, VBUFFER_SUFFIX))
-    return data, r"VBuffer of VBuffer.*column 0 'deep'", {}
+def _chain_case(codec, nbytes, stack):
+    data = _one_column(codec, chain_of_size(codec, nbytes, CHAIN_SUFFIX[codec]))
+    return data, CHAIN_ERROR[codec], {"stack": stack}
 
 
-@case
-def nested_key2_small():
-    """31 KB is enough to overflow a 1 MiB stack."""
-    data = _one_column("Key2", chain_of_size("Key2", 31_000, KEY2_SUFFIX))
-    return data, r"Key2.*column 0 'deep'", {}
+for _name, _args in CHAINS.items():
+    CASES[_name] = lambda args=_args: _chain_case(*args)
 
 
 @case
 def nested_in_metadata():
     """The same chain as an annotation's codec."""
     b = Builder(0)
-    meta = b.metadata([("Deep", "VBuffer", chain_of_size("VBuffer", 100_000, VBUFFER_SUFFIX),
-                        _header.HEADER_SIZE, 1)])
+    block = b.put(b"\0")
+    params = chain_of_size("VBuffer", 100_000, CHAIN_SUFFIX["VBuffer"])
+    meta = b.metadata([("Deep", "VBuffer", params, block, 1)])
     b.column("c", "Single", metadata=meta)
     return b.finish(), r"VBuffer of VBuffer.*column 0 'c' metadata 'Deep'", {}
-
-
-@case
-def quadratic_key2():
-    """159 KB of nesting took 3.4 GB when the stack was big enough (here 32 MiB)."""
-    data = _one_column("Key2", chain_of_size("Key2", 159_000, KEY2_SUFFIX))
-    return data, r"Key2.*column 0 'deep'", {"stack": 32 << 20}
-
-
-@case
-def quadratic_vbuffer():
-    """800 KB: 9.7 s and beyond 6 GiB with a big stack (here 64 MiB)."""
-    data = _one_column("VBuffer", chain_of_size("VBuffer", 800_000, VBUFFER_SUFFIX))
-    return data, r"VBuffer of VBuffer.*column 0 'deep'", {"stack": 64 << 20}
 
 
 @case
@@ -405,3 +391,218 @@ def test_verify_refuses_within_limits(name, tmp_path):
     assert "internal error" not in out + err
     assert re.search(pattern, out), (pattern, out[-2000:])
     assert time.perf_counter() - t0 < TIME_LIMIT
+
+
+# ============================================================================ the layout rule
+# In-process checks of idv.layout: what counts as a part, which overlaps are refused at open,
+# and that damage to one table still stays local to its column.
+
+def _regions_of(f):
+    return f._tables.regions          # the parts the reader found at open
+
+
+def _tiling(regions):
+    """(bytes in no part before the last one, bytes in more than one part)."""
+    s, e = regions.starts, regions.stops
+    keep = e > s
+    order = np.argsort(s[keep], kind="stable")
+    s, e = s[keep][order], e[keep][order]
+    gaps = int(s[0]) + int((s[1:] - e[:-1]).clip(0).sum())
+    shared = int((e[:-1] - s[1:]).clip(0).sum())
+    return gaps, shared
+
+
+def _written_files(tmp_path):
+    from conftest import TESTDATA_DIR, shared_dir
+    files = sorted(TESTDATA_DIR.rglob("*.idv"))
+    for sub in ("mlnet-files", "oracle/fixtures-sample"):
+        files += sorted((shared_dir() / sub).rglob("*.idv"))
+    path = tmp_path / "written.idv"
+    idv.write(path, {"x": np.arange(1000, dtype=np.float32), "t": [str(i) for i in range(1000)],
+                     "v": np.ones((1000, 3), np.int32)},
+              metadata={"v": {"SlotNames": np.array(["a", "b", "c"], object)}},
+              rows_per_block=64)
+    return files + [path]
+
+
+def test_parts_tile_every_honest_file(tmp_path):
+    """ML.NET's files (shared fixtures, testdata) and idv's own: the parts found at open cover
+    every byte from 0 to the end of the tail once, so none is missed or counted twice."""
+    files = _written_files(tmp_path)
+    assert len(files) > 5
+    for p in files:
+        with idv.open(p) as f:
+            r = _regions_of(f)
+            assert _tiling(r) == (0, 0), p
+            assert int(r.stops.max()) == f.header.file_size, p
+            assert r.overlaps() == []
+
+
+# Overlaps of every kind of part, each refused at open: name -> () -> (file, message regex)
+OVERLAPS = {}
+
+
+def overlap(f):
+    OVERLAPS[f.__name__] = f
+    return f
+
+
+def _single_with_metadata(block_at_metadata=False, meta_block_at_lookup=False):
+    b = Builder(1)
+    blk = b.put(struct.pack("<f", 1.5))
+    mblk = b.put(struct.pack("<f", 2.5))
+    lookup_at = len(b.body)
+    meta_at = lookup_at + 16
+    lookup = b.lookup([(meta_at if block_at_metadata else blk, 4, 4)])
+    meta = b.metadata([("K", "Single", b"", lookup_at if meta_block_at_lookup else mblk, 4)])
+    assert (lookup, meta) == (lookup_at, meta_at)
+    b.column("a", "Single", lookup=lookup, metadata=meta)
+    return b.finish(), lookup, meta
+
+
+@overlap
+def block_in_metadata_table():
+    data, _, meta = _single_with_metadata(block_at_metadata=True)
+    return data, rf"column 0 'a' (block 0|metadata table) \(bytes {meta}-.*overlaps column 0 " \
+                 rf"'a' (block 0|metadata table) \(bytes {meta}-"
+
+
+@overlap
+def metadata_block_in_lookup_table():
+    data, lookup, _ = _single_with_metadata(meta_block_at_lookup=True)
+    return data, rf"^column 0 'a' metadata 'K' block \(bytes {lookup}-\d+\) overlaps column 0 " \
+                 rf"'a' lookup table \(bytes {lookup}-"
+
+
+def _column_b_over_a(codec, lookup_of_b):
+    """Column a: one Single block (16 spare bytes after it) and its lookup table; column b of
+    `codec` with its lookup table at lookup_of_b(builder, a's block offset)."""
+    b = Builder(1)
+    blk = b.put(struct.pack("<f", 1.5) + bytes(16))
+    b.column("a", "Single", lookup=b.lookup([(blk, 4, 4)]))
+    b.column("b", codec, lookup=lookup_of_b(b, blk))
+    return b.finish(), blk
+
+
+@overlap
+def lookup_table_in_block():
+    data, blk = _column_b_over_a("Single", lambda b, blk: blk + 2)
+    return data, rf"^column 1 'b' lookup table \(bytes {blk + 2}-{blk + 17}\) overlaps " \
+                 rf"column 0 'a' block 0 \(bytes {blk}-{blk + 3}\)"
+
+
+@overlap
+def unreadable_column_shares_block():
+    """A column with an unknown codec is never decoded, but its block is still a part."""
+    data, blk = _column_b_over_a("Float16", lambda b, blk: b.lookup([(blk, 4, 4)]))
+    return data, rf"^column 1 'b' block 0 \(bytes {blk}-{blk + 3}\) overlaps column 0 'a' block 0"
+
+
+@overlap
+def columns_share_metadata_table():
+    """Found from the table of contents alone, before either table is read."""
+    b = Builder(0)
+    mblk = b.put(struct.pack("<f", 2.5))
+    meta = b.metadata([("K", "Single", b"", mblk, 4)])
+    b.column("a", "Single", metadata=meta)
+    b.column("b", "Single", metadata=meta)
+    return b.finish(), rf"^column 1 'b' metadata table \(bytes {meta}-{meta}\) overlaps " \
+                       rf"column 0 'a' metadata table"
+
+
+@pytest.mark.parametrize("name", sorted(OVERLAPS))
+def test_overlapping_parts_refused_at_open(name):
+    data, pattern = OVERLAPS[name]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", idv.IdvWarning)
+        with pytest.raises(idv.IdvFormatError, match=pattern):
+            idv.open(data)
+
+
+def test_metadata_table_running_into_the_next_part():
+    """A metadata table is read only up to the next part the table of contents locates: if it
+    runs on, the column's metadata fails, naming that part; the data still reads."""
+    b = Builder(1)
+    blk_a = b.put(struct.pack("<f", 1.5))
+    blk_b = b.put(struct.pack("<f", 2.5))
+    mblk = b.put(struct.pack("<f", 3.5))
+    toc = _toc.pack_metadata_toc([_toc.MetadataEntry("K", "Single", b"", 0, mblk, 4)])
+    meta = b.put(toc[:-3])                              # b's lookup table takes its last bytes
+    lookup_b = b.lookup([(blk_b, 4, 4)])
+    b.column("a", "Single", lookup=b.lookup([(blk_a, 4, 4)]), metadata=meta)
+    b.column("b", "Single", lookup=lookup_b)
+    with idv.open(b.finish()) as f:
+        assert f["a"].read().tolist() == [1.5] and f["b"].read().tolist() == [2.5]
+        with pytest.raises(idv.IdvFormatError, match=rf"truncated .*column 0 'a' metadata.*; "
+                           rf"the table must end before column 1 'b' lookup table \(bytes "
+                           rf"{lookup_b}-"):
+            f["a"].metadata
+
+
+def test_damaged_tables_stay_local():
+    """A lookup or metadata table that cannot be read fails only its column's reads (as a
+    damaged block does); the others still read."""
+    b = Builder(1)
+    blk_b = b.put(struct.pack("<f", 2.5))
+    meta = b.metadata([("K", "Single", b"", 10**6, 4)])       # a block beyond the file
+    b.column("a", "Single", lookup=b.lookup([(10**6, 4, 4)]), metadata=meta)
+    b.column("b", "Single", lookup=b.lookup([(blk_b, 4, 4)]))
+    with idv.open(b.finish()) as f:
+        assert f["b"].read().tolist() == [2.5]
+        with pytest.raises(idv.IdvFormatError, match=r"column 0 'a'.*block 0 at offset 1000000"):
+            f["a"].read()
+        with pytest.raises(idv.IdvFormatError, match=r"metadata 'K' block at offset 1000000"):
+            f["a"].metadata
+
+
+def test_empty_parts_overlap_nothing():
+    """0-byte parts (blocks of an unreadable column, say) may sit anywhere; overlaps() lists
+    every part that starts inside another, in file order."""
+    r = layout.Regions()
+    r.add(0, 256, "the header")
+    r.add([300, 300, 310, 400], [0, 20, 5, 10], lambda i: f"block {i}")
+    r.add(305, 0, "nothing")
+    r.add([315, 402], [1, 1], lambda i: f"late {i}")
+    assert [(r.describe(k), r.describe(o)) for k, o in r.overlaps()] == [
+        ("block 2 (bytes 310-314)", "block 1 (bytes 300-319)"),
+        ("late 0 (bytes 315-315)", "block 1 (bytes 300-319)"),
+        ("late 1 (bytes 402-402)", "block 3 (bytes 400-409)")]
+    with pytest.raises(idv.IdvFormatError, match=r"^block 2 \(bytes 310-314\) overlaps block 1 "
+                                                 r"\(bytes 300-319\)"):
+        r.check()
+
+
+# ============================================================================ codec parameters
+
+def _codec(name, params):
+    from idv import _codecs
+    return _codecs.resolve(name, params, " in column 0 'c'")
+
+
+def test_deepest_legal_nesting_reads():
+    """A vector of keys of a raw type (current Key2 and legacy Key) is as deep as ML.NET goes,
+    and parses; one level more is refused by name before it is parsed."""
+    t = _codec("VBuffer", vbuffer("Key2", 4, item_params=key2("UInt16", 7))).type
+    assert t == idv.Vector(idv.Key(idv.UInt16, 7), 4)
+    legacy = _toc.pack_codec("Byte", b"") + b"\x01" + struct.pack("<Qi", 0, 9)
+    assert _codec("VBuffer", vbuffer("Key", 2, item_params=legacy)).type == \
+        idv.Vector(idv.Key(idv.Byte, 9), 2)
+    for inner in ("Key2", "VBuffer", "TextSpan", "Single"):
+        params = _toc.pack_codec(inner, b"\xff" * 64) + struct.pack("<Q", 3)
+        with pytest.raises(idv.IdvFormatError, match=rf"^key over \w+: the raw type must be"):
+            _codec("Key2", params)
+
+
+@pytest.mark.parametrize("dims,ok", [
+    ((2**31 - 1,), True), ((46340, 46340), True), ((0, 2**31 - 1, 2**31 - 1), True),
+    ((65536, 32768), False), ((2**31 - 1, 2), False),
+    ((2**20, 2**20, 0), False)])     # ML.NET's product overflows before it reaches the 0
+def test_vector_size_is_an_int32_product(dims, ok):
+    """ML.NET computes a vector type's size as a checked int32 product, dimension by
+    dimension; a type whose product overflows is refused when the file opens, with or
+    without rows."""
+    if ok:
+        assert _codec("VBuffer", vbuffer("Single", *dims)).type.dims == dims
+        return
+    with pytest.raises(idv.IdvFormatError, match=r"vector dimensions overflow.*column 0 'c'"):
+        _codec("VBuffer", vbuffer("Single", *dims))
