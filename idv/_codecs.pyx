@@ -492,13 +492,9 @@ def _params(Cursor c, Py_ssize_t start):
     return bytes(c.buf[start:c.end])
 
 
-def _is_key_raw(str name):
-    return name in _PLAIN and _PLAIN[name][0] in T.KEY_RAW_TYPES
-
-
 def _parse_key2(Cursor c, int depth):
     start = c.pos
-    inner = _nested(c, "Key2", depth, _is_key_raw, _not_key_raw)
+    inner = _nested(c, "Key2", depth, _not_key_raw)
     count = c.u64("key count")
     _check_key(c, inner, count)
     return KeyCodec("Key2", inner, count, _params(c, start))
@@ -506,7 +502,7 @@ def _parse_key2(Cursor c, int depth):
 
 def _parse_key_legacy(Cursor c, int depth):
     start = c.pos
-    inner = _nested(c, "Key", depth, _is_key_raw, _not_key_raw)
+    inner = _nested(c, "Key", depth, _not_key_raw)
     contiguous = c.u8("key contiguous flag")
     if contiguous != 1:
         c.fail(f"legacy Key codec with contiguous flag {contiguous} (only 1 is readable)")
@@ -523,8 +519,16 @@ def _parse_key_legacy(Cursor c, int depth):
 
 
 def _not_key_raw(str name):
+    """Why the codec `name` cannot hold a key's values, or None if it can."""
+    if name in _PLAIN and _PLAIN[name][0] in T.KEY_RAW_TYPES:
+        return None
     what = _PLAIN[name][0] if name in _PLAIN else name
     return f"key over {what}: the raw type must be Byte, UInt16, UInt32 or UInt64"
+
+
+def _not_vector_item(str name):
+    """Why the codec `name` cannot hold a vector's items, or None if it can."""
+    return "VBuffer of VBuffer: vector items must be primitive" if name == "VBuffer" else None
 
 
 def _check_key(Cursor c, Codec inner, count):
@@ -534,8 +538,7 @@ def _check_key(Cursor c, Codec inner, count):
 
 def _parse_vbuffer(Cursor c, int depth):
     start = c.pos
-    item = _nested(c, "VBuffer", depth, lambda name: name != "VBuffer",
-                   lambda name: "VBuffer of VBuffer: vector items must be primitive")
+    item = _nested(c, "VBuffer", depth, _not_vector_item)
     ndims = c.i32("vector dimension count")
     if ndims < 0 or 4 * ndims > c.remaining:
         c.fail(f"invalid vector dimension count {ndims}")
@@ -551,9 +554,9 @@ def _parse_vbuffer(Cursor c, int depth):
     return VBufferCodec(item, dims or [0], _params(c, start))
 
 
-def _nested(Cursor c, str outer, int depth, allowed, refusal):
+def _nested(Cursor c, str outer, int depth, refusal):
     """Parse the codec triple nested in `outer`'s parameters at the cursor, in place (no
-    copy); `allowed(name)` is checked first, else `refusal(name)` is the error."""
+    copy), once `refusal(name)` has found nothing against its name."""
     if depth >= MAX_NESTING:
         c.fail(f"codec nested in {outer} deeper than {MAX_NESTING} levels (ML.NET writes at "
                f"most a vector of keys)")
@@ -561,8 +564,9 @@ def _nested(Cursor c, str outer, int depth, allowed, refusal):
     if name not in CODECS:
         # ML.NET: an unknown codec nested in VBuffer/Key is a decode error, not a dead column.
         c.fail(f"unknown codec {name!r} nested in {outer}")
-    if not allowed(name):
-        c.fail(refusal(name))
+    why = refusal(name)
+    if why is not None:
+        c.fail(why)
     # errors in the inner parameters name the outer codec and its column too
     cdef Cursor inner = Cursor(c.buf, c.pos, c.base, f"codec {name!r} parameters in {c.where}",
                                c.pos + n)
