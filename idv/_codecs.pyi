@@ -44,6 +44,8 @@ class VBufferCodec(Codec):
     item: Codec
     def decode_at(self, buf: Any, pos: int, n: int) -> Tuple[VectorBlock, int]: ...
 
-CODECS: Dict[str, Callable[[Cursor], Codec]]
+MAX_NESTING: int
+MAX_VECTOR_SIZE: int
+CODECS: Dict[str, Callable[[Cursor, int], Codec]]
 
 def resolve(name: str, params: bytes) -> Codec: ...

@@ -16,7 +16,7 @@ from libc.string cimport memcpy
 import numpy as np
 
 from idv._cursor cimport Cursor
-from idv._toc import read_codec
+from idv._toc import read_codec_head
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv import types as T
 
@@ -445,25 +445,64 @@ cdef class VBufferCodec(Codec):
 
 
 # ---------------------------------------------------------------- registry
-cdef Codec _simple(str name, type_, Py_ssize_t itemsize, cls=Codec):
-    return cls(name, type_, type_.dtype, itemsize)
+# Parameters nest only as ML.NET writes them: a vector of a key of a raw type (VBuffer ->
+# Key2 -> UInt32) is as deep as it gets. Each nested codec's name is checked before its
+# parameters are parsed, and the depth besides, so a crafted chain of Key2<Key2<...>> or
+# VBuffer<VBuffer<...>> costs one level, not a recursion as deep as the file is long.
+MAX_NESTING = 2
+# the largest vector ML.NET can hold: its size is an int32 product of the dimensions
+MAX_VECTOR_SIZE = 2**31 - 1
+
+# load name -> (type, stored bytes per item (0: the codec class knows), codec class) of the
+# codecs that take no parameters
+_PLAIN = {
+    "SByte": (T.SByte, 1, Codec),
+    "Byte": (T.Byte, 1, Codec),
+    "Int16": (T.Int16, 2, Codec),
+    "UInt16": (T.UInt16, 2, Codec),
+    "Int32": (T.Int32, 4, Codec),
+    "UInt32": (T.UInt32, 4, Codec),
+    "Int64": (T.Int64, 8, Codec),
+    "UInt64": (T.UInt64, 8, Codec),
+    "Single": (T.Single, 4, Codec),
+    "Double": (T.Double, 8, Codec),
+    "DataViewRowId": (T.RowId, 16, Codec),
+    "TimeSpan": (T.TimeSpan, 8, TimeSpanCodec),
+    "DvTimeSpan": (T.TimeSpan, 8, TimeSpanCodec),
+    "DateTime": (T.DateTime, 8, DateTimeCodec),
+    "DvDateTime": (T.DateTime, 8, DateTimeCodec),
+    "DateTimeOffset": (T.DateTimeOffset, 0, DateTimeOffsetCodec),
+    "DvDateTimeZone": (T.DateTimeOffset, 0, DateTimeOffsetCodec),
+    "Boolean": (T.Boolean, 0, BooleanCodec),
+    "DvBool": (T.Boolean, 0, DvBoolCodec),
+    "TextSpan": (T.Text, 0, TextCodec),
+}
 
 
-def _fixed(name, type_, itemsize, cls=Codec):
-    def parse(Cursor params):
-        return _simple(name, type_, itemsize, cls)
+def _plain(str name):
+    type_, itemsize, cls = _PLAIN[name]
+
+    def parse(Cursor c, int depth):
+        return cls(name, type_, type_.dtype, itemsize)
     return parse
 
 
-def _parse_key2(Cursor c):
-    inner = _nested(c, "Key2")
+def _params(Cursor c, Py_ssize_t start):
+    """The codec's own parameter bytes (the cursor's window from `start`)."""
+    return bytes(c.buf[start:c.end])
+
+
+def _parse_key2(Cursor c, int depth):
+    start = c.pos
+    inner = _nested(c, "Key2", depth, _not_key_raw)
     count = c.u64("key count")
     _check_key(c, inner, count)
-    return KeyCodec("Key2", inner, count, bytes(c.buf))
+    return KeyCodec("Key2", inner, count, _params(c, start))
 
 
-def _parse_key_legacy(Cursor c):
-    inner = _nested(c, "Key")
+def _parse_key_legacy(Cursor c, int depth):
+    start = c.pos
+    inner = _nested(c, "Key", depth, _not_key_raw)
     contiguous = c.u8("key contiguous flag")
     if contiguous != 1:
         c.fail(f"legacy Key codec with contiguous flag {contiguous} (only 1 is readable)")
@@ -476,72 +515,80 @@ def _parse_key_legacy(Cursor c):
     if count == 0:   # old "unknown cardinality": the raw type's whole range
         count = int(np.iinfo(inner.dtype).max)
     _check_key(c, inner, count)
-    return KeyCodec("Key", inner, count, bytes(c.buf))
+    return KeyCodec("Key", inner, count, _params(c, start))
+
+
+def _not_key_raw(str name):
+    """Why the codec `name` cannot hold a key's values, or None if it can."""
+    if name in _PLAIN and _PLAIN[name][0] in T.KEY_RAW_TYPES:
+        return None
+    what = _PLAIN[name][0] if name in _PLAIN else name
+    return f"key over {what}: the raw type must be Byte, UInt16, UInt32 or UInt64"
+
+
+def _not_vector_item(str name):
+    """Why the codec `name` cannot hold a vector's items, or None if it can."""
+    return "VBuffer of VBuffer: vector items must be primitive" if name == "VBuffer" else None
 
 
 def _check_key(Cursor c, Codec inner, count):
-    if inner.type not in T.KEY_RAW_TYPES:
-        c.fail(f"key over {inner.type}: the raw type must be Byte, UInt16, UInt32 or UInt64")
     if not (0 < count <= np.iinfo(inner.dtype).max):
         c.fail(f"key count {count} out of range for {inner.type}")
 
 
-def _parse_vbuffer(Cursor c):
-    item = _nested(c, "VBuffer")
-    if isinstance(item, VBufferCodec):
-        c.fail("VBuffer of VBuffer: vector items must be primitive")
+def _parse_vbuffer(Cursor c, int depth):
+    start = c.pos
+    item = _nested(c, "VBuffer", depth, _not_vector_item)
     ndims = c.i32("vector dimension count")
     if ndims < 0 or 4 * ndims > c.remaining:
         c.fail(f"invalid vector dimension count {ndims}")
     dims = [c.i32("vector dimension") for _ in range(ndims)]
     if any(d < 0 for d in dims):
         c.fail(f"negative vector dimension in {dims}")
-    return VBufferCodec(item, dims or [0], bytes(c.buf))
+    size = 1
+    for i, d in enumerate(dims):     # in order, as ML.NET's checked product overflows
+        size *= d
+        if size > MAX_VECTOR_SIZE:
+            c.fail(f"vector dimensions overflow at dimension {i} ({d}): the size (their "
+                   f"product) is beyond {MAX_VECTOR_SIZE}, the largest vector ML.NET can hold")
+    return VBufferCodec(item, dims or [0], _params(c, start))
 
 
-def _nested(Cursor c, str outer):
-    name, params = read_codec(c)
+def _nested(Cursor c, str outer, int depth, refusal):
+    """Parse the codec triple nested in `outer`'s parameters at the cursor, in place (no
+    copy), once `refusal(name)` has found nothing against its name."""
+    if depth >= MAX_NESTING:
+        c.fail(f"codec nested in {outer} deeper than {MAX_NESTING} levels (ML.NET writes at "
+               f"most a vector of keys)")
+    name, n = read_codec_head(c)
     if name not in CODECS:
         # ML.NET: an unknown codec nested in VBuffer/Key is a decode error, not a dead column.
         c.fail(f"unknown codec {name!r} nested in {outer}")
-    return resolve(name, params)
+    why = refusal(name)
+    if why is not None:
+        c.fail(why)
+    # errors in the inner parameters name the outer codec and its column too
+    cdef Cursor inner = Cursor(c.buf, c.pos, c.base if c.in_file else None,
+                               f"codec {name!r} parameters in {c.where}", c.pos + n)
+    c.pos += n
+    return _parse(name, inner, depth + 1)
 
 
-CODECS = {
-    "SByte": _fixed("SByte", T.SByte, 1),
-    "Byte": _fixed("Byte", T.Byte, 1),
-    "Int16": _fixed("Int16", T.Int16, 2),
-    "UInt16": _fixed("UInt16", T.UInt16, 2),
-    "Int32": _fixed("Int32", T.Int32, 4),
-    "UInt32": _fixed("UInt32", T.UInt32, 4),
-    "Int64": _fixed("Int64", T.Int64, 8),
-    "UInt64": _fixed("UInt64", T.UInt64, 8),
-    "Single": _fixed("Single", T.Single, 4),
-    "Double": _fixed("Double", T.Double, 8),
-    "DataViewRowId": _fixed("DataViewRowId", T.RowId, 16),
-    "TimeSpan": _fixed("TimeSpan", T.TimeSpan, 8, TimeSpanCodec),
-    "DvTimeSpan": _fixed("DvTimeSpan", T.TimeSpan, 8, TimeSpanCodec),
-    "DateTime": _fixed("DateTime", T.DateTime, 8, DateTimeCodec),
-    "DvDateTime": _fixed("DvDateTime", T.DateTime, 8, DateTimeCodec),
-    "DateTimeOffset": _fixed("DateTimeOffset", T.DateTimeOffset, 0, DateTimeOffsetCodec),
-    "DvDateTimeZone": _fixed("DvDateTimeZone", T.DateTimeOffset, 0, DateTimeOffsetCodec),
-    "Boolean": _fixed("Boolean", T.Boolean, 0, BooleanCodec),
-    "DvBool": _fixed("DvBool", T.Boolean, 0, DvBoolCodec),
-    "TextSpan": _fixed("TextSpan", T.Text, 0, TextCodec),
-    "VBuffer": _parse_vbuffer,
-    "Key2": _parse_key2,
-    "Key": _parse_key_legacy,
-}
+CODECS = {name: _plain(name) for name in _PLAIN}
+CODECS.update({"VBuffer": _parse_vbuffer, "Key2": _parse_key2, "Key": _parse_key_legacy})
+
+
+cdef Codec _parse(str name, Cursor c, int depth):
+    """The codec `name` from its parameters, the cursor's window, which must be used exactly."""
+    codec = CODECS[name](c, depth)
+    if c.remaining:
+        c.fail(f"codec {name!r} has {c.remaining} unused parameter bytes")
+    return codec
 
 
 def resolve(str name, bytes params):
     """The codec for a (load name, parameter bytes) pair; the parameters must be used exactly.
     Errors name the codec, not its column: the caller adds that (IdvFormatError.locate)."""
-    parser = CODECS.get(name)
-    if parser is None:
+    if name not in CODECS:
         raise UnsupportedCodecError(f"unknown codec {name!r}")
-    cdef Cursor c = Cursor(params, 0, None, f"codec {name!r} parameters")
-    codec = parser(c)
-    if c.remaining:
-        raise IdvFormatError(f"codec {name!r} has {c.remaining} unused parameter bytes")
-    return codec
+    return _parse(name, Cursor(params, 0, None, f"codec {name!r} parameters"), 0)

@@ -13,13 +13,14 @@ MAX_ENTRIES = 2**31 - 1
 
 
 class TocEntry:
-    """One column's entry: name, codec triple, compression, rows per block, two offsets."""
+    """One column's entry: name, codec triple, compression, rows per block, two offsets; and
+    where the entry itself lies, [toc_offset, toc_end)."""
 
     __slots__ = ("index", "name", "codec_name", "codec_params", "compression", "rows_per_block",
-                 "lookup_offset", "metadata_offset", "toc_offset")
+                 "lookup_offset", "metadata_offset", "toc_offset", "toc_end")
 
     def __init__(self, index, name, codec_name, codec_params, compression, rows_per_block,
-                 lookup_offset, metadata_offset, toc_offset=0):
+                 lookup_offset, metadata_offset, toc_offset=0, toc_end=0):
         self.index = index
         self.name = name
         self.codec_name = codec_name
@@ -29,6 +30,7 @@ class TocEntry:
         self.lookup_offset = lookup_offset
         self.metadata_offset = metadata_offset
         self.toc_offset = toc_offset
+        self.toc_end = toc_end
 
     def pack(self):
         return (encode_string(self.name) + pack_codec(self.codec_name, self.codec_params)
@@ -42,17 +44,22 @@ class TocEntry:
 
 
 class MetadataEntry:
-    """One annotation of a column: kind, codec triple, compression, where its block lies."""
+    """One annotation of a column: kind, codec triple, compression, where its block lies; and
+    where the entry itself lies in the metadata TOC, [toc_offset, toc_end)."""
 
-    __slots__ = ("kind", "codec_name", "codec_params", "compression", "offset", "size")
+    __slots__ = ("kind", "codec_name", "codec_params", "compression", "offset", "size",
+                 "toc_offset", "toc_end")
 
-    def __init__(self, kind, codec_name, codec_params, compression, offset, size):
+    def __init__(self, kind, codec_name, codec_params, compression, offset, size, toc_offset=0,
+                 toc_end=0):
         self.kind = kind
         self.codec_name = codec_name
         self.codec_params = codec_params
         self.compression = compression
         self.offset = offset
         self.size = size
+        self.toc_offset = toc_offset
+        self.toc_end = toc_end
 
     def pack(self):
         return (encode_string(self.kind) + pack_codec(self.codec_name, self.codec_params)
@@ -60,13 +67,19 @@ class MetadataEntry:
                 + encode_leb128(self.size))
 
 
+def block_count(row_count, rows_per_block):
+    """How many blocks the rows are stored in (the last one may hold fewer)."""
+    return 0 if row_count == 0 else (row_count - 1) // rows_per_block + 1
+
+
 def pack_codec(str name, bytes params):
     """The codec triple: load name, LEB128 parameter length, parameter bytes."""
     return encode_string(name) + encode_leb128(len(params)) + params
 
 
-def read_codec(Cursor c):
-    """Read a codec triple; returns (load name, parameter bytes)."""
+def read_codec_head(Cursor c):
+    """Read a codec triple up to its parameters, which the cursor is left at; returns (load
+    name, parameter length), the length checked against the bytes left."""
     start = c.offset
     name = c.string("codec name")
     if not name:
@@ -75,6 +88,12 @@ def read_codec(Cursor c):
     n = c.leb128("codec parameter length")
     if n > c.remaining:
         c.fail(f"codec {name!r} declares {n} parameter bytes, only {c.remaining} left", start)
+    return name, n
+
+
+def read_codec(Cursor c):
+    """Read a codec triple; returns (load name, parameter bytes)."""
+    name, n = read_codec_head(c)
     return name, c.take(n, "codec parameters")
 
 
@@ -107,7 +126,7 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
                 c.fail(f"rows per block {rpb} differs from the first column's "
                        f"{rows_per_block}; ML.NET requires one value for all columns", start)
             if row_count > 0:
-                num_blocks = (row_count - 1) // rpb + 1
+                num_blocks = block_count(row_count, rpb)
                 if not (HEADER_SIZE <= lookup <= tail - 16 * num_blocks):
                     c.fail(f"lookup table of {num_blocks} blocks at offset {lookup} lies "
                            f"outside [{HEADER_SIZE}, {tail}]", start)
@@ -116,7 +135,8 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
         except IdvFormatError as e:
             e.locate(column_index=i, column=name)
             raise
-        entries.append(TocEntry(i, name, codec_name, params, compression, rpb, lookup, meta, start))
+        entries.append(TocEntry(i, name, codec_name, params, compression, rpb, lookup, meta, start,
+                                c.offset))
     return entries
 
 
@@ -148,7 +168,8 @@ def parse_metadata_toc(const unsigned char[:] buf, Py_ssize_t offset, Py_ssize_t
         except IdvFormatError as e:
             e.locate(metadata_kind=kind)
             raise
-        entries.append(MetadataEntry(kind, codec_name, params, compression, block, size))
+        entries.append(MetadataEntry(kind, codec_name, params, compression, block, size, start,
+                                     c.offset))
     return entries
 
 

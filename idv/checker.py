@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from idv import _header, reader
+from idv import reader
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv.reader import IdvFile, block_groups
 
@@ -27,8 +27,8 @@ class Finding:
     """One thing ``verify`` found: a problem (the file is not sound) or a warning (a part it
     could not check).
 
-    Attributes: ``what`` (``'file'``, ``'column'``, ``'lookup'``, ``'block'``,
-    ``'metadata'`` or ``'layout'``), ``message``, and where, None when it does not apply:
+    Attributes: ``what`` (``'file'``, ``'column'``, ``'lookup'``, ``'block'`` or
+    ``'metadata'``; parts that overlap are a ``'file'`` problem, found when it opens), ``message``, and where, None when it does not apply:
     ``column`` (the column's name), ``column_index``, ``metadata_kind``, ``block``, ``rows``
     (the block's first and last row), ``offset`` (byte offset in the file) and ``size``
     (bytes). ``str(finding)`` is one line, as ``idv verify`` prints it.
@@ -77,7 +77,7 @@ class Finding:
         elif self.what == "metadata":
             parts.append("metadata table" if self.metadata_kind is None
                          else f"metadata {self.metadata_kind!r}")
-        elif self.what in ("file", "layout"):
+        elif self.what == "file":
             parts.append(self.what)
         if self.offset is not None:
             parts.append(f"at byte {self.offset}"
@@ -200,32 +200,26 @@ def verify(source, *, threads=None, backend=None) -> VerifyReport:
 
 
 def _check(f, report):
+    # parts of the file that share bytes were refused when it opened (idv.layout)
     report.num_rows, report.num_columns = f.num_rows, f.num_columns
-    ranges = []   # (offset, size, what): every part of the file, for the overlap check
     for col in f.columns:
-        _check_column(col, report, ranges)
-    _check_layout(f, report, ranges)
+        _check_column(col, report)
 
 
-def _check_column(col, report, ranges):
+def _check_column(col, report):
     info = {"index": col.index, "name": col.name,
             "type": None if col.type is None else str(col.type), "codec": col.codec_name,
             "blocks": col.num_blocks, "blocks_ok": 0, "metadata": 0, "checked": col.readable}
     report.columns.append(info)
-    name = f"column {col.index} {col.name!r}"
     if col.readable:
         report.checked["columns"] += 1
     else:
         report.warnings.append(Finding.about("column", f"not checked: {col.unreadable_reason}",
                                              col))
     table = _check_lookup(col, report)
-    if table is not None:
-        ranges.append((col.lookup_offset, 16 * col.num_blocks, f"{name} lookup table"))
-        for b, (off, disk) in enumerate(zip(table["offset"].tolist(), table["disk"].tolist())):
-            ranges.append((off, disk, f"{name} block {b}"))
-        if col.readable:
-            info["blocks_ok"] = _check_blocks(col, table, report)
-    info["metadata"] = _check_metadata(col, report, ranges, name)
+    if table is not None and col.readable:
+        info["blocks_ok"] = _check_blocks(col, table, report)
+    info["metadata"] = _check_metadata(col, report)
 
 
 def _check_lookup(col, report):
@@ -273,7 +267,7 @@ def _check_blocks(col, table, report):
     return sound
 
 
-def _check_metadata(col, report, ranges, name):
+def _check_metadata(col, report):
     """Decode the metadata table and every value; returns the number of sound values."""
     try:
         entries = col.metadata_entries()
@@ -282,7 +276,6 @@ def _check_metadata(col, report, ranges, name):
         return 0
     sound = 0
     for m in entries:
-        ranges.append((m.offset, m.size, f"{name} metadata {m.kind!r}"))
         try:
             col.decode_metadata(m)
         except UnsupportedCodecError as e:
@@ -299,25 +292,6 @@ def _check_metadata(col, report, ranges, name):
         sound += 1
         report.checked["metadata"] += 1
     return sound
-
-
-def _check_layout(f, report, ranges):
-    """Every block, lookup table and metadata value in its own bytes: overlaps are corrupt."""
-    h = f.header
-    ranges = ranges + [(0, _header.HEADER_SIZE, "the header"),
-                       (h.tail_offset, 8, "the tail signature")]
-    if f.num_columns:
-        ranges.append((h.toc_offset, h.tail_offset - h.toc_offset, "the table of contents"))
-    ranges = sorted((r for r in ranges if r[1] > 0), key=lambda r: (r[0], -r[1]))
-    end, owner = -1, None
-    for start, size, what in ranges:
-        if start < end:
-            report.problems.append(Finding(
-                "layout", f"{what} (bytes {start}-{start + size - 1}) overlaps {owner[2]} "
-                          f"(bytes {owner[0]}-{owner[0] + owner[1] - 1})",
-                offset=start, size=size))
-        if start + size > end:
-            end, owner = start + size, (start, size, what)
 
 
 def _plural(n, word):

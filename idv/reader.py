@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from idv import _codecs, _compression, _header, _lookup, _threads, _toc
+from idv import _codecs, _compression, _header, _lookup, _threads, _toc, layout
 from idv import types as T
 from idv import vectors
 from idv.errors import IdvFormatError, UnsupportedCodecError
@@ -158,8 +158,7 @@ class Column:
     @property
     def num_blocks(self):
         """The number of blocks the column's rows are stored in."""
-        n = self.num_rows
-        return 0 if n == 0 else (n - 1) // self.rows_per_block + 1
+        return _toc.block_count(self.num_rows, self.rows_per_block)
 
     def __len__(self):
         return self.num_rows
@@ -194,15 +193,12 @@ class Column:
                             **where)
 
     def _read_lookup(self):
-        nb = self.num_blocks
-        e = self._entry
-        f = self._file
-        f._check_open()
-        if nb == 0:
-            return np.zeros(0, _lookup.ENTRY)
-        table = _lookup.parse_lookup(f._source.view(e.lookup_offset, 16 * nb), nb,
-                                     e.lookup_offset, f.header.tail_offset)
-        if self.codec is not None:
+        self._file._check_open()
+        try:
+            table = self._file._tables.lookup(self.index)
+        except IdvFormatError as e:
+            raise self._located(e)
+        if self.codec is not None and len(table):
             self._check_sizes(table)
         return table
 
@@ -304,16 +300,10 @@ class Column:
         offset, size) per annotation, in file order. Package-internal."""
         if self._metadata_entries is None:
             self._file._check_open()
-            off = self._entry.metadata_offset
-            if off == 0:
-                self._metadata_entries = []
-            else:
-                tail = self._file.header.tail_offset
-                try:
-                    self._metadata_entries = _toc.parse_metadata_toc(
-                        self._file._source.view(off, tail - off), off, tail)
-                except IdvFormatError as e:
-                    raise self._located(e)
+            try:
+                self._metadata_entries = self._file._tables.metadata(self.index)
+            except IdvFormatError as e:
+                raise self._located(e)
         return self._metadata_entries
 
     _meta_entries = metadata_entries   # the older name (tests/dumpcheck.py)
@@ -631,6 +621,8 @@ class IdvFile:
                 warnings.warn(f"cannot interpret column {e.index} {e.name!r}: {dead}", IdvWarning,
                               stacklevel=3)
             self.columns.append(Column(self, e, codec, dead))
+        # every table read now, and no two parts of the file in the same bytes
+        self._tables = layout.read_tables(src, h, entries)
         self._by_name = {c.name: c for c in self.columns}
 
     def _block_bytes(self, offsets, disk):

@@ -33,7 +33,7 @@ OPTIONAL_COLUMN_ZIP = "modelwithoptionalcolumntransform.zip"   # .idv entries wi
 def test_help_lists_the_commands():
     rc, out, err = run("--help", check_rc=0)
     listed = re.findall(r"^    (\w+)", out, re.M)
-    assert listed == ["info", "head", "schema", "verify", "cat", "convert"]
+    assert listed == ["info", "head", "schema", "verify", "cat", "convert", "sample"]
     assert "cat (slice)" in out
     for cmd in COMMANDS:
         rc, out, err = run(cmd, "--help", check_rc=0)
@@ -724,7 +724,7 @@ def test_verify_reports_overlapping_blocks(tmp_path):
         struct.pack_into("<q", data, entry, off0)    # block 1 now reads block 0's bytes
     bad, side = _corrupt_copy(tmp_path, name, damage)
     got = json.loads(run("verify", bad, "--json")[1])
-    assert [p["what"] for p in got["problems"]] == ["layout"]
+    assert [p["what"] for p in got["problems"]] == ["file"]     # refused at open
     msg = got["problems"][0]["message"]
     assert "column 1 'F32' block 1" in msg and "overlaps column 1 'F32' block 0" in msg
 

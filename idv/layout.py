@@ -1,0 +1,210 @@
+"""Where each part of a file lies, and the rule that no two parts share bytes.
+
+ML.NET's saver writes the header, every block, each column's lookup table, each column's
+metadata blocks and metadata table, the table of contents and the tail, each once, one after
+the other. Parts that overlap mean damage or a crafted file, and sharing is how a small file
+multiplies work: eight columns densifying one block of implicit zeros, a hundred columns
+parsing one 60,000-entry lookup table. So ``read_tables`` reads every lookup table and
+metadata table when the file opens and refuses overlapping parts before anything is decoded.
+
+It does so at a cost bounded by the file's size however the offsets are crafted: the parts
+the table of contents alone locates (lookup tables, the start of each metadata table) are
+checked first, so a table is read only once no other table starts inside it, and each
+metadata table is read only up to the next such part.
+
+``Regions`` (a list of byte ranges with what each one is) and its ``overlaps`` are also meant
+for ``idv verify``, which lists every overlap instead of stopping at the first.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from idv import _lookup, _toc
+from idv._header import HEADER_SIZE
+from idv.errors import IdvFormatError
+
+TAIL_SIZE = 8
+LOOKUP_ENTRY_SIZE = _lookup.ENTRY.itemsize
+
+
+class Regions:
+    """Byte ranges [start, stop) of a file's parts, each with a description."""
+
+    def __init__(self):
+        self._starts = []
+        self._stops = []
+        self._names = []       # per group: its first region's number and a str or i -> str
+        self._count = 0
+        self._arrays = None
+
+    def add(self, starts, sizes, name):
+        """Parts at `starts` of `sizes` bytes (scalars or arrays); `name` says what they are:
+        a str, or a function of the part's position among these."""
+        starts = np.asarray(starts, np.int64).reshape(-1)
+        sizes = np.broadcast_to(np.asarray(sizes, np.int64), starts.shape)
+        self._starts.append(starts)
+        self._stops.append(starts + sizes)
+        self._names.append((self._count, name))
+        self._count += len(starts)
+        self._arrays = None
+
+    def __len__(self):
+        return self._count
+
+    def _concat(self):
+        if self._arrays is None:
+            starts = np.concatenate(self._starts) if self._starts else np.zeros(0, np.int64)
+            stops = np.concatenate(self._stops) if self._stops else np.zeros(0, np.int64)
+            self._arrays = starts, stops
+        return self._arrays
+
+    @property
+    def starts(self):
+        """Every part's first byte, in the order they were added."""
+        return self._concat()[0]
+
+    @property
+    def stops(self):
+        """Every part's end (one past its last byte)."""
+        return self._concat()[1]
+
+    def describe(self, k):
+        """What part k is and its bytes, e.g. ``column 2 'Txt' block 5 (bytes 900-1022)``."""
+        firsts = [first for first, _ in self._names]
+        g = int(np.searchsorted(firsts, k, side="right")) - 1
+        first, name = self._names[g]
+        what = name(k - first) if callable(name) else name
+        start, stop = self.starts[k], self.stops[k]
+        return f"{what} (bytes {start}-{stop - 1})"
+
+    def overlaps(self, limit=None):
+        """Pairs (k, other) of parts that share bytes, in file order: part k starts inside
+        `other`, which starts at or before it. Empty parts overlap nothing."""
+        starts, stops = self._concat()
+        parts = np.flatnonzero(stops > starts)
+        order = parts[np.argsort(starts[parts], kind="stable")]
+        s, e = starts[order], stops[order]
+        if len(order) < 2:
+            return []
+        reach = np.maximum.accumulate(e)            # the furthest end so far ...
+        pos = np.arange(len(order))
+        owner = np.maximum.accumulate(np.where(e == reach, pos, 0))   # ... and whose it is
+        bad = np.flatnonzero(s[1:] < reach[:-1]) + 1
+        if limit is not None:
+            bad = bad[:limit]
+        return [(int(order[p]), int(order[owner[p - 1]])) for p in bad]
+
+    def check(self):
+        """Raise IdvFormatError naming the first two parts that share bytes."""
+        for k, other in self.overlaps(limit=1):
+            raise IdvFormatError(f"{self.describe(k)} overlaps {self.describe(other)}: every "
+                                 f"part of a file has bytes of its own",
+                                 offset=int(self.starts[k]))
+
+
+def _where(entry):
+    return f"column {entry.index} {entry.name!r}"
+
+
+def _frame(header, entries):
+    """The header, the table of contents, the tail and every lookup table: all located by the
+    header and the table of contents alone."""
+    r = Regions()
+    r.add(0, HEADER_SIZE, "the header")
+    if entries:
+        r.add(header.toc_offset, entries[-1].toc_end - header.toc_offset,
+              "the table of contents")
+    r.add(header.tail_offset, TAIL_SIZE, "the tail signature")
+    nb = _toc.block_count(header.row_count, entries[0].rows_per_block) if entries else 0
+    if nb:
+        r.add([e.lookup_offset for e in entries], LOOKUP_ENTRY_SIZE * nb,
+              lambda i: f"{_where(entries[i])} lookup table")
+    return r, nb
+
+
+def regions(header, entries, lookups, metadata):
+    """Every part of a file: the frame (header, table of contents, tail, lookup tables), each
+    column's blocks (from `lookups`, its lookup table per column) and its metadata table and
+    blocks (from `metadata`, its metadata entries per column). A None table is left out (one
+    that could not be read: its parts are never decoded)."""
+    r, _ = _frame(header, entries)
+    for e, table, meta in zip(entries, lookups, metadata):
+        where = _where(e)
+        if table is not None and len(table):
+            r.add(table["offset"], table["disk"], lambda b, w=where: f"{w} block {b}")
+        if meta:
+            r.add(e.metadata_offset, meta[-1].toc_end - e.metadata_offset,
+                  f"{where} metadata table")
+            r.add([m.offset for m in meta], [m.size for m in meta],
+                  lambda j, w=where, m=meta: f"{w} metadata {m[j].kind!r} block")
+    return r
+
+
+class Tables:
+    """A file's lookup tables and metadata tables, per column, as read at open. A damaged
+    table is kept as its error and raised when the column's blocks or metadata are used, so
+    the rest of the file still reads."""
+
+    def __init__(self, lookups, metadata, regions_):
+        self._lookups = lookups
+        self._metadata = metadata
+        self.regions = regions_
+
+    def lookup(self, column):
+        """The lookup table of column number `column` (a structured array, _lookup.ENTRY)."""
+        return _value(self._lookups[column])
+
+    def metadata(self, column):
+        """The metadata entries of column number `column` ([] when it has none)."""
+        return _value(self._metadata[column])
+
+
+def _value(v):
+    if isinstance(v, IdvFormatError):
+        raise copy.copy(v)      # a fresh one each time, with the same location
+    return v
+
+
+def read_tables(source, header, entries):
+    """Read every lookup and metadata table of the file (``source`` as in idv.source, the
+    table of contents parsed into ``entries``) and refuse the file if two parts overlap."""
+    tail = header.tail_offset
+    frame, nb = _frame(header, entries)
+    with_meta = sorted((e for e in entries if e.metadata_offset),
+                       key=lambda e: e.metadata_offset)
+    # a metadata table's first byte is known before it is read
+    frame.add([e.metadata_offset for e in with_meta], 1,
+              lambda i: f"{_where(with_meta[i])} metadata table")
+    frame.check()
+    parts = np.flatnonzero(frame.stops > frame.starts)
+    parts = parts[np.argsort(frame.starts[parts])]
+    starts = frame.starts[parts]
+
+    lookups = [np.zeros(0, _lookup.ENTRY) for _ in entries]
+    if nb:
+        for e in entries:
+            try:
+                lookups[e.index] = _lookup.parse_lookup(
+                    source.view(e.lookup_offset, LOOKUP_ENTRY_SIZE * nb), nb, e.lookup_offset,
+                    tail)
+            except IdvFormatError as err:
+                lookups[e.index] = err.locate(column=e.name, column_index=e.index)
+    metadata = [[] for _ in entries]
+    for e in with_meta:
+        off = e.metadata_offset
+        # read up to the next part the frame knows, which the table may not run into
+        nxt = int(parts[np.searchsorted(starts, off, side="right")])
+        end = int(frame.starts[nxt])
+        try:
+            metadata[e.index] = _toc.parse_metadata_toc(source.view(off, end - off), off, tail)
+        except IdvFormatError as err:
+            if end < tail and err.reason.startswith("truncated"):   # idv._cursor's wording
+                err.reason = f"{err.reason}; the table must end before {frame.describe(nxt)}"
+            metadata[e.index] = err.locate(column=e.name, column_index=e.index)
+    ok = [[None if isinstance(v, IdvFormatError) else v for v in vs]
+          for vs in (lookups, metadata)]
+    everything = regions(header, entries, *ok)
+    everything.check()
+    return Tables(lookups, metadata, everything)
