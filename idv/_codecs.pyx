@@ -1,10 +1,12 @@
 # cython: language_level=3
 """Value codecs, one per ML.NET load name (reference section 4), and their registry.
 
-`CODECS` maps a load name to a parser of its parameter bytes; `resolve(name, params)` gives a
-Codec that decodes one block payload of n items into numpy. Fixed-width codecs (`itemsize` > 0)
-store n * itemsize raw little-endian bytes, so the reader can decompress straight into the
-output array and then call `fix()` for the few types whose stored form differs from numpy's.
+`CODECS` maps a load name to a parser of its parameter bytes (the item codecs' entries are built
+from idv.types.ITEM_TYPES); `resolve(name, params)` gives a Codec that decodes one block payload
+of n items into numpy, and `codec_of(type)` is the (name, params) a type is written with.
+Fixed-width codecs (`itemsize` > 0) store n * itemsize raw little-endian bytes, so the reader
+can decompress straight into the output array and then call `fix()` for the few types whose
+stored form differs from numpy's.
 """
 cimport cython
 cimport numpy as cnp
@@ -13,10 +15,12 @@ from libc.stdint cimport uint8_t, int16_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
+import struct
+
 import numpy as np
 
 from idv._cursor cimport Cursor
-from idv._toc import read_codec
+from idv._toc import pack_codec, read_codec
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv import types as T
 
@@ -445,13 +449,20 @@ cdef class VBufferCodec(Codec):
 
 
 # ---------------------------------------------------------------- registry
-cdef Codec _simple(str name, type_, Py_ssize_t itemsize, cls=Codec):
-    return cls(name, type_, type_.dtype, itemsize)
+# The decoder class of each item type whose stored form is not its numpy form as is; a legacy
+# load name with a layout of its own has its own class.
+_DECODER = {T.Boolean: BooleanCodec, T.Text: TextCodec, T.DateTime: DateTimeCodec,
+            T.TimeSpan: TimeSpanCodec, T.DateTimeOffset: DateTimeOffsetCodec}
+_LEGACY_DECODER = {"DvBool": DvBoolCodec}
 
 
-def _fixed(name, type_, itemsize, cls=Codec):
+def _item_parser(str name, info):
+    """The parameter parser of an item type's load name (item codecs take no parameters)."""
+    cls = _LEGACY_DECODER.get(name) or _DECODER.get(info.type, Codec)
+    itemsize = info.itemsize if info.kind == T.FIXED else 0
+
     def parse(Cursor params):
-        return _simple(name, type_, itemsize, cls)
+        return cls(name, info.type, info.dtype, itemsize)
     return parse
 
 
@@ -508,31 +519,11 @@ def _nested(Cursor c, str outer):
     return resolve(name, params, f" in {c.where}" if c.where else "")
 
 
-CODECS = {
-    "SByte": _fixed("SByte", T.SByte, 1),
-    "Byte": _fixed("Byte", T.Byte, 1),
-    "Int16": _fixed("Int16", T.Int16, 2),
-    "UInt16": _fixed("UInt16", T.UInt16, 2),
-    "Int32": _fixed("Int32", T.Int32, 4),
-    "UInt32": _fixed("UInt32", T.UInt32, 4),
-    "Int64": _fixed("Int64", T.Int64, 8),
-    "UInt64": _fixed("UInt64", T.UInt64, 8),
-    "Single": _fixed("Single", T.Single, 4),
-    "Double": _fixed("Double", T.Double, 8),
-    "DataViewRowId": _fixed("DataViewRowId", T.RowId, 16),
-    "TimeSpan": _fixed("TimeSpan", T.TimeSpan, 8, TimeSpanCodec),
-    "DvTimeSpan": _fixed("DvTimeSpan", T.TimeSpan, 8, TimeSpanCodec),
-    "DateTime": _fixed("DateTime", T.DateTime, 8, DateTimeCodec),
-    "DvDateTime": _fixed("DvDateTime", T.DateTime, 8, DateTimeCodec),
-    "DateTimeOffset": _fixed("DateTimeOffset", T.DateTimeOffset, 0, DateTimeOffsetCodec),
-    "DvDateTimeZone": _fixed("DvDateTimeZone", T.DateTimeOffset, 0, DateTimeOffsetCodec),
-    "Boolean": _fixed("Boolean", T.Boolean, 0, BooleanCodec),
-    "DvBool": _fixed("DvBool", T.Boolean, 0, DvBoolCodec),
-    "TextSpan": _fixed("TextSpan", T.Text, 0, TextCodec),
-    "VBuffer": _parse_vbuffer,
-    "Key2": _parse_key2,
-    "Key": _parse_key_legacy,
-}
+# load name -> parser of its parameter bytes: every name of idv.types.ITEM_TYPES (legacy ones
+# too), then the codecs built on them
+CODECS = {name: _item_parser(name, info) for info in T.ITEM_TYPES
+          for name in (info.load_name,) + info.legacy_names}
+CODECS.update({"VBuffer": _parse_vbuffer, "Key2": _parse_key2, "Key": _parse_key_legacy})
 
 
 def resolve(str name, bytes params, str where=""):
@@ -545,3 +536,15 @@ def resolve(str name, bytes params, str where=""):
     if c.remaining:
         c.fail(f"codec {name!r} has {c.remaining} unused parameter bytes")
     return codec
+
+
+def codec_of(t):
+    """(load name, parameter bytes) of the codec ML.NET writes a column type with: the inverse
+    of resolve()."""
+    if isinstance(t, T.Key):
+        return "Key2", pack_codec(*codec_of(t.raw)) + struct.pack("<Q", t.count)
+    if isinstance(t, T.Vector):
+        dims = t.dims
+        return "VBuffer", (pack_codec(*codec_of(t.item)) + struct.pack("<i", len(dims))
+                           + struct.pack(f"<{len(dims)}i", *dims))
+    return T.item_info(t).load_name, b""

@@ -893,8 +893,8 @@ def test_date_and_rowid_vectors():
 # ---------------------------------------------------------------- threads and backends
 
 def _installed_backends():
-    from idv import _compression
-    return sorted(_compression.BACKENDS)
+    from idv import compression
+    return sorted(compression.installed())
 
 
 @pytest.mark.parametrize("name", ["multiblock_200k_deflate", "mixed_smallblocks_deflate",
@@ -924,8 +924,8 @@ def test_threads_and_backends_give_identical_results(name):
 
 @pytest.mark.parametrize("backend", ["libdeflate", "isal"])
 def test_optional_backends_when_installed(backend):
-    from idv import _compression
-    if backend not in _compression.BACKENDS:
+    from idv import compression
+    if backend not in compression.installed():
         pytest.skip(f"{backend} not installed")
     name = "multiblock_200k_none"   # compression None: the backend is not even used
     with idv.open(fixture(name), backend=backend) as f:

@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import _compression
+from idv import compression
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ MLNET = SHARED / "mlnet-files"
 FIXTURES = (sorted(SAMPLE.glob("*.idv")) if SAMPLE.is_dir() else []) + \
     (sorted(MLNET.glob("*.idv")) if MLNET.is_dir() else [])
 SMALL = 64 * 1024            # files up to this size get exhaustive treatment
-BACKENDS = [b for b in ("zlib", "libdeflate", "isal") if b in _compression.BACKENDS]
+BACKENDS = [b for b in ("zlib", "libdeflate", "isal") if b in compression.installed()]
 
 _CACHE: dict = {}
 

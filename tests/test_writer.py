@@ -591,7 +591,7 @@ def test_type_inference():
         (np.zeros(2, DTO), idv.DateTimeOffset), (np.zeros(2, ROWID), idv.RowId),
     ]
     for value, t in cases:
-        assert idv.writer.infer_type(value) == t, (value, t)
+        assert idv.infer.infer_type(value) == t, (value, t)
 
 
 def test_conversions(tmp_path):
@@ -759,7 +759,7 @@ def test_failure_mid_write_removes_temp(tmp_path, monkeypatch, exc):
 
 def test_failure_at_close_removes_temp(tmp_path, monkeypatch):
     dest = tmp_path / "out.idv"
-    monkeypatch.setattr(idv.writer._Output, "commit",
+    monkeypatch.setattr(idv.sink.Output, "commit",
                         lambda self: (_ for _ in ()).throw(OSError("fsync failed")))
     with pytest.raises(OSError):
         idv.write(dest, {"x": [1, 2, 3]})
@@ -931,7 +931,7 @@ def mlnet_files(tmp_path_factory, oracle):
                     *fx.get("oracle_options", [])]
             jobs.append((spec_path, mine, opts))
             ours[name, comp] = (path, mine)
-        if "libdeflate" in idv._compression.BACKENDS:
+        if "libdeflate" in idv.compression.installed():
             fast = d / f"{name}_libdeflate_ours.idv"
             write_fixture(name, fast, "deflate", backend="libdeflate")
             ours[name, "libdeflate"] = (fast, None)
@@ -1194,8 +1194,8 @@ def test_sparse_forms():
     m = sp.csr_matrix(np.array([[0, 1.5], [2.0, 0]]))
     f = idv.Sparse.from_scipy(m)
     assert f.length == 2 and f.indices.tolist() == [1, 0] and f.values.tolist() == [1.5, 2.0]
-    assert idv.writer.infer_type(s) == idv.Vector(idv.Text, 4)
-    assert idv.writer.infer_type(idv.Sparse([1, 2], [0, 0], [0, 1, 2], [1, 3])) == \
+    assert idv.infer.infer_type(s) == idv.Vector(idv.Text, 4)
+    assert idv.infer.infer_type(idv.Sparse([1, 2], [0, 0], [0, 1, 2], [1, 3])) == \
         idv.Vector(idv.Int64)
     a, b = io.BytesIO(), io.BytesIO()
     idv.write(a, {"v": m})
