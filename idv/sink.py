@@ -17,15 +17,16 @@ from idv import _encode
 _WRITEBACK_CHUNK = 8 << 20     # bytes written between two early-writeback requests
 
 
-def umask(directory="."):
-    """The process umask, read without changing it (os.umask can only be read by setting it,
-    which races with other threads creating files): from /proc/self/status where there is
-    one, else from the mode of a probe file created with 0o666 in `directory`."""
+def new_file_mode(directory="."):
+    """The permission bits open() gives a new file: 0o666 less the umask. The umask is read
+    without changing it (os.umask can only be read by setting it, which races with other
+    threads creating files): from /proc/self/status where there is one, else from the mode
+    of a probe file created with 0o666 in `directory`."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
                 if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
+                    return 0o666 & ~int(line.split()[1], 8)
     except OSError:
         pass
     for _ in range(100):
@@ -35,7 +36,7 @@ def umask(directory="."):
         except FileExistsError:
             continue
         try:
-            return 0o666 & ~os.fstat(fd).st_mode & 0o777
+            return os.fstat(fd).st_mode & 0o777
         finally:
             os.close(fd)
             os.unlink(probe)
@@ -100,7 +101,7 @@ class AtomicPath:
             try:
                 mode = os.stat(self.dest).st_mode & 0o7777
             except FileNotFoundError:
-                mode = 0o666 & ~umask(self.parent)
+                mode = new_file_mode(self.parent)
             os.chmod(self.tmp, mode)
             os.replace(self.tmp, self.dest)
             self.tmp = None

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS,  # noqa: F401 (re-exported)
-                       TICKS_PER_MINUTE, TIMESPAN_DTYPE)
+# the constants are defined with the types (the Cython codecs read them there)
+from idv.types import DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_MINUTE
 
 INT64_MIN = -2**63
 INT64_MAX = 2**63 - 1

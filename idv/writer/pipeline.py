@@ -20,9 +20,9 @@ import numpy as np
 from idv import _header, _lookup, _threads, _toc
 from idv.compression import NONE, compressor
 from idv.compression import kind as compression_kind
-from idv.infer import infer_column
 from idv.sink import Output
 from idv.writer.columns import MAX_INT32, Column
+from idv.writer.inputs import data_columns, frame_rows, merged_metadata, schema_of, schema_pairs
 from idv.writer.metadata import column_metadata, metadata_by_column
 
 DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBlock
@@ -48,9 +48,9 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     value)}}`` is added to (and per kind replaces) the metadata a DataFrame or Table brings.
     The other options are those of idv.Writer.
     """
-    columns, inferred_types, inferred_metadata = _data_columns(data, types)
-    schema, columns = _typed(columns, types, inferred_types)
-    metadata = _merged_metadata(inferred_metadata, metadata)
+    columns, inferred_types, inferred_metadata = data_columns(data, types)
+    schema, columns = schema_of(columns, types, inferred_types)
+    metadata = merged_metadata(inferred_metadata, metadata)
     w = Writer(dest, schema, metadata=metadata, compression=compression, level=level,
                rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
                threads=threads, backend=backend)
@@ -58,77 +58,11 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
         if columns:
             w.write_batch(columns)
         else:
-            w.add_empty_rows(_frame_rows(data))
+            w.add_empty_rows(frame_rows(data))
         w.close()
     except BaseException:
         w.abort()
         raise
-
-
-def _typed(columns, types, inferred_types):
-    """(schema, columns): each column's type (the caller's, by index or name; the frame
-    adapter's; else inferred from its values, which then come back in the form the inference
-    normalized them to, so that they are not flattened twice)."""
-    types = dict(types or {})
-    names = [n for n, _ in columns]
-    unknown = [k for k in types if k not in names and not (
-        isinstance(k, (int, np.integer)) and 0 <= k < len(columns))]
-    if unknown:
-        raise KeyError(f"types for unknown columns {unknown}; columns: {names}")
-    schema, out = [], []
-    for i, (name, value) in enumerate(columns):
-        if i in types:
-            t = types[i]
-        elif name in types:
-            t = types[name]
-        elif name in inferred_types:
-            t = inferred_types[name]
-        else:
-            t, value = infer_column(value, f"column {name!r}")
-        schema.append((name, t))
-        out.append((name, value))
-    return schema, out
-
-
-def _merged_metadata(inferred, given):
-    """The metadata a frame brings, each kind replaced by the caller's."""
-    if not inferred:
-        return given
-    merged = {k: dict(v) for k, v in inferred.items()}
-    for name, entries in (given or {}).items():
-        if entries is not None and not hasattr(entries, "items"):
-            raise TypeError(f"metadata for column {name!r} must be a dict kind -> value")
-        merged.setdefault(name, {}).update(entries or {})
-    return merged
-
-
-def _data_columns(data, types=None):
-    """([(name, values)], inferred types, inferred metadata) from a dict-like, a pandas
-    DataFrame (through idv.pandas.from_pandas) or a pyarrow Table / RecordBatch (through
-    idv.arrow.from_arrow); `types` are the caller's overrides, which those conversions take
-    into account (a Categorical given a non-key type is written as its values)."""
-    if hasattr(data, "columns") and hasattr(data, "iloc") and hasattr(data, "dtypes"):
-        from idv.pandas import from_pandas
-        return from_pandas(data, types=types)
-    if type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "schema"):
-        from idv.arrow import from_arrow
-        return from_arrow(data, types=types)
-    if hasattr(data, "items") and hasattr(data, "keys"):
-        return list(data.items()), {}, {}
-    if isinstance(data, (list, tuple)) and all(
-            isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in data):
-        return list(data), {}, {}    # (name, values) pairs: names may repeat (hidden columns)
-    raise TypeError(f"data must be a dict column name -> values, a list of (name, values) pairs, "
-                    f"a pandas DataFrame or a pyarrow Table, not {type(data).__name__}")
-
-
-def _frame_rows(data):
-    """The rows of a batch that has no columns: a DataFrame's or Arrow table's length, else 0."""
-    shape = getattr(data, "shape", None)
-    if isinstance(shape, tuple) and len(shape) == 2:
-        return int(shape[0])
-    n = getattr(data, "num_rows", None)
-    return int(n) if isinstance(n, (int, np.integer)) else 0
 
 
 class Writer:
@@ -142,8 +76,8 @@ class Writer:
     ``compression``: 'deflate' (raw DEFLATE, ML.NET's default) or 'none'. ``backend``: the
     DEFLATE library, 'libdeflate', 'isal' or 'zlib' (default: the fastest installed, as for
     reading: idv.compression.default_backend()); only 'zlib' gives bytes identical to ML.NET's
-    files, the others the same data faster. ``level``: the library's DEFLATE level (default 6,
-    ML.NET's; zlib -1-9, libdeflate 0-12, isal 0-3 with default 2).
+    files, the others the same data faster. ``level``: the library's DEFLATE level (zlib 0-9
+    and libdeflate 0-12, both 6 by default, ML.NET's level; isal 0-3, 2 by default).
 
     Rows per block follow ML.NET's saver: at most ``rows_per_block`` rows (default 8192), fewer
     when ML.NET's size estimate of one block row exceeds ``max_bytes_per_block`` (default
@@ -159,7 +93,7 @@ class Writer:
                  rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK,
                  threads=None, backend=None):
         self._closed = True
-        pairs = _schema_pairs(schema)
+        pairs = schema_pairs(schema)
         names = [n for n, _ in pairs]
         self._columns = [Column(i, n, t) for i, (n, t) in enumerate(pairs)]
         self._by_name = {c.name: c for c in self._columns}       # the last of each name
@@ -263,7 +197,7 @@ class Writer:
     def _prepare(self, data):
         values = self._batch_values(data)
         if not self._columns:
-            return [], _frame_rows(data)
+            return [], frame_rows(data)
         chunks, sizes = [], []
         for c, v in zip(self._columns, values):
             chunk, n = c.prepare(v)
@@ -467,20 +401,6 @@ class Writer:
     def __repr__(self):
         state = "closed" if self._closed else f"{self._rows} rows so far"
         return f"<idv.Writer {len(self._columns)} columns, {state}>"
-
-
-def _schema_pairs(schema):
-    """[(name, type)] from a dict, a list of pairs, or an idv.Schema."""
-    if hasattr(schema, "fields") and not hasattr(schema, "items"):
-        return [(f.name, f.type) for f in schema.fields]
-    if hasattr(schema, "items"):
-        return list(schema.items())
-    pairs = []
-    for p in schema:
-        if not (isinstance(p, (tuple, list)) and len(p) == 2):
-            raise TypeError(f"schema entries must be (name, type) pairs, not {p!r}")
-        pairs.append((p[0], p[1]))
-    return pairs
 
 
 class _Done:
