@@ -105,7 +105,7 @@ class Backend:
         """fn(raw) -> raw DEFLATE bytes at `level` (None: the default level), checked."""
         lvl = self.default_level if level is None else int(level)
         if lvl not in self.levels:
-            raise ValueError(f"{self.name} DEFLATE levels are {self.levels.start}-"
+            raise ValueError(f"{self.name} DEFLATE levels are {self.levels.start} to "
                              f"{self.levels.stop - 1}, not {level}")
         return self.compressor(lvl)
 

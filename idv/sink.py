@@ -74,10 +74,9 @@ class AtomicPath:
 
     def __init__(self, dest):
         self.dest, self.parent = destination(dest)
-        path, parent = self.dest, self.parent
-        fd, self.tmp = tempfile.mkstemp(dir=parent, prefix="." + os.path.basename(path) + ".",
-                                        suffix=".tmp")
-        self.fd = fd        # open until commit() or abort(), for whoever writes through it
+        # the descriptor stays open until open(), commit() or abort()
+        self.fd, self.tmp = tempfile.mkstemp(dir=self.parent, suffix=".tmp",
+                                             prefix="." + os.path.basename(self.dest) + ".")
 
     def open(self):
         """The temporary file as a binary file object (it closes the descriptor with it)."""

@@ -102,9 +102,6 @@ DateTimeOffset = PrimitiveType("DateTimeOffset", DATETIMEOFFSET_DTYPE, "DZ")
 TimeSpan = PrimitiveType("TimeSpan", TIMESPAN_DTYPE, "TS")
 RowId = PrimitiveType("RowId", ROWID_DTYPE, "UG")
 
-PRIMITIVES = {t.name: t for t in (SByte, Byte, Int16, UInt16, Int32, UInt32, Int64, UInt64,
-                                  Single, Double, Boolean, Text, DateTime, DateTimeOffset,
-                                  TimeSpan, RowId)}
 KEY_RAW_TYPES = (Byte, UInt16, UInt32, UInt64)
 
 # How a block holds the items of a type (reference section 4): raw little-endian values of a
@@ -116,10 +113,11 @@ FIXED, BOOL, TEXT, DTO = "fixed", "bool", "text", "dto"
 class ItemType:
     """What the format needs to know about one item type.
 
-    ``load_name`` is the codec name ML.NET writes; ``legacy_names`` are older names that still
-    read as this type (through the decoder ``idv._codecs`` keeps for each); ``kind`` is how a
-    block holds the items (FIXED, BOOL, TEXT or DTO); ``stored`` is the little-endian dtype the
-    items are encoded from (None for BOOL and TEXT, which are not an array of fixed records).
+    ``load_name`` is the codec name ML.NET writes; ``legacy_names`` are older load names that
+    still read as this type (idv._codecs decodes them, DvBool with a layout of its own);
+    ``kind`` is how a block holds the items (FIXED, BOOL, TEXT or DTO); ``stored`` is the
+    little-endian dtype the items are encoded from (None for BOOL and TEXT, which are not an
+    array of fixed-size records).
     """
 
     type: PrimitiveType
@@ -159,6 +157,7 @@ ITEM_TYPES = (
     ItemType(RowId,          "DataViewRowId",  FIXED, ROWID_DTYPE),
 )
 _BY_TYPE = {e.type: e for e in ITEM_TYPES}
+PRIMITIVES = {e.type.name: e.type for e in ITEM_TYPES}
 
 
 def item_info(item) -> ItemType:

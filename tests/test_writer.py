@@ -595,6 +595,30 @@ def test_type_inference():
         assert idv.infer.infer_type(value) == t, (value, t)
 
 
+def test_rows_are_flattened_once(tmp_path, monkeypatch):
+    """Inference hands its flattened rows to the writer: a list of rows is flattened once,
+    whether given directly or in a DataFrame."""
+    import idv.infer
+    import idv.writer.columns
+    calls = []
+    real = idv.infer.flatten_rows
+
+    def counting(rows, where):
+        calls.append(where)
+        return real(rows, where)
+    monkeypatch.setattr(idv.infer, "flatten_rows", counting)
+    monkeypatch.setattr(idv.writer.columns, "flatten_rows", counting)
+    rows = [[1.5, 2.5], [3.5, 4.5], [5.5, 6.5]]
+    idv.write(tmp_path / "a.idv", {"v": rows})
+    assert len(calls) == 1
+    assert idv.read(tmp_path / "a.idv")["v"].tolist() == rows
+    pd = pytest.importorskip("pandas")
+    calls.clear()
+    idv.write(tmp_path / "b.idv", pd.DataFrame({"v": rows}))
+    assert len(calls) == 1
+    assert idv.read(tmp_path / "b.idv")["v"].tolist() == rows
+
+
 def test_conversions(tmp_path):
     """Input forms that differ from the read form are converted exactly."""
     import datetime as dt
