@@ -43,7 +43,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 import idv  # noqa: E402
-from idv import _compression  # noqa: E402
+from idv import compression  # noqa: E402
 
 DATA = os.path.join(HERE, "_data")
 MB = 1e6
@@ -238,7 +238,7 @@ def _libdeflate_ctypes():
 def _decompressors():
     """name -> fn(src buffer, address of src, offset, disk, raw): decompress one block."""
     out = {"zlib": lambda buf, addr, o, d, n: zlib.decompress(buf[o:o + d], -15, n)}
-    if "libdeflate" in _compression.BACKENDS:
+    if "libdeflate" in compression.installed():
         try:
             c = _libdeflate_ctypes()
             out["libdeflate"] = lambda buf, addr, o, d, n: c(addr + o, d, n)
@@ -246,7 +246,7 @@ def _decompressors():
             import deflate
             out["libdeflate"] = lambda buf, addr, o, d, n: deflate.deflate_decompress(
                 buf[o:o + d], n)
-    if "isal" in _compression.BACKENDS:
+    if "isal" in compression.installed():
         from isal import isal_zlib
         out["isal"] = lambda buf, addr, o, d, n: isal_zlib.decompress(buf[o:o + d], -15, n)
     return out
@@ -503,9 +503,9 @@ def main(argv=None):
     p = ensure_data(a.quick, log)
     check_same_values(p)
     threads = idv._threads.default_threads()
-    backends = [b for b in _compression.PREFERENCE if b in _compression.BACKENDS]
+    backends = compression.installed()
     R = {"machine": machine(), "quick": a.quick, "repeat": repeat, "threads": threads,
-         "default_backend": _compression.default_backend(), "files": {}, "figures": {},
+         "default_backend": compression.default_backend(), "files": {}, "figures": {},
          "targets": [], "loadavg_start": os.getloadavg()}
     for k, v in p.items():
         R["files"][k] = {"path": os.path.relpath(v, ROOT), "bytes": os.path.getsize(v)}
@@ -541,7 +541,7 @@ def main(argv=None):
     if not a.no_mlnet:
         fig("mlnet_numeric_deflate", "numeric deflate: ML.NET read (bench-read)",
             mlnet_read(path, repeat), nb)
-        d = _compression.default_backend()
+        d = compression.default_backend()
         target(f"numeric deflate: idv ({d}) / ML.NET",
                R["figures"][f"idv_numeric_deflate_{d}_{threads}t"]["mbps"]
                / R["figures"]["mlnet_numeric_deflate"]["mbps"], 3.0, "mlnet_numeric_deflate")

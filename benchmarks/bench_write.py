@@ -121,7 +121,7 @@ def run_dataset(name, a, d):
     src = os.path.join(d, f"{name}_src.idv")
     idv.write(src, data, compression="none")
     payload = payload_bytes(src)
-    backend = idv.writer.default_backend()
+    backend = idv.compression.default_backend()
     writers = [(f"idv {backend}", "deflate", backend)]
     if backend != "zlib":
         writers.append(("idv zlib", "deflate", "zlib"))

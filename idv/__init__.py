@@ -12,7 +12,7 @@ from idv.types import (Boolean, Byte, DataViewType, DateTime, DateTimeOffset, Do
                        Int32, Int64, Key, PrimitiveType, RowId, SByte, Single, Text, TimeSpan,
                        UInt16, UInt32, UInt64, Vector)
 from idv.sample import sample_path
-from idv.vectors import Ragged
+from idv.vectors import Ragged, Sparse
 
 __all__ = [
     "__version__", "open", "read", "sample_path", "IdvFile", "Column", "Schema", "Field", "Ragged",
@@ -23,13 +23,13 @@ __all__ = [
 ]
 
 from idv.checker import verify  # noqa: E402
-from idv.writer import Sparse, Writer, write  # noqa: E402
+from idv.writer import Writer, write  # noqa: E402
 
 __all__ += ["verify", "write", "Writer", "Sparse"]
 
 # the Python data stack: pandas and pyarrow are imported only when these are called
 from idv.arrow import from_arrow, record_batch_reader, to_arrow  # noqa: E402
-from idv.convert import convert  # noqa: E402
+from idv.formats import convert  # noqa: E402
 from idv.pandas import from_pandas, read_pandas, to_pandas  # noqa: E402
 
 __all__ += ["to_pandas", "read_pandas", "from_pandas", "to_arrow", "from_arrow",

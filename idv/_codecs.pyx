@@ -1,10 +1,12 @@
 # cython: language_level=3
 """Value codecs, one per ML.NET load name (reference section 4), and their registry.
 
-`CODECS` maps a load name to a parser of its parameter bytes; `resolve(name, params)` gives a
-Codec that decodes one block payload of n items into numpy. Fixed-width codecs (`itemsize` > 0)
-store n * itemsize raw little-endian bytes, so the reader can decompress straight into the
-output array and then call `fix()` for the few types whose stored form differs from numpy's.
+`CODECS` maps a load name to a parser of its parameter bytes (the item codecs' entries are built
+from idv.types.ITEM_TYPES); `resolve(name, params)` gives a Codec that decodes one block payload
+of n items into numpy, and `codec_of(type)` is the (name, params) a type is written with.
+Fixed-width codecs (`itemsize` > 0) store n * itemsize raw little-endian bytes, so the reader
+can decompress straight into the output array and then call `fix()` for the few types whose
+stored form differs from numpy's.
 """
 cimport cython
 cimport numpy as cnp
@@ -13,10 +15,12 @@ from libc.stdint cimport uint8_t, int16_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
+import struct
+
 import numpy as np
 
 from idv._cursor cimport Cursor
-from idv._toc import read_codec_head
+from idv._toc import pack_codec, read_codec_head
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv import types as T
 
@@ -453,37 +457,20 @@ MAX_NESTING = 2
 # the largest vector ML.NET can hold: its size is an int32 product of the dimensions
 MAX_VECTOR_SIZE = 2**31 - 1
 
-# load name -> (type, stored bytes per item (0: the codec class knows), codec class) of the
-# codecs that take no parameters
-_PLAIN = {
-    "SByte": (T.SByte, 1, Codec),
-    "Byte": (T.Byte, 1, Codec),
-    "Int16": (T.Int16, 2, Codec),
-    "UInt16": (T.UInt16, 2, Codec),
-    "Int32": (T.Int32, 4, Codec),
-    "UInt32": (T.UInt32, 4, Codec),
-    "Int64": (T.Int64, 8, Codec),
-    "UInt64": (T.UInt64, 8, Codec),
-    "Single": (T.Single, 4, Codec),
-    "Double": (T.Double, 8, Codec),
-    "DataViewRowId": (T.RowId, 16, Codec),
-    "TimeSpan": (T.TimeSpan, 8, TimeSpanCodec),
-    "DvTimeSpan": (T.TimeSpan, 8, TimeSpanCodec),
-    "DateTime": (T.DateTime, 8, DateTimeCodec),
-    "DvDateTime": (T.DateTime, 8, DateTimeCodec),
-    "DateTimeOffset": (T.DateTimeOffset, 0, DateTimeOffsetCodec),
-    "DvDateTimeZone": (T.DateTimeOffset, 0, DateTimeOffsetCodec),
-    "Boolean": (T.Boolean, 0, BooleanCodec),
-    "DvBool": (T.Boolean, 0, DvBoolCodec),
-    "TextSpan": (T.Text, 0, TextCodec),
-}
+# The decoder class of each item type whose stored form is not its numpy form as is; a legacy
+# load name with a layout of its own has its own class.
+_DECODER = {T.Boolean: BooleanCodec, T.Text: TextCodec, T.DateTime: DateTimeCodec,
+            T.TimeSpan: TimeSpanCodec, T.DateTimeOffset: DateTimeOffsetCodec}
+_LEGACY_DECODER = {"DvBool": DvBoolCodec}
 
 
-def _plain(str name):
-    type_, itemsize, cls = _PLAIN[name]
+def _item_parser(str name, info):
+    """The parameter parser of an item type's load name (item codecs take no parameters)."""
+    cls = _LEGACY_DECODER.get(name) or _DECODER.get(info.type, Codec)
+    itemsize = info.itemsize if info.kind == T.FIXED else 0
 
-    def parse(Cursor c, int depth):
-        return cls(name, type_, type_.dtype, itemsize)
+    def parse(Cursor params, int depth):
+        return cls(name, info.type, info.dtype, itemsize)
     return parse
 
 
@@ -520,9 +507,9 @@ def _parse_key_legacy(Cursor c, int depth):
 
 def _not_key_raw(str name):
     """Why the codec `name` cannot hold a key's values, or None if it can."""
-    if name in _PLAIN and _PLAIN[name][0] in T.KEY_RAW_TYPES:
+    if name in _ITEM_NAMES and _ITEM_NAMES[name].type in T.KEY_RAW_TYPES:
         return None
-    what = _PLAIN[name][0] if name in _PLAIN else name
+    what = _ITEM_NAMES[name].type if name in _ITEM_NAMES else name
     return f"key over {what}: the raw type must be Byte, UInt16, UInt32 or UInt64"
 
 
@@ -574,7 +561,10 @@ def _nested(Cursor c, str outer, int depth, refusal):
     return _parse(name, inner, depth + 1)
 
 
-CODECS = {name: _plain(name) for name in _PLAIN}
+# load name -> parser of its parameter bytes: every name of idv.types.ITEM_TYPES (legacy ones
+# too), then the codecs built on them
+_ITEM_NAMES = {name: info for info in T.ITEM_TYPES for name in (info.load_name,) + info.legacy_names}
+CODECS = {name: _item_parser(name, info) for name, info in _ITEM_NAMES.items()}
 CODECS.update({"VBuffer": _parse_vbuffer, "Key2": _parse_key2, "Key": _parse_key_legacy})
 
 
@@ -592,3 +582,15 @@ def resolve(str name, bytes params):
     if name not in CODECS:
         raise UnsupportedCodecError(f"unknown codec {name!r}")
     return _parse(name, Cursor(params, 0, None, f"codec {name!r} parameters"), 0)
+
+
+def codec_of(t):
+    """(load name, parameter bytes) of the codec ML.NET writes a column type with: the inverse
+    of resolve()."""
+    if isinstance(t, T.Key):
+        return "Key2", pack_codec(*codec_of(t.raw)) + struct.pack("<Q", t.count)
+    if isinstance(t, T.Vector):
+        dims = t.dims
+        return "VBuffer", (pack_codec(*codec_of(t.item)) + struct.pack("<i", len(dims))
+                           + struct.pack(f"<{len(dims)}i", *dims))
+    return T.item_info(t).load_name, b""

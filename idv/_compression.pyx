@@ -1,12 +1,13 @@
 # cython: language_level=3
-"""Block (de)compression: kind 0 none, 1 raw DEFLATE (what ML.NET writes), 2 zlib-wrapped.
+"""Block (de)compression mechanics: kind 0 none, 1 raw DEFLATE (what ML.NET writes), 2
+zlib-wrapped.
 
-zlib's C API inflates straight into the caller's array with the GIL released. libdeflate (the
-`deflate` package) and ISA-L (`isal`) register themselves when importable. The `deflate` wheel
-bundles libdeflate and exports its C API, so when its symbols are found libdeflate also inflates
-straight into the array with the GIL released (its Python function holds the GIL and returns a new
-buffer per block). Otherwise, and for ISA-L, the Python-level function is called per block and its
-result copied into place.
+zlib's C API inflates straight into the caller's array with the GIL released. The `deflate`
+wheel bundles libdeflate and exports its C API, so when its symbols are found libdeflate also
+inflates straight into the array with the GIL released, and `Deflater` compresses with it (its
+Python functions hold the GIL and return a new buffer per block). `inflate_blocks_with` runs
+any other decompressor (a Python-level function) per block and copies its result into place.
+Which library is used is decided in idv.compression.
 """
 cimport cython
 from libc.string cimport memcpy, memset
@@ -520,62 +521,16 @@ def decompress_metadata(int kind, data, Py_ssize_t limit):
     return out
 
 
-# ---- backend registry: name -> fn(data, raw_len) -> bytes, or None for zlib's C path ----
-BACKENDS = {"zlib": None}
-_MISSING = {}
-# name -> C-level decompressor of inflate_blocks (the others go through BACKENDS' function)
-NATIVE = {"zlib": LIB_ZLIB}
+# ---- libdeflate's C API, bound when the `deflate` package is installed
+# (idv.compression holds the table of backends and the choice between them)
+NATIVE_ZLIB = LIB_ZLIB               # inflate_blocks' `lib`: zlib's C API
+NATIVE_LIBDEFLATE = LIB_LIBDEFLATE   # ... libdeflate's, when LIBDEFLATE_INFLATE
+LIBDEFLATE_INFLATE = False           # libdeflate's decompressor bound
 try:
-    import deflate as _libdeflate
-    BACKENDS["libdeflate"] = _libdeflate.deflate_decompress
-    try:
-        from deflate import _deflate as _ld_module
-        if _bind_libdeflate(_ld_module.__file__):
-            NATIVE["libdeflate"] = LIB_LIBDEFLATE
-    except (ImportError, AttributeError, TypeError):
-        pass
-except ImportError:
-    _MISSING["libdeflate"] = "pip install deflate"
-try:
-    from isal import isal_zlib as _isal
-
-    def _isal_inflate(data, n):
-        return _isal.decompress(data, -15, n)
-
-    BACKENDS["isal"] = _isal_inflate
-except ImportError:
-    _MISSING["isal"] = "pip install isal"
-
-PREFERENCE = ("libdeflate", "isal", "zlib")
-
-
-def default_backend():
-    """The fastest installed DEFLATE library."""
-    for name in PREFERENCE:
-        if name in BACKENDS:
-            return name
-
-
-def backend(name=None):
-    """Resolve a backend name (None: the default) to its decompressor (None: zlib's C path)."""
-    if name is None:
-        name = default_backend()
-    if name in BACKENDS:
-        return BACKENDS[name]
-    if name in _MISSING:
-        raise ImportError(f"DEFLATE backend {name!r} needs its package: {_MISSING[name]}")
-    raise ValueError(f"unknown DEFLATE backend {name!r}; known: {', '.join(PREFERENCE)}")
-
-
-def decompress_blocks(name, int kind, src, offsets, disk, raw, dst, dst_offsets):
-    """inflate_blocks with the backend `name` (None: the default): its C path when there is
-    one, else its Python-level function."""
-    if name is None:
-        name = default_backend()
-    lib = NATIVE.get(name)
-    if lib is not None:
-        return inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets, lib)
-    return inflate_blocks_with(backend(name), kind, src, offsets, disk, raw, dst, dst_offsets)
+    from deflate import _deflate as _ld_module
+    LIBDEFLATE_INFLATE = _bind_libdeflate(_ld_module.__file__)
+except (ImportError, AttributeError, TypeError):
+    pass
 
 
 # ---- output arrays on transparent huge pages (Linux)

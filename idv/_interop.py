@@ -1,9 +1,8 @@
-"""Shared pieces of the pandas, Arrow and conversion layers (idv.pandas, idv.arrow, idv.convert).
+"""Shared pieces of the pandas, Arrow and conversion layers (idv.pandas, idv.arrow, idv.formats).
 
 Nothing here imports pandas or pyarrow: column selection, reading a file block by block in
-step across columns, time-unit conversion with range and precision checks, names for the slots
-of an expanded vector, type strings, and a JSON form of column metadata that keeps each value's
-exact ML.NET type.
+step across columns, names for the slots of an expanded vector, type strings, and a JSON form
+of column metadata that keeps each value's exact ML.NET type. Time units are in idv.ticks.
 """
 from __future__ import annotations
 
@@ -14,11 +13,8 @@ import re
 
 import numpy as np
 
-from idv import _threads
+from idv import _threads, ticks
 from idv import types as T
-
-EPOCH_TICKS = T.EPOCH_TICKS
-INT64_MAX = 2**63 - 1
 
 # time modes shared by to_pandas / to_arrow / convert
 TIME_UNITS = ("us", "ns", "ticks")
@@ -103,59 +99,8 @@ def iter_row_blocks(f, cols):
 
 
 # ---------------------------------------------------------------------------------------------
-# time units
+# options
 # ---------------------------------------------------------------------------------------------
-
-NS_MIN_100 = -(INT64_MAX // 100)    # 100-ns ticks from 1970 that still fit int64 nanoseconds
-NS_MAX_100 = INT64_MAX // 100
-
-
-def fits_ns(ticks100):
-    """Whether every 100-ns count (from 1970, or a duration) fits int64 nanoseconds."""
-    return not len(ticks100) or (int(ticks100.min()) >= NS_MIN_100
-                                 and int(ticks100.max()) <= NS_MAX_100)
-
-
-def ticks_to_unit(ticks100, unit, safe, describe, what):
-    """int64 counts of 100 ns -> counts of `unit` ('ns' or 'us').
-
-    'ns' raises for values outside int64 nanoseconds (1677-09-21 .. 2262-04-11 for dates,
-    +-292 years for durations): never a wrap. 'us' floors sub-microsecond ticks when `safe` is
-    False and raises when it is True. `describe(i)` names flat position i for the message.
-    """
-    v = np.ascontiguousarray(ticks100, dtype=np.int64)
-    if unit == "ns":
-        bad = (v < NS_MIN_100) | (v > NS_MAX_100)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} is outside what "
-                             f"nanoseconds in int64 can hold (years 1677-2262 for dates, "
-                             f"+-292 years for durations); use datetime='us' or 'ticks'")
-        return v * np.int64(100)
-    if unit == "us":
-        rem = v % 10
-        if safe and rem.any():
-            i = int(np.flatnonzero(rem)[0])
-            raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} has sub-microsecond "
-                             f"ticks that microseconds cannot hold; pass safe=False to floor "
-                             f"to microseconds, datetime='ns' (exact for years 1677-2262) or "
-                             f"datetime='ticks' (exact .NET ticks)")
-        return v // 10
-    raise ValueError(f"unknown time unit {unit!r}")
-
-
-def show_ticks(t100, what):
-    """A 100-ns count as text: an ISO date (DateTime, from 1970) or a duration."""
-    t100 = int(t100)
-    if what == "TimeSpan":
-        return f"TimeSpan of {t100} ticks"
-    secs, rem = divmod(t100, 10**7)
-    day = np.datetime64(secs, "s").astype(object)
-    try:
-        return f"{what} {day.isoformat()}.{rem:07d}"
-    except AttributeError:   # numpy gives an int for dates outside Python's range
-        return f"{what} of {t100 + EPOCH_TICKS} .NET ticks"
-
 
 def check_time_mode(value, allowed, name="datetime"):
     if value not in allowed:
@@ -223,50 +168,64 @@ def _float_json(x):
     return x
 
 
+def _text_array(cells):
+    out = np.empty(len(cells), object)
+    for i, c in enumerate(cells):
+        out[i] = str(c)
+    return out
+
+
+def _rowid_ints(arr):
+    return [(int(h) << 64) | int(lo) for lo, h in zip(arr["low"], arr["high"])]
+
+
+def _rowids(cells):
+    out = np.zeros(len(cells), T.ROWID_DTYPE)
+    out["low"] = [int(c) & 0xFFFFFFFFFFFFFFFF for c in cells]
+    out["high"] = [int(c) >> 64 for c in cells]
+    return out
+
+
+def _int64(cells):
+    return np.array([int(c) for c in cells], dtype=np.int64).reshape(len(cells))
+
+
+def _dtos(cells):
+    out = np.zeros(len(cells), T.DATETIMEOFFSET_DTYPE)
+    out["utc"] = ticks.from_net_ticks(_int64([c[0] for c in cells]))
+    out["offset_minutes"] = [int(c[1]) for c in cells]
+    return out
+
+
+# item type -> (items -> JSON values, JSON values -> items) where the JSON form is not a plain
+# number: DateTime and DateTimeOffset as .NET ticks, TimeSpan as ticks, RowId as one integer
+_JSON = {
+    T.Text: (lambda arr: [str(x) for x in arr], _text_array),
+    T.Boolean: (lambda arr: [bool(x) for x in arr],
+                lambda cells: np.array([bool(c) for c in cells], np.bool_).reshape(len(cells))),
+    T.DateTime: (lambda arr: [int(x) for x in ticks.net_ticks(arr)],
+                 lambda cells: ticks.from_net_ticks(_int64(cells))),
+    T.TimeSpan: (lambda arr: [int(x) for x in arr.view(np.int64)],
+                 lambda cells: _int64(cells).view(T.TIMESPAN_DTYPE)),
+    T.DateTimeOffset: (lambda arr: [[int(u), int(o)] for u, o in
+                                    zip(ticks.net_ticks(arr["utc"]), arr["offset_minutes"])],
+                       _dtos),
+    T.RowId: (_rowid_ints, _rowids),
+}
+
+
 def _items_json(item, arr):
-    if item is T.Text:
-        return [str(x) for x in arr]
-    if item is T.Boolean:
-        return [bool(x) for x in arr]
-    if item is T.DateTime:
-        return [int(x) + EPOCH_TICKS for x in arr.view(np.int64)]
-    if item is T.TimeSpan:
-        return [int(x) for x in arr.view(np.int64)]
-    if item is T.DateTimeOffset:
-        return [[int(u) + EPOCH_TICKS, int(o)] for u, o in
-                zip(arr["utc"].view(np.int64), arr["offset_minutes"])]
-    if item is T.RowId:
-        return [(int(h) << 64) | int(lo) for lo, h in zip(arr["low"], arr["high"])]
+    if item in _JSON:
+        return _JSON[item][0](arr)
     if isinstance(item, T.Key) or item.dtype.kind in "iu":
         return [int(x) for x in arr]
     return [_float_json(x) for x in arr]
 
 
 def _items_from_json(item, cells):
+    if item in _JSON:
+        return _JSON[item][1](cells)
     n = len(cells)
-    if item is T.Text:
-        out = np.empty(n, object)
-        for i, c in enumerate(cells):
-            out[i] = str(c)
-        return out
-    if item is T.Boolean:
-        return np.array([bool(c) for c in cells], dtype=np.bool_).reshape(n)
-    if item is T.DateTime:
-        return (np.array([int(c) for c in cells], dtype=np.int64).reshape(n)
-                - EPOCH_TICKS).view(T.DATETIME_DTYPE)
-    if item is T.TimeSpan:
-        return np.array([int(c) for c in cells], dtype=np.int64).reshape(n).view(T.TIMESPAN_DTYPE)
-    if item is T.DateTimeOffset:
-        out = np.zeros(n, T.DATETIMEOFFSET_DTYPE)
-        out["utc"] = (np.array([int(c[0]) for c in cells], np.int64).reshape(n)
-                      - EPOCH_TICKS).view(T.DATETIME_DTYPE)
-        out["offset_minutes"] = [int(c[1]) for c in cells]
-        return out
-    if item is T.RowId:
-        out = np.zeros(n, T.ROWID_DTYPE)
-        out["low"] = [int(c) & 0xFFFFFFFFFFFFFFFF for c in cells]
-        out["high"] = [int(c) >> 64 for c in cells]
-        return out
     dtype = item.dtype
     if dtype.kind == "f":
         return np.array([float(c) for c in cells], dtype=np.float64).reshape(n).astype(dtype)

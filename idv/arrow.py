@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from idv import ticks
 from idv import types as T
-from idv._interop import (EPOCH_TICKS, TIME_UNITS, block_bounds, check_time_mode, item_locator,
-                          iter_row_blocks,
-                          metadata_from_json, metadata_spec, metadata_to_json, opened, parse_type,
-                          select_columns, ticks_to_unit, usable_key_values)
+from idv._interop import (TIME_UNITS, block_bounds, check_time_mode, item_locator,
+                          iter_row_blocks, metadata_from_json, metadata_spec, metadata_to_json,
+                          opened, parse_type, select_columns, usable_key_values)
 from idv.vectors import Ragged
 
 TYPE_KEY = b"idv.type"
@@ -28,7 +28,8 @@ KEY_VALUES_KEY = b"idv.key"
 __all__ = ["to_arrow", "record_batch_reader", "from_arrow", "arrow_schema"]
 
 
-def _pa():
+def import_pyarrow():
+    """pyarrow, or an ImportError that says how to install it."""
     try:
         import pyarrow
     except ImportError:
@@ -41,68 +42,86 @@ def _pa():
 # idv -> Arrow
 # ---------------------------------------------------------------------------------------------
 
-def _item_arrow_type(pa, item, unit):
+# item type -> fn(pa, unit) -> its Arrow type, for the items that are not numbers; times are
+# int64 .NET ticks with unit "ticks"
+_ARROW_TYPE = {
+    T.Text: lambda pa, unit: pa.string(),
+    T.Boolean: lambda pa, unit: pa.bool_(),
+    T.DateTime: lambda pa, unit: pa.int64() if unit == "ticks" else pa.timestamp(unit),
+    T.TimeSpan: lambda pa, unit: pa.int64() if unit == "ticks" else pa.duration(unit),
+    T.DateTimeOffset: lambda pa, unit: pa.struct([
+        ("utc", pa.int64() if unit == "ticks" else pa.timestamp(unit, tz="UTC")),
+        ("offset_minutes", pa.int16())]),
+    T.RowId: lambda pa, unit: pa.struct([("low", pa.uint64()), ("high", pa.uint64())]),
+}
+
+
+def item_arrow_type(pa, item, unit):
+    """The Arrow type of an item type's values (times in `unit`: 'us', 'ns' or 'ticks')."""
     if isinstance(item, T.Key):
         return pa.from_numpy_dtype(item.raw.dtype)
-    if item is T.Text:
-        return pa.string()
-    if item is T.Boolean:
-        return pa.bool_()
-    if item is T.DateTime:
-        return pa.int64() if unit == "ticks" else pa.timestamp(unit)
-    if item is T.TimeSpan:
-        return pa.int64() if unit == "ticks" else pa.duration(unit)
-    if item is T.DateTimeOffset:
-        utc = pa.int64() if unit == "ticks" else pa.timestamp(unit, tz="UTC")
-        return pa.struct([("utc", utc), ("offset_minutes", pa.int16())])
-    if item is T.RowId:
-        return pa.struct([("low", pa.uint64()), ("high", pa.uint64())])
-    return pa.from_numpy_dtype(item.dtype)
+    make = _ARROW_TYPE.get(item)
+    return make(pa, unit) if make is not None else pa.from_numpy_dtype(item.dtype)
 
 
 def _arrow_type(pa, t, unit, dictionary=None):
     if isinstance(t, T.Vector):
-        inner = _item_arrow_type(pa, t.item, unit)
+        inner = item_arrow_type(pa, t.item, unit)
         return pa.list_(inner, t.size) if t.is_fixed else pa.list_(inner)
     if dictionary is not None:
         index = pa.int32() if t.count <= 2**31 - 1 else pa.int64()
         return pa.dictionary(index, dictionary.type)
-    return _item_arrow_type(pa, t, unit)
+    return item_arrow_type(pa, t, unit)
 
 
 def _int64_array(pa, values, type_):
     return pa.array(np.ascontiguousarray(values, dtype=np.int64), type=pa.int64()).view(type_)
 
 
+def _datetimes_to_arrow(pa, flat, unit, safe, describe, what="DateTime", tz=None):
+    if unit == "ticks":
+        return pa.array(ticks.net_ticks(flat), type=pa.int64())
+    counts = ticks.ticks_to_unit(flat.view(np.int64), unit, safe, describe, what)
+    return _int64_array(pa, counts, pa.timestamp(unit, tz=tz))
+
+
+def _timespans_to_arrow(pa, flat, unit, safe, describe):
+    v = flat.view(np.int64)
+    if unit == "ticks":
+        return pa.array(v, type=pa.int64())
+    return _int64_array(pa, ticks.ticks_to_unit(v, unit, safe, describe, "TimeSpan"),
+                        pa.duration(unit))
+
+
+def _dtos_to_arrow(pa, flat, unit, safe, describe):
+    utc = _datetimes_to_arrow(pa, np.ascontiguousarray(flat["utc"]), unit, safe, describe,
+                              "DateTimeOffset", "UTC")
+    off = pa.array(np.ascontiguousarray(flat["offset_minutes"], dtype=np.int16))
+    return pa.StructArray.from_arrays([utc, off], names=["utc", "offset_minutes"])
+
+
+def _rowids_to_arrow(pa, flat, unit, safe, describe):
+    return pa.StructArray.from_arrays(
+        [pa.array(np.ascontiguousarray(flat["low"])),
+         pa.array(np.ascontiguousarray(flat["high"]))], names=["low", "high"])
+
+
+# item type -> fn(pa, flat items, unit, safe, describe) -> Arrow array, where numpy's own
+# conversion does not do
+_TO_ARROW = {
+    T.Text: lambda pa, flat, unit, safe, describe: pa.array(flat, type=pa.string()),
+    T.DateTime: _datetimes_to_arrow,
+    T.TimeSpan: _timespans_to_arrow,
+    T.DateTimeOffset: _dtos_to_arrow,
+    T.RowId: _rowids_to_arrow,
+}
+
+
 def _items_to_arrow(pa, item, flat, unit, safe, describe):
     """A flat numpy array of items (read()'s forms) -> an Arrow array."""
-    if item is T.Text:
-        return pa.array(flat, type=pa.string())
-    if item is T.DateTime:
-        v = flat.view(np.int64)
-        if unit == "ticks":
-            return pa.array(v + np.int64(EPOCH_TICKS), type=pa.int64())
-        return _int64_array(pa, ticks_to_unit(v, unit, safe, describe, "DateTime"),
-                            pa.timestamp(unit))
-    if item is T.TimeSpan:
-        v = flat.view(np.int64)
-        if unit == "ticks":
-            return pa.array(v, type=pa.int64())
-        return _int64_array(pa, ticks_to_unit(v, unit, safe, describe, "TimeSpan"),
-                            pa.duration(unit))
-    if item is T.DateTimeOffset:
-        v = np.ascontiguousarray(flat["utc"]).view(np.int64)
-        if unit == "ticks":
-            utc = pa.array(v + np.int64(EPOCH_TICKS), type=pa.int64())
-        else:
-            utc = _int64_array(pa, ticks_to_unit(v, unit, safe, describe, "DateTimeOffset"),
-                               pa.timestamp(unit, tz="UTC"))
-        off = pa.array(np.ascontiguousarray(flat["offset_minutes"], dtype=np.int16))
-        return pa.StructArray.from_arrays([utc, off], names=["utc", "offset_minutes"])
-    if item is T.RowId:
-        return pa.StructArray.from_arrays(
-            [pa.array(np.ascontiguousarray(flat["low"])),
-             pa.array(np.ascontiguousarray(flat["high"]))], names=["low", "high"])
+    convert = _TO_ARROW.get(item)
+    if convert is not None:
+        return convert(pa, flat, unit, safe, describe)
     return pa.array(np.ascontiguousarray(flat))
 
 
@@ -175,7 +194,7 @@ def _converters(pa, cols, datetime, safe):
 
 def arrow_schema(file, columns=None, *, datetime="us"):
     """The pyarrow.Schema that to_arrow / record_batch_reader give for these columns."""
-    pa = _pa()
+    pa = import_pyarrow()
     with opened(file) as f:
         convs = _converters(pa, select_columns(f, columns), datetime, True)
         return pa.schema([c.field for c in convs])
@@ -202,7 +221,7 @@ def to_arrow(file, columns=None, *, datetime="us", safe=True):
     ticks, exact, restored to the ML.NET type by from_arrow). With ``'us'``, a value with
     sub-microsecond ticks raises unless ``safe=False``, which floors it.
     """
-    pa = _pa()
+    pa = import_pyarrow()
     with opened(file) as f:
         cols = select_columns(f, columns)
         convs = _converters(pa, cols, datetime, safe)
@@ -222,7 +241,7 @@ def record_batch_reader(file, columns=None, *, datetime="us", safe=True):
     as to_arrow. A file opened here (from a path, bytes or file object) is closed when the
     batches run out; an IdvFile passed in stays open.
     """
-    pa = _pa()
+    pa = import_pyarrow()
     from idv.reader import IdvFile, open as idv_open
     owned = not isinstance(file, IdvFile)
     f = idv_open(file) if owned else file
@@ -256,7 +275,7 @@ def num_batches(f, columns=None):
 # ---------------------------------------------------------------------------------------------
 
 def _storage(at):
-    pa = _pa()
+    pa = import_pyarrow()
     if isinstance(at, pa.BaseExtensionType):
         return at.storage_type
     return at
@@ -286,9 +305,7 @@ def _infer_item(pa, at, where):
     if pa.types.is_float16(at):
         return T.Single
     if pa.types.is_integer(at) or pa.types.is_floating(at):
-        return {np.dtype(t.dtype): t for t in (T.SByte, T.Byte, T.Int16, T.UInt16, T.Int32,
-                                               T.UInt32, T.Int64, T.UInt64, T.Single,
-                                               T.Double)}[np.dtype(at.to_pandas_dtype())]
+        return T.item_from_dtype(at.to_pandas_dtype(), where)
     if _is_string(pa, at):
         return T.Text
     if pa.types.is_timestamp(at):
@@ -339,25 +356,32 @@ def _infer(pa, at, where):
     return _infer_item(pa, at, where)
 
 
+def _dto_compatible(pa, at):
+    if not {"utc", "offset_minutes"} <= _struct_names(pa, at):
+        return False
+    utc = at.field("utc").type
+    return pa.types.is_timestamp(utc) or pa.types.is_int64(utc)
+
+
+# item type -> fn(pa, Arrow type) -> whether the Arrow type can hold the items as they are
+# written (numbers: the same numpy dtype)
+_COMPATIBLE = {
+    T.Text: lambda pa, at: _is_string(pa, at),
+    T.Boolean: lambda pa, at: pa.types.is_boolean(at),
+    T.DateTime: lambda pa, at: ((pa.types.is_timestamp(at) and at.tz is None)
+                                or pa.types.is_int64(at) or pa.types.is_date(at)),
+    T.TimeSpan: lambda pa, at: pa.types.is_duration(at) or pa.types.is_int64(at),
+    T.DateTimeOffset: _dto_compatible,
+    T.RowId: lambda pa, at: {"low", "high"} <= _struct_names(pa, at),
+}
+
+
 def _item_compatible(pa, item, at):
     if isinstance(item, T.Key):
         return pa.types.is_integer(at) or pa.types.is_dictionary(at)
-    if item is T.Text:
-        return _is_string(pa, at)
-    if item is T.Boolean:
-        return pa.types.is_boolean(at)
-    if item is T.DateTime:
-        return (pa.types.is_timestamp(at) and at.tz is None) or pa.types.is_int64(at) \
-            or pa.types.is_date(at)
-    if item is T.TimeSpan:
-        return pa.types.is_duration(at) or pa.types.is_int64(at)
-    if item is T.DateTimeOffset:
-        if not {"utc", "offset_minutes"} <= _struct_names(pa, at):
-            return False
-        utc = at.field("utc").type
-        return pa.types.is_timestamp(utc) or pa.types.is_int64(utc)
-    if item is T.RowId:
-        return {"low", "high"} <= _struct_names(pa, at)
+    check = _COMPATIBLE.get(item)
+    if check is not None:
+        return check(pa, at)
     if pa.types.is_integer(at) or pa.types.is_floating(at):
         return np.dtype(at.to_pandas_dtype()) == item.dtype
     return False
@@ -407,19 +431,16 @@ def _np(arr):
     return arr.to_numpy(zero_copy_only=False)
 
 
-def _ticks_to_datetime(pa, arr):
-    """int64 .NET ticks (from 0001-01-01) -> datetime64[100ns]."""
-    return (_np(arr.cast(pa.int64())).astype(np.int64) - np.int64(EPOCH_TICKS)) \
-        .view(T.DATETIME_DTYPE)
+def _int64s(pa, arr):
+    return _np(arr.cast(pa.int64())).astype(np.int64)
 
 
 def _utc_datetime64(pa, arr):
     """Timestamps (any unit and zone) as UTC datetime64; int64 as .NET ticks."""
     if pa.types.is_timestamp(arr.type):
-        unit = arr.type.unit
-        return _np(arr.view(pa.int64()) if arr.offset == 0 else arr.cast(pa.int64())) \
-            .astype(np.int64).view(f"datetime64[{unit}]")
-    return _ticks_to_datetime(pa, arr)
+        counts = _np(arr.view(pa.int64()) if arr.offset == 0 else arr.cast(pa.int64()))
+        return ticks.counts_as(counts.astype(np.int64), "M", arr.type.unit)
+    return ticks.from_net_ticks(_int64s(pa, arr))
 
 
 def _offsets_of_zone(pa, arr, describe):
@@ -445,76 +466,103 @@ def _struct_fields(arr):
     return {arr.type.field(i).name: child for i, child in enumerate(arr.flatten())}
 
 
+def _keys_from_arrow(pa, item, arr, describe, remap):
+    at = arr.type
+    if remap is not None:       # the column holds the key's values: map them
+        return remap(arr, describe)
+    if pa.types.is_dictionary(at):
+        raise TypeError(f"{describe(0)}: a dictionary inside a vector cannot be a key "
+                        f"vector; decode it first")
+    if pa.types.is_integer(at) or pa.types.is_floating(at):
+        return _np(arr.fill_null(0)) if arr.null_count else _np(arr)
+    _no_nulls(arr, describe, item)
+    return _np(arr)
+
+
+def _floats_from_arrow(pa, item, arr, describe):
+    at = arr.type
+    if pa.types.is_null(at):
+        return np.full(len(arr), np.nan, item.dtype)
+    if pa.types.is_floating(at) and arr.null_count:
+        arr = arr.fill_null(float("nan"))
+    elif arr.null_count:
+        _no_nulls(arr, describe, item)
+    return _np(arr)
+
+
+def _texts_from_arrow(pa, arr, describe):
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = arr.cast(pa.string())      # string_view, or numbers given types=Text
+    return _np(arr).astype(object, copy=False)
+
+
+def _datetimes_from_arrow(pa, arr, describe):
+    if pa.types.is_timestamp(arr.type) or pa.types.is_integer(arr.type):
+        return _utc_datetime64(pa, arr)
+    return _np(arr)
+
+
+def _timespans_from_arrow(pa, arr, describe):
+    at = arr.type
+    if pa.types.is_duration(at) or pa.types.is_time(at):
+        return ticks.counts_as(_int64s(pa, arr), "m", at.unit)
+    if pa.types.is_integer(at):
+        return _int64s(pa, arr).view(T.TIMESPAN_DTYPE)
+    return _np(arr)
+
+
+def _dtos_from_arrow(pa, arr, describe):
+    at = arr.type
+    if pa.types.is_struct(at):
+        fields = _struct_fields(arr)
+        utc = _utc_datetime64(pa, fields["utc"])
+        off = _np(fields["offset_minutes"])
+    elif pa.types.is_timestamp(at):
+        utc = _utc_datetime64(pa, arr)
+        off = (_offsets_of_zone(pa, arr, describe) if at.tz is not None
+               else np.zeros(len(arr), np.int16))
+    else:
+        return _np(arr)
+    out = np.empty(len(arr), [("utc", utc.dtype), ("offset_minutes", np.int64)])
+    out["utc"] = utc
+    out["offset_minutes"] = off
+    return out
+
+
+def _rowids_from_arrow(pa, arr, describe):
+    if not pa.types.is_struct(arr.type):
+        return _np(arr)
+    fields = _struct_fields(arr)
+    out = np.empty(len(arr), T.ROWID_DTYPE)
+    out["low"] = _np(fields["low"])
+    out["high"] = _np(fields["high"])
+    return out
+
+
+# item type -> fn(pa, Arrow array without nulls, describe) -> the values the writer takes,
+# where numpy's own conversion does not do
+_FROM_ARROW = {
+    T.Text: _texts_from_arrow,
+    T.DateTime: _datetimes_from_arrow,
+    T.TimeSpan: _timespans_from_arrow,
+    T.DateTimeOffset: _dtos_from_arrow,
+    T.RowId: _rowids_from_arrow,
+}
+
+
 def _items_from_arrow(pa, item, arr, describe, remap=None):
     """A flat Arrow array -> numpy values the writer takes for `item`."""
-    at = arr.type
-    if isinstance(at, pa.BaseExtensionType):
+    if isinstance(arr.type, pa.BaseExtensionType):
         arr = arr.storage
-        at = arr.type
-    if pa.types.is_dictionary(at) and not isinstance(item, T.Key):
-        arr = arr.dictionary_decode()
-        at = arr.type
     if isinstance(item, T.Key):
-        if remap is not None:       # the column holds the key's values: map them
-            return remap(arr, describe)
-        if pa.types.is_dictionary(at):
-            raise TypeError(f"{describe(0)}: a dictionary inside a vector cannot be a key "
-                            f"vector; decode it first")
-        if pa.types.is_integer(at) or pa.types.is_floating(at):
-            return _np(arr.fill_null(0)) if arr.null_count else _np(arr)
-        _no_nulls(arr, describe, item)
-        return _np(arr)
-    if item in (T.Single, T.Double):
-        if pa.types.is_null(at):
-            return np.full(len(arr), np.nan, item.dtype)
-        if pa.types.is_floating(at) and arr.null_count:
-            arr = arr.fill_null(float("nan"))
-        elif arr.null_count:
-            _no_nulls(arr, describe, item)
-        return _np(arr)
+        return _keys_from_arrow(pa, item, arr, describe, remap)
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if item in (T.Single, T.Double):      # nulls are NaN
+        return _floats_from_arrow(pa, item, arr, describe)
     _no_nulls(arr, describe, item)
-    if item is T.Text:
-        if not (pa.types.is_string(at) or pa.types.is_large_string(at)):
-            arr = arr.cast(pa.string())      # string_view, or numbers given types=Text
-        return _np(arr).astype(object, copy=False)
-    if item is T.DateTime:
-        if pa.types.is_timestamp(at):
-            return _utc_datetime64(pa, arr)
-        if pa.types.is_integer(at):
-            return _ticks_to_datetime(pa, arr)
-        return _np(arr)
-    if item is T.TimeSpan:
-        if pa.types.is_duration(at):
-            return _np(arr.cast(pa.int64())).astype(np.int64).view(f"timedelta64[{at.unit}]")
-        if pa.types.is_time(at):
-            return _np(arr.cast(pa.int64())).astype(np.int64).view(f"timedelta64[{at.unit}]")
-        if pa.types.is_integer(at):
-            return _np(arr.cast(pa.int64())).astype(np.int64).view(T.TIMESPAN_DTYPE)
-        return _np(arr)
-    if item is T.DateTimeOffset:
-        if pa.types.is_struct(at):
-            fields = _struct_fields(arr)
-            utc = _utc_datetime64(pa, fields["utc"])
-            off = _np(fields["offset_minutes"])
-        elif pa.types.is_timestamp(at):
-            utc = _utc_datetime64(pa, arr)
-            off = (_offsets_of_zone(pa, arr, describe) if at.tz is not None
-                   else np.zeros(len(arr), np.int16))
-        else:
-            return _np(arr)
-        out = np.empty(len(arr), [("utc", utc.dtype), ("offset_minutes", np.int64)])
-        out["utc"] = utc
-        out["offset_minutes"] = off
-        return out
-    if item is T.RowId:
-        if pa.types.is_struct(at):
-            fields = _struct_fields(arr)
-            out = np.empty(len(arr), T.ROWID_DTYPE)
-            out["low"] = _np(fields["low"])
-            out["high"] = _np(fields["high"])
-            return out
-        return _np(arr)
-    return _np(arr)
+    convert = _FROM_ARROW.get(item)
+    return convert(pa, arr, describe) if convert is not None else _np(arr)
 
 
 class _FieldToIdv:
@@ -551,8 +599,7 @@ class _FieldToIdv:
                     self.key_values = _items_to_arrow(pa, kv_type.item, np.asarray(kv_value)
                                                       .reshape(-1), "us", False, lambda i: "")
         if type_override is not None:
-            from idv.writer import as_type
-            t = as_type(type_override, self.where)
+            t = T.as_type(type_override, self.where)
             if t != self.type:
                 self.type = t
                 if not isinstance(t, T.Key):
@@ -701,7 +748,7 @@ class ArrowToIdv:
     """
 
     def __init__(self, schema, types=None):
-        pa = self.pa = _pa()
+        pa = self.pa = import_pyarrow()
         types = dict(types or {})
         names = list(schema.names)
         unknown = [k for k in types if k not in names]
@@ -763,7 +810,7 @@ def from_arrow(table, *, types=None):
     key). Nulls are NaN in float columns, missing in keys, and an error elsewhere (ML.NET has
     no missing value for them). ``types`` overrides the type of some columns.
     """
-    pa = _pa()
+    pa = import_pyarrow()
     if isinstance(table, pa.RecordBatchReader):
         table = table.read_all()
     if isinstance(table, pa.RecordBatch):

@@ -20,10 +20,11 @@ import datetime as _dt
 
 import numpy as np
 
+from idv import ticks
 from idv import types as T
-from idv._interop import (EPOCH_TICKS, check_time_mode, fits_ns, item_locator, opened,
-                          select_columns,
-                          slot_labels, ticks_to_unit, usable_key_values)
+from idv._interop import (check_time_mode, item_locator, opened, select_columns, slot_labels,
+                          usable_key_values)
+from idv.infer import infer_column
 from idv.vectors import Ragged
 
 __all__ = ["to_pandas", "read_pandas", "from_pandas"]
@@ -56,33 +57,32 @@ class _Ctx:
         return item_locator(f"column {self.name!r}", 0, size, offsets)
 
 
-def _unit_for(v, mode):
-    if mode != "auto":
-        return mode
-    if fits_ns(v):
-        return "ns"
-    return "us"
+# the times pandas holds: item type -> numpy kind (datetime64 'M', timedelta64 'm')
+_TIME_KINDS = {T.DateTime: "M", T.TimeSpan: "m"}
 
 
 def _times(ctx, item, values, describe):
     """DateTime / TimeSpan values (any shape) in the unit `ctx.mode` picks, or int64 ticks."""
     v = np.ascontiguousarray(values).view(np.int64)
     if ctx.mode == "ticks":
-        return v + np.int64(EPOCH_TICKS) if item is T.DateTime else v.copy()
-    unit = _unit_for(v, ctx.mode)
-    out = ticks_to_unit(v.reshape(-1), unit, ctx.safe, describe, item.name).reshape(v.shape)
-    kind = "datetime64" if item is T.DateTime else "timedelta64"
-    return out.view(f"{kind}[{unit}]")
+        return ticks.net_ticks(values) if item is T.DateTime else v.copy()
+    unit = ticks.unit_for(v, ctx.mode)
+    out = ticks.ticks_to_unit(v.reshape(-1), unit, ctx.safe, describe, item.name)
+    return ticks.counts_as(out.reshape(v.shape), _TIME_KINDS[item], unit)
 
 
-def _dto_series(ctx, values, describe):
+def _time_series(ctx, t, values, describe):
+    return ctx.pd.Series(_times(ctx, t, values, describe))
+
+
+def _dto_series(ctx, t, values, describe):
     pd = ctx.pd
     utc = np.ascontiguousarray(values["utc"]).view(np.int64)
     if ctx.mode == "ticks":
-        return pd.Series(utc + np.int64(EPOCH_TICKS))
-    unit = _unit_for(utc, ctx.mode)
-    inst = ticks_to_unit(utc, unit, ctx.safe, describe, "DateTimeOffset") \
-        .view(f"datetime64[{unit}]")
+        return pd.Series(ticks.net_ticks(values["utc"]))
+    unit = ticks.unit_for(utc, ctx.mode)
+    inst = ticks.counts_as(ticks.ticks_to_unit(utc, unit, ctx.safe, describe, "DateTimeOffset"),
+                           "M", unit)
     s = pd.Series(inst).dt.tz_localize("UTC")
     off = np.asarray(values["offset_minutes"])
     if len(off) and (off == off[0]).all() and off[0] != 0:
@@ -103,18 +103,28 @@ def _scalar_series(ctx, t, values, kv=None, describe=None):
                              f"{len(kv)}")
         codes = raw.astype(np.int64) - 1
         return pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(kv)))
-    if t is T.Text:
-        return pd.Series(values, dtype="str")
-    if t in (T.DateTime, T.TimeSpan):
-        return pd.Series(_times(ctx, t, values, describe))
-    if t is T.DateTimeOffset:
-        return _dto_series(ctx, values, describe)
-    if t is T.RowId:
-        out = np.empty(len(values), object)
-        for i, (lo, hi) in enumerate(zip(values["low"].tolist(), values["high"].tolist())):
-            out[i] = (hi << 64) | lo
-        return pd.Series(out, dtype=object)
+    series = _SERIES.get(t)
+    if series is not None:
+        return series(ctx, t, values, describe)
     return pd.Series(values)
+
+
+def _rowid_series(ctx, t, values, describe):
+    out = np.empty(len(values), object)
+    for i, (lo, hi) in enumerate(zip(values["low"].tolist(), values["high"].tolist())):
+        out[i] = (hi << 64) | lo
+    return ctx.pd.Series(out, dtype=object)
+
+
+# item type -> fn(ctx, type, 1-d values, describe) -> its Series, where pandas' own conversion
+# of read()'s values does not do
+_SERIES = {
+    T.Text: lambda ctx, t, values, describe: ctx.pd.Series(values, dtype="str"),
+    T.DateTime: _time_series,
+    T.TimeSpan: _time_series,
+    T.DateTimeOffset: _dto_series,
+    T.RowId: _rowid_series,
+}
 
 
 def _object_column(rows, n):
@@ -128,7 +138,7 @@ def _vector_cells(ctx, t, values):
     """Vector rows as an object array of numpy arrays; DateTime / TimeSpan items in the unit
     the datetime mode picks, other items in read()'s forms."""
     n = len(values)
-    time = t.item in (T.DateTime, T.TimeSpan)
+    time = t.item in _TIME_KINDS
     if isinstance(values, Ragged):
         flat = values.values
         if time:
@@ -157,7 +167,7 @@ def _column_pieces(ctx, col, values, vectors):
     if (isinstance(item, T.Key) and kv is None) or item is T.Boolean \
             or (not isinstance(item, T.Key) and item.is_numeric):
         return [(names, pd.DataFrame(flat, columns=names, copy=False))]
-    if item in (T.DateTime, T.TimeSpan):
+    if item in _TIME_KINDS:
         flat = _times(ctx, item, flat, ctx.describe(size=t.size))
         return [(names, pd.DataFrame(flat, columns=names, copy=False))]
     return [([nm], _scalar_series(ctx, item, flat[:, j], kv,
@@ -224,9 +234,8 @@ def _first(mask):
 
 
 def _categorical(pd, s, name, override):
-    from idv.writer import as_type
     cats = s.cat.categories
-    if override is not None and not isinstance(as_type(override, f"column {name!r}"), T.Key):
+    if override is not None and not isinstance(T.as_type(override, f"column {name!r}"), T.Key):
         return s.to_numpy(dtype=object), None
     n = len(cats)
     if n == 0:
@@ -365,7 +374,6 @@ def from_pandas(df, *, types=None):
     ``types`` overrides the type of some columns.
     """
     pd = _pd()
-    from idv.writer import infer_type
     if isinstance(df, pd.Series):
         df = df.to_frame()
     if not isinstance(df, pd.DataFrame):
@@ -384,10 +392,12 @@ def from_pandas(df, *, types=None):
         s = df.iloc[:, i]
         override = overrides.get(name)
         values, t, meta = _series_values(pd, s, name, override)
-        columns.append((name, values))
         if override is not None:
             t = override
-        out_types[name] = t if t is not None else infer_type(values, f"column {name!r}")
+        elif t is None:
+            t, values = infer_column(values, f"column {name!r}")
+        columns.append((name, values))
+        out_types[name] = t
         if meta:
             metadata[name] = meta
     return columns, out_types, metadata

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from idv import _codecs, _compression, _header, _lookup, _threads, _toc, layout
+from idv import _codecs, _compression, _header, _lookup, _threads, _toc, compression, layout
 from idv import types as T
 from idv import vectors
 from idv.errors import IdvFormatError, UnsupportedCodecError
@@ -460,7 +460,7 @@ class Column:
         False (the caller already runs in a worker of the pool)."""
         f = self._file
         kind = self._entry.compression
-        backend = f.backend
+        backend = f._backend
         offsets = np.ascontiguousarray(table["offset"])
         disk = np.ascontiguousarray(table["disk"])
         raw = np.ascontiguousarray(table["raw"])
@@ -469,8 +469,8 @@ class Column:
         def run(span):
             a, b = span
             src, offs = f._block_bytes(offsets[a:b], disk[a:b])
-            return a, _compression.decompress_blocks(backend, kind, src, offs, disk[a:b],
-                                                     raw[a:b], dst, dst_offsets[a:b])
+            return a, backend.decompress_blocks(kind, src, offs, disk[a:b], raw[a:b], dst,
+                                                dst_offsets[a:b])
         total = int(raw.sum(dtype=np.int64))
         # up to 4 chunks per thread (for balance), each worth dispatching to a thread
         parts = min(f.threads * 4, total // _SPAN_BYTES) if parallel else 1
@@ -586,7 +586,7 @@ class IdvFile:
         self.threads = threads or _threads.default_threads()
         self.backend = backend
         try:
-            _compression.backend(backend)   # fail early on an unknown or missing backend
+            self._backend = compression.backend(backend)   # an unknown or missing one fails here
             self._open()
         except IdvFormatError as e:
             e.locate(path=self._path)
@@ -742,7 +742,8 @@ def open(source, *, threads=None, backend=None) -> IdvFile:   # noqa: A001 - lik
     """Open an .idv: a path (memory-mapped), a bytes-like object, or a seekable binary file.
 
     ``threads``: decoding threads (default: the CPUs available). ``backend``: the DEFLATE
-    library, 'libdeflate', 'isal' or 'zlib' (default: the fastest installed).
+    library, 'libdeflate', 'isal' or 'zlib' (default: the fastest installed,
+    idv.compression.default_backend()).
     """
     return IdvFile(source, threads=threads, backend=backend)
 

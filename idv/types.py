@@ -1,16 +1,23 @@
-"""ML.NET's column types as Python objects, and the numpy form each one reads into.
+"""ML.NET's column types as Python objects, and the table of facts about each item type.
 
 Item types are singletons (`idv.Single`, `idv.Text`, ...); `Key` and `Vector` are built from
 them: `idv.Key(idv.UInt32, count=5)`, `idv.Vector(idv.Single, 10)`, `idv.Vector(idv.Int32, 2, 3)`,
 `idv.Vector(idv.Single)` (variable size). Types compare by value.
+
+`ITEM_TYPES` holds, per item type, what the file format needs to know about it: its codec load
+name (and the legacy names still read), how it is encoded, the little-endian dtype it is stored
+as. The decoders (`idv._codecs.CODECS`) and the writer are both built from it, so a new item
+type is one entry here plus its codec.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-# .NET ticks (100 ns since 0001-01-01) of the Unix epoch, which numpy's datetime64 counts from.
+# .NET ticks (100 ns since 0001-01-01) of the Unix epoch, which numpy's datetime64 counts from;
+# the tick conversions themselves are in idv.ticks
 EPOCH_TICKS = 621355968000000000
 MAX_DATETIME_TICKS = 3155378975999999999   # DateTime.MaxValue
 TICKS_PER_MINUTE = 600000000
@@ -21,6 +28,10 @@ TIMESPAN_DTYPE = np.dtype("timedelta64[100ns]")
 DATETIMEOFFSET_DTYPE = np.dtype([("utc", DATETIME_DTYPE), ("offset_minutes", "<i2")])
 # DataViewRowId is a 128-bit integer stored as (Low, High); numpy has no uint128.
 ROWID_DTYPE = np.dtype([("low", "<u8"), ("high", "<u8")])
+# A DateTimeOffset block stores n int16 offset minutes, then n int64 local clock ticks; the
+# writer holds the values in this form until it encodes them.
+DTO_STORE_DTYPE = np.dtype([("minutes", "<i2"), ("ticks", "<i8")])
+TICKS_DTYPE = np.dtype("<i8")
 
 
 class DataViewType:
@@ -91,10 +102,67 @@ DateTimeOffset = PrimitiveType("DateTimeOffset", DATETIMEOFFSET_DTYPE, "DZ")
 TimeSpan = PrimitiveType("TimeSpan", TIMESPAN_DTYPE, "TS")
 RowId = PrimitiveType("RowId", ROWID_DTYPE, "UG")
 
-PRIMITIVES = {t.name: t for t in (SByte, Byte, Int16, UInt16, Int32, UInt32, Int64, UInt64,
-                                  Single, Double, Boolean, Text, DateTime, DateTimeOffset,
-                                  TimeSpan, RowId)}
 KEY_RAW_TYPES = (Byte, UInt16, UInt32, UInt64)
+
+# How a block holds the items of a type (reference section 4): raw little-endian values of a
+# fixed width, bits, length-prefixed UTF-16 boundaries plus UTF-8, or DateTimeOffset's two runs.
+FIXED, BOOL, TEXT, DTO = "fixed", "bool", "text", "dto"
+
+
+@dataclass(frozen=True)
+class ItemType:
+    """What the format needs to know about one item type.
+
+    ``load_name`` is the codec name ML.NET writes; ``legacy_names`` are older load names that
+    still read as this type (idv._codecs decodes them, DvBool with a layout of its own);
+    ``kind`` is how a block holds the items (FIXED, BOOL, TEXT or DTO); ``stored`` is the
+    little-endian dtype the items are encoded from (None for BOOL and TEXT, which are not an
+    array of fixed-size records).
+    """
+
+    type: PrimitiveType
+    load_name: str
+    kind: str
+    stored: np.dtype = None
+    legacy_names: tuple = ()
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype the items read into (the type's own)."""
+        return self.type.dtype
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per stored item (FIXED and DTO), 0 for BOOL and TEXT."""
+        return self.stored.itemsize if self.stored is not None else 0
+
+
+ITEM_TYPES = (
+    #        type            load name         kind   stored as         legacy load names
+    ItemType(SByte,          "SByte",          FIXED, np.dtype("<i1")),
+    ItemType(Byte,           "Byte",           FIXED, np.dtype("<u1")),
+    ItemType(Int16,          "Int16",          FIXED, np.dtype("<i2")),
+    ItemType(UInt16,         "UInt16",         FIXED, np.dtype("<u2")),
+    ItemType(Int32,          "Int32",          FIXED, np.dtype("<i4")),
+    ItemType(UInt32,         "UInt32",         FIXED, np.dtype("<u4")),
+    ItemType(Int64,          "Int64",          FIXED, np.dtype("<i8")),
+    ItemType(UInt64,         "UInt64",         FIXED, np.dtype("<u8")),
+    ItemType(Single,         "Single",         FIXED, np.dtype("<f4")),
+    ItemType(Double,         "Double",         FIXED, np.dtype("<f8")),
+    ItemType(Boolean,        "Boolean",        BOOL,  None,             ("DvBool",)),
+    ItemType(Text,           "TextSpan",       TEXT),
+    ItemType(DateTime,       "DateTime",       FIXED, TICKS_DTYPE,      ("DvDateTime",)),
+    ItemType(DateTimeOffset, "DateTimeOffset", DTO,   DTO_STORE_DTYPE,  ("DvDateTimeZone",)),
+    ItemType(TimeSpan,       "TimeSpan",       FIXED, TICKS_DTYPE,      ("DvTimeSpan",)),
+    ItemType(RowId,          "DataViewRowId",  FIXED, ROWID_DTYPE),
+)
+_BY_TYPE = {e.type: e for e in ITEM_TYPES}
+PRIMITIVES = {e.type.name: e.type for e in ITEM_TYPES}
+
+
+def item_info(item) -> ItemType:
+    """The ITEM_TYPES entry of an item type; a key's is that of its raw type."""
+    return _BY_TYPE[item.raw if isinstance(item, Key) else item]
 
 
 class Key(DataViewType):
@@ -181,3 +249,54 @@ class Vector(DataViewType):
 def item_type(t: DataViewType):
     """The item type of a vector, else the type itself."""
     return t.item if isinstance(t, Vector) else t
+
+
+# numpy dtype (native order) -> the item type that reads into it, for the plain numbers and bool
+_BY_DTYPE = {e.dtype: e.type for e in ITEM_TYPES if e.dtype.kind in "biuf"}
+# structured dtypes: the fields that identify DateTimeOffset and RowId values
+_BY_FIELDS = ((DateTimeOffset, {"utc", "offset_minutes"}), (RowId, {"low", "high"}))
+
+
+def item_from_dtype(dt, where="value"):
+    """The ML.NET item type for a numpy dtype, or None for object (decided by the values)."""
+    dt = np.dtype(dt)
+    if dt.names:
+        for item, fields in _BY_FIELDS:
+            if fields <= set(dt.names):
+                return item
+        raise TypeError(f"{where}: structured dtype {dt} has no ML.NET type (DateTimeOffset needs "
+                        f"fields utc, offset_minutes; RowId needs low, high)")
+    k = dt.kind
+    if k == "O":
+        return None
+    if k == "f" and dt.itemsize == 2:
+        return Single
+    base = _BY_DTYPE.get(dt.newbyteorder("=")) if k in "iufb" else None
+    if base is not None:
+        return base
+    if k == "U":
+        return Text
+    if k == "M":
+        return DateTime
+    if k == "m":
+        return TimeSpan
+    if k == "c":
+        raise TypeError(f"{where}: complex numbers ({dt}) have no ML.NET type")
+    if k == "S":
+        raise TypeError(f"{where}: bytes ({dt}) have no ML.NET type; decode them to str for Text")
+    raise TypeError(f"{where}: numpy dtype {dt} has no ML.NET type")
+
+
+def as_type(t, where="type"):
+    """A DataViewType from a type object or a numpy dtype-like (np.float32 -> Single)."""
+    if isinstance(t, DataViewType):
+        return t
+    try:
+        dt = np.dtype(t)
+    except TypeError:
+        raise TypeError(f"{where}: {t!r} is not an idv type (idv.Single, idv.Key(...), "
+                        f"idv.Vector(...)) or a numpy dtype") from None
+    item = item_from_dtype(dt, where)
+    if item is None:
+        raise TypeError(f"{where}: dtype object does not name an ML.NET type; use idv.Text etc.")
+    return item

@@ -1,13 +1,16 @@
-"""Vector columns in numpy form: dense (N, *dims), ragged, or scipy CSR.
+"""Vector columns in numpy form: dense (N, *dims), ragged (`Ragged`), sparse (`Sparse`, or
+scipy CSR).
 
 ML.NET stores each block of vectors as per-row lengths and counts (-1 = dense), the sparse
-rows' indices, and the stored items in row order (see VectorBlock in idv._codecs). These
-functions turn a list of such blocks into the form the user asked for.
+rows' indices, and the stored items in row order (see VectorBlock in idv._codecs). The
+functions below turn a list of such blocks into the form the user asked for; `Ragged` and
+`Sparse` are also what idv.write takes for variable-size and sparse vectors.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from idv import ticks
 from idv import types as T
 
 
@@ -118,16 +121,115 @@ class Ragged:
         return Ragged(values, offsets)
 
 
+class Sparse:
+    """Sparse vectors of any item type, in CSR form: row ``i`` stores ``values[offsets[i]:
+    offsets[i + 1]]`` at the slots ``indices[offsets[i]:offsets[i + 1]]`` (strictly
+    increasing) of a vector of ``length`` items; every other slot holds the item type's
+    default ("" for Text, 0 ticks for DateTime / TimeSpan, missing (0) for keys, False, 0).
+
+    ``values`` is any 1-d array or list of items (str, datetime64, key integers, structured
+    DateTimeOffset / RowId ...). ``length`` is one int for every row (a Vector<T, length>
+    column), or one length per row (a variable-size Vector<T> column). scipy.sparse matrices
+    cover numbers and booleans; this form covers every item type, as ML.NET's VBuffer does.
+
+    >>> idv.Sparse(["a", "b", "c"], indices=[0, 7, 2], offsets=[0, 2, 2, 3], length=10)
+    """
+
+    __slots__ = ("values", "indices", "offsets", "length")
+
+    def __init__(self, values, indices, offsets, length):
+        if isinstance(values, (list, tuple)):
+            values = object_array(values) if values and all(
+                isinstance(x, str) for x in values) else np.asarray(values)
+        self.values = np.asarray(values)
+        self.indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        self.offsets = np.asarray(offsets, dtype=np.int64).reshape(-1)
+        if self.values.ndim != 1:
+            raise ValueError(f"Sparse values must be 1-d, not shape {self.values.shape}")
+        o = self.offsets
+        if len(o) == 0 or o[0] != 0 or o[-1] != len(self.values) \
+                or len(self.indices) != len(self.values) or (np.diff(o) < 0).any():
+            raise ValueError("Sparse offsets must start at 0, not decrease and end at "
+                             "len(values), and there must be one index per value")
+        if isinstance(length, (int, np.integer)) and not isinstance(length, bool):
+            self.length = int(length)
+            if self.length < 0:
+                raise ValueError(f"Sparse vector length must be >= 0, not {length}")
+        else:
+            self.length = np.asarray(length, dtype=np.int64).reshape(-1)
+            if len(self.length) != len(o) - 1:
+                raise ValueError(f"{len(self.length)} vector lengths for {len(o) - 1} rows")
+            if (self.length < 0).any():
+                raise ValueError("Sparse vector lengths must be >= 0")
+
+    @classmethod
+    def from_rows(cls, rows, length, dtype=None):
+        """From one {slot: value} dict per row (slots in any order)."""
+        indices, values, offsets = [], [], [0]
+        for r in rows:
+            items = sorted(r.items())
+            indices.extend(k for k, _ in items)
+            values.extend(v for _, v in items)
+            offsets.append(len(values))
+        if dtype is not None:
+            vals = np.asarray(values, dtype=dtype)
+        elif values and all(isinstance(x, str) for x in values):
+            vals = object_array(values)
+        else:
+            vals = np.asarray(values) if values else np.zeros(0)
+        return cls(vals, indices, offsets, length)
+
+    @classmethod
+    def from_scipy(cls, m):
+        """From a 2-d scipy.sparse matrix (rows become vectors of its column count)."""
+        m = m.tocsr()
+        return cls(np.asarray(m.data), m.indices, m.indptr, int(m.shape[1]))
+
+    @property
+    def lengths(self):
+        """The vector length of every row."""
+        if isinstance(self.length, int):
+            return np.full(len(self), self.length, np.int64)
+        return self.length
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def __getitem__(self, key):
+        """Rows ``start:stop`` (step 1) as a Sparse sharing this one's arrays."""
+        if not (isinstance(key, slice) and key.step in (None, 1)):
+            raise TypeError("idv.Sparse takes row slices with step 1 (e.g. s[10:20])")
+        start, stop, _ = key.indices(len(self))
+        stop = max(start, stop)
+        offs = self.offsets[start:stop + 1]
+        a, b = int(offs[0]), int(offs[-1])
+        length = self.length if isinstance(self.length, int) else self.length[start:stop]
+        return Sparse(self.values[a:b], self.indices[a:b], offs - a, length)
+
+    def __repr__(self):
+        size = self.length if isinstance(self.length, int) else "variable"
+        return (f"<idv.Sparse {len(self)} vectors of size {size}, {len(self.values)} stored "
+                f"{self.values.dtype} items>")
+
+
+def object_array(values):
+    """A 1-d object array of the given items (np.asarray would make str a fixed-width U)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+# ML.NET's default(T) where it is not numpy's zero: "" and 0 ticks (0001-01-01, not 1970)
+_DEFAULTS = {
+    T.Text: lambda: "",
+    T.DateTime: lambda: ticks.from_net_ticks([0])[0],
+    T.DateTimeOffset: lambda: np.array([(ticks.from_net_ticks([0])[0], 0)],
+                                       T.DATETIMEOFFSET_DTYPE)[0],
+}
+
+
 def zero_item(item_type):
     """The value an absent sparse slot stands for: ML.NET's default(T)."""
-    if item_type is T.Text:
-        return ""
-    z = np.zeros(1, item_type.dtype)
-    if item_type is T.DateTime:
-        z.view(np.int64)[0] = -T.EPOCH_TICKS
-    elif item_type is T.DateTimeOffset:
-        z["utc"] = np.array([-T.EPOCH_TICKS]).view(T.DATETIME_DTYPE)
-    return z[0]
+    default = _DEFAULTS.get(item_type)
+    return default() if default is not None else np.zeros(1, item_type.dtype)[0]
 
 
 def _positions(block):

@@ -668,8 +668,8 @@ def test_threads_and_backends_give_identical_results(name):
 
 @pytest.mark.parametrize("backend", ["libdeflate", "isal"])
 def test_optional_backends_when_installed(backend):
-    from idv import _compression
-    if backend not in _compression.BACKENDS:
+    from idv import compression
+    if backend not in compression.installed():
         pytest.skip(f"{backend} not installed")
     name = "multiblock_200k_none"   # compression None: the backend is not even used
     with idv.open(fixture(name), backend=backend) as f:
@@ -761,8 +761,8 @@ def _full_checked(f, name, col_name):
 
 
 def _installed_backends():
-    from idv import _compression
-    return sorted(_compression.BACKENDS)
+    from idv import compression
+    return sorted(compression.installed())
 
 
 class _NonSeekable(io.RawIOBase):

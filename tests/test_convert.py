@@ -1,4 +1,4 @@
-"""idv.convert: .idv <-> Parquet, Feather / Arrow IPC, CSV / TSV, streaming.
+"""idv.convert (idv.formats): .idv <-> Parquet, Feather / Arrow IPC, CSV / TSV, streaming.
 
 Ground truth: the ML.NET sidecars of the sample fixtures (what ML.NET reads from each file),
 and ML.NET's own reading (oracle dump) of an .idv made from a Parquet file built here.
@@ -25,8 +25,8 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 pcsv = pytest.importorskip("pyarrow.csv")
 
-# the module (idv.convert, the attribute, is the function)
-convert_module = importlib.import_module("idv.convert")
+# the module of idv.convert
+convert_module = importlib.import_module("idv.formats")
 
 # every fixture with at least one column (no_columns: 0 columns, 5 rows, is tested apart)
 WITH_COLUMNS = sample_params(lambda n: n != "no_columns")

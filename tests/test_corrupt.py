@@ -42,12 +42,12 @@ from corrupt_cases import (CASES, FAIL_AT_OPEN, FIXTURE_FILES, MISSING, fixture_
                            fixture_file_params, model_of)
 from craft import (HDR, TAIL_SIG, V, build, compress, mutate, parse, patch,
                    respell_rows_per_block, tail_offset)
-from idv import _compression
+from idv import compression
 from readback import SOURCES, as_source, expect_error, prefix_same, read_quiet, same
 from reference import REPO_DIR, SAMPLE_DIR, shared_dir
 
 SMALL = 64 * 1024            # files up to this size get exhaustive treatment
-BACKENDS = [b for b in ("zlib", "libdeflate", "isal") if b in _compression.BACKENDS]
+BACKENDS = [b for b in ("zlib", "libdeflate", "isal") if b in compression.installed()]
 ALL_CASES = sorted(CASES)
 HUGE_CASES = ["raw_length_huge", "raw_length_huge_vector", "vbuffer_huge_sparse_row_count",
               "row_count_huge", "vbuffer_sparse_length_huge", "vbuffer_fixed_size_huge",

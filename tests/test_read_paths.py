@@ -7,13 +7,14 @@ benchmarks/bench_read.py for speed).
 - output arrays of several MB on huge-page mappings (idv._compression.empty) behave as
   ordinary numpy arrays: own their data, resize, pickle, free.
 """
+import dataclasses
 import pickle
 
 import numpy as np
 import pytest
 
 import idv
-from idv import _compression
+from idv import _compression, compression
 
 try:
     from numpy._core.multiarray import get_handler_name
@@ -40,21 +41,22 @@ def big_file(tmp_path_factory):
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_every_backend_reads_big_columns_alike(big_file, threads):
     path, data = big_file
-    for name in sorted(_compression.BACKENDS):
+    for name in compression.installed():
         with idv.open(str(path), backend=name, threads=threads) as f:
             _check(f.read(), data)
 
 
 def test_libdeflate_c_path_matches_python_function(big_file):
-    if "libdeflate" not in _compression.NATIVE:
+    libdeflate = compression.BACKENDS["libdeflate"]
+    if libdeflate.native is None:
         pytest.skip("libdeflate's C API not found")
     path, data = big_file
-    native = _compression.NATIVE.pop("libdeflate")
+    compression.BACKENDS["libdeflate"] = dataclasses.replace(libdeflate, native=None)
     try:
         with idv.open(str(path), backend="libdeflate", threads=2) as f:
             _check(f.read(), data)       # Python-level deflate_decompress
     finally:
-        _compression.NATIVE["libdeflate"] = native
+        compression.BACKENDS["libdeflate"] = libdeflate
     with idv.open(str(path), backend="libdeflate", threads=2) as f:
         _check(f.read(), data)
 

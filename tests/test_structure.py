@@ -16,7 +16,6 @@ from reference import REPO_DIR
 PACKAGE_DIR = REPO_DIR / "idv"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 7: the writer restructuring breaks the loop")
 def test_import_graph_has_no_cycles():
     graph = import_graph(PACKAGE_DIR)
     cycles = find_cycles(graph)

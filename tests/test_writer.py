@@ -29,6 +29,7 @@ from write_strategies import (NUMERIC, SETTINGS_AND_SKIP, HealthCheck, columns_o
 
 sp = pytest.importorskip("scipy.sparse")
 
+OTHER_BACKENDS = ("libdeflate", "isal")       # DEFLATE libraries other than zlib
 needs_libdeflate = pytest.mark.skipif(not idv._compression.LIBDEFLATE_COMPRESS,
                                       reason="the deflate package (libdeflate) is not installed")
 
@@ -136,7 +137,31 @@ def test_type_inference():
         (np.zeros(2, DTO), idv.DateTimeOffset), (np.zeros(2, ROWID), idv.RowId),
     ]
     for value, t in cases:
-        assert idv.writer.infer_type(value) == t, (value, t)
+        assert idv.infer.infer_type(value) == t, (value, t)
+
+
+def test_rows_are_flattened_once(tmp_path, monkeypatch):
+    """Inference hands its flattened rows to the writer: a list of rows is flattened once,
+    whether given directly or in a DataFrame."""
+    import idv.infer
+    import idv.writer.columns
+    calls = []
+    real = idv.infer.flatten_rows
+
+    def counting(rows, where):
+        calls.append(where)
+        return real(rows, where)
+    monkeypatch.setattr(idv.infer, "flatten_rows", counting)
+    monkeypatch.setattr(idv.writer.columns, "flatten_rows", counting)
+    rows = [[1.5, 2.5], [3.5, 4.5], [5.5, 6.5]]
+    idv.write(tmp_path / "a.idv", {"v": rows})
+    assert len(calls) == 1
+    assert idv.read(tmp_path / "a.idv")["v"].tolist() == rows
+    pd = pytest.importorskip("pandas")
+    calls.clear()
+    idv.write(tmp_path / "b.idv", pd.DataFrame({"v": rows}))
+    assert len(calls) == 1
+    assert idv.read(tmp_path / "b.idv")["v"].tolist() == rows
 
 
 def test_conversions(tmp_path):
@@ -296,7 +321,7 @@ def test_failure_mid_write_removes_temp(tmp_path, monkeypatch, exc):
 
 def test_failure_at_close_removes_temp(tmp_path, monkeypatch):
     dest = tmp_path / "out.idv"
-    monkeypatch.setattr(idv.writer._Output, "commit",
+    monkeypatch.setattr(idv.sink.Output, "commit",
                         lambda self: (_ for _ in ()).throw(OSError("fsync failed")))
     with pytest.raises(OSError):
         idv.write(dest, {"x": [1, 2, 3]})
@@ -468,10 +493,11 @@ def mlnet_files(tmp_path_factory, oracle):
                     *fx.get("oracle_options", [])]
             jobs.append((spec_path, mine, opts))
             ours[name, comp] = (path, mine)
-        if "libdeflate" in idv._compression.BACKENDS:
-            fast = d / f"{name}_libdeflate_ours.idv"
-            write_case(name, fast, "deflate", backend="libdeflate")
-            ours[name, "libdeflate"] = (fast, None)
+        for backend in OTHER_BACKENDS:
+            if backend in idv.compression.installed():
+                fast = d / f"{name}_{backend}_ours.idv"
+                write_case(name, fast, "deflate", backend=backend)
+                ours[name, backend] = (fast, None)
 
     def run(job):
         spec_path, out, opts = job
@@ -488,16 +514,29 @@ def mlnet_files(tmp_path_factory, oracle):
     return {"files": ours, "dumps": dumps, "errors": errors}
 
 
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
 @pytest.mark.parametrize("name", list(CASES))
-def test_mlnet_reads_libdeflate_default(mlnet_files, name):
-    """The default (libdeflate) output differs in bytes from ML.NET's, never in what it reads."""
-    if (name, "libdeflate") not in mlnet_files["files"]:
-        pytest.skip("the deflate package (libdeflate) is not installed")
-    fast = mlnet_files["dumps"][str(mlnet_files["files"][name, "libdeflate"][0])]
-    ref = mlnet_files["dumps"][str(mlnet_files["files"][name, "deflate"][0])]
-    assert "error" not in fast, f"ML.NET could not read our libdeflate {name}: {fast.get('error')}"
+def test_mlnet_reads_other_backends(mlnet_files, name, backend):
+    """The libdeflate (default) and ISA-L outputs differ in bytes from ML.NET's (zlib's), never
+    in what ML.NET or idv reads."""
+    if (name, backend) not in mlnet_files["files"]:
+        pytest.skip(f"the {backend} package is not installed")
+    path = mlnet_files["files"][name, backend][0]
+    zlib_path = mlnet_files["files"][name, "deflate"][0]
+    fast = mlnet_files["dumps"][str(path)]
+    ref = mlnet_files["dumps"][str(zlib_path)]
+    assert "error" not in fast, f"ML.NET could not read our {backend} {name}: {fast.get('error')}"
     assert fast["columns"] == ref["columns"]
     assert fast["rows"] == ref["rows"]
+    with idv.open(path) as f, idv.open(zlib_path) as z:
+        assert [c.name for c in f.columns] == [c.name for c in z.columns]
+        for a, b in zip(f.columns, z.columns):
+            assert a.type == b.type and a.metadata_types == b.metadata_types
+            x, y = a.read(), b.read()
+            if isinstance(y, idv.Ragged):
+                assert_arrays_equal(x.offsets, y.offsets, f"{name} {a.name} offsets")
+                x, y = x.values, y.values
+            assert_arrays_equal(x, y, f"{name} {a.name} ({backend})")
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
@@ -664,6 +703,29 @@ def test_rows_without_columns(tmp_path):
     assert idv.open(tmp_path / "y.idv").num_rows == 0
 
 
+def test_every_backend_and_level_reads_back(tmp_path):
+    """The backends of idv.compression write as they read: every installed one at its lowest,
+    highest and default level; a level out of range or an unknown backend is refused."""
+    data = {"x": np.arange(5000, dtype=np.int32) % 7, "t": obj(["ab", "c"] * 2500)}
+    for name in idv.compression.installed():
+        levels = idv.compression.BACKENDS[name].levels
+        for level in (levels.start, levels.stop - 1, None):
+            p = tmp_path / f"{name}_{level}.idv"
+            idv.write(p, data, backend=name, level=level, rows_per_block=1000)
+            got = idv.read(p)
+            assert got["x"].tolist() == data["x"].tolist() and got["t"].tolist() == list(data["t"])
+        with pytest.raises(ValueError, match="levels"):
+            idv.write(tmp_path / "bad.idv", data, backend=name, level=levels.stop)
+    with pytest.raises(ValueError, match="unknown DEFLATE backend"):
+        idv.write(tmp_path / "bad.idv", data, backend="nope")
+    assert not (tmp_path / "bad.idv").exists()
+    # no backend given: the one reading uses by default
+    a, b = tmp_path / "default.idv", tmp_path / "named.idv"
+    idv.write(a, data)
+    idv.write(b, data, backend=idv.compression.default_backend())
+    assert a.read_bytes() == b.read_bytes()
+
+
 def test_rows_without_columns_equal_mlnet(tmp_path, oracle):
     fixture = shared_path("oracle", "fixtures-sample", "no_columns.idv")
     dest = tmp_path / "rows.idv"
@@ -703,8 +765,8 @@ def test_sparse_forms():
     m = sp.csr_matrix(np.array([[0, 1.5], [2.0, 0]]))
     f = idv.Sparse.from_scipy(m)
     assert f.length == 2 and f.indices.tolist() == [1, 0] and f.values.tolist() == [1.5, 2.0]
-    assert idv.writer.infer_type(s) == idv.Vector(idv.Text, 4)
-    assert idv.writer.infer_type(idv.Sparse([1, 2], [0, 0], [0, 1, 2], [1, 3])) == \
+    assert idv.infer.infer_type(s) == idv.Vector(idv.Text, 4)
+    assert idv.infer.infer_type(idv.Sparse([1, 2], [0, 0], [0, 1, 2], [1, 3])) == \
         idv.Vector(idv.Int64)
     a, b = io.BytesIO(), io.BytesIO()
     idv.write(a, {"v": m})

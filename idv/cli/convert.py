@@ -1,4 +1,4 @@
-"""``idv convert``: to and from other formats through idv.convert, with a progress bar."""
+"""``idv convert``: to and from other formats through idv.formats (idv.convert), with a progress bar."""
 from __future__ import annotations
 
 import importlib
@@ -49,11 +49,11 @@ def _isatty(stream):
 
 def _load_convert():
     try:
-        module = importlib.import_module("idv.convert")   # idv.convert is also the function
+        module = importlib.import_module("idv.formats")   # idv.convert, the function, is there
     except ImportError as e:
-        if getattr(e, "name", None) in ("idv.convert", "idv.convert.convert"):
+        if getattr(e, "name", None) == "idv.formats":
             raise CliError("idv convert is not available: this installation has no "
-                           "idv.convert module") from None
+                           "idv.formats module") from None
         raise CliError(f"idv convert needs {e.name or e}: install it with pip") from None
     return module
 

@@ -1,6 +1,6 @@
 """How the command line shows values: cells as text and JSON, aligned tables, JSON documents.
 
-The .NET tick formats (DateTime, TimeSpan, DateTimeOffset) are here for now, in one place.
+Dates and times are written from their .NET ticks by idv.ticks, exact to the tick.
 """
 from __future__ import annotations
 
@@ -11,42 +11,9 @@ import unicodedata
 import numpy as np
 
 from idv import types as T
+from idv.ticks import format_datetime, format_datetimeoffset, format_timespan
 
 VECTOR_ITEMS = 5   # vector items shown per table cell before "..."
-_TICKS_PER_DAY = 864000000000
-
-
-# ---------------------------------------------------------------- .NET ticks
-
-def _datetime_str(v):
-    """datetime64[100ns] -> ISO 8601, exact to the tick (numpy misprints it outside 1678-2262)."""
-    ticks = int(np.asarray(v).view(np.int64))
-    us, rest = divmod(ticks, 10)
-    s = str(np.datetime64(us, "us"))
-    date, _, frac = s.partition(".")
-    frac = (frac + str(rest)).rstrip("0")
-    return f"{date}.{frac}" if frac else date
-
-
-def _timespan_str(v):
-    """timedelta64[100ns] -> .NET's constant format [-][d.]hh:mm:ss[.fffffff]."""
-    ticks = int(np.asarray(v).view(np.int64))
-    sign = "-" if ticks < 0 else ""
-    days, rest = divmod(abs(ticks), _TICKS_PER_DAY)
-    secs, frac = divmod(rest, 10_000_000)
-    h, secs = divmod(secs, 3600)
-    m, s = divmod(secs, 60)
-    out = f"{sign}{f'{days}.' if days else ''}{h:02d}:{m:02d}:{s:02d}"
-    return out + (f".{frac:07d}" if frac else "")
-
-
-def _datetimeoffset_str(v):
-    """(utc, offset_minutes) -> local clock time with its offset, ISO 8601."""
-    offset = int(v["offset_minutes"])
-    local = int(np.asarray(v["utc"]).view(np.int64)) + offset * T.TICKS_PER_MINUTE
-    sign = "-" if offset < 0 else "+"
-    hh, mm = divmod(abs(offset), 60)
-    return f"{_datetime_str(np.int64(local).view(T.DATETIME_DTYPE))}{sign}{hh:02d}:{mm:02d}"
 
 
 # ---------------------------------------------------------------- cells
@@ -68,11 +35,11 @@ def _float_json(x):
 def item_json(x, item):
     """One item in JSON form."""
     if item is T.DateTime:
-        return _datetime_str(x)
+        return format_datetime(x)
     if item is T.TimeSpan:
-        return _timespan_str(x)
+        return format_timespan(x)
     if item is T.DateTimeOffset:
-        return _datetimeoffset_str(x)
+        return format_datetimeoffset(x)
     if item is T.RowId:
         return _rowid_int(x)
     if item is T.Text:

@@ -9,18 +9,20 @@ columns, re-block or change compression) streams numpy blocks and keeps every ty
 annotation exactly.
 
 The output appears only when complete: it is written to a temporary file beside ``dst`` and
-renamed over it at the end; on any error the temporary file is removed.
+renamed over it at the end (idv.sink); on any error the temporary file is removed.
 """
 from __future__ import annotations
 
 import os
-import tempfile
 
 import numpy as np
 
 from idv import types as T
 from idv._interop import (TIME_UNITS, check_time_mode, iter_row_blocks, metadata_spec, opened,
                           parse_type, select_columns, slot_labels)
+from idv.compression import DEFLATE, NONE
+from idv.compression import kind as compression_kind
+from idv.sink import AtomicPath
 
 __all__ = ["convert", "FORMATS"]
 
@@ -54,46 +56,8 @@ def _format_of(path, given, what):
 
 
 def _pa():
-    from idv.arrow import _pa
-    return _pa()
-
-
-# ---------------------------------------------------------------------------------------------
-# output files
-# ---------------------------------------------------------------------------------------------
-
-def _umask():
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-class _AtomicPath:
-    """A temporary path beside `dest`, renamed over it by commit(), removed by abort()."""
-
-    def __init__(self, dest):
-        self.dest = os.fspath(dest)
-        parent = os.path.dirname(os.path.abspath(self.dest))
-        fd, self.tmp = tempfile.mkstemp(dir=parent, prefix="." + os.path.basename(self.dest)
-                                        + ".", suffix=".tmp")
-        os.close(fd)
-
-    def commit(self):
-        try:
-            mode = os.stat(self.dest).st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o666 & ~_umask()
-        os.chmod(self.tmp, mode)
-        os.replace(self.tmp, self.dest)
-        self.tmp = None
-
-    def abort(self):
-        if self.tmp is not None:
-            try:
-                os.unlink(self.tmp)
-            except FileNotFoundError:
-                pass
-            self.tmp = None
+    from idv.arrow import import_pyarrow
+    return import_pyarrow()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,12 +214,11 @@ class _CsvSource(_Source):
 def _csv_arrow_type(pa, t, datetime):
     """The Arrow type pyarrow's CSV reader should parse a column as, for a given idv type
     (None for the types CSV spreads over several columns)."""
-    from idv.arrow import _item_arrow_type
-    from idv.writer import as_type
-    t = as_type(t)
+    from idv.arrow import item_arrow_type
+    t = T.as_type(t)
     if isinstance(t, T.Vector) or t in (T.DateTimeOffset, T.RowId):
         return None
-    return _item_arrow_type(pa, t, datetime if datetime in ("ns", "ticks") else "us")
+    return item_arrow_type(pa, t, datetime if datetime in ("ns", "ticks") else "us")
 
 
 def _open_source(path, fmt, columns, datetime, safe, types, batch_rows):
@@ -300,6 +263,18 @@ class _FileSink:
     """A pyarrow writer on a temporary file that close() renames into place and abort()
     removes; `_handles()` are what must be closed first, in order."""
 
+    writer = None
+
+    def _create(self, dest, open_writer):
+        """The temporary file beside `dest`, and `open_writer(its path)`; if that fails, the
+        temporary file is removed."""
+        self.out = AtomicPath(dest)
+        try:
+            open_writer(self.out.tmp)
+        except BaseException:
+            self.abort()
+            raise
+
     def _handles(self):
         return [self.writer]
 
@@ -311,7 +286,8 @@ class _FileSink:
     def abort(self):
         for h in self._handles():
             try:
-                h.close()
+                if h is not None:
+                    h.close()
             except Exception:
                 pass
         self.out.abort()
@@ -320,10 +296,15 @@ class _FileSink:
 class _ParquetSink(_FileSink):
     def __init__(self, dest, schema, compression):
         import pyarrow.parquet as pq
-        self.out = _AtomicPath(dest)
-        kwargs = {} if compression in ("deflate", None) else {"compression": compression}
-        self.writer = pq.ParquetWriter(self.out.tmp, schema, **kwargs)
+        kind = compression_kind(compression, strict=False)
+        # idv's 'deflate' (the default) is the format's usual codec; other names are pyarrow's
+        kwargs = {} if kind == DEFLATE else {"compression": "none" if kind == NONE
+                                             else compression}
         self.buffer, self.rows, self.bytes = [], 0, 0
+
+        def open_writer(tmp):
+            self.writer = pq.ParquetWriter(tmp, schema, **kwargs)
+        self._create(dest, open_writer)
 
     def _flush(self):
         if self.buffer:
@@ -347,14 +328,18 @@ class _ParquetSink(_FileSink):
 class _IpcSink(_FileSink):
     def __init__(self, dest, schema, compression):
         pa = _pa()
-        if compression in ("deflate",):
+        kind = compression_kind(compression, strict=False)
+        if kind == DEFLATE:
             compression = "lz4" if pa.Codec.is_available("lz4") else None
-        elif compression in ("none", "None", False):
+        elif kind == NONE:
             compression = None
-        self.out = _AtomicPath(dest)
-        self.sink = pa.OSFile(self.out.tmp, "wb")
-        self.writer = pa.ipc.new_file(self.sink, schema,
-                                      options=pa.ipc.IpcWriteOptions(compression=compression))
+        self.sink = None
+
+        def open_writer(tmp):
+            self.sink = pa.OSFile(tmp, "wb")
+            self.writer = pa.ipc.new_file(self.sink, schema, options=pa.ipc.IpcWriteOptions(
+                compression=compression))
+        self._create(dest, open_writer)
 
     def write(self, batch, row0):
         self.writer.write_batch(batch)
@@ -370,7 +355,7 @@ class _CsvSink(_FileSink):
 
     def __init__(self, dest, schema, delimiter, compression):
         import pyarrow.csv as pcsv
-        if compression not in ("deflate", "none", None):
+        if compression_kind(compression, strict=False) is None:
             raise ValueError("CSV output is not compressed; leave compression at its default")
         pa = _pa()
         self.getters = []        # (name, fn(batch) -> array)
@@ -378,9 +363,11 @@ class _CsvSink(_FileSink):
             self._plan(pa, field.name, field.type, field.metadata or {},
                        lambda b, i=i: b.column(i))
         self.schema = pa.schema([(n, t) for n, t, _ in self.getters])
-        self.out = _AtomicPath(dest)
-        self.writer = pcsv.CSVWriter(self.out.tmp, self.schema,
-                                     write_options=pcsv.WriteOptions(delimiter=delimiter))
+
+        def open_writer(tmp):
+            self.writer = pcsv.CSVWriter(tmp, self.schema,
+                                         write_options=pcsv.WriteOptions(delimiter=delimiter))
+        self._create(dest, open_writer)
 
     def _plan(self, pa, name, at, meta, get):
         import pyarrow.compute as pc

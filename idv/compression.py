@@ -1,0 +1,172 @@
+"""DEFLATE backends for reading and writing, and the meaning of ``compression=``, ``level=``
+and ``backend=``.
+
+`BACKENDS` is the one table of libraries, fastest first: libdeflate (the `deflate` package),
+ISA-L (`isal`) and zlib (built in). Each entry says whether it is installed, how to install it,
+how it decompresses a run of blocks and how it compresses one, and its levels. Reading
+(idv.open) and writing (idv.write, idv.Writer, idv.convert) take the same names and the same
+default, `default_backend()`. Only zlib writes bytes identical to ML.NET's (same data either
+way). The C mechanics are in idv._compression.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from idv import _compression
+
+NONE = _compression.NONE
+DEFLATE = _compression.DEFLATE
+
+try:
+    import deflate as _deflate
+except ImportError:
+    _deflate = None
+try:
+    from isal import isal_zlib as _isal
+except ImportError:
+    _isal = None
+
+
+# ---------------------------------------------------------------------------------------------
+# each library's entry points
+# ---------------------------------------------------------------------------------------------
+
+def _zlib_compressor(level):
+    return lambda raw: _compression.deflate_raw(raw, level)
+
+
+_DEFLATERS = threading.local()      # per thread: level -> _compression.Deflater (not thread-safe)
+
+
+def _libdeflate_compressor(level):
+    """libdeflate's C API (the GIL released, so blocks compress in parallel threads), one
+    compressor per thread and level; its Python function (holding the GIL) when the C API was
+    not found."""
+    if not _compression.LIBDEFLATE_COMPRESS:
+        return lambda raw: bytes(_deflate.deflate_compress(raw, level))
+
+    def compress(raw):
+        cache = getattr(_DEFLATERS, "by_level", None)
+        if cache is None:
+            cache = _DEFLATERS.by_level = {}
+        d = cache.get(level)
+        if d is None:
+            d = cache[level] = _compression.Deflater(level)
+        return d.compress(raw)
+    return compress
+
+
+def _libdeflate_inflate(data, n):
+    return _deflate.deflate_decompress(data, n)
+
+
+def _isal_compressor(level):
+    return lambda raw: _isal.compress(raw, level, wbits=-15)
+
+
+def _isal_inflate(data, n):
+    return _isal.decompress(data, -15, n)
+
+
+# ---------------------------------------------------------------------------------------------
+# the table
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Backend:
+    """One DEFLATE library.
+
+    ``native``: the C decompressor idv._compression.inflate_blocks runs (GIL released), or None
+    to call ``inflate(data, raw_len) -> bytes`` per block. ``compressor(level)`` gives
+    ``fn(raw bytes-like) -> raw DEFLATE bytes``; ``levels`` are the valid levels and
+    ``default_level`` the one used when none is given.
+    """
+
+    name: str
+    installed: bool
+    install: str
+    levels: range
+    default_level: int
+    native: Optional[int]
+    inflate: Optional[Callable]
+    compressor: Callable
+
+    def decompress_blocks(self, kind, src, offsets, disk, raw, dst, dst_offsets):
+        """inflate_blocks with this library: (-1, None), or (failing block, message)."""
+        if self.native is not None:
+            return _compression.inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets,
+                                               self.native)
+        return _compression.inflate_blocks_with(self.inflate, kind, src, offsets, disk, raw,
+                                                dst, dst_offsets)
+
+    def compress(self, level=None):
+        """fn(raw) -> raw DEFLATE bytes at `level` (None: the default level), checked."""
+        lvl = self.default_level if level is None else int(level)
+        if lvl not in self.levels:
+            raise ValueError(f"{self.name} DEFLATE levels are {self.levels.start} to "
+                             f"{self.levels.stop - 1}, not {level}")
+        return self.compressor(lvl)
+
+
+# fastest first: the order default_backend() picks in
+BACKENDS = {b.name: b for b in (
+    Backend("libdeflate", _deflate is not None, "pip install deflate", range(0, 13), 6,
+            _compression.NATIVE_LIBDEFLATE if _compression.LIBDEFLATE_INFLATE else None,
+            _libdeflate_inflate, _libdeflate_compressor),
+    Backend("isal", _isal is not None, "pip install isal", range(0, 4), 2,
+            None, _isal_inflate, _isal_compressor),
+    # zlib's levels include -1 (its own default, 6); 6 is also ML.NET's
+    Backend("zlib", True, "", range(-1, 10), 6,
+            _compression.NATIVE_ZLIB, None, _zlib_compressor),
+)}
+
+
+def installed():
+    """The names of the installed backends, fastest first."""
+    return [name for name, b in BACKENDS.items() if b.installed]
+
+
+def default_backend():
+    """The fastest installed DEFLATE library: 'libdeflate', else 'isal', else 'zlib'."""
+    return installed()[0]
+
+
+def backend(name=None):
+    """The Backend of a name (None: the default); an unknown or missing one raises."""
+    if name is None:
+        name = default_backend()
+    b = BACKENDS.get(name)
+    if b is None:
+        raise ValueError(f"unknown DEFLATE backend {name!r}; known: {', '.join(BACKENDS)}")
+    if not b.installed:
+        raise ImportError(f"DEFLATE backend {name!r} needs its package: {b.install}")
+    return b
+
+
+# ---------------------------------------------------------------------------------------------
+# compression= and level=
+# ---------------------------------------------------------------------------------------------
+
+_WORDS = {NONE: (None, False, 0, "none", "None"),
+          DEFLATE: (True, 1, "deflate", "Deflate", "default")}
+
+
+def kind(compression, strict=True):
+    """NONE or DEFLATE for a ``compression=`` value ('deflate' or 'none' and their aliases).
+    Anything else raises, or with ``strict=False`` gives None (another format's codec name)."""
+    for k, words in _WORDS.items():
+        if compression in words:
+            return k
+    if not strict:
+        return None
+    raise ValueError(f"compression must be 'deflate' or 'none' (ML.NET reads no other), not "
+                     f"{compression!r}")
+
+
+def compressor(compression="deflate", level=None, backend_name=None):
+    """fn(raw bytes-like) -> compressed bytes for the writer, or None for no compression."""
+    if kind(compression) == NONE:
+        return None
+    return backend(backend_name).compress(level)

@@ -1,0 +1,421 @@
+"""The block pipeline: ``idv.Writer`` (batches in, blocks out) and ``idv.write``.
+
+Files come out laid out exactly as ML.NET's BinarySaver writes them with
+``DeterministicBlockOrder``: a 256-byte header, the data blocks block-major and
+column-interleaved (block 0 of every column, then block 1 ...), the lookup tables, each
+column's metadata blocks followed by its metadata TOC, the column TOC, the tail signature. With
+the zlib backend the bytes equal ML.NET's own output for the same data.
+
+Input is converted and checked column by column (idv.writer.columns) before anything is
+written. Output goes through idv.sink: a temporary file beside the destination that is renamed
+over it only when ``close()`` succeeds.
+"""
+from __future__ import annotations
+
+import collections
+import warnings
+
+import numpy as np
+
+from idv import _header, _lookup, _threads, _toc
+from idv.compression import NONE, compressor
+from idv.compression import kind as compression_kind
+from idv.sink import Output
+from idv.writer.columns import MAX_INT32, Column
+from idv.writer.inputs import data_columns, frame_rows, merged_metadata, schema_of, schema_pairs
+from idv.writer.metadata import column_metadata, metadata_by_column
+
+DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBlock
+DEFAULT_MAX_BYTES_PER_BLOCK = 80 << 20     # ... and MaxBytesPerBlock (estimated, all columns)
+
+
+def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
+          rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK, threads=None,
+          backend=None):
+    """Write a dict of columns (name -> numpy array, list, idv.Ragged or scipy.sparse matrix),
+    a pandas DataFrame or a pyarrow Table / RecordBatch to an .idv file (a path, written
+    atomically, or a seekable binary file object).
+
+    Types come from the data: float32 -> Single, float64 -> Double, int8..uint64 -> SByte..
+    UInt64, bool -> Boolean, str -> Text, datetime64 -> DateTime, timedelta64 -> TimeSpan,
+    2-d arrays -> fixed-size vectors, idv.Ragged -> variable-size vectors, sparse matrices ->
+    sparse vectors. DataFrames go through idv.pandas.from_pandas (Categorical -> key with
+    KeyValues, zone-aware datetimes -> DateTimeOffset ...) and Arrow tables through
+    idv.arrow.from_arrow (exact types and metadata back from to_arrow's field metadata).
+    ``types={name or index: type}`` overrides them (keys, DateTimeOffset, RowId,
+    multi-dimensional vectors ...). A list of (name, values) pairs may repeat a name (ML.NET's
+    hidden columns: the last one is visible). ``metadata={name: {kind: value or (type,
+    value)}}`` is added to (and per kind replaces) the metadata a DataFrame or Table brings.
+    The other options are those of idv.Writer.
+    """
+    columns, inferred_types, inferred_metadata = data_columns(data, types)
+    schema, columns = schema_of(columns, types, inferred_types)
+    metadata = merged_metadata(inferred_metadata, metadata)
+    w = Writer(dest, schema, metadata=metadata, compression=compression, level=level,
+               rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
+               threads=threads, backend=backend)
+    try:
+        if columns:
+            w.write_batch(columns)
+        else:
+            w.add_empty_rows(frame_rows(data))
+        w.close()
+    except BaseException:
+        w.abort()
+        raise
+
+
+class Writer:
+    """Write an .idv in batches: ``write_batch`` any number of times, then ``close``.
+
+    ``schema``: the columns in order, as a dict name -> type (``idv.Single``,
+    ``idv.Vector(idv.Single, 10)``, ``idv.Key(idv.UInt32, count=5)``, or a numpy dtype), a list
+    of (name, type) pairs, or the ``schema`` of an open idv file. ``metadata``: per column a dict
+    kind -> value (type inferred) or kind -> (type, value).
+
+    ``compression``: 'deflate' (raw DEFLATE, ML.NET's default) or 'none'. ``backend``: the
+    DEFLATE library, 'libdeflate', 'isal' or 'zlib' (default: the fastest installed, as for
+    reading: idv.compression.default_backend()); only 'zlib' gives bytes identical to ML.NET's
+    files, the others the same data faster. ``level``: the library's DEFLATE level (zlib 0-9
+    and libdeflate 0-12, both 6 by default, ML.NET's level; isal 0-3, 2 by default).
+
+    Rows per block follow ML.NET's saver: at most ``rows_per_block`` rows (default 8192), fewer
+    when ML.NET's size estimate of one block row exceeds ``max_bytes_per_block`` (default
+    80 MiB; None = exactly ``rows_per_block``). Blocks are compressed in ``threads`` threads and
+    written as they fill, so memory stays around one block per column.
+
+    A path is written through a temporary file beside it, renamed over it by ``close()``; on
+    any error (or ``abort()``) the temporary file is removed and an existing file is left as it
+    was. A seekable binary file object is written in place from its current position.
+    """
+
+    def __init__(self, dest, schema, *, metadata=None, compression="deflate", level=None,
+                 rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK,
+                 threads=None, backend=None):
+        self._closed = True
+        pairs = schema_pairs(schema)
+        names = [n for n, _ in pairs]
+        self._columns = [Column(i, n, t) for i, (n, t) in enumerate(pairs)]
+        self._by_name = {c.name: c for c in self._columns}       # the last of each name
+        # names used more than once (ML.NET's hidden columns): batches must then be given by
+        # position, as a list of (name, values) pairs
+        self._duplicates = sorted({n for n in names if names.count(n) > 1})
+        self._kind = compression_kind(compression)
+        self._compress = compressor(compression, level, backend)
+        per_column = metadata_by_column(metadata, names)
+        self._metadata = [self._encode_metadata(column_metadata(c.name, per_column[c.index]))
+                          for c in self._columns]
+        if rows_per_block is None:
+            rows_per_block = DEFAULT_MAX_ROWS_PER_BLOCK
+        if not 0 < int(rows_per_block) <= MAX_INT32:
+            raise ValueError(f"rows_per_block must be in [1, 2**31 - 1], not {rows_per_block}")
+        if max_bytes_per_block is not None and int(max_bytes_per_block) <= 0:
+            raise ValueError(f"max_bytes_per_block must be positive or None, not "
+                             f"{max_bytes_per_block}")
+        self._max_rows = int(rows_per_block)
+        self._max_bytes = None if max_bytes_per_block is None else int(max_bytes_per_block)
+        self._rpb = self._max_rows if self._max_bytes is None else None
+        self._threads = int(threads) if threads else _threads.default_threads()
+        self._out = Output(dest)
+        self._pending = [[] for _ in self._columns]
+        self._pending_rows = 0
+        self._lookups = [([], [], []) for _ in self._columns]
+        self._rows = 0
+        self._closed = False
+
+    def _encode_metadata(self, entries):
+        """Compress each value and keep the smaller form; a tie stays uncompressed."""
+        out = []
+        for kind, codec_name, params, raw in entries:
+            comp = raw if self._compress is None else self._compress(raw)
+            if len(raw) <= len(comp):
+                out.append((kind, codec_name, params, NONE, raw))
+            else:
+                out.append((kind, codec_name, params, self._kind, comp))
+        return out
+
+    # ---- description
+    @property
+    def columns(self):
+        """The schema: a list of (name, type) pairs, in column order."""
+        return [(c.name, c.type) for c in self._columns]
+
+    @property
+    def num_rows(self):
+        """Rows accepted so far."""
+        return self._rows
+
+    @property
+    def rows_per_block(self):
+        """The block size, once decided (after rows_per_block rows, or at close)."""
+        return self._rpb
+
+    @property
+    def closed(self):
+        """True once the writer has been closed or aborted."""
+        return self._closed
+
+    # ---- writing
+    def write_batch(self, data=None, /, **columns):
+        """Append rows: a dict name -> values with every column of the schema (or keyword
+        arguments), or a list of (name, values) pairs, one per column in schema order (needed
+        when several columns share a name). All of the batch is checked before any of it is
+        kept. With no columns, a pandas DataFrame or pyarrow Table adds its rows."""
+        self._check_open()
+        if data is None:
+            data = columns
+        elif columns:
+            raise TypeError("give the batch as one dict or as keyword arguments, not both")
+        chunks, n = self._prepare(data)
+        self._append(chunks, n)
+
+    def add_empty_rows(self, n):
+        """Append `n` rows to a writer whose schema has no columns. ML.NET's saver writes such
+        files (a header with the row count, no columns; its public SaveAsBinary refuses them)
+        and its loader reads them back as that many rows."""
+        self._check_open()
+        if self._columns:
+            raise ValueError(f"add_empty_rows is for a schema with no columns; this one has "
+                             f"{len(self._columns)} (use write_batch)")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"add_empty_rows needs a row count >= 0, not {n!r}")
+        if self._rows + int(n) >= 2**63:
+            raise ValueError("the row count would exceed int64")
+        self._append([], int(n))
+
+    def _append(self, chunks, n):
+        try:
+            for c, ch in enumerate(chunks):
+                self._pending[c].append(ch)
+            self._pending_rows += n
+            self._rows += n
+            self._flush(final=False)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _prepare(self, data):
+        values = self._batch_values(data)
+        if not self._columns:
+            return [], frame_rows(data)
+        chunks, sizes = [], []
+        for c, v in zip(self._columns, values):
+            chunk, n = c.prepare(v)
+            chunks.append(chunk)
+            sizes.append(n)
+        if len(set(sizes)) > 1:
+            desc = ", ".join(f"{c.name!r}: {n}" for c, n in zip(self._columns, sizes))
+            raise ValueError(f"columns have different numbers of rows ({desc})")
+        return chunks, (sizes[0] if sizes else 0)
+
+    def _batch_values(self, data):
+        """Each column's values in schema order, from a dict or a list of (name, values)."""
+        names = [c.name for c in self._columns]
+        if isinstance(data, (list, tuple)):
+            if len(data) != len(names):
+                raise ValueError(f"a batch given as a list needs one (name, values) pair per "
+                                 f"column ({len(names)}), got {len(data)}")
+            out = []
+            for i, (p, name) in enumerate(zip(data, names)):
+                if not (isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str)):
+                    raise TypeError(f"batch entry {i} must be a (name, values) pair, not "
+                                    f"{type(p).__name__}")
+                if p[0] != name:
+                    raise KeyError(f"batch entry {i} is named {p[0]!r}, but column {i} of the "
+                                   f"schema is {name!r} (pairs go in schema order)")
+                out.append(p[1])
+            return out
+        keys = list(data.keys()) if hasattr(data, "keys") else None
+        if keys is None:
+            raise TypeError(f"a batch is a dict column name -> values or a list of (name, "
+                            f"values) pairs, not {type(data).__name__}")
+        if self._duplicates:
+            raise ValueError(f"the schema has several columns named {self._duplicates}: give the "
+                             f"batch as a list of (name, values) pairs in schema order")
+        missing = [n for n in names if n not in data]
+        extra = [k for k in keys if k not in self._by_name]
+        if missing or extra:
+            raise KeyError(f"batch columns do not match the schema: missing {missing}, "
+                           f"unknown {extra}")
+        return [data[n] for n in names]
+
+    def _decide_rows_per_block(self, merged):
+        k = min(self._max_rows, self._pending_rows)
+        if k == 0:
+            return 1
+        total = np.zeros(k, np.int64)
+        for c, chunk in zip(self._columns, merged):
+            total += c.estimate(chunk, k)
+        over = np.flatnonzero(total > self._max_bytes)
+        return max(1, int(over[0]) if len(over) else k)
+
+    def _flush(self, final):
+        cols = self._columns
+        if not final and self._pending_rows < (self._max_rows if self._rpb is None
+                                               else self._rpb):
+            return     # not a whole block yet: keep the batches as they came
+        if not cols or self._pending_rows == 0:
+            if self._rpb is None:
+                self._rpb = 1 if self._pending_rows == 0 else self._max_rows
+            return
+        merged = [c.concat(p) for c, p in zip(cols, self._pending)]
+        self._pending = [[] for _ in cols]      # the batches live on in `merged` only
+        if self._rpb is None:
+            self._rpb = self._decide_rows_per_block(merged)
+        rpb = self._rpb
+        n = self._pending_rows
+        nblocks = n // rpb + (1 if final and n % rpb else 0)
+        if nblocks == 0:
+            self._pending = [[m] for m in merged]
+            return
+        tasks = []
+        for b in range(nblocks):
+            a, z = b * rpb, min((b + 1) * rpb, n)
+            for c, m in zip(cols, merged):
+                tasks.append((c, c.rows(m, a, z)))
+        self._write_blocks(tasks)
+        done = min(nblocks * rpb, n)
+        if done < n:
+            self._pending = [[c.copy(c.rows(m, done, n))] for c, m in zip(cols, merged)]
+        else:
+            self._pending = [[] for _ in cols]
+        self._pending_rows = n - done
+
+    def _encode_block(self, task):
+        col, chunk = task
+        raw = col.payload(chunk)
+        nraw = memoryview(raw).nbytes
+        data = raw if self._compress is None else self._compress(raw)
+        ndisk = memoryview(data).nbytes
+        if nraw > MAX_INT32 or ndisk > MAX_INT32:
+            raise ValueError(f"column {col.name!r}: one block is {nraw} bytes, more than the "
+                             f"int32 block lengths allow; write fewer rows_per_block")
+        return col.index, data, nraw
+
+    def _write_blocks(self, tasks):
+        """Encode and compress the blocks in the pool's threads, a bounded number in flight,
+        and write them in order as they come back. A block that needs no work (fixed-width
+        items, no compression) is taken in this thread."""
+        threads = self._threads
+        if threads <= 1 or len(tasks) <= 1:
+            for t in tasks:
+                self._put_block(*self._encode_block(t))
+            return
+        pool = _threads.pool("write", threads)
+        window = threads * 4
+        inflight = collections.deque()
+        try:
+            for t in tasks:
+                if self._compress is None and t[0].trivial:
+                    inflight.append(_Done(self._encode_block(t)))
+                else:
+                    inflight.append(pool.submit(self._encode_block, t))
+                while len(inflight) > window or (inflight and inflight[0].done()):
+                    self._put_block(*inflight.popleft().result())
+            while inflight:
+                self._put_block(*inflight.popleft().result())
+        except BaseException:
+            for f in inflight:
+                f.cancel()
+            raise
+
+    def _put_block(self, c, data, nraw):
+        if not self._out.opened:
+            self._out.open()
+            self._out.write(bytes(_header.HEADER_SIZE))
+        offset = self._out.write(data)
+        offs, disk, raw = self._lookups[c]
+        offs.append(offset)
+        disk.append(memoryview(data).nbytes)
+        raw.append(nraw)
+
+    def close(self):
+        """Write the remaining rows, the tables and the header; move the file into place."""
+        if self._closed:
+            return
+        try:
+            self._flush(final=True)
+            self._finish()
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+
+    def _finish(self):
+        out = self._out
+        if not out.opened:
+            out.open()
+            out.write(bytes(_header.HEADER_SIZE))
+        lookup_offsets = []
+        for offs, disk, raw in self._lookups:
+            lookup_offsets.append(out.write(_lookup.pack_lookup(offs, disk, raw)))
+        meta_offsets = []
+        for entries in self._metadata:
+            if not entries:
+                meta_offsets.append(0)
+                continue
+            toc = []
+            for kind, codec_name, params, comp, data in entries:
+                off = out.write(data)
+                toc.append(_toc.MetadataEntry(kind, codec_name, params, comp, off, len(data)))
+            meta_offsets.append(out.write(_toc.pack_metadata_toc(toc)))
+        rpb = self._rpb if self._rpb is not None else 1
+        toc_offset = out.size
+        out.write(b"".join(
+            _toc.TocEntry(c.index, c.name, c.codec_name, c.codec_params, self._kind, rpb,
+                          lookup_offsets[c.index], meta_offsets[c.index]).pack()
+            for c in self._columns))
+        tail = out.write(_header.pack_tail())
+        head = _header.Header(_header.WRITER_VERSION, _header.WRITER_VERSION, toc_offset, tail,
+                              self._rows, len(self._columns))
+        out.write_at(0, head.pack())
+        out.commit()
+
+    def abort(self):
+        """Stop without writing: remove the temporary file (dest is left as it was)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pending = [[] for _ in self._columns]
+        self._out.abort()
+
+    def _check_open(self):
+        if self._closed:
+            raise ValueError("I/O operation on a closed idv.Writer")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self):
+        if not getattr(self, "_closed", True):
+            warnings.warn("idv.Writer was not closed; its output was discarded", ResourceWarning,
+                          stacklevel=2)
+            self.abort()
+
+    def __repr__(self):
+        state = "closed" if self._closed else f"{self._rows} rows so far"
+        return f"<idv.Writer {len(self._columns)} columns, {state}>"
+
+
+class _Done:
+    """A result computed in place, in the pipeline's queue of futures."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def done(self):
+        return True
+
+    def result(self):
+        return self.value
+
+    def cancel(self):
+        return False

@@ -1,0 +1,223 @@
+"""Checking and converting a column's values into the stored form of their item type.
+
+Every value is checked before anything is written: a bad one raises TypeError or ValueError
+naming the column, the row and (in a vector) the item. What comes out is what the block
+encoder takes (see idv.types.ItemType.kind): numbers in their little-endian dtype, bools, str
+objects, .NET ticks, DateTimeOffset as (minutes, clock ticks), RowId as (low, high).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from idv import _encode, ticks
+from idv import types as T
+
+
+class Where:
+    """Names a column and turns a flat item position into 'row r' / 'row r item j' (the
+    `where` of every check here and in idv.ticks)."""
+
+    def __init__(self, column, offsets=None, slots=None, width=None):
+        self.column = column
+        self.offsets = offsets
+        self.slots = slots
+        self.width = width          # rows of one length: no offsets needed
+
+    def __call__(self, pos):
+        pos = int(pos)
+        if self.width:
+            return f"{self.column} row {pos // self.width} item {pos % self.width}"
+        if self.offsets is None:
+            return f"{self.column} row {pos}"
+        row = int(np.searchsorted(self.offsets, pos, side="right")) - 1
+        item = pos - int(self.offsets[row]) if self.slots is None else int(self.slots[pos])
+        return f"{self.column} row {row} item {item}"
+
+    def __str__(self):
+        return self.column
+
+
+def first(mask):
+    """The position of the first True."""
+    return int(np.flatnonzero(mask)[0])
+
+
+def _object_numbers(arr, where, dtype):
+    """Numbers held in an object array, as a numpy array (ints stay exact)."""
+    bad = [i for i, x in enumerate(arr) if not isinstance(x, (numbers.Number, np.bool_))
+           or isinstance(x, complex)]
+    if bad:
+        x = arr[bad[0]]
+        raise TypeError(f"{where(bad[0])}: {x!r} ({type(x).__name__}) is not a number")
+    try:
+        out = np.array(arr.tolist())
+    except (ValueError, OverflowError):
+        out = None
+    if out is None or out.dtype == object:
+        # Python ints beyond int64/uint64, or mixed: range-check one by one
+        info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+        for i, x in enumerate(arr):
+            if info is not None and isinstance(x, int) and not info.min <= x <= info.max:
+                raise ValueError(f"{where(i)}: {x} is outside the range of "
+                                 f"{np.dtype(dtype)} [{info.min}, {info.max}]")
+        out = np.array([float(x) if not isinstance(x, int) else x for x in arr.tolist()],
+                       dtype=dtype)
+    return out
+
+
+def to_int(arr, dtype, where, type_name):
+    dtype = np.dtype(dtype)
+    info = np.iinfo(dtype)
+    k = arr.dtype.kind
+    if k == "O":
+        arr = _object_numbers(arr, where, dtype)
+        k = arr.dtype.kind
+    if k == "b":
+        return arr.astype(dtype, copy=False)
+    if k in "iu":
+        if not np.can_cast(arr.dtype, dtype):
+            bad = (arr < info.min) | (arr > info.max)
+            if bad.any():
+                i = first(bad)
+                raise ValueError(f"{where(i)}: {arr[i]} is outside the range of {type_name} "
+                                 f"[{info.min}, {info.max}]")
+        return arr.astype(dtype, copy=False)
+    if k == "f":
+        nan = np.isnan(arr)
+        if nan.any():
+            raise ValueError(f"{where(first(nan))}: NaN in an integer column ({type_name} has "
+                             f"no missing value)")
+        bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+        if bad.any():
+            i = first(bad)
+            raise ValueError(f"{where(i)}: {arr[i]} is not an integer ({type_name})")
+        bad = (arr < float(info.min)) | (arr >= float(info.max + 1))
+        if bad.any():
+            i = first(bad)
+            raise ValueError(f"{where(i)}: {arr[i]} is outside the range of {type_name} "
+                             f"[{info.min}, {info.max}]")
+        return arr.astype(dtype)
+    raise TypeError(f"{where}: cannot store {arr.dtype} values as {type_name}")
+
+
+def _to_float(arr, dtype, where, type_name):
+    k = arr.dtype.kind
+    if k == "O":
+        arr = _object_numbers(arr, where, np.float64)
+        k = arr.dtype.kind
+    if k in "fiub":
+        if k == "f" and arr.dtype.itemsize > 8:
+            raise TypeError(f"{where}: {arr.dtype} has no ML.NET type (Double is 64-bit)")
+        return arr.astype(dtype, copy=False)
+    raise TypeError(f"{where}: cannot store {arr.dtype} values as {type_name}")
+
+
+def _to_bool(arr, where):
+    if arr.dtype.kind == "b":
+        return arr.astype(np.bool_, copy=False)
+    if arr.dtype == object:
+        bad = [i for i, x in enumerate(arr) if not isinstance(x, (bool, np.bool_))]
+        if bad:
+            x = arr[bad[0]]
+            raise TypeError(f"{where(bad[0])}: {x!r} ({type(x).__name__}) is not a bool")
+        return arr.astype(np.bool_)
+    raise TypeError(f"{where}: cannot store {arr.dtype} values as Boolean (expected bool)")
+
+
+def _to_text(arr, where):
+    if arr.dtype.kind == "U":
+        return arr.astype(object)
+    if arr.dtype == object:
+        arr = np.ascontiguousarray(arr)
+        bad = _encode.first_non_str(arr)
+        if bad >= 0:
+            x = arr[bad]
+            raise TypeError(f"{where(bad)}: {x!r} ({type(x).__name__}) is not a str (Text "
+                            f"values must be str)")
+        return arr
+    raise TypeError(f"{where}: cannot store {arr.dtype} values as Text (values must be str)")
+
+
+
+
+def _to_dto(arr, where):
+    if arr.dtype.names:
+        if not {"utc", "offset_minutes"} <= set(arr.dtype.names):
+            raise TypeError(f"{where}: DateTimeOffset values need fields utc and "
+                            f"offset_minutes, not {arr.dtype}")
+        utc, off = arr["utc"], arr["offset_minutes"]
+    else:
+        utc, off = arr, np.zeros(len(arr), np.int16)
+    utc = ticks.datetime_ticks(np.asarray(utc), where, "DateTimeOffset")
+    off = to_int(np.asarray(off), np.int64, where, "offset_minutes")
+    bad = (off < -840) | (off > 840)
+    if bad.any():
+        i = first(bad)
+        raise ValueError(f"{where(i)}: offset {off[i]} minutes is beyond +-14 hours")
+    out = np.empty(len(arr), T.DTO_STORE_DTYPE)
+    out["minutes"] = off
+    out["ticks"] = ticks.clock_ticks(utc, off, where)
+    return out
+
+
+def _to_rowid(arr, where):
+    if arr.dtype.names:
+        if not {"low", "high"} <= set(arr.dtype.names):
+            raise TypeError(f"{where}: RowId values need fields low and high, not {arr.dtype}")
+        out = np.empty(len(arr), T.ROWID_DTYPE)
+        out["low"] = to_int(np.asarray(arr["low"]), np.uint64, where, "RowId low")
+        out["high"] = to_int(np.asarray(arr["high"]), np.uint64, where, "RowId high")
+        return out
+    out = np.zeros(len(arr), T.ROWID_DTYPE)
+    if arr.dtype == object:
+        for i, x in enumerate(arr):
+            if not isinstance(x, (int, np.integer)) or isinstance(x, bool) \
+                    or not 0 <= int(x) < 2**128:
+                raise ValueError(f"{where(i)}: {x!r} is not an integer in [0, 2**128)")
+            out["low"][i] = int(x) & 0xFFFFFFFFFFFFFFFF
+            out["high"][i] = int(x) >> 64
+        return out
+    out["low"] = to_int(arr, np.uint64, where, "RowId")
+    return out
+
+
+def _to_key(arr, item, where):
+    out = to_int(arr, T.item_info(item).stored, where, str(item))
+    bad = out > item.count
+    if bad.any():
+        i = first(bad)
+        raise ValueError(f"{where(i)}: key value {out[i]} is above the key count "
+                         f"{item.count} of {item} (0 = missing, 1..{item.count} valid)")
+    return out
+
+
+def _to_number(arr, item, where):
+    info = T.item_info(item)
+    convert = _to_float if info.dtype.kind == "f" else to_int
+    return convert(arr, info.stored, where, item.name)
+
+
+# item type -> fn(arr, where) for the items that are not plain numbers
+_CONVERT = {
+    T.Boolean: _to_bool,
+    T.Text: _to_text,
+    T.DateTime: ticks.datetime_ticks,
+    T.TimeSpan: ticks.timespan_ticks,
+    T.DateTimeOffset: _to_dto,
+    T.RowId: _to_rowid,
+}
+
+
+def convert_items(item, arr, where):
+    """Values of one item type (flattened) in their stored form, checked."""
+    arr = np.asarray(arr)
+    if arr.ndim != 1:
+        arr = arr.reshape(-1)
+    if isinstance(item, T.Key):
+        return _to_key(arr, item, where)
+    convert = _CONVERT.get(item)
+    if convert is not None:
+        return convert(arr, where)
+    return _to_number(arr, item, where)
