@@ -79,5 +79,11 @@ def _rebuild(cls, reason, where):
     return cls(reason, **where)
 
 
+class IdvWarning(UserWarning):
+    """Something worth seeing that does not stop the work: a column with a codec ML.NET would
+    also skip, or an idv.Writer dropped without close() (its rows are discarded). Python shows
+    UserWarnings by default."""
+
+
 class UnsupportedCodecError(IdvFormatError):
     """The column's codec or compression is unknown to this reader (ML.NET skips such columns)."""

@@ -14,12 +14,8 @@ import numpy as np
 from idv import _codecs, _compression, _header, _lookup, _threads, _toc, compression, layout
 from idv import types as T
 from idv import vectors
-from idv.errors import IdvFormatError, UnsupportedCodecError
+from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
 from idv.source import open_source
-
-class IdvWarning(UserWarning):
-    """Something ML.NET would also only warn about, e.g. a column with an unknown codec."""
-
 
 def _chunks(n, parts):
     """Split range(n) into at most `parts` contiguous (start, stop) pairs."""
@@ -59,6 +55,22 @@ class Field:
     def __repr__(self):
         return f"Field({self.name!r}, {self.type})"
 
+    def __eq__(self, other):
+        if not isinstance(other, Field):
+            return NotImplemented
+        return _field_key(self) == _field_key(other)
+
+    __hash__ = None
+
+
+def _field_key(f):
+    return f.name, f.type, dict(f.metadata_types), f.hidden
+
+
+def _field_key(f):
+    return (f.name, f.type if f.type is not None else f"codec {f.codec}", dict(f.metadata_types),
+            f.hidden)
+
 
 class Schema:
     """The columns' names and types, printable like pyarrow's."""
@@ -90,6 +102,32 @@ class Schema:
                     return f
             raise KeyError(key)
         return self.fields[key]
+
+    def __contains__(self, name):
+        """``'Label' in schema``: whether a column has that name."""
+        return any(f.name == name for f in self.fields)
+
+    def __eq__(self, other):
+        """Schemas are equal when their columns have the same names, types, metadata types and
+        hidden flags, in the same order (the row count is not part of a schema)."""
+        if not isinstance(other, Schema):
+            return NotImplemented
+        return [_field_key(f) for f in self.fields] == [_field_key(f) for f in other.fields]
+
+    __hash__ = None
+
+    def __contains__(self, name):
+        """``'Label' in schema``: whether a column has that name."""
+        return any(f.name == name for f in self.fields)
+
+    def __eq__(self, other):
+        """Schemas are equal when their columns have the same names, types, metadata types and
+        hidden flags, in the same order (the row count is not part of a schema)."""
+        if not isinstance(other, Schema):
+            return NotImplemented
+        return [_field_key(f) for f in self.fields] == [_field_key(f) for f in other.fields]
+
+    __hash__ = None
 
     def __str__(self):
         return "\n".join(str(f) for f in self.fields)
@@ -346,24 +384,60 @@ class Column:
         for b in range(self.num_blocks):
             yield self.read_blocks(b, b + 1, sparse)
 
+    # ---- the numpy protocol and row access, as on an h5py dataset
+    @property
+    def shape(self):
+        """``(rows,)`` for scalars, ``(rows, *dims)`` for vectors; a variable dimension is
+        None."""
+        t = self.type
+        if isinstance(t, T.Vector):
+            return (self.num_rows,) + tuple(d or None for d in t.dims)
+        return (self.num_rows,)
+
+    @property
+    def ndim(self):
+        """len(shape)."""
+        return len(self.shape)
+
+    @property
+    def dtype(self):
+        """The numpy dtype of the values (of the items, for vectors)."""
+        self._check_readable()
+        return self.codec.dtype
+
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(col)``: read() once, each block decoded once."""
+        if isinstance(self.type, T.Vector) and not self.type.is_fixed:
+            raise TypeError(f"column {self.name!r} holds variable-size vectors ({self.type}), "
+                            f"which have no rectangular array form: use col.read() (an "
+                            f"idv.Ragged) or col.read(sparse=True)")
+        out = self.read()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __iter__(self):
+        """The rows one by one, each block decoded once."""
+        for block in self.iter_blocks():
+            yield from block
+
     def __getitem__(self, key):
         n = self.num_rows
         rpb = self.rows_per_block
-        if isinstance(key, (int, np.integer)):
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
             i = int(key) + n if key < 0 else int(key)
             if not 0 <= i < n:
                 raise IndexError(f"row {key} out of range for {n} rows")
             b = i // rpb
-            return self.read_blocks(b, b + 1)[i - b * rpb]
-        if not isinstance(key, slice):
-            raise TypeError(f"columns are indexed by int or slice, not {type(key).__name__}")
-        rows = np.arange(*key.indices(n))
+            return _detached(self.read_blocks(b, b + 1)[i - b * rpb])
+        if isinstance(key, slice):
+            rows = np.arange(*key.indices(n))
+            if len(rows) and key.step in (None, 1):
+                b0, b1 = rows[0] // rpb, rows[-1] // rpb + 1
+                part = self.read_blocks(b0, b1)
+                return _detached(part[rows[0] - b0 * rpb:rows[-1] + 1 - b0 * rpb], part)
+        else:
+            rows = _row_selection(key, n)
         if len(rows) == 0:
             return self.read_blocks(0, 0)
-        if key.step in (None, 1):
-            b0, b1 = rows[0] // rpb, rows[-1] // rpb + 1
-            part = self.read_blocks(b0, b1)
-            return part[rows[0] - b0 * rpb:rows[-1] + 1 - b0 * rpb]
         blocks = np.unique(rows // rpb)
         # decode runs of consecutive blocks together, skip the rest
         runs = np.split(blocks, np.flatnonzero(np.diff(blocks) != 1) + 1)
@@ -557,6 +631,38 @@ def _check_dense(blocks, vtype, disk, which="", hint="", **where):
                              f"length is corrupt{hint}", **where)
 
 
+def _detached(selection, whole=None):
+    """A selection of rows that does not keep its decoded block alive: a view of an array is
+    copied unless it is most of the array it views."""
+    base = selection.base if isinstance(selection, np.ndarray) else None
+    if base is None:
+        return selection
+    if isinstance(whole, np.ndarray) and 2 * selection.nbytes >= whole.nbytes:
+        return selection
+    return selection.copy()
+
+
+def _row_selection(key, n):
+    """Row numbers from a list or array of row numbers (negative from the end) or a boolean
+    mask of all rows."""
+    try:
+        rows = np.asarray(key)
+    except (TypeError, ValueError):
+        rows = None
+    if rows is None or rows.ndim != 1 or (rows.dtype.kind not in "biu" and len(rows)):
+        raise TypeError(f"columns are indexed by an int, a slice, a list or array of row "
+                        f"numbers, or a boolean mask, not {type(key).__name__}")
+    if rows.dtype.kind == "b":
+        if len(rows) != n:
+            raise IndexError(f"boolean mask of {len(rows)} rows for a column of {n}")
+        return np.flatnonzero(rows)
+    rows = rows.astype(np.int64)
+    bad = (rows < -n) | (rows >= n)
+    if bad.any():
+        raise IndexError(f"row {int(rows[bad][0])} out of range for {n} rows")
+    return np.where(rows < 0, rows + n, rows)
+
+
 def _len(x):
     return x.shape[0] if hasattr(x, "shape") else len(x)
 
@@ -664,12 +770,28 @@ class IdvFile:
                       self.num_rows)
 
     def __getitem__(self, key):
+        """``f["Label"]`` or ``f[0]``: a Column. ``f[a:b]``: those rows of every readable
+        column, as ``f.read(rows=slice(a, b))`` (rows, as in pandas, not columns)."""
         if isinstance(key, str):
             try:
                 return self._by_name[key]
             except KeyError:
                 raise KeyError(f"no column {key!r}; columns: {self.column_names}") from None
-        return self.columns[key]
+        if isinstance(key, slice):
+            return self.read(rows=key)
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            n = len(self.columns)
+            if not -n <= key < n:
+                raise IndexError(f"column index {key} out of range: the file has {n} columns "
+                                 f"(0 to {n - 1}); rows are selected with f[a:b] or "
+                                 f"f.read(rows=...)")
+            return self.columns[key]
+        raise TypeError(f"an idv file is indexed by a column name or index, or by a slice of "
+                        f"rows, not {type(key).__name__}")
+
+    def __len__(self):
+        """The number of rows (as len() of a pandas DataFrame)."""
+        return self.num_rows
 
     def __contains__(self, name):
         return name in self._by_name
@@ -681,9 +803,14 @@ class IdvFile:
         return (f"<idv.IdvFile {self.num_rows} rows x {self.num_columns} columns, "
                 f"version {self.version}>")
 
-    def read(self, columns=None, sparse=False):
+    def read(self, columns=None, sparse=False, rows=None):
         """dict name -> array for the named (or indexed) columns; all readable ones by default.
-        ``sparse=True`` gives CSR matrices for numeric, Boolean and key vector columns."""
+        ``sparse=True`` gives CSR matrices for numeric, Boolean and key vector columns.
+        ``rows`` selects rows as ``col[rows]`` does (a slice, row numbers or a boolean mask):
+        only the blocks that hold them are decoded."""
+        if rows is not None and sparse:
+            raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
+                             "of one column with col[rows]")
         if columns is None:
             cols = [c for c in self.columns if c.readable and self._by_name[c.name] is c]
         else:
@@ -696,7 +823,7 @@ class IdvFile:
             t = c.type
             csr = isinstance(t, T.Vector) and (isinstance(t.item, T.Key)
                                                or t.item.dtype.kind in "biuf")
-            out[c.name] = c.read(sparse=sparse and csr)
+            out[c.name] = c.read(sparse=sparse and csr) if rows is None else c[rows]
         return out
 
     # ---- lifetime

@@ -19,6 +19,7 @@ import numpy as np
 
 from idv import _header, _lookup, _threads, _toc
 from idv.compression import NONE, compressor
+from idv.errors import IdvWarning
 from idv.compression import kind as compression_kind
 from idv.sink import Output
 from idv.writer.columns import MAX_INT32, Column
@@ -394,8 +395,10 @@ class Writer:
 
     def __del__(self):
         if not getattr(self, "_closed", True):
-            warnings.warn("idv.Writer was not closed; its output was discarded", ResourceWarning,
-                          stacklevel=2)
+            dest = self._out.path or "a file object"
+            warnings.warn(f"idv.Writer for {dest} was never closed: its {self._rows} rows were "
+                          f"discarded (use it as a context manager, or call close())",
+                          IdvWarning, stacklevel=2)
             self.abort()
 
     def __repr__(self):
