@@ -64,10 +64,6 @@ class Field:
 
 
 def _field_key(f):
-    return f.name, f.type, dict(f.metadata_types), f.hidden
-
-
-def _field_key(f):
     return (f.name, f.type if f.type is not None else f"codec {f.codec}", dict(f.metadata_types),
             f.hidden)
 
@@ -102,19 +98,6 @@ class Schema:
                     return f
             raise KeyError(key)
         return self.fields[key]
-
-    def __contains__(self, name):
-        """``'Label' in schema``: whether a column has that name."""
-        return any(f.name == name for f in self.fields)
-
-    def __eq__(self, other):
-        """Schemas are equal when their columns have the same names, types, metadata types and
-        hidden flags, in the same order (the row count is not part of a schema)."""
-        if not isinstance(other, Schema):
-            return NotImplemented
-        return [_field_key(f) for f in self.fields] == [_field_key(f) for f in other.fields]
-
-    __hash__ = None
 
     def __contains__(self, name):
         """``'Label' in schema``: whether a column has that name."""
