@@ -15,6 +15,9 @@ import os
 import struct
 import threading
 
+import zipfile
+
+from idv import archive
 from idv._header import HEADER_SIZE, SIGNATURE
 from idv.errors import IdvFormatError
 
@@ -100,6 +103,26 @@ def _name_of(f):
     return os.fspath(name) if isinstance(name, (str, os.PathLike)) else None
 
 
+# what a file that is not an .idv often is, by its first bytes
+_OTHER_FORMATS = ((b"PK\x03\x04", "a zip archive"), (b"PAR1", "a Parquet file"),
+                  (b"\x1f\x8b", "a gzip file"), (b"ARROW1", "an Arrow IPC (Feather) file"))
+
+
+def _refuse_other_formats(head, name):
+    """A clear error for a zip, Parquet, gzip or Arrow file given as an .idv."""
+    for magic, what in _OTHER_FORMATS:
+        if head.startswith(magic):
+            hint = ""
+            if what == "a zip archive":
+                with zipfile.ZipFile(name) as z:
+                    entries = archive.idv_entries(z)
+                hint = (f"; name an .idv inside it as {name}:ENTRY (.idv entries: "
+                        f"{', '.join(entries) or 'none'})")
+            elif what != "a gzip file":
+                hint = "; idv.convert turns it into an .idv"
+            raise IdvFormatError(f"not an .idv file: this is {what}{hint}", path=name, offset=0)
+
+
 def _skip_prefix(mv):
     """Detect an IDV stored behind an int32 length prefix (model-zip entries)."""
     if len(mv) >= 12 and mv[:8] != _SIG and mv[4:12] == _SIG:
@@ -113,9 +136,19 @@ def open_source(source):
     """Pick the source for a path, a bytes-like object or a file object."""
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
+        zipped = archive.split_zip(name)
+        if zipped is not None:       # an .idv inside a zip: model.zip:DataLoaderModel/Schema.idv
+            try:
+                inner = open_source(archive.entry_source(*zipped))
+            except KeyError as e:
+                raise FileNotFoundError(e.args[0]) from None
+            inner.name = name
+            return inner
         f = open(source, "rb")
         try:
             size = os.fstat(f.fileno()).st_size
+            _refuse_other_formats(f.read(8), name)
+            f.seek(0)
             if size < HEADER_SIZE:
                 data = f.read()
                 f.close()

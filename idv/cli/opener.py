@@ -12,42 +12,24 @@ import tempfile
 import zipfile
 
 import idv
+from idv import archive
 from idv.cli.errors import EXIT_USAGE, CliError
 from idv.errors import IdvFormatError
 
-ZIP_READ_LIMIT = 256 << 20   # zip entries up to this size are read into memory
-
-
-def split_zip(spec):
-    """'a.zip:entry' -> ('a.zip', 'entry') when a.zip is a file; else None."""
-    if os.path.exists(spec):
-        return None
-    low = spec.lower()
-    i = low.find(".zip:")
-    while i >= 0:
-        archive, entry = spec[:i + 4], spec[i + 5:]
-        if os.path.isfile(archive):
-            return archive, entry
-        i = low.find(".zip:", i + 1)
-    return None
+split_zip = archive.split_zip
 
 
 def zip_entry(z, entry):
     """The archive member named `entry` (``/`` or ``\\`` as separators); CliError if none."""
-    names = z.namelist()
-    if entry in names:
-        return z.getinfo(entry)
-    norm = entry.replace("\\", "/").lstrip("/")
-    for n in names:
-        if n.replace("\\", "/") == norm:
-            return z.getinfo(n)
-    raise CliError(f"no entry {entry!r} in {z.filename}; .idv entries: "
-                   f"{idv_entries(z) or 'none'}")
+    try:
+        return archive.find_entry(z, entry)
+    except KeyError as e:
+        raise CliError(e.args[0]) from None
 
 
 def idv_entries(z):
     """The archive's .idv members, for messages."""
-    return ", ".join(n.replace("\\", "/") for n in z.namelist() if n.lower().endswith(".idv"))
+    return ", ".join(archive.idv_entries(z))
 
 
 @contextlib.contextmanager
@@ -74,14 +56,9 @@ def open_file(spec, threads=None, backend=None):
     with opening(spec):
         zipped = split_zip(spec)
         if zipped is not None:
-            archive, entry = zipped
-            with zipfile.ZipFile(archive) as z:
-                info = zip_entry(z, entry)
-                if info.file_size <= ZIP_READ_LIMIT:
-                    source = z.read(info)
-                else:   # a seekable stream; the ZipFile stays open through it
-                    source = zipfile.ZipFile(archive).open(info)
-            return idv.open(source, threads=threads, backend=backend)
+            with zipfile.ZipFile(zipped[0]) as z:
+                zip_entry(z, zipped[1])      # a missing entry: one line naming the ones there
+            return idv.open(spec, threads=threads, backend=backend)
         if os.path.isdir(spec):
             raise CliError(f"{spec}: is a directory")
         if zipfile.is_zipfile(spec):
@@ -104,11 +81,11 @@ def as_path(spec):
             raise CliError(f"{spec}: is a directory")
         yield spec
         return
-    archive, entry = zipped
+    zip_path, entry = zipped
     tmpdir = tempfile.mkdtemp(prefix="idv-convert-")
     try:
         path = os.path.join(tmpdir, "entry.idv")
-        with zipfile.ZipFile(archive) as z, z.open(zip_entry(z, entry)) as fin, \
+        with zipfile.ZipFile(zip_path) as z, z.open(zip_entry(z, entry)) as fin, \
                 open(path, "wb") as fout:
             shutil.copyfileobj(fin, fout, 1 << 20)
         yield path
