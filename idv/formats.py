@@ -293,9 +293,39 @@ class _FileSink:
         self.out.abort()
 
 
+# the codecs each format's writer takes besides 'deflate' (its default) and 'none'
+_CODECS = {"idv": (), "parquet": ("snappy", "gzip", "brotli", "zstd", "lz4"),
+           "feather": ("lz4", "zstd"), "arrow": ("lz4", "zstd"), "csv": (), "tsv": ()}
+
+
+def check_compression(fmt, compression):
+    """The codec name for `fmt`'s output ('deflate' for the format's default, 'none', or one
+    of its own codecs that this pyarrow has); ValueError naming the choices before any file is
+    made."""
+    kind = compression_kind(compression, strict=False)
+    if kind is not None:
+        if fmt in ("csv", "tsv") and kind == NONE:
+            return compression
+        if fmt not in ("csv", "tsv") or compression == "deflate":
+            return compression
+    name = str(compression).lower()
+    codecs = _CODECS.get(fmt, ())
+    if fmt != "idv" and codecs:
+        pa = _pa()
+        codecs = tuple(c for c in codecs if pa.Codec.is_available(c))
+    if name in codecs:
+        return name
+    if fmt in ("csv", "tsv"):
+        raise ValueError(f"{fmt.upper()} output is not compressed; leave compression at its "
+                         f"default, not {compression!r}")
+    raise ValueError(f"compression {compression!r} for {fmt} output: one of "
+                     f"{', '.join(('deflate', 'none') + codecs)}")
+
+
 class _ParquetSink(_FileSink):
     def __init__(self, dest, schema, compression):
         import pyarrow.parquet as pq
+        compression = check_compression("parquet", compression)
         kind = compression_kind(compression, strict=False)
         # idv's 'deflate' (the default) is the format's usual codec; other names are pyarrow's
         kwargs = {} if kind == DEFLATE else {"compression": "none" if kind == NONE
@@ -328,6 +358,7 @@ class _ParquetSink(_FileSink):
 class _IpcSink(_FileSink):
     def __init__(self, dest, schema, compression):
         pa = _pa()
+        compression = check_compression("feather", compression)
         kind = compression_kind(compression, strict=False)
         if kind == DEFLATE:
             compression = "lz4" if pa.Codec.is_available("lz4") else None
@@ -355,8 +386,7 @@ class _CsvSink(_FileSink):
 
     def __init__(self, dest, schema, delimiter, compression):
         import pyarrow.csv as pcsv
-        if compression_kind(compression, strict=False) is None:
-            raise ValueError("CSV output is not compressed; leave compression at its default")
+        check_compression("csv", compression)
         pa = _pa()
         self.getters = []        # (name, fn(batch) -> array)
         for i, field in enumerate(schema):

@@ -14,6 +14,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+import cli_run
 import idv
 from arrow_check import check_arrow_table
 from dumpcheck import check_idv_against_dump
@@ -62,6 +63,22 @@ def test_no_columns(tmp_path):
     out = tmp_path / "x.parquet"
     assert idv.convert(fixture("no_columns"), out) == 0
     assert pq.read_table(out).num_columns == 0
+
+
+@pytest.mark.parametrize("fmt, bad, good", [("parquet", "bogus", "zstd"),
+                                             ("feather", "snappy", "zstd"),
+                                             ("csv", "zstd", "none")])
+def test_compression_is_checked_before_any_file_is_made(fmt, bad, good, tmp_path):
+    src = idv.sample_path()
+    out = tmp_path / f"x.{fmt}"
+    with pytest.raises(ValueError, match=f"{bad!r}"):
+        idv.convert(src, out, compression=bad)
+    assert os.listdir(tmp_path) == []
+    assert idv.convert(src, out, compression=good) == 240
+    assert os.listdir(tmp_path) == [out.name]
+    rc, _, err = cli_run.run("convert", src, tmp_path / f"y.{fmt}", "--compression", bad)
+    assert rc == 2 and err.startswith("idv: error: --compression: ") and "internal" not in err
+    assert os.listdir(tmp_path) == [out.name]
 
 
 def test_sub_microsecond_default_refuses_and_writes_nothing(tmp_path):

@@ -103,6 +103,10 @@ def _convert(module, src, args, out):
     if dst_fmt == "idv" and args.compression not in ("none", "deflate"):
         raise CliError(f"--compression {args.compression!r}: an .idv is compressed with "
                        f"none or deflate", EXIT_USAGE)
+    try:
+        module.check_compression(dst_fmt, args.compression)
+    except ValueError as e:
+        raise CliError(f"--compression: {e}", EXIT_USAGE) from None
     if os.path.exists(args.output) and os.path.samefile(src, args.output):
         raise CliError(f"{args.output}: the output would overwrite the input", EXIT_USAGE)
     columns = _convert_columns(args, src, src_fmt)
