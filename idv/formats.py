@@ -303,19 +303,17 @@ def check_compression(fmt, compression):
     of its own codecs that this pyarrow has); ValueError naming the choices before any file is
     made."""
     kind = compression_kind(compression, strict=False)
-    if kind is not None:
-        if fmt in ("csv", "tsv") and kind == NONE:
-            return compression
-        if fmt not in ("csv", "tsv") or compression == "deflate":
-            return compression
-    name = str(compression).lower()
+    text = fmt in ("csv", "tsv")
+    if kind is not None and (not text or kind == NONE or compression == "deflate"):
+        return compression
     codecs = _CODECS.get(fmt, ())
-    if fmt != "idv" and codecs:
+    if codecs:
         pa = _pa()
         codecs = tuple(c for c in codecs if pa.Codec.is_available(c))
+    name = str(compression).lower()
     if name in codecs:
         return name
-    if fmt in ("csv", "tsv"):
+    if text:
         raise ValueError(f"{fmt.upper()} output is not compressed; leave compression at its "
                          f"default, not {compression!r}")
     raise ValueError(f"compression {compression!r} for {fmt} output: one of "

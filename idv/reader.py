@@ -327,8 +327,6 @@ class Column:
                 raise self._located(e)
         return self._metadata_entries
 
-    _meta_entries = metadata_entries   # the older name (tests/dumpcheck.py)
-
     def decode_metadata(self, entry):
         """The value of one entry of metadata_entries(). Raises UnsupportedCodecError for an
         unknown codec or compression (``metadata`` skips those with a warning) and

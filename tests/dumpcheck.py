@@ -109,7 +109,7 @@ def check_toc(f, dump):
         assert entry.metadata_offset == tc["metadata_toc_offset"], where
         ours_meta = [(m.kind, LEGACY_CODECS.get(m.codec_name, m.codec_name),
                       {0: "None", 1: "Deflate"}.get(m.compression, m.compression), m.offset, m.size)
-                     for m in col._meta_entries()]
+                     for m in col.metadata_entries()]
         theirs = [(m["kind"], m["codec"], m["compression"], m["block_offset"], m["block_size"])
                   for m in tc.get("metadata", [])]
         assert ours_meta == theirs, f"{where}: metadata TOC {ours_meta}, ML.NET: {theirs}"
