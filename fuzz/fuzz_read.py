@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Coverage-guided fuzzing of the read path and of ``idv.verify`` (atheris, libFuzzer's engine).
+
+Every input is used as a user would use a file: open it, print its schema, read every column
+(dense and sparse), a row, every annotation, then verify it. The one exception allowed out is
+``idv.IdvFormatError`` (its subclasses included); anything else, a crash, a leak past
+``-rss_limit_mb`` or a hang past ``-timeout`` is a finding.
+
+    pip install atheris
+    python fuzz/fuzz_read.py --seeds CORPUS_DIR          # write the seed corpus, then
+    python fuzz/fuzz_read.py CORPUS_DIR -runs=1000000 -rss_limit_mb=2048 -timeout=20
+
+The arguments after the script's own are libFuzzer's (``-help=1`` lists them). docs/development.md
+has the AddressSanitizer build. tests/test_fuzz.py runs a short, bounded session in CI.
+"""
+from __future__ import annotations
+
+import io
+import sys
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# A column declaring more than this after decompression is not read whole: refusing or
+# bounding such reads is the memory budget's job (tests/test_hostile.py), not this harness's.
+MAX_DECODED = 32 << 20
+MAX_ROWS = 1 << 22
+
+
+def exercise(data: bytes) -> None:
+    """Open, inspect, read and verify `data`; let through only what a file may raise."""
+    import idv
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with idv.open(data) as f:
+                str(f.schema)
+                repr(f)
+                for col in f.columns:
+                    _exercise_column(col)
+        except idv.IdvFormatError:
+            pass
+        report = idv.verify(io.BytesIO(data))
+        report.to_text()
+
+
+def _exercise_column(col) -> None:
+    import idv
+
+    try:
+        col.metadata
+        if not col.readable or col.nbytes > MAX_DECODED or col.num_rows > MAX_ROWS:
+            return
+        col.read()
+        if _sparse_readable(col.type):
+            col.read(sparse=True)
+        if len(col):
+            col[len(col) - 1]
+    except idv.IdvFormatError:
+        pass
+
+
+def _sparse_readable(t) -> bool:
+    """Vectors of numbers, Booleans or keys: what read(sparse=True) takes (others: TypeError)."""
+    import idv
+
+    return isinstance(t, idv.types.Vector) and (
+        isinstance(t.item, idv.types.Key) or t.item.dtype.kind in "biuf")
+
+
+def write_seeds(folder: Path) -> int:
+    """The seed corpus: the project's ML.NET-written fixtures and the bundled sample, plus
+    small files written here with every item type, compressed and not."""
+    import numpy as np
+
+    import idv
+
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for p in sorted((REPO / "testdata").glob("*.idv")) + [Path(idv.sample_path())]:
+        (folder / p.name).write_bytes(p.read_bytes())
+        n += 1
+    rng = np.random.default_rng(0)
+    columns = {
+        "f32": rng.normal(size=40).astype(np.float32),
+        "i64": rng.integers(-5, 5, size=40),
+        "u8": rng.integers(0, 255, size=40).astype(np.uint8),
+        "flag": rng.random(40) < 0.5,
+        "text": [f"w{i}é" * (i % 4) for i in range(40)],
+        "vec": rng.normal(size=(40, 3)).astype(np.float32),
+        "when": np.arange(40).astype("datetime64[s]"),
+    }
+    for compression in ("deflate", "none"):
+        buf = io.BytesIO()
+        idv.write(buf, columns, compression=compression, rows_per_block=16)
+        (folder / f"written_{compression}.idv").write_bytes(buf.getvalue())
+        n += 1
+    return n
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) >= 3 and argv[1] == "--seeds":
+        print(f"{write_seeds(Path(argv[2]))} seeds in {argv[2]}")
+        return
+    import atheris
+
+    with atheris.instrument_imports(include=["idv"]):
+        import idv  # noqa: F401  (instrumented for coverage)
+    atheris.Setup(argv, exercise)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
