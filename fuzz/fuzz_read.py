@@ -9,6 +9,7 @@ Every input is used as a user would use a file: open it, print its schema, read 
     pip install atheris
     python fuzz/fuzz_read.py --seeds CORPUS_DIR          # write the seed corpus, then
     python fuzz/fuzz_read.py CORPUS_DIR -runs=1000000 -rss_limit_mb=2048 -timeout=20
+    python fuzz/fuzz_read.py --replay CORPUS_DIR_OR_FILE...   # each input once, no libFuzzer
 
 The arguments after the script's own are libFuzzer's (``-help=1`` lists them). docs/development.md
 has the AddressSanitizer build. tests/test_fuzz.py runs a short, bounded session in CI.
@@ -100,9 +101,22 @@ def write_seeds(folder: Path) -> int:
     return n
 
 
+def replay(paths: list[str]) -> int:
+    """Run every file of the given files and folders once, without libFuzzer: for a build
+    under AddressSanitizer (docs/development.md), and to re-check a corpus or a finding."""
+    files = [f for p in map(Path, paths) for f in (sorted(p.iterdir()) if p.is_dir() else [p])]
+    for f in files:
+        print(f, flush=True)
+        exercise(f.read_bytes())
+    return len(files)
+
+
 def main(argv: list[str]) -> None:
     if len(argv) >= 3 and argv[1] == "--seeds":
         print(f"{write_seeds(Path(argv[2]))} seeds in {argv[2]}")
+        return
+    if len(argv) >= 3 and argv[1] == "--replay":
+        print(f"{replay(argv[2:])} inputs replayed, nothing found")
         return
     import atheris
 
