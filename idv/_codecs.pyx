@@ -358,9 +358,9 @@ cdef class KeyCodec(Codec):
     """Key2 (and legacy Key): the inner unsigned codec's payload; 0 = missing."""
     cdef readonly Codec inner
 
-    def __init__(self, str load_name, Codec inner, count, bytes params):
-        Codec.__init__(self, load_name, T.Key(inner.type, count), inner.dtype, inner.itemsize,
-                       params)
+    def __init__(self, str load_name, Codec inner, count, bytes params, kmin=0):
+        Codec.__init__(self, load_name, T.Key(inner.type, count, min=kmin), inner.dtype,
+                       inner.itemsize, params)
         self.inner = inner
 
 
@@ -493,16 +493,14 @@ def _parse_key_legacy(Cursor c, int depth):
     contiguous = c.u8("key contiguous flag")
     if contiguous != 1:
         c.fail(f"legacy Key codec with contiguous flag {contiguous} (only 1 is readable)")
-    kmin = c.u64("key min")
-    if kmin != 0:
-        c.fail(f"legacy Key codec with min {kmin} (only 0 is readable)")
+    kmin = c.u64("key min")     # nonzero only from ML.NET 0.x: kept on the type
     count = c.i32("key count")
     if count < 0:
         c.fail(f"negative key count {count}")
     if count == 0:   # old "unknown cardinality": the raw type's whole range
         count = int(np.iinfo(inner.dtype).max)
     _check_key(c, inner, count)
-    return KeyCodec("Key", inner, count, _params(c, start))
+    return KeyCodec("Key", inner, count, _params(c, start), kmin)
 
 
 def _not_key_raw(str name):
@@ -588,6 +586,10 @@ def codec_of(t):
     """(load name, parameter bytes) of the codec ML.NET writes a column type with: the inverse
     of resolve()."""
     if isinstance(t, T.Key):
+        if t.min:
+            raise ValueError(f"{t} is a legacy ML.NET 0.x key: ML.NET 1.x keys have no min, so it "
+                             f"cannot be written; write its values as a key without min (the "
+                             f"raw values stay as they are) or as numbers")
         return "Key2", pack_codec(*codec_of(t.raw)) + struct.pack("<Q", t.count)
     if isinstance(t, T.Vector):
         dims = t.dims

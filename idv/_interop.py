@@ -111,7 +111,7 @@ def check_time_mode(value, allowed, name="datetime"):
 # type strings
 # ---------------------------------------------------------------------------------------------
 
-_KEY_RE = re.compile(r"^Key<\s*(\w+)\s*,\s*(\d+)\s*>$")
+_KEY_RE = re.compile(r"^Key<\s*(\w+)\s*,\s*(\d+)\s*(?:,\s*min=(\d+)\s*)?>$")
 
 
 def _split_top(s):
@@ -131,14 +131,15 @@ def _split_top(s):
 
 
 def parse_type(s):
-    """str(type) back into the type: 'Single', 'Key<UInt32, 5>', 'Vector<Single, 2, 3>',
+    """str(type) back into the type: 'Single', 'Key<UInt32, 5>' (legacy: 'Key<UInt32, 5, min=3>'),
+    'Vector<Single, 2, 3>',
     'Vector<Int32, *, 4>', 'Vector<Key<Byte, 9>, 3>', 'Vector<Text>'."""
     s = s.strip()
     m = _KEY_RE.match(s)
     if m:
         if m.group(1) not in T.PRIMITIVES:
             raise ValueError(f"unknown key raw type in {s!r}")
-        return T.Key(T.PRIMITIVES[m.group(1)], count=int(m.group(2)))
+        return T.Key(T.PRIMITIVES[m.group(1)], count=int(m.group(2)), min=int(m.group(3) or 0))
     if s.startswith("Vector<") and s.endswith(">"):
         parts = _split_top(s[len("Vector<"):-1])
         dims = [0 if p == "*" else int(p) for p in parts[1:]]

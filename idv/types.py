@@ -171,19 +171,26 @@ class Key(DataViewType):
     ``raw`` is the unsigned type the keys are stored as (Byte, UInt16, UInt32 or UInt64) and
     ``count`` the number of valid values: ``idv.Key(idv.UInt32, count=5)`` is ML.NET's
     ``Key<UInt32, 0-4>``.
+
+    ``min`` is only ever nonzero on keys read from files that ML.NET 0.x wrote with its legacy
+    ``Key`` codec (``Key<UInt32, 5, min=3>``: raw value v > 0 is the key min + v - 1). ML.NET 1.x
+    keys have no min, so such a type can be read but not written.
     """
 
-    __slots__ = ("raw", "count")
+    __slots__ = ("raw", "count", "min")
 
-    def __init__(self, raw: PrimitiveType = UInt32, count: int = None):
+    def __init__(self, raw: PrimitiveType = UInt32, count: int = None, *, min: int = 0):
         if raw not in KEY_RAW_TYPES:
             raise TypeError(f"a key's raw type is Byte, UInt16, UInt32 or UInt64, not {raw}")
         if count is None or int(count) <= 0:
             raise ValueError(f"a key's count must be positive (ML.NET rejects {count})")
         if int(count) > np.iinfo(raw.dtype).max:
             raise ValueError(f"key count {count} does not fit {raw}")
+        if not 0 <= int(min) <= 2**64 - 1:
+            raise ValueError(f"a key's min is an unsigned 64-bit integer, not {min}")
         self.raw = raw
         self.count = int(count)
+        self.min = int(min)
 
     @property
     def dtype(self) -> np.dtype:
@@ -191,13 +198,14 @@ class Key(DataViewType):
         return self.raw.dtype
 
     def __str__(self):
-        return f"Key<{self.raw}, {self.count}>"
+        return f"Key<{self.raw}, {self.count}{f', min={self.min}' if self.min else ''}>"
 
     def __eq__(self, other):
-        return isinstance(other, Key) and (self.raw, self.count) == (other.raw, other.count)
+        return isinstance(other, Key) and ((self.raw, self.count, self.min)
+                                           == (other.raw, other.count, other.min))
 
     def __hash__(self):
-        return hash(("Key", self.raw.name, self.count))
+        return hash(("Key", self.raw.name, self.count, self.min))
 
 
 class Vector(DataViewType):

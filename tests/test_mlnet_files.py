@@ -197,3 +197,48 @@ def test_termlookup_with_key_default_map():
         values = f["Value"].read()
         assert values.dtype == np.uint32
         assert values.tolist() == [1, 2, 3, 4, 5]
+
+
+def _legacy_key_file(kmin: int) -> bytes:
+    """termlookup_with_key.zip's DefaultMap.idv with the legacy Key codec's min (always 0 in
+    ML.NET 1.x's files) set to `kmin`, as ML.NET 0.x wrote it for keys starting above 0."""
+    z = shared_path("mlnet-files", "model-zips", "termlookup_with_key.zip")
+    with zipfile.ZipFile(z) as zf:
+        data = zf.read("DataLoaderModel\\Transform_000\\DefaultMap.idv")
+    params = b"\x06UInt32\x00\x01" + bytes(8) + (5).to_bytes(4, "little")
+    assert data.count(params) == 1
+    at = data.index(params) + len(b"\x06UInt32\x00\x01")
+    return data[:at] + kmin.to_bytes(8, "little") + data[at + 8:]
+
+
+def test_legacy_key_with_nonzero_min_is_read_as_stored():
+    """Files of ML.NET 0.x may carry keys with a min (ML.NET 1.5 refuses them): the min is kept
+    on the type and the values are the raw ones, as stored."""
+    with dc.open_quietly(_legacy_key_file(3)) as f:
+        t = f["Value"].type
+        assert t == idv.Key(idv.UInt32, count=5, min=3) and t != idv.Key(idv.UInt32, count=5)
+        assert (t.min, t.count, str(t)) == (3, 5, "Key<UInt32, 5, min=3>")
+        assert f["Value"].read().tolist() == [1, 2, 3, 4, 5]
+        assert f["Term"].read().tolist() == ["Bad", "Fair", "Good", "Excellent", "Perfect"]
+        assert idv.verify(f).ok
+
+
+def test_legacy_key_with_min_is_not_written(tmp_path):
+    """ML.NET 1.x keys have no min: writing one would change what the values mean."""
+    with dc.open_quietly(_legacy_key_file(3)) as f:
+        values = f["Value"].read()
+        key = f["Value"].type
+    with pytest.raises(ValueError, match="legacy ML.NET 0.x key"):
+        idv.write(tmp_path / "out.idv", {"Value": values}, types={"Value": key})
+    assert not (tmp_path / "out.idv").exists()
+    idv.write(tmp_path / "out.idv", {"Value": values},
+              types={"Value": idv.Key(idv.UInt32, count=key.count)})
+    with idv.open(tmp_path / "out.idv") as f:
+        assert f["Value"].read().tolist() == [1, 2, 3, 4, 5]
+
+
+def test_legacy_key_type_string_round_trips():
+    from idv._interop import parse_type   # the form Arrow and JSON metadata carry types in
+    for t in (idv.Key(idv.UInt32, count=5, min=3), idv.Key(idv.Byte, count=9),
+              idv.Vector(idv.Key(idv.UInt64, count=7, min=2**40), 3)):
+        assert parse_type(str(t)) == t
