@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv import ticks
+from idv.errors import require
 from idv import types as T
 from idv._interop import (TIME_UNITS, block_bounds, check_time_mode, item_locator,
                           iter_row_blocks, metadata_from_json, metadata_spec, metadata_to_json,
@@ -30,12 +31,7 @@ __all__ = ["to_arrow", "record_batch_reader", "from_arrow", "arrow_schema"]
 
 def import_pyarrow():
     """pyarrow, or an ImportError that says how to install it."""
-    try:
-        import pyarrow
-    except ImportError:
-        raise ImportError("idv's Arrow functions need pyarrow: pip install 'idv[arrow]'") \
-            from None
-    return pyarrow
+    return require("pyarrow", "reading or writing Arrow, Parquet or Feather", "idv[arrow]")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -87,3 +87,19 @@ class IdvWarning(UserWarning):
 
 class UnsupportedCodecError(IdvFormatError):
     """The column's codec or compression is unknown to this reader (ML.NET skips such columns)."""
+
+
+class MissingDependencyError(ImportError):
+    """An optional package that a function needs is not installed; the message names the pip
+    command (``pip install 'idv[arrow]'``). The command line prints it on one line."""
+
+
+def require(module, purpose, install):
+    """The module `module`, imported, or MissingDependencyError: "`purpose` needs `module`:
+    pip install `install`"."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingDependencyError(f"{purpose} needs {module}: pip install '{install}'") \
+            from None

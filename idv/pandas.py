@@ -21,6 +21,7 @@ import datetime as _dt
 import numpy as np
 
 from idv import ticks
+from idv.errors import require
 from idv import types as T
 from idv._interop import (check_time_mode, item_locator, opened, select_columns, slot_labels,
                           usable_key_values)
@@ -34,12 +35,7 @@ DATETIME_MODES = ("auto", "ns", "us", "ticks")
 
 
 def _pd():
-    try:
-        import pandas
-    except ImportError:
-        raise ImportError("idv's pandas functions need pandas: pip install 'idv[pandas]'") \
-            from None
-    return pandas
+    return require("pandas", "converting to or from pandas", "idv[pandas]")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv import ticks
+from idv.errors import require
 from idv import types as T
 
 
@@ -273,10 +274,7 @@ def to_ragged(blocks, vtype):
 
 def to_csr(blocks, vtype):
     """A scipy.sparse.csr_matrix without densifying; width = the size (variable: longest row)."""
-    try:
-        import scipy.sparse as sp
-    except ImportError:
-        raise ImportError("read(sparse=True) needs scipy: pip install scipy") from None
+    sp = require("scipy.sparse", "read(sparse=True)", "idv[scipy]")
     if not (isinstance(vtype.item, T.Key) or vtype.item.dtype.kind in "biuf"):
         raise TypeError(f"read(sparse=True) needs numeric, Boolean or key items, not {vtype.item}")
     data, indices, counts = [], [], []

@@ -21,10 +21,13 @@ from reference import REPO_DIR
 from textdump import ticks_iso, timespan_str
 
 
-def run(*args, check_rc=None):
-    """Run ``python -m idv ARGS``; returns (returncode, stdout, stderr)."""
+def run(*args, check_rc=None, hide=()):
+    """Run ``python -m idv ARGS``; returns (returncode, stdout, stderr). `hide` names packages
+    that the child cannot import, as if they were not installed."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_DIR) + os.pathsep + env.get("PYTHONPATH", "")
+    if hide:
+        env["PYTHONPATH"] = _hiding(hide) + os.pathsep + env["PYTHONPATH"]
     env["PYTHONIOENCODING"] = "utf-8"
     env.pop("PYTHONWARNINGS", None)
     p = subprocess.run([sys.executable, "-m", "idv", *map(str, args)], capture_output=True,
@@ -33,6 +36,18 @@ def run(*args, check_rc=None):
     if check_rc is not None:
         assert p.returncode == check_rc, (p.returncode, out, err)
     return p.returncode, out, err
+
+
+def _hiding(packages):
+    """A folder of packages, named `packages`, whose import fails as a missing one's does."""
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="idv-hide-")
+    for name in packages:
+        os.makedirs(os.path.join(folder, name))
+        with open(os.path.join(folder, name, "__init__.py"), "w") as f:
+            f.write(f"raise ModuleNotFoundError({'No module named ' + repr(name)!r}, "
+                    f"name={name!r})\n")
+    return folder
 
 
 def run_json(*args):

@@ -932,6 +932,35 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     assert progress_callback(args)[0] is None
 
 
+@pytest.mark.parametrize("out", ["out.parquet", "out.feather", "out.csv"])
+def test_convert_without_pyarrow_names_the_extra(tmp_path, out):
+    """pyarrow missing: one line naming the pip command, exit 1, no file left."""
+    rc, _, err = run("convert", fixture("mixed_default"), tmp_path / out, hide=("pyarrow",))
+    assert rc == 1
+    assert_one_line_error(err, "needs pyarrow", "pip install 'idv[arrow]'")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_progress_asked_for_without_tqdm_says_so(tmp_path):
+    rc, _, err = run("convert", fixture("mixed_default"), tmp_path / "out.idv", "--progress",
+                     "-q", hide=("tqdm",))
+    assert rc == 0, err
+    assert err.strip() == "idv: warning: the progress bar needs tqdm: pip install 'idv[progress]'"
+    assert (tmp_path / "out.idv").exists()
+    rc, _, err = run("convert", fixture("mixed_default"), tmp_path / "again.idv", "-q",
+                     hide=("tqdm",))
+    assert (rc, err) == (0, "")        # not asked for (stderr is no terminal here): silent
+
+
+def test_missing_optional_packages_raise_one_error_type():
+    from idv.errors import MissingDependencyError, require
+    with pytest.raises(MissingDependencyError, match="pip install 'idv\\[nope\\]'") as e:
+        require("idv_no_such_module", "this test", "idv[nope]")
+    assert isinstance(e.value, ImportError)
+    import idv
+    assert idv.MissingDependencyError is MissingDependencyError
+
+
 @needs_convert
 def test_convert_idv_to_idv_with_options(tmp_path):
     name = "mixed_default"

@@ -16,7 +16,7 @@ from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_schema, parse_rows
 from idv.cli.opener import open_file
 from idv.cli.verify import cmd_verify
-from idv.errors import IdvFormatError
+from idv.errors import IdvFormatError, MissingDependencyError
 
 
 # ---------------------------------------------------------------- argument parsing
@@ -211,6 +211,8 @@ def _run(args, out):
         return _fail(args, str(e), e.code)
     except IdvFormatError as e:   # named by FILE as given (an entry of a zip has no path)
         return _fail(args, str(e.locate(path=args.file)), EXIT_BAD_FILE)
+    except MissingDependencyError as e:   # an optional package: the message names pip's command
+        return _fail(args, str(e), EXIT_BAD_FILE)
     except MemoryError:
         return _fail(args, "out of memory", EXIT_BAD_FILE)
     except BrokenPipeError:

@@ -9,7 +9,7 @@ from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.inspect import select_columns
 from idv.cli.opener import as_path, open_file
 from idv.cli.render import dump_json, plural
-from idv.errors import IdvFormatError
+from idv.errors import IdvFormatError, MissingDependencyError, require
 
 
 def progress_callback(args):
@@ -19,8 +19,10 @@ def progress_callback(args):
     if not show:
         return None, lambda: None
     try:
-        from tqdm import tqdm
-    except ImportError:
+        tqdm = require("tqdm", "the progress bar", "idv[progress]").tqdm
+    except MissingDependencyError as e:
+        if args.progress:      # asked for: say why there is none; the default stays silent
+            print(f"idv: warning: {e}", file=sys.stderr)
         return None, lambda: None
     bars = []
 
