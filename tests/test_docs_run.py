@@ -1,0 +1,165 @@
+"""Every ```python block of README.md and docs/*.md runs, on the bundled sample.
+
+The blocks of one page run in order in one namespace (a page builds on its earlier blocks), in
+a folder holding the files the docs name: ``data.idv`` and ``big.idv`` (copies of the sample),
+``model.zip`` (the sample stored as ML.NET stores a loader's schema, with ``\\``). A block
+that cannot run here (it needs the reader's own data) is preceded by a line
+``<!-- not run: why -->``, shown as a skip.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import warnings
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import idv
+
+REPO = Path(__file__).resolve().parent.parent
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+_BLOCK = re.compile(r"(?:<!-- not run: (?P<why>[^>]*) -->\n)?```python\n(?P<code>.*?)```", re.S)
+
+
+def blocks(page: Path):
+    """(line, code, why-not-run or None) of each python block of `page`; a block written as an
+    interactive session (``>>>``) gives its input lines."""
+    text = page.read_text(encoding="utf-8")
+    for m in _BLOCK.finditer(text):
+        line = text.count("\n", 0, m.start("code")) + 1
+        code = m.group("code")
+        if code.lstrip().startswith(">>>"):
+            code = "".join(ln[4:] + "\n" for ln in code.splitlines()
+                           if ln.startswith((">>> ", "... ")) or ln in (">>>", "..."))
+        yield line, code, m.group("why")
+
+
+# the names the pages give the files of a scored ML.NET pipeline: one file stands for them all
+SCORED = ("data.idv", "big.idv", "scored.idv", "in.idv", "featurized.idv", "pipeline.idv",
+          "pipeline_multiclass_scored.idv", "multiblock_200k_deflate.idv")
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """The files the pages read, made once: see the module's docstring."""
+    import numpy as np
+    folder = tmp_path_factory.mktemp("docs")
+    n = 200_000
+    rng = np.random.default_rng(0)
+    idv.write(folder / SCORED[0], {
+        "Id": np.arange(n), "Label": rng.random(n) < 0.5,
+        "Txt": np.array(["red", "green", "blue", "é"], object)[np.arange(n) % 4],
+        "Features": rng.random((n, 4), np.float32),
+        "PredictedLabel": (np.arange(n) % 4).astype(np.uint32),
+        "Score": rng.random((n, 3), np.float32), "X": rng.random(n, np.float32),
+        "Vec": rng.random((n, 4), np.float32)},
+        types={"PredictedLabel": idv.Key(idv.UInt32, count=3)},
+        metadata={"Features": {"SlotNames": ["Size", "Weight", "Age", "Price"]},
+                  "PredictedLabel": {"KeyValues": ["cat", "dog", "bird"]}})
+    for name in SCORED[1:]:
+        shutil.copy(folder / SCORED[0], folder / name)
+    with zipfile.ZipFile(folder / "model.zip", "w") as z:
+        z.write(idv.sample_path(), "DataLoaderModel\\Loader\\Schema.idv")
+        z.write(idv.sample_path(), "DataLoaderModel\\Schema.idv")
+    (folder / "big.csv").write_text("a,b\n" + "".join(f"{i},{i / 2}\n" for i in range(1000)))
+    idv.write(folder / "damaged.idv", {"Id": np.arange(50), "Txt": [f"t{i}" for i in range(50)]},
+              compression="none", rows_per_block=7)
+    with idv.open(folder / "damaged.idv") as f:
+        at = int(f["Txt"].lookup[3]["offset"])
+    with open(folder / "damaged.idv", "r+b") as out:    # block 3 of Txt: lengths gone wrong
+        out.seek(at)
+        out.write(b"\xff" * 8)
+    return folder
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if any(True for _ in blocks(p))],
+                         ids=lambda p: p.relative_to(REPO).as_posix())
+def test_code_blocks_run(page, workspace, tmp_path, monkeypatch):
+    pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    for p in workspace.iterdir():           # each page gets its own copies to change
+        os.link(p, tmp_path / p.name)
+    monkeypatch.chdir(tmp_path)
+    import numpy as np
+    namespace = {"__name__": "__docs__", "idv": idv, "np": np}   # as most pages import them
+    skipped = []
+    for line, code, why in blocks(page):
+        if why is not None:
+            skipped.append(f"line {line}: {why}")
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", idv.IdvWarning)
+                exec(compile(code, f"{page.name}:{line}", "exec"), namespace)
+        except Exception as e:
+            pytest.fail(f"{page.name}, the block at line {line} raised "
+                        f"{type(e).__name__}: {e}\n{code}")
+    if skipped:
+        print(f"not run in {page.name}: " + "; ".join(skipped))
+
+
+_COMMAND = re.compile(r"^(?:\$ )?(idv [a-z]+(?: \S+)*)(?:\s+#.*)?$")
+
+
+def commands(page: Path):
+    """(line, command) of each ``idv ...`` command line in the page's plain ``` blocks (an
+    optional ``$`` prompt, an optional ``# comment``); synopses (``idv cat FILE [--rows A:B]``,
+    ``idv sample    what it does``) are not commands."""
+    fence = None
+    for number, raw in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        if raw.startswith("```"):
+            fence = raw[3:].strip() if fence is None else None
+            continue
+        if fence != "":
+            continue
+        c = _COMMAND.match(raw)
+        if c and not re.search(r"\b(FILE|INPUT|IN OUT)\b|\[", c.group(1)):
+            yield number, c.group(1)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if any(True for _ in commands(p))],
+                         ids=lambda p: p.relative_to(REPO).as_posix())
+def test_command_lines_run(page, workspace, tmp_path):
+    """Each command runs in the workspace: exit 0, or 1 where the page shows a damaged file."""
+    pytest.importorskip("pyarrow")      # idv convert
+    import shlex
+    import subprocess
+    import sys
+    for p in workspace.iterdir():
+        os.link(p, tmp_path / p.name)
+    for line, command in commands(page):
+        argv = shlex.split(command)
+        r = subprocess.run([sys.executable, "-m", "idv", *argv[1:]], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+        expected = 1 if "damaged" in command else 0
+        assert r.returncode == expected, (f"{page.name}:{line}: {command}", r.stderr[-2000:])
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+        if expected == 0:
+            assert r.stdout or "->" in r.stderr, f"{page.name}:{line}: {command} printed nothing"
+
+
+def test_blocks_are_found():
+    """The block pattern sees the README's examples (a regex gone wrong would pass vacuously)."""
+    found = list(blocks(REPO / "README.md"))
+    assert len(found) >= 4
+    assert any("idv.sample_path()" in code for _, code, _ in found)
+    cli = [c for _, c in commands(REPO / "docs" / "cli.md")]
+    assert "idv verify damaged.idv" in cli and not any("FILE" in c for c in cli)
+
+
+def test_every_extra_is_in_the_extras_tables():
+    """pyproject's extras, each a row of the README's and the getting-started page's tables."""
+    try:
+        import tomllib
+    except ImportError:                      # Python < 3.11
+        tomllib = pytest.importorskip("tomli")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert {"fast", "arrow", "pandas", "test"} <= set(extras)
+    for page in (REPO / "README.md", REPO / "docs" / "getting-started.md"):
+        rows = set(re.findall(r"^\| `([a-z0-9-]+)` \|", page.read_text(), re.M))
+        assert rows == set(extras), (page.name, set(extras) ^ rows)
