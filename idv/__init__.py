@@ -23,9 +23,10 @@ __all__ = [
 ]
 
 from idv.checker import verify  # noqa: E402
+from idv.listing import ZipEntry, zip_entries  # noqa: E402
 from idv.writer import Writer, write  # noqa: E402
 
-__all__ += ["verify", "write", "Writer", "Sparse"]
+__all__ += ["verify", "write", "Writer", "Sparse", "zip_entries", "ZipEntry"]
 
 # the Python data stack: pandas and pyarrow are imported only when these are called
 from idv.arrow import from_arrow, record_batch_reader, to_arrow  # noqa: E402

@@ -9,6 +9,7 @@ import os
 import zipfile
 
 READ_LIMIT = 256 << 20   # entries up to this size are read into memory, larger ones streamed
+_SIGNATURE = b"CML\0DVB\0"   # the first 8 bytes of every IDV stream (the header's signature)
 
 
 def split_zip(spec):
@@ -30,6 +31,24 @@ def split_zip(spec):
 def idv_entries(z):
     """The archive's .idv members, with ``/`` separators."""
     return [n.replace("\\", "/") for n in z.namelist() if n.lower().endswith(".idv")]
+
+
+def idv_members(z):
+    """The members that hold an IDV stream, whatever their names, found by the signature:
+    (ZipInfo, where the stream starts: 0, or 4 behind the int32 length prefix that ML.NET puts
+    before the streams it embeds in a model)."""
+    found = []
+    for info in z.infolist():
+        if info.is_dir() or info.file_size < 8:
+            continue
+        with z.open(info) as f:
+            head = f.read(12)
+        if head[:8] == _SIGNATURE:
+            found.append((info, 0))
+        elif head[4:12] == _SIGNATURE and \
+                int.from_bytes(head[:4], "little", signed=True) == info.file_size - 4:
+            found.append((info, 4))
+    return found
 
 
 def find_entry(z, entry):

@@ -51,3 +51,71 @@ def test_other_formats_say_what_they_are(tmp_path, magic, what):
     p.write_bytes(gzip.compress(b"x" * 300) if magic is None else magic + bytes(300))
     with pytest.raises(idv.IdvFormatError, match=f"not an .idv file: this is {what}"):
         idv.open(p)
+
+
+def _model_zip(tmp_path):
+    """A zip as ML.NET models hold IDV streams: one named .idv, one named otherwise, one behind
+    an int32 length prefix, a damaged one, and members that are not IDV at all."""
+    sample = open(idv.sample_path(), "rb").read()
+    p = tmp_path / "model.zip"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("DataLoaderModel\\Loader\\Schema.idv", sample)
+        z.writestr("TransformerChain\\Transform_0\\Model.key", sample)
+        z.writestr("DataLoaderModel\\Transform_2\\Schema.idv",
+                   (len(sample)).to_bytes(4, "little") + sample)
+        z.writestr("Broken.idv", sample[:200])                # signature, then nothing
+        z.writestr("Version.txt", "1.0.0.0")
+        z.writestr("Prefix.bin", (99).to_bytes(4, "little") + sample[:20])  # wrong length
+    return p
+
+
+def test_zip_entries_finds_every_stream_by_signature(tmp_path):
+    p = _model_zip(tmp_path)
+    got = {e.name: e for e in idv.zip_entries(p)}
+    assert sorted(got) == ["Broken.idv", "DataLoaderModel\\Loader\\Schema.idv",
+                           "DataLoaderModel\\Transform_2\\Schema.idv",
+                           "TransformerChain\\Transform_0\\Model.key"]
+    with idv.open(idv.sample_path()) as f:
+        schema = f.schema
+    for name in ("DataLoaderModel\\Loader\\Schema.idv", "TransformerChain\\Transform_0\\Model.key",
+                 "DataLoaderModel\\Transform_2\\Schema.idv"):
+        e = got[name]
+        assert e.schema == schema and e.num_rows == 240 and e.error is None
+        assert e.prefixed == ("Transform_2" in name)
+        with idv.open(e.spec) as f:          # the spec opens it
+            assert f.num_rows == 240
+    assert got["Broken.idv"].schema is None and "truncated" in got["Broken.idv"].error
+
+
+@pytest.mark.parametrize("archive", ["ep_model1.zip", "termlookup_with_key.zip"])
+def test_zip_entries_of_real_model_zips(archive):
+    path = MODEL_ZIPS_DIR / archive
+    if not path.exists():
+        pytest.skip(f"{path} missing (set IDV_SHARED)")
+    entries = idv.zip_entries(path)
+    with zipfile.ZipFile(path) as z:
+        named = sorted(n for n in z.namelist() if n.lower().endswith(".idv"))
+    assert sorted(e.name for e in entries) == named
+    assert all(e.error is None for e in entries)
+    if archive == "ep_model1.zip":       # Transform_002's schema is stored behind a length
+        assert [e.prefixed for e in entries] == [False, True]
+        assert [len(e.schema) for e in entries] == [9, 1]
+
+
+def test_cli_ls(tmp_path):
+    from cli_run import assert_one_line_error, run
+    p = _model_zip(tmp_path)
+    rc, out, err = run("ls", p, check_rc=0)
+    lines = out.splitlines()
+    assert lines[0] == f"{p}: 4 IDV streams"
+    assert "DataLoaderModel/Transform_2/Schema.idv: 240 rows, 9 columns" in out
+    assert "length-prefixed" in out and "Broken.idv: unreadable" in out
+    assert "  Features: Vector<Single, 4>" in lines
+    rc, out, err = run("ls", p, "--json", check_rc=0)
+    import json
+    entries = {e["entry"]: e for e in json.loads(out)["entries"]}
+    assert entries["TransformerChain/Transform_0/Model.key"]["num_rows"] == 240
+    assert entries["Broken.idv"]["columns"] is None and "error" in entries["Broken.idv"]
+    rc, out, err = run("ls", idv.sample_path())
+    assert rc == 2
+    assert_one_line_error(err, "is not a zip archive")

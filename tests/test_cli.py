@@ -34,7 +34,7 @@ OPTIONAL_COLUMN_ZIP = "modelwithoptionalcolumntransform.zip"   # .idv entries wi
 def test_help_lists_the_commands():
     rc, out, err = run("--help", check_rc=0)
     listed = re.findall(r"^    (\w+)", out, re.M)
-    assert listed == ["info", "head", "schema", "verify", "cat", "convert", "sample"]
+    assert listed == ["info", "head", "schema", "verify", "cat", "convert", "sample", "ls"]
     assert "cat (slice)" in out
     for cmd in COMMANDS:
         rc, out, err = run(cmd, "--help", check_rc=0)
@@ -288,10 +288,16 @@ def test_schema_text_matches_the_sidecar(name):
         assert ln.startswith(f"{c['name']}: {our_type_string(c['type_string'])}")
         assert ("hidden" in ln) == c["hidden"]
     metas = [ln.strip() for ln in lines if ln.startswith(" ")]
-    expected = ["-- metadata: " + ", ".join(f"{a['kind']}: {our_type_string(a['type_string'])}"
-                                            for a in c["annotations"])
-                for c in side["columns"] if c["annotations"]]
-    assert metas == expected
+    annotations = [a for c in side["columns"] for a in c["annotations"]]
+    assert len(metas) == len(annotations)
+    for ln, a in zip(metas, annotations):    # "KeyValues (Vector<Text, 7>): ['k0', ...]"
+        head = f"{a['kind']} ({our_type_string(a['type_string'])}): "
+        assert ln.startswith(head), (ln, head)
+        value = a["value"]
+        if isinstance(value, list) and len(value) <= 10 and all(isinstance(v, str) for v in value):
+            assert ln[len(head):] == "[" + ", ".join(repr(v) for v in value) + "]"
+        elif isinstance(value, list) and len(value) > 10:
+            assert ln.endswith(f"... ({len(value)} in all)")
 
 
 def test_schema_json():
@@ -304,6 +310,9 @@ def test_schema_json():
         assert g["type"] == our_type_string(c["type_string"])
         assert g["metadata"] == {a["kind"]: our_type_string(a["type_string"])
                                  for a in c["annotations"]}
+        for a in c["annotations"]:        # the values, as ML.NET read them
+            if a["item_type"] == "Text" or isinstance(a["value"], (bool, str)):
+                assert g["metadata_values"][a["kind"]] == a["value"], (c["name"], a["kind"])
 
 
 def test_no_columns_file():

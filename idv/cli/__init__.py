@@ -2,12 +2,13 @@
 
     idv info FILE [--json]           header and per-column layout (codec, blocks, bytes, metadata)
     idv head FILE [-n N] [--columns a,b] [--json]   the first rows (decodes only their blocks)
-    idv schema FILE [--json]         the schema, as ``print(f.schema)``
+    idv schema FILE [--json]         the schema, and each annotation's value
     idv verify FILE [--json] [--strict]   decode and check everything; list every problem
     idv cat FILE [--rows A:B] [--columns a,b] [--format table|csv|tsv|json|jsonl]
                                      rows (``idv slice`` is the same), decoding only their blocks
     idv convert IN OUT [--to FORMAT] [--columns a,b] [--compression none|deflate]
                        [--rows-per-block N]   to and from other formats, or .idv to .idv
+    idv ls ARCHIVE [--json]          the .idv streams in a zip (an ML.NET model), with schemas
 
 FILE is a path, or ``archive.zip:entry/path`` for an .idv inside a zip (e.g. an ML.NET model).
 Exit codes: 0 ok, 1 unreadable or invalid file, 2 usage error.

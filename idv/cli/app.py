@@ -13,7 +13,7 @@ import warnings
 import idv
 from idv.cli.convert import cmd_convert
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
-from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_schema, parse_rows
+from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_ls, cmd_schema, parse_rows
 from idv.cli.opener import open_file
 from idv.cli.verify import cmd_verify
 from idv.errors import IdvFormatError, MissingDependencyError
@@ -165,6 +165,16 @@ def build_parser():
                                    "idv (240 rows of every common type), to try the other "
                                    "commands on: idv head \"$(idv sample)\".")
     s.set_defaults(run=cmd_sample, opens_file=False, file=None)
+
+    s = sub.add_parser("ls", help="list the .idv streams in a zip archive, with their schemas",
+                       description="List every IDV stream in a zip archive (an ML.NET model), "
+                                   "found by its signature whatever the entry's name, with its "
+                                   "rows and columns. Open one as ARCHIVE.zip:ENTRY.")
+    s.add_argument("archive", metavar="ARCHIVE", help="a zip archive")
+    s.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="show a traceback on errors")
+    s.set_defaults(run=cmd_ls, opens_file=False, file=None)
     return p
 
 

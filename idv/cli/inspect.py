@@ -4,10 +4,11 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.render import (ascii_only, cell_json, cell_str, csv_cell, dump_json, is_numeric,
-                            render_table)
+                            plural, render_table, value_str)
 from idv.errors import IdvFormatError
 
 CAT_GROUP_ROWS = 8192   # rows decoded at a time per column (whole blocks), when streaming
@@ -116,12 +117,29 @@ def cmd_schema(f, args, out):
             {"index": fl.index, "name": fl.name, "type": None if fl.type is None else str(fl.type),
              "codec": fl.codec, "hidden": fl.hidden,
              "metadata": {k: (None if v is None else str(v))
-                          for k, v in fl.metadata_types.items()}}
+                          for k, v in fl.metadata_types.items()},
+             "metadata_values": {k: v for k, _, v in _annotations(f.columns[fl.index], True)}}
             for fl in f.schema]}, out)
         return EXIT_OK
-    s = str(f.schema)
-    out.write(s + "\n" if s else "(no columns)\n")
+    if not f.num_columns:
+        out.write("(no columns)\n")
+    for fl in f.schema:
+        out.write(str(fl).split("\n")[0] + "\n")
+        for kind, t, value in _annotations(f.columns[fl.index], False):
+            out.write(f"  {kind} ({t}): {value}\n")
     return EXIT_OK
+
+
+def _annotations(col, as_json):
+    """(kind, type, value) of each of the column's annotations: the value in JSON form or as
+    one line of text; None (JSON) or "<unreadable: why>" where it cannot be decoded."""
+    for m, t in zip(col.metadata_entries(), col.metadata_types.values()):
+        try:
+            v = col.decode_metadata(m)
+        except IdvFormatError as e:
+            yield m.kind, t, None if as_json else f"<unreadable: {e.reason}>"
+            continue
+        yield m.kind, t, cell_json(v, t) if as_json else value_str(v, t)
 
 
 # ---------------------------------------------------------------- head
@@ -265,4 +283,40 @@ def _cat_table(cols, rows, batches, args, out, n):
     out.write(render_table(header, body, right=right, max_width=args.max_width) + "\n")
     shown = len(body)
     out.write(f"({shown} row{'s' * (shown != 1)} of {n})\n")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- ls
+
+def cmd_ls(args, out):
+    """Every IDV stream in a zip archive, found by signature, with its schema."""
+    import zipfile
+
+    from idv.listing import zip_entries
+    if not os.path.isfile(args.archive):
+        raise CliError(f"{args.archive}: no such file")
+    if not zipfile.is_zipfile(args.archive):
+        raise CliError(f"{args.archive} is not a zip archive (for an .idv: idv schema FILE)",
+                       EXIT_USAGE)
+    entries = zip_entries(args.archive)
+    if args.json:
+        dump_json({"archive": args.archive, "entries": [
+            {"entry": e.name.replace("\\", "/"), "stored_name": e.name, "spec": e.spec,
+             "size": e.size, "length_prefixed": e.prefixed, "num_rows": e.num_rows,
+             "columns": None if e.schema is None else
+             [{"name": fl.name, "type": None if fl.type is None else str(fl.type)}
+              for fl in e.schema],
+             **({"error": e.error} if e.error else {})} for e in entries]}, out)
+        return EXIT_OK
+    out.write(f"{args.archive}: {plural(len(entries), 'IDV stream')}\n")
+    for e in entries:
+        extra = ", length-prefixed" if e.prefixed else ""
+        name = e.name.replace("\\", "/")
+        if e.schema is None:
+            out.write(f"{name}: unreadable ({e.size} bytes{extra}): {e.error}\n")
+            continue
+        out.write(f"{name}: {plural(e.num_rows, 'row')}, {plural(len(e.schema), 'column')} "
+                  f"({e.size} bytes{extra})\n")
+        for fl in e.schema:
+            out.write(f"  {str(fl).splitlines()[0]}\n")
     return EXIT_OK

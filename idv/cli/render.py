@@ -97,6 +97,16 @@ def cell_str(value, type_):
     return item_str(value, type_)
 
 
+def value_str(value, type_, limit=10):
+    """An annotation's value on one line: vectors show `limit` items, then "..." and how many
+    there are in all."""
+    if isinstance(type_, T.Vector):
+        arr = np.asarray(value)
+        text = _vector_str(arr, type_.item, limit)
+        return text + (f" ({arr.shape[0]} in all)" if arr.shape[0] > limit else "")
+    return item_str(value, type_)
+
+
 def _csv_item(x, item):
     v = item_json(x, item)
     if isinstance(v, bool):

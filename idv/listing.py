@@ -1,0 +1,58 @@
+"""What a zip archive (an ML.NET model) holds: each IDV stream in it with its schema.
+
+ML.NET keeps its data and schemas as .idv members of a model zip, some named otherwise and
+some behind a length prefix; ``idv.zip_entries`` finds them all by signature. ``idv ls``
+prints the same.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+import zipfile
+from dataclasses import dataclass
+from typing import List, Optional
+
+from idv.archive import entry_source, idv_members
+from idv.errors import IdvFormatError, IdvWarning
+from idv.reader import Schema, open as open_idv
+
+
+@dataclass
+class ZipEntry:
+    """One IDV stream inside a zip: ``name`` as stored (ML.NET's ``\\`` kept), ``spec`` the
+    ``ARCHIVE.zip:ENTRY`` that idv.open takes, ``size`` its bytes in the archive, ``prefixed``
+    whether a length prefix comes first; ``schema`` (None when the stream cannot be read, then
+    ``error`` says why)."""
+
+    name: str
+    spec: str
+    size: int
+    prefixed: bool
+    schema: Optional[Schema]
+    error: Optional[str] = None
+
+    @property
+    def num_rows(self) -> Optional[int]:
+        """The stream's row count (None when it cannot be read)."""
+        return None if self.schema is None else self.schema.num_rows
+
+
+def zip_entries(path) -> List[ZipEntry]:
+    """Every IDV stream in the zip archive at `path`, found by signature (not by name), with
+    its schema; only the headers and tables of contents are read."""
+    path = os.fspath(path)
+    with zipfile.ZipFile(path) as z:
+        members = idv_members(z)
+    found = []
+    for info, start in members:
+        schema, error = None, None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", IdvWarning)   # unknown codecs: in the schema
+                with open_idv(entry_source(path, info.filename)) as f:
+                    schema = f.schema
+        except IdvFormatError as e:
+            error = e.reason
+        found.append(ZipEntry(info.filename, f"{path}:{info.filename.replace(chr(92), '/')}",
+                              info.file_size, start > 0, schema, error))
+    return found
