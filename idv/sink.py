@@ -1,16 +1,21 @@
 """Output files that appear whole or not at all: idv.write, idv.Writer and idv.convert.
 
-A path is written through a temporary file beside it (same directory, so the rename cannot
-cross file systems). On commit the data are flushed and fsynced, the file gets the permission
-bits the destination had (a new file: 0o666 less the umask, as open() would give), is renamed
-over the destination, and the directory is fsynced so that the rename itself survives a crash.
-On any failure, KeyboardInterrupt included, the temporary file is removed and the destination
-is left as it was.
+A path is written through a temporary file in its directory (so the rename cannot cross file
+systems): on Linux an anonymous one (O_TMPFILE), which a killed writer cannot leave behind;
+elsewhere one named after the destination, this host and this process, which the next write
+to the same destination removes once that process is gone. On commit the data are fsynced,
+the file gets the permission bits the destination had (a new file: 0o666 less the umask, as
+open() would give; root also keeps the owner), is renamed over the destination, and the
+directory is fsynced so that the rename itself survives a crash. On any failure,
+KeyboardInterrupt included, the temporary file is discarded and the destination is left as it
+was. A destination this user could not write in place (read-only, or another user's) is
+refused with PermissionError before anything is written.
 """
 from __future__ import annotations
 
 import os
-import tempfile
+import socket
+import stat
 
 from idv import _encode
 
@@ -57,53 +62,152 @@ def _fsync_dir(directory):
 
 
 def destination(dest):
-    """(path, its directory) of a destination path, checked: the directory exists and the
-    path is not a directory."""
+    """(path, its directory) of a destination path, checked: the directory exists, the path is
+    not a directory, and an existing file there is one this user may replace."""
     path = os.fsdecode(os.fspath(dest))
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise FileNotFoundError(f"cannot write {path!r}: directory {parent!r} does not exist")
     if os.path.isdir(path):
         raise IsADirectoryError(f"cannot write {path!r}: it is a directory")
+    _check_replaceable(path)
     return path, parent
 
 
+def _check_replaceable(path):
+    """PermissionError for an existing file that this user could not write in place: a
+    read-only one (by its mode bits; for root: no write bit at all), or, unless root (who keeps
+    the owner), another user's, which the rename would make this user's."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not hasattr(os, "geteuid"):
+        if not os.access(path, os.W_OK):
+            raise PermissionError(f"cannot replace {path!r}: it is read-only")
+        return
+    euid, mode = os.geteuid(), stat.S_IMODE(st.st_mode)
+    if euid != 0 and st.st_uid != euid:
+        raise PermissionError(f"cannot replace {path!r}: it belongs to another user (uid "
+                              f"{st.st_uid}), and replacing it would make it yours; remove it "
+                              f"first or write elsewhere")
+    if not mode & (0o222 if euid == 0 else 0o200):
+        raise PermissionError(f"cannot replace {path!r}: it is read-only (mode {mode:#o}); "
+                              f"make it writable (chmod u+w) or remove it first")
+
+
+# Temporary files: on Linux an anonymous file (O_TMPFILE) that only gets a name at commit, so a
+# writer killed at any moment leaves nothing; elsewhere, or where the file system refuses
+# O_TMPFILE, a hidden file named ".DEST.HOST.PID.RANDOM.idv-tmp": the next write to the same
+# destination removes those whose process is gone.
+_TMP_SUFFIX = ".idv-tmp"
+_HOST = "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname()) or "host"
+_O_TMPFILE = getattr(os, "O_TMPFILE", None)
+
+
+def _owned_name(base):
+    return f".{base}.{_HOST}.{os.getpid()}.{os.urandom(4).hex()}{_TMP_SUFFIX}"
+
+
+def is_temporary(path):
+    """Whether `path` names one of the temporary files of this module (for error messages
+    that should name the destination instead)."""
+    path = os.fspath(path)
+    return path.endswith(_TMP_SUFFIX) or path.startswith("/proc/self/fd/")
+
+
+def _process_gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OSError):
+        return False        # alive, another user's (or cannot tell: keep the file)
+    return False
+
+
+def remove_stale(parent, base):
+    """Remove the temporary files that killed writers of ``parent/base`` left on this host;
+    returns how many."""
+    prefix, removed = f".{base}.", 0
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return 0
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(_TMP_SUFFIX)):
+            continue
+        host, pid, token = (name[len(prefix):-len(_TMP_SUFFIX)].rsplit(".", 2) + ["", ""])[:3]
+        if host != _HOST or not pid.isdigit() or len(token) != 8 or int(pid) == os.getpid():
+            continue
+        if _process_gone(int(pid)):
+            try:
+                os.unlink(os.path.join(parent, name))
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
+def _anonymous_file(parent):
+    """A descriptor of a new nameless file in `parent`, or None where there is no O_TMPFILE."""
+    if _O_TMPFILE is None:
+        return None
+    try:
+        return os.open(parent, _O_TMPFILE | os.O_RDWR, 0o600)
+    except OSError:         # EOPNOTSUPP, EISDIR (old kernels), EINVAL: the file system says no
+        return None
+
+
 class AtomicPath:
-    """A temporary file beside `dest` (``tmp``: its path, for writers that open files by
-    name), renamed over `dest` by commit() and removed by abort()."""
+    """A temporary file for `dest` (``tmp``: a path to it, for writers that open files by
+    name), put in place of `dest` by commit() and discarded by abort()."""
 
     def __init__(self, dest):
         self.dest, self.parent = destination(dest)
-        # the descriptor stays open until open(), commit() or abort()
-        self.fd, self.tmp = tempfile.mkstemp(dir=self.parent, suffix=".tmp",
-                                             prefix="." + os.path.basename(self.dest) + ".")
+        base = os.path.basename(self.dest)
+        remove_stale(self.parent, base)
+        # the descriptor stays open until commit() or abort(): an anonymous file lives on it
+        self.fd = _anonymous_file(self.parent)
+        if self.fd is not None:
+            self.tmp, self.named = f"/proc/self/fd/{self.fd}", False
+        else:
+            self.tmp, self.named = os.path.join(self.parent, _owned_name(base)), True
+            self.fd = os.open(self.tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
 
     def open(self):
-        """The temporary file as a binary file object (it closes the descriptor with it)."""
-        f = os.fdopen(self.fd, "w+b")
-        self.fd = None
-        return f
+        """The temporary file as a binary file object (of a descriptor of its own)."""
+        return os.fdopen(os.dup(self.fd), "w+b")
 
     def commit(self, file=None):
         """Fsync the temporary file (`file`, if it was opened through open(), is flushed and
-        closed), give it the destination's mode and rename it over the destination."""
+        closed first), give it the destination's mode (and, for root, owner) and move it in
+        place of the destination."""
         try:
             if file is not None:
                 file.flush()
-                os.fsync(file.fileno())
                 file.close()
-            else:
-                if self.fd is None:
-                    self.fd = os.open(self.tmp, os.O_RDONLY)
-                os.fsync(self.fd)
-            self._close_fd()
+            os.fsync(self.fd)
             try:
-                mode = os.stat(self.dest).st_mode & 0o7777
+                st = os.stat(self.dest)
+                mode, owner = stat.S_IMODE(st.st_mode), (st.st_uid, st.st_gid)
             except FileNotFoundError:
-                mode = new_file_mode(self.parent)
-            os.chmod(self.tmp, mode)
+                mode, owner = new_file_mode(self.parent), None
+            os.chmod(self.fd, mode)
+            if owner is not None and hasattr(os, "geteuid") and os.geteuid() == 0:
+                os.chown(self.fd, *owner)
+            if not self.named:       # a name for the anonymous file, beside the destination
+                name = os.path.join(self.parent, _owned_name(os.path.basename(self.dest)))
+                dir_fd = os.open(self.parent, os.O_RDONLY)
+                try:
+                    os.link(self.tmp, os.path.basename(name), dst_dir_fd=dir_fd,
+                            follow_symlinks=True)
+                finally:
+                    os.close(dir_fd)
+                self.tmp, self.named = name, True
             os.replace(self.tmp, self.dest)
             self.tmp = None
+            self._close_fd()
         except BaseException:
             if file is not None:
                 _close_quietly(file)
@@ -117,17 +221,17 @@ class AtomicPath:
             os.close(fd)
 
     def abort(self):
-        """Remove the temporary file (the destination is left as it was)."""
+        """Discard the temporary file (the destination is left as it was)."""
         try:
-            self._close_fd()
+            self._close_fd()        # an anonymous file is gone with its last descriptor
         except OSError:
             pass
-        if self.tmp is not None:
+        if self.tmp is not None and self.named:
             try:
                 os.unlink(self.tmp)
             except FileNotFoundError:
                 pass
-            self.tmp = None
+        self.tmp = None
 
 
 def _close_quietly(f):

@@ -53,14 +53,27 @@ def test_new_files_get_the_umask_and_existing_ones_keep_their_mode(tmp_path):
     assert idv.read(old)["x"].tolist() == [1, 2]
 
 
+@pytest.fixture(params=["anonymous", "named"])
+def temp_kind(request, monkeypatch):
+    """Both kinds of temporary file: Linux's anonymous one (O_TMPFILE), and the named one used
+    where there is none (forced here by taking O_TMPFILE away)."""
+    if request.param == "anonymous":
+        if getattr(os, "O_TMPFILE", None) is None:
+            pytest.skip("no O_TMPFILE on this system")
+    else:
+        monkeypatch.setattr(sink, "_O_TMPFILE", None)
+    return request.param
+
+
 @pytest.mark.parametrize("exc", [OSError("rename failed"), KeyboardInterrupt()])
-def test_failure_in_commit_removes_the_temporary_file(tmp_path, monkeypatch, exc):
+def test_failure_in_commit_removes_the_temporary_file(tmp_path, monkeypatch, exc, temp_kind):
     dest = tmp_path / "out.bin"
     dest.write_bytes(b"old")
     out = sink.AtomicPath(dest)
     with out.open() as f:
         f.write(b"new")
-    assert len(os.listdir(tmp_path)) == 2
+    # an anonymous file has no name until the commit
+    assert len(os.listdir(tmp_path)) == (1 if temp_kind == "anonymous" else 2)
 
     def fail(*args):
         raise exc
@@ -70,7 +83,7 @@ def test_failure_in_commit_removes_the_temporary_file(tmp_path, monkeypatch, exc
     assert os.listdir(tmp_path) == ["out.bin"] and dest.read_bytes() == b"old"
 
 
-def test_commit_of_a_file_written_by_name(tmp_path):
+def test_commit_of_a_file_written_by_name(tmp_path, temp_kind):
     dest = tmp_path / "out.bin"
     out = sink.AtomicPath(dest)
     with open(out.tmp, "wb") as f:      # as pyarrow's writers do
@@ -96,3 +109,112 @@ def test_convert_leaves_nothing_when_its_writer_cannot_start(tmp_path):
     with pytest.raises(Exception):
         idv.convert(src, tmp_path / "out.feather", compression="no-such-codec")
     assert os.listdir(tmp_path) == ["src.idv"]
+
+
+# ---------------------------------------------------------------- a writer killed mid-write
+
+_SLOW_WRITER = r"""
+import sys, numpy as np, idv
+w = idv.Writer(sys.argv[1], {"x": idv.Double, "v": idv.Vector(idv.Single, 64)},
+               rows_per_block=4096)
+if sys.argv[2] == "named":
+    from idv import sink
+    sink._O_TMPFILE = None
+w.write_batch({"x": np.zeros(50_000), "v": np.zeros((50_000, 64), np.float32)})
+print("writing", flush=True)
+while True:                        # until killed
+    w.write_batch({"x": np.zeros(50_000), "v": np.zeros((50_000, 64), np.float32)})
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+@pytest.mark.parametrize("kind", ["anonymous", "named"])
+def test_a_killed_writer_leaves_nothing_and_the_old_file_whole(tmp_path, kind):
+    """SIGKILL mid-write: the old file is intact; an anonymous temporary file is gone with the
+    process, a named one is removed by the next write to the same destination."""
+    import signal
+    import subprocess
+    import sys
+    if kind == "anonymous" and getattr(os, "O_TMPFILE", None) is None:
+        pytest.skip("no O_TMPFILE on this system")
+    dest = tmp_path / "data.idv"
+    idv.write(dest, {"x": [1.0, 2.0]})
+    before = dest.read_bytes()
+    child = subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(dest), kind],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "writing"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        child.stdout.close()
+    assert dest.read_bytes() == before
+    left = sorted(os.listdir(tmp_path))
+    if kind == "anonymous":
+        assert left == ["data.idv"]
+    else:
+        assert len(left) == 2 and left[0].startswith(".data.idv.") and \
+            left[0].endswith(f".{child.pid}.{left[0].split('.')[-2]}.idv-tmp")
+        idv.write(dest, {"x": [3.0]})                  # the next write cleans up
+        assert os.listdir(tmp_path) == ["data.idv"]
+        assert idv.read(dest)["x"].tolist() == [3.0]
+
+
+def test_stale_files_of_live_processes_and_other_hosts_are_kept(tmp_path):
+    import subprocess
+    import sys
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    host = sink._HOST
+    names = {"dead": f".d.idv.{host}.{gone}.0a0b0c0d.idv-tmp",
+             "alive": f".d.idv.{host}.{os.getppid()}.0a0b0c0d.idv-tmp",
+             "other host": f".d.idv.elsewhere.{gone}.0a0b0c0d.idv-tmp",
+             "other file": f".e.idv.{host}.{gone}.0a0b0c0d.idv-tmp",
+             "not ours": f".d.idv.{host}.{gone}.backup"}
+    for n in names.values():
+        (tmp_path / n).write_bytes(b"x")
+    assert sink.remove_stale(str(tmp_path), "d.idv") == 1
+    assert sorted(os.listdir(tmp_path)) == sorted(v for k, v in names.items() if k != "dead")
+
+
+# ---------------------------------------------------------------- what may be replaced
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners")
+def test_a_read_only_destination_is_refused(tmp_path):
+    dest = tmp_path / "ro.idv"
+    idv.write(dest, {"x": [1]})
+    before = dest.read_bytes()
+    os.chmod(dest, 0o444)
+    with pytest.raises(PermissionError, match="read-only"):
+        idv.write(dest, {"x": [2]})
+    with pytest.raises(PermissionError, match="read-only"):
+        idv.Writer(dest, {"x": idv.Int64})
+    assert dest.read_bytes() == before and os.listdir(tmp_path) == ["ro.idv"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
+def test_root_keeps_the_owner_and_mode_of_what_it_replaces(tmp_path):
+    dest = tmp_path / "theirs.idv"
+    idv.write(dest, {"x": [1]})
+    os.chown(dest, 12345, 23456)
+    os.chmod(dest, 0o640)
+    idv.write(dest, {"x": [2]})
+    st = dest.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (12345, 23456, 0o640)
+    assert idv.read(dest)["x"].tolist() == [2]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners")
+def test_another_users_file_is_refused(tmp_path, monkeypatch):
+    """A file writable by all but owned by someone else: the rename would change its owner.
+    (This process acts as another user by its effective uid as the check sees it; switching
+    users for real needs a Python installation every user can read.)"""
+    dest = tmp_path / "theirs.idv"
+    idv.write(dest, {"x": [1]})
+    os.chmod(dest, 0o666)
+    someone_else = dest.stat().st_uid + 1
+    monkeypatch.setattr(os, "geteuid", lambda: someone_else)
+    with pytest.raises(PermissionError, match="belongs to another user"):
+        idv.write(dest, {"x": [2]})
+    monkeypatch.undo()
+    assert idv.read(dest)["x"].tolist() == [1] and os.listdir(tmp_path) == ["theirs.idv"]

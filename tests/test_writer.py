@@ -332,7 +332,7 @@ def test_unclosed_writer_discards(tmp_path):
     dest = tmp_path / "out.idv"
     w = idv.Writer(dest, {"x": idv.Int32}, rows_per_block=1)
     w.write_batch({"x": [1, 2, 3]})
-    assert len(_listing(tmp_path)) == 1 and not dest.exists()   # the temporary file
+    assert not dest.exists()           # the rows are in a temporary file (anonymous on Linux)
     with pytest.warns(idv.IdvWarning, match="never closed: its 3 rows were discarded"):
         w.__del__()
     assert _listing(tmp_path) == []

@@ -17,6 +17,7 @@ from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_ls, cmd_schema, par
 from idv.cli.opener import open_file
 from idv.cli.verify import cmd_verify
 from idv.errors import IdvFormatError, MissingDependencyError
+from idv.sink import is_temporary
 
 
 # ---------------------------------------------------------------- argument parsing
@@ -237,7 +238,7 @@ def _run(args, out):
             if e.strerror is None or e.filename is None:
                 return _fail(args, str(e), EXIT_BAD_FILE)
             name = e.filename
-            if os.path.basename(str(name)).endswith(".tmp"):   # convert's temporary file
+            if is_temporary(str(name)):   # convert's temporary file: name the output
                 name = args.output
             return _fail(args, f"{name}: {e.strerror}", EXIT_BAD_FILE)
         return _fail(args, f"internal error, please report: {type(e).__name__}: {e}",
