@@ -47,8 +47,9 @@ def row_length(x, where, i):
                     f"{type(x).__name__}")
 
 
-def flatten_rows(rows, where):
-    """All items of a sequence of rows (lists, tuples, arrays) as one 1-d array."""
+def flatten_rows(rows, where, row0=0):
+    """All items of a sequence of rows (lists, tuples, arrays) as one 1-d array (`row0`: the
+    first row's number, for the messages)."""
     if all(isinstance(r, np.ndarray) for r in rows):
         if not len(rows):
             return np.zeros(0)
@@ -60,8 +61,8 @@ def flatten_rows(rows, where):
         elif isinstance(r, (list, tuple)):
             flat.extend(r)
         else:
-            raise TypeError(f"{where} row {i}: expected a sequence of items (a vector), got "
-                            f"{type(r).__name__}")
+            raise TypeError(f"{where} row {row0 + i}: expected a sequence of items (a vector), "
+                            f"got {type(r).__name__}")
     if flat and all(type(x) is str for x in flat):
         return object_array(flat)
     try:

@@ -393,3 +393,15 @@ def _peaks(run):
     finally:
         tracemalloc.stop()
     return peak, arrow[0]
+
+
+def test_a_bad_value_is_named_by_its_row_in_the_whole_input(tmp_path):
+    """Parquet -> .idv streams in row groups: the error names the input's row 499,999, not
+    the row within its batch."""
+    n = 500_000
+    x = np.arange(n, dtype=np.float64)
+    x[499_999] = np.nan
+    pq.write_table(pa.table({"x": x}), tmp_path / "in.parquet", row_group_size=65_536)
+    with pytest.raises(ValueError, match="column 'x' row 499999: NaN in an integer column"):
+        idv.convert(tmp_path / "in.parquet", tmp_path / "out.idv", types={"x": idv.Int64})
+    assert sorted(os.listdir(tmp_path)) == ["in.parquet"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
@@ -1050,3 +1051,21 @@ def _write_read(data, opts, **kw):
     idv.write(buf, data, **opts, **kw)
     with idv.open(buf.getvalue()) as f:
         return f.read(), buf.getvalue()
+
+
+@pytest.mark.parametrize("values, message", [
+    (np.array([1.0, 2.0, np.nan]), "column 'x' row 1002: NaN in an integer column"),
+    ([[1, 2], [3]], "column 'v' row 1001: 1 items, but Vector<Int64, 2> needs 2"),
+])
+def test_errors_name_the_row_of_the_file_not_of_the_batch(tmp_path, values, message):
+    """A bad value in a later batch is named by its row in the file (as idv.convert's batches
+    are: the issue's row 499,999 reported as 41,247)."""
+    dest = tmp_path / "out.idv"
+    name = "v" if isinstance(values, list) else "x"
+    t = idv.Vector(idv.Int64, 2) if name == "v" else idv.Int64
+    first = np.zeros((1000, 2), np.int64) if name == "v" else np.zeros(1000, np.int64)
+    with pytest.raises((ValueError, TypeError), match=re.escape(message)):
+        with idv.Writer(dest, {name: t}) as w:
+            w.write_batch({name: first})
+            w.write_batch({name: values})
+    assert _listing(tmp_path) == []

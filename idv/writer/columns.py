@@ -138,19 +138,22 @@ class Column:
         self.itemsize = info.itemsize
         self.codec_name, self.codec_params = _codecs.codec_of(self.type)
         self.where = where
+        self._row0 = 0
         # a block's payload is its values' own bytes: nothing to encode
         self.trivial = self.kind == T.FIXED and not self.is_vector
 
     # ---- converting input
-    def prepare(self, value):
-        """Check and convert a batch of this column's values; returns (chunk, rows)."""
+    def prepare(self, value, row0=0):
+        """Check and convert a batch of this column's values; returns (chunk, rows). `row0`:
+        the file's row of the batch's first, for the messages."""
+        self._row0 = row0
         value = values_of(value)
         if not self.is_vector:
             return self._prepare_scalar(value)
         return self._prepare_vector(value)
 
     def _prepare_scalar(self, value):
-        where = Where(self.where)
+        where = Where(self.where, base=self._row0)
         if isinstance(value, (Ragged, Sparse)) or is_scipy_sparse(value):
             raise TypeError(f"{self.where}: {type(value).__name__} given for a scalar column of "
                             f"type {self.type}")
@@ -197,7 +200,7 @@ class Column:
         if isinstance(value, Ragged):
             lengths = np.diff(value.offsets)
             self._check_lengths(lengths)
-            where = Where(self.where, value.offsets)
+            where = Where(self.where, value.offsets, base=self._row0)
             values = convert_items(self.item, value.values, where)
             return _dense_vec(lengths, np.ascontiguousarray(values)), len(lengths)
         if isinstance(value, np.ndarray) and value.ndim >= 2:    # numbers, or objects (str)
@@ -207,7 +210,7 @@ class Column:
             if t.is_fixed and not (shape == t.dims or (len(shape) == 1 and width == size)):
                 raise ValueError(f"{self.where}: rows of shape {shape} do not fit {t} (wrong "
                                  f"vector size for a fixed-size type)")
-            where = Where(self.where, width=width)
+            where = Where(self.where, width=width, base=self._row0)
             values = convert_items(self.item, value.reshape(-1), where)
             return VectorChunk.uniform(np.ascontiguousarray(values), width, n), n
         if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype != object:
@@ -218,10 +221,11 @@ class Column:
             raise TypeError(f"{self.where}: expected a 2-d array, idv.Ragged, list of sequences "
                             f"or scipy.sparse matrix, not {type(value).__name__}")
         rows = list(value)
-        lengths = np.array([row_length(r, self.where, i) for i, r in enumerate(rows)], np.int64)
+        lengths = np.array([row_length(r, self.where, self._row0 + i)
+                            for i, r in enumerate(rows)], np.int64)
         self._check_lengths(lengths)
-        flat = flatten_rows(rows, self.where)
-        where = Where(self.where, _offsets(lengths))
+        flat = flatten_rows(rows, self.where, self._row0)
+        where = Where(self.where, _offsets(lengths), base=self._row0)
         values = convert_items(self.item, flat, where)
         return _dense_vec(lengths, np.ascontiguousarray(values)), len(rows)
 
@@ -231,11 +235,11 @@ class Column:
             bad = lengths != t.size
             if bad.any():
                 i = first(bad)
-                raise ValueError(f"{self.where} row {i}: {lengths[i]} items, but {t} needs "
-                                 f"{t.size} (wrong vector size for a fixed-size type)")
+                raise ValueError(f"{self.where} row {self._row0 + i}: {lengths[i]} items, but "
+                                 f"{t} needs {t.size} (wrong vector size for a fixed-size type)")
         if len(lengths) and lengths.max() > MAX_INT32:
-            raise ValueError(f"{self.where} row {first(lengths > MAX_INT32)}: vector longer "
-                             f"than int32")
+            raise ValueError(f"{self.where} row {self._row0 + first(lengths > MAX_INT32)}: "
+                             f"vector longer than int32")
 
     def _prepare_sparse(self, data, indices, indptr, length, hint):
         """CSR rows (one vector length, or one per row) as sparse VBuffers; a row that stores
@@ -248,7 +252,7 @@ class Column:
             bad = lengths != t.size
             if bad.any():
                 i = first(bad)
-                what = (f"row {i}: vector length {lengths[i]}" if per_row
+                what = (f"row {self._row0 + i}: vector length {lengths[i]}" if per_row
                         else f"sparse matrix with {lengths[i]} columns")
                 raise ValueError(f"{self.where} {what} does not fit {t} (wrong vector size for "
                                  f"a fixed-size type)")
@@ -259,11 +263,11 @@ class Column:
         row, why = _encode.check_sparse_rows(indptr, indices, lengths if per_row
                                              else int(length))
         if row >= 0:
-            raise ValueError(f"{self.where} row {row}: sparse {why}{hint}")
+            raise ValueError(f"{self.where} row {self._row0 + row}: sparse {why}{hint}")
         nnz = np.diff(indptr)
         dense = nnz == lengths
         counts = np.where(dense, -1, nnz).astype(np.int32)
-        where = Where(self.where, indptr, indices)
+        where = Where(self.where, indptr, indices, base=self._row0)
         values = convert_items(self.item, np.asarray(data), where)
         sparse_idx = indices[np.repeat(~dense, nnz)] if dense.any() else indices
         return VectorChunk(lengths, counts, np.ascontiguousarray(values), indptr,

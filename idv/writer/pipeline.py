@@ -201,7 +201,7 @@ class Writer:
             return [], frame_rows(data)
         chunks, sizes = [], []
         for c, v in zip(self._columns, values):
-            chunk, n = c.prepare(v)
+            chunk, n = c.prepare(v, self._rows)
             chunks.append(chunk)
             sizes.append(n)
         if len(set(sizes)) > 1:

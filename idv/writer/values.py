@@ -17,23 +17,25 @@ from idv import types as T
 
 class Where:
     """Names a column and turns a flat item position into 'row r' / 'row r item j' (the
-    `where` of every check here and in idv.ticks)."""
+    `where` of every check here and in idv.ticks). Rows count from `base`: the rows the file
+    already has, so that a message names the row of the file, not of the batch."""
 
-    def __init__(self, column, offsets=None, slots=None, width=None):
+    def __init__(self, column, offsets=None, slots=None, width=None, base=0):
         self.column = column
         self.offsets = offsets
         self.slots = slots
         self.width = width          # rows of one length: no offsets needed
+        self.base = base
 
     def __call__(self, pos):
         pos = int(pos)
         if self.width:
-            return f"{self.column} row {pos // self.width} item {pos % self.width}"
+            return f"{self.column} row {self.base + pos // self.width} item {pos % self.width}"
         if self.offsets is None:
-            return f"{self.column} row {pos}"
+            return f"{self.column} row {self.base + pos}"
         row = int(np.searchsorted(self.offsets, pos, side="right")) - 1
         item = pos - int(self.offsets[row]) if self.slots is None else int(self.slots[pos])
-        return f"{self.column} row {row} item {item}"
+        return f"{self.column} row {self.base + row} item {item}"
 
     def __str__(self):
         return self.column
