@@ -7,8 +7,8 @@ import json
 import os
 
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
-from idv.cli.render import (ascii_only, cell_json, cell_str, csv_cell, dump_json, is_numeric,
-                            plural, render_table, value_str)
+from idv.cli.render import (Table, ascii_only, cell_json, cell_str, csv_cell, dump_json,
+                            is_numeric, plural, render_table, value_str)
 from idv.errors import IdvFormatError
 
 CAT_GROUP_ROWS = 8192   # rows decoded at a time per column (whole blocks), when streaming
@@ -274,14 +274,19 @@ def _cat_table(cols, rows, batches, args, out, n):
     if not cols:
         out.write(f"({len(rows)} rows, no columns)\n")
         return EXIT_OK
-    body = []
-    r = iter(rows)
-    for batch in batches:
-        for values in zip(*([cell_str(v, c.type) for v in d] for c, d in zip(cols, batch))):
-            body.append([str(next(r)), *values])
     header, right = _table_header(cols)
-    out.write(render_table(header, body, right=right, max_width=args.max_width) + "\n")
-    shown = len(body)
+    table, shown, r = None, 0, iter(rows)
+    for batch in batches:     # printed as decoded: widths from the header and the first batch
+        body = [[str(next(r)), *values] for values in
+                zip(*([cell_str(v, c.type) for v in d] for c, d in zip(cols, batch)))]
+        if table is None:
+            table = Table(header, body, right=right, max_width=args.max_width)
+            out.write("\n".join(table.head()) + "\n")
+        if body:
+            out.write("\n".join(table.lines(body)) + "\n")
+        shown += len(body)
+    if table is None:
+        out.write("\n".join(Table(header, (), right=right).head()) + "\n")
     out.write(f"({shown} row{'s' * (shown != 1)} of {n})\n")
     return EXIT_OK
 

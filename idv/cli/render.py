@@ -149,24 +149,47 @@ def _clip(s, width):
     return "".join(out) + "..."
 
 
-def render_table(header, rows, right=(), max_width=None, sep="  ", underline=True):
-    """Aligned text table; `right` holds the indices of right-aligned columns."""
-    header = [list(h) for h in ([header] if header and isinstance(header[0], str) else header)]
-    body = [[_clip(c, max_width) for c in r] for r in rows]
-    ncol = len(header[0]) if header else (len(body[0]) if body else 0)
-    widths = [max([display_width(r[i]) for r in header + body] or [0]) for i in range(ncol)]
+class Table:
+    """An aligned text table whose column widths come from the header and the first rows
+    given, so that a long table prints as its rows arrive (idv cat): later cells wider than
+    their column push the line out rather than re-align what was printed."""
 
-    def line(cells):
+    def __init__(self, header, first_rows=(), right=(), max_width=None, sep="  ",
+                 underline=True):
+        self.header = [list(h) for h in
+                       ([header] if header and isinstance(header[0], str) else header)]
+        self.right, self.max_width, self.sep, self.underline = right, max_width, sep, underline
+        body = self._clipped(first_rows)
+        self.ncol = len(self.header[0]) if self.header else (len(body[0]) if body else 0)
+        self.widths = [max([display_width(r[i]) for r in self.header + body] or [0])
+                       for i in range(self.ncol)]
+
+    def _clipped(self, rows):
+        return [[_clip(c, self.max_width) for c in r] for r in rows]
+
+    def _line(self, cells):
         out = []
         for i, c in enumerate(cells):
-            pad = " " * (widths[i] - display_width(c))
-            out.append(pad + c if i in right else (c + pad if i < ncol - 1 else c))
-        return sep.join(out).rstrip()
-    lines = [line(h) for h in header]
-    if underline and header:
-        lines.append(sep.join("-" * w for w in widths))
-    lines += [line(r) for r in body]
-    return "\n".join(lines)
+            pad = " " * (self.widths[i] - display_width(c))
+            out.append(pad + c if i in self.right else (c + pad if i < self.ncol - 1 else c))
+        return self.sep.join(out).rstrip()
+
+    def head(self):
+        """The header lines (and the underline)."""
+        lines = [self._line(h) for h in self.header]
+        if self.underline and self.header:
+            lines.append(self.sep.join("-" * w for w in self.widths))
+        return lines
+
+    def lines(self, rows):
+        """The lines of `rows`."""
+        return [self._line(r) for r in self._clipped(rows)]
+
+
+def render_table(header, rows, right=(), max_width=None, sep="  ", underline=True):
+    """Aligned text table; `right` holds the indices of right-aligned columns."""
+    t = Table(header, rows, right, max_width, sep, underline)
+    return "\n".join(t.head() + t.lines(rows))
 
 
 def ascii_only(out):

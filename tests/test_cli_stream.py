@@ -1,0 +1,81 @@
+"""``idv cat`` streams: every format prints rows as their blocks decode, so ``idv cat big.idv |
+head -1`` decodes only the first blocks and ends at once, exit 0, no traceback.
+
+Blocks are counted, not timed: the child process counts every block its columns decode
+(``Column.blocks_decoded``) and reports the total when it exits.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import idv
+from reference import REPO_DIR
+
+ROWS, RPB = 200_000, 1000        # 200 blocks per column
+
+# the CLI as `idv cat ...`, counting the blocks decoded; the count goes to argv[1]
+_COUNTING_CLI = r"""
+import atexit, sys
+import idv.reader
+from idv.cli import main
+opened = []
+_open = idv.reader.IdvFile._open
+def counting_open(self):
+    _open(self)
+    opened.append(self)
+idv.reader.IdvFile._open = counting_open
+def report():
+    with open(sys.argv[1], "w") as f:
+        f.write(str(sum(c.blocks_decoded for x in opened for c in x.columns)))
+atexit.register(report)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stream") / "big.idv"
+    rng = np.random.default_rng(0)
+    idv.write(path, {"Id": np.arange(ROWS), "Score": rng.random(ROWS, np.float32),
+                     "Name": [f"name {i}" for i in range(ROWS)]}, rows_per_block=RPB)
+    return path
+
+
+def _cat_into_head(path, fmt, tmp_path):
+    count = tmp_path / "blocks"
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR) + os.pathsep + os.environ.get(
+        "PYTHONPATH", "")}
+    cat = subprocess.Popen([sys.executable, "-c", _COUNTING_CLI, str(count), "cat", str(path),
+                            "--format", fmt], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env=env)
+    head = subprocess.run(["head", "-1"], stdin=cat.stdout, capture_output=True, timeout=120)
+    cat.stdout.close()
+    err = cat.stderr.read().decode()
+    rc = cat.wait(timeout=120)
+    cat.stderr.close()
+    return rc, err, head.stdout.decode(), int(count.read_text())
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "tsv", "json", "jsonl"])
+def test_cat_into_head_decodes_only_the_first_blocks(big, fmt, tmp_path):
+    rc, err, first, blocks = _cat_into_head(big, fmt, tmp_path)
+    assert rc == 0 and err == "", err
+    assert first.strip()
+    total = 3 * ROWS // RPB
+    # the first group of rows (8192 rows: 9 blocks a column) and at most the next, against 600
+    assert 0 < blocks <= 2 * 3 * 9, (blocks, total)
+
+
+def test_cat_table_is_aligned_on_the_first_rows(big):
+    from cli_run import run
+    rc, out, err = run("cat", big, "--rows", "9995:10005", check_rc=0)
+    lines = out.splitlines()
+    assert lines[0].split() == ["#", "Id", "Score", "Name"]
+    assert len({ln.index("name ") for ln in lines[3:-1]}) == 1    # one alignment
+    assert lines[-1] == f"(10 rows of {ROWS})"
+    assert [ln.split()[0] for ln in lines[3:-1]] == [str(i) for i in range(9995, 10005)]
