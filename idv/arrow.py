@@ -229,14 +229,21 @@ def to_arrow(file, columns=None, *, datetime="us", safe=True):
         return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
 
 
-def record_batch_reader(file, columns=None, *, datetime="us", safe=True):
-    """A pyarrow.RecordBatchReader over an .idv, one record batch per block of rows.
+def record_batch_reader(file, columns=None, *, datetime="us", safe=True, batch_size=None):
+    """A pyarrow.RecordBatchReader over an .idv, one record batch per block of rows, or with
+    ``batch_size``, batches of exactly that many rows (the last: what is left), whatever the
+    file's blocks.
 
     Only one block per column is decoded and held at a time (the columns of a block in
-    parallel threads), so files larger than memory stream through. Columns and time options
-    as to_arrow. A file opened here (from a path, bytes or file object) is closed when the
-    batches run out; an IdvFile passed in stays open.
+    parallel threads; with ``batch_size``, the blocks one batch needs), so files larger than
+    memory stream through. Columns and time options as to_arrow. A file opened here (from a
+    path, bytes or file object) is closed when the batches run out; an IdvFile passed in stays
+    open.
     """
+    if batch_size is not None and (isinstance(batch_size, bool) or
+                                   not isinstance(batch_size, (int, np.integer)) or
+                                   batch_size <= 0):
+        raise ValueError(f"batch_size must be a positive number of rows, not {batch_size!r}")
     pa = import_pyarrow()
     from idv.reader import IdvFile, open as idv_open
     owned = not isinstance(file, IdvFile)
@@ -250,7 +257,7 @@ def record_batch_reader(file, columns=None, *, datetime="us", safe=True):
             f.close()
         raise
 
-    def batches():
+    def blocks():
         try:
             for a, _b, parts in iter_row_blocks(f, cols):
                 yield pa.RecordBatch.from_arrays(
@@ -258,7 +265,29 @@ def record_batch_reader(file, columns=None, *, datetime="us", safe=True):
         finally:
             if owned:
                 f.close()
-    return pa.RecordBatchReader.from_batches(schema, batches())
+    batches = blocks() if batch_size is None else _rebatched(pa, schema, blocks(),
+                                                             int(batch_size))
+    return pa.RecordBatchReader.from_batches(schema, batches)
+
+
+def _rebatched(pa, schema, batches, size):
+    """`batches` cut and joined into batches of `size` rows (the last: the rest)."""
+    pending, rows = [], 0
+    for b in batches:
+        pending.append(b)
+        rows += b.num_rows
+        while rows >= size:
+            table = pa.Table.from_batches(pending, schema)
+            yield _one_batch(pa, table.slice(0, size), schema)
+            rest = table.slice(size)
+            pending, rows = rest.to_batches(), rest.num_rows
+    if rows:
+        yield _one_batch(pa, pa.Table.from_batches(pending, schema), schema)
+
+
+def _one_batch(pa, table, schema):
+    batches = table.combine_chunks().to_batches()
+    return batches[0] if len(batches) == 1 else pa.RecordBatch.from_pylist([], schema)
 
 
 def num_batches(f, columns=None):

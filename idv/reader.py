@@ -840,10 +840,12 @@ class IdvFile:
         from idv.arrow import to_arrow
         return to_arrow(self, columns, **kwargs)
 
-    def iter_batches(self, columns=None, **kwargs):
-        """pyarrow.RecordBatches, one per block of rows (idv.arrow.record_batch_reader)."""
+    def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
+        """pyarrow.RecordBatches: one per block of rows, or with ``batch_size`` that many rows
+        each (the last: the rest), as pyarrow's ``ParquetFile.iter_batches``
+        (idv.arrow.record_batch_reader)."""
         from idv.arrow import record_batch_reader
-        return iter(record_batch_reader(self, columns, **kwargs))
+        return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
 
 
 def open(source, *, threads=None, backend=None) -> IdvFile:   # noqa: A001 - like io.open

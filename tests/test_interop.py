@@ -674,3 +674,26 @@ def _sub_dump(dump, f):
     idx = [next(c["index"] for c in dump["columns"] if c["name"] == n) for n in f.column_names]
     return {"rows": [[r[i] for i in idx] for r in dump["rows"]],
             "columns": [dict(dump["columns"][i], index=k) for k, i in enumerate(idx)]}
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 70, 239, 240, 1000])
+def test_iter_batches_with_any_batch_size(size):
+    """batch_size rows a batch whatever the blocks (64 rows here), the last the rest, as
+    pyarrow's ParquetFile.iter_batches; together the same table as to_arrow."""
+    pa = pytest.importorskip("pyarrow")
+    path = idv.sample_path()
+    with idv.open(path) as f:
+        batches = list(f.iter_batches(batch_size=size))
+        assert [b.num_rows for b in batches] == [size] * (240 // size) + (
+            [240 % size] if 240 % size else [])
+        assert pa.Table.from_batches(batches).equals(idv.to_arrow(path))
+        projected = list(idv.record_batch_reader(f, ["Title", "Features"], batch_size=size))
+        assert [b.schema.names for b in projected[:1]] == [["Title", "Features"]]
+        assert pa.Table.from_batches(projected).equals(idv.to_arrow(path, ["Title", "Features"]))
+
+
+@pytest.mark.parametrize("size", [0, -1, 2.5, True, "64"])
+def test_iter_batches_refuses_a_bad_batch_size(size):
+    pytest.importorskip("pyarrow")
+    with idv.open(idv.sample_path()) as f, pytest.raises(ValueError, match="batch_size"):
+        f.iter_batches(batch_size=size)
