@@ -17,7 +17,7 @@ from idv import _threads, ticks
 from idv import types as T
 
 # time modes shared by to_pandas / to_arrow / convert
-TIME_UNITS = ("us", "ns", "ticks")
+TIME_UNITS = ("auto", "exact", "us", "ns", "ticks")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -183,13 +183,39 @@ class _ColumnToArrow:
                                self._describe(row0))
 
 
-def _converters(pa, cols, datetime, safe):
+def _ticks100(values):
+    """The 100-ns counts in read()'s form of a time column's rows (DateTimeOffset: UTC)."""
+    if isinstance(values, Ragged):
+        values = values.values
+    if values.dtype.names:
+        values = values["utc"]
+    return values
+
+
+def _column_unit(col, datetime, safe, values=None):
+    """(unit, safe) for a column: modes 'auto' and 'exact' look at all its time values (the
+    ones given, or its blocks one at a time) to choose (ticks.UnitChoice)."""
+    item = T.item_type(col.type)
+    if datetime not in ticks.CHOSEN_MODES:
+        return datetime, safe
+    if item not in ticks.TIME_ITEMS:
+        return "us", safe
+    choice = ticks.UnitChoice()
+    for part in ([values] if values is not None else col.iter_blocks()):
+        choice.add(_ticks100(part))
+    return choice.settle(datetime, f"column {col.name!r}", item.name)
+
+
+def _converters(pa, cols, datetime, safe, values=None):
     check_time_mode(datetime, TIME_UNITS)
-    return [_ColumnToArrow(pa, c, datetime, bool(safe)) for c in cols]
+    units = [_column_unit(c, datetime, bool(safe), None if values is None else values[i])
+             for i, c in enumerate(cols)]
+    return [_ColumnToArrow(pa, c, unit, s) for c, (unit, s) in zip(cols, units)]
 
 
-def arrow_schema(file, columns=None, *, datetime="us"):
-    """The pyarrow.Schema that to_arrow / record_batch_reader give for these columns."""
+def arrow_schema(file, columns=None, *, datetime="auto"):
+    """The pyarrow.Schema that to_arrow / record_batch_reader give for these columns (with
+    datetime 'auto' or 'exact', the time columns are read to choose their units)."""
     pa = import_pyarrow()
     with opened(file) as f:
         convs = _converters(pa, select_columns(f, columns), datetime, True)
@@ -207,38 +233,44 @@ def _chunked(pa, conv, values, n):
     return pa.chunked_array(chunks, type=conv.arrow_type)
 
 
-def to_arrow(file, columns=None, *, datetime="us", safe=True):
+def to_arrow(file, columns=None, *, datetime="auto", safe=True):
     """Read an .idv (a path, bytes, file object or open IdvFile) into a pyarrow.Table.
 
     ``columns``: names or indices (default: every readable column, the last of each name, as
     IdvFile.read()). ``datetime``: how DateTime, TimeSpan and DateTimeOffset become Arrow
-    values: ``'us'`` (default: ``timestamp[us]`` / ``duration[us]``, all of .NET's range),
-    ``'ns'`` (exact ticks for 1677-2262; other values raise) or ``'ticks'`` (int64 .NET
-    ticks, exact, restored to the ML.NET type by from_arrow). With ``'us'``, a value with
-    sub-microsecond ticks raises unless ``safe=False``, which floors it.
+    values: ``'auto'`` (default: per column the finest unit that holds every value exactly,
+    ``timestamp[ns]`` / ``duration[ns]`` when all fit 1677-2262, else ``[us]``; where neither
+    does, as with ML.NET's ``default(DateTime)`` beside 100-ns ``DateTime.Now`` values, the
+    values are floored to microseconds with an ``idv.IdvWarning`` counting them), ``'exact'``
+    (the same, refusing instead of flooring), ``'us'`` (all of .NET's range; sub-microsecond
+    ticks raise unless ``safe=False``, which floors them), ``'ns'`` (1677-2262; other values
+    raise) or ``'ticks'`` (int64 .NET ticks, exact, restored to the ML.NET type by
+    from_arrow).
     """
     pa = import_pyarrow()
     with opened(file) as f:
         cols = select_columns(f, columns)
-        convs = _converters(pa, cols, datetime, safe)
+        values = [col.read() for col in cols]
+        convs = _converters(pa, cols, datetime, safe, values)
         n = f.num_rows
         if not cols:    # no columns, but maybe rows (ML.NET's internal saver writes such files)
             return pa.Table.from_batches(
                 [pa.RecordBatch.from_struct_array(pa.array([{}] * n, pa.struct([])))])
-        arrays = [_chunked(pa, conv, col.read(), n) for col, conv in zip(cols, convs)]
+        arrays = [_chunked(pa, conv, v, n) for v, conv in zip(values, convs)]
         return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
 
 
-def record_batch_reader(file, columns=None, *, datetime="us", safe=True, batch_size=None):
+def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch_size=None):
     """A pyarrow.RecordBatchReader over an .idv, one record batch per block of rows, or with
     ``batch_size``, batches of exactly that many rows (the last: what is left), whatever the
     file's blocks.
 
     Only one block per column is decoded and held at a time (the columns of a block in
     parallel threads; with ``batch_size``, the blocks one batch needs), so files larger than
-    memory stream through. Columns and time options as to_arrow. A file opened here (from a
-    path, bytes or file object) is closed when the batches run out; an IdvFile passed in stays
-    open.
+    memory stream through. Columns and time options as to_arrow (with 'auto' or 'exact', the
+    time columns are read once more, block by block, to choose their units first). A file
+    opened here (from a path, bytes or file object) is closed when the batches run out; an
+    IdvFile passed in stays open.
     """
     if batch_size is not None and (isinstance(batch_size, bool) or
                                    not isinstance(batch_size, (int, np.integer)) or

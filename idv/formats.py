@@ -99,22 +99,19 @@ def _names(schema, columns):
 
 class _IdvSource(_Source):
     def __init__(self, path, columns, datetime, safe):
-        from idv.arrow import arrow_schema
+        from idv.arrow import record_batch_reader
         from idv.reader import open as idv_open
         self.f = idv_open(path)
         try:
-            self.columns = columns
-            self.datetime, self.safe = datetime, safe
-            self.schema = arrow_schema(self.f, columns, datetime=datetime)
+            self.reader = record_batch_reader(self.f, columns, datetime=datetime, safe=safe)
+            self.schema = self.reader.schema
             self.total = self.f.num_rows
         except BaseException:
             self.f.close()
             raise
 
     def batches(self):
-        from idv.arrow import record_batch_reader
-        return iter(record_batch_reader(self.f, self.columns, datetime=self.datetime,
-                                        safe=self.safe))
+        return iter(self.reader)
 
     def close(self):
         self.f.close()
@@ -523,7 +520,7 @@ def _idv_to_idv(src, dst, columns, compression, rows_per_block, progress):
 # ---------------------------------------------------------------------------------------------
 
 def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_block=None,
-            progress=None, datetime="us", safe=True, types=None, source_format=None):
+            progress=None, datetime="auto", safe=True, types=None, source_format=None):
     """Convert ``src`` into ``dst``, streaming: .idv <-> Parquet, CSV / TSV, Feather / Arrow.
 
     Formats come from the extensions (``.idv``, ``.parquet`` / ``.pq``, ``.csv``, ``.tsv`` /
@@ -539,8 +536,11 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     * ``rows_per_block``: rows per block of an .idv output (default: ML.NET's rule, 8192).
     * ``progress``: called as ``progress(rows_done, rows_total)`` at the start and after each
       block or batch; ``rows_total`` is None when unknown (CSV input).
-    * ``datetime`` / ``safe``: time units of the Arrow side, as in idv.to_arrow (``"us"``,
-      ``"ns"`` or ``"ticks"``; sub-microsecond ticks raise unless ``safe=False``).
+    * ``datetime`` / ``safe``: time units of the Arrow side, as in idv.to_arrow: ``"auto"``
+      (default: per column the finest exact unit, else microseconds floored with an
+      IdvWarning counting the values changed), ``"exact"`` (refuses instead), ``"us"``,
+      ``"ns"`` or ``"ticks"`` (with ``"us"``, sub-microsecond ticks raise unless
+      ``safe=False``).
     * ``types``: idv types for some columns of a non-.idv source (overriding the types
       inferred from Arrow; for CSV they also tell pyarrow how to parse the column).
 

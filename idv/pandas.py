@@ -31,7 +31,7 @@ from idv.vectors import Ragged
 __all__ = ["to_pandas", "read_pandas", "from_pandas"]
 
 VECTOR_MODES = ("expand", "object")
-DATETIME_MODES = ("auto", "ns", "us", "ticks")
+DATETIME_MODES = ("auto", "exact", "ns", "us", "ticks")
 
 
 def _pd():
@@ -62,8 +62,8 @@ def _times(ctx, item, values, describe):
     v = np.ascontiguousarray(values).view(np.int64)
     if ctx.mode == "ticks":
         return ticks.net_ticks(values) if item is T.DateTime else v.copy()
-    unit = ticks.unit_for(v, ctx.mode)
-    out = ticks.ticks_to_unit(v.reshape(-1), unit, ctx.safe, describe, item.name)
+    unit, safe = ticks.unit_for(v, ctx.mode, f"column {ctx.name!r}", item.name, ctx.safe)
+    out = ticks.ticks_to_unit(v.reshape(-1), unit, safe, describe, item.name)
     return ticks.counts_as(out.reshape(v.shape), _TIME_KINDS[item], unit)
 
 
@@ -76,8 +76,9 @@ def _dto_series(ctx, t, values, describe):
     utc = np.ascontiguousarray(values["utc"]).view(np.int64)
     if ctx.mode == "ticks":
         return pd.Series(ticks.net_ticks(values["utc"]))
-    unit = ticks.unit_for(utc, ctx.mode)
-    inst = ticks.counts_as(ticks.ticks_to_unit(utc, unit, ctx.safe, describe, "DateTimeOffset"),
+    unit, safe = ticks.unit_for(utc, ctx.mode, f"column {ctx.name!r}", "DateTimeOffset",
+                                ctx.safe)
+    inst = ticks.counts_as(ticks.ticks_to_unit(utc, unit, safe, describe, "DateTimeOffset"),
                            "M", unit)
     s = pd.Series(inst).dt.tz_localize("UTC")
     off = np.asarray(values["offset_minutes"])
@@ -181,11 +182,15 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     several dimensions); ``"object"`` keeps one column of arrays. Variable-size vectors are
     always one object column of arrays.
 
-    ``datetime``: ``"auto"`` (default) gives DateTime, TimeSpan and DateTimeOffset columns
-    nanoseconds when every value fits (years 1677-2262, +-292 years) and microseconds
-    otherwise; ``"ns"`` always nanoseconds (values beyond raise); ``"us"`` always
-    microseconds; ``"ticks"`` int64 .NET ticks (DateTimeOffset: UTC ticks). Microseconds
-    cannot hold sub-microsecond ticks: they raise unless ``safe=False``, which floors them.
+    ``datetime``: ``"auto"`` (default) gives each DateTime, TimeSpan and DateTimeOffset column
+    the finest unit that holds all its values exactly: nanoseconds when every value fits
+    (years 1677-2262, +-292 years), else microseconds; where neither does (ML.NET's
+    ``default(DateTime)``, year 1, beside ``DateTime.Now`` values with 100-ns digits), the
+    values are floored to microseconds with an ``idv.IdvWarning`` giving how many changed.
+    ``"exact"``: the same, but refusing (ValueError) instead of flooring. ``"ns"`` always
+    nanoseconds (values beyond raise); ``"us"`` always microseconds (sub-microsecond ticks
+    raise unless ``safe=False``, which floors them); ``"ticks"`` int64 .NET ticks
+    (DateTimeOffset: UTC ticks), always exact.
     """
     pd = _pd()
     check_time_mode(vectors, VECTOR_MODES, "vectors")

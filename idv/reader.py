@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from idv import _codecs, _compression, _header, _lookup, _threads, _toc, compression, layout
+from idv import ticks
 from idv import types as T
 from idv import vectors
 from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
@@ -784,11 +785,22 @@ class IdvFile:
         return (f"<idv.IdvFile {self.num_rows} rows x {self.num_columns} columns, "
                 f"version {self.version}>")
 
-    def read(self, columns=None, sparse=False, rows=None):
+    def read(self, columns=None, sparse=False, rows=None, datetime="100ns"):
         """dict name -> array for the named (or indexed) columns; all readable ones by default.
         ``sparse=True`` gives CSR matrices for numeric, Boolean and key vector columns.
         ``rows`` selects rows as ``col[rows]`` does (a slice, row numbers or a boolean mask):
-        only the blocks that hold them are decoded."""
+        only the blocks that hold them are decoded.
+
+        ``datetime``: DateTime / TimeSpan (and DateTimeOffset's UTC) as ``"100ns"`` (default:
+        ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's ticks, exact), ``"auto"`` (per
+        column ``[ns]`` when every value fits, else ``[us]``, flooring 100-ns ticks with an
+        IdvWarning: the units pandas and ``.tolist()`` handle), ``"exact"`` (the same, refusing
+        to floor), ``"ns"``, ``"us"`` (each refusing what it cannot hold) or ``"ticks"``
+        (int64 .NET ticks)."""
+        if datetime not in ("100ns",) + ticks.TIME_MODES:
+            raise ValueError(f"datetime must be one of "
+                             f"{', '.join(map(repr, ('100ns',) + ticks.TIME_MODES))}, "
+                             f"not {datetime!r}")
         if rows is not None and sparse:
             raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
                              "of one column with col[rows]")
@@ -805,6 +817,9 @@ class IdvFile:
             csr = isinstance(t, T.Vector) and (isinstance(t.item, T.Key)
                                                or t.item.dtype.kind in "biuf")
             out[c.name] = c.read(sparse=sparse and csr) if rows is None else c[rows]
+            if datetime != "100ns" and T.item_type(t) in ticks.TIME_ITEMS:
+                out[c.name] = ticks.retimed(out[c.name], T.item_type(t), datetime,
+                                            f"column {c.name!r}")
         return out
 
     # ---- lifetime
@@ -858,7 +873,7 @@ def open(source, *, threads=None, backend=None) -> IdvFile:   # noqa: A001 - lik
     return IdvFile(source, threads=threads, backend=backend)
 
 
-def read(source, columns=None, sparse=False, **kwargs):
-    """Shortcut for ``idv.open(source).read(columns)``."""
+def read(source, columns=None, sparse=False, rows=None, datetime="100ns", **kwargs):
+    """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime)``."""
     with open(source, **kwargs) as f:
-        return f.read(columns, sparse=sparse)
+        return f.read(columns, sparse=sparse, rows=rows, datetime=datetime)

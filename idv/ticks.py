@@ -14,7 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 # the constants are defined with the types (the Cython codecs read them there)
-from idv.types import DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_MINUTE
+from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_MINUTE,
+                       DateTime, DateTimeOffset, TimeSpan)
+
+TIME_ITEMS = (DateTime, TimeSpan, DateTimeOffset)    # the item types held as ticks
 
 INT64_MIN = -2**63
 INT64_MAX = 2**63 - 1
@@ -140,12 +143,66 @@ def fits_ns(ticks100):
                                  and int(ticks100.max()) <= NS_MAX_100)
 
 
-def unit_for(ticks100, mode):
-    """The unit of mode 'auto' (pandas): 'ns' when every value fits it, else 'us'; any other
-    mode is its own unit."""
-    if mode != "auto":
-        return mode
-    return "ns" if fits_ns(ticks100) else "us"
+# How times convert for Arrow, pandas and read(): a unit ('us', 'ns'), the .NET ticks as
+# int64 ('ticks'), read()'s own datetime64[100ns] ('100ns'), or chosen per column: 'auto', the
+# finest unit that holds every value of the column exactly (ns, else us), flooring to us with
+# an IdvWarning that counts the values changed where neither does; 'exact', the same, but
+# refusing instead of flooring.
+CHOSEN_MODES = ("auto", "exact")
+TIME_MODES = CHOSEN_MODES + ("us", "ns", "ticks")
+
+
+class UnitChoice:
+    """Sums up a column's 100-ns counts, block by block, to choose its unit (modes 'auto'
+    and 'exact'): whether all fit nanoseconds, and how many have sub-microsecond ticks."""
+
+    def __init__(self):
+        self.lo, self.hi, self.sub_us, self.first_sub_us = None, None, 0, None
+
+    def add(self, ticks100):
+        v = np.ascontiguousarray(ticks100).view(np.int64).reshape(-1)
+        if not len(v):
+            return
+        lo, hi = int(v.min()), int(v.max())
+        self.lo = lo if self.lo is None else min(self.lo, lo)
+        self.hi = hi if self.hi is None else max(self.hi, hi)
+        rem = v % 10 != 0
+        n = int(np.count_nonzero(rem))
+        if n and self.first_sub_us is None:
+            self.first_sub_us = int(v[_first(rem)])
+        self.sub_us += n
+
+    def settle(self, mode, column, what):
+        """(unit, safe) for ticks_to_unit: 'ns' where every value fits, else 'us', flooring
+        (safe False) with an IdvWarning ('auto') or refusing with ValueError ('exact') when
+        some values have sub-microsecond ticks."""
+        from idv.errors import IdvWarning
+        if self.lo is None or (self.lo >= NS_MIN_100 and self.hi <= NS_MAX_100):
+            return "ns", True
+        if not self.sub_us:
+            return "us", True
+        example = show_ticks(self.first_sub_us, what)
+        span = "+-292 years" if what == "TimeSpan" else "years 1677-2262"
+        message = (f"{column}: {self.sub_us} {what} value{'s' * (self.sub_us != 1)} (first: "
+                   f"{example}) have 100-ns ticks, and the column spans more than nanoseconds "
+                   f"can hold ({span}), so no unit holds it exactly")
+        if mode == "exact":
+            raise ValueError(f"{message}; use datetime='ticks' (exact .NET ticks) or 'auto' "
+                             f"(floors them to microseconds, with a warning)")
+        import warnings
+        warnings.warn(f"{message}: floored to microseconds (datetime='ticks' keeps them "
+                      f"exact)", IdvWarning, stacklevel=4)
+        return "us", False
+
+
+def unit_for(ticks100, mode, column="values", what="DateTime", safe=True):
+    """(unit, safe) to convert these 100-ns counts with: for 'auto' and 'exact' chosen from
+    the values (UnitChoice.settle); any other mode is its own unit, with `safe` as given."""
+    if mode not in CHOSEN_MODES:
+        return mode, safe
+    choice = UnitChoice()
+    choice.add(ticks100)
+    return choice.settle(mode, column, what)
 
 
 def ticks_to_unit(ticks100, unit, safe, describe, what):
@@ -235,3 +292,32 @@ def format_datetimeoffset(value):
     sign = "-" if offset < 0 else "+"
     hh, mm = divmod(abs(offset), 60)
     return f"{format_datetime(np.int64(local).view(DATETIME_DTYPE))}{sign}{hh:02d}:{mm:02d}"
+
+
+# ---------------------------------------------------------------------------------------------
+# read()'s forms in another unit (IdvFile.read(datetime=...))
+# ---------------------------------------------------------------------------------------------
+
+def _kind_of(item):
+    return "m" if item.name == "TimeSpan" else "M"
+
+
+def retimed(values, item, mode, column):
+    """read()'s DateTime / TimeSpan / DateTimeOffset values (a 1-d array, rows of vectors,
+    a Ragged or a scipy.sparse matrix) in `mode` ('auto', 'exact', 'us', 'ns', 'ticks')."""
+    if not isinstance(values, np.ndarray):
+        if hasattr(values, "offsets") and hasattr(values, "values"):     # idv.Ragged
+            return type(values)(retimed(values.values, item, mode, column), values.offsets)
+        return values                      # sparse matrices hold numbers only
+    if values.dtype.names:                 # DateTimeOffset: (utc, offset_minutes)
+        utc = retimed(np.ascontiguousarray(values["utc"]), item, mode, column)
+        out = np.empty(values.shape, [("utc", utc.dtype), ("offset_minutes", np.int16)])
+        out["utc"], out["offset_minutes"] = utc, values["offset_minutes"]
+        return out
+    v = np.ascontiguousarray(values).view(np.int64)
+    if mode == "ticks":
+        return net_ticks(values) if _kind_of(item) == "M" else v.copy()
+    unit, safe = unit_for(v, mode, column, item.name)
+    where = (lambda i: f"{column} item {i}")
+    counts = ticks_to_unit(v.reshape(-1), unit, safe, where, item.name).reshape(v.shape)
+    return counts_as(counts, _kind_of(item), unit)

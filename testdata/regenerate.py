@@ -180,6 +180,26 @@ def datetime_vectors():
     ]}
 
 
+def mixed_dates():
+    """48 rows in blocks of 16: the DateTimes of real ML.NET data. 'Created' mixes
+    default(DateTime) (year 1, ticks 0) with DateTime.Now-style values (100-ns digits): no
+    unit but .NET ticks holds it exactly. 'Updated' has 100-ns digits within 1677-2262
+    (nanoseconds hold it), 'Day' whole days back to year 1 (microseconds hold it), 'Elapsed'
+    TimeSpans with 100-ns digits."""
+    n = 48
+    now = [TICKS_2020 + 2_000_000_000_000 + r * 86_400_123_456_7 + (r * 7919) % 10_000_000
+           for r in range(n)]
+    return {"rows": n, "columns": [
+        {"name": "Id", "type": "Int32", "values": list(range(n))},
+        {"name": "Created", "type": "DateTime",
+         "values": [0 if r % 5 == 0 else now[r] for r in range(n)]},
+        {"name": "Updated", "type": "DateTime", "values": [t + 3 for t in now]},
+        {"name": "Day", "type": "DateTime",
+         "values": [0 if r % 7 == 0 else (r * 86_400 * 10_000_000 * 1000) for r in range(n)]},
+        {"name": "Elapsed", "type": "TimeSpan", "values": [r * 12_345_671 for r in range(n)]},
+    ]}
+
+
 def keys_wide():
     """9 rows in blocks of 4: keys at the limits of their raw types, key vectors with KeyValues."""
     n = 9
@@ -321,6 +341,10 @@ FIXTURES = {
         "annotation types the sample lacks: UInt64 key, DateTimeOffset (vector), TimeSpan "
         "long.MinValue, RowId, Boolean vector, sparse text vector, 2x3 Double, DateTime KeyValues",
         annotations_more, []),
+    "mixed_dates": (
+        "DateTimes as in real ML.NET data: default(DateTime) beside 100-ns DateTime.Now-style "
+        "values, 100-ns values within 1677-2262, whole days from year 1, 100-ns TimeSpans; 3 "
+        "blocks of 16 rows", mixed_dates, ["--max-rows-per-block", "16"]),
     "sample": (
         "the sample bundled with the package (idv.sample_path()): 240 listings in 4 blocks "
         "of 64 rows; Int64, DateTime, a key with KeyValues, Int32, Single, Double, Boolean, "

@@ -81,13 +81,13 @@ def test_compression_is_checked_before_any_file_is_made(fmt, bad, good, tmp_path
     assert os.listdir(tmp_path) == [out.name]
 
 
-def test_sub_microsecond_default_refuses_and_writes_nothing(tmp_path):
+def test_sub_microsecond_in_microseconds_refuses_and_writes_nothing(tmp_path):
     out = tmp_path / "dt.parquet"
     with pytest.raises(ValueError, match="sub-microsecond"):
-        idv.convert(fixture("scalars_datetime"), out)
+        idv.convert(fixture("scalars_datetime"), out, datetime="us")
     assert os.listdir(tmp_path) == []
     # safe=False floors to microseconds
-    idv.convert(fixture("scalars_datetime"), out, safe=False, columns=["DT"])
+    idv.convert(fixture("scalars_datetime"), out, datetime="us", safe=False, columns=["DT"])
     dump = sidecar("scalars_datetime")
     got = pq.read_table(out).column("DT").cast(pa.int64()).to_pylist()
     assert got == [(int(r[0]) - EPOCH_TICKS) // 10 for r in dump["rows"]]
@@ -160,9 +160,10 @@ def test_csv_text_holds_mlnet_values(fmt, delimiter, tmp_path):
     vec = expected_column(dump, cols["Vec"]["index"])
     got = np.array([[float(x) for x in r[6:10]] for r in body], np.float32)
     assert_arrays_equal(got, vec, "Vec")
-    dts = expected_column(dump, cols["DT"]["index"]).astype("datetime64[us]")
+    # the dates all fit nanoseconds: written exactly, to the nanosecond
+    dts = expected_column(dump, cols["DT"]["index"]).astype("datetime64[ns]")
     assert [r[10] for r in body] == [str(d).replace("T", " ") + (
-        "" if "." in str(d) else ".000000") for d in dts]
+        "" if "." in str(d) else ".000000000") for d in dts]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 import tracemalloc
 
 import numpy as np
@@ -40,16 +41,64 @@ def test_to_arrow_ticks_equals_mlnet(name):
     check_arrow_table(table, sidecar(name))
 
 
+def _time_ticks(dump, dcol):
+    """A time column's 100-ns counts as ML.NET dumped them (DateTime: from 1970), implicit
+    zeros of sparse rows included."""
+    out = []
+    for row in dump["rows"]:
+        cell = row[dcol["index"]]
+        if isinstance(cell, dict) and "values" in cell:
+            items = cell["values"]
+            if len(items) < cell.get("length", len(items)):
+                items = items + [0]
+        else:
+            items = cell if isinstance(cell, list) else [cell]
+        out += [int(c["ticks"] if isinstance(c, dict) else c) for c in items]
+    return [t - EPOCH_TICKS if dcol["item_type"] == "DateTime" else t for t in out]
+
+
 @pytest.mark.parametrize("name", sample_params())
-def test_to_arrow_default_microseconds(name):
-    """The default timestamp[us] / duration[us]: exact where ML.NET's ticks are whole
+def test_to_arrow_default_chooses_the_finest_exact_unit(name):
+    """datetime='auto' (the default): per DateTime / TimeSpan column nanoseconds when all its
+    values fit them, else microseconds, flooring with one IdvWarning per column that counts the
+    values changed when some have 100-ns ticks; worked out here from ML.NET's own dump."""
+    import warnings
+    dump = sidecar(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = idv.to_arrow(fixture(name))
+    warned = {}
+    for w in caught:
+        m = re.match(r"column '([^']*)': (\d+) ", str(w.message))
+        if issubclass(w.category, idv.IdvWarning) and m:
+            warned[m.group(1)] = int(m.group(2))
+    expected = {}
+    for i, dcol in enumerate(visible_columns(dump)):
+        if dcol["item_type"] not in ("DateTime", "TimeSpan"):
+            continue
+        v = _time_ticks(dump, dcol)
+        unit = "ns" if all(-(2**63 - 1) // 100 <= t <= (2**63 - 1) // 100 for t in v) else "us"
+        assert f"[{unit}" in str(table.schema.field(i).type), (dcol["name"], unit)
+        changed = sum(t % 10 != 0 for t in v) if unit == "us" else 0
+        if changed:
+            expected[dcol["name"]] = changed
+    assert {k: v for k, v in warned.items() if k in expected or k not in
+            [c["name"] for c in visible_columns(dump) if c["item_type"] == "DateTimeOffset"]} \
+        == expected
+    if not warned:
+        check_arrow_table(table, dump)
+
+
+@pytest.mark.parametrize("name", sample_params())
+def test_to_arrow_in_microseconds(name):
+    """datetime='us': timestamp[us] / duration[us], exact where ML.NET's ticks are whole
     microseconds; sub-microsecond ticks raise (safe) or floor (safe=False)."""
     dump = sidecar(name)
     path = fixture(name)
     if has_sub_microsecond(dump):
         with pytest.raises(ValueError, match="sub-microsecond ticks"):
-            idv.to_arrow(path)
-        table = idv.to_arrow(path, safe=False)
+            idv.to_arrow(path, datetime="us")
+        table = idv.to_arrow(path, datetime="us", safe=False)
         for i, dcol in enumerate(visible_columns(dump)):
             if dcol["item_type"] != "DateTime" or dcol["is_vector"]:
                 continue
@@ -58,7 +107,7 @@ def test_to_arrow_default_microseconds(name):
             want = np.array([(t - EPOCH_TICKS) // 10 for t in ticks], np.int64)
             assert np.array_equal(got, want), dcol["name"]
         return
-    table = idv.to_arrow(path)
+    table = idv.to_arrow(path, datetime="us")
     for field in table.schema:
         assert "timestamp[ns" not in str(field.type) and "duration[ns" not in str(field.type)
     check_arrow_table(table, dump)
@@ -74,7 +123,8 @@ def test_arrow_types_of_each_kind():
     assert schema.field("Key").type == pa.dictionary(pa.int32(), pa.string())
     assert schema.field("Vec").type == pa.list_(pa.float32(), 4)
     assert schema.field("Var").type == pa.list_(pa.int16())
-    assert schema.field("DT").type == pa.timestamp("us")
+    assert schema.field("DT").type == pa.timestamp("ns")    # all its values fit ns
+    assert idv.to_arrow(path, datetime="us").schema.field("DT").type == pa.timestamp("us")
     from idv.arrow import arrow_schema
     s2 = arrow_schema(fixture("scalars_datetime"), columns=["TS"], datetime="ns")
     assert s2.field("TS").type == pa.duration("ns")
@@ -350,17 +400,28 @@ def test_pandas_slot_names():
 
 def test_pandas_datetime_rules():
     """scalars_datetime holds 0001-01-01 + 100 ns and DateTime.MaxValue: neither fits
-    nanoseconds, and microseconds cannot hold their last tick: 'auto' refuses, 'ticks' is exact,
-    safe=False floors to microseconds."""
+    nanoseconds, and microseconds cannot hold their last tick: 'auto' floors to microseconds
+    with a warning counting the values changed, 'exact' refuses, 'ticks' is exact, 'us'
+    refuses unless safe=False, which floors."""
     dump = sidecar("scalars_datetime")
     path = fixture("scalars_datetime")
     cols = {c["name"]: c for c in dump["columns"]}
+    dt_ticks = [int(r[cols["DT"]["index"]]) for r in dump["rows"]]
+    changed = sum(t % 10 != 0 for t in dt_ticks)
+    assert changed > 0
+    with pytest.warns(idv.IdvWarning, match=rf"column 'DT': {changed} DateTime values? .*"
+                                             rf"floored to microseconds"):
+        auto = idv.to_pandas(path, columns=["DT"])
+    assert auto["DT"].to_numpy().view(np.int64).tolist() == \
+        [(t - EPOCH_TICKS) // 10 for t in dt_ticks]
+    with pytest.raises(ValueError, match="no unit holds it exactly"):
+        idv.to_pandas(path, columns=["DT"], datetime="exact")
     with pytest.raises(ValueError, match="sub-microsecond"):
-        idv.to_pandas(path, columns=["DT"])
+        idv.to_pandas(path, columns=["DT"], datetime="us")
     ticks = idv.to_pandas(path, datetime="ticks")
     assert ticks["DT"].tolist() == [int(r[cols["DT"]["index"]]) for r in dump["rows"]]
     assert ticks["TS"].tolist() == [int(r[cols["TS"]["index"]]) for r in dump["rows"]]
-    floored = idv.to_pandas(path, columns=["DT"], safe=False)
+    floored = idv.to_pandas(path, columns=["DT"], datetime="us", safe=False)
     assert floored["DT"].dtype == np.dtype("datetime64[us]")
     want = [(int(r[cols["DT"]["index"]]) - EPOCH_TICKS) // 10 for r in dump["rows"]]
     assert floored["DT"].to_numpy().view(np.int64).tolist() == want

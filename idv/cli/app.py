@@ -146,9 +146,11 @@ def build_parser():
                         "a pyarrow codec (zstd, snappy, lz4, none...)")
     s.add_argument("--rows-per-block", type=_positive, default=None, metavar="N",
                    help="rows per block of an .idv output (default: ML.NET's rule)")
-    s.add_argument("--datetime", choices=("us", "ns", "ticks"), default="us",
-                   help="DateTime/TimeSpan on the Arrow side: microseconds (default), "
-                        "nanoseconds (years 1677-2262 only) or exact int64 .NET ticks")
+    s.add_argument("--datetime", choices=("auto", "exact", "us", "ns", "ticks"), default="auto",
+                   help="DateTime/TimeSpan on the Arrow side: auto (default: per column "
+                        "nanoseconds if all fit, else microseconds, flooring 100-ns ticks with "
+                        "a warning), exact (the same, refusing to floor), us, ns (years "
+                        "1677-2262 only) or ticks (exact int64 .NET ticks)")
     s.add_argument("--floor-datetime", action="store_true",
                    help="floor ticks finer than the --datetime unit instead of failing")
     s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

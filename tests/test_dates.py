@@ -1,0 +1,168 @@
+"""Dates always convert: the DateTimes of real ML.NET data (testdata/mixed_dates, written by
+ML.NET through the oracle's write-spec) go to Arrow, pandas and Parquet by default.
+
+Per column, the finest unit that holds every value exactly: nanoseconds when all fit
+(1677-2262), else microseconds; a column that neither holds (default(DateTime), year 1, beside
+DateTime.Now values with 100-ns digits) is floored to microseconds with one IdvWarning that
+counts the values changed. ``datetime="ticks"`` is exact, ``datetime="exact"`` refuses. Every
+expectation below is worked out from ML.NET's own dump (the sidecar), not from idv.
+"""
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import idv
+from cli_run import run
+
+HERE = Path(__file__).resolve().parent.parent / "testdata"
+PATH = HERE / "mixed_dates.idv"
+DUMP = json.loads((HERE / "mixed_dates.json").read_text())
+EPOCH = 621355968000000000          # .NET ticks of 1970-01-01
+
+pa = pytest.importorskip("pyarrow")
+
+
+def ticks_of(name):
+    """The column's .NET ticks, as ML.NET read them."""
+    i = [c["name"] for c in DUMP["columns"]].index(name)
+    return [int(r[i]) for r in DUMP["rows"]]
+
+
+def since_1970(name):
+    t = ticks_of(name)
+    return t if name == "Elapsed" else [x - EPOCH for x in t]      # TimeSpan: a duration
+
+
+CREATED_CHANGED = sum(t % 10 != 0 for t in since_1970("Created"))
+
+
+def _warnings_of(call):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    return result, [str(w.message) for w in caught if issubclass(w.category, idv.IdvWarning)]
+
+
+def test_the_fixture_is_the_case_of_the_issue():
+    created = since_1970("Created")
+    assert 0 - EPOCH in created and CREATED_CHANGED > 30          # year 1 and 100-ns values
+    assert all(t % 10 for t in since_1970("Updated"))             # 100-ns digits, 2020s
+    assert all(t % 10 == 0 for t in since_1970("Day")) and -EPOCH in since_1970("Day")
+
+
+def _check_arrow_columns(table):
+    """The units and values the rule gives, from ML.NET's ticks."""
+    assert table.schema.field("Created").type == pa.timestamp("us")
+    assert table.schema.field("Updated").type == pa.timestamp("ns")
+    assert table.schema.field("Day").type == pa.timestamp("us")
+    assert table.schema.field("Elapsed").type == pa.duration("ns")
+    as_ints = {n: table.column(n).cast(pa.int64()).to_pylist() for n in
+               ("Created", "Updated", "Day", "Elapsed")}
+    assert as_ints["Created"] == [t // 10 for t in since_1970("Created")]       # floored
+    assert as_ints["Updated"] == [t * 100 for t in since_1970("Updated")]       # exact
+    assert as_ints["Day"] == [t // 10 for t in since_1970("Day")]               # exact
+    assert as_ints["Elapsed"] == [t * 100 for t in since_1970("Elapsed")]       # exact
+
+
+def _one_warning_for_created(messages):
+    assert len(messages) == 1, messages
+    assert re.match(rf"column 'Created': {CREATED_CHANGED} DateTime values \(first: DateTime "
+                    rf"\d{{4}}-.*floored to microseconds", messages[0]), messages
+
+
+@pytest.mark.parametrize("how", ["to_arrow", "record_batch_reader", "iter_batches"])
+def test_arrow_by_default(how):
+    def call():
+        if how == "to_arrow":
+            return idv.to_arrow(PATH)
+        if how == "record_batch_reader":
+            return idv.record_batch_reader(PATH).read_all()
+        with idv.open(PATH) as f:
+            return pa.Table.from_batches(list(f.iter_batches(batch_size=10)))
+    table, messages = _warnings_of(call)
+    _one_warning_for_created(messages)
+    _check_arrow_columns(table)
+
+
+def test_pandas_by_default():
+    pd = pytest.importorskip("pandas")
+    df, messages = _warnings_of(lambda: idv.read_pandas(PATH))
+    _one_warning_for_created(messages)
+    assert df["Created"].dtype == np.dtype("datetime64[us]")
+    assert df["Updated"].dtype == np.dtype("datetime64[ns]")
+    assert df["Updated"].to_numpy().view(np.int64).tolist() == \
+        [t * 100 for t in since_1970("Updated")]
+    assert df["Created"].iloc[0] == pd.Timestamp("0001-01-01")
+    assert df["Created"].to_numpy().view(np.int64).tolist() == \
+        [t // 10 for t in since_1970("Created")]
+
+
+def test_parquet_by_default_and_exactly_with_ticks(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    _, messages = _warnings_of(lambda: idv.convert(PATH, tmp_path / "x.parquet"))
+    _one_warning_for_created(messages)
+    _check_arrow_columns(pq.read_table(tmp_path / "x.parquet"))
+    # ticks: exact, and back to an .idv with ML.NET's ticks
+    _, messages = _warnings_of(lambda: idv.convert(PATH, tmp_path / "t.parquet",
+                                                   datetime="ticks"))
+    assert messages == []
+    t = pq.read_table(tmp_path / "t.parquet")
+    assert t.column("Created").to_pylist() == ticks_of("Created")
+    idv.convert(tmp_path / "t.parquet", tmp_path / "back.idv")
+    back = idv.read(tmp_path / "back.idv")
+    for name in ("Created", "Updated", "Day"):
+        assert (back[name].view(np.int64) + EPOCH).tolist() == ticks_of(name), name
+    assert back["Elapsed"].view(np.int64).tolist() == ticks_of("Elapsed")
+
+
+def test_exact_refuses_and_names_the_column(tmp_path):
+    with pytest.raises(ValueError, match=rf"column 'Created': {CREATED_CHANGED} DateTime values"):
+        idv.to_arrow(PATH, datetime="exact")
+    with pytest.raises(ValueError, match="no unit holds it exactly"):
+        idv.convert(PATH, tmp_path / "x.parquet", datetime="exact")
+    assert list(tmp_path.iterdir()) == []
+    table = idv.to_arrow(PATH, columns=["Updated", "Day", "Elapsed"], datetime="exact")
+    assert table.schema.field("Updated").type == pa.timestamp("ns")
+
+
+def test_cli_convert_by_default_warns_once(tmp_path):
+    pytest.importorskip("pyarrow.parquet")
+    rc, out, err = run("convert", PATH, tmp_path / "x.parquet", "-q")
+    assert rc == 0, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"idv: warning: column 'Created': {CREATED_CHANGED} DateTime values"), err
+    rc, out, err = run("convert", PATH, tmp_path / "y.parquet", "-q", "--datetime", "ticks")
+    assert (rc, err) == (0, "")
+
+
+def test_read_in_the_units_numpy_and_pandas_handle():
+    """read(datetime='auto'): datetime64[ns] / [us] that pd.Series, printing and .tolist()
+    handle (datetime64[100ns] prints year 1 as 1754 and lists as integers); the default stays
+    read()'s exact datetime64[100ns]."""
+    pd = pytest.importorskip("pandas")
+    exact = idv.read(PATH)
+    assert exact["Created"].dtype == np.dtype("datetime64[100ns]")
+    assert exact["Created"].view(np.int64).tolist() == since_1970("Created")
+    data, messages = _warnings_of(lambda: idv.read(PATH, datetime="auto"))
+    _one_warning_for_created(messages)
+    assert data["Created"].dtype == np.dtype("datetime64[us]")
+    assert data["Updated"].dtype == np.dtype("datetime64[ns]")
+    assert data["Elapsed"].dtype == np.dtype("timedelta64[ns]")
+    assert str(data["Created"][0]) == "0001-01-01T00:00:00.000000"
+    import datetime as dt
+    assert data["Day"].tolist()[1] == dt.datetime(1, 1, 1) + dt.timedelta(days=1000)
+    assert pd.Series(data["Updated"]).astype("int64").tolist() == \
+        [t * 100 for t in since_1970("Updated")]
+    assert idv.read(PATH, columns=["Created"], datetime="ticks")["Created"].tolist() == \
+        ticks_of("Created")
+    with pytest.raises(ValueError, match="no unit holds it exactly"):
+        idv.read(PATH, columns=["Created"], datetime="exact")
+    with pytest.raises(ValueError, match="datetime must be one of"):
+        idv.read(PATH, datetime="seconds")
