@@ -11,7 +11,8 @@ import warnings
 
 import numpy as np
 
-from idv import _codecs, _compression, _header, _lookup, _threads, _toc, compression, layout
+from idv import (_codecs, _compression, _header, _lookup, _threads, _toc, cache, compression,
+                 layout)
 from idv import ticks
 from idv import types as T
 from idv import vectors
@@ -409,7 +410,7 @@ class Column:
             if not 0 <= i < n:
                 raise IndexError(f"row {key} out of range for {n} rows")
             b = i // rpb
-            return _detached(self.read_blocks(b, b + 1)[i - b * rpb])
+            return _detached(self._cached_block(b)[i - b * rpb])
         if isinstance(key, slice):
             rows = np.arange(*key.indices(n))
             if len(rows) and key.step in (None, 1):
@@ -421,12 +422,15 @@ class Column:
         if len(rows) == 0:
             return self.read_blocks(0, 0)
         blocks = np.unique(rows // rpb)
-        # decode runs of consecutive blocks together, skip the rest
-        runs = np.split(blocks, np.flatnonzero(np.diff(blocks) != 1) + 1)
         parts, firsts = [], []
-        for run in runs:
-            parts.append(self.read_blocks(int(run[0]), int(run[-1]) + 1))
-            firsts.append(int(run[0]) * rpb)
+        if len(blocks) <= _CACHED_SELECTION_BLOCKS:     # a few blocks: each once, cached
+            for b in blocks:
+                parts.append(self._cached_block(int(b)))
+                firsts.append(int(b) * rpb)
+        else:        # many: runs of consecutive blocks decoded together, the rest skipped
+            for run in np.split(blocks, np.flatnonzero(np.diff(blocks) != 1) + 1):
+                parts.append(self.read_blocks(int(run[0]), int(run[-1]) + 1))
+                firsts.append(int(run[0]) * rpb)
         if len(parts) == 1:
             whole, local = parts[0], rows - firsts[0]
         else:
@@ -435,6 +439,11 @@ class Column:
             run_of_row = np.searchsorted(np.array(firsts), rows, side="right") - 1
             local = rows - np.array(firsts)[run_of_row] + starts[run_of_row]
         return whole[local]
+
+    def _cached_block(self, b):
+        """Block `b` in read()'s form, through the file's cache of decoded blocks."""
+        return self._file._blocks.get((self.index, b), lambda: self.read_blocks(b, b + 1),
+                                      int(self.lookup["raw"][b]))
 
     def read_blocks(self, b0, b1, sparse=False):
         """The rows of blocks [b0, b1) in read()'s form (read, slicing and iter_blocks use it;
@@ -597,6 +606,9 @@ def block_groups(raw, limit, base=0):
     return out
 
 
+# A row selection over at most this many blocks goes through the cache of decoded blocks.
+_CACHED_SELECTION_BLOCKS = 64
+
 # Densified sparse rows up to this many bytes are always allowed (see _check_dense).
 _DENSE_FLOOR = 1 << 28
 
@@ -668,7 +680,8 @@ class IdvFile:
     and column counts), ``threads`` and ``backend`` (as given to idv.open).
     """
 
-    def __init__(self, source, *, threads=None, backend=None):
+    def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES):
+        self._blocks = cache.BlockCache(cache_bytes)
         self._source = open_source(source)
         self._path = self._source.name   # put into every IdvFormatError from this file
         self.threads = threads or _threads.default_threads()
@@ -825,6 +838,7 @@ class IdvFile:
     # ---- lifetime
     def close(self):
         """Release the file (its memory map or file object); arrays already read stay valid."""
+        self._blocks.clear()
         if self._source is not None:
             self._source.close()
             self._source = None
@@ -863,14 +877,16 @@ class IdvFile:
         return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
 
 
-def open(source, *, threads=None, backend=None) -> IdvFile:   # noqa: A001 - like io.open
+def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
+         cache_bytes=cache.DEFAULT_BYTES) -> IdvFile:
     """Open an .idv: a path (memory-mapped), a bytes-like object, or a seekable binary file.
 
     ``threads``: decoding threads (default: the CPUs available). ``backend``: the DEFLATE
     library, 'libdeflate', 'isal' or 'zlib' (default: the fastest installed,
-    idv.compression.default_backend()).
+    idv.compression.default_backend()). ``cache_bytes``: the decoded blocks that row access
+    (``col[i]``, ``col[[i, j]]``, masks) keeps to find again (default 64 MiB; 0 keeps none).
     """
-    return IdvFile(source, threads=threads, backend=backend)
+    return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes)
 
 
 def read(source, columns=None, sparse=False, rows=None, datetime="100ns", **kwargs):

@@ -298,7 +298,9 @@ def test_column_layout_matches_the_table_of_contents(name):
 
 @pytest.mark.parametrize("name,col_name", SEEK_COLUMNS)
 def test_indexing_and_slicing_decode_only_the_blocks_needed(name, col_name):
-    with idv.open(fixture(name)) as f:
+    # no cache of decoded blocks: every access counts its own (tests/test_row_access.py has
+    # the cache)
+    with idv.open(fixture(name), cache_bytes=0) as f:
         col = f[col_name]
         n, rpb = col.num_rows, col.rows_per_block
         assert col.num_blocks > 2, "a seeking test needs several blocks"

@@ -1,0 +1,57 @@
+"""Decoded blocks kept for row access: ``col[i]`` and ``col[[i, j, ...]]`` decode a block once
+and find it again while it stays in a cache bounded in bytes (least recently used out first).
+Whole reads and slices stream past it: they decode their blocks once anyway.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+DEFAULT_BYTES = 64 << 20     # per open file
+
+_PYOBJECT_BYTES = 56         # what a short Python str costs beyond its pointer (text blocks)
+
+
+def cost(value, raw_bytes=0):
+    """The bytes a decoded block holds (at least `raw_bytes`, its decompressed size)."""
+    arrays = [value] if isinstance(value, np.ndarray) else \
+        [a for a in (getattr(value, "values", None), getattr(value, "offsets", None))
+         if isinstance(a, np.ndarray)]
+    n = sum(a.nbytes + (a.size * _PYOBJECT_BYTES if a.dtype == object else 0) for a in arrays)
+    return max(n, int(raw_bytes), 1)
+
+
+class BlockCache:
+    """Blocks by key, within `max_bytes` (0: keep nothing)."""
+
+    def __init__(self, max_bytes=DEFAULT_BYTES):
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, np.integer)) \
+                or max_bytes < 0:
+            raise ValueError(f"cache_bytes must be a number of bytes >= 0, not {max_bytes!r}")
+        self.max_bytes = int(max_bytes)
+        self.nbytes = 0
+        self._items = OrderedDict()
+
+    def get(self, key, load, raw_bytes=0):
+        """The block under `key`, or `load()`'s, kept if it fits."""
+        hit = self._items.get(key)
+        if hit is not None:
+            self._items.move_to_end(key)
+            return hit[0]
+        value = load()
+        size = cost(value, raw_bytes)
+        if size <= self.max_bytes:
+            self._items[key] = (value, size)
+            self.nbytes += size
+            while self.nbytes > self.max_bytes:
+                _, (_, gone) = self._items.popitem(last=False)
+                self.nbytes -= gone
+        return value
+
+    def __len__(self):
+        return len(self._items)
+
+    def clear(self):
+        self._items.clear()
+        self.nbytes = 0
