@@ -515,6 +515,35 @@ def _idv_to_idv(src, dst, columns, compression, rows_per_block, progress):
         return total
 
 
+def _idv_to_text(src, dst, columns, delimiter, compression, progress):
+    """.idv -> CSV / TSV through idv.delimited, the writer of ``idv cat --format csv`` too."""
+    import io
+
+    from idv.delimited import DelimitedWriter
+    check_compression("csv" if delimiter == "," else "tsv", compression)
+    with opened(src) as f:
+        cols = select_columns(f, columns)
+        total = f.num_rows
+        if progress is not None:
+            progress(0, total)
+        out = AtomicPath(dst)
+        try:
+            with out.open() as raw:
+                text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+                w = DelimitedWriter(text, cols, delimiter)
+                for a, b, parts in iter_row_blocks(f, cols):
+                    w.write(parts)
+                    if progress is not None:
+                        progress(b, total)
+                text.flush()
+                text.detach()
+            out.commit()
+        except BaseException:
+            out.abort()
+            raise
+        return total
+
+
 # ---------------------------------------------------------------------------------------------
 # convert
 # ---------------------------------------------------------------------------------------------
@@ -546,10 +575,10 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
 
     The .idv side keeps ML.NET's types and metadata in the Arrow field metadata, so .idv ->
     Parquet / Feather -> .idv gives back the same types, annotations and values. CSV keeps
-    values only: fixed-size vectors are written one column per slot (``Features.<slot name>``
-    or ``Features.0``...), DateTimeOffset / RowId as ``name.utc``, ``name.offset_minutes`` /
-    ``name.low``, ``name.high`` columns; variable-size vectors raise (CSV cannot hold them),
-    and types are inferred again by pyarrow's CSV reader when read back.
+    values only, written from an .idv as ``idv cat --format csv`` writes them (idv.delimited:
+    one column per slot of a fixed-size vector, a JSON array per variable-size one, keys as
+    their KeyValues, times in .NET's ISO forms exact to the tick; no pyarrow needed); types
+    are inferred again by pyarrow's CSV reader when read back.
     """
     src_fmt = _format_of(src, source_format, "source")
     dst_fmt = _format_of(dst, to, "destination")
@@ -563,6 +592,9 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         return _idv_to_idv(src, dst, columns, compression, rows_per_block, progress)
     if types and src_fmt == "idv":
         raise ValueError("types= is for non-.idv sources (an .idv keeps its types)")
+    if src_fmt == "idv" and dst_fmt in ("csv", "tsv"):
+        return _idv_to_text(src, dst, columns, "," if dst_fmt == "csv" else "\t", compression,
+                            progress)
     _pa()
     source = _open_source(src, src_fmt, columns, datetime, safe, types,
                           rows_per_block or _BATCH_ROWS)

@@ -126,6 +126,9 @@ def csv_value(text, col):
     """A CSV cell back in the CLI's JSON form, for check_cell."""
     if col["is_vector"]:
         return json.loads(text)
+    kv = _key_values(col)
+    if kv is not None:
+        return 0 if text == "" else next(i + 1 for i, v in enumerate(kv) if _same_kv(v, text))
     item = col["item_type"]
     if item in _CSV_INTS:
         return int(text)
@@ -134,6 +137,61 @@ def csv_value(text, col):
     if item in ("Single", "Double"):
         return text if text in ("NaN", "Infinity", "-Infinity") else float(text)
     return text
+
+
+def csv_columns(table, side):
+    """The rows of a CSV written by idv.delimited (idv cat -f csv, convert to .csv) regrouped
+    into the visible sidecar columns, each cell in the CLI's JSON form for check_cell: the
+    slot columns of a fixed-size vector joined back into one (nested) list, KeyValues text
+    mapped back to the raw key (where the values name the keys one to one, as documented)."""
+    visible = [c for c in side["columns"] if not c["hidden"]]
+    header, rows = table[0], table[1:]
+    spans, at = [], 0
+    for c in visible:
+        fixed = c["is_vector"] and c["dims"] and all(c["dims"])
+        width = int(np.prod(c["dims"])) if fixed else 1
+        names = header[at:at + width]
+        assert names == [c["name"]] or (fixed and all(n.startswith(c["name"] + ".")
+                                                      for n in names)), (c["name"], names)
+        spans.append((c, at, width, fixed))
+        at += width
+    assert at == len(header), header
+    out = []
+    for row in rows:
+        cells = []
+        for c, a, width, fixed in spans:
+            if fixed:
+                items = [_csv_item(t, c) for t in row[a:a + width]]
+                cells.append(np.array(items, dtype=object).reshape(c["dims"]).tolist())
+            else:
+                cells.append(csv_value(row[a], c))
+        out.append(cells)
+    return visible, out
+
+
+def _key_values(col):
+    """The column's KeyValues when they name its keys one to one, else None."""
+    kv = next((a["value"] for a in col["annotations"] if a["kind"] == "KeyValues"), None)
+    if col["item_type"] != "Key" or col["is_vector"] or kv is None:
+        return None
+    if len(kv) != col["key_count"] or len(set(map(str, kv))) != len(kv) or "NaN" in map(str, kv):
+        return None     # not one to one, or NaN among them: the raw keys are written
+    return [str(v) for v in kv]
+
+
+def _csv_item(text, col):
+    """One slot of a vector (whose keys are written raw: KeyValues label scalar keys only)."""
+    return csv_value(text, {**col, "is_vector": False, "annotations": []})
+
+
+def _same_kv(value, text):
+    """A KeyValues item (as the sidecar has it) and its CSV text."""
+    if value == text:
+        return True
+    try:
+        return float(value) == float(text)
+    except ValueError:
+        return False
 
 
 def read_delimited(text, delimiter):

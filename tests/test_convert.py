@@ -6,6 +6,7 @@ and ML.NET's own reading (oracle dump) of an .idv made from a Parquet file built
 from __future__ import annotations
 
 import csv
+import json
 import datetime as dt
 import importlib
 import os
@@ -21,6 +22,7 @@ from dumpcheck import check_idv_against_dump
 from expected import (EPOCH_TICKS, annotation_expected, annotations_by_kind, assert_arrays_equal,
                       expected_column, has_sub_microsecond, item_values)
 from reference import fixture, sample_params, sidecar
+from textdump import ticks_iso
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -160,10 +162,9 @@ def test_csv_text_holds_mlnet_values(fmt, delimiter, tmp_path):
     vec = expected_column(dump, cols["Vec"]["index"])
     got = np.array([[float(x) for x in r[6:10]] for r in body], np.float32)
     assert_arrays_equal(got, vec, "Vec")
-    # the dates all fit nanoseconds: written exactly, to the nanosecond
-    dts = expected_column(dump, cols["DT"]["index"]).astype("datetime64[ns]")
-    assert [r[10] for r in body] == [str(d).replace("T", " ") + (
-        "" if "." in str(d) else ".000000000") for d in dts]
+    # .NET's ISO form, exact to the tick (trailing zeros of the fraction dropped)
+    assert [r[10] for r in body] == [ticks_iso(int(r[cols["DT"]["index"]]))
+                                     for r in dump["rows"]]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv"])
@@ -213,20 +214,24 @@ def test_csv_types_option(tmp_path):
     assert r["d"].view(np.int64).tolist() == [50, 70]      # microseconds -> ticks
 
 
-def test_csv_refuses_variable_vectors(tmp_path):
+def test_csv_variable_vectors_are_json_arrays(tmp_path):
     out = tmp_path / "v.csv"
-    with pytest.raises(ValueError, match="CSV cannot hold variable-size vectors"):
-        idv.convert(fixture("mixed_default"), out)
-    assert os.listdir(tmp_path) == []
+    idv.convert(fixture("mixed_default"), out)
+    rows = _csv_rows(out, ",")
+    dump = sidecar("mixed_default")
+    i = rows[0].index("Var")
+    var = next(c for c in dump["columns"] if c["name"] == "Var")
+    assert [json.loads(r[i]) for r in rows[1:]] == \
+        [[int(x) for x in r[var["index"]]] for r in dump["rows"]]
 
 
-def test_csv_structs_flattened(tmp_path):
+def test_csv_rowid_is_one_integer(tmp_path):
     out = tmp_path / "r.csv"
     idv.convert(fixture("scalars_rowid"), out)
     rows = _csv_rows(out, ",")
     dump = sidecar("scalars_rowid")
-    assert rows[0] == ["RID.low", "RID.high"]
-    assert [(int(a) | (int(b) << 64)) for a, b in rows[1:]] == [int(r[0]) for r in dump["rows"]]
+    assert rows[0] == ["RID"]
+    assert [int(r[0]) for r in rows[1:]] == [int(r[0]) for r in dump["rows"]]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
-from idv.cli.render import (Table, ascii_only, cell_json, cell_str, csv_cell, dump_json,
+from idv.cli.render import (Table, ascii_only, cell_json, cell_str, dump_json,
                             is_numeric, plural, render_table, value_str)
+from idv.delimited import DelimitedWriter
 from idv.errors import IdvFormatError
 
 CAT_GROUP_ROWS = 8192   # rows decoded at a time per column (whole blocks), when streaming
@@ -231,12 +231,10 @@ def cmd_cat(f, args, out):
     batches = iter_row_batches(cols, rows) if cols else iter(())
     if fmt == "table":
         return _cat_table(cols, rows, batches, args, out, n)
-    if fmt in ("csv", "tsv"):
-        w = csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
-        if not args.no_header:
-            w.writerow([c.name for c in cols])
+    if fmt in ("csv", "tsv"):      # the writer of idv.convert(x.idv, x.csv), the same text
+        w = DelimitedWriter(out, cols, "," if fmt == "csv" else "\t", header=not args.no_header)
         for batch in batches:
-            w.writerows(zip(*([csv_cell(v, c.type) for v in d] for c, d in zip(cols, batch))))
+            w.write(batch)
         return EXIT_OK
     ascii_ = ascii_only(out)
     if fmt == "jsonl":

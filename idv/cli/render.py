@@ -5,63 +5,17 @@ Dates and times are written from their .NET ticks by idv.ticks, exact to the tic
 from __future__ import annotations
 
 import json
-import math
 import unicodedata
 
 import numpy as np
 
 from idv import types as T
-from idv.ticks import format_datetime, format_datetimeoffset, format_timespan
+from idv.cells import cell_json, csv_cell, item_json, rowid_int  # noqa: F401 (re-exported)
 
 VECTOR_ITEMS = 5   # vector items shown per table cell before "..."
 
 
 # ---------------------------------------------------------------- cells
-
-def _rowid_int(v):
-    return (int(v["high"]) << 64) | int(v["low"])
-
-
-def _float_json(x):
-    """A float for JSON: the shortest repr that round-trips at its own precision."""
-    f = float(str(x)) if isinstance(x, np.floating) else float(x)
-    if math.isnan(f):
-        return "NaN"
-    if math.isinf(f):
-        return "Infinity" if f > 0 else "-Infinity"
-    return f
-
-
-def item_json(x, item):
-    """One item in JSON form."""
-    if item is T.DateTime:
-        return format_datetime(x)
-    if item is T.TimeSpan:
-        return format_timespan(x)
-    if item is T.DateTimeOffset:
-        return format_datetimeoffset(x)
-    if item is T.RowId:
-        return _rowid_int(x)
-    if item is T.Text:
-        return str(x)
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (np.integer, int)):
-        return int(x)
-    if isinstance(x, (np.floating, float)):
-        return _float_json(x)
-    return str(x)
-
-
-def cell_json(value, type_):
-    """A cell (scalar or vector row) in JSON form; vectors become (nested) lists."""
-    if isinstance(type_, T.Vector):
-        arr = np.asarray(value)
-        if arr.ndim == 0:
-            return item_json(arr[()], type_.item)
-        return [cell_json(a, type_) if arr.ndim > 1 else item_json(a, type_.item) for a in arr]
-    return item_json(value, type_)
-
 
 def _text_str(s):
     """Text for a table cell: control characters escaped, the rest as is."""
@@ -76,7 +30,7 @@ def item_str(x, item, in_vector=False):
     if item in (T.DateTime, T.TimeSpan, T.DateTimeOffset):
         return item_json(x, item)
     if item is T.RowId:
-        return str(_rowid_int(x))
+        return str(rowid_int(x))
     return str(x)
 
 
@@ -105,21 +59,6 @@ def value_str(value, type_, limit=10):
         text = _vector_str(arr, type_.item, limit)
         return text + (f" ({arr.shape[0]} in all)" if arr.shape[0] > limit else "")
     return item_str(value, type_)
-
-
-def _csv_item(x, item):
-    v = item_json(x, item)
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
-def csv_cell(value, type_):
-    """A cell for CSV/TSV: scalars as in JSON (dates ISO 8601, NaN, true/false), vectors as a
-    JSON array of all their items."""
-    if isinstance(type_, T.Vector):
-        return json.dumps(cell_json(value, type_), ensure_ascii=False, separators=(",", ":"))
-    return _csv_item(value, type_)
 
 
 def is_numeric(t):

@@ -1,0 +1,87 @@
+"""CSV and TSV from .idv columns: the one writer of ``idv cat --format csv`` and
+``idv.convert(x.idv, x.csv)``, so both give the same text.
+
+The rules: a fixed-size vector is one column per slot (``Features.Size``, from its SlotNames,
+else ``Features.0``...); a variable-size vector is one cell holding a JSON array; a key with
+KeyValues is its value's text (missing: empty), other keys their raw number; DateTime,
+TimeSpan and DateTimeOffset in .NET's ISO forms, exact to the tick; RowId one integer;
+Booleans ``true`` / ``false``; floats their shortest form, ``NaN`` and ``Infinity`` by name.
+"""
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+
+from idv import types as T
+from idv._interop import slot_labels, usable_key_values
+from idv.cells import csv_cell, csv_item
+
+
+def _floats(arr):
+    text = [str(x) for x in arr]              # numpy's shortest form at the array's precision
+    special = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+    return [special.get(t, t) for t in text]
+
+
+def _items(item, arr):
+    """The cells of a 1-d array of items."""
+    if arr.dtype.kind in "iu":                 # integers and keys
+        return arr.astype(str).tolist()
+    if item is T.Boolean:
+        return np.where(arr, "true", "false").tolist()
+    if item in (T.Single, T.Double):
+        return _floats(arr)
+    if item is T.Text:
+        return [str(x) for x in arr]
+    return [csv_item(x, item) for x in arr]
+
+
+class _Column:
+    """One .idv column's header names, and its rows as cells (one list per output column)."""
+
+    def __init__(self, col):
+        self.type = t = col.type
+        self.names = [col.name]
+        self.key_values = None
+        if isinstance(t, T.Vector) and t.is_fixed:
+            slot_names = col.metadata.get("SlotNames") if "SlotNames" in col.metadata_kinds \
+                else None
+            self.names = slot_labels(col.name, t, slot_names)
+        elif isinstance(t, T.Key):
+            kv = usable_key_values(t, col.metadata)
+            if kv is not None:
+                kv_type = T.item_type(col.metadata_types["KeyValues"])
+                self.key_values = np.array([""] + _items(kv_type, np.asarray(kv)), object)
+
+    def cells(self, values):
+        t = self.type
+        if self.key_values is not None:
+            return [self.key_values[np.asarray(values, np.int64)].tolist()]
+        if isinstance(t, T.Vector):
+            if t.is_fixed:
+                flat = np.asarray(values).reshape(len(values), -1)
+                return [_items(t.item, flat[:, j]) for j in range(flat.shape[1])]
+            return [[csv_cell(v, t) for v in values]]
+        return [_items(t, np.asarray(values))]
+
+
+class DelimitedWriter:
+    """Rows of .idv columns as CSV (``delimiter=","``) or TSV (``"\\t"``) on a text stream:
+    ``write(values)`` takes the same rows of each column in read()'s form."""
+
+    def __init__(self, out, columns, delimiter=",", header=True):
+        self._columns = [_Column(c) for c in columns]
+        self._writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
+        if header:
+            self._writer.writerow([n for c in self._columns for n in c.names])
+
+    @property
+    def names(self):
+        """The output's column names."""
+        return [n for c in self._columns for n in c.names]
+
+    def write(self, values):
+        cells = [cs for c, v in zip(self._columns, values) for cs in c.cells(v)]
+        if cells:
+            self._writer.writerows(zip(*cells))
