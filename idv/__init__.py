@@ -6,6 +6,7 @@
     ...     features = f["Features"][1000:2000]
 """
 from idv._version import __version__
+from idv.budget import MemoryLimitError, set_memory_limit
 from idv.errors import IdvFormatError, MissingDependencyError, UnsupportedCodecError
 from idv.reader import Column, Field, IdvFile, IdvWarning, Schema, open, read
 from idv.types import (Boolean, Byte, DataViewType, DateTime, DateTimeOffset, Double, Int16,
@@ -17,6 +18,7 @@ from idv.vectors import Ragged, Sparse
 __all__ = [
     "__version__", "open", "read", "sample_path", "IdvFile", "Column", "Schema", "Field", "Ragged",
     "IdvFormatError", "UnsupportedCodecError", "IdvWarning", "MissingDependencyError",
+    "MemoryLimitError", "set_memory_limit",
     "DataViewType", "PrimitiveType", "Key", "Vector",
     "SByte", "Byte", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Single", "Double",
     "Boolean", "Text", "DateTime", "DateTimeOffset", "TimeSpan", "RowId",

@@ -11,8 +11,8 @@ import warnings
 
 import numpy as np
 
-from idv import (_codecs, _compression, _header, _lookup, _threads, _toc, cache, compression,
-                 layout)
+from idv import (_codecs, _compression, _header, _lookup, _threads, _toc, budget, cache,
+                 compression, layout)
 from idv import ticks
 from idv import types as T
 from idv import vectors
@@ -474,6 +474,14 @@ class Column:
                 return vectors.empty(codec.type, sparse)
             return np.empty(0, codec.dtype)
         table = self.lookup[b0:b1]
+        rows = f"column {self.index} {self.name!r} rows {r0}-{r1 - 1}"
+        biggest = int(table["raw"].max())                 # the largest block, decompressed
+        if codec.itemsize and not is_vector:
+            self._file._need((r1 - r0) * codec.itemsize, f"reading {rows}")
+        elif not is_vector:          # text, Boolean: the output, and a block at a time
+            self._file._need((r1 - r0) * codec.dtype.itemsize + biggest, f"reading {rows}")
+        else:                        # the blocks' items, held until assembled
+            self._file._need(int(table["raw"].sum(dtype=np.int64)), f"reading {rows}")
         self.blocks_decoded += b1 - b0
         if codec.itemsize and not is_vector:
             out = _compression.empty(r1 - r0, codec.dtype)
@@ -497,6 +505,8 @@ class Column:
                              ", or read the column with sparse=True",
                              block=b0 if one else None,
                              offset=int(table["offset"][0]) if one else None)
+            self._file._need(vectors.assembled_bytes(results, codec.type, sparse),
+                             f"reading {rows} ({codec.type}{', sparse' if sparse else ''})")
             return vectors.assemble(results, codec.type, sparse)
         out = _compression.empty(r1 - r0, codec.dtype)
 
@@ -680,9 +690,15 @@ class IdvFile:
     and column counts), ``threads`` and ``backend`` (as given to idv.open).
     """
 
-    def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES):
+    def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
+                 memory_limit=None):
         self._blocks = cache.BlockCache(cache_bytes)
         self._source = open_source(source)
+        try:
+            self.memory_limit = budget.limit_for(self._source.size, memory_limit)
+        except BaseException:
+            self.close()
+            raise
         self._path = self._source.name   # put into every IdvFormatError from this file
         self.threads = threads or _threads.default_threads()
         self.backend = backend
@@ -725,6 +741,11 @@ class IdvFile:
         # every table read now, and no two parts of the file in the same bytes
         self._tables = layout.read_tables(src, h, entries)
         self._by_name = {c.name: c for c in self.columns}
+
+    def _need(self, nbytes, what):
+        """MemoryLimitError, naming the file, when `what` needs more than the limit."""
+        budget.check(nbytes, self.memory_limit,
+                     f"{self._path}: {what}" if self._path else what)
 
     def _block_bytes(self, offsets, disk):
         """The source buffer and the blocks' offsets within it (file objects: read them)."""
@@ -878,15 +899,19 @@ class IdvFile:
 
 
 def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
-         cache_bytes=cache.DEFAULT_BYTES) -> IdvFile:
+         cache_bytes=cache.DEFAULT_BYTES, memory_limit=None) -> IdvFile:
     """Open an .idv: a path (memory-mapped), a bytes-like object, or a seekable binary file.
 
     ``threads``: decoding threads (default: the CPUs available). ``backend``: the DEFLATE
     library, 'libdeflate', 'isal' or 'zlib' (default: the fastest installed,
     idv.compression.default_backend()). ``cache_bytes``: the decoded blocks that row access
     (``col[i]``, ``col[[i, j]]``, masks) keeps to find again (default 64 MiB; 0 keeps none).
+    ``memory_limit``: the bytes one read may allocate before it is refused with
+    idv.MemoryLimitError (default: idv.set_memory_limit's, else half the machine's memory but
+    at most the larger of 1 GiB and 1,024 times the file's size; see idv.budget).
     """
-    return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes)
+    return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes,
+                   memory_limit=memory_limit)
 
 
 def read(source, columns=None, sparse=False, rows=None, datetime="100ns", **kwargs):

@@ -303,6 +303,18 @@ def empty(vtype, sparse=False):
     return assemble([block], vtype, sparse)
 
 
+def assembled_bytes(blocks, vtype, sparse=False):
+    """What assemble() will allocate for these blocks: the CSR arrays, or the dense rows (with
+    the implicit items of sparse ones), or a Ragged's items and offsets."""
+    itemsize = vtype.item.dtype.itemsize
+    rows = sum(len(b) for b in blocks)
+    if sparse:
+        stored = sum(len(b.values) for b in blocks)
+        return stored * (itemsize + 8) + 8 * (rows + 1)
+    items = sum(int(b.lengths.sum()) for b in blocks)
+    return items * itemsize + (0 if vtype.is_fixed else 8 * (rows + 1))
+
+
 def assemble(blocks, vtype, sparse=False):
     if sparse:
         return to_csr(blocks, vtype)

@@ -226,6 +226,8 @@ def _run(args, out):
         return _fail(args, str(e.locate(path=args.file)), EXIT_BAD_FILE)
     except MissingDependencyError as e:   # an optional package: the message names pip's command
         return _fail(args, str(e), EXIT_BAD_FILE)
+    except idv.MemoryLimitError as e:   # refused before allocating: the message says why
+        return _fail(args, str(e), EXIT_BAD_FILE)
     except MemoryError:
         return _fail(args, "out of memory", EXIT_BAD_FILE)
     except BrokenPipeError:

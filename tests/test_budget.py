@@ -1,0 +1,119 @@
+"""The memory budget of reads (issue 9, item 5): a read that would allocate more than the limit
+is refused with idv.MemoryLimitError before anything is allocated; the limit names itself and
+how to raise it, per file (idv.open(memory_limit=)) and globally (idv.set_memory_limit).
+
+The crafted files are built here with tests/craft.py; no binary is committed.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import idv
+from craft import Col, Model, build, compress, vbuf_params, vbuf_payload
+from reference import REPO_DIR
+
+N_HUGE = 2**31 - 1        # rows of one Boolean block: 268 MB of zero bits, 260 KB deflated
+
+
+@pytest.fixture(scope="module")
+def huge_bool(tmp_path_factory):
+    """The issue's file: a Boolean column of 2^31-1 rows in one block, a few hundred KB."""
+    payload = bytes((N_HUGE + 7) // 8)
+    col = Col("B", "Boolean", comp=1, rpb=N_HUGE, blocks=[payload])
+    data, _ = build(Model(N_HUGE, [col]))
+    path = tmp_path_factory.mktemp("budget") / "huge_bool.idv"
+    path.write_bytes(data)
+    return path
+
+
+def test_a_one_row_read_of_a_huge_block_is_refused_by_default(huge_bool):
+    assert huge_bool.stat().st_size < 1 << 20
+    with idv.open(huge_bool) as f:
+        assert f.memory_limit == 1 << 30                  # 1 GiB: more than 1,024 x the file
+        col = f["B"]
+        with pytest.raises(idv.MemoryLimitError) as e:
+            col[0]
+        assert col.blocks_decoded == 0
+    msg = str(e.value)
+    assert "huge_bool.idv: reading column 0 'B' rows 0-2147483646 needs 2.4 GB" in msg
+    assert "memory limit of 1.1 GB" in msg and "memory_limit=N" in msg
+    assert isinstance(e.value, MemoryError)
+
+
+def test_the_refusal_allocates_nothing(huge_bool):
+    """In a child whose address space is capped at 512 MB over what it starts with: the error,
+    not a MemoryError or a kill."""
+    code = (
+        "import resource, sys, idv\n"
+        "base = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (base + (512 << 20),) * 2)\n"
+        "try:\n"
+        "    idv.read(sys.argv[1])\n"
+        "except idv.MemoryLimitError as e:\n"
+        "    print('refused')\n")
+    r = subprocess.run([sys.executable, "-c", code, str(huge_bool)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.stdout.strip() == "refused", r.stderr[-2000:]
+
+
+def test_limits_per_file_and_global(tmp_path):
+    path = tmp_path / "b.idv"
+    idv.write(path, {"x": np.arange(100_000, dtype=np.float64),
+                     "v": np.ones((100_000, 8), np.float32)})
+    with idv.open(path, memory_limit=100_000) as f:            # 100 KB
+        with pytest.raises(idv.MemoryLimitError, match=r"column 0 'x' rows 0-99999 needs 800\.0 KB"):
+            f["x"].read()
+        assert f["x"][:1000].tolist() == list(range(1000))       # fewer rows fit
+        with pytest.raises(idv.MemoryLimitError, match="column 1 'v'"):
+            f["v"].read()
+    try:
+        idv.set_memory_limit(500_000)
+        with idv.open(path) as f:
+            assert f.memory_limit == 500_000
+            with pytest.raises(idv.MemoryLimitError):
+                f.read()
+        with idv.open(path, memory_limit=10 << 20) as f:          # the call wins
+            assert f.read()["x"].sum() == sum(range(100_000))
+    finally:
+        idv.set_memory_limit(None)
+    with idv.open(path) as f:
+        assert f.memory_limit >= 1 << 30
+    for bad in (0, -5, 1.5, True, "1GB"):
+        with pytest.raises(ValueError, match="memory limit"):
+            idv.open(path, memory_limit=bad)
+
+
+def test_a_sparse_vector_of_2_31_items_is_refused_dense_and_read_sparse():
+    """One row holding a sparse Vector<Boolean, 2^31-1> with 2 stored items: densified it
+    would be 2 GB of implicit zeros from 21 bytes, refused (as a length no such file can mean);
+    as CSR it is 2 items, and read(sparse=True) allocates for those (it asked for 16 GiB)."""
+    pytest.importorskip("scipy")
+    size = N_HUGE
+    values = bytes([0b11])                                    # two true bits
+    payload = vbuf_payload(1, size, [2], [5, 2**31 - 2], values)
+    col = Col("V", "VBuffer", vbuf_params("Boolean", (size,)), comp=1, rpb=1, blocks=[payload])
+    data, _ = build(Model(1, [col]))
+    with idv.open(data) as f:
+        with pytest.raises(idv.IdvFormatError, match="would densify to 2147483645 implicit"):
+            f["V"].read()
+    code = (
+        "import resource, sys, idv\n"
+        "base = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
+        "import scipy.sparse\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (base + (512 << 20),) * 2)\n"
+        "m = idv.open(sys.stdin.buffer.read())['V'].read(sparse=True)\n"
+        "print(m.shape[1], m.nnz, *m.indices.tolist())\n")
+    r = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True,
+                       timeout=120)
+    assert r.stdout.decode().split() == [str(size), "2", "5", str(2**31 - 2)], r.stderr[-2000:]
+
+
+def test_cli_names_the_limit(huge_bool):
+    from cli_run import assert_one_line_error, run
+    rc, out, err = run("head", huge_bool, "-n", "1")
+    assert rc == 1
+    assert_one_line_error(err, "needs 2.4 GB", "memory limit")
