@@ -890,6 +890,13 @@ class IdvFile:
         from idv.arrow import to_arrow
         return to_arrow(self, columns, **kwargs)
 
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The Arrow PyCapsule stream of every readable column, block by block, so that
+        ``pa.table(f)``, ``pl.DataFrame(f)`` and DuckDB read the file directly (times as
+        ``datetime="auto"``; a requested schema is honoured as far as pyarrow casts)."""
+        from idv.arrow import record_batch_reader
+        return record_batch_reader(self).__arrow_c_stream__(requested_schema)
+
     def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
         """pyarrow.RecordBatches: one per block of rows, or with ``batch_size`` that many rows
         each (the last: the rest), as pyarrow's ``ParquetFile.iter_batches``

@@ -1,0 +1,63 @@
+"""The Arrow C stream (PyCapsule interface): an open .idv is read directly by pyarrow, polars
+and DuckDB, block by block; record_batch_reader's object too, with columns= and batch_size=.
+Expected values are ML.NET's own (the bundled sample's sidecar, testdata/sample.json).
+"""
+from __future__ import annotations
+
+import pytest
+
+import idv
+from reference import REPO_DIR, load_json
+
+pa = pytest.importorskip("pyarrow")
+SIDE = load_json(REPO_DIR / "testdata" / "sample.json")
+COLS = {c["name"]: c["index"] for c in SIDE["columns"]}
+
+
+def mlnet(name):
+    return [row[COLS[name]] for row in SIDE["rows"]]
+
+
+def test_pyarrow_reads_the_stream():
+    if not hasattr(pa.RecordBatchReader, "__arrow_c_stream__"):
+        pytest.skip("pyarrow < 14 has no PyCapsule stream")
+    with idv.open(idv.sample_path()) as f:
+        table = pa.table(f)
+        assert table.equals(idv.to_arrow(f))
+        assert table.column("Id").to_pylist() == mlnet("Id")
+        # a requested schema is honoured where pyarrow can cast
+        wanted = pa.schema([pa.field("Id", pa.float64()), pa.field("Bedrooms", pa.int64())])
+        reader = idv.record_batch_reader(f, ["Id", "Bedrooms"])
+        got = pa.RecordBatchReader._import_from_c_capsule(
+            reader.__arrow_c_stream__(wanted.__arrow_c_schema__())).read_all()
+        assert got.schema == wanted and got.column("Id").to_pylist() == \
+            [float(x) for x in mlnet("Id")]
+
+
+def test_polars_reads_an_open_file():
+    pl = pytest.importorskip("polars")
+    with idv.open(idv.sample_path()) as f:
+        df = pl.DataFrame(f)
+    assert df.shape == (240, 9)
+    assert df["Id"].to_list() == mlnet("Id")
+    assert df["Title"].to_list() == mlnet("Title")
+    assert df["Sold"].to_list() == mlnet("Sold")
+    kv = next(a["value"] for c in SIDE["columns"] if c["name"] == "City"
+              for a in c["annotations"] if a["kind"] == "KeyValues")
+    assert df["City"].cast(pl.Utf8).to_list() == [kv[k - 1] if k else None for k in mlnet("City")]
+
+
+def test_duckdb_queries_an_open_file_and_a_batch_reader():
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    with idv.open(idv.sample_path()) as f:
+        con.register("listings", f)
+        n, total = con.sql("SELECT count(*), sum(Price) FROM listings").fetchall()[0]
+        assert (n, total) == (240, sum(float(p) for p in mlnet("Price")))
+        sold = con.sql("SELECT count(*) FROM listings WHERE Sold").fetchall()[0][0]
+        assert sold == sum(1 for s in mlnet("Sold") if s)
+        reader = idv.record_batch_reader(f, ["Id", "Bedrooms"], batch_size=50)
+        con.register("few", reader)
+        rows = con.sql("SELECT Id, Bedrooms FROM few ORDER BY Id LIMIT 3").fetchall()
+        want = sorted(zip(mlnet("Id"), mlnet("Bedrooms")))[:3]
+        assert rows == [tuple(w) for w in want]
