@@ -106,7 +106,8 @@ class Finding:
 class VerifyReport:
     """What ``idv.verify`` found.
 
-    Attributes: ``ok`` (no problems), ``problems`` and ``warnings`` (lists of
+    Attributes: ``ok`` (no problems), ``checksums`` (whether the file carries idv's CRC-32s,
+    checked: see idv.checksums), ``problems`` and ``warnings`` (lists of
     :class:`Finding`), ``checked`` (counts: columns, blocks, block_bytes, lookup_tables,
     metadata), ``columns`` (one dict per column: index, name, type, codec, blocks, blocks_ok,
     metadata, checked), ``num_rows`` and ``num_columns`` (None when the file could not be
@@ -122,6 +123,7 @@ class VerifyReport:
         self.checked = {"columns": 0, "blocks": 0, "block_bytes": 0, "lookup_tables": 0,
                         "metadata": 0}
         self.num_rows = self.num_columns = None
+        self.checksums = None       # whether the file carries idv's checksums (None: unopened)
 
     @classmethod
     def for_unopenable(cls, error, path=None):
@@ -148,7 +150,7 @@ class VerifyReport:
     def to_dict(self):
         """The JSON form: ok, num_rows, num_columns, checked, problems, warnings, columns."""
         return {"ok": self.ok, "num_rows": self.num_rows, "num_columns": self.num_columns,
-                "checked": dict(self.checked),
+                "checksums": self.checksums, "checked": dict(self.checked),
                 "problems": [p.to_dict() for p in self.problems],
                 "warnings": [w.to_dict() for w in self.warnings], "columns": self.columns}
 
@@ -158,6 +160,10 @@ class VerifyReport:
         lines += [f"  {p}" for p in self.problems]
         lines += [f"  warning: {w}" for w in self.warnings]
         if self.num_columns is not None:
+            lines.append("checksums: every part checked against the CRC-32 idv recorded"
+                         if self.checksums else
+                         "no checksums (as ML.NET writes files): damage that still decodes "
+                         "cannot be seen")
             c = self.checked
             lines.append(f"checked {c['columns']} of {_plural(self.num_columns, 'column')}, "
                          f"{_plural(c['blocks'], 'block')} "
@@ -165,6 +171,7 @@ class VerifyReport:
                          f"{_plural(c['lookup_tables'], 'lookup table')}, "
                          f"{_plural(c['metadata'], 'metadata value')}; "
                          f"{_plural(self.num_rows, 'row')}")
+
         return "\n".join(lines)
 
     def __str__(self):
@@ -190,7 +197,7 @@ def verify(source, *, threads=None, backend=None) -> VerifyReport:
         return report
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     try:
-        f = reader.open(source, threads=threads, backend=backend)
+        f = reader.open(source, threads=threads, backend=backend, checksums=True)
     except IdvFormatError as e:
         return VerifyReport.for_unopenable(e, path)
     report = VerifyReport(path)
@@ -202,6 +209,7 @@ def verify(source, *, threads=None, backend=None) -> VerifyReport:
 def _check(f, report):
     # parts of the file that share bytes were refused when it opened (idv.layout)
     report.num_rows, report.num_columns = f.num_rows, f.num_columns
+    report.checksums = f.has_checksums
     for col in f.columns:
         _check_column(col, report)
 

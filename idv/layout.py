@@ -108,11 +108,14 @@ def _where(entry):
     return f"column {entry.index} {entry.name!r}"
 
 
-def _frame(header, entries):
+def _frame(header, entries, extra=()):
     """The header, the table of contents, the tail and every lookup table: all located by the
-    header and the table of contents alone."""
+    header and the table of contents alone; `extra`: (start, size, name) of parts the header
+    locates beyond ML.NET's (idv's checksum table)."""
     r = Regions()
     r.add(0, HEADER_SIZE, "the header")
+    for start, size, name in extra:
+        r.add(start, size, name)
     if entries:
         r.add(header.toc_offset, entries[-1].toc_end - header.toc_offset,
               "the table of contents")
@@ -124,12 +127,12 @@ def _frame(header, entries):
     return r, nb
 
 
-def regions(header, entries, lookups, metadata):
+def regions(header, entries, lookups, metadata, extra=()):
     """Every part of a file: the frame (header, table of contents, tail, lookup tables), each
     column's blocks (from `lookups`, its lookup table per column) and its metadata table and
     blocks (from `metadata`, its metadata entries per column). A None table is left out (one
     that could not be read: its parts are never decoded)."""
-    r, _ = _frame(header, entries)
+    r, _ = _frame(header, entries, extra)
     for e, table, meta in zip(entries, lookups, metadata):
         where = _where(e)
         if table is not None and len(table):
@@ -167,11 +170,11 @@ def _value(v):
     return v
 
 
-def read_tables(source, header, entries):
+def read_tables(source, header, entries, extra=()):
     """Read every lookup and metadata table of the file (``source`` as in idv.source, the
     table of contents parsed into ``entries``) and refuse the file if two parts overlap."""
     tail = header.tail_offset
-    frame, nb = _frame(header, entries)
+    frame, nb = _frame(header, entries, extra)
     with_meta = sorted((e for e in entries if e.metadata_offset),
                        key=lambda e: e.metadata_offset)
     # a metadata table's first byte is known before it is read
@@ -205,6 +208,6 @@ def read_tables(source, header, entries):
             metadata[e.index] = err.locate(column=e.name, column_index=e.index)
     ok = [[None if isinstance(v, IdvFormatError) else v for v in vs]
           for vs in (lookups, metadata)]
-    everything = regions(header, entries, *ok)
+    everything = regions(header, entries, *ok, extra)
     everything.check()
     return Tables(lookups, metadata, everything)

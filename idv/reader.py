@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from idv import (_codecs, _compression, _header, _lookup, _threads, _toc, budget, cache,
-                 compression, layout)
+                 checksums, compression, layout)
 from idv import ticks
 from idv import types as T
 from idv import vectors
@@ -543,7 +543,7 @@ class Column:
 
         def run(span):
             a, b = span
-            src, offs = f._block_bytes(offsets[a:b], disk[a:b])
+            src, offs = f._block_bytes(offsets[a:b], disk[a:b], b0 + a)
             return a, backend.decompress_blocks(kind, src, offs, disk[a:b], raw[a:b], dst,
                                                 dst_offsets[a:b])
         total = int(raw.sum(dtype=np.int64))
@@ -691,8 +691,9 @@ class IdvFile:
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
-                 memory_limit=None):
+                 memory_limit=None, checksums=False):
         self._blocks = cache.BlockCache(cache_bytes)
+        self._check_sums = bool(checksums)
         self._source = open_source(source)
         try:
             self.memory_limit = budget.limit_for(self._source.size, memory_limit)
@@ -718,6 +719,11 @@ class IdvFile:
         head = src.view(0, min(_header.HEADER_SIZE, src.size))
         self.header = h = _header.parse_header(head, src.size)
         _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
+        sums = self._sums = checksums.read(head, src.view, src.size, h.toc_offset) \
+            if self._check_sums else None
+        if sums is not None:
+            sums.check(h.toc_offset, src.view(h.toc_offset, h.tail_offset - h.toc_offset),
+                       "the table of contents")
         entries = []
         if h.column_count:
             entries = _toc.parse_toc(src.view(h.toc_offset, h.tail_offset - h.toc_offset),
@@ -739,7 +745,14 @@ class IdvFile:
                               stacklevel=3)
             self.columns.append(Column(self, e, codec, dead))
         # every table read now, and no two parts of the file in the same bytes
-        self._tables = layout.read_tables(src, h, entries)
+        extra = [] if sums is None else [(sums.table_offset, sums.table_length,
+                                          "the checksum table")]
+        self._tables = layout.read_tables(src, h, entries, extra)
+        if sums is not None:           # lookup tables, metadata: checked now, blocks when read
+            for e in sums.tables:
+                o, n = int(e["offset"]), int(e["length"])
+                sums.check(o, src.view(o, n), f"the part at byte {o} ({n} bytes: a lookup "
+                                               f"table, metadata or the table of contents)")
         self._by_name = {c.name: c for c in self.columns}
 
     def _need(self, nbytes, what):
@@ -747,9 +760,21 @@ class IdvFile:
         budget.check(nbytes, self.memory_limit,
                      f"{self._path}: {what}" if self._path else what)
 
-    def _block_bytes(self, offsets, disk):
-        """The source buffer and the blocks' offsets within it (file objects: read them)."""
+    @property
+    def has_checksums(self):
+        """Whether the file carries idv's checksums (and they are being checked)."""
+        return self._sums is not None
+
+    def _block_bytes(self, offsets, disk, first_block=0):
+        """The source buffer and the blocks' offsets within it (file objects: read them);
+        with checksums, each block is checked first (IdvFormatError naming it)."""
         buf = self._source.buffer
+        if self._sums is not None:
+            for i, (o, d) in enumerate(zip(offsets, disk)):
+                try:
+                    self._sums.check(o, self._source.view(int(o), int(d)), "the block")
+                except IdvFormatError as e:
+                    raise e.locate(block=first_block + i)
         if buf is not None:
             return buf, offsets
         parts = [self._source.view(int(o), int(d)) for o, d in zip(offsets, disk)]
@@ -906,7 +931,7 @@ class IdvFile:
 
 
 def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
-         cache_bytes=cache.DEFAULT_BYTES, memory_limit=None) -> IdvFile:
+         cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=False) -> IdvFile:
     """Open an .idv: a path (memory-mapped), a bytes-like object, or a seekable binary file.
 
     ``threads``: decoding threads (default: the CPUs available). ``backend``: the DEFLATE
@@ -916,9 +941,12 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
     ``memory_limit``: the bytes one read may allocate before it is refused with
     idv.MemoryLimitError (default: idv.set_memory_limit's, else half the machine's memory but
     at most the larger of 1 GiB and 1,024 times the file's size; see idv.budget).
+    ``checksums``: check the CRC-32s that files written by idv carry (idv.checksums): the
+    tables when the file opens, each block when it is read. Off by default for now (checking
+    costs reads 40-50%, benchmarks/bench_checksums.py); idv.verify always checks them.
     """
     return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes,
-                   memory_limit=memory_limit)
+                   memory_limit=memory_limit, checksums=checksums)
 
 
 def read(source, columns=None, sparse=False, rows=None, datetime="100ns", **kwargs):

@@ -20,12 +20,13 @@ BLOCKS = -(-ROWS // RPB)
 @pytest.fixture
 def good(tmp_path):
     """A small file: Id (Int32), Features (Vector<Single, 4>), Txt (Text, with metadata);
-    test_verify.py uses it too."""
+    test_verify.py uses it too. Without checksums, as ML.NET writes files: the damage must be
+    found by the decoders themselves (tests/test_checksums.py has the checksummed files)."""
     path = tmp_path / "data.idv"
     idv.write(path, {"Id": np.arange(ROWS, dtype=np.int32),
                      "Features": np.arange(4 * ROWS, dtype=np.float32).reshape(ROWS, 4),
                      "Txt": [f"t{i}" for i in range(ROWS)]},
-              rows_per_block=RPB, metadata={"Txt": {"Note": "hello world"}})
+              rows_per_block=RPB, metadata={"Txt": {"Note": "hello world"}}, checksums=False)
     return path
 
 

@@ -2,7 +2,7 @@
 
 The graph is read statically from idv/**/*.py and *.pyx (tests/import_graph.py says what counts
 as an import, and the one documented exception: the IdvFile.to_pandas / to_arrow /
-iter_batches conveniences).
+iter_batches / __arrow_c_stream__ conveniences).
 """
 from __future__ import annotations
 

@@ -284,11 +284,13 @@ CASES = {
 COMPRESSIONS = ("none", "deflate")
 
 
-def write_case(name, path, compression, backend="zlib"):
-    """Write case `name`; zlib level 6 by default: the mode whose bytes equal ML.NET's."""
+def write_case(name, path, compression, backend="zlib", checksums=False):
+    """Write case `name`; zlib level 6 without checksums by default: the mode whose bytes
+    equal ML.NET's."""
     fx = CASES[name]()
     idv.write(path, fx["data"], types=fx.get("types"), metadata=fx.get("metadata"),
-              compression=compression, backend=backend, **fx.get("options", {}))
+              compression=compression, backend=backend, checksums=checksums,
+              **fx.get("options", {}))
     return fx
 
 

@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from idv import _header, _lookup, _threads, _toc
+from idv.checksums import BLOCK, POINTER_AT, POINTER_SIZE, Recorder
 from idv.compression import NONE, compressor
 from idv.errors import IdvWarning
 from idv.compression import kind as compression_kind
@@ -32,7 +33,7 @@ DEFAULT_MAX_BYTES_PER_BLOCK = 80 << 20     # ... and MaxBytesPerBlock (estimated
 
 def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
           rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK, threads=None,
-          backend=None):
+          backend=None, checksums=True):
     """Write a dict of columns (name -> numpy array, list, idv.Ragged or scipy.sparse matrix),
     a pandas DataFrame or a pyarrow Table / RecordBatch to an .idv file (a path, written
     atomically, or a seekable binary file object).
@@ -54,7 +55,7 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     metadata = merged_metadata(inferred_metadata, metadata)
     w = Writer(dest, schema, metadata=metadata, compression=compression, level=level,
                rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
-               threads=threads, backend=backend)
+               threads=threads, backend=backend, checksums=checksums)
     try:
         if columns:
             w.write_batch(columns)
@@ -92,8 +93,11 @@ class Writer:
 
     def __init__(self, dest, schema, *, metadata=None, compression="deflate", level=None,
                  rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK,
-                 threads=None, backend=None):
+                 threads=None, backend=None, checksums=True):
         self._closed = True
+        # CRC-32s of every part, in bytes ML.NET never reads (idv.checksums); off: ML.NET's
+        # own bytes, with backend="zlib"
+        self._sums = Recorder() if checksums else None
         pairs = schema_pairs(schema)
         names = [n for n, _ in pairs]
         self._columns = [Column(i, n, t) for i, (n, t) in enumerate(pairs)]
@@ -325,6 +329,8 @@ class Writer:
             self._out.open()
             self._out.write(bytes(_header.HEADER_SIZE))
         offset = self._out.write(data)
+        if self._sums is not None:
+            self._sums.add(offset, data, BLOCK)
         offs, disk, raw = self._lookups[c]
         offs.append(offset)
         disk.append(memoryview(data).nbytes)
@@ -347,9 +353,14 @@ class Writer:
         if not out.opened:
             out.open()
             out.write(bytes(_header.HEADER_SIZE))
-        lookup_offsets = []
-        for offs, disk, raw in self._lookups:
-            lookup_offsets.append(out.write(_lookup.pack_lookup(offs, disk, raw)))
+        sums = self._sums
+
+        def put(data):
+            offset = out.write(data)
+            if sums is not None:
+                sums.add(offset, data)
+            return offset
+        lookup_offsets = [put(_lookup.pack_lookup(*lookup)) for lookup in self._lookups]
         meta_offsets = []
         for entries in self._metadata:
             if not entries:
@@ -357,19 +368,29 @@ class Writer:
                 continue
             toc = []
             for kind, codec_name, params, comp, data in entries:
-                off = out.write(data)
+                off = put(data)
                 toc.append(_toc.MetadataEntry(kind, codec_name, params, comp, off, len(data)))
-            meta_offsets.append(out.write(_toc.pack_metadata_toc(toc)))
+            meta_offsets.append(put(_toc.pack_metadata_toc(toc)))
         rpb = self._rpb if self._rpb is not None else 1
-        toc_offset = out.size
-        out.write(b"".join(
+        toc = b"".join(
             _toc.TocEntry(c.index, c.name, c.codec_name, c.codec_params, self._kind, rpb,
                           lookup_offsets[c.index], meta_offsets[c.index]).pack()
-            for c in self._columns))
+            for c in self._columns)
+        table = None
+        if sums is not None:      # the checksum table, then the TOC it covers
+            table_offset = out.size
+            sums.add(table_offset + sums.table_size(extra=1), toc)
+            table = sums.table()
+            out.write(table)
+        toc_offset = out.write(toc)
         tail = out.write(_header.pack_tail())
         head = _header.Header(_header.WRITER_VERSION, _header.WRITER_VERSION, toc_offset, tail,
-                              self._rows, len(self._columns))
-        out.write_at(0, head.pack())
+                              self._rows, len(self._columns)).pack()
+        if table is not None:
+            at = POINTER_AT
+            head = head[:at] + Recorder.pointer(head[:at], table_offset, table) + \
+                head[at + POINTER_SIZE:]
+        out.write_at(0, head)
         out.commit()
 
     def abort(self):

@@ -1,0 +1,117 @@
+"""Checksums that ML.NET ignores: a CRC-32 (zlib's) of every part of a file that idv writes.
+
+The .idv format has none, so damage inside a DEFLATE block often decodes to other values
+without any error. Files that idv writes carry a table of (offset, length, CRC-32, kind) for
+every block, lookup table, metadata block and table and the table of contents, placed just
+before the table of contents where nothing in the file points to it. The header's bytes 52-83,
+which ML.NET's saver leaves zero and its loader never reads, point to it:
+
+    52  8 bytes  b"idvCRC32"
+    60  int64    the table's offset        68  int64   its length
+    76  uint32   the table's own CRC-32    80  uint32  the CRC-32 of header bytes 0-51
+
+The reader checks the header and the tables when the file opens and each block when it is
+read (``idv.open(..., checksums=False)`` skips both); ``idv verify`` reports a mismatch with
+its column and block. ML.NET loads such files and reads the same values (tests/test_checksums.py
+asks the real ML.NET).
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+
+from idv.errors import IdvFormatError
+
+MAGIC = b"idvCRC32"
+POINTER_AT = 52
+_POINTER = struct.Struct("<8sqqII")
+POINTER_SIZE = _POINTER.size
+ENTRY = np.dtype([("offset", "<i8"), ("length", "<i8"), ("crc", "<u4"), ("kind", "<u4")])
+BLOCK, TABLE = 0, 1          # kinds: checked when read / checked when the file opens
+
+
+def crc(data) -> int:
+    """zlib's CRC-32 of a bytes-like object (zlib releases the GIL on large buffers)."""
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+class Recorder:
+    """What the writer wrote, part by part."""
+
+    def __init__(self):
+        self._entries = []
+
+    def add(self, offset, data, kind=TABLE):
+        n = memoryview(data).nbytes
+        if n:                  # an empty part (a lookup table of no blocks) has nothing to check
+            self._entries.append((offset, n, crc(data), kind))
+
+    def table_size(self, extra=0) -> int:
+        """The bytes of the table with `extra` more entries."""
+        return (len(self._entries) + extra) * ENTRY.itemsize
+
+    def table(self) -> bytes:
+        """The table of every part added, by offset."""
+        return np.array(sorted(self._entries), ENTRY).tobytes()
+
+    @staticmethod
+    def pointer(header52, table_offset, table) -> bytes:
+        """Header bytes 52-83 for `table` written at `table_offset`."""
+        return _POINTER.pack(MAGIC, table_offset, len(table), crc(table), crc(header52))
+
+
+class Checksums:
+    """A file's recorded checksums, checked part by part."""
+
+    def __init__(self, entries, table_offset, table_length):
+        self.entries = entries
+        self.table_offset = table_offset
+        self.table_length = table_length
+        self._by_offset = {int(o): i for i, o in enumerate(entries["offset"])}
+
+    @property
+    def tables(self):
+        """The entries checked when the file opens (everything but data blocks)."""
+        return self.entries[self.entries["kind"] == TABLE]
+
+    def check(self, offset, data, what):
+        """IdvFormatError when the bytes at `offset` are not the ones recorded for it."""
+        i = self._by_offset.get(int(offset))
+        if i is None:
+            return
+        e = self.entries[i]
+        n = memoryview(data).nbytes
+        got = crc(data)
+        if n != int(e["length"]) or got != int(e["crc"]):
+            raise IdvFormatError(
+                f"checksum mismatch in {what}: its {n} bytes do not match the CRC-32 idv "
+                f"recorded when it wrote the file ({got:#010x}, recorded {int(e['crc']):#010x} "
+                f"over {int(e['length'])} bytes): the file changed since", offset=int(offset))
+
+
+def read(head, view, stream_size, toc_offset):
+    """The file's Checksums (None when it carries none). `head` is the 256-byte header,
+    `view(offset, size)` reads the file; the table must lie between the header and the table
+    of contents."""
+    if bytes(head[POINTER_AT:POINTER_AT + 8]) != MAGIC:
+        return None
+    _, off, length, table_crc, head_crc = _POINTER.unpack_from(bytes(head), POINTER_AT)
+    if crc(bytes(head[:POINTER_AT])) != head_crc:
+        raise IdvFormatError("checksum mismatch in the header (bytes 0-51): it changed since "
+                             "idv wrote the file", offset=0)
+    if length < 0 or length % ENTRY.itemsize or off < 256 or off + length > toc_offset \
+            or off + length > stream_size:
+        raise IdvFormatError(f"the checksum table at byte {off} ({length} bytes) is not "
+                             f"within the file before its table of contents", offset=60)
+    table = view(off, length)
+    if crc(table) != table_crc:
+        raise IdvFormatError("checksum mismatch in the checksum table itself: the file changed "
+                             "since idv wrote it", offset=off)
+    entries = np.frombuffer(bytes(table), ENTRY)
+    bad = (entries["offset"] < 0) | (entries["length"] < 0) | \
+          (entries["offset"] + entries["length"] > stream_size)
+    if bad.any():
+        raise IdvFormatError("the checksum table names bytes outside the file", offset=off)
+    return Checksums(entries, off, length)
