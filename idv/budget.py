@@ -36,11 +36,6 @@ def set_memory_limit(nbytes):
     _global = None if nbytes is None else _checked(nbytes)
 
 
-def memory_limit():
-    """The limit set by set_memory_limit (None: the per-file default)."""
-    return _global
-
-
 def _checked(nbytes):
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
         raise ValueError(f"a memory limit is a positive number of bytes, not {nbytes!r}")
@@ -68,8 +63,10 @@ def show(nbytes):
 
 
 def check(nbytes, limit, what):
-    """MemoryLimitError when `what` needs more than `limit` bytes."""
+    """MemoryLimitError when `what` (a str, or a function giving it: reads call this for
+    every block they decode) needs more than `limit` bytes."""
     if nbytes > limit:
+        what = what() if callable(what) else what
         raise MemoryLimitError(
             f"{what} needs {show(nbytes)}, over idv's memory limit of {show(limit)}; read fewer "
             f"rows (col[a:b], iter_batches) or raise the limit: idv.open(path, memory_limit=N) "

@@ -10,9 +10,9 @@ which ML.NET's saver leaves zero and its loader never reads, point to it:
     60  int64    the table's offset        68  int64   its length
     76  uint32   the table's own CRC-32    80  uint32  the CRC-32 of header bytes 0-51
 
-The reader checks the header and the tables when the file opens and each block when it is
-read (``idv.open(..., checksums=False)`` skips both); ``idv verify`` reports a mismatch with
-its column and block. ML.NET loads such files and reads the same values (tests/test_checksums.py
+With ``idv.open(..., checksums=True)`` the reader checks the header and the tables when the
+file opens and each block when it is read (off by default: see docs/benchmarks.md for the
+cost); ``idv verify`` always checks them and reports a mismatch with its column and block. ML.NET loads such files and reads the same values (tests/test_checksums.py
 asks the real ML.NET).
 """
 from __future__ import annotations

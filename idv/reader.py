@@ -474,14 +474,14 @@ class Column:
                 return vectors.empty(codec.type, sparse)
             return np.empty(0, codec.dtype)
         table = self.lookup[b0:b1]
-        rows = f"column {self.index} {self.name!r} rows {r0}-{r1 - 1}"
-        biggest = int(table["raw"].max())                 # the largest block, decompressed
+        def rows():
+            return f"reading column {self.index} {self.name!r} rows {r0}-{r1 - 1}"
         if codec.itemsize and not is_vector:
-            self._file._need((r1 - r0) * codec.itemsize, f"reading {rows}")
-        elif not is_vector:          # text, Boolean: the output, and a block at a time
-            self._file._need((r1 - r0) * codec.dtype.itemsize + biggest, f"reading {rows}")
+            self._file._need((r1 - r0) * codec.itemsize, rows)
+        elif not is_vector:          # text, Boolean: the output, and the largest block
+            self._file._need((r1 - r0) * codec.dtype.itemsize + int(table["raw"].max()), rows)
         else:                        # the blocks' items, held until assembled
-            self._file._need(int(table["raw"].sum(dtype=np.int64)), f"reading {rows}")
+            self._file._need(int(table["raw"].sum(dtype=np.int64)), rows)
         self.blocks_decoded += b1 - b0
         if codec.itemsize and not is_vector:
             out = _compression.empty(r1 - r0, codec.dtype)
@@ -506,7 +506,7 @@ class Column:
                              block=b0 if one else None,
                              offset=int(table["offset"][0]) if one else None)
             self._file._need(vectors.assembled_bytes(results, codec.type, sparse),
-                             f"reading {rows} ({codec.type}{', sparse' if sparse else ''})")
+                             lambda: f"{rows()} ({codec.type}{', sparse' if sparse else ''})")
             return vectors.assemble(results, codec.type, sparse)
         out = _compression.empty(r1 - r0, codec.dtype)
 
@@ -751,14 +751,16 @@ class IdvFile:
         if sums is not None:           # lookup tables, metadata: checked now, blocks when read
             for e in sums.tables:
                 o, n = int(e["offset"]), int(e["length"])
-                sums.check(o, src.view(o, n), f"the part at byte {o} ({n} bytes: a lookup "
-                                               f"table, metadata or the table of contents)")
+                if o != h.toc_offset:          # the table of contents: checked above
+                    sums.check(o, src.view(o, n), f"the part at byte {o} ({n} bytes: a "
+                                                   f"lookup table or metadata)")
         self._by_name = {c.name: c for c in self.columns}
 
     def _need(self, nbytes, what):
-        """MemoryLimitError, naming the file, when `what` needs more than the limit."""
+        """MemoryLimitError, naming the file, when `what` (a function giving its description)
+        needs more than the limit."""
         budget.check(nbytes, self.memory_limit,
-                     f"{self._path}: {what}" if self._path else what)
+                     lambda: f"{self._path}: {what()}" if self._path else what())
 
     @property
     def has_checksums(self):
@@ -769,15 +771,17 @@ class IdvFile:
         """The source buffer and the blocks' offsets within it (file objects: read them);
         with checksums, each block is checked first (IdvFormatError naming it)."""
         buf = self._source.buffer
+        parts = None if buf is not None else \
+            [self._source.view(int(o), int(d)) for o, d in zip(offsets, disk)]
         if self._sums is not None:
             for i, (o, d) in enumerate(zip(offsets, disk)):
+                block = buf[int(o):int(o) + int(d)] if parts is None else parts[i]
                 try:
-                    self._sums.check(o, self._source.view(int(o), int(d)), "the block")
+                    self._sums.check(o, block, "the block")
                 except IdvFormatError as e:
                     raise e.locate(block=first_block + i)
-        if buf is not None:
+        if parts is None:
             return buf, offsets
-        parts = [self._source.view(int(o), int(d)) for o, d in zip(offsets, disk)]
         local = np.zeros(len(parts), np.int64)
         np.cumsum([len(p) for p in parts[:-1]], out=local[1:])
         return b"".join(parts), local

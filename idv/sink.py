@@ -121,8 +121,8 @@ def _process_gone(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except (PermissionError, OSError):
-        return False        # alive, another user's (or cannot tell: keep the file)
+    except OSError:          # PermissionError: alive, another user's (or cannot tell: keep it)
+        return False
     return False
 
 

@@ -6,7 +6,8 @@ import json
 import os
 
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
-from idv.cli.render import (Table, ascii_only, cell_json, cell_str, dump_json,
+from idv.cells import cell_json
+from idv.cli.render import (Table, ascii_only, cell_str, dump_json,
                             is_numeric, plural, render_table, value_str)
 from idv.delimited import DelimitedWriter
 from idv.errors import IdvFormatError

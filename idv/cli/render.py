@@ -10,7 +10,7 @@ import unicodedata
 import numpy as np
 
 from idv import types as T
-from idv.cells import cell_json, csv_cell, item_json, rowid_int  # noqa: F401 (re-exported)
+from idv.cells import item_json, rowid_int
 
 VECTOR_ITEMS = 5   # vector items shown per table cell before "..."
 
