@@ -8,6 +8,7 @@
 from idv._version import __version__
 from idv.budget import MemoryLimitError, set_memory_limit
 from idv.errors import IdvFormatError, MissingDependencyError, UnsupportedCodecError
+from idv.errors import RemoteError, RemoteTimeoutError
 from idv.reader import Column, Field, IdvFile, IdvWarning, Schema, open, read
 from idv.types import (Boolean, Byte, DataViewType, DateTime, DateTimeOffset, Double, Int16,
                        Int32, Int64, Key, PrimitiveType, RowId, SByte, Single, Text, TimeSpan,
@@ -18,7 +19,7 @@ from idv.vectors import Ragged, Sparse
 __all__ = [
     "__version__", "open", "read", "sample_path", "IdvFile", "Column", "Schema", "Field", "Ragged",
     "IdvFormatError", "UnsupportedCodecError", "IdvWarning", "MissingDependencyError",
-    "MemoryLimitError", "set_memory_limit",
+    "MemoryLimitError", "set_memory_limit", "RemoteError", "RemoteTimeoutError",
     "DataViewType", "PrimitiveType", "Key", "Vector",
     "SByte", "Byte", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Single", "Double",
     "Boolean", "Text", "DateTime", "DateTimeOffset", "TimeSpan", "RowId",

@@ -103,3 +103,18 @@ def require(module, purpose, install):
     except ImportError:
         raise MissingDependencyError(f"{purpose} needs {module}: pip install '{install}'") \
             from None
+
+
+class RemoteError(OSError):
+    """A remote read failed (idv.remote): the message names the URL, what was being read and
+    why (a connection refused, an error status, a truncated answer, a server that ignores Range
+    requests). ``url`` is the file's URL. A missing remote file raises FileNotFoundError and a
+    refused one PermissionError, as local files do."""
+
+    def __init__(self, message, url=None):
+        super().__init__(message)
+        self.url = url
+
+
+class RemoteTimeoutError(RemoteError, TimeoutError):
+    """A remote request took longer than its timeout (``idv.open(url, timeout=)``)."""

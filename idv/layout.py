@@ -185,24 +185,33 @@ def read_tables(source, header, entries, extra=()):
     parts = parts[np.argsort(frame.starts[parts])]
     starts = frame.starts[parts]
 
+    # every table's bytes in one batch (a remote file fetches them in few requests);
+    # a metadata table is read up to the next part the frame knows, which it may not run into
+    nexts = [int(parts[np.searchsorted(starts, e.metadata_offset, side="right")])
+             for e in with_meta]
+    ranges = [(e.lookup_offset, LOOKUP_ENTRY_SIZE * nb) for e in entries] if nb else []
+    ranges += [(e.metadata_offset, int(frame.starts[nxt]) - e.metadata_offset)
+               for e, nxt in zip(with_meta, nexts)]
+    table_bytes = _read_all(source, ranges)
+
     lookups = [np.zeros(0, _lookup.ENTRY) for _ in entries]
     if nb:
-        for e in entries:
+        for e, data in zip(entries, table_bytes):
             try:
-                lookups[e.index] = _lookup.parse_lookup(
-                    source.view(e.lookup_offset, LOOKUP_ENTRY_SIZE * nb), nb, e.lookup_offset,
-                    tail)
+                if isinstance(data, IdvFormatError):
+                    raise data
+                lookups[e.index] = _lookup.parse_lookup(data, nb, e.lookup_offset, tail)
             except IdvFormatError as err:
                 lookups[e.index] = err.locate(column=e.name, column_index=e.index)
     metadata = [[] for _ in entries]
-    for e in with_meta:
+    for e, nxt, data in zip(with_meta, nexts, table_bytes[len(entries) if nb else 0:]):
         off = e.metadata_offset
-        # read up to the next part the frame knows, which the table may not run into
-        nxt = int(parts[np.searchsorted(starts, off, side="right")])
-        end = int(frame.starts[nxt])
         try:
-            metadata[e.index] = _toc.parse_metadata_toc(source.view(off, end - off), off, tail)
+            if isinstance(data, IdvFormatError):
+                raise data
+            metadata[e.index] = _toc.parse_metadata_toc(data, off, tail)
         except IdvFormatError as err:
+            end = int(frame.starts[nxt])
             if end < tail and err.reason.startswith("truncated"):   # idv._cursor's wording
                 err.reason = f"{err.reason}; the table must end before {frame.describe(nxt)}"
             metadata[e.index] = err.locate(column=e.name, column_index=e.index)
@@ -211,3 +220,22 @@ def read_tables(source, header, entries, extra=()):
     everything = regions(header, entries, *ok, extra)
     everything.check()
     return Tables(lookups, metadata, everything)
+
+
+def _read_all(source, ranges):
+    """The bytes of each (offset, size) in `ranges`, read in one batch; a range the file does
+    not hold gets its IdvFormatError in its place."""
+    out = [None] * len(ranges)
+    inside = []
+    for i, (o, n) in enumerate(ranges):
+        if 0 <= o and 0 <= n and o + n <= source.size:
+            inside.append(i)
+        else:
+            try:
+                source.view(o, n)        # raises the source's own error for the range
+            except IdvFormatError as err:
+                out[i] = err
+    got = source.read_ranges([ranges[i][0] for i in inside], [ranges[i][1] for i in inside])
+    for i, data in zip(inside, got):
+        out[i] = data
+    return out

@@ -17,7 +17,7 @@ from idv import ticks
 from idv import types as T
 from idv import vectors
 from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
-from idv.source import open_source
+from idv.remote import open_any
 
 def _chunks(n, parts):
     """Split range(n) into at most `parts` contiguous (start, stop) pairs."""
@@ -691,10 +691,11 @@ class IdvFile:
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
-                 memory_limit=None, checksums=False):
+                 memory_limit=None, checksums=False, filesystem=None, storage_options=None,
+                 timeout=None):
         self._blocks = cache.BlockCache(cache_bytes)
         self._check_sums = bool(checksums)
-        self._source = open_source(source)
+        self._source = open_any(source, filesystem, storage_options, timeout)
         try:
             self.memory_limit = budget.limit_for(self._source.size, memory_limit)
         except BaseException:
@@ -771,8 +772,7 @@ class IdvFile:
         """The source buffer and the blocks' offsets within it (file objects: read them);
         with checksums, each block is checked first (IdvFormatError naming it)."""
         buf = self._source.buffer
-        parts = None if buf is not None else \
-            [self._source.view(int(o), int(d)) for o, d in zip(offsets, disk)]
+        parts = None if buf is not None else self._source.read_ranges(offsets, disk)
         if self._sums is not None:
             for i, (o, d) in enumerate(zip(offsets, disk)):
                 block = buf[int(o):int(o) + int(d)] if parts is None else parts[i]
@@ -935,8 +935,18 @@ class IdvFile:
 
 
 def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
-         cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=False) -> IdvFile:
-    """Open an .idv: a path (memory-mapped), a bytes-like object, or a seekable binary file.
+         cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=False,
+         filesystem=None, storage_options=None, timeout=None) -> IdvFile:
+    """Open an .idv: a path (memory-mapped), a bytes-like object, a seekable binary file, or a
+    remote file: an fsspec URL (``s3://``, ``gs://``, ``az://``, ``https://``, ``memory://``,
+    ``file://``...) or a path inside ``filesystem``.
+
+    ``filesystem``: an fsspec filesystem (or a pyarrow.fs.FileSystem) that ``source`` is a path
+    in. ``storage_options``: the options of the filesystem a URL makes (credentials, endpoint,
+    ``client_kwargs``...), as in pandas and Dask. ``timeout``: the seconds each remote request
+    may take before idv.RemoteTimeoutError (default 60, idv.remote.DEFAULT_TIMEOUT). A remote
+    file is read by byte ranges: its header and tables at open, then only the blocks a read
+    needs, in coalesced concurrent requests (docs/remote.md). Needs the ``remote`` extra.
 
     ``threads``: decoding threads (default: the CPUs available). ``backend``: the DEFLATE
     library, 'libdeflate', 'isal' or 'zlib' (default: the fastest installed,
@@ -950,7 +960,8 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
     costs reads 40-50%, benchmarks/bench_checksums.py); idv.verify always checks them.
     """
     return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes,
-                   memory_limit=memory_limit, checksums=checksums)
+                   memory_limit=memory_limit, checksums=checksums, filesystem=filesystem,
+                   storage_options=storage_options, timeout=timeout)
 
 
 def read(source, columns=None, sparse=False, rows=None, datetime="100ns", **kwargs):

@@ -1,4 +1,5 @@
-"""Where the bytes come from: a memory map, an in-memory buffer, or a seekable file object.
+"""Where the bytes come from: a memory map, an in-memory buffer, or a seekable file object
+(remote files, through fsspec: idv.remote).
 
 Offsets in an .idv are relative to the start of the IDV stream, which is not always the start
 of the container: ML.NET's OptionalColumnTransform stores Schema.idv behind a 4-byte length
@@ -6,6 +7,10 @@ prefix. `base` is that shift.
 
 Each source has a `name`: the path of a file opened from a path or a named file object (None
 for bytes), which the reader puts into every error from that file.
+
+Every source has the same reading interface: ``size``, ``view(offset, size)`` (one range),
+``read_ranges(offsets, sizes)`` (many ranges at once: what a remote source coalesces into few
+requests), ``buffer`` (the whole stream when it is in memory, else None) and ``close()``.
 """
 from __future__ import annotations
 
@@ -35,8 +40,12 @@ class MemorySource:
         self.size = len(self.buffer)
 
     def view(self, offset: int, size: int):
-        _check_range(offset, size, self.size)
+        check_range(offset, size, self.size)
         return self.buffer[offset:offset + size]
+
+    def read_ranges(self, offsets, sizes):
+        """The bytes of each range (offset, size): zero-copy views."""
+        return [self.view(int(o), int(n)) for o, n in zip(offsets, sizes)]
 
     def close(self):
         self.buffer = None
@@ -66,12 +75,7 @@ class FileSource:
         end = f.seek(0, io.SEEK_END)
         self.base = 0
         self.size = end - self._origin
-        head = self._read(0, min(12, self.size))
-        if head[:8] != _SIG and len(head) == 12 and head[4:12] == _SIG:
-            (n,) = struct.unpack("<i", head[:4])
-            if 0 < n <= self.size - 4:    # as _skip_prefix: the prefix bounds the IDV
-                self.base = 4
-                self.size = n
+        self.base, self.size = prefixed_extent(self._read(0, min(12, self.size)), self.size)
         self.buffer = None
 
     def _read(self, offset, size):
@@ -84,14 +88,42 @@ class FileSource:
         return data
 
     def view(self, offset: int, size: int):
-        _check_range(offset, size, self.size)
+        check_range(offset, size, self.size)
         return memoryview(self._read(self.base + offset, size))
+
+    def read_ranges(self, offsets, sizes):
+        """The bytes of each range (offset, size), read in one pass of seeks in file order."""
+        for o, n in zip(offsets, sizes):
+            check_range(int(o), int(n), self.size)
+        out = [None] * len(offsets)
+        with self._lock:
+            for i in sorted(range(len(out)), key=lambda i: int(offsets[i])):
+                o, n = int(offsets[i]) + self.base, int(sizes[i])
+                self._f.seek(self._origin + o)
+                data = self._f.read(n)
+                if len(data) != n:
+                    raise IdvFormatError(f"file ended early: wanted {n} bytes, got {len(data)}",
+                                         offset=o - self.base)
+                out[i] = memoryview(data)
+        return out
 
     def close(self):
         self._f = None
 
 
-def _check_range(offset, size, total):
+def prefixed_extent(head, size):
+    """(base, size) of the IDV stream in a container of `size` bytes that starts with `head`
+    (its first 12 bytes at least): (4, n) behind ML.NET's int32 length prefix n, else
+    (0, size)."""
+    if len(head) >= 12 and head[:8] != _SIG and head[4:12] == _SIG:
+        (n,) = struct.unpack("<i", head[:4])
+        if 0 < n <= size - 4:        # the prefix bounds the IDV
+            return 4, n
+    return 0, size
+
+
+def check_range(offset, size, total):
+    """IdvFormatError unless [offset, offset + size) lies within `total` bytes."""
     if offset < 0 or size < 0 or offset + size > total:
         raise IdvFormatError(f"range [{offset}, {offset + size}) is outside the file of "
                              f"{total} bytes", offset=offset if 0 <= offset <= total else None)
@@ -108,16 +140,18 @@ _OTHER_FORMATS = ((b"PK\x03\x04", "a zip archive"), (b"PAR1", "a Parquet file"),
                   (b"\x1f\x8b", "a gzip file"), (b"ARROW1", "an Arrow IPC (Feather) file"))
 
 
-def _refuse_other_formats(head, name):
-    """A clear error for a zip, Parquet, gzip or Arrow file given as an .idv."""
+def refuse_other_formats(head, name, open_zip=None, entry_form="{name}:ENTRY"):
+    """A clear error for a zip, Parquet, gzip or Arrow file given as an .idv. A zip's .idv
+    entries are listed (`open_zip`: a function giving the zip as a binary file object; default:
+    `name` opened as a local path), each to be named as `entry_form` says."""
     for magic, what in _OTHER_FORMATS:
         if head.startswith(magic):
             hint = ""
             if what == "a zip archive":
-                with zipfile.ZipFile(name) as z:
+                with zipfile.ZipFile(open_zip() if open_zip else name) as z:
                     entries = archive.idv_entries(z)
-                hint = (f"; name an .idv inside it as {name}:ENTRY (.idv entries: "
-                        f"{', '.join(entries) or 'none'})")
+                hint = (f"; name an .idv inside it as {entry_form.format(name=name)} (.idv "
+                        f"entries: {', '.join(entries) or 'none'})")
             elif what != "a gzip file":
                 hint = "; idv.convert turns it into an .idv"
             raise IdvFormatError(f"not an .idv file: this is {what}{hint}", path=name, offset=0)
@@ -125,11 +159,8 @@ def _refuse_other_formats(head, name):
 
 def _skip_prefix(mv):
     """Detect an IDV stored behind an int32 length prefix (model-zip entries)."""
-    if len(mv) >= 12 and mv[:8] != _SIG and mv[4:12] == _SIG:
-        (n,) = struct.unpack("<i", mv[:4])
-        if 0 < n <= len(mv) - 4:
-            return mv[4:4 + n]
-    return mv
+    base, size = prefixed_extent(mv[:12], len(mv))
+    return mv[base:base + size] if base else mv
 
 
 def open_source(source):
@@ -147,7 +178,7 @@ def open_source(source):
         f = open(source, "rb")
         try:
             size = os.fstat(f.fileno()).st_size
-            _refuse_other_formats(f.read(8), name)
+            refuse_other_formats(f.read(8), name)
             f.seek(0)
             if size < HEADER_SIZE:
                 data = f.read()

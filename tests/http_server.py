@@ -1,0 +1,149 @@
+"""A real HTTP server on 127.0.0.1 for remote reads: files from memory, Range requests
+(single ranges, as fsspec sends them), and counters of the requests and body bytes it served.
+
+    with RangeServer({"/a.idv": data}) as srv:
+        idv.open(srv.url("/a.idv"))
+        srv.bytes_served, srv.requests
+
+Misbehaviours, switched on per server (``srv.mode``): ``"no-range"`` (ignores Range and sends
+the whole file, status 200), ``"truncate"`` (announces the range's length, sends half of it,
+closes), ``"stall"`` (waits ``srv.stall_seconds`` before answering GETs). Paths in
+``srv.forbidden`` answer 403, unknown paths 404. ``srv.delay`` delays every GET (to see
+requests overlap: ``srv.max_in_flight``); ``srv.on_request`` sees each GET's headers.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
+
+
+class RangeServer:
+    """Serves `files` ({path: bytes}) on 127.0.0.1 at a free port, in a daemon thread."""
+
+    def __init__(self, files):
+        self.files = dict(files)
+        self.forbidden = set()
+        self.mode = None
+        self.stall_seconds = 5.0
+        self.delay = 0.0           # seconds each GET waits before answering
+        self.on_request = None     # called with each request's headers (a dict)
+        self.in_flight = 0         # GETs being answered now, and the most at once
+        self.max_in_flight = 0
+        self.requests = 0          # GET requests (HEAD ones are in self.heads)
+        self.heads = 0
+        self.bytes_served = 0      # body bytes sent by GETs
+        self.ranges = []           # (start, stop) of each GET's body, in arrival order
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def port(self):
+        return self._httpd.server_address[1]
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def reset_counts(self):
+        with self._lock:
+            self.requests = self.heads = self.bytes_served = 0
+            self.ranges = []
+
+    def _count(self, head, start=0, stop=0):
+        with self._lock:
+            if head:
+                self.heads += 1
+            else:
+                self.requests += 1
+                self.bytes_served += stop - start
+                self.ranges.append((start, stop))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def _handler(server):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):     # quiet
+            pass
+
+        def _answer(self, head):
+            data = server.files.get(self.path)
+            if self.path in server.forbidden:
+                return self._empty(403, head)
+            if data is None:
+                return self._empty(404, head)
+            if head:
+                server._count(True)
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Accept-Ranges", "bytes")
+                self.end_headers()
+                return
+            if server.mode == "stall":
+                server._stop.wait(server.stall_seconds)
+            start, stop, status = 0, len(data), 200
+            m = _RANGE.match(self.headers.get("Range", ""))
+            if m and server.mode != "no-range":
+                a, b = m.groups()
+                if a == "":              # a suffix: the last b bytes
+                    start = max(0, len(data) - int(b))
+                else:
+                    start, stop = int(a), min(len(data), int(b) + 1 if b else len(data))
+                if start >= len(data):
+                    return self._empty(416, head)
+                status = 206
+            self.send_response(status)
+            self.send_header("Content-Length", str(stop - start))
+            if status == 206:
+                self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
+            self.end_headers()
+            body = data[start:stop]
+            if server.mode == "truncate":
+                body = body[:len(body) // 2]
+                self.close_connection = True
+            server._count(False, start, start + len(body))   # before the client has it
+            try:
+                self.wfile.write(body)
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def _empty(self, status, head):
+            server._count(head)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            if server.on_request is not None:
+                server.on_request(dict(self.headers))
+            with server._lock:
+                server.in_flight += 1
+                server.max_in_flight = max(server.max_in_flight, server.in_flight)
+            try:
+                if server.delay:
+                    server._stop.wait(server.delay)
+                self._answer(False)
+            finally:
+                with server._lock:
+                    server.in_flight -= 1
+
+        def do_HEAD(self):  # noqa: N802
+            self._answer(True)
+
+    return Handler
+

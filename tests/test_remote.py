@@ -1,0 +1,415 @@
+"""Remote files through fsspec (idv.remote): URLs, filesystem objects, ranged reads.
+
+The HTTP tests run a real server on 127.0.0.1 (tests/http_server.py) that honours Range and
+counts the requests and body bytes it serves; the S3 test runs moto's S3-compatible server on
+127.0.0.1 and reads through s3fs. No traffic leaves the machine.
+"""
+from __future__ import annotations
+
+import io
+import socket
+import sys
+import time
+import warnings
+import zipfile
+
+import numpy as np
+import pytest
+
+import dumpcheck as dc
+import idv
+from http_server import RangeServer
+from idv import remote
+from reference import SAMPLE_DIR, fixture_files, model_zip_entries, shared_path
+
+pytest.importorskip("fsspec")
+pytest.importorskip("aiohttp")
+
+SAMPLE = fixture_files("sample", SAMPLE_DIR)
+with open(idv.sample_path(), "rb") as _f:
+    SAMPLE_BYTES = _f.read()
+
+
+def twelve_columns(rows=200_000):
+    """12 columns of mixed compressibility (Double, Int32, Single, Int64, Boolean)."""
+    rng = np.random.default_rng(11)
+    cols = {}
+    for i in range(12):
+        kind = i % 4
+        if kind == 0:
+            cols[f"d{i}"] = np.round(rng.normal(size=rows) * 100, 2)
+        elif kind == 1:
+            cols[f"i{i}"] = rng.integers(0, 1000, rows).astype(np.int32)
+        elif kind == 2:
+            cols[f"f{i}"] = rng.random(rows, dtype=np.float32)
+        else:
+            cols[f"l{i}"] = np.cumsum(rng.integers(0, 50, rows)).astype(np.int64)
+    return cols
+
+
+@pytest.fixture(scope="module")
+def wide_file(tmp_path_factory):
+    """(path, bytes, columns) of a 12-column file of 200,000 rows written by idv."""
+    cols = twelve_columns()
+    p = tmp_path_factory.mktemp("remote") / "wide.idv"
+    idv.write(p, cols)
+    return p, p.read_bytes(), cols
+
+
+def frame_bytes(f):
+    """The bytes of the header, the table of contents and tail, and every lookup table."""
+    h = f.header
+    lookups = sum(16 * c.num_blocks for c in f.columns)
+    return 256 + (h.tail_offset + 8 - h.toc_offset) + lookups
+
+
+# ---- what goes over the wire -----------------------------------------------------------------
+
+def test_one_column_of_twelve_transfers_its_blocks_and_the_tables(wide_file):
+    path, data, cols = wide_file
+    with idv.open(path) as f:
+        disk = f["d4"].nbytes_disk
+        allowance = frame_bytes(f)
+    with RangeServer({"/wide.idv": data}) as srv:
+        with idv.open(srv.url("/wide.idv")) as f:
+            opened = srv.bytes_served
+            srv_open_requests = srv.requests
+            values = f["d4"].read()
+        assert np.array_equal(values, cols["d4"])
+        total = srv.bytes_served
+        assert total <= 1.1 * disk + allowance, (total, disk, allowance)
+        # the open: header and tail, in few requests, and no block of a column besides them
+        assert srv_open_requests <= 3
+        assert opened <= allowance + remote.tail_guess(len(data))
+        assert total - opened <= 1.1 * disk
+        assert max(b - a for a, b in srv.ranges) < len(data) / 4   # never the whole file
+
+
+def test_every_column_reads_as_the_local_file(wide_file):
+    path, data, cols = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        with idv.open(srv.url("/wide.idv")) as f:
+            got = f.read()
+            rows = f["l3"][12_345:12_350]
+            one = f["f2"][-1]
+    assert got.keys() == cols.keys()
+    for k in cols:
+        assert np.array_equal(got[k], cols[k]), k
+    assert np.array_equal(rows, cols["l3"][12_345:12_350])
+    assert one == cols["f2"][-1]
+
+
+def test_a_row_slice_fetches_only_its_blocks(wide_file):
+    path, data, cols = wide_file
+    with idv.open(path) as f:
+        col = f["i1"]
+        b = col.block_rows(3)
+        block = col.lookup[3]
+    with RangeServer({"/wide.idv": data}) as srv:
+        with idv.open(srv.url("/wide.idv")) as f:
+            srv.reset_counts()
+            got = f["i1"][b[0] + 10:b[0] + 20]
+        assert np.array_equal(got, cols["i1"][b[0] + 10:b[0] + 20])
+        assert srv.ranges == [(int(block["offset"]), int(block["offset"] + block["disk"]))]
+
+
+def test_requests_go_out_concurrently(wide_file):
+    """With every answer delayed, one column's 25 blocks (one batch, one thread) are in flight
+    together: the read takes far less than 25 delays."""
+    path, data, _ = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        with idv.open(srv.url("/wide.idv"), threads=1) as f:
+            blocks = f["d0"].num_blocks
+            srv.delay = 0.2
+            t0 = time.perf_counter()
+            f["d0"].read()
+            took = time.perf_counter() - t0
+        assert srv.max_in_flight > 1
+    assert blocks >= 20 and took < blocks * 0.2 / 2, (blocks, took)
+
+
+def test_coalescing_merges_near_ranges_and_bounds_the_waste():
+    starts = np.array([0, 100, 100 + 1000, 5000, 5000, 50_000])
+    stops = np.array([100, 1100, 2000, 6000, 5500, 60_000])
+    # touching and overlapping ranges merge; a 3000-byte gap after 2000 bytes wanted does not
+    # (3000 > 1/16 of 3000), nor the 44,000-byte hole
+    assert remote.coalesce(starts, stops) == [(0, 2000), (5000, 6000), (50_000, 60_000)]
+    # a small gap between large ranges merges, within the waste bound
+    assert remote.coalesce(np.array([0, 20_100]), np.array([20_000, 40_000])) == [(0, 40_000)]
+    assert remote.coalesce(np.array([0, 20_100]), np.array([20_000, 40_000]), hole=50) == \
+        [(0, 20_000), (20_100, 40_000)]
+    # requests are capped (then fetched concurrently), a larger range stays whole
+    got = remote.coalesce(np.arange(0, 100, 10), np.arange(10, 110, 10), max_request=30)
+    assert got == [(0, 30), (30, 60), (60, 90), (90, 100)]
+    assert remote.coalesce(np.array([0]), np.array([100]), max_request=30) == [(0, 100)]
+    # the bytes fetched over the bytes wanted stay within 1 + 1/16 for any layout
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        sizes = rng.integers(1, 20_000, 50)
+        gaps = rng.integers(0, 10_000, 50)
+        s = np.cumsum(gaps + np.r_[0, sizes[:-1]])
+        e = s + sizes
+        runs = remote.coalesce(s, e)
+        fetched = sum(b - a for a, b in runs)
+        assert fetched <= sizes.sum() * (1 + 1 / 16)
+        for a, b in zip(s, e):
+            assert any(r0 <= a and b <= r1 for r0, r1 in runs)
+
+
+# ---- ML.NET's files --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", SAMPLE or [None], ids=[c.id for c in SAMPLE] or ["missing"])
+def test_mlnet_files_over_http_read_as_mlnet_reads_them(case):
+    if case is None:
+        pytest.skip(f"sample fixtures missing: {SAMPLE_DIR} (set IDV_SHARED)")
+    with RangeServer({"/f.idv": case.idv_path.read_bytes()}) as srv:
+        with dc.open_quietly(srv.url("/f.idv")) as f:
+            dc.check_file(f, case.sidecar)
+
+
+def test_a_model_zip_entry_through_fsspec_zip_chaining():
+    entries = model_zip_entries()
+    if not entries:
+        pytest.skip("the ML.NET model zips are missing (set IDV_SHARED)")
+    name, entry = next((z, e) for z, e in entries if "Schema" in e)   # length-prefixed
+    zp = shared_path("mlnet-files", "model-zips", name)
+    local = idv.read(f"{zp}:{entry}")
+    with idv.open(f"zip://{entry}::file://{zp}") as f:
+        got = f.read()
+    assert got.keys() == local.keys()
+    for k in local:
+        assert str(got[k]) == str(local[k])
+
+
+# ---- URLs and filesystems ----------------------------------------------------------------------
+
+def test_memory_url_and_filesystem_object(wide_file):
+    import fsspec
+    path, data, cols = wide_file
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/idv-tests/wide.idv", data)
+    try:
+        got = idv.read("memory://idv-tests/wide.idv", columns=["d8", "i5"])
+        assert np.array_equal(got["d8"], cols["d8"]) and np.array_equal(got["i5"], cols["i5"])
+        with idv.open("idv-tests/wide.idv", filesystem=fs) as f:
+            assert np.array_equal(f["l7"].read(), cols["l7"])
+        with pytest.raises(FileNotFoundError, match="memory:///idv-tests/none.idv"):
+            idv.open("idv-tests/none.idv", filesystem=fs)
+    finally:
+        fs.rm("/idv-tests", recursive=True)
+
+
+def test_file_url_keeps_the_memory_map(wide_file, monkeypatch):
+    path, _, cols = wide_file
+    url = path.as_uri()
+
+    def no_ranges(*args):
+        raise AssertionError("a file:// URL read by ranges, not memory-mapped")
+    monkeypatch.setattr(remote, "RemoteSource", no_ranges)
+    with idv.open(url) as f:
+        assert np.array_equal(f["f6"].read(), cols["f6"])
+    with pytest.raises(FileNotFoundError):
+        idv.open(url + ".missing")
+
+
+def test_pyarrow_filesystem(wide_file):
+    pafs = pytest.importorskip("pyarrow.fs")
+    path, _, cols = wide_file
+    with idv.open(str(path), filesystem=pafs.LocalFileSystem()) as f:
+        assert np.array_equal(f["d4"].read(), cols["d4"])
+
+
+def test_storage_options_reach_the_filesystem(wide_file):
+    """HTTP headers given in storage_options arrive at the server."""
+    path, data, cols = wide_file
+    seen = []
+    with RangeServer({"/wide.idv": data}) as srv:
+        srv.on_request = seen.append
+        idv.read(srv.url("/wide.idv"), columns=["i1"],
+                 storage_options={"headers": {"X-Idv-Test": "yes"}})
+    assert seen and all(h.get("X-Idv-Test") == "yes" for h in seen)
+
+
+def test_wrong_arguments():
+    with pytest.raises(TypeError, match="storage_options= is for URLs"):
+        idv.open(idv.sample_path(), storage_options={"anon": True})
+    import fsspec
+    with pytest.raises(TypeError, match="not both"):
+        idv.open("x.idv", filesystem=fsspec.filesystem("memory"), storage_options={"a": 1})
+    with pytest.raises(TypeError, match="fsspec filesystem"):
+        idv.open("x.idv", filesystem=object())
+
+
+def test_missing_fsspec_names_the_pip_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "fsspec", None)
+    with pytest.raises(idv.MissingDependencyError, match=r"pip install 'idv\[remote\]'"):
+        idv.open("s3://bucket/x.idv")
+    with idv.open(idv.sample_path()) as f:      # local paths never need it
+        assert f.num_rows == 240
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+def test_not_found_and_forbidden_name_the_url():
+    with RangeServer({"/a.idv": SAMPLE_BYTES}) as srv:
+        srv.forbidden.add("/a.idv")
+        with pytest.raises(FileNotFoundError, match=r"no such file: http://127\.0\.0\.1:\d+/b"):
+            idv.open(srv.url("/b.idv"))
+        with pytest.raises(PermissionError, match=r"access denied: .*/a\.idv \(HTTP 403\)"):
+            idv.open(srv.url("/a.idv"))
+
+
+def test_connection_refused_names_the_url():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]          # nothing listens there once it is closed
+    url = f"http://127.0.0.1:{port}/x.idv"
+    t0 = time.perf_counter()
+    with pytest.raises(idv.RemoteError) as e:
+        idv.open(url, timeout=5)
+    assert url in str(e.value) and e.value.url == url
+    assert "connect" in str(e.value).lower()
+    assert time.perf_counter() - t0 < 10
+
+
+def test_a_server_that_stalls_times_out(wide_file):
+    _, data, _ = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        srv.mode = "stall"
+        t0 = time.perf_counter()
+        with pytest.raises(idv.RemoteTimeoutError) as e:
+            idv.open(srv.url("/wide.idv"), timeout=0.5)
+        took = time.perf_counter() - t0
+        assert isinstance(e.value, TimeoutError)
+        assert srv.url("/wide.idv") in str(e.value) and "0.5 s" in str(e.value)
+        assert took < 5
+        # a stall after the open, while reading blocks
+        srv.mode = None
+        with idv.open(srv.url("/wide.idv"), timeout=0.5) as f:
+            srv.mode = "stall"
+            with pytest.raises(idv.RemoteTimeoutError, match="reading bytes"):
+                f["d0"].read()
+
+
+def test_a_truncated_answer_is_an_error(wide_file):
+    _, data, _ = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        with idv.open(srv.url("/wide.idv")) as f:
+            srv.mode = "truncate"
+            with pytest.raises(idv.RemoteError, match=r"/wide\.idv: .*truncated") as e:
+                f["d0"].read()
+            assert e.value.url == srv.url("/wide.idv")
+
+
+def test_a_server_that_ignores_range_is_refused(wide_file):
+    _, data, _ = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        srv.mode = "no-range"
+        with pytest.raises(idv.RemoteError, match=r"/wide\.idv: the server ignores HTTP Range"):
+            idv.open(srv.url("/wide.idv"))
+        # it stopped at the first answer: not the whole file once per range
+        assert srv.requests <= 2
+
+
+def test_not_an_idv_gets_the_local_error_with_the_url(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "t.parquet")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("Data/Schema.idv", SAMPLE_BYTES)
+    good = SAMPLE_BYTES
+    files = {"/t.parquet": (tmp_path / "t.parquet").read_bytes(), "/m.zip": buf.getvalue(),
+             "/short.idv": good[:len(good) - 100], "/junk.idv": b"\x00" * 5000}
+    for name, data in files.items():
+        (tmp_path / name[1:]).write_bytes(data)
+    with RangeServer(files) as srv:
+        for name in files:
+            local_path = str(tmp_path / name[1:])
+            with pytest.raises(idv.IdvFormatError) as local_err:
+                idv.open(local_path)
+            with pytest.raises(idv.IdvFormatError) as remote_err:
+                idv.open(srv.url(name))
+            assert remote_err.value.path == srv.url(name)
+            if name == "/m.zip":
+                assert "zip://ENTRY::" + srv.url(name) in str(remote_err.value)
+                assert "Data/Schema.idv" in str(remote_err.value)
+            else:
+                assert remote_err.value.reason == local_err.value.reason, name
+
+
+def test_damage_found_in_a_block_names_the_url(wide_file):
+    path, data, _ = wide_file
+    with idv.open(path) as f:
+        blk = f["d0"].lookup[2]
+    bad = bytearray(data)
+    bad[int(blk["offset"]):int(blk["offset"]) + 8] = b"\xff" * 8
+    with RangeServer({"/bad.idv": bytes(bad)}) as srv:
+        with idv.open(srv.url("/bad.idv")) as f:
+            with pytest.raises(idv.IdvFormatError) as e:
+                f["d0"].read()
+    assert e.value.path == srv.url("/bad.idv") and e.value.block == 2
+
+
+def test_checksums_are_checked_over_http(wide_file):
+    _, data, cols = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        with idv.open(srv.url("/wide.idv"), checksums=True) as f:
+            assert f.has_checksums
+            assert np.array_equal(f["i9"].read(), cols["i9"])
+
+
+# ---- S3 ----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    """moto's S3-compatible server on 127.0.0.1 (skips with the reason when it cannot start)."""
+    try:
+        from moto.server import ThreadedMotoServer
+        import s3fs  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"the S3 test needs moto[server] and s3fs: {e}")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    try:
+        server.start()
+    except Exception as e:       # noqa: BLE001 - any failure to start is a reason to skip
+        pytest.skip(f"moto's S3 server did not start: {e}")
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_s3_through_s3fs_and_storage_options(s3_endpoint, wide_file, monkeypatch):
+    import s3fs
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    opts = {"key": "testing", "secret": "testing", "endpoint_url": s3_endpoint,
+            "client_kwargs": {"region_name": "us-east-1"}}
+    import boto3
+    boto3.client("s3", endpoint_url=s3_endpoint, aws_access_key_id="testing",
+                 aws_secret_access_key="testing", region_name="us-east-1"
+                 ).create_bucket(Bucket="idv-bucket")
+    fs = s3fs.S3FileSystem(**opts)
+    path, data, cols = wide_file
+    fs.pipe("idv-bucket/dir/wide.idv", data)
+    got = idv.read("s3://idv-bucket/dir/wide.idv", columns=["d0", "l11"],
+                   storage_options=opts)
+    assert np.array_equal(got["d0"], cols["d0"]) and np.array_equal(got["l11"], cols["l11"])
+    sources = []
+
+    class Recorded(remote.RemoteSource):
+        def __init__(self, *args):
+            super().__init__(*args)
+            sources.append(self)
+    monkeypatch.setattr(remote, "RemoteSource", Recorded)
+    with idv.open("idv-bucket/dir/wide.idv", filesystem=fs) as f:
+        (src,) = sources
+        assert src.name == "s3://idv-bucket/dir/wide.idv"
+        opened = src.bytes_fetched
+        assert np.array_equal(f["f10"].read(), cols["f10"])
+        assert src.bytes_fetched - opened <= 1.1 * f["f10"].nbytes_disk
+    with pytest.raises(FileNotFoundError, match="s3://idv-bucket/dir/none.idv"):
+        idv.open("s3://idv-bucket/dir/none.idv", storage_options=opts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fs.rm("idv-bucket", recursive=True)
