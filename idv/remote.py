@@ -2,7 +2,7 @@
 ``memory://`` URLs, or a path inside an fsspec filesystem object.
 
 A remote file is read by byte range, never whole. Opening fetches the file's size, then in one
-round of concurrent requests the header and the last 1/256 of the file (4 to 64 KiB, see
+round of concurrent requests the header and the last 1/512 of the file (4 to 64 KiB, see
 ``tail_guess``: where ML.NET puts the table of contents, and usually the lookup tables and
 metadata tables before it); whatever tables that missed come in one more batch. After that only the blocks a read asks for are
 fetched: ``read_ranges`` sorts the ranges, merges those that touch or nearly touch (a gap of at
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 
 import numpy as np
 
@@ -27,8 +28,8 @@ from idv._header import HEADER_SIZE
 from idv.errors import MissingDependencyError, RemoteError, RemoteTimeoutError
 
 DEFAULT_TIMEOUT = 60.0      # seconds one request may take (a range is at most MAX_REQUEST)
-TAIL_GUESS = (4 << 10, 64 << 10)   # bytes read from the end at open: 1/256 of the file, within
-TAIL_FRACTION = 256                # these bounds (see tail_guess)
+TAIL_GUESS = (4 << 10, 64 << 10)   # bytes read from the end at open: 1/512 of the file, within
+TAIL_FRACTION = 512                # these bounds (see tail_guess)
 HOLE_BYTES = 8 << 10        # ranges this close are fetched as one ...
 WASTE_DIVISOR = 16          # ... while the gaps fetched stay under 1/16 of the bytes wanted
 MAX_REQUEST = 8 << 20       # bytes per request at most (larger runs are split, fetched at once)
@@ -119,9 +120,9 @@ def tail_guess(size):
     """The bytes read from the end of a file of `size` bytes when it opens, with its header:
     ML.NET puts the table of contents last, the lookup tables and metadata tables before it.
     In ML.NET's files these take about 0.1% of the file (43 KB of the 43 MB 2M x 11 numeric
-    file, 8192 rows per block); 1/256 of the file, at least 4 KiB and at most 64 KiB, usually
+    file, 8192 rows per block); 1/512 of the file, at least 4 KiB and at most 64 KiB, usually
     holds them all, and what it misses takes one more round of requests. What it reads beyond
-    them (blocks) is the open's only waste: under 1/256 of the file."""
+    them (blocks) is the open's only waste: under 1/512 of the file, 64 KiB at most."""
     lo, hi = TAIL_GUESS
     return min(max(size // TAIL_FRACTION, lo), hi)
 
@@ -179,6 +180,7 @@ class RemoteSource:
         self.timeout = timeout
         self.requests = 0
         self.bytes_fetched = 0
+        self._count = threading.Lock()    # reads run in several threads at once
         self._async = bool(getattr(fs, "async_impl", False))
         self._http = None
         self._held = []                  # (start, bytes) fetched at open, kept for the tables
@@ -258,7 +260,8 @@ class RemoteSource:
         """The bytes of each (start, stop) of the container, all requested at once."""
         if not runs:
             return []
-        self.requests += len(runs)
+        with self._count:
+            self.requests += len(runs)
         if self._async:
             from fsspec.asyn import sync
             results = sync(self._fs.loop, self._gather, runs)
@@ -273,7 +276,8 @@ class RemoteSource:
             what = f"reading bytes {s}-{e - 1}"
             if isinstance(data, BaseException):
                 raise self._error(data, what) from data
-            self.bytes_fetched += len(data)
+            with self._count:
+                self.bytes_fetched += len(data)
             if len(data) != e - s:
                 raise RemoteError(f"{self.name}: {what}: the answer was truncated ({len(data)} "
                                   f"of {e - s} bytes)" if len(data) < e - s else

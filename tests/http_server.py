@@ -10,10 +10,17 @@ the whole file, status 200), ``"truncate"`` (announces the range's length, sends
 closes), ``"stall"`` (waits ``srv.stall_seconds`` before answering GETs). Paths in
 ``srv.forbidden`` answer 403, unknown paths 404. ``srv.delay`` delays every GET (to see
 requests overlap: ``srv.max_in_flight``); ``srv.on_request`` sees each GET's headers.
+
+Run as a script (``python tests/http_server.py FILE...``, each served as ``/NAME``), it serves
+from its own process, prints its port, and answers ``/__stats__`` (the counters as JSON) and
+``/__reset__`` (the same, then zeroes them): benchmarks/bench_remote.py uses it so that the
+server does not share the reader's interpreter.
 """
 from __future__ import annotations
 
+import json
 import re
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -76,11 +83,22 @@ class RangeServer:
 def _handler(server):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True     # headers and body are two writes: no 40 ms stalls
 
         def log_message(self, *args):     # quiet
             pass
 
         def _answer(self, head):
+            if self.path in ("/__stats__", "/__reset__"):     # for a server in a child process
+                if self.path == "/__reset__":
+                    server.reset_counts()
+                body = json.dumps({"requests": server.requests, "heads": server.heads,
+                                   "bytes_served": server.bytes_served}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             data = server.files.get(self.path)
             if self.path in server.forbidden:
                 return self._empty(403, head)
@@ -147,3 +165,17 @@ def _handler(server):
 
     return Handler
 
+
+
+def main(paths):
+    files = {}
+    for p in paths:
+        with open(p, "rb") as f:
+            files["/" + p.replace("\\", "/").rsplit("/", 1)[-1]] = f.read()
+    with RangeServer(files) as srv:
+        print(srv.port, flush=True)
+        sys.stdin.read()          # serve until stdin closes
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

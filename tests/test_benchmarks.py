@@ -22,12 +22,14 @@ QUICK = {
     "bench_read.py": ["--quick", "--repeat", "1", "--json"],
     "bench_write.py": ["--quick", "--json"],
     "bench_checksums.py": ["--quick", "--json"],
+    "bench_remote.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
 NEEDS_MLNET = {
     "bench_read.py": ("to write its data", None),
     "bench_write.py": ("for ML.NET's own write", "--no-mlnet"),
+    "bench_remote.py": ("to write its data (bench_read's)", None),
 }
 
 
@@ -58,6 +60,13 @@ def test_benchmark_quick_mode(script):
         assert [(r["what"], r["compression"]) for r in report["results"]] == [
             ("write", "deflate"), ("read", "deflate"), ("write", "none"), ("read", "none")]
         assert all(r["checksums_s"] > 0 and r["without_s"] > 0 for r in report["results"])
+        return
+    if script == "bench_remote.py":
+        assert len(report["columns"]) == 11
+        for r in report["columns"]:     # every block of the column came, and little else
+            assert r["disk_bytes"] - 70_000 <= r["read_bytes"] <= 1.1 * r["disk_bytes"], r
+            assert r["open_requests"] <= 4
+        assert report["column_http_s"] > 0 and report["column_local_s"] > 0
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]
