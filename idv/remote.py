@@ -89,8 +89,10 @@ def resolve(source, filesystem=None, storage_options=None):
         try:
             fs, path = fsspec.core.url_to_fs(source, **(storage_options or {}))
         except ImportError as e:       # the protocol's backend (aiohttp, s3fs, gcsfs...)
-            raise MissingDependencyError(f"reading {source.split('://')[0]}:// URLs needs "
-                                         f"{e.name or 'a package'}: {_INSTALL} ({e})") from None
+            proto = source.split("://")[0]
+            raise MissingDependencyError(f"reading {proto}:// URLs needs fsspec's backend for "
+                                         f"them: {e} ({_INSTALL} installs those of http, "
+                                         f"https and s3)") from None
         return fs, path, source
     if storage_options:
         raise TypeError("give either filesystem= or storage_options= (the options of a "

@@ -248,6 +248,16 @@ def test_missing_fsspec_names_the_pip_command(monkeypatch):
         assert f.num_rows == 240
 
 
+def test_a_missing_backend_names_it():
+    try:
+        import gcsfs  # noqa: F401
+        pytest.skip("gcsfs is installed")
+    except ImportError:
+        pass
+    with pytest.raises(idv.MissingDependencyError, match=r"gs:// URLs needs .*gcsfs"):
+        idv.open("gs://bucket/x.idv")
+
+
 # ---- errors ------------------------------------------------------------------------------------
 
 def test_not_found_and_forbidden_name_the_url():
