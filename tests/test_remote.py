@@ -85,6 +85,23 @@ def test_one_column_of_twelve_transfers_its_blocks_and_the_tables(wide_file):
         assert max(b - a for a, b in srv.ranges) < len(data) / 4   # never the whole file
 
 
+def test_tables_beyond_the_tail_guess_come_in_one_more_request(tmp_path):
+    """Small blocks: the lookup tables (12 x 500 entries, 96 KB) outrun the open's tail
+    read; they come in one batch, as one request (they lie side by side)."""
+    cols = twelve_columns(5_000)
+    p = tmp_path / "small_blocks.idv"
+    idv.write(p, cols, rows_per_block=10)
+    data = p.read_bytes()
+    with idv.open(p) as f:
+        tables = frame_bytes(f)
+    assert tables > 4 * remote.tail_guess(len(data))
+    with RangeServer({"/s.idv": data}) as srv:
+        with idv.open(srv.url("/s.idv")) as f:
+            assert srv.heads == 1 and srv.requests == 3, (srv.heads, srv.requests)
+            assert srv.bytes_served <= tables + remote.tail_guess(len(data))
+            assert np.array_equal(f["i5"][1_234:1_260], cols["i5"][1_234:1_260])
+
+
 def test_every_column_reads_as_the_local_file(wide_file):
     path, data, cols = wide_file
     with RangeServer({"/wide.idv": data}) as srv:
