@@ -89,7 +89,9 @@ class _ReadPartition:
         finally:
             f.close()
         df.index = pd.RangeIndex(first, first + stop - start)
-        return df if columns is None else df[list(columns)]
+        if columns is None or list(df.columns) == list(columns):
+            return df
+        return df[list(columns)]
 
 
 def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=None, *,

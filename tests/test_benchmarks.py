@@ -22,12 +22,14 @@ QUICK = {
     "bench_read.py": ["--quick", "--repeat", "1", "--json"],
     "bench_write.py": ["--quick", "--json"],
     "bench_checksums.py": ["--quick", "--json"],
+    "bench_dataset.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
 NEEDS_MLNET = {
     "bench_read.py": ("to write its data", None),
     "bench_write.py": ("for ML.NET's own write", "--no-mlnet"),
+    "bench_dataset.py": ("to write its data (bench_read's)", None),
 }
 
 
@@ -39,6 +41,8 @@ def test_every_benchmark_has_a_smoke_run():
 @pytest.mark.parametrize("script", sorted(QUICK))
 def test_benchmark_quick_mode(script):
     pytest.importorskip("pyarrow")
+    if script == "bench_dataset.py":
+        pytest.importorskip("distributed")
     args = list(QUICK[script])
     env = dict(os.environ)
     oracle, reason = find_oracle()
@@ -58,6 +62,13 @@ def test_benchmark_quick_mode(script):
         assert [(r["what"], r["compression"]) for r in report["results"]] == [
             ("write", "deflate"), ("read", "deflate"), ("write", "none"), ("read", "none")]
         assert all(r["checksums_s"] > 0 and r["without_s"] > 0 for r in report["results"])
+        return
+    if script == "bench_dataset.py":
+        d, many = report["dask"], report["many_files"]
+        assert d["partitions"] == 8 and d["small_partitions"] == 8 * 13   # 100k rows / 8192
+        assert d["idv_read_s"] > 0 and d["dask_s"] > 0
+        assert many["default"]["files"] == 100 and many["default"]["maps"] <= 64
+        assert many["all_open"]["maps"] == 100
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]
