@@ -209,8 +209,9 @@ class _Converter:
             if want is not None and not _same_values(got, want):
                 raise ValueError(f"partition {index}: the categories of column {name!r} differ "
                                  f"from partition 0's, so its key numbers would too; give the "
-                                 f"column one CategoricalDtype first (ddf.categorize(), or "
-                                 f"astype(pd.CategoricalDtype(categories)))")
+                                 f"column one CategoricalDtype first (astype(pd."
+                                 f"CategoricalDtype(categories)), or ddf.categorize() of the "
+                                 f"text column)")
         return columns
 
 

@@ -28,7 +28,8 @@ from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.reader import concat_reads, open as idv_open
 
-__all__ = ["dataset", "Dataset", "DatasetFile", "SCHEMA_MODES", "ON_BAD_FILE"]
+__all__ = ["dataset", "Dataset", "DatasetFile", "open_dataset_file", "expand_sources",
+           "SCHEMA_MODES", "ON_BAD_FILE"]
 
 # schema=: "exact" (every file has the same columns, names and types in order) or "common"
 # (the columns every file has with the same type, in the first file's order)
@@ -67,7 +68,7 @@ def _fsspec():
     return require("fsspec", "reading .idv files from URLs", "idv[remote]")
 
 
-def _open_file(path, fs, open_kwargs):
+def open_dataset_file(path, fs, open_kwargs):
     """idv.open of a local path, or of a path inside an fsspec filesystem: through
     ``idv.open(filesystem=)`` where this version has it, else through the filesystem's
     seekable file object."""
@@ -162,8 +163,9 @@ class Dataset:
 
     Attributes: ``files`` (a DatasetFile per file: path, rows, and where its rows start),
     ``num_rows``, ``schema`` (an idv.Schema of the dataset's columns, its num_rows the
-    dataset's), ``column_names``, ``filesystem`` (the fsspec filesystem, None for local files)
-    and ``skipped`` ((path, error) of each file on_bad_file="skip" left out).
+    dataset's), ``column_names``, ``filesystem`` (the fsspec filesystem, None for local files),
+    ``open_kwargs`` (what each idv.open is given) and ``skipped`` ((path, error) of each file
+    on_bad_file="skip" left out).
     """
 
     def __init__(self, paths, *, filesystem=None, columns=None, schema="exact",
@@ -175,28 +177,33 @@ class Dataset:
         if int(max_open_files) < 1:
             raise ValueError(f"max_open_files must be at least 1, not {max_open_files!r}")
         self.filesystem = filesystem
-        self._open_kwargs = open_kwargs
+        self.open_kwargs = open_kwargs
         self._max_open = int(max_open_files)
         self._handles = collections.OrderedDict()      # file index -> open IdvFile (LRU)
         self.skipped = []
         wanted = None if columns is None else ([columns] if isinstance(columns, str)
                                                else list(columns))
         opened = []           # (path, visible columns, rows, rows per block, IdvFile)
-        for path in paths:
-            try:
-                f = _open_file(path, filesystem, open_kwargs)
-            except (IdvFormatError, OSError) as e:
-                if isinstance(e, IdvFormatError):
-                    e.locate(path=path)
-                if on_bad_file == "raise":
-                    raise
-                self.skipped.append((path, e))
-                continue
-            cols = _visible(f)
-            rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
-            opened.append((path, cols, f.num_rows, rpb, f))
-            if len(opened) > self._max_open:     # keep the first max_open_files open
-                opened[-1][4].close()
+        try:
+            for path in paths:
+                try:
+                    f = open_dataset_file(path, filesystem, open_kwargs)
+                except (IdvFormatError, OSError) as e:
+                    if isinstance(e, IdvFormatError):
+                        e.locate(path=path)
+                    if on_bad_file == "raise":
+                        raise
+                    self.skipped.append((path, e))
+                    continue
+                cols = _visible(f)
+                rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
+                opened.append((path, cols, f.num_rows, rpb, f))
+                if len(opened) > self._max_open:     # keep the first max_open_files open
+                    f.close()
+        except BaseException:
+            for o in opened:
+                o[4].close()
+            raise
         if self.skipped:
             listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
             warnings.warn(f"idv.dataset skipped {len(self.skipped)} file"
@@ -286,7 +293,7 @@ class Dataset:
             self._handles.move_to_end(i)
             return f
         path = self.files[i].path
-        f = _open_file(path, self.filesystem, self._open_kwargs)
+        f = open_dataset_file(path, self.filesystem, self.open_kwargs)
         self._handles[i] = f
         while len(self._handles) > self._max_open:
             _, old = self._handles.popitem(last=False)
@@ -311,7 +318,8 @@ class Dataset:
         self.close()
 
     # ---- columns and rows
-    def _columns(self, columns):
+    def resolve_columns(self, columns):
+        """The dataset's column names for ``columns`` (names or indices; None: all), checked."""
         if columns is None:
             return list(self._names)
         if isinstance(columns, str):
@@ -367,7 +375,7 @@ class Dataset:
         """dict name -> array of the dataset's columns (all by default), every file's rows end
         to end. ``rows``: a slice, row numbers or a boolean mask of the dataset's rows; only
         the files and blocks that hold them are read. ``datetime`` as IdvFile.read."""
-        names = self._columns(columns)
+        names = self.resolve_columns(columns)
         parts, restore = self._global_rows(slice(None) if rows is None else rows)
         if not parts:          # no rows: the empty forms, from the first file
             got = self.open_file(0).read(names, rows=slice(0, 0), datetime=datetime)
@@ -391,8 +399,8 @@ class Dataset:
                         f"ds.read(columns=[...]), not with {type(key).__name__}")
 
     # ---- time units: one per dataset, so that every file's Arrow or pandas columns agree
-    def _time_unit(self, names, datetime, safe):
-        """(datetime, safe) for every file: modes 'auto' and 'exact' choose one unit from the
+    def time_unit(self, names, datetime, safe):
+        """(datetime, safe) to read every file with: modes 'auto' and 'exact' choose one unit from the
         time values of all files (ticks.UnitChoice), as a single file chooses from its own."""
         if datetime not in ticks.CHOSEN_MODES:
             return datetime, safe
@@ -416,8 +424,8 @@ class Dataset:
         a RangeIndex). With datetime 'auto' or 'exact', one unit for the whole dataset."""
         from idv.pandas import to_pandas
         pd = require("pandas", "converting to pandas", "idv[pandas]")
-        names = self._columns(columns)
-        unit, safe = self._time_unit(names, datetime, safe)
+        names = self.resolve_columns(columns)
+        unit, safe = self.time_unit(names, datetime, safe)
         frames = [to_pandas(self.open_file(i), names, vectors=vectors, datetime=unit, safe=safe)
                   for i in range(len(self.files))]
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -427,8 +435,8 @@ class Dataset:
         schema). With datetime 'auto' or 'exact', one unit for the whole dataset."""
         from idv.arrow import import_pyarrow, to_arrow
         pa = import_pyarrow()
-        names = self._columns(columns)
-        unit, safe = self._time_unit(names, datetime, safe)
+        names = self.resolve_columns(columns)
+        unit, safe = self.time_unit(names, datetime, safe)
         tables = [to_arrow(self.open_file(i), names, datetime=unit, safe=safe)
                   for i in range(len(self.files))]
         schema = tables[0].schema
@@ -443,8 +451,8 @@ class Dataset:
         two files). One file is decoded at a time."""
         from idv.arrow import import_pyarrow, record_batch_reader
         pa = import_pyarrow()
-        names = self._columns(columns)
-        unit, safe = self._time_unit(names, datetime, safe)
+        names = self.resolve_columns(columns)
+        unit, safe = self.time_unit(names, datetime, safe)
         first = record_batch_reader(self.open_file(0), names, datetime=unit, safe=safe,
                                     batch_size=batch_size)
         schema = first.schema

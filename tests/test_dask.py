@@ -173,6 +173,21 @@ def test_bad_files_and_schemas_through_dask(tmp_path):
     assert ddf.compute(scheduler="sync")["x"].tolist() == [0, 1, 2]
 
 
+def test_partitions_with_different_categories_are_refused(tmp_path):
+    df = pd.DataFrame({"k": ["a", "b", "c", "d"], "x": np.arange(4)})
+    ddf = dd.from_pandas(df, npartitions=2).map_partitions(
+        lambda p: p.assign(k=p["k"].astype("category")))
+    out = tmp_path / "cats.idv"
+    with pytest.raises(ValueError, match="partition 1: the categories of column 'k' differ"):
+        idv.dask.to_idv(ddf, out, lookahead=1)
+    assert not out.exists()           # nothing left behind
+    idv.dask.to_idv(ddf.assign(k=ddf["k"].astype(pd.CategoricalDtype(list("abcd")))), out)
+    with idv.open(out) as f:
+        assert str(f["k"].type) == "Key<UInt32, 4>"
+        assert f["k"].metadata["KeyValues"].tolist() == ["a", "b", "c", "d"]
+        assert f["k"].read().tolist() == [1, 2, 3, 4]
+
+
 def test_without_dask_the_error_names_the_extra(tmp_path):
     code = ("import sys; sys.modules['distributed'] = None\n"
             "import idv, idv.dask\n"
