@@ -320,6 +320,33 @@ def test_a_dataset_of_urls_reads_through_fsspec():
         fs.rm(root, recursive=True)
 
 
+def test_urls_are_opened_with_idv_open_filesystem(monkeypatch):
+    """Once idv.open takes filesystem= (the remote part of issue 11), a dataset of URLs opens
+    each file through it; until then through the filesystem's file objects (tested above)."""
+    fsspec = pytest.importorskip("fsspec")
+    import inspect
+    import sys
+    if "filesystem" not in inspect.signature(idv.open).parameters:
+        pytest.skip("idv.open has no filesystem= parameter yet (issue 11's remote reads): "
+                    "URLs are read through fsspec's file objects meanwhile")
+    module = sys.modules["idv.dataset"]
+    real, given = module.idv_open, []
+
+    def spy(source, *, filesystem=None, **kwargs):
+        given.append((source, filesystem))
+        return real(source, filesystem=filesystem, **kwargs)
+    monkeypatch.setattr(module, "idv_open", spy)
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/idv-fs-test/a.idv", fixture(MIXED[0]).read_bytes())
+    try:
+        with idv.dataset("memory://idv-fs-test/*.idv") as ds:
+            assert ds.read("Id")["Id"].tolist() == list(range(100))
+        assert given and all(path == "/idv-fs-test/a.idv" and got is ds.filesystem
+                             for path, got in given)
+    finally:
+        fs.rm("/idv-fs-test", recursive=True)
+
+
 def test_bad_options():
     p = _paths(MIXED[:1])
     with pytest.raises(ValueError, match="on_bad_file must be one of"):
