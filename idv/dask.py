@@ -11,12 +11,17 @@ computation uses down to the reader: only those columns are decoded.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from idv import types as T
 from idv.dataset import Dataset, dataset, open_dataset_file
 from idv.errors import require
+
+if TYPE_CHECKING:
+    import dask.array as da
+    import dask.dataframe as dd
 
 __all__ = ["read_idv", "read_idv_array", "to_idv", "partitions"]
 
@@ -37,8 +42,9 @@ def _as_dataset(urlpath, storage_options, columns, open_kwargs):
 
 def partitions(ds, columns=None, blocks_per_partition=None):
     """[(file index, first row, stop row)] of a Dataset's partitions, in order: each file's rows
-    cut every ``blocks_per_partition`` blocks of its columns' largest rows_per_block (columns
-    with smaller blocks decode at most one block more at each end). The default aims at about
+    cut every ``blocks_per_partition`` blocks, so that no block is decoded by two partitions
+    (ML.NET gives all the columns of a file one rows_per_block, and idv.open refuses files
+    that do not; the largest is taken all the same). The default aims at about
     PARTITION_BYTES (64 MiB) of decoded values per partition."""
     names = ds.column_names if columns is None else list(columns)
     if blocks_per_partition is not None and int(blocks_per_partition) < 1:
@@ -95,7 +101,8 @@ class _ReadPartition:
 
 
 def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=None, *,
-             vectors="expand", datetime="auto", safe=True, **dataset_kwargs):
+             vectors="expand", datetime="auto", safe=True,
+             **dataset_kwargs) -> dd.DataFrame:
     """A dask.dataframe.DataFrame of .idv files: a path, directory, glob, list, URL (fsspec,
     with ``storage_options``) or an idv.Dataset.
 
@@ -152,7 +159,7 @@ def _read_rows(fs, open_kwargs, path, column, start, stop):
 
 
 def read_idv_array(urlpath, column, blocks_per_chunk=None, storage_options=None,
-                   **dataset_kwargs):
+                   **dataset_kwargs) -> da.Array:
     """A dask.array.Array of one numeric, Boolean or key column (scalar or fixed-size vector:
     shape ``(rows, *dims)``), chunked along the rows by groups of ``blocks_per_chunk`` blocks
     (default: about 64 MiB each), every file's rows end to end. Variable-size vectors have no

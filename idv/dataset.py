@@ -26,7 +26,7 @@ import numpy as np
 from idv import ticks
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
-from idv.reader import concat_reads, open as idv_open
+from idv.reader import IdvFile, concat_reads, open as idv_open
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "open_dataset_file", "expand_sources",
            "SCHEMA_MODES", "ON_BAD_FILE"]
@@ -292,7 +292,7 @@ class Dataset:
                 f"{len(self._names)} columns>")
 
     # ---- files
-    def open_file(self, i):
+    def open_file(self, i: int) -> IdvFile:
         """File i of the dataset as an open IdvFile (owned by the dataset: do not close it);
         at most max_open_files stay open, the least recently used closed first."""
         f = self._handles.get(i)
@@ -378,7 +378,7 @@ class Dataset:
         restore = None if np.array_equal(order, np.arange(len(order))) else np.argsort(order)
         return parts, restore
 
-    def read(self, columns=None, rows=None, datetime="100ns"):
+    def read(self, columns=None, rows=None, datetime="100ns") -> dict:
         """dict name -> array of the dataset's columns (all by default), every file's rows end
         to end. ``rows``: a slice, row numbers or a boolean mask of the dataset's rows; only
         the files and blocks that hold them are read. ``datetime`` as IdvFile.read."""
@@ -407,8 +407,9 @@ class Dataset:
 
     # ---- time units: one per dataset, so that every file's Arrow or pandas columns agree
     def time_unit(self, names, datetime, safe):
-        """(datetime, safe) to read every file with: modes 'auto' and 'exact' choose one unit from the
-        time values of all files (ticks.UnitChoice), as a single file chooses from its own."""
+        """(datetime, safe) to read every file with: modes 'auto' and 'exact' choose one unit
+        from the time values of all files (ticks.UnitChoice), as a single file does from its
+        own; other modes are returned as given."""
         if datetime not in ticks.CHOSEN_MODES:
             return datetime, safe
         timed = [n for n in names if T.item_type(self.schema[n].type) in ticks.TIME_ITEMS]
@@ -486,7 +487,7 @@ class Dataset:
 
 
 def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesystem=None,
-            storage_options=None, max_open_files=None, **open_kwargs):
+            storage_options=None, max_open_files=None, **open_kwargs) -> Dataset:
     """Open several .idv files as one Dataset, lazily (headers, tables of contents and lookup
     tables; no block is read until asked for).
 
@@ -506,8 +507,8 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
 
     ``max_open_files``: files kept open at once (default 1,024 local files, each a memory map
     of about 28 KiB resident and no file descriptor; 64 remote ones); the others are reopened
-    (about 1 ms each, locally) when read. Other keywords (``threads``, ``backend``, ``memory_limit``, ``checksums``...) go to
-    every ``idv.open``.
+    (about 1 ms each, locally) when read. Other keywords (``threads``, ``backend``,
+    ``memory_limit``, ``checksums``...) go to every ``idv.open``.
     """
     paths, fs = expand_sources(source, filesystem=filesystem, storage_options=storage_options)
     return Dataset(paths, filesystem=fs, columns=columns, schema=schema,
