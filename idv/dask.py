@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from idv import types as T
-from idv.dataset import Dataset, dataset, open_dataset_file
+from idv.dataset import Dataset, close_dataset_file, dataset, open_dataset_file
 from idv.errors import require
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class _ReadPartition:
             df = to_pandas(f, wanted, vectors=self.vectors, datetime=self.datetime,
                            safe=self.safe, rows=slice(start, stop))
         finally:
-            f.close()
+            close_dataset_file(f)
         df.index = pd.RangeIndex(first, first + stop - start)
         if columns is None or list(df.columns) == list(columns):
             return df
@@ -155,7 +155,7 @@ def _read_rows(fs, open_kwargs, path, column, start, stop):
     try:
         return np.asarray(f[column][start:stop])
     finally:
-        f.close()
+        close_dataset_file(f)
 
 
 def read_idv_array(urlpath, column, blocks_per_chunk=None, storage_options=None,

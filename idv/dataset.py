@@ -20,6 +20,7 @@ import inspect
 import os
 import re
 import warnings
+import weakref
 
 import numpy as np
 
@@ -28,7 +29,8 @@ from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.reader import IdvFile, concat_reads, open as idv_open
 
-__all__ = ["dataset", "Dataset", "DatasetFile", "open_dataset_file", "expand_sources",
+__all__ = ["dataset", "Dataset", "DatasetFile", "open_dataset_file", "close_dataset_file",
+           "expand_sources",
            "SCHEMA_MODES", "ON_BAD_FILE"]
 
 # schema=: "exact" (every file has the same columns, names and types in order) or "common"
@@ -82,10 +84,24 @@ def open_dataset_file(path, fs, open_kwargs):
         return idv_open(path, filesystem=fs, **open_kwargs)
     handle = fs.open(path, "rb")
     try:
-        return idv_open(handle, **open_kwargs)
+        f = idv_open(handle, **open_kwargs)
     except BaseException:
         handle.close()
         raise
+    _HANDLES[f] = handle
+    return f
+
+
+# an IdvFile opened from an fsspec file object -> that object, closed with it
+_HANDLES = weakref.WeakKeyDictionary()
+
+
+def close_dataset_file(f):
+    """Close a file open_dataset_file opened (and the fsspec file object under it, if any)."""
+    f.close()
+    handle = _HANDLES.pop(f, None)
+    if handle is not None:
+        handle.close()
 
 
 def _expand_one(source, fs, storage_options):
@@ -206,10 +222,10 @@ class Dataset:
                 rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
                 opened.append((path, cols, f.num_rows, rpb, f))
                 if len(opened) > self._max_open:     # keep the first max_open_files open
-                    f.close()
+                    close_dataset_file(f)
         except BaseException:
             for o in opened:
-                o[4].close()
+                close_dataset_file(o[4])
             raise
         if self.skipped:
             listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
@@ -223,7 +239,7 @@ class Dataset:
             self._names = self._agree(opened, wanted, schema)
         except BaseException:
             for o in opened:
-                o[4].close()
+                close_dataset_file(o[4])
             raise
         ref = opened[0][4]
         self.files = []
@@ -304,7 +320,7 @@ class Dataset:
         self._handles[i] = f
         while len(self._handles) > self._max_open:
             _, old = self._handles.popitem(last=False)
-            old.close()
+            close_dataset_file(old)
         return f
 
     @property
@@ -316,7 +332,7 @@ class Dataset:
         """Close every open file; arrays already read stay valid."""
         while self._handles:
             _, f = self._handles.popitem()
-            f.close()
+            close_dataset_file(f)
 
     def __enter__(self):
         return self
