@@ -114,6 +114,21 @@ def test_column_projection_reaches_the_reader(client, tmp_path):
     assert ddf[["Id"]].optimize().expr.columns == ["Id"]
 
 
+def test_urls_reach_the_workers_with_their_filesystem(client, tmp_path):
+    """A URL dataset (file://, through fsspec) is read by the worker processes, each opening
+    the files through the pickled filesystem."""
+    pytest.importorskip("fsspec")
+    folder = tmp_path / "d"
+    folder.mkdir()
+    for i, name in enumerate(MIXED[:3]):
+        shutil.copyfile(fixture(name), folder / f"{i}.idv")
+    ddf = idv.dask.read_idv(f"file://{folder}", ["Id", "Txt"], blocks_per_partition=5)
+    assert ddf.npartitions == 1 + 1 + 1
+    got = _compute(client, ddf)
+    assert got["Id"].tolist() == list(range(100)) * 3
+    assert got["Txt"].tolist() == idv.read(str(fixture(MIXED[0])), "Txt")["Txt"].tolist() * 3
+
+
 def test_a_vector_column_as_a_dask_array_chunked_by_blocks(client):
     paths = _paths(["mixed_smallblocks_deflate", "mixed_maxbytes"])
     arr = idv.dask.read_idv_array(paths, "Vec", blocks_per_chunk=2)
