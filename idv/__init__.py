@@ -36,5 +36,9 @@ from idv.arrow import from_arrow, record_batch_reader, to_arrow  # noqa: E402
 from idv.formats import convert  # noqa: E402
 from idv.pandas import from_pandas, read_pandas, to_pandas  # noqa: E402
 
+# many files as one table (idv.dataset); Dask lives in the submodule idv.dask, imported on use
+from idv.dataset import Dataset, dataset  # noqa: E402
+
+__all__ += ["dataset", "Dataset"]
 __all__ += ["to_pandas", "read_pandas", "from_pandas", "to_arrow", "from_arrow",
             "record_batch_reader", "convert"]

@@ -172,7 +172,7 @@ def _column_pieces(ctx, col, values, vectors):
             for j, nm in enumerate(names)]
 
 
-def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True):
+def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True, rows=None):
     """Read an .idv (a path, bytes, file object or open IdvFile) into a pandas.DataFrame.
 
     ``columns``: names or indices (default: every readable column, the last of each name, as
@@ -191,17 +191,23 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     nanoseconds (values beyond raise); ``"us"`` always microseconds (sub-microsecond ticks
     raise unless ``safe=False``, which floors them); ``"ticks"`` int64 .NET ticks
     (DateTimeOffset: UTC ticks), always exact.
+
+    ``rows``: a slice of rows (only the blocks that hold them are decoded; the index still
+    starts at 0), as idv.dask reads a partition.
     """
     pd = _pd()
     check_time_mode(vectors, VECTOR_MODES, "vectors")
     check_time_mode(datetime, DATETIME_MODES)
     with opened(file) as f:
         cols = select_columns(f, columns)
-        n = f.num_rows
+        if rows is not None and not isinstance(rows, slice):
+            raise TypeError(f"to_pandas(rows=) takes a slice of rows, not {type(rows).__name__}")
+        n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
         pieces = []
         for col in cols:
             ctx = _Ctx(pd, col.name, datetime, bool(safe))
-            pieces.extend(_column_pieces(ctx, col, col.read(), vectors))
+            values = col.read() if rows is None else col[rows]
+            pieces.extend(_column_pieces(ctx, col, values, vectors))
     names = [nm for names, _ in pieces for nm in names]
     own = [c.name for c in cols]
     counts = {}

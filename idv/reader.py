@@ -434,7 +434,7 @@ class Column:
         if len(parts) == 1:
             whole, local = parts[0], rows - firsts[0]
         else:
-            whole = _concat(parts)
+            whole = concat_reads(parts)
             starts = np.cumsum([0] + [_len(p) for p in parts[:-1]])
             run_of_row = np.searchsorted(np.array(firsts), rows, side="right") - 1
             local = rows - np.array(firsts)[run_of_row] + starts[run_of_row]
@@ -671,7 +671,9 @@ def _len(x):
     return x.shape[0] if hasattr(x, "shape") else len(x)
 
 
-def _concat(parts):
+def concat_reads(parts):
+    """Reads of consecutive rows of one column (read()'s forms: arrays, Ragged, CSR) joined
+    into one, as one read of all the rows would give (idv.dataset joins files with it)."""
     if isinstance(parts[0], vectors.Ragged):
         return vectors.Ragged.concat(parts)
     if hasattr(parts[0], "tocsr"):

@@ -23,6 +23,7 @@ QUICK = {
     "bench_write.py": ["--quick", "--json"],
     "bench_checksums.py": ["--quick", "--json"],
     "bench_remote.py": ["--quick", "--json"],
+    "bench_dataset.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
@@ -30,6 +31,7 @@ NEEDS_MLNET = {
     "bench_read.py": ("to write its data", None),
     "bench_write.py": ("for ML.NET's own write", "--no-mlnet"),
     "bench_remote.py": ("to write its data (bench_read's)", None),
+    "bench_dataset.py": ("to write its data (bench_read's)", None),
 }
 
 
@@ -41,6 +43,8 @@ def test_every_benchmark_has_a_smoke_run():
 @pytest.mark.parametrize("script", sorted(QUICK))
 def test_benchmark_quick_mode(script):
     pytest.importorskip("pyarrow")
+    if script == "bench_dataset.py":
+        pytest.importorskip("distributed")
     args = list(QUICK[script])
     env = dict(os.environ)
     oracle, reason = find_oracle()
@@ -67,6 +71,13 @@ def test_benchmark_quick_mode(script):
             assert r["disk_bytes"] - 70_000 <= r["read_bytes"] <= 1.1 * r["disk_bytes"], r
             assert r["open_requests"] <= 4
         assert report["column_http_s"] > 0 and report["column_local_s"] > 0
+        return
+    if script == "bench_dataset.py":
+        d, many = report["dask"], report["many_files"]
+        assert d["partitions"] == 8 and d["small_partitions"] == 8 * 13   # 100k rows / 8192
+        assert d["idv_read_s"] > 0 and d["dask_s"] > 0
+        assert many["64 open"]["files"] == 100 and many["64 open"]["maps"] <= 64
+        assert many["default"]["maps"] == 100
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]

@@ -1,0 +1,322 @@
+"""Dask for .idv files: ``read_idv`` (a dask DataFrame), ``read_idv_array`` (a dask Array) and
+``to_idv`` (one ML.NET-loadable file, or one file per partition).
+
+Imported on use (``import idv.dask``); it needs ``pip install 'idv[dask]'`` (dask[dataframe]
+and distributed). Partitions are groups of blocks, not files: one large file gives many
+partitions, each a range of rows that starts on a block boundary, and every partition's rows
+are known before anything is read, so divisions (a global integer index) are known too. The
+DataFrame is built with ``dask.dataframe.from_map``, whose optimizer passes the columns a
+computation uses down to the reader: only those columns are decoded.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from idv import types as T
+from idv.dataset import Dataset, close_dataset_file, dataset, open_dataset_file
+from idv.errors import require
+
+if TYPE_CHECKING:
+    import dask.array as da
+    import dask.dataframe as dd
+
+__all__ = ["read_idv", "read_idv_array", "to_idv", "partitions"]
+
+# decoded bytes a partition aims at when blocks_per_partition is not given
+PARTITION_BYTES = 64 << 20
+
+
+def _dask_dataframe():
+    require("distributed", "idv.dask", "idv[dask]")
+    return require("dask.dataframe", "idv.dask", "idv[dask]")
+
+
+def _as_dataset(urlpath, storage_options, columns, open_kwargs):
+    if isinstance(urlpath, Dataset):
+        return urlpath, False
+    return dataset(urlpath, columns, storage_options=storage_options, **open_kwargs), True
+
+
+def partitions(ds, columns=None, blocks_per_partition=None):
+    """[(file index, first row, stop row)] of a Dataset's partitions, in order: each file's rows
+    cut every ``blocks_per_partition`` blocks, so that no block is decoded by two partitions
+    (ML.NET gives all the columns of a file one rows_per_block, and idv.open refuses files
+    that do not; the largest is taken all the same). The default aims at about
+    PARTITION_BYTES (64 MiB) of decoded values per partition."""
+    names = ds.column_names if columns is None else list(columns)
+    if blocks_per_partition is not None and int(blocks_per_partition) < 1:
+        raise ValueError(f"blocks_per_partition must be at least 1, not "
+                         f"{blocks_per_partition!r}")
+    parts = []
+    for i, f in enumerate(ds.files):
+        if not f.num_rows:
+            continue
+        step = max([f.rows_per_block[n] for n in names] or [f.num_rows])
+        if blocks_per_partition is None:
+            opened = ds.open_file(i)
+            row_bytes = sum(opened[n].nbytes for n in names) / f.num_rows if names else 0
+            blocks = max(1, int(PARTITION_BYTES // max(row_bytes * step, 1)))
+        else:
+            blocks = int(blocks_per_partition)
+        rows = step * blocks
+        parts.extend((i, a, min(a + rows, f.num_rows)) for a in range(0, f.num_rows, rows))
+    return parts
+
+
+class _ReadPartition:
+    """Reads one partition (rows [start, stop) of one file) into pandas, on a worker: only
+    the columns asked for (dask's projection passes them as ``columns``)."""
+
+    def __init__(self, fs, open_kwargs, idv_columns, frame_columns, vectors, datetime, safe):
+        self.fs = fs
+        self.open_kwargs = open_kwargs
+        self.idv_columns = idv_columns            # the dataset's columns
+        self.frame_columns = frame_columns        # pandas column name -> idv column name
+        self.vectors = vectors
+        self.datetime = datetime
+        self.safe = safe
+
+    def __call__(self, part, columns=None):
+        import pandas as pd
+        from idv.pandas import to_pandas
+        path, start, stop, first = part
+        if columns is None:
+            wanted = self.idv_columns
+        else:
+            needed = {self.frame_columns[c] for c in columns}
+            wanted = [n for n in self.idv_columns if n in needed]
+        f = open_dataset_file(path, self.fs, self.open_kwargs)
+        try:
+            df = to_pandas(f, wanted, vectors=self.vectors, datetime=self.datetime,
+                           safe=self.safe, rows=slice(start, stop))
+        finally:
+            close_dataset_file(f)
+        df.index = pd.RangeIndex(first, first + stop - start)
+        if columns is None or list(df.columns) == list(columns):
+            return df
+        return df[list(columns)]
+
+
+def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=None, *,
+             vectors="expand", datetime="auto", safe=True,
+             **dataset_kwargs) -> dd.DataFrame:
+    """A dask.dataframe.DataFrame of .idv files: a path, directory, glob, list, URL (fsspec,
+    with ``storage_options``) or an idv.Dataset.
+
+    Partitions are ranges of rows of ``blocks_per_partition`` blocks (default: about 64 MiB of
+    decoded values each), so one large file gives many; the index is the global row number
+    and the divisions are known. Columns and their pandas forms as idv.to_pandas
+    (``vectors``, ``datetime``: with 'auto' or 'exact' one unit is chosen for the whole
+    dataset first, which reads its time columns once; 'ns' or 'us' skip that). Only the
+    columns a computation uses are decoded. Other keywords go to idv.dataset (``schema``,
+    ``on_bad_file``, ``filesystem``, ``threads``...).
+    """
+    dd = _dask_dataframe()
+    ds, owned = _as_dataset(urlpath, storage_options, columns, dataset_kwargs)
+    try:
+        names = ds.column_names if columns is None else ds.resolve_columns(columns)
+        unit, safe = ds.time_unit(names, datetime, safe)
+        parts = partitions(ds, names, blocks_per_partition)
+        first = ds.open_file(0)
+        from idv.pandas import to_pandas
+        meta = to_pandas(first, names, vectors=vectors, datetime=unit, safe=safe,
+                         rows=slice(0, 0))
+        frame_columns = {}
+        for n in names:
+            for c in to_pandas(first, [n], vectors=vectors, datetime=unit, safe=safe,
+                               rows=slice(0, 0)).columns:
+                frame_columns[c] = n
+        files = ds.files
+        tasks = [(files[i].path, a, b, files[i].start + a) for i, a, b in parts]
+        if not tasks:
+            tasks = [(files[0].path, 0, 0, 0)]
+            divisions = None
+        else:
+            divisions = tuple(t[3] for t in tasks) + (tasks[-1][3] + tasks[-1][2]
+                                                       - tasks[-1][1] - 1,)
+        reader = _ReadPartition(ds.filesystem, dict(ds.open_kwargs), names, frame_columns,
+                                vectors, unit, safe)
+        import dask
+        # the columns keep idv.to_pandas's dtypes: dask's string conversion would turn the
+        # object columns of vectors (arrays) into their text
+        with dask.config.set({"dataframe.convert-string": False}):
+            return dd.from_map(reader, tasks, meta=meta, divisions=divisions,
+                               label="read-idv", enforce_metadata=False)
+    finally:
+        if owned:
+            ds.close()
+
+
+def _read_rows(fs, open_kwargs, path, column, start, stop):
+    f = open_dataset_file(path, fs, open_kwargs)
+    try:
+        return np.asarray(f[column][start:stop])
+    finally:
+        close_dataset_file(f)
+
+
+def read_idv_array(urlpath, column, blocks_per_chunk=None, storage_options=None,
+                   **dataset_kwargs) -> da.Array:
+    """A dask.array.Array of one numeric, Boolean or key column (scalar or fixed-size vector:
+    shape ``(rows, *dims)``), chunked along the rows by groups of ``blocks_per_chunk`` blocks
+    (default: about 64 MiB each), every file's rows end to end. Variable-size vectors have no
+    array form: read them with read_idv or idv.dataset."""
+    require("distributed", "idv.dask", "idv[dask]")
+    da = require("dask.array", "idv.dask", "idv[dask]")
+    import dask
+    ds, owned = _as_dataset(urlpath, storage_options, [column], dataset_kwargs)
+    try:
+        t = ds.schema[column].type
+        item = T.item_type(t)
+        if isinstance(t, T.Vector) and not t.is_fixed:
+            raise TypeError(f"column {column!r} holds variable-size vectors ({t}): they have "
+                            f"no dask.array form; use idv.dask.read_idv or idv.dataset")
+        if not isinstance(item, T.Key) and item.dtype.kind not in "biuf":
+            raise TypeError(f"column {column!r} is {t}: read_idv_array takes numeric, Boolean "
+                            f"and key columns; use idv.dask.read_idv")
+        dtype = ds.open_file(0)[column].dtype
+        dims = tuple(t.dims) if isinstance(t, T.Vector) else ()
+        chunks = []
+        read = dask.delayed(_read_rows, pure=True)
+        for i, a, b in partitions(ds, [column], blocks_per_chunk):
+            value = read(ds.filesystem, dict(ds.open_kwargs), ds.files[i].path, column, a, b)
+            chunks.append(da.from_delayed(value, (b - a,) + dims, dtype=dtype))
+        if not chunks:
+            return da.zeros((0,) + dims, dtype=dtype)
+        return da.concatenate(chunks, axis=0)
+    finally:
+        if owned:
+            ds.close()
+
+
+# ---- writing ------------------------------------------------------------------------------
+
+class _Converter:
+    """A partition's DataFrame as the writer's columns (idv.from_pandas), every partition with
+    the first one's types; a Categorical whose categories differ from the first partition's
+    would give other key numbers for the same values, so it is refused."""
+
+    def __init__(self, df):
+        from idv import from_pandas
+        self._from_pandas = from_pandas
+        _columns, self.types, self.metadata = from_pandas(df)
+
+    def writer(self, path, writer_kwargs):
+        from idv.writer import Writer
+        return Writer(path, list(self.types.items()), metadata=self.metadata, **writer_kwargs)
+
+    def columns(self, df, index):
+        columns, _types, metadata = self._from_pandas(df, types=self.types)
+        for name, kinds in self.metadata.items():
+            got = metadata.get(name, {}).get("KeyValues")
+            want = kinds.get("KeyValues")
+            if want is not None and not _same_values(got, want):
+                raise ValueError(f"partition {index}: the categories of column {name!r} differ "
+                                 f"from partition 0's, so its key numbers would too; give the "
+                                 f"column one CategoricalDtype first (astype(pd."
+                                 f"CategoricalDtype(categories)), or ddf.categorize() of the "
+                                 f"text column)")
+        return columns
+
+
+def _same_values(a, b):
+    if a is None or b is None:
+        return a is b
+    a = a[1] if isinstance(a, tuple) else a
+    b = b[1] if isinstance(b, tuple) else b
+    return np.asarray(a).tolist() == np.asarray(b).tolist()
+
+
+def _write_partition(df, path, writer_kwargs):
+    convert = _Converter(df)
+    with convert.writer(path, writer_kwargs) as w:
+        w.write_batch(convert.columns(df, 0))
+    return path
+
+
+def _partition_results(ddf, window):
+    """The partitions of ddf computed in order, at most `window` ahead of the one consumed
+    (through the distributed client when there is one, else dask's default scheduler)."""
+    import collections
+    parts = ddf.to_delayed()
+    try:
+        from distributed import get_client
+        client = get_client()
+    except (ImportError, ValueError):
+        client = None
+    if client is not None:
+        pending = collections.deque()
+        for d in parts:
+            pending.append(client.compute(d))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max(1, window)) as pool:
+        pending = collections.deque()
+        for d in parts:
+            pending.append(pool.submit(d.compute))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **writer_kwargs):
+    """Write a dask DataFrame as .idv.
+
+    One file (``path`` a file name): the partitions stream in order through one idv.Writer
+    into a single ML.NET-loadable file, at most ``lookahead`` partitions (default: twice the
+    workers, or 4) computed ahead of the one being written; types and metadata from the first
+    partition as idv.from_pandas gives them (Categorical -> key with KeyValues...). Returns
+    the path.
+
+    One file per partition (``path`` an existing directory, a name ending in ``/``, or any
+    ``name_function``): partition i is written to ``path/name_function(i)`` (default
+    ``part.{i}.idv``) by the worker that computes it, in parallel. Returns the paths (or,
+    with ``compute=False``, the dask.delayed that writes them).
+
+    The index is not written (reset_index() first to keep it). Other keywords go to
+    idv.Writer (``compression``, ``rows_per_block``, ``backend``...).
+    """
+    _dask_dataframe()
+    import dask
+    text = os.fspath(path)
+    per_partition = (name_function is not None or text.endswith(("/", os.sep))
+                     or os.path.isdir(text))
+    if per_partition:
+        name_function = name_function or (lambda i: f"part.{i}.idv")
+        os.makedirs(text, exist_ok=True)
+        write = dask.delayed(_write_partition, pure=False)
+        tasks = [write(d, os.path.join(text, name_function(i)), writer_kwargs)
+                 for i, d in enumerate(ddf.to_delayed())]
+        together = dask.delayed(list)(tasks)
+        return together.compute() if compute else together
+    if not compute:
+        raise ValueError("compute=False is for one file per partition; a single file is "
+                         "written by streaming the partitions in order")
+    if lookahead is None:
+        try:
+            from distributed import get_client
+            lookahead = 2 * max(1, len(get_client().scheduler_info()["workers"]))
+        except (ImportError, ValueError):
+            lookahead = 4
+    writer = convert = None
+    try:
+        for i, df in enumerate(_partition_results(ddf, int(lookahead))):
+            if writer is None:
+                convert = _Converter(df)
+                writer = convert.writer(text, writer_kwargs)
+            if len(df):
+                writer.write_batch(convert.columns(df, i))
+        writer.close()          # (a dask DataFrame has at least one partition)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    return text

@@ -1,0 +1,217 @@
+"""idv.dask on a real distributed.LocalCluster (2 worker processes, one per module): datasets of
+ML.NET-written files read through Dask equal the single-process read; a file written from Dask
+is loaded by ML.NET (the oracle) with the same values as the files it came from.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import idv
+from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
+from reference import REPO_DIR, fixture, sidecar
+
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+pd = pytest.importorskip("pandas")
+import idv.dask  # noqa: E402
+
+MIXED = ["mixed_default", "mixed_deflate", "mixed_none", "mixed_smallblocks_deflate",
+         "mixed_smallblocks_none", "mixed_smallblocks_ordered", "mixed_maxbytes"]
+BIG = ["multiblock_200k_deflate", "multiblock_200k_none"]
+# a computation on the cluster that takes longer than this is a failure, not a hang
+TIMEOUT = 180
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=40)
+    c = distributed.Client(cluster, timeout=60)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close(timeout=30)
+
+
+def _compute(client, collection):
+    return client.compute(collection).result(timeout=TIMEOUT)
+
+
+def _paths(names):
+    return [str(fixture(n)) for n in names]
+
+
+def test_a_dataset_through_dask_equals_the_single_process_read(client):
+    paths = _paths(MIXED)
+    ddf = idv.dask.read_idv(paths, blocks_per_partition=2)
+    # partitions are groups of blocks, not files: 100 rows in blocks of 100, 7 and 3 rows
+    per_file = [1, 1, 1, 8, 8, 8, 17]
+    assert ddf.npartitions == sum(per_file)
+    assert ddf.known_divisions and ddf.divisions[0] == 0 and ddf.divisions[-1] == 699
+    got = _compute(client, ddf)
+    with idv.dataset(paths) as ds:
+        want = ds.to_pandas()
+    assert list(got.index) == list(range(700))
+    # variable vectors are object columns of arrays: compared row by row
+    assert [v.tolist() for v in got.pop("Var")] == [v.tolist() for v in want.pop("Var")]
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    assert [str(d) for d in got.dtypes[["Id", "F32", "F64", "B", "DT"]]] == \
+        ["int32", "float32", "float64", "bool", "datetime64[ns]"]
+    # and ML.NET's own values, file by file
+    for i, name in enumerate(MIXED):
+        doc = sidecar(name)
+        rows = got.iloc[i * 100:(i + 1) * 100]
+        for col in ("Id", "F64"):
+            assert_column_equal(rows[col].to_numpy(), expected_column(doc, column_index(doc, col)),
+                                f"{name} {col}")
+
+
+def test_one_big_file_gives_many_partitions_and_sums_agree(client):
+    paths = _paths(BIG)
+    ddf = idv.dask.read_idv(paths, blocks_per_partition=4)
+    assert ddf.npartitions == 2 * 7          # 200,000 rows / (4 x 8192) per file
+    assert ddf.divisions[:3] == (0, 32768, 65536)
+    singles = [idv.read(p) for p in paths]
+    total = sum(int(s["Id"].astype(np.int64).sum()) for s in singles)
+    assert _compute(client, ddf["Id"].astype("int64").sum()) == total
+    flags = sum(int(s["Flag"].sum()) for s in singles)
+    assert _compute(client, ddf["Flag"].sum()) == flags
+    part = _compute(client, ddf.loc[199_990:200_009, ["Id", "Name"]])
+    assert part["Id"].tolist() == singles[0]["Id"][-10:].tolist() + singles[1]["Id"][:10].tolist()
+    assert part["Name"].tolist() == \
+        singles[0]["Name"][-10:].tolist() + singles[1]["Name"][:10].tolist()
+
+
+def test_column_projection_reaches_the_reader(client, tmp_path):
+    # X's blocks are damaged: a computation that needs only Id never decodes them
+    folder = tmp_path / "d"
+    folder.mkdir()
+    paths = []
+    for i, name in enumerate(BIG):
+        dst = folder / f"{i}.idv"
+        shutil.copyfile(fixture(name), dst)
+        paths.append(str(dst))
+    with idv.open(paths[0]) as f:
+        table = f["X"].lookup
+    with open(paths[0], "r+b") as fh:
+        for entry in table:
+            fh.seek(int(entry["offset"]))
+            fh.write(b"\xff" * int(entry["disk"]))
+    ddf = idv.dask.read_idv(str(folder), blocks_per_partition=8)
+    assert _compute(client, ddf["Id"].max()) == 199_999
+    assert _compute(client, ddf[["Id", "Flag"]].sum())["Id"] == 2 * sum(range(200_000))
+    with pytest.raises(idv.IdvFormatError) as e:
+        _compute(client, ddf["X"].sum())
+    assert e.value.path == paths[0] and e.value.column == "X"
+    # the expression itself carries the projection
+    assert ddf[["Id"]].optimize().expr.columns == ["Id"]
+
+
+def test_urls_reach_the_workers_with_their_filesystem(client, tmp_path):
+    """A URL dataset (file://, through fsspec) is read by the worker processes, each opening
+    the files through the pickled filesystem."""
+    pytest.importorskip("fsspec")
+    folder = tmp_path / "d"
+    folder.mkdir()
+    for i, name in enumerate(MIXED[:3]):
+        shutil.copyfile(fixture(name), folder / f"{i}.idv")
+    ddf = idv.dask.read_idv(f"file://{folder}", ["Id", "Txt"], blocks_per_partition=5)
+    assert ddf.npartitions == 1 + 1 + 1
+    got = _compute(client, ddf)
+    assert got["Id"].tolist() == list(range(100)) * 3
+    assert got["Txt"].tolist() == idv.read(str(fixture(MIXED[0])), "Txt")["Txt"].tolist() * 3
+
+
+def test_a_vector_column_as_a_dask_array_chunked_by_blocks(client):
+    paths = _paths(["mixed_smallblocks_deflate", "mixed_maxbytes"])
+    arr = idv.dask.read_idv_array(paths, "Vec", blocks_per_chunk=2)
+    assert arr.shape == (200, 4) and arr.dtype == np.float32
+    assert arr.chunks[0] == (14,) * 7 + (2,) + (6,) * 16 + (4,)
+    with idv.dataset(paths) as ds:
+        want = ds.read("Vec")["Vec"]
+    assert_equal_reads(_compute(client, arr), want)
+    with pytest.raises(TypeError, match="variable-size vectors"):
+        idv.dask.read_idv_array(paths, "Var")
+    with pytest.raises(TypeError, match="numeric, Boolean and key columns"):
+        idv.dask.read_idv_array(paths, "Txt")
+
+
+COLUMNS = ["Id", "F32", "F64", "B", "Txt", "Key", "DT"]
+
+
+def test_a_single_file_written_from_dask_is_loaded_by_ml_net(client, oracle, tmp_path):
+    paths = _paths(MIXED)
+    ddf = idv.dask.read_idv(paths, COLUMNS, blocks_per_partition=3)
+    assert ddf.npartitions > len(paths)
+    out = tmp_path / "from-dask.idv"
+    assert idv.dask.to_idv(ddf, out) == str(out)
+    doc = oracle.dump(out)
+    assert [c["name"] for c in doc["columns"]] == COLUMNS
+    assert len(doc["rows"]) == 700
+    for name in COLUMNS:
+        mlnet = expected_column(doc, column_index(doc, name))
+        for i, src in enumerate(MIXED):
+            want = expected_column(sidecar(src), column_index(sidecar(src), name))
+            got = mlnet[i * 100:(i + 1) * 100]
+            assert_column_equal(got, want, f"{src} {name}, through Dask and ML.NET")
+
+
+def test_one_file_per_partition_in_parallel(client, tmp_path):
+    paths = _paths(BIG)
+    ddf = idv.dask.read_idv(paths, ["Id", "Name"], blocks_per_partition=10)
+    folder = tmp_path / "parts"
+    written = idv.dask.to_idv(ddf, folder, name_function=lambda i: f"day-{i:02d}.idv")
+    assert written == [str(folder / f"day-{i:02d}.idv") for i in range(ddf.npartitions)]
+    with idv.dataset(str(folder)) as back, idv.dataset(paths, ["Id", "Name"]) as src:
+        assert back.num_rows == 400_000
+        got, want = back.read(), src.read()
+    for name in ("Id", "Name"):
+        assert_equal_reads(got[name], want[name])
+
+
+def test_bad_files_and_schemas_through_dask(tmp_path):
+    a, b = str(tmp_path / "a.idv"), str(tmp_path / "b.idv")
+    idv.write(a, {"x": np.arange(3, dtype=np.int32)})
+    idv.write(b, {"x": np.arange(3, dtype=np.float32)})
+    with pytest.raises(ValueError, match=f"{b}: column 'x' is Single, but Int32 in {a}"):
+        idv.dask.read_idv([a, b])
+    (tmp_path / "c.idv").write_bytes(b"\0" * 300)
+    with pytest.warns(idv.IdvWarning, match="c.idv"):
+        ddf = idv.dask.read_idv([a, str(tmp_path / "c.idv")], on_bad_file="skip")
+    assert ddf.compute(scheduler="sync")["x"].tolist() == [0, 1, 2]
+
+
+def test_partitions_with_different_categories_are_refused(tmp_path):
+    df = pd.DataFrame({"k": ["a", "b", "c", "d"], "x": np.arange(4)})
+    ddf = dd.from_pandas(df, npartitions=2).map_partitions(
+        lambda p: p.assign(k=p["k"].astype("category")))
+    out = tmp_path / "cats.idv"
+    with pytest.raises(ValueError, match="partition 1: the categories of column 'k' differ"):
+        idv.dask.to_idv(ddf, out, lookahead=1)
+    assert not out.exists()           # nothing left behind
+    idv.dask.to_idv(ddf.assign(k=ddf["k"].astype(pd.CategoricalDtype(list("abcd")))), out)
+    with idv.open(out) as f:
+        assert str(f["k"].type) == "Key<UInt32, 4>"
+        assert f["k"].metadata["KeyValues"].tolist() == ["a", "b", "c", "d"]
+        assert f["k"].read().tolist() == [1, 2, 3, 4]
+
+
+def test_without_dask_the_error_names_the_extra(tmp_path):
+    code = ("import sys; sys.modules['distributed'] = None\n"
+            "import idv, idv.dask\n"
+            "try:\n"
+            "    idv.dask.read_idv(idv.sample_path())\n"
+            "except idv.MissingDependencyError as e:\n"
+            "    print(e)\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO_DIR))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "pip install 'idv[dask]'" in proc.stdout

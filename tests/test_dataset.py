@@ -1,0 +1,384 @@
+"""idv.dataset: many .idv files read as one table.
+
+Expected values are ML.NET's (the sample fixtures' sidecars, written by ML.NET) or the
+single-file reads of the same ML.NET-written files, which the other test files check against
+ML.NET. Files written by idv here only carry schemas (mismatch tests) or are damaged on purpose.
+"""
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+import idv
+from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
+from reference import fixture, sidecar
+
+# ML.NET-written files with the same 9 columns, 100 rows each, blocks of 100, 7 and 3 rows
+MIXED = ["mixed_default", "mixed_deflate", "mixed_none", "mixed_smallblocks_deflate",
+         "mixed_smallblocks_none", "mixed_smallblocks_ordered", "mixed_maxbytes"]
+BIG = ["multiblock_200k_deflate", "multiblock_200k_none"]     # 200,000 rows, blocks of 8192
+
+
+def _paths(names):
+    return [str(fixture(n)) for n in names]
+
+
+def _concat_expected(names, column):
+    parts = []
+    for n in names:
+        doc = sidecar(n)
+        parts.append(expected_column(doc, column_index(doc, column)))
+    return parts
+
+
+def _copy(names, folder):
+    folder.mkdir(exist_ok=True)
+    out = []
+    for i, n in enumerate(names):
+        dst = folder / f"{i:02d}_{n}.idv"
+        shutil.copyfile(fixture(n), dst)
+        out.append(str(dst))
+    return out
+
+
+# ---- values -----------------------------------------------------------------------------------
+
+def test_a_dataset_reads_every_files_rows_as_ml_net_wrote_them():
+    with idv.dataset(_paths(MIXED)) as ds:
+        assert ds.num_rows == len(ds) == 700
+        assert [f.num_rows for f in ds.files] == [100] * 7
+        assert [(f.start, f.stop) for f in ds.files] == [(i * 100, i * 100 + 100)
+                                                          for i in range(7)]
+        assert ds.schema.names == ["Id", "F32", "F64", "B", "Txt", "Key", "Vec", "Var", "DT"]
+        assert ds.schema.num_rows == 700
+        got = ds.read()
+        for name in ds.column_names:
+            parts = _concat_expected(MIXED, name)
+            for i, part in enumerate(parts):
+                assert_column_equal(got[name][i * 100:(i + 1) * 100], part,
+                                    f"{MIXED[i]} {name}")
+
+
+def test_a_dataset_read_equals_the_single_file_reads():
+    paths = _paths(BIG)
+    singles = [idv.read(p) for p in paths]
+    with idv.dataset(paths, columns=["Id", "Name"]) as ds:
+        assert ds.num_rows == 400_000 and ds.column_names == ["Id", "Name"]
+        got = ds.read()
+        for name in ("Id", "Name"):
+            want = np.concatenate([s[name] for s in singles])
+            assert_equal_reads(got[name], want)
+
+
+def test_a_global_row_slice_touches_only_the_blocks_of_its_rows():
+    paths = _paths(BIG)
+    singles = [idv.read(p) for p in paths]
+    with idv.dataset(paths) as ds:
+        part = ds[199_000:201_000]             # the last block of file 0, the first of file 1
+        for name in ("Id", "X", "Name", "Flag"):
+            want = np.concatenate([singles[0][name][199_000:], singles[1][name][:1_000]])
+            assert_equal_reads(part[name], want)
+            assert ds.open_file(0)[name].blocks_decoded == 1
+            assert ds.open_file(1)[name].blocks_decoded == 1
+        # rows in any order, negative from the end, across files
+        rows = [399_999, 5, 200_000, -400_000, 250_123, 7]
+        got = ds.read(["Id", "Name"], rows=rows)
+        both = {n: np.concatenate([s[n] for s in singles]) for n in ("Id", "Name")}
+        for n in ("Id", "Name"):
+            assert_equal_reads(got[n], both[n][rows])
+        mask = np.zeros(400_000, bool)
+        mask[[3, 300_000]] = True
+        assert ds.read("Id", rows=mask)["Id"].tolist() == both["Id"][[3, 300_000]].tolist()
+        assert ds[10:10]["Id"].shape == (0,)
+        assert ds[::100_000]["Id"].tolist() == both["Id"][::100_000].tolist()
+        with pytest.raises(IndexError, match="row 400000 out of range for 400000 rows"):
+            ds.read(rows=[400_000])
+
+
+def test_directory_glob_and_list_sources(tmp_path):
+    paths = _copy(MIXED[:3], tmp_path / "d")
+    (tmp_path / "d" / "notes.txt").write_text("not an idv")
+    sub = tmp_path / "d" / "later"
+    sub.mkdir()
+    shutil.copyfile(fixture(MIXED[3]), sub / "z.idv")
+    by_dir = idv.dataset(tmp_path / "d")
+    assert [f.path for f in by_dir.files] == paths + [str(sub / "z.idv")]
+    by_glob = idv.dataset(str(tmp_path / "d" / "*.idv"))
+    assert [f.path for f in by_glob.files] == paths
+    by_list = idv.dataset([paths[2], paths[0]])
+    assert [f.path for f in by_list.files] == [paths[2], paths[0]]
+    assert by_list.read("Id")["Id"].tolist() == list(range(100)) * 2
+    with pytest.raises(FileNotFoundError, match="no .idv files"):
+        idv.dataset(str(tmp_path / "nothing-*.idv"))
+    for d in (by_dir, by_glob, by_list):
+        d.close()
+
+
+# ---- the Python data stack ---------------------------------------------------------------------
+
+def _same_table(a, b):
+    """Arrow tables equal, float columns bit for bit (NaN equal to the same NaN)."""
+    assert a.schema.equals(b.schema, check_metadata=True)
+    for name in a.column_names:
+        x, y = a.column(name).combine_chunks(), b.column(name).combine_chunks()
+        if x.type in ("float", "double"):
+            assert_equal_reads(x.to_numpy(zero_copy_only=False),
+                               y.to_numpy(zero_copy_only=False))
+        else:
+            assert x.equals(y), name
+
+
+def test_arrow_and_pandas_forms_equal_the_files_joined():
+    pa = pytest.importorskip("pyarrow")
+    pd = pytest.importorskip("pandas")
+    paths = _paths(MIXED)
+    with idv.dataset(paths) as ds:
+        table = ds.to_arrow()
+        want = pa.concat_tables([idv.to_arrow(p) for p in paths])
+        _same_table(table, want)
+        _same_table(pa.table(ds), want)                   # the Arrow C stream
+        batches = list(ds.iter_batches(["Id", "Txt"], batch_size=40))
+        assert [b.num_rows for b in batches] == [40, 40, 20] * 7    # never across files
+        _same_table(pa.Table.from_batches(batches), want.select(["Id", "Txt"]))
+        df = ds.to_pandas(["Id", "F64", "Key", "Vec"])
+        single = pd.concat([idv.read_pandas(p, ["Id", "F64", "Key", "Vec"]) for p in paths],
+                           ignore_index=True)
+        pd.testing.assert_frame_equal(df, single)
+
+
+def test_polars_and_duckdb_read_a_dataset():
+    pl = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    paths = _paths(BIG)
+    ids = np.concatenate([idv.read(p, "Id")["Id"] for p in paths])
+    with idv.dataset(paths) as ds:
+        df = pl.DataFrame(ds)
+        assert df.shape == (400_000, 4) and df["Id"].to_list() == ids.tolist()
+        con = duckdb.connect()
+        con.register("ds", ds.record_batch_reader(["Id"]))
+        assert con.sql("SELECT count(*), sum(Id) FROM ds").fetchall()[0] == \
+            (400_000, int(ids.sum()))
+
+
+def test_time_columns_get_one_unit_for_the_whole_dataset(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    recent, old = tmp_path / "a.idv", tmp_path / "b.idv"
+    idv.write(recent, {"T": np.array(["2020-01-01T00:00:00.000000100"], "datetime64[ns]")})
+    idv.write(old, {"T": np.array(["0001-01-01T00:00:00"], "datetime64[us]")})
+    assert idv.to_arrow(str(recent)).schema.field("T").type == pa.timestamp("ns")
+    with idv.dataset([recent, old]) as ds:
+        # 100-ns digits beside year 1: no unit holds both; floored once, with one warning
+        with pytest.warns(idv.IdvWarning, match="dataset column 'T'.*floored to microseconds"):
+            table = ds.to_arrow()
+        assert table.schema.field("T").type == pa.timestamp("us")
+        assert table.column("T").cast(pa.int64()).to_pylist() == \
+            [1577836800000000, -62135596800000000]
+        with pytest.raises(ValueError, match="no unit holds it exactly"):
+            ds.to_arrow(datetime="exact")
+        ticks = ds.to_arrow(datetime="ticks").column("T").to_pylist()
+        assert ticks == [637134336000000001, 0]
+
+
+# ---- schemas ----------------------------------------------------------------------------------
+
+def _write(path, columns):
+    idv.write(path, columns)
+    return str(path)
+
+
+def test_mismatched_schemas_name_the_file_the_column_and_both_types(tmp_path):
+    a = _write(tmp_path / "a.idv", {"x": np.arange(3, dtype=np.int32),
+                                    "y": np.zeros(3, np.float32), "z": np.ones(3, np.int64)})
+    b = _write(tmp_path / "b.idv", {"x": np.arange(2, dtype=np.int32),
+                                    "y": np.zeros(2, np.float64), "z": np.ones(2, np.int64)})
+    c = _write(tmp_path / "c.idv", {"x": np.arange(4, dtype=np.int32),
+                                    "z": np.ones(4, np.int64)})
+    with pytest.raises(ValueError) as e:
+        idv.dataset([a, b])
+    assert str(e.value) == (f"the files' columns differ: {b}: column 'y' is Double, but Single "
+                            f"in {a} (schema='common' keeps the columns all files share)")
+    with pytest.raises(ValueError, match=f"{c} has no column 'y' \\(Single in {a}\\)"):
+        idv.dataset([a, c])
+    with pytest.raises(ValueError, match=f"{a} has a column 'y' \\(Single\\) that {c} does not"):
+        idv.dataset([c, a])
+    with idv.dataset([a, b, c], schema="common") as ds:
+        assert ds.column_names == ["x", "z"] and ds.num_rows == 9
+        assert ds.read()["x"].tolist() == [0, 1, 2, 0, 1, 0, 1, 2, 3]
+    # columns= checks only those columns
+    with idv.dataset([a, b], columns=["z", "x"]) as ds:
+        assert ds.column_names == ["z", "x"]
+    with pytest.raises(ValueError, match=f"column 'y' is not common to all files: {b}: "
+                                         f"Double, but Single in {a}"):
+        idv.dataset([a, b], columns=["y"], schema="common")
+    with pytest.raises(ValueError, match="schema must be one of"):
+        idv.dataset([a], schema="union")
+
+
+# ---- bad files ----------------------------------------------------------------------------------
+
+def test_a_corrupt_file_among_many_names_itself_and_can_be_skipped(tmp_path):
+    paths = _copy(MIXED[:4], tmp_path / "d")
+    bad = paths[2]
+    with open(bad, "r+b") as f:         # the header's table-of-contents offset: past the end
+        f.seek(32)
+        f.write((10**9).to_bytes(8, "little"))
+    with pytest.raises(idv.IdvFormatError) as e:
+        idv.dataset(tmp_path / "d")
+    assert e.value.path == bad and str(e.value).startswith(bad)
+    with pytest.warns(idv.IdvWarning) as caught:
+        ds = idv.dataset(tmp_path / "d", on_bad_file="skip")
+    assert len(caught) == 1
+    assert f"skipped 1 file it could not open: {bad} (" in str(caught[0].message)
+    assert [p for p, _ in ds.skipped] == [bad]
+    assert [f.path for f in ds.files] == [paths[0], paths[1], paths[3]]
+    assert ds.read("Id")["Id"].tolist() == list(range(100)) * 3
+    ds.close()
+    with pytest.raises(FileNotFoundError):
+        idv.dataset([str(tmp_path / "missing.idv")])
+    with pytest.warns(idv.IdvWarning, match="missing.idv"):
+        ds = idv.dataset([paths[0], str(tmp_path / "missing.idv")], on_bad_file="skip")
+    assert ds.num_rows == 100
+
+
+def test_a_damaged_block_fails_only_the_reads_that_touch_it(tmp_path):
+    paths = _copy(["multiblock_200k_deflate"] * 3, tmp_path / "d")
+    with idv.open(paths[1]) as f:
+        entry = f["X"].lookup[3]
+        offset, disk = int(entry["offset"]), int(entry["disk"])
+    with open(paths[1], "r+b") as fh:     # block 3 of X in the second file: not DEFLATE
+        fh.seek(offset)
+        fh.write(b"\xff" * disk)
+    with idv.dataset(tmp_path / "d") as ds:
+        with pytest.raises(idv.IdvFormatError) as e:
+            ds.read("X")
+        assert e.value.path == paths[1] and e.value.column == "X" and e.value.block == 3
+        # the other files, the other blocks and the other columns stay readable
+        want = idv.read(paths[0], "X")["X"]
+        assert_equal_reads(ds.read("X", rows=slice(0, 200_000))["X"], want)
+        assert_equal_reads(ds.read("X", rows=slice(400_000, 600_000))["X"], want)
+        assert_equal_reads(ds.read("X", rows=slice(200_000, 200_000 + 3 * 8192))["X"],
+                           want[:3 * 8192])
+        assert ds.read("Id")["Id"].shape == (600_000,)
+
+
+# ---- file handles ---------------------------------------------------------------------------
+
+def _mapped(paths):
+    """How many of these files are memory-mapped in this process now."""
+    with open("/proc/self/maps") as f:
+        maps = f.read()
+    return sum(1 for p in paths if p in maps)
+
+
+def test_only_max_open_files_stay_open(tmp_path):
+    if not __import__("os").path.exists("/proc/self/maps"):
+        pytest.skip("needs /proc/self/maps (Linux) to count memory maps")
+    src = fixture("multiblock_200k_none")       # large enough to be memory-mapped
+    folder = tmp_path / "many"
+    folder.mkdir()
+    paths = []
+    for i in range(40):
+        p = folder / f"{i:03d}.idv"
+        p.symlink_to(src) if i else shutil.copyfile(src, p)
+        paths.append(str(p))
+    resolved = [str(src), paths[0]]
+    with idv.dataset(paths, columns=["Id"], max_open_files=5) as ds:
+        assert ds.num_open_files == 5
+        part = ds.read("Id", rows=slice(None, None, 50_000))["Id"]
+        assert part.tolist() == [0, 50_000, 100_000, 150_000] * 40
+        assert ds.num_open_files == 5
+        assert _mapped(resolved) >= 1
+    assert ds.num_open_files == 0
+
+
+# ---- remote (fsspec) --------------------------------------------------------------------------
+
+def test_a_dataset_of_urls_reads_through_fsspec():
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    root = "/idv-dataset-test"
+    try:
+        for i, n in enumerate(MIXED[:3]):
+            fs.pipe(f"{root}/part-{i}.idv", fixture(n).read_bytes())
+        fs.pipe(f"{root}/readme.txt", b"not an idv")
+        with idv.dataset(f"memory://{root}/*.idv") as ds:
+            assert [f.path for f in ds.files] == [f"{root}/part-{i}.idv" for i in range(3)]
+            got = ds.read(["Id", "Var"])
+        with idv.dataset(f"memory://{root}") as by_dir:        # a directory: its .idv files
+            assert by_dir.num_rows == 300
+        with idv.dataset(f"{root}/part-1.idv", filesystem=fs) as one:
+            assert one.num_rows == 100
+        for i, n in enumerate(MIXED[:3]):
+            doc = sidecar(n)
+            assert_column_equal(got["Var"][i * 100:(i + 1) * 100],
+                                expected_column(doc, column_index(doc, "Var")), n)
+        assert got["Id"].tolist() == list(range(100)) * 3
+    finally:
+        fs.rm(root, recursive=True)
+
+
+def test_remote_handles_are_closed_with_their_files(tmp_path, monkeypatch):
+    """Through fsspec (a file:// URL: real handles, with descriptors), a dataset holds at most
+    max_open_files handles, and none once closed."""
+    fsspec = pytest.importorskip("fsspec")
+    from fsspec.implementations.local import LocalFileSystem
+    _copy(MIXED[:1] * 5, tmp_path / "d")
+    handles = []
+    real_open = LocalFileSystem.open
+
+    def spying_open(self, path, mode="rb", **kwargs):
+        h = real_open(self, path, mode, **kwargs)
+        handles.append(h)
+        return h
+    monkeypatch.setattr(LocalFileSystem, "open", spying_open)
+    with idv.dataset(f"file://{tmp_path}/d/*.idv", max_open_files=2) as ds:
+        assert ds.filesystem is not None and len(ds.files) == 5
+        assert ds.read("Id")["Id"].tolist() == list(range(100)) * 5
+        assert handles and sum(not h.closed for h in handles) <= 2
+    assert all(h.closed for h in handles)
+
+
+def test_urls_are_opened_with_idv_open_filesystem(monkeypatch):
+    """Once idv.open takes filesystem= (the remote part of issue 11), a dataset of URLs opens
+    each file through it; until then through the filesystem's file objects (tested above)."""
+    fsspec = pytest.importorskip("fsspec")
+    import inspect
+    import sys
+    if "filesystem" not in inspect.signature(idv.open).parameters:
+        pytest.skip("idv.open has no filesystem= parameter yet (issue 11's remote reads): "
+                    "URLs are read through fsspec's file objects meanwhile")
+    module = sys.modules["idv.dataset"]
+    real, given = module.idv_open, []
+
+    def spy(source, *, filesystem=None, **kwargs):
+        given.append((source, filesystem))
+        return real(source, filesystem=filesystem, **kwargs)
+    monkeypatch.setattr(module, "idv_open", spy)
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/idv-fs-test/a.idv", fixture(MIXED[0]).read_bytes())
+    try:
+        with idv.dataset("memory://idv-fs-test/*.idv") as ds:
+            assert ds.read("Id")["Id"].tolist() == list(range(100))
+        assert given and all(path == "/idv-fs-test/a.idv" and got is ds.filesystem
+                             for path, got in given)
+    finally:
+        fs.rm("/idv-fs-test", recursive=True)
+
+
+def test_bad_options():
+    p = _paths(MIXED[:1])
+    with pytest.raises(ValueError, match="on_bad_file must be one of"):
+        idv.dataset(p, on_bad_file="ignore")
+    with pytest.raises(ValueError, match="at least one"):
+        idv.dataset([])
+    with idv.dataset(p) as ds:
+        with pytest.raises(KeyError, match="no column 'nope' in the dataset"):
+            ds.read("nope")
+        with pytest.raises(TypeError, match="indexed by a slice of rows"):
+            ds["Id"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        idv.dataset(p).close()
