@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from idv import types as T
-from idv.dataset import Dataset, close_dataset_file, dataset, open_dataset_file
+from idv.dataset import Dataset, dataset
+from idv.reader import open as idv_open
 from idv.errors import require
 
 if TYPE_CHECKING:
@@ -88,12 +89,12 @@ class _ReadPartition:
         else:
             needed = {self.frame_columns[c] for c in columns}
             wanted = [n for n in self.idv_columns if n in needed]
-        f = open_dataset_file(path, self.fs, self.open_kwargs)
+        f = idv_open(path, filesystem=self.fs, **self.open_kwargs)
         try:
             df = to_pandas(f, wanted, vectors=self.vectors, datetime=self.datetime,
                            safe=self.safe, rows=slice(start, stop))
         finally:
-            close_dataset_file(f)
+            f.close()
         df.index = pd.RangeIndex(first, first + stop - start)
         if columns is None or list(df.columns) == list(columns):
             return df
@@ -151,11 +152,11 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
 
 
 def _read_rows(fs, open_kwargs, path, column, start, stop):
-    f = open_dataset_file(path, fs, open_kwargs)
+    f = idv_open(path, filesystem=fs, **open_kwargs)
     try:
         return np.asarray(f[column][start:stop])
     finally:
-        close_dataset_file(f)
+        f.close()
 
 
 def read_idv_array(urlpath, column, blocks_per_chunk=None, storage_options=None,

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import collections
 import glob as _glob
-import inspect
 import os
 import re
 import warnings
-import weakref
 
 import numpy as np
 
@@ -29,8 +27,7 @@ from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.reader import IdvFile, concat_reads, open as idv_open
 
-__all__ = ["dataset", "Dataset", "DatasetFile", "open_dataset_file", "close_dataset_file",
-           "expand_sources",
+__all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
            "SCHEMA_MODES", "ON_BAD_FILE"]
 
 # schema=: "exact" (every file has the same columns, names and types in order) or "common"
@@ -72,36 +69,6 @@ class DatasetFile:
 
 def _fsspec():
     return require("fsspec", "reading .idv files from URLs", "idv[remote]")
-
-
-def open_dataset_file(path, fs, open_kwargs):
-    """idv.open of a local path, or of a path inside an fsspec filesystem: through
-    ``idv.open(filesystem=)`` where this version has it, else through the filesystem's
-    seekable file object."""
-    if fs is None:
-        return idv_open(path, **open_kwargs)
-    if "filesystem" in inspect.signature(idv_open).parameters:
-        return idv_open(path, filesystem=fs, **open_kwargs)
-    handle = fs.open(path, "rb")
-    try:
-        f = idv_open(handle, **open_kwargs)
-    except BaseException:
-        handle.close()
-        raise
-    _HANDLES[f] = handle
-    return f
-
-
-# an IdvFile opened from an fsspec file object -> that object, closed with it
-_HANDLES = weakref.WeakKeyDictionary()
-
-
-def close_dataset_file(f):
-    """Close a file open_dataset_file opened (and the fsspec file object under it, if any)."""
-    f.close()
-    handle = _HANDLES.pop(f, None)
-    if handle is not None:
-        handle.close()
 
 
 def _expand_one(source, fs, storage_options):
@@ -210,7 +177,7 @@ class Dataset:
         try:
             for path in paths:
                 try:
-                    f = open_dataset_file(path, filesystem, open_kwargs)
+                    f = idv_open(path, filesystem=filesystem, **open_kwargs)
                 except (IdvFormatError, OSError) as e:
                     if isinstance(e, IdvFormatError):
                         e.locate(path=path)
@@ -222,10 +189,10 @@ class Dataset:
                 rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
                 opened.append((path, cols, f.num_rows, rpb, f))
                 if len(opened) > self._max_open:     # keep the first max_open_files open
-                    close_dataset_file(f)
+                    f.close()
         except BaseException:
             for o in opened:
-                close_dataset_file(o[4])
+                o[4].close()
             raise
         if self.skipped:
             listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
@@ -239,7 +206,7 @@ class Dataset:
             self._names = self._agree(opened, wanted, schema)
         except BaseException:
             for o in opened:
-                close_dataset_file(o[4])
+                o[4].close()
             raise
         ref = opened[0][4]
         self.files = []
@@ -316,11 +283,11 @@ class Dataset:
             self._handles.move_to_end(i)
             return f
         path = self.files[i].path
-        f = open_dataset_file(path, self.filesystem, self.open_kwargs)
+        f = idv_open(path, filesystem=self.filesystem, **self.open_kwargs)
         self._handles[i] = f
         while len(self._handles) > self._max_open:
             _, old = self._handles.popitem(last=False)
-            close_dataset_file(old)
+            old.close()
         return f
 
     @property
@@ -332,7 +299,7 @@ class Dataset:
         """Close every open file; arrays already read stay valid."""
         while self._handles:
             _, f = self._handles.popitem()
-            close_dataset_file(f)
+            f.close()
 
     def __enter__(self):
         return self

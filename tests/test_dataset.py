@@ -320,36 +320,23 @@ def test_a_dataset_of_urls_reads_through_fsspec():
         fs.rm(root, recursive=True)
 
 
-def test_remote_handles_are_closed_with_their_files(tmp_path, monkeypatch):
-    """Through fsspec (a file:// URL: real handles, with descriptors), a dataset holds at most
-    max_open_files handles, and none once closed."""
-    fsspec = pytest.importorskip("fsspec")
-    from fsspec.implementations.local import LocalFileSystem
+def test_a_url_dataset_keeps_at_most_max_open_files_open(tmp_path):
+    """Through fsspec (a file:// URL), a dataset holds at most max_open_files files open while
+    it reads them all, and none once closed."""
+    pytest.importorskip("fsspec")
     _copy(MIXED[:1] * 5, tmp_path / "d")
-    handles = []
-    real_open = LocalFileSystem.open
-
-    def spying_open(self, path, mode="rb", **kwargs):
-        h = real_open(self, path, mode, **kwargs)
-        handles.append(h)
-        return h
-    monkeypatch.setattr(LocalFileSystem, "open", spying_open)
     with idv.dataset(f"file://{tmp_path}/d/*.idv", max_open_files=2) as ds:
         assert ds.filesystem is not None and len(ds.files) == 5
         assert ds.read("Id")["Id"].tolist() == list(range(100)) * 5
-        assert handles and sum(not h.closed for h in handles) <= 2
-    assert all(h.closed for h in handles)
+        assert 1 <= ds.num_open_files <= 2
+    assert ds.num_open_files == 0
 
 
 def test_urls_are_opened_with_idv_open_filesystem(monkeypatch):
-    """Once idv.open takes filesystem= (the remote part of issue 11), a dataset of URLs opens
-    each file through it; until then through the filesystem's file objects (tested above)."""
+    """A dataset of URLs opens each file with idv.open(path, filesystem=), so remote reads
+    fetch only the byte ranges they need (idv.remote)."""
     fsspec = pytest.importorskip("fsspec")
-    import inspect
     import sys
-    if "filesystem" not in inspect.signature(idv.open).parameters:
-        pytest.skip("idv.open has no filesystem= parameter yet (issue 11's remote reads): "
-                    "URLs are read through fsspec's file objects meanwhile")
     module = sys.modules["idv.dataset"]
     real, given = module.idv_open, []
 
