@@ -145,13 +145,50 @@ class _ColumnToArrow:
             meta[KEY_VALUES_KEY] = b"values"
         self.field = pa.field(col.name, self.arrow_type, metadata=meta)
         self.chunk_rows = col.rows_per_block
+        self.col = col
+        # Text and vectors of Text: decoded straight into Arrow's layout (no str objects)
+        self.text = T.item_type(t) is T.Text
+
+    def text_arrays(self, b0, b1):
+        """Blocks [b0, b1) of a text column as Arrow arrays, one per block, built on the
+        blocks' own UTF-8 bytes and offsets (Column.read_text_blocks), no copies."""
+        col = self.col
+        out = []
+        for b, block in zip(range(b0, b1), col.read_text_blocks(b0, b1)):
+            row0 = col.block_rows(b)[0]
+            if block is None:        # a vector block with sparse rows: through read()'s form
+                out.append(self.array(col.read_blocks(b, b + 1), row0))
+            else:
+                out.append(self._text_block_array(block))
+        return out
+
+    def _text_block_array(self, block):
+        pa, t = self.pa, self.type
+        spans = block if not isinstance(t, T.Vector) else block.values
+        items = pa.StringArray.from_buffers(len(spans), pa.py_buffer(spans.offsets),
+                                            pa.py_buffer(spans.data))
+        if not isinstance(t, T.Vector):
+            return items
+        if t.is_fixed:
+            return pa.FixedSizeListArray.from_arrays(items, t.size)
+        offsets = np.zeros(len(block.lengths) + 1, np.int32)
+        np.cumsum(block.lengths, out=offsets[1:])
+        return pa.ListArray.from_arrays(pa.array(offsets), items)
+
+    def text_blocks(self):
+        """The column's blocks one by one as Arrow arrays (for record_batch_reader)."""
+        for b in range(self.col.num_blocks):
+            yield self.text_arrays(b, b + 1)[0]
 
     def _describe(self, row0, size=None, offsets=None):
         return item_locator(f"column {self.name!r}", row0, size, offsets)
 
     def array(self, values, row0=0):
-        """values: read()'s form of rows row0.. of this column -> an Arrow array."""
+        """values: read()'s form of rows row0.. of this column (or already an Arrow array)
+        -> an Arrow array."""
         pa, t = self.pa, self.type
+        if isinstance(values, pa.Array):
+            return values
         if isinstance(t, T.Vector):
             inner_type = self.arrow_type.value_type
             if t.is_fixed:
@@ -222,6 +259,11 @@ def arrow_schema(file, columns=None, *, datetime="auto"):
         return pa.schema([c.field for c in convs])
 
 
+def _is_text(col):
+    """Whether a column's values are Text (scalars or vectors): those go straight to Arrow."""
+    return T.item_type(col.type) is T.Text
+
+
 def _chunked(pa, conv, values, n):
     """A whole column's values as one Arrow array per block of rows (text and vectors stay
     within Arrow's 32-bit offsets) or, for fixed-width scalars, one array."""
@@ -250,13 +292,15 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True):
     pa = import_pyarrow()
     with opened(file) as f:
         cols = select_columns(f, columns)
-        values = [col.read() for col in cols]
+        # text columns are read below, straight into Arrow
+        values = [None if _is_text(col) else col.read() for col in cols]
         convs = _converters(pa, cols, datetime, safe, values)
         n = f.num_rows
         if not cols:    # no columns, but maybe rows (ML.NET's internal saver writes such files)
             return pa.Table.from_batches(
                 [pa.RecordBatch.from_struct_array(pa.array([{}] * n, pa.struct([])))])
-        arrays = [_chunked(pa, conv, v, n) for v, conv in zip(values, convs)]
+        arrays = [pa.chunked_array(conv.text_arrays(0, conv.col.num_blocks), conv.arrow_type)
+                  if conv.text else _chunked(pa, conv, v, n) for v, conv in zip(values, convs)]
         return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
 
 
@@ -291,7 +335,8 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
 
     def blocks():
         try:
-            for a, _b, parts in iter_row_blocks(f, cols):
+            blocks = {c.col: c.text_blocks for c in convs if c.text}
+            for a, _b, parts in iter_row_blocks(f, cols, blocks):
                 yield pa.RecordBatch.from_arrays(
                     [conv.array(p, a) for conv, p in zip(convs, parts)], schema=schema)
         finally:
