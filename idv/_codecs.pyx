@@ -196,6 +196,20 @@ cdef inline bint _ascii(const uint8_t *p, int64_t n) noexcept nogil:
     return (acc & 0x8080808080808080ULL) == 0
 
 
+cdef inline Py_ssize_t _next_non_ascii(const uint8_t *p, Py_ssize_t pos,
+                                       Py_ssize_t n) noexcept nogil:
+    """The position of the first byte >= 0x80 in p[pos:n], or n; 8 bytes at a time."""
+    cdef uint64_t w
+    while pos + 8 <= n:
+        memcpy(&w, p + pos, 8)
+        if w & 0x8080808080808080ULL:
+            break
+        pos += 8
+    while pos < n and p[pos] < 0x80:
+        pos += 1
+    return pos
+
+
 cdef inline void _put_i32(uint8_t *p, int32_t v) noexcept nogil:
     memcpy(p, &v, 4)
 
@@ -217,7 +231,7 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
     written), validating the UTF-8 (shortest forms, no surrogates, at most U+10FFFF) and the
     rules of reference section 4.3 as it goes. Returns TEXT_OK or why it stopped; `where` gets
     the entry (for TEXT_EXTRA: the bytes beyond the last boundary)."""
-    cdef Py_ssize_t i, bpos = 0, k
+    cdef Py_ssize_t i, bpos = 0, k, ascii_to
     cdef int32_t b, bm, prev = 0
     cdef int64_t units = 0
     cdef int lead, clen, cunits, second
@@ -238,6 +252,7 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
             where[0] = nbytes - prev
             return TEXT_EXTRA
         return TEXT_OK
+    ascii_to = _next_non_ascii(data, 0, nbytes)      # data[bpos:ascii_to] is ASCII
     for i in range(n):
         b = _i32(bounds + 4 * i)
         bm = b & 0x7FFFFFFF
@@ -245,10 +260,15 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
         if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
             return TEXT_BACKWARDS
         prev = bm
-        # fast path: the entry's next bm - units bytes are all ASCII (one unit each)
-        if bm - units <= nbytes - bpos and _ascii(data + bpos, bm - units):
+        if bpos > ascii_to:
+            ascii_to = _next_non_ascii(data, bpos, nbytes)
+        # fast path: the entry's next bm - units bytes are ASCII (one unit each)
+        if bm - units <= ascii_to - bpos:
             bpos += bm - units
             units = bm
+        elif units < bm:
+            units += ascii_to - bpos
+            bpos = ascii_to
         while units < bm:
             if bpos >= nbytes:
                 return TEXT_BEYOND
