@@ -121,6 +121,10 @@ def _items_to_arrow(pa, item, flat, unit, safe, describe):
     return pa.array(np.ascontiguousarray(flat))
 
 
+# the decompressed text blocks record_batch_reader decodes together, per column
+_TEXT_AHEAD_BYTES = 4 << 20
+
+
 class _ColumnToArrow:
     """How one idv column becomes Arrow: its field (type + metadata) and each part's array."""
 
@@ -175,10 +179,21 @@ class _ColumnToArrow:
         np.cumsum(block.lengths, out=offsets[1:])
         return pa.ListArray.from_arrays(pa.array(offsets), items)
 
-    def text_blocks(self):
-        """The column's blocks one by one as Arrow arrays (for record_batch_reader)."""
-        for b in range(self.col.num_blocks):
-            yield self.text_arrays(b, b + 1)[0]
+    def text_blocks(self, threads=1):
+        """The column's blocks one by one as Arrow arrays (for record_batch_reader), decoded
+        a few at a time (up to 4 per thread and _TEXT_AHEAD_BYTES) so that the threads share
+        them."""
+        col = self.col
+        raw = col.lookup["raw"].astype(np.int64) if col.num_blocks else []
+        b, nb = 0, col.num_blocks
+        while b < nb:
+            e, size = b + 1, int(raw[b])
+            while e < nb and e - b < 4 * threads and size + int(raw[e]) <= _TEXT_AHEAD_BYTES:
+                size += int(raw[e])
+                e += 1
+            yield from self.text_arrays(b, e)
+            b = e
+
 
     def _describe(self, row0, size=None, offsets=None):
         return item_locator(f"column {self.name!r}", row0, size, offsets)
@@ -310,8 +325,9 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     file's blocks.
 
     Only one block per column is decoded and held at a time (the columns of a block in
-    parallel threads; with ``batch_size``, the blocks one batch needs), so files larger than
-    memory stream through. Columns and time options as to_arrow (with 'auto' or 'exact', the
+    parallel threads; with ``batch_size``, the blocks one batch needs; text columns, decoded
+    straight into Arrow, a few blocks at a time, up to 4 MiB, in parallel), so files larger
+    than memory stream through. Columns and time options as to_arrow (with 'auto' or 'exact', the
     time columns are read once more, block by block, to choose their units first). A file
     opened here (from a path, bytes or file object) is closed when the batches run out; an
     IdvFile passed in stays open.
@@ -335,7 +351,8 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
 
     def blocks():
         try:
-            blocks = {c.col: c.text_blocks for c in convs if c.text}
+            threads = max(1, f.threads // max(1, len(cols)))
+            blocks = {c.col: (lambda c=c: c.text_blocks(threads)) for c in convs if c.text}
             for a, _b, parts in iter_row_blocks(f, cols, blocks):
                 yield pa.RecordBatch.from_arrays(
                     [conv.array(p, a) for conv, p in zip(convs, parts)], schema=schema)

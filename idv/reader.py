@@ -529,6 +529,20 @@ class Column:
         except IdvFormatError as e:
             raise self._located(e)
 
+    def read_strings(self, rows=None):
+        """A Text column's rows (all, or ``col[rows]``'s) as a numpy StringDType array: whole
+        scalar columns straight from the blocks' UTF-8 (read_text_blocks, idv._strings), the
+        rest converted from read()'s str objects."""
+        if self.type is T.Text and rows is None:
+            from idv import _strings
+            return _strings.string_array(self.read_text_blocks(0, self.num_blocks),
+                                         self.num_rows)
+        values = self.read() if rows is None else self[rows]
+        dtype = np.dtypes.StringDType()
+        if isinstance(values, vectors.Ragged):
+            return vectors.Ragged(values.values.astype(dtype), values.offsets)
+        return values.astype(dtype)
+
     def _decode_text_blocks(self, b0, b1):
         self._check_readable()
         self._file._check_open()
@@ -636,6 +650,9 @@ class Column:
             for s in spans:
                 run(s)
 
+
+# read(text=...): Text values as Python str objects, or numpy 2's StringDType
+TEXT_FORMS = ("object", "StringDType")
 
 # Blocks decompressed together by one _decode_each task before they are decoded.
 _GROUP_BYTES = 1 << 20
@@ -890,7 +907,7 @@ class IdvFile:
         return (f"<idv.IdvFile {self.num_rows} rows x {self.num_columns} columns, "
                 f"version {self.version}>")
 
-    def read(self, columns=None, sparse=False, rows=None, datetime="100ns"):
+    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object"):
         """dict name -> array for the named (or indexed) columns; all readable ones by default.
         ``sparse=True`` gives CSR matrices for numeric, Boolean and key vector columns.
         ``rows`` selects rows as ``col[rows]`` does (a slice, row numbers or a boolean mask):
@@ -901,7 +918,18 @@ class IdvFile:
         column ``[ns]`` when every value fits, else ``[us]``, flooring 100-ns ticks with an
         IdvWarning: the units pandas and ``.tolist()`` handle), ``"exact"`` (the same, refusing
         to floor), ``"ns"``, ``"us"`` (each refusing what it cannot hold) or ``"ticks"``
-        (int64 .NET ticks)."""
+        (int64 .NET ticks).
+
+        ``text``: Text values as ``"object"`` (default: arrays of Python ``str``) or
+        ``"StringDType"`` (numpy >= 2's variable-width string dtype, built straight from the
+        file's UTF-8 with no ``str`` objects for whole Text columns; vectors of Text and row
+        selections are converted from ``str``)."""
+        if text not in TEXT_FORMS:
+            raise ValueError(f"text must be one of {', '.join(map(repr, TEXT_FORMS))}, not "
+                             f"{text!r}")
+        if text == "StringDType" and not hasattr(getattr(np, "dtypes", None), "StringDType"):
+            raise ValueError(f"text='StringDType' needs numpy >= 2 (numpy {np.__version__} is "
+                             f"installed)")
         if datetime not in ("100ns",) + ticks.TIME_MODES:
             raise ValueError(f"datetime must be one of "
                              f"{', '.join(map(repr, ('100ns',) + ticks.TIME_MODES))}, "
@@ -921,6 +949,9 @@ class IdvFile:
             t = c.type
             csr = isinstance(t, T.Vector) and (isinstance(t.item, T.Key)
                                                or t.item.dtype.kind in "biuf")
+            if text == "StringDType" and T.item_type(t) is T.Text:
+                out[c.name] = c.read_strings(rows)
+                continue
             out[c.name] = c.read(sparse=sparse and csr) if rows is None else c[rows]
             if datetime != "100ns" and T.item_type(t) in ticks.TIME_ITEMS:
                 out[c.name] = ticks.retimed(out[c.name], T.item_type(t), datetime,
@@ -995,7 +1026,8 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
                    memory_limit=memory_limit, checksums=checksums)
 
 
-def read(source, columns=None, sparse=False, rows=None, datetime="100ns", **kwargs):
-    """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime)``."""
+def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
+         **kwargs):
+    """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime, text)``."""
     with open(source, **kwargs) as f:
-        return f.read(columns, sparse=sparse, rows=rows, datetime=datetime)
+        return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text)

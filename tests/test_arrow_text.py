@@ -195,3 +195,31 @@ def test_polars_and_duckdb_read_text_from_the_stream():
         con.register("t", f)
         got = [r[0] for r in con.sql("SELECT Txt FROM t").fetchall()]
     assert got == want
+
+
+# ---- numpy 2's StringDType
+
+@pytest.mark.parametrize("name", ["scalars_text", "mixed_maxbytes", "vectors_fixed",
+                                  "vectors_variable", "vectors_sparse"])
+def test_read_text_as_string_dtype_equals_mlnet(name):
+    if not hasattr(getattr(np, "dtypes", None), "StringDType"):
+        pytest.skip("numpy < 2 has no StringDType")
+    doc = sidecar(name)
+    got = idv.read(SAMPLE_DIR / f"{name}.idv", text="StringDType")
+    for dcol in _text_columns(doc):
+        values = got[dcol["name"]]
+        want = expected_column(doc, dcol["index"])
+        if isinstance(values, idv.Ragged):
+            assert values.values.dtype == np.dtypes.StringDType()
+            assert values.offsets.tolist() == want.offsets.tolist()
+            values, want = values.values, want.values
+        assert values.dtype == np.dtypes.StringDType(), dcol["name"]
+        assert values.tolist() == want.tolist(), dcol["name"]
+    rows = idv.read(SAMPLE_DIR / "scalars_text.idv", rows=[0, 5, 13], text="StringDType")["Txt"]
+    assert rows.dtype == np.dtypes.StringDType()
+    assert rows.tolist() == [sidecar("scalars_text")["rows"][i][0] for i in (0, 5, 13)]
+
+
+def test_read_text_option_is_checked():
+    with pytest.raises(ValueError, match="text must be one of 'object', 'StringDType'"):
+        idv.read(SAMPLE_DIR / "scalars_text.idv", text="str")

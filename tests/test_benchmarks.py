@@ -22,12 +22,14 @@ QUICK = {
     "bench_read.py": ["--quick", "--repeat", "1", "--json"],
     "bench_write.py": ["--quick", "--json"],
     "bench_checksums.py": ["--quick", "--json"],
+    "bench_arrow.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
 NEEDS_MLNET = {
     "bench_read.py": ("to write its data", None),
     "bench_write.py": ("for ML.NET's own write", "--no-mlnet"),
+    "bench_arrow.py": ("to write its data (bench_read's)", None),
 }
 
 
@@ -58,6 +60,12 @@ def test_benchmark_quick_mode(script):
         assert [(r["what"], r["compression"]) for r in report["results"]] == [
             ("write", "deflate"), ("read", "deflate"), ("write", "none"), ("read", "none")]
         assert all(r["checksums_s"] > 0 and r["without_s"] > 0 for r in report["results"])
+        return
+    if script == "bench_arrow.py":
+        assert {t["name"].split(":")[0] for t in report["targets"]} == {"deflate", "none"}
+        assert all(t["ratio"] > 0 for t in report["targets"])
+        assert {"idv_arrow_deflate", "pq_table_deflate", "idv_pandas_none"} <= \
+            set(report["figures"])
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]
