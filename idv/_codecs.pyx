@@ -182,20 +182,6 @@ cdef inline int32_t _i32(const uint8_t *p) noexcept nogil:
     return v
 
 
-cdef inline bint _ascii(const uint8_t *p, int64_t n) noexcept nogil:
-    """Whether the n bytes at p are all ASCII, 8 at a time."""
-    cdef uint64_t acc = 0, w
-    cdef int64_t j = 0
-    while j + 8 <= n:
-        memcpy(&w, p + j, 8)
-        acc |= w
-        j += 8
-    while j < n:
-        acc |= p[j]
-        j += 1
-    return (acc & 0x8080808080808080ULL) == 0
-
-
 cdef inline Py_ssize_t _next_non_ascii(const uint8_t *p, Py_ssize_t pos,
                                        Py_ssize_t n) noexcept nogil:
     """The position of the first byte >= 0x80 in p[pos:n], or n; 8 bytes at a time."""
@@ -231,11 +217,12 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
     written), validating the UTF-8 (shortest forms, no surrogates, at most U+10FFFF) and the
     rules of reference section 4.3 as it goes. Returns TEXT_OK or why it stopped; `where` gets
     the entry (for TEXT_EXTRA: the bytes beyond the last boundary)."""
-    cdef Py_ssize_t i, bpos = 0, k, ascii_to
+    cdef Py_ssize_t i, bpos = 0, k, ascii_to, take
     cdef int32_t b, bm, prev = 0
     cdef int64_t units = 0
     cdef int lead, clen, cunits, second
-    if _ascii(data, nbytes):
+    ascii_to = _next_non_ascii(data, 0, nbytes)      # data[bpos:ascii_to] is ASCII
+    if ascii_to == nbytes:
         # every byte one UTF-16 unit: the boundaries are the byte ends
         for i in range(n):
             b = _i32(bounds + 4 * i)
@@ -252,7 +239,6 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
             where[0] = nbytes - prev
             return TEXT_EXTRA
         return TEXT_OK
-    ascii_to = _next_non_ascii(data, 0, nbytes)      # data[bpos:ascii_to] is ASCII
     for i in range(n):
         b = _i32(bounds + 4 * i)
         bm = b & 0x7FFFFFFF
@@ -260,23 +246,15 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
         if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
             return TEXT_BACKWARDS
         prev = bm
-        if bpos > ascii_to:
-            ascii_to = _next_non_ascii(data, bpos, nbytes)
-        # fast path: the entry's next bm - units bytes are ASCII (one unit each)
-        if bm - units <= ascii_to - bpos:
-            bpos += bm - units
-            units = bm
-        elif units < bm:
-            units += ascii_to - bpos
-            bpos = ascii_to
         while units < bm:
+            if bpos < ascii_to:         # ASCII: one unit a byte, as many as the entry takes
+                take = min(bm - units, ascii_to - bpos)
+                bpos += take
+                units += take
+                continue
             if bpos >= nbytes:
                 return TEXT_BEYOND
-            lead = data[bpos]
-            if lead < 0x80:
-                bpos += 1
-                units += 1
-                continue
+            lead = data[bpos]           # >= 0x80: a multi-byte sequence
             if 0xC2 <= lead < 0xE0:
                 clen = 2
                 cunits = 1
@@ -300,6 +278,7 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
                 return TEXT_BAD_UTF8
             bpos += clen
             units += cunits
+            ascii_to = _next_non_ascii(data, bpos, nbytes)
         if units != bm:
             return TEXT_SPLIT_PAIR
         _put_i32(out + 4 * i, <int32_t>bpos)
@@ -434,17 +413,6 @@ cdef class TextCodec(Codec):
         offsets = np.frombuffer(buf, np.int32, n + 1, pos)
         data = np.frombuffer(buf, np.uint8, nbytes, p)
         return offsets, data, p + nbytes
-
-
-cdef inline object _make_str(const uint8_t *p, Py_ssize_t n, bint ascii):
-    if ascii:
-        s = PyUnicode_New(n, 127)
-        memcpy(PyUnicode_DATA(s), p, n)
-        return s
-    try:
-        return PyUnicode_DecodeUTF8(<const char *>p, n, "strict")
-    except UnicodeDecodeError as e:
-        raise IdvFormatError(f"invalid UTF-8 in TextSpan text: {e.reason}") from None
 
 
 cdef class KeyCodec(Codec):

@@ -223,3 +223,81 @@ def test_read_text_as_string_dtype_equals_mlnet(name):
 def test_read_text_option_is_checked():
     with pytest.raises(ValueError, match="text must be one of 'object', 'StringDType'"):
         idv.read(SAMPLE_DIR / "scalars_text.idv", text="str")
+
+
+# ---- the two decoders against Python's own UTF-8 and UTF-16
+
+def _payload(values, bounds=None, raw=None):
+    from craft import text_payload
+    return bytearray(text_payload(values, bounds, raw))
+
+
+def _python_reading(values_bytes, bounds):
+    """What ML.NET's rules (reference section 4.3) make of UTF-8 bytes and boundaries, by
+    Python's strict UTF-8 decoder and UTF-16 encoder: the strings, or None when invalid."""
+    try:
+        text = values_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    units = text.encode("utf-16-le")
+    if len(units) // 2 != (bounds[-1] & 0x7FFFFFFF if bounds else 0):
+        return None
+    out, prev = [], 0
+    for b in bounds:
+        m = b & 0x7FFFFFFF
+        if (b >= 0 and m < prev) or (b < 0 and m != prev):
+            return None
+        piece = units[2 * prev:2 * m]
+        try:
+            out.append(piece.decode("utf-16-le"))     # a split surrogate pair fails here
+        except UnicodeDecodeError:
+            return None
+        prev = m
+    return out
+
+
+def test_random_payloads_agree_with_python_on_both_paths():
+    """Random strings (ASCII, Latin, CJK, emoji, NUL), some payloads with one byte changed:
+    the Arrow path and the object path accept exactly what Python's codecs accept, and give
+    its strings."""
+    codec = idv._codecs.resolve("TextSpan", b"")
+    rng = np.random.default_rng(10)
+    alphabet = ["a", "Z", " ", "\x00", "é", "ß", "€", "中", "한", "😀", "𝄞"]
+    checked = {True: 0, False: 0}
+    for trial in range(400):
+        n = int(rng.integers(0, 12))
+        values = ["".join(rng.choice(alphabet, int(rng.integers(0, 6)))) for _ in range(n)]
+        payload = _payload(values)
+        if trial % 2 and len(payload) > 4:
+            pos = int(rng.integers(4, len(payload)))
+            payload[pos] = int(rng.integers(0, 256))
+        count = int.from_bytes(payload[:4], "little", signed=True)
+        if count != n:
+            continue
+        bounds = [int(x) for x in np.frombuffer(bytes(payload[4:4 + 4 * n]), "<i4")]
+        head = 4 + 4 * n
+        length, shift, q = 0, 0, head
+        while q < len(payload):
+            length |= (payload[q] & 0x7F) << shift
+            shift += 7
+            q += 1
+            if not payload[q - 1] & 0x80:
+                break
+        want = _python_reading(bytes(payload[q:]), bounds) if q + length == len(payload) \
+            else None
+        objects = np.empty(n, object)
+        try:
+            end = codec.decode_into(memoryview(bytes(payload)), 0, n, objects)
+            got_objects = list(objects) if end == len(payload) else None
+        except idv.IdvFormatError:
+            got_objects = None
+        try:
+            offsets, data, end = codec.arrow_at(memoryview(payload), 0, n)
+            got_arrow = [data[offsets[i]:offsets[i + 1]].tobytes().decode("utf-8")
+                         for i in range(n)] if end == len(payload) else None
+        except idv.IdvFormatError:
+            got_arrow = None
+        assert got_objects == want, (values, bytes(payload))
+        assert got_arrow == want, (values, bytes(payload))
+        checked[want is not None] += 1
+    assert checked[True] > 100 and checked[False] > 50, checked
