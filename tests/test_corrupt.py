@@ -55,6 +55,7 @@ HUGE_CASES = ["raw_length_huge", "raw_length_huge_vector", "vbuffer_huge_sparse_
 TEXT_HEAVY = ["scalars_text.idv", "pipeline_featurize_text.idv", "pipeline_multiclass_scored.idv",
               "datatypes.idv", "mixed_smallblocks_deflate.idv", "vectors_fixed.idv"]
 VALGRIND_CASES = ["text_boundary_backwards", "text_boundary_splits_surrogate_pair",
+                  "text_invalid_utf8_overlong", "text_vector_invalid_utf8",
                   "text_invalid_utf8_continuation", "text_string_length_beyond_block",
                   "vbuffer_index_out_of_range", "vbuffer_values_short", "corrupt_deflate",
                   "raw_length_one_short_text", "raw_length_one_long_text", "dvbool_pattern_11",
@@ -574,6 +575,7 @@ for name in sys.argv[2:]:
 
 VALGRIND_SCRIPT = """
 import sys, warnings, idv
+import numpy as np
 for p in sys.argv[1:]:
     data = open(p, "rb").read()
     for n in (len(data), len(data) - 1):
@@ -583,6 +585,16 @@ for p in sys.argv[1:]:
                 with idv.open(data[:n], threads=2) as f:
                     for c in f.columns:
                         c.metadata
+                        if c.readable and idv.types.item_type(c.type) is idv.Text:
+                            # text straight into Arrow's layout, and into StringDType
+                            reads = [lambda: c.read_text_blocks(0, c.num_blocks)]
+                            if hasattr(getattr(np, "dtypes", None), "StringDType"):
+                                reads.append(c.read_strings)
+                            for read in reads:
+                                try:
+                                    read()
+                                except idv.IdvFormatError:
+                                    pass
                         if c.readable:
                             c.read()
         except idv.IdvFormatError:
