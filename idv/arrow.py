@@ -194,7 +194,6 @@ class _ColumnToArrow:
             yield from self.text_arrays(b, e)
             b = e
 
-
     def _describe(self, row0, size=None, offsets=None):
         return item_locator(f"column {self.name!r}", row0, size, offsets)
 

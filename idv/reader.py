@@ -521,9 +521,9 @@ class Column:
         """Blocks [b0, b1) of a Text or vector-of-Text column in Arrow's string layout, without
         Python strings: per block a TextSpans (int32 offsets into the UTF-8 bytes) or, for
         vectors, a VectorBlock whose values are one (None for a block with rows stored sparse:
-        read it with read_blocks). They are views into one buffer the blocks are decompressed into, converted
-        in place, blocks in parallel (idv.arrow builds Arrow arrays on them without copies).
-        A damaged block raises IdvFormatError as read_blocks does."""
+        read it with read_blocks). They are views into one buffer the blocks are decompressed
+        into and converted in place, blocks in parallel (idv.arrow builds Arrow arrays on them
+        without copies). A damaged block raises IdvFormatError as read_blocks does."""
         try:
             return self._decode_text_blocks(b0, b1)
         except IdvFormatError as e:
