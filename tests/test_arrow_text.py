@@ -257,9 +257,9 @@ def _python_reading(values_bytes, bounds):
 
 
 def test_random_payloads_agree_with_python_on_both_paths():
-    """Random strings (ASCII, Latin, CJK, emoji, NUL), some payloads with one byte changed:
-    the Arrow path and the object path accept exactly what Python's codecs accept, and give
-    its strings."""
+    """Random strings (ASCII, Latin, CJK, emoji, NUL, legacy NA entries), some payloads with
+    one byte changed: the Arrow path and the object path accept exactly what Python's codecs
+    accept, and give its strings."""
     codec = idv._codecs.resolve("TextSpan", b"")
     rng = np.random.default_rng(10)
     alphabet = ["a", "Z", " ", "\x00", "é", "ß", "€", "中", "한", "😀", "𝄞"]
@@ -267,7 +267,14 @@ def test_random_payloads_agree_with_python_on_both_paths():
     for trial in range(400):
         n = int(rng.integers(0, 12))
         values = ["".join(rng.choice(alphabet, int(rng.integers(0, 6)))) for _ in range(n)]
-        payload = _payload(values)
+        # some entries the legacy NA (1.1.1.5): the previous end with the high bit, no text
+        bounds, end = [], 0
+        for v in values:
+            na = v == "" and rng.random() < 0.5
+            end += len(v.encode("utf-16-le")) // 2
+            bounds.append(end | 0x80000000 if na else end)
+        payload = _payload(values, [b - 2**32 if b >= 2**31 else b for b in bounds],
+                           "".join(values).encode("utf-8"))
         if trial % 2 and len(payload) > 4:
             pos = int(rng.integers(4, len(payload)))
             payload[pos] = int(rng.integers(0, 256))
