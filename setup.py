@@ -29,6 +29,15 @@ extensions = [
     for name, libs in MODULES.items()
 ]
 
+# numpy 2's StringDType from text blocks (idv.read(text="StringDType")): its C API (NpyString)
+# exists only in numpy 2, so this module targets numpy 2 and is built only against it.
+if int(numpy.__version__.split(".")[0]) >= 2:
+    extensions.append(Extension(
+        "idv._strings", ["idv/_strings.pyx"], include_dirs=[numpy.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),
+                       ("NPY_TARGET_VERSION", "NPY_2_0_API_VERSION")],
+        extra_compile_args=["-O3"]))
+
 setup(
     ext_modules=cythonize(
         extensions,

@@ -182,18 +182,155 @@ cdef inline int32_t _i32(const uint8_t *p) noexcept nogil:
     return v
 
 
-cdef inline bint _ascii(const uint8_t *p, int64_t n) noexcept nogil:
-    """Whether the n bytes at p are all ASCII, 8 at a time."""
-    cdef uint64_t acc = 0, w
-    cdef int64_t j = 0
-    while j + 8 <= n:
-        memcpy(&w, p + j, 8)
-        acc |= w
-        j += 8
-    while j < n:
-        acc |= p[j]
-        j += 1
-    return (acc & 0x8080808080808080ULL) == 0
+cdef inline Py_ssize_t _next_non_ascii(const uint8_t *p, Py_ssize_t pos,
+                                       Py_ssize_t n) noexcept nogil:
+    """The position of the first byte >= 0x80 in p[pos:n], or n; 8 bytes at a time."""
+    cdef uint64_t w
+    while pos + 8 <= n:
+        memcpy(&w, p + pos, 8)
+        if w & 0x8080808080808080ULL:
+            break
+        pos += 8
+    while pos < n and p[pos] < 0x80:
+        pos += 1
+    return pos
+
+
+cdef inline void _put_i32(uint8_t *p, int32_t v) noexcept nogil:
+    memcpy(p, &v, 4)
+
+
+# why _text_ends stopped (0: every boundary mapped)
+cdef enum:
+    TEXT_OK = 0
+    TEXT_BACKWARDS = 1
+    TEXT_BEYOND = 2
+    TEXT_BAD_UTF8 = 3
+    TEXT_SPLIT_PAIR = 4
+    TEXT_EXTRA = 5
+
+
+cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py_ssize_t nbytes,
+                    uint8_t *out, Py_ssize_t *where) noexcept nogil:
+    """Map the n UTF-16 end boundaries at `bounds` to byte ends in the UTF-8 `data`, written as
+    int32 at out + 4 * i (out may be bounds itself: each boundary is read before its slot is
+    written), validating the UTF-8 (shortest forms, no surrogates, at most U+10FFFF) and the
+    rules of reference section 4.3 as it goes. Returns TEXT_OK or why it stopped; `where` gets
+    the entry (for TEXT_EXTRA: the bytes beyond the last boundary)."""
+    cdef Py_ssize_t i, bpos = 0, k, ascii_to, take
+    cdef int32_t b, bm, prev = 0
+    cdef int64_t units = 0
+    cdef int lead, clen, cunits, second
+    ascii_to = _next_non_ascii(data, 0, nbytes)      # data[bpos:ascii_to] is ASCII
+    if ascii_to == nbytes:
+        # every byte one UTF-16 unit: the boundaries are the byte ends
+        for i in range(n):
+            b = _i32(bounds + 4 * i)
+            bm = b & 0x7FFFFFFF
+            if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
+                where[0] = i
+                return TEXT_BACKWARDS
+            if bm > nbytes:
+                where[0] = i
+                return TEXT_BEYOND
+            prev = bm
+            _put_i32(out + 4 * i, bm)
+        if prev != nbytes:
+            where[0] = nbytes - prev
+            return TEXT_EXTRA
+        return TEXT_OK
+    for i in range(n):
+        b = _i32(bounds + 4 * i)
+        bm = b & 0x7FFFFFFF
+        where[0] = i
+        if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
+            return TEXT_BACKWARDS
+        prev = bm
+        while units < bm:
+            if bpos < ascii_to:         # ASCII: one unit a byte, as many as the entry takes
+                take = min(bm - units, ascii_to - bpos)
+                bpos += take
+                units += take
+                continue
+            if bpos >= nbytes:
+                return TEXT_BEYOND
+            lead = data[bpos]           # >= 0x80: a multi-byte sequence
+            if 0xC2 <= lead < 0xE0:
+                clen = 2
+                cunits = 1
+            elif 0xE0 <= lead < 0xF0:
+                clen = 3
+                cunits = 1
+            elif 0xF0 <= lead < 0xF5:
+                clen = 4
+                cunits = 2
+            else:
+                return TEXT_BAD_UTF8
+            if clen > nbytes - bpos:
+                return TEXT_BAD_UTF8
+            for k in range(1, clen):
+                if (data[bpos + k] & 0xC0) != 0x80:
+                    return TEXT_BAD_UTF8
+            second = data[bpos + 1]
+            # overlong forms, UTF-16 surrogates, beyond U+10FFFF
+            if (lead == 0xE0 and second < 0xA0) or (lead == 0xED and second >= 0xA0) \
+                    or (lead == 0xF0 and second < 0x90) or (lead == 0xF4 and second >= 0x90):
+                return TEXT_BAD_UTF8
+            bpos += clen
+            units += cunits
+            ascii_to = _next_non_ascii(data, bpos, nbytes)
+        if units != bm:
+            return TEXT_SPLIT_PAIR
+        _put_i32(out + 4 * i, <int32_t>bpos)
+    if bpos != nbytes:
+        where[0] = nbytes - bpos
+        return TEXT_EXTRA
+    return TEXT_OK
+
+
+def _text_error(int status, Py_ssize_t where):
+    if status == TEXT_BACKWARDS:
+        raise IdvFormatError(f"TextSpan boundary {where} goes backwards")
+    if status == TEXT_BEYOND:
+        raise IdvFormatError(f"TextSpan boundary {where} lies beyond the text")
+    if status == TEXT_BAD_UTF8:
+        raise IdvFormatError(f"invalid UTF-8 in TextSpan entry {where}")
+    if status == TEXT_SPLIT_PAIR:
+        raise IdvFormatError(f"TextSpan boundary {where} splits a surrogate pair")
+    raise IdvFormatError(f"TextSpan text has {where} bytes beyond the last boundary")
+
+
+cdef Py_ssize_t _text_head(str name, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n,
+                           Py_ssize_t *nbytes) except -1:
+    """Check a TextSpan payload's entry count and read its UTF-8 byte count: the position of
+    the UTF-8 bytes (the boundaries are at pos + 4), their count in `nbytes`."""
+    cdef Py_ssize_t size = buf.shape[0], p
+    cdef uint64_t length = 0
+    cdef int shift = 0, lead
+    if n < 0 or 4 + 4 * n > size - pos:
+        _short(name, n, 4 + 4 * n, size - pos)
+    if _i32(&buf[0] + pos) != n:
+        raise IdvFormatError(f"TextSpan block holds {_i32(&buf[0] + pos)} entries, "
+                             f"expected {n}")
+    p = pos + 4 + 4 * n
+    # the string's UTF-8 byte count: a 7-bit varint of at most 5 bytes
+    while True:
+        if p >= size:
+            _short(name, n, p + 1 - pos, size - pos)
+        lead = buf[p]
+        p += 1
+        length |= (<uint64_t>(lead & 0x7F)) << shift
+        if not (lead & 0x80):
+            break
+        shift += 7
+        if shift > 28:
+            raise IdvFormatError("TextSpan string length is not a valid 7-bit integer")
+    if length > <uint64_t>(size - p):
+        _short(name, n, p - pos + <Py_ssize_t>length, size - pos)
+    if length > 0x7FFFFFFF:
+        raise IdvFormatError(f"TextSpan text of {length} bytes is beyond 2^31 - 1")
+    nbytes[0] = <Py_ssize_t>length
+    return p
 
 
 cdef class TextCodec(Codec):
@@ -209,130 +346,43 @@ cdef class TextCodec(Codec):
     @cython.wraparound(False)
     cpdef Py_ssize_t decode_into(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n,
                                  object out, bint in_vector=False) except -1:
-        cdef Py_ssize_t size = buf.shape[0]
-        cdef Py_ssize_t p, nbytes, i, bpos, start, status = 0, bad = -1
-        cdef int32_t b, prev = 0, bm
-        cdef int64_t units
-        cdef int shift, lead, clen, cunits
+        cdef Py_ssize_t p, nbytes = 0, i, start, where = 0
+        cdef int status
+        cdef int32_t prev, bm, stop
         cdef Py_ssize_t k
-        cdef uint64_t length
         cdef const uint8_t *data
         cdef const uint8_t *bounds
-        cdef Py_ssize_t *ends
+        cdef uint8_t *ends
         cdef PyObject **slots
-        if n < 0 or 4 + 4 * n > size - pos:
-            _short(self.load_name, n, 4 + 4 * n, size - pos)
-        if _i32(&buf[0] + pos) != n:
-            raise IdvFormatError(f"TextSpan block holds {_i32(&buf[0] + pos)} entries, "
-                                 f"expected {n}")
+        p = _text_head(self.load_name, buf, pos, n, &nbytes)
         if not (isinstance(out, np.ndarray) and out.dtype == object and out.ndim == 1
                 and out.shape[0] >= n and out.flags.c_contiguous):
             raise TypeError("text output must be a contiguous object array")
         bounds = &buf[0] + pos + 4
-        p = pos + 4 + 4 * n
-        # the string's UTF-8 byte count: a 7-bit varint of at most 5 bytes
-        length = 0
-        shift = 0
-        while True:
-            if p >= size:
-                _short(self.load_name, n, p + 1 - pos, size - pos)
-            lead = buf[p]
-            p += 1
-            length |= (<uint64_t>(lead & 0x7F)) << shift
-            if not (lead & 0x80):
-                break
-            shift += 7
-            if shift > 28:
-                raise IdvFormatError("TextSpan string length is not a valid 7-bit integer")
-        if length > <uint64_t>(size - p):
-            _short(self.load_name, n, p - pos + <Py_ssize_t>length, size - pos)
-        nbytes = <Py_ssize_t>length
         data = &buf[0] + p
-        ends = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
+        ends = <uint8_t *>malloc(4 * n + 4)
         if ends == NULL:
             raise MemoryError()
         try:
             with nogil:
-                # Map UTF-16 boundaries to byte offsets, checking the UTF-8 structure as we go.
-                bpos = 0
-                units = 0
-                for i in range(n):
-                    b = _i32(bounds + 4 * i)
-                    bm = b & 0x7FFFFFFF
-                    if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
-                        status = 1
-                        bad = i
-                        break
-                    prev = bm
-                    # fast path: the entry's next bm - units bytes are all ASCII (one unit each)
-                    if bm - units <= nbytes - bpos and _ascii(data + bpos, bm - units):
-                        bpos += bm - units
-                        units = bm
-                    while units < bm:
-                        if bpos >= nbytes:
-                            status = 2
-                            break
-                        lead = data[bpos]
-                        if lead < 0x80:
-                            clen = 1
-                            cunits = 1
-                        elif 0xC2 <= lead < 0xE0:
-                            clen = 2
-                            cunits = 1
-                        elif 0xE0 <= lead < 0xF0:
-                            clen = 3
-                            cunits = 1
-                        elif 0xF0 <= lead < 0xF5:
-                            clen = 4
-                            cunits = 2
-                        else:
-                            status = 3
-                            break
-                        if clen > nbytes - bpos:
-                            status = 3
-                            break
-                        for k in range(1, clen):
-                            if (data[bpos + k] & 0xC0) != 0x80:
-                                status = 3
-                        if status:
-                            break
-                        bpos += clen
-                        units += cunits
-                    if status:
-                        bad = i
-                        break
-                    if units != bm:
-                        status = 4
-                        bad = i
-                        break
-                    ends[i] = bpos
-                if status == 0 and bpos != nbytes:
-                    status = 5
-            if status == 1:
-                raise IdvFormatError(f"TextSpan boundary {bad} goes backwards")
-            if status == 2:
-                raise IdvFormatError(f"TextSpan boundary {bad} lies beyond the text")
-            if status == 3:
-                raise IdvFormatError(f"invalid UTF-8 in TextSpan entry {bad}")
-            if status == 4:
-                raise IdvFormatError(f"TextSpan boundary {bad} splits a surrogate pair")
-            if status == 5:
-                raise IdvFormatError(f"TextSpan text has {nbytes - bpos} bytes beyond the last "
-                                     f"boundary")
+                status = _text_ends(bounds, n, data, nbytes, ends, &where)
+            if status != TEXT_OK:
+                _text_error(status, where)
             slots = <PyObject **>cnp.PyArray_DATA(out)
             start = 0
             prev = 0
             try:
                 for i in range(n):
                     bm = _i32(bounds + 4 * i) & 0x7FFFFFFF
-                    k = ends[i] - start
+                    stop = _i32(ends + 4 * i)
+                    k = stop - start
                     if k == bm - prev:      # as many bytes as UTF-16 units: all ASCII
                         s = PyUnicode_New(k, 127)
                         memcpy(PyUnicode_DATA(s), data + start, k)
                     else:
                         s = PyUnicode_DecodeUTF8(<const char *>data + start, k, "strict")
                     prev = bm
-                    start = ends[i]
+                    start = stop
                     Py_XDECREF(slots[i])
                     Py_INCREF(s)
                     slots[i] = <PyObject *>s
@@ -342,16 +392,27 @@ cdef class TextCodec(Codec):
             free(ends)
         return p + nbytes
 
-
-cdef inline object _make_str(const uint8_t *p, Py_ssize_t n, bint ascii):
-    if ascii:
-        s = PyUnicode_New(n, 127)
-        memcpy(PyUnicode_DATA(s), p, n)
-        return s
-    try:
-        return PyUnicode_DecodeUTF8(<const char *>p, n, "strict")
-    except UnicodeDecodeError as e:
-        raise IdvFormatError(f"invalid UTF-8 in TextSpan text: {e.reason}") from None
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def arrow_at(self, uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n):
+        """Turn the n-entry payload at buf[pos:] into Arrow's string layout in place, without
+        Python strings: its entry count and UTF-16 boundaries become n + 1 int32 byte offsets
+        at buf[pos:pos + 4 * (n + 1)] into the UTF-8 bytes, which stay where they are (and are
+        validated). Returns (offsets, data, end): numpy views of buf, and the position after
+        the payload. The GIL is released while the boundaries are mapped."""
+        cdef Py_ssize_t p, nbytes = 0, where = 0
+        cdef int status
+        cdef uint8_t *base
+        p = _text_head(self.load_name, buf, pos, n, &nbytes)
+        base = &buf[0]
+        with nogil:
+            status = _text_ends(base + pos + 4, n, base + p, nbytes, base + pos + 4, &where)
+        if status != TEXT_OK:
+            _text_error(status, where)
+        _put_i32(base + pos, 0)
+        offsets = np.frombuffer(buf, np.int32, n + 1, pos)
+        data = np.frombuffer(buf, np.uint8, nbytes, p)
+        return offsets, data, p + nbytes
 
 
 cdef class KeyCodec(Codec):
@@ -401,6 +462,14 @@ cdef class VBufferCodec(Codec):
         return block
 
     def decode_at(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n):
+        lengths, counts, indices, p, total = self.layout_at(buf, pos, n)
+        values = np.empty(total, self.item.dtype)
+        end = self.item.decode_into(buf, p, total, values, True)
+        return VectorBlock(lengths, counts.astype(np.int32), indices, values), end
+
+    def layout_at(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n):
+        """The n vectors' layout at buf[pos:], checked: (lengths, counts, indices, position of
+        the item block, its item count)."""
         cdef Cursor c = Cursor(buf, pos, None, "VBuffer block")
         cdef Py_ssize_t typesize = self.type.size
         nvec = c.i32("vector count")
@@ -443,9 +512,46 @@ cdef class VBufferCodec(Codec):
                 c.fail("unsorted sparse indices (must be strictly increasing)")
         total = int(lengths[dense].sum()) + nsparse
         c.need(self.item.min_size(total), "vector values")
-        values = np.empty(total, self.item.dtype)
-        end = self.item.decode_into(buf, c.pos, total, values, True)
-        return VectorBlock(lengths, counts.astype(np.int32), indices, values), end
+        return lengths, counts, indices, c.pos, total
+
+
+class TextSpans:
+    """Text in Arrow's string layout: ``offsets`` (n + 1 int32 byte offsets) into ``data``
+    (the UTF-8 bytes), as TextCodec.arrow_at leaves a block's payload."""
+
+    __slots__ = ("offsets", "data")
+
+    def __init__(self, offsets, data):
+        self.offsets = offsets
+        self.data = data
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+
+def check_end(str name, Py_ssize_t end, Py_ssize_t size, Py_ssize_t n):
+    """A block payload of n items must be used exactly (`end`: where its items stop)."""
+    if end != size:
+        raise IdvFormatError(f"{name} block has {size - end} bytes more than its {n} items "
+                             f"need")
+
+
+def arrow_text_block(Codec codec, uint8_t[::1] buf, Py_ssize_t n):
+    """A whole block payload of n rows of a Text column (a TextSpans) or of a vector-of-Text
+    column (a VectorBlock whose values are a TextSpans), converted in place in `buf` into
+    Arrow's layout, without Python strings. None for a vector block with rows stored sparse
+    (its implicit "" items are not in the payload): read it with the reader's read_blocks."""
+    if isinstance(codec, VBufferCodec):
+        item = (<VBufferCodec>codec).item
+        lengths, counts, indices, p, total = codec.layout_at(buf, 0, n)
+        if (counts >= 0).any():
+            return None
+        offsets, data, end = item.arrow_at(buf, p, total)
+        _exact("VBuffer", end, buf.shape[0])
+        return VectorBlock(lengths, counts.astype(np.int32), indices, TextSpans(offsets, data))
+    offsets, data, end = codec.arrow_at(buf, 0, n)
+    check_end(codec.load_name, end, buf.shape[0], n)
+    return TextSpans(offsets, data)
 
 
 # ---------------------------------------------------------------- registry

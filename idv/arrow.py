@@ -121,6 +121,10 @@ def _items_to_arrow(pa, item, flat, unit, safe, describe):
     return pa.array(np.ascontiguousarray(flat))
 
 
+# the decompressed text blocks record_batch_reader decodes together, per column
+_TEXT_AHEAD_BYTES = 4 << 20
+
+
 class _ColumnToArrow:
     """How one idv column becomes Arrow: its field (type + metadata) and each part's array."""
 
@@ -145,13 +149,60 @@ class _ColumnToArrow:
             meta[KEY_VALUES_KEY] = b"values"
         self.field = pa.field(col.name, self.arrow_type, metadata=meta)
         self.chunk_rows = col.rows_per_block
+        self.col = col
+        # Text and vectors of Text: decoded straight into Arrow's layout (no str objects)
+        self.text = T.item_type(t) is T.Text
+
+    def text_arrays(self, b0, b1):
+        """Blocks [b0, b1) of a text column as Arrow arrays, one per block, built on the
+        blocks' own UTF-8 bytes and offsets (Column.read_text_blocks), no copies."""
+        col = self.col
+        out = []
+        for b, block in zip(range(b0, b1), col.read_text_blocks(b0, b1)):
+            row0 = col.block_rows(b)[0]
+            if block is None:        # a vector block with sparse rows: through read()'s form
+                out.append(self.array(col.read_blocks(b, b + 1), row0))
+            else:
+                out.append(self._text_block_array(block))
+        return out
+
+    def _text_block_array(self, block):
+        pa, t = self.pa, self.type
+        spans = block if not isinstance(t, T.Vector) else block.values
+        items = pa.StringArray.from_buffers(len(spans), pa.py_buffer(spans.offsets),
+                                            pa.py_buffer(spans.data))
+        if not isinstance(t, T.Vector):
+            return items
+        if t.is_fixed:
+            return pa.FixedSizeListArray.from_arrays(items, t.size)
+        offsets = np.zeros(len(block.lengths) + 1, np.int32)
+        np.cumsum(block.lengths, out=offsets[1:])
+        return pa.ListArray.from_arrays(pa.array(offsets), items)
+
+    def text_blocks(self, threads=1):
+        """The column's blocks one by one as Arrow arrays (for record_batch_reader), decoded
+        a few at a time (up to 4 per thread and _TEXT_AHEAD_BYTES) so that the threads share
+        them."""
+        col = self.col
+        raw = col.lookup["raw"].astype(np.int64) if col.num_blocks else []
+        b, nb = 0, col.num_blocks
+        while b < nb:
+            e, size = b + 1, int(raw[b])
+            while e < nb and e - b < 4 * threads and size + int(raw[e]) <= _TEXT_AHEAD_BYTES:
+                size += int(raw[e])
+                e += 1
+            yield from self.text_arrays(b, e)
+            b = e
 
     def _describe(self, row0, size=None, offsets=None):
         return item_locator(f"column {self.name!r}", row0, size, offsets)
 
     def array(self, values, row0=0):
-        """values: read()'s form of rows row0.. of this column -> an Arrow array."""
+        """values: read()'s form of rows row0.. of this column (or already an Arrow array)
+        -> an Arrow array."""
         pa, t = self.pa, self.type
+        if isinstance(values, pa.Array):
+            return values
         if isinstance(t, T.Vector):
             inner_type = self.arrow_type.value_type
             if t.is_fixed:
@@ -222,6 +273,26 @@ def arrow_schema(file, columns=None, *, datetime="auto"):
         return pa.schema([c.field for c in convs])
 
 
+def _is_text(col):
+    """Whether a column's values are Text (scalars or vectors): those go straight to Arrow."""
+    return T.item_type(col.type) is T.Text
+
+
+def text_array(col, rows=None):
+    """A Text column's rows (all, or a slice of step 1) as an Arrow ChunkedArray built on its
+    blocks' own UTF-8 bytes (no str objects), decoding only the blocks that hold those rows."""
+    pa = import_pyarrow()
+    conv = _ColumnToArrow(pa, col, None, True)
+    start, stop = 0, col.num_rows
+    if rows is not None:
+        start, stop, _ = rows.indices(col.num_rows)
+        stop = max(start, stop)
+    step = col.rows_per_block or 1
+    b0, b1 = start // step, -(-stop // step)
+    whole = pa.chunked_array(conv.text_arrays(b0, b1), conv.arrow_type)
+    return whole.slice(start - b0 * step, stop - start)
+
+
 def _chunked(pa, conv, values, n):
     """A whole column's values as one Arrow array per block of rows (text and vectors stay
     within Arrow's 32-bit offsets) or, for fixed-width scalars, one array."""
@@ -250,13 +321,15 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True):
     pa = import_pyarrow()
     with opened(file) as f:
         cols = select_columns(f, columns)
-        values = [col.read() for col in cols]
+        # text columns are read below, straight into Arrow
+        values = [None if _is_text(col) else col.read() for col in cols]
         convs = _converters(pa, cols, datetime, safe, values)
         n = f.num_rows
         if not cols:    # no columns, but maybe rows (ML.NET's internal saver writes such files)
             return pa.Table.from_batches(
                 [pa.RecordBatch.from_struct_array(pa.array([{}] * n, pa.struct([])))])
-        arrays = [_chunked(pa, conv, v, n) for v, conv in zip(values, convs)]
+        arrays = [pa.chunked_array(conv.text_arrays(0, conv.col.num_blocks), conv.arrow_type)
+                  if conv.text else _chunked(pa, conv, v, n) for v, conv in zip(values, convs)]
         return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
 
 
@@ -266,8 +339,9 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     file's blocks.
 
     Only one block per column is decoded and held at a time (the columns of a block in
-    parallel threads; with ``batch_size``, the blocks one batch needs), so files larger than
-    memory stream through. Columns and time options as to_arrow (with 'auto' or 'exact', the
+    parallel threads; with ``batch_size``, the blocks one batch needs; text columns, decoded
+    straight into Arrow, a few blocks at a time, up to 4 MiB, in parallel), so files larger
+    than memory stream through. Columns and time options as to_arrow (with 'auto' or 'exact', the
     time columns are read once more, block by block, to choose their units first). A file
     opened here (from a path, bytes or file object) is closed when the batches run out; an
     IdvFile passed in stays open.
@@ -291,7 +365,9 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
 
     def blocks():
         try:
-            for a, _b, parts in iter_row_blocks(f, cols):
+            threads = max(1, f.threads // max(1, len(cols)))
+            blocks = {c.col: (lambda c=c: c.text_blocks(threads)) for c in convs if c.text}
+            for a, _b, parts in iter_row_blocks(f, cols, blocks):
                 yield pa.RecordBatch.from_arrays(
                     [conv.array(p, a) for conv, p in zip(convs, parts)], schema=schema)
         finally:

@@ -172,7 +172,41 @@ def _column_pieces(ctx, col, values, vectors):
             for j, nm in enumerate(names)]
 
 
-def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True, rows=None):
+DTYPE_BACKENDS = (None, "pyarrow")
+
+
+def _arrow_strings(pd, dtype_backend):
+    """The pandas dtype to read Text columns into straight from Arrow (no str objects), or
+    None to keep object arrays: ``ArrowDtype(string)`` for dtype_backend="pyarrow", else
+    pandas' default ``str`` dtype when pyarrow backs it (pandas 3 with pyarrow installed, or
+    pandas 2.x with ``future.infer_string``)."""
+    if dtype_backend == "pyarrow":
+        pa = require("pyarrow", "dtype_backend='pyarrow'", "idv[arrow]")
+        return pd.ArrowDtype(pa.string())
+    default = pd.Series([""]).dtype
+    if isinstance(default, pd.StringDtype) and default.storage == "pyarrow":
+        return default
+    return None
+
+
+def _arrow_backed(pd, piece):
+    """A Series or DataFrame with numpy numbers, Booleans and times as ArrowDtype columns
+    (dtype_backend="pyarrow", as pandas.read_parquet gives them); other columns as they are."""
+    import pyarrow as pa
+
+    def one(s):
+        if isinstance(s.dtype, np.dtype) and s.dtype.kind in "biufmM":
+            return pd.Series(pd.arrays.ArrowExtensionArray(pa.array(s.to_numpy())),
+                             index=s.index, name=s.name)
+        return s
+    if isinstance(piece, pd.DataFrame):
+        return pd.concat([one(piece.iloc[:, j]) for j in range(piece.shape[1])], axis=1,
+                         ignore_index=True).set_axis(piece.columns, axis=1)
+    return one(piece)
+
+
+def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
+              dtype_backend=None, rows=None):
     """Read an .idv (a path, bytes, file object or open IdvFile) into a pandas.DataFrame.
 
     ``columns``: names or indices (default: every readable column, the last of each name, as
@@ -192,12 +226,24 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     raise unless ``safe=False``, which floors them); ``"ticks"`` int64 .NET ticks
     (DateTimeOffset: UTC ticks), always exact.
 
+    ``dtype_backend``: as in ``pandas.read_parquet``. ``None`` (default): pandas' own dtypes;
+    Text is pandas' default string dtype, which in pandas 3 (with pyarrow installed) is the
+    Arrow-backed ``str``: those columns are then read straight from the file's UTF-8 into
+    Arrow, with no Python ``str`` objects (pandas 2 keeps ``object`` columns of ``str``).
+    ``"pyarrow"``: Text as ``ArrowDtype(pa.string())`` (read straight into Arrow too), numbers,
+    Booleans and times as ``ArrowDtype`` columns; keys with KeyValues stay Categoricals,
+    vectors object columns or slot columns.
+
     ``rows``: a slice of rows (only the blocks that hold them are decoded; the index still
     starts at 0), as idv.dask reads a partition.
     """
     pd = _pd()
     check_time_mode(vectors, VECTOR_MODES, "vectors")
     check_time_mode(datetime, DATETIME_MODES)
+    if dtype_backend not in DTYPE_BACKENDS:
+        raise ValueError(f"dtype_backend must be one of {', '.join(map(repr, DTYPE_BACKENDS))}"
+                         f", not {dtype_backend!r}")
+    strings = _arrow_strings(pd, dtype_backend)
     with opened(file) as f:
         cols = select_columns(f, columns)
         if rows is not None and not isinstance(rows, slice):
@@ -205,9 +251,18 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
         n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
         pieces = []
         for col in cols:
+            whole_blocks = rows is None or rows.step in (None, 1)
+            if strings is not None and col.type is T.Text and whole_blocks:
+                from idv.arrow import text_array
+                text = text_array(col, rows)
+                pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
+                continue
             ctx = _Ctx(pd, col.name, datetime, bool(safe))
             values = col.read() if rows is None else col[rows]
-            pieces.extend(_column_pieces(ctx, col, values, vectors))
+            got = _column_pieces(ctx, col, values, vectors)
+            if dtype_backend == "pyarrow":
+                got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
+            pieces.extend(got)
     names = [nm for names, _ in pieces for nm in names]
     own = [c.name for c in cols]
     counts = {}
@@ -226,10 +281,11 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
 
 
 def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe=True,
-                threads=None, backend=None):
+                threads=None, backend=None, dtype_backend=None):
     """``idv.open(source)`` then to_pandas: a DataFrame of the file's columns."""
     with opened(source, threads=threads, backend=backend) as f:
-        return to_pandas(f, columns, vectors=vectors, datetime=datetime, safe=safe)
+        return to_pandas(f, columns, vectors=vectors, datetime=datetime, safe=safe,
+                         dtype_backend=dtype_backend)
 
 
 # ---------------------------------------------------------------------------------------------

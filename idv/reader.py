@@ -512,11 +512,60 @@ class Column:
 
         def into(i, b, buf, n):
             s = self.block_rows(b)[0] - r0
-            end = codec.decode_into(buf, 0, n, out[s:s + n])
-            if end != len(buf):
-                raise IdvFormatError(f"{codec.load_name} block has {len(buf) - end} bytes more "
-                                     f"than its {n} items need")
+            _codecs.check_end(codec.load_name, codec.decode_into(buf, 0, n, out[s:s + n]),
+                              len(buf), n)
         self._decode_each(b0, b1, table, into)
+        return out
+
+    def read_text_blocks(self, b0, b1):
+        """Blocks [b0, b1) of a Text or vector-of-Text column in Arrow's string layout, without
+        Python strings: per block a TextSpans (int32 offsets into the UTF-8 bytes) or, for
+        vectors, a VectorBlock whose values are one (None for a block with rows stored sparse:
+        read it with read_blocks). They are views into one buffer the blocks are decompressed
+        into and converted in place, blocks in parallel (idv.arrow builds Arrow arrays on them
+        without copies). A damaged block raises IdvFormatError as read_blocks does."""
+        try:
+            return self._decode_text_blocks(b0, b1)
+        except IdvFormatError as e:
+            raise self._located(e)
+
+    def read_strings(self, rows=None):
+        """A Text column's rows (all, or ``col[rows]``'s) as a numpy StringDType array: whole
+        scalar columns straight from the blocks' UTF-8 (read_text_blocks, idv._strings), the
+        rest converted from read()'s str objects."""
+        if self.type is T.Text and rows is None:
+            from idv import _strings
+            return _strings.string_array(self.read_text_blocks(0, self.num_blocks),
+                                         self.num_rows)
+        values = self.read() if rows is None else self[rows]
+        dtype = np.dtypes.StringDType()
+        if isinstance(values, vectors.Ragged):
+            return vectors.Ragged(values.values.astype(dtype), values.offsets)
+        return values.astype(dtype)
+
+    def _decode_text_blocks(self, b0, b1):
+        self._check_readable()
+        self._file._check_open()
+        codec = self.codec
+        if T.item_type(codec.type) is not T.Text:
+            raise TypeError(f"column {self.index} {self.name!r} is {codec.type}, not text")
+        if b1 <= b0:
+            return []
+        table = self.lookup[b0:b1]
+        # each block at a 64-byte boundary (Arrow's alignment), all held by the result
+        room = (table["raw"].astype(np.int64) + 63) // 64 * 64
+        starts = np.zeros(b1 - b0, np.int64)
+        np.cumsum(room[:-1], out=starts[1:])
+        r0, r1 = b0 * self.rows_per_block, self.block_rows(b1 - 1)[1]
+        self._file._need(int(room.sum()), lambda: f"reading column {self.index} {self.name!r} "
+                                                  f"rows {r0}-{r1 - 1} (text)")
+        self.blocks_decoded += b1 - b0
+        dst = _compression.empty(int(room.sum()), np.uint8)
+        out = [None] * (b1 - b0)
+
+        def into(i, b, buf, n):
+            out[i] = _codecs.arrow_text_block(codec, buf, n)
+        self._decode_each(b0, b1, table, into, (dst, starts))
         return out
 
     def _fix_error(self, error, b0, b1, table, out, r0):
@@ -558,12 +607,13 @@ class Column:
             if i >= 0:
                 raise IdvFormatError(message, block=b0 + a + i, offset=int(offsets[a + i]))
 
-    def _decode_each(self, b0, b1, table, consume):
+    def _decode_each(self, b0, b1, table, consume, keep=None):
         """Decompress each block then hand it to consume(i, block, buffer, rows).
 
         Each task decompresses a few blocks at a time (_GROUP_BYTES, or one larger block) into
         a buffer it reuses and decodes them while they are still in cache, so besides the
-        output only about one group per thread is held in memory.
+        output only about one group per thread is held in memory. With `keep` (an array and
+        each block's start in it), the blocks are decompressed there instead, to be kept.
         """
         raw = table["raw"].astype(np.int64)
         offsets = table["offset"]
@@ -572,11 +622,17 @@ class Column:
         def run(span):
             a, b = span
             groups = block_groups(raw[a:b], _GROUP_BYTES, a)
-            buf = np.empty(max(int(raw[g0:g1].sum()) for g0, g1 in groups), np.uint8)
+            if keep is None:
+                buf = np.empty(max(int(raw[g0:g1].sum()) for g0, g1 in groups), np.uint8)
+            else:
+                buf = keep[0]
             mv = memoryview(buf)
             for g0, g1 in groups:
-                starts = np.zeros(g1 - g0, np.int64)
-                np.cumsum(raw[g0:g1 - 1], out=starts[1:])
+                if keep is None:
+                    starts = np.zeros(g1 - g0, np.int64)
+                    np.cumsum(raw[g0:g1 - 1], out=starts[1:])
+                else:
+                    starts = keep[1][g0:g1]
                 self._inflate_into(b0 + g0, table[g0:g1], buf, starts, parallel=False)
                 for i in range(g0, g1):
                     blk = b0 + i
@@ -594,6 +650,9 @@ class Column:
             for s in spans:
                 run(s)
 
+
+# read(text=...): Text values as Python str objects, or numpy 2's StringDType
+TEXT_FORMS = ("object", "StringDType")
 
 # Blocks decompressed together by one _decode_each task before they are decoded.
 _GROUP_BYTES = 1 << 20
@@ -850,7 +909,7 @@ class IdvFile:
         return (f"<idv.IdvFile {self.num_rows} rows x {self.num_columns} columns, "
                 f"version {self.version}>")
 
-    def read(self, columns=None, sparse=False, rows=None, datetime="100ns"):
+    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object"):
         """dict name -> array for the named (or indexed) columns; all readable ones by default.
         ``sparse=True`` gives CSR matrices for numeric, Boolean and key vector columns.
         ``rows`` selects rows as ``col[rows]`` does (a slice, row numbers or a boolean mask):
@@ -861,7 +920,18 @@ class IdvFile:
         column ``[ns]`` when every value fits, else ``[us]``, flooring 100-ns ticks with an
         IdvWarning: the units pandas and ``.tolist()`` handle), ``"exact"`` (the same, refusing
         to floor), ``"ns"``, ``"us"`` (each refusing what it cannot hold) or ``"ticks"``
-        (int64 .NET ticks)."""
+        (int64 .NET ticks).
+
+        ``text``: Text values as ``"object"`` (default: arrays of Python ``str``) or
+        ``"StringDType"`` (numpy >= 2's variable-width string dtype, built straight from the
+        file's UTF-8 with no ``str`` objects for whole Text columns; vectors of Text and row
+        selections are converted from ``str``)."""
+        if text not in TEXT_FORMS:
+            raise ValueError(f"text must be one of {', '.join(map(repr, TEXT_FORMS))}, not "
+                             f"{text!r}")
+        if text == "StringDType" and not hasattr(getattr(np, "dtypes", None), "StringDType"):
+            raise ValueError(f"text='StringDType' needs numpy >= 2 (numpy {np.__version__} is "
+                             f"installed)")
         if datetime not in ("100ns",) + ticks.TIME_MODES:
             raise ValueError(f"datetime must be one of "
                              f"{', '.join(map(repr, ('100ns',) + ticks.TIME_MODES))}, "
@@ -881,6 +951,9 @@ class IdvFile:
             t = c.type
             csr = isinstance(t, T.Vector) and (isinstance(t.item, T.Key)
                                                or t.item.dtype.kind in "biuf")
+            if text == "StringDType" and T.item_type(t) is T.Text:
+                out[c.name] = c.read_strings(rows)
+                continue
             out[c.name] = c.read(sparse=sparse and csr) if rows is None else c[rows]
             if datetime != "100ns" and T.item_type(t) in ticks.TIME_ITEMS:
                 out[c.name] = ticks.retimed(out[c.name], T.item_type(t), datetime,
@@ -966,7 +1039,8 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
                    storage_options=storage_options, timeout=timeout)
 
 
-def read(source, columns=None, sparse=False, rows=None, datetime="100ns", **kwargs):
-    """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime)``."""
+def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
+         **kwargs):
+    """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime, text)``."""
     with open(source, **kwargs) as f:
-        return f.read(columns, sparse=sparse, rows=rows, datetime=datetime)
+        return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text)

@@ -541,6 +541,34 @@ def text_string_length_overlong_varint():
     return build(m)[0], r"column 0 'Txt' block 0 .*TextSpan string length"
 
 
+def _text_vector_case(bounds, raw):
+    """vectors_fixed.idv's VecText (Vector<Text, 2>, dense rows), its first block's text items
+    replaced by a hand-made TextSpan block."""
+    def edit(p):
+        n = struct.unpack_from("<i", p, 0)[0]
+        return vbuf_payload(n, 2, [-1] * n, [], text_payload([], bounds + [bounds[-1]] *
+                                                             (2 * n - len(bounds)), raw))
+    return first_block_edited("vectors_fixed.idv", "VecText", edit)
+
+
+@case
+def text_vector_invalid_utf8():
+    return _text_vector_case([1, 2], b"a\xff"), \
+        r"column 5 'VecText' block 0 .*invalid UTF-8 in TextSpan entry 1"
+
+
+@case
+def text_vector_boundary_beyond_text():
+    return _text_vector_case([1, 9], b"abc"), \
+        r"column 5 'VecText' block 0 .*TextSpan boundary 1 lies beyond the text"
+
+
+@case
+def text_vector_bytes_beyond_last_boundary():
+    return _text_vector_case([1, 2], b"abcd"), \
+        r"column 5 'VecText' block 0 .*TextSpan text has 2 bytes beyond the last boundary"
+
+
 # ---- vectors
 def _sparse_case(payload_fn):
     """vectors_sparse.idv column 0: Vector<Single, 10>? rebuilt with a hand-written block."""

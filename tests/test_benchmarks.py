@@ -24,6 +24,7 @@ QUICK = {
     "bench_checksums.py": ["--quick", "--json"],
     "bench_remote.py": ["--quick", "--json"],
     "bench_dataset.py": ["--quick", "--json"],
+    "bench_arrow.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
@@ -32,6 +33,7 @@ NEEDS_MLNET = {
     "bench_write.py": ("for ML.NET's own write", "--no-mlnet"),
     "bench_remote.py": ("to write its data (bench_read's)", None),
     "bench_dataset.py": ("to write its data (bench_read's)", None),
+    "bench_arrow.py": ("to write its data (bench_read's)", None),
 }
 
 
@@ -78,6 +80,12 @@ def test_benchmark_quick_mode(script):
         assert d["idv_read_s"] > 0 and d["dask_s"] > 0
         assert many["64 open"]["files"] == 100 and many["64 open"]["maps"] <= 64
         assert many["default"]["maps"] == 100
+        return
+    if script == "bench_arrow.py":
+        assert {t["name"].split(":")[0] for t in report["targets"]} == {"deflate", "none"}
+        assert all(t["ratio"] > 0 for t in report["targets"])
+        assert {"idv_arrow_deflate", "pq_table_deflate", "idv_pandas_none"} <= \
+            set(report["figures"])
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]

@@ -55,6 +55,7 @@ HUGE_CASES = ["raw_length_huge", "raw_length_huge_vector", "vbuffer_huge_sparse_
 TEXT_HEAVY = ["scalars_text.idv", "pipeline_featurize_text.idv", "pipeline_multiclass_scored.idv",
               "datatypes.idv", "mixed_smallblocks_deflate.idv", "vectors_fixed.idv"]
 VALGRIND_CASES = ["text_boundary_backwards", "text_boundary_splits_surrogate_pair",
+                  "text_invalid_utf8_overlong", "text_vector_invalid_utf8",
                   "text_invalid_utf8_continuation", "text_string_length_beyond_block",
                   "vbuffer_index_out_of_range", "vbuffer_values_short", "corrupt_deflate",
                   "raw_length_one_short_text", "raw_length_one_long_text", "dvbool_pattern_11",
@@ -181,6 +182,46 @@ def test_payload_mutations(name):
 def test_crafted(name, source, tmp_path):
     data, pattern = CASES[name]()
     expect_error(data, pattern, tmp_path, source)
+
+
+# the crafted cases whose damage is in a text column (checked in the test): besides those named
+# text_*, the damaged blocks and lookup entries of the Txt columns
+TEXT_CASES = [n for n in ALL_CASES if n.startswith("text_")] + [
+    "block_disk_length_beyond_file", "block_negative_lengths", "block_offset_beyond_file",
+    "corrupt_deflate", "deflate_stream_truncated", "raw_length_differs_uncompressed",
+    "raw_length_huge", "raw_length_one_long_text", "raw_length_one_short_text"]
+
+
+@pytest.mark.parametrize("name", TEXT_CASES)
+def test_crafted_text_cases_on_the_arrow_path(name):
+    """Text read straight into Arrow (to_arrow, record_batch_reader) fails on each crafted
+    text case with the object path's IdvFormatError: the same message, column, block and byte
+    offset; through the Arrow C stream, which carries errors as ArrowInvalid, with its
+    message."""
+    pa = pytest.importorskip("pyarrow")
+    data, pattern = CASES[name]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", idv.IdvWarning)
+        f = idv.open(data)
+        text = [c.index for c in f.columns
+                if c.readable and idv.types.item_type(c.type) is idv.Text]
+        with pytest.raises(idv.IdvFormatError) as objects:
+            for i in text:
+                f[i].read()
+        assert re.search(pattern, str(objects.value)), str(objects.value)
+        assert f[objects.value.column_index].index in text
+        ways = {"to_arrow": lambda: idv.to_arrow(data, columns=text),
+                "record_batch_reader": lambda: idv.arrow.record_batch_reader(
+                    data, columns=text).read_all()}
+        for how, read in ways.items():
+            with pytest.raises(idv.IdvFormatError) as arrow:
+                read()
+            assert type(arrow.value) is type(objects.value), how
+            assert str(arrow.value) == str(objects.value), how
+            assert (arrow.value.column, arrow.value.block) == \
+                (objects.value.column, objects.value.block), how
+        with pytest.raises(pa.ArrowInvalid, match=re.escape(str(objects.value))):
+            pa.table(idv.arrow.record_batch_reader(data, columns=text))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -534,6 +575,7 @@ for name in sys.argv[2:]:
 
 VALGRIND_SCRIPT = """
 import sys, warnings, idv
+import numpy as np
 for p in sys.argv[1:]:
     data = open(p, "rb").read()
     for n in (len(data), len(data) - 1):
@@ -543,6 +585,16 @@ for p in sys.argv[1:]:
                 with idv.open(data[:n], threads=2) as f:
                     for c in f.columns:
                         c.metadata
+                        if c.readable and idv.types.item_type(c.type) is idv.Text:
+                            # text straight into Arrow's layout, and into StringDType
+                            reads = [lambda: c.read_text_blocks(0, c.num_blocks)]
+                            if hasattr(getattr(np, "dtypes", None), "StringDType"):
+                                reads.append(c.read_strings)
+                            for read in reads:
+                                try:
+                                    read()
+                                except idv.IdvFormatError:
+                                    pass
                         if c.readable:
                             c.read()
         except idv.IdvFormatError:

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Text into Arrow and pandas: idv against pyarrow's Parquet reader, same run, interleaved.
+
+    python3 benchmarks/bench_arrow.py            # full: 1M short strings (bench_read's file)
+    python3 benchmarks/bench_arrow.py --quick    # 50k strings, one run of each figure
+    python3 benchmarks/bench_arrow.py --json     # machine-readable results on stdout
+
+The data are bench_read's text files (``ensure_data``: 5-30 characters, 1 in 8 with a non-ASCII
+character, written by ML.NET with DEFLATE and without compression) and their snappy Parquet
+twin. Each figure is the best of ``--repeat`` runs, the runs of the functions compared
+interleaved (bench_read.race), so a burst of load from elsewhere hits them alike. Every run
+includes opening the file. Throughput is MB/s of the text payload (decompressed block bytes).
+
+Targets (issue 10):
+  arrow      idv.to_arrow >= 1x pq.read_table of the same strings (Arrow to Arrow)
+  pandas     idv.read_pandas >= 1x pd.read_parquet, both with Arrow-backed strings (pandas 3's
+             default str; and dtype_backend="pyarrow")
+  objects    idv.read (object array of str) stays >= 1.2x pyarrow's read to objects
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import idv  # noqa: E402
+from bench_read import (_DECOMPRESSORS, baseline_decompress, ensure_data,  # noqa: E402
+                        machine, payload_bytes, race)
+
+MB = 1e6
+
+
+def objects_then_arrow(path):
+    """The path to_arrow took before issue 10: every value a Python str (Column.read), then
+    pa.array of those objects, one chunk per block."""
+    import pyarrow as pa
+    with idv.open(path) as f:
+        col = f["Text"]
+        values = col.read()
+        step = col.rows_per_block
+        return pa.table({"Text": pa.chunked_array(
+            [pa.array(values[a:a + step], pa.string()) for a in range(0, len(values), step)],
+            pa.string())})
+
+
+def string_dtype_read(path):
+    return idv.read(path, text="StringDType")["Text"]
+
+
+def check_same_values(p, keys):
+    """Not timed: idv and pyarrow must see the same strings, or the comparison is void."""
+    import pyarrow.parquet as pq
+    want = pq.read_table(p["text"]).column("Text")
+    for key in keys:
+        got = idv.to_arrow(p[key]).column("Text")
+        if not got.equals(want):
+            sys.exit(f"bench_arrow: {key} differs from the Parquet twin")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small data, one run")
+    ap.add_argument("--repeat", type=int, default=None, help="runs of each figure (best of)")
+    ap.add_argument("--json", action="store_true", help="results as JSON on stdout")
+    args = ap.parse_args(argv)
+    repeat = args.repeat or (1 if args.quick else 9)
+    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    p = ensure_data(args.quick, log)
+    keys = ("text_deflate", "text_none")
+    check_same_values(p, keys)
+    parquet = p["text"]
+    figures, targets = {}, []
+
+    def fig(key, label, seconds, nbytes):
+        figures[key] = {"label": label, "seconds": seconds, "mb_s": nbytes / MB / seconds}
+        log(f"  {label:<58} {seconds * 1e3:8.1f} ms  {nbytes / MB / seconds:8.0f} MB/s")
+
+    def target(name, ratio, goal):
+        targets.append({"name": name, "ratio": ratio, "goal": goal, "met": ratio >= goal})
+        log(f"  -> {name}: {ratio:.2f}x (goal >= {goal}x) {'met' if ratio >= goal else 'MISSED'}")
+
+    strings = hasattr(np, "dtypes") and hasattr(np.dtypes, "StringDType")
+    for key in keys:
+        path = p[key]
+        comp = key.split("_")[1]
+        nbytes = payload_bytes(path)
+        log(f"text, {comp} file ({nbytes / MB:.1f} MB payload):")
+        fns = {"pq": lambda: pq.read_table(parquet),
+               "arrow": lambda: idv.to_arrow(path),
+               "before": lambda: objects_then_arrow(path),
+               "stream": lambda: _stream(path)}
+        if comp == "deflate":     # the floor: only inflating the blocks, as idv's threads do
+            lib = "libdeflate" if "libdeflate" in _DECOMPRESSORS else "zlib"
+            fns["inflate"] = baseline_decompress(path, lib, idv._threads.default_threads())
+        secs = race(fns, repeat)
+        fig(f"pq_table_{comp}", "pq.read_table (snappy Parquet -> Arrow)", secs["pq"], nbytes)
+        fig(f"idv_arrow_{comp}", "idv.to_arrow (text straight into Arrow)", secs["arrow"],
+            nbytes)
+        fig(f"idv_arrow_before_{comp}", "before: str objects, then pa.array", secs["before"],
+            nbytes)
+        fig(f"idv_stream_{comp}", "pa.table(idv.open(p)) (Arrow C stream)", secs["stream"],
+            nbytes)
+        if "inflate" in secs:
+            fig(f"inflate_only_{comp}", f"only inflating the blocks ({lib}, "
+                f"{idv._threads.default_threads()} threads)", secs["inflate"], nbytes)
+            log(f"     (pq.read_table / inflating alone: {secs['pq'] / secs['inflate']:.2f}x)")
+        target(f"{comp}: to_arrow / pq.read_table", secs["pq"] / secs["arrow"], 1.0)
+        figures[f"before_{comp}"] = {"ratio": secs["pq"] / secs["before"]}
+        log(f"     (before: {secs['pq'] / secs['before']:.2f}x; after / before "
+            f"{secs['before'] / secs['arrow']:.2f}x)")
+
+        secs = race({
+            "pd": lambda: pd.read_parquet(parquet),
+            "idv": lambda: idv.read_pandas(path),
+            "pd_pa": lambda: pd.read_parquet(parquet, dtype_backend="pyarrow"),
+            "idv_pa": lambda: idv.read_pandas(path, dtype_backend="pyarrow"),
+        }, repeat)
+        dtype = str(idv.read_pandas(path)["Text"].dtype)
+        fig(f"pd_parquet_{comp}", f"pd.read_parquet (Text dtype {dtype})", secs["pd"], nbytes)
+        fig(f"idv_pandas_{comp}", f"idv.read_pandas (Text dtype {dtype})", secs["idv"], nbytes)
+        fig(f"pd_parquet_pyarrow_{comp}", "pd.read_parquet(dtype_backend='pyarrow')",
+            secs["pd_pa"], nbytes)
+        fig(f"idv_pandas_pyarrow_{comp}", "idv.read_pandas(dtype_backend='pyarrow')",
+            secs["idv_pa"], nbytes)
+        target(f"{comp}: read_pandas / pd.read_parquet ({dtype})", secs["pd"] / secs["idv"], 1.0)
+        target(f"{comp}: read_pandas / pd.read_parquet (dtype_backend='pyarrow')",
+               secs["pd_pa"] / secs["idv_pa"], 1.0)
+
+        fns = {"pa": lambda: pq.read_table(parquet).column("Text").to_numpy(),
+               "idv": lambda: idv.read(path)["Text"]}
+        if strings:
+            fns["pa_sd"] = lambda: pq.read_table(parquet).column("Text").to_numpy() \
+                .astype(np.dtypes.StringDType())
+            fns["idv_sd"] = lambda: string_dtype_read(path)
+        secs = race(fns, repeat)
+        fig(f"pa_objects_{comp}", "pyarrow Parquet -> numpy objects", secs["pa"], nbytes)
+        fig(f"idv_objects_{comp}", "idv.read -> numpy objects (str)", secs["idv"], nbytes)
+        target(f"{comp}: idv.read objects / pyarrow to objects", secs["pa"] / secs["idv"], 1.2)
+        if strings:
+            fig(f"pa_stringdtype_{comp}", "pyarrow -> objects -> StringDType", secs["pa_sd"],
+                nbytes)
+            fig(f"idv_stringdtype_{comp}", "idv.read(text='StringDType')", secs["idv_sd"],
+                nbytes)
+            figures[f"stringdtype_vs_objects_{comp}"] = {"ratio": secs["idv"] / secs["idv_sd"]}
+            log(f"     (StringDType / objects: {secs['idv'] / secs['idv_sd']:.2f}x)")
+
+    report = {"quick": args.quick, "repeat": repeat, "machine": machine(),
+              "figures": figures, "targets": targets}
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        print()
+    return 0
+
+
+def _stream(path):
+    import pyarrow as pa
+    with idv.open(path) as f:
+        return pa.table(f)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
