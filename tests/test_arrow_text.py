@@ -182,6 +182,21 @@ def test_pandas_dtype_backend_pyarrow():
         idv.read_pandas(SAMPLE_DIR / "mixed_deflate.idv", dtype_backend="arrow")
 
 
+@pytest.mark.parametrize("rows", [slice(8000, 8400), slice(16384, 24576), slice(199_990, None),
+                                  slice(5, 5), slice(10, 100_000, 7)])
+def test_pandas_row_slices_of_text(rows):
+    """to_pandas(rows=) (a Dask partition) reads Text straight from Arrow for the blocks that
+    hold the rows (across block boundaries, to the end, empty), and through str objects for
+    a slice with a step: ML.NET's values either way."""
+    pytest.importorskip("pandas")
+    doc = sidecar("multiblock_200k_deflate")
+    index = {c["name"]: c["index"] for c in doc["columns"]}
+    df = idv.to_pandas(SAMPLE_DIR / "multiblock_200k_deflate.idv", ["Name", "Id"], rows=rows)
+    want = doc["rows"][rows]
+    assert df["Name"].tolist() == [row[index["Name"]] for row in want]
+    assert df["Id"].tolist() == [row[index["Id"]] for row in want]
+
+
 # ---- the Arrow C stream
 
 def test_polars_and_duckdb_read_text_from_the_stream():
