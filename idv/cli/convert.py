@@ -124,6 +124,10 @@ def _convert(module, src, args, out):
         [f.path for f in src.files if src.filesystem is None]
     if os.path.exists(args.output) and any(os.path.samefile(p, args.output) for p in inputs):
         raise CliError(f"{args.output}: the output would overwrite the input", EXIT_USAGE)
+    if len(args.sources.specs) > 1 and dst_fmt == "idv" and os.path.exists(args.output):
+        raise CliError(f"{args.output} exists: with several INPUT files convert does not "
+                       f"replace an .idv (did the shell expand a glob meant for idv? quote "
+                       f"it, or remove {args.output} first)", EXIT_USAGE)
     columns = _convert_columns(args, src, src_fmt)
     progress, close = progress_callback(args)
     try:

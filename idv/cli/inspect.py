@@ -43,8 +43,9 @@ def select_columns(src, spec):
     for name in (s.strip() for s in spec.split(",")):
         if name in by_name:
             cols.append(by_name[name])
-        elif name.lstrip("-").isdigit() and -len(pool) <= int(name) < len(pool):
-            cols.append(pool[int(name)])
+        elif name.lstrip("-").isdigit() and -f.num_columns <= int(name) < f.num_columns \
+                and f.columns[int(name)] in pool:    # an index in the (first) file
+            cols.append(f.columns[int(name)])
         else:
             names = ", ".join(c.name for c in pool)
             raise CliError(f"no column {name!r}; columns: {names or 'none'}", EXIT_USAGE)
@@ -90,11 +91,8 @@ def _cells(cols, batch, cell):
     return zip(*([cell(v, c.type) for v in d] for c, d in zip(cols, batch)))
 
 
-def _columns_json(src, cols):
-    """index (in the file, or among a dataset's columns), name and type of each column."""
-    index = src.column_names.index if isinstance(src, Dataset) else (lambda name: None)
-    return [{"index": c.index if f is None else f, "name": c.name, "type": str(c.type)}
-            for c, f in ((c, index(c.name)) for c in cols)]
+def _columns_json(cols):
+    return [{"index": c.index, "name": c.name, "type": str(c.type)} for c in cols]
 
 
 def _table_header(cols):
@@ -181,8 +179,8 @@ def _info_dataset(ds, args, out):
                       "blocks": sum(c["blocks"] for c in cols),
                       "bytes_disk": sum(c["bytes_disk"] for c in cols),
                       "file_size": f.header.file_size})
-    columns = [{"index": i, "name": fl.name, "type": None if fl.type is None else str(fl.type)}
-               for i, fl in enumerate(ds.schema)]
+    columns = [{"index": fl.index, "name": fl.name,      # as in the first file
+                "type": None if fl.type is None else str(fl.type)} for fl in ds.schema]
     if args.json:
         dump_json({"source": args.file, "num_files": len(files), "num_rows": ds.num_rows,
                    "num_columns": len(columns), "columns": columns, "files": files,
@@ -252,7 +250,7 @@ def cmd_head(src, args, out):
     if args.json:
         data = [list(r) for b in batches for r in _cells(cols, b, cell_json)]
         dump_json({
-            "file": args.file, "num_rows": n, "start": start, "columns": _columns_json(src, cols),
+            "file": args.file, "num_rows": n, "start": start, "columns": _columns_json(cols),
             "data": data if cols else [[] for _ in range(start, stop)],
         }, out, rows_key="data")
         return EXIT_OK
@@ -348,7 +346,7 @@ def cmd_cat(src, args, out):
     head = json.dumps({"file": args.file, "num_rows": n,
                        "rows": {"start": rows.start, "stop": rows.stop, "step": rows.step,
                                 "count": len(rows)},
-                       "columns": _columns_json(src, cols), "data": mark},
+                       "columns": _columns_json(cols), "data": mark},
                       indent=2, ensure_ascii=ascii_)
     before, after = head.split(json.dumps(mark))
     out.write(before + "[")

@@ -163,7 +163,7 @@ def open_dataset(sources, args):
     spec = getattr(args, "columns", None)
     names = None if spec is None else [s.strip() for s in spec.split(",")]
     if names is not None and any(n.lstrip("-").isdigit() for n in names):
-        names = None    # indices count among the dataset's columns: chosen once it is open
+        names = None    # indices are the first file's: chosen once it is open
     try:
         return Dataset(sources.paths, filesystem=sources.filesystem, columns=names,
                        schema=getattr(args, "schema", "exact"),
