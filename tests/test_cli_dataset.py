@@ -9,8 +9,11 @@ with a common column (``--schema common``): mixed_* and scalars_text share Id an
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -19,7 +22,7 @@ import idv
 from cli_run import (assert_one_line_error, check_cell, csv_columns, read_delimited, run,
                      run_into_head, run_json, table_rows)
 from expected import column_index, dense_cell, our_type_string, type_from_description
-from reference import fixture, sidecar
+from reference import REPO_DIR, fixture, sidecar
 
 MIXED = ["mixed_default", "mixed_smallblocks_none", "mixed_maxbytes"]   # 9 columns, 100 rows
 MIXED_AND_TEXT = ["mixed_default", "scalars_text", "mixed_smallblocks_deflate"]   # Id, Txt
@@ -86,6 +89,9 @@ def test_one_file_among_a_glob_or_url_is_still_a_file(tmp_path):
     dataset of one, a file:// URL of a file the file itself (today's output)."""
     d, (path,) = _dataset(tmp_path, ["mixed_none"])
     assert run_json("info", f"{d}/*.idv")["num_files"] == 1
+    by_url = run_json("info", f"file://{d}/*.idv")
+    assert (by_url["num_files"], by_url["num_rows"]) == (1, 100)
+    assert by_url["files"][0]["path"].endswith(path.name)
     as_file = run_json("info", path)
     assert run_json("info", f"file://{path}") == {**as_file, "file": f"file://{path}"}
     got = run_json("head", f"file://{path}", "-n", "3")
@@ -240,6 +246,32 @@ def test_convert_a_dataset_to_parquet_feather_and_csv(tmp_path):
     assert isinstance(pa.table({"x": [1]}), pa.Table)
 
 
+# the CLI in this process, then its peak resident memory (KiB) on stdout's last line
+_PEAK_CLI = r"""
+import resource, sys
+from idv.cli import main
+rc = main(sys.argv[1:])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+sys.exit(rc)
+"""
+
+
+@pytest.mark.parametrize("ext", [".idv", ".csv"])
+def test_convert_of_a_dataset_streams_in_bounded_memory(tmp_path, ext):
+    """Eight files (1.6 million rows: ~100 MB decoded, their texts as Python strings) take
+    hardly more memory to convert than one."""
+    d, paths = _dataset(tmp_path, [BIG[0]] * 8)
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    peaks = []
+    for source in (paths[0], d):
+        p = subprocess.run([sys.executable, "-c", _PEAK_CLI, "convert", str(source),
+                            str(tmp_path / f"out{len(peaks)}{ext}"), "-q", "--no-progress"],
+                           capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr
+        peaks.append(int(p.stdout.splitlines()[-1]))
+    assert peaks[1] < peaks[0] + 30 * 1024, peaks
+
+
 def test_convert_a_dataset_refuses_to_overwrite_one_of_its_files(tmp_path):
     d, paths = _dataset(tmp_path, MIXED)
     before = paths[1].read_bytes()
@@ -325,6 +357,10 @@ def test_a_corrupt_file_in_a_dataset_is_named(tmp_path):
     warning, = err.splitlines()
     assert warning.startswith("idv: warning: ") and str(paths[1]) in warning
     assert [json.loads(ln)["Id"] for ln in out.splitlines()] == list(range(100)) * 2
+    rc, out, err = run("info", d, "--skip-bad-files", "--json", check_rc=0)
+    got = json.loads(out)
+    assert [f["path"] for f in got["files"]] == [str(paths[0]), str(paths[2])]
+    assert [s["path"] for s in got["skipped"]] == [str(paths[1])]
     assert not (tmp_path / "out.idv").exists()
 
 
