@@ -410,3 +410,7 @@ def test_dataset_usage_errors_exit_2(tmp_path):
     rc, out, err = run("info", paths[0], f"file://{paths[1]}")
     assert rc == 2
     assert_one_line_error(err, "all be local")
+    rc, out, err = run("convert", d, tmp_path / "out.idv", "--from", "parquet")
+    assert rc == 2
+    assert_one_line_error(err, "--from parquet", ".idv")
+    assert not (tmp_path / "out.idv").exists()

@@ -63,10 +63,7 @@ def _load_convert():
 def _convert_format(module, path, given, what):
     """The format name convert will use, or a usage error naming the choices."""
     formats = sorted(set(module.FORMATS.values()))
-    if not isinstance(path, str):    # a dataset of .idv files
-        if given is not None and given.lower().lstrip(".") != "idv":
-            raise CliError(f"--from {given}: several files are read as one .idv dataset",
-                           EXIT_USAGE)
+    if not isinstance(path, str):    # a dataset of .idv files (cmd_convert checked --from)
         return "idv"
     if given is not None:
         fmt = given.lower().lstrip(".")
@@ -99,6 +96,9 @@ def cmd_convert(args, out):
     module = _load_convert()
     args.input = args.file
     if not args.sources.single or args.sources.filesystem is not None:
+        if args.source_format not in (None, "idv"):
+            raise CliError(f"--from {args.source_format}: several files (or a URL) are read "
+                           f"as one dataset of .idv files", EXIT_USAGE)
         with open_dataset(args.sources, args) as ds:   # into one output, file after file
             return _convert(module, ds, args, out)
     with as_path(args.input) as src:   # an .idv inside a zip: a copy of the entry
