@@ -13,6 +13,7 @@ renamed over it at the end (idv.sink); on any error the temporary file is remove
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -41,6 +42,10 @@ _BATCH_ROWS = 65536
 
 
 def _format_of(path, given, what):
+    if _is_dataset(path):
+        if given is not None and str(given).lower().lstrip(".") != "idv":
+            raise ValueError(f"an idv.Dataset is read as .idv, not as {given!r}")
+        return "idv"
     if given is not None:
         fmt = str(given).lower().lstrip(".")
         if fmt == "ipc":
@@ -101,6 +106,12 @@ class _IdvSource(_Source):
     def __init__(self, path, columns, datetime, safe):
         from idv.arrow import record_batch_reader
         from idv.reader import open as idv_open
+        if _is_dataset(path):        # the caller's dataset: its files in turn, left open
+            self.f = None
+            names = _dataset_columns(path, columns)
+            self.reader = path.record_batch_reader(names, datetime=datetime, safe=safe)
+            self.schema, self.total = self.reader.schema, path.num_rows
+            return
         self.f = idv_open(path)
         try:
             self.reader = record_batch_reader(self.f, columns, datetime=datetime, safe=safe)
@@ -114,7 +125,8 @@ class _IdvSource(_Source):
         return iter(self.reader)
 
     def close(self):
-        self.f.close()
+        if self.f is not None:
+            self.f.close()
 
 
 class _ParquetSource(_Source):
@@ -497,21 +509,84 @@ def _open_sink(dest, fmt, source, types, compression, rows_per_block):
 # idv -> idv
 # ---------------------------------------------------------------------------------------------
 
+def _is_dataset(src):
+    from idv.dataset import Dataset
+    return isinstance(src, Dataset)
+
+
+def _dataset_columns(ds, columns):
+    """The names of a dataset's columns to convert: `columns` (names, or indices among the
+    dataset's columns), default the readable ones; the files' annotations of them must agree
+    (one output holds one set: KeyValues, SlotNames...), else ValueError naming the file."""
+    first = ds.open_file(0)
+    known = ds.column_names
+    if columns is None:
+        names = [n for n in known if first[n].readable]
+    else:
+        names = []
+        for c in [columns] if isinstance(columns, (str, int, np.integer)) else columns:
+            if isinstance(c, (int, np.integer)) and -len(known) <= int(c) < len(known):
+                c = known[int(c)]
+            if c not in known:
+                raise KeyError(f"no column {c!r}; columns: {known}")
+            names.append(c)
+    ref = {n: metadata_spec(first[n]) for n in names}
+    for i in range(1, len(ds.files)):
+        f = ds.open_file(i)
+        for n in names:
+            kind = _differing_annotation(ref[n], metadata_spec(f[n]))
+            if kind is not None:
+                raise ValueError(f"{ds.files[i].path}: column {n!r} has another {kind} than "
+                                 f"{ds.files[0].path}; one output holds one set of "
+                                 f"annotations: convert such files one by one, or leave the "
+                                 f"column out")
+    return names
+
+
+def _differing_annotation(a, b):
+    """The first annotation kind whose type or value differs between two metadata specs."""
+    for kind in list(a) + [k for k in b if k not in a]:
+        if kind not in a or kind not in b or a[kind][0] != b[kind][0]:
+            return kind
+        x, y = np.asarray(a[kind][1]), np.asarray(b[kind][1])
+        same = x.shape == y.shape and x.dtype == y.dtype and (
+            x.tolist() == y.tolist() if x.dtype.kind == "O" else x.tobytes() == y.tobytes())
+        if not same:
+            return kind
+    return None
+
+
+@contextlib.contextmanager
+def _idv_parts(src, columns):
+    """An .idv source as (its columns, rows, an iterator of (file, its columns) in row order):
+    one file (opened here, closed on exit), or an idv.Dataset's files (matched by name)."""
+    if not _is_dataset(src):
+        with opened(src) as f:
+            cols = select_columns(f, columns)
+            yield cols, f.num_rows, iter([(f, cols)])
+        return
+    names = _dataset_columns(src, columns)
+    files = (src.open_file(i) for i in range(len(src.files)))
+    yield ([src.open_file(0)[n] for n in names], src.num_rows,
+           ((f, [f[n] for n in names]) for f in files))
+
+
 def _idv_to_idv(src, dst, columns, compression, rows_per_block, progress):
     from idv.writer import Writer
-    with opened(src) as f:
-        cols = select_columns(f, columns)
+    with _idv_parts(src, columns) as (cols, total, parts_of_files):
         schema = [(c.name, c.type) for c in cols]
         metadata = {c.name: metadata_spec(c) for c in cols}
-        total = f.num_rows
         if progress is not None:
             progress(0, total)
         with Writer(dst, schema, metadata=metadata, compression=compression,
                     rows_per_block=rows_per_block) as w:
-            for a, b, parts in iter_row_blocks(f, cols):
-                w.write_batch({c.name: p for c, p in zip(cols, parts)})
-                if progress is not None:
-                    progress(b, total)
+            done = 0
+            for f, fcols in parts_of_files:
+                for a, b, parts in iter_row_blocks(f, fcols):
+                    w.write_batch({c.name: p for c, p in zip(cols, parts)})
+                    if progress is not None:
+                        progress(done + b, total)
+                done += f.num_rows
         return total
 
 
@@ -521,9 +596,7 @@ def _idv_to_text(src, dst, columns, delimiter, compression, progress):
 
     from idv.delimited import DelimitedWriter
     check_compression("csv" if delimiter == "," else "tsv", compression)
-    with opened(src) as f:
-        cols = select_columns(f, columns)
-        total = f.num_rows
+    with _idv_parts(src, columns) as (cols, total, parts_of_files):
         if progress is not None:
             progress(0, total)
         out = AtomicPath(dst)
@@ -531,10 +604,13 @@ def _idv_to_text(src, dst, columns, delimiter, compression, progress):
             with out.open() as raw:
                 text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
                 w = DelimitedWriter(text, cols, delimiter)
-                for a, b, parts in iter_row_blocks(f, cols):
-                    w.write(parts)
-                    if progress is not None:
-                        progress(b, total)
+                done = 0
+                for f, fcols in parts_of_files:
+                    for a, b, parts in iter_row_blocks(f, fcols):
+                        w.write(parts)
+                        if progress is not None:
+                            progress(done + b, total)
+                    done += f.num_rows
                 text.flush()
                 text.detach()
             out.commit()
@@ -548,13 +624,22 @@ def _idv_to_text(src, dst, columns, delimiter, compression, progress):
 # convert
 # ---------------------------------------------------------------------------------------------
 
+def _local_paths(src):
+    """The local files `src` reads: its path, or a local dataset's files."""
+    if _is_dataset(src):
+        return [] if src.filesystem is not None else [os.fspath(f.path) for f in src.files]
+    return [os.fspath(src)] if isinstance(src, (str, os.PathLike)) else []
+
+
 def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_block=None,
             progress=None, datetime="auto", safe=True, types=None, source_format=None):
     """Convert ``src`` into ``dst``, streaming: .idv <-> Parquet, CSV / TSV, Feather / Arrow.
 
     Formats come from the extensions (``.idv``, ``.parquet`` / ``.pq``, ``.csv``, ``.tsv`` /
     ``.tab``, ``.feather``, ``.arrow`` / ``.ipc``) or from ``to=`` (and ``source_format=``).
-    Returns the number of rows written.
+    Returns the number of rows written. ``src`` may also be an ``idv.dataset(...)``: its files'
+    rows end to end into one output (e.g. one .idv that ML.NET loads), streamed file by file;
+    the files' annotations of the columns converted must agree.
 
     * ``columns``: the columns to convert (names; for .idv sources also indices); default all
       (for .idv: the readable visible ones, as IdvFile.read()).
@@ -583,9 +668,10 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     src_fmt = _format_of(src, source_format, "source")
     dst_fmt = _format_of(dst, to, "destination")
     check_time_mode(datetime, TIME_UNITS)
-    if os.path.exists(os.fspath(dst)) and os.path.exists(os.fspath(src)) \
-            and os.path.samefile(os.fspath(src), os.fspath(dst)):
-        raise ValueError(f"source and destination are the same file: {os.fspath(src)!r}")
+    for path in _local_paths(src):
+        if os.path.exists(os.fspath(dst)) and os.path.exists(path) \
+                and os.path.samefile(path, os.fspath(dst)):
+            raise ValueError(f"source and destination are the same file: {path!r}")
     if src_fmt == "idv" and dst_fmt == "idv":
         if types:
             raise ValueError("types= is for non-.idv sources (an .idv keeps its types)")

@@ -38,6 +38,23 @@ def run(*args, check_rc=None, hide=()):
     return p.returncode, out, err
 
 
+def run_into_head(*args, lines=1):
+    """``python ARGS | head -LINES`` as a shell runs it (ARGS: ``-c CODE ...`` or ``-m idv
+    ...``), so that the Python side sees the pipe close; returns (its returncode, its stderr,
+    what head printed)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR) + os.pathsep + os.environ.get(
+        "PYTHONPATH", "")}
+    p = subprocess.Popen([sys.executable, *map(str, args)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    head = subprocess.run(["head", f"-{lines}"], stdin=p.stdout, capture_output=True,
+                          timeout=120)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    rc = p.wait(timeout=120)
+    p.stderr.close()
+    return rc, err, head.stdout.decode()
+
+
 def _hiding(packages):
     """A folder of packages, named `packages`, whose import fails as a missing one's does."""
     import tempfile

@@ -6,15 +6,11 @@ Blocks are counted, not timed: the child process counts every block its columns 
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import idv
-from reference import REPO_DIR
+from cli_run import run_into_head
 
 ROWS, RPB = 200_000, 1000        # 200 blocks per column
 
@@ -48,17 +44,8 @@ def big(tmp_path_factory):
 
 def _cat_into_head(path, fmt, tmp_path):
     count = tmp_path / "blocks"
-    env = {**os.environ, "PYTHONPATH": str(REPO_DIR) + os.pathsep + os.environ.get(
-        "PYTHONPATH", "")}
-    cat = subprocess.Popen([sys.executable, "-c", _COUNTING_CLI, str(count), "cat", str(path),
-                            "--format", fmt], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           env=env)
-    head = subprocess.run(["head", "-1"], stdin=cat.stdout, capture_output=True, timeout=120)
-    cat.stdout.close()
-    err = cat.stderr.read().decode()
-    rc = cat.wait(timeout=120)
-    cat.stderr.close()
-    return rc, err, head.stdout.decode(), int(count.read_text())
+    rc, err, first = run_into_head("-c", _COUNTING_CLI, count, "cat", path, "--format", fmt)
+    return rc, err, first, int(count.read_text())
 
 
 @pytest.mark.parametrize("fmt", ["table", "csv", "tsv", "json", "jsonl"])

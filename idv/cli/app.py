@@ -14,7 +14,7 @@ import idv
 from idv.cli.convert import cmd_convert
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_ls, cmd_schema, parse_rows
-from idv.cli.opener import open_file
+from idv.cli.opener import Sources, open_sources, unknown_extra_files
 from idv.cli.verify import cmd_verify
 from idv.errors import IdvFormatError, MissingDependencyError
 from idv.sink import is_temporary
@@ -52,13 +52,25 @@ def _columns_option(p):
                         "visible columns")
 
 
-FILE_HELP = "an .idv file, or ARCHIVE.zip:ENTRY for one inside a zip"
+def _dataset_options(p):
+    p.add_argument("--schema", choices=("exact", "common"), default="exact",
+                   help="a dataset: exact (default: every file has the same columns and types) "
+                        "or common (the columns every file has with one type)")
+    p.add_argument("--skip-bad-files", action="store_true",
+                   help="a dataset: leave out the files that cannot be opened (with a warning "
+                        "naming them) instead of failing")
+
+
+FILE_HELP = ("an .idv file, or ARCHIVE.zip:ENTRY for one inside a zip; or a dataset read as "
+             "one table: a directory, a quoted glob (\"days/*.idv\"), several files or a URL")
 
 
 def build_parser():
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("file", metavar="FILE", help=FILE_HELP)
+    common.add_argument("specs", metavar="FILE", nargs="+", help=FILE_HELP)
     _reading_options(common)
+    reading = argparse.ArgumentParser(add_help=False, parents=[common])
+    _dataset_options(reading)
 
     p = argparse.ArgumentParser(
         prog="idv", description="Inspect, check and convert ML.NET binary dataview (.idv) "
@@ -70,13 +82,13 @@ def build_parser():
     p.add_argument("--version", action="version", version=f"idv {idv.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    s = sub.add_parser("info", parents=[common], help="header and per-column layout",
+    s = sub.add_parser("info", parents=[reading], help="header and per-column layout",
                        description="Header (version, rows, offsets) and, per column: type, "
                                    "codec, compression, rows per block, blocks, bytes on disk "
                                    "and decompressed, metadata kinds with their types.")
     s.set_defaults(run=cmd_info)
 
-    s = sub.add_parser("head", parents=[common], help="the first rows",
+    s = sub.add_parser("head", parents=[reading], help="the first rows",
                        description="The first rows as a table; only the blocks holding them "
                                    "are decoded.")
     s.add_argument("-n", type=_nonneg, default=10, metavar="N", help="rows to show (default 10)")
@@ -87,7 +99,7 @@ def build_parser():
                    help="clip table cells to W characters (default 40, 0: no limit)")
     s.set_defaults(run=cmd_head)
 
-    s = sub.add_parser("schema", parents=[common], help="the column names and types",
+    s = sub.add_parser("schema", parents=[reading], help="the column names and types",
                        description="The schema, as print(f.schema) shows it.")
     s.set_defaults(run=cmd_schema)
 
@@ -106,7 +118,7 @@ def build_parser():
 
     for name, aliases in (("cat", ["slice"]),):
         s = sub.add_parser(
-            name, aliases=aliases, parents=[common], help="print rows as a table, CSV or JSON",
+            name, aliases=aliases, parents=[reading], help="print rows as a table, CSV or JSON",
             description="Print rows (all, or --rows A:B) of some or all columns as an aligned "
                         "table, CSV, TSV, JSON or JSON lines. Only the blocks holding the rows "
                         "asked for are decoded; CSV, TSV and JSON stream block by block. "
@@ -133,7 +145,8 @@ def build_parser():
                     ".idv, or an .idv to an .idv with other columns, compression or block size. "
                     "Formats are guessed from the file extensions unless --to is given. A "
                     "progress bar is shown on a terminal (with tqdm installed).")
-    s.add_argument("input", metavar="INPUT", help="the file to convert (" + FILE_HELP + ")")
+    s.add_argument("specs", metavar="INPUT", nargs="+",
+                   help="the file to convert (" + FILE_HELP + "): a dataset into one OUTPUT")
     s.add_argument("output", metavar="OUTPUT", help="the file to write")
     s.add_argument("--to", metavar="FORMAT", default=None,
                    help="output format: idv, parquet, csv, tsv, feather or arrow (default: "
@@ -141,6 +154,7 @@ def build_parser():
     s.add_argument("--from", dest="source_format", metavar="FORMAT", default=None,
                    help="input format (default: from INPUT's extension)")
     _columns_option(s)
+    _dataset_options(s)
     s.add_argument("--compression", default="deflate", metavar="NAME",
                    help="an .idv output: none or deflate (default); Parquet and Feather: "
                         "a pyarrow codec (zstd, snappy, lz4, none...)")
@@ -161,7 +175,7 @@ def build_parser():
                    help="print a JSON summary (rows, columns, bytes) on stdout")
     s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="show a traceback on errors")
-    s.set_defaults(run=cmd_convert, opens_file=False, file=None)
+    s.set_defaults(run=cmd_convert, opens_file=False, file=None, threads=None, backend=None)
 
     s = sub.add_parser("sample", help="print the path of the sample .idv that ships with idv",
                        description="Print the path of a small ML.NET-written .idv bundled with "
@@ -178,6 +192,8 @@ def build_parser():
     s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="show a traceback on errors")
     s.set_defaults(run=cmd_ls, opens_file=False, file=None)
+    for s in sub.choices.values():
+        s.set_defaults(usage_error=s.error)
     return p
 
 
@@ -190,6 +206,9 @@ def main(argv=None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        extra = unknown_extra_files(getattr(args, "specs", None) or [])
+        if extra:        # as argparse says it of an argument too many
+            args.usage_error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as e:      # --help / --version (0) or a usage error (2)
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if getattr(args, "max_width", None) == 0:
@@ -216,9 +235,12 @@ def _show_warning(args, default, message, category, filename, lineno, file=None,
 def _run(args, out):
     f = None
     try:
+        if getattr(args, "specs", None) is not None:
+            args.sources = Sources(args.specs)
+            args.file = args.sources.label
         if not getattr(args, "opens_file", True):
             return args.run(args, out)
-        f = open_file(args.file, threads=args.threads, backend=args.backend)
+        f = open_sources(args.sources, args)
         return args.run(f, args, out)
     except CliError as e:
         return _fail(args, str(e), e.code)

@@ -7,7 +7,7 @@ import sys
 
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.inspect import select_columns
-from idv.cli.opener import as_path, open_file
+from idv.cli.opener import as_path, open_dataset, open_file
 from idv.cli.render import dump_json, plural
 from idv.errors import IdvFormatError, MissingDependencyError, require
 
@@ -63,6 +63,8 @@ def _load_convert():
 def _convert_format(module, path, given, what):
     """The format name convert will use, or a usage error naming the choices."""
     formats = sorted(set(module.FORMATS.values()))
+    if not isinstance(path, str):    # a dataset of .idv files (cmd_convert checked --from)
+        return "idv"
     if given is not None:
         fmt = given.lower().lstrip(".")
         fmt = "arrow" if fmt == "ipc" else fmt
@@ -84,12 +86,21 @@ def _convert_columns(args, src, src_fmt):
     names = [s.strip() for s in args.columns.split(",")]
     if src_fmt != "idv":
         return names
+    if not isinstance(src, str):     # a dataset: its columns are named once
+        return [c.name for c in select_columns(src, args.columns)]
     with open_file(src) as f:
         return [c.name if f[c.name] is c else c.index for c in select_columns(f, args.columns)]
 
 
 def cmd_convert(args, out):
     module = _load_convert()
+    args.input = args.file
+    if not args.sources.single or args.sources.filesystem is not None:
+        if args.source_format not in (None, "idv"):
+            raise CliError(f"--from {args.source_format}: several files (or a URL) are read "
+                           f"as one dataset of .idv files", EXIT_USAGE)
+        with open_dataset(args.sources, args) as ds:   # into one output, file after file
+            return _convert(module, ds, args, out)
     with as_path(args.input) as src:   # an .idv inside a zip: a copy of the entry
         try:
             return _convert(module, src, args, out)
@@ -109,8 +120,14 @@ def _convert(module, src, args, out):
         module.check_compression(dst_fmt, args.compression)
     except ValueError as e:
         raise CliError(f"--compression: {e}", EXIT_USAGE) from None
-    if os.path.exists(args.output) and os.path.samefile(src, args.output):
+    inputs = [src] if isinstance(src, str) else \
+        [f.path for f in src.files if src.filesystem is None]
+    if os.path.exists(args.output) and any(os.path.samefile(p, args.output) for p in inputs):
         raise CliError(f"{args.output}: the output would overwrite the input", EXIT_USAGE)
+    if len(args.sources.specs) > 1 and dst_fmt == "idv" and os.path.exists(args.output):
+        raise CliError(f"{args.output} exists: with several INPUT files convert does not "
+                       f"replace an .idv (did the shell expand a glob meant for idv? quote "
+                       f"it, or remove {args.output} first)", EXIT_USAGE)
     columns = _convert_columns(args, src, src_fmt)
     progress, close = progress_callback(args)
     try:

@@ -1,4 +1,10 @@
-"""The commands that look inside a file: info, schema, head and cat (alias slice)."""
+"""The commands that look inside a file or a dataset: info, schema, head and cat (alias
+slice).
+
+Each takes `src`, an open IdvFile or an idv.Dataset (opener.open_sources). Rows are read
+through ``source_batches``, file after file for a dataset, each file opened only when its rows
+are reached; columns are chosen by ``select_columns`` among the file's or the dataset's.
+"""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +15,7 @@ from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cells import cell_json
 from idv.cli.render import (Table, ascii_only, cell_str, dump_json,
                             is_numeric, plural, render_table, value_str)
+from idv.dataset import Dataset
 from idv.delimited import DelimitedWriter
 from idv.errors import IdvFormatError
 
@@ -19,20 +26,69 @@ def _hidden(f, c):
     return f[c.name] is not c
 
 
-def select_columns(f, spec):
-    """--columns A,B (names or indices) -> Columns; default: the readable, visible ones."""
+def first_file(src):
+    """The file whose columns stand for the source's: the file, or a dataset's first."""
+    return src.open_file(0) if isinstance(src, Dataset) else src
+
+
+def select_columns(src, spec):
+    """--columns A,B (names or indices) -> Columns (of a dataset's first file); default: the
+    readable, visible ones."""
+    f = first_file(src)
+    pool = f.columns if f is src else [f[n] for n in src.column_names]
     if spec is None:
-        return [c for c in f.columns if c.readable and not _hidden(f, c)]
+        return [c for c in pool if c.readable and not _hidden(f, c)]
+    by_name = {c.name: c for c in pool}     # the last of each name, as f[name]
     cols = []
     for name in (s.strip() for s in spec.split(",")):
-        if name in f:
-            cols.append(f[name])
-        elif name.lstrip("-").isdigit() and -f.num_columns <= int(name) < f.num_columns:
+        if name in by_name:
+            cols.append(by_name[name])
+        elif name.lstrip("-").isdigit() and -f.num_columns <= int(name) < f.num_columns \
+                and f.columns[int(name)] in pool:    # an index in the (first) file
             cols.append(f.columns[int(name)])
         else:
-            raise CliError(f"no column {name!r}; columns: {', '.join(f.column_names) or 'none'}",
-                           EXIT_USAGE)
+            names = ", ".join(c.name for c in pool)
+            raise CliError(f"no column {name!r}; columns: {names or 'none'}", EXIT_USAGE)
     return cols
+
+
+def _segments(src, cols, rows):
+    """(the columns `cols` in the file, its rows, its path or None) for `rows` (a range with a
+    positive step over the source's rows): the one file, or each file of a dataset holding
+    some of them, opened when reached."""
+    if not isinstance(src, Dataset):
+        yield cols, rows, None
+        return
+    for i, part in enumerate(src.files):
+        lo, hi = (_count_below(rows, at) for at in (part.start, part.stop))
+        if lo < hi:
+            mine, f = rows[lo:hi], src.open_file(i)
+            yield ([f[c.name] for c in cols],
+                   range(mine.start - part.start, mine.stop - part.start, mine.step), part.path)
+
+
+def _count_below(rows, at):
+    """How many of `rows` (a range with a positive step) are below `at`."""
+    return min(len(rows), max(0, -(-(at - rows.start) // rows.step)))
+
+
+def source_batches(src, cols, rows, whole=False):
+    """Batches of `rows` of the columns `cols` (select_columns'), file after file: groups of
+    blocks (iter_row_batches, to stream), or with `whole` each file's rows in one slice (a
+    few rows: each block decoded once). An error in a dataset's file names the file."""
+    for fcols, local, path in _segments(src, cols, rows):
+        try:
+            if whole:
+                yield [c[local.start:local.stop:local.step] for c in fcols]
+            else:
+                yield from iter_row_batches(fcols, local)
+        except IdvFormatError as e:
+            raise e.locate(path=path)
+
+
+def _cells(cols, batch, cell):
+    """The rows of a batch, each a tuple of `cell(value, type)` of every column."""
+    return zip(*([cell(v, c.type) for v in d] for c, d in zip(cols, batch)))
 
 
 def _columns_json(cols):
@@ -67,6 +123,8 @@ def _column_info(f, c):
 
 
 def cmd_info(f, args, out):
+    if isinstance(f, Dataset):
+        return _info_dataset(f, args, out)
     h = f.header
     cols = [_column_info(f, c) for c in f.columns]
     info = {
@@ -110,21 +168,57 @@ def cmd_info(f, args, out):
     return EXIT_OK
 
 
+def _info_dataset(ds, args, out):
+    """The dataset's summary and schema, then a line per file: rows, blocks and bytes."""
+    files = []
+    for i, part in enumerate(ds.files):
+        f = ds.open_file(i)
+        cols = [c for c in (_column_info(f, f[n]) for n in ds.column_names)
+                if c["blocks"] is not None]
+        files.append({"path": part.path, "num_rows": part.num_rows, "first_row": part.start,
+                      "blocks": sum(c["blocks"] for c in cols),
+                      "bytes_disk": sum(c["bytes_disk"] for c in cols),
+                      "file_size": f.header.file_size})
+    columns = [{"index": fl.index, "name": fl.name,      # as in the first file
+                "type": None if fl.type is None else str(fl.type)} for fl in ds.schema]
+    if args.json:
+        dump_json({"source": args.file, "num_files": len(files), "num_rows": ds.num_rows,
+                   "num_columns": len(columns), "columns": columns, "files": files,
+                   "skipped": [{"path": p, "error": str(e)} for p, e in ds.skipped]}, out)
+        return EXIT_OK
+    pairs = [("source", args.file), ("files", str(len(files))), ("rows", str(ds.num_rows)),
+             ("columns", str(len(columns)))]
+    out.write(render_table([], [[k + ":", v] for k, v in pairs], underline=False) + "\n")
+    if columns:
+        out.write("\n" + render_table(["#", "name", "type"], [
+            [str(c["index"]), c["name"], c["type"] or "<unreadable>"] for c in columns],
+            right={0}) + "\n")
+    keys = ("num_rows", "first_row", "blocks", "bytes_disk", "file_size")
+    rows = [[d["path"], *(str(d[k]) for k in keys)] for d in files]
+    rows.append(["total", str(ds.num_rows), "",
+                 *(str(sum(d[k] for d in files)) for k in keys[2:])])
+    out.write("\n" + render_table(["file", "rows", "first row", "blocks", "disk bytes",
+                                   "file size"], rows, right={1, 2, 3, 4, 5}) + "\n")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- schema
 
-def cmd_schema(f, args, out):
+def cmd_schema(src, args, out):
+    f = first_file(src)
+    many = {"num_files": len(src.files)} if isinstance(src, Dataset) else {}
     if args.json:
-        dump_json({"num_rows": f.num_rows, "columns": [
+        dump_json({"num_rows": src.num_rows, **many, "columns": [
             {"index": fl.index, "name": fl.name, "type": None if fl.type is None else str(fl.type),
              "codec": fl.codec, "hidden": fl.hidden,
              "metadata": {k: (None if v is None else str(v))
                           for k, v in fl.metadata_types.items()},
              "metadata_values": {k: v for k, _, v in _annotations(f.columns[fl.index], True)}}
-            for fl in f.schema]}, out)
+            for fl in src.schema]}, out)
         return EXIT_OK
-    if not f.num_columns:
+    if not len(src.schema):
         out.write("(no columns)\n")
-    for fl in f.schema:
+    for fl in src.schema:
         out.write(str(fl).split("\n")[0] + "\n")
         for kind, t, value in _annotations(f.columns[fl.index], False):
             out.write(f"  {kind} ({t}): {value}\n")
@@ -145,26 +239,27 @@ def _annotations(col, as_json):
 
 # ---------------------------------------------------------------- head
 
-def cmd_head(f, args, out):
-    cols = select_columns(f, args.columns)
-    n = f.num_rows
+def cmd_head(src, args, out):
+    cols = select_columns(src, args.columns)
+    n = src.num_rows
     start = args.start + n if args.start < 0 else args.start
     start = min(max(start, 0), n)
     stop = min(start + args.n, n)
-    data = [c[start:stop] for c in cols]   # slicing decodes only the blocks holding the rows
+    # only the blocks holding the rows are decoded
+    batches = list(source_batches(src, cols, range(start, stop), whole=True)) if cols else []
     if args.json:
+        data = [list(r) for b in batches for r in _cells(cols, b, cell_json)]
         dump_json({
             "file": args.file, "num_rows": n, "start": start, "columns": _columns_json(cols),
-            "data": [[cell_json(d[i], c.type) for c, d in zip(cols, data)]
-                     for i in range(stop - start)],
+            "data": data if cols else [[] for _ in range(start, stop)],
         }, out, rows_key="data")
         return EXIT_OK
     if not cols:
         out.write(f"({n} rows, no columns)\n")
         return EXIT_OK
     header, right = _table_header(cols)
-    rows = [[str(start + i)] + [cell_str(d[i], c.type) for c, d in zip(cols, data)]
-            for i in range(stop - start)]
+    rows = [[str(i), *r] for i, r in zip(range(start, stop),
+                                          (r for b in batches for r in _cells(cols, b, cell_str)))]
     out.write(render_table(header, rows, right=right, max_width=args.max_width) + "\n")
     out.write(f"(rows {start}-{stop - 1} of {n})\n" if stop > start else f"(0 rows of {n})\n")
     return EXIT_OK
@@ -224,12 +319,12 @@ def _length(x):
     return x.shape[0] if hasattr(x, "shape") else len(x)
 
 
-def cmd_cat(f, args, out):
-    cols = select_columns(f, args.columns)
-    n = f.num_rows
+def cmd_cat(src, args, out):
+    cols = select_columns(src, args.columns)
+    n = src.num_rows
     rows = range(n)[args.rows] if args.rows is not None else range(n)
     fmt = "json" if args.json else args.format
-    batches = iter_row_batches(cols, rows) if cols else iter(())
+    batches = source_batches(src, cols, rows) if cols else iter(())
     if fmt == "table":
         return _cat_table(cols, rows, batches, args, out, n)
     if fmt in ("csv", "tsv"):      # the writer of idv.convert(x.idv, x.csv), the same text
@@ -241,8 +336,7 @@ def cmd_cat(f, args, out):
     if fmt == "jsonl":
         names = [c.name for c in cols]
         for batch in batches:
-            for values in zip(*([cell_json(v, c.type) for v in d]
-                                for c, d in zip(cols, batch))):
+            for values in _cells(cols, batch, cell_json):
                 out.write(json.dumps(dict(zip(names, values)), ensure_ascii=ascii_) + "\n")
         if not cols:
             out.write("{}\n" * len(rows))
@@ -258,8 +352,7 @@ def cmd_cat(f, args, out):
     out.write(before + "[")
     first = True
     lines = (json.dumps(list(values), ensure_ascii=ascii_)
-             for batch in batches
-             for values in zip(*([cell_json(v, c.type) for v in d] for c, d in zip(cols, batch))))
+             for batch in batches for values in _cells(cols, batch, cell_json))
     if not cols:
         lines = ("[]" for _ in rows)
     for line in lines:
@@ -276,8 +369,7 @@ def _cat_table(cols, rows, batches, args, out, n):
     header, right = _table_header(cols)
     table, shown, r = None, 0, iter(rows)
     for batch in batches:     # printed as decoded: widths from the header and the first batch
-        body = [[str(next(r)), *values] for values in
-                zip(*([cell_str(v, c.type) for v in d] for c, d in zip(cols, batch)))]
+        body = [[str(next(r)), *values] for values in _cells(cols, batch, cell_str)]
         if table is None:
             table = Table(header, body, right=right, max_width=args.max_width)
             out.write("\n".join(table.head()) + "\n")

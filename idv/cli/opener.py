@@ -1,11 +1,15 @@
-"""Opening FILE: a path, or ``archive.zip:entry`` for an .idv inside a zip (an ML.NET model).
+"""Opening what a command is given: FILE, a path or ``archive.zip:entry`` for an .idv inside
+a zip (an ML.NET model), opened as one file exactly as always; or a dataset (idv.dataset): a
+directory (every .idv under it), a glob (quoted: ``"days/*.idv"``), several paths (a glob the
+shell expanded) or a URL (``s3://``, ``https://``..., through fsspec).
 
 Every command opens its input here, so each failure to open reads the same: one line naming
-the file, as a CliError.
+the file, or the argument that matched nothing, as a CliError.
 """
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import tempfile
@@ -14,7 +18,8 @@ import zipfile
 import idv
 from idv import archive
 from idv.cli.errors import EXIT_USAGE, CliError
-from idv.errors import IdvFormatError
+from idv.dataset import Dataset, expand_sources
+from idv.errors import IdvFormatError, require
 
 split_zip = archive.split_zip
 
@@ -91,3 +96,94 @@ def as_path(spec):
         yield path
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- datasets
+
+def is_url(spec):
+    return "://" in spec
+
+
+def unknown_extra_files(specs):
+    """The FILE arguments after the first that name nothing: no file, directory, zip entry,
+    match of a glob or URL (a mistyped argument rather than another file of a dataset)."""
+    return [s for s in specs[1:] if not (os.path.exists(s) or is_url(s) or glob.has_magic(s)
+                                         or split_zip(s) is not None)]
+
+
+class Sources:
+    """A command's FILE arguments, resolved: ``single`` (one file, opened as always) or the
+    paths of a dataset in order, with the fsspec filesystem they are in (None: local)."""
+
+    def __init__(self, specs):
+        self.specs = list(specs)
+        self.label = " ".join(self.specs)      # names the input in messages and JSON
+        found = [_expand(s) for s in self.specs]
+        self.single = len(found) == 1 and not found[0][2]
+        self.paths = [p for paths, _, _ in found for p in paths]
+        kinds = {type(fs) for _, fs, _ in found}
+        if len(kinds) > 1:
+            raise CliError("the files of one dataset must all be local, or all URLs of one "
+                           "kind", EXIT_USAGE)
+        self.filesystem = found[0][1]
+
+
+def _expand(spec):
+    """(paths, filesystem, whether `spec` names several files: a directory or a glob)."""
+    if is_url(spec):
+        fsspec = require("fsspec", "reading URLs", "idv[remote]")
+        with opening(spec):
+            fs, path = fsspec.core.url_to_fs(spec)
+            many = glob.has_magic(path) or fs.isdir(path)
+    else:
+        fs, path = None, spec
+        many = os.path.isdir(spec) or (glob.has_magic(spec) and not os.path.exists(spec))
+    if not many:
+        return [path], fs, False
+    try:
+        return expand_sources(path, filesystem=fs)[0], fs, True
+    except FileNotFoundError:
+        what = "no file matches" if glob.has_magic(path) else "no .idv files in this directory"
+        raise CliError(f"{spec}: {what}") from None
+
+
+def open_sources(sources, args):
+    """An IdvFile for one file (as open_file), else the idv.Dataset of the files, with the
+    options --columns (names only are given to the dataset, so that the other columns'
+    types need not agree), --schema and --skip-bad-files (open_dataset)."""
+    if sources.single:
+        if sources.filesystem is None:
+            return open_file(sources.specs[0], threads=args.threads, backend=args.backend)
+        return open_path(sources, sources.paths[0], args, name=sources.label)
+    return open_dataset(sources, args)
+
+
+def open_dataset(sources, args):
+    """The idv.Dataset of the sources' files (one file too, e.g. for convert of a URL)."""
+    spec = getattr(args, "columns", None)
+    names = None if spec is None else [s.strip() for s in spec.split(",")]
+    if names is not None and any(n.lstrip("-").isdigit() for n in names):
+        names = None    # indices are the first file's: chosen once it is open
+    try:
+        return Dataset(sources.paths, filesystem=sources.filesystem, columns=names,
+                       schema=getattr(args, "schema", "exact"),
+                       on_bad_file="skip" if getattr(args, "skip_bad_files", False)
+                       else "raise", threads=args.threads, backend=args.backend)
+    except KeyError as e:                # a column the files do not have
+        raise CliError(e.args[0], EXIT_USAGE) from None
+    except IdvFormatError:               # names its file
+        raise
+    except ValueError as e:              # the files' schemas differ
+        raise CliError(str(e).replace("schema='common'", "--schema common")) from None
+    except OSError as e:
+        if e.filename is None:           # every file was skipped
+            raise CliError(f"{sources.label}: {e}") from None
+        with opening(e.filename):
+            raise
+
+
+def open_path(sources, path, args, name=None):
+    """One file of the sources by itself (verify checks them one by one)."""
+    with opening(name or path):
+        return Dataset([path], filesystem=sources.filesystem, threads=args.threads,
+                       backend=args.backend).open_file(0)

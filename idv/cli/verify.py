@@ -1,4 +1,7 @@
-"""``idv verify``: print what idv.verify found; exit 1 on problems (or warnings, --strict)."""
+"""``idv verify``: print what idv.verify found; exit 1 on problems (or warnings, --strict).
+
+A dataset (a directory, a glob, several files) is checked file by file: each file's report
+under its path, then one summary line."""
 from __future__ import annotations
 
 import sys
@@ -6,28 +9,64 @@ import sys
 import idv
 from idv.checker import VerifyReport
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK
-from idv.cli.opener import open_file
+from idv.cli.opener import open_path, open_sources
 from idv.cli.render import dump_json, plural
 from idv.errors import IdvFormatError
 
 
-def cmd_verify(args, out):
+def _check(open_it):
+    """The report on the file `open_it()` opens (one problem if it is not an .idv at all)."""
     try:
-        f = open_file(args.file, threads=args.threads, backend=args.backend)
+        f = open_it()
     except IdvFormatError as e:   # not an .idv at all: the one problem, as idv.verify says it
-        report = VerifyReport.for_unopenable(e)
+        return VerifyReport.for_unopenable(e)
+    with f:
+        return idv.verify(f)
+
+
+def _failed(report, args):
+    return not report.ok or (args.strict and bool(report.warnings))
+
+
+def _why(reports, args):
+    """'3 problems found', or '2 warnings (--strict)'."""
+    problems = sum(len(r.problems) for r in reports)
+    if problems:
+        return plural(problems, "problem") + " found"
+    return plural(sum(len(r.warnings) for r in reports), "warning") + " (--strict)"
+
+
+def cmd_verify(args, out):
+    sources = args.sources
+    if sources.single:
+        checked = [(args.file, _check(lambda: open_sources(sources, args)))]
     else:
-        with f:
-            report = idv.verify(f)
-    ok = report.ok and not (args.strict and report.warnings)
-    if args.json:
-        dump_json({"file": args.file, **report.to_dict(), "ok": ok}, out)
+        checked = [(path, _check(lambda path=path: open_path(sources, path, args)))
+                   for path in sources.paths]
+    failed = [(path, r) for path, r in checked if _failed(r, args)]
+    if sources.single:
+        report = checked[0][1]
+        if args.json:
+            dump_json({"file": args.file, **report.to_dict(), "ok": not failed}, out)
+        else:
+            out.write(report.to_text(args.file) + "\n")
     else:
-        out.write(report.to_text(args.file) + "\n")
+        summary = (f"{plural(len(checked), 'file')} checked, {len(failed)} with problems, "
+                   f"{plural(sum(len(r.problems) for _, r in checked), 'problem')}")
+        if args.json:
+            dump_json({"source": args.file, "files": [
+                {"file": p, **r.to_dict(), "ok": not _failed(r, args)} for p, r in checked],
+                "num_files": len(checked), "num_failed": len(failed),
+                "num_problems": sum(len(r.problems) for _, r in checked),
+                "ok": not failed}, out)
+        else:
+            for path, report in checked:
+                out.write(report.to_text(path) + "\n")
+            out.write(summary + "\n")
     out.flush()
-    if not ok:
-        why = (plural(len(report.problems), "problem") + " found" if report.problems
-               else plural(len(report.warnings), "warning") + " (--strict)")
-        print(f"idv: error: {args.file}: {why}", file=sys.stderr)
+    if failed:
+        where = failed[0][0] if sources.single else \
+            f"{args.file}: {plural(len(failed), 'file')} of {len(checked)}"
+        print(f"idv: error: {where}: {_why([r for _, r in failed], args)}", file=sys.stderr)
         return EXIT_BAD_FILE
     return EXIT_OK
