@@ -17,12 +17,11 @@ from __future__ import annotations
 import collections
 import glob as _glob
 import os
-import re
 import warnings
 
 import numpy as np
 
-from idv import ticks
+from idv import remote, ticks
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.reader import IdvFile, concat_reads, open as idv_open
@@ -43,7 +42,6 @@ ON_BAD_FILE = ("raise", "skip")
 DEFAULT_MAX_OPEN_FILES = 1024
 DEFAULT_MAX_OPEN_REMOTE = 64
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 
 
 class DatasetFile:
@@ -67,16 +65,12 @@ class DatasetFile:
         return f"DatasetFile({self.path!r}, {self.num_rows} rows, rows {self.start}-{self.stop})"
 
 
-def _fsspec():
-    return require("fsspec", "reading .idv files from URLs", "idv[remote]")
-
-
 def _expand_one(source, fs, storage_options):
     """(paths, fs) for one source: a file, a directory (every .idv under it, sorted), or a
     glob (sorted); URLs through fsspec."""
     text = os.fspath(source)
-    if fs is None and isinstance(text, str) and _URL.match(text):
-        fs, text = _fsspec().core.url_to_fs(text, **(storage_options or {}))
+    if fs is None and remote.is_remote(text):
+        fs, text, _ = remote.resolve(text, None, storage_options)
     if fs is not None:
         if _glob.has_magic(text):
             paths = sorted(fs.glob(text))

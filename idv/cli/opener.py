@@ -16,10 +16,10 @@ import tempfile
 import zipfile
 
 import idv
-from idv import archive
+from idv import archive, remote
 from idv.cli.errors import EXIT_USAGE, CliError
 from idv.dataset import Dataset, expand_sources
-from idv.errors import IdvFormatError, require
+from idv.errors import IdvFormatError
 
 split_zip = archive.split_zip
 
@@ -100,14 +100,10 @@ def as_path(spec):
 
 # ---------------------------------------------------------------- datasets
 
-def is_url(spec):
-    return "://" in spec
-
-
 def unknown_extra_files(specs):
     """The FILE arguments after the first that name nothing: no file, directory, zip entry,
     match of a glob or URL (a mistyped argument rather than another file of a dataset)."""
-    return [s for s in specs[1:] if not (os.path.exists(s) or is_url(s) or glob.has_magic(s)
+    return [s for s in specs[1:] if not (os.path.exists(s) or remote.is_remote(s) or glob.has_magic(s)
                                          or split_zip(s) is not None)]
 
 
@@ -130,10 +126,9 @@ class Sources:
 
 def _expand(spec):
     """(paths, filesystem, whether `spec` names several files: a directory or a glob)."""
-    if is_url(spec):
-        fsspec = require("fsspec", "reading URLs", "idv[remote]")
+    if remote.is_remote(spec):
         with opening(spec):
-            fs, path = fsspec.core.url_to_fs(spec)
+            fs, path, _ = remote.resolve(spec)
             many = glob.has_magic(path) or fs.isdir(path)
     else:
         fs, path = None, spec
@@ -185,5 +180,5 @@ def open_dataset(sources, args):
 def open_path(sources, path, args, name=None):
     """One file of the sources by itself (verify checks them one by one)."""
     with opening(name or path):
-        return Dataset([path], filesystem=sources.filesystem, threads=args.threads,
-                       backend=args.backend).open_file(0)
+        return idv.open(path, filesystem=sources.filesystem, threads=args.threads,
+                        backend=args.backend)
