@@ -547,6 +547,26 @@ def _floats_from_arrow(pa, item, arr, describe):
     return _np(arr)
 
 
+def _utf8_from_arrow(pa, arr, describe):
+    """A Text column's Arrow strings (no nulls) as the writer's Utf8Text: the offsets and the
+    UTF-8 bytes of Arrow's buffers, checked, the bytes not copied. string_view (and numbers
+    given types=Text) are cast to large_string first."""
+    from idv.writer.values import Utf8Text
+    at = arr.type
+    if not (pa.types.is_string(at) or pa.types.is_large_string(at)):
+        arr = arr.cast(pa.large_string())
+        at = arr.type
+    n = len(arr)
+    _, offsets, data = arr.buffers()
+    wide = pa.types.is_large_string(at)
+    if offsets is None:             # an empty array may come without buffers
+        return Utf8Text(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8))
+    offsets = np.frombuffer(offsets, np.int64 if wide else np.int32, n + 1,
+                            arr.offset * (8 if wide else 4))
+    data = np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)
+    return Utf8Text.checked(offsets, data, describe)
+
+
 def _texts_from_arrow(pa, arr, describe):
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.string())      # string_view, or numbers given types=Text
@@ -737,11 +757,22 @@ class _FieldToIdv:
             else np.zeros(len(idx), np.int64)
         return raw.astype(dtype)
 
+    def _text(self, arr, describe):
+        """A Text column's values as the writer's Utf8Text, from Arrow's buffers."""
+        pa = self.pa
+        if isinstance(arr.type, pa.BaseExtensionType):
+            arr = arr.storage
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        _no_nulls(arr, describe, T.Text)
+        return _utf8_from_arrow(pa, arr, describe)
+
     def _describe(self, row0, size=None, offsets=None):
         return item_locator(self.where, row0, size, offsets)
 
     def convert(self, arr, row0=0):
         """An Arrow Array or ChunkedArray of this field -> values for idv.write / write_batch."""
+        from idv.writer.values import Utf8Text
         pa = self.pa
         if isinstance(arr, pa.ChunkedArray):
             parts, start = [], row0
@@ -754,10 +785,14 @@ class _FieldToIdv:
                 return parts[0]
             if isinstance(parts[0], Ragged):
                 return Ragged.concat(parts)
+            if isinstance(parts[0], Utf8Text):
+                return Utf8Text.concat(parts)
             return np.concatenate(parts)
         t = self.type
         remap = self.remap if self.key_values is not None else None
         if not isinstance(t, T.Vector):
+            if t is T.Text:
+                return self._text(arr, self._describe(row0))
             return _items_from_arrow(pa, t, arr, self._describe(row0), remap)
         if isinstance(arr.type, pa.BaseExtensionType):
             arr = arr.storage
@@ -880,3 +915,15 @@ def from_arrow(table, *, types=None):
         plan.add_dictionaries(i, table.column(i))
     plan.finish_dictionaries()
     return plan.convert(table), plan.types, plan.metadata
+
+
+def arrow_column_values(arr, t, name, row0=0):
+    """An Arrow Array or ChunkedArray given to idv.Writer.write_batch for the column `name` of
+    type `t` -> the values the writer takes (Text as Utf8Text, numbers from the buffers).
+    `row0`: the file's row of the first value, for the messages."""
+    pa = import_pyarrow()
+    field = _FieldToIdv(pa, pa.field(name, arr.type), t)
+    if field.needs_dictionary or field.key_values is not None:
+        raise TypeError(f"column {name!r}: a dictionary array for a {t} column; give the key "
+                        f"values (1-based integers, 0 missing) or decode the dictionary first")
+    return field.convert(arr, row0)

@@ -12,9 +12,9 @@ import numpy as np
 
 from idv import _codecs, _encode
 from idv import types as T
-from idv.infer import flatten_rows, is_rowlike, is_scipy_sparse, row_length, values_of
+from idv.infer import arrow_of, flatten_rows, is_rowlike, is_scipy_sparse, row_length, values_of
 from idv.vectors import Ragged, Sparse, object_array
-from idv.writer.values import Where, convert_items, first
+from idv.writer.values import Utf8Text, Where, convert_items, first
 
 MAX_INT32 = 2**31 - 1
 # items whose values stay Python objects in a list (str; RowId's 128-bit ints)
@@ -147,6 +147,10 @@ class Column:
         """Check and convert a batch of this column's values; returns (chunk, rows). `row0`:
         the file's row of the batch's first, for the messages."""
         self._row0 = row0
+        arrow = arrow_of(value)
+        if arrow is not None:       # Arrow arrays, Arrow-backed pandas: from their buffers
+            from idv.arrow import arrow_column_values
+            value = arrow_column_values(arrow, self.type, self.name, row0)
         value = values_of(value)
         if not self.is_vector:
             return self._prepare_scalar(value)
@@ -154,6 +158,10 @@ class Column:
 
     def _prepare_scalar(self, value):
         where = Where(self.where, base=self._row0)
+        if isinstance(value, Utf8Text):
+            if self.item is T.Text:
+                return value, len(value)
+            value = value.to_objects()
         if isinstance(value, (Ragged, Sparse)) or is_scipy_sparse(value):
             raise TypeError(f"{self.where}: {type(value).__name__} given for a scalar column of "
                             f"type {self.type}")
@@ -277,7 +285,13 @@ class Column:
     def concat(self, chunks):
         if self.is_vector:
             return VectorChunk.concat(chunks)
-        return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+        if len(chunks) == 1:
+            return chunks[0]
+        if any(isinstance(c, Utf8Text) for c in chunks):
+            if all(isinstance(c, Utf8Text) for c in chunks):
+                return Utf8Text.concat(chunks)
+            chunks = [c.to_objects() if isinstance(c, Utf8Text) else c for c in chunks]
+        return np.concatenate(chunks)
 
     def rows(self, chunk, a, b):
         return chunk.rows(a, b) if self.is_vector else chunk[a:b]
@@ -317,12 +331,15 @@ class Column:
 _ENCODE = {
     T.FIXED: _encode.encode_fixed,
     T.BOOL: _encode.encode_bool,
-    T.TEXT: lambda values: _encode.encode_text(np.ascontiguousarray(values)),
+    T.TEXT: lambda values: (values.payload() if isinstance(values, Utf8Text)
+                            else _encode.encode_text(np.ascontiguousarray(values))),
     T.DTO: lambda values: _encode.encode_dto(values["minutes"], values["ticks"]),
 }
 
 
 def _text_estimate(values, items, itemsize):
+    if isinstance(values, Utf8Text):
+        return _encode.text_estimate(items, values.cumulative_units()[items])
     units = _offsets(_encode.text_units(np.ascontiguousarray(values[:items[-1]]))) \
         if len(items) else np.zeros(1, np.int64)
     return _encode.text_estimate(items, units[items])
