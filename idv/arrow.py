@@ -901,6 +901,10 @@ def from_arrow(table, *, types=None):
     dictionaries (Key<UInt32, n> with the dictionary as KeyValues; nulls -> 0, the missing
     key). Nulls are NaN in float columns, missing in keys, and an error elsewhere (ML.NET has
     no missing value for them). ``types`` overrides the type of some columns.
+
+    Values are kept in Arrow's buffers where they can be: numbers without nulls as numpy views,
+    Text as a ``Utf8Text`` (the UTF-8 bytes and offsets, checked; ``np.asarray`` or
+    ``tolist()`` give str objects), so that idv.write makes no Python object per value.
     """
     pa = import_pyarrow()
     if isinstance(table, pa.RecordBatchReader):

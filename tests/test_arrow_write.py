@@ -340,3 +340,26 @@ def test_convert_parquet_text_equals_write_from_str(tmp_path, monkeypatch):
     _refuse_str(monkeypatch)
     assert idv.convert(src, out) == len(vals)
     assert out.read_bytes() == ref.read_bytes()
+
+
+def test_cli_convert_level_and_backend(tmp_path):
+    """idv convert --backend zlib gives the bytes of idv.write(backend="zlib") from str (ML.NET's
+    with checksums off); --backend isal a file of the same values; both options only for .idv
+    output."""
+    from cli_run import assert_one_line_error, run
+    vals = _values(30_000, seed=9) + VALUES
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"s": vals}), src, row_group_size=10_000)
+    ref = tmp_path / "ref.idv"
+    idv.write(ref, {"s": np.array(vals, object)}, backend="zlib")
+    run("convert", src, tmp_path / "z.idv", "--backend", "zlib", "--level", "6", "-q",
+        check_rc=0)
+    assert (tmp_path / "z.idv").read_bytes() == ref.read_bytes()
+    if "isal" in idv.compression.installed():
+        run("convert", src, tmp_path / "i.idv", "--backend", "isal", "-q", check_rc=0)
+        assert idv.read(tmp_path / "i.idv")["s"].tolist() == vals
+    rc, out, err = run("convert", ref, tmp_path / "x.parquet", "--level", "1")
+    assert rc == 2
+    assert_one_line_error(err, "--level and --backend are for an .idv output")
+    with pytest.raises(ValueError, match="level= and backend= are for .idv output"):
+        idv.convert(ref, tmp_path / "y.parquet", backend="isal")

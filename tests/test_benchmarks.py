@@ -22,12 +22,14 @@ QUICK = {
     "bench_read.py": ["--quick", "--repeat", "1", "--json"],
     "bench_write.py": ["--quick", "--json"],
     "bench_checksums.py": ["--quick", "--json"],
+    "bench_convert.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
 NEEDS_MLNET = {
     "bench_read.py": ("to write its data", None),
     "bench_write.py": ("for ML.NET's own write", "--no-mlnet"),
+    "bench_convert.py": ("to write its data (bench_read's)", None),
 }
 
 
@@ -58,6 +60,15 @@ def test_benchmark_quick_mode(script):
         assert [(r["what"], r["compression"]) for r in report["results"]] == [
             ("write", "deflate"), ("read", "deflate"), ("write", "none"), ("read", "none")]
         assert all(r["checksums_s"] > 0 and r["without_s"] > 0 for r in report["results"])
+        return
+    if script == "bench_convert.py":
+        assert [d["dataset"] for d in report["datasets"]] == ["numeric", "text"]
+        for d in report["datasets"]:
+            whats = [r["what"] for r in d["results"]]
+            assert whats[:3] == ["pyarrow copy", "Parquet -> .idv", ".idv -> Parquet"]
+            for r in d["results"]:
+                assert r["seconds"] > 0 and r["ratio"] > 0 and r["output_bytes"] > 0
+                assert r["peak_rss"] >= r["rss_after_imports"] > 0
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]

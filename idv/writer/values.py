@@ -222,6 +222,16 @@ class Utf8Text:
         out[:] = [bytes(d[a:b]).decode("utf-8") for a, b in zip(o[:-1], o[1:])]
         return out
 
+    def __array__(self, dtype=None, copy=None):
+        out = self.to_objects()
+        return out if dtype is None else out.astype(dtype)
+
+    def tolist(self):
+        return self.to_objects().tolist()
+
+    def __repr__(self):
+        return f"<idv Utf8Text: {len(self)} values, {self.offsets[-1] - self.offsets[0]} bytes>"
+
 
 def _to_dto(arr, where):
     if arr.dtype.names:
