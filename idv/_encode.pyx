@@ -166,6 +166,16 @@ cdef inline int _leb128_size(uint64_t v) noexcept nogil:
     return k
 
 
+cdef inline uint8_t *_put_leb128(uint8_t *p, uint64_t v) noexcept nogil:
+    """A .NET 7-bit encoded length at p; returns the byte after it."""
+    while v >= 0x80:
+        p[0] = <uint8_t>((v & 0x7F) | 0x80)
+        v >>= 7
+        p += 1
+    p[0] = <uint8_t>v
+    return p + 1
+
+
 
 cdef inline Py_ssize_t _utf8_bound(PyObject *s) noexcept nogil:
     """Most UTF-8 bytes a str can need: 1 per ASCII character, 2 per Latin-1, 3 per UCS-2
@@ -257,7 +267,6 @@ def encode_text(cnp.ndarray values):
     cdef int32_t b32
     cdef bint too_long = False
     cdef int guess, lebn
-    cdef uint64_t v
     cdef uint8_t *out
     cdef uint8_t *p
     cdef uint8_t *start
@@ -299,13 +308,7 @@ def encode_text(cnp.ndarray values):
     with nogil:
         if lebn != guess:
             memmove(out + 4 + 4 * n + lebn, start, total_bytes)
-        p = out + 4 + 4 * n
-        v = <uint64_t>total_bytes
-        while v >= 0x80:
-            p[0] = <uint8_t>((v & 0x7F) | 0x80)
-            v >>= 7
-            p += 1
-        p[0] = <uint8_t>v
+        _put_leb128(out + 4 + 4 * n, <uint64_t>total_bytes)
     size = 4 + 4 * n + lebn + total_bytes
     if size != 4 + 4 * n + guess + bound:
         res = <PyObject *>result
@@ -429,7 +432,6 @@ def encode_text_utf8(const int64_t[::1] offsets, const uint8_t[::1] data, units=
     cdef int32_t count = <int32_t>n
     cdef int32_t b32
     cdef int lebn
-    cdef uint64_t v
     cdef uint8_t *p
     if n < 0 or u.shape[0] != n + 1:
         raise ValueError("text offsets and units need n + 1 entries each")
@@ -450,13 +452,7 @@ def encode_text_utf8(const int64_t[::1] offsets, const uint8_t[::1] data, units=
             b32 = <int32_t>(u[i + 1] - first)
             memcpy(p, &b32, 4)
             p += 4
-        v = <uint64_t>nbytes
-        while v >= 0x80:
-            p[0] = <uint8_t>((v & 0x7F) | 0x80)
-            v >>= 7
-            p += 1
-        p[0] = <uint8_t>v
-        p += 1
+        p = _put_leb128(p, <uint64_t>nbytes)
         if nbytes:
             memcpy(p, &data[offsets[0]], nbytes)
     return result

@@ -139,6 +139,10 @@ def _arrow_forms():
         "sliced": pa.table({"s": sliced, "n": n}),
         "chunked": pa.table({"s": chunked, "n": pa.chunked_array([n[:10], n[10:]])}),
         "record_batch": pa.record_batch({"s": pa.array(vals), "n": pa.array(n)}),
+        "sliced_large_chunks": pa.table({"s": pa.chunked_array(
+            [pa.array(big, pa.large_string()).slice(50, 1000),
+             pa.array(big, pa.large_string()).slice(1050, 2000)]), "n": n}),
+        "dictionary": pa.table({"s": pa.array(vals).dictionary_encode(), "n": n}),
     }
 
 
@@ -151,12 +155,13 @@ def from_str():
 
 
 @pytest.mark.parametrize("form", ["string", "large_string", "string_view", "sliced", "chunked",
-                                  "record_batch"])
+                                  "record_batch", "sliced_large_chunks", "dictionary"])
 @pytest.mark.parametrize("rows_per_block", [None, 7])
 def test_write_arrow_table_bytes_equal_str(from_str, form, rows_per_block, no_str_encoder):
     vals, n, forms = _arrow_forms()
     buf = io.BytesIO()
-    idv.write(buf, forms[form], rows_per_block=rows_per_block, **ZLIB)
+    types = {"s": idv.Text} if form == "dictionary" else None    # else a key with KeyValues
+    idv.write(buf, forms[form], rows_per_block=rows_per_block, types=types, **ZLIB)
     assert buf.getvalue() == from_str[rows_per_block]
     assert idv.read(buf.getvalue())["s"].tolist() == vals
 
