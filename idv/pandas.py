@@ -345,7 +345,8 @@ def _series_values(pd, s, name, override):
                                  f"column; ML.NET's Text has none (it reads null as \"\"): "
                                  f"fill it first, e.g. df[{name!r}].fillna(\"\")")
         if arrow is not None:
-            return arrow, T.Text, None
+            from idv.arrow import arrow_column_values
+            return arrow_column_values(arrow, T.Text, name), T.Text, None
         return s.to_numpy(dtype=object), None, None
     if api.is_extension_array_dtype(dtype):
         kind = getattr(getattr(dtype, "numpy_dtype", None), "kind", None)
