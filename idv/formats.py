@@ -224,7 +224,13 @@ def _read_ahead(batches, prepare, depth=_READ_AHEAD):
     """(rows, prepare(batch, row0)) of each batch of an iterator, read and prepared in a thread
     up to `depth` batches ahead, so that reading (pyarrow's readers and idv's decoders release
     the GIL) overlaps with writing. An error there comes out here, where its batch would have;
-    closing the generator stops the thread."""
+    closing the generator stops the thread. `depth` 0: read and prepared here, in turn."""
+    if depth == 0:
+        row0 = 0
+        for b in batches:
+            yield b.num_rows, prepare(b, row0)
+            row0 += b.num_rows
+        return
     import queue
     import threading
     q = queue.Queue(depth)
@@ -670,7 +676,10 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
             done = 0
             if progress is not None:
                 progress(0, total)
-            batches = _read_ahead(source.batches(), sink.prepare)
+            # an .idv source decodes in threads of its own, into a sink that gathers row
+            # groups: reading ahead would only hold more
+            batches = _read_ahead(source.batches(), sink.prepare,
+                                  0 if src_fmt == "idv" else _READ_AHEAD)
             try:
                 for rows, batch in batches:
                     sink.write(batch, done)
