@@ -772,7 +772,7 @@ class _FieldToIdv:
 
     def convert(self, arr, row0=0):
         """An Arrow Array or ChunkedArray of this field -> values for idv.write / write_batch."""
-        from idv.writer.values import Utf8Text
+        from idv.writer.values import Utf8Text, Utf8Vectors
         pa = self.pa
         if isinstance(arr, pa.ChunkedArray):
             parts, start = [], row0
@@ -785,8 +785,8 @@ class _FieldToIdv:
                 return parts[0]
             if isinstance(parts[0], Ragged):
                 return Ragged.concat(parts)
-            if isinstance(parts[0], Utf8Text):
-                return Utf8Text.concat(parts)
+            if isinstance(parts[0], (Utf8Text, Utf8Vectors)):
+                return type(parts[0]).concat(parts)
             return np.concatenate(parts)
         t = self.type
         remap = self.remap if self.key_values is not None else None
@@ -802,11 +802,15 @@ class _FieldToIdv:
             raise ValueError(f"{self.where} row {row0 + i}: a null vector (ML.NET vectors "
                              f"have no missing value; use an empty list for a variable size)")
         n = len(arr)
+        text = t.item is T.Text and remap is None   # items from Arrow's buffers (Utf8Vectors)
         if pa.types.is_fixed_size_list(at):
             flat, size = arr, 1
             while pa.types.is_fixed_size_list(flat.type):
                 size *= flat.type.list_size
                 flat = flat.flatten()
+            if text:
+                return Utf8Vectors(self._text(flat, self._describe(row0, size=size)),
+                                   np.arange(n + 1, dtype=np.int64) * size)
             items = _items_from_arrow(pa, t.item, flat, self._describe(row0, size=size), remap)
             return items.reshape(n, size)
         if _is_list(pa, at):
@@ -814,6 +818,9 @@ class _FieldToIdv:
                 arr = arr.cast(pa.large_list(at.value_type))
             offsets = _np(arr.offsets).astype(np.int64)
             offsets = offsets - offsets[0]
+            if text:
+                return Utf8Vectors(self._text(arr.flatten(),
+                                              self._describe(row0, offsets=offsets)), offsets)
             items = _items_from_arrow(pa, t.item, arr.flatten(),
                                       self._describe(row0, offsets=offsets), remap)
             return Ragged(items, offsets)
@@ -904,7 +911,8 @@ def from_arrow(table, *, types=None):
 
     Values are kept in Arrow's buffers where they can be: numbers without nulls as numpy views,
     Text as a ``Utf8Text`` (the UTF-8 bytes and offsets, checked; ``np.asarray`` or
-    ``tolist()`` give str objects), so that idv.write makes no Python object per value.
+    ``tolist()`` give str objects), lists of strings as ``Utf8Vectors`` (a Utf8Text of the
+    items and the row offsets), so that idv.write makes no Python object per value.
     """
     pa = import_pyarrow()
     if isinstance(table, pa.RecordBatchReader):

@@ -368,3 +368,55 @@ def test_cli_convert_level_and_backend(tmp_path):
     assert_one_line_error(err, "--level and --backend are for an .idv output")
     with pytest.raises(ValueError, match="level= and backend= are for .idv output"):
         idv.convert(ref, tmp_path / "y.parquet", backend="isal")
+
+
+# ---------------------------------------------------------------------------------------------
+# vectors of Text: Arrow lists of strings
+# ---------------------------------------------------------------------------------------------
+
+def _rows(n, seed=11):
+    rng = random.Random(seed)
+    pool = _values(400, seed) + VALUES[:-2]
+    return [[rng.choice(pool) for _ in range(rng.choice([0, 1, 2, 5]))] for _ in range(n)]
+
+
+@pytest.mark.parametrize("rows_per_block", [None, 3])
+def test_list_of_strings_bytes_equal_str(rows_per_block, monkeypatch):
+    """list / large_list / list_view of strings (sliced, chunked) -> Vector<Text>, and
+    fixed_size_list -> Vector<Text, 3>: the bytes of the same rows given as str."""
+    rows = _rows(500)
+    fixed = [(r + ["", "", ""])[:3] for r in rows]
+    ref = io.BytesIO()
+    idv.write(ref, [("v", idv.Ragged.from_list([np.array(r, object) for r in rows],
+                                               dtype=object)),
+                    ("f", np.array(fixed, object).reshape(len(rows), 3))],
+              types={"v": idv.Vector(idv.Text), "f": idv.Vector(idv.Text, 3)},
+              rows_per_block=rows_per_block, **ZLIB)
+    big = [["pad"]] * 9 + rows
+    fixed_arr = pa.FixedSizeListArray.from_arrays(pa.array([x for r in fixed for x in r]), 3)
+    forms = {
+        "list": pa.array(rows, pa.list_(pa.string())),
+        "large_list sliced": pa.array(big, pa.large_list(pa.large_string())).slice(9),
+        "chunked string_view": pa.chunked_array([pa.array(rows[:200],
+                                                          pa.list_(pa.string_view())),
+                                                 pa.array(rows[200:],
+                                                          pa.list_(pa.string_view()))]),
+    }
+    _refuse_str(monkeypatch)
+    for name, arr in forms.items():
+        buf = io.BytesIO()
+        idv.write(buf, pa.table({"v": arr, "f": fixed_arr}), rows_per_block=rows_per_block,
+                  **ZLIB)
+        assert buf.getvalue() == ref.getvalue(), name
+        with idv.Writer(buf := io.BytesIO(), {"v": idv.Vector(idv.Text),
+                                              "f": idv.Vector(idv.Text, 3)},
+                        rows_per_block=rows_per_block, **ZLIB) as w:
+            w.write_batch({"v": arr.slice(0, 7), "f": fixed_arr.slice(0, 7)})
+            w.write_batch({"v": arr.slice(7), "f": fixed_arr.slice(7)})
+        assert buf.getvalue() == ref.getvalue(), name
+
+
+def test_list_of_strings_null_item_named():
+    table = pa.table({"v": pa.array([["a"], [], ["b", None]], pa.list_(pa.string()))})
+    with pytest.raises(ValueError, match=r"column 'v' row 2 item 1: null, but Text"):
+        idv.write(io.BytesIO(), table)

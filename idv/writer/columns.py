@@ -14,7 +14,7 @@ from idv import _codecs, _encode
 from idv import types as T
 from idv.infer import arrow_of, flatten_rows, is_rowlike, is_scipy_sparse, row_length, values_of
 from idv.vectors import Ragged, Sparse, object_array
-from idv.writer.values import Utf8Text, Where, convert_items, first
+from idv.writer.values import Utf8Text, Utf8Vectors, Where, convert_items, first, join_items
 
 MAX_INT32 = 2**31 - 1
 # items whose values stay Python objects in a list (str; RowId's 128-bit ints)
@@ -92,10 +92,10 @@ class VectorChunk:
             return parts[0]
         w = parts[0].width
         if w is not None and all(p.width == w for p in parts):
-            return VectorChunk.uniform(np.concatenate([p.values for p in parts]), w,
+            return VectorChunk.uniform(join_items([p.values for p in parts]), w,
                                        sum(p.n for p in parts))
         lengths = np.concatenate([p.lengths for p in parts])
-        values = np.concatenate([p.values for p in parts])
+        values = join_items([p.values for p in parts])
         vptr = _offsets(np.concatenate([np.diff(p.vptr) for p in parts]))
         if all(p.counts is None for p in parts):
             return VectorChunk(lengths, None, values, vptr, parts[0].indices[:0], None)
@@ -191,6 +191,12 @@ class Column:
     def _prepare_vector(self, value):
         t = self.type
         size = t.size
+        if isinstance(value, Utf8Vectors):         # Arrow lists of strings
+            lengths = np.diff(value.offsets)
+            self._check_lengths(lengths)
+            if self.item is T.Text:
+                return _dense_vec(lengths, value.values), len(lengths)
+            value = Ragged(value.values.to_objects(), value.offsets)
         if is_scipy_sparse(value):
             if len(value.shape) != 2:
                 raise ValueError(f"{self.where}: a sparse matrix must be 2-d, not {value.shape}")
@@ -285,13 +291,7 @@ class Column:
     def concat(self, chunks):
         if self.is_vector:
             return VectorChunk.concat(chunks)
-        if len(chunks) == 1:
-            return chunks[0]
-        if any(isinstance(c, Utf8Text) for c in chunks):
-            if all(isinstance(c, Utf8Text) for c in chunks):
-                return Utf8Text.concat(chunks)
-            chunks = [c.to_objects() if isinstance(c, Utf8Text) else c for c in chunks]
-        return np.concatenate(chunks)
+        return join_items(chunks)
 
     def rows(self, chunk, a, b):
         return chunk.rows(a, b) if self.is_vector else chunk[a:b]

@@ -233,6 +233,42 @@ class Utf8Text:
         return f"<idv Utf8Text: {len(self)} values, {self.offsets[-1] - self.offsets[0]} bytes>"
 
 
+class Utf8Vectors:
+    """Rows of Text items from Arrow lists: every row's items as one Utf8Text, and the n + 1
+    row starts into them (0 first), as idv.Ragged holds other items."""
+
+    __slots__ = ("values", "offsets")
+
+    def __init__(self, values, offsets):
+        self.values = values
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    @staticmethod
+    def concat(parts):
+        offsets = [parts[0].offsets[:1]]
+        at = 0
+        for p in parts:
+            offsets.append(p.offsets[1:] - p.offsets[0] + at)
+            at += int(p.offsets[-1] - p.offsets[0])
+        return Utf8Vectors(Utf8Text.concat([p.values[int(p.offsets[0]):int(p.offsets[-1])]
+                                            for p in parts]), np.concatenate(offsets))
+
+
+def join_items(parts):
+    """Stored items of several batches as one: Utf8Text joined as such, else numpy arrays (a
+    Utf8Text among str objects becomes str objects)."""
+    if len(parts) == 1:
+        return parts[0]
+    if any(isinstance(p, Utf8Text) for p in parts):
+        if all(isinstance(p, Utf8Text) for p in parts):
+            return Utf8Text.concat(parts)
+        parts = [p.to_objects() if isinstance(p, Utf8Text) else p for p in parts]
+    return np.concatenate(parts)
+
+
 def _to_dto(arr, where):
     if arr.dtype.names:
         if not {"utc", "offset_minutes"} <= set(arr.dtype.names):
