@@ -166,6 +166,16 @@ cdef inline int _leb128_size(uint64_t v) noexcept nogil:
     return k
 
 
+cdef inline uint8_t *_put_leb128(uint8_t *p, uint64_t v) noexcept nogil:
+    """A .NET 7-bit encoded length at p; returns the byte after it."""
+    while v >= 0x80:
+        p[0] = <uint8_t>((v & 0x7F) | 0x80)
+        v >>= 7
+        p += 1
+    p[0] = <uint8_t>v
+    return p + 1
+
+
 
 cdef inline Py_ssize_t _utf8_bound(PyObject *s) noexcept nogil:
     """Most UTF-8 bytes a str can need: 1 per ASCII character, 2 per Latin-1, 3 per UCS-2
@@ -257,7 +267,6 @@ def encode_text(cnp.ndarray values):
     cdef int32_t b32
     cdef bint too_long = False
     cdef int guess, lebn
-    cdef uint64_t v
     cdef uint8_t *out
     cdef uint8_t *p
     cdef uint8_t *start
@@ -299,13 +308,7 @@ def encode_text(cnp.ndarray values):
     with nogil:
         if lebn != guess:
             memmove(out + 4 + 4 * n + lebn, start, total_bytes)
-        p = out + 4 + 4 * n
-        v = <uint64_t>total_bytes
-        while v >= 0x80:
-            p[0] = <uint8_t>((v & 0x7F) | 0x80)
-            v >>= 7
-            p += 1
-        p[0] = <uint8_t>v
+        _put_leb128(out + 4 + 4 * n, <uint64_t>total_bytes)
     size = 4 + 4 * n + lebn + total_bytes
     if size != 4 + 4 * n + guess + bound:
         res = <PyObject *>result
@@ -314,6 +317,144 @@ def encode_text(cnp.ndarray values):
         _PyBytes_Resize(&res, size)
         result = <object>res
         Py_DECREF(result)
+    return result
+
+
+# ---------------------------------------------------------------- text from UTF-8 (Arrow)
+# Arrow's string layout: one buffer of UTF-8 bytes and the byte offset of every value. Its bytes
+# are the block's bytes as they are (valid UTF-8 is what a str would encode to); only the ends
+# need counting in UTF-16 units, a 4-byte character counting two.
+
+cdef extern from *:
+    """
+    #include <string.h>
+    static inline unsigned long long idv_load64(const unsigned char *p) {
+        unsigned long long v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    """
+    unsigned long long idv_load64(const uint8_t *p) noexcept nogil
+
+
+cdef int64_t _utf8_row(const uint8_t *d, int64_t p, int64_t e, bint *ascii) noexcept nogil:
+    """UTF-16 units of the UTF-8 bytes d[p:e], or -1 when they are not valid UTF-8 (strict,
+    as Python decodes: no overlong forms, no surrogates, nothing above U+10FFFF, no sequence
+    cut at the end). Clears `ascii` at the first byte >= 0x80."""
+    cdef int64_t units = e - p
+    cdef uint8_t c, c1
+    while p < e:
+        while p + 8 <= e and (idv_load64(d + p) & 0x8080808080808080ULL) == 0:
+            p += 8
+        if p >= e:
+            break
+        c = d[p]
+        if c < 0x80:
+            p += 1
+            continue
+        ascii[0] = False
+        if c < 0xC2:                    # a continuation byte, or an overlong 2-byte lead
+            return -1
+        if c < 0xE0:
+            if p + 1 >= e or (d[p + 1] & 0xC0) != 0x80:
+                return -1
+            p += 2
+            units -= 1                  # 2 bytes, 1 unit
+            continue
+        if c < 0xF0:
+            if p + 2 >= e:
+                return -1
+            c1 = d[p + 1]
+            if (c1 & 0xC0) != 0x80 or (d[p + 2] & 0xC0) != 0x80 \
+                    or (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
+                return -1               # cut, overlong, or a surrogate
+            p += 3
+            units -= 2                  # 3 bytes, 1 unit
+            continue
+        if c > 0xF4 or p + 3 >= e:
+            return -1
+        c1 = d[p + 1]
+        if (c1 & 0xC0) != 0x80 or (d[p + 2] & 0xC0) != 0x80 or (d[p + 3] & 0xC0) != 0x80 \
+                or (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
+            return -1                   # cut, overlong, or above U+10FFFF
+        p += 4
+        units -= 2                      # 4 bytes, 2 units (a surrogate pair)
+    return units
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def utf8_units(const int64_t[::1] offsets, const uint8_t[::1] data):
+    """Check UTF-8 text in Arrow's layout (`offsets`: n + 1 byte offsets into `data`) and count
+    what ML.NET counts: returns (units, bad). `units` is the UTF-16 units before each value and
+    after the last (n + 1 int64 from 0), or None when every byte is ASCII (the units are then
+    the byte offsets); `bad` is the first value that is not valid UTF-8, or -1. ValueError when
+    the offsets are not non-decreasing within `data`."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1, i, bad = -1
+    cdef int64_t u, total = 0, size = data.shape[0]
+    cdef bint ascii = True, broken = False
+    cdef const uint8_t *d
+    if n < 0:
+        raise ValueError("text offsets need at least one entry")
+    if offsets[0] < 0 or offsets[n] > size:
+        raise ValueError(f"text offsets [{offsets[0]}, {offsets[n]}] outside the {size} bytes of "
+                         f"text")
+    out = np.empty(n + 1, np.int64)
+    cdef int64_t[::1] units = out
+    d = &data[0] if size else <const uint8_t *>NULL
+    with nogil:
+        units[0] = 0
+        for i in range(n):
+            if offsets[i + 1] < offsets[i] or offsets[i + 1] > size:
+                broken = True
+                bad = i
+                break
+            u = _utf8_row(d, offsets[i], offsets[i + 1], &ascii)
+            if u < 0:
+                bad = i
+                break
+            total += u
+            units[i + 1] = total
+    if broken:
+        raise ValueError(f"text offsets decrease or pass the end of the text at value {bad}")
+    return (None if ascii else out), bad
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def encode_text_utf8(const int64_t[::1] offsets, const uint8_t[::1] data, units=None):
+    """The TextSpan payload of n values in Arrow's layout, checked by utf8_units (`units` its
+    result): int32 count, the int32 end of each value in UTF-16 units, the LEB128 byte count,
+    and the bytes data[offsets[0]:offsets[n]] copied as they are."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1, i
+    cdef const int64_t[::1] u = offsets if units is None else units
+    cdef int64_t nbytes, first
+    cdef int32_t count = <int32_t>n
+    cdef int32_t b32
+    cdef int lebn
+    cdef uint8_t *p
+    if n < 0 or u.shape[0] != n + 1:
+        raise ValueError("text offsets and units need n + 1 entries each")
+    nbytes = offsets[n] - offsets[0]
+    if offsets[0] < 0 or nbytes < 0 or offsets[n] > data.shape[0]:
+        raise ValueError("text offsets outside the text")
+    if n > (MAX_BLOCK_TEXT - 16) // 4 or nbytes > _MAX_TEXT or u[n] - u[0] > _MAX_TEXT:
+        raise ValueError("one block's text exceeds 2**31 - 1 UTF-16 units or UTF-8 bytes, the "
+                         "most ML.NET can store; write fewer rows per block")
+    lebn = _leb128_size(<uint64_t>nbytes)
+    result = PyBytes_FromStringAndSize(NULL, 4 + 4 * n + lebn + nbytes)
+    p = <uint8_t *>PyBytes_AS_STRING(result)
+    first = u[0]
+    with nogil:
+        memcpy(p, &count, 4)
+        p += 4
+        for i in range(n):
+            b32 = <int32_t>(u[i + 1] - first)
+            memcpy(p, &b32, 4)
+            p += 4
+        p = _put_leb128(p, <uint64_t>nbytes)
+        if nbytes:
+            memcpy(p, &data[offsets[0]], nbytes)
     return result
 
 

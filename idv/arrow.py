@@ -623,6 +623,26 @@ def _floats_from_arrow(pa, item, arr, describe):
     return _np(arr)
 
 
+def _utf8_from_arrow(pa, arr, describe):
+    """A Text column's Arrow strings (no nulls) as the writer's Utf8Text: the offsets and the
+    UTF-8 bytes of Arrow's buffers, checked, the bytes not copied. string_view (and numbers
+    given types=Text) are cast to large_string first."""
+    from idv.writer.values import Utf8Text
+    at = arr.type
+    if not (pa.types.is_string(at) or pa.types.is_large_string(at)):
+        arr = arr.cast(pa.large_string())
+        at = arr.type
+    n = len(arr)
+    _, offsets, data = arr.buffers()
+    wide = pa.types.is_large_string(at)
+    if offsets is None:             # an empty array may come without buffers
+        return Utf8Text(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8))
+    offsets = np.frombuffer(offsets, np.int64 if wide else np.int32, n + 1,
+                            arr.offset * (8 if wide else 4))
+    data = np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)
+    return Utf8Text.checked(offsets, data, describe)
+
+
 def _texts_from_arrow(pa, arr, describe):
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.string())      # string_view, or numbers given types=Text
@@ -813,11 +833,22 @@ class _FieldToIdv:
             else np.zeros(len(idx), np.int64)
         return raw.astype(dtype)
 
+    def _text(self, arr, describe):
+        """A Text column's values as the writer's Utf8Text, from Arrow's buffers."""
+        pa = self.pa
+        if isinstance(arr.type, pa.BaseExtensionType):
+            arr = arr.storage
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        _no_nulls(arr, describe, T.Text)
+        return _utf8_from_arrow(pa, arr, describe)
+
     def _describe(self, row0, size=None, offsets=None):
         return item_locator(self.where, row0, size, offsets)
 
     def convert(self, arr, row0=0):
         """An Arrow Array or ChunkedArray of this field -> values for idv.write / write_batch."""
+        from idv.writer.values import Utf8Text, Utf8Vectors
         pa = self.pa
         if isinstance(arr, pa.ChunkedArray):
             parts, start = [], row0
@@ -830,10 +861,14 @@ class _FieldToIdv:
                 return parts[0]
             if isinstance(parts[0], Ragged):
                 return Ragged.concat(parts)
+            if isinstance(parts[0], (Utf8Text, Utf8Vectors)):
+                return type(parts[0]).concat(parts)
             return np.concatenate(parts)
         t = self.type
         remap = self.remap if self.key_values is not None else None
         if not isinstance(t, T.Vector):
+            if t is T.Text:
+                return self._text(arr, self._describe(row0))
             return _items_from_arrow(pa, t, arr, self._describe(row0), remap)
         if isinstance(arr.type, pa.BaseExtensionType):
             arr = arr.storage
@@ -843,11 +878,15 @@ class _FieldToIdv:
             raise ValueError(f"{self.where} row {row0 + i}: a null vector (ML.NET vectors "
                              f"have no missing value; use an empty list for a variable size)")
         n = len(arr)
+        text = t.item is T.Text and remap is None   # items from Arrow's buffers (Utf8Vectors)
         if pa.types.is_fixed_size_list(at):
             flat, size = arr, 1
             while pa.types.is_fixed_size_list(flat.type):
                 size *= flat.type.list_size
                 flat = flat.flatten()
+            if text:
+                return Utf8Vectors(self._text(flat, self._describe(row0, size=size)),
+                                   np.arange(n + 1, dtype=np.int64) * size)
             items = _items_from_arrow(pa, t.item, flat, self._describe(row0, size=size), remap)
             return items.reshape(n, size)
         if _is_list(pa, at):
@@ -855,6 +894,9 @@ class _FieldToIdv:
                 arr = arr.cast(pa.large_list(at.value_type))
             offsets = _np(arr.offsets).astype(np.int64)
             offsets = offsets - offsets[0]
+            if text:
+                return Utf8Vectors(self._text(arr.flatten(),
+                                              self._describe(row0, offsets=offsets)), offsets)
             items = _items_from_arrow(pa, t.item, arr.flatten(),
                                       self._describe(row0, offsets=offsets), remap)
             return Ragged(items, offsets)
@@ -942,6 +984,11 @@ def from_arrow(table, *, types=None):
     dictionaries (Key<UInt32, n> with the dictionary as KeyValues; nulls -> 0, the missing
     key). Nulls are NaN in float columns, missing in keys, and an error elsewhere (ML.NET has
     no missing value for them). ``types`` overrides the type of some columns.
+
+    Values are kept in Arrow's buffers where they can be: numbers without nulls as numpy views,
+    Text as a ``Utf8Text`` (the UTF-8 bytes and offsets, checked; ``np.asarray`` or
+    ``tolist()`` give str objects), lists of strings as ``Utf8Vectors`` (a Utf8Text of the
+    items and the row offsets), so that idv.write makes no Python object per value.
     """
     pa = import_pyarrow()
     if isinstance(table, pa.RecordBatchReader):
@@ -956,3 +1003,15 @@ def from_arrow(table, *, types=None):
         plan.add_dictionaries(i, table.column(i))
     plan.finish_dictionaries()
     return plan.convert(table), plan.types, plan.metadata
+
+
+def arrow_column_values(arr, t, name, row0=0):
+    """An Arrow Array or ChunkedArray given to idv.Writer.write_batch for the column `name` of
+    type `t` -> the values the writer takes (Text as Utf8Text, numbers from the buffers).
+    `row0`: the file's row of the first value, for the messages."""
+    pa = import_pyarrow()
+    field = _FieldToIdv(pa, pa.field(name, arr.type), t)
+    if field.needs_dictionary or field.key_values is not None:
+        raise TypeError(f"column {name!r}: a dictionary array for a {t} column; give the key "
+                        f"values (1-based integers, 0 missing) or decode the dictionary first")
+    return field.convert(arr, row0)

@@ -39,6 +39,8 @@ _ROW_GROUP_BYTES = 64 << 20
 _CSV_BLOCK = 16 << 20
 # Parquet / IPC sources are read in batches of at most this many rows
 _BATCH_ROWS = 65536
+# batches read ahead of the one being written, in a thread of their own
+_READ_AHEAD = 1
 
 
 def _format_of(path, given, what):
@@ -230,6 +232,58 @@ def _csv_arrow_type(pa, t, datetime):
     return item_arrow_type(pa, t, datetime if datetime in ("ns", "ticks") else "us")
 
 
+def _read_ahead(batches, prepare, depth=_READ_AHEAD):
+    """(rows, prepare(batch, row0)) of each batch of an iterator, read and prepared in a thread
+    up to `depth` batches ahead, so that reading (pyarrow's readers and idv's decoders release
+    the GIL) overlaps with writing. An error there comes out here, where its batch would have;
+    closing the generator stops the thread. `depth` 0: read and prepared here, in turn."""
+    if depth == 0:
+        row0 = 0
+        for b in batches:
+            yield b.num_rows, prepare(b, row0)
+            row0 += b.num_rows
+        return
+    import queue
+    import threading
+    q = queue.Queue(depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def run():
+        try:
+            row0 = 0
+            for b in batches:
+                if not put(((b.num_rows, prepare(b, row0)), None)):
+                    return
+                row0 += b.num_rows
+            put((end, None))
+        except BaseException as e:      # handed to the consumer, raised there
+            put((end, e))
+
+    thread = threading.Thread(target=run, name="idv-convert-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            b, error = q.get()
+            if b is end:
+                if error is not None:
+                    raise error
+                return
+            yield b
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _open_source(path, fmt, columns, datetime, safe, types, batch_rows):
     if fmt == "idv":
         return _IdvSource(path, columns, datetime, safe)
@@ -245,7 +299,7 @@ def _open_source(path, fmt, columns, datetime, safe, types, batch_rows):
 # ---------------------------------------------------------------------------------------------
 
 class _IdvSink:
-    def __init__(self, dest, source, types, compression, rows_per_block):
+    def __init__(self, dest, source, types, compression, rows_per_block, deflate):
         from idv.arrow import ArrowToIdv
         from idv.writer import Writer
         plan = ArrowToIdv(source.schema, types)
@@ -256,10 +310,16 @@ class _IdvSink:
         plan.finish_dictionaries()
         self.plan = plan
         self.writer = Writer(dest, plan.schema_pairs, metadata=plan.metadata,
-                             compression=compression, rows_per_block=rows_per_block)
+                             compression=compression, rows_per_block=rows_per_block,
+                             **deflate)
 
-    def write(self, batch, row0):
-        self.writer.write_batch(dict(self.plan.convert(batch, row0)))
+    def prepare(self, batch, row0):
+        """A batch's columns as the writer takes them (strings checked as UTF-8, numbers as
+        views): run in the reading thread, ahead of write."""
+        return dict(self.plan.convert(batch, row0))
+
+    def write(self, columns, row0):
+        self.writer.write_batch(columns)
 
     def close(self):
         self.writer.close()
@@ -273,6 +333,9 @@ class _FileSink:
     removes; `_handles()` are what must be closed first, in order."""
 
     writer = None
+
+    def prepare(self, batch, row0):
+        return batch
 
     def _create(self, dest, open_writer):
         """The temporary file beside `dest`, and `open_writer(its path)`; if that fails, the
@@ -495,9 +558,9 @@ def _decoded(arr):
     return arr.dictionary_decode()
 
 
-def _open_sink(dest, fmt, source, types, compression, rows_per_block):
+def _open_sink(dest, fmt, source, types, compression, rows_per_block, deflate):
     if fmt == "idv":
-        return _IdvSink(dest, source, types, compression, rows_per_block)
+        return _IdvSink(dest, source, types, compression, rows_per_block, deflate)
     if fmt == "parquet":
         return _ParquetSink(dest, source.schema, compression)
     if fmt in ("feather", "arrow"):
@@ -571,7 +634,7 @@ def _idv_parts(src, columns):
            ((f, [f[n] for n in names]) for f in files))
 
 
-def _idv_to_idv(src, dst, columns, compression, rows_per_block, progress):
+def _idv_to_idv(src, dst, columns, compression, rows_per_block, progress, deflate):
     from idv.writer import Writer
     with _idv_parts(src, columns) as (cols, total, parts_of_files):
         schema = [(c.name, c.type) for c in cols]
@@ -579,7 +642,7 @@ def _idv_to_idv(src, dst, columns, compression, rows_per_block, progress):
         if progress is not None:
             progress(0, total)
         with Writer(dst, schema, metadata=metadata, compression=compression,
-                    rows_per_block=rows_per_block) as w:
+                    rows_per_block=rows_per_block, **deflate) as w:
             done = 0
             for f, fcols in parts_of_files:
                 for a, b, parts in iter_row_blocks(f, fcols):
@@ -632,7 +695,8 @@ def _local_paths(src):
 
 
 def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_block=None,
-            progress=None, datetime="auto", safe=True, types=None, source_format=None):
+            progress=None, datetime="auto", safe=True, types=None, source_format=None,
+            level=None, backend=None):
     """Convert ``src`` into ``dst``, streaming: .idv <-> Parquet, CSV / TSV, Feather / Arrow.
 
     Formats come from the extensions (``.idv``, ``.parquet`` / ``.pq``, ``.csv``, ``.tsv`` /
@@ -648,6 +712,10 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
       the default meaning the format's usual one (Parquet: snappy, Feather: lz4). CSV is not
       compressed.
     * ``rows_per_block``: rows per block of an .idv output (default: ML.NET's rule, 8192).
+    * ``level`` / ``backend``: the DEFLATE level and library of an .idv output, as for
+      idv.Writer (default: the fastest installed library at ML.NET's level 6; ``level=1``
+      or ``backend="isal"`` trade some size for speed, ``backend="zlib"`` gives ML.NET's
+      bytes).
     * ``progress``: called as ``progress(rows_done, rows_total)`` at the start and after each
       block or batch; ``rows_total`` is None when unknown (CSV input).
     * ``datetime`` / ``safe``: time units of the Arrow side, as in idv.to_arrow: ``"auto"``
@@ -667,6 +735,9 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     """
     src_fmt = _format_of(src, source_format, "source")
     dst_fmt = _format_of(dst, to, "destination")
+    deflate = {"level": level, "backend": backend}
+    if dst_fmt != "idv" and (level is not None or backend is not None):
+        raise ValueError(f"level= and backend= are for .idv output, not {dst_fmt}")
     check_time_mode(datetime, TIME_UNITS)
     for path in _local_paths(src):
         if os.path.exists(os.fspath(dst)) and os.path.exists(path) \
@@ -675,7 +746,7 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     if src_fmt == "idv" and dst_fmt == "idv":
         if types:
             raise ValueError("types= is for non-.idv sources (an .idv keeps its types)")
-        return _idv_to_idv(src, dst, columns, compression, rows_per_block, progress)
+        return _idv_to_idv(src, dst, columns, compression, rows_per_block, progress, deflate)
     if types and src_fmt == "idv":
         raise ValueError("types= is for non-.idv sources (an .idv keeps its types)")
     if src_fmt == "idv" and dst_fmt in ("csv", "tsv"):
@@ -685,17 +756,24 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     source = _open_source(src, src_fmt, columns, datetime, safe, types,
                           rows_per_block or _BATCH_ROWS)
     try:
-        sink = _open_sink(dst, dst_fmt, source, types, compression, rows_per_block)
+        sink = _open_sink(dst, dst_fmt, source, types, compression, rows_per_block, deflate)
         try:
             total = source.total
             done = 0
             if progress is not None:
                 progress(0, total)
-            for batch in source.batches():
-                sink.write(batch, done)
-                done += batch.num_rows
-                if progress is not None:
-                    progress(done, total)
+            # an .idv source decodes in threads of its own, into a sink that gathers row
+            # groups: reading ahead would only hold more
+            batches = _read_ahead(source.batches(), sink.prepare,
+                                  0 if src_fmt == "idv" else _READ_AHEAD)
+            try:
+                for rows, batch in batches:
+                    sink.write(batch, done)
+                    done += rows
+                    if progress is not None:
+                        progress(done, total)
+            finally:
+                batches.close()     # the reading thread stops before the source closes
             sink.close()
         except BaseException:
             sink.abort()

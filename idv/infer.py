@@ -37,6 +37,24 @@ def values_of(value):
     return value
 
 
+def arrow_of(value):
+    """The Arrow data behind a column's values, or None: a pyarrow Array or ChunkedArray as it
+    is, and the Arrow arrays of pandas' Arrow-backed Series and arrays (``string[pyarrow]``,
+    pandas 3's ``str``, ``ArrowDtype``), without a copy. Told by attributes: neither pyarrow
+    nor pandas is imported here."""
+    top = type(value).__module__.split(".")[0]
+    if top == "pyarrow" and hasattr(value, "null_count") and hasattr(value, "type"):
+        return value
+    if top == "pandas":
+        dtype = getattr(value, "dtype", None)
+        if getattr(dtype, "storage", None) in ("pyarrow", "pyarrow_numpy") \
+                or hasattr(dtype, "pyarrow_dtype"):
+            array = getattr(value, "array", value)      # a Series' ExtensionArray
+            if hasattr(array, "__arrow_array__"):
+                return array.__arrow_array__()
+    return None
+
+
 def row_length(x, where, i):
     """The number of items of row `i` of a column of vectors."""
     if isinstance(x, np.ndarray):

@@ -25,7 +25,7 @@ from idv.errors import require
 from idv import types as T
 from idv._interop import (check_time_mode, item_locator, opened, select_columns, slot_labels,
                           usable_key_values)
-from idv.infer import infer_column
+from idv.infer import arrow_of, infer_column
 from idv.vectors import Ragged
 
 __all__ = ["to_pandas", "read_pandas", "from_pandas"]
@@ -395,15 +395,20 @@ def _series_values(pd, s, name, override):
         import pyarrow as pa
 
         from idv.arrow import from_arrow
-        table = pa.table({"c": pa.array(s.array)})
-        cols, col_types, meta = from_arrow(table, types={"c": override} if override else None)
-        return cols[0][1], col_types["c"], meta.get("c")
+        table = pa.table({name: pa.array(s.array)})
+        cols, col_types, meta = from_arrow(table, types={name: override} if override else None)
+        return cols[0][1], col_types[name], meta.get(name)
     if isinstance(dtype, pd.StringDtype) or (api.is_string_dtype(dtype) and dtype != object):
-        na = s.isna().to_numpy()
-        if na.any():
-            raise ValueError(f"column {name!r} row {_first(na)}: missing value in a string "
-                             f"column; ML.NET's Text has none (it reads null as \"\"): "
-                             f"fill it first, e.g. df[{name!r}].fillna(\"\")")
+        arrow = arrow_of(s)      # string[pyarrow], pandas 3's str: written from Arrow's buffers
+        if arrow is None or arrow.null_count:
+            na = s.isna().to_numpy()
+            if na.any():
+                raise ValueError(f"column {name!r} row {_first(na)}: missing value in a string "
+                                 f"column; ML.NET's Text has none (it reads null as \"\"): "
+                                 f"fill it first, e.g. df[{name!r}].fillna(\"\")")
+        if arrow is not None:
+            from idv.arrow import arrow_column_values
+            return arrow_column_values(arrow, T.Text, name), T.Text, None
         return s.to_numpy(dtype=object), None, None
     if api.is_extension_array_dtype(dtype):
         kind = getattr(getattr(dtype, "numpy_dtype", None), "kind", None)

@@ -25,6 +25,7 @@ QUICK = {
     "bench_remote.py": ["--quick", "--json"],
     "bench_dataset.py": ["--quick", "--json"],
     "bench_arrow.py": ["--quick", "--json"],
+    "bench_convert.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
@@ -34,6 +35,7 @@ NEEDS_MLNET = {
     "bench_remote.py": ("to write its data (bench_read's)", None),
     "bench_dataset.py": ("to write its data (bench_read's)", None),
     "bench_arrow.py": ("to write its data (bench_read's)", None),
+    "bench_convert.py": ("to write its data (bench_read's)", None),
 }
 
 
@@ -86,6 +88,15 @@ def test_benchmark_quick_mode(script):
         assert all(t["ratio"] > 0 for t in report["targets"])
         assert {"idv_arrow_deflate", "pq_table_deflate", "idv_pandas_none"} <= \
             set(report["figures"])
+        return
+    if script == "bench_convert.py":
+        assert [d["dataset"] for d in report["datasets"]] == ["numeric", "text"]
+        for d in report["datasets"]:
+            whats = [r["what"] for r in d["results"]]
+            assert whats[:3] == ["pyarrow copy", "Parquet -> .idv", ".idv -> Parquet"]
+            for r in d["results"]:
+                assert r["seconds"] > 0 and r["ratio"] > 0 and r["output_bytes"] > 0
+                assert r["peak_rss"] >= r["rss_after_imports"] > 0
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]

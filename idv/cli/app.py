@@ -160,6 +160,11 @@ def build_parser():
                         "a pyarrow codec (zstd, snappy, lz4, none...)")
     s.add_argument("--rows-per-block", type=_positive, default=None, metavar="N",
                    help="rows per block of an .idv output (default: ML.NET's rule)")
+    s.add_argument("--level", type=int, default=None, metavar="N",
+                   help="DEFLATE level of an .idv output (default: the library's, ML.NET's 6)")
+    s.add_argument("--backend", default=None, metavar="NAME",
+                   help="DEFLATE library of an .idv output: libdeflate, isal (fastest) or zlib "
+                        "(ML.NET's bytes); default: the fastest installed at level 6")
     s.add_argument("--datetime", choices=("auto", "exact", "us", "ns", "ticks"), default="auto",
                    help="DateTime/TimeSpan on the Arrow side: auto (default: per column "
                         "nanoseconds if all fit, else microseconds, flooring 100-ns ticks with "

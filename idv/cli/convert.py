@@ -110,6 +110,12 @@ def cmd_convert(args, out):
             raise
 
 
+def _deflate_options(args):
+    """--level / --backend, given only when set (an .idv output's DEFLATE)."""
+    return {k: v for k, v in (("level", args.level), ("backend", args.backend))
+            if v is not None}
+
+
 def _convert(module, src, args, out):
     src_fmt = _convert_format(module, src, args.source_format, "input")
     dst_fmt = _convert_format(module, args.output, args.to, "output")
@@ -120,6 +126,8 @@ def _convert(module, src, args, out):
         module.check_compression(dst_fmt, args.compression)
     except ValueError as e:
         raise CliError(f"--compression: {e}", EXIT_USAGE) from None
+    if dst_fmt != "idv" and (args.level is not None or args.backend is not None):
+        raise CliError("--level and --backend are for an .idv output", EXIT_USAGE)
     inputs = [src] if isinstance(src, str) else \
         [f.path for f in src.files if src.filesystem is None]
     if os.path.exists(args.output) and any(os.path.samefile(p, args.output) for p in inputs):
@@ -134,7 +142,8 @@ def _convert(module, src, args, out):
         rows = module.convert(src, args.output, to=dst_fmt, source_format=src_fmt,
                               columns=columns, compression=args.compression,
                               rows_per_block=args.rows_per_block, progress=progress,
-                              datetime=args.datetime, safe=not args.floor_datetime)
+                              datetime=args.datetime, safe=not args.floor_datetime,
+                              **_deflate_options(args))
     except KeyError as e:      # a column the source does not have
         raise CliError(str(e.args[0]) if e.args else str(e), EXIT_USAGE) from None
     except ValueError as e:

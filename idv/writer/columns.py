@@ -12,9 +12,9 @@ import numpy as np
 
 from idv import _codecs, _encode
 from idv import types as T
-from idv.infer import flatten_rows, is_rowlike, is_scipy_sparse, row_length, values_of
+from idv.infer import arrow_of, flatten_rows, is_rowlike, is_scipy_sparse, row_length, values_of
 from idv.vectors import Ragged, Sparse, object_array
-from idv.writer.values import Where, convert_items, first
+from idv.writer.values import Utf8Text, Utf8Vectors, Where, convert_items, first, join_items
 
 MAX_INT32 = 2**31 - 1
 # items whose values stay Python objects in a list (str; RowId's 128-bit ints)
@@ -92,10 +92,10 @@ class VectorChunk:
             return parts[0]
         w = parts[0].width
         if w is not None and all(p.width == w for p in parts):
-            return VectorChunk.uniform(np.concatenate([p.values for p in parts]), w,
+            return VectorChunk.uniform(join_items([p.values for p in parts]), w,
                                        sum(p.n for p in parts))
         lengths = np.concatenate([p.lengths for p in parts])
-        values = np.concatenate([p.values for p in parts])
+        values = join_items([p.values for p in parts])
         vptr = _offsets(np.concatenate([np.diff(p.vptr) for p in parts]))
         if all(p.counts is None for p in parts):
             return VectorChunk(lengths, None, values, vptr, parts[0].indices[:0], None)
@@ -147,6 +147,10 @@ class Column:
         """Check and convert a batch of this column's values; returns (chunk, rows). `row0`:
         the file's row of the batch's first, for the messages."""
         self._row0 = row0
+        arrow = arrow_of(value)
+        if arrow is not None:       # Arrow arrays, Arrow-backed pandas: from their buffers
+            from idv.arrow import arrow_column_values
+            value = arrow_column_values(arrow, self.type, self.name, row0)
         value = values_of(value)
         if not self.is_vector:
             return self._prepare_scalar(value)
@@ -154,6 +158,10 @@ class Column:
 
     def _prepare_scalar(self, value):
         where = Where(self.where, base=self._row0)
+        if isinstance(value, Utf8Text):
+            if self.item is T.Text:
+                return value, len(value)
+            value = value.to_objects()
         if isinstance(value, (Ragged, Sparse)) or is_scipy_sparse(value):
             raise TypeError(f"{self.where}: {type(value).__name__} given for a scalar column of "
                             f"type {self.type}")
@@ -183,6 +191,12 @@ class Column:
     def _prepare_vector(self, value):
         t = self.type
         size = t.size
+        if isinstance(value, Utf8Vectors):         # Arrow lists of strings
+            lengths = np.diff(value.offsets)
+            self._check_lengths(lengths)
+            if self.item is T.Text:
+                return _dense_vec(lengths, value.values), len(lengths)
+            value = Ragged(value.values.to_objects(), value.offsets)
         if is_scipy_sparse(value):
             if len(value.shape) != 2:
                 raise ValueError(f"{self.where}: a sparse matrix must be 2-d, not {value.shape}")
@@ -277,7 +291,7 @@ class Column:
     def concat(self, chunks):
         if self.is_vector:
             return VectorChunk.concat(chunks)
-        return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+        return join_items(chunks)
 
     def rows(self, chunk, a, b):
         return chunk.rows(a, b) if self.is_vector else chunk[a:b]
@@ -317,12 +331,15 @@ class Column:
 _ENCODE = {
     T.FIXED: _encode.encode_fixed,
     T.BOOL: _encode.encode_bool,
-    T.TEXT: lambda values: _encode.encode_text(np.ascontiguousarray(values)),
+    T.TEXT: lambda values: (values.payload() if isinstance(values, Utf8Text)
+                            else _encode.encode_text(np.ascontiguousarray(values))),
     T.DTO: lambda values: _encode.encode_dto(values["minutes"], values["ticks"]),
 }
 
 
 def _text_estimate(values, items, itemsize):
+    if isinstance(values, Utf8Text):
+        return _encode.text_estimate(items, values.cumulative_units()[items])
     units = _offsets(_encode.text_units(np.ascontiguousarray(values[:items[-1]]))) \
         if len(items) else np.zeros(1, np.int64)
     return _encode.text_estimate(items, units[items])

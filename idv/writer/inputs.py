@@ -67,6 +67,17 @@ def data_columns(data, types=None):
                     f"a pandas DataFrame or a pyarrow Table, not {type(data).__name__}")
 
 
+def arrow_batch(data):
+    """A pyarrow Table or RecordBatch given to write_batch: its columns by name (as (name,
+    column) pairs when names repeat); anything else as it is."""
+    if type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "schema") \
+            and hasattr(data, "column"):
+        names = list(data.schema.names)
+        pairs = [(n, data.column(i)) for i, n in enumerate(names)]
+        return pairs if len(set(names)) < len(names) else dict(pairs)
+    return data
+
+
 def frame_rows(data):
     """The rows of a batch that has no columns: a DataFrame's or Arrow table's length, else 0."""
     shape = getattr(data, "shape", None)

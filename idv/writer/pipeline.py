@@ -24,7 +24,8 @@ from idv.errors import IdvWarning
 from idv.compression import kind as compression_kind
 from idv.sink import Output
 from idv.writer.columns import MAX_INT32, Column
-from idv.writer.inputs import data_columns, frame_rows, merged_metadata, schema_of, schema_pairs
+from idv.writer.inputs import (arrow_batch, data_columns, frame_rows, merged_metadata, schema_of,
+                               schema_pairs)
 from idv.writer.metadata import column_metadata, metadata_by_column
 
 DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBlock
@@ -164,8 +165,10 @@ class Writer:
     def write_batch(self, data=None, /, **columns):
         """Append rows: a dict name -> values with every column of the schema (or keyword
         arguments), or a list of (name, values) pairs, one per column in schema order (needed
-        when several columns share a name). All of the batch is checked before any of it is
-        kept. With no columns, a pandas DataFrame or pyarrow Table adds its rows."""
+        when several columns share a name); values may be pyarrow Arrays or ChunkedArrays
+        (Text and numbers are then taken from Arrow's buffers), and a pyarrow Table or
+        RecordBatch is a batch of its columns by name. All of the batch is checked before any
+        of it is kept. With no columns, a pandas DataFrame or pyarrow Table adds its rows."""
         self._check_open()
         if data is None:
             data = columns
@@ -216,6 +219,7 @@ class Writer:
     def _batch_values(self, data):
         """Each column's values in schema order, from a dict or a list of (name, values)."""
         names = [c.name for c in self._columns]
+        data = arrow_batch(data)
         if isinstance(data, (list, tuple)):
             if len(data) != len(names):
                 raise ValueError(f"a batch given as a list needs one (name, values) pair per "

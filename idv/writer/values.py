@@ -144,6 +144,131 @@ def _to_text(arr, where):
 
 
 
+class Utf8Text:
+    """Text values as UTF-8 bytes and the byte offset of each value (Arrow's string layout),
+    checked valid UTF-8, with the UTF-16 units ML.NET's block ends count: how Arrow strings go
+    into Text blocks without a Python str each. The bytes are not copied (``data`` may be an
+    Arrow buffer); slices share them, ``copy`` and ``concat`` compact them.
+
+    ``offsets``: n + 1 int64 byte offsets into ``data``; ``units``: n + 1 cumulative UTF-16
+    units, or None when every byte is ASCII (the offsets then count the units too)."""
+
+    __slots__ = ("offsets", "data", "units")
+
+    def __init__(self, offsets, data, units=None):
+        self.offsets = offsets
+        self.data = data
+        self.units = units
+
+    @classmethod
+    def checked(cls, offsets, data, where):
+        """From Arrow's buffers (`offsets` int32 or int64), every value checked to be UTF-8;
+        ValueError naming the first that is not (`where`: a Where)."""
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
+        units, bad = _encode.utf8_units(offsets, data)
+        if bad >= 0:
+            raw = bytes(data[offsets[bad]:offsets[bad + 1]][:40])
+            raise ValueError(f"{where(bad)}: the bytes {raw!r} are not valid UTF-8 (Text values "
+                             f"must be)")
+        return cls(offsets, data, units)
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def __getitem__(self, rows):
+        a, b, step = rows.indices(len(self))
+        if step != 1 or b < a:
+            raise IndexError("Utf8Text takes contiguous slices of rows only")
+        return Utf8Text(self.offsets[a:b + 1], self.data,
+                        None if self.units is None else self.units[a:b + 1])
+
+    def cumulative_units(self):
+        """UTF-16 units from the first value to the end of each (n + 1, from 0)."""
+        u = self.offsets if self.units is None else self.units
+        return u - u[0]
+
+    def copy(self):
+        """The values with only their own bytes (a slice lets go of the rest)."""
+        o = self.offsets
+        units = None if self.units is None else self.units - self.units[0]
+        return Utf8Text(o - o[0], self.data[o[0]:o[-1]].copy(), units)
+
+    @staticmethod
+    def concat(parts):
+        if len(parts) == 1:
+            return parts[0]
+        data = np.concatenate([p.data[p.offsets[0]:p.offsets[-1]] for p in parts])
+        offsets = np.zeros(sum(len(p) for p in parts) + 1, np.int64)
+        ascii = all(p.units is None for p in parts)
+        units = None if ascii else np.zeros(len(offsets), np.int64)
+        at = 0
+        for p in parts:
+            n = len(p)
+            offsets[at + 1:at + n + 1] = p.offsets[1:] - p.offsets[0] + offsets[at]
+            if units is not None:
+                units[at + 1:at + n + 1] = p.cumulative_units()[1:] + units[at]
+            at += n
+        return Utf8Text(offsets, data, units)
+
+    def payload(self):
+        """The TextSpan block of these values."""
+        return _encode.encode_text_utf8(self.offsets, self.data, self.units)
+
+    def to_objects(self):
+        """The values as an object array of str (to join batches given as str)."""
+        o, d = self.offsets.tolist(), self.data
+        out = np.empty(len(self), object)
+        out[:] = [bytes(d[a:b]).decode("utf-8") for a, b in zip(o[:-1], o[1:])]
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.to_objects()
+        return out if dtype is None else out.astype(dtype)
+
+    def tolist(self):
+        return self.to_objects().tolist()
+
+    def __repr__(self):
+        return f"<idv Utf8Text: {len(self)} values, {self.offsets[-1] - self.offsets[0]} bytes>"
+
+
+class Utf8Vectors:
+    """Rows of Text items from Arrow lists: every row's items as one Utf8Text, and the n + 1
+    row starts into them (0 first), as idv.Ragged holds other items."""
+
+    __slots__ = ("values", "offsets")
+
+    def __init__(self, values, offsets):
+        self.values = values
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    @staticmethod
+    def concat(parts):
+        offsets = [parts[0].offsets[:1]]
+        at = 0
+        for p in parts:
+            offsets.append(p.offsets[1:] - p.offsets[0] + at)
+            at += int(p.offsets[-1] - p.offsets[0])
+        return Utf8Vectors(Utf8Text.concat([p.values[int(p.offsets[0]):int(p.offsets[-1])]
+                                            for p in parts]), np.concatenate(offsets))
+
+
+def join_items(parts):
+    """Stored items of several batches as one: Utf8Text joined as such, else numpy arrays (a
+    Utf8Text among str objects becomes str objects)."""
+    if len(parts) == 1:
+        return parts[0]
+    if any(isinstance(p, Utf8Text) for p in parts):
+        if all(isinstance(p, Utf8Text) for p in parts):
+            return Utf8Text.concat(parts)
+        parts = [p.to_objects() if isinstance(p, Utf8Text) else p for p in parts]
+    return np.concatenate(parts)
+
+
 def _to_dto(arr, where):
     if arr.dtype.names:
         if not {"utc", "offset_minutes"} <= set(arr.dtype.names):

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Convert benchmark: ``idv convert`` Parquet <-> .idv against pyarrow copying Parquet, same run.
+
+    python3 benchmarks/bench_convert.py            # 2M x 11 numeric columns, 1M short strings
+    python3 benchmarks/bench_convert.py --quick    # small data, one run of each figure
+    python3 benchmarks/bench_convert.py --json     # machine-readable results on stdout
+
+The data are bench_read's: the numeric and text files written by ML.NET (through the oracle)
+and their snappy Parquet twins with the same values, made once in ``benchmarks/_data/`` by
+bench_read.ensure_data.
+
+For each dataset, interleaved, best of ``--repeat`` runs:
+
+  pyarrow copy     pq.read_table + pq.write_table (snappy): pyarrow copying the same data
+  Parquet -> .idv  idv.convert(x.parquet, x.idv), the defaults (DEFLATE, the default library
+                   at ML.NET's level 6); and with ``level=1`` / ``backend="isal"`` where
+                   installed (the fast settings)
+  .idv -> Parquet  idv.convert(ML.NET's x.idv, x.parquet): the read path (idv.arrow's
+                   record_batch_reader) into pyarrow's ParquetWriter, snappy
+
+The ratio is the pyarrow copy's seconds / idv's seconds (>= 1: at least as fast). Output sizes
+are reported. Peak memory: each conversion runs once more in a child process, which reports
+its peak resident memory (VmHWM); the pyarrow copy (the whole table in memory) is measured
+the same way for comparison, and each conversion of bench_read's small files too (the fixed
+part: libraries, thread pools). The values of every
+output are checked against the source first (not timed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+
+import idv  # noqa: E402
+from bench_read import ensure_data, machine, race  # noqa: E402
+
+MB = 1e6
+
+# the child that measures one conversion's peak memory: prints {"peak", "imported"}, bytes of
+# resident memory: the most over its life, and after its imports
+_CHILD = r"""
+import json, sys
+import idv, pyarrow as pa, pyarrow.parquet as pq
+def status(key):      # VmHWM is this process's own peak (ru_maxrss can carry the parent's)
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+what, src, dst, opts = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+imported = status("VmRSS")
+if what == "pyarrow":
+    pq.write_table(pq.read_table(src), dst, compression="snappy")
+else:
+    idv.convert(src, dst, **opts)
+print(json.dumps({"peak": status("VmHWM"), "imported": imported}))
+"""
+
+
+def pyarrow_copy(src, dst):
+    import pyarrow.parquet as pq
+
+    def run():
+        pq.write_table(pq.read_table(src), dst, compression="snappy")
+    return run
+
+
+def idv_convert(src, dst, **opts):
+    def run():
+        idv.convert(src, dst, **opts)
+    return run
+
+
+def fast_settings():
+    """name -> convert options of the fast DEFLATE settings that this installation has."""
+    out = {"level 1": {"level": 1}}
+    if "isal" in idv.compression.installed():
+        out["isal"] = {"backend": "isal"}
+    return out
+
+
+def check_outputs(parquet_src, idv_src, outputs):
+    """Not timed: every output holds the source's values, or the comparison is void."""
+    import pyarrow.parquet as pq
+    want = pq.read_table(parquet_src)
+    for path in outputs:
+        got = idv.to_arrow(path) if path.endswith(".idv") else pq.read_table(path)
+        for name in want.column_names:
+            a, b = want.column(name), got.column(name)
+            same = (a.combine_chunks().equals(b.combine_chunks().cast(a.type))
+                    if a.type.equals(b.type) or str(a.type) in ("string", "large_string")
+                    else np.array_equal(a.to_numpy(), b.to_numpy()))
+            if not same:
+                sys.exit(f"bench_convert: {path} column {name} differs from {parquet_src}")
+    with idv.open(idv_src) as f:
+        if f.num_rows != want.num_rows:
+            sys.exit(f"bench_convert: {idv_src} has {f.num_rows} rows, the Parquet twin "
+                     f"{want.num_rows}")
+
+
+def peak_memory(what, src, dst, opts=None):
+    """(peak, after imports): resident memory of a child that makes one conversion."""
+    proc = subprocess.run([sys.executable, "-c", _CHILD, what, src, dst, json.dumps(opts or {})],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    if proc.returncode != 0:
+        sys.exit(f"bench_convert: the memory probe of {what} failed:\n{proc.stderr[-3000:]}")
+    r = json.loads(proc.stdout)
+    return r["peak"], r["imported"]
+
+
+def run_dataset(kind, p, small, tmp, repeat, log):
+    """The timings, sizes and peak memory of one dataset; `small`: bench_read's quick files,
+    whose conversions' peak memory is the fixed part (the libraries, their thread pools)."""
+    src_pq, src_idv = p[kind], p[f"{kind}_deflate"]
+    out = {name: os.path.join(tmp, f"{kind}_{name}") for name in (
+        "copy.parquet", "default.idv", "from_idv.parquet")}
+    fns = {"pyarrow copy": pyarrow_copy(src_pq, out["copy.parquet"]),
+           "Parquet -> .idv": idv_convert(src_pq, out["default.idv"]),
+           ".idv -> Parquet": idv_convert(src_idv, out["from_idv.parquet"])}
+    opts = {"Parquet -> .idv": {}, ".idv -> Parquet": {}}
+    paths = {"pyarrow copy": out["copy.parquet"], "Parquet -> .idv": out["default.idv"],
+             ".idv -> Parquet": out["from_idv.parquet"]}
+    for name, o in fast_settings().items():
+        key = f"Parquet -> .idv, {name}"
+        path = os.path.join(tmp, f"{kind}_{name.replace(' ', '')}.idv")
+        fns[key] = idv_convert(src_pq, path, **o)
+        opts[key] = o
+        paths[key] = path
+    for fn in fns.values():          # once, to check the outputs (and warm up)
+        fn()
+    check_outputs(src_pq, src_idv, [v for k, v in paths.items() if k != "pyarrow copy"])
+    log(f"{kind}: timing {len(fns)} conversions, best of {repeat}, interleaved ...")
+    secs = race(fns, repeat)
+    base = secs["pyarrow copy"]
+    results = []
+    for name, s in secs.items():
+        source = src_idv if name.startswith(".idv") else src_pq
+        kind_of = "pyarrow" if name == "pyarrow copy" else "idv"
+        ext = os.path.splitext(paths[name])[1]
+        peak, imported = peak_memory(kind_of, source, paths[name] + ".mem" + ext,
+                                     opts.get(name))
+        small_src = small[f"{kind}_deflate"] if name.startswith(".idv") else small[kind]
+        small_peak, _ = peak_memory(kind_of, small_src, paths[name] + ".small" + ext,
+                                    opts.get(name))
+        results.append({"what": name, "options": opts.get(name), "seconds": s,
+                        "ratio": base / s, "output_bytes": os.path.getsize(paths[name]),
+                        "peak_rss": peak, "rss_after_imports": imported,
+                        "peak_rss_small_file": small_peak})
+    return {"dataset": kind, "source_parquet_bytes": os.path.getsize(src_pq),
+            "source_idv_bytes": os.path.getsize(src_idv), "results": results}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small data (smoke run)")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON only")
+    ap.add_argument("--repeat", type=int, default=None, help="runs per figure (best is kept)")
+    a = ap.parse_args(argv)
+    repeat = a.repeat or (1 if a.quick else 5)
+    log = (lambda m: print(m, file=sys.stderr)) if a.json else print
+    p = ensure_data(a.quick, log)
+    small = p if a.quick else ensure_data(True, log)
+    R = {"machine": machine(), "quick": a.quick, "repeat": repeat,
+         "default_backend": idv.compression.default_backend(),
+         "loadavg_start": os.getloadavg(), "datasets": []}
+    with tempfile.TemporaryDirectory(prefix="bench_convert_") as tmp:
+        for kind in ("numeric", "text"):
+            R["datasets"].append(run_dataset(kind, p, small, tmp, repeat, log))
+    R["loadavg_end"] = os.getloadavg()
+    if a.json:
+        print(json.dumps(R, indent=1))
+        return 0
+    print(f"\n{R['machine']['cpu']}, {R['machine']['cores']} cores; best of {repeat}, "
+          f"interleaved; load average {R['loadavg_start'][0]:.1f} at the start, "
+          f"{R['loadavg_end'][0]:.1f} at the end")
+    for d in R["datasets"]:
+        print(f"\n{d['dataset']} (source: Parquet {d['source_parquet_bytes']:,} B, ML.NET's .idv "
+              f"{d['source_idv_bytes']:,} B)")
+        for r in d["results"]:
+            print(f"  {r['what']:<28} {r['seconds']:7.3f} s  {r['ratio']:5.2f}x  output "
+                  f"{r['output_bytes']:>12,} B  peak RSS {r['peak_rss'] / MB:6.0f} MB "
+                  f"(small file: {r['peak_rss_small_file'] / MB:.0f} MB)")
+    print("\nratio: the pyarrow copy's time / this one's (goal >= 1x for idv convert); peak "
+          "RSS: a child making the conversion once (after its imports: "
+          f"{R['datasets'][0]['results'][0]['rss_after_imports'] / MB:.0f} MB), and the same "
+          "for bench_read's small file")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,422 @@
+"""Arrow strings and numbers into .idv blocks without Python objects (issue 10, writing).
+
+Text from Arrow (string, large_string, string_view; sliced, chunked; pandas' Arrow-backed
+strings) is encoded from Arrow's buffers: the UTF-8 bytes as they are and the block ends
+counted in UTF-16 units in Cython. The reference is the writer's output from Python str, which
+is ML.NET's own bytes with backend="zlib" (test_writer); here ML.NET also writes the same
+values itself and must produce the very bytes the Arrow path wrote.
+"""
+from __future__ import annotations
+
+import io
+import json
+import random
+
+import numpy as np
+import pytest
+
+import idv
+from idv import _encode
+from idv.writer.values import Utf8Text
+from write_spec import item_cells
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+# non-ASCII of each UTF-8 length, emoji (surrogate pairs: 2 UTF-16 units), "", NUL, long
+VALUES = ["", "a", "abc", "é", "ß€", "中文字", "😀", "a😀b", "\x00", "x\x00y", "🇫🇷🏳️‍🌈",
+          "\U0010FFFF", "\u07FF\u0800\uFFFF\U00010000", "ascii only here", "x" * 70_000,
+          "é" * 40_000 + "😀" * 10_000]
+ZLIB = dict(backend="zlib", checksums=False)
+
+
+def _values(n, seed=0):
+    rng = random.Random(seed)
+    return [rng.choice(VALUES) if rng.random() < 0.3 else
+            "".join(rng.choice("abcé😀\x00中 ") for _ in range(rng.randint(0, 12)))
+            for _ in range(n)]
+
+
+def _bytes_from_str(values, rows_per_block=None, **kw):
+    buf = io.BytesIO()
+    idv.write(buf, {"s": np.array(values, object), "n": np.arange(len(values), dtype=np.int32)},
+              rows_per_block=rows_per_block, **ZLIB, **kw)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def no_str_encoder(monkeypatch):
+    """The str encoder and its unit counter fail: what is written went through Arrow's bytes."""
+    _refuse_str(monkeypatch)
+
+
+# ---------------------------------------------------------------------------------------------
+# the kernel: UTF-16 units and UTF-8 checks against Python's codecs
+# ---------------------------------------------------------------------------------------------
+
+def _units_of(b):
+    return len(b.decode("utf-8").encode("utf-16-le")) // 2
+
+
+def _check_kernel(pieces):
+    data = b"".join(pieces)
+    offsets = np.cumsum([0] + [len(p) for p in pieces]).astype(np.int64)
+    units, bad = _encode.utf8_units(offsets, np.frombuffer(data, np.uint8))
+    first_bad = -1
+    for i, p in enumerate(pieces):
+        try:
+            p.decode("utf-8")
+        except UnicodeDecodeError:
+            first_bad = i
+            break
+    assert bad == first_bad, pieces
+    if bad < 0:
+        want = np.cumsum([0] + [_units_of(p) for p in pieces])
+        got = offsets - offsets[0] if units is None else units
+        assert got.tolist() == want.tolist()
+        assert (units is None) == all(p.isascii() for p in pieces)
+
+
+@pytest.mark.parametrize("bad", [
+    b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xc2", b"\xe0\x80\x80", b"\xe0\x9f\xbf",
+    b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xe2\x82", b"\xf0\x80\x80\x80", b"\xf0\x8f\xbf\xbf",
+    b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff", b"\xf0\x9f\x98", b"abcdefgh\xe2\x82\xac\x80",
+    b"abcdefghijklmnop\xc3"])
+def test_utf8_check_refuses_what_python_refuses(bad):
+    _check_kernel([b"ok", "é😀".encode(), bad, b"later"])
+
+
+def test_utf8_units_match_python_on_random_bytes():
+    rng = random.Random(1)
+    alphabet = [b"a", b"\x00", "é".encode(), "€".encode(), "😀".encode(), b"\x80", b"\xed\xa0",
+                b"\xf4\x90", b"\xe2", b"abcdefgh"]
+    for _ in range(3000):
+        pieces = [b"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+                  for _ in range(rng.randint(1, 5))]
+        _check_kernel(pieces)
+    valid = [v.encode() for v in VALUES] + [s.encode() for s in _values(500)]
+    _check_kernel(valid)
+
+
+def test_utf8_units_refuses_broken_offsets():
+    data = np.frombuffer(b"abcdef", np.uint8)
+    with pytest.raises(ValueError, match="outside"):
+        _encode.utf8_units(np.array([0, 7], np.int64), data)
+    with pytest.raises(ValueError, match="decrease"):
+        _encode.utf8_units(np.array([0, 4, 2, 6], np.int64), data)
+
+
+def test_encode_text_utf8_equals_the_str_encoder():
+    vals = VALUES + _values(300)
+    enc = [v.encode() for v in vals]
+    offsets = np.cumsum([0] + [len(e) for e in enc]).astype(np.int64)
+    text = Utf8Text.checked(offsets, b"".join(enc), str)
+    assert text.payload() == _encode.encode_text(np.array(vals, object))
+    for a, b in [(0, 0), (3, 9), (14, 16), (100, len(vals))]:      # slices, as blocks are cut
+        assert text[a:b].payload() == _encode.encode_text(np.array(vals[a:b], object))
+        assert text[a:b].copy().payload() == text[a:b].payload()
+    joined = Utf8Text.concat([text[0:5], text[5:20].copy(), text[20:]])
+    assert joined.payload() == text.payload()
+
+
+# ---------------------------------------------------------------------------------------------
+# byte identity: Arrow in, the same file as from Python str (ML.NET's bytes with zlib)
+# ---------------------------------------------------------------------------------------------
+
+def _arrow_forms():
+    vals = _values(3000)
+    n = np.arange(3000, dtype=np.int32)
+    big = ["pad"] * 50 + vals + ["tail"] * 7
+    sliced = pa.array(big, pa.string()).slice(50, 3000)             # non-zero offset
+    chunked = pa.chunked_array([pa.array(vals[:1], pa.large_string()),
+                                pa.array(vals[1:1500], pa.large_string()),
+                                pa.array([], pa.large_string()),
+                                pa.array(vals[1500:], pa.large_string())])
+    return vals, n, {
+        "string": pa.table({"s": pa.array(vals, pa.string()), "n": n}),
+        "large_string": pa.table({"s": pa.array(vals, pa.large_string()), "n": n}),
+        "string_view": pa.table({"s": pa.array(vals, pa.string_view()), "n": n}),
+        "sliced": pa.table({"s": sliced, "n": n}),
+        "chunked": pa.table({"s": chunked, "n": pa.chunked_array([n[:10], n[10:]])}),
+        "record_batch": pa.record_batch({"s": pa.array(vals), "n": pa.array(n)}),
+        "sliced_large_chunks": pa.table({"s": pa.chunked_array(
+            [pa.array(big, pa.large_string()).slice(50, 1000),
+             pa.array(big, pa.large_string()).slice(1050, 2000)]), "n": n}),
+        "dictionary": pa.table({"s": pa.array(vals).dictionary_encode(), "n": n}),
+    }
+
+
+@pytest.fixture(scope="module")
+def from_str():
+    """rows_per_block -> the file written from the same values as Python str (module-scoped:
+    made before no_str_encoder patches the str encoder)."""
+    vals, _, _ = _arrow_forms()
+    return {rpb: _bytes_from_str(vals, rpb) for rpb in (None, 7)}
+
+
+@pytest.mark.parametrize("form", ["string", "large_string", "string_view", "sliced", "chunked",
+                                  "record_batch", "sliced_large_chunks", "dictionary"])
+@pytest.mark.parametrize("rows_per_block", [None, 7])
+def test_write_arrow_table_bytes_equal_str(from_str, form, rows_per_block, no_str_encoder):
+    vals, n, forms = _arrow_forms()
+    buf = io.BytesIO()
+    types = {"s": idv.Text} if form == "dictionary" else None    # else a key with KeyValues
+    idv.write(buf, forms[form], rows_per_block=rows_per_block, types=types, **ZLIB)
+    assert buf.getvalue() == from_str[rows_per_block]
+    assert idv.read(buf.getvalue())["s"].tolist() == vals
+
+
+@pytest.mark.parametrize("dtype", ["str", "string[pyarrow]", "large_string[pyarrow]",
+                                   "string[python]", "object"])
+def test_write_pandas_strings_bytes_equal_str(from_str, dtype, monkeypatch):
+    """Arrow-backed pandas strings (pandas 3's str, string[pyarrow], ArrowDtype) take the Arrow
+    path; Python-backed ones (string[python], object) the str path; the bytes are the same."""
+    pd = pytest.importorskip("pandas")
+    if dtype == "large_string[pyarrow]":
+        dtype = pd.ArrowDtype(pa.large_string())
+    vals, n, _ = _arrow_forms()
+    df = pd.DataFrame({"s": pd.Series(vals, dtype=dtype), "n": n})
+    arrow_backed = idv.infer.arrow_of(df["s"]) is not None
+    assert arrow_backed == (dtype not in ("string[python]", "object"))
+    if arrow_backed:
+        _refuse_str(monkeypatch)
+    buf = io.BytesIO()
+    idv.write(buf, df, **ZLIB)
+    assert buf.getvalue() == from_str[None]
+
+
+def test_writer_write_batch_takes_arrow_arrays(from_str, no_str_encoder):
+    """write_batch with Arrow arrays, chunked arrays, a pandas Series of pyarrow strings and a
+    RecordBatch, in batches that do not fall on block edges: the same bytes."""
+    pd = pytest.importorskip("pandas")
+    vals, n, _ = _arrow_forms()
+    s_view = pa.array(vals, pa.string_view())
+    buf = io.BytesIO()
+    with idv.Writer(buf, {"s": idv.Text, "n": idv.Int32}, rows_per_block=7, **ZLIB) as w:
+        w.write_batch({"s": s_view.slice(0, 5), "n": pa.array(n[:5])})
+        w.write_batch(s=pa.chunked_array([vals[5:100], vals[100:1000]]), n=n[5:1000])
+        w.write_batch({"s": pd.Series(vals[1000:2000], dtype="string[pyarrow]"),
+                       "n": pa.chunked_array([n[1000:2000]])})
+        w.write_batch(pa.record_batch({"n": pa.array(n[2000:]), "s": s_view.slice(2000)}))
+    assert buf.getvalue() == from_str[7]
+
+
+def test_writer_joins_arrow_and_str_batches(from_str):
+    """A Text column fed Arrow strings and str lists in turn (joined in one block) writes the
+    same bytes."""
+    vals, n, _ = _arrow_forms()
+    buf = io.BytesIO()
+    with idv.Writer(buf, {"s": idv.Text, "n": idv.Int32}, **ZLIB) as w:
+        w.write_batch({"s": pa.array(vals[:10]), "n": n[:10]})
+        w.write_batch({"s": vals[10:20], "n": n[10:20]})
+        w.write_batch({"s": pa.array(vals[20:]), "n": n[20:]})
+    assert buf.getvalue() == from_str[None]
+
+
+# ---------------------------------------------------------------------------------------------
+# ML.NET writes the same values: the same bytes, and it loads ours with those values
+# ---------------------------------------------------------------------------------------------
+
+def test_arrow_text_bytes_equal_mlnet(tmp_path, oracle):
+    vals = VALUES + _values(20_000, seed=3)
+    table = pa.table({"s": pa.chunked_array([pa.array(vals[:9000], pa.string_view()),
+                                             pa.array(vals[9000:], pa.string_view())]),
+                      "f": pa.array(np.linspace(0, 1, len(vals), dtype=np.float32))})
+    ours = tmp_path / "ours.idv"
+    idv.write(ours, table, **ZLIB)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"rows": len(vals), "columns": [
+        {"name": "s", "type": "Text", "values": vals},
+        {"name": "f", "type": "Single", "values": item_cells(idv.Single,
+                                                             table.column("f").to_numpy())}]}))
+    theirs = tmp_path / "mlnet.idv"
+    oracle.write_spec(spec, theirs, options=["--compression", "deflate",
+                                             "--deterministic-block-order"])
+    assert ours.read_bytes() == theirs.read_bytes()
+    dump = oracle.dump(ours)
+    assert [row[0] for row in dump["rows"]] == vals
+
+
+# ---------------------------------------------------------------------------------------------
+# numbers from Arrow's buffers
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("at,item", [(pa.float32(), idv.Single), (pa.float64(), idv.Double),
+                                     (pa.int32(), idv.Int32), (pa.uint64(), idv.UInt64),
+                                     (pa.int8(), idv.SByte)])
+def test_numbers_are_not_copied(at, item):
+    from idv.arrow import arrow_column_values
+    from idv.writer.columns import Column
+    arr = pa.array(np.arange(1000) % 100, at).slice(10, 900)
+    values = arrow_column_values(arr, item, "x")
+    start = arr.buffers()[1].address + arr.offset * at.byte_width
+    assert values.__array_interface__["data"][0] == start
+    chunk, rows = Column(0, "x", item).prepare(arr)
+    assert rows == 900 and chunk.__array_interface__["data"][0] == start
+    assert chunk.tolist() == arr.to_pylist()
+
+
+def test_text_bytes_are_not_copied():
+    from idv.writer.columns import Column
+    arr = pa.array(["ab", "é", "😀"] * 10).slice(3)
+    chunk, rows = Column(0, "s", idv.Text).prepare(arr)
+    assert isinstance(chunk, Utf8Text) and rows == 27
+    assert chunk.data.__array_interface__["data"][0] == arr.buffers()[2].address
+    assert chunk.to_objects().tolist() == arr.to_pylist()
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input: nulls and invalid UTF-8, named by the row of the file
+# ---------------------------------------------------------------------------------------------
+
+def _invalid_utf8(n_before):
+    good = [b"ok"] * n_before + [b"a\xc3(", b"z"]
+    offsets = np.cumsum([0] + [len(x) for x in good]).astype(np.int32)
+    return pa.Array.from_buffers(pa.string(), len(good), [None, pa.py_buffer(offsets.tobytes()),
+                                                          pa.py_buffer(b"".join(good))])
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: pa.table({"s": pa.array(["a", None])}), r"column 's' row 1: null, but Text"),
+    (lambda: pa.table({"s": pa.chunked_array([["a"] * 5, ["b", None]], pa.large_string())}),
+     r"column 's' row 6: null"),
+    (lambda: pa.table({"s": pa.array(["a", "b", None], pa.string_view())}), r"'s' row 2: null"),
+    (lambda: pa.table({"s": pa.array([None, "x", None]).slice(1)}), r"'s' row 1: null"),
+    (lambda: pa.table({"s": pa.chunked_array([pa.array(["x"] * 3), _invalid_utf8(4)])}),
+     r"column 's' row 7: the bytes b'a\\xc3\(' are not valid UTF-8"),
+])
+def test_arrow_text_refused(make, match, tmp_path):
+    dest = tmp_path / "x.idv"
+    with pytest.raises(ValueError, match=match):
+        idv.write(dest, make())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_batch_names_the_row_of_the_file(tmp_path):
+    dest = tmp_path / "x.idv"
+    with idv.Writer(dest, {"s": idv.Text}) as w:
+        w.write_batch({"s": pa.array(["a"] * 10)})
+        with pytest.raises(ValueError, match=r"column 's' row 13: null"):
+            w.write_batch({"s": pa.array(["b", "c", "d", None])})
+        with pytest.raises(ValueError, match=r"column 's' row 16: .* not valid UTF-8"):
+            w.write_batch({"s": _invalid_utf8(6)})
+        w.write_batch({"s": pa.array(["e"])})       # the refused batches left nothing behind
+    assert idv.read(dest)["s"].tolist() == ["a"] * 10 + ["e"]
+
+
+def test_pandas_arrow_strings_with_missing_values_refused():
+    pd = pytest.importorskip("pandas")
+    for dtype in ("str", "string[pyarrow]"):
+        df = pd.DataFrame({"s": pd.Series(["a", "b", None], dtype=dtype)})
+        with pytest.raises(ValueError, match=r"column 's' row 2: missing value in a string"):
+            idv.write(io.BytesIO(), df)
+
+
+def test_convert_parquet_text_null_names_the_row(tmp_path):
+    vals = ["x"] * 70_000 + [None]
+    src = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"s": vals}), src, row_group_size=30_000)
+    with pytest.raises(ValueError, match=r"column 's' row 70000: null, but Text"):
+        idv.convert(src, tmp_path / "n.idv")
+    assert not (tmp_path / "n.idv").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# idv convert: Parquet text -> .idv, the same file as from str
+# ---------------------------------------------------------------------------------------------
+
+def _refuse_str(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("Text went through Python str")
+    monkeypatch.setattr(_encode, "encode_text", refuse)
+    monkeypatch.setattr(_encode, "text_units", refuse)
+
+
+def test_convert_parquet_text_equals_write_from_str(tmp_path, monkeypatch):
+    """Parquet strings (row groups that do not fall on block edges) convert to the file that
+    idv.write makes from the same values as str (the default backend, checksums on)."""
+    vals = _values(100_000, seed=5) + VALUES
+    ref = tmp_path / "ref.idv"
+    idv.write(ref, {"s": np.array(vals, object)})
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"s": pa.array(vals, pa.large_string())}), src,
+                   row_group_size=40_000)
+    out = tmp_path / "t.idv"
+    _refuse_str(monkeypatch)
+    assert idv.convert(src, out) == len(vals)
+    assert out.read_bytes() == ref.read_bytes()
+
+
+def test_cli_convert_level_and_backend(tmp_path):
+    """idv convert --backend zlib gives the bytes of idv.write(backend="zlib") from str (ML.NET's
+    with checksums off); --backend isal a file of the same values; both options only for .idv
+    output."""
+    from cli_run import assert_one_line_error, run
+    vals = _values(30_000, seed=9) + VALUES
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"s": vals}), src, row_group_size=10_000)
+    ref = tmp_path / "ref.idv"
+    idv.write(ref, {"s": np.array(vals, object)}, backend="zlib")
+    run("convert", src, tmp_path / "z.idv", "--backend", "zlib", "--level", "6", "-q",
+        check_rc=0)
+    assert (tmp_path / "z.idv").read_bytes() == ref.read_bytes()
+    if "isal" in idv.compression.installed():
+        run("convert", src, tmp_path / "i.idv", "--backend", "isal", "-q", check_rc=0)
+        assert idv.read(tmp_path / "i.idv")["s"].tolist() == vals
+    rc, out, err = run("convert", ref, tmp_path / "x.parquet", "--level", "1")
+    assert rc == 2
+    assert_one_line_error(err, "--level and --backend are for an .idv output")
+    with pytest.raises(ValueError, match="level= and backend= are for .idv output"):
+        idv.convert(ref, tmp_path / "y.parquet", backend="isal")
+
+
+# ---------------------------------------------------------------------------------------------
+# vectors of Text: Arrow lists of strings
+# ---------------------------------------------------------------------------------------------
+
+def _rows(n, seed=11):
+    rng = random.Random(seed)
+    pool = _values(400, seed) + VALUES[:-2]
+    return [[rng.choice(pool) for _ in range(rng.choice([0, 1, 2, 5]))] for _ in range(n)]
+
+
+@pytest.mark.parametrize("rows_per_block", [None, 3])
+def test_list_of_strings_bytes_equal_str(rows_per_block, monkeypatch):
+    """list / large_list / list_view of strings (sliced, chunked) -> Vector<Text>, and
+    fixed_size_list -> Vector<Text, 3>: the bytes of the same rows given as str."""
+    rows = _rows(500)
+    fixed = [(r + ["", "", ""])[:3] for r in rows]
+    ref = io.BytesIO()
+    idv.write(ref, [("v", idv.Ragged.from_list([np.array(r, object) for r in rows],
+                                               dtype=object)),
+                    ("f", np.array(fixed, object).reshape(len(rows), 3))],
+              types={"v": idv.Vector(idv.Text), "f": idv.Vector(idv.Text, 3)},
+              rows_per_block=rows_per_block, **ZLIB)
+    big = [["pad"]] * 9 + rows
+    fixed_arr = pa.FixedSizeListArray.from_arrays(pa.array([x for r in fixed for x in r]), 3)
+    forms = {
+        "list": pa.array(rows, pa.list_(pa.string())),
+        "large_list sliced": pa.array(big, pa.large_list(pa.large_string())).slice(9),
+        "chunked string_view": pa.chunked_array([pa.array(rows[:200],
+                                                          pa.list_(pa.string_view())),
+                                                 pa.array(rows[200:],
+                                                          pa.list_(pa.string_view()))]),
+    }
+    _refuse_str(monkeypatch)
+    for name, arr in forms.items():
+        buf = io.BytesIO()
+        idv.write(buf, pa.table({"v": arr, "f": fixed_arr}), rows_per_block=rows_per_block,
+                  **ZLIB)
+        assert buf.getvalue() == ref.getvalue(), name
+        with idv.Writer(buf := io.BytesIO(), {"v": idv.Vector(idv.Text),
+                                              "f": idv.Vector(idv.Text, 3)},
+                        rows_per_block=rows_per_block, **ZLIB) as w:
+            w.write_batch({"v": arr.slice(0, 7), "f": fixed_arr.slice(0, 7)})
+            w.write_batch({"v": arr.slice(7), "f": fixed_arr.slice(7)})
+        assert buf.getvalue() == ref.getvalue(), name
+
+
+def test_list_of_strings_null_item_named():
+    table = pa.table({"v": pa.array([["a"], [], ["b", None]], pa.list_(pa.string()))})
+    with pytest.raises(ValueError, match=r"column 'v' row 2 item 1: null, but Text"):
+        idv.write(io.BytesIO(), table)
