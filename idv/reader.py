@@ -540,12 +540,15 @@ class Column:
         disk = np.ascontiguousarray(table["disk"])
         raw = np.ascontiguousarray(table["raw"])
         dst_offsets = np.ascontiguousarray(dst_offsets, dtype=np.int64)
+        # with checksums, each block's CRC-32 is checked in the decompression loop itself
+        crcs = None if f._sums is None else f._sums.expected(offsets, disk)
 
         def run(span):
             a, b = span
             src, offs = f._block_bytes(offsets[a:b], disk[a:b], b0 + a)
             return a, backend.decompress_blocks(kind, src, offs, disk[a:b], raw[a:b], dst,
-                                                dst_offsets[a:b])
+                                                dst_offsets[a:b],
+                                                None if crcs is None else crcs[a:b])
         total = int(raw.sum(dtype=np.int64))
         # up to 4 chunks per thread (for balance), each worth dispatching to a thread
         parts = min(f.threads * 4, total // _SPAN_BYTES) if parallel else 1
@@ -556,7 +559,10 @@ class Column:
             results = [run(s) for s in spans]
         for a, (i, message) in results:
             if i >= 0:
-                raise IdvFormatError(message, block=b0 + a + i, offset=int(offsets[a + i]))
+                block, offset = b0 + a + i, int(offsets[a + i])
+                if f._sums is not None:     # damaged bytes: say so, with both CRC-32s
+                    f._check_block(offset, int(disk[a + i]), block)
+                raise IdvFormatError(message, block=block, offset=offset)
 
     def _decode_each(self, b0, b1, table, consume):
         """Decompress each block then hand it to consume(i, block, buffer, rows).
@@ -691,7 +697,7 @@ class IdvFile:
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
-                 memory_limit=None, checksums=False):
+                 memory_limit=None, checksums=True):
         self._blocks = cache.BlockCache(cache_bytes)
         self._check_sums = bool(checksums)
         self._source = open_source(source)
@@ -762,24 +768,27 @@ class IdvFile:
         budget.check(nbytes, self.memory_limit,
                      lambda: f"{self._path}: {what()}" if self._path else what())
 
+    def _check_block(self, offset, length, block):
+        """IdvFormatError naming `block` when its stored bytes fail their recorded CRC-32."""
+        if offset < 0 or length < 0 or offset > self._source.size - length:
+            return
+        try:
+            self._sums.check(offset, self._source.view(offset, length), "the block")
+        except IdvFormatError as e:
+            raise e.locate(block=block) from None
+
     @property
     def has_checksums(self):
         """Whether the file carries idv's checksums (and they are being checked)."""
         return self._sums is not None
 
     def _block_bytes(self, offsets, disk, first_block=0):
-        """The source buffer and the blocks' offsets within it (file objects: read them);
-        with checksums, each block is checked first (IdvFormatError naming it)."""
+        """The source buffer and the blocks' offsets within it (file objects: read them).
+        Checksums are checked by the decompression loop (Column._inflate_into); `first_block`
+        is the number of the first block, for errors."""
         buf = self._source.buffer
         parts = None if buf is not None else \
             [self._source.view(int(o), int(d)) for o, d in zip(offsets, disk)]
-        if self._sums is not None:
-            for i, (o, d) in enumerate(zip(offsets, disk)):
-                block = buf[int(o):int(o) + int(d)] if parts is None else parts[i]
-                try:
-                    self._sums.check(o, block, "the block")
-                except IdvFormatError as e:
-                    raise e.locate(block=first_block + i)
         if parts is None:
             return buf, offsets
         local = np.zeros(len(parts), np.int64)
@@ -935,7 +944,7 @@ class IdvFile:
 
 
 def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
-         cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=False) -> IdvFile:
+         cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=True) -> IdvFile:
     """Open an .idv: a path (memory-mapped), a bytes-like object, or a seekable binary file.
 
     ``threads``: decoding threads (default: the CPUs available). ``backend``: the DEFLATE
@@ -946,8 +955,10 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
     idv.MemoryLimitError (default: idv.set_memory_limit's, else half the machine's memory but
     at most the larger of 1 GiB and 1,024 times the file's size; see idv.budget).
     ``checksums``: check the CRC-32s that files written by idv carry (idv.checksums): the
-    tables when the file opens, each block when it is read. Off by default for now (checking
-    costs reads 40-50%, benchmarks/bench_checksums.py); idv.verify always checks them.
+    tables when the file opens, each block when it is read, in the decompression threads (a
+    few percent of a read: benchmarks/bench_checksums.py). A mismatch is an IdvFormatError
+    naming the column and block. False skips them; files without checksums (ML.NET's) are read
+    as they are. idv.verify always checks them.
     """
     return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes,
                    memory_limit=memory_limit, checksums=checksums)
