@@ -531,8 +531,8 @@ class Column:
         return error
 
     def _inflate_into(self, b0, table, dst, dst_offsets, parallel=True):
-        """Decompress the blocks of `table` into dst, in parallel chunks unless `parallel` is
-        False (the caller already runs in a worker of the pool)."""
+        """Decompress the blocks of `table` (lookup[b0:b0 + len(table)]) into dst, in parallel
+        chunks unless `parallel` is False (the caller already runs in a worker of the pool)."""
         f = self._file
         kind = self._entry.compression
         backend = f._backend
@@ -541,7 +541,9 @@ class Column:
         raw = np.ascontiguousarray(table["raw"])
         dst_offsets = np.ascontiguousarray(dst_offsets, dtype=np.int64)
         # with checksums, each block's CRC-32 is checked in the decompression loop itself
-        crcs = None if f._sums is None else f._sums.expected(offsets, disk)
+        crcs = f._expected_crcs(self)
+        if crcs is not None:
+            crcs = crcs[b0:b0 + len(table)]
 
         def run(span):
             a, b = span
@@ -727,6 +729,7 @@ class IdvFile:
         _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
         sums = self._sums = checksums.read(head, src.view, src.size, h.toc_offset) \
             if self._check_sums else None
+        self._block_crcs = {}          # column index -> its blocks' expected CRC-32s
         if sums is not None:
             sums.check(h.toc_offset, src.view(h.toc_offset, h.tail_offset - h.toc_offset),
                        "the table of contents")
@@ -767,6 +770,18 @@ class IdvFile:
         needs more than the limit."""
         budget.check(nbytes, self.memory_limit,
                      lambda: f"{self._path}: {what()}" if self._path else what())
+
+    def _expected_crcs(self, column):
+        """The CRC-32 each block of `column` must have (idv.checksums.Checksums.expected),
+        found once per column; None without checksums."""
+        if self._sums is None:
+            return None
+        crcs = self._block_crcs.get(column.index)
+        if crcs is None:
+            lookup = column.lookup
+            crcs = self._block_crcs[column.index] = self._sums.expected(lookup["offset"],
+                                                                        lookup["disk"])
+        return crcs
 
     def _check_block(self, offset, length, block):
         """IdvFormatError naming `block` when its stored bytes fail their recorded CRC-32."""
