@@ -10,12 +10,13 @@ any other decompressor (a Python-level function) per block and copies its result
 Which library is used is decided in idv.compression.
 
 Both loops can check each block's CRC-32 (idv.checksums) on its stored bytes just before
-decompressing it, in the same GIL-free pass: `crc32_of` is libdeflate's CRC-32 (carry-less
-multiply, tens of GB/s) when its symbols are found, else zlib's; both give zlib's CRC-32.
+decompressing it, in the same GIL-free pass, with the fastest CRC-32 kernel found:
+libdeflate's or ISA-L's (carry-less multiplication, tens of GB/s), else zlib's own. All give
+zlib's CRC-32.
 """
 cimport cython
 from libc.string cimport memcpy, memset
-from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t, uint64_t
 from libc.limits cimport UINT_MAX
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, _PyBytes_Resize
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
@@ -133,6 +134,8 @@ cdef _ld_free_t _ld_free = NULL
 cdef _ld_inflate_t _ld_inflate = NULL
 ctypedef uint32_t (*_ld_crc32_t)(uint32_t, const void *, size_t) noexcept nogil
 cdef _ld_crc32_t _ld_crc32 = NULL
+ctypedef uint32_t (*_isal_crc32_t)(uint32_t, const unsigned char *, uint64_t) noexcept nogil
+cdef _isal_crc32_t _isal_crc32 = NULL
 ctypedef void *(*_ldc_alloc_t)(int) noexcept nogil
 ctypedef size_t (*_ldc_compress_t)(void *, const void *, size_t, void *, size_t) noexcept nogil
 ctypedef size_t (*_ldc_bound_t)(void *, size_t) noexcept nogil
@@ -193,25 +196,56 @@ cdef bint _bind_libdeflate(path):
     return True
 
 
+# ---- CRC-32 kernels: zlib's CRC-32 (the one idv.checksums records), by whichever library
+# computes it fastest: libdeflate's (the `deflate` package) or ISA-L's (`isal`), both using
+# carry-less multiplication, else zlib's own (about 2 GB/s)
+cdef enum:
+    CRC_ZLIB = 0
+    CRC_LIBDEFLATE = 1
+    CRC_ISAL = 2
+_CRC_LIBS = {"zlib": CRC_ZLIB, "libdeflate": CRC_LIBDEFLATE, "isal": CRC_ISAL}
+cdef int _crc_lib = CRC_ZLIB
+
+
 cdef bint _bind_libdeflate_crc32(void *h):
-    """libdeflate's CRC-32 (zlib's is used when it is not found)."""
-    global _ld_crc32, CRC32_LIBRARY
+    """libdeflate's CRC-32, the first choice."""
+    global _ld_crc32, _crc_lib
     c = idv_dlsym(h, b"libdeflate_crc32")
     if c == NULL:
         return False
     _ld_crc32 = <_ld_crc32_t>c
-    CRC32_LIBRARY = "libdeflate"
+    _crc_lib = CRC_LIBDEFLATE
     return True
 
 
-CRC32_LIBRARY = "zlib"      # whose CRC-32 crc32_of and the checking loops run
+cdef bint _bind_isal_crc32(path):
+    """ISA-L's gzip CRC-32 (zlib's), in the isal package's extension module; chosen when
+    libdeflate's is not found."""
+    global _isal_crc32, _crc_lib
+    cdef bytes p = path.encode() if isinstance(path, str) else bytes(path)
+    cdef void *h = idv_dlopen(p)
+    if h == NULL:
+        return False
+    c = idv_dlsym(h, b"crc32_gzip_refl")
+    if c == NULL:
+        return False
+    _isal_crc32 = <_isal_crc32_t>c
+    if _crc_lib == CRC_ZLIB:
+        _crc_lib = CRC_ISAL
+    return True
+
+
+cdef inline uint32_t _crc32_by(int lib, const uint8_t *p, size_t n) noexcept nogil:
+    if lib == CRC_LIBDEFLATE:
+        return _ld_crc32(0, p, n)
+    if lib == CRC_ISAL:
+        return _isal_crc32(0, p, n)
+    return <uint32_t>crc32_z(0, p, n)
 
 
 cdef inline uint32_t _crc32(const uint8_t *p, size_t n) noexcept nogil:
-    """zlib's CRC-32 of n bytes, with libdeflate's faster kernel when bound."""
-    if _ld_crc32 != NULL:
-        return _ld_crc32(0, p, n)
-    return <uint32_t>crc32_z(0, p, n)
+    """zlib's CRC-32 of n bytes, by the fastest kernel bound."""
+    return _crc32_by(_crc_lib, p, n)
 
 
 cdef inline bint _crc_bad(const int64_t *crcs, Py_ssize_t i, const uint8_t *p,
@@ -222,15 +256,30 @@ cdef inline bint _crc_bad(const int64_t *crcs, Py_ssize_t i, const uint8_t *p,
     return crcs[i] < 0 or _crc32(p, n) != <uint32_t>crcs[i]
 
 
-def crc32_of(data):
+def crc32_libraries():
+    """The CRC-32 kernels bound, the one the checks use first."""
+    bound = [name for name, lib in _CRC_LIBS.items()
+             if lib == CRC_ZLIB or (lib == CRC_LIBDEFLATE and _ld_crc32 != NULL)
+             or (lib == CRC_ISAL and _isal_crc32 != NULL)]
+    first = [name for name, lib in _CRC_LIBS.items() if lib == _crc_lib]
+    return first + [name for name in bound if name not in first]
+
+
+def crc32_of(data, library=None):
     """zlib's CRC-32 of any contiguous bytes-like object (an int in [0, 2**32)), the GIL
-    released."""
+    released; by `library` (one of crc32_libraries()), else the fastest."""
     cdef Py_buffer view
     cdef uint32_t r
+    cdef int lib = _crc_lib
+    if library is not None:
+        if library not in crc32_libraries():
+            raise ValueError(f"CRC-32 library {library!r} is not available; these are: "
+                             f"{crc32_libraries()}")
+        lib = _CRC_LIBS[library]
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         with nogil:
-            r = _crc32(<const uint8_t *>view.buf, <size_t>view.len)
+            r = _crc32_by(lib, <const uint8_t *>view.buf, <size_t>view.len)
     finally:
         PyBuffer_Release(&view)
     return r
@@ -618,6 +667,12 @@ try:
     LIBDEFLATE_INFLATE = _bind_libdeflate(_ld_module.__file__)
 except (ImportError, AttributeError, TypeError):
     pass
+try:
+    from isal import isal_zlib as _isal_module
+    _bind_isal_crc32(_isal_module.__file__)
+except (ImportError, AttributeError, TypeError):
+    pass
+CRC32_LIBRARY = crc32_libraries()[0]      # the CRC-32 kernel checksums use
 
 
 # ---- output arrays on transparent huge pages (Linux)

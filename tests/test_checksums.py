@@ -237,6 +237,22 @@ def test_recorded_checksums_are_zlibs_crc32_of_the_stored_bytes():
         assert checksums.crc(b) == zlib.crc32(b)
 
 
+@pytest.mark.parametrize("library", ["libdeflate", "isal", "zlib"])
+def test_every_crc32_kernel_is_zlibs_crc32(library):
+    """Each kernel the checks may run (whichever is installed first) gives zlib's CRC-32."""
+    from idv import _compression
+    if library not in _compression.crc32_libraries():
+        pytest.skip(f"{library}'s CRC-32 was not found (its package is not installed)")
+    assert _compression.CRC32_LIBRARY == _compression.crc32_libraries()[0]
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 3, 15, 16, 17, 255, 256, 257, 4095, 65_537, 1 << 20):
+        b = rng.integers(0, 256, n, np.uint8).tobytes()
+        assert _compression.crc32_of(b, library) == zlib.crc32(b), n
+        assert _compression.crc32_of(memoryview(b)[1:], library) == zlib.crc32(b[1:]), n
+    with pytest.raises(ValueError, match="not available"):
+        _compression.crc32_of(b"", "crc32c")
+
+
 def test_the_header_and_the_checksum_table_are_covered():
     data = _written()
     head = bytearray(data)
