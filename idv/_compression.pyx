@@ -198,7 +198,7 @@ cdef bint _bind_libdeflate(path):
 
 # ---- CRC-32 kernels: zlib's CRC-32 (the one idv.checksums records), by whichever library
 # computes it fastest: libdeflate's (the `deflate` package) or ISA-L's (`isal`), both using
-# carry-less multiplication, else zlib's own (about 2 GB/s)
+# carry-less multiplication, else zlib's own (a few GB/s)
 cdef enum:
     CRC_ZLIB = 0
     CRC_LIBDEFLATE = 1

@@ -11,9 +11,9 @@ which ML.NET's saver leaves zero and its loader never reads, point to it:
     76  uint32   the table's own CRC-32    80  uint32  the CRC-32 of header bytes 0-51
 
 The reader checks the header and the tables when the file opens and each block when it is
-read, inside the decompression loop (idv._compression, with libdeflate's CRC-32 kernel where
-installed: a few percent of a read, docs/benchmarks.md); ``idv.open(..., checksums=False)``
-skips them. ``idv verify`` always checks them and reports a mismatch with its column and
+read, inside the decompression loop (idv._compression, with libdeflate's or ISA-L's CRC-32
+kernel where installed: a few percent of a read, docs/benchmarks.md);
+``idv.open(..., checksums=False)`` skips them. ``idv verify`` always checks them and reports a mismatch with its column and
 block. ML.NET loads such files and reads the same values (tests/test_checksums.py asks the
 real ML.NET).
 """
@@ -35,8 +35,8 @@ BLOCK, TABLE = 0, 1          # kinds: checked when read / checked when the file 
 
 
 def crc(data) -> int:
-    """zlib's CRC-32 of a bytes-like object (libdeflate's kernel where installed; the GIL
-    released)."""
+    """zlib's CRC-32 of a bytes-like object (by the fastest kernel installed, the GIL
+    released: idv._compression.crc32_of)."""
     return _compression.crc32_of(data)
 
 
