@@ -799,8 +799,9 @@ class IdvFile:
 
     def _block_bytes(self, offsets, disk, first_block=0):
         """The source buffer and the blocks' offsets within it (file objects: read them).
-        Checksums are checked by the decompression loop (Column._inflate_into); `first_block`
-        is the number of the first block, for errors."""
+        Checksums are checked in the decompression loop (Column._inflate_into), so
+        `first_block` (the number of the first block) is unused here for now; it stays in the
+        signature for the block fetching being reworked around it."""
         buf = self._source.buffer
         parts = None if buf is not None else \
             [self._source.view(int(o), int(d)) for o, d in zip(offsets, disk)]
