@@ -8,13 +8,19 @@ inflates straight into the array with the GIL released, and `Deflater` compresse
 Python functions hold the GIL and return a new buffer per block). `inflate_blocks_with` runs
 any other decompressor (a Python-level function) per block and copies its result into place.
 Which library is used is decided in idv.compression.
+
+Both loops can check each block's CRC-32 (idv.checksums) on its stored bytes just before
+decompressing it, in the same GIL-free pass, with the fastest CRC-32 kernel found:
+libdeflate's or ISA-L's (carry-less multiplication, tens of GB/s), else zlib's own. All give
+zlib's CRC-32.
 """
 cimport cython
 from libc.string cimport memcpy, memset
-from libc.stdint cimport uint8_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t, uint64_t
 from libc.limits cimport UINT_MAX
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, _PyBytes_Resize
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 cimport numpy as cnp
 
 import zlib as _pyzlib
@@ -39,6 +45,7 @@ cdef extern from "zlib.h" nogil:
     int deflate(z_stream *strm, int flush)
     int deflateEnd(z_stream *strm)
     unsigned long deflateBound(z_stream *strm, unsigned long sourceLen)
+    unsigned long crc32_z(unsigned long crc, const unsigned char *buf, size_t len)
     int Z_OK, Z_STREAM_END, Z_BUF_ERROR, Z_DATA_ERROR, Z_NEED_DICT, Z_MEM_ERROR, Z_FINISH
     int Z_DEFLATED, Z_DEFAULT_STRATEGY
 
@@ -56,6 +63,7 @@ cdef enum Status:
     LONG = 3
     NOMEM = 4
     RANGE = 5
+    CHECKSUM = 6
 
 _MESSAGES = {
     CORRUPT: "corrupt compressed data",
@@ -63,7 +71,15 @@ _MESSAGES = {
     LONG: "decompresses to more bytes than the lookup table says",
     NOMEM: "out of memory while decompressing",
     RANGE: "block lies outside the file or the output",
+    CHECKSUM: "checksum mismatch",
 }
+# inflate_blocks' `crcs`, besides a CRC: none recorded for this block / recorded, but for a
+# different length (the block cannot match)
+cdef enum:
+    _NO_CRC = -1
+    _BAD_CRC = -2
+NO_CRC = _NO_CRC
+BAD_CRC = _BAD_CRC
 
 
 cdef int _inflate(z_stream *s, bint *ready, const uint8_t *src, size_t n, uint8_t *dst,
@@ -116,6 +132,10 @@ ctypedef int (*_ld_inflate_t)(void *, const void *, size_t, void *, size_t,
 cdef _ld_alloc_t _ld_alloc = NULL
 cdef _ld_free_t _ld_free = NULL
 cdef _ld_inflate_t _ld_inflate = NULL
+ctypedef uint32_t (*_ld_crc32_t)(uint32_t, const void *, size_t) noexcept nogil
+cdef _ld_crc32_t _ld_crc32 = NULL
+ctypedef uint32_t (*_isal_crc32_t)(uint32_t, const unsigned char *, uint64_t) noexcept nogil
+cdef _isal_crc32_t _isal_crc32 = NULL
 ctypedef void *(*_ldc_alloc_t)(int) noexcept nogil
 ctypedef size_t (*_ldc_compress_t)(void *, const void *, size_t, void *, size_t) noexcept nogil
 ctypedef size_t (*_ldc_bound_t)(void *, size_t) noexcept nogil
@@ -172,7 +192,97 @@ cdef bint _bind_libdeflate(path):
     _ld_free = <_ld_free_t>f
     _ld_inflate = <_ld_inflate_t>d
     _bind_libdeflate_compress(h)
+    _bind_libdeflate_crc32(h)
     return True
+
+
+# ---- CRC-32 kernels: zlib's CRC-32 (the one idv.checksums records), by whichever library
+# computes it fastest: libdeflate's (the `deflate` package) or ISA-L's (`isal`), both using
+# carry-less multiplication, else zlib's own (a few GB/s)
+cdef enum:
+    CRC_ZLIB = 0
+    CRC_LIBDEFLATE = 1
+    CRC_ISAL = 2
+_CRC_LIBS = {"zlib": CRC_ZLIB, "libdeflate": CRC_LIBDEFLATE, "isal": CRC_ISAL}
+cdef int _crc_lib = CRC_ZLIB
+
+
+cdef bint _bind_libdeflate_crc32(void *h):
+    """libdeflate's CRC-32, the first choice."""
+    global _ld_crc32, _crc_lib
+    c = idv_dlsym(h, b"libdeflate_crc32")
+    if c == NULL:
+        return False
+    _ld_crc32 = <_ld_crc32_t>c
+    _crc_lib = CRC_LIBDEFLATE
+    return True
+
+
+cdef bint _bind_isal_crc32(path):
+    """ISA-L's gzip CRC-32 (zlib's), in the isal package's extension module; chosen when
+    libdeflate's is not found."""
+    global _isal_crc32, _crc_lib
+    cdef bytes p = path.encode() if isinstance(path, str) else bytes(path)
+    cdef void *h = idv_dlopen(p)
+    if h == NULL:
+        return False
+    c = idv_dlsym(h, b"crc32_gzip_refl")
+    if c == NULL:
+        return False
+    _isal_crc32 = <_isal_crc32_t>c
+    if _crc_lib == CRC_ZLIB:
+        _crc_lib = CRC_ISAL
+    return True
+
+
+cdef inline uint32_t _crc32_by(int lib, const uint8_t *p, size_t n) noexcept nogil:
+    if lib == CRC_LIBDEFLATE:
+        return _ld_crc32(0, p, n)
+    if lib == CRC_ISAL:
+        return _isal_crc32(0, p, n)
+    return <uint32_t>crc32_z(0, p, n)
+
+
+cdef inline uint32_t _crc32(const uint8_t *p, size_t n) noexcept nogil:
+    """zlib's CRC-32 of n bytes, by the fastest kernel bound."""
+    return _crc32_by(_crc_lib, p, n)
+
+
+cdef inline bint _crc_bad(const int64_t *crcs, Py_ssize_t i, const uint8_t *p,
+                          size_t n) noexcept nogil:
+    """Whether block i's bytes fail its recorded CRC (see inflate_blocks' `crcs`)."""
+    if crcs == NULL or crcs[i] == _NO_CRC:
+        return False
+    return crcs[i] < 0 or _crc32(p, n) != <uint32_t>crcs[i]
+
+
+def crc32_libraries():
+    """The CRC-32 kernels bound, the one the checks use first."""
+    bound = [name for name, lib in _CRC_LIBS.items()
+             if lib == CRC_ZLIB or (lib == CRC_LIBDEFLATE and _ld_crc32 != NULL)
+             or (lib == CRC_ISAL and _isal_crc32 != NULL)]
+    first = [name for name, lib in _CRC_LIBS.items() if lib == _crc_lib]
+    return first + [name for name in bound if name not in first]
+
+
+def crc32_of(data, library=None):
+    """zlib's CRC-32 of any contiguous bytes-like object (an int in [0, 2**32)), the GIL
+    released; by `library` (one of crc32_libraries()), else the fastest."""
+    cdef Py_buffer view
+    cdef uint32_t r
+    cdef int lib = _crc_lib
+    if library is not None:
+        if library not in crc32_libraries():
+            raise ValueError(f"CRC-32 library {library!r} is not available; these are: "
+                             f"{crc32_libraries()}")
+        lib = _CRC_LIBS[library]
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            r = _crc32_by(lib, <const uint8_t *>view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return r
 
 
 cdef bint _bind_libdeflate_compress(void *h):
@@ -252,16 +362,30 @@ cdef void _prefetch(const uint8_t *src, Py_ssize_t src_len, const int64_t *offse
             idv_willneed(src + offsets[i], disk[i])
 
 
+cdef const int64_t *_crcs_of(const int64_t[::1] crcs, Py_ssize_t nb) except? NULL:
+    """The start of inflate_blocks' `crcs` (NULL: none given)."""
+    if crcs is None:
+        return NULL
+    if crcs.shape[0] < nb:
+        raise ValueError("lookup arrays differ in length")
+    return &crcs[0] if nb else NULL
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
                    const int32_t[::1] disk, const int32_t[::1] raw, uint8_t[::1] dst,
-                   const int64_t[::1] dst_offsets, int lib=LIB_ZLIB):
+                   const int64_t[::1] dst_offsets, int lib=LIB_ZLIB,
+                   const int64_t[::1] crcs=None):
     """Decompress blocks src[offsets[i]:+disk[i]] into dst[dst_offsets[i]:+raw[i]] with zlib
     (lib 0) or, for raw DEFLATE, libdeflate's C API (lib 1, when bound), GIL released.
 
-    Returns (-1, 0) on success, else (index of the failing block, status message). Each range is
-    checked here before it is touched, so bad input cannot read or write out of bounds.
+    With `crcs` (per block: the CRC-32 its stored bytes must have, NO_CRC or BAD_CRC), each
+    block is checked just before it is decompressed, while its bytes are in cache.
+
+    Returns (-1, None) on success, else (index of the failing block, status message; a failed
+    CRC is "checksum mismatch"). Each range is checked here before it is touched, so bad input
+    cannot read or write out of bounds.
     """
     cdef Py_ssize_t i, nb = offsets.shape[0]
     cdef Py_ssize_t src_len = src.shape[0], dst_len = dst.shape[0]
@@ -269,8 +393,10 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
     cdef z_stream s
     cdef bint ready = False
     cdef void *dec = NULL
+    cdef const int64_t *expect
     if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb:
         raise ValueError("lookup arrays differ in length")
+    expect = _crcs_of(crcs, nb)
     if lib == LIB_LIBDEFLATE and kind == DEFLATE and nb:
         if _ld_alloc == NULL:
             raise ValueError("libdeflate's C API is not available")
@@ -284,6 +410,8 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
             if (offsets[i] < 0 or disk[i] < 0 or raw[i] < 0 or offsets[i] > src_len - disk[i]
                     or dst_offsets[i] < 0 or dst_offsets[i] > dst_len - raw[i]):
                 status = RANGE
+            elif _crc_bad(expect, i, &src[0] + offsets[i], disk[i]):
+                status = CHECKSUM
             elif kind == 0:
                 if disk[i] != raw[i]:
                     status = SHORT if disk[i] < raw[i] else LONG
@@ -310,16 +438,19 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
 @cython.wraparound(False)
 def inflate_blocks_with(fn, int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
                         const int32_t[::1] disk, const int32_t[::1] raw, uint8_t[::1] dst,
-                        const int64_t[::1] dst_offsets):
+                        const int64_t[::1] dst_offsets, const int64_t[::1] crcs=None):
     """As inflate_blocks, with a Python decompressor fn(data, raw_len) -> bytes (libdeflate, ISA-L)."""
     cdef Py_ssize_t i, nb = offsets.shape[0]
     cdef Py_ssize_t src_len = src.shape[0], dst_len = dst.shape[0]
     cdef Py_ssize_t o, n
     cdef const uint8_t[::1] out
+    cdef const int64_t *expect
+    cdef bint bad
     if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb:
         raise ValueError("lookup arrays differ in length")
+    expect = _crcs_of(crcs, nb)
     if kind != 1:
-        return inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets)
+        return inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets, crcs=crcs)
     if nb and src_len:
         with nogil:
             _prefetch(&src[0], src_len, &offsets[0], &disk[0], nb)
@@ -330,6 +461,11 @@ def inflate_blocks_with(fn, int kind, const uint8_t[::1] src, const int64_t[::1]
             return i, _MESSAGES[RANGE]
         o = offsets[i]
         n = raw[i]
+        if expect != NULL:
+            with nogil:
+                bad = _crc_bad(expect, i, &src[0] + o, disk[i])
+            if bad:
+                return i, _MESSAGES[CHECKSUM]
         try:
             out = fn(view[o:o + disk[i]], n)
         except Exception:
@@ -531,6 +667,12 @@ try:
     LIBDEFLATE_INFLATE = _bind_libdeflate(_ld_module.__file__)
 except (ImportError, AttributeError, TypeError):
     pass
+try:
+    from isal import isal_zlib as _isal_module
+    _bind_isal_crc32(_isal_module.__file__)
+except (ImportError, AttributeError, TypeError):
+    pass
+CRC32_LIBRARY = crc32_libraries()[0]      # the CRC-32 kernel checksums use
 
 
 # ---- output arrays on transparent huge pages (Linux)

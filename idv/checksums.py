@@ -10,18 +10,20 @@ which ML.NET's saver leaves zero and its loader never reads, point to it:
     60  int64    the table's offset        68  int64   its length
     76  uint32   the table's own CRC-32    80  uint32  the CRC-32 of header bytes 0-51
 
-With ``idv.open(..., checksums=True)`` the reader checks the header and the tables when the
-file opens and each block when it is read (off by default: see docs/benchmarks.md for the
-cost); ``idv verify`` always checks them and reports a mismatch with its column and block. ML.NET loads such files and reads the same values (tests/test_checksums.py
-asks the real ML.NET).
+The reader checks the header and the tables when the file opens and each block when it is
+read, inside the decompression loop (idv._compression, with libdeflate's or ISA-L's CRC-32
+kernel where installed: a few percent of a read, docs/benchmarks.md);
+``idv.open(..., checksums=False)`` skips them. ``idv verify`` always checks them and reports a mismatch with its column and
+block. ML.NET loads such files and reads the same values (tests/test_checksums.py asks the
+real ML.NET).
 """
 from __future__ import annotations
 
 import struct
-import zlib
 
 import numpy as np
 
+from idv import _compression
 from idv.errors import IdvFormatError
 
 MAGIC = b"idvCRC32"
@@ -33,8 +35,9 @@ BLOCK, TABLE = 0, 1          # kinds: checked when read / checked when the file 
 
 
 def crc(data) -> int:
-    """zlib's CRC-32 of a bytes-like object (zlib releases the GIL on large buffers)."""
-    return zlib.crc32(data) & 0xFFFFFFFF
+    """zlib's CRC-32 of a bytes-like object (by the fastest kernel installed, the GIL
+    released: idv._compression.crc32_of)."""
+    return _compression.crc32_of(data)
 
 
 class Recorder:
@@ -43,10 +46,12 @@ class Recorder:
     def __init__(self):
         self._entries = []
 
-    def add(self, offset, data, kind=TABLE):
+    def add(self, offset, data, kind=TABLE, checksum=None):
+        """Record `data`, written at `offset`; `checksum`: its crc(), if already computed (the
+        writer computes blocks' in its compression threads)."""
         n = memoryview(data).nbytes
         if n:                  # an empty part (a lookup table of no blocks) has nothing to check
-            self._entries.append((offset, n, crc(data), kind))
+            self._entries.append((offset, n, crc(data) if checksum is None else checksum, kind))
 
     def table_size(self, extra=0) -> int:
         """The bytes of the table with `extra` more entries."""
@@ -69,7 +74,29 @@ class Checksums:
         self.entries = entries
         self.table_offset = table_offset
         self.table_length = table_length
-        self._by_offset = {int(o): i for i, o in enumerate(entries["offset"])}
+        # entries by offset (stable: of two at one offset, the later one counts)
+        self._order = np.argsort(entries["offset"], kind="stable")
+        self._offsets = entries["offset"][self._order]
+
+    def _find(self, offsets):
+        """The entry index recorded for each offset, -1 where none is."""
+        offsets = np.asarray(offsets, np.int64)
+        if not len(self._offsets):
+            return np.full(offsets.shape, -1, np.int64)
+        pos = np.maximum(np.searchsorted(self._offsets, offsets, side="right") - 1, 0)
+        return np.where(self._offsets[pos] == offsets, self._order[pos], -1)
+
+    def expected(self, offsets, lengths):
+        """Per block (its offset and stored length): the CRC-32 recorded for it, NO_CRC where
+        none is, BAD_CRC where one is recorded over another length (int64, for the checking
+        decompression loops of idv._compression)."""
+        i = self._find(offsets)
+        found = i >= 0
+        e = self.entries[i[found]]
+        out = np.full(len(i), _compression.NO_CRC, np.int64)
+        out[found] = np.where(e["length"] == np.asarray(lengths, np.int64)[found], e["crc"],
+                              _compression.BAD_CRC)
+        return out
 
     @property
     def tables(self):
@@ -78,8 +105,8 @@ class Checksums:
 
     def check(self, offset, data, what):
         """IdvFormatError when the bytes at `offset` are not the ones recorded for it."""
-        i = self._by_offset.get(int(offset))
-        if i is None:
+        i = int(self._find([offset])[0])
+        if i < 0:
             return
         e = self.entries[i]
         n = memoryview(data).nbytes

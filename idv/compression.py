@@ -93,13 +93,14 @@ class Backend:
     inflate: Optional[Callable]
     compressor: Callable
 
-    def decompress_blocks(self, kind, src, offsets, disk, raw, dst, dst_offsets):
-        """inflate_blocks with this library: (-1, None), or (failing block, message)."""
+    def decompress_blocks(self, kind, src, offsets, disk, raw, dst, dst_offsets, crcs=None):
+        """inflate_blocks with this library: (-1, None), or (failing block, message). `crcs`:
+        each block's expected CRC-32 (idv.checksums.Checksums.expected), checked first."""
         if self.native is not None:
             return _compression.inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets,
-                                               self.native)
+                                               self.native, crcs)
         return _compression.inflate_blocks_with(self.inflate, kind, src, offsets, disk, raw,
-                                                dst, dst_offsets)
+                                                dst, dst_offsets, crcs)
 
     def compress(self, level=None):
         """fn(raw) -> raw DEFLATE bytes at `level` (None: the default level), checked."""

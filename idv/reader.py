@@ -580,8 +580,8 @@ class Column:
         return error
 
     def _inflate_into(self, b0, table, dst, dst_offsets, parallel=True):
-        """Decompress the blocks of `table` into dst, in parallel chunks unless `parallel` is
-        False (the caller already runs in a worker of the pool)."""
+        """Decompress the blocks of `table` (lookup[b0:b0 + len(table)]) into dst, in parallel
+        chunks unless `parallel` is False (the caller already runs in a worker of the pool)."""
         f = self._file
         kind = self._entry.compression
         backend = f._backend
@@ -589,12 +589,17 @@ class Column:
         disk = np.ascontiguousarray(table["disk"])
         raw = np.ascontiguousarray(table["raw"])
         dst_offsets = np.ascontiguousarray(dst_offsets, dtype=np.int64)
+        # with checksums, each block's CRC-32 is checked in the decompression loop itself
+        crcs = f._expected_crcs(self)
+        if crcs is not None:
+            crcs = crcs[b0:b0 + len(table)]
 
         def run(span):
             a, b = span
-            src, offs = f._block_bytes(offsets[a:b], disk[a:b], b0 + a)
+            src, offs = f._block_bytes(offsets[a:b], disk[a:b])
             return a, backend.decompress_blocks(kind, src, offs, disk[a:b], raw[a:b], dst,
-                                                dst_offsets[a:b])
+                                                dst_offsets[a:b],
+                                                None if crcs is None else crcs[a:b])
         total = int(raw.sum(dtype=np.int64))
         # up to 4 chunks per thread (for balance), each worth dispatching to a thread
         parts = min(f.threads * 4, total // _SPAN_BYTES) if parallel else 1
@@ -605,7 +610,10 @@ class Column:
             results = [run(s) for s in spans]
         for a, (i, message) in results:
             if i >= 0:
-                raise IdvFormatError(message, block=b0 + a + i, offset=int(offsets[a + i]))
+                block, offset = b0 + a + i, int(offsets[a + i])
+                if f._sums is not None:     # damaged bytes: say so, with both CRC-32s
+                    f._check_block(offset, int(disk[a + i]), block)
+                raise IdvFormatError(message, block=block, offset=offset)
 
     def _decode_each(self, b0, b1, table, consume, keep=None):
         """Decompress each block then hand it to consume(i, block, buffer, rows).
@@ -752,7 +760,7 @@ class IdvFile:
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
-                 memory_limit=None, checksums=False, filesystem=None, storage_options=None,
+                 memory_limit=None, checksums=True, filesystem=None, storage_options=None,
                  timeout=None):
         self._blocks = cache.BlockCache(cache_bytes)
         self._check_sums = bool(checksums)
@@ -783,6 +791,7 @@ class IdvFile:
         _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
         sums = self._sums = checksums.read(head, src.view, src.size, h.toc_offset) \
             if self._check_sums else None
+        self._block_crcs = {}          # column index -> its blocks' expected CRC-32s
         if sums is not None:
             sums.check(h.toc_offset, src.view(h.toc_offset, h.tail_offset - h.toc_offset),
                        "the table of contents")
@@ -824,23 +833,38 @@ class IdvFile:
         budget.check(nbytes, self.memory_limit,
                      lambda: f"{self._path}: {what()}" if self._path else what())
 
+    def _expected_crcs(self, column):
+        """The CRC-32 each block of `column` must have (idv.checksums.Checksums.expected),
+        found once per column; None without checksums."""
+        if self._sums is None:
+            return None
+        crcs = self._block_crcs.get(column.index)
+        if crcs is None:
+            lookup = column.lookup
+            crcs = self._block_crcs[column.index] = self._sums.expected(lookup["offset"],
+                                                                        lookup["disk"])
+        return crcs
+
+    def _check_block(self, offset, length, block):
+        """IdvFormatError naming `block` when its stored bytes fail their recorded CRC-32."""
+        if offset < 0 or length < 0 or offset > self._source.size - length:
+            return
+        try:
+            self._sums.check(offset, self._source.view(offset, length), "the block")
+        except IdvFormatError as e:
+            raise e.locate(block=block) from None
+
     @property
     def has_checksums(self):
         """Whether the file carries idv's checksums (and they are being checked)."""
         return self._sums is not None
 
-    def _block_bytes(self, offsets, disk, first_block=0):
-        """The source buffer and the blocks' offsets within it (file objects: read them);
-        with checksums, each block is checked first (IdvFormatError naming it)."""
+    def _block_bytes(self, offsets, disk):
+        """The source buffer and the blocks' offsets within it (file objects and remote files:
+        their blocks read in one batch). Checksums are checked in the decompression loop
+        (Column._inflate_into)."""
         buf = self._source.buffer
         parts = None if buf is not None else self._source.read_ranges(offsets, disk)
-        if self._sums is not None:
-            for i, (o, d) in enumerate(zip(offsets, disk)):
-                block = buf[int(o):int(o) + int(d)] if parts is None else parts[i]
-                try:
-                    self._sums.check(o, block, "the block")
-                except IdvFormatError as e:
-                    raise e.locate(block=first_block + i)
         if parts is None:
             return buf, offsets
         local = np.zeros(len(parts), np.int64)
@@ -1010,7 +1034,7 @@ class IdvFile:
 
 
 def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
-         cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=False,
+         cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=True,
          filesystem=None, storage_options=None, timeout=None) -> IdvFile:
     """Open an .idv: a path (memory-mapped), a bytes-like object, a seekable binary file, or a
     remote file: an fsspec URL (``s3://``, ``gs://``, ``az://``, ``https://``, ``memory://``,
@@ -1031,8 +1055,10 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
     idv.MemoryLimitError (default: idv.set_memory_limit's, else half the machine's memory but
     at most the larger of 1 GiB and 1,024 times the file's size; see idv.budget).
     ``checksums``: check the CRC-32s that files written by idv carry (idv.checksums): the
-    tables when the file opens, each block when it is read. Off by default for now (checking
-    costs reads 40-50%, benchmarks/bench_checksums.py); idv.verify always checks them.
+    tables when the file opens, each block when it is read, in the decompression threads (a
+    few percent of a read: benchmarks/bench_checksums.py). A mismatch is an IdvFormatError
+    naming the column and block. False skips them; files without checksums (ML.NET's) are read
+    as they are. idv.verify always checks them.
     """
     return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes,
                    memory_limit=memory_limit, checksums=checksums, filesystem=filesystem,

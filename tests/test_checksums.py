@@ -9,6 +9,7 @@ with zlib, byte for byte what ML.NET writes but for the checksum table and its p
 from __future__ import annotations
 
 import io
+import zlib
 
 import numpy as np
 import pytest
@@ -35,10 +36,27 @@ def _written(**options):
     return buf.getvalue()
 
 
+def _flipped(data, column, block, at=5, bit=0x10):
+    """`data` with one bit flipped in the stored bytes of `column`'s `block`, and where."""
+    with idv.open(data, checksums=False) as f:
+        entry = f[column].lookup[block]
+    off = int(entry["offset"])
+    assert 0 <= at < int(entry["disk"])
+    bad = bytearray(data)
+    bad[off + at] ^= bit
+    return bytes(bad), off
+
+
+def _backends():
+    return [pytest.param(b, marks=pytest.mark.skipif(not idv.compression.BACKENDS[b].installed,
+                                                     reason=f"{b} is not installed"))
+            for b in ("libdeflate", "isal", "zlib")]
+
+
 def test_written_by_default_checked_by_default():
     data = _written()
     assert data[52:60] == checksums.MAGIC
-    with idv.open(data, checksums=True) as f:
+    with idv.open(data) as f:
         assert f.has_checksums
         got = f.read()
     assert got["Id"].tolist() == list(range(ROWS))
@@ -68,6 +86,171 @@ def test_a_damaged_block_is_named_with_its_column_and_block():
     assert not report.ok and report.checksums
     [p] = report.problems
     assert (p.column, p.block) == ("Score", 2) and "checksum mismatch" in p.message
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("column, block", [("Score", 2), ("Name", 3), ("Vec", 5), ("Flag", 0)])
+def test_a_default_read_checks_each_block(backend, column, block):
+    """Fixed-width, text, vector and Boolean columns (each a different decoding path), with
+    every DEFLATE library: a flipped bit in a block is a checksum mismatch naming the column,
+    the block and its offset, on a default idv.open; the other columns still read."""
+    data, off = _flipped(_written(), column, block)
+    with idv.open(data, backend=backend) as f:
+        assert f.has_checksums
+        assert f["Id"].read().tolist() == list(range(ROWS))
+        with pytest.raises(idv.IdvFormatError, match="checksum mismatch in the block") as e:
+            f[column].read()
+        assert (e.value.column, e.value.block, e.value.offset) == (column, block, off)
+        with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
+            f[column][block * 500 + 7]                   # row access, through the block cache
+        assert (e.value.column, e.value.block) == (column, block)
+        first = f[column].read_blocks(0, block)          # the blocks before it are sound
+        assert len(first) == block * 500
+
+
+@pytest.mark.parametrize("source", ["bytes", "path", "file object"])
+def test_uncompressed_damage_is_caught_by_default_and_skipped_on_request(tmp_path, source):
+    """Without compression nothing but the checksum can see a changed number: a default read
+    refuses it, checksums=False returns the changed value, and a file without checksums reads
+    as before (no check, no error)."""
+    data = _written(compression="none")
+    good = idv.read(data)["Id"]
+    bad, off = _flipped(data, "Id", 3, at=8, bit=0x01)      # row 1501's low byte: 1501 -> 1500
+    path = tmp_path / "bad.idv"
+    path.write_bytes(bad)
+
+    def opened(**options):
+        if source == "bytes":
+            return idv.open(bad, **options)
+        if source == "path":
+            return idv.open(path, **options)
+        return idv.open(path.open("rb"), **options)
+    with opened() as f:
+        with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
+            f["Id"].read()
+        assert (e.value.column, e.value.block, e.value.offset) == ("Id", 3, off)
+    with opened(checksums=False) as f:
+        assert not f.has_checksums
+        got = f["Id"].read()
+    assert (got != good).sum() == 1 and got[1501] == 1500
+    plain, _ = _flipped(_written(compression="none", checksums=False), "Id", 3, at=8, bit=0x01)
+    with idv.open(plain) as f:
+        assert not f.has_checksums
+        assert f["Id"].read()[1501] == 1500
+
+
+def test_a_checksum_over_another_length_is_a_mismatch():
+    """An entry whose length differs from the block's stored length cannot match (the table's
+    own CRC re-made, as a careless tool might)."""
+    data = bytearray(_written())
+    with idv.open(bytes(data)) as f:
+        off = int(f["Score"].lookup[1]["offset"])
+    table_at = int.from_bytes(data[60:68], "little")
+    length = int.from_bytes(data[68:76], "little")
+    table = np.frombuffer(bytes(data[table_at:table_at + length]), checksums.ENTRY).copy()
+    [k] = np.flatnonzero(table["offset"] == off)
+    table["length"][k] += 1
+    raw = table.tobytes()
+    data[table_at:table_at + length] = raw
+    data[76:80] = zlib.crc32(raw).to_bytes(4, "little")
+    with idv.open(bytes(data)) as f:
+        f["Score"].read_blocks(0, 1)
+        with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
+            f["Score"].read()
+        assert (e.value.column, e.value.block, e.value.offset) == ("Score", 1, off)
+
+
+def test_parallel_reads_name_the_damaged_block():
+    """A column large enough to be decompressed in parallel chunks: the error still names
+    its block (counted across chunks), whichever thread found it."""
+    rows, rpb = 400_000, 4096
+    buf = io.BytesIO()
+    idv.write(buf, {"X": np.arange(rows, dtype=np.float64) / 3}, rows_per_block=rpb)
+    block = 61
+    data, off = _flipped(buf.getvalue(), "X", block, at=100)
+    with idv.open(data, threads=2) as f:
+        with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
+            f["X"].read()
+        assert (e.value.column, e.value.block, e.value.offset) == ("X", block, off)
+        assert len(f["X"].read_blocks(0, block)) == block * rpb
+
+
+def _deflated(raw):
+    """Raw DEFLATE by Python's zlib module."""
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return c.compress(raw) + c.flush()
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("kind", [idv.compression.DEFLATE, idv.compression.NONE])
+def test_each_decompression_loop_checks_the_crcs_it_is_given(backend, kind):
+    """The GIL-free loops themselves (zlib's and libdeflate's C paths, ISA-L's per-block
+    one, the uncompressed copy): sound blocks whose expected CRC-32 is wrong fail at that
+    block, before it is written; NO_CRC skips a block, BAD_CRC always fails it."""
+    from idv import _compression
+    b = idv.compression.backend(backend)
+    rng = np.random.default_rng(5)
+    raws = [rng.integers(0, 9, n, np.uint8).tobytes() for n in (5000, 7000, 3000)]
+    stored = [_deflated(r) for r in raws] if kind == idv.compression.DEFLATE else raws
+    src = b"".join(stored)
+    disk = np.array([len(x) for x in stored], np.int32)
+    raw = np.array([len(x) for x in raws], np.int32)
+    offsets = np.concatenate([[0], np.cumsum(disk[:-1])]).astype(np.int64)
+    dst_offsets = np.concatenate([[0], np.cumsum(raw[:-1])]).astype(np.int64)
+    good = np.array([zlib.crc32(x) for x in stored], np.int64)
+
+    def run(crcs):
+        dst = np.zeros(int(raw.sum()), np.uint8)
+        return b.decompress_blocks(kind, src, offsets, disk, raw, dst, dst_offsets, crcs), dst
+    assert run(good)[0] == (-1, None)
+    assert run(good)[1].tobytes() == b"".join(raws)
+    wrong = good.copy()
+    wrong[1] ^= 1
+    (i, message), dst = run(wrong)
+    assert (i, message) == (1, "checksum mismatch")
+    assert dst[dst_offsets[1]:].tobytes() == bytes(int(raw[1:].sum()))    # not written
+    skipped = wrong.copy()
+    skipped[1] = _compression.NO_CRC
+    assert run(skipped)[0] == (-1, None)
+    other = good.copy()
+    other[2] = _compression.BAD_CRC
+    assert run(other)[0] == (2, "checksum mismatch")
+
+
+def test_recorded_checksums_are_zlibs_crc32_of_the_stored_bytes():
+    """Each entry of the table is zlib's CRC-32 (Python's zlib module, an independent
+    implementation) of the bytes it names, whatever library computed it; and idv's CRC-32
+    agrees with zlib's on any length."""
+    data = _written()
+    at = int.from_bytes(data[60:68], "little")
+    length = int.from_bytes(data[68:76], "little")
+    table = np.frombuffer(data[at:at + length], checksums.ENTRY)
+    with idv.open(data) as f:
+        blocks = {int(o) for c in f.columns for o in c.lookup["offset"]}
+    assert blocks <= {int(o) for o in table["offset"]}
+    for e in table:
+        o, n = int(e["offset"]), int(e["length"])
+        assert int(e["crc"]) == zlib.crc32(data[o:o + n])
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 7, 63, 64, 65, 1000, 4096, 100_003):
+        b = rng.integers(0, 256, n, np.uint8).tobytes()
+        assert checksums.crc(b) == zlib.crc32(b)
+
+
+@pytest.mark.parametrize("library", ["libdeflate", "isal", "zlib"])
+def test_every_crc32_kernel_is_zlibs_crc32(library):
+    """Each kernel the checks may run (whichever is installed first) gives zlib's CRC-32."""
+    from idv import _compression
+    if library not in _compression.crc32_libraries():
+        pytest.skip(f"{library}'s CRC-32 was not found (its package is not installed)")
+    assert _compression.CRC32_LIBRARY == _compression.crc32_libraries()[0]
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 3, 15, 16, 17, 255, 256, 257, 4095, 65_537, 1 << 20):
+        b = rng.integers(0, 256, n, np.uint8).tobytes()
+        assert _compression.crc32_of(b, library) == zlib.crc32(b), n
+        assert _compression.crc32_of(memoryview(b)[1:], library) == zlib.crc32(b[1:]), n
+    with pytest.raises(ValueError, match="not available"):
+        _compression.crc32_of(b"", "crc32c")
 
 
 def test_the_header_and_the_checksum_table_are_covered():

@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from idv import _header, _lookup, _threads, _toc
-from idv.checksums import BLOCK, POINTER_AT, POINTER_SIZE, Recorder
+from idv.checksums import BLOCK, POINTER_AT, POINTER_SIZE, Recorder, crc
 from idv.compression import NONE, compressor
 from idv.errors import IdvWarning
 from idv.compression import kind as compression_kind
@@ -299,7 +299,8 @@ class Writer:
         if nraw > MAX_INT32 or ndisk > MAX_INT32:
             raise ValueError(f"column {col.name!r}: one block is {nraw} bytes, more than the "
                              f"int32 block lengths allow; write fewer rows_per_block")
-        return col.index, data, nraw
+        # its CRC-32 here, in the compression threads, while its bytes are in cache
+        return col.index, data, nraw, None if self._sums is None else crc(data)
 
     def _write_blocks(self, tasks):
         """Encode and compress the blocks in the pool's threads, a bounded number in flight,
@@ -328,13 +329,13 @@ class Writer:
                 f.cancel()
             raise
 
-    def _put_block(self, c, data, nraw):
+    def _put_block(self, c, data, nraw, checksum):
         if not self._out.opened:
             self._out.open()
             self._out.write(bytes(_header.HEADER_SIZE))
         offset = self._out.write(data)
         if self._sums is not None:
-            self._sums.add(offset, data, BLOCK)
+            self._sums.add(offset, data, BLOCK, checksum)
         offs, disk, raw = self._lookups[c]
         offs.append(offset)
         disk.append(memoryview(data).nbytes)
