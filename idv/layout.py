@@ -235,7 +235,8 @@ def _read_all(source, ranges):
                 source.view(o, n)        # raises the source's own error for the range
             except IdvFormatError as err:
                 out[i] = err
-    got = source.read_ranges([ranges[i][0] for i in inside], [ranges[i][1] for i in inside])
+    got = source.read_ranges([ranges[i][0] for i in inside], [ranges[i][1] for i in inside],
+                             keep=True)
     for i, data in zip(inside, got):
         out[i] = data
     return out

@@ -820,11 +820,11 @@ class IdvFile:
                                           "the checksum table")]
         self._tables = layout.read_tables(src, h, entries, extra)
         if sums is not None:           # lookup tables, metadata: checked now, blocks when read
-            for e in sums.tables:
+            parts = sums.tables[sums.tables["offset"] != h.toc_offset]   # the TOC: done above
+            for e, data in zip(parts, src.read_ranges(parts["offset"], parts["length"])):
                 o, n = int(e["offset"]), int(e["length"])
-                if o != h.toc_offset:          # the table of contents: checked above
-                    sums.check(o, src.view(o, n), f"the part at byte {o} ({n} bytes: a "
-                                                   f"lookup table or metadata)")
+                sums.check(o, data, f"the part at byte {o} ({n} bytes: a lookup table or "
+                                    f"metadata)")
         self._by_name = {c.name: c for c in self.columns}
 
     def _need(self, nbytes, what):

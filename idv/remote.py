@@ -212,9 +212,10 @@ class RemoteSource:
     def view(self, offset: int, size: int):
         return self.read_ranges([offset], [size])[0]
 
-    def read_ranges(self, offsets, sizes):
+    def read_ranges(self, offsets, sizes, keep=False):
         """The bytes of each range (offset, size): those the open fetched from memory, the
-        others by coalesced, concurrent range requests."""
+        others by coalesced, concurrent range requests. `keep`: hold what this call fetches
+        for later views too (the tables at open, which the checksums check again)."""
         n = len(offsets)
         starts = np.fromiter((int(o) for o in offsets), np.int64, n)
         lengths = np.fromiter((int(s) for s in sizes), np.int64, n)
@@ -235,6 +236,8 @@ class RemoteSource:
             s, e = starts[idx], starts[idx] + lengths[idx]
             runs = coalesce(s, e)
             got = self._fetch(runs)
+            if keep:
+                self._held.extend((r0, data) for (r0, _), data in zip(runs, got))
             run_starts = np.array([r[0] for r in runs], np.int64)
             which = np.searchsorted(run_starts, s, side="right") - 1
             for i, a, b, r in zip(todo, s.tolist(), e.tolist(), which.tolist()):

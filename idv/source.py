@@ -43,8 +43,9 @@ class MemorySource:
         check_range(offset, size, self.size)
         return self.buffer[offset:offset + size]
 
-    def read_ranges(self, offsets, sizes):
-        """The bytes of each range (offset, size): zero-copy views."""
+    def read_ranges(self, offsets, sizes, keep=False):
+        """The bytes of each range (offset, size): zero-copy views (`keep`: see
+        idv.remote.RemoteSource.read_ranges)."""
         return [self.view(int(o), int(n)) for o, n in zip(offsets, sizes)]
 
     def close(self):
@@ -91,8 +92,9 @@ class FileSource:
         check_range(offset, size, self.size)
         return memoryview(self._read(self.base + offset, size))
 
-    def read_ranges(self, offsets, sizes):
-        """The bytes of each range (offset, size), read in one pass of seeks in file order."""
+    def read_ranges(self, offsets, sizes, keep=False):
+        """The bytes of each range (offset, size), read in one pass of seeks in file order
+        (`keep`: see idv.remote.RemoteSource.read_ranges; a local file re-reads cheaply)."""
         for o, n in zip(offsets, sizes):
             check_range(int(o), int(n), self.size)
         out = [None] * len(offsets)

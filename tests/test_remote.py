@@ -96,9 +96,18 @@ def test_tables_beyond_the_tail_guess_come_in_one_more_request(tmp_path):
         tables = frame_bytes(f)
     assert tables > 4 * remote.tail_guess(len(data))
     with RangeServer({"/s.idv": data}) as srv:
-        with idv.open(srv.url("/s.idv")) as f:
+        with idv.open(srv.url("/s.idv"), checksums=False) as f:
             assert srv.heads == 1 and srv.requests == 3, (srv.heads, srv.requests)
             assert srv.bytes_served <= tables + remote.tail_guess(len(data))
+            assert np.array_equal(f["i5"][1_234:1_260], cols["i5"][1_234:1_260])
+    # checked (the default): the checksum table (24 bytes a block, 144 KB here) is beyond
+    # the tail read too, and comes in one request of its own; the tables are fetched once
+    with RangeServer({"/s.idv": data}) as srv:
+        with idv.open(srv.url("/s.idv")) as f:
+            assert f.has_checksums
+            assert srv.heads == 1 and srv.requests == 4, (srv.heads, srv.requests)
+            sums_bytes = 24 * (12 * 500 + 13)
+            assert srv.bytes_served <= tables + sums_bytes + remote.tail_guess(len(data))
             assert np.array_equal(f["i5"][1_234:1_260], cols["i5"][1_234:1_260])
 
 
