@@ -24,7 +24,7 @@ import numpy as np
 from idv import remote, ticks
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
-from idv.reader import IdvFile, concat_reads, open as idv_open
+from idv.reader import IdvFile, Schema, concat_reads, open as idv_open
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
            "SCHEMA_MODES", "ON_BAD_FILE"]
@@ -41,7 +41,6 @@ ON_BAD_FILE = ("raise", "skip")
 # a read-ahead buffer and a connection, so 64
 DEFAULT_MAX_OPEN_FILES = 1024
 DEFAULT_MAX_OPEN_REMOTE = 64
-
 
 
 class DatasetFile:
@@ -211,7 +210,6 @@ class Dataset:
             if not f.closed:
                 self._handles[i] = f
         self.num_rows = start
-        from idv.reader import Schema
         fields = {fl.name: fl for fl in ref.schema.fields if not fl.hidden}
         self.schema = Schema([fields[n] for n in self._names], self.num_rows)
         self._starts = np.array([f.start for f in self.files], np.int64)
