@@ -26,7 +26,7 @@ TIME_UNITS = ("auto", "exact", "us", "ns", "ticks")
 
 @contextlib.contextmanager
 def opened(file, **kwargs):
-    """An open IdvFile for `file` (a path, bytes, file object or an IdvFile); files opened
+    """An open IdvFile for `file` (a path or URL, bytes, file object or an IdvFile); files opened
     here are closed on exit, an IdvFile passed in is left open."""
     from idv.reader import IdvFile, open as idv_open
     if isinstance(file, IdvFile):

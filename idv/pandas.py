@@ -207,7 +207,8 @@ def _arrow_backed(pd, piece):
 
 def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
               dtype_backend=None, rows=None):
-    """Read an .idv (a path, bytes, file object or open IdvFile) into a pandas.DataFrame.
+    """Read an .idv (a path or URL, bytes, file object or open IdvFile) into a
+    pandas.DataFrame.
 
     ``columns``: names or indices (default: every readable column, the last of each name, as
     IdvFile.read()). ``vectors``: ``"expand"`` (default) gives each slot of a fixed-size vector
