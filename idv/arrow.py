@@ -151,7 +151,7 @@ class _ColumnToArrow:
         self.chunk_rows = col.rows_per_block
         self.col = col
         # Text and vectors of Text: decoded straight into Arrow's layout (no str objects)
-        self.text = T.item_type(t) is T.Text
+        self.text = _is_text(col)
 
     def text_arrays(self, b0, b1):
         """Blocks [b0, b1) of a text column as Arrow arrays, one per block, built on the
