@@ -864,9 +864,9 @@ class IdvFile:
         their blocks read in one batch). Checksums are checked in the decompression loop
         (Column._inflate_into)."""
         buf = self._source.buffer
-        parts = None if buf is not None else self._source.read_ranges(offsets, disk)
-        if parts is None:
+        if buf is not None:
             return buf, offsets
+        parts = self._source.read_ranges(offsets, disk)
         local = np.zeros(len(parts), np.int64)
         np.cumsum([len(p) for p in parts[:-1]], out=local[1:])
         return b"".join(parts), local
