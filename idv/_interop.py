@@ -69,7 +69,8 @@ def block_bounds(cols, num_rows):
 class _Cursor:
     """A column read forward block by block; take(a, b) gives rows [a, b) of the current block
     (decoding the next one when needed). Only one block per column is held at a time.
-    `blocks`: the column's blocks in another form than iter_blocks() (anything sliceable)."""
+    `blocks`: a function giving the column's blocks in another form than iter_blocks()'s
+    (an iterator of anything with len() and slices)."""
 
     def __init__(self, col, blocks=None):
         self.blocks = col.iter_blocks() if blocks is None else blocks()
