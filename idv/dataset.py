@@ -183,19 +183,14 @@ class Dataset:
                 opened.append((path, cols, f.num_rows, rpb, f))
                 if len(opened) > self._max_open:     # keep the first max_open_files open
                     f.close()
-        except BaseException:
-            for o in opened:
-                o[4].close()
-            raise
-        if self.skipped:
-            listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
-            warnings.warn(f"idv.dataset skipped {len(self.skipped)} file"
-                          f"{'s' * (len(self.skipped) != 1)} it could not open: {listing}",
-                          IdvWarning, stacklevel=3)
-        if not opened:
-            raise FileNotFoundError("idv.dataset: no readable .idv file among "
-                                    f"{len(paths)} path{'s' * (len(paths) != 1)}")
-        try:
+            if self.skipped:
+                listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
+                warnings.warn(f"idv.dataset skipped {len(self.skipped)} file"
+                              f"{'s' * (len(self.skipped) != 1)} it could not open: {listing}",
+                              IdvWarning, stacklevel=3)
+            if not opened:
+                raise FileNotFoundError("idv.dataset: no readable .idv file among "
+                                        f"{len(paths)} path{'s' * (len(paths) != 1)}")
             self._names = self._agree(opened, wanted, schema)
         except BaseException:
             for o in opened:
