@@ -19,7 +19,6 @@ Targets (issue 10):
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -32,7 +31,7 @@ sys.path.insert(0, HERE)
 
 import idv  # noqa: E402
 from bench_read import (_DECOMPRESSORS, baseline_decompress, ensure_data,  # noqa: E402
-                        machine, payload_bytes, race)
+                        machine, options, payload_bytes, race, runs_and_log)
 
 MB = 1e6
 
@@ -65,13 +64,8 @@ def check_same_values(p, keys):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small data, one run")
-    ap.add_argument("--repeat", type=int, default=None, help="runs of each figure (best of)")
-    ap.add_argument("--json", action="store_true", help="results as JSON on stdout")
-    args = ap.parse_args(argv)
-    repeat = args.repeat or (1 if args.quick else 9)
-    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    args = options(__doc__.split("\n")[0], "small data, one run").parse_args(argv)
+    repeat, log = runs_and_log(args, 9)
 
     import pandas as pd
     import pyarrow.parquet as pq

@@ -10,10 +10,11 @@ Single vector, plus five more Double columns: 11 columns. Each round times a wri
 checksums (the default) and one without, then a read of every column with checksums checked
 (the default) and one skipped (``idv.open(..., checksums=False)``), of one checksummed file
 written and read once before the rounds; with DEFLATE (the default) and without compression,
-all at the default backend and threads. Which of each pair goes first alternates by round. The best time of each over the rounds is reported, and the cost of checksums as the
-ratio of the two minus one (the issue's goal: at most 5% at the default settings). Both wall
-time and the process's CPU time (all its threads) are reported: on a shared machine the CPU
-time is the steadier of the two, as other processes stretch wall time, not CPU time.
+all at the default backend and threads. Which of each pair goes first alternates by round.
+The best time of each over the rounds is reported, and the cost of checksums as the ratio of
+the two minus one (the issue's goal: at most 5% at the default settings). Both wall time and
+the process's CPU time (all its threads) are reported: on a shared machine the CPU time is the
+steadier of the two, as other processes stretch wall time, not CPU time.
 
 ``results`` holds those four default figures. ``variants`` holds reads off the default path,
 timed in the same rounds: the file given as an open file object instead of a path, and each

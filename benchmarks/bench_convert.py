@@ -27,7 +27,6 @@ output are checked against the source first (not timed).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -42,7 +41,7 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 
 import idv  # noqa: E402
-from bench_read import ensure_data, machine, race  # noqa: E402
+from bench_read import ensure_data, machine, options, race, runs_and_log  # noqa: E402
 
 MB = 1e6
 
@@ -160,13 +159,8 @@ def run_dataset(kind, p, small, tmp, repeat, log):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small data (smoke run)")
-    ap.add_argument("--json", action="store_true", help="print the results as JSON only")
-    ap.add_argument("--repeat", type=int, default=None, help="runs per figure (best is kept)")
-    a = ap.parse_args(argv)
-    repeat = a.repeat or (1 if a.quick else 5)
-    log = (lambda m: print(m, file=sys.stderr)) if a.json else print
+    a = options(__doc__.split("\n")[0]).parse_args(argv)
+    repeat, log = runs_and_log(a, 5)
     p = ensure_data(a.quick, log)
     small = p if a.quick else ensure_data(True, log)
     R = {"machine": machine(), "quick": a.quick, "repeat": repeat,

@@ -21,7 +21,6 @@ oracle writes it once into the git-ignored benchmarks/_data/). Figures:
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -150,12 +149,8 @@ def many_files(n, repeat, log):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small data (smoke run)")
-    ap.add_argument("--json", action="store_true", help="print the results as JSON only")
-    ap.add_argument("--repeat", type=int, default=None, help="runs per figure (best is kept)")
-    a = ap.parse_args(argv)
-    repeat = a.repeat or (1 if a.quick else 5)
+    a = bench_read.options(__doc__.split("\n")[0]).parse_args(argv)
+    repeat, _ = bench_read.runs_and_log(a, 5)
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)

@@ -179,6 +179,22 @@ def check_same_values(p):
 # timing
 
 
+def options(description, quick_help="small data (smoke run)"):
+    """An argument parser with the options every benchmark takes: --quick, --json, --repeat."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--json", action="store_true", help="print the results as JSON only")
+    ap.add_argument("--repeat", type=int, default=None, help="runs per figure (best is kept)")
+    return ap
+
+
+def runs_and_log(a, full, quick=1):
+    """(runs per figure: --repeat, else `quick` or `full`; the progress log: stderr under
+    --json, which keeps stdout for the results)."""
+    log = (lambda *m: print(*m, file=sys.stderr)) if a.json else print
+    return a.repeat or (quick if a.quick else full), log
+
+
 def best(fn, repeat):
     return race({0: fn}, repeat)[0]
 
@@ -492,14 +508,10 @@ def machine():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small data (smoke run)")
-    ap.add_argument("--json", action="store_true", help="print the results as JSON only")
-    ap.add_argument("--repeat", type=int, default=None, help="runs per figure (best is kept)")
+    ap = options(__doc__.split("\n")[0])
     ap.add_argument("--no-mlnet", action="store_true", help="skip ML.NET's own read")
     a = ap.parse_args(argv)
-    repeat = a.repeat or (3 if a.quick else 7)
-    log = (lambda m: print(m, file=sys.stderr)) if a.json else print
+    repeat, log = runs_and_log(a, 7, quick=3)
     p = ensure_data(a.quick, log)
     check_same_values(p)
     threads = idv._threads.default_threads()

@@ -18,7 +18,6 @@ map), best of ``--repeat``, runs interleaved.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -33,7 +32,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 import idv  # noqa: E402
-from bench_read import ensure_data, race  # noqa: E402
+from bench_read import ensure_data, options, race, runs_and_log  # noqa: E402
 
 SERVER = os.path.join(ROOT, "tests", "http_server.py")
 
@@ -41,13 +40,8 @@ GOAL = 1.1
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="100,000 rows, one run")
-    ap.add_argument("--json", action="store_true", help="print the results as JSON only")
-    ap.add_argument("--repeat", type=int, default=None, help="runs per timing (best is kept)")
-    a = ap.parse_args(argv)
-    repeat = a.repeat or (1 if a.quick else 7)
-    log = (lambda *x: print(*x, file=sys.stderr)) if a.json else print
+    a = options(__doc__.split("\n")[0], "100,000 rows, one run").parse_args(argv)
+    repeat, log = runs_and_log(a, 7)
     path = ensure_data(a.quick, log)["numeric_deflate"]
     with open(path, "rb") as fh:
         data = fh.read()

@@ -26,7 +26,7 @@ TIME_UNITS = ("auto", "exact", "us", "ns", "ticks")
 
 @contextlib.contextmanager
 def opened(file, **kwargs):
-    """An open IdvFile for `file` (a path, bytes, file object or an IdvFile); files opened
+    """An open IdvFile for `file` (a path or URL, bytes, file object or an IdvFile); files opened
     here are closed on exit, an IdvFile passed in is left open."""
     from idv.reader import IdvFile, open as idv_open
     if isinstance(file, IdvFile):
@@ -69,7 +69,8 @@ def block_bounds(cols, num_rows):
 class _Cursor:
     """A column read forward block by block; take(a, b) gives rows [a, b) of the current block
     (decoding the next one when needed). Only one block per column is held at a time.
-    `blocks`: the column's blocks in another form than iter_blocks() (anything sliceable)."""
+    `blocks`: a function giving the column's blocks in another form than iter_blocks()'s
+    (an iterator of anything with len() and slices)."""
 
     def __init__(self, col, blocks=None):
         self.blocks = col.iter_blocks() if blocks is None else blocks()

@@ -151,7 +151,7 @@ class _ColumnToArrow:
         self.chunk_rows = col.rows_per_block
         self.col = col
         # Text and vectors of Text: decoded straight into Arrow's layout (no str objects)
-        self.text = T.item_type(t) is T.Text
+        self.text = _is_text(col)
 
     def text_arrays(self, b0, b1):
         """Blocks [b0, b1) of a text column as Arrow arrays, one per block, built on the
@@ -305,7 +305,7 @@ def _chunked(pa, conv, values, n):
 
 
 def to_arrow(file, columns=None, *, datetime="auto", safe=True):
-    """Read an .idv (a path, bytes, file object or open IdvFile) into a pyarrow.Table.
+    """Read an .idv (a path or URL, bytes, file object or open IdvFile) into a pyarrow.Table.
 
     ``columns``: names or indices (default: every readable column, the last of each name, as
     IdvFile.read()). ``datetime``: how DateTime, TimeSpan and DateTimeOffset become Arrow
@@ -343,7 +343,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     straight into Arrow, a few blocks at a time, up to 4 MiB, in parallel), so files larger
     than memory stream through. Columns and time options as to_arrow (with 'auto' or 'exact', the
     time columns are read once more, block by block, to choose their units first). A file
-    opened here (from a path, bytes or file object) is closed when the batches run out; an
+    opened here (from a path, URL, bytes or file object) is closed when the batches run out; an
     IdvFile passed in stays open.
     """
     if batch_size is not None and (isinstance(batch_size, bool) or

@@ -13,9 +13,9 @@ which ML.NET's saver leaves zero and its loader never reads, point to it:
 The reader checks the header and the tables when the file opens and each block when it is
 read, inside the decompression loop (idv._compression, with libdeflate's or ISA-L's CRC-32
 kernel where installed: a few percent of a read, docs/benchmarks.md);
-``idv.open(..., checksums=False)`` skips them. ``idv verify`` always checks them and reports a mismatch with its column and
-block. ML.NET loads such files and reads the same values (tests/test_checksums.py asks the
-real ML.NET).
+``idv.open(..., checksums=False)`` skips them. ``idv verify`` always checks them and reports
+a mismatch with its column and block. ML.NET loads such files and reads the same values
+(tests/test_checksums.py asks the real ML.NET).
 """
 from __future__ import annotations
 

@@ -10,6 +10,8 @@ computation uses down to the reader: only those columns are decoded.
 """
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 from typing import TYPE_CHECKING
 
@@ -238,30 +240,31 @@ def _write_partition(df, path, writer_kwargs):
     return path
 
 
+def _client():
+    """The distributed client in use, or None."""
+    try:
+        from distributed import get_client
+        return get_client()
+    except (ImportError, ValueError):
+        return None
+
+
 def _partition_results(ddf, window):
     """The partitions of ddf computed in order, at most `window` ahead of the one consumed
     (through the distributed client when there is one, else dask's default scheduler)."""
-    import collections
-    parts = ddf.to_delayed()
-    try:
-        from distributed import get_client
-        client = get_client()
-    except (ImportError, ValueError):
-        client = None
-    if client is not None:
-        pending = collections.deque()
-        for d in parts:
-            pending.append(client.compute(d))
-            if len(pending) >= window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-        return
     from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max(1, window)) as pool:
+    client = _client()
+    with contextlib.ExitStack() as stack:
+        if client is not None:
+            submit = client.compute
+        else:
+            pool = stack.enter_context(ThreadPoolExecutor(max(1, window)))
+
+            def submit(d):
+                return pool.submit(d.compute)
         pending = collections.deque()
-        for d in parts:
-            pending.append(pool.submit(d.compute))
+        for d in ddf.to_delayed():
+            pending.append(submit(d))
             if len(pending) >= window:
                 yield pending.popleft().result()
         while pending:
@@ -302,11 +305,9 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **wri
         raise ValueError("compute=False is for one file per partition; a single file is "
                          "written by streaming the partitions in order")
     if lookahead is None:
-        try:
-            from distributed import get_client
-            lookahead = 2 * max(1, len(get_client().scheduler_info()["workers"]))
-        except (ImportError, ValueError):
-            lookahead = 4
+        client = _client()
+        lookahead = 4 if client is None else \
+            2 * max(1, len(client.scheduler_info()["workers"]))
     writer = convert = None
     try:
         for i, df in enumerate(_partition_results(ddf, int(lookahead))):

@@ -24,7 +24,7 @@ import numpy as np
 from idv import remote, ticks
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
-from idv.reader import IdvFile, concat_reads, open as idv_open
+from idv.reader import IdvFile, Schema, concat_reads, open as idv_open
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
            "SCHEMA_MODES", "ON_BAD_FILE"]
@@ -41,7 +41,6 @@ ON_BAD_FILE = ("raise", "skip")
 # a read-ahead buffer and a connection, so 64
 DEFAULT_MAX_OPEN_FILES = 1024
 DEFAULT_MAX_OPEN_REMOTE = 64
-
 
 
 class DatasetFile:
@@ -184,19 +183,14 @@ class Dataset:
                 opened.append((path, cols, f.num_rows, rpb, f))
                 if len(opened) > self._max_open:     # keep the first max_open_files open
                     f.close()
-        except BaseException:
-            for o in opened:
-                o[4].close()
-            raise
-        if self.skipped:
-            listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
-            warnings.warn(f"idv.dataset skipped {len(self.skipped)} file"
-                          f"{'s' * (len(self.skipped) != 1)} it could not open: {listing}",
-                          IdvWarning, stacklevel=3)
-        if not opened:
-            raise FileNotFoundError("idv.dataset: no readable .idv file among "
-                                    f"{len(paths)} path{'s' * (len(paths) != 1)}")
-        try:
+            if self.skipped:
+                listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
+                warnings.warn(f"idv.dataset skipped {len(self.skipped)} file"
+                              f"{'s' * (len(self.skipped) != 1)} it could not open: {listing}",
+                              IdvWarning, stacklevel=3)
+            if not opened:
+                raise FileNotFoundError("idv.dataset: no readable .idv file among "
+                                        f"{len(paths)} path{'s' * (len(paths) != 1)}")
             self._names = self._agree(opened, wanted, schema)
         except BaseException:
             for o in opened:
@@ -211,7 +205,6 @@ class Dataset:
             if not f.closed:
                 self._handles[i] = f
         self.num_rows = start
-        from idv.reader import Schema
         fields = {fl.name: fl for fl in ref.schema.fields if not fl.hidden}
         self.schema = Schema([fields[n] for n in self._names], self.num_rows)
         self._starts = np.array([f.start for f in self.files], np.int64)

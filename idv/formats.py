@@ -318,7 +318,7 @@ class _IdvSink:
         views): run in the reading thread, ahead of write."""
         return dict(self.plan.convert(batch, row0))
 
-    def write(self, columns, row0):
+    def write(self, columns):
         self.writer.write_batch(columns)
 
     def close(self):
@@ -413,7 +413,7 @@ class _ParquetSink(_FileSink):
             self.writer.write_table(table, row_group_size=max(1, table.num_rows))
             self.buffer, self.rows, self.bytes = [], 0, 0
 
-    def write(self, batch, row0):
+    def write(self, batch):
         self.buffer.append(batch)
         self.rows += batch.num_rows
         self.bytes += batch.nbytes
@@ -442,7 +442,7 @@ class _IpcSink(_FileSink):
                 compression=compression))
         self._create(dest, open_writer)
 
-    def write(self, batch, row0):
+    def write(self, batch):
         self.writer.write_batch(batch)
 
     def _handles(self):
@@ -530,7 +530,7 @@ class _CsvSink(_FileSink):
             return
         self.getters.append((name, at, get))
 
-    def write(self, batch, row0):
+    def write(self, batch):
         pa = _pa()
         arrays = [get(batch) for _, _, get in self.getters]
         arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
@@ -768,7 +768,7 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
                                   0 if src_fmt == "idv" else _READ_AHEAD)
             try:
                 for rows, batch in batches:
-                    sink.write(batch, done)
+                    sink.write(batch)
                     done += rows
                     if progress is not None:
                         progress(done, total)

@@ -207,7 +207,8 @@ def _arrow_backed(pd, piece):
 
 def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
               dtype_backend=None, rows=None):
-    """Read an .idv (a path, bytes, file object or open IdvFile) into a pandas.DataFrame.
+    """Read an .idv (a path or URL, bytes, file object or open IdvFile) into a
+    pandas.DataFrame.
 
     ``columns``: names or indices (default: every readable column, the last of each name, as
     IdvFile.read()). ``vectors``: ``"expand"`` (default) gives each slot of a fixed-size vector
@@ -243,16 +244,17 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     if dtype_backend not in DTYPE_BACKENDS:
         raise ValueError(f"dtype_backend must be one of {', '.join(map(repr, DTYPE_BACKENDS))}"
                          f", not {dtype_backend!r}")
+    if rows is not None and not isinstance(rows, slice):
+        raise TypeError(f"to_pandas(rows=) takes a slice of rows, not {type(rows).__name__}")
     strings = _arrow_strings(pd, dtype_backend)
+    # Text straight from Arrow (idv.arrow.text_array): all rows, or a slice of step 1
+    arrow_text = strings is not None and (rows is None or rows.step in (None, 1))
     with opened(file) as f:
         cols = select_columns(f, columns)
-        if rows is not None and not isinstance(rows, slice):
-            raise TypeError(f"to_pandas(rows=) takes a slice of rows, not {type(rows).__name__}")
         n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
         pieces = []
         for col in cols:
-            whole_blocks = rows is None or rows.step in (None, 1)
-            if strings is not None and col.type is T.Text and whole_blocks:
+            if arrow_text and col.type is T.Text:
                 from idv.arrow import text_array
                 text = text_array(col, rows)
                 pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))

@@ -792,13 +792,12 @@ class IdvFile:
         sums = self._sums = checksums.read(head, src.view, src.size, h.toc_offset) \
             if self._check_sums else None
         self._block_crcs = {}          # column index -> its blocks' expected CRC-32s
+        # the table of contents, read once for its checksum and its columns
+        toc = src.view(h.toc_offset, h.tail_offset - h.toc_offset) \
+            if sums is not None or h.column_count else None
         if sums is not None:
-            sums.check(h.toc_offset, src.view(h.toc_offset, h.tail_offset - h.toc_offset),
-                       "the table of contents")
-        entries = []
-        if h.column_count:
-            entries = _toc.parse_toc(src.view(h.toc_offset, h.tail_offset - h.toc_offset),
-                                     h.toc_offset, h)
+            sums.check(h.toc_offset, toc, "the table of contents")
+        entries = _toc.parse_toc(toc, h.toc_offset, h) if h.column_count else []
         self.columns = []
         for e in entries:
             codec, dead = None, None
@@ -864,9 +863,9 @@ class IdvFile:
         their blocks read in one batch). Checksums are checked in the decompression loop
         (Column._inflate_into)."""
         buf = self._source.buffer
-        parts = None if buf is not None else self._source.read_ranges(offsets, disk)
-        if parts is None:
+        if buf is not None:
             return buf, offsets
+        parts = self._source.read_ranges(offsets, disk)
         local = np.zeros(len(parts), np.int64)
         np.cumsum([len(p) for p in parts[:-1]], out=local[1:])
         return b"".join(parts), local

@@ -4,11 +4,11 @@
 A remote file is read by byte range, never whole. Opening fetches the file's size, then in one
 round of concurrent requests the header and the last 1/512 of the file (4 to 64 KiB, see
 ``tail_guess``: where ML.NET puts the table of contents, and usually the lookup tables and
-metadata tables before it); whatever tables that missed come in one more batch. After that only the blocks a read asks for are
-fetched: ``read_ranges`` sorts the ranges, merges those that touch or nearly touch (a gap of at
-most ``HOLE_BYTES``, and never more than ``1/WASTE_DIVISOR`` of the bytes wanted), caps each
-request at ``MAX_REQUEST`` bytes and sends the requests concurrently (at most ``CONCURRENCY``
-at a time per call).
+metadata tables before it); whatever tables that missed come in one more batch. After that
+only the blocks a read asks for are fetched: ``read_ranges`` sorts the ranges, merges those
+that touch or nearly touch (a gap of at most ``HOLE_BYTES``, and never more than
+``1/WASTE_DIVISOR`` of the bytes wanted), caps each request at ``MAX_REQUEST`` bytes and sends
+the requests concurrently (at most ``CONCURRENCY`` at a time per call).
 
 fsspec (the ``remote`` extra) is imported only when a URL or a filesystem is given. Every
 request of an asynchronous filesystem (HTTP, S3, GCS, Azure) has a deadline (``timeout``

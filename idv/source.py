@@ -98,15 +98,8 @@ class FileSource:
         for o, n in zip(offsets, sizes):
             check_range(int(o), int(n), self.size)
         out = [None] * len(offsets)
-        with self._lock:
-            for i in sorted(range(len(out)), key=lambda i: int(offsets[i])):
-                o, n = int(offsets[i]) + self.base, int(sizes[i])
-                self._f.seek(self._origin + o)
-                data = self._f.read(n)
-                if len(data) != n:
-                    raise IdvFormatError(f"file ended early: wanted {n} bytes, got {len(data)}",
-                                         offset=o - self.base)
-                out[i] = memoryview(data)
+        for i in sorted(range(len(out)), key=lambda i: int(offsets[i])):
+            out[i] = memoryview(self._read(self.base + int(offsets[i]), int(sizes[i])))
         return out
 
     def close(self):

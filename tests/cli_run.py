@@ -38,6 +38,30 @@ def run(*args, check_rc=None, hide=()):
     return p.returncode, out, err
 
 
+# ``python -c COUNTING_CLI COUNT_FILE ARGS...`` runs ``idv ARGS``, counting the blocks each file
+# it opens decodes (Column.blocks_decoded), by the path it was opened from: COUNT_FILE gets
+# {path: blocks} as JSON when the process exits
+COUNTING_CLI = r"""
+import atexit, json, sys
+import idv.reader
+from idv.cli import main
+files = []
+init = idv.reader.IdvFile.__init__
+def recording_init(self, source, *args, **kwargs):
+    init(self, source, *args, **kwargs)
+    files.append((str(source), self))
+idv.reader.IdvFile.__init__ = recording_init
+def report():
+    decoded = {}
+    for path, f in files:
+        decoded[path] = decoded.get(path, 0) + sum(int(c.blocks_decoded) for c in f.columns)
+    with open(sys.argv[1], "w") as out:
+        json.dump(decoded, out)
+atexit.register(report)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
 def run_into_head(*args, lines=1):
     """``python ARGS | head -LINES`` as a shell runs it (ARGS: ``-c CODE ...`` or ``-m idv
     ...``), so that the Python side sees the pipe close; returns (its returncode, its stderr,

@@ -16,7 +16,8 @@ import idv
 from arrow_check import column_from_arrow
 from expected import (annotations_by_kind, assert_column_equal, column_cells, dense_cell,
                       expected_column, parse_type_string, visible_columns)
-from reference import MLNET_FILES_DIR, SAMPLE_DIR, TESTDATA_DIR, sidecar, sidecar_path
+from reference import (MLNET_FILES_DIR, SAMPLE_DIR, SET_SHARED, TESTDATA_DIR, sidecar,
+                       sidecar_path)
 
 pa = pytest.importorskip("pyarrow")
 
@@ -31,7 +32,9 @@ def _text_files():
         doc = sidecar(p)
         if any(c["item_type"] == "Text" for c in visible_columns(doc)):
             out.append(pytest.param(p, id=p.stem))
-    return out or [pytest.param(None, marks=pytest.mark.skip(reason="no fixtures"))]
+    return out or [pytest.param(None, marks=pytest.mark.skip(
+        reason=f"no ML.NET fixture with a sidecar and a Text column in {SAMPLE_DIR} or "
+               f"{TESTDATA_DIR} ({SET_SHARED})"))]
 
 
 TEXT_FILES = _text_files()

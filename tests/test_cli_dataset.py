@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import idv
-from cli_run import (assert_one_line_error, check_cell, csv_columns, read_delimited, run,
-                     run_into_head, run_json, table_rows)
+from cli_run import (COUNTING_CLI, assert_one_line_error, check_cell, csv_columns,
+                     read_delimited, run, run_into_head, run_json, table_rows)
 from expected import column_index, dense_cell, our_type_string, type_from_description
 from reference import REPO_DIR, fixture, sidecar
 
@@ -152,35 +152,12 @@ def test_head_of_a_dataset_and_the_table_row_numbers(tmp_path):
     assert out.splitlines()[-1] == "(rows 0-2 of 214)"
 
 
-# the CLI counting the blocks each opened file decodes, by the path it was opened from;
-# argv[1] gets {path: blocks} as JSON when the process exits
-_COUNTING_CLI = r"""
-import atexit, json, sys
-import idv.reader
-from idv.cli import main
-files = []
-init = idv.reader.IdvFile.__init__
-def recording_init(self, source, *args, **kwargs):
-    init(self, source, *args, **kwargs)
-    files.append((str(source), self))
-idv.reader.IdvFile.__init__ = recording_init
-def report():
-    decoded = {}
-    for path, f in files:
-        decoded[path] = decoded.get(path, 0) + sum(int(c.blocks_decoded) for c in f.columns)
-    with open(sys.argv[1], "w") as out:
-        json.dump(decoded, out)
-atexit.register(report)
-sys.exit(main(sys.argv[2:]))
-"""
-
-
 @pytest.mark.parametrize("fmt", ["table", "csv", "jsonl"])
 def test_cat_of_a_dataset_into_head_decodes_only_the_first_blocks_of_the_first_file(
         tmp_path, fmt):
     d, paths = _dataset(tmp_path, BIG)
     count = tmp_path / "blocks.json"
-    rc, err, first = run_into_head("-c", _COUNTING_CLI, count, "cat", d, "--format", fmt)
+    rc, err, first = run_into_head("-c", COUNTING_CLI, count, "cat", d, "--format", fmt)
     assert rc == 0 and err == "", err
     assert first.strip()
     decoded = json.loads(count.read_text())

@@ -6,31 +6,15 @@ Blocks are counted, not timed: the child process counts every block its columns 
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 import idv
-from cli_run import run_into_head
+from cli_run import COUNTING_CLI, run_into_head
 
 ROWS, RPB = 200_000, 1000        # 200 blocks per column
-
-# the CLI as `idv cat ...`, counting the blocks decoded; the count goes to argv[1]
-_COUNTING_CLI = r"""
-import atexit, sys
-import idv.reader
-from idv.cli import main
-opened = []
-_open = idv.reader.IdvFile._open
-def counting_open(self):
-    _open(self)
-    opened.append(self)
-idv.reader.IdvFile._open = counting_open
-def report():
-    with open(sys.argv[1], "w") as f:
-        f.write(str(sum(c.blocks_decoded for x in opened for c in x.columns)))
-atexit.register(report)
-sys.exit(main(sys.argv[2:]))
-"""
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +28,8 @@ def big(tmp_path_factory):
 
 def _cat_into_head(path, fmt, tmp_path):
     count = tmp_path / "blocks"
-    rc, err, first = run_into_head("-c", _COUNTING_CLI, count, "cat", path, "--format", fmt)
-    return rc, err, first, int(count.read_text())
+    rc, err, first = run_into_head("-c", COUNTING_CLI, count, "cat", path, "--format", fmt)
+    return rc, err, first, sum(json.loads(count.read_text()).values())
 
 
 @pytest.mark.parametrize("fmt", ["table", "csv", "tsv", "json", "jsonl"])

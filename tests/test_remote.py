@@ -18,6 +18,7 @@ import pytest
 
 import dumpcheck as dc
 import idv
+from expected import assert_equal_reads
 from http_server import RangeServer
 from idv import remote
 from reference import SAMPLE_DIR, fixture_files, model_zip_entries, shared_path
@@ -204,7 +205,7 @@ def test_a_model_zip_entry_through_fsspec_zip_chaining():
         got = f.read()
     assert got.keys() == local.keys()
     for k in local:
-        assert str(got[k]) == str(local[k])
+        assert_equal_reads(got[k], local[k])
 
 
 # ---- URLs and filesystems ----------------------------------------------------------------------

@@ -180,7 +180,7 @@ def build_parser():
                    help="print a JSON summary (rows, columns, bytes) on stdout")
     s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="show a traceback on errors")
-    s.set_defaults(run=cmd_convert, opens_file=False, file=None, threads=None, backend=None)
+    s.set_defaults(run=cmd_convert, opens_file=False, file=None, threads=None)
 
     s = sub.add_parser("sample", help="print the path of the sample .idv that ships with idv",
                        description="Print the path of a small ML.NET-written .idv bundled with "

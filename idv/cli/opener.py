@@ -103,8 +103,8 @@ def as_path(spec):
 def unknown_extra_files(specs):
     """The FILE arguments after the first that name nothing: no file, directory, zip entry,
     match of a glob or URL (a mistyped argument rather than another file of a dataset)."""
-    return [s for s in specs[1:] if not (os.path.exists(s) or remote.is_remote(s) or glob.has_magic(s)
-                                         or split_zip(s) is not None)]
+    return [s for s in specs[1:] if not (os.path.exists(s) or remote.is_remote(s)
+                                         or glob.has_magic(s) or split_zip(s) is not None)]
 
 
 class Sources:
