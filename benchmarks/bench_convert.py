@@ -12,9 +12,10 @@ bench_read.ensure_data.
 For each dataset, interleaved, best of ``--repeat`` runs:
 
   pyarrow copy     pq.read_table + pq.write_table (snappy): pyarrow copying the same data
-  Parquet -> .idv  idv.convert(x.parquet, x.idv), the defaults (DEFLATE, the default library
-                   at ML.NET's level 6); and with ``level=1`` / ``backend="isal"`` where
-                   installed (the fast settings)
+  Parquet -> .idv  idv.convert(x.parquet, x.idv), the defaults (DEFLATE, speed first: ISA-L
+                   at level 1 where installed); and with ``level=6`` (idv.write's default,
+                   ML.NET's level) and ``backend="libdeflate", level=1`` (the default
+                   without ISA-L)
   .idv -> Parquet  idv.convert(ML.NET's x.idv, x.parquet): the read path (idv.arrow's
                    record_batch_reader) into pyarrow's ParquetWriter, snappy
 
@@ -79,11 +80,13 @@ def idv_convert(src, dst, **opts):
     return run
 
 
-def fast_settings():
-    """name -> convert options of the fast DEFLATE settings that this installation has."""
-    out = {"level 1": {"level": 1}}
-    if "isal" in idv.compression.installed():
-        out["isal"] = {"backend": "isal"}
+def other_settings():
+    """name -> convert options besides the default (speed first: ISA-L's level 1 where
+    installed): idv.write's default, ML.NET's level 6 (smaller files), and libdeflate's
+    level 1 (the fast default without ISA-L)."""
+    out = {"level 6": {"level": 6}}
+    if "libdeflate" in idv.compression.installed():
+        out["libdeflate 1"] = {"backend": "libdeflate", "level": 1}
     return out
 
 
@@ -128,7 +131,7 @@ def run_dataset(kind, p, small, tmp, repeat, log):
     opts = {"Parquet -> .idv": {}, ".idv -> Parquet": {}}
     paths = {"pyarrow copy": out["copy.parquet"], "Parquet -> .idv": out["default.idv"],
              ".idv -> Parquet": out["from_idv.parquet"]}
-    for name, o in fast_settings().items():
+    for name, o in other_settings().items():
         key = f"Parquet -> .idv, {name}"
         path = os.path.join(tmp, f"{kind}_{name.replace(' ', '')}.idv")
         fns[key] = idv_convert(src_pq, path, **o)

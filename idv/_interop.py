@@ -66,6 +66,26 @@ def block_bounds(cols, num_rows):
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+def row_windows(cols, num_rows, limit):
+    """block_bounds(cols, num_rows) gathered into windows of rows that hold about `limit`
+    decompressed bytes of the columns' blocks (at least one block's rows): (start, stop,
+    [the bounds in it]). A reader decodes a window's blocks together, then cuts them."""
+    bounds = block_bounds(cols, num_rows)
+    if not bounds:
+        return []
+    per_row = sum(int(c.lookup["raw"].sum(dtype=np.int64)) for c in cols) / num_rows
+    out, group, size = [], [], 0.0
+    for a, b in bounds:
+        group.append((a, b))
+        size += (b - a) * per_row
+        if size >= limit:
+            out.append((group[0][0], b, group))
+            group, size = [], 0.0
+    if group:
+        out.append((group[0][0], group[-1][1], group))
+    return out
+
+
 class _Cursor:
     """A column read forward block by block; take(a, b) gives rows [a, b) of the current block
     (decoding the next one when needed). Only one block per column is held at a time.

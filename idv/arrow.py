@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import ticks
+from idv import _threads, ticks
 from idv.errors import require
 from idv import types as T
 from idv._interop import (TIME_UNITS, block_bounds, check_time_mode, item_locator,
-                          iter_row_blocks, metadata_from_json, metadata_spec, metadata_to_json,
-                          opened, parse_type, select_columns, usable_key_values)
+                          metadata_from_json, metadata_spec, metadata_to_json,
+                          opened, parse_type, row_windows, select_columns,
+                          usable_key_values)
 from idv.vectors import Ragged
 
 TYPE_KEY = b"idv.type"
@@ -121,8 +122,13 @@ def _items_to_arrow(pa, item, flat, unit, safe, describe):
     return pa.array(np.ascontiguousarray(flat))
 
 
-# the decompressed text blocks record_batch_reader decodes together, per column
-_TEXT_AHEAD_BYTES = 4 << 20
+# What record_batch_reader decodes at a time: a window of rows whose blocks, over all the
+# columns read, hold about this many decompressed bytes (at least a block of each). A window's
+# blocks are decoded together, in parallel, and then cut into one batch per block.
+_WINDOW_BYTES = 8 << 20
+# the blocks of a window are decoded in pieces of about this many decompressed bytes (a larger
+# block is a piece by itself), one thread each
+_PIECE_BYTES = 2 << 20
 
 
 class _ColumnToArrow:
@@ -153,15 +159,17 @@ class _ColumnToArrow:
         # Text and vectors of Text: decoded straight into Arrow's layout (no str objects)
         self.text = _is_text(col)
 
-    def text_arrays(self, b0, b1):
+    def text_arrays(self, b0, b1, parallel=True, into=None):
         """Blocks [b0, b1) of a text column as Arrow arrays, one per block, built on the
-        blocks' own UTF-8 bytes and offsets (Column.read_text_blocks), no copies."""
+        blocks' own UTF-8 bytes and offsets (Column.read_text_blocks, into `into` if given),
+        no copies."""
         col = self.col
         out = []
-        for b, block in zip(range(b0, b1), col.read_text_blocks(b0, b1)):
+        blocks = col.read_text_blocks(b0, b1, parallel=parallel, out=into)
+        for b, block in zip(range(b0, b1), blocks):
             row0 = col.block_rows(b)[0]
             if block is None:        # a vector block with sparse rows: through read()'s form
-                out.append(self.array(col.read_blocks(b, b + 1), row0))
+                out.append(self.array(col.read_blocks(b, b + 1, parallel=parallel), row0))
             else:
                 out.append(self._text_block_array(block))
         return out
@@ -179,20 +187,14 @@ class _ColumnToArrow:
         np.cumsum(block.lengths, out=offsets[1:])
         return pa.ListArray.from_arrays(pa.array(offsets), items)
 
-    def text_blocks(self, threads=1):
-        """The column's blocks one by one as Arrow arrays (for record_batch_reader), decoded
-        a few at a time (up to 4 per thread and _TEXT_AHEAD_BYTES) so that the threads share
-        them."""
+    def blocks(self, b0, b1, parallel=True, out=None):
+        """Blocks [b0, b1) as Arrow arrays: text one per block (text_arrays), the rest one for
+        them all (read_blocks); into `out` if given (see _Windows._outputs)."""
+        if self.text:
+            return self.text_arrays(b0, b1, parallel, out)
         col = self.col
-        raw = col.lookup["raw"].astype(np.int64) if col.num_blocks else []
-        b, nb = 0, col.num_blocks
-        while b < nb:
-            e, size = b + 1, int(raw[b])
-            while e < nb and e - b < 4 * threads and size + int(raw[e]) <= _TEXT_AHEAD_BYTES:
-                size += int(raw[e])
-                e += 1
-            yield from self.text_arrays(b, e)
-            b = e
+        values = col.read_blocks(b0, b1, parallel=parallel, out=out)
+        return [self.array(values, col.block_rows(b0)[0])]
 
     def _describe(self, row0, size=None, offsets=None):
         return item_locator(f"column {self.name!r}", row0, size, offsets)
@@ -333,15 +335,134 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True):
         return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
 
 
+class _Windows:
+    """Columns read forward a window of rows at a time, each as an Arrow ChunkedArray.
+
+    The blocks holding a window's rows are cut into pieces of about _PIECE_BYTES, and the
+    pieces of all the columns are decoded in parallel threads, each piece in one thread (fewer,
+    larger tasks than a parallel read per column). submit() queues a window's pieces and
+    collect() assembles them, so a reader can queue the next window before it hands out this
+    one (the threads never wait for the consumer). The rows of a column's last block past a
+    window are kept for the next (columns may have different block sizes).
+    """
+
+    def __init__(self, pa, f, convs):
+        self.pa = pa
+        self.convs = convs
+        self.file = f
+        self.threads = f.threads
+        self.next_block = [0] * len(convs)
+        self.kept = [(0, None)] * len(convs)     # (first row, ChunkedArray) per column
+        self.raw = [c.col.lookup["raw"].astype(np.int64) for c in convs]
+        self.pending = []
+
+    def _decode(self, piece):
+        k, p0, p1, out = piece
+        return self.convs[k].blocks(p0, p1, parallel=False, out=out)
+
+    def _outputs(self, pieces):
+        """pieces with their part of one new buffer for the window (one allocation, on huge
+        pages, rather than one per piece: fresh arrays of a few MB cost a page fault per 4 KiB):
+        for fixed-width scalar columns their values, for text the blocks (Column.text_room);
+        None for the rest."""
+        parts = []          # (bytes, dtype) or None
+        for k, p0, p1 in pieces:
+            conv = self.convs[k]
+            col = conv.col
+            if conv.text:
+                parts.append(None if isinstance(col.type, T.Vector)
+                             else (col.text_room(p0, p1), np.dtype(np.uint8)))
+            elif col.codec.itemsize and not isinstance(col.type, T.Vector):
+                rows = col.block_rows(p1 - 1)[1] - col.block_rows(p0)[0]
+                parts.append((rows * col.codec.itemsize, col.codec.dtype))
+            else:
+                parts.append(None)
+        room = [0 if p is None else (p[0] + 63) // 64 * 64 for p in parts]
+        if not any(room):
+            return [p + (None,) for p in pieces]
+        buf = self.file.buffer(sum(room), "a window of record_batch_reader's blocks")
+        out, at = [], 0
+        for piece, part, r in zip(pieces, parts, room):
+            out.append(piece + (None if part is None else buf[at:at + part[0]].view(part[1]),))
+            at += r
+        return out
+
+    def submit(self, a, b):
+        """Queue the decoding of the blocks rows [a, b) need beyond those already queued."""
+        from idv.reader import block_groups
+        pieces = []
+        for k, conv in enumerate(self.convs):
+            stop = -(-b // conv.col.rows_per_block)
+            first = self.next_block[k]
+            pieces += [(k, p0, p1) for p0, p1 in block_groups(self.raw[k][first:stop],
+                                                              _PIECE_BYTES, first)]
+            self.next_block[k] = max(first, stop)
+        pieces = self._outputs(pieces)
+        if self.threads > 1 and len(pieces) > 1:
+            pool = _threads.pool("arrow", self.threads)
+            work = [pool.submit(self._decode, piece) for piece in pieces]
+        else:
+            work = [_Done(self._decode(piece)) for piece in pieces]
+        self.pending.append((a, b, pieces, work))
+
+    def collect(self):
+        """Rows [a, b) of every column, of the window submitted first and not yet collected."""
+        a, b, pieces, work = self.pending.pop(0)
+        new = [[] for _ in self.convs]
+        for (k, _p0, _p1, _out), done in zip(pieces, work):
+            new[k] += done.result()
+        out = []
+        for k, conv in enumerate(self.convs):
+            start, data = self.kept[k]
+            chunks = data.slice(a - start).chunks if data is not None and \
+                a < start + len(data) else []
+            data = self.pa.chunked_array(chunks + new[k], conv.arrow_type)
+            self.kept[k] = (b, data.slice(b - a))      # only the chunks past the window
+            out.append(data.slice(0, b - a))
+        return out
+
+    def close(self):
+        """Wait for the pieces still being decoded (the file may be closed next)."""
+        for _a, _b, _pieces, work in self.pending:
+            for done in work:
+                if not done.cancel():
+                    try:
+                        done.result()
+                    except BaseException:
+                        pass
+        self.pending = []
+
+
+class _Done:
+    """A result already there, with a Future's result() and cancel()."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+    def cancel(self):
+        return True
+
+
+def _one_array(pa, part):
+    """A ChunkedArray's values as one Array (without copying when it has one chunk)."""
+    if part.num_chunks == 1:
+        return part.chunk(0)
+    return pa.concat_arrays(part.chunks) if part.num_chunks else pa.array([], part.type)
+
+
 def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch_size=None):
     """A pyarrow.RecordBatchReader over an .idv, one record batch per block of rows, or with
     ``batch_size``, batches of exactly that many rows (the last: what is left), whatever the
     file's blocks.
 
-    Only one block per column is decoded and held at a time (the columns of a block in
-    parallel threads; with ``batch_size``, the blocks one batch needs; text columns, decoded
-    straight into Arrow, a few blocks at a time, up to 4 MiB, in parallel), so files larger
-    than memory stream through. Columns and time options as to_arrow (with 'auto' or 'exact', the
+    The blocks are decoded a window of rows at a time (about 8 MiB of decompressed blocks over
+    the columns read, at least a block of each; the blocks of a window in parallel threads,
+    text straight into Arrow), two windows ahead of the one whose batches are handed out, so
+    at most about three windows are held and files larger than memory stream through. The
+    batches of a window share its memory. Columns and time options as to_arrow (with 'auto' or 'exact', the
     time columns are read once more, block by block, to choose their units first). A file
     opened here (from a path, URL, bytes or file object) is closed when the batches run out; an
     IdvFile passed in stays open.
@@ -364,13 +485,26 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
         raise
 
     def blocks():
+        windows = None
         try:
-            threads = max(1, f.threads // max(1, len(cols)))
-            blocks = {c.col: (lambda c=c: c.text_blocks(threads)) for c in convs if c.text}
-            for a, _b, parts in iter_row_blocks(f, cols, blocks):
-                yield pa.RecordBatch.from_arrays(
-                    [conv.array(p, a) for conv, p in zip(convs, parts)], schema=schema)
+            windows = _Windows(pa, f, convs)
+            spans = row_windows(cols, f.num_rows, _WINDOW_BYTES)
+            # two windows queued ahead: the threads go on to the next while this one's last
+            # pieces finish and while its batches are used
+            for a, b, _bounds in spans[:2]:
+                windows.submit(a, b)
+            for i, (a, _b, bounds) in enumerate(spans):
+                window = windows.collect()
+                if i + 2 < len(spans):
+                    windows.submit(*spans[i + 2][:2])
+                for x, y in bounds:
+                    yield pa.RecordBatch.from_arrays(
+                        [_one_array(pa, part.slice(x - a, y - x)) for part in window],
+                        schema=schema)
+                window = None       # not held while the next one is collected
         finally:
+            if windows is not None:
+                windows.close()
             if owned:
                 f.close()
     batches = blocks() if batch_size is None else _rebatched(pa, schema, blocks(),

@@ -18,10 +18,11 @@ import os
 
 import numpy as np
 
+from idv import _threads
 from idv import types as T
 from idv._interop import (TIME_UNITS, check_time_mode, iter_row_blocks, metadata_spec, opened,
                           parse_type, select_columns, slot_labels)
-from idv.compression import DEFLATE, NONE
+from idv.compression import DEFLATE, NONE, fast_deflate
 from idv.compression import kind as compression_kind
 from idv.sink import AtomicPath
 
@@ -393,6 +394,9 @@ def check_compression(fmt, compression):
 
 
 class _ParquetSink(_FileSink):
+    """Batches gathered into row groups, each written in a thread of its own while the next
+    one is read (pyarrow's writer releases the GIL): up to two row groups held at a time."""
+
     def __init__(self, dest, schema, compression):
         import pyarrow.parquet as pq
         compression = check_compression("parquet", compression)
@@ -401,6 +405,7 @@ class _ParquetSink(_FileSink):
         kwargs = {} if kind == DEFLATE else {"compression": "none" if kind == NONE
                                              else compression}
         self.buffer, self.rows, self.bytes = [], 0, 0
+        self.pending = None
 
         def open_writer(tmp):
             self.writer = pq.ParquetWriter(tmp, schema, **kwargs)
@@ -408,10 +413,17 @@ class _ParquetSink(_FileSink):
 
     def _flush(self):
         if self.buffer:
-            pa = _pa()
-            table = pa.Table.from_batches(self.buffer)
-            self.writer.write_table(table, row_group_size=max(1, table.num_rows))
+            table = _pa().Table.from_batches(self.buffer)
             self.buffer, self.rows, self.bytes = [], 0, 0
+            self._written()
+            self.pending = _threads.pool("parquet-write", 1).submit(
+                self.writer.write_table, table, row_group_size=max(1, table.num_rows))
+
+    def _written(self):
+        """Wait for the row group being written (its error raised here)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
 
     def write(self, batch):
         self.buffer.append(batch)
@@ -422,7 +434,15 @@ class _ParquetSink(_FileSink):
 
     def close(self):
         self._flush()
+        self._written()
         super().close()
+
+    def abort(self):
+        try:
+            self._written()
+        except Exception:
+            pass
+        super().abort()
 
 
 class _IpcSink(_FileSink):
@@ -712,10 +732,12 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
       the default meaning the format's usual one (Parquet: snappy, Feather: lz4). CSV is not
       compressed.
     * ``rows_per_block``: rows per block of an .idv output (default: ML.NET's rule, 8192).
-    * ``level`` / ``backend``: the DEFLATE level and library of an .idv output, as for
-      idv.Writer (default: the fastest installed library at ML.NET's level 6; ``level=1``
-      or ``backend="isal"`` trade some size for speed, ``backend="zlib"`` gives ML.NET's
-      bytes).
+    * ``level`` / ``backend``: the DEFLATE level and library of an .idv output. The default
+      puts speed first: ISA-L at level 1 where installed (``pip install idv[fast]``), else
+      libdeflate's or zlib's level 1; files are 10-15 % larger than at ML.NET's level 6 and
+      still smaller than snappy Parquet. ``level=6`` gives idv.write's default (smaller
+      files, several times slower); ``backend="zlib", level=6`` gives ML.NET's own bytes.
+      A backend without a level: its fast level.
     * ``progress``: called as ``progress(rows_done, rows_total)`` at the start and after each
       block or batch; ``rows_total`` is None when unknown (CSV input).
     * ``datetime`` / ``safe``: time units of the Arrow side, as in idv.to_arrow: ``"auto"``
@@ -735,9 +757,10 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     """
     src_fmt = _format_of(src, source_format, "source")
     dst_fmt = _format_of(dst, to, "destination")
-    deflate = {"level": level, "backend": backend}
     if dst_fmt != "idv" and (level is not None or backend is not None):
         raise ValueError(f"level= and backend= are for .idv output, not {dst_fmt}")
+    backend, level = fast_deflate(level, backend) if dst_fmt == "idv" else (None, None)
+    deflate = {"level": level, "backend": backend}
     check_time_mode(datetime, TIME_UNITS)
     for path in _local_paths(src):
         if os.path.exists(os.fspath(dst)) and os.path.exists(path) \

@@ -445,12 +445,15 @@ class Column:
         return self._file._blocks.get((self.index, b), lambda: self.read_blocks(b, b + 1),
                                       int(self.lookup["raw"][b]))
 
-    def read_blocks(self, b0, b1, sparse=False):
+    def read_blocks(self, b0, b1, sparse=False, *, parallel=True, out=None):
         """The rows of blocks [b0, b1) in read()'s form (read, slicing and iter_blocks use it;
         idv.verify decodes every block through it). A damaged block raises IdvFormatError
-        with its ``block`` and ``offset``."""
+        with its ``block`` and ``offset``. ``parallel=False``: decoded in the calling thread
+        (for callers that run several reads in threads of their own). ``out``: for columns
+        of fixed-width scalars, an array of the rows' count and dtype to decode into (a part
+        of a larger buffer, IdvFile.buffer) instead of a new one."""
         try:
-            return self._decode_blocks(b0, b1, sparse)
+            return self._decode_blocks(b0, b1, sparse, parallel, out)
         except IdvFormatError as e:
             raise self._located(e)
 
@@ -459,7 +462,7 @@ class Column:
         start = b * self.rows_per_block
         return start, min(start + self.rows_per_block, self.num_rows)
 
-    def _decode_blocks(self, b0, b1, sparse):
+    def _decode_blocks(self, b0, b1, sparse, parallel, out=None):
         self._check_readable()
         self._file._check_open()
         codec = self.codec
@@ -483,11 +486,17 @@ class Column:
         else:                        # the blocks' items, held until assembled
             self._file._need(int(table["raw"].sum(dtype=np.int64)), rows)
         self.blocks_decoded += b1 - b0
+        if out is not None and not (codec.itemsize and not is_vector and out.dtype == codec.dtype
+                                    and out.shape == (r1 - r0,) and out.flags.c_contiguous):
+            raise ValueError(f"out= takes {r1 - r0} contiguous {codec.dtype} items of a column "
+                             f"of fixed-width scalars; column {self.index} {self.name!r} is "
+                             f"{self.type}")
         if codec.itemsize and not is_vector:
-            out = _compression.empty(r1 - r0, codec.dtype)
+            if out is None:
+                out = _compression.empty(r1 - r0, codec.dtype)
             self._inflate_into(b0, table, out.view(np.uint8).reshape(-1),
                                (np.arange(b0, b1, dtype=np.int64) * self.rows_per_block - r0)
-                               * codec.itemsize)
+                               * codec.itemsize, parallel)
             try:
                 codec.fix(out)
             except IdvFormatError as e:
@@ -496,7 +505,7 @@ class Column:
         if is_vector:
             results = [None] * (b1 - b0)
             self._decode_each(b0, b1, table, lambda i, b, buf, n: results.__setitem__(
-                i, codec.decode(buf, n)))
+                i, codec.decode(buf, n)), parallel=parallel)
             if not sparse:
                 # a single block's error names it; for several the reason names the range
                 one = b1 - b0 == 1
@@ -514,18 +523,25 @@ class Column:
             s = self.block_rows(b)[0] - r0
             _codecs.check_end(codec.load_name, codec.decode_into(buf, 0, n, out[s:s + n]),
                               len(buf), n)
-        self._decode_each(b0, b1, table, into)
+        self._decode_each(b0, b1, table, into, parallel=parallel)
         return out
 
-    def read_text_blocks(self, b0, b1):
+    def text_room(self, b0, b1):
+        """The bytes read_text_blocks(b0, b1) decodes into: each block's decompressed size,
+        from a 64-byte boundary (Arrow's alignment)."""
+        return int(((self.lookup["raw"][b0:b1].astype(np.int64) + 63) // 64 * 64).sum())
+
+    def read_text_blocks(self, b0, b1, *, parallel=True, out=None):
         """Blocks [b0, b1) of a Text or vector-of-Text column in Arrow's string layout, without
         Python strings: per block a TextSpans (int32 offsets into the UTF-8 bytes) or, for
         vectors, a VectorBlock whose values are one (None for a block with rows stored sparse:
         read it with read_blocks). They are views into one buffer the blocks are decompressed
         into and converted in place, blocks in parallel (idv.arrow builds Arrow arrays on them
-        without copies). A damaged block raises IdvFormatError as read_blocks does."""
+        without copies). A damaged block raises IdvFormatError as read_blocks does;
+        ``parallel`` as there; ``out``: a uint8 array of text_room(b0, b1) bytes to decode
+        into instead of a new one."""
         try:
-            return self._decode_text_blocks(b0, b1)
+            return self._decode_text_blocks(b0, b1, parallel, out)
         except IdvFormatError as e:
             raise self._located(e)
 
@@ -543,7 +559,7 @@ class Column:
             return vectors.Ragged(values.values.astype(dtype), values.offsets)
         return values.astype(dtype)
 
-    def _decode_text_blocks(self, b0, b1):
+    def _decode_text_blocks(self, b0, b1, parallel, dst=None):
         self._check_readable()
         self._file._check_open()
         codec = self.codec
@@ -560,12 +576,16 @@ class Column:
         self._file._need(int(room.sum()), lambda: f"reading column {self.index} {self.name!r} "
                                                   f"rows {r0}-{r1 - 1} (text)")
         self.blocks_decoded += b1 - b0
-        dst = _compression.empty(int(room.sum()), np.uint8)
+        if dst is None:
+            dst = _compression.empty(int(room.sum()), np.uint8)
+        elif not (dst.dtype == np.uint8 and dst.shape == (int(room.sum()),)
+                  and dst.flags.c_contiguous):
+            raise ValueError(f"out= takes {int(room.sum())} contiguous bytes (text_room)")
         out = [None] * (b1 - b0)
 
         def into(i, b, buf, n):
             out[i] = _codecs.arrow_text_block(codec, buf, n)
-        self._decode_each(b0, b1, table, into, (dst, starts))
+        self._decode_each(b0, b1, table, into, (dst, starts), parallel)
         return out
 
     def _fix_error(self, error, b0, b1, table, out, r0):
@@ -615,13 +635,14 @@ class Column:
                     f._check_block(offset, int(disk[a + i]), block)
                 raise IdvFormatError(message, block=block, offset=offset)
 
-    def _decode_each(self, b0, b1, table, consume, keep=None):
+    def _decode_each(self, b0, b1, table, consume, keep=None, parallel=True):
         """Decompress each block then hand it to consume(i, block, buffer, rows).
 
         Each task decompresses a few blocks at a time (_GROUP_BYTES, or one larger block) into
         a buffer it reuses and decodes them while they are still in cache, so besides the
         output only about one group per thread is held in memory. With `keep` (an array and
         each block's start in it), the blocks are decompressed there instead, to be kept.
+        `parallel` False: all in the calling thread.
         """
         raw = table["raw"].astype(np.int64)
         offsets = table["offset"]
@@ -651,7 +672,7 @@ class Column:
                     except IdvFormatError as e:
                         e.locate(block=blk, offset=int(offsets[i]))
                         raise
-        spans = _chunks(len(table), f.threads * 4)
+        spans = _chunks(len(table), f.threads * 4 if parallel else 1)
         if len(spans) > 1 and f.threads > 1:
             list(_threads.pool("read", f.threads).map(run, spans))
         else:
@@ -825,6 +846,13 @@ class IdvFile:
                 sums.check(o, data, f"the part at byte {o} ({n} bytes: a lookup table or "
                                     f"metadata)")
         self._by_name = {c.name: c for c in self.columns}
+
+    def buffer(self, nbytes, what):
+        """A new uint8 array of `nbytes` for reads to decode into (Column.read_blocks' out=,
+        in parts), on huge pages where large; a MemoryLimitError beyond the memory limit.
+        `what`: what it is for, for that error."""
+        self._need(nbytes, lambda: what)
+        return _compression.empty(nbytes, np.uint8)
 
     def _need(self, nbytes, what):
         """MemoryLimitError, naming the file, when `what` (a function giving its description)

@@ -334,10 +334,12 @@ def _refuse_str(monkeypatch):
 
 def test_convert_parquet_text_equals_write_from_str(tmp_path, monkeypatch):
     """Parquet strings (row groups that do not fall on block edges) convert to the file that
-    idv.write makes from the same values as str (the default backend, checksums on)."""
+    idv.write makes from the same values as str (with convert's default DEFLATE, checksums
+    on)."""
     vals = _values(100_000, seed=5) + VALUES
     ref = tmp_path / "ref.idv"
-    idv.write(ref, {"s": np.array(vals, object)})
+    backend, level = idv.compression.fast_deflate()
+    idv.write(ref, {"s": np.array(vals, object)}, backend=backend, level=level)
     src = tmp_path / "t.parquet"
     pq.write_table(pa.table({"s": pa.array(vals, pa.large_string())}), src,
                    row_group_size=40_000)
@@ -368,6 +370,26 @@ def test_cli_convert_level_and_backend(tmp_path):
     assert_one_line_error(err, "--level and --backend are for an .idv output")
     with pytest.raises(ValueError, match="level= and backend= are for .idv output"):
         idv.convert(ref, tmp_path / "y.parquet", backend="isal")
+
+
+def test_convert_puts_speed_first(tmp_path):
+    """convert's default DEFLATE: ISA-L's level 1 where installed (else libdeflate's, else
+    zlib's); a level given keeps idv.write's library, a library given gets its fast level."""
+    from idv.compression import fast_deflate, installed
+    fastest = next(n for n in ("isal", "libdeflate", "zlib") if n in installed())
+    assert fast_deflate() == (fastest, 1)
+    assert fast_deflate(6) == (None, 6)
+    assert fast_deflate(None, "zlib") == ("zlib", 1)
+    assert fast_deflate(9, "zlib") == ("zlib", 9)
+    vals = _values(20_000, seed=3)
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"s": vals}), src)
+    idv.convert(src, tmp_path / "fast.idv")
+    idv.write(tmp_path / "w1.idv", {"s": np.array(vals, object)}, backend=fastest, level=1)
+    assert (tmp_path / "fast.idv").read_bytes() == (tmp_path / "w1.idv").read_bytes()
+    idv.convert(src, tmp_path / "six.idv", level=6)
+    idv.write(tmp_path / "w6.idv", {"s": np.array(vals, object)})
+    assert (tmp_path / "six.idv").read_bytes() == (tmp_path / "w6.idv").read_bytes()
 
 
 # ---------------------------------------------------------------------------------------------

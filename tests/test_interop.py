@@ -294,8 +294,10 @@ def test_record_batch_reader_schema_and_closing(tmp_path):
         assert not f.closed
 
 
-def test_record_batch_reader_bounded_memory(tmp_path):
-    """Peak memory while streaming a multi-block file stays a small fraction of its size."""
+def test_record_batch_reader_bounded_memory(tmp_path, monkeypatch):
+    """Peak memory while streaming a multi-block file stays a small fraction of its size:
+    a few windows of decoded blocks (here 256 KiB each) at a time."""
+    monkeypatch.setattr(idv.arrow, "_WINDOW_BYTES", 256 << 10)
     n = 600_000
     rng = np.random.default_rng(1)
     path = tmp_path / "big.idv"
