@@ -179,6 +179,12 @@ class AtomicPath:
         """The temporary file as a binary file object (of a descriptor of its own)."""
         return os.fdopen(os.dup(self.fd), "w+b")
 
+    def start_writeback(self):
+        """Ask the kernel to start writing what another writer (pyarrow's, by `tmp`) wrote so
+        far to disk, so that commit()'s fsync has little left to wait for."""
+        size = os.fstat(self.fd).st_size
+        _encode.start_writeback(self.fd, 0, size)
+
     def commit(self, file=None):
         """Fsync the temporary file (`file`, if it was opened through open(), is flushed and
         closed first), give it the destination's mode (and, for root, owner) and move it in
