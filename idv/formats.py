@@ -34,11 +34,12 @@ FORMATS = {".idv": "idv", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"
 _NAMES = {"idv", "parquet", "csv", "tsv", "feather", "arrow"}
 
 # Parquet row groups: batches are gathered up to this many rows or bytes before one is written
-# (in a thread, while the next is gathered). 16 MiB: the first is written early, so reading
-# and writing overlap more; smaller ones grow the file (bench_read's numeric file: 49.3 MB in
-# 64 MiB groups, 49.9 in 16, 51.6 in 4) and, below about 8 MiB, slow the writing.
+# (in a thread, while the next is gathered). 8 MiB: the first is written early, so reading and
+# writing overlap more (the text benchmark file's first group is a third of it, not all);
+# smaller ones grow the file (bench_read's numeric file: 49.3 MB in 64 MiB groups, 49.9 in 16,
+# 50.5 in 8, 51.6 in 4) and, below 8 MiB, slow the writing.
 _ROW_GROUP_ROWS = 1 << 20
-_ROW_GROUP_BYTES = 16 << 20
+_ROW_GROUP_BYTES = 8 << 20
 # CSV is read in blocks of this many bytes (pyarrow infers the column types from the first)
 _CSV_BLOCK = 16 << 20
 # Parquet / IPC sources are read in batches of at most this many rows
