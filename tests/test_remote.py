@@ -7,6 +7,7 @@ counts the requests and body bytes it serves; the S3 test runs moto's S3-compati
 from __future__ import annotations
 
 import io
+import json
 import socket
 import sys
 import time
@@ -255,6 +256,31 @@ def test_storage_options_reach_the_filesystem(wide_file):
         idv.read(srv.url("/wide.idv"), columns=["i1"],
                  storage_options={"headers": {"X-Idv-Test": "yes"}})
     assert seen and all(h.get("X-Idv-Test") == "yes" for h in seen)
+
+
+def test_cli_storage_options_reach_the_filesystem(wide_file):
+    """idv --storage-option KEY=VALUE (VALUE JSON or text) gives fsspec's storage_options:
+    headers arrive at the server; the option without a URL, or not KEY=VALUE, is a usage
+    error."""
+    from cli_run import assert_one_line_error, run
+    path, data, _ = wide_file
+    seen = []
+    with RangeServer({"/wide.idv": data}) as srv:
+        srv.on_request = seen.append
+        rc, out, err = run("head", srv.url("/wide.idv"), "-n", "2", "-c", "i1", "--json",
+                           "--storage-option", 'headers={"X-Idv-Test": "cli"}')
+    assert rc == 0, err
+    assert len(json.loads(out)["data"]) == 2
+    assert seen and all(h.get("X-Idv-Test") == "cli" for h in seen)
+    rc, _, err = run("info", path, "--storage-option", "anon=true")
+    assert rc == 2
+    assert_one_line_error(err, "--storage-option is for URLs")
+    rc, _, err = run("info", "https://127.0.0.1:9/x.idv", "--storage-option", "anon")
+    assert rc == 2 and "KEY=VALUE" in err
+    with RangeServer({"/wide.idv": data}) as srv:
+        rc, _, err = run("info", srv.url("/wide.idv"), "--storage-option", "bogus=1")
+    assert rc == 2
+    assert_one_line_error(err, "the filesystem refused an option of --storage-option")
 
 
 def test_wrong_arguments():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import io
+import json
 import os
 import sys
 import traceback
@@ -36,6 +37,19 @@ def _positive(s):
     return v
 
 
+def _storage_option(s):
+    """KEY=VALUE -> (key, value): the value as JSON where it is JSON (true, 3, {"a": "b"}), else
+    the text as it is."""
+    key, sep, value = s.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"takes KEY=VALUE, not {s!r}")
+    try:
+        value = json.loads(value)
+    except ValueError:
+        pass
+    return key.strip(), value
+
+
 def _reading_options(p, json_help="print JSON instead of text"):
     p.add_argument("--json", action="store_true", help=json_help)
     p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
@@ -44,6 +58,12 @@ def _reading_options(p, json_help="print JSON instead of text"):
                    help="DEFLATE library: libdeflate, isal or zlib (default: the fastest)")
     p.add_argument("--threads", type=_nonneg, default=None,
                    help="decoding threads (default: the CPUs available)")
+    p.add_argument("--storage-option", type=_storage_option, action="append", default=[],
+                   dest="storage_options", metavar="KEY=VALUE",
+                   help="an option of the filesystem of URLs (fsspec's storage_options), e.g. "
+                        "anon=true, endpoint_url=http://localhost:9000, or "
+                        "'headers={\"Authorization\": \"Bearer ...\"}'; VALUE is JSON or "
+                        "text; repeat for more")
 
 
 def _columns_option(p):
@@ -243,7 +263,7 @@ def _run(args, out):
     f = None
     try:
         if getattr(args, "specs", None) is not None:
-            args.sources = Sources(args.specs)
+            args.sources = Sources(args.specs, dict(getattr(args, "storage_options", [])))
             args.file = args.sources.label
         if not getattr(args, "opens_file", True):
             return args.run(args, out)

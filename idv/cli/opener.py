@@ -38,10 +38,16 @@ def idv_entries(z):
 
 
 @contextlib.contextmanager
-def opening(spec):
-    """Turn the ways opening `spec` fails into CliErrors (format errors pass through)."""
+def opening(spec, storage_options=None):
+    """Turn the ways opening `spec` fails into CliErrors (format errors pass through); with
+    `storage_options`, a TypeError is the filesystem refusing one of them."""
     try:
         yield
+    except TypeError as e:
+        if not storage_options:
+            raise
+        raise CliError(f"{spec}: the filesystem refused an option of --storage-option: {e}",
+                       EXIT_USAGE) from None
     except FileNotFoundError:
         raise CliError(f"{spec}: no such file") from None
     except PermissionError:
@@ -109,12 +115,17 @@ def unknown_extra_files(specs):
 
 class Sources:
     """A command's FILE arguments, resolved: ``single`` (one file, opened as always) or the
-    paths of a dataset in order, with the fsspec filesystem they are in (None: local)."""
+    paths of a dataset in order, with the fsspec filesystem they are in (None: local), made
+    with `storage_options` (--storage-option) for URLs."""
 
-    def __init__(self, specs):
+    def __init__(self, specs, storage_options=None):
         self.specs = list(specs)
         self.label = " ".join(self.specs)      # names the input in messages and JSON
-        found = [_expand(s) for s in self.specs]
+        if storage_options and not any(remote.is_remote(s) for s in self.specs):
+            raise CliError("--storage-option is for URLs (s3://, https://...), and no FILE is "
+                           "one", EXIT_USAGE)
+        self.storage_options = storage_options
+        found = [_expand(s, storage_options) for s in self.specs]
         self.single = len(found) == 1 and not found[0][2]
         self.paths = [p for paths, _, _ in found for p in paths]
         kinds = {type(fs) for _, fs, _ in found}
@@ -124,11 +135,11 @@ class Sources:
         self.filesystem = found[0][1]
 
 
-def _expand(spec):
+def _expand(spec, storage_options=None):
     """(paths, filesystem, whether `spec` names several files: a directory or a glob)."""
     if remote.is_remote(spec):
-        with opening(spec):
-            fs, path, _ = remote.resolve(spec)
+        with opening(spec, storage_options):
+            fs, path, _ = remote.resolve(spec, storage_options=storage_options)
             many = glob.has_magic(path) or fs.isdir(path)
     else:
         fs, path = None, spec
@@ -150,7 +161,8 @@ def open_sources(sources, args):
         if sources.filesystem is None:
             return open_file(sources.specs[0], threads=args.threads, backend=args.backend)
         return open_path(sources, sources.paths[0], args, name=sources.label)
-    return open_dataset(sources, args)
+    with opening(sources.label, sources.storage_options):
+        return open_dataset(sources, args)
 
 
 def open_dataset(sources, args):
@@ -179,6 +191,6 @@ def open_dataset(sources, args):
 
 def open_path(sources, path, args, name=None):
     """One file of the sources by itself (verify checks them one by one)."""
-    with opening(name or path):
+    with opening(name or path, sources.storage_options):
         return idv.open(path, filesystem=sources.filesystem, threads=args.threads,
                         backend=args.backend)
