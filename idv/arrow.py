@@ -323,15 +323,18 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True):
     pa = import_pyarrow()
     with opened(file) as f:
         cols = select_columns(f, columns)
-        # text columns are read below, straight into Arrow
-        values = [None if _is_text(col) else col.read() for col in cols]
-        convs = _converters(pa, cols, datetime, safe, values)
         n = f.num_rows
         if not cols:    # no columns, but maybe rows (ML.NET's internal saver writes such files)
             return pa.Table.from_batches(
                 [pa.RecordBatch.from_struct_array(pa.array([{}] * n, pa.struct([])))])
-        arrays = [pa.chunked_array(conv.text_arrays(0, conv.col.num_blocks), conv.arrow_type)
-                  if conv.text else _chunked(pa, conv, v, n) for v, conv in zip(values, convs)]
+        with f.prefetch(cols):      # a remote file: all the blocks in a few large requests
+            # text columns straight into Arrow (text_arrays), the others through read()
+            values = [None if _is_text(col) else col.read() for col in cols]
+            convs = _converters(pa, cols, datetime, safe, values)
+            arrays = [pa.chunked_array(conv.text_arrays(0, conv.col.num_blocks),
+                                       conv.arrow_type)
+                      if conv.text else _chunked(pa, conv, v, n)
+                      for v, conv in zip(values, convs)]
         return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
 
 

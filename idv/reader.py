@@ -7,6 +7,8 @@ decoders release the GIL).
 """
 from __future__ import annotations
 
+import contextlib
+
 import warnings
 
 import numpy as np
@@ -997,19 +999,48 @@ class IdvFile:
                 columns = [columns]
             cols = [self[c] for c in columns]
         out = {}
-        for c in cols:
-            # CSR holds numeric, Boolean and key vectors; other columns keep read()'s form
-            t = c.type
-            csr = isinstance(t, T.Vector) and (isinstance(t.item, T.Key)
-                                               or t.item.dtype.kind in "biuf")
-            if text == "StringDType" and T.item_type(t) is T.Text:
-                out[c.name] = c.read_strings(rows)
-                continue
-            out[c.name] = c.read(sparse=sparse and csr) if rows is None else c[rows]
-            if datetime != "100ns" and T.item_type(t) in ticks.TIME_ITEMS:
-                out[c.name] = ticks.retimed(out[c.name], T.item_type(t), datetime,
-                                            f"column {c.name!r}")
+        with self.prefetch(cols) if rows is None else contextlib.nullcontext():
+            for c in cols:
+                self._read_column(c, out, sparse, rows, datetime, text)
         return out
+
+    def _read_column(self, c, out, sparse, rows, datetime, text):
+        """read()'s value of one column, into out[c.name]."""
+        # CSR holds numeric, Boolean and key vectors; other columns keep read()'s form
+        t = c.type
+        csr = isinstance(t, T.Vector) and (isinstance(t.item, T.Key)
+                                           or t.item.dtype.kind in "biuf")
+        if text == "StringDType" and T.item_type(t) is T.Text:
+            out[c.name] = c.read_strings(rows)
+            return
+        out[c.name] = c.read(sparse=sparse and csr) if rows is None else c[rows]
+        if datetime != "100ns" and T.item_type(t) in ticks.TIME_ITEMS:
+            out[c.name] = ticks.retimed(out[c.name], T.item_type(t), datetime,
+                                        f"column {c.name!r}")
+
+    def prefetch(self, columns=None):
+        """A context in which the blocks of these columns (Column objects, names or indices;
+        default: every readable one) are fetched up front, in a few large coalesced requests,
+        and read from memory: for a remote file read whole (read() and to_arrow() use it);
+        a local file is not touched ahead. A column whose lookup table is damaged is left
+        out (its read reports it)."""
+        self._check_open()
+        if columns is None:
+            cols = [c for c in self.columns if c.readable]
+        else:
+            cols = [c if isinstance(c, Column) else self[c] for c in columns]
+        offsets, sizes = [], []
+        for c in cols:
+            try:
+                table = c.lookup if c.readable else None
+            except IdvFormatError:
+                table = None
+            if table is not None and len(table):
+                offsets.append(table["offset"].astype(np.int64))
+                sizes.append(table["disk"].astype(np.int64))
+        if not offsets:
+            return contextlib.nullcontext()
+        return self._source.prefetch(np.concatenate(offsets), np.concatenate(sizes))
 
     # ---- lifetime
     def close(self):

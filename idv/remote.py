@@ -17,6 +17,8 @@ PermissionError, or idv.RemoteError (idv.RemoteTimeoutError for a timeout).
 """
 from __future__ import annotations
 
+import contextlib
+
 import asyncio
 import os
 import threading
@@ -246,6 +248,17 @@ class RemoteSource:
                 else:
                     out[i] = memoryview(got[r])[a - runs[r][0]:b - runs[r][0]]
         return out
+
+    @contextlib.contextmanager
+    def prefetch(self, offsets, sizes):
+        """Fetch these ranges now, coalesced (a whole read's blocks: a few large requests
+        instead of some per column), and serve reads from them until the with-block ends."""
+        n = len(self._held)
+        self.read_ranges(offsets, sizes, keep=True)
+        try:
+            yield
+        finally:
+            del self._held[n:]
 
     def close(self):
         self._held = []

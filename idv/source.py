@@ -14,6 +14,7 @@ requests), ``buffer`` (the whole stream when it is in memory, else None) and ``c
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
@@ -47,6 +48,10 @@ class MemorySource:
         """The bytes of each range (offset, size): zero-copy views (`keep`: see
         idv.remote.RemoteSource.read_ranges)."""
         return [self.view(int(o), int(n)) for o, n in zip(offsets, sizes)]
+
+    def prefetch(self, offsets, sizes):
+        """Nothing to fetch ahead in memory (see idv.remote.RemoteSource.prefetch)."""
+        return contextlib.nullcontext()
 
     def close(self):
         self.buffer = None
@@ -91,6 +96,10 @@ class FileSource:
     def view(self, offset: int, size: int):
         check_range(offset, size, self.size)
         return memoryview(self._read(self.base + offset, size))
+
+    def prefetch(self, offsets, sizes):
+        """A file object reads each range when asked (see idv.remote.RemoteSource.prefetch)."""
+        return contextlib.nullcontext()
 
     def read_ranges(self, offsets, sizes, keep=False):
         """The bytes of each range (offset, size), read in one pass of seeks in file order

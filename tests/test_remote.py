@@ -127,6 +127,29 @@ def test_every_column_reads_as_the_local_file(wide_file):
     assert one == cols["f2"][-1]
 
 
+def test_a_whole_read_fetches_its_blocks_in_few_requests(wide_file):
+    """read() and to_arrow() of a remote file fetch the selected columns' blocks up front,
+    coalesced (capped at remote.MAX_REQUEST bytes a request), not a request per block and
+    column; what they hold is dropped when they return."""
+    path, data, cols = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        with idv.open(srv.url("/wide.idv")) as f:
+            blocks = sum(c.num_blocks for c in f.columns)
+            disk = sum(c.nbytes_disk for c in f.columns)
+            srv.reset_counts()
+            got = f.read()
+            assert srv.requests <= disk // remote.MAX_REQUEST + 3, (srv.requests, blocks)
+            srv.reset_counts()
+            table = idv.to_arrow(f, ["i1", "f2"])        # blocks far apart: fewer requests
+            assert srv.requests < f["i1"].num_blocks + f["f2"].num_blocks
+            srv.reset_counts()
+            f["i1"][:10]                # held no more: fetched again
+            assert srv.requests >= 1
+    for k in cols:
+        assert np.array_equal(got[k], cols[k]), k
+    assert np.array_equal(table.column("f2").to_numpy(), cols["f2"])
+
+
 def test_a_row_slice_fetches_only_its_blocks(wide_file):
     path, data, cols = wide_file
     with idv.open(path) as f:
