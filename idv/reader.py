@@ -1023,7 +1023,7 @@ class IdvFile:
         default: every readable one) are fetched up front, in a few large coalesced requests,
         and read from memory: for a remote file read whole (read() and to_arrow() use it);
         a local file is not touched ahead. A column whose lookup table is damaged is left
-        out (its read reports it)."""
+        out (its read reports it); blocks beyond the memory limit are not fetched ahead."""
         self._check_open()
         if columns is None:
             cols = [c for c in self.columns if c.readable]
@@ -1038,9 +1038,10 @@ class IdvFile:
             if table is not None and len(table):
                 offsets.append(table["offset"].astype(np.int64))
                 sizes.append(table["disk"].astype(np.int64))
-        if not offsets:
-            return contextlib.nullcontext()
-        return self._source.prefetch(np.concatenate(offsets), np.concatenate(sizes))
+        sizes = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+        if not len(sizes) or int(sizes.sum()) > self.memory_limit:
+            return contextlib.nullcontext()     # beyond the limit: each read fetches its own
+        return self._source.prefetch(np.concatenate(offsets), sizes)
 
     # ---- lifetime
     def close(self):

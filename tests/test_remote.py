@@ -145,9 +145,19 @@ def test_a_whole_read_fetches_its_blocks_in_few_requests(wide_file):
             srv.reset_counts()
             f["i1"][:10]                # held no more: fetched again
             assert srv.requests >= 1
+            ahead = f["i1"].nbytes_disk + f["f2"].nbytes_disk
+            one_per_block = f["i1"].num_blocks + f["f2"].num_blocks
+            assert max(f["i1"].nbytes, f["f2"].nbytes) < ahead
+        # more than the memory limit is not fetched ahead: each column's read fetches its own
+        # blocks (one request each, as they are not contiguous), within the limit
+        with idv.open(srv.url("/wide.idv"), memory_limit=ahead - 1) as f:
+            srv.reset_counts()
+            small = f.read(["i1", "f2"])
+            assert srv.requests == one_per_block
     for k in cols:
         assert np.array_equal(got[k], cols[k]), k
     assert np.array_equal(table.column("f2").to_numpy(), cols["f2"])
+    assert np.array_equal(small["i1"], cols["i1"])
 
 
 def test_a_row_slice_fetches_only_its_blocks(wide_file):
