@@ -8,7 +8,7 @@ decoders release the GIL).
 from __future__ import annotations
 
 import contextlib
-
+import threading
 import warnings
 
 import numpy as np
@@ -142,6 +142,7 @@ class Column:
         self._metadata_entries = None
         self._metadata = None
         self.blocks_decoded = 0
+        self._counting = threading.Lock()     # pieces of one column decode in several threads
         self.index = entry.index
         self.name = entry.name
 
@@ -487,7 +488,7 @@ class Column:
             self._file._need((r1 - r0) * codec.dtype.itemsize + int(table["raw"].max()), rows)
         else:                        # the blocks' items, held until assembled
             self._file._need(int(table["raw"].sum(dtype=np.int64)), rows)
-        self.blocks_decoded += b1 - b0
+        self._count_decoded(b1 - b0)
         if out is not None and not (codec.itemsize and not is_vector and out.dtype == codec.dtype
                                     and out.shape == (r1 - r0,) and out.flags.c_contiguous):
             raise ValueError(f"out= takes {r1 - r0} contiguous {codec.dtype} items of a column "
@@ -527,6 +528,10 @@ class Column:
                               len(buf), n)
         self._decode_each(b0, b1, table, into, parallel=parallel)
         return out
+
+    def _count_decoded(self, n):
+        with self._counting:
+            self.blocks_decoded += n
 
     def text_room(self, b0, b1):
         """The bytes read_text_blocks(b0, b1) decodes into: each block's decompressed size,
@@ -577,7 +582,7 @@ class Column:
         r0, r1 = b0 * self.rows_per_block, self.block_rows(b1 - 1)[1]
         self._file._need(int(room.sum()), lambda: f"reading column {self.index} {self.name!r} "
                                                   f"rows {r0}-{r1 - 1} (text)")
-        self.blocks_decoded += b1 - b0
+        self._count_decoded(b1 - b0)
         if dst is None:
             dst = _compression.empty(int(room.sum()), np.uint8)
         elif not (dst.dtype == np.uint8 and dst.shape == (int(room.sum()),)
