@@ -88,12 +88,10 @@ def row_windows(cols, num_rows, limit):
 
 class _Cursor:
     """A column read forward block by block; take(a, b) gives rows [a, b) of the current block
-    (decoding the next one when needed). Only one block per column is held at a time.
-    `blocks`: a function giving the column's blocks in another form than iter_blocks()'s
-    (an iterator of anything with len() and slices)."""
+    (decoding the next one when needed). Only one block per column is held at a time."""
 
-    def __init__(self, col, blocks=None):
-        self.blocks = col.iter_blocks() if blocks is None else blocks()
+    def __init__(self, col):
+        self.blocks = col.iter_blocks()
         self.start = self.stop = 0
         self.data = None
 
@@ -106,13 +104,10 @@ class _Cursor:
         return self.data[a - self.start:b - self.start]
 
 
-def iter_row_blocks(f, cols, blocks=None):
+def iter_row_blocks(f, cols):
     """Yield (start, stop, [values of each column for rows start:stop]) block by block, the
-    columns of a block decoded in parallel threads (a pool of its own, not the reader's).
-    `blocks`: column -> a function giving that column's blocks in another form than
-    iter_blocks()'s (Arrow arrays of text)."""
-    blocks = blocks or {}
-    cursors = [_Cursor(c, blocks.get(c)) for c in cols]
+    columns of a block decoded in parallel threads (a pool of its own, not the reader's)."""
+    cursors = [_Cursor(c) for c in cols]
     threads = min(f.threads, len(cols))
     pool = _threads.pool("convert", threads) if threads > 1 else None
     for a, b in block_bounds(cols, f.num_rows):

@@ -159,20 +159,20 @@ class _ColumnToArrow:
         # Text and vectors of Text: decoded straight into Arrow's layout (no str objects)
         self.text = _is_text(col)
 
-    def text_arrays(self, b0, b1, parallel=True, into=None):
+    def text_arrays(self, b0, b1, parallel=True, out=None):
         """Blocks [b0, b1) of a text column as Arrow arrays, one per block, built on the
-        blocks' own UTF-8 bytes and offsets (Column.read_text_blocks, into `into` if given),
+        blocks' own UTF-8 bytes and offsets (Column.read_text_blocks, into `out` if given),
         no copies."""
         col = self.col
-        out = []
-        blocks = col.read_text_blocks(b0, b1, parallel=parallel, out=into)
+        arrays = []
+        blocks = col.read_text_blocks(b0, b1, parallel=parallel, out=out)
         for b, block in zip(range(b0, b1), blocks):
             row0 = col.block_rows(b)[0]
             if block is None:        # a vector block with sparse rows: through read()'s form
-                out.append(self.array(col.read_blocks(b, b + 1, parallel=parallel), row0))
+                arrays.append(self.array(col.read_blocks(b, b + 1, parallel=parallel), row0))
             else:
-                out.append(self._text_block_array(block))
-        return out
+                arrays.append(self._text_block_array(block))
+        return arrays
 
     def _text_block_array(self, block):
         pa, t = self.pa, self.type
@@ -353,7 +353,6 @@ class _Windows:
         self.pa = pa
         self.convs = convs
         self.file = f
-        self.threads = f.threads
         self.next_block = [0] * len(convs)
         self.kept = [(0, None)] * len(convs)     # (first row, ChunkedArray) per column
         self.raw = [c.col.lookup["raw"].astype(np.int64) for c in convs]
@@ -401,11 +400,11 @@ class _Windows:
                                                               _PIECE_BYTES, first)]
             self.next_block[k] = max(first, stop)
         pieces = self._outputs(pieces)
-        if self.threads > 1 and len(pieces) > 1:
-            pool = _threads.pool("arrow", self.threads)
+        if self.file.threads > 1 and len(pieces) > 1:
+            pool = _threads.pool("arrow", self.file.threads)
             work = [pool.submit(self._decode, piece) for piece in pieces]
         else:
-            work = [_Done(self._decode(piece)) for piece in pieces]
+            work = [_finished(self._decode(piece)) for piece in pieces]
         self.pending.append((a, b, pieces, work))
 
     def collect(self):
@@ -436,17 +435,12 @@ class _Windows:
         self.pending = []
 
 
-class _Done:
-    """A result already there, with a Future's result() and cancel()."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def result(self):
-        return self.value
-
-    def cancel(self):
-        return True
+def _finished(value):
+    """A Future that already holds `value` (a piece decoded in the calling thread)."""
+    from concurrent.futures import Future
+    done = Future()
+    done.set_result(value)
+    return done
 
 
 def _one_array(pa, part):
@@ -465,8 +459,9 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     the columns read, at least a block of each; the blocks of a window in parallel threads,
     text straight into Arrow), two windows ahead of the one whose batches are handed out, so
     at most about three windows are held and files larger than memory stream through. The
-    batches of a window share its memory. Columns and time options as to_arrow (with 'auto' or 'exact', the
-    time columns are read once more, block by block, to choose their units first). A file
+    batches of a window share its memory. Columns and time options as to_arrow (with 'auto'
+    or 'exact', the time columns are read once more, block by block, to choose their units
+    first). A file
     opened here (from a path, URL, bytes or file object) is closed when the batches run out; an
     IdvFile passed in stays open.
     """

@@ -419,8 +419,8 @@ def _leaf_counts(pa, at):
 def _dictionary_columns(pa, pq, table, kwargs):
     """The Parquet leaf column paths to dictionary-encode for a file whose first row group is
     `table`: every leaf of nested and dictionary columns and of plain columns whose first
-    values repeat (_DICTIONARY_SAMPLE): all but the nearly unique ones. A plain column's path is its name; with
-    nested columns the paths come from an empty file written in memory."""
+    values repeat (_DICTIONARY_SAMPLE): all but the nearly unique ones. A plain column's path
+    is its name; with nested columns the paths come from an empty file written in memory."""
     import pyarrow.compute as pc
     parquet_schema = None
     if any(pa.types.is_nested(t) for t in table.schema.types):

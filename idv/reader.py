@@ -534,9 +534,8 @@ class Column:
             self.blocks_decoded += n
 
     def text_room(self, b0, b1):
-        """The bytes read_text_blocks(b0, b1) decodes into: each block's decompressed size,
-        from a 64-byte boundary (Arrow's alignment)."""
-        return int(((self.lookup["raw"][b0:b1].astype(np.int64) + 63) // 64 * 64).sum())
+        """The bytes read_text_blocks(b0, b1) decodes into (_text_rooms)."""
+        return int(_text_rooms(self.lookup[b0:b1]).sum())
 
     def read_text_blocks(self, b0, b1, *, parallel=True, out=None):
         """Blocks [b0, b1) of a Text or vector-of-Text column in Arrow's string layout, without
@@ -575,8 +574,7 @@ class Column:
         if b1 <= b0:
             return []
         table = self.lookup[b0:b1]
-        # each block at a 64-byte boundary (Arrow's alignment), all held by the result
-        room = (table["raw"].astype(np.int64) + 63) // 64 * 64
+        room = _text_rooms(table)
         starts = np.zeros(b1 - b0, np.int64)
         np.cumsum(room[:-1], out=starts[1:])
         r0, r1 = b0 * self.rows_per_block, self.block_rows(b1 - 1)[1]
@@ -694,6 +692,12 @@ TEXT_FORMS = ("object", "StringDType")
 _GROUP_BYTES = 1 << 20
 # The least output (bytes) a parallel chunk of _inflate_into is given.
 _SPAN_BYTES = 128 << 10
+
+
+def _text_rooms(table):
+    """Each block's room in read_text_blocks' buffer: its decompressed size, rounded up so that
+    the next starts at a 64-byte boundary (Arrow's alignment); all held by the result."""
+    return (table["raw"].astype(np.int64) + 63) // 64 * 64
 
 
 def block_groups(raw, limit, base=0):
