@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from idv import scan
 from idv import types as T
 from idv.dataset import Dataset, dataset
 from idv.reader import open as idv_open
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["read_idv", "read_idv_array", "to_idv", "partitions"]
 
 # decoded bytes a partition aims at when blocks_per_partition is not given
-PARTITION_BYTES = 64 << 20
+PARTITION_BYTES = scan.PARTITION_BYTES
 
 
 def _dask_dataframe():
@@ -44,29 +45,13 @@ def _as_dataset(urlpath, storage_options, columns, open_kwargs):
 
 
 def partitions(ds, columns=None, blocks_per_partition=None):
-    """[(file index, first row, stop row)] of a Dataset's partitions, in order: each file's rows
-    cut every ``blocks_per_partition`` blocks, so that no block is decoded by two partitions
-    (ML.NET gives all the columns of a file one rows_per_block, and idv.open refuses files
-    that do not; the largest is taken all the same). The default aims at about
-    PARTITION_BYTES (64 MiB) of decoded values per partition."""
+    """[(file index, first row, stop row)] of a Dataset's partitions, in order: each file's
+    whole blocks, ``blocks_per_partition`` at a time, so that no block is decoded by two
+    partitions (idv.scan.partitions, which PyTorch, Ray and Spark readers share). The default
+    aims at about PARTITION_BYTES (64 MiB) of decoded values per partition."""
     names = ds.column_names if columns is None else list(columns)
-    if blocks_per_partition is not None and int(blocks_per_partition) < 1:
-        raise ValueError(f"blocks_per_partition must be at least 1, not "
-                         f"{blocks_per_partition!r}")
-    parts = []
-    for i, f in enumerate(ds.files):
-        if not f.num_rows:
-            continue
-        step = max([f.rows_per_block[n] for n in names] or [f.num_rows])
-        if blocks_per_partition is None:
-            opened = ds.open_file(i)
-            row_bytes = sum(opened[n].nbytes for n in names) / f.num_rows if names else 0
-            blocks = max(1, int(PARTITION_BYTES // max(row_bytes * step, 1)))
-        else:
-            blocks = int(blocks_per_partition)
-        rows = step * blocks
-        parts.extend((i, a, min(a + rows, f.num_rows)) for a in range(0, f.num_rows, rows))
-    return parts
+    return [(p.part, p.start, p.stop)
+            for p in scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES)]
 
 
 class _ReadPartition:

@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from idv import remote, ticks
+from idv import remote, selection, ticks
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.reader import IdvFile, Schema, concat_reads, open as idv_open
@@ -296,64 +296,19 @@ class Dataset:
 
     # ---- columns and rows
     def resolve_columns(self, columns):
-        """The dataset's column names for ``columns`` (names or indices; None: all), checked."""
+        """The dataset's column names for ``columns`` (names or indices; None: all), checked
+        (idv.selection)."""
         if columns is None:
             return list(self._names)
-        if isinstance(columns, str):
-            columns = [columns]
-        out = []
-        for c in columns:
-            if isinstance(c, (int, np.integer)) and not isinstance(c, bool):
-                c = self._names[int(c)]
-            if c not in self._names:
-                raise KeyError(f"no column {c!r} in the dataset; columns: {self._names}")
-            out.append(c)
-        return out
-
-    def _global_rows(self, rows):
-        """A slice, row numbers (negative from the end) or a boolean mask of the dataset's
-        rows -> (per file: (file index, local rows: a slice or array)), order to restore)."""
-        n = self.num_rows
-        if isinstance(rows, slice):
-            start, stop, step = rows.indices(n)
-            if step == 1:
-                parts = []
-                for i, f in enumerate(self.files):
-                    lo, hi = max(start, f.start), min(stop, f.stop)
-                    if lo < hi:
-                        parts.append((i, slice(lo - f.start, hi - f.start)))
-                return parts, None
-            idx = np.arange(start, stop, step, dtype=np.int64)
-        else:
-            idx = np.asarray(rows)
-            if idx.ndim != 1 or (idx.dtype.kind not in "biu" and len(idx)):
-                raise TypeError(f"rows are a slice, a list or array of row numbers, or a "
-                                f"boolean mask, not {type(rows).__name__}")
-            if idx.dtype.kind == "b":
-                if len(idx) != n:
-                    raise IndexError(f"boolean mask of {len(idx)} rows for a dataset of {n}")
-                idx = np.flatnonzero(idx)
-            idx = idx.astype(np.int64)
-            bad = (idx < -n) | (idx >= n)
-            if bad.any():
-                raise IndexError(f"row {int(idx[bad][0])} out of range for {n} rows")
-            idx = np.where(idx < 0, idx + n, idx)
-        which = np.searchsorted(self._starts, idx, side="right") - 1
-        order = np.argsort(which, kind="stable")
-        parts = []
-        sorted_which = which[order]
-        for i in np.unique(sorted_which):
-            sel = order[sorted_which == i]
-            parts.append((int(i), idx[sel] - self.files[int(i)].start))
-        restore = None if np.array_equal(order, np.arange(len(order))) else np.argsort(order)
-        return parts, restore
+        return selection.names_of(self._names, columns, where=" in the dataset")
 
     def read(self, columns=None, rows=None, datetime="100ns") -> dict:
         """dict name -> array of the dataset's columns (all by default), every file's rows end
         to end. ``rows``: a slice, row numbers or a boolean mask of the dataset's rows; only
         the files and blocks that hold them are read. ``datetime`` as IdvFile.read."""
         names = self.resolve_columns(columns)
-        parts, restore = self._global_rows(slice(None) if rows is None else rows)
+        parts, restore = selection.split_rows(slice(None) if rows is None else rows,
+                                               self._starts, self.num_rows)
         if not parts:          # no rows: the empty forms, from the first file
             got = self.open_file(0).read(names, rows=slice(0, 0), datetime=datetime)
             return {n: got[n] for n in names}

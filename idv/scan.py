@@ -1,0 +1,347 @@
+"""The one scan: several columns of a file or a dataset read in step, a window of blocks at a
+time, for every reader that streams (Arrow batches, pandas, the converters, the command line,
+Dask's partitions).
+
+All the columns of a file share one block grid (ML.NET writes one ``rows_per_block`` for all,
+and idv.open refuses files that do not), so a scan walks the grid: the blocks that hold the
+rows asked for, gathered into windows of about ``window_bytes`` of decompressed blocks over
+the columns read. A window's blocks are cut into pieces of about ``piece_bytes`` per column,
+and all its pieces are decoded in parallel threads, each piece in one thread, into one buffer
+for the window where the column's form allows. Two windows are queued ahead of the one handed
+out, so the threads never wait for the consumer and about three windows are held at once.
+
+What a column becomes is its reader's business (``NumpyColumn`` here: read()'s forms; idv.arrow
+has one for Arrow arrays): a reader says how much room its blocks take in the window's buffer,
+decodes a piece in the calling thread, joins a window's pieces and cuts rows out of them.
+"""
+from __future__ import annotations
+
+import collections
+from concurrent.futures import Future
+from typing import NamedTuple
+
+import numpy as np
+
+from idv import _threads
+from idv import types as T
+from idv.reader import block_groups, concat_reads
+from idv.errors import IdvFormatError
+
+# decompressed bytes of a window, over all the columns read (at least one block)
+WINDOW_BYTES = 8 << 20
+# decompressed bytes of a piece: the blocks one thread decodes at a time (a larger block is a
+# piece by itself)
+PIECE_BYTES = 2 << 20
+# windows queued ahead of the one handed out
+AHEAD = 2
+# decoded values of a partition, when the caller does not say how many blocks
+PARTITION_BYTES = 64 << 20
+
+
+def finished(value):
+    """A Future that already holds `value` (work done in the calling thread)."""
+    done = Future()
+    done.set_result(value)
+    return done
+
+
+class NumpyColumn:
+    """A column read into read()'s forms: numpy arrays, Ragged, CSR (``sparse``)."""
+
+    def __init__(self, col, sparse=False):
+        self.col = col
+        self.sparse = sparse
+
+    def room(self, b0, b1):
+        """(bytes, dtype) of blocks [b0, b1) in the window's buffer, or None (a new array)."""
+        col = self.col
+        if col.codec.itemsize and not isinstance(col.type, T.Vector) and not self.sparse:
+            rows = col.block_rows(b1 - 1)[1] - col.block_rows(b0)[0]
+            return rows * col.codec.itemsize, col.codec.dtype
+        return None
+
+    def decode(self, b0, b1, out):
+        """Blocks [b0, b1), decoded in the calling thread: a list of values (chunks)."""
+        return [self.col.read_blocks(b0, b1, self.sparse, parallel=False, out=out)]
+
+    def join(self, chunks):
+        """A window's chunks, in row order, as one value."""
+        return chunks[0] if len(chunks) == 1 else concat_reads(chunks)
+
+    def cut(self, value, a, b, step=1):
+        """Rows [a, b) (every `step`-th) of a joined value."""
+        return value[a:b:step] if step != 1 or (a, b) != (0, _rows(value)) else value
+
+
+def _rows(value):
+    return value.shape[0] if hasattr(value, "shape") else len(value)
+
+
+class Batch(NamedTuple):
+    """Aligned rows of the columns read: ``values`` (one per column, in its reader's form) of
+    the rows ``range(start, stop, step)`` of the source's file number ``part``; ``row0``: the
+    first of them among the source's rows (a dataset's files end to end)."""
+    part: int
+    start: int
+    stop: int
+    step: int
+    row0: int
+    values: list
+
+
+class Partition(NamedTuple):
+    """Whole blocks [b0, b1) of one file of a source, rows [start, stop) of it; ``row0``: its
+    first row among the source's rows. Picklable: what a worker needs to read it again."""
+    part: int
+    path: object
+    b0: int
+    b1: int
+    start: int
+    stop: int
+    row0: int
+
+
+# ---------------------------------------------------------------------------------------------
+# what a source is: one file, or a dataset's files end to end
+# ---------------------------------------------------------------------------------------------
+
+class _Segment(NamedTuple):
+    part: int
+    path: object
+    row0: int
+    num_rows: int
+    open: object        # () -> the IdvFile, opened (or kept open) by the source
+
+
+def _segments(source):
+    """The files of a source in row order. A dataset (anything with ``files`` and
+    ``open_file``: idv.Dataset) gives its files, opened when reached; a file gives itself."""
+    if hasattr(source, "open_file"):
+        return [_Segment(i, f.path, f.start, f.num_rows, lambda i=i: source.open_file(i))
+                for i, f in enumerate(source.files)]
+    return [_Segment(0, None, 0, source.num_rows, lambda: source)]
+
+
+def _file_columns(f, columns):
+    """The Columns of file `f` for `columns`: Column objects (of `f`), names or indices."""
+    return [c if hasattr(c, "read_blocks") else f[c] for c in columns]
+
+
+# ---------------------------------------------------------------------------------------------
+# planning: which blocks, in which windows and pieces
+# ---------------------------------------------------------------------------------------------
+
+def _local_rows(rows, seg):
+    """The rows of `rows` (a range with a positive step over the source's rows) in segment
+    `seg`, as a range over its own rows (empty when none)."""
+    lo = max(rows.start, seg.row0)
+    lo += (rows.start - lo) % rows.step
+    hi = min(rows.stop, seg.row0 + seg.num_rows)
+    return range(lo - seg.row0, max(lo, hi) - seg.row0, rows.step)
+
+
+def needed_blocks(num_rows, rows_per_block, rows=None, keep=None):
+    """The blocks (an int64 array, ascending) that hold `rows` (a range with a positive step;
+    None: all rows) of a file, less those `keep` (a boolean mask over its blocks, or None)
+    rules out: the one place where a scan skips blocks."""
+    if num_rows == 0:
+        return np.zeros(0, np.int64)
+    nb = (num_rows - 1) // rows_per_block + 1
+    if rows is None:
+        blocks = np.arange(nb, dtype=np.int64)
+    elif len(rows) == 0:
+        blocks = np.zeros(0, np.int64)
+    elif rows.step <= rows_per_block:
+        blocks = np.arange(rows.start // rows_per_block, rows[-1] // rows_per_block + 1,
+                           dtype=np.int64)
+    else:
+        blocks = np.unique(np.arange(rows.start, rows.stop, rows.step, dtype=np.int64)
+                           // rows_per_block)
+    if keep is not None:
+        keep = np.asarray(keep, bool)
+        if keep.shape != (nb,):
+            raise ValueError(f"a block filter gives one bool per block ({nb}), not "
+                             f"{keep.shape}")
+        blocks = blocks[keep[blocks]]
+    return blocks
+
+
+def window_spans(blocks, block_bytes, limit):
+    """Runs of consecutive `blocks` cut into windows of about `limit` decompressed bytes (at
+    least one block each; `block_bytes`: each block's bytes over the columns read): [(b0, b1)]."""
+    out = []
+    if not len(blocks):
+        return out
+    breaks = np.flatnonzero(np.diff(blocks) != 1) + 1
+    for run in np.split(blocks, breaks):
+        b0 = int(run[0])
+        for g0, g1 in block_groups(block_bytes[run[0]:run[-1] + 1], limit, b0):
+            out.append((g0, g1))
+    return out
+
+
+def _block_bytes(cols):
+    """Each block's decompressed bytes over the columns `cols` (an int64 array)."""
+    if not cols:
+        return np.zeros(0, np.int64)
+    total = np.zeros(cols[0].num_blocks, np.int64)
+    for c in cols:
+        total += c.lookup["raw"]
+    return total
+
+
+def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTITION_BYTES):
+    """The source cut into Partitions of whole blocks, in row order: every
+    ``blocks_per_partition`` blocks of each file, or by default about ``partition_bytes`` of
+    decoded values of `columns` each (so that no block is decoded by two partitions)."""
+    if blocks_per_partition is not None and int(blocks_per_partition) < 1:
+        raise ValueError(f"blocks_per_partition must be at least 1, not "
+                         f"{blocks_per_partition!r}")
+    out = []
+    for seg in _segments(source):
+        if not seg.num_rows:
+            continue
+        f = seg.open()
+        cols = _file_columns(f, columns)
+        step = cols[0].rows_per_block if cols else seg.num_rows
+        nb = (seg.num_rows - 1) // step + 1
+        if blocks_per_partition is None:
+            row_bytes = sum(c.nbytes for c in cols) / seg.num_rows if cols else 0
+            per = max(1, int(partition_bytes // max(row_bytes * step, 1)))
+        else:
+            per = int(blocks_per_partition)
+        for b0 in range(0, nb, per):
+            b1 = min(b0 + per, nb)
+            a, b = b0 * step, min(b1 * step, seg.num_rows)
+            out.append(Partition(seg.part, seg.path, b0, b1, a, b, seg.row0 + a))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the scan
+# ---------------------------------------------------------------------------------------------
+
+class _Windows:
+    """The windows of one file, decoded ahead in the file's threads (submit, then collect in
+    the same order); close() waits for what is still being decoded."""
+
+    def __init__(self, f, readers):
+        self.file = f
+        self.readers = readers
+        self.raw = [r.col.lookup["raw"] for r in readers]
+        self.pending = collections.deque()
+
+    def _pieces(self, b0, b1, piece_bytes):
+        pieces = []
+        for k, raw in enumerate(self.raw):
+            pieces += [(k, p0, p1) for p0, p1 in block_groups(raw[b0:b1], piece_bytes, b0)]
+        rooms = [self.readers[k].room(p0, p1) for k, p0, p1 in pieces]
+        sizes = [0 if r is None else (r[0] + 63) // 64 * 64 for r in rooms]
+        if not any(sizes):
+            return [p + (None,) for p in pieces]
+        # one buffer for the window (fresh arrays of a few MB each cost a page fault per 4 KiB)
+        buf = self.file.buffer(sum(sizes), "a window of a scan's blocks")
+        out, at = [], 0
+        for piece, room, size in zip(pieces, rooms, sizes):
+            out.append(piece + (None if room is None else buf[at:at + room[0]].view(room[1]),))
+            at += size
+        return out
+
+    def _decode(self, piece):
+        k, p0, p1, out = piece
+        return self.readers[k].decode(p0, p1, out)
+
+    def submit(self, b0, b1, piece_bytes):
+        pieces = self._pieces(b0, b1, piece_bytes)
+        threads = self.file.threads
+        if threads > 1 and len(pieces) > 1:
+            pool = _threads.pool("scan", threads)
+            work = [pool.submit(self._decode, p) for p in pieces]
+        else:
+            work = [finished(self._decode(p)) for p in pieces]
+        self.pending.append((b0, b1, pieces, work))
+
+    def collect(self):
+        """(b0, b1, one joined value per column) of the window submitted first."""
+        b0, b1, pieces, work = self.pending.popleft()
+        chunks = [[] for _ in self.readers]
+        for (k, _p0, _p1, _out), done in zip(pieces, work):
+            chunks[k] += done.result()
+        return b0, b1, [r.join(c) for r, c in zip(self.readers, chunks)]
+
+    def close(self):
+        for _b0, _b1, _pieces, work in self.pending:
+            for done in work:
+                if not done.cancel():
+                    try:
+                        done.result()
+                    except BaseException:
+                        pass
+        self.pending.clear()
+
+
+def scan(source, columns, reader=NumpyColumn, *, rows=None, by="block", block_filter=None,
+         window_bytes=WINDOW_BYTES, piece_bytes=PIECE_BYTES):
+    """Yield Batches of `columns` of `source` (an IdvFile, or an idv.Dataset: its files end to
+    end, each opened when reached), in row order.
+
+    ``columns``: Column objects of a file, or names or indices (looked up in each file).
+    ``reader(col)`` makes each column's reader (NumpyColumn: read()'s forms). ``rows``: a
+    range with a positive step over the source's rows (default: all); only the blocks that
+    hold them are decoded. ``by``: ``"block"`` (a batch per block), ``"window"`` (a batch per
+    window of blocks). ``block_filter(part, file)``: a boolean mask over the file's blocks,
+    False for blocks to skip (their rows are left out). An IdvFormatError from a dataset's
+    file names the file."""
+    if by not in ("block", "window"):
+        raise ValueError(f"by must be 'block' or 'window', not {by!r}")
+    for seg in _segments(source):
+        local = None
+        if rows is not None:
+            local = _local_rows(rows, seg)
+            if not len(local):
+                continue
+        elif not seg.num_rows:
+            continue
+        try:
+            yield from _scan_file(seg, columns, reader, local, by, block_filter, window_bytes,
+                                  piece_bytes)
+        except IdvFormatError as e:
+            if seg.path is not None:
+                e.locate(path=seg.path)
+            raise
+
+
+def _scan_file(seg, columns, reader, rows, by, block_filter, window_bytes, piece_bytes):
+    f = seg.open()
+    cols = _file_columns(f, columns)
+    if not cols:
+        return
+    rpb = cols[0].rows_per_block
+    keep = None if block_filter is None else block_filter(seg.part, f)
+    blocks = needed_blocks(seg.num_rows, rpb, rows, keep)
+    spans = window_spans(blocks, _block_bytes(cols), window_bytes)
+    step = 1 if rows is None else rows.step
+    lo, hi = (0, seg.num_rows) if rows is None else (rows.start, rows.stop)
+    windows = _Windows(f, [reader(c) for c in cols])
+    try:
+        for span in spans[:AHEAD]:
+            windows.submit(*span, piece_bytes)
+        for i in range(len(spans)):
+            b0, b1, values = windows.collect()
+            if i + AHEAD < len(spans):
+                windows.submit(*spans[i + AHEAD], piece_bytes)
+            w0 = b0 * rpb
+            cuts = [(b0, b1)] if by == "window" else [(b, b + 1) for b in range(b0, b1)]
+            for c0, c1 in cuts:
+                # the selected rows of blocks [c0, c1): from the first at or after max(lo, start)
+                # that the step reaches, to min(hi, stop)
+                a, b = max(lo, c0 * rpb), min(hi, c1 * rpb, seg.num_rows)
+                a += (lo - a) % step
+                if a >= b:
+                    continue
+                yield Batch(seg.part, a, b, step, seg.row0 + a,
+                            [r.cut(v, a - w0, b - w0, step)
+                             for r, v in zip(windows.readers, values)])
+            values = None
+    finally:
+        windows.close()

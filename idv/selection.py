@@ -1,0 +1,160 @@
+"""Which columns and which rows a read covers: one rule for each, used by every reader.
+
+Columns are picked among a list of names, as a file's table of contents or a dataset's schema
+lists them: by name (a name that repeats means its last column, as in ML.NET, where the
+earlier ones are hidden), by index (negative from the end), or, where a caller offers it, by a
+glob (``Feature*``). Rows are a slice, row numbers (negative from the end) or a boolean mask,
+over one file's rows or a dataset's rows end to end.
+"""
+from __future__ import annotations
+
+import fnmatch
+
+import numpy as np
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def visible(names):
+    """Positions of the visible columns of `names`: the last of each name, in order."""
+    last = {n: i for i, n in enumerate(names)}
+    return [i for i, n in enumerate(names) if last[n] == i]
+
+
+def is_index(x):
+    """Whether `x` picks a column by position (an int or numpy integer, not a bool)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def as_list(columns):
+    """One column (a name or an index) as a list of one; a list (or other iterable) as a
+    list."""
+    if isinstance(columns, str) or is_index(columns):
+        return [columns]
+    return list(columns)
+
+
+def positions(names, columns, *, where="", globs=False, index_hint=""):
+    """Positions in `names` of `columns`: None for every visible column; else a name, an index
+    or a list of them, in the order given. With `globs`, a name that is no column but holds
+    ``*``, ``?`` or ``[`` picks every visible column it matches, in order.
+
+    KeyError for a missing name and IndexError for an index beyond the columns, naming the
+    columns there are; `where` (e.g. " in the dataset") and `index_hint` complete them."""
+    if columns is None:
+        return visible(names)
+    last = {n: i for i, n in enumerate(names)}
+    out = []
+    for c in as_list(columns):
+        if is_index(c):
+            n = len(names)
+            if not -n <= int(c) < n:
+                span = f" (0 to {n - 1})" if n else ""
+                raise IndexError(f"column index {int(c)} out of range{where}: {n} "
+                                 f"column{'s' * (n != 1)}{span}{index_hint}")
+            out.append(int(c) % n)
+        elif isinstance(c, str) and c in last:
+            out.append(last[c])
+        elif isinstance(c, str) and globs and _GLOB_CHARS & set(c):
+            found = [i for i in visible(names) if fnmatch.fnmatchcase(names[i], c)]
+            if not found:
+                raise KeyError(f"no column matches {c!r}{where}; columns: {list(last)}")
+            out.extend(found)
+        elif isinstance(c, str):
+            raise KeyError(f"no column {c!r}{where}; columns: {list(last)}")
+        else:
+            raise TypeError(f"columns are picked by name or index, not "
+                            f"{type(c).__name__} ({c!r})")
+    return out
+
+
+def names_of(names, columns, *, where="", globs=False):
+    """The names `columns` picks among `names` (positions(), as names): for sources whose
+    names do not repeat (a dataset, an Arrow schema); None stays None (every column)."""
+    if columns is None:
+        return None
+    return [names[i] for i in positions(names, columns, where=where, globs=globs)]
+
+
+# ---------------------------------------------------------------------------------------------
+# rows
+# ---------------------------------------------------------------------------------------------
+
+def row_numbers(key, n, what="column"):
+    """Row numbers (int64, in the order given, each in [0, n)) from a slice, a list or array of
+    row numbers (negative from the end) or a boolean mask of all `n` rows of a `what`."""
+    if isinstance(key, slice):
+        start, stop, step = key.indices(n)
+        return np.arange(start, stop, step, dtype=np.int64)
+    try:
+        rows = np.asarray(key)
+    except (TypeError, ValueError):
+        rows = None
+    if rows is None or rows.ndim != 1 or (rows.dtype.kind not in "biu" and len(rows)):
+        raise TypeError(f"rows are selected by an int, a slice, a list or array of row "
+                        f"numbers, or a boolean mask, not {type(key).__name__}")
+    if rows.dtype.kind == "b":
+        if len(rows) != n:
+            raise IndexError(f"boolean mask of {len(rows)} rows for a {what} of {n}")
+        return np.flatnonzero(rows)
+    rows = rows.astype(np.int64)
+    bad = (rows < -n) | (rows >= n)
+    if bad.any():
+        raise IndexError(f"row {int(rows[bad][0])} out of range for {n} rows")
+    return np.where(rows < 0, rows + n, rows)
+
+
+def contiguous(key, n):
+    """(start, stop) when `key` is a slice of step 1 (or None: all rows), else None."""
+    if key is None:
+        return 0, n
+    if isinstance(key, slice):
+        start, stop, step = key.indices(n)
+        if step == 1:
+            return start, max(start, stop)
+    return None
+
+
+def split_rows(key, starts, n, what="dataset"):
+    """A selection of the rows of parts laid end to end (a dataset's files; `starts`: each
+    part's first row, `n`: all rows) -> ([(part, local rows)], restore).
+
+    Local rows are a slice of step 1 where the selection is one (each part's share of it),
+    else sorted-by-part row numbers; `restore` is None when the parts' rows, joined in part
+    order, are already in the order asked for, else the permutation that restores it."""
+    starts = np.asarray(starts, np.int64)
+    stops = np.append(starts[1:], n)
+    span = contiguous(key, n)
+    if span is not None:
+        a, b = span
+        parts = [(i, slice(int(max(a, s) - s), int(min(b, e) - s)))
+                 for i, (s, e) in enumerate(zip(starts, stops)) if max(a, s) < min(b, e)]
+        return parts, None
+    idx = row_numbers(key, n, what)
+    which = np.searchsorted(starts, idx, side="right") - 1
+    order = np.argsort(which, kind="stable")
+    sorted_which = which[order]
+    parts = []
+    for i in np.unique(sorted_which):
+        sel = order[sorted_which == i]
+        parts.append((int(i), idx[sel] - starts[int(i)]))
+    restore = None if np.array_equal(order, np.arange(len(order))) else np.argsort(order)
+    return parts, restore
+
+
+def range_parts(rows, starts, n):
+    """A range of rows with a positive step over parts laid end to end -> [(part, local
+    range)] for each part holding some of them (the command line's --rows over a dataset)."""
+    out = []
+    stops = list(starts[1:]) + [n]
+    for i, (s, e) in enumerate(zip(starts, stops)):
+        lo, hi = (_count_below(rows, at) for at in (s, e))
+        if lo < hi:
+            mine = rows[lo:hi]
+            out.append((i, range(mine.start - s, mine.stop - s, mine.step)))
+    return out
+
+
+def _count_below(rows, at):
+    """How many of `rows` (a range with a positive step) are below `at`."""
+    return min(len(rows), max(0, -(-(at - rows.start) // rows.step)))

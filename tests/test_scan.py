@@ -1,0 +1,235 @@
+"""idv.scan, the one scan under every streaming reader, and idv.selection, its one rule for
+columns and rows: batches hold the same values as reading each column whole, whatever the
+windows, pieces, threads, row ranges and skipped blocks; a dataset scans as its files end to
+end."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import idv
+from idv import scan as S
+from idv import selection
+
+
+def _table(n=1000, seed=0):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 5, n)
+    return {
+        "f": rng.standard_normal(n).astype(np.float32),
+        "i": np.arange(n, dtype=np.int64),
+        "t": [f"row {k} é" for k in range(n)],
+        "v": rng.standard_normal((n, 3)),
+        "r": idv.Ragged(np.arange(int(lengths.sum()), dtype=np.int32),
+                        np.concatenate([[0], np.cumsum(lengths)])),
+        "b": rng.integers(0, 2, n).astype(bool),
+    }
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory):
+    p = tmp_path_factory.mktemp("scan") / "t.idv"
+    idv.write(p, _table(), rows_per_block=64)
+    return p
+
+
+@pytest.fixture(scope="module")
+def whole(path):
+    return idv.read(path)
+
+
+def _joined(batches, k):
+    values = [b.values[k] for b in batches]
+    return idv.reader.concat_reads(values) if values else None
+
+
+def _equal(a, b):
+    if isinstance(a, idv.Ragged):
+        assert isinstance(b, idv.Ragged)
+        np.testing.assert_array_equal(a.offsets, b.offsets)
+        np.testing.assert_array_equal(a.values, b.values)
+    else:
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("window_bytes,piece_bytes", [(1, 1), (12000, 700), (S.WINDOW_BYTES,
+                                                                             S.PIECE_BYTES)])
+def test_batches_are_the_columns_read_whole(path, whole, threads, window_bytes, piece_bytes):
+    with idv.open(path, threads=threads) as f:
+        names = list(whole)
+        batches = list(S.scan(f, names, window_bytes=window_bytes, piece_bytes=piece_bytes))
+        # a batch per block, each the block's rows
+        assert [(b.start, b.stop) for b in batches] == [(a, min(a + 64, 1000))
+                                                        for a in range(0, 1000, 64)]
+        assert all(b.row0 == b.start and b.step == 1 and b.part == 0 for b in batches)
+        for k, n in enumerate(names):
+            _equal(_joined(batches, k), whole[n])
+        windows = list(S.scan(f, names, by="window", window_bytes=window_bytes,
+                              piece_bytes=piece_bytes))
+        if window_bytes == 1:
+            assert len(windows) == len(batches)
+        else:
+            assert len(windows) < len(batches)
+        for k, n in enumerate(names):
+            _equal(_joined(windows, k), whole[n])
+
+
+@pytest.mark.parametrize("rows", [range(0, 1000, 1), range(10, 11), range(63, 200, 1),
+                                  range(5, 999, 3), range(7, 1000, 100), range(1, 1000, 999),
+                                  range(500, 500), range(990, 1000, 64)])
+def test_rows_decode_only_their_blocks(path, whole, rows):
+    with idv.open(path) as f:
+        batches = list(S.scan(f, ["i", "r", "t"], rows=rows, window_bytes=3000))
+        got = _joined(batches, 0)
+        want = list(rows)
+        assert (got.tolist() if got is not None else []) == want
+        if want:
+            _equal(_joined(batches, 1), whole["r"][rows.start:rows.stop:rows.step])
+            assert list(_joined(batches, 2)) == [whole["t"][r] for r in want]
+            assert batches[0].row0 == want[0]
+        assert f["i"].blocks_decoded == len({r // 64 for r in want})
+
+
+def test_a_block_filter_skips_blocks(path):
+    seen = []
+
+    def keep(part, f):
+        seen.append(part)
+        mask = np.ones(f["i"].num_blocks, bool)
+        mask[[0, 3, 4, 15]] = False
+        return mask
+
+    with idv.open(path) as f:
+        got = np.concatenate([b.values[0] for b in S.scan(f, ["i"], block_filter=keep)])
+        assert f["i"].blocks_decoded == 12
+    assert seen == [0]
+    skipped = set(range(0, 64)) | set(range(192, 320)) | set(range(960, 1000))
+    assert got.tolist() == [r for r in range(1000) if r not in skipped]
+    with idv.open(path) as f, pytest.raises(ValueError, match="one bool per block"):
+        list(S.scan(f, ["i"], block_filter=lambda part, f: [True]))
+
+
+def test_a_dataset_scans_its_files_end_to_end(tmp_path, whole):
+    paths = []
+    for k, (a, b, rpb) in enumerate([(0, 300, 64), (300, 301, 10), (301, 301, 5),
+                                      (301, 1000, 100)]):
+        p = tmp_path / f"{k}.idv"
+        idv.write(p, {"i": np.arange(a, b, dtype=np.int64), "t": whole["t"][a:b].tolist()},
+                  rows_per_block=rpb, types={"t": idv.Text})
+        paths.append(p)
+    with idv.dataset(paths) as ds:
+        batches = list(S.scan(ds, ["i", "t"]))
+        assert [b.part for b in batches][:6] == [0] * 5 + [1]
+        assert 2 not in {b.part for b in batches}       # no rows: no batch
+        assert np.concatenate([b.values[0] for b in batches]).tolist() == list(range(1000))
+        assert [b.row0 for b in batches] == [int(b.values[0][0]) for b in batches]
+        assert list(_joined(batches, 1)) == list(whole["t"])
+        picked = list(S.scan(ds, ["i"], rows=range(250, 420, 7)))
+        assert np.concatenate([b.values[0] for b in picked]).tolist() == list(range(250, 420,
+                                                                                    7))
+        parts = S.partitions(ds, ["i", "t"], blocks_per_partition=2)
+        assert [(p.part, p.start, p.stop, p.row0) for p in parts] == (
+            [(0, 0, 128, 0), (0, 128, 256, 128), (0, 256, 300, 256), (1, 0, 1, 300)]
+            + [(3, a, min(a + 200, 699), 301 + a) for a in range(0, 699, 200)])
+        assert all(p.path == ds.files[p.part].path for p in parts)
+
+
+def test_an_error_in_a_datasets_file_names_it(tmp_path):
+    good, bad = tmp_path / "a.idv", tmp_path / "b.idv"
+    for p in (good, bad):
+        idv.write(p, {"x": np.arange(100.0)}, rows_per_block=10, compression="none")
+    with idv.open(bad) as f:
+        offset = int(f["x"].lookup["offset"][3])
+    data = bytearray(bad.read_bytes())
+    data[offset] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    with idv.dataset([good, bad]) as ds, pytest.raises(idv.IdvFormatError) as e:
+        list(S.scan(ds, ["x"]))
+    assert e.value.path is not None and "b.idv" in str(e.value.path)
+    assert e.value.block == 3
+
+
+def test_partitions_of_a_file_follow_its_blocks(path):
+    with idv.open(path) as f:
+        parts = S.partitions(f, ["i"], blocks_per_partition=5)
+        assert [(p.b0, p.b1, p.start, p.stop) for p in parts] == [
+            (0, 5, 0, 320), (5, 10, 320, 640), (10, 15, 640, 960), (15, 16, 960, 1000)]
+        assert len(S.partitions(f, ["i", "v"])) == 1      # 1000 rows: far below 64 MiB
+        assert len(S.partitions(f, ["i"], partition_bytes=64 * 8 * 3)) == 6
+        with pytest.raises(ValueError, match="at least 1"):
+            S.partitions(f, ["i"], blocks_per_partition=0)
+
+
+def test_an_unknown_batch_kind_is_refused(path):
+    with idv.open(path) as f, pytest.raises(ValueError, match="'block' or 'window'"):
+        list(S.scan(f, ["i"], by="rows"))
+
+
+# ---------------------------------------------------------------------------------------------
+# selection
+# ---------------------------------------------------------------------------------------------
+
+NAMES = ["a", "b", "a", "Feature1", "Feature2", "c"]
+
+
+@pytest.mark.parametrize("columns,want", [
+    (None, [1, 2, 3, 4, 5]),             # visible: the last "a"
+    ("a", [2]), (0, [0]), (-1, [5]), (np.int64(1), [1]),
+    (["c", 0, "a"], [5, 0, 2]),
+])
+def test_columns_by_name_and_index(columns, want):
+    assert selection.positions(NAMES, columns) == want
+
+
+def test_globs_only_where_offered():
+    assert selection.positions(NAMES, ["Feature*", "c"], globs=True) == [3, 4, 5]
+    assert selection.positions(NAMES, "?", globs=True) == [1, 2, 5]
+    with pytest.raises(KeyError, match="no column 'Feature\\*'"):
+        selection.positions(NAMES, "Feature*")
+    with pytest.raises(KeyError, match="no column matches 'z\\*' in the dataset"):
+        selection.positions(NAMES, "z*", globs=True, where=" in the dataset")
+
+
+def test_missing_columns_are_named():
+    with pytest.raises(KeyError, match="no column 'x'; columns: \\['a', 'b', 'Feature1'"):
+        selection.positions(NAMES, ["a", "x"])
+    with pytest.raises(IndexError, match="column index 6 out of range: 6 columns \\(0 to 5\\)"):
+        selection.positions(NAMES, 6)
+    with pytest.raises(TypeError, match="by name or index"):
+        selection.positions(NAMES, [1.5])
+    with pytest.raises(TypeError, match="by name or index"):
+        selection.positions(NAMES, [True])
+    assert selection.names_of(["x", "y"], [1, "x"]) == ["y", "x"]
+    assert selection.names_of(["x", "y"], None) is None
+
+
+@pytest.mark.parametrize("key,want", [
+    (slice(None), list(range(10))), (slice(2, 8, 3), [2, 5]), (slice(None, None, -4), [9, 5, 1]),
+    ([3, -1, 0], [3, 9, 0]), (np.array([True] + [False] * 8 + [True]), [0, 9]), ([], []),
+])
+def test_row_numbers(key, want):
+    assert selection.row_numbers(key, 10).tolist() == want
+
+
+def test_bad_rows_are_refused():
+    with pytest.raises(IndexError, match="row 10 out of range for 10 rows"):
+        selection.row_numbers([10], 10)
+    with pytest.raises(IndexError, match="mask of 3 rows for a dataset of 10"):
+        selection.row_numbers([True, False, True], 10, "dataset")
+    with pytest.raises(TypeError, match="boolean mask, not str"):
+        selection.row_numbers("x", 10)
+    with pytest.raises(TypeError):
+        selection.row_numbers([1.5], 10)
+
+
+def test_rows_split_over_parts():
+    starts, n = [0, 4, 4, 9], 12      # parts of 4, 0, 5 and 3 rows
+    parts, restore = selection.split_rows(slice(2, 10), starts, n)
+    assert [(i, (s.start, s.stop)) for i, s in parts] == [(0, (2, 4)), (2, (0, 5)), (3, (0, 1))]
+    assert restore is None
+    parts, restore = selection.split_rows([11, 0, 5, 1], starts, n)
+    assert [(i, r.tolist()) for i, r in parts] == [(0, [0, 1]), (2, [1]), (3, [2])]
+    assert np.concatenate([[0, 1], [5], [11]])[restore].tolist() == [11, 0, 5, 1]
+    assert [(i, list(r)) for i, r in selection.range_parts(range(1, 12, 3), starts, n)] == [
+        (0, [1]), (2, [0, 3]), (3, [1])]
