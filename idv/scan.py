@@ -166,17 +166,24 @@ def needed_blocks(num_rows, rows_per_block, rows=None, keep=None):
     return blocks
 
 
-def window_spans(blocks, block_bytes, limit):
-    """Runs of consecutive `blocks` cut into windows of about `limit` decompressed bytes (at
-    least one block each; `block_bytes`: each block's bytes over the columns read): [(b0, b1)]."""
+def window_spans(blocks, block_bytes, limit, group=1):
+    """Runs of consecutive `blocks` cut into windows of about `limit` decompressed bytes
+    (`block_bytes`: each block's bytes over the columns read), at least one block each and
+    cut only where a group of `group` blocks (b // group) begins: [(b0, b1)]."""
     out = []
-    if not len(blocks):
-        return out
-    breaks = np.flatnonzero(np.diff(blocks) != 1) + 1
-    for run in np.split(blocks, breaks):
-        b0 = int(run[0])
-        for g0, g1 in block_groups(block_bytes[run[0]:run[-1] + 1], limit, b0):
-            out.append((g0, g1))
+    start = prev = None
+    size = 0
+    for b in blocks.tolist():
+        n = int(block_bytes[b])
+        if start is not None and (b != prev + 1 or (b % group == 0 and size + n > limit)):
+            out.append((start, prev + 1))
+            start, size = None, 0
+        if start is None:
+            start = b
+        size += n
+        prev = b
+    if start is not None:
+        out.append((start, prev + 1))
     return out
 
 
@@ -280,7 +287,7 @@ class _Windows:
         self.pending.clear()
 
 
-def scan(source, columns, reader=NumpyColumn, *, rows=None, by="block", block_filter=None,
+def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_filter=None,
          window_bytes=WINDOW_BYTES, piece_bytes=PIECE_BYTES):
     """Yield Batches of `columns` of `source` (an IdvFile, or an idv.Dataset: its files end to
     end, each opened when reached), in row order.
@@ -288,12 +295,14 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, by="block", block_fi
     ``columns``: Column objects of a file, or names or indices (looked up in each file).
     ``reader(col)`` makes each column's reader (NumpyColumn: read()'s forms). ``rows``: a
     range with a positive step over the source's rows (default: all); only the blocks that
-    hold them are decoded. ``by``: ``"block"`` (a batch per block), ``"window"`` (a batch per
-    window of blocks). ``block_filter(part, file)``: a boolean mask over the file's blocks,
+    hold them are decoded. ``batch_rows``: each batch holds the selected rows of a group of
+    whole blocks of about that many rows (at least one block, groups aligned on multiples of
+    it: 1, the default, gives a batch per block); None gives a batch per window. ``block_filter(part, file)``: a boolean mask over the file's blocks,
     False for blocks to skip (their rows are left out). An IdvFormatError from a dataset's
     file names the file."""
-    if by not in ("block", "window"):
-        raise ValueError(f"by must be 'block' or 'window', not {by!r}")
+    if batch_rows is not None and (isinstance(batch_rows, bool) or int(batch_rows) < 1):
+        raise ValueError(f"batch_rows must be a positive number of rows or None, not "
+                         f"{batch_rows!r}")
     for seg in _segments(source):
         local = None
         if rows is not None:
@@ -303,15 +312,16 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, by="block", block_fi
         elif not seg.num_rows:
             continue
         try:
-            yield from _scan_file(seg, columns, reader, local, by, block_filter, window_bytes,
-                                  piece_bytes)
+            yield from _scan_file(seg, columns, reader, local, batch_rows, block_filter,
+                                  window_bytes, piece_bytes)
         except IdvFormatError as e:
             if seg.path is not None:
                 e.locate(path=seg.path)
             raise
 
 
-def _scan_file(seg, columns, reader, rows, by, block_filter, window_bytes, piece_bytes):
+def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, window_bytes,
+               piece_bytes):
     f = seg.open()
     cols = _file_columns(f, columns)
     if not cols:
@@ -319,7 +329,8 @@ def _scan_file(seg, columns, reader, rows, by, block_filter, window_bytes, piece
     rpb = cols[0].rows_per_block
     keep = None if block_filter is None else block_filter(seg.part, f)
     blocks = needed_blocks(seg.num_rows, rpb, rows, keep)
-    spans = window_spans(blocks, _block_bytes(cols), window_bytes)
+    group = None if batch_rows is None else max(1, int(batch_rows) // rpb)
+    spans = window_spans(blocks, _block_bytes(cols), window_bytes, group or 1)
     step = 1 if rows is None else rows.step
     lo, hi = (0, seg.num_rows) if rows is None else (rows.start, rows.stop)
     windows = _Windows(f, [reader(c) for c in cols])
@@ -331,7 +342,9 @@ def _scan_file(seg, columns, reader, rows, by, block_filter, window_bytes, piece
             if i + AHEAD < len(spans):
                 windows.submit(*spans[i + AHEAD], piece_bytes)
             w0 = b0 * rpb
-            cuts = [(b0, b1)] if by == "window" else [(b, b + 1) for b in range(b0, b1)]
+            cuts = [(b0, b1)] if group is None else [
+                (g, min(g - g % group + group, b1)) for g in range(b0, b1)
+                if g == b0 or g % group == 0]
             for c0, c1 in cuts:
                 # the selected rows of blocks [c0, c1): from the first at or after max(lo, start)
                 # that the step reaches, to min(hi, stop)

@@ -65,7 +65,7 @@ def test_batches_are_the_columns_read_whole(path, whole, threads, window_bytes, 
         assert all(b.row0 == b.start and b.step == 1 and b.part == 0 for b in batches)
         for k, n in enumerate(names):
             _equal(_joined(batches, k), whole[n])
-        windows = list(S.scan(f, names, by="window", window_bytes=window_bytes,
+        windows = list(S.scan(f, names, batch_rows=None, window_bytes=window_bytes,
                               piece_bytes=piece_bytes))
         if window_bytes == 1:
             assert len(windows) == len(batches)
@@ -161,9 +161,22 @@ def test_partitions_of_a_file_follow_its_blocks(path):
             S.partitions(f, ["i"], blocks_per_partition=0)
 
 
-def test_an_unknown_batch_kind_is_refused(path):
-    with idv.open(path) as f, pytest.raises(ValueError, match="'block' or 'window'"):
-        list(S.scan(f, ["i"], by="rows"))
+@pytest.mark.parametrize("window_bytes", [1, 3000, S.WINDOW_BYTES])
+def test_batches_of_whole_blocks_aligned_on_batch_rows(path, window_bytes):
+    """batch_rows=200 with blocks of 64 rows: groups of 3 blocks (rows 0-191, 192-383 ...),
+    whatever the windows; a row range keeps the same cuts."""
+    with idv.open(path) as f:
+        got = [(b.start, b.stop) for b in S.scan(f, ["i", "t"], batch_rows=200,
+                                                  window_bytes=window_bytes)]
+        assert got == [(a, min(a + 192, 1000)) for a in range(0, 1000, 192)]
+        got = [(b.start, b.stop, b.values[0].tolist()) for b in
+               S.scan(f, ["i"], batch_rows=200, rows=range(100, 500, 50),
+                      window_bytes=window_bytes)]
+        assert got == [(100, 192, [100, 150]), (200, 384, [200, 250, 300, 350]),
+                       (400, 500, [400, 450])]
+        for bad in (0, -3, True):
+            with pytest.raises(ValueError, match="batch_rows"):
+                list(S.scan(f, ["i"], batch_rows=bad))
 
 
 # ---------------------------------------------------------------------------------------------
