@@ -55,6 +55,8 @@ class NumpyColumn:
     def room(self, b0, b1):
         """(bytes, dtype) of blocks [b0, b1) in the window's buffer, or None (a new array)."""
         col = self.col
+        if not col.readable:           # decode() raises, saying why
+            return None
         if col.codec.itemsize and not isinstance(col.type, T.Vector) and not self.sparse:
             rows = col.block_rows(b1 - 1)[1] - col.block_rows(b0)[0]
             return rows * col.codec.itemsize, col.codec.dtype
@@ -288,7 +290,7 @@ class _Windows:
 
 
 def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_filter=None,
-         window_bytes=WINDOW_BYTES, piece_bytes=PIECE_BYTES):
+         window_bytes=WINDOW_BYTES, piece_bytes=PIECE_BYTES, ahead=AHEAD):
     """Yield Batches of `columns` of `source` (an IdvFile, or an idv.Dataset: its files end to
     end, each opened when reached), in row order.
 
@@ -298,11 +300,16 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
     hold them are decoded. ``batch_rows``: each batch holds the selected rows of a group of
     whole blocks of about that many rows (at least one block, groups aligned on multiples of
     it: 1, the default, gives a batch per block); None gives a batch per window. ``block_filter(part, file)``: a boolean mask over the file's blocks,
-    False for blocks to skip (their rows are left out). An IdvFormatError from a dataset's
+    False for blocks to skip (their rows are left out). ``window_bytes``, ``piece_bytes``
+    and ``ahead`` (windows decoded ahead of the one handed out) trade memory and latency for
+    speed: a consumer that may stop early (the command line into ``head``) takes small
+    windows, one ahead. An IdvFormatError from a dataset's
     file names the file."""
     if batch_rows is not None and (isinstance(batch_rows, bool) or int(batch_rows) < 1):
         raise ValueError(f"batch_rows must be a positive number of rows or None, not "
                          f"{batch_rows!r}")
+    if ahead < 1:
+        raise ValueError(f"ahead must be at least 1 window, not {ahead!r}")
     for seg in _segments(source):
         local = None
         if rows is not None:
@@ -313,7 +320,7 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
             continue
         try:
             yield from _scan_file(seg, columns, reader, local, batch_rows, block_filter,
-                                  window_bytes, piece_bytes)
+                                  window_bytes, piece_bytes, ahead)
         except IdvFormatError as e:
             if seg.path is not None:
                 e.locate(path=seg.path)
@@ -321,7 +328,7 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
 
 
 def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, window_bytes,
-               piece_bytes):
+               piece_bytes, ahead):
     f = seg.open()
     cols = _file_columns(f, columns)
     if not cols:
@@ -335,12 +342,12 @@ def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, window_byte
     lo, hi = (0, seg.num_rows) if rows is None else (rows.start, rows.stop)
     windows = _Windows(f, [reader(c) for c in cols])
     try:
-        for span in spans[:AHEAD]:
+        for span in spans[:ahead]:
             windows.submit(*span, piece_bytes)
         for i in range(len(spans)):
             b0, b1, values = windows.collect()
-            if i + AHEAD < len(spans):
-                windows.submit(*spans[i + AHEAD], piece_bytes)
+            if i + ahead < len(spans):
+                windows.submit(*spans[i + ahead], piece_bytes)
             w0 = b0 * rpb
             cuts = [(b0, b1)] if group is None else [
                 (g, min(g - g % group + group, b1)) for g in range(b0, b1)

@@ -373,9 +373,9 @@ def test_head_decodes_only_the_blocks_it_shows(monkeypatch, capsys):
     calls = []
     original = idv.reader.Column.read_blocks
 
-    def spy(self, b0, b1, sparse=False):
+    def spy(self, b0, b1, sparse=False, **how):
         calls.append((self.name, b0, b1))
-        return original(self, b0, b1, sparse)
+        return original(self, b0, b1, sparse, **how)
     monkeypatch.setattr(idv.reader.Column, "read_blocks", spy)
     path = str(fixture("multiblock_200k_none"))
     assert main(["head", path, "-n", "3"]) == 0
@@ -811,9 +811,9 @@ def test_cat_decodes_each_needed_block_once(monkeypatch, capsys):
     calls = []
     original = idv.reader.Column.read_blocks
 
-    def spy(self, b0, b1, sparse=False):
+    def spy(self, b0, b1, sparse=False, **how):
         calls.extend((self.name, b) for b in range(b0, b1))
-        return original(self, b0, b1, sparse)
+        return original(self, b0, b1, sparse, **how)
     monkeypatch.setattr(idv.reader.Column, "read_blocks", spy)
     path = str(fixture("multiblock_200k_none"))     # 8192 rows per block
     assert main(["cat", path, "--rows", "8191:8193", "--columns", "Id", "-f", "csv"]) == 0

@@ -2,8 +2,9 @@
 slice).
 
 Each takes `src`, an open IdvFile or an idv.Dataset (opener.open_sources). Rows are read
-through ``source_batches``, file after file for a dataset, each file opened only when its rows
-are reached; columns are chosen by ``select_columns`` among the file's or the dataset's.
+through ``source_batches`` (idv.scan), file after file for a dataset, each file opened only
+when its rows are reached; columns are chosen by ``select_columns`` (idv.selection) among the
+file's or the dataset's.
 """
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ import argparse
 import json
 import os
 
-from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
+from idv import scan, selection
 from idv.cells import cell_json
+from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.render import (Table, ascii_only, cell_str, dump_json,
                             is_numeric, plural, render_table, value_str)
 from idv.dataset import Dataset
 from idv.delimited import DelimitedWriter
 from idv.errors import IdvFormatError
 
-CAT_GROUP_ROWS = 8192   # rows decoded at a time per column (whole blocks), when streaming
+CAT_GROUP_ROWS = 8192   # rows decoded at a time (whole blocks), when streaming
 
 
 def _hidden(f, c):
@@ -32,58 +34,34 @@ def first_file(src):
 
 
 def select_columns(src, spec):
-    """--columns A,B (names or indices) -> Columns (of a dataset's first file); default: the
-    readable, visible ones."""
+    """--columns A,B (names, indices or globs such as 'Feature*', idv.selection's rule) ->
+    Columns (of a dataset's first file); default: the readable, visible ones."""
     f = first_file(src)
     pool = f.columns if f is src else [f[n] for n in src.column_names]
     if spec is None:
         return [c for c in pool if c.readable and not _hidden(f, c)]
-    by_name = {c.name: c for c in pool}     # the last of each name, as f[name]
-    cols = []
-    for name in (s.strip() for s in spec.split(",")):
-        if name in by_name:
-            cols.append(by_name[name])
-        elif name.lstrip("-").isdigit() and -f.num_columns <= int(name) < f.num_columns \
-                and f.columns[int(name)] in pool:    # an index in the (first) file
-            cols.append(f.columns[int(name)])
-        else:
-            names = ", ".join(c.name for c in pool)
-            raise CliError(f"no column {name!r}; columns: {names or 'none'}", EXIT_USAGE)
-    return cols
+    names = [c.name for c in pool]
+    picks = [int(s) if s not in names and s.lstrip("-").isdigit() else s
+             for s in (s.strip() for s in spec.split(","))]
+    if f is not src:        # a dataset: an index is the first file's, as `idv schema` shows
+        n = f.num_columns
+        picks = [f.columns[p].name if isinstance(p, int) and -n <= p < n else p for p in picks]
+    try:
+        return [pool[i] for i in selection.positions(names, picks, globs=True)]
+    except (KeyError, IndexError) as e:
+        raise CliError(e.args[0], EXIT_USAGE) from None
 
 
-def _segments(src, cols, rows):
-    """(the columns `cols` in the file, its rows, its path or None) for `rows` (a range with a
-    positive step over the source's rows): the one file, or each file of a dataset holding
-    some of them, opened when reached."""
-    if not isinstance(src, Dataset):
-        yield cols, rows, None
-        return
-    for i, part in enumerate(src.files):
-        lo, hi = (_count_below(rows, at) for at in (part.start, part.stop))
-        if lo < hi:
-            mine, f = rows[lo:hi], src.open_file(i)
-            yield ([f[c.name] for c in cols],
-                   range(mine.start - part.start, mine.stop - part.start, mine.step), part.path)
-
-
-def _count_below(rows, at):
-    """How many of `rows` (a range with a positive step) are below `at`."""
-    return min(len(rows), max(0, -(-(at - rows.start) // rows.step)))
-
-
-def source_batches(src, cols, rows, whole=False):
-    """Batches of `rows` of the columns `cols` (select_columns'), file after file: groups of
-    blocks (iter_row_batches, to stream), or with `whole` each file's rows in one slice (a
-    few rows: each block decoded once). An error in a dataset's file names the file."""
-    for fcols, local, path in _segments(src, cols, rows):
-        try:
-            if whole:
-                yield [c[local.start:local.stop:local.step] for c in fcols]
-            else:
-                yield from iter_row_batches(fcols, local)
-        except IdvFormatError as e:
-            raise e.locate(path=path)
+def source_batches(src, cols, rows, stream=True):
+    """Batches of `rows` (a range with a positive step) of the columns `cols`
+    (select_columns'), file after file, through the scan. To stream: groups of whole blocks
+    of about CAT_GROUP_ROWS rows, decoded one group ahead (output often stops early, as into
+    head); else the scan's windows (a few rows: their blocks decoded together)."""
+    columns = [c.name for c in cols] if isinstance(src, Dataset) else cols
+    how = dict(batch_rows=CAT_GROUP_ROWS, window_bytes=1, ahead=1) if stream else \
+        dict(batch_rows=None)
+    for batch in scan.scan(src, columns, rows=rows, **how):
+        yield batch.values
 
 
 def _cells(cols, batch, cell):
@@ -246,7 +224,8 @@ def cmd_head(src, args, out):
     start = min(max(start, 0), n)
     stop = min(start + args.n, n)
     # only the blocks holding the rows are decoded
-    batches = list(source_batches(src, cols, range(start, stop), whole=True)) if cols else []
+    batches = list(source_batches(src, cols, range(start, stop), stream=False)) \
+        if cols else []
     if args.json:
         data = [list(r) for b in batches for r in _cells(cols, b, cell_json)]
         dump_json({
@@ -284,39 +263,6 @@ def parse_rows(spec):
     if step is not None and step <= 0:
         raise argparse.ArgumentTypeError(f"the step must be positive, got {step}")
     return slice(a, b, step)
-
-
-def _row_pieces(col, rows, group_rows=CAT_GROUP_ROWS):
-    """The column's values at `rows` (a range with a positive step), piece by piece; each
-    piece decodes a run of whole blocks, and no block is decoded twice."""
-    if len(rows) == 0:
-        return
-    span = col.rows_per_block * max(1, group_rows // col.rows_per_block)
-    r, last, step = rows.start, rows[-1], rows.step
-    while r <= last:
-        stop = min((r // span + 1) * span, last + 1)
-        piece = col[r:stop:step]
-        yield piece
-        r += len(range(r, stop, step)) * step
-
-
-def iter_row_batches(cols, rows, group_rows=CAT_GROUP_ROWS):
-    """Batches of rows: lists holding each column's values for the same consecutive rows."""
-    streams = [_row_pieces(c, rows, group_rows) for c in cols]
-    bufs, offs = [None] * len(cols), [0] * len(cols)
-    done = 0
-    while done < len(rows):
-        for i, s in enumerate(streams):
-            while bufs[i] is None or offs[i] == _length(bufs[i]):
-                bufs[i], offs[i] = next(s), 0
-        m = min(_length(b) - o for b, o in zip(bufs, offs))
-        yield [b[o:o + m] for b, o in zip(bufs, offs)]
-        offs = [o + m for o in offs]
-        done += m
-
-
-def _length(x):
-    return x.shape[0] if hasattr(x, "shape") else len(x)
 
 
 def cmd_cat(src, args, out):
