@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import _threads, ticks
+from idv import scan, ticks
 from idv.errors import require
 from idv import types as T
-from idv._interop import (TIME_UNITS, block_bounds, check_time_mode, item_locator,
+from idv._interop import (TIME_UNITS, check_time_mode, item_locator,
                           metadata_from_json, metadata_spec, metadata_to_json,
-                          opened, parse_type, row_windows, select_columns,
+                          opened, parse_type, select_columns,
                           usable_key_values)
 from idv.vectors import Ragged
 
@@ -122,15 +122,6 @@ def _items_to_arrow(pa, item, flat, unit, safe, describe):
     return pa.array(np.ascontiguousarray(flat))
 
 
-# What record_batch_reader decodes at a time: a window of rows whose blocks, over all the
-# columns read, hold about this many decompressed bytes (at least a block of each). A window's
-# blocks are decoded together, in parallel, and then cut into one batch per block.
-_WINDOW_BYTES = 8 << 20
-# the blocks of a window are decoded in pieces of about this many decompressed bytes (a larger
-# block is a piece by itself), one thread each
-_PIECE_BYTES = 2 << 20
-
-
 class _ColumnToArrow:
     """How one idv column becomes Arrow: its field (type + metadata) and each part's array."""
 
@@ -195,6 +186,26 @@ class _ColumnToArrow:
         col = self.col
         values = col.read_blocks(b0, b1, parallel=parallel, out=out)
         return [self.array(values, col.block_rows(b0)[0])]
+
+    # ---- as a reader of idv.scan: a window's pieces decoded, joined and cut into batches
+    def room(self, b0, b1):
+        """(bytes, dtype) of blocks [b0, b1) in the scan window's buffer, or None."""
+        col = self.col
+        if not self.text:
+            return scan.fixed_room(col, b0, b1)
+        return None if isinstance(col.type, T.Vector) else (col.text_room(b0, b1),
+                                                            np.dtype(np.uint8))
+
+    def decode(self, b0, b1, out):
+        return self.blocks(b0, b1, parallel=False, out=out)
+
+    def join(self, chunks):
+        return self.pa.chunked_array(chunks, self.arrow_type)
+
+    def cut(self, value, a, b, step=1):
+        if step != 1:
+            return value.take(self.pa.array(np.arange(a, b, step)))
+        return value.slice(a, b - a)
 
     def _describe(self, row0, size=None, offsets=None):
         return item_locator(f"column {self.name!r}", row0, size, offsets)
@@ -338,111 +349,6 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True):
         return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
 
 
-class _Windows:
-    """Columns read forward a window of rows at a time, each as an Arrow ChunkedArray.
-
-    The blocks holding a window's rows are cut into pieces of about _PIECE_BYTES, and the
-    pieces of all the columns are decoded in parallel threads, each piece in one thread (fewer,
-    larger tasks than a parallel read per column). submit() queues a window's pieces and
-    collect() assembles them, so a reader can queue the next window before it hands out this
-    one (the threads never wait for the consumer). The rows of a column's last block past a
-    window are kept for the next (columns may have different block sizes).
-    """
-
-    def __init__(self, pa, f, convs):
-        self.pa = pa
-        self.convs = convs
-        self.file = f
-        self.next_block = [0] * len(convs)
-        self.kept = [(0, None)] * len(convs)     # (first row, ChunkedArray) per column
-        self.raw = [c.col.lookup["raw"].astype(np.int64) for c in convs]
-        self.pending = []
-
-    def _decode(self, piece):
-        k, p0, p1, out = piece
-        return self.convs[k].blocks(p0, p1, parallel=False, out=out)
-
-    def _outputs(self, pieces):
-        """pieces with their part of one new buffer for the window (one allocation, on huge
-        pages, rather than one per piece: fresh arrays of a few MB cost a page fault per 4 KiB):
-        for fixed-width scalar columns their values, for text the blocks (Column.text_room);
-        None for the rest."""
-        parts = []          # (bytes, dtype) or None
-        for k, p0, p1 in pieces:
-            conv = self.convs[k]
-            col = conv.col
-            if conv.text:
-                parts.append(None if isinstance(col.type, T.Vector)
-                             else (col.text_room(p0, p1), np.dtype(np.uint8)))
-            elif col.codec.itemsize and not isinstance(col.type, T.Vector):
-                rows = col.block_rows(p1 - 1)[1] - col.block_rows(p0)[0]
-                parts.append((rows * col.codec.itemsize, col.codec.dtype))
-            else:
-                parts.append(None)
-        room = [0 if p is None else (p[0] + 63) // 64 * 64 for p in parts]
-        if not any(room):
-            return [p + (None,) for p in pieces]
-        buf = self.file.buffer(sum(room), "a window of record_batch_reader's blocks")
-        out, at = [], 0
-        for piece, part, r in zip(pieces, parts, room):
-            out.append(piece + (None if part is None else buf[at:at + part[0]].view(part[1]),))
-            at += r
-        return out
-
-    def submit(self, a, b):
-        """Queue the decoding of the blocks rows [a, b) need beyond those already queued."""
-        from idv.reader import block_groups
-        pieces = []
-        for k, conv in enumerate(self.convs):
-            stop = -(-b // conv.col.rows_per_block)
-            first = self.next_block[k]
-            pieces += [(k, p0, p1) for p0, p1 in block_groups(self.raw[k][first:stop],
-                                                              _PIECE_BYTES, first)]
-            self.next_block[k] = max(first, stop)
-        pieces = self._outputs(pieces)
-        if self.file.threads > 1 and len(pieces) > 1:
-            pool = _threads.pool("arrow", self.file.threads)
-            work = [pool.submit(self._decode, piece) for piece in pieces]
-        else:
-            work = [_finished(self._decode(piece)) for piece in pieces]
-        self.pending.append((a, b, pieces, work))
-
-    def collect(self):
-        """Rows [a, b) of every column, of the window submitted first and not yet collected."""
-        a, b, pieces, work = self.pending.pop(0)
-        new = [[] for _ in self.convs]
-        for (k, _p0, _p1, _out), done in zip(pieces, work):
-            new[k] += done.result()
-        out = []
-        for k, conv in enumerate(self.convs):
-            start, data = self.kept[k]
-            chunks = data.slice(a - start).chunks if data is not None and \
-                a < start + len(data) else []
-            data = self.pa.chunked_array(chunks + new[k], conv.arrow_type)
-            self.kept[k] = (b, data.slice(b - a))      # only the chunks past the window
-            out.append(data.slice(0, b - a))
-        return out
-
-    def close(self):
-        """Wait for the pieces still being decoded (the file may be closed next)."""
-        for _a, _b, _pieces, work in self.pending:
-            for done in work:
-                if not done.cancel():
-                    try:
-                        done.result()
-                    except BaseException:
-                        pass
-        self.pending = []
-
-
-def _finished(value):
-    """A Future that already holds `value` (a piece decoded in the calling thread)."""
-    from concurrent.futures import Future
-    done = Future()
-    done.set_result(value)
-    return done
-
-
 def _one_array(pa, part):
     """A ChunkedArray's values as one Array (without copying when it has one chunk)."""
     if part.num_chunks == 1:
@@ -483,26 +389,11 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
         raise
 
     def blocks():
-        windows = None
         try:
-            windows = _Windows(pa, f, convs)
-            spans = row_windows(cols, f.num_rows, _WINDOW_BYTES)
-            # two windows queued ahead: the threads go on to the next while this one's last
-            # pieces finish and while its batches are used
-            for a, b, _bounds in spans[:2]:
-                windows.submit(a, b)
-            for i, (a, _b, bounds) in enumerate(spans):
-                window = windows.collect()
-                if i + 2 < len(spans):
-                    windows.submit(*spans[i + 2][:2])
-                for x, y in bounds:
-                    yield pa.RecordBatch.from_arrays(
-                        [_one_array(pa, part.slice(x - a, y - x)) for part in window],
-                        schema=schema)
-                window = None       # not held while the next one is collected
+            for batch in scan.scan(f, convs):
+                yield pa.RecordBatch.from_arrays([_one_array(pa, v) for v in batch.values],
+                                                 schema=schema)
         finally:
-            if windows is not None:
-                windows.close()
             if owned:
                 f.close()
     batches = blocks() if batch_size is None else _rebatched(pa, schema, blocks(),
@@ -531,8 +422,9 @@ def _one_batch(pa, table, schema):
 
 
 def num_batches(f, columns=None):
-    """How many batches record_batch_reader gives for an open IdvFile."""
-    return len(block_bounds(select_columns(f, columns), f.num_rows))
+    """How many batches record_batch_reader gives for an open IdvFile (one per block)."""
+    cols = select_columns(f, columns)
+    return len(scan.needed_blocks(f.num_rows, cols[0].rows_per_block)) if cols else 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -45,6 +45,17 @@ def finished(value):
     return done
 
 
+def fixed_room(col, b0, b1):
+    """(bytes, dtype) that blocks [b0, b1) of a column of fixed-width scalars decode into (a
+    part of the window's buffer); None for other columns (their decoder allocates)."""
+    if not col.readable:           # its decoder raises, saying why
+        return None
+    if col.codec.itemsize and not isinstance(col.type, T.Vector):
+        rows = col.block_rows(b1 - 1)[1] - col.block_rows(b0)[0]
+        return rows * col.codec.itemsize, col.codec.dtype
+    return None
+
+
 class NumpyColumn:
     """A column read into read()'s forms: numpy arrays, Ragged, CSR (``sparse``)."""
 
@@ -54,13 +65,7 @@ class NumpyColumn:
 
     def room(self, b0, b1):
         """(bytes, dtype) of blocks [b0, b1) in the window's buffer, or None (a new array)."""
-        col = self.col
-        if not col.readable:           # decode() raises, saying why
-            return None
-        if col.codec.itemsize and not isinstance(col.type, T.Vector) and not self.sparse:
-            rows = col.block_rows(b1 - 1)[1] - col.block_rows(b0)[0]
-            return rows * col.codec.itemsize, col.codec.dtype
-        return None
+        return None if self.sparse else fixed_room(self.col, b0, b1)
 
     def decode(self, b0, b1, out):
         """Blocks [b0, b1), decoded in the calling thread: a list of values (chunks)."""
@@ -127,6 +132,13 @@ def _segments(source):
 def _file_columns(f, columns):
     """The Columns of file `f` for `columns`: Column objects (of `f`), names or indices."""
     return [c if hasattr(c, "read_blocks") else f[c] for c in columns]
+
+
+def _readers(f, columns, reader):
+    """A reader for each of `columns`: made by `reader` from the column, or given as is (an
+    object with ``decode``, already made for a column of `f`)."""
+    return [c if hasattr(c, "decode") else reader(c if hasattr(c, "read_blocks") else f[c])
+            for c in columns]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,26 +302,30 @@ class _Windows:
 
 
 def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_filter=None,
-         window_bytes=WINDOW_BYTES, piece_bytes=PIECE_BYTES, ahead=AHEAD):
+         window_bytes=None, piece_bytes=None, ahead=AHEAD):
     """Yield Batches of `columns` of `source` (an IdvFile, or an idv.Dataset: its files end to
     end, each opened when reached), in row order.
 
-    ``columns``: Column objects of a file, or names or indices (looked up in each file).
-    ``reader(col)`` makes each column's reader (NumpyColumn: read()'s forms). ``rows``: a
-    range with a positive step over the source's rows (default: all); only the blocks that
-    hold them are decoded. ``batch_rows``: each batch holds the selected rows of a group of
-    whole blocks of about that many rows (at least one block, groups aligned on multiples of
-    it: 1, the default, gives a batch per block); None gives a batch per window. ``block_filter(part, file)``: a boolean mask over the file's blocks,
-    False for blocks to skip (their rows are left out). ``window_bytes``, ``piece_bytes``
-    and ``ahead`` (windows decoded ahead of the one handed out) trade memory and latency for
-    speed: a consumer that may stop early (the command line into ``head``) takes small
-    windows, one ahead. An IdvFormatError from a dataset's
-    file names the file."""
+    ``columns``: Column objects of a file, or names or indices (looked up in each file), or
+    readers already made for a file's columns. ``reader(col)`` makes each column's reader
+    (NumpyColumn: read()'s forms). ``rows``: a range with a positive step over the source's
+    rows (default: all); only the blocks that hold them are decoded. ``batch_rows``: each
+    batch holds the selected rows of a group of whole blocks of about that many rows (at
+    least one block, groups aligned on multiples of it: 1, the default, gives a batch per
+    block); None gives a batch per window. ``block_filter(part, file)``: a boolean mask over
+    the file's blocks, False for blocks to skip (their rows are left out).
+
+    ``window_bytes``, ``piece_bytes`` (default: WINDOW_BYTES, PIECE_BYTES) and ``ahead``
+    (windows decoded ahead of the one handed out) trade memory and latency for speed: a
+    consumer that may stop early (the command line into ``head``) takes small windows, one
+    ahead. An IdvFormatError from a dataset's file names the file."""
     if batch_rows is not None and (isinstance(batch_rows, bool) or int(batch_rows) < 1):
         raise ValueError(f"batch_rows must be a positive number of rows or None, not "
                          f"{batch_rows!r}")
     if ahead < 1:
         raise ValueError(f"ahead must be at least 1 window, not {ahead!r}")
+    window_bytes = WINDOW_BYTES if window_bytes is None else window_bytes
+    piece_bytes = PIECE_BYTES if piece_bytes is None else piece_bytes
     for seg in _segments(source):
         local = None
         if rows is not None:
@@ -330,9 +346,10 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
 def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, window_bytes,
                piece_bytes, ahead):
     f = seg.open()
-    cols = _file_columns(f, columns)
-    if not cols:
+    readers = _readers(f, columns, reader)
+    if not readers:
         return
+    cols = [r.col for r in readers]
     rpb = cols[0].rows_per_block
     keep = None if block_filter is None else block_filter(seg.part, f)
     blocks = needed_blocks(seg.num_rows, rpb, rows, keep)
@@ -340,7 +357,7 @@ def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, window_byte
     spans = window_spans(blocks, _block_bytes(cols), window_bytes, group or 1)
     step = 1 if rows is None else rows.step
     lo, hi = (0, seg.num_rows) if rows is None else (rows.start, rows.stop)
-    windows = _Windows(f, [reader(c) for c in cols])
+    windows = _Windows(f, readers)
     try:
         for span in spans[:ahead]:
             windows.submit(*span, piece_bytes)

@@ -297,7 +297,7 @@ def test_record_batch_reader_schema_and_closing(tmp_path):
 def test_record_batch_reader_bounded_memory(tmp_path, monkeypatch):
     """Peak memory while streaming a multi-block file stays a small fraction of its size:
     a few windows of decoded blocks (here 256 KiB each) at a time."""
-    monkeypatch.setattr(idv.arrow, "_WINDOW_BYTES", 256 << 10)
+    monkeypatch.setattr(idv.scan, "WINDOW_BYTES", 256 << 10)
     n = 600_000
     rng = np.random.default_rng(1)
     path = tmp_path / "big.idv"
