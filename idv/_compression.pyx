@@ -18,10 +18,11 @@ cimport cython
 from libc.string cimport memcpy, memset
 from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t, uint64_t
 from libc.limits cimport UINT_MAX
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, _PyBytes_Resize
-from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.ref cimport PyObject, Py_INCREF
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 cimport numpy as cnp
+from idv._bytes cimport shrunk
 
 import zlib as _pyzlib
 
@@ -634,12 +635,10 @@ cdef class Deflater:
         if got == 0:
             raise RuntimeError("libdeflate could not compress a block")
         if got != bound:
+            Py_INCREF(result)          # shrunk() takes this reference over ...
             res = <PyObject *>result
-            Py_INCREF(result)          # _PyBytes_Resize takes over this reference
-            result = None
-            _PyBytes_Resize(&res, got)
-            result = <object>res
-            Py_DECREF(result)
+            result = None              # ... as the only one
+            result = shrunk(res, got)
         return result
 
 

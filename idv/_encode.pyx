@@ -12,11 +12,10 @@ idv._compression's.
 cimport cython
 cimport numpy as cnp
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
-from cpython.ref cimport PyObject
+from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t, uint64_t
 from libc.string cimport memcpy, memmove
-from cpython.bytes cimport _PyBytes_Resize
-from cpython.ref cimport Py_INCREF, Py_DECREF
+from idv._bytes cimport shrunk
 
 import numpy as np
 
@@ -311,12 +310,10 @@ def encode_text(cnp.ndarray values):
         _put_leb128(out + 4 + 4 * n, <uint64_t>total_bytes)
     size = 4 + 4 * n + lebn + total_bytes
     if size != 4 + 4 * n + guess + bound:
+        Py_INCREF(result)          # shrunk() takes this reference over ...
         res = <PyObject *>result
-        Py_INCREF(result)          # _PyBytes_Resize takes over this reference
-        result = None
-        _PyBytes_Resize(&res, size)
-        result = <object>res
-        Py_DECREF(result)
+        result = None              # ... as the only one
+        result = shrunk(res, size)
     return result
 
 

@@ -2,6 +2,11 @@
 
 Each purpose gets its own pool, so work running in one pool never waits on work queued behind
 it in the same pool (a writer task that reads, a converter task that writes).
+
+A process forked from one that used the pools (a PyTorch DataLoader worker, a
+``multiprocessing`` pool on Linux) inherits the pool objects but none of their threads: work
+queued there would wait forever. The child therefore forgets the pools (and the lock, which
+another thread may have held at the fork) and makes its own on first use.
 """
 import os
 import threading
@@ -25,3 +30,14 @@ def default_threads():
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return os.cpu_count() or 1
+
+
+def _forget_pools():
+    """In a forked child: drop the parent's pools, whose threads did not come along."""
+    global _POOLS, _LOCK
+    _POOLS = {}
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)

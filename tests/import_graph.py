@@ -1,9 +1,11 @@
-"""The static import graph of a package: which of its modules import which, and its cycles.
+"""The static import graph of a package: which of its modules import which, its cycles, and
+the imports that go up a declared order of layers.
 
 Read from the source, nothing is imported. Python modules (``*.py``) are parsed with ``ast``;
-Cython modules (``*.pyx``) are scanned line by line for ``from P import ...``, ``from P cimport
-...`` and ``import P``. Every import of a module of the package counts, at module level and
-inside functions alike (a function-level import still runs, only later), with three rules:
+Cython modules (``*.pyx``, and a ``*.pxd`` with no ``.pyx`` of its own: inline helpers that
+others cimport) are scanned line by line for ``from P import ...``, ``from P cimport ...`` and
+``import P``. Every import of a module of the package counts, at module level and inside
+functions alike (a function-level import still runs, only later), with three rules:
 
 * ``from pkg.a import name`` is an edge to ``pkg.a.name`` when that is a module, else to
   ``pkg.a`` (a package means its ``__init__``). The parent packages a dotted import runs first
@@ -14,16 +16,21 @@ inside functions alike (a function-level import still runs, only later), with th
   an edge (an upward dependency).
 * Imports inside the methods listed in ``EXCEPTIONS`` (class name, method names) are left out:
   ``IdvFile.to_pandas / to_arrow / iter_batches / __arrow_c_stream__`` are conveniences on
-  the reader's file object that import the interop layers above it when called. They are the one documented exception,
-  found by class and method name wherever the reader's module lives.
+  the reader's file object that import the interop layers above it when called. They are the
+  one documented exception, found by class and method name wherever the reader's module lives.
 
 Imports under ``if TYPE_CHECKING:`` are left out too (they never run); dynamic imports
 (``importlib.import_module``) are not seen.
+
+Layers are listed bottom to top, each a list of ``fnmatch`` patterns of module names inside the
+package (``writer.*``; the root itself is ``__init__``). A module may import its own layer and
+those below; ``upward_imports`` finds the others.
 """
 from __future__ import annotations
 
 import ast
 import re
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 EXCEPTIONS = {("IdvFile", "to_pandas"), ("IdvFile", "to_arrow"), ("IdvFile", "iter_batches"),
@@ -33,12 +40,14 @@ _PYX_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\s+(.+)|c?import\s+(
 
 
 def package_modules(package_dir) -> dict:
-    """{dotted module name: source path} of every .py and .pyx file of the package."""
+    """{dotted module name: source path} of every .py and .pyx file of the package, and of
+    every .pxd without a .pyx (a .pyx's .pxd declares that module)."""
     package_dir = Path(package_dir)
     root = package_dir.name
     out = {}
     for path in sorted(package_dir.rglob("*")):
-        if path.suffix not in (".py", ".pyx") or "__pycache__" in path.parts:
+        if path.suffix not in (".py", ".pyx", ".pxd") or "__pycache__" in path.parts \
+                or (path.suffix == ".pxd" and path.with_suffix(".pyx").exists()):
             continue
         parts = list(path.relative_to(package_dir).with_suffix("").parts)
         if parts[-1] == "__init__":
@@ -119,12 +128,32 @@ def describe_cycle(graph, component) -> str:
     return "\n".join(lines)
 
 
+def layer_of(module, layers):
+    """The index (0: the bottom) of the one layer whose patterns match `module`, None if none
+    does; ValueError if several do."""
+    parts = module.split(".")[1:]
+    name = ".".join(parts) if parts else "__init__"
+    found = [i for i, patterns in enumerate(layers)
+             if any(fnmatchcase(name, p) for p in patterns)]
+    if len(found) > 1:
+        raise ValueError(f"{module} is in layers {found}: place it in one")
+    return found[0] if found else None
+
+
+def upward_imports(graph, layers) -> dict:
+    """{(importer, imported): import site} for every import of a module of a higher layer
+    (modules in no layer are left out: see layer_of)."""
+    level = {m: layer_of(m, layers) for m in graph}
+    return {(a, b): site for a, edges in graph.items() for b, site in edges.items()
+            if level[a] is not None and level.get(b) is not None and level[b] > level[a]}
+
+
 # ---- reading the imports of one file ---------------------------------------------------------
 
 def _imports(path, module, is_package):
     """(line, absolute target module, imported names or None) of every import in a file."""
     package = module if is_package else module.rpartition(".")[0]
-    if path.suffix == ".pyx":
+    if path.suffix in (".pyx", ".pxd"):
         yield from _pyx_imports(path, package)
         return
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))

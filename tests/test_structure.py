@@ -1,7 +1,8 @@
-"""The package's layering: data flows down, so no module of idv/ imports one that imports it.
+"""The package's layering: data flows down, so no module of idv/ imports one that imports it,
+nor one of a layer above its own.
 
-The graph is read statically from idv/**/*.py and *.pyx (tests/import_graph.py says what counts
-as an import, and the one documented exception: the IdvFile.to_pandas / to_arrow /
+The graph is read statically from idv/**/*.py, *.pyx and *.pxd (tests/import_graph.py says what
+counts as an import, and the one documented exception: the IdvFile.to_pandas / to_arrow /
 iter_batches / __arrow_c_stream__ conveniences).
 """
 from __future__ import annotations
@@ -10,10 +11,47 @@ import textwrap
 
 import pytest
 
-from import_graph import describe_cycle, find_cycles, import_graph, package_modules
+from import_graph import (describe_cycle, find_cycles, import_graph, layer_of, package_modules,
+                          upward_imports)
 from reference import REPO_DIR
 
 PACKAGE_DIR = REPO_DIR / "idv"
+
+# bottom to top: a module imports from its own layer and those below (module names inside idv/,
+# fnmatch patterns); every module of idv/ is in exactly one
+LAYERS = {
+    "format layer: the file's parts in Cython, and the errors and types they raise and decode":
+        ["_cursor", "_header", "_toc", "_lookup", "_codecs", "_encode", "_strings",
+         "_compression", "_bytes", "errors", "types"],
+    "facts: one concept each, used by readers and writers alike":
+        ["ticks", "compression", "budget", "cache", "_threads", "_version", "cells", "vectors",
+         "layout", "source", "archive", "remote", "checksums", "sample", "infer", "sink",
+         "arrow_types", "annotations"],
+    "block store: fetching, checking and decoding runs of blocks": ["blocks"],
+    "reader: open files, columns, which columns and rows a read covers":
+        ["column", "reader", "checker", "selection", "listing"],
+    "scan: many columns (and files) read in step": ["scan", "_interop"],
+    # below interop: arrow and pandas offer from_arrow / from_pandas over it, not the reverse
+    "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
+    "interop: numpy blocks to and from Arrow, pandas, delimited text":
+        ["arrow", "pandas", "delimited"],
+    "formats: idv.convert and its registry": ["formats", "formats.*"],
+    "engines: many files as one table, Dask": ["dataset", "dask"],
+    "command line": ["cli", "cli.*", "__main__"],
+    "the package root, exporting the public API": ["__init__"],
+}
+
+# imports that go up today, each to be removed (and then from this set) as the layering is met
+KNOWN_UPWARD = {
+    ("idv.writer.columns", "idv.arrow"),       # Arrow -> idv belongs under writer/
+    ("idv.writer.inputs", "idv.arrow"),
+    ("idv.writer.inputs", "idv.pandas"),       # pandas -> idv belongs under writer/
+    ("idv.formats", "idv.dataset"),            # datasets as a convert source
+    ("idv.dask", "idv"),                       # from_pandas, from idv.pandas instead
+    ("idv.cli.app", "idv"),                    # the CLI: from the defining modules instead
+    ("idv.cli.opener", "idv"),
+    ("idv.cli.verify", "idv"),
+}
 
 
 def test_import_graph_has_no_cycles():
@@ -23,12 +61,26 @@ def test_import_graph_has_no_cycles():
         f"{', '.join(c)}:\n  " + describe_cycle(graph, c).replace("\n", "\n  ") for c in cycles)
 
 
+def test_imports_go_down_the_layers():
+    graph = import_graph(PACKAGE_DIR)
+    layers = list(LAYERS.values())
+    unplaced = sorted(m for m in graph if layer_of(m, layers) is None)
+    assert not unplaced, f"modules of idv/ in no layer of LAYERS (place them): {unplaced}"
+    found = upward_imports(graph, layers)
+    new = [f"{a} -> {b} at {site}" for (a, b), site in sorted(found.items())
+           if (a, b) not in KNOWN_UPWARD]
+    assert not new, "imports of a higher layer:\n" + "\n".join(new)
+    assert set(found) == KNOWN_UPWARD, \
+        f"no longer imported upward (remove from KNOWN_UPWARD): {KNOWN_UPWARD - set(found)}"
+
+
 def test_import_graph_reads_the_whole_package():
-    """Every .py and .pyx module is in the graph, and the graph has edges from both kinds (so
-    the test above cannot pass by reading nothing)."""
+    """Every .py and .pyx module (and .pxd helper) is in the graph, and the graph has edges
+    from both kinds (so the tests above cannot pass by reading nothing)."""
     modules = package_modules(PACKAGE_DIR)
     graph = import_graph(PACKAGE_DIR)
-    on_disk = {p for p in PACKAGE_DIR.rglob("*") if p.suffix in (".py", ".pyx")
+    on_disk = {p for p in PACKAGE_DIR.rglob("*") if (p.suffix in (".py", ".pyx") or (
+               p.suffix == ".pxd" and not p.with_suffix(".pyx").exists()))
                and "__pycache__" not in p.parts}
     assert set(modules.values()) == on_disk
     assert set(graph) == set(modules)
@@ -91,3 +143,37 @@ def test_import_graph_rules_on_a_made_up_package(tmp_path):
         "idv.arrow -> idv.writer at idv/arrow.py:1",
         "idv.writer -> idv.writer.block at idv/writer/__init__.py:1",
         "idv.writer.block -> idv.arrow at idv/writer/block.py:3"]
+
+
+def test_layer_rules_on_a_made_up_package(tmp_path):
+    """An import of a higher layer is reported with its line, function-level and cimports of a
+    .pxd helper included; the IdvFile conveniences are not; an unplaced module has no layer."""
+    files = {
+        "__init__.py": "from idv.reader import IdvFile",
+        "errors.py": "class IdvFormatError(ValueError): pass",
+        "_bytes.pxd": "from idv.errors cimport nothing  # a made-up cimport",
+        "_codecs.pyx": "from idv._bytes cimport shrunk",
+        "reader.py": """
+            from idv import _codecs
+            class IdvFile:
+                def to_arrow(self):
+                    from idv.arrow import to_arrow
+                def head(self):
+                    from idv.cli import show
+        """,
+        "arrow.py": "from idv.reader import IdvFile",
+        "cli.py": "import idv.arrow",
+        "extra.py": "",
+    }
+    package = tmp_path / "idv"
+    package.mkdir()
+    for name, text in files.items():
+        (package / name).write_text(textwrap.dedent(text).strip() + "\n")
+    layers = [["_codecs", "_bytes", "errors"], ["reader"], ["arrow"], ["cli"], ["__init__"]]
+    graph = import_graph(package)
+    assert set(graph["idv._codecs"]) == {"idv._bytes"} and set(graph["idv._bytes"]) == {
+        "idv.errors"}
+    assert upward_imports(graph, layers) == {("idv.reader", "idv.cli"): "idv/reader.py:6"}
+    assert layer_of("idv.extra", layers) is None and layer_of("idv", layers) == 4
+    with pytest.raises(ValueError, match="idv.errors is in layers"):
+        layer_of("idv.errors", layers + [["e*"]])

@@ -1,0 +1,103 @@
+"""A process forked after reading in threads reads too: a forked child inherits the thread
+pools' objects but none of their threads, so idv makes it new pools (PyTorch's DataLoader
+workers and multiprocessing's fork pools on Linux fork this way).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import idv
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+
+ROWS = 60_000
+THREADS = 4
+TIMEOUT = 60       # seconds a child may take (it takes well under one)
+
+
+def _columns():
+    n = np.arange(ROWS)
+    return {"id": n.astype(np.int64), "score": n * 0.25, "bucket": (n % 7).astype(np.int32),
+            "label": np.array([f"row {i}" for i in n], dtype=object)}
+
+
+@pytest.fixture(scope="module")
+def blocks_file(tmp_path_factory):
+    """Several blocks of a few columns, read once here in threads: the pools now exist."""
+    path = tmp_path_factory.mktemp("fork") / "blocks.idv"
+    idv.write(path, _columns(), rows_per_block=2_000)
+    with idv.open(path, threads=THREADS) as f:
+        assert f["id"].num_blocks == 30
+        _check(f.read())
+    assert _pool_threads(), "the read ran in no pool thread: the test would prove nothing"
+    return path
+
+
+def _pool_threads():
+    return [t.name for t in threading.enumerate() if t.name.startswith("idv-read")]
+
+
+def _check(got):
+    want = _columns()
+    assert set(got) == set(want)
+    for name, values in want.items():
+        assert np.array_equal(got[name], values), name
+
+
+def _read_column(args):
+    path, name = args
+    return name, idv.read(path, columns=[name], threads=THREADS)[name]
+
+
+def _fork():
+    with warnings.catch_warnings():     # forking a process with threads is the point here
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
+
+
+def _wait(pid):
+    """The child's exit status, or kill it and fail after TIMEOUT seconds."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail(f"the forked child did not finish reading within {TIMEOUT} s")
+
+
+def test_a_forked_child_reads_in_threads(blocks_file):
+    pid = _fork()
+    if pid == 0:                        # the child: never returns into pytest
+        code = 2
+        try:
+            with idv.open(blocks_file, threads=THREADS) as f:
+                _check(f.read())
+            code = 0 if _pool_threads() else 3      # and it read in threads of its own
+        except AssertionError:
+            code = 1
+        finally:
+            os._exit(code)
+    status = _wait(pid)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, \
+        f"the child ended with {status:#x} (1: wrong values, 2: an error, 3: no pool thread)"
+
+
+def test_a_fork_pool_of_two_reads(blocks_file):
+    names = list(_columns())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with multiprocessing.get_context("fork").Pool(2) as workers:
+            result = workers.map_async(_read_column, [(blocks_file, n) for n in names])
+            got = dict(result.get(timeout=TIMEOUT))
+    _check(got)
