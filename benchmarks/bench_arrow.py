@@ -11,7 +11,7 @@ twin. Each figure is the best of ``--repeat`` runs, the runs of the functions co
 interleaved (bench_read.race), so a burst of load from elsewhere hits them alike. Every run
 includes opening the file. Throughput is MB/s of the text payload (decompressed block bytes).
 
-Targets (issue 10):
+Goals:
   arrow      idv.to_arrow >= 1x pq.read_table of the same strings (Arrow to Arrow)
   pandas     idv.read_pandas >= 1x pd.read_parquet, both with Arrow-backed strings (pandas 3's
              default str; and dtype_backend="pyarrow")
@@ -37,8 +37,8 @@ MB = 1e6
 
 
 def objects_then_arrow(path):
-    """The path to_arrow took before issue 10: every value a Python str (Column.read), then
-    pa.array of those objects, one chunk per block."""
+    """Text into Arrow through Python objects: every value a str (Column.read), then pa.array
+    of those objects, one chunk per block (what text straight into Arrow saves)."""
     import pyarrow as pa
     with idv.open(path) as f:
         col = f["Text"]
@@ -92,7 +92,7 @@ def main(argv=None):
         log(f"text, {comp} file ({nbytes / MB:.1f} MB payload):")
         fns = {"pq": lambda: pq.read_table(parquet),
                "arrow": lambda: idv.to_arrow(path),
-               "before": lambda: objects_then_arrow(path),
+               "objects": lambda: objects_then_arrow(path),
                "stream": lambda: _stream(path)}
         if comp == "deflate":     # the floor: only inflating the blocks, as idv's threads do
             lib = "libdeflate" if "libdeflate" in _DECOMPRESSORS else "zlib"
@@ -101,7 +101,7 @@ def main(argv=None):
         fig(f"pq_table_{comp}", "pq.read_table (snappy Parquet -> Arrow)", secs["pq"], nbytes)
         fig(f"idv_arrow_{comp}", "idv.to_arrow (text straight into Arrow)", secs["arrow"],
             nbytes)
-        fig(f"idv_arrow_before_{comp}", "before: str objects, then pa.array", secs["before"],
+        fig(f"idv_arrow_objects_{comp}", "through str objects, then pa.array", secs["objects"],
             nbytes)
         fig(f"idv_stream_{comp}", "pa.table(idv.open(p)) (Arrow C stream)", secs["stream"],
             nbytes)
@@ -110,9 +110,9 @@ def main(argv=None):
                 f"{idv._threads.default_threads()} threads)", secs["inflate"], nbytes)
             log(f"     (pq.read_table / inflating alone: {secs['pq'] / secs['inflate']:.2f}x)")
         target(f"{comp}: to_arrow / pq.read_table", secs["pq"] / secs["arrow"], 1.0)
-        figures[f"before_{comp}"] = {"ratio": secs["pq"] / secs["before"]}
-        log(f"     (before: {secs['pq'] / secs['before']:.2f}x; after / before "
-            f"{secs['before'] / secs['arrow']:.2f}x)")
+        figures[f"objects_{comp}"] = {"ratio": secs["pq"] / secs["objects"]}
+        log(f"     (through objects: {secs['pq'] / secs['objects']:.2f}x; straight / through "
+            f"objects {secs['objects'] / secs['arrow']:.2f}x)")
 
         secs = race({
             "pd": lambda: pd.read_parquet(parquet),

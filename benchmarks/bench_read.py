@@ -15,7 +15,7 @@ the decompressed block bytes for text), best of ``--repeat`` runs. Each idv run 
 ``idv.open`` (header, table of contents, lookup tables). The baselines are measured in the same
 process and run, right before the idv figures they are compared with.
 
-Targets (the issue):
+Goals:
   numeric DEFLATE   idv >= 0.8 x "decompress every block, same library, 2 threads"
                     idv >= 3 x ML.NET's own read (oracle bench-read)
   short text        idv >= pyarrow reading the same strings from snappy Parquet to numpy
