@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv import _threads, ticks
+from idv.blocks import block_groups
 from idv.errors import require
 from idv import types as T
 from idv._interop import (TIME_UNITS, block_bounds, check_time_mode, item_locator,
@@ -382,7 +383,7 @@ class _Windows:
         room = [0 if p is None else (p[0] + 63) // 64 * 64 for p in parts]
         if not any(room):
             return [p + (None,) for p in pieces]
-        buf = self.file.buffer(sum(room), "a window of record_batch_reader's blocks")
+        buf = self.file.store.buffer(sum(room), "a window of record_batch_reader's blocks")
         out, at = [], 0
         for piece, part, r in zip(pieces, parts, room):
             out.append(piece + (None if part is None else buf[at:at + part[0]].view(part[1]),))
@@ -391,7 +392,6 @@ class _Windows:
 
     def submit(self, a, b):
         """Queue the decoding of the blocks rows [a, b) need beyond those already queued."""
-        from idv.reader import block_groups
         pieces = []
         for k, conv in enumerate(self.convs):
             stop = -(-b // conv.col.rows_per_block)

@@ -24,7 +24,8 @@ import numpy as np
 from idv import remote, ticks
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
-from idv.reader import IdvFile, Schema, concat_reads, open as idv_open
+from idv.column import concat_reads
+from idv.reader import IdvFile, Schema, open as idv_open
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
            "SCHEMA_MODES", "ON_BAD_FILE"]
