@@ -49,7 +49,7 @@ def select_columns(f, columns):
     out = []
     for c in columns:
         col = f[int(c)] if isinstance(c, (int, np.integer)) else f[c]
-        col._check_readable()
+        col.check_readable()
         out.append(col)
     return out
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from idv import reader
+from idv.blocks import block_groups
 from idv.errors import IdvFormatError, UnsupportedCodecError
-from idv.reader import IdvFile, block_groups
+from idv.reader import IdvFile
 
 # decompressed bytes decoded per call; a failing group is decoded again block by block
 GROUP_BYTES = 32 << 20

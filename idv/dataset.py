@@ -21,10 +21,10 @@ import warnings
 
 import numpy as np
 
-from idv import remote, selection, ticks
+from idv import remote, selection, ticks, vectors
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
-from idv.reader import IdvFile, Schema, concat_reads, open as idv_open
+from idv.reader import IdvFile, Schema, open as idv_open
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
            "SCHEMA_MODES", "ON_BAD_FILE"]
@@ -319,7 +319,7 @@ class Dataset:
                 pieces[n].append(got[n])
         out = {}
         for n in names:
-            v = pieces[n][0] if len(pieces[n]) == 1 else concat_reads(pieces[n])
+            v = pieces[n][0] if len(pieces[n]) == 1 else vectors.concat_reads(pieces[n])
             out[n] = v if restore is None else v[restore]
         return out
 

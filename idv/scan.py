@@ -24,7 +24,8 @@ import numpy as np
 
 from idv import _threads
 from idv import types as T
-from idv.reader import block_groups, concat_reads
+from idv import vectors
+from idv.blocks import block_groups
 from idv.errors import IdvFormatError
 
 # decompressed bytes of a window, over all the columns read (at least one block)
@@ -73,15 +74,13 @@ class NumpyColumn:
 
     def join(self, chunks):
         """A window's chunks, in row order, as one value."""
-        return chunks[0] if len(chunks) == 1 else concat_reads(chunks)
+        return chunks[0] if len(chunks) == 1 else vectors.concat_reads(chunks)
 
     def cut(self, value, a, b, step=1):
         """Rows [a, b) (every `step`-th) of a joined value."""
-        return value[a:b:step] if step != 1 or (a, b) != (0, _rows(value)) else value
-
-
-def _rows(value):
-    return value.shape[0] if hasattr(value, "shape") else len(value)
+        if step == 1 and a == 0 and b == vectors.num_rows_of(value):
+            return value
+        return value[a:b:step]
 
 
 class Batch(NamedTuple):
@@ -261,7 +260,7 @@ class _Windows:
         if not any(sizes):
             return [p + (None,) for p in pieces]
         # one buffer for the window (fresh arrays of a few MB each cost a page fault per 4 KiB)
-        buf = self.file.buffer(sum(sizes), "a window of a scan's blocks")
+        buf = self.file.store.buffer(sum(sizes), "a window of a scan's blocks")
         out, at = [], 0
         for piece, room, size in zip(pieces, rooms, sizes):
             out.append(piece + (None if room is None else buf[at:at + room[0]].view(room[1]),))

@@ -327,3 +327,19 @@ def metadata_value(block, vtype):
     """One annotation vector: densified, shaped by its dims when fixed."""
     flat, _ = flat_dense(block, vtype.item)
     return flat.reshape(vtype.dims) if vtype.is_fixed else flat
+
+
+def num_rows_of(values):
+    """The rows of a column's values in read()'s forms (an array, Ragged, Sparse or CSR)."""
+    return values.shape[0] if hasattr(values, "shape") else len(values)
+
+
+def concat_reads(parts):
+    """Reads of consecutive rows of one column (read()'s forms: arrays, Ragged, CSR) joined
+    into one, as one read of all the rows would give (datasets and scans join with it)."""
+    if isinstance(parts[0], Ragged):
+        return Ragged.concat(parts)
+    if hasattr(parts[0], "tocsr"):
+        import scipy.sparse as sp
+        return sp.vstack(parts, format="csr")
+    return np.concatenate(parts)

@@ -403,7 +403,7 @@ def test_verify_refuses_within_limits(name, tmp_path):
 # and that damage to one table still stays local to its column.
 
 def _regions_of(f):
-    return f._tables.regions          # the parts the reader found at open
+    return f.tables.regions          # the parts the reader found at open
 
 
 def _tiling(regions):

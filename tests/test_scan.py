@@ -40,7 +40,7 @@ def whole(path):
 
 def _joined(batches, k):
     values = [b.values[k] for b in batches]
-    return idv.reader.concat_reads(values) if values else None
+    return idv.vectors.concat_reads(values) if values else None
 
 
 def _equal(a, b):

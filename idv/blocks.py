@@ -1,0 +1,405 @@
+"""The block store: the blocks of one open file, fetched, checked, inflated and decoded.
+
+A column's rows are stored in blocks of ``rows_per_block`` rows, each compressed on its own and
+located through the column's lookup table. The store reads a run of blocks from the file's
+source (straight from a memory map or buffer; file objects and remote files in one batch of
+range requests), checks each block's CRC-32 in the decompression loop, and decompresses and
+decodes runs of blocks in the "read" thread pool (the DEFLATE libraries and the decoders
+release the GIL). It refuses, before allocating, what would pass the file's memory limit, and
+keeps the decoded blocks that row access finds again.
+
+The store knows columns only as ColumnBlocks (a codec, a compression kind, rows per block and
+a lookup table), so that any reader of several columns can decode their blocks through it.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from idv import _codecs, _compression, _threads, budget, vectors
+from idv.errors import IdvFormatError
+
+# Blocks decompressed together by one decode_each task before they are decoded.
+_GROUP_BYTES = 1 << 20
+# The least output (bytes) a parallel chunk of inflate is given.
+_SPAN_BYTES = 128 << 10
+# Densified sparse rows up to this many bytes are always allowed (see check_dense).
+_DENSE_FLOOR = 1 << 28
+
+
+class ColumnBlocks(NamedTuple):
+    """One column's blocks as the store decodes them (Column.blocks builds it once).
+
+    ``lookup``: the column's whole lookup table (offset, disk, raw per block); ``codec``,
+    ``compression`` (the kind), ``rows_per_block`` and ``num_rows``: how the blocks decode;
+    ``index``: the key of the column's cached blocks and CRC-32s, and with ``name`` what
+    messages call the column; ``counted(n)``: told the number of blocks each decode covers,
+    once the memory limit allows it (Column.blocks_decoded).
+    """
+
+    index: int
+    name: str
+    codec: object
+    compression: int
+    rows_per_block: int
+    num_rows: int
+    lookup: np.ndarray
+    counted: Callable[[int], None]
+
+    def rows(self, b0, b1):
+        """(first row, stop row) of blocks [b0, b1), b0 < b1."""
+        return b0 * self.rows_per_block, min(b1 * self.rows_per_block, self.num_rows)
+
+    def reading(self, b0, b1, what=""):
+        """What a read of blocks [b0, b1) is, for a memory limit's message."""
+        r0, r1 = self.rows(b0, b1)
+        return f"reading column {self.index} {self.name!r} rows {r0}-{r1 - 1}{what}"
+
+
+def _entry_point(method):
+    """A decoding entry point of BlockStore: it checks that the file is open, and its
+    IdvFormatErrors name the column and the file besides the block."""
+    @functools.wraps(method)
+    def run(self, blocks, *args, **kwargs):
+        self.check_open()
+        try:
+            return method(self, blocks, *args, **kwargs)
+        except IdvFormatError as e:
+            raise e.locate(column=blocks.name, column_index=blocks.index, path=self.path)
+    return run
+
+
+class BlockStore:
+    """The blocks of one open file: where they are read from (the file's source, which
+    ``path`` names in errors), the memory limit of what reads allocate (``memory_limit``),
+    the decoded blocks kept for row access (``cache``, an idv.cache.BlockCache), the checksums
+    blocks are checked against (``sums``, None without), the DEFLATE library (``backend``)
+    and the decoding threads (``threads``).
+
+    The decoding entry points take a ColumnBlocks and a run of its blocks: ``decode`` (the
+    rows in Column.read()'s form, or into an ``out=`` array), ``decode_text`` (text in Arrow's
+    layout), ``decode_each`` (each block handed to a function) and ``inflate`` (decompressed
+    into a buffer). Each decodes in the "read" pool unless ``parallel`` is False (a caller
+    that runs them in threads of its own). A damaged block raises IdvFormatError naming its
+    ``block``, ``offset``, column and ``path``.
+    """
+
+    def __init__(self, source, *, path, threads, backend, memory_limit, cache, sums=None):
+        self._source = source
+        self.path = path
+        self.threads = threads
+        self.backend = backend
+        self.memory_limit = memory_limit
+        self.cache = cache
+        self.sums = sums
+        self._crcs = {}          # column index -> its blocks' expected CRC-32s
+
+    # ---- the source
+    def check_open(self):
+        """ValueError once the file is closed."""
+        if self._source is None:
+            raise ValueError("I/O operation on a closed idv file")
+
+    def close(self):
+        """Forget the source (the file closes it) and the cached blocks."""
+        self.cache.clear()
+        self._source = None
+
+    def view(self, offset, length):
+        """The file's bytes [offset, offset + length) (tables and metadata values too)."""
+        return self._source.view(offset, length)
+
+    def block_bytes(self, offsets, disk):
+        """The source buffer and the blocks' offsets within it (file objects and remote files:
+        their blocks read in one batch). Checksums are checked in the decompression loop
+        (inflate)."""
+        buf = self._source.buffer
+        if buf is not None:
+            return buf, offsets
+        parts = self._source.read_ranges(offsets, disk)
+        local = np.zeros(len(parts), np.int64)
+        np.cumsum([len(p) for p in parts[:-1]], out=local[1:])
+        return b"".join(parts), local
+
+    # ---- the memory limit
+    def need(self, nbytes, what):
+        """MemoryLimitError, naming the file, when `what` (a function giving its description)
+        needs more than the limit."""
+        budget.check(nbytes, self.memory_limit,
+                     lambda: f"{self.path}: {what()}" if self.path else what())
+
+    def buffer(self, nbytes, what):
+        """A new uint8 array of `nbytes` for reads to decode into (decode's out=, in parts),
+        on huge pages where large; a MemoryLimitError beyond the memory limit. `what`: what it
+        is for, for that error."""
+        self.need(nbytes, lambda: what)
+        return _compression.empty(nbytes, np.uint8)
+
+    # ---- checksums
+    def expected_crcs(self, blocks):
+        """The CRC-32 each block of `blocks` (a ColumnBlocks) must have
+        (idv.checksums.Checksums.expected), found once per column; None without checksums."""
+        if self.sums is None:
+            return None
+        crcs = self._crcs.get(blocks.index)
+        if crcs is None:
+            lookup = blocks.lookup
+            crcs = self._crcs[blocks.index] = self.sums.expected(lookup["offset"],
+                                                                 lookup["disk"])
+        return crcs
+
+    def check_block(self, offset, length, block):
+        """IdvFormatError naming `block` when its stored bytes fail their recorded CRC-32."""
+        if offset < 0 or length < 0 or offset > self._source.size - length:
+            return
+        try:
+            self.sums.check(offset, self._source.view(offset, length), "the block")
+        except IdvFormatError as e:
+            raise e.locate(block=block) from None
+
+    # ---- decoding
+    @_entry_point
+    def decode(self, blocks, b0, b1, sparse=False, parallel=True, out=None):
+        """The rows of blocks [b0, b1) (b0 < b1) in Column.read()'s form: an array, or for
+        vectors a dense array, a Ragged, or with ``sparse`` a CSR matrix. ``out``: for
+        fixed-width scalars, an array of the rows' count and dtype to decode into."""
+        codec = blocks.codec
+        is_vector = isinstance(codec, _codecs.VBufferCodec)
+        fixed = codec.itemsize and not is_vector
+        table = blocks.lookup[b0:b1]
+        r0, r1 = blocks.rows(b0, b1)
+
+        def rows():
+            return blocks.reading(b0, b1)
+        if fixed:
+            self.need((r1 - r0) * codec.itemsize, rows)
+        elif not is_vector:          # text, Boolean: the output, and the largest block
+            self.need((r1 - r0) * codec.dtype.itemsize + int(table["raw"].max()), rows)
+        else:                        # the blocks' items, held until assembled
+            self.need(int(table["raw"].sum(dtype=np.int64)), rows)
+        blocks.counted(b1 - b0)
+        if out is not None and not (fixed and out.dtype == codec.dtype
+                                    and out.shape == (r1 - r0,) and out.flags.c_contiguous):
+            raise ValueError(f"out= takes {r1 - r0} contiguous {codec.dtype} items of a column "
+                             f"of fixed-width scalars; column {blocks.index} {blocks.name!r} "
+                             f"is {codec.type}")
+        if fixed:
+            return self._decode_fixed(blocks, b0, b1, table, out, parallel)
+        if is_vector:
+            return self._decode_vectors(blocks, b0, b1, table, sparse, parallel, rows)
+        out = _compression.empty(r1 - r0, codec.dtype)
+        rpb = blocks.rows_per_block
+
+        def into(i, b, buf, n):
+            s = b * rpb - r0
+            _codecs.check_end(codec.load_name, codec.decode_into(buf, 0, n, out[s:s + n]),
+                              len(buf), n)
+        self._decode_each(blocks, b0, table, into, parallel=parallel)
+        return out
+
+    def _decode_fixed(self, blocks, b0, b1, table, out, parallel):
+        """Fixed-width scalars: the blocks inflated straight into the output, then fixed up
+        in place (codec.fix)."""
+        codec = blocks.codec
+        r0, r1 = blocks.rows(b0, b1)
+        if out is None:
+            out = _compression.empty(r1 - r0, codec.dtype)
+        self._inflate(blocks, b0, table, out.view(np.uint8).reshape(-1),
+                      (np.arange(b0, b1, dtype=np.int64) * blocks.rows_per_block - r0)
+                      * codec.itemsize, parallel)
+        try:
+            codec.fix(out)
+        except IdvFormatError as e:
+            raise _fix_error(blocks, e, b0, b1, table, out) from None
+        return out
+
+    def _decode_vectors(self, blocks, b0, b1, table, sparse, parallel, rows):
+        """Vectors: each block decoded on its own, then assembled."""
+        codec = blocks.codec
+        results = [None] * (b1 - b0)
+        self._decode_each(blocks, b0, table, lambda i, b, buf, n: results.__setitem__(
+            i, codec.decode(buf, n)), parallel=parallel)
+        if not sparse:
+            # a single block's error names it; for several the reason names the range
+            one = b1 - b0 == 1
+            check_dense(results, codec.type, int(table["disk"].sum(dtype=np.int64)),
+                        "" if one else f" of blocks {b0}-{b1 - 1}",
+                        ", or read the column with sparse=True",
+                        block=b0 if one else None,
+                        offset=int(table["offset"][0]) if one else None)
+        self.need(vectors.assembled_bytes(results, codec.type, sparse),
+                  lambda: f"{rows()} ({codec.type}{', sparse' if sparse else ''})")
+        return vectors.assemble(results, codec.type, sparse)
+
+    @_entry_point
+    def decode_text(self, blocks, b0, b1, parallel=True, out=None):
+        """Blocks [b0, b1) (b0 < b1) of a Text or vector-of-Text column in Arrow's string
+        layout (Column.read_text_blocks): per block a TextSpans or a VectorBlock, views into
+        one buffer the blocks are decompressed into (text_rooms) and converted in place.
+        ``out``: a uint8 array of that many bytes to use instead of a new one."""
+        table = blocks.lookup[b0:b1]
+        room = text_rooms(table)
+        starts = np.zeros(b1 - b0, np.int64)
+        np.cumsum(room[:-1], out=starts[1:])
+        self.need(int(room.sum()), lambda: blocks.reading(b0, b1, " (text)"))
+        blocks.counted(b1 - b0)
+        if out is None:
+            out = _compression.empty(int(room.sum()), np.uint8)
+        elif not (out.dtype == np.uint8 and out.shape == (int(room.sum()),)
+                  and out.flags.c_contiguous):
+            raise ValueError(f"out= takes {int(room.sum())} contiguous bytes (text_room)")
+        codec = blocks.codec
+        spans = [None] * (b1 - b0)
+
+        def into(i, b, buf, n):
+            spans[i] = _codecs.arrow_text_block(codec, buf, n)
+        self._decode_each(blocks, b0, table, into, (out, starts), parallel)
+        return spans
+
+    @_entry_point
+    def inflate(self, blocks, b0, table, dst, dst_offsets, parallel=True):
+        """Decompress the blocks of `table` (blocks.lookup[b0:b0 + len(table)]) into `dst`
+        (a uint8 array), each at its offset in `dst_offsets`, checking their CRC-32s."""
+        self._inflate(blocks, b0, table, dst, dst_offsets, parallel)
+
+    @_entry_point
+    def decode_each(self, blocks, b0, table, consume, keep=None, parallel=True):
+        """Decompress each block of `table` (blocks.lookup[b0:b0 + len(table)]), then hand
+        it to consume(i, block, buffer, rows), i counted from b0 (_decode_each)."""
+        self._decode_each(blocks, b0, table, consume, keep, parallel)
+
+    def _inflate(self, blocks, b0, table, dst, dst_offsets, parallel=True):
+        """inflate, in parallel chunks unless `parallel` is False (the caller already runs in a
+        worker of the pool)."""
+        kind = blocks.compression
+        backend = self.backend
+        offsets = np.ascontiguousarray(table["offset"])
+        disk = np.ascontiguousarray(table["disk"])
+        raw = np.ascontiguousarray(table["raw"])
+        dst_offsets = np.ascontiguousarray(dst_offsets, dtype=np.int64)
+        # with checksums, each block's CRC-32 is checked in the decompression loop itself
+        crcs = self.expected_crcs(blocks)
+        if crcs is not None:
+            crcs = crcs[b0:b0 + len(table)]
+
+        def run(span):
+            a, b = span
+            src, offs = self.block_bytes(offsets[a:b], disk[a:b])
+            return a, backend.decompress_blocks(kind, src, offs, disk[a:b], raw[a:b], dst,
+                                                dst_offsets[a:b],
+                                                None if crcs is None else crcs[a:b])
+        total = int(raw.sum(dtype=np.int64))
+        # up to 4 chunks per thread (for balance), each worth dispatching to a thread
+        parts = min(self.threads * 4, total // _SPAN_BYTES) if parallel else 1
+        spans = _chunks(len(table), parts)
+        if len(spans) > 1 and self.threads > 1:
+            results = list(_threads.pool("read", self.threads).map(run, spans))
+        else:
+            results = [run(s) for s in spans]
+        for a, (i, message) in results:
+            if i >= 0:
+                block, offset = b0 + a + i, int(offsets[a + i])
+                if self.sums is not None:     # damaged bytes: say so, with both CRC-32s
+                    self.check_block(offset, int(disk[a + i]), block)
+                raise IdvFormatError(message, block=block, offset=offset)
+
+    def _decode_each(self, blocks, b0, table, consume, keep=None, parallel=True):
+        """Decompress each block then hand it to consume(i, block, buffer, rows).
+
+        Each task decompresses a few blocks at a time (_GROUP_BYTES, or one larger block) into
+        a buffer it reuses and decodes them while they are still in cache, so besides the
+        output only about one group per thread is held in memory. With `keep` (an array and
+        each block's start in it), the blocks are decompressed there instead, to be kept.
+        `parallel` False: all in the calling thread.
+        """
+        raw = table["raw"].astype(np.int64)
+        offsets = table["offset"]
+        rpb, num_rows = blocks.rows_per_block, blocks.num_rows
+
+        def run(span):
+            a, b = span
+            groups = block_groups(raw[a:b], _GROUP_BYTES, a)
+            if keep is None:
+                buf = np.empty(max(int(raw[g0:g1].sum()) for g0, g1 in groups), np.uint8)
+            else:
+                buf = keep[0]
+            mv = memoryview(buf)
+            for g0, g1 in groups:
+                if keep is None:
+                    starts = np.zeros(g1 - g0, np.int64)
+                    np.cumsum(raw[g0:g1 - 1], out=starts[1:])
+                else:
+                    starts = keep[1][g0:g1]
+                self._inflate(blocks, b0 + g0, table[g0:g1], buf, starts, parallel=False)
+                for i in range(g0, g1):
+                    blk = b0 + i
+                    lo = int(starts[i - g0])
+                    try:
+                        consume(i, blk, mv[lo:lo + int(raw[i])],
+                                min(rpb, num_rows - blk * rpb))
+                    except IdvFormatError as e:
+                        e.locate(block=blk, offset=int(offsets[i]))
+                        raise
+        spans = _chunks(len(table), self.threads * 4 if parallel else 1)
+        if len(spans) > 1 and self.threads > 1:
+            list(_threads.pool("read", self.threads).map(run, spans))
+        else:
+            for s in spans:
+                run(s)
+
+
+def _fix_error(blocks, error, b0, b1, table, out):
+    """Locate a codec.fix() failure over blocks [b0, b1): the first block whose rows fail
+    alone (checked on a copy)."""
+    r0 = blocks.rows(b0, b1)[0]
+    for b in range(b0, b1):
+        s, e = (r - r0 for r in blocks.rows(b, b + 1))
+        try:
+            blocks.codec.fix(out[s:e].copy())
+        except IdvFormatError as found:
+            return found.locate(block=b, offset=int(table["offset"][b - b0]))
+    return error
+
+
+def _chunks(n, parts):
+    """Split range(n) into at most `parts` contiguous (start, stop) pairs."""
+    parts = max(1, min(parts, n))
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def block_groups(raw, limit, base=0):
+    """Split blocks with decompressed sizes `raw` into contiguous runs of at most `limit`
+    bytes (a larger block is a run by itself): (start, stop) pairs offset by `base`."""
+    out = []
+    start, size = 0, 0
+    for i, n in enumerate(raw.tolist()):
+        if i > start and size + n > limit:
+            out.append((base + start, base + i))
+            start, size = i, 0
+        size += n
+    if len(raw):
+        out.append((base + start, base + len(raw)))
+    return out
+
+
+def text_rooms(table):
+    """Each block's room in decode_text's buffer (lookup rows `table`): its decompressed size,
+    rounded up so that the next starts at a 64-byte boundary (Arrow's alignment); all held by
+    the result."""
+    return (table["raw"].astype(np.int64) + 63) // 64 * 64
+
+
+def check_dense(blocks, vtype, disk, which="", hint="", **where):
+    """Sparse rows densify to their full length, which the file does not bound: refuse a dense
+    form of implicit zeros no file of `disk` bytes can mean (a corrupt length) instead of
+    allocating gigabytes. read(sparse=True) has no such limit. `blocks`: decoded vector
+    blocks."""
+    implicit = sum(int(b.lengths.sum()) - len(b.values) for b in blocks)
+    nbytes = implicit * vtype.item.dtype.itemsize
+    if nbytes > max(_DENSE_FLOOR, _compression.MAX_RATIO * disk):
+        raise IdvFormatError(f"the sparse vectors{which} would densify to {implicit} implicit "
+                             f"zeros ({nbytes} bytes) from {disk} bytes in the file; a vector "
+                             f"length is corrupt{hint}", **where)

@@ -1,0 +1,450 @@
+"""A column of an open .idv file: its description, lookup table and metadata, and its rows
+read into numpy by block.
+
+A column's rows are stored in blocks of ``rows_per_block`` rows, each compressed on its own and
+located through the column's lookup table. Slicing decodes only the blocks that hold the rows
+asked for; a full read decodes blocks in parallel threads. The blocks themselves are fetched,
+checked and decoded by the file's block store (idv.blocks); a Column reaches its file only
+through ``store``, ``tables``, ``path``, ``check_open()``, ``num_rows`` and ``header``.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+
+from idv import _codecs, _compression, _lookup, _toc, selection, vectors
+from idv import types as T
+from idv.blocks import ColumnBlocks, check_dense, text_rooms
+from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
+
+
+class Column:
+    """One column: its type and metadata, and its values read by block.
+
+    ``col.read()`` gives every row; ``col[i]``, ``col[a:b]`` and ``col[a:b:step]`` decode only
+    the blocks that hold those rows (``blocks_decoded`` counts them).
+
+    Attributes: ``index`` (position in the file), ``name``, ``codec`` (the decoder, None when
+    unknown) and ``blocks_decoded`` (blocks decoded so far by this column's reads).
+    """
+
+    def __init__(self, file, entry, codec, dead_reason):
+        self._file = file
+        self._entry = entry
+        self.codec = codec
+        self._dead = dead_reason
+        self._table = None
+        self._blocks = None
+        self._metadata_entries = None
+        self._metadata = None
+        self.blocks_decoded = 0
+        self._counting = threading.Lock()     # pieces of one column decode in several threads
+        self.index = entry.index
+        self.name = entry.name
+
+    # ---- description
+    @property
+    def type(self):
+        """The ML.NET type (``Single``, ``Vector<Single, 10>``, ``Key<UInt32, 5>``...), or None
+        when this reader does not know the column's codec."""
+        return self.codec.type if self.codec is not None else None
+
+    @property
+    def codec_name(self):
+        """The codec's name as stored in the file (``Single``, ``TextSpan``, ``VBuffer``,
+        ``Key2``...)."""
+        return self._entry.codec_name
+
+    @property
+    def compression(self):
+        """The block compression: ``'None'`` or ``'Deflate'`` (``'unknown (k)'`` for a kind this
+        reader does not know)."""
+        kind = self._entry.compression
+        return _compression.NAMES.get(kind, f"unknown ({kind})")
+
+    @property
+    def readable(self):
+        """False when this reader does not know the column's codec or compression (ML.NET skips
+        such columns too); reading it then raises UnsupportedCodecError."""
+        return self._dead is None
+
+    @property
+    def num_rows(self):
+        """The number of rows (the file's)."""
+        return self._file.num_rows
+
+    @property
+    def rows_per_block(self):
+        """Rows in each block (the last block may hold fewer)."""
+        return self._entry.rows_per_block
+
+    @property
+    def num_blocks(self):
+        """The number of blocks the column's rows are stored in."""
+        return _toc.block_count(self.num_rows, self.rows_per_block)
+
+    def __len__(self):
+        return self.num_rows
+
+    def __repr__(self):
+        t = self.type if self.type is not None else f"<unreadable: {self._dead}>"
+        return f"<idv.Column {self.name!r}: {t}, {self.num_rows} rows, {self.num_blocks} blocks>"
+
+    @property
+    def lookup(self):
+        """The lookup table: a structured array (offset, disk, raw), one row per block."""
+        if self._table is None:
+            try:
+                self._table = self._read_lookup()
+            except IdvFormatError as e:
+                raise self._located(e)
+        return self._table
+
+    @property
+    def nbytes_disk(self):
+        """Bytes the column's blocks take in the file (compressed)."""
+        return int(self.lookup["disk"].sum(dtype=np.int64))
+
+    @property
+    def nbytes(self):
+        """Bytes after decompression."""
+        return int(self.lookup["raw"].sum(dtype=np.int64))
+
+    @property
+    def blocks(self):
+        """The column's blocks as the file's block store decodes them (an
+        idv.blocks.ColumnBlocks, built once; reads the lookup table). Package-internal."""
+        if self._blocks is None:
+            self._blocks = ColumnBlocks(self.index, self.name, self.codec,
+                                        self._entry.compression, self.rows_per_block,
+                                        self.num_rows, self.lookup, self._count_decoded)
+        return self._blocks
+
+    def _located(self, error, **where):
+        """`error` (an IdvFormatError) naming this column, `where`, and the file's path."""
+        return error.locate(column=self.name, column_index=self.index, path=self._file.path,
+                            **where)
+
+    def _read_lookup(self):
+        self._file.check_open()
+        try:
+            table = self._file.tables.lookup(self.index)
+        except IdvFormatError as e:
+            raise self._located(e)
+        if self.codec is not None and len(table):
+            self._check_sizes(table)
+        return table
+
+    def _check_sizes(self, table):
+        """Refuse impossible block sizes before any output is allocated."""
+        rows = np.full(len(table), self.rows_per_block, np.int64)
+        rows[-1] = self.num_rows - (len(table) - 1) * self.rows_per_block
+        raw = table["raw"].astype(np.int64)
+        disk = table["disk"].astype(np.int64)
+        kind = self._entry.compression
+        if self.codec.itemsize:
+            bad = raw != rows * self.codec.itemsize
+            why = "is not rows x item size"
+        else:
+            bad = raw < np.array([self.codec.min_size(int(r)) for r in rows[:1]] * (len(rows) - 1)
+                                 + [self.codec.min_size(int(rows[-1]))])
+            why = "is too small for the block's rows"
+        if kind == _compression.NONE:
+            bad2 = raw != disk
+            why2 = "differs from the stored length (compression None)"
+        else:
+            bad2 = raw > disk * _compression.MAX_RATIO + 64
+            why2 = "is beyond what DEFLATE can expand to"
+        for mask, reason in ((bad, why), (bad2, why2)):
+            if mask.any():
+                b = int(np.flatnonzero(mask)[0])
+                raise IdvFormatError(f"decompressed length {int(raw[b])} {reason}", block=b,
+                                     offset=self._entry.lookup_offset + 16 * b)
+
+    # ---- metadata
+    @property
+    def metadata_kinds(self):
+        """The kinds of the column's annotations, in file order (``SlotNames``,
+        ``KeyValues``...)."""
+        return [m.kind for m in self.metadata_entries()]
+
+    @property
+    def metadata_types(self):
+        """dict kind -> ML.NET type of each annotation (None when its codec is unknown)."""
+        out = {}
+        for m in self.metadata_entries():
+            try:
+                out[m.kind] = self._metadata_codec(m).type
+            except UnsupportedCodecError:
+                out[m.kind] = None
+        return out
+
+    @property
+    def metadata(self):
+        """dict kind -> value: SlotNames -> array of str, KeyValues -> array, IsNormalized ->
+        bool; scalars as Python/numpy scalars, vectors as arrays shaped by their dims."""
+        if self._metadata is None:
+            values = {}
+            for m in self.metadata_entries():
+                try:
+                    values[m.kind] = self.decode_metadata(m)
+                except UnsupportedCodecError as e:
+                    warnings.warn(f"skipping {e}", IdvWarning, stacklevel=2)
+            self._metadata = values
+        return self._metadata
+
+    def _metadata_codec(self, m):
+        try:
+            return _codecs.resolve(m.codec_name, m.codec_params)
+        except IdvFormatError as e:
+            raise self._located(e, metadata_kind=m.kind)
+
+    # ---- the file's structures, for idv.verify and the command line (package-internal: not
+    # part of the public API, and may change)
+    @property
+    def unreadable_reason(self):
+        """Why the column cannot be read (its unknown codec or compression); None when it can.
+        Package-internal."""
+        return self._dead
+
+    @property
+    def lookup_offset(self):
+        """The byte offset of the column's lookup table in the file. Package-internal."""
+        return self._entry.lookup_offset
+
+    def lookup_errors(self):
+        """An IdvFormatError for every lookup table entry that points outside the file (reading
+        stops at the first); [] when the table's bytes cannot be read. Package-internal."""
+        nb = self.num_blocks
+        if nb == 0:
+            return []
+        self._file.check_open()
+        tail = self._file.header.tail_offset
+        try:
+            buf = self._file.store.view(self.lookup_offset, 16 * nb)
+        except IdvFormatError:
+            return []
+        table = np.frombuffer(bytes(buf), _lookup.ENTRY, nb)
+        return [self._located(_lookup.entry_error(table, b, self.lookup_offset, tail))
+                for b in _lookup.bad_entries(table, tail)]
+
+    def metadata_entries(self):
+        """The column's metadata table: an entry (kind, codec_name, codec_params, compression,
+        offset, size) per annotation, in file order. Package-internal."""
+        if self._metadata_entries is None:
+            self._file.check_open()
+            try:
+                self._metadata_entries = self._file.tables.metadata(self.index)
+            except IdvFormatError as e:
+                raise self._located(e)
+        return self._metadata_entries
+
+    def decode_metadata(self, entry):
+        """The value of one entry of metadata_entries(). Raises UnsupportedCodecError for an
+        unknown codec or compression (``metadata`` skips those with a warning) and
+        IdvFormatError for damage. Package-internal."""
+        codec = self._metadata_codec(entry)
+        if entry.compression not in _compression.NAMES:
+            raise self._located(UnsupportedCodecError(f"unknown compression "
+                                                      f"{entry.compression}"),
+                                metadata_kind=entry.kind)
+        try:
+            data = self._file.store.view(entry.offset, entry.size)
+            raw = _compression.decompress_metadata(
+                entry.compression, data, entry.size * _compression.MAX_RATIO + 64)
+            value = codec.decode(memoryview(raw), 1)
+            if isinstance(codec, _codecs.VBufferCodec):
+                check_dense([value], codec.type, entry.size)
+                return vectors.metadata_value(value, codec.type)
+        except IdvFormatError as e:
+            raise self._located(e, metadata_kind=entry.kind, offset=entry.offset)
+        v = value[0]
+        return v.item() if isinstance(v, np.bool_) else v
+
+    # ---- reading
+    def check_readable(self):
+        """UnsupportedCodecError, naming the column, when it cannot be read (readable is
+        False). Package-internal."""
+        if self._dead is not None:
+            raise self._located(UnsupportedCodecError(f"cannot read: {self._dead} (ML.NET skips "
+                                                      f"such columns too)"))
+
+    def read(self, sparse=False):
+        """Every row: a numpy array, a Ragged for variable-size vectors, or with
+        ``sparse=True`` a scipy.sparse.csr_matrix for vector columns."""
+        return self.read_blocks(0, self.num_blocks, sparse)
+
+    def iter_blocks(self, sparse=False):
+        """Yield the rows block by block, each in read()'s form."""
+        for b in range(self.num_blocks):
+            yield self.read_blocks(b, b + 1, sparse)
+
+    # ---- the numpy protocol and row access, as on an h5py dataset
+    @property
+    def shape(self):
+        """``(rows,)`` for scalars, ``(rows, *dims)`` for vectors; a variable dimension is
+        None."""
+        t = self.type
+        if isinstance(t, T.Vector):
+            return (self.num_rows,) + tuple(d or None for d in t.dims)
+        return (self.num_rows,)
+
+    @property
+    def ndim(self):
+        """len(shape)."""
+        return len(self.shape)
+
+    @property
+    def dtype(self):
+        """The numpy dtype of the values (of the items, for vectors)."""
+        self.check_readable()
+        return self.codec.dtype
+
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(col)``: read() once, each block decoded once."""
+        if isinstance(self.type, T.Vector) and not self.type.is_fixed:
+            raise TypeError(f"column {self.name!r} holds variable-size vectors ({self.type}), "
+                            f"which have no rectangular array form: use col.read() (an "
+                            f"idv.Ragged) or col.read(sparse=True)")
+        out = self.read()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __iter__(self):
+        """The rows one by one, each block decoded once."""
+        for block in self.iter_blocks():
+            yield from block
+
+    def __getitem__(self, key):
+        n = self.num_rows
+        rpb = self.rows_per_block
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            i = int(key) + n if key < 0 else int(key)
+            if not 0 <= i < n:
+                raise IndexError(f"row {key} out of range for {n} rows")
+            b = i // rpb
+            return _detached(self._cached_block(b)[i - b * rpb])
+        span = selection.contiguous(key, n) if isinstance(key, slice) else None
+        if span is not None and span[1] > span[0]:     # a slice of step 1: one run of blocks
+            a, b = span
+            b0, b1 = a // rpb, (b - 1) // rpb + 1
+            part = self.read_blocks(b0, b1)
+            return _detached(part[a - b0 * rpb:b - b0 * rpb], part)
+        rows = selection.row_numbers(key, n)
+        if len(rows) == 0:
+            return self.read_blocks(0, 0)
+        blocks = np.unique(rows // rpb)
+        parts, firsts = [], []
+        if len(blocks) <= _CACHED_SELECTION_BLOCKS:     # a few blocks: each once, cached
+            for b in blocks:
+                parts.append(self._cached_block(int(b)))
+                firsts.append(int(b) * rpb)
+        else:        # many: runs of consecutive blocks decoded together, the rest skipped
+            for run in np.split(blocks, np.flatnonzero(np.diff(blocks) != 1) + 1):
+                parts.append(self.read_blocks(int(run[0]), int(run[-1]) + 1))
+                firsts.append(int(run[0]) * rpb)
+        if len(parts) == 1:
+            whole, local = parts[0], rows - firsts[0]
+        else:
+            whole = vectors.concat_reads(parts)
+            starts = np.cumsum([0] + [vectors.num_rows_of(p) for p in parts[:-1]])
+            run_of_row = np.searchsorted(np.array(firsts), rows, side="right") - 1
+            local = rows - np.array(firsts)[run_of_row] + starts[run_of_row]
+        return whole[local]
+
+    def _cached_block(self, b):
+        """Block `b` in read()'s form, through the file's cache of decoded blocks."""
+        return self._file.store.cache.get((self.index, b), lambda: self.read_blocks(b, b + 1),
+                                          int(self.lookup["raw"][b]))
+
+    def read_blocks(self, b0, b1, sparse=False, *, parallel=True, out=None):
+        """The rows of blocks [b0, b1) in read()'s form (read, slicing and iter_blocks use it;
+        idv.verify decodes every block through it). A damaged block raises IdvFormatError
+        with its ``block`` and ``offset``. ``parallel=False``: decoded in the calling thread
+        (for callers that run several reads in threads of their own). ``out``: for columns
+        of fixed-width scalars, an array of the rows' count and dtype to decode into (a part
+        of a larger buffer, BlockStore.buffer) instead of a new one."""
+        try:
+            return self._decode_blocks(b0, b1, sparse, parallel, out)
+        except IdvFormatError as e:
+            raise self._located(e)
+
+    def block_rows(self, b):
+        """(first row, stop row) of block `b`."""
+        start = b * self.rows_per_block
+        return start, min(start + self.rows_per_block, self.num_rows)
+
+    def _decode_blocks(self, b0, b1, sparse, parallel, out=None):
+        self.check_readable()
+        self._file.check_open()
+        codec = self.codec
+        is_vector = isinstance(codec, _codecs.VBufferCodec)
+        if sparse and not is_vector:
+            raise TypeError(f"sparse=True is for vector columns; column {self.index} "
+                            f"{self.name!r} is {self.type}")
+        if b1 <= b0:
+            if is_vector:
+                return vectors.empty(codec.type, sparse)
+            return np.empty(0, codec.dtype)
+        return self._file.store.decode(self.blocks, b0, b1, sparse, parallel, out)
+
+    def _count_decoded(self, n):
+        with self._counting:
+            self.blocks_decoded += n
+
+    def text_room(self, b0, b1):
+        """The bytes read_text_blocks(b0, b1) decodes into (idv.blocks.text_rooms)."""
+        return int(text_rooms(self.lookup[b0:b1]).sum())
+
+    def read_text_blocks(self, b0, b1, *, parallel=True, out=None):
+        """Blocks [b0, b1) of a Text or vector-of-Text column in Arrow's string layout, without
+        Python strings: per block a TextSpans (int32 offsets into the UTF-8 bytes) or, for
+        vectors, a VectorBlock whose values are one (None for a block with rows stored sparse:
+        read it with read_blocks). They are views into one buffer the blocks are decompressed
+        into and converted in place, blocks in parallel (idv.arrow builds Arrow arrays on them
+        without copies). A damaged block raises IdvFormatError as read_blocks does;
+        ``parallel`` as there; ``out``: a uint8 array of text_room(b0, b1) bytes to decode
+        into instead of a new one."""
+        try:
+            return self._decode_text_blocks(b0, b1, parallel, out)
+        except IdvFormatError as e:
+            raise self._located(e)
+
+    def read_strings(self, rows=None):
+        """A Text column's rows (all, or ``col[rows]``'s) as a numpy StringDType array: whole
+        scalar columns straight from the blocks' UTF-8 (read_text_blocks, idv._strings), the
+        rest converted from read()'s str objects."""
+        if self.type is T.Text and rows is None:
+            from idv import _strings
+            return _strings.string_array(self.read_text_blocks(0, self.num_blocks),
+                                         self.num_rows)
+        values = self.read() if rows is None else self[rows]
+        dtype = np.dtypes.StringDType()
+        if isinstance(values, vectors.Ragged):
+            return vectors.Ragged(values.values.astype(dtype), values.offsets)
+        return values.astype(dtype)
+
+    def _decode_text_blocks(self, b0, b1, parallel, dst=None):
+        self.check_readable()
+        self._file.check_open()
+        if T.item_type(self.codec.type) is not T.Text:
+            raise TypeError(f"column {self.index} {self.name!r} is {self.codec.type}, not text")
+        if b1 <= b0:
+            return []
+        return self._file.store.decode_text(self.blocks, b0, b1, parallel, dst)
+
+
+# A row selection over at most this many blocks goes through the cache of decoded blocks.
+_CACHED_SELECTION_BLOCKS = 64
+
+
+def _detached(selection, whole=None):
+    """A selection of rows that does not keep its decoded block alive: a view of an array is
+    copied unless it is most of the array it views."""
+    base = selection.base if isinstance(selection, np.ndarray) else None
+    if base is None:
+        return selection
+    if isinstance(whole, np.ndarray) and 2 * selection.nbytes >= whole.nbytes:
+        return selection
+    return selection.copy()
