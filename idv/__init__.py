@@ -32,9 +32,11 @@ from idv.writer import Writer, write  # noqa: E402
 __all__ += ["verify", "write", "Writer", "Sparse", "zip_entries", "ZipEntry"]
 
 # the Python data stack: pandas and pyarrow are imported only when these are called
-from idv.arrow import from_arrow, record_batch_reader, to_arrow  # noqa: E402
+from idv.arrow import record_batch_reader, to_arrow  # noqa: E402
 from idv.formats import convert  # noqa: E402
-from idv.pandas import from_pandas, read_pandas, to_pandas  # noqa: E402
+from idv.pandas import read_pandas, to_pandas  # noqa: E402
+from idv.writer.arrow import from_arrow  # noqa: E402
+from idv.writer.pandas import from_pandas  # noqa: E402
 
 # many files as one table (idv.dataset); Dask lives in the submodule idv.dask, imported on use
 from idv.dataset import Dataset, dataset  # noqa: E402

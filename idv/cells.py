@@ -17,14 +17,19 @@ def rowid_int(v):
     return (int(v["high"]) << 64) | int(v["low"])
 
 
-def _float_json(x):
-    """A float for JSON: the shortest repr that round-trips at its own precision."""
-    f = float(str(x)) if isinstance(x, np.floating) else float(x)
+def float_json(f):
+    """A Python float for JSON: NaN and the infinities by name (JSON has no number for them)."""
     if math.isnan(f):
         return "NaN"
     if math.isinf(f):
         return "Infinity" if f > 0 else "-Infinity"
     return f
+
+
+def shortest_float(x):
+    """A float as the shortest Python float that reads back to it at its own precision: a
+    float32 0.1 is 0.1, not 0.10000000149011612 (its exact value)."""
+    return float(str(x)) if isinstance(x, np.floating) else float(x)
 
 
 def item_json(x, item):
@@ -44,7 +49,7 @@ def item_json(x, item):
     if isinstance(x, (np.integer, int)):
         return int(x)
     if isinstance(x, (np.floating, float)):
-        return _float_json(x)
+        return float_json(shortest_float(x))
     return str(x)
 
 

@@ -131,12 +131,6 @@ def _mismatch(path, ref_path, mine, ref):
             f"{[n for n, _ in mine]} vs {[n for n, _ in ref]}")
 
 
-def _ticks100(values):
-    """The 100-ns counts in read()'s form of a time column (DateTimeOffset: its UTC)."""
-    values = getattr(values, "values", values)     # Ragged: its items
-    return values["utc"] if values.dtype.names else values
-
-
 class Dataset:
     """Several .idv files with the same columns, read as one table (``idv.dataset`` makes
     one). Use as a context manager, or call close().
@@ -345,7 +339,7 @@ class Dataset:
             f = self.open_file(i)
             for n in timed:
                 for block in f[n].iter_blocks():
-                    choice.add(_ticks100(block))
+                    choice.add(ticks.ticks100_of(block))
         what = T.item_type(self.schema[timed[0]].type).name
         unit, safe2 = choice.settle(datetime, f"dataset column{'s' * (len(timed) > 1)} "
                                     f"{', '.join(map(repr, timed))}", what)
@@ -366,7 +360,8 @@ class Dataset:
     def to_arrow(self, columns=None, *, datetime="auto", safe=True):
         """A pyarrow.Table of every file's rows (idv.arrow.to_arrow per file, the first file's
         schema). With datetime 'auto' or 'exact', one unit for the whole dataset."""
-        from idv.arrow import import_pyarrow, to_arrow
+        from idv.arrow import to_arrow
+        from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()
         names = self.resolve_columns(columns)
         unit, safe = self.time_unit(names, datetime, safe)
@@ -382,7 +377,8 @@ class Dataset:
         """A pyarrow.RecordBatchReader over every file in turn (idv.arrow.record_batch_reader
         per file: one batch per block of rows, or of ``batch_size`` rows; a batch never spans
         two files). One file is decoded at a time."""
-        from idv.arrow import import_pyarrow, record_batch_reader
+        from idv.arrow import record_batch_reader
+        from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()
         names = self.resolve_columns(columns)
         unit, safe = self.time_unit(names, datetime, safe)

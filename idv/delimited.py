@@ -14,7 +14,7 @@ import csv
 import numpy as np
 
 from idv import types as T
-from idv._interop import slot_labels, usable_key_values
+from idv.annotations import slot_labels, usable_key_values
 from idv.cells import csv_cell, csv_item
 
 

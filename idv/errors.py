@@ -3,11 +3,14 @@
 An error carries where it happened as attributes, and its message is built from them, so
 nothing has to parse messages to find the column or the byte. Each layer raises with what it
 knows (a cursor knows the byte offset, the reader the column and the block, the file its path)
-and the layers above add the rest with ``locate``.
+and the layers above add the rest with ``locate``. Bad values (given to the writer, or read
+into a unit that cannot hold them) are named by column, row and item with `Where`.
 """
 from __future__ import annotations
 
 import os
+
+import numpy as np
 
 # the location attributes, in the order the message names them
 _WHERE = ("path", "column", "column_index", "metadata_kind", "block", "offset")
@@ -92,6 +95,34 @@ class UnsupportedCodecError(IdvFormatError):
 class MissingDependencyError(ImportError):
     """An optional package that a function needs is not installed; the message names the pip
     command (``pip install 'idv[arrow]'``). The command line prints it on one line."""
+
+
+class Where:
+    """Names a column and turns a flat item position into 'row r' / 'row r item j', for the
+    messages of bad values (the `where` / `describe` of idv.ticks, the writer's checks, the
+    Arrow and pandas conversions). Items are flat over rows of one `width`, or cut into rows
+    by `offsets` (with `slots`, the sparse items' own slot indices). Rows count from `base`:
+    the rows before these (the file's, when writing a batch; a block's first when reading)."""
+
+    def __init__(self, column, offsets=None, slots=None, width=None, base=0):
+        self.column = column
+        self.offsets = offsets
+        self.slots = slots
+        self.width = width          # rows of one length: no offsets needed
+        self.base = base
+
+    def __call__(self, pos):
+        pos = int(pos)
+        if self.width:
+            return f"{self.column} row {self.base + pos // self.width} item {pos % self.width}"
+        if self.offsets is None:
+            return f"{self.column} row {self.base + pos}"
+        row = int(np.searchsorted(self.offsets, pos, side="right")) - 1
+        item = pos - int(self.offsets[row]) if self.slots is None else int(self.slots[pos])
+        return f"{self.column} row {self.base + row} item {item}"
+
+    def __str__(self):
+        return self.column
 
 
 def require(module, purpose, install):

@@ -20,8 +20,10 @@ import numpy as np
 
 from idv import _threads
 from idv import types as T
-from idv._interop import (TIME_UNITS, check_time_mode, iter_row_blocks, metadata_spec, opened,
-                          parse_type, select_columns, slot_labels)
+from idv._interop import iter_row_blocks, opened, select_columns
+from idv.annotations import metadata_spec, slot_labels
+from idv.ticks import TIME_MODES as TIME_UNITS, check_time_mode
+from idv.types import parse_type
 from idv.compression import DEFLATE, NONE, fast_deflate
 from idv.compression import kind as compression_kind
 from idv.sink import AtomicPath
@@ -68,7 +70,7 @@ def _format_of(path, given, what):
 
 
 def _pa():
-    from idv.arrow import import_pyarrow
+    from idv.arrow_types import import_pyarrow
     return import_pyarrow()
 
 
@@ -230,7 +232,7 @@ class _CsvSource(_Source):
 def _csv_arrow_type(pa, t, datetime):
     """The Arrow type pyarrow's CSV reader should parse a column as, for a given idv type
     (None for the types CSV spreads over several columns)."""
-    from idv.arrow import item_arrow_type
+    from idv.arrow_types import item_arrow_type
     t = T.as_type(t)
     if isinstance(t, T.Vector) or t in (T.DateTimeOffset, T.RowId):
         return None
@@ -305,7 +307,7 @@ def _open_source(path, fmt, columns, datetime, safe, types, batch_rows):
 
 class _IdvSink:
     def __init__(self, dest, source, types, compression, rows_per_block, deflate):
-        from idv.arrow import ArrowToIdv
+        from idv.writer.arrow import ArrowToIdv
         from idv.writer import Writer
         plan = ArrowToIdv(source.schema, types)
         for i in plan.pending:        # key values of dictionary columns: one pass over them
@@ -555,7 +557,7 @@ class _CsvSink(_FileSink):
     def _plan(self, pa, name, at, meta, get):
         import pyarrow.compute as pc
 
-        from idv.arrow import METADATA_KEY, TYPE_KEY
+        from idv.arrow_types import METADATA_KEY, TYPE_KEY
         if isinstance(at, pa.BaseExtensionType):
             self._plan(pa, name, at.storage_type, meta, lambda b: _storage_of(get(b)))
             return
@@ -574,7 +576,7 @@ class _CsvSink(_FileSink):
                 except ValueError:
                     pass
             if METADATA_KEY in meta:
-                from idv._interop import metadata_from_json
+                from idv.annotations import metadata_from_json
                 try:
                     spec = metadata_from_json(meta[METADATA_KEY].decode())
                     if "SlotNames" in spec:

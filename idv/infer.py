@@ -1,7 +1,7 @@
 """The ML.NET type of Python values: numpy arrays, lists, idv.Ragged / idv.Sparse, scipy.sparse
 matrices, pandas Series (their numpy values) and metadata values.
 
-idv.write, idv.pandas.from_pandas and the metadata encoder ask here when no type is given.
+idv.write, idv.from_pandas and the metadata encoder ask here when no type is given.
 `infer_column` also hands back the values in the form the writer converts them from, so that a
 list of rows is flattened once, here, and not again by the writer.
 """

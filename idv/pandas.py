@@ -1,4 +1,5 @@
-"""pandas DataFrames from and to .idv files: ``to_pandas``, ``read_pandas``, ``from_pandas``.
+"""pandas DataFrames from .idv files: ``to_pandas`` and ``read_pandas`` (the other way,
+``idv.from_pandas``, is idv.writer.pandas).
 
 pandas is imported only when these are called (``pip install idv[pandas]``). The mapping
 (docs/interop.md has the full table):
@@ -21,26 +22,21 @@ import datetime as _dt
 import numpy as np
 
 from idv import ticks
-from idv.errors import require
 from idv import types as T
-from idv._interop import (check_time_mode, item_locator, opened, select_columns, slot_labels,
-                          usable_key_values)
-from idv.infer import arrow_of, infer_column
+from idv.reader import opened
+from idv.selection import file_columns
+from idv.annotations import slot_labels, usable_key_values
+from idv.errors import Where, require
 from idv.vectors import Ragged
 
-__all__ = ["to_pandas", "read_pandas", "from_pandas"]
+__all__ = ["to_pandas", "read_pandas"]
 
 VECTOR_MODES = ("expand", "object")
-DATETIME_MODES = ("auto", "exact", "ns", "us", "ticks")
 
 
 def _pd():
     return require("pandas", "converting to or from pandas", "idv[pandas]")
 
-
-# ---------------------------------------------------------------------------------------------
-# idv -> pandas
-# ---------------------------------------------------------------------------------------------
 
 class _Ctx:
     def __init__(self, pd, name, mode, safe):
@@ -50,7 +46,7 @@ class _Ctx:
         self.safe = safe
 
     def describe(self, size=None, offsets=None):
-        return item_locator(f"column {self.name!r}", 0, size, offsets)
+        return Where(f"column {self.name!r}", offsets, width=size)
 
 
 # the times pandas holds: item type -> numpy kind (datetime64 'M', timedelta64 'm')
@@ -239,8 +235,8 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     starts at 0), as idv.dask reads a partition.
     """
     pd = _pd()
-    check_time_mode(vectors, VECTOR_MODES, "vectors")
-    check_time_mode(datetime, DATETIME_MODES)
+    ticks.check_time_mode(vectors, VECTOR_MODES, "vectors")
+    ticks.check_time_mode(datetime)
     if dtype_backend not in DTYPE_BACKENDS:
         raise ValueError(f"dtype_backend must be one of {', '.join(map(repr, DTYPE_BACKENDS))}"
                          f", not {dtype_backend!r}")
@@ -250,7 +246,7 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     # Text straight from Arrow (idv.arrow.text_array): all rows, or a slice of step 1
     arrow_text = strings is not None and (rows is None or rows.step in (None, 1))
     with opened(file) as f:
-        cols = select_columns(f, columns)
+        cols = file_columns(f, columns)
         n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
         pieces = []
         for col in cols:
@@ -288,186 +284,3 @@ def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe
     with opened(source, threads=threads, backend=backend) as f:
         return to_pandas(f, columns, vectors=vectors, datetime=datetime, safe=safe,
                          dtype_backend=dtype_backend)
-
-
-# ---------------------------------------------------------------------------------------------
-# pandas -> idv
-# ---------------------------------------------------------------------------------------------
-
-def _first(mask):
-    return int(np.flatnonzero(np.asarray(mask))[0])
-
-
-def _categorical(pd, s, name, override):
-    cats = s.cat.categories
-    if override is not None and not isinstance(T.as_type(override, f"column {name!r}"), T.Key):
-        return s.to_numpy(dtype=object), None
-    n = len(cats)
-    if n == 0:
-        raise ValueError(f"column {name!r}: a Categorical with no categories cannot be a key "
-                         f"(ML.NET key counts are > 0)")
-    codes = np.asarray(s.cat.codes.to_numpy(), dtype=np.int64)
-    raw_type = T.UInt32 if n <= 2**32 - 1 else T.UInt64
-    raw = (codes + 1).astype(raw_type.dtype)
-    kv = cats.to_numpy()
-    if kv.dtype == object or kv.dtype.kind == "U":
-        kv = np.asarray(kv, dtype=object)
-    return raw, (T.Key(raw_type, count=n), {"KeyValues": kv})
-
-
-def _offsets_minutes(local, utc, name):
-    diff = (local - utc).astype("timedelta64[s]").astype(np.int64)
-    exact = (local - utc) == diff.astype("timedelta64[s]")
-    bad = (diff % 60 != 0) | ~exact
-    if bad.any():
-        raise ValueError(f"column {name!r} row {_first(bad)}: the UTC offset is not a whole "
-                         f"number of minutes, which .NET's DateTimeOffset needs")
-    return diff // 60
-
-
-def _tz_aware(pd, s, name):
-    nat = s.isna().to_numpy()
-    if nat.any():
-        raise ValueError(f"column {name!r} row {_first(nat)}: NaT (DateTimeOffset has no "
-                         f"missing value in ML.NET)")
-    utc = s.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
-    local = s.dt.tz_localize(None).to_numpy()
-    out = np.empty(len(s), [("utc", utc.dtype), ("offset_minutes", np.int64)])
-    out["utc"] = utc
-    out["offset_minutes"] = _offsets_minutes(local, utc, name)
-    return out
-
-
-def _aware_objects(pd, arr, name):
-    """Objects that are all zone-aware datetimes -> DateTimeOffset values, else None."""
-    if not len(arr) or not all(isinstance(x, _dt.datetime) and x.tzinfo is not None
-                               and x.utcoffset() is not None for x in arr):
-        return None
-    utc = pd.to_datetime(pd.Series(arr, dtype=object), utc=True).dt.tz_localize(None).to_numpy()
-    offsets = [x.utcoffset() for x in arr]
-    secs = np.array([o.days * 86400 + o.seconds for o in offsets], dtype=np.int64)
-    micro = np.array([o.microseconds for o in offsets], dtype=np.int64)
-    bad = (secs % 60 != 0) | (micro != 0)
-    if bad.any():
-        raise ValueError(f"column {name!r} row {_first(bad)}: the UTC offset is not a whole "
-                         f"number of minutes, which .NET's DateTimeOffset needs")
-    out = np.empty(len(arr), [("utc", utc.dtype), ("offset_minutes", np.int64)])
-    out["utc"] = utc
-    out["offset_minutes"] = secs // 60
-    return out
-
-
-def _object_values(pd, s, name):
-    arr = s.to_numpy(dtype=object)
-    first = next((x for x in arr if x is not None and not (isinstance(x, float) and x != x)),
-                 None)
-    if isinstance(first, (list, tuple, np.ndarray)):
-        bad = [i for i, x in enumerate(arr) if not isinstance(x, (list, tuple, np.ndarray))]
-        if bad:
-            raise TypeError(f"column {name!r} row {bad[0]}: {arr[bad[0]]!r} in a column of "
-                            f"vectors (ML.NET vectors have no missing value)")
-        lengths = {np.size(x) for x in arr}
-        if len(lengths) > 1:
-            # the item dtype from the non-empty rows (an empty list alone would say float64)
-            kinds = [np.asarray(x).dtype for x in arr if np.size(x)]
-            dtype = np.result_type(*kinds) if kinds and object not in kinds else None
-            return Ragged.from_list(list(arr), dtype=dtype), None
-        return list(arr), None
-    dto = _aware_objects(pd, arr, name)
-    if dto is not None:
-        return dto, T.DateTimeOffset
-    return arr, None
-
-
-def _series_values(pd, s, name, override):
-    """(values, type or None, metadata or None) of one Series."""
-    dtype = s.dtype
-    api = pd.api.types
-    if isinstance(dtype, pd.CategoricalDtype):
-        values, key = _categorical(pd, s, name, override)
-        if key is None:
-            return values, None, None
-        return values, key[0], key[1]
-    if isinstance(dtype, pd.DatetimeTZDtype):
-        return _tz_aware(pd, s, name), T.DateTimeOffset, None
-    if isinstance(dtype, pd.SparseDtype):
-        return _series_values(pd, s.sparse.to_dense(), name, override)
-    arrow_dtype = getattr(pd, "ArrowDtype", None)
-    if arrow_dtype is not None and isinstance(dtype, arrow_dtype):
-        import pyarrow as pa
-
-        from idv.arrow import from_arrow
-        table = pa.table({name: pa.array(s.array)})
-        cols, col_types, meta = from_arrow(table, types={name: override} if override else None)
-        return cols[0][1], col_types[name], meta.get(name)
-    if isinstance(dtype, pd.StringDtype) or (api.is_string_dtype(dtype) and dtype != object):
-        arrow = arrow_of(s)      # string[pyarrow], pandas 3's str: written from Arrow's buffers
-        if arrow is None or arrow.null_count:
-            na = s.isna().to_numpy()
-            if na.any():
-                raise ValueError(f"column {name!r} row {_first(na)}: missing value in a string "
-                                 f"column; ML.NET's Text has none (it reads null as \"\"): "
-                                 f"fill it first, e.g. df[{name!r}].fillna(\"\")")
-        if arrow is not None:
-            from idv.arrow import arrow_column_values
-            return arrow_column_values(arrow, T.Text, name), T.Text, None
-        return s.to_numpy(dtype=object), None, None
-    if api.is_extension_array_dtype(dtype):
-        kind = getattr(getattr(dtype, "numpy_dtype", None), "kind", None)
-        if kind is None:
-            raise TypeError(f"column {name!r}: pandas dtype {dtype} has no ML.NET type")
-        na = s.isna().to_numpy()
-        if na.any():
-            if kind == "f":
-                return s.to_numpy(dtype=dtype.numpy_dtype, na_value=np.nan), None, None
-            raise ValueError(f"column {name!r} row {_first(na)}: missing value (<NA>) in a "
-                             f"nullable {dtype} column; ML.NET's {dtype.numpy_dtype} type has "
-                             f"no missing value: fill it (fillna) or cast to float (NaN)")
-        return s.to_numpy(dtype=dtype.numpy_dtype), None, None
-    if dtype == object:
-        values, t = _object_values(pd, s, name)
-        return values, t, None
-    return s.to_numpy(), None, None
-
-
-def from_pandas(df, *, types=None):
-    """A DataFrame (or Series) -> (columns, types, metadata) for idv.write.
-
-    ``columns``: a list of (name, values); ``types``: name -> idv type; ``metadata``: name ->
-    {kind: value}. A Categorical becomes Key<UInt32, len(categories)> (raw = code + 1, NaN ->
-    0, the missing key) with the categories as KeyValues; zone-aware datetimes become
-    DateTimeOffset (each value's UTC offset, whole minutes); object columns of lists or arrays
-    become vectors (fixed size when all rows have the same length, else variable size); the rest
-    is typed as idv.write types numpy data. Nullable integer or Boolean columns holding <NA>,
-    and string columns holding missing values, raise (ML.NET has no missing value for them);
-    nullable floats give NaN. The index is not written (``df.reset_index()`` keeps it).
-    ``types`` overrides the type of some columns.
-    """
-    pd = _pd()
-    if isinstance(df, pd.Series):
-        df = df.to_frame()
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"from_pandas takes a pandas DataFrame, not {type(df).__name__}")
-    names = [str(c) for c in df.columns]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ValueError(f"duplicate column names {dup}: an .idv written from Python needs "
-                         f"distinct names")
-    overrides = dict(types or {})
-    unknown = [k for k in overrides if k not in names]
-    if unknown:
-        raise KeyError(f"types for unknown columns {unknown}; columns: {names}")
-    columns, out_types, metadata = [], {}, {}
-    for i, name in enumerate(names):
-        s = df.iloc[:, i]
-        override = overrides.get(name)
-        values, t, meta = _series_values(pd, s, name, override)
-        if override is not None:
-            t = override
-        elif t is None:
-            t, values = infer_column(values, f"column {name!r}")
-        columns.append((name, values))
-        out_types[name] = t
-        if meta:
-            metadata[name] = meta
-    return columns, out_types, metadata

@@ -14,7 +14,7 @@ import numpy as np
 
 from idv import (_codecs, _compression, _header, _threads, _toc, budget, cache, checksums,
                  compression, layout)
-from idv import ticks
+from idv import selection, ticks
 from idv import types as T
 from idv.blocks import BlockStore
 from idv.column import Column
@@ -314,12 +314,7 @@ class IdvFile:
         if rows is not None and sparse:
             raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
                              "of one column with col[rows]")
-        if columns is None:
-            cols = [c for c in self.columns if c.readable and self._by_name[c.name] is c]
-        else:
-            if isinstance(columns, (str, int)):
-                columns = [columns]
-            cols = [self[c] for c in columns]
+        cols = selection.file_columns(self, columns)
         out = {}
         with self.prefetch(cols) if rows is None else contextlib.nullcontext():
             for c in cols:
@@ -414,6 +409,20 @@ class IdvFile:
         (idv.arrow.record_batch_reader)."""
         from idv.arrow import record_batch_reader
         return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
+
+
+@contextlib.contextmanager
+def opened(file, **kwargs):
+    """An open IdvFile for `file` (a path or URL, bytes, file object or an IdvFile); files opened
+    here are closed on exit, an IdvFile passed in is left open."""
+    if isinstance(file, IdvFile):
+        yield file
+        return
+    f = open(file, **kwargs)
+    try:
+        yield f
+    finally:
+        f.close()
 
 
 def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open

@@ -68,6 +68,18 @@ def positions(names, columns, *, where="", globs=False, index_hint=""):
     return out
 
 
+def file_columns(f, columns, *, globs=False):
+    """The Columns of an open file that `columns` picks (positions() over its column names):
+    by default every readable visible one; a column asked for by name or index must be
+    readable (UnsupportedCodecError, saying why, when it is not)."""
+    picked = [f.columns[i] for i in positions(f.column_names, columns, globs=globs)]
+    if columns is None:
+        return [c for c in picked if c.readable]
+    for c in picked:
+        c.check_readable()
+    return picked
+
+
 def names_of(names, columns, *, where="", globs=False):
     """The names `columns` picks among `names` (positions(), as names): for sources whose
     names do not repeat (a dataset, an Arrow schema); None stays None (every column)."""

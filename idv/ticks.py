@@ -152,6 +152,21 @@ CHOSEN_MODES = ("auto", "exact")
 TIME_MODES = CHOSEN_MODES + ("us", "ns", "ticks")
 
 
+def check_time_mode(value, allowed=TIME_MODES, name="datetime"):
+    """ValueError naming the allowed values unless `value` is one of them (the `datetime=`
+    of to_pandas, to_arrow and convert; `name` and `allowed` for the other options)."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
+
+
+def ticks100_of(values):
+    """The 100-ns counts in read()'s form of a time column's rows, as UnitChoice.add takes
+    them: a Ragged's items, a DateTimeOffset's UTC instants."""
+    if not isinstance(values, np.ndarray):      # idv.Ragged
+        values = values.values
+    return values["utc"] if values.dtype.names else values
+
+
 class UnitChoice:
     """Sums up a column's 100-ns counts, block by block, to choose its unit (modes 'auto'
     and 'exact'): whether all fit nanoseconds, and how many have sub-microsecond ticks."""

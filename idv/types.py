@@ -8,10 +8,14 @@ them: `idv.Key(idv.UInt32, count=5)`, `idv.Vector(idv.Single, 10)`, `idv.Vector(
 name (and the legacy names still read), how it is encoded, the little-endian dtype it is stored
 as. The decoders (`idv._codecs.CODECS`) and the writer are both built from it, so a new item
 type is one entry here plus its codec.
+
+A type's string form (``str(t)``, ML.NET's own: ``Vector<Key<Byte, 9>, 3>``) reads back with
+`parse_type`: Arrow field metadata and the JSON of annotations carry types that way.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -308,3 +312,45 @@ def as_type(t, where="type"):
     if item is None:
         raise TypeError(f"{where}: dtype object does not name an ML.NET type; use idv.Text etc.")
     return item
+
+
+# ---------------------------------------------------------------------------------------------
+# type strings
+# ---------------------------------------------------------------------------------------------
+
+_KEY_RE = re.compile(r"^Key<\s*(\w+)\s*,\s*(\d+)\s*(?:,\s*min=(\d+)\s*)?>$")
+
+
+def _split_top(s):
+    """The comma-separated parts of `s` outside any <...>."""
+    parts, depth, cur = [], 0, []
+    for ch in s:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur).strip())
+    return parts
+
+
+def parse_type(s):
+    """str(type) back into the type: 'Single', 'Key<UInt32, 5>' (legacy: 'Key<UInt32, 5, min=3>'),
+    'Vector<Single, 2, 3>', 'Vector<Int32, *, 4>', 'Vector<Key<Byte, 9>, 3>', 'Vector<Text>'."""
+    s = s.strip()
+    m = _KEY_RE.match(s)
+    if m:
+        if m.group(1) not in PRIMITIVES:
+            raise ValueError(f"unknown key raw type in {s!r}")
+        return Key(PRIMITIVES[m.group(1)], count=int(m.group(2)), min=int(m.group(3) or 0))
+    if s.startswith("Vector<") and s.endswith(">"):
+        parts = _split_top(s[len("Vector<"):-1])
+        dims = [0 if p == "*" else int(p) for p in parts[1:]]
+        return Vector(parse_type(parts[0]), *dims)
+    if s in PRIMITIVES:
+        return PRIMITIVES[s]
+    raise ValueError(f"not an idv type string: {s!r}")

@@ -245,7 +245,7 @@ def test_arrow_text_bytes_equal_mlnet(tmp_path, oracle):
                                      (pa.int32(), idv.Int32), (pa.uint64(), idv.UInt64),
                                      (pa.int8(), idv.SByte)])
 def test_numbers_are_not_copied(at, item):
-    from idv.arrow import arrow_column_values
+    from idv.writer.arrow import arrow_column_values
     from idv.writer.columns import Column
     arr = pa.array(np.arange(1000) % 100, at).slice(10, 900)
     values = arrow_column_values(arr, item, "x")

@@ -238,7 +238,7 @@ def test_legacy_key_with_min_is_not_written(tmp_path):
 
 
 def test_legacy_key_type_string_round_trips():
-    from idv._interop import parse_type   # the form Arrow and JSON metadata carry types in
+    from idv.types import parse_type   # the form Arrow and JSON metadata carry types in
     for t in (idv.Key(idv.UInt32, count=5, min=3), idv.Key(idv.Byte, count=9),
               idv.Vector(idv.Key(idv.UInt64, count=7, min=2**40), 3)):
         assert parse_type(str(t)) == t

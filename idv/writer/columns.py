@@ -14,7 +14,9 @@ from idv import _codecs, _encode
 from idv import types as T
 from idv.infer import arrow_of, flatten_rows, is_rowlike, is_scipy_sparse, row_length, values_of
 from idv.vectors import Ragged, Sparse, object_array
-from idv.writer.values import Utf8Text, Utf8Vectors, Where, convert_items, first, join_items
+from idv.errors import Where
+from idv.writer.arrow import arrow_column_values
+from idv.writer.values import Utf8Text, Utf8Vectors, convert_items, first, join_items
 
 MAX_INT32 = 2**31 - 1
 # items whose values stay Python objects in a list (str; RowId's 128-bit ints)
@@ -149,7 +151,6 @@ class Column:
         self._row0 = row0
         arrow = arrow_of(value)
         if arrow is not None:       # Arrow arrays, Arrow-backed pandas: from their buffers
-            from idv.arrow import arrow_column_values
             value = arrow_column_values(arrow, self.type, self.name, row0)
         value = values_of(value)
         if not self.is_vector:
@@ -285,7 +286,7 @@ class Column:
         values = convert_items(self.item, np.asarray(data), where)
         sparse_idx = indices[np.repeat(~dense, nnz)] if dense.any() else indices
         return VectorChunk(lengths, counts, np.ascontiguousarray(values), indptr,
-                    sparse_idx.astype(np.int32), _offsets(np.maximum(counts, 0))), n
+                           sparse_idx.astype(np.int32), _offsets(np.maximum(counts, 0))), n
 
     # ---- rows of prepared chunks
     def concat(self, chunks):

@@ -1,13 +1,15 @@
 """What idv.write and idv.Writer accept: a dict, (name, values) pairs, a pandas DataFrame or
 a pyarrow Table as data; a dict, pairs or an idv.Schema as schema. Frames are handed to their
-adapters (idv.pandas.from_pandas, idv.arrow.from_arrow), which give back columns, types and
-metadata; the rest is typed here, from the caller's types or by idv.infer.
+adapters (idv.writer.pandas.from_pandas, idv.writer.arrow.from_arrow), which give back
+columns, types and metadata; the rest is typed here, from the caller's types or by idv.infer.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from idv.infer import infer_column
+from idv.writer.arrow import from_arrow
+from idv.writer.pandas import from_pandas
 
 
 def schema_of(columns, types, inferred_types):
@@ -49,14 +51,12 @@ def merged_metadata(inferred, given):
 
 def data_columns(data, types=None):
     """([(name, values)], inferred types, inferred metadata) from a dict-like, a pandas
-    DataFrame (through idv.pandas.from_pandas) or a pyarrow Table / RecordBatch (through
-    idv.arrow.from_arrow); `types` are the caller's overrides, which those conversions take
-    into account (a Categorical given a non-key type is written as its values)."""
+    DataFrame (through from_pandas) or a pyarrow Table / RecordBatch (through from_arrow);
+    `types` are the caller's overrides, which those conversions take into account (a
+    Categorical given a non-key type is written as its values)."""
     if hasattr(data, "columns") and hasattr(data, "iloc") and hasattr(data, "dtypes"):
-        from idv.pandas import from_pandas
         return from_pandas(data, types=types)
     if type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "schema"):
-        from idv.arrow import from_arrow
         return from_arrow(data, types=types)
     if hasattr(data, "items") and hasattr(data, "keys"):
         return list(data.items()), {}, {}

@@ -42,9 +42,9 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     Types come from the data: float32 -> Single, float64 -> Double, int8..uint64 -> SByte..
     UInt64, bool -> Boolean, str -> Text, datetime64 -> DateTime, timedelta64 -> TimeSpan,
     2-d arrays -> fixed-size vectors, idv.Ragged -> variable-size vectors, sparse matrices ->
-    sparse vectors. DataFrames go through idv.pandas.from_pandas (Categorical -> key with
+    sparse vectors. DataFrames go through idv.from_pandas (Categorical -> key with
     KeyValues, zone-aware datetimes -> DateTimeOffset ...) and Arrow tables through
-    idv.arrow.from_arrow (exact types and metadata back from to_arrow's field metadata).
+    idv.from_arrow (exact types and metadata back from to_arrow's field metadata).
     ``types={name or index: type}`` overrides them (keys, DateTimeOffset, RowId,
     multi-dimensional vectors ...). A list of (name, values) pairs may repeat a name (ML.NET's
     hidden columns: the last one is visible). ``metadata={name: {kind: value or (type,

@@ -15,32 +15,6 @@ from idv import _encode, ticks
 from idv import types as T
 
 
-class Where:
-    """Names a column and turns a flat item position into 'row r' / 'row r item j' (the
-    `where` of every check here and in idv.ticks). Rows count from `base`: the rows the file
-    already has, so that a message names the row of the file, not of the batch."""
-
-    def __init__(self, column, offsets=None, slots=None, width=None, base=0):
-        self.column = column
-        self.offsets = offsets
-        self.slots = slots
-        self.width = width          # rows of one length: no offsets needed
-        self.base = base
-
-    def __call__(self, pos):
-        pos = int(pos)
-        if self.width:
-            return f"{self.column} row {self.base + pos // self.width} item {pos % self.width}"
-        if self.offsets is None:
-            return f"{self.column} row {self.base + pos}"
-        row = int(np.searchsorted(self.offsets, pos, side="right")) - 1
-        item = pos - int(self.offsets[row]) if self.slots is None else int(self.slots[pos])
-        return f"{self.column} row {self.base + row} item {item}"
-
-    def __str__(self):
-        return self.column
-
-
 def first(mask):
     """The position of the first True."""
     return int(np.flatnonzero(mask)[0])
@@ -142,8 +116,6 @@ def _to_text(arr, where):
     raise TypeError(f"{where}: cannot store {arr.dtype} values as Text (values must be str)")
 
 
-
-
 class Utf8Text:
     """Text values as UTF-8 bytes and the byte offset of each value (Arrow's string layout),
     checked valid UTF-8, with the UTF-16 units ML.NET's block ends count: how Arrow strings go
@@ -163,7 +135,7 @@ class Utf8Text:
     @classmethod
     def checked(cls, offsets, data, where):
         """From Arrow's buffers (`offsets` int32 or int64), every value checked to be UTF-8;
-        ValueError naming the first that is not (`where`: a Where)."""
+        ValueError naming the first that is not (`where`: an idv.errors.Where)."""
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
         units, bad = _encode.utf8_units(offsets, data)

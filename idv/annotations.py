@@ -1,0 +1,177 @@
+"""Column annotations (ML.NET's metadata) outside the file: a JSON form that keeps each value's
+exact type, and what the SlotNames and KeyValues annotations name.
+
+``metadata_to_json`` / ``metadata_from_json`` carry a column's annotations through Arrow field
+metadata (idv.arrow_types.METADATA_KEY): each value with its ML.NET type string, times as .NET
+ticks, RowId as one integer, floats at their exact value, so that a Parquet or Feather file
+converts back to the same .idv. ``slot_labels`` names a vector's slots from its SlotNames
+(pandas' expanded columns, CSV headers); ``usable_key_values`` says when a key's KeyValues
+can label its values (a pandas Categorical, an Arrow dictionary).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from idv import ticks
+from idv import types as T
+from idv.cells import float_json
+
+
+# ---------------------------------------------------------------------------------------------
+# metadata as JSON
+# ---------------------------------------------------------------------------------------------
+
+def metadata_spec(col):
+    """{kind: (type, value)} of a column's metadata, as the writer takes it (exact types)."""
+    types = col.metadata_types
+    values = col.metadata
+    return {k: (types[k], v) for k, v in values.items() if types.get(k) is not None}
+
+
+def _text_array(cells):
+    out = np.empty(len(cells), object)
+    for i, c in enumerate(cells):
+        out[i] = str(c)
+    return out
+
+
+def _rowid_ints(arr):
+    return [(int(h) << 64) | int(lo) for lo, h in zip(arr["low"], arr["high"])]
+
+
+def _rowids(cells):
+    out = np.zeros(len(cells), T.ROWID_DTYPE)
+    out["low"] = [int(c) & 0xFFFFFFFFFFFFFFFF for c in cells]
+    out["high"] = [int(c) >> 64 for c in cells]
+    return out
+
+
+def _int64(cells):
+    return np.array([int(c) for c in cells], dtype=np.int64).reshape(len(cells))
+
+
+def _dtos(cells):
+    out = np.zeros(len(cells), T.DATETIMEOFFSET_DTYPE)
+    out["utc"] = ticks.from_net_ticks(_int64([c[0] for c in cells]))
+    out["offset_minutes"] = [int(c[1]) for c in cells]
+    return out
+
+
+# item type -> (items -> JSON values, JSON values -> items) where the JSON form is not a plain
+# number: DateTime and DateTimeOffset as .NET ticks, TimeSpan as ticks, RowId as one integer
+_JSON = {
+    T.Text: (lambda arr: [str(x) for x in arr], _text_array),
+    T.Boolean: (lambda arr: [bool(x) for x in arr],
+                lambda cells: np.array([bool(c) for c in cells], np.bool_).reshape(len(cells))),
+    T.DateTime: (lambda arr: [int(x) for x in ticks.net_ticks(arr)],
+                 lambda cells: ticks.from_net_ticks(_int64(cells))),
+    T.TimeSpan: (lambda arr: [int(x) for x in arr.view(np.int64)],
+                 lambda cells: _int64(cells).view(T.TIMESPAN_DTYPE)),
+    T.DateTimeOffset: (lambda arr: [[int(u), int(o)] for u, o in
+                                    zip(ticks.net_ticks(arr["utc"]), arr["offset_minutes"])],
+                       _dtos),
+    T.RowId: (_rowid_ints, _rowids),
+}
+
+
+def _items_json(item, arr):
+    if item in _JSON:
+        return _JSON[item][0](arr)
+    if isinstance(item, T.Key) or item.dtype.kind in "iu":
+        return [int(x) for x in arr]
+    return [float_json(float(x)) for x in arr]      # the exact value (float32 widened)
+
+
+def _items_from_json(item, cells):
+    if item in _JSON:
+        return _JSON[item][1](cells)
+    n = len(cells)
+    dtype = item.dtype
+    if dtype.kind == "f":
+        return np.array([float(c) for c in cells], dtype=np.float64).reshape(n).astype(dtype)
+    return np.array([int(c) for c in cells], dtype=dtype).reshape(n)
+
+
+def metadata_to_json(spec):
+    """{kind: (type, value)} -> JSON text (a list keeps the kinds' order)."""
+    out = []
+    for kind, (t, value) in spec.items():
+        if isinstance(t, T.Vector):
+            arr = np.asarray(value).reshape(-1)
+            if arr.dtype != t.item.dtype and t.item is not T.Text:
+                arr = arr.astype(t.item.dtype)
+            v = _items_json(t.item, arr)
+        else:
+            arr = np.asarray(value, dtype=object if t is T.Text else t.dtype).reshape(1)
+            v = _items_json(t, arr)[0]
+        out.append({"kind": kind, "type": str(t), "value": v})
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def metadata_from_json(text):
+    """metadata_to_json's text -> {kind: (type, value)} in the reader's forms."""
+    out = {}
+    for entry in json.loads(text):
+        t = T.parse_type(entry["type"])
+        v = entry["value"]
+        if isinstance(t, T.Vector):
+            arr = _items_from_json(t.item, list(v))
+            value = arr.reshape(t.dims) if t.is_fixed else arr
+        else:
+            arr = _items_from_json(t, [v])
+            value = arr[0]
+            if t is T.Boolean:
+                value = bool(value)
+            elif t is T.Text:
+                value = str(value)
+        out[entry["kind"]] = (t, value)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# SlotNames and KeyValues
+# ---------------------------------------------------------------------------------------------
+
+def slot_labels(name, vtype, slot_names=None):
+    """Column names for the slots of a fixed-size vector: ``name.<slot name>`` from the
+    SlotNames (a slot with an empty name gets its index), else ``name.0``, ``name.1``...
+    (``name.i.j`` for several dimensions, row-major). When slot names would repeat (or
+    collide with an index), every slot is named by its index."""
+    size = vtype.size
+    if len(vtype.dims) == 1:
+        index = [f"{name}.{j}" for j in range(size)]
+    else:
+        index = [name + "".join(f".{i}" for i in idx) for idx in np.ndindex(*vtype.dims)]
+    if slot_names is None:
+        return index
+    names = np.asarray(slot_names, dtype=object).reshape(-1)
+    if len(names) != size:
+        return index
+    labels = [f"{name}.{s}" if isinstance(s, str) and s else index[j]
+              for j, s in enumerate(names)]
+    return labels if len(set(labels)) == size else index
+
+
+def usable_key_values(col_type, metadata):
+    """The KeyValues of a scalar key column when they can label its values one to one (a 1-d
+    vector of exactly `count` distinct, non-NaN values), else None."""
+    if not isinstance(col_type, T.Key):
+        return None
+    kv = metadata.get("KeyValues")
+    if kv is None:
+        return None
+    kv = np.asarray(kv)
+    if kv.ndim != 1 or len(kv) != col_type.count:
+        return None
+    if kv.dtype.kind == "f" and np.isnan(kv).any():
+        return None
+    if kv.dtype.names:      # DateTimeOffset / RowId values: no plain categories
+        return None
+    try:
+        if len(set(kv.tolist())) != len(kv):
+            return None
+    except TypeError:
+        return None
+    return kv
