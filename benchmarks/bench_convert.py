@@ -18,6 +18,11 @@ For each dataset, interleaved, best of ``--repeat`` runs:
                    without ISA-L)
   .idv -> Parquet  idv.convert(ML.NET's x.idv, x.parquet): the read path (idv.arrow's
                    record_batch_reader) into pyarrow's ParquetWriter, snappy
+  .idv -> .idv     idv.convert(ML.NET's x.idv, y.idv): the scan's numpy batches into the
+                   writer, the defaults
+  .idv -> CSV      idv.convert(ML.NET's x.idv, x.csv): the scan into idv.delimited (.NET's
+                   text forms), against pyarrow Parquet -> CSV (pyarrow.csv.write_csv of
+                   pq.read_table: the same values in pyarrow's text forms)
 
 The ratio is the pyarrow copy's seconds / idv's seconds (>= 1: at least as fast). Output sizes
 are reported. Peak memory: each conversion runs once more in a child process, which reports
@@ -60,6 +65,9 @@ what, src, dst, opts = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.arg
 imported = status("VmRSS")
 if what == "pyarrow":
     pq.write_table(pq.read_table(src), dst, compression="snappy")
+elif what == "pyarrow csv":
+    import pyarrow.csv as pcsv
+    pcsv.write_csv(pq.read_table(src), dst)
 else:
     idv.convert(src, dst, **opts)
 print(json.dumps({"peak": status("VmHWM"), "imported": imported}))
@@ -71,6 +79,15 @@ def pyarrow_copy(src, dst):
 
     def run():
         pq.write_table(pq.read_table(src), dst, compression="snappy")
+    return run
+
+
+def pyarrow_csv(src, dst):
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    def run():
+        pcsv.write_csv(pq.read_table(src), dst)
     return run
 
 
@@ -95,6 +112,11 @@ def check_outputs(parquet_src, idv_src, outputs):
     import pyarrow.parquet as pq
     want = pq.read_table(parquet_src)
     for path in outputs:
+        if path.endswith(".csv"):
+            import pyarrow.csv as pcsv
+            if pcsv.read_csv(path).num_rows != want.num_rows:
+                sys.exit(f"bench_convert: {path} does not hold {want.num_rows} rows")
+            continue
         got = idv.to_arrow(path) if path.endswith(".idv") else pq.read_table(path)
         for name in want.column_names:
             a, b = want.column(name), got.column(name)
@@ -124,13 +146,18 @@ def run_dataset(kind, p, small, tmp, repeat, log):
     whose conversions' peak memory is the fixed part (the libraries, their thread pools)."""
     src_pq, src_idv = p[kind], p[f"{kind}_deflate"]
     out = {name: os.path.join(tmp, f"{kind}_{name}") for name in (
-        "copy.parquet", "default.idv", "from_idv.parquet")}
+        "copy.parquet", "default.idv", "from_idv.parquet", "from_idv.idv", "from_idv.csv",
+        "pyarrow.csv")}
     fns = {"pyarrow copy": pyarrow_copy(src_pq, out["copy.parquet"]),
            "Parquet -> .idv": idv_convert(src_pq, out["default.idv"]),
-           ".idv -> Parquet": idv_convert(src_idv, out["from_idv.parquet"])}
-    opts = {"Parquet -> .idv": {}, ".idv -> Parquet": {}}
+           ".idv -> Parquet": idv_convert(src_idv, out["from_idv.parquet"]),
+           ".idv -> .idv": idv_convert(src_idv, out["from_idv.idv"]),
+           ".idv -> CSV": idv_convert(src_idv, out["from_idv.csv"]),
+           "pyarrow Parquet -> CSV": pyarrow_csv(src_pq, out["pyarrow.csv"])}
+    opts = {"Parquet -> .idv": {}, ".idv -> Parquet": {}, ".idv -> .idv": {}, ".idv -> CSV": {}}
     paths = {"pyarrow copy": out["copy.parquet"], "Parquet -> .idv": out["default.idv"],
-             ".idv -> Parquet": out["from_idv.parquet"]}
+             ".idv -> Parquet": out["from_idv.parquet"], ".idv -> .idv": out["from_idv.idv"],
+             ".idv -> CSV": out["from_idv.csv"], "pyarrow Parquet -> CSV": out["pyarrow.csv"]}
     for name, o in other_settings().items():
         key = f"Parquet -> .idv, {name}"
         path = os.path.join(tmp, f"{kind}_{name.replace(' ', '')}.idv")
@@ -139,14 +166,15 @@ def run_dataset(kind, p, small, tmp, repeat, log):
         paths[key] = path
     for fn in fns.values():          # once, to check the outputs (and warm up)
         fn()
-    check_outputs(src_pq, src_idv, [v for k, v in paths.items() if k != "pyarrow copy"])
+    check_outputs(src_pq, src_idv, [v for k, v in paths.items() if not k.startswith("pyarrow")])
     log(f"{kind}: timing {len(fns)} conversions, best of {repeat}, interleaved ...")
     secs = race(fns, repeat)
     base = secs["pyarrow copy"]
     results = []
     for name, s in secs.items():
         source = src_idv if name.startswith(".idv") else src_pq
-        kind_of = "pyarrow" if name == "pyarrow copy" else "idv"
+        kind_of = {"pyarrow copy": "pyarrow", "pyarrow Parquet -> CSV": "pyarrow csv"}.get(
+            name, "idv")
         ext = os.path.splitext(paths[name])[1]
         peak, imported = peak_memory(kind_of, source, paths[name] + ".mem" + ext,
                                      opts.get(name))

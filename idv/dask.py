@@ -188,7 +188,7 @@ class _Converter:
     would give other key numbers for the same values, so it is refused."""
 
     def __init__(self, df):
-        from idv import from_pandas
+        from idv.writer.pandas import from_pandas
         self._from_pandas = from_pandas
         _columns, self.types, self.metadata = from_pandas(df)
 

@@ -32,7 +32,7 @@ LAYERS = {
         ["column", "reader", "checker", "selection", "listing"],
     "scan: many columns (and files) read in step": ["scan", "_interop"],
     "interop: numpy blocks to Arrow, pandas, delimited text": ["arrow", "pandas", "delimited"],
-    # above interop, yet it imports none of it (test_writer_imports_no_reading_interop)
+    # above interop, yet it imports none of it (test_the_writer_does_not_import_the_reading_side)
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
     "formats: idv.convert and its registry": ["formats", "formats.*"],
     "engines: many files as one table, Dask": ["dataset", "dask"],
@@ -43,7 +43,6 @@ LAYERS = {
 # imports that go up today, each to be removed (and then from this set) as the layering is met
 KNOWN_UPWARD = {
     ("idv.formats", "idv.dataset"),            # datasets as a convert source
-    ("idv.dask", "idv"),                       # from_pandas, from idv.pandas instead
 }
 
 
