@@ -100,6 +100,21 @@ def test_cli_page_covers_every_command():
             command
 
 
+def test_development_page_maps_every_module():
+    """docs/development.md's table names every module of idv/ (``cli/app``, ``writer/arrow``;
+    a row may name several: ``pandas``, ``arrow``), and no module that is gone."""
+    text = (DOCS / "development.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    named = {m for row in rows for m in re.findall(r"`([\w/]+)`", row.split("|")[1])}
+    package = REPO_DIR / "idv"
+    modules = {p.relative_to(package).with_suffix("").as_posix() for p in package.rglob("*")
+               if p.suffix in (".py", ".pyx") and "__pycache__" not in p.parts}
+    modules = {m[:-len("/__init__")] if m.endswith("/__init__") else m for m in modules}
+    modules -= {"__init__", "__main__", "_version", "cli", "writer"}
+    assert modules - named == set(), "modules the table does not name"
+    assert named - modules == set(), "the table names modules that do not exist"
+
+
 def test_docs_pages_are_in_a_toctree():
     index = (DOCS / "index.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"^([a-z][\w-]*)$", index, re.M))
