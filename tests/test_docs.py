@@ -100,6 +100,15 @@ def test_cli_page_covers_every_command():
             command
 
 
+def test_interop_page_names_every_format_of_convert():
+    """docs/interop.md lists convert's formats: every name and extension of the registry."""
+    from idv.formats import FORMATS
+    text = (DOCS / "interop.md").read_text(encoding="utf-8")
+    for f in FORMATS.values():
+        for word in (f.name, *f.extensions):
+            assert f"`{word}`" in text, word
+
+
 def test_docs_pages_are_in_a_toctree():
     index = (DOCS / "index.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"^([a-z][\w-]*)$", index, re.M))
