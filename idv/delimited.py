@@ -1,21 +1,27 @@
-"""CSV and TSV from .idv columns: the one writer of ``idv cat --format csv`` and
-``idv.convert(x.idv, x.csv)``, so both give the same text.
+"""Rows of .idv columns as text, one line (or CSV record) per row: CSV and TSV, and JSON Lines
+(newline-delimited JSON). These are the one writers of ``idv cat --format csv / tsv / jsonl``
+and of ``idv.convert(x.idv, x.csv / x.tsv / x.jsonl)``, so both give the same text.
 
-The rules: a fixed-size vector is one column per slot (``Features.Size``, from its SlotNames,
+CSV / TSV: a fixed-size vector is one column per slot (``Features.Size``, from its SlotNames,
 else ``Features.0``...); a variable-size vector is one cell holding a JSON array; a key with
 KeyValues is its value's text (missing: empty), other keys their raw number; DateTime,
 TimeSpan and DateTimeOffset in .NET's ISO forms, exact to the tick; RowId one integer;
 Booleans ``true`` / ``false``; floats their shortest form, ``NaN`` and ``Infinity`` by name.
+
+JSON Lines: one object per row, column name -> the value in idv.cells' JSON form (vectors as
+arrays, keys their raw number, times in .NET's ISO forms, NaN and infinities as the strings
+``"NaN"``, ``"Infinity"``, which JSON has no number for).
 """
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 
 from idv import types as T
 from idv.annotations import slot_labels, usable_key_values
-from idv.cells import csv_cell, csv_item
+from idv.cells import cell_json, csv_cell, csv_item
 
 
 def _floats(arr):
@@ -85,3 +91,28 @@ class DelimitedWriter:
         cells = [cs for c, v in zip(self._columns, values) for cs in c.cells(v)]
         if cells:
             self._writer.writerows(zip(*cells))
+
+    def write_rows_without_columns(self, rows):
+        """Rows of a selection without columns: CSV has no record for them (nothing)."""
+
+
+class JsonLinesWriter:
+    """Rows of .idv columns as JSON Lines on a text stream: ``write(values)`` takes the same
+    rows of each column in read()'s form. `ensure_ascii` escapes non-ASCII text (for a stream
+    that is not UTF-8)."""
+
+    def __init__(self, out, columns, ensure_ascii=False):
+        self._out = out
+        self._columns = list(columns)
+        self._names = [c.name for c in self._columns]
+        self._ascii = ensure_ascii
+
+    def write(self, values):
+        cells = [[cell_json(v, c.type) for v in d] for c, d in zip(self._columns, values)]
+        self._out.write("".join(json.dumps(dict(zip(self._names, row)),
+                                           ensure_ascii=self._ascii) + "\n"
+                                for row in zip(*cells)))
+
+    def write_rows_without_columns(self, rows):
+        """Rows of a selection without columns: an empty object each."""
+        self._out.write("{}\n" * rows)

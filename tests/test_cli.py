@@ -1084,6 +1084,47 @@ def test_convert_csv_and_a_zip_entry(tmp_path):
             check_cell(got, side["rows"][r][c["index"]], c)
 
 
+def test_convert_to_jsonl_is_cat_jsonl(tmp_path):
+    """``idv convert x.idv y.jsonl`` writes what ``idv cat --format jsonl`` prints (one writer),
+    without pyarrow; --to takes a format's name or extension."""
+    name = "mixed_default"
+    out = tmp_path / "out.jsonl"
+    rc, o, err = run("convert", fixture(name), out, "--json", hide=("pyarrow",), check_rc=0)
+    summary = json.loads(o)
+    assert summary["output_format"] == "jsonl" and summary["rows"] == 100
+    _, cat, _ = run("cat", fixture(name), "--format", "jsonl", check_rc=0)
+    assert out.read_text(encoding="utf-8") == cat
+    run("convert", fixture(name), tmp_path / "b.txt", "--to", "ndjson", "--columns", "Id,Txt",
+        "-q", check_rc=0)
+    _, cat, _ = run("cat", fixture(name), "-f", "jsonl", "--columns", "Id,Txt", check_rc=0)
+    assert (tmp_path / "b.txt").read_text(encoding="utf-8") == cat
+
+
+def test_convert_formats_come_from_the_registry(tmp_path):
+    """The help lists every format of idv.formats with its extensions and codecs; an unknown
+    format's error names them all; an output-only input is a usage error."""
+    sys.path.insert(0, str(REPO_DIR))
+    from idv.formats import FORMATS
+    _, out, _ = run("convert", "--help", check_rc=0)
+    text = " ".join(out.split())
+    compression = text.rsplit("--compression NAME", 1)[1].split("--rows-per-block")[0]
+    for f in FORMATS.values():
+        assert f"{f.name} ({', '.join(f.extensions)}" in text, f.name
+        for codec in f.codecs or ():
+            assert codec in compression, codec
+    rc, _, err = run("convert", fixture("keys"), tmp_path / "x.out", "--to", "xlsx")
+    assert rc == 2
+    assert_one_line_error(err, "xlsx", ", ".join(sorted(FORMATS)))
+    rc, _, err = run("convert", fixture("keys"), tmp_path / "y.idv", "--from", "jsonl")
+    assert rc == 2
+    assert_one_line_error(err, "JSON Lines is an output format only")
+    (tmp_path / "x.what").write_bytes(b"?")
+    rc, _, err = run("convert", tmp_path / "x.what", tmp_path / "y.idv")
+    assert rc == 2
+    assert_one_line_error(err, "x.what", "--from", ".jsonl")
+    assert [p.name for p in tmp_path.iterdir()] == ["x.what"]
+
+
 @needs_convert
 def test_convert_shows_a_progress_bar_on_a_terminal(tmp_path):
     pytest.importorskip("tqdm")

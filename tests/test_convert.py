@@ -31,6 +31,7 @@ pcsv = pytest.importorskip("pyarrow.csv")
 
 # the module of idv.convert
 convert_module = importlib.import_module("idv.formats")
+parquet_module = importlib.import_module("idv.formats.parquet")
 
 # every fixture with at least one column (no_columns: 0 columns, 5 rows, is tested apart)
 WITH_COLUMNS = sample_params(lambda n: n != "no_columns")
@@ -269,6 +270,128 @@ def test_csv_rowid_is_one_integer(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
+# JSON Lines
+# ---------------------------------------------------------------------------------------------
+
+# keys, times, RowIds, text with unicode, NaN and infinities, fixed / variable / sparse /
+# multi-dimensional vectors, hidden columns, no rows, no columns
+JSONL = ["keys", "mixed_default", "scalars_datetime", "scalars_numeric", "scalars_rowid",
+         "scalars_text", "vectors_fixed", "vectors_variable", "vectors_misc", "vectors_sparse",
+         "vector_multidim", "pipeline_hidden", "empty_rows", "no_columns"]
+
+
+@pytest.mark.parametrize("name", JSONL)
+def test_jsonl_is_what_cat_writes(name, tmp_path):
+    """.idv -> .jsonl: byte for byte what ``idv cat --format jsonl`` prints, one object per
+    row."""
+    out = tmp_path / "x.jsonl"
+    n = sidecar(name)["row_count"]
+    assert idv.convert(fixture(name), out) == n
+    _, cat, _ = cli_run.run("cat", fixture(name), "--format", "jsonl", check_rc=0)
+    assert out.read_bytes() == cat.encode("utf-8")
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == n and all(isinstance(json.loads(line), dict) for line in lines)
+
+
+def test_jsonl_values(tmp_path):
+    """Unicode text as is, NaN and infinities as strings, keys their raw numbers, times in
+    .NET's ISO forms, vectors as arrays."""
+    rows = {}
+    for name in ("scalars_numeric", "scalars_text", "keys", "scalars_datetime", "vectors_fixed"):
+        out = tmp_path / f"{name}.ndjson"
+        idv.convert(fixture(name), out)
+        rows[name] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    floats = [v for r in rows["scalars_numeric"] for v in r.values() if isinstance(v, str)]
+    assert {"NaN", "Infinity", "-Infinity"} <= set(floats)
+    text = open(tmp_path / "scalars_text.ndjson", encoding="utf-8").read()
+    assert any(ord(c) > 127 for c in text)         # UTF-8, not \\u escapes
+    dump = sidecar("scalars_text")
+    txt = next(c for c in dump["columns"] if c["name"] == "Txt")
+    assert [r["Txt"] for r in rows["scalars_text"]] == [r[txt["index"]] for r in dump["rows"]]
+    dump = sidecar("keys")
+    first = dump["columns"][0]
+    assert [r[first["name"]] for r in rows["keys"]] == [r[0] for r in dump["rows"]]
+    dump = sidecar("scalars_datetime")
+    assert [r["DT"] for r in rows["scalars_datetime"]] == [ticks_iso(int(r[0]))
+                                                          for r in dump["rows"]]
+    assert all(isinstance(v, list) for r in rows["vectors_fixed"] for v in r.values())
+
+
+def test_jsonl_of_a_dataset_and_options(tmp_path):
+    """A dataset's files end to end, the same lines as each file's; columns by name or
+    index; progress per block; to= names the format; nothing is left on an error."""
+    names = ["mixed_default", "mixed_smallblocks_none"]
+    parts = []
+    for name in names:
+        out = tmp_path / f"{name}.jsonl"
+        idv.convert(fixture(name), out, columns=["Id", 4, "Vec"])
+        parts.append(out.read_bytes())
+    calls = []
+    with idv.dataset([fixture(n) for n in names]) as ds:
+        both = tmp_path / "both.out"
+        assert idv.convert(ds, both, to="jsonl", columns=["Id", "Txt", "Vec"],
+                           progress=lambda d, t: calls.append((d, t))) == 200
+    assert both.read_bytes() == b"".join(parts)
+    assert calls[0] == (0, 200) and calls[-1] == (200, 200) and len(calls) > 3
+    assert list(json.loads(both.read_text(encoding="utf-8").splitlines()[0])) == \
+        ["Id", "Txt", "Vec"]
+    for bad, error in (({"compression": "zstd"}, "not compressed"),
+                       ({"columns": ["Nope"]}, "Nope")):
+        with pytest.raises((ValueError, KeyError), match=error):
+            idv.convert(fixture(names[0]), tmp_path / "bad.jsonl", **bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["both.out"] + [f"{n}.jsonl" for n in names])
+
+
+def test_jsonl_streams(tmp_path):
+    """200,000 rows in 25 blocks: what is held while writing is a block's cells (here about a
+    quarter of the output's size); the rows held whole would take more than the output."""
+    out = tmp_path / "big.jsonl"
+    idv.convert(fixture("multiblock_200k_none"), tmp_path / "warm.jsonl", columns=["Id"])
+    tracemalloc.start()
+    try:
+        assert idv.convert(fixture("multiblock_200k_none"), out) == 200_000
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < out.stat().st_size / 2, (peak, out.stat().st_size)
+
+
+def test_jsonl_is_an_output_from_idv_only(tmp_path):
+    src = tmp_path / "x.jsonl"
+    idv.convert(fixture("keys"), src)
+    with pytest.raises(ValueError, match="JSON Lines is an output format only"):
+        idv.convert(src, tmp_path / "y.idv")
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "x.parquet")
+    with pytest.raises(ValueError, match="JSON Lines is written from an .idv source only"):
+        idv.convert(tmp_path / "x.parquet", tmp_path / "y.jsonl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.jsonl", "x.parquet"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the registry
+# ---------------------------------------------------------------------------------------------
+
+def test_the_registry_names_every_format_once(tmp_path):
+    """Every extension and name of the registry resolves to its format; to= takes a name or
+    an extension; errors list the registry's formats."""
+    formats = convert_module.FORMATS
+    extensions = [e for f in formats.values() for e in f.extensions]
+    assert len(extensions) == len(set(extensions))
+    for f in formats.values():
+        assert convert_module.format_of(f"x{f.extensions[0]}") is f
+        assert convert_module.format_of("x", f.name) is f
+        for e in f.extensions:
+            assert convert_module.format_of(f"X{e.upper()}") is f
+            assert convert_module.format_of("x.bin", e.lstrip(".")) is f
+    assert convert_module.format_of("x", "ipc").name == "arrow"
+    with pytest.raises(ValueError, match="one of: " + ", ".join(sorted(formats))):
+        convert_module.format_of("x", "xlsx")
+    with pytest.raises(ValueError, match="(?s)known: .*" + ".*".join(sorted(extensions))):
+        convert_module.format_of("x.xlsx")
+
+
+# ---------------------------------------------------------------------------------------------
 # ML.NET reads an .idv made from a Parquet file
 # ---------------------------------------------------------------------------------------------
 
@@ -345,7 +468,7 @@ def big_idv(tmp_path_factory):
 def test_streaming_bounded_memory(big_idv, tmp_path, monkeypatch, fmt):
     """idv -> fmt -> idv holds a few blocks (Parquet: two row groups, one being written while
     the next is gathered) at a time, far less than the file."""
-    monkeypatch.setattr(convert_module, "_ROW_GROUP_BYTES", 1 << 20)
+    monkeypatch.setattr(parquet_module, "_ROW_GROUP_BYTES", 1 << 20)
     monkeypatch.setattr(idv.scan, "WINDOW_BYTES", 256 << 10)
     size = big_idv.stat().st_size
     mid = tmp_path / f"big.{fmt}"

@@ -108,11 +108,21 @@ def test_development_page_maps_every_module():
     named = {m for row in rows for m in re.findall(r"`([\w/]+)`", row.split("|")[1])}
     package = REPO_DIR / "idv"
     modules = {p.relative_to(package).with_suffix("").as_posix() for p in package.rglob("*")
-               if p.suffix in (".py", ".pyx") and "__pycache__" not in p.parts}
+               if (p.suffix in (".py", ".pyx") or p.suffix == ".pxd"
+                   and not p.with_suffix(".pyx").exists()) and "__pycache__" not in p.parts}
     modules = {m[:-len("/__init__")] if m.endswith("/__init__") else m for m in modules}
     modules -= {"__init__", "__main__", "_version", "cli", "writer"}
     assert modules - named == set(), "modules the table does not name"
     assert named - modules == set(), "the table names modules that do not exist"
+
+
+def test_interop_page_names_every_format_of_convert():
+    """docs/interop.md lists convert's formats: every name and extension of the registry."""
+    from idv.formats import FORMATS
+    text = (DOCS / "interop.md").read_text(encoding="utf-8")
+    for f in FORMATS.values():
+        for word in (f.name, *f.extensions):
+            assert f"`{word}`" in text, word
 
 
 def test_docs_pages_are_in_a_toctree():

@@ -700,38 +700,6 @@ def test_sparse_csr_written_mlnet_reads(tmp_path, oracle):
     assert t.column(0).to_pylist()[0] == [0, 1.5, 0, 0]
 
 
-def test_batches_follow_every_columns_blocks():
-    """Columns with different rows_per_block (legal in the format): each batch ends where any
-    column's block ends, and each column's block is decoded once."""
-    from idv import _interop
-
-    class FakeColumn:
-        def __init__(self, rpb, n):
-            self.rows_per_block, self.n, self.decoded = rpb, n, 0
-
-        def iter_blocks(self):
-            for start in range(0, self.n, self.rows_per_block):
-                self.decoded += 1
-                yield np.arange(start, min(start + self.rows_per_block, self.n))
-
-    n = 23
-    cols = [FakeColumn(5, n), FakeColumn(7, n)]
-    bounds = _interop.block_bounds(cols, n)
-    assert bounds == [(0, 5), (5, 7), (7, 10), (10, 14), (14, 15), (15, 20), (20, 21),
-                      (21, 23)]
-
-    class FakeFile:
-        threads = 2
-        num_rows = n
-    parts = list(_interop.iter_row_blocks(FakeFile(), cols))
-    assert [(a, b) for a, b, _ in parts] == bounds
-    for a, b, values in parts:
-        for v in values:
-            assert v.tolist() == list(range(a, b))
-    assert [c.decoded for c in cols] == [5, 4]
-    assert _interop.block_bounds(cols, 0) == [] and _interop.block_bounds([], 5) == []
-
-
 def _sub_dump(dump, f):
     """The dump restricted to file f's columns (by name), re-indexed like them."""
     idx = [next(c["index"] for c in dump["columns"] if c["name"] == n) for n in f.column_names]

@@ -12,7 +12,7 @@ import traceback
 import warnings
 
 import idv
-from idv.cli.convert import cmd_convert
+from idv.cli.convert import cmd_convert, formats_help
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_ls, cmd_schema, parse_rows
 from idv.cli.opener import Sources, open_sources, unknown_extra_files
@@ -159,8 +159,9 @@ def build_parser():
                        help="table: clip cells to W characters (default 40, 0: no limit)")
         s.set_defaults(run=cmd_cat)
 
+    formats = formats_help()      # the registry's formats, extensions and codecs
     s = sub.add_parser(
-        "convert", help="convert to or from .idv (Parquet, Arrow, CSV, ...)",
+        "convert", help=formats["summary"],
         description="Convert INPUT to OUTPUT: an .idv to another format, another format to "
                     ".idv, or an .idv to an .idv with other columns, compression or block size. "
                     "Formats are guessed from the file extensions unless --to is given. A "
@@ -168,16 +169,13 @@ def build_parser():
     s.add_argument("specs", metavar="INPUT", nargs="+",
                    help="the file to convert (" + FILE_HELP + "): a dataset into one OUTPUT")
     s.add_argument("output", metavar="OUTPUT", help="the file to write")
-    s.add_argument("--to", metavar="FORMAT", default=None,
-                   help="output format: idv, parquet, csv, tsv, feather or arrow (default: "
-                        "from OUTPUT's extension)")
+    s.add_argument("--to", metavar="FORMAT", default=None, help=formats["to"])
     s.add_argument("--from", dest="source_format", metavar="FORMAT", default=None,
-                   help="input format (default: from INPUT's extension)")
+                   help=formats["from"])
     _columns_option(s)
     _dataset_options(s)
     s.add_argument("--compression", default="deflate", metavar="NAME",
-                   help="an .idv output: none or deflate (default); Parquet and Feather: "
-                        "a pyarrow codec (zstd, snappy, lz4, none...)")
+                   help=formats["compression"])
     s.add_argument("--rows-per-block", type=_positive, default=None, metavar="N",
                    help="rows per block of an .idv output (default: ML.NET's rule)")
     s.add_argument("--level", type=int, default=None, metavar="N",

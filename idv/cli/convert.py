@@ -1,4 +1,5 @@
-"""``idv convert``: to and from other formats through idv.formats (idv.convert), with a progress bar."""
+"""``idv convert``: to and from other formats through idv.formats (idv.convert), with a
+progress bar; its help lists the formats of idv.formats' registry."""
 from __future__ import annotations
 
 import importlib
@@ -60,23 +61,55 @@ def _load_convert():
     return module
 
 
-def _convert_format(module, path, given, what):
-    """The format name convert will use, or a usage error naming the choices."""
-    formats = sorted(set(module.FORMATS.values()))
-    if not isinstance(path, str):    # a dataset of .idv files (cmd_convert checked --from)
-        return "idv"
-    if given is not None:
-        fmt = given.lower().lstrip(".")
-        fmt = "arrow" if fmt == "ipc" else fmt
-        if fmt not in formats:
-            raise CliError(f"unknown {what} format {given!r}; one of: {', '.join(formats)}",
-                           EXIT_USAGE)
-        return fmt
-    ext = os.path.splitext(path)[1].lower()
-    if ext not in module.FORMATS:
-        raise CliError(f"cannot tell the {what} format of {path!r} from its extension "
-                       f"(known: {', '.join(sorted(module.FORMATS))}); give --to", EXIT_USAGE)
-    return module.FORMATS[ext]
+def _formats(module, src, args):
+    """(input Format, output Format) of the registry (idv.formats), or a usage error naming
+    the choices."""
+    try:
+        src_fmt = module.format_of(src, args.source_format, "input", "--from")
+        dst_fmt = module.format_of(args.output, args.to, "output", "--to")
+        module.check_conversion(src_fmt, dst_fmt)
+    except ValueError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    return src_fmt, dst_fmt
+
+
+def _codecs_help(fmt):
+    """The --compression values an output in `fmt` takes, its default first."""
+    if fmt.codecs is None:
+        return "not compressed"
+    usual, *others = fmt.codecs or ("deflate",)
+    return ", ".join([f"{usual} (default)", *others, "none"])
+
+
+def formats_help():
+    """{"to": ..., "from": ..., "compression": ..., "summary": ...}: the help of convert's
+    --to, --from and --compression and its one-line summary, listing the formats of the
+    registry (idv.formats.FORMATS); without the converter, the same without the lists."""
+    try:
+        formats = list(_load_convert().FORMATS.values())
+    except CliError:
+        formats = []
+    writable = [f for f in formats if f.sink is not None or f.from_idv is not None]
+    listed = "; ".join(f"{f.name} ({', '.join(f.extensions)}"
+                       f"{'' if f.sink is not None else '; from an .idv only'})"
+                       for f in writable)
+    readable = ", ".join(f.name for f in formats if f.source is not None)
+    codecs = {}         # the same codecs: one entry naming the formats
+    for f in writable:
+        codecs.setdefault(_codecs_help(f), []).append(f.name)
+    compression = "; ".join(f"{', '.join(names)}: {text}" for text, names in codecs.items())
+    return {
+        "to": "output format (default: from OUTPUT's extension)"
+              + (f": {listed}" if listed else ""),
+        "from": "input format (default: from INPUT's extension)"
+                + (f": {readable}" if readable else ""),
+        "compression": "the output's compression"
+                       + (f" ({compression}); deflate, the default, means the format's usual "
+                          f"codec" if compression else ""),
+        "summary": "convert to or from .idv"
+                   + (f" ({', '.join(f.name for f in formats if f.name != 'idv')})"
+                      if formats else ""),
+    }
 
 
 def _convert_columns(args, src, src_fmt):
@@ -117,8 +150,7 @@ def _deflate_options(args):
 
 
 def _convert(module, src, args, out):
-    src_fmt = _convert_format(module, src, args.source_format, "input")
-    dst_fmt = _convert_format(module, args.output, args.to, "output")
+    src_fmt, dst_fmt = (f.name for f in _formats(module, src, args))
     if dst_fmt == "idv" and args.compression not in ("none", "deflate"):
         raise CliError(f"--compression {args.compression!r}: an .idv is compressed with "
                        f"none or deflate", EXIT_USAGE)

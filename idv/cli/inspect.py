@@ -18,7 +18,7 @@ from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.render import (Table, ascii_only, cell_str, dump_json,
                             is_numeric, plural, render_table, value_str)
 from idv.dataset import Dataset
-from idv.delimited import DelimitedWriter
+from idv.delimited import DelimitedWriter, JsonLinesWriter
 from idv.errors import IdvFormatError
 
 CAT_GROUP_ROWS = 8192   # rows decoded at a time (whole blocks), when streaming
@@ -279,13 +279,12 @@ def cmd_cat(src, args, out):
             w.write(batch)
         return EXIT_OK
     ascii_ = ascii_only(out)
-    if fmt == "jsonl":
-        names = [c.name for c in cols]
+    if fmt == "jsonl":             # the writer of idv.convert(x.idv, x.jsonl), the same text
+        w = JsonLinesWriter(out, cols, ensure_ascii=ascii_)
         for batch in batches:
-            for values in _cells(cols, batch, cell_json):
-                out.write(json.dumps(dict(zip(names, values)), ensure_ascii=ascii_) + "\n")
+            w.write(batch)
         if not cols:
-            out.write("{}\n" * len(rows))
+            w.write_rows_without_columns(len(rows))
         return EXIT_OK
     # json: head's layout, written row by row
     mark = "\x00rows\x00"

@@ -1,0 +1,226 @@
+"""Convert between .idv and other formats, streaming: the registry of formats and ``convert``.
+
+Each format is one entry of FORMATS (a ``Format``: its name, extensions, compression codecs,
+and how to read and write it), and one module beside this one holding its source and sink:
+idv, parquet, ipc (Feather / Arrow IPC), text (CSV / TSV, JSON Lines). ``idv convert``, its
+help and its errors read the registry.
+
+``convert(src, dst)`` never holds a whole file: an .idv is read one block of rows at a time
+(idv.arrow.record_batch_reader) and handed to pyarrow's writers (ParquetWriter, the IPC file
+writer, CSVWriter); the other way, pyarrow's readers give record batches (Parquet row groups,
+IPC batches, CSV blocks) that go to idv.Writer.write_batch, which writes full blocks as they
+fill. Memory stays around a block (or batch) per column. An .idv to .idv conversion (to select
+columns, re-block or change compression) streams numpy blocks and keeps every type and
+annotation exactly; .idv to text (CSV, TSV, JSON Lines) is written by the writers of
+``idv cat``, from numpy blocks too.
+
+The output appears only when complete: it is written to a temporary file beside ``dst`` and
+renamed over it at the end (idv.sink); on any error the temporary file is removed.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from idv.ticks import TIME_MODES, check_time_mode
+from idv.compression import fast_deflate
+from idv.formats import idv as idv_format
+from idv.formats import ipc, parquet, text
+from idv.formats._base import Options, check_codecs, import_pa, is_dataset, read_ahead
+
+__all__ = ["convert", "check_compression", "check_conversion", "format_of", "Format",
+           "FORMATS"]
+
+# Parquet / IPC sources are read in batches of at most this many rows
+_BATCH_ROWS = 65536
+
+
+@dataclass(frozen=True)
+class Format:
+    """One format ``convert`` reads or writes.
+
+    * ``name``: what ``to=`` / ``source_format=`` (``--to`` / ``--from``) call it.
+    * ``extensions``: the file extensions that mean it (lower case, with the dot); ``to=``
+      takes them too.
+    * ``codecs``: the compression codecs its writer takes besides ``'deflate'`` and
+      ``'none'``, its usual one first (what the default, ``'deflate'``, stands for; with no
+      codecs of its own, DEFLATE); ``None`` for an output that is never compressed.
+    * ``source``: ``source(path, options)`` -> a ``_base.Source`` of Arrow record batches;
+      None for an output-only format.
+    * ``sink``: ``sink(dest, source, options)`` -> a writer of those batches (``prepare``,
+      ``write``, ``close``, ``abort``); None when it is written from an .idv only.
+    * ``from_idv``: ``from_idv(src, dest, options, progress)`` -> rows: written from an .idv
+      source (a file or an idv.Dataset) directly, from its numpy blocks; None: through Arrow.
+    * ``title``: its name for people (help, errors).
+    """
+
+    name: str
+    extensions: tuple
+    codecs: Optional[tuple]
+    source: Optional[Callable]
+    sink: Optional[Callable]
+    from_idv: Optional[Callable]
+    title: str
+
+
+# name -> Format, in the order the help lists them
+FORMATS = {f.name: f for f in (
+    Format("idv", (".idv",), idv_format.CODECS, idv_format.IdvSource, idv_format.IdvSink,
+           idv_format.idv_to_idv, "ML.NET's binary dataview"),
+    Format("parquet", (".parquet", ".pq"), parquet.CODECS, parquet.ParquetSource,
+           parquet.ParquetSink, None, "Parquet"),
+    Format("feather", (".feather",), ipc.CODECS, ipc.IpcSource, ipc.IpcSink, None,
+           "Feather (an Arrow IPC file)"),
+    Format("arrow", (".arrow", ".ipc"), ipc.CODECS, ipc.IpcSource, ipc.IpcSink, None,
+           "Arrow IPC (a file or, read, a stream)"),
+    Format("csv", (".csv",), None, text.csv_source(","), text.csv_sink(","),
+           text.delimited_from_idv(","), "CSV"),
+    Format("tsv", (".tsv", ".tab"), None, text.csv_source("\t"), text.csv_sink("\t"),
+           text.delimited_from_idv("\t"), "TSV"),
+    Format("jsonl", (".jsonl", ".ndjson"), None, None, None, text.jsonl_from_idv,
+           "JSON Lines"),
+)}
+
+_BY_EXTENSION = {e: f for f in FORMATS.values() for e in f.extensions}
+
+
+def format_of(path, given=None, what="destination", option="to="):
+    """The Format of `path`: `given` (a format's name, or one of its extensions) if not None,
+    else the one of `path`'s extension; an idv.Dataset is .idv. ValueError naming the choices
+    (`what`: which side, for the message; `option`: how to give the format)."""
+    if is_dataset(path):
+        if given is not None and str(given).lower().lstrip(".") != "idv":
+            raise ValueError(f"an idv.Dataset is read as .idv, not as {given!r}")
+        return FORMATS["idv"]
+    if given is not None:
+        name = str(given).lower().lstrip(".")
+        fmt = FORMATS.get(name) or _BY_EXTENSION.get("." + name)
+        if fmt is None:
+            raise ValueError(f"unknown {what} format {given!r}; one of: "
+                             f"{', '.join(sorted(FORMATS))}")
+        return fmt
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    if ext not in _BY_EXTENSION:
+        raise ValueError(f"cannot tell the {what} format of {os.fspath(path)!r} from its "
+                         f"extension (known: {', '.join(sorted(_BY_EXTENSION))}); give "
+                         f"{option}")
+    return _BY_EXTENSION[ext]
+
+
+def check_conversion(src_fmt, dst_fmt):
+    """ValueError if convert cannot go from one Format to the other: a source that is an
+    output format only, a destination that is an input format only or that is written from
+    an .idv source only."""
+    if src_fmt.source is None:
+        raise ValueError(f"{src_fmt.title} is an output format only: it cannot be read")
+    if dst_fmt.sink is None and dst_fmt.from_idv is None:
+        raise ValueError(f"{dst_fmt.title} is an input format only: it cannot be written")
+    if dst_fmt.sink is None and src_fmt.name != "idv":
+        raise ValueError(f"{dst_fmt.title} is written from an .idv source only, not from "
+                         f"{src_fmt.title}: convert to .idv first")
+
+
+def check_compression(fmt, compression):
+    """The codec name for an output in the format named `fmt` ('deflate' for the format's
+    default, 'none', or one of its codecs that this pyarrow has); ValueError naming the
+    choices before any file is made."""
+    return check_codecs(fmt, FORMATS[fmt].codecs, compression)
+
+
+def _local_paths(src):
+    """The local files `src` reads: its path, or a local dataset's files."""
+    if is_dataset(src):
+        return [] if src.filesystem is not None else [os.fspath(f.path) for f in src.files]
+    return [os.fspath(src)] if isinstance(src, (str, os.PathLike)) else []
+
+
+def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_block=None,
+            progress=None, datetime="auto", safe=True, types=None, source_format=None,
+            level=None, backend=None):
+    """Convert ``src`` into ``dst``, streaming: .idv <-> Parquet, CSV / TSV, Feather / Arrow;
+    .idv -> JSON Lines.
+
+    Formats come from the extensions (those of ``idv.formats.FORMATS``: ``.parquet``,
+    ``.csv``, ``.jsonl`` ...; ``idv convert --help`` lists them) or from ``to=`` (and
+    ``source_format=``), which take a format's name or extension.
+    Returns the number of rows written. ``src`` may also be an ``idv.dataset(...)``: its files'
+    rows end to end into one output (e.g. one .idv that ML.NET loads), streamed file by file;
+    the files' annotations of the columns converted must agree.
+
+    * ``columns``: the columns to convert (names; for .idv sources also indices); default all
+      (for .idv: the readable visible ones, as IdvFile.read()).
+    * ``compression``: for .idv output ``"deflate"`` (default) or ``"none"``; for Parquet and
+      Feather it is handed to pyarrow (``"zstd"``, ``"snappy"``, ``"lz4"``, ``"none"`` ...),
+      the default meaning the format's usual one (Parquet: snappy, Feather: lz4). Text is not
+      compressed. Parquet output uses no dictionary for columns of nearly unique values
+      (over 90 % of the first 16,384 distinct), as pyarrow would after trying one.
+    * ``rows_per_block``: rows per block of an .idv output (default: ML.NET's rule, 8192).
+    * ``level`` / ``backend``: the DEFLATE level and library of an .idv output. The default
+      puts speed first: ISA-L at level 1 where installed (``pip install idv[fast]``), else
+      libdeflate's or zlib's level 1; files are 10-15 % larger than at ML.NET's level 6 and
+      still smaller than snappy Parquet. ``level=6`` gives idv.write's default (smaller
+      files, several times slower); ``backend="zlib", level=6`` gives ML.NET's own bytes.
+      A backend without a level: its fast level.
+    * ``progress``: called as ``progress(rows_done, rows_total)`` at the start and after each
+      block or batch; ``rows_total`` is None when unknown (CSV input).
+    * ``datetime`` / ``safe``: time units of the Arrow side, as in idv.to_arrow: ``"auto"``
+      (default: per column the finest exact unit, else microseconds floored with an
+      IdvWarning counting the values changed), ``"exact"`` (refuses instead), ``"us"``,
+      ``"ns"`` or ``"ticks"`` (with ``"us"``, sub-microsecond ticks raise unless
+      ``safe=False``).
+    * ``types``: idv types for some columns of a non-.idv source (overriding the types
+      inferred from Arrow; for CSV they also tell pyarrow how to parse the column).
+
+    The .idv side keeps ML.NET's types and metadata in the Arrow field metadata, so .idv ->
+    Parquet / Feather -> .idv gives back the same types, annotations and values. CSV keeps
+    values only, written from an .idv as ``idv cat --format csv`` writes them (idv.delimited:
+    one column per slot of a fixed-size vector, a JSON array per variable-size one, keys as
+    their KeyValues, times in .NET's ISO forms exact to the tick; no pyarrow needed); types
+    are inferred again by pyarrow's CSV reader when read back. JSON Lines (an output only,
+    from an .idv) is what ``idv cat --format jsonl`` writes: one object per row.
+    """
+    src_fmt = format_of(src, source_format, "source", "source_format=")
+    dst_fmt = format_of(dst, to, "destination", "to=")
+    check_conversion(src_fmt, dst_fmt)
+    if dst_fmt.name != "idv" and (level is not None or backend is not None):
+        raise ValueError(f"level= and backend= are for .idv output, not {dst_fmt.name}")
+    backend, level = fast_deflate(level, backend) if dst_fmt.name == "idv" else (None, None)
+    check_time_mode(datetime, TIME_MODES)
+    for path in _local_paths(src):
+        if os.path.exists(os.fspath(dst)) and os.path.exists(path) \
+                and os.path.samefile(path, os.fspath(dst)):
+            raise ValueError(f"source and destination are the same file: {path!r}")
+    if types and src_fmt.name == "idv":
+        raise ValueError("types= is for non-.idv sources (an .idv keeps its types)")
+    options = Options(format=dst_fmt.name, columns=columns, datetime=datetime, safe=safe,
+                      types=types, compression=compression, rows_per_block=rows_per_block,
+                      deflate={"level": level, "backend": backend},
+                      batch_rows=rows_per_block or _BATCH_ROWS)
+    if src_fmt.name == "idv" and dst_fmt.from_idv is not None:
+        return dst_fmt.from_idv(src, dst, options, progress)
+    import_pa()
+    source = src_fmt.source(src, options)
+    try:
+        sink = dst_fmt.sink(dst, source, options)
+        try:
+            total = source.total
+            done = 0
+            if progress is not None:
+                progress(0, total)
+            batches = read_ahead(source.batches(), sink.prepare, source.read_ahead)
+            try:
+                for rows, batch in batches:
+                    sink.write(batch)
+                    done += rows
+                    if progress is not None:
+                        progress(done, total)
+            finally:
+                batches.close()     # the reading thread stops before the source closes
+            sink.close()
+        except BaseException:
+            sink.abort()
+            raise
+    finally:
+        source.close()
+    return done

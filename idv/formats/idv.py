@@ -1,0 +1,205 @@
+""".idv in idv.convert: the source (a file or an idv.Dataset, as Arrow record batches), the
+sink (Arrow batches into idv.Writer), and the two paths that never leave numpy: .idv -> .idv,
+and .idv -> text (CSV, TSV, JSON Lines through idv.delimited, the writers of ``idv cat``).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+
+from idv import scan, selection
+from idv.annotations import metadata_spec
+from idv.reader import opened
+from idv.selection import file_columns
+from idv.formats._base import Source, check_codecs, is_dataset
+from idv.sink import AtomicPath
+
+# an .idv output takes 'deflate' and 'none' only
+CODECS = ()
+
+
+class IdvSource(Source):
+    """An .idv file (opened here) or the caller's idv.Dataset (its files in turn, left open),
+    through idv.arrow.record_batch_reader."""
+
+    # it decodes in threads of its own, into a sink that gathers row groups: reading ahead
+    # would only hold more
+    read_ahead = 0
+
+    def __init__(self, path, options):
+        from idv.arrow import record_batch_reader
+        from idv.reader import open as idv_open
+        columns, datetime, safe = options.columns, options.datetime, options.safe
+        if is_dataset(path):        # the caller's dataset: its files in turn, left open
+            self.f = None
+            names = _dataset_columns(path, columns)
+            self.reader = path.record_batch_reader(names, datetime=datetime, safe=safe)
+            self.schema, self.total = self.reader.schema, path.num_rows
+            return
+        self.f = idv_open(path)
+        try:
+            self.reader = record_batch_reader(self.f, columns, datetime=datetime, safe=safe)
+            self.schema = self.reader.schema
+            self.total = self.f.num_rows
+        except BaseException:
+            self.f.close()
+            raise
+
+    def batches(self):
+        return iter(self.reader)
+
+    def close(self):
+        if self.f is not None:
+            self.f.close()
+
+
+class IdvSink:
+    """Arrow batches into idv.Writer, their types and annotations from the Arrow schema (and
+    `types=`); the KeyValues of dictionary columns are collected first, in one pass."""
+
+    def __init__(self, dest, source, options):
+        from idv.writer.arrow import ArrowToIdv
+        from idv.writer import Writer
+        plan = ArrowToIdv(source.schema, options.types)
+        for i in plan.pending:        # key values of dictionary columns: one pass over them
+            name = plan.fields[i].name
+            for col in source.column_batches(name):
+                plan.add_dictionaries(i, col)
+        plan.finish_dictionaries()
+        self.plan = plan
+        self.writer = Writer(dest, plan.schema_pairs, metadata=plan.metadata,
+                             compression=options.compression,
+                             rows_per_block=options.rows_per_block, **options.deflate)
+
+    def prepare(self, batch, row0):
+        """A batch's columns as the writer takes them (strings checked as UTF-8, numbers as
+        views): run in the reading thread, ahead of write."""
+        return dict(self.plan.convert(batch, row0))
+
+    def write(self, columns):
+        self.writer.write_batch(columns)
+
+    def close(self):
+        self.writer.close()
+
+    def abort(self):
+        self.writer.abort()
+
+
+# ---------------------------------------------------------------------------------------------
+# a dataset's columns
+# ---------------------------------------------------------------------------------------------
+
+def _dataset_columns(ds, columns):
+    """The names of a dataset's columns to convert: `columns` (names, or indices among the
+    dataset's columns), default the readable ones; the files' annotations of them must agree
+    (one output holds one set: KeyValues, SlotNames...), else ValueError naming the file."""
+    first = ds.open_file(0)
+    if columns is None:
+        names = [n for n in ds.column_names if first[n].readable]
+    else:
+        names = selection.names_of(ds.column_names, columns, where=" in the dataset")
+    ref = {n: metadata_spec(first[n]) for n in names}
+    for i in range(1, len(ds.files)):
+        f = ds.open_file(i)
+        for n in names:
+            kind = _differing_annotation(ref[n], metadata_spec(f[n]))
+            if kind is not None:
+                raise ValueError(f"{ds.files[i].path}: column {n!r} has another {kind} than "
+                                 f"{ds.files[0].path}; one output holds one set of "
+                                 f"annotations: convert such files one by one, or leave the "
+                                 f"column out")
+    return names
+
+
+def _differing_annotation(a, b):
+    """The first annotation kind whose type or value differs between two metadata specs."""
+    for kind in list(a) + [k for k in b if k not in a]:
+        if kind not in a or kind not in b or a[kind][0] != b[kind][0]:
+            return kind
+        x, y = np.asarray(a[kind][1]), np.asarray(b[kind][1])
+        same = x.shape == y.shape and x.dtype == y.dtype and (
+            x.tolist() == y.tolist() if x.dtype.kind == "O" else x.tobytes() == y.tobytes())
+        if not same:
+            return kind
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# .idv -> .idv and .idv -> text, in numpy, on the scan
+# ---------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _idv_columns(src, columns):
+    """An .idv source as (the Columns that stand for it, what idv.scan takes for them): one
+    file (opened here, closed on exit: its Columns), or an idv.Dataset (its first file's
+    Columns, and their names, looked up in each file)."""
+    if not is_dataset(src):
+        with opened(src) as f:
+            cols = file_columns(f, columns)
+            yield cols, cols
+        return
+    names = _dataset_columns(src, columns)
+    yield [src.open_file(0)[n] for n in names], names
+
+
+def _scanned(src, columns, progress):
+    """(the Columns, the source's rows, its batches of read()'s forms, block by block), with
+    `progress` told of each batch's rows (rows done, rows in all)."""
+    cm = _idv_columns(src, columns)
+    cols, scanned = cm.__enter__()
+    total = src.num_rows
+    if progress is not None:
+        progress(0, total)
+
+    def batches():
+        try:
+            for batch in scan.scan(src, scanned):
+                yield batch.values
+                if progress is not None:
+                    progress(batch.row0 + batch.stop - batch.start, total)
+        finally:
+            cm.__exit__(None, None, None)
+    return cols, total, batches()
+
+
+def idv_to_idv(src, dst, options, progress):
+    """.idv -> .idv: numpy blocks into idv.Writer; every type and annotation is kept."""
+    from idv.writer import Writer
+    cols, total, batches = _scanned(src, options.columns, progress)
+    with contextlib.closing(batches):
+        schema = [(c.name, c.type) for c in cols]
+        metadata = {c.name: metadata_spec(c) for c in cols}
+        with Writer(dst, schema, metadata=metadata, compression=options.compression,
+                    rows_per_block=options.rows_per_block, **options.deflate) as w:
+            for values in batches:
+                w.write_batch({c.name: v for c, v in zip(cols, values)})
+            if not cols:
+                w.add_empty_rows(total)
+        return total
+
+
+def idv_to_text(src, dst, options, progress, writer):
+    """.idv -> text through `writer(text stream, columns)`, a writer of idv.delimited (those
+    of ``idv cat --format csv / tsv / jsonl`` too): the same text, without pyarrow."""
+    check_codecs(options.format, None, options.compression)
+    cols, total, batches = _scanned(src, options.columns, progress)
+    with contextlib.closing(batches):
+        out = AtomicPath(dst)
+        try:
+            with out.open() as raw:
+                text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+                w = writer(text, cols)
+                for values in batches:
+                    w.write(values)
+                if not cols:
+                    w.write_rows_without_columns(total)
+                text.flush()
+                text.detach()
+            out.commit()
+        except BaseException:
+            out.abort()
+            raise
+        return total

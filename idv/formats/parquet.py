@@ -1,0 +1,160 @@
+"""Parquet in idv.convert: the source (row groups read as record batches) and the sink
+(batches gathered into row groups, each written in a thread while the next is read, plain
+encoding for nearly unique columns).
+"""
+from __future__ import annotations
+
+from idv import _threads
+from idv.compression import DEFLATE, NONE
+from idv.compression import kind as compression_kind
+from idv.formats._base import (FileSink, Source, check_codecs, column_names, import_pa,
+                               selected_schema)
+
+# the codecs pyarrow's Parquet writer takes besides 'deflate' (the format's usual one, snappy,
+# first) and 'none'
+CODECS = ("snappy", "gzip", "brotli", "zstd", "lz4")
+
+# Parquet row groups: batches are gathered up to this many rows or bytes before one is written
+# (in a thread, while the next is gathered). 8 MiB: the first is written early, so reading and
+# writing overlap more (the text benchmark file's first group is a third of it, not all);
+# smaller ones grow the file (bench_read's numeric file: 49.3 MB in 64 MiB groups, 49.9 in 16,
+# 50.5 in 8, 51.6 in 4) and, below 8 MiB, slow the writing.
+_ROW_GROUP_ROWS = 1 << 20
+_ROW_GROUP_BYTES = 8 << 20
+
+
+class ParquetSource(Source):
+    """A Parquet file's row groups as record batches of at most `batch_rows` rows, one row
+    group's column chunks read at a time."""
+
+    def __init__(self, path, options):
+        import pyarrow.parquet as pq
+        # pre_buffer would read ahead the column chunks of every row group: one at a time
+        self.pf = pq.ParquetFile(path, pre_buffer=False)
+        full = self.pf.schema_arrow
+        self.columns = column_names(full, options.columns)
+        self.schema = selected_schema(import_pa(), full, self.columns)
+        self.total = self.pf.metadata.num_rows
+        self.batch_rows = options.batch_rows
+
+    def batches(self):
+        return self.pf.iter_batches(batch_size=self.batch_rows, columns=self.columns)
+
+    def column_batches(self, name):
+        for b in self.pf.iter_batches(batch_size=self.batch_rows, columns=[name]):
+            yield b.column(0)
+
+    def close(self):
+        if hasattr(self.pf, "close"):
+            self.pf.close()
+
+
+# Parquet output writes a plain column without a dictionary when its values barely repeat: more
+# than 90 % of its first _DICTIONARY_SAMPLE values distinct (ids, timestamps, continuous
+# features). pyarrow tries a dictionary on every column and falls back to plain encoding once
+# the dictionary passes 1 MiB, which for such columns costs time and size: on bench_read's
+# numeric file 0.36 s against 0.27 s to write, and 53.2 MB against 49.3 MB.
+_DICTIONARY_SAMPLE = 16384
+
+
+def _leaf_counts(pa, at):
+    """How many Parquet leaf columns an Arrow type becomes."""
+    if pa.types.is_struct(at):
+        return sum(_leaf_counts(pa, at.field(i).type) for i in range(at.num_fields))
+    if pa.types.is_map(at):
+        return _leaf_counts(pa, at.key_type) + _leaf_counts(pa, at.item_type)
+    if pa.types.is_list(at) or pa.types.is_large_list(at) or pa.types.is_fixed_size_list(at):
+        return _leaf_counts(pa, at.value_type)
+    return 1
+
+
+def _dictionary_columns(pa, pq, table, kwargs):
+    """The Parquet leaf column paths to dictionary-encode for a file whose first row group is
+    `table`: every leaf of nested and dictionary columns and of plain columns whose first
+    values repeat (_DICTIONARY_SAMPLE): all but the nearly unique ones. A plain column's path
+    is its name; with nested columns the paths come from an empty file written in memory."""
+    import pyarrow.compute as pc
+    parquet_schema = None
+    if any(pa.types.is_nested(t) for t in table.schema.types):
+        buf = pa.BufferOutputStream()
+        pq.ParquetWriter(buf, table.schema, **kwargs).close()
+        parquet_schema = pq.ParquetFile(pa.BufferReader(buf.getvalue())).schema
+    paths, leaf = [], 0
+    for field, column in zip(table.schema, table.columns):
+        n = _leaf_counts(pa, field.type)
+        use = True
+        if not pa.types.is_nested(field.type) and not pa.types.is_dictionary(field.type):
+            sample = column.slice(0, _DICTIONARY_SAMPLE)
+            try:
+                use = pc.count_distinct(sample).as_py() * 10 <= len(sample) * 9
+            except pa.ArrowNotImplementedError:     # a type without the kernel: as pyarrow
+                pass
+        if use:
+            paths += [field.name] if parquet_schema is None else \
+                [parquet_schema.column(leaf + i).path for i in range(n)]
+        leaf += n
+    return paths
+
+
+class ParquetSink(FileSink):
+    """Batches gathered into row groups, each written in a thread of its own while the next
+    one is read (pyarrow's writer releases the GIL): up to two row groups held at a time. The
+    writer opens with the first row group, which tells which columns to dictionary-encode."""
+
+    def __init__(self, dest, source, options):
+        compression = check_codecs(options.format, CODECS, options.compression)
+        kind = compression_kind(compression, strict=False)
+        # idv's 'deflate' (the default) is the format's usual codec; other names are pyarrow's
+        self.kwargs = {} if kind == DEFLATE else {"compression": "none" if kind == NONE
+                                                  else compression}
+        self.schema = source.schema
+        self.buffer, self.rows, self.bytes = [], 0, 0
+        self.pending = None
+        self._create(dest, lambda tmp: None)
+
+    def _open_writer(self, first):
+        import pyarrow.parquet as pq
+        pa = import_pa()
+        dictionary = _dictionary_columns(pa, pq, first, self.kwargs)
+        self.writer = pq.ParquetWriter(self.out.tmp, self.schema, use_dictionary=dictionary,
+                                       **self.kwargs)
+
+    def _flush(self):
+        if self.buffer:
+            table = import_pa().Table.from_batches(self.buffer)
+            self.buffer, self.rows, self.bytes = [], 0, 0
+            self._written()
+            if self.writer is None:
+                self._open_writer(table)
+            self.pending = _threads.pool("parquet-write", 1).submit(self._write_group, table)
+
+    def _write_group(self, table):
+        self.writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self.out.start_writeback()
+
+    def _written(self):
+        """Wait for the row group being written (its error raised here)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
+
+    def write(self, batch):
+        self.buffer.append(batch)
+        self.rows += batch.num_rows
+        self.bytes += batch.nbytes
+        if self.rows >= _ROW_GROUP_ROWS or self.bytes >= _ROW_GROUP_BYTES:
+            self._flush()
+
+    def close(self):
+        self._flush()
+        self._written()
+        if self.writer is None:         # no rows: an empty file of the schema
+            self._open_writer(self.schema.empty_table())
+        super().close()
+
+    def abort(self):
+        try:
+            self._written()
+        except Exception:
+            pass
+        super().abort()

@@ -1,0 +1,196 @@
+"""CSV / TSV and JSON Lines in idv.convert.
+
+From an .idv, each is written by the writer of ``idv cat --format csv / tsv / jsonl``
+(idv.delimited), from the blocks directly and without pyarrow (idv.formats.idv.idv_to_text).
+Other sources go to CSV / TSV through pyarrow's CSV writer, flattened (CsvSink), and CSV / TSV
+is read back by pyarrow's CSV reader (CsvSource). JSON Lines is an output only, from an .idv.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from idv import types as T
+from idv.annotations import slot_labels
+from idv.types import parse_type
+from idv.delimited import DelimitedWriter, JsonLinesWriter
+from idv.formats._base import FileSink, Source, check_codecs, import_pa
+from idv.formats.idv import idv_to_text
+
+# CSV is read in blocks of this many bytes (pyarrow infers the column types from the first)
+_CSV_BLOCK = 16 << 20
+
+
+class CsvSource(Source):
+    """A CSV / TSV file read by pyarrow's CSV reader in blocks of _CSV_BLOCK bytes; `types=`
+    tells it how to parse some columns. The total is unknown."""
+
+    def __init__(self, path, options, delimiter=","):
+        import pyarrow.csv as pcsv
+        pa = import_pa()
+        columns, types, datetime = options.columns, options.types, options.datetime
+        column_types = {}
+        for name, t in (types or {}).items():
+            at = _csv_arrow_type(pa, t, datetime)
+            if at is not None:
+                column_types[name] = at
+        if columns is not None and isinstance(columns, (str, int, np.integer)):
+            columns = [columns]
+        if columns is not None and any(isinstance(c, (int, np.integer)) for c in columns):
+            raise TypeError("CSV columns are chosen by name")
+        self.args = (path, pcsv.ReadOptions(block_size=_CSV_BLOCK),
+                     pcsv.ParseOptions(delimiter=delimiter),
+                     pcsv.ConvertOptions(column_types=column_types,
+                                         include_columns=list(columns) if columns else None))
+        self.reader = pcsv.open_csv(*self.args[:1], read_options=self.args[1],
+                                    parse_options=self.args[2], convert_options=self.args[3])
+        self.schema = self.reader.schema
+
+    def batches(self):
+        reader, self.reader = self.reader, None
+        if reader is None:
+            import pyarrow.csv as pcsv
+            reader = pcsv.open_csv(self.args[0], read_options=self.args[1],
+                                   parse_options=self.args[2], convert_options=self.args[3])
+        return iter(reader)
+
+
+def _csv_arrow_type(pa, t, datetime):
+    """The Arrow type pyarrow's CSV reader should parse a column as, for a given idv type
+    (None for the types CSV spreads over several columns)."""
+    from idv.arrow_types import item_arrow_type
+    t = T.as_type(t)
+    if isinstance(t, T.Vector) or t in (T.DateTimeOffset, T.RowId):
+        return None
+    return item_arrow_type(pa, t, datetime if datetime in ("ns", "ticks") else "us")
+
+
+class CsvSink(FileSink):
+    """CSV holds flat columns: fixed-size vectors become one column per slot (named as
+    to_pandas names them), struct fields ``name.field`` columns, dictionaries their values;
+    variable-size vectors are refused (before anything is written)."""
+
+    def __init__(self, dest, source, options, delimiter=","):
+        import pyarrow.csv as pcsv
+        check_codecs(options.format, None, options.compression)
+        schema = source.schema
+        pa = import_pa()
+        self.getters = []        # (name, fn(batch) -> array)
+        for i, field in enumerate(schema):
+            self._plan(pa, field.name, field.type, field.metadata or {},
+                       lambda b, i=i: b.column(i))
+        self.schema = pa.schema([(n, t) for n, t, _ in self.getters])
+
+        def open_writer(tmp):
+            self.writer = pcsv.CSVWriter(tmp, self.schema,
+                                         write_options=pcsv.WriteOptions(delimiter=delimiter))
+        self._create(dest, open_writer)
+
+    def _plan(self, pa, name, at, meta, get):
+        import pyarrow.compute as pc
+
+        from idv.arrow_types import METADATA_KEY, TYPE_KEY
+        if isinstance(at, pa.BaseExtensionType):
+            self._plan(pa, name, at.storage_type, meta, lambda b: _storage_of(get(b)))
+            return
+        if pa.types.is_fixed_size_list(at):
+            dims, inner = [at.list_size], at.value_type
+            while pa.types.is_fixed_size_list(inner):
+                dims.append(inner.list_size)
+                inner = inner.value_type
+            size = int(np.prod(dims))
+            slot_names = None
+            if TYPE_KEY in meta:
+                try:
+                    t = parse_type(meta[TYPE_KEY].decode())
+                    if isinstance(t, T.Vector) and t.size == size:
+                        dims = list(t.dims)
+                except ValueError:
+                    pass
+            if METADATA_KEY in meta:
+                from idv.annotations import metadata_from_json
+                try:
+                    spec = metadata_from_json(meta[METADATA_KEY].decode())
+                    if "SlotNames" in spec:
+                        slot_names = spec["SlotNames"][1]
+                except (ValueError, KeyError):
+                    pass
+            labels = slot_labels(name, T.Vector(T.Single, *dims), slot_names)
+
+            def flat(b, get=get):
+                arr = get(b)
+                if isinstance(arr, pa.ChunkedArray):
+                    arr = arr.combine_chunks()
+                while pa.types.is_fixed_size_list(arr.type):
+                    arr = arr.flatten()
+                return arr
+            for j, label in enumerate(labels):
+                self._plan(pa, label, inner, {},
+                           lambda b, j=j, flat=flat: pc.take(
+                               flat(b), pa.array(np.arange(len(b)) * size + j)
+                               if len(b) else pa.array([], pa.int64())))
+            return
+        if pa.types.is_list(at) or pa.types.is_large_list(at) \
+                or getattr(pa.types, "is_list_view", lambda _: False)(at):
+            raise ValueError(f"column {name!r} ({at}): CSV cannot hold variable-size vectors; "
+                             f"convert to Parquet or Feather, or leave the column out "
+                             f"(columns=...)")
+        if pa.types.is_struct(at):
+            for k in range(at.num_fields):
+                child = at.field(k)
+                self._plan(pa, f"{name}.{child.name}", child.type, {},
+                           lambda b, k=k: _struct_child(get(b), k))
+            return
+        if pa.types.is_dictionary(at):
+            self._plan(pa, name, at.value_type, {},
+                       lambda b: _decoded(get(b)))
+            return
+        self.getters.append((name, at, get))
+
+    def write(self, batch):
+        pa = import_pa()
+        arrays = [get(batch) for _, _, get in self.getters]
+        arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
+        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+
+
+def _storage_of(arr):
+    pa = import_pa()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.storage
+
+
+def _struct_child(arr, k):
+    pa = import_pa()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.flatten()[k]
+
+
+def _decoded(arr):
+    pa = import_pa()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.dictionary_decode()
+
+
+def csv_source(delimiter):
+    """The source of a delimited text format."""
+    return functools.partial(CsvSource, delimiter=delimiter)
+
+
+def csv_sink(delimiter):
+    """The sink (from Arrow batches) of a delimited text format."""
+    return functools.partial(CsvSink, delimiter=delimiter)
+
+
+def delimited_from_idv(delimiter):
+    """The .idv -> CSV / TSV path: what ``idv cat --format csv / tsv`` writes."""
+    return functools.partial(idv_to_text, writer=functools.partial(DelimitedWriter,
+                                                                   delimiter=delimiter))
+
+
+# .idv -> JSON Lines: what ``idv cat --format jsonl`` writes, in UTF-8
+jsonl_from_idv = functools.partial(idv_to_text, writer=JsonLinesWriter)
