@@ -8,6 +8,7 @@ cdef class Cursor:
     cdef readonly bint in_file
     cdef readonly str where
     cdef int need(self, Py_ssize_t n, str what) except -1
+    cdef const uint8_t *_next(self, Py_ssize_t n, str what) except NULL
     cpdef int u8(self, str what=*) except -1
     cpdef int16_t i16(self, str what=*) except? -1
     cpdef int32_t i32(self, str what=*) except? -1

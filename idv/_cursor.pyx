@@ -49,6 +49,12 @@ cdef class Cursor:
             self.fail(f"truncated {what}: need {n} bytes, {self.end - self.pos} left")
         return 0
 
+    cdef const uint8_t *_next(self, Py_ssize_t n, str what) except NULL:
+        """The next `n` bytes (checked, as need()), which the cursor then moves past."""
+        self.need(n, what)
+        self.pos += n
+        return &self.buf[self.pos - n]
+
     cpdef int u8(self, str what="byte") except -1:
         self.need(1, what)
         self.pos += 1
@@ -56,30 +62,22 @@ cdef class Cursor:
 
     cpdef int16_t i16(self, str what="int16") except? -1:
         cdef int16_t v
-        self.need(2, what)
-        memcpy(&v, &self.buf[self.pos], 2)
-        self.pos += 2
+        memcpy(&v, self._next(2, what), 2)
         return v
 
     cpdef int32_t i32(self, str what="int32") except? -1:
         cdef int32_t v
-        self.need(4, what)
-        memcpy(&v, &self.buf[self.pos], 4)
-        self.pos += 4
+        memcpy(&v, self._next(4, what), 4)
         return v
 
     cpdef int64_t i64(self, str what="int64") except? -1:
         cdef int64_t v
-        self.need(8, what)
-        memcpy(&v, &self.buf[self.pos], 8)
-        self.pos += 8
+        memcpy(&v, self._next(8, what), 8)
         return v
 
     cpdef uint64_t u64(self, str what="uint64") except? 0:
         cdef uint64_t v
-        self.need(8, what)
-        memcpy(&v, &self.buf[self.pos], 8)
-        self.pos += 8
+        memcpy(&v, self._next(8, what), 8)
         return v
 
     cpdef object leb128(self, str what="LEB128 integer"):

@@ -495,21 +495,19 @@ def encode_vbuffer(Py_ssize_t n, Py_ssize_t size, lengths, counts, indices, valu
     head[1] = <int32_t>size
     with nogil:
         memcpy(p, head, 8)
-        p += 8
-        if len_b.shape[0]:
-            memcpy(p, &len_b[0], len_b.shape[0])
-            p += len_b.shape[0]
-        if cnt_b.shape[0]:
-            memcpy(p, &cnt_b[0], cnt_b.shape[0])
-            p += cnt_b.shape[0]
+        p = _put(p + 8, len_b)
+        p = _put(p, cnt_b)
         memcpy(p, &nidx, 4)
-        p += 4
-        if idx_b.shape[0]:
-            memcpy(p, &idx_b[0], idx_b.shape[0])
-            p += idx_b.shape[0]
-        if val_b.shape[0]:
-            memcpy(p, &val_b[0], val_b.shape[0])
+        p = _put(p + 4, idx_b)
+        _put(p, val_b)
     return result
+
+
+cdef inline uint8_t *_put(uint8_t *p, const uint8_t[::1] part) noexcept nogil:
+    """Copy `part` to `p`; the byte after it."""
+    if part.shape[0]:
+        memcpy(p, &part[0], part.shape[0])
+    return p + part.shape[0]
 
 
 _EMPTY = np.zeros(0, np.uint8)

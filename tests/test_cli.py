@@ -804,6 +804,20 @@ def test_cat_streams_the_whole_file_as_csv():
         assert vals[3] == ("true" if exp[3] else "false")
 
 
+def test_columns_by_glob():
+    """--columns takes globs (idv.selection's rule) beside names and indices, in the order
+    given; a glob that matches nothing is a usage error naming the columns."""
+    path = fixture("mixed_default")
+    names = [c["name"] for c in sidecar("mixed_default")["columns"]]
+    assert len(set(names)) == len(names)      # no hidden columns: every name is visible
+    starting = [n for n in names if n.startswith("F")]
+    assert len(starting) >= 2
+    got = run_json("head", path, "-n", "1", "--columns", f"F*,{names[0]}")
+    assert [c["name"] for c in got["columns"]] == starting + [names[0]]
+    rc, out, err = run("cat", path, "--columns", "Zz*")
+    assert rc == 2 and "no column matches 'Zz*'" in err, err
+
+
 def test_cat_decodes_each_needed_block_once(monkeypatch, capsys):
     sys.path.insert(0, str(REPO_DIR))
     import idv.reader

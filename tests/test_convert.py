@@ -589,3 +589,18 @@ def test_a_bad_value_is_named_by_its_row_in_the_whole_input(tmp_path):
     with pytest.raises(ValueError, match="column 'x' row 499999: NaN in an integer column"):
         idv.convert(tmp_path / "in.parquet", tmp_path / "out.idv", types={"x": idv.Int64})
     assert sorted(os.listdir(tmp_path)) == ["in.parquet"]
+
+
+def test_idv_without_columns_keeps_its_rows(tmp_path, oracle):
+    """.idv -> .idv of a file with rows but no columns (ML.NET's internal saver writes such
+    files): the output has the same rows, and ML.NET loads it so."""
+    out = tmp_path / "rows.idv"
+    with idv.open(fixture("no_columns")) as f:
+        rows = f.num_rows
+    assert rows > 0
+    assert idv.convert(fixture("no_columns"), out) == rows
+    with idv.open(out) as f:
+        assert (f.num_rows, f.num_columns) == (rows, 0)
+    dump = oracle.dump(out)
+    assert "error" not in dump, dump.get("error")
+    assert dump["row_count"] == rows

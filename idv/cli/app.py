@@ -68,8 +68,8 @@ def _reading_options(p, json_help="print JSON instead of text"):
 
 def _columns_option(p):
     p.add_argument("--columns", "-c", metavar="A,B,...",
-                   help="comma-separated column names (or indices); default: all readable, "
-                        "visible columns")
+                   help="comma-separated column names, indices or globs ('Feature*'); "
+                        "default: all readable, visible columns")
 
 
 def _dataset_options(p):

@@ -133,30 +133,31 @@ def _differing_annotation(a, b):
 
 @contextlib.contextmanager
 def _idv_columns(src, columns):
-    """An .idv source as (the Columns that stand for it, what idv.scan takes for them): one
-    file (opened here, closed on exit: its Columns), or an idv.Dataset (its first file's
-    Columns, and their names, looked up in each file)."""
+    """An .idv source as (the Columns that stand for it, the source and columns idv.scan
+    takes): one file (opened here, closed on exit: its Columns), or an idv.Dataset (its first
+    file's Columns, and their names, looked up in each file)."""
     if not is_dataset(src):
         with opened(src) as f:
             cols = file_columns(f, columns)
-            yield cols, cols
+            yield cols, f, cols
         return
     names = _dataset_columns(src, columns)
-    yield [src.open_file(0)[n] for n in names], names
+    yield [src.open_file(0)[n] for n in names], src, names
 
 
-def _scanned(src, columns, progress):
+def _scanned(src, columns, progress, **how):
     """(the Columns, the source's rows, its batches of read()'s forms, block by block), with
-    `progress` told of each batch's rows (rows done, rows in all)."""
+    `progress` told of each batch's rows (rows done, rows in all); `how`: the scan's window
+    options."""
     cm = _idv_columns(src, columns)
-    cols, scanned = cm.__enter__()
-    total = src.num_rows
+    cols, source, scanned = cm.__enter__()
+    total = source.num_rows
     if progress is not None:
         progress(0, total)
 
     def batches():
         try:
-            for batch in scan.scan(src, scanned):
+            for batch in scan.scan(source, scanned, **how):
                 yield batch.values
                 if progress is not None:
                     progress(batch.row0 + batch.stop - batch.start, total)
@@ -185,7 +186,9 @@ def idv_to_text(src, dst, options, progress, writer):
     """.idv -> text through `writer(text stream, columns)`, a writer of idv.delimited (those
     of ``idv cat --format csv / tsv / jsonl`` too): the same text, without pyarrow."""
     check_codecs(options.format, None, options.compression)
-    cols, total, batches = _scanned(src, options.columns, progress)
+    # text is made far slower than blocks decode: a block at a time, the next decoded ahead,
+    # holds only that block's values and cells
+    cols, total, batches = _scanned(src, options.columns, progress, window_bytes=1, ahead=1)
     with contextlib.closing(batches):
         out = AtomicPath(dst)
         try:
