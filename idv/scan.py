@@ -316,13 +316,13 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
 
     ``window_bytes``, ``piece_bytes`` (default: WINDOW_BYTES, PIECE_BYTES) and ``ahead``
     (windows decoded ahead of the one handed out) trade memory and latency for speed: a
-    consumer that may stop early (the command line into ``head``) takes small windows, one
-    ahead. An IdvFormatError from a dataset's file names the file."""
+    consumer that may stop early (the command line into ``head``) takes small windows and
+    none ahead (each decoded when reached). An IdvFormatError from a dataset's file names the file."""
     if batch_rows is not None and (isinstance(batch_rows, bool) or int(batch_rows) < 1):
         raise ValueError(f"batch_rows must be a positive number of rows or None, not "
                          f"{batch_rows!r}")
-    if ahead < 1:
-        raise ValueError(f"ahead must be at least 1 window, not {ahead!r}")
+    if isinstance(ahead, bool) or int(ahead) < 0:
+        raise ValueError(f"ahead must be a number of windows (0 or more), not {ahead!r}")
     window_bytes = WINDOW_BYTES if window_bytes is None else window_bytes
     piece_bytes = PIECE_BYTES if piece_bytes is None else piece_bytes
     for seg in _segments(source):
@@ -358,12 +358,17 @@ def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, window_byte
     lo, hi = (0, seg.num_rows) if rows is None else (rows.start, rows.stop)
     windows = _Windows(f, readers)
     try:
-        for span in spans[:ahead]:
-            windows.submit(*span, piece_bytes)
+        queued = 0
+
+        def queue(upto):        # windows [queued, upto) submitted
+            nonlocal queued
+            for span in spans[queued:upto]:
+                windows.submit(*span, piece_bytes)
+            queued = max(queued, min(upto, len(spans)))
         for i in range(len(spans)):
+            queue(max(i + 1, ahead))       # the first `ahead` windows, or this one when none
             b0, b1, values = windows.collect()
-            if i + ahead < len(spans):
-                windows.submit(*spans[i + ahead], piece_bytes)
+            queue(i + 1 + ahead)           # `ahead` windows behind the one handed out
             w0 = b0 * rpb
             cuts = [(b0, b1)] if group is None else [
                 (g, min(g - g % group + group, b1)) for g in range(b0, b1)

@@ -246,3 +246,19 @@ def test_rows_split_over_parts():
     assert np.concatenate([[0, 1], [5], [11]])[restore].tolist() == [11, 0, 5, 1]
     assert [(i, list(r)) for i, r in selection.range_parts(range(1, 12, 3), starts, n)] == [
         (0, [1]), (2, [0, 3]), (3, [1])]
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 2, 5])
+def test_windows_decoded_ahead(path, ahead):
+    """With windows of one block: when the first batch is handed out, that block and `ahead`
+    more are decoded (none ahead: each only when reached); the rest wait for the consumer.
+    One thread: the windows ahead are decoded at once, in the calling thread."""
+    with idv.open(path, threads=1) as f:
+        batches = S.scan(f, ["i"], window_bytes=1, ahead=ahead)
+        first = next(batches)
+        assert first.values[0].tolist() == list(range(64))
+        assert f["i"].blocks_decoded == 1 + ahead
+        assert sum(len(b.values[0]) for b in batches) == 1000 - 64
+        assert f["i"].blocks_decoded == 16
+    with idv.open(path) as f, pytest.raises(ValueError, match="ahead"):
+        next(S.scan(f, ["i"], ahead=-1))

@@ -55,10 +55,10 @@ def select_columns(src, spec):
 def source_batches(src, cols, rows, stream=True):
     """Batches of `rows` (a range with a positive step) of the columns `cols`
     (select_columns'), file after file, through the scan. To stream: groups of whole blocks
-    of about CAT_GROUP_ROWS rows, decoded one group ahead (output often stops early, as into
+    of about CAT_GROUP_ROWS rows, each decoded when reached (output often stops early, as into
     head); else the scan's windows (a few rows: their blocks decoded together)."""
     columns = [c.name for c in cols] if isinstance(src, Dataset) else cols
-    how = dict(batch_rows=CAT_GROUP_ROWS, window_bytes=1, ahead=1) if stream else \
+    how = dict(batch_rows=CAT_GROUP_ROWS, window_bytes=1, ahead=0) if stream else \
         dict(batch_rows=None)
     for batch in scan.scan(src, columns, rows=rows, **how):
         yield batch.values
