@@ -312,9 +312,3 @@ def _rebatched(pa, schema, batches, size):
 def _one_batch(pa, table, schema):
     batches = table.combine_chunks().to_batches()
     return batches[0] if len(batches) == 1 else pa.RecordBatch.from_pylist([], schema)
-
-
-def num_batches(f, columns=None):
-    """How many batches record_batch_reader gives for an open IdvFile (one per block)."""
-    cols = file_columns(f, columns)
-    return len(scan.needed_blocks(f.num_rows, cols[0].rows_per_block)) if cols else 0

@@ -152,21 +152,3 @@ def split_rows(key, starts, n, what="dataset"):
         parts.append((int(i), idx[sel] - starts[int(i)]))
     restore = None if np.array_equal(order, np.arange(len(order))) else np.argsort(order)
     return parts, restore
-
-
-def range_parts(rows, starts, n):
-    """A range of rows with a positive step over parts laid end to end -> [(part, local
-    range)] for each part holding some of them (the command line's --rows over a dataset)."""
-    out = []
-    stops = list(starts[1:]) + [n]
-    for i, (s, e) in enumerate(zip(starts, stops)):
-        lo, hi = (_count_below(rows, at) for at in (s, e))
-        if lo < hi:
-            mine = rows[lo:hi]
-            out.append((i, range(mine.start - s, mine.stop - s, mine.step)))
-    return out
-
-
-def _count_below(rows, at):
-    """How many of `rows` (a range with a positive step) are below `at`."""
-    return min(len(rows), max(0, -(-(at - rows.start) // rows.step)))

@@ -1,4 +1,4 @@
-"""Arrow strings and numbers into .idv blocks without Python objects (issue 10, writing).
+"""Arrow strings and numbers into .idv blocks without Python objects.
 
 Text from Arrow (string, large_string, string_view; sliced, chunked; pandas' Arrow-backed
 strings) is encoded from Arrow's buffers: the UTF-8 bytes as they are and the block ends

@@ -1,4 +1,4 @@
-"""The memory budget of reads (issue 9, item 5): a read that would allocate more than the limit
+"""The memory budget of reads: a read that would allocate more than the limit
 is refused with idv.MemoryLimitError before anything is allocated; the limit names itself and
 how to raise it, per file (idv.open(memory_limit=)) and globally (idv.set_memory_limit).
 

@@ -1,4 +1,4 @@
-"""Checksums that ML.NET ignores (issue 9, item 7): files idv writes carry a CRC-32 of every
+"""Checksums that ML.NET ignores: files idv writes carry a CRC-32 of every
 part; the reader checks them, idv verify reports a mismatch with its column and block, and
 ML.NET loads such files and reads the same values.
 

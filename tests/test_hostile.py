@@ -1,5 +1,5 @@
 """Hostile files: crafted to crash the reader or to make it spend memory and time out of all
-proportion to their size (issue 9, items 1-4). Each is refused with ``idv.IdvFormatError``
+proportion to their size. Each is refused with ``idv.IdvFormatError``
 naming the place, in a child process with a memory limit (RLIMIT_AS), a 1 MiB stack and a
 wall-clock limit, both through the API and through ``python -m idv verify``.
 

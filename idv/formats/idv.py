@@ -145,32 +145,30 @@ def _idv_columns(src, columns):
     yield [src.open_file(0)[n] for n in names], src, names
 
 
-def _scanned(src, columns, progress, **how):
-    """(the Columns, the source's rows, its batches of read()'s forms, block by block), with
-    `progress` told of each batch's rows (rows done, rows in all); `how`: the scan's window
-    options."""
-    cm = _idv_columns(src, columns)
-    cols, source, scanned = cm.__enter__()
-    total = source.num_rows
+def _batches(source, scanned, total, progress, how):
+    """The source's batches of read()'s forms, block by block (`how`: the scan's window
+    options), `progress` told of each (rows done, rows in all)."""
     if progress is not None:
         progress(0, total)
+    for batch in scan.scan(source, scanned, **how):
+        yield batch.values
+        if progress is not None:
+            progress(batch.row0 + batch.stop - batch.start, total)
 
-    def batches():
-        try:
-            for batch in scan.scan(source, scanned, **how):
-                yield batch.values
-                if progress is not None:
-                    progress(batch.row0 + batch.stop - batch.start, total)
-        finally:
-            cm.__exit__(None, None, None)
-    return cols, total, batches()
+
+@contextlib.contextmanager
+def _scanned(src, columns, progress, **how):
+    """(the Columns, the source's rows, its batches: _batches) for the time of the block."""
+    with _idv_columns(src, columns) as (cols, source, scanned):
+        batches = _batches(source, scanned, source.num_rows, progress, how)
+        with contextlib.closing(batches):
+            yield cols, source.num_rows, batches
 
 
 def idv_to_idv(src, dst, options, progress):
     """.idv -> .idv: numpy blocks into idv.Writer; every type and annotation is kept."""
     from idv.writer import Writer
-    cols, total, batches = _scanned(src, options.columns, progress)
-    with contextlib.closing(batches):
+    with _scanned(src, options.columns, progress) as (cols, total, batches):
         schema = [(c.name, c.type) for c in cols]
         metadata = {c.name: metadata_spec(c) for c in cols}
         with Writer(dst, schema, metadata=metadata, compression=options.compression,
@@ -188,8 +186,8 @@ def idv_to_text(src, dst, options, progress, writer):
     check_codecs(options.format, None, options.compression)
     # text is made far slower than blocks decode: a block at a time, the next decoded ahead,
     # holds only that block's values and cells
-    cols, total, batches = _scanned(src, options.columns, progress, window_bytes=1, ahead=1)
-    with contextlib.closing(batches):
+    with _scanned(src, options.columns, progress, window_bytes=1,
+                  ahead=1) as (cols, total, batches):
         out = AtomicPath(dst)
         try:
             with out.open() as raw:
