@@ -91,11 +91,11 @@ class _ColumnToArrow:
 
     # ---- as a reader of idv.scan: a window's pieces decoded, joined and cut into batches
     def room(self, b0, b1):
-        """(bytes, dtype) of blocks [b0, b1) in the scan window's buffer, or None."""
+        """(shape, dtype) of blocks [b0, b1) in the scan window's buffer, or None."""
         col = self.col
         if not self.text:
             return scan.fixed_room(col, b0, b1)
-        return None if isinstance(col.type, T.Vector) else (col.text_room(b0, b1),
+        return None if isinstance(col.type, T.Vector) else ((col.text_room(b0, b1),),
                                                             np.dtype(np.uint8))
 
     def decode(self, b0, b1, out):
@@ -184,11 +184,17 @@ def _is_text(col):
     return T.item_type(col.type) is T.Text
 
 
+def text_reader(col):
+    """A scan reader of a Text column into Arrow arrays built on its blocks' own UTF-8 bytes
+    (no str objects); ``arrow_type``: their type."""
+    return _ColumnToArrow(import_pyarrow(), col, None, True)
+
+
 def text_array(col, rows=None):
     """A Text column's rows (all, or a slice of step 1) as an Arrow ChunkedArray built on its
     blocks' own UTF-8 bytes (no str objects), decoding only the blocks that hold those rows."""
     pa = import_pyarrow()
-    conv = _ColumnToArrow(pa, col, None, True)
+    conv = text_reader(col)
     start, stop = 0, col.num_rows
     if rows is not None:
         start, stop, _ = rows.indices(col.num_rows)
@@ -231,15 +237,24 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True):
         if not cols:    # no columns, but maybe rows (ML.NET's internal saver writes such files)
             return pa.Table.from_batches(
                 [pa.RecordBatch.from_struct_array(pa.array([{}] * n, pa.struct([])))])
+        # text columns straight into Arrow (their blocks' UTF-8), the others in read()'s form
+        texts = [c for c in cols if _is_text(c)]
+        others = [c for c in cols if not _is_text(c)]
+        text_convs = _converters(pa, texts, datetime, safe)
         with f.prefetch(cols):      # a remote file: all the blocks in a few large requests
-            # text columns straight into Arrow (text_arrays), the others through read()
-            values = [None if _is_text(col) else col.read() for col in cols]
-            convs = _converters(pa, cols, datetime, safe, values)
-            arrays = [pa.chunked_array(conv.text_arrays(0, conv.col.num_blocks),
-                                       conv.arrow_type)
-                      if conv.text else _chunked(pa, conv, v, n)
-                      for v, conv in zip(values, convs)]
-        return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
+            got = scan.read_whole(f, [scan.WholeColumn(f.store, c) for c in others]
+                                  + [scan.Chunks(conv) for conv in text_convs])
+        values = got[:len(others)]
+        convs = dict(zip(map(id, others), zip(_converters(pa, others, datetime, safe, values),
+                                              values)))
+        convs.update(zip(map(id, texts), zip(text_convs, got[len(others):])))
+        arrays, fields = [], []
+        for col in cols:
+            conv, v = convs[id(col)]
+            arrays.append(pa.chunked_array(v, conv.arrow_type) if conv.text
+                          else _chunked(pa, conv, v, n))
+            fields.append(conv.field)
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def _one_array(pa, part):

@@ -164,7 +164,8 @@ class BlockStore:
     def decode(self, blocks, b0, b1, sparse=False, parallel=True, out=None):
         """The rows of blocks [b0, b1) (b0 < b1) in Column.read()'s form: an array, or for
         vectors a dense array, a Ragged, or with ``sparse`` a CSR matrix. ``out``: for
-        fixed-width scalars, an array of the rows' count and dtype to decode into."""
+        scalars and dense fixed-size vectors, an array of the rows' shape (out_shape) and the
+        codec's dtype to decode into."""
         codec = blocks.codec
         is_vector = isinstance(codec, _codecs.VBufferCodec)
         fixed = codec.itemsize and not is_vector
@@ -180,16 +181,19 @@ class BlockStore:
         else:                        # the blocks' items, held until assembled
             self.need(int(table["raw"].sum(dtype=np.int64)), rows)
         blocks.counted(b1 - b0)
-        if out is not None and not (fixed and out.dtype == codec.dtype
-                                    and out.shape == (r1 - r0,) and out.flags.c_contiguous):
-            raise ValueError(f"out= takes {r1 - r0} contiguous {codec.dtype} items of a column "
-                             f"of fixed-width scalars; column {blocks.index} {blocks.name!r} "
-                             f"is {codec.type}")
+        if out is not None:
+            shape = out_shape(codec, r1 - r0, sparse)
+            if shape is None or out.dtype != codec.dtype or out.shape != shape \
+                    or not out.flags.c_contiguous:
+                raise ValueError(f"out= takes {r1 - r0} rows of contiguous {codec.dtype} items "
+                                 f"of a column of scalars or fixed-size vectors; column "
+                                 f"{blocks.index} {blocks.name!r} is {codec.type}")
         if fixed:
             return self._decode_fixed(blocks, b0, b1, table, out, parallel)
         if is_vector:
-            return self._decode_vectors(blocks, b0, b1, table, sparse, parallel, rows)
-        out = _compression.empty(r1 - r0, codec.dtype)
+            return self._decode_vectors(blocks, b0, b1, table, sparse, parallel, rows, out)
+        if out is None:
+            out = _compression.empty(r1 - r0, codec.dtype)
         rpb = blocks.rows_per_block
 
         def into(i, b, buf, n):
@@ -215,8 +219,9 @@ class BlockStore:
             raise _fix_error(blocks, e, b0, b1, table, out) from None
         return out
 
-    def _decode_vectors(self, blocks, b0, b1, table, sparse, parallel, rows):
-        """Vectors: each block decoded on its own, then assembled."""
+    def _decode_vectors(self, blocks, b0, b1, table, sparse, parallel, rows, out=None):
+        """Vectors: each block decoded on its own, then assembled (into `out`, for dense
+        fixed-size vectors)."""
         codec = blocks.codec
         results = [None] * (b1 - b0)
         self._decode_each(blocks, b0, table, lambda i, b, buf, n: results.__setitem__(
@@ -229,9 +234,10 @@ class BlockStore:
                         ", or read the column with sparse=True",
                         block=b0 if one else None,
                         offset=int(table["offset"][0]) if one else None)
-        self.need(vectors.assembled_bytes(results, codec.type, sparse),
-                  lambda: f"{rows()} ({codec.type}{', sparse' if sparse else ''})")
-        return vectors.assemble(results, codec.type, sparse)
+        if out is None:
+            self.need(vectors.assembled_bytes(results, codec.type, sparse),
+                      lambda: f"{rows()} ({codec.type}{', sparse' if sparse else ''})")
+        return vectors.assemble(results, codec.type, sparse, out)
 
     @_entry_point
     def decode_text(self, blocks, b0, b1, parallel=True, out=None):
@@ -368,6 +374,18 @@ def _chunks(n, parts):
     parts = max(1, min(parts, n))
     bounds = np.linspace(0, n, parts + 1).astype(int)
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def out_shape(codec, rows, sparse=False):
+    """The shape of an array that `rows` rows of a column with this codec decode into (decode's
+    ``out=``): (rows,) for scalars, (rows, *dims) for dense fixed-size vectors; None for the
+    other forms (their decoders allocate)."""
+    if not isinstance(codec, _codecs.VBufferCodec):
+        return (rows,)
+    vtype = codec.type
+    if sparse or not vtype.is_fixed:
+        return None
+    return (rows,) + tuple(vtype.dims)
 
 
 def block_groups(raw, limit, base=0):

@@ -363,8 +363,9 @@ class Column:
         idv.verify decodes every block through it). A damaged block raises IdvFormatError
         with its ``block`` and ``offset``. ``parallel=False``: decoded in the calling thread
         (for callers that run several reads in threads of their own). ``out``: for columns
-        of fixed-width scalars, an array of the rows' count and dtype to decode into (a part
-        of a larger buffer, BlockStore.buffer) instead of a new one."""
+        of scalars or dense fixed-size vectors, an array of the rows' shape and dtype to decode
+        into (a part of a larger buffer, or of the whole column's array) instead of a new
+        one."""
         try:
             return self._decode_blocks(b0, b1, sparse, parallel, out)
         except IdvFormatError as e:

@@ -17,11 +17,12 @@ pandas is imported only when these are called (``pip install idv[pandas]``). The
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 
 import numpy as np
 
-from idv import ticks
+from idv import scan, ticks
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
@@ -201,6 +202,24 @@ def _arrow_backed(pd, piece):
     return one(piece)
 
 
+def _read_whole(f, cols, arrow_text):
+    """id(column) -> every row of it, the columns of `cols` decoded by one scan: read()'s
+    form, or for Text with `arrow_text` an Arrow ChunkedArray on the blocks' UTF-8."""
+    readers = []
+    for col in cols:
+        if arrow_text and col.type is T.Text:
+            from idv.arrow import text_reader
+            readers.append(scan.Chunks(text_reader(col)))
+        else:
+            readers.append(scan.WholeColumn(f.store, col))
+    values = scan.read_whole(f, readers)
+    for i, r in enumerate(readers):
+        if isinstance(r, scan.Chunks):
+            pa = require("pyarrow", "Arrow-backed text", "idv[arrow]")
+            values[i] = pa.chunked_array(values[i], r.reader.arrow_type)
+    return dict(zip(map(id, cols), values))
+
+
 def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
               dtype_backend=None, rows=None):
     """Read an .idv (a path or URL, bytes, file object or open IdvFile) into a
@@ -249,18 +268,23 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
         cols = file_columns(f, columns)
         n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
         pieces = []
-        for col in cols:
-            if arrow_text and col.type is T.Text:
-                from idv.arrow import text_array
-                text = text_array(col, rows)
-                pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
-                continue
-            ctx = _Ctx(pd, col.name, datetime, bool(safe))
-            values = col.read() if rows is None else col[rows]
-            got = _column_pieces(ctx, col, values, vectors)
-            if dtype_backend == "pyarrow":
-                got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
-            pieces.extend(got)
+        whole = {}
+        context = f.prefetch(cols) if rows is None else contextlib.nullcontext()
+        with context:
+            if rows is None:    # every row: the columns decoded by one scan
+                whole = _read_whole(f, cols, arrow_text)
+            for col in cols:
+                if arrow_text and col.type is T.Text:
+                    from idv.arrow import text_array
+                    text = whole[id(col)] if rows is None else text_array(col, rows)
+                    pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
+                    continue
+                ctx = _Ctx(pd, col.name, datetime, bool(safe))
+                values = whole[id(col)] if rows is None else col[rows]
+                got = _column_pieces(ctx, col, values, vectors)
+                if dtype_backend == "pyarrow":
+                    got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
+                pieces.extend(got)
     names = [nm for names, _ in pieces for nm in names]
     own = [c.name for c in cols]
     counts = {}

@@ -14,7 +14,7 @@ import numpy as np
 
 from idv import (_codecs, _compression, _header, _threads, _toc, budget, cache, checksums,
                  compression, layout)
-from idv import selection, ticks
+from idv import scan, selection, ticks
 from idv import types as T
 from idv.blocks import BlockStore
 from idv.column import Column
@@ -315,25 +315,24 @@ class IdvFile:
             raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
                              "of one column with col[rows]")
         cols = selection.file_columns(self, columns)
+        if rows is not None:
+            values = [c.read_strings(rows) if _as_strings(c, text) else c[rows] for c in cols]
+        else:
+            # CSR holds numeric, Boolean and key vectors; other columns keep read()'s form
+            whole = [c for c in cols if not _as_strings(c, text)]
+            with self.prefetch(cols):
+                found = dict(zip(map(id, whole), scan.read_whole(
+                    self, [scan.WholeColumn(self.store, c, sparse and _csr(c.type))
+                           for c in whole])))
+                values = [c.read_strings() if _as_strings(c, text) else found[id(c)]
+                          for c in cols]
         out = {}
-        with self.prefetch(cols) if rows is None else contextlib.nullcontext():
-            for c in cols:
-                self._read_column(c, out, sparse, rows, datetime, text)
+        for c, v in zip(cols, values):
+            item = T.item_type(c.type)
+            if datetime != "100ns" and item in ticks.TIME_ITEMS:
+                v = ticks.retimed(v, item, datetime, f"column {c.name!r}")
+            out[c.name] = v
         return out
-
-    def _read_column(self, c, out, sparse, rows, datetime, text):
-        """read()'s value of one column, into out[c.name]."""
-        # CSR holds numeric, Boolean and key vectors; other columns keep read()'s form
-        t = c.type
-        csr = isinstance(t, T.Vector) and (isinstance(t.item, T.Key)
-                                           or t.item.dtype.kind in "biuf")
-        if text == "StringDType" and T.item_type(t) is T.Text:
-            out[c.name] = c.read_strings(rows)
-            return
-        out[c.name] = c.read(sparse=sparse and csr) if rows is None else c[rows]
-        if datetime != "100ns" and T.item_type(t) in ticks.TIME_ITEMS:
-            out[c.name] = ticks.retimed(out[c.name], T.item_type(t), datetime,
-                                        f"column {c.name!r}")
 
     def prefetch(self, columns=None):
         """A context in which the blocks of these columns (Column objects, names or indices;
@@ -409,6 +408,16 @@ class IdvFile:
         (idv.arrow.record_batch_reader)."""
         from idv.arrow import record_batch_reader
         return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
+
+
+def _as_strings(col, text):
+    """Whether read(text=) gives this column as a StringDType array."""
+    return text == "StringDType" and T.item_type(col.type) is T.Text
+
+
+def _csr(t):
+    """Whether read(sparse=True) gives a column of type `t` as a CSR matrix."""
+    return isinstance(t, T.Vector) and (isinstance(t.item, T.Key) or t.item.dtype.kind in "biuf")
 
 
 @contextlib.contextmanager

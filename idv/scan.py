@@ -25,7 +25,7 @@ import numpy as np
 from idv import _threads
 from idv import types as T
 from idv import vectors
-from idv.blocks import block_groups
+from idv.blocks import block_groups, out_shape
 from idv.errors import IdvFormatError
 
 # decompressed bytes of a window, over all the columns read (at least one block)
@@ -47,14 +47,16 @@ def finished(value):
 
 
 def fixed_room(col, b0, b1):
-    """(bytes, dtype) that blocks [b0, b1) of a column of fixed-width scalars decode into (a
-    part of the window's buffer); None for other columns (their decoder allocates)."""
+    """(shape, dtype) of the array that blocks [b0, b1) of a column of fixed-width items
+    (scalars, dense fixed-size vectors) decode into (a part of the window's buffer); None for
+    other columns (their decoders allocate)."""
     if not col.readable:           # its decoder raises, saying why
         return None
-    if col.codec.itemsize and not isinstance(col.type, T.Vector):
-        rows = col.block_rows(b1 - 1)[1] - col.block_rows(b0)[0]
-        return rows * col.codec.itemsize, col.codec.dtype
-    return None
+    codec = col.codec
+    if not getattr(codec, "item", codec).itemsize:     # stored in other forms than its values
+        return None
+    shape = out_shape(codec, col.block_rows(b1 - 1)[1] - col.block_rows(b0)[0])
+    return None if shape is None else (shape, codec.dtype)
 
 
 class NumpyColumn:
@@ -65,7 +67,7 @@ class NumpyColumn:
         self.sparse = sparse
 
     def room(self, b0, b1):
-        """(bytes, dtype) of blocks [b0, b1) in the window's buffer, or None (a new array)."""
+        """(shape, dtype) of blocks [b0, b1) in the window's buffer, or None (a new array)."""
         return None if self.sparse else fixed_room(self.col, b0, b1)
 
     def decode(self, b0, b1, out):
@@ -81,6 +83,85 @@ class NumpyColumn:
         if step == 1 and a == 0 and b == vectors.num_rows_of(value):
             return value
         return value[a:b:step]
+
+
+class WholeColumn(NumpyColumn):
+    """A column read whole, in read()'s form: scalars and dense fixed-size vectors decoded
+    straight into the one array of all their rows (``value``: no copy, nothing shared with
+    another column), other forms kept window by window and joined once at the end."""
+
+    def __init__(self, store, col, sparse=False):
+        super().__init__(col, sparse)
+        self.parts = []
+        self.value = None
+        shape = None if sparse or not col.readable else out_shape(col.codec, col.num_rows)
+        if shape is not None:
+            dtype = col.codec.dtype
+            nbytes = int(np.prod(shape)) * dtype.itemsize
+            if dtype.hasobject:
+                store.need(nbytes, lambda: f"column {col.name!r}")
+                self.value = np.empty(shape, dtype)
+            else:
+                self.value = store.buffer(nbytes, f"column {col.name!r}").view(dtype)
+                self.value = self.value.reshape(shape)
+
+    def room(self, b0, b1):
+        """The rows of blocks [b0, b1) in the column's array, or None (a new array)."""
+        if self.value is None:
+            return None
+        return self.value[self.col.block_rows(b0)[0]:self.col.block_rows(b1 - 1)[1]]
+
+    def join(self, chunks):
+        if self.value is None:
+            self.parts += chunks
+
+    def cut(self, value, a, b, step=1):
+        return None
+
+    def result(self):
+        """The column's rows, once the scan is over."""
+        if self.value is not None:
+            return self.value
+        if not self.parts:
+            return self.col.read_blocks(0, 0, self.sparse)
+        return super().join(self.parts)
+
+
+class Chunks:
+    """Another reader's chunks of a whole column kept, window after window (``result``: the
+    list of them): Arrow arrays, say, which need no joining."""
+
+    def __init__(self, reader):
+        self.reader = reader
+        self.col = reader.col
+        self.chunks = []
+
+    def room(self, b0, b1):
+        return self.reader.room(b0, b1)
+
+    def decode(self, b0, b1, out):
+        return self.reader.decode(b0, b1, out)
+
+    def join(self, chunks):
+        self.chunks += chunks
+
+    def cut(self, value, a, b, step=1):
+        return None
+
+    def result(self):
+        return self.chunks
+
+
+def read_whole(f, readers):
+    """Every block of the columns of `readers` (WholeColumn, Chunks: readers that keep what
+    they decode, made for columns of file `f`) decoded by one scan, in windows whose blocks
+    of every column are decoded in parallel (the many small columns of a wide file share the
+    threads): each reader's ``result()``, in a list."""
+    # one window: each column's blocks in pieces of about PIECE_BYTES, all in the threads at
+    # once (the readers allocate their columns whole, as a read of one column does)
+    for _ in scan(f, readers, batch_rows=None, window_bytes=1 << 62):
+        pass
+    return [r.result() for r in readers]
 
 
 class Batch(NamedTuple):
@@ -252,45 +333,64 @@ class _Windows:
         self.pending = collections.deque()
 
     def _pieces(self, b0, b1, piece_bytes):
+        """[(column, p0, p1, out, raw bytes)]: each column's blocks [b0, b1) cut into pieces
+        of about `piece_bytes`, with where each decodes to: an array the reader owns, a part
+        of one buffer for the window, or None (its decoder allocates)."""
         pieces = []
         for k, raw in enumerate(self.raw):
-            pieces += [(k, p0, p1) for p0, p1 in block_groups(raw[b0:b1], piece_bytes, b0)]
-        rooms = [self.readers[k].room(p0, p1) for k, p0, p1 in pieces]
-        sizes = [0 if r is None else (r[0] + 63) // 64 * 64 for r in rooms]
-        if not any(sizes):
-            return [p + (None,) for p in pieces]
-        # one buffer for the window (fresh arrays of a few MB each cost a page fault per 4 KiB)
-        buf = self.file.store.buffer(sum(sizes), "a window of a scan's blocks")
+            pieces += [(k, p0, p1, int(raw[p0:p1].sum()))
+                       for p0, p1 in block_groups(raw[b0:b1], piece_bytes, b0)]
+        rooms = [self.readers[k].room(p0, p1) for k, p0, p1, _ in pieces]
+        sizes = [0 if r is None or isinstance(r, np.ndarray)
+                 else (int(np.prod(r[0])) * r[1].itemsize + 63) // 64 * 64 for r in rooms]
+        buf = None
+        if any(sizes):
+            # one buffer for the window (fresh arrays of a few MB each cost a page fault per
+            # 4 KiB)
+            buf = self.file.store.buffer(sum(sizes), "a window of a scan's blocks")
         out, at = [], 0
-        for piece, room, size in zip(pieces, rooms, sizes):
-            out.append(piece + (None if room is None else buf[at:at + room[0]].view(room[1]),))
-            at += size
+        for (k, p0, p1, raw), room, size in zip(pieces, rooms, sizes):
+            if size:
+                shape, dtype = room
+                room = buf[at:at + int(np.prod(shape)) * dtype.itemsize].view(dtype)
+                room = room.reshape(shape)
+                at += size
+            out.append((k, p0, p1, room, raw))
         return out
 
-    def _decode(self, piece):
-        k, p0, p1, out = piece
-        return self.readers[k].decode(p0, p1, out)
+    def _decode(self, task):
+        return [self.readers[k].decode(p0, p1, out) for k, p0, p1, out, _raw in task]
 
     def submit(self, b0, b1, piece_bytes):
         pieces = self._pieces(b0, b1, piece_bytes)
         threads = self.file.threads
         if threads > 1 and len(pieces) > 1:
+            # small pieces (a wide file's columns) go to the threads a few together
+            tasks, size = [], 0
+            for piece in pieces:
+                if not tasks or size + piece[4] > piece_bytes:
+                    tasks.append([])
+                    size = 0
+                tasks[-1].append(piece)
+                size += piece[4]
             pool = _threads.pool("scan", threads)
-            work = [pool.submit(self._decode, p) for p in pieces]
+            work = [pool.submit(self._decode, task) for task in tasks]
         else:
-            work = [finished(self._decode(p)) for p in pieces]
-        self.pending.append((b0, b1, pieces, work))
+            tasks = [pieces]
+            work = [finished(self._decode(pieces))]
+        self.pending.append((b0, b1, tasks, work))
 
     def collect(self):
         """(b0, b1, one joined value per column) of the window submitted first."""
-        b0, b1, pieces, work = self.pending.popleft()
+        b0, b1, tasks, work = self.pending.popleft()
         chunks = [[] for _ in self.readers]
-        for (k, _p0, _p1, _out), done in zip(pieces, work):
-            chunks[k] += done.result()
+        for task, done in zip(tasks, work):
+            for piece, got in zip(task, done.result()):
+                chunks[piece[0]] += got
         return b0, b1, [r.join(c) for r, c in zip(self.readers, chunks)]
 
     def close(self):
-        for _b0, _b1, _pieces, work in self.pending:
+        for _b0, _b1, _tasks, work in self.pending:
             for done in work:
                 if not done.cancel():
                     try:

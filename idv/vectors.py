@@ -256,9 +256,15 @@ def flat_dense(block, item_type):
     return out, block.lengths
 
 
-def to_dense(blocks, vtype):
-    """Fixed-size vectors: an (N, *dims) array."""
+def to_dense(blocks, vtype, out=None):
+    """Fixed-size vectors: an (N, *dims) array (`out`, when given one of that shape)."""
     flats = [flat_dense(b, vtype.item)[0] for b in blocks]
+    if out is not None:
+        if sum(len(f) for f in flats) != out.size:
+            raise ValueError(f"{out.shape[0]} rows of {vtype} hold {out.size} items, not "
+                             f"{sum(len(f) for f in flats)}")
+        np.concatenate(flats, out=out.reshape(-1))
+        return out
     flat = flats[0] if len(flats) == 1 else np.concatenate(flats)
     return flat.reshape((-1,) + vtype.dims)
 
@@ -315,11 +321,13 @@ def assembled_bytes(blocks, vtype, sparse=False):
     return items * itemsize + (0 if vtype.is_fixed else 8 * (rows + 1))
 
 
-def assemble(blocks, vtype, sparse=False):
+def assemble(blocks, vtype, sparse=False, out=None):
+    """Decoded vector blocks in read()'s form: CSR (`sparse`), dense rows (fixed size; into
+    `out` when given), or a Ragged."""
     if sparse:
         return to_csr(blocks, vtype)
     if vtype.is_fixed:
-        return to_dense(blocks, vtype)
+        return to_dense(blocks, vtype, out)
     return to_ragged(blocks, vtype)
 
 

@@ -42,7 +42,7 @@ def blocks_file(tmp_path_factory):
 
 
 def _pool_threads():
-    return [t.name for t in threading.enumerate() if t.name.startswith("idv-read")]
+    return [t.name for t in threading.enumerate() if t.name.startswith(("idv-read", "idv-scan"))]
 
 
 def _check(got):

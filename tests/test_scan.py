@@ -34,8 +34,11 @@ def path(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def whole(path):
-    return idv.read(path)
+def whole():
+    """The values written, in read()'s forms."""
+    table = _table()
+    table["t"] = np.array(table["t"], dtype=object)
+    return table
 
 
 def _joined(batches, k):
@@ -260,3 +263,42 @@ def test_windows_decoded_ahead(path, ahead):
         assert f["i"].blocks_decoded == 16
     with idv.open(path) as f, pytest.raises(ValueError, match="ahead"):
         next(S.scan(f, ["i"], ahead=-1))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_whole_reads_are_the_values_written(path, whole, threads):
+    with idv.open(path, threads=threads) as f:
+        got = f.read()
+        assert list(got) == list(whole)
+        for n in whole:
+            _equal(got[n], whole[n])
+        # each column has an array of its own: keeping one keeps no other alive
+        assert not np.shares_memory(got["f"], got["i"])
+        assert got["f"].base is None or got["f"].base.nbytes == got["f"].nbytes
+        assert [f[n].blocks_decoded for n in whole] == [16] * len(whole)
+
+
+def test_a_wide_file_reads_each_block_once(tmp_path):
+    rng = np.random.default_rng(3)
+    table = {f"c{k}": rng.standard_normal(500).astype(np.float32) for k in range(300)}
+    table["v"] = rng.standard_normal((500, 4)).astype(np.float32)
+    idv.write(tmp_path / "w.idv", table, rows_per_block=128)
+    with idv.open(tmp_path / "w.idv", threads=2) as f:
+        got = f.read()
+        assert [f[n].blocks_decoded for n in table] == [4] * len(table)
+        arrow = f.to_arrow()
+    for n, v in table.items():
+        np.testing.assert_array_equal(got[n], v)
+        np.testing.assert_array_equal(np.asarray(arrow[n].to_pylist()), v)
+
+
+def test_out_must_fit_the_rows(path):
+    with idv.open(path) as f:
+        with pytest.raises(ValueError, match="out= takes 64 rows"):
+            f["f"].read_blocks(0, 1, out=np.empty(63, np.float32))
+        with pytest.raises(ValueError, match="out= takes 64 rows"):
+            f["v"].read_blocks(0, 1, out=np.empty(64 * 3, np.float64))
+        with pytest.raises(ValueError, match="out= takes 64 rows"):
+            f["r"].read_blocks(0, 1, out=np.empty(64, np.int32))
+        out = np.empty((64, 3))
+        assert f["v"].read_blocks(0, 1, out=out) is out
