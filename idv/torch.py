@@ -32,10 +32,8 @@ import numpy as np
 
 from idv import scan, ticks, vectors
 from idv import types as T
-from idv.annotations import usable_key_values
-from idv.dataset import Dataset, expand_sources
 from idv.errors import require
-from idv.reader import IdvFile
+from idv.reopen import Reopenable
 
 __all__ = ["IdvIterableDataset", "IdvMapDataset", "RAGGED_FORMS"]
 
@@ -54,54 +52,15 @@ _CACHED_BLOCKS = 64
 torch = require("torch", "idv.torch", "idv[torch]")
 
 
-class _Source:
-    """What names a source's files (picklable), and its Dataset opened on first use in each
-    process: ``source`` is a path, glob, directory, URL, list of them, an idv.Dataset or an
-    IdvFile opened from a path."""
-
-    def __init__(self, source, columns, filesystem, storage_options, open_kwargs):
-        if isinstance(source, Dataset):
-            paths, fs = [f.path for f in source.files], source.filesystem
-            open_kwargs = {**source.open_kwargs, **open_kwargs}
-        else:
-            if isinstance(source, IdvFile):
-                if not isinstance(source.path, (str, os.PathLike)):
-                    raise TypeError("an IdvFile opened from bytes or a file object cannot be "
-                                    "reopened in DataLoader workers: give its path or URL")
-                source = source.path
-            paths, fs = expand_sources(source, filesystem=filesystem,
-                                       storage_options=storage_options)
-        self.paths = paths
-        self.filesystem = fs
-        self.open_kwargs = open_kwargs
-        self._ds = self._pid = None
-        ds = self.dataset(columns)
-        self.names = ds.resolve_columns(columns)
-        self.types = [ds.schema[n].type for n in self.names]
-        for n, t in zip(self.names, self.types):
-            if T.item_type(t) in (T.DateTimeOffset, T.RowId):
-                raise TypeError(f"column {n!r} is {t}, which has no tensor form: leave it out "
-                                f"of columns=")
-        first = ds.open_file(0)
-        self.key_values = {}
-        for n, t in zip(self.names, self.types):
-            kv = usable_key_values(t, first[n].metadata)
-            if kv is not None:
-                self.key_values[n] = kv.tolist()
-
-    def dataset(self, columns=None):
-        """The Dataset, opened in this process (a forked child opens its own)."""
-        if self._ds is None or self._pid != os.getpid():
-            names = getattr(self, "names", columns)
-            self._ds = Dataset(self.paths, filesystem=self.filesystem, columns=names,
-                               **self.open_kwargs)
-            self._pid = os.getpid()
-        return self._ds
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_ds"] = state["_pid"] = None
-        return state
+def _source(source, columns, filesystem, storage_options, open_kwargs):
+    """The Reopenable source, its columns checked for a tensor form."""
+    src = Reopenable(source, columns, filesystem=filesystem, storage_options=storage_options,
+                     **open_kwargs)
+    for n, t in zip(src.names, src.types):
+        if T.item_type(t) in (T.DateTimeOffset, T.RowId):
+            raise TypeError(f"column {n!r} is {t}, which has no tensor form: leave it out "
+                            f"of columns=")
+    return src
 
 
 def _check_ragged(ragged, names):
@@ -270,7 +229,7 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
                              "rank, so that the ranks share one order of the blocks)")
         self.seed = secrets.randbits(63) if seed is None else int(seed)
         self.epoch = 0
-        self.source = _Source(source, columns, filesystem, storage_options, open_kwargs)
+        self.source = _source(source, columns, filesystem, storage_options, open_kwargs)
         if not self.source.names:
             raise ValueError("IdvIterableDataset needs at least one column")
         _check_ragged(ragged, self.source.names)
@@ -370,7 +329,7 @@ class IdvMapDataset(torch.utils.data.Dataset):
 
     def __init__(self, source, columns=None, *, ragged="padded", cache_bytes=MAP_CACHE_BYTES,
                  filesystem=None, storage_options=None, **open_kwargs):
-        self.source = _Source(source, columns, filesystem, storage_options,
+        self.source = _source(source, columns, filesystem, storage_options,
                               {**open_kwargs, "cache_bytes": cache_bytes})
         if not self.source.names:
             raise ValueError("IdvMapDataset needs at least one column")

@@ -36,7 +36,7 @@ LAYERS = {
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
     "formats: idv.convert and its registry": ["formats", "formats.*"],
     "engines: many files as one table, Dask, training loaders":
-        ["dataset", "dask", "torch", "huggingface"],
+        ["dataset", "reopen", "dask", "torch", "huggingface"],
     "the package root, exporting the public API": ["__init__"],
     "command line: a user of the public API": ["cli", "cli.*", "__main__"],
 }
