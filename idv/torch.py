@@ -63,13 +63,15 @@ def _source(source, columns, filesystem, storage_options, open_kwargs):
     return src
 
 
-def _check_ragged(ragged, names):
+def _check_ragged(ragged, src):
     if ragged not in RAGGED_FORMS:
         raise ValueError(f"ragged must be one of {RAGGED_FORMS}, not {ragged!r}")
-    clash = [n for n in names if n.endswith("_lengths") and n[:-len("_lengths")] in names]
+    variable = [n for n, t in zip(src.names, src.types)
+                if isinstance(t, T.Vector) and not t.is_fixed and T.item_type(t) is not T.Text]
+    clash = [n for n in variable if n + "_lengths" in src.names]
     if ragged == "padded" and clash:
-        raise ValueError(f"column {clash[0]!r} would be overwritten by the lengths of "
-                         f"{clash[0][:-len('_lengths')]!r}: use ragged='nested'")
+        raise ValueError(f"column {clash[0] + '_lengths'!r} would be overwritten by the "
+                         f"lengths of {clash[0]!r}: use ragged='nested'")
 
 
 def _items(values, item):
@@ -232,7 +234,7 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
         self.source = _source(source, columns, filesystem, storage_options, open_kwargs)
         if not self.source.names:
             raise ValueError("IdvIterableDataset needs at least one column")
-        _check_ragged(ragged, self.source.names)
+        _check_ragged(ragged, self.source)
         self.ragged = ragged
         ds = self.source.dataset()
         self.partitions = scan.partitions(ds, self.source.names, blocks_per_partition)
@@ -333,7 +335,7 @@ class IdvMapDataset(torch.utils.data.Dataset):
                               {**open_kwargs, "cache_bytes": cache_bytes})
         if not self.source.names:
             raise ValueError("IdvMapDataset needs at least one column")
-        _check_ragged(ragged, self.source.names)
+        _check_ragged(ragged, self.source)
         self.ragged = ragged
         ds = self.source.dataset()
         self.num_rows = ds.num_rows

@@ -155,6 +155,36 @@ def test_two_ranks_read_every_row_once(path, shuffle):
     assert _is_permutation(np.concatenate(got))
 
 
+def _rank_main(rank, init, path, out):
+    """One process of a two-process job: its rank and world size from torch.distributed."""
+    torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    try:
+        ds = idv_torch.IdvIterableDataset(path, ["id"], batch_size=700, shuffle=True, seed=9)
+        out.put((rank, ds.rank, ds.world_size, np.concatenate([b["id"].numpy() for b in ds])))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_ranks_come_from_torch_distributed(path, tmp_path):
+    import multiprocessing
+    if not torch.distributed.is_available():
+        pytest.skip("this PyTorch is built without torch.distributed")
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    init = f"file://{tmp_path / 'rendezvous'}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        procs = [ctx.Process(target=_rank_main, args=(r, init, path, out)) for r in (0, 1)]
+        for p in procs:
+            p.start()
+    got = sorted(out.get(timeout=TIMEOUT) for _ in procs)
+    for p in procs:
+        p.join(TIMEOUT)
+        assert p.exitcode == 0
+    assert [g[:3] for g in got] == [(0, 0, 2), (1, 1, 2)]
+    assert _is_permutation(np.concatenate([g[3] for g in got]))
+
+
 def test_a_dataset_of_files_is_sharded_across_them(path, tmp_path):
     for i in range(3):
         idv.write(tmp_path / f"part{i}.idv", {"id": np.arange(i * 700, (i + 1) * 700)},
@@ -179,6 +209,11 @@ def test_bad_arguments_are_refused(path, tmp_path):
         idv_torch.IdvIterableDataset(path, ragged="lists")
     with pytest.raises(TypeError, match="bytes or a file object"):
         idv_torch.IdvIterableDataset(idv.open(path.read_bytes()))
+    both = tmp_path / "lengths.idv"
+    idv.write(both, {"t": idv.Ragged.from_list([[1.0], []]), "t_lengths": np.zeros(2)})
+    with pytest.raises(ValueError, match="'t_lengths' would be overwritten"):
+        idv_torch.IdvIterableDataset(both)
+    assert "t_lengths" in next(iter(idv_torch.IdvIterableDataset(both, ragged="nested")))
     dto = tmp_path / "dto.idv"
     idv.write(dto, {"at": np.zeros(3, [("utc", "<M8[100ns]"), ("offset_minutes", "<i2")])},
               types={"at": idv.DateTimeOffset})
