@@ -45,8 +45,6 @@ BATCH_SIZE = 1024
 SHUFFLE_BUFFER = 16_384
 # decoded blocks a map-style dataset keeps per open file by default
 MAP_CACHE_BYTES = 256 << 20
-# a row selection over at most this many blocks is served by the block cache (Column's rule)
-_CACHED_BLOCKS = 64
 
 
 torch = require("torch", "idv.torch", "idv[torch]")
@@ -368,22 +366,23 @@ class IdvMapDataset(torch.utils.data.Dataset):
         return self.num_rows
 
     def _read(self, rows):
-        """read()'s forms of each column for `rows` (row numbers, in that order): sorted by
-        block, and read in groups of at most 64 blocks, which the block cache serves."""
+        """read()'s forms of each column for `rows` (row numbers, in that order): the rows of
+        each block taken from it in turn (``col[rows]`` of one block: the block cache's)."""
         ds = self.source.dataset()
         if self._touched_pid != os.getpid():     # files opened anew in this process
             self._touched, self._touched_pid = set(), os.getpid()
         files = np.searchsorted(self._starts, rows, side="right") - 1
-        blocks = (rows - self._starts[files]) // self._rows_per_block[files]
+        local = rows - self._starts[files]
+        blocks = local // self._rows_per_block[files]
         order = np.lexsort((blocks, files))
-        keys = np.stack([files[order], blocks[order]], 1)
-        firsts = np.flatnonzero(np.r_[True, (np.diff(keys, axis=0) != 0).any(1)])
-        cuts = list(firsts[_CACHED_BLOCKS::_CACHED_BLOCKS]) + [len(rows)]
-        parts, at = [], 0
-        for cut in cuts:
-            got = ds.read(self.source.names, rows=rows[order[at:cut]])
-            parts.append([got[n] for n in self.source.names])
-            at = cut
+        firsts = np.flatnonzero(np.r_[True, (np.diff(files[order]) != 0)
+                                      | (np.diff(blocks[order]) != 0)])
+        if not len(rows):
+            return [ds.open_file(0)[n][0:0] for n in self.source.names]
+        parts = []
+        for run in np.split(order, firsts[1:]):
+            f = ds.open_file(int(files[run[0]]))
+            parts.append([f[n][local[run]] for n in self.source.names])
         self._touched.update(np.unique(files).tolist())
         values = _join(parts)
         restore = np.empty_like(order)
