@@ -50,7 +50,8 @@ class _Tables:
                                    safe=self.safe, rows=rows)
 
     def labelled(self, batch):
-        """A record batch with its ClassLabel columns as int64 class numbers (-1: missing)."""
+        """The arrays of a record batch, its ClassLabel columns as int64 class numbers (-1:
+        missing)."""
         pa = import_pyarrow()
         import pyarrow.compute as pc
         arrays = []

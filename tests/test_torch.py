@@ -257,7 +257,8 @@ def test_map_style_rows_and_batches(path):
 
 def test_map_style_in_workers_and_by_batch_sampler(path):
     ds = idv_torch.IdvMapDataset(path, ["id", "vec"])
-    pickle.dumps(ds[0] and ds)            # opened in this process, still picklable
+    assert ds[0]["id"].item() == 0        # the files are open in this process now ...
+    pickle.dumps(ds)                      # ... and the dataset still pickles
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         rows = DataLoader(ds, batch_size=333, shuffle=True, num_workers=2,
