@@ -48,6 +48,8 @@ MAP_CACHE_BYTES = 256 << 20
 
 
 torch = require("torch", "idv.torch", "idv[torch]")
+# UInt16 and UInt32 values: torch >= 2.3 has their dtypes; older versions take them as int64
+_WIDENED = () if hasattr(torch, "uint32") else (np.dtype(np.uint16), np.dtype(np.uint32))
 
 
 def _source(source, columns, filesystem, storage_options, open_kwargs):
@@ -72,27 +74,31 @@ def _check_ragged(ragged, src):
                          f"lengths of {clash[0]!r}: use ragged='nested'")
 
 
-def _items(values, item):
-    """A flat or rectangular numpy array of items as a tensor: no copy for numbers and Booleans,
-    times as int64 counts of 100 ns, keys widened to int64."""
+def _tensor_form(values, item):
+    """A numpy array of items in the dtype its tensor has: times as int64 counts of 100 ns,
+    keys (and unsigned integers this torch has no dtype for) widened to int64."""
     arr = np.asarray(values)
     if item in ticks.TIME_ITEMS:
-        arr = arr.view(np.int64)
-    elif isinstance(item, T.Key):
-        arr = arr.astype(np.int64)
+        return arr.view(np.int64)
+    if isinstance(item, T.Key) or arr.dtype in _WIDENED:
+        return arr.astype(np.int64)
+    return arr
+
+
+def _items(values, item):
+    """A flat or rectangular numpy array of items as a tensor (no copy for numbers and
+    Booleans: the tensor shares the array's memory)."""
+    arr = _tensor_form(values, item)
     if not arr.flags.writeable:       # torch shares the memory, and wants to be allowed to write
         arr = arr.copy()
     return torch.from_numpy(arr)
 
 
 def _padded(ragged, item):
+    """A Ragged as a zero-padded (rows, longest) tensor, and its lengths."""
     lengths = ragged.lengths
     width = int(lengths.max()) if len(lengths) else 0
-    flat = np.asarray(ragged.values)
-    if item in ticks.TIME_ITEMS:
-        flat = flat.view(np.int64)
-    elif isinstance(item, T.Key):
-        flat = flat.astype(np.int64)
+    flat = _tensor_form(ragged.values, item)
     out = np.zeros((len(lengths), width), flat.dtype)
     out[np.arange(width) < lengths[:, None]] = flat
     return torch.from_numpy(out), torch.from_numpy(lengths.astype(np.int64))
