@@ -9,6 +9,7 @@ idv.open's keywords, and opens its own idv.Dataset on first use in each process.
 from __future__ import annotations
 
 import os
+import pickle
 
 from idv.annotations import usable_key_values
 from idv.dataset import Dataset, expand_sources
@@ -45,6 +46,7 @@ class Reopenable:
         self.open_kwargs = open_kwargs
         self.names = None
         self._ds = self._pid = None
+        self._fs_pid = os.getpid()          # the process the filesystem instance belongs to
         named = columns is not None and not isinstance(columns, str) \
             and all(isinstance(c, str) for c in columns)
         ds = self._open(list(columns) if named else None)
@@ -58,6 +60,11 @@ class Reopenable:
                 self.key_values[n] = kv.tolist()
 
     def _open(self, columns):
+        if self.filesystem is not None and self._fs_pid != os.getpid():
+            # a filesystem of its own: fsspec's async ones (HTTP, S3...) refuse to serve a
+            # forked child, and unpickling makes a new instance in each process
+            self.filesystem = pickle.loads(pickle.dumps(self.filesystem))
+        self._fs_pid = os.getpid()
         self._ds = Dataset(self.paths, filesystem=self.filesystem, columns=columns,
                            **self.open_kwargs)
         self._pid = os.getpid()

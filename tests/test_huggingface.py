@@ -125,3 +125,21 @@ def test_stream_in_dataloader_workers_and_by_node(path):
     d = load(path, ["id"])
     halves = [list(split_dataset_by_node(d, rank, 2)["id"]) for rank in (0, 1)]
     assert sorted(halves[0] + halves[1]) == list(range(ROWS))
+
+
+def test_stream_of_a_url_in_fork_workers(path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("aiohttp", reason="https:// reads need the remote extra")
+    from http_server import RangeServer
+    with RangeServer({"/train.idv": path.read_bytes()}) as srv:
+        s = load(srv.url("/train.idv"), ["id", "label"], streaming=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            loader = torch.utils.data.DataLoader(s.with_format("torch"), batch_size=1000,
+                                                 num_workers=2, multiprocessing_context="fork",
+                                                 timeout=120)
+            batches = list(loader)
+    ids = np.concatenate([b["id"].numpy() for b in batches])
+    labels = np.concatenate([b["label"].numpy() for b in batches])
+    assert np.array_equal(np.sort(ids), np.arange(ROWS))
+    assert np.array_equal(labels, _columns()["label"][ids].astype(np.int64) - 1)

@@ -268,3 +268,15 @@ def test_map_style_in_workers_and_by_batch_sampler(path):
     sampler = BatchSampler(RandomSampler(ds), 1024, drop_last=False)
     ids = _ids(_loader(ds, sampler=sampler))
     assert _is_permutation(ids)
+
+
+def test_a_url_is_opened_by_each_worker(path):
+    pytest.importorskip("aiohttp", reason="https:// reads need the remote extra")
+    from http_server import RangeServer
+    with RangeServer({"/train.idv": path.read_bytes()}) as srv:
+        ds = idv_torch.IdvIterableDataset(srv.url("/train.idv"), ["id", "vec"],
+                                          batch_size=4096, shuffle=True, seed=2)
+        ids = _ids(_loader(ds))
+        served = srv.requests
+    assert _is_permutation(ids)
+    assert served > 2           # the workers fetched blocks of their own
