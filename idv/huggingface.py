@@ -19,11 +19,16 @@ the stored keys).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 from idv import scan
 from idv.arrow import record_batch_reader
 from idv.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
 from idv.errors import require
 from idv.reopen import Reopenable
+
+if TYPE_CHECKING:
+    import datasets
 
 __all__ = ["load"]
 
@@ -87,8 +92,10 @@ def _features(hf, pa, schema, key_values):
     return features, pa.schema(fields, metadata=arrow.metadata)
 
 
-def load(source, columns=None, streaming=False, *, datetime="auto", blocks_per_shard=None,
-         filesystem=None, storage_options=None, **open_kwargs):
+def load(source, columns: Sequence[str | int] | None = None, streaming: bool = False, *,
+         datetime: str = "auto", blocks_per_shard: int | None = None, filesystem=None,
+         storage_options: dict | None = None,
+         **open_kwargs) -> datasets.Dataset | datasets.IterableDataset:
     """A ``datasets.Dataset`` of .idv files (``streaming=True``: a ``datasets.IterableDataset``,
     read as it is iterated), with Features from the ML.NET types (see the module's docstring).
 

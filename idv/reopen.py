@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from typing import Sequence
 
 from idv.annotations import usable_key_values
 from idv.dataset import Dataset, expand_sources
@@ -28,8 +29,8 @@ class Reopenable:
     ``key_values`` (column -> the list of its KeyValues, for key columns that have usable
     ones)."""
 
-    def __init__(self, source, columns=None, *, filesystem=None, storage_options=None,
-                 **open_kwargs):
+    def __init__(self, source, columns: Sequence[str | int] | str | None = None, *,
+                 filesystem=None, storage_options: dict | None = None, **open_kwargs):
         if isinstance(source, Dataset):
             paths, fs = [f.path for f in source.files], source.filesystem
             open_kwargs = {**source.open_kwargs, **open_kwargs}

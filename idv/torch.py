@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from typing import Sequence
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def _padded(ragged, item):
     return torch.from_numpy(out), torch.from_numpy(lengths.astype(np.int64))
 
 
-def to_tensors(values, names, types, ragged="padded"):
+def _to_tensors(values: list, names: list[str], types: list, ragged: str = "padded") -> dict:
     """One batch: read()'s forms of each column (numpy arrays, Ragged) as a dict of tensors and
     lists of str (see the module's docstring)."""
     out = {}
@@ -202,8 +203,8 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
     ``torch.utils.data.DataLoader`` with ``batch_size=None`` (the batches are made here).
 
     ``source``: a path, directory, glob, URL (``filesystem``, ``storage_options``), a list of
-    them, an idv.Dataset or an IdvFile opened from a path; other keywords go to every
-    ``idv.open`` (``threads``, ``checksums``...). ``columns``: names or indices (default:
+    them, an idv.Dataset or an IdvFile opened from a path; other keywords go to idv.dataset
+    (``schema``, ``threads``, ``checksums``...). ``columns``: names or indices (default:
     every column). ``batch_size`` rows per batch (the last of each shard may hold fewer;
     ``drop_last`` leaves it out).
 
@@ -221,10 +222,12 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
     dataset is made (workers share it; ranks need a seed given).
     """
 
-    def __init__(self, source, columns=None, batch_size=BATCH_SIZE, shuffle=False, seed=None,
-                 drop_last=False, *, shuffle_buffer=None, rank=None, world_size=None,
-                 blocks_per_partition=1, ragged="padded", filesystem=None,
-                 storage_options=None, **open_kwargs):
+    def __init__(self, source, columns: Sequence[str | int] | None = None,
+                 batch_size: int = BATCH_SIZE, shuffle: bool = False, seed: int | None = None,
+                 drop_last: bool = False, *, shuffle_buffer: int | None = None,
+                 rank: int | None = None, world_size: int | None = None,
+                 blocks_per_partition: int = 1, ragged: str = "padded", filesystem=None,
+                 storage_options: dict | None = None, **open_kwargs):
         self.batch_size = _positive("batch_size", batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
@@ -245,12 +248,12 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
         self.num_rows = ds.num_rows
 
     @property
-    def column_names(self):
+    def column_names(self) -> list[str]:
         """The columns read, in order."""
         return list(self.source.names)
 
     @property
-    def key_values(self):
+    def key_values(self) -> dict[str, list]:
         """dict column -> the values of its keys (KeyValues), for the key columns that have
         usable ones: key k of a batch is ``key_values[name][k - 1]``."""
         return dict(self.source.key_values)
@@ -261,7 +264,7 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
         ``persistent_workers=True`` they keep the order of the epoch they started in)."""
         self.epoch = int(epoch)
 
-    def shard_partitions(self, worker=0, workers=1):
+    def shard_partitions(self, worker: int = 0, workers: int = 1) -> list[scan.Partition]:
         """The partitions (idv.scan.Partition) that DataLoader worker `worker` of `workers`
         on this rank reads this epoch, in the order it reads them."""
         shards, shard = self.world_size * workers, self.rank * workers + worker
@@ -280,7 +283,7 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
             chunks = _shuffled(chunks, self.shuffle_buffer, rng)
         names, types = self.source.names, self.source.types
         for values in _rebatched(chunks, self.batch_size, self.drop_last):
-            yield to_tensors(values, names, types, self.ragged)
+            yield _to_tensors(values, names, types, self.ragged)
 
     def _chunks(self, parts):
         """(values, rows) of each window the scan decodes for `parts`: the partitions of one
@@ -333,8 +336,9 @@ class IdvMapDataset(torch.utils.data.Dataset):
     as IdvIterableDataset.
     """
 
-    def __init__(self, source, columns=None, *, ragged="padded", cache_bytes=MAP_CACHE_BYTES,
-                 filesystem=None, storage_options=None, **open_kwargs):
+    def __init__(self, source, columns: Sequence[str | int] | None = None, *,
+                 ragged: str = "padded", cache_bytes: int = MAP_CACHE_BYTES, filesystem=None,
+                 storage_options: dict | None = None, **open_kwargs):
         self.source = _source(source, columns, filesystem, storage_options,
                               {**open_kwargs, "cache_bytes": cache_bytes})
         if not self.source.names:
@@ -349,17 +353,17 @@ class IdvMapDataset(torch.utils.data.Dataset):
         self._touched, self._touched_pid = set(), os.getpid()   # files read from, and where
 
     @property
-    def column_names(self):
+    def column_names(self) -> list[str]:
         """The columns read, in order."""
         return list(self.source.names)
 
     @property
-    def key_values(self):
+    def key_values(self) -> dict[str, list]:
         """As IdvIterableDataset.key_values."""
         return dict(self.source.key_values)
 
     @property
-    def blocks_decoded(self):
+    def blocks_decoded(self) -> int:
         """Blocks decoded so far in this process, over the columns read (Column.blocks_decoded
         of the files read from)."""
         if self._touched_pid != os.getpid():
@@ -401,10 +405,10 @@ class IdvMapDataset(torch.utils.data.Dataset):
         if isinstance(key, slice):
             key = range(*key.indices(self.num_rows))
         rows = _row_numbers(key, self.num_rows)
-        return to_tensors(self._read(rows), self.source.names, self.source.types,
+        return _to_tensors(self._read(rows), self.source.names, self.source.types,
                           self.ragged)
 
-    def __getitems__(self, indices):
+    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
         """The rows `indices` as a list of dicts (each as ``ds[i]``), read together."""
         rows = _row_numbers(indices, self.num_rows)
         out = [{} for _ in range(len(rows))]
