@@ -264,7 +264,8 @@ def _one_array(pa, part):
     return pa.concat_arrays(part.chunks) if part.num_chunks else pa.array([], part.type)
 
 
-def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch_size=None):
+def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch_size=None,
+                        rows=None):
     """A pyarrow.RecordBatchReader over an .idv, one record batch per block of rows, or with
     ``batch_size``, batches of exactly that many rows (the last: what is left), whatever the
     file's blocks.
@@ -277,7 +278,8 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     or 'exact', the time columns are read once more, block by block, to choose their units
     first). A file
     opened here (from a path, URL, bytes or file object) is closed when the batches run out; an
-    IdvFile passed in stays open.
+    IdvFile passed in stays open. ``rows``: a slice (or range) of the rows to read, with a
+    positive step (default: all); only the blocks that hold them are decoded.
     """
     if batch_size is not None and (isinstance(batch_size, bool) or
                                    not isinstance(batch_size, (int, np.integer)) or
@@ -291,6 +293,10 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
         cols = file_columns(f, columns)
         convs = _converters(pa, cols, datetime, safe)
         schema = pa.schema([c.field for c in convs])
+        if rows is not None:
+            rows = range(*slice(rows.start, rows.stop, rows.step).indices(f.num_rows))
+            if rows.step < 1:
+                raise ValueError(f"rows must be a slice with a positive step, not {rows.step}")
     except BaseException:
         if owned:
             f.close()
@@ -298,7 +304,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
 
     def blocks():
         try:
-            for batch in scan.scan(f, convs):
+            for batch in scan.scan(f, convs, rows=rows):
                 yield pa.RecordBatch.from_arrays([_one_array(pa, v) for v in batch.values],
                                                  schema=schema)
         finally:

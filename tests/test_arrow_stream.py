@@ -61,3 +61,12 @@ def test_duckdb_queries_an_open_file_and_a_batch_reader():
         rows = con.sql("SELECT Id, Bedrooms FROM few ORDER BY Id LIMIT 3").fetchall()
         want = sorted(zip(mlnet("Id"), mlnet("Bedrooms")))[:3]
         assert rows == [tuple(w) for w in want]
+
+
+@pytest.mark.parametrize("rows", [slice(37, 201), slice(5, 240, 7), slice(90, 90)])
+def test_record_batch_reader_reads_a_range_of_rows(rows):
+    with idv.open(idv.sample_path()) as f:
+        got = idv.record_batch_reader(f, ["Id", "Title"], rows=rows, batch_size=64).read_all()
+    picked = list(range(240))[rows]
+    assert got.column("Id").to_pylist() == [mlnet("Id")[i] for i in picked]
+    assert got.column("Title").to_pylist() == [mlnet("Title")[i] for i in picked]

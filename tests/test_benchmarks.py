@@ -26,6 +26,7 @@ QUICK = {
     "bench_dataset.py": ["--quick", "--json"],
     "bench_arrow.py": ["--quick", "--json"],
     "bench_convert.py": ["--quick", "--json"],
+    "bench_torch.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
@@ -49,6 +50,8 @@ def test_benchmark_quick_mode(script):
     pytest.importorskip("pyarrow")
     if script == "bench_dataset.py":
         pytest.importorskip("distributed")
+    if script == "bench_torch.py":
+        pytest.importorskip("torch", reason="bench_torch.py needs PyTorch")
     args = list(QUICK[script])
     env = dict(os.environ)
     oracle, reason = find_oracle()
@@ -97,6 +100,13 @@ def test_benchmark_quick_mode(script):
             for r in d["results"]:
                 assert r["seconds"] > 0 and r["ratio"] > 0 and r["output_bytes"] > 0
                 assert r["peak_rss"] >= r["rss_after_imports"] > 0
+        return
+    if script == "bench_torch.py":
+        assert report["rows"] == 100_000 and report["batch"] == 4096
+        assert set(report["figures"]) == {
+            "idv_iterable_rows_s", "parquet_iterable_rows_s", "idv_map_rows_s",
+            "numpy_map_rows_s", "iterable_vs_parquet", "map_vs_numpy"}
+        assert all(v > 0 for v in report["figures"].values())
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]

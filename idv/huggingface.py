@@ -1,0 +1,126 @@
+"""Hugging Face ``datasets`` over .idv files: ``load``.
+
+Imported on use (``import idv.huggingface``); it needs ``pip install 'idv[huggingface]'``
+(datasets, pyarrow). The rows go through Arrow, never through Python objects per row: each
+partition of whole blocks (idv.scan.partitions) is read by idv.arrow's record batch reader,
+and the Arrow batches become the dataset's table (``datasets.Dataset``) or its stream
+(``datasets.IterableDataset``, one shard per partition, so that DataLoader workers and
+``datasets.distributed.split_dataset_by_node`` share the partitions out).
+
+The Features follow the ML.NET types: numbers and Booleans as ``Value`` of their dtype, text as
+``Value('string')``, fixed-size vectors as ``List(..., length=N)`` (``Sequence`` in older
+datasets; a Vector<Single, 3, 4> as a flat list of 12), variable-size vectors as ``List``,
+DateTime and TimeSpan as ``timestamp`` and ``duration`` (one unit for every file, as
+idv.Dataset.time_unit chooses), DateTimeOffset and RowId as dicts of their parts. A key with
+usable KeyValues is a ``ClassLabel`` over them (its values: key - 1, -1 for a missing key); any
+other key holds the stored key values (0: missing). Each Arrow field keeps idv's ``idv.type``
+and ``idv.metadata`` field metadata, except the ClassLabel columns (whose values are no longer
+the stored keys).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from idv import scan
+from idv.arrow import record_batch_reader
+from idv.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
+from idv.errors import require
+from idv.reopen import Reopenable
+
+if TYPE_CHECKING:
+    import datasets
+
+__all__ = ["load"]
+
+
+def _datasets():
+    return require("datasets", "idv.huggingface", "idv[huggingface]")
+
+
+class _Tables:
+    """The Arrow tables of partitions of a Reopenable source, key columns with KeyValues as
+    class numbers; picklable, so that a stream's shards are read in DataLoader workers. Called
+    with ``parts`` (a list of idv.scan.Partition) it yields (key, pyarrow.Table)."""
+
+    def __init__(self, source, unit, safe):
+        self.source = source
+        self.unit = unit
+        self.safe = safe
+        self.schema = None          # the tables' schema, set by load once Features are known
+
+    def reader(self, file, rows):
+        """idv.arrow's record batch reader of rows `rows` (a slice) of file number `file`."""
+        ds = self.source.dataset()
+        return record_batch_reader(ds.open_file(file), self.source.names, datetime=self.unit,
+                                   safe=self.safe, rows=rows)
+
+    def labelled(self, batch):
+        """The arrays of a record batch, its ClassLabel columns as int64 class numbers (-1:
+        missing)."""
+        pa = import_pyarrow()
+        import pyarrow.compute as pc
+        arrays = []
+        for name, array in zip(batch.schema.names, batch.columns):
+            if name in self.source.key_values:
+                array = pc.fill_null(array.indices.cast(pa.int64()), -1)
+            arrays.append(array)
+        return arrays
+
+    def __call__(self, parts):
+        pa = import_pyarrow()
+        for part in parts:
+            for i, batch in enumerate(self.reader(part.part, slice(part.start, part.stop))):
+                yield (f"{part.part}:{part.b0}:{i}",
+                       pa.Table.from_arrays(self.labelled(batch), schema=self.schema))
+
+
+def _features(hf, pa, schema, key_values):
+    """(Features, the Arrow schema of the tables) for the idv Arrow schema `schema`."""
+    features, fields = {}, []
+    for field in schema:
+        labels = key_values.get(field.name)
+        if labels is not None:
+            features[field.name] = hf.ClassLabel(names=[str(v) for v in labels])
+            fields.append(pa.field(field.name, pa.int64()))
+            continue
+        features[field.name] = hf.Features.from_arrow_schema(pa.schema([field]))[field.name]
+        keep = {k: v for k, v in (field.metadata or {}).items() if k in (TYPE_KEY, METADATA_KEY)}
+        fields.append(field.with_metadata(keep))
+    features = hf.Features(features)
+    arrow = features.arrow_schema
+    fields = [f.with_type(arrow.field(f.name).type) for f in fields]
+    return features, pa.schema(fields, metadata=arrow.metadata)
+
+
+def load(source, columns: Sequence[str | int] | None = None, streaming: bool = False, *,
+         datetime: str = "auto", blocks_per_shard: int | None = None, filesystem=None,
+         storage_options: dict | None = None,
+         **open_kwargs) -> datasets.Dataset | datasets.IterableDataset:
+    """A ``datasets.Dataset`` of .idv files (``streaming=True``: a ``datasets.IterableDataset``,
+    read as it is iterated), with Features from the ML.NET types (see the module's docstring).
+
+    ``source``: a path, directory, glob, URL (``filesystem``, ``storage_options``), a list of
+    them, an idv.Dataset or an IdvFile opened from a path; other keywords go to idv.dataset
+    (``schema``, ``threads``...). ``columns``: names or indices (default: all). ``datetime``:
+    the unit of the time columns, as idv.to_arrow (``'auto'``: the finest that holds every
+    value of every file). ``blocks_per_shard``: a stream's shards (default: one block each;
+    the shards are what DataLoader workers and split_dataset_by_node deal out, and what
+    ``shuffle`` reorders).
+    """
+    hf = _datasets()
+    pa = import_pyarrow()
+    src = Reopenable(source, columns, filesystem=filesystem, storage_options=storage_options,
+                     **open_kwargs)
+    ds = src.dataset()
+    unit, safe = ds.time_unit(src.names, datetime, True)
+    tables = _Tables(src, unit, safe)
+    parts = scan.partitions(ds, src.names, blocks_per_shard or (1 if streaming else None))
+    idv_schema = tables.reader(0, slice(0, 0)).schema
+    features, tables.schema = _features(hf, pa, idv_schema, src.key_values)
+    info = hf.DatasetInfo(features=features)
+    if streaming:
+        from datasets.iterable_dataset import ArrowExamplesIterable
+        return hf.IterableDataset(ArrowExamplesIterable(tables, {"parts": parts}), info=info)
+    table = pa.concat_tables([t for _key, t in tables(parts)]) if parts else \
+        tables.schema.empty_table()
+    return hf.Dataset(table, info=info)

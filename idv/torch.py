@@ -1,0 +1,426 @@
+"""PyTorch datasets over .idv files: ``IdvIterableDataset`` (streaming batches, sharded by
+DataLoader worker and distributed rank) and ``IdvMapDataset`` (rows by index, through the block
+cache).
+
+Imported on use (``import idv.torch``); it needs ``pip install 'idv[torch]'``. Both hold only
+what names their files (paths or URLs, the filesystem, idv.open's keywords), never an open file,
+so they pickle for DataLoader workers started by spawn or forkserver; each process opens the
+files on first use. A worker forked after the parent read in threads makes its own thread pools
+(idv._threads), so fork works too.
+
+The iterable dataset reads whole blocks through the one scan (idv.scan): the source is cut into
+partitions of whole blocks (idv.scan.partitions), dealt out in runs to the shards (every worker
+of every rank) so that each row is read by exactly one shard once per epoch. Shuffling puts the
+partitions in a seeded order (the same on every rank, changed by set_epoch) and mixes rows in a
+bounded buffer.
+
+What a batch holds, per column: numeric and Boolean columns as tensors over the decoded arrays
+(no copy when a batch lies within one decoded window); fixed-size vectors as ``(rows, *dims)``
+tensors; variable-size vectors padded with zeros to the longest row of the batch, with their
+lengths under ``"<name>_lengths"`` (``ragged="nested"``: a jagged nested tensor instead); keys
+as int64 tensors of the stored key values (0: missing, k: the k-th of KeyValues, which
+``key_values`` gives); DateTime and TimeSpan as int64 counts of 100 ns (DateTime since
+1970-01-01); text as lists of str. DateTimeOffset and RowId columns have no tensor form and are
+refused.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Sequence
+
+import numpy as np
+
+from idv import scan, ticks, vectors
+from idv import types as T
+from idv.errors import require
+from idv.reopen import Reopenable
+
+__all__ = ["IdvIterableDataset", "IdvMapDataset", "RAGGED_FORMS"]
+
+# ragged=: variable-size vectors as zero-padded tensors plus lengths, or as nested tensors
+RAGGED_FORMS = ("padded", "nested")
+# rows per batch by default
+BATCH_SIZE = 1024
+# rows the shuffle buffer holds by default (shuffle=True)
+SHUFFLE_BUFFER = 16_384
+# decoded blocks a map-style dataset keeps per open file by default
+MAP_CACHE_BYTES = 256 << 20
+
+
+torch = require("torch", "idv.torch", "idv[torch]")
+# UInt16 and UInt32 values: torch >= 2.3 has their dtypes; older versions take them as int64
+_WIDENED = () if hasattr(torch, "uint32") else (np.dtype(np.uint16), np.dtype(np.uint32))
+
+
+def _source(source, columns, filesystem, storage_options, open_kwargs):
+    """The Reopenable source, its columns checked for a tensor form."""
+    src = Reopenable(source, columns, filesystem=filesystem, storage_options=storage_options,
+                     **open_kwargs)
+    for n, t in zip(src.names, src.types):
+        if T.item_type(t) in (T.DateTimeOffset, T.RowId):
+            raise TypeError(f"column {n!r} is {t}, which has no tensor form: leave it out "
+                            f"of columns=")
+    return src
+
+
+def _check_ragged(ragged, src):
+    if ragged not in RAGGED_FORMS:
+        raise ValueError(f"ragged must be one of {RAGGED_FORMS}, not {ragged!r}")
+    variable = [n for n, t in zip(src.names, src.types)
+                if isinstance(t, T.Vector) and not t.is_fixed and T.item_type(t) is not T.Text]
+    clash = [n for n in variable if n + "_lengths" in src.names]
+    if ragged == "padded" and clash:
+        raise ValueError(f"column {clash[0] + '_lengths'!r} would be overwritten by the "
+                         f"lengths of {clash[0]!r}: use ragged='nested'")
+
+
+def _tensor_form(values, item):
+    """A numpy array of items in the dtype its tensor has: times as int64 counts of 100 ns,
+    keys (and unsigned integers this torch has no dtype for) widened to int64."""
+    arr = np.asarray(values)
+    if item in ticks.TIME_ITEMS:
+        return arr.view(np.int64)
+    if isinstance(item, T.Key) or arr.dtype in _WIDENED:
+        return arr.astype(np.int64)
+    return arr
+
+
+def _items(values, item):
+    """A flat or rectangular numpy array of items as a tensor (no copy for numbers and
+    Booleans: the tensor shares the array's memory)."""
+    arr = _tensor_form(values, item)
+    if not arr.flags.writeable:       # torch shares the memory, and wants to be allowed to write
+        arr = arr.copy()
+    return torch.from_numpy(arr)
+
+
+def _padded(ragged, item):
+    """A Ragged as a zero-padded (rows, longest) tensor, and its lengths."""
+    lengths = ragged.lengths
+    width = int(lengths.max()) if len(lengths) else 0
+    flat = _tensor_form(ragged.values, item)
+    out = np.zeros((len(lengths), width), flat.dtype)
+    out[np.arange(width) < lengths[:, None]] = flat
+    return torch.from_numpy(out), torch.from_numpy(lengths.astype(np.int64))
+
+
+def _to_tensors(values: list, names: list[str], types: list, ragged: str = "padded") -> dict:
+    """One batch: read()'s forms of each column (numpy arrays, Ragged) as a dict of tensors and
+    lists of str (see the module's docstring)."""
+    out = {}
+    for name, t, value in zip(names, types, values):
+        item = T.item_type(t)
+        if item is T.Text:
+            out[name] = [list(r) for r in value] if isinstance(value, vectors.Ragged) \
+                else value.tolist()
+        elif isinstance(value, vectors.Ragged):
+            if ragged == "nested":
+                out[name] = torch.nested.nested_tensor_from_jagged(
+                    _items(value.values, item), torch.from_numpy(value.offsets))
+            else:
+                out[name], out[name + "_lengths"] = _padded(value, item)
+        else:
+            out[name] = _items(value, item)
+    return out
+
+
+def _take(values, rows):
+    return [v[rows] for v in values]
+
+
+def _join(parts):
+    """Lists of column values (consecutive rows) joined column by column."""
+    if len(parts) == 1:
+        return parts[0]
+    return [vectors.concat_reads(list(col)) for col in zip(*parts)]
+
+
+def _shuffled(chunks, capacity, rng):
+    """`chunks` ((values, rows) pairs) with their rows mixed through a buffer of at most
+    `capacity` rows: each chunk joins the buffer, which is permuted and gives up all but
+    `capacity` of its rows; at the end, the rest, permuted."""
+    held, n = None, 0
+    for values, rows in chunks:
+        held = values if held is None else _join([held, values])
+        n += rows
+        if n > capacity:
+            order = rng.permutation(n)
+            yield _take(held, order[:n - capacity]), n - capacity
+            held, n = _take(held, order[n - capacity:]), capacity
+    if n:
+        yield _take(held, rng.permutation(n)), n
+
+
+def _rebatched(chunks, size, drop_last):
+    """`chunks` ((values, rows) pairs) cut and joined into lists of values of `size` rows."""
+    pending, n = [], 0
+    for values, rows in chunks:
+        at = 0
+        while rows - at >= size - n:
+            take = size - n
+            part = values if at == 0 and take == rows else [v[at:at + take] for v in values]
+            yield _join(pending + [part])
+            pending, n, at = [], 0, at + take
+        if at < rows:
+            pending.append(values if at == 0 else [v[at:] for v in values])
+            n += rows - at
+    if n and not drop_last:
+        yield _join(pending)
+
+
+def _shard_of(rank, world_size):
+    """(rank, world size): as given, else torch.distributed's when it is initialised, else
+    (0, 1)."""
+    if rank is None and world_size is None:
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+    if rank is None or world_size is None:
+        raise ValueError("give both rank= and world_size=, or neither")
+    if not 0 <= int(rank) < int(world_size):
+        raise ValueError(f"rank must be in [0, world_size), not {rank} of {world_size}")
+    return int(rank), int(world_size)
+
+
+def _positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive number of rows, not {value!r}")
+    return int(value)
+
+
+def _check_shuffle_buffer(value, shuffle):
+    if value is None:
+        return SHUFFLE_BUFFER if shuffle else 0
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"shuffle_buffer must be a number of rows (0 or more), not {value!r}")
+    return int(value)
+
+
+class IdvIterableDataset(torch.utils.data.IterableDataset):
+    """Batches of rows of .idv files, as dicts of tensors (and lists of str for text), for a
+    ``torch.utils.data.DataLoader`` with ``batch_size=None`` (the batches are made here).
+
+    ``source``: a path, directory, glob, URL (``filesystem``, ``storage_options``), a list of
+    them, an idv.Dataset or an IdvFile opened from a path; other keywords go to idv.dataset
+    (``schema``, ``threads``, ``checksums``...). ``columns``: names or indices (default:
+    every column). ``batch_size`` rows per batch (the last of each shard may hold fewer;
+    ``drop_last`` leaves it out).
+
+    Sharding: the source is cut into partitions of ``blocks_per_partition`` whole blocks
+    (default 1), which are dealt out in equal runs to every DataLoader worker of every rank
+    (``rank`` and ``world_size``, default torch.distributed's when it is initialised when the
+    dataset is made): each row is read by exactly one worker of one rank, once per epoch. The
+    shards' runs differ by at most one partition, so ranks may get a block of rows more or
+    fewer than others (``drop_last`` does not even them out).
+
+    Shuffling (``shuffle=True``): the partitions in an order drawn from ``seed`` and the
+    epoch (``set_epoch``), the same on every rank, and the rows of each worker mixed in a
+    buffer of ``shuffle_buffer`` rows (default 16,384; 0: blocks shuffled, rows within a block
+    in order). The same seed and epoch give the same batches; ``seed=None`` draws one when the
+    dataset is made (workers share it; ranks need a seed given).
+    """
+
+    def __init__(self, source, columns: Sequence[str | int] | None = None,
+                 batch_size: int = BATCH_SIZE, shuffle: bool = False, seed: int | None = None,
+                 drop_last: bool = False, *, shuffle_buffer: int | None = None,
+                 rank: int | None = None, world_size: int | None = None,
+                 blocks_per_partition: int = 1, ragged: str = "padded", filesystem=None,
+                 storage_options: dict | None = None, **open_kwargs):
+        self.batch_size = _positive("batch_size", batch_size)
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.shuffle_buffer = _check_shuffle_buffer(shuffle_buffer, self.shuffle)
+        self.rank, self.world_size = _shard_of(rank, world_size)
+        if self.shuffle and seed is None and self.world_size > 1:
+            raise ValueError("shuffle=True over several ranks needs seed= (the same on every "
+                             "rank, so that the ranks share one order of the blocks)")
+        self.seed = secrets.randbits(63) if seed is None else int(seed)
+        self.epoch = 0
+        self.source = _source(source, columns, filesystem, storage_options, open_kwargs)
+        if not self.source.names:
+            raise ValueError("IdvIterableDataset needs at least one column")
+        _check_ragged(ragged, self.source)
+        self.ragged = ragged
+        ds = self.source.dataset()
+        self.partitions = scan.partitions(ds, self.source.names, blocks_per_partition)
+        self.num_rows = ds.num_rows
+
+    @property
+    def column_names(self) -> list[str]:
+        """The columns read, in order."""
+        return list(self.source.names)
+
+    @property
+    def key_values(self) -> dict[str, list]:
+        """dict column -> the values of its keys (KeyValues), for the key columns that have
+        usable ones: key k of a batch is ``key_values[name][k - 1]``."""
+        return dict(self.source.key_values)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the epoch that, with the seed, orders a shuffled stream (call it before each
+        epoch, on every rank; DataLoader workers get it when they start, so with
+        ``persistent_workers=True`` they keep the order of the epoch they started in)."""
+        self.epoch = int(epoch)
+
+    def shard_partitions(self, worker: int = 0, workers: int = 1) -> list[scan.Partition]:
+        """The partitions (idv.scan.Partition) that DataLoader worker `worker` of `workers`
+        on this rank reads this epoch, in the order it reads them."""
+        shards, shard = self.world_size * workers, self.rank * workers + worker
+        order = np.arange(len(self.partitions))
+        if self.shuffle:
+            order = np.random.default_rng([self.seed, self.epoch]).permutation(order)
+        return [self.partitions[i] for i in np.array_split(order, shards)[shard]]
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        chunks = self._chunks(self.shard_partitions(worker, workers))
+        if self.shuffle and self.shuffle_buffer:
+            shard = self.rank * workers + worker
+            rng = np.random.default_rng([self.seed, self.epoch, shard + 1])
+            chunks = _shuffled(chunks, self.shuffle_buffer, rng)
+        names, types = self.source.names, self.source.types
+        for values in _rebatched(chunks, self.batch_size, self.drop_last):
+            yield _to_tensors(values, names, types, self.ragged)
+
+    def _chunks(self, parts):
+        """(values, rows) of each window the scan decodes for `parts`: the partitions of one
+        file that follow each other in `parts` in ascending order are read by one scan,
+        which skips the blocks between them."""
+        ds = self.source.dataset()
+        names = self.source.names
+        i = 0
+        while i < len(parts):
+            j = i + 1
+            while j < len(parts) and parts[j].part == parts[i].part \
+                    and parts[j].b0 >= parts[j - 1].b1:
+                j += 1
+            f = ds.open_file(parts[i].part)
+            keep = np.zeros(f[names[0]].num_blocks, bool)
+            for p in parts[i:j]:
+                keep[p.b0:p.b1] = True
+            for batch in scan.scan(f, names, batch_rows=None,
+                                   block_filter=lambda _part, _f, keep=keep: keep):
+                yield batch.values, batch.stop - batch.start
+            i = j
+
+
+def _row_numbers(key, n):
+    rows = np.asarray(key)
+    if rows.dtype.kind not in "iu" or rows.ndim != 1:
+        raise TypeError(f"rows are given by an int or a 1-d sequence of ints, not {key!r:.80}")
+    rows = rows.astype(np.int64)
+    rows = np.where(rows < 0, rows + n, rows)
+    bad = (rows < 0) | (rows >= n)
+    if bad.any():
+        raise IndexError(f"row {np.asarray(key)[np.flatnonzero(bad)[0]]} out of range for {n} "
+                         f"rows")
+    return rows
+
+
+class IdvMapDataset(torch.utils.data.Dataset):
+    """Rows of .idv files by index, for a DataLoader's samplers (``shuffle=True``...).
+
+    ``ds[i]``: row i as a dict (0-d tensors for scalars, 1-d for vectors, str for text);
+    ``ds[[i, j, ...]]`` (or an array of row numbers): those rows as one batch, the form
+    IdvIterableDataset yields (a DataLoader with ``sampler=BatchSampler(...)`` and
+    ``batch_size=None`` takes this path); ``__getitems__`` (what DataLoader calls for a batch
+    of indices): the rows as a list of dicts, read together.
+
+    Rows are found through each file's cache of decoded blocks (``cache_bytes`` per file and
+    process, default 256 MiB): while the columns' decoded blocks fit it, a shuffled epoch
+    decodes each block at most once per worker; beyond it, blocks fall out and are decoded
+    again when their rows come up. ``source``, ``columns``, ``ragged`` and the other keywords
+    as IdvIterableDataset.
+    """
+
+    def __init__(self, source, columns: Sequence[str | int] | None = None, *,
+                 ragged: str = "padded", cache_bytes: int = MAP_CACHE_BYTES, filesystem=None,
+                 storage_options: dict | None = None, **open_kwargs):
+        self.source = _source(source, columns, filesystem, storage_options,
+                              {**open_kwargs, "cache_bytes": cache_bytes})
+        if not self.source.names:
+            raise ValueError("IdvMapDataset needs at least one column")
+        _check_ragged(ragged, self.source)
+        self.ragged = ragged
+        ds = self.source.dataset()
+        self.num_rows = ds.num_rows
+        self._starts = np.array([f.start for f in ds.files], np.int64)
+        self._rows_per_block = np.array([f.rows_per_block[self.source.names[0]]
+                                         for f in ds.files], np.int64)
+        self._touched, self._touched_pid = set(), os.getpid()   # files read from, and where
+
+    @property
+    def column_names(self) -> list[str]:
+        """The columns read, in order."""
+        return list(self.source.names)
+
+    @property
+    def key_values(self) -> dict[str, list]:
+        """As IdvIterableDataset.key_values."""
+        return dict(self.source.key_values)
+
+    @property
+    def blocks_decoded(self) -> int:
+        """Blocks decoded so far in this process, over the columns read (Column.blocks_decoded
+        of the files read from)."""
+        if self._touched_pid != os.getpid():
+            return 0
+        ds = self.source.dataset()
+        return sum(ds.open_file(i)[n].blocks_decoded for i in self._touched
+                   for n in self.source.names)
+
+    def __len__(self):
+        return self.num_rows
+
+    def _read(self, rows):
+        """read()'s forms of each column for `rows` (row numbers, in that order): the rows of
+        each block taken from it in turn (``col[rows]`` of one block: the block cache's)."""
+        ds = self.source.dataset()
+        if self._touched_pid != os.getpid():     # files opened anew in this process
+            self._touched, self._touched_pid = set(), os.getpid()
+        files = np.searchsorted(self._starts, rows, side="right") - 1
+        local = rows - self._starts[files]
+        blocks = local // self._rows_per_block[files]
+        order = np.lexsort((blocks, files))
+        firsts = np.flatnonzero(np.r_[True, (np.diff(files[order]) != 0)
+                                      | (np.diff(blocks[order]) != 0)])
+        if not len(rows):
+            return [ds.open_file(0)[n][0:0] for n in self.source.names]
+        parts = []
+        for run in np.split(order, firsts[1:]):
+            f = ds.open_file(int(files[run[0]]))
+            parts.append([f[n][local[run]] for n in self.source.names])
+        self._touched.update(np.unique(files).tolist())
+        values = _join(parts)
+        restore = np.empty_like(order)
+        restore[order] = np.arange(len(order))
+        return [v[restore] for v in values]
+
+    def __getitem__(self, key):
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            return self.__getitems__([key])[0]
+        if isinstance(key, slice):
+            key = range(*key.indices(self.num_rows))
+        rows = _row_numbers(key, self.num_rows)
+        return _to_tensors(self._read(rows), self.source.names, self.source.types,
+                          self.ragged)
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
+        """The rows `indices` as a list of dicts (each as ``ds[i]``), read together."""
+        rows = _row_numbers(indices, self.num_rows)
+        out = [{} for _ in range(len(rows))]
+        for name, t, value in zip(self.source.names, self.source.types, self._read(rows)):
+            item = T.item_type(t)
+            if item is T.Text:
+                column = value.tolist() if not isinstance(value, vectors.Ragged) else \
+                    [r.tolist() for r in value]
+            elif isinstance(value, vectors.Ragged):
+                column = _items(value.values, item).split(value.lengths.tolist())
+            else:
+                column = _items(value, item).unbind(0)
+            for row, v in zip(out, column):
+                row[name] = v
+        return out
