@@ -21,7 +21,7 @@ from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, column_arro
                              import_pyarrow, items_to_arrow)
 from idv.errors import Where
 
-__all__ = ["to_arrow", "record_batch_reader", "arrow_schema"]
+__all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition"]
 
 
 class _ColumnToArrow:
@@ -249,7 +249,8 @@ def _one_array(pa, part):
     return pa.concat_arrays(part.chunks) if part.num_chunks else pa.array([], part.type)
 
 
-def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch_size=None):
+def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch_size=None,
+                        rows=None):
     """A pyarrow.RecordBatchReader over an .idv, one record batch per block of rows, or with
     ``batch_size``, batches of exactly that many rows (the last: what is left), whatever the
     file's blocks.
@@ -260,9 +261,9 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     at most about three windows are held and files larger than memory stream through. The
     batches of a window share its memory. Columns and time options as to_arrow (with 'auto'
     or 'exact', the time columns are read once more, block by block, to choose their units
-    first). A file
-    opened here (from a path, URL, bytes or file object) is closed when the batches run out; an
-    IdvFile passed in stays open.
+    first). ``rows``: a range of the file's rows (step 1 or more; default: all), only the
+    blocks that hold them decoded. A file opened here (from a path, URL, bytes or file object)
+    is closed when the batches run out; an IdvFile passed in stays open.
     """
     if batch_size is not None and (isinstance(batch_size, bool) or
                                    not isinstance(batch_size, (int, np.integer)) or
@@ -283,7 +284,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
 
     def blocks():
         try:
-            for batch in scan.scan(f, convs):
+            for batch in scan.scan(f, convs, rows=rows):
                 yield pa.RecordBatch.from_arrays([_one_array(pa, v) for v in batch.values],
                                                  schema=schema)
         finally:
@@ -292,6 +293,21 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     batches = blocks() if batch_size is None else _rebatched(pa, schema, blocks(),
                                                              int(batch_size))
     return pa.RecordBatchReader.from_batches(schema, batches)
+
+
+def read_partition(part, columns, *, filesystem=None, open_kwargs=None, datetime="us",
+                   safe=True):
+    """A pyarrow.Table of one scan.Partition (rows [start, stop) of one file, whole blocks):
+    what an engine's worker reads (Ray's read tasks, Spark's partitions). The file is opened
+    from ``part.path`` (in ``filesystem``, with ``open_kwargs``) and closed again. Give every
+    partition of a dataset the same ``datetime`` unit (Dataset.time_unit), so that their
+    schemas agree."""
+    pa = import_pyarrow()
+    from idv.reader import open as idv_open
+    with idv_open(part.path, filesystem=filesystem, **(open_kwargs or {})) as f:
+        reader = record_batch_reader(f, columns, datetime=datetime, safe=safe,
+                                     rows=range(part.start, part.stop))
+        return pa.Table.from_batches(list(reader), reader.schema)
 
 
 def _rebatched(pa, schema, batches, size):
