@@ -111,7 +111,7 @@ class IdvDatasink(ray_data.Datasink):
     ``rows_per_block``...). ``paths``: the files written, once the write is done.
     """
 
-    def __init__(self, path, name="part-{task:05d}.idv", **writer_kwargs):
+    def __init__(self, path, name="part-{task:05d}-{job}.idv", **writer_kwargs):
         check_name_pattern(name)
         self.staging = Staging(path)
         self.name = name
