@@ -3,8 +3,9 @@ IdvDatasink, Spark's ``format("idv")``) stage every task's file in a hidden fold
 output directory and move them in once every task has succeeded.
 
 Staged files end in ``.idv-staged`` inside ``.idv-staging-<job>``: what a killed job leaves is
-neither a ``*.idv`` nor picked up by idv.dataset (remove the folder to reclaim its space). Each staged file is itself written atomically
-(idv.sink), so a task that fails half-way leaves no partial file even in the staging folder.
+neither a ``*.idv`` nor picked up by idv.dataset (remove the folder to reclaim its space).
+Each staged file is itself written atomically (idv.sink), so a task that fails half-way
+leaves no partial file even in the staging folder.
 """
 from __future__ import annotations
 
