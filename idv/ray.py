@@ -60,9 +60,11 @@ class IdvDatasource(ray_data.Datasource):
         self._projection_map = None
 
     def get_name(self):
+        """The name of the read tasks in Ray's progress and stats."""
         return "ReadIdv"
 
     def supports_projection_pushdown(self):
+        """True: Ray passes the columns a dataset keeps (``select_columns``) to the read."""
         return True
 
     def columns(self):
@@ -71,10 +73,14 @@ class IdvDatasource(ray_data.Datasource):
         return self.names if wanted is None else [n for n in self.names if n in set(wanted)]
 
     def estimate_inmemory_data_size(self):
+        """The decoded bytes of the columns read: the sum of their blocks' decompressed sizes
+        (the lookup tables)."""
         cols = self.columns()
         return sum(b[n] for b in self.part_bytes for n in cols)
 
     def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
+        """One ReadTask per partition, whatever `parallelism` asks (the partitions are already
+        sized by ``blocks_per_task``), each with its rows and decoded bytes."""
         cols = self.columns()
         return [_read_task(p, cols, self.filesystem, self.open_kwargs, self.datetime,
                            self.safe, sum(b[n] for n in cols))
@@ -119,9 +125,11 @@ class IdvDatasink(ray_data.Datasink):
         self.paths = []
 
     def get_name(self):
+        """The name of the write tasks in Ray's progress and stats."""
         return "WriteIdv"
 
     def on_write_start(self, schema=None):
+        """Create the directory and this job's staging folder (on the driver)."""
         self.staging.start()
 
     def write(self, blocks: Iterable, ctx) -> str | None:
@@ -138,8 +146,10 @@ class IdvDatasink(ray_data.Datasink):
         return name
 
     def on_write_complete(self, write_result):
+        """Every task succeeded: move their files in (on the driver)."""
         self.paths = self.staging.commit([n for n in write_result.write_returns
                                           if n is not None])
 
     def on_write_failed(self, error):
+        """A task failed: remove the staging folder and what it holds (on the driver)."""
         self.staging.abort()

@@ -257,6 +257,7 @@ class IdvDataSource(sources.DataSource):
 
     @classmethod
     def name(cls):
+        """``idv``: the name of ``format("idv")``."""
         return "idv"
 
     def _plan(self):
@@ -265,10 +266,14 @@ class IdvDataSource(sources.DataSource):
         return self._planned
 
     def schema(self):
+        """The Spark schema of the files' columns (the first file's), planned once."""
         return self._plan().schema
 
     def reader(self, schema):
+        """The reader of the planned partitions."""
         return _Reader(self._plan())
 
     def writer(self, schema, overwrite):
+        """A writer of one file per task into the directory ``path``; its staging folder is
+        made here, on the driver."""
         return _Writer(self.options, schema, overwrite)
