@@ -21,7 +21,7 @@ from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, column_arro
                              import_pyarrow, items_to_arrow)
 from idv.errors import Where
 
-__all__ = ["to_arrow", "record_batch_reader", "arrow_schema"]
+__all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition"]
 
 
 class _ColumnToArrow:
@@ -313,6 +313,21 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     batches = blocks() if batch_size is None else _rebatched(pa, schema, blocks(),
                                                              int(batch_size))
     return pa.RecordBatchReader.from_batches(schema, batches)
+
+
+def read_partition(part, columns, *, filesystem=None, open_kwargs=None, datetime="us",
+                   safe=True):
+    """A pyarrow.Table of one scan.Partition (rows [start, stop) of one file, whole blocks):
+    what an engine's worker reads (Ray's read tasks, Spark's partitions). The file is opened
+    from ``part.path`` (in ``filesystem``, with ``open_kwargs``) and closed again. Give every
+    partition of a dataset the same ``datetime`` unit (Dataset.time_unit), so that their
+    schemas agree."""
+    pa = import_pyarrow()
+    from idv.reader import open as idv_open
+    with idv_open(part.path, filesystem=filesystem, **(open_kwargs or {})) as f:
+        reader = record_batch_reader(f, columns, datetime=datetime, safe=safe,
+                                     rows=range(part.start, part.stop))
+        return pa.Table.from_batches(list(reader), reader.schema)
 
 
 def _rebatched(pa, schema, batches, size):

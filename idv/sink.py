@@ -48,7 +48,7 @@ def new_file_mode(directory="."):
     raise OSError(f"cannot create a probe file in {directory!r} to read the umask")
 
 
-def _fsync_dir(directory):
+def fsync_dir(directory):
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -219,7 +219,7 @@ class AtomicPath:
                 _close_quietly(file)
             self.abort()
             raise
-        _fsync_dir(self.parent)
+        fsync_dir(self.parent)
 
     def _close_fd(self):
         if self.fd is not None:

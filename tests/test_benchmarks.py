@@ -27,6 +27,7 @@ QUICK = {
     "bench_arrow.py": ["--quick", "--json"],
     "bench_convert.py": ["--quick", "--json"],
     "bench_torch.py": ["--quick", "--json"],
+    "bench_engines.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
@@ -37,6 +38,7 @@ NEEDS_MLNET = {
     "bench_dataset.py": ("to write its data (bench_read's)", None),
     "bench_arrow.py": ("to write its data (bench_read's)", None),
     "bench_convert.py": ("to write its data (bench_read's)", None),
+    "bench_engines.py": ("to write its data (bench_read's)", None),
 }
 
 
@@ -85,6 +87,11 @@ def test_benchmark_quick_mode(script):
         assert d["idv_read_s"] > 0 and d["dask_s"] > 0
         assert many["64 open"]["files"] == 100 and many["64 open"]["maps"] <= 64
         assert many["default"]["maps"] == 100
+        return
+    if script == "bench_engines.py":
+        for engine in ("ray", "spark"):      # each measured, or skipped saying why
+            r = report[engine]
+            assert r.get("skipped") or (r["idv_s"] > 0 and r["parquet_s"] > 0), r
         return
     if script == "bench_arrow.py":
         assert {t["name"].split(":")[0] for t in report["targets"]} == {"deflate", "none"}

@@ -26,7 +26,7 @@ LAYERS = {
     "facts: one concept each, used by readers and writers alike":
         ["ticks", "compression", "budget", "cache", "_threads", "_version", "cells", "vectors",
          "layout", "source", "archive", "remote", "checksums", "sample", "infer", "sink",
-         "arrow_types", "annotations"],
+         "staging", "arrow_types", "annotations"],
     "block store: fetching, checking and decoding runs of blocks": ["blocks"],
     "scan: many columns (and files) read in step": ["scan"],
     "reader: open files, columns, which columns and rows a read covers":
@@ -35,8 +35,8 @@ LAYERS = {
     # above interop, yet it imports none of it (test_the_writer_does_not_import_the_reading_side)
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
     "formats: idv.convert and its registry": ["formats", "formats.*"],
-    "engines: many files as one table, Dask, training loaders":
-        ["dataset", "reopen", "dask", "torch", "huggingface"],
+    "engines: many files as one table, Dask, Ray, Spark, training loaders":
+        ["dataset", "reopen", "dask", "ray", "spark", "torch", "huggingface"],
     "the package root, exporting the public API": ["__init__"],
     "command line: a user of the public API": ["cli", "cli.*", "__main__"],
 }
@@ -59,7 +59,8 @@ def test_imports_go_down_the_layers():
 
 
 # the reading side's conversions and the engines above the writer (idv.writer imports none)
-READING_SIDE = ("idv.arrow", "idv.pandas", "idv.dataset", "idv.formats", "idv.dask")
+READING_SIDE = ("idv.arrow", "idv.pandas", "idv.dataset", "idv.formats", "idv.dask",
+                "idv.ray", "idv.spark", "idv.torch", "idv.huggingface", "idv.reopen")
 
 
 def _chain(graph, start, targets):

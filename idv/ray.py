@@ -1,0 +1,155 @@
+"""Ray Data for .idv files: ``read_idv`` (a ray.data.Dataset), ``IdvDatasource`` and
+``IdvDatasink`` (for ``ds.write_datasink``).
+
+Imported on use (``import idv.ray``); it needs ``pip install 'idv[ray]'``. Read tasks are the
+scan's partitions (idv.scan.partitions): groups of whole blocks, so one large file gives many
+tasks and no block is decoded twice. Each task's in-memory size is known before anything is
+read: the decompressed sizes of its blocks, from the files' lookup tables (Ray sizes its
+parallelism and memory from these; a file's size on disk underestimates DEFLATE data several
+times). Blocks are Arrow tables whose fields keep the exact ML.NET types (idv.to_arrow's field
+metadata), so a dataset written back gives the same types and annotations.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from idv import scan
+from idv.arrow import arrow_schema, read_partition
+from idv.dataset import Dataset, dataset
+from idv.errors import require
+from idv.staging import Staging, check_name_pattern
+
+ray_data = require("ray.data", "idv.ray", "idv[ray]")
+
+__all__ = ["read_idv", "IdvDatasource", "IdvDatasink"]
+
+
+def _read_task(part, names, filesystem, open_kwargs, datetime, safe, size):
+    """A ReadTask giving partition `part` as one Arrow table (run by a Ray worker)."""
+    def read():
+        return [read_partition(part, names, filesystem=filesystem, open_kwargs=open_kwargs,
+                               datetime=datetime, safe=safe)]
+    meta = ray_data.block.BlockMetadata(num_rows=part.stop - part.start, size_bytes=size,
+                                        input_files=[str(part.path)], exec_stats=None)
+    return ray_data.datasource.ReadTask(read, meta)
+
+
+class IdvDatasource(ray_data.Datasource):
+    """.idv files as a Ray Data source (``ray.data.read_datasource(IdvDatasource(...))``;
+    read_idv is the short form). Arguments as read_idv. The files are opened once here, on
+    the driver, to plan the read: their partitions, each partition's decoded bytes per column
+    (lookup tables) and the time unit; workers open each file again for their partitions."""
+
+    def __init__(self, paths, columns=None, blocks_per_task=None, *, datetime="auto",
+                 safe=True, **dataset_kwargs):
+        super().__init__()
+        owned = not isinstance(paths, Dataset)
+        ds = dataset(paths, columns, **dataset_kwargs) if owned else paths
+        try:
+            self.names = ds.resolve_columns(columns)
+            self.datetime, self.safe = ds.time_unit(self.names, datetime, safe)
+            self.parts = scan.partitions(ds, self.names, blocks_per_task, scan.PARTITION_BYTES)
+            self.part_bytes = [{n: int(ds.open_file(p.part)[n].lookup["raw"][p.b0:p.b1].sum())
+                                for n in self.names} for p in self.parts]
+            self.schema = arrow_schema(ds.open_file(0), self.names, datetime=self.datetime)
+            self.filesystem = ds.filesystem
+            self.open_kwargs = dict(ds.open_kwargs)
+        finally:
+            if owned:
+                ds.close()
+        self._projection_map = None
+
+    def get_name(self):
+        """The name of the read tasks in Ray's progress and stats."""
+        return "ReadIdv"
+
+    def supports_projection_pushdown(self):
+        """True: Ray passes the columns a dataset keeps (``select_columns``) to the read."""
+        return True
+
+    def columns(self):
+        """The columns a read decodes: all of read_idv's, less those a projection drops."""
+        wanted = self._get_data_columns()
+        return self.names if wanted is None else [n for n in self.names if n in set(wanted)]
+
+    def estimate_inmemory_data_size(self):
+        """The decoded bytes of the columns read: the sum of their blocks' decompressed sizes
+        (the lookup tables)."""
+        cols = self.columns()
+        return sum(b[n] for b in self.part_bytes for n in cols)
+
+    def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
+        """One ReadTask per partition, whatever `parallelism` asks (the partitions are already
+        sized by ``blocks_per_task``), each with its rows and decoded bytes."""
+        cols = self.columns()
+        return [_read_task(p, cols, self.filesystem, self.open_kwargs, self.datetime,
+                           self.safe, sum(b[n] for n in cols))
+                for p, b in zip(self.parts, self.part_bytes)]
+
+
+def read_idv(paths, columns=None, blocks_per_task=None, *, datetime="auto", safe=True,
+             **dataset_kwargs) -> ray_data.Dataset:
+    """A ray.data.Dataset of .idv files: a path, directory, glob, list, URL or an
+    idv.Dataset (as idv.dataset takes them; other keywords go to it: ``schema``,
+    ``on_bad_file``, ``storage_options``, ``threads``...).
+
+    One read task per group of ``blocks_per_task`` blocks of a file (default: about 64 MiB of
+    decoded values each), each giving one Arrow block; Ray knows every task's rows and
+    decoded bytes before reading. ``columns``: the columns read (``select_columns`` after
+    the read prunes them too). Time columns as idv.to_arrow (``datetime``, ``safe``), with
+    'auto' or 'exact' one unit chosen for the whole dataset first.
+    """
+    return ray_data.read_datasource(IdvDatasource(paths, columns, blocks_per_task,
+                                                  datetime=datetime, safe=safe,
+                                                  **dataset_kwargs))
+
+
+class IdvDatasink(ray_data.Datasink):
+    """One .idv per write task into the directory ``path`` (created if missing), for
+    ``ds.write_datasink(IdvDatasink(path))``.
+
+    ``name``: each file's name, a pattern of ``{task}`` (the write task's number) and
+    ``{job}`` (this write's id). Every file is staged in a hidden folder of ``path`` and moved
+    in once all tasks have succeeded (idv.staging); a failed job removes its folder, and what
+    a killed one leaves there is neither a ``*.idv`` nor seen by idv.dataset. A task without
+    rows writes no file. Types and annotations as idv.from_arrow gives them (a dataset read by
+    read_idv keeps its ML.NET types); other keywords go to idv.write (``compression``,
+    ``rows_per_block``...). ``paths``: the files written, once the write is done.
+    """
+
+    def __init__(self, path, name="part-{task:05d}-{job}.idv", **writer_kwargs):
+        check_name_pattern(name)
+        self.staging = Staging(path)
+        self.name = name
+        self.writer_kwargs = writer_kwargs
+        self.paths = []
+
+    def get_name(self):
+        """The name of the write tasks in Ray's progress and stats."""
+        return "WriteIdv"
+
+    def on_write_start(self, schema=None):
+        """Create the directory and this job's staging folder (on the driver)."""
+        self.staging.start()
+
+    def write(self, blocks: Iterable, ctx) -> str | None:
+        """Write one task's blocks as one file (staged); returns its name, None if empty."""
+        import pyarrow as pa
+        from ray.data.block import BlockAccessor
+        from idv.writer.pipeline import write
+        tables = [t for t in (BlockAccessor.for_block(b).to_arrow() for b in blocks)
+                  if t.num_rows]
+        if not tables:
+            return None
+        name = self.staging.name(self.name, ctx.task_idx)
+        write(self.staging.staged(name), pa.concat_tables(tables), **self.writer_kwargs)
+        return name
+
+    def on_write_complete(self, write_result):
+        """Every task succeeded: move their files in (on the driver)."""
+        self.paths = self.staging.commit([n for n in write_result.write_returns
+                                          if n is not None])
+
+    def on_write_failed(self, error):
+        """A task failed: remove the staging folder and what it holds (on the driver)."""
+        self.staging.abort()

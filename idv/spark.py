@@ -1,0 +1,279 @@
+"""Apache Spark for .idv files: a Python data source named ``idv`` (``register(spark)``), for
+``spark.read.format("idv").load(path)`` and ``df.write.format("idv").save(directory)``.
+
+Imported on use (``import idv.spark``); it needs ``pip install 'idv[spark]'`` (pyspark 4, and
+Java 17 or newer). Partitions are the scan's (idv.scan.partitions): groups of whole blocks of a
+file, read by Spark's Python workers into Arrow record batches that go to the JVM as they are
+(no Python object per row). Spark's types have no unsigned integers, no fixed-size arrays and
+no dictionaries, so each ML.NET type is given its nearest Spark type (``spark_arrow_type``;
+docs/spark.md has the table) and the exact ML.NET type and annotations ride in each field's
+metadata (``idv.type``, ``idv.metadata``), from which the writer restores them.
+"""
+from __future__ import annotations
+
+import glob
+import os
+
+from idv import scan
+from idv.arrow import arrow_schema, read_partition
+from idv import types as T
+from idv.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
+from idv.dataset import dataset
+from idv.errors import require
+from idv.staging import Staging, check_name_pattern
+
+sources = require("pyspark.sql.datasource", "idv.spark", "idv[spark]")
+
+# the Arrow field metadata that carries a column's ML.NET type and annotations, as text
+_IDV_KEYS = (TYPE_KEY.decode(), METADATA_KEY.decode())
+
+__all__ = ["register", "IdvDataSource", "spark_arrow_type"]
+
+DEFAULT_NAME = "part-{task:05d}-{job}.idv"
+
+
+def register(spark) -> None:
+    """Register the data source ``idv`` with a SparkSession: then
+    ``spark.read.format("idv").load(path)`` reads a file, a directory (its ``*.idv``, sorted)
+    or a glob, and ``df.write.format("idv").mode("append" | "overwrite").save(directory)``
+    writes one .idv per task."""
+    spark.dataSource.register(IdvDataSource)
+
+
+# ---- types ---------------------------------------------------------------------------------
+
+def spark_arrow_type(pa, at):
+    """The Arrow type Spark takes for idv's Arrow type `at`: unsigned integers widened to the
+    next signed type (UInt64 to decimal(20, 0)), dictionaries (keys with KeyValues) to the
+    key's integers (1-based, 0 missing, as ML.NET stores them), fixed-size lists to lists;
+    timestamps, durations, structs (DateTimeOffset, RowId), strings and the rest as they are."""
+    t = pa.types
+    if t.is_dictionary(at):
+        return pa.int64()
+    if t.is_fixed_size_list(at) or t.is_list(at):
+        return pa.list_(spark_arrow_type(pa, at.value_type))
+    if t.is_struct(at):
+        return pa.struct([pa.field(f.name, spark_arrow_type(pa, f.type))
+                          for f in (at.field(i) for i in range(at.num_fields))])
+    if t.is_unsigned_integer(at):
+        return {8: pa.int16(), 16: pa.int32(), 32: pa.int64()}.get(at.bit_width,
+                                                                    pa.decimal128(20, 0))
+    return at
+
+
+def _to_spark(pa, arr):
+    """An Arrow array of idv's form in the form spark_arrow_type gives."""
+    t = pa.types
+    at = arr.type
+    if t.is_dictionary(at):
+        import pyarrow.compute as pc
+        return pc.fill_null(pc.add(arr.indices.cast(pa.int64()), 1), 0)
+    if t.is_fixed_size_list(at):
+        import numpy as np
+        offsets = pa.array(np.arange(0, (len(arr) + 1) * at.list_size, at.list_size,
+                                     dtype=np.int32))
+        return pa.ListArray.from_arrays(offsets, _to_spark(pa, arr.flatten()))
+    if t.is_list(at):
+        return pa.ListArray.from_arrays(arr.offsets, _to_spark(pa, arr.values))
+    if t.is_struct(at):
+        return pa.StructArray.from_arrays([_to_spark(pa, arr.field(i))
+                                           for i in range(at.num_fields)],
+                                          [at.field(i).name for i in range(at.num_fields)])
+    target = spark_arrow_type(pa, at)
+    return arr if target == at else arr.cast(target)
+
+
+def _idv_meta(field):
+    """The ML.NET type and annotations in an Arrow field's metadata, as a dict of text."""
+    meta = {k.decode(): v.decode() for k, v in (field.metadata or {}).items()}
+    return {k: v for k, v in meta.items() if k in _IDV_KEYS}
+
+
+def _spark_schema(arrow):
+    """The Spark StructType of idv's Arrow schema, each field's metadata the ML.NET type
+    (``idv.type``) and annotations (``idv.metadata``)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import StructField, StructType
+    pa = import_pyarrow()
+    fields = []
+    for f in arrow:
+        fields.append(StructField(f.name, from_arrow_type(spark_arrow_type(pa, f.type)),
+                                  nullable=True, metadata=_idv_meta(f)))
+    return StructType(fields)
+
+
+def _option_bool(options, key, default):
+    value = options.get(key)
+    if value is None:
+        return default
+    if str(value).lower() not in ("true", "false"):
+        raise ValueError(f"option {key!r} is true or false, not {value!r}")
+    return str(value).lower() == "true"
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+class _Partition(sources.InputPartition):
+    """One scan partition (picklable, sent to a Python worker)."""
+
+
+class _Plan:
+    """The read planned on the driver: the dataset's partitions and schemas."""
+
+    def __init__(self, options):
+        path = options.get("path")
+        if not path:
+            raise ValueError('spark.read.format("idv") needs a path: .load(path), a file, a '
+                             'directory or a glob')
+        columns = options.get("columns")
+        columns = None if columns is None else [c.strip() for c in columns.split(",")]
+        per = options.get("blocksPerPartition")
+        self.safe = _option_bool(options, "safe", True)
+        with dataset(path, columns) as ds:
+            self.names = ds.resolve_columns(columns)
+            self.parts = scan.partitions(ds, self.names, None if per is None else int(per),
+                                         scan.PARTITION_BYTES)
+            # Spark's timestamps are microseconds: finer ticks raise unless safe=false
+            self.arrow = arrow_schema(ds.open_file(0), self.names, datetime="us")
+            self.filesystem = ds.filesystem
+            self.open_kwargs = dict(ds.open_kwargs)
+        self.schema = _spark_schema(self.arrow)
+
+
+class _Reader(sources.DataSourceReader):
+    def __init__(self, plan):
+        self.plan = plan
+
+    def partitions(self):
+        return [_Partition(p) for p in self.plan.parts]
+
+    def read(self, partition):
+        from pyspark.sql.pandas.types import to_arrow_schema
+        pa = import_pyarrow()
+        plan = self.plan
+        schema = to_arrow_schema(plan.schema, timezone="UTC")
+        table = read_partition(partition.value, plan.names, filesystem=plan.filesystem,
+                               open_kwargs=plan.open_kwargs, datetime="us", safe=plan.safe)
+        for batch in table.to_batches():
+            yield pa.RecordBatch.from_arrays([_to_spark(pa, c) for c in batch.columns],
+                                             schema=schema)
+
+
+# ---- writing -------------------------------------------------------------------------------
+
+class _Written(sources.WriterCommitMessage):
+    def __init__(self, name):
+        self.name = name
+
+
+def _idv_fields(schema, like):
+    """name -> the Arrow field metadata (``idv.type``, ``idv.metadata``) that gives each
+    column its ML.NET type and annotations: from the Spark schema's field metadata where
+    Spark kept it, else from the .idv file ``like`` (a file with those columns)."""
+    found = {}
+    if like:
+        with dataset(like) as ds:
+            for f in arrow_schema(ds.open_file(0), ds.column_names, datetime="us"):
+                found[f.name] = _idv_meta(f)
+    for sf in schema.fields:
+        meta = {k: v for k, v in (sf.metadata or {}).items() if k in _IDV_KEYS}
+        if meta:
+            found[sf.name] = meta
+    return found
+
+
+def _restore_types(pa, table, idv_fields):
+    """Spark's Arrow table with each field's ML.NET type and annotations back in its field
+    metadata, so that idv.from_arrow gives the exact types (the lists of a fixed-size vector
+    made fixed-size lists again)."""
+    fields, columns = [], []
+    for f, column in zip(table.schema, table.columns):
+        meta = idv_fields.get(f.name)
+        if meta:
+            t = T.parse_type(meta[_IDV_KEYS[0]])
+            if isinstance(t, T.Vector) and t.is_fixed and pa.types.is_list(f.type):
+                size = 1
+                for d in t.dims:
+                    size *= d
+                column = column.cast(pa.list_(f.type.value_type, size))
+            f = pa.field(f.name, column.type, metadata=meta)
+        fields.append(f)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+class _Writer(sources.DataSourceArrowWriter):
+    """One .idv per task, staged in a hidden folder of the output directory and moved in by
+    commit (idv.staging); abort removes the folder."""
+
+    def __init__(self, options, schema, overwrite):
+        path = options.get("path")
+        if not path:
+            raise ValueError('df.write.format("idv") needs a directory: .save(directory)')
+        self.name = options.get("name", DEFAULT_NAME)
+        check_name_pattern(self.name)
+        self.writer_kwargs = {}
+        if options.get("compression") is not None:
+            self.writer_kwargs["compression"] = options["compression"]
+        if options.get("rowsPerBlock") is not None:
+            self.writer_kwargs["rows_per_block"] = int(options["rowsPerBlock"])
+        self.idv_fields = _idv_fields(schema, options.get("like"))
+        self.overwrite = overwrite
+        self.staging = Staging(path)
+        self.staging.start()
+
+    def write(self, iterator):
+        from pyspark import TaskContext
+        from idv.writer.pipeline import write
+        pa = import_pyarrow()
+        batches = [b for b in iterator if b.num_rows]
+        if not batches:
+            return _Written(None)
+        table = _restore_types(pa, pa.Table.from_batches(batches), self.idv_fields)
+        name = self.staging.name(self.name, TaskContext.get().partitionId())
+        write(self.staging.staged(name), table, **self.writer_kwargs)
+        return _Written(name)
+
+    def commit(self, messages):
+        if self.overwrite:       # the directory's .idv files are replaced by this job's
+            for old in glob.glob(os.path.join(glob.escape(self.staging.path), "*.idv")):
+                os.unlink(old)
+        self.staging.commit([m.name for m in messages if m is not None and m.name])
+
+    def abort(self, messages):
+        self.staging.abort()
+
+
+class IdvDataSource(sources.DataSource):
+    """The data source ``idv``. Reading options: ``path`` (``load(path)``: a file, a directory
+    or a glob), ``columns`` (comma-separated: only those are decoded; Spark's Python data
+    sources are not told which columns a query uses), ``blocksPerPartition`` (default: about
+    64 MiB of decoded values per partition), ``safe`` (``false`` floors sub-microsecond times
+    to Spark's microseconds instead of raising). Writing options: ``name`` (a pattern of
+    ``{task}`` and ``{job}``, default ``part-{task:05d}-{job}.idv``), ``like`` (an .idv file
+    or dataset whose columns' ML.NET types and annotations the written columns of the same
+    names take: Spark does not keep a data source's field metadata), ``compression``,
+    ``rowsPerBlock``."""
+
+    @classmethod
+    def name(cls):
+        """``idv``: the name of ``format("idv")``."""
+        return "idv"
+
+    def _plan(self):
+        if getattr(self, "_planned", None) is None:
+            self._planned = _Plan(self.options)
+        return self._planned
+
+    def schema(self):
+        """The Spark schema of the files' columns (the first file's), planned once."""
+        return self._plan().schema
+
+    def reader(self, schema):
+        """The reader of the planned partitions."""
+        return _Reader(self._plan())
+
+    def writer(self, schema, overwrite):
+        """A writer of one file per task into the directory ``path``; its staging folder is
+        made here, on the driver."""
+        return _Writer(self.options, schema, overwrite)

@@ -1,0 +1,119 @@
+"""idv.ray on a local Ray (2 CPUs, one per module): ML.NET-written files read through Ray Data
+equal idv's single-process read (count, sums, projection); a multi-block file gives several
+blocks; a dataset written through IdvDatasink reads back equal and every file loads in ML.NET
+(the oracle); a job whose task fails leaves nothing idv.dataset would pick up.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import pytest
+
+import idv
+from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
+from reference import fixture, sidecar
+
+ray = pytest.importorskip("ray", reason="Ray tests need ray[data] (pip install 'idv[ray]')")
+pytest.importorskip("ray.data", reason="Ray tests need ray[data] (pip install 'idv[ray]')")
+import idv.ray  # noqa: E402
+import pyarrow as pa  # noqa: E402
+from ray.data.aggregate import Sum  # noqa: E402
+
+MIXED = ["mixed_default", "mixed_deflate", "mixed_none", "mixed_smallblocks_deflate",
+         "mixed_smallblocks_none", "mixed_smallblocks_ordered", "mixed_maxbytes"]
+SCALARS = ["Id", "F32", "F64", "B", "Txt", "Key", "DT"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.execution_options.preserve_order = True     # files written in the rows' order
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _paths(names):
+    return [str(fixture(n)) for n in names]
+
+
+def test_count_sums_and_projection_equal_idv_read():
+    paths = _paths(MIXED)
+    ds = idv.ray.read_idv(paths)
+    with idv.dataset(paths) as want:
+        wanted = want.read(["Id", "F64"])
+        expected = want.to_arrow(["Id", "Txt"])
+    assert ds.count() == 700
+    sums = ds.aggregate(Sum("Id"), Sum("F64", ignore_nulls=True))
+    assert sums["sum(Id)"] == int(wanted["Id"].sum())
+    assert sums["sum(F64)"] == pytest.approx(float(np.nansum(wanted["F64"])))
+    table = pa.concat_tables(ray.get(ds.select_columns(["Id", "Txt"]).to_arrow_refs()))
+    assert table.column_names == ["Id", "Txt"]
+    assert table.sort_by("Id").equals(expected.sort_by("Id"))
+    # the fields keep the exact ML.NET types
+    assert table.schema.field("Id").metadata[b"idv.type"] == b"Int32"
+
+
+def test_a_multi_block_file_gives_several_blocks_with_known_sizes():
+    path = _paths(["multiblock_200k_deflate"])
+    source = idv.ray.IdvDatasource(path, ["Id", "X"], blocks_per_task=5)
+    tasks = source.get_read_tasks(2)
+    f = idv.open(path[0])
+    assert len(tasks) == -(-f["Id"].num_blocks // 5) > 1
+    # decoded sizes, not the DEFLATE bytes on disk
+    assert sum(t.metadata.size_bytes for t in tasks) == f["Id"].nbytes + f["X"].nbytes \
+        == 200_000 * 8 == source.estimate_inmemory_data_size()
+    refs = idv.ray.read_idv(path, ["Id", "X"], blocks_per_task=5).to_arrow_refs()
+    assert len(refs) >= len(tasks)
+    ids = pa.concat_tables(ray.get(refs)).column("Id").to_numpy()
+    assert len(ids) == 200_000 and int(ids.sum()) == int(f["Id"].read().sum())
+
+
+def test_a_written_dataset_reads_back_equal_and_ml_net_loads_each_file(oracle, tmp_path):
+    paths = _paths(MIXED)
+    ds = idv.ray.read_idv(paths, SCALARS + ["Vec", "Var"], blocks_per_task=4)
+    sink = idv.ray.IdvDatasink(tmp_path / "out", name="day-{task:03d}.idv")
+    ds.write_datasink(sink)
+    assert sink.paths and all(p.endswith(".idv") for p in sink.paths)
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(os.path.basename(p)
+                                                          for p in sink.paths)
+    columns = SCALARS + ["Vec", "Var"]
+    with idv.dataset(sink.paths) as back, idv.dataset(paths, columns) as src:
+        assert back.schema.fields == src.schema.fields
+        got, want = back.read(), src.read()
+    for name in columns:
+        assert_equal_reads(got[name], want[name])
+    docs = oracle.dump_many(sink.paths)
+    assert all("error" not in doc for doc in docs.values()), docs
+    for name in SCALARS:
+        mlnet = np.concatenate([expected_column(docs[p], column_index(docs[p], name))
+                                for p in sink.paths])
+        assert len(mlnet) == 700
+        for i, src in enumerate(MIXED):
+            want = expected_column(sidecar(src), column_index(sidecar(src), name))
+            assert_column_equal(mlnet[i * 100:(i + 1) * 100], want,
+                                f"{src} {name}, through Ray and ML.NET")
+
+
+def test_a_failed_write_leaves_nothing(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def fail_late(batch):
+        if int(batch["Id"].to_numpy().min()) >= 50:
+            raise RuntimeError("a task fails mid-write")
+        return batch
+
+    ds = idv.ray.read_idv(_paths(MIXED[:2]), ["Id", "F32"], blocks_per_task=1)
+    with pytest.raises(Exception, match="mid-write"):
+        ds.map_batches(fail_late, batch_format="pyarrow").write_datasink(
+            idv.ray.IdvDatasink(out))
+    assert os.listdir(out) == []
+    with pytest.raises(ValueError, match="one file name per task"):
+        idv.ray.IdvDatasink(out, name="fixed.idv")

@@ -1,0 +1,111 @@
+"""idv.spark on Spark local[2] (one session per module): ML.NET-written files read through the
+data source ``idv`` equal idv's own read (count, sum, a filter on a sorted column, a
+projection); files written through it load in ML.NET (the oracle) and read back equal; a job
+whose task fails, or that is killed, leaves nothing idv.dataset would pick up.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import idv
+from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
+from reference import fixture, sidecar
+
+pytest.importorskip("pyspark", reason="Spark tests need pyspark 4 (pip install 'idv[spark]')")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Spark tests need Java 17 or newer (java on PATH or JAVA_HOME)",
+                allow_module_level=True)
+import idv.spark  # noqa: E402
+from pyspark.sql import SparkSession, functions as F  # noqa: E402
+
+MIXED = ["mixed_default", "mixed_deflate", "mixed_none", "mixed_smallblocks_deflate"]
+SCALARS = ["Id", "F32", "F64", "B", "Txt", "Key", "DT"]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = (SparkSession.builder.master("local[2]").appName("idv-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    idv.spark.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="module")
+def mixed_dir(tmp_path_factory):
+    """The MIXED files in one directory, in their order."""
+    d = tmp_path_factory.mktemp("mixed")
+    for i, name in enumerate(MIXED):
+        shutil.copy(fixture(name), d / f"{i}-{name}.idv")
+    return d
+
+
+def test_count_sum_filter_and_projection_equal_idv_read(spark):
+    path = str(fixture("multiblock_200k_deflate"))
+    df = spark.read.format("idv").option("blocksPerPartition", 5).load(path)
+    f = idv.open(path)
+    want = f.read(["Id", "X"])
+    assert df.rdd.getNumPartitions() == -(-f["Id"].num_blocks // 5) > 1
+    assert df.count() == 200_000
+    assert df.agg(F.sum("Id")).first()[0] == int(want["Id"].sum())
+    ids = want["Id"]
+    assert np.all(np.diff(ids) >= 0)          # a sorted column
+    got = df.where((F.col("Id") >= 12_345) & (F.col("Id") < 54_321)).select("X", "Id")
+    rows = got.orderBy("Id").collect()
+    keep = (ids >= 12_345) & (ids < 54_321)
+    assert [r.Id for r in rows] == ids[keep].tolist()
+    assert np.array_equal(np.array([r.X for r in rows], np.float32), want["X"][keep],
+                          equal_nan=True)
+    assert got.columns == ["X", "Id"]
+
+
+def test_written_files_load_in_ml_net_and_read_back_equal(spark, oracle, mixed_dir, tmp_path):
+    df = spark.read.format("idv").load(str(mixed_dir))
+    assert df.schema["Key"].metadata["idv.type"] == "Key<UInt32, 7>"
+    out = tmp_path / "out"
+    df.coalesce(2).write.format("idv").mode("overwrite").save(str(out))
+    written = sorted(str(out / n) for n in os.listdir(out))
+    assert len(written) == 2 and all(p.endswith(".idv") for p in written)
+    with idv.dataset(written) as back, idv.dataset(str(mixed_dir)) as src:
+        assert back.schema.fields == src.schema.fields
+        got, want = back.read(), src.read()
+    for name in src.column_names:
+        assert_equal_reads(got[name], want[name])
+    docs = oracle.dump_many(written)
+    assert all("error" not in doc for doc in docs.values()), docs
+    for name in SCALARS:
+        mlnet = np.concatenate([expected_column(docs[p], column_index(docs[p], name))
+                                for p in written])
+        for i, src in enumerate(MIXED):
+            want = expected_column(sidecar(src), column_index(sidecar(src), name))
+            assert_column_equal(mlnet[i * 100:(i + 1) * 100], want,
+                                f"{src} {name}, through Spark and ML.NET")
+
+
+def test_a_failed_or_killed_job_leaves_nothing(spark, mixed_dir, tmp_path):
+    out = tmp_path / "out"
+
+    def fail_late(batches):
+        for b in batches:
+            if int(b.column("Id").to_numpy().max()) >= 50:
+                raise RuntimeError("a task fails mid-write")
+            yield b
+
+    df = spark.read.format("idv").option("columns", "Id,F32").load(str(mixed_dir))
+    with pytest.raises(Exception, match="mid-write"):
+        df.mapInArrow(fail_late, df.schema).write.format("idv").mode("append").save(str(out))
+    assert os.listdir(out) == []
+    # a killed job never aborts: what it staged is no .idv, and idv.dataset sees none of it
+    staging = idv.staging.Staging(out)
+    staging.start()
+    idv.write(staging.staged("part-00000.idv"), {"Id": np.arange(3, dtype=np.int32)})
+    with pytest.raises(FileNotFoundError, match="no .idv files"):
+        idv.dataset(str(out))
