@@ -26,6 +26,7 @@ QUICK = {
     "bench_dataset.py": ["--quick", "--json"],
     "bench_arrow.py": ["--quick", "--json"],
     "bench_convert.py": ["--quick", "--json"],
+    "bench_scale.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
@@ -97,6 +98,15 @@ def test_benchmark_quick_mode(script):
             for r in d["results"]:
                 assert r["seconds"] > 0 and r["ratio"] > 0 and r["output_bytes"] > 0
                 assert r["peak_rss"] >= r["rss_after_imports"] > 0
+        return
+    if script == "bench_scale.py":
+        assert list(report["take"]) == ["default", "rows_per_block=1024"]
+        for r in report["take"].values():
+            assert {"pyarrow", "floor"} <= set(r["ratios"]) and r["seconds"]["idv"] > 0
+            assert 0 < r["blocks_hit"] <= r["blocks"]
+        assert report["take"]["rows_per_block=1024"]["rows_per_block"] == 1024
+        assert set(report["wide"]["ratios"]) == {"open", "one column", "all"}
+        assert report["many_files"]["files"] == 50 and report["many_files"]["ratio"] > 0
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]
