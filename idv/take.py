@@ -13,11 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from idv import selection, vectors
-from idv.scan import scan
+from idv.scan import AHEAD, WINDOW_BYTES, scan
 
 # windows decoded ahead of the one gathered from: the blocks a take hits are rarely adjacent,
-# so its windows are small, and more of them in flight keep the threads busy
+# so its windows are small, and more of them in flight keep the threads busy; each window is
+# smaller by as much, so that no more bytes are held than in a scan
 TAKE_AHEAD = 8
+TAKE_WINDOW_BYTES = WINDOW_BYTES * (AHEAD + 1) // (TAKE_AHEAD + 1)
 
 
 def take(f, indices, columns=None) -> dict:
@@ -35,7 +37,7 @@ def take(f, indices, columns=None) -> dict:
     keep[ordered // rpb] = True
     pieces = [[] for _ in cols]
     for batch in scan(f, cols, block_filter=lambda _part, _file: keep, batch_rows=None,
-                      ahead=TAKE_AHEAD):
+                      window_bytes=TAKE_WINDOW_BYTES, ahead=TAKE_AHEAD):
         lo, hi = np.searchsorted(ordered, [batch.start, batch.stop])
         local = ordered[lo:hi] - batch.start
         for k, value in enumerate(batch.values):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import idv
+import idv.take
 from readback import same
 
 ROWS, RPB = 1000, 64
@@ -64,6 +65,13 @@ def test_take_is_fancy_indexing_of_read(path, whole, case, threads):
         got = f.take(rows)
     assert list(got) == list(whole)
     assert same(got, _expected(whole, rows % ROWS))
+
+
+def test_windows_of_one_block_each_give_the_same_rows(path, whole, monkeypatch):
+    monkeypatch.setattr(idv.take, "TAKE_WINDOW_BYTES", 1)
+    rows = CASES["every row reversed"]
+    with idv.open(path, threads=2) as f:
+        assert same(f.take(rows), _expected(whole, rows))
 
 
 def test_take_as_a_list_and_of_some_columns_in_their_order(path, whole):
