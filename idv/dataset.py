@@ -300,15 +300,29 @@ class Dataset:
         """dict name -> array of the dataset's columns (all by default), every file's rows end
         to end. ``rows``: a slice, row numbers or a boolean mask of the dataset's rows; only
         the files and blocks that hold them are read. ``datetime`` as IdvFile.read."""
+        return self._gather(columns, slice(None) if rows is None else rows,
+                            lambda f, names, local: f.read(names, rows=local,
+                                                           datetime=datetime))
+
+    def take(self, indices, columns=None) -> dict:
+        """dict name -> values of the dataset's rows `indices` (row numbers over the files end
+        to end, negative from the end), in the order given, as IdvFile.take: only the files
+        and blocks that hold them are read. IndexError names a row out of range."""
+        return self._gather(columns, indices,
+                            lambda f, names, local: f.take(local, names))
+
+    def _gather(self, columns, rows, read):
+        """The rows `rows` of `columns` (selection.split_rows: over the files end to end),
+        each file's share read by ``read(file, names, local rows)``, joined in the order
+        asked."""
         names = self.resolve_columns(columns)
-        parts, restore = selection.split_rows(slice(None) if rows is None else rows,
-                                               self._starts, self.num_rows)
+        parts, restore = selection.split_rows(rows, self._starts, self.num_rows)
         if not parts:          # no rows: the empty forms, from the first file
-            got = self.open_file(0).read(names, rows=slice(0, 0), datetime=datetime)
+            got = read(self.open_file(0), names, slice(0, 0))
             return {n: got[n] for n in names}
         pieces = {n: [] for n in names}
         for i, local in parts:
-            got = self.open_file(i).read(names, rows=local, datetime=datetime)
+            got = read(self.open_file(i), names, local)
             for n in names:
                 pieces[n].append(got[n])
         out = {}

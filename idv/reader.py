@@ -15,6 +15,7 @@ import numpy as np
 from idv import (_codecs, _compression, _header, _threads, _toc, budget, cache, checksums,
                  compression, layout)
 from idv import scan, selection, ticks
+from idv import take as _take
 from idv import types as T
 from idv.blocks import BlockStore
 from idv.column import Column
@@ -333,6 +334,13 @@ class IdvFile:
                 v = ticks.retimed(v, item, datetime, f"column {c.name!r}")
             out[c.name] = v
         return out
+
+    def take(self, indices, columns=None) -> dict:
+        """dict name -> values (read()'s forms) of the rows `indices` (row numbers, negative
+        from the end), in the order given, repeats included: each block that holds them is
+        decoded once, of these columns only (all readable ones by default), in parallel.
+        IndexError names a row number out of range and the row count."""
+        return _take.take(self, indices, columns)
 
     def prefetch(self, columns=None):
         """A context in which the blocks of these columns (Column objects, names or indices;

@@ -28,6 +28,7 @@ QUICK = {
     "bench_convert.py": ["--quick", "--json"],
     "bench_torch.py": ["--quick", "--json"],
     "bench_engines.py": ["--quick", "--json"],
+    "bench_scale.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
@@ -114,6 +115,14 @@ def test_benchmark_quick_mode(script):
             "idv_iterable_rows_s", "parquet_iterable_rows_s", "idv_map_rows_s",
             "numpy_map_rows_s", "iterable_vs_parquet", "map_vs_numpy"}
         assert all(v > 0 for v in report["figures"].values())
+    if script == "bench_scale.py":
+        assert list(report["take"]) == ["default", "rows_per_block=1024"]
+        for r in report["take"].values():
+            assert {"pyarrow", "floor"} <= set(r["ratios"]) and r["seconds"]["idv"] > 0
+            assert 0 < r["blocks_hit"] <= r["blocks"]
+        assert report["take"]["rows_per_block=1024"]["rows_per_block"] == 1024
+        assert set(report["wide"]["ratios"]) == {"open", "one column", "all"}
+        assert report["many_files"]["files"] == 50 and report["many_files"]["ratio"] > 0
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]

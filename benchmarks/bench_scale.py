@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Scale benchmark: the costs that grow with the shape of the data (random rows, many columns,
+many files), each as a ratio to pyarrow on the same data, same run.
+
+    python3 benchmarks/bench_scale.py            # 10M rows, 4,000 columns, 1,000 files
+    python3 benchmarks/bench_scale.py --quick    # small data (smoke run)
+    python3 benchmarks/bench_scale.py --json     # machine-readable results on stdout
+
+The data is written by this script, once, into the git-ignored benchmarks/_data/ (idv's
+default write and pyarrow's default Parquet write of the same values). Every figure is the
+best of --repeat runs, its contenders' runs interleaved; ratio = the other's time / idv's
+(above 1: idv is faster).
+
+  take          1,000 random rows (in random order) of two columns of a 10M-row file:
+                ``IdvFile.take`` against ``pyarrow.dataset(parquet).take``, Lance's ``take``
+                (when pylance is installed: its own file of the same data) and the floor
+                (inflating just the blocks hit, two threads, libdeflate through its C API:
+                fixed-width numbers need no more than a view); again with the file written with
+                ``rows_per_block=1024``
+  wide open     a file of 4,000 float32 columns x 20,000 rows: ``idv.open`` (and close)
+                against ``pq.ParquetFile(...).schema_arrow``
+  wide column   one column of it: ``idv.read(path, [c])`` against ``pq.read_table(columns=[c])``
+  wide all      all of it: ``idv.read`` against ``pq.read_table``
+  many files    1,000 files of 2,000 rows as one ``idv.dataset``, one column read (the dataset
+                opened in the timing): against ``pyarrow.dataset.dataset(folder)``'s
+                ``to_table(columns=[c])``
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+import idv  # noqa: E402
+import bench_read  # noqa: E402  (timing, options, the machine's description)
+
+TAKE_ROWS = 1000
+TAKE_COLUMNS = ["Ratio", "Score"]
+SIZES = {   # quick, full
+    "long_rows": (200_000, 10_000_000),
+    "wide_columns": (400, 4000),
+    "wide_rows": (2000, 20_000),
+    "files": (50, 1000),
+    "file_rows": (2000, 2000),
+}
+
+
+def size(name, quick):
+    return SIZES[name][0 if quick else 1]
+
+
+def _folder(name, quick):
+    d = os.path.join(bench_read.DATA, f"scale_{'quick' if quick else 'full'}", name)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _written(path, write, log):
+    """`path`, written by write(tmp) once (through a temporary name: an interrupted write
+    leaves nothing that looks done)."""
+    if not os.path.exists(path):
+        log(f"writing {os.path.relpath(path, HERE)} ...")
+        tmp = path + ".tmp"
+        write(tmp)
+        os.replace(tmp, path)
+    return path
+
+
+def _long_columns(rows):
+    rng = np.random.default_rng(11)
+    return {"Id": np.arange(rows, dtype=np.int32),
+            "Ratio": rng.random(rows, dtype=np.float32),
+            "Score": rng.integers(-10**6, 10**6, rows, dtype=np.int32),
+            "Price": np.round(rng.lognormal(3, 1, rows), 2)}
+
+
+def long_files(quick, log):
+    """{'idv', 'idv_1024', 'parquet', 'lance' (or None)}: the long file in each form."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    d = _folder("long", quick)
+    cols = None
+
+    def data():
+        nonlocal cols
+        if cols is None:
+            cols = _long_columns(size("long_rows", quick))
+        return cols
+    out = {"idv": _written(os.path.join(d, "long.idv"),
+                           lambda p: idv.write(p, data()), log),
+           "idv_1024": _written(os.path.join(d, "long_1024.idv"),
+                                lambda p: idv.write(p, data(), rows_per_block=1024), log),
+           "parquet": _written(os.path.join(d, "long.parquet"),
+                               lambda p: pq.write_table(pa.table(data()), p), log),
+           "lance": None}
+    try:
+        import lance
+    except ImportError:
+        return out
+    out["lance"] = _written(os.path.join(d, "long.lance"),
+                            lambda p: lance.write_dataset(pa.table(data()), p), log)
+    return out
+
+
+def wide_files(quick, log):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    d = _folder("wide", quick)
+    n, rows = size("wide_columns", quick), size("wide_rows", quick)
+
+    def data():
+        rng = np.random.default_rng(5)
+        block = rng.random((rows, n), dtype=np.float32)
+        return {f"f{i:04d}": np.ascontiguousarray(block[:, i]) for i in range(n)}
+    p = _written(os.path.join(d, "wide.idv"), lambda p: idv.write(p, data()), log)
+    q = _written(os.path.join(d, "wide.parquet"),
+                 lambda p: pq.write_table(pa.table(data()), p), log)
+    return p, q, n
+
+
+def many_files(quick, log):
+    """(folder of .idv files, folder of .parquet files): the same rows in each."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    n, rows = size("files", quick), size("file_rows", quick)
+    di, dp = _folder("many_idv", quick), _folder("many_parquet", quick)
+    if len(os.listdir(di)) != n or len(os.listdir(dp)) != n:
+        log(f"writing {n} small files (each format) ...")
+        for i in range(n):
+            cols = _long_columns(rows)
+            cols["Id"] = cols["Id"] + i * rows
+            idv.write(os.path.join(di, f"part-{i:05d}.idv"), cols)
+            pq.write_table(pa.table(cols), os.path.join(dp, f"part-{i:05d}.parquet"))
+    return di, dp
+
+
+# ---------------------------------------------------------------------------------------------
+# the floor of take: the blocks hit, inflated (fixed-width numbers need no more than a view)
+# ---------------------------------------------------------------------------------------------
+
+def take_floor(f, columns, rows, threads=2):
+    """(a run of the floor, its thread pool): the blocks of `columns` of the open file `f` that
+    hold `rows`, each inflated once, in `threads` threads."""
+    fn = bench_read._DECOMPRESSORS["libdeflate"]      # into a buffer kept per thread
+    buf = f._source.buffer           # a benchmark's look inside: the mapping's address
+    addr = np.frombuffer(buf, np.uint8).ctypes.data
+    pool = ThreadPoolExecutor(threads)
+
+    def run():
+        work = []
+        for name in columns:
+            c = f[name]
+            hit = np.unique(rows // c.rows_per_block)
+            lk = c.lookup[hit]
+            offs, disk, raw = lk["offset"].tolist(), lk["disk"].tolist(), lk["raw"].tolist()
+            chunks = np.array_split(np.arange(len(offs)), threads)
+
+            def chunk(ix, offs=offs, disk=disk, raw=raw):
+                for i in ix.tolist():
+                    fn(buf, addr, offs[i], disk[i], raw[i])
+            work += [pool.submit(chunk, ix) for ix in chunks]
+        for w in work:
+            w.result()
+    return run, pool
+
+
+# ---------------------------------------------------------------------------------------------
+# the figures
+# ---------------------------------------------------------------------------------------------
+
+def take_figures(files, repeat, quick, log):
+    import pyarrow.dataset as pads
+    n = size("long_rows", quick)
+    rows = np.random.default_rng(3).choice(n, TAKE_ROWS, replace=False)
+    pq_ds = pads.dataset(files["parquet"], format="parquet")
+    lance_ds = None
+    if files["lance"] is not None:
+        import lance
+        lance_ds = lance.dataset(files["lance"])
+    out = {}
+    for label, path in (("default", files["idv"]), ("rows_per_block=1024", files["idv_1024"])):
+        with idv.open(path) as f:
+            got = f.take(rows, TAKE_COLUMNS)
+            want = pq_ds.take(rows, columns=TAKE_COLUMNS)
+            for c in TAKE_COLUMNS:
+                if not np.array_equal(got[c], want[c].to_numpy()):
+                    sys.exit(f"bench_scale: take of {c} differs from pyarrow's")
+            floor, pool = take_floor(f, TAKE_COLUMNS, rows)
+            fns = {"idv": lambda: f.take(rows, TAKE_COLUMNS),
+                   "pyarrow": lambda: pq_ds.take(rows, columns=TAKE_COLUMNS),
+                   "floor": floor}
+            if lance_ds is not None:
+                fns["lance"] = lambda: lance_ds.take(rows, columns=TAKE_COLUMNS)
+            log(f"racing take ({label}): {', '.join(fns)} ...")
+            best = bench_read.race(fns, repeat)
+            pool.shutdown()
+            rpb = f[TAKE_COLUMNS[0]].rows_per_block
+            blocks = f[TAKE_COLUMNS[0]].num_blocks
+        out[label] = {"rows_per_block": rpb, "blocks": blocks,
+                      "blocks_hit": int(len(np.unique(rows // rpb))),
+                      "file_bytes": os.path.getsize(path),
+                      "seconds": best,
+                      "ratios": {k: best[k] / best["idv"] for k in best if k != "idv"}}
+    return out
+
+
+def wide_figures(paths, repeat, log):
+    import pyarrow.parquet as pq
+    p, q, n = paths
+    one = "f0123" if n > 123 else "f0001"
+
+    def idv_open():
+        idv.open(p).close()
+
+    def pq_schema():
+        return pq.ParquetFile(q).schema_arrow
+    log("racing the wide file: open, one column, all ...")
+    best = bench_read.race({
+        "idv_open": idv_open, "pq_schema": pq_schema,
+        "idv_column": lambda: idv.read(p, [one]),
+        "pq_column": lambda: pq.read_table(q, columns=[one]),
+    }, repeat)
+    best.update(bench_read.race({"idv_all": lambda: idv.read(p),
+                                 "pq_all": lambda: pq.read_table(q)}, max(1, repeat // 2)))
+    return {"columns": n, "seconds": best,
+            "ratios": {"open": best["pq_schema"] / best["idv_open"],
+                       "one column": best["pq_column"] / best["idv_column"],
+                       "all": best["pq_all"] / best["idv_all"]},
+            "per_column_open_us": 1e6 * best["idv_open"] / n}
+
+
+def many_figures(folders, repeat, log):
+    import pyarrow.dataset as pads
+    di, dp = folders
+    col = "Price"
+
+    def idv_read():
+        with idv.dataset(di) as ds:
+            return ds.read([col])[col]
+
+    def pa_read():
+        return pads.dataset(dp, format="parquet").to_table(columns=[col])
+    if not np.array_equal(idv_read(), pa_read()[col].to_numpy()):
+        sys.exit("bench_scale: the datasets' columns differ")
+    log(f"racing the dataset of {len(os.listdir(di))} files ...")
+    best = bench_read.race({"idv": idv_read, "pyarrow": pa_read}, repeat)
+    return {"files": len(os.listdir(di)), "seconds": best,
+            "ratio": best["pyarrow"] / best["idv"]}
+
+
+def main(argv=None):
+    a = bench_read.options(__doc__.split("\n")[0]).parse_args(argv)
+    repeat, log = bench_read.runs_and_log(a, 7, quick=2)
+    report = {"quick": a.quick, "repeat": repeat, "machine": bench_read.machine()}
+    report["take"] = take_figures(long_files(a.quick, log), repeat, a.quick, log)
+    report["wide"] = wide_figures(wide_files(a.quick, log), repeat, log)
+    report["many_files"] = many_figures(many_files(a.quick, log), repeat, log)
+    if a.json:
+        print(json.dumps(report, indent=1))
+        return
+    print(f"best of {repeat}, ratio = the other's time / idv's")
+    for label, r in report["take"].items():
+        s = r["seconds"]
+        others = ", ".join(f"{k} {s[k] * 1e3:.1f} ms ({v:.2f}x)" for k, v in r["ratios"].items())
+        print(f"take {TAKE_ROWS} rows ({label}: {r['blocks_hit']} of {r['blocks']} blocks hit, "
+              f"file {r['file_bytes'] / 1e6:.1f} MB): idv {s['idv'] * 1e3:.1f} ms; {others}")
+    w = report["wide"]
+    s = w["seconds"]
+    print(f"{w['columns']} columns: open {s['idv_open'] * 1e3:.1f} ms "
+          f"({w['ratios']['open']:.2f}x; {w['per_column_open_us']:.1f} us a column), "
+          f"one column {s['idv_column'] * 1e3:.1f} ms ({w['ratios']['one column']:.2f}x), "
+          f"all {s['idv_all'] * 1e3:.0f} ms ({w['ratios']['all']:.2f}x)")
+    m = report["many_files"]
+    print(f"{m['files']} files, one column: idv {m['seconds']['idv'] * 1e3:.0f} ms "
+          f"({m['ratio']:.2f}x pyarrow.dataset)")
+
+
+if __name__ == "__main__":
+    main()

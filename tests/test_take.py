@@ -1,0 +1,135 @@
+"""IdvFile.take and Dataset.take: rows by number in the order asked, equal to fancy indexing of
+idv.read's values in every column form, with each block that holds them decoded once."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import idv
+import idv.take
+from readback import same
+
+ROWS, RPB = 1000, 64
+
+
+def _table(n, seed=0):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 5, n)
+    return {
+        "f": rng.standard_normal(n).astype(np.float32),
+        "i": np.arange(n, dtype=np.int64) + seed * 10_000,
+        "t": np.array([f"row {k} é {seed}" for k in range(n)], dtype=object),
+        "v": rng.standard_normal((n, 3)),
+        "r": idv.Ragged(np.arange(int(lengths.sum()), dtype=np.int32),
+                        np.concatenate([[0], np.cumsum(lengths)])),
+        "b": rng.integers(0, 2, n).astype(bool),
+        "k": rng.integers(0, 5, n).astype(np.uint32),
+    }
+
+
+TYPES = {"k": idv.Key(idv.UInt32, 4)}
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory):
+    p = tmp_path_factory.mktemp("take") / "t.idv"
+    idv.write(p, _table(ROWS), types=TYPES, rows_per_block=RPB)
+    return p
+
+
+@pytest.fixture(scope="module")
+def whole(path):
+    return idv.read(path)
+
+
+def _expected(whole, rows):
+    return {n: v[np.asarray(rows, np.int64)] for n, v in whole.items()}
+
+
+RNG = np.random.default_rng(7)
+CASES = {
+    "sorted": np.sort(RNG.choice(ROWS, 50, replace=False)),
+    "unsorted": RNG.choice(ROWS, 50, replace=False),
+    "repeated": np.array([5, 900, 5, 5, 63, 64, 900, 0]),
+    "negative": np.array([-1, -ROWS, 3, -64]),
+    "one block": np.array([70, 65, 127]),
+    "every row reversed": np.arange(ROWS)[::-1],
+}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", list(CASES))
+def test_take_is_fancy_indexing_of_read(path, whole, case, threads):
+    rows = CASES[case]
+    with idv.open(path, threads=threads) as f:
+        got = f.take(rows)
+    assert list(got) == list(whole)
+    assert same(got, _expected(whole, rows % ROWS))
+
+
+def test_windows_of_one_block_each_give_the_same_rows(path, whole, monkeypatch):
+    monkeypatch.setattr(idv.take, "TAKE_WINDOW_BYTES", 1)
+    rows = CASES["every row reversed"]
+    with idv.open(path, threads=2) as f:
+        assert same(f.take(rows), _expected(whole, rows))
+
+
+def test_take_as_a_list_and_of_some_columns_in_their_order(path, whole):
+    with idv.open(path) as f:
+        got = f.take([3, 1, 2], columns=["t", "k"])
+    assert list(got) == ["t", "k"]
+    assert same(got, {n: whole[n][[3, 1, 2]] for n in ["t", "k"]})
+    assert got["t"].tolist() == ["row 3 é 0", "row 1 é 0", "row 2 é 0"]
+
+
+def test_empty_indices_give_the_empty_forms(path, whole):
+    with idv.open(path) as f:
+        got = f.take([])
+        assert same(got, f.read(rows=slice(0, 0)))
+    assert all(len(v) == 0 for v in got.values())
+
+
+@pytest.mark.parametrize("bad", [ROWS, -ROWS - 1, 10**12])
+def test_out_of_range_names_the_row_and_the_row_count(path, bad):
+    with idv.open(path) as f, pytest.raises(IndexError, match=f"row {bad} .*{ROWS} rows"):
+        f.take([0, bad, 1])
+
+
+def test_blocks_decoded_are_the_distinct_blocks_hit(path):
+    rows = np.array([900, 5, 70, 71, 5, 999, 200])
+    hit = len(np.unique(rows // RPB))
+    with idv.open(path) as f:
+        f.take(rows, columns=["f", "r"])
+        assert [f[n].blocks_decoded for n in ["f", "r", "i"]] == [hit, hit, 0]
+
+
+# ---- datasets: row numbers over the files end to end
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("take_ds")
+    for k, n in enumerate([300, 1, 450, 250]):
+        idv.write(d / f"part{k}.idv", _table(n, seed=k), types=TYPES, rows_per_block=RPB)
+    return d
+
+
+@pytest.mark.parametrize("rows", [
+    np.array([0, 299, 300, 301, 750, 1000, 300]),       # across every boundary, repeated
+    np.array([-1, 0, -701, 299, 301]),                  # negative, unsorted
+    np.random.default_rng(3).permutation(1001)[:200],
+])
+def test_dataset_take_is_fancy_indexing_of_the_files_end_to_end(dataset_dir, rows):
+    with idv.dataset(dataset_dir) as ds:
+        whole = ds.read()
+        got = ds.take(rows)
+        assert same(got, _expected(whole, rows % ds.num_rows))
+        assert same(ds.take(rows, columns=["r", "t"]),
+                    {n: whole[n][rows % ds.num_rows] for n in ["r", "t"]})
+
+
+def test_dataset_take_errors_and_empty(dataset_dir):
+    with idv.dataset(dataset_dir) as ds:
+        with pytest.raises(IndexError, match="row 1001 .*1001 rows"):
+            ds.take([3, 1001])
+        got = ds.take([], columns=["v", "r"])
+        assert got["v"].shape == (0, 3) and len(got["r"]) == 0
