@@ -143,6 +143,7 @@ class IdvFile:
         self._source = open_any(source, filesystem, storage_options, timeout)
         try:
             limit = budget.limit_for(self._source.size, memory_limit)
+            self._source.memory_limit = limit    # no fetch brings more (a remote file's)
         except BaseException:
             self.close()
             raise
