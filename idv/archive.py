@@ -72,3 +72,9 @@ def entry_source(archive, entry):
         if info.file_size <= READ_LIMIT:
             return z.read(info)
     return zipfile.ZipFile(archive).open(info)   # the stream keeps its ZipFile open
+
+
+def member_source(z, info):
+    """The bytes of member `info` of the open archive `z` (small members), or a seekable
+    stream of it, valid while `z` is open: many members read through one opening."""
+    return z.read(info) if info.file_size <= READ_LIMIT else z.open(info)

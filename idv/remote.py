@@ -33,7 +33,7 @@ import threading
 
 import numpy as np
 
-from idv import budget, source as local
+from idv import archive, budget, source as local
 from idv._header import HEADER_SIZE
 from idv.errors import MissingDependencyError, RemoteError, RemoteTimeoutError
 
@@ -52,13 +52,14 @@ _INSTALL = "pip install 'idv[remote]'"
 
 def is_remote(source, filesystem=None):
     """Whether `source` is read through fsspec: a filesystem is given, or it is a URL (a
-    string with ``://`` or fsspec's ``::`` chaining that is not an existing local path)."""
+    string with ``://`` or fsspec's ``::`` chaining that is not an existing local path, nor
+    an entry of a local zip: ``model.zip:run::1.idv`` is one)."""
     if filesystem is not None:
         return True
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
     return isinstance(source, str) and ("://" in source or "::" in source) \
-        and not os.path.exists(source)
+        and not os.path.exists(source) and archive.split_zip(source) is None
 
 
 def open_any(source, filesystem=None, storage_options=None, timeout=None):

@@ -119,3 +119,34 @@ def test_cli_ls(tmp_path):
     rc, out, err = run("ls", idv.sample_path())
     assert rc == 2
     assert_one_line_error(err, "is not a zip archive")
+
+
+def test_zip_entries_read_the_archive_directory_once(tmp_path, monkeypatch):
+    """idv ls of a zip of many entries opens it once (reopening it per entry made 16,000
+    entries never finish)."""
+    sample = open(idv.sample_path(), "rb").read()
+    p = tmp_path / "many.zip"
+    with zipfile.ZipFile(p, "w") as z:
+        for i in range(300):
+            z.writestr(f"Part{i}/Schema.idv", sample)
+    reads = []
+    real = zipfile.ZipFile._RealGetContents
+    monkeypatch.setattr(zipfile.ZipFile, "_RealGetContents",
+                        lambda self: (reads.append(1), real(self))[1])
+    entries = idv.zip_entries(p)
+    assert len(entries) == 300 and all(e.num_rows == 240 for e in entries)
+    assert len(reads) == 1
+
+
+@pytest.mark.parametrize("entry", ["run::1.idv", "data/http://x.idv", "s3://b/k.idv"])
+def test_entry_names_that_look_like_urls_are_entries(tmp_path, entry):
+    from cli_run import run
+    p = tmp_path / "m.zip"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr(entry, open(idv.sample_path(), "rb").read())
+    (spec,) = [e.spec for e in idv.zip_entries(p)]
+    assert spec == f"{p}:{entry}"
+    with idv.open(spec) as f:
+        assert f.num_rows == 240
+    rc, out, err = run("schema", spec, check_rc=0)
+    assert "240 rows" in out or "Features" in out
