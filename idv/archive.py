@@ -1,4 +1,5 @@
-""".idv files inside zip archives (ML.NET model zips): ``archive.zip:entry`` names one.
+""".idv files inside zip archives (ML.NET model zips): ``archive.zip:entry`` names one. Any
+zip is recognised by its first bytes, whatever its extension (``MLModel.mlnet:entry``).
 
 ML.NET writes its model zips on Windows as often as not, so entry names may use ``\\``;
 either separator finds them.
@@ -13,19 +14,29 @@ _SIGNATURE = b"CML\0DVB\0"   # the first 8 bytes of every IDV stream (the header
 
 
 def split_zip(spec):
-    """'a.zip:entry' -> ('a.zip', 'entry') when a.zip is a file and `spec` itself is not;
-    else None."""
+    """'a.zip:entry' -> ('a.zip', 'entry') when a.zip is a zip archive (by its signature,
+    whatever its name: Model Builder's ``MLModel.mlnet`` is one) and `spec` itself is not a
+    file; else None."""
     spec = os.fspath(spec)
-    if os.path.exists(spec):
+    if ":" not in spec or os.path.exists(spec):
         return None
-    low = spec.lower()
-    i = low.find(".zip:")
+    i = spec.find(":")
     while i >= 0:
-        archive, entry = spec[:i + 4], spec[i + 5:]
-        if os.path.isfile(archive):
+        archive, entry = spec[:i], spec[i + 1:]
+        if archive and os.path.isfile(archive) and is_zip(archive):
             return archive, entry
-        i = low.find(".zip:", i + 1)
+        i = spec.find(":", i + 1)
     return None
+
+
+def is_zip(path):
+    """Whether the file at `path` starts as a zip archive does (a local file header, or the
+    end record of an empty archive)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) in (b"PK\x03\x04", b"PK\x05\x06")
+    except OSError:
+        return False
 
 
 def idv_entries(z):

@@ -150,3 +150,28 @@ def test_entry_names_that_look_like_urls_are_entries(tmp_path, entry):
         assert f.num_rows == 240
     rc, out, err = run("schema", spec, check_rc=0)
     assert "240 rows" in out or "Features" in out
+
+
+@pytest.mark.parametrize("archive, entry", ENTRIES)
+def test_any_zip_is_recognised_whatever_its_extension(tmp_path, archive, entry):
+    """Model Builder saves MLModel.mlnet: a zip under another name, named as
+    MLModel.mlnet:ENTRY with either separator, in Python and in the CLI."""
+    from cli_run import assert_one_line_error, run
+    model = tmp_path / "MLModel.mlnet"
+    model.write_bytes((MODEL_ZIPS_DIR / archive).read_bytes())
+    with zipfile.ZipFile(model) as z:
+        expected = read_quiet(z.read(entry))
+    for spec in (entry.replace("\\", "/"), entry.replace("/", "\\")):
+        assert same(read_quiet(f"{model}:{spec}"), expected), spec
+    if archive != "ep_model1.zip":      # the command line: once
+        return
+    rc, out, err = run("schema", f"{model}:{entry.replace(chr(92), '/')}", check_rc=0)
+    assert out.strip()
+    rc, out, err = run("schema", model)
+    assert rc != 0
+    assert_one_line_error(err, f"{model} is a zip archive; name an entry as {model}:ENTRY")
+    assert entry.replace("\\", "/") in err
+    rc, out, err = run("ls", model, check_rc=0)
+    assert entry.replace("\\", "/") in out
+    rc, out, err = run("schema", f"{model}:Nope.idv")
+    assert rc != 0 and entry.replace("\\", "/") in err
