@@ -11,6 +11,7 @@ import zipfile
 
 READ_LIMIT = 256 << 20   # entries up to this size are read into memory, larger ones streamed
 _SIGNATURE = b"CML\0DVB\0"   # the first 8 bytes of every IDV stream (the header's signature)
+_ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")   # a zip's first member, or an empty zip
 
 
 def split_zip(spec):
@@ -29,12 +30,33 @@ def split_zip(spec):
     return None
 
 
+def split_in(fs, path):
+    """split_zip for a path in an fsspec filesystem (a URL's): ('https://h/m.zip', 'entry')
+    for 'https://h/m.zip:entry' when m.zip is a zip (its first bytes) and the whole path is
+    no file; else None. Only colons after the host (and its port) are tried."""
+    after = path.find("://")
+    start = path.find("/", after + 3) if after >= 0 else 0
+    if start < 0 or ":" not in path[start:] or fs.exists(path):
+        return None
+    i = path.find(":", start)
+    while i >= 0:
+        try:
+            with fs.open(path[:i], "rb") as f:
+                head = f.read(4)
+        except (OSError, ValueError):
+            head = b""
+        if head in _ZIP_STARTS:
+            return path[:i], path[i + 1:]
+        i = path.find(":", i + 1)
+    return None
+
+
 def is_zip(path):
     """Whether the file at `path` starts as a zip archive does (a local file header, or the
     end record of an empty archive)."""
     try:
         with open(path, "rb") as f:
-            return f.read(4) in (b"PK\x03\x04", b"PK\x05\x06")
+            return f.read(4) in _ZIP_STARTS
     except OSError:
         return False
 

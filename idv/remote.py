@@ -30,6 +30,7 @@ import contextlib
 import asyncio
 import os
 import threading
+import zipfile
 
 import numpy as np
 
@@ -82,7 +83,31 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None):
         src = local.open_source(path)
         src.name = url
         return src
+    zipped = archive.split_in(fs, path)
+    if zipped is not None:           # https://host/model.zip:Entry/Schema.idv
+        src = local.open_source(zip_member(fs, *zipped))
+        src.name = url
+        return src
     return RemoteSource(fs, path, url, DEFAULT_TIMEOUT if timeout is None else timeout)
+
+
+def open_zip(fs, path):
+    """The zip archive at `path` in `fs`, read by ranges through fsspec's file object."""
+    z = zipfile.ZipFile(fs.open(path, "rb"))
+    z.filename = fs.unstrip_protocol(path)      # named in errors
+    return z
+
+
+def zip_member(fs, path, entry):
+    """The bytes (or a seekable stream) of member `entry` of the zip at `path` in `fs`;
+    FileNotFoundError listing its .idv entries if it has no such member."""
+    z = open_zip(fs, path)
+    try:
+        info = archive.find_entry(z, entry)
+    except KeyError as e:
+        z.close()
+        raise FileNotFoundError(e.args[0]) from None
+    return archive.member_source(z, info)
 
 
 def _fsspec():
@@ -230,8 +255,7 @@ class RemoteSource:
         runs = [(0, head_n)] + ([(tail, size)] if tail < size else [])
         self._held = list(zip((s for s, _ in runs), self._fetch(runs)))
         head = self._held[0][1]
-        local.refuse_other_formats(bytes(head[:8]), url, lambda: fs.open(path, "rb"),
-                                   "zip://ENTRY::{name}")
+        local.refuse_other_formats(bytes(head[:8]), url, lambda: fs.open(path, "rb"))
         self.base, self.size = local.prefixed_extent(bytes(head[:12]), size)
 
     # ---- the source interface

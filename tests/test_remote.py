@@ -429,7 +429,7 @@ def test_not_an_idv_gets_the_local_error_with_the_url(tmp_path):
                 idv.open(srv.url(name))
             assert remote_err.value.path == srv.url(name)
             if name == "/m.zip":
-                assert "zip://ENTRY::" + srv.url(name) in str(remote_err.value)
+                assert srv.url(name) + ":ENTRY" in str(remote_err.value)
                 assert "Data/Schema.idv" in str(remote_err.value)
             else:
                 assert remote_err.value.reason == local_err.value.reason, name
@@ -636,3 +636,40 @@ def test_overlapping_ranges_are_fetched_once_and_cut_exactly(wide_file):
         assert all(bytes(g) == data[o:o + n] for g, o, n in zip(got, offsets, sizes))
         assert srv.bytes_served <= len(data)
         src.close()
+
+
+# ---- model zips over HTTP ----------------------------------------------------------------------
+
+def test_a_model_zip_entry_by_url_and_idv_ls_of_a_url(tmp_path):
+    """https://host/model.zip:ENTRY (and MLModel.mlnet:ENTRY), either separator, read by
+    ranges; a missing entry lists those there are; idv ls URL lists them with schemas."""
+    from cli_run import run
+    entries = [(z, e) for z, e in model_zip_entries() if z == "ep_model1.zip"]
+    if not entries:
+        pytest.skip("model zips missing (set IDV_SHARED)")
+    local = shared_path("mlnet-files", "model-zips", "ep_model1.zip")
+    data = local.read_bytes()
+    with RangeServer({"/model.zip": data, "/MLModel.mlnet": data}) as srv:
+        for name in ("/model.zip", "/MLModel.mlnet"):
+            url = srv.url(name)
+            for _, entry in entries:
+                want = idv.read(f"{local}:{entry}")
+                for spec in (entry.replace("\\", "/"), entry.replace("/", "\\")):
+                    got = idv.read(f"{url}:{spec}")
+                    assert list(got) == list(want)
+                    for column in want:
+                        assert_equal_reads(got[column], want[column])
+            with pytest.raises(FileNotFoundError, match="no entry 'Nope.idv'.*"
+                                                        "DataLoaderModel/Loader/Schema.idv"):
+                idv.open(f"{url}:Nope.idv")
+        url = srv.url("/model.zip")
+        srv.reset_counts()
+        listed = idv.zip_entries(url)
+        assert [e.name for e in listed] == [e.name for e in idv.zip_entries(local)]
+        assert all(e.spec.startswith(url + ":") for e in listed)
+        assert srv.bytes_served < 3 * len(data)
+        rc, out, err = run("ls", url, check_rc=0)
+        assert out.startswith(f"{url}: {len(listed)} IDV streams")
+        assert "DataLoaderModel/Loader/Schema.idv" in out
+        rc, out, err = run("schema", f"{url}:DataLoaderModel\\Loader\\Schema.idv", check_rc=0)
+        assert out.strip()

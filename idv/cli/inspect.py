@@ -338,13 +338,19 @@ def cmd_ls(args, out):
     """Every IDV stream in a zip archive, found by signature, with its schema."""
     import zipfile
 
+    from idv import remote
+    from idv.cli.opener import opening
     from idv.listing import zip_entries
-    if not os.path.isfile(args.archive):
-        raise CliError(f"{args.archive}: no such file")
-    if not zipfile.is_zipfile(args.archive):
-        raise CliError(f"{args.archive} is not a zip archive (for an .idv: idv schema FILE)",
-                       EXIT_USAGE)
-    entries = zip_entries(args.archive)
+    if remote.is_remote(args.archive):          # a URL: read by ranges
+        with opening(args.archive):
+            entries = zip_entries(args.archive)
+    else:
+        if not os.path.isfile(args.archive):
+            raise CliError(f"{args.archive}: no such file")
+        if not zipfile.is_zipfile(args.archive):
+            raise CliError(f"{args.archive} is not a zip archive (for an .idv: idv schema "
+                           f"FILE)", EXIT_USAGE)
+        entries = zip_entries(args.archive)
     if args.json:
         dump_json({"archive": args.archive, "entries": [
             {"entry": e.name.replace("\\", "/"), "stored_name": e.name, "spec": e.spec,
