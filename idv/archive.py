@@ -6,10 +6,13 @@ either separator finds them.
 """
 from __future__ import annotations
 
+import mmap
 import os
+import shutil
+import tempfile
 import zipfile
 
-READ_LIMIT = 256 << 20   # entries up to this size are read into memory, larger ones streamed
+READ_LIMIT = 256 << 20   # entries up to this size are read into memory, larger ones mapped
 _SIGNATURE = b"CML\0DVB\0"   # the first 8 bytes of every IDV stream (the header's signature)
 _ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")   # a zip's first member, or an empty zip
 
@@ -99,15 +102,19 @@ def find_entry(z, entry):
 
 
 def entry_source(archive, entry):
-    """The bytes of ``archive:entry`` (small entries), or a seekable stream of it."""
+    """The bytes of ``archive:entry`` (see member_source)."""
     with zipfile.ZipFile(archive) as z:
-        info = find_entry(z, entry)
-        if info.file_size <= READ_LIMIT:
-            return z.read(info)
-    return zipfile.ZipFile(archive).open(info)   # the stream keeps its ZipFile open
+        return member_source(z, find_entry(z, entry))
 
 
 def member_source(z, info):
-    """The bytes of member `info` of the open archive `z` (small members), or a seekable
-    stream of it, valid while `z` is open: many members read through one opening."""
-    return z.read(info) if info.file_size <= READ_LIMIT else z.open(info)
+    """The bytes of member `info` of the open archive `z`: in memory when small, else
+    inflated once into an unnamed temporary file and mapped (a zip stream re-inflates from
+    its start at every backward seek, and a reader seeks back and forth)."""
+    if info.file_size <= READ_LIMIT:
+        return z.read(info)
+    with tempfile.TemporaryFile(prefix="idv-entry-") as spool:
+        with z.open(info) as f:
+            shutil.copyfileobj(f, spool, 1 << 20)
+        spool.flush()
+        return mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ)
