@@ -518,8 +518,8 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
     ``on_bad_file``: ``"raise"`` (default: a file that cannot be opened, or a subdirectory
     that cannot be listed, stops with its error, which names it) or ``"skip"`` (left out, with
     an idv.IdvWarning listing them; the dataset's ``skipped`` has each path and error).
-    Hidden directories (``.name``) are not searched, nor directory symlinks by ``**``. A block damaged in one file fails only the
-    reads that touch it, naming the file.
+    Hidden directories (``.name``) are not searched, nor directory symlinks by ``**``. A
+    block damaged in one file fails only the reads that touch it, naming the file.
 
     ``max_open_files``: files kept open at once (default 1,024 local files, each a memory map
     of about 28 KiB resident and no file descriptor; 64 remote ones); the others are reopened

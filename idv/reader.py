@@ -214,8 +214,8 @@ class IdvFile:
         extra = [] if sums is None else [(sums.table_offset, sums.table_length,
                                           "the checksum table")]
         self.tables = layout.read_tables(src, h, entries, extra)
-        if sums is not None:
-            _check_coverage(sums, self.tables.regions, h)           # lookup tables, metadata: checked now, blocks when read
+        if sums is not None:           # lookup tables, metadata: checked now, blocks when read
+            _check_coverage(sums, self.tables.regions, h)
             parts = sums.tables[sums.tables["offset"] != h.toc_offset]   # the TOC: done above
             for e, data in zip(parts, src.read_ranges(parts["offset"], parts["length"])):
                 o, n = int(e["offset"]), int(e["length"])
