@@ -673,3 +673,25 @@ def test_a_model_zip_entry_by_url_and_idv_ls_of_a_url(tmp_path):
         assert "DataLoaderModel/Loader/Schema.idv" in out
         rc, out, err = run("schema", f"{url}:DataLoaderModel\\Loader\\Schema.idv", check_rc=0)
         assert out.strip()
+
+
+def test_s3_reads_the_version_opened(s3_endpoint, wide_file, monkeypatch):
+    """A version-aware S3 filesystem pins the VersionId opened: an object overwritten while
+    it is read still reads as opened."""
+    import boto3
+    import s3fs
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    client = boto3.client("s3", endpoint_url=s3_endpoint, aws_access_key_id="testing",
+                          aws_secret_access_key="testing", region_name="us-east-1")
+    client.create_bucket(Bucket="idv-versions")
+    client.put_bucket_versioning(Bucket="idv-versions",
+                                 VersioningConfiguration={"Status": "Enabled"})
+    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=s3_endpoint,
+                           client_kwargs={"region_name": "us-east-1"}, version_aware=True)
+    _, data, cols = wide_file
+    fs.pipe("idv-versions/w.idv", data)
+    with idv.open("idv-versions/w.idv", filesystem=fs) as f:
+        fs.pipe("idv-versions/w.idv", bytes(len(data)))      # another version, all zeros
+        fs.invalidate_cache()
+        assert np.array_equal(f["d0"].read(), cols["d0"])
