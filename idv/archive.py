@@ -1,31 +1,67 @@
-""".idv files inside zip archives (ML.NET model zips): ``archive.zip:entry`` names one.
+""".idv files inside zip archives (ML.NET model zips): ``archive.zip:entry`` names one. Any
+zip is recognised by its first bytes, whatever its extension (``MLModel.mlnet:entry``).
 
 ML.NET writes its model zips on Windows as often as not, so entry names may use ``\\``;
 either separator finds them.
 """
 from __future__ import annotations
 
+import mmap
 import os
+import shutil
+import tempfile
 import zipfile
 
-READ_LIMIT = 256 << 20   # entries up to this size are read into memory, larger ones streamed
+READ_LIMIT = 256 << 20   # entries up to this size are read into memory, larger ones mapped
 _SIGNATURE = b"CML\0DVB\0"   # the first 8 bytes of every IDV stream (the header's signature)
+_ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")   # a zip's first member, or an empty zip
 
 
 def split_zip(spec):
-    """'a.zip:entry' -> ('a.zip', 'entry') when a.zip is a file and `spec` itself is not;
-    else None."""
+    """'a.zip:entry' -> ('a.zip', 'entry') when a.zip is a zip archive (by its signature,
+    whatever its name: Model Builder's ``MLModel.mlnet`` is one) and `spec` itself is not a
+    file; else None."""
     spec = os.fspath(spec)
-    if os.path.exists(spec):
+    if ":" not in spec or os.path.exists(spec):
         return None
-    low = spec.lower()
-    i = low.find(".zip:")
+    i = spec.find(":")
     while i >= 0:
-        archive, entry = spec[:i + 4], spec[i + 5:]
-        if os.path.isfile(archive):
+        archive, entry = spec[:i], spec[i + 1:]
+        if archive and os.path.isfile(archive) and is_zip(archive):
             return archive, entry
-        i = low.find(".zip:", i + 1)
+        i = spec.find(":", i + 1)
     return None
+
+
+def split_in(fs, path):
+    """split_zip for a path in an fsspec filesystem (a URL's): ('https://h/m.zip', 'entry')
+    for 'https://h/m.zip:entry' when m.zip is a zip (its first bytes) and the whole path is
+    no file; else None. Only colons after the host (and its port) are tried."""
+    after = path.find("://")
+    start = path.find("/", after + 3) if after >= 0 else 0
+    if start < 0 or ":" not in path[start:] or fs.exists(path):
+        return None
+    i = path.find(":", start)
+    while i >= 0:
+        try:
+            with fs.open(path[:i], "rb") as f:
+                head = f.read(4)
+        except (OSError, ValueError):
+            head = b""
+        if head in _ZIP_STARTS:
+            return path[:i], path[i + 1:]
+        i = path.find(":", i + 1)
+    return None
+
+
+def is_zip(path):
+    """Whether the file at `path` starts as a zip archive does (a local file header, or the
+    end record of an empty archive)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) in _ZIP_STARTS
+    except OSError:
+        return False
 
 
 def idv_entries(z):
@@ -66,9 +102,19 @@ def find_entry(z, entry):
 
 
 def entry_source(archive, entry):
-    """The bytes of ``archive:entry`` (small entries), or a seekable stream of it."""
+    """The bytes of ``archive:entry`` (see member_source)."""
     with zipfile.ZipFile(archive) as z:
-        info = find_entry(z, entry)
-        if info.file_size <= READ_LIMIT:
-            return z.read(info)
-    return zipfile.ZipFile(archive).open(info)   # the stream keeps its ZipFile open
+        return member_source(z, find_entry(z, entry))
+
+
+def member_source(z, info):
+    """The bytes of member `info` of the open archive `z`: in memory when small, else
+    inflated once into an unnamed temporary file and mapped (a zip stream re-inflates from
+    its start at every backward seek, and a reader seeks back and forth)."""
+    if info.file_size <= READ_LIMIT:
+        return z.read(info)
+    with tempfile.TemporaryFile(prefix="idv-entry-") as spool:
+        with z.open(info) as f:
+            shutil.copyfileobj(f, spool, 1 << 20)
+        spool.flush()
+        return mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ)

@@ -117,6 +117,7 @@ class BlockStore:
         (inflate)."""
         buf = self._source.buffer
         if buf is not None:
+            self._source.check_intact()       # a memory map past a file's end: SIGBUS
             return buf, offsets
         parts = self._source.read_ranges(offsets, disk)
         local = np.zeros(len(parts), np.int64)

@@ -1,9 +1,12 @@
 """Decoded blocks kept for row access: ``col[i]`` and ``col[[i, j, ...]]`` decode a block once
 and find it again while it stays in a cache bounded in bytes (least recently used out first).
-Whole reads and slices stream past it: they decode their blocks once anyway.
+Whole reads and slices stream past it: they decode their blocks once anyway. Threads share
+it: its bookkeeping is under a lock, the decoding is not (two threads may decode one block at
+once; the second finds the first's kept).
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -32,16 +35,23 @@ class BlockCache:
         self.max_bytes = int(max_bytes)
         self.nbytes = 0
         self._items = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, key, load, raw_bytes=0):
         """The block under `key`, or `load()`'s, kept if it fits."""
-        hit = self._items.get(key)
-        if hit is not None:
-            self._items.move_to_end(key)
-            return hit[0]
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit[0]
         value = load()
         size = cost(value, raw_bytes)
-        if size <= self.max_bytes:
+        if size > self.max_bytes:
+            return value
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:           # another thread kept it meanwhile
+                return hit[0]
             self._items[key] = (value, size)
             self.nbytes += size
             while self.nbytes > self.max_bytes:
@@ -49,9 +59,13 @@ class BlockCache:
                 self.nbytes -= gone
         return value
 
+    def __contains__(self, key):
+        return key in self._items
+
     def __len__(self):
         return len(self._items)
 
     def clear(self):
-        self._items.clear()
-        self.nbytes = 0
+        with self._lock:
+            self._items.clear()
+            self.nbytes = 0

@@ -98,6 +98,14 @@ class Checksums:
                               _compression.BAD_CRC)
         return out
 
+    def uncovered(self, starts, stops):
+        """Positions of the parts [starts[k], stops[k]) (not empty) that have no entry at
+        their offset: idv records every part it writes, so a table that misses one was cut (a
+        block rewritten and its entry dropped would read unchecked). An entry over another
+        length is a mismatch when the part is checked."""
+        starts, stops = np.asarray(starts, np.int64), np.asarray(stops, np.int64)
+        return np.flatnonzero((stops > starts) & (self._find(starts) < 0))
+
     @property
     def tables(self):
         """The entries checked when the file opens (everything but data blocks)."""

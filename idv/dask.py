@@ -13,6 +13,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import shutil
+import tempfile
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -225,6 +227,42 @@ def _write_partition(df, path, writer_kwargs):
     return path
 
 
+def _part_names(name_function, n):
+    """name_function(i) of every partition, checked: relative paths that stay inside the
+    directory, all different."""
+    names = []
+    for i in range(n):
+        name = os.fspath(name_function(i))
+        norm = os.path.normpath(name)
+        if not name or os.path.isabs(name) or os.path.splitdrive(name)[0] or \
+                norm == os.curdir or norm.split(os.sep)[0] == os.pardir:
+            raise ValueError(f"name_function({i}) gave {name!r}: a partition's file must be a "
+                             f"relative path inside the output directory")
+        names.append(norm)
+    if len(set(names)) != len(names):
+        dup = next(x for x in names if names.count(x) > 1)
+        raise ValueError(f"name_function gives {dup!r} to more than one partition")
+    return names
+
+
+def _flat(name):
+    """A staged part's file name (the names may hold directories)."""
+    return name.replace(os.sep, "%2F")
+
+
+def _move_in(written, staging, directory, names):
+    """Every partition written: move the parts from `staging` to their names, then remove it
+    (a job with a failed partition never gets here, and leaves no part in `directory`)."""
+    out = []
+    for name in names:
+        final = os.path.join(directory, name)
+        os.makedirs(os.path.dirname(final) or directory, exist_ok=True)
+        os.replace(os.path.join(staging, _flat(name)), final)
+        out.append(final)
+    shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
 def _client():
     """The distributed client in use, or None."""
     try:
@@ -268,7 +306,10 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **wri
     One file per partition (``path`` an existing directory, a name ending in ``/``, or any
     ``name_function``): partition i is written to ``path/name_function(i)`` (default
     ``part.{i}.idv``) by the worker that computes it, in parallel. Returns the paths (or,
-    with ``compute=False``, the dask.delayed that writes them).
+    with ``compute=False``, the dask.delayed that writes them). The names must be relative
+    paths inside ``path``. The parts are written into a hidden staging directory in ``path``
+    and moved into place only when every partition succeeded: a failed job leaves no data
+    set behind (idv.dataset skips hidden directories).
 
     The index is not written (reset_index() first to keep it). Other keywords go to
     idv.Writer (``compression``, ``rows_per_block``, ``backend``...).
@@ -280,12 +321,20 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **wri
                      or os.path.isdir(text))
     if per_partition:
         name_function = name_function or (lambda i: f"part.{i}.idv")
+        parts = ddf.to_delayed()
+        names = _part_names(name_function, len(parts))
         os.makedirs(text, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".idv-staging-", dir=text)
         write = dask.delayed(_write_partition, pure=False)
-        tasks = [write(d, os.path.join(text, name_function(i)), writer_kwargs)
-                 for i, d in enumerate(ddf.to_delayed())]
-        together = dask.delayed(list)(tasks)
-        return together.compute() if compute else together
+        tasks = [write(d, os.path.join(staging, _flat(n)), writer_kwargs)
+                 for d, n in zip(parts, names)]
+        together = dask.delayed(_move_in, pure=False)(tasks, staging, text, names)
+        if not compute:
+            return together
+        try:
+            return together.compute()
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     if not compute:
         raise ValueError("compute=False is for one file per partition; a single file is "
                          "written by streaming the partitions in order")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import glob as _glob
 import os
+import re
 import warnings
 
 import numpy as np
@@ -48,10 +49,11 @@ class DatasetFile:
     fsspec filesystem), ``num_rows``, and ``start`` / ``stop``: its rows' numbers in the
     dataset."""
 
-    __slots__ = ("path", "num_rows", "start", "rows_per_block")
+    __slots__ = ("path", "num_rows", "start", "rows_per_block", "identity")
 
-    def __init__(self, path, num_rows, start, rows_per_block):
+    def __init__(self, path, num_rows, start, rows_per_block, identity=None):
         self.path = path
+        self.identity = identity               # what _identity said when it was listed
         self.num_rows = num_rows
         self.start = start
         self.rows_per_block = rows_per_block   # name -> rows per block, of the dataset's columns
@@ -64,9 +66,65 @@ class DatasetFile:
         return f"DatasetFile({self.path!r}, {self.num_rows} rows, rows {self.start}-{self.stop})"
 
 
-def _expand_one(source, fs, storage_options):
+def _raise(error):
+    raise error
+
+
+def _walk(top, on_error):
+    """Every file under `top` (os.walk's order): hidden directories (``.name``, such as a job's
+    staging directory) skipped, directory symlinks not followed (a link to an ancestor would
+    list files again and again)."""
+    for root, dirs, names in os.walk(top, onerror=on_error):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in names:
+            yield os.path.join(root, name)
+
+
+def _component_regex(part):
+    """A regex of one glob component (``*``, ``?``, ``[...]``), not crossing ``/``; wildcards
+    do not match a leading dot, as glob's."""
+    out, i = [], 0
+    while i < len(part):
+        ch = part[i]
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[" and "]" in part[i + 2:] + part[i + 1:i + 2]:
+            j = part.index("]", i + 2 if part[i + 1:i + 2] in ("!", "]") else i + 1)
+            body = part[i + 1:j]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = j
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return ("" if part.startswith(".") else r"(?!\.)") + "".join(out)
+
+
+def _glob_files(pattern, on_error):
+    """glob.glob(pattern, recursive=True)'s files, except that ``**`` never follows a
+    directory symlink (loops would never end)."""
+    if "**" not in pattern:
+        return [p for p in _glob.glob(pattern) if not os.path.isdir(p)]
+    parts = pattern.replace(os.sep, "/").split("/")
+    first = next(i for i, p in enumerate(parts) if _glob.has_magic(p))
+    root = "/".join(parts[:first]) or ("/" if pattern.startswith(("/", os.sep)) else "")
+    rest = [r"(?:(?!\.)[^/]*/)*" if p == "**" else _component_regex(p) + "/"
+            for p in parts[first:]]
+    rx = re.compile("".join(rest)[:-1] if not rest[-1].endswith("*") else
+                    "".join(rest[:-1]) + r"(?!\.)[^/]*(?:/(?!\.)[^/]*)*")
+    found = []
+    for path in _walk(root or os.curdir, on_error):
+        rel = os.path.relpath(path, root or os.curdir).replace(os.sep, "/")
+        if rx.fullmatch(rel):
+            found.append(os.path.join(root, rel) if root else rel)
+    return found
+
+
+def _expand_one(source, fs, storage_options, on_error=_raise):
     """(paths, fs) for one source: a file, a directory (every .idv under it, sorted), or a
-    glob (sorted); URLs through fsspec."""
+    glob (sorted); URLs through fsspec. A directory that cannot be listed goes to
+    `on_error` (default: raised)."""
     text = os.fspath(source)
     if fs is None and remote.is_remote(text):
         fs, text, _ = remote.resolve(text, None, storage_options)
@@ -79,24 +137,24 @@ def _expand_one(source, fs, storage_options):
             paths = [text]
         return paths, fs
     if _glob.has_magic(text):
-        paths = sorted(p for p in _glob.glob(text, recursive=True) if not os.path.isdir(p))
+        paths = sorted(_glob_files(text, on_error))
     elif os.path.isdir(text):
-        paths = sorted(os.path.join(root, name) for root, _dirs, names in os.walk(text)
-                       for name in names if name.endswith(".idv"))
+        paths = sorted(p for p in _walk(text, on_error) if p.endswith(".idv"))
     else:
         paths = [text]
     return paths, None
 
 
-def expand_sources(source, *, filesystem=None, storage_options=None):
+def expand_sources(source, *, filesystem=None, storage_options=None, on_error=_raise):
     """The file paths a dataset source names, in dataset order, and the fsspec filesystem they
-    are in (None for local paths). FileNotFoundError when a directory or glob names none."""
+    are in (None for local paths). FileNotFoundError when a directory or glob names none; a
+    subdirectory that cannot be listed: its OSError, given to `on_error` (default: raised)."""
     sources = list(source) if isinstance(source, (list, tuple)) else [source]
     if not sources:
         raise ValueError("idv.dataset needs at least one path, directory, glob or URL")
     paths, fs = [], filesystem
     for s in sources:
-        found, fs_s = _expand_one(s, filesystem, storage_options)
+        found, fs_s = _expand_one(s, filesystem, storage_options, on_error)
         if fs is None:
             fs = fs_s
         elif fs_s is not None and fs_s is not fs and type(fs_s) is not type(fs):
@@ -108,6 +166,18 @@ def expand_sources(source, *, filesystem=None, storage_options=None):
             raise FileNotFoundError(f"no .idv files in {os.fspath(s)!r}")
         paths.extend(found)
     return paths, fs
+
+
+def _identity(path, fs):
+    """What tells a local file from another put in its place: (device, inode, size,
+    modification time); None for other files (the reopen checks rows and columns only)."""
+    if fs is not None:
+        return None
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _visible(f):
@@ -174,7 +244,7 @@ class Dataset:
                     continue
                 cols = _visible(f)
                 rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
-                opened.append((path, cols, f.num_rows, rpb, f))
+                opened.append((path, cols, f.num_rows, rpb, f, _identity(path, filesystem)))
                 if len(opened) > self._max_open:     # keep the first max_open_files open
                     f.close()
             if self.skipped:
@@ -193,8 +263,10 @@ class Dataset:
         ref = opened[0][4]
         self.files = []
         start = 0
-        for i, (path, _cols, n, rpb, f) in enumerate(opened):
-            self.files.append(DatasetFile(path, n, start, {k: rpb[k] for k in self._names}))
+        self._columns = dict(opened[0][1])       # name -> type, to check reopened files
+        for i, (path, _cols, n, rpb, f, ident) in enumerate(opened):
+            self.files.append(DatasetFile(path, n, start, {k: rpb[k] for k in self._names},
+                                          ident))
             start += n
             if not f.closed:
                 self._handles[i] = f
@@ -263,13 +335,35 @@ class Dataset:
         if f is not None and not f.closed:
             self._handles.move_to_end(i)
             return f
-        path = self.files[i].path
-        f = idv_open(path, filesystem=self.filesystem, **self.open_kwargs)
+        entry = self.files[i]
+        f = idv_open(entry.path, filesystem=self.filesystem, **self.open_kwargs)
+        try:
+            self._check_unchanged(entry, f)
+        except BaseException:
+            f.close()
+            raise
         self._handles[i] = f
         while len(self._handles) > self._max_open:
             _, old = self._handles.popitem(last=False)
             old.close()
         return f
+
+    def _check_unchanged(self, entry, f):
+        """IdvFormatError when a file reopened is not the one listed: another file in its
+        place, other rows, other column types (a dataset reads the files as they were)."""
+        cols = dict(_visible(f))
+        now = _identity(entry.path, self.filesystem)
+        why = None
+        if f.num_rows != entry.num_rows:
+            why = f"it has {f.num_rows} rows, {entry.num_rows} when listed"
+        elif any(cols.get(n) != self._columns[n] for n in self._names):
+            n = next(n for n in self._names if cols.get(n) != self._columns[n])
+            why = f"column {n!r} is {cols.get(n)}, {self._columns[n]} when listed"
+        elif entry.identity is not None and now != entry.identity:
+            why = "another file is in its place (size, inode or modification time differ)"
+        if why is not None:
+            raise IdvFormatError(f"the file changed since the dataset listed it: {why}; open "
+                                 f"the dataset again", path=entry.path)
 
     @property
     def num_open_files(self):
@@ -435,16 +529,26 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
     ``schema``: ``"exact"`` (default: every file must have the same columns, names and types,
     in order; otherwise ValueError naming the file, the column and both types) or ``"common"``
     (the columns every file has with the same type, in the first file's order).
-    ``on_bad_file``: ``"raise"`` (default: a file that cannot be opened stops with its error,
-    which names it) or ``"skip"`` (left out, with one idv.IdvWarning listing them; the
-    dataset's ``skipped`` has each path and error). A block damaged in one file fails only the
-    reads that touch it, naming the file.
+    ``on_bad_file``: ``"raise"`` (default: a file that cannot be opened, or a subdirectory
+    that cannot be listed, stops with its error, which names it) or ``"skip"`` (left out, with
+    an idv.IdvWarning listing them; the dataset's ``skipped`` has each path and error).
+    Hidden directories (``.name``) are not searched, nor directory symlinks by ``**``. A
+    block damaged in one file fails only the reads that touch it, naming the file.
 
     ``max_open_files``: files kept open at once (default 1,024 local files, each a memory map
     of about 28 KiB resident and no file descriptor; 64 remote ones); the others are reopened
     (about 1 ms each, locally) when read. Other keywords (``threads``, ``backend``,
     ``memory_limit``, ``checksums``...) go to every ``idv.open``.
     """
-    paths, fs = expand_sources(source, filesystem=filesystem, storage_options=storage_options)
-    return Dataset(paths, filesystem=fs, columns=columns, schema=schema,
-                   on_bad_file=on_bad_file, max_open_files=max_open_files, **open_kwargs)
+    unlisted = []
+    paths, fs = expand_sources(source, filesystem=filesystem, storage_options=storage_options,
+                               on_error=_raise if on_bad_file == "raise" else unlisted.append)
+    ds = Dataset(paths, filesystem=fs, columns=columns, schema=schema,
+                 on_bad_file=on_bad_file, max_open_files=max_open_files, **open_kwargs)
+    if unlisted:
+        ds.skipped[:0] = [(e.filename, e) for e in unlisted]
+        warnings.warn(f"idv.dataset skipped {len(unlisted)} director"
+                      f"{'ies' if len(unlisted) != 1 else 'y'} it could not list: "
+                      + "; ".join(f"{e.filename} ({e.strerror})" for e in unlisted),
+                      IdvWarning, stacklevel=2)
+    return ds

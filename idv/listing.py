@@ -12,7 +12,8 @@ import zipfile
 from dataclasses import dataclass
 from typing import List, Optional
 
-from idv.archive import entry_source, idv_members
+from idv import remote
+from idv.archive import idv_members, member_source
 from idv.errors import IdvFormatError, IdvWarning
 from idv.reader import Schema, open as open_idv
 
@@ -37,22 +38,28 @@ class ZipEntry:
         return None if self.schema is None else self.schema.num_rows
 
 
-def zip_entries(path) -> List[ZipEntry]:
-    """Every IDV stream in the zip archive at `path`, found by signature (not by name), with
-    its schema; only the headers and tables of contents are read."""
+def zip_entries(path, storage_options=None) -> List[ZipEntry]:
+    """Every IDV stream in the zip archive at `path` (a local path or a URL, with fsspec's
+    `storage_options`), found by signature (not by name), with its schema; only the headers
+    and tables of contents are read."""
     path = os.fspath(path)
-    with zipfile.ZipFile(path) as z:
-        members = idv_members(z)
     found = []
-    for info, start in members:
-        schema, error = None, None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", IdvWarning)   # unknown codecs: in the schema
-                with open_idv(entry_source(path, info.filename)) as f:
-                    schema = f.schema
-        except IdvFormatError as e:
-            error = e.reason
-        found.append(ZipEntry(info.filename, f"{path}:{info.filename.replace(chr(92), '/')}",
-                              info.file_size, start > 0, schema, error))
+    if remote.is_remote(path):           # a URL: read by ranges
+        fs, inner, path = remote.resolve(path, storage_options=storage_options)
+        opened = remote.open_zip(fs, inner)
+    else:
+        opened = zipfile.ZipFile(path)
+    with opened as z:      # opened once: its directory is read once
+        for info, start in idv_members(z):
+            schema, error = None, None
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", IdvWarning)   # unknown codecs: shown
+                    with open_idv(member_source(z, info)) as f:
+                        schema = f.schema
+            except IdvFormatError as e:
+                error = e.reason
+            found.append(ZipEntry(info.filename,
+                                  f"{path}:{info.filename.replace(chr(92), '/')}",
+                                  info.file_size, start > 0, schema, error))
     return found

@@ -122,6 +122,22 @@ class Schema:
 TEXT_FORMS = ("object", "StringDType")
 
 
+def _check_coverage(sums, parts, header, shown=8):
+    """IdvFormatError listing the parts (beyond the header, the tail and the checksum table,
+    checked otherwise) that the checksum table does not cover."""
+    skip = {0, header.tail_offset, sums.table_offset}
+    missing = [int(k) for k in sums.uncovered(parts.starts, parts.stops)
+               if int(parts.starts[k]) not in skip]
+    if missing:
+        listed = "; ".join(parts.describe(k) for k in missing[:shown])
+        more = f"; and {len(missing) - shown} more" if len(missing) > shown else ""
+        raise IdvFormatError(f"the checksum table does not cover {len(missing)} part"
+                             f"{'s' * (len(missing) != 1)} of the file, which idv records "
+                             f"for every part it writes: {listed}{more} (the table was cut "
+                             f"or the file changed; checksums=False reads it unchecked)",
+                             offset=int(parts.starts[missing[0]]))
+
+
 class IdvFile:
     """An open .idv file. Use as a context manager, or call close().
 
@@ -144,6 +160,7 @@ class IdvFile:
         self._source = open_any(source, filesystem, storage_options, timeout)
         try:
             limit = budget.limit_for(self._source.size, memory_limit)
+            self._source.memory_limit = limit    # no fetch brings more (a remote file's)
         except BaseException:
             self.close()
             raise
@@ -199,6 +216,7 @@ class IdvFile:
                                           "the checksum table")]
         self.tables = layout.read_tables(src, h, entries, extra)
         if sums is not None:           # lookup tables, metadata: checked now, blocks when read
+            _check_coverage(sums, self.tables.regions, h)
             parts = sums.tables[sums.tables["offset"] != h.toc_offset]   # the TOC: done above
             for e, data in zip(parts, src.read_ranges(parts["offset"], parts["length"])):
                 o, n = int(e["offset"]), int(e["length"])

@@ -10,6 +10,14 @@ that touch or nearly touch (a gap of at most ``HOLE_BYTES``, and never more than
 ``1/WASTE_DIVISOR`` of the bytes wanted), caps each request at ``MAX_REQUEST`` bytes and sends
 the requests concurrently (at most ``CONCURRENCY`` at a time per call).
 
+What was opened is what is read: every answer must carry the range asked (HTTP's
+``Content-Range``) and the object opened (its ETag, else its Last-Modified, sent as
+``If-Match`` / ``If-Unmodified-Since``; S3's VersionId where the filesystem is version aware);
+an object replaced between requests is a RemoteError "changed while reading", never bytes of
+two versions. A transient failure (HTTP 429, 500, 502, 503, 504, a dropped connection) is
+retried ``RETRIES`` times with a growing pause (``BACKOFF`` seconds, doubled each time); no
+single fetch asks for more than the file's memory limit (``memory_limit``, set by the reader).
+
 fsspec (the ``remote`` extra) is imported only when a URL or a filesystem is given. Every
 request of an asynchronous filesystem (HTTP, S3, GCS, Azure) has a deadline (``timeout``
 seconds, default ``DEFAULT_TIMEOUT``); a failure is an error naming the URL: FileNotFoundError,
@@ -22,10 +30,11 @@ import contextlib
 import asyncio
 import os
 import threading
+import zipfile
 
 import numpy as np
 
-from idv import source as local
+from idv import archive, budget, source as local
 from idv._header import HEADER_SIZE
 from idv.errors import MissingDependencyError, RemoteError, RemoteTimeoutError
 
@@ -36,18 +45,22 @@ HOLE_BYTES = 8 << 10        # ranges this close are fetched as one ...
 WASTE_DIVISOR = 16          # ... while the gaps fetched stay under 1/16 of the bytes wanted
 MAX_REQUEST = 8 << 20       # bytes per request at most (larger runs are split, fetched at once)
 CONCURRENCY = 16            # requests in flight per read_ranges call
+RETRIES = 3                 # transient failures retried per request ...
+BACKOFF = 0.2               # ... after this many seconds, doubled each time
+TRANSIENT = frozenset((429, 500, 502, 503, 504))
 _INSTALL = "pip install 'idv[remote]'"
 
 
 def is_remote(source, filesystem=None):
     """Whether `source` is read through fsspec: a filesystem is given, or it is a URL (a
-    string with ``://`` or fsspec's ``::`` chaining that is not an existing local path)."""
+    string with ``://`` or fsspec's ``::`` chaining that is not an existing local path, nor
+    an entry of a local zip: ``model.zip:run::1.idv`` is one)."""
     if filesystem is not None:
         return True
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
     return isinstance(source, str) and ("://" in source or "::" in source) \
-        and not os.path.exists(source)
+        and not os.path.exists(source) and archive.split_zip(source) is None
 
 
 def open_any(source, filesystem=None, storage_options=None, timeout=None):
@@ -70,7 +83,31 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None):
         src = local.open_source(path)
         src.name = url
         return src
+    zipped = archive.split_in(fs, path)
+    if zipped is not None:           # https://host/model.zip:Entry/Schema.idv
+        src = local.open_source(zip_member(fs, *zipped))
+        src.name = url
+        return src
     return RemoteSource(fs, path, url, DEFAULT_TIMEOUT if timeout is None else timeout)
+
+
+def open_zip(fs, path):
+    """The zip archive at `path` in `fs`, read by ranges through fsspec's file object."""
+    z = zipfile.ZipFile(fs.open(path, "rb"))
+    z.filename = fs.unstrip_protocol(path)      # named in errors
+    return z
+
+
+def zip_member(fs, path, entry):
+    """The bytes (or a seekable stream) of member `entry` of the zip at `path` in `fs`;
+    FileNotFoundError listing its .idv entries if it has no such member."""
+    z = open_zip(fs, path)
+    try:
+        info = archive.find_entry(z, entry)
+    except KeyError as e:
+        z.close()
+        raise FileNotFoundError(e.args[0]) from None
+    return archive.member_source(z, info)
 
 
 def _fsspec():
@@ -140,8 +177,9 @@ def coalesce(starts, stops, hole=HOLE_BYTES, waste_divisor=WASTE_DIVISOR,
     order = np.argsort(starts, kind="stable")
     out = []
     cur_s = cur_e = useful = waste = None
+    done = -1                       # the end of the requests made: no byte is asked twice
     for i in order.tolist():
-        s, e = int(starts[i]), int(stops[i])
+        s, e = max(int(starts[i]), done), int(stops[i])
         if e <= s:
             continue
         if cur_s is not None:
@@ -158,6 +196,7 @@ def coalesce(starts, stops, hole=HOLE_BYTES, waste_divisor=WASTE_DIVISOR,
                     cur_e = e
                     continue
             out.append((cur_s, cur_e))
+            done = cur_e
             if gap < 0:               # overlaps, but the request is full: fetch the rest only
                 s = cur_e
                 if e <= s:
@@ -188,7 +227,8 @@ class RemoteSource:
         self._async = bool(getattr(fs, "async_impl", False))
         self._http = None
         self._held = []                  # (start, bytes) fetched at open, kept for the tables
-        info = self._call(fs._info(path) if self._async else None,
+        self.memory_limit = None         # bytes one fetch may bring at most (None: no limit)
+        info = self._call((lambda: fs._info(path)) if self._async else None,
                           lambda: fs.info(path), "asking for the file's size")
         if info.get("type") == "directory":
             raise IsADirectoryError(f"{url} is a directory, not an .idv file")
@@ -197,17 +237,25 @@ class RemoteSource:
             raise RemoteError(f"{url}: the server does not say the file's size (no "
                               f"Content-Length); idv reads remote files by range", url=url)
         size = int(size)
+        self._total = size
+        self._pin = {}                   # the request headers naming the version opened
+        self._version = None
         if _is_http(fs):
-            self._http = fs.open(path, "rb", block_size=MAX_REQUEST, cache_type="none",
-                                 size=size)
+            self._http = fs.encode_url(path)
+            etag, modified = info.get("ETag"), info.get("Last-Modified")
+            if etag and not etag.startswith("W/"):
+                self._pin = {"If-Match": etag}
+            elif modified:
+                self._pin = {"If-Unmodified-Since": modified}
+        elif getattr(fs, "version_aware", False) and info.get("VersionId"):
+            self._version = info["VersionId"]
         # the header (and a possible length prefix) and the tail, in one round
         head_n = min(size, HEADER_SIZE + 8)
         tail = max(head_n, size - tail_guess(size))
         runs = [(0, head_n)] + ([(tail, size)] if tail < size else [])
         self._held = list(zip((s for s, _ in runs), self._fetch(runs)))
         head = self._held[0][1]
-        local.refuse_other_formats(bytes(head[:8]), url, lambda: fs.open(path, "rb"),
-                                   "zip://ENTRY::{name}")
+        local.refuse_other_formats(bytes(head[:8]), url, lambda: fs.open(path, "rb"))
         self.base, self.size = local.prefixed_extent(bytes(head[:12]), size)
 
     # ---- the source interface
@@ -237,6 +285,10 @@ class RemoteSource:
             idx = np.asarray(todo)
             s, e = starts[idx], starts[idx] + lengths[idx]
             runs = coalesce(s, e)
+            wanted = sum(b - a for a, b in runs)
+            if self.memory_limit is not None:
+                budget.check(wanted, self.memory_limit,
+                             lambda: f"{self.name}: fetching {len(runs)} range(s)")
             got = self._fetch(runs)
             if keep:
                 self._held.extend((r0, data) for (r0, _), data in zip(runs, got))
@@ -247,6 +299,9 @@ class RemoteSource:
                     out[i] = memoryview(b"".join(self._slices(runs, got, a, b)))
                 else:
                     out[i] = memoryview(got[r])[a - runs[r][0]:b - runs[r][0]]
+                if len(out[i]) != b - a:
+                    raise RemoteError(f"{self.name}: bytes {a}-{b - 1} came back as "
+                                      f"{len(out[i])} bytes", url=self.name)
         return out
 
     @contextlib.contextmanager
@@ -262,17 +317,16 @@ class RemoteSource:
 
     def close(self):
         self._held = []
-        http, self._http = self._http, None
-        if http is not None:
-            http.close()
 
     # ---- fetching
     @staticmethod
     def _slices(runs, got, a, b):
+        """The pieces of [a, b) in the requests, each byte once (requests may overlap)."""
         for (r0, r1), data in zip(runs, got):
             lo, hi = max(a, r0), min(b, r1)
             if lo < hi:
                 yield memoryview(data)[lo - r0:hi - r0]
+                a = hi
 
     def _fetch(self, runs):
         """The bytes of each (start, stop) of the container, all requested at once."""
@@ -292,6 +346,8 @@ class RemoteSource:
                     results.append(exc)
         for (s, e), data in zip(runs, results):
             what = f"reading bytes {s}-{e - 1}"
+            if isinstance(data, RemoteError):
+                raise data
             if isinstance(data, BaseException):
                 raise self._error(data, what) from data
             with self._count:
@@ -309,17 +365,64 @@ class RemoteSource:
         async def one(s, e):
             async with sem:
                 try:
-                    return await asyncio.wait_for(self._get(s, e), self.timeout)
+                    return await asyncio.wait_for(self._retrying(lambda: self._get(s, e)),
+                                                  self.timeout)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:        # noqa: BLE001 - reported per range
                     return exc
         return await asyncio.gather(*(one(s, e) for s, e in runs))
 
+    async def _retrying(self, request):
+        """await request(), again after a pause while it fails in a way that may pass."""
+        for attempt in range(RETRIES + 1):
+            try:
+                return await request()
+            except Exception as exc:      # noqa: BLE001 - re-raised unless transient
+                if attempt == RETRIES or not _transient(exc):
+                    raise
+            await asyncio.sleep(BACKOFF * 2 ** attempt)
+
     def _get(self, s, e):
-        if self._http is not None:     # checks that the server honoured the Range header
-            return self._http.async_fetch_range(s, e)
+        if self._http is not None:
+            return self._http_get(s, e)
+        if self._version is not None:
+            return self._fs._cat_file(self._path, start=s, end=e, version_id=self._version)
         return self._fs._cat_file(self._path, start=s, end=e)
+
+    async def _http_get(self, s, e):
+        """Bytes [s, e) by one GET, checked: the range asked, of the version opened."""
+        kwargs = dict(self._fs.kwargs)
+        headers = {**(kwargs.pop("headers", None) or {}), "Range": f"bytes={s}-{e - 1}",
+                   **self._pin}
+        session = await self._fs.set_session()
+        async with session.get(self._http, headers=headers, **kwargs) as r:
+            if r.status == 412:
+                raise RemoteError(self._changed(), url=self.name)
+            r.raise_for_status()
+            if r.status != 206:
+                raise ValueError("the server does not support range requests")
+            got = _content_range(r.headers.get("Content-Range", ""))
+            if got != (s, e, self._total):
+                shown = "none" if got is None else f"bytes {got[0]}-{got[1] - 1}/{got[2]}"
+                raise RemoteError(f"{self.name}: asked for bytes {s}-{e - 1} of "
+                                  f"{self._total}, the server answered with another range "
+                                  f"(Content-Range: {shown})", url=self.name)
+            for header, value in self._pin.items():
+                sent = r.headers.get("ETag" if header == "If-Match" else "Last-Modified")
+                if sent is not None and sent != value:
+                    raise RemoteError(self._changed(), url=self.name)
+            length = r.headers.get("Content-Length")
+            if length is not None and int(length) > e - s:
+                raise RemoteError(f"{self.name}: asked for {e - s} bytes, the server "
+                                  f"announces {length}", url=self.name)
+            return await _read_at_most(r.content, e - s + 1)
+
+    def _changed(self):
+        pin = ", ".join(f"{'ETag' if k == 'If-Match' else 'Last-Modified'} {v}"
+                        for k, v in self._pin.items())
+        return (f"{self.name}: the file changed while reading (opened as {pin}); open it "
+                f"again")
 
     def _call(self, coro, fn, what):
         """fn() (sync filesystems) or coro (async ones, with the deadline); errors translated."""
@@ -329,7 +432,7 @@ class RemoteSource:
             from fsspec.asyn import sync
 
             async def run():
-                return await asyncio.wait_for(coro, self.timeout)
+                return await asyncio.wait_for(self._retrying(coro), self.timeout)
             return sync(self._fs.loop, run)
         except Exception as exc:           # noqa: BLE001 - translated, with its cause
             raise self._error(exc, what) from exc
@@ -349,6 +452,8 @@ class RemoteSource:
         if status in (401, 403) or isinstance(exc, PermissionError):
             return PermissionError(13, f"access denied: {url}" +
                                    (f" (HTTP {status})" if status else ""), url)
+        if any(type(e).__name__ == "TooManyRedirects" for e in _chain(exc)):
+            return RemoteError(f"{url}: {what} failed: the server redirects without end", url)
         cause = _connection_error(exc) or exc
         if "support range requests" in str(exc):
             return RemoteError(f"{url}: the server ignores HTTP Range requests (it sends the "
@@ -359,6 +464,39 @@ class RemoteSource:
         detail = f"HTTP {status}: " if status else ""
         return RemoteError(f"{url}: {what} failed: {detail}{type(cause).__name__}: {cause}",
                            url)
+
+
+async def _read_at_most(stream, n):
+    """The body of an answer, `n` bytes at most (a server may send more than it announced)."""
+    parts = []
+    while n > 0:
+        chunk = await stream.read(n)
+        if not chunk:
+            break
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def _content_range(value):
+    """(start, stop, total) of a Content-Range header 'bytes a-b/n' (None if not one)."""
+    parts = value.replace("bytes", "", 1).strip().replace("/", "-").split("-")
+    try:
+        a, b, n = (int(x) for x in parts)
+    except ValueError:
+        return None
+    return a, b + 1, n
+
+
+def _transient(exc):
+    """Whether a failed request may succeed when repeated."""
+    if isinstance(exc, RemoteError):
+        return False
+    if _status(exc) in TRANSIENT:
+        return True
+    names = {type(e).__name__ for e in _chain(exc)}
+    return bool(names & {"ServerDisconnectedError", "ClientOSError",
+                         "ClientPayloadError", "ConnectionResetError"})
 
 
 def _chain(exc):

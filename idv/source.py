@@ -31,17 +31,39 @@ _SIG = struct.pack("<Q", SIGNATURE)
 
 
 class MemorySource:
-    """A bytes-like object or a memory map; views are zero-copy."""
+    """A bytes-like object or a memory map; views are zero-copy.
 
-    def __init__(self, buffer, owner=None, name=None):
+    A memory map of a file that shrinks under it faults (SIGBUS) where the file no longer
+    reaches, so a mapped file is checked (one ``stat``) before each run of bytes is read:
+    ``check_intact``, which raises IdvFormatError once the file is shorter than when mapped.
+    """
+
+    def __init__(self, buffer, owner=None, name=None, mapped=None):
         self._owner = owner           # the mmap/file to close, if we opened it
         self.name = name
+        self._mapped = mapped         # (path, device, inode, size) of a mapped file
         mv = memoryview(buffer).cast("B")
         self.buffer = _skip_prefix(mv)
         self.size = len(self.buffer)
 
+    def check_intact(self):
+        """IdvFormatError when the mapped file was truncated since it was opened (a file put
+        in its place leaves the map as it was: nothing to check)."""
+        if self._mapped is None:
+            return
+        path, dev, ino, size = self._mapped
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        if st.st_size < size and (st.st_dev, st.st_ino) == (dev, ino):
+            raise IdvFormatError(f"the file was truncated while open: {st.st_size} bytes, "
+                                 f"{size} when opened; open it again once it is whole",
+                                 path=path)
+
     def view(self, offset: int, size: int):
         check_range(offset, size, self.size)
+        self.check_intact()
         return self.buffer[offset:offset + size]
 
     def read_ranges(self, offsets, sizes, keep=False):
@@ -96,6 +118,9 @@ class FileSource:
     def view(self, offset: int, size: int):
         check_range(offset, size, self.size)
         return memoryview(self._read(self.base + offset, size))
+
+    def check_intact(self):
+        """Reads check their lengths (see MemorySource.check_intact)."""
 
     def prefetch(self, offsets, sizes):
         """A file object reads each range when asked (see idv.remote.RemoteSource.prefetch)."""
@@ -189,9 +214,11 @@ def open_source(source):
                 f.close()
                 return MemorySource(data, name=name)
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            st = os.fstat(f.fileno())
         finally:
             f.close()
-        return MemorySource(mm, owner=mm, name=name)
+        return MemorySource(mm, owner=mm, name=name,
+                            mapped=(name, st.st_dev, st.st_ino, len(mm)))
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
         return MemorySource(source)
     try:

@@ -5,9 +5,19 @@
         idv.open(srv.url("/a.idv"))
         srv.bytes_served, srv.requests
 
+Every answer carries the file's ETag (a CRC-32 of its bytes) and Last-Modified (given per
+path in ``srv.modified``, else a fixed date), and a GET with ``If-Match`` or
+``If-Unmodified-Since`` that the file no longer matches answers 412, as real servers do. A file
+may be a ``Sparse`` one: a declared size of zeros with a few parts set (a file of 64 GiB that
+takes no memory); bodies go out 1 MiB at a time.
+
 Misbehaviours, switched on per server (``srv.mode``): ``"no-range"`` (ignores Range and sends
 the whole file, status 200), ``"truncate"`` (announces the range's length, sends half of it,
-closes), ``"stall"`` (waits ``srv.stall_seconds`` before answering GETs). Paths in
+closes), ``"stall"`` (waits ``srv.stall_seconds`` before answering GETs), ``"shift"`` (answers
+a range ``srv.shift`` bytes further on, with its true Content-Range), ``"no-conditions"``
+(ignores If-Match and If-Unmodified-Since, still sends the new ETag), ``"redirect-loop"``
+(every request redirects to itself). ``srv.statuses`` is a list of HTTP statuses the next
+requests answer with instead, one each (``[503, 503]``: two transient failures). Paths in
 ``srv.forbidden`` answer 403, unknown paths 404. ``srv.delay`` delays every GET (to see
 requests overlap: ``srv.max_in_flight``); ``srv.on_request`` sees each GET's headers.
 
@@ -22,9 +32,38 @@ import json
 import re
 import sys
 import threading
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
+_DATE = "Wed, 21 Oct 2015 07:28:00 GMT"
+_CHUNK = 1 << 20
+
+
+class Sparse:
+    """A file of `size` bytes, zeros except `parts` ({offset: bytes}); slices are bytes."""
+
+    def __init__(self, size, parts):
+        self.size, self.parts = size, dict(parts)
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, key):
+        start, stop, _ = key.indices(self.size)
+        out = bytearray(max(0, stop - start))
+        for off, data in self.parts.items():
+            lo, hi = max(start, off), min(stop, off + len(data))
+            if lo < hi:
+                out[lo - start:hi - start] = data[lo - off:hi - off]
+        return bytes(out)
+
+
+def etag(data):
+    """The ETag the server sends for `data`."""
+    if isinstance(data, Sparse):
+        return f'"sparse-{data.size}"'
+    return f'"{zlib.crc32(data):08x}-{len(data)}"'
 
 
 class RangeServer:
@@ -34,6 +73,9 @@ class RangeServer:
         self.files = dict(files)
         self.forbidden = set()
         self.mode = None
+        self.shift = 1
+        self.statuses = []         # statuses the next requests answer with, one each
+        self.modified = {}         # path: Last-Modified
         self.stall_seconds = 5.0
         self.delay = 0.0           # seconds each GET waits before answering
         self.on_request = None     # called with each request's headers (a dict)
@@ -100,17 +142,34 @@ def _handler(server):
                 self.wfile.write(body)
                 return
             data = server.files.get(self.path)
+            with server._lock:
+                status = server.statuses.pop(0) if server.statuses else None
+            if status is not None:
+                return self._empty(status, head)
+            if server.mode == "redirect-loop":
+                server._count(head)
+                self.send_response(302)
+                self.send_header("Location", self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if self.path in server.forbidden:
                 return self._empty(403, head)
             if data is None:
                 return self._empty(404, head)
+            tag, modified = etag(data), server.modified.get(self.path, _DATE)
             if head:
                 server._count(True)
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("Accept-Ranges", "bytes")
+                self._version(tag, modified)
                 self.end_headers()
                 return
+            if server.mode != "no-conditions" and (
+                    self.headers.get("If-Match", tag) not in (tag, None) or
+                    self.headers.get("If-Unmodified-Since", modified) != modified):
+                return self._empty(412, head)
             if server.mode == "stall":
                 server._stop.wait(server.stall_seconds)
             start, stop, status = 0, len(data), 200
@@ -121,6 +180,8 @@ def _handler(server):
                     start = max(0, len(data) - int(b))
                 else:
                     start, stop = int(a), min(len(data), int(b) + 1 if b else len(data))
+                if server.mode == "shift":
+                    start, stop = start + server.shift, min(len(data), stop + server.shift)
                 if start >= len(data):
                     return self._empty(416, head)
                 status = 206
@@ -128,17 +189,23 @@ def _handler(server):
             self.send_header("Content-Length", str(stop - start))
             if status == 206:
                 self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
+            self._version(tag, modified)
             self.end_headers()
-            body = data[start:stop]
             if server.mode == "truncate":
-                body = body[:len(body) // 2]
+                stop = start + (stop - start) // 2
                 self.close_connection = True
-            server._count(False, start, start + len(body))   # before the client has it
+            server._count(False, start, stop)   # before the client has it
             try:
-                self.wfile.write(body)
+                for a in range(start, stop, _CHUNK):
+                    self.wfile.write(data[a:min(stop, a + _CHUNK)])
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 pass
+
+        def _version(self, tag, modified):
+            if tag is not None:
+                self.send_header("ETag", tag)
+            self.send_header("Last-Modified", modified)
 
         def _empty(self, status, head):
             server._count(head)

@@ -300,3 +300,42 @@ def test_mlnet_loads_a_checksummed_file_with_the_same_values(tmp_path, oracle):
     assert "error" not in d, d.get("error")
     assert d["columns"] == ref["columns"] and d["rows"] == ref["rows"]
     assert d["row_count"] == ROWS
+
+
+def _with_table(data, keep):
+    """`data` with its checksum table cut to the entries `keep(table)` selects (the table's
+    own CRC re-made, as a tool hiding a change would)."""
+    data = bytearray(data)
+    table_at = int.from_bytes(data[60:68], "little")
+    length = int.from_bytes(data[68:76], "little")
+    table = np.frombuffer(bytes(data[table_at:table_at + length]), checksums.ENTRY)
+    raw = table[keep(table)].tobytes()
+    data[table_at:table_at + len(raw)] = raw
+    data[68:76] = len(raw).to_bytes(8, "little")
+    data[76:80] = zlib.crc32(raw).to_bytes(4, "little")
+    return bytes(data)
+
+
+def test_a_table_that_misses_parts_is_refused_and_verify_lists_them():
+    """idv records every part it writes: an empty table, or one with a block's entry dropped
+    (that block then rewritten), would let changed bytes read unchecked."""
+    data = _written(compression="none")
+    with idv.open(data) as f:
+        blk = f["Score"].lookup[1]
+        off, n = int(blk["offset"]), int(blk["disk"])
+        parts = len(f.tables.regions)
+    changed = bytearray(_with_table(data, lambda t: t["offset"] != off))
+    changed[off:off + 8] = b"\x00\x00\x80\x7f" * 2             # other values, same length
+    with pytest.raises(idv.IdvFormatError, match=r"checksum table does not cover 1 part of "
+                                                 r"the file.*column \d+ 'Score' block 1 "
+                                                 rf"\(bytes {off}-{off + n - 1}\)") as e:
+        idv.open(bytes(changed))
+    assert e.value.offset == off
+    report = idv.verify(bytes(changed))
+    assert not report.ok and "'Score' block 1" in str(report)
+    with idv.open(bytes(changed), checksums=False) as f:     # the way to read it anyway
+        assert len(f["Score"].read()) == f.num_rows
+    empty = _with_table(data, lambda t: t["offset"] < 0)
+    with pytest.raises(idv.IdvFormatError, match=r"does not cover (\d+) parts.*and \d+ more"):
+        idv.open(empty)
+    assert parts > 10

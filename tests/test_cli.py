@@ -1248,3 +1248,21 @@ class _FakeStream:
 
     def flush(self):
         pass
+
+
+def test_names_reach_the_terminal_escaped(tmp_path):
+    """Column names (head, schema, cat) and zip entry names (ls) holding escape sequences,
+    line breaks or bidi overrides are escaped as text cells are: nothing a file holds can set
+    the terminal's title, clear it or forge a line."""
+    from idv import write
+    nasty = "a\x1b]0;pwned\x07b\x1b[2Jc\nforged\u202e"
+    p = tmp_path / "names.idv"
+    write(p, {nasty: np.arange(3, dtype=np.int32), "ok": np.ones(3)})
+    z = tmp_path / "m.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr(f"Dir/{nasty}.idv", p.read_bytes())
+    for args in (("head", p), ("schema", p), ("cat", p), ("info", p), ("ls", z)):
+        rc, out, err = run(*args, check_rc=0)
+        assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out, args
+        assert not any(line.startswith("forged") for line in out.splitlines()), args
+        assert "a\\x1b]0;pwned\\x07b\\x1b[2Jc\\nforged\\u202e" in out, args

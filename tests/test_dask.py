@@ -215,3 +215,33 @@ def test_without_dask_the_error_names_the_extra(tmp_path):
                           env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "pip install 'idv[dask]'" in proc.stdout
+
+
+@pytest.mark.parametrize("name", ["../x-{i}.idv", "{tmp}/abs-{i}.idv", "a/../../y-{i}.idv",
+                                  "same.idv", ""])
+def test_partition_names_stay_inside_the_directory(tmp_path, name):
+    ddf = dd.from_pandas(pd.DataFrame({"x": np.arange(6, dtype=np.int32)}), npartitions=3)
+    out = tmp_path / "inner" / "parts"
+    with pytest.raises(ValueError, match="name_function"):
+        idv.dask.to_idv(ddf, out, name_function=lambda i: name.format(i=i, tmp=tmp_path))
+    assert not list(tmp_path.rglob("*.idv"))
+
+
+def test_a_failed_partition_leaves_no_data_set(tmp_path):
+    df = pd.DataFrame({"x": np.arange(1000, dtype=np.int32)})
+
+    def fail_one(p):
+        if len(p) and p["x"].iloc[0] == 900:
+            raise RuntimeError("partition 9 fails")
+        return p
+    ddf = dd.from_pandas(df, npartitions=10).map_partitions(fail_one, meta=df.iloc[:0])
+    out = tmp_path / "parts"
+    with pytest.raises(RuntimeError, match="partition 9 fails"):
+        idv.dask.to_idv(ddf, out, name_function=lambda i: f"sub/p{i}.idv")
+    assert list(out.iterdir()) == []          # no parts, no staging directory
+    good = dd.from_pandas(df.iloc[:900], npartitions=9)
+    written = idv.dask.to_idv(good, out, name_function=lambda i: f"sub/p{i}.idv")
+    assert written[0] == str(out / "sub" / "p0.idv")
+    with idv.dataset(str(out)) as ds:
+        assert ds.num_rows == 900
+    assert [p.name for p in out.iterdir()] == ["sub"]

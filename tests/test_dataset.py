@@ -6,15 +6,20 @@ ML.NET. Files written by idv here only carry schemas (mismatch tests) or are dam
 """
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import idv
 from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
-from reference import fixture, sidecar
+from reference import REPO_DIR, fixture, sidecar
 
 # ML.NET-written files with the same 9 columns, 100 rows each, blocks of 100, 7 and 3 rows
 MIXED = ["mixed_default", "mixed_deflate", "mixed_none", "mixed_smallblocks_deflate",
@@ -369,3 +374,102 @@ def test_bad_options():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         idv.dataset(p).close()
+
+
+def _small(path, values, dtype=np.int32):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    idv.write(path, {"x": np.asarray(values, dtype)})
+
+
+def test_recursive_globs_do_not_follow_directory_symlinks(tmp_path):
+    """``**`` under a directory linked to itself (or to an ancestor) lists each file once and
+    ends; glob would count a file once per path through the links, and loop."""
+    root = tmp_path / "d"
+    _small(root / "a.idv", [1])
+    _small(root / "sub" / "b.idv", [2])
+    _small(root / ".hidden" / "c.idv", [3])
+    (root / "self").symlink_to(".")
+    (root / "sub" / "up").symlink_to("..")
+    (root / "sub" / "loop").symlink_to(".")
+    sources = [str(root / "**" / "*.idv"), str(root), str(root / "s*" / "**")]
+    code = ("import json, sys, idv\n"
+            "print(json.dumps([[f.path for f in idv.dataset(s).files] for s in sys.argv[1:]]))")
+    r = subprocess.run([sys.executable, "-c", code, *sources], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO_DIR)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    both = [str(root / "a.idv"), str(root / "sub" / "b.idv")]
+    assert json.loads(r.stdout) == [both, both, [both[1]]]     # ** last: every file below
+    with idv.dataset(sources[0]) as ds:
+        assert ds.read()["x"].tolist() == [1, 2]
+
+
+def test_a_file_replaced_after_listing_is_refused_on_reopen(tmp_path):
+    a, b = tmp_path / "a.idv", tmp_path / "b.idv"
+    _small(a, range(10))
+    _small(b, range(10))
+    with idv.dataset(str(tmp_path), max_open_files=1) as ds:    # b is closed, reopened
+        _small(tmp_path / "new.idv", range(5))
+        os.replace(tmp_path / "new.idv", b)
+        with pytest.raises(idv.IdvFormatError, match="changed since the dataset listed it: "
+                                                     "it has 5 rows, 10 when listed") as e:
+            ds.read()
+        assert e.value.path == str(b)
+    _small(b, range(10))
+    with idv.dataset(str(tmp_path), max_open_files=1) as ds:
+        _small(tmp_path / "new.idv", np.arange(10), np.float64)
+        os.replace(tmp_path / "new.idv", b)
+        with pytest.raises(idv.IdvFormatError, match=r"changed .*: column 'x' is Double, "
+                                                     r"Int32 when listed"):
+            ds.read()
+    _small(a, range(10))
+    _small(b, range(10))
+    with idv.dataset(str(tmp_path), max_open_files=1) as ds:     # same shape, other file
+        _small(tmp_path / "new.idv", range(100, 110))
+        os.replace(tmp_path / "new.idv", b)
+        with pytest.raises(idv.IdvFormatError, match="another file is in its place"):
+            ds.read()
+
+
+_UNREADABLE = r"""
+import os, sys, warnings
+import idv
+os.setgid(65534); os.setuid(65534)       # after the imports: nobody may not read the venv
+root = sys.argv[1]
+try:
+    idv.dataset(root)
+    print("no error")
+except PermissionError as e:
+    print("PermissionError", e.filename)
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    ds = idv.dataset(root, on_bad_file="skip")
+    print(len(ds.files), [p for p, _ in ds.skipped], str(w[0].message))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="makes a directory its reader cannot list: runs a child as nobody")
+def test_an_unreadable_subdirectory_is_not_skipped_silently():
+    import tempfile
+    root = tempfile.mkdtemp(prefix="idv-unreadable-")
+    try:
+        _small(Path(root) / "a.idv", [1])
+        _small(Path(root) / "locked" / "b.idv", [2])
+        for d, _, names in os.walk(root):
+            os.chown(d, 65534, 65534)
+            for n in names:
+                os.chown(os.path.join(d, n), 65534, 65534)
+        os.chmod(root, 0o755)
+        os.chmod(os.path.join(root, "locked"), 0)
+        r = subprocess.run([sys.executable, "-c", _UNREADABLE, root], capture_output=True,
+                           text=True, timeout=120, cwd="/",
+                           env=dict(os.environ, PYTHONPATH=str(REPO_DIR)))
+        assert r.returncode == 0, r.stderr[-2000:]
+        first, second = r.stdout.splitlines()
+        locked = os.path.join(root, "locked")
+        assert first == f"PermissionError {locked}"
+        assert second.startswith(f"1 ['{locked}'] idv.dataset skipped 1 directory it could "
+                                 f"not list: {locked}")
+    finally:
+        os.chmod(os.path.join(root, "locked"), 0o755)
+        shutil.rmtree(root)

@@ -101,3 +101,67 @@ def test_a_fork_pool_of_two_reads(blocks_file):
             result = workers.map_async(_read_column, [(blocks_file, n) for n in names])
             got = dict(result.get(timeout=TIMEOUT))
     _check(got)
+
+
+def test_a_fork_while_another_thread_reads(blocks_file):
+    """Forked while a thread of the parent is inside a read (its pool's locks and queues
+    taken): each child still reads, in threads of its own."""
+    stop = threading.Event()
+
+    def keep_reading():
+        with idv.open(blocks_file, threads=THREADS) as f:
+            while not stop.is_set():
+                f.read()
+                for _ in f.iter_batches(batch_size=5_000):
+                    pass
+    reader = threading.Thread(target=keep_reading)
+    reader.start()
+    try:
+        for _ in range(5):
+            time.sleep(0.02)
+            pid = _fork()
+            if pid == 0:
+                code = 2
+                try:
+                    with idv.open(blocks_file, threads=THREADS) as f:
+                        _check(f.read())
+                        rows = sum(b.num_rows for b in f.iter_batches(batch_size=7_000))
+                    code = 0 if rows == ROWS else 1
+                except AssertionError:
+                    code = 1
+                finally:
+                    os._exit(code)
+            status = _wait(pid)
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"{status:#x}"
+    finally:
+        stop.set()
+        reader.join()
+
+
+class _Shards:
+    """A DataLoader's iterable dataset: worker k reads every k-th block group of a file."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __iter__(self):
+        import torch.utils.data as tud
+        info = tud.get_worker_info()
+        k, n = (0, 1) if info is None else (info.id, info.num_workers)
+        with idv.open(self.path, threads=THREADS) as f:
+            col = f["id"]
+            for b in range(k, col.num_blocks, n):
+                yield int(col.read_blocks(b, b + 1).sum())
+
+
+def test_dataloader_fork_workers_after_a_threaded_scan(blocks_file):
+    torch_data = pytest.importorskip("torch.utils.data", reason="DataLoader workers need torch")
+    with idv.open(blocks_file, threads=THREADS) as f:       # the scan's threads now exist
+        assert sum(b.num_rows for b in f.iter_batches(batch_size=3_000)) == ROWS
+    shards = type("ShardSet", (_Shards, torch_data.IterableDataset), {})(blocks_file)
+    loader = torch_data.DataLoader(shards, batch_size=None, num_workers=2,
+                                   multiprocessing_context="fork", timeout=TIMEOUT)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        total = sum(int(x) for x in loader)
+    assert total == int(np.arange(ROWS).sum())

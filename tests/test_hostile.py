@@ -611,3 +611,37 @@ def test_vector_size_is_an_int32_product(dims, ok):
         return
     with pytest.raises(idv.IdvFormatError, match=r"vector dimensions overflow"):
         _codec("VBuffer", vbuffer("Single", *dims))
+
+
+# ============================================================================ files that change
+
+_TRUNCATE = r"""
+import os, sys
+import numpy as np
+import idv
+path = sys.argv[1]
+idv.write(path, {"x": np.arange(400_000, dtype=np.int64), "y": np.ones(400_000)},
+          compression="none", rows_per_block=10_000)
+with idv.open(path) as f:
+    first = f["x"][:10].tolist()
+    os.truncate(path, os.path.getsize(path) // 3)
+    for read in (lambda: f["y"].read(), lambda: f["x"][390_000], lambda: f.read()):
+        try:
+            read()
+            print("no error")
+        except idv.IdvFormatError as e:
+            print(type(e).__name__, e.path == path, e.reason)
+"""
+
+
+def test_a_file_truncated_while_open_is_an_error_not_sigbus(tmp_path):
+    """A file cut short after idv.open: reading from its memory map beyond the new end would
+    kill the process (SIGBUS); each read checks the file's size first."""
+    path = tmp_path / "shrinks.idv"
+    r = subprocess.run([sys.executable, "-c", _TRUNCATE, str(path)], capture_output=True,
+                       text=True, env=_child_env(), timeout=TIME_LIMIT)
+    assert r.returncode == 0, f"child {_died(r.returncode)}:\n{r.stderr[-3000:]}"
+    lines = r.stdout.splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        assert line.startswith("IdvFormatError True the file was truncated while open"), line

@@ -7,6 +7,8 @@ Expected values come from ML.NET's dump of the bundled sample (testdata/sample.j
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -146,6 +148,8 @@ def test_the_cache_stays_within_its_bytes():
 
 _BOUNDED = r"""
 import resource, sys
+import sys
+
 import numpy as np
 import idv
 path, limit = sys.argv[1], int(sys.argv[2])
@@ -189,3 +193,57 @@ def test_whole_column_and_random_rows_in_bounded_memory(tmp_path):
     n1, n2, n3, total, blocks, pinned = map(int, r.stdout.split())
     assert (n1, n2, total, pinned) == (blocks, blocks, n, 0)
     assert n3 <= blocks          # each block at most once, through the cache
+
+
+def test_threads_share_the_cache_without_drift():
+    """Eight threads reading random rows of one column at once: every value right, and the
+    cache's count of bytes matches what it holds, within its bound."""
+    import threading
+    from idv import cache as cache_mod
+    c = cache_mod.BlockCache(5000)
+    errors = []
+
+    def load(k):
+        def make():
+            for _ in range(50):       # let the other threads in between lookup and store
+                pass
+            return np.full(100 + k % 7, k, np.int64)
+        return make
+
+    def hammer(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for k in rng.integers(0, 40, 3000).tolist():
+                v = c.get(k, load(k))
+                assert v[0] == k and len(v) == 100 + k % 7
+        except BaseException as e:     # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=hammer, args=(s,)) for s in range(8)]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)       # switch threads as often as possible
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[0]
+    held = sum(cache_mod.cost(c.get(k, lambda: None)) for k in range(40) if k in c)
+    assert c.nbytes == held and 0 < c.nbytes <= c.max_bytes
+    with idv.open(idv.sample_path(), cache_bytes=1500) as f:     # through col[i]
+        col = f["Id"]
+        want = col.read()
+        bad = []
+
+        def rows(seed):
+            rng = np.random.default_rng(seed)
+            for i in rng.integers(0, len(want), 500).tolist():
+                if col[i] != want[i]:
+                    bad.append(i)
+        ts = [threading.Thread(target=rows, args=(s,)) for s in range(6)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not bad

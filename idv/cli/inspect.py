@@ -15,7 +15,7 @@ import os
 from idv import scan, selection
 from idv.cells import cell_json
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
-from idv.cli.render import (Table, ascii_only, cell_str, dump_json,
+from idv.cli.render import (Table, ascii_only, cell_str, dump_json, safe_text,
                             is_numeric, plural, render_table, value_str)
 from idv.dataset import Dataset
 from idv.delimited import DelimitedWriter, JsonLinesWriter
@@ -182,6 +182,11 @@ def _info_dataset(ds, args, out):
 
 # ---------------------------------------------------------------- schema
 
+def _field_line(fl):
+    """A field's first line (name: type), its name escaped for the terminal."""
+    return safe_text(fl.name) + str(fl)[len(fl.name):].split("\n")[0]
+
+
 def cmd_schema(src, args, out):
     f = first_file(src)
     many = {"num_files": len(src.files)} if isinstance(src, Dataset) else {}
@@ -197,9 +202,9 @@ def cmd_schema(src, args, out):
     if not len(src.schema):
         out.write("(no columns)\n")
     for fl in src.schema:
-        out.write(str(fl).split("\n")[0] + "\n")
+        out.write(_field_line(fl) + "\n")
         for kind, t, value in _annotations(f.columns[fl.index], False):
-            out.write(f"  {kind} ({t}): {value}\n")
+            out.write(f"  {kind} ({t}): {safe_text(value)}\n")
     return EXIT_OK
 
 
@@ -333,13 +338,19 @@ def cmd_ls(args, out):
     """Every IDV stream in a zip archive, found by signature, with its schema."""
     import zipfile
 
+    from idv import remote
+    from idv.cli.opener import opening
     from idv.listing import zip_entries
-    if not os.path.isfile(args.archive):
-        raise CliError(f"{args.archive}: no such file")
-    if not zipfile.is_zipfile(args.archive):
-        raise CliError(f"{args.archive} is not a zip archive (for an .idv: idv schema FILE)",
-                       EXIT_USAGE)
-    entries = zip_entries(args.archive)
+    if remote.is_remote(args.archive):          # a URL: read by ranges
+        with opening(args.archive):
+            entries = zip_entries(args.archive)
+    else:
+        if not os.path.isfile(args.archive):
+            raise CliError(f"{args.archive}: no such file")
+        if not zipfile.is_zipfile(args.archive):
+            raise CliError(f"{args.archive} is not a zip archive (for an .idv: idv schema "
+                           f"FILE)", EXIT_USAGE)
+        entries = zip_entries(args.archive)
     if args.json:
         dump_json({"archive": args.archive, "entries": [
             {"entry": e.name.replace("\\", "/"), "stored_name": e.name, "spec": e.spec,
@@ -352,12 +363,12 @@ def cmd_ls(args, out):
     out.write(f"{args.archive}: {plural(len(entries), 'IDV stream')}\n")
     for e in entries:
         extra = ", length-prefixed" if e.prefixed else ""
-        name = e.name.replace("\\", "/")
+        name = safe_text(e.name.replace("\\", "/"))
         if e.schema is None:
-            out.write(f"{name}: unreadable ({e.size} bytes{extra}): {e.error}\n")
+            out.write(f"{name}: unreadable ({e.size} bytes{extra}): {safe_text(e.error)}\n")
             continue
         out.write(f"{name}: {plural(e.num_rows, 'row')}, {plural(len(e.schema), 'column')} "
                   f"({e.size} bytes{extra})\n")
         for fl in e.schema:
-            out.write(f"  {str(fl).splitlines()[0]}\n")
+            out.write(f"  {_field_line(fl)}\n")
     return EXIT_OK

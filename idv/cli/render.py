@@ -17,10 +17,15 @@ VECTOR_ITEMS = 5   # vector items shown per table cell before "..."
 
 # ---------------------------------------------------------------- cells
 
-def _text_str(s):
-    """Text for a table cell: control characters escaped, the rest as is."""
-    return repr(str(s))[1:-1] if any(unicodedata.category(c)[0] in "CZ" and c != " "
-                                     for c in s) else str(s)
+def safe_text(s):
+    """Text for the terminal (a cell, a column or entry name): control characters and
+    separators other than the space escaped (no escape sequence, line break or bidi override
+    of a file's reaches the terminal), the rest as is."""
+    s = str(s)
+    return s if s.isprintable() else repr(s)[1:-1]
+
+
+_text_str = safe_text
 
 
 def item_str(x, item, in_vector=False):
@@ -95,7 +100,7 @@ class Table:
 
     def __init__(self, header, first_rows=(), right=(), max_width=None, sep="  ",
                  underline=True):
-        self.header = [list(h) for h in
+        self.header = [[safe_text(c) for c in h] for h in
                        ([header] if header and isinstance(header[0], str) else header)]
         self.right, self.max_width, self.sep, self.underline = right, max_width, sep, underline
         body = self._clipped(first_rows)
@@ -104,7 +109,7 @@ class Table:
                        for i in range(self.ncol)]
 
     def _clipped(self, rows):
-        return [[_clip(c, self.max_width) for c in r] for r in rows]
+        return [[_clip(safe_text(c), self.max_width) for c in r] for r in rows]
 
     def _line(self, cells):
         out = []
