@@ -13,8 +13,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import shutil
-import tempfile
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +20,7 @@ import numpy as np
 from idv import scan
 from idv import types as T
 from idv.dataset import Dataset, dataset
+from idv.staging import Staging
 from idv.reader import open as idv_open
 from idv.errors import require
 
@@ -245,22 +244,9 @@ def _part_names(name_function, n):
     return names
 
 
-def _flat(name):
-    """A staged part's file name (the names may hold directories)."""
-    return name.replace(os.sep, "%2F")
-
-
-def _move_in(written, staging, directory, names):
-    """Every partition written: move the parts from `staging` to their names, then remove it
-    (a job with a failed partition never gets here, and leaves no part in `directory`)."""
-    out = []
-    for name in names:
-        final = os.path.join(directory, name)
-        os.makedirs(os.path.dirname(final) or directory, exist_ok=True)
-        os.replace(os.path.join(staging, _flat(name)), final)
-        out.append(final)
-    shutil.rmtree(staging, ignore_errors=True)
-    return out
+def _commit(written, staging, names):
+    """Every partition written (`written`, a dependency only): move the parts in."""
+    return staging.commit(names)
 
 
 def _client():
@@ -323,18 +309,18 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **wri
         name_function = name_function or (lambda i: f"part.{i}.idv")
         parts = ddf.to_delayed()
         names = _part_names(name_function, len(parts))
-        os.makedirs(text, exist_ok=True)
-        staging = tempfile.mkdtemp(prefix=".idv-staging-", dir=text)
+        staging = Staging(text)
+        staging.start()
         write = dask.delayed(_write_partition, pure=False)
-        tasks = [write(d, os.path.join(staging, _flat(n)), writer_kwargs)
-                 for d, n in zip(parts, names)]
-        together = dask.delayed(_move_in, pure=False)(tasks, staging, text, names)
+        tasks = [write(d, staging.staged(n), writer_kwargs) for d, n in zip(parts, names)]
+        # every partition written: the parts moved in together
+        together = dask.delayed(_commit, pure=False)(tasks, staging, names)
         if not compute:
             return together
         try:
             return together.compute()
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            staging.abort()
     if not compute:
         raise ValueError("compute=False is for one file per partition; a single file is "
                          "written by streaming the partitions in order")

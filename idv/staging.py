@@ -51,15 +51,19 @@ class Staging:
         return pattern.format(task=task, job=self.job)
 
     def staged(self, name):
-        """Where the task's file `name` is written before commit."""
-        return os.path.join(self.dir, name + STAGED_SUFFIX)
+        """Where the task's file `name` (a path relative to the output directory) is written
+        before commit."""
+        flat = os.path.normpath(name).replace(os.sep, "%2F")
+        return os.path.join(self.dir, flat + STAGED_SUFFIX)
 
     def commit(self, names):
         """Move the staged files `names` into the output directory (replacing files of the same
-        name), then remove the staging folder; returns their paths."""
+        name, making the folders they name), then remove the staging folder; returns their
+        paths."""
         out = []
         for name in names:
-            final = os.path.join(self.path, name)
+            final = os.path.join(self.path, os.path.normpath(name))
+            os.makedirs(os.path.dirname(final), exist_ok=True)
             os.replace(self.staged(name), final)
             out.append(final)
         fsync_dir(self.path)
