@@ -27,10 +27,19 @@ from idv.errors import IdvWarning
 # ---------------------------------------------------------------------------------------------
 
 def metadata_spec(col):
-    """{kind: (type, value)} of a column's metadata, as the writer takes it (exact types)."""
-    types = col.metadata_types
-    values = col.metadata
-    return {k: (types[k], v) for k, v in values.items() if types.get(k) is not None}
+    """{kind: (type, value)} of a column's metadata, as the writer takes it (exact types).
+    An annotation too large for the file's memory limit is left out, with an IdvWarning
+    naming it, so that the column's values can still be read."""
+    from idv.budget import MemoryLimitError
+    out = {}
+    for kind, t in col.metadata_types.items():
+        if t is None:
+            continue
+        try:
+            out[kind] = (t, col.annotation(kind))
+        except MemoryLimitError as e:
+            warnings.warn(f"annotation left out: {e}", IdvWarning, stacklevel=3)
+    return out
 
 
 def _text_array(cells):
@@ -192,10 +201,13 @@ def slot_labels(name, vtype, slot_names=None):
 
 def usable_key_values(col_type, metadata):
     """The KeyValues of a scalar key column when they can label its values one to one (a 1-d
-    vector of exactly `count` distinct, non-NaN values), else None."""
+    vector of exactly `count` distinct, non-NaN values), else None. `metadata`: the column's
+    annotations (a dict), or the column itself, whose KeyValues alone are then decoded
+    (Column.annotation), and only for a key."""
     if not isinstance(col_type, T.Key):
         return None
-    kv = metadata.get("KeyValues")
+    kv = metadata.get("KeyValues") if isinstance(metadata, dict) \
+        else metadata.annotation("KeyValues")
     if kv is None:
         return None
     kv = np.asarray(kv)

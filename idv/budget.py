@@ -20,6 +20,7 @@ memory_limit=n)`` for one. A dataset read (idv.dataset) counts its files' reads 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 _FLOOR = 1 << 30
@@ -173,6 +174,21 @@ def limit_for(file_size, given=None):
     if _global is not None:
         return _global
     return default_limit(file_size)
+
+
+# What a decoded Text item costs beyond its characters: the pointer to it in the object array,
+# and unless it is empty (one shared object) its str object (49 bytes on 64-bit CPython).
+STR_BYTES = sys.getsizeof("")
+
+
+def items_bytes(dtype, items, stored):
+    """The bytes `items` decoded items of `dtype` cost, from a payload of `stored` bytes.
+    Text: a pointer each, and a str object for each non-empty one (at most one per byte of
+    text beyond the 4-byte boundaries) with its characters (at most those bytes)."""
+    if dtype != object:
+        return items * dtype.itemsize
+    text = max(stored - 4 * items, 0)
+    return 8 * items + min(items, text) * STR_BYTES + text
 
 
 def show(nbytes):

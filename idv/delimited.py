@@ -54,11 +54,9 @@ class _Column:
         self.key_values = None
         self.expanded = expands(t)
         if self.expanded:
-            slot_names = col.metadata.get("SlotNames") if "SlotNames" in col.metadata_kinds \
-                else None
-            self.names = slot_labels(col.name, t, slot_names)
+            self.names = slot_labels(col.name, t, col.annotation("SlotNames"))
         elif isinstance(t, T.Key):
-            kv = usable_key_values(t, col.metadata)
+            kv = usable_key_values(t, col)
             if kv is not None:
                 kv_type = T.item_type(col.metadata_types["KeyValues"])
                 self.key_values = np.array([""] + _items(kv_type, np.asarray(kv)), object)

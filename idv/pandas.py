@@ -152,15 +152,15 @@ def _column_pieces(ctx, col, values, vectors):
     pd = ctx.pd
     t = col.type
     if not isinstance(t, T.Vector):
-        kv = usable_key_values(t, col.metadata)
+        kv = usable_key_values(t, col)
         return [([col.name], _scalar_series(ctx, t, values, kv))]
     if not expands(t, vectors):
         return [([col.name], pd.Series(_vector_cells(ctx, t, values), dtype=object))]
-    names = slot_labels(col.name, t, col.metadata.get("SlotNames"))
+    names = slot_labels(col.name, t, col.annotation("SlotNames"))
     n = len(values)
     flat = values.reshape(n, t.size)
     item = t.item
-    kv = usable_key_values(item, col.metadata) if isinstance(item, T.Key) else None
+    kv = usable_key_values(item, col)
     if (isinstance(item, T.Key) and kv is None) or item is T.Boolean \
             or (not isinstance(item, T.Key) and item.is_numeric):
         return [(names, pd.DataFrame(flat, columns=names, copy=False))]

@@ -15,7 +15,7 @@ import pytest
 
 import idv
 from idv import budget
-from craft import Col, Model, build, compress
+from craft import Col, Meta, Model, build, compress, leb, vbuf_params
 from cli_run import run
 from limited import run_limited
 
@@ -189,3 +189,212 @@ def test_convert_parquet_of_a_wide_vector(wide, tmp_path):
         names = f["Features"].metadata["SlotNames"]
         assert np.flatnonzero(names != "").tolist() == [0, 5, WIDE - 1]
         assert names[[0, 5, WIDE - 1]].tolist() == ["w:the", "w:cat", "w:sat"]
+
+
+# ---------------------------------------------------------------------------- annotations
+
+BITS = 2**31 - 1          # a Vector<Boolean, 2^31-1>: 268 MB of bits, about 260 KB deflated
+
+
+def _dense_bool_vector(length):
+    """A VBuffer payload of one dense Boolean vector of `length` items, all false."""
+    return (np.array([1, length, -1, 0], "<i4").tobytes() + bytes((length + 7) // 8))
+
+
+@pytest.fixture(scope="module")
+def huge_annotation(tmp_path_factory):
+    """A Single column of 3 rows whose 'Bits' annotation is a Vector<Boolean, 2^31-1>."""
+    meta = Meta("Bits", "VBuffer", vbuf_params("Boolean", (BITS,)), 1,
+                _dense_bool_vector(BITS))
+    col = Col("x", "Single", comp=1, rpb=3, blocks=[np.arange(3, dtype="<f4").tobytes()],
+              meta=[meta])
+    data, _ = build(Model(3, [col]))
+    path = tmp_path_factory.mktemp("annotation") / "huge_annotation.idv"
+    path.write_bytes(data)
+    return path
+
+
+def test_an_annotation_is_counted_against_the_limit(huge_annotation):
+    assert huge_annotation.stat().st_size < 1 << 20
+    got = run_limited("kept.append(idv.open(path).columns[0].metadata)", huge_annotation,
+                      memory=1536 << 20)
+    assert got["outcome"] == "MemoryLimitError", got
+    assert "column 0 'x' annotation 'Bits' (Vector<Boolean, 2147483647>)" in got["message"]
+    assert "huge_annotation.idv" in got["message"]
+
+
+def test_readers_decode_only_the_annotations_they_use(huge_annotation):
+    """pandas, Arrow (which leaves the annotation out, saying so), batches, the values:
+    the column reads although one of its annotations is beyond the limit."""
+    pytest.importorskip("pandas", reason="pandas is an optional dependency")
+    pytest.importorskip("pyarrow", reason="pyarrow is an optional dependency")
+    got = run_limited("""
+        with idv.open(path) as f:
+            result["pandas"] = idv.to_pandas(f)["x"].tolist()
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                table = f.to_arrow()
+            result["arrow"] = table.column("x").to_pylist()
+            result["warned"] = [str(w.message) for w in seen]
+            result["batches"] = sum(len(b) for b in f.iter_batches())
+    """, huge_annotation, memory=3 << 30)
+    assert got["outcome"] == "ok", got
+    assert got["pandas"] == got["arrow"] == [0.0, 1.0, 2.0]
+    assert got["batches"] == 3
+    assert any("annotation left out" in w and "'Bits'" in w for w in got["warned"]), got
+
+
+def test_schema_and_verify_survive_a_huge_annotation(huge_annotation):
+    from limited import cli_limited
+    rc, out, err = cli_limited(["schema", huge_annotation], memory=1536 << 20)
+    assert rc == 0, (out, err)
+    assert "Bits" in out and "not shown" in out
+    rc, out, err = cli_limited(["verify", huge_annotation], memory=1536 << 20)
+    assert "internal error" not in out + err and "Traceback" not in err, (out, err)
+    assert "'Bits' not checked" in out + err, (out, err)
+
+
+# ---------------------------------------------------------------------------- decoders
+
+
+def test_dvbool_decodes_without_temporaries(tmp_path):
+    """700M legacy DvBool values (175 MB of words, about 170 KB deflated) read into 700 MB of
+    bools, under 2 GiB of address space (the vectorised decode held 8 bytes a value more)."""
+    n = 700_000_000
+    words = bytes(4 * ((n + 15) // 16))
+    col = Col("flag", "DvBool", comp=1, rpb=n, blocks=[words])
+    data, _ = build(Model(n, [col]))
+    path = tmp_path / "dvbool.idv"
+    path.write_bytes(data)
+    got = run_limited("""
+        values = idv.open(path)["flag"].read()
+        result["rows"] = len(values)
+        result["true"] = int(values.sum())
+    """, path, memory=2 << 30)
+    assert got["outcome"] == "ok", got
+    assert got["rows"] == n and got["true"] == 0
+
+
+def test_dvbool_values(tmp_path):
+    """Each 2-bit pattern: 00 false, 01 true, 10 missing (false); 11 is refused."""
+    pattern = [1, 0, 2, 1] * 5                 # 20 values over two words
+    word = [sum(v << (2 * j) for j, v in enumerate(pattern[k:k + 16])) for k in (0, 16)]
+    col = Col("flag", "DvBool", comp=0, rpb=20, blocks=[np.array(word, "<u4").tobytes()])
+    path = tmp_path / "dvbool.idv"
+    path.write_bytes(build(Model(20, [col]))[0])
+    with idv.open(path) as f:
+        assert f["flag"].read().tolist() == [v == 1 for v in pattern]
+    word[1] |= 3 << 6                          # value 19
+    col.blocks = [np.array(word, "<u4").tobytes()]
+    path.write_bytes(build(Model(20, [col]))[0])
+    with idv.open(path) as f, pytest.raises(idv.IdvFormatError, match="DvBool value 19"):
+        f["flag"].read()
+
+
+def test_a_variable_boolean_vector_is_counted_before_decoding(tmp_path):
+    """One row of a Vector<Boolean> holding 2^31-1 items (a 260 KB file) is refused before
+    its 2 GiB of bools are allocated."""
+    col = Col("v", "VBuffer", vbuf_params("Boolean", (0,)), comp=1, rpb=1,
+              blocks=[np.array([1, 0, BITS, -1, 0], "<i4").tobytes() + bytes((BITS + 7) // 8)])
+    path = tmp_path / "vbool.idv"
+    path.write_bytes(build(Model(1, [col]))[0])
+    got = run_limited("kept.append(idv.open(path)['v'].read())", path, memory=1 << 30)
+    assert got["outcome"] == "MemoryLimitError", got
+    assert "column 0 'v'" in got["message"], got
+
+
+def test_text_rows_are_counted_as_str_objects(tmp_path):
+    """10M rows of 'ab': 60 MB stored, some 600 MB as str objects: refused under a 300 MB
+    limit (8 bytes a row would have let it through)."""
+    n, per_block = 10_000_000, 1_000_000
+    bounds = (np.arange(1, per_block + 1, dtype="<i4") * 2).tobytes()
+    payload = np.array([per_block], "<i4").tobytes() + bounds + leb(2 * per_block) \
+        + b"ab" * per_block
+    stored = compress(1, payload)
+    col = Col("t", "TextSpan", comp=1, rpb=per_block, blocks=[payload] * 10,
+              stored={b: stored for b in range(10)})
+    path = tmp_path / "text.idv"
+    path.write_bytes(build(Model(n, [col]))[0])
+    got = run_limited("""
+        f = idv.open(path, memory_limit=300_000_000)
+        result["few"] = f["t"][:3].tolist()
+        kept.append(f["t"].read())
+    """, path, memory=2 << 30)
+    assert got["outcome"] == "MemoryLimitError", got
+    assert got["few"] == ["ab", "ab", "ab"]
+    assert "column 0 't'" in got["message"], got
+
+
+# ---------------------------------------------------------------------------- slices
+
+
+@pytest.fixture(scope="module")
+def many_booleans(tmp_path_factory):
+    """A valid 64 KB file of 2^29 Boolean rows in one block."""
+    n = 1 << 29
+    col = Col("B", "Boolean", comp=1, rpb=n, blocks=[bytes(n // 8)])
+    path = tmp_path_factory.mktemp("slices") / "many_booleans.idv"
+    path.write_bytes(build(Model(n, [col]))[0])
+    return path
+
+
+@pytest.mark.parametrize("key", ["[::2]", "[:]", "[1::3]", "[::-1]"])
+def test_a_slice_is_checked_before_allocating(many_booleans, key):
+    got = run_limited(f"""
+        f = idv.open(path, memory_limit=600_000_000)
+        kept.append(f["B"]{key})
+    """, many_booleans, memory=2 << 30)
+    assert got["outcome"] == "MemoryLimitError", got
+    assert got["peak_rss"] is None or got["peak_rss"] < 600 << 20, got
+
+
+def test_slices_with_steps(tmp_path):
+    path = tmp_path / "steps.idv"
+    x = np.arange(1000, dtype=np.int64)
+    v = np.arange(3000, dtype=np.float32).reshape(1000, 3)
+    t = np.array([str(i) for i in range(1000)], object)
+    idv.write(path, {"x": x, "v": v, "t": t}, rows_per_block=7)
+    keys = [slice(a, b, s) for a in (None, 0, 5, -3, 13, 999, -1000)
+            for b in (None, 0, 14, -2, 500, 1000) for s in (None, 2, -1, -3, 6, 7, 8, -999)]
+    with idv.open(path) as f:
+        for name, values in (("x", x), ("v", v), ("t", t)):
+            for key in keys:
+                assert np.array_equal(f[name][key], values[key]), (name, key)
+
+
+# ---------------------------------------------------------------------------- datasets
+
+
+@pytest.fixture(scope="module")
+def six_files(tmp_path_factory):
+    """Six valid files of 50M zero Doubles each (400 MB decoded, under 1 MB stored)."""
+    rows = 1_000_000
+    payload = bytes(8 * rows)
+    stored = compress(1, payload)
+    col = Col("w", "Double", comp=1, rpb=rows, blocks=[payload] * 50,
+              stored={b: stored for b in range(50)})
+    data, _ = build(Model(50 * rows, [col]))
+    folder = tmp_path_factory.mktemp("dataset")
+    for i in range(6):
+        (folder / f"part{i}.idv").write_bytes(data)
+    return folder
+
+
+@pytest.mark.parametrize("how", ["read()", "to_pandas()", "to_arrow()", "[10:40_000_000]"])
+def test_a_dataset_read_is_checked_as_a_whole(six_files, how):
+    """Each file fits the 700 MB limit, the six together do not: refused before reading."""
+    if how != "read()" and how[0] != "[":
+        pytest.importorskip(how[3:-2] if how != "to_arrow()" else "pyarrow",
+                            reason="an optional dependency")
+    got = run_limited(f"""
+        ds = idv.dataset(path, memory_limit=700_000_000)
+        result["few"] = ds[:3]["w"].tolist()
+        result["limit"] = int(ds.memory_limit)
+        kept.append(ds{'.' if how[0] != '[' else ''}{how})
+    """, six_files, memory=2 << 30)
+    assert got["few"] == [0.0, 0.0, 0.0] and got["limit"] == 700_000_000, got
+    if how.startswith("[10:"):          # 40M rows, within one file: allowed
+        assert got["outcome"] == "ok", got
+        return
+    assert got["outcome"] == "MemoryLimitError", got
+    assert "6 files of the dataset" in got["message"], got
