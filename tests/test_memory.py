@@ -68,17 +68,20 @@ def test_no_cgroup_limit(tmp_path):
     assert budget.cgroup_room(str(tmp_path), str(proc)) is None
 
 
+def zero_doubles(name, blocks, rows=1_000_000):
+    """A file of one Double column of `blocks` blocks of `rows` zeros (deflated once)."""
+    payload = bytes(8 * rows)
+    stored = compress(1, payload)
+    col = Col(name, "Double", comp=1, rpb=rows, blocks=[payload] * blocks,
+              stored={b: stored for b in range(blocks)})
+    return build(Model(blocks * rows, [col]))[0]
+
+
 @pytest.fixture(scope="module")
 def big_double(tmp_path_factory):
     """A valid file of 120M zero Doubles (960 MB decoded) in 120 blocks, about 1 MB."""
-    rows = 1_000_000
-    payload = bytes(8 * rows)
-    stored = compress(1, payload)
-    col = Col("Weight", "Double", comp=1, rpb=rows, blocks=[payload] * 120,
-              stored={b: stored for b in range(120)})
-    data, _ = build(Model(120 * rows, [col]))
     path = tmp_path_factory.mktemp("memory") / "big_double.idv"
-    path.write_bytes(data)
+    path.write_bytes(zero_doubles("Weight", 120))
     return path
 
 
@@ -368,12 +371,7 @@ def test_slices_with_steps(tmp_path):
 @pytest.fixture(scope="module")
 def six_files(tmp_path_factory):
     """Six valid files of 50M zero Doubles each (400 MB decoded, under 1 MB stored)."""
-    rows = 1_000_000
-    payload = bytes(8 * rows)
-    stored = compress(1, payload)
-    col = Col("w", "Double", comp=1, rpb=rows, blocks=[payload] * 50,
-              stored={b: stored for b in range(50)})
-    data, _ = build(Model(50 * rows, [col]))
+    data = zero_doubles("w", 50)
     folder = tmp_path_factory.mktemp("dataset")
     for i in range(6):
         (folder / f"part{i}.idv").write_bytes(data)
