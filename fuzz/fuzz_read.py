@@ -2,8 +2,10 @@
 """Coverage-guided fuzzing of the read path and of ``idv.verify`` (atheris, libFuzzer's engine).
 
 Every input is used as a user would use a file: open it, print its schema, read every column
-(dense and sparse), a row, every annotation, then verify it. The one exception allowed out is
-``idv.IdvFormatError`` (its subclasses included); anything else, a crash, a leak past
+(dense and sparse), a row, every annotation, then verify it, in a process whose address space
+is limited (RLIMIT_AS, ``IDV_FUZZ_ADDRESS_SPACE`` bytes, 3 GiB by default) with idv's default
+memory limit. The exceptions allowed out are ``idv.IdvFormatError`` (its subclasses included)
+and ``idv.MemoryLimitError``; anything else (numpy's MemoryError included), a crash, a leak past
 ``-rss_limit_mb`` or a hang past ``-timeout`` is a finding.
 
     pip install atheris
@@ -17,16 +19,24 @@ has the AddressSanitizer build. tests/test_fuzz.py runs a short, bounded session
 from __future__ import annotations
 
 import io
+import os
 import sys
 import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# A column declaring more than this after decompression is not read whole: refusing or
-# bounding such reads is the memory budget's job (tests/test_hostile.py), not this harness's.
-MAX_DECODED = 32 << 20
-MAX_ROWS = 1 << 22
+# The address space of the fuzzing process: reads beyond idv's memory limit must be refused
+# (MemoryLimitError) before numpy or the decoders run out of it.
+ADDRESS_SPACE = int(os.environ.get("IDV_FUZZ_ADDRESS_SPACE", 3 << 30))
+
+
+def limit_address_space() -> None:
+    """RLIMIT_AS of this process: ADDRESS_SPACE bytes (0: none)."""
+    import resource
+
+    if ADDRESS_SPACE:
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
 
 def exercise(data: bytes) -> None:
@@ -41,7 +51,7 @@ def exercise(data: bytes) -> None:
                 repr(f)
                 for col in f.columns:
                     _exercise_column(col)
-        except idv.IdvFormatError:
+        except (idv.IdvFormatError, idv.MemoryLimitError):
             pass
         report = idv.verify(io.BytesIO(data))
         report.to_text()
@@ -52,15 +62,16 @@ def _exercise_column(col) -> None:
 
     try:
         col.metadata
-        if not col.readable or col.nbytes > MAX_DECODED or col.num_rows > MAX_ROWS:
-            return
-        col.read()
-        if _sparse_readable(col.type):
-            col.read(sparse=True)
-        if len(col):
-            col[len(col) - 1]
-    except idv.IdvFormatError:
+    except (idv.IdvFormatError, idv.MemoryLimitError):
         pass
+    if not col.readable:
+        return
+    for read in (col.read, lambda: col.read(sparse=True) if _sparse_readable(col.type) else None,
+                 lambda: col[len(col) - 1] if len(col) else None, lambda: col[::3]):
+        try:
+            read()
+        except (idv.IdvFormatError, idv.MemoryLimitError):
+            pass
 
 
 def _sparse_readable(t) -> bool:
@@ -105,6 +116,7 @@ def replay(paths: list[str]) -> int:
     """Run every file of the given files and folders once, without libFuzzer: for a build
     under AddressSanitizer (docs/development.md), and to re-check a corpus or a finding."""
     files = [f for p in map(Path, paths) for f in (sorted(p.iterdir()) if p.is_dir() else [p])]
+    limit_address_space()
     for f in files:
         print(f, flush=True)
         exercise(f.read_bytes())
@@ -120,6 +132,7 @@ def main(argv: list[str]) -> None:
         return
     import atheris
 
+    limit_address_space()
     with atheris.instrument_imports(include=["idv"]):
         import idv  # noqa: F401  (instrumented for coverage)
     atheris.Setup(argv, exercise)

@@ -1,4 +1,4 @@
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -43,7 +43,10 @@ class VectorBlock:
 
 class VBufferCodec(Codec):
     item: Codec
-    def decode_at(self, buf: Any, pos: int, n: int) -> Tuple[VectorBlock, int]: ...
+    def decode(self, buf: Any, n: int, in_vector: bool = False,
+               reserve: Optional[Callable[[int], None]] = None) -> VectorBlock: ...
+    def decode_at(self, buf: Any, pos: int, n: int,
+                  reserve: Optional[Callable[[int], None]] = None) -> Tuple[VectorBlock, int]: ...
     def layout_at(self, buf: Any, pos: int,
                   n: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int, int]: ...
 

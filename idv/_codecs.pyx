@@ -139,15 +139,30 @@ cdef class DvBoolCodec(Codec):
 
     cpdef Py_ssize_t decode_into(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n,
                                  object out, bint in_vector=False) except -1:
+        # one pass over the bytes, no temporaries: value i is bits 2i, 2i+1 of its
+        # little-endian word, byte i // 4 of the run
         cdef Py_ssize_t size = 4 * ((n + 15) // 16)
+        cdef Py_ssize_t i, bad = -1
+        cdef uint8_t v
+        cdef const uint8_t *src
+        cdef uint8_t[::1] dst
         if size > buf.shape[0] - pos:
             _short(self.load_name, n, size, buf.shape[0] - pos)
-        words = np.frombuffer(buf, "<u4", size // 4, pos).astype(np.uint32)
-        pairs = ((words[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & 3).reshape(-1)[:n]
-        if (pairs == 3).any():
-            raise IdvFormatError(f"DvBool value {int(np.flatnonzero(pairs == 3)[0])} has the "
-                                 f"invalid bit pattern 11")
-        out[:] = pairs == 1
+        if n == 0:
+            return pos + size
+        dst = out.view(np.uint8)
+        if dst.shape[0] < n:
+            raise ValueError("DvBool output too short")
+        src = &buf[0] + pos
+        with nogil:
+            for i in range(n):
+                v = (src[i >> 2] >> (2 * (i & 3))) & 3
+                if v == 3:
+                    bad = i
+                    break
+                dst[i] = v == 1
+        if bad >= 0:
+            raise IdvFormatError(f"DvBool value {bad} has the invalid bit pattern 11")
         return pos + size
 
 
@@ -456,13 +471,18 @@ cdef class VBufferCodec(Codec):
     def min_size(self, Py_ssize_t n):
         return 12 + 4 * n
 
-    def decode(self, const uint8_t[::1] buf, Py_ssize_t n, bint in_vector=False):
-        block, end = self.decode_at(buf, 0, n)
+    def decode(self, const uint8_t[::1] buf, Py_ssize_t n, bint in_vector=False,
+               reserve=None):
+        """The n vectors of a payload (a VectorBlock). `reserve`: called with the number of
+        items before they are allocated (a reader counts them against its memory limit)."""
+        block, end = self.decode_at(buf, 0, n, reserve)
         _exact("VBuffer", end, buf.shape[0])
         return block
 
-    def decode_at(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n):
+    def decode_at(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n, reserve=None):
         lengths, counts, indices, p, total = self.layout_at(buf, pos, n)
+        if reserve is not None:
+            reserve(total)
         values = np.empty(total, self.item.dtype)
         end = self.item.decode_into(buf, p, total, values, True)
         return VectorBlock(lengths, counts.astype(np.int32), indices, values), end

@@ -5,18 +5,21 @@ exact type, and what the SlotNames and KeyValues annotations name.
 metadata (idv.arrow_types.METADATA_KEY): each value with its ML.NET type string, times as .NET
 ticks, RowId as one integer, floats at their exact value, so that a Parquet or Feather file
 converts back to the same .idv. ``slot_labels`` names a vector's slots from its SlotNames
-(pandas' expanded columns, CSV headers); ``usable_key_values`` says when a key's KeyValues
-can label its values (a pandas Categorical, an Arrow dictionary).
+(pandas' expanded columns, CSV headers) of vectors of at most ``MAX_EXPAND_SLOTS`` slots
+(``expands``); ``usable_key_values`` says when a key's KeyValues can label its values (a
+pandas Categorical, an Arrow dictionary).
 """
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 
 from idv import ticks
 from idv import types as T
 from idv.cells import float_json
+from idv.errors import IdvWarning
 
 
 # ---------------------------------------------------------------------------------------------
@@ -24,10 +27,19 @@ from idv.cells import float_json
 # ---------------------------------------------------------------------------------------------
 
 def metadata_spec(col):
-    """{kind: (type, value)} of a column's metadata, as the writer takes it (exact types)."""
-    types = col.metadata_types
-    values = col.metadata
-    return {k: (types[k], v) for k, v in values.items() if types.get(k) is not None}
+    """{kind: (type, value)} of a column's metadata, as the writer takes it (exact types).
+    An annotation too large for the file's memory limit is left out, with an IdvWarning
+    naming it, so that the column's values can still be read."""
+    from idv.budget import MemoryLimitError
+    out = {}
+    for kind, t in col.metadata_types.items():
+        if t is None:
+            continue
+        try:
+            out[kind] = (t, col.annotation(kind))
+        except MemoryLimitError as e:
+            warnings.warn(f"annotation left out: {e}", IdvWarning, stacklevel=3)
+    return out
 
 
 def _text_array(cells):
@@ -94,14 +106,32 @@ def _items_from_json(item, cells):
     return np.array([int(c) for c in cells], dtype=dtype).reshape(n)
 
 
+def _stored(item, arr):
+    """Where a vector's items are not their type's default ("", 0, False): a boolean mask."""
+    if item is T.Text:
+        return arr != ""
+    if arr.dtype.names:
+        return np.ones(len(arr), bool)
+    return arr != 0
+
+
 def metadata_to_json(spec):
-    """{kind: (type, value)} -> JSON text (a list keeps the kinds' order)."""
+    """{kind: (type, value)} -> JSON text (a list keeps the kinds' order). A vector of more
+    than MAX_EXPAND_SLOTS items, most of them its type's default (a text featurizer's
+    SlotNames), is written sparse: ``"sparse": {"indices": [...], "values": [...]}``, so that
+    a footer holding it stays small enough for Parquet's readers."""
     out = []
     for kind, (t, value) in spec.items():
         if isinstance(t, T.Vector):
             arr = np.asarray(value).reshape(-1)
             if arr.dtype != t.item.dtype and t.item is not T.Text:
                 arr = arr.astype(t.item.dtype)
+            if len(arr) > MAX_EXPAND_SLOTS:
+                where = np.flatnonzero(_stored(t.item, arr))
+                if 2 * len(where) < len(arr):
+                    out.append({"kind": kind, "type": str(t), "sparse": {
+                        "indices": where.tolist(), "values": _items_json(t.item, arr[where])}})
+                    continue
             v = _items_json(t.item, arr)
         else:
             arr = np.asarray(value, dtype=object if t is T.Text else t.dtype).reshape(1)
@@ -110,11 +140,26 @@ def metadata_to_json(spec):
     return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
 
 
+def _sparse_from_json(t, indices, values):
+    """metadata_to_json's sparse form -> the dense vector (the writer's and the reader's
+    form): its type's default everywhere but at `indices`."""
+    items = _items_from_json(t.item, list(values))
+    arr = np.zeros(t.size, items.dtype)
+    if t.item is T.Text:
+        arr[:] = ""
+    arr[np.asarray(indices, np.int64)] = items
+    return arr.reshape(t.dims)
+
+
 def metadata_from_json(text):
     """metadata_to_json's text -> {kind: (type, value)} in the reader's forms."""
     out = {}
     for entry in json.loads(text):
         t = T.parse_type(entry["type"])
+        if "sparse" in entry and isinstance(t, T.Vector) and t.is_fixed:
+            sparse = entry["sparse"]
+            out[entry["kind"]] = (t, _sparse_from_json(t, sparse["indices"], sparse["values"]))
+            continue
         v = entry["value"]
         if isinstance(t, T.Vector):
             arr = _items_from_json(t.item, list(v))
@@ -156,10 +201,13 @@ def slot_labels(name, vtype, slot_names=None):
 
 def usable_key_values(col_type, metadata):
     """The KeyValues of a scalar key column when they can label its values one to one (a 1-d
-    vector of exactly `count` distinct, non-NaN values), else None."""
+    vector of exactly `count` distinct, non-NaN values), else None. `metadata`: the column's
+    annotations (a dict), or the column itself, whose KeyValues alone are then decoded
+    (Column.annotation), and only for a key."""
     if not isinstance(col_type, T.Key):
         return None
-    kv = metadata.get("KeyValues")
+    kv = metadata.get("KeyValues") if isinstance(metadata, dict) \
+        else metadata.annotation("KeyValues")
     if kv is None:
         return None
     kv = np.asarray(kv)
@@ -175,3 +223,34 @@ def usable_key_values(col_type, metadata):
     except TypeError:
         return None
     return kv
+
+
+# The most slots a vector expands into (vectors="expand"); wider ones stay one object column
+# of arrays. A pandas column costs about 200 bytes and 2 us to build whatever its rows, so
+# 10,000 slots is a frame of a few MB built in well under a second, while ML.NET's text
+# featurizers write vectors of millions of slots (a hashed n-gram vector: 2^20 and more),
+# which expanded would be gigabytes of column objects for zero rows. Dense features that
+# read well as columns (a few hundred measurements, a 28x28 image) stay far below it.
+MAX_EXPAND_SLOTS = 10_000
+
+
+def expands(t, vectors="expand"):
+    """Whether a column of type `t` becomes one column per slot under `vectors`: a fixed-size
+    vector of at most MAX_EXPAND_SLOTS slots, with vectors="expand" (idv.pandas, idv.dask's
+    meta and the CSV columns of idv.delimited and idv.formats.text follow it)."""
+    return vectors == "expand" and isinstance(t, T.Vector) and t.is_fixed \
+        and t.size <= MAX_EXPAND_SLOTS
+
+
+def warn_kept_wide(columns, kept="one pandas column of arrays"):
+    """One IdvWarning naming the fixed-size vectors too wide to expand (`columns`: their
+    Columns or (name, type) pairs), each `kept` as the warning says instead."""
+    wide = [(c.name, c.type) if hasattr(c, "type") else c for c in columns]
+    wide = [(n, t) for n, t in wide if isinstance(t, T.Vector) and t.is_fixed
+            and t.size > MAX_EXPAND_SLOTS]
+    if wide:
+        listed = ", ".join(f"{n!r} ({t})" for n, t in wide[:5]) + (", ..." if len(wide) > 5
+                                                                  else "")
+        warnings.warn(f"{listed}: over {MAX_EXPAND_SLOTS:,} slots, kept as {kept}, not "
+                      f"expanded into a column per slot "
+                      f"(idv.pandas.MAX_EXPAND_SLOTS)", IdvWarning, stacklevel=3)

@@ -35,7 +35,7 @@ class _ColumnToArrow:
         self.safe = safe
         spec = metadata_spec(col)
         self.dictionary = None
-        kv = usable_key_values(t, col.metadata)
+        kv = usable_key_values(t, col)
         if kv is not None:
             kv_item = spec["KeyValues"][0].item
             self.dictionary = items_to_arrow(pa, kv_item, kv, unit, safe,

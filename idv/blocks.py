@@ -128,8 +128,11 @@ class BlockStore:
     def need(self, nbytes, what):
         """MemoryLimitError, naming the file, when `what` (a function giving its description)
         needs more than the limit."""
-        budget.check(nbytes, self.memory_limit,
-                     lambda: f"{self.path}: {what()}" if self.path else what())
+        budget.check(nbytes, self.memory_limit, lambda: self._where(what()))
+
+    def _where(self, what):
+        """`what` prefixed by the file's path, for a memory limit's message."""
+        return f"{self.path}: {what}" if self.path else what
 
     def buffer(self, nbytes, what):
         """A new uint8 array of `nbytes` for reads to decode into (decode's out=, in parts),
@@ -178,9 +181,10 @@ class BlockStore:
         if fixed:
             self.need((r1 - r0) * codec.itemsize, rows)
         elif not is_vector:          # text, Boolean: the output, and the largest block
-            self.need((r1 - r0) * codec.dtype.itemsize + int(table["raw"].max()), rows)
-        else:                        # the blocks' items, held until assembled
-            self.need(int(table["raw"].sum(dtype=np.int64)), rows)
+            self.need(budget.items_bytes(codec.dtype, r1 - r0, int(table["raw"].sum()))
+                      + int(table["raw"].max()), rows)
+        else:                        # the blocks' items, held until assembled (counted by
+            self.need(int(table["raw"].sum(dtype=np.int64)), rows)     # _decode_vectors)
         blocks.counted(b1 - b0)
         if out is not None:
             shape = out_shape(codec, r1 - r0, sparse)
@@ -225,8 +229,16 @@ class BlockStore:
         fixed-size vectors)."""
         codec = blocks.codec
         results = [None] * (b1 - b0)
-        self._decode_each(blocks, b0, table, lambda i, b, buf, n: results.__setitem__(
-            i, codec.decode(buf, n)), parallel=parallel)
+        # every block's items are counted before they are allocated, and held together
+        pool = budget.Pool(self.memory_limit)
+
+        def reserve(items, nbytes):
+            pool.take(budget.items_bytes(codec.dtype, items, nbytes),
+                      lambda: f"{self._where(rows())} ({codec.type}{', sparse' * sparse})")
+
+        def one(i, b, buf, n):
+            results[i] = codec.decode(buf, n, reserve=lambda items: reserve(items, len(buf)))
+        self._decode_each(blocks, b0, table, one, parallel=parallel)
         if not sparse:
             # a single block's error names it; for several the reason names the range
             one = b1 - b0 == 1
@@ -235,9 +247,9 @@ class BlockStore:
                         ", or read the column with sparse=True",
                         block=b0 if one else None,
                         offset=int(table["offset"][0]) if one else None)
-        if out is None:
-            self.need(vectors.assembled_bytes(results, codec.type, sparse),
-                      lambda: f"{rows()} ({codec.type}{', sparse' if sparse else ''})")
+        if out is None:     # else the caller counted `out`
+            pool.take(vectors.assembled_bytes(results, codec.type, sparse),
+                      lambda: f"{self._where(rows())} ({codec.type}{', sparse' * sparse})")
         return vectors.assemble(results, codec.type, sparse, out)
 
     @_entry_point

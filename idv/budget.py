@@ -1,24 +1,51 @@
 """The memory a read may take: reads refuse, before allocating, an output or a temporary
 beyond a limit, so that a small file declaring billions of rows (or a 2^31-item vector) is an
-error that names the limit, not gigabytes allocated or a process killed.
+error that names the file, the column and the limit, not gigabytes allocated, numpy's
+MemoryError naming nothing, or a process killed.
 
-The default limit of an open file is half the machine's memory, but at most 1,024 times the
-file's size or 1 GiB, whichever is more: ML.NET's blocks compress a few times, rarely a
-hundred, so a legitimate file stays far below it. ``idv.set_memory_limit(n)`` sets it for
-every file opened afterwards, ``idv.open(path, memory_limit=n)`` for one.
+The default limit of an open file is the smallest of:
+
+* 1,024 times the file's size, but at least 1 GiB (ML.NET's blocks compress a few times,
+  rarely a hundred, so a legitimate file stays far below it);
+* half the machine's memory;
+* half of what the process may still take: its address-space limit (``RLIMIT_AS``,
+  ``ulimit -v``) less what it already maps, its cgroup's limit (v2 ``memory.max``, v1
+  ``memory.limit_in_bytes``: a container's memory) less what the cgroup uses, and the memory
+  the kernel reports available (``MemAvailable``). Half, because a read holds its output
+  and about as much again (decoders' temporaries, the copies pandas and Arrow make).
+
+``idv.set_memory_limit(n)`` sets it for every file opened afterwards, ``idv.open(path,
+memory_limit=n)`` for one. A dataset read (idv.dataset) counts its files' reads together.
 """
 from __future__ import annotations
 
 import os
+import sys
+import threading
 
 _FLOOR = 1 << 30
 _RATIO = 1024
 _global = None
+_CGROUP_ROOT = "/sys/fs/cgroup"
+_UNLIMITED = 1 << 60        # cgroup v1 says "no limit" with a number near 2^63
 
 
 class MemoryLimitError(MemoryError):
-    """A read would need more memory than idv's limit (the message names the limit and how to
-    raise it). Nothing was allocated."""
+    """A read would need more memory than idv's limit (the message names the file, the
+    column, the limit and where it comes from, and how to raise it). Nothing was
+    allocated."""
+
+
+class Limit(int):
+    """A memory limit in bytes that knows where it comes from (``source``, for messages:
+    ``"the process's RLIMIT_AS"``, ``"memory_limit="``...)."""
+
+    source: str
+
+    def __new__(cls, nbytes, source=""):
+        self = super().__new__(cls, nbytes)
+        self.source = source
+        return self
 
 
 def physical_memory():
@@ -29,11 +56,108 @@ def physical_memory():
         return None
 
 
+def _read_int(path):
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    if text in ("", "max"):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if 0 < value < _UNLIMITED else None
+
+
+def _meminfo(key, path="/proc/self/status"):
+    """A "Key:  N kB" line of a /proc file, in bytes (None without it)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def address_space_room():
+    """Bytes the process may still map under its RLIMIT_AS (None: no limit, or not
+    known)."""
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return None
+    used = _meminfo("VmSize") or 0
+    return max(soft - used, 0)
+
+
+def cgroup_room(root=_CGROUP_ROOT, cgroup_file="/proc/self/cgroup"):
+    """Bytes the process's cgroup may still take: its memory limit less its usage, under
+    cgroup v2 (``memory.max``, ``memory.current``) or v1 (``memory.limit_in_bytes``,
+    ``memory.usage_in_bytes``); None without a limit. `root`: where the hierarchy is
+    mounted."""
+    try:
+        with open(cgroup_file) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    places = []     # (folder, limit file, usage file), the process's own cgroup first
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        path = path.lstrip("/")
+        if controllers == "":
+            places.append((os.path.join(root, path), "memory.max", "memory.current"))
+        elif "memory" in controllers.split(","):
+            places.append((os.path.join(root, "memory", path), "memory.limit_in_bytes",
+                           "memory.usage_in_bytes"))
+    # inside a container the process's cgroup is often mounted as the root itself
+    places += [(root, "memory.max", "memory.current"),
+               (os.path.join(root, "memory"), "memory.limit_in_bytes", "memory.usage_in_bytes")]
+    for folder, limit_name, usage_name in places:
+        limit = _read_int(os.path.join(folder, limit_name))
+        if limit is not None:
+            used = _read_int(os.path.join(folder, usage_name)) or 0
+            return max(limit - used, 0)
+    return None
+
+
+def available_memory():
+    """Memory the kernel says is available to new allocations (MemAvailable), None where
+    not known."""
+    return _meminfo("MemAvailable", "/proc/meminfo")
+
+
+def default_limit(file_size):
+    """The default limit of a file of `file_size` bytes (see the module's docs), a Limit
+    naming what set it."""
+    candidates = [(max(_FLOOR, _RATIO * int(file_size)),
+                   "the default: 1,024 times the file's size, at least 1 GiB")]
+    ram = physical_memory()
+    if ram:
+        candidates.append((ram // 2, "half the machine's memory"))
+    for room, what in ((address_space_room(), "the process's address-space limit (RLIMIT_AS)"),
+                       (cgroup_room(), "the container's (cgroup's) memory limit"),
+                       (available_memory(), "the memory available")):
+        if room is not None:
+            candidates.append((max(room // 2, 1), f"half of what remains under {what}"))
+    nbytes, source = min(candidates, key=lambda c: c[0])
+    return Limit(nbytes, source)
+
+
 def set_memory_limit(nbytes):
     """The memory limit of reads of the files opened from now on, in bytes (None: the default
     of each file, see the module's docs)."""
     global _global
-    _global = None if nbytes is None else _checked(nbytes)
+    _global = None if nbytes is None else Limit(_checked(nbytes), "idv.set_memory_limit")
 
 
 def _checked(nbytes):
@@ -46,12 +170,25 @@ def limit_for(file_size, given=None):
     """The limit of a file of `file_size` bytes: `given`, else the global one, else the
     default."""
     if given is not None:
-        return _checked(given)
+        return given if isinstance(given, Limit) else Limit(_checked(given), "memory_limit=")
     if _global is not None:
         return _global
-    default = max(_FLOOR, _RATIO * int(file_size))
-    ram = physical_memory()
-    return min(default, ram // 2) if ram else default
+    return default_limit(file_size)
+
+
+# What a decoded Text item costs beyond its characters: the pointer to it in the object array,
+# and unless it is empty (one shared object) its str object (49 bytes on 64-bit CPython).
+STR_BYTES = sys.getsizeof("")
+
+
+def items_bytes(dtype, items, stored):
+    """The bytes `items` decoded items of `dtype` cost, from a payload of `stored` bytes.
+    Text: a pointer each, and a str object for each non-empty one (at most one per byte of
+    text beyond the 4-byte boundaries) with its characters (at most those bytes)."""
+    if dtype != object:
+        return items * dtype.itemsize
+    text = max(stored - 4 * items, 0)
+    return 8 * items + min(items, text) * STR_BYTES + text
 
 
 def show(nbytes):
@@ -62,12 +199,37 @@ def show(nbytes):
     return f"{nbytes} bytes"
 
 
+def _source_of(limit):
+    source = getattr(limit, "source", "")
+    return f" ({source})" if source else ""
+
+
 def check(nbytes, limit, what):
     """MemoryLimitError when `what` (a str, or a function giving it: reads call this for
     every block they decode) needs more than `limit` bytes."""
     if nbytes > limit:
         what = what() if callable(what) else what
         raise MemoryLimitError(
-            f"{what} needs {show(nbytes)}, over idv's memory limit of {show(limit)}; read fewer "
-            f"rows (col[a:b], iter_batches) or raise the limit: idv.open(path, memory_limit=N) "
-            f"or idv.set_memory_limit(N)")
+            f"{what} needs {show(nbytes)}, over idv's memory limit of {show(limit)}"
+            f"{_source_of(limit)}; read fewer rows (col[a:b], iter_batches) or raise the limit: "
+            f"idv.open(path, memory_limit=N) or idv.set_memory_limit(N)")
+
+
+class Pool:
+    """One limit shared by several reads (a dataset's files read as one table): each read
+    takes its bytes from the pool (``take``) before allocating, and the whole refuses what
+    one file's limit alone would allow. Thread-safe."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.taken = 0
+        self._lock = threading.Lock()
+
+    def take(self, nbytes, what):
+        """Count `nbytes` against the pool: MemoryLimitError when the reads so far and these
+        need more than the limit."""
+        with self._lock:
+            check(self.taken + nbytes, self.limit,
+                  lambda: f"{what() if callable(what) else what} (with the "
+                          f"{show(self.taken)} read before it)")
+            self.taken += nbytes

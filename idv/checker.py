@@ -16,6 +16,7 @@ from typing import Optional, Tuple
 
 from idv import reader
 from idv.blocks import block_groups
+from idv.budget import MemoryLimitError
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv.reader import IdvFile
 
@@ -291,6 +292,10 @@ def _check_metadata(col, report):
             report.warnings.append(Finding.about("metadata", f"{m.kind!r} not checked: "
                                                  f"{e.reason}", col, metadata_kind=m.kind,
                                                  offset=m.offset))
+            continue
+        except MemoryLimitError as e:
+            report.warnings.append(Finding.about("metadata", f"{m.kind!r} not checked: {e}",
+                                                 col, metadata_kind=m.kind, offset=m.offset))
             continue
         except IdvFormatError as e:
             # damage in the value's bytes has its size; in the codec's parameters, not

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from idv import _codecs, _compression, _lookup, _toc, selection, vectors
+from idv import _codecs, _compression, _lookup, _toc, budget, selection, vectors
 from idv import types as T
 from idv.blocks import ColumnBlocks, check_dense, text_rooms
 from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
@@ -39,6 +39,7 @@ class Column:
         self._blocks = None
         self._metadata_entries = None
         self._metadata = None
+        self._annotations = {}                # (kind, offset) -> decoded value
         self.blocks_decoded = 0
         self._counting = threading.Lock()     # pieces of one column decode in several threads
         self.index = entry.index
@@ -184,16 +185,40 @@ class Column:
     @property
     def metadata(self):
         """dict kind -> value: SlotNames -> array of str, KeyValues -> array, IsNormalized ->
-        bool; scalars as Python/numpy scalars, vectors as arrays shaped by their dims."""
+        bool; scalars as Python/numpy scalars, vectors as arrays shaped by their dims. Every
+        annotation is decoded, each counted against the memory limit (idv.MemoryLimitError
+        naming it); ``annotation(kind)`` decodes one."""
         if self._metadata is None:
             values = {}
             for m in self.metadata_entries():
                 try:
-                    values[m.kind] = self.decode_metadata(m)
+                    values[m.kind] = self._annotation_of(m)
                 except UnsupportedCodecError as e:
                     warnings.warn(f"skipping {e}", IdvWarning, stacklevel=2)
             self._metadata = values
         return self._metadata
+
+    def annotation(self, kind, default=None):
+        """The value of the column's `kind` annotation (as in ``metadata``), decoded on first
+        use without decoding the others (readers use SlotNames and KeyValues so); `default`
+        when the column has none, or when its codec is unknown (with a warning)."""
+        if self._metadata is not None:
+            return self._metadata.get(kind, default)
+        entries = [m for m in self.metadata_entries() if m.kind == kind]
+        if not entries:
+            return default
+        try:
+            return self._annotation_of(entries[-1])
+        except UnsupportedCodecError as e:
+            warnings.warn(f"skipping {e}", IdvWarning, stacklevel=2)
+            return default
+
+    def _annotation_of(self, entry):
+        """decode_metadata, once per entry."""
+        key = (entry.kind, entry.offset)
+        if key not in self._annotations:
+            self._annotations[key] = self.decode_metadata(entry)
+        return self._annotations[key]
 
     def _metadata_codec(self, m):
         try:
@@ -250,13 +275,32 @@ class Column:
             raise self._located(UnsupportedCodecError(f"unknown compression "
                                                       f"{entry.compression}"),
                                 metadata_kind=entry.kind)
+        store = self._file.store
+
+        def what():
+            return (f"column {self.index} {self.name!r} annotation {entry.kind!r} "
+                    f"({codec.type})")
         try:
-            data = self._file.store.view(entry.offset, entry.size)
-            raw = _compression.decompress_metadata(
-                entry.compression, data, entry.size * _compression.MAX_RATIO + 64)
-            value = codec.decode(memoryview(raw), 1)
-            if isinstance(codec, _codecs.VBufferCodec):
+            data = store.view(entry.offset, entry.size)
+            cap = entry.size * _compression.MAX_RATIO + 64
+            try:
+                raw = _compression.decompress_metadata(entry.compression, data,
+                                                       min(cap, store.memory_limit))
+            except IdvFormatError:
+                if cap > store.memory_limit:      # perhaps larger than the limit: say so
+                    store.need(store.memory_limit + 1, lambda: f"{what()} (decompressed)")
+                raise
+            if not isinstance(codec, _codecs.VBufferCodec):
+                value = codec.decode(memoryview(raw), 1)
+            else:
+                def held(items):
+                    return len(raw) + budget.items_bytes(codec.dtype, items, len(raw))
+                value = codec.decode(memoryview(raw), 1,
+                                     reserve=lambda items: store.need(held(items), what))
                 check_dense([value], codec.type, entry.size)
+                if not value.all_dense:     # densified: the rows, and each item's place
+                    store.need(held(len(value.values)) + 16 * len(value.values)
+                               + int(value.lengths.sum()) * codec.dtype.itemsize, what)
                 return vectors.metadata_value(value, codec.type)
         except IdvFormatError as e:
             raise self._located(e, metadata_kind=entry.kind, offset=entry.offset)
@@ -325,12 +369,13 @@ class Column:
                 raise IndexError(f"row {key} out of range for {n} rows")
             b = i // rpb
             return _detached(self._cached_block(b)[i - b * rpb])
-        span = selection.contiguous(key, n) if isinstance(key, slice) else None
-        if span is not None and span[1] > span[0]:     # a slice of step 1: one run of blocks
-            a, b = span
-            b0, b1 = a // rpb, (b - 1) // rpb + 1
+        run = selection.slice_run(key, n, rpb) if isinstance(key, slice) else None
+        if run is not None:      # a slice over every block of a run: the run, then a view
+            (b0, b1), local = run
+            if b1 <= b0:
+                return self.read_blocks(0, 0)
             part = self.read_blocks(b0, b1)
-            return _detached(part[a - b0 * rpb:b - b0 * rpb], part)
+            return _detached(part[local], part)
         rows = selection.row_numbers(key, n)
         if len(rows) == 0:
             return self.read_blocks(0, 0)
@@ -389,6 +434,33 @@ class Column:
                 return vectors.empty(codec.type, sparse)
             return np.empty(0, codec.dtype)
         return self._file.store.decode(self.blocks, b0, b1, sparse, parallel, out)
+
+    def decoded_bytes(self, rows=None):
+        """About what reading `rows` (None: all; a slice or row numbers) allocates, from the
+        lookup table alone: the decompressed size of the blocks holding them, with Text items
+        as str objects (idv.budget.items_bytes). Readers of several files (a
+        dataset) check their sum against one limit before reading any."""
+        n = self.num_rows
+        if rows is None or n == 0:
+            b0, b1, count = 0, self.num_blocks, n
+        else:
+            if isinstance(rows, slice):
+                count = len(range(*rows.indices(n)))
+                run = selection.slice_run(rows, n, self.rows_per_block)
+                lo, hi = (run[0][0] * self.rows_per_block, run[0][1] * self.rows_per_block) \
+                    if run is not None else (0, n)
+            else:
+                picked = selection.row_numbers(rows, n)
+                count = len(picked)
+                lo, hi = (int(picked.min()), int(picked.max()) + 1) if count else (0, 0)
+            b0, b1 = lo // self.rows_per_block, -(-hi // self.rows_per_block)
+        raw = int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
+        if self.codec is not None and self.codec.dtype == object:
+            stored = count if not isinstance(self.type, T.Vector) else raw // 4
+            return raw + budget.items_bytes(self.codec.dtype, stored, raw)
+        if self.codec is not None and self.codec.load_name == "Boolean":
+            return raw * 8
+        return raw
 
     def _count_decoded(self, n):
         with self._counting:

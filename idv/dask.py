@@ -70,7 +70,7 @@ class _ReadPartition:
 
     def __call__(self, part, columns=None):
         import pandas as pd
-        from idv.pandas import to_pandas
+        from idv.pandas import frame
         path, start, stop, first = part
         if columns is None:
             wanted = self.idv_columns
@@ -79,8 +79,8 @@ class _ReadPartition:
             wanted = [n for n in self.idv_columns if n in needed]
         f = idv_open(path, filesystem=self.fs, **self.open_kwargs)
         try:
-            df = to_pandas(f, wanted, vectors=self.vectors, datetime=self.datetime,
-                           safe=self.safe, rows=slice(start, stop))
+            df = frame(f, wanted, vectors=self.vectors, datetime=self.datetime,
+                       safe=self.safe, rows=slice(start, stop))
         finally:
             f.close()
         df.index = pd.RangeIndex(first, first + stop - start)
@@ -110,13 +110,15 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
         unit, safe = ds.time_unit(names, datetime, safe)
         parts = partitions(ds, names, blocks_per_partition)
         first = ds.open_file(0)
-        from idv.pandas import to_pandas
-        meta = to_pandas(first, names, vectors=vectors, datetime=unit, safe=safe,
-                         rows=slice(0, 0))
+        from idv.annotations import warn_kept_wide
+        from idv.pandas import frame
+        if vectors == "expand":      # once, here; the meta and the partitions say nothing
+            warn_kept_wide([ds.schema[n] for n in names], "one column of arrays")
+        meta = frame(first, names, vectors=vectors, datetime=unit, safe=safe, rows=slice(0, 0))
         frame_columns = {}
         for n in names:
-            for c in to_pandas(first, [n], vectors=vectors, datetime=unit, safe=safe,
-                               rows=slice(0, 0)).columns:
+            for c in frame(first, [n], vectors=vectors, datetime=unit, safe=safe,
+                           rows=slice(0, 0)).columns:
                 frame_columns[c] = n
         files = ds.files
         tasks = [(files[i].path, a, b, files[i].start + a) for i, a, b in parts]

@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from idv import remote, selection, ticks, vectors
+from idv import budget, remote, selection, ticks, vectors
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.reader import IdvFile, Schema, open as idv_open
@@ -208,8 +208,9 @@ class Dataset:
     Attributes: ``files`` (a DatasetFile per file: path, rows, and where its rows start),
     ``num_rows``, ``schema`` (an idv.Schema of the dataset's columns, its num_rows the
     dataset's), ``column_names``, ``filesystem`` (the fsspec filesystem, None for local files),
-    ``open_kwargs`` (what each idv.open is given) and ``skipped`` ((path, error) of each file
-    on_bad_file="skip" left out).
+    ``open_kwargs`` (what each idv.open is given), ``skipped`` ((path, error) of each file
+    on_bad_file="skip" left out) and ``memory_limit`` (the largest of its files' limits: a
+    read, to_pandas or to_arrow of several files is checked against it as a whole).
     """
 
     def __init__(self, paths, *, filesystem=None, columns=None, schema="exact",
@@ -231,6 +232,7 @@ class Dataset:
         wanted = None if columns is None else ([columns] if isinstance(columns, str)
                                                else list(columns))
         opened = []           # (path, visible columns, rows, rows per block, IdvFile)
+        limits = []
         try:
             for path in paths:
                 try:
@@ -242,6 +244,7 @@ class Dataset:
                         raise
                     self.skipped.append((path, e))
                     continue
+                limits.append(f.memory_limit)
                 cols = _visible(f)
                 rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
                 opened.append((path, cols, f.num_rows, rpb, f, _identity(path, filesystem)))
@@ -260,6 +263,8 @@ class Dataset:
             for o in opened:
                 o[4].close()
             raise
+        # a read of the dataset is checked as a whole, against its files' largest limit
+        self.memory_limit = max(limits)
         ref = opened[0][4]
         self.files = []
         start = 0
@@ -414,6 +419,7 @@ class Dataset:
         if not parts:          # no rows: the empty forms, from the first file
             got = read(self.open_file(0), names, slice(0, 0))
             return {n: got[n] for n in names}
+        self._check_memory(names, parts, joined=True)
         pieces = {n: [] for n in names}
         for i, local in parts:
             got = read(self.open_file(i), names, local)
@@ -424,6 +430,19 @@ class Dataset:
             v = pieces[n][0] if len(pieces[n]) == 1 else vectors.concat_reads(pieces[n])
             out[n] = v if restore is None else v[restore]
         return out
+
+    def _check_memory(self, names, parts, joined):
+        """MemoryLimitError when reading `parts` ([(file, local rows)]) of columns `names` needs
+        more than the dataset's limit: each file's share (Column.decoded_bytes), twice over
+        when the pieces are then `joined` into one array or frame."""
+        total = sum(self.open_file(i)[n].decoded_bytes(local) for i, local in parts
+                    for n in names)
+        if joined and len(parts) > 1:
+            total *= 2
+        budget.check(total, self.memory_limit,
+                     lambda: f"reading {len(names)} column{'s' * (len(names) != 1)} of "
+                             f"{len(parts)} file{'s' * (len(parts) != 1)} of the dataset "
+                             f"({self.files[parts[0][0]].path}...)")
 
     def __getitem__(self, key):
         """``ds[a:b]``: those rows of every column, as ``ds.read(rows=slice(a, b))``."""
@@ -460,6 +479,7 @@ class Dataset:
         from idv.pandas import to_pandas
         pd = require("pandas", "converting to pandas", "idv[pandas]")
         names = self.resolve_columns(columns)
+        self._check_memory(names, [(i, None) for i in range(len(self.files))], joined=True)
         unit, safe = self.time_unit(names, datetime, safe)
         frames = [to_pandas(self.open_file(i), names, vectors=vectors, datetime=unit, safe=safe)
                   for i in range(len(self.files))]
@@ -472,6 +492,7 @@ class Dataset:
         from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()
         names = self.resolve_columns(columns)
+        self._check_memory(names, [(i, None) for i in range(len(self.files))], joined=False)
         unit, safe = self.time_unit(names, datetime, safe)
         tables = [to_arrow(self.open_file(i), names, datetime=unit, safe=safe)
                   for i in range(len(self.files))]

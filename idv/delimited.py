@@ -3,7 +3,9 @@
 and of ``idv.convert(x.idv, x.csv / x.tsv / x.jsonl)``, so both give the same text.
 
 CSV / TSV: a fixed-size vector is one column per slot (``Features.Size``, from its SlotNames,
-else ``Features.0``...); a variable-size vector is one cell holding a JSON array; a key with
+else ``Features.0``...) up to idv.pandas' MAX_EXPAND_SLOTS slots, as pandas expands it; a
+wider vector (with one IdvWarning) and a variable-size vector are one cell holding a JSON
+array; a key with
 KeyValues is its value's text (missing: empty), other keys their raw number; DateTime,
 TimeSpan and DateTimeOffset in .NET's ISO forms, exact to the tick; RowId one integer;
 Booleans ``true`` / ``false``; floats their shortest form, ``NaN`` and ``Infinity`` by name.
@@ -20,7 +22,7 @@ import json
 import numpy as np
 
 from idv import types as T
-from idv.annotations import slot_labels, usable_key_values
+from idv.annotations import expands, slot_labels, usable_key_values, warn_kept_wide
 from idv.cells import cell_json, csv_cell, csv_item
 
 
@@ -50,12 +52,11 @@ class _Column:
         self.type = t = col.type
         self.names = [col.name]
         self.key_values = None
-        if isinstance(t, T.Vector) and t.is_fixed:
-            slot_names = col.metadata.get("SlotNames") if "SlotNames" in col.metadata_kinds \
-                else None
-            self.names = slot_labels(col.name, t, slot_names)
+        self.expanded = expands(t)
+        if self.expanded:
+            self.names = slot_labels(col.name, t, col.annotation("SlotNames"))
         elif isinstance(t, T.Key):
-            kv = usable_key_values(t, col.metadata)
+            kv = usable_key_values(t, col)
             if kv is not None:
                 kv_type = T.item_type(col.metadata_types["KeyValues"])
                 self.key_values = np.array([""] + _items(kv_type, np.asarray(kv)), object)
@@ -65,7 +66,7 @@ class _Column:
         if self.key_values is not None:
             return [self.key_values[np.asarray(values, np.int64)].tolist()]
         if isinstance(t, T.Vector):
-            if t.is_fixed:
+            if self.expanded:
                 flat = np.asarray(values).reshape(len(values), -1)
                 return [_items(t.item, flat[:, j]) for j in range(flat.shape[1])]
             return [[csv_cell(v, t) for v in values]]
@@ -77,6 +78,8 @@ class DelimitedWriter:
     ``write(values)`` takes the same rows of each column in read()'s form."""
 
     def __init__(self, out, columns, delimiter=",", header=True):
+        columns = list(columns)
+        warn_kept_wide(columns, "one cell of a JSON array")
         self._columns = [_Column(c) for c in columns]
         self._writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
         if header:

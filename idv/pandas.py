@@ -14,6 +14,8 @@ pandas is imported only when these are called (``pip install idv[pandas]``). The
 * RowId is an object column of Python ints (128-bit);
 * fixed vectors expand into one column per slot (``vectors="expand"``) or stay one object
   column of arrays (``vectors="object"``); variable vectors are object columns of arrays.
+  Vectors of more than ``MAX_EXPAND_SLOTS`` slots stay object columns of arrays even with
+  ``vectors="expand"`` (with one ``idv.IdvWarning`` naming them).
 """
 from __future__ import annotations
 
@@ -26,13 +28,15 @@ from idv import scan, ticks
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
-from idv.annotations import slot_labels, usable_key_values
+from idv.annotations import (MAX_EXPAND_SLOTS, expands, slot_labels, usable_key_values,
+                             warn_kept_wide)
 from idv.errors import Where, require
 from idv.vectors import Ragged
 
-__all__ = ["to_pandas", "read_pandas"]
+__all__ = ["to_pandas", "read_pandas", "MAX_EXPAND_SLOTS"]
 
 VECTOR_MODES = ("expand", "object")
+
 
 
 def _pd():
@@ -149,15 +153,15 @@ def _column_pieces(ctx, col, values, vectors):
     pd = ctx.pd
     t = col.type
     if not isinstance(t, T.Vector):
-        kv = usable_key_values(t, col.metadata)
+        kv = usable_key_values(t, col)
         return [([col.name], _scalar_series(ctx, t, values, kv))]
-    if vectors == "object" or not t.is_fixed:
+    if not expands(t, vectors):
         return [([col.name], pd.Series(_vector_cells(ctx, t, values), dtype=object))]
-    names = slot_labels(col.name, t, col.metadata.get("SlotNames"))
+    names = slot_labels(col.name, t, col.annotation("SlotNames"))
     n = len(values)
     flat = values.reshape(n, t.size)
     item = t.item
-    kv = usable_key_values(item, col.metadata) if isinstance(item, T.Key) else None
+    kv = usable_key_values(item, col)
     if (isinstance(item, T.Key) and kv is None) or item is T.Boolean \
             or (not isinstance(item, T.Key) and item.is_numeric):
         return [(names, pd.DataFrame(flat, columns=names, copy=False))]
@@ -229,7 +233,9 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     IdvFile.read()). ``vectors``: ``"expand"`` (default) gives each slot of a fixed-size vector
     its own column, named ``<column>.<slot name>`` from the SlotNames metadata (when there is
     one distinct non-empty name per slot) or ``<column>.0``, ``<column>.1``... (``.i.j`` for
-    several dimensions); ``"object"`` keeps one column of arrays. Variable-size vectors are
+    several dimensions), up to ``idv.pandas.MAX_EXPAND_SLOTS`` (10,000) slots: a wider vector
+    stays one column of arrays, with an ``idv.IdvWarning``; ``"object"`` keeps every vector
+    one column of arrays. Variable-size vectors are
     always one object column of arrays.
 
     ``datetime``: ``"auto"`` (default) gives each DateTime, TimeSpan and DateTimeOffset column
@@ -253,6 +259,15 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     ``rows``: a slice of rows (only the blocks that hold them are decoded; the index still
     starts at 0), as idv.dask reads a partition.
     """
+    return frame(file, columns, vectors=vectors, datetime=datetime, safe=safe,
+                 dtype_backend=dtype_backend, rows=rows, warn_wide=True)
+
+
+def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
+          dtype_backend=None, rows=None, warn_wide=False):
+    """to_pandas, warning of vectors too wide to expand only with `warn_wide` (idv.dask
+    reads its meta and partitions through this and warns once for the whole frame).
+    Package-internal."""
     pd = _pd()
     ticks.check_time_mode(vectors, VECTOR_MODES, "vectors")
     ticks.check_time_mode(datetime)
@@ -266,6 +281,8 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     arrow_text = strings is not None and (rows is None or rows.step in (None, 1))
     with opened(file) as f:
         cols = file_columns(f, columns)
+        if warn_wide and vectors == "expand":
+            warn_kept_wide(cols)
         n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
         pieces = []
         whole = {}

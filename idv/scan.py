@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from idv import _threads
+from idv import _threads, budget
 from idv import types as T
 from idv import vectors
 from idv.blocks import block_groups, out_shape
@@ -98,8 +98,10 @@ class WholeColumn(NumpyColumn):
         if shape is not None:
             dtype = col.codec.dtype
             nbytes = int(np.prod(shape)) * dtype.itemsize
-            if dtype.hasobject:
-                store.need(nbytes, lambda: f"column {col.name!r}")
+            if dtype.hasobject:     # Text: its str objects too
+                stored = int(col.lookup["raw"].sum(dtype=np.int64))
+                store.need(budget.items_bytes(dtype, int(np.prod(shape)), stored),
+                           lambda: f"column {col.name!r}")
                 self.value = np.empty(shape, dtype)
             else:
                 self.value = store.buffer(nbytes, f"column {col.name!r}").view(dtype)

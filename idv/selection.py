@@ -127,6 +127,26 @@ def contiguous(key, n):
     return None
 
 
+def slice_run(key, n, rows_per_block):
+    """For a slice of `n` rows stored in blocks of `rows_per_block` whose step is smaller than
+    a block (so that it touches every block between its first and last row): ((first block,
+    stop block), the slice within those blocks' rows), found from start, stop and step alone
+    (no array of row numbers); (0, 0) blocks when it selects nothing. None for a larger step
+    (row_numbers then names the few rows, at most one per block)."""
+    start, stop, step = key.indices(n)
+    if abs(step) >= rows_per_block > 1:
+        return None
+    count = len(range(start, stop, step))
+    if count == 0:
+        return (0, 0), slice(0, 0)
+    last = start + (count - 1) * step
+    lo, hi = min(start, last), max(start, last)
+    b0, b1 = lo // rows_per_block, hi // rows_per_block + 1
+    base = b0 * rows_per_block
+    end = last - base + (1 if step > 0 else -1)
+    return (b0, b1), slice(start - base, None if end < 0 else end, step)
+
+
 def split_rows(key, starts, n, what="dataset"):
     """A selection of the rows of parts laid end to end (a dataset's files; `starts`: each
     part's first row, `n`: all rows) -> ([(part, local rows)], restore).

@@ -310,15 +310,22 @@ def empty(vtype, sparse=False):
 
 
 def assembled_bytes(blocks, vtype, sparse=False):
-    """What assemble() will allocate for these blocks: the CSR arrays, or the dense rows (with
-    the implicit items of sparse ones), or a Ragged's items and offsets."""
+    """What assemble() allocates beyond the decoded blocks (which the reader holds and counts
+    already), temporaries included: each stored item's row and slot (int64) where rows are
+    sparse, the CSR arrays joined (values, indices, row pointers); or each sparse block's dense
+    rows, the rows of several blocks joined, and a Ragged's lengths and offsets."""
     itemsize = vtype.item.dtype.itemsize
     rows = sum(len(b) for b in blocks)
+    joined = len(blocks) > 1
     if sparse:
         stored = sum(len(b.values) for b in blocks)
-        return stored * (itemsize + 8) + 8 * (rows + 1)
+        return stored * (16 + (itemsize + 12 if joined else 4)) + 16 * (rows + 1)
     items = sum(int(b.lengths.sum()) for b in blocks)
-    return items * itemsize + (0 if vtype.is_fixed else 8 * (rows + 1))
+    nbytes = items * itemsize if joined else 0
+    for b in blocks:
+        if not b.all_dense:
+            nbytes += int(b.lengths.sum()) * itemsize + 16 * len(b.values)
+    return nbytes + (0 if vtype.is_fixed else 16 * (rows + 1))
 
 
 def assemble(blocks, vtype, sparse=False, out=None):

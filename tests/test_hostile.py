@@ -15,17 +15,11 @@ Every file is built here, from idv's own packing helpers; no binary is committed
 """
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
 import struct
-import subprocess
-import sys
 import time
 import warnings
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,102 +28,7 @@ import idv
 from idv import _header, _lookup, _toc, layout
 from idv._cursor import encode_leb128, encode_string
 
-REPO = Path(__file__).resolve().parent.parent
-
-# ============================================================================ child processes
-# A reusable runner: open and read a file in a fresh interpreter under resource limits, and
-# report what was raised. (Candidate for tests/conftest.py.)
-
-MEMORY_LIMIT = 1 << 30          # RLIMIT_AS of the child: 1 GiB of address space
-STACK_LIMIT = 1 << 20           # the stack the work runs on: 1 MiB
-TIME_LIMIT = 60                 # seconds before the child is killed
-WORK_SECONDS = 5                # what a refusal may take inside the child
-
-_CHILD = r"""
-import json, resource, sys, threading, time, warnings
-path, memory, stack = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-import idv
-
-result = {}
-kept = []      # values stay alive, as in a user's f.read()
-
-def work():
-    t0 = time.perf_counter()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with idv.open(path) as f:
-                str(f.schema)
-                for c in f.columns:
-                    kept.append(c.metadata)
-                    if c.readable:
-                        kept.append(c.read())
-        result["outcome"] = "ok"
-    except BaseException as e:
-        result["outcome"] = type(e).__name__
-        result["message"] = str(e)[:4000]
-    result["seconds"] = time.perf_counter() - t0
-
-threading.stack_size(stack)      # the worker and every thread it starts
-t = threading.Thread(target=work)
-t.start()
-t.join()
-try:     # this program's peak (ru_maxrss would include the parent's, from before exec)
-    with open("/proc/self/status") as status:
-        hwm = next(line for line in status if line.startswith("VmHWM:"))
-    result["peak_rss"] = int(hwm.split()[1]) * 1024
-except OSError:
-    result["peak_rss"] = None
-print(json.dumps(result), flush=True)
-"""
-
-
-def _child_env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env["PYTHONIOENCODING"] = "utf-8"
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = "1"          # BLAS thread pools reserve address space we want to measure
-    env.pop("PYTHONWARNINGS", None)
-    return env
-
-
-def _died(returncode):
-    if returncode < 0:
-        return f"killed by {signal.Signals(-returncode).name}"
-    return f"exit code {returncode}"
-
-
-def read_limited(path, *, memory=MEMORY_LIMIT, stack=STACK_LIMIT, timeout=TIME_LIMIT) -> dict:
-    """Open `path` and read everything (schema, metadata, every column) in a child process
-    whose address space is limited to `memory`, on a thread with a `stack`-byte stack. Returns
-    {"outcome": exception name or "ok", "message", "seconds", "peak_rss" (None without
-    /proc)}; a crash or a timeout fails the test."""
-    try:
-        r = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(memory), str(stack)],
-                           capture_output=True, text=True, env=_child_env(), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"no answer in {timeout} s")
-    assert r.returncode == 0, f"child {_died(r.returncode)}:\n{r.stderr[-3000:]}"
-    return json.loads(r.stdout.splitlines()[-1])
-
-
-def verify_limited(path, *, memory=MEMORY_LIMIT, stack=STACK_LIMIT, timeout=TIME_LIMIT):
-    """``python -m idv verify PATH`` with the same limits (the stack one on the main thread);
-    returns (returncode, stdout, stderr)."""
-    import resource
-
-    def limits():
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack))
-    try:
-        r = subprocess.run([sys.executable, "-m", "idv", "verify", str(path)],
-                           capture_output=True, text=True, env=_child_env(), cwd=REPO,
-                           timeout=timeout, preexec_fn=limits)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"idv verify: no answer in {timeout} s")
-    return r.returncode, r.stdout, r.stderr
+from limited import STACK_LIMIT, TIME_LIMIT, WORK_SECONDS, read_limited, verify_limited
 
 
 def assert_refused(data, tmp_path, pattern, **limits) -> dict:

@@ -19,6 +19,7 @@ from idv.cli.render import (Table, ascii_only, cell_str, dump_json, safe_text,
                             is_numeric, plural, render_table, value_str)
 from idv.dataset import Dataset
 from idv.delimited import DelimitedWriter, JsonLinesWriter
+from idv.budget import MemoryLimitError
 from idv.errors import IdvFormatError
 
 CAT_GROUP_ROWS = 8192   # rows decoded at a time (whole blocks), when streaming
@@ -216,6 +217,9 @@ def _annotations(col, as_json):
             v = col.decode_metadata(m)
         except IdvFormatError as e:
             yield m.kind, t, None if as_json else f"<unreadable: {e.reason}>"
+            continue
+        except MemoryLimitError as e:
+            yield m.kind, t, None if as_json else f"<not shown: {e}>"
             continue
         yield m.kind, t, cell_json(v, t) if as_json else value_str(v, t)
 

@@ -76,8 +76,11 @@ def _dictionary_columns(pa, pq, table, kwargs):
     import pyarrow.compute as pc
     parquet_schema = None
     if any(pa.types.is_nested(t) for t in table.schema.types):
+        # the types alone: field metadata (a wide vector's SlotNames: megabytes) would only
+        # make the file's footer too large for its reader to parse back
+        bare = pa.schema([pa.field(f.name, f.type, f.nullable) for f in table.schema])
         buf = pa.BufferOutputStream()
-        pq.ParquetWriter(buf, table.schema, **kwargs).close()
+        pq.ParquetWriter(buf, bare, **kwargs).close()
         parquet_schema = pq.ParquetFile(pa.BufferReader(buf.getvalue())).schema
     paths, leaf = [], 0
     for field, column in zip(table.schema, table.columns):
