@@ -14,6 +14,9 @@ pandas is imported only when these are called (``pip install idv[pandas]``). The
 * RowId is an object column of Python ints (128-bit);
 * fixed vectors expand into one column per slot (``vectors="expand"``) or stay one object
   column of arrays (``vectors="object"``); variable vectors are object columns of arrays.
+
+The frame's ``attrs["idv.schema"]`` keeps the ML.NET schema, so that writing it gives back the
+same types (idv.writer.pandas).
 """
 from __future__ import annotations
 
@@ -25,11 +28,11 @@ from idv import ticks
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
-from idv.annotations import slot_labels, usable_key_values
+from idv.annotations import SCHEMA_ATTR, frame_schema, slot_labels, usable_key_values
 from idv.errors import Where, require
 from idv.vectors import Ragged
 
-__all__ = ["to_pandas", "read_pandas"]
+__all__ = ["to_pandas", "read_pandas", "SCHEMA_ATTR"]
 
 VECTOR_MODES = ("expand", "object")
 
@@ -233,6 +236,11 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
 
     ``rows``: a slice of rows (only the blocks that hold them are decoded; the index still
     starts at 0), as idv.dask reads a partition.
+
+    The frame carries the columns' ML.NET schema (types and metadata) in
+    ``df.attrs["idv.schema"]`` (idv.SCHEMA_ATTR), which idv.write / idv.from_pandas use to
+    write the same types back: slot columns regrouped into their vector, keys with their
+    KeyValues, exact key and KeyValues types.
     """
     pd = _pd()
     ticks.check_time_mode(vectors, VECTOR_MODES, "vectors")
@@ -249,6 +257,7 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
         cols = file_columns(f, columns)
         n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
         pieces = []
+        expanded = set()     # indices of the columns whose slots became columns of their own
         for col in cols:
             if arrow_text and col.type is T.Text:
                 from idv.arrow import text_array
@@ -260,7 +269,10 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
             got = _column_pieces(ctx, col, values, vectors)
             if dtype_backend == "pyarrow":
                 got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
+            if [nm for names, _ in got for nm in names] != [col.name]:
+                expanded.add(col.index)
             pieces.extend(got)
+        schema = frame_schema(cols, lambda c: c.index in expanded, datetime == "ticks")
     names = [nm for names, _ in pieces for nm in names]
     own = [c.name for c in cols]
     counts = {}
@@ -271,10 +283,12 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
             raise ValueError(f"expanding vectors gives the column name {nm!r} twice (it clashes "
                              f"with another column); use vectors='object'")
     if not pieces:
-        return pd.DataFrame(index=pd.RangeIndex(n))
-    blocks = [b.reset_index(drop=True) for _, b in pieces]
-    df = pd.concat(blocks, axis=1, ignore_index=True)
-    df.columns = names
+        df = pd.DataFrame(index=pd.RangeIndex(n))
+    else:
+        blocks = [b.reset_index(drop=True) for _, b in pieces]
+        df = pd.concat(blocks, axis=1, ignore_index=True)
+        df.columns = names
+    df.attrs[SCHEMA_ATTR] = schema
     return df
 
 
