@@ -192,6 +192,10 @@ def build_parser():
                         "1677-2262 only) or ticks (exact int64 .NET ticks)")
     s.add_argument("--floor-datetime", action="store_true",
                    help="floor ticks finer than the --datetime unit instead of failing")
+    s.add_argument("--types", metavar="NAME=TYPE,...", default=None,
+                   help="ML.NET types for columns of a non-.idv INPUT, as Python's types=: "
+                        "e.g. 'Age=Single,Grade=Key<UInt32, 5>' (a column with missing values "
+                        "needs a type that holds them: Single, Double, a key or Text)")
     s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: when stderr is a terminal)")
     s.add_argument("-q", "--quiet", action="store_true",

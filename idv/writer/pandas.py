@@ -101,7 +101,39 @@ def _object_values(pd, s, name):
     dto = _aware_objects(pd, arr, name)
     if dto is not None:
         return dto, T.DateTimeOffset
+    missing = np.asarray(pd.isna(arr), dtype=bool).reshape(-1) if len(arr) else None
+    present = arr if missing is None or not missing.any() else arr[~missing]
+    if not len(present):
+        return arr, None
+    if isinstance(present[0], str) and missing is not None and missing.any() \
+            and all(isinstance(x, str) for x in present):
+        row = int(np.flatnonzero(missing)[0])
+        raise ValueError(f"column {name!r} row {row}: {arr[row]!r} among text; ML.NET's Text "
+                         f"has no missing value: pass missing_text=\"\" to write it as empty "
+                         f"text (ML.NET reads missing text as \"\"), or fill it first")
+    if type(present[0]) is _dt.date and all(type(x) is _dt.date for x in present):
+        return np.array(arr, dtype="datetime64[D]"), T.DateTime    # dates: midnight
     return arr, None
+
+
+def _filled_text(pd, df, missing_text):
+    """The frame with missing values (None, NaN, <NA>) in its text columns (string dtype, or
+    objects that are all str otherwise) replaced by `missing_text`."""
+    if not isinstance(missing_text, str):
+        raise TypeError(f"missing_text must be a str (\"\" for ML.NET's empty text), not "
+                        f"{type(missing_text).__name__}")
+    out = None
+    for i in range(df.shape[1]):
+        s = df.iloc[:, i]
+        text = pd.api.types.is_string_dtype(s.dtype) and not isinstance(
+            s.dtype, pd.CategoricalDtype)
+        if not text or not s.isna().any():
+            continue
+        if s.dtype == object and not all(isinstance(x, str) for x in s[s.notna()]):
+            continue
+        out = df.copy() if out is None else out
+        out.isetitem(i, s.fillna(missing_text))
+    return df if out is None else out
 
 
 def _series_values(pd, s, name, override):
@@ -130,7 +162,8 @@ def _series_values(pd, s, name, override):
             if na.any():
                 raise ValueError(f"column {name!r} row {first(na)}: missing value in a string "
                                  f"column; ML.NET's Text has none (it reads null as \"\"): "
-                                 f"fill it first, e.g. df[{name!r}].fillna(\"\")")
+                                 f"pass missing_text=\"\" to write it as empty text, or fill "
+                                 f"it first, e.g. df[{name!r}].fillna(\"\")")
         if arrow is not None:
             return arrow_column_values(arrow, T.Text, name), T.Text, None
         return s.to_numpy(dtype=object), None, None
@@ -274,7 +307,7 @@ def _columns_by_schema(pd, df, names, schema, overrides):
     return out
 
 
-def from_pandas(df, *, types=None, schema=None):
+def from_pandas(df, *, types=None, schema=None, missing_text=None):
     """A DataFrame (or Series) -> (columns, types, metadata) for idv.write.
 
     ``columns``: a list of (name, values); ``types``: name -> idv type; ``metadata``: name ->
@@ -285,7 +318,10 @@ def from_pandas(df, *, types=None, schema=None):
     is typed as idv.write types numpy data. Nullable integer or Boolean columns holding <NA>,
     and string columns holding missing values, raise (ML.NET has no missing value for them);
     nullable floats give NaN. The index is not written (``df.reset_index()`` keeps it).
-    ``types`` overrides the type of some columns.
+    ``types`` overrides the type of some columns. ``missing_text``: what None / NaN / <NA>
+    in a text column (string dtype, or objects that are otherwise all str) become, e.g.
+    ``""`` (ML.NET reads missing text as empty); by default they raise, naming the column
+    and row. ``datetime.date`` objects are DateTime (midnight).
 
     A frame from idv.to_pandas carries its ML.NET schema in ``df.attrs["idv.schema"]``
     (``schema`` gives one instead): the columns it still describes are written with their
@@ -306,6 +342,8 @@ def from_pandas(df, *, types=None, schema=None):
                          f"distinct names")
     if schema is None:
         schema = df.attrs.get(SCHEMA_ATTR)
+    if missing_text is not None:
+        df = _filled_text(pd, df, missing_text)
     overrides = dict(types or {})
     frame = df.set_axis(names, axis=1) if list(df.columns) != names else df
     groups = _columns_by_schema(pd, frame, names, schema, overrides)
