@@ -197,6 +197,10 @@ def build_parser():
                    help="ML.NET types for columns of a non-.idv INPUT, as Python's types=: "
                         "e.g. 'Age=Single,Grade=Key<UInt32, 5>' (a column with missing values "
                         "needs a type that holds them: Single, Double, a key or Text)")
+    s.add_argument("--legacy-keys", choices=("shift",), default=None,
+                   help="shift: write the keys of ML.NET 0.x files that have a min "
+                        "(Key<UInt32, 3, min=1>) from min 0, which ML.NET 1.x loads (the "
+                        "same key values; by default such a column is an error)")
     s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: when stderr is a terminal)")
     s.add_argument("-q", "--quiet", action="store_true",
