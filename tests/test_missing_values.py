@@ -92,3 +92,17 @@ def test_date_objects_are_dates(tmp_path, oracle):
     assert doc["columns"][0]["type_string"] == "DateTime"
     days = [(d - dt.date(1, 1, 1)).days for d in df["D"]]       # .NET ticks: 100 ns since 0001
     assert [int(r[0]) for r in doc["rows"]] == [d * 864_000_000_000 for d in days]
+
+
+def test_null_text_from_parquet_with_missing_text(tmp_path, oracle):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    src = tmp_path / "names.parquet"
+    pq.write_table(pa.table({"Name": ["a", None, "c"], "N": [1, 2, 3]}), src)
+    rc, _, err = run("convert", src, tmp_path / "x.idv")
+    assert rc == 1 and "column 'Name' row 1: null, but Text" in err and "--missing-text" in err
+    run("convert", src, tmp_path / "cli.idv", "--missing-text", "", check_rc=0)
+    idv.convert(src, tmp_path / "py.idv", missing_text="")
+    dumps = oracle.dump_many([tmp_path / "cli.idv", tmp_path / "py.idv"])
+    for doc in dumps.values():
+        assert [r[column_index(doc, "Name")] for r in doc["rows"]] == ["a", "", "c"]

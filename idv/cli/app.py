@@ -197,6 +197,9 @@ def build_parser():
                    help="ML.NET types for columns of a non-.idv INPUT, as Python's types=: "
                         "e.g. 'Age=Single,Grade=Key<UInt32, 5>' (a column with missing values "
                         "needs a type that holds them: Single, Double, a key or Text)")
+    s.add_argument("--missing-text", metavar="TEXT", default=None,
+                   help="what null text of a non-.idv INPUT becomes, e.g. '' (ML.NET reads "
+                        "missing text as empty; by default null text is an error)")
     s.add_argument("--legacy-keys", choices=("shift",), default=None,
                    help="shift: write the keys of ML.NET 0.x files that have a min "
                         "(Key<UInt32, 3, min=1>) from min 0, which ML.NET 1.x loads (the "

@@ -195,7 +195,7 @@ def _convert(module, src, args, out):
                               rows_per_block=args.rows_per_block, progress=progress,
                               datetime=args.datetime, safe=not args.floor_datetime,
                               types=parse_types(args.types), legacy_keys=args.legacy_keys,
-                              **_deflate_options(args))
+                              missing_text=args.missing_text, **_deflate_options(args))
     except KeyError as e:      # a column the source does not have
         raise CliError(str(e.args[0]) if e.args else str(e), EXIT_USAGE) from None
     except ValueError as e:

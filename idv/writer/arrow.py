@@ -35,6 +35,10 @@ def _first_null(arr):
 
 
 def _no_nulls(arr, describe, t):
+    if arr.null_count and t is T.Text:
+        raise ValueError(f"{describe(_first_null(arr))}: null, but Text has no missing value "
+                         f"in ML.NET: pass missing_text=\"\" to write it as empty text "
+                         f"(idv convert: --missing-text ''), or fill the nulls first")
     if arr.null_count:
         i = _first_null(arr)
         raise ValueError(f"{describe(i)}: null, but {t} has no missing value in ML.NET; the "
