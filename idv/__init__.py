@@ -34,7 +34,7 @@ __all__ += ["verify", "write", "Writer", "Sparse", "zip_entries", "ZipEntry"]
 # the Python data stack: pandas and pyarrow are imported only when these are called
 from idv.arrow import record_batch_reader, to_arrow  # noqa: E402
 from idv.formats import convert  # noqa: E402
-from idv.pandas import read_pandas, to_pandas  # noqa: E402
+from idv.pandas import SCHEMA_ATTR, read_pandas, to_pandas  # noqa: E402
 from idv.writer.arrow import from_arrow  # noqa: E402
 from idv.writer.pandas import from_pandas  # noqa: E402
 
@@ -43,4 +43,4 @@ from idv.dataset import Dataset, dataset  # noqa: E402
 
 __all__ += ["dataset", "Dataset"]
 __all__ += ["to_pandas", "read_pandas", "from_pandas", "to_arrow", "from_arrow",
-            "record_batch_reader", "convert"]
+            "record_batch_reader", "convert", "SCHEMA_ATTR"]

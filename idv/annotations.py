@@ -254,3 +254,49 @@ def warn_kept_wide(columns, kept="one pandas column of arrays"):
         warnings.warn(f"{listed}: over {MAX_EXPAND_SLOTS:,} slots, kept as {kept}, not "
                       f"expanded into a column per slot "
                       f"(idv.pandas.MAX_EXPAND_SLOTS)", IdvWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------------------------------------
+# the ML.NET schema a pandas DataFrame carries
+# ---------------------------------------------------------------------------------------------
+
+# DataFrame.attrs key of the schema idv.to_pandas reads into a frame, which idv.write uses to
+# give back the same ML.NET types. One JSON text: pandas deep-copies attrs on every operation
+# (a str costs nothing to copy) and writes them into Parquet files as JSON.
+SCHEMA_ATTR = "idv.schema"
+
+
+def frame_schema(cols, expanded, as_ticks=False):
+    """The SCHEMA_ATTR text for idv columns `cols`: a JSON list of {"name", "type",
+    "metadata" (metadata_to_json's text), "expanded" (whether its slots are columns of their
+    own, named by slot_labels), "ticks" (DateTime / TimeSpan items held as int64 .NET
+    ticks, `as_ticks`)}; `expanded(col)` says which."""
+    entries = []
+    for col in cols:
+        spec = metadata_spec(col)
+        item = col.type.item if isinstance(col.type, T.Vector) else col.type
+        entries.append({"name": col.name, "type": str(col.type),
+                        "metadata": metadata_to_json(spec) if spec else None,
+                        "expanded": bool(expanded(col)),
+                        "ticks": bool(as_ticks) and item in (T.DateTime, T.TimeSpan)})
+    return json.dumps(entries, ensure_ascii=False, separators=(",", ":"))
+
+
+def frame_schema_columns(text):
+    """[(name, type, {kind: (type, value)}, frame column names, ticks)] from a SCHEMA_ATTR
+    text; ValueError when it is not one."""
+    try:
+        entries = json.loads(text)
+        out = []
+        for e in entries:
+            t = T.parse_type(e["type"])
+            spec = metadata_from_json(e["metadata"]) if e.get("metadata") else {}
+            names = [e["name"]]
+            if e.get("expanded"):
+                slot_names = spec.get("SlotNames", (None, None))[1]
+                names = slot_labels(e["name"], t, slot_names)
+            out.append((e["name"], t, spec, names, bool(e.get("ticks"))))
+        return out
+    except (TypeError, KeyError, ValueError, AttributeError) as e:
+        raise ValueError(f"DataFrame.attrs[{SCHEMA_ATTR!r}] is not the schema idv.to_pandas "
+                         f"writes there ({e}); delete it to write the frame as it is") from None

@@ -191,16 +191,18 @@ class _Converter:
     would give other key numbers for the same values, so it is refused."""
 
     def __init__(self, df):
+        from idv.annotations import SCHEMA_ATTR
         from idv.writer.pandas import from_pandas
         self._from_pandas = from_pandas
-        _columns, self.types, self.metadata = from_pandas(df)
+        self.schema = df.attrs.get(SCHEMA_ATTR)       # idv.to_pandas's ML.NET schema
+        _columns, self.types, self.metadata = from_pandas(df, schema=self.schema)
 
     def writer(self, path, writer_kwargs):
         from idv.writer import Writer
         return Writer(path, list(self.types.items()), metadata=self.metadata, **writer_kwargs)
 
     def columns(self, df, index):
-        columns, _types, metadata = self._from_pandas(df, types=self.types)
+        columns, _types, metadata = self._from_pandas(df, types=self.types, schema=self.schema)
         for name, kinds in self.metadata.items():
             got = metadata.get(name, {}).get("KeyValues")
             want = kinds.get("KeyValues")

@@ -45,6 +45,18 @@ def _items(item, arr):
     return [csv_item(x, item) for x in arr]
 
 
+def key_labels(col):
+    """The text of each raw value of a key column whose KeyValues label it ("" for 0, the
+    missing key, then each value's text: ``labels[raw]``), else None: the one rule of every
+    text output (CSV, TSV, JSON Lines, ``idv head``), as Arrow's dictionaries, polars and
+    DuckDB show such keys."""
+    kv = usable_key_values(col.type, col)
+    if kv is None:
+        return None
+    kv_type = T.item_type(col.metadata_types["KeyValues"])
+    return np.array([""] + _items(kv_type, np.asarray(kv)), object)
+
+
 class _Column:
     """One .idv column's header names, and its rows as cells (one list per output column)."""
 
@@ -55,11 +67,8 @@ class _Column:
         self.expanded = expands(t)
         if self.expanded:
             self.names = slot_labels(col.name, t, col.annotation("SlotNames"))
-        elif isinstance(t, T.Key):
-            kv = usable_key_values(t, col)
-            if kv is not None:
-                kv_type = T.item_type(col.metadata_types["KeyValues"])
-                self.key_values = np.array([""] + _items(kv_type, np.asarray(kv)), object)
+        else:
+            self.key_values = key_labels(col)
 
     def cells(self, values):
         t = self.type

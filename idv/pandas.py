@@ -16,6 +16,9 @@ pandas is imported only when these are called (``pip install idv[pandas]``). The
   column of arrays (``vectors="object"``); variable vectors are object columns of arrays.
   Vectors of more than ``MAX_EXPAND_SLOTS`` slots stay object columns of arrays even with
   ``vectors="expand"`` (with one ``idv.IdvWarning`` naming them).
+
+The frame's ``attrs["idv.schema"]`` keeps the ML.NET schema, so that writing it gives back the
+same types (idv.writer.pandas).
 """
 from __future__ import annotations
 
@@ -28,12 +31,12 @@ from idv import scan, ticks
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
-from idv.annotations import (MAX_EXPAND_SLOTS, expands, slot_labels, usable_key_values,
-                             warn_kept_wide)
+from idv.annotations import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,
+                             slot_labels, usable_key_values, warn_kept_wide)
 from idv.errors import Where, require
 from idv.vectors import Ragged
 
-__all__ = ["to_pandas", "read_pandas", "MAX_EXPAND_SLOTS"]
+__all__ = ["to_pandas", "read_pandas", "MAX_EXPAND_SLOTS", "SCHEMA_ATTR"]
 
 VECTOR_MODES = ("expand", "object")
 
@@ -258,6 +261,11 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
 
     ``rows``: a slice of rows (only the blocks that hold them are decoded; the index still
     starts at 0), as idv.dask reads a partition.
+
+    The frame carries the columns' ML.NET schema (types and metadata) in
+    ``df.attrs["idv.schema"]`` (idv.SCHEMA_ATTR), which idv.write / idv.from_pandas use to
+    write the same types back: slot columns regrouped into their vector, keys with their
+    KeyValues, exact key and KeyValues types.
     """
     return frame(file, columns, vectors=vectors, datetime=datetime, safe=safe,
                  dtype_backend=dtype_backend, rows=rows, warn_wide=True)
@@ -286,6 +294,7 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
         n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
         pieces = []
         whole = {}
+        expanded = set()     # indices of the columns whose slots became columns of their own
         context = f.prefetch(cols) if rows is None else contextlib.nullcontext()
         with context:
             if rows is None:    # every row: the columns decoded by one scan
@@ -301,7 +310,10 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
                 got = _column_pieces(ctx, col, values, vectors)
                 if dtype_backend == "pyarrow":
                     got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
+                if [nm for names, _ in got for nm in names] != [col.name]:
+                    expanded.add(col.index)
                 pieces.extend(got)
+        schema = frame_schema(cols, lambda c: c.index in expanded, datetime == "ticks")
     names = [nm for names, _ in pieces for nm in names]
     own = [c.name for c in cols]
     counts = {}
@@ -312,10 +324,12 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
             raise ValueError(f"expanding vectors gives the column name {nm!r} twice (it clashes "
                              f"with another column); use vectors='object'")
     if not pieces:
-        return pd.DataFrame(index=pd.RangeIndex(n))
-    blocks = [b.reset_index(drop=True) for _, b in pieces]
-    df = pd.concat(blocks, axis=1, ignore_index=True)
-    df.columns = names
+        df = pd.DataFrame(index=pd.RangeIndex(n))
+    else:
+        blocks = [b.reset_index(drop=True) for _, b in pieces]
+        df = pd.concat(blocks, axis=1, ignore_index=True)
+        df.columns = names
+    df.attrs[SCHEMA_ATTR] = schema
     return df
 
 

@@ -8,6 +8,8 @@ blocks of every column are fetched, checked and decoded by the file's block stor
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import warnings
 
 import numpy as np
@@ -186,7 +188,16 @@ class IdvFile:
         are checked against (None without, or when not `check_sums`)."""
         src = self._source
         head = src.view(0, min(_header.HEADER_SIZE, src.size))
-        self.header = h = _header.parse_header(head, src.size)
+        try:
+            self.header = h = _header.parse_header(head, src.size)
+        except IdvFormatError as e:
+            text = _text_start(bytes(head))
+            if text is None:
+                raise
+            raise IdvFormatError(f"not an .idv file: it starts with text ({text!r}), not "
+                                 f"ML.NET's binary signature; it looks like a CSV or other "
+                                 f"text file: convert it with `idv convert FILE.csv OUT.idv` "
+                                 f"(or idv.convert)", offset=0) from e
         _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
         sums = checksums.read(head, src.view, src.size, h.toc_offset) if check_sums else None
         # the table of contents, read once for its checksum and its columns
@@ -460,6 +471,25 @@ def opened(file, **kwargs):
         f.close()
 
 
+_SIGNATURE = b"CML\x00DVB\x00"
+
+
+def _text_start(head):
+    """The first line of a file's first bytes when they are text (UTF-8, no control
+    characters but tabs and line ends) rather than an .idv header, else None."""
+    if head.startswith(_SIGNATURE[:len(head)]) or not head:
+        return None
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:       # a character cut at the end of the bytes read
+        if e.start < len(head) - 3:
+            return None
+        text = head[:e.start].decode("utf-8")
+    if any(ord(ch) < 32 and ch not in "\t\r\n" for ch in text):
+        return None
+    return text.splitlines()[0][:60] if text.strip() else None
+
+
 def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
          cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=True,
          filesystem=None, storage_options=None, timeout=None) -> IdvFile:
@@ -487,6 +517,11 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
     naming the column and block. False skips them; files without checksums (ML.NET's) are read
     as they are. idv.verify always checks them.
     """
+    if isinstance(source, (str, os.PathLike)) and filesystem is None \
+            and "://" not in os.fspath(source) and os.path.isdir(source):
+        raise IsADirectoryError(errno.EISDIR, f"{os.fspath(source)} is a directory: open one .idv "
+                                f"file in it, or read its .idv files as one table with "
+                                f"idv.dataset({os.fspath(source)!r})", os.fspath(source))
     return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes,
                    memory_limit=memory_limit, checksums=checksums, filesystem=filesystem,
                    storage_options=storage_options, timeout=timeout)

@@ -205,8 +205,10 @@ class UnitChoice:
             raise ValueError(f"{message}; use datetime='ticks' (exact .NET ticks) or 'auto' "
                              f"(floors them to microseconds, with a warning)")
         import warnings
-        warnings.warn(f"{message}: floored to microseconds (datetime='ticks' keeps them "
-                      f"exact)", IdvWarning, stacklevel=4)
+        warnings.warn(f"{message}: floored to microseconds, clamped at the ends of .NET's "
+                      f"range (TimeSpan.MinValue becomes the least microsecond inside it), so "
+                      f"that they convert back (datetime='ticks' keeps them exact)", IdvWarning,
+                      stacklevel=4)
         return "us", False
 
 
@@ -218,6 +220,10 @@ def unit_for(ticks100, mode, column="values", what="DateTime", safe=True):
     choice = UnitChoice()
     choice.add(ticks100)
     return choice.settle(mode, column, what)
+
+
+# the least count of microseconds whose 100-ns ticks fit int64 (.NET's TimeSpan range)
+US_MIN = -(INT64_MAX // 10)
 
 
 def ticks_to_unit(ticks100, unit, safe, describe, what):
@@ -244,7 +250,9 @@ def ticks_to_unit(ticks100, unit, safe, describe, what):
                              f"ticks that microseconds cannot hold; pass safe=False to floor "
                              f"to microseconds, datetime='ns' (exact for years 1677-2262) or "
                              f"datetime='ticks' (exact .NET ticks)")
-        return v // 10
+        # floored, but never below the least microsecond whose ticks int64 holds:
+        # TimeSpan.MinValue (-2^63 ticks) would floor one tick past it
+        return np.maximum(v // 10, np.int64(US_MIN))
     raise ValueError(f"unknown time unit {unit!r}")
 
 

@@ -300,14 +300,21 @@ def item_from_dtype(dt, where="value"):
 
 
 def as_type(t, where="type"):
-    """A DataViewType from a type object or a numpy dtype-like (np.float32 -> Single)."""
+    """A DataViewType from a type object, its name (``"Single"``, ``"Key<UInt32, 5>"``, as
+    str(type) gives it) or a numpy dtype-like (np.float32 -> Single)."""
     if isinstance(t, DataViewType):
         return t
+    if isinstance(t, str):
+        try:
+            return parse_type(t)
+        except (ValueError, TypeError, KeyError):
+            pass          # a numpy dtype name ("float32"), or neither
     try:
         dt = np.dtype(t)
     except TypeError:
-        raise TypeError(f"{where}: {t!r} is not an idv type (idv.Single, idv.Key(...), "
-                        f"idv.Vector(...)) or a numpy dtype") from None
+        raise TypeError(f"{where}: {t!r} is not an idv type (idv.Single or 'Single', "
+                        f"idv.Key(...) or 'Key<UInt32, 5>', idv.Vector(...) or "
+                        f"'Vector<Single, 3>') or a numpy dtype") from None
     item = item_from_dtype(dt, where)
     if item is None:
         raise TypeError(f"{where}: dtype object does not name an ML.NET type; use idv.Text etc.")

@@ -416,3 +416,27 @@ def assert_equal_reads(a, b):
             assert a.tolist() == b.tolist()
         else:
             np.testing.assert_array_equal(a, b)
+
+
+def assert_same_annotations(got, want, where):
+    """Two columns' annotations: the same kinds, types and values (sparse or dense)."""
+    g, w = annotations_by_kind(got), annotations_by_kind(want)
+    assert list(g) == list(w), where
+    for kind in w:
+        assert g[kind]["type_string"] == w[kind]["type_string"], f"{where} {kind}"
+        assert_value_equal(annotation_expected(g[kind]), annotation_expected(w[kind]),
+                           f"{where} {kind}")
+
+
+def assert_same_schema_and_values(got, want, names, where):
+    """ML.NET's reading `got` of the written file against its reading `want` of the source:
+    each column of `names` with the same type string, annotations and values."""
+    for name in names:
+        g = got["columns"][column_index(got, name)]
+        w = want["columns"][column_index(want, name)]
+        assert g["type_string"] == w["type_string"], f"{where} {name}"
+        assert_same_annotations(g, w, f"{where} {name}")
+        ours = expected_column(got, g["index"])
+        if isinstance(ours, ExpectedRagged):      # ML.NET's reading, in idv's form
+            ours = idv.Ragged(ours.values, ours.offsets)
+        assert_column_equal(ours, expected_column(want, w["index"]), f"{where} {name}")

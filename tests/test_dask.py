@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import idv
-from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
+from expected import (assert_column_equal, assert_equal_reads, assert_same_schema_and_values,
+                      column_index, expected_column)
 from reference import REPO_DIR, fixture, sidecar
 
 dd = pytest.importorskip("dask.dataframe")
@@ -161,6 +162,29 @@ def test_a_single_file_written_from_dask_is_loaded_by_ml_net(client, oracle, tmp
             want = expected_column(sidecar(src), column_index(sidecar(src), name))
             got = mlnet[i * 100:(i + 1) * 100]
             assert_column_equal(got, want, f"{src} {name}, through Dask and ML.NET")
+
+
+def test_the_round_trip_through_dask_keeps_the_ml_net_schema(client, oracle, tmp_path):
+    """read_idv's meta and every partition carry the schema (DataFrame.attrs), so to_idv
+    writes the vectors, keys and KeyValues ML.NET wrote, whatever the partitioning."""
+    paths = _paths(["mixed_smallblocks_none"])
+    ddf = idv.dask.read_idv(paths, blocks_per_partition=1)
+    assert idv.SCHEMA_ATTR in ddf._meta.attrs
+    assert ddf.npartitions > 1
+    parts = [_compute(client, ddf.partitions[i]) for i in (0, ddf.npartitions - 1)]
+    assert all(p.attrs == ddf._meta.attrs for p in parts)
+    ones = tmp_path / "one.idv"
+    idv.dask.to_idv(ddf, ones)
+    folder = tmp_path / "parts"
+    written = idv.dask.to_idv(ddf[ddf["F64"] > 0], folder,
+                              name_function=lambda i: f"p{i}.idv")
+    dumps = oracle.dump_many([ones, written[0]])
+    want = sidecar("mixed_smallblocks_none")
+    names = [c["name"] for c in want["columns"]]
+    assert_same_schema_and_values(dumps[str(ones)], want, names, "through Dask")
+    part = dumps[written[0]]
+    assert [c["type_string"] for c in part["columns"]] == \
+        [c["type_string"] for c in want["columns"]]
 
 
 def test_one_file_per_partition_in_parallel(client, tmp_path):

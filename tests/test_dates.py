@@ -166,3 +166,25 @@ def test_read_in_the_units_numpy_and_pandas_handle():
         idv.read(PATH, columns=["Created"], datetime="exact")
     with pytest.raises(ValueError, match="datetime must be one of"):
         idv.read(PATH, datetime="seconds")
+
+
+def test_timespan_range_ends_come_back_from_parquet(tmp_path, oracle):
+    """TimeSpans at the ends of .NET's range (one tick above TimeSpan.MinValue, which ML.NET
+    saves as 0, and MaxValue) floored to microseconds in Parquet are clamped inside the range
+    (the warning says so), so the Parquet converts back: to the nearest microsecond inside
+    the range, which ML.NET loads."""
+    spec = {"rows": 3, "columns": [{"name": "TS", "type": "TimeSpan",
+                                    "values": [-2**63 + 1, 2**63 - 1, 5]}]}
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    src = tmp_path / "ends.idv"
+    oracle.write_spec(spec_path, src)
+    with pytest.warns(idv.IdvWarning, match="clamped at the ends of .NET's range"):
+        idv.convert(src, tmp_path / "ends.parquet")
+    back = tmp_path / "back.idv"
+    idv.convert(tmp_path / "ends.parquet", back)
+    doc = oracle.dump(back)
+    assert doc["columns"][0]["type_string"] == "TimeSpan"
+    # microseconds floored, but never below the least one whose ticks .NET holds
+    top = (2**63 - 1) // 10 * 10
+    assert [int(r[0]) for r in doc["rows"]] == [-top, top, 0]

@@ -242,3 +242,27 @@ def test_legacy_key_type_string_round_trips():
     for t in (idv.Key(idv.UInt32, count=5, min=3), idv.Key(idv.Byte, count=9),
               idv.Vector(idv.Key(idv.UInt64, count=7, min=2**40), 3)):
         assert parse_type(str(t)) == t
+
+
+def test_legacy_keys_convert_from_min_zero_when_asked(tmp_path, oracle):
+    """A legacy key with min m: raw v > 0 is the key m + v - 1 (format reference 10.5), which
+    ML.NET 1.x holds as raw m + v under a count of m + count. Without the option the error
+    names the column and the option; with it ML.NET loads the file."""
+    from cli_run import run
+    src = tmp_path / "legacy.idv"
+    src.write_bytes(_legacy_key_file(1))
+    out = tmp_path / "shifted.idv"
+    with pytest.raises(ValueError, match=r"column 'Value'.*legacy_keys='shift'"):
+        idv.convert(src, out)
+    rc, _, err = run("convert", src, out)
+    assert rc == 1 and "column 'Value'" in err and "--legacy-keys shift" in err, err
+    assert not out.exists()
+    run("convert", src, out, "--legacy-keys", "shift", check_rc=0)
+    idv.convert(src, tmp_path / "py.idv", legacy_keys="shift")
+    dumps = oracle.dump_many([out, tmp_path / "py.idv"])
+    for doc in dumps.values():
+        col = doc["columns"][1]
+        assert (col["name"], col["type_string"]) == ("Value", "Key<UInt32, 0-5>")
+        # keys 1..5 (min 1 + raw 1..5 - 1) are raw 2..6 from min 0
+        assert [int(r[1]) for r in doc["rows"]] == [2, 3, 4, 5, 6]
+        assert [r[0] for r in doc["rows"]] == ["Bad", "Fair", "Good", "Excellent", "Perfect"]

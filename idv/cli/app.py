@@ -3,6 +3,7 @@ failures become one line on stderr and an exit code (0 ok, 1 bad file, 2 usage).
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import io
 import json
@@ -192,6 +193,17 @@ def build_parser():
                         "1677-2262 only) or ticks (exact int64 .NET ticks)")
     s.add_argument("--floor-datetime", action="store_true",
                    help="floor ticks finer than the --datetime unit instead of failing")
+    s.add_argument("--types", metavar="NAME=TYPE,...", default=None,
+                   help="ML.NET types for columns of a non-.idv INPUT, as Python's types=: "
+                        "e.g. 'Age=Single,Grade=Key<UInt32, 5>' (a column with missing values "
+                        "needs a type that holds them: Single, Double, a key or Text)")
+    s.add_argument("--missing-text", metavar="TEXT", default=None,
+                   help="what null text of a non-.idv INPUT becomes, e.g. '' (ML.NET reads "
+                        "missing text as empty; by default null text is an error)")
+    s.add_argument("--legacy-keys", choices=("shift",), default=None,
+                   help="shift: write the keys of ML.NET 0.x files that have a min "
+                        "(Key<UInt32, 3, min=1>) from min 0, which ML.NET 1.x loads (the "
+                        "same key values; by default such a column is an error)")
     s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: when stderr is a terminal)")
     s.add_argument("-q", "--quiet", action="store_true",
@@ -279,19 +291,22 @@ def _run(args, out):
         return _fail(args, "out of memory", EXIT_BAD_FILE)
     except BrokenPipeError:
         # the reader went away (idv head big.idv | head -3): stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _drop_stdout()
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
     except OSError as e:
         if args.command == "convert":   # e.g. the output's directory does not exist
-            if e.strerror is None or e.filename is None:
+            if e.strerror is None:
                 return _fail(args, str(e), EXIT_BAD_FILE)
-            name = e.filename
+            name = e.filename if e.filename is not None else args.output   # ENOSPC: no name
             if is_temporary(str(name)):   # convert's temporary file: name the output
                 name = args.output
             return _fail(args, f"{name}: {e.strerror}", EXIT_BAD_FILE)
+        if e.errno in _OUTPUT_FULL:     # idv cat > out.csv on a full disk
+            _drop_stdout()
+            return _fail(args, f"writing the output failed: {e.strerror} (the disk or file "
+                               f"system that standard output goes to is full)", EXIT_BAD_FILE)
         return _fail(args, f"internal error, please report: {type(e).__name__}: {e}",
                      EXIT_BAD_FILE)
     except (ValueError, TypeError) as e:
@@ -305,6 +320,17 @@ def _run(args, out):
     finally:
         if f is not None:
             f.close()
+
+
+# write errors that mean the output's disk is full (or the file too large for it)
+_OUTPUT_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _drop_stdout():
+    """Point standard output at /dev/null: what is still buffered for it cannot be written,
+    and Python's flush at exit would fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _fail(args, message, code):

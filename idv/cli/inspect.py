@@ -12,13 +12,15 @@ import argparse
 import json
 import os
 
+import numpy as np
+
 from idv import scan, selection
 from idv.cells import cell_json
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.render import (Table, ascii_only, cell_str, dump_json, safe_text,
                             is_numeric, plural, render_table, value_str)
 from idv.dataset import Dataset
-from idv.delimited import DelimitedWriter, JsonLinesWriter
+from idv.delimited import DelimitedWriter, JsonLinesWriter, key_labels
 from idv.budget import MemoryLimitError
 from idv.errors import IdvFormatError
 
@@ -70,14 +72,25 @@ def _cells(cols, batch, cell):
     return zip(*([cell(v, c.type) for v in d] for c, d in zip(cols, batch)))
 
 
+def _text_cells(cols, labels, batch):
+    """The rows of a batch as the text of a table: a key with KeyValues as their text
+    (`labels`, idv.delimited.key_labels of each column, the rule of cat --format csv), the
+    rest as cell_str gives it."""
+    return zip(*(lab[np.asarray(d, np.int64)].tolist() if lab is not None
+                 else [cell_str(v, c.type) for v in d]
+                 for c, lab, d in zip(cols, labels, batch)))
+
+
 def _columns_json(cols):
     return [{"index": c.index, "name": c.name, "type": str(c.type)} for c in cols]
 
 
-def _table_header(cols):
-    """The two header lines (names, types) and the right-aligned columns of a rows table."""
+def _table_header(cols, labels):
+    """The two header lines (names, types) and the right-aligned columns of a rows table
+    (numbers, but not keys shown as their KeyValues' text)."""
     header = [["#"] + [c.name for c in cols], [""] + [str(c.type) for c in cols]]
-    right = {0} | {j + 1 for j, c in enumerate(cols) if is_numeric(c.type)}
+    right = {0} | {j + 1 for j, c in enumerate(cols)
+                   if is_numeric(c.type) and labels[j] is None}
     return header, right
 
 
@@ -245,9 +258,11 @@ def cmd_head(src, args, out):
     if not cols:
         out.write(f"({n} rows, no columns)\n")
         return EXIT_OK
-    header, right = _table_header(cols)
+    labels = [key_labels(c) for c in cols]
+    header, right = _table_header(cols, labels)
     rows = [[str(i), *r] for i, r in zip(range(start, stop),
-                                          (r for b in batches for r in _cells(cols, b, cell_str)))]
+                                          (r for b in batches for r in _text_cells(cols, labels,
+                                                                                   b)))]
     out.write(render_table(header, rows, right=right, max_width=args.max_width) + "\n")
     out.write(f"(rows {start}-{stop - 1} of {n})\n" if stop > start else f"(0 rows of {n})\n")
     return EXIT_OK
@@ -320,10 +335,11 @@ def _cat_table(cols, rows, batches, args, out, n):
     if not cols:
         out.write(f"({len(rows)} rows, no columns)\n")
         return EXIT_OK
-    header, right = _table_header(cols)
+    labels = [key_labels(c) for c in cols]
+    header, right = _table_header(cols, labels)
     table, shown, r = None, 0, iter(rows)
     for batch in batches:     # printed as decoded: widths from the header and the first batch
-        body = [[str(next(r)), *values] for values in _cells(cols, batch, cell_str)]
+        body = [[str(next(r)), *values] for values in _text_cells(cols, labels, batch)]
         if table is None:
             table = Table(header, body, right=right, max_width=args.max_width)
             out.write("\n".join(table.head()) + "\n")

@@ -55,7 +55,8 @@ def opening(spec, storage_options=None):
     except zipfile.BadZipFile as e:
         raise CliError(f"{spec}: bad zip archive ({e})") from None
     except OSError as e:
-        raise CliError(f"{spec}: {e.strerror or e}") from None
+        text = str(e.strerror or e)      # a remote error names its URL already
+        raise CliError(text if text.startswith(str(spec)) else f"{spec}: {text}") from None
     except (ValueError, ImportError) as e:
         if isinstance(e, IdvFormatError):
             raise

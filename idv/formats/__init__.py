@@ -137,7 +137,7 @@ def _local_paths(src):
 
 def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_block=None,
             progress=None, datetime="auto", safe=True, types=None, source_format=None,
-            level=None, backend=None):
+            level=None, backend=None, legacy_keys=None, missing_text=None):
     """Convert ``src`` into ``dst``, streaming: .idv <-> Parquet, CSV / TSV, Feather / Arrow;
     .idv -> JSON Lines.
 
@@ -171,6 +171,12 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
       ``safe=False``).
     * ``types``: idv types for some columns of a non-.idv source (overriding the types
       inferred from Arrow; for CSV they also tell pyarrow how to parse the column).
+    * ``legacy_keys``: ``"shift"`` writes the keys of ML.NET 0.x files that have a min
+      (``Key<UInt32, 3, min=1>``, which ML.NET 1.x refuses) from min 0, as ML.NET 1.x loads
+      them: ``Key<UInt32, 4>``, the same key values (raw values above 0 plus the min). By
+      default such a column is an error that names it and this option.
+    * ``missing_text``: what null text of a non-.idv source (Parquet, Feather, CSV) becomes,
+      e.g. ``""`` (ML.NET reads missing text as empty); by default null text is an error.
 
     The .idv side keeps ML.NET's types and metadata in the Arrow field metadata, so .idv ->
     Parquet / Feather -> .idv gives back the same types, annotations and values. CSV keeps
@@ -191,12 +197,15 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         if os.path.exists(os.fspath(dst)) and os.path.exists(path) \
                 and os.path.samefile(path, os.fspath(dst)):
             raise ValueError(f"source and destination are the same file: {path!r}")
+    if legacy_keys not in (None, "shift"):
+        raise ValueError(f"legacy_keys= is None or 'shift', not {legacy_keys!r}")
     if types and src_fmt.name == "idv":
         raise ValueError("types= is for non-.idv sources (an .idv keeps its types)")
     options = Options(format=dst_fmt.name, columns=columns, datetime=datetime, safe=safe,
                       types=types, compression=compression, rows_per_block=rows_per_block,
                       deflate={"level": level, "backend": backend},
-                      batch_rows=rows_per_block or _BATCH_ROWS)
+                      batch_rows=rows_per_block or _BATCH_ROWS, legacy_keys=legacy_keys,
+                      missing_text=missing_text)
     if src_fmt.name == "idv" and dst_fmt.from_idv is not None:
         return dst_fmt.from_idv(src, dst, options, progress)
     import_pa()

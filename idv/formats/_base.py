@@ -31,6 +31,8 @@ class Options(NamedTuple):
     rows_per_block: object  # an .idv output's block size, or None
     deflate: dict           # an .idv output's level= and backend=
     batch_rows: int         # rows per batch read from a Parquet / IPC source
+    legacy_keys: object = None   # "shift": ML.NET 0.x keys with a min written from min 0
+    missing_text: object = None  # what null text of a non-.idv source becomes, or None
 
 
 def import_pa():

@@ -10,11 +10,13 @@ import io
 import numpy as np
 
 from idv import scan, selection
+from idv import types as T
 from idv.annotations import metadata_spec
 from idv.reader import opened
 from idv.selection import file_columns
 from idv.formats._base import Source, check_codecs, is_dataset
 from idv.sink import AtomicPath
+from idv.vectors import Ragged
 
 # an .idv output takes 'deflate' and 'none' only
 CODECS = ()
@@ -69,6 +71,7 @@ class IdvSink:
                 plan.add_dictionaries(i, col)
         plan.finish_dictionaries()
         self.plan = plan
+        self.missing_text = options.missing_text
         self.writer = Writer(dest, plan.schema_pairs, metadata=plan.metadata,
                              compression=options.compression,
                              rows_per_block=options.rows_per_block, **options.deflate)
@@ -76,6 +79,8 @@ class IdvSink:
     def prepare(self, batch, row0):
         """A batch's columns as the writer takes them (strings checked as UTF-8, numbers as
         views): run in the reading thread, ahead of write."""
+        if self.missing_text is not None:
+            batch = _filled_text(batch, self.missing_text)
         return dict(self.plan.convert(batch, row0))
 
     def write(self, columns):
@@ -86,6 +91,16 @@ class IdvSink:
 
     def abort(self):
         self.writer.abort()
+
+
+def _filled_text(batch, text):
+    """An Arrow batch with the nulls of its string columns replaced by `text`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    columns = [pc.fill_null(c, text) if c.null_count and (pa.types.is_string(c.type)
+                                                           or pa.types.is_large_string(c.type))
+               else c for c in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,15 +184,45 @@ def idv_to_idv(src, dst, options, progress):
     """.idv -> .idv: numpy blocks into idv.Writer; every type and annotation is kept."""
     from idv.writer import Writer
     with _scanned(src, options.columns, progress) as (cols, total, batches):
-        schema = [(c.name, c.type) for c in cols]
+        shifts = [legacy_key_shift(c.name, c.type, options.legacy_keys) for c in cols]
+        schema = [(c.name, c.type if shift is None else shift[0])
+                  for c, shift in zip(cols, shifts)]
         metadata = {c.name: metadata_spec(c) for c in cols}
         with Writer(dst, schema, metadata=metadata, compression=options.compression,
                     rows_per_block=options.rows_per_block, **options.deflate) as w:
             for values in batches:
-                w.write_batch({c.name: v for c, v in zip(cols, values)})
+                w.write_batch({c.name: v if shift is None else shift[1](v)
+                               for c, v, shift in zip(cols, values, shifts)})
             if not cols:
                 w.add_empty_rows(total)
         return total
+
+
+def legacy_key_shift(name, t, legacy_keys):
+    """For a column of ML.NET 0.x keys with a min (or vectors of them): (the key type from min
+    0, fn(values) -> its raw values) when `legacy_keys` is "shift", else ValueError naming the
+    column and the option; None for any other column. Raw v > 0 is the key min + v - 1, so
+    it becomes v + min (0, the missing key, stays 0) under a count of min + count."""
+    item = t.item if isinstance(t, T.Vector) else t
+    if not isinstance(item, T.Key) or not item.min:
+        return None
+    if legacy_keys != "shift":
+        raise ValueError(f"column {name!r}: {t} is a legacy ML.NET 0.x key (with a min), "
+                         f"which ML.NET 1.x does not load; convert it from min 0 with "
+                         f"legacy_keys='shift' (idv convert: --legacy-keys shift): "
+                         f"Key<{item.raw.name}, {item.min + item.count}>, the same key values")
+    count = item.min + item.count
+    if count > np.iinfo(item.dtype).max:
+        raise ValueError(f"column {name!r}: {t} from min 0 needs a key count of {count}, "
+                         f"beyond {item.raw.name}")
+    key = T.Key(item.raw, count)
+    shifted = T.Vector(key, *t.dims) if isinstance(t, T.Vector) else key
+
+    def shift(values):
+        raw = values.values if isinstance(values, Ragged) else values
+        out = np.where(raw > 0, raw + np.asarray(item.min, raw.dtype), raw).astype(raw.dtype)
+        return Ragged(out, values.offsets) if isinstance(values, Ragged) else out
+    return shifted, shift
 
 
 def idv_to_text(src, dst, options, progress, writer):

@@ -23,6 +23,10 @@ from idv.writer.values import Utf8Text, Utf8Vectors
 __all__ = ["from_arrow", "ArrowToIdv", "arrow_column_values"]
 
 
+# what a missing value is in the ML.NET types that have one (the others have none)
+MISSING_VALUE_TYPES = "Single and Double (NaN), keys (0) and Text (empty)"
+
+
 def _first_null(arr):
     mask = arr.is_null()
     if hasattr(mask, "combine_chunks"):
@@ -31,10 +35,16 @@ def _first_null(arr):
 
 
 def _no_nulls(arr, describe, t):
+    if arr.null_count and t is T.Text:
+        raise ValueError(f"{describe(_first_null(arr))}: null, but Text has no missing value "
+                         f"in ML.NET: pass missing_text=\"\" to write it as empty text "
+                         f"(idv convert: --missing-text ''), or fill the nulls first")
     if arr.null_count:
         i = _first_null(arr)
-        raise ValueError(f"{describe(i)}: null, but {t} has no missing value in ML.NET (only "
-                         f"floats (NaN) and keys (0) do); fill or drop the nulls first")
+        raise ValueError(f"{describe(i)}: null, but {t} has no missing value in ML.NET; the "
+                         f"types that hold one are {MISSING_VALUE_TYPES}: choose one with "
+                         f"types={{column: 'Double'}} (idv convert: --types COLUMN=Double), "
+                         f"or fill or drop the nulls first")
 
 
 def _np(arr):

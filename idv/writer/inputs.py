@@ -49,13 +49,14 @@ def merged_metadata(inferred, given):
     return merged
 
 
-def data_columns(data, types=None):
+def data_columns(data, types=None, missing_text=None):
     """([(name, values)], inferred types, inferred metadata) from a dict-like, a pandas
     DataFrame (through from_pandas) or a pyarrow Table / RecordBatch (through from_arrow);
     `types` are the caller's overrides, which those conversions take into account (a
-    Categorical given a non-key type is written as its values)."""
+    Categorical given a non-key type is written as its values); `missing_text` is
+    from_pandas'."""
     if hasattr(data, "columns") and hasattr(data, "iloc") and hasattr(data, "dtypes"):
-        return from_pandas(data, types=types)
+        return from_pandas(data, types=types, missing_text=missing_text)
     if type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "schema"):
         return from_arrow(data, types=types)
     if hasattr(data, "items") and hasattr(data, "keys"):

@@ -34,7 +34,7 @@ DEFAULT_MAX_BYTES_PER_BLOCK = 80 << 20     # ... and MaxBytesPerBlock (estimated
 
 def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
           rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK, threads=None,
-          backend=None, checksums=True):
+          backend=None, checksums=True, missing_text=None):
     """Write a dict of columns (name -> numpy array, list, idv.Ragged or scipy.sparse matrix),
     a pandas DataFrame or a pyarrow Table / RecordBatch to an .idv file (a path, written
     atomically, or a seekable binary file object).
@@ -49,9 +49,10 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     multi-dimensional vectors ...). A list of (name, values) pairs may repeat a name (ML.NET's
     hidden columns: the last one is visible). ``metadata={name: {kind: value or (type,
     value)}}`` is added to (and per kind replaces) the metadata a DataFrame or Table brings.
-    The other options are those of idv.Writer.
+    ``missing_text`` (a DataFrame's): what None / NaN in its text columns become, e.g. ``""``
+    (by default they raise). The other options are those of idv.Writer.
     """
-    columns, inferred_types, inferred_metadata = data_columns(data, types)
+    columns, inferred_types, inferred_metadata = data_columns(data, types, missing_text)
     schema, columns = schema_of(columns, types, inferred_types)
     metadata = merged_metadata(inferred_metadata, metadata)
     w = Writer(dest, schema, metadata=metadata, compression=compression, level=level,

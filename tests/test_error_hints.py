@@ -1,0 +1,87 @@
+"""Errors that point the way: a full disk under ``idv cat``, a file too large for convert's
+output, a CSV saved as .idv, a directory given to idv.open, a server that ignores Range
+requests: each says what happened and what to do, never "internal error".
+"""
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import idv
+from cli_run import run
+from http_server import RangeServer
+from reference import REPO_DIR, fixture
+
+CSV_TEXT = "Name,Age\nann,31\nbob,40\n"
+
+
+def _idv_cli(args, stdout, limit_bytes=None):
+    """``python -m idv ARGS`` with stdout to `stdout`; `limit_bytes`: the largest file the
+    child may write (RLIMIT_FSIZE: a write beyond fails with EFBIG, as on a full disk)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO_DIR) + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+
+    def limit():
+        if limit_bytes is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+    return subprocess.run([sys.executable, "-m", "idv", *map(str, args)], stdout=stdout,
+                          stderr=subprocess.PIPE, env=env, cwd=REPO_DIR, timeout=120,
+                          preexec_fn=limit)
+
+
+@pytest.mark.parametrize("command", [["cat", "--format", "csv"], ["head"]])
+def test_a_full_disk_under_cat_is_named(command):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "wb") as full:
+        p = _idv_cli([*command, fixture("multiblock_200k_none")], full)
+    err = p.stderr.decode()
+    assert p.returncode == 1
+    assert "No space left on device" in err and "internal error" not in err, err
+    assert err.count("\n") == 1, err         # one line, nothing more at exit
+
+
+def test_convert_names_its_output_when_the_disk_refuses_a_write(tmp_path):
+    out = tmp_path / "big.csv"
+    p = _idv_cli(["convert", fixture("multiblock_200k_none"), out, "-q"],
+                 subprocess.DEVNULL, limit_bytes=64 * 1024)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and f"{out}: File too large" in err, err
+    assert not out.exists()
+
+
+def test_a_csv_saved_as_idv_says_it_looks_like_text(tmp_path):
+    path = tmp_path / "people.idv"
+    path.write_text(CSV_TEXT)
+    with pytest.raises(idv.IdvFormatError, match=r"starts with text \('Name,Age'\).*CSV"):
+        idv.open(path)
+    rc, _, err = run("schema", path)
+    assert rc == 1 and "idv convert" in err and "truncated" not in err, err
+
+
+def test_binary_garbage_keeps_the_signature_error(tmp_path):
+    path = tmp_path / "noise.idv"
+    path.write_bytes(bytes(range(256)) * 2)
+    with pytest.raises(idv.IdvFormatError, match="bad signature"):
+        idv.open(path)
+
+
+def test_a_directory_points_to_idv_dataset(tmp_path):
+    with pytest.raises(IsADirectoryError, match=r"idv\.dataset\("):
+        idv.open(tmp_path)
+
+
+def test_the_range_error_names_the_url_once():
+    data = fixture("mixed_default").read_bytes()
+    with RangeServer({"/m.idv": data}) as server:
+        server.mode = "no-range"
+        url = server.url("/m.idv")
+        rc, _, err = run("schema", url)
+    assert rc == 1 and "ignores HTTP Range" in err, err
+    assert err.count(url) == 1, err

@@ -1,0 +1,108 @@
+"""Missing values from CSV and pandas: ML.NET has them only in Single / Double (NaN), keys (0)
+and Text (empty). The errors say so and how to choose; ``--types`` / ``types=`` choose,
+``missing_text=`` writes missing text as ML.NET's empty text. ML.NET (the oracle) reads what
+comes out.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+import pytest
+
+import idv
+from cli_run import run
+from expected import column_index
+
+pd = pytest.importorskip("pandas", reason="the pandas cases need pandas")
+pytest.importorskip("pyarrow", reason="CSV conversion needs pyarrow")
+
+PEOPLE = "Name,Age,Grade\nann,31,2\nbob,,1\n,40,3\n"
+
+
+def _people(tmp_path):
+    src = tmp_path / "people.csv"
+    src.write_text(PEOPLE)
+    return src
+
+
+def test_an_empty_integer_cell_names_the_types_that_hold_one(tmp_path):
+    rc, _, err = run("convert", _people(tmp_path), tmp_path / "p.idv")
+    assert rc != 0
+    assert "column 'Age' row 1" in err and "Int64 has no missing value" in err
+    assert "Single and Double (NaN), keys (0) and Text (empty)" in err
+    assert "--types COLUMN=Double" in err
+    assert not (tmp_path / "p.idv").exists()
+
+
+def test_types_on_the_command_line_as_in_python(tmp_path, oracle):
+    src = _people(tmp_path)
+    out_cli, out_py = tmp_path / "cli.idv", tmp_path / "py.idv"
+    run("convert", src, out_cli, "--types", "Age=Single,Grade=Key<UInt32, 3>", check_rc=0)
+    idv.convert(src, out_py, types={"Age": "Single", "Grade": idv.Key(idv.UInt32, 3)})
+    dumps = oracle.dump_many([out_cli, out_py])
+    for doc in dumps.values():
+        types = {c["name"]: c["type_string"] for c in doc["columns"]}
+        assert types == {"Name": "String", "Age": "Single", "Grade": "Key<UInt32, 0-2>"}
+        ages = [float(r[column_index(doc, "Age")]) for r in doc["rows"]]
+        assert ages[0] == 31 and ages[2] == 40 and math.isnan(ages[1])
+        assert [r[column_index(doc, "Name")] for r in doc["rows"]] == ["ann", "bob", ""]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("Age", "give NAME=TYPE"), ("Age=Sngle", "'Sngle' is not an idv type"),
+    ("Nope=Single", "Nope")])
+def test_bad_types_are_usage_errors(tmp_path, spec, message):
+    rc, _, err = run("convert", _people(tmp_path), tmp_path / "p.idv", "--types", spec)
+    assert rc == 2 and message in err, err
+
+
+@pytest.mark.parametrize("missing", [np.nan, None])
+def test_missing_text_among_strings(tmp_path, missing, oracle):
+    df = pd.DataFrame({"Id": [1, 2, 3], "Name": pd.Series(["a", missing, "c"], dtype=object)})
+    with pytest.raises(ValueError, match=r"column 'Name' row 1: .* missing_text=\"\""):
+        idv.write(tmp_path / "x.idv", df)
+    assert not (tmp_path / "x.idv").exists()
+    idv.write(tmp_path / "x.idv", df, missing_text="")
+    doc = oracle.dump(tmp_path / "x.idv")
+    assert [r[column_index(doc, "Name")] for r in doc["rows"]] == ["a", "", "c"]
+
+
+def test_missing_text_in_a_string_dtype_column(tmp_path):
+    df = pd.DataFrame({"Name": pd.Series(["a", None], dtype="string")})
+    with pytest.raises(ValueError, match="missing_text"):
+        idv.write(tmp_path / "x.idv", df)
+    idv.write(tmp_path / "x.idv", df, missing_text="?")
+    with idv.open(tmp_path / "x.idv") as f:
+        assert f["Name"].read().tolist() == ["a", "?"]
+
+
+def test_other_object_columns_are_not_touched_by_missing_text(tmp_path):
+    df = pd.DataFrame({"F": [1.5, math.nan], "V": pd.Series([[1, 2], [3, 4]], dtype=object)})
+    idv.write(tmp_path / "x.idv", df, missing_text="")
+    with idv.open(tmp_path / "x.idv") as f:
+        assert np.isnan(f["F"].read()[1]) and f["V"].type == idv.Vector(idv.Int64, 2)
+
+
+def test_date_objects_are_dates(tmp_path, oracle):
+    df = pd.DataFrame({"D": pd.Series([dt.date(2024, 2, 29), dt.date(1, 1, 1)], dtype=object)})
+    idv.write(tmp_path / "d.idv", df)
+    doc = oracle.dump(tmp_path / "d.idv")
+    assert doc["columns"][0]["type_string"] == "DateTime"
+    days = [(d - dt.date(1, 1, 1)).days for d in df["D"]]       # .NET ticks: 100 ns since 0001
+    assert [int(r[0]) for r in doc["rows"]] == [d * 864_000_000_000 for d in days]
+
+
+def test_null_text_from_parquet_with_missing_text(tmp_path, oracle):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    src = tmp_path / "names.parquet"
+    pq.write_table(pa.table({"Name": ["a", None, "c"], "N": [1, 2, 3]}), src)
+    rc, _, err = run("convert", src, tmp_path / "x.idv")
+    assert rc == 1 and "column 'Name' row 1: null, but Text" in err and "--missing-text" in err
+    run("convert", src, tmp_path / "cli.idv", "--missing-text", "", check_rc=0)
+    idv.convert(src, tmp_path / "py.idv", missing_text="")
+    dumps = oracle.dump_many([tmp_path / "cli.idv", tmp_path / "py.idv"])
+    for doc in dumps.values():
+        assert [r[column_index(doc, "Name")] for r in doc["rows"]] == ["a", "", "c"]
