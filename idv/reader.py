@@ -8,6 +8,7 @@ blocks of every column are fetched, checked and decoded by the file's block stor
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from idv import (_codecs, _compression, _header, _threads, _toc, budget, cache, checksums,
                  compression, layout)
 from idv import selection, ticks
+from idv import statistics as block_stats
 from idv import types as T
 from idv.blocks import BlockStore
 from idv.column import Column
@@ -169,6 +171,7 @@ class IdvFile:
         src = self._source
         head = src.view(0, min(_header.HEADER_SIZE, src.size))
         self.header = h = _header.parse_header(head, src.size)
+        self._head = bytes(head[:_header.HEADER_SIZE])
         _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
         sums = checksums.read(head, src.view, src.size, h.toc_offset) if check_sums else None
         # the table of contents, read once for its checksum and its columns
@@ -221,6 +224,21 @@ class IdvFile:
     def has_checksums(self):
         """Whether the file carries idv's checksums (and they are being checked)."""
         return self.store.sums is not None
+
+    @functools.cached_property
+    def statistics(self):
+        """The block statistics the file carries (idv.statistics.Statistics; None without),
+        read on first use; IdvFormatError when they no longer match the file's blocks."""
+        try:
+            found = block_stats.read(self._head, self._source.view, self.header.toc_offset)
+            if found is not None:
+                tables = [c.lookup for c in self.columns]
+                found.check(block_stats.fingerprint(
+                    np.concatenate([t["offset"] for t in tables]),
+                    np.concatenate([t["disk"] for t in tables])))
+        except IdvFormatError as e:
+            raise e.locate(path=self.path)
+        return found
 
     # ---- description
     @property

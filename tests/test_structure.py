@@ -26,11 +26,11 @@ LAYERS = {
     "facts: one concept each, used by readers and writers alike":
         ["ticks", "compression", "budget", "cache", "_threads", "_version", "cells", "vectors",
          "layout", "source", "archive", "remote", "checksums", "sample", "infer", "sink",
-         "arrow_types", "annotations"],
+         "arrow_types", "annotations", "statistics"],
     "block store: fetching, checking and decoding runs of blocks": ["blocks"],
     "reader: open files, columns, which columns and rows a read covers":
         ["column", "reader", "checker", "selection", "listing"],
-    "scan: many columns (and files) read in step": ["scan"],
+    "scan: many columns (and files) read in step": ["scan", "filters"],
     "interop: numpy blocks to Arrow, pandas, delimited text": ["arrow", "pandas", "delimited"],
     # above interop, yet it imports none of it (test_the_writer_does_not_import_the_reading_side)
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
