@@ -302,7 +302,8 @@ class IdvFile:
         return (f"<idv.IdvFile {self.num_rows} rows x {self.num_columns} columns, "
                 f"version {self.version}>")
 
-    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object"):
+    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
+             filter=None):  # noqa: A002 - pyarrow's and pandas' name
         """dict name -> array for the named (or indexed) columns; all readable ones by default.
         ``sparse=True`` gives CSR matrices for numeric, Boolean and key vector columns.
         ``rows`` selects rows as ``col[rows]`` does (a slice, row numbers or a boolean mask):
@@ -318,7 +319,11 @@ class IdvFile:
         ``text``: Text values as ``"object"`` (default: arrays of Python ``str``) or
         ``"StringDType"`` (numpy >= 2's variable-width string dtype, built straight from the
         file's UTF-8 with no ``str`` objects for whole Text columns; vectors of Text and row
-        selections are converted from ``str``)."""
+        selections are converted from ``str``).
+
+        ``filter``: only the rows that match (idv.filters: DNF tuples ``[("Age", ">", 30)]``,
+        an expression string ``"Age > 30 and City == 'Paris'"`` or a pyarrow compute
+        expression); blocks the file's statistics rule out are neither fetched nor decoded."""
         if text not in TEXT_FORMS:
             raise ValueError(f"text must be one of {', '.join(map(repr, TEXT_FORMS))}, not "
                              f"{text!r}")
@@ -333,6 +338,12 @@ class IdvFile:
             raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
                              "of one column with col[rows]")
         cols = selection.file_columns(self, columns)
+        if filter is not None:
+            if rows is not None or sparse:
+                raise ValueError("read(filter=...) takes neither rows= nor sparse=True")
+            from idv.filters import read as filtered_read
+            out = filtered_read(self, [c.name for c in cols], filter)
+            return {c.name: self._retimed(c, out[c.name], datetime, text) for c in cols}
         out = {}
         with self.prefetch(cols) if rows is None else contextlib.nullcontext():
             for c in cols:
@@ -348,10 +359,17 @@ class IdvFile:
         if text == "StringDType" and T.item_type(t) is T.Text:
             out[c.name] = c.read_strings(rows)
             return
-        out[c.name] = c.read(sparse=sparse and csr) if rows is None else c[rows]
-        if datetime != "100ns" and T.item_type(t) in ticks.TIME_ITEMS:
-            out[c.name] = ticks.retimed(out[c.name], T.item_type(t), datetime,
-                                        f"column {c.name!r}")
+        out[c.name] = self._retimed(c, c.read(sparse=sparse and csr) if rows is None
+                                    else c[rows], datetime, "object")
+
+    @staticmethod
+    def _retimed(c, values, datetime, text):
+        """read()'s value of column `c` in the forms `datetime` and `text` ask for."""
+        if datetime != "100ns" and T.item_type(c.type) in ticks.TIME_ITEMS:
+            values = ticks.retimed(values, T.item_type(c.type), datetime, f"column {c.name!r}")
+        if text == "StringDType" and T.item_type(c.type) is T.Text:
+            values = np.asarray(values, dtype=np.dtypes.StringDType())
+        return values
 
     def prefetch(self, columns=None):
         """A context in which the blocks of these columns (Column objects, names or indices;
@@ -476,7 +494,9 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
 
 
 def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
-         **kwargs):
-    """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime, text)``."""
+         filter=None, **kwargs):  # noqa: A002 - pyarrow's and pandas' name
+    """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime, text,
+    filter)``."""
     with open(source, **kwargs) as f:
-        return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text)
+        return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text,
+                      filter=filter)

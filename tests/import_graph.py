@@ -16,7 +16,8 @@ functions alike (a function-level import still runs, only later), with three rul
   an edge (an upward dependency).
 * Imports inside the methods listed in ``EXCEPTIONS`` (class name, method names) are left out:
   ``IdvFile.to_pandas / to_arrow / iter_batches / __arrow_c_stream__`` are conveniences on
-  the reader's file object that import the interop layers above it when called. They are the
+  the reader's file object that import the interop layers above it when called, and
+  ``IdvFile.read`` reads through idv.filters (the scan) when given a filter. They are the
   one documented exception, found by class and method name wherever the reader's module lives.
 
 Imports under ``if TYPE_CHECKING:`` are left out too (they never run); dynamic imports
@@ -33,7 +34,7 @@ import re
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-EXCEPTIONS = {("IdvFile", "to_pandas"), ("IdvFile", "to_arrow"), ("IdvFile", "iter_batches"),
+EXCEPTIONS = {("IdvFile", "read"), ("IdvFile", "to_pandas"), ("IdvFile", "to_arrow"), ("IdvFile", "iter_batches"),
               ("IdvFile", "__arrow_c_stream__")}
 
 _PYX_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\s+(.+)|c?import\s+([\w., ]+))")
