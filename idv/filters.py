@@ -398,9 +398,11 @@ def take(value, rows):
     return value[rows]
 
 
-def filtered(source, columns, filter_, batch_rows=None):
-    """Batches (a list of values per batch, one per column in `columns` of read()'s forms)
-    of the rows of `source` (an IdvFile or a Dataset) that match `filter_`, in row order."""
+def filtered(source, columns, filter_, batch_rows=None, rows=None, **how):
+    """(batch, positions, values) of the rows of `source` (an IdvFile or a Dataset) that
+    match `filter_`, in row order: `positions` (int64) of the matching rows among the scan
+    batch's, `values` one per column of `columns` in read()'s form. `rows`, `batch_rows` and
+    `how` (window_bytes, ahead): as the scan's."""
     node = parse(filter_)
     wanted = list(columns)
     extra = [c for c in columns_of(node) if c not in wanted]
@@ -413,13 +415,14 @@ def filtered(source, columns, filter_, batch_rows=None):
             cache.clear()
             cache[id(f)] = file_columns(f, node)
         return cache[id(f)]
-    for batch in scan(source, names, NumpyColumn, block_filter=keep, batch_rows=batch_rows):
+    for batch in scan(source, names, NumpyColumn, block_filter=keep, batch_rows=batch_rows,
+                      rows=rows, **how):
         # the file of the batch: through the block filter's file (the scan opened it)
         values = dict(zip(names, batch.values))
         f = batch_file(source, batch)
         mask = row_mask(node, cols_of(f), values)
-        rows = np.flatnonzero(mask)
-        yield batch, [take(values[n], rows) for n in wanted]
+        hits = np.flatnonzero(mask)
+        yield batch, hits, [take(values[n], hits) for n in wanted]
 
 
 def batch_file(source, batch):
@@ -430,7 +433,7 @@ def batch_file(source, batch):
 def read(f, columns, filter_):
     """dict name -> read()'s form of the rows of file `f` matching `filter_` (`columns`:
     the names to return)."""
-    parts = [vals for _b, vals in filtered(f, columns, filter_)]
+    parts = [vals for _b, _hits, vals in filtered(f, columns, filter_)]
     out = {}
     for k, name in enumerate(columns):
         chunks = [p[k] for p in parts if vectors.num_rows_of(p[k])]

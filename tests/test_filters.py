@@ -180,3 +180,21 @@ def test_a_one_percent_filter_over_http_fetches_at_most_3_percent_of_the_bytes()
             got = f.read(filter=[("ts", ">=", lo), ("ts", "<", lo + n // 100)])
         assert got["ts"].tolist() == list(range(lo, lo + n // 100))
         assert srv.bytes_served <= 0.03 * len(data), (srv.bytes_served, len(data))
+
+
+def test_cat_where_prints_the_matching_rows_with_their_numbers(tmp_path):
+    from cli_run import run, run_json
+    path = tmp_path / "people.idv"
+    n = 5000
+    idv.write(path, {"Age": np.arange(n) % 90,
+                     "City": np.array(["Paris", "Lyon", "Nice"], object)[np.arange(n) % 3]},
+              rows_per_block=512)
+    want = [i for i in range(n) if i % 90 > 80 and i % 3 == 0]
+    got = run_json("cat", path, "--where", "Age > 80 and City == 'Paris'")
+    assert got["rows"]["count"] == len(want)
+    assert [r[0] for r in got["data"]] == [i % 90 for i in want]
+    rc, out, err = run("cat", path, "--where", "Age > 80 and City == 'Paris'", check_rc=0)
+    numbers = [int(line.split()[0]) for line in out.splitlines()[3:-1]]
+    assert numbers == want
+    rc, out, err = run("cat", path, "--where", "Nope == 1", check_rc=2)
+    assert "Nope" in err

@@ -30,7 +30,7 @@ LAYERS = {
     "block store: fetching, checking and decoding runs of blocks": ["blocks"],
     "reader: open files, columns, which columns and rows a read covers":
         ["column", "reader", "checker", "selection", "listing"],
-    "scan: many columns (and files) read in step": ["scan", "filters"],
+    "scan: many columns (and files) read in step": ["scan", "filters", "block_stats"],
     "interop: numpy blocks to Arrow, pandas, delimited text": ["arrow", "pandas", "delimited"],
     # above interop, yet it imports none of it (test_the_writer_does_not_import_the_reading_side)
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
