@@ -57,6 +57,12 @@ class Not(NamedTuple):
     part: object
 
 
+class BlocksOnly(NamedTuple):
+    """Skip the blocks `part` rules out, keep every row of the others (an engine that tests
+    the rows itself, as polars does with its own predicate)."""
+    part: object
+
+
 # ---------------------------------------------------------------------------------------------
 # the forms a filter is given in
 # ---------------------------------------------------------------------------------------------
@@ -64,7 +70,7 @@ class Not(NamedTuple):
 def parse(filter_):
     """The tree of a filter (DNF tuples, an expression string, a pyarrow Expression, or a tree
     already); ValueError saying what is not understood."""
-    if isinstance(filter_, (Cmp, IsNull, And, Or, Not)):
+    if isinstance(filter_, (Cmp, IsNull, And, Or, Not, BlocksOnly)):
         return filter_
     if isinstance(filter_, str):
         return _from_python(filter_, filter_)
@@ -180,7 +186,7 @@ def columns_of(node) -> list:
         if isinstance(n, (Cmp, IsNull)):
             if n.column not in out:
                 out.append(n.column)
-        elif isinstance(n, Not):
+        elif isinstance(n, (Not, BlocksOnly)):
             walk(n.part)
         else:
             for p in n.parts:
@@ -259,6 +265,8 @@ def block_mask(node, columns, num_blocks):
         return out
     if isinstance(node, Not):       # statistics bound values, not their negation: keep all
         return np.ones(num_blocks, bool)
+    if isinstance(node, BlocksOnly):
+        return block_mask(node.part, columns, num_blocks)
     c = columns[node.column]
     cs = c.stats
     if cs is None:
@@ -329,6 +337,8 @@ def row_mask(node, columns, values):
         return out
     if isinstance(node, Not):
         return ~row_mask(node.part, columns, values)
+    if isinstance(node, BlocksOnly):
+        return np.ones(vectors.num_rows_of(next(iter(values.values()))), bool)
     c = columns[node.column]
     x = S.comparable(c.type, values[node.column])
     if isinstance(node, IsNull):

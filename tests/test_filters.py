@@ -198,3 +198,18 @@ def test_cat_where_prints_the_matching_rows_with_their_numbers(tmp_path):
     assert numbers == want
     rc, out, err = run("cat", path, "--where", "Nope == 1", check_rc=2)
     assert "Nope" in err
+
+
+@pytest.mark.parametrize("stats", [True, False], ids=["statistics", "none"])
+def test_arrow_reads_take_the_filter(files, full, stats):
+    pytest.importorskip("pyarrow", reason="Arrow reads need pyarrow")
+    want = full["Id"][(full["I"] >= 40) | (full["K"] == 2)].tolist()
+    flt = [[("I", ">=", 40)], [("K", "==", "green")]]
+    with idv.open(files[stats]) as f:
+        assert f.to_arrow(["Id", "Txt"], filter=flt).column("Id").to_pylist() == want
+        batches = list(f.iter_batches(["Id"], filter=flt, batch_size=100))
+        assert [i for b in batches for i in b.column(0).to_pylist()] == want
+        assert all(b.num_rows == 100 for b in batches[:-1])
+        reader = idv.record_batch_reader(f, ["Txt"], filter="I >= 40 or K == 'green'")
+        assert reader.read_all().num_rows == len(want)
+        assert f.to_arrow(["Id"], filter=[("I", ">", 1000)]).num_rows == 0

@@ -35,7 +35,7 @@ LAYERS = {
     # above interop, yet it imports none of it (test_the_writer_does_not_import_the_reading_side)
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
     "formats: idv.convert and its registry": ["formats", "formats.*"],
-    "engines: many files as one table, Dask": ["dataset", "dask"],
+    "engines: many files as one table, Dask": ["dataset", "dask", "polars"],
     "the package root, exporting the public API": ["__init__"],
     "command line: a user of the public API": ["cli", "cli.*", "__main__"],
 }
