@@ -88,16 +88,18 @@ def _translate(node, types):
     return filters.Cmp(name, sym, value)
 
 
-def scan_idv(source, **open_options):
+def scan_idv(source, *, datetime="us", **open_options):
     """A polars LazyFrame over an .idv (a path or URL), a directory, a glob or a list of
     them: projection, predicate (statistics skip blocks where it translates; polars always
-    tests the rows), ``n_rows`` and the batch size pass into the read. `open_options` go to
-    idv.open."""
+    tests the rows), ``n_rows`` and the batch size pass into the read. ``datetime``: the unit
+    of DateTime and TimeSpan columns, as in idv.to_arrow (default ``"us"``, polars' and
+    exact for every date .NET has; a tick below a microsecond raises ValueError; ``"auto"``
+    reads the time columns first to choose). `open_options` go to idv.open."""
     pl = require("polars", "idv.polars.scan_idv", "polars")
     from polars.io.plugins import register_io_source
     files = _files(source)
     with idv_open(files[0], **open_options) as f:
-        schema = arrow.arrow_schema(f)
+        schema = arrow.arrow_schema(f, datetime=datetime)
         types = {c.name: c.type for c in f.columns}
     pl_schema = pl.from_arrow(schema.empty_table()).schema
 
@@ -114,7 +116,7 @@ def scan_idv(source, **open_options):
         for path in files:
             with idv_open(path, **open_options) as f:
                 reader = arrow.record_batch_reader(f, names, batch_size=batch_size,
-                                                   filter=node)
+                                                   filter=node, datetime=datetime)
                 for rb in reader:
                     df = pl.from_arrow(rb)
                     if predicate is not None:
