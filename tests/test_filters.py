@@ -213,3 +213,17 @@ def test_arrow_reads_take_the_filter(files, full, stats):
         reader = idv.record_batch_reader(f, ["Txt"], filter="I >= 40 or K == 'green'")
         assert reader.read_all().num_rows == len(want)
         assert f.to_arrow(["Id"], filter=[("I", ">", 1000)]).num_rows == 0
+
+
+def test_datasets_filter_every_file(tmp_path, full):
+    pytest.importorskip("pyarrow", reason="Arrow reads need pyarrow")
+    for i in range(3):
+        idv.write(tmp_path / f"part{i}.idv", {"Id": full["Id"][i * 1000:(i + 1) * 1000],
+                                               "I": full["I"][i * 1000:(i + 1) * 1000]},
+                  rows_per_block=RPB, statistics=i != 1)
+    ds = idv.dataset(tmp_path)
+    want = full["Id"][full["I"] < -45].tolist()
+    assert ds.read(["Id"], filter=[("I", "<", -45)])["Id"].tolist() == want
+    assert ds.to_arrow(["Id"], filter="I < -45").column("Id").to_pylist() == want
+    got = ds.record_batch_reader(["Id"], filter=[("I", "<", -45)]).read_all()
+    assert got.column("Id").to_pylist() == want
