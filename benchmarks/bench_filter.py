@@ -12,8 +12,9 @@ The data (built with numpy, not timed): a sorted DateTime ``ts`` (one a second),
 two Doubles and a Single: 5 columns, written by idv.write (DEFLATE, 8,192 rows per block)
 and by pyarrow.parquet.write_table (default settings: Snappy, its own row groups). The filter
 keeps the hour of rows in the middle (1% of them). The best wall time of each over the
-rounds (each query run once untimed first) is reported, with the speedup of the filtered query over the unfiltered one, and the
-write's cost of statistics (a write with them over one without, minus one).
+rounds (each query run once untimed first) is reported, with the speedup of the filtered
+query over the unfiltered one, and the write's cost of statistics (a write with them over
+one without, minus one).
 """
 from __future__ import annotations
 

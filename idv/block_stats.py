@@ -37,12 +37,11 @@ def compute(f) -> S.Statistics | None:
     cols = [c for c in f.columns if c.readable and S.domain_of(c.type) is not None]
     if not cols or not f.num_rows:
         return None
-    blocks = [[] for _ in cols]
+    builders = [S.Builder(c.index, S.domain_of(c.type)) for c in cols]
     for batch in scan(f, cols, NumpyColumn, batch_rows=1):
-        for k, (c, v) in enumerate(zip(cols, batch.values)):
-            blocks[k].append(S.item_block(c.type, _items(v)))
-    stats = {c.index: S.ColumnStats.of_blocks(c.index, S.domain_of(c.type), b)
-             for c, b in zip(cols, blocks)}
+        for b, c, v in zip(builders, cols, batch.values):
+            b.add(S.item_block(c.type, _items(v)))
+    stats = {b.index: b.build() for b in builders}
     return S.Statistics(stats, cols[0].num_blocks, fingerprint(f), None, None)
 
 

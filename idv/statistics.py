@@ -38,6 +38,7 @@ changed length or (with idv's checksums) changed bytes since is refused (IdvForm
 """
 from __future__ import annotations
 
+import array
 import struct
 from typing import NamedTuple
 
@@ -238,18 +239,6 @@ class ColumnStats:
         self.high = high
         self.flags = flags
 
-    @classmethod
-    def of_blocks(cls, index, domain, blocks):
-        present = np.array([b.present for b in blocks], np.int64)
-        missing = np.array([b.missing for b in blocks], np.int64)
-        if domain == TEXT:
-            return cls(index, domain, present, missing, [b.low for b in blocks],
-                       [b.high for b in blocks], np.array([b.flags for b in blocks], np.uint8))
-        dtype = _DTYPES[domain]
-        low = np.array([0 if b.low is None else b.low for b in blocks], dtype)
-        high = np.array([0 if b.high is None else b.high for b in blocks], dtype)
-        return cls(index, domain, present, missing, low, high)
-
     @property
     def num_blocks(self):
         return len(self.present)
@@ -265,6 +254,37 @@ class ColumnStats:
                       bytes(map(len, self.high)), b"".join(self.low), b"".join(self.high)]
         out = b"".join(parts)
         return out + bytes(-len(out) % 8)
+
+
+class Builder:
+    """One column's Blocks gathered as they come, 8 bytes per figure (a writer keeps them
+    until the file is closed: compact, whatever the number of blocks)."""
+
+    def __init__(self, index, domain):
+        self.index = index
+        self.domain = domain
+        code = {INT: "q", UINT: "Q", FLOAT: "d"}.get(domain, "q")
+        self._present, self._missing = array.array("q"), array.array("q")
+        self._low, self._high = (([], []) if domain == TEXT else
+                                 (array.array(code), array.array(code)))
+        self._flags = array.array("B")
+
+    def add(self, block: Block):
+        self._present.append(block.present)
+        self._missing.append(block.missing)
+        self._low.append(0 if block.low is None else block.low)
+        self._high.append(0 if block.high is None else block.high)
+        self._flags.append(block.flags)
+
+    def build(self) -> ColumnStats:
+        present = np.array(self._present, np.int64)
+        missing = np.array(self._missing, np.int64)
+        if self.domain == TEXT:
+            return ColumnStats(self.index, self.domain, present, missing, self._low,
+                               self._high, np.array(self._flags, np.uint8))
+        dtype = _DTYPES[self.domain]
+        return ColumnStats(self.index, self.domain, present, missing,
+                           np.array(self._low, dtype), np.array(self._high, dtype))
 
 
 def fingerprint(offsets, lengths, crcs=None) -> int:

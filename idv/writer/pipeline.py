@@ -110,7 +110,8 @@ class Writer:
         # each block's statistics per column (None: a type without them, or statistics off)
         self._domains = [block_stats.domain_of(c.type) if statistics else None
                          for c in self._columns]
-        self._stats = [[] for _ in self._columns]
+        self._stats = [None if d is None else block_stats.Builder(c.index, d)
+                       for c, d in zip(self._columns, self._domains)]
         self._by_name = {c.name: c for c in self._columns}       # the last of each name
         # names used more than once (ML.NET's hidden columns): batches must then be given by
         # position, as a list of (name, values) pairs
@@ -356,7 +357,8 @@ class Writer:
         if self._sums is not None:
             self._sums.add(offset, data, BLOCK, checksum)
         offs, disk, raw = self._lookups[c]
-        self._stats[c].append(stats)
+        if stats is not None:
+            self._stats[c].add(stats)
         offs.append(offset)
         disk.append(memoryview(data).nbytes)
         raw.append(nraw)
@@ -426,8 +428,7 @@ class Writer:
 
     def _statistics(self):
         """The statistics section (idv.statistics; None when no column has any)."""
-        cols = [block_stats.ColumnStats.of_blocks(c.index, d, self._stats[c.index])
-                for c, d in zip(self._columns, self._domains) if d is not None]
+        cols = [s.build() for s in self._stats if s is not None]
         if not cols or not cols[0].num_blocks:
             return None
         fp = block_stats.fingerprint(np.concatenate([lk[0] for lk in self._lookups]),
