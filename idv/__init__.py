@@ -40,7 +40,9 @@ from idv.writer.pandas import from_pandas  # noqa: E402
 
 # many files as one table (idv.dataset); Dask lives in the submodule idv.dask, imported on use
 from idv.dataset import Dataset, dataset  # noqa: E402
+from idv import block_stats  # noqa: E402
+from idv.block_stats import add_statistics  # noqa: E402
 
-__all__ += ["dataset", "Dataset"]
+__all__ += ["dataset", "Dataset", "add_statistics"]
 __all__ += ["to_pandas", "read_pandas", "from_pandas", "to_arrow", "from_arrow",
             "record_batch_reader", "convert", "SCHEMA_ATTR"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import scan, ticks
+from idv import filters, scan, ticks
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
@@ -216,7 +216,8 @@ def _chunked(pa, conv, values, n):
     return pa.chunked_array(chunks, type=conv.arrow_type)
 
 
-def to_arrow(file, columns=None, *, datetime="auto", safe=True):
+def to_arrow(file, columns=None, *, datetime="auto", safe=True,
+             filter=None):  # noqa: A002 - pyarrow's and pandas' name
     """Read an .idv (a path or URL, bytes, file object or open IdvFile) into a pyarrow.Table.
 
     ``columns``: names or indices (default: every readable column, the last of each name, as
@@ -231,6 +232,9 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True):
     from_arrow).
     """
     pa = import_pyarrow()
+    if filter is not None:          # through the scan, the blocks statistics rule out skipped
+        return record_batch_reader(file, columns, datetime=datetime, safe=safe,
+                                   filter=filter).read_all()
     with opened(file) as f:
         cols = file_columns(f, columns)
         n = f.num_rows
@@ -265,7 +269,7 @@ def _one_array(pa, part):
 
 
 def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch_size=None,
-                        rows=None):
+                        rows=None, filter=None):  # noqa: A002 - pyarrow's and pandas' name
     """A pyarrow.RecordBatchReader over an .idv, one record batch per block of rows, or with
     ``batch_size``, batches of exactly that many rows (the last: what is left), whatever the
     file's blocks.
@@ -280,6 +284,9 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     opened here (from a path, URL, bytes or file object) is closed when the batches run out; an
     IdvFile passed in stays open. ``rows``: a slice (or range) of the rows to read, with a
     positive step (default: all); only the blocks that hold them are decoded.
+
+    ``filter``: only the rows that match (idv.filters: DNF tuples, an expression string or a
+    pyarrow compute expression); blocks the file's statistics rule out are not decoded.
     """
     if batch_size is not None and (isinstance(batch_size, bool) or
                                    not isinstance(batch_size, (int, np.integer)) or
@@ -297,16 +304,26 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
             rows = range(*slice(rows.start, rows.stop, rows.step).indices(f.num_rows))
             if rows.step < 1:
                 raise ValueError(f"rows must be a slice with a positive step, not {rows.step}")
+        node = None if filter is None else filters.parse(filter)
+        tested = {} if node is None else filters.file_columns(f, node)
     except BaseException:
         if owned:
             f.close()
         raise
 
     def blocks():
+        # the filter's columns also in read()'s form, for the rows' test
+        readers = convs + [scan.NumpyColumn(f[name]) for name in tested]
+        keep = None if node is None else filters.block_filter(node)
         try:
-            for batch in scan.scan(f, convs, rows=rows):
-                yield pa.RecordBatch.from_arrays([_one_array(pa, v) for v in batch.values],
-                                                 schema=schema)
+            for batch in scan.scan(f, readers, rows=rows, block_filter=keep):
+                out = pa.RecordBatch.from_arrays(
+                    [_one_array(pa, v) for v in batch.values[:len(convs)]], schema=schema)
+                if node is not None:
+                    mask = filters.row_mask(node, tested,
+                                            dict(zip(tested, batch.values[len(convs):])))
+                    out = out.filter(pa.array(mask))
+                yield out
         finally:
             if owned:
                 f.close()

@@ -395,10 +395,19 @@ class Dataset:
             return list(self._names)
         return selection.names_of(self._names, columns, where=" in the dataset")
 
-    def read(self, columns=None, rows=None, datetime="100ns") -> dict:
+    def read(self, columns=None, rows=None, datetime="100ns",
+             filter=None) -> dict:  # noqa: A002 - pyarrow's and pandas' name
         """dict name -> array of the dataset's columns (all by default), every file's rows end
         to end. ``rows``: a slice, row numbers or a boolean mask of the dataset's rows; only
-        the files and blocks that hold them are read. ``datetime`` as IdvFile.read."""
+        the files and blocks that hold them are read. ``datetime`` and ``filter`` as
+        IdvFile.read (each file's blocks that its statistics rule out are skipped)."""
+        if filter is not None:
+            if rows is not None:
+                raise ValueError("read(filter=...) does not take rows= too")
+            names = self.resolve_columns(columns)
+            got = [self.open_file(i).read(names, datetime=datetime, filter=filter)
+                   for i in range(len(self.files))]
+            return {n: vectors.concat_reads([g[n] for g in got]) for n in names}
         return self._gather(columns, slice(None) if rows is None else rows,
                             lambda f, names, local: f.read(names, rows=local,
                                                            datetime=datetime))
@@ -485,7 +494,8 @@ class Dataset:
                   for i in range(len(self.files))]
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
-    def to_arrow(self, columns=None, *, datetime="auto", safe=True):
+    def to_arrow(self, columns=None, *, datetime="auto", safe=True,
+                 filter=None):  # noqa: A002 - pyarrow's and pandas' name
         """A pyarrow.Table of every file's rows (idv.arrow.to_arrow per file, the first file's
         schema). With datetime 'auto' or 'exact', one unit for the whole dataset."""
         from idv.arrow import to_arrow
@@ -494,7 +504,7 @@ class Dataset:
         names = self.resolve_columns(columns)
         self._check_memory(names, [(i, None) for i in range(len(self.files))], joined=False)
         unit, safe = self.time_unit(names, datetime, safe)
-        tables = [to_arrow(self.open_file(i), names, datetime=unit, safe=safe)
+        tables = [to_arrow(self.open_file(i), names, datetime=unit, safe=safe, filter=filter)
                   for i in range(len(self.files))]
         schema = tables[0].schema
         return pa.concat_tables([t if t.schema.equals(schema, check_metadata=True)
@@ -502,7 +512,7 @@ class Dataset:
                                  for t in tables])
 
     def record_batch_reader(self, columns=None, *, datetime="auto", safe=True,
-                            batch_size=None):
+                            batch_size=None, filter=None):  # noqa: A002 - pyarrow's name
         """A pyarrow.RecordBatchReader over every file in turn (idv.arrow.record_batch_reader
         per file: one batch per block of rows, or of ``batch_size`` rows; a batch never spans
         two files). One file is decoded at a time."""
@@ -512,7 +522,7 @@ class Dataset:
         names = self.resolve_columns(columns)
         unit, safe = self.time_unit(names, datetime, safe)
         first = record_batch_reader(self.open_file(0), names, datetime=unit, safe=safe,
-                                    batch_size=batch_size)
+                                    batch_size=batch_size, filter=filter)
         schema = first.schema
 
         def batches():
@@ -520,7 +530,8 @@ class Dataset:
             for i in range(len(self.files)):
                 if i:
                     reader = record_batch_reader(self.open_file(i), names, datetime=unit,
-                                                 safe=safe, batch_size=batch_size)
+                                                 safe=safe, batch_size=batch_size,
+                                                 filter=filter)
                 for b in reader:
                     yield b if b.schema.equals(schema, check_metadata=True) else \
                         pa.RecordBatch.from_arrays(b.columns, schema=schema)

@@ -10,13 +10,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import functools
 import warnings
 
 import numpy as np
 
 from idv import (_codecs, _compression, _header, _threads, _toc, budget, cache, checksums,
                  compression, layout)
-from idv import scan, selection, ticks
+from idv import filters, scan, selection, ticks
+from idv import statistics as block_stats
 from idv import take as _take
 from idv import types as T
 from idv.blocks import BlockStore
@@ -198,6 +200,7 @@ class IdvFile:
                                  f"ML.NET's binary signature; it looks like a CSV or other "
                                  f"text file: convert it with `idv convert FILE.csv OUT.idv` "
                                  f"(or idv.convert)", offset=0) from e
+        self._head = bytes(head[:_header.HEADER_SIZE])
         _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
         sums = checksums.read(head, src.view, src.size, h.toc_offset) if check_sums else None
         # the table of contents, read once for its checksum and its columns
@@ -251,6 +254,21 @@ class IdvFile:
     def has_checksums(self):
         """Whether the file carries idv's checksums (and they are being checked)."""
         return self.store.sums is not None
+
+    @functools.cached_property
+    def statistics(self):
+        """The block statistics the file carries (idv.statistics.Statistics; None without),
+        read on first use; IdvFormatError when they no longer match the file's blocks."""
+        try:
+            found = block_stats.read(self._head, self._source.view, self.header.toc_offset)
+            if found is not None:
+                tables = [c.lookup for c in self.columns]
+                found.check(block_stats.fingerprint(
+                    np.concatenate([t["offset"] for t in tables]),
+                    np.concatenate([t["disk"] for t in tables])))
+        except IdvFormatError as e:
+            raise e.locate(path=self.path)
+        return found
 
     # ---- description
     @property
@@ -314,7 +332,8 @@ class IdvFile:
         return (f"<idv.IdvFile {self.num_rows} rows x {self.num_columns} columns, "
                 f"version {self.version}>")
 
-    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object"):
+    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
+             filter=None):  # noqa: A002 - pyarrow's and pandas' name
         """dict name -> array for the named (or indexed) columns; all readable ones by default.
         ``sparse=True`` gives CSR matrices for numeric, Boolean and key vector columns.
         ``rows`` selects rows as ``col[rows]`` does (a slice, row numbers or a boolean mask):
@@ -330,7 +349,11 @@ class IdvFile:
         ``text``: Text values as ``"object"`` (default: arrays of Python ``str``) or
         ``"StringDType"`` (numpy >= 2's variable-width string dtype, built straight from the
         file's UTF-8 with no ``str`` objects for whole Text columns; vectors of Text and row
-        selections are converted from ``str``)."""
+        selections are converted from ``str``).
+
+        ``filter``: only the rows that match (idv.filters: DNF tuples ``[("Age", ">", 30)]``,
+        an expression string ``"Age > 30 and City == 'Paris'"`` or a pyarrow compute
+        expression); blocks the file's statistics rule out are neither fetched nor decoded."""
         if text not in TEXT_FORMS:
             raise ValueError(f"text must be one of {', '.join(map(repr, TEXT_FORMS))}, not "
                              f"{text!r}")
@@ -345,6 +368,11 @@ class IdvFile:
             raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
                              "of one column with col[rows]")
         cols = selection.file_columns(self, columns)
+        if filter is not None:
+            if rows is not None or sparse:
+                raise ValueError("read(filter=...) takes neither rows= nor sparse=True")
+            out = filters.read(self, [c.name for c in cols], filter)
+            return {c.name: self._retimed(c, out[c.name], datetime, text) for c in cols}
         if rows is not None:
             values = [c.read_strings(rows) if _as_strings(c, text) else c[rows] for c in cols]
         else:
@@ -356,13 +384,7 @@ class IdvFile:
                            for c in whole])))
                 values = [c.read_strings() if _as_strings(c, text) else found[id(c)]
                           for c in cols]
-        out = {}
-        for c, v in zip(cols, values):
-            item = T.item_type(c.type)
-            if datetime != "100ns" and item in ticks.TIME_ITEMS:
-                v = ticks.retimed(v, item, datetime, f"column {c.name!r}")
-            out[c.name] = v
-        return out
+        return {c.name: self._retimed(c, v, datetime, "object") for c, v in zip(cols, values)}
 
     def take(self, indices, columns=None) -> dict:
         """dict name -> values (read()'s forms) of the rows `indices` (row numbers, negative
@@ -370,6 +392,15 @@ class IdvFile:
         decoded once, of these columns only (all readable ones by default), in parallel.
         IndexError names a row number out of range and the row count."""
         return _take.take(self, indices, columns)
+
+    @staticmethod
+    def _retimed(c, values, datetime, text):
+        """read()'s value of column `c` in the forms `datetime` and `text` ask for."""
+        if datetime != "100ns" and T.item_type(c.type) in ticks.TIME_ITEMS:
+            values = ticks.retimed(values, T.item_type(c.type), datetime, f"column {c.name!r}")
+        if text == "StringDType" and T.item_type(c.type) is T.Text:
+            values = np.asarray(values, dtype=np.dtypes.StringDType())
+        return values
 
     def prefetch(self, columns=None):
         """A context in which the blocks of these columns (Column objects, names or indices;
@@ -528,7 +559,9 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
 
 
 def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
-         **kwargs):
-    """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime, text)``."""
+         filter=None, **kwargs):  # noqa: A002 - pyarrow's and pandas' name
+    """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime, text,
+    filter)``."""
     with open(source, **kwargs) as f:
-        return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text)
+        return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text,
+                      filter=filter)

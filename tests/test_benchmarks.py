@@ -29,6 +29,7 @@ QUICK = {
     "bench_torch.py": ["--quick", "--json"],
     "bench_engines.py": ["--quick", "--json"],
     "bench_scale.py": ["--quick", "--json"],
+    "bench_filter.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
@@ -55,6 +56,9 @@ def test_benchmark_quick_mode(script):
         pytest.importorskip("distributed")
     if script == "bench_torch.py":
         pytest.importorskip("torch", reason="bench_torch.py needs PyTorch")
+    if script == "bench_filter.py":
+        pytest.importorskip("polars", reason="bench_filter times scan_idv")
+        pytest.importorskip("duckdb", reason="bench_filter times DuckDB")
     args = list(QUICK[script])
     env = dict(os.environ)
     oracle, reason = find_oracle()
@@ -99,6 +103,12 @@ def test_benchmark_quick_mode(script):
         assert all(t["ratio"] > 0 for t in report["targets"])
         assert {"idv_arrow_deflate", "pq_table_deflate", "idv_pandas_none"} <= \
             set(report["figures"])
+        return
+    if script == "bench_filter.py":
+        assert [r["query"] for r in report["results"]] == [
+            "idv.read", "polars scan_idv", "DuckDB over scan_idv", "pyarrow.dataset Parquet"]
+        assert all(r["rows"] == report["matching_rows"] > 0 for r in report["results"])
+        assert report["write_statistics_s"] > 0 and report["idv_vs_parquet"] > 0
         return
     if script == "bench_convert.py":
         assert [d["dataset"] for d in report["datasets"]] == ["numeric", "text"]

@@ -34,7 +34,8 @@ OPTIONAL_COLUMN_ZIP = "modelwithoptionalcolumntransform.zip"   # .idv entries wi
 def test_help_lists_the_commands():
     rc, out, err = run("--help", check_rc=0)
     listed = re.findall(r"^    (\w+)", out, re.M)
-    assert listed == ["info", "head", "schema", "verify", "cat", "convert", "sample", "ls"]
+    assert listed == ["info", "head", "schema", "verify", "stats", "cat", "convert", "sample",
+                      "ls"]
     assert "cat (slice)" in out
     for cmd in COMMANDS:
         rc, out, err = run(cmd, "--help", check_rc=0)

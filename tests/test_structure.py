@@ -26,17 +26,18 @@ LAYERS = {
     "facts: one concept each, used by readers and writers alike":
         ["ticks", "compression", "budget", "cache", "_threads", "_version", "cells", "vectors",
          "layout", "source", "archive", "remote", "checksums", "sample", "infer", "sink",
-         "staging", "arrow_types", "annotations"],
+         "staging", "arrow_types", "annotations", "statistics"],
     "block store: fetching, checking and decoding runs of blocks": ["blocks"],
-    "scan: many columns (and files) read in step": ["scan"],
+    "scan: many columns (and files) read in step, and the filters that skip blocks":
+        ["scan", "filters"],
     "reader: open files, columns, which columns and rows a read covers":
-        ["column", "reader", "checker", "selection", "listing", "take"],
+        ["column", "reader", "checker", "selection", "listing", "take", "block_stats"],
     "interop: numpy blocks to Arrow, pandas, delimited text": ["arrow", "pandas", "delimited"],
     # above interop, yet it imports none of it (test_the_writer_does_not_import_the_reading_side)
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
     "formats: idv.convert and its registry": ["formats", "formats.*"],
     "engines: many files as one table, Dask, Ray, Spark, training loaders":
-        ["dataset", "reopen", "dask", "ray", "spark", "torch", "huggingface"],
+        ["dataset", "reopen", "dask", "ray", "spark", "polars", "torch", "huggingface"],
     "the package root, exporting the public API": ["__init__"],
     "command line: a user of the public API": ["cli", "cli.*", "__main__"],
 }

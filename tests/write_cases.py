@@ -285,11 +285,12 @@ COMPRESSIONS = ("none", "deflate")
 
 
 def write_case(name, path, compression, backend="zlib", checksums=False):
-    """Write case `name`; zlib level 6 without checksums by default: the mode whose bytes
-    equal ML.NET's."""
+    """Write case `name`; zlib level 6 without checksums and statistics by default: the mode
+    whose bytes equal ML.NET's (`checksums=True` adds both)."""
     fx = CASES[name]()
     idv.write(path, fx["data"], types=fx.get("types"), metadata=fx.get("metadata"),
               compression=compression, backend=backend, checksums=checksums,
+              statistics=checksums,
               **fx.get("options", {}))
     return fx
 

@@ -17,6 +17,7 @@ from idv.cli.convert import cmd_convert, formats_help
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_ls, cmd_schema, parse_rows
 from idv.cli.opener import Sources, open_sources, unknown_extra_files
+from idv.cli.stats import cmd_stats
 from idv.cli.verify import cmd_verify
 from idv.errors import IdvFormatError, MissingDependencyError
 from idv.sink import is_temporary
@@ -137,6 +138,18 @@ def build_parser():
                    help="fail on warnings too (parts that could not be checked)")
     s.set_defaults(run=cmd_verify, opens_file=False)
 
+    s = sub.add_parser(
+        "stats", parents=[common], help="each column's minimum, maximum and missing count",
+        description="Each column's statistics over the file: values present and missing "
+                    "(NaN, a key's 0), minimum and maximum (Text: bounds of at most 64 bytes, "
+                    "... where cut), from the block statistics idv writes; a file without "
+                    "them has them computed from its blocks, with a note. --add stores them "
+                    "in files that have none (ML.NET's too), atomically, leaving every block "
+                    "as it is.")
+    s.add_argument("--add", action="store_true",
+                   help="add block statistics to each FILE (local files), in place")
+    s.set_defaults(run=cmd_stats, opens_file=False)
+
     for name, aliases in (("cat", ["slice"]),):
         s = sub.add_parser(
             name, aliases=aliases, parents=[reading], help="print rows as a table, CSV or JSON",
@@ -151,6 +164,10 @@ def build_parser():
         s.add_argument("--rows", "-r", type=parse_rows, default=None, metavar="A:B",
                        help="rows to print, as a Python slice A:B[:STEP] (default: all)")
         _columns_option(s)
+        s.add_argument("--where", "-w", metavar="EXPR", default=None,
+                       help="only the rows that match, e.g. \"Age > 30 and City == 'Paris'\" "
+                            "(and, or, not, ==, !=, <, <=, >, >=, in [...], isnull(col)); "
+                            "blocks the file's statistics rule out are not decoded")
         s.add_argument("--format", "-f", choices=["table", "csv", "tsv", "json", "jsonl"],
                        default="table", help="output format (default: table; --json is "
                                              "--format json)")

@@ -9,12 +9,13 @@ file's or the dataset's.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 
 import numpy as np
 
-from idv import scan, selection
+from idv import filters, scan, selection
 from idv.cells import cell_json
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.render import (Table, ascii_only, cell_str, dump_json, safe_text,
@@ -65,6 +66,37 @@ def source_batches(src, cols, rows, stream=True):
         dict(batch_rows=None)
     for batch in scan.scan(src, columns, rows=rows, **how):
         yield batch.values
+
+
+def filtered_batches(src, cols, rows, where, numbers):
+    """source_batches' batches of the rows that match `where` (idv.filters), streamed; each
+    matching row's number goes on to `numbers` (a deque) before its batch is given."""
+    columns = [c.name for c in cols]
+    try:
+        node = filters.parse(where)
+        missing = [c for c in filters.columns_of(node) if c not in src.schema]
+    except (ValueError, TypeError) as e:
+        raise CliError(f"--where: {e}", EXIT_USAGE) from None
+    if missing:
+        raise CliError(f"--where names {', '.join(map(repr, missing))}, not a column of "
+                       f"{src.schema.names}", EXIT_USAGE)
+    how = dict(batch_rows=CAT_GROUP_ROWS, window_bytes=1, ahead=0)
+    for batch, hits, values in filters.filtered(src, columns, node, rows=rows, **how):
+        numbers.extend((batch.row0 + hits * batch.step).tolist())
+        yield values
+
+
+class _Numbers:
+    """Row numbers known as batches arrive (filtered_batches fills the deque)."""
+
+    def __init__(self):
+        self.queue = collections.deque()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.queue.popleft()
 
 
 def _cells(cols, batch, cell):
@@ -295,8 +327,17 @@ def cmd_cat(src, args, out):
     rows = range(n)[args.rows] if args.rows is not None else range(n)
     fmt = "json" if args.json else args.format
     batches = source_batches(src, cols, rows) if cols else iter(())
+    numbers = rows
+    if getattr(args, "where", None):
+        if not cols:
+            raise CliError("--where needs columns to print (--columns)", EXIT_USAGE)
+        numbers = _Numbers()
+        batches = filtered_batches(src, cols, rows, args.where, numbers.queue)
+        if fmt == "json":          # its header counts the rows: all of them known first
+            batches = list(batches)
+            rows = list(numbers.queue)
     if fmt == "table":
-        return _cat_table(cols, rows, batches, args, out, n)
+        return _cat_table(cols, numbers, batches, args, out, n)
     if fmt in ("csv", "tsv"):      # the writer of idv.convert(x.idv, x.csv), the same text
         w = DelimitedWriter(out, cols, "," if fmt == "csv" else "\t", header=not args.no_header)
         for batch in batches:
@@ -313,8 +354,10 @@ def cmd_cat(src, args, out):
     # json: head's layout, written row by row
     mark = "\x00rows\x00"
     head = json.dumps({"file": args.file, "num_rows": n,
-                       "rows": {"start": rows.start, "stop": rows.stop, "step": rows.step,
-                                "count": len(rows)},
+                       "rows": {"where": args.where, "count": len(rows)}
+                       if getattr(args, "where", None) else
+                       {"start": rows.start, "stop": rows.stop, "step": rows.step,
+                        "count": len(rows)},
                        "columns": _columns_json(cols), "data": mark},
                       indent=2, ensure_ascii=ascii_)
     before, after = head.split(json.dumps(mark))

@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from idv import _header, _lookup, _threads, _toc
+from idv import statistics as block_stats
 from idv.checksums import BLOCK, POINTER_AT, POINTER_SIZE, Recorder, crc
 from idv.compression import NONE, compressor
 from idv.errors import IdvWarning
@@ -34,7 +35,7 @@ DEFAULT_MAX_BYTES_PER_BLOCK = 80 << 20     # ... and MaxBytesPerBlock (estimated
 
 def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
           rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK, threads=None,
-          backend=None, checksums=True, missing_text=None):
+          backend=None, checksums=True, statistics=True, missing_text=None):
     """Write a dict of columns (name -> numpy array, list, idv.Ragged or scipy.sparse matrix),
     a pandas DataFrame or a pyarrow Table / RecordBatch to an .idv file (a path, written
     atomically, or a seekable binary file object).
@@ -57,7 +58,7 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     metadata = merged_metadata(inferred_metadata, metadata)
     w = Writer(dest, schema, metadata=metadata, compression=compression, level=level,
                rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
-               threads=threads, backend=backend, checksums=checksums)
+               threads=threads, backend=backend, checksums=checksums, statistics=statistics)
     try:
         if columns:
             w.write_batch(columns)
@@ -91,11 +92,15 @@ class Writer:
     A path is written through a temporary file beside it, renamed over it by ``close()``; on
     any error (or ``abort()``) the temporary file is removed and an existing file is left as it
     was. A seekable binary file object is written in place from its current position.
+
+    ``checksums``: a CRC-32 of every part (idv.checksums); ``statistics``: each block's
+    minimum, maximum and missing count per column (idv.statistics), which filters use to skip
+    blocks. ML.NET ignores both; False leaves them out.
     """
 
     def __init__(self, dest, schema, *, metadata=None, compression="deflate", level=None,
                  rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK,
-                 threads=None, backend=None, checksums=True):
+                 threads=None, backend=None, checksums=True, statistics=True):
         self._closed = True
         # CRC-32s of every part, in bytes ML.NET never reads (idv.checksums); off: ML.NET's
         # own bytes, with backend="zlib"
@@ -103,6 +108,11 @@ class Writer:
         pairs = schema_pairs(schema)
         names = [n for n, _ in pairs]
         self._columns = [Column(i, n, t) for i, (n, t) in enumerate(pairs)]
+        # each block's statistics per column (None: a type without them, or statistics off)
+        self._domains = [block_stats.domain_of(c.type) if statistics else None
+                         for c in self._columns]
+        self._stats = [None if d is None else block_stats.Builder(c.index, d)
+                       for c, d in zip(self._columns, self._domains)]
         self._by_name = {c.name: c for c in self._columns}       # the last of each name
         # names used more than once (ML.NET's hidden columns): batches must then be given by
         # position, as a list of (name, values) pairs
@@ -300,8 +310,18 @@ class Writer:
         if nraw > MAX_INT32 or ndisk > MAX_INT32:
             raise ValueError(f"column {col.name!r}: one block is {nraw} bytes, more than the "
                              f"int32 block lengths allow; write fewer rows_per_block")
-        # its CRC-32 here, in the compression threads, while its bytes are in cache
-        return col.index, data, nraw, None if self._sums is None else crc(data)
+        # its CRC-32 and statistics here, in the compression threads
+        return (col.index, data, nraw, None if self._sums is None else crc(data),
+                self._block_stats(col, chunk))
+
+    def _block_stats(self, col, chunk):
+        if self._domains[col.index] is None:
+            return None
+        if not col.is_vector:
+            return block_stats.item_block(col.type, chunk)
+        implicit = chunk.counts is not None and bool(
+            ((chunk.counts >= 0) & (chunk.counts < chunk.lengths)).any())
+        return block_stats.item_block(col.type, chunk.values, implicit)
 
     def _write_blocks(self, tasks):
         """Encode and compress the blocks in the pool's threads, a bounded number in flight,
@@ -330,7 +350,7 @@ class Writer:
                 f.cancel()
             raise
 
-    def _put_block(self, c, data, nraw, checksum):
+    def _put_block(self, c, data, nraw, checksum, stats):
         if not self._out.opened:
             self._out.open()
             self._out.write(bytes(_header.HEADER_SIZE))
@@ -338,6 +358,8 @@ class Writer:
         if self._sums is not None:
             self._sums.add(offset, data, BLOCK, checksum)
         offs, disk, raw = self._lookups[c]
+        if stats is not None:
+            self._stats[c].add(stats)
         offs.append(offset)
         disk.append(memoryview(data).nbytes)
         raw.append(nraw)
@@ -377,6 +399,8 @@ class Writer:
                 off = put(data)
                 toc.append(_toc.MetadataEntry(kind, codec_name, params, comp, off, len(data)))
             meta_offsets.append(put(_toc.pack_metadata_toc(toc)))
+        section = self._statistics()
+        section_offset = None if section is None else put(section)
         rpb = self._rpb if self._rpb is not None else 1
         toc = b"".join(
             _toc.TocEntry(c.index, c.name, c.codec_name, c.codec_params, self._kind, rpb,
@@ -396,8 +420,21 @@ class Writer:
             at = POINTER_AT
             head = head[:at] + Recorder.pointer(head[:at], table_offset, table) + \
                 head[at + POINTER_SIZE:]
+        if section is not None:
+            at = block_stats.POINTER_AT
+            head = head[:at] + block_stats.pointer(head[:52], section_offset, section) + \
+                head[at + block_stats.POINTER_SIZE:]
         out.write_at(0, head)
         out.commit()
+
+    def _statistics(self):
+        """The statistics section (idv.statistics; None when no column has any)."""
+        cols = [s.build() for s in self._stats if s is not None]
+        if not cols or not cols[0].num_blocks:
+            return None
+        fp = block_stats.fingerprint(np.concatenate([lk[0] for lk in self._lookups]),
+                                    np.concatenate([lk[1] for lk in self._lookups]))
+        return block_stats.pack(cols, cols[0].num_blocks, fp)
 
     def abort(self):
         """Stop without writing: remove the temporary file (dest is left as it was)."""

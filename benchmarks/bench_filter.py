@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""What statistics buy: a 1% filter on a sorted timestamp through idv.read(filter=),
+idv.polars.scan_idv and DuckDB (over the LazyFrame), each against the same read without the
+filter, and pyarrow.dataset's filtered read of the same data in Parquet; and what writing
+the statistics costs.
+
+    python3 benchmarks/bench_filter.py              # 8M rows, best of 3
+    python3 benchmarks/bench_filter.py --quick      # smoke run: 200,000 rows, one round
+    python3 benchmarks/bench_filter.py --rounds 5 --json
+
+The data (built with numpy, not timed): a sorted DateTime ``ts`` (one a second), an Int64,
+two Doubles and a Single: 5 columns, written by idv.write (DEFLATE, 8,192 rows per block)
+and by pyarrow.parquet.write_table (default settings: Snappy, its own row groups). The filter
+keeps the hour of rows in the middle (1% of them). The best wall time of each over the
+rounds (each query run once untimed first) is reported, with the speedup of the filtered
+query over the unfiltered one, and the write's cost of statistics (a write with them over
+one without, minus one).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import idv  # noqa: E402
+
+
+def dataset(rows):
+    rng = np.random.default_rng(0)
+    return {"ts": np.datetime64("2024-01-01") + np.arange(rows).astype("timedelta64[s]"),
+            "id": np.arange(rows, dtype=np.int64) * 7,
+            "a": rng.random(rows), "b": rng.normal(size=rows),
+            "c": rng.random(rows, dtype=np.float32)}
+
+
+def best(fn, rounds, warm=True):
+    """(best wall seconds, fn's last result), after one run not timed (imports, caches)."""
+    times, out = [], fn() if warm else None
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=8_000_000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="200,000 rows, one round")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    rows, rounds = (200_000, 1) if a.quick else (a.rows, a.rounds)
+    data = dataset(rows)
+    lo = np.datetime64("2024-01-01") + np.timedelta64(rows // 2, "s")
+    hi = lo + np.timedelta64(rows // 100, "s")
+    want = int(rows // 100)
+    results = []
+    with tempfile.TemporaryDirectory() as d:
+        path, plain = os.path.join(d, "ts.idv"), os.path.join(d, "plain.idv")
+        write_on, _ = best(lambda: idv.write(path, data), rounds, warm=False)
+        write_off, _ = best(lambda: idv.write(plain, data, statistics=False), rounds,
+                            warm=False)
+
+        flt = [("ts", ">=", lo), ("ts", "<", hi)]
+
+        def full_numpy():
+            got = idv.read(path)
+            keep = (got["ts"] >= lo) & (got["ts"] < hi)
+            return int(keep.sum())
+        results.append(_pair("idv.read", rounds, want,
+                             lambda: len(idv.read(path, filter=flt)["ts"]), full_numpy))
+
+        import polars as pl
+        from idv.polars import scan_idv
+        pred = (pl.col("ts") >= lo.astype("datetime64[us]").item()) & \
+            (pl.col("ts") < hi.astype("datetime64[us]").item())
+        results.append(_pair("polars scan_idv", rounds, want,
+                             lambda: scan_idv(path).filter(pred).collect().height,
+                             lambda: scan_idv(path).collect().filter(pred).height))
+
+        where = f"ts >= TIMESTAMP '{lo}' and ts < TIMESTAMP '{hi}'"
+        results.append(_pair(
+            "DuckDB over scan_idv", rounds, want,
+            lambda: _duckdb(scan_idv(path), f"select count(*) from (select * from lf where "
+                                            f"{where})")[0][0],
+            lambda: _duckdb_unfiltered(scan_idv(path), lo, hi)))
+
+        import pyarrow.dataset as ds
+        import pyarrow.parquet as pq
+        pq_path = os.path.join(d, "ts.parquet")
+        pq.write_table(idv.to_arrow(path), pq_path)
+        import pyarrow as pa
+        expr = (ds.field("ts") >= pa.scalar(lo.astype("datetime64[us]"))) & \
+            (ds.field("ts") < pa.scalar(hi.astype("datetime64[us]")))
+        results.append(_pair("pyarrow.dataset Parquet", rounds, want,
+                             lambda: ds.dataset(pq_path).to_table(filter=expr).num_rows,
+                             lambda: ds.dataset(pq_path).to_table().filter(expr).num_rows))
+    by = {r["query"]: r for r in results}
+    report = {"quick": a.quick, "rows": rows, "rounds": rounds, "matching_rows": want,
+              "write_statistics_s": write_on, "write_without_s": write_off,
+              "write_cost": write_on / write_off - 1, "results": results,
+              "idv_vs_parquet": by["pyarrow.dataset Parquet"]["filtered_s"] /
+              by["idv.read"]["filtered_s"]}
+    if a.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    print(f"{rows:,} rows x 5 columns, a 1% filter on a sorted timestamp, best of {rounds}")
+    for r in results:
+        print(f"  {r['query']:<26} filtered {r['filtered_s'] * 1000:8.1f} ms, "
+              f"unfiltered {r['unfiltered_s'] * 1000:8.1f} ms: {r['speedup']:6.1f}x")
+    print(f"  idv.read(filter=) against Parquet's filtered read: "
+          f"{report['idv_vs_parquet']:.2f}x")
+    print(f"  write with statistics {write_on:.2f} s, without {write_off:.2f} s: "
+          f"{report['write_cost']:+.1%}")
+    return 0
+
+
+def _duckdb(lf, query):
+    """The rows of a DuckDB query over `lf` (DuckDB finds the LazyFrame by its name here)."""
+    import duckdb
+    return duckdb.sql(query).fetchall()
+
+
+def _duckdb_unfiltered(lf, lo, hi):
+    """Every row through DuckDB into Arrow, then the filter (DuckDB pushes a WHERE down into
+    the LazyFrame even through a subquery: this is the query with nothing pushed down)."""
+    import duckdb
+    import pyarrow.compute as pc
+    t = duckdb.sql("select * from lf").arrow()
+    t = t.read_all() if hasattr(t, "read_all") else t
+    ts = t.column("ts")
+    keep = pc.and_(pc.greater_equal(ts, lo.astype("datetime64[us]")),
+                   pc.less(ts, hi.astype("datetime64[us]")))
+    return int(pc.sum(keep).as_py())
+
+
+def _pair(name, rounds, want, filtered, unfiltered):
+    """The best times of a query with the filter pushed down and without."""
+    t_on, n_on = best(filtered, rounds)
+    t_off, n_off = best(unfiltered, rounds)
+    if n_on != want or n_off != want:
+        raise AssertionError(f"{name}: {n_on} and {n_off} rows, not {want}")
+    return {"query": name, "filtered_s": t_on, "unfiltered_s": t_off, "speedup": t_off / t_on,
+            "rows": n_on}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""A file's block statistics as a whole: computed from its blocks, added to a file written
+without them (ML.NET's included), and summed up per column (``idv stats``).
+
+``add_statistics`` copies the file's bytes as they are, inserts the statistics section
+(idv.statistics) before the table of contents and points to it from the header; a file with
+idv's checksums gets its checksum table again, moved with the table of contents. No block is
+decoded twice nor re-encoded: ML.NET reads the same values, and every block keeps its bytes
+and offset. The new file replaces the old one atomically (idv.sink).
+"""
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+
+from idv import _header, checksums
+from idv import statistics as S
+from idv.errors import IdvFormatError
+from idv.reader import opened
+from idv.scan import NumpyColumn, scan
+from idv.sink import Output
+
+_COPY_CHUNK = 8 << 20
+
+
+def _items(value):
+    """The items of a column's value in read()'s form (vectors: all their items)."""
+    if hasattr(value, "values") and hasattr(value, "offsets"):     # Ragged
+        return value.values
+    return value.reshape(-1) if value.ndim > 1 else value
+
+
+def compute(f) -> S.Statistics | None:
+    """The statistics of an open file's blocks, decoded once through the scan (None: no
+    column has any, or no rows)."""
+    cols = [c for c in f.columns if c.readable and S.domain_of(c.type) is not None]
+    if not cols or not f.num_rows:
+        return None
+    builders = [S.Builder(c.index, S.domain_of(c.type)) for c in cols]
+    for batch in scan(f, cols, NumpyColumn, batch_rows=1):
+        for b, c, v in zip(builders, cols, batch.values):
+            b.add(S.item_block(c.type, _items(v)))
+    stats = {b.index: b.build() for b in builders}
+    return S.Statistics(stats, cols[0].num_blocks, fingerprint(f), None, None)
+
+
+def fingerprint(f) -> int:
+    """The fingerprint of an open file's blocks (idv.statistics.fingerprint)."""
+    tables = [c.lookup for c in f.columns]
+    if not tables:
+        return S.fingerprint([], [])
+    return S.fingerprint(np.concatenate([t["offset"] for t in tables]),
+                         np.concatenate([t["disk"] for t in tables]))
+
+
+def add_statistics(path) -> bool:
+    """Add block statistics to the .idv file at `path` (a local path), in place and
+    atomically. Returns False when it already has them (and they match its blocks), True
+    when added. A file whose statistics no longer match its blocks, or whose blocks do not
+    match idv's checksums, is refused (IdvFormatError)."""
+    path = os.fspath(path)
+    with opened(path) as f:
+        if f.statistics is not None:            # checked against the blocks: or refused
+            return False
+        stats = compute(f)
+        if stats is None:
+            return False
+        h = f.header
+        sums = f.store.sums
+        section = S.pack(list(stats.columns.values()), stats.num_blocks, stats.fingerprint)
+        _rewrite(path, h, sums, section)
+    return True
+
+
+def _rewrite(path, h, sums, section):
+    """`path` again, the section (and a new checksum table) before its table of contents."""
+    at = h.toc_offset
+    table = b""
+    if sums is not None:
+        entries = sums.entries.copy()
+        moved = entries["offset"] >= at              # the table of contents
+        grow = len(section) + (len(entries) + 1) * checksums.ENTRY.itemsize
+        entries["offset"][moved] += grow
+        extra = np.array([(at, len(section), checksums.crc(section), checksums.TABLE)],
+                         checksums.ENTRY)
+        table = np.sort(np.concatenate([entries, extra]), order="offset").tobytes()
+    delta = len(section) + len(table)
+    out = Output(path)
+    try:
+        out.open()
+        with open(path, "rb") as src:
+            head = bytearray(src.read(_header.HEADER_SIZE))
+            struct.pack_into("<qq", head, 24, h.toc_offset + delta, h.tail_offset + delta)
+            out.write(bytes(head))
+            _copy(src, out, at - _header.HEADER_SIZE)
+            out.write(section)
+            if table:
+                out.write(table)
+            _copy(src, out, h.tail_offset + 8 - at)
+            rest = src.read()         # bytes after the tail (an archive's): kept as they were
+            if rest:
+                out.write(rest)
+        if table:
+            head[checksums.POINTER_AT:checksums.POINTER_AT + checksums.POINTER_SIZE] = \
+                checksums.Recorder.pointer(bytes(head[:52]), at + len(section), table)
+        head[S.POINTER_AT:S.POINTER_AT + S.POINTER_SIZE] = S.pointer(bytes(head[:52]), at,
+                                                                     section)
+        out.write_at(0, bytes(head))
+        out.commit()
+    except BaseException:
+        out.abort()
+        raise
+
+
+def _copy(src, out, n):
+    while n > 0:
+        data = src.read(min(n, _COPY_CHUNK))
+        if not data:
+            raise IdvFormatError("the file ended while it was copied", path=src.name)
+        out.write(data)
+        n -= len(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# a column's statistics in sum
+# ---------------------------------------------------------------------------------------------
+
+def summary(f) -> tuple[list, bool]:
+    """Per column with statistics: (name, type, present, missing, low, high) over the whole
+    file, from its section, or computed from its blocks when it has none; and whether they
+    came from the section."""
+    stats = f.statistics
+    stored = stats is not None
+    if not stored:
+        stats = compute(f)
+    rows = []
+    for c in f.columns:
+        cs = None if stats is None else stats.columns.get(c.index)
+        if cs is None:
+            continue
+        has = cs.present > 0
+        low = high = None
+        if has.any():
+            if cs.domain == S.TEXT:
+                low = min(lo for lo, h in zip(cs.low, has) if h)
+                highs = [(hi, fl) for hi, fl, h in zip(cs.high, cs.flags, has) if h]
+                high = None if any(fl & S.NO_HIGH for _, fl in highs) else \
+                    max(hi for hi, _ in highs)
+            else:
+                low, high = cs.low[has].min(), cs.high[has].max()
+        rows.append((c.name, c.type, int(cs.present.sum()), int(cs.missing.sum()), low, high))
+    return rows, stored

@@ -1,0 +1,406 @@
+"""Statistics per block and column (a zone map), kept where ML.NET never looks.
+
+Engines skip data by statistics: Parquet's row-group statistics, Lance's and Vortex's zone
+maps. Files that idv writes carry, per column and block: the count of values present, the
+count missing (NaN for Single and Double, 0 for keys; the other types have none), the
+smallest and largest present value, and for Text the shortest bounds of at most 64 bytes and
+whether every byte is ASCII. A filter then leaves out the blocks whose bounds exclude it
+(idv.filters), without fetching them.
+
+Values are compared as numbers of one of three domains: int64 (signed integers, Boolean,
+DateTime and TimeSpan as ticks, DateTimeOffset as its UTC ticks), uint64 (unsigned integers
+and keys' stored values) and float64 (Single, Double); Text by its UTF-8 bytes (the order of
+code points). Vectors get bounds over all their items, implicit zeros of sparse rows
+included. RowId and vectors of Text have none.
+
+The section lies after the data, before the table of contents (ML.NET's loader reads neither
+it nor the header bytes that point to it). Header bytes 84-115, beside the checksums'
+pointer (idv.checksums, bytes 52-83), which ML.NET's saver leaves zero:
+
+    84  8 bytes  b"idvSTATS"
+    92  int64    the section's offset        100  int64   its length
+   108  uint32   the section's CRC-32         112  uint32  the CRC-32 of header bytes 0-51
+
+The section (little-endian; docs/filters.md gives it in full):
+
+    uint32 version (1), uint32 columns with statistics, int64 blocks per column,
+    uint32 fingerprint of the blocks (their offsets, lengths and recorded CRC-32s),
+    uint32 zero; then per column: uint32 column index, uint8 domain (1 int64, 2 uint64,
+    3 float64, 4 text), 3 zero bytes, int64 present[blocks], int64 missing[blocks], and
+      numbers: min[blocks], max[blocks] (8 bytes each, in the domain's type);
+      text: uint8 flags[blocks] (1 every byte ASCII, 2 the low bound is the minimum,
+      4 the high bound is the maximum, 8 no high bound), uint8 low_length[blocks],
+      uint8 high_length[blocks], the low bounds' bytes, the high bounds' bytes, zero
+      padding to a multiple of 8.
+
+The fingerprint ties the statistics to the blocks they describe: a file whose blocks moved,
+changed length or (with idv's checksums) changed bytes since is refused (IdvFormatError).
+"""
+from __future__ import annotations
+
+import array
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from idv import types as T
+from idv.checksums import crc
+from idv.errors import IdvFormatError
+from idv.types import EPOCH_TICKS, TICKS_PER_MINUTE
+
+MAGIC = b"idvSTATS"
+POINTER_AT = 84
+_POINTER = struct.Struct("<8sqqII")
+POINTER_SIZE = _POINTER.size
+_HEAD = struct.Struct("<IIqII")
+_COLUMN = struct.Struct("<IB3x")
+VERSION = 1
+PREFIX = 64                      # bytes of a Text bound at most
+INT, UINT, FLOAT, TEXT = 1, 2, 3, 4
+DOMAIN_NAMES = {INT: "int64", UINT: "uint64", FLOAT: "float64", TEXT: "text"}
+_DTYPES = {INT: np.dtype("<i8"), UINT: np.dtype("<u8"), FLOAT: np.dtype("<f8")}
+ASCII, LOW_EXACT, HIGH_EXACT, NO_HIGH = 1, 2, 4, 8
+
+_UNSIGNED = {T.Byte, T.UInt16, T.UInt32, T.UInt64}
+_FLOATS = {T.Single, T.Double}
+
+
+def domain_of(type_) -> int | None:
+    """The domain a column's values compare in (None: a type without statistics)."""
+    item = T.item_type(type_)
+    if item is T.RowId or (item is T.Text and isinstance(type_, T.Vector)):
+        return None
+    if item is T.Text:
+        return TEXT
+    if item in _FLOATS:
+        return FLOAT
+    if isinstance(item, T.Key) or item in _UNSIGNED:
+        return UINT
+    return INT
+
+
+class Block(NamedTuple):
+    """One block's statistics: numbers (low, high in the domain's type) or text (bytes)."""
+    present: int
+    missing: int
+    low: object = None
+    high: object = None
+    flags: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# one block's statistics, vectorized
+# ---------------------------------------------------------------------------------------------
+
+def numbers(domain, values, missing_mask=None, implicit_zero=False) -> Block:
+    """The Block of numeric `values` (any shape; a domain's numbers); `missing_mask`: which
+    are missing; `implicit_zero`: a sparse vector's unstored zeros count as values."""
+    values = np.asarray(values).reshape(-1)
+    missing = 0
+    if missing_mask is not None:
+        missing = int(np.count_nonzero(missing_mask))
+        if missing:
+            values = values[~missing_mask.reshape(-1)]
+    dtype = _DTYPES[domain]
+    present = len(values) + (1 if implicit_zero else 0)
+    if not present:
+        return Block(0, missing)
+    low = values.min() if len(values) else 0
+    high = values.max() if len(values) else 0
+    if implicit_zero:
+        low, high = min(low, 0), max(high, 0)
+    return Block(int(len(values)) + int(implicit_zero), missing, dtype.type(low),
+                 dtype.type(high))
+
+
+def comparable(type_, values):
+    """A column's values as read() gives them (or as the writer stores them) in the numbers
+    its statistics compare: .NET ticks for DateTime (from datetime64[100ns]), TimeSpan and a
+    DateTimeOffset's UTC instant; other numbers and Text as they are."""
+    values = np.asarray(values) if not hasattr(values, "offsets") else values
+    if getattr(values, "dtype", None) is None:
+        return values
+    if values.dtype.names:          # DateTimeOffset: read()'s (utc, ...), or stored clock ticks
+        values = values["utc"] if "utc" in values.dtype.names else \
+            values["ticks"] - values["minutes"].astype(np.int64) * TICKS_PER_MINUTE
+    if values.dtype.kind == "M":       # read()'s datetime64[100ns]: back to .NET ticks
+        return values.view(np.int64) + EPOCH_TICKS
+    if values.dtype.kind == "m":
+        return values.view(np.int64)
+    return values
+
+
+def item_block(type_, values, implicit_zero=False) -> Block | None:
+    """The Block of a column's items as read() gives them (DateTime as datetime64, a
+    DateTimeOffset's (utc, offset_minutes), keys' stored values) or as the writer stores
+    them; None: a type without statistics."""
+    domain = domain_of(type_)
+    if domain is None:
+        return None
+    if domain == TEXT:
+        return text_values(values)
+    values = comparable(type_, values)
+    missing = None
+    if domain == FLOAT:         # min() is NaN where any is: a mask only for blocks with NaN
+        missing = np.isnan(values) if len(values) and np.isnan(values.min()) else None
+    elif isinstance(T.item_type(type_), T.Key):
+        missing = values == 0
+    return numbers(domain, values, missing, implicit_zero)
+
+
+def text_values(values) -> Block:
+    """The Block of Text values: an object array of str (compared by code point, the order
+    of their UTF-8 bytes, in C: no copy of the block), or anything with Arrow's `offsets`
+    and `data` (idv's UTF-8 text)."""
+    if hasattr(values, "offsets") and hasattr(values, "data"):
+        offsets = np.asarray(values.offsets, np.int64)
+        data = np.frombuffer(values.data, np.uint8) if not isinstance(values.data, np.ndarray) \
+            else values.data
+        return text(offsets - offsets[0], data[offsets[0]:offsets[-1]])
+    if not len(values):
+        return Block(0, 0, b"", b"", 0)
+    flags = ASCII if all(map(str.isascii, values)) else 0
+    return _bounds(len(values), min(values).encode("utf-8"), max(values).encode("utf-8"), flags)
+
+
+def _bounds(n, low, high, flags) -> Block:
+    """The Block of n Text values whose least and greatest are `low` and `high` (UTF-8)."""
+    if len(low) <= PREFIX:
+        flags |= LOW_EXACT
+    if len(high) <= PREFIX:
+        flags |= HIGH_EXACT
+    else:
+        high = _above(high[:PREFIX])
+        if high is None:
+            flags |= NO_HIGH
+            high = b""
+    return Block(n, 0, low[:PREFIX], high, flags)
+
+
+def _extreme(starts, lengths, data, pick):
+    """The value (its index) smallest (pick=np.min) or largest (np.max) in byte order, a
+    byte position at a time over the values still tied (-1 past a value's end), up to one
+    byte past a bound's length: values tied that far share their bounds."""
+    rows = None                  # all of them
+    last = len(data) - 1
+    for j in range(PREFIX + 1):
+        s, n = (starts, lengths) if rows is None else (starts[rows], lengths[rows])
+        col = np.where(n > j, data[np.minimum(s + j, last)], np.int16(-1))
+        m = pick(col)
+        rows = np.flatnonzero(col == m) if rows is None else rows[col == m]
+        if len(rows) == 1 or m < 0:
+            break
+    return int(rows[0])
+
+
+def _above(prefix: bytes):
+    """The shortest bytes greater than every value that starts with `prefix` (None: none)."""
+    b = prefix.rstrip(b"\xff")
+    if not b:
+        return None
+    return b[:-1] + bytes([b[-1] + 1])
+
+
+def text(offsets, data) -> Block:
+    """The Block of n Text values in Arrow's layout (n + 1 byte offsets, UTF-8 data)."""
+    n = len(offsets) - 1
+    if n <= 0:
+        return Block(0, 0, b"", b"", 0)
+    flags = ASCII if not len(data) or int(data.max()) < 0x80 else 0
+    if not len(data):
+        return Block(n, 0, b"", b"", flags | LOW_EXACT | HIGH_EXACT)
+    # a block's text is under 2 GiB (int32 lengths): int32 positions take half the memory
+    starts = offsets[:-1].astype(np.int32)
+    lengths = np.diff(offsets).astype(np.int32)
+    lo, hi = _extreme(starts, lengths, data, np.min), _extreme(starts, lengths, data, np.max)
+    # a value longer than a bound compares by its first PREFIX + 1 bytes only: enough
+    return _bounds(n, data[offsets[lo]:offsets[lo + 1]][:PREFIX + 1].tobytes(),
+                   data[offsets[hi]:offsets[hi + 1]][:PREFIX + 1].tobytes(), flags)
+
+
+# ---------------------------------------------------------------------------------------------
+# a column's blocks, the section
+# ---------------------------------------------------------------------------------------------
+
+class ColumnStats:
+    """One column's statistics, an array per kind over its blocks.
+
+    ``present``, ``missing``: int64 counts; numbers: ``low``, ``high`` (the domain's dtype;
+    meaningless where ``present`` is 0); text: ``low``, ``high`` (lists of bytes) and
+    ``flags`` (uint8: ASCII, LOW_EXACT, HIGH_EXACT, NO_HIGH)."""
+
+    def __init__(self, index, domain, present, missing, low, high, flags=None):
+        self.index = index
+        self.domain = domain
+        self.present = present
+        self.missing = missing
+        self.low = low
+        self.high = high
+        self.flags = flags
+
+    @property
+    def num_blocks(self):
+        return len(self.present)
+
+    def pack(self) -> bytes:
+        parts = [_COLUMN.pack(self.index, self.domain), self.present.astype("<i8").tobytes(),
+                 self.missing.astype("<i8").tobytes()]
+        if self.domain != TEXT:
+            dtype = _DTYPES[self.domain]
+            parts += [self.low.astype(dtype).tobytes(), self.high.astype(dtype).tobytes()]
+        else:
+            parts += [self.flags.tobytes(), bytes(map(len, self.low)),
+                      bytes(map(len, self.high)), b"".join(self.low), b"".join(self.high)]
+        out = b"".join(parts)
+        return out + bytes(-len(out) % 8)
+
+
+class Builder:
+    """One column's Blocks gathered as they come, 8 bytes per figure (a writer keeps them
+    until the file is closed: compact, whatever the number of blocks)."""
+
+    def __init__(self, index, domain):
+        self.index = index
+        self.domain = domain
+        code = {INT: "q", UINT: "Q", FLOAT: "d"}.get(domain, "q")
+        self._present, self._missing = array.array("q"), array.array("q")
+        self._low, self._high = (([], []) if domain == TEXT else
+                                 (array.array(code), array.array(code)))
+        self._flags = array.array("B")
+
+    def add(self, block: Block):
+        self._present.append(block.present)
+        self._missing.append(block.missing)
+        self._low.append(0 if block.low is None else block.low)
+        self._high.append(0 if block.high is None else block.high)
+        self._flags.append(block.flags)
+
+    def build(self) -> ColumnStats:
+        present = np.array(self._present, np.int64)
+        missing = np.array(self._missing, np.int64)
+        if self.domain == TEXT:
+            return ColumnStats(self.index, self.domain, present, missing, self._low,
+                               self._high, np.array(self._flags, np.uint8))
+        dtype = _DTYPES[self.domain]
+        return ColumnStats(self.index, self.domain, present, missing,
+                           np.array(self._low, dtype), np.array(self._high, dtype))
+
+
+def fingerprint(offsets, lengths, crcs=None) -> int:
+    """The CRC-32 of every column's block offsets and lengths (and their recorded CRC-32s,
+    where the file has them), columns in order: what the statistics were computed for."""
+    parts = [np.asarray(offsets, "<i8").tobytes(), np.asarray(lengths, "<i8").tobytes()]
+    if crcs is not None:
+        parts.append(np.asarray(crcs, "<i8").tobytes())
+    return crc(b"".join(parts))
+
+
+def pack(columns, num_blocks, blocks_fingerprint) -> bytes:
+    """The section of `columns` (ColumnStats, each over `num_blocks` blocks)."""
+    return _HEAD.pack(VERSION, len(columns), num_blocks, blocks_fingerprint, 0) + \
+        b"".join(c.pack() for c in columns)
+
+
+def pointer(header52, offset, section) -> bytes:
+    """Header bytes 84-115 for `section` written at `offset`."""
+    return _POINTER.pack(MAGIC, offset, len(section), crc(section), crc(header52))
+
+
+class Statistics:
+    """A file's statistics: ``columns`` (column index -> ColumnStats), ``num_blocks``,
+    ``fingerprint``, and where the section lies (``offset``, ``length``)."""
+
+    def __init__(self, columns, num_blocks, fingerprint_, offset, length):
+        self.columns = columns
+        self.num_blocks = num_blocks
+        self.fingerprint = fingerprint_
+        self.offset = offset
+        self.length = length
+
+    def check(self, got, path=None):
+        """IdvFormatError when the blocks' fingerprint `got` is not the one recorded."""
+        if got != self.fingerprint:
+            raise IdvFormatError(
+                f"the block statistics do not match the file's blocks (fingerprint "
+                f"{got:#010x}, recorded {self.fingerprint:#010x}): its blocks changed since "
+                f"the statistics were computed; add them again (idv stats --add)",
+                offset=self.offset, path=path)
+
+
+def located(head) -> tuple | None:
+    """(offset, length) of the section the header points to (None: the file has none)."""
+    head = bytes(head)
+    if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
+        return None
+    _, off, length, _, _ = _POINTER.unpack_from(head, POINTER_AT)
+    return off, length
+
+
+def read(head, view, toc_offset) -> Statistics | None:
+    """The statistics a file carries (None without). `head`: its 256-byte header;
+    `view(offset, size)` reads the file. The section must lie between the header and the
+    table of contents."""
+    head = bytes(head)
+    if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
+        return None
+    _, off, length, section_crc, head_crc = _POINTER.unpack_from(head, POINTER_AT)
+    if crc(head[:52]) != head_crc:
+        raise IdvFormatError("checksum mismatch in the header (bytes 0-51) recorded with the "
+                             "block statistics: the file changed since they were added",
+                             offset=0)
+    if length < _HEAD.size or off < 256 or off + length > toc_offset:
+        raise IdvFormatError(f"the block statistics at byte {off} ({length} bytes) are not "
+                             f"within the file before its table of contents", offset=92)
+    data = bytes(view(off, length))
+    if crc(data) != section_crc:
+        raise IdvFormatError("checksum mismatch in the block statistics: the file changed "
+                             "since they were written", offset=off)
+    try:
+        return _parse(data, off)
+    except (ValueError, IndexError, struct.error) as e:
+        raise IdvFormatError(f"the block statistics are malformed ({e})", offset=off) from None
+
+
+def _parse(data, off):
+    version, ncols, nb, fp, _ = _HEAD.unpack_from(data, 0)
+    if version != VERSION:
+        raise ValueError(f"version {version}, this idv reads version {VERSION}")
+    if nb < 0 or nb * 16 > len(data):
+        raise ValueError(f"{nb} blocks in {len(data)} bytes")
+    at = _HEAD.size
+    columns = {}
+
+    def take(n, dtype="u1"):
+        nonlocal at
+        size = n * np.dtype(dtype).itemsize
+        if at + size > len(data):
+            raise ValueError("truncated")
+        out = np.frombuffer(data, dtype, n, at)
+        at += size
+        return out
+
+    for _ in range(ncols):
+        index, domain = _COLUMN.unpack_from(data, at)
+        at += _COLUMN.size
+        present, missing = take(nb, "<i8"), take(nb, "<i8")
+        if domain in _DTYPES:
+            low, high = take(nb, _DTYPES[domain]), take(nb, _DTYPES[domain])
+            columns[index] = ColumnStats(index, domain, present, missing, low, high)
+        elif domain == TEXT:
+            flags, lows, highs = take(nb), take(nb), take(nb)
+            low_bytes = take(int(lows.sum())).tobytes()
+            high_bytes = take(int(highs.sum())).tobytes()
+            columns[index] = ColumnStats(index, domain, present, missing,
+                                         _split(low_bytes, lows), _split(high_bytes, highs),
+                                         flags)
+            at += -at % 8
+        else:
+            raise ValueError(f"column {index}: unknown domain {domain}")
+    return Statistics(columns, nb, fp, off, len(data))
+
+
+def _split(data, lengths):
+    ends = np.cumsum(lengths, dtype=np.int64)
+    starts = ends - lengths
+    return [data[a:b] for a, b in zip(starts.tolist(), ends.tolist())]

@@ -1,0 +1,114 @@
+"""Adding block statistics to existing files (idv.add_statistics, idv stats --add): every
+block keeps its bytes and offset, ML.NET reads the same values, the statistics equal those
+idv's writer records for the same blocks; idv stats prints them."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import idv
+from idv import statistics as S
+from cli_run import run, run_json
+from reference import shared_path
+
+
+def _blocks(path):
+    """Every column's block bytes, by (column, block)."""
+    data = open(path, "rb").read()
+    with idv.open(path) as f:
+        return {(c.index, b): data[int(o):int(o) + int(n)] for c in f.columns
+                for b, (o, n) in enumerate(zip(c.lookup["offset"], c.lookup["disk"]))}
+
+
+def _copy(src, tmp_path):
+    dest = tmp_path / src.name
+    shutil.copyfile(src, dest)
+    dest.chmod(0o644)
+    return dest
+
+
+MLNET = ["datatypes.idv", "sample"]
+
+
+@pytest.mark.parametrize("name", MLNET)
+def test_mlnet_files_get_statistics_and_keep_every_block(tmp_path, name):
+    """ML.NET's datatypes file and the ML.NET-written sample that ships with idv."""
+    from pathlib import Path
+    src = Path(idv.sample_path()) if name == "sample" else shared_path("mlnet-files", name)
+    if not src.exists():
+        pytest.skip(f"ML.NET reference file missing: {src} (set IDV_SHARED)")
+    path = _copy(src, tmp_path)
+    before = _blocks(path)
+    with idv.open(path) as f:
+        values = f.read()
+    assert idv.add_statistics(path) is True
+    assert _blocks(path) == before
+    with idv.open(path) as f:
+        assert f.statistics is not None
+        after = f.read()
+    assert idv.verify(path).ok
+    for k in values:
+        assert np.array_equal(np.asarray(values[k]), np.asarray(after[k])), k
+    assert idv.add_statistics(path) is False          # has them already
+
+
+def test_mlnet_loads_files_after_add_with_the_same_values(tmp_path, oracle):
+    src = shared_path("mlnet-files", "datatypes.idv")
+    if not src.exists():
+        pytest.skip(f"ML.NET reference file missing: {src} (set IDV_SHARED)")
+    path = _copy(src, tmp_path)
+    idv.add_statistics(path)
+    dumps = oracle.dump_many([src, path])
+    d, ref = dumps[str(path)], dumps[str(src)]
+    assert "error" not in d, d.get("error")
+    assert d["columns"] == ref["columns"] and d["rows"] == ref["rows"]
+
+
+def _data(n=3000):
+    rng = np.random.default_rng(5)
+    return {"I": rng.integers(-9, 9, n), "F": np.where(rng.random(n) < 0.1, np.nan,
+                                                        rng.random(n)),
+            "T": [f"word {i % 37} é" * (i % 9) for i in range(n)],
+            "W": np.datetime64("2001-01-01") + np.arange(n).astype("timedelta64[D]"),
+            "V": rng.random((n, 2)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "plain"])
+def test_added_statistics_equal_the_writers(tmp_path, checksums):
+    added, written = tmp_path / "added.idv", tmp_path / "written.idv"
+    idv.write(added, _data(), rows_per_block=500, checksums=checksums, statistics=False)
+    idv.write(written, _data(), rows_per_block=500, checksums=checksums)
+    assert idv.add_statistics(added)
+    with idv.open(added) as a, idv.open(written) as w:
+        assert a.has_checksums == checksums
+        sa, sw = a.statistics, w.statistics
+        assert sorted(sa.columns) == sorted(sw.columns)
+        for i in sw.columns:
+            ca, cw = sa.columns[i], sw.columns[i]
+            assert np.array_equal(ca.present, cw.present)
+            assert np.array_equal(ca.missing, cw.missing)
+            if cw.domain == S.TEXT:
+                assert ca.low == cw.low and ca.high == cw.high
+                assert np.array_equal(ca.flags, cw.flags)
+            else:
+                has = cw.present > 0
+                assert np.array_equal(ca.low[has], cw.low[has])
+                assert np.array_equal(ca.high[has], cw.high[has])
+        assert a.read(["I"], filter=[("I", ">", 5)])["I"].tolist() == \
+            [v for v in _data()["I"].tolist() if v > 5]
+    assert idv.verify(added).ok
+
+
+def test_stats_command_prints_each_column(tmp_path):
+    path = tmp_path / "d.idv"
+    idv.write(path, {"n": np.array([3, -7, 12]), "s": ["b", "a", "c"]}, statistics=False)
+    rc, out, err = run("stats", path, check_rc=0)
+    assert "carries no statistics" in out
+    assert "-7" in out and "12" in out
+    run("stats", "--add", path, check_rc=0)
+    got = run_json("stats", path)["files"][0]
+    assert got["stored"] is True
+    assert [(c["name"], c["min"], c["max"], c["present"]) for c in got["columns"]] == \
+        [("n", "-7", "12", 3), ("s", "a", "c", 3)]

@@ -1,0 +1,229 @@
+"""Filters: a filtered read equals the full read filtered with numpy, for every operator and
+type, with and without block statistics, locally and over HTTP; blocks that statistics rule
+out are neither fetched nor decoded."""
+from __future__ import annotations
+
+import datetime as dt
+import io
+
+import numpy as np
+import pytest
+
+import idv
+from http_server import RangeServer
+
+ROWS, RPB = 3000, 256
+KEYS = ["red", "green", "blue"]
+LONG = "p" * 70                     # a prefix longer than any stored Text bound
+
+
+def _data():
+    rng = np.random.default_rng(11)
+    f = rng.normal(size=ROWS)
+    f[rng.random(ROWS) < 0.1] = np.nan
+    f[1024:1280] = np.nan
+    return {
+        "Id": np.arange(ROWS, dtype=np.int64),
+        "I": rng.integers(-50, 50, ROWS).astype(np.int32),
+        "U": rng.integers(0, 1000, ROWS).astype(np.uint16),
+        "F": f,
+        "B": rng.random(ROWS) < 0.3,
+        "K": rng.integers(0, 4, ROWS).astype(np.uint32),
+        "When": np.datetime64("2024-01-01") + np.arange(ROWS).astype("timedelta64[m]"),
+        "Span": rng.integers(0, 10**6, ROWS).astype("timedelta64[s]"),
+        "Zoned": [dt.datetime(2024, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=i % 3)))
+                  + dt.timedelta(minutes=i) for i in range(ROWS)],
+        "Txt": [(LONG if i % 3 else "") + f"{rng.integers(0, 500):03d}" + ("é" if i % 7 else "")
+                for i in range(ROWS)],
+    }
+
+
+def _write(statistics):
+    buf = io.BytesIO()
+    idv.write(buf, _data(), types={"K": idv.Key(idv.UInt32, count=3),
+                                   "Zoned": idv.DateTimeOffset},
+              metadata={"K": {"KeyValues": KEYS}}, rows_per_block=RPB, statistics=statistics)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def files():
+    return {True: _write(True), False: _write(False)}
+
+
+@pytest.fixture(scope="module")
+def full(files):
+    with idv.open(files[False]) as f:
+        return f.read()
+
+
+NP_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+          ">": np.greater, ">=": np.greater_equal}
+
+CASES = [
+    ("I", [-50, 0, 13, 49, 100, -1000]),
+    ("U", [0, 500, 999, 5000]),
+    ("F", [0.0, 1.5, -3.0, float("nan")]),
+    ("B", [True, False]),
+    ("K", [0, 1, 2, 3]),
+    ("When", [np.datetime64("2024-01-01T10:00"), np.datetime64("2023-01-01"),
+              np.datetime64("2024-01-02T23:59")]),
+    ("Span", [np.timedelta64(500000, "s"), np.timedelta64(0, "s")]),
+    ("Zoned", [np.datetime64("2024-01-01T12:00")]),
+    ("Txt", ["", "250", LONG + "250", LONG + "250é", LONG, "zzz", LONG + "9"]),
+]
+
+
+def _expected(full, column, op, value):
+    """The Ids of the rows numpy selects."""
+    x = full[column]
+    if x.dtype.names:                      # DateTimeOffset: by its UTC instant
+        x = x["utc"]
+    if x.dtype == object:
+        mask = np.array([NP_OPS[op](v, value) for v in x], bool)
+    else:
+        with np.errstate(invalid="ignore"):
+            mask = NP_OPS[op](x, value)
+    return full["Id"][mask]
+
+
+@pytest.mark.parametrize("stats", [True, False], ids=["statistics", "none"])
+@pytest.mark.parametrize("column,values", CASES, ids=[c for c, _ in CASES])
+def test_every_operator_equals_numpy(files, full, stats, column, values):
+    with idv.open(files[stats]) as f:
+        for value in values:
+            for op in NP_OPS:
+                got = f.read(["Id"], filter=[(column, op, value)])["Id"]
+                want = _expected(full, column, op, value)
+                assert np.array_equal(got, want), (column, op, value, len(got), len(want))
+
+
+@pytest.mark.parametrize("stats", [True, False], ids=["statistics", "none"])
+def test_in_not_in_null_and_keys_by_text(files, full, stats):
+    ids, k, fl = full["Id"], full["K"], full["F"]
+    with idv.open(files[stats]) as f:
+        def got(flt):
+            return f.read(["Id"], filter=flt)["Id"].tolist()
+        assert got([("K", "==", "green")]) == ids[k == 2].tolist()
+        assert got([("K", "!=", "green")]) == ids[k != 2].tolist()
+        assert got([("K", "==", "purple")]) == []                  # not among its KeyValues
+        assert got([("K", "in", ["red", "blue"])]) == ids[(k == 1) | (k == 3)].tolist()
+        assert got([("K", "not in", ["red"])]) == ids[k != 1].tolist()
+        assert got([("I", "in", [3, 7])]) == ids[np.isin(full["I"], [3, 7])].tolist()
+        assert got([("I", "in", [])]) == []
+        assert got("isnull(F)") == ids[np.isnan(fl)].tolist()
+        assert got("notnull(K)") == ids[k != 0].tolist()
+        assert got([[("I", "<", -40)], [("I", ">", 45)]]) == \
+            ids[(full["I"] < -40) | (full["I"] > 45)].tolist()
+        assert got("not (I < 0)") == ids[~(full["I"] < 0)].tolist()
+
+
+def test_three_forms_agree_and_unselected_columns_filter(files, full):
+    pc = pytest.importorskip("pyarrow.compute", reason="pyarrow expressions need pyarrow")
+    want = full["Id"][(full["I"] > 10) & (full["Txt"] < LONG + "3")]
+    t = dt.datetime(2024, 1, 2)
+    with idv.open(files[True]) as f:
+        forms = [[("I", ">", 10), ("Txt", "<", LONG + "3")],
+                 f"I > 10 and Txt < '{LONG}3'",
+                 (pc.field("I") > 10) & (pc.field("Txt") < LONG + "3")]
+        for form in forms:
+            assert f.read(["Id"], filter=form)["Id"].tolist() == want.tolist(), form
+        late = f.read(["Id"], filter=pc.field("When") >= t)["Id"]
+        assert late.tolist() == full["Id"][full["When"] >= np.datetime64(t)].tolist()
+        both = f.read(filter=[("Id", "<", 5)])
+        assert list(both) == f.column_names and both["Txt"].tolist() == full["Txt"][:5].tolist()
+
+
+def test_bad_filters_say_why(files):
+    with idv.open(files[True]) as f:
+        with pytest.raises(KeyError, match="Nope"):
+            f.read(filter=[("Nope", "==", 1)])
+        with pytest.raises(ValueError, match="operator"):
+            f.read(filter=[("I", "~", 1)])
+        with pytest.raises(ValueError, match="cannot understand"):
+            f.read(filter="I >")
+        with pytest.raises(ValueError, match="key compares with text"):
+            f.read(filter=[("K", "<", "red")])
+
+
+def _sorted_file(statistics):
+    """200,000 rows, a sorted int64 and a random double, in blocks of 1,024 rows (1% of the
+    rows: 2 to 3 of 196 blocks)."""
+    buf = io.BytesIO()
+    n = 200_000
+    idv.write(buf, {"ts": np.arange(n, dtype=np.int64),
+                    "v": np.random.default_rng(0).random(n)}, rows_per_block=1024,
+              statistics=statistics)
+    return buf.getvalue(), n
+
+
+def test_statistics_skip_the_blocks_they_rule_out():
+    data, n = _sorted_file(True)
+    with idv.open(data) as f:
+        got = f.read(["v"], filter=[("ts", ">=", 1000), ("ts", "<", 3000)])
+        assert len(got["v"]) == 2000
+        assert f["v"].blocks_decoded == 3 and f["ts"].blocks_decoded == 3     # rows 0-3071
+    plain, _ = _sorted_file(False)
+    with idv.open(plain) as f:
+        assert len(f.read(["v"], filter=[("ts", ">=", 1000), ("ts", "<", 3000)])["v"]) == 2000
+        assert f["v"].blocks_decoded == f["v"].num_blocks
+
+
+def test_a_one_percent_filter_over_http_fetches_at_most_3_percent_of_the_bytes():
+    pytest.importorskip("fsspec", reason="remote reads need the remote extra")
+    pytest.importorskip("aiohttp", reason="HTTP reads need aiohttp")
+    data, n = _sorted_file(True)
+    lo = n // 2
+    with RangeServer({"/s.idv": data}) as srv:
+        with idv.open(srv.url("/s.idv")) as f:
+            srv.reset_counts()
+            got = f.read(filter=[("ts", ">=", lo), ("ts", "<", lo + n // 100)])
+        assert got["ts"].tolist() == list(range(lo, lo + n // 100))
+        assert srv.bytes_served <= 0.03 * len(data), (srv.bytes_served, len(data))
+
+
+def test_cat_where_prints_the_matching_rows_with_their_numbers(tmp_path):
+    from cli_run import run, run_json
+    path = tmp_path / "people.idv"
+    n = 5000
+    idv.write(path, {"Age": np.arange(n) % 90,
+                     "City": np.array(["Paris", "Lyon", "Nice"], object)[np.arange(n) % 3]},
+              rows_per_block=512)
+    want = [i for i in range(n) if i % 90 > 80 and i % 3 == 0]
+    got = run_json("cat", path, "--where", "Age > 80 and City == 'Paris'")
+    assert got["rows"]["count"] == len(want)
+    assert [r[0] for r in got["data"]] == [i % 90 for i in want]
+    rc, out, err = run("cat", path, "--where", "Age > 80 and City == 'Paris'", check_rc=0)
+    numbers = [int(line.split()[0]) for line in out.splitlines()[3:-1]]
+    assert numbers == want
+    rc, out, err = run("cat", path, "--where", "Nope == 1", check_rc=2)
+    assert "Nope" in err
+
+
+@pytest.mark.parametrize("stats", [True, False], ids=["statistics", "none"])
+def test_arrow_reads_take_the_filter(files, full, stats):
+    pytest.importorskip("pyarrow", reason="Arrow reads need pyarrow")
+    want = full["Id"][(full["I"] >= 40) | (full["K"] == 2)].tolist()
+    flt = [[("I", ">=", 40)], [("K", "==", "green")]]
+    with idv.open(files[stats]) as f:
+        assert f.to_arrow(["Id", "Txt"], filter=flt).column("Id").to_pylist() == want
+        batches = list(f.iter_batches(["Id"], filter=flt, batch_size=100))
+        assert [i for b in batches for i in b.column(0).to_pylist()] == want
+        assert all(b.num_rows == 100 for b in batches[:-1])
+        reader = idv.record_batch_reader(f, ["Txt"], filter="I >= 40 or K == 'green'")
+        assert reader.read_all().num_rows == len(want)
+        assert f.to_arrow(["Id"], filter=[("I", ">", 1000)]).num_rows == 0
+
+
+def test_datasets_filter_every_file(tmp_path, full):
+    pytest.importorskip("pyarrow", reason="Arrow reads need pyarrow")
+    for i in range(3):
+        idv.write(tmp_path / f"part{i}.idv", {"Id": full["Id"][i * 1000:(i + 1) * 1000],
+                                               "I": full["I"][i * 1000:(i + 1) * 1000]},
+                  rows_per_block=RPB, statistics=i != 1)
+    ds = idv.dataset(tmp_path)
+    want = full["Id"][full["I"] < -45].tolist()
+    assert ds.read(["Id"], filter=[("I", "<", -45)])["Id"].tolist() == want
+    assert ds.to_arrow(["Id"], filter="I < -45").column("Id").to_pylist() == want
+    got = ds.record_batch_reader(["Id"], filter=[("I", "<", -45)]).read_all()
+    assert got.column("Id").to_pylist() == want

@@ -1,0 +1,176 @@
+"""Block statistics: what idv's writer records per block and column equals the same figures
+computed with numpy from the values read back; ML.NET loads files that carry them and reads
+the same values; a section that no longer matches its file is refused."""
+from __future__ import annotations
+
+import datetime as dt
+import io
+
+import numpy as np
+import pytest
+
+import idv
+from idv import statistics as S
+
+ROWS, RPB = 2500, 400
+
+
+def data():
+    rng = np.random.default_rng(3)
+    f = rng.random(ROWS)
+    f[rng.random(ROWS) < 0.2] = np.nan
+    f[800:1200] = np.nan                           # a block with none present
+    words = [("é" if i % 5 == 0 else "") + f"w{i % 97:04d}" + "x" * (i % 90) for i in range(ROWS)]
+    utc = dt.timezone.utc
+    return {
+        "I8": rng.integers(-128, 127, ROWS).astype(np.int8),
+        "U64": rng.integers(0, 2**63, ROWS, dtype=np.uint64) * np.uint64(2),
+        "I64": np.arange(ROWS, dtype=np.int64) - 1000,
+        "F": f,
+        "F32": rng.random(ROWS).astype(np.float32),
+        "B": rng.random(ROWS) < 0.5,
+        "K": rng.integers(0, 4, ROWS).astype(np.uint32),        # 0: missing
+        "When": np.datetime64("2020-01-01") + np.arange(ROWS).astype("timedelta64[h]"),
+        "Span": np.arange(ROWS).astype("timedelta64[s]"),
+        "Zoned": [dt.datetime(2021, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=i % 5)))
+                  + dt.timedelta(minutes=i) for i in range(ROWS)],
+        "Txt": words,
+        "Long": ["\xff" * 3 + "y" * 80 + str(i) for i in range(ROWS)],
+        "Vec": rng.random((ROWS, 3)).astype(np.float32),
+    }
+
+
+TYPES = {"K": idv.Key(idv.UInt32, count=3), "Zoned": idv.DateTimeOffset}
+META = {"K": {"KeyValues": ["red", "green", "blue"]}}
+
+
+def written(**options):
+    buf = io.BytesIO()
+    idv.write(buf, data(), types=TYPES, metadata=META, rows_per_block=RPB, **options)
+    return buf.getvalue()
+
+
+def _numbers(values):
+    """(present, missing, low, high) of one block, computed here with numpy."""
+    v = np.asarray(values)
+    if v.dtype.names:
+        v = v["utc"]
+    if v.dtype.kind == "M":           # .NET ticks: 100 ns since 0001-01-01
+        v = v.view(np.int64) + 621355968000000000
+    elif v.dtype.kind == "m":
+        v = v.view(np.int64)
+    missing = np.isnan(v) if v.dtype.kind == "f" else np.zeros(v.shape, bool)
+    kept = v[~missing]
+    return (len(kept), int(missing.sum()), kept.min() if len(kept) else None,
+            kept.max() if len(kept) else None)
+
+
+def test_numbers_per_block_equal_numpy_over_the_values_read():
+    with idv.open(written()) as f:
+        stats = f.statistics
+        got = f.read()
+        names = f.column_names
+    assert stats is not None and stats.num_blocks == (ROWS - 1) // RPB + 1
+    for name in ["I8", "U64", "I64", "F", "F32", "B", "When", "Span", "Zoned", "Vec"]:
+        cs = stats.columns[names.index(name)]
+        for b in range(stats.num_blocks):
+            present, missing, low, high = _numbers(got[name][b * RPB:(b + 1) * RPB])
+            assert (cs.present[b], cs.missing[b]) == (present, missing), (name, b)
+            if present:
+                assert (cs.low[b], cs.high[b]) == (low, high), (name, b)
+    assert stats.columns[names.index("F")].present[2] == 0      # rows 800-1199: all NaN
+
+
+def test_keys_count_zero_as_missing():
+    with idv.open(written()) as f:
+        cs = f.statistics.columns[f.column_names.index("K")]
+        k = f["K"].read()
+    for b in range(len(cs.present)):
+        block = k[b * RPB:(b + 1) * RPB]
+        assert cs.missing[b] == (block == 0).sum()
+        assert cs.low[b] == block[block > 0].min() and cs.high[b] == block.max()
+
+
+@pytest.mark.parametrize("name", ["Txt", "Long"])
+def test_text_bounds_hold_every_value_and_are_at_most_64_bytes(name):
+    with idv.open(written()) as f:
+        cs = f.statistics.columns[f.column_names.index(name)]
+        values = f[name].read()
+    for b in range(len(cs.present)):
+        block = [v.encode() for v in values[b * RPB:(b + 1) * RPB]]
+        lo, hi, flags = cs.low[b], cs.high[b], int(cs.flags[b])
+        assert len(lo) <= S.PREFIX and len(hi) <= S.PREFIX
+        assert lo <= min(block) and (flags & S.NO_HIGH or max(block) <= hi)
+        assert bool(flags & S.LOW_EXACT) == (len(min(block)) <= S.PREFIX)
+        if flags & S.LOW_EXACT:
+            assert lo == min(block)
+        if flags & S.HIGH_EXACT:
+            assert hi == max(block)
+        assert bool(flags & S.ASCII) == all(v.isascii() for v in block)
+    if name == "Long":         # every value longer than a bound: none exact
+        assert not (cs.flags & (S.LOW_EXACT | S.HIGH_EXACT)).any()
+
+
+def test_arrow_text_gives_the_same_statistics_as_python_str():
+    pa = pytest.importorskip("pyarrow", reason="Arrow input needs pyarrow")
+    words = data()["Txt"] + data()["Long"]
+    a, b = io.BytesIO(), io.BytesIO()
+    idv.write(a, {"T": words}, rows_per_block=RPB)
+    idv.write(b, pa.table({"T": pa.array(words)}), rows_per_block=RPB)
+    sa, sb = idv.open(a.getvalue()).statistics, idv.open(b.getvalue()).statistics
+    ca, cb = sa.columns[0], sb.columns[0]
+    assert ca.low == cb.low and ca.high == cb.high and (ca.flags == cb.flags).all()
+
+
+def test_sparse_vectors_count_their_implicit_zeros():
+    import scipy.sparse as sp
+    m = sp.csr_matrix(np.array([[0, 5, 7], [3, 4, 6]], np.float32))
+    buf = io.BytesIO()
+    idv.write(buf, {"V": m})
+    cs = idv.open(buf.getvalue()).statistics.columns[0]
+    assert (cs.low[0], cs.high[0]) == (0, 7)
+
+
+def test_statistics_false_writes_none_and_the_header_stays_zero():
+    plain = written(statistics=False)
+    assert plain[84:116] == bytes(32)
+    with idv.open(plain) as f:
+        assert f.statistics is None
+
+
+def test_a_changed_section_or_header_is_refused():
+    good = written(checksums=False)       # with them, the checksums tell first
+    off, length = S.located(good[:256])
+    bad = bytearray(good)
+    bad[off + 20] ^= 1
+    with pytest.raises(idv.IdvFormatError, match="block statistics"):
+        idv.open(bytes(bad)).statistics
+    with idv.open(good) as f:       # the same section, recorded for other blocks
+        f.statistics.check(f.statistics.fingerprint)
+        with pytest.raises(idv.IdvFormatError, match="do not match the file's blocks"):
+            f.statistics.check(f.statistics.fingerprint ^ 1)
+
+
+def test_mlnet_loads_files_with_statistics_with_the_same_values(tmp_path, oracle):
+    ours, plain = tmp_path / "stats.idv", tmp_path / "plain.idv"
+    for path, on in ((ours, True), (plain, False)):
+        idv.write(path, data(), types=TYPES, metadata=META, rows_per_block=RPB, backend="zlib",
+                  checksums=False, statistics=on)
+    a, b = ours.read_bytes(), plain.read_bytes()
+    assert a[84:92] == S.MAGIC and b[84:92] == bytes(8)
+    dumps = oracle.dump_many([ours, plain])
+    d, ref = dumps[str(ours)], dumps[str(plain)]
+    assert "error" not in d, d.get("error")
+    assert d["columns"] == ref["columns"] and d["rows"] == ref["rows"]
+    assert d["row_count"] == ROWS
+
+
+def test_bytes_past_any_bound_have_no_high_bound():
+    """A value of 0xFF bytes longer than a bound has no shorter bytes above it (idv's Text is
+    UTF-8, where 0xFF never occurs, but other bytes run into the rule too)."""
+    offsets = np.array([0, 70, 71], np.int64)
+    data = np.frombuffer(b"\xff" * 70 + b"a", np.uint8)
+    block = S.text(offsets, data)
+    assert block.flags & S.NO_HIGH and block.low == b"a"
+    block = S.text(np.array([0, 66], np.int64), np.frombuffer(b"ab" + b"\xff" * 64, np.uint8))
+    assert block.high == b"ac" and not block.flags & S.NO_HIGH
