@@ -333,17 +333,17 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
 
 
 def read_partition(part, columns, *, filesystem=None, open_kwargs=None, datetime="us",
-                   safe=True):
+                   safe=True, filter=None):  # noqa: A002 - pyarrow's and pandas' name
     """A pyarrow.Table of one scan.Partition (rows [start, stop) of one file, whole blocks):
     what an engine's worker reads (Ray's read tasks, Spark's partitions). The file is opened
     from ``part.path`` (in ``filesystem``, with ``open_kwargs``) and closed again. Give every
     partition of a dataset the same ``datetime`` unit (Dataset.time_unit), so that their
-    schemas agree."""
+    schemas agree. ``filter``: only its rows that match (as record_batch_reader)."""
     pa = import_pyarrow()
     from idv.reader import open as idv_open
     with idv_open(part.path, filesystem=filesystem, **(open_kwargs or {})) as f:
         reader = record_batch_reader(f, columns, datetime=datetime, safe=safe,
-                                     rows=range(part.start, part.stop))
+                                     rows=range(part.start, part.stop), filter=filter)
         return pa.Table.from_batches(list(reader), reader.schema)
 
 

@@ -408,16 +408,22 @@ def take(value, rows):
     return value[rows]
 
 
-def filtered(source, columns, filter_, batch_rows=None, rows=None, **how):
+def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, **how):
     """(batch, positions, values) of the rows of `source` (an IdvFile or a Dataset) that
     match `filter_`, in row order: `positions` (int64) of the matching rows among the scan
     batch's, `values` one per column of `columns` in read()'s form. `rows`, `batch_rows` and
-    `how` (window_bytes, ahead): as the scan's."""
+    `how` (window_bytes, ahead): as the scan's; `blocks`: a block_filter(part, file) of the
+    caller's, whose blocks are read where the filter's statistics allow."""
     node = parse(filter_)
     wanted = list(columns)
     extra = [c for c in columns_of(node) if c not in wanted]
     names = wanted + extra
     keep = block_filter(node)
+    if blocks is not None:
+        by_statistics = keep
+
+        def keep(part, f):
+            return by_statistics(part, f) & np.asarray(blocks(part, f), bool)
     cache = {}
 
     def cols_of(f):

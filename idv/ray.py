@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from idv import scan
+from idv import filters, scan
 from idv.arrow import arrow_schema, read_partition
 from idv.dataset import Dataset, dataset
 from idv.errors import require
@@ -24,12 +24,14 @@ ray_data = require("ray.data", "idv.ray", "idv[ray]")
 __all__ = ["read_idv", "IdvDatasource", "IdvDatasink"]
 
 
-def _read_task(part, names, filesystem, open_kwargs, datetime, safe, size):
-    """A ReadTask giving partition `part` as one Arrow table (run by a Ray worker)."""
+def _read_task(part, names, filesystem, open_kwargs, datetime, safe, size, filter_):
+    """A ReadTask giving partition `part` as one Arrow table (run by a Ray worker): the rows
+    that match `filter_` (None: all)."""
     def read():
         return [read_partition(part, names, filesystem=filesystem, open_kwargs=open_kwargs,
-                               datetime=datetime, safe=safe)]
-    meta = ray_data.block.BlockMetadata(num_rows=part.stop - part.start, size_bytes=size,
+                               datetime=datetime, safe=safe, filter=filter_)]
+    rows = part.stop - part.start if filter_ is None else None
+    meta = ray_data.block.BlockMetadata(num_rows=rows, size_bytes=size,
                                         input_files=[str(part.path)], exec_stats=None)
     return ray_data.datasource.ReadTask(read, meta)
 
@@ -41,7 +43,7 @@ class IdvDatasource(ray_data.Datasource):
     (lookup tables) and the time unit; workers open each file again for their partitions."""
 
     def __init__(self, paths, columns=None, blocks_per_task=None, *, datetime="auto",
-                 safe=True, **dataset_kwargs):
+                 safe=True, filter=None, **dataset_kwargs):  # noqa: A002
         super().__init__()
         owned = not isinstance(paths, Dataset)
         ds = dataset(paths, columns, **dataset_kwargs) if owned else paths
@@ -49,6 +51,15 @@ class IdvDatasource(ray_data.Datasource):
             self.names = ds.resolve_columns(columns)
             self.datetime, self.safe = ds.time_unit(self.names, datetime, safe)
             self.parts = scan.partitions(ds, self.names, blocks_per_task, scan.PARTITION_BYTES)
+            self.filter = filter
+            if filter is not None:      # partitions whose blocks statistics rule out: none
+                keep = filters.block_filter(filters.parse(filter))
+                masks = {}
+                for p in self.parts:
+                    if p.part not in masks:
+                        masks[p.part] = keep(p.part, ds.open_file(p.part))
+                self.parts = [p for p in self.parts if masks[p.part][p.b0:p.b1].any()] \
+                    or self.parts[:1]       # none: one task, which finds no rows
             self.part_bytes = [{n: int(ds.open_file(p.part)[n].lookup["raw"][p.b0:p.b1].sum())
                                 for n in self.names} for p in self.parts]
             self.schema = arrow_schema(ds.open_file(0), self.names, datetime=self.datetime)
@@ -83,12 +94,12 @@ class IdvDatasource(ray_data.Datasource):
         sized by ``blocks_per_task``), each with its rows and decoded bytes."""
         cols = self.columns()
         return [_read_task(p, cols, self.filesystem, self.open_kwargs, self.datetime,
-                           self.safe, sum(b[n] for n in cols))
+                           self.safe, sum(b[n] for n in cols), self.filter)
                 for p, b in zip(self.parts, self.part_bytes)]
 
 
 def read_idv(paths, columns=None, blocks_per_task=None, *, datetime="auto", safe=True,
-             **dataset_kwargs) -> ray_data.Dataset:
+             filter=None, **dataset_kwargs) -> ray_data.Dataset:  # noqa: A002
     """A ray.data.Dataset of .idv files: a path, directory, glob, list, URL or an
     idv.Dataset (as idv.dataset takes them; other keywords go to it: ``schema``,
     ``on_bad_file``, ``storage_options``, ``threads``...).
@@ -97,10 +108,12 @@ def read_idv(paths, columns=None, blocks_per_task=None, *, datetime="auto", safe
     decoded values each), each giving one Arrow block; Ray knows every task's rows and
     decoded bytes before reading. ``columns``: the columns read (``select_columns`` after
     the read prunes them too). Time columns as idv.to_arrow (``datetime``, ``safe``), with
-    'auto' or 'exact' one unit chosen for the whole dataset first.
+    'auto' or 'exact' one unit chosen for the whole dataset first. ``filter``: only the rows
+    that match (idv.filters: DNF tuples, an expression string or a pyarrow expression); the
+    read tasks of partitions whose blocks the files' statistics rule out are not made.
     """
     return ray_data.read_datasource(IdvDatasource(paths, columns, blocks_per_task,
-                                                  datetime=datetime, safe=safe,
+                                                  datetime=datetime, safe=safe, filter=filter,
                                                   **dataset_kwargs))
 
 

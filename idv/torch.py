@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from idv import scan, ticks, vectors
+from idv import filters, scan, ticks, vectors
 from idv import types as T
 from idv.errors import require
 from idv.reopen import Reopenable
@@ -220,18 +220,23 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
     buffer of ``shuffle_buffer`` rows (default 16,384; 0: blocks shuffled, rows within a block
     in order). The same seed and epoch give the same batches; ``seed=None`` draws one when the
     dataset is made (workers share it; ranks need a seed given).
+
+    ``filter``: only the rows that match (idv.filters: DNF tuples ``[("age", ">", 30)]``, an
+    expression string or a pyarrow compute expression); blocks the files' statistics rule out
+    are not read. Each worker's batches then hold the matching rows of its share.
     """
 
     def __init__(self, source, columns: Sequence[str | int] | None = None,
                  batch_size: int = BATCH_SIZE, shuffle: bool = False, seed: int | None = None,
                  drop_last: bool = False, *, shuffle_buffer: int | None = None,
                  rank: int | None = None, world_size: int | None = None,
-                 blocks_per_partition: int = 1, ragged: str = "padded", filesystem=None,
-                 storage_options: dict | None = None, **open_kwargs):
+                 blocks_per_partition: int = 1, ragged: str = "padded", filter=None,  # noqa: A002
+                 filesystem=None, storage_options: dict | None = None, **open_kwargs):
         self.batch_size = _positive("batch_size", batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.shuffle_buffer = _check_shuffle_buffer(shuffle_buffer, self.shuffle)
+        self.filter = None if filter is None else filters.parse(filter)
         self.rank, self.world_size = _shard_of(rank, world_size)
         if self.shuffle and seed is None and self.world_size > 1:
             raise ValueError("shuffle=True over several ranks needs seed= (the same on every "
@@ -301,9 +306,15 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
             keep = np.zeros(f[names[0]].num_blocks, bool)
             for p in parts[i:j]:
                 keep[p.b0:p.b1] = True
-            for batch in scan.scan(f, names, batch_rows=None,
-                                   block_filter=lambda _part, _f, keep=keep: keep):
-                yield batch.values, batch.stop - batch.start
+            blocks = lambda _part, _f, keep=keep: keep     # noqa: E731
+            if self.filter is None:
+                for batch in scan.scan(f, names, batch_rows=None, block_filter=blocks):
+                    yield batch.values, batch.stop - batch.start
+            else:
+                for _batch, hits, values in filters.filtered(f, names, self.filter,
+                                                             blocks=blocks):
+                    if len(hits):
+                        yield values, len(hits)
             i = j
 
 

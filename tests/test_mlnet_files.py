@@ -244,6 +244,17 @@ def test_legacy_key_type_string_round_trips():
         assert parse_type(str(t)) == t
 
 
+def test_a_legacy_key_frame_names_its_column_and_the_shift(tmp_path):
+    """A frame read from a legacy key file carries a key type ML.NET 1.x cannot load: writing
+    it back names the column and the conversion that makes the file loadable."""
+    src = tmp_path / "legacy.idv"
+    src.write_bytes(_legacy_key_file(1))
+    df = idv.read_pandas(src)
+    with pytest.raises(ValueError, match=r"column 'Value'.*legacy_keys='shift'"):
+        idv.write(tmp_path / "back.idv", df)
+    assert not (tmp_path / "back.idv").exists()
+
+
 def test_legacy_keys_convert_from_min_zero_when_asked(tmp_path, oracle):
     """A legacy key with min m: raw v > 0 is the key m + v - 1 (format reference 10.5), which
     ML.NET 1.x holds as raw m + v under a count of m + count. Without the option the error

@@ -75,6 +75,21 @@ def test_a_multi_block_file_gives_several_blocks_with_known_sizes():
     assert len(ids) == 200_000 and int(ids.sum()) == int(f["Id"].read().sum())
 
 
+def test_a_filter_reads_the_matching_rows_in_the_tasks_statistics_leave(tmp_path):
+    ids = np.arange(50_000, dtype=np.int64)
+    idv.write(tmp_path / "sorted.idv", {"id": ids, "x": ids * 0.5}, rows_per_block=5_000)
+    path = [str(tmp_path / "sorted.idv")]
+    flt = [("id", ">=", 12_000), ("id", "<", 21_000)]
+    source = idv.ray.IdvDatasource(path, blocks_per_task=1, filter=flt)
+    # the blocks of rows 10,000-24,999 only: 3 of 10
+    assert len(source.get_read_tasks(2)) == 3
+    got = pa.concat_tables(ray.get(idv.ray.read_idv(path, blocks_per_task=1,
+                                                    filter=flt).to_arrow_refs()))
+    assert np.array_equal(np.sort(got.column("id").to_numpy()), np.arange(12_000, 21_000))
+    none = idv.ray.read_idv(path, filter=[("id", ">", 10**9)])
+    assert none.count() == 0
+
+
 def test_a_written_dataset_reads_back_equal_and_ml_net_loads_each_file(oracle, tmp_path):
     paths = _paths(MIXED)
     ds = idv.ray.read_idv(paths, SCALARS + ["Vec", "Var"], blocks_per_task=4)

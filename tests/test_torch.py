@@ -72,6 +72,18 @@ def _is_permutation(ids):
 
 # ---- the iterable dataset
 
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_filter_gives_each_matching_row_once(path, shuffle):
+    """A filter on the sorted id (statistics skip the blocks it rules out) and one on another
+    column: two fork workers together give exactly the matching rows, once each."""
+    for flt, want in (([("id", ">=", 4500), ("id", "<", 7200)], np.arange(4500, 7200)),
+                      ("flag == True and id < 3000", np.arange(0, 3000, 3))):
+        ds = idv_torch.IdvIterableDataset(path, ["id", "vec"], batch_size=512, filter=flt,
+                                          shuffle=shuffle, seed=3)
+        ids = _ids(_loader(ds))
+        assert np.array_equal(np.sort(ids), want)
+
+
 def test_fork_workers_read_every_row_once(path):
     ds = idv_torch.IdvIterableDataset(path, ["id", "vec"], batch_size=4096)
     ids = _ids(_loader(ds))

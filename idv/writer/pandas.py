@@ -243,6 +243,12 @@ def _schema_values(pd, df, target, spec, names, expanded, as_ticks=False):
     vector regrouped from its slot columns when `expanded`, a key from a Categorical or raw
     numbers), or None when the frame no longer holds that type (then its columns are written
     as they are)."""
+    item = target.item if isinstance(target, T.Vector) else target
+    if isinstance(item, T.Key) and item.min:
+        raise ValueError(f"column {names[0]!r}: {target} is a legacy ML.NET 0.x key (with a "
+                         f"min), which ML.NET 1.x cannot load; convert its file first with "
+                         f"idv.convert(src, dst, legacy_keys='shift') (idv convert: "
+                         f"--legacy-keys shift), or give the column another type in types=")
     if not len(df):
         return _no_rows(target)
     parts = []
