@@ -125,6 +125,7 @@ def test_benchmark_quick_mode(script):
             "idv_iterable_rows_s", "parquet_iterable_rows_s", "idv_map_rows_s",
             "numpy_map_rows_s", "iterable_vs_parquet", "map_vs_numpy"}
         assert all(v > 0 for v in report["figures"].values())
+        return
     if script == "bench_scale.py":
         assert list(report["take"]) == ["default", "rows_per_block=1024"]
         for r in report["take"].values():
