@@ -29,8 +29,7 @@ sources = require("pyspark.sql.datasource", "idv.spark", "idv[spark]")
 # the Arrow field metadata that carries a column's ML.NET type and annotations, as text
 _IDV_KEYS = (TYPE_KEY.decode(), METADATA_KEY.decode())
 
-__all__ = ["register", "IdvDataSource", "FilteringIdvDataSource", "pushed_term",
-           "spark_arrow_type"]
+__all__ = ["register", "IdvDataSource", "FilteringIdvDataSource", "spark_arrow_type"]
 
 DEFAULT_NAME = "part-{task:05d}-{job}.idv"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -179,12 +178,12 @@ class _FilteringReader(_Reader):
     """A reader that takes Spark's pushed filters (the session's filter pushdown on)."""
 
     def pushFilters(self, filters_):
-        """Take the filters idv tests exactly as Spark does (pushed_term); give back the
+        """Take the filters idv tests exactly as Spark does (_pushed_term); give back the
         others, which Spark applies after the read. Partitions whose blocks the statistics
         rule out are dropped here; read() keeps only the matching rows."""
         terms, left = [], []
         for f in filters_:
-            term = pushed_term(f, self.plan.types, self.plan.safe)
+            term = _pushed_term(f, self.plan.types, self.plan.safe)
             if term is None:
                 left.append(f)
             elif term is not True:
@@ -223,7 +222,7 @@ def _idv_value(item, value, safe):
     return None
 
 
-def pushed_term(f, types, safe=True):
+def _pushed_term(f, types, safe=True):
     """Spark's pushed filter `f` (pyspark.sql.datasource) as an idv filter term ``(column, op,
     value)``; True for one every row passes (``IS NOT NULL``: Spark sees no nulls in an idv
     column); None for one idv does not take, which Spark then applies: filters on columns
@@ -349,7 +348,7 @@ class IdvDataSource(sources.DataSource):
     ``{task}`` and ``{job}``, default ``part-{task:05d}-{job}.idv``), ``like`` (an .idv file
     or dataset whose columns' ML.NET types and annotations the written columns of the same
     names take: Spark does not keep a data source's field metadata), ``compression``,
-    ``rowsPerBlock``."""
+    ``rowsPerBlock``. It takes no filters of Spark's: FilteringIdvDataSource does."""
 
     @classmethod
     def name(cls):

@@ -108,6 +108,22 @@ def test_pushed_filters_skip_partitions_and_give_the_rows_of_idv_read(spark, tmp
         idv.spark.register(spark)
 
 
+def test_pushed_filters_on_keys_times_text_and_floats_give_spark_s_rows(spark, mixed_dir):
+    df = spark.read.format("idv").option("columns", "Id,F32,B,Txt,Key,DT").load(str(mixed_dir))
+    every = df.collect()
+    key, t = every[3].Key, every[3].DT
+    for where, test in [
+            (F.col("Key") == key, lambda r: r.Key == key),
+            (F.col("Key").isin(0, key), lambda r: r.Key in (0, key)),    # 0: a missing key
+            (F.col("DT") <= t, lambda r: r.DT <= t),
+            (~F.col("B") & (F.col("Txt") < "t3"), lambda r: not r.B and r.Txt < "t3"),
+            (F.col("F32") < 0.5, lambda r: r.F32 < 0.5),
+            (F.col("F32") >= 0.5, lambda r: not r.F32 < 0.5)]:           # NaN: Spark's largest
+        want = sorted(r.Id for r in every if test(r))
+        assert 0 < len(want) < len(every), where
+        assert sorted(r.Id for r in df.where(where).collect()) == want, where
+
+
 def test_written_files_load_in_ml_net_and_read_back_equal(spark, oracle, mixed_dir, tmp_path):
     df = spark.read.format("idv").load(str(mixed_dir))
     assert df.schema["Key"].metadata["idv.type"] == "Key<UInt32, 7>"
