@@ -399,6 +399,18 @@ def block_filter(node):
     return keep
 
 
+def kept_partitions(ds, parts, filter_):
+    """The scan Partitions of dataset `ds` in which the statistics leave a block that may hold
+    rows matching `filter_`; when they rule out all, the first alone (a read that finds no
+    rows, so that an engine still gets the schema from one task)."""
+    keep = block_filter(parse(filter_))
+    masks = {}
+    for p in parts:
+        if p.part not in masks:
+            masks[p.part] = keep(p.part, ds.open_file(p.part))
+    return [p for p in parts if masks[p.part][p.b0:p.b1].any()] or list(parts[:1])
+
+
 def take(value, rows):
     """Rows `rows` (int64 positions) of a value in read()'s form."""
     if isinstance(value, np.ndarray):

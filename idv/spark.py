@@ -11,10 +11,12 @@ metadata (``idv.type``, ``idv.metadata``), from which the writer restores them.
 """
 from __future__ import annotations
 
+import datetime as dt
 import glob
 import os
+from decimal import Decimal
 
-from idv import scan
+from idv import filters, scan
 from idv.arrow import arrow_schema, read_partition
 from idv import types as T
 from idv.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
@@ -27,17 +29,23 @@ sources = require("pyspark.sql.datasource", "idv.spark", "idv[spark]")
 # the Arrow field metadata that carries a column's ML.NET type and annotations, as text
 _IDV_KEYS = (TYPE_KEY.decode(), METADATA_KEY.decode())
 
-__all__ = ["register", "IdvDataSource", "spark_arrow_type"]
+__all__ = ["register", "IdvDataSource", "FilteringIdvDataSource", "spark_arrow_type"]
 
 DEFAULT_NAME = "part-{task:05d}-{job}.idv"
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def register(spark) -> None:
     """Register the data source ``idv`` with a SparkSession: then
     ``spark.read.format("idv").load(path)`` reads a file, a directory (its ``*.idv``, sorted)
     or a glob, and ``df.write.format("idv").mode("append" | "overwrite").save(directory)``
-    writes one .idv per task."""
-    spark.dataSource.register(IdvDataSource)
+    writes one .idv per task. When the session has ``spark.sql.python.filterPushdown.enabled``
+    set to true, the source takes the simple filters of a query (``Id >= 10``, ``Name in
+    (...)``): partitions whose blocks the statistics rule out are not read and only matching
+    rows leave the workers. Spark refuses a reader that takes filters while that setting is
+    false, so the setting is read here, once."""
+    enabled = str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
+    spark.dataSource.register(FilteringIdvDataSource if enabled else IdvDataSource)
 
 
 # ---- types ---------------------------------------------------------------------------------
@@ -137,15 +145,21 @@ class _Plan:
             self.arrow = arrow_schema(ds.open_file(0), self.names, datetime="us")
             self.filesystem = ds.filesystem
             self.open_kwargs = dict(ds.open_kwargs)
+            first = ds.open_file(0)
+            self.types = {n: first[n].type for n in self.names}
+        self.path = path
         self.schema = _spark_schema(self.arrow)
 
 
 class _Reader(sources.DataSourceReader):
+    filter = None       # idv's filter (DNF tuples) of the filters Spark pushed, or None
+
     def __init__(self, plan):
         self.plan = plan
+        self.parts = plan.parts
 
     def partitions(self):
-        return [_Partition(p) for p in self.plan.parts]
+        return [_Partition(p) for p in self.parts]
 
     def read(self, partition):
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -153,10 +167,91 @@ class _Reader(sources.DataSourceReader):
         plan = self.plan
         schema = to_arrow_schema(plan.schema, timezone="UTC")
         table = read_partition(partition.value, plan.names, filesystem=plan.filesystem,
-                               open_kwargs=plan.open_kwargs, datetime="us", safe=plan.safe)
+                               open_kwargs=plan.open_kwargs, datetime="us", safe=plan.safe,
+                               filter=self.filter)
         for batch in table.to_batches():
             yield pa.RecordBatch.from_arrays([_to_spark(pa, c) for c in batch.columns],
                                              schema=schema)
+
+
+class _FilteringReader(_Reader):
+    """A reader that takes Spark's pushed filters (the session's filter pushdown on)."""
+
+    def pushFilters(self, filters_):
+        """Take the filters idv tests exactly as Spark does (_pushed_term); give back the
+        others, which Spark applies after the read. Partitions whose blocks the statistics
+        rule out are dropped here; read() keeps only the matching rows."""
+        terms, left = [], []
+        for f in filters_:
+            term = _pushed_term(f, self.plan.types, self.plan.safe)
+            if term is None:
+                left.append(f)
+            elif term is not True:
+                terms.append(term)
+        if terms:
+            self.filter = terms
+            with dataset(self.plan.path, self.plan.names) as ds:
+                self.parts = filters.kept_partitions(ds, self.parts, terms)
+        return left
+
+
+# ---- filters Spark pushes ------------------------------------------------------------------
+
+_OPS = {"EqualTo": "==", "EqualNullSafe": "==", "GreaterThan": ">", "GreaterThanOrEqual": ">=",
+        "LessThan": "<", "LessThanOrEqual": "<=", "In": "in"}
+_INTEGERS = (T.SByte, T.Byte, T.Int16, T.UInt16, T.Int32, T.UInt32, T.Int64, T.UInt64)
+
+
+def _idv_value(item, value, safe):
+    """A literal of Spark's for a column of ML.NET item type `item`, as idv's filters take
+    it, or None where idv's test could differ from Spark's."""
+    if isinstance(value, bool) or value is None:
+        return value if item is T.Boolean else None
+    if isinstance(item, T.Key) or item in _INTEGERS:    # Spark's long or decimal(20, 0)
+        if isinstance(value, Decimal) and value == value.to_integral_value():
+            return int(value)
+        return value if isinstance(value, int) else None
+    if item in (T.Single, T.Double):
+        ok = isinstance(value, (int, float)) and value == value     # NaN is Spark's largest
+        return float(value) if ok else None
+    if item is T.Text:
+        return value if isinstance(value, str) else None
+    if item is T.DateTime and safe:     # whole microseconds: Spark's values are the file's
+        ok = isinstance(value, dt.datetime) and value.tzinfo is None
+        return value if ok else None
+    return None
+
+
+def _pushed_term(f, types, safe=True):
+    """Spark's pushed filter `f` (pyspark.sql.datasource) as an idv filter term ``(column, op,
+    value)``; True for one every row passes (``IS NOT NULL``: Spark sees no nulls in an idv
+    column); None for one idv does not take, which Spark then applies: filters on columns
+    not in `types` (name -> ML.NET type of the columns read) or on nested fields, vectors,
+    string patterns, ``IS NULL``, ``>`` and ``>=`` on floats (Spark counts NaN above every
+    number), NaN literals, and times read with ``safe=false`` (floored by the read)."""
+    negate = isinstance(f, sources.Not)
+    if negate:
+        f = f.child
+    path = getattr(f, "attribute", ())
+    if len(path) != 1 or path[0] not in types:
+        return None
+    column, type_ = path[0], types[path[0]]
+    if isinstance(f, sources.IsNotNull) and not negate or \
+            isinstance(f, sources.IsNull) and negate:
+        return True
+    op = _OPS.get(type(f).__name__)
+    if negate:
+        op = {"==": "!=", "in": "not in"}.get(op)
+    if op is None or isinstance(type_, T.Vector):
+        return None
+    item = T.item_type(type_)
+    if item in (T.Single, T.Double) and op in (">", ">="):
+        return None
+    values = list(f.value) if op in ("in", "not in") else [f.value]
+    idv_values = [_idv_value(item, v, safe) for v in values]
+    if any(v is None for v in idv_values):
+        return None
+    return (column, op, idv_values if op in ("in", "not in") else idv_values[0])
 
 
 # ---- writing -------------------------------------------------------------------------------
@@ -253,7 +348,7 @@ class IdvDataSource(sources.DataSource):
     ``{task}`` and ``{job}``, default ``part-{task:05d}-{job}.idv``), ``like`` (an .idv file
     or dataset whose columns' ML.NET types and annotations the written columns of the same
     names take: Spark does not keep a data source's field metadata), ``compression``,
-    ``rowsPerBlock``."""
+    ``rowsPerBlock``. It takes no filters of Spark's: FilteringIdvDataSource does."""
 
     @classmethod
     def name(cls):
@@ -277,3 +372,12 @@ class IdvDataSource(sources.DataSource):
         """A writer of one file per task into the directory ``path``; its staging folder is
         made here, on the driver."""
         return _Writer(self.options, schema, overwrite)
+
+
+class FilteringIdvDataSource(IdvDataSource):
+    """The data source ``idv`` that takes Spark's pushed filters (what register() gives a
+    session whose ``spark.sql.python.filterPushdown.enabled`` is true)."""
+
+    def reader(self, schema):
+        """The reader of the planned partitions, which takes Spark's pushed filters."""
+        return _FilteringReader(self._plan())

@@ -1,6 +1,8 @@
 """idv.spark on Spark local[2] (one session per module): ML.NET-written files read through the
 data source ``idv`` equal idv's own read (count, sum, a filter on a sorted column, a
-projection); files written through it load in ML.NET (the oracle) and read back equal; a job
+projection); filters Spark pushes skip the partitions statistics rule out and give the rows
+idv.read's filter gives, those it cannot push still give Spark's rows, with or without
+pushdown; files written through it load in ML.NET (the oracle) and read back equal; a job
 whose task fails, or that is killed, leaves nothing idv.dataset would pick up.
 """
 from __future__ import annotations
@@ -30,7 +32,8 @@ SCALARS = ["Id", "F32", "F64", "B", "Txt", "Key", "DT"]
 def spark():
     session = (SparkSession.builder.master("local[2]").appName("idv-tests")
                .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+               .config("spark.sql.shuffle.partitions", "2")
+               .config(idv.spark.PUSHDOWN_CONF, "true").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     idv.spark.register(session)
     try:
@@ -65,6 +68,60 @@ def test_count_sum_filter_and_projection_equal_idv_read(spark):
     assert np.array_equal(np.array([r.X for r in rows], np.float32), want["X"][keep],
                           equal_nan=True)
     assert got.columns == ["X", "Id"]
+
+
+def test_pushed_filters_skip_partitions_and_give_the_rows_of_idv_read(spark, tmp_path):
+    n = 100_000                 # Id sorted, X with NaNs (Spark's largest double), Name text
+    ids = np.arange(n)
+    x = np.where(ids % 11 == 0, np.nan, ids % 7 * 1.5)
+    names = np.array([f"n{i % 13:02d}" for i in range(n)], object)
+    path = str(tmp_path / "sorted.idv")
+    idv.write(path, {"Id": ids, "X": x, "Name": names}, rows_per_block=5_000)
+
+    def load():
+        return spark.read.format("idv").option("blocksPerPartition", 2).load(path)
+
+    in_range = (F.col("Id") >= 12_000) & (F.col("Id") < 31_000)
+    got = load().where(in_range)
+    assert load().rdd.getNumPartitions() == 10
+    assert got.rdd.getNumPartitions() == 3          # blocks 2..6 of 20: partitions 1..3
+    want = idv.read(path, filter=[("Id", ">=", 12_000), ("Id", "<", 31_000)])
+    rows = got.orderBy("Id").collect()
+    assert [r.Id for r in rows] == want["Id"].tolist()
+    assert [r.Name for r in rows] == want["Name"].tolist()
+    assert load().where(F.col("Id") > n).count() == 0
+
+    # Spark keeps what is not pushed: a prefix, and X > 3 (NaN above every double to Spark)
+    mixed = in_range & F.col("Name").startswith("n1") & (F.col("X") > 3.0) & \
+        F.col("Name").isin("n10", "n12", "n03") & (F.col("Id") != 20_000)
+    keep = (ids >= 12_000) & (ids < 31_000) & np.isin(names, ["n10", "n12"]) & \
+        (np.isnan(x) | (x > 3.0)) & (ids != 20_000)
+    assert sorted(r.Id for r in load().where(mixed).collect()) == ids[keep].tolist()
+    # without the session's pushdown: every partition read, the same rows
+    spark.conf.set(idv.spark.PUSHDOWN_CONF, "false")
+    try:
+        idv.spark.register(spark)
+        assert load().where(in_range).rdd.getNumPartitions() == 10
+        assert sorted(r.Id for r in load().where(mixed).collect()) == ids[keep].tolist()
+    finally:
+        spark.conf.set(idv.spark.PUSHDOWN_CONF, "true")
+        idv.spark.register(spark)
+
+
+def test_pushed_filters_on_keys_times_text_and_floats_give_spark_s_rows(spark, mixed_dir):
+    df = spark.read.format("idv").option("columns", "Id,F32,B,Txt,Key,DT").load(str(mixed_dir))
+    every = df.collect()
+    key, t = every[3].Key, every[3].DT
+    for where, test in [
+            (F.col("Key") == key, lambda r: r.Key == key),
+            (F.col("Key").isin(0, key), lambda r: r.Key in (0, key)),    # 0: a missing key
+            (F.col("DT") <= t, lambda r: r.DT <= t),
+            (~F.col("B") & (F.col("Txt") < "t3"), lambda r: not r.B and r.Txt < "t3"),
+            (F.col("F32") < 0.5, lambda r: r.F32 < 0.5),
+            (F.col("F32") >= 0.5, lambda r: not r.F32 < 0.5)]:           # NaN: Spark's largest
+        want = sorted(r.Id for r in every if test(r))
+        assert 0 < len(want) < len(every), where
+        assert sorted(r.Id for r in df.where(where).collect()) == want, where
 
 
 def test_written_files_load_in_ml_net_and_read_back_equal(spark, oracle, mixed_dir, tmp_path):
