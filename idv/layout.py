@@ -43,9 +43,11 @@ class Regions:
         """Parts at `starts` of `sizes` bytes (scalars or arrays); `name` says what they are:
         a str, or a function of the part's position among these."""
         starts = np.asarray(starts, np.int64).reshape(-1)
-        sizes = np.broadcast_to(np.asarray(sizes, np.int64), starts.shape)
+        stops = starts + np.asarray(sizes, np.int64)
+        if stops.shape != starts.shape:
+            raise ValueError(f"{len(starts)} parts, sizes of shape {np.shape(sizes)}")
         self._starts.append(starts)
-        self._stops.append(starts + sizes)
+        self._stops.append(stops)
         self._names.append((self._count, name))
         self._count += len(starts)
         self._arrays = None
