@@ -4,6 +4,8 @@
 Parsing here stops at bytes: a codec is kept as its (load name, parameter bytes) pair and
 resolved by idv._codecs, so an unknown codec can leave its column listed but unreadable.
 """
+from libc.stdint cimport int64_t
+
 from idv._cursor cimport Cursor
 from idv._cursor import encode_leb128, encode_string
 from idv.errors import IdvFormatError
@@ -91,7 +93,7 @@ def read_codec_head(Cursor c):
     return name, n
 
 
-def read_codec(Cursor c):
+cpdef tuple read_codec(Cursor c):
     """Read a codec triple; returns (load name, parameter bytes)."""
     name, n = read_codec_head(c)
     return name, c.take(n, "codec parameters")
@@ -101,12 +103,14 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
     """Parse header.column_count entries from buf (the bytes [toc_offset, tail_offset)).
     Errors carry the column (index, and name once read) and the byte offset."""
     cdef Cursor c = Cursor(buf, 0, toc_offset)
+    cdef Py_ssize_t i, start, count = header.column_count
+    cdef int64_t lookup, meta, row_count = header.row_count, tail = header.tail_offset
+    cdef int64_t num_blocks
+    cdef int compression
     entries = []
-    row_count = header.row_count
-    tail = header.tail_offset
     rows_per_block = None
-    for i in range(header.column_count):
-        start = c.offset
+    for i in range(count):
+        start = c.base + c.pos
         name = None
         try:
             name = c.string("column name")
@@ -126,8 +130,8 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
                 c.fail(f"rows per block {rpb} differs from the first column's "
                        f"{rows_per_block}; ML.NET requires one value for all columns", start)
             if row_count > 0:
-                num_blocks = block_count(row_count, rpb)
-                if not (HEADER_SIZE <= lookup <= tail - 16 * num_blocks):
+                num_blocks = (row_count - 1) // <int64_t>rpb + 1
+                if not (HEADER_SIZE <= lookup <= tail and num_blocks <= (tail - lookup) // 16):
                     c.fail(f"lookup table of {num_blocks} blocks at offset {lookup} lies "
                            f"outside [{HEADER_SIZE}, {tail}]", start)
             if meta != 0 and not (HEADER_SIZE <= meta <= tail):
@@ -136,7 +140,7 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
             e.locate(column_index=i, column=name)
             raise
         entries.append(TocEntry(i, name, codec_name, params, compression, rpb, lookup, meta, start,
-                                c.offset))
+                                c.base + c.pos))
     return entries
 
 

@@ -125,6 +125,20 @@ class Checksums:
                 f"recorded when it wrote the file ({got:#010x}, recorded {int(e['crc']):#010x} "
                 f"over {int(e['length'])} bytes): the file changed since", offset=int(offset))
 
+    def check_all(self, offsets, parts, what):
+        """check() of many parts at once (one lookup of their entries): `parts` the bytes at
+        `offsets`, `what(k)` what part k is, for the error of the first that does not match."""
+        offsets = np.asarray(offsets, np.int64)
+        i = self._find(offsets)
+        lengths = np.fromiter((memoryview(p).nbytes for p in parts), np.int64, len(parts))
+        got = np.fromiter((crc(p) for p in parts), np.int64, len(parts))
+        e = self.entries[np.maximum(i, 0)] if len(self.entries) else None
+        bad = np.flatnonzero((i >= 0) & ((lengths != e["length"]) | (got != e["crc"]))) \
+            if e is not None else ()
+        if len(bad):
+            k = int(bad[0])
+            self.check(int(offsets[k]), parts[k], what(k))
+
 
 def read(head, view, stream_size, toc_offset):
     """The file's Checksums (None when it carries none). `head` is the 256-byte header,

@@ -19,6 +19,8 @@ from idv import types as T
 from idv.blocks import ColumnBlocks, check_dense, text_rooms
 from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
 
+_COUNTING = threading.Lock()      # pieces of one column decode in several threads
+
 
 class Column:
     """One column: its type and metadata, and its values read by block.
@@ -41,7 +43,6 @@ class Column:
         self._metadata = None
         self._annotations = {}                # (kind, offset) -> decoded value
         self.blocks_decoded = 0
-        self._counting = threading.Lock()     # pieces of one column decode in several threads
         self.index = entry.index
         self.name = entry.name
 
@@ -463,7 +464,7 @@ class Column:
         return raw
 
     def _count_decoded(self, n):
-        with self._counting:
+        with _COUNTING:
             self.blocks_decoded += n
 
     def text_room(self, b0, b1):

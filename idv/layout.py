@@ -43,9 +43,11 @@ class Regions:
         """Parts at `starts` of `sizes` bytes (scalars or arrays); `name` says what they are:
         a str, or a function of the part's position among these."""
         starts = np.asarray(starts, np.int64).reshape(-1)
-        sizes = np.broadcast_to(np.asarray(sizes, np.int64), starts.shape)
+        stops = starts + np.asarray(sizes, np.int64)
+        if stops.shape != starts.shape:
+            raise ValueError(f"{len(starts)} parts, sizes of shape {np.shape(sizes)}")
         self._starts.append(starts)
-        self._stops.append(starts + sizes)
+        self._stops.append(stops)
         self._names.append((self._count, name))
         self._count += len(starts)
         self._arrays = None
@@ -131,17 +133,27 @@ def regions(header, entries, lookups, metadata, extra=()):
     """Every part of a file: the frame (header, table of contents, tail, lookup tables), each
     column's blocks (from `lookups`, its lookup table per column) and its metadata table and
     blocks (from `metadata`, its metadata entries per column). A None table is left out (one
-    that could not be read: its parts are never decoded)."""
+    that could not be read: its parts are never decoded). All columns' parts of one kind are
+    added at once, so the cost per column is a few list items, not a Python call."""
     r, _ = _frame(header, entries, extra)
-    for e, table, meta in zip(entries, lookups, metadata):
-        where = _where(e)
-        if table is not None and len(table):
-            r.add(table["offset"], table["disk"], lambda b, w=where: f"{w} block {b}")
-        if meta:
-            r.add(e.metadata_offset, meta[-1].toc_end - e.metadata_offset,
-                  f"{where} metadata table")
-            r.add([m.offset for m in meta], [m.size for m in meta],
-                  lambda j, w=where, m=meta: f"{w} metadata {m[j].kind!r} block")
+    with_blocks = [i for i, t in enumerate(lookups) if t is not None and len(t)]
+    if with_blocks:
+        blocks = np.frombuffer(bytearray().join(lookups[i] for i in with_blocks),
+                               _lookup.ENTRY)
+        firsts = np.cumsum([0] + [len(lookups[i]) for i in with_blocks])
+
+        def block(k):
+            g = int(np.searchsorted(firsts, k, side="right")) - 1
+            return f"{_where(entries[with_blocks[g]])} block {k - firsts[g]}"
+        r.add(blocks["offset"], blocks["disk"], block)
+    with_meta = [i for i, meta in enumerate(metadata) if meta]
+    if with_meta:
+        r.add([entries[i].metadata_offset for i in with_meta],
+              [metadata[i][-1].toc_end - entries[i].metadata_offset for i in with_meta],
+              lambda j: f"{_where(entries[with_meta[j]])} metadata table")
+        owners = [(i, m) for i in with_meta for m in metadata[i]]
+        r.add([m.offset for _, m in owners], [m.size for _, m in owners],
+              lambda j: f"{_where(entries[owners[j][0]])} metadata {owners[j][1].kind!r} block")
     return r
 
 
@@ -194,15 +206,8 @@ def read_tables(source, header, entries, extra=()):
                for e, nxt in zip(with_meta, nexts)]
     table_bytes = _read_all(source, ranges)
 
-    lookups = [np.zeros(0, _lookup.ENTRY) for _ in entries]
-    if nb:
-        for e, data in zip(entries, table_bytes):
-            try:
-                if isinstance(data, IdvFormatError):
-                    raise data
-                lookups[e.index] = _lookup.parse_lookup(data, nb, e.lookup_offset, tail)
-            except IdvFormatError as err:
-                lookups[e.index] = err.locate(column=e.name, column_index=e.index)
+    lookups = _parse_lookups(entries, table_bytes, nb, tail) if nb else \
+        [np.zeros(0, _lookup.ENTRY) for _ in entries]
     metadata = [[] for _ in entries]
     for e, nxt, data in zip(with_meta, nexts, table_bytes[len(entries) if nb else 0:]):
         off = e.metadata_offset
@@ -220,6 +225,33 @@ def read_tables(source, header, entries, extra=()):
     everything = regions(header, entries, *ok, extra)
     everything.check()
     return Tables(lookups, metadata, everything)
+
+
+def _parse_lookups(entries, table_bytes, nb, tail):
+    """Every column's lookup table of `nb` blocks from its bytes (or the IdvFormatError of
+    reading them), parsed and checked as one array; a bad table becomes its column's error."""
+    size = LOOKUP_ENTRY_SIZE * nb
+    whole = [i for i, data in enumerate(table_bytes)
+             if not isinstance(data, IdvFormatError) and memoryview(data).nbytes == size]
+    tables = np.frombuffer(bytearray().join(table_bytes[i] for i in whole), _lookup.ENTRY)
+    tables = tables.reshape(len(whole), nb)
+    out = [None] * len(entries)
+    for i, table in zip(whole, tables):
+        out[entries[i].index] = table
+    bad = _lookup.bad_entries(tables.reshape(-1), tail)
+    rows, first = np.unique(bad // nb, return_index=True)
+    broken = [(entries[whole[r]], _lookup.entry_error(tables[r], int(bad[f] % nb),
+                                                      entries[whole[r]].lookup_offset, tail))
+              for r, f in zip(rows, first)]
+    broken += [(e, data) for e, data in zip(entries, table_bytes) if out[e.index] is None]
+    for e, err in broken:       # errors, and tables of the wrong length: parsed one by one
+        try:
+            if isinstance(err, IdvFormatError):
+                raise err
+            out[e.index] = _lookup.parse_lookup(err, nb, e.lookup_offset, tail)
+        except IdvFormatError as found:
+            out[e.index] = found.locate(column=e.name, column_index=e.index)
+    return out
 
 
 def _read_all(source, ranges):

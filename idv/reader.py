@@ -210,10 +210,13 @@ class IdvFile:
             sums.check(h.toc_offset, toc, "the table of contents")
         entries = _toc.parse_toc(toc, h.toc_offset, h) if h.column_count else []
         self.columns = []
+        codecs = {}            # columns of one type share its codec (codecs hold no state)
         for e in entries:
             codec, dead = None, None
+            key = e.codec_name, e.codec_params
             try:
-                codec = _codecs.resolve(e.codec_name, e.codec_params)
+                codec = codecs[key] if key in codecs else \
+                    codecs.setdefault(key, _codecs.resolve(*key))
             except UnsupportedCodecError as err:
                 dead = err.reason
             except IdvFormatError as err:
@@ -232,10 +235,9 @@ class IdvFile:
         if sums is not None:           # lookup tables, metadata: checked now, blocks when read
             _check_coverage(sums, self.tables.regions, h)
             parts = sums.tables[sums.tables["offset"] != h.toc_offset]   # the TOC: done above
-            for e, data in zip(parts, src.read_ranges(parts["offset"], parts["length"])):
-                o, n = int(e["offset"]), int(e["length"])
-                sums.check(o, data, f"the part at byte {o} ({n} bytes: a lookup table or "
-                                    f"metadata)")
+            sums.check_all(parts["offset"], src.read_ranges(parts["offset"], parts["length"]),
+                           lambda k: f"the part at byte {parts['offset'][k]} "
+                                     f"({parts['length'][k]} bytes: a lookup table or metadata)")
         self._by_name = {c.name: c for c in self.columns}
         return sums
 

@@ -68,8 +68,12 @@ class MemorySource:
 
     def read_ranges(self, offsets, sizes, keep=False):
         """The bytes of each range (offset, size): zero-copy views (`keep`: see
-        idv.remote.RemoteSource.read_ranges)."""
-        return [self.view(int(o), int(n)) for o, n in zip(offsets, sizes)]
+        idv.remote.RemoteSource.read_ranges); the file checked intact once for all."""
+        ranges = [(int(o), int(n)) for o, n in zip(offsets, sizes)]
+        for o, n in ranges:
+            check_range(o, n, self.size)
+        self.check_intact()
+        return [self.buffer[o:o + n] for o, n in ranges]
 
     def prefetch(self, offsets, sizes):
         """Nothing to fetch ahead in memory (see idv.remote.RemoteSource.prefetch)."""
