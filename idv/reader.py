@@ -231,6 +231,9 @@ class IdvFile:
         # every table read now, and no two parts of the file in the same bytes
         extra = [] if sums is None else [(sums.table_offset, sums.table_length,
                                           "the checksum table")]
+        section = block_stats.section_of(head)
+        if section is not None:
+            extra.append(section + ("the block statistics",))
         self.tables = layout.read_tables(src, h, entries, extra)
         if sums is not None:           # lookup tables, metadata: checked now, blocks when read
             _check_coverage(sums, self.tables.regions, h)

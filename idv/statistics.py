@@ -337,6 +337,16 @@ def located(head) -> tuple | None:
     return off, length
 
 
+def section_of(head):
+    """(offset, length) of the statistics section the 256-byte header `head` points to, or
+    None: one of the file's parts, which the layout's checks cover like the others."""
+    head = bytes(head[:POINTER_AT + _POINTER.size])
+    if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
+        return None
+    _, off, length, _, _ = _POINTER.unpack_from(head, POINTER_AT)
+    return off, length
+
+
 def read(head, view, toc_offset) -> Statistics | None:
     """The statistics a file carries (None without). `head`: its 256-byte header;
     `view(offset, size)` reads the file. The section must lie between the header and the

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 import struct
+import subprocess
+import sys
 import time
 import warnings
 import zlib
@@ -28,7 +30,8 @@ import idv
 from idv import _header, _lookup, _toc, layout
 from idv._cursor import encode_leb128, encode_string
 
-from limited import STACK_LIMIT, TIME_LIMIT, WORK_SECONDS, read_limited, verify_limited
+from limited import (STACK_LIMIT, TIME_LIMIT, WORK_SECONDS, child_env, read_limited,
+                     verify_limited)
 
 
 def assert_refused(data, tmp_path, pattern, **limits) -> dict:
@@ -538,8 +541,8 @@ def test_a_file_truncated_while_open_is_an_error_not_sigbus(tmp_path):
     kill the process (SIGBUS); each read checks the file's size first."""
     path = tmp_path / "shrinks.idv"
     r = subprocess.run([sys.executable, "-c", _TRUNCATE, str(path)], capture_output=True,
-                       text=True, env=_child_env(), timeout=TIME_LIMIT)
-    assert r.returncode == 0, f"child {_died(r.returncode)}:\n{r.stderr[-3000:]}"
+                       text=True, env=child_env(), timeout=TIME_LIMIT)
+    assert r.returncode == 0, f"child ended with {r.returncode}:\n{r.stderr[-3000:]}"
     lines = r.stdout.splitlines()
     assert len(lines) == 3
     for line in lines:
