@@ -83,7 +83,8 @@ class BlockStore:
     layout), ``decode_each`` (each block handed to a function) and ``inflate`` (decompressed
     into a buffer). Each decodes in the "read" pool unless ``parallel`` is False (a caller
     that runs them in threads of its own). A damaged block raises IdvFormatError naming its
-    ``block``, ``offset``, column and ``path``.
+    ``block``, ``offset``, column and ``path``. ``inflate_fixed`` takes pieces of many
+    columns of fixed-width scalars at once (a scan's window), in one inflate call.
     """
 
     def __init__(self, source, *, path, threads, backend, memory_limit, cache, sums=None):
@@ -326,10 +327,13 @@ class BlockStore:
             if i >= 0:
                 blocks, block = which(a + i)
                 offset = int(offsets[a + i])
-                if self.sums is not None:     # damaged bytes: say so, with both CRC-32s
-                    self.check_block(offset, int(disk[a + i]), block)
-                raise IdvFormatError(message, block=block, offset=offset).locate(
-                    column=blocks.name, column_index=blocks.index, path=self.path)
+                try:
+                    if self.sums is not None:     # damaged bytes: say so, with both CRC-32s
+                        self.check_block(offset, int(disk[a + i]), block)
+                    raise IdvFormatError(message, block=block, offset=offset)
+                except IdvFormatError as e:
+                    raise e.locate(column=blocks.name, column_index=blocks.index,
+                                   path=self.path) from None
 
     def inflate_fixed(self, pieces, parallel=True):
         """Pieces of many columns of fixed-width scalars (a scan's window), each a run of

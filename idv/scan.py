@@ -13,6 +13,11 @@ out, so the threads never wait for the consumer and about three windows are held
 What a column becomes is its reader's business (``NumpyColumn`` here: read()'s forms; idv.arrow
 has one for Arrow arrays): a reader says how much room its blocks take in the window's buffer,
 decodes a piece in the calling thread, joins a window's pieces and cuts rows out of them.
+A reader may also opt in (``inflatable``) for pieces of fixed-width scalars: the pieces of a
+task are then inflated, checked and fixed up by one call of the block store
+(``BlockStore.inflate_fixed``), which costs no Python per piece. Where a block filter leaves
+short runs of blocks between gaps (``take``), runs are decoded together, up to a window's
+bytes (``window_groups``), each still handed out as its own window.
 """
 from __future__ import annotations
 
