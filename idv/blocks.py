@@ -463,6 +463,8 @@ def _root_bytes(out):
 def _chunks(n, parts):
     """Split range(n) into at most `parts` contiguous (start, stop) pairs."""
     parts = max(1, min(parts, n))
+    if parts == 1:      # the common case of a piece decoded in a scan's thread: no linspace
+        return [(0, n)] if n else []
     bounds = np.linspace(0, n, parts + 1).astype(int)
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 

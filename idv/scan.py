@@ -519,21 +519,22 @@ def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, window_byte
     blocks = needed_blocks(seg.num_rows, rpb, rows, keep)
     group = None if batch_rows is None else max(1, int(batch_rows) // rpb)
     sizes = _block_bytes(cols)
-    spans = window_groups(window_spans(blocks, sizes, window_bytes, group or 1), sizes,
-                          window_bytes)
+    # windows of consecutive blocks, the short ones between gaps in groups decoded together
+    grouped = window_groups(window_spans(blocks, sizes, window_bytes, group or 1), sizes,
+                            window_bytes)
     windows = _Windows(f, readers)
     try:
         queued = 0
 
-        def queue(upto):        # windows [queued, upto) submitted
+        def queue(upto):        # groups [queued, upto) submitted
             nonlocal queued
-            for span in spans[queued:upto]:
-                windows.submit(span, piece_bytes)
-            queued = max(queued, min(upto, len(spans)))
-        for i in range(len(spans)):
-            queue(max(i + 1, ahead))       # the first `ahead` windows, or this one when none
+            for spans in grouped[queued:upto]:
+                windows.submit(spans, piece_bytes)
+            queued = max(queued, min(upto, len(grouped)))
+        for i in range(len(grouped)):
+            queue(max(i + 1, ahead))       # the first `ahead` groups, or this one when none
             done = windows.collect()
-            queue(i + 1 + ahead)           # `ahead` windows behind the one handed out
+            queue(i + 1 + ahead)           # `ahead` groups behind the one handed out
             yield from _batches(seg, windows.readers, done, rows, group)
             done = None
     finally:
