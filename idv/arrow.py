@@ -101,6 +101,12 @@ class _ColumnToArrow:
     def decode(self, b0, b1, out):
         return self.blocks(b0, b1, parallel=False, out=out)
 
+    def inflatable(self, b0, b1, out):
+        return None if self.text else scan.fixed_blocks(self.col, out)
+
+    def inflated(self, b0, b1, out):
+        return [self.array(out, self.col.block_rows(b0)[0])]
+
     def join(self, chunks):
         return self.pa.chunked_array(chunks, self.arrow_type)
 

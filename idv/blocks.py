@@ -83,7 +83,8 @@ class BlockStore:
     layout), ``decode_each`` (each block handed to a function) and ``inflate`` (decompressed
     into a buffer). Each decodes in the "read" pool unless ``parallel`` is False (a caller
     that runs them in threads of its own). A damaged block raises IdvFormatError naming its
-    ``block``, ``offset``, column and ``path``.
+    ``block``, ``offset``, column and ``path``. ``inflate_fixed`` takes pieces of many
+    columns of fixed-width scalars at once (a scan's window), in one inflate call.
     """
 
     def __init__(self, source, *, path, threads, backend, memory_limit, cache, sums=None):
@@ -172,7 +173,7 @@ class BlockStore:
         codec's dtype to decode into."""
         codec = blocks.codec
         is_vector = isinstance(codec, _codecs.VBufferCodec)
-        fixed = codec.itemsize and not is_vector
+        fixed = fixed_width(codec)
         table = blocks.lookup[b0:b1]
         r0, r1 = blocks.rows(b0, b1)
 
@@ -292,16 +293,21 @@ class BlockStore:
     def _inflate(self, blocks, b0, table, dst, dst_offsets, parallel=True):
         """inflate, in parallel chunks unless `parallel` is False (the caller already runs in a
         worker of the pool)."""
-        kind = blocks.compression
+        crcs = self.expected_crcs(blocks)
+        self._inflate_scattered(blocks.compression, table, dst, dst_offsets,
+                                None if crcs is None else crcs[b0:b0 + len(table)],
+                                lambda i: (blocks, b0 + i), parallel)
+
+    def _inflate_scattered(self, kind, table, dst, dst_offsets, crcs, which, parallel=True):
+        """Decompress the blocks of `table` (lookup rows of any blocks of any columns, all of
+        compression `kind`) into `dst` at `dst_offsets`, checking their CRC-32s (`crcs`, or
+        None), with one inflate call per parallel chunk. `which(i)`: (ColumnBlocks, block
+        number) of row i, for the error of a damaged block."""
         backend = self.backend
         offsets = np.ascontiguousarray(table["offset"])
         disk = np.ascontiguousarray(table["disk"])
         raw = np.ascontiguousarray(table["raw"])
         dst_offsets = np.ascontiguousarray(dst_offsets, dtype=np.int64)
-        # with checksums, each block's CRC-32 is checked in the decompression loop itself
-        crcs = self.expected_crcs(blocks)
-        if crcs is not None:
-            crcs = crcs[b0:b0 + len(table)]
 
         def run(span):
             a, b = span
@@ -319,10 +325,64 @@ class BlockStore:
             results = [run(s) for s in spans]
         for a, (i, message) in results:
             if i >= 0:
-                block, offset = b0 + a + i, int(offsets[a + i])
-                if self.sums is not None:     # damaged bytes: say so, with both CRC-32s
-                    self.check_block(offset, int(disk[a + i]), block)
-                raise IdvFormatError(message, block=block, offset=offset)
+                blocks, block = which(a + i)
+                offset = int(offsets[a + i])
+                try:
+                    if self.sums is not None:     # damaged bytes: say so, with both CRC-32s
+                        self.check_block(offset, int(disk[a + i]), block)
+                    raise IdvFormatError(message, block=block, offset=offset)
+                except IdvFormatError as e:
+                    raise e.locate(column=blocks.name, column_index=blocks.index,
+                                   path=self.path) from None
+
+    def inflate_fixed(self, pieces, parallel=True):
+        """Pieces of many columns of fixed-width scalars (a scan's window), each a run of
+        blocks inflated straight into its array and fixed up in place (codec.fix): what
+        decode(blocks, b0, b1, out=out) does for each, with one inflate call per compression
+        kind and destination buffer instead of one per piece. `pieces`: (ColumnBlocks, b0,
+        b1, out) with fixed_width(codec) and `out` of the rows' shape and the codec's dtype.
+        The memory limit is checked and the blocks counted as decode does."""
+        self.check_open()
+        groups = {}
+        for piece in pieces:
+            blocks, b0, b1, out = piece
+            r0, r1 = blocks.rows(b0, b1)
+            self.need((r1 - r0) * blocks.codec.itemsize, lambda: blocks.reading(b0, b1))
+            blocks.counted(b1 - b0)
+            root, at = _root_bytes(out)
+            key = (blocks.compression, root.__array_interface__["data"][0])
+            groups.setdefault(key, (root, []))[1].append((piece, at))
+        for (kind, _), (root, members) in groups.items():
+            self._inflate_group(kind, root, members, parallel)
+        for blocks, b0, b1, out in pieces:
+            try:
+                blocks.codec.fix(out)
+            except IdvFormatError as e:
+                raise _fix_error(blocks, e, b0, b1, blocks.lookup[b0:b1], out).locate(
+                    column=blocks.name, column_index=blocks.index, path=self.path) from None
+
+    def _inflate_group(self, kind, root, members, parallel):
+        """inflate_fixed's pieces (`members`: (piece, its byte offset in `root`)) that share
+        compression `kind` and destination `root`, in one _inflate_scattered."""
+        tables, dst_offsets, crcs = [], [], []
+        starts = np.zeros(len(members) + 1, np.int64)
+        for k, ((blocks, b0, b1, _out), at) in enumerate(members):
+            tables.append(blocks.lookup[b0:b1])
+            step = blocks.rows_per_block * blocks.codec.itemsize
+            dst_offsets.append(at + np.arange(b1 - b0, dtype=np.int64) * step)
+            expected = self.expected_crcs(blocks)
+            if expected is not None:
+                crcs.append(expected[b0:b1])
+            starts[k + 1] = starts[k] + b1 - b0
+
+        def which(i):
+            k = int(np.searchsorted(starts, i, side="right")) - 1
+            blocks, b0 = members[k][0][:2]
+            return blocks, b0 + i - int(starts[k])
+        self._inflate_scattered(kind, np.concatenate(tables), root,
+                                np.concatenate(dst_offsets),
+                                np.concatenate(crcs) if self.sums is not None else None,
+                                which, parallel)
 
     def _decode_each(self, blocks, b0, table, consume, keep=None, parallel=True):
         """Decompress each block then hand it to consume(i, block, buffer, rows).
@@ -382,9 +442,29 @@ def _fix_error(blocks, error, b0, b1, table, out):
     return error
 
 
+def fixed_width(codec):
+    """True for a codec whose blocks hold their values as they are in memory (fixed-width
+    scalars): inflated straight into the output and fixed up in place (codec.fix)."""
+    return bool(codec.itemsize) and not isinstance(codec, _codecs.VBufferCodec)
+
+
+def _root_bytes(out):
+    """(the contiguous uint8 array at the root of `out`'s views, `out`'s byte offset in it):
+    the pieces of one buffer share one destination."""
+    root = out
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous or not root.flags.writeable:
+        root = out
+    dst = root.reshape(-1).view(np.uint8)
+    return dst, out.__array_interface__["data"][0] - dst.__array_interface__["data"][0]
+
+
 def _chunks(n, parts):
     """Split range(n) into at most `parts` contiguous (start, stop) pairs."""
     parts = max(1, min(parts, n))
+    if parts == 1:      # the common case of a piece decoded in a scan's thread: no linspace
+        return [(0, n)] if n else []
     bounds = np.linspace(0, n, parts + 1).astype(int)
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 

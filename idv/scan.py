@@ -13,6 +13,11 @@ out, so the threads never wait for the consumer and about three windows are held
 What a column becomes is its reader's business (``NumpyColumn`` here: read()'s forms; idv.arrow
 has one for Arrow arrays): a reader says how much room its blocks take in the window's buffer,
 decodes a piece in the calling thread, joins a window's pieces and cuts rows out of them.
+A reader may also opt in (``inflatable``) for pieces of fixed-width scalars: the pieces of a
+task are then inflated, checked and fixed up by one call of the block store
+(``BlockStore.inflate_fixed``), which costs no Python per piece. Where a block filter leaves
+short runs of blocks between gaps (``take``), runs are decoded together, up to a window's
+bytes (``window_groups``), each still handed out as its own window.
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ import numpy as np
 from idv import _threads, budget
 from idv import types as T
 from idv import vectors
-from idv.blocks import block_groups, out_shape
+from idv.blocks import block_groups, fixed_width, out_shape
 from idv.errors import IdvFormatError
 
 # decompressed bytes of a window, over all the columns read (at least one block)
@@ -59,6 +64,14 @@ def fixed_room(col, b0, b1):
     return None if shape is None else (shape, codec.dtype)
 
 
+def fixed_blocks(col, out):
+    """The ColumnBlocks of `col` when its blocks can be inflated straight into `out` (a room
+    of the window's buffer: fixed-width scalars, BlockStore.inflate_fixed), else None."""
+    if out is None or not col.readable or not fixed_width(col.codec):
+        return None
+    return col.blocks
+
+
 class NumpyColumn:
     """A column read into read()'s forms: numpy arrays, Ragged, CSR (``sparse``)."""
 
@@ -73,6 +86,16 @@ class NumpyColumn:
     def decode(self, b0, b1, out):
         """Blocks [b0, b1), decoded in the calling thread: a list of values (chunks)."""
         return [self.col.read_blocks(b0, b1, self.sparse, parallel=False, out=out)]
+
+    def inflatable(self, b0, b1, out):
+        """The column's ColumnBlocks when blocks [b0, b1) are inflated into `out` by the
+        scan, together with other pieces of the window (then ``inflated`` gives the
+        chunks); None: the scan calls ``decode``. Optional for a reader."""
+        return fixed_blocks(self.col, out)
+
+    def inflated(self, b0, b1, out):
+        """The chunks of blocks [b0, b1), once inflated and fixed up in `out`."""
+        return [out]
 
     def join(self, chunks):
         """A window's chunks, in row order, as one value."""
@@ -143,6 +166,13 @@ class Chunks:
 
     def decode(self, b0, b1, out):
         return self.reader.decode(b0, b1, out)
+
+    def inflatable(self, b0, b1, out):
+        inflatable = getattr(self.reader, "inflatable", None)
+        return None if inflatable is None else inflatable(b0, b1, out)
+
+    def inflated(self, b0, b1, out):
+        return self.reader.inflated(b0, b1, out)
 
     def join(self, chunks):
         self.chunks += chunks
@@ -283,6 +313,21 @@ def window_spans(blocks, block_bytes, limit, group=1):
     return out
 
 
+def window_groups(spans, block_bytes, limit):
+    """`spans` (window_spans) gathered into groups of about `limit` decompressed bytes, each
+    group decoded together (one buffer, its pieces in the same tasks): the short runs a
+    block filter leaves between gaps share a window's work, each still a batch of its own."""
+    groups, size = [], 0
+    for b0, b1 in spans:
+        n = int(block_bytes[b0:b1].sum())
+        if not groups or size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append((b0, b1))
+        size += n
+    return groups
+
+
 def _block_bytes(cols):
     """Each block's decompressed bytes over the columns `cols` (an int64 array)."""
     if not cols:
@@ -334,15 +379,17 @@ class _Windows:
         self.raw = [r.col.lookup["raw"] for r in readers]
         self.pending = collections.deque()
 
-    def _pieces(self, b0, b1, piece_bytes):
-        """[(column, p0, p1, out, raw bytes)]: each column's blocks [b0, b1) cut into pieces
-        of about `piece_bytes`, with where each decodes to: an array the reader owns, a part
-        of one buffer for the window, or None (its decoder allocates)."""
+    def _pieces(self, spans, piece_bytes):
+        """[(column, p0, p1, out, raw bytes, span)]: each column's blocks of each span
+        [b0, b1) cut into pieces of about `piece_bytes`, with where each decodes to: an array
+        the reader owns, a part of one buffer for the window, or None (its decoder
+        allocates)."""
         pieces = []
-        for k, raw in enumerate(self.raw):
-            pieces += [(k, p0, p1, int(raw[p0:p1].sum()))
-                       for p0, p1 in block_groups(raw[b0:b1], piece_bytes, b0)]
-        rooms = [self.readers[k].room(p0, p1) for k, p0, p1, _ in pieces]
+        for s, (b0, b1) in enumerate(spans):
+            for k, raw in enumerate(self.raw):
+                pieces += [(k, p0, p1, int(raw[p0:p1].sum()), s)
+                           for p0, p1 in block_groups(raw[b0:b1], piece_bytes, b0)]
+        rooms = [self.readers[k].room(p0, p1) for k, p0, p1, _, _ in pieces]
         sizes = [0 if r is None or isinstance(r, np.ndarray)
                  else (int(np.prod(r[0])) * r[1].itemsize + 63) // 64 * 64 for r in rooms]
         buf = None
@@ -351,20 +398,35 @@ class _Windows:
             # 4 KiB)
             buf = self.file.store.buffer(sum(sizes), "a window of a scan's blocks")
         out, at = [], 0
-        for (k, p0, p1, raw), room, size in zip(pieces, rooms, sizes):
+        for (k, p0, p1, raw, s), room, size in zip(pieces, rooms, sizes):
             if size:
                 shape, dtype = room
                 room = buf[at:at + int(np.prod(shape)) * dtype.itemsize].view(dtype)
                 room = room.reshape(shape)
                 at += size
-            out.append((k, p0, p1, room, raw))
+            out.append((k, p0, p1, room, raw, s))
         return out
 
     def _decode(self, task):
-        return [self.readers[k].decode(p0, p1, out) for k, p0, p1, out, _raw in task]
+        """The chunks of each piece of `task`: the pieces whose readers opt in (inflatable)
+        inflated all in one call of the block store, the others decoded one by one."""
+        inflated = [None] * len(task)
+        together = []
+        for i, (k, p0, p1, out, _raw, _s) in enumerate(task):
+            inflatable = getattr(self.readers[k], "inflatable", None)
+            blocks = None if inflatable is None else inflatable(p0, p1, out)
+            if blocks is not None:
+                inflated[i] = True
+                together.append((blocks, p0, p1, out))
+        if together:
+            self.file.store.inflate_fixed(together, parallel=False)
+        return [self.readers[k].inflated(p0, p1, out) if inflated[i]
+                else self.readers[k].decode(p0, p1, out)
+                for i, (k, p0, p1, out, _raw, _s) in enumerate(task)]
 
-    def submit(self, b0, b1, piece_bytes):
-        pieces = self._pieces(b0, b1, piece_bytes)
+    def submit(self, spans, piece_bytes):
+        """Decode the windows `spans` ([(b0, b1)], a group of window_groups) together."""
+        pieces = self._pieces(spans, piece_bytes)
         threads = self.file.threads
         if threads > 1 and len(pieces) > 1:
             # small pieces (a wide file's columns) go to the threads a few together
@@ -380,19 +442,20 @@ class _Windows:
         else:
             tasks = [pieces]
             work = [finished(self._decode(pieces))]
-        self.pending.append((b0, b1, tasks, work))
+        self.pending.append((spans, tasks, work))
 
     def collect(self):
-        """(b0, b1, one joined value per column) of the window submitted first."""
-        b0, b1, tasks, work = self.pending.popleft()
-        chunks = [[] for _ in self.readers]
+        """[(b0, b1, one joined value per column)] of the windows submitted first."""
+        spans, tasks, work = self.pending.popleft()
+        chunks = [[[] for _ in self.readers] for _ in spans]
         for task, done in zip(tasks, work):
             for piece, got in zip(task, done.result()):
-                chunks[piece[0]] += got
-        return b0, b1, [r.join(c) for r, c in zip(self.readers, chunks)]
+                chunks[piece[5]][piece[0]] += got
+        return [(b0, b1, [r.join(c) for r, c in zip(self.readers, per)])
+                for (b0, b1), per in zip(spans, chunks)]
 
     def close(self):
-        for _b0, _b1, _tasks, work in self.pending:
+        for _spans, _tasks, work in self.pending:
             for done in work:
                 if not done.cancel():
                     try:
@@ -455,36 +518,46 @@ def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, window_byte
     keep = None if block_filter is None else block_filter(seg.part, f)
     blocks = needed_blocks(seg.num_rows, rpb, rows, keep)
     group = None if batch_rows is None else max(1, int(batch_rows) // rpb)
-    spans = window_spans(blocks, _block_bytes(cols), window_bytes, group or 1)
-    step = 1 if rows is None else rows.step
-    lo, hi = (0, seg.num_rows) if rows is None else (rows.start, rows.stop)
+    sizes = _block_bytes(cols)
+    # windows of consecutive blocks, the short ones between gaps in groups decoded together
+    grouped = window_groups(window_spans(blocks, sizes, window_bytes, group or 1), sizes,
+                            window_bytes)
     windows = _Windows(f, readers)
     try:
         queued = 0
 
-        def queue(upto):        # windows [queued, upto) submitted
+        def queue(upto):        # groups [queued, upto) submitted
             nonlocal queued
-            for span in spans[queued:upto]:
-                windows.submit(*span, piece_bytes)
-            queued = max(queued, min(upto, len(spans)))
-        for i in range(len(spans)):
-            queue(max(i + 1, ahead))       # the first `ahead` windows, or this one when none
-            b0, b1, values = windows.collect()
-            queue(i + 1 + ahead)           # `ahead` windows behind the one handed out
-            w0 = b0 * rpb
-            cuts = [(b0, b1)] if group is None else [
-                (g, min(g - g % group + group, b1)) for g in range(b0, b1)
-                if g == b0 or g % group == 0]
-            for c0, c1 in cuts:
-                # the selected rows of blocks [c0, c1): from the first at or after max(lo, start)
-                # that the step reaches, to min(hi, stop)
-                a, b = max(lo, c0 * rpb), min(hi, c1 * rpb, seg.num_rows)
-                a += (lo - a) % step
-                if a >= b:
-                    continue
-                yield Batch(seg.part, a, b, step, seg.row0 + a,
-                            [r.cut(v, a - w0, b - w0, step)
-                             for r, v in zip(windows.readers, values)])
-            values = None
+            for spans in grouped[queued:upto]:
+                windows.submit(spans, piece_bytes)
+            queued = max(queued, min(upto, len(grouped)))
+        for i in range(len(grouped)):
+            queue(max(i + 1, ahead))       # the first `ahead` groups, or this one when none
+            done = windows.collect()
+            queue(i + 1 + ahead)           # `ahead` groups behind the one handed out
+            yield from _batches(seg, windows.readers, done, rows, group)
+            done = None
     finally:
         windows.close()
+
+
+def _batches(seg, readers, windows, rows, group):
+    """The Batches of decoded windows ([(b0, b1, one value per reader)]) of segment `seg`:
+    one per window, or per `group` blocks of it."""
+    rpb = readers[0].col.rows_per_block
+    step = 1 if rows is None else rows.step
+    lo, hi = (0, seg.num_rows) if rows is None else (rows.start, rows.stop)
+    for b0, b1, values in windows:
+        w0 = b0 * rpb
+        cuts = [(b0, b1)] if group is None else [
+            (g, min(g - g % group + group, b1)) for g in range(b0, b1)
+            if g == b0 or g % group == 0]
+        for c0, c1 in cuts:
+            # the selected rows of blocks [c0, c1): from the first at or after max(lo, start)
+            # that the step reaches, to min(hi, stop)
+            a, b = max(lo, c0 * rpb), min(hi, c1 * rpb, seg.num_rows)
+            a += (lo - a) % step
+            if a >= b:
+                continue
+            yield Batch(seg.part, a, b, step, seg.row0 + a,
+                        [r.cut(v, a - w0, b - w0, step) for r, v in zip(readers, values)])

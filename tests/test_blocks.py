@@ -67,6 +67,66 @@ def test_blocks_inflate_at_the_callers_offsets(written):
         assert col.blocks_decoded == 0          # inflating is not decoding a read
 
 
+class _CountingBackend:
+    """The store's DEFLATE library, its decompress_blocks calls counted."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.calls = 0
+
+    def decompress_blocks(self, *args):
+        self.calls += 1
+        return self.backend.decompress_blocks(*args)
+
+
+def _pieces(f, wanted):
+    """(ColumnBlocks, b0, b1, out) for each (name, b0, b1) of `wanted`, `out` parts of one
+    buffer."""
+    pieces, sizes = [], []
+    for name, b0, b1 in wanted:
+        col = f[name]
+        r0, r1 = col.block_rows(b0)[0], col.block_rows(b1 - 1)[1]
+        sizes.append((r1 - r0) * col.dtype.itemsize)
+    buf = f.store.buffer(sum(sizes), "a test")
+    at = 0
+    for (name, b0, b1), n in zip(wanted, sizes):
+        pieces.append((f[name].blocks, b0, b1, buf[at:at + n].view(f[name].dtype)))
+        at += n
+    return pieces
+
+
+def test_pieces_of_many_columns_inflate_in_one_call(written, monkeypatch):
+    path, data = written
+    _no_pool(monkeypatch)
+    wanted = [("Id", 1, 2), ("Score", 0, 1), ("Id", 4, 6), ("Score", 5, 7)]
+    with idv.open(path, threads=2) as f:
+        counting = f.store.backend = _CountingBackend(f.store.backend)
+        pieces = _pieces(f, wanted)
+        f.store.inflate_fixed(pieces, parallel=False)
+        assert counting.calls == 1
+        for (name, b0, b1), (_blocks, _b0, _b1, out) in zip(wanted, pieces):
+            np.testing.assert_array_equal(out, data[name][b0 * RPB:min(b1 * RPB, ROWS)])
+        assert (f["Id"].blocks_decoded, f["Score"].blocks_decoded) == (3, 3)
+
+
+def test_damage_among_many_pieces_names_its_column_and_block(written):
+    path, _ = written
+    with idv.open(path, checksums=False) as f:
+        entry = f["Score"].lookup[5]
+    bad = bytearray(path.read_bytes())
+    bad[int(entry["offset"]) + 5] ^= 0x10
+    path.write_bytes(bytes(bad))
+    for checksums in (True, False):
+        with idv.open(path, checksums=checksums) as f:
+            pieces = _pieces(f, [("Id", 0, 3), ("Score", 1, 2), ("Score", 4, 7)])
+            with pytest.raises(idv.IdvFormatError) as e:
+                f.store.inflate_fixed(pieces)
+            assert (e.value.column, e.value.column_index, e.value.block, e.value.offset,
+                    e.value.path) == ("Score", 1, 5, int(entry["offset"]), f.path)
+            if checksums:
+                assert "checksum mismatch" in str(e.value)
+
+
 def test_text_blocks_and_their_room(written):
     path, data = written
     with idv.open(path) as f:

@@ -113,6 +113,28 @@ def test_a_block_filter_skips_blocks(path):
         list(S.scan(f, ["i"], block_filter=lambda part, f: [True]))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_runs_between_gaps_are_decoded_together(path, whole, threads, monkeypatch):
+    """Every other block kept: each run is its own batch, and the fixed-width pieces of all
+    of them are inflated by a few calls, not one per run and column."""
+    calls = []
+    with idv.open(path, threads=threads) as f:
+        backend = f.store.backend
+        monkeypatch.setattr(f.store, "backend", type("Counting", (), {
+            "decompress_blocks": lambda self, *a: calls.append(1)
+            or backend.decompress_blocks(*a)})())
+        mask = np.zeros(f["i"].num_blocks, bool)
+        mask[::2] = True
+        batches = list(S.scan(f, ["f", "i", "t"], block_filter=lambda part, f: mask))
+        assert [(b.start, b.stop) for b in batches] == [
+            (r, min(r + 64, 1000)) for r in range(0, 1000, 128)]
+        assert f["f"].blocks_decoded == f["t"].blocks_decoded == 8
+    kept = np.arange(1000) // 64 % 2 == 0
+    for k, name in enumerate(["f", "i", "t"]):
+        _equal(_joined(batches, k), whole[name][kept])
+    assert len(calls) == 1 + 8       # the numbers' 16 pieces in one, the text's 8 on their own
+
+
 def test_a_dataset_scans_its_files_end_to_end(tmp_path, whole):
     paths = []
     for k, (a, b, rpb) in enumerate([(0, 300, 64), (300, 301, 10), (301, 301, 5),
