@@ -8,8 +8,11 @@ import io
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import idv
+from idv import _encode
 from idv import statistics as S
 
 ROWS, RPB = 2500, 400
@@ -174,3 +177,31 @@ def test_bytes_past_any_bound_have_no_high_bound():
     assert block.flags & S.NO_HIGH and block.low == b"a"
     block = S.text(np.array([0, 66], np.int64), np.frombuffer(b"ab" + b"\xff" * 64, np.uint8))
     assert block.high == b"ac" and not block.flags & S.NO_HIGH
+
+
+# values that share a prefix of 8 bytes or more than a bound's 64, or none
+_WORDS = st.builds(lambda head, tail: head + tail, st.sampled_from(["", "abcdefgh", "é" * 40]),
+                   st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40))
+
+
+@given(st.lists(_WORDS, min_size=1, max_size=40))
+@settings(max_examples=200, deadline=None)
+def test_text_bounds_are_code_point_order(words):
+    """A block's Text bounds, from str, from UTF-8 or found while encoding, are those of Python's min and max (code
+    point order) and str.isascii, whatever the mix of widths, shared prefixes and lengths."""
+    low, high = min(words).encode(), max(words).encode()
+    ascii = all(w.isascii() for w in words)
+    encoded = [w.encode() for w in words]
+    offsets = np.cumsum([0] + [len(e) for e in encoded], dtype=np.int64)
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    _payload, least, greatest, every_ascii = _encode.encode_text(np.array(words, dtype=object),
+                                                                 S.PREFIX + 1)
+    written = S.text_bounds(len(words), least, greatest, every_ascii)    # the writer's
+    for block in (S.text_values(np.array(words, dtype=object)), S.text(offsets, data), written):
+        assert block.present == len(words) and block.low == low[:S.PREFIX]
+        assert bool(block.flags & S.ASCII) == ascii
+        assert bool(block.flags & S.LOW_EXACT) == (len(low) <= S.PREFIX)
+        if len(high) <= S.PREFIX:
+            assert block.high == high and block.flags & S.HIGH_EXACT
+        else:
+            assert high < block.high and not block.high.startswith(high[:S.PREFIX])
