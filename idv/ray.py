@@ -53,12 +53,7 @@ class IdvDatasource(ray_data.Datasource):
             self.parts = scan.partitions(ds, self.names, blocks_per_task, scan.PARTITION_BYTES)
             self.filter = filter
             if filter is not None:      # partitions whose blocks statistics rule out: none
-                keep = filters.block_filter(filters.parse(filter))
-                masks = {}
-                for p in self.parts:
-                    if p.part not in masks:
-                        masks[p.part] = keep(p.part, ds.open_file(p.part))
-                self.parts = [p for p in self.parts if masks[p.part][p.b0:p.b1].any()] \
+                self.parts = filters.kept_partitions(ds, self.parts, filter) \
                     or self.parts[:1]       # none: one task, which finds no rows
             self.part_bytes = [{n: int(ds.open_file(p.part)[n].lookup["raw"][p.b0:p.b1].sum())
                                 for n in self.names} for p in self.parts]
