@@ -258,14 +258,22 @@ cdef inline int _compare_bytes(const uint8_t *d, int64_t a, int64_t na, int64_t 
     return (na > nb) - (na < nb)
 
 
-cdef inline uint64_t _key8(const uint8_t *s, int64_t m) noexcept nogil:
-    """The first 8 bytes of s[:m], big-endian, zero-padded: keys that differ order their
-    values as their bytes do (equal keys tell nothing)."""
-    cdef uint64_t k = 0
-    cdef int64_t j
-    for j in range(m if m < 8 else 8):
-        k |= (<uint64_t>s[j]) << (56 - 8 * j)
-    return k
+cdef extern from *:
+    """
+    #include <string.h>
+    /* The first 8 bytes of s[:m], big-endian, zero-padded. */
+    static inline unsigned long long idv_key8(const unsigned char *s, long long m) {
+        unsigned long long v = 0;
+        memcpy(&v, s, m < 8 ? (size_t)m : 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return v;
+    #else
+        return __builtin_bswap64(v);
+    #endif
+    }
+    """
+    # keys that differ order their values as their bytes do (equal keys tell nothing)
+    uint64_t _key8 "idv_key8"(const uint8_t *s, int64_t m) noexcept nogil
 
 
 @cython.boundscheck(False)
@@ -295,7 +303,6 @@ def encode_text(cnp.ndarray values, Py_ssize_t bounds=0):
     cdef PyObject *res
     cdef int64_t lo = 0, lo_n = 0, hi = 0, hi_n = 0, at, m
     cdef uint64_t key, lo_key = 0, hi_key = 0
-    cdef bint ascii = True
     if n > (MAX_BLOCK_TEXT - 16) // 4:
         raise ValueError("one block's text exceeds 2**31 - 1 UTF-16 units or UTF-8 bytes, the "
                          "most ML.NET can store; write fewer rows per block")
@@ -335,8 +342,6 @@ def encode_text(cnp.ndarray values, Py_ssize_t bounds=0):
                 elif key > hi_key or (key == hi_key and
                                       _compare_bytes(start, at, m, hi, hi_n) > 0):
                     hi, hi_n, hi_key = at, m, key
-                if ascii and not PyUnicode_IS_ASCII(items[i]):
-                    ascii = False
             b32 = <int32_t>units
             memcpy(out + 4 + 4 * i, &b32, 4)
         total_bytes = p - start
@@ -359,7 +364,8 @@ def encode_text(cnp.ndarray values, Py_ssize_t bounds=0):
         result = None              # ... as the only one
         result = shrunk(res, size)
     if bounds > 0:
-        return result, least, greatest, bool(ascii)
+        # every value ASCII: as many UTF-16 units as UTF-8 bytes (any other character has more)
+        return result, least, greatest, units == total_bytes
     return result
 
 
