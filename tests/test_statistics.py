@@ -188,8 +188,9 @@ _WORDS = st.builds(lambda head, tail: head + tail, st.sampled_from(["", "abcdefg
 @given(st.lists(_WORDS, min_size=1, max_size=40))
 @settings(max_examples=200, deadline=None)
 def test_text_bounds_are_code_point_order(words):
-    """A block's Text bounds, from str, from UTF-8 or found while encoding, are those of Python's min and max (code
-    point order) and str.isascii, whatever the mix of widths, shared prefixes and lengths."""
+    """A block's Text bounds, from str, from UTF-8 or found while encoding, are those of
+    Python's min and max (code point order) and str.isascii, whatever the mix of widths,
+    shared prefixes and lengths."""
     low, high = min(words).encode(), max(words).encode()
     ascii = all(w.isascii() for w in words)
     encoded = [w.encode() for w in words]
