@@ -14,7 +14,7 @@ cimport numpy as cnp
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t, uint64_t
-from libc.string cimport memcpy, memmove
+from libc.string cimport memcmp, memcpy, memmove
 from idv._bytes cimport shrunk
 
 import numpy as np
@@ -249,11 +249,41 @@ cdef uint8_t *_put_counted(PyObject *s, uint8_t *out, int64_t *units) noexcept n
     return out
 
 
+cdef inline int _compare_bytes(const uint8_t *d, int64_t a, int64_t na, int64_t b,
+                               int64_t nb) noexcept nogil:
+    cdef int64_t n = na if na < nb else nb
+    cdef int r = memcmp(d + a, d + b, n) if n else 0
+    if r:
+        return r
+    return (na > nb) - (na < nb)
+
+
+cdef extern from *:
+    """
+    #include <string.h>
+    /* The first 8 bytes of s[:m], big-endian, zero-padded. */
+    static inline unsigned long long idv_key8(const unsigned char *s, long long m) {
+        unsigned long long v = 0;
+        memcpy(&v, s, m < 8 ? (size_t)m : 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return v;
+    #else
+        return __builtin_bswap64(v);
+    #endif
+    }
+    """
+    # keys that differ order their values as their bytes do (equal keys tell nothing)
+    uint64_t _key8 "idv_key8"(const uint8_t *s, int64_t m) noexcept nogil
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def encode_text(cnp.ndarray values):
+def encode_text(cnp.ndarray values, Py_ssize_t bounds=0):
     """The TextSpan payload of a 1-d object array of str: int32 count, int32 end boundaries in
-    UTF-16 units, then a .NET string (LEB128 UTF-8 byte count, UTF-8 bytes).
+    UTF-16 units, then a .NET string (LEB128 UTF-8 byte count, UTF-8 bytes). With `bounds` > 0
+    also the block's statistics, found on the way from the UTF-8 just written (in cache):
+    (payload, least, greatest, ascii), the least and greatest value's UTF-8 (byte order, which
+    is code point order) cut to `bounds` bytes, and whether every value is ASCII.
 
     One pass over the characters: the output is sized from the strings' lengths (the most
     UTF-8 they can need), the UTF-8 is written with the boundaries counted on the way, and the
@@ -269,7 +299,10 @@ def encode_text(cnp.ndarray values):
     cdef uint8_t *out
     cdef uint8_t *p
     cdef uint8_t *start
+    cdef uint8_t *q
     cdef PyObject *res
+    cdef int64_t lo = 0, lo_n = 0, hi = 0, hi_n = 0, at, m
+    cdef uint64_t key, lo_key = 0, hi_key = 0
     if n > (MAX_BLOCK_TEXT - 16) // 4:
         raise ValueError("one block's text exceeds 2**31 - 1 UTF-16 units or UTF-8 bytes, the "
                          "most ML.NET can store; write fewer rows per block")
@@ -293,10 +326,22 @@ def encode_text(cnp.ndarray values):
         start = out + 4 + 4 * n + guess
         p = start
         for i in range(n):
+            q = p
             p = _put_counted(items[i], p, &units)
             if units > _MAX_TEXT:
                 too_long = True
                 break
+            if bounds > 0:
+                at, m = q - start, p - q
+                key = _key8(q, m)           # most values differ from the bounds in 8 bytes
+                if i == 0:
+                    lo, lo_n, hi, hi_n, lo_key, hi_key = at, m, at, m, key, key
+                elif key < lo_key or (key == lo_key and
+                                      _compare_bytes(start, at, m, lo, lo_n) < 0):
+                    lo, lo_n, lo_key = at, m, key
+                elif key > hi_key or (key == hi_key and
+                                      _compare_bytes(start, at, m, hi, hi_n) > 0):
+                    hi, hi_n, hi_key = at, m, key
             b32 = <int32_t>units
             memcpy(out + 4 + 4 * i, &b32, 4)
         total_bytes = p - start
@@ -309,12 +354,103 @@ def encode_text(cnp.ndarray values):
             memmove(out + 4 + 4 * n + lebn, start, total_bytes)
         _put_leb128(out + 4 + 4 * n, <uint64_t>total_bytes)
     size = 4 + 4 * n + lebn + total_bytes
+    if bounds > 0:
+        start = out + 4 + 4 * n + lebn
+        least = PyBytes_FromStringAndSize(<char *>start + lo, min(lo_n, bounds))
+        greatest = PyBytes_FromStringAndSize(<char *>start + hi, min(hi_n, bounds))
     if size != 4 + 4 * n + guess + bound:
         Py_INCREF(result)          # shrunk() takes this reference over ...
         res = <PyObject *>result
         result = None              # ... as the only one
         result = shrunk(res, size)
+    if bounds > 0:
+        # every value ASCII: as many UTF-16 units as UTF-8 bytes (any other character has more)
+        return result, least, greatest, units == total_bytes
     return result
+
+
+# ---------------------------------------------------------------- text bounds (statistics)
+# A block's least and greatest text, for its statistics (idv.statistics): code point order,
+# which is the order of the UTF-8 bytes, found without encoding or a Python comparison.
+
+cdef int _compare_str(PyObject *a, PyObject *b) noexcept nogil:
+    """<0, 0, >0 as str a sorts before, with or after str b (by code point)."""
+    cdef Py_ssize_t na = PyUnicode_GET_LENGTH(a), nb = PyUnicode_GET_LENGTH(b), i
+    cdef Py_ssize_t n = na if na < nb else nb
+    cdef int ka = PyUnicode_KIND(a), kb = PyUnicode_KIND(b), r
+    cdef const void *da = PyUnicode_DATA(a)
+    cdef const void *db = PyUnicode_DATA(b)
+    cdef uint32_t x, y
+    if ka == 1 and kb == 1:
+        r = memcmp(da, db, n) if n else 0
+        if r:
+            return r
+    else:
+        for i in range(n):
+            x = _char_at(da, ka, i)
+            y = _char_at(db, kb, i)
+            if x != y:
+                return -1 if x < y else 1
+    return (na > nb) - (na < nb)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def text_extremes(cnp.ndarray values):
+    """(index of the least, index of the greatest, whether every one is ASCII) of a non-empty
+    1-d object array of str, in code point order (the order of their UTF-8 bytes)."""
+    cdef PyObject **items = _object_items(values)
+    cdef Py_ssize_t i, n = values.shape[0], lo = 0, hi = 0
+    cdef bint ascii
+    if n == 0:
+        raise ValueError("no text to bound")
+    with nogil:
+        ascii = PyUnicode_IS_ASCII(items[0])
+        for i in range(1, n):
+            if ascii and not PyUnicode_IS_ASCII(items[i]):
+                ascii = False
+            if _compare_str(items[i], items[lo]) < 0:
+                lo = i
+            elif _compare_str(items[i], items[hi]) > 0:
+                hi = i
+    return lo, hi, bool(ascii)
+
+
+cdef int _check_ends(int64_t first, int64_t last, int64_t size) except -1:
+    """ValueError when Arrow's text offsets start or end outside its `size` bytes."""
+    if first < 0 or last > size:
+        raise ValueError(f"text offsets [{first}, {last}] outside the {size} bytes of text")
+    return 0
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def utf8_extremes(const int64_t[::1] offsets, const uint8_t[::1] data):
+    """(index of the least, index of the greatest, whether every byte is ASCII) of the n >= 1
+    values of text in Arrow's layout (`offsets`: n + 1 non-decreasing byte offsets into
+    `data`), in byte order."""
+    cdef Py_ssize_t i, n = offsets.shape[0] - 1, lo = 0, hi = 0
+    cdef int64_t j, size = data.shape[0], a, na
+    cdef uint8_t seen = 0
+    cdef const uint8_t *d
+    if n < 1:
+        raise ValueError("no text to bound")
+    _check_ends(offsets[0], offsets[n], size)
+    for i in range(n):
+        if offsets[i + 1] < offsets[i]:
+            raise ValueError(f"text offsets decrease at value {i}")
+    d = &data[0] if size else <const uint8_t *>NULL
+    with nogil:
+        for j in range(offsets[0], offsets[n]):
+            seen |= d[j]
+        for i in range(1, n):
+            a = offsets[i]
+            na = offsets[i + 1] - a
+            if _compare_bytes(d, a, na, offsets[lo], offsets[lo + 1] - offsets[lo]) < 0:
+                lo = i
+            elif _compare_bytes(d, a, na, offsets[hi], offsets[hi + 1] - offsets[hi]) > 0:
+                hi = i
+    return lo, hi, seen < 0x80
 
 
 # ---------------------------------------------------------------- text from UTF-8 (Arrow)
@@ -393,9 +529,7 @@ def utf8_units(const int64_t[::1] offsets, const uint8_t[::1] data):
     cdef const uint8_t *d
     if n < 0:
         raise ValueError("text offsets need at least one entry")
-    if offsets[0] < 0 or offsets[n] > size:
-        raise ValueError(f"text offsets [{offsets[0]}, {offsets[n]}] outside the {size} bytes of "
-                         f"text")
+    _check_ends(offsets[0], offsets[n], size)
     out = np.empty(n + 1, np.int64)
     cdef int64_t[::1] units = out
     d = &data[0] if size else <const uint8_t *>NULL

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from idv import scan
+from idv import filters, scan
 from idv import types as T
 from idv.dataset import Dataset, dataset
 from idv.staging import Staging
@@ -59,7 +59,9 @@ class _ReadPartition:
     """Reads one partition (rows [start, stop) of one file) into pandas, on a worker: only
     the columns asked for (dask's projection passes them as ``columns``)."""
 
-    def __init__(self, fs, open_kwargs, idv_columns, frame_columns, vectors, datetime, safe):
+    def __init__(self, fs, open_kwargs, idv_columns, frame_columns, vectors, datetime, safe,
+                 filter_=None):
+        self.filter = filter_
         self.fs = fs
         self.open_kwargs = open_kwargs
         self.idv_columns = idv_columns            # the dataset's columns
@@ -80,17 +82,21 @@ class _ReadPartition:
         f = idv_open(path, filesystem=self.fs, **self.open_kwargs)
         try:
             df = frame(f, wanted, vectors=self.vectors, datetime=self.datetime,
-                       safe=self.safe, rows=slice(start, stop))
+                       safe=self.safe, rows=slice(start, stop), filter=self.filter,
+                       row_index=True)
         finally:
             f.close()
-        df.index = pd.RangeIndex(first, first + stop - start)
+        if self.filter is None:
+            df.index = pd.RangeIndex(first, first + stop - start)
+        else:                   # the global row numbers of the rows that match
+            df.index = df.index + (first - start)
         if columns is None or list(df.columns) == list(columns):
             return df
         return df[list(columns)]
 
 
 def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=None, *,
-             vectors="expand", datetime="auto", safe=True,
+             vectors="expand", datetime="auto", safe=True, filter=None,  # noqa: A002
              **dataset_kwargs) -> dd.DataFrame:
     """A dask.dataframe.DataFrame of .idv files: a path, directory, glob, list, URL (fsspec,
     with ``storage_options``) or an idv.Dataset.
@@ -102,13 +108,21 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
     dataset first, which reads its time columns once; 'ns' or 'us' skip that). Only the
     columns a computation uses are decoded. Other keywords go to idv.dataset (``schema``,
     ``on_bad_file``, ``filesystem``, ``threads``...).
+
+    ``filter``: only the rows that match, keeping their global row numbers as the index
+    (idv.filters: DNF tuples ``[("Age", ">", 30)]``, an expression string or a pyarrow
+    compute expression). Partitions whose blocks the files' statistics rule out are left out
+    of the graph (the divisions are those of the partitions kept); in the others, blocks
+    statistics rule out are not decoded and the rows are tested exactly.
     """
     dd = _dask_dataframe()
     ds, owned = _as_dataset(urlpath, storage_options, columns, dataset_kwargs)
     try:
         names = ds.column_names if columns is None else ds.resolve_columns(columns)
         unit, safe = ds.time_unit(names, datetime, safe)
-        parts = partitions(ds, names, blocks_per_partition)
+        parts = scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES)
+        if filter is not None:
+            parts = filters.kept_partitions(ds, parts, filter)
         first = ds.open_file(0)
         from idv.annotations import warn_kept_wide
         from idv.pandas import frame
@@ -121,7 +135,8 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
                            rows=slice(0, 0)).columns:
                 frame_columns[c] = n
         files = ds.files
-        tasks = [(files[i].path, a, b, files[i].start + a) for i, a, b in parts]
+        tasks = [(files[p.part].path, p.start, p.stop, files[p.part].start + p.start)
+                 for p in parts]
         if not tasks:
             tasks = [(files[0].path, 0, 0, 0)]
             divisions = None
@@ -129,7 +144,7 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
             divisions = tuple(t[3] for t in tasks) + (tasks[-1][3] + tasks[-1][2]
                                                        - tasks[-1][1] - 1,)
         reader = _ReadPartition(ds.filesystem, dict(ds.open_kwargs), names, frame_columns,
-                                vectors, unit, safe)
+                                vectors, unit, safe, filter)
         import dask
         # the columns keep idv.to_pandas's dtypes: dask's string conversion would turn the
         # object columns of vectors (arrays) into their text

@@ -399,18 +399,6 @@ def block_filter(node):
     return keep
 
 
-def kept_partitions(ds, parts, filter_):
-    """The scan Partitions of dataset `ds` in which the statistics leave a block that may hold
-    rows matching `filter_`; when they rule out all, the first alone (a read that finds no
-    rows, so that an engine still gets the schema from one task)."""
-    keep = block_filter(parse(filter_))
-    masks = {}
-    for p in parts:
-        if p.part not in masks:
-            masks[p.part] = keep(p.part, ds.open_file(p.part))
-    return [p for p in parts if masks[p.part][p.b0:p.b1].any()] or list(parts[:1])
-
-
 def take(value, rows):
     """Rows `rows` (int64 positions) of a value in read()'s form."""
     if isinstance(value, np.ndarray):
@@ -458,12 +446,32 @@ def batch_file(source, batch):
     return source.open_file(batch.part) if hasattr(source, "open_file") else source
 
 
-def read(f, columns, filter_):
+def read(f, columns, filter_, rows=None):
     """dict name -> read()'s form of the rows of file `f` matching `filter_` (`columns`:
-    the names to return)."""
-    parts = [vals for _b, _hits, vals in filtered(f, columns, filter_)]
+    the names to return; `rows`: a slice of the file's rows to look in)."""
+    return matching(f, columns, filter_, rows)[1]
+
+
+def matching(f, columns, filter_, rows=None):
+    """(positions, values): the file's row numbers (int64) of the rows of file `f` matching
+    `filter_` and, as read() does, dict name -> their values (`rows`: a slice to look in)."""
+    parts, at = [], []
+    for b, hits, vals in filtered(f, columns, filter_, rows=rows):
+        parts.append(vals)
+        at.append(b.start + hits * b.step)
     out = {}
     for k, name in enumerate(columns):
         chunks = [p[k] for p in parts if vectors.num_rows_of(p[k])]
         out[name] = vectors.concat_reads(chunks) if chunks else f[name][0:0]
-    return out
+    return (np.concatenate(at) if at else np.zeros(0, np.int64)).astype(np.int64), out
+
+
+def kept_partitions(source, parts, filter_):
+    """The partitions (idv.scan.Partition) of `source` (an IdvFile or a Dataset) that may
+    hold rows matching `filter_`: those with a block that the statistics do not rule out."""
+    keep = block_filter(parse(filter_))
+    masks = {}
+    for p in parts:
+        if p.part not in masks:
+            masks[p.part] = keep(p.part, batch_file(source, p))
+    return [p for p in parts if masks[p.part][p.b0:p.b1].any()]

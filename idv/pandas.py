@@ -27,7 +27,7 @@ import datetime as _dt
 
 import numpy as np
 
-from idv import scan, ticks
+from idv import filters, scan, ticks
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
@@ -228,7 +228,7 @@ def _read_whole(f, cols, arrow_text):
 
 
 def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
-              dtype_backend=None, rows=None):
+              dtype_backend=None, rows=None, filter=None):  # noqa: A002 - pandas' name
     """Read an .idv (a path or URL, bytes, file object or open IdvFile) into a
     pandas.DataFrame.
 
@@ -262,19 +262,25 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     ``rows``: a slice of rows (only the blocks that hold them are decoded; the index still
     starts at 0), as idv.dask reads a partition.
 
+    ``filter``: only the rows that match, indexed from 0 (idv.filters: DNF tuples
+    ``[("Age", ">", 30)]``, an expression string ``"Age > 30 and City == 'Paris'"`` or a
+    pyarrow compute expression); blocks the file's statistics rule out are not decoded.
+
     The frame carries the columns' ML.NET schema (types and metadata) in
     ``df.attrs["idv.schema"]`` (idv.SCHEMA_ATTR), which idv.write / idv.from_pandas use to
     write the same types back: slot columns regrouped into their vector, keys with their
     KeyValues, exact key and KeyValues types.
     """
     return frame(file, columns, vectors=vectors, datetime=datetime, safe=safe,
-                 dtype_backend=dtype_backend, rows=rows, warn_wide=True)
+                 dtype_backend=dtype_backend, rows=rows, warn_wide=True, filter=filter)
 
 
 def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
-          dtype_backend=None, rows=None, warn_wide=False):
+          dtype_backend=None, rows=None, warn_wide=False, filter=None,  # noqa: A002
+          row_index=False):
     """to_pandas, warning of vectors too wide to expand only with `warn_wide` (idv.dask
-    reads its meta and partitions through this and warns once for the whole frame).
+    reads its meta and partitions through this and warns once for the whole frame); with
+    `filter` and `row_index`, indexed by the file's row numbers of the rows that match.
     Package-internal."""
     pd = _pd()
     ticks.check_time_mode(vectors, VECTOR_MODES, "vectors")
@@ -295,18 +301,23 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
         pieces = []
         whole = {}
         expanded = set()     # indices of the columns whose slots became columns of their own
-        context = f.prefetch(cols) if rows is None else contextlib.nullcontext()
+        context = f.prefetch(cols) if rows is None and filter is None else \
+            contextlib.nullcontext()
+        index = None
         with context:
-            if rows is None:    # every row: the columns decoded by one scan
+            if filter is not None:      # the rows that match, of the blocks statistics keep
+                index, whole = _read_matching(f, cols, filter, rows)
+                n = len(index)
+            elif rows is None:    # every row: the columns decoded by one scan
                 whole = _read_whole(f, cols, arrow_text)
             for col in cols:
                 if arrow_text and col.type is T.Text:
                     from idv.arrow import text_array
-                    text = whole[id(col)] if rows is None else text_array(col, rows)
+                    text = whole[id(col)] if whole else text_array(col, rows)
                     pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
                     continue
                 ctx = _Ctx(pd, col.name, datetime, bool(safe))
-                values = whole[id(col)] if rows is None else col[rows]
+                values = whole[id(col)] if whole else col[rows]
                 got = _column_pieces(ctx, col, values, vectors)
                 if dtype_backend == "pyarrow":
                     got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
@@ -329,13 +340,29 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
         blocks = [b.reset_index(drop=True) for _, b in pieces]
         df = pd.concat(blocks, axis=1, ignore_index=True)
         df.columns = names
+    if row_index and index is not None:
+        df.index = pd.Index(index)
     df.attrs[SCHEMA_ATTR] = schema
     return df
 
 
+def _read_matching(f, cols, filter_, rows):
+    """(the file's row numbers of the rows matching `filter_`, id(column) -> their values in
+    read()'s form) within the slice `rows` (None: all)."""
+    names = list(dict.fromkeys(c.name for c in cols))
+    if len(names) < len(cols) or any(f[c.name] is not c for c in cols):
+        raise ValueError("filter= reads columns by name: it cannot tell apart columns of the "
+                         "same name")
+    within = None if rows is None else range(*rows.indices(f.num_rows))
+    index, values = filters.matching(f, names, filter_, within)
+    return index, {id(c): values[c.name] for c in cols}
+
+
 def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe=True,
-                threads=None, backend=None, dtype_backend=None):
-    """``idv.open(source)`` then to_pandas: a DataFrame of the file's columns."""
+                threads=None, backend=None, dtype_backend=None,
+                filter=None):  # noqa: A002 - pandas' name
+    """``idv.open(source)`` then to_pandas: a DataFrame of the file's columns (``filter``:
+    only the rows that match, as to_pandas)."""
     with opened(source, threads=threads, backend=backend) as f:
         return to_pandas(f, columns, vectors=vectors, datetime=datetime, safe=safe,
-                         dtype_backend=dtype_backend)
+                         dtype_backend=dtype_backend, filter=filter)

@@ -191,7 +191,8 @@ class _FilteringReader(_Reader):
         if terms:
             self.filter = terms
             with dataset(self.plan.path, self.plan.names) as ds:
-                self.parts = filters.kept_partitions(ds, self.parts, terms)
+                self.parts = filters.kept_partitions(ds, self.parts, terms) \
+                    or self.parts[:1]       # none: one partition, which finds no rows
         return left
 
 

@@ -44,6 +44,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from idv import _encode
 from idv import types as T
 from idv.checksums import crc
 from idv.errors import IdvFormatError
@@ -151,8 +152,8 @@ def item_block(type_, values, implicit_zero=False) -> Block | None:
 
 def text_values(values) -> Block:
     """The Block of Text values: an object array of str (compared by code point, the order
-    of their UTF-8 bytes, in C: no copy of the block), or anything with Arrow's `offsets`
-    and `data` (idv's UTF-8 text)."""
+    of their UTF-8 bytes, in C without the GIL: no copy of the block), or anything with
+    Arrow's `offsets` and `data` (idv's UTF-8 text)."""
     if hasattr(values, "offsets") and hasattr(values, "data"):
         offsets = np.asarray(values.offsets, np.int64)
         data = np.frombuffer(values.data, np.uint8) if not isinstance(values.data, np.ndarray) \
@@ -160,12 +161,21 @@ def text_values(values) -> Block:
         return text(offsets - offsets[0], data[offsets[0]:offsets[-1]])
     if not len(values):
         return Block(0, 0, b"", b"", 0)
-    flags = ASCII if all(map(str.isascii, values)) else 0
-    return _bounds(len(values), min(values).encode("utf-8"), max(values).encode("utf-8"), flags)
+    if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1:
+        lo, hi, ascii = _encode.text_extremes(np.ascontiguousarray(values))
+        low, high = values[lo], values[hi]
+    else:
+        ascii, low, high = all(map(str.isascii, values)), min(values), max(values)
+    return text_bounds(len(values), low.encode("utf-8"), high.encode("utf-8"), ascii)
 
 
-def _bounds(n, low, high, flags) -> Block:
-    """The Block of n Text values whose least and greatest are `low` and `high` (UTF-8)."""
+def text_bounds(n, low, high, ascii) -> Block:
+    """The Block of n Text values whose least and greatest are `low` and `high` (their UTF-8,
+    cut to PREFIX + 1 bytes or not: one byte past a bound tells a longer value);
+    `ascii`: whether every value is ASCII."""
+    if not n:
+        return Block(0, 0, b"", b"", 0)
+    flags = ASCII if ascii else 0
     if len(low) <= PREFIX:
         flags |= LOW_EXACT
     if len(high) <= PREFIX:
@@ -176,22 +186,6 @@ def _bounds(n, low, high, flags) -> Block:
             flags |= NO_HIGH
             high = b""
     return Block(n, 0, low[:PREFIX], high, flags)
-
-
-def _extreme(starts, lengths, data, pick):
-    """The value (its index) smallest (pick=np.min) or largest (np.max) in byte order, a
-    byte position at a time over the values still tied (-1 past a value's end), up to one
-    byte past a bound's length: values tied that far share their bounds."""
-    rows = None                  # all of them
-    last = len(data) - 1
-    for j in range(PREFIX + 1):
-        s, n = (starts, lengths) if rows is None else (starts[rows], lengths[rows])
-        col = np.where(n > j, data[np.minimum(s + j, last)], np.int16(-1))
-        m = pick(col)
-        rows = np.flatnonzero(col == m) if rows is None else rows[col == m]
-        if len(rows) == 1 or m < 0:
-            break
-    return int(rows[0])
 
 
 def _above(prefix: bytes):
@@ -207,16 +201,12 @@ def text(offsets, data) -> Block:
     n = len(offsets) - 1
     if n <= 0:
         return Block(0, 0, b"", b"", 0)
-    flags = ASCII if not len(data) or int(data.max()) < 0x80 else 0
-    if not len(data):
-        return Block(n, 0, b"", b"", flags | LOW_EXACT | HIGH_EXACT)
-    # a block's text is under 2 GiB (int32 lengths): int32 positions take half the memory
-    starts = offsets[:-1].astype(np.int32)
-    lengths = np.diff(offsets).astype(np.int32)
-    lo, hi = _extreme(starts, lengths, data, np.min), _extreme(starts, lengths, data, np.max)
-    # a value longer than a bound compares by its first PREFIX + 1 bytes only: enough
-    return _bounds(n, data[offsets[lo]:offsets[lo + 1]][:PREFIX + 1].tobytes(),
-                   data[offsets[hi]:offsets[hi + 1]][:PREFIX + 1].tobytes(), flags)
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    data = np.ascontiguousarray(data, np.uint8)
+    lo, hi, ascii = _encode.utf8_extremes(offsets, data)
+    # a bound keeps PREFIX bytes; one more tells whether the value was longer
+    return text_bounds(n, data[offsets[lo]:offsets[lo + 1]][:PREFIX + 1].tobytes(),
+                       data[offsets[hi]:offsets[hi + 1]][:PREFIX + 1].tobytes(), ascii)
 
 
 # ---------------------------------------------------------------------------------------------

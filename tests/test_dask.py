@@ -269,3 +269,34 @@ def test_a_failed_partition_leaves_no_data_set(tmp_path):
     with idv.dataset(str(out)) as ds:
         assert ds.num_rows == 900
     assert [p.name for p in out.iterdir()] == ["sub"]
+
+
+@pytest.mark.parametrize("stats", [True, False], ids=["statistics", "none"])
+def test_a_filter_reads_the_matching_rows_and_drops_partitions_ruled_out(client, tmp_path,
+                                                                         stats):
+    rng = np.random.default_rng(5)
+    rows = 5000
+    data = {"Id": np.arange(rows, dtype=np.int64), "I": rng.integers(0, 100, rows),
+            "Txt": np.array([f"t{i % 37}" for i in range(rows)], dtype=object)}
+    paths = [str(tmp_path / f"part{k}.idv") for k in range(2)]
+    for k, p in enumerate(paths):
+        idv.write(p, {n: v[k * 2500:(k + 1) * 2500] for n, v in data.items()},
+                  rows_per_block=250, statistics=stats)
+    full = pd.concat([idv.read_pandas(p) for p in paths], ignore_index=True)
+    every = idv.dask.read_idv(paths, blocks_per_partition=2)
+    for flt, mask in [([("Id", ">=", 2400), ("Id", "<", 2600), ("I", "<", 50)],
+                       (full.Id >= 2400) & (full.Id < 2600) & (full.I < 50)),
+                      ("Txt == 't3' or I > 97", (full.Txt == "t3") | (full.I > 97)),
+                      ([("Id", "<", 0)], full.Id < 0)]:
+        ddf = idv.dask.read_idv(paths, blocks_per_partition=2, filter=flt)
+        got = _compute(client, ddf)
+        pd.testing.assert_frame_equal(got, full[mask], check_index_type=False)
+        assert _compute(client, ddf["Txt"]).tolist() == full.Txt[mask].tolist()
+        if ddf.known_divisions:           # each partition's rows within its divisions
+            for i in range(ddf.npartitions):
+                index = _compute(client, ddf.partitions[i]).index
+                assert ((index >= ddf.divisions[i]) & (index <= ddf.divisions[i + 1])).all()
+    sorted_filter = [("Id", ">=", 2400), ("Id", "<", 2600)]
+    kept = idv.dask.read_idv(paths, blocks_per_partition=2, filter=sorted_filter).npartitions
+    # statistics rule out every partition but the two holding rows 2400-2599
+    assert kept == (2 if stats else every.npartitions)

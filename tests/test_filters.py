@@ -227,3 +227,26 @@ def test_datasets_filter_every_file(tmp_path, full):
     assert ds.to_arrow(["Id"], filter="I < -45").column("Id").to_pylist() == want
     got = ds.record_batch_reader(["Id"], filter=[("I", "<", -45)]).read_all()
     assert got.column("Id").to_pylist() == want
+
+
+@pytest.mark.parametrize("stats", [True, False], ids=["statistics", "none"])
+def test_pandas_reads_take_the_filter(files, stats):
+    pd = pytest.importorskip("pandas", reason="pandas reads need pandas")
+    df = idv.read_pandas(files[False])
+    t = pd.Timestamp("2024-01-01 20:00")
+    cases = [([[("I", ">=", 40)], [("K", "==", "green")]], (df.I >= 40) | (df.K == "green")),
+             (f"Txt < '{LONG}3' and F > 0", (df.Txt < LONG + "3") & (df.F > 0)),
+             ([("When", ">=", t), ("Id", "<", 2000)], (df.When >= t) & (df.Id < 2000)),
+             ([("F", "<", 0.5)], df.F < 0.5),                          # NaN: not kept
+             ("isnull(F) or K == 'red'", df.F.isna() | (df.K == "red")),
+             ([("I", ">", 1000)], df.I > 1000)]                       # none match
+    with idv.open(files[stats]) as f:
+        for flt, mask in cases:
+            want = df[mask].reset_index(drop=True)
+            pd.testing.assert_frame_equal(idv.read_pandas(files[stats], filter=flt), want)
+            pd.testing.assert_frame_equal(f.to_pandas(["Id", "Txt"], filter=flt),
+                                          want[["Id", "Txt"]])
+            pd.testing.assert_frame_equal(idv.to_pandas(f, ["Zoned"], filter=flt,
+                                                        dtype_backend="pyarrow"),
+                                          idv.to_pandas(f, ["Zoned"], dtype_backend="pyarrow")
+                                          [mask].reset_index(drop=True))

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import struct
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import idv
+from idv import _encode
 from idv import statistics as S
 
 ROWS, RPB = 2500, 400
@@ -174,3 +178,71 @@ def test_bytes_past_any_bound_have_no_high_bound():
     assert block.flags & S.NO_HIGH and block.low == b"a"
     block = S.text(np.array([0, 66], np.int64), np.frombuffer(b"ab" + b"\xff" * 64, np.uint8))
     assert block.high == b"ac" and not block.flags & S.NO_HIGH
+
+
+# values that share a prefix of 8 bytes or more than a bound's 64, or none
+_WORDS = st.builds(lambda head, tail: head + tail, st.sampled_from(["", "abcdefgh", "é" * 40]),
+                   st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40))
+
+
+@given(st.lists(_WORDS, min_size=1, max_size=40))
+@settings(max_examples=200, deadline=None)
+def test_text_bounds_are_code_point_order(words):
+    """A block's Text bounds, from str, from UTF-8 or found while encoding, are those of
+    Python's min and max (code point order) and str.isascii, whatever the mix of widths,
+    shared prefixes and lengths."""
+    low, high = min(words).encode(), max(words).encode()
+    ascii = all(w.isascii() for w in words)
+    encoded = [w.encode() for w in words]
+    offsets = np.cumsum([0] + [len(e) for e in encoded], dtype=np.int64)
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    _payload, least, greatest, every_ascii = _encode.encode_text(np.array(words, dtype=object),
+                                                                 S.PREFIX + 1)
+    written = S.text_bounds(len(words), least, greatest, every_ascii)    # the writer's
+    for block in (S.text_values(np.array(words, dtype=object)), S.text(offsets, data), written):
+        assert block.present == len(words) and block.low == low[:S.PREFIX]
+        assert bool(block.flags & S.ASCII) == ascii
+        assert bool(block.flags & S.LOW_EXACT) == (len(low) <= S.PREFIX)
+        if len(high) <= S.PREFIX:
+            assert block.high == high and block.flags & S.HIGH_EXACT
+        else:
+            assert high < block.high and not block.high.startswith(high[:S.PREFIX])
+
+
+def _blocks_rewritten(data, move_bytes):
+    """`data` (a file of one column) with its first two blocks exchanged in its lookup table:
+    with `move_bytes` their bytes too (the same values, blocks moved), else not (block 0 now
+    holds block 1's values, and its statistics describe other values)."""
+    with idv.open(data) as f:
+        (o0, d0, r0), (o1, d1, r1) = f.columns[0].lookup[:2].tolist()
+    assert o1 == o0 + d0
+    table = struct.pack("<qii", o0, d0, r0) + struct.pack("<qii", o1, d1, r1)
+    at = data.index(table)
+    assert data.find(table, at + 1) < 0
+    out = bytearray(data)
+    if move_bytes:          # block 1's bytes first, then block 0's: each entry follows its own
+        out[o0:o0 + d0 + d1] = data[o1:o1 + d1] + data[o0:o0 + d0]
+        out[at:at + 32] = struct.pack("<qii", o0 + d1, d0, r0) + struct.pack("<qii", o0, d1, r1)
+    else:                   # the entries exchanged, the bytes where they were
+        out[at:at + 32] = table[16:] + table[:16]
+    return bytes(out)
+
+
+@pytest.mark.parametrize("move_bytes", [False, True], ids=["values-changed", "blocks-moved"])
+def test_a_file_whose_blocks_were_rewritten_behind_its_statistics_is_refused(tmp_path,
+                                                                             move_bytes):
+    x = np.arange(1000, dtype=np.int64) * 3
+    buf = io.BytesIO()
+    idv.write(buf, {"x": x}, rows_per_block=100, checksums=False)
+    path = tmp_path / "rewritten.idv"
+    path.write_bytes(_blocks_rewritten(buf.getvalue(), move_bytes))
+    with idv.open(path) as f:
+        got = f.read()["x"]                      # a valid file, read without its statistics
+        swapped = np.concatenate([x[100:200], x[:100], x[200:]])
+        assert np.array_equal(got, x if move_bytes else swapped)
+        with pytest.raises(idv.IdvFormatError, match="do not match the file's blocks"):
+            f.statistics
+        with pytest.raises(idv.IdvFormatError, match="do not match the file's blocks"):
+            f.read(filter=[("x", "<", 300)])     # never answered from the stale bounds
+    with pytest.raises(idv.IdvFormatError, match="do not match the file's blocks"):
+        idv.add_statistics(path)

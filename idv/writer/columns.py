@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from idv import _codecs, _encode
+from idv import statistics
 from idv import types as T
 from idv.infer import arrow_of, flatten_rows, is_rowlike, is_scipy_sparse, row_length, values_of
 from idv.vectors import Ragged, Sparse, object_array
@@ -316,6 +317,15 @@ class Column:
         counts = chunk.counts if chunk.counts is not None else np.full(n, -1, np.int32)
         return _encode.encode_vbuffer(n, size, chunk.lengths if size == 0 else _EMPTY_I32,
                                       counts, chunk.indices, _ENCODE[self.kind](chunk.values))
+
+    def payload_with_statistics(self, chunk):
+        """(payload, Block) of a scalar Text block of str: its statistics found while it is
+        encoded, from the UTF-8 as written; (payload, None) for any other block."""
+        if self.kind != T.TEXT or self.is_vector or isinstance(chunk, Utf8Text):
+            return self.payload(chunk), None
+        raw, low, high, ascii = _encode.encode_text(np.ascontiguousarray(chunk),
+                                                    statistics.PREFIX + 1)
+        return raw, statistics.text_bounds(len(chunk), low, high, ascii)
 
     def estimate(self, chunk, k):
         """ML.NET's commit-length estimate after each of the first k rows."""

@@ -303,7 +303,10 @@ class Writer:
 
     def _encode_block(self, task):
         col, chunk = task
-        raw = col.payload(chunk)
+        if self._domains[col.index] == block_stats.TEXT:
+            raw, stats = col.payload_with_statistics(chunk)
+        else:
+            raw, stats = col.payload(chunk), None
         nraw = memoryview(raw).nbytes
         data = raw if self._compress is None else self._compress(raw)
         ndisk = memoryview(data).nbytes
@@ -312,7 +315,7 @@ class Writer:
                              f"int32 block lengths allow; write fewer rows_per_block")
         # its CRC-32 and statistics here, in the compression threads
         return (col.index, data, nraw, None if self._sums is None else crc(data),
-                self._block_stats(col, chunk))
+                self._block_stats(col, chunk) if stats is None else stats)
 
     def _block_stats(self, col, chunk):
         if self._domains[col.index] is None:
