@@ -10,7 +10,7 @@ and ``idv.MemoryLimitError``; anything else (numpy's MemoryError included), a cr
 
     pip install atheris
     python fuzz/fuzz_read.py --seeds CORPUS_DIR          # write the seed corpus, then
-    python fuzz/fuzz_read.py CORPUS_DIR -runs=1000000 -rss_limit_mb=2048 -timeout=20
+    python fuzz/fuzz_read.py CORPUS_DIR -runs=1000000 -rss_limit_mb=3072 -timeout=20
     python fuzz/fuzz_read.py --replay CORPUS_DIR_OR_FILE...   # each input once, no libFuzzer
 
 The arguments after the script's own are libFuzzer's (``-help=1`` lists them). docs/development.md

@@ -212,6 +212,11 @@ def _check(f, report):
     # parts of the file that share bytes were refused when it opened (idv.layout)
     report.num_rows, report.num_columns = f.num_rows, f.num_columns
     report.checksums = f.has_checksums
+    try:        # the block statistics: their own CRC-32 and their blocks' fingerprint
+        f.statistics
+    except IdvFormatError as e:
+        report.problems.append(Finding("file", f"{e.location}: {e.reason}"
+                                       if e.location else e.reason))
     for col in f.columns:
         _check_column(col, report)
 

@@ -237,7 +237,9 @@ class IdvFile:
         self.tables = layout.read_tables(src, h, entries, extra)
         if sums is not None:           # lookup tables, metadata: checked now, blocks when read
             _check_coverage(sums, self.tables.regions, h)
-            parts = sums.tables[sums.tables["offset"] != h.toc_offset]   # the TOC: done above
+            # the TOC: checked above; the block statistics: with their own CRC, when first used
+            done = [h.toc_offset] + ([] if section is None else [section[0]])
+            parts = sums.tables[~np.isin(sums.tables["offset"], done)]
             sums.check_all(parts["offset"], src.read_ranges(parts["offset"], parts["length"]),
                            lambda k: f"the part at byte {parts['offset'][k]} "
                                      f"({parts['length'][k]} bytes: a lookup table or metadata)")

@@ -35,7 +35,7 @@ def test_fuzz_session_finds_nothing(tmp_path):
     corpus = tmp_path / "corpus"
     assert _harness("--seeds", corpus, cwd=tmp_path).returncode == 0
     r = _harness(corpus, f"-runs={RUNS}", f"-max_total_time={MAX_SECONDS}",
-                 "-rss_limit_mb=2048", "-timeout=30", "-print_final_stats=1", cwd=tmp_path)
+                 "-rss_limit_mb=3072", "-timeout=30", "-print_final_stats=1", cwd=tmp_path)
     findings = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(
         ("crash-", "leak-", "timeout-", "oom-")))
     assert r.returncode == 0 and not findings, (findings, r.stderr[-4000:])
