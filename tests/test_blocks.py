@@ -109,13 +109,19 @@ def test_pieces_of_many_columns_inflate_in_one_call(written, monkeypatch):
         assert (f["Id"].blocks_decoded, f["Score"].blocks_decoded) == (3, 3)
 
 
-def test_damage_among_many_pieces_names_its_column_and_block(written):
-    path, _ = written
+def _damage(path, column, block):
+    """Flip a bit inside block `block` of `column` of the file at `path`; its lookup entry."""
     with idv.open(path, checksums=False) as f:
-        entry = f["Score"].lookup[5]
+        entry = f[column].lookup[block]
     bad = bytearray(path.read_bytes())
     bad[int(entry["offset"]) + 5] ^= 0x10
     path.write_bytes(bytes(bad))
+    return entry
+
+
+def test_damage_among_many_pieces_names_its_column_and_block(written):
+    path, _ = written
+    entry = _damage(path, "Score", 5)
     for checksums in (True, False):
         with idv.open(path, checksums=checksums) as f:
             pieces = _pieces(f, [("Id", 0, 3), ("Score", 1, 2), ("Score", 4, 7)])
@@ -140,11 +146,7 @@ def test_text_blocks_and_their_room(written):
 
 def test_damage_found_by_the_store_names_the_column_the_block_and_the_file(written):
     path, _ = written
-    with idv.open(path, checksums=False) as f:
-        entry = f["Score"].lookup[2]
-    bad = bytearray(path.read_bytes())
-    bad[int(entry["offset"]) + 5] ^= 0x10
-    path.write_bytes(bytes(bad))
+    entry = _damage(path, "Score", 2)
     with idv.open(path) as f:
         blocks = f["Score"].blocks
         with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
