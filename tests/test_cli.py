@@ -367,17 +367,31 @@ def test_head_start_and_columns_on_a_multiblock_file():
             assert same_float(g[2], exp[names.index("X")], np.float32)
 
 
-def test_head_decodes_only_the_blocks_it_shows(monkeypatch, capsys):
+def _spy_decodes(monkeypatch):
+    """A list that gets (column name, b0, b1) of every run of blocks decoded: through a
+    column's read_blocks, or inflated with other columns' in one call (fixed-width ones)."""
     sys.path.insert(0, str(REPO_DIR))
+    import idv.blocks
     import idv.reader
-    from idv.cli import main
     calls = []
-    original = idv.reader.Column.read_blocks
+    read_blocks = idv.reader.Column.read_blocks
+    inflate_fixed = idv.blocks.BlockStore.inflate_fixed
 
-    def spy(self, b0, b1, sparse=False, **how):
+    def spy_read(self, b0, b1, sparse=False, **how):
         calls.append((self.name, b0, b1))
-        return original(self, b0, b1, sparse, **how)
-    monkeypatch.setattr(idv.reader.Column, "read_blocks", spy)
+        return read_blocks(self, b0, b1, sparse, **how)
+
+    def spy_inflate(self, pieces, *args, **kwargs):
+        calls.extend((blocks.name, b0, b1) for blocks, b0, b1, _out in pieces)
+        return inflate_fixed(self, pieces, *args, **kwargs)
+    monkeypatch.setattr(idv.reader.Column, "read_blocks", spy_read)
+    monkeypatch.setattr(idv.blocks.BlockStore, "inflate_fixed", spy_inflate)
+    return calls
+
+
+def test_head_decodes_only_the_blocks_it_shows(monkeypatch, capsys):
+    from idv.cli import main
+    calls = _spy_decodes(monkeypatch)
     path = str(fixture("multiblock_200k_none"))
     assert main(["head", path, "-n", "3"]) == 0
     assert sorted(calls) == sorted((c, 0, 1) for c in ("Id", "X", "Name", "Flag"))
@@ -820,27 +834,22 @@ def test_columns_by_glob():
 
 
 def test_cat_decodes_each_needed_block_once(monkeypatch, capsys):
-    sys.path.insert(0, str(REPO_DIR))
-    import idv.reader
     from idv.cli import main
-    calls = []
-    original = idv.reader.Column.read_blocks
+    runs = _spy_decodes(monkeypatch)
 
-    def spy(self, b0, b1, sparse=False, **how):
-        calls.extend((self.name, b) for b in range(b0, b1))
-        return original(self, b0, b1, sparse, **how)
-    monkeypatch.setattr(idv.reader.Column, "read_blocks", spy)
+    def calls():        # each block decoded, in order
+        return [(name, b) for name, b0, b1 in runs for b in range(b0, b1)]
     path = str(fixture("multiblock_200k_none"))     # 8192 rows per block
     assert main(["cat", path, "--rows", "8191:8193", "--columns", "Id", "-f", "csv"]) == 0
-    assert calls == [("Id", 0), ("Id", 1)]
+    assert calls() == [("Id", 0), ("Id", 1)]
     assert capsys.readouterr().out.split() == ["Id", "8191", "8192"]
-    calls.clear()
+    runs.clear()
     assert main(["slice", path, "--rows", "::50000", "-c", "Name,Flag", "--json"]) == 0
-    assert sorted(calls) == sorted((c, b) for c in ("Name", "Flag") for b in (0, 6, 12, 18))
+    assert sorted(calls()) == sorted((c, b) for c in ("Name", "Flag") for b in (0, 6, 12, 18))
     assert len(json.loads(capsys.readouterr().out)["data"]) == 4
-    calls.clear()
+    runs.clear()
     assert main(["cat", path, "-c", "X", "-f", "tsv"]) == 0      # every block, once
-    assert calls == [("X", b) for b in range(25)]
+    assert calls() == [("X", b) for b in range(25)]
     assert len(capsys.readouterr().out.splitlines()) == 200_001
 
 
