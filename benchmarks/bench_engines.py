@@ -71,12 +71,17 @@ def ray_figures(paths, parquet, repeat, log):
         def parquet_sum():
             sums["parquet"] = ray.data.read_parquet(parquet).select_columns([COLUMN]).sum(COLUMN)
         ray.data.range(8, override_num_blocks=2).sum("id")    # workers started before timing
-        best = bench_read.race({"idv": idv_sum, "parquet": parquet_sum}, repeat)
-        assert abs(sums["idv"] - sums["parquet"]) <= 1e-9 * abs(sums["parquet"]), sums
-        return {"idv_s": best["idv"], "parquet_s": best["parquet"],
-                "idv_vs_parquet": best["parquet"] / best["idv"]}
+        return _race(idv_sum, parquet_sum, sums, repeat)
     finally:
         ray.shutdown()
+
+
+def _race(idv_sum, parquet_sum, sums, repeat):
+    """The two sums timed interleaved (best of `repeat`), checked equal: the engine's figures."""
+    best = bench_read.race({"idv": idv_sum, "parquet": parquet_sum}, repeat)
+    assert abs(sums["idv"] - sums["parquet"]) <= 1e-9 * abs(sums["parquet"]), sums
+    return {"idv_s": best["idv"], "parquet_s": best["parquet"],
+            "idv_vs_parquet": best["parquet"] / best["idv"]}
 
 
 def spark_figures(folder, parquet_folder, repeat, log):
@@ -103,10 +108,7 @@ def spark_figures(folder, parquet_folder, repeat, log):
             df = spark.read.parquet(parquet_folder)
             sums["parquet"] = df.agg(F.sum(COLUMN)).first()[0]
         spark.range(8, numPartitions=2).count()     # the executors' first job before timing
-        best = bench_read.race({"idv": idv_sum, "parquet": parquet_sum}, repeat)
-        assert abs(sums["idv"] - sums["parquet"]) <= 1e-9 * abs(sums["parquet"]), sums
-        return {"idv_s": best["idv"], "parquet_s": best["parquet"],
-                "idv_vs_parquet": best["parquet"] / best["idv"]}
+        return _race(idv_sum, parquet_sum, sums, repeat)
     finally:
         spark.stop()
 
