@@ -40,9 +40,10 @@ from idv.writer.pandas import from_pandas  # noqa: E402
 
 # many files as one table (idv.dataset); Dask lives in the submodule idv.dask, imported on use
 from idv.dataset import Dataset, dataset  # noqa: E402
+from idv.arrow_dataset import arrow_dataset  # noqa: E402 - pyarrow imported when called
 from idv import block_stats  # noqa: E402
 from idv.block_stats import add_statistics  # noqa: E402
 
-__all__ += ["dataset", "Dataset", "add_statistics"]
+__all__ += ["dataset", "Dataset", "add_statistics", "arrow_dataset"]
 __all__ += ["to_pandas", "read_pandas", "from_pandas", "to_arrow", "from_arrow",
             "record_batch_reader", "convert", "SCHEMA_ATTR"]

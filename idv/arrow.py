@@ -311,7 +311,8 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
             if rows.step < 1:
                 raise ValueError(f"rows must be a slice with a positive step, not {rows.step}")
         node = None if filter is None else filters.parse(filter)
-        tested = {} if node is None else filters.file_columns(f, node)
+        tested = {} if node is None or isinstance(node, filters.BlocksOnly) else \
+            filters.file_columns(f, node)      # BlocksOnly: no row to test
     except BaseException:
         if owned:
             f.close()
@@ -325,7 +326,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
             for batch in scan.scan(f, readers, rows=rows, block_filter=keep):
                 out = pa.RecordBatch.from_arrays(
                     [_one_array(pa, v) for v in batch.values[:len(convs)]], schema=schema)
-                if node is not None:
+                if tested:
                     mask = filters.row_mask(node, tested,
                                             dict(zip(tested, batch.values[len(convs):])))
                     out = out.filter(pa.array(mask))

@@ -167,10 +167,22 @@ _IS_IN = re.compile(r"is_in\(([^,()]+), \{value_set=\w+:\[(.*?)\], null_matching
 _IS_NULL = re.compile(r"is_null\(([^,()]+), \{nan_is_null=\w+\}\)")
 
 
+_STRING = re.compile(r'("(?:[^"\\]|\\.)*")', re.S)
+
+
 def _arrow_as_python(text):
-    """pyarrow's text of an Expression (``((a > 3) and (b == "x"))``) in Python's syntax."""
+    """pyarrow's text of an Expression (``((a > 3) and (b == "x"))``) in Python's syntax;
+    the text of string literals is left as it is."""
+    pieces = _STRING.split(text)            # odd pieces: string literals
+    for i in range(0, len(pieces), 2):
+        pieces[i] = _code_as_python(pieces[i])
+    text = "".join(pieces)
     text = _IS_IN.sub(lambda m: f"({m.group(1)} in [{m.group(2).strip()}])", text)
-    text = _IS_NULL.sub(r"isnull(\1)", text)
+    return _IS_NULL.sub(r"isnull(\1)", text)
+
+
+def _code_as_python(text):
+    """What lies between string literals in pyarrow's text of an Expression, in Python's."""
     text = re.sub(r"\bis_valid\(", "notnull(", text)
     text = re.sub(r"\binvert\(", "not (", text)
     text = _TIMESTAMP.sub(lambda m: f'timestamp("{m.group(1).replace(" ", "T")}")', text)
@@ -299,6 +311,37 @@ def block_mask(node, columns, num_blocks):
         if node.op == "!=":
             return ~(present & (cs.missing == 0) & (lo == v) & (hi == v))
         return present & {"<": lo < v, "<=": lo <= v, ">": hi > v, ">=": hi >= v}[node.op]
+
+
+def all_match(node, columns, num_blocks):
+    """A bool per block, True where the statistics show that every row matches (so a count
+    needs no decoding); False where they cannot tell. Numbers, Booleans and times only."""
+    if isinstance(node, (And, Or)):
+        got = [all_match(p, columns, num_blocks) for p in node.parts]
+        return np.logical_and.reduce(got) if isinstance(node, And) else \
+            np.logical_or.reduce(got)
+    none = np.zeros(num_blocks, bool)
+    if isinstance(node, (Not, BlocksOnly)):
+        return none
+    c = columns[node.column]
+    cs = c.stats
+    if cs is None or cs.domain == S.TEXT or isinstance(T.item_type(c.type), T.Key):
+        return none
+    if isinstance(node, IsNull):
+        return (cs.missing == 0) if node.negate else (cs.present == 0) & (cs.missing > 0)
+    if node.op in ("in", "not in"):
+        if node.op == "in" or not node.value:
+            return none if node.op == "in" else np.ones(num_blocks, bool)
+        return all_match(And(tuple(Cmp(node.column, "!=", v) for v in node.value)), columns,
+                         num_blocks)
+    v = _literal(c, node.value)
+    if isinstance(v, float) and np.isnan(v):
+        return none
+    full, lo, hi = (cs.present > 0) & (cs.missing == 0), cs.low, cs.high
+    with np.errstate(invalid="ignore"):
+        sure = {"==": (lo == v) & (hi == v), "!=": (v < lo) | (v > hi), "<": hi < v,
+                "<=": hi <= v, ">": lo > v, ">=": lo >= v}[node.op]
+    return full & np.asarray(sure, bool)
 
 
 def _text_blocks(cs, op, v):

@@ -24,7 +24,7 @@ pointer (idv.checksums, bytes 52-83), which ML.NET's saver leaves zero:
 The section (little-endian; docs/filters.md gives it in full):
 
     uint32 version (1), uint32 columns with statistics, int64 blocks per column,
-    uint32 fingerprint of the blocks (their offsets, lengths and recorded CRC-32s),
+    uint32 fingerprint of the blocks (a CRC-32 of their offsets and lengths),
     uint32 zero; then per column: uint32 column index, uint8 domain (1 int64, 2 uint64,
     3 float64, 4 text), 3 zero bytes, int64 present[blocks], int64 missing[blocks], and
       numbers: min[blocks], max[blocks] (8 bytes each, in the domain's type);
@@ -33,8 +33,10 @@ The section (little-endian; docs/filters.md gives it in full):
       uint8 high_length[blocks], the low bounds' bytes, the high bounds' bytes, zero
       padding to a multiple of 8.
 
-The fingerprint ties the statistics to the blocks they describe: a file whose blocks moved,
-changed length or (with idv's checksums) changed bytes since is refused (IdvFormatError).
+The fingerprint ties the statistics to the blocks they describe: a file whose blocks moved
+or changed length since is refused (IdvFormatError). It does not cover the blocks' bytes: a
+block whose bytes changed in place is refused by its own CRC-32 when read, where the file has
+idv's checksums.
 """
 from __future__ import annotations
 
@@ -277,13 +279,10 @@ class Builder:
                            np.array(self._low, dtype), np.array(self._high, dtype))
 
 
-def fingerprint(offsets, lengths, crcs=None) -> int:
-    """The CRC-32 of every column's block offsets and lengths (and their recorded CRC-32s,
-    where the file has them), columns in order: what the statistics were computed for."""
-    parts = [np.asarray(offsets, "<i8").tobytes(), np.asarray(lengths, "<i8").tobytes()]
-    if crcs is not None:
-        parts.append(np.asarray(crcs, "<i8").tobytes())
-    return crc(b"".join(parts))
+def fingerprint(offsets, lengths) -> int:
+    """The CRC-32 of every column's block offsets then lengths (int64 each, columns in
+    order): the blocks the statistics were computed for."""
+    return crc(np.asarray(offsets, "<i8").tobytes() + np.asarray(lengths, "<i8").tobytes())
 
 
 def pack(columns, num_blocks, blocks_fingerprint) -> bytes:
