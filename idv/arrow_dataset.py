@@ -159,11 +159,38 @@ def block_counts(f, name):
 def _classes():
     pa = import_pyarrow()
     import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
+
+    class _Refusing(pafs.FileSystemHandler):
+        """A filesystem whose every call raises: what Arrow's C++ scanner would read."""
+
+        def __eq__(self, other):
+            return self is other
+
+        def __ne__(self, other):
+            return self is not other
+
+        def __hash__(self):
+            return id(self)
+
+        def get_type_name(self):
+            return "idv"
+
+        def _refuse(self, *args, **kwargs):
+            raise NotImplementedError(
+                "Arrow's own scanner cannot read an idv.arrow_dataset (Scanner.from_dataset, "
+                "write_dataset): call its scanner(), to_table() or to_batches(), or give "
+                "write_dataset ds.scanner().to_reader()")
+
+        get_file_info = get_file_info_selector = create_dir = delete_dir = _refuse
+        delete_dir_contents = delete_root_dir_contents = delete_file = move = _refuse
+        copy_file = open_input_stream = open_input_file = open_output_stream = _refuse
+        open_append_stream = normalize_path = _refuse
 
     def _unsupported(what):
         def method(self, *args, **kwargs):
             raise NotImplementedError(f"{what} is not supported on an idv.arrow_dataset: "
-                                      f"use to_table() (or a Scanner over it) first")
+                                      f"call to_table() first, or use scanner().to_reader()")
         method.__name__ = what
         return method
 
@@ -172,14 +199,30 @@ def _classes():
         if unknown:
             raise TypeError(f"{where}() got unexpected arguments: {', '.join(sorted(unknown))}")
 
-    class IdvArrowDataset(pads.Dataset):
-        """.idv files as a pyarrow Dataset (made by idv.arrow_dataset)."""
+    refusing = pafs.PyFileSystem(_Refusing())
 
-        def __init__(self, ds, unit, safe):         # pyarrow's own __init__ refuses
+    class IdvArrowDataset(pads.FileSystemDataset):
+        """.idv files as a pyarrow Dataset (made by idv.arrow_dataset).
+
+        Beneath it lies a dataset of one file on a filesystem that refuses every call, so
+        that what goes to Arrow's C++ scanner directly (``Scanner.from_dataset``,
+        ``write_dataset``) raises NotImplementedError instead of reading nothing."""
+
+        def __init__(self, ds, unit, safe):
+            schema = arrow.arrow_schema(ds.open_file(0), ds.column_names, datetime=unit)
+            fmt = pads.IpcFileFormat()
+            pads.FileSystemDataset.__init__(
+                self, [fmt.make_fragment("idv.arrow_dataset", filesystem=refusing)], schema,
+                fmt, refusing)
             self.idv_dataset = ds
             self._unit, self._safe = unit, safe
-            self._schema = arrow.arrow_schema(ds.open_file(0), ds.column_names, datetime=unit)
+            self._schema = schema
             self._types = {fl.name: fl.type for fl in ds.schema.fields}
+
+        @property
+        def files(self):
+            """The paths of the .idv files."""
+            return [f.path for f in self.idv_dataset.files]
 
         def __repr__(self):
             return (f"<idv.arrow_dataset of {len(self.idv_dataset.files)} file(s), "
@@ -226,10 +269,7 @@ def _classes():
             return self.scanner(None, filter, **options).count_rows()
 
         get_fragments = _unsupported("get_fragments")
-        _get_fragments = _unsupported("get_fragments")
-        _scanner_options = _unsupported("_scanner_options")
-        _scan_options = _unsupported("_scan_options")
-        filter = _unsupported("filter")
+        filter = _unsupported("filter")  # noqa: A003 - pyarrow's name
         join = _unsupported("join")
         join_asof = _unsupported("join_asof")
         sort_by = _unsupported("sort_by")
@@ -240,10 +280,12 @@ def _classes():
             """Not supported: .idv files have no partitioning."""
             raise NotImplementedError("an idv.arrow_dataset has no partition expression")
 
-    class IdvScanner(pads.Scanner):
-        """A scan of an idv.arrow_dataset: its columns, filter and batch size."""
+    class IdvScanner:
+        """A scan of an idv.arrow_dataset: its columns, filter and batch size (what DuckDB
+        reads through ``to_reader``). Not a pyarrow Scanner, whose methods would run Arrow's
+        C++ scanner: ``write_dataset`` takes ``to_reader()``."""
 
-        def __init__(self, owner, columns, filter_, batch_size):  # pyarrow's __init__ refuses
+        def __init__(self, owner, columns, filter_, batch_size):
             if isinstance(columns, dict):
                 raise TypeError("idv.arrow_dataset scanners take column names, not a dict of "
                                 "expressions")
@@ -339,8 +381,6 @@ def _classes():
                 if len(layouts) == 1 and all(c.stats is not None for c in cols.values()):
                     return _count_by_statistics(f, node, cols, np.array(layouts.pop()))
             return sum(b.num_rows for b in self._filtered(i, []))
-
-        scan_batches = _unsupported("scan_batches")
 
     return IdvArrowDataset, IdvScanner
 

@@ -1,0 +1,270 @@
+"""idv.arrow_dataset: a pyarrow.dataset.Dataset over .idv files. DuckDB's queries over it equal
+numpy's filtering of the full read, with the projection and the filter pushed into idv (fewer
+blocks decoded, fewer bytes fetched); pyarrow's calls give the Table that pyarrow's own
+filtering of the whole data gives, with and without statistics, over one file or several."""
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+import idv
+from http_server import RangeServer
+
+pa = pytest.importorskip("pyarrow", reason="idv.arrow_dataset needs pyarrow")
+pc = pytest.importorskip("pyarrow.compute", reason="idv.arrow_dataset needs pyarrow")
+pads = pytest.importorskip("pyarrow.dataset", reason="idv.arrow_dataset needs pyarrow")
+
+from idv import filters  # noqa: E402
+from idv.arrow_dataset import prunable  # noqa: E402
+
+ROWS, RPB = 3000, 256
+KEYS = ["red", "green", "blue"]
+LONG = "p" * 70                     # longer than any stored Text bound
+STAMP = 'at 2024-01-01 00:00:00 and "q"'        # a text that looks like a timestamp
+T0 = np.datetime64("2024-01-01T00:00:00")
+
+
+def _data():
+    rng = np.random.default_rng(5)
+    f = rng.normal(size=ROWS)
+    f[rng.random(ROWS) < 0.1] = np.nan
+    f[1024:1280] = np.nan                                   # a block with no number
+    f32 = rng.random(ROWS).astype(np.float32)
+    f32[::50] = np.float32(0.1)                 # 0.1 in float32 is above the double 0.1
+    txt = [(LONG if i % 3 else "") + f"{rng.integers(0, 500):03d}" for i in range(ROWS)]
+    txt[7] = STAMP
+    return {
+        "Id": np.arange(ROWS, dtype=np.int64),
+        "I": rng.integers(-50, 50, ROWS).astype(np.int32),
+        "F": f,
+        "F32": f32,
+        "B": rng.random(ROWS) < 0.3,
+        "K": rng.integers(0, 4, ROWS).astype(np.uint32),
+        "When": T0 + np.arange(ROWS).astype("timedelta64[m]"),          # sorted
+        "Span": rng.integers(0, 10**6, ROWS).astype("timedelta64[s]"),
+        "Txt": txt,
+    }
+
+
+def _write(folder, statistics, parts=1):
+    """The data in `parts` files of `folder` (rows end to end)."""
+    data = _data()
+    cuts = np.linspace(0, ROWS, parts + 1).astype(int)
+    paths = []
+    for i in range(parts):
+        path = folder / f"part{i}.idv"
+        idv.write(path, {k: v[cuts[i]:cuts[i + 1]] for k, v in data.items()},
+                  types={"K": idv.Key(idv.UInt32, count=3)},
+                  metadata={"K": {"KeyValues": KEYS}}, rows_per_block=RPB,
+                  statistics=statistics)
+        paths.append(str(path))
+    return paths
+
+
+@pytest.fixture(scope="module", params=[(True, 1), (False, 1), (True, 3)],
+                ids=["statistics", "none", "three-files"])
+def paths(request, tmp_path_factory):
+    statistics, parts = request.param
+    return _write(tmp_path_factory.mktemp("ad"), statistics, parts)
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """The whole data as pyarrow reads it without any filter (the reference)."""
+    path = _write(tmp_path_factory.mktemp("whole"), False)[0]
+    return idv.to_arrow(path, datetime="us")
+
+
+@pytest.fixture(scope="module")
+def full():
+    return _data()
+
+
+def _same(got, want):
+    """Tables equal in schema (metadata included) and values, NaN equal to NaN."""
+    assert got.schema.equals(want.schema, check_metadata=True)
+    for name in want.column_names:
+        a, b = got.column(name), want.column(name)
+        if pa.types.is_floating(b.type):
+            np.testing.assert_array_equal(a.to_numpy(), b.to_numpy(), err_msg=name)
+        else:
+            assert a.equals(b), name
+    return True
+
+
+def _blocks_decoded(ds, name):
+    d = ds.idv_dataset
+    return sum(d.open_file(i)[name].blocks_decoded for i in range(len(d.files)))
+
+
+EXPRESSIONS = {
+    "range": (pc.field("Id") >= 1000) & (pc.field("Id") < 1200),
+    "or": (pc.field("I") < -45) | (pc.field("I") > 45),
+    "nan": pc.field("F") > 0.5,
+    "float32": pc.field("F32") > 0.1,
+    "bool": pc.field("B") == True,  # noqa: E712 - a pyarrow expression
+    "text": pc.field("Txt") < LONG + "3",
+    "text-in": pc.field("Txt").isin(["007", "123", LONG + "042"]),
+    "timestamp-in-text": pc.field("Txt") == STAMP,
+    "when": pc.field("When") < pa.scalar(dt.datetime(2024, 1, 1, 5), pa.timestamp("us")),
+    "span": pc.field("Span") > pa.scalar(500_000, pa.duration("s")),
+    "key": pc.field("K") == "green",
+    "not": ~(pc.field("I") > 0),
+    "is_nan": pc.field("F").is_nan(),
+    "is_valid": pc.field("F").is_valid() & (pc.field("Id") >= 1000),
+    "function": pc.add(pc.field("I"), 1) > 40,
+    "empty": pc.field("Id") < 0,
+}
+
+
+@pytest.mark.parametrize("name", list(EXPRESSIONS))
+def test_filtered_tables_equal_pyarrow_filtering_the_whole_data(paths, whole, name):
+    ds = idv.arrow_dataset(paths)
+    e = EXPRESSIONS[name]
+    want = whole.filter(e)
+    got = ds.to_table(filter=e)
+    assert _same(got, want)
+    assert ds.count_rows(filter=e) == want.num_rows
+    some = ds.to_table(columns=["Id", "Txt"], filter=e)
+    assert some.equals(want.select(["Id", "Txt"]))
+
+
+def test_duckdb_pushes_projection_and_filter_into_idv(paths, full):
+    duckdb = pytest.importorskip("duckdb", reason="needs duckdb")
+    ds = idv.arrow_dataset(paths)
+    t = T0 + np.timedelta64(2800, "m")
+    got = duckdb.sql("select Id, I from ds where \"When\" >= timestamp '2024-01-02 22:40:00' "
+                     "order by Id").fetchall()
+    keep = full["When"] >= t
+    assert got == list(zip(full["Id"][keep].tolist(), full["I"][keep].tolist()))
+    assert _blocks_decoded(ds, "F") == 0 and _blocks_decoded(ds, "Txt") == 0   # projection
+    whole = ROWS // RPB + 1
+    if ds.idv_dataset.open_file(0).statistics is not None:          # 200 of 3,000 rows
+        assert _blocks_decoded(ds, "I") <= 3
+    else:
+        assert _blocks_decoded(ds, "I") == whole
+    # a filter on a column the query does not select, and an empty result
+    got = duckdb.sql("select Id from ds where I > 45 and B order by Id").fetchall()
+    assert [r[0] for r in got] == full["Id"][(full["I"] > 45) & full["B"]].tolist()
+    assert duckdb.sql("select count(*) from ds where Id < 0").fetchall() == [(0,)]
+    got = duckdb.sql("select count(*) from ds where F > 0.5 and Txt < 'p'").fetchall()
+    above = (full["F"] > 0.5) | np.isnan(full["F"])        # DuckDB: NaN above every number
+    assert got == [(int(np.sum(above & (np.array(full["Txt"]) < "p"))),)]
+
+
+def test_a_one_percent_duckdb_query_over_http_fetches_at_most_3_percent_of_the_bytes(
+        tmp_path):
+    duckdb = pytest.importorskip("duckdb", reason="needs duckdb")
+    pytest.importorskip("fsspec", reason="remote reads need the remote extra")
+    pytest.importorskip("aiohttp", reason="HTTP reads need aiohttp")
+    n = 200_000
+    path = tmp_path / "s.idv"
+    idv.write(path, {"ts": np.arange(n, dtype=np.int64),
+                     "v": np.random.default_rng(0).random(n)}, rows_per_block=1024)
+    data = path.read_bytes()
+    lo = n // 2
+    with RangeServer({"/s.idv": data}) as srv:
+        ds = idv.arrow_dataset(srv.url("/s.idv"))
+        srv.reset_counts()
+        got = duckdb.sql(f"select ts, v from ds where ts >= {lo} and ts < {lo + n // 100} "
+                         "order by ts").fetchall()
+        assert [r[0] for r in got] == list(range(lo, lo + n // 100))
+        assert srv.bytes_served <= 0.03 * len(data), (srv.bytes_served, len(data))
+
+
+def _sorted(tmp_path, statistics):
+    path = tmp_path / f"sorted{statistics}.idv"
+    idv.write(path, {"ts": np.arange(100_000, dtype=np.int64),
+                     "x": np.arange(100_000) % 7}, rows_per_block=1000, statistics=statistics)
+    return path
+
+
+def test_count_rows_decodes_only_the_blocks_statistics_cannot_decide(tmp_path):
+    e = (pc.field("ts") >= 10_500) & (pc.field("ts") < 30_500)
+    ds = idv.arrow_dataset(_sorted(tmp_path, True))
+    assert ds.count_rows(filter=e) == 20_000
+    assert _blocks_decoded(ds, "ts") == 2               # blocks 10 and 30: the others decided
+    assert ds.count_rows(filter=pc.field("ts") >= 0) == 100_000
+    assert ds.count_rows(filter=(pc.field("ts") < 0) | (pc.field("ts") > 10**6)) == 0
+    assert _blocks_decoded(ds, "ts") == 2
+    assert ds.count_rows() == 100_000
+    plain = idv.arrow_dataset(_sorted(tmp_path, False))
+    assert plain.count_rows(filter=e) == 20_000
+    assert _blocks_decoded(plain, "ts") == 100
+    # what statistics cannot decide is decoded, and still counted exactly
+    x = idv.arrow_dataset(_sorted(tmp_path, True))
+    assert x.count_rows(filter=(pc.field("x") == 3) & (pc.field("ts") < 7000)) == 1000
+    assert _blocks_decoded(x, "x") == 7
+
+
+def test_scanner_head_take_and_batches(paths, whole):
+    ds = idv.arrow_dataset(paths)
+    assert isinstance(ds, pads.Dataset) and ds.schema.equals(whole.schema)
+    e = pc.field("I") > 40
+    sc = ds.scanner(columns=["Txt", "Id"], filter=e, batch_size=100)
+    assert sc.projected_schema.names == ["Txt", "Id"] and sc.dataset_schema.equals(ds.schema)
+    reader = sc.to_reader()
+    batches = list(reader)
+    assert all(b.num_rows <= 100 for b in batches) and reader.schema.equals(sc.projected_schema)
+    want = whole.filter(e).select(["Txt", "Id"])
+    assert pa.Table.from_batches(batches, sc.projected_schema).equals(want)
+    assert sc.to_table().equals(want) and sc.count_rows() == want.num_rows
+    assert pa.Table.from_batches(list(sc.to_batches())).equals(want)
+    assert sc.head(7).equals(want.slice(0, 7))
+    assert sc.take([2, 0]).equals(want.take([2, 0]))
+    assert ds.head(5, columns=["Id"]).column("Id").to_pylist() == [0, 1, 2, 3, 4]
+    assert ds.head(0).num_rows == 0
+    assert ds.head(10, columns=["Id"], filter=e).equals(want.select(["Id"]).slice(0, 10))
+    rows = [2999, 0, 1500, 1500, 257, 1999]
+    assert _same(ds.take(rows), whole.take(rows))
+    assert ds.take(rows, columns=["Txt", "K"]).equals(whole.select(["Txt", "K"]).take(rows))
+    assert ds.take([], columns=["Id"]).num_rows == 0
+    assert pa.Table.from_batches(ds.to_batches(columns=["Id"])).column("Id").to_pylist() == \
+        list(range(ROWS))
+    assert ds.files == paths
+
+
+def test_what_cannot_work_says_so(paths):
+    ds = idv.arrow_dataset(paths)
+    for call in (ds.get_fragments, lambda: ds.sort_by("Id"), lambda: ds.join(ds, "Id"),
+                 lambda: ds.filter(pc.field("Id") > 3), lambda: ds.replace_schema(ds.schema),
+                 lambda: ds.partition_expression,
+                 lambda: pads.Scanner.from_dataset(ds).to_table(),
+                 lambda: pads.write_dataset(ds, "unused", format="parquet")):
+        with pytest.raises((NotImplementedError, TypeError)):
+            call()
+    with pytest.raises(TypeError, match="unexpected"):
+        ds.scanner(nonsense=1)
+    with pytest.raises(TypeError, match="Expression"):
+        ds.to_table(filter=[("Id", ">", 3)])
+    with pytest.raises(KeyError, match="Nope"):
+        ds.to_table(filter=pc.field("Nope") > 3)
+    with pytest.raises(TypeError):
+        ds.scanner(columns={"x": pc.field("Id")})
+    import pickle
+    with pytest.raises(TypeError, match="picklable"):
+        pickle.dumps(ds)
+    # pyarrow's own options are taken (they tune Arrow's C++ scanner, which is not used)
+    assert ds.to_table(columns=["Id"], use_threads=False, batch_readahead=2).num_rows == ROWS
+
+
+def test_only_what_arrow_and_the_statistics_agree_on_prunes():
+    types = {"i": idv.Int32, "f": idv.Single, "k": idv.Key(idv.UInt32, count=3),
+             "s": idv.TimeSpan, "w": idv.DateTime, "t": idv.Text}
+
+    def tree(e):
+        return prunable(filters.parse(e), types)
+    assert tree(pc.field("i") > 3) == (filters.Cmp("i", ">", 3), True)
+    got, exact = tree(pc.field("f") > 0.1)
+    assert exact and isinstance(got.value, np.float64)          # float32 compares in float64
+    assert tree(pc.field("k") == "red") == (None, False)
+    assert tree(pc.field("s") > pa.scalar(5, pa.duration("us"))) == (None, False)
+    assert tree(pc.field("f").is_valid()) == (None, False)      # NaN is valid to Arrow
+    assert tree(pc.field("i") > 10**12) == (None, False)        # out of Int32's range
+    between = pa.scalar(150, pa.timestamp("ns"))                # between two ticks
+    assert tree(pc.field("w") < between) == (None, False)
+    assert tree((pc.field("i") > 3) & (pc.field("k") == 1)) == (filters.Cmp("i", ">", 3),
+                                                                False)
+    assert tree((pc.field("i") > 3) | (pc.field("k") == 1)) == (None, False)
