@@ -162,8 +162,11 @@ def _node(n):
 
 
 _TIMESTAMP = re.compile(r"(?<![\"\w])(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)(?![\"\w])")
-_IS_IN = re.compile(r"is_in\(([^,()]+), \{value_set=\w+:\[(.*?)\], null_matching_behavior=\w+\}\)",
-                    re.S)
+_IS_IN = re.compile(r"is_in\(([^,()]+), \{value_set=(\w+):\[(.*?)\], "
+                    r"null_matching_behavior=\w+\}\)", re.S)
+# value sets whose printed items are numbers (pyarrow prints a set's strings unescaped, so
+# that one string holding '",' reads as two: those sets are not translated)
+_NUMBER_SETS = re.compile(r"u?int(8|16|32|64)|float|double|bool")
 _IS_NULL = re.compile(r"is_null\(([^,()]+), \{nan_is_null=\w+\}\)")
 
 
@@ -177,7 +180,8 @@ def _arrow_as_python(text):
     for i in range(0, len(pieces), 2):
         pieces[i] = _code_as_python(pieces[i])
     text = "".join(pieces)
-    text = _IS_IN.sub(lambda m: f"({m.group(1)} in [{m.group(2).strip()}])", text)
+    text = _IS_IN.sub(lambda m: f"({m.group(1)} in [{m.group(3).strip()}])"
+                      if _NUMBER_SETS.fullmatch(m.group(2)) else m.group(0), text)
     return _IS_NULL.sub(r"isnull(\1)", text)
 
 

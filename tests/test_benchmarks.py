@@ -106,7 +106,8 @@ def test_benchmark_quick_mode(script):
         return
     if script == "bench_filter.py":
         assert [r["query"] for r in report["results"]] == [
-            "idv.read", "polars scan_idv", "DuckDB over scan_idv", "pyarrow.dataset Parquet"]
+            "idv.read", "polars scan_idv", "DuckDB over scan_idv", "DuckDB over arrow_dataset",
+            "pyarrow.dataset Parquet"]
         assert all(r["rows"] == report["matching_rows"] > 0 for r in report["results"])
         assert report["write_statistics_s"] > 0 and report["idv_vs_parquet"] > 0
         return

@@ -134,6 +134,20 @@ def test_three_forms_agree_and_unselected_columns_filter(files, full):
         assert list(both) == f.column_names and both["Txt"].tolist() == full["Txt"][:5].tolist()
 
 
+def test_pyarrow_expressions_keep_their_string_literals_and_refuse_what_they_cannot_read():
+    pc = pytest.importorskip("pyarrow.compute", reason="pyarrow expressions need pyarrow")
+    from idv import filters
+    odd = 'on 2024-01-01 00:00:00 and "quoted" or invert(x) true'   # looks like code
+    assert filters.parse(pc.field("s") == odd) == filters.Cmp("s", "==", odd)
+    assert filters.parse(pc.field("I").isin([3, 5])) == filters.Cmp("I", "in", [3, 5])
+    # pyarrow prints a set's strings as they are: ['a",\n  "b'] reads as ["a", "b"]
+    for e in (pc.field("s").isin(['a",\n  "b']), pc.field("s").isin(["a"]),
+              pc.field("F").is_nan(), pc.add(pc.field("I"), 1) > 3,
+              pc.field("I") > pc.field("U")):
+        with pytest.raises(ValueError, match="cannot understand"):
+            filters.parse(e)
+
+
 def test_bad_filters_say_why(files):
     with idv.open(files[True]) as f:
         with pytest.raises(KeyError, match="Nope"):
