@@ -228,6 +228,16 @@ def _classes():
             return (f"<idv.arrow_dataset of {len(self.idv_dataset.files)} file(s), "
                     f"{self.idv_dataset.num_rows} rows: {self._schema.names}>")
 
+        def close(self):
+            """Close the files of the idv.Dataset beneath."""
+            self.idv_dataset.close()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.close()
+
         def __reduce__(self):
             raise TypeError("an idv.arrow_dataset is not picklable: pass its paths and call "
                             "idv.arrow_dataset again")

@@ -182,7 +182,36 @@ def _arrow_as_python(text):
     text = "".join(pieces)
     text = _IS_IN.sub(lambda m: f"({m.group(1)} in [{m.group(3).strip()}])"
                       if _NUMBER_SETS.fullmatch(m.group(2)) else m.group(0), text)
-    return _IS_NULL.sub(r"isnull(\1)", text)
+    return _when_valid(_IS_NULL.sub(r"isnull(\1)", text))
+
+
+_WHEN_VALID = "if_else(notnull("
+_ELSE_NULL = ", null[bool])"
+
+
+def _when_valid(text):
+    """DuckDB's ``x IN (...)``, ``if_else(is_valid(x), is_in(x, ...), null)``, as
+    ``(notnull(x) and (...))``: a row whose x is null drops out either way."""
+    at = text.find(_WHEN_VALID)
+    while at >= 0:
+        depth, i = 0, at + len("if_else")
+        while i < len(text):
+            if text[i] == '"':
+                m = _STRING.match(text, i)
+                i = m.end() if m else len(text)
+                continue
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        body = text[at + len("if_else("):i + 1]
+        cond_end = body.find("), ")
+        if i >= len(text) or not body.endswith(_ELSE_NULL) or cond_end < 0:
+            return text                     # not that form: left to fail as it is
+        cond, inner = body[:cond_end + 1], body[cond_end + 3:-len(_ELSE_NULL)]
+        text = f"{text[:at]}({cond} and ({inner})){text[i + 1:]}"
+        at = text.find(_WHEN_VALID)
+    return text
 
 
 def _code_as_python(text):

@@ -145,6 +145,11 @@ def test_duckdb_pushes_projection_and_filter_into_idv(paths, full):
         assert _blocks_decoded(ds, "I") <= 3
     else:
         assert _blocks_decoded(ds, "I") == whole
+    before = _blocks_decoded(ds, "I")                  # IN: pushed as if_else(is_valid...)
+    got = duckdb.sql("select I from ds where Id in (5, 2900) order by Id").fetchall()
+    assert [r[0] for r in got] == full["I"][[5, 2900]].tolist()
+    if ds.idv_dataset.open_file(0).statistics is not None:
+        assert _blocks_decoded(ds, "I") - before == 2
     # a filter on a column the query does not select, and an empty result
     got = duckdb.sql("select Id from ds where I > 45 and B order by Id").fetchall()
     assert [r[0] for r in got] == full["Id"][(full["I"] > 45) & full["B"]].tolist()
@@ -224,6 +229,9 @@ def test_scanner_head_take_and_batches(paths, whole):
     assert pa.Table.from_batches(ds.to_batches(columns=["Id"])).column("Id").to_pylist() == \
         list(range(ROWS))
     assert ds.files == paths
+    with idv.arrow_dataset(paths) as again:
+        assert again.count_rows() == ROWS
+    assert again.idv_dataset.num_open_files == 0
 
 
 def test_what_cannot_work_says_so(paths):

@@ -135,11 +135,16 @@ def test_three_forms_agree_and_unselected_columns_filter(files, full):
 
 
 def test_pyarrow_expressions_keep_their_string_literals_and_refuse_what_they_cannot_read():
-    pc = pytest.importorskip("pyarrow.compute", reason="pyarrow expressions need pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="pyarrow expressions need pyarrow")
+    import pyarrow.compute as pc
     from idv import filters
     odd = 'on 2024-01-01 00:00:00 and "quoted" or invert(x) true'   # looks like code
     assert filters.parse(pc.field("s") == odd) == filters.Cmp("s", "==", odd)
     assert filters.parse(pc.field("I").isin([3, 5])) == filters.Cmp("I", "in", [3, 5])
+    duck_in = pc.if_else(pc.field("I").is_valid(), pc.field("I").isin([3, 5]),
+                         pa.scalar(None, pa.bool_()))           # DuckDB's I IN (3, 5)
+    assert filters.parse(duck_in) == filters.And((filters.IsNull("I", True),
+                                                  filters.Cmp("I", "in", [3, 5])))
     # pyarrow prints a set's strings as they are: ['a",\n  "b'] reads as ["a", "b"]
     for e in (pc.field("s").isin(['a",\n  "b']), pc.field("s").isin(["a"]),
               pc.field("F").is_nan(), pc.add(pc.field("I"), 1) > 3,
