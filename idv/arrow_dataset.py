@@ -20,7 +20,6 @@ import functools
 import numpy as np
 
 from idv import arrow, filters, selection
-from idv import statistics as S
 from idv import types as T
 from idv.arrow_types import import_pyarrow
 from idv.dataset import Dataset, dataset
