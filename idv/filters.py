@@ -109,7 +109,13 @@ def _from_python(text, shown):
         tree = ast.parse(text.strip(), mode="eval").body
         return _node(tree)
     except (SyntaxError, ValueError) as e:
-        raise ValueError(f"cannot understand the filter {shown!r}: {e}") from None
+        hint = _SET_HINT if "value_set=" in shown else ""
+        raise ValueError(f"cannot understand the filter {shown!r}: {e}{hint}") from None
+
+
+# pyarrow prints a set of strings without escaping them, so that text cannot be read back
+_SET_HINT = ("; pyarrow's text of isin() over strings or bytes is ambiguous: write it as"
+             " [(column, 'in', [...])] or as (pc.field(c) == v1) | (pc.field(c) == v2)")
 
 
 def _name(n):

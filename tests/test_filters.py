@@ -151,6 +151,8 @@ def test_pyarrow_expressions_keep_their_string_literals_and_refuse_what_they_can
               pc.field("I") > pc.field("U")):
         with pytest.raises(ValueError, match="cannot understand"):
             filters.parse(e)
+    with pytest.raises(ValueError, match=r"\[\(column, 'in'"):      # says what to write
+        filters.parse(pc.field("s").isin(["a", "b"]))
 
 
 def test_bad_filters_say_why(files):
