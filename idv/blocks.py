@@ -222,7 +222,7 @@ class BlockStore:
         try:
             codec.fix(out)
         except IdvFormatError as e:
-            raise _fix_error(blocks, e, b0, b1, table, out) from None
+            raise _fix_error(blocks, e, np.arange(b0, b1), out) from None
         return out
 
     def _decode_vectors(self, blocks, b0, b1, table, sparse, parallel, rows, out=None):
@@ -342,43 +342,52 @@ class BlockStore:
         kind and destination buffer instead of one per piece. `pieces`: (ColumnBlocks, b0,
         b1, out) with fixed_width(codec) and `out` of the rows' shape and the codec's dtype.
         The memory limit is checked and the blocks counted as decode does."""
+        self.inflate_listed([(blocks, np.arange(b0, b1, dtype=np.int64), out)
+                             for blocks, b0, b1, out in pieces], parallel)
+
+    def inflate_listed(self, pieces, parallel=True):
+        """inflate_fixed for any blocks: `pieces` are (ColumnBlocks, its block numbers (an
+        ascending int64 array, not necessarily consecutive), out), `out` holding the rows of
+        those blocks end to end (what take gathers its rows from). All the pieces' blocks of
+        one compression kind and destination buffer are inflated in one call, in parallel
+        chunks unless `parallel` is False: no Python runs per block."""
         self.check_open()
         groups = {}
         for piece in pieces:
-            blocks, b0, b1, out = piece
-            r0, r1 = blocks.rows(b0, b1)
-            self.need((r1 - r0) * blocks.codec.itemsize, lambda: blocks.reading(b0, b1))
-            blocks.counted(b1 - b0)
+            blocks, hit, out = piece
+            self.need(len(out) * blocks.codec.itemsize,
+                      lambda: blocks.reading(int(hit[0]), int(hit[-1]) + 1))
+            blocks.counted(len(hit))
             root, at = _root_bytes(out)
             key = (blocks.compression, root.__array_interface__["data"][0])
             groups.setdefault(key, (root, []))[1].append((piece, at))
         for (kind, _), (root, members) in groups.items():
             self._inflate_group(kind, root, members, parallel)
-        for blocks, b0, b1, out in pieces:
+        for blocks, hit, out in pieces:
             try:
                 blocks.codec.fix(out)
             except IdvFormatError as e:
-                raise _fix_error(blocks, e, b0, b1, blocks.lookup[b0:b1], out).locate(
+                raise _fix_error(blocks, e, hit, out).locate(
                     column=blocks.name, column_index=blocks.index, path=self.path) from None
 
     def _inflate_group(self, kind, root, members, parallel):
-        """inflate_fixed's pieces (`members`: (piece, its byte offset in `root`)) that share
+        """inflate_listed's pieces (`members`: (piece, its byte offset in `root`)) that share
         compression `kind` and destination `root`, in one _inflate_scattered."""
         tables, dst_offsets, crcs = [], [], []
         starts = np.zeros(len(members) + 1, np.int64)
-        for k, ((blocks, b0, b1, _out), at) in enumerate(members):
-            tables.append(blocks.lookup[b0:b1])
+        for k, ((blocks, hit, _out), at) in enumerate(members):
+            tables.append(blocks.lookup[hit])
             step = blocks.rows_per_block * blocks.codec.itemsize
-            dst_offsets.append(at + np.arange(b1 - b0, dtype=np.int64) * step)
+            dst_offsets.append(at + np.arange(len(hit), dtype=np.int64) * step)
             expected = self.expected_crcs(blocks)
             if expected is not None:
-                crcs.append(expected[b0:b1])
-            starts[k + 1] = starts[k] + b1 - b0
+                crcs.append(expected[hit])
+            starts[k + 1] = starts[k] + len(hit)
 
         def which(i):
             k = int(np.searchsorted(starts, i, side="right")) - 1
-            blocks, b0 = members[k][0][:2]
-            return blocks, b0 + i - int(starts[k])
+            blocks, hit = members[k][0][:2]
+            return blocks, int(hit[i - int(starts[k])])
         self._inflate_scattered(kind, np.concatenate(tables), root,
                                 np.concatenate(dst_offsets),
                                 np.concatenate(crcs) if self.sums is not None else None,
@@ -429,16 +438,17 @@ class BlockStore:
                 run(s)
 
 
-def _fix_error(blocks, error, b0, b1, table, out):
-    """Locate a codec.fix() failure over blocks [b0, b1): the first block whose rows fail
-    alone (checked on a copy)."""
-    r0 = blocks.rows(b0, b1)[0]
-    for b in range(b0, b1):
-        s, e = (r - r0 for r in blocks.rows(b, b + 1))
+def _fix_error(blocks, error, hit, out):
+    """Locate a codec.fix() failure in `out`, the rows of blocks `hit` end to end: the first
+    block whose rows fail alone (checked on a copy)."""
+    s = 0
+    for b in hit.tolist():
+        r0, r1 = blocks.rows(b, b + 1)
         try:
-            blocks.codec.fix(out[s:e].copy())
+            blocks.codec.fix(out[s:s + r1 - r0].copy())
         except IdvFormatError as found:
-            return found.locate(block=b, offset=int(table["offset"][b - b0]))
+            return found.locate(block=b, offset=int(blocks.lookup["offset"][b]))
+        s += r1 - r0
     return error
 
 

@@ -1,10 +1,13 @@
 """Rows by number, in the order asked (``IdvFile.take``): what a shuffled training epoch or a
 sample asks of a file.
 
-The plan is made once per call, in numpy: the row numbers sorted, the blocks that hold them
-marked in a mask, and the scan (idv.scan) decodes only those blocks, of only the columns asked
-for, in its parallel windows. Each batch gives up its rows with one fancy index per column
-(the sorted row numbers that fall in the batch's range, found by ``np.searchsorted``); the
+The plan is made once per call, in numpy: the blocks that hold the rows asked for, and each
+row's place among their rows. Columns of fixed-width scalars (numbers, keys, times) have all
+their blocks hit inflated by one call of the block store (``BlockStore.inflate_listed``:
+parallel chunks in the threads, CRC-32s checked, no Python per block), end to end into one
+buffer, and their rows gathered from it with one fancy index in the order asked. Other columns
+(text, vectors, Booleans) go through the scan (idv.scan), which decodes only the blocks hit in
+its parallel windows; each batch gives up its rows with one fancy index per column, and the
 pieces are joined and put back in the order asked with one more. No Python runs per row, and
 each block hit is inflated and decoded once, however many rows it gives.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv import selection, vectors
+from idv.blocks import fixed_width
 from idv.scan import AHEAD, WINDOW_BYTES, scan
 
 # windows decoded ahead of the one gathered from: the blocks a take hits are rarely adjacent,
@@ -30,6 +34,37 @@ def take(f, indices, columns=None) -> dict:
     cols = selection.file_columns(f, columns)
     if not len(rows) or not cols:
         return {c.name: c.read_blocks(0, 0) for c in cols}
+    others = [c for c in cols if not (c.readable and fixed_width(c.codec))]
+    out = _take_fixed(f, [c for c in cols if c not in others], rows)
+    out.update(_take_scanned(f, others, rows) if others else {})
+    return {c.name: out[c.index] for c in cols}
+
+
+def _take_fixed(f, cols, rows):
+    """{column index: rows `rows` of it} for columns `cols` (fixed-width scalars): their
+    blocks hit inflated into one buffer by one call of the block store, then gathered."""
+    if not cols:
+        return {}
+    rpb = cols[0].rows_per_block
+    block = rows // rpb
+    hit = np.unique(block)
+    # the rows of the blocks hit, end to end: only the file's last block may be short
+    n = (len(hit) - 1) * rpb + min(rpb, f.num_rows - int(hit[-1]) * rpb)
+    place = np.searchsorted(hit, block) * rpb + (rows - block * rpb)
+    sizes = [(n * c.codec.itemsize + 63) // 64 * 64 for c in cols]
+    buf = f.store.buffer(sum(sizes), "the blocks a take hits")
+    pieces, at = [], 0
+    for c, size in zip(cols, sizes):
+        dtype = c.codec.dtype
+        pieces.append((c.blocks, hit, buf[at:at + n * dtype.itemsize].view(dtype)))
+        at += size
+    f.store.inflate_listed(pieces)
+    return {c.index: piece[2][place] for c, piece in zip(cols, pieces)}
+
+
+def _take_scanned(f, cols, rows):
+    """{column index: rows `rows` of it} for columns `cols` (any form), through the scan:
+    only the blocks hit decoded."""
     order = np.argsort(rows, kind="stable")
     ordered = rows[order]
     rpb = cols[0].rows_per_block
@@ -46,5 +81,5 @@ def take(f, indices, columns=None) -> dict:
     out = {}
     for c, parts in zip(cols, pieces):
         joined = parts[0] if len(parts) == 1 else vectors.concat_reads(parts)
-        out[c.name] = joined if restore is None else joined[restore]
+        out[c.index] = joined if restore is None else joined[restore]
     return out

@@ -103,6 +103,17 @@ def test_blocks_decoded_are_the_distinct_blocks_hit(path):
         assert [f[n].blocks_decoded for n in ["f", "r", "i"]] == [hit, hit, 0]
 
 
+@pytest.mark.parametrize("compression, checksums", [("none", True), ("deflate", False)])
+def test_uncompressed_and_unchecked_files_give_the_same_rows(tmp_path, whole, compression,
+                                                              checksums):
+    p = tmp_path / "t.idv"
+    idv.write(p, _table(ROWS), types=TYPES, rows_per_block=RPB, compression=compression,
+              checksums=checksums)
+    rows = CASES["unsorted"]
+    with idv.open(p) as f:
+        assert same(f.take(rows), _expected(whole, rows))
+
+
 # ---- datasets: row numbers over the files end to end
 
 @pytest.fixture(scope="module")
