@@ -14,6 +14,7 @@ a lookup table), so that any reader of several columns can decode their blocks t
 from __future__ import annotations
 
 import functools
+import mmap
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -96,6 +97,7 @@ class BlockStore:
         self.cache = cache
         self.sums = sums
         self._crcs = {}          # column index -> its blocks' expected CRC-32s
+        self._mappable = {}      # column index -> whether its blocks are mappable
 
     # ---- the source
     def check_open(self):
@@ -163,6 +165,78 @@ class BlockStore:
             self.sums.check(offset, self._source.view(offset, length), "the block")
         except IdvFormatError as e:
             raise e.locate(block=block) from None
+
+    # ---- zero copy: the values of uncompressed blocks, as they lie in a memory-mapped file
+    def mappable(self, blocks):
+        """Whether the values of `blocks` (a ColumnBlocks) can be handed out as views of the
+        file's memory map (mapped_blocks): a file opened from a path (mapped), blocks stored
+        without compression, fixed-width items stored as they are in memory (no fix-up:
+        numbers and keys), every block the size of its rows and aligned for its items."""
+        found = self._mappable.get(blocks.index)
+        if found is None:
+            found = self._mappable[blocks.index] = self._is_mappable(blocks)
+        return found
+
+    def _is_mappable(self, blocks):
+        codec, buf = blocks.codec, self._source.buffer
+        if (blocks.compression != _compression.NONE or not fixed_width(codec)
+                or type(codec).fix is not _codecs.Codec.fix or buf is None
+                or not isinstance(buf.obj, mmap.mmap) or not blocks.num_rows):
+            return False
+        lookup, size = blocks.lookup, codec.itemsize
+        rows = np.full(len(lookup), blocks.rows_per_block, np.int64)
+        rows[-1] = blocks.num_rows - (len(lookup) - 1) * blocks.rows_per_block
+        offsets, disk = lookup["offset"], lookup["disk"].astype(np.int64)
+        base = np.frombuffer(buf, np.uint8).__array_interface__["data"][0]
+        return bool(((disk == rows * size) & (lookup["raw"] == disk) & (offsets >= 0)
+                     & (offsets <= len(buf) - disk) & ((base + offsets) % size == 0)).all())
+
+    @_entry_point
+    def mapped_blocks(self, blocks, b0, b1):
+        """Blocks [b0, b1) of a mappable column: per block a read-only array that is a view
+        of the file's memory map (which stays open while any such array lives, the file
+        closed or not). Each block is checked as mapped_spans checks it."""
+        buf, offsets, nbytes = self.mapped_spans(blocks, b0, b1)
+        dtype, size = blocks.codec.dtype, blocks.codec.itemsize
+        return [np.frombuffer(buf, dtype, n // size, o) for o, n in zip(offsets, nbytes)]
+
+    @_entry_point
+    def mapped_spans(self, blocks, b0, b1):
+        """(the file's memory map as a read-only memoryview, each block's offset in it, its
+        bytes: lists) for blocks [b0, b1) of a mappable column, for views made elsewhere
+        (Arrow buffers). Each block is checked against its CRC-32 first, and the file against
+        truncation; nothing is allocated for the values."""
+        buf = self._source.buffer
+        self._source.check_intact()       # a memory map past a file's end: SIGBUS
+        table = blocks.lookup[b0:b1]
+        offsets, disk = table["offset"].tolist(), table["disk"].tolist()
+        crcs = self.expected_crcs(blocks)
+        if crcs is not None:
+            self._check_crcs(buf, offsets, disk, crcs[b0:b1].tolist(), b0)
+        blocks.counted(b1 - b0)
+        return buf, offsets, disk
+
+    def _check_crcs(self, buf, offsets, disk, crcs, b0):
+        """IdvFormatError naming the first block (numbered from b0) whose bytes fail their
+        CRC-32, in the read threads when there is much to check."""
+        def run(span):
+            for i in range(*span):
+                want = crcs[i]
+                if want != _compression.NO_CRC and (
+                        want < 0 or _compression.crc32_of(
+                            buf[offsets[i]:offsets[i] + disk[i]]) != want):
+                    return i
+            return None
+        parts = min(self.threads * 4, sum(disk) // _SPAN_BYTES)
+        spans = _chunks(len(offsets), parts)
+        if len(spans) > 1 and self.threads > 1:
+            found = list(_threads.pool("read", self.threads).map(run, spans))
+        else:
+            found = [run(s) for s in spans]
+        for i in found:
+            if i is not None:
+                self.check_block(offsets[i], disk[i], b0 + i)
+                raise IdvFormatError("checksum mismatch", block=b0 + i, offset=offsets[i])
 
     # ---- decoding
     @_entry_point
