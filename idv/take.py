@@ -2,10 +2,11 @@
 sample asks of a file.
 
 The plan is made once per call, in numpy: the blocks that hold the rows asked for, and each
-row's place among their rows. Columns of fixed-width scalars (numbers, keys, times) have all
-their blocks hit inflated by one call of the block store (``BlockStore.inflate_listed``:
-parallel chunks in the threads, CRC-32s checked, no Python per block), end to end into one
-buffer, and their rows gathered from it with one fancy index in the order asked. Other columns
+row's place among their rows. Columns of fixed-width scalars (numbers, keys, times) have their
+blocks hit inflated by one call of the block store (``BlockStore.inflate_listed``: parallel
+chunks in the threads, CRC-32s checked, no Python per block) per round of at most
+``TAKE_BYTES`` of blocks, end to end into one buffer, and their rows gathered from it with one
+fancy index; a take that hits fewer bytes (nearly all) is one round. Other columns
 (text, vectors, Booleans) go through the scan (idv.scan), which decodes only the blocks hit in
 its parallel windows; each batch gives up its rows with one fancy index per column, and the
 pieces are joined and put back in the order asked with one more. No Python runs per row, and
@@ -24,6 +25,9 @@ from idv.scan import AHEAD, WINDOW_BYTES, scan
 # smaller by as much, so that no more bytes are held than in a scan
 TAKE_AHEAD = 8
 TAKE_WINDOW_BYTES = WINDOW_BYTES * (AHEAD + 1) // (TAKE_AHEAD + 1)
+# decompressed blocks (over the columns) inflated together by a take's round: as many bytes as
+# a scan holds, so that a take of many rows of a large file does not hold all its blocks
+TAKE_BYTES = 8 * WINDOW_BYTES
 
 
 def take(f, indices, columns=None) -> dict:
@@ -42,12 +46,32 @@ def take(f, indices, columns=None) -> dict:
 
 def _take_fixed(f, cols, rows):
     """{column index: rows `rows` of it} for columns `cols` (fixed-width scalars): their
-    blocks hit inflated into one buffer by one call of the block store, then gathered."""
+    blocks hit inflated into one buffer by one call of the block store per round, then
+    gathered."""
     if not cols:
         return {}
     rpb = cols[0].rows_per_block
     block = rows // rpb
     hit = np.unique(block)
+    row_bytes = sum(c.codec.itemsize for c in cols)
+    per = max(1, TAKE_BYTES // (rpb * row_bytes))          # blocks a round
+    if len(hit) <= per:
+        return dict(zip((c.index for c in cols), _gathered(f, cols, hit, block, rows)))
+    order = np.argsort(block, kind="stable")
+    bounds = np.searchsorted(block[order], hit[::per])
+    out = {c.index: np.empty(len(rows), c.codec.dtype) for c in cols}
+    for k, (a, b) in enumerate(zip(bounds, np.append(bounds[1:], len(rows)))):
+        sel = order[a:b]
+        got = _gathered(f, cols, hit[k * per:(k + 1) * per], block[sel], rows[sel])
+        for c, values in zip(cols, got):
+            out[c.index][sel] = values
+    return out
+
+
+def _gathered(f, cols, hit, block, rows):
+    """Rows `rows` (in blocks `block`, among the ascending blocks `hit`) of each of `cols`:
+    the blocks inflated end to end into one buffer, in one call of the block store."""
+    rpb = cols[0].rows_per_block
     # the rows of the blocks hit, end to end: only the file's last block may be short
     n = (len(hit) - 1) * rpb + min(rpb, f.num_rows - int(hit[-1]) * rpb)
     place = np.searchsorted(hit, block) * rpb + (rows - block * rpb)
@@ -59,7 +83,7 @@ def _take_fixed(f, cols, rows):
         pieces.append((c.blocks, hit, buf[at:at + n * dtype.itemsize].view(dtype)))
         at += size
     f.store.inflate_listed(pieces)
-    return {c.index: piece[2][place] for c, piece in zip(cols, pieces)}
+    return [piece[2][place] for piece in pieces]
 
 
 def _take_scanned(f, cols, rows):

@@ -144,3 +144,13 @@ def test_dataset_take_errors_and_empty(dataset_dir):
             ds.take([3, 1001])
         got = ds.take([], columns=["v", "r"])
         assert got["v"].shape == (0, 3) and len(got["r"]) == 0
+
+
+def test_a_take_of_more_blocks_than_a_round_holds_gives_the_same_rows(path, whole,
+                                                                       monkeypatch):
+    monkeypatch.setattr(idv.take, "TAKE_BYTES", 3 * RPB * 20)     # 3 blocks of f, i and k
+    rows = CASES["every row reversed"][::3]
+    with idv.open(path) as f:
+        got = f.take(rows, columns=["f", "i", "k", "t"])
+        assert f["i"].blocks_decoded == len(np.unique(rows // RPB))
+    assert same(got, {n: whole[n][rows] for n in ["f", "i", "k", "t"]})
