@@ -422,7 +422,8 @@ class Column:
         """Whether this column's rows can be read without copying (mapped_blocks: uncompressed
         numbers and keys of a memory-mapped file, BlockStore.mappable)."""
         self._file.check_open()
-        return (self.readable and bool(self.num_rows) and self._entry.compression == _compression.NONE
+        return (self.readable and bool(self.num_rows)
+                and self._entry.compression == _compression.NONE
                 and self._file.store.mappable(self.blocks))
 
     def mapped_blocks(self, b0, b1, spans=False):
