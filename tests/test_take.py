@@ -154,3 +154,19 @@ def test_a_take_of_more_blocks_than_a_round_holds_gives_the_same_rows(path, whol
         got = f.take(rows, columns=["f", "i", "k", "t"])
         assert f["i"].blocks_decoded == len(np.unique(rows // RPB))
     assert same(got, {n: whole[n][rows] for n in ["f", "i", "k", "t"]})
+
+
+def test_a_bad_value_in_a_block_hit_names_its_block(tmp_path):
+    p = tmp_path / "when.idv"
+    when = np.datetime64("2020-01-01", "ns") + np.arange(ROWS) * 10**9
+    idv.write(p, {"when": when}, rows_per_block=RPB, compression="none", checksums=False)
+    with idv.open(p) as f:
+        offset = int(f["when"].lookup["offset"][7])
+    bad = bytearray(p.read_bytes())
+    bad[offset + 8 * 3:offset + 8 * 4] = (-5).to_bytes(8, "little", signed=True)   # row 451
+    p.write_bytes(bytes(bad))
+    with idv.open(p) as f:
+        with pytest.raises(idv.IdvFormatError, match="DateTime ticks -5") as e:
+            f.take([999, 460, 3])
+        assert (e.value.column, e.value.block, e.value.offset) == ("when", 7, offset)
+        assert f.take([999, 3])["when"].tolist() == when[[999, 3]].astype("M8[100ns]").tolist()
