@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Text into Arrow and pandas: idv against pyarrow's Parquet reader, same run, interleaved.
+"""Text into Arrow and pandas: idv against pyarrow's Parquet reader, same run, interleaved;
+uncompressed numbers handed to Arrow and numpy without copying.
 
     python3 benchmarks/bench_arrow.py            # full: 1M short strings (bench_read's file)
     python3 benchmarks/bench_arrow.py --quick    # 50k strings, one run of each figure
@@ -16,6 +17,11 @@ Goals:
   pandas     idv.read_pandas >= 1x pd.read_parquet, both with Arrow-backed strings (pandas 3's
              default str; and dtype_backend="pyarrow")
   objects    idv.read (object array of str) stays >= 1.2x pyarrow's read to objects
+  zero copy  bench_read's uncompressed numeric file (11 columns, written by ML.NET): to_arrow,
+             record_batch_reader (every batch) and read(copy=False), the blocks referenced in
+             the file's memory map and checked against their CRC-32s, >= 2x a plain copy of
+             the file's bytes out of a new memory map (bench_read.memcpy_runs); the copying
+             read (idv.read) for comparison
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ sys.path.insert(0, HERE)
 
 import idv  # noqa: E402
 from bench_read import (_DECOMPRESSORS, baseline_decompress, ensure_data,  # noqa: E402
-                        machine, options, payload_bytes, race, runs_and_log)
+                        machine, memcpy_runs, options, payload_bytes, race, runs_and_log)
 
 MB = 1e6
 
@@ -149,12 +155,43 @@ def main(argv=None):
             figures[f"stringdtype_vs_objects_{comp}"] = {"ratio": secs["idv"] / secs["idv_sd"]}
             log(f"     (StringDType / objects: {secs['idv'] / secs['idv_sd']:.2f}x)")
 
+    zero_copy(p["numeric_none"], repeat, fig, target, log)
+
     report = {"quick": args.quick, "repeat": repeat, "machine": machine(),
               "figures": figures, "targets": targets}
     if args.json:
         json.dump(report, sys.stdout, indent=1)
         print()
     return 0
+
+
+def zero_copy(path, repeat, fig, target, log):
+    """Uncompressed numbers into Arrow and numpy as views of the file's memory map, against a
+    plain copy of the file's bytes."""
+    nbytes = os.path.getsize(path)
+    with idv.open(path) as f:
+        mapped = [c.name for c in f.columns if c.mappable]
+    if not idv.to_arrow(path).equals(idv.to_arrow(open(path, "rb").read())):
+        sys.exit("bench_arrow: the zero-copy table differs from the copying one")
+    log(f"uncompressed numbers ({nbytes / MB:.1f} MB file, {len(mapped)} columns mapped):")
+    _fresh, _warm, copy_mapped = memcpy_runs(nbytes, path)
+
+    def batches():
+        for _ in idv.record_batch_reader(path):
+            pass
+    secs = race({"copy": copy_mapped, "arrow": lambda: idv.to_arrow(path), "batches": batches,
+                 "numpy": lambda: idv.read(path, copy=False), "read": lambda: idv.read(path)},
+                repeat)
+    for key, label in (("copy", "a copy of the file's bytes out of a new memory map"),
+                       ("arrow", "idv.to_arrow (views of the map, CRCs checked)"),
+                       ("batches", "idv.record_batch_reader (every batch)"),
+                       ("numpy", "idv.read(copy=False)"), ("read", "idv.read (copying)")):
+        fig(f"zero_copy_{key}", label, secs[key], nbytes)
+    target("zero copy: to_arrow / a copy of the file's bytes", secs["copy"] / secs["arrow"], 2.0)
+    target("zero copy: record_batch_reader / a copy of the file's bytes",
+           secs["copy"] / secs["batches"], 2.0)
+    target("zero copy: read(copy=False) / a copy of the file's bytes",
+           secs["copy"] / secs["numpy"], 2.0)
 
 
 def _stream(path):

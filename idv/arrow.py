@@ -51,6 +51,7 @@ class _ColumnToArrow:
         self.col = col
         # Text and vectors of Text: decoded straight into Arrow's layout (no str objects)
         self.text = _is_text(col)
+        self._mapped = None
 
     def text_arrays(self, b0, b1, parallel=True, out=None):
         """Blocks [b0, b1) of a text column as Arrow arrays, one per block, built on the
@@ -80,11 +81,35 @@ class _ColumnToArrow:
         np.cumsum(block.lengths, out=offsets[1:])
         return pa.ListArray.from_arrays(pa.array(offsets), items)
 
+    @property
+    def mapped(self):
+        """Whether the column's blocks become arrays on the file's memory map (uncompressed
+        numbers of a mapped file: mapped_arrays), found when first read."""
+        if self._mapped is None:
+            self._mapped = not self.text and self.col.mappable
+        return self._mapped
+
+    def mapped_arrays(self, b0, b1):
+        """Blocks [b0, b1) of a mappable column as Arrow arrays, one per block, on the file's
+        memory map (numbers: slices of one Arrow buffer on the map, no copy; keys labelled by
+        KeyValues: their dictionary indices computed)."""
+        col, pa, at = self.col, self.pa, self.arrow_type
+        if self.dictionary is not None:
+            return [self.array(v, col.block_rows(b)[0])
+                    for b, v in zip(range(b0, b1), col.mapped_blocks(b0, b1))]
+        buf, offsets, nbytes = col.mapped_blocks(b0, b1, spans=True)
+        whole, size = pa.py_buffer(buf), col.codec.itemsize
+        return [pa.Array.from_buffers(at, n // size, [None, whole.slice(o, n)])
+                for o, n in zip(offsets, nbytes)]
+
     def blocks(self, b0, b1, parallel=True, out=None):
-        """Blocks [b0, b1) as Arrow arrays: text one per block (text_arrays), the rest one for
-        them all (read_blocks); into `out` if given (see _Windows._outputs)."""
+        """Blocks [b0, b1) as Arrow arrays: text one per block (text_arrays), mapped blocks
+        one per block (mapped_arrays), the rest one for them all (read_blocks); into `out` if
+        given (see _Windows._outputs)."""
         if self.text:
             return self.text_arrays(b0, b1, parallel, out)
+        if self.mapped:
+            return self.mapped_arrays(b0, b1)
         col = self.col
         values = col.read_blocks(b0, b1, parallel=parallel, out=out)
         return [self.array(values, col.block_rows(b0)[0])]
@@ -93,6 +118,8 @@ class _ColumnToArrow:
     def room(self, b0, b1):
         """(shape, dtype) of blocks [b0, b1) in the scan window's buffer, or None."""
         col = self.col
+        if self.mapped:
+            return None
         if not self.text:
             return scan.fixed_room(col, b0, b1)
         return None if isinstance(col.type, T.Vector) else ((col.text_room(b0, b1),),
@@ -102,7 +129,7 @@ class _ColumnToArrow:
         return self.blocks(b0, b1, parallel=False, out=out)
 
     def inflatable(self, b0, b1, out):
-        return None if self.text else scan.fixed_blocks(self.col, out)
+        return None if self.text or self.mapped else scan.fixed_blocks(self.col, out)
 
     def inflated(self, b0, b1, out):
         return [self.array(out, self.col.block_rows(b0)[0])]
@@ -247,21 +274,25 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
         if not cols:    # no columns, but maybe rows (ML.NET's internal saver writes such files)
             return pa.Table.from_batches(
                 [pa.RecordBatch.from_struct_array(pa.array([{}] * n, pa.struct([])))])
-        # text columns straight into Arrow (their blocks' UTF-8), the others in read()'s form
+        # text columns straight into Arrow (their blocks' UTF-8), uncompressed numbers of a
+        # mapped file as views of the map (a list of blocks), the others in read()'s form
         texts = [c for c in cols if _is_text(c)]
-        others = [c for c in cols if not _is_text(c)]
+        mapped = [c for c in cols if not _is_text(c) and c.mappable]
+        others = [c for c in cols if not _is_text(c) and c not in mapped]
         text_convs = _converters(pa, texts, datetime, safe)
-        with f.prefetch(cols):      # a remote file: all the blocks in a few large requests
+        with f.prefetch(others + texts):    # a remote file: the blocks in a few large requests
             got = scan.read_whole(f, [scan.WholeColumn(f.store, c) for c in others]
                                   + [scan.Chunks(conv) for conv in text_convs])
         values = got[:len(others)]
         convs = dict(zip(map(id, others), zip(_converters(pa, others, datetime, safe, values),
                                               values)))
         convs.update(zip(map(id, texts), zip(text_convs, got[len(others):])))
+        for conv in _converters(pa, mapped, datetime, safe):
+            convs[id(conv.col)] = (conv, conv.mapped_arrays(0, conv.col.num_blocks))
         arrays, fields = [], []
         for col in cols:
             conv, v = convs[id(col)]
-            arrays.append(pa.chunked_array(v, conv.arrow_type) if conv.text
+            arrays.append(pa.chunked_array(v, conv.arrow_type) if conv.text or conv.mapped
                           else _chunked(pa, conv, v, n))
             fields.append(conv.field)
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -14,6 +14,7 @@ a lookup table), so that any reader of several columns can decode their blocks t
 from __future__ import annotations
 
 import functools
+import mmap
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -96,6 +97,7 @@ class BlockStore:
         self.cache = cache
         self.sums = sums
         self._crcs = {}          # column index -> its blocks' expected CRC-32s
+        self._mappable = {}      # column index -> whether its blocks are mappable
 
     # ---- the source
     def check_open(self):
@@ -164,6 +166,78 @@ class BlockStore:
         except IdvFormatError as e:
             raise e.locate(block=block) from None
 
+    # ---- zero copy: the values of uncompressed blocks, as they lie in a memory-mapped file
+    def mappable(self, blocks):
+        """Whether the values of `blocks` (a ColumnBlocks) can be handed out as views of the
+        file's memory map (mapped_blocks): a file opened from a path (mapped), blocks stored
+        without compression, fixed-width items stored as they are in memory (no fix-up:
+        numbers and keys), every block the size of its rows and aligned for its items."""
+        found = self._mappable.get(blocks.index)
+        if found is None:
+            found = self._mappable[blocks.index] = self._is_mappable(blocks)
+        return found
+
+    def _is_mappable(self, blocks):
+        codec, buf = blocks.codec, self._source.buffer
+        if (blocks.compression != _compression.NONE or not fixed_width(codec)
+                or type(codec).fix is not _codecs.Codec.fix or buf is None
+                or not isinstance(buf.obj, mmap.mmap) or not blocks.num_rows):
+            return False
+        lookup, size = blocks.lookup, codec.itemsize
+        rows = np.full(len(lookup), blocks.rows_per_block, np.int64)
+        rows[-1] = blocks.num_rows - (len(lookup) - 1) * blocks.rows_per_block
+        offsets, disk = lookup["offset"], lookup["disk"].astype(np.int64)
+        base = np.frombuffer(buf, np.uint8).__array_interface__["data"][0]
+        return bool(((disk == rows * size) & (lookup["raw"] == disk) & (offsets >= 0)
+                     & (offsets <= len(buf) - disk) & ((base + offsets) % size == 0)).all())
+
+    @_entry_point
+    def mapped_blocks(self, blocks, b0, b1):
+        """Blocks [b0, b1) of a mappable column: per block a read-only array that is a view
+        of the file's memory map (which stays open while any such array lives, the file
+        closed or not). Each block is checked as mapped_spans checks it."""
+        buf, offsets, nbytes = self.mapped_spans(blocks, b0, b1)
+        dtype, size = blocks.codec.dtype, blocks.codec.itemsize
+        return [np.frombuffer(buf, dtype, n // size, o) for o, n in zip(offsets, nbytes)]
+
+    @_entry_point
+    def mapped_spans(self, blocks, b0, b1):
+        """(the file's memory map as a read-only memoryview, each block's offset in it, its
+        bytes: lists) for blocks [b0, b1) of a mappable column, for views made elsewhere
+        (Arrow buffers). Each block is checked against its CRC-32 first, and the file against
+        truncation; nothing is allocated for the values."""
+        buf = self._source.buffer
+        self._source.check_intact()       # a memory map past a file's end: SIGBUS
+        table = blocks.lookup[b0:b1]
+        offsets, disk = table["offset"].tolist(), table["disk"].tolist()
+        crcs = self.expected_crcs(blocks)
+        if crcs is not None:
+            self._check_crcs(buf, offsets, disk, crcs[b0:b1].tolist(), b0)
+        blocks.counted(b1 - b0)
+        return buf, offsets, disk
+
+    def _check_crcs(self, buf, offsets, disk, crcs, b0):
+        """IdvFormatError naming the first block (numbered from b0) whose bytes fail their
+        CRC-32, in the read threads when there is much to check."""
+        def run(span):
+            for i in range(*span):
+                want = crcs[i]
+                if want != _compression.NO_CRC and (
+                        want < 0 or _compression.crc32_of(
+                            buf[offsets[i]:offsets[i] + disk[i]]) != want):
+                    return i
+            return None
+        parts = min(self.threads * 4, sum(disk) // _SPAN_BYTES)
+        spans = _chunks(len(offsets), parts)
+        if len(spans) > 1 and self.threads > 1:
+            found = list(_threads.pool("read", self.threads).map(run, spans))
+        else:
+            found = [run(s) for s in spans]
+        for i in found:
+            if i is not None:
+                self.check_block(offsets[i], disk[i], b0 + i)
+                raise IdvFormatError("checksum mismatch", block=b0 + i, offset=offsets[i])
+
     # ---- decoding
     @_entry_point
     def decode(self, blocks, b0, b1, sparse=False, parallel=True, out=None):
@@ -222,7 +296,7 @@ class BlockStore:
         try:
             codec.fix(out)
         except IdvFormatError as e:
-            raise _fix_error(blocks, e, b0, b1, table, out) from None
+            raise _fix_error(blocks, e, np.arange(b0, b1), out) from None
         return out
 
     def _decode_vectors(self, blocks, b0, b1, table, sparse, parallel, rows, out=None):
@@ -342,43 +416,52 @@ class BlockStore:
         kind and destination buffer instead of one per piece. `pieces`: (ColumnBlocks, b0,
         b1, out) with fixed_width(codec) and `out` of the rows' shape and the codec's dtype.
         The memory limit is checked and the blocks counted as decode does."""
+        self.inflate_listed([(blocks, np.arange(b0, b1, dtype=np.int64), out)
+                             for blocks, b0, b1, out in pieces], parallel)
+
+    def inflate_listed(self, pieces, parallel=True):
+        """inflate_fixed for any blocks: `pieces` are (ColumnBlocks, its block numbers (an
+        ascending int64 array, not necessarily consecutive), out), `out` holding the rows of
+        those blocks end to end (what take gathers its rows from). All the pieces' blocks of
+        one compression kind and destination buffer are inflated in one call, in parallel
+        chunks unless `parallel` is False: no Python runs per block."""
         self.check_open()
         groups = {}
         for piece in pieces:
-            blocks, b0, b1, out = piece
-            r0, r1 = blocks.rows(b0, b1)
-            self.need((r1 - r0) * blocks.codec.itemsize, lambda: blocks.reading(b0, b1))
-            blocks.counted(b1 - b0)
+            blocks, hit, out = piece
+            self.need(len(out) * blocks.codec.itemsize,
+                      lambda: blocks.reading(int(hit[0]), int(hit[-1]) + 1))
+            blocks.counted(len(hit))
             root, at = _root_bytes(out)
             key = (blocks.compression, root.__array_interface__["data"][0])
             groups.setdefault(key, (root, []))[1].append((piece, at))
         for (kind, _), (root, members) in groups.items():
             self._inflate_group(kind, root, members, parallel)
-        for blocks, b0, b1, out in pieces:
+        for blocks, hit, out in pieces:
             try:
                 blocks.codec.fix(out)
             except IdvFormatError as e:
-                raise _fix_error(blocks, e, b0, b1, blocks.lookup[b0:b1], out).locate(
+                raise _fix_error(blocks, e, hit, out).locate(
                     column=blocks.name, column_index=blocks.index, path=self.path) from None
 
     def _inflate_group(self, kind, root, members, parallel):
-        """inflate_fixed's pieces (`members`: (piece, its byte offset in `root`)) that share
+        """inflate_listed's pieces (`members`: (piece, its byte offset in `root`)) that share
         compression `kind` and destination `root`, in one _inflate_scattered."""
         tables, dst_offsets, crcs = [], [], []
         starts = np.zeros(len(members) + 1, np.int64)
-        for k, ((blocks, b0, b1, _out), at) in enumerate(members):
-            tables.append(blocks.lookup[b0:b1])
+        for k, ((blocks, hit, _out), at) in enumerate(members):
+            tables.append(blocks.lookup[hit])
             step = blocks.rows_per_block * blocks.codec.itemsize
-            dst_offsets.append(at + np.arange(b1 - b0, dtype=np.int64) * step)
+            dst_offsets.append(at + np.arange(len(hit), dtype=np.int64) * step)
             expected = self.expected_crcs(blocks)
             if expected is not None:
-                crcs.append(expected[b0:b1])
-            starts[k + 1] = starts[k] + b1 - b0
+                crcs.append(expected[hit])
+            starts[k + 1] = starts[k] + len(hit)
 
         def which(i):
             k = int(np.searchsorted(starts, i, side="right")) - 1
-            blocks, b0 = members[k][0][:2]
-            return blocks, b0 + i - int(starts[k])
+            blocks, hit = members[k][0][:2]
+            return blocks, int(hit[i - int(starts[k])])
         self._inflate_scattered(kind, np.concatenate(tables), root,
                                 np.concatenate(dst_offsets),
                                 np.concatenate(crcs) if self.sums is not None else None,
@@ -429,16 +512,17 @@ class BlockStore:
                 run(s)
 
 
-def _fix_error(blocks, error, b0, b1, table, out):
-    """Locate a codec.fix() failure over blocks [b0, b1): the first block whose rows fail
-    alone (checked on a copy)."""
-    r0 = blocks.rows(b0, b1)[0]
-    for b in range(b0, b1):
-        s, e = (r - r0 for r in blocks.rows(b, b + 1))
+def _fix_error(blocks, error, hit, out):
+    """Locate a codec.fix() failure in `out`, the rows of blocks `hit` end to end: the first
+    block whose rows fail alone (checked on a copy)."""
+    s = 0
+    for b in hit.tolist():
+        r0, r1 = blocks.rows(b, b + 1)
         try:
-            blocks.codec.fix(out[s:e].copy())
+            blocks.codec.fix(out[s:s + r1 - r0].copy())
         except IdvFormatError as found:
-            return found.locate(block=b, offset=int(table["offset"][b - b0]))
+            return found.locate(block=b, offset=int(blocks.lookup["offset"][b]))
+        s += r1 - r0
     return error
 
 

@@ -417,6 +417,34 @@ class Column:
         except IdvFormatError as e:
             raise self._located(e)
 
+    @property
+    def mappable(self):
+        """Whether this column's rows can be read without copying (mapped_blocks: uncompressed
+        numbers and keys of a memory-mapped file, BlockStore.mappable)."""
+        self._file.check_open()
+        return (self.readable and bool(self.num_rows)
+                and self._entry.compression == _compression.NONE
+                and self._file.store.mappable(self.blocks))
+
+    def mapped_blocks(self, b0, b1, spans=False):
+        """Blocks [b0, b1) of a mappable column: per block a read-only array that is a view of
+        the file's memory map, valid after the file is closed (BlockStore.mapped_blocks); with
+        ``spans``, the map and the blocks' places in it instead (BlockStore.mapped_spans)."""
+        store = self._file.store
+        try:
+            return (store.mapped_spans if spans else store.mapped_blocks)(self.blocks, b0, b1)
+        except IdvFormatError as e:
+            raise self._located(e)
+
+    def read_mapped(self):
+        """All the column's rows as a read-only view of the file's memory map, when the file
+        holds them as they are (``mappable``) in one block; None otherwise (read() copies
+        them then, its blocks in parallel: joining the views of several blocks would be a
+        copy too, made in one thread)."""
+        if not self.mappable or self.num_blocks != 1:
+            return None
+        return self.mapped_blocks(0, 1)[0]
+
     def block_rows(self, b):
         """(first row, stop row) of block `b`."""
         start = b * self.rows_per_block

@@ -340,7 +340,7 @@ class IdvFile:
                 f"version {self.version}>")
 
     def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
-             filter=None):  # noqa: A002 - pyarrow's and pandas' name
+             filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
         """dict name -> array for the named (or indexed) columns; all readable ones by default.
         ``sparse=True`` gives CSR matrices for numeric, Boolean and key vector columns.
         ``rows`` selects rows as ``col[rows]`` does (a slice, row numbers or a boolean mask):
@@ -360,7 +360,13 @@ class IdvFile:
 
         ``filter``: only the rows that match (idv.filters: DNF tuples ``[("Age", ">", 30)]``,
         an expression string ``"Age > 30 and City == 'Paris'"`` or a pyarrow compute
-        expression); blocks the file's statistics rule out are neither fetched nor decoded."""
+        expression); blocks the file's statistics rule out are neither fetched nor decoded.
+
+        ``copy=False``: a whole column of numbers or keys that one uncompressed block holds, in
+        a file opened from a path, is a read-only view of the file's memory map (valid after
+        close, checked against its CRC-32); every other column is copied as always: numpy
+        needs one buffer, and a column of several blocks lies in pieces (docs/performance.md;
+        to_arrow and record_batch_reader give a chunk per block without copying)."""
         if text not in TEXT_FORMS:
             raise ValueError(f"text must be one of {', '.join(map(repr, TEXT_FORMS))}, not "
                              f"{text!r}")
@@ -384,9 +390,11 @@ class IdvFile:
             values = [c.read_strings(rows) if _as_strings(c, text) else c[rows] for c in cols]
         else:
             # CSR holds numeric, Boolean and key vectors; other columns keep read()'s form
-            whole = [c for c in cols if not _as_strings(c, text)]
+            found = {} if copy else {id(c): v for c in cols
+                                     if (v := c.read_mapped()) is not None}
+            whole = [c for c in cols if not _as_strings(c, text) and id(c) not in found]
             with self.prefetch(cols):
-                found = dict(zip(map(id, whole), scan.read_whole(
+                found.update(zip(map(id, whole), scan.read_whole(
                     self, [scan.WholeColumn(self.store, c, sparse and _csr(c.type))
                            for c in whole])))
                 values = [c.read_strings() if _as_strings(c, text) else found[id(c)]
@@ -566,9 +574,9 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
 
 
 def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
-         filter=None, **kwargs):  # noqa: A002 - pyarrow's and pandas' name
+         filter=None, copy=True, **kwargs):  # noqa: A002 - pyarrow's and pandas' name
     """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime, text,
-    filter)``."""
+    filter, copy)``."""
     with open(source, **kwargs) as f:
         return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text,
-                      filter=filter)
+                      filter=filter, copy=copy)

@@ -1,10 +1,14 @@
 """Rows by number, in the order asked (``IdvFile.take``): what a shuffled training epoch or a
 sample asks of a file.
 
-The plan is made once per call, in numpy: the row numbers sorted, the blocks that hold them
-marked in a mask, and the scan (idv.scan) decodes only those blocks, of only the columns asked
-for, in its parallel windows. Each batch gives up its rows with one fancy index per column
-(the sorted row numbers that fall in the batch's range, found by ``np.searchsorted``); the
+The plan is made once per call, in numpy: the blocks that hold the rows asked for, and each
+row's place among their rows. Columns of fixed-width scalars (numbers, keys, times) have their
+blocks hit inflated by one call of the block store (``BlockStore.inflate_listed``: parallel
+chunks in the threads, CRC-32s checked, no Python per block) per round of at most
+``TAKE_BYTES`` of blocks, end to end into one buffer, and their rows gathered from it with one
+fancy index; a take that hits fewer bytes (nearly all) is one round. Other columns
+(text, vectors, Booleans) go through the scan (idv.scan), which decodes only the blocks hit in
+its parallel windows; each batch gives up its rows with one fancy index per column, and the
 pieces are joined and put back in the order asked with one more. No Python runs per row, and
 each block hit is inflated and decoded once, however many rows it gives.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv import selection, vectors
+from idv.blocks import fixed_width
 from idv.scan import AHEAD, WINDOW_BYTES, scan
 
 # windows decoded ahead of the one gathered from: the blocks a take hits are rarely adjacent,
@@ -20,6 +25,9 @@ from idv.scan import AHEAD, WINDOW_BYTES, scan
 # smaller by as much, so that no more bytes are held than in a scan
 TAKE_AHEAD = 8
 TAKE_WINDOW_BYTES = WINDOW_BYTES * (AHEAD + 1) // (TAKE_AHEAD + 1)
+# decompressed blocks (over the columns) inflated together by a take's round: as many bytes as
+# a scan holds, so that a take of many rows of a large file does not hold all its blocks
+TAKE_BYTES = 8 * WINDOW_BYTES
 
 
 def take(f, indices, columns=None) -> dict:
@@ -30,6 +38,57 @@ def take(f, indices, columns=None) -> dict:
     cols = selection.file_columns(f, columns)
     if not len(rows) or not cols:
         return {c.name: c.read_blocks(0, 0) for c in cols}
+    others = [c for c in cols if not (c.readable and fixed_width(c.codec))]
+    out = _take_fixed(f, [c for c in cols if c not in others], rows)
+    out.update(_take_scanned(f, others, rows) if others else {})
+    return {c.name: out[c.index] for c in cols}
+
+
+def _take_fixed(f, cols, rows):
+    """{column index: rows `rows` of it} for columns `cols` (fixed-width scalars): their
+    blocks hit inflated into one buffer by one call of the block store per round, then
+    gathered."""
+    if not cols:
+        return {}
+    rpb = cols[0].rows_per_block
+    block = rows // rpb
+    hit = np.unique(block)
+    row_bytes = sum(c.codec.itemsize for c in cols)
+    per = max(1, TAKE_BYTES // (rpb * row_bytes))          # blocks a round
+    if len(hit) <= per:
+        return dict(zip((c.index for c in cols), _gathered(f, cols, hit, block, rows)))
+    order = np.argsort(block, kind="stable")
+    bounds = np.searchsorted(block[order], hit[::per])
+    out = {c.index: np.empty(len(rows), c.codec.dtype) for c in cols}
+    for k, (a, b) in enumerate(zip(bounds, np.append(bounds[1:], len(rows)))):
+        sel = order[a:b]
+        got = _gathered(f, cols, hit[k * per:(k + 1) * per], block[sel], rows[sel])
+        for c, values in zip(cols, got):
+            out[c.index][sel] = values
+    return out
+
+
+def _gathered(f, cols, hit, block, rows):
+    """Rows `rows` (in blocks `block`, among the ascending blocks `hit`) of each of `cols`:
+    the blocks inflated end to end into one buffer, in one call of the block store."""
+    rpb = cols[0].rows_per_block
+    # the rows of the blocks hit, end to end: only the file's last block may be short
+    n = (len(hit) - 1) * rpb + min(rpb, f.num_rows - int(hit[-1]) * rpb)
+    place = np.searchsorted(hit, block) * rpb + (rows - block * rpb)
+    sizes = [(n * c.codec.itemsize + 63) // 64 * 64 for c in cols]
+    buf = f.store.buffer(sum(sizes), "the blocks a take hits")
+    pieces, at = [], 0
+    for c, size in zip(cols, sizes):
+        dtype = c.codec.dtype
+        pieces.append((c.blocks, hit, buf[at:at + n * dtype.itemsize].view(dtype)))
+        at += size
+    f.store.inflate_listed(pieces)
+    return [piece[2][place] for piece in pieces]
+
+
+def _take_scanned(f, cols, rows):
+    """{column index: rows `rows` of it} for columns `cols` (any form), through the scan:
+    only the blocks hit decoded."""
     order = np.argsort(rows, kind="stable")
     ordered = rows[order]
     rpb = cols[0].rows_per_block
@@ -46,5 +105,5 @@ def take(f, indices, columns=None) -> dict:
     out = {}
     for c, parts in zip(cols, pieces):
         joined = parts[0] if len(parts) == 1 else vectors.concat_reads(parts)
-        out[c.name] = joined if restore is None else joined[restore]
+        out[c.index] = joined if restore is None else joined[restore]
     return out

@@ -99,10 +99,11 @@ def test_benchmark_quick_mode(script):
             assert r.get("skipped") or (r["idv_s"] > 0 and r["parquet_s"] > 0), r
         return
     if script == "bench_arrow.py":
-        assert {t["name"].split(":")[0] for t in report["targets"]} == {"deflate", "none"}
+        assert {t["name"].split(":")[0] for t in report["targets"]} == {
+            "deflate", "none", "zero copy"}
         assert all(t["ratio"] > 0 for t in report["targets"])
-        assert {"idv_arrow_deflate", "pq_table_deflate", "idv_pandas_none"} <= \
-            set(report["figures"])
+        assert {"idv_arrow_deflate", "pq_table_deflate", "idv_pandas_none",
+                "zero_copy_arrow", "zero_copy_copy"} <= set(report["figures"])
         return
     if script == "bench_filter.py":
         assert [r["query"] for r in report["results"]] == [

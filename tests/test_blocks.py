@@ -133,6 +133,33 @@ def test_damage_among_many_pieces_names_its_column_and_block(written):
                 assert "checksum mismatch" in str(e.value)
 
 
+def test_a_take_inflates_the_blocks_it_hits_of_all_its_columns_in_one_call(written):
+    path, data = written
+    rows = np.array([1999, 5, 620, 10, 1500])        # blocks 6, 0, 2, 0, 5; 6 is short
+    with idv.open(path, threads=1) as f:
+        counting = f.store.backend = _CountingBackend(f.store.backend)
+        got = f.take(rows, ["Score", "Id"])
+        assert counting.calls == 1
+        assert (f["Id"].blocks_decoded, f["Score"].blocks_decoded) == (4, 4)
+    for name in ("Score", "Id"):
+        np.testing.assert_array_equal(got[name], data[name][rows])
+
+
+def test_damage_hit_by_a_take_names_its_column_and_block(written):
+    path, data = written
+    entry = _damage(path, "Score", 2)
+    for checksums in (True, False):
+        with idv.open(path, checksums=checksums, threads=2) as f:
+            with pytest.raises(idv.IdvFormatError) as e:
+                f.take([1999, 700, 3], ["Id", "Score"])
+            assert (e.value.column, e.value.block, e.value.offset, e.value.path) == (
+                "Score", 2, int(entry["offset"]), f.path)
+            if checksums:
+                assert "checksum mismatch" in str(e.value)
+            got = f.take([1999, 3], ["Id", "Score"])      # blocks 6 and 0 are sound
+            np.testing.assert_array_equal(got["Score"], data["Score"][[1999, 3]])
+
+
 def test_text_blocks_and_their_room(written):
     path, data = written
     with idv.open(path) as f:

@@ -103,6 +103,17 @@ def test_blocks_decoded_are_the_distinct_blocks_hit(path):
         assert [f[n].blocks_decoded for n in ["f", "r", "i"]] == [hit, hit, 0]
 
 
+@pytest.mark.parametrize("compression, checksums", [("none", True), ("deflate", False)])
+def test_uncompressed_and_unchecked_files_give_the_same_rows(tmp_path, whole, compression,
+                                                              checksums):
+    p = tmp_path / "t.idv"
+    idv.write(p, _table(ROWS), types=TYPES, rows_per_block=RPB, compression=compression,
+              checksums=checksums)
+    rows = CASES["unsorted"]
+    with idv.open(p) as f:
+        assert same(f.take(rows), _expected(whole, rows))
+
+
 # ---- datasets: row numbers over the files end to end
 
 @pytest.fixture(scope="module")
@@ -133,3 +144,29 @@ def test_dataset_take_errors_and_empty(dataset_dir):
             ds.take([3, 1001])
         got = ds.take([], columns=["v", "r"])
         assert got["v"].shape == (0, 3) and len(got["r"]) == 0
+
+
+def test_a_take_of_more_blocks_than_a_round_holds_gives_the_same_rows(path, whole,
+                                                                       monkeypatch):
+    monkeypatch.setattr(idv.take, "TAKE_BYTES", 3 * RPB * 20)     # 3 blocks of f, i and k
+    rows = CASES["every row reversed"][::3]
+    with idv.open(path) as f:
+        got = f.take(rows, columns=["f", "i", "k", "t"])
+        assert f["i"].blocks_decoded == len(np.unique(rows // RPB))
+    assert same(got, {n: whole[n][rows] for n in ["f", "i", "k", "t"]})
+
+
+def test_a_bad_value_in_a_block_hit_names_its_block(tmp_path):
+    p = tmp_path / "when.idv"
+    when = np.datetime64("2020-01-01", "ns") + np.arange(ROWS) * 10**9
+    idv.write(p, {"when": when}, rows_per_block=RPB, compression="none", checksums=False)
+    with idv.open(p) as f:
+        offset = int(f["when"].lookup["offset"][7])
+    bad = bytearray(p.read_bytes())
+    bad[offset + 8 * 3:offset + 8 * 4] = (-5).to_bytes(8, "little", signed=True)   # row 451
+    p.write_bytes(bytes(bad))
+    with idv.open(p) as f:
+        with pytest.raises(idv.IdvFormatError, match="DateTime ticks -5") as e:
+            f.take([999, 460, 3])
+        assert (e.value.column, e.value.block, e.value.offset) == ("when", 7, offset)
+        assert f.take([999, 3])["when"].tolist() == when[[999, 3]].astype("M8[100ns]").tolist()
