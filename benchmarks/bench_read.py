@@ -4,6 +4,7 @@
     python3 benchmarks/bench_read.py            # full: 2M x 11 numeric columns, 1M text rows
     python3 benchmarks/bench_read.py --quick    # small data, a few seconds once generated
     python3 benchmarks/bench_read.py --json     # machine-readable results on stdout
+    python3 benchmarks/bench_read.py --only long --long-rows 1e6,1e7,1e8   # the long column
 
 Every data file is written by ML.NET itself, through the oracle
 (``$IDV_MLNET_ORACLE`` or ``../shared/oracle/mlnet_oracle.py``), and kept in
@@ -22,6 +23,9 @@ Goals:
   no compression    numeric idv >= 0.5 x memcpy bandwidth (numpy copy of the same bytes)
   one column        reading one column touches only that column's blocks; peak memory is the
                     output array plus a few blocks per thread
+  long column       one Single column of 1M, 10M and 100M rows (idv's default write; pyarrow's
+                    default Parquet of the same values): idv >= 0.9 x decompress-only at each
+                    size, and the ratio to pyarrow reading it into numpy
 """
 from __future__ import annotations
 
