@@ -12,10 +12,9 @@ bench_read.ensure_data.
 For each dataset, interleaved, best of ``--repeat`` runs:
 
   pyarrow copy     pq.read_table + pq.write_table (snappy): pyarrow copying the same data
-  Parquet -> .idv  idv.convert(x.parquet, x.idv), the defaults (DEFLATE, speed first: ISA-L
-                   at level 1 where installed); and with ``level=6`` (idv.write's default,
-                   ML.NET's level) and ``backend="libdeflate", level=1`` (the default
-                   without ISA-L)
+  Parquet -> .idv  idv.convert(x.parquet, x.idv), the defaults (DEFLATE: libdeflate's level
+                   2); and with ``level=6`` (idv.write's default, ML.NET's level) and
+                   ``backend="isal"`` (level 1: the fastest compressor, larger files)
   .idv -> Parquet  idv.convert(ML.NET's x.idv, x.parquet): the read path (idv.arrow's
                    record_batch_reader) into pyarrow's ParquetWriter, snappy
   .idv -> .idv     idv.convert(ML.NET's x.idv, y.idv): the scan's numpy batches into the
@@ -25,7 +24,13 @@ For each dataset, interleaved, best of ``--repeat`` runs:
                    pq.read_table: the same values in pyarrow's text forms)
 
 The ratio is the pyarrow copy's seconds / idv's seconds (>= 1: at least as fast). Output sizes
-are reported. Peak memory: each conversion runs once more in a child process, which reports
+are reported; an .idv output's also against ML.NET's file of the same data (goal: at most
+1.15x by default). Sizes alone (.idv -> .idv, the default and the other settings, against
+the source's bytes): bench_write's numeric, mixed and text data (in ML.NET's bytes: idv.write
+with backend="zlib", level=6, checksums and statistics off, which gives exactly the file
+ML.NET's saver writes) and ML.NET's own files in ``$IDV_SHARED/mlnet-files``.
+
+Peak memory: each conversion runs once more in a child process, which reports
 its peak resident memory (VmHWM); the pyarrow copy (the whole table in memory) is measured
 the same way for comparison, and each conversion of bench_read's small files too (the fixed
 part: libraries, thread pools). The values of every
@@ -98,12 +103,48 @@ def idv_convert(src, dst, **opts):
 
 
 def other_settings():
-    """name -> convert options besides the default (speed first: ISA-L's level 1 where
-    installed): idv.write's default, ML.NET's level 6 (smaller files), and libdeflate's
-    level 1 (the fast default without ISA-L)."""
+    """name -> convert options besides the default (libdeflate's level 2): idv.write's
+    default, ML.NET's level 6, and ISA-L's level 1 (the fastest compressor, larger files)."""
     out = {"level 6": {"level": 6}}
-    if "libdeflate" in idv.compression.installed():
-        out["libdeflate 1"] = {"backend": "libdeflate", "level": 1}
+    if "isal" in idv.compression.installed():
+        out["isal 1"] = {"backend": "isal", "level": 1}
+    return out
+
+
+SIZE_GOAL = 1.15       # an .idv output, by default: at most this x ML.NET's file of the data
+
+
+def size_figures(tmp, rows):
+    """.idv -> .idv sizes, per setting, against ML.NET's bytes of the same data: `rows` of
+    bench_write's datasets, and ML.NET's own files (whole files, and their blocks alone: a
+    small file is mostly its tables, and idv adds its checksums and statistics)."""
+    import bench_write
+    sources = {}
+    for name in ("numeric", "mixed", "text"):
+        path = os.path.join(tmp, f"mlnet_{name}.idv")
+        idv.write(path, bench_write.dataset(name, rows), backend="zlib", level=6,
+                  checksums=False, statistics=False)       # ML.NET's saver's bytes
+        sources[name] = path
+    shared = os.environ.get("IDV_SHARED", os.path.join(ROOT, "..", "shared"))
+    folder = os.path.join(shared, "mlnet-files")
+    if os.path.isdir(folder):
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".idv"):
+                sources[name] = os.path.join(folder, name)
+    settings = {"default": {}, **other_settings()}
+    out = []
+    for name, src in sources.items():
+        with idv.open(src) as f:
+            blocks = sum(c.nbytes_disk for c in f.columns)
+        row = {"data": name, "bytes": os.path.getsize(src), "ratios": {}, "block_ratios": {}}
+        for label, o in settings.items():
+            dst = os.path.join(tmp, f"size_{label.replace(' ', '')}.idv")
+            idv.convert(src, dst, **o)
+            row["ratios"][label] = os.path.getsize(dst) / row["bytes"]
+            with idv.open(dst) as f:
+                got = sum(c.nbytes_disk for c in f.columns)
+            row["block_ratios"][label] = got / blocks if blocks else None
+        out.append(row)
     return out
 
 
@@ -183,6 +224,8 @@ def run_dataset(kind, p, small, tmp, repeat, log):
                                     opts.get(name))
         results.append({"what": name, "options": opts.get(name), "seconds": s,
                         "ratio": base / s, "output_bytes": os.path.getsize(paths[name]),
+                        "size_vs_mlnet": (os.path.getsize(paths[name]) / os.path.getsize(src_idv)
+                                          if paths[name].endswith(".idv") else None),
                         "peak_rss": peak, "rss_after_imports": imported,
                         "peak_rss_small_file": small_peak})
     return {"dataset": kind, "source_parquet_bytes": os.path.getsize(src_pq),
@@ -200,6 +243,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="bench_convert_") as tmp:
         for kind in ("numeric", "text"):
             R["datasets"].append(run_dataset(kind, p, small, tmp, repeat, log))
+        R["sizes"] = size_figures(tmp, 20_000 if a.quick else 2_000_000)
     R["loadavg_end"] = os.getloadavg()
     if a.json:
         print(json.dumps(R, indent=1))
@@ -211,9 +255,17 @@ def main(argv=None):
         print(f"\n{d['dataset']} (source: Parquet {d['source_parquet_bytes']:,} B, ML.NET's .idv "
               f"{d['source_idv_bytes']:,} B)")
         for r in d["results"]:
+            vs = "" if r["size_vs_mlnet"] is None else f" ({r['size_vs_mlnet']:.3f}x ML.NET's)"
             print(f"  {r['what']:<28} {r['seconds']:7.3f} s  {r['ratio']:5.2f}x  output "
-                  f"{r['output_bytes']:>12,} B  peak RSS {r['peak_rss'] / MB:6.0f} MB "
+                  f"{r['output_bytes']:>12,} B{vs}  peak RSS {r['peak_rss'] / MB:6.0f} MB "
                   f"(small file: {r['peak_rss_small_file'] / MB:.0f} MB)")
+    print(f"\n.idv -> .idv, size against ML.NET's file of the same data (goal for the default: "
+          f"<= {SIZE_GOAL}x; in brackets the blocks alone):")
+    for r in R["sizes"]:
+        cells = ", ".join(f"{k} {v:.3f}x" + ("" if r["block_ratios"][k] is None else
+                                              f" ({r['block_ratios'][k]:.3f}x)")
+                          for k, v in r["ratios"].items())
+        print(f"  {r['data']:<24} {r['bytes']:>12,} B: {cells}")
     print("\nratio: the pyarrow copy's time / this one's (goal >= 1x for idv convert); peak "
           "RSS: a child making the conversion once (after its imports: "
           f"{R['datasets'][0]['results'][0]['rss_after_imports'] / MB:.0f} MB), and the same "

@@ -4,6 +4,7 @@
     python3 benchmarks/bench_read.py            # full: 2M x 11 numeric columns, 1M text rows
     python3 benchmarks/bench_read.py --quick    # small data, a few seconds once generated
     python3 benchmarks/bench_read.py --json     # machine-readable results on stdout
+    python3 benchmarks/bench_read.py --only long --long-rows 1e6,1e7,1e8   # the long column
 
 Every data file is written by ML.NET itself, through the oracle
 (``$IDV_MLNET_ORACLE`` or ``../shared/oracle/mlnet_oracle.py``), and kept in
@@ -22,6 +23,9 @@ Goals:
   no compression    numeric idv >= 0.5 x memcpy bandwidth (numpy copy of the same bytes)
   one column        reading one column touches only that column's blocks; peak memory is the
                     output array plus a few blocks per thread
+  long column       one Single column of 1M, 10M and 100M rows (idv's default write; pyarrow's
+                    default Parquet of the same values): idv >= 0.9 x decompress-only at each
+                    size, and the ratio to pyarrow reading it into numpy
 """
 from __future__ import annotations
 
@@ -158,6 +162,46 @@ def ensure_data(quick, log):
             log(f"re-saving {kind} without compression with ML.NET (once) ...")
             oracle("resave", p[kind + "_deflate"], p[kind + "_none"], "--compression", "none")
     return p
+
+
+LONG_ROWS = {True: (100_000,), False: (1_000_000, 10_000_000, 100_000_000)}   # --quick, full
+
+
+def long_column(rows, log):
+    """(.idv, .parquet): one Single column of `rows` rounded values (prices to the cent), in
+    idv's default write and pyarrow's default Parquet write, made once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    os.makedirs(DATA, exist_ok=True)
+    p = os.path.join(DATA, f"long_{rows}.idv")
+    q = os.path.join(DATA, f"long_{rows}.parquet")
+    if not (os.path.exists(p) and os.path.exists(q)):
+        log(f"writing one column of {rows:,} rows (once) ...")
+        rng = np.random.default_rng(17)
+        values = np.round(rng.lognormal(3, 1, rows), 2).astype(np.float32)
+        for path, write in ((p, lambda t: idv.write(t, {"Price": values})),
+                            (q, lambda t: pq.write_table(pa.table({"Price": values}), t))):
+            write(path + ".tmp")
+            os.replace(path + ".tmp", path)
+    return p, q
+
+
+def long_figures(sizes, repeat, threads, log):
+    """Per size: one long column read by idv, inflated only (the floor: libdeflate, `threads`
+    threads, output thrown away) and read by pyarrow into numpy, interleaved."""
+    out = []
+    for rows in sizes:
+        p, q = long_column(rows, log)
+        if not np.array_equal(idv.read(p)["Price"], pyarrow_read(q)()[0]):
+            sys.exit(f"bench_read: {p} differs from {q}")
+        log(f"long column, {rows:,} rows: racing idv, the floor and pyarrow ...")
+        secs = race({"idv": idv_read(p), "floor": baseline_decompress(p, "libdeflate", threads),
+                     "pyarrow": pyarrow_read(q)}, repeat)
+        out.append({"rows": rows, "file_bytes": os.path.getsize(p), "seconds": secs,
+                    "ns_per_row": 1e9 * secs["idv"] / rows,
+                    "vs_floor": secs["floor"] / secs["idv"],
+                    "vs_pyarrow": secs["pyarrow"] / secs["idv"]})
+    return out
 
 
 def check_same_values(p):
@@ -510,8 +554,18 @@ def machine():
 def main(argv=None):
     ap = options(__doc__.split("\n")[0])
     ap.add_argument("--no-mlnet", action="store_true", help="skip ML.NET's own read")
+    ap.add_argument("--only", choices=("long",), default=None,
+                    help="long: only the long column at each size (--long-rows)")
+    ap.add_argument("--long-rows", default=None,
+                    help="sizes of the long column, e.g. 1e6,1e7 (default: 1M, 10M and 100M "
+                         "rows; 100k with --quick)")
     a = ap.parse_args(argv)
     repeat, log = runs_and_log(a, 7, quick=3)
+    sizes = LONG_ROWS[a.quick] if a.long_rows is None else \
+        tuple(int(float(x)) for x in a.long_rows.split(","))
+    if a.only == "long":
+        return show_long(long_figures(sizes, repeat, idv._threads.default_threads(), log),
+                         a.json, repeat)
     p = ensure_data(a.quick, log)
     check_same_values(p)
     threads = idv._threads.default_threads()
@@ -623,6 +677,10 @@ def main(argv=None):
         m["overhead"] = m["peak"] - m["output"]
         m["overhead_blocks_per_thread"] = m["overhead"] / m["max_block"] / threads
 
+    R["long"] = long_figures(sizes, repeat, threads, log)
+    for r in R["long"]:
+        target(f"long column, {r['rows']:,} rows: idv / decompress-only ({threads} threads)",
+               r["vs_floor"], 0.9, "long floor")
     R["loadavg_end"] = os.getloadavg()
     if a.json:
         print(json.dumps(R, indent=1))
@@ -659,11 +717,27 @@ def main(argv=None):
     print(f"\nnumeric none, idv vs memcpy: {vs_fresh:.2f}x"
           f" of a numpy copy to a new array, {f_none['vs_memcpy_warm']:.2f}x of one to a warm "
           f"array, {f_none['vs_memcpy_mapped']:.2f}x of a copy out of a new mmap of the file")
+    show_long(R["long"], False, repeat)
     print("\ntargets" + (" (--quick: small files, per-call overheads dominate; the targets are "
                           "for the full-size data)" if a.quick else "") + ":")
     for t in R["targets"]:
         print(f"  {'ok  ' if t['met'] else 'MISS'} {t['target']}: {t['ratio']:.2f}x "
               f"(goal >= {t['goal']}x)")
+    return 0
+
+
+def show_long(results, as_json, repeat):
+    if as_json:
+        print(json.dumps({"long": results, "repeat": repeat, "loadavg": os.getloadavg()},
+                         indent=1))
+        return 0
+    print(f"\none long Single column (best of {repeat}; ratio = the other's time / idv's; "
+          f"load average {os.getloadavg()[0]:.1f}):")
+    for r in results:
+        s = r["seconds"]
+        print(f"  {r['rows']:>12,} rows: idv {s['idv'] * 1e3:8.1f} ms ({r['ns_per_row']:.2f} "
+              f"ns a row), floor {s['floor'] * 1e3:8.1f} ms ({r['vs_floor']:.2f}x, goal >= "
+              f"0.9x), pyarrow {s['pyarrow'] * 1e3:8.1f} ms ({r['vs_pyarrow']:.2f}x)")
     return 0
 
 

@@ -24,6 +24,21 @@ best of --repeat runs, its contenders' runs interleaved; ratio = the other's tim
   many files    1,000 files of 2,000 rows as one ``idv.dataset``, one column read (the dataset
                 opened in the timing): against ``pyarrow.dataset.dataset(folder)``'s
                 ``to_table(columns=[c])``
+
+The curves: one shape grown while the rest stays put, each point a ratio to pyarrow on the
+same data, so that a cost growing with the shape shows as a falling ratio:
+
+  rows          one long Single column of 1M, 10M, 100M rows (bench_read's long column): the
+                whole file read, ``idv.read`` against ``pq.read_table`` into numpy
+  columns       10, 1,000, 10,000 Single columns of 2,000 rows: every column read
+  files         1, 100, 10,000 files of 2,000 rows: one column of the dataset (opened in the
+                timing), against ``pyarrow.dataset``
+  width         one Vector<Single, W> column, W from 16 to 1M slots, 16M values in all
+                (1M rows of 16 down to 16 rows of 1M): ``idv.read`` (rows x W) against
+                ``pq.read_table`` of a fixed-size list into the same numpy array
+
+    python3 benchmarks/bench_scale.py --only curves          # just the curves (long: ~20 min)
+    python3 benchmarks/bench_scale.py --only take,wide,many   # the figures above
 """
 from __future__ import annotations
 
@@ -256,31 +271,190 @@ def many_figures(folders, repeat, log):
             "ratio": best["pyarrow"] / best["idv"]}
 
 
+# ---------------------------------------------------------------------------------------------
+# the curves: one shape grown, a ratio to pyarrow at each point
+# ---------------------------------------------------------------------------------------------
+
+CURVES = {   # quick, full
+    "rows": ((100_000,), (1_000_000, 10_000_000, 100_000_000)),
+    "columns": ((10, 100), (10, 1000, 10_000)),
+    "files": ((1, 10), (1, 100, 10_000)),
+    "width": ((16, 1024), (16, 256, 4096, 65_536, 1 << 20)),
+}
+CURVE_ROWS = 2000            # rows of each file of the columns and files curves
+WIDTH_VALUES = (1 << 20, 1 << 24)      # values of the width curve's column: quick, full
+
+
+def _columns_files(n, log, quick):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    d = _folder("curve_columns", quick)
+
+    def data():
+        rng = np.random.default_rng(n)
+        block = np.round(rng.random((CURVE_ROWS, n), dtype=np.float32) * 100, 1)
+        return {f"c{i:05d}": np.ascontiguousarray(block[:, i]) for i in range(n)}
+    return (_written(os.path.join(d, f"{n}.idv"), lambda p: idv.write(p, data()), log),
+            _written(os.path.join(d, f"{n}.parquet"),
+                     lambda p: pq.write_table(pa.table(data()), p), log))
+
+
+def _files_folders(n, log, quick):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    di, dp = _folder(f"curve_files_{n}_idv", quick), _folder(f"curve_files_{n}_parquet", quick)
+    if len(os.listdir(di)) != n or len(os.listdir(dp)) != n:
+        log(f"writing {n} small files (each format) ...")
+        for i in range(n):
+            cols = _long_columns(CURVE_ROWS)
+            cols["Id"] = cols["Id"] + i * CURVE_ROWS
+            idv.write(os.path.join(di, f"part-{i:05d}.idv"), cols)
+            pq.write_table(pa.table(cols), os.path.join(dp, f"part-{i:05d}.parquet"))
+    return di, dp
+
+
+def _width_files(w, log, quick):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    d = _folder("curve_width", quick)
+    rows = WIDTH_VALUES[0 if quick else 1] // w
+
+    def data():
+        rng = np.random.default_rng(w)
+        return np.round(rng.random((rows, w), dtype=np.float32) * 100, 1)
+
+    def parquet(p):
+        arr = pa.FixedSizeListArray.from_arrays(pa.array(data().reshape(-1)), w)
+        pq.write_table(pa.table({"V": arr}), p)
+    return (_written(os.path.join(d, f"{w}.idv"), lambda p: idv.write(p, {"V": data()}), log),
+            _written(os.path.join(d, f"{w}.parquet"), parquet, log))
+
+
+def _read_parquet(q):
+    import pyarrow.parquet as pq
+    t = pq.read_table(q)
+    return [c.to_numpy() for c in t.columns]
+
+
+def _read_vectors(q, w):
+    import pyarrow.parquet as pq
+    col = pq.read_table(q).column("V").combine_chunks()
+    return col.flatten().to_numpy().reshape(-1, w)
+
+
+def _point(fns, same, repeat):
+    """Best seconds of idv's and pyarrow's runs, interleaved, after checking that both give
+    the same values."""
+    got, want = fns["idv"](), fns["pyarrow"]()
+    if not same(got, want):
+        sys.exit("bench_scale: idv's and pyarrow's values differ")
+    best = bench_read.race(fns, repeat)
+    return {"seconds": best, "ratio": best["pyarrow"] / best["idv"]}
+
+
+def curve_figures(quick, repeat, log):
+    """{curve: [{shape, seconds, ratio}]}: each curve's points, smallest shape first."""
+    import pyarrow.dataset as pads
+    out = {}
+    pick = 0 if quick else 1
+    points = []
+    for rows in CURVES["rows"][pick]:
+        p, q = bench_read.long_column(rows, log)
+        log(f"curve rows: {rows:,} ...")
+        r = _point({"idv": lambda: idv.read(p)["Price"], "pyarrow": lambda: _read_parquet(q)[0]},
+                   np.array_equal, repeat)
+        points.append({"shape": rows, **r})
+    out["rows"] = points
+    points = []
+    for n in CURVES["columns"][pick]:
+        p, q = _columns_files(n, log, quick)
+        log(f"curve columns: {n:,} ...")
+        r = _point({"idv": lambda: list(idv.read(p).values()),
+                    "pyarrow": lambda: _read_parquet(q)},
+                   lambda a, b: all(np.array_equal(x, y) for x, y in zip(a, b)), repeat)
+        points.append({"shape": n, **r})
+    out["columns"] = points
+    points = []
+    for n in CURVES["files"][pick]:
+        di, dp = _files_folders(n, log, quick)
+        log(f"curve files: {n:,} ...")
+
+        def idv_read(di=di):
+            with idv.dataset(di) as ds:
+                return ds.read(["Price"])["Price"]
+        r = _point({"idv": idv_read, "pyarrow": lambda dp=dp: pads.dataset(
+            dp, format="parquet").to_table(columns=["Price"])["Price"].to_numpy()},
+                   np.array_equal, max(1, repeat // 2) if n >= 1000 else repeat)
+        points.append({"shape": n, **r})
+    out["files"] = points
+    points = []
+    for w in CURVES["width"][pick]:
+        p, q = _width_files(w, log, quick)
+        log(f"curve width: {w:,} slots ...")
+        r = _point({"idv": lambda: idv.read(p)["V"], "pyarrow": lambda: _read_vectors(q, w)},
+                   np.array_equal, repeat)
+        points.append({"shape": w, **r})
+    out["width"] = points
+    return out
+
+
+SECTIONS = ("take", "wide", "many", "curves")
+_UNITS = {"rows": "rows", "columns": "columns", "files": "files", "width": "slots"}
+
+
+def show_curves(curves):
+    for name, points in curves.items():
+        cells = ", ".join(f"{p['shape']:,} {_UNITS[name]}: {p['seconds']['idv'] * 1e3:.1f} ms "
+                          f"({p['ratio']:.2f}x)" for p in points)
+        print(f"curve {name}: {cells}")
+
+
 def main(argv=None):
-    a = bench_read.options(__doc__.split("\n")[0]).parse_args(argv)
+    ap = bench_read.options(__doc__.split("\n")[0])
+    ap.add_argument("--only", default=",".join(SECTIONS),
+                    help=f"sections to run, comma-separated, of {', '.join(SECTIONS)} "
+                         f"(default: all)")
+    a = ap.parse_args(argv)
+    only = a.only.split(",")
+    unknown = [x for x in only if x not in SECTIONS]
+    if unknown:
+        ap.error(f"unknown section(s) {unknown}; known: {', '.join(SECTIONS)}")
     repeat, log = bench_read.runs_and_log(a, 7, quick=2)
-    report = {"quick": a.quick, "repeat": repeat, "machine": bench_read.machine()}
-    report["take"] = take_figures(long_files(a.quick, log), repeat, a.quick, log)
-    report["wide"] = wide_figures(wide_files(a.quick, log), repeat, log)
-    report["many_files"] = many_figures(many_files(a.quick, log), repeat, log)
+    report = {"quick": a.quick, "repeat": repeat, "machine": bench_read.machine(),
+              "loadavg_start": os.getloadavg()}
+    if "take" in only:
+        report["take"] = take_figures(long_files(a.quick, log), repeat, a.quick, log)
+    if "wide" in only:
+        report["wide"] = wide_figures(wide_files(a.quick, log), repeat, log)
+    if "many" in only:
+        report["many_files"] = many_figures(many_files(a.quick, log), repeat, log)
+    if "curves" in only:
+        report["curves"] = curve_figures(a.quick, repeat, log)
+    report["loadavg_end"] = os.getloadavg()
     if a.json:
         print(json.dumps(report, indent=1))
         return
-    print(f"best of {repeat}, ratio = the other's time / idv's")
-    for label, r in report["take"].items():
+    print(f"best of {repeat}, ratio = the other's time / idv's; load average "
+          f"{report['loadavg_start'][0]:.1f} at the start, {report['loadavg_end'][0]:.1f} at "
+          f"the end")
+    for label, r in report.get("take", {}).items():
         s = r["seconds"]
         others = ", ".join(f"{k} {s[k] * 1e3:.1f} ms ({v:.2f}x)" for k, v in r["ratios"].items())
         print(f"take {TAKE_ROWS} rows ({label}: {r['blocks_hit']} of {r['blocks']} blocks hit, "
               f"file {r['file_bytes'] / 1e6:.1f} MB): idv {s['idv'] * 1e3:.1f} ms; {others}")
-    w = report["wide"]
-    s = w["seconds"]
-    print(f"{w['columns']} columns: open {s['idv_open'] * 1e3:.1f} ms "
-          f"({w['ratios']['open']:.2f}x; {w['per_column_open_us']:.1f} us a column), "
-          f"one column {s['idv_column'] * 1e3:.1f} ms ({w['ratios']['one column']:.2f}x), "
-          f"all {s['idv_all'] * 1e3:.0f} ms ({w['ratios']['all']:.2f}x)")
-    m = report["many_files"]
-    print(f"{m['files']} files, one column: idv {m['seconds']['idv'] * 1e3:.0f} ms "
-          f"({m['ratio']:.2f}x pyarrow.dataset)")
+    if "wide" in report:
+        w = report["wide"]
+        s = w["seconds"]
+        print(f"{w['columns']} columns: open {s['idv_open'] * 1e3:.1f} ms "
+              f"({w['ratios']['open']:.2f}x; {w['per_column_open_us']:.1f} us a column), "
+              f"one column {s['idv_column'] * 1e3:.1f} ms ({w['ratios']['one column']:.2f}x), "
+              f"all {s['idv_all'] * 1e3:.0f} ms ({w['ratios']['all']:.2f}x)")
+    if "many_files" in report:
+        m = report["many_files"]
+        print(f"{m['files']} files, one column: idv {m['seconds']['idv'] * 1e3:.0f} ms "
+              f"({m['ratio']:.2f}x pyarrow.dataset)")
+    if "curves" in report:
+        show_curves(report["curves"])
 
 
 if __name__ == "__main__":

@@ -81,8 +81,8 @@ class Backend:
     ``native``: the C decompressor idv._compression.inflate_blocks runs (GIL released), or None
     to call ``inflate(data, raw_len) -> bytes`` per block. ``compressor(level)`` gives
     ``fn(raw bytes-like) -> raw DEFLATE bytes``; ``levels`` are the valid levels,
-    ``default_level`` the one used when none is given and ``fast_level`` the one idv.convert
-    uses by default (speed first).
+    ``default_level`` the one used when none is given and ``convert_level`` the one idv.convert
+    uses by default (the fastest that keeps files near ML.NET's size).
     """
 
     name: str
@@ -90,7 +90,7 @@ class Backend:
     install: str
     levels: range
     default_level: int
-    fast_level: int
+    convert_level: int
     native: Optional[int]
     inflate: Optional[Callable]
     compressor: Callable
@@ -115,13 +115,13 @@ class Backend:
 
 # fastest first: the order default_backend() picks in
 BACKENDS = {b.name: b for b in (
-    Backend("libdeflate", _deflate is not None, "pip install deflate", range(0, 13), 6, 1,
+    Backend("libdeflate", _deflate is not None, "pip install deflate", range(0, 13), 6, 2,
             _compression.NATIVE_LIBDEFLATE if _compression.LIBDEFLATE_INFLATE else None,
             _libdeflate_inflate, _libdeflate_compressor),
     Backend("isal", _isal is not None, "pip install isal", range(0, 4), 2, 1,
             None, _isal_inflate, _isal_compressor),
     # zlib's levels include -1 (its own default, 6); 6 is also ML.NET's
-    Backend("zlib", True, "", range(-1, 10), 6, 1,
+    Backend("zlib", True, "", range(-1, 10), 6, 4,
             _compression.NATIVE_ZLIB, None, _zlib_compressor),
 )}
 
@@ -136,22 +136,24 @@ def default_backend():
     return installed()[0]
 
 
-# Compressing at their fast levels, the libraries rank otherwise than inflating: ISA-L's level
-# 1 is about 4x libdeflate's level 1 on bench_read's data, for files 1-4 % larger
-# (docs/benchmarks.md, "Converting").
-_FAST_COMPRESSORS = ("isal", "libdeflate", "zlib")
+# idv.convert's default: the fastest level that keeps a file within 1.15x the size of
+# ML.NET's (zlib level 6) for the same data. libdeflate's level 2 is 0.98-1.07x of it on
+# numeric, text and ML.NET's own files (its level 1, and ISA-L at every level, up to 1.5x and
+# 1.76x on evenly spaced numbers and short text), at 1.5x the speed of its level 6; without
+# libdeflate, zlib's level 4 (its first lazy level: 1.0-1.07x). ISA-L is used when asked for:
+# the fastest compressor, for files 10-76 % larger (docs/benchmarks.md, "Converting").
+_CONVERT_COMPRESSORS = ("libdeflate", "zlib")
 
 
-def fast_deflate(level=None, backend_name=None):
-    """(backend name, level) where speed comes first (idv.convert's default). A level given
-    is taken as idv.write takes it (with the given or default library); without one, the
-    given library's fast level, or the fastest installed compressor's (ISA-L's 1, else
-    libdeflate's 1, else zlib's 1)."""
+def convert_deflate(level=None, backend_name=None):
+    """(backend name, level) of idv.convert's default DEFLATE. A level given is taken as
+    idv.write takes it (with the given or default library); without one, the given library's
+    convert level, or libdeflate's level 2 (else zlib's level 4)."""
     if level is not None:
         return backend_name, level
     if backend_name is None:
-        backend_name = next(n for n in _FAST_COMPRESSORS if BACKENDS[n].installed)
-    return backend_name, backend(backend_name).fast_level
+        backend_name = next(n for n in _CONVERT_COMPRESSORS if BACKENDS[n].installed)
+    return backend_name, backend(backend_name).convert_level
 
 
 def backend(name=None):

@@ -96,9 +96,10 @@ class Block(NamedTuple):
 # one block's statistics, vectorized
 # ---------------------------------------------------------------------------------------------
 
-def numbers(domain, values, missing_mask=None, implicit_zero=False) -> Block:
+def numbers(domain, values, missing_mask=None, implicit_zero=False, low=None) -> Block:
     """The Block of numeric `values` (any shape; a domain's numbers); `missing_mask`: which
-    are missing; `implicit_zero`: a sparse vector's unstored zeros count as values."""
+    are missing; `implicit_zero`: a sparse vector's unstored zeros count as values; `low`:
+    their minimum when already known (a float block's NaN test finds it: one pass saved)."""
     values = np.asarray(values).reshape(-1)
     missing = 0
     if missing_mask is not None:
@@ -109,7 +110,8 @@ def numbers(domain, values, missing_mask=None, implicit_zero=False) -> Block:
     present = len(values) + (1 if implicit_zero else 0)
     if not present:
         return Block(0, missing)
-    low = values.min() if len(values) else 0
+    if low is None or missing:
+        low = values.min() if len(values) else 0
     high = values.max() if len(values) else 0
     if implicit_zero:
         low, high = min(low, 0), max(high, 0)
@@ -145,8 +147,11 @@ def item_block(type_, values, implicit_zero=False) -> Block | None:
         return text_values(values)
     values = comparable(type_, values)
     missing = None
-    if domain == FLOAT:         # min() is NaN where any is: a mask only for blocks with NaN
-        missing = np.isnan(values) if len(values) and np.isnan(values.min()) else None
+    if domain == FLOAT and values.size:
+        low = values.min()      # NaN where any is: a mask only for blocks with NaN
+        if not np.isnan(low):
+            return numbers(domain, values, None, implicit_zero, low)
+        missing = np.isnan(values)
     elif isinstance(T.item_type(type_), T.Key):
         missing = values == 0
     return numbers(domain, values, missing, implicit_zero)

@@ -338,7 +338,7 @@ def test_convert_parquet_text_equals_write_from_str(tmp_path, monkeypatch):
     on)."""
     vals = _values(100_000, seed=5) + VALUES
     ref = tmp_path / "ref.idv"
-    backend, level = idv.compression.fast_deflate()
+    backend, level = idv.compression.convert_deflate()
     idv.write(ref, {"s": np.array(vals, object)}, backend=backend, level=level)
     src = tmp_path / "t.parquet"
     pq.write_table(pa.table({"s": pa.array(vals, pa.large_string())}), src,
@@ -372,20 +372,21 @@ def test_cli_convert_level_and_backend(tmp_path):
         idv.convert(ref, tmp_path / "y.parquet", backend="isal")
 
 
-def test_convert_puts_speed_first(tmp_path):
-    """convert's default DEFLATE: ISA-L's level 1 where installed (else libdeflate's, else
-    zlib's); a level given keeps idv.write's library, a library given gets its fast level."""
-    from idv.compression import fast_deflate, installed
-    fastest = next(n for n in ("isal", "libdeflate", "zlib") if n in installed())
-    assert fast_deflate() == (fastest, 1)
-    assert fast_deflate(6) == (None, 6)
-    assert fast_deflate(None, "zlib") == ("zlib", 1)
-    assert fast_deflate(9, "zlib") == ("zlib", 9)
+def test_convert_default_deflate(tmp_path):
+    """convert's default DEFLATE: libdeflate's level 2 where installed (else zlib's 4); a
+    level given keeps idv.write's library, a library given gets its convert level."""
+    from idv.compression import convert_deflate, installed
+    fastest = "libdeflate" if "libdeflate" in installed() else "zlib"
+    level = {"libdeflate": 2, "zlib": 4}[fastest]
+    assert convert_deflate() == (fastest, level)
+    assert convert_deflate(6) == (None, 6)
+    assert convert_deflate(None, "zlib") == ("zlib", 4)
+    assert convert_deflate(9, "zlib") == ("zlib", 9)
     vals = _values(20_000, seed=3)
     src = tmp_path / "t.parquet"
     pq.write_table(pa.table({"s": vals}), src)
     idv.convert(src, tmp_path / "fast.idv")
-    idv.write(tmp_path / "w1.idv", {"s": np.array(vals, object)}, backend=fastest, level=1)
+    idv.write(tmp_path / "w1.idv", {"s": np.array(vals, object)}, backend=fastest, level=level)
     assert (tmp_path / "fast.idv").read_bytes() == (tmp_path / "w1.idv").read_bytes()
     idv.convert(src, tmp_path / "six.idv", level=6)
     idv.write(tmp_path / "w6.idv", {"s": np.array(vals, object)})

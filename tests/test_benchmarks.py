@@ -136,13 +136,20 @@ def test_benchmark_quick_mode(script):
         assert report["take"]["rows_per_block=1024"]["rows_per_block"] == 1024
         assert set(report["wide"]["ratios"]) == {"open", "one column", "all"}
         assert report["many_files"]["files"] == 50 and report["many_files"]["ratio"] > 0
+        assert list(report["curves"]) == ["rows", "columns", "files", "width"]
+        for points in report["curves"].values():
+            assert len(points) >= 2 or points[0]["shape"] == 100_000
+            assert all(p["ratio"] > 0 and p["seconds"]["idv"] > 0 for p in points)
         return
     if script == "bench_read.py":
         assert report["figures"] and report["targets"]
         assert ("mlnet_numeric_deflate" in report["figures"]) == (oracle is not None)
+        assert [r["rows"] for r in report["long"]] == [100_000]
+        assert report["long"][0]["vs_floor"] > 0 and report["long"][0]["vs_pyarrow"] > 0
     else:
         assert [r["dataset"] for r in report["results"]] == ["numeric", "mixed", "text"]
         for r in report["results"]:
             writers = {x["writer"] for x in r["results"]}
             assert ("ML.NET" in writers) == (oracle is not None), r["errors"]
             assert {"idv zlib", "idv"} <= writers
+            assert r["checks"]["floor_s"] > 0 and r["checks"]["default_vs_floor"] > 0

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from idv.ticks import TIME_MODES, check_time_mode
-from idv.compression import fast_deflate
+from idv.compression import convert_deflate
 from idv.formats import idv as idv_format
 from idv.formats import ipc, parquet, text
 from idv.formats._base import Options, check_codecs, import_pa, is_dataset, read_ahead
@@ -157,11 +157,11 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
       (over 90 % of the first 16,384 distinct), as pyarrow would after trying one.
     * ``rows_per_block``: rows per block of an .idv output (default: ML.NET's rule, 8192).
     * ``level`` / ``backend``: the DEFLATE level and library of an .idv output. The default
-      puts speed first: ISA-L at level 1 where installed (``pip install idv[fast]``), else
-      libdeflate's or zlib's level 1; files are 10-15 % larger than at ML.NET's level 6 and
-      still smaller than snappy Parquet. ``level=6`` gives idv.write's default (smaller
-      files, several times slower); ``backend="zlib", level=6`` gives ML.NET's own bytes.
-      A backend without a level: its fast level.
+      is libdeflate's level 2 (else zlib's level 4): files within a few percent of ML.NET's
+      size for the same data, about 1.5x as fast as ``level=6`` (idv.write's default).
+      ``backend="isal"`` (level 1) is the fastest, for files 10-76 % larger;
+      ``backend="zlib", level=6`` gives ML.NET's own bytes. A backend without a level: its
+      convert level (libdeflate 2, zlib 4, ISA-L 1).
     * ``progress``: called as ``progress(rows_done, rows_total)`` at the start and after each
       block or batch; ``rows_total`` is None when unknown (CSV input).
     * ``datetime`` / ``safe``: time units of the Arrow side, as in idv.to_arrow: ``"auto"``
@@ -191,7 +191,7 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     check_conversion(src_fmt, dst_fmt)
     if dst_fmt.name != "idv" and (level is not None or backend is not None):
         raise ValueError(f"level= and backend= are for .idv output, not {dst_fmt.name}")
-    backend, level = fast_deflate(level, backend) if dst_fmt.name == "idv" else (None, None)
+    backend, level = convert_deflate(level, backend) if dst_fmt.name == "idv" else (None, None)
     check_time_mode(datetime, TIME_MODES)
     for path in _local_paths(src):
         if os.path.exists(os.fspath(dst)) and os.path.exists(path) \

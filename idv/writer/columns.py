@@ -65,6 +65,13 @@ class VectorChunk:
             self._vptr = np.arange(self.n + 1, dtype=np.int64) * self.width
         return self._vptr
 
+    def items_before(self, k):
+        """The items stored before each of rows 1..k (vptr[1:k + 1]), without building the
+        whole column's vptr for a uniform chunk (the writer asks for one block's worth)."""
+        if self._vptr is None and self.width is not None:
+            return np.arange(1, k + 1, dtype=np.int64) * self.width
+        return self.vptr[1:k + 1]
+
     def __len__(self):
         return self.n
 
@@ -332,7 +339,7 @@ class Column:
         r = np.arange(1, k + 1, dtype=np.int64)
         if not self.is_vector:
             return _ESTIMATE[self.kind](chunk, r, self.itemsize)
-        items = chunk.vptr[1:k + 1]
+        items = chunk.items_before(k)
         sparse = chunk.iptr[1:k + 1] if chunk.counts is not None else 0
         inner = _ESTIMATE[self.kind](chunk.values, items, self.itemsize)
         return _encode.vbuffer_estimate(r, not self.type.is_fixed, sparse, inner)

@@ -31,6 +31,7 @@ from idv.writer.metadata import column_metadata, metadata_by_column
 
 DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBlock
 DEFAULT_MAX_BYTES_PER_BLOCK = 80 << 20     # ... and MaxBytesPerBlock (estimated, all columns)
+_GROUP_BYTES = 256 << 10     # consecutive blocks handed to a thread together: about this much
 
 
 def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
@@ -327,9 +328,10 @@ class Writer:
         return block_stats.item_block(col.type, chunk.values, implicit)
 
     def _write_blocks(self, tasks):
-        """Encode and compress the blocks in the pool's threads, a bounded number in flight,
-        and write them in order as they come back. A block that needs no work (fixed-width
-        items, no compression) is taken in this thread."""
+        """Encode and compress the blocks in the pool's threads, consecutive blocks in groups
+        of about _GROUP_BYTES (one hand-off each, not one per block), a bounded number of
+        groups in flight, and write them in order as they come back. A block that needs no
+        work (fixed-width items, no compression) is taken in this thread."""
         threads = self._threads
         if threads <= 1 or len(tasks) <= 1:
             for t in tasks:
@@ -339,19 +341,42 @@ class Writer:
         window = threads * 4
         inflight = collections.deque()
         try:
-            for t in tasks:
-                if self._compress is None and t[0].trivial:
-                    inflight.append(_Done(self._encode_block(t)))
-                else:
-                    inflight.append(pool.submit(self._encode_block, t))
+            for here, group in self._groups(tasks):
+                inflight.append(_Done(self._encode_blocks(group)) if here
+                                else pool.submit(self._encode_blocks, group))
                 while len(inflight) > window or (inflight and inflight[0].done()):
-                    self._put_block(*inflight.popleft().result())
+                    for block in inflight.popleft().result():
+                        self._put_block(*block)
             while inflight:
-                self._put_block(*inflight.popleft().result())
+                for block in inflight.popleft().result():
+                    self._put_block(*block)
         except BaseException:
             for f in inflight:
                 f.cancel()
             raise
+
+    def _groups(self, tasks):
+        """(in this thread?, consecutive tasks): groups of about _GROUP_BYTES of input for the
+        threads; a block that needs no work alone, for this thread."""
+        group, size = [], 0
+        for t in tasks:
+            if self._compress is None and t[0].trivial:
+                if group:
+                    yield False, group
+                    group, size = [], 0
+                yield True, [t]
+                continue
+            group.append(t)
+            chunk = t[1]
+            size += getattr(getattr(chunk, "values", chunk), "nbytes", _GROUP_BYTES)
+            if size >= _GROUP_BYTES:
+                yield False, group
+                group, size = [], 0
+        if group:
+            yield False, group
+
+    def _encode_blocks(self, group):
+        return [self._encode_block(t) for t in group]
 
     def _put_block(self, c, data, nraw, checksum, stats):
         if not self._out.opened:
