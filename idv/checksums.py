@@ -32,6 +32,7 @@ _POINTER = struct.Struct("<8sqqII")
 POINTER_SIZE = _POINTER.size
 ENTRY = np.dtype([("offset", "<i8"), ("length", "<i8"), ("crc", "<u4"), ("kind", "<u4")])
 BLOCK, TABLE = 0, 1          # kinds: checked when read / checked when the file opens
+_FEW = 256
 
 
 def crc(data) -> int:
@@ -77,9 +78,16 @@ class Checksums:
         # entries by offset (stable: of two at one offset, the later one counts)
         self._order = np.argsort(entries["offset"], kind="stable")
         self._offsets = entries["offset"][self._order]
+        # a small file's few entries: looked up in a dict, below numpy's fixed cost
+        self._few = dict(zip(entries["offset"].tolist(), range(len(entries)))) \
+            if len(entries) <= _FEW else None
 
     def _find(self, offsets):
         """The entry index recorded for each offset, -1 where none is."""
+        if self._few is not None:
+            offsets = np.asarray(offsets, np.int64)
+            return np.fromiter((self._few.get(o, -1) for o in offsets.tolist()), np.int64,
+                               len(offsets))
         offsets = np.asarray(offsets, np.int64)
         if not len(self._offsets):
             return np.full(offsets.shape, -1, np.int64)

@@ -26,6 +26,7 @@ from idv._header import HEADER_SIZE
 from idv.errors import IdvFormatError
 
 TAIL_SIZE = 8
+_FEW = 64          # parts checked for overlaps in Python, below numpy's fixed cost
 LOOKUP_ENTRY_SIZE = _lookup.ENTRY.itemsize
 
 
@@ -42,23 +43,35 @@ class Regions:
     def add(self, starts, sizes, name):
         """Parts at `starts` of `sizes` bytes (scalars or arrays); `name` says what they are:
         a str, or a function of the part's position among these."""
-        starts = np.asarray(starts, np.int64).reshape(-1)
-        stops = starts + np.asarray(sizes, np.int64)
-        if stops.shape != starts.shape:
-            raise ValueError(f"{len(starts)} parts, sizes of shape {np.shape(sizes)}")
+        if isinstance(starts, int) and isinstance(sizes, int):     # one part: no numpy
+            starts, stops = [starts], [starts + sizes]
+        else:
+            starts = np.asarray(starts, np.int64).reshape(-1)
+            stops = starts + np.asarray(sizes, np.int64)
+            if stops.shape != starts.shape:
+                raise ValueError(f"{len(starts)} parts, sizes of shape {np.shape(sizes)}")
         self._starts.append(starts)
         self._stops.append(stops)
         self._names.append((self._count, name))
         self._count += len(starts)
         self._arrays = None
 
+    def copy(self):
+        """A Regions with the same parts, to which more can be added."""
+        r = Regions()
+        r._starts, r._stops, r._names = list(self._starts), list(self._stops), list(self._names)
+        r._count = self._count
+        return r
+
     def __len__(self):
         return self._count
 
     def _concat(self):
         if self._arrays is None:
-            starts = np.concatenate(self._starts) if self._starts else np.zeros(0, np.int64)
-            stops = np.concatenate(self._stops) if self._stops else np.zeros(0, np.int64)
+            starts = np.concatenate(self._starts, dtype=np.int64) if self._starts \
+                else np.zeros(0, np.int64)
+            stops = np.concatenate(self._stops, dtype=np.int64) if self._stops \
+                else np.zeros(0, np.int64)
             self._arrays = starts, stops
         return self._arrays
 
@@ -84,6 +97,8 @@ class Regions:
     def overlaps(self, limit=None):
         """Pairs (k, other) of parts that share bytes, in file order: part k starts inside
         `other`, which starts at or before it. Empty parts overlap nothing."""
+        if self._count <= _FEW:
+            return self._few_overlaps(limit)
         starts, stops = self._concat()
         parts = np.flatnonzero(stops > starts)
         order = parts[np.argsort(starts[parts], kind="stable")]
@@ -97,6 +112,27 @@ class Regions:
         if limit is not None:
             bad = bad[:limit]
         return [(int(order[p]), int(order[owner[p - 1]])) for p in bad]
+
+    def _few_overlaps(self, limit):
+        """overlaps() of a few parts (a small file's), in Python: the same pairs, without the
+        fixed cost of a dozen numpy calls."""
+        starts, stops = [], []
+        for group in self._starts:
+            starts.extend(group if isinstance(group, list) else group.tolist())
+        for group in self._stops:
+            stops.extend(group if isinstance(group, list) else group.tolist())
+        order = sorted((k for k in range(len(starts)) if stops[k] > starts[k]),
+                       key=starts.__getitem__)
+        found = []
+        reach, owner = None, None      # the furthest end so far, and whose it is
+        for k in order:
+            if reach is not None and starts[k] < reach:
+                found.append((k, owner))
+                if limit is not None and len(found) >= limit:
+                    break
+            if reach is None or stops[k] >= reach:
+                reach, owner = stops[k], k
+        return found
 
     def check(self):
         """Raise IdvFormatError naming the first two parts that share bytes."""
@@ -135,7 +171,11 @@ def regions(header, entries, lookups, metadata, extra=()):
     blocks (from `metadata`, its metadata entries per column). A None table is left out (one
     that could not be read: its parts are never decoded). All columns' parts of one kind are
     added at once, so the cost per column is a few list items, not a Python call."""
-    r, _ = _frame(header, entries, extra)
+    return _with_tables(_frame(header, entries, extra)[0], entries, lookups, metadata)
+
+
+def _with_tables(r, entries, lookups, metadata):
+    """`r` (a file's frame) with every column's blocks, metadata tables and metadata blocks."""
     with_blocks = [i for i, t in enumerate(lookups) if t is not None and len(t)]
     if with_blocks:
         blocks = np.frombuffer(bytearray().join(lookups[i] for i in with_blocks),
@@ -186,21 +226,26 @@ def read_tables(source, header, entries, extra=()):
     """Read every lookup and metadata table of the file (``source`` as in idv.source, the
     table of contents parsed into ``entries``) and refuse the file if two parts overlap."""
     tail = header.tail_offset
-    frame, nb = _frame(header, entries, extra)
+    base, nb = _frame(header, entries, extra)
+    frame = base.copy()
     with_meta = sorted((e for e in entries if e.metadata_offset),
                        key=lambda e: e.metadata_offset)
     # a metadata table's first byte is known before it is read
-    frame.add([e.metadata_offset for e in with_meta], 1,
-              lambda i: f"{_where(with_meta[i])} metadata table")
+    if with_meta:
+        frame.add([e.metadata_offset for e in with_meta], 1,
+                  lambda i: f"{_where(with_meta[i])} metadata table")
     frame.check()
-    parts = np.flatnonzero(frame.stops > frame.starts)
-    parts = parts[np.argsort(frame.starts[parts])]
-    starts = frame.starts[parts]
+    nexts = []
+    if with_meta:
+        parts = np.flatnonzero(frame.stops > frame.starts)
+        parts = parts[np.argsort(frame.starts[parts])]
+        starts = frame.starts[parts]
+        # a metadata table is read up to the next part the frame knows, which it may not run
+        # into
+        nexts = [int(parts[np.searchsorted(starts, e.metadata_offset, side="right")])
+                 for e in with_meta]
 
-    # every table's bytes in one batch (a remote file fetches them in few requests);
-    # a metadata table is read up to the next part the frame knows, which it may not run into
-    nexts = [int(parts[np.searchsorted(starts, e.metadata_offset, side="right")])
-             for e in with_meta]
+    # every table's bytes in one batch (a remote file fetches them in few requests)
     ranges = [(e.lookup_offset, LOOKUP_ENTRY_SIZE * nb) for e in entries] if nb else []
     ranges += [(e.metadata_offset, int(frame.starts[nxt]) - e.metadata_offset)
                for e, nxt in zip(with_meta, nexts)]
@@ -222,7 +267,7 @@ def read_tables(source, header, entries, extra=()):
             metadata[e.index] = err.locate(column=e.name, column_index=e.index)
     ok = [[None if isinstance(v, IdvFormatError) else v for v in vs]
           for vs in (lookups, metadata)]
-    everything = regions(header, entries, *ok, extra)
+    everything = _with_tables(base, entries, *ok)
     everything.check()
     return Tables(lookups, metadata, everything)
 
@@ -239,10 +284,13 @@ def _parse_lookups(entries, table_bytes, nb, tail):
     for i, table in zip(whole, tables):
         out[entries[i].index] = table
     bad = _lookup.bad_entries(tables.reshape(-1), tail)
-    rows, first = np.unique(bad // nb, return_index=True)
-    broken = [(entries[whole[r]], _lookup.entry_error(tables[r], int(bad[f] % nb),
-                                                      entries[whole[r]].lookup_offset, tail))
-              for r, f in zip(rows, first)]
+    broken = []
+    if len(bad):
+        rows, first = np.unique(bad // nb, return_index=True)
+        broken = [(entries[whole[r]], _lookup.entry_error(tables[r], int(bad[f] % nb),
+                                                          entries[whole[r]].lookup_offset,
+                                                          tail))
+                  for r, f in zip(rows, first)]
     broken += [(e, data) for e, data in zip(entries, table_bytes) if out[e.index] is None]
     for e, err in broken:       # errors, and tables of the wrong length: parsed one by one
         try:

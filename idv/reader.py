@@ -172,7 +172,8 @@ class IdvFile:
         self.backend = backend
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
-            sums = self._open(bool(checksums))
+            with getattr(self._source, "checked_once", contextlib.nullcontext)():
+                sums = self._open(bool(checksums))
             self.store = BlockStore(self._source, path=self.path,
                                     threads=threads or _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
@@ -239,7 +240,11 @@ class IdvFile:
             _check_coverage(sums, self.tables.regions, h)
             # the TOC: checked above; the block statistics: with their own CRC, when first used
             done = [h.toc_offset] + ([] if section is None else [section[0]])
-            parts = sums.tables[~np.isin(sums.tables["offset"], done)]
+            parts = sums.tables
+            keep = parts["offset"] != done[0]
+            for offset in done[1:]:
+                keep &= parts["offset"] != offset
+            parts = parts[keep]
             sums.check_all(parts["offset"], src.read_ranges(parts["offset"], parts["length"]),
                            lambda k: f"the part at byte {parts['offset'][k]} "
                                      f"({parts['length'][k]} bytes: a lookup table or metadata)")
