@@ -136,16 +136,30 @@ class Checksums:
     def check_all(self, offsets, parts, what):
         """check() of many parts at once (one lookup of their entries): `parts` the bytes at
         `offsets`, `what(k)` what part k is, for the error of the first that does not match."""
-        offsets = np.asarray(offsets, np.int64)
-        i = self._find(offsets)
         lengths = np.fromiter((memoryview(p).nbytes for p in parts), np.int64, len(parts))
         got = np.fromiter((crc(p) for p in parts), np.int64, len(parts))
+        self._compare(offsets, lengths, got, lambda k: parts[k], what)
+
+    def check_within(self, buffer, offsets, lengths, what):
+        """check_all() of the parts at `offsets` of `lengths` bytes in `buffer` (the whole
+        stream in memory): their CRC-32s computed in one call."""
+        offsets = np.ascontiguousarray(offsets, np.int64)
+        lengths = np.ascontiguousarray(lengths, np.int64)
+        got = _compression.crc32_ranges(buffer, offsets, lengths)
+        self._compare(offsets, lengths, got,
+                      lambda k: buffer[int(offsets[k]):int(offsets[k] + lengths[k])], what)
+
+    def _compare(self, offsets, lengths, got, part, what):
+        """check() of the first part whose length or CRC-32 (`got`) is not the one recorded at
+        its offset; `part(k)` gives part k's bytes."""
+        offsets = np.asarray(offsets, np.int64)
+        i = self._find(offsets)
         e = self.entries[np.maximum(i, 0)] if len(self.entries) else None
         bad = np.flatnonzero((i >= 0) & ((lengths != e["length"]) | (got != e["crc"]))) \
             if e is not None else ()
         if len(bad):
             k = int(bad[0])
-            self.check(int(offsets[k]), parts[k], what(k))
+            self.check(int(offsets[k]), part(k), what(k))
 
 
 def read(head, view, stream_size, toc_offset):

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import collections
 import glob as _glob
+import itertools
 import os
 import re
 import warnings
 
 import numpy as np
 
-from idv import budget, remote, selection, ticks, vectors
+from idv import _threads, budget, remote, selection, ticks, vectors
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.reader import IdvFile, Schema, open as idv_open
@@ -42,6 +43,8 @@ ON_BAD_FILE = ("raise", "skip")
 # a read-ahead buffer and a connection, so 64
 DEFAULT_MAX_OPEN_FILES = 1024
 DEFAULT_MAX_OPEN_REMOTE = 64
+# remote files opened at once while a dataset lists them
+OPEN_AHEAD = 8
 
 
 class DatasetFile:
@@ -180,6 +183,44 @@ def _identity(path, fs):
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
+def _opened(paths, filesystem, open_kwargs):
+    """(path, its IdvFile or the IdvFormatError or OSError of opening it), in the order of
+    `paths`. Files in an fsspec filesystem are opened OPEN_AHEAD at a time in threads (an open
+    waits on a few round trips); local files one after the other (an open is a fraction of a
+    millisecond of work that holds the GIL). Closing the generator closes the files opened
+    ahead."""
+    def one(path):
+        try:
+            return idv_open(path, filesystem=filesystem, **open_kwargs)
+        except (IdvFormatError, OSError) as e:
+            return e
+    if filesystem is None or len(paths) < 2:
+        for path in paths:
+            yield path, one(path)
+        return
+    pool = _threads.pool("open", OPEN_AHEAD)
+    ahead = collections.deque()
+    rest = iter(paths)
+    try:
+        for path in itertools.islice(rest, OPEN_AHEAD):
+            ahead.append((path, pool.submit(one, path)))
+        while ahead:
+            path, opening = ahead.popleft()
+            got = opening.result()
+            for following in itertools.islice(rest, 1):
+                ahead.append((following, pool.submit(one, following)))
+            yield path, got
+    finally:
+        for _, opening in ahead:
+            if not opening.cancel():
+                try:
+                    got = opening.result()
+                except BaseException:
+                    continue
+                if isinstance(got, IdvFile):
+                    got.close()
+
+
 def _visible(f):
     """[(name, type or codec text)] of the columns a file shows by name (the last of each)."""
     return [(c.name, c.type if c.type is not None else f"<unreadable: codec {c.codec_name}>")
@@ -233,16 +274,15 @@ class Dataset:
                                                else list(columns))
         opened = []           # (path, visible columns, rows, rows per block, IdvFile)
         limits = []
+        files = _opened(paths, filesystem, open_kwargs)
         try:
-            for path in paths:
-                try:
-                    f = idv_open(path, filesystem=filesystem, **open_kwargs)
-                except (IdvFormatError, OSError) as e:
-                    if isinstance(e, IdvFormatError):
-                        e.locate(path=path)
+            for path, f in files:
+                if isinstance(f, (IdvFormatError, OSError)):
+                    if isinstance(f, IdvFormatError):
+                        f.locate(path=path)
                     if on_bad_file == "raise":
-                        raise
-                    self.skipped.append((path, e))
+                        raise f
+                    self.skipped.append((path, f))
                     continue
                 limits.append(f.memory_limit)
                 cols = _visible(f)
@@ -260,6 +300,7 @@ class Dataset:
                                         f"{len(paths)} path{'s' * (len(paths) != 1)}")
             self._names = self._agree(opened, wanted, schema)
         except BaseException:
+            files.close()            # the files opened ahead, closed
             for o in opened:
                 o[4].close()
             raise

@@ -174,13 +174,19 @@ def regions(header, entries, lookups, metadata, extra=()):
     return _with_tables(_frame(header, entries, extra)[0], entries, lookups, metadata)
 
 
-def _with_tables(r, entries, lookups, metadata):
-    """`r` (a file's frame) with every column's blocks, metadata tables and metadata blocks."""
-    with_blocks = [i for i, t in enumerate(lookups) if t is not None and len(t)]
-    if with_blocks:
+def _with_tables(r, entries, lookups, metadata, joined=None):
+    """`r` (a file's frame) with every column's blocks, metadata tables and metadata blocks;
+    `joined`: every column's lookup table as the rows of one array, when they are."""
+    if joined is not None and joined.size:
+        with_blocks = range(len(entries))
+        blocks = joined.reshape(-1)
+        firsts = np.arange(len(entries) + 1) * joined.shape[1]
+    else:
+        with_blocks = [i for i, t in enumerate(lookups) if t is not None and len(t)]
         blocks = np.frombuffer(bytearray().join(lookups[i] for i in with_blocks),
-                               _lookup.ENTRY)
+                               _lookup.ENTRY) if with_blocks else None
         firsts = np.cumsum([0] + [len(lookups[i]) for i in with_blocks])
+    if with_blocks:
 
         def block(k):
             g = int(np.searchsorted(firsts, k, side="right")) - 1
@@ -202,10 +208,11 @@ class Tables:
     table is kept as its error and raised when the column's blocks or metadata are used, so
     the rest of the file still reads."""
 
-    def __init__(self, lookups, metadata, regions_):
+    def __init__(self, lookups, metadata, regions_, joined=None):
         self._lookups = lookups
         self._metadata = metadata
         self.regions = regions_
+        self.joined = joined    # every lookup table as the rows of one array, when all read
 
     def lookup(self, column):
         """The lookup table of column number `column` (a structured array, _lookup.ENTRY)."""
@@ -245,16 +252,25 @@ def read_tables(source, header, entries, extra=()):
         nexts = [int(parts[np.searchsorted(starts, e.metadata_offset, side="right")])
                  for e in with_meta]
 
-    # every table's bytes in one batch (a remote file fetches them in few requests)
-    ranges = [(e.lookup_offset, LOOKUP_ENTRY_SIZE * nb) for e in entries] if nb else []
+    # every table's bytes in one batch (a remote file fetches them in few requests); in
+    # memory, every lookup table in one numpy gather
+    gathered = _gathered_lookups(source, entries, nb) if nb else None
+    listed = nb and gathered is None
+    ranges = [(e.lookup_offset, LOOKUP_ENTRY_SIZE * nb) for e in entries] if listed else []
     ranges += [(e.metadata_offset, int(frame.starts[nxt]) - e.metadata_offset)
                for e, nxt in zip(with_meta, nexts)]
     table_bytes = _read_all(source, ranges)
 
-    lookups = _parse_lookups(entries, table_bytes, nb, tail) if nb else \
-        [np.zeros(0, _lookup.ENTRY) for _ in entries]
+    joined = None          # every column's lookup table, rows of one array, when all are good
+    if gathered is not None:
+        lookups, joined = _checked_lookups(entries, list(range(len(entries))), gathered, [],
+                                           nb, tail)
+    elif nb:
+        lookups = _parse_lookups(entries, table_bytes, nb, tail)
+    else:
+        lookups = [np.zeros(0, _lookup.ENTRY) for _ in entries]
     metadata = [[] for _ in entries]
-    for e, nxt, data in zip(with_meta, nexts, table_bytes[len(entries) if nb else 0:]):
+    for e, nxt, data in zip(with_meta, nexts, table_bytes[len(entries) if listed else 0:]):
         off = e.metadata_offset
         try:
             if isinstance(data, IdvFormatError):
@@ -267,9 +283,23 @@ def read_tables(source, header, entries, extra=()):
             metadata[e.index] = err.locate(column=e.name, column_index=e.index)
     ok = [[None if isinstance(v, IdvFormatError) else v for v in vs]
           for vs in (lookups, metadata)]
-    everything = _with_tables(base, entries, *ok)
+    everything = _with_tables(base, entries, *ok, joined=joined)
     everything.check()
-    return Tables(lookups, metadata, everything)
+    return Tables(lookups, metadata, everything, joined)
+
+
+def _gathered_lookups(source, entries, nb):
+    """Every column's lookup table of `nb` blocks, as one (columns, nb) array gathered from a
+    source in memory; None for other sources, or when a table lies outside the file (read
+    one by one, for its error)."""
+    if source.buffer is None or not entries:
+        return None
+    size = LOOKUP_ENTRY_SIZE * nb
+    offsets = np.fromiter((e.lookup_offset for e in entries), np.int64, len(entries))
+    if not ((offsets >= 0) & (offsets <= source.size - size)).all():
+        return None
+    data = np.frombuffer(source.buffer, np.uint8)
+    return data[offsets[:, None] + np.arange(size)].view(_lookup.ENTRY)
 
 
 def _parse_lookups(entries, table_bytes, nb, tail):
@@ -280,18 +310,25 @@ def _parse_lookups(entries, table_bytes, nb, tail):
              if not isinstance(data, IdvFormatError) and memoryview(data).nbytes == size]
     tables = np.frombuffer(bytearray().join(table_bytes[i] for i in whole), _lookup.ENTRY)
     tables = tables.reshape(len(whole), nb)
+    short = set(range(len(entries))).difference(whole)
+    return _checked_lookups(entries, whole, tables, [(entries[i], table_bytes[i])
+                                                     for i in sorted(short)], nb, tail)[0]
+
+
+def _checked_lookups(entries, whole, tables, broken, nb, tail):
+    """(each column's lookup table or its IdvFormatError, `tables` when every one is good):
+    `tables` holds the tables of columns `whole` (one row each), checked as one array;
+    `broken`: (entry, bytes or error) of the others, parsed one by one for their errors."""
     out = [None] * len(entries)
     for i, table in zip(whole, tables):
         out[entries[i].index] = table
     bad = _lookup.bad_entries(tables.reshape(-1), tail)
-    broken = []
     if len(bad):
         rows, first = np.unique(bad // nb, return_index=True)
         broken = [(entries[whole[r]], _lookup.entry_error(tables[r], int(bad[f] % nb),
                                                           entries[whole[r]].lookup_offset,
                                                           tail))
-                  for r, f in zip(rows, first)]
-    broken += [(e, data) for e, data in zip(entries, table_bytes) if out[e.index] is None]
+                  for r, f in zip(rows, first)] + broken
     for e, err in broken:       # errors, and tables of the wrong length: parsed one by one
         try:
             if isinstance(err, IdvFormatError):
@@ -299,7 +336,7 @@ def _parse_lookups(entries, table_bytes, nb, tail):
             out[e.index] = _lookup.parse_lookup(err, nb, e.lookup_offset, tail)
         except IdvFormatError as found:
             out[e.index] = found.locate(column=e.name, column_index=e.index)
-    return out
+    return out, (tables if not broken else None)
 
 
 def _read_all(source, ranges):

@@ -142,6 +142,23 @@ def _check_coverage(sums, parts, header, shown=8):
                              offset=int(parts.starts[missing[0]]))
 
 
+def _sizes_ok(entries, codecs, joined, num_rows):
+    """Per column, whether its lookup table holds only possible block sizes (what
+    Column._check_sizes refuses), checked for every fixed-width column in one pass; None
+    when the tables are not one array (a damaged one: each column checks its own)."""
+    if joined is None or not joined.size or not entries:
+        return None
+    nb, rpb = joined.shape[1], entries[0].rows_per_block
+    rows = np.full(nb, rpb, np.int64)
+    rows[-1] = num_rows - (nb - 1) * rpb
+    item = np.array([0 if c is None else c.itemsize for c in codecs], np.int64)
+    stored = np.array([e.compression == _compression.NONE for e in entries])
+    raw = joined["raw"].astype(np.int64)
+    disk = joined["disk"].astype(np.int64)
+    fits = np.where(stored[:, None], raw == disk, raw <= disk * _compression.MAX_RATIO + 64)
+    return (item > 0) & (raw == item[:, None] * rows).all(axis=1) & fits.all(axis=1)
+
+
 class IdvFile:
     """An open .idv file. Use as a context manager, or call close().
 
@@ -190,6 +207,7 @@ class IdvFile:
         """Read the header, the table of contents and every table; the checksums the blocks
         are checked against (None without, or when not `check_sums`)."""
         src = self._source
+        self._sizes_ok = None
         head = src.view(0, min(_header.HEADER_SIZE, src.size))
         try:
             self.header = h = _header.parse_header(head, src.size)
@@ -245,11 +263,24 @@ class IdvFile:
             for offset in done[1:]:
                 keep &= parts["offset"] != offset
             parts = parts[keep]
-            sums.check_all(parts["offset"], src.read_ranges(parts["offset"], parts["length"]),
-                           lambda k: f"the part at byte {parts['offset'][k]} "
-                                     f"({parts['length'][k]} bytes: a lookup table or metadata)")
+            offsets, lengths = parts["offset"], parts["length"]
+
+            def what(k):
+                return (f"the part at byte {offsets[k]} ({lengths[k]} bytes: a lookup table "
+                        f"or metadata)")
+            if src.buffer is not None:          # in memory: every CRC-32 in one call
+                sums.check_within(src.buffer, offsets, lengths, what)
+            else:
+                sums.check_all(offsets, src.read_ranges(offsets, lengths), what)
+        self._sizes_ok = _sizes_ok(entries, [c.codec for c in self.columns],
+                                   self.tables.joined, h.row_count)
         self._by_name = {c.name: c for c in self.columns}
         return sums
+
+    def sizes_checked(self, index):
+        """Whether column `index`'s block sizes were checked at open (for all fixed-width
+        columns at once), so that Column need not check them one by one."""
+        return self._sizes_ok is not None and bool(self._sizes_ok[index])
 
     @property
     def threads(self):
