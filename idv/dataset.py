@@ -38,7 +38,7 @@ SCHEMA_MODES = ("exact", "common")
 # (it is left out, with one IdvWarning listing every file left out and why)
 ON_BAD_FILE = ("raise", "skip")
 # files kept open at once by default: a local file's memory map costs about 28 KiB resident
-# and no file descriptor (benchmarks/bench_dataset.py), and reopening one costs about 1 ms,
+# and no file descriptor (benchmarks/bench_dataset.py), and reopening one costs under 1 ms,
 # so 1,024 stay open (Linux allows 65,530 maps per process); a remote file's handle may hold
 # a read-ahead buffer and a connection, so 64
 DEFAULT_MAX_OPEN_FILES = 1024
@@ -610,8 +610,9 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
 
     ``max_open_files``: files kept open at once (default 1,024 local files, each a memory map
     of about 28 KiB resident and no file descriptor; 64 remote ones); the others are reopened
-    (about 1 ms each, locally) when read. Other keywords (``threads``, ``backend``,
-    ``memory_limit``, ``checksums``...) go to every ``idv.open``.
+    (well under 1 ms each, locally) when read. Remote files are listed OPEN_AHEAD (8) at a
+    time, in threads. Other keywords (``threads``, ``backend``, ``memory_limit``,
+    ``checksums``...) go to every ``idv.open``.
     """
     unlisted = []
     paths, fs = expand_sources(source, filesystem=filesystem, storage_options=storage_options,

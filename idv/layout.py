@@ -213,6 +213,9 @@ class Tables:
         self._metadata = metadata
         self.regions = regions_
         self.joined = joined    # every lookup table as the rows of one array, when all read
+        # per column, whether its block sizes are known possible (the reader checks every
+        # fixed-width column's at once, against its codec); None: none are
+        self.sizes_ok = None
 
     def lookup(self, column):
         """The lookup table of column number `column` (a structured array, _lookup.ENTRY)."""
@@ -221,6 +224,10 @@ class Tables:
     def metadata(self, column):
         """The metadata entries of column number `column` ([] when it has none)."""
         return _value(self._metadata[column])
+
+    def sizes_checked(self, column):
+        """Whether column number `column`'s block sizes were checked with the others'."""
+        return self.sizes_ok is not None and bool(self.sizes_ok[column])
 
 
 def _value(v):

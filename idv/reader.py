@@ -207,7 +207,6 @@ class IdvFile:
         """Read the header, the table of contents and every table; the checksums the blocks
         are checked against (None without, or when not `check_sums`)."""
         src = self._source
-        self._sizes_ok = None
         head = src.view(0, min(_header.HEADER_SIZE, src.size))
         try:
             self.header = h = _header.parse_header(head, src.size)
@@ -272,15 +271,10 @@ class IdvFile:
                 sums.check_within(src.buffer, offsets, lengths, what)
             else:
                 sums.check_all(offsets, src.read_ranges(offsets, lengths), what)
-        self._sizes_ok = _sizes_ok(entries, [c.codec for c in self.columns],
-                                   self.tables.joined, h.row_count)
+        self.tables.sizes_ok = _sizes_ok(entries, [c.codec for c in self.columns],
+                                         self.tables.joined, h.row_count)
         self._by_name = {c.name: c for c in self.columns}
         return sums
-
-    def sizes_checked(self, index):
-        """Whether column `index`'s block sizes were checked at open (for all fixed-width
-        columns at once), so that Column need not check them one by one."""
-        return self._sizes_ok is not None and bool(self._sizes_ok[index])
 
     @property
     def threads(self):
@@ -456,6 +450,8 @@ class IdvFile:
             cols = [c for c in self.columns if c.readable]
         else:
             cols = [c if isinstance(c, Column) else self[c] for c in columns]
+        if self._source.buffer is not None:      # in memory already: nothing to fetch
+            return contextlib.nullcontext()
         offsets, sizes = [], []
         for c in cols:
             try:
