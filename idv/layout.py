@@ -21,7 +21,7 @@ import copy
 
 import numpy as np
 
-from idv import _lookup, _toc
+from idv import _compression, _lookup, _toc
 from idv._header import HEADER_SIZE
 from idv.errors import IdvFormatError
 
@@ -228,6 +228,25 @@ class Tables:
     def sizes_checked(self, column):
         """Whether column number `column`'s block sizes were checked with the others'."""
         return self.sizes_ok is not None and bool(self.sizes_ok[column])
+
+    def check_sizes(self, entries, codecs, num_rows):
+        """Mark the columns whose lookup tables hold only possible block sizes (what
+        Column._check_sizes refuses), every fixed-width column (`codecs`, each column's, None
+        for none) in one pass; nothing when the tables are not one array (a damaged one)."""
+        joined = self.joined
+        if joined is None or not joined.size or not entries:
+            return
+        nb, rpb = joined.shape[1], entries[0].rows_per_block
+        rows = np.full(nb, rpb, np.int64)
+        rows[-1] = num_rows - (nb - 1) * rpb
+        item = np.array([0 if c is None else c.itemsize for c in codecs], np.int64)
+        stored = np.array([e.compression == _compression.NONE for e in entries])
+        raw = joined["raw"].astype(np.int64)
+        disk = joined["disk"].astype(np.int64)
+        fits = np.where(stored[:, None], raw == disk,
+                        raw <= disk * _compression.MAX_RATIO + 64)
+        self.sizes_ok = (item > 0) & (raw == item[:, None] * rows).all(axis=1) \
+            & fits.all(axis=1)
 
 
 def _value(v):

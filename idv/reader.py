@@ -142,23 +142,6 @@ def _check_coverage(sums, parts, header, shown=8):
                              offset=int(parts.starts[missing[0]]))
 
 
-def _sizes_ok(entries, codecs, joined, num_rows):
-    """Per column, whether its lookup table holds only possible block sizes (what
-    Column._check_sizes refuses), checked for every fixed-width column in one pass; None
-    when the tables are not one array (a damaged one: each column checks its own)."""
-    if joined is None or not joined.size or not entries:
-        return None
-    nb, rpb = joined.shape[1], entries[0].rows_per_block
-    rows = np.full(nb, rpb, np.int64)
-    rows[-1] = num_rows - (nb - 1) * rpb
-    item = np.array([0 if c is None else c.itemsize for c in codecs], np.int64)
-    stored = np.array([e.compression == _compression.NONE for e in entries])
-    raw = joined["raw"].astype(np.int64)
-    disk = joined["disk"].astype(np.int64)
-    fits = np.where(stored[:, None], raw == disk, raw <= disk * _compression.MAX_RATIO + 64)
-    return (item > 0) & (raw == item[:, None] * rows).all(axis=1) & fits.all(axis=1)
-
-
 class IdvFile:
     """An open .idv file. Use as a context manager, or call close().
 
@@ -271,8 +254,7 @@ class IdvFile:
                 sums.check_within(src.buffer, offsets, lengths, what)
             else:
                 sums.check_all(offsets, src.read_ranges(offsets, lengths), what)
-        self.tables.sizes_ok = _sizes_ok(entries, [c.codec for c in self.columns],
-                                         self.tables.joined, h.row_count)
+        self.tables.check_sizes(entries, [c.codec for c in self.columns], h.row_count)
         self._by_name = {c.name: c for c in self.columns}
         return sums
 
