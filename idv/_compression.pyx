@@ -286,6 +286,26 @@ def crc32_of(data, library=None):
     return r
 
 
+def crc32_ranges(const uint8_t[::1] data, const int64_t[::1] offsets,
+                 const int64_t[::1] lengths):
+    """The CRC-32 of each range [offsets[k], offsets[k] + lengths[k]) of `data` (int64), in
+    one call: the thousands of lookup tables of a wide file checked without a Python call
+    each. ValueError when a range is not within `data`."""
+    cdef Py_ssize_t k, n = offsets.shape[0], size = data.shape[0]
+    if lengths.shape[0] != n:
+        raise ValueError(f"{n} offsets, {lengths.shape[0]} lengths")
+    for k in range(n):
+        if offsets[k] < 0 or lengths[k] < 0 or offsets[k] > size - lengths[k]:
+            raise ValueError(f"range {offsets[k]}+{lengths[k]} is not within {size} bytes")
+    out = np.empty(n, np.int64)
+    cdef int64_t[::1] o = out
+    cdef const uint8_t *p = &data[0] if size else NULL
+    with nogil:
+        for k in range(n):
+            o[k] = _crc32(p + offsets[k], <size_t>lengths[k]) if lengths[k] else 0
+    return out
+
+
 cdef bint _bind_libdeflate_compress(void *h):
     """The compression side of the same library (Deflater); False leaves Deflater unavailable."""
     global _ldc_alloc, _ldc_compress, _ldc_bound, _ldc_free, LIBDEFLATE_COMPRESS

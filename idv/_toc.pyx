@@ -4,6 +4,7 @@
 Parsing here stops at bytes: a codec is kept as its (load name, parameter bytes) pair and
 resolved by idv._codecs, so an unknown codec can leave its column listed but unreadable.
 """
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t
 
 from idv._cursor cimport Cursor
@@ -14,12 +15,12 @@ HEADER_SIZE = 256
 MAX_ENTRIES = 2**31 - 1
 
 
-class TocEntry:
+cdef class TocEntry:
     """One column's entry: name, codec triple, compression, rows per block, two offsets; and
     where the entry itself lies, [toc_offset, toc_end)."""
 
-    __slots__ = ("index", "name", "codec_name", "codec_params", "compression", "rows_per_block",
-                 "lookup_offset", "metadata_offset", "toc_offset", "toc_end")
+    cdef public object index, name, codec_name, codec_params, compression, rows_per_block
+    cdef public object lookup_offset, metadata_offset, toc_offset, toc_end
 
     def __init__(self, index, name, codec_name, codec_params, compression, rows_per_block,
                  lookup_offset, metadata_offset, toc_offset=0, toc_end=0):
@@ -33,6 +34,11 @@ class TocEntry:
         self.metadata_offset = metadata_offset
         self.toc_offset = toc_offset
         self.toc_end = toc_end
+
+    def __reduce__(self):
+        return TocEntry, (self.index, self.name, self.codec_name, self.codec_params,
+                          self.compression, self.rows_per_block, self.lookup_offset,
+                          self.metadata_offset, self.toc_offset, self.toc_end)
 
     def pack(self):
         return (encode_string(self.name) + pack_codec(self.codec_name, self.codec_params)
@@ -82,21 +88,41 @@ def pack_codec(str name, bytes params):
 def read_codec_head(Cursor c):
     """Read a codec triple up to its parameters, which the cursor is left at; returns (load
     name, parameter length), the length checked against the bytes left."""
-    start = c.offset
-    name = c.string("codec name")
+    return _codec_head(c)
+
+
+cdef tuple _codec_head(Cursor c):
+    cdef Py_ssize_t start = c.base + c.pos
+    name = _short_string(c, "codec name")
     if not name:
         c.fail("empty codec name", start)
-    start = c.offset
+    start = c.base + c.pos
     n = c.leb128("codec parameter length")
-    if n > c.remaining:
-        c.fail(f"codec {name!r} declares {n} parameter bytes, only {c.remaining} left", start)
+    if n > c.end - c.pos:
+        c.fail(f"codec {name!r} declares {n} parameter bytes, only {c.end - c.pos} left", start)
     return name, n
 
 
 cpdef tuple read_codec(Cursor c):
     """Read a codec triple; returns (load name, parameter bytes)."""
-    name, n = read_codec_head(c)
-    return name, c.take(n, "codec parameters")
+    name, n = _codec_head(c)
+    return name, (b"" if n == 0 else c.take(n, "codec parameters"))
+
+
+cdef str _short_string(Cursor c, str what):
+    """c.string(what), without its Python calls for a string under 128 bytes of valid UTF-8
+    (a column's name, a codec's): the cursor's own method otherwise, and for its errors."""
+    cdef Py_ssize_t p = c.pos, n
+    if p < c.end and c.buf[p] < 0x80:
+        n = c.buf[p]
+        if n <= c.end - p - 1:
+            try:
+                s = PyUnicode_DecodeUTF8(<const char *>&c.buf[p + 1], n, NULL)
+            except UnicodeDecodeError:
+                return c.string(what)
+            c.pos = p + 1 + n
+            return s
+    return c.string(what)
 
 
 def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
@@ -107,13 +133,14 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
     cdef int64_t lookup, meta, row_count = header.row_count, tail = header.tail_offset
     cdef int64_t num_blocks
     cdef int compression
+    cdef TocEntry e
     entries = []
     rows_per_block = None
     for i in range(count):
         start = c.base + c.pos
         name = None
         try:
-            name = c.string("column name")
+            name = _short_string(c, "column name")
             if not name:   # ML.NET's schema builder refuses it, so the load fails
                 name = None
                 c.fail("empty column name", start)
@@ -139,8 +166,11 @@ def parse_toc(const unsigned char[:] buf, Py_ssize_t toc_offset, header):
         except IdvFormatError as e:
             e.locate(column_index=i, column=name)
             raise
-        entries.append(TocEntry(i, name, codec_name, params, compression, rpb, lookup, meta, start,
-                                c.base + c.pos))
+        e = TocEntry.__new__(TocEntry)
+        e.index, e.name, e.codec_name, e.codec_params = i, name, codec_name, params
+        e.compression, e.rows_per_block, e.lookup_offset = compression, rpb, lookup
+        e.metadata_offset, e.toc_offset, e.toc_end = meta, start, c.base + c.pos
+        entries.append(e)
     return entries
 
 

@@ -13,6 +13,7 @@ The default limit of an open file is the smallest of:
   ``memory.limit_in_bytes``: a container's memory) less what the cgroup uses, and the memory
   the kernel reports available (``MemAvailable``). Half, because a read holds its output
   and about as much again (decoders' temporaries, the copies pandas and Arrow make).
+  These are read from the system at most once a second per process (REFRESH_SECONDS).
 
 ``idv.set_memory_limit(n)`` sets it for every file opened afterwards, ``idv.open(path,
 memory_limit=n)`` for one. A dataset read (idv.dataset) counts its files' reads together.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 
 _FLOOR = 1 << 30
 _RATIO = 1024
@@ -136,11 +138,10 @@ def available_memory():
     return _meminfo("MemAvailable", "/proc/meminfo")
 
 
-def default_limit(file_size):
-    """The default limit of a file of `file_size` bytes (see the module's docs), a Limit
-    naming what set it."""
-    candidates = [(max(_FLOOR, _RATIO * int(file_size)),
-                   "the default: 1,024 times the file's size, at least 1 GiB")]
+def _system_limits():
+    """[(bytes, what)]: the limits that do not depend on the file (half the machine's memory,
+    half of what remains under RLIMIT_AS, the cgroup's limit and the memory available)."""
+    candidates = []
     ram = physical_memory()
     if ram:
         candidates.append((ram // 2, "half the machine's memory"))
@@ -149,7 +150,43 @@ def default_limit(file_size):
                        (available_memory(), "the memory available")):
         if room is not None:
             candidates.append((max(room // 2, 1), f"half of what remains under {what}"))
-    nbytes, source = min(candidates, key=lambda c: c[0])
+    return candidates
+
+
+# Reading them takes seven opens of /proc and cgroup files (about 0.6 ms), which a dataset of a
+# thousand small files would pay at every open: they are kept for REFRESH_SECONDS, per process
+# and per RLIMIT_AS (a forked child, or a new address-space limit, reads them anew).
+REFRESH_SECONDS = 1.0
+_system = (None, None, None)        # (key, time read, limits)
+_system_lock = threading.Lock()
+
+
+def _address_space_limit():
+    try:
+        import resource
+        return resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+def _cached_system_limits():
+    global _system
+    key = os.getpid(), _address_space_limit()
+    now = time.monotonic()
+    with _system_lock:
+        cached_key, when, limits = _system
+        if cached_key != key or now - when >= REFRESH_SECONDS:
+            limits = _system_limits()
+            _system = key, now, limits
+    return limits
+
+
+def default_limit(file_size):
+    """The default limit of a file of `file_size` bytes (see the module's docs), a Limit
+    naming what set it."""
+    candidates = [(max(_FLOOR, _RATIO * int(file_size)),
+                   "the default: 1,024 times the file's size, at least 1 GiB")]
+    nbytes, source = min(candidates + _cached_system_limits(), key=lambda c: c[0])
     return Limit(nbytes, source)
 
 

@@ -32,6 +32,7 @@ _POINTER = struct.Struct("<8sqqII")
 POINTER_SIZE = _POINTER.size
 ENTRY = np.dtype([("offset", "<i8"), ("length", "<i8"), ("crc", "<u4"), ("kind", "<u4")])
 BLOCK, TABLE = 0, 1          # kinds: checked when read / checked when the file opens
+_FEW = 256
 
 
 def crc(data) -> int:
@@ -77,9 +78,16 @@ class Checksums:
         # entries by offset (stable: of two at one offset, the later one counts)
         self._order = np.argsort(entries["offset"], kind="stable")
         self._offsets = entries["offset"][self._order]
+        # a small file's few entries: looked up in a dict, below numpy's fixed cost
+        self._few = dict(zip(entries["offset"].tolist(), range(len(entries)))) \
+            if len(entries) <= _FEW else None
 
     def _find(self, offsets):
         """The entry index recorded for each offset, -1 where none is."""
+        if self._few is not None:
+            offsets = np.asarray(offsets, np.int64)
+            return np.fromiter((self._few.get(o, -1) for o in offsets.tolist()), np.int64,
+                               len(offsets))
         offsets = np.asarray(offsets, np.int64)
         if not len(self._offsets):
             return np.full(offsets.shape, -1, np.int64)
@@ -128,16 +136,30 @@ class Checksums:
     def check_all(self, offsets, parts, what):
         """check() of many parts at once (one lookup of their entries): `parts` the bytes at
         `offsets`, `what(k)` what part k is, for the error of the first that does not match."""
-        offsets = np.asarray(offsets, np.int64)
-        i = self._find(offsets)
         lengths = np.fromiter((memoryview(p).nbytes for p in parts), np.int64, len(parts))
         got = np.fromiter((crc(p) for p in parts), np.int64, len(parts))
+        self._compare(offsets, lengths, got, lambda k: parts[k], what)
+
+    def check_within(self, buffer, offsets, lengths, what):
+        """check_all() of the parts at `offsets` of `lengths` bytes in `buffer` (the whole
+        stream in memory): their CRC-32s computed in one call."""
+        offsets = np.ascontiguousarray(offsets, np.int64)
+        lengths = np.ascontiguousarray(lengths, np.int64)
+        got = _compression.crc32_ranges(buffer, offsets, lengths)
+        self._compare(offsets, lengths, got,
+                      lambda k: buffer[int(offsets[k]):int(offsets[k] + lengths[k])], what)
+
+    def _compare(self, offsets, lengths, got, part, what):
+        """check() of the first part whose length or CRC-32 (`got`) is not the one recorded at
+        its offset; `part(k)` gives part k's bytes."""
+        offsets = np.asarray(offsets, np.int64)
+        i = self._find(offsets)
         e = self.entries[np.maximum(i, 0)] if len(self.entries) else None
         bad = np.flatnonzero((i >= 0) & ((lengths != e["length"]) | (got != e["crc"]))) \
             if e is not None else ()
         if len(bad):
             k = int(bad[0])
-            self.check(int(offsets[k]), parts[k], what(k))
+            self.check(int(offsets[k]), part(k), what(k))
 
 
 def read(head, view, stream_size, toc_offset):

@@ -141,6 +141,8 @@ class Column:
 
     def _check_sizes(self, table):
         """Refuse impossible block sizes before any output is allocated."""
+        if self._file.tables.sizes_checked(self.index):    # at open, with the others
+            return
         rows = np.full(len(table), self.rows_per_block, np.int64)
         rows[-1] = self.num_rows - (len(table) - 1) * self.rows_per_block
         raw = table["raw"].astype(np.int64)

@@ -15,16 +15,17 @@ Local paths, directories and globs are expanded with ``os`` and ``glob``; URLs (
 from __future__ import annotations
 
 import collections
-import glob as _glob
+import functools
+import itertools
 import os
-import re
 import warnings
 
 import numpy as np
 
-from idv import budget, remote, selection, ticks, vectors
+from idv import _threads, budget, selection, ticks, vectors
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
+from idv.paths import expand_sources
 from idv.reader import IdvFile, Schema, open as idv_open
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
@@ -37,11 +38,13 @@ SCHEMA_MODES = ("exact", "common")
 # (it is left out, with one IdvWarning listing every file left out and why)
 ON_BAD_FILE = ("raise", "skip")
 # files kept open at once by default: a local file's memory map costs about 28 KiB resident
-# and no file descriptor (benchmarks/bench_dataset.py), and reopening one costs about 1 ms,
+# and no file descriptor (benchmarks/bench_dataset.py), and reopening one costs under 1 ms,
 # so 1,024 stay open (Linux allows 65,530 maps per process); a remote file's handle may hold
 # a read-ahead buffer and a connection, so 64
 DEFAULT_MAX_OPEN_FILES = 1024
 DEFAULT_MAX_OPEN_REMOTE = 64
+# remote files opened at once while a dataset lists them
+OPEN_AHEAD = 8
 
 
 class DatasetFile:
@@ -66,108 +69,6 @@ class DatasetFile:
         return f"DatasetFile({self.path!r}, {self.num_rows} rows, rows {self.start}-{self.stop})"
 
 
-def _raise(error):
-    raise error
-
-
-def _walk(top, on_error):
-    """Every file under `top` (os.walk's order): hidden directories (``.name``, such as a job's
-    staging directory) skipped, directory symlinks not followed (a link to an ancestor would
-    list files again and again)."""
-    for root, dirs, names in os.walk(top, onerror=on_error):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in names:
-            yield os.path.join(root, name)
-
-
-def _component_regex(part):
-    """A regex of one glob component (``*``, ``?``, ``[...]``), not crossing ``/``; wildcards
-    do not match a leading dot, as glob's."""
-    out, i = [], 0
-    while i < len(part):
-        ch = part[i]
-        if ch == "*":
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
-        elif ch == "[" and "]" in part[i + 2:] + part[i + 1:i + 2]:
-            j = part.index("]", i + 2 if part[i + 1:i + 2] in ("!", "]") else i + 1)
-            body = part[i + 1:j]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = j
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return ("" if part.startswith(".") else r"(?!\.)") + "".join(out)
-
-
-def _glob_files(pattern, on_error):
-    """glob.glob(pattern, recursive=True)'s files, except that ``**`` never follows a
-    directory symlink (loops would never end)."""
-    if "**" not in pattern:
-        return [p for p in _glob.glob(pattern) if not os.path.isdir(p)]
-    parts = pattern.replace(os.sep, "/").split("/")
-    first = next(i for i, p in enumerate(parts) if _glob.has_magic(p))
-    root = "/".join(parts[:first]) or ("/" if pattern.startswith(("/", os.sep)) else "")
-    rest = [r"(?:(?!\.)[^/]*/)*" if p == "**" else _component_regex(p) + "/"
-            for p in parts[first:]]
-    rx = re.compile("".join(rest)[:-1] if not rest[-1].endswith("*") else
-                    "".join(rest[:-1]) + r"(?!\.)[^/]*(?:/(?!\.)[^/]*)*")
-    found = []
-    for path in _walk(root or os.curdir, on_error):
-        rel = os.path.relpath(path, root or os.curdir).replace(os.sep, "/")
-        if rx.fullmatch(rel):
-            found.append(os.path.join(root, rel) if root else rel)
-    return found
-
-
-def _expand_one(source, fs, storage_options, on_error=_raise):
-    """(paths, fs) for one source: a file, a directory (every .idv under it, sorted), or a
-    glob (sorted); URLs through fsspec. A directory that cannot be listed goes to
-    `on_error` (default: raised)."""
-    text = os.fspath(source)
-    if fs is None and remote.is_remote(text):
-        fs, text, _ = remote.resolve(text, None, storage_options)
-    if fs is not None:
-        if _glob.has_magic(text):
-            paths = sorted(fs.glob(text))
-        elif fs.isdir(text):
-            paths = sorted(p for p in fs.find(text) if p.endswith(".idv"))
-        else:
-            paths = [text]
-        return paths, fs
-    if _glob.has_magic(text):
-        paths = sorted(_glob_files(text, on_error))
-    elif os.path.isdir(text):
-        paths = sorted(p for p in _walk(text, on_error) if p.endswith(".idv"))
-    else:
-        paths = [text]
-    return paths, None
-
-
-def expand_sources(source, *, filesystem=None, storage_options=None, on_error=_raise):
-    """The file paths a dataset source names, in dataset order, and the fsspec filesystem they
-    are in (None for local paths). FileNotFoundError when a directory or glob names none; a
-    subdirectory that cannot be listed: its OSError, given to `on_error` (default: raised)."""
-    sources = list(source) if isinstance(source, (list, tuple)) else [source]
-    if not sources:
-        raise ValueError("idv.dataset needs at least one path, directory, glob or URL")
-    paths, fs = [], filesystem
-    for s in sources:
-        found, fs_s = _expand_one(s, filesystem, storage_options, on_error)
-        if fs is None:
-            fs = fs_s
-        elif fs_s is not None and fs_s is not fs and type(fs_s) is not type(fs):
-            raise ValueError(f"the files of one dataset must be in one filesystem: {s!r} is "
-                             f"not in {type(fs).__name__}")
-        if (fs_s is None) != (fs is None):
-            raise ValueError(f"the files of one dataset must be all local or all URLs: {s!r}")
-        if not found:
-            raise FileNotFoundError(f"no .idv files in {os.fspath(s)!r}")
-        paths.extend(found)
-    return paths, fs
-
-
 def _identity(path, fs):
     """What tells a local file from another put in its place: (device, inode, size,
     modification time); None for other files (the reopen checks rows and columns only)."""
@@ -178,6 +79,34 @@ def _identity(path, fs):
     except (OSError, ValueError):
         return None
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _opened(paths, filesystem, open_kwargs):
+    """(path, its IdvFile or the IdvFormatError / OSError of opening it), in order: remote
+    files OPEN_AHEAD at a time in threads (an open waits on round trips), local ones in turn
+    (an open is CPU work under the GIL). Closing it closes the files opened ahead."""
+    def one(path):
+        try:
+            return idv_open(path, filesystem=filesystem, **open_kwargs)
+        except (IdvFormatError, OSError) as e:
+            return e
+    if filesystem is None:
+        yield from ((path, one(path)) for path in paths)
+        return
+    submit = functools.partial(_threads.pool("open", OPEN_AHEAD).submit, one)
+    ahead = collections.deque((path, submit(path)) for path in paths[:OPEN_AHEAD])
+    rest = iter(paths[OPEN_AHEAD:])
+    try:
+        while ahead:
+            path, opening = ahead.popleft()
+            for following in itertools.islice(rest, 1):
+                ahead.append((following, submit(following)))
+            yield path, opening.result()
+    finally:
+        for _, opening in ahead:
+            if not opening.cancel() and opening.exception() is None \
+                    and isinstance(opening.result(), IdvFile):
+                opening.result().close()
 
 
 def _visible(f):
@@ -233,16 +162,15 @@ class Dataset:
                                                else list(columns))
         opened = []           # (path, visible columns, rows, rows per block, IdvFile)
         limits = []
+        files = _opened(paths, filesystem, open_kwargs)
         try:
-            for path in paths:
-                try:
-                    f = idv_open(path, filesystem=filesystem, **open_kwargs)
-                except (IdvFormatError, OSError) as e:
-                    if isinstance(e, IdvFormatError):
-                        e.locate(path=path)
+            for path, f in files:
+                if isinstance(f, (IdvFormatError, OSError)):
+                    if isinstance(f, IdvFormatError):
+                        f.locate(path=path)
                     if on_bad_file == "raise":
-                        raise
-                    self.skipped.append((path, e))
+                        raise f
+                    self.skipped.append((path, f))
                     continue
                 limits.append(f.memory_limit)
                 cols = _visible(f)
@@ -260,6 +188,7 @@ class Dataset:
                                         f"{len(paths)} path{'s' * (len(paths) != 1)}")
             self._names = self._agree(opened, wanted, schema)
         except BaseException:
+            files.close()            # the files opened ahead, closed
             for o in opened:
                 o[4].close()
             raise
@@ -569,12 +498,13 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
 
     ``max_open_files``: files kept open at once (default 1,024 local files, each a memory map
     of about 28 KiB resident and no file descriptor; 64 remote ones); the others are reopened
-    (about 1 ms each, locally) when read. Other keywords (``threads``, ``backend``,
-    ``memory_limit``, ``checksums``...) go to every ``idv.open``.
+    (well under 1 ms each, locally) when read. Remote files are listed OPEN_AHEAD (8) at a
+    time, in threads. Other keywords (``threads``, ``backend``, ``memory_limit``,
+    ``checksums``...) go to every ``idv.open``.
     """
     unlisted = []
     paths, fs = expand_sources(source, filesystem=filesystem, storage_options=storage_options,
-                               on_error=_raise if on_bad_file == "raise" else unlisted.append)
+                               on_error=None if on_bad_file == "raise" else unlisted.append)
     ds = Dataset(paths, filesystem=fs, columns=columns, schema=schema,
                  on_bad_file=on_bad_file, max_open_files=max_open_files, **open_kwargs)
     if unlisted:

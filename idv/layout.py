@@ -21,11 +21,12 @@ import copy
 
 import numpy as np
 
-from idv import _lookup, _toc
+from idv import _compression, _lookup, _toc
 from idv._header import HEADER_SIZE
 from idv.errors import IdvFormatError
 
 TAIL_SIZE = 8
+_FEW = 64          # parts checked for overlaps in Python, below numpy's fixed cost
 LOOKUP_ENTRY_SIZE = _lookup.ENTRY.itemsize
 
 
@@ -42,23 +43,35 @@ class Regions:
     def add(self, starts, sizes, name):
         """Parts at `starts` of `sizes` bytes (scalars or arrays); `name` says what they are:
         a str, or a function of the part's position among these."""
-        starts = np.asarray(starts, np.int64).reshape(-1)
-        stops = starts + np.asarray(sizes, np.int64)
-        if stops.shape != starts.shape:
-            raise ValueError(f"{len(starts)} parts, sizes of shape {np.shape(sizes)}")
+        if isinstance(starts, int) and isinstance(sizes, int):     # one part: no numpy
+            starts, stops = [starts], [starts + sizes]
+        else:
+            starts = np.asarray(starts, np.int64).reshape(-1)
+            stops = starts + np.asarray(sizes, np.int64)
+            if stops.shape != starts.shape:
+                raise ValueError(f"{len(starts)} parts, sizes of shape {np.shape(sizes)}")
         self._starts.append(starts)
         self._stops.append(stops)
         self._names.append((self._count, name))
         self._count += len(starts)
         self._arrays = None
 
+    def copy(self):
+        """A Regions with the same parts, to which more can be added."""
+        r = Regions()
+        r._starts, r._stops, r._names = list(self._starts), list(self._stops), list(self._names)
+        r._count = self._count
+        return r
+
     def __len__(self):
         return self._count
 
     def _concat(self):
         if self._arrays is None:
-            starts = np.concatenate(self._starts) if self._starts else np.zeros(0, np.int64)
-            stops = np.concatenate(self._stops) if self._stops else np.zeros(0, np.int64)
+            starts = np.concatenate(self._starts, dtype=np.int64) if self._starts \
+                else np.zeros(0, np.int64)
+            stops = np.concatenate(self._stops, dtype=np.int64) if self._stops \
+                else np.zeros(0, np.int64)
             self._arrays = starts, stops
         return self._arrays
 
@@ -84,6 +97,8 @@ class Regions:
     def overlaps(self, limit=None):
         """Pairs (k, other) of parts that share bytes, in file order: part k starts inside
         `other`, which starts at or before it. Empty parts overlap nothing."""
+        if self._count <= _FEW:
+            return self._few_overlaps(limit)
         starts, stops = self._concat()
         parts = np.flatnonzero(stops > starts)
         order = parts[np.argsort(starts[parts], kind="stable")]
@@ -97,6 +112,27 @@ class Regions:
         if limit is not None:
             bad = bad[:limit]
         return [(int(order[p]), int(order[owner[p - 1]])) for p in bad]
+
+    def _few_overlaps(self, limit):
+        """overlaps() of a few parts (a small file's), in Python: the same pairs, without the
+        fixed cost of a dozen numpy calls."""
+        starts, stops = [], []
+        for group in self._starts:
+            starts.extend(group if isinstance(group, list) else group.tolist())
+        for group in self._stops:
+            stops.extend(group if isinstance(group, list) else group.tolist())
+        order = sorted((k for k in range(len(starts)) if stops[k] > starts[k]),
+                       key=starts.__getitem__)
+        found = []
+        reach, owner = None, None      # the furthest end so far, and whose it is
+        for k in order:
+            if reach is not None and starts[k] < reach:
+                found.append((k, owner))
+                if limit is not None and len(found) >= limit:
+                    break
+            if reach is None or stops[k] >= reach:
+                reach, owner = stops[k], k
+        return found
 
     def check(self):
         """Raise IdvFormatError naming the first two parts that share bytes."""
@@ -135,12 +171,22 @@ def regions(header, entries, lookups, metadata, extra=()):
     blocks (from `metadata`, its metadata entries per column). A None table is left out (one
     that could not be read: its parts are never decoded). All columns' parts of one kind are
     added at once, so the cost per column is a few list items, not a Python call."""
-    r, _ = _frame(header, entries, extra)
-    with_blocks = [i for i, t in enumerate(lookups) if t is not None and len(t)]
-    if with_blocks:
+    return _with_tables(_frame(header, entries, extra)[0], entries, lookups, metadata)
+
+
+def _with_tables(r, entries, lookups, metadata, joined=None):
+    """`r` (a file's frame) with every column's blocks, metadata tables and metadata blocks;
+    `joined`: every column's lookup table as the rows of one array, when they are."""
+    if joined is not None and joined.size:
+        with_blocks = range(len(entries))
+        blocks = joined.reshape(-1)
+        firsts = np.arange(len(entries) + 1) * joined.shape[1]
+    else:
+        with_blocks = [i for i, t in enumerate(lookups) if t is not None and len(t)]
         blocks = np.frombuffer(bytearray().join(lookups[i] for i in with_blocks),
-                               _lookup.ENTRY)
+                               _lookup.ENTRY) if with_blocks else None
         firsts = np.cumsum([0] + [len(lookups[i]) for i in with_blocks])
+    if with_blocks:
 
         def block(k):
             g = int(np.searchsorted(firsts, k, side="right")) - 1
@@ -162,10 +208,14 @@ class Tables:
     table is kept as its error and raised when the column's blocks or metadata are used, so
     the rest of the file still reads."""
 
-    def __init__(self, lookups, metadata, regions_):
+    def __init__(self, lookups, metadata, regions_, joined=None):
         self._lookups = lookups
         self._metadata = metadata
         self.regions = regions_
+        self.joined = joined    # every lookup table as the rows of one array, when all read
+        # per column, whether its block sizes are known possible (the reader checks every
+        # fixed-width column's at once, against its codec); None: none are
+        self.sizes_ok = None
 
     def lookup(self, column):
         """The lookup table of column number `column` (a structured array, _lookup.ENTRY)."""
@@ -174,6 +224,29 @@ class Tables:
     def metadata(self, column):
         """The metadata entries of column number `column` ([] when it has none)."""
         return _value(self._metadata[column])
+
+    def sizes_checked(self, column):
+        """Whether column number `column`'s block sizes were checked with the others'."""
+        return self.sizes_ok is not None and bool(self.sizes_ok[column])
+
+    def check_sizes(self, entries, codecs, num_rows):
+        """Mark the columns whose lookup tables hold only possible block sizes (what
+        Column._check_sizes refuses), every fixed-width column (`codecs`, each column's, None
+        for none) in one pass; nothing when the tables are not one array (a damaged one)."""
+        joined = self.joined
+        if joined is None or not joined.size or not entries:
+            return
+        nb, rpb = joined.shape[1], entries[0].rows_per_block
+        rows = np.full(nb, rpb, np.int64)
+        rows[-1] = num_rows - (nb - 1) * rpb
+        item = np.array([0 if c is None else c.itemsize for c in codecs], np.int64)
+        stored = np.array([e.compression == _compression.NONE for e in entries])
+        raw = joined["raw"].astype(np.int64)
+        disk = joined["disk"].astype(np.int64)
+        fits = np.where(stored[:, None], raw == disk,
+                        raw <= disk * _compression.MAX_RATIO + 64)
+        self.sizes_ok = (item > 0) & (raw == item[:, None] * rows).all(axis=1) \
+            & fits.all(axis=1)
 
 
 def _value(v):
@@ -186,30 +259,44 @@ def read_tables(source, header, entries, extra=()):
     """Read every lookup and metadata table of the file (``source`` as in idv.source, the
     table of contents parsed into ``entries``) and refuse the file if two parts overlap."""
     tail = header.tail_offset
-    frame, nb = _frame(header, entries, extra)
+    base, nb = _frame(header, entries, extra)
+    frame = base.copy()
     with_meta = sorted((e for e in entries if e.metadata_offset),
                        key=lambda e: e.metadata_offset)
     # a metadata table's first byte is known before it is read
-    frame.add([e.metadata_offset for e in with_meta], 1,
-              lambda i: f"{_where(with_meta[i])} metadata table")
+    if with_meta:
+        frame.add([e.metadata_offset for e in with_meta], 1,
+                  lambda i: f"{_where(with_meta[i])} metadata table")
     frame.check()
-    parts = np.flatnonzero(frame.stops > frame.starts)
-    parts = parts[np.argsort(frame.starts[parts])]
-    starts = frame.starts[parts]
+    nexts = []
+    if with_meta:
+        parts = np.flatnonzero(frame.stops > frame.starts)
+        parts = parts[np.argsort(frame.starts[parts])]
+        starts = frame.starts[parts]
+        # a metadata table is read up to the next part the frame knows, which it may not run
+        # into
+        nexts = [int(parts[np.searchsorted(starts, e.metadata_offset, side="right")])
+                 for e in with_meta]
 
-    # every table's bytes in one batch (a remote file fetches them in few requests);
-    # a metadata table is read up to the next part the frame knows, which it may not run into
-    nexts = [int(parts[np.searchsorted(starts, e.metadata_offset, side="right")])
-             for e in with_meta]
-    ranges = [(e.lookup_offset, LOOKUP_ENTRY_SIZE * nb) for e in entries] if nb else []
+    # every table's bytes in one batch (a remote file fetches them in few requests); in
+    # memory, every lookup table in one numpy gather
+    gathered = _gathered_lookups(source, entries, nb) if nb else None
+    listed = nb and gathered is None
+    ranges = [(e.lookup_offset, LOOKUP_ENTRY_SIZE * nb) for e in entries] if listed else []
     ranges += [(e.metadata_offset, int(frame.starts[nxt]) - e.metadata_offset)
                for e, nxt in zip(with_meta, nexts)]
     table_bytes = _read_all(source, ranges)
 
-    lookups = _parse_lookups(entries, table_bytes, nb, tail) if nb else \
-        [np.zeros(0, _lookup.ENTRY) for _ in entries]
+    joined = None          # every column's lookup table, rows of one array, when all are good
+    if gathered is not None:
+        lookups, joined = _checked_lookups(entries, list(range(len(entries))), gathered, [],
+                                           nb, tail)
+    elif nb:
+        lookups = _parse_lookups(entries, table_bytes, nb, tail)
+    else:
+        lookups = [np.zeros(0, _lookup.ENTRY) for _ in entries]
     metadata = [[] for _ in entries]
-    for e, nxt, data in zip(with_meta, nexts, table_bytes[len(entries) if nb else 0:]):
+    for e, nxt, data in zip(with_meta, nexts, table_bytes[len(entries) if listed else 0:]):
         off = e.metadata_offset
         try:
             if isinstance(data, IdvFormatError):
@@ -222,9 +309,23 @@ def read_tables(source, header, entries, extra=()):
             metadata[e.index] = err.locate(column=e.name, column_index=e.index)
     ok = [[None if isinstance(v, IdvFormatError) else v for v in vs]
           for vs in (lookups, metadata)]
-    everything = regions(header, entries, *ok, extra)
+    everything = _with_tables(base, entries, *ok, joined=joined)
     everything.check()
-    return Tables(lookups, metadata, everything)
+    return Tables(lookups, metadata, everything, joined)
+
+
+def _gathered_lookups(source, entries, nb):
+    """Every column's lookup table of `nb` blocks, as one (columns, nb) array gathered from a
+    source in memory; None for other sources, or when a table lies outside the file (read
+    one by one, for its error)."""
+    if source.buffer is None or not entries:
+        return None
+    size = LOOKUP_ENTRY_SIZE * nb
+    offsets = np.fromiter((e.lookup_offset for e in entries), np.int64, len(entries))
+    if not ((offsets >= 0) & (offsets <= source.size - size)).all():
+        return None
+    data = np.frombuffer(source.buffer, np.uint8)
+    return data[offsets[:, None] + np.arange(size)].view(_lookup.ENTRY)
 
 
 def _parse_lookups(entries, table_bytes, nb, tail):
@@ -235,15 +336,25 @@ def _parse_lookups(entries, table_bytes, nb, tail):
              if not isinstance(data, IdvFormatError) and memoryview(data).nbytes == size]
     tables = np.frombuffer(bytearray().join(table_bytes[i] for i in whole), _lookup.ENTRY)
     tables = tables.reshape(len(whole), nb)
+    short = set(range(len(entries))).difference(whole)
+    return _checked_lookups(entries, whole, tables, [(entries[i], table_bytes[i])
+                                                     for i in sorted(short)], nb, tail)[0]
+
+
+def _checked_lookups(entries, whole, tables, broken, nb, tail):
+    """(each column's lookup table or its IdvFormatError, `tables` when every one is good):
+    `tables` holds the tables of columns `whole` (one row each), checked as one array;
+    `broken`: (entry, bytes or error) of the others, parsed one by one for their errors."""
     out = [None] * len(entries)
     for i, table in zip(whole, tables):
         out[entries[i].index] = table
     bad = _lookup.bad_entries(tables.reshape(-1), tail)
-    rows, first = np.unique(bad // nb, return_index=True)
-    broken = [(entries[whole[r]], _lookup.entry_error(tables[r], int(bad[f] % nb),
-                                                      entries[whole[r]].lookup_offset, tail))
-              for r, f in zip(rows, first)]
-    broken += [(e, data) for e, data in zip(entries, table_bytes) if out[e.index] is None]
+    if len(bad):
+        rows, first = np.unique(bad // nb, return_index=True)
+        broken = [(entries[whole[r]], _lookup.entry_error(tables[r], int(bad[f] % nb),
+                                                          entries[whole[r]].lookup_offset,
+                                                          tail))
+                  for r, f in zip(rows, first)] + broken
     for e, err in broken:       # errors, and tables of the wrong length: parsed one by one
         try:
             if isinstance(err, IdvFormatError):
@@ -251,7 +362,7 @@ def _parse_lookups(entries, table_bytes, nb, tail):
             out[e.index] = _lookup.parse_lookup(err, nb, e.lookup_offset, tail)
         except IdvFormatError as found:
             out[e.index] = found.locate(column=e.name, column_index=e.index)
-    return out
+    return out, (tables if not broken else None)
 
 
 def _read_all(source, ranges):

@@ -172,7 +172,8 @@ class IdvFile:
         self.backend = backend
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
-            sums = self._open(bool(checksums))
+            with getattr(self._source, "checked_once", contextlib.nullcontext)():
+                sums = self._open(bool(checksums))
             self.store = BlockStore(self._source, path=self.path,
                                     threads=threads or _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
@@ -239,10 +240,21 @@ class IdvFile:
             _check_coverage(sums, self.tables.regions, h)
             # the TOC: checked above; the block statistics: with their own CRC, when first used
             done = [h.toc_offset] + ([] if section is None else [section[0]])
-            parts = sums.tables[~np.isin(sums.tables["offset"], done)]
-            sums.check_all(parts["offset"], src.read_ranges(parts["offset"], parts["length"]),
-                           lambda k: f"the part at byte {parts['offset'][k]} "
-                                     f"({parts['length'][k]} bytes: a lookup table or metadata)")
+            parts = sums.tables
+            keep = parts["offset"] != done[0]
+            for offset in done[1:]:
+                keep &= parts["offset"] != offset
+            parts = parts[keep]
+            offsets, lengths = parts["offset"], parts["length"]
+
+            def what(k):
+                return (f"the part at byte {offsets[k]} ({lengths[k]} bytes: a lookup table "
+                        f"or metadata)")
+            if src.buffer is not None:          # in memory: every CRC-32 in one call
+                sums.check_within(src.buffer, offsets, lengths, what)
+            else:
+                sums.check_all(offsets, src.read_ranges(offsets, lengths), what)
+        self.tables.check_sizes(entries, [c.codec for c in self.columns], h.row_count)
         self._by_name = {c.name: c for c in self.columns}
         return sums
 
@@ -428,6 +440,8 @@ class IdvFile:
             cols = [c for c in self.columns if c.readable]
         else:
             cols = [c if isinstance(c, Column) else self[c] for c in columns]
+        if self._source.buffer is not None:      # in memory already: nothing to fetch
+            return contextlib.nullcontext()
         offsets, sizes = [], []
         for c in cols:
             try:

@@ -42,6 +42,7 @@ class MemorySource:
         self._owner = owner           # the mmap/file to close, if we opened it
         self.name = name
         self._mapped = mapped         # (path, device, inode, size) of a mapped file
+        self._held = False            # inside checked_once(): checked already
         mv = memoryview(buffer).cast("B")
         self.buffer = _skip_prefix(mv)
         self.size = len(self.buffer)
@@ -49,7 +50,7 @@ class MemorySource:
     def check_intact(self):
         """IdvFormatError when the mapped file was truncated since it was opened (a file put
         in its place leaves the map as it was: nothing to check)."""
-        if self._mapped is None:
+        if self._mapped is None or self._held:
             return
         path, dev, ino, size = self._mapped
         try:
@@ -60,6 +61,17 @@ class MemorySource:
             raise IdvFormatError(f"the file was truncated while open: {st.st_size} bytes, "
                                  f"{size} when opened; open it again once it is whole",
                                  path=path)
+
+    @contextlib.contextmanager
+    def checked_once(self):
+        """Reads made inside (the dozen small ones of opening a file, before any other thread
+        has the source) share one check_intact, made now."""
+        self.check_intact()
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
 
     def view(self, offset: int, size: int):
         check_range(offset, size, self.size)

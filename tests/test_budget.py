@@ -117,3 +117,21 @@ def test_cli_names_the_limit(huge_bool):
     rc, out, err = run("head", huge_bool, "-n", "1")
     assert rc == 1
     assert_one_line_error(err, "needs 2.4 GB", "memory limit")
+
+
+def test_the_system_limits_are_read_once_a_second(monkeypatch):
+    """Opening a thousand small files reads /proc and the cgroup files about once a second,
+    not at every open; a new RLIMIT_AS, or the time passing, reads them anew."""
+    from idv import budget
+    reads = []
+    monkeypatch.setattr(budget, "available_memory", lambda: reads.append(1) or 1 << 30)
+    monkeypatch.setattr(budget, "REFRESH_SECONDS", 3600.0)
+    monkeypatch.setattr(budget, "_system", (None, None, None))
+    for _ in range(50):
+        limit = budget.default_limit(1000)
+    assert len(reads) == 1
+    assert limit <= 1 << 29 and "memory available" in limit.source
+    monkeypatch.setattr(budget, "REFRESH_SECONDS", 0.0)
+    monkeypatch.setattr(budget, "available_memory", lambda: reads.append(1) or 1 << 24)
+    limit = budget.default_limit(1000)
+    assert len(reads) == 2 and limit == 1 << 23

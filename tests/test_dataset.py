@@ -337,6 +337,40 @@ def test_a_url_dataset_keeps_at_most_max_open_files_open(tmp_path):
     assert ds.num_open_files == 0
 
 
+def test_remote_files_opened_ahead_keep_their_order_and_errors(monkeypatch):
+    """Remote files are opened several at a time: the dataset keeps the files' order, the
+    error of the first bad file (not of a later one opened sooner) names it, and the files
+    opened ahead of it are closed."""
+    fsspec = pytest.importorskip("fsspec")
+    import sys
+    module = sys.modules["idv.dataset"]
+    real, handed = module.idv_open, []
+
+    def spy(source, **kwargs):
+        f = real(source, **kwargs)
+        handed.append(f)
+        return f
+    monkeypatch.setattr(module, "idv_open", spy)
+    fs = fsspec.filesystem("memory")
+    root = "/idv-ahead-test"
+    good = fixture(MIXED[0]).read_bytes()
+    n = 3 * module.OPEN_AHEAD
+    try:
+        for i in range(n):
+            fs.pipe(f"{root}/part-{i:02d}.idv", good if i not in (5, 9) else b"not an idv" * 40)
+        with pytest.raises(idv.IdvFormatError, match=r"part-05\.idv"):
+            idv.dataset(f"memory://{root}/*.idv")
+        assert handed and all(f.closed for f in handed)
+        with pytest.warns(idv.IdvWarning, match=r"part-05\.idv.*part-09\.idv"):
+            ds = idv.dataset(f"memory://{root}/*.idv", on_bad_file="skip")
+        with ds:
+            assert [f.path for f in ds.files] == [f"{root}/part-{i:02d}.idv" for i in range(n)
+                                                  if i not in (5, 9)]
+            assert ds.read("Id")["Id"].tolist() == list(range(100)) * (n - 2)
+    finally:
+        fs.rm(root, recursive=True)
+
+
 def test_urls_are_opened_with_idv_open_filesystem(monkeypatch):
     """A dataset of URLs opens each file with idv.open(path, filesystem=), so remote reads
     fetch only the byte ranges they need (idv.remote)."""

@@ -25,7 +25,8 @@ LAYERS = {
          "_compression", "_bytes", "errors", "types"],
     "facts: one concept each, used by readers and writers alike":
         ["ticks", "compression", "budget", "cache", "_threads", "_version", "cells", "vectors",
-         "layout", "source", "archive", "remote", "checksums", "sample", "infer", "sink",
+         "layout", "source", "archive", "remote", "paths", "checksums", "sample", "infer",
+         "sink",
          "staging", "arrow_types", "annotations", "statistics"],
     "block store: fetching, checking and decoding runs of blocks": ["blocks"],
     "scan: many columns (and files) read in step, and the filters that skip blocks":
