@@ -143,10 +143,15 @@ def wide_files(quick, log):
 
 def many_files(quick, log):
     """(folder of .idv files, folder of .parquet files): the same rows in each."""
+    return small_files("many", size("files", quick), size("file_rows", quick), quick, log)
+
+
+def small_files(name, n, rows, quick, log):
+    """(folder of `n` .idv files, folder of `n` .parquet files) of `rows` rows each, the same
+    rows in each format."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    n, rows = size("files", quick), size("file_rows", quick)
-    di, dp = _folder("many_idv", quick), _folder("many_parquet", quick)
+    di, dp = _folder(f"{name}_idv", quick), _folder(f"{name}_parquet", quick)
     if len(os.listdir(di)) != n or len(os.listdir(dp)) != n:
         log(f"writing {n} small files (each format) ...")
         for i in range(n):
@@ -299,20 +304,6 @@ def _columns_files(n, log, quick):
                      lambda p: pq.write_table(pa.table(data()), p), log))
 
 
-def _files_folders(n, log, quick):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    di, dp = _folder(f"curve_files_{n}_idv", quick), _folder(f"curve_files_{n}_parquet", quick)
-    if len(os.listdir(di)) != n or len(os.listdir(dp)) != n:
-        log(f"writing {n} small files (each format) ...")
-        for i in range(n):
-            cols = _long_columns(CURVE_ROWS)
-            cols["Id"] = cols["Id"] + i * CURVE_ROWS
-            idv.write(os.path.join(di, f"part-{i:05d}.idv"), cols)
-            pq.write_table(pa.table(cols), os.path.join(dp, f"part-{i:05d}.parquet"))
-    return di, dp
-
-
 def _width_files(w, log, quick):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -354,48 +345,45 @@ def _point(fns, same, repeat):
 
 def curve_figures(quick, repeat, log):
     """{curve: [{shape, seconds, ratio}]}: each curve's points, smallest shape first."""
-    import pyarrow.dataset as pads
     out = {}
-    pick = 0 if quick else 1
-    points = []
-    for rows in CURVES["rows"][pick]:
-        p, q = bench_read.long_column(rows, log)
-        log(f"curve rows: {rows:,} ...")
-        r = _point({"idv": lambda: idv.read(p)["Price"], "pyarrow": lambda: _read_parquet(q)[0]},
-                   np.array_equal, repeat)
-        points.append({"shape": rows, **r})
-    out["rows"] = points
-    points = []
-    for n in CURVES["columns"][pick]:
-        p, q = _columns_files(n, log, quick)
-        log(f"curve columns: {n:,} ...")
-        r = _point({"idv": lambda: list(idv.read(p).values()),
-                    "pyarrow": lambda: _read_parquet(q)},
-                   lambda a, b: all(np.array_equal(x, y) for x, y in zip(a, b)), repeat)
-        points.append({"shape": n, **r})
-    out["columns"] = points
-    points = []
-    for n in CURVES["files"][pick]:
-        di, dp = _files_folders(n, log, quick)
-        log(f"curve files: {n:,} ...")
-
-        def idv_read(di=di):
-            with idv.dataset(di) as ds:
-                return ds.read(["Price"])["Price"]
-        r = _point({"idv": idv_read, "pyarrow": lambda dp=dp: pads.dataset(
-            dp, format="parquet").to_table(columns=["Price"])["Price"].to_numpy()},
-                   np.array_equal, max(1, repeat // 2) if n >= 1000 else repeat)
-        points.append({"shape": n, **r})
-    out["files"] = points
-    points = []
-    for w in CURVES["width"][pick]:
-        p, q = _width_files(w, log, quick)
-        log(f"curve width: {w:,} slots ...")
-        r = _point({"idv": lambda: idv.read(p)["V"], "pyarrow": lambda: _read_vectors(q, w)},
-                   np.array_equal, repeat)
-        points.append({"shape": w, **r})
-    out["width"] = points
+    for name, point in (("rows", _rows_point), ("columns", _columns_point),
+                        ("files", _files_point), ("width", _width_point)):
+        out[name] = []
+        for shape in CURVES[name][0 if quick else 1]:
+            log(f"curve {name}: {shape:,} ...")
+            out[name].append({"shape": shape, **point(shape, quick, repeat, log)})
     return out
+
+
+def _rows_point(rows, quick, repeat, log):
+    p, q = bench_read.long_column(rows, log)
+    return _point({"idv": lambda: idv.read(p)["Price"], "pyarrow": lambda: _read_parquet(q)[0]},
+                  np.array_equal, repeat)
+
+
+def _columns_point(n, quick, repeat, log):
+    p, q = _columns_files(n, log, quick)
+    return _point({"idv": lambda: list(idv.read(p).values()),
+                   "pyarrow": lambda: _read_parquet(q)},
+                  lambda a, b: all(np.array_equal(x, y) for x, y in zip(a, b)), repeat)
+
+
+def _files_point(n, quick, repeat, log):
+    import pyarrow.dataset as pads
+    di, dp = small_files(f"curve_files_{n}", n, CURVE_ROWS, quick, log)
+
+    def idv_read():
+        with idv.dataset(di) as ds:
+            return ds.read(["Price"])["Price"]
+    return _point({"idv": idv_read, "pyarrow": lambda: pads.dataset(
+        dp, format="parquet").to_table(columns=["Price"])["Price"].to_numpy()},
+                  np.array_equal, max(1, repeat // 2) if n >= 1000 else repeat)
+
+
+def _width_point(w, quick, repeat, log):
+    p, q = _width_files(w, log, quick)
+    return _point({"idv": lambda: idv.read(p)["V"], "pyarrow": lambda: _read_vectors(q, w)},
+                  np.array_equal, repeat)
 
 
 SECTIONS = ("take", "wide", "many", "curves")
