@@ -52,14 +52,17 @@ class DatasetFile:
     fsspec filesystem), ``num_rows``, and ``start`` / ``stop``: its rows' numbers in the
     dataset."""
 
-    __slots__ = ("path", "num_rows", "start", "rows_per_block", "identity")
+    __slots__ = ("path", "num_rows", "start", "rows_per_block", "identity", "decoded")
 
-    def __init__(self, path, num_rows, start, rows_per_block, identity=None):
+    def __init__(self, path, num_rows, start, rows_per_block, identity=None, decoded=None):
         self.path = path
         self.identity = identity               # what _identity said when it was listed
         self.num_rows = num_rows
         self.start = start
         self.rows_per_block = rows_per_block   # name -> rows per block, of the dataset's columns
+        # name -> what reading all of the column allocates (Column.decoded_bytes), kept when
+        # the dataset closes the file, so that checking a read of it needs no reopening
+        self.decoded = decoded
 
     @property
     def stop(self):
@@ -107,6 +110,18 @@ def _opened(paths, filesystem, open_kwargs):
             if not opening.cancel() and opening.exception() is None \
                     and isinstance(opening.result(), IdvFile):
                 opening.result().close()
+
+
+# a file of at most this many columns keeps what reading each column allocates when the
+# dataset closes it (Dataset._decoded_bytes); a wider one is reopened to check a read
+REMEMBERED_COLUMNS = 256
+
+
+def _decoded(f, names):
+    """{name: f[name].decoded_bytes()} for a file the dataset closes, or None when wide."""
+    if len(names) > REMEMBERED_COLUMNS:
+        return None
+    return {n: f[n].decoded_bytes() for n in names}
 
 
 def _visible(f):
@@ -175,8 +190,10 @@ class Dataset:
                 limits.append(f.memory_limit)
                 cols = _visible(f)
                 rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
-                opened.append((path, cols, f.num_rows, rpb, f, _identity(path, filesystem)))
+                opened.append((path, cols, f.num_rows, rpb, f, _identity(path, filesystem),
+                               None))
                 if len(opened) > self._max_open:     # keep the first max_open_files open
+                    opened[-1] = opened[-1][:-1] + (_decoded(f, [c for c, _ in cols]),)
                     f.close()
             if self.skipped:
                 listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
@@ -198,9 +215,9 @@ class Dataset:
         self.files = []
         start = 0
         self._columns = dict(opened[0][1])       # name -> type, to check reopened files
-        for i, (path, _cols, n, rpb, f, ident) in enumerate(opened):
+        for i, (path, _cols, n, rpb, f, ident, decoded) in enumerate(opened):
             self.files.append(DatasetFile(path, n, start, {k: rpb[k] for k in self._names},
-                                          ident))
+                                          ident, decoded))
             start += n
             if not f.closed:
                 self._handles[i] = f
@@ -278,7 +295,9 @@ class Dataset:
             raise
         self._handles[i] = f
         while len(self._handles) > self._max_open:
-            _, old = self._handles.popitem(last=False)
+            j, old = self._handles.popitem(last=False)
+            if self.files[j].decoded is None:
+                self.files[j].decoded = _decoded(old, self._names)
             old.close()
         return f
 
@@ -373,14 +392,22 @@ class Dataset:
         """MemoryLimitError when reading `parts` ([(file, local rows)]) of columns `names` needs
         more than the dataset's limit: each file's share (Column.decoded_bytes), twice over
         when the pieces are then `joined` into one array or frame."""
-        total = sum(self.open_file(i)[n].decoded_bytes(local) for i, local in parts
-                    for n in names)
+        total = sum(self._decoded_bytes(i, n, local) for i, local in parts for n in names)
         if joined and len(parts) > 1:
             total *= 2
         budget.check(total, self.memory_limit,
                      lambda: f"reading {len(names)} column{'s' * (len(names) != 1)} of "
                              f"{len(parts)} file{'s' * (len(parts) != 1)} of the dataset "
                              f"({self.files[parts[0][0]].path}...)")
+
+    def _decoded_bytes(self, i, name, local):
+        """Column.decoded_bytes(local) of file i's column `name`, without reopening a closed
+        file for a read of all its rows."""
+        f, entry = self._handles.get(i), self.files[i]
+        if (f is None or f.closed) and entry.decoded is not None and name in entry.decoded \
+                and isinstance(local, slice) and local == slice(0, entry.num_rows):
+            return entry.decoded[name]
+        return self.open_file(i)[name].decoded_bytes(local)
 
     def __getitem__(self, key):
         """``ds[a:b]``: those rows of every column, as ``ds.read(rows=slice(a, b))``."""

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import idv
+from idv.reader import IdvFile
 from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
 from reference import REPO_DIR, fixture, sidecar
 
@@ -297,6 +298,30 @@ def test_only_max_open_files_stay_open(tmp_path):
         assert ds.num_open_files == 5
         assert _mapped(resolved) >= 1
     assert ds.num_open_files == 0
+
+
+def test_a_whole_read_opens_each_closed_file_once(tmp_path, monkeypatch):
+    """Checking a read of every row against the memory limit reopens no closed file: each
+    file past max_open_files is opened once when listed and once to be read."""
+    paths = []
+    for i in range(6):
+        paths.append(str(tmp_path / f"{i}.idv"))
+        idv.write(paths[-1], {"Id": np.arange(10, dtype=np.int32) + 10 * i,
+                              "Name": np.array([f"r{j}" for j in range(10)], object)})
+    opens = []
+    real = IdvFile._open
+    monkeypatch.setattr(IdvFile, "_open", lambda self, *a, **k: (opens.append(1),
+                                                                 real(self, *a, **k))[1])
+    with idv.dataset(paths, max_open_files=2) as ds:
+        assert len(opens) == 6
+        got = ds.read()
+        assert got["Id"].tolist() == list(range(60))
+        assert got["Name"].tolist() == [f"r{j}" for j in range(10)] * 6
+        assert len(opens) == 6 + 4           # files 2..5 once each
+    with idv.dataset(paths, max_open_files=2, memory_limit=300) as ds:
+        assert ds.read(["Id"], rows=slice(0, 20))["Id"].tolist() == list(range(20))
+        with pytest.raises(idv.MemoryLimitError):     # 6 x 40 bytes, twice when joined
+            ds.read(["Id"])
 
 
 # ---- remote (fsspec) --------------------------------------------------------------------------
