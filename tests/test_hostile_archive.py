@@ -1,0 +1,58 @@
+"""Damaged zip archives (as the fuzzer made them, fuzz/fuzz_archive.py): listing them
+(``idv ls``, ``idv.zip_entries``) and opening an entry by ``ARCHIVE:ENTRY`` raise an
+IdvFormatError naming the archive, never zipfile's or the OS's errors from deep inside."""
+from __future__ import annotations
+
+import io
+import zipfile
+
+import numpy as np
+import pytest
+
+import idv
+from cli_run import run
+
+
+def _zip(tmp_path, damage):
+    stream = io.BytesIO()
+    idv.write(stream, {"x": np.arange(5, dtype=np.int32)})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("data.idv", stream.getvalue())
+    path = tmp_path / "model.zip"
+    path.write_bytes(damage(buf.getvalue()))
+    return path
+
+
+def _member_elsewhere(data):
+    """The central directory places the member one byte after its local header: no
+    signature there."""
+    at = data.index(b"PK\x01\x02") + 42
+    return data[:at] + (1).to_bytes(4, "little") + data[at + 4:]
+
+
+def _directory_beyond(data):
+    """The end record places the central directory 100 bytes further on than it is: the
+    members' offsets come out before the start of the file."""
+    at = data.rindex(b"PK\x05\x06") + 16
+    offset = int.from_bytes(data[at:at + 4], "little") + 100
+    return data[:at] + offset.to_bytes(4, "little") + data[at + 4:]
+
+
+DAMAGE = [_member_elsewhere, _directory_beyond]
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=lambda d: d.__name__.strip("_"))
+def test_a_damaged_archive_is_a_format_error(tmp_path, damage):
+    path = _zip(tmp_path, damage)
+    with pytest.raises(idv.IdvFormatError, match="damaged zip archive") as e:
+        idv.zip_entries(path)
+    assert e.value.path == str(path)
+    with pytest.raises(idv.IdvFormatError, match="damaged zip archive"):
+        idv.open(f"{path}:data.idv")
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=lambda d: d.__name__.strip("_"))
+def test_idv_ls_says_the_archive_is_damaged(tmp_path, damage):
+    rc, out, err = run("ls", _zip(tmp_path, damage))
+    assert rc == 1 and "damaged zip archive" in err and "internal error" not in err, err
