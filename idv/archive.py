@@ -94,7 +94,7 @@ def idv_members(z):
     before the streams it embeds in a model)."""
     found = []
     for info in z.infolist():
-        if info.is_dir() or info.file_size < 8:
+        if not info.filename or info.is_dir() or info.file_size < 8:   # no name: no spec
             continue
         with damaged(z.filename), z.open(info) as f:
             head = f.read(12)

@@ -70,6 +70,14 @@ def etag(data):
     return f'"{zlib.crc32(data):08x}-{len(data)}"'
 
 
+class _Quiet(ThreadingHTTPServer):
+    """A client that goes away mid-answer (an error, a timeout) is not the server's error."""
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class RangeServer:
     """Serves `files` ({path: bytes}) on 127.0.0.1 at a free port, in a daemon thread."""
 
@@ -91,7 +99,7 @@ class RangeServer:
         self.ranges = []           # (start, stop) of each GET's body, in arrival order
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd = _Quiet(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 

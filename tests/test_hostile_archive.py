@@ -13,12 +13,13 @@ import idv
 from cli_run import run
 
 
-def _zip(tmp_path, damage):
+def _zip(tmp_path, damage=bytes, names=("data.idv",)):
     stream = io.BytesIO()
     idv.write(stream, {"x": np.arange(5, dtype=np.int32)})
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("data.idv", stream.getvalue())
+        for name in names:
+            z.writestr(zipfile.ZipInfo(name), stream.getvalue())
     path = tmp_path / "model.zip"
     path.write_bytes(damage(buf.getvalue()))
     return path
@@ -56,3 +57,10 @@ def test_a_damaged_archive_is_a_format_error(tmp_path, damage):
 def test_idv_ls_says_the_archive_is_damaged(tmp_path, damage):
     rc, out, err = run("ls", _zip(tmp_path, damage))
     assert rc == 1 and "damaged zip archive" in err and "internal error" not in err, err
+
+
+def test_an_entry_without_a_name_is_not_listed(tmp_path):
+    path = _zip(tmp_path, names=("", "data.idv"))
+    assert [e.name for e in idv.zip_entries(path)] == ["data.idv"]
+    rc, out, err = run("ls", path)
+    assert rc == 0 and "data.idv: 5 rows" in out, (out, err)
