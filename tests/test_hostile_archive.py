@@ -64,3 +64,18 @@ def test_an_entry_without_a_name_is_not_listed(tmp_path):
     assert [e.name for e in idv.zip_entries(path)] == ["data.idv"]
     rc, out, err = run("ls", path)
     assert rc == 0 and "data.idv: 5 rows" in out, (out, err)
+
+
+def test_a_file_that_only_starts_as_a_zip_is_a_format_error(tmp_path):
+    """idv.open lists a zip's entries in its error; a damaged one says it is damaged."""
+    pytest.importorskip("aiohttp", reason="remote reads need the remote extra (aiohttp)")
+    from http_server import RangeServer
+
+    data = b"PK\x03\x04" + bytes(300)
+    path = tmp_path / "x.idv"
+    path.write_bytes(data)
+    with pytest.raises(idv.IdvFormatError, match="damaged zip archive"):
+        idv.open(path)
+    with RangeServer({"/x.idv": data}) as srv, \
+            pytest.raises(idv.IdvFormatError, match="damaged zip archive"):
+        idv.open(srv.url("/x.idv"))
