@@ -21,8 +21,10 @@ READ_LIMIT = 256 << 20   # entries up to this size are read into memory, larger 
 _SIGNATURE = b"CML\0DVB\0"   # the first 8 bytes of every IDV stream (the header's signature)
 _ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")   # a zip's first member, or an empty zip
 # what zipfile raises for a damaged archive: a bad record or CRC, a truncated or undecodable
-# member, a compression method or encryption it does not support
-ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError)
+# member, a name flagged UTF-8 that is not, a compression method or encryption it does not
+# support
+ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError, NotImplementedError,
+              RuntimeError)
 
 
 @contextlib.contextmanager

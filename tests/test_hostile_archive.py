@@ -13,7 +13,7 @@ import idv
 from cli_run import run
 
 
-def _zip(tmp_path, damage=bytes, names=("data.idv",)):
+def _zip(tmp_path, damage=bytes, names=("data.idv", "é.idv")):
     stream = io.BytesIO()
     idv.write(stream, {"x": np.arange(5, dtype=np.int32)})
     buf = io.BytesIO()
@@ -40,7 +40,12 @@ def _directory_beyond(data):
     return data[:at] + offset.to_bytes(4, "little") + data[at + 4:]
 
 
-DAMAGE = [_member_elsewhere, _directory_beyond]
+def _name_not_utf8(data):
+    """The member's name is flagged UTF-8 (as zipfile writes "é.idv"), but its bytes are not."""
+    return data.replace("é".encode(), b"\x80\x80")
+
+
+DAMAGE = [_member_elsewhere, _directory_beyond, _name_not_utf8]
 
 
 @pytest.mark.parametrize("damage", DAMAGE, ids=lambda d: d.__name__.strip("_"))
