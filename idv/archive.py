@@ -76,11 +76,13 @@ def split_in(fs, path):
 
 
 def is_zip(path):
-    """Whether the file at `path` starts as a zip archive does (a local file header, or the
-    end record of an empty archive)."""
+    """Whether the file at `path` is a zip archive: it starts as one does (a local file header,
+    or the end record of an empty archive), or zipfile finds an archive's end record in it
+    (bytes before the first member, as in a self-extracting archive: zipfile reads those,
+    so idv.zip_entries lists their entries)."""
     try:
         with open(path, "rb") as f:
-            return f.read(4) in _ZIP_STARTS
+            return f.read(4) in _ZIP_STARTS or zipfile.is_zipfile(f)
     except OSError:
         return False
 

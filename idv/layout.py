@@ -207,7 +207,7 @@ def read_tables(source, header, entries, extra=()):
                for e, nxt in zip(with_meta, nexts)]
     table_bytes = _read_all(source, ranges)
 
-    lookups = _parse_lookups(entries, table_bytes, nb, tail) if nb else \
+    lookups = _parse_lookups(entries, table_bytes[:len(entries)], nb, tail) if nb else \
         [np.zeros(0, _lookup.ENTRY) for _ in entries]
     metadata = [[] for _ in entries]
     for e, nxt, data in zip(with_meta, nexts, table_bytes[len(entries) if nb else 0:]):

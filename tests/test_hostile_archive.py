@@ -84,3 +84,14 @@ def test_a_file_that_only_starts_as_a_zip_is_a_format_error(tmp_path):
     with RangeServer({"/x.idv": data}) as srv, \
             pytest.raises(idv.IdvFormatError, match="damaged zip archive"):
         idv.open(srv.url("/x.idv"))
+
+
+def test_an_archive_with_bytes_before_its_first_member_opens_by_spec(tmp_path):
+    """zipfile reads such an archive (a self-extracting one), so zip_entries lists it: each
+    spec listed opens."""
+    path = _zip(tmp_path, lambda data: bytes(16) + data)
+    specs = [e.spec for e in idv.zip_entries(path)]
+    assert specs == [f"{path}:data.idv", f"{path}:é.idv"]
+    for spec in specs:
+        with idv.open(spec) as f:
+            assert f["x"].read().tolist() == [0, 1, 2, 3, 4]
