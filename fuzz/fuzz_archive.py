@@ -7,10 +7,10 @@ like fsspec's chaining). It is listed with ``idv.zip_entries`` and with ``idv ls
 process), and each stream found (the first MAX_ENTRIES) is opened by its spec and every column
 read, then compared with the same stream read from the bytes zipfile gives for its entry. Seeds
 hold entries named ``run::1.idv``, ``data/http://x.idv``, ``a\\b.idv``, a length-prefixed
-stream with no extension (as ML.NET embeds them), a zip inside the zip and an entry declaring
-2 GiB. Allowed out: ``idv.IdvFormatError`` (a damaged archive is one) and
-``idv.MemoryLimitError``; ``idv ls`` may fail on one line, but an "internal error" is a
-finding, as are values that differ between the two reads.
+stream with no extension (as ML.NET embeds them), a zip inside the zip, an entry declaring
+2 GiB, and bytes before the first member. Allowed out: ``idv.IdvFormatError`` (a damaged
+archive is one) and ``idv.MemoryLimitError``; ``idv ls`` may fail on one line, but an
+"internal error" is a finding, as are values that differ between the two reads.
 
     python fuzz/fuzz_archive.py --seeds CORPUS_DIR
     python fuzz/fuzz_archive.py CORPUS_DIR -runs=1000000 -rss_limit_mb=3072 -timeout=30
@@ -92,6 +92,7 @@ def write_seeds(folder: Path) -> int:
         "nested.zip": _zip({"inner.zip": _zip({"in.idv": a}), "out.idv": b}),
         "huge.zip": _declare(_zip({"big.idv": a}), 0x7FFFFFFF),
         "empty.zip": _zip({}),
+        "self_extracting.zip": bytes(16) + _zip({"x.idv": a}),       # bytes before it
     }
     return harness.write_files(folder, seeds)
 

@@ -85,6 +85,10 @@ def seed_files() -> dict:
         buf = io.BytesIO()
         idv.write(buf, columns, compression=compression, rows_per_block=16)
         seeds[f"written_{compression}.idv"] = buf.getvalue()
+    buf = io.BytesIO()      # a metadata table as long as the lookup tables (3 blocks of 16 B)
+    idv.write(buf, {"v": columns["vec"][:3, :2]}, rows_per_block=1,
+              metadata={"v": {"SlotNames": ["a", "b"]}})
+    seeds["slot_names_3_blocks.idv"] = buf.getvalue()
     return seeds
 
 
