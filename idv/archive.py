@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import lzma
 import mmap
 import os
 import shutil
@@ -23,8 +24,8 @@ _ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")   # a zip's first member, or an emp
 # what zipfile raises for a damaged archive: a bad record or CRC, a truncated or undecodable
 # member, a name flagged UTF-8 that is not, a compression method or encryption it does not
 # support
-ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError, NotImplementedError,
-              RuntimeError)
+ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, UnicodeDecodeError,
+              NotImplementedError, RuntimeError)
 
 
 @contextlib.contextmanager
@@ -33,8 +34,9 @@ def damaged(name):
     try:
         yield
     except (*ZIP_DAMAGE, OSError) as e:
-        if isinstance(e, OSError) and e.errno != errno.EINVAL:  # a seek to a record's offset
-            raise                                                # before the file's start
+        # a seek to before the file's start (EINVAL), or bz2's "Invalid data stream" (no errno)
+        if isinstance(e, OSError) and e.errno not in (errno.EINVAL, None):
+            raise
         raise IdvFormatError(f"damaged zip archive: {e}", path=name) from e
 
 

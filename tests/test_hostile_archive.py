@@ -95,3 +95,19 @@ def test_an_archive_with_bytes_before_its_first_member_opens_by_spec(tmp_path):
     for spec in specs:
         with idv.open(spec) as f:
             assert f["x"].read().tolist() == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_a_damaged_bzip2_or_lzma_member_is_a_format_error(tmp_path, method):
+    stream = io.BytesIO()
+    idv.write(stream, {"x": np.arange(5, dtype=np.int32)})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as z:
+        z.writestr("data.idv", stream.getvalue())
+    data = bytearray(buf.getvalue())
+    start = 30 + len("data.idv")                 # the member's compressed bytes
+    data[start + 4:start + 12] = bytes(8)
+    path = tmp_path / "model.zip"
+    path.write_bytes(bytes(data))
+    with pytest.raises(idv.IdvFormatError, match="damaged zip archive"):
+        idv.zip_entries(path)
