@@ -1,4 +1,10 @@
-"""Build the Cython format layer; everything else is declared in pyproject.toml."""
+"""Build the Cython format layer; everything else is declared in pyproject.toml.
+
+``IDV_SANITIZE=address`` builds the modules with clang's AddressSanitizer and libFuzzer's
+coverage hooks, for fuzzing under ASan (fuzz/asan.sh, docs/development.md "Fuzzing").
+"""
+import os
+
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -13,6 +19,17 @@ MODULES = {
     "idv._encode": [],
 }
 
+SANITIZE = os.environ.get("IDV_SANITIZE")
+if SANITIZE:
+    # atheris' runtime (asan_with_fuzzer.so, preloaded) brings ASan and libFuzzer: the modules
+    # only carry the instrumentation, and clang must build them to match that runtime
+    os.environ.setdefault("CC", "clang")
+    os.environ.setdefault("LDSHARED", "clang -shared")
+    OPTIMIZE = [f"-fsanitize={SANITIZE},fuzzer-no-link", "-fno-omit-frame-pointer", "-O1", "-g"]
+    LINK = [f"-fsanitize={SANITIZE}"]
+else:
+    OPTIMIZE, LINK = ["-O3"], []
+
 extensions = [
     Extension(
         name,
@@ -24,7 +41,8 @@ extensions = [
         # target 1.19 and so compile out the NEP 49 allocator of _compression).
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),
                        ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
-        extra_compile_args=["-O3"],
+        extra_compile_args=OPTIMIZE,
+        extra_link_args=LINK,
     )
     for name, libs in MODULES.items()
 ]
@@ -36,7 +54,7 @@ if int(numpy.__version__.split(".")[0]) >= 2:
         "idv._strings", ["idv/_strings.pyx"], include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),
                        ("NPY_TARGET_VERSION", "NPY_2_0_API_VERSION")],
-        extra_compile_args=["-O3"]))
+        extra_compile_args=OPTIMIZE, extra_link_args=LINK))
 
 setup(
     ext_modules=cythonize(

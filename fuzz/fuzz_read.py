@@ -19,59 +19,39 @@ has the AddressSanitizer build. tests/test_fuzz.py runs a short, bounded session
 from __future__ import annotations
 
 import io
-import os
 import sys
-import warnings
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-
-# The address space of the fuzzing process: reads beyond idv's memory limit must be refused
-# (MemoryLimitError) before numpy or the decoders run out of it.
-ADDRESS_SPACE = int(os.environ.get("IDV_FUZZ_ADDRESS_SPACE", 3 << 30))
-
-
-def limit_address_space() -> None:
-    """RLIMIT_AS of this process: ADDRESS_SPACE bytes (0: none)."""
-    import resource
-
-    if ADDRESS_SPACE:
-        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+import harness
 
 
 def exercise(data: bytes) -> None:
     """Open, inspect, read and verify `data`; let through only what a file may raise."""
     import idv
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with harness.quiet():
         try:
             with idv.open(data) as f:
                 str(f.schema)
                 repr(f)
                 for col in f.columns:
                     _exercise_column(col)
-        except (idv.IdvFormatError, idv.MemoryLimitError):
+        except harness.file_errors():
             pass
         report = idv.verify(io.BytesIO(data))
         report.to_text()
 
 
 def _exercise_column(col) -> None:
-    import idv
-
     try:
         col.metadata
-    except (idv.IdvFormatError, idv.MemoryLimitError):
+    except harness.file_errors():
         pass
     if not col.readable:
         return
     for read in (col.read, lambda: col.read(sparse=True) if _sparse_readable(col.type) else None,
                  lambda: col[len(col) - 1] if len(col) else None, lambda: col[::3]):
-        try:
-            read()
-        except (idv.IdvFormatError, idv.MemoryLimitError):
-            pass
+        harness.outcome(read, harness.file_errors())
 
 
 def _sparse_readable(t) -> bool:
@@ -82,18 +62,15 @@ def _sparse_readable(t) -> bool:
         isinstance(t.item, idv.types.Key) or t.item.dtype.kind in "biuf")
 
 
-def write_seeds(folder: Path) -> int:
-    """The seed corpus: the project's ML.NET-written fixtures and the bundled sample, plus
-    small files written here with every item type, compressed and not."""
+def seed_files() -> dict:
+    """{name: bytes}: the project's ML.NET-written fixtures and the bundled sample, plus small
+    files written here with every item type, compressed and not."""
     import numpy as np
 
     import idv
 
-    folder.mkdir(parents=True, exist_ok=True)
-    n = 0
-    for p in sorted((REPO / "testdata").glob("*.idv")) + [Path(idv.sample_path())]:
-        (folder / p.name).write_bytes(p.read_bytes())
-        n += 1
+    paths = sorted((harness.REPO / "testdata").glob("*.idv")) + [Path(idv.sample_path())]
+    seeds = {p.name: p.read_bytes() for p in paths}
     rng = np.random.default_rng(0)
     columns = {
         "f32": rng.normal(size=40).astype(np.float32),
@@ -107,37 +84,18 @@ def write_seeds(folder: Path) -> int:
     for compression in ("deflate", "none"):
         buf = io.BytesIO()
         idv.write(buf, columns, compression=compression, rows_per_block=16)
-        (folder / f"written_{compression}.idv").write_bytes(buf.getvalue())
-        n += 1
-    return n
+        seeds[f"written_{compression}.idv"] = buf.getvalue()
+    buf = io.BytesIO()      # a metadata table as long as the lookup tables (3 blocks of 16 B)
+    idv.write(buf, {"v": columns["vec"][:3, :2]}, rows_per_block=1,
+              metadata={"v": {"SlotNames": ["a", "b"]}})
+    seeds["slot_names_3_blocks.idv"] = buf.getvalue()
+    return seeds
 
 
-def replay(paths: list[str]) -> int:
-    """Run every file of the given files and folders once, without libFuzzer: for a build
-    under AddressSanitizer (docs/development.md), and to re-check a corpus or a finding."""
-    files = [f for p in map(Path, paths) for f in (sorted(p.iterdir()) if p.is_dir() else [p])]
-    limit_address_space()
-    for f in files:
-        print(f, flush=True)
-        exercise(f.read_bytes())
-    return len(files)
-
-
-def main(argv: list[str]) -> None:
-    if len(argv) >= 3 and argv[1] == "--seeds":
-        print(f"{write_seeds(Path(argv[2]))} seeds in {argv[2]}")
-        return
-    if len(argv) >= 3 and argv[1] == "--replay":
-        print(f"{replay(argv[2:])} inputs replayed, nothing found")
-        return
-    import atheris
-
-    limit_address_space()
-    with atheris.instrument_imports(include=["idv"]):
-        import idv  # noqa: F401  (instrumented for coverage)
-    atheris.Setup(argv, exercise)
-    atheris.Fuzz()
+def write_seeds(folder: Path) -> int:
+    """The seed corpus: seed_files() in `folder`."""
+    return harness.write_files(folder, seed_files())
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    harness.main(sys.argv, exercise, write_seeds)

@@ -6,15 +6,38 @@ either separator finds them.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+import lzma
 import mmap
 import os
 import shutil
 import tempfile
 import zipfile
+import zlib
+
+from idv.errors import IdvFormatError
 
 READ_LIMIT = 256 << 20   # entries up to this size are read into memory, larger ones mapped
 _SIGNATURE = b"CML\0DVB\0"   # the first 8 bytes of every IDV stream (the header's signature)
 _ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")   # a zip's first member, or an empty zip
+# what zipfile raises for a damaged archive: a bad record or CRC, a truncated or undecodable
+# member, a name flagged UTF-8 that is not, a compression method or encryption it does not
+# support
+ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, UnicodeDecodeError,
+              NotImplementedError, RuntimeError)
+
+
+@contextlib.contextmanager
+def damaged(name):
+    """Raise IdvFormatError naming the archive `name` for what zipfile raises for damage."""
+    try:
+        yield
+    except (*ZIP_DAMAGE, OSError) as e:
+        # a seek to before the file's start (EINVAL), or bz2's "Invalid data stream" (no errno)
+        if isinstance(e, OSError) and e.errno not in (errno.EINVAL, None):
+            raise
+        raise IdvFormatError(f"damaged zip archive: {e}", path=name) from e
 
 
 def split_zip(spec):
@@ -55,11 +78,13 @@ def split_in(fs, path):
 
 
 def is_zip(path):
-    """Whether the file at `path` starts as a zip archive does (a local file header, or the
-    end record of an empty archive)."""
+    """Whether the file at `path` is a zip archive: it starts as one does (a local file header,
+    or the end record of an empty archive), or zipfile finds an archive's end record in it
+    (bytes before the first member, as in a self-extracting archive: zipfile reads those,
+    so idv.zip_entries lists their entries)."""
     try:
         with open(path, "rb") as f:
-            return f.read(4) in _ZIP_STARTS
+            return f.read(4) in _ZIP_STARTS or zipfile.is_zipfile(f)
     except OSError:
         return False
 
@@ -75,9 +100,9 @@ def idv_members(z):
     before the streams it embeds in a model)."""
     found = []
     for info in z.infolist():
-        if info.is_dir() or info.file_size < 8:
+        if not info.filename or info.is_dir() or info.file_size < 8:   # no name: no spec
             continue
-        with z.open(info) as f:
+        with damaged(z.filename), z.open(info) as f:
             head = f.read(12)
         if head[:8] == _SIGNATURE:
             found.append((info, 0))
@@ -103,7 +128,7 @@ def find_entry(z, entry):
 
 def entry_source(archive, entry):
     """The bytes of ``archive:entry`` (see member_source)."""
-    with zipfile.ZipFile(archive) as z:
+    with damaged(archive), zipfile.ZipFile(archive) as z:
         return member_source(z, find_entry(z, entry))
 
 
@@ -111,10 +136,11 @@ def member_source(z, info):
     """The bytes of member `info` of the open archive `z`: in memory when small, else
     inflated once into an unnamed temporary file and mapped (a zip stream re-inflates from
     its start at every backward seek, and a reader seeks back and forth)."""
-    if info.file_size <= READ_LIMIT:
-        return z.read(info)
+    with damaged(z.filename):
+        if info.file_size <= READ_LIMIT:
+            return z.read(info)
     with tempfile.TemporaryFile(prefix="idv-entry-") as spool:
-        with z.open(info) as f:
+        with damaged(z.filename), z.open(info) as f:
             shutil.copyfileobj(f, spool, 1 << 20)
         spool.flush()
         return mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ)

@@ -21,13 +21,14 @@ import copy
 
 import numpy as np
 
-from idv import _compression, _lookup, _toc
+from idv import _compression, _lookup, _toc, budget
 from idv._header import HEADER_SIZE
 from idv.errors import IdvFormatError
 
 TAIL_SIZE = 8
 _FEW = 64          # parts checked for overlaps in Python, below numpy's fixed cost
 LOOKUP_ENTRY_SIZE = _lookup.ENTRY.itemsize
+TOC_PIECE = 64 << 10     # the first bytes of a fetched table of contents, then 4x more
 
 
 class Regions:
@@ -292,7 +293,7 @@ def read_tables(source, header, entries, extra=()):
         lookups, joined = _checked_lookups(entries, list(range(len(entries))), gathered, [],
                                            nb, tail)
     elif nb:
-        lookups = _parse_lookups(entries, table_bytes, nb, tail)
+        lookups = _parse_lookups(entries, table_bytes[:len(entries)], nb, tail)
     else:
         lookups = [np.zeros(0, _lookup.ENTRY) for _ in entries]
     metadata = [[] for _ in entries]
@@ -383,3 +384,32 @@ def _read_all(source, ranges):
     for i, data in zip(inside, got):
         out[i] = data
     return out
+
+
+def read_toc(src, h, sums):
+    """The entries of the table of contents, its bytes (as far as the entries go) checked
+    against `sums`. A remote one is fetched in growing pieces until its entries parse: a
+    header may say the table runs to the end of a huge file."""
+    n = h.tail_offset - h.toc_offset
+    size = n
+    if src.buffer is None:         # fetched: refused whole over the limit, else in pieces
+        limit = getattr(src, "memory_limit", None)
+        if limit is not None:
+            budget.check(n, limit, lambda: f"{src.name}: the table of contents")
+        size = min(n, TOC_PIECE)
+    while True:
+        toc = src.view(h.toc_offset, size)
+        try:
+            entries = _toc.parse_toc(toc, h.toc_offset, h)
+            break
+        except IdvFormatError as e:
+            if size < n and (e.reason.startswith("truncated") or " left" in e.reason):
+                size = min(n, size * 4)        # the piece ended inside an entry
+                continue
+            if sums is not None:      # a damaged table: the checksum's error says so first
+                sums.check(h.toc_offset, toc, "the table of contents")
+            raise
+    toc = toc[:entries[-1].toc_end - h.toc_offset]
+    if sums is not None:
+        sums.check(h.toc_offset, toc, "the table of contents")
+    return entries

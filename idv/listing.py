@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from idv import remote
-from idv.archive import idv_members, member_source
+from idv.archive import damaged, idv_members, member_source
 from idv.errors import IdvFormatError, IdvWarning
 from idv.reader import Schema, open as open_idv
 
@@ -43,23 +43,30 @@ def zip_entries(path, storage_options=None) -> List[ZipEntry]:
     `storage_options`), found by signature (not by name), with its schema; only the headers
     and tables of contents are read."""
     path = os.fspath(path)
-    found = []
     if remote.is_remote(path):           # a URL: read by ranges
         fs, inner, path = remote.resolve(path, storage_options=storage_options)
-        opened = remote.open_zip(fs, inner)
+        with damaged(path):
+            opened = remote.open_zip(fs, inner)
     else:
-        opened = zipfile.ZipFile(path)
+        with damaged(path):
+            opened = zipfile.ZipFile(path)
     with opened as z:      # opened once: its directory is read once
-        for info, start in idv_members(z):
-            schema, error = None, None
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", IdvWarning)   # unknown codecs: shown
-                    with open_idv(member_source(z, info)) as f:
-                        schema = f.schema
-            except IdvFormatError as e:
-                error = e.reason
-            found.append(ZipEntry(info.filename,
-                                  f"{path}:{info.filename.replace(chr(92), '/')}",
-                                  info.file_size, start > 0, schema, error))
+        return _entries(z, path)
+
+
+def _entries(z, path):
+    """The ZipEntry of each IDV stream in the open archive `z`."""
+    found = []
+    for info, start in idv_members(z):
+        schema, error = None, None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", IdvWarning)   # unknown codecs: shown
+                with open_idv(member_source(z, info)) as f:
+                    schema = f.schema
+        except IdvFormatError as e:
+            error = e.reason
+        found.append(ZipEntry(info.filename,
+                              f"{path}:{info.filename.replace(chr(92), '/')}",
+                              info.file_size, start > 0, schema, error))
     return found

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from idv import (_codecs, _compression, _header, _threads, _toc, budget, cache, checksums,
+from idv import (_codecs, _compression, _header, _threads, budget, cache, checksums,
                  compression, layout)
 from idv import filters, scan, selection, ticks
 from idv import statistics as block_stats
@@ -205,11 +205,13 @@ class IdvFile:
         _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
         sums = checksums.read(head, src.view, src.size, h.toc_offset) if check_sums else None
         # the table of contents, read once for its checksum and its columns
-        toc = src.view(h.toc_offset, h.tail_offset - h.toc_offset) \
-            if sums is not None or h.column_count else None
-        if sums is not None:
-            sums.check(h.toc_offset, toc, "the table of contents")
-        entries = _toc.parse_toc(toc, h.toc_offset, h) if h.column_count else []
+        if h.column_count:
+            entries = layout.read_toc(src, h, sums)
+        else:
+            entries = []
+            if sums is not None:
+                toc = src.view(h.toc_offset, h.tail_offset - h.toc_offset)
+                sums.check(h.toc_offset, toc, "the table of contents")
         self.columns = []
         codecs = {}            # columns of one type share its codec (codecs hold no state)
         for e in entries:

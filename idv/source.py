@@ -193,7 +193,8 @@ def refuse_other_formats(head, name, open_zip=None, entry_form="{name}:ENTRY"):
         if head.startswith(magic):
             hint = ""
             if what == "a zip archive":
-                with zipfile.ZipFile(open_zip() if open_zip else name) as z:
+                with archive.damaged(name), \
+                        zipfile.ZipFile(open_zip() if open_zip else name) as z:
                     entries = archive.idv_entries(z)
                 hint = (f"; name an .idv inside it as {entry_form.format(name=name)} (.idv "
                         f"entries: {', '.join(entries) or 'none'})")

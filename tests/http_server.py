@@ -16,8 +16,12 @@ the whole file, status 200), ``"truncate"`` (announces the range's length, sends
 closes), ``"stall"`` (waits ``srv.stall_seconds`` before answering GETs), ``"shift"`` (answers
 a range ``srv.shift`` bytes further on, with its true Content-Range), ``"no-conditions"``
 (ignores If-Match and If-Unmodified-Since, still sends the new ETag), ``"redirect-loop"``
-(every request redirects to itself). ``srv.statuses`` is a list of HTTP statuses the next
-requests answer with instead, one each (``[503, 503]``: two transient failures). Paths in
+(every request redirects to itself), and per request only (see ``srv.statuses``):
+``"redirect"`` (one redirect to the same file), ``"wrong-range"`` (the range asked, under a
+Content-Range one byte further on), ``"etag"`` (another ETag, as if the file had changed),
+``"long"`` (one byte more than the range asked, announced). ``srv.statuses`` is a list of what
+the next requests answer with instead, one each: an HTTP status (``[503, 503]``: two transient
+failures) or a misbehaviour's name (``["shift", 500]``), or None (a true answer). Paths in
 ``srv.forbidden`` answer 403, unknown paths 404. ``srv.delay`` delays every GET (to see
 requests overlap: ``srv.max_in_flight``); ``srv.on_request`` sees each GET's headers.
 
@@ -66,6 +70,14 @@ def etag(data):
     return f'"{zlib.crc32(data):08x}-{len(data)}"'
 
 
+class _Quiet(ThreadingHTTPServer):
+    """A client that goes away mid-answer (an error, a timeout) is not the server's error."""
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class RangeServer:
     """Serves `files` ({path: bytes}) on 127.0.0.1 at a free port, in a daemon thread."""
 
@@ -87,7 +99,7 @@ class RangeServer:
         self.ranges = []           # (start, stop) of each GET's body, in arrival order
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd = _Quiet(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -141,57 +153,65 @@ def _handler(server):
                 self.end_headers()
                 self.wfile.write(body)
                 return
-            data = server.files.get(self.path)
+            path = self.path.split("?")[0]
+            data = server.files.get(path)
+            mode = server.mode
             with server._lock:
                 status = server.statuses.pop(0) if server.statuses else None
-            if status is not None:
+            if isinstance(status, str):
+                mode = status
+            elif status is not None:
                 return self._empty(status, head)
-            if server.mode == "redirect-loop":
+            if mode == "redirect-loop" or (mode == "redirect" and path == self.path):
                 server._count(head)
                 self.send_response(302)
-                self.send_header("Location", self.path)
+                self.send_header("Location", path if mode == "redirect-loop" else path + "?")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            if self.path in server.forbidden:
+            if path in server.forbidden:
                 return self._empty(403, head)
             if data is None:
                 return self._empty(404, head)
-            tag, modified = etag(data), server.modified.get(self.path, _DATE)
+            tag, modified = etag(data), server.modified.get(path, _DATE)
+            sent_tag = '"other"' if mode == "etag" else tag
             if head:
                 server._count(True)
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("Accept-Ranges", "bytes")
-                self._version(tag, modified)
+                self._version(sent_tag, modified)
                 self.end_headers()
                 return
-            if server.mode != "no-conditions" and (
+            if mode != "no-conditions" and (
                     self.headers.get("If-Match", tag) not in (tag, None) or
                     self.headers.get("If-Unmodified-Since", modified) != modified):
                 return self._empty(412, head)
-            if server.mode == "stall":
+            if mode == "stall":
                 server._stop.wait(server.stall_seconds)
             start, stop, status = 0, len(data), 200
             m = _RANGE.match(self.headers.get("Range", ""))
-            if m and server.mode != "no-range":
+            if m and mode != "no-range":
                 a, b = m.groups()
                 if a == "":              # a suffix: the last b bytes
                     start = max(0, len(data) - int(b))
                 else:
                     start, stop = int(a), min(len(data), int(b) + 1 if b else len(data))
-                if server.mode == "shift":
+                if mode == "shift":
                     start, stop = start + server.shift, min(len(data), stop + server.shift)
                 if start >= len(data):
                     return self._empty(416, head)
                 status = 206
+            if mode == "long":
+                stop = min(len(data), stop + 1)
+            told = start + (mode == "wrong-range")
             self.send_response(status)
             self.send_header("Content-Length", str(stop - start))
             if status == 206:
-                self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
-            self._version(tag, modified)
+                self.send_header("Content-Range", f"bytes {told}-{stop - 1}/{len(data)}")
+            self._version(sent_tag, modified)
             self.end_headers()
-            if server.mode == "truncate":
+            if mode == "truncate":
                 stop = start + (stop - start) // 2
                 self.close_connection = True
             server._count(False, start, stop)   # before the client has it

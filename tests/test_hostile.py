@@ -15,6 +15,7 @@ Every file is built here, from idv's own packing helpers; no binary is committed
 """
 from __future__ import annotations
 
+import io
 import re
 import struct
 import subprocess
@@ -330,6 +331,17 @@ def _written_files(tmp_path):
               metadata={"v": {"SlotNames": np.array(["a", "b", "c"], object)}},
               rows_per_block=64)
     return files + [path]
+
+
+def test_a_metadata_table_as_long_as_a_lookup_table_opens():
+    """Three blocks make lookup tables of 48 bytes, the length of this column's metadata
+    table: it stays a metadata table (found by fuzz/fuzz_read.py: IndexError at open)."""
+    out = io.BytesIO()
+    idv.write(out, {"v": np.arange(6, dtype=np.float32).reshape(3, 2)}, rows_per_block=1,
+              metadata={"v": {"SlotNames": ["a", "b"]}})
+    with idv.open(out.getvalue()) as f:
+        assert f["v"].read().tolist() == [[0, 1], [2, 3], [4, 5]]
+        assert list(f["v"].metadata["SlotNames"]) == ["a", "b"]
 
 
 def test_parts_tile_every_honest_file(tmp_path):
