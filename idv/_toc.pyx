@@ -115,6 +115,9 @@ cdef str _short_string(Cursor c, str what):
     cdef Py_ssize_t p = c.pos, n
     if p < c.end and c.buf[p] < 0x80:
         n = c.buf[p]
+        if n == 0:
+            c.pos = p + 1
+            return ""
         if n <= c.end - p - 1:
             try:
                 s = PyUnicode_DecodeUTF8(<const char *>&c.buf[p + 1], n, NULL)

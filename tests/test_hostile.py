@@ -29,6 +29,7 @@ import pytest
 
 import idv
 from idv import _header, _lookup, _toc, layout
+from idv._cursor import Cursor
 from idv._cursor import encode_leb128, encode_string
 
 from limited import (STACK_LIMIT, TIME_LIMIT, WORK_SECONDS, child_env, read_limited,
@@ -342,6 +343,21 @@ def test_a_metadata_table_as_long_as_a_lookup_table_opens():
     with idv.open(out.getvalue()) as f:
         assert f["v"].read().tolist() == [[0, 1], [2, 3], [4, 5]]
         assert list(f["v"].metadata["SlotNames"]) == ["a", "b"]
+
+
+def test_an_empty_name_in_the_last_byte_of_a_table_is_a_format_error():
+    """A name length of 0 as the last byte of the bytes read (found by fuzz/fuzz_read.py:
+    IndexError from the table of contents' parser)."""
+    with pytest.raises(idv.IdvFormatError, match="empty codec name"):
+        _toc.read_codec_head(Cursor(b"\x00"))
+    with pytest.raises(idv.IdvFormatError, match="codec"):
+        _toc.read_codec_head(Cursor(b"\x01a\x00", pos=2))
+    out = io.BytesIO()
+    idv.write(out, {"x": np.arange(3, dtype=np.int32)})
+    with idv.open(out.getvalue()) as f:
+        h = f.header
+    with pytest.raises(idv.IdvFormatError, match="empty column name"):
+        _toc.parse_toc(b"\x00", h.toc_offset, h)      # column name "", then nothing
 
 
 def test_parts_tile_every_honest_file(tmp_path):
