@@ -28,7 +28,7 @@ from idv.errors import IdvFormatError
 TAIL_SIZE = 8
 _FEW = 64          # parts checked for overlaps in Python, below numpy's fixed cost
 LOOKUP_ENTRY_SIZE = _lookup.ENTRY.itemsize
-TOC_PIECE = 64 << 10     # the first bytes of a fetched table of contents, then 4x more
+TOC_PIECE = 64 << 10     # the first bytes of a fetched table (of contents, of metadata), then 4x
 
 
 class Regions:
@@ -284,7 +284,8 @@ def read_tables(source, header, entries, extra=()):
     gathered = _gathered_lookups(source, entries, nb) if nb else None
     listed = nb and gathered is None
     ranges = [(e.lookup_offset, LOOKUP_ENTRY_SIZE * nb) for e in entries] if listed else []
-    ranges += [(e.metadata_offset, int(frame.starts[nxt]) - e.metadata_offset)
+    fetched = source.buffer is None
+    ranges += [(e.metadata_offset, _piece(int(frame.starts[nxt]) - e.metadata_offset, fetched))
                for e, nxt in zip(with_meta, nexts)]
     table_bytes = _read_all(source, ranges)
 
@@ -302,7 +303,8 @@ def read_tables(source, header, entries, extra=()):
         try:
             if isinstance(data, IdvFormatError):
                 raise data
-            metadata[e.index] = _toc.parse_metadata_toc(data, off, tail)
+            metadata[e.index] = _grown(source, off, int(frame.starts[nxt]) - off, data,
+                                       lambda b, off=off: _toc.parse_metadata_toc(b, off, tail))
         except IdvFormatError as err:
             end = int(frame.starts[nxt])
             if end < tail and err.reason.startswith("truncated"):   # idv._cursor's wording
@@ -391,25 +393,42 @@ def read_toc(src, h, sums):
     against `sums`. A remote one is fetched in growing pieces until its entries parse: a
     header may say the table runs to the end of a huge file."""
     n = h.tail_offset - h.toc_offset
-    size = n
-    if src.buffer is None:         # fetched: refused whole over the limit, else in pieces
+    fetched = src.buffer is None
+    if fetched:                    # fetched: refused whole over the limit, else in pieces
         limit = getattr(src, "memory_limit", None)
         if limit is not None:
             budget.check(n, limit, lambda: f"{src.name}: the table of contents")
-        size = min(n, TOC_PIECE)
-    while True:
-        toc = src.view(h.toc_offset, size)
-        try:
-            entries = _toc.parse_toc(toc, h.toc_offset, h)
-            break
-        except IdvFormatError as e:
-            if size < n and (e.reason.startswith("truncated") or " left" in e.reason):
-                size = min(n, size * 4)        # the piece ended inside an entry
-                continue
-            if sums is not None:      # a damaged table: the checksum's error says so first
-                sums.check(h.toc_offset, toc, "the table of contents")
-            raise
-    toc = toc[:entries[-1].toc_end - h.toc_offset]
+    seen = []
+
+    def parse(toc):
+        seen.append(toc)
+        return _toc.parse_toc(toc, h.toc_offset, h)
+    try:
+        entries = _grown(src, h.toc_offset, n, src.view(h.toc_offset, _piece(n, fetched)), parse)
+    except IdvFormatError:
+        if sums is not None:      # a damaged table: the checksum's error says so first
+            sums.check(h.toc_offset, seen[-1], "the table of contents")
+        raise
+    toc = seen[-1][:entries[-1].toc_end - h.toc_offset]
     if sums is not None:
         sums.check(h.toc_offset, toc, "the table of contents")
     return entries
+
+
+def _piece(n, fetched):
+    """How many of a table's `n` bytes to read first: all in memory, TOC_PIECE fetched."""
+    return min(n, TOC_PIECE) if fetched else n
+
+
+def _grown(source, offset, full, data, parse):
+    """parse(data), `data` the first bytes of the `full` bytes at `offset`; while the bytes
+    end inside what parse reads, again with 4x as many (a header or a frame may put a table's
+    end far beyond its entries: a fetched table is read only as far as they go)."""
+    while True:
+        try:
+            return parse(data)
+        except IdvFormatError as e:
+            if len(data) < full and (e.reason.startswith("truncated") or " left" in e.reason):
+                data = source.view(offset, min(full, len(data) * 4))
+                continue
+            raise

@@ -48,3 +48,31 @@ def test_a_table_of_contents_longer_than_a_piece_is_read_whole(tmp_path):
             idv.open(srv.url("/named.idv")) as f:
         assert [c.name for c in f.columns] == list(cols)
         assert np.array_equal(f[f"{'n' * 3000}39"].read(), cols[f"{'n' * 3000}39"])
+
+
+def test_open_fetches_a_metadata_table_as_far_as_its_entries_go():
+    """The table of contents moved to byte 32 MiB of a file declaring 64 MiB: the metadata
+    table before it may run up to it, but open fetches its entries (a few bytes), and the
+    file reads as the local one."""
+    import io
+
+    import numpy as np
+
+    from idv import _header
+
+    out = io.BytesIO()
+    idv.write(out, {"v": np.arange(6, dtype=np.float32).reshape(3, 2)},
+              metadata={"v": {"SlotNames": ["a", "b"]}})
+    data = out.getvalue()
+    real = _header.parse_header(data[:256], len(data))
+    size, toc_at = 64 << 20, 32 << 20
+    head = type(real)(real.version, real.compatible_version, toc_at, size - 8, real.row_count,
+                      real.column_count).pack()
+    files = {"/far.idv": Sparse(size, {0: head, 256: data[256:real.toc_offset],
+                                       toc_at: data[real.toc_offset:real.tail_offset],
+                                       size - 8: data[-8:]})}
+    with RangeServer(files) as srv:
+        with idv.open(srv.url("/far.idv")) as f:
+            assert f["v"].read().tolist() == [[0, 1], [2, 3], [4, 5]]
+            assert list(f["v"].metadata["SlotNames"]) == ["a", "b"]
+        assert srv.bytes_served < 1 << 20, srv.ranges
