@@ -77,7 +77,7 @@ def parse(filter_):
     if isinstance(filter_, (list, tuple)):
         return _from_dnf(filter_)
     if type(filter_).__name__ == "Expression" and type(filter_).__module__.startswith("pyarrow"):
-        return _from_python(_arrow_as_python(str(filter_)), str(filter_))
+        return _unitless(_from_python(_arrow_as_python(str(filter_)), str(filter_)))
     raise TypeError(f"a filter is a list of (column, op, value) tuples, an expression string or "
                     f"a pyarrow compute Expression, not {type(filter_).__name__}")
 
@@ -167,6 +167,26 @@ def _node(n):
     raise ValueError(f"unsupported expression {ast.dump(n)[:80]}")
 
 
+class PrintedNumber(int):
+    """An integer read from pyarrow's text of an Expression, which prints a duration
+    (``pa.scalar(timedelta(seconds=1))``) as a bare count of its unit: meaningless against a
+    time column."""
+
+
+def _unitless(node):
+    """The tree with its integer literals marked as PrintedNumber."""
+    if isinstance(node, (And, Or)):
+        return type(node)(tuple(_unitless(p) for p in node.parts))
+    if isinstance(node, (Not, BlocksOnly)):
+        return type(node)(_unitless(node.part))
+    if isinstance(node, Cmp):
+        mark = lambda v: PrintedNumber(v) if type(v) is int else v      # noqa: E731
+        value = [mark(v) for v in node.value] if isinstance(node.value, list) else \
+            mark(node.value)
+        return Cmp(node.column, node.op, value)
+    return node
+
+
 _TIMESTAMP = re.compile(r"(?<![\"\w])(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)(?![\"\w])")
 _IS_IN = re.compile(r"is_in\(([^,()]+), \{value_set=(\w+):\[(.*?)\], "
                     r"null_matching_behavior=\w+\}\)", re.S)
@@ -253,6 +273,10 @@ def columns_of(node) -> list:
 def _ticks_of(value, item):
     """A literal for a DateTime / DateTimeOffset / TimeSpan column, in .NET ticks (ints are
     taken as ticks already; aware datetimes by their UTC instant, naive ones as they are)."""
+    if isinstance(value, PrintedNumber):
+        raise ValueError(f"a pyarrow expression compares a {item.name} column with {value}, "
+                         f"whose unit pyarrow's text of the expression does not keep: write "
+                         f"the filter as [(column, op, value)] with a datetime or timedelta")
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.timedelta64)):
         return int(value)
     if item is T.TimeSpan:

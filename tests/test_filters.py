@@ -119,7 +119,8 @@ def test_in_not_in_null_and_keys_by_text(files, full, stats):
 
 
 def test_three_forms_agree_and_unselected_columns_filter(files, full):
-    pc = pytest.importorskip("pyarrow.compute", reason="pyarrow expressions need pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="pyarrow expressions need pyarrow")
+    import pyarrow.compute as pc
     want = full["Id"][(full["I"] > 10) & (full["Txt"] < LONG + "3")]
     t = dt.datetime(2024, 1, 2)
     with idv.open(files[True]) as f:
@@ -130,6 +131,11 @@ def test_three_forms_agree_and_unselected_columns_filter(files, full):
             assert f.read(["Id"], filter=form)["Id"].tolist() == want.tolist(), form
         late = f.read(["Id"], filter=pc.field("When") >= t)["Id"]
         assert late.tolist() == full["Id"][full["When"] >= np.datetime64(t)].tolist()
+        second = dt.timedelta(seconds=1)           # printed by pyarrow as 1000000 (its us)
+        with pytest.raises(ValueError, match="unit"):
+            f.read(["Id"], filter=pc.field("Span") > pa.scalar(second))
+        assert f.read(["Id"], filter=[("Span", ">", second)])["Id"].tolist() == \
+            full["Id"][full["Span"] > np.timedelta64(1, "s")].tolist()
         both = f.read(filter=[("Id", "<", 5)])
         assert list(both) == f.column_names and both["Txt"].tolist() == full["Txt"][:5].tolist()
 
