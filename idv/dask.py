@@ -238,10 +238,12 @@ def _same_values(a, b):
     return np.asarray(a).tolist() == np.asarray(b).tolist()
 
 
-def _write_partition(df, path, writer_kwargs):
+def _write_partition(df, staging, name, writer_kwargs):
+    path = staging.staged(name)
     convert = _Converter(df)
     with convert.writer(path, writer_kwargs) as w:
         w.write_batch(convert.columns(df, 0))
+    staging.settle(path)
     return path
 
 
@@ -331,7 +333,7 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **wri
         staging = Staging(text)
         staging.start()
         write = dask.delayed(_write_partition, pure=False)
-        tasks = [write(d, staging.staged(n), writer_kwargs) for d, n in zip(parts, names)]
+        tasks = [write(d, staging, n, writer_kwargs) for d, n in zip(parts, names)]
         # every partition written: the parts moved in together
         together = dask.delayed(_commit, pure=False)(tasks, staging, names)
         if not compute:

@@ -151,6 +151,7 @@ class IdvDatasink(ray_data.Datasink):
             return None
         name = self.staging.name(self.name, ctx.task_idx)
         write(self.staging.staged(name), pa.concat_tables(tables), **self.writer_kwargs)
+        self.staging.settle(self.staging.staged(name))
         return name
 
     def on_write_complete(self, write_result):

@@ -328,6 +328,7 @@ class _Writer(sources.DataSourceArrowWriter):
         table = _restore_types(pa, pa.Table.from_batches(batches), self.idv_fields)
         name = self.staging.name(self.name, TaskContext.get().partitionId())
         write(self.staging.staged(name), table, **self.writer_kwargs)
+        self.staging.settle(self.staging.staged(name))
         return _Written(name)
 
     def commit(self, messages):

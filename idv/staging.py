@@ -16,6 +16,7 @@ import uuid
 from idv.sink import fsync_dir
 
 STAGED_SUFFIX = ".idv-staged"
+LIVE = "live"          # in the staging folder while the job may still commit
 STAGING_PREFIX = ".idv-staging-"
 
 
@@ -43,8 +44,10 @@ class Staging:
         self.dir = os.path.join(self.path, STAGING_PREFIX + self.job)
 
     def start(self):
-        """Create the output directory (if missing) and the staging folder."""
+        """Create the output directory (if missing) and the staging folder, with the mark
+        that the job is live."""
         os.makedirs(self.dir, exist_ok=True)
+        open(os.path.join(self.dir, LIVE), "wb").close()
 
     def name(self, pattern, task):
         """A task's file name from the pattern."""
@@ -70,6 +73,22 @@ class Staging:
         self.abort()
         return out
 
+    def settle(self, staged):
+        """After a task wrote `staged`: when the job was aborted meanwhile (a task still
+        running when another failed), remove it and the staging folder, which the abort may
+        have left behind while the file was being written."""
+        if not os.path.exists(os.path.join(self.dir, LIVE)):
+            for leftover in (staged, self.dir):
+                try:
+                    (os.remove if leftover is staged else os.rmdir)(leftover)
+                except OSError:
+                    pass
+
     def abort(self):
-        """Remove the staging folder and all it holds (the output directory is left as was)."""
+        """Remove the staging folder and all it holds (the output directory is left as was):
+        first the live mark, so that tasks finishing later remove what they wrote (settle)."""
+        try:
+            os.remove(os.path.join(self.dir, LIVE))
+        except OSError:
+            pass
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -271,6 +271,27 @@ def test_a_failed_partition_leaves_no_data_set(tmp_path):
     assert [p.name for p in out.iterdir()] == ["sub"]
 
 
+def test_a_task_finishing_after_an_abort_removes_what_it_wrote(tmp_path):
+    """A partition still being written when another fails: the abort may run while its file
+    is half-written (the staging folder cannot be removed then); settling it afterwards
+    removes the file and the folder. A task of a live job keeps its file."""
+    from idv.staging import Staging
+    live = Staging(tmp_path / "a")
+    live.start()
+    kept = live.staged("p0.idv")
+    idv.write(kept, {"x": np.arange(3, dtype=np.int32)})
+    live.settle(kept)
+    assert os.path.exists(kept)
+    late = Staging(tmp_path / "b")
+    late.start()
+    late.abort()
+    os.makedirs(late.dir)                  # as a writer's temporary file keeps it alive
+    path = late.staged("p1.idv")
+    idv.write(path, {"x": np.arange(3, dtype=np.int32)})
+    late.settle(path)
+    assert os.listdir(tmp_path / "b") == []
+
+
 @pytest.mark.parametrize("stats", [True, False], ids=["statistics", "none"])
 def test_a_filter_reads_the_matching_rows_and_drops_partitions_ruled_out(client, tmp_path,
                                                                          stats):
