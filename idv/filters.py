@@ -180,11 +180,14 @@ def _unitless(node):
     if isinstance(node, (Not, BlocksOnly)):
         return type(node)(_unitless(node.part))
     if isinstance(node, Cmp):
-        mark = lambda v: PrintedNumber(v) if type(v) is int else v      # noqa: E731
-        value = [mark(v) for v in node.value] if isinstance(node.value, list) else \
-            mark(node.value)
+        value = [_printed(v) for v in node.value] if isinstance(node.value, list) else \
+            _printed(node.value)
         return Cmp(node.column, node.op, value)
     return node
+
+
+def _printed(value):
+    return PrintedNumber(value) if type(value) is int else value
 
 
 _TIMESTAMP = re.compile(r"(?<![\"\w])(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)(?![\"\w])")

@@ -150,8 +150,9 @@ class IdvDatasink(ray_data.Datasink):
         if not tables:
             return None
         name = self.staging.name(self.name, ctx.task_idx)
-        write(self.staging.staged(name), pa.concat_tables(tables), **self.writer_kwargs)
-        self.staging.settle(self.staging.staged(name))
+        staged = self.staging.staged(name)
+        write(staged, pa.concat_tables(tables), **self.writer_kwargs)
+        self.staging.settle(staged)
         return name
 
     def on_write_complete(self, write_result):

@@ -327,8 +327,9 @@ class _Writer(sources.DataSourceArrowWriter):
             return _Written(None)
         table = _restore_types(pa, pa.Table.from_batches(batches), self.idv_fields)
         name = self.staging.name(self.name, TaskContext.get().partitionId())
-        write(self.staging.staged(name), table, **self.writer_kwargs)
-        self.staging.settle(self.staging.staged(name))
+        staged = self.staging.staged(name)
+        write(staged, table, **self.writer_kwargs)
+        self.staging.settle(staged)
         return _Written(name)
 
     def commit(self, messages):

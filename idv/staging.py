@@ -9,6 +9,7 @@ leaves no partial file even in the staging folder.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -78,17 +79,14 @@ class Staging:
         running when another failed), remove it and the staging folder, which the abort may
         have left behind while the file was being written."""
         if not os.path.exists(os.path.join(self.dir, LIVE)):
-            for leftover in (staged, self.dir):
-                try:
-                    (os.remove if leftover is staged else os.rmdir)(leftover)
-                except OSError:
-                    pass
+            with contextlib.suppress(OSError):
+                os.remove(staged)
+            with contextlib.suppress(OSError):
+                os.rmdir(self.dir)
 
     def abort(self):
         """Remove the staging folder and all it holds (the output directory is left as was):
         first the live mark, so that tasks finishing later remove what they wrote (settle)."""
-        try:
+        with contextlib.suppress(OSError):
             os.remove(os.path.join(self.dir, LIVE))
-        except OSError:
-            pass
         shutil.rmtree(self.dir, ignore_errors=True)
