@@ -507,6 +507,22 @@ def test_empty_parts_overlap_nothing():
         r.check()
 
 
+def test_few_parts_and_many_find_the_same_overlaps(monkeypatch):
+    """overlaps() of a few parts runs in Python, of many in numpy: the same pairs either way,
+    on random layouts with empty parts, ties and nesting."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        starts, sizes = rng.integers(0, 200, n), rng.integers(0, 30, n)
+        r = layout.Regions()
+        r.add(starts, sizes, lambda i: f"part {i}")
+        for limit in (None, 1):
+            monkeypatch.setattr(layout, "_FEW", 64)
+            few = r.overlaps(limit)
+            monkeypatch.setattr(layout, "_FEW", 0)
+            assert r.overlaps(limit) == few, (starts.tolist(), sizes.tolist())
+
+
 # ============================================================================ codec parameters
 
 def _codec(name, params):
