@@ -188,18 +188,23 @@ def long_column(rows, log):
 
 def long_figures(sizes, repeat, threads, log):
     """Per size: one long column read by idv, inflated only (the floor: libdeflate, `threads`
-    threads, output thrown away) and read by pyarrow into numpy, interleaved."""
+    threads, output thrown away; and inflated into one new array, the output a reader
+    returns) and read by pyarrow into numpy, interleaved."""
     out = []
     for rows in sizes:
         p, q = long_column(rows, log)
         if not np.array_equal(idv.read(p)["Price"], pyarrow_read(q)()[0]):
             sys.exit(f"bench_read: {p} differs from {q}")
         log(f"long column, {rows:,} rows: racing idv, the floor and pyarrow ...")
-        secs = race({"idv": idv_read(p), "floor": baseline_decompress(p, "libdeflate", threads),
-                     "pyarrow": pyarrow_read(q)}, repeat)
+        fns = {"idv": idv_read(p), "floor": baseline_decompress(p, "libdeflate", threads),
+               "pyarrow": pyarrow_read(q)}
+        if getattr(_DECOMPRESSORS["libdeflate"], "places", False):
+            fns["floor_fresh"] = baseline_decompress(p, "libdeflate", threads, fresh=True)
+        secs = race(fns, repeat)
         out.append({"rows": rows, "file_bytes": os.path.getsize(p), "seconds": secs,
                     "ns_per_row": 1e9 * secs["idv"] / rows,
                     "vs_floor": secs["floor"] / secs["idv"],
+                    "vs_floor_fresh": secs.get("floor_fresh", np.nan) / secs["idv"],
                     "vs_pyarrow": secs["pyarrow"] / secs["idv"]})
     return out
 
@@ -284,43 +289,51 @@ def _libdeflate_ctypes():
                         ctypes.c_size_t, ctypes.c_void_p]
     local = threading.local()
 
-    def fn(addr, disk, raw):
-        if getattr(local, "size", -1) < raw:
+    def fn(addr, disk, raw, dst=None):
+        """Inflate into `dst` (an address) or else a buffer this thread reuses."""
+        if getattr(local, "dec", None) is None:
             local.dec = alloc()
+        if dst is None and getattr(local, "size", -1) < raw:
             local.out = np.empty(max(raw, 1 << 16), np.uint8)
             local.size = len(local.out)
             local.ptr = local.out.ctypes.data
-        if inflate(local.dec, addr, disk, local.ptr, raw, None) != 0:
+        if inflate(local.dec, addr, disk, local.ptr if dst is None else dst, raw, None) != 0:
             raise RuntimeError("libdeflate failed")
     return fn
 
 
 def _decompressors():
     """name -> fn(src buffer, address of src, offset, disk, raw): decompress one block."""
-    out = {"zlib": lambda buf, addr, o, d, n: zlib.decompress(buf[o:o + d], -15, n)}
+    out = {"zlib": lambda buf, addr, o, d, n, dst=None: zlib.decompress(buf[o:o + d], -15, n)}
     if "libdeflate" in compression.installed():
         try:
             c = _libdeflate_ctypes()
-            out["libdeflate"] = lambda buf, addr, o, d, n: c(addr + o, d, n)
+            out["libdeflate"] = lambda buf, addr, o, d, n, dst=None: c(addr + o, d, n, dst)
+            out["libdeflate"].places = True         # can inflate into a given address
         except (OSError, AttributeError):
             import deflate
-            out["libdeflate"] = lambda buf, addr, o, d, n: deflate.deflate_decompress(
+            out["libdeflate"] = lambda buf, addr, o, d, n, dst=None: deflate.deflate_decompress(
                 buf[o:o + d], n)
     if "isal" in compression.installed():
         from isal import isal_zlib
-        out["isal"] = lambda buf, addr, o, d, n: isal_zlib.decompress(buf[o:o + d], -15, n)
+        out["isal"] = lambda buf, addr, o, d, n, dst=None: isal_zlib.decompress(buf[o:o + d],
+                                                                                -15, n)
     return out
 
 
 _DECOMPRESSORS = _decompressors()
 
 
-def baseline_decompress(path, library, threads):
+def baseline_decompress(path, library, threads, fresh=False):
     """Read the lookup tables, then decompress every block with `library`, `threads` threads,
     in contiguous chunks of blocks; the output is thrown away (nothing is decoded or copied).
     libdeflate is called through its C API (ctypes); zlib and ISA-L through their Python
-    modules, which release the GIL while they inflate."""
+    modules, which release the GIL while they inflate. `fresh` (libdeflate only): each
+    block inflated into its place in one new array, as a reader's output must be, instead of
+    a buffer each thread reuses (which stays in cache)."""
     fn = _DECOMPRESSORS[library]
+    if fresh and not getattr(fn, "places", False):
+        raise ValueError(f"{library} cannot inflate into a given array here")
 
     def run():
         with idv.open(path) as f:
@@ -328,11 +341,14 @@ def baseline_decompress(path, library, threads):
             addr = np.frombuffer(buf, np.uint8).ctypes.data
             blocks = np.concatenate([c.lookup for c in f.columns])
             offs, disk, raw = (blocks[k].tolist() for k in ("offset", "disk", "raw"))
+            out = np.empty(sum(raw), np.uint8) if fresh else None
+            dst = (out.ctypes.data + np.cumsum([0] + raw[:-1])).tolist() if fresh \
+                else [None] * len(offs)
 
             def chunk(span):
                 a, b = span
                 for i in range(a, b):
-                    fn(buf, addr, offs[i], disk[i], raw[i])
+                    fn(buf, addr, offs[i], disk[i], raw[i], dst[i])
             n = len(offs)
             parts = max(1, threads * 4)
             bounds = np.linspace(0, n, parts + 1).astype(int)
@@ -738,6 +754,9 @@ def show_long(results, as_json, repeat):
         print(f"  {r['rows']:>12,} rows: idv {s['idv'] * 1e3:8.1f} ms ({r['ns_per_row']:.2f} "
               f"ns a row), floor {s['floor'] * 1e3:8.1f} ms ({r['vs_floor']:.2f}x, goal >= "
               f"0.9x), pyarrow {s['pyarrow'] * 1e3:8.1f} ms ({r['vs_pyarrow']:.2f}x)")
+        if "floor_fresh" in s:
+            print(f"  {'':>12}       the floor into one new array {s['floor_fresh'] * 1e3:8.1f} ms "
+                  f"({r['vs_floor_fresh']:.2f}x)")
     return 0
 
 

@@ -5,12 +5,14 @@ A column's rows are stored in blocks of ``rows_per_block`` rows, each compressed
 located through the column's lookup table. Slicing decodes only the blocks that hold the rows
 asked for; a full read decodes blocks in parallel threads. The blocks themselves are fetched,
 checked and decoded by the file's block store (idv.blocks); a Column reaches its file only
-through ``store``, ``tables``, ``path``, ``check_open()``, ``num_rows`` and ``header``.
+through its FileParts: ``store``, ``tables``, ``path``, ``check_open()``, ``num_rows`` and
+``header``.
 """
 from __future__ import annotations
 
 import threading
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,6 +22,37 @@ from idv.blocks import ColumnBlocks, check_dense, text_rooms
 from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
 
 _COUNTING = threading.Lock()      # pieces of one column decode in several threads
+
+
+class _Counter:
+    """A count several decoding threads add to (a column's blocks_decoded): held by the
+    column's ColumnBlocks, it ties them to no Column, so no reference cycle."""
+
+    def __init__(self):
+        self.count = 0
+
+    def add(self, n):
+        with _COUNTING:
+            self.count += n
+
+
+class FileParts(NamedTuple):
+    """What a column reads through: its file's block store, tables (idv.layout.Tables),
+    header and name. Not the IdvFile itself, so that a file and its columns form no reference
+    cycle: a file dropped (a dataset's, closed) is freed at once, not by the garbage
+    collector, whose passes over thousands of such files cost a third of opening them."""
+    store: object
+    tables: object
+    header: object
+    path: object
+
+    @property
+    def num_rows(self):
+        return self.header.row_count
+
+    def check_open(self):
+        """ValueError once the file is closed."""
+        self.store.check_open()
 
 
 class Column:
@@ -33,7 +66,7 @@ class Column:
     """
 
     def __init__(self, file, entry, codec, dead_reason):
-        self._file = file
+        self._file = file           # a FileParts
         self._entry = entry
         self.codec = codec
         self._dead = dead_reason
@@ -42,7 +75,7 @@ class Column:
         self._metadata_entries = None
         self._metadata = None
         self._annotations = {}                # (kind, offset) -> decoded value
-        self.blocks_decoded = 0
+        self._decoded = _Counter()
         self.index = entry.index
         self.name = entry.name
 
@@ -121,7 +154,7 @@ class Column:
         if self._blocks is None:
             self._blocks = ColumnBlocks(self.index, self.name, self.codec,
                                         self._entry.compression, self.rows_per_block,
-                                        self.num_rows, self.lookup, self._count_decoded)
+                                        self.num_rows, self.lookup, self._decoded.add)
         return self._blocks
 
     def _located(self, error, **where):
@@ -493,9 +526,10 @@ class Column:
             return raw * 8
         return raw
 
-    def _count_decoded(self, n):
-        with _COUNTING:
-            self.blocks_decoded += n
+    @property
+    def blocks_decoded(self):
+        """Blocks decoded so far by this column's reads."""
+        return self._decoded.count
 
     def text_room(self, b0, b1):
         """The bytes read_text_blocks(b0, b1) decodes into (idv.blocks.text_rooms)."""

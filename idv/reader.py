@@ -22,7 +22,7 @@ from idv import statistics as block_stats
 from idv import take as _take
 from idv import types as T
 from idv.blocks import BlockStore
-from idv.column import Column
+from idv.column import Column, FileParts
 from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
 from idv.remote import open_any
 
@@ -173,11 +173,14 @@ class IdvFile:
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
             with getattr(self._source, "checked_once", contextlib.nullcontext)():
-                sums = self._open(bool(checksums))
+                sums, described = self._open(bool(checksums))
             self.store = BlockStore(self._source, path=self.path,
                                     threads=threads or _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
                                     sums=sums)
+            parts = FileParts(self.store, self.tables, self.header, self.path)
+            self.columns = [Column(parts, *d) for d in described]
+            self._by_name = {c.name: c for c in self.columns}
         except IdvFormatError as e:
             e.locate(path=self.path)
             self.close()
@@ -212,7 +215,7 @@ class IdvFile:
             if sums is not None:
                 toc = src.view(h.toc_offset, h.tail_offset - h.toc_offset)
                 sums.check(h.toc_offset, toc, "the table of contents")
-        self.columns = []
+        described = []         # (entry, codec, why it cannot be read) per column
         codecs = {}            # columns of one type share its codec (codecs hold no state)
         for e in entries:
             codec, dead = None, None
@@ -230,7 +233,7 @@ class IdvFile:
             if dead is not None:
                 warnings.warn(f"cannot interpret column {e.index} {e.name!r}: {dead}", IdvWarning,
                               stacklevel=3)
-            self.columns.append(Column(self, e, codec, dead))
+            described.append((e, codec, dead))
         # every table read now, and no two parts of the file in the same bytes
         extra = [] if sums is None else [(sums.table_offset, sums.table_length,
                                           "the checksum table")]
@@ -256,9 +259,8 @@ class IdvFile:
                 sums.check_within(src.buffer, offsets, lengths, what)
             else:
                 sums.check_all(offsets, src.read_ranges(offsets, lengths), what)
-        self.tables.check_sizes(entries, [c.codec for c in self.columns], h.row_count)
-        self._by_name = {c.name: c for c in self.columns}
-        return sums
+        self.tables.check_sizes(entries, [codec for _, codec, _ in described], h.row_count)
+        return sums, described
 
     @property
     def threads(self):

@@ -789,3 +789,31 @@ class _ReadOnly:
 
     def read(self, n=-1):
         return self._data
+
+
+def test_a_file_and_its_columns_are_freed_without_the_garbage_collector(tmp_path):
+    """No reference cycle between a file and its columns: a dataset of thousands of files
+    frees each one it closes at once, not in the collector's passes over all of them."""
+    import gc
+    import weakref
+
+    path = tmp_path / "x.idv"
+    idv.write(path, {"x": np.arange(1000, dtype=np.float32), "t": ["a", "bc"] * 500},
+              rows_per_block=100)
+    gc.collect()
+    gc.disable()
+    try:
+        f = idv.open(path)
+        col = f["x"]
+        f.read()
+        assert col[5:250].tolist() == list(range(5, 250))
+        assert col.blocks_decoded > 0
+        refs = [weakref.ref(f), weakref.ref(col), weakref.ref(f["t"])]
+        f.close()
+        del f, col
+        assert [r() for r in refs] == [None, None, None]
+        # a column outlives the file object it came from, which it does not need
+        x = idv.open(path)["x"]
+        assert x.read()[999] == 999
+    finally:
+        gc.enable()

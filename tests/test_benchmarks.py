@@ -100,10 +100,11 @@ def test_benchmark_quick_mode(script):
         return
     if script == "bench_arrow.py":
         assert {t["name"].split(":")[0] for t in report["targets"]} == {
-            "deflate", "none", "zero copy"}
+            "deflate", "none", "zero copy, mlnet's file", "zero copy, idv's file"}
         assert all(t["ratio"] > 0 for t in report["targets"])
         assert {"idv_arrow_deflate", "pq_table_deflate", "idv_pandas_none",
-                "zero_copy_arrow", "zero_copy_copy"} <= set(report["figures"])
+                "zero_copy_mlnet_arrow", "zero_copy_mlnet_copy", "zero_copy_idv_arrow",
+                "zero_copy_idv_floor"} <= set(report["figures"])
         return
     if script == "bench_filter.py":
         assert [r["query"] for r in report["results"]] == [
