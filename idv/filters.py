@@ -77,6 +77,7 @@ def parse(filter_):
     if isinstance(filter_, (list, tuple)):
         return _from_dnf(filter_)
     if type(filter_).__name__ == "Expression" and type(filter_).__module__.startswith("pyarrow"):
+        _refuse_bytes(filter_)
         return _unitless(_from_python(_arrow_as_python(str(filter_)), str(filter_)))
     raise TypeError(f"a filter is a list of (column, op, value) tuples, an expression string or "
                     f"a pyarrow compute Expression, not {type(filter_).__name__}")
@@ -165,6 +166,29 @@ def _node(n):
             left = right
         return parts[0] if len(parts) == 1 else And(tuple(parts))
     raise ValueError(f"unsupported expression {ast.dump(n)[:80]}")
+
+
+def _literal_types(expression):
+    """The Arrow types of a pyarrow Expression's literals, from the Arrow IPC file pyarrow
+    pickles it as (one column per literal); the text of the expression does not say them."""
+    import pyarrow as pa
+
+    _, (serialized,) = expression.__reduce__()
+    return pa.ipc.open_file(serialized).schema.types
+
+
+def _refuse_bytes(expression):
+    """ValueError for a bytes literal (``pc.field("t") == b"abc"``): pyarrow's text of the
+    expression prints it as its hex digits in quotes, the same text as the str "616263", so
+    it would be compared as that string."""
+    import pyarrow as pa
+
+    for t in _literal_types(expression):
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
+                pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
+            raise ValueError(f"the filter {str(expression)!r} compares with a bytes literal, "
+                             f"which pyarrow's text of the expression shows as hex digits: "
+                             f"give text columns a str (pc.field(c) == \"abc\")")
 
 
 class PrintedNumber(int):

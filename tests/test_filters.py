@@ -159,6 +159,27 @@ def test_pyarrow_expressions_keep_their_string_literals_and_refuse_what_they_can
             filters.parse(e)
     with pytest.raises(ValueError, match=r"\[\(column, 'in'"):      # says what to write
         filters.parse(pc.field("s").isin(["a", "b"]))
+    # a bytes literal prints as its hex digits, the text of the str "616263": refused
+    assert str(pc.field("s") == b"abc") == str(pc.field("s") == "616263")
+    for literal in (b"abc", pa.scalar(b"abc", pa.large_binary())):
+        with pytest.raises(ValueError, match="bytes literal"):
+            filters.parse((pc.field("I") > 3) | (pc.field("s") == literal))
+    assert filters.parse(pc.field("s") == "616263") == filters.Cmp("s", "==", "616263")
+
+
+def test_a_bytes_literal_reads_pyarrows_rows_through_the_arrow_dataset(tmp_path):
+    """An engine's filter idv cannot read is not pushed down: the engine's own row filter
+    gives its answer, never the rows of another reading."""
+    pa = pytest.importorskip("pyarrow", reason="pyarrow expressions need pyarrow")
+    import pyarrow.compute as pc
+    data = {"t": ["abc", "616263", "x", "abc"], "n": np.arange(4, dtype=np.int32)}
+    idv.write(tmp_path / "b.idv", data)
+    expr = pc.field("t") == b"abc"                 # pyarrow: the rows holding "abc"
+    with pytest.raises(ValueError, match="bytes literal"):
+        idv.read(tmp_path / "b.idv", filter=expr)
+    got = idv.arrow_dataset(tmp_path / "b.idv").to_table(filter=expr)
+    assert got.column("n").to_pylist() == pa.table(data).filter(expr).column("n").to_pylist() \
+        == [0, 3]
 
 
 def test_bad_filters_say_why(files):
