@@ -70,9 +70,9 @@ def prunable(node, types):
     `types` (name -> idv type): `tree` skips only blocks in which no row can match by Arrow's
     rules (None: skip none), `exact` says it also tests rows as Arrow does.
 
-    Left out: keys (Arrow shows their KeyValues or nulls), TimeSpan (pyarrow prints a
-    duration in its own unit), DateTimeOffset, vectors, a timestamp between two ticks, an
-    integer out of the column's range, ``is_valid`` of floats (NaN is valid to Arrow)."""
+    Left out: keys (Arrow shows their KeyValues or nulls), TimeSpan and DateTimeOffset (not
+    pruned here), vectors, a timestamp between two ticks, an integer out of the column's
+    range, ``is_valid`` of floats (NaN is valid to Arrow)."""
     if isinstance(node, filters.And):
         got = [prunable(p, types) for p in node.parts]
         kept = [t for t, _ in got if t is not None]

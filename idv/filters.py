@@ -4,7 +4,7 @@ match (exactly, on the decoded values).
 A filter is given as pyarrow.parquet's DNF tuples (``[("ts", ">=", t)]`` and'ed, a list of
 such lists or'ed), a string of Python's expression syntax (``"Age > 30 and City ==
 'Paris'"``, the command line's ``--where``), or a pyarrow compute expression
-(``pc.field("ts") >= t``). Each becomes one tree of ``Cmp`` / ``IsNull`` / ``And`` / ``Or`` /
+(``pc.field("ts") >= t``, read with its literals' types by idv.arrow_expressions). Each becomes one tree of ``Cmp`` / ``IsNull`` / ``And`` / ``Or`` /
 ``Not``, evaluated twice: over each block's statistics (a block mask: blocks ruled out are
 never fetched nor decoded; without statistics every block is kept), then over the rows of
 the blocks kept, with numpy. So results never depend on whether a file has statistics.
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
-import re
 from typing import NamedTuple
 
 import numpy as np
@@ -77,8 +76,11 @@ def parse(filter_):
     if isinstance(filter_, (list, tuple)):
         return _from_dnf(filter_)
     if type(filter_).__name__ == "Expression" and type(filter_).__module__.startswith("pyarrow"):
-        _refuse_bytes(filter_)
-        return _unitless(_from_python(_arrow_as_python(str(filter_)), str(filter_)))
+        from idv import arrow_expressions
+        try:
+            return _from_arrow(arrow_expressions.tree(filter_))
+        except ValueError as e:
+            raise ValueError(f"cannot understand the filter {str(filter_)!r}: {e}") from None
     raise TypeError(f"a filter is a list of (column, op, value) tuples, an expression string or "
                     f"a pyarrow compute Expression, not {type(filter_).__name__}")
 
@@ -110,13 +112,7 @@ def _from_python(text, shown):
         tree = ast.parse(text.strip(), mode="eval").body
         return _node(tree)
     except (SyntaxError, ValueError) as e:
-        hint = _SET_HINT if "value_set=" in shown else ""
-        raise ValueError(f"cannot understand the filter {shown!r}: {e}{hint}") from None
-
-
-# pyarrow prints a set of strings without escaping them, so that text cannot be read back
-_SET_HINT = ("; pyarrow's text of isin() over strings or bytes is ambiguous: write it as"
-             " [(column, 'in', [...])] or as (pc.field(c) == v1) | (pc.field(c) == v2)")
+        raise ValueError(f"cannot understand the filter {shown!r}: {e}") from None
 
 
 def _name(n):
@@ -131,8 +127,6 @@ def _name(n):
 
 
 def _value(n):
-    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "timestamp":
-        return np.datetime64(ast.literal_eval(n.args[0]))
     if isinstance(n, ast.Name) and n.id in ("nan", "NaN"):
         return float("nan")
     return ast.literal_eval(n)
@@ -168,112 +162,49 @@ def _node(n):
     raise ValueError(f"unsupported expression {ast.dump(n)[:80]}")
 
 
-def _literal_types(expression):
-    """The Arrow types of a pyarrow Expression's literals, from the Arrow IPC file pyarrow
-    pickles it as (one column per literal); the text of the expression does not say them."""
-    import pyarrow as pa
-
-    _, (serialized,) = expression.__reduce__()
-    return pa.ipc.open_file(serialized).schema.types
+_ARROW_CMP = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=",
+              "greater": ">", "greater_equal": ">="}
 
 
-def _refuse_bytes(expression):
-    """ValueError for a bytes literal (``pc.field("t") == b"abc"``): pyarrow's text of the
-    expression prints it as its hex digits in quotes, the same text as the str "616263", so
-    it would be compared as that string."""
-    import pyarrow as pa
-
-    for t in _literal_types(expression):
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
-                pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
-            raise ValueError(f"the filter {str(expression)!r} compares with a bytes literal, "
-                             f"which pyarrow's text of the expression shows as hex digits: "
-                             f"give text columns a str (pc.field(c) == \"abc\")")
-
-
-class PrintedNumber(int):
-    """An integer read from pyarrow's text of an Expression, which prints a duration
-    (``pa.scalar(timedelta(seconds=1))``) as a bare count of its unit: meaningless against a
-    time column."""
-
-
-def _unitless(node):
-    """The tree with its integer literals marked as PrintedNumber."""
-    if isinstance(node, (And, Or)):
-        return type(node)(tuple(_unitless(p) for p in node.parts))
-    if isinstance(node, (Not, BlocksOnly)):
-        return type(node)(_unitless(node.part))
-    if isinstance(node, Cmp):
-        value = [_printed(v) for v in node.value] if isinstance(node.value, list) else \
-            _printed(node.value)
-        return Cmp(node.column, node.op, value)
-    return node
+def _from_arrow(node):
+    """The filter tree of a pyarrow Expression's tree (idv.arrow_expressions.tree)."""
+    if node[0] != "call":
+        raise ValueError("a filter is a condition, not a column or a value alone")
+    _, name, args, options = node
+    fields = [a[1] for a in args if a[0] == "field"]
+    if name in ("and_kleene", "and", "or_kleene", "or"):
+        parts = tuple(_from_arrow(a) for a in args)
+        return And(parts) if name.startswith("and") else Or(parts)
+    if name == "invert" and len(args) == 1:
+        return Not(_from_arrow(args[0]))
+    if name in ("is_null", "is_valid") and len(args) == 1 and fields:
+        return IsNull(fields[0], name == "is_valid")
+    if name == "is_in" and len(args) == 1 and fields:
+        values = (options or {}).get("value_set", [])
+        return Cmp(fields[0], "in", [_arrow_literal(v) for v in values])
+    if name == "if_else" and len(args) == 3 and args[2] == ("literal", None):
+        # DuckDB's x IN (...): if_else(is_valid(x), is_in(x, ...), null): rows where both hold
+        return And((_from_arrow(args[0]), _from_arrow(args[1])))
+    if name in _ARROW_CMP and len(args) == 2:
+        op = _ARROW_CMP[name]
+        if args[0][0] == "field" and args[1][0] == "literal":
+            return Cmp(args[0][1], op, _arrow_literal(args[1][1]))
+        if args[0][0] == "literal" and args[1][0] == "field":
+            return Cmp(args[1][1], _FLIP[op], _arrow_literal(args[0][1]))
+        raise ValueError("a comparison needs a column on one side and a value on the other")
+    raise ValueError(f"idv's filters do not take {name}() here")
 
 
-def _printed(value):
-    return PrintedNumber(value) if type(value) is int else value
-
-
-_TIMESTAMP = re.compile(r"(?<![\"\w])(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)(?![\"\w])")
-_IS_IN = re.compile(r"is_in\(([^,()]+), \{value_set=(\w+):\[(.*?)\], "
-                    r"null_matching_behavior=\w+\}\)", re.S)
-# value sets whose printed items are numbers (pyarrow prints a set's strings unescaped, so
-# that one string holding '",' reads as two: those sets are not translated)
-_NUMBER_SETS = re.compile(r"u?int(8|16|32|64)|float|double|bool")
-_IS_NULL = re.compile(r"is_null\(([^,()]+), \{nan_is_null=\w+\}\)")
-
-
-_STRING = re.compile(r'("(?:[^"\\]|\\.)*")', re.S)
-
-
-def _arrow_as_python(text):
-    """pyarrow's text of an Expression (``((a > 3) and (b == "x"))``) in Python's syntax;
-    the text of string literals is left as it is."""
-    pieces = _STRING.split(text)            # odd pieces: string literals
-    for i in range(0, len(pieces), 2):
-        pieces[i] = _code_as_python(pieces[i])
-    text = "".join(pieces)
-    text = _IS_IN.sub(lambda m: f"({m.group(1)} in [{m.group(3).strip()}])"
-                      if _NUMBER_SETS.fullmatch(m.group(2)) else m.group(0), text)
-    return _when_valid(_IS_NULL.sub(r"isnull(\1)", text))
-
-
-_WHEN_VALID = "if_else(notnull("
-_ELSE_NULL = ", null[bool])"
-
-
-def _when_valid(text):
-    """DuckDB's ``x IN (...)``, ``if_else(is_valid(x), is_in(x, ...), null)``, as
-    ``(notnull(x) and (...))``: a row whose x is null drops out either way."""
-    at = text.find(_WHEN_VALID)
-    while at >= 0:
-        depth, i = 0, at + len("if_else")
-        while i < len(text):
-            if text[i] == '"':
-                m = _STRING.match(text, i)
-                i = m.end() if m else len(text)
-                continue
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            if depth == 0:
-                break
-            i += 1
-        body = text[at + len("if_else("):i + 1]
-        cond_end = body.find("), ")
-        if i >= len(text) or not body.endswith(_ELSE_NULL) or cond_end < 0:
-            return text                     # not that form: left to fail as it is
-        cond, inner = body[:cond_end + 1], body[cond_end + 3:-len(_ELSE_NULL)]
-        text = f"{text[:at]}({cond} and ({inner})){text[i + 1:]}"
-        at = text.find(_WHEN_VALID)
-    return text
-
-
-def _code_as_python(text):
-    """What lies between string literals in pyarrow's text of an Expression, in Python's."""
-    text = re.sub(r"\bis_valid\(", "notnull(", text)
-    text = re.sub(r"\binvert\(", "not (", text)
-    text = _TIMESTAMP.sub(lambda m: f'timestamp("{m.group(1).replace(" ", "T")}")', text)
-    text = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", text))
-    return text.replace("\n", " ")
+def _arrow_literal(value):
+    """A pyarrow literal as filters compare it; ValueError for the ones they cannot."""
+    if value is None:
+        raise ValueError("it compares with null: test for it with is_null() / is_valid()")
+    if isinstance(value, (bytes, bytearray)):
+        raise ValueError("it compares with a bytes literal: give text columns a str "
+                         "(pc.field(c) == \"abc\")")
+    if not isinstance(value, (str, bool, int, float, np.datetime64, np.timedelta64)):
+        raise ValueError(f"it compares with {value!r}, a literal idv's filters do not take")
+    return value
 
 
 def columns_of(node) -> list:
@@ -300,10 +231,6 @@ def columns_of(node) -> list:
 def _ticks_of(value, item):
     """A literal for a DateTime / DateTimeOffset / TimeSpan column, in .NET ticks (ints are
     taken as ticks already; aware datetimes by their UTC instant, naive ones as they are)."""
-    if isinstance(value, PrintedNumber):
-        raise ValueError(f"a pyarrow expression compares a {item.name} column with {value}, "
-                         f"whose unit pyarrow's text of the expression does not keep: write "
-                         f"the filter as [(column, op, value)] with a datetime or timedelta")
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.timedelta64)):
         return int(value)
     if item is T.TimeSpan:

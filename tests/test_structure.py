@@ -27,7 +27,7 @@ LAYERS = {
         ["ticks", "compression", "budget", "cache", "_threads", "_version", "cells", "vectors",
          "layout", "source", "archive", "remote", "paths", "checksums", "sample", "infer",
          "sink",
-         "staging", "arrow_types", "annotations", "statistics"],
+         "staging", "arrow_types", "arrow_expressions", "annotations", "statistics"],
     "block store: fetching, checking and decoding runs of blocks": ["blocks"],
     "scan: many columns (and files) read in step, and the filters that skip blocks":
         ["scan", "filters"],
