@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from idv import _threads, budget, selection, ticks, vectors
+from idv import _threads, budget, scan, selection, ticks, vectors
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.paths import expand_sources
@@ -358,7 +358,16 @@ class Dataset:
             return {n: vectors.concat_reads([g[n] for g in got]) for n in names}
         return self._gather(columns, slice(None) if rows is None else rows,
                             lambda f, names, local: f.read(names, rows=local,
-                                                           datetime=datetime))
+                                                           datetime=datetime),
+                            in_place=rows is None)
+
+    def _fills_in_place(self, name):
+        """Whether every row of column `name` can be decoded straight into one array for the
+        whole dataset: fixed-width items stored as they are (numbers, keys, dense vectors;
+        not times, which read() converts)."""
+        col = self.open_file(0)[name]
+        return T.item_type(col.type) not in ticks.TIME_ITEMS and \
+            scan.fixed_room(col, 0, col.num_blocks) is not None
 
     def take(self, indices, columns=None) -> dict:
         """dict name -> values of the dataset's rows `indices` (row numbers over the files end
@@ -367,34 +376,46 @@ class Dataset:
         return self._gather(columns, indices,
                             lambda f, names, local: f.take(local, names))
 
-    def _gather(self, columns, rows, read):
+    def _gather(self, columns, rows, read, in_place=False):
         """The rows `rows` of `columns` (selection.split_rows: over the files end to end),
         each file's share read by ``read(file, names, local rows)``, joined in the order
-        asked."""
+        asked. `in_place` (`rows` all of them): the fixed-width columns are decoded straight
+        into one array each, the others joined (one copy in memory instead of two)."""
         names = self.resolve_columns(columns)
         parts, restore = selection.split_rows(rows, self._starts, self.num_rows)
         if not parts:          # no rows: the empty forms, from the first file
             got = read(self.open_file(0), names, slice(0, 0))
             return {n: got[n] for n in names}
-        self._check_memory(names, parts, joined=True)
-        pieces = {n: [] for n in names}
-        for i, local in parts:
-            got = read(self.open_file(i), names, local)
-            for n in names:
-                pieces[n].append(got[n])
+        fixed = [n for n in names if self._fills_in_place(n)] if in_place else []
+        self._check_memory(names, parts, joined=True, in_place=fixed)
         out = {}
-        for n in names:
+        for n in fixed:
+            col = self.open_file(parts[0][0])[n]
+            shape, dtype = scan.fixed_room(col, 0, col.num_blocks)
+            out[n] = np.empty((self.num_rows,) + shape[1:], dtype)
+        rest = [n for n in names if n not in out]
+        pieces = {n: [] for n in rest}
+        for i, local in parts:
+            f, entry = self.open_file(i), self.files[i]
+            for n in fixed:
+                col = f[n]
+                col.read_blocks(0, col.num_blocks, out=out[n][entry.start:entry.stop])
+            got = read(f, rest, local) if rest else {}
+            for n in rest:
+                pieces[n].append(got[n])
+        for n in rest:
             v = pieces[n][0] if len(pieces[n]) == 1 else vectors.concat_reads(pieces[n])
             out[n] = v if restore is None else v[restore]
-        return out
+        return {n: out[n] for n in names}
 
-    def _check_memory(self, names, parts, joined):
+    def _check_memory(self, names, parts, joined, in_place=()):
         """MemoryLimitError when reading `parts` ([(file, local rows)]) of columns `names` needs
         more than the dataset's limit: each file's share (Column.decoded_bytes), twice over
-        when the pieces are then `joined` into one array or frame."""
-        total = sum(self._decoded_bytes(i, n, local) for i, local in parts for n in names)
-        if joined and len(parts) > 1:
-            total *= 2
+        when the pieces are then `joined` into one array or frame (but for the columns
+        `in_place`, decoded straight into theirs)."""
+        twice = 2 if joined and len(parts) > 1 else 1
+        total = sum(self._decoded_bytes(i, n, local) * (1 if n in in_place else twice)
+                    for i, local in parts for n in names)
         budget.check(total, self.memory_limit,
                      lambda: f"reading {len(names)} column{'s' * (len(names) != 1)} of "
                              f"{len(parts)} file{'s' * (len(parts) != 1)} of the dataset "

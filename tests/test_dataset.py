@@ -320,7 +320,12 @@ def test_a_whole_read_opens_each_closed_file_once(tmp_path, monkeypatch):
         assert len(opens) == 6 + 4           # files 2..5 once each
     with idv.dataset(paths, max_open_files=2, memory_limit=300) as ds:
         assert ds.read(["Id"], rows=slice(0, 20))["Id"].tolist() == list(range(20))
-        with pytest.raises(idv.MemoryLimitError):     # 6 x 40 bytes, twice when joined
+        # 6 x 40 bytes, decoded in place: once; a row selection is joined: twice
+        assert ds.read(["Id"])["Id"].tolist() == list(range(60))
+        with pytest.raises(idv.MemoryLimitError):
+            ds.read(["Id"], rows=slice(0, 60))
+    with idv.dataset(paths, max_open_files=2, memory_limit=200) as ds:
+        with pytest.raises(idv.MemoryLimitError):
             ds.read(["Id"])
 
 
@@ -532,3 +537,26 @@ def test_an_unreadable_subdirectory_is_not_skipped_silently():
     finally:
         os.chmod(os.path.join(root, "locked"), 0o755)
         shutil.rmtree(root)
+
+
+def test_a_whole_read_decodes_numbers_in_place(tmp_path):
+    """Every row of a fixed-width column goes straight into the dataset's one array: at most
+    one copy of it in memory, where joining each file's array would need two."""
+    import tracemalloc
+    rows, files = 250_000, 4
+    for i in range(files):
+        idv.write(tmp_path / f"{i}.idv", {
+            "x": np.arange(rows, dtype=np.float32) + i * rows,
+            "v": np.full((rows, 2), i, np.int16), "t": np.array(["ab"] * rows, object)})
+    with idv.dataset(tmp_path) as ds:
+        tracemalloc.start()
+        got = ds.read(["x"])
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert got["x"].tolist() == list(range(rows * files))
+        assert peak < 1.25 * got["x"].nbytes, (peak, got["x"].nbytes)
+        got.update(ds.read(["v"]))          # vectors: each file's array decoded into it too
+        assert got["v"].shape == (rows * files, 2) and got["v"][::rows, 0].tolist() == [0, 1, 2, 3]
+        both = ds.read(["t", "x"])             # text joined as before, alongside
+        assert both["t"].tolist() == ["ab"] * (rows * files)
+        assert np.array_equal(both["x"], got["x"])
