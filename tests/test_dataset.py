@@ -560,3 +560,11 @@ def test_a_whole_read_decodes_numbers_in_place(tmp_path):
         both = ds.read(["t", "x"])             # text joined as before, alongside
         assert both["t"].tolist() == ["ab"] * (rows * files)
         assert np.array_equal(both["x"], got["x"])
+    empty = {"x": np.zeros(0, np.float32), "v": np.zeros((0, 2), np.int16),
+             "t": np.array([], object)}
+    idv.write(tmp_path / "-.idv", empty)            # sorts first: a file of no rows
+    with idv.dataset(sorted(map(str, tmp_path.glob("*.idv")))) as ds:
+        assert ds.files[0].num_rows == 0
+        assert np.array_equal(ds.read(["x", "v"])["v"], got["v"])
+    with idv.dataset([tmp_path / "-.idv"] * 2) as ds:
+        assert ds.read(["x", "v"])["v"].shape == (0, 2)
