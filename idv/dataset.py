@@ -361,13 +361,14 @@ class Dataset:
                                                            datetime=datetime),
                             in_place=rows is None)
 
-    def _fills_in_place(self, name):
-        """Whether every row of column `name` can be decoded straight into one array for the
-        whole dataset: fixed-width items stored as they are (numbers, keys, dense vectors;
-        not times, which read() converts)."""
+    def _room_in_place(self, name):
+        """(shape, dtype) of column `name`'s rows when every row can be decoded straight into
+        one array for the whole dataset: fixed-width items stored as they are (numbers, keys,
+        dense vectors; not times, which read() converts); else None."""
         col = self.open_file(0)[name]
-        return T.item_type(col.type) not in ticks.TIME_ITEMS and \
-            scan.fixed_room(col, 0, col.num_blocks) is not None
+        if T.item_type(col.type) in ticks.TIME_ITEMS:
+            return None
+        return scan.fixed_room(col, 0, col.num_blocks)
 
     def take(self, indices, columns=None) -> dict:
         """dict name -> values of the dataset's rows `indices` (row numbers over the files end
@@ -386,13 +387,12 @@ class Dataset:
         if not parts:          # no rows: the empty forms, from the first file
             got = read(self.open_file(0), names, slice(0, 0))
             return {n: got[n] for n in names}
-        fixed = [n for n in names if self._fills_in_place(n)] if in_place else []
+        rooms = {n: r for n in names if (r := self._room_in_place(n)) is not None} \
+            if in_place else {}
+        fixed = list(rooms)
         self._check_memory(names, parts, joined=True, in_place=fixed)
-        out = {}
-        for n in fixed:
-            col = self.open_file(parts[0][0])[n]
-            shape, dtype = scan.fixed_room(col, 0, col.num_blocks)
-            out[n] = np.empty((self.num_rows,) + shape[1:], dtype)
+        out = {n: np.empty((self.num_rows,) + shape[1:], dtype)
+               for n, (shape, dtype) in rooms.items()}
         rest = [n for n in names if n not in out]
         pieces = {n: [] for n in rest}
         for i, local in parts:
