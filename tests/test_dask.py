@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -251,7 +252,16 @@ def test_partition_names_stay_inside_the_directory(tmp_path, name):
     assert not list(tmp_path.rglob("*.idv"))
 
 
-def test_a_failed_partition_leaves_no_data_set(tmp_path):
+def _idle(client):
+    """Wait until no task runs on the cluster (a partition still being written when another
+    failed finishes after to_idv raised)."""
+    deadline = time.monotonic() + TIMEOUT
+    while any(client.processing().values()):
+        assert time.monotonic() < deadline, "the cluster stays busy"
+        time.sleep(0.05)
+
+
+def test_a_failed_partition_leaves_no_data_set(client, tmp_path):
     df = pd.DataFrame({"x": np.arange(1000, dtype=np.int32)})
 
     def fail_one(p):
@@ -262,7 +272,9 @@ def test_a_failed_partition_leaves_no_data_set(tmp_path):
     out = tmp_path / "parts"
     with pytest.raises(RuntimeError, match="partition 9 fails"):
         idv.dask.to_idv(ddf, out, name_function=lambda i: f"sub/p{i}.idv")
-    assert list(out.iterdir()) == []          # no parts, no staging directory
+    assert not list(out.rglob("*.idv"))       # no part visible, even while others finish
+    _idle(client)
+    assert list(out.iterdir()) == []          # and then no staging directory either
     good = dd.from_pandas(df.iloc[:900], npartitions=9)
     written = idv.dask.to_idv(good, out, name_function=lambda i: f"sub/p{i}.idv")
     assert written[0] == str(out / "sub" / "p0.idv")
