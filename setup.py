@@ -14,6 +14,7 @@ MODULES = {
     "idv._header": [],
     "idv._toc": [],
     "idv._lookup": [],
+    "idv._parts": [],
     "idv._compression": ["z"],
     "idv._codecs": [],
     "idv._encode": [],

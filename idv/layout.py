@@ -21,13 +21,15 @@ import copy
 
 import numpy as np
 
-from idv import _compression, _lookup, _toc, budget
+from idv import _compression, _lookup, _parts, _toc, budget
 from idv._header import HEADER_SIZE
+from idv.checksums import TABLE
 from idv.errors import IdvFormatError
 
 TAIL_SIZE = 8
 _FEW = 64          # parts checked for overlaps in Python, below numpy's fixed cost
 LOOKUP_ENTRY_SIZE = _lookup.ENTRY.itemsize
+_NONE = np.zeros(0, np.int64)
 TOC_PIECE = 64 << 10     # the first bytes of a fetched table (of contents, of metadata), then 4x
 
 
@@ -212,11 +214,18 @@ class Tables:
     def __init__(self, lookups, metadata, regions_, joined=None):
         self._lookups = lookups
         self._metadata = metadata
-        self.regions = regions_
+        self._regions = regions_     # a Regions, or a function that builds it when first used
         self.joined = joined    # every lookup table as the rows of one array, when all read
         # per column, whether its block sizes are known possible (the reader checks every
         # fixed-width column's at once, against its codec); None: none are
         self.sizes_ok = None
+
+    @property
+    def regions(self):
+        """Every part of the file (Regions)."""
+        if callable(self._regions):
+            self._regions = self._regions()
+        return self._regions
 
     def lookup(self, column):
         """The lookup table of column number `column` (a structured array, _lookup.ENTRY)."""
@@ -315,6 +324,71 @@ def read_tables(source, header, entries, extra=()):
     everything = _with_tables(base, entries, *ok, joined=joined)
     everything.check()
     return Tables(lookups, metadata, everything, joined)
+
+
+def read_checked(data, header, entries, extra, sums, codecs, stats_offset=None):
+    """The Tables of a file held whole in `data`, read and checked in one pass of C
+    (idv._parts): read_tables' checks, and with `sums` (its Checksums) every part's checksum
+    recorded and every table's matching (all but the table of contents and the block
+    statistics at `stats_offset`, checked on their own), and each column's block sizes against
+    its codec (`codecs`, None for none: Tables.check_sizes). None when any check fails, or for
+    a file of no rows: read_tables and the reader's own checks then run, and say what is
+    wrong."""
+    if not entries or not header.row_count:
+        return None
+    tail = header.tail_offset
+    nb = _toc.block_count(header.row_count, entries[0].rows_per_block)
+    frame = [(0, HEADER_SIZE)] + [(start, size) for start, size, _ in extra] + \
+        [(header.toc_offset, entries[-1].toc_end - header.toc_offset), (tail, TAIL_SIZE)]
+    offsets = np.fromiter((e.lookup_offset for e in entries), np.int64, len(entries))
+    metadata = [[] for _ in entries]
+    meta_starts, meta_stops = [], []
+    try:
+        # the parts the table of contents locates (as read_tables, before reading any table:
+        # tables that share bytes would multiply what is read), each metadata table to be
+        # parsed up to the next of them, which it may not enter
+        with_meta = [e for e in entries if e.metadata_offset]
+        firsts = np.fromiter((e.metadata_offset for e in with_meta), np.int64, len(with_meta))
+        ends = _parts.check_parts(frame, offsets, LOOKUP_ENTRY_SIZE * nb, None, firsts,
+                                  firsts + 1, tail, None, (), firsts)
+        if ends is None or (ends < 0).any():
+            return None
+        joined = _parts.gather_lookups(data, offsets, nb)
+        if joined is None:
+            return None
+        if with_meta:
+            view = memoryview(data)
+            for e, end in zip(with_meta, ends.tolist()):
+                off = e.metadata_offset
+                found = metadata[e.index] = _toc.parse_metadata_toc(view[off:end], off, tail)
+                meta_starts += [off] + [m.offset for m in found]
+                meta_stops += [found[-1].toc_end] + [m.offset + m.size for m in found]
+        sound = _parts.check_parts(
+            frame, offsets, LOOKUP_ENTRY_SIZE * nb, joined, np.array(meta_starts, np.int64),
+            np.array(meta_stops, np.int64), tail,
+            None if sums is None else np.ascontiguousarray(sums.entries["offset"]),
+            () if sums is None else (0, tail, sums.table_offset), _NONE)
+    except (IdvFormatError, OverflowError):
+        return None
+    if sound is None:
+        return None
+    if sums is not None:
+        t = sums.entries
+        own = (t["kind"] == TABLE) & (t["offset"] != header.toc_offset)
+        if stats_offset is not None:
+            own &= t["offset"] != stats_offset
+        t = t[own]
+        got = _compression.crc32_ranges(data, np.ascontiguousarray(t["offset"]),
+                                        np.ascontiguousarray(t["length"]))
+        if (got != t["crc"]).any():
+            return None
+    tables = Tables(list(joined), metadata,
+                    lambda: regions(header, entries, list(joined), metadata, extra), joined)
+    tables.sizes_ok = _parts.possible_sizes(
+        joined, np.array([0 if c is None else c.itemsize for c in codecs], np.int64),
+        np.array([e.compression == _compression.NONE for e in entries], np.uint8),
+        entries[0].rows_per_block, header.row_count)
+    return tables
 
 
 def _gathered_lookups(source, entries, nb):

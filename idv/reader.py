@@ -240,6 +240,12 @@ class IdvFile:
         section = block_stats.section_of(head)
         if section is not None:
             extra.append(section + ("the block statistics",))
+        codecs = [codec for _, codec, _ in described]
+        if src.buffer is not None:     # every check below in one pass, when all is well
+            self.tables = layout.read_checked(src.buffer, h, entries, extra, sums, codecs,
+                                              None if section is None else section[0])
+            if self.tables is not None:
+                return sums, described
         self.tables = layout.read_tables(src, h, entries, extra)
         if sums is not None:           # lookup tables, metadata: checked now, blocks when read
             _check_coverage(sums, self.tables.regions, h)
@@ -259,7 +265,7 @@ class IdvFile:
                 sums.check_within(src.buffer, offsets, lengths, what)
             else:
                 sums.check_all(offsets, src.read_ranges(offsets, lengths), what)
-        self.tables.check_sizes(entries, [codec for _, codec, _ in described], h.row_count)
+        self.tables.check_sizes(entries, codecs, h.row_count)
         return sums, described
 
     @property

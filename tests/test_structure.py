@@ -21,7 +21,7 @@ PACKAGE_DIR = REPO_DIR / "idv"
 # fnmatch patterns); every module of idv/ is in exactly one
 LAYERS = {
     "format layer: the file's parts in Cython, and the errors and types they raise and decode":
-        ["_cursor", "_header", "_toc", "_lookup", "_codecs", "_encode", "_strings",
+        ["_cursor", "_header", "_toc", "_lookup", "_parts", "_codecs", "_encode", "_strings",
          "_compression", "_bytes", "errors", "types"],
     "facts: one concept each, used by readers and writers alike":
         ["ticks", "compression", "budget", "cache", "_threads", "_version", "cells", "vectors",

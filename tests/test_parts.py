@@ -1,0 +1,159 @@
+"""The one-pass checks of a file in memory (idv._parts through idv.layout.read_checked) against
+the checks part by part (idv.layout.read_tables and the reader's), which name what is wrong:
+every sound file takes the one pass, with the same tables; a file the one pass accepts is one
+the checks part by part accept; a damaged file gets the same error either way."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import idv
+from idv import _compression, _parts, layout
+from corrupt_cases import CASES, FIXTURE_FILES, MISSING, fixture_file_params
+
+# idv's own files: checksums and statistics, metadata (key values), several blocks, vectors
+WRITTEN = {
+    "numbers": dict(columns={"x": np.arange(5000, dtype=np.float32),
+                             "k": np.arange(5000, dtype=np.int64) % 7},
+                    rows_per_block=1024),
+    "keys_text": dict(columns={"c": np.arange(1200, dtype=np.uint32) % 3,
+                               "t": ["one", "two", "", "four"] * 300},
+                      types={"c": idv.Key(idv.UInt32, count=3)},
+                      metadata={"c": {"KeyValues": ["a", "b", "c"]}}),
+    "stored": dict(columns={"x": np.arange(3000, dtype=np.int32)}, compression="none",
+                   rows_per_block=700),
+    "vectors": dict(columns={"v": np.arange(4000, dtype=np.float64).reshape(1000, 4)}),
+}
+
+
+def _written(name, tmp_path):
+    options = dict(WRITTEN[name])
+    path = tmp_path / f"{name}.idv"
+    idv.write(str(path), options.pop("columns"), **options)
+    return path.read_bytes()
+
+
+def _open_both(data, monkeypatch):
+    """(what idv.open gives in one pass, what it gives part by part): per way, the tables'
+    facts, or the error's text."""
+    def outcome():
+        try:
+            with idv.open(data) as f:
+                t = f.tables
+                return ([t.lookup(c.index).tobytes() for c in f.columns],
+                        [[(m.kind, m.offset, m.size) for m in t.metadata(c.index)]
+                         for c in f.columns if c.readable],
+                        None if t.sizes_ok is None else t.sizes_ok.tolist(),
+                        t.regions.starts.tolist(), t.regions.stops.tolist())
+        except idv.IdvFormatError as e:
+            return str(e)
+    fast = outcome()
+    with monkeypatch.context() as m:
+        m.setattr(layout, "read_checked", lambda *a, **k: None)
+        slow = outcome()
+    return fast, slow
+
+
+def _took_one_pass():
+    """(a list, a stand-in for layout.read_checked that notes in it whether each file took the
+    one pass)."""
+    taken = []
+    original = layout.read_checked
+
+    def spy(*args, **kwargs):
+        tables = original(*args, **kwargs)
+        taken.append(tables is not None)
+        return tables
+    return taken, spy
+
+
+@pytest.mark.parametrize("name", fixture_file_params())
+def test_every_fixture_opens_in_one_pass_with_the_same_tables(name, monkeypatch):
+    data = next(p for p in FIXTURE_FILES if p.name == name).read_bytes()
+    taken, spy = _took_one_pass()
+    monkeypatch.setattr(layout, "read_checked", spy)
+    fast, slow = _open_both(data, monkeypatch)
+    assert fast == slow
+    with idv.open(data) as f:
+        blocks = f.num_rows > 0 and f.num_columns > 0
+    assert taken[0] is blocks     # a file of no rows or no columns: part by part
+
+
+@pytest.mark.parametrize("name", sorted(WRITTEN))
+def test_idv_files_open_in_one_pass_with_the_same_tables(name, tmp_path, monkeypatch):
+    data = _written(name, tmp_path)
+    taken, spy = _took_one_pass()
+    monkeypatch.setattr(layout, "read_checked", spy)
+    fast, slow = _open_both(data, monkeypatch)
+    assert fast == slow and not isinstance(fast, str)
+    assert taken == [True]       # the checksums and statistics too: one pass
+
+
+@pytest.mark.skipif(not FIXTURE_FILES, reason=MISSING)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_damaged_file_gets_the_same_error_either_way(name, monkeypatch):
+    data, _ = CASES[name]()
+    fast, slow = _open_both(data, monkeypatch)
+    assert fast == slow
+
+
+@pytest.mark.filterwarnings("ignore::idv.IdvWarning")       # a codec's name damaged
+@pytest.mark.parametrize("name", sorted(WRITTEN))
+def test_random_damage_to_the_tables_gets_the_same_outcome_either_way(name, tmp_path,
+                                                                      monkeypatch):
+    """Bytes changed where the checks look (the header, the table of contents, the lookup and
+    checksum tables), with checksums and without (the header's pointer to them cleared)."""
+    data = _written(name, tmp_path)
+    with idv.open(data) as f:
+        starts = f.tables.regions.starts
+        stops = f.tables.regions.stops
+        blocks = {int(o) for c in f.columns for o in c.lookup["offset"]}
+    tables = [(int(a), int(b)) for a, b in zip(starts, stops) if int(a) not in blocks]
+    rng = random.Random(name)
+    refused = 0
+    for trial in range(150):
+        buf = bytearray(data)
+        if trial % 2:
+            buf[52:60] = bytes(8)          # no checksums: damage the checks must see alone
+        for _ in range(rng.choice((1, 1, 2, 4))):
+            a, b = rng.choice(tables)
+            buf[rng.randrange(a, b)] = rng.randrange(256)
+        fast, slow = _open_both(bytes(buf), monkeypatch)
+        assert fast == slow, trial
+        refused += isinstance(fast, str)
+    assert refused > 50            # the damage was seen (checksummed trials all refused)
+
+
+def test_max_ratio_is_the_one_decompression_uses():
+    blocks = np.zeros((1, 1), idv._lookup.ENTRY)
+    blocks["disk"], blocks["raw"] = 10, 10 * _compression.MAX_RATIO + 64
+    deflated = np.zeros(1, np.uint8)
+    assert _parts.possible_sizes(blocks, np.array([blocks["raw"][0, 0]], np.int64), deflated,
+                                 1, 1).tolist() == [True]
+    blocks["raw"] += 1
+    assert _parts.possible_sizes(blocks, np.array([blocks["raw"][0, 0]], np.int64), deflated,
+                                 1, 1).tolist() == [False]
+
+
+def test_parts_that_share_bytes_are_refused_and_empty_ones_take_none():
+    none = np.zeros(0, np.int64)
+    frame = [(0, 256), (300, 20), (320, 0), (320, 10)]
+    assert _parts.check_parts(frame, none, 0, None, none, none, 400, None, (), none) \
+        is not None
+    assert _parts.check_parts(frame + [(329, 2)], none, 0, None, none, none, 400, None, (),
+                              none) is None
+    after = _parts.check_parts(frame, none, 0, None, none, none, 400, None, (),
+                               np.array([0, 300, 330], np.int64))
+    assert after.tolist() == [300, 320, -1]
+    # with checksums: every part's first byte recorded, but those skipped
+    sums = np.array([0, 300, 320], np.int64)
+    assert _parts.check_parts(frame, none, 0, None, none, none, 400, sums, (), none) \
+        is not None
+    assert _parts.check_parts(frame, none, 0, None, none, none, 400, sums[1:], (), none) \
+        is None
+    assert _parts.check_parts(frame, none, 0, None, none, none, 400, sums[1:], (0,), none) \
+        is not None
+    assert _parts.check_parts(frame, none, 0, None, none, none, 400, sums[::-1].copy(), (),
+                              none) is None       # a table out of order: not trusted
