@@ -14,7 +14,7 @@ MODULES = {
     "idv._header": [],
     "idv._toc": [],
     "idv._lookup": [],
-    "idv._parts": [],
+    "idv._parts": ["z"],
     "idv._compression": ["z"],
     "idv._codecs": [],
     "idv._encode": [],

@@ -2,11 +2,23 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from idv._header import Header
+from idv._toc import TocEntry
+
+SUM_ENTRY: np.dtype
+TABLE_KIND: int
+SUMS_AT: int
+SUMS_MAGIC: bytes
+
+def open_frame(data: bytes | memoryview, check_sums: bool) -> Optional[
+    Tuple[Header, Optional[Tuple[np.ndarray, int, int]], List[TocEntry]]]: ...
+
 def gather_lookups(data: bytes | memoryview, offsets: np.ndarray,
                    num_blocks: int) -> Optional[np.ndarray]: ...
 def check_parts(frame: List[Tuple[int, int]], lookup_offsets: np.ndarray, lookup_size: int,
                 blocks: Optional[np.ndarray], meta_starts: np.ndarray, meta_stops: np.ndarray,
-                tail: int, sums_offsets: Optional[np.ndarray], skip: Tuple[int, ...],
-                queries: np.ndarray) -> Optional[np.ndarray]: ...
-def possible_sizes(blocks: np.ndarray, itemsizes: np.ndarray, stored: np.ndarray,
+                tail: int, queries: np.ndarray, sums: Optional[np.ndarray] = ...,
+                skip: Tuple[int, ...] = ..., data: Optional[bytes | memoryview] = ...,
+                checked: Tuple[int, ...] = ...) -> Optional[np.ndarray]: ...
+def possible_sizes(blocks: np.ndarray, itemsizes: List[int], stored: List[bool],
                    rows_per_block: int, num_rows: int) -> np.ndarray: ...

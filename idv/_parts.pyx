@@ -8,22 +8,50 @@ times).
 These kernels only answer "all is well" or "not": idv.layout falls back to its own checks,
 part by part, whenever they say "not", and those name what is wrong and where.
 """
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc, qsort
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 import numpy as np
 
+from idv._header import check_tail, parse_header
 from idv._lookup import ENTRY
+from idv._toc import parse_toc
+from idv.errors import IdvFormatError
 
 cdef int64_t _HEADER_SIZE = 256
 cdef int64_t _MAX_RATIO = 1032        # idv._compression.MAX_RATIO (tests compare the two)
+
+
+cdef extern from "zlib.h" nogil:
+    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len)
 
 
 ctypedef packed struct LookupEntry:
     int64_t offset
     int32_t disk
     int32_t raw
+
+
+ctypedef packed struct SumEntry:       # idv.checksums.ENTRY
+    int64_t offset
+    int64_t length
+    uint32_t crc
+    uint32_t kind
+
+
+# idv's checksum table (idv.checksums): its entries, the kind of the parts checked when the
+# file opens (TABLE_KIND; blocks are checked when read), and where the header points to it
+# (SUMS_AT: the magic SUMS_MAGIC, the table's offset and length, its CRC-32 and the header's)
+SUM_ENTRY = np.dtype([("offset", "<i8"), ("length", "<i8"), ("crc", "<u4"), ("kind", "<u4")])
+TABLE_KIND = 1
+SUMS_AT = 52
+SUMS_MAGIC = b"idvCRC32"
+cdef uint32_t _TABLE = TABLE_KIND
+cdef Py_ssize_t _SUMS_AT = SUMS_AT
+cdef bytes _SUMS_MAGIC = SUMS_MAGIC
+_NO_QUERIES = np.zeros(0, np.int64)
+_NO_QUERIES.flags.writeable = False
 
 
 cdef struct Part:
@@ -35,6 +63,81 @@ cdef int _by_start(const void *a, const void *b) noexcept nogil:
     cdef int64_t x = (<const Part *>a).start
     cdef int64_t y = (<const Part *>b).start
     return (x > y) - (x < y)
+
+
+cdef int64_t _i64(const uint8_t *p) noexcept nogil:
+    cdef int64_t v
+    memcpy(&v, p, 8)            # little-endian, as every machine idv builds for
+    return v
+
+
+cdef uint32_t _u32(const uint8_t *p) noexcept nogil:
+    cdef uint32_t v
+    memcpy(&v, p, 4)
+    return v
+
+
+cdef uint32_t _crc(const uint8_t[::1] data, int64_t offset, int64_t length) noexcept nogil:
+    return <uint32_t>crc32(0, &data[0] + offset, <unsigned int>length)
+
+
+def open_frame(data, bint check_sums):
+    """(header, checksums, table of contents) of the file held whole in `data`, read and
+    checked as idv.opening's checks part by part would: the header and tail, idv's checksum
+    table ((entries, offset, length) for idv.checksums.Checksums; None without, or unless
+    `check_sums`) with the header's CRC-32 and its own, and the table of contents (a list of
+    TocEntry) with its CRC-32. None at the first fault."""
+    cdef const uint8_t[::1] d = data
+    cdef int64_t size = d.shape[0], off, length, toc, toc_end, tail
+    cdef Py_ssize_t k, n, found
+    cdef const SumEntry *e
+    if size < 256:
+        return None
+    try:
+        header = parse_header(data[:256], size)
+        tail = header.tail_offset
+        check_tail(data[tail:tail + 8], tail)
+    except IdvFormatError:
+        return None
+    toc = header.toc_offset
+    sums = None
+    cdef const SumEntry[::1] table
+    if check_sums and memcmp(&d[_SUMS_AT], <const char *>_SUMS_MAGIC, 8) == 0:
+        off, length = _i64(&d[_SUMS_AT + 8]), _i64(&d[_SUMS_AT + 16])
+        if _crc(d, 0, _SUMS_AT) != _u32(&d[_SUMS_AT + 28]):
+            return None
+        if length < 0 or length % sizeof(SumEntry) or off < 256 or length > 0x7FFFFFFF \
+                or off > toc - length or off > size - length:
+            return None
+        if _crc(d, off, length) != _u32(&d[_SUMS_AT + 24]):
+            return None
+        entries = np.frombuffer(data[off:off + length], SUM_ENTRY).copy()
+        table = entries
+        for k in range(table.shape[0]):
+            e = &table[k]
+            if e.offset < 0 or e.length < 0 or e.offset > size - e.length:
+                return None
+        sums = (entries, off, length)
+    if header.column_count:
+        try:
+            columns = parse_toc(data[toc:tail], toc, header)
+        except IdvFormatError:
+            return None
+        toc_end = columns[-1].toc_end
+    else:
+        columns = []
+        toc_end = tail
+    if toc_end - toc > 0x7FFFFFFF:
+        return None
+    if sums is not None:        # the entry at the table's offset (of two, the later one)
+        found = -1
+        for k in range(table.shape[0]):
+            if table[k].offset == toc:
+                found = k
+        if found >= 0 and (table[found].length != toc_end - toc
+                           or _crc(d, toc, toc_end - toc) != table[found].crc):
+            return None
+    return header, sums, columns
 
 
 def gather_lookups(const uint8_t[::1] data, const int64_t[::1] offsets, int64_t num_blocks):
@@ -71,16 +174,19 @@ cdef Py_ssize_t _add_frame(Part *parts, Py_ssize_t m, list frame) except -1:
 
 def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_size,
                 const LookupEntry[:, ::1] blocks, const int64_t[::1] meta_starts,
-                const int64_t[::1] meta_stops, int64_t tail, const int64_t[::1] sums_offsets,
-                tuple skip, const int64_t[::1] queries):
+                const int64_t[::1] meta_stops, int64_t tail, const int64_t[::1] queries,
+                const SumEntry[::1] sums=None, tuple skip=(), const uint8_t[::1] data=None,
+                tuple checked=()):
     """Whether a file's parts are sound, and where the part after each query point starts.
 
     The parts: `frame` ((start, size) pairs), a lookup table of `lookup_size` bytes at each of
     `lookup_offsets`, every block of `blocks` (lookup entries, None for none), and
     [meta_starts[k], meta_stops[k]). Empty parts take no bytes. Sound: no two parts share a
-    byte, every block lies within [256, `tail`] with lengths not negative, and, with
-    `sums_offsets` (the checksum table's offsets, which must be strictly increasing), every
-    part not starting at one of `skip` has its checksum recorded at its first byte.
+    byte and every block lies within [256, `tail`] with lengths not negative; with `sums`
+    (the checksum table's entries, idv.checksums.ENTRY, whose offsets must be strictly
+    increasing), every part not starting at one of `skip` has its checksum recorded at its
+    first byte, and every part recorded as a table but those at `checked` (checked on their
+    own) has its CRC-32 in `data`, the whole file.
 
     Returns None when not sound; else, for each of `queries`, the first byte of the first
     part that starts after it (-1 where none does)."""
@@ -95,11 +201,12 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
         nb = cols * per
     if meta_stops.shape[0] != nm:
         raise ValueError(f"{nm} metadata starts, {meta_stops.shape[0]} stops")
-    if sums_offsets is not None:
-        ns = sums_offsets.shape[0]
-        for k in range(1, ns):
-            if sums_offsets[k] <= sums_offsets[k - 1]:
-                return None
+    if sums is not None:
+        ns = sums.shape[0]
+        if data is None:
+            raise ValueError("checksums need the file's bytes")
+        if not _tables_match(sums, data, checked):
+            return None
     cdef int64_t skipped[8]
     cdef Py_ssize_t nskip = len(skip)
     if nskip > 8:
@@ -145,7 +252,7 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
                 return None
             if k == 0 or parts[k].stop > reach:
                 reach = parts[k].stop
-            if sums_offsets is None:
+            if sums is None:
                 continue
             for i in range(nskip):
                 if s == skipped[i]:
@@ -154,12 +261,14 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
                 lo, hi = 0, ns
                 while lo < hi:
                     mid = (lo + hi) // 2
-                    if sums_offsets[mid] < s:
+                    if sums[mid].offset < s:
                         lo = mid + 1
                     else:
                         hi = mid
-                if lo == ns or sums_offsets[lo] != s:
+                if lo == ns or sums[lo].offset != s:
                     return None
+        if nq == 0:
+            return _NO_QUERIES
         after = np.full(nq, -1, np.int64)
         for k in range(nq):
             lo, hi = 0, m
@@ -176,28 +285,52 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
         free(parts)
 
 
-def possible_sizes(const LookupEntry[:, ::1] blocks, const int64_t[::1] itemsizes,
-                   const uint8_t[::1] stored, int64_t rows_per_block, int64_t num_rows):
+cdef bint _tables_match(const SumEntry[::1] sums, const uint8_t[::1] data, tuple checked):
+    """Whether the entries' offsets are strictly increasing, and every table's bytes in `data`
+    (but those at the offsets `checked`) have the CRC-32 recorded."""
+    cdef Py_ssize_t k, n = sums.shape[0], size = data.shape[0]
+    cdef int64_t skip0 = checked[0] if len(checked) > 0 else -1
+    cdef int64_t skip1 = checked[1] if len(checked) > 1 else -1
+    cdef const SumEntry *t
+    if len(checked) > 2:
+        raise ValueError("at most 2 offsets checked elsewhere")
+    for k in range(n):
+        t = &sums[k]
+        if k and t.offset <= sums[k - 1].offset:
+            return False
+        if t.kind != _TABLE or t.offset == skip0 or t.offset == skip1:
+            continue
+        if t.offset < 0 or t.length < 0 or t.length > 0x7FFFFFFF or t.offset > size - t.length:
+            return False
+        if crc32(0, &data[0] + t.offset, <unsigned int>t.length) != t.crc:
+            return False
+    return True
+
+
+def possible_sizes(const LookupEntry[:, ::1] blocks, list itemsizes, list stored,
+                   int64_t rows_per_block, int64_t num_rows):
     """Per column (a row of `blocks`), whether its blocks hold exactly the rows' fixed-width
     values (`itemsizes`, 0 for a column of other values: never) and their stored sizes are
     possible: equal to the raw size when `stored` (no compression), else at most the most
     DEFLATE can expand (idv._compression.MAX_RATIO, and 64 bytes of framing)."""
     cdef Py_ssize_t cols = blocks.shape[0], per = blocks.shape[1], i, j
-    if itemsizes.shape[0] != cols or stored.shape[0] != cols:
-        raise ValueError(f"{cols} columns, {itemsizes.shape[0]} item sizes, "
-                         f"{stored.shape[0]} compression kinds")
+    if len(itemsizes) != cols or len(stored) != cols:
+        raise ValueError(f"{cols} columns, {len(itemsizes)} item sizes, "
+                         f"{len(stored)} compression kinds")
     out = np.zeros(cols, np.bool_)
     cdef uint8_t[::1] ok = out.view(np.uint8)
-    cdef int64_t rows, raw, disk
-    cdef bint good
+    cdef int64_t rows, raw, disk, item
+    cdef bint good, kept
     for i in range(cols):
-        good = itemsizes[i] > 0
+        item = itemsizes[i]
+        kept = stored[i]
+        good = item > 0
         j = 0
         while good and j < per:
             rows = rows_per_block if j < per - 1 else num_rows - (per - 1) * rows_per_block
             raw, disk = blocks[i, j].raw, blocks[i, j].disk
-            good = raw == itemsizes[i] * rows and (
-                raw == disk if stored[i] else raw <= disk * _MAX_RATIO + 64)
+            good = raw == item * rows and (raw == disk if kept else
+                                           raw <= disk * _MAX_RATIO + 64)
             j += 1
         ok[i] = good
     return out

@@ -14,7 +14,6 @@ a lookup table), so that any reader of several columns can decode their blocks t
 from __future__ import annotations
 
 import functools
-import mmap
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -182,7 +181,7 @@ class BlockStore:
         codec, buf = blocks.codec, self._source.buffer
         if (blocks.compression != _compression.NONE or not fixed_width(codec)
                 or type(codec).fix is not _codecs.Codec.fix or buf is None
-                or not isinstance(buf.obj, mmap.mmap) or not blocks.num_rows):
+                or not getattr(self._source, "shareable", False) or not blocks.num_rows):
             return False
         lookup, size = blocks.lookup, codec.itemsize
         rows = np.full(len(lookup), blocks.rows_per_block, np.int64)

@@ -23,15 +23,15 @@ import struct
 
 import numpy as np
 
-from idv import _compression
+from idv import _compression, _parts
 from idv.errors import IdvFormatError
 
-MAGIC = b"idvCRC32"
-POINTER_AT = 52
+MAGIC = _parts.SUMS_MAGIC
+POINTER_AT = _parts.SUMS_AT
 _POINTER = struct.Struct("<8sqqII")
 POINTER_SIZE = _POINTER.size
-ENTRY = np.dtype([("offset", "<i8"), ("length", "<i8"), ("crc", "<u4"), ("kind", "<u4")])
-BLOCK, TABLE = 0, 1          # kinds: checked when read / checked when the file opens
+ENTRY = _parts.SUM_ENTRY
+BLOCK, TABLE = 0, _parts.TABLE_KIND     # kinds: checked when read / checked when the file opens
 _FEW = 256
 
 
@@ -75,12 +75,13 @@ class Checksums:
         self.entries = entries
         self.table_offset = table_offset
         self.table_length = table_length
-        # entries by offset (stable: of two at one offset, the later one counts)
-        self._order = np.argsort(entries["offset"], kind="stable")
-        self._offsets = entries["offset"][self._order]
-        # a small file's few entries: looked up in a dict, below numpy's fixed cost
+        # a small file's few entries: looked up in a dict, below numpy's fixed cost (of two
+        # at one offset, the later one counts)
         self._few = dict(zip(entries["offset"].tolist(), range(len(entries)))) \
             if len(entries) <= _FEW else None
+        if self._few is None:       # else entries by offset (stable: the same rule)
+            self._order = np.argsort(entries["offset"], kind="stable")
+            self._offsets = entries["offset"][self._order]
 
     def _find(self, offsets):
         """The entry index recorded for each offset, -1 where none is."""
@@ -166,10 +167,10 @@ def read(head, view, stream_size, toc_offset):
     """The file's Checksums (None when it carries none). `head` is the 256-byte header,
     `view(offset, size)` reads the file; the table must lie between the header and the table
     of contents."""
-    if bytes(head[POINTER_AT:POINTER_AT + 8]) != MAGIC:
+    if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
         return None
-    _, off, length, table_crc, head_crc = _POINTER.unpack_from(bytes(head), POINTER_AT)
-    if crc(bytes(head[:POINTER_AT])) != head_crc:
+    _, off, length, table_crc, head_crc = _POINTER.unpack_from(head, POINTER_AT)
+    if crc(head[:POINTER_AT]) != head_crc:
         raise IdvFormatError("checksum mismatch in the header (bytes 0-51): it changed since "
                              "idv wrote the file", offset=0)
     if length < 0 or length % ENTRY.itemsize or off < 256 or off + length > toc_offset \

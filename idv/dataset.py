@@ -38,7 +38,8 @@ SCHEMA_MODES = ("exact", "common")
 # (it is left out, with one IdvWarning listing every file left out and why)
 ON_BAD_FILE = ("raise", "skip")
 # files kept open at once by default: a local file's memory map costs about 28 KiB resident
-# and no file descriptor (benchmarks/bench_dataset.py), and reopening one costs under 1 ms,
+# (a file of at most 64 KiB is held whole, idv.source.SMALL_FILE_BYTES) and no file
+# descriptor (benchmarks/bench_dataset.py), and reopening one costs under 1 ms,
 # so 1,024 stay open (Linux allows 65,530 maps per process); a remote file's handle may hold
 # a read-ahead buffer and a connection, so 64
 DEFAULT_MAX_OPEN_FILES = 1024
@@ -390,9 +391,9 @@ class Dataset:
         rooms = {n: r for n in names if (r := self._room_in_place(n)) is not None} \
             if in_place else {}
         fixed = list(rooms)
-        self._check_memory(names, parts, joined=True, in_place=fixed)
-        out = {n: np.empty((self.num_rows,) + shape[1:], dtype)
-               for n, (shape, dtype) in rooms.items()}
+        shapes = {n: ((self.num_rows,) + shape[1:], dtype) for n, (shape, dtype) in rooms.items()}
+        self._check_memory(names, parts, joined=True, in_place=shapes)
+        out = {n: np.empty(*shapes[n]) for n in fixed}
         rest = [n for n in names if n not in out]
         pieces = {n: [] for n in rest}
         for i, local in parts:
@@ -408,14 +409,18 @@ class Dataset:
             out[n] = v if restore is None else v[restore]
         return {n: out[n] for n in names}
 
-    def _check_memory(self, names, parts, joined, in_place=()):
+    def _check_memory(self, names, parts, joined, in_place=None):
         """MemoryLimitError when reading `parts` ([(file, local rows)]) of columns `names` needs
         more than the dataset's limit: each file's share (Column.decoded_bytes), twice over
-        when the pieces are then `joined` into one array or frame (but for the columns
-        `in_place`, decoded straight into theirs)."""
+        when the pieces are then `joined` into one array or frame; but the columns
+        `in_place` (name -> the (shape, dtype) of the one array every file decodes into),
+        that array."""
+        in_place = in_place or {}
         twice = 2 if joined and len(parts) > 1 else 1
-        total = sum(self._decoded_bytes(i, n, local) * (1 if n in in_place else twice)
-                    for i, local in parts for n in names)
+        total = sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+                    for shape, dtype in in_place.values())
+        total += sum(self._decoded_bytes(i, n, local) * twice
+                     for i, local in parts for n in names if n not in in_place)
         budget.check(total, self.memory_limit,
                      lambda: f"reading {len(names)} column{'s' * (len(names) != 1)} of "
                              f"{len(parts)} file{'s' * (len(parts) != 1)} of the dataset "
@@ -545,7 +550,8 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
     block damaged in one file fails only the reads that touch it, naming the file.
 
     ``max_open_files``: files kept open at once (default 1,024 local files, each a memory map
-    of about 28 KiB resident and no file descriptor; 64 remote ones); the others are reopened
+    of about 28 KiB resident or a small file's bytes, at most 64 KiB, and no file descriptor;
+    64 remote ones); the others are reopened
     (well under 1 ms each, locally) when read. Remote files are listed OPEN_AHEAD (8) at a
     time, in threads. Other keywords (``threads``, ``backend``, ``memory_limit``,
     ``checksums``...) go to every ``idv.open``.

@@ -23,7 +23,6 @@ import numpy as np
 
 from idv import _compression, _lookup, _parts, _toc, budget
 from idv._header import HEADER_SIZE
-from idv.checksums import TABLE
 from idv.errors import IdvFormatError
 
 TAIL_SIZE = 8
@@ -212,9 +211,9 @@ class Tables:
     the rest of the file still reads."""
 
     def __init__(self, lookups, metadata, regions_, joined=None):
-        self._lookups = lookups
+        self._lookups = lookups      # None: the rows of `joined`
         self._metadata = metadata
-        self._regions = regions_     # a Regions, or a function that builds it when first used
+        self._regions = regions_     # a Regions, or (header, entries, extra) to build it from
         self.joined = joined    # every lookup table as the rows of one array, when all read
         # per column, whether its block sizes are known possible (the reader checks every
         # fixed-width column's at once, against its codec); None: none are
@@ -222,13 +221,17 @@ class Tables:
 
     @property
     def regions(self):
-        """Every part of the file (Regions)."""
-        if callable(self._regions):
-            self._regions = self._regions()
+        """Every part of the file (Regions), built when first asked for."""
+        if isinstance(self._regions, tuple):
+            header, entries, extra = self._regions
+            self._regions = regions(header, entries, [self.lookup(e.index) for e in entries],
+                                    self._metadata, extra)
         return self._regions
 
     def lookup(self, column):
         """The lookup table of column number `column` (a structured array, _lookup.ENTRY)."""
+        if self._lookups is None:
+            return self.joined[column]
         return _value(self._lookups[column])
 
     def metadata(self, column):
@@ -340,53 +343,45 @@ def read_checked(data, header, entries, extra, sums, codecs, stats_offset=None):
     nb = _toc.block_count(header.row_count, entries[0].rows_per_block)
     frame = [(0, HEADER_SIZE)] + [(start, size) for start, size, _ in extra] + \
         [(header.toc_offset, entries[-1].toc_end - header.toc_offset), (tail, TAIL_SIZE)]
-    offsets = np.fromiter((e.lookup_offset for e in entries), np.int64, len(entries))
+    offsets = np.array([e.lookup_offset for e in entries], np.int64)
     metadata = [[] for _ in entries]
-    meta_starts, meta_stops = [], []
+    meta_starts = meta_stops = _NONE
     try:
         # the parts the table of contents locates (as read_tables, before reading any table:
         # tables that share bytes would multiply what is read), each metadata table to be
         # parsed up to the next of them, which it may not enter
         with_meta = [e for e in entries if e.metadata_offset]
-        firsts = np.fromiter((e.metadata_offset for e in with_meta), np.int64, len(with_meta))
+        firsts = np.array([e.metadata_offset for e in with_meta], np.int64) if with_meta \
+            else _NONE
         ends = _parts.check_parts(frame, offsets, LOOKUP_ENTRY_SIZE * nb, None, firsts,
-                                  firsts + 1, tail, None, (), firsts)
-        if ends is None or (ends < 0).any():
+                                  firsts + 1, tail, firsts)
+        if ends is None or (with_meta and (ends < 0).any()):
             return None
         joined = _parts.gather_lookups(data, offsets, nb)
         if joined is None:
             return None
         if with_meta:
             view = memoryview(data)
+            starts, stops = [], []
             for e, end in zip(with_meta, ends.tolist()):
                 off = e.metadata_offset
                 found = metadata[e.index] = _toc.parse_metadata_toc(view[off:end], off, tail)
-                meta_starts += [off] + [m.offset for m in found]
-                meta_stops += [found[-1].toc_end] + [m.offset + m.size for m in found]
+                starts += [off] + [m.offset for m in found]
+                stops += [found[-1].toc_end] + [m.offset + m.size for m in found]
+            meta_starts, meta_stops = np.array(starts, np.int64), np.array(stops, np.int64)
         sound = _parts.check_parts(
-            frame, offsets, LOOKUP_ENTRY_SIZE * nb, joined, np.array(meta_starts, np.int64),
-            np.array(meta_stops, np.int64), tail,
-            None if sums is None else np.ascontiguousarray(sums.entries["offset"]),
-            () if sums is None else (0, tail, sums.table_offset), _NONE)
+            frame, offsets, LOOKUP_ENTRY_SIZE * nb, joined, meta_starts, meta_stops, tail,
+            _NONE, *(() if sums is None else
+                     (sums.entries, (0, tail, sums.table_offset), data,
+                      (header.toc_offset,) + (() if stats_offset is None else (stats_offset,)))))
     except (IdvFormatError, OverflowError):
         return None
     if sound is None:
         return None
-    if sums is not None:
-        t = sums.entries
-        own = (t["kind"] == TABLE) & (t["offset"] != header.toc_offset)
-        if stats_offset is not None:
-            own &= t["offset"] != stats_offset
-        t = t[own]
-        got = _compression.crc32_ranges(data, np.ascontiguousarray(t["offset"]),
-                                        np.ascontiguousarray(t["length"]))
-        if (got != t["crc"]).any():
-            return None
-    tables = Tables(list(joined), metadata,
-                    lambda: regions(header, entries, list(joined), metadata, extra), joined)
+    tables = Tables(None, metadata, (header, entries, extra), joined)
     tables.sizes_ok = _parts.possible_sizes(
-        joined, np.array([0 if c is None else c.itemsize for c in codecs], np.int64),
-        np.array([e.compression == _compression.NONE for e in entries], np.uint8),
+        joined, [0 if c is None else c.itemsize for c in codecs],
+        [e.compression == _compression.NONE for e in entries],
         entries[0].rows_per_block, header.row_count)
     return tables
 

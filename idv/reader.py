@@ -11,19 +11,17 @@ import contextlib
 import errno
 import os
 import functools
-import warnings
 
 import numpy as np
 
-from idv import (_codecs, _compression, _header, _threads, budget, cache, checksums,
-                 compression, layout)
-from idv import filters, scan, selection, ticks
+from idv import _threads, budget, cache, compression
+from idv import filters, opening, scan, selection, ticks
 from idv import statistics as block_stats
 from idv import take as _take
 from idv import types as T
 from idv.blocks import BlockStore
 from idv.column import Column, FileParts
-from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
+from idv.errors import IdvFormatError
 from idv.remote import open_any
 
 
@@ -126,22 +124,6 @@ class Schema:
 TEXT_FORMS = ("object", "StringDType")
 
 
-def _check_coverage(sums, parts, header, shown=8):
-    """IdvFormatError listing the parts (beyond the header, the tail and the checksum table,
-    checked otherwise) that the checksum table does not cover."""
-    skip = {0, header.tail_offset, sums.table_offset}
-    missing = [int(k) for k in sums.uncovered(parts.starts, parts.stops)
-               if int(parts.starts[k]) not in skip]
-    if missing:
-        listed = "; ".join(parts.describe(k) for k in missing[:shown])
-        more = f"; and {len(missing) - shown} more" if len(missing) > shown else ""
-        raise IdvFormatError(f"the checksum table does not cover {len(missing)} part"
-                             f"{'s' * (len(missing) != 1)} of the file, which idv records "
-                             f"for every part it writes: {listed}{more} (the table was cut "
-                             f"or the file changed; checksums=False reads it unchecked)",
-                             offset=int(parts.starts[missing[0]]))
-
-
 class IdvFile:
     """An open .idv file. Use as a context manager, or call close().
 
@@ -173,7 +155,9 @@ class IdvFile:
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
             with getattr(self._source, "checked_once", contextlib.nullcontext)():
-                sums, described = self._open(bool(checksums))
+                opened = opening.read(self._source, bool(checksums), stacklevel=3)
+            self.header, self._head, self.tables = opened.header, opened.head, opened.tables
+            sums, described = opened.sums, opened.described
             self.store = BlockStore(self._source, path=self.path,
                                     threads=threads or _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
@@ -188,85 +172,6 @@ class IdvFile:
         except BaseException:
             self.close()
             raise
-
-    def _open(self, check_sums):
-        """Read the header, the table of contents and every table; the checksums the blocks
-        are checked against (None without, or when not `check_sums`)."""
-        src = self._source
-        head = src.view(0, min(_header.HEADER_SIZE, src.size))
-        try:
-            self.header = h = _header.parse_header(head, src.size)
-        except IdvFormatError as e:
-            text = _text_start(bytes(head))
-            if text is None:
-                raise
-            raise IdvFormatError(f"not an .idv file: it starts with text ({text!r}), not "
-                                 f"ML.NET's binary signature; it looks like a CSV or other "
-                                 f"text file: convert it with `idv convert FILE.csv OUT.idv` "
-                                 f"(or idv.convert)", offset=0) from e
-        self._head = bytes(head[:_header.HEADER_SIZE])
-        _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
-        sums = checksums.read(head, src.view, src.size, h.toc_offset) if check_sums else None
-        # the table of contents, read once for its checksum and its columns
-        if h.column_count:
-            entries = layout.read_toc(src, h, sums)
-        else:
-            entries = []
-            if sums is not None:
-                toc = src.view(h.toc_offset, h.tail_offset - h.toc_offset)
-                sums.check(h.toc_offset, toc, "the table of contents")
-        described = []         # (entry, codec, why it cannot be read) per column
-        codecs = {}            # columns of one type share its codec (codecs hold no state)
-        for e in entries:
-            codec, dead = None, None
-            key = e.codec_name, e.codec_params
-            try:
-                codec = codecs[key] if key in codecs else \
-                    codecs.setdefault(key, _codecs.resolve(*key))
-            except UnsupportedCodecError as err:
-                dead = err.reason
-            except IdvFormatError as err:
-                err.locate(column=e.name, column_index=e.index, offset=e.toc_offset)
-                raise
-            if e.compression not in _compression.NAMES:
-                dead = (dead + "; " if dead else "") + f"unknown compression kind {e.compression}"
-            if dead is not None:
-                warnings.warn(f"cannot interpret column {e.index} {e.name!r}: {dead}", IdvWarning,
-                              stacklevel=3)
-            described.append((e, codec, dead))
-        # every table read now, and no two parts of the file in the same bytes
-        extra = [] if sums is None else [(sums.table_offset, sums.table_length,
-                                          "the checksum table")]
-        section = block_stats.section_of(head)
-        if section is not None:
-            extra.append(section + ("the block statistics",))
-        codecs = [codec for _, codec, _ in described]
-        if src.buffer is not None:     # every check below in one pass, when all is well
-            self.tables = layout.read_checked(src.buffer, h, entries, extra, sums, codecs,
-                                              None if section is None else section[0])
-            if self.tables is not None:
-                return sums, described
-        self.tables = layout.read_tables(src, h, entries, extra)
-        if sums is not None:           # lookup tables, metadata: checked now, blocks when read
-            _check_coverage(sums, self.tables.regions, h)
-            # the TOC: checked above; the block statistics: with their own CRC, when first used
-            done = [h.toc_offset] + ([] if section is None else [section[0]])
-            parts = sums.tables
-            keep = parts["offset"] != done[0]
-            for offset in done[1:]:
-                keep &= parts["offset"] != offset
-            parts = parts[keep]
-            offsets, lengths = parts["offset"], parts["length"]
-
-            def what(k):
-                return (f"the part at byte {offsets[k]} ({lengths[k]} bytes: a lookup table "
-                        f"or metadata)")
-            if src.buffer is not None:          # in memory: every CRC-32 in one call
-                sums.check_within(src.buffer, offsets, lengths, what)
-            else:
-                sums.check_all(offsets, src.read_ranges(offsets, lengths), what)
-        self.tables.check_sizes(entries, codecs, h.row_count)
-        return sums, described
 
     @property
     def threads(self):
@@ -385,8 +290,9 @@ class IdvFile:
         expression); blocks the file's statistics rule out are neither fetched nor decoded.
 
         ``copy=False``: a whole column of numbers or keys that one uncompressed block holds, in
-        a file opened from a path, is a read-only view of the file's memory map (valid after
-        close, checked against its CRC-32); every other column is copied as always: numpy
+        a file opened from a path, is a read-only view of the file's bytes in memory (its
+        memory map, or the whole of a small file: valid after close, checked against its
+        CRC-32); every other column is copied as always: numpy
         needs one buffer, and a column of several blocks lies in pieces (docs/performance.md;
         to_arrow and record_batch_reader give a chunk per block without copying)."""
         if text not in TEXT_FORMS:
@@ -541,31 +447,12 @@ def opened(file, **kwargs):
         f.close()
 
 
-_SIGNATURE = b"CML\x00DVB\x00"
-
-
-def _text_start(head):
-    """The first line of a file's first bytes when they are text (UTF-8, no control
-    characters but tabs and line ends) rather than an .idv header, else None."""
-    if head.startswith(_SIGNATURE[:len(head)]) or not head:
-        return None
-    try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError as e:       # a character cut at the end of the bytes read
-        if e.start < len(head) - 3:
-            return None
-        text = head[:e.start].decode("utf-8")
-    if any(ord(ch) < 32 and ch not in "\t\r\n" for ch in text):
-        return None
-    return text.splitlines()[0][:60] if text.strip() else None
-
-
 def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
          cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=True,
          filesystem=None, storage_options=None, timeout=None) -> IdvFile:
-    """Open an .idv: a path (memory-mapped), a bytes-like object, a seekable binary file, or a
-    remote file: an fsspec URL (``s3://``, ``gs://``, ``az://``, ``https://``, ``memory://``,
-    ``file://``...) or a path inside ``filesystem``.
+    """Open an .idv: a path (memory-mapped; read whole when at most 64 KiB), a bytes-like
+    object, a seekable binary file, or a remote file: an fsspec URL (``s3://``, ``gs://``,
+    ``az://``, ``https://``, ``memory://``, ``file://``...) or a path inside ``filesystem``.
 
     ``filesystem``: an fsspec filesystem (or a pyarrow.fs.FileSystem) that ``source`` is a path
     in. ``storage_options``: the options of the filesystem a URL makes (credentials, endpoint,

@@ -24,10 +24,14 @@ import threading
 import zipfile
 
 from idv import archive
-from idv._header import HEADER_SIZE, SIGNATURE
+from idv._header import SIGNATURE
 from idv.errors import IdvFormatError
 
 _SIG = struct.pack("<Q", SIGNATURE)
+# a file of at most this many bytes is read whole when opened, in one system call: faster than
+# mapping it (and faulting its pages in, and unmapping it), and what a dataset of many small
+# files spends its time on; larger files are memory-mapped, read only where they are used
+SMALL_FILE_BYTES = 64 << 10
 
 
 class MemorySource:
@@ -38,10 +42,13 @@ class MemorySource:
     ``check_intact``, which raises IdvFormatError once the file is shorter than when mapped.
     """
 
-    def __init__(self, buffer, owner=None, name=None, mapped=None):
+    def __init__(self, buffer, owner=None, name=None, mapped=None, shareable=False):
         self._owner = owner           # the mmap/file to close, if we opened it
         self.name = name
         self._mapped = mapped         # (path, device, inode, size) of a mapped file
+        # the buffer is the file's, read-only, and nobody else's: arrays may view it and
+        # outlive the source (zero copy, BlockStore.mappable)
+        self.shareable = shareable
         self._held = False            # inside checked_once(): checked already
         mv = memoryview(buffer).cast("B")
         self.buffer = _skip_prefix(mv)
@@ -221,20 +228,15 @@ def open_source(source):
                 raise FileNotFoundError(e.args[0]) from None
             inner.name = name
             return inner
-        f = open(source, "rb")
-        try:
-            size = os.fstat(f.fileno()).st_size
-            refuse_other_formats(f.read(8), name)
-            f.seek(0)
-            if size < HEADER_SIZE:
-                data = f.read()
-                f.close()
-                return MemorySource(data, name=name)
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        with open(source, "rb") as f:
             st = os.fstat(f.fileno())
-        finally:
-            f.close()
-        return MemorySource(mm, owner=mm, name=name,
+            if st.st_size <= SMALL_FILE_BYTES:
+                data = f.read()
+                refuse_other_formats(data[:8], name)
+                return MemorySource(data, name=name, shareable=True)
+            refuse_other_formats(f.read(8), name)
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return MemorySource(mm, owner=mm, name=name, shareable=True,
                             mapped=(name, st.st_dev, st.st_ino, len(mm)))
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
         return MemorySource(source)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv.reader import IdvFile
+from idv import opening
 from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
 from reference import REPO_DIR, fixture, sidecar
 
@@ -309,9 +309,8 @@ def test_a_whole_read_opens_each_closed_file_once(tmp_path, monkeypatch):
         idv.write(paths[-1], {"Id": np.arange(10, dtype=np.int32) + 10 * i,
                               "Name": np.array([f"r{j}" for j in range(10)], object)})
     opens = []
-    real = IdvFile._open
-    monkeypatch.setattr(IdvFile, "_open", lambda self, *a, **k: (opens.append(1),
-                                                                 real(self, *a, **k))[1])
+    real = opening.read
+    monkeypatch.setattr(opening, "read", lambda *a, **k: (opens.append(1), real(*a, **k))[1])
     with idv.dataset(paths, max_open_files=2) as ds:
         assert len(opens) == 6
         got = ds.read()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import _compression, _parts, layout
+from idv import _compression, _parts, checksums, layout
 from corrupt_cases import CASES, FIXTURE_FILES, MISSING, fixture_file_params
 
 # idv's own files: checksums and statistics, metadata (key values), several blocks, vectors
@@ -129,31 +129,45 @@ def test_random_damage_to_the_tables_gets_the_same_outcome_either_way(name, tmp_
 def test_max_ratio_is_the_one_decompression_uses():
     blocks = np.zeros((1, 1), idv._lookup.ENTRY)
     blocks["disk"], blocks["raw"] = 10, 10 * _compression.MAX_RATIO + 64
-    deflated = np.zeros(1, np.uint8)
-    assert _parts.possible_sizes(blocks, np.array([blocks["raw"][0, 0]], np.int64), deflated,
-                                 1, 1).tolist() == [True]
+    assert _parts.possible_sizes(blocks, [int(blocks["raw"][0, 0])], [False], 1,
+                                 1).tolist() == [True]
     blocks["raw"] += 1
-    assert _parts.possible_sizes(blocks, np.array([blocks["raw"][0, 0]], np.int64), deflated,
-                                 1, 1).tolist() == [False]
+    assert _parts.possible_sizes(blocks, [int(blocks["raw"][0, 0])], [False], 1,
+                                 1).tolist() == [False]
 
 
 def test_parts_that_share_bytes_are_refused_and_empty_ones_take_none():
     none = np.zeros(0, np.int64)
+
+    def check(frame, queries=none, **sums):
+        return _parts.check_parts(frame, none, 0, None, none, none, 400, queries, **sums)
     frame = [(0, 256), (300, 20), (320, 0), (320, 10)]
-    assert _parts.check_parts(frame, none, 0, None, none, none, 400, None, (), none) \
-        is not None
-    assert _parts.check_parts(frame + [(329, 2)], none, 0, None, none, none, 400, None, (),
-                              none) is None
-    after = _parts.check_parts(frame, none, 0, None, none, none, 400, None, (),
-                               np.array([0, 300, 330], np.int64))
-    assert after.tolist() == [300, 320, -1]
-    # with checksums: every part's first byte recorded, but those skipped
-    sums = np.array([0, 300, 320], np.int64)
-    assert _parts.check_parts(frame, none, 0, None, none, none, 400, sums, (), none) \
-        is not None
-    assert _parts.check_parts(frame, none, 0, None, none, none, 400, sums[1:], (), none) \
-        is None
-    assert _parts.check_parts(frame, none, 0, None, none, none, 400, sums[1:], (0,), none) \
-        is not None
-    assert _parts.check_parts(frame, none, 0, None, none, none, 400, sums[::-1].copy(), (),
-                              none) is None       # a table out of order: not trusted
+    assert check(frame) is not None
+    assert check(frame + [(329, 2)]) is None
+    assert check(frame, np.array([0, 300, 330], np.int64)).tolist() == [300, 320, -1]
+
+
+def _sums(parts, data, kind=checksums.TABLE):
+    return np.array([(a, n, checksums.crc(data[a:a + n]), kind) for a, n in parts],
+                    checksums.ENTRY)
+
+
+def test_every_part_has_its_checksum_and_every_table_matches_it():
+    none = np.zeros(0, np.int64)
+    data = bytes(range(256)) * 2
+    frame = [(0, 256), (300, 20), (320, 10)]
+
+    def check(sums, skip=(), checked=()):
+        return _parts.check_parts(frame, none, 0, None, none, none, 400, none, sums=sums,
+                                  skip=skip, data=data, checked=checked)
+    sums = _sums([(0, 256), (300, 20), (320, 10)], data)
+    assert check(sums) is not None
+    assert check(sums[1:]) is None                        # a part without its checksum ...
+    assert check(sums[1:], skip=(0,)) is not None         # ... but one checked elsewhere
+    assert check(sums[::-1].copy()) is None               # a table out of order: not trusted
+    bad = sums.copy()
+    bad["crc"][1] ^= 1
+    assert check(bad) is None                             # a table that changed
+    assert check(bad, checked=(300,)) is not None         # ... checked elsewhere
+    bad["kind"][1] = checksums.BLOCK
+    assert check(bad) is not None                         # blocks: checked when read

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import gc
 import io
+import mmap
 
 import numpy as np
 import pytest
 
 import idv
+from idv import source
 from http_server import RangeServer
 
 pa = pytest.importorskip("pyarrow", reason="to_arrow and record_batch_reader need pyarrow")
@@ -61,8 +63,9 @@ def test_numbers_and_keys_of_an_uncompressed_mapped_file_are_mappable(path):
 
 
 def _in_map(array, f):
-    """Whether numpy `array` lies in the memory map of open file `f`."""
-    mapped = np.frombuffer(f.store.view(0, f.store.view(0, 0).obj.size()), np.uint8)
+    """Whether numpy `array` lies in the bytes of open file `f` (its memory map, or the bytes
+    of a small file, read whole)."""
+    mapped = np.frombuffer(f.store.view(0, len(f.store.view(0, 0).obj)), np.uint8)
     lo = mapped.__array_interface__["data"][0]
     at = array.__array_interface__["data"][0]
     return lo <= at < lo + len(mapped)
@@ -192,7 +195,28 @@ def test_sources_that_are_not_a_mapped_file_copy(path):
                 np.testing.assert_array_equal(got[name], want[name])
 
 
-def test_a_file_truncated_while_open_is_refused_before_it_is_mapped(path):
+def test_a_small_file_is_read_whole_and_handed_out_without_copying(tmp_path, monkeypatch):
+    p = _write(tmp_path / "small.idv", rows=200, rows_per_block=200)
+    assert p.stat().st_size <= source.SMALL_FILE_BYTES
+    want = idv.read(p)
+    with idv.open(p) as f:
+        assert isinstance(f.store.view(0, 0).obj, bytes)       # read whole, not mapped
+        got = f.read(MAPPED, copy=False)
+        assert all(_in_map(got[n], f) and not got[n].flags.writeable for n in MAPPED)
+        with open(p, "r+b") as fh:           # its bytes are in memory: nothing to fault
+            fh.truncate(1024)
+        again = f.read(["r8"], copy=False)["r8"]
+    np.testing.assert_array_equal(again, want["r8"])
+    monkeypatch.setattr(source, "SMALL_FILE_BYTES", 0)
+    _write(p, rows=200, rows_per_block=200)
+    with idv.open(p) as f:
+        assert isinstance(f.store.view(0, 0).obj, mmap.mmap)
+        got = f.read(MAPPED, copy=False)
+        assert all(_in_map(got[n], f) for n in MAPPED)
+
+
+def test_a_file_truncated_while_open_is_refused_before_it_is_mapped(path, monkeypatch):
+    monkeypatch.setattr(source, "SMALL_FILE_BYTES", 0)       # mapped, however small
     with idv.open(path) as f:
         with open(path, "r+b") as fh:
             fh.truncate(1024)
