@@ -14,6 +14,7 @@ from libc.string cimport memcmp, memcpy
 
 import numpy as np
 
+from idv._compression import BAD_CRC, NO_CRC
 from idv._header import check_tail, parse_header
 from idv._lookup import ENTRY
 from idv._toc import parse_toc
@@ -48,6 +49,7 @@ TABLE_KIND = 1
 SUMS_AT = 52
 SUMS_MAGIC = b"idvCRC32"
 cdef uint32_t _TABLE = TABLE_KIND
+cdef int64_t _NO_CRC = NO_CRC, _BAD_CRC = BAD_CRC
 cdef Py_ssize_t _SUMS_AT = SUMS_AT
 cdef bytes _SUMS_MAGIC = SUMS_MAGIC
 _NO_QUERIES = np.zeros(0, np.int64)
@@ -176,7 +178,7 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
                 const LookupEntry[:, ::1] blocks, const int64_t[::1] meta_starts,
                 const int64_t[::1] meta_stops, int64_t tail, const int64_t[::1] queries,
                 const SumEntry[::1] sums=None, tuple skip=(), const uint8_t[::1] data=None,
-                tuple checked=()):
+                tuple checked=(), int64_t[:, ::1] crcs=None):
     """Whether a file's parts are sound, and where the part after each query point starts.
 
     The parts: `frame` ((start, size) pairs), a lookup table of `lookup_size` bytes at each of
@@ -186,7 +188,8 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
     (the checksum table's entries, idv.checksums.ENTRY, whose offsets must be strictly
     increasing), every part not starting at one of `skip` has its checksum recorded at its
     first byte, and every part recorded as a table but those at `checked` (checked on their
-    own) has its CRC-32 in `data`, the whole file.
+    own) has its CRC-32 in `data`, the whole file. `crcs` (of the shape of `blocks`) is then
+    filled with the CRC-32 each block must have, as idv.checksums.Checksums.expected gives it.
 
     Returns None when not sound; else, for each of `queries`, the first byte of the first
     part that starts after it (-1 where none does)."""
@@ -267,6 +270,10 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
                         hi = mid
                 if lo == ns or sums[lo].offset != s:
                     return None
+        if crcs is not None:
+            if sums is None or blocks is None or crcs.shape[0] != cols or crcs.shape[1] != per:
+                raise ValueError("crcs= needs checksums, and the blocks' shape")
+            _expected(sums, blocks, crcs)
         if nq == 0:
             return _NO_QUERIES
         after = np.full(nq, -1, np.int64)
@@ -283,6 +290,30 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
         return after
     finally:
         free(parts)
+
+
+cdef void _expected(const SumEntry[::1] sums, const LookupEntry[:, ::1] blocks,
+                    int64_t[:, ::1] crcs) noexcept:
+    """Per block, the CRC-32 recorded at its offset, BAD_CRC where that entry's length is not
+    the block's, NO_CRC where none is (`sums` by offset, each once)."""
+    cdef Py_ssize_t i, j, lo, hi, mid, n = sums.shape[0]
+    cdef int64_t o
+    for i in range(blocks.shape[0]):
+        for j in range(blocks.shape[1]):
+            o = blocks[i, j].offset
+            lo, hi = 0, n
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if sums[mid].offset < o:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo == n or sums[lo].offset != o:
+                crcs[i, j] = _NO_CRC
+            elif sums[lo].length != blocks[i, j].disk:
+                crcs[i, j] = _BAD_CRC
+            else:
+                crcs[i, j] = sums[lo].crc
 
 
 cdef bint _tables_match(const SumEntry[::1] sums, const uint8_t[::1] data, tuple checked):

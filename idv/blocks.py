@@ -76,7 +76,8 @@ class BlockStore:
     """The blocks of one open file: where they are read from (the file's source, which
     ``path`` names in errors), the memory limit of what reads allocate (``memory_limit``),
     the decoded blocks kept for row access (``cache``, an idv.cache.BlockCache), the checksums
-    blocks are checked against (``sums``, None without), the DEFLATE library (``backend``)
+    blocks are checked against (``sums``, None without; ``crcs``: each block's, a row a
+    column, when found as the file opened), the DEFLATE library (``backend``)
     and the decoding threads (``threads``).
 
     The decoding entry points take a ColumnBlocks and a run of its blocks: ``decode`` (the
@@ -88,7 +89,8 @@ class BlockStore:
     columns of fixed-width scalars at once (a scan's window), in one inflate call.
     """
 
-    def __init__(self, source, *, path, threads, backend, memory_limit, cache, sums=None):
+    def __init__(self, source, *, path, threads, backend, memory_limit, cache, sums=None,
+                 crcs=None):
         self._source = source
         self.path = path
         self.threads = threads
@@ -97,6 +99,7 @@ class BlockStore:
         self.cache = cache
         self.sums = sums
         self._crcs = {}          # column index -> its blocks' expected CRC-32s
+        self._opened_crcs = crcs     # all of them, a row a column, when found at open
         self._mappable = {}      # column index -> whether its blocks are mappable
 
     # ---- the source
@@ -150,6 +153,8 @@ class BlockStore:
         (idv.checksums.Checksums.expected), found once per column; None without checksums."""
         if self.sums is None:
             return None
+        if self._opened_crcs is not None:
+            return self._opened_crcs[blocks.index]
         crcs = self._crcs.get(blocks.index)
         if crcs is None:
             lookup = blocks.lookup

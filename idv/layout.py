@@ -218,6 +218,9 @@ class Tables:
         # per column, whether its block sizes are known possible (the reader checks every
         # fixed-width column's at once, against its codec); None: none are
         self.sizes_ok = None
+        # the CRC-32 each block must have (checksums.Checksums.expected, a row a column), when
+        # found with the checks (read_checked); None: found when a column is first read
+        self.crcs = None
 
     @property
     def regions(self):
@@ -369,16 +372,19 @@ def read_checked(data, header, entries, extra, sums, codecs, stats_offset=None):
                 starts += [off] + [m.offset for m in found]
                 stops += [found[-1].toc_end] + [m.offset + m.size for m in found]
             meta_starts, meta_stops = np.array(starts, np.int64), np.array(stops, np.int64)
+        crcs = None if sums is None else np.empty(joined.shape, np.int64)
         sound = _parts.check_parts(
             frame, offsets, LOOKUP_ENTRY_SIZE * nb, joined, meta_starts, meta_stops, tail,
             _NONE, *(() if sums is None else
                      (sums.entries, (0, tail, sums.table_offset), data,
-                      (header.toc_offset,) + (() if stats_offset is None else (stats_offset,)))))
+                      (header.toc_offset,) + (() if stats_offset is None else (stats_offset,)),
+                      crcs)))
     except (IdvFormatError, OverflowError):
         return None
     if sound is None:
         return None
     tables = Tables(None, metadata, (header, entries, extra), joined)
+    tables.crcs = crcs
     tables.sizes_ok = _parts.possible_sizes(
         joined, [0 if c is None else c.itemsize for c in codecs],
         [e.compression == _compression.NONE for e in entries],

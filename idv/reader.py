@@ -161,7 +161,7 @@ class IdvFile:
             self.store = BlockStore(self._source, path=self.path,
                                     threads=threads or _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
-                                    sums=sums)
+                                    sums=sums, crcs=self.tables.crcs)
             parts = FileParts(self.store, self.tables, self.header, self.path)
             self.columns = [Column(parts, *d) for d in described]
             self._by_name = {c.name: c for c in self.columns}

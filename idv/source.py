@@ -15,9 +15,11 @@ requests), ``buffer`` (the whole stream when it is in memory, else None) and ``c
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import mmap
 import os
+import stat
 import struct
 import threading
 
@@ -69,10 +71,15 @@ class MemorySource:
                                  f"{size} when opened; open it again once it is whole",
                                  path=path)
 
-    @contextlib.contextmanager
     def checked_once(self):
-        """Reads made inside (the dozen small ones of opening a file, before any other thread
-        has the source) share one check_intact, made now."""
+        """A context in which reads (the dozen small ones of opening a file, before any other
+        thread has the source) share one check_intact, made now."""
+        if self._mapped is None:          # nothing to check
+            return contextlib.nullcontext()
+        return self._checked_once()
+
+    @contextlib.contextmanager
+    def _checked_once(self):
         self.check_intact()
         self._held = True
         try:
@@ -216,6 +223,18 @@ def _skip_prefix(mv):
     return mv[base:base + size] if base else mv
 
 
+def _read_whole(fd, size):
+    """Up to `size` bytes from the start of file descriptor `fd` (fewer if the file is
+    shorter now; None: all it gives until its end)."""
+    data = os.read(fd, (1 << 16) if size is None else size)
+    while size is None or len(data) < size:
+        more = os.read(fd, (1 << 16) if size is None else size - len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
 def open_source(source):
     """Pick the source for a path, a bytes-like object or a file object."""
     if isinstance(source, (str, os.PathLike)):
@@ -228,14 +247,21 @@ def open_source(source):
                 raise FileNotFoundError(e.args[0]) from None
             inner.name = name
             return inner
-        with open(source, "rb") as f:
-            st = os.fstat(f.fileno())
-            if st.st_size <= SMALL_FILE_BYTES:
-                data = f.read()
+        # os's calls, not open(): a small file's whole open costs a few system calls
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+            if st.st_size <= SMALL_FILE_BYTES or not stat.S_ISREG(st.st_mode):  # (a pipe)
+                data = _read_whole(fd, st.st_size if stat.S_ISREG(st.st_mode) else None)
                 refuse_other_formats(data[:8], name)
                 return MemorySource(data, name=name, shareable=True)
-            refuse_other_formats(f.read(8), name)
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            refuse_other_formats(os.pread(fd, 8, 0) if hasattr(os, "pread") else
+                                 _read_whole(fd, 8), name)
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
         return MemorySource(mm, owner=mm, name=name, shareable=True,
                             mapped=(name, st.st_dev, st.st_ino, len(mm)))
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):

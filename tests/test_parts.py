@@ -46,7 +46,10 @@ def _open_both(data, monkeypatch):
                         [[(m.kind, m.offset, m.size) for m in t.metadata(c.index)]
                          for c in f.columns if c.readable],
                         None if t.sizes_ok is None else t.sizes_ok.tolist(),
-                        t.regions.starts.tolist(), t.regions.stops.tolist())
+                        t.regions.starts.tolist(), t.regions.stops.tolist(),
+                        [None if not f.has_checksums else
+                         f.store.expected_crcs(c.blocks).tolist()
+                         for c in f.columns if c.readable])
         except idv.IdvFormatError as e:
             return str(e)
     fast = outcome()
