@@ -261,14 +261,7 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
                 if s == skipped[i]:
                     break
             else:
-                lo, hi = 0, ns
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if sums[mid].offset < s:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if lo == ns or sums[lo].offset != s:
+                if _at(sums, s) < 0:
                     return None
         if crcs is not None:
             if sums is None or blocks is None or crcs.shape[0] != cols or crcs.shape[1] != per:
@@ -292,28 +285,32 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
         free(parts)
 
 
+cdef Py_ssize_t _at(const SumEntry[::1] sums, int64_t offset) noexcept:
+    """The entry of `sums` (by offset, each once) recorded at `offset`, -1 where none is."""
+    cdef Py_ssize_t lo = 0, hi = sums.shape[0], mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sums[mid].offset < offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < sums.shape[0] and sums[lo].offset == offset else -1
+
+
 cdef void _expected(const SumEntry[::1] sums, const LookupEntry[:, ::1] blocks,
                     int64_t[:, ::1] crcs) noexcept:
     """Per block, the CRC-32 recorded at its offset, BAD_CRC where that entry's length is not
     the block's, NO_CRC where none is (`sums` by offset, each once)."""
-    cdef Py_ssize_t i, j, lo, hi, mid, n = sums.shape[0]
-    cdef int64_t o
+    cdef Py_ssize_t i, j, k
     for i in range(blocks.shape[0]):
         for j in range(blocks.shape[1]):
-            o = blocks[i, j].offset
-            lo, hi = 0, n
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if sums[mid].offset < o:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo == n or sums[lo].offset != o:
+            k = _at(sums, blocks[i, j].offset)
+            if k < 0:
                 crcs[i, j] = _NO_CRC
-            elif sums[lo].length != blocks[i, j].disk:
+            elif sums[k].length != blocks[i, j].disk:
                 crcs[i, j] = _BAD_CRC
             else:
-                crcs[i, j] = sums[lo].crc
+                crcs[i, j] = sums[k].crc
 
 
 cdef bint _tables_match(const SumEntry[::1] sums, const uint8_t[::1] data, tuple checked):
