@@ -13,6 +13,11 @@ SUMS_MAGIC: bytes
 def open_frame(data: bytes | memoryview, check_sums: bool) -> Optional[
     Tuple[Header, Optional[Tuple[np.ndarray, int, int]], List[TocEntry]]]: ...
 
+def read_tables(data: bytes | memoryview, header: Header, entries: List[TocEntry],
+                extra: List[Tuple[int, int]], sums: Optional[np.ndarray], sums_offset: int,
+                stats_offset: Optional[int], itemsizes: List[int], stored: List[bool]
+                ) -> Optional[Tuple[np.ndarray, List[list], Optional[np.ndarray],
+                                    np.ndarray]]: ...
 def gather_lookups(data: bytes | memoryview, offsets: np.ndarray,
                    num_blocks: int) -> Optional[np.ndarray]: ...
 def check_parts(frame: List[Tuple[int, int]], lookup_offsets: np.ndarray, lookup_size: int,

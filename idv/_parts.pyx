@@ -17,7 +17,7 @@ import numpy as np
 from idv._compression import BAD_CRC, NO_CRC
 from idv._header import check_tail, parse_header
 from idv._lookup import ENTRY
-from idv._toc import parse_toc
+from idv._toc import block_count, parse_metadata_toc, parse_toc
 from idv.errors import IdvFormatError
 
 cdef int64_t _HEADER_SIZE = 256
@@ -140,6 +140,66 @@ def open_frame(data, bint check_sums):
                            or _crc(d, toc, toc_end - toc) != table[found].crc):
             return None
     return header, sums, columns
+
+
+def read_tables(data, header, list entries, list extra, const SumEntry[::1] sums,
+                int64_t sums_offset, stats_offset, list itemsizes, list stored):
+    """(every column's lookup table as the rows of one array, each column's metadata
+    entries, each block's expected CRC-32 or None, each column's possible_sizes) of the file
+    held whole in `data` (its header, its table of contents `entries`), read and checked:
+    the parts (`extra`: (start, size) of those the header locates beyond ML.NET's) apart,
+    each metadata table parsed only up to the next part; with `sums` (idv's checksum table,
+    at `sums_offset`) every part's checksum recorded and each table's matching but the
+    table of contents' and the block statistics' (at `stats_offset`, or None), checked on
+    their own. `itemsizes` and `stored`: per column, its codec's fixed item size (0: none)
+    and whether its blocks are stored as they are. None when a check fails, or for a file of
+    no rows (the checks part by part then say what is wrong)."""
+    cdef int64_t tail = header.tail_offset, toc = header.toc_offset, nb, size
+    if not entries or not header.row_count:
+        return None
+    nb = block_count(header.row_count, entries[0].rows_per_block)
+    size = 16 * nb
+    frame = [(0, 256)] + extra + [(toc, entries[-1].toc_end - toc), (tail, 8)]
+    offsets = np.array([e.lookup_offset for e in entries], np.int64)
+    metadata = [[] for _ in entries]
+    meta_starts = meta_stops = _NO_QUERIES
+    crcs = None
+    try:
+        # the parts the table of contents locates (before reading any table: tables that
+        # share bytes would multiply what is read), each metadata table to be parsed up to
+        # the next of them, which it may not enter
+        with_meta = [e for e in entries if e.metadata_offset]
+        firsts = np.array([e.metadata_offset for e in with_meta], np.int64) if with_meta \
+            else _NO_QUERIES
+        ends = check_parts(frame, offsets, size, None, firsts, firsts + 1, tail, firsts)
+        if ends is None or (with_meta and (ends < 0).any()):
+            return None
+        joined = gather_lookups(data, offsets, nb)
+        if joined is None:
+            return None
+        if with_meta:
+            view = memoryview(data)
+            starts, stops = [], []
+            for e, end in zip(with_meta, ends.tolist()):
+                off = e.metadata_offset
+                found = metadata[e.index] = parse_metadata_toc(view[off:end], off, tail)
+                starts += [off] + [m.offset for m in found]
+                stops += [found[-1].toc_end] + [m.offset + m.size for m in found]
+            meta_starts, meta_stops = np.array(starts, np.int64), np.array(stops, np.int64)
+        if sums is None:
+            sound = check_parts(frame, offsets, size, joined, meta_starts, meta_stops, tail,
+                                _NO_QUERIES)
+        else:
+            crcs = np.empty(joined.shape, np.int64)
+            sound = check_parts(frame, offsets, size, joined, meta_starts, meta_stops, tail,
+                                _NO_QUERIES, sums, (0, tail, sums_offset), data,
+                                (toc,) if stats_offset is None else (toc, stats_offset), crcs)
+    except (IdvFormatError, OverflowError):
+        return None
+    if sound is None:
+        return None
+    return joined, metadata, crcs, possible_sizes(joined, itemsizes, stored,
+                                                  entries[0].rows_per_block, header.row_count)
 
 
 def gather_lookups(const uint8_t[::1] data, const int64_t[::1] offsets, int64_t num_blocks):

@@ -28,7 +28,6 @@ from idv.errors import IdvFormatError
 TAIL_SIZE = 8
 _FEW = 64          # parts checked for overlaps in Python, below numpy's fixed cost
 LOOKUP_ENTRY_SIZE = _lookup.ENTRY.itemsize
-_NONE = np.zeros(0, np.int64)
 TOC_PIECE = 64 << 10     # the first bytes of a fetched table (of contents, of metadata), then 4x
 
 
@@ -334,61 +333,22 @@ def read_tables(source, header, entries, extra=()):
 
 def read_checked(data, header, entries, extra, sums, codecs, stats_offset=None):
     """The Tables of a file held whole in `data`, read and checked in one pass of C
-    (idv._parts): read_tables' checks, and with `sums` (its Checksums) every part's checksum
-    recorded and every table's matching (all but the table of contents and the block
-    statistics at `stats_offset`, checked on their own), and each column's block sizes against
-    its codec (`codecs`, None for none: Tables.check_sizes). None when any check fails, or for
-    a file of no rows: read_tables and the reader's own checks then run, and say what is
-    wrong."""
-    if not entries or not header.row_count:
+    (idv._parts.read_tables): read_tables' checks, and with `sums` (its Checksums) every
+    part's checksum recorded and every table's matching (all but the table of contents and
+    the block statistics at `stats_offset`, checked on their own), and each column's block
+    sizes against its codec (`codecs`, None for none: Tables.check_sizes). None when any
+    check fails, or for a file of no rows: read_tables and the reader's own checks then run,
+    and say what is wrong."""
+    got = _parts.read_tables(
+        data, header, entries, [(start, size) for start, size, _ in extra],
+        None if sums is None else sums.entries, 0 if sums is None else sums.table_offset,
+        stats_offset, [0 if c is None else c.itemsize for c in codecs],
+        [e.compression == _compression.NONE for e in entries])
+    if got is None:
         return None
-    tail = header.tail_offset
-    nb = _toc.block_count(header.row_count, entries[0].rows_per_block)
-    frame = [(0, HEADER_SIZE)] + [(start, size) for start, size, _ in extra] + \
-        [(header.toc_offset, entries[-1].toc_end - header.toc_offset), (tail, TAIL_SIZE)]
-    offsets = np.array([e.lookup_offset for e in entries], np.int64)
-    metadata = [[] for _ in entries]
-    meta_starts = meta_stops = _NONE
-    try:
-        # the parts the table of contents locates (as read_tables, before reading any table:
-        # tables that share bytes would multiply what is read), each metadata table to be
-        # parsed up to the next of them, which it may not enter
-        with_meta = [e for e in entries if e.metadata_offset]
-        firsts = np.array([e.metadata_offset for e in with_meta], np.int64) if with_meta \
-            else _NONE
-        ends = _parts.check_parts(frame, offsets, LOOKUP_ENTRY_SIZE * nb, None, firsts,
-                                  firsts + 1, tail, firsts)
-        if ends is None or (with_meta and (ends < 0).any()):
-            return None
-        joined = _parts.gather_lookups(data, offsets, nb)
-        if joined is None:
-            return None
-        if with_meta:
-            view = memoryview(data)
-            starts, stops = [], []
-            for e, end in zip(with_meta, ends.tolist()):
-                off = e.metadata_offset
-                found = metadata[e.index] = _toc.parse_metadata_toc(view[off:end], off, tail)
-                starts += [off] + [m.offset for m in found]
-                stops += [found[-1].toc_end] + [m.offset + m.size for m in found]
-            meta_starts, meta_stops = np.array(starts, np.int64), np.array(stops, np.int64)
-        crcs = None if sums is None else np.empty(joined.shape, np.int64)
-        sound = _parts.check_parts(
-            frame, offsets, LOOKUP_ENTRY_SIZE * nb, joined, meta_starts, meta_stops, tail,
-            _NONE, *(() if sums is None else
-                     (sums.entries, (0, tail, sums.table_offset), data,
-                      (header.toc_offset,) + (() if stats_offset is None else (stats_offset,)),
-                      crcs)))
-    except (IdvFormatError, OverflowError):
-        return None
-    if sound is None:
-        return None
+    joined, metadata, crcs, sizes_ok = got
     tables = Tables(None, metadata, (header, entries, extra), joined)
-    tables.crcs = crcs
-    tables.sizes_ok = _parts.possible_sizes(
-        joined, [0 if c is None else c.itemsize for c in codecs],
-        [e.compression == _compression.NONE for e in entries],
-        entries[0].rows_per_block, header.row_count)
+    tables.crcs, tables.sizes_ok = crcs, sizes_ok
     return tables
 
 
