@@ -518,7 +518,10 @@ class Column:
                 count = len(picked)
                 lo, hi = (int(picked.min()), int(picked.max()) + 1) if count else (0, 0)
             b0, b1 = lo // self.rows_per_block, -(-hi // self.rows_per_block)
-        raw = int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
+        raw = self._file.tables.raw_total(self.index) if (b0, b1) == (0, self.num_blocks) \
+            else None
+        if raw is None:
+            raw = int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
         if self.codec is not None and self.codec.dtype == object:
             stored = count if not isinstance(self.type, T.Vector) else raw // 4
             return raw + budget.items_bytes(self.codec.dtype, stored, raw)

@@ -220,6 +220,7 @@ class Tables:
         # the CRC-32 each block must have (checksums.Checksums.expected, a row a column), when
         # found with the checks (read_checked); None: found when a column is first read
         self.crcs = None
+        self._raw_totals = None
 
     @property
     def regions(self):
@@ -229,6 +230,15 @@ class Tables:
             self._regions = regions(header, entries, [self.lookup(e.index) for e in entries],
                                     self._metadata, extra)
         return self._regions
+
+    def raw_total(self, column):
+        """The decompressed bytes of all of column number `column`'s blocks, every column's
+        summed at once (a dataset asks each file's); None unless the tables are one array."""
+        if self.joined is None:
+            return None
+        if self._raw_totals is None:
+            self._raw_totals = self.joined["raw"].sum(axis=1, dtype=np.int64)
+        return int(self._raw_totals[column])
 
     def lookup(self, column):
         """The lookup table of column number `column` (a structured array, _lookup.ENTRY)."""
