@@ -1,4 +1,4 @@
-from typing import Union, Callable, Dict, Optional, Tuple
+from typing import List, Union, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +20,10 @@ def inflate_blocks(kind: int, src: memoryview | bytes, offsets: np.ndarray, disk
                    raw: np.ndarray, dst: np.ndarray, dst_offsets: np.ndarray,
                    lib: int = 0,
                    crcs: Optional[np.ndarray] = None) -> Tuple[int, Optional[str]]: ...
+def inflate_blocks_from(kind: int, sources: List[memoryview | bytes], source_of: np.ndarray,
+                        offsets: np.ndarray, disk: np.ndarray, raw: np.ndarray,
+                        dst: np.ndarray, dst_offsets: np.ndarray, lib: int = 0,
+                        crcs: Optional[np.ndarray] = None) -> Tuple[int, Optional[str]]: ...
 def inflate_blocks_with(fn: Callable[[memoryview, int], bytes], kind: int,
                         src: memoryview | bytes, offsets: np.ndarray, disk: np.ndarray,
                         raw: np.ndarray, dst: np.ndarray,

@@ -21,6 +21,7 @@ from libc.limits cimport UINT_MAX
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.ref cimport PyObject, Py_INCREF
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 cimport numpy as cnp
 from idv._bytes cimport shrunk
 
@@ -392,6 +393,64 @@ cdef const int64_t *_crcs_of(const int64_t[::1] crcs, Py_ssize_t nb) except? NUL
     return &crcs[0] if nb else NULL
 
 
+cdef int _inflate_run(int kind, int wbits, void *dec, const uint8_t **srcs,
+                      const Py_ssize_t *src_lens, const int32_t *src_of,
+                      const int64_t *offsets, const int32_t *disk, const int32_t *raw,
+                      uint8_t *dst, Py_ssize_t dst_len, const int64_t *dst_offsets,
+                      const int64_t *expect, Py_ssize_t nb, Py_ssize_t *failed) noexcept nogil:
+    """inflate_blocks' loop: block i from source srcs[src_of[i]] (srcs[0] when `src_of` is
+    NULL) of src_lens[...] bytes, by libdeflate's decompressor `dec` (NULL: zlib, `wbits`).
+    Returns OK, or the status of the block at *failed."""
+    cdef Py_ssize_t i, k, src_len
+    cdef const uint8_t *src
+    cdef int status = OK
+    cdef z_stream s
+    cdef bint ready = False
+    for i in range(nb):
+        k = 0 if src_of == NULL else src_of[i]
+        src, src_len = srcs[k], src_lens[k]
+        if 0 <= offsets[i] and 0 <= disk[i] and offsets[i] <= src_len - disk[i] and _PREFETCH:
+            idv_willneed(src + offsets[i], disk[i])
+    for i in range(nb):
+        k = 0 if src_of == NULL else src_of[i]
+        src, src_len = srcs[k], src_lens[k]
+        if (offsets[i] < 0 or disk[i] < 0 or raw[i] < 0 or offsets[i] > src_len - disk[i]
+                or dst_offsets[i] < 0 or dst_offsets[i] > dst_len - raw[i]):
+            status = RANGE
+        elif _crc_bad(expect, i, src + offsets[i], disk[i]):
+            status = CHECKSUM
+        elif kind == 0:
+            if disk[i] != raw[i]:
+                status = SHORT if disk[i] < raw[i] else LONG
+            else:
+                memcpy(dst + dst_offsets[i], src + offsets[i], raw[i])
+        elif dec != NULL:
+            status = _ld_block(dec, src + offsets[i], disk[i], dst + dst_offsets[i], raw[i])
+        else:
+            status = _inflate(&s, &ready, src + offsets[i], disk[i], dst + dst_offsets[i],
+                              raw[i], wbits)
+        if status != OK:
+            failed[0] = i
+            break
+    if ready:
+        inflateEnd(&s)
+    return status
+
+
+cdef void *_decompressor(int lib, int kind, Py_ssize_t nb) except? NULL:
+    """libdeflate's decompressor for inflate_blocks' `lib` and `kind` (free it with _ld_free);
+    NULL where zlib inflates."""
+    cdef void *dec
+    if not (lib == LIB_LIBDEFLATE and kind == DEFLATE and nb):
+        return NULL
+    if _ld_alloc == NULL:
+        raise ValueError("libdeflate's C API is not available")
+    dec = _ld_alloc()
+    if dec == NULL:
+        raise MemoryError("libdeflate_alloc_decompressor failed")
+    return dec
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
@@ -408,50 +467,80 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
     CRC is "checksum mismatch"). Each range is checked here before it is touched, so bad input
     cannot read or write out of bounds.
     """
-    cdef Py_ssize_t i, nb = offsets.shape[0]
+    cdef Py_ssize_t nb = offsets.shape[0], failed = -1
     cdef Py_ssize_t src_len = src.shape[0], dst_len = dst.shape[0]
-    cdef int status = OK, wbits = _wbits(kind)
-    cdef z_stream s
-    cdef bint ready = False
-    cdef void *dec = NULL
+    cdef const uint8_t *p = &src[0] if src_len else NULL
+    cdef int status
     cdef const int64_t *expect
     if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb:
         raise ValueError("lookup arrays differ in length")
     expect = _crcs_of(crcs, nb)
-    if lib == LIB_LIBDEFLATE and kind == DEFLATE and nb:
-        if _ld_alloc == NULL:
-            raise ValueError("libdeflate's C API is not available")
-        dec = _ld_alloc()
-        if dec == NULL:
-            raise MemoryError("libdeflate_alloc_decompressor failed")
+    if nb == 0:
+        return -1, None
+    cdef int wbits = _wbits(kind)
+    cdef void *dec = _decompressor(lib, kind, nb)
     with nogil:
-        if nb and src_len:
-            _prefetch(&src[0], src_len, &offsets[0], &disk[0], nb)
-        for i in range(nb):
-            if (offsets[i] < 0 or disk[i] < 0 or raw[i] < 0 or offsets[i] > src_len - disk[i]
-                    or dst_offsets[i] < 0 or dst_offsets[i] > dst_len - raw[i]):
-                status = RANGE
-            elif _crc_bad(expect, i, &src[0] + offsets[i], disk[i]):
-                status = CHECKSUM
-            elif kind == 0:
-                if disk[i] != raw[i]:
-                    status = SHORT if disk[i] < raw[i] else LONG
-                else:
-                    memcpy(&dst[0] + dst_offsets[i], &src[0] + offsets[i], raw[i])
-            elif dec != NULL:
-                status = _ld_block(dec, &src[0] + offsets[i], disk[i],
-                                   &dst[0] + dst_offsets[i], raw[i])
-            else:
-                status = _inflate(&s, &ready, &src[0] + offsets[i], disk[i],
-                                  &dst[0] + dst_offsets[i], raw[i], wbits)
-            if status != OK:
-                break
-        if ready:
-            inflateEnd(&s)
+        status = _inflate_run(kind, wbits, dec, &p, &src_len, NULL, &offsets[0], &disk[0],
+                              &raw[0], &dst[0] if dst_len else NULL, dst_len, &dst_offsets[0],
+                              expect, nb, &failed)
         if dec != NULL:
             _ld_free(dec)
+    return _outcome(status, failed)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def inflate_blocks_from(int kind, list sources, const int32_t[::1] source_of,
+                        const int64_t[::1] offsets, const int32_t[::1] disk,
+                        const int32_t[::1] raw, uint8_t[::1] dst,
+                        const int64_t[::1] dst_offsets, int lib=LIB_ZLIB,
+                        const int64_t[::1] crcs=None):
+    """inflate_blocks of blocks that lie in several buffers (`sources`: block i in
+    sources[source_of[i]]): the blocks of many small files in one call."""
+    cdef Py_ssize_t nb = offsets.shape[0], ns = len(sources), failed = -1, k, got = 0
+    cdef Py_ssize_t dst_len = dst.shape[0]
+    cdef int status
+    cdef const int64_t *expect
+    if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb \
+            or source_of.shape[0] < nb:
+        raise ValueError("lookup arrays differ in length")
+    for k in range(nb):
+        if source_of[k] < 0 or source_of[k] >= ns:
+            raise ValueError(f"block {k} names source {source_of[k]} of {ns}")
+    expect = _crcs_of(crcs, nb)
+    if nb == 0:
+        return -1, None
+    cdef int wbits = _wbits(kind)
+    cdef void *dec = NULL
+    cdef Py_buffer *views = <Py_buffer *>PyMem_Malloc(ns * sizeof(Py_buffer))
+    cdef const uint8_t **ptrs = <const uint8_t **>PyMem_Malloc(ns * sizeof(uint8_t *))
+    cdef Py_ssize_t *lens = <Py_ssize_t *>PyMem_Malloc(ns * sizeof(Py_ssize_t))
+    try:
+        if views == NULL or ptrs == NULL or lens == NULL:
+            raise MemoryError()
+        for k in range(ns):
+            PyObject_GetBuffer(sources[k], &views[k], PyBUF_SIMPLE)
+            got += 1
+            ptrs[k], lens[k] = <const uint8_t *>views[k].buf, views[k].len
+        dec = _decompressor(lib, kind, nb)
+        with nogil:
+            status = _inflate_run(kind, wbits, dec, ptrs, lens, &source_of[0], &offsets[0],
+                                  &disk[0], &raw[0], &dst[0] if dst_len else NULL, dst_len,
+                                  &dst_offsets[0], expect, nb, &failed)
+    finally:
+        if dec != NULL:
+            _ld_free(dec)
+        for k in range(got):
+            PyBuffer_Release(&views[k])
+        PyMem_Free(views)
+        PyMem_Free(ptrs)
+        PyMem_Free(lens)
+    return _outcome(status, failed)
+
+
+cdef _outcome(int status, Py_ssize_t failed):
     if status != OK:
-        return i, _MESSAGES[status]
+        return failed, _MESSAGES[status]
     return -1, None
 
 

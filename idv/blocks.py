@@ -24,7 +24,7 @@ from idv.errors import IdvFormatError
 # Blocks decompressed together by one decode_each task before they are decoded.
 _GROUP_BYTES = 1 << 20
 # The least output (bytes) a parallel chunk of inflate is given.
-_SPAN_BYTES = 128 << 10
+SPAN_BYTES = 128 << 10
 _CRC_SPAN_BYTES = 4 << 20    # CRC-32 alone runs at ~15 GB/s: a span must outweigh a hand-off
 # Densified sparse rows up to this many bytes are always allowed (see check_dense).
 _DENSE_FLOOR = 1 << 28
@@ -229,7 +229,7 @@ class BlockStore:
             return _compression.crc32_ranges(buf, offsets[span[0]:span[1]],
                                              disk[span[0]:span[1]])
         parts = min(self.threads * 4, int(disk.sum()) // _CRC_SPAN_BYTES)
-        spans = _chunks(len(offsets), parts)
+        spans = chunks(len(offsets), parts)
         if len(spans) > 1 and self.threads > 1:
             got = list(_threads.pool("read", self.threads).map(run, spans))
         else:
@@ -394,8 +394,8 @@ class BlockStore:
                                                 None if crcs is None else crcs[a:b])
         total = int(raw.sum(dtype=np.int64))
         # up to 4 chunks per thread (for balance), each worth dispatching to a thread
-        parts = min(self.threads * 4, total // _SPAN_BYTES) if parallel else 1
-        spans = _chunks(len(table), parts)
+        parts = min(self.threads * 4, total // SPAN_BYTES) if parallel else 1
+        spans = chunks(len(table), parts)
         if len(spans) > 1 and self.threads > 1:
             results = list(_threads.pool("read", self.threads).map(run, spans))
         else:
@@ -435,7 +435,7 @@ class BlockStore:
             self.need(len(out) * blocks.codec.itemsize,
                       lambda: blocks.reading(int(hit[0]), int(hit[-1]) + 1))
             blocks.counted(len(hit))
-            root, at = _root_bytes(out)
+            root, at = root_bytes(out)
             key = (blocks.compression, root.__array_interface__["data"][0])
             groups.setdefault(key, (root, []))[1].append((piece, at))
         for (kind, _), (root, members) in groups.items():
@@ -507,7 +507,7 @@ class BlockStore:
                     except IdvFormatError as e:
                         e.locate(block=blk, offset=int(offsets[i]))
                         raise
-        spans = _chunks(len(table), self.threads * 4 if parallel else 1)
+        spans = chunks(len(table), self.threads * 4 if parallel else 1)
         if len(spans) > 1 and self.threads > 1:
             list(_threads.pool("read", self.threads).map(run, spans))
         else:
@@ -535,7 +535,7 @@ def fixed_width(codec):
     return bool(codec.itemsize) and not isinstance(codec, _codecs.VBufferCodec)
 
 
-def _root_bytes(out):
+def root_bytes(out):
     """(the contiguous uint8 array at the root of `out`'s views, `out`'s byte offset in it):
     the pieces of one buffer share one destination."""
     root = out
@@ -547,7 +547,7 @@ def _root_bytes(out):
     return dst, out.__array_interface__["data"][0] - dst.__array_interface__["data"][0]
 
 
-def _chunks(n, parts):
+def chunks(n, parts):
     """Split range(n) into at most `parts` contiguous (start, stop) pairs."""
     parts = max(1, min(parts, n))
     if parts == 1:      # the common case of a piece decoded in a scan's thread: no linspace

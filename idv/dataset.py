@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from idv import _threads, budget, scan, selection, ticks, vectors
+from idv import batch as batch_files
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.paths import expand_sources
@@ -43,6 +44,8 @@ ON_BAD_FILE = ("raise", "skip")
 # so 1,024 stay open (Linux allows 65,530 maps per process); a remote file's handle may hold
 # a read-ahead buffer and a connection, so 64
 DEFAULT_MAX_OPEN_FILES = 1024
+# files whose blocks a whole read inflates in one call (idv.batch), at most
+BATCH_FILES = 256
 DEFAULT_MAX_OPEN_REMOTE = 64
 # remote files opened at once while a dataset lists them
 OPEN_AHEAD = 8
@@ -396,14 +399,26 @@ class Dataset:
         out = {n: np.empty(*shapes[n]) for n in fixed}
         rest = [n for n in names if n not in out]
         pieces = {n: [] for n in rest}
-        for i, local in parts:
+        # the blocks of many files inflated in one call (idv.batch), as many files at once as
+        # stay open
+        batch, files_in_batch = [], max(1, min(self._max_open, BATCH_FILES))
+        for k, (i, local) in enumerate(parts):
             f, entry = self.open_file(i), self.files[i]
             for n in fixed:
                 col = f[n]
-                col.read_blocks(0, col.num_blocks, out=out[n][entry.start:entry.stop])
+                piece = (f.store, col.blocks, out[n][entry.start:entry.stop])
+                if col.num_rows and batch_files.batchable(*piece):
+                    batch.append(piece)
+                else:
+                    col.read_blocks(0, col.num_blocks, out=piece[2])
+            if batch and (k + 1) % files_in_batch == 0:
+                batch_files.inflate_files(batch, f.threads)
+                batch = []
             got = read(f, rest, local) if rest else {}
             for n in rest:
                 pieces[n].append(got[n])
+        if batch:
+            batch_files.inflate_files(batch, batch[0][0].threads)
         for n in rest:
             v = pieces[n][0] if len(pieces[n]) == 1 else vectors.concat_reads(pieces[n])
             out[n] = v if restore is None else v[restore]

@@ -567,3 +567,39 @@ def test_a_whole_read_decodes_numbers_in_place(tmp_path):
         assert np.array_equal(ds.read(["x", "v"])["v"], got["v"])
     with idv.dataset([tmp_path / "-.idv"] * 2) as ds:
         assert ds.read(["x", "v"])["v"].shape == (0, 2)
+
+
+def test_a_whole_read_inflates_the_blocks_of_many_files_together(tmp_path):
+    """The numbers and keys of every file, compressed or stored, with checksums or without,
+    go through one inflate call per kind (idv.batch): the same values as each file's own read,
+    at any max_open_files; a damaged block names its file, column and block."""
+    rng = np.random.default_rng(3)
+    paths = []
+    for i, rows in enumerate([250, 0, 1000, 37, 400, 1, 999]):
+        paths.append(str(tmp_path / f"{i}.idv"))
+        idv.write(paths[-1], {"n": rng.integers(-9, 9, rows), "f": rng.random(rows, np.float32),
+                              "k": rng.integers(0, 4, rows).astype(np.uint32),
+                              "t": np.array([f"r{j}" for j in range(rows)], object)},
+                  types={"k": idv.Key(idv.UInt32, count=4)},
+                  metadata={"k": {"KeyValues": ["a", "b", "c", "d"]}}, rows_per_block=100,
+                  compression=("deflate", "none")[i % 2], checksums=i % 3 != 0)
+    want = {n: np.concatenate([idv.read(p, [n])[n] for p in paths]) for n in "nfkt"}
+    for max_open in (1, 2, 1024):
+        with idv.dataset(paths, max_open_files=max_open) as ds:
+            got = ds.read()
+            assert {n: got[n].tolist() for n in "nfkt"} == {n: want[n].tolist() for n in "nfkt"}
+            if max_open > len(paths):          # the files read are the ones still open
+                assert [ds.open_file(i)["n"].blocks_decoded for i in (0, 2)] == [3, 10]
+    with idv.open(paths[4]) as f:       # checksummed and deflated: a byte of its block 2
+        assert f.has_checksums
+        at = int(f["f"].lookup["offset"][2])
+    with open(paths[4], "r+b") as fh:
+        fh.seek(at)
+        byte = fh.read(1)
+        fh.seek(at)
+        fh.write(bytes([byte[0] ^ 1]))
+    with idv.dataset(paths) as ds:
+        assert ds.read(["n"])["n"].tolist() == want["n"].tolist()
+        with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
+            ds.read(["f"])
+        assert (e.value.path, e.value.column, e.value.block) == (paths[4], "f", 2)
