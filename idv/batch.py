@@ -13,65 +13,69 @@ from __future__ import annotations
 import numpy as np
 
 from idv import _compression, _threads
-from idv.blocks import SPAN_BYTES, BlockStore, ColumnBlocks, chunks, fixed_width, root_bytes
+from idv.blocks import SPAN_BYTES, BlockStore, ColumnBlocks, chunks, fixed_width
 from idv.errors import IdvFormatError
 
 
-def batchable(store: BlockStore, blocks: ColumnBlocks, out) -> bool:
-    """Whether `blocks` (all of a column's) can be inflated by inflate_files into `out`: a
-    fixed-width scalar column of a known compression, through a native DEFLATE library, `out`
-    a contiguous array of its rows and its codec's dtype."""
+def batchable(store: BlockStore, blocks: ColumnBlocks, out, first: int) -> bool:
+    """Whether `blocks` (all of a column's) can be inflated by inflate_files into rows
+    [first, first + blocks.num_rows) of `out`: a fixed-width scalar column of a known
+    compression, through a native DEFLATE library, `out` a contiguous array of its codec's
+    dtype."""
     return (fixed_width(blocks.codec) and blocks.compression in _compression.NAMES
             and store.backend.native is not None and out.dtype == blocks.codec.dtype
-            and out.shape == (blocks.num_rows,) and out.flags.c_contiguous)
+            and out.ndim == 1 and out.flags.c_contiguous and out.flags.writeable
+            and 0 <= first <= len(out) - blocks.num_rows)
 
 
 def inflate_files(pieces, threads):
-    """Inflate every piece's blocks into its `out`: `pieces` are (store, blocks, out), each
-    batchable (the `out` of a column's pieces views of one array); `threads` decode in
-    parallel chunks."""
+    """Inflate every piece's blocks into its rows: `pieces` are (store, blocks, out, first),
+    each batchable; `threads` decode in parallel chunks."""
     groups = {}
     for piece in pieces:
-        store, blocks, out = piece
+        store, blocks, out, _ = piece
         store.check_open()
-        root, _ = root_bytes(out)
-        key = (blocks.compression, store.backend.native, root.__array_interface__["data"][0])
-        groups.setdefault(key, []).append(piece)
+        groups.setdefault((blocks.compression, store.backend.native, id(out)), []).append(piece)
     for (kind, lib, _), members in groups.items():
         _inflate_group(kind, lib, members, threads)
-    for store, blocks, out in pieces:
-        blocks.counted(len(blocks.lookup))
+    for store, blocks, out, first in pieces:
+        n = len(blocks.lookup)
+        blocks.counted(n)
+        rows = out[first:first + blocks.num_rows]
         try:
-            blocks.codec.fix(out)
+            blocks.codec.fix(rows)
         except IdvFormatError:
-            store.decode(blocks, 0, len(blocks.lookup), out=out)    # raises, locating it
+            store.decode(blocks, 0, n, out=rows)    # raises, locating it
             raise
 
 
 def _inflate_group(kind, lib, members, threads):
     """The blocks of `members` (pieces of one compression kind and library, into one array),
     one call per chunk."""
-    root, _ = root_bytes(members[0][2])
-    start = root.__array_interface__["data"][0]
-    sources, which, tables, dst, crcs = [], [], [], [], []
-    for k, (store, blocks, out) in enumerate(members):
+    out = members[0][2]
+    sources, tables, places, crcs = [], [], [], []
+    for store, blocks, _, _ in members:
         table = blocks.lookup
-        buf, offsets = store.block_bytes(table["offset"], table["disk"])
-        base, at = root_bytes(out)
-        if base.__array_interface__["data"][0] != start:
-            raise ValueError("inflate_files: every piece's out must view one array")
+        buf, at = store.block_bytes(table["offset"], table["disk"])  # (fetched, if remote)
         sources.append(buf)
-        tables.append((offsets, table["disk"], table["raw"]))
-        step = blocks.rows_per_block * blocks.codec.itemsize
-        dst.append(at + np.arange(len(table), dtype=np.int64) * step)
-        which.append(np.full(len(table), k, np.int32))
+        tables.append(table)
+        places.append(at)
         expected = store.expected_crcs(blocks)
         crcs.append(np.full(len(table), _compression.NO_CRC, np.int64) if expected is None
                     else expected)
-    offsets = np.concatenate([t[0] for t in tables]).astype(np.int64, copy=False)
-    disk = np.concatenate([t[1] for t in tables]).astype(np.int32, copy=False)
-    raw = np.concatenate([t[2] for t in tables]).astype(np.int32, copy=False)
-    dst, which, crcs = np.concatenate(dst), np.concatenate(which), np.concatenate(crcs)
+    counts = np.array([len(t) for t in tables], np.int64)
+    which = np.repeat(np.arange(len(members), dtype=np.int32), counts)
+    whole = np.concatenate(tables)
+    offsets = np.concatenate(places).astype(np.int64, copy=False)
+    disk, raw = np.ascontiguousarray(whole["disk"]), np.ascontiguousarray(whole["raw"])
+    # block j of member m lies at row first[m] + j * rows_per_block[m] of `out`
+    firsts = np.array([first for _, _, _, first in members], np.int64)
+    steps = np.array([b.rows_per_block for _, b, _, _ in members], np.int64)
+    within = np.arange(len(whole), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts,
+                                                               counts)
+    dst = (firsts[which] + within * steps[which]) * out.itemsize
+    crcs = np.concatenate(crcs)
+    root = out.view(np.uint8)
 
     def run(span):
         a, b = span
@@ -86,6 +90,7 @@ def _inflate_group(kind, lib, members, threads):
         results = [run(s) for s in spans]
     for a, (i, message) in results:
         if i >= 0:
-            store, blocks, out = members[int(which[a + i])]
-            store.decode(blocks, 0, len(blocks.lookup), out=out)      # raises, locating it
+            store, blocks, out, first = members[int(which[a + i])]
+            store.decode(blocks, 0, len(blocks.lookup),
+                         out=out[first:first + blocks.num_rows])     # raises, locating it
             raise IdvFormatError(message, path=store.path, column=blocks.name)

@@ -406,11 +406,11 @@ class Dataset:
             f, entry = self.open_file(i), self.files[i]
             for n in fixed:
                 col = f[n]
-                piece = (f.store, col.blocks, out[n][entry.start:entry.stop])
+                piece = (f.store, col.blocks, out[n], entry.start)
                 if col.num_rows and batch_files.batchable(*piece):
                     batch.append(piece)
                 else:
-                    col.read_blocks(0, col.num_blocks, out=piece[2])
+                    col.read_blocks(0, col.num_blocks, out=out[n][entry.start:entry.stop])
             if batch and (k + 1) % files_in_batch == 0:
                 batch_files.inflate_files(batch, f.threads)
                 batch = []
