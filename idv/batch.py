@@ -1,12 +1,12 @@
 """Whole columns of many files inflated straight into one array, in one call: a dataset of a
 thousand small files reads one column of each as one run of blocks, not a thousand decodes.
 
-The pieces are fixed-width scalar columns (numbers, keys: idv.blocks.fixed_width) read whole,
-each into its rows of one array. Their blocks, checked against their CRC-32s, are inflated
-by one call of the C loop per compression kind (idv._compression.inflate_blocks_from, the GIL
-released, in parallel chunks); then each piece is fixed up (codec.fix) and counted. A piece
-whose block fails is decoded again by its own file's store, whose error names the file, the
-column and the block.
+The pieces are fixed-width scalar columns (numbers, keys: idv.blocks.fixed_width) of files in
+memory, read whole, each into its rows of one array. Their blocks, checked against their
+CRC-32s, are inflated by one call of the C loop per compression kind
+(idv._compression.inflate_blocks_from, the GIL released, in parallel chunks); then each piece
+is fixed up (codec.fix) and counted. A piece whose block fails is decoded again by its own
+file's store, whose error names the file, the column and the block.
 """
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from idv.errors import IdvFormatError
 def batchable(store: BlockStore, blocks: ColumnBlocks, out, first: int) -> bool:
     """Whether `blocks` (all of a column's) can be inflated by inflate_files into rows
     [first, first + blocks.num_rows) of `out`: a fixed-width scalar column of a known
-    compression, through a native DEFLATE library, `out` a contiguous array of its codec's
-    dtype."""
-    return (fixed_width(blocks.codec) and blocks.compression in _compression.NAMES
+    compression, of a file in memory (a remote file's blocks would all be fetched at once),
+    through a native DEFLATE library, `out` a contiguous array of its codec's dtype."""
+    return (store.in_memory and fixed_width(blocks.codec)
+            and blocks.compression in _compression.NAMES
             and store.backend.native is not None and out.dtype == blocks.codec.dtype
             and out.ndim == 1 and out.flags.c_contiguous and out.flags.writeable
             and 0 <= first <= len(out) - blocks.num_rows)
@@ -56,7 +57,7 @@ def _inflate_group(kind, lib, members, threads):
     sources, tables, places, crcs = [], [], [], []
     for store, blocks, _, _ in members:
         table = blocks.lookup
-        buf, at = store.block_bytes(table["offset"], table["disk"])  # (fetched, if remote)
+        buf, at = store.block_bytes(table["offset"], table["disk"])    # views: in memory
         sources.append(buf)
         tables.append(table)
         places.append(at)

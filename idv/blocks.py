@@ -113,6 +113,11 @@ class BlockStore:
         self.cache.clear()
         self._source = None
 
+    @property
+    def in_memory(self):
+        """Whether the file is all in memory (block_bytes gives views of it, fetching none)."""
+        return self._source is not None and self._source.buffer is not None
+
     def view(self, offset, length):
         """The file's bytes [offset, offset + length) (tables and metadata values too)."""
         return self._source.view(offset, length)

@@ -603,3 +603,28 @@ def test_a_whole_read_inflates_the_blocks_of_many_files_together(tmp_path):
         with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
             ds.read(["f"])
         assert (e.value.path, e.value.column, e.value.block) == (paths[4], "f", 2)
+
+
+def test_only_files_in_memory_are_inflated_together(tmp_path, monkeypatch):
+    """A remote file's blocks are fetched file by file, as before: batching them would fetch
+    the blocks of hundreds of files at once."""
+    fsspec = pytest.importorskip("fsspec")
+    from idv import batch
+    batched = []
+    real = batch.inflate_files
+    monkeypatch.setattr(batch, "inflate_files",
+                        lambda pieces, threads: (batched.append(len(pieces)),
+                                                 real(pieces, threads))[1])
+    fs = fsspec.filesystem("memory")
+    root = "/idv-batch-test"
+    try:
+        for i, n in enumerate(MIXED[:3]):
+            fs.pipe(f"{root}/part-{i}.idv", fixture(n).read_bytes())
+        with idv.dataset(f"memory://{root}") as remote:
+            far = remote.read(["Id"])["Id"]
+        assert batched == []
+        with idv.dataset(_paths(MIXED[:3])) as local:
+            near = local.read(["Id"])["Id"]
+        assert batched == [3] and far.tolist() == near.tolist() == list(range(100)) * 3
+    finally:
+        fs.rm(root, recursive=True)
