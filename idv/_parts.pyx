@@ -254,7 +254,7 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
     Returns None when not sound; else, for each of `queries`, the first byte of the first
     part that starts after it (-1 where none does)."""
     cdef Py_ssize_t nf = len(frame), nl = lookup_offsets.shape[0]
-    cdef Py_ssize_t nm = meta_starts.shape[0], ns = 0, nq = queries.shape[0]
+    cdef Py_ssize_t nm = meta_starts.shape[0], nq = queries.shape[0]
     cdef Py_ssize_t nb = 0, cols = 0, per = 0
     cdef Py_ssize_t i, j, k, m = 0, total, lo, hi, mid
     cdef int64_t reach = 0, s, o, d
@@ -265,7 +265,6 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
     if meta_stops.shape[0] != nm:
         raise ValueError(f"{nm} metadata starts, {meta_stops.shape[0]} stops")
     if sums is not None:
-        ns = sums.shape[0]
         if data is None:
             raise ValueError("checksums need the file's bytes")
         if not _tables_match(sums, data, checked):

@@ -1,7 +1,7 @@
 """Whole columns of many files inflated straight into one array, in one call: a dataset of a
 thousand small files reads one column of each as one run of blocks, not a thousand decodes.
 
-The pieces are fixed-width scalar columns (numbers, keys: idv.blocks.fixed_width) of files in
+The pieces are fixed-width scalar columns (numbers, keys: idv.block_runs.fixed_width) of files in
 memory, read whole, each into its rows of one array. Their blocks, checked against their
 CRC-32s, are inflated by one call of the C loop per compression kind
 (idv._compression.inflate_blocks_from, the GIL released, in parallel chunks); then each piece
@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from idv import _compression, _threads
-from idv.blocks import SPAN_BYTES, BlockStore, ColumnBlocks, chunks, fixed_width
+from idv.block_runs import chunks, fixed_width
+from idv.blocks import SPAN_BYTES, BlockStore, ColumnBlocks
 from idv.errors import IdvFormatError
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from idv import reader
-from idv.blocks import block_groups
+from idv.block_runs import block_groups
 from idv.budget import MemoryLimitError
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv.reader import IdvFile

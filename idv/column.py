@@ -18,7 +18,8 @@ import numpy as np
 
 from idv import _codecs, _compression, _lookup, _toc, budget, selection, vectors
 from idv import types as T
-from idv.blocks import ColumnBlocks, check_dense, text_rooms
+from idv.block_runs import check_dense, text_rooms
+from idv.blocks import ColumnBlocks
 from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
 
 _COUNTING = threading.Lock()      # pieces of one column decode in several threads
@@ -535,7 +536,7 @@ class Column:
         return self._decoded.count
 
     def text_room(self, b0, b1):
-        """The bytes read_text_blocks(b0, b1) decodes into (idv.blocks.text_rooms)."""
+        """The bytes read_text_blocks(b0, b1) decodes into (idv.block_runs.text_rooms)."""
         return int(text_rooms(self.lookup[b0:b1]).sum())
 
     def read_text_blocks(self, b0, b1, *, parallel=True, out=None):

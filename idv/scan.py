@@ -30,7 +30,7 @@ import numpy as np
 from idv import _threads, budget
 from idv import types as T
 from idv import vectors
-from idv.blocks import block_groups, fixed_width, out_shape
+from idv.block_runs import block_groups, fixed_width, out_shape
 from idv.errors import IdvFormatError
 
 # decompressed bytes of a window, over all the columns read (at least one block)

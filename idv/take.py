@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv import selection, vectors
-from idv.blocks import fixed_width
+from idv.block_runs import fixed_width
 from idv.scan import AHEAD, WINDOW_BYTES, scan
 
 # windows decoded ahead of the one gathered from: the blocks a take hits are rarely adjacent,

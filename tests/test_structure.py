@@ -28,7 +28,8 @@ LAYERS = {
          "layout", "source", "archive", "remote", "paths", "checksums", "sample", "infer",
          "sink",
          "staging", "arrow_types", "arrow_expressions", "annotations", "statistics"],
-    "block store: fetching, checking and decoding runs of blocks": ["blocks", "batch"],
+    "block store: fetching, checking and decoding runs of blocks":
+        ["block_runs", "blocks", "batch"],
     "scan: many columns (and files) read in step, and the filters that skip blocks":
         ["scan", "filters"],
     "reader: open files, columns, which columns and rows a read covers":
