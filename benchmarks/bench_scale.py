@@ -273,7 +273,36 @@ def many_figures(folders, repeat, log):
     log(f"racing the dataset of {len(os.listdir(di))} files ...")
     best = bench_read.race({"idv": idv_read, "pyarrow": pa_read}, repeat)
     return {"files": len(os.listdir(di)), "seconds": best,
-            "ratio": best["pyarrow"] / best["idv"]}
+            "ratio": best["pyarrow"] / best["idv"], "forms": many_forms(folders, repeat, log)}
+
+
+def many_forms(folders, repeat, log):
+    """{form: {seconds, ratio}}: every column of the dataset as an Arrow table (to_arrow, and
+    the Arrow C stream that pa.table, polars and DuckDB read) and as a pandas DataFrame, each
+    against pyarrow.dataset's table (and its to_pandas)."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+    di, dp = folders
+
+    def table():
+        return pads.dataset(dp, format="parquet").to_table()
+
+    def ours(form):
+        with idv.dataset(di) as ds:
+            return {"to_arrow": ds.to_arrow, "stream": lambda: pa.table(ds),
+                    "to_pandas": ds.to_pandas}[form]()
+    theirs = {"to_arrow": table, "stream": table, "to_pandas": lambda: table().to_pandas()}
+    out = {}
+    for form, other in theirs.items():
+        got, want = ours(form), other()
+        same = got.equals(want) if form == "to_pandas" else \
+            got.combine_chunks().equals(want.combine_chunks())
+        if not same:
+            sys.exit(f"bench_scale: the datasets' {form} differ")
+        log(f"racing the dataset's {form} ...")
+        best = bench_read.race({"idv": lambda form=form: ours(form), "pyarrow": other}, repeat)
+        out[form] = {"seconds": best, "ratio": best["pyarrow"] / best["idv"]}
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,6 +470,9 @@ def main(argv=None):
         m = report["many_files"]
         print(f"{m['files']} files, one column: idv {m['seconds']['idv'] * 1e3:.0f} ms "
               f"({m['ratio']:.2f}x pyarrow.dataset)")
+        for form, r in m["forms"].items():
+            print(f"{m['files']} files, every column, {form}: idv "
+                  f"{r['seconds']['idv'] * 1e3:.0f} ms ({r['ratio']:.2f}x)")
     if "curves" in report:
         show_curves(report["curves"])
 

@@ -21,7 +21,8 @@ from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, column_arro
                              import_pyarrow, items_to_arrow)
 from idv.errors import Where
 
-__all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition"]
+__all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition",
+           "whole_columns"]
 
 
 class _ColumnToArrow:
@@ -247,6 +248,15 @@ def _chunked(pa, conv, values, n):
     step = conv.chunk_rows
     chunks = [conv.array(values[a:min(a + step, n)], a) for a in range(0, n, step)]
     return pa.chunked_array(chunks, type=conv.arrow_type)
+
+
+def whole_columns(cols, values, *, datetime="us", safe=True):
+    """[(field, chunked array)] of columns `cols` of one file holding `values` (read()'s form
+    of each, any number of rows): the columns of many files read whole as one array each (a
+    dataset's), typed and annotated as that file's columns are."""
+    pa = import_pyarrow()
+    convs = _converters(pa, cols, datetime, safe, values)
+    return [(conv.field, _chunked(pa, conv, v, len(v))) for conv, v in zip(convs, values)]
 
 
 def to_arrow(file, columns=None, *, datetime="auto", safe=True,

@@ -17,12 +17,11 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
-import os
 import warnings
 
 import numpy as np
 
-from idv import _threads, budget, scan, selection, ticks, vectors
+from idv import _gc, _threads, budget, scan, selection, ticks, vectors
 from idv import batch as batch_files
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
@@ -60,7 +59,7 @@ class DatasetFile:
 
     def __init__(self, path, num_rows, start, rows_per_block, identity=None, decoded=None):
         self.path = path
-        self.identity = identity               # what _identity said when it was listed
+        self.identity = identity               # IdvFile.identity when it was listed
         self.num_rows = num_rows
         self.start = start
         self.rows_per_block = rows_per_block   # name -> rows per block, of the dataset's columns
@@ -74,18 +73,6 @@ class DatasetFile:
 
     def __repr__(self):
         return f"DatasetFile({self.path!r}, {self.num_rows} rows, rows {self.start}-{self.stop})"
-
-
-def _identity(path, fs):
-    """What tells a local file from another put in its place: (device, inode, size,
-    modification time); None for other files (the reopen checks rows and columns only)."""
-    if fs is not None:
-        return None
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _opened(paths, filesystem, open_kwargs):
@@ -161,6 +148,7 @@ class Dataset:
     read, to_pandas or to_arrow of several files is checked against it as a whole).
     """
 
+    @_gc.paused()      # opening many files makes many objects, none in a cycle
     def __init__(self, paths, *, filesystem=None, columns=None, schema="exact",
                  on_bad_file="raise", max_open_files=None, **open_kwargs):
         if schema not in SCHEMA_MODES:
@@ -194,8 +182,7 @@ class Dataset:
                 limits.append(f.memory_limit)
                 cols = _visible(f)
                 rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
-                opened.append((path, cols, f.num_rows, rpb, f, _identity(path, filesystem),
-                               None))
+                opened.append((path, cols, f.num_rows, rpb, f, f.identity, None))
                 if len(opened) > self._max_open:     # keep the first max_open_files open
                     opened[-1] = opened[-1][:-1] + (_decoded(f, [c for c, _ in cols]),)
                     f.close()
@@ -309,14 +296,13 @@ class Dataset:
         """IdvFormatError when a file reopened is not the one listed: another file in its
         place, other rows, other column types (a dataset reads the files as they were)."""
         cols = dict(_visible(f))
-        now = _identity(entry.path, self.filesystem)
         why = None
         if f.num_rows != entry.num_rows:
             why = f"it has {f.num_rows} rows, {entry.num_rows} when listed"
         elif any(cols.get(n) != self._columns[n] for n in self._names):
             n = next(n for n in self._names if cols.get(n) != self._columns[n])
             why = f"column {n!r} is {cols.get(n)}, {self._columns[n]} when listed"
-        elif entry.identity is not None and now != entry.identity:
+        elif entry.identity is not None and f.identity != entry.identity:
             why = "another file is in its place (size, inode or modification time differ)"
         if why is not None:
             raise IdvFormatError(f"the file changed since the dataset listed it: {why}; open "
@@ -347,6 +333,7 @@ class Dataset:
             return list(self._names)
         return selection.names_of(self._names, columns, where=" in the dataset")
 
+    @_gc.paused()      # reading many files makes many objects, none in a cycle
     def read(self, columns=None, rows=None, datetime="100ns",
              filter=None) -> dict:  # noqa: A002 - pyarrow's and pandas' name
         """dict name -> array of the dataset's columns (all by default), every file's rows end
@@ -365,6 +352,13 @@ class Dataset:
                                                            datetime=datetime),
                             in_place=rows is None)
 
+    def _whole(self, name):
+        """Whether column `name` converts to pandas and Arrow the same, read whole from all
+        the files as from each file: not keys (each file's key values name its own keys),
+        not Text (read into Arrow's layout file by file)."""
+        item = T.item_type(self.open_file(0)[name].type)
+        return item is not None and not isinstance(item, T.Key) and item is not T.Text
+
     def _room_in_place(self, name):
         """(shape, dtype) of column `name`'s rows when every row can be decoded straight into
         one array for the whole dataset: fixed-width items stored as they are (numbers, keys,
@@ -374,6 +368,7 @@ class Dataset:
             return None
         return scan.fixed_room(col, 0, col.num_blocks)
 
+    @_gc.paused()      # reading many files makes many objects, none in a cycle
     def take(self, indices, columns=None) -> dict:
         """dict name -> values of the dataset's rows `indices` (row numbers over the files end
         to end, negative from the end), in the order given, as IdvFile.take: only the files
@@ -482,11 +477,17 @@ class Dataset:
     def to_pandas(self, columns=None, *, vectors="expand", datetime="auto", safe=True):
         """A pandas.DataFrame of every file's rows (idv.pandas.to_pandas per file, joined with
         a RangeIndex). With datetime 'auto' or 'exact', one unit for the whole dataset."""
-        from idv.pandas import to_pandas
+        from idv.pandas import frame, to_pandas
         pd = require("pandas", "converting to pandas", "idv[pandas]")
         names = self.resolve_columns(columns)
         self._check_memory(names, [(i, None) for i in range(len(self.files))], joined=True)
         unit, safe = self.time_unit(names, datetime, safe)
+        if names and len(self.files) > 1 and all(self._whole(n) for n in names):
+            got = self.read(names)     # every column at once (the batched whole read)
+            first = self.open_file(0)
+            cols = [first[n] for n in names]
+            return frame(first, names, vectors=vectors, datetime=unit, safe=safe,
+                         warn_wide=True, values={id(c): got[c.name] for c in cols})
         frames = [to_pandas(self.open_file(i), names, vectors=vectors, datetime=unit, safe=safe)
                   for i in range(len(self.files))]
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -495,18 +496,35 @@ class Dataset:
                  filter=None):  # noqa: A002 - pyarrow's and pandas' name
         """A pyarrow.Table of every file's rows (idv.arrow.to_arrow per file, the first file's
         schema). With datetime 'auto' or 'exact', one unit for the whole dataset."""
-        from idv.arrow import to_arrow
+        from idv.arrow import to_arrow, whole_columns
         from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()
         names = self.resolve_columns(columns)
         self._check_memory(names, [(i, None) for i in range(len(self.files))], joined=False)
         unit, safe = self.time_unit(names, datetime, safe)
-        tables = [to_arrow(self.open_file(i), names, datetime=unit, safe=safe, filter=filter)
-                  for i in range(len(self.files))]
-        schema = tables[0].schema
-        return pa.concat_tables([t if t.schema.equals(schema, check_metadata=True)
-                                 else pa.Table.from_arrays(t.columns, schema=schema)
-                                 for t in tables])
+        # numbers (not keys: each file's key values name its keys) read as one array each, in
+        # the batched whole read; the others file by file, joined
+        whole = [] if filter is not None else [n for n in names if self._whole(n)
+                                                  and self._room_in_place(n) is not None]
+        rest = [n for n in names if n not in whole]
+        got = {}
+        if whole:
+            values = list(self.read(whole).values())
+            first = self.open_file(0)                # (again: the read may have closed it)
+            got = dict(zip(whole, whole_columns([first[n] for n in whole], values,
+                                                datetime=unit, safe=safe)))
+        if rest:
+            tables = [to_arrow(self.open_file(i), rest, datetime=unit, safe=safe, filter=filter)
+                      for i in range(len(self.files))]
+            schema = tables[0].schema
+            table = pa.concat_tables([t if t.schema.equals(schema, check_metadata=True)
+                                      else pa.Table.from_arrays(t.columns, schema=schema)
+                                      for t in tables])
+            if not whole:
+                return table
+            got.update((n, (schema.field(n), table.column(n))) for n in rest)
+        return pa.Table.from_arrays([got[n][1] for n in names],
+                                    schema=pa.schema([got[n][0] for n in names]))
 
     def record_batch_reader(self, columns=None, *, datetime="auto", safe=True,
                             batch_size=None, filter=None):  # noqa: A002 - pyarrow's name
@@ -544,6 +562,7 @@ class Dataset:
         return self.record_batch_reader().__arrow_c_stream__(requested_schema)
 
 
+@_gc.paused()      # listing many files makes many objects, none in a cycle
 def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesystem=None,
             storage_options=None, max_open_files=None, **open_kwargs) -> Dataset:
     """Open several .idv files as one Dataset, lazily (headers, tables of contents and lookup

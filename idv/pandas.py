@@ -277,11 +277,12 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
 
 def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
           dtype_backend=None, rows=None, warn_wide=False, filter=None,  # noqa: A002
-          row_index=False):
+          row_index=False, values=None):
     """to_pandas, warning of vectors too wide to expand only with `warn_wide` (idv.dask
     reads its meta and partitions through this and warns once for the whole frame); with
-    `filter` and `row_index`, indexed by the file's row numbers of the rows that match.
-    Package-internal."""
+    `filter` and `row_index`, indexed by the file's row numbers of the rows that match; with
+    `values` (id(column) -> read()'s form of its rows, any number: a dataset's columns read
+    whole, not Text), those values in the forms of `file`'s columns. Package-internal."""
     pd = _pd()
     ticks.check_time_mode(vectors, VECTOR_MODES, "vectors")
     ticks.check_time_mode(datetime)
@@ -298,6 +299,8 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
         if warn_wide and vectors == "expand":
             warn_kept_wide(cols)
         n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
+        if values is not None:
+            n = len(next(iter(values.values()))) if values else n
         pieces = []
         whole = {}
         expanded = set()     # indices of the columns whose slots became columns of their own
@@ -308,6 +311,8 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
             if filter is not None:      # the rows that match, of the blocks statistics keep
                 index, whole = _read_matching(f, cols, filter, rows)
                 n = len(index)
+            elif values is not None:
+                whole = values
             elif rows is None:    # every row: the columns decoded by one scan
                 whole = _read_whole(f, cols, arrow_text)
             for col in cols:

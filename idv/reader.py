@@ -8,7 +8,6 @@ blocks of every column are fetched, checked and decoded by the file's block stor
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import functools
 
@@ -134,8 +133,9 @@ class IdvFile:
     and column counts), ``path`` (the name errors give the file: its path, URL or file
     object's name; None for bytes), ``threads`` and ``backend`` (as given to idv.open).
     Package-internal: ``store`` (the idv.blocks.BlockStore the columns decode their blocks
-    through) and ``tables`` (every column's lookup and metadata table, read at open:
-    idv.layout.Tables).
+    through), ``tables`` (every column's lookup and metadata table, read at open:
+    idv.layout.Tables) and ``identity`` (a local file's (device, inode, size, modification
+    time) when opened, telling it from another put in its place; None for other sources).
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
@@ -151,6 +151,7 @@ class IdvFile:
             self.close()
             raise
         self.path = self._source.name   # put into every IdvFormatError from this file
+        self.identity = getattr(self._source, "identity", None)
         self.backend = backend
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
@@ -474,11 +475,6 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
     naming the column and block. False skips them; files without checksums (ML.NET's) are read
     as they are. idv.verify always checks them.
     """
-    if isinstance(source, (str, os.PathLike)) and filesystem is None \
-            and "://" not in os.fspath(source) and os.path.isdir(source):
-        raise IsADirectoryError(errno.EISDIR, f"{os.fspath(source)} is a directory: open one .idv "
-                                f"file in it, or read its .idv files as one table with "
-                                f"idv.dataset({os.fspath(source)!r})", os.fspath(source))
     return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes,
                    memory_limit=memory_limit, checksums=checksums, filesystem=filesystem,
                    storage_options=storage_options, timeout=timeout)

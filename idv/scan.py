@@ -40,6 +40,9 @@ WINDOW_BYTES = 8 << 20
 PIECE_BYTES = 2 << 20
 # windows queued ahead of the one handed out
 AHEAD = 2
+# decompressed bytes of a window decoded in the calling thread, not handed to the threads: a
+# hand-off and its wake-up take longer than inflating this much (a small file's whole window)
+INLINE_BYTES = 256 << 10
 # decoded values of a partition, when the caller does not say how many blocks
 PARTITION_BYTES = 64 << 20
 
@@ -428,7 +431,7 @@ class _Windows:
         """Decode the windows `spans` ([(b0, b1)], a group of window_groups) together."""
         pieces = self._pieces(spans, piece_bytes)
         threads = self.file.threads
-        if threads > 1 and len(pieces) > 1:
+        if threads > 1 and len(pieces) > 1 and sum(p[4] for p in pieces) > INLINE_BYTES:
             # small pieces (a wide file's columns) go to the threads a few together
             tasks, size = [], 0
             for piece in pieces:

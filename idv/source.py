@@ -44,10 +44,14 @@ class MemorySource:
     ``check_intact``, which raises IdvFormatError once the file is shorter than when mapped.
     """
 
-    def __init__(self, buffer, owner=None, name=None, mapped=None, shareable=False):
+    def __init__(self, buffer, owner=None, name=None, mapped=None, shareable=False,
+                 identity=None):
         self._owner = owner           # the mmap/file to close, if we opened it
         self.name = name
         self._mapped = mapped         # (path, device, inode, size) of a mapped file
+        # what tells the local file read from another put in its place: (device, inode, size,
+        # modification time) when it was opened; None for other sources
+        self.identity = identity
         # the buffer is the file's, read-only, and nobody else's: arrays may view it and
         # outlive the source (zero copy, BlockStore.mappable)
         self.shareable = shareable
@@ -252,18 +256,21 @@ def open_source(source):
         try:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+                raise IsADirectoryError(errno.EISDIR, f"{name} is a directory: open one .idv "
+                                        f"file in it, or read its .idv files as one table "
+                                        f"with idv.dataset({name!r})", name)
+            identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if st.st_size <= SMALL_FILE_BYTES or not stat.S_ISREG(st.st_mode):  # (a pipe)
                 data = _read_whole(fd, st.st_size if stat.S_ISREG(st.st_mode) else None)
                 refuse_other_formats(data[:8], name)
-                return MemorySource(data, name=name, shareable=True)
+                return MemorySource(data, name=name, shareable=True, identity=identity)
             refuse_other_formats(os.pread(fd, 8, 0) if hasattr(os, "pread") else
                                  _read_whole(fd, 8), name)
             mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
         return MemorySource(mm, owner=mm, name=name, shareable=True,
-                            mapped=(name, st.st_dev, st.st_ino, len(mm)))
+                            mapped=(name, st.st_dev, st.st_ino, len(mm)), identity=identity)
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
         return MemorySource(source)
     try:

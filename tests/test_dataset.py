@@ -155,6 +155,54 @@ def test_arrow_and_pandas_forms_equal_the_files_joined():
         pd.testing.assert_frame_equal(df, single)
 
 
+
+def test_arrow_numbers_come_whole_and_keys_keep_each_files_key_values(tmp_path):
+    """A dataset's numbers and dense vectors are read whole, all files at once (numbers: one
+    Arrow chunk, not one a file); its keys file by file: each file's key values name its own
+    keys."""
+    pa = pytest.importorskip("pyarrow")
+    paths = []
+    for i, words in enumerate((["cat", "dog"], ["dog", "cat", "bird"], ["ant", "bee"])):
+        p = tmp_path / f"{i}.idv"
+        n = 5 + i
+        idv.write(p, {"x": np.arange(n, dtype=np.float64) + 10 * i,
+                      "v": np.arange(n * 3, dtype=np.int16).reshape(n, 3),
+                      "k": np.arange(n, dtype=np.uint32) % (len(words) + 1),
+                      "t": [f"r{i}.{j}" for j in range(n)]},
+                  types={"k": idv.Key(idv.UInt32, count=3)},
+                  metadata={"k": {"KeyValues": words + [""] * (3 - len(words))}})
+        paths.append(str(p))
+    want = pa.concat_tables([idv.to_arrow(p) for p in paths])
+    with idv.dataset(paths, max_open_files=1) as ds:
+        table = ds.to_arrow()
+        _same_table(table, want)
+        assert table.column("x").num_chunks == 1        # not one chunk a file
+        assert table.column("k").to_pylist() == want.column("k").to_pylist()
+        assert table.column("k").to_pylist()[5:8] == [None, "dog", "cat"]
+        _same_table(ds.to_arrow(["k", "x"]), want.select(["k", "x"]))
+        _same_table(ds.to_arrow(["x"], filter=pa.compute.field("x") > 12),
+                    want.select(["x"]).filter(pa.compute.field("x") > 12))
+
+
+@pytest.mark.parametrize("vectors", ["expand", "object"])
+def test_pandas_numbers_vectors_and_times_read_whole_equal_the_files_joined(vectors):
+    """Numbers, Booleans, vectors and times (no keys, no text) are read whole, all files at
+    once, and framed as one file's columns: the same frame as each file's, joined."""
+    pd = pytest.importorskip("pandas")
+    paths = _paths(MIXED)
+    names = ["Id", "F32", "F64", "B", "Vec", "Var", "DT"]
+    single = pd.concat([idv.read_pandas(p, names, vectors=vectors) for p in paths],
+                       ignore_index=True)
+    with idv.dataset(paths, max_open_files=2) as ds:
+        df = ds.to_pandas(names, vectors=vectors)
+        pd.testing.assert_frame_equal(df, single)
+        assert df.attrs[idv.SCHEMA_ATTR] == single.attrs[idv.SCHEMA_ATTR]
+        for mode in ("ticks", "us"):
+            pd.testing.assert_frame_equal(
+                ds.to_pandas(["DT", "F64"], datetime=mode),
+                pd.concat([idv.read_pandas(p, ["DT", "F64"], datetime=mode) for p in paths],
+                          ignore_index=True))
+
 def test_polars_and_duckdb_read_a_dataset():
     pl = pytest.importorskip("polars")
     duckdb = pytest.importorskip("duckdb")
@@ -492,6 +540,50 @@ def test_a_file_replaced_after_listing_is_refused_on_reopen(tmp_path):
         with pytest.raises(idv.IdvFormatError, match="another file is in its place"):
             ds.read()
 
+
+
+def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(tmp_path):
+    import gc
+    import threading
+    for i in range(30):
+        _small(tmp_path / f"{i:02d}.idv", range(i, i + 3))
+    runs = []
+    callback = lambda phase, info: runs.append(info["generation"]) if phase == "start" else None
+    gc.collect()
+    gc.set_threshold(50)              # a collection every 50 objects made, if it ran
+    gc.callbacks.append(callback)
+    try:
+        with idv.dataset(str(tmp_path), max_open_files=4) as ds:   # most files reopened
+            listed = list(runs)
+            got = ds.read()["x"]
+            read = runs[len(listed):]
+    finally:
+        gc.callbacks.remove(callback)
+        gc.set_threshold(700, 10, 10)
+    assert got.tolist() == [v for i in range(30) for v in range(i, i + 3)]
+    assert len(listed) <= 2 and len(read) <= 2, (listed, read)   # set off once resumed
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with idv.dataset(str(tmp_path), max_open_files=4) as ds:
+            ds.read()
+        assert not gc.isenabled()       # off when asked, off after
+    finally:
+        gc.enable()
+    # overlapping reads in threads: the collector runs again once the last one ends
+    with idv.dataset(str(tmp_path)) as ds:
+        errors = []
+
+        def read():
+            try:
+                for _ in range(5):
+                    assert ds.read()["x"].shape == (90,)
+            except BaseException as e:     # pragma: no cover - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=read) for _ in range(3)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+    assert not errors and gc.isenabled()
 
 _UNREADABLE = r"""
 import os, sys, warnings

@@ -24,9 +24,9 @@ LAYERS = {
         ["_cursor", "_header", "_toc", "_lookup", "_parts", "_codecs", "_encode", "_strings",
          "_compression", "_bytes", "errors", "types"],
     "facts: one concept each, used by readers and writers alike":
-        ["ticks", "compression", "budget", "cache", "_threads", "_version", "cells", "vectors",
-         "layout", "source", "archive", "remote", "paths", "checksums", "sample", "infer",
-         "sink",
+        ["ticks", "compression", "budget", "cache", "_threads", "_gc", "_version", "cells",
+         "vectors", "layout", "source", "archive", "remote", "paths", "checksums", "sample",
+         "infer", "sink",
          "staging", "arrow_types", "arrow_expressions", "annotations", "statistics"],
     "block store: fetching, checking and decoding runs of blocks":
         ["block_runs", "blocks", "batch"],

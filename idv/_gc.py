@@ -1,0 +1,37 @@
+"""Python's cyclic garbage collector, paused while a dataset lists or reads many files.
+
+Opening a thousand files makes tens of thousands of objects that live on. Each time their
+number has grown by a quarter, CPython's collector walks every object alive; with the files'
+bytes between them in memory, each object is a cache miss, and a 10,000-file listing spent
+a third of its time there. What idv makes in between holds no reference cycle (the
+collector has nothing to free that reference counts would not), so it is paused for the
+duration and resumed after, as it was found.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+
+_lock = threading.Lock()
+_depth = 0              # how many paused() blocks are running, in any thread
+_resume = False         # whether the collector ran when the first of them began
+
+
+@contextlib.contextmanager
+def paused():
+    """Run the block with the collector stopped; the last block to end starts it again if it
+    was running when the first began (blocks nest and overlap across threads)."""
+    global _depth, _resume
+    with _lock:
+        if _depth == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _resume:
+                gc.enable()
