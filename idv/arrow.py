@@ -22,7 +22,7 @@ from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, column_arro
 from idv.errors import Where
 
 __all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition",
-           "whole_columns"]
+           "whole_columns", "whole_batches"]
 
 
 class _ColumnToArrow:
@@ -257,6 +257,16 @@ def whole_columns(cols, values, *, datetime="us", safe=True):
     pa = import_pyarrow()
     convs = _converters(pa, cols, datetime, safe, values)
     return [(conv.field, _chunked(pa, conv, v, len(v))) for conv, v in zip(convs, values)]
+
+
+def whole_batches(arrays, schema, cuts):
+    """RecordBatches of `schema` cut from whole columns (`arrays`: ChunkedArrays of the same
+    rows), one for each (first row, rows) of `cuts`; each column one array, copied only where
+    a cut spans two chunks."""
+    pa = import_pyarrow()
+    for a, n in cuts:
+        yield pa.RecordBatch.from_arrays([_one_array(pa, c.slice(a, n)) for c in arrays],
+                                         schema=schema)
 
 
 def to_arrow(file, columns=None, *, datetime="auto", safe=True,

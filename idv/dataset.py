@@ -45,6 +45,9 @@ ON_BAD_FILE = ("raise", "skip")
 DEFAULT_MAX_OPEN_FILES = 1024
 # files whose blocks a whole read inflates in one call (idv.batch), at most
 BATCH_FILES = 256
+# decoded bytes of the small files the stream reads together, in one batched read, at most (a
+# larger file is streamed by itself, a window of blocks at a time)
+GROUP_BYTES = 16 << 20
 DEFAULT_MAX_OPEN_REMOTE = 64
 # remote files opened at once while a dataset lists them
 OPEN_AHEAD = 8
@@ -106,6 +109,11 @@ def _opened(paths, filesystem, open_kwargs):
 # a file of at most this many columns keeps what reading each column allocates when the
 # dataset closes it (Dataset._decoded_bytes); a wider one is reopened to check a read
 REMEMBERED_COLUMNS = 256
+
+
+def _read_rows(f, names, local):
+    """Rows `local` of columns `names` of file `f`, in read()'s form."""
+    return f.read(names, rows=local)
 
 
 def _decoded(f, names):
@@ -379,8 +387,9 @@ class Dataset:
     def _gather(self, columns, rows, read, in_place=False):
         """The rows `rows` of `columns` (selection.split_rows: over the files end to end),
         each file's share read by ``read(file, names, local rows)``, joined in the order
-        asked. `in_place` (`rows` all of them): the fixed-width columns are decoded straight
-        into one array each, the others joined (one copy in memory instead of two)."""
+        asked. `in_place` (`rows` whole files, one after the other): the fixed-width columns are
+        decoded straight into one array each, the others joined (one copy in memory instead of
+        two)."""
         names = self.resolve_columns(columns)
         parts, restore = selection.split_rows(rows, self._starts, self.num_rows)
         if not parts:          # no rows: the empty forms, from the first file
@@ -389,7 +398,9 @@ class Dataset:
         rooms = {n: r for n in names if (r := self._room_in_place(n)) is not None} \
             if in_place else {}
         fixed = list(rooms)
-        shapes = {n: ((self.num_rows,) + shape[1:], dtype) for n, (shape, dtype) in rooms.items()}
+        base = self.files[parts[0][0]].start            # the first row's place in the dataset
+        size = self.files[parts[-1][0]].stop - base
+        shapes = {n: ((size,) + shape[1:], dtype) for n, (shape, dtype) in rooms.items()}
         self._check_memory(names, parts, joined=True, in_place=shapes)
         out = {n: np.empty(*shapes[n]) for n in fixed}
         rest = [n for n in names if n not in out]
@@ -401,11 +412,12 @@ class Dataset:
             f, entry = self.open_file(i), self.files[i]
             for n in fixed:
                 col = f[n]
-                piece = (f.store, col.blocks, out[n], entry.start)
+                piece = (f.store, col.blocks, out[n], entry.start - base)
                 if col.num_rows and batch_files.batchable(*piece):
                     batch.append(piece)
                 else:
-                    col.read_blocks(0, col.num_blocks, out=out[n][entry.start:entry.stop])
+                    col.read_blocks(0, col.num_blocks,
+                                    out=out[n][entry.start - base:entry.stop - base])
             if batch and (k + 1) % files_in_batch == 0:
                 batch_files.inflate_files(batch, f.threads)
                 batch = []
@@ -528,10 +540,12 @@ class Dataset:
 
     def record_batch_reader(self, columns=None, *, datetime="auto", safe=True,
                             batch_size=None, filter=None):  # noqa: A002 - pyarrow's name
-        """A pyarrow.RecordBatchReader over every file in turn (idv.arrow.record_batch_reader
-        per file: one batch per block of rows, or of ``batch_size`` rows; a batch never spans
-        two files). One file is decoded at a time."""
-        from idv.arrow import record_batch_reader
+        """A pyarrow.RecordBatchReader over every file in turn (as idv.arrow.record_batch_reader
+        gives each file's: one batch per block of rows, or of ``batch_size`` rows; a batch never
+        spans two files). A large file is decoded a window at a time; small files of numbers
+        (no keys, text or times) are read together, up to GROUP_BYTES decoded, in one
+        batched read."""
+        from idv.arrow import record_batch_reader, whole_batches, whole_columns
         from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()
         names = self.resolve_columns(columns)
@@ -539,18 +553,55 @@ class Dataset:
         first = record_batch_reader(self.open_file(0), names, datetime=unit, safe=safe,
                                     batch_size=batch_size, filter=filter)
         schema = first.schema
+        together = filter is None and bool(names) and all(
+            self._whole(n) and self._room_in_place(n) is not None for n in names)
+
+        def one(i):           # a file by itself, a window of its blocks at a time
+            reader = first if i == 0 else record_batch_reader(
+                self.open_file(i), names, datetime=unit, safe=safe, batch_size=batch_size,
+                filter=filter)
+            for b in reader:
+                yield b if b.schema.equals(schema, check_metadata=True) else \
+                    pa.RecordBatch.from_arrays(b.columns, schema=schema)
+
+        def group(i0, i1):    # small files read together, their batches cut from the whole
+            base = self.files[i0].start
+            got = self._gather(names, slice(base, self.files[i1 - 1].stop), _read_rows,
+                               in_place=True)
+            head = self.open_file(0)
+            arrays = [a for _, a in whole_columns([head[n] for n in names],
+                                                  [got[n] for n in names],
+                                                  datetime=unit, safe=safe)]
+            cuts = []
+            for e in self.files[i0:i1]:
+                step = batch_size or e.rows_per_block[names[0]] or e.num_rows
+                cuts += [(e.start - base + a, min(step, e.num_rows - a))
+                         for a in range(0, e.num_rows, step)]
+            return whole_batches(arrays, schema, cuts)
 
         def batches():
-            reader = first
-            for i in range(len(self.files)):
-                if i:
-                    reader = record_batch_reader(self.open_file(i), names, datetime=unit,
-                                                 safe=safe, batch_size=batch_size,
-                                                 filter=filter)
-                for b in reader:
-                    yield b if b.schema.equals(schema, check_metadata=True) else \
-                        pa.RecordBatch.from_arrays(b.columns, schema=schema)
+            for i0, i1 in (self._groups(names) if together else
+                           ((i, None) for i in range(len(self.files)))):
+                yield from one(i0) if i1 is None else group(i0, i1)
         return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def _groups(self, names):
+        """(first, stop) of each run of files the stream reads together (decoding at most
+        GROUP_BYTES of columns `names` and BATCH_FILES files), (i, None) for a file streamed
+        by itself."""
+        i0, total = 0, 0
+        for i, e in enumerate(self.files):
+            size = sum(self._decoded_bytes(i, n, slice(0, e.num_rows)) for n in names)
+            if i > i0 and (total + size > GROUP_BYTES or i - i0 == BATCH_FILES):
+                yield i0, i
+                i0, total = i, 0
+            if size > GROUP_BYTES:
+                yield i, None
+                i0 = i + 1
+                continue
+            total += size
+        if i0 < len(self.files):
+            yield i0, len(self.files)
 
     def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
         """pyarrow.RecordBatches of every file in turn (see record_batch_reader)."""

@@ -203,6 +203,34 @@ def test_pandas_numbers_vectors_and_times_read_whole_equal_the_files_joined(vect
                 pd.concat([idv.read_pandas(p, ["DT", "F64"], datetime=mode) for p in paths],
                           ignore_index=True))
 
+
+@pytest.mark.parametrize("group_bytes", [None, 9_000, 0])
+def test_the_stream_of_small_files_read_together_cuts_the_same_batches(monkeypatch,
+                                                                       group_bytes, tmp_path):
+    """Files of numbers and vectors small enough are read together (in one batched read) and
+    their batches cut from the whole: each file's blocks of rows, or batch_size rows, never
+    across files, as each file's own stream gives them. group_bytes: all files together
+    (None), two at a time, each by itself (0)."""
+    pa = pytest.importorskip("pyarrow")
+    dataset_module = sys.modules["idv.dataset"]       # (idv.dataset is the function)
+    if group_bytes is not None:
+        monkeypatch.setattr(dataset_module, "GROUP_BYTES", group_bytes)
+    empty = tmp_path / "empty.idv"
+    idv.write(empty, {"Id": np.zeros(0, np.int32), "F32": np.zeros(0, np.float32),
+                      "F64": np.zeros(0), "B": np.zeros(0, bool),
+                      "Vec": np.zeros((0, 4), np.float32)},
+              metadata={"Vec": {"SlotNames": ["a", "b", "c", "d"]}})
+    paths = _paths(MIXED[:3]) + [str(empty)] + _paths(MIXED[3:])
+    names = ["Id", "F32", "F64", "B", "Vec"]
+    for batch_size in (None, 40):
+        with idv.dataset(paths, columns=names, schema="common", max_open_files=2) as ds:
+            got = list(ds.iter_batches(names, batch_size=batch_size))
+        want = [b for p in paths
+                for b in idv.record_batch_reader(p, names, batch_size=batch_size)]
+        assert [b.num_rows for b in got] == [b.num_rows for b in want]
+        _same_table(pa.Table.from_batches(got), pa.Table.from_batches(want))
+    assert [b.num_rows for b in got] == [40, 40, 20] * 7
+
 def test_polars_and_duckdb_read_a_dataset():
     pl = pytest.importorskip("polars")
     duckdb = pytest.importorskip("duckdb")
