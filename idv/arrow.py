@@ -22,7 +22,7 @@ from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, column_arro
 from idv.errors import Where
 
 __all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition",
-           "whole_columns", "whole_batches"]
+           "whole_columns", "whole_batches", "text_of_files"]
 
 
 class _ColumnToArrow:
@@ -239,6 +239,14 @@ def text_array(col, rows=None):
     return whole.slice(start - b0 * step, stop - start)
 
 
+def text_of_files(cols):
+    """The rows of Text columns `cols` (an iterable of one column a file) end to end, as one
+    ChunkedArray on their blocks' UTF-8 (text_array of each, in turn)."""
+    pa = import_pyarrow()
+    parts = [text_array(c) for c in cols]
+    return pa.chunked_array([c for p in parts for c in p.chunks], parts[0].type)
+
+
 def _chunked(pa, conv, values, n):
     """A whole column's values as one Arrow array per block of rows (text and vectors stay
     within Arrow's 32-bit offsets) or, for fixed-width scalars, one array."""
@@ -252,11 +260,12 @@ def _chunked(pa, conv, values, n):
 
 def whole_columns(cols, values, *, datetime="us", safe=True):
     """[(field, chunked array)] of columns `cols` of one file holding `values` (read()'s form
-    of each, any number of rows): the columns of many files read whole as one array each (a
-    dataset's), typed and annotated as that file's columns are."""
+    of each, or an Arrow ChunkedArray already, any number of rows): the columns of many files
+    read whole (a dataset's), typed and annotated as that file's columns are."""
     pa = import_pyarrow()
     convs = _converters(pa, cols, datetime, safe, values)
-    return [(conv.field, _chunked(pa, conv, v, len(v))) for conv, v in zip(convs, values)]
+    return [(conv.field, v if isinstance(v, pa.ChunkedArray) else _chunked(pa, conv, v, len(v)))
+            for conv, v in zip(convs, values)]
 
 
 def whole_batches(arrays, schema, cuts):

@@ -15,17 +15,16 @@ Local paths, directories and globs are expanded with ``os`` and ``glob``; URLs (
 from __future__ import annotations
 
 import collections
-import functools
-import itertools
 import warnings
 
 import numpy as np
 
-from idv import _gc, _threads, budget, scan, selection, ticks, vectors
+from idv import _gc, budget, dataset_files, scan, selection, ticks, vectors
 from idv import batch as batch_files
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.paths import expand_sources
+from idv.dataset_files import DatasetFile
 from idv.reader import IdvFile, Schema, open as idv_open
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
@@ -49,99 +48,11 @@ BATCH_FILES = 256
 # larger file is streamed by itself, a window of blocks at a time)
 GROUP_BYTES = 16 << 20
 DEFAULT_MAX_OPEN_REMOTE = 64
-# remote files opened at once while a dataset lists them
-OPEN_AHEAD = 8
-
-
-class DatasetFile:
-    """One file of a Dataset: its ``path`` (a local path, or the path inside the dataset's
-    fsspec filesystem), ``num_rows``, and ``start`` / ``stop``: its rows' numbers in the
-    dataset."""
-
-    __slots__ = ("path", "num_rows", "start", "rows_per_block", "identity", "decoded")
-
-    def __init__(self, path, num_rows, start, rows_per_block, identity=None, decoded=None):
-        self.path = path
-        self.identity = identity               # IdvFile.identity when it was listed
-        self.num_rows = num_rows
-        self.start = start
-        self.rows_per_block = rows_per_block   # name -> rows per block, of the dataset's columns
-        # name -> what reading all of the column allocates (Column.decoded_bytes), kept when
-        # the dataset closes the file, so that checking a read of it needs no reopening
-        self.decoded = decoded
-
-    @property
-    def stop(self):
-        return self.start + self.num_rows
-
-    def __repr__(self):
-        return f"DatasetFile({self.path!r}, {self.num_rows} rows, rows {self.start}-{self.stop})"
-
-
-def _opened(paths, filesystem, open_kwargs):
-    """(path, its IdvFile or the IdvFormatError / OSError of opening it), in order: remote
-    files OPEN_AHEAD at a time in threads (an open waits on round trips), local ones in turn
-    (an open is CPU work under the GIL). Closing it closes the files opened ahead."""
-    def one(path):
-        try:
-            return idv_open(path, filesystem=filesystem, **open_kwargs)
-        except (IdvFormatError, OSError) as e:
-            return e
-    if filesystem is None:
-        yield from ((path, one(path)) for path in paths)
-        return
-    submit = functools.partial(_threads.pool("open", OPEN_AHEAD).submit, one)
-    ahead = collections.deque((path, submit(path)) for path in paths[:OPEN_AHEAD])
-    rest = iter(paths[OPEN_AHEAD:])
-    try:
-        while ahead:
-            path, opening = ahead.popleft()
-            for following in itertools.islice(rest, 1):
-                ahead.append((following, submit(following)))
-            yield path, opening.result()
-    finally:
-        for _, opening in ahead:
-            if not opening.cancel() and opening.exception() is None \
-                    and isinstance(opening.result(), IdvFile):
-                opening.result().close()
-
-
-# a file of at most this many columns keeps what reading each column allocates when the
-# dataset closes it (Dataset._decoded_bytes); a wider one is reopened to check a read
-REMEMBERED_COLUMNS = 256
 
 
 def _read_rows(f, names, local):
     """Rows `local` of columns `names` of file `f`, in read()'s form."""
     return f.read(names, rows=local)
-
-
-def _decoded(f, names):
-    """{name: f[name].decoded_bytes()} for a file the dataset closes, or None when wide."""
-    if len(names) > REMEMBERED_COLUMNS:
-        return None
-    return {n: f[n].decoded_bytes() for n in names}
-
-
-def _visible(f):
-    """[(name, type or codec text)] of the columns a file shows by name (the last of each)."""
-    return [(c.name, c.type if c.type is not None else f"<unreadable: codec {c.codec_name}>")
-            for c in f.columns if f[c.name] is c]
-
-
-def _mismatch(path, ref_path, mine, ref):
-    """The first difference between a file's columns and the reference file's, as text."""
-    ref_types, my_types = dict(ref), dict(mine)
-    for name, t in ref:
-        if name not in my_types:
-            return f"{path} has no column {name!r} ({t} in {ref_path})"
-        if my_types[name] != t:
-            return f"{path}: column {name!r} is {my_types[name]}, but {t} in {ref_path}"
-    for name, t in mine:
-        if name not in ref_types:
-            return f"{path} has a column {name!r} ({t}) that {ref_path} does not have"
-    return (f"{path} has the columns in another order than {ref_path}: "
-            f"{[n for n, _ in mine]} vs {[n for n, _ in ref]}")
 
 
 class Dataset:
@@ -177,7 +88,7 @@ class Dataset:
                                                else list(columns))
         opened = []           # (path, visible columns, rows, rows per block, IdvFile)
         limits = []
-        files = _opened(paths, filesystem, open_kwargs)
+        files = dataset_files.opened(paths, filesystem, open_kwargs)
         try:
             for path, f in files:
                 if isinstance(f, (IdvFormatError, OSError)):
@@ -188,11 +99,12 @@ class Dataset:
                     self.skipped.append((path, f))
                     continue
                 limits.append(f.memory_limit)
-                cols = _visible(f)
+                cols = dataset_files.visible(f)
                 rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
                 opened.append((path, cols, f.num_rows, rpb, f, f.identity, None))
                 if len(opened) > self._max_open:     # keep the first max_open_files open
-                    opened[-1] = opened[-1][:-1] + (_decoded(f, [c for c, _ in cols]),)
+                    opened[-1] = opened[-1][:-1] + (
+                        dataset_files.decoded(f, [c for c, _ in cols]),)
                     f.close()
             if self.skipped:
                 listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
@@ -202,7 +114,7 @@ class Dataset:
             if not opened:
                 raise FileNotFoundError("idv.dataset: no readable .idv file among "
                                         f"{len(paths)} path{'s' * (len(paths) != 1)}")
-            self._names = self._agree(opened, wanted, schema)
+            self._names = dataset_files.agree(opened, wanted, schema)
         except BaseException:
             files.close()            # the files opened ahead, closed
             for o in opened:
@@ -224,45 +136,6 @@ class Dataset:
         fields = {fl.name: fl for fl in ref.schema.fields if not fl.hidden}
         self.schema = Schema([fields[n] for n in self._names], self.num_rows)
         self._starts = np.array([f.start for f in self.files], np.int64)
-
-    @staticmethod
-    def _agree(opened, wanted, mode):
-        """The dataset's column names: the reference (first) file's, checked against every
-        other file (mode "exact"), or those all files share with one type ("common")."""
-        ref_path, ref_cols = opened[0][0], opened[0][1]
-        if wanted is not None:
-            missing = [w for w in wanted if w not in dict(ref_cols)]
-            if missing:
-                raise KeyError(f"no column {missing[0]!r} in {ref_path}; columns: "
-                               f"{[n for n, _ in ref_cols]}")
-        if mode == "exact":
-            ref = ref_cols if wanted is None else [(n, dict(ref_cols)[n]) for n in wanted]
-            for path, cols, *_ in opened[1:]:
-                mine = cols if wanted is None else [(n, dict(cols).get(n)) for n in wanted
-                                                    if n in dict(cols)]
-                if mine != ref:
-                    raise ValueError(f"the files' columns differ: "
-                                     f"{_mismatch(path, ref_path, mine, ref)} "
-                                     f"(schema='common' keeps the columns all files share)")
-            return [n for n, _ in ref]
-        names = [n for n, _ in ref_cols] if wanted is None else wanted
-        ref_types = dict(ref_cols)
-        common = []
-        for n in names:
-            where = None
-            for path, cols, *_ in opened[1:]:
-                t = dict(cols).get(n)
-                if t != ref_types[n]:
-                    where = (path, t)
-                    break
-            if where is None:
-                common.append(n)
-            elif wanted is not None:      # asked for by name: say why it cannot be had
-                path, t = where
-                raise ValueError(f"column {n!r} is not common to all files: "
-                                 + (f"{path} has none" if t is None else
-                                    f"{path}: {t}, but {ref_types[n]} in {ref_path}"))
-        return common
 
     # ---- description
     @property
@@ -288,7 +161,7 @@ class Dataset:
         entry = self.files[i]
         f = idv_open(entry.path, filesystem=self.filesystem, **self.open_kwargs)
         try:
-            self._check_unchanged(entry, f)
+            dataset_files.changed(entry, f, self._columns, self._names)
         except BaseException:
             f.close()
             raise
@@ -296,25 +169,9 @@ class Dataset:
         while len(self._handles) > self._max_open:
             j, old = self._handles.popitem(last=False)
             if self.files[j].decoded is None:
-                self.files[j].decoded = _decoded(old, self._names)
+                self.files[j].decoded = dataset_files.decoded(old, self._names)
             old.close()
         return f
-
-    def _check_unchanged(self, entry, f):
-        """IdvFormatError when a file reopened is not the one listed: another file in its
-        place, other rows, other column types (a dataset reads the files as they were)."""
-        cols = dict(_visible(f))
-        why = None
-        if f.num_rows != entry.num_rows:
-            why = f"it has {f.num_rows} rows, {entry.num_rows} when listed"
-        elif any(cols.get(n) != self._columns[n] for n in self._names):
-            n = next(n for n in self._names if cols.get(n) != self._columns[n])
-            why = f"column {n!r} is {cols.get(n)}, {self._columns[n]} when listed"
-        elif entry.identity is not None and f.identity != entry.identity:
-            why = "another file is in its place (size, inode or modification time differ)"
-        if why is not None:
-            raise IdvFormatError(f"the file changed since the dataset listed it: {why}; open "
-                                 f"the dataset again", path=entry.path)
 
     @property
     def num_open_files(self):
@@ -359,6 +216,28 @@ class Dataset:
                             lambda f, names, local: f.read(names, rows=local,
                                                            datetime=datetime),
                             in_place=rows is None)
+
+    def _text(self, name):
+        """Whether column `name` is Text."""
+        return self.open_file(0)[name].type is T.Text
+
+    def _in_step(self, name):
+        """Whether column `name` of every file converts to Arrow in one step (_whole_values):
+        numbers, Booleans and their fixed-size vectors, and Text."""
+        return self._text(name) or (self._whole(name) and self._room_in_place(name) is not None)
+
+    def _whole_values(self, names, i0, i1, arrow_text=True):
+        """name -> every row of files [i0, i1) of columns `names` (each _whole or Text):
+        read()'s form, decoded in one batched read, but Text as an Arrow ChunkedArray of the
+        files' blocks (`arrow_text`; else read()'s str objects)."""
+        from idv.arrow import text_of_files
+        text = [n for n in names if arrow_text and self._text(n)]
+        rest = [n for n in names if n not in text]
+        span = slice(self.files[i0].start, self.files[i1 - 1].stop)
+        got = self._gather(rest, span, _read_rows, in_place=True) if rest else {}
+        for n in text:
+            got[n] = text_of_files(self.open_file(i)[n] for i in range(i0, i1))
+        return got
 
     def _whole(self, name):
         """Whether column `name` converts to pandas and Arrow the same, read whole from all
@@ -489,13 +368,14 @@ class Dataset:
     def to_pandas(self, columns=None, *, vectors="expand", datetime="auto", safe=True):
         """A pandas.DataFrame of every file's rows (idv.pandas.to_pandas per file, joined with
         a RangeIndex). With datetime 'auto' or 'exact', one unit for the whole dataset."""
-        from idv.pandas import frame, to_pandas
+        from idv.pandas import frame, text_as_arrow, to_pandas
         pd = require("pandas", "converting to pandas", "idv[pandas]")
         names = self.resolve_columns(columns)
         self._check_memory(names, [(i, None) for i in range(len(self.files))], joined=True)
         unit, safe = self.time_unit(names, datetime, safe)
-        if names and len(self.files) > 1 and all(self._whole(n) for n in names):
-            got = self.read(names)     # every column at once (the batched whole read)
+        if names and len(self.files) > 1 and all(self._whole(n) or self._text(n)
+                                                 for n in names):
+            got = self._whole_values(names, 0, len(self.files), text_as_arrow())
             first = self.open_file(0)
             cols = [first[n] for n in names]
             return frame(first, names, vectors=vectors, datetime=unit, safe=safe,
@@ -514,16 +394,16 @@ class Dataset:
         names = self.resolve_columns(columns)
         self._check_memory(names, [(i, None) for i in range(len(self.files))], joined=False)
         unit, safe = self.time_unit(names, datetime, safe)
-        # numbers (not keys: each file's key values name its keys) read as one array each, in
-        # the batched whole read; the others file by file, joined
-        whole = [] if filter is not None else [n for n in names if self._whole(n)
-                                                  and self._room_in_place(n) is not None]
+        # numbers read as one array each (the batched whole read), text as each file's
+        # blocks; keys (each file's key values name its keys) file by file, joined
+        whole = [] if filter is not None else [n for n in names if self._in_step(n)]
         rest = [n for n in names if n not in whole]
         got = {}
         if whole:
-            values = list(self.read(whole).values())
+            values = self._whole_values(whole, 0, len(self.files))
             first = self.open_file(0)                # (again: the read may have closed it)
-            got = dict(zip(whole, whole_columns([first[n] for n in whole], values,
+            got = dict(zip(whole, whole_columns([first[n] for n in whole],
+                                                [values[n] for n in whole],
                                                 datetime=unit, safe=safe)))
         if rest:
             tables = [to_arrow(self.open_file(i), rest, datetime=unit, safe=safe, filter=filter)
@@ -553,8 +433,7 @@ class Dataset:
         first = record_batch_reader(self.open_file(0), names, datetime=unit, safe=safe,
                                     batch_size=batch_size, filter=filter)
         schema = first.schema
-        together = filter is None and bool(names) and all(
-            self._whole(n) and self._room_in_place(n) is not None for n in names)
+        together = filter is None and bool(names) and all(self._in_step(n) for n in names)
 
         def one(i):           # a file by itself, a window of its blocks at a time
             reader = first if i == 0 else record_batch_reader(
@@ -566,8 +445,7 @@ class Dataset:
 
         def group(i0, i1):    # small files read together, their batches cut from the whole
             base = self.files[i0].start
-            got = self._gather(names, slice(base, self.files[i1 - 1].stop), _read_rows,
-                               in_place=True)
+            got = self._whole_values(names, i0, i1)
             head = self.open_file(0)
             arrays = [a for _, a in whole_columns([head[n] for n in names],
                                                   [got[n] for n in names],

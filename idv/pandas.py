@@ -209,6 +209,12 @@ def _arrow_backed(pd, piece):
     return one(piece)
 
 
+def text_as_arrow(dtype_backend=None):
+    """Whether to_pandas reads Text straight into Arrow (pandas' str dtype backed by pyarrow,
+    or dtype_backend="pyarrow"): frame()'s `values` then give Text as Arrow ChunkedArrays."""
+    return _arrow_strings(_pd(), dtype_backend) is not None
+
+
 def _read_whole(f, cols, arrow_text):
     """id(column) -> every row of it, the columns of `cols` decoded by one scan: read()'s
     form, or for Text with `arrow_text` an Arrow ChunkedArray on the blocks' UTF-8."""
@@ -282,7 +288,8 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
     reads its meta and partitions through this and warns once for the whole frame); with
     `filter` and `row_index`, indexed by the file's row numbers of the rows that match; with
     `values` (id(column) -> read()'s form of its rows, any number: a dataset's columns read
-    whole, not Text), those values in the forms of `file`'s columns. Package-internal."""
+    whole; Text as an Arrow ChunkedArray where text_as_arrow()), those values in the forms of
+    `file`'s columns. Package-internal."""
     pd = _pd()
     ticks.check_time_mode(vectors, VECTOR_MODES, "vectors")
     ticks.check_time_mode(datetime)

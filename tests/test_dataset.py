@@ -186,11 +186,11 @@ def test_arrow_numbers_come_whole_and_keys_keep_each_files_key_values(tmp_path):
 
 @pytest.mark.parametrize("vectors", ["expand", "object"])
 def test_pandas_numbers_vectors_and_times_read_whole_equal_the_files_joined(vectors):
-    """Numbers, Booleans, vectors and times (no keys, no text) are read whole, all files at
-    once, and framed as one file's columns: the same frame as each file's, joined."""
+    """Numbers, Booleans, vectors, times and text (no keys) are read whole, all files at once,
+    and framed as one file's columns: the same frame as each file's, joined."""
     pd = pytest.importorskip("pandas")
     paths = _paths(MIXED)
-    names = ["Id", "F32", "F64", "B", "Vec", "Var", "DT"]
+    names = ["Id", "F32", "F64", "B", "Txt", "Vec", "Var", "DT"]
     single = pd.concat([idv.read_pandas(p, names, vectors=vectors) for p in paths],
                        ignore_index=True)
     with idv.dataset(paths, max_open_files=2) as ds:
@@ -207,21 +207,22 @@ def test_pandas_numbers_vectors_and_times_read_whole_equal_the_files_joined(vect
 @pytest.mark.parametrize("group_bytes", [None, 9_000, 0])
 def test_the_stream_of_small_files_read_together_cuts_the_same_batches(monkeypatch,
                                                                        group_bytes, tmp_path):
-    """Files of numbers and vectors small enough are read together (in one batched read) and
-    their batches cut from the whole: each file's blocks of rows, or batch_size rows, never
-    across files, as each file's own stream gives them. group_bytes: all files together
-    (None), two at a time, each by itself (0)."""
+    """Files of numbers, vectors and text small enough are read together (in one batched
+    read) and their batches cut from the whole: each file's blocks of rows, or batch_size
+    rows, never across files, as each file's own stream gives them. group_bytes: all files
+    together (None), two at a time, each by itself (0)."""
     pa = pytest.importorskip("pyarrow")
     dataset_module = sys.modules["idv.dataset"]       # (idv.dataset is the function)
     if group_bytes is not None:
         monkeypatch.setattr(dataset_module, "GROUP_BYTES", group_bytes)
     empty = tmp_path / "empty.idv"
     idv.write(empty, {"Id": np.zeros(0, np.int32), "F32": np.zeros(0, np.float32),
-                      "F64": np.zeros(0), "B": np.zeros(0, bool),
+                      "F64": np.zeros(0), "B": np.zeros(0, bool), "Txt": [],
                       "Vec": np.zeros((0, 4), np.float32)},
-              metadata={"Vec": {"SlotNames": ["a", "b", "c", "d"]}})
+              metadata={"Vec": {"SlotNames": ["a", "b", "c", "d"]}},
+              types={"Txt": idv.Text})
     paths = _paths(MIXED[:3]) + [str(empty)] + _paths(MIXED[3:])
-    names = ["Id", "F32", "F64", "B", "Vec"]
+    names = ["Id", "F32", "F64", "B", "Txt", "Vec"]
     for batch_size in (None, 40):
         with idv.dataset(paths, columns=names, schema="common", max_open_files=2) as ds:
             got = list(ds.iter_batches(names, batch_size=batch_size))
@@ -448,7 +449,7 @@ def test_remote_files_opened_ahead_keep_their_order_and_errors(monkeypatch):
     opened ahead of it are closed."""
     fsspec = pytest.importorskip("fsspec")
     import sys
-    module = sys.modules["idv.dataset"]
+    module = sys.modules["idv.dataset_files"]
     real, handed = module.idv_open, []
 
     def spy(source, **kwargs):
@@ -481,7 +482,7 @@ def test_urls_are_opened_with_idv_open_filesystem(monkeypatch):
     fetch only the byte ranges they need (idv.remote)."""
     fsspec = pytest.importorskip("fsspec")
     import sys
-    module = sys.modules["idv.dataset"]
+    module = sys.modules["idv.dataset_files"]          # where the listing opens them
     real, given = module.idv_open, []
 
     def spy(source, *, filesystem=None, **kwargs):

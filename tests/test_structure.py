@@ -39,7 +39,7 @@ LAYERS = {
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
     "formats: idv.convert and its registry": ["formats", "formats.*"],
     "engines: many files as one table, Dask, Ray, Spark, training loaders":
-        ["dataset", "reopen", "dask", "ray", "spark", "polars", "arrow_dataset", "torch",
+        ["dataset_files", "dataset", "reopen", "dask", "ray", "spark", "polars", "arrow_dataset", "torch",
          "huggingface"],
     "the package root, exporting the public API": ["__init__"],
     "command line: a user of the public API": ["cli", "cli.*", "__main__"],

@@ -1,0 +1,159 @@
+"""The files of a dataset: opening them as they are listed (remote ones a few at a time),
+what each shows (its columns by name, rows, rows per block), whether their columns agree, and
+whether a file reopened is still the one listed.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import itertools
+
+from idv import _threads
+from idv.errors import IdvFormatError
+from idv.reader import IdvFile, open as idv_open
+
+# remote files opened at once while a dataset lists them
+OPEN_AHEAD = 8
+# a file of at most this many columns keeps what reading each column allocates when the
+# dataset closes it (Dataset._decoded_bytes); a wider one is reopened to check a read
+REMEMBERED_COLUMNS = 256
+
+
+class DatasetFile:
+    """One file of a Dataset: its ``path`` (a local path, or the path inside the dataset's
+    fsspec filesystem), ``num_rows``, and ``start`` / ``stop``: its rows' numbers in the
+    dataset."""
+
+    __slots__ = ("path", "num_rows", "start", "rows_per_block", "identity", "decoded")
+
+    def __init__(self, path, num_rows, start, rows_per_block, identity=None, decoded=None):
+        self.path = path
+        self.identity = identity               # IdvFile.identity when it was listed
+        self.num_rows = num_rows
+        self.start = start
+        self.rows_per_block = rows_per_block   # name -> rows per block, of the dataset's columns
+        # name -> what reading all of the column allocates (Column.decoded_bytes), kept when
+        # the dataset closes the file, so that checking a read of it needs no reopening
+        self.decoded = decoded
+
+    @property
+    def stop(self):
+        return self.start + self.num_rows
+
+    def __repr__(self):
+        return f"DatasetFile({self.path!r}, {self.num_rows} rows, rows {self.start}-{self.stop})"
+
+
+def opened(paths, filesystem, open_kwargs):
+    """(path, its IdvFile or the IdvFormatError / OSError of opening it), in order: remote
+    files OPEN_AHEAD at a time in threads (an open waits on round trips), local ones in turn
+    (an open is CPU work under the GIL). Closing it closes the files opened ahead."""
+    def one(path):
+        try:
+            return idv_open(path, filesystem=filesystem, **open_kwargs)
+        except (IdvFormatError, OSError) as e:
+            return e
+    if filesystem is None:
+        yield from ((path, one(path)) for path in paths)
+        return
+    submit = functools.partial(_threads.pool("open", OPEN_AHEAD).submit, one)
+    ahead = collections.deque((path, submit(path)) for path in paths[:OPEN_AHEAD])
+    rest = iter(paths[OPEN_AHEAD:])
+    try:
+        while ahead:
+            path, opening = ahead.popleft()
+            for following in itertools.islice(rest, 1):
+                ahead.append((following, submit(following)))
+            yield path, opening.result()
+    finally:
+        for _, opening in ahead:
+            if not opening.cancel() and opening.exception() is None \
+                    and isinstance(opening.result(), IdvFile):
+                opening.result().close()
+
+
+def decoded(f, names):
+    """{name: f[name].decoded_bytes()} for a file the dataset closes, or None when wide."""
+    if len(names) > REMEMBERED_COLUMNS:
+        return None
+    return {n: f[n].decoded_bytes() for n in names}
+
+
+def visible(f):
+    """[(name, type or codec text)] of the columns a file shows by name (the last of each)."""
+    return [(c.name, c.type if c.type is not None else f"<unreadable: codec {c.codec_name}>")
+            for c in f.columns if f[c.name] is c]
+
+
+def _mismatch(path, ref_path, mine, ref):
+    """The first difference between a file's columns and the reference file's, as text."""
+    ref_types, my_types = dict(ref), dict(mine)
+    for name, t in ref:
+        if name not in my_types:
+            return f"{path} has no column {name!r} ({t} in {ref_path})"
+        if my_types[name] != t:
+            return f"{path}: column {name!r} is {my_types[name]}, but {t} in {ref_path}"
+    for name, t in mine:
+        if name not in ref_types:
+            return f"{path} has a column {name!r} ({t}) that {ref_path} does not have"
+    return (f"{path} has the columns in another order than {ref_path}: "
+            f"{[n for n, _ in mine]} vs {[n for n, _ in ref]}")
+
+
+def agree(listed, wanted, mode):
+    """The dataset's column names (of `wanted`, None: all): the reference (first) file's,
+    checked against every other file (mode "exact"), or those all files share with one type
+    ("common"). `listed`: per file, (path, its visible columns, ...)."""
+    ref_path, ref_cols = listed[0][0], listed[0][1]
+    if wanted is not None:
+        missing = [w for w in wanted if w not in dict(ref_cols)]
+        if missing:
+            raise KeyError(f"no column {missing[0]!r} in {ref_path}; columns: "
+                           f"{[n for n, _ in ref_cols]}")
+    if mode == "exact":
+        ref = ref_cols if wanted is None else [(n, dict(ref_cols)[n]) for n in wanted]
+        for path, cols, *_ in listed[1:]:
+            mine = cols if wanted is None else [(n, dict(cols).get(n)) for n in wanted
+                                                if n in dict(cols)]
+            if mine != ref:
+                raise ValueError(f"the files' columns differ: "
+                                 f"{_mismatch(path, ref_path, mine, ref)} "
+                                 f"(schema='common' keeps the columns all files share)")
+        return [n for n, _ in ref]
+    names = [n for n, _ in ref_cols] if wanted is None else wanted
+    ref_types = dict(ref_cols)
+    common = []
+    for n in names:
+        where = None
+        for path, cols, *_ in listed[1:]:
+            t = dict(cols).get(n)
+            if t != ref_types[n]:
+                where = (path, t)
+                break
+        if where is None:
+            common.append(n)
+        elif wanted is not None:      # asked for by name: say why it cannot be had
+            path, t = where
+            raise ValueError(f"column {n!r} is not common to all files: "
+                             + (f"{path} has none" if t is None else
+                                f"{path}: {t}, but {ref_types[n]} in {ref_path}"))
+    return common
+
+
+
+def changed(entry, f, columns, names):
+    """IdvFormatError when file `f`, reopened, is not the one listed as `entry` (a
+    DatasetFile): another file in its place, other rows, other types of the columns `names`
+    than `columns` (name -> type when listed); a dataset reads the files as they were."""
+    cols = dict(visible(f))
+    why = None
+    if f.num_rows != entry.num_rows:
+        why = f"it has {f.num_rows} rows, {entry.num_rows} when listed"
+    elif any(cols.get(n) != columns[n] for n in names):
+        n = next(n for n in names if cols.get(n) != columns[n])
+        why = f"column {n!r} is {cols.get(n)}, {columns[n]} when listed"
+    elif entry.identity is not None and f.identity != entry.identity:
+        why = "another file is in its place (size, inode or modification time differ)"
+    if why is not None:
+        raise IdvFormatError(f"the file changed since the dataset listed it: {why}; open "
+                             f"the dataset again", path=entry.path)
