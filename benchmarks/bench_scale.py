@@ -141,22 +141,30 @@ def wide_files(quick, log):
     return p, q, n
 
 
-def many_files(quick, log):
-    """(folder of .idv files, folder of .parquet files): the same rows in each."""
-    return small_files("many", size("files", quick), size("file_rows", quick), quick, log)
+def many_files(quick, log, text=False):
+    """(folder of .idv files, folder of .parquet files): the same rows in each; with `text`,
+    a Text column too."""
+    return small_files("many_text" if text else "many", size("files", quick),
+                       size("file_rows", quick), quick, log, text)
 
 
-def small_files(name, n, rows, quick, log):
+WORDS = np.array(["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"])
+
+
+def small_files(name, n, rows, quick, log, text=False):
     """(folder of `n` .idv files, folder of `n` .parquet files) of `rows` rows each, the same
-    rows in each format."""
+    rows in each format; with `text`, a Text column of three words a row too."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     di, dp = _folder(f"{name}_idv", quick), _folder(f"{name}_parquet", quick)
     if len(os.listdir(di)) != n or len(os.listdir(dp)) != n:
         log(f"writing {n} small files (each format) ...")
+        rng = np.random.default_rng(5)
         for i in range(n):
             cols = _long_columns(rows)
             cols["Id"] = cols["Id"] + i * rows
+            if text:
+                cols["Name"] = [" ".join(w) for w in rng.choice(WORDS, (rows, 3)).tolist()]
             idv.write(os.path.join(di, f"part-{i:05d}.idv"), cols)
             pq.write_table(pa.table(cols), os.path.join(dp, f"part-{i:05d}.parquet"))
     return di, dp
@@ -445,6 +453,8 @@ def main(argv=None):
         report["wide"] = wide_figures(wide_files(a.quick, log), repeat, log)
     if "many" in only:
         report["many_files"] = many_figures(many_files(a.quick, log), repeat, log)
+        report["many_files"]["forms_text"] = many_forms(many_files(a.quick, log, text=True),
+                                                        repeat, log)
     if "curves" in only:
         report["curves"] = curve_figures(a.quick, repeat, log)
     report["loadavg_end"] = os.getloadavg()
@@ -470,9 +480,10 @@ def main(argv=None):
         m = report["many_files"]
         print(f"{m['files']} files, one column: idv {m['seconds']['idv'] * 1e3:.0f} ms "
               f"({m['ratio']:.2f}x pyarrow.dataset)")
-        for form, r in m["forms"].items():
-            print(f"{m['files']} files, every column, {form}: idv "
-                  f"{r['seconds']['idv'] * 1e3:.0f} ms ({r['ratio']:.2f}x)")
+        for kind, what in (("forms", "every column"), ("forms_text", "with text")):
+            for form, r in m[kind].items():
+                print(f"{m['files']} files, {what}, {form}: idv "
+                      f"{r['seconds']['idv'] * 1e3:.0f} ms ({r['ratio']:.2f}x)")
     if "curves" in report:
         show_curves(report["curves"])
 

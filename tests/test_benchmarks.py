@@ -138,9 +138,10 @@ def test_benchmark_quick_mode(script):
         assert report["take"]["rows_per_block=1024"]["rows_per_block"] == 1024
         assert set(report["wide"]["ratios"]) == {"open", "one column", "all"}
         assert report["many_files"]["files"] == 50 and report["many_files"]["ratio"] > 0
-        forms = report["many_files"]["forms"]
-        assert list(forms) == ["to_arrow", "stream", "to_pandas"]
-        assert all(r["ratio"] > 0 and r["seconds"]["idv"] > 0 for r in forms.values())
+        for kind in ("forms", "forms_text"):
+            forms = report["many_files"][kind]
+            assert list(forms) == ["to_arrow", "stream", "to_pandas"]
+            assert all(r["ratio"] > 0 and r["seconds"]["idv"] > 0 for r in forms.values())
         assert list(report["curves"]) == ["rows", "columns", "files", "width"]
         for points in report["curves"].values():
             assert len(points) >= 2 or points[0]["shape"] == 100_000
