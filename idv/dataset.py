@@ -15,7 +15,10 @@ Local paths, directories and globs are expanded with ``os`` and ``glob``; URLs (
 from __future__ import annotations
 
 import collections
+import contextlib
+import threading
 import warnings
+from typing import Iterator
 
 import numpy as np
 
@@ -65,6 +68,9 @@ class Dataset:
     ``open_kwargs`` (what each idv.open is given), ``skipped`` ((path, error) of each file
     on_bad_file="skip" left out) and ``memory_limit`` (the largest of its files' limits: a
     read, to_pandas or to_arrow of several files is checked against it as a whole).
+
+    ``open_file(i)`` gives file i open; ``with ds.using(i) as f:`` also keeps it open for the
+    block. A dataset may be read from several threads at once.
     """
 
     @_gc.paused()      # opening many files makes many objects, none in a cycle
@@ -83,6 +89,8 @@ class Dataset:
         self.open_kwargs = open_kwargs
         self._max_open = int(max_open_files)
         self._handles = collections.OrderedDict()      # file index -> open IdvFile (LRU)
+        self._in_use = collections.Counter()       # file index -> blocks using it (using())
+        self._lock = threading.RLock()             # over _handles and _in_use
         self.skipped = []
         wanted = None if columns is None else ([columns] if isinstance(columns, str)
                                                else list(columns))
@@ -153,25 +161,51 @@ class Dataset:
     # ---- files
     def open_file(self, i: int) -> IdvFile:
         """File i of the dataset as an open IdvFile (owned by the dataset: do not close it);
-        at most max_open_files stay open, the least recently used closed first."""
-        f = self._handles.get(i)
-        if f is not None and not f.closed:
-            self._handles.move_to_end(i)
+        at most max_open_files stay open, the least recently used closed first (but those in
+        use: ``using``)."""
+        with self._lock:
+            f = self._handles.get(i)
+            if f is not None and not f.closed:
+                self._handles.move_to_end(i)
+                return f
+            entry = self.files[i]
+            f = idv_open(entry.path, filesystem=self.filesystem, **self.open_kwargs)
+            try:
+                dataset_files.changed(entry, f, self._columns, self._names)
+            except BaseException:
+                f.close()
+                raise
+            self._handles[i] = f
+            self._close_beyond(keep=i)
             return f
-        entry = self.files[i]
-        f = idv_open(entry.path, filesystem=self.filesystem, **self.open_kwargs)
+
+    @contextlib.contextmanager
+    def using(self, i: int) -> Iterator[IdvFile]:
+        """File i open (open_file) for the block: the dataset closes it for no other file
+        until the block ends (a stream still reading it, another thread's read)."""
+        with self._lock:
+            f = self.open_file(i)
+            self._in_use[i] += 1
         try:
-            dataset_files.changed(entry, f, self._columns, self._names)
-        except BaseException:
-            f.close()
-            raise
-        self._handles[i] = f
-        while len(self._handles) > self._max_open:
-            j, old = self._handles.popitem(last=False)
+            yield f
+        finally:
+            with self._lock:
+                self._in_use[i] -= 1
+                if not self._in_use[i]:
+                    del self._in_use[i]
+                    self._close_beyond()
+
+    def _close_beyond(self, keep=None):
+        """Close the least recently used files beyond max_open_files, but those in use and
+        file `keep` (just opened)."""
+        extra = len(self._handles) - self._max_open
+        idle = [j for j in self._handles if j != keep and not self._in_use[j]] if extra > 0 \
+            else []
+        for j in idle[:extra]:
+            old = self._handles.pop(j)
             if self.files[j].decoded is None:
                 self.files[j].decoded = dataset_files.decoded(old, self._names)
             old.close()
-        return f
 
     @property
     def num_open_files(self):
@@ -180,9 +214,10 @@ class Dataset:
 
     def close(self):
         """Close every open file; arrays already read stay valid."""
-        while self._handles:
-            _, f = self._handles.popitem()
-            f.close()
+        with self._lock:
+            while self._handles:
+                _, f = self._handles.popitem()
+                f.close()
 
     def __enter__(self):
         return self
@@ -209,8 +244,10 @@ class Dataset:
             if rows is not None:
                 raise ValueError("read(filter=...) does not take rows= too")
             names = self.resolve_columns(columns)
-            got = [self.open_file(i).read(names, datetime=datetime, filter=filter)
-                   for i in range(len(self.files))]
+            got = []
+            for i in range(len(self.files)):
+                with self.using(i) as f:
+                    got.append(f.read(names, datetime=datetime, filter=filter))
             return {n: vectors.concat_reads([g[n] for g in got]) for n in names}
         return self._gather(columns, slice(None) if rows is None else rows,
                             lambda f, names, local: f.read(names, rows=local,
@@ -236,8 +273,15 @@ class Dataset:
         span = slice(self.files[i0].start, self.files[i1 - 1].stop)
         got = self._gather(rest, span, _read_rows, in_place=True) if rest else {}
         for n in text:
-            got[n] = text_of_files(self.open_file(i)[n] for i in range(i0, i1))
+            got[n] = text_of_files(self._columns_in_use(n, i0, i1))
         return got
+
+    def _columns_in_use(self, name, i0, i1):
+        """Column `name` of each of files [i0, i1) in turn, its file in use (using) until the
+        next is asked for."""
+        for i in range(i0, i1):
+            with self.using(i) as f:
+                yield f[name]
 
     def _whole(self, name):
         """Whether column `name` converts to pandas and Arrow the same, read whole from all
@@ -287,24 +331,26 @@ class Dataset:
         # the blocks of many files inflated in one call (idv.batch), as many files at once as
         # stay open
         batch, files_in_batch = [], max(1, min(self._max_open, BATCH_FILES))
-        for k, (i, local) in enumerate(parts):
-            f, entry = self.open_file(i), self.files[i]
-            for n in fixed:
-                col = f[n]
-                piece = (f.store, col.blocks, out[n], entry.start - base)
-                if col.num_rows and batch_files.batchable(*piece):
-                    batch.append(piece)
-                else:
-                    col.read_blocks(0, col.num_blocks,
-                                    out=out[n][entry.start - base:entry.stop - base])
-            if batch and (k + 1) % files_in_batch == 0:
-                batch_files.inflate_files(batch, f.threads)
-                batch = []
-            got = read(f, rest, local) if rest else {}
-            for n in rest:
-                pieces[n].append(got[n])
-        if batch:
-            batch_files.inflate_files(batch, batch[0][0].threads)
+        with contextlib.ExitStack() as in_use:       # the batch's files, until inflated
+            for k, (i, local) in enumerate(parts):
+                f, entry = in_use.enter_context(self.using(i)), self.files[i]
+                for n in fixed:
+                    col = f[n]
+                    piece = (f.store, col.blocks, out[n], entry.start - base)
+                    if col.num_rows and batch_files.batchable(*piece):
+                        batch.append(piece)
+                    else:
+                        col.read_blocks(0, col.num_blocks,
+                                        out=out[n][entry.start - base:entry.stop - base])
+                if batch and (k + 1) % files_in_batch == 0:
+                    batch_files.inflate_files(batch, f.threads)
+                    batch = []
+                    in_use.close()
+                got = read(f, rest, local) if rest else {}
+                for n in rest:
+                    pieces[n].append(got[n])
+            if batch:
+                batch_files.inflate_files(batch, batch[0][0].threads)
         for n in rest:
             v = pieces[n][0] if len(pieces[n]) == 1 else vectors.concat_reads(pieces[n])
             out[n] = v if restore is None else v[restore]
@@ -355,10 +401,10 @@ class Dataset:
             return datetime, safe
         choice = ticks.UnitChoice()
         for i in range(len(self.files)):
-            f = self.open_file(i)
-            for n in timed:
-                for block in f[n].iter_blocks():
-                    choice.add(ticks.ticks100_of(block))
+            with self.using(i) as f:
+                for n in timed:
+                    for block in f[n].iter_blocks():
+                        choice.add(ticks.ticks100_of(block))
         what = T.item_type(self.schema[timed[0]].type).name
         unit, safe2 = choice.settle(datetime, f"dataset column{'s' * (len(timed) > 1)} "
                                     f"{', '.join(map(repr, timed))}", what)
@@ -376,19 +422,20 @@ class Dataset:
         if names and len(self.files) > 1 and all(self._whole(n) or self._text(n)
                                                  for n in names):
             got = self._whole_values(names, 0, len(self.files), text_as_arrow())
-            first = self.open_file(0)
-            cols = [first[n] for n in names]
-            return frame(first, names, vectors=vectors, datetime=unit, safe=safe,
-                         warn_wide=True, values={id(c): got[c.name] for c in cols})
-        frames = [to_pandas(self.open_file(i), names, vectors=vectors, datetime=unit, safe=safe)
-                  for i in range(len(self.files))]
+            with self.using(0) as first:
+                return frame(first, names, vectors=vectors, datetime=unit, safe=safe,
+                             warn_wide=True, values={id(first[n]): got[n] for n in names})
+        frames = []
+        for i in range(len(self.files)):
+            with self.using(i) as f:
+                frames.append(to_pandas(f, names, vectors=vectors, datetime=unit, safe=safe))
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
     def to_arrow(self, columns=None, *, datetime="auto", safe=True,
                  filter=None):  # noqa: A002 - pyarrow's and pandas' name
         """A pyarrow.Table of every file's rows (idv.arrow.to_arrow per file, the first file's
         schema). With datetime 'auto' or 'exact', one unit for the whole dataset."""
-        from idv.arrow import to_arrow, whole_columns
+        from idv.arrow import to_arrow
         from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()
         names = self.resolve_columns(columns)
@@ -401,13 +448,12 @@ class Dataset:
         got = {}
         if whole:
             values = self._whole_values(whole, 0, len(self.files))
-            first = self.open_file(0)                # (again: the read may have closed it)
-            got = dict(zip(whole, whole_columns([first[n] for n in whole],
-                                                [values[n] for n in whole],
-                                                datetime=unit, safe=safe)))
+            got = dict(zip(whole, self._arrow_columns(whole, values, unit, safe)))
         if rest:
-            tables = [to_arrow(self.open_file(i), rest, datetime=unit, safe=safe, filter=filter)
-                      for i in range(len(self.files))]
+            tables = []
+            for i in range(len(self.files)):
+                with self.using(i) as f:
+                    tables.append(to_arrow(f, rest, datetime=unit, safe=safe, filter=filter))
             schema = tables[0].schema
             table = pa.concat_tables([t if t.schema.equals(schema, check_metadata=True)
                                       else pa.Table.from_arrays(t.columns, schema=schema)
@@ -425,31 +471,26 @@ class Dataset:
         spans two files). A large file is decoded a window at a time; small files of numbers
         (no keys, text or times) are read together, up to GROUP_BYTES decoded, in one
         batched read."""
-        from idv.arrow import record_batch_reader, whole_batches, whole_columns
+        from idv.arrow import arrow_schema, record_batch_reader, whole_batches
         from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()
         names = self.resolve_columns(columns)
         unit, safe = self.time_unit(names, datetime, safe)
-        first = record_batch_reader(self.open_file(0), names, datetime=unit, safe=safe,
-                                    batch_size=batch_size, filter=filter)
-        schema = first.schema
+        with self.using(0) as first:
+            schema = arrow_schema(first, names, datetime=unit)
         together = filter is None and bool(names) and all(self._in_step(n) for n in names)
 
         def one(i):           # a file by itself, a window of its blocks at a time
-            reader = first if i == 0 else record_batch_reader(
-                self.open_file(i), names, datetime=unit, safe=safe, batch_size=batch_size,
-                filter=filter)
-            for b in reader:
-                yield b if b.schema.equals(schema, check_metadata=True) else \
-                    pa.RecordBatch.from_arrays(b.columns, schema=schema)
+            with self.using(i) as f:
+                for b in record_batch_reader(f, names, datetime=unit, safe=safe,
+                                             batch_size=batch_size, filter=filter):
+                    yield b if b.schema.equals(schema, check_metadata=True) else \
+                        pa.RecordBatch.from_arrays(b.columns, schema=schema)
 
         def group(i0, i1):    # small files read together, their batches cut from the whole
             base = self.files[i0].start
             got = self._whole_values(names, i0, i1)
-            head = self.open_file(0)
-            arrays = [a for _, a in whole_columns([head[n] for n in names],
-                                                  [got[n] for n in names],
-                                                  datetime=unit, safe=safe)]
+            arrays = [a for _, a in self._arrow_columns(names, got, unit, safe)]
             cuts = []
             for e in self.files[i0:i1]:
                 step = batch_size or e.rows_per_block[names[0]] or e.num_rows
@@ -462,6 +503,14 @@ class Dataset:
                            ((i, None) for i in range(len(self.files)))):
                 yield from one(i0) if i1 is None else group(i0, i1)
         return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def _arrow_columns(self, names, values, unit, safe):
+        """[(field, ChunkedArray)] of columns `names` holding `values` (_whole_values), typed
+        and annotated as the first file's."""
+        from idv.arrow import whole_columns
+        with self.using(0) as first:
+            return whole_columns([first[n] for n in names], [values[n] for n in names],
+                                 datetime=unit, safe=safe)
 
     def _groups(self, names):
         """(first, stop) of each run of files the stream reads together (decoding at most

@@ -22,6 +22,7 @@ bytes (``window_groups``), each still handed out as its own window.
 from __future__ import annotations
 
 import collections
+import contextlib
 from concurrent.futures import Future
 from typing import NamedTuple
 
@@ -232,16 +233,17 @@ class _Segment(NamedTuple):
     path: object
     row0: int
     num_rows: int
-    open: object        # () -> the IdvFile, opened (or kept open) by the source
+    open: object        # () -> a context holding the IdvFile open (the source keeps it)
 
 
 def _segments(source):
     """The files of a source in row order. A dataset (anything with ``files`` and
-    ``open_file``: idv.Dataset) gives its files, opened when reached; a file gives itself."""
-    if hasattr(source, "open_file"):
-        return [_Segment(i, f.path, f.start, f.num_rows, lambda i=i: source.open_file(i))
+    ``using``: idv.Dataset) gives its files, each opened when reached and kept open while
+    its blocks are read; a file gives itself."""
+    if hasattr(source, "using"):
+        return [_Segment(i, f.path, f.start, f.num_rows, lambda i=i: source.using(i))
                 for i, f in enumerate(source.files)]
-    return [_Segment(0, None, 0, source.num_rows, lambda: source)]
+    return [_Segment(0, None, 0, source.num_rows, lambda: contextlib.nullcontext(source))]
 
 
 def _file_columns(f, columns):
@@ -352,12 +354,12 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
     for seg in _segments(source):
         if not seg.num_rows:
             continue
-        f = seg.open()
-        cols = _file_columns(f, columns)
-        step = cols[0].rows_per_block if cols else seg.num_rows
+        with seg.open() as f:
+            cols = _file_columns(f, columns)
+            step = cols[0].rows_per_block if cols else seg.num_rows
+            row_bytes = sum(c.nbytes for c in cols) / seg.num_rows if cols else 0
         nb = (seg.num_rows - 1) // step + 1
         if blocks_per_partition is None:
-            row_bytes = sum(c.nbytes for c in cols) / seg.num_rows if cols else 0
             per = max(1, int(partition_bytes // max(row_bytes * step, 1)))
         else:
             per = int(blocks_per_partition)
@@ -512,7 +514,13 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
 
 def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, window_bytes,
                piece_bytes, ahead):
-    f = seg.open()
+    with seg.open() as f:
+        yield from _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter,
+                              window_bytes, piece_bytes, ahead)
+
+
+def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, window_bytes,
+               piece_bytes, ahead):
     readers = _readers(f, columns, reader)
     if not readers:
         return

@@ -431,6 +431,61 @@ def test_a_dataset_of_urls_reads_through_fsspec():
         fs.rm(root, recursive=True)
 
 
+
+def _keyed_files(folder, n_files, rows):
+    """Files of an Int32 column x (its values: file number * 1,000,000 + row) and a key
+    column k (which keeps the stream file by file)."""
+    paths = []
+    for i in range(n_files):
+        p = folder / f"{i:02d}.idv"
+        idv.write(p, {"x": np.arange(rows, dtype=np.int32) + i * 1_000_000,
+                      "k": np.arange(rows, dtype=np.uint32) % 3 + 1},
+                  types={"k": idv.Key(idv.UInt32, count=3)},
+                  metadata={"k": {"KeyValues": ["a", "b", "c"]}}, rows_per_block=1000)
+        paths.append(str(p))
+    return paths
+
+
+def test_a_file_being_streamed_stays_open_while_other_reads_close_files(monkeypatch, tmp_path):
+    """Reads of other files between a stream's batches do not close the file it is reading
+    (max_open_files is exceeded while it is in use, and kept again after)."""
+    monkeypatch.setattr(sys.modules["idv.scan"], "WINDOW_BYTES", 4096)   # many windows a file
+    paths = _keyed_files(tmp_path, 5, 10_000)
+    with idv.dataset(paths, max_open_files=2) as ds:
+        seen = []
+        for batch in ds.iter_batches(["x", "k"]):
+            seen += batch.column(0).to_pylist()
+            far = ds.read(["x"], rows=[49_999, 30_000, 40_000])["x"]      # two other files
+            assert far.tolist() == [4_009_999, 3_000_000, 4_000_000]
+            assert ds.num_open_files <= 3
+        assert seen == [i * 1_000_000 + r for i in range(5) for r in range(10_000)]
+        assert ds.num_open_files <= 2
+
+
+def test_reads_from_many_threads_share_the_open_files(tmp_path):
+    import threading
+    paths = _keyed_files(tmp_path, 8, 3_000)
+    want = np.concatenate([np.arange(3_000) + i * 1_000_000 for i in range(8)])
+    with idv.dataset(paths, max_open_files=2) as ds:
+        errors = []
+
+        def work(seed):
+            rng = np.random.default_rng(seed)
+            try:
+                for _ in range(20):
+                    rows = rng.integers(0, len(want), 50)
+                    assert ds.read(["x"], rows=rows)["x"].tolist() == want[rows].tolist()
+                    assert ds.take(rows[:5], ["x"])["x"].tolist() == want[rows[:5]].tolist()
+                assert np.array_equal(ds.read(["x"])["x"], want)
+                assert np.array_equal(ds.to_arrow(["x", "k"]).column("x").to_numpy(), want)
+            except BaseException as e:        # pragma: no cover - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert not errors, errors[0]
+        assert ds.num_open_files <= 2
+
 def test_a_url_dataset_keeps_at_most_max_open_files_open(tmp_path):
     """Through fsspec (a file:// URL), a dataset holds at most max_open_files files open while
     it reads them all, and none once closed."""
@@ -600,7 +655,7 @@ def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(tmp
     finally:
         gc.enable()
     # overlapping reads in threads: the collector runs again once the last one ends
-    with idv.dataset(str(tmp_path)) as ds:
+    with idv.dataset(str(tmp_path), max_open_files=4) as ds:
         errors = []
 
         def read():
