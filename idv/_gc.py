@@ -5,7 +5,8 @@ number has grown by a quarter, CPython's collector walks every object alive; wit
 bytes between them in memory, each object is a cache miss, and a 10,000-file listing spent
 a third of its time there. What idv makes in between holds no reference cycle (the
 collector has nothing to free that reference counts would not), so it is paused for the
-duration and resumed after, as it was found.
+duration and resumed after, as it was found. Only for many files: a long read of a few
+large files makes few objects, and other threads' garbage would wait for it.
 """
 from __future__ import annotations
 
@@ -19,10 +20,14 @@ _resume = False         # whether the collector ran when the first of them began
 
 
 @contextlib.contextmanager
-def paused():
+def paused(many=True):
     """Run the block with the collector stopped; the last block to end starts it again if it
-    was running when the first began (blocks nest and overlap across threads)."""
+    was running when the first began (blocks nest and overlap across threads). `many`
+    False: the block makes too few objects to matter, and runs as it is."""
     global _depth, _resume
+    if not many:
+        yield
+        return
     with _lock:
         if _depth == 0:
             _resume = gc.isenabled()

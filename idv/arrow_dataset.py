@@ -328,14 +328,14 @@ def _classes():
             owner = self._owner
             read = names + [c for c in self._read if c not in names]
             skip = None if self._tree is None else filters.BlocksOnly(self._tree)
-            reader = arrow.record_batch_reader(
-                owner.idv_dataset.open_file(i), read, datetime=owner._unit, safe=owner._safe,
-                batch_size=self._batch_size, filter=skip)
-            for b in reader:
-                if self._filter is not None:
-                    b = b.filter(self._filter)
-                if b.num_rows or self._filter is None:
-                    yield b
+            with owner.idv_dataset.using(i) as f:      # kept open between batches
+                for b in arrow.record_batch_reader(f, read, datetime=owner._unit,
+                                                   safe=owner._safe,
+                                                   batch_size=self._batch_size, filter=skip):
+                    if self._filter is not None:
+                        b = b.filter(self._filter)
+                    if b.num_rows or self._filter is None:
+                        yield b
 
         def _batches(self):
             """The scan's batches: its columns, the rows that match."""
@@ -382,13 +382,13 @@ def _classes():
             return sum(self._count(i) for i in range(len(ds.files)))
 
         def _count(self, i):
-            f = self._owner.idv_dataset.open_file(i)
-            node = self._tree
-            if self._exact and f.num_rows:
-                cols = filters.file_columns(f, node)
-                layouts = {tuple(block_counts(f, n)) for n in cols}
-                if len(layouts) == 1 and all(c.stats is not None for c in cols.values()):
-                    return _count_by_statistics(f, node, cols, np.array(layouts.pop()))
+            with self._owner.idv_dataset.using(i) as f:
+                node = self._tree
+                if self._exact and f.num_rows:
+                    cols = filters.file_columns(f, node)
+                    layouts = {tuple(block_counts(f, n)) for n in cols}
+                    if len(layouts) == 1 and all(c.stats is not None for c in cols.values()):
+                        return _count_by_statistics(f, node, cols, np.array(layouts.pop()))
             return sum(b.num_rows for b in self._filtered(i, []))
 
     return IdvArrowDataset, IdvScanner
@@ -419,16 +419,17 @@ def _take(owner, names, schema, indices):
     parts, restore = selection.split_rows(idx, [f.start for f in ds.files], ds.num_rows)
     tables = []
     for i, local in parts:
-        f = ds.open_file(i)
-        rows = np.arange(f.num_rows)[local] if isinstance(local, slice) else np.asarray(local)
-        rpb = f[names[0]].rows_per_block if names else max(f.num_rows, 1)
-        blocks, first = np.unique(rows // rpb, return_inverse=True)
-        pieces, at = [], np.zeros(len(blocks), np.int64)
-        for k, b in enumerate(blocks):
-            at[k] = sum(p.num_rows for p in pieces)
-            span = range(int(b) * rpb, min((int(b) + 1) * rpb, f.num_rows))
-            pieces.append(arrow.record_batch_reader(f, names, datetime=owner._unit,
-                                                    safe=owner._safe, rows=span).read_all())
+        with ds.using(i) as f:
+            rows = np.arange(f.num_rows)[local] if isinstance(local, slice) \
+                else np.asarray(local)
+            rpb = f[names[0]].rows_per_block if names else max(f.num_rows, 1)
+            blocks, first = np.unique(rows // rpb, return_inverse=True)
+            pieces, at = [], np.zeros(len(blocks), np.int64)
+            for k, b in enumerate(blocks):
+                at[k] = sum(p.num_rows for p in pieces)
+                span = range(int(b) * rpb, min((int(b) + 1) * rpb, f.num_rows))
+                pieces.append(arrow.record_batch_reader(f, names, datetime=owner._unit,
+                                                        safe=owner._safe, rows=span).read_all())
         got = pa.concat_tables(pieces) if pieces else schema.empty_table()
         tables.append(got.take(pa.array(at[first] + rows % rpb)))
     out = pa.concat_tables([pa.Table.from_arrays(t.columns, schema=schema) for t in tables])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import threading
 import warnings
 from typing import Iterator
@@ -47,6 +48,8 @@ ON_BAD_FILE = ("raise", "skip")
 DEFAULT_MAX_OPEN_FILES = 1024
 # files whose blocks a whole read inflates in one call (idv.batch), at most
 BATCH_FILES = 256
+# files from which listing or reading a dataset pauses the garbage collector (idv._gc)
+GC_PAUSE_FILES = 100
 # decoded bytes of the small files the stream reads together, in one batched read, at most (a
 # larger file is streamed by itself, a window of blocks at a time)
 GROUP_BYTES = 16 << 20
@@ -56,6 +59,19 @@ DEFAULT_MAX_OPEN_REMOTE = 64
 def _read_rows(f, names, local):
     """Rows `local` of columns `names` of file `f`, in read()'s form."""
     return f.read(names, rows=local)
+
+
+def _paused_for_many(files):
+    """A method run with the garbage collector paused when it lists or reads many files
+    (`files(self, *args, **kwargs)` of them, GC_PAUSE_FILES or more): it makes many
+    objects, none in a cycle (idv._gc)."""
+    def wrap(method):
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            with _gc.paused(files(self, *args, **kwargs) >= GC_PAUSE_FILES):
+                return method(self, *args, **kwargs)
+        return run
+    return wrap
 
 
 class Dataset:
@@ -73,7 +89,7 @@ class Dataset:
     block. A dataset may be read from several threads at once.
     """
 
-    @_gc.paused()      # opening many files makes many objects, none in a cycle
+    @_paused_for_many(lambda self, paths, *_, **__: len(paths))
     def __init__(self, paths, *, filesystem=None, columns=None, schema="exact",
                  on_bad_file="raise", max_open_files=None, **open_kwargs):
         if schema not in SCHEMA_MODES:
@@ -233,7 +249,7 @@ class Dataset:
             return list(self._names)
         return selection.names_of(self._names, columns, where=" in the dataset")
 
-    @_gc.paused()      # reading many files makes many objects, none in a cycle
+    @_paused_for_many(lambda self, *_, **__: len(self.files))
     def read(self, columns=None, rows=None, datetime="100ns",
              filter=None) -> dict:  # noqa: A002 - pyarrow's and pandas' name
         """dict name -> array of the dataset's columns (all by default), every file's rows end
@@ -299,7 +315,7 @@ class Dataset:
             return None
         return scan.fixed_room(col, 0, col.num_blocks)
 
-    @_gc.paused()      # reading many files makes many objects, none in a cycle
+    @_paused_for_many(lambda self, *_, **__: len(self.files))
     def take(self, indices, columns=None) -> dict:
         """dict name -> values of the dataset's rows `indices` (row numbers over the files end
         to end, negative from the end), in the order given, as IdvFile.take: only the files
@@ -540,7 +556,6 @@ class Dataset:
         return self.record_batch_reader().__arrow_c_stream__(requested_schema)
 
 
-@_gc.paused()      # listing many files makes many objects, none in a cycle
 def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesystem=None,
             storage_options=None, max_open_files=None, **open_kwargs) -> Dataset:
     """Open several .idv files as one Dataset, lazily (headers, tables of contents and lookup

@@ -302,19 +302,19 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
             while j < len(parts) and parts[j].part == parts[i].part \
                     and parts[j].b0 >= parts[j - 1].b1:
                 j += 1
-            f = ds.open_file(parts[i].part)
-            keep = np.zeros(f[names[0]].num_blocks, bool)
-            for p in parts[i:j]:
-                keep[p.b0:p.b1] = True
-            blocks = lambda _part, _f, keep=keep: keep     # noqa: E731
-            if self.filter is None:
-                for batch in scan.scan(f, names, batch_rows=None, block_filter=blocks):
-                    yield batch.values, batch.stop - batch.start
-            else:
-                for _batch, hits, values in filters.filtered(f, names, self.filter,
-                                                             blocks=blocks):
-                    if len(hits):
-                        yield values, len(hits)
+            with ds.using(parts[i].part) as f:          # kept open between batches
+                keep = np.zeros(f[names[0]].num_blocks, bool)
+                for p in parts[i:j]:
+                    keep[p.b0:p.b1] = True
+                blocks = lambda _part, _f, keep=keep: keep     # noqa: E731
+                if self.filter is None:
+                    for batch in scan.scan(f, names, batch_rows=None, block_filter=blocks):
+                        yield batch.values, batch.stop - batch.start
+                else:
+                    for _batch, hits, values in filters.filtered(f, names, self.filter,
+                                                                 blocks=blocks):
+                        if len(hits):
+                            yield values, len(hits)
             i = j
 
 
@@ -402,8 +402,8 @@ class IdvMapDataset(torch.utils.data.Dataset):
             return [ds.open_file(0)[n][0:0] for n in self.source.names]
         parts = []
         for run in np.split(order, firsts[1:]):
-            f = ds.open_file(int(files[run[0]]))
-            parts.append([f[n][local[run]] for n in self.source.names])
+            with ds.using(int(files[run[0]])) as f:
+                parts.append([f[n][local[run]] for n in self.source.names])
         self._touched.update(np.unique(files).tolist())
         values = _join(parts)
         restore = np.empty_like(order)

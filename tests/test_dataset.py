@@ -626,27 +626,36 @@ def test_a_file_replaced_after_listing_is_refused_on_reopen(tmp_path):
 
 
 
-def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(tmp_path):
+def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(monkeypatch,
+                                                                              tmp_path):
     import gc
     import threading
+    monkeypatch.setattr(sys.modules["idv.dataset"], "GC_PAUSE_FILES", 30)
     for i in range(30):
         _small(tmp_path / f"{i:02d}.idv", range(i, i + 3))
-    runs = []
-    callback = lambda phase, info: runs.append(info["generation"]) if phase == "start" else None
-    gc.collect()
-    gc.set_threshold(50)              # a collection every 50 objects made, if it ran
-    gc.callbacks.append(callback)
-    try:
-        with idv.dataset(str(tmp_path), max_open_files=4) as ds:   # most files reopened
-            listed = list(runs)
-            got = ds.read()["x"]
-            read = runs[len(listed):]
-    finally:
-        gc.callbacks.remove(callback)
-        gc.set_threshold(700, 10, 10)
+
+    def collections():
+        """(collections while the dataset listed, while it read), the values read"""
+        runs = []
+        callback = lambda phase, info: runs.append(phase) if phase == "start" else None
+        gc.collect()
+        gc.set_threshold(50)              # a collection every 50 objects made, if it ran
+        gc.callbacks.append(callback)
+        try:
+            with idv.dataset(str(tmp_path), max_open_files=4) as ds:   # most files reopened
+                listed = len(runs)
+                got = ds.read()["x"]
+                return listed, len(runs) - listed, got
+        finally:
+            gc.callbacks.remove(callback)
+            gc.set_threshold(700, 10, 10)
+    listed, read, got = collections()
     assert got.tolist() == [v for i in range(30) for v in range(i, i + 3)]
-    assert len(listed) <= 2 and len(read) <= 2, (listed, read)   # set off once resumed
+    assert listed <= 2 and read <= 2, (listed, read)     # set off once resumed
     assert gc.isenabled()
+    monkeypatch.setattr(sys.modules["idv.dataset"], "GC_PAUSE_FILES", 31)
+    listed, read, _ = collections()               # fewer files: the collector left running
+    assert listed > 2 and read > 2, (listed, read)
     gc.disable()
     try:
         with idv.dataset(str(tmp_path), max_open_files=4) as ds:
