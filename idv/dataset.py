@@ -347,24 +347,27 @@ class Dataset:
         # the blocks of many files inflated in one call (idv.batch), as many files at once as
         # stay open
         batch, files_in_batch = [], max(1, min(self._max_open, BATCH_FILES))
-        with contextlib.ExitStack() as in_use:       # the batch's files, until inflated
+        with contextlib.ExitStack() as batched:      # the batch's files in use, until inflated
             for k, (i, local) in enumerate(parts):
-                f, entry = in_use.enter_context(self.using(i)), self.files[i]
-                for n in fixed:
-                    col = f[n]
-                    piece = (f.store, col.blocks, out[n], entry.start - base)
-                    if col.num_rows and batch_files.batchable(*piece):
-                        batch.append(piece)
-                    else:
-                        col.read_blocks(0, col.num_blocks,
-                                        out=out[n][entry.start - base:entry.stop - base])
+                with contextlib.ExitStack() as this:
+                    f, entry = this.enter_context(self.using(i)), self.files[i]
+                    for n in fixed:
+                        col = f[n]
+                        piece = (f.store, col.blocks, out[n], entry.start - base)
+                        if col.num_rows and batch_files.batchable(*piece):
+                            batch.append(piece)
+                        else:
+                            col.read_blocks(0, col.num_blocks,
+                                            out=out[n][entry.start - base:entry.stop - base])
+                    got = read(f, rest, local) if rest else {}
+                    for n in rest:
+                        pieces[n].append(got[n])
+                    if batch and batch[-1][0] is f.store:
+                        batched.enter_context(this.pop_all())
                 if batch and (k + 1) % files_in_batch == 0:
-                    batch_files.inflate_files(batch, f.threads)
+                    batch_files.inflate_files(batch, batch[0][0].threads)
                     batch = []
-                    in_use.close()
-                got = read(f, rest, local) if rest else {}
-                for n in rest:
-                    pieces[n].append(got[n])
+                    batched.close()
             if batch:
                 batch_files.inflate_files(batch, batch[0][0].threads)
         for n in rest:

@@ -6,6 +6,7 @@ ML.NET. Files written by idv here only carry schemas (mismatch tests) or are dam
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -493,8 +494,18 @@ def test_a_url_dataset_keeps_at_most_max_open_files_open(tmp_path):
     _copy(MIXED[:1] * 5, tmp_path / "d")
     with idv.dataset(f"file://{tmp_path}/d/*.idv", max_open_files=2) as ds:
         assert ds.filesystem is not None and len(ds.files) == 5
-        assert ds.read("Id")["Id"].tolist() == list(range(100)) * 5
-        assert 1 <= ds.num_open_files <= 2
+        most, using = [0], idv.Dataset.using
+
+        @contextlib.contextmanager
+        def counting(self, i):                  # how many are open while one is in use
+            with using(self, i) as f:
+                most[0] = max(most[0], self.num_open_files)
+                yield f
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(idv.Dataset, "using", counting)
+            got = ds.read(["Id"]), ds.read(["Txt"])      # files batched, and one by one
+        assert got[0]["Id"].tolist() == list(range(100)) * 5 and len(got[1]["Txt"]) == 500
+        assert 1 <= ds.num_open_files <= 2 and most[0] <= 3
     assert ds.num_open_files == 0
 
 
