@@ -199,17 +199,28 @@ class Dataset:
     def using(self, i: int) -> Iterator[IdvFile]:
         """File i open (open_file) for the block: the dataset closes it for no other file
         until the block ends (a stream still reading it, another thread's read)."""
-        with self._lock:
-            f = self.open_file(i)
-            self._in_use[i] += 1
+        f = self._hold(i)
         try:
             yield f
         finally:
-            with self._lock:
+            self._release([i])
+
+    def _hold(self, i):
+        """open_file(i), in use until _release."""
+        with self._lock:
+            f = self.open_file(i)
+            self._in_use[i] += 1
+            return f
+
+    def _release(self, held):
+        """The files `held` (indices, each once per _hold) no longer in use; those beyond
+        max_open_files closed."""
+        with self._lock:
+            for i in held:
                 self._in_use[i] -= 1
                 if not self._in_use[i]:
                     del self._in_use[i]
-                    self._close_beyond()
+            self._close_beyond()
 
     def _close_beyond(self, keep=None):
         """Close the least recently used files beyond max_open_files, but those in use and
@@ -347,29 +358,33 @@ class Dataset:
         # the blocks of many files inflated in one call (idv.batch), as many files at once as
         # stay open
         batch, files_in_batch = [], max(1, min(self._max_open, BATCH_FILES))
-        with contextlib.ExitStack() as batched:      # the batch's files in use, until inflated
+        held = []           # the files of the batch, in use until it is inflated
+        try:
             for k, (i, local) in enumerate(parts):
-                with contextlib.ExitStack() as this:
-                    f, entry = this.enter_context(self.using(i)), self.files[i]
-                    for n in fixed:
-                        col = f[n]
-                        piece = (f.store, col.blocks, out[n], entry.start - base)
-                        if col.num_rows and batch_files.batchable(*piece):
-                            batch.append(piece)
-                        else:
-                            col.read_blocks(0, col.num_blocks,
-                                            out=out[n][entry.start - base:entry.stop - base])
-                    got = read(f, rest, local) if rest else {}
-                    for n in rest:
-                        pieces[n].append(got[n])
-                    if batch and batch[-1][0] is f.store:
-                        batched.enter_context(this.pop_all())
+                f, entry = self._hold(i), self.files[i]
+                held.append(i)
+                for n in fixed:
+                    col = f[n]
+                    piece = (f.store, col.blocks, out[n], entry.start - base)
+                    if col.num_rows and batch_files.batchable(*piece):
+                        batch.append(piece)
+                    else:
+                        col.read_blocks(0, col.num_blocks,
+                                        out=out[n][entry.start - base:entry.stop - base])
+                got = read(f, rest, local) if rest else {}
+                for n in rest:
+                    pieces[n].append(got[n])
+                if not batch or batch[-1][0] is not f.store:    # read by itself: done with
+                    self._release([held.pop()])
                 if batch and (k + 1) % files_in_batch == 0:
                     batch_files.inflate_files(batch, batch[0][0].threads)
                     batch = []
-                    batched.close()
+                    self._release(held)
+                    held = []
             if batch:
                 batch_files.inflate_files(batch, batch[0][0].threads)
+        finally:
+            self._release(held)
         for n in rest:
             v = pieces[n][0] if len(pieces[n]) == 1 else vectors.concat_reads(pieces[n])
             out[n] = v if restore is None else v[restore]
