@@ -14,12 +14,9 @@ Local paths, directories and globs are expanded with ``os`` and ``glob``; URLs (
 """
 from __future__ import annotations
 
-import collections
-import contextlib
 import functools
-import threading
 import warnings
-from typing import Iterator
+from typing import ContextManager
 
 import numpy as np
 
@@ -104,9 +101,7 @@ class Dataset:
         self.filesystem = filesystem
         self.open_kwargs = open_kwargs
         self._max_open = int(max_open_files)
-        self._handles = collections.OrderedDict()      # file index -> open IdvFile (LRU)
-        self._in_use = collections.Counter()       # file index -> blocks using it (using())
-        self._lock = threading.RLock()             # over _handles and _in_use
+        self._open = dataset_files.OpenFiles(self._max_open, self._reopen, self._closing)
         self.skipped = []
         wanted = None if columns is None else ([columns] if isinstance(columns, str)
                                                else list(columns))
@@ -155,7 +150,7 @@ class Dataset:
                                           ident, decoded))
             start += n
             if not f.closed:
-                self._handles[i] = f
+                self._open.add(i, f)
         self.num_rows = start
         fields = {fl.name: fl for fl in ref.schema.fields if not fl.hidden}
         self.schema = Schema([fields[n] for n in self._names], self.num_rows)
@@ -179,72 +174,37 @@ class Dataset:
         """File i of the dataset as an open IdvFile (owned by the dataset: do not close it);
         at most max_open_files stay open, the least recently used closed first (but those in
         use: ``using``)."""
-        with self._lock:
-            f = self._handles.get(i)
-            if f is not None and not f.closed:
-                self._handles.move_to_end(i)
-                return f
-            entry = self.files[i]
-            f = idv_open(entry.path, filesystem=self.filesystem, **self.open_kwargs)
-            try:
-                dataset_files.changed(entry, f, self._columns, self._names)
-            except BaseException:
-                f.close()
-                raise
-            self._handles[i] = f
-            self._close_beyond(keep=i)
-            return f
+        return self._open.get(i)
 
-    @contextlib.contextmanager
-    def using(self, i: int) -> Iterator[IdvFile]:
-        """File i open (open_file) for the block: the dataset closes it for no other file
-        until the block ends (a stream still reading it, another thread's read)."""
-        f = self._hold(i)
+    def using(self, i: int) -> ContextManager[IdvFile]:
+        """File i open (open_file) for a ``with`` block: the dataset closes it for no other
+        file until the block ends (a stream still reading it, another thread's read)."""
+        return self._open.using(i)
+
+    def _reopen(self, i):
+        """File i opened again, checked to be the one listed."""
+        entry = self.files[i]
+        f = idv_open(entry.path, filesystem=self.filesystem, **self.open_kwargs)
         try:
-            yield f
-        finally:
-            self._release([i])
+            dataset_files.changed(entry, f, self._columns, self._names)
+        except BaseException:
+            f.close()
+            raise
+        return f
 
-    def _hold(self, i):
-        """open_file(i), in use until _release."""
-        with self._lock:
-            f = self.open_file(i)
-            self._in_use[i] += 1
-            return f
-
-    def _release(self, held):
-        """The files `held` (indices, each once per _hold) no longer in use; those beyond
-        max_open_files closed."""
-        with self._lock:
-            for i in held:
-                self._in_use[i] -= 1
-                if not self._in_use[i]:
-                    del self._in_use[i]
-            self._close_beyond()
-
-    def _close_beyond(self, keep=None):
-        """Close the least recently used files beyond max_open_files, but those in use and
-        file `keep` (just opened)."""
-        extra = len(self._handles) - self._max_open
-        idle = [j for j in self._handles if j != keep and not self._in_use[j]] if extra > 0 \
-            else []
-        for j in idle[:extra]:
-            old = self._handles.pop(j)
-            if self.files[j].decoded is None:
-                self.files[j].decoded = dataset_files.decoded(old, self._names)
-            old.close()
+    def _closing(self, i, f):
+        """File i, about to be closed for room: what reading its columns allocates is kept."""
+        if self.files[i].decoded is None:
+            self.files[i].decoded = dataset_files.decoded(f, self._names)
 
     @property
     def num_open_files(self):
         """How many of the files are open now (at most max_open_files)."""
-        return sum(1 for f in self._handles.values() if not f.closed)
+        return self._open.count
 
     def close(self):
         """Close every open file; arrays already read stay valid."""
-        with self._lock:
-            while self._handles:
-                _, f = self._handles.popitem()
-                f.close()
+        self._open.close()
 
     def __enter__(self):
         return self
@@ -361,7 +321,7 @@ class Dataset:
         held = []           # the files of the batch, in use until it is inflated
         try:
             for k, (i, local) in enumerate(parts):
-                f, entry = self._hold(i), self.files[i]
+                f, entry = self._open.hold(i), self.files[i]
                 held.append(i)
                 for n in fixed:
                     col = f[n]
@@ -375,16 +335,16 @@ class Dataset:
                 for n in rest:
                     pieces[n].append(got[n])
                 if not batch or batch[-1][0] is not f.store:    # read by itself: done with
-                    self._release([held.pop()])
+                    self._open.release([held.pop()])
                 if batch and (k + 1) % files_in_batch == 0:
                     batch_files.inflate_files(batch, batch[0][0].threads)
                     batch = []
-                    self._release(held)
+                    self._open.release(held)
                     held = []
             if batch:
                 batch_files.inflate_files(batch, batch[0][0].threads)
         finally:
-            self._release(held)
+            self._open.release(held)
         for n in rest:
             v = pieces[n][0] if len(pieces[n]) == 1 else vectors.concat_reads(pieces[n])
             out[n] = v if restore is None else v[restore]
@@ -410,8 +370,8 @@ class Dataset:
     def _decoded_bytes(self, i, name, local):
         """Column.decoded_bytes(local) of file i's column `name`, without reopening a closed
         file for a read of all its rows."""
-        f, entry = self._handles.get(i), self.files[i]
-        if (f is None or f.closed) and entry.decoded is not None and name in entry.decoded \
+        entry = self.files[i]
+        if not self._open.is_open(i) and entry.decoded is not None and name in entry.decoded \
                 and isinstance(local, slice) and local == slice(0, entry.num_rows):
             return entry.decoded[name]
         return self.open_file(i)[name].decoded_bytes(local)

@@ -1,12 +1,14 @@
 """The files of a dataset: opening them as they are listed (remote ones a few at a time),
-what each shows (its columns by name, rows, rows per block), whether their columns agree, and
-whether a file reopened is still the one listed.
+what each shows (its columns by name, rows, rows per block), whether their columns agree,
+whether a file reopened is still the one listed, and which stay open (OpenFiles).
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import itertools
+import threading
 
 from idv import _threads
 from idv.errors import IdvFormatError
@@ -157,3 +159,87 @@ def changed(entry, f, columns, names):
     if why is not None:
         raise IdvFormatError(f"the file changed since the dataset listed it: {why}; open "
                              f"the dataset again", path=entry.path)
+
+
+class OpenFiles:
+    """The files of a dataset open at once: at most `limit`, the least recently used closed
+    first, but never one in use (hold and release, or using): a stream still reading it,
+    another thread's read, which may keep more than `limit` open for a while. `reopen(i)`
+    opens file i again; `closing(i, f)` is told of each file closed for room. One lock
+    guards them: threads may share a dataset."""
+
+    def __init__(self, limit, reopen, closing):
+        self.limit = limit
+        self._reopen, self._closing = reopen, closing
+        self._handles = collections.OrderedDict()      # file index -> open IdvFile (LRU)
+        self._in_use = collections.Counter()           # file index -> holds not released
+        self._lock = threading.RLock()
+
+    def add(self, i, f):
+        """File i, opened when listed."""
+        self._handles[i] = f
+
+    def is_open(self, i):
+        f = self._handles.get(i)
+        return f is not None and not f.closed
+
+    @property
+    def count(self):
+        """How many are open."""
+        return sum(1 for f in list(self._handles.values()) if not f.closed)
+
+    def get(self, i):
+        """File i, open (reopened when it was closed)."""
+        with self._lock:
+            f = self._handles.get(i)
+            if f is not None and not f.closed:
+                self._handles.move_to_end(i)
+                return f
+            f = self._reopen(i)
+            self._handles[i] = f
+            self._close_beyond(keep=i)
+            return f
+
+    def hold(self, i):
+        """get(i), in use until release."""
+        with self._lock:
+            f = self.get(i)
+            self._in_use[i] += 1
+            return f
+
+    def release(self, held):
+        """The files `held` (indices, each once per hold) no longer in use; those beyond the
+        limit closed."""
+        with self._lock:
+            for i in held:
+                self._in_use[i] -= 1
+                if not self._in_use[i]:
+                    del self._in_use[i]
+            self._close_beyond()
+
+    @contextlib.contextmanager
+    def using(self, i):
+        """File i, held for the block."""
+        f = self.hold(i)
+        try:
+            yield f
+        finally:
+            self.release([i])
+
+    def _close_beyond(self, keep=None):
+        """Close the least recently used files beyond the limit, but those in use and file
+        `keep` (just opened)."""
+        extra = len(self._handles) - self.limit
+        idle = [j for j in self._handles if j != keep and not self._in_use[j]] if extra > 0 \
+            else []
+        for j in idle[:extra]:
+            old = self._handles.pop(j)
+            self._closing(j, old)
+            old.close()
+
+    def close(self):
+        """Close every file."""
+        with self._lock:
+            while self._handles:
+                _, f = self._handles.popitem()
+                f.close()

@@ -8,7 +8,6 @@ blocks of every column are fetched, checked and decoded by the file's block stor
 from __future__ import annotations
 
 import contextlib
-import os
 import functools
 
 import numpy as np
