@@ -463,8 +463,8 @@ class Dataset:
         """A pyarrow.RecordBatchReader over every file in turn (as idv.arrow.record_batch_reader
         gives each file's: one batch per block of rows, or of ``batch_size`` rows; a batch never
         spans two files). A large file is decoded a window at a time; small files of numbers
-        (no keys, text or times) are read together, up to GROUP_BYTES decoded, in one
-        batched read."""
+        and text (no keys or times) are read together, up to GROUP_BYTES decoded at a time
+        (_whole_values)."""
         from idv.arrow import arrow_schema, record_batch_reader, whole_batches
         from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()
