@@ -141,19 +141,20 @@ def wide_files(quick, log):
     return p, q, n
 
 
-def many_files(quick, log, text=False):
-    """(folder of .idv files, folder of .parquet files): the same rows in each; with `text`,
-    a Text column too."""
-    return small_files("many_text" if text else "many", size("files", quick),
-                       size("file_rows", quick), quick, log, text)
+def many_files(quick, log, extra=None):
+    """(folder of .idv files, folder of .parquet files): the same rows in each; with `extra`
+    "text", a Text column too, "key" a key column of the same key values in every file."""
+    return small_files(f"many_{extra}" if extra else "many", size("files", quick),
+                       size("file_rows", quick), quick, log, extra)
 
 
 WORDS = np.array(["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"])
 
 
-def small_files(name, n, rows, quick, log, text=False):
+def small_files(name, n, rows, quick, log, extra=None):
     """(folder of `n` .idv files, folder of `n` .parquet files) of `rows` rows each, the same
-    rows in each format; with `text`, a Text column of three words a row too."""
+    rows in each format; with `extra` "text", a Text column of three words a row too, "key"
+    a Key<UInt32, 8> column (KeyValues: the words; Parquet: the words, dictionary-encoded)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     di, dp = _folder(f"{name}_idv", quick), _folder(f"{name}_parquet", quick)
@@ -163,8 +164,19 @@ def small_files(name, n, rows, quick, log, text=False):
         for i in range(n):
             cols = _long_columns(rows)
             cols["Id"] = cols["Id"] + i * rows
-            if text:
+            if extra == "text":
                 cols["Name"] = [" ".join(w) for w in rng.choice(WORDS, (rows, 3)).tolist()]
+            if extra == "key":
+                keys = rng.integers(0, len(WORDS), rows)
+                idv.write(os.path.join(di, f"part-{i:05d}.idv"),
+                          dict(cols, Word=(keys + 1).astype(np.uint32)),
+                          types={"Word": idv.Key(idv.UInt32, count=len(WORDS))},
+                          metadata={"Word": {"KeyValues": WORDS.tolist()}})
+                words = pa.DictionaryArray.from_arrays(pa.array(keys, pa.uint32()),
+                                                       pa.array(WORDS))
+                pq.write_table(pa.table(dict(cols, Word=words)),
+                               os.path.join(dp, f"part-{i:05d}.parquet"))
+                continue
             idv.write(os.path.join(di, f"part-{i:05d}.idv"), cols)
             pq.write_table(pa.table(cols), os.path.join(dp, f"part-{i:05d}.parquet"))
     return di, dp
@@ -300,12 +312,15 @@ def many_forms(folders, repeat, log):
             return {"to_arrow": ds.to_arrow, "stream": lambda: pa.table(ds),
                     "to_pandas": ds.to_pandas}[form]()
     theirs = {"to_arrow": table, "stream": table, "to_pandas": lambda: table().to_pandas()}
+    def plain(t):       # keys (dictionaries, categories) as their values: the forms compare
+        if form == "to_pandas":
+            return t.astype({n: str for n in t.columns if t[n].dtype == "category"})
+        return pa.table([c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c
+                         for c in t.combine_chunks().columns], names=t.column_names)
     out = {}
     for form, other in theirs.items():
         got, want = ours(form), other()
-        same = got.equals(want) if form == "to_pandas" else \
-            got.combine_chunks().equals(want.combine_chunks())
-        if not same:
+        if not plain(got).equals(plain(want)):
             sys.exit(f"bench_scale: the datasets' {form} differ")
         log(f"racing the dataset's {form} ...")
         best = bench_read.race({"idv": lambda form=form: ours(form), "pyarrow": other}, repeat)
@@ -453,8 +468,9 @@ def main(argv=None):
         report["wide"] = wide_figures(wide_files(a.quick, log), repeat, log)
     if "many" in only:
         report["many_files"] = many_figures(many_files(a.quick, log), repeat, log)
-        report["many_files"]["forms_text"] = many_forms(many_files(a.quick, log, text=True),
-                                                        repeat, log)
+        for extra in ("text", "key"):
+            report["many_files"][f"forms_{extra}"] = many_forms(
+                many_files(a.quick, log, extra), repeat, log)
     if "curves" in only:
         report["curves"] = curve_figures(a.quick, repeat, log)
     report["loadavg_end"] = os.getloadavg()
@@ -480,7 +496,8 @@ def main(argv=None):
         m = report["many_files"]
         print(f"{m['files']} files, one column: idv {m['seconds']['idv'] * 1e3:.0f} ms "
               f"({m['ratio']:.2f}x pyarrow.dataset)")
-        for kind, what in (("forms", "every column"), ("forms_text", "with text")):
+        for kind, what in (("forms", "every column"), ("forms_text", "with text"),
+                           ("forms_key", "with a key")):
             for form, r in m[kind].items():
                 print(f"{m['files']} files, {what}, {form}: idv "
                       f"{r['seconds']['idv'] * 1e3:.0f} ms ({r['ratio']:.2f}x)")

@@ -303,6 +303,17 @@ class Column:
                 raise self._located(e)
         return self._metadata_entries
 
+    def annotation_form(self, kind):
+        """(codec name, parameters, compression, stored bytes) of the column's `kind`
+        annotation, None without: columns whose forms are equal have equal values, told
+        apart without decoding them. Package-internal."""
+        entries = [m for m in self.metadata_entries() if m.kind == kind]
+        if not entries:
+            return None
+        e = entries[-1]
+        return (e.codec_name, e.codec_params, e.compression,
+                bytes(self._file.store.view(e.offset, e.size)))
+
     def decode_metadata(self, entry):
         """The value of one entry of metadata_entries(). Raises UnsupportedCodecError for an
         unknown codec or compression (``metadata`` skips those with a warning) and

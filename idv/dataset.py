@@ -102,6 +102,7 @@ class Dataset:
         self.open_kwargs = open_kwargs
         self._max_open = int(max_open_files)
         self._open = dataset_files.OpenFiles(self._max_open, self._reopen, self._closing)
+        self._key_values_agree = {}      # key column -> whether all files' KeyValues are equal
         self.skipped = []
         wanted = None if columns is None else ([columns] if isinstance(columns, str)
                                                else list(columns))
@@ -247,7 +248,7 @@ class Dataset:
 
     def _in_step(self, name):
         """Whether column `name` of every file converts to Arrow in one step (_whole_values):
-        numbers, Booleans and their fixed-size vectors, and Text."""
+        numbers, Booleans, keys (_same_key_values) and their fixed-size vectors, and Text."""
         return self._text(name) or (self._whole(name) and self._room_in_place(name) is not None)
 
     def _whole_values(self, names, i0, i1, arrow_text=True):
@@ -272,10 +273,35 @@ class Dataset:
 
     def _whole(self, name):
         """Whether column `name` converts to pandas and Arrow the same, read whole from all
-        the files as from each file: not keys (each file's key values name its own keys),
-        not Text (read into Arrow's layout file by file)."""
+        the files as from each file: not Text (read into Arrow's layout file by file), nor
+        keys whose key values differ between files (each file's name its own keys)."""
         item = T.item_type(self.open_file(0)[name].type)
-        return item is not None and not isinstance(item, T.Key) and item is not T.Text
+        if isinstance(item, T.Key):
+            return self._same_key_values(name)
+        return item is not None and item is not T.Text
+
+    def _same_key_values(self, name):
+        """Whether every file has the same KeyValues annotation of column `name` (or none):
+        then its keys name the same values in all. Asked of each file once."""
+        if name not in self._key_values_agree:
+            with self.using(0) as f:
+                form, first = f[name].annotation_form("KeyValues"), None
+            same = True
+            for i in range(1, len(self.files)):
+                with self.using(i) as f:
+                    if f[name].annotation_form("KeyValues") == form:   # the same bytes
+                        continue
+                    if first is None:
+                        with self.using(0) as f0:
+                            first = f0[name].annotation("KeyValues")
+                    kv = f[name].annotation("KeyValues")
+                same = (kv is None) == (first is None) and (
+                    kv is None or (np.asarray(kv).dtype == np.asarray(first).dtype
+                                   and np.array_equal(kv, first)))
+                if not same:
+                    break
+            self._key_values_agree[name] = same
+        return self._key_values_agree[name]
 
     def _room_in_place(self, name):
         """(shape, dtype) of column `name`'s rows when every row can be decoded straight into
@@ -436,7 +462,7 @@ class Dataset:
         self._check_memory(names, [(i, None) for i in range(len(self.files))], joined=False)
         unit, safe = self.time_unit(names, datetime, safe)
         # numbers read as one array each (the batched whole read), text as each file's
-        # blocks; keys (each file's key values name its keys) file by file, joined
+        # blocks; keys whose key values differ (each file's name its keys) file by file
         whole = [] if filter is not None else [n for n in names if self._in_step(n)]
         rest = [n for n in names if n not in whole]
         got = {}
@@ -462,9 +488,9 @@ class Dataset:
                             batch_size=None, filter=None):  # noqa: A002 - pyarrow's name
         """A pyarrow.RecordBatchReader over every file in turn (as idv.arrow.record_batch_reader
         gives each file's: one batch per block of rows, or of ``batch_size`` rows; a batch never
-        spans two files). A large file is decoded a window at a time; small files of numbers
-        and text (no keys or times) are read together, up to GROUP_BYTES decoded at a time
-        (_whole_values)."""
+        spans two files). A large file is decoded a window at a time; small files of numbers,
+        text and keys of the same key values in every file (no times) are read together, up
+        to GROUP_BYTES decoded at a time (_whole_values)."""
         from idv.arrow import arrow_schema, record_batch_reader, whole_batches
         from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()

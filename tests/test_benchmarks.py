@@ -138,7 +138,7 @@ def test_benchmark_quick_mode(script):
         assert report["take"]["rows_per_block=1024"]["rows_per_block"] == 1024
         assert set(report["wide"]["ratios"]) == {"open", "one column", "all"}
         assert report["many_files"]["files"] == 50 and report["many_files"]["ratio"] > 0
-        for kind in ("forms", "forms_text"):
+        for kind in ("forms", "forms_text", "forms_key"):
             forms = report["many_files"][kind]
             assert list(forms) == ["to_arrow", "stream", "to_pandas"]
             assert all(r["ratio"] > 0 and r["seconds"]["idv"] > 0 for r in forms.values())

@@ -156,23 +156,29 @@ def test_arrow_and_pandas_forms_equal_the_files_joined():
         pd.testing.assert_frame_equal(df, single)
 
 
+def _written(folder, files):
+    """The paths of files 0.idv, 1.idv... of `folder`, written by idv.write from each
+    (columns, keywords) of `files`."""
+    paths = []
+    for i, (columns, keywords) in enumerate(files):
+        paths.append(str(folder / f"{i}.idv"))
+        idv.write(paths[-1], columns, **keywords)
+    return paths
+
 
 def test_arrow_numbers_come_whole_and_keys_keep_each_files_key_values(tmp_path):
     """A dataset's numbers and dense vectors are read whole, all files at once (numbers: one
     Arrow chunk, not one a file); its keys file by file: each file's key values name its own
     keys."""
     pa = pytest.importorskip("pyarrow")
-    paths = []
-    for i, words in enumerate((["cat", "dog"], ["dog", "cat", "bird"], ["ant", "bee"])):
-        p = tmp_path / f"{i}.idv"
-        n = 5 + i
-        idv.write(p, {"x": np.arange(n, dtype=np.float64) + 10 * i,
-                      "v": np.arange(n * 3, dtype=np.int16).reshape(n, 3),
-                      "k": np.arange(n, dtype=np.uint32) % (len(words) + 1),
-                      "t": [f"r{i}.{j}" for j in range(n)]},
-                  types={"k": idv.Key(idv.UInt32, count=3)},
-                  metadata={"k": {"KeyValues": words + [""] * (3 - len(words))}})
-        paths.append(str(p))
+    paths = _written(tmp_path, [
+        ({"x": np.arange(5 + i, dtype=np.float64) + 10 * i,
+          "v": np.arange((5 + i) * 3, dtype=np.int16).reshape(5 + i, 3),
+          "k": np.arange(5 + i, dtype=np.uint32) % (len(words) + 1),
+          "t": [f"r{i}.{j}" for j in range(5 + i)]},
+         {"types": {"k": idv.Key(idv.UInt32, count=3)},
+          "metadata": {"k": {"KeyValues": words + [""] * (3 - len(words))}}})
+        for i, words in enumerate((["cat", "dog"], ["dog", "cat", "bird"], ["ant", "bee"]))])
     want = pa.concat_tables([idv.to_arrow(p) for p in paths])
     with idv.dataset(paths, max_open_files=1) as ds:
         table = ds.to_arrow()
@@ -184,6 +190,32 @@ def test_arrow_numbers_come_whole_and_keys_keep_each_files_key_values(tmp_path):
         _same_table(ds.to_arrow(["x"], filter=pa.compute.field("x") > 12),
                     want.select(["x"]).filter(pa.compute.field("x") > 12))
 
+
+@pytest.mark.parametrize("key_values", [["cat", "dog", "bird"], None])
+def test_keys_of_the_same_key_values_in_every_file_are_read_in_one_step(tmp_path, key_values):
+    """Keys whose KeyValues are the same in every file (or absent from all) are read whole,
+    all files at once, like numbers: one Arrow chunk; the same table, frame and batches as
+    each file's. One file stores them uncompressed: the same values in other bytes."""
+    pa = pytest.importorskip("pyarrow")
+    pd = pytest.importorskip("pandas")
+    paths = _written(tmp_path, [
+        ({"k": (np.arange(5 + 3 * i, dtype=np.uint32) + i) % 4,
+          "x": np.arange(5 + 3 * i, dtype=np.float32)},
+         {"types": {"k": idv.Key(idv.UInt32, count=3)},
+          "metadata": {"k": {"KeyValues": key_values}} if key_values else None,
+          "compression": "none" if i == 2 else "deflate"})
+        for i in range(4)])
+    want = pa.concat_tables([idv.to_arrow(p) for p in paths])
+    with idv.dataset(paths, max_open_files=2) as ds:
+        table = ds.to_arrow()
+        _same_table(table, want)
+        assert table.column("k").num_chunks == 1                # not one chunk a file
+        batches = list(ds.iter_batches(batch_size=4))
+        mine = [b for p in paths for b in idv.record_batch_reader(p, batch_size=4)]
+        assert [b.num_rows for b in batches] == [b.num_rows for b in mine]
+        _same_table(pa.Table.from_batches(batches), pa.Table.from_batches(mine))
+        pd.testing.assert_frame_equal(
+            ds.to_pandas(), pd.concat([idv.read_pandas(p) for p in paths], ignore_index=True))
 
 @pytest.mark.parametrize("vectors", ["expand", "object"])
 def test_pandas_numbers_vectors_and_times_read_whole_equal_the_files_joined(vectors):
