@@ -284,23 +284,8 @@ class Dataset:
         """Whether every file has the same KeyValues annotation of column `name` (or none):
         then its keys name the same values in all. Asked of each file once."""
         if name not in self._key_values_agree:
-            with self.using(0) as f:
-                form, first = f[name].annotation_form("KeyValues"), None
-            same = True
-            for i in range(1, len(self.files)):
-                with self.using(i) as f:
-                    if f[name].annotation_form("KeyValues") == form:   # the same bytes
-                        continue
-                    if first is None:
-                        with self.using(0) as f0:
-                            first = f0[name].annotation("KeyValues")
-                    kv = f[name].annotation("KeyValues")
-                same = (kv is None) == (first is None) and (
-                    kv is None or (np.asarray(kv).dtype == np.asarray(first).dtype
-                                   and np.array_equal(kv, first)))
-                if not same:
-                    break
-            self._key_values_agree[name] = same
+            self._key_values_agree[name] = dataset_files.same_annotation(
+                self._columns_in_use(name, 0, len(self.files)), "KeyValues")
         return self._key_values_agree[name]
 
     def _room_in_place(self, name):

@@ -10,6 +10,8 @@ import functools
 import itertools
 import threading
 
+import numpy as np
+
 from idv import _threads
 from idv.errors import IdvFormatError
 from idv.reader import IdvFile, open as idv_open
@@ -159,6 +161,24 @@ def changed(entry, f, columns, names):
     if why is not None:
         raise IdvFormatError(f"the file changed since the dataset listed it: {why}; open "
                              f"the dataset again", path=entry.path)
+
+
+def same_annotation(columns, kind):
+    """Whether the columns (an iterable of one a file, each read in turn) all have the same
+    `kind` annotation, or none: told by its stored form (Column.annotation_form), its values
+    decoded and compared only where the forms differ (one file stored uncompressed)."""
+    columns = iter(columns)
+    first = next(columns)
+    form, value = first.annotation_form(kind), first.annotation(kind)
+    for col in columns:
+        if col.annotation_form(kind) == form:
+            continue
+        other = col.annotation(kind)
+        if (other is None) != (value is None) or other is not None and not (
+                np.asarray(other).dtype == np.asarray(value).dtype
+                and np.array_equal(other, value)):
+            return False
+    return True
 
 
 class OpenFiles:
