@@ -79,10 +79,20 @@ def run_into_head(*args, lines=1):
     return rc, err, head.stdout.decode()
 
 
+_HIDING = {}
+
+
 def _hiding(packages):
-    """A folder of packages, named `packages`, whose import fails as a missing one's does."""
+    """A folder of packages, named `packages`, whose import fails as a missing one's does
+    (one folder for each set, removed when the tests end)."""
+    import atexit
+    import shutil
     import tempfile
-    folder = tempfile.mkdtemp(prefix="idv-hide-")
+    key = tuple(sorted(packages))
+    if key in _HIDING:
+        return _HIDING[key]
+    folder = _HIDING[key] = tempfile.mkdtemp(prefix="idv-hide-")
+    atexit.register(shutil.rmtree, folder, True)
     for name in packages:
         os.makedirs(os.path.join(folder, name))
         with open(os.path.join(folder, name, "__init__.py"), "w") as f:
