@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import filters, scan, ticks
+from idv import batch, filters, scan, ticks
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
@@ -66,10 +66,10 @@ class _ColumnToArrow:
             if block is None:        # a vector block with sparse rows: through read()'s form
                 arrays.append(self.array(col.read_blocks(b, b + 1, parallel=parallel), row0))
             else:
-                arrays.append(self._text_block_array(block))
+                arrays.append(self.text_block_array(block))
         return arrays
 
-    def _text_block_array(self, block):
+    def text_block_array(self, block):
         pa, t = self.pa, self.type
         spans = block if not isinstance(t, T.Vector) else block.values
         items = pa.StringArray.from_buffers(len(spans), pa.py_buffer(spans.offsets),
@@ -239,12 +239,22 @@ def text_array(col, rows=None):
     return whole.slice(start - b0 * step, stop - start)
 
 
-def text_of_files(cols):
-    """The rows of Text columns `cols` (an iterable of one column a file) end to end, as one
-    ChunkedArray on their blocks' UTF-8 (text_array of each, in turn)."""
+def text_of_files(batches):
+    """The rows of Text columns of many files end to end, as one ChunkedArray on their
+    blocks' UTF-8. `batches` yields lists of (store, column), one a file, their files open
+    until the next list is asked for: the blocks of a list's files in memory are inflated
+    together (idv.batch.text_blocks), the others' each in turn (text_array)."""
     pa = import_pyarrow()
-    parts = [text_array(c) for c in cols]
-    return pa.chunked_array([c for p in parts for c in p.chunks], parts[0].type)
+    chunks, conv = [], None
+    for pieces in batches:
+        conv = conv or text_reader(pieces[0][1])
+        together = [batch.text_batchable(*p) for p in pieces]
+        spans = iter(batch.text_blocks([p for p, ok in zip(pieces, together) if ok],
+                                       pieces[0][0].threads) if any(together) else ())
+        for (_, col), ok in zip(pieces, together):
+            chunks.extend(map(conv.text_block_array, next(spans)) if ok
+                          else text_array(col).chunks)
+    return pa.chunked_array(chunks, conv.arrow_type)
 
 
 def _chunked(pa, conv, values, n):

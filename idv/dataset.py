@@ -26,7 +26,7 @@ from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.paths import expand_sources
 from idv.dataset_files import DatasetFile
-from idv.reader import IdvFile, Schema, open as idv_open
+from idv.reader import IdvFile, Schema
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
            "SCHEMA_MODES", "ON_BAD_FILE"]
@@ -102,11 +102,12 @@ class Dataset:
         self.open_kwargs = open_kwargs
         self._max_open = int(max_open_files)
         self._open = dataset_files.OpenFiles(self._max_open, self._reopen, self._closing)
+        self._layouts = dataset_files.Budget(dataset_files.LAYOUT_BYTES)
         self._key_values_agree = {}      # key column -> whether all files' KeyValues are equal
         self.skipped = []
         wanted = None if columns is None else ([columns] if isinstance(columns, str)
                                                else list(columns))
-        opened = []           # (path, visible columns, rows, rows per block, IdvFile)
+        opened = []           # (path, visible columns, DatasetFile, IdvFile)
         limits = []
         files = dataset_files.opened(paths, filesystem, open_kwargs)
         try:
@@ -121,10 +122,10 @@ class Dataset:
                 limits.append(f.memory_limit)
                 cols = dataset_files.visible(f)
                 rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
-                opened.append((path, cols, f.num_rows, rpb, f, f.identity, None))
+                entry = DatasetFile(path, f.num_rows, 0, rpb, f.identity)
+                opened.append((path, cols, entry, f))
                 if len(opened) > self._max_open:     # keep the first max_open_files open
-                    opened[-1] = opened[-1][:-1] + (
-                        dataset_files.decoded(f, [c for c, _ in cols]),)
+                    entry.closing(f, [c for c, _ in cols], self._layouts)
                     f.close()
             if self.skipped:
                 listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
@@ -138,18 +139,19 @@ class Dataset:
         except BaseException:
             files.close()            # the files opened ahead, closed
             for o in opened:
-                o[4].close()
+                o[3].close()
             raise
         # a read of the dataset is checked as a whole, against its files' largest limit
         self.memory_limit = max(limits)
-        ref = opened[0][4]
+        ref = opened[0][3]
         self.files = []
         start = 0
         self._columns = dict(opened[0][1])       # name -> type, to check reopened files
-        for i, (path, _cols, n, rpb, f, ident, decoded) in enumerate(opened):
-            self.files.append(DatasetFile(path, n, start, {k: rpb[k] for k in self._names},
-                                          ident, decoded))
-            start += n
+        for i, (_path, _cols, entry, f) in enumerate(opened):
+            entry.start = start
+            entry.rows_per_block = {k: entry.rows_per_block[k] for k in self._names}
+            self.files.append(entry)
+            start += entry.num_rows
             if not f.closed:
                 self._open.add(i, f)
         self.num_rows = start
@@ -183,9 +185,13 @@ class Dataset:
         return self._open.using(i)
 
     def _reopen(self, i):
-        """File i opened again, checked to be the one listed."""
+        """File i opened again, checked to be the one listed (its tables read again unless
+        its layout was kept and it is still the same file)."""
         entry = self.files[i]
-        f = idv_open(entry.path, filesystem=self.filesystem, **self.open_kwargs)
+        f = IdvFile(entry.path, filesystem=self.filesystem, layout=entry.layout,
+                    **self.open_kwargs)
+        if f.layout is entry.layout:
+            return f
         try:
             dataset_files.changed(entry, f, self._columns, self._names)
         except BaseException:
@@ -194,9 +200,9 @@ class Dataset:
         return f
 
     def _closing(self, i, f):
-        """File i, about to be closed for room: what reading its columns allocates is kept."""
-        if self.files[i].decoded is None:
-            self.files[i].decoded = dataset_files.decoded(f, self._names)
+        """File i, about to be closed for room: what reading its columns allocates is kept,
+        and what opening it read (DatasetFile.closing)."""
+        self.files[i].closing(f, self._names, self._layouts)
 
     @property
     def num_open_files(self):
@@ -265,11 +271,17 @@ class Dataset:
         return got
 
     def _columns_in_use(self, name, i0, i1):
-        """Column `name` of each of files [i0, i1) in turn, its file in use (using) until the
-        next is asked for."""
-        for i in range(i0, i1):
-            with self.using(i) as f:
-                yield f[name]
+        """Column `name` of files [i0, i1) as lists of (store, column), one a file, of up to
+        BATCH_FILES files (and max_open_files), in use until the next list is asked for."""
+        step = max(1, min(self._max_open, BATCH_FILES))
+        for a in range(i0, i1, step):
+            held = []
+            try:
+                for i in range(a, min(a + step, i1)):
+                    held.append((i, self._open.hold(i)))
+                yield [(f.store, f[name]) for _, f in held]
+            finally:
+                self._open.release([i for i, _ in held])
 
     def _whole(self, name):
         """Whether column `name` converts to pandas and Arrow the same, read whole from all
@@ -285,7 +297,8 @@ class Dataset:
         then its keys name the same values in all. Asked of each file once."""
         if name not in self._key_values_agree:
             self._key_values_agree[name] = dataset_files.same_annotation(
-                self._columns_in_use(name, 0, len(self.files)), "KeyValues")
+                (col for cols in self._columns_in_use(name, 0, len(self.files))
+                 for _, col in cols), "KeyValues")
         return self._key_values_agree[name]
 
     def _room_in_place(self, name):

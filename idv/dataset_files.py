@@ -21,6 +21,10 @@ OPEN_AHEAD = 8
 # a file of at most this many columns keeps what reading each column allocates when the
 # dataset closes it (Dataset._decoded_bytes); a wider one is reopened to check a read
 REMEMBERED_COLUMNS = 256
+# what opening the files read (IdvFile.layout) kept, once the dataset closes them, for their
+# reopening, at most: about 3 KiB a file and 0.5 KiB a column (a reopening then costs a
+# third of an opening); files beyond it are read and checked again when reopened
+LAYOUT_BYTES = 64 << 20
 
 
 class DatasetFile:
@@ -28,9 +32,10 @@ class DatasetFile:
     fsspec filesystem), ``num_rows``, and ``start`` / ``stop``: its rows' numbers in the
     dataset."""
 
-    __slots__ = ("path", "num_rows", "start", "rows_per_block", "identity", "decoded")
+    __slots__ = ("path", "num_rows", "start", "rows_per_block", "identity", "decoded",
+                 "layout")
 
-    def __init__(self, path, num_rows, start, rows_per_block, identity=None, decoded=None):
+    def __init__(self, path, num_rows, start, rows_per_block, identity=None):
         self.path = path
         self.identity = identity               # IdvFile.identity when it was listed
         self.num_rows = num_rows
@@ -38,7 +43,16 @@ class DatasetFile:
         self.rows_per_block = rows_per_block   # name -> rows per block, of the dataset's columns
         # name -> what reading all of the column allocates (Column.decoded_bytes), kept when
         # the dataset closes the file, so that checking a read of it needs no reopening
-        self.decoded = decoded
+        self.decoded = None
+        self.layout = None      # IdvFile.layout, kept when the dataset closes the file
+
+    def closing(self, f, names, layouts):
+        """Keep what file `f` (this one, about to be closed) tells of columns `names`: what
+        reading each allocates, and its layout while `layouts` (a Budget) has room."""
+        if self.decoded is None:
+            self.decoded = decoded(f, names)
+        if self.layout is None and layouts.take(3072 + 512 * len(f.columns)):
+            self.layout = f.layout
 
     @property
     def stop(self):
@@ -46,6 +60,22 @@ class DatasetFile:
 
     def __repr__(self):
         return f"DatasetFile({self.path!r}, {self.num_rows} rows, rows {self.start}-{self.stop})"
+
+
+class Budget:
+    """Bytes to spend, taken until none are left; threads may share it."""
+
+    def __init__(self, size):
+        self.left = size
+        self._lock = threading.Lock()
+
+    def take(self, size):
+        """Whether `size` more bytes fit (they are taken) or not (nothing is)."""
+        with self._lock:
+            if size > self.left:
+                return False
+            self.left -= size
+            return True
 
 
 def opened(paths, filesystem, open_kwargs):
@@ -250,9 +280,15 @@ class OpenFiles:
         """Close the least recently used files beyond the limit, but those in use and file
         `keep` (just opened)."""
         extra = len(self._handles) - self.limit
-        idle = [j for j in self._handles if j != keep and not self._in_use[j]] if extra > 0 \
-            else []
-        for j in idle[:extra]:
+        if extra <= 0:
+            return
+        idle = []       # the first `extra` in LRU order (a scan of them all is quadratic)
+        for j in self._handles:
+            if j != keep and j not in self._in_use:
+                idle.append(j)
+                if len(idle) == extra:
+                    break
+        for j in idle:
             old = self._handles.pop(j)
             self._closing(j, old)
             old.close()

@@ -21,9 +21,11 @@ class Opened:
     """What opening read: ``header`` (idv._header.Header), ``head`` (the 256 header bytes),
     ``sums`` (idv.checksums.Checksums, None without or unchecked), ``described`` (per column
     (TocEntry, codec or None, why it cannot be read or None)) and ``tables``
-    (idv.layout.Tables)."""
+    (idv.layout.Tables); ``identity``: the source's (a local file's device, inode, size and
+    modification time; None for others), by which the same file opened again may reuse it
+    (``reused``)."""
 
-    __slots__ = ("header", "head", "sums", "described", "tables")
+    __slots__ = ("header", "head", "sums", "described", "tables", "identity", "checked")
 
     def __init__(self, header, head, sums, described, tables):
         self.header = header
@@ -31,6 +33,17 @@ class Opened:
         self.sums = sums
         self.described = described
         self.tables = tables
+        self.identity = None
+        self.checked = None        # whether its checksums were checked
+
+
+def reused(src, check_sums, known):
+    """`known` (an Opened) for source `src` when it was read from the same local file, with
+    the same checks: a file of a dataset opened again needs its tables read and checked only
+    once; else None."""
+    if known is None or known.identity is None or known.checked != check_sums:
+        return None
+    return known if getattr(src, "identity", None) == known.identity else None
 
 
 def read(src, check_sums, stacklevel=2):
@@ -39,6 +52,7 @@ def read(src, check_sums, stacklevel=2):
     found = _in_memory(src.buffer, check_sums) if src.buffer is not None else None
     if found is None:
         found = _in_parts(src, check_sums)
+    found.identity, found.checked = getattr(src, "identity", None), check_sums
     for e, _, dead in found.described:
         if dead is not None:
             warnings.warn(f"cannot interpret column {e.index} {e.name!r}: {dead}", IdvWarning,

@@ -133,13 +133,16 @@ class IdvFile:
     object's name; None for bytes), ``threads`` and ``backend`` (as given to idv.open).
     Package-internal: ``store`` (the idv.blocks.BlockStore the columns decode their blocks
     through), ``tables`` (every column's lookup and metadata table, read at open:
-    idv.layout.Tables) and ``identity`` (a local file's (device, inode, size, modification
-    time) when opened, telling it from another put in its place; None for other sources).
+    idv.layout.Tables), ``identity`` (a local file's (device, inode, size, modification
+    time) when opened, telling it from another put in its place; None for other sources) and
+    ``layout`` (what opening read: idv.opening.Opened). ``layout=`` takes one read before
+    from the same path: while the file's identity is the same, its tables are not read and
+    checked again (a dataset reopening its files).
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
                  memory_limit=None, checksums=True, filesystem=None, storage_options=None,
-                 timeout=None):
+                 timeout=None, layout=None):
         blocks = cache.BlockCache(cache_bytes)      # a bad cache_bytes fails before opening
         self.store = None
         self._source = open_any(source, filesystem, storage_options, timeout)
@@ -154,8 +157,11 @@ class IdvFile:
         self.backend = backend
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
-            with getattr(self._source, "checked_once", contextlib.nullcontext)():
-                opened = opening.read(self._source, bool(checksums), stacklevel=3)
+            opened = opening.reused(self._source, bool(checksums), layout)
+            if opened is None:
+                with getattr(self._source, "checked_once", contextlib.nullcontext)():
+                    opened = opening.read(self._source, bool(checksums), stacklevel=3)
+            self.layout = opened
             self.header, self._head, self.tables = opened.header, opened.head, opened.tables
             sums, described = opened.sums, opened.described
             self.store = BlockStore(self._source, path=self.path,

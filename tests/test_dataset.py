@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import opening
+from idv import batch, dataset_files, opening, reader
 from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
 from reference import REPO_DIR, fixture, sidecar
 
@@ -410,23 +410,42 @@ def test_only_max_open_files_stay_open(tmp_path):
     assert ds.num_open_files == 0
 
 
-def test_a_whole_read_opens_each_closed_file_once(tmp_path, monkeypatch):
-    """Checking a read of every row against the memory limit reopens no closed file: each
-    file past max_open_files is opened once when listed and once to be read."""
+def _counting(monkeypatch, module, name):
+    """A list that grows by one at each call of module.name."""
+    calls, real = [], getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
+    return calls
+
+
+def _six_small(tmp_path):
     paths = []
     for i in range(6):
         paths.append(str(tmp_path / f"{i}.idv"))
         idv.write(paths[-1], {"Id": np.arange(10, dtype=np.int32) + 10 * i,
                               "Name": np.array([f"r{j}" for j in range(10)], object)})
-    opens = []
-    real = opening.read
-    monkeypatch.setattr(opening, "read", lambda *a, **k: (opens.append(1), real(*a, **k))[1])
+    return paths
+
+
+def test_a_whole_read_opens_each_closed_file_once(tmp_path, monkeypatch):
+    """Checking a read of every row against the memory limit reopens no closed file: each
+    file past max_open_files is opened once when listed and once to be read, its tables read
+    and checked only the first time."""
+    paths = _six_small(tmp_path)
+    parsed = _counting(monkeypatch, opening, "read")
+    opens = _counting(monkeypatch, reader, "open_any")
     with idv.dataset(paths, max_open_files=2) as ds:
-        assert len(opens) == 6
+        assert len(opens) == len(parsed) == 6
         got = ds.read()
         assert got["Id"].tolist() == list(range(60))
         assert got["Name"].tolist() == [f"r{j}" for j in range(10)] * 6
-        assert len(opens) == 6 + 4           # files 2..5 once each
+        assert opens[6:] == paths[2:]        # files 2..5 once each
+        assert len(parsed) == 6
+    # what opening them read is kept up to LAYOUT_BYTES: here for two files of two columns
+    monkeypatch.setattr(dataset_files, "LAYOUT_BYTES", 2 * (3072 + 512 * 2))
+    del parsed[:]
+    with idv.dataset(paths, max_open_files=2) as ds:
+        assert ds.read(["Id"])["Id"].tolist() == list(range(60))
+        assert [src.name for src in parsed] == paths + paths[4:]     # 4 and 5 read again
     with idv.dataset(paths, max_open_files=2, memory_limit=300) as ds:
         assert ds.read(["Id"], rows=slice(0, 20))["Id"].tolist() == list(range(20))
         # 6 x 40 bytes, decoded in place: once; a row selection is joined: twice
@@ -797,52 +816,63 @@ def test_a_whole_read_decodes_numbers_in_place(tmp_path):
         assert ds.read(["x", "v"])["v"].shape == (0, 2)
 
 
-def test_a_whole_read_inflates_the_blocks_of_many_files_together(tmp_path):
+def test_a_whole_read_inflates_the_blocks_of_many_files_together(tmp_path, monkeypatch):
     """The numbers and keys of every file, compressed or stored, with checksums or without,
-    go through one inflate call per kind (idv.batch): the same values as each file's own read,
-    at any max_open_files; a damaged block names its file, column and block."""
+    go through one inflate call per kind (idv.batch), and so does text into Arrow: the same
+    values as each file's own read, at any max_open_files; a damaged block names its file,
+    column and block."""
+    pa = pytest.importorskip("pyarrow")
     rng = np.random.default_rng(3)
     paths = []
     for i, rows in enumerate([250, 0, 1000, 37, 400, 1, 999]):
         paths.append(str(tmp_path / f"{i}.idv"))
         idv.write(paths[-1], {"n": rng.integers(-9, 9, rows), "f": rng.random(rows, np.float32),
                               "k": rng.integers(0, 4, rows).astype(np.uint32),
-                              "t": np.array([f"r{j}" for j in range(rows)], object)},
+                              "t": np.array([f"r{j}" * (j % 7) for j in range(rows)], object)},
                   types={"k": idv.Key(idv.UInt32, count=4)},
                   metadata={"k": {"KeyValues": ["a", "b", "c", "d"]}}, rows_per_block=100,
                   compression=("deflate", "none")[i % 2], checksums=i % 3 != 0)
     want = {n: np.concatenate([idv.read(p, [n])[n] for p in paths]) for n in "nfkt"}
-    for max_open in (1, 2, 1024):
+    together = _counting(monkeypatch, batch, "text_blocks")
+    for max_open, batches in ((1, None), (2, [1, 2, 2, 1]), (1024, [6])):
         with idv.dataset(paths, max_open_files=max_open) as ds:
             got = ds.read()
             assert {n: got[n].tolist() for n in "nfkt"} == {n: want[n].tolist() for n in "nfkt"}
+            del together[:]
+            text = ds.to_arrow(["t"])["t"]
+            assert text.to_pylist() == want["t"].tolist() and text.type == pa.string()
+            if batches:         # the text of as many files as stay open (but the empty one)
+                assert [len(pieces) for pieces in together] == batches
             if max_open > len(paths):          # the files read are the ones still open
                 assert [ds.open_file(i)["n"].blocks_decoded for i in (0, 2)] == [3, 10]
-    with idv.open(paths[4]) as f:       # checksummed and deflated: a byte of its block 2
+                assert [ds.open_file(i)["t"].blocks_decoded for i in (0, 2)] == [6, 20]
+    with idv.open(paths[4]) as f:       # checksummed and deflated: a byte of block 2 of each
         assert f.has_checksums
-        at = int(f["f"].lookup["offset"][2])
+        at = [int(f[n].lookup["offset"][2]) for n in "ft"]
     with open(paths[4], "r+b") as fh:
-        fh.seek(at)
-        byte = fh.read(1)
-        fh.seek(at)
-        fh.write(bytes([byte[0] ^ 1]))
+        for a in at:
+            fh.seek(a)
+            byte = fh.read(1)
+            fh.seek(a)
+            fh.write(bytes([byte[0] ^ 1]))
     with idv.dataset(paths) as ds:
         assert ds.read(["n"])["n"].tolist() == want["n"].tolist()
-        with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
-            ds.read(["f"])
-        assert (e.value.path, e.value.column, e.value.block) == (paths[4], "f", 2)
+        for n in "ft":
+            with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
+                ds.to_arrow([n])
+            assert (e.value.path, e.value.column, e.value.block) == (paths[4], n, 2)
+    with idv.dataset(paths, memory_limit=2000) as ds:      # text is counted before any read
+        with pytest.raises(idv.MemoryLimitError, match="reading 1 column of 7 files"):
+            ds.to_arrow(["t"])
 
 
 def test_only_files_in_memory_are_inflated_together(tmp_path, monkeypatch):
     """A remote file's blocks are fetched file by file, as before: batching them would fetch
     the blocks of hundreds of files at once."""
     fsspec = pytest.importorskip("fsspec")
-    from idv import batch
-    batched = []
-    real = batch.inflate_files
-    monkeypatch.setattr(batch, "inflate_files",
-                        lambda pieces, threads: (batched.append(len(pieces)),
-                                                 real(pieces, threads))[1])
+    pytest.importorskip("pyarrow")
+    batched = _counting(monkeypatch, batch, "inflate_files")
+    text = _counting(monkeypatch, batch, "text_blocks")
     fs = fsspec.filesystem("memory")
     root = "/idv-batch-test"
     try:
@@ -850,9 +880,13 @@ def test_only_files_in_memory_are_inflated_together(tmp_path, monkeypatch):
             fs.pipe(f"{root}/part-{i}.idv", fixture(n).read_bytes())
         with idv.dataset(f"memory://{root}") as remote:
             far = remote.read(["Id"])["Id"]
-        assert batched == []
+            far_text = remote.to_arrow(["Txt"])["Txt"]
+        assert batched == text == []
         with idv.dataset(_paths(MIXED[:3])) as local:
             near = local.read(["Id"])["Id"]
-        assert batched == [3] and far.tolist() == near.tolist() == list(range(100)) * 3
+            near_text = local.to_arrow(["Txt"])["Txt"]
+        assert [len(p) for p in batched] == [len(p) for p in text] == [3]
+        assert far.tolist() == near.tolist() == list(range(100)) * 3
+        assert far_text.to_pylist() == near_text.to_pylist()
     finally:
         fs.rm(root, recursive=True)
