@@ -5,6 +5,7 @@ them); this file only makes them importable and holds the fixtures.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +19,10 @@ if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
 from reference import Oracle, find_oracle, shared_dir  # noqa: E402
+
+# the .NET runtime of every ML.NET oracle the tests and benchmarks start makes no diagnostic
+# pipes (it leaves two files in /tmp for each process otherwise)
+os.environ.setdefault("COMPlus_EnableDiagnostics", "0")
 
 
 @pytest.fixture(scope="session")

@@ -173,10 +173,8 @@ class Oracle:
         self.python = python or os.environ.get("IDV_ORACLE_PYTHON", "python3")
 
     def run(self, *args, check=True) -> subprocess.CompletedProcess:
-        # no diagnostic pipes: the .NET runtime leaves two files in /tmp for each process
-        env = dict(os.environ, COMPlus_EnableDiagnostics="0")
         proc = subprocess.run([self.python, str(self.script), *map(str, args)],
-                              capture_output=True, text=True, timeout=ORACLE_TIMEOUT, env=env)
+                              capture_output=True, text=True, timeout=ORACLE_TIMEOUT)
         if check and proc.returncode != 0:
             raise OracleFailed(f"mlnet_oracle.py {' '.join(map(str, args))} exited with "
                                f"{proc.returncode}:\n{proc.stderr.strip()[-4000:]}")
