@@ -9,6 +9,7 @@ import contextlib
 import functools
 import itertools
 import threading
+import weakref
 
 import numpy as np
 
@@ -22,9 +23,15 @@ OPEN_AHEAD = 8
 # dataset closes it (Dataset._decoded_bytes); a wider one is reopened to check a read
 REMEMBERED_COLUMNS = 256
 # what opening the files read (IdvFile.layout) kept, once the dataset closes them, for their
-# reopening, at most: about 3 KiB a file and 0.5 KiB a column (a reopening then costs a
-# third of an opening); files beyond it are read and checked again when reopened
+# reopening, at most (layout_bytes each); a reopening then costs a third of an opening, and
+# files beyond it are read and checked again when reopened
 LAYOUT_BYTES = 64 << 20
+
+
+def layout_bytes(num_columns):
+    """About the memory that a file's layout holds (measured: 5 KiB for 4 columns, 11 KiB
+    for 11, 130 KiB for 256)."""
+    return 2048 + 768 * num_columns
 
 
 class DatasetFile:
@@ -51,7 +58,7 @@ class DatasetFile:
         reading each allocates, and its layout while `layouts` (a Budget) has room."""
         if self.decoded is None:
             self.decoded = decoded(f, names)
-        if self.layout is None and layouts.take(3072 + 512 * len(f.columns)):
+        if self.layout is None and layouts.take(layout_bytes(len(f.columns))):
             self.layout = f.layout
 
     @property
@@ -215,12 +222,14 @@ class OpenFiles:
     """The files of a dataset open at once: at most `limit`, the least recently used closed
     first, but never one in use (hold and release, or using): a stream still reading it,
     another thread's read, which may keep more than `limit` open for a while. `reopen(i)`
-    opens file i again; `closing(i, f)` is told of each file closed for room. One lock
-    guards them: threads may share a dataset."""
+    opens file i again; `closing(i, f)` is told of each file closed for room: methods of the
+    dataset, held weakly (no reference cycle: a dataset let go is freed at once, with all it
+    keeps of its files). One lock guards them: threads may share a dataset."""
 
     def __init__(self, limit, reopen, closing):
         self.limit = limit
-        self._reopen, self._closing = reopen, closing
+        self._owner_reopen = weakref.WeakMethod(reopen)
+        self._owner_closing = weakref.WeakMethod(closing)
         self._handles = collections.OrderedDict()      # file index -> open IdvFile (LRU)
         self._in_use = collections.Counter()           # file index -> holds not released
         self._lock = threading.RLock()
@@ -245,7 +254,7 @@ class OpenFiles:
             if f is not None and not f.closed:
                 self._handles.move_to_end(i)
                 return f
-            f = self._reopen(i)
+            f = self._owner_reopen()(i)
             self._handles[i] = f
             self._close_beyond(keep=i)
             return f
@@ -290,7 +299,7 @@ class OpenFiles:
                     break
         for j in idle:
             old = self._handles.pop(j)
-            self._closing(j, old)
+            self._owner_closing()(j, old)
             old.close()
 
     def close(self):

@@ -441,7 +441,7 @@ def test_a_whole_read_opens_each_closed_file_once(tmp_path, monkeypatch):
         assert opens[6:] == paths[2:]        # files 2..5 once each
         assert len(parsed) == 6
     # what opening them read is kept up to LAYOUT_BYTES: here for two files of two columns
-    monkeypatch.setattr(dataset_files, "LAYOUT_BYTES", 2 * (3072 + 512 * 2))
+    monkeypatch.setattr(dataset_files, "LAYOUT_BYTES", 2 * dataset_files.layout_bytes(2))
     del parsed[:]
     with idv.dataset(paths, max_open_files=2) as ds:
         assert ds.read(["Id"])["Id"].tolist() == list(range(60))
@@ -686,6 +686,24 @@ def test_a_file_replaced_after_listing_is_refused_on_reopen(tmp_path):
         with pytest.raises(idv.IdvFormatError, match="another file is in its place"):
             ds.read()
 
+
+
+def test_a_dataset_let_go_is_freed_at_once(tmp_path):
+    """No reference cycle holds a dataset (nor what it keeps of the files it closed) until
+    the garbage collector runs: it goes when its last reference does."""
+    import gc
+    import weakref
+    paths = _six_small(tmp_path)
+    gc.disable()
+    try:
+        ds = idv.dataset(paths, max_open_files=2)
+        assert ds.read(["Id"])["Id"].tolist() == list(range(60))
+        assert ds.files[2].layout is not None
+        gone = weakref.ref(ds)
+        del ds
+        assert gone() is None
+    finally:
+        gc.enable()
 
 
 def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(monkeypatch,
