@@ -247,7 +247,8 @@ def text_of_files(batches):
     pa = import_pyarrow()
     chunks, conv = [], None
     for pieces in batches:
-        conv = conv or text_reader(pieces[0][1])
+        if conv is None:
+            conv = text_reader(pieces[0][1])
         together = [batch.text_batchable(*p) for p in pieces]
         spans = iter(batch.text_blocks([p for p, ok in zip(pieces, together) if ok],
                                        pieces[0][0].threads) if any(together) else ())

@@ -38,12 +38,13 @@ class Opened:
 
 
 def reused(src, check_sums, known):
-    """`known` (an Opened) for source `src` when it was read from the same local file, with
-    the same checks: a file of a dataset opened again needs its tables read and checked only
-    once; else None."""
-    if known is None or known.identity is None or known.checked != check_sums:
+    """`known` (an Opened) for source `src` when it was read from the same local file (its
+    device, inode, size, modification time and header bytes), with the same checks: a file of
+    a dataset opened again needs its tables read and checked only once; else None."""
+    if known is None or known.identity is None or known.checked != check_sums \
+            or getattr(src, "identity", None) != known.identity:
         return None
-    return known if getattr(src, "identity", None) == known.identity else None
+    return known if bytes(src.view(0, len(known.head))) == known.head else None
 
 
 def read(src, check_sums, stacklevel=2):

@@ -688,6 +688,30 @@ def test_a_file_replaced_after_listing_is_refused_on_reopen(tmp_path):
 
 
 
+def test_a_file_rewritten_in_place_is_read_again_on_reopen(tmp_path, monkeypatch):
+    """A closed file's layout is reused only while its bytes are the same file's: the same
+    device, inode, size and modification time, and the same header."""
+    import struct
+    a, b = tmp_path / "a.idv", tmp_path / "b.idv"
+    _small(a, range(10))
+    idv.write(b, {"x": np.arange(10, 20, dtype=np.int32)}, checksums=False)
+    parsed = _counting(monkeypatch, opening, "read")
+    with idv.dataset(str(tmp_path), max_open_files=1) as ds:       # b closed, its layout kept
+        assert ds.files[1].layout is not None
+        st = os.stat(b)
+        with open(b, "r+b") as fh:        # the same inode and size: version 1.1.1.6 -> 1.1.1.7
+            fh.seek(8)
+            version, = struct.unpack("<Q", fh.read(8))
+            fh.seek(8)
+            fh.write(struct.pack("<Q", version + 1))
+        os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert os.stat(b).st_mtime_ns == st.st_mtime_ns and os.stat(b).st_ino == st.st_ino
+        del parsed[:]
+        assert ds.read()["x"].tolist() == list(range(20))
+        assert [src.name for src in parsed] == [str(b)]      # read and checked again
+        assert ds.open_file(1).header.version == version + 1
+
+
 def test_a_dataset_let_go_is_freed_at_once(tmp_path):
     """No reference cycle holds a dataset (nor what it keeps of the files it closed) until
     the garbage collector runs: it goes when its last reference does."""
