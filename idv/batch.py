@@ -90,9 +90,9 @@ def _inflate_at(kind, lib, members, which, root, dst, threads):
         expected = store.expected_crcs(blocks)
         crcs.append(np.full(len(table), _compression.NO_CRC, np.int64) if expected is None
                     else expected)
-    whole = np.concatenate(tables)
+    # field by field: numpy joins structured arrays through Python code, per array
+    disk, raw = (np.concatenate([t[name] for t in tables]) for name in ("disk", "raw"))
     offsets = np.concatenate(places).astype(np.int64, copy=False)
-    disk, raw = np.ascontiguousarray(whole["disk"]), np.ascontiguousarray(whole["raw"])
     crcs = np.concatenate(crcs)
 
     def run(span):
