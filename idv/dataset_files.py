@@ -55,7 +55,8 @@ class DatasetFile:
 
     def closing(self, f, names, layouts):
         """Keep what file `f` (this one, about to be closed) tells of columns `names`: what
-        reading each allocates, and its layout while `layouts` (a Budget) has room."""
+        reading each allocates, and its layout while `layouts` (a Budget) has room.
+        Package-internal: the dataset calls it."""
         if self.decoded is None:
             self.decoded = decoded(f, names)
         if self.layout is None and layouts.take(layout_bytes(len(f.columns))):
