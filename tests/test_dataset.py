@@ -908,6 +908,28 @@ def test_a_whole_read_inflates_the_blocks_of_many_files_together(tmp_path, monke
             ds.to_arrow(["t"])
 
 
+def test_text_inflated_together_names_the_block_it_cannot_convert(tmp_path):
+    """A text block that inflates (stored, no checksums) but whose entries are damaged is
+    refused with its file, column and block, as the file's own read says."""
+    pytest.importorskip("pyarrow")
+    paths = _written(tmp_path, [({"t": np.array([f"r{j}" for j in range(300)], object)},
+                                 dict(compression="none", checksums=False,
+                                      rows_per_block=100))] * 3)
+    with idv.open(paths[1]) as f:
+        at = int(f["t"].lookup["offset"][2])
+    with open(paths[1], "r+b") as fh:        # its count of entries: -1
+        fh.seek(at)
+        fh.write(b"\xff" * 8)
+    with pytest.raises(idv.IdvFormatError, match="holds -1 entries") as alone:
+        idv.to_arrow(paths[1], ["t"])
+    with idv.dataset(paths) as ds:
+        with pytest.raises(idv.IdvFormatError, match="holds -1 entries") as e:
+            ds.to_arrow(["t"])
+    where = (paths[1], "t", 2, at)
+    assert (e.value.path, e.value.column, e.value.block, e.value.offset) == where
+    assert (alone.value.path, alone.value.column, alone.value.block, alone.value.offset) == where
+
+
 def test_only_files_in_memory_are_inflated_together(tmp_path, monkeypatch):
     """A remote file's blocks are fetched file by file, as before: batching them would fetch
     the blocks of hundreds of files at once."""
