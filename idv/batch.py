@@ -26,11 +26,17 @@ def batchable(store: BlockStore, blocks: ColumnBlocks, out, first: int) -> bool:
     [first, first + blocks.num_rows) of `out`: a fixed-width scalar column of a known
     compression, of a file in memory (a remote file's blocks would all be fetched at once),
     through a native DEFLATE library, `out` a contiguous array of its codec's dtype."""
-    return (store.in_memory and fixed_width(blocks.codec)
-            and blocks.compression in _compression.NAMES
-            and store.backend.native is not None and out.dtype == blocks.codec.dtype
+    return (_inflatable(store, blocks) and fixed_width(blocks.codec)
+            and out.dtype == blocks.codec.dtype
             and out.ndim == 1 and out.flags.c_contiguous and out.flags.writeable
             and 0 <= first <= len(out) - blocks.num_rows)
+
+
+def _inflatable(store, blocks):
+    """Whether the C loop can inflate `blocks` of the file of `store` with others': a file in
+    memory, a known compression, a native DEFLATE library."""
+    return (store.in_memory and blocks.compression in _compression.NAMES
+            and store.backend.native is not None)
 
 
 def inflate_files(pieces, threads):
@@ -116,9 +122,7 @@ def text_batchable(store: BlockStore, col) -> bool:
     """Whether Text column `col` of a file whose blocks `store` holds can be inflated by
     text_blocks: a scalar Text column of rows, of a file in memory, of a known compression,
     through a native DEFLATE library."""
-    blocks = col.blocks
-    return (col.type is T.Text and col.num_rows > 0 and store.in_memory
-            and blocks.compression in _compression.NAMES and store.backend.native is not None)
+    return col.type is T.Text and col.num_rows > 0 and _inflatable(store, col.blocks)
 
 
 def text_blocks(pieces, threads):

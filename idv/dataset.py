@@ -285,8 +285,8 @@ class Dataset:
 
     def _whole(self, name):
         """Whether column `name` converts to pandas and Arrow the same, read whole from all
-        the files as from each file: not Text (read into Arrow's layout file by file), nor
-        keys whose key values differ between files (each file's name its own keys)."""
+        the files as from each file: not Text (read into Arrow's layout: _text), nor keys
+        whose key values differ between files (each file's name its own keys)."""
         item = T.item_type(self.open_file(0)[name].type)
         if isinstance(item, T.Key):
             return self._same_key_values(name)

@@ -136,8 +136,8 @@ class IdvFile:
     idv.layout.Tables), ``identity`` (a local file's (device, inode, size, modification
     time) when opened, telling it from another put in its place; None for other sources) and
     ``layout`` (what opening read: idv.opening.Opened). ``layout=`` takes one read before
-    from the same path: while the file's identity is the same, its tables are not read and
-    checked again (a dataset reopening its files).
+    from the same path: while the file's identity and header bytes are the same, its tables
+    are not read and checked again (a dataset reopening its files).
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
