@@ -17,8 +17,9 @@ For each dataset, interleaved, best of ``--repeat`` runs:
                    ``backend="isal"`` (level 1: the fastest compressor, larger files)
   .idv -> Parquet  idv.convert(ML.NET's x.idv, x.parquet): the read path (idv.arrow's
                    record_batch_reader) into pyarrow's ParquetWriter, snappy
-  .idv -> .idv     idv.convert(ML.NET's x.idv, y.idv): the scan's numpy batches into the
-                   writer, the defaults
+  .idv -> .idv     idv.convert(ML.NET's x.idv, y.idv), the defaults: the source's blocks
+                   copied as stored (Writer.copy_blocks), decoded only for their statistics;
+                   and with ``level=2`` (every block decoded and compressed again)
   .idv -> CSV      idv.convert(ML.NET's x.idv, x.csv): the scan into idv.delimited (.NET's
                    text forms), against pyarrow Parquet -> CSV (pyarrow.csv.write_csv of
                    pq.read_table: the same values in pyarrow's text forms)
@@ -131,7 +132,7 @@ def size_figures(tmp, rows):
         for name in sorted(os.listdir(folder)):
             if name.endswith(".idv"):
                 sources[name] = os.path.join(folder, name)
-    settings = {"default": {}, **other_settings()}
+    settings = {"default": {}, "level 2": {"level": 2}, **other_settings()}
     out = []
     for name, src in sources.items():
         with idv.open(src) as f:
@@ -199,6 +200,9 @@ def run_dataset(kind, p, small, tmp, repeat, log):
     paths = {"pyarrow copy": out["copy.parquet"], "Parquet -> .idv": out["default.idv"],
              ".idv -> Parquet": out["from_idv.parquet"], ".idv -> .idv": out["from_idv.idv"],
              ".idv -> CSV": out["from_idv.csv"], "pyarrow Parquet -> CSV": out["pyarrow.csv"]}
+    key = ".idv -> .idv, level 2"          # compressed again, at the default convert level
+    paths[key] = os.path.join(tmp, f"{kind}_again.idv")
+    fns[key], opts[key] = idv_convert(src_idv, paths[key], level=2), {"level": 2}
     for name, o in other_settings().items():
         key = f"Parquet -> .idv, {name}"
         path = os.path.join(tmp, f"{kind}_{name.replace(' ', '')}.idv")

@@ -226,10 +226,27 @@ class BlockStore:
         blocks.counted(b1 - b0)
         return buf, offsets.tolist(), disk.tolist()
 
-    def _check_crcs(self, buf, offsets, disk, crcs, b0):
+    @_entry_point
+    def stored(self, blocks, b0, b1):
+        """Blocks [b0, b1) of a column as the file stores them, neither inflated nor decoded
+        (views of a file in memory, else read in one batch), each checked against its CRC-32
+        where the file has checksums: for a writer that copies blocks it need not encode
+        again (idv.Writer.copy_blocks)."""
+        table = blocks.lookup[b0:b1]
+        at, disk = table["offset"].astype(np.int64), table["disk"].astype(np.int64)
+        buf, offsets = self.block_bytes(at, disk)
+        offsets = np.asarray(offsets, np.int64)
+        crcs = self.expected_crcs(blocks)
+        if crcs is not None:
+            self._check_crcs(buf, offsets, disk, crcs[b0:b1], b0, at)
+        view = memoryview(buf).cast("B")
+        return [view[o:o + n] for o, n in zip(offsets.tolist(), disk.tolist())]
+
+    def _check_crcs(self, buf, offsets, disk, crcs, b0, at=None):
         """IdvFormatError naming the first block (numbered from b0) whose bytes fail their
         CRC-32 (`crcs`: idv.checksums.Checksums.expected's), computed in one call per span of
-        blocks without the GIL, in the read threads when there is much to check."""
+        blocks without the GIL, in the read threads when there is much to check. `at`: the
+        blocks' offsets in the file, where `offsets` are those in a buffer of their bytes."""
         def run(span):
             return _compression.crc32_ranges(buf, offsets[span[0]:span[1]],
                                              disk[span[0]:span[1]])
@@ -243,8 +260,9 @@ class BlockStore:
         bad = np.flatnonzero((crcs != _compression.NO_CRC) & ((crcs < 0) | (got != crcs)))
         if len(bad):
             i = int(bad[0])
-            self.check_block(int(offsets[i]), int(disk[i]), b0 + i)
-            raise IdvFormatError("checksum mismatch", block=b0 + i, offset=int(offsets[i]))
+            at = offsets if at is None else at
+            self.check_block(int(at[i]), int(disk[i]), b0 + i)
+            raise IdvFormatError("checksum mismatch", block=b0 + i, offset=int(at[i]))
 
     # ---- decoding
     @_entry_point

@@ -94,6 +94,12 @@ class Column(ColumnAnnotations):
         return self._entry.codec_name
 
     @property
+    def codec_params(self):
+        """The codec's parameters as stored in the file (bytes; with ``codec_name``, how
+        the blocks' payloads are laid out)."""
+        return self._entry.codec_params
+
+    @property
     def compression(self):
         """The block compression: ``'None'`` or ``'Deflate'`` (``'unknown (k)'`` for a kind this
         reader does not know)."""
@@ -157,6 +163,11 @@ class Column(ColumnAnnotations):
                                         self._entry.compression, self.rows_per_block,
                                         self.num_rows, self.lookup, self._decoded.add)
         return self._blocks
+
+    def stored_blocks(self, b0, b1):
+        """Blocks [b0, b1) as the file stores them, neither inflated nor decoded (memoryviews),
+        each checked against its CRC-32 where the file has checksums."""
+        return self._file.store.stored(self.blocks, b0, b1)
 
     def _located(self, error, **where):
         """`error` (an IdvFormatError) naming this column, `where`, and the file's path."""

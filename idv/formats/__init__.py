@@ -161,7 +161,10 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
       size for the same data, about 1.5x as fast as ``level=6`` (idv.write's default).
       ``backend="isal"`` (level 1) is the fastest, for files 10-76 % larger;
       ``backend="zlib", level=6`` gives ML.NET's own bytes. A backend without a level: its
-      convert level (libdeflate 2, zlib 4, ISA-L 1).
+      convert level (libdeflate 2, zlib 4, ISA-L 1). From an .idv file without either (and
+      with its own ``rows_per_block``), the blocks stored as the output stores them (the same
+      codec and compression) are copied as they are, not compressed again; their rows are
+      still decoded for the output's statistics and checks.
     * ``progress``: called as ``progress(rows_done, rows_total)`` at the start and after each
       block or batch; ``rows_total`` is None when unknown (CSV input).
     * ``datetime`` / ``safe``: time units of the Arrow side, as in idv.to_arrow: ``"auto"``
@@ -191,6 +194,8 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     check_conversion(src_fmt, dst_fmt)
     if dst_fmt.name != "idv" and (level is not None or backend is not None):
         raise ValueError(f"level= and backend= are for .idv output, not {dst_fmt.name}")
+    # no level or library asked for: .idv -> .idv copies the blocks it need not compress again
+    keep_blocks = level is None and backend is None
     backend, level = convert_deflate(level, backend) if dst_fmt.name == "idv" else (None, None)
     check_time_mode(datetime, TIME_MODES)
     for path in _local_paths(src):
@@ -205,7 +210,7 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
                       types=types, compression=compression, rows_per_block=rows_per_block,
                       deflate={"level": level, "backend": backend},
                       batch_rows=rows_per_block or _BATCH_ROWS, legacy_keys=legacy_keys,
-                      missing_text=missing_text)
+                      missing_text=missing_text, keep_blocks=keep_blocks)
     if src_fmt.name == "idv" and dst_fmt.from_idv is not None:
         return dst_fmt.from_idv(src, dst, options, progress)
     import_pa()

@@ -33,6 +33,7 @@ class Options(NamedTuple):
     batch_rows: int         # rows per batch read from a Parquet / IPC source
     legacy_keys: object = None   # "shift": ML.NET 0.x keys with a min written from min 0
     missing_text: object = None  # what null text of a non-.idv source becomes, or None
+    keep_blocks: bool = False    # .idv -> .idv: copy blocks stored as the output stores them
 
 
 def import_pa():

@@ -9,9 +9,11 @@ import io
 
 import numpy as np
 
-from idv import scan, selection
+from idv import _codecs, scan, selection
 from idv import types as T
 from idv.annotations import metadata_spec
+from idv.compression import kind as compression_kind
+from idv.errors import MissingDependencyError
 from idv.reader import opened
 from idv.selection import file_columns
 from idv.formats._base import Source, check_codecs, is_dataset
@@ -161,41 +163,111 @@ def _idv_columns(src, columns):
 
 
 def _batches(source, scanned, total, progress, how):
-    """The source's batches of read()'s forms, block by block (`how`: the scan's window
+    """The source's Batches (idv.scan: read()'s forms, block by block; `how`: the scan's
     options), `progress` told of each (rows done, rows in all)."""
     if progress is not None:
         progress(0, total)
     for batch in scan.scan(source, scanned, **how):
-        yield batch.values
+        yield batch
         if progress is not None:
             progress(batch.row0 + batch.stop - batch.start, total)
 
 
 @contextlib.contextmanager
 def _scanned(src, columns, progress, **how):
-    """(the Columns, the source's rows, its batches: _batches) for the time of the block."""
+    """(the Columns, the source's rows, its Batches: _batches) for the time of the block."""
     with _idv_columns(src, columns) as (cols, source, scanned):
         batches = _batches(source, scanned, source.num_rows, progress, how)
         with contextlib.closing(batches):
             yield cols, source.num_rows, batches
 
 
+def _kept(src, cols, shifts, options):
+    """The columns whose blocks .idv -> .idv copies as they are stored, not compressed again:
+    those of a file (not a dataset, whose files' blocks would not line up) stored as the
+    output stores them (the same codec, parameters and compression), when the output keeps
+    the file's blocks (no level= or backend=; rows_per_block the file's own)."""
+    if not options.keep_blocks or is_dataset(src) or not cols:
+        return []
+    if options.rows_per_block not in (None, cols[0].rows_per_block):
+        return []
+    kind = compression_kind(options.compression)
+    return [c for c, shift in zip(cols, shifts)
+            if shift is None and c.readable and c.blocks.compression == kind
+            and (c.codec_name, c.codec_params) == _codecs.codec_of(c.type)]
+
+
+def _reader(col):
+    """How idv_to_idv reads a column: Text into Arrow on its blocks' UTF-8 where pyarrow is
+    installed (the writer takes it without str objects), the rest in read()'s forms."""
+    if col.type is T.Text:
+        from idv.arrow import text_reader
+        try:
+            return text_reader(col)
+        except MissingDependencyError:
+            pass
+    return scan.NumpyColumn(col)
+
+
 def idv_to_idv(src, dst, options, progress):
-    """.idv -> .idv: numpy blocks into idv.Writer; every type and annotation is kept."""
+    """.idv -> .idv: the source's blocks, decoded, into idv.Writer (every type and annotation
+    kept); a file's blocks stored as the output stores them are copied (Writer.copy_blocks),
+    their rows decoded only for their statistics and checks."""
     from idv.writer import Writer
-    with _scanned(src, options.columns, progress) as (cols, total, batches):
+    with _idv_columns(src, options.columns) as (cols, source, scanned):
+        total = source.num_rows
         shifts = [legacy_key_shift(c.name, c.type, options.legacy_keys) for c in cols]
         schema = [(c.name, c.type if shift is None else shift[0])
                   for c, shift in zip(cols, shifts)]
         metadata = {c.name: metadata_spec(c) for c in cols}
-        with Writer(dst, schema, metadata=metadata, compression=options.compression,
-                    rows_per_block=options.rows_per_block, **options.deflate) as w:
-            for values in batches:
-                w.write_batch({c.name: v if shift is None else shift[1](v)
-                               for c, v, shift in zip(cols, values, shifts)})
+        kept = _kept(src, cols, shifts, options)
+        # blocks copied: a batch a block (its own arrays, joined to no other), else a window
+        batches = _batches(source, scanned, total, progress,
+                           {"reader": _reader, "batch_rows": 1 if kept else None})
+
+        def rows(batch):
+            return {c.name: v if shift is None else shift[1](v)
+                    for c, v, shift in zip(cols, batch.values, shifts)}
+        with contextlib.closing(batches), \
+                Writer(dst, schema, metadata=metadata, compression=options.compression,
+                       rows_per_block=cols[0].rows_per_block if kept else options.rows_per_block,
+                       **options.deflate, **({"max_bytes_per_block": None} if kept else {})) as w:
+            if not kept:
+                for batch in batches:
+                    w.write_batch(rows(batch))
+            for group in _block_groups(batches, cols) if kept else ():
+                w.copy_blocks(_stored_blocks(group, kept, rows))
             if not cols:
                 w.add_empty_rows(total)
         return total
+
+
+def _block_groups(batches, cols, nbytes=scan.WINDOW_BYTES):
+    """The scan's batches of one block each, in groups of consecutive blocks of about
+    `nbytes` decompressed over the columns (which share one block grid): what the writer
+    takes at once (its threads find the blocks' statistics)."""
+    rpb = cols[0].rows_per_block
+    sizes = np.sum([c.lookup["raw"] for c in cols], axis=0, dtype=np.int64)
+    group, size = [], 0
+    for batch in batches:
+        group.append(batch)
+        size += int(sizes[batch.start // rpb])
+        if size >= nbytes:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
+def _stored_blocks(group, kept, rows):
+    """Writer.copy_blocks' (rows, stored) of each block of a group of batches (`rows`:
+    fn(batch) -> its rows as the writer takes them)."""
+    rpb = kept[0].rows_per_block
+    b0 = group[0].start // rpb
+    stored = {c.name: list(zip(c.stored_blocks(b0, b0 + len(group)),
+                               c.lookup["raw"][b0:b0 + len(group)].tolist())) for c in kept}
+    return [(rows(batch), {name: blocks[i] for name, blocks in stored.items()})
+            for i, batch in enumerate(group)]
 
 
 def legacy_key_shift(name, t, legacy_keys):
@@ -232,14 +304,14 @@ def idv_to_text(src, dst, options, progress, writer):
     # text is made far slower than blocks decode: a block at a time, the next decoded ahead,
     # holds only that block's values and cells
     with _scanned(src, options.columns, progress, window_bytes=1,
-                  ahead=1) as (cols, total, batches):
+                  ahead=1) as (cols, total, scanned):
         out = AtomicPath(dst)
         try:
             with out.open() as raw:
                 text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
                 w = writer(text, cols)
-                for values in batches:
-                    w.write(values)
+                for batch in scanned:
+                    w.write(batch.values)
                 if not cols:
                     w.write_rows_without_columns(total)
                 text.flush()

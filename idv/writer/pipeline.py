@@ -137,6 +137,7 @@ class Writer:
         self._out = Output(dest)
         self._pending = [[] for _ in self._columns]
         self._pending_rows = 0
+        self._ended = False       # a short block copied: no rows may follow
         self._lookups = [([], [], []) for _ in self._columns]
         self._rows = 0
         self._closed = False
@@ -182,12 +183,55 @@ class Writer:
         RecordBatch is a batch of its columns by name. All of the batch is checked before any
         of it is kept. With no columns, a pandas DataFrame or pyarrow Table adds its rows."""
         self._check_open()
+        self._check_not_ended()
         if data is None:
             data = columns
         elif columns:
             raise TypeError("give the batch as one dict or as keyword arguments, not both")
         chunks, n = self._prepare(data)
         self._append(chunks, n)
+
+    def copy_blocks(self, blocks):
+        """Append whole blocks that another file stores as this writer would store them (the
+        same codec, codec parameters and compression): their bytes are copied, not encoded
+        and compressed again. ``blocks``: one (rows, stored) pair per block, ``rows`` its
+        rows as write_batch takes them (checked, and the block's statistics found from them:
+        ``rows_per_block`` rows, fewer in a last block, which ends the file's rows),
+        ``stored`` {column name: (its stored bytes, their decompressed length)} for the
+        columns copied, the others encoded. The writer needs a fixed block size
+        (``max_bytes_per_block=None``) and the rows must start a block; an error aborts the
+        writer. The caller vouches that the bytes hold those rows (idv.convert decodes them
+        from those bytes)."""
+        self._check_open()
+        self._check_not_ended()
+        if self._max_bytes is not None:
+            raise ValueError("copy_blocks needs a fixed block size (max_bytes_per_block=None)")
+        if self._pending_rows:
+            raise ValueError(f"copy_blocks starts a block, but {self._pending_rows} rows of one "
+                             f"are pending")
+        try:
+            tasks = []
+            for data, stored in blocks:
+                self._check_not_ended()
+                chunks, n = self._prepare(data)
+                if not 0 < n <= self._rpb:
+                    raise ValueError(f"a block holds 1 to {self._rpb} rows, not {n}")
+                copies = {}
+                for name, copy in stored.items():
+                    if name not in self._by_name or name in self._duplicates:
+                        raise KeyError(f"copy_blocks: no single column named {name!r}")
+                    copies[self._by_name[name].index] = copy
+                tasks.extend((c, ch, copies.get(c.index)) for c, ch in zip(self._columns, chunks))
+                self._rows += n
+                self._ended = n < self._rpb
+            self._write_blocks(tasks)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _check_not_ended(self):
+        if self._ended:
+            raise ValueError("rows cannot follow a short block copied by copy_blocks")
 
     def add_empty_rows(self, n):
         """Append `n` rows to a writer whose schema has no columns. ML.NET's saver writes such
@@ -293,7 +337,7 @@ class Writer:
         for b in range(nblocks):
             a, z = b * rpb, min((b + 1) * rpb, n)
             for c, m in zip(cols, merged):
-                tasks.append((c, c.rows(m, a, z)))
+                tasks.append((c, c.rows(m, a, z), None))
         self._write_blocks(tasks)
         done = min(nblocks * rpb, n)
         if done < n:
@@ -303,7 +347,11 @@ class Writer:
         self._pending_rows = n - done
 
     def _encode_block(self, task):
-        col, chunk = task
+        col, chunk, copy = task
+        if copy is not None:       # stored as it is elsewhere: its checksum and statistics
+            data, nraw = copy
+            return (col.index, data, int(nraw), None if self._sums is None else crc(data),
+                    self._block_stats(col, chunk))
         if self._domains[col.index] == block_stats.TEXT:
             raw, stats = col.payload_with_statistics(chunk)
         else:
