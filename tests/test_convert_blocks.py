@@ -112,6 +112,37 @@ def test_blocks_are_made_again_when_asked(how, tmp_path, monkeypatch):
             assert {c.compression for c in f.columns} == {"None"}
 
 
+def test_columns_chosen_are_copied(tmp_path):
+    name = "pipeline_multiclass_scored"
+    out = tmp_path / "two.idv"
+    idv.convert(fixture(name), out, columns=["PredictedLabel", "Score"])
+    check_idv_against_dump(out, sidecar(name), columns=["PredictedLabel", "Score"])
+    with idv.open(fixture(name)) as src, idv.open(out) as f:
+        assert f.column_names == ["PredictedLabel", "Score"]
+        for c in f.columns:
+            assert _stored(f, c.name) == _stored(src, c.name)
+
+
+def test_a_remote_file_is_fetched_once(tmp_path):
+    """Over HTTP the blocks are not copied (they would be fetched a second time): they are
+    compressed again, each fetched once."""
+    pytest.importorskip("fsspec")
+    from http_server import RangeServer
+    src = tmp_path / "src.idv"
+    x = np.random.default_rng(0).random((300_000, 4))
+    idv.write(src, {"x": x}, backend="zlib")
+    data = src.read_bytes()
+    with idv.open(src) as f:
+        blocks = f["x"].nbytes_disk
+    out = tmp_path / "out.idv"
+    with RangeServer({"/src.idv": data}) as srv:
+        idv.convert(srv.url("/src.idv"), out)
+        served = srv.bytes_served
+    assert blocks < served < blocks * 1.2
+    with idv.open(out) as f:
+        np.testing.assert_array_equal(f["x"].read(), x)
+
+
 def test_a_dataset_is_compressed_again(tmp_path):
     """A dataset's files end to end do not share one block grid: its blocks are made again."""
     for i in range(2):

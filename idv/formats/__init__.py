@@ -161,7 +161,7 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
       size for the same data, about 1.5x as fast as ``level=6`` (idv.write's default).
       ``backend="isal"`` (level 1) is the fastest, for files 10-76 % larger;
       ``backend="zlib", level=6`` gives ML.NET's own bytes. A backend without a level: its
-      convert level (libdeflate 2, zlib 4, ISA-L 1). From an .idv file without either (and
+      convert level (libdeflate 2, zlib 4, ISA-L 1). From a local .idv file without either (and
       with its own ``rows_per_block``), the blocks stored as the output stores them (the same
       codec and compression) are copied as they are, not compressed again; their rows are
       still decoded for the output's statistics and checks.

@@ -182,12 +182,14 @@ def _scanned(src, columns, progress, **how):
             yield cols, source.num_rows, batches
 
 
-def _kept(src, cols, shifts, options):
+def _kept(source, cols, shifts, options):
     """The columns whose blocks .idv -> .idv copies as they are stored, not compressed again:
-    those of a file (not a dataset, whose files' blocks would not line up) stored as the
-    output stores them (the same codec, parameters and compression), when the output keeps
-    the file's blocks (no level= or backend=; rows_per_block the file's own)."""
-    if not options.keep_blocks or is_dataset(src) or not cols:
+    those of a file in memory (not a dataset, whose files' blocks would not line up, nor a
+    remote file, whose blocks would be fetched twice) stored as the output stores them (the
+    same codec, parameters and compression), when the output keeps the file's blocks (no
+    level= or backend=; rows_per_block the file's own)."""
+    if not options.keep_blocks or is_dataset(source) or not cols \
+            or not source.store.in_memory:
         return []
     if options.rows_per_block not in (None, cols[0].rows_per_block):
         return []
@@ -220,7 +222,7 @@ def idv_to_idv(src, dst, options, progress):
         schema = [(c.name, c.type if shift is None else shift[0])
                   for c, shift in zip(cols, shifts)]
         metadata = {c.name: metadata_spec(c) for c in cols}
-        kept = _kept(src, cols, shifts, options)
+        kept = _kept(source, cols, shifts, options)
         # blocks copied: a batch a block (its own arrays, joined to no other), else a window
         batches = _batches(source, scanned, total, progress,
                            {"reader": _reader, "batch_rows": 1 if kept else None})
