@@ -205,6 +205,26 @@ def test_stored_blocks_are_checked(source):
     assert (e.value.column, e.value.block, e.value.offset) == ("x", 1, off)
 
 
+def test_ctrl_c_while_copying_leaves_nothing(tmp_path):
+    """Interrupted half-way (a KeyboardInterrupt from the progress callback, as Ctrl-C), the
+    copy leaves no file, and an existing destination as it was."""
+    src = tmp_path / "src.idv"
+    idv.write(src, {"x": np.arange(100_000, dtype=np.int64)}, rows_per_block=1000)
+    out = tmp_path / "out.idv"
+    out.write_bytes(b"kept")
+    calls = []
+
+    def progress(done, total):
+        calls.append(done)
+        if done >= 50_000:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        idv.convert(src, out, progress=progress)
+    assert 0 < len(calls) < 100
+    assert sorted(os.listdir(tmp_path)) == ["out.idv", "src.idv"]
+    assert out.read_bytes() == b"kept"
+
+
 def test_a_damaged_source_writes_nothing(tmp_path):
     data, off = _damaged()
     src = tmp_path / "bad.idv"
