@@ -379,7 +379,9 @@ class Writer:
         """Encode and compress the blocks in the pool's threads, consecutive blocks in groups
         of about _GROUP_BYTES (one hand-off each, not one per block), a bounded number of
         groups in flight, and write them in order as they come back. A block that needs no
-        work (fixed-width items, no compression) is taken in this thread."""
+        work (fixed-width items, no compression, checksums or statistics) is taken in this
+        thread: with either, its CRC-32 and statistics are found in the threads while this
+        one writes."""
         threads = self._threads
         if threads <= 1 or len(tasks) <= 1:
             for t in tasks:
@@ -405,10 +407,11 @@ class Writer:
 
     def _groups(self, tasks):
         """(in this thread?, consecutive tasks): groups of about _GROUP_BYTES of input for the
-        threads; a block that needs no work alone, for this thread."""
+        threads; a block that needs no work (_write_blocks) alone, for this thread."""
         group, size = [], 0
         for t in tasks:
-            if self._compress is None and t[0].trivial:
+            if self._compress is None and t[0].trivial and self._sums is None \
+                    and self._stats[t[0].index] is None:
                 if group:
                     yield False, group
                     group, size = [], 0
