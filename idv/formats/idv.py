@@ -188,7 +188,7 @@ def _kept(source, cols, shifts, options):
     remote file, whose blocks would be fetched twice) stored as the output stores them (the
     same codec, parameters and compression), when the output keeps the file's blocks (no
     level= or backend=; rows_per_block the file's own)."""
-    if not options.keep_blocks or is_dataset(source) or not cols \
+    if not options.keep_blocks or is_dataset(source) or not cols or not source.num_rows \
             or not source.store.in_memory:
         return []
     if options.rows_per_block not in (None, cols[0].rows_per_block):
