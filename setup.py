@@ -18,6 +18,7 @@ MODULES = {
     "idv._compression": ["z"],
     "idv._codecs": [],
     "idv._encode": [],
+    "idv._arrow_c": [],
 }
 
 SANITIZE = os.environ.get("IDV_SANITIZE")

@@ -5,6 +5,7 @@ uncompressed numbers handed to Arrow and numpy without copying.
     python3 benchmarks/bench_arrow.py            # full: 1M short strings (bench_read's file)
     python3 benchmarks/bench_arrow.py --quick    # 50k strings, one run of each figure
     python3 benchmarks/bench_arrow.py --json     # machine-readable results on stdout
+    python3 benchmarks/bench_arrow.py --only zero  # the zero-copy figures alone
 
 The data are bench_read's text files (``ensure_data``: 5-30 characters, 1 in 8 with a non-ASCII
 character, written by ML.NET with DEFLATE and without compression) and their snappy Parquet
@@ -41,6 +42,7 @@ from bench_read import (_DECOMPRESSORS, baseline_decompress, ensure_data,  # noq
                         machine, memcpy_runs, options, payload_bytes, race, runs_and_log)
 
 MB = 1e6
+SECTIONS = ("text", "zero")
 
 
 def objects_then_arrow(path):
@@ -71,7 +73,11 @@ def check_same_values(p, keys):
 
 
 def main(argv=None):
-    args = options(__doc__.split("\n")[0], "small data, one run").parse_args(argv)
+    ap = options(__doc__.split("\n")[0], "small data, one run")
+    ap.add_argument("--only", choices=SECTIONS, action="append",
+                    help="this section only (repeatable; default: all)")
+    args = ap.parse_args(argv)
+    only = args.only or SECTIONS
     repeat, log = runs_and_log(args, 9)
 
     import pandas as pd
@@ -92,7 +98,7 @@ def main(argv=None):
         log(f"  -> {name}: {ratio:.2f}x (goal >= {goal}x) {'met' if ratio >= goal else 'MISSED'}")
 
     strings = hasattr(np, "dtypes") and hasattr(np.dtypes, "StringDType")
-    for key in keys:
+    for key in keys if "text" in only else ():
         path = p[key]
         comp = key.split("_")[1]
         nbytes = payload_bytes(path)
@@ -156,7 +162,8 @@ def main(argv=None):
             figures[f"stringdtype_vs_objects_{comp}"] = {"ratio": secs["idv"] / secs["idv_sd"]}
             log(f"     (StringDType / objects: {secs['idv'] / secs['idv_sd']:.2f}x)")
 
-    zero_copy(p["numeric_none"], repeat, fig, target, log)
+    if "zero" in only:
+        zero_copy(p["numeric_none"], repeat, fig, target, log)
 
     report = {"quick": args.quick, "repeat": repeat, "machine": machine(),
               "figures": figures, "targets": targets}

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import batch, filters, scan, ticks
+from idv import _arrow_c, batch, filters, scan, ticks
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
 from idv.annotations import metadata_spec, metadata_to_json, usable_key_values
-from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, column_arrow_type,
-                             import_pyarrow, items_to_arrow)
+from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
+                             column_arrow_type, import_pyarrow, imports_c_streams,
+                             items_to_arrow)
 from idv.errors import Where
 
 __all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition",
@@ -91,17 +92,21 @@ class _ColumnToArrow:
         return self._mapped
 
     def mapped_arrays(self, b0, b1):
-        """Blocks [b0, b1) of a mappable column as Arrow arrays, one per block, on the file's
-        memory map (numbers: slices of one Arrow buffer on the map, no copy; keys labelled by
-        KeyValues: their dictionary indices computed)."""
+        """Blocks [b0, b1) of a mappable column as one ChunkedArray, a chunk per block on the
+        file's memory map (numbers: views made by pyarrow's importer in one call,
+        idv._arrow_c, or by from_buffers; keys labelled by KeyValues: their dictionary
+        indices computed)."""
         col, pa, at = self.col, self.pa, self.arrow_type
         if self.dictionary is not None:
-            return [self.array(v, col.block_rows(b)[0])
-                    for b, v in zip(range(b0, b1), col.mapped_blocks(b0, b1))]
+            return pa.chunked_array([self.array(v, col.block_rows(b)[0]) for b, v in
+                                     zip(range(b0, b1), col.mapped_blocks(b0, b1))], at)
         buf, offsets, nbytes = col.mapped_blocks(b0, b1, spans=True)
-        whole, size = pa.py_buffer(buf), col.codec.itemsize
-        return [pa.Array.from_buffers(at, n // size, [None, whole.slice(o, n)])
-                for o, n in zip(offsets, nbytes)]
+        size, fmt = col.codec.itemsize, c_format(col.codec.dtype)
+        if fmt is not None and imports_c_streams(pa):
+            return pa.chunked_array(_arrow_c.Spans(buf, offsets, nbytes // size, size, fmt), at)
+        whole = pa.py_buffer(buf)
+        return pa.chunked_array([pa.Array.from_buffers(at, n // size, [None, whole.slice(o, n)])
+                                 for o, n in zip(offsets.tolist(), nbytes.tolist())], at)
 
     def blocks(self, b0, b1, parallel=True, out=None):
         """Blocks [b0, b1) as Arrow arrays: text one per block (text_arrays), mapped blocks
@@ -110,7 +115,7 @@ class _ColumnToArrow:
         if self.text:
             return self.text_arrays(b0, b1, parallel, out)
         if self.mapped:
-            return self.mapped_arrays(b0, b1)
+            return [self.mapped_arrays(b0, b1)]     # one ChunkedArray (join keeps its chunks)
         col = self.col
         values = col.read_blocks(b0, b1, parallel=parallel, out=out)
         return [self.array(values, col.block_rows(b0)[0])]
@@ -135,12 +140,30 @@ class _ColumnToArrow:
     def inflated(self, b0, b1, out):
         return [self.array(out, self.col.block_rows(b0)[0])]
 
+    @property
+    def light(self):
+        """Whether the scan makes this column's pieces in the calling thread: views of the
+        memory map are made in microseconds holding the GIL (their checksums checked
+        too), which threads would only contend for."""
+        return self.mapped
+
     def join(self, chunks):
-        return self.pa.chunked_array(chunks, self.arrow_type)
+        pa = self.pa
+        if len(chunks) == 1 and isinstance(chunks[0], pa.ChunkedArray):
+            return chunks[0]
+        arrays = []
+        for c in chunks:
+            arrays.extend(c.chunks if isinstance(c, pa.ChunkedArray) else [c])
+        return pa.chunked_array(arrays, self.arrow_type)
 
     def cut(self, value, a, b, step=1):
         if step != 1:
             return value.take(self.pa.array(np.arange(a, b, step)))
+        rpb = self.chunk_rows
+        if self.mapped and a % rpb == 0 and a // rpb < value.num_chunks:
+            chunk = value.chunk(a // rpb)        # a window of mapped blocks: one each
+            if len(chunk) == b - a:
+                return chunk
         return value.slice(a, b - a)
 
     def _describe(self, row0, size=None, offsets=None):
@@ -332,14 +355,16 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
         arrays, fields = [], []
         for col in cols:
             conv, v = convs[id(col)]
-            arrays.append(pa.chunked_array(v, conv.arrow_type) if conv.text or conv.mapped
-                          else _chunked(pa, conv, v, n))
+            arrays.append(v if conv.mapped else pa.chunked_array(v, conv.arrow_type)
+                          if conv.text else _chunked(pa, conv, v, n))
             fields.append(conv.field)
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def _one_array(pa, part):
     """A ChunkedArray's values as one Array (without copying when it has one chunk)."""
+    if isinstance(part, pa.Array):
+        return part
     if part.num_chunks == 1:
         return part.chunk(0)
     return pa.concat_arrays(part.chunks) if part.num_chunks else pa.array([], part.type)

@@ -67,6 +67,27 @@ def column_arrow_type(pa, t, unit, dictionary=None):
     return item_arrow_type(pa, t, unit)
 
 
+# (numpy kind, item size) of numbers -> their format string in the Arrow C data interface
+_C_FORMATS = {("i", 1): "c", ("u", 1): "C", ("i", 2): "s", ("u", 2): "S", ("i", 4): "i",
+              ("u", 4): "I", ("i", 8): "l", ("u", 8): "L", ("f", 2): "e", ("f", 4): "f",
+              ("f", 8): "g"}
+
+
+def c_format(dtype):
+    """The Arrow C data interface's format string of little-endian numbers of numpy `dtype`
+    (the Arrow type pa.from_numpy_dtype gives them); None for other values."""
+    dtype = np.dtype(dtype)
+    if dtype.byteorder == ">":
+        return None
+    return _C_FORMATS.get((dtype.kind, dtype.itemsize))
+
+
+def imports_c_streams(pa):
+    """Whether pyarrow makes a ChunkedArray of an object that gives an Arrow C stream
+    (``pa.chunked_array(obj)`` of ``obj.__arrow_c_stream__``: pyarrow 17 and later)."""
+    return int(pa.__version__.split(".")[0]) >= 17
+
+
 def _int64_array(pa, values, type_):
     return pa.array(np.ascontiguousarray(values, dtype=np.int64), type=pa.int64()).view(type_)
 

@@ -208,12 +208,13 @@ class BlockStore:
         closed or not). Each block is checked as mapped_spans checks it."""
         buf, offsets, nbytes = self.mapped_spans(blocks, b0, b1)
         dtype, size = blocks.codec.dtype, blocks.codec.itemsize
-        return [np.frombuffer(buf, dtype, n // size, o) for o, n in zip(offsets, nbytes)]
+        return [np.frombuffer(buf, dtype, n // size, o)
+                for o, n in zip(offsets.tolist(), nbytes.tolist())]
 
     @_entry_point
     def mapped_spans(self, blocks, b0, b1):
         """(the file's memory map as a read-only memoryview, each block's offset in it, its
-        bytes: lists) for blocks [b0, b1) of a mappable column, for views made elsewhere
+        bytes: int64 arrays) for blocks [b0, b1) of a mappable column, for views made elsewhere
         (Arrow buffers). Each block is checked against its CRC-32 first, and the file against
         truncation; nothing is allocated for the values."""
         buf = self._source.buffer
@@ -224,7 +225,7 @@ class BlockStore:
         if crcs is not None:
             self._check_crcs(buf, offsets, disk, crcs[b0:b1], b0)
         blocks.counted(b1 - b0)
-        return buf, offsets.tolist(), disk.tolist()
+        return buf, offsets, disk
 
     @_entry_point
     def stored(self, blocks, b0, b1):

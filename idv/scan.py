@@ -430,13 +430,17 @@ class _Windows:
                 for i, (k, p0, p1, out, _raw, _s) in enumerate(task)]
 
     def submit(self, spans, piece_bytes):
-        """Decode the windows `spans` ([(b0, b1)], a group of window_groups) together."""
+        """Decode the windows `spans` ([(b0, b1)], a group of window_groups) together: the
+        pieces of light readers (``light``: views made in the calling thread) here, the
+        others in the threads when there is enough work for them."""
         pieces = self._pieces(spans, piece_bytes)
+        here = [p for p in pieces if getattr(self.readers[p[0]], "light", False)]
+        away = [p for p in pieces if not getattr(self.readers[p[0]], "light", False)]
         threads = self.file.threads
-        if threads > 1 and len(pieces) > 1 and sum(p[4] for p in pieces) > INLINE_BYTES:
+        if threads > 1 and len(away) > 1 and sum(p[4] for p in away) > INLINE_BYTES:
             # small pieces (a wide file's columns) go to the threads a few together
             tasks, size = [], 0
-            for piece in pieces:
+            for piece in away:
                 if not tasks or size + piece[4] > piece_bytes:
                     tasks.append([])
                     size = 0
@@ -445,8 +449,10 @@ class _Windows:
             pool = _threads.pool("scan", threads)
             work = [pool.submit(self._decode, task) for task in tasks]
         else:
-            tasks = [pieces]
-            work = [finished(self._decode(pieces))]
+            here, tasks, work = pieces, [], []
+        if here:
+            tasks.append(here)
+            work.append(finished(self._decode(here)))
         self.pending.append((spans, tasks, work))
 
     def collect(self):

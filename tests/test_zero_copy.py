@@ -7,12 +7,14 @@ from __future__ import annotations
 import gc
 import io
 import mmap
+import threading
 
 import numpy as np
 import pytest
 
 import idv
 from idv import source
+from idv.arrow_types import imports_c_streams
 from http_server import RangeServer
 
 pa = pytest.importorskip("pyarrow", reason="to_arrow and record_batch_reader need pyarrow")
@@ -106,7 +108,18 @@ def test_a_column_of_several_blocks_is_copied_as_numpy_needs_one_buffer(path):
         assert f["r4"].blocks_decoded == f["r4"].num_blocks
 
 
-def test_arrow_arrays_are_chunks_on_the_map_read_only_and_valid_after_close(path):
+@pytest.fixture(params=["C stream", "from_buffers"])
+def made_by(request, monkeypatch):
+    """How the chunks on the map are made: pyarrow's import of an Arrow C stream of them
+    (idv._arrow_c), or one from_buffers call each (pyarrow before 17)."""
+    if request.param == "from_buffers":
+        monkeypatch.setattr(idv.arrow, "imports_c_streams", lambda pa: False)
+    elif not imports_c_streams(pa):
+        pytest.skip(f"pyarrow {pa.__version__} makes no ChunkedArray of a C stream")
+    return request.param
+
+
+def test_arrow_arrays_are_chunks_on_the_map_read_only_and_valid_after_close(path, made_by):
     want = idv.to_arrow(path.read_bytes())        # bytes: copied, one chunk a column
     with idv.open(path) as f:
         got = f.to_arrow()
@@ -128,12 +141,33 @@ def test_arrow_arrays_are_chunks_on_the_map_read_only_and_valid_after_close(path
     assert got.column("kv").type == want.column("kv").type      # a dictionary of KeyValues
 
 
-def test_record_batches_of_rows_and_sizes_equal_the_copying_reader(path):
+def test_record_batches_of_rows_and_sizes_equal_the_copying_reader(path, made_by):
     data = path.read_bytes()
     for kwargs in ({"rows": slice(100, 700, 3)}, {"batch_size": 100}):
         got = pa.Table.from_batches(list(idv.record_batch_reader(path, **kwargs)))
         want = pa.Table.from_batches(list(idv.record_batch_reader(data, **kwargs)))
         assert got.equals(want)
+
+
+def test_views_of_the_map_are_made_in_the_calling_thread(path, monkeypatch):
+    """A mapped column's pieces are not handed to the scan's threads (views take
+    microseconds holding the GIL); the other columns' still are."""
+    monkeypatch.setattr(idv.scan, "INLINE_BYTES", 0)
+    where = {}
+    decode = idv.scan._Windows._decode
+
+    def recorded(self, task):
+        for piece in task:
+            where.setdefault(self.readers[piece[0]].col.name, set()).add(threading.get_ident())
+        return decode(self, task)
+    monkeypatch.setattr(idv.scan._Windows, "_decode", recorded)
+    with idv.open(path, threads=2) as f:
+        got = pa.Table.from_batches(list(idv.record_batch_reader(f, ["r8", "when", "i4",
+                                                                     "flag"])))
+    here = threading.get_ident()
+    assert where["r8"] == where["i4"] == {here}
+    assert here not in where["when"] | where["flag"]
+    assert got.equals(idv.to_arrow(path.read_bytes(), ["r8", "when", "i4", "flag"]))
 
 
 def _damage(path, column, block):
