@@ -20,10 +20,12 @@ def inflate_blocks(kind: int, src: memoryview | bytes, offsets: np.ndarray, disk
                    raw: np.ndarray, dst: np.ndarray, dst_offsets: np.ndarray,
                    lib: int = 0,
                    crcs: Optional[np.ndarray] = None) -> Tuple[int, Optional[str]]: ...
-def inflate_blocks_from(kind: int, sources: List[memoryview | bytes], source_of: np.ndarray,
-                        offsets: np.ndarray, disk: np.ndarray, raw: np.ndarray,
-                        dst: np.ndarray, dst_offsets: np.ndarray, lib: int = 0,
-                        crcs: Optional[np.ndarray] = None) -> Tuple[int, Optional[str]]: ...
+def inflate_blocks_across(kind: int, sources: List[memoryview | bytes | np.ndarray],
+                          source_of: Optional[np.ndarray], offsets: np.ndarray,
+                          disk: np.ndarray, raw: np.ndarray, dsts: List[np.ndarray],
+                          dst_of: Optional[np.ndarray], dst_offsets: np.ndarray,
+                          lib: int = 0, crcs: Optional[np.ndarray] = None
+                          ) -> Tuple[int, Optional[str]]: ...
 def inflate_blocks_with(fn: Callable[[memoryview, int], bytes], kind: int,
                         src: memoryview | bytes, offsets: np.ndarray, disk: np.ndarray,
                         raw: np.ndarray, dst: np.ndarray,

@@ -20,7 +20,7 @@ from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t, uint64_t
 from libc.limits cimport UINT_MAX
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.ref cimport PyObject, Py_INCREF
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 cimport numpy as cnp
 from idv._bytes cimport shrunk
@@ -396,13 +396,16 @@ cdef const int64_t *_crcs_of(const int64_t[::1] crcs, Py_ssize_t nb) except? NUL
 cdef int _inflate_run(int kind, int wbits, void *dec, const uint8_t **srcs,
                       const Py_ssize_t *src_lens, const int32_t *src_of,
                       const int64_t *offsets, const int32_t *disk, const int32_t *raw,
-                      uint8_t *dst, Py_ssize_t dst_len, const int64_t *dst_offsets,
-                      const int64_t *expect, Py_ssize_t nb, Py_ssize_t *failed) noexcept nogil:
+                      uint8_t **dsts, const Py_ssize_t *dst_lens, const int32_t *dst_of,
+                      const int64_t *dst_offsets, const int64_t *expect, Py_ssize_t nb,
+                      Py_ssize_t *failed) noexcept nogil:
     """inflate_blocks' loop: block i from source srcs[src_of[i]] (srcs[0] when `src_of` is
-    NULL) of src_lens[...] bytes, by libdeflate's decompressor `dec` (NULL: zlib, `wbits`).
+    NULL) of src_lens[...] bytes into destination dsts[dst_of[i]] (dsts[0] when `dst_of` is
+    NULL) of dst_lens[...] bytes, by libdeflate's decompressor `dec` (NULL: zlib, `wbits`).
     Returns OK, or the status of the block at *failed."""
-    cdef Py_ssize_t i, k, src_len
+    cdef Py_ssize_t i, k, src_len, dst_len
     cdef const uint8_t *src
+    cdef uint8_t *dst
     cdef int status = OK
     cdef z_stream s
     cdef bint ready = False
@@ -414,6 +417,8 @@ cdef int _inflate_run(int kind, int wbits, void *dec, const uint8_t **srcs,
     for i in range(nb):
         k = 0 if src_of == NULL else src_of[i]
         src, src_len = srcs[k], src_lens[k]
+        k = 0 if dst_of == NULL else dst_of[i]
+        dst, dst_len = dsts[k], dst_lens[k]
         if (offsets[i] < 0 or disk[i] < 0 or raw[i] < 0 or offsets[i] > src_len - disk[i]
                 or dst_offsets[i] < 0 or dst_offsets[i] > dst_len - raw[i]):
             status = RANGE
@@ -478,63 +483,93 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
     if nb == 0:
         return -1, None
     cdef int wbits = _wbits(kind)
+    cdef uint8_t *q = &dst[0] if dst_len else NULL
     cdef void *dec = _decompressor(lib, kind, nb)
     with nogil:
         status = _inflate_run(kind, wbits, dec, &p, &src_len, NULL, &offsets[0], &disk[0],
-                              &raw[0], &dst[0] if dst_len else NULL, dst_len, &dst_offsets[0],
-                              expect, nb, &failed)
+                              &raw[0], &q, &dst_len, NULL, &dst_offsets[0], expect, nb,
+                              &failed)
         if dec != NULL:
             _ld_free(dec)
     return _outcome(status, failed)
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def inflate_blocks_from(int kind, list sources, const int32_t[::1] source_of,
-                        const int64_t[::1] offsets, const int32_t[::1] disk,
-                        const int32_t[::1] raw, uint8_t[::1] dst,
-                        const int64_t[::1] dst_offsets, int lib=LIB_ZLIB,
-                        const int64_t[::1] crcs=None):
-    """inflate_blocks of blocks that lie in several buffers (`sources`: block i in
-    sources[source_of[i]]): the blocks of many small files in one call."""
-    cdef Py_ssize_t nb = offsets.shape[0], ns = len(sources), failed = -1, k, got = 0
-    cdef Py_ssize_t dst_len = dst.shape[0]
-    cdef int status
-    cdef const int64_t *expect
-    if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb \
-            or source_of.shape[0] < nb:
+cdef class _Held:
+    """The buffers of a list of objects, held (`ptrs`, `lens`) until this is freed: the
+    several sources or destinations of one inflate call."""
+    cdef Py_buffer *views
+    cdef uint8_t **ptrs
+    cdef Py_ssize_t *lens
+    cdef Py_ssize_t got
+
+    def __cinit__(self, list objects, int flags):
+        cdef Py_ssize_t n = len(objects), k
+        self.views = <Py_buffer *>PyMem_Malloc(max(n, 1) * sizeof(Py_buffer))
+        self.ptrs = <uint8_t **>PyMem_Malloc(max(n, 1) * sizeof(uint8_t *))
+        self.lens = <Py_ssize_t *>PyMem_Malloc(max(n, 1) * sizeof(Py_ssize_t))
+        if self.views == NULL or self.ptrs == NULL or self.lens == NULL:
+            raise MemoryError()
+        for k in range(n):
+            PyObject_GetBuffer(objects[k], &self.views[k], flags)
+            self.got += 1
+            self.ptrs[k], self.lens[k] = <uint8_t *>self.views[k].buf, self.views[k].len
+
+    def __dealloc__(self):
+        cdef Py_ssize_t k
+        for k in range(self.got):
+            PyBuffer_Release(&self.views[k])
+        PyMem_Free(self.views)
+        PyMem_Free(self.ptrs)
+        PyMem_Free(self.lens)
+
+
+cdef const int32_t *_numbers(const int32_t[::1] which, Py_ssize_t nb, Py_ssize_t n,
+                             str what) except? NULL:
+    """`which` (or NULL for None: buffer 0 for all), once every one of its `nb` entries is
+    seen to name one of `n` buffers (ValueError otherwise)."""
+    cdef Py_ssize_t k
+    if which is None:
+        if n < 1:
+            raise ValueError(f"no {what} buffer")
+        return NULL
+    if which.shape[0] < nb:
         raise ValueError("lookup arrays differ in length")
     for k in range(nb):
-        if source_of[k] < 0 or source_of[k] >= ns:
-            raise ValueError(f"block {k} names source {source_of[k]} of {ns}")
-    expect = _crcs_of(crcs, nb)
+        if which[k] < 0 or which[k] >= n:
+            raise ValueError(f"block {k} names {what} {which[k]} of {n}")
+    return &which[0] if nb else NULL
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def inflate_blocks_across(int kind, list sources, const int32_t[::1] source_of,
+                          const int64_t[::1] offsets, const int32_t[::1] disk,
+                          const int32_t[::1] raw, list dsts, const int32_t[::1] dst_of,
+                          const int64_t[::1] dst_offsets, int lib=LIB_ZLIB,
+                          const int64_t[::1] crcs=None):
+    """inflate_blocks across several buffers: block i from sources[source_of[i]] into
+    dsts[dst_of[i]] (writable) at dst_offsets[i] (`source_of` or `dst_of` None: the first
+    buffer for all): the blocks of many small files, or into many columns' own arrays, in
+    one call. Each block's ranges are checked against its own buffers."""
+    cdef Py_ssize_t nb = offsets.shape[0], failed = -1
+    cdef int status
+    if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb:
+        raise ValueError("lookup arrays differ in length")
+    cdef const int32_t *src_of = _numbers(source_of, nb, len(sources), "source")
+    cdef const int32_t *to = _numbers(dst_of, nb, len(dsts), "destination")
+    cdef const int64_t *expect = _crcs_of(crcs, nb)
     if nb == 0:
         return -1, None
     cdef int wbits = _wbits(kind)
-    cdef void *dec = NULL
-    cdef Py_buffer *views = <Py_buffer *>PyMem_Malloc(ns * sizeof(Py_buffer))
-    cdef const uint8_t **ptrs = <const uint8_t **>PyMem_Malloc(ns * sizeof(uint8_t *))
-    cdef Py_ssize_t *lens = <Py_ssize_t *>PyMem_Malloc(ns * sizeof(Py_ssize_t))
-    try:
-        if views == NULL or ptrs == NULL or lens == NULL:
-            raise MemoryError()
-        for k in range(ns):
-            PyObject_GetBuffer(sources[k], &views[k], PyBUF_SIMPLE)
-            got += 1
-            ptrs[k], lens[k] = <const uint8_t *>views[k].buf, views[k].len
-        dec = _decompressor(lib, kind, nb)
-        with nogil:
-            status = _inflate_run(kind, wbits, dec, ptrs, lens, &source_of[0], &offsets[0],
-                                  &disk[0], &raw[0], &dst[0] if dst_len else NULL, dst_len,
-                                  &dst_offsets[0], expect, nb, &failed)
-    finally:
+    cdef _Held held_src = _Held(sources, PyBUF_SIMPLE)
+    cdef _Held held_dst = _Held(dsts, PyBUF_WRITABLE)
+    cdef void *dec = _decompressor(lib, kind, nb)
+    with nogil:
+        status = _inflate_run(kind, wbits, dec, <const uint8_t **>held_src.ptrs, held_src.lens,
+                              src_of, &offsets[0], &disk[0], &raw[0], held_dst.ptrs,
+                              held_dst.lens, to, &dst_offsets[0], expect, nb, &failed)
         if dec != NULL:
             _ld_free(dec)
-        for k in range(got):
-            PyBuffer_Release(&views[k])
-        PyMem_Free(views)
-        PyMem_Free(ptrs)
-        PyMem_Free(lens)
     return _outcome(status, failed)
 
 

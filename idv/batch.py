@@ -5,7 +5,7 @@ The pieces are fixed-width scalar columns (numbers, keys: idv.block_runs.fixed_w
 memory, read whole, each into its rows of one array, or Text columns, each block into its room
 of one buffer in Arrow's string layout (text_blocks). Their blocks, checked against their
 CRC-32s, are inflated by one call of the C loop per compression kind
-(idv._compression.inflate_blocks_from, the GIL released, in parallel chunks); then each piece
+(idv._compression.inflate_blocks_across, the GIL released, in parallel chunks); then each piece
 is fixed up (codec.fix, or converted to Arrow's layout) and counted. A piece whose block fails
 is decoded again by its own file's store, whose error names the file, the column and the
 block.
@@ -103,9 +103,9 @@ def _inflate_at(kind, lib, members, which, root, dst, threads):
 
     def run(span):
         a, b = span
-        return a, _compression.inflate_blocks_from(kind, sources, which[a:b], offsets[a:b],
-                                                   disk[a:b], raw[a:b], root, dst[a:b], lib,
-                                                   crcs[a:b])
+        return a, _compression.inflate_blocks_across(kind, sources, which[a:b], offsets[a:b],
+                                                     disk[a:b], raw[a:b], [root], None,
+                                                     dst[a:b], lib, crcs[a:b])
     total = int(raw.sum(dtype=np.int64))
     spans = chunks(len(raw), min(threads * 4, total // SPAN_BYTES))
     if len(spans) > 1 and threads > 1:

@@ -399,11 +399,13 @@ class BlockStore:
                                 None if crcs is None else crcs[b0:b0 + len(table)],
                                 lambda i: (blocks, b0 + i), parallel)
 
-    def _inflate_scattered(self, kind, table, dst, dst_offsets, crcs, which, parallel=True):
+    def _inflate_scattered(self, kind, table, dst, dst_offsets, crcs, which, parallel=True,
+                           dst_of=None):
         """Decompress the blocks of `table` (lookup rows of any blocks of any columns, all of
         compression `kind`) into `dst` at `dst_offsets`, checking their CRC-32s (`crcs`, or
         None), with one inflate call per parallel chunk. `which(i)`: (ColumnBlocks, block
-        number) of row i, for the error of a damaged block."""
+        number) of row i, for the error of a damaged block. With `dst_of` (a native
+        library's), `dst` is a list of buffers, row i going into dst[dst_of[i]]."""
         backend = self.backend
         offsets = np.ascontiguousarray(table["offset"])
         disk = np.ascontiguousarray(table["disk"])
@@ -415,7 +417,8 @@ class BlockStore:
             src, offs = self.block_bytes(offsets[a:b], disk[a:b])
             return a, backend.decompress_blocks(kind, src, offs, disk[a:b], raw[a:b], dst,
                                                 dst_offsets[a:b],
-                                                None if crcs is None else crcs[a:b])
+                                                None if crcs is None else crcs[a:b],
+                                                None if dst_of is None else dst_of[a:b])
         total = int(raw.sum(dtype=np.int64))
         # up to 4 chunks per thread (for balance), each worth dispatching to a thread
         parts = min(self.threads * 4, total // SPAN_BYTES) if parallel else 1
@@ -454,16 +457,21 @@ class BlockStore:
         chunks unless `parallel` is False: no Python runs per block."""
         self.check_open()
         groups = {}
+        # a native library inflates into many buffers (the columns' arrays) in one call; the
+        # blocks of a file not in memory are fetched buffer by buffer, each within the limit
+        together = self.backend.native is not None and self.in_memory
         for piece in pieces:
             blocks, hit, out = piece
             self.need(len(out) * blocks.codec.itemsize,
                       lambda: blocks.reading(int(hit[0]), int(hit[-1]) + 1))
             blocks.counted(len(hit))
             root, at = root_bytes(out)
-            key = (blocks.compression, root.__array_interface__["data"][0])
-            groups.setdefault(key, (root, []))[1].append((piece, at))
-        for (kind, _), (root, members) in groups.items():
-            self._inflate_group(kind, root, members, parallel)
+            address = root.__array_interface__["data"][0]
+            roots, members = groups.setdefault(
+                (blocks.compression, None if together else address), ({}, []))
+            members.append((piece, roots.setdefault(address, (len(roots), root))[0], at))
+        for (kind, _), (roots, members) in groups.items():
+            self._inflate_group(kind, [root for _, root in roots.values()], members, parallel)
         for blocks, hit, out in pieces:
             try:
                 blocks.codec.fix(out)
@@ -471,28 +479,36 @@ class BlockStore:
                 raise _fix_error(blocks, e, hit, out).locate(
                     column=blocks.name, column_index=blocks.index, path=self.path) from None
 
-    def _inflate_group(self, kind, root, members, parallel):
-        """inflate_listed's pieces (`members`: (piece, its byte offset in `root`)) that share
-        compression `kind` and destination `root`, in one _inflate_scattered."""
+    def _inflate_group(self, kind, roots, members, parallel):
+        """inflate_listed's pieces (`members`: (piece, its destination's index in `roots`,
+        its byte offset there)) of compression `kind`, in one _inflate_scattered."""
         tables, dst_offsets, crcs = [], [], []
         starts = np.zeros(len(members) + 1, np.int64)
-        for k, ((blocks, hit, _out), at) in enumerate(members):
-            tables.append(blocks.lookup[hit])
+        for k, ((blocks, hit, _out), _root, at) in enumerate(members):
+            h0, n = int(hit[0]), len(hit)
+            # a run of blocks (a scan's piece): slices, not fancy indexing
+            picked = slice(h0, h0 + n) if int(hit[-1]) == h0 + n - 1 else hit
+            tables.append(blocks.lookup[picked])
             step = blocks.rows_per_block * blocks.codec.itemsize
-            dst_offsets.append(at + np.arange(len(hit), dtype=np.int64) * step)
+            dst_offsets.append(at + np.arange(n, dtype=np.int64) * step)
             expected = self.expected_crcs(blocks)
             if expected is not None:
-                crcs.append(expected[hit])
-            starts[k + 1] = starts[k] + len(hit)
+                crcs.append(expected[picked])
+            starts[k + 1] = starts[k] + n
+        dst_of = None
+        if len(roots) > 1:
+            dst_of = np.repeat(np.array([root for _, root, _ in members], np.int32),
+                               np.diff(starts))
 
         def which(i):
             k = int(np.searchsorted(starts, i, side="right")) - 1
             blocks, hit = members[k][0][:2]
             return blocks, int(hit[i - int(starts[k])])
-        self._inflate_scattered(kind, np.concatenate(tables), root,
+        self._inflate_scattered(kind, np.concatenate(tables),
+                                roots if dst_of is not None else roots[0],
                                 np.concatenate(dst_offsets),
                                 np.concatenate(crcs) if self.sums is not None else None,
-                                which, parallel)
+                                which, parallel, dst_of)
 
     def _decode_each(self, blocks, b0, table, consume, keep=None, parallel=True):
         """Decompress each block then hand it to consume(i, block, buffer, rows).

@@ -95,9 +95,16 @@ class Backend:
     inflate: Optional[Callable]
     compressor: Callable
 
-    def decompress_blocks(self, kind, src, offsets, disk, raw, dst, dst_offsets, crcs=None):
+    def decompress_blocks(self, kind, src, offsets, disk, raw, dst, dst_offsets, crcs=None,
+                          dst_of=None):
         """inflate_blocks with this library: (-1, None), or (failing block, message). `crcs`:
-        each block's expected CRC-32 (idv.checksums.Checksums.expected), checked first."""
+        each block's expected CRC-32 (idv.checksums.Checksums.expected), checked first.
+        With `dst_of` (a native library only), `dst` is a list of buffers, block i going
+        into dst[dst_of[i]]."""
+        if dst_of is not None:
+            return _compression.inflate_blocks_across(kind, [src], None, offsets, disk, raw,
+                                                      dst, dst_of, dst_offsets, self.native,
+                                                      crcs)
         if self.native is not None:
             return _compression.inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets,
                                                self.native, crcs)

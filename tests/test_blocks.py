@@ -78,6 +78,9 @@ class _CountingBackend:
         self.calls += 1
         return self.backend.decompress_blocks(*args)
 
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
 
 def _pieces(f, wanted):
     """(ColumnBlocks, b0, b1, out) for each (name, b0, b1) of `wanted`, `out` parts of one
@@ -109,6 +112,27 @@ def test_pieces_of_many_columns_inflate_in_one_call(written, monkeypatch):
         assert (f["Id"].blocks_decoded, f["Score"].blocks_decoded) == (3, 3)
 
 
+@pytest.mark.parametrize("backend", ["zlib", "libdeflate"])
+def test_pieces_into_arrays_of_their_own_inflate_in_one_call(written, monkeypatch, backend):
+    """Each column read whole into its own array (a wide file's read): one inflate call for
+    them all, through a native library's C loop."""
+    path, data = written
+    _no_pool(monkeypatch)
+    if backend not in idv.compression.installed():
+        pytest.skip(f"{backend} is not installed")
+    wanted = [("Id", 0, 7), ("Score", 0, 7), ("Id", 2, 4)]
+    with idv.open(path, threads=2, backend=backend) as f:
+        assert f.store.backend.native is not None
+        counting = f.store.backend = _CountingBackend(f.store.backend)
+        pieces = [(f[name].blocks, b0, b1,
+                   np.zeros(min(b1 * RPB, ROWS) - b0 * RPB, f[name].dtype))
+                  for name, b0, b1 in wanted]
+        f.store.inflate_fixed(pieces, parallel=False)
+        assert counting.calls == 1
+        for (name, b0, b1), (_blocks, _b0, _b1, out) in zip(wanted, pieces):
+            np.testing.assert_array_equal(out, data[name][b0 * RPB:min(b1 * RPB, ROWS)])
+
+
 def _damage(path, column, block):
     """Flip a bit inside block `block` of `column` of the file at `path`; its lookup entry."""
     with idv.open(path, checksums=False) as f:
@@ -119,12 +143,15 @@ def _damage(path, column, block):
     return entry
 
 
-def test_damage_among_many_pieces_names_its_column_and_block(written):
+@pytest.mark.parametrize("arrays", ["one buffer", "an array each"])
+def test_damage_among_many_pieces_names_its_column_and_block(written, arrays):
     path, _ = written
     entry = _damage(path, "Score", 5)
     for checksums in (True, False):
         with idv.open(path, checksums=checksums) as f:
             pieces = _pieces(f, [("Id", 0, 3), ("Score", 1, 2), ("Score", 4, 7)])
+            if arrays == "an array each":
+                pieces = [(b, b0, b1, out.copy()) for b, b0, b1, out in pieces]
             with pytest.raises(idv.IdvFormatError) as e:
                 f.store.inflate_fixed(pieces)
             assert (e.value.column, e.value.column_index, e.value.block, e.value.offset,
@@ -196,3 +223,34 @@ def test_column_reaches_its_file_through_the_named_interface():
     graph = import_graph(REPO_DIR / "idv")
     assert not {"idv.column", "idv.reader"} & set(graph["idv.blocks"])
     assert "idv.reader" not in graph["idv.column"]
+
+
+def test_inflating_into_several_buffers_checks_each_block_against_its_own():
+    """_compression.inflate_blocks_across: block i into dsts[dst_of[i]], each range checked
+    against that buffer (not the largest), a buffer number outside the list refused."""
+    from idv import _compression
+    parts = [bytes(range(40)), bytes(50 * [7])]
+    stored = [_compression.deflate_raw(p) for p in parts]
+    src = np.frombuffer(b"".join(stored), np.uint8)
+    offsets = np.array([0, len(stored[0])], np.int64)
+    disk = np.array([len(s) for s in stored], np.int32)
+    raw = np.array([len(p) for p in parts], np.int32)
+    small, large = np.zeros(48, np.uint8), np.zeros(200, np.uint8)
+    got = _compression.inflate_blocks_across(_compression.DEFLATE, [src], None, offsets, disk,
+                                             raw, [small, large], np.array([0, 1], np.int32),
+                                           np.array([8, 100], np.int64))
+    assert got == (-1, None)
+    assert bytes(small[8:]) == parts[0] and bytes(large[100:150]) == parts[1]
+    # 50 bytes at 8 fit the large buffer, not the small one it is sent to
+    bad = _compression.inflate_blocks_across(_compression.DEFLATE, [src], None, offsets, disk,
+                                             raw, [small, large], np.array([0, 0], np.int32),
+                                           np.array([0, 8], np.int64))
+    assert bad == (1, "block lies outside the file or the output")
+    with pytest.raises(ValueError, match="destination 2 of 2"):
+        _compression.inflate_blocks_across(_compression.DEFLATE, [src], None, offsets, disk,
+                                           raw, [small, large], np.array([0, 2], np.int32),
+                                         np.array([0, 0], np.int64))
+    with pytest.raises((BufferError, ValueError)):        # a read-only destination
+        _compression.inflate_blocks_across(_compression.DEFLATE, [src], None, offsets, disk,
+                                           raw, [small, b"x" * 200], np.array([0, 1], np.int32),
+                                         np.array([0, 0], np.int64))
