@@ -504,7 +504,9 @@ class BlockStore:
             k = int(np.searchsorted(starts, i, side="right")) - 1
             blocks, hit = members[k][0][:2]
             return blocks, int(hit[i - int(starts[k])])
-        self._inflate_scattered(kind, np.concatenate(tables),
+        # joined as bytes: numpy joins structured arrays through Python code, per array
+        joined = np.concatenate([np.ascontiguousarray(t).view(np.uint8) for t in tables])
+        self._inflate_scattered(kind, joined.view(tables[0].dtype),
                                 roots if dst_of is not None else roots[0],
                                 np.concatenate(dst_offsets),
                                 np.concatenate(crcs) if self.sums is not None else None,
