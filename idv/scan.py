@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 from concurrent.futures import Future
 from typing import NamedTuple
 
@@ -124,10 +125,10 @@ class WholeColumn(NumpyColumn):
         shape = None if sparse or not col.readable else out_shape(col.codec, col.num_rows)
         if shape is not None:
             dtype = col.codec.dtype
-            nbytes = int(np.prod(shape)) * dtype.itemsize
+            nbytes = math.prod(shape) * dtype.itemsize
             if dtype.hasobject:     # Text: its str objects too
                 stored = int(col.lookup["raw"].sum(dtype=np.int64))
-                store.need(budget.items_bytes(dtype, int(np.prod(shape)), stored),
+                store.need(budget.items_bytes(dtype, math.prod(shape), stored),
                            lambda: f"column {col.name!r}")
                 self.value = np.empty(shape, dtype)
             else:
@@ -396,7 +397,7 @@ class _Windows:
                            for p0, p1 in block_groups(raw[b0:b1], piece_bytes, b0)]
         rooms = [self.readers[k].room(p0, p1) for k, p0, p1, _, _ in pieces]
         sizes = [0 if r is None or isinstance(r, np.ndarray)
-                 else (int(np.prod(r[0])) * r[1].itemsize + 63) // 64 * 64 for r in rooms]
+                 else (math.prod(r[0]) * r[1].itemsize + 63) // 64 * 64 for r in rooms]
         buf = None
         if any(sizes):
             # one buffer for the window (fresh arrays of a few MB each cost a page fault per
@@ -406,7 +407,7 @@ class _Windows:
         for (k, p0, p1, raw, s), room, size in zip(pieces, rooms, sizes):
             if size:
                 shape, dtype = room
-                room = buf[at:at + int(np.prod(shape)) * dtype.itemsize].view(dtype)
+                room = buf[at:at + math.prod(shape) * dtype.itemsize].view(dtype)
                 room = room.reshape(shape)
                 at += size
             out.append((k, p0, p1, room, raw, s))
