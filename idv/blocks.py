@@ -443,7 +443,7 @@ class BlockStore:
         """Pieces of many columns of fixed-width scalars (a scan's window), each a run of
         blocks inflated straight into its array and fixed up in place (codec.fix): what
         decode(blocks, b0, b1, out=out) does for each, with one inflate call per compression
-        kind and destination buffer instead of one per piece. `pieces`: (ColumnBlocks, b0,
+        kind (inflate_listed) instead of one per piece. `pieces`: (ColumnBlocks, b0,
         b1, out) with fixed_width(codec) and `out` of the rows' shape and the codec's dtype.
         The memory limit is checked and the blocks counted as decode does."""
         self.inflate_listed([(blocks, np.arange(b0, b1, dtype=np.int64), out)
@@ -453,8 +453,9 @@ class BlockStore:
         """inflate_fixed for any blocks: `pieces` are (ColumnBlocks, its block numbers (an
         ascending int64 array, not necessarily consecutive), out), `out` holding the rows of
         those blocks end to end (what take gathers its rows from). All the pieces' blocks of
-        one compression kind and destination buffer are inflated in one call, in parallel
-        chunks unless `parallel` is False: no Python runs per block."""
+        one compression kind are inflated in one call, in parallel chunks unless `parallel`
+        is False, each into its own array (with a native library, of a file in memory; else
+        one call per destination buffer): no Python runs per block."""
         self.check_open()
         groups = {}
         # a native library inflates into many buffers (the columns' arrays) in one call; the
