@@ -72,7 +72,6 @@ cdef struct Shared:
     const char *base
     int64_t count
     int64_t next
-    int64_t itemsize
     int64_t *offsets
     int64_t *rows
     char format[2]
@@ -177,7 +176,6 @@ cdef class Spans:
     cdef Py_buffer view
     cdef bint pinned
     cdef object offsets, rows
-    cdef int64_t itemsize
     cdef bytes format
 
     def __cinit__(self, buffer, offsets, rows, int64_t itemsize, str format):
@@ -186,7 +184,6 @@ cdef class Spans:
         self.offsets = np.ascontiguousarray(offsets, np.int64)
         self.rows = np.ascontiguousarray(rows, np.int64)
         self.format = format.encode("ascii")
-        self.itemsize = itemsize
         if len(self.format) != 1 or itemsize < 1:
             raise ValueError(f"format {format!r} of {itemsize}-byte items")
         cdef const int64_t[::1] at = self.offsets
@@ -203,9 +200,6 @@ cdef class Spans:
     def __dealloc__(self):
         if self.pinned:
             PyBuffer_Release(&self.view)
-
-    def __len__(self):
-        return len(self.offsets)
 
     def __arrow_c_stream__(self, requested_schema=None):
         """A PyCapsule of an ArrowArrayStream of the spans, one array each (the requested
@@ -228,7 +222,7 @@ cdef class Spans:
         s.owner = <PyObject *>self
         Py_INCREF(self)
         s.base = <const char *>self.view.buf
-        s.count, s.next, s.itemsize = n, 0, self.itemsize
+        s.count, s.next = n, 0
         s.offsets, s.rows = spans, spans + n
         s.format[0], s.format[1] = self.format[0], 0
         stream.get_schema = _get_schema

@@ -385,6 +385,7 @@ class _Windows:
         self.file = f
         self.readers = readers
         self.raw = [r.col.lookup["raw"] for r in readers]
+        self.light = [getattr(r, "light", False) for r in readers]
         self.pending = collections.deque()
 
     def _pieces(self, spans, piece_bytes):
@@ -437,8 +438,8 @@ class _Windows:
         pieces of light readers (``light``: views made in the calling thread) here, the
         others in the threads when there is enough work for them."""
         pieces = self._pieces(spans, piece_bytes)
-        here = [p for p in pieces if getattr(self.readers[p[0]], "light", False)]
-        away = [p for p in pieces if not getattr(self.readers[p[0]], "light", False)]
+        here = [p for p in pieces if self.light[p[0]]]
+        away = [p for p in pieces if not self.light[p[0]]]
         threads = self.file.threads
         if threads > 1 and len(away) > 1 and sum(p[4] for p in away) > INLINE_BYTES:
             # small pieces (a wide file's columns) go to the threads a few together
