@@ -407,8 +407,9 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
             if rows.step < 1:
                 raise ValueError(f"rows must be a slice with a positive step, not {rows.step}")
         node = None if filter is None else filters.parse(filter)
-        tested = {} if node is None or isinstance(node, filters.BlocksOnly) else \
-            filters.file_columns(f, node)      # BlocksOnly: no row to test
+        bound = None if node is None else filters.prepare(node, f)
+        tested = [] if node is None or isinstance(node, filters.BlocksOnly) else \
+            list(bound.columns)                 # BlocksOnly: no row to test
     except BaseException:
         if owned:
             f.close()
@@ -417,14 +418,13 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     def blocks():
         # the filter's columns also in read()'s form, for the rows' test
         readers = convs + [scan.NumpyColumn(f[name]) for name in tested]
-        keep = None if node is None else filters.block_filter(node)
+        keep = None if node is None else (lambda _part, _f: bound.blocks())
         try:
             for batch in scan.scan(f, readers, rows=rows, block_filter=keep):
                 out = pa.RecordBatch.from_arrays(
                     [_one_array(pa, v) for v in batch.values[:len(convs)]], schema=schema)
                 if tested:
-                    mask = filters.row_mask(node, tested,
-                                            dict(zip(tested, batch.values[len(convs):])))
+                    mask = bound.rows(dict(zip(tested, batch.values[len(convs):])))
                     out = out.filter(pa.array(mask))
                 yield out
         finally:

@@ -19,8 +19,7 @@ import functools
 
 import numpy as np
 
-from idv import arrow, filters, selection
-from idv import types as T
+from idv import arrow, engine_filters, filters, selection
 from idv.arrow_types import import_pyarrow
 from idv.dataset import Dataset, dataset
 
@@ -29,9 +28,6 @@ __all__ = ["arrow_dataset"]
 # pyarrow's scanner options that change how Arrow's C++ scanner runs, not what it returns
 _SCAN_OPTIONS = {"batch_readahead", "fragment_readahead", "fragment_scan_options",
                  "use_threads", "cache_metadata", "memory_pool"}
-_INTEGERS = {T.SByte: np.int8, T.Int16: np.int16, T.Int32: np.int32, T.Int64: np.int64,
-             T.Byte: np.uint8, T.UInt16: np.uint16, T.UInt32: np.uint32, T.UInt64: np.uint64}
-
 
 def arrow_dataset(source, *, datetime: str = "us", safe: bool = True, **dataset_options):
     """.idv files as a ``pyarrow.dataset.Dataset``, for DuckDB (``duckdb.sql("select a from
@@ -59,88 +55,6 @@ def arrow_dataset(source, *, datetime: str = "us", safe: bool = True, **dataset_
         if owned:
             ds.close()
         raise
-
-
-# ---------------------------------------------------------------------------------------------
-# filters: which parts of an Arrow expression idv may prune by, and whether that is all of it
-# ---------------------------------------------------------------------------------------------
-
-def prunable(node, types):
-    """(tree, exact) for an idv.filters tree read from a pyarrow expression, over columns
-    `types` (name -> idv type): `tree` skips only blocks in which no row can match by Arrow's
-    rules (None: skip none), `exact` says it also tests rows as Arrow does.
-
-    Left out: keys (Arrow shows their KeyValues or nulls), TimeSpan and DateTimeOffset (not
-    pruned here), vectors, a timestamp between two ticks, an integer out of the column's
-    range, ``is_valid`` of floats (NaN is valid to Arrow)."""
-    if isinstance(node, filters.And):
-        got = [prunable(p, types) for p in node.parts]
-        kept = [t for t, _ in got if t is not None]
-        exact = all(e for _, e in got)
-        tree = None if not kept else kept[0] if len(kept) == 1 else filters.And(tuple(kept))
-        return tree, exact and tree is not None
-    if isinstance(node, filters.Or):
-        got = [prunable(p, types) for p in node.parts]
-        if any(t is None for t, _ in got):
-            return None, False
-        return filters.Or(tuple(t for t, _ in got)), all(e for _, e in got)
-    if isinstance(node, filters.Not):
-        tree, exact = prunable(node.part, types)
-        return (None, False) if tree is None else (filters.Not(tree), exact)
-    if node.column not in types:
-        raise KeyError(f"the filter names column {node.column!r}, which the dataset does not "
-                       f"have (columns: {', '.join(types)})")
-    t = types[node.column]
-    item = T.item_type(t)
-    if isinstance(t, T.Vector) or isinstance(item, T.Key) or \
-            item in (T.TimeSpan, T.DateTimeOffset, T.RowId):
-        return None, False
-    if isinstance(node, filters.IsNull):
-        if item in (T.Single, T.Double):        # Arrow: NaN is a value, not a null
-            return (None, False) if node.negate else (node, False)
-        return node, True
-    if node.op in ("in", "not in"):
-        values = [_value(item, v) for v in node.value]
-        if any(v is _NO for v in values):
-            return None, False
-        return filters.Cmp(node.column, node.op, values), True
-    value = _value(item, node.value)
-    return (None, False) if value is _NO else (filters.Cmp(node.column, node.op, value), True)
-
-
-_NO = object()
-
-
-def _value(item, v):
-    """Literal `v` for a column of item type `item`, compared as Arrow compares it (_NO: not
-    by the statistics)."""
-    if item is T.Text:
-        return v if isinstance(v, str) else _NO
-    if item is T.Boolean:
-        return v if isinstance(v, (bool, np.bool_)) else _NO
-    if item is T.DateTime:                      # whole ticks only
-        unit = np.datetime_data(v.dtype)[0] if isinstance(v, np.datetime64) else None
-        if unit in ("D", "h", "m", "s", "ms", "us"):
-            return v
-        return v if unit == "ns" and int(v.astype(np.int64)) % 100 == 0 else _NO
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
-        return _NO
-    if item in (T.Single, T.Double):            # Arrow compares a float32 column in float64
-        return np.float64(v)
-    if item in _INTEGERS and isinstance(v, (int, np.integer)):
-        info = np.iinfo(_INTEGERS[item])
-        return int(v) if info.min <= int(v) <= info.max else _NO
-    return np.float64(v) if item in _INTEGERS else _NO
-
-
-def _tree(expression, types):
-    """(tree, exact, columns the expression needs (None: unknown, read them all))."""
-    try:
-        node = filters.parse(expression)
-    except (ValueError, TypeError, SyntaxError):
-        return None, False, None
-    tree, exact = prunable(node, types)
-    return tree, exact, filters.columns_of(node)
 
 
 def block_counts(f, name):
@@ -307,7 +221,7 @@ def _classes():
             self._filter = filter_
             self._batch_size = batch_size
             self._tree, self._exact, need = (None, False, []) if filter_ is None else \
-                _tree(filter_, owner._types)
+                engine_filters.from_arrow(filter_, owner._types)
             need = ds.column_names if need is None else need
             self._read = self._names + [c for c in need if c not in self._names]
 
@@ -370,7 +284,7 @@ def _classes():
         def take(self, indices):
             """Rows `indices` of the scan, in the order given."""
             if self._filter is not None:
-                return self.to_table().take(indices)
+                return self.to_table().take(selection.take_numbers(indices))
             return _take(self._owner, self._names, self.projected_schema, indices)
 
         def count_rows(self):
@@ -385,25 +299,26 @@ def _classes():
             with self._owner.idv_dataset.using(i) as f:
                 node = self._tree
                 if self._exact and f.num_rows:
-                    cols = filters.file_columns(f, node)
-                    layouts = {tuple(block_counts(f, n)) for n in cols}
-                    if len(layouts) == 1 and all(c.stats is not None for c in cols.values()):
-                        return _count_by_statistics(f, node, cols, np.array(layouts.pop()))
+                    bound = filters.prepare(node, f)
+                    layouts = {tuple(block_counts(f, n)) for n in bound.columns}
+                    if len(layouts) == 1 and all(z is not None for z in bound.zones.values()):
+                        return _count_by_statistics(f, bound, np.array(layouts.pop()))
             return sum(b.num_rows for b in self._filtered(i, []))
 
     return IdvArrowDataset, IdvScanner
 
 
-def _count_by_statistics(f, node, cols, rows):
-    """Rows of open file `f` matching `node` (exact by Arrow's rules, `cols` its
-    filters.file_columns, with statistics; `rows` per block): blocks that the statistics
+def _count_by_statistics(f, bound, rows):
+    """Rows of open file `f` matching a filter (exact by Arrow's rules; `bound`: it
+    filters.prepare'd on `f`, with statistics; `rows` per block): blocks that the statistics
     decide are counted from the lookup tables, only the others decoded."""
-    keep = filters.block_mask(node, cols, len(rows))
-    whole = keep & filters.all_match(node, cols, len(rows))
+    keep = bound.blocks()
+    whole = keep & bound.whole_blocks()
     undecided = keep & ~whole
     total = int(rows[whole].sum())
     if undecided.any():
-        for _batch, hits, _ in filters.filtered(f, [], node, blocks=lambda _p, _f: undecided):
+        for _batch, hits, _ in filters.filtered(f, [], bound.node,
+                                                blocks=lambda _p, _f: undecided):
             total += len(hits)
     return total
 
@@ -413,7 +328,7 @@ def _take(owner, names, schema, indices):
     given: each block that holds one is read once."""
     pa = import_pyarrow()
     ds = owner.idv_dataset
-    idx = np.asarray(indices, np.int64).reshape(-1)
+    idx = selection.take_numbers(indices)
     if len(idx) == 0:
         return schema.empty_table()
     parts, restore = selection.split_rows(idx, [f.start for f in ds.files], ds.num_rows)

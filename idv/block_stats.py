@@ -24,7 +24,7 @@ from idv.sink import Output
 _COPY_CHUNK = 8 << 20
 
 
-def _items(value):
+def items_of(value):
     """The items of a column's value in read()'s form (vectors: all their items)."""
     if hasattr(value, "values") and hasattr(value, "offsets"):     # Ragged
         return value.values
@@ -40,7 +40,7 @@ def compute(f) -> S.Statistics | None:
     builders = [S.Builder(c.index, S.domain_of(c.type)) for c in cols]
     for batch in scan(f, cols, NumpyColumn, batch_rows=1):
         for b, c, v in zip(builders, cols, batch.values):
-            b.add(S.item_block(c.type, _items(v)))
+            b.add(S.item_block(c.type, items_of(v)))
     stats = {b.index: b.build() for b in builders}
     return S.Statistics(stats, cols[0].num_blocks, fingerprint(f), None, None)
 

@@ -176,6 +176,28 @@ class BlockStore:
         except IdvFormatError as e:
             raise e.locate(block=block) from None
 
+    def check_unread(self, blocks, which):
+        """IdvFormatError naming the first of blocks `which` (block numbers of a
+        ColumnBlocks) whose stored bytes fail their recorded CRC-32: the blocks a filter's
+        statistics skip, so that bounds are never trusted over a block that changed since
+        they were computed. Only where the bytes are at hand without a fetch (a file in
+        memory, a memory map) and the file has checksums."""
+        which = np.asarray(which, np.int64)
+        if self.sums is None or not self.in_memory or not len(which):
+            return
+        crcs = self.expected_crcs(blocks)[which]
+        lookup = blocks.lookup[which]
+        offsets = np.ascontiguousarray(lookup["offset"], np.int64)
+        disk = np.ascontiguousarray(lookup["disk"], np.int64)
+        buf, at = self.block_bytes(offsets, disk)
+        got = _compression.crc32_ranges(buf, at, disk)
+        bad = np.flatnonzero((crcs != _compression.NO_CRC) & ((crcs < 0) | (got != crcs)))
+        if len(bad):
+            i = int(bad[0])
+            self.check_block(int(offsets[i]), int(disk[i]), int(which[i]))
+            raise IdvFormatError("checksum mismatch", block=int(which[i]),
+                                 offset=int(offsets[i]))
+
     # ---- zero copy: the values of uncompressed blocks, as they lie in a memory-mapped file
     def mappable(self, blocks):
         """Whether the values of `blocks` (a ColumnBlocks) can be handed out as views of the

@@ -14,7 +14,9 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from idv import reader
+from idv import block_stats, reader
+from idv import statistics as S
+from idv import types as T
 from idv.block_runs import block_groups
 from idv.budget import MemoryLimitError
 from idv.errors import IdvFormatError, UnsupportedCodecError
@@ -212,16 +214,49 @@ def _check(f, report):
     # parts of the file that share bytes were refused when it opened (idv.layout)
     report.num_rows, report.num_columns = f.num_rows, f.num_columns
     report.checksums = f.has_checksums
-    try:        # the block statistics: their own CRC-32 and their blocks' fingerprint
-        f.statistics
+    stats = None
+    try:        # the block statistics: their own CRC-32, their form, their blocks' fingerprint
+        stats = f.statistics
     except IdvFormatError as e:
         report.problems.append(Finding("file", f"{e.location}: {e.reason}"
                                        if e.location else e.reason))
     for col in f.columns:
-        _check_column(col, report)
+        _check_column(col, report, None if stats is None else stats.columns.get(col.index))
 
 
-def _check_column(col, report):
+def _check_statistics(col, cs, b, values, report):
+    """A problem where block `b`'s recorded statistics (`cs`: the column's
+    idv.statistics.ColumnStats) are not those of its decoded `values`."""
+    got = S.item_block(col.type, block_stats.items_of(values))
+    if got is None:
+        return
+    recorded = cs.block(b)
+    # a sparse vector's writer counts its unstored zeros as one value: counts of vectors'
+    # values differ by form, their bounds do not
+    counted = recorded.present == got.present or isinstance(col.type, T.Vector) and \
+        (recorded.present > 0) == (got.present > 0)
+    if not counted or recorded.missing != got.missing or \
+            (got.present and not _same_bounds(cs.domain, recorded, got)):
+        r0, r1 = col.block_rows(b)
+        report.problems.append(Finding.about(
+            "block", f"the block statistics disagree with the block's values: recorded "
+                     f"{_shown(recorded)}, the values give {_shown(got)}", col, block=b,
+            rows=(r0, r1 - 1)))
+
+
+def _same_bounds(domain, a, b):
+    if domain == S.TEXT:
+        return (a.low, a.high, a.flags) == (b.low, b.high, b.flags)
+    return a.low == b.low and a.high == b.high
+
+
+def _shown(block):
+    out = f"{block.present} present, {block.missing} missing"
+    low, high = (v.item() if hasattr(v, "item") else v for v in (block.low, block.high))
+    return out + (f", from {low!r} to {high!r}" if block.present else "")
+
+
+def _check_column(col, report, cs=None):
     info = {"index": col.index, "name": col.name,
             "type": None if col.type is None else str(col.type), "codec": col.codec_name,
             "blocks": col.num_blocks, "blocks_ok": 0, "metadata": 0, "checked": col.readable}
@@ -233,7 +268,7 @@ def _check_column(col, report):
                                              col))
     table = _check_lookup(col, report)
     if table is not None and col.readable:
-        info["blocks_ok"] = _check_blocks(col, table, report)
+        info["blocks_ok"] = _check_blocks(col, table, report, cs)
     info["metadata"] = _check_metadata(col, report)
 
 
@@ -256,20 +291,28 @@ def _check_lookup(col, report):
     return table
 
 
-def _check_blocks(col, table, report):
+def _check_blocks(col, table, report, cs=None):
     """Decode every block, a group at a time; a failing group again block by block, to find
-    each bad block. Returns the number of sound blocks."""
+    each bad block. Returns the number of sound blocks. `cs`: the column's statistics, each
+    block's compared with its values."""
     sound = 0
     for g0, g1 in block_groups(table["raw"].astype("int64"), GROUP_BYTES):
         try:
-            col.read_blocks(g0, g1)
+            values = col.read_blocks(g0, g1)
             ok = range(g0, g1)
+            if cs is not None:
+                r0 = col.block_rows(g0)[0]
+                for b in ok:
+                    a, z = col.block_rows(b)
+                    _check_statistics(col, cs, b, values[a - r0:z - r0], report)
         except IdvFormatError:
             ok = []
             for b in range(g0, g1):
                 try:
-                    col.read_blocks(b, b + 1)
+                    values = col.read_blocks(b, b + 1)
                     ok.append(b)
+                    if cs is not None:
+                        _check_statistics(col, cs, b, values, report)
                 except IdvFormatError as e:
                     r0, r1 = col.block_rows(b)
                     report.problems.append(Finding.from_error(

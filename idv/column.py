@@ -169,6 +169,15 @@ class Column(ColumnAnnotations):
         each checked against its CRC-32 where the file has checksums."""
         return self._file.store.stored(self.blocks, b0, b1)
 
+    def check_unread(self, which):
+        """IdvFormatError when a block of `which` (block numbers), which a read skips by its
+        statistics, no longer holds the bytes its CRC-32 recorded (idv.blocks.BlockStore.
+        check_unread: files in memory or mapped, with checksums)."""
+        try:
+            self._file.store.check_unread(self.blocks, which)
+        except IdvFormatError as e:
+            raise self._located(e) from None
+
     def _located(self, error, **where):
         """`error` (an IdvFormatError) naming this column, `where`, and the file's path."""
         return error.locate(column=self.name, column_index=self.index, path=self._file.path,

@@ -315,7 +315,7 @@ class Dataset:
         """dict name -> values of the dataset's rows `indices` (row numbers over the files end
         to end, negative from the end), in the order given, as IdvFile.take: only the files
         and blocks that hold them are read. IndexError names a row out of range."""
-        return self._gather(columns, indices,
+        return self._gather(columns, selection.take_numbers(indices),
                             lambda f, names, local: f.take(local, names))
 
     def _gather(self, columns, rows, read, in_place=False):

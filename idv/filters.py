@@ -4,30 +4,28 @@ match (exactly, on the decoded values).
 A filter is given as pyarrow.parquet's DNF tuples (``[("ts", ">=", t)]`` and'ed, a list of
 such lists or'ed), a string of Python's expression syntax (``"Age > 30 and City ==
 'Paris'"``, the command line's ``--where``), or a pyarrow compute expression
-(``pc.field("ts") >= t``, read with its literals' types by idv.arrow_expressions). Each becomes one tree of ``Cmp`` / ``IsNull`` / ``And`` / ``Or`` /
-``Not``, evaluated twice: over each block's statistics (a block mask: blocks ruled out are
-never fetched nor decoded; without statistics every block is kept), then over the rows of
-the blocks kept, with numpy. So results never depend on whether a file has statistics.
-
-Rows compare as numpy compares read()'s values: NaN matches ``!=`` only, a key's missing
-value (stored 0) matches ``!=`` and ``is null``; DateTime, TimeSpan and DateTimeOffset (by
-its UTC instant) compare with datetime / timedelta / numpy / pandas values or ISO strings;
-keys with a str compare by KeyValues text (``==``, ``!=``, ``in``, ``not in``).
+(``pc.field("ts") >= t``, read with its literals' types by idv.arrow_expressions). Each
+becomes one tree of ``Cmp`` / ``IsNull`` / ``And`` / ``Or`` / ``Not``, bound to a file's
+columns (`Prepared`), whose comparisons mean what idv.comparison says, for blocks and rows
+alike: over each block's statistics (blocks ruled out are never fetched nor decoded; without
+statistics every block is kept), then over the rows of the blocks kept. So results never
+depend on whether a file has statistics, nor on the path a read takes.
 """
 from __future__ import annotations
 
 import ast
-import datetime as dt
+import warnings
 from typing import NamedTuple
 
 import numpy as np
 
-from idv import statistics as S
-from idv import ticks, vectors
+from idv import comparison, vectors
 from idv import types as T
+from idv.errors import IdvFormatError, IdvWarning
 from idv.scan import NumpyColumn, scan
 
-OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
+MAX_DEPTH = 100          # of and / or / not nesting: deeper is refused, not a RecursionError
+OPS = comparison.OPS
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 
@@ -70,19 +68,42 @@ def parse(filter_):
     """The tree of a filter (DNF tuples, an expression string, a pyarrow Expression, or a tree
     already); ValueError saying what is not understood."""
     if isinstance(filter_, (Cmp, IsNull, And, Or, Not, BlocksOnly)):
-        return filter_
+        return _shallow(filter_)
     if isinstance(filter_, str):
-        return _from_python(filter_, filter_)
+        return _shallow(_from_python(filter_, filter_))
     if isinstance(filter_, (list, tuple)):
-        return _from_dnf(filter_)
+        return _shallow(_from_dnf(filter_))
     if type(filter_).__name__ == "Expression" and type(filter_).__module__.startswith("pyarrow"):
         from idv import arrow_expressions
         try:
-            return _from_arrow(arrow_expressions.tree(filter_))
+            return _shallow(_from_arrow(arrow_expressions.tree(filter_)))
+        except RecursionError:
+            raise ValueError(f"the filter nests deeper than {MAX_DEPTH} levels") from None
         except ValueError as e:
             raise ValueError(f"cannot understand the filter {str(filter_)!r}: {e}") from None
     raise TypeError(f"a filter is a list of (column, op, value) tuples, an expression string or "
                     f"a pyarrow compute Expression, not {type(filter_).__name__}")
+
+
+def _shallow(node):
+    """`node`, or ValueError when its and / or / not nest deeper than MAX_DEPTH."""
+    todo = [(node, 1)]
+    while todo:
+        n, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"the filter nests deeper than {MAX_DEPTH} levels: write it "
+                             f"flatter (an in list, or and / or of many terms at one level)")
+        if isinstance(n, (And, Or)):
+            todo.extend((p, depth + 1) for p in n.parts)
+        elif isinstance(n, (Not, BlocksOnly)):
+            todo.append((n.part, depth + 1))
+    return node
+
+
+def _values(op, value):
+    """A comparison's literal: the values of a collection for in / not in, as a list (other
+    literals, str and bytes included, stay as given: binding refuses them)."""
+    return list(value) if op in ("in", "not in") and comparison.is_collection(value) else value
 
 
 def _from_dnf(terms):
@@ -99,7 +120,7 @@ def _from_dnf(terms):
         op = "==" if op == "=" else op
         if op not in OPS:
             raise ValueError(f"unknown filter operator {op!r} (one of {', '.join(OPS)})")
-        parts.append(Cmp(column, op, list(value) if op in ("in", "not in") else value))
+        parts.append(Cmp(column, op, _values(op, value)))
     return parts[0] if len(parts) == 1 else And(tuple(parts))
 
 
@@ -110,9 +131,12 @@ _AST_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: "
 def _from_python(text, shown):
     try:
         tree = ast.parse(text.strip(), mode="eval").body
-        return _node(tree)
+        return _node(tree, 1)
     except (SyntaxError, ValueError) as e:
-        raise ValueError(f"cannot understand the filter {shown!r}: {e}") from None
+        raise ValueError(f"cannot understand the filter {shown[:200]!r}: {e}") from None
+    except (RecursionError, MemoryError):
+        raise ValueError(f"the filter {shown[:80]!r}... nests deeper than {MAX_DEPTH} "
+                         f"levels") from None
 
 
 def _name(n):
@@ -132,12 +156,14 @@ def _value(n):
     return ast.literal_eval(n)
 
 
-def _node(n):
+def _node(n, depth):
+    if depth > MAX_DEPTH:
+        raise ValueError(f"it nests deeper than {MAX_DEPTH} levels")
     if isinstance(n, ast.BoolOp):
-        parts = tuple(_node(v) for v in n.values)
+        parts = tuple(_node(v, depth + 1) for v in n.values)
         return And(parts) if isinstance(n.op, ast.And) else Or(parts)
     if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
-        return Not(_node(n.operand))
+        return Not(_node(n.operand, depth + 1))
     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
             n.func.id in ("isnull", "notnull") and len(n.args) == 1 and _name(n.args[0]):
         return IsNull(_name(n.args[0]), n.func.id == "notnull")
@@ -154,9 +180,7 @@ def _node(n):
             else:
                 raise ValueError("a comparison needs a column on one side and a value on the "
                                  "other")
-            if sym in ("in", "not in"):
-                value = list(value)
-            parts.append(Cmp(column, sym, value))
+            parts.append(Cmp(column, sym, _values(sym, value)))
             left = right
         return parts[0] if len(parts) == 1 else And(tuple(parts))
     raise ValueError(f"unsupported expression {ast.dump(n)[:80]}")
@@ -225,238 +249,178 @@ def columns_of(node) -> list:
 
 
 # ---------------------------------------------------------------------------------------------
-# values: the literal in a column's terms
+# a filter bound to a file: one meaning for its blocks and its rows
 # ---------------------------------------------------------------------------------------------
 
-def _ticks_of(value, item):
-    """A literal for a DateTime / DateTimeOffset / TimeSpan column, in .NET ticks (ints are
-    taken as ticks already; aware datetimes by their UTC instant, naive ones as they are)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.timedelta64)):
-        return int(value)
-    if item is T.TimeSpan:
-        if hasattr(value, "to_timedelta64"):
-            value = value.to_timedelta64()
-        return int(np.asarray([np.timedelta64(value)]).astype("timedelta64[100ns]")
-                   .view(np.int64)[0])
-    if getattr(value, "tzinfo", None) is not None:
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    if hasattr(value, "to_datetime64"):
-        value = value.to_datetime64()
-    return int(np.asarray([np.datetime64(value)]).astype("datetime64[100ns]")
-               .view(np.int64)[0]) + T.EPOCH_TICKS
+class _Bound(NamedTuple):
+    """A comparison bound to its column (idv.comparison.Test)."""
+    column: str
+    test: comparison.Test
 
 
-class _Column(NamedTuple):
-    """What a filter needs of a column: its type, KeyValues and statistics."""
-    name: str
-    type: object
-    key_values: list | None
-    stats: object
+class Prepared:
+    """A filter over one open file: each comparison bound to the file's column
+    (idv.comparison.bind: TypeError / ValueError for a literal the column cannot be compared
+    with, KeyError for a column the file lacks) and the file's statistics as zones. The same
+    bound tree decides the blocks that may match (`blocks`), those that surely match whole
+    (`whole_blocks`) and the rows that match (`rows`)."""
+
+    def __init__(self, node, f):
+        self.node = node
+        self.columns = {}
+        names = columns_of(node)
+        for name in names:
+            if name not in f:
+                raise KeyError(f"the filter names column {name!r}, which the file does not "
+                               f"have (columns: {', '.join(f.column_names)})")
+            col = f[name]
+            kv = col.metadata.get("KeyValues") if "KeyValues" in col.metadata_kinds else None
+            self.columns[name] = comparison.Column(name, col.type,
+                                                   None if kv is None else list(kv))
+        self.tree = _bind(node, self.columns)
+        self.num_blocks = f.columns[0].num_blocks if f.columns else 0
+        stats = usable_statistics(f) if names else None
+        self.zones = {}
+        self._judges = []           # the columns whose statistics decide
+        for name in names:
+            cs = None if stats is None else stats.columns.get(f[name].index)
+            self.zones[name] = None if cs is None else \
+                comparison.Zones(self.columns[name].type, cs)
+            if cs is not None:
+                self._judges.append(f[name])
+
+    def blocks(self):
+        """A bool per block: False where the statistics rule out every row. The blocks
+        ruled out are checked against their CRC-32s where that needs no fetch
+        (Column.check_unread): a block changed since its statistics is an IdvFormatError, as
+        its read would be, never rows silently left out."""
+        keep = _may(self.tree, self.zones, self.num_blocks)
+        if not keep.all():
+            skipped = np.flatnonzero(~keep)
+            for col in self._judges:
+                col.check_unread(skipped)
+        return keep
+
+    def whole_blocks(self):
+        """A bool per block: True where the statistics show that every row matches (a count
+        needs no decoding); False where they cannot tell."""
+        return _all(self.tree, self.zones, self.num_blocks)
+
+    def rows(self, values):
+        """A bool per row of a batch (`values`: name -> read()'s form of the filter's
+        columns)."""
+        seen = {}
+
+        def x(name):
+            if name not in seen:
+                seen[name] = comparison.comparable(self.columns[name].type, values[name])
+            return seen[name]
+        n = vectors.num_rows_of(next(iter(values.values()))) if values else 0
+        return _rows(self.tree, self.columns, x, n)
 
 
-def _literal(c, value):
-    """`value` in column `c`'s comparable terms (None: a key text it does not have)."""
-    item = T.item_type(c.type)
-    if isinstance(c.type, T.Vector):
-        raise ValueError(f"column {c.name!r} is a vector: filters compare scalar columns")
-    if item in ticks.TIME_ITEMS:
-        return _ticks_of(value, item)
-    if isinstance(item, T.Key) and isinstance(value, str):
-        kv = c.key_values
-        if kv is None:
-            raise ValueError(f"column {c.name!r} is a key without KeyValues: compare it with "
-                             f"its stored numbers, not {value!r}")
-        found = [i for i, v in enumerate(kv) if v == value]
-        return found[0] + 1 if found else None
-    if item is T.Text and not isinstance(value, str):
-        raise ValueError(f"column {c.name!r} is Text: compare it with str, not {value!r}")
-    if item is T.Boolean:
-        return int(bool(value))
-    return value
+def usable_statistics(f):
+    """The statistics of open file `f` that filters may use: None without, and None with an
+    IdvWarning when they are malformed or no longer match the file's blocks (the blocks are
+    then all read: a filter never returns fewer rows for bad statistics)."""
+    try:
+        return f.statistics
+    except IdvFormatError as e:
+        warnings.warn(f"{e}; the filter reads every block instead", IdvWarning, stacklevel=3)
+        return None
 
 
-# ---------------------------------------------------------------------------------------------
-# blocks: what statistics rule out
-# ---------------------------------------------------------------------------------------------
-
-def block_mask(node, columns, num_blocks):
-    """A bool per block, False where the statistics rule out every row (`columns`: name ->
-    _Column)."""
+def _bind(node, columns):
     if isinstance(node, And):
-        out = np.ones(num_blocks, bool)
-        for p in node.parts:
-            out &= block_mask(p, columns, num_blocks)
-        return out
+        return And(tuple(_bind(p, columns) for p in node.parts))
     if isinstance(node, Or):
-        out = np.zeros(num_blocks, bool)
-        for p in node.parts:
-            out |= block_mask(p, columns, num_blocks)
-        return out
-    if isinstance(node, Not):       # statistics bound values, not their negation: keep all
-        return np.ones(num_blocks, bool)
-    if isinstance(node, BlocksOnly):
-        return block_mask(node.part, columns, num_blocks)
-    c = columns[node.column]
-    cs = c.stats
-    if cs is None:
-        return np.ones(num_blocks, bool)
-    if isinstance(node, IsNull):
-        return cs.present > 0 if node.negate else cs.missing > 0
-    if isinstance(T.item_type(c.type), T.Key) and isinstance(node.value, str) or \
-            node.op in ("in", "not in") and any(isinstance(v, str) for v in node.value) and \
-            isinstance(T.item_type(c.type), T.Key):
-        return np.ones(num_blocks, bool)            # text of keys: checked on the rows
-    if node.op in ("in", "not in"):
-        parts = tuple(Cmp(node.column, "==" if node.op == "in" else "!=", v)
-                      for v in node.value)
-        if not parts:
-            return np.full(num_blocks, node.op == "not in")
-        return block_mask(Or(parts) if node.op == "in" else And(parts), columns, num_blocks)
-    v = _literal(c, node.value)
-    if cs.domain == S.TEXT:
-        return _text_blocks(cs, node.op, v.encode("utf-8"))
-    if isinstance(v, float) and np.isnan(v):
-        return np.full(num_blocks, node.op == "!=")
-    present, lo, hi = cs.present > 0, cs.low, cs.high
-    if isinstance(T.item_type(c.type), T.Key):      # a missing key is its stored 0 to numpy
-        hi = np.where(present, hi, 0).astype(hi.dtype)
-        lo = np.where(cs.missing > 0, 0, lo).astype(lo.dtype)
-        present = present | (cs.missing > 0)
-    with np.errstate(invalid="ignore"):
-        if node.op == "==":
-            return present & (lo <= v) & (v <= hi)
-        if node.op == "!=":
-            return ~(present & (cs.missing == 0) & (lo == v) & (hi == v))
-        return present & {"<": lo < v, "<=": lo <= v, ">": hi > v, ">=": hi >= v}[node.op]
-
-
-def all_match(node, columns, num_blocks):
-    """A bool per block, True where the statistics show that every row matches (so a count
-    needs no decoding); False where they cannot tell. Numbers, Booleans and times only."""
-    if isinstance(node, (And, Or)):
-        got = [all_match(p, columns, num_blocks) for p in node.parts]
-        return np.logical_and.reduce(got) if isinstance(node, And) else \
-            np.logical_or.reduce(got)
-    none = np.zeros(num_blocks, bool)
-    if isinstance(node, (Not, BlocksOnly)):
-        return none
-    c = columns[node.column]
-    cs = c.stats
-    if cs is None or cs.domain == S.TEXT or isinstance(T.item_type(c.type), T.Key):
-        return none
-    if isinstance(node, IsNull):
-        return (cs.missing == 0) if node.negate else (cs.present == 0) & (cs.missing > 0)
-    if node.op in ("in", "not in"):
-        if node.op == "in" or not node.value:
-            return none if node.op == "in" else np.ones(num_blocks, bool)
-        return all_match(And(tuple(Cmp(node.column, "!=", v) for v in node.value)), columns,
-                         num_blocks)
-    v = _literal(c, node.value)
-    if isinstance(v, float) and np.isnan(v):
-        return none
-    full, lo, hi = (cs.present > 0) & (cs.missing == 0), cs.low, cs.high
-    with np.errstate(invalid="ignore"):
-        sure = {"==": (lo == v) & (hi == v), "!=": (v < lo) | (v > hi), "<": hi < v,
-                "<=": hi <= v, ">": lo > v, ">=": lo >= v}[node.op]
-    return full & np.asarray(sure, bool)
-
-
-def _text_blocks(cs, op, v):
-    """The Text blocks whose bounds may hold a value `op` v (v: UTF-8 bytes)."""
-    out = np.empty(len(cs.present), bool)
-    for b, (lo, hi, flags, n) in enumerate(zip(cs.low, cs.high, cs.flags.tolist(),
-                                               cs.present.tolist())):
-        no_high = bool(flags & S.NO_HIGH)
-        if op == "==":
-            keep = lo <= v and (no_high or v <= hi)
-        elif op == "!=":
-            keep = not (flags & S.LOW_EXACT and flags & S.HIGH_EXACT and lo == hi == v)
-        elif op in ("<", "<="):
-            keep = lo < v or (op == "<=" and lo == v) or not flags & S.LOW_EXACT and lo == v
-        else:
-            keep = no_high or hi > v or (op == ">=" and hi == v)
-        out[b] = keep and n > 0
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# rows: the exact test
-# ---------------------------------------------------------------------------------------------
-
-def row_mask(node, columns, values):
-    """A bool per row of a batch (`values`: name -> read()'s form of the filter's columns)."""
-    if isinstance(node, And):
-        out = row_mask(node.parts[0], columns, values)
-        for p in node.parts[1:]:
-            out &= row_mask(p, columns, values)
-        return out
-    if isinstance(node, Or):
-        out = row_mask(node.parts[0], columns, values)
-        for p in node.parts[1:]:
-            out |= row_mask(p, columns, values)
-        return out
+        return Or(tuple(_bind(p, columns) for p in node.parts))
     if isinstance(node, Not):
-        return ~row_mask(node.part, columns, values)
+        return Not(_bind(node.part, columns))
     if isinstance(node, BlocksOnly):
-        return np.ones(vectors.num_rows_of(next(iter(values.values()))), bool)
-    c = columns[node.column]
-    x = S.comparable(c.type, values[node.column])
+        return BlocksOnly(_bind(node.part, columns))
     if isinstance(node, IsNull):
-        if x.dtype.kind == "f":
-            missing = np.isnan(x)
-        elif isinstance(T.item_type(c.type), T.Key):
-            missing = x == 0
-        else:
-            missing = np.zeros(len(x), bool)
-        return ~missing if node.negate else missing
-    if node.op in ("in", "not in"):
-        lits = [_literal(c, v) for v in node.value]
-        lits = [v for v in lits if v is not None]
-        hit = np.isin(x, np.asarray(lits, dtype=x.dtype if x.dtype != object else object)) \
-            if lits else np.zeros(len(x), bool)
-        return hit if node.op == "in" else ~hit
-    v = _literal(c, node.value)
-    if v is None:                   # a key text it does not have
-        return np.full(len(x), node.op == "!=")
-    if isinstance(T.item_type(c.type), T.Key) and isinstance(node.value, str) and \
-            node.op not in ("==", "!="):
-        raise ValueError(f"column {c.name!r}: a key compares with text by == and != (in, not "
-                         f"in), not {node.op}")
-    if x.dtype.kind == "u" and isinstance(v, (int, np.integer)) and v < 0:
-        x, v = x.astype(np.int64), int(v)           # negative literals against unsigned
-    with np.errstate(invalid="ignore"):
-        out = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-               ">": np.greater, ">=": np.greater_equal}[node.op](x, v)
-    return np.asarray(out, bool)
+        c = columns[node.column]
+        if isinstance(c.type, T.Vector):
+            raise ValueError(f"column {c.name!r} is a vector: filters compare scalar columns")
+        return node
+    return _Bound(node.column, comparison.bind(columns[node.column], node.op, node.value))
 
 
-# ---------------------------------------------------------------------------------------------
-# a file read through a filter
-# ---------------------------------------------------------------------------------------------
+def _may(n, zones, nb):
+    if isinstance(n, (And, Or)):
+        got = [_may(p, zones, nb) for p in n.parts]
+        return np.logical_and.reduce(got) if isinstance(n, And) else np.logical_or.reduce(got)
+    if isinstance(n, Not):          # a block may hold a row failing part unless all pass it
+        return ~_all(n.part, zones, nb)
+    if isinstance(n, BlocksOnly):
+        return _may(n.part, zones, nb)
+    z = zones[n.column]
+    if z is None:
+        return np.ones(nb, bool)
+    if isinstance(n, IsNull):
+        return z.null_may(n.negate)
+    return z.may_match(n.test)
 
-def file_columns(f, node):
-    """name -> _Column for the columns the filter names (KeyError naming one not in `f`)."""
-    out = {}
-    stats = f.statistics
-    for name in columns_of(node):
-        if name not in f:
-            raise KeyError(f"the filter names column {name!r}, which the file does not have "
-                           f"(columns: {', '.join(f.column_names)})")
-        col = f[name]
-        kv = col.metadata.get("KeyValues") if "KeyValues" in col.metadata_kinds else None
-        cs = None if stats is None else stats.columns.get(col.index)
-        out[name] = _Column(name, col.type, None if kv is None else list(kv), cs)
-    return out
+
+def _all(n, zones, nb):
+    if isinstance(n, (And, Or)):
+        got = [_all(p, zones, nb) for p in n.parts]
+        return np.logical_and.reduce(got) if isinstance(n, And) else np.logical_or.reduce(got)
+    if isinstance(n, Not):          # every row fails part where no row can pass it
+        return ~_may(n.part, zones, nb)
+    z = None if isinstance(n, BlocksOnly) else zones[n.column]
+    if z is None:
+        return np.zeros(nb, bool)
+    if isinstance(n, IsNull):
+        return z.null_all(n.negate)
+    return z.all_match(n.test)
+
+
+def _rows(n, columns, x, count):
+    if isinstance(n, (And, Or)):
+        out = _rows(n.parts[0], columns, x, count)
+        for p in n.parts[1:]:
+            out = (out & _rows(p, columns, x, count)) if isinstance(n, And) else \
+                (out | _rows(p, columns, x, count))
+        return out
+    if isinstance(n, Not):
+        return ~_rows(n.part, columns, x, count)
+    if isinstance(n, BlocksOnly):
+        return np.ones(count, bool)
+    if isinstance(n, IsNull):
+        gone = comparison.missing(columns[n.column].type, x(n.column))
+        return ~gone if n.negate else gone
+    return comparison.rows(n.test, x(n.column))
+
+
+def prepare(node, f) -> Prepared:
+    """The filter tree `node` bound to open file `f` (Prepared)."""
+    return Prepared(node, f)
+
+
+class PerFile:
+    """The Prepared filter of the file a scan is in (bound once per file, for its blocks and
+    then its rows; the last file's kept, with the file itself so that its id is not reused)."""
+
+    def __init__(self, node):
+        self.node = node
+        self._last = (None, None)
+
+    def __call__(self, f) -> Prepared:
+        if self._last[0] is not f:
+            self._last = (f, prepare(self.node, f))
+        return self._last[1]
+
+    def block_filter(self, _part, f):
+        """The scan's block_filter(part, file)."""
+        return self(f).blocks()
 
 
 def block_filter(node):
     """A scan's block_filter(part, file) for the filter `node` (statistics where the file
     has them)."""
-    def keep(_part, f):
-        cols = file_columns(f, node)
-        nb = f.columns[0].num_blocks if f.columns else 0
-        return block_mask(node, cols, nb)
-    return keep
+    return PerFile(node).block_filter
 
 
 def take(value, rows):
@@ -478,25 +442,15 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
     wanted = list(columns)
     extra = [c for c in columns_of(node) if c not in wanted]
     names = wanted + extra
-    keep = block_filter(node)
-    if blocks is not None:
-        by_statistics = keep
+    bound = PerFile(node)
 
-        def keep(part, f):
-            return by_statistics(part, f) & np.asarray(blocks(part, f), bool)
-    cache = {}
-
-    def cols_of(f):
-        if id(f) not in cache:
-            cache.clear()
-            cache[id(f)] = file_columns(f, node)
-        return cache[id(f)]
+    def keep(part, f):
+        mask = bound.block_filter(part, f)
+        return mask if blocks is None else mask & np.asarray(blocks(part, f), bool)
     for batch in scan(source, names, NumpyColumn, block_filter=keep, batch_rows=batch_rows,
                       rows=rows, **how):
-        # the file of the batch: through the block filter's file (the scan opened it)
         values = dict(zip(names, batch.values))
-        f = batch_file(source, batch)
-        mask = row_mask(node, cols_of(f), values)
+        mask = bound(batch_file(source, batch)).rows(values)
         hits = np.flatnonzero(mask)
         yield batch, hits, [take(values[n], hits) for n in wanted]
 

@@ -2,9 +2,9 @@
 
 polars hands the plugin the columns a query needs, its predicate, a row limit and a batch
 size. The columns and the limit are honoured as they come; the predicate is applied to every
-batch by polars' own rules, and where it translates (comparisons of integer, Boolean, Text,
-DateTime and TimeSpan columns with literals, joined by ``&`` and ``|``), the blocks whose
-statistics rule it out are not decoded either. Since DuckDB queries a polars LazyFrame with
+batch by polars' own rules, and where idv.engine_filters takes it (comparisons that mean the
+same to polars and to idv, joined by ``&`` and ``|``), the blocks whose statistics rule it
+out are not decoded either. Since DuckDB queries a polars LazyFrame with
 its filters pushed into it, ``duckdb.sql("select ... from lf where ...")`` skips them too.
 """
 from __future__ import annotations
@@ -12,15 +12,9 @@ from __future__ import annotations
 import json
 import os
 
-from idv import arrow, filters
-from idv import types as T
+from idv import arrow, engine_filters, filters
 from idv.errors import require
 from idv.reader import open as idv_open
-
-_OPS = {"Eq": "==", "NotEq": "!=", "Lt": "<", "LtEq": "<=", "Gt": ">", "GtEq": ">="}
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-_UNITS = {"Nanoseconds": "ns", "Microseconds": "us", "Milliseconds": "ms"}
-
 
 def _files(source):
     """The .idv files of `source`: a file or URL, a directory, a glob, or a list of them."""
@@ -31,61 +25,6 @@ def _files(source):
         from idv.dataset import dataset
         return [f.path for f in dataset(s).files]
     return [s]
-
-
-def _comparable(t):
-    """Whether polars compares a column's values as idv.filters' statistics do (integers,
-    Boolean, Text, DateTime, TimeSpan: no NaN, no keys, no nulls)."""
-    item = T.item_type(t)
-    return not isinstance(t, T.Vector) and not isinstance(item, T.Key) and \
-        item not in (T.Single, T.Double, T.DateTimeOffset, T.RowId)
-
-
-def _literal(lit):
-    import numpy as np
-    if "Dyn" in lit:
-        (kind, value), = lit["Dyn"].items()
-        return value if kind in ("Int", "Float") else _NO
-    (kind, value), = lit.get("Scalar", {"": None}).items()
-    if kind == "Datetime" and value[1] in _UNITS and value[2] is None:
-        return np.datetime64(value[0], _UNITS[value[1]])
-    if kind == "Duration" and value[1] in _UNITS:
-        return np.timedelta64(value[0], _UNITS[value[1]])
-    if kind in ("String", "Boolean") or kind.startswith(("Int", "UInt")):
-        return value
-    return _NO
-
-
-_NO = object()
-
-
-def _translate(node, types):
-    """An idv.filters tree for a polars expression's JSON form (None where it does not
-    translate: then no block is skipped on its account)."""
-    if not isinstance(node, dict) or "BinaryExpr" not in node:
-        return None
-    b = node["BinaryExpr"]
-    op = b["op"]
-    if op in ("And", "LogicalAnd"):
-        parts = [p for p in (_translate(b["left"], types), _translate(b["right"], types)) if p]
-        return None if not parts else parts[0] if len(parts) == 1 else filters.And(tuple(parts))
-    if op in ("Or", "LogicalOr"):
-        left, right = _translate(b["left"], types), _translate(b["right"], types)
-        return filters.Or((left, right)) if left and right else None
-    if op not in _OPS:
-        return None
-    sym, left, right = _OPS[op], b["left"], b["right"]
-    if "Column" in right and "Literal" in left:
-        left, right, sym = right, left, _FLIP[sym]
-    if "Column" not in left or "Literal" not in right:
-        return None
-    name = left["Column"]
-    value = _literal(right["Literal"])
-    if value is _NO or name not in types or not _comparable(types[name]):
-        return None
-    if (T.item_type(types[name]) is T.Text) != isinstance(value, str):
-        return None
-    return filters.Cmp(name, sym, value)
 
 
 def scan_idv(source, *, datetime="us", **open_options):
@@ -110,7 +49,8 @@ def scan_idv(source, *, datetime="us", **open_options):
             for c in predicate.meta.root_names():
                 if c not in names:
                     names.append(c)
-            tree = _translate(json.loads(predicate.meta.serialize(format="json")), types)
+            tree = engine_filters.from_polars(
+                json.loads(predicate.meta.serialize(format="json")), types)
             node = None if tree is None else filters.BlocksOnly(tree)
         left = n_rows
         for path in files:

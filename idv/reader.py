@@ -202,6 +202,7 @@ class IdvFile:
         try:
             found = block_stats.read(self._head, self._source.view, self.header.toc_offset)
             if found is not None:
+                found.check_columns(self.columns, self.num_rows)
                 tables = [c.lookup for c in self.columns]
                 found.check(block_stats.fingerprint(
                     np.concatenate([t["offset"] for t in tables]),

@@ -116,6 +116,38 @@ def row_numbers(key, n, what="column"):
     return np.where(rows < 0, rows + n, rows)
 
 
+def take_numbers(indices):
+    """The row numbers of a take (int64, 1-d, not yet checked against a row count): integers
+    only. A boolean mask is a filter, not a take, and floats, text and nested lists are not
+    row numbers: each a TypeError."""
+    if isinstance(indices, (bool, np.bool_)) or isinstance(indices, (int, np.integer)):
+        return np.array([indices], np.int64) if not isinstance(indices, (bool, np.bool_)) \
+            else _not_numbers(indices)
+    if isinstance(indices, (str, bytes, dict)):
+        _not_numbers(indices)
+    try:
+        rows = np.asarray(indices)
+    except (TypeError, ValueError):
+        _not_numbers(indices)
+    if rows.ndim != 1 or (rows.dtype.kind not in "iu" and len(rows)):
+        _not_numbers(indices)
+    return rows.astype(np.int64) if rows.dtype.kind != "u" else _unsigned(rows)
+
+
+def _unsigned(rows):
+    big = rows > np.iinfo(np.int64).max
+    if big.any():
+        raise IndexError(f"row {int(rows[big][0])} out of range")
+    return rows.astype(np.int64)
+
+
+def _not_numbers(indices):
+    shown = repr(indices)
+    raise TypeError(f"take() takes row numbers (a list or array of integers), not "
+                    f"{shown[:60]}{'...' if len(shown) > 60 else ''}: select rows by a "
+                    f"boolean mask with a filter, or with read(rows=mask)")
+
+
 def contiguous(key, n):
     """(start, stop) when `key` is a slice of step 1 (or None: all rows), else None."""
     if key is None:

@@ -11,12 +11,10 @@ metadata (``idv.type``, ``idv.metadata``), from which the writer restores them.
 """
 from __future__ import annotations
 
-import datetime as dt
 import glob
 import os
-from decimal import Decimal
 
-from idv import filters, scan
+from idv import engine_filters, filters, scan
 from idv.arrow import arrow_schema, read_partition
 from idv import types as T
 from idv.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
@@ -178,12 +176,12 @@ class _FilteringReader(_Reader):
     """A reader that takes Spark's pushed filters (the session's filter pushdown on)."""
 
     def pushFilters(self, filters_):
-        """Take the filters idv tests exactly as Spark does (_pushed_term); give back the
+        """Take the filters idv tests exactly as Spark does (idv.engine_filters); give back the
         others, which Spark applies after the read. Partitions whose blocks the statistics
         rule out are dropped here; read() keeps only the matching rows."""
         terms, left = [], []
         for f in filters_:
-            term = _pushed_term(f, self.plan.types, self.plan.safe)
+            term = engine_filters.from_spark(f, self.plan.types, self.plan.safe)
             if term is None:
                 left.append(f)
             elif term is not True:
@@ -194,65 +192,6 @@ class _FilteringReader(_Reader):
                 self.parts = filters.kept_partitions(ds, self.parts, terms) \
                     or self.parts[:1]       # none: one partition, which finds no rows
         return left
-
-
-# ---- filters Spark pushes ------------------------------------------------------------------
-
-_OPS = {"EqualTo": "==", "EqualNullSafe": "==", "GreaterThan": ">", "GreaterThanOrEqual": ">=",
-        "LessThan": "<", "LessThanOrEqual": "<=", "In": "in"}
-_INTEGERS = (T.SByte, T.Byte, T.Int16, T.UInt16, T.Int32, T.UInt32, T.Int64, T.UInt64)
-
-
-def _idv_value(item, value, safe):
-    """A literal of Spark's for a column of ML.NET item type `item`, as idv's filters take
-    it, or None where idv's test could differ from Spark's."""
-    if isinstance(value, bool) or value is None:
-        return value if item is T.Boolean else None
-    if isinstance(item, T.Key) or item in _INTEGERS:    # Spark's long or decimal(20, 0)
-        if isinstance(value, Decimal) and value == value.to_integral_value():
-            return int(value)
-        return value if isinstance(value, int) else None
-    if item in (T.Single, T.Double):
-        ok = isinstance(value, (int, float)) and value == value     # NaN is Spark's largest
-        return float(value) if ok else None
-    if item is T.Text:
-        return value if isinstance(value, str) else None
-    if item is T.DateTime and safe:     # whole microseconds: Spark's values are the file's
-        ok = isinstance(value, dt.datetime) and value.tzinfo is None
-        return value if ok else None
-    return None
-
-
-def _pushed_term(f, types, safe=True):
-    """Spark's pushed filter `f` (pyspark.sql.datasource) as an idv filter term ``(column, op,
-    value)``; True for one every row passes (``IS NOT NULL``: Spark sees no nulls in an idv
-    column); None for one idv does not take, which Spark then applies: filters on columns
-    not in `types` (name -> ML.NET type of the columns read) or on nested fields, vectors,
-    string patterns, ``IS NULL``, ``>`` and ``>=`` on floats (Spark counts NaN above every
-    number), NaN literals, and times read with ``safe=false`` (floored by the read)."""
-    negate = isinstance(f, sources.Not)
-    if negate:
-        f = f.child
-    path = getattr(f, "attribute", ())
-    if len(path) != 1 or path[0] not in types:
-        return None
-    column, type_ = path[0], types[path[0]]
-    if isinstance(f, sources.IsNotNull) and not negate or \
-            isinstance(f, sources.IsNull) and negate:
-        return True
-    op = _OPS.get(type(f).__name__)
-    if negate:
-        op = {"==": "!=", "in": "not in"}.get(op)
-    if op is None or isinstance(type_, T.Vector):
-        return None
-    item = T.item_type(type_)
-    if item in (T.Single, T.Double) and op in (">", ">="):
-        return None
-    values = list(f.value) if op in ("in", "not in") else [f.value]
-    idv_values = [_idv_value(item, v, safe) for v in values]
-    if any(v is None for v in idv_values):
-        return None
-    return (column, op, idv_values if op in ("in", "not in") else idv_values[0])
 
 
 # ---- writing -------------------------------------------------------------------------------

@@ -240,6 +240,14 @@ class ColumnStats:
     def num_blocks(self):
         return len(self.present)
 
+    def block(self, b) -> Block:
+        """Block `b`'s statistics (numbers as Python numbers)."""
+        if self.domain == TEXT:
+            return Block(int(self.present[b]), int(self.missing[b]), self.low[b], self.high[b],
+                         int(self.flags[b]))
+        return Block(int(self.present[b]), int(self.missing[b]), self.low[b].item(),
+                     self.high[b].item())
+
     def pack(self) -> bytes:
         parts = [_COLUMN.pack(self.index, self.domain), self.present.astype("<i8").tobytes(),
                  self.missing.astype("<i8").tobytes()]
@@ -311,6 +319,33 @@ class Statistics:
         self.fingerprint = fingerprint_
         self.offset = offset
         self.length = length
+
+    def check_columns(self, columns, num_rows):
+        """IdvFormatError when the statistics do not describe the file's `columns` (its
+        Column objects, `num_rows` rows): another number of blocks, a column the file does
+        not have or of another domain, counts that are not the block's rows."""
+        def bad(why):
+            return IdvFormatError(f"the block statistics are malformed: {why}",
+                                  offset=self.offset)
+        for index, cs in self.columns.items():
+            if not 0 <= index < len(columns):
+                raise bad(f"column {index}, which the file does not have")
+            col = columns[index]
+            nb = col.num_blocks
+            if self.num_blocks != nb:
+                raise bad(f"{self.num_blocks} blocks per column, column {col.name!r} has {nb}")
+            if cs.domain != domain_of(col.type):
+                raise bad(f"column {col.name!r} ({col.type}) has statistics of domain "
+                          f"{DOMAIN_NAMES.get(cs.domain, cs.domain)}")
+            if isinstance(col.type, T.Vector) or not nb:
+                continue
+            rpb = col.rows_per_block
+            rows = np.minimum(rpb, num_rows - np.arange(nb, dtype=np.int64) * rpb)
+            off = np.flatnonzero(cs.present + cs.missing != rows)
+            if len(off):
+                b = int(off[0])
+                raise bad(f"column {col.name!r}, block {b}: {int(cs.present[b])} present "
+                          f"and {int(cs.missing[b])} missing values in {int(rows[b])} rows")
 
     def check(self, got, path=None):
         """IdvFormatError when the blocks' fingerprint `got` is not the one recorded."""
@@ -385,7 +420,11 @@ def _parse(data, off):
         return out
 
     for _ in range(ncols):
+        if at + _COLUMN.size > len(data):
+            raise ValueError("truncated")
         index, domain = _COLUMN.unpack_from(data, at)
+        if index in columns:
+            raise ValueError(f"column {index} appears twice")
         at += _COLUMN.size
         present, missing = take(nb, "<i8"), take(nb, "<i8")
         if domain in _DTYPES:
@@ -401,7 +440,34 @@ def _parse(data, off):
             at += -at % 8
         else:
             raise ValueError(f"column {index}: unknown domain {domain}")
+    for cs in columns.values():
+        _check_bounds(cs)
     return Statistics(columns, nb, fp, off, len(data))
+
+
+def _check_bounds(cs):
+    """ValueError naming the column and block of statistics no block could have: negative
+    counts, a NaN bound, a low bound above the high one, Text bounds longer than PREFIX."""
+    bad = np.flatnonzero((cs.present < 0) | (cs.missing < 0))
+    what = "a negative count"
+    if not len(bad):
+        some = cs.present > 0
+        if cs.domain == TEXT:
+            long_ = np.fromiter((len(lo) > PREFIX or len(hi) > PREFIX
+                                 for lo, hi in zip(cs.low, cs.high)), bool, len(cs.low))
+            flags = cs.flags
+            order = np.fromiter((not f & NO_HIGH and lo > hi
+                                 for lo, hi, f in zip(cs.low, cs.high, flags.tolist())), bool,
+                                len(cs.low))
+            bad = np.flatnonzero(some & (long_ | order | (flags > 15)))
+            what = "Text bounds out of order, too long or with unknown flags"
+        else:
+            with np.errstate(invalid="ignore"):
+                nan = np.isnan(cs.low) | np.isnan(cs.high) if cs.domain == FLOAT else False
+                bad = np.flatnonzero(some & (nan | (cs.low > cs.high)))
+            what = "a low bound above the high one, or a NaN bound"
+    if len(bad):
+        raise ValueError(f"column {cs.index}, block {int(bad[0])}: {what}")
 
 
 def _split(data, lengths):

@@ -34,7 +34,7 @@ def take(f, indices, columns=None) -> dict:
     """dict name -> values (read()'s forms) of rows `indices` of the open file `f`, in the
     order given (repeats repeat; negative from the end, as numpy). IndexError names a row
     number out of range and the file's row count."""
-    rows = selection.row_numbers(indices, f.num_rows, "file")
+    rows = selection.row_numbers(selection.take_numbers(indices), f.num_rows, "file")
     cols = selection.file_columns(f, columns)
     if not len(rows) or not cols:
         return {c.name: c.read_blocks(0, 0) for c in cols}

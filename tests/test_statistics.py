@@ -242,7 +242,120 @@ def test_a_file_whose_blocks_were_rewritten_behind_its_statistics_is_refused(tmp
         assert np.array_equal(got, x if move_bytes else swapped)
         with pytest.raises(idv.IdvFormatError, match="do not match the file's blocks"):
             f.statistics
-        with pytest.raises(idv.IdvFormatError, match="do not match the file's blocks"):
-            f.read(filter=[("x", "<", 300)])     # never answered from the stale bounds
+        with pytest.warns(idv.IdvWarning, match="do not match the file's blocks.*every "
+                                                "block"):
+            kept = f.read(filter=[("x", "<", 300)])["x"]    # never from the stale bounds
+        assert np.array_equal(kept, got[got < 300])
     with pytest.raises(idv.IdvFormatError, match="do not match the file's blocks"):
         idv.add_statistics(path)
+
+
+# ---- statistics that cannot lie silently ----------------------------------------------------
+
+def _sorted_blocks(checksums=True, compression="deflate"):
+    """1,000 sorted int64 in blocks of 100, with statistics (bytes)."""
+    buf = io.BytesIO()
+    idv.write(buf, {"x": np.arange(1000, dtype=np.int64)}, rows_per_block=100,
+              checksums=checksums, compression=compression)
+    return bytearray(buf.getvalue())
+
+
+def _restated(data, change):
+    """`data` with its statistics section rebuilt after `change(ColumnStats)` (and its own
+    CRC-32 recomputed, as a careless or hostile tool would): only the blocks can tell."""
+    with idv.open(bytes(data), checksums=False) as f:
+        st = f.statistics
+        cs = st.columns[0]
+        cs = S.ColumnStats(cs.index, cs.domain, cs.present.copy(), cs.missing.copy(),
+                           cs.low.copy(), cs.high.copy())
+        off, length, nb = st.offset, st.length, st.num_blocks
+        fingerprint = st.fingerprint
+    change(cs)
+    head = struct.unpack_from("<IIqII", S.pack([cs], nb, fingerprint))
+    section = S.pack([cs], head[2], fingerprint)
+    assert len(section) == length
+    out = bytearray(data)
+    out[off:off + length] = section
+    out[S.POINTER_AT:S.POINTER_AT + S.POINTER_SIZE] = S.pointer(bytes(out[:52]), off, section)
+    return bytes(out)
+
+
+def _swap_bounds(cs):
+    cs.low[3], cs.high[3] = cs.high[3], cs.low[3]
+
+
+def _nan_bound(cs):
+    cs.domain = S.FLOAT
+    cs.low = cs.low.astype(np.float64)
+    cs.high = cs.high.astype(np.float64)
+    cs.low[2] = np.nan
+
+
+def _wrong_counts(cs):
+    cs.present[5] = 99
+
+
+@pytest.mark.parametrize("change", [_swap_bounds, _nan_bound, _wrong_counts],
+                         ids=["swapped", "nan-bound", "counts"])
+def test_malformed_statistics_are_refused_and_filters_read_every_block(change):
+    data = _restated(_sorted_blocks(checksums=False), change)
+    with idv.open(data) as f:
+        with pytest.raises(idv.IdvFormatError, match="statistics are malformed"):
+            f.statistics
+        with pytest.warns(idv.IdvWarning, match="malformed.*reads every block"):
+            got = f.read(filter=[("x", ">=", 300), ("x", "<", 310)])["x"]
+        assert np.array_equal(got, np.arange(300, 310))
+        assert f["x"].blocks_decoded == 10                      # every block, none skipped
+    report = idv.verify(data)
+    assert not report.ok and "malformed" in str(report)
+
+
+def test_a_wrong_block_count_is_an_idv_format_error_naming_the_file(tmp_path):
+    data = _sorted_blocks(checksums=False)
+    with idv.open(bytes(data)) as f:
+        off, length = f.statistics.offset, f.statistics.length
+    out = bytearray(data)
+    struct.pack_into("<q", out, off + 8, 9)                     # 9 blocks per column, not 10
+    section = bytes(out[off:off + length])                      # its CRC-32 made anew
+    out[S.POINTER_AT:S.POINTER_AT + S.POINTER_SIZE] = S.pointer(bytes(out[:52]), off, section)
+    path = tmp_path / "nine.idv"
+    path.write_bytes(bytes(out))
+    with idv.open(path) as f:
+        with pytest.raises(idv.IdvFormatError, match="nine.idv.*malformed") as e:
+            f.statistics
+        assert e.value.path == str(path)
+
+
+def test_lowered_bounds_are_found_by_verify():
+    def lower(cs):
+        cs.high[2] = 250                                        # block 2 holds 200..299
+    data = _restated(_sorted_blocks(checksums=False), lower)
+    report = idv.verify(data)
+    assert [(p.column, p.block) for p in report.problems] == [("x", 2)]
+    assert "recorded 100 present, 0 missing, from 200 to 250" in str(report)
+    assert "from 200 to 299" in str(report)
+
+
+@pytest.mark.parametrize("compression", ["none", "deflate"])
+def test_a_block_rewritten_in_place_fails_the_filtered_read_as_the_full_read(tmp_path,
+                                                                             compression):
+    data = _sorted_blocks(compression=compression)
+    with idv.open(bytes(data)) as f:
+        off, n = int(f["x"].lookup["offset"][3]), int(f["x"].lookup["disk"][3])
+    if compression == "none":
+        struct.pack_into("<q", data, off, 5000)                 # block 3 now holds 5000
+    else:
+        data[off + n // 2] ^= 0xFF
+    path = tmp_path / "rewritten.idv"
+    path.write_bytes(bytes(data))
+    with idv.open(path) as f:
+        with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as full:
+            f.read()
+        with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as filtered:
+            f.read(filter="x == 5000")                          # block 3 ruled out by bounds
+        assert filtered.value.block == full.value.block == 3
+        assert filtered.value.column == "x"
+    ds = idv.arrow_dataset(path)
+    import pyarrow.compute as pc
+    with pytest.raises(idv.IdvFormatError, match="checksum mismatch"):
+        ds.count_rows(filter=pc.field("x") == 5000)

@@ -27,7 +27,8 @@ LAYERS = {
         ["ticks", "compression", "budget", "cache", "_threads", "_gc", "_version", "cells",
          "vectors", "layout", "source", "archive", "remote", "paths", "checksums", "sample",
          "infer", "sink",
-         "staging", "arrow_types", "arrow_expressions", "annotations", "statistics"],
+         "staging", "arrow_types", "arrow_expressions", "annotations", "statistics",
+         "comparison"],
     "block store: fetching, checking and decoding runs of blocks":
         ["block_runs", "blocks", "batch"],
     "scan: many columns (and files) read in step, and the filters that skip blocks":
@@ -39,8 +40,8 @@ LAYERS = {
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
     "formats: idv.convert and its registry": ["formats", "formats.*"],
     "engines: many files as one table, Dask, Ray, Spark, training loaders":
-        ["dataset_files", "dataset", "reopen", "dask", "ray", "spark", "polars", "arrow_dataset", "torch",
-         "huggingface"],
+        ["dataset_files", "dataset", "reopen", "engine_filters", "dask", "ray", "spark", "polars",
+         "arrow_dataset", "torch", "huggingface"],
     "the package root, exporting the public API": ["__init__"],
     "command line: a user of the public API": ["cli", "cli.*", "__main__"],
 }
