@@ -39,8 +39,10 @@ def compute(f) -> S.Statistics | None:
         return None
     builders = [S.Builder(c.index, S.domain_of(c.type)) for c in cols]
     for batch in scan(f, cols, NumpyColumn, batch_rows=1):
+        b0 = batch.start // cols[0].rows_per_block
         for b, c, v in zip(builders, cols, batch.values):
-            b.add(S.item_block(c.type, items_of(v)))
+            stored, = c.stored_blocks(b0, b0 + 1)
+            b.add(S.item_block(c.type, items_of(v)), checksums.crc(stored))
     stats = {b.index: b.build() for b in builders}
     return S.Statistics(stats, cols[0].num_blocks, fingerprint(f), None, None)
 

@@ -90,7 +90,7 @@ class BlockStore:
     """
 
     def __init__(self, source, *, path, threads, backend, memory_limit, cache, sums=None,
-                 crcs=None):
+                 crcs=None, checking=True):
         self._source = source
         self.path = path
         self.threads = threads
@@ -98,6 +98,7 @@ class BlockStore:
         self.memory_limit = memory_limit
         self.cache = cache
         self.sums = sums
+        self.checking = checking    # idv.open's checksums=: False reads bytes unchecked
         self._crcs = {}          # column index -> its blocks' expected CRC-32s
         self._opened_crcs = crcs     # all of them, a row a column, when found at open
         self._mappable = {}      # column index -> whether its blocks are mappable
@@ -176,16 +177,22 @@ class BlockStore:
         except IdvFormatError as e:
             raise e.locate(block=block) from None
 
-    def check_unread(self, blocks, which):
+    def check_unread(self, blocks, which, recorded=None):
         """IdvFormatError naming the first of blocks `which` (block numbers of a
-        ColumnBlocks) whose stored bytes fail their recorded CRC-32: the blocks a filter's
-        statistics skip, so that bounds are never trusted over a block that changed since
-        they were computed. Only where the bytes are at hand without a fetch (a file in
-        memory, a memory map) and the file has checksums."""
+        ColumnBlocks) whose stored bytes fail their recorded CRC-32 (the checksums', else
+        `recorded`: the statistics' own, uint32 per block): the blocks a filter's statistics
+        skip, so that bounds are never trusted over a block that changed since they were
+        computed. Only where the bytes are at hand without a fetch (a file in memory, a
+        memory map), and not when the file was opened with checksums=False."""
         which = np.asarray(which, np.int64)
-        if self.sums is None or not self.in_memory or not len(which):
+        if not self.checking or not self.in_memory or not len(which):
             return
-        crcs = self.expected_crcs(blocks)[which]
+        if self.sums is not None:
+            crcs = self.expected_crcs(blocks)[which]
+        elif recorded is not None:
+            crcs = np.asarray(recorded, np.int64)[which]
+        else:
+            return
         lookup = blocks.lookup[which]
         offsets = np.ascontiguousarray(lookup["offset"], np.int64)
         disk = np.ascontiguousarray(lookup["disk"], np.int64)
@@ -194,9 +201,13 @@ class BlockStore:
         bad = np.flatnonzero((crcs != _compression.NO_CRC) & ((crcs < 0) | (got != crcs)))
         if len(bad):
             i = int(bad[0])
-            self.check_block(int(offsets[i]), int(disk[i]), int(which[i]))
-            raise IdvFormatError("checksum mismatch", block=int(which[i]),
-                                 offset=int(offsets[i]))
+            if self.sums is not None:
+                self.check_block(int(offsets[i]), int(disk[i]), int(which[i]))
+            raise IdvFormatError(
+                f"checksum mismatch in the block: its {int(disk[i])} bytes are not those its "
+                f"statistics were computed from (CRC-32 {int(got[i]):#010x}, recorded "
+                f"{int(crcs[i]):#010x}): the file changed since", block=int(which[i]),
+                offset=int(offsets[i]))
 
     # ---- zero copy: the values of uncompressed blocks, as they lie in a memory-mapped file
     def mappable(self, blocks):

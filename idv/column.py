@@ -169,12 +169,13 @@ class Column(ColumnAnnotations):
         each checked against its CRC-32 where the file has checksums."""
         return self._file.store.stored(self.blocks, b0, b1)
 
-    def check_unread(self, which):
+    def check_unread(self, which, recorded=None):
         """IdvFormatError when a block of `which` (block numbers), which a read skips by its
-        statistics, no longer holds the bytes its CRC-32 recorded (idv.blocks.BlockStore.
-        check_unread: files in memory or mapped, with checksums)."""
+        statistics, no longer holds the bytes its CRC-32 recorded (the checksums', else
+        `recorded`, the statistics' own: idv.blocks.BlockStore.check_unread, files in memory
+        or mapped)."""
         try:
-            self._file.store.check_unread(self.blocks, which)
+            self._file.store.check_unread(self.blocks, which, recorded)
         except IdvFormatError as e:
             raise self._located(e) from None
 

@@ -287,7 +287,7 @@ class Prepared:
             self.zones[name] = None if cs is None else \
                 comparison.Zones(self.columns[name].type, cs)
             if cs is not None:
-                self._judges.append(f[name])
+                self._judges.append((f[name], cs.crcs))
 
     def blocks(self):
         """A bool per block: False where the statistics rule out every row. The blocks
@@ -297,8 +297,8 @@ class Prepared:
         keep = _may(self.tree, self.zones, self.num_blocks)
         if not keep.all():
             skipped = np.flatnonzero(~keep)
-            for col in self._judges:
-                col.check_unread(skipped)
+            for col, recorded in self._judges:
+                col.check_unread(skipped, recorded)
         return keep
 
     def whole_blocks(self):

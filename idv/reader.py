@@ -167,7 +167,8 @@ class IdvFile:
             self.store = BlockStore(self._source, path=self.path,
                                     threads=threads or _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
-                                    sums=sums, crcs=self.tables.crcs)
+                                    sums=sums, crcs=self.tables.crcs,
+                                    checking=bool(checksums))
             parts = FileParts(self.store, self.tables, self.header, self.path)
             self.columns = [Column(parts, *d) for d in described]
             self._by_name = {c.name: c for c in self.columns}
@@ -203,6 +204,9 @@ class IdvFile:
             found = block_stats.read(self._head, self._source.view, self.header.toc_offset)
             if found is not None:
                 found.check_columns(self.columns, self.num_rows)
+                if self.store.sums is not None:         # no block read: their CRC-32s
+                    found.check_checksums(self.columns,
+                                          lambda c: self.store.expected_crcs(c.blocks))
                 tables = [c.lookup for c in self.columns]
                 found.check(block_stats.fingerprint(
                     np.concatenate([t["offset"] for t in tables]),

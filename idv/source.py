@@ -25,7 +25,7 @@ import threading
 
 import zipfile
 
-from idv import archive
+from idv import archive, budget
 from idv._header import SIGNATURE
 from idv.errors import IdvFormatError
 
@@ -229,14 +229,52 @@ def _skip_prefix(mv):
 
 def _read_whole(fd, size):
     """Up to `size` bytes from the start of file descriptor `fd` (fewer if the file is
-    shorter now; None: all it gives until its end)."""
-    data = os.read(fd, (1 << 16) if size is None else size)
-    while size is None or len(data) < size:
-        more = os.read(fd, (1 << 16) if size is None else size - len(data))
+    shorter now)."""
+    parts, got = [], 0
+    while got < size:
+        more = os.read(fd, size - got)
         if not more:
             break
-        data += more
-    return data
+        parts.append(more)
+        got += len(more)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+_KINDS = ((stat.S_ISFIFO, "a pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_regular(name, st=None):
+    """OSError unless `name` (its os.stat result `st`, found if not given) is a regular
+    file: .idv files are read by offset, so pipes, devices and sockets are refused before
+    any read (which could wait for a writer, or never end); a directory is an
+    IsADirectoryError. A path that does not exist passes (opening it says so)."""
+    if st is None:
+        try:
+            st = os.stat(name)
+        except OSError:
+            return
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, f"{name} is a directory: open one .idv file in "
+                                f"it, or read its .idv files as one table with "
+                                f"idv.dataset({name!r})", name)
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+        raise OSError(errno.EINVAL, f"{name} is {kind}, not a regular file: an .idv is read "
+                      f"by offset; read a stream into bytes first (idv.open(data), or "
+                      f"`idv info -` for standard input)")
+
+
+def read_stream(f, limit, name="standard input"):
+    """All the bytes of binary stream `f` (a pipe), read in linear time; MemoryLimitError
+    past `limit` bytes (idv.budget)."""
+    out = bytearray()
+    while True:
+        chunk = f.read(1 << 20)
+        if not chunk:
+            return bytes(out)
+        out += chunk
+        budget.check(len(out), limit, lambda: f"reading {name} into memory")
 
 
 def open_source(source):
@@ -251,17 +289,16 @@ def open_source(source):
                 raise FileNotFoundError(e.args[0]) from None
             inner.name = name
             return inner
-        # os's calls, not open(): a small file's whole open costs a few system calls
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        # os's calls, not open(): a small file's whole open costs a few system calls; a FIFO
+        # opened without blocking, and refused (it would wait for a writer)
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_BINARY", 0) |
+                     getattr(os, "O_NONBLOCK", 0))
         try:
             st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(errno.EISDIR, f"{name} is a directory: open one .idv "
-                                        f"file in it, or read its .idv files as one table "
-                                        f"with idv.dataset({name!r})", name)
+            check_regular(name, st)
             identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-            if st.st_size <= SMALL_FILE_BYTES or not stat.S_ISREG(st.st_mode):  # (a pipe)
-                data = _read_whole(fd, st.st_size if stat.S_ISREG(st.st_mode) else None)
+            if st.st_size <= SMALL_FILE_BYTES:
+                data = _read_whole(fd, st.st_size)
                 refuse_other_formats(data[:8], name)
                 return MemorySource(data, name=name, shareable=True, identity=identity)
             refuse_other_formats(os.pread(fd, 8, 0) if hasattr(os, "pread") else

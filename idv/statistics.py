@@ -23,10 +23,12 @@ pointer (idv.checksums, bytes 52-83), which ML.NET's saver leaves zero:
 
 The section (little-endian; docs/filters.md gives it in full):
 
-    uint32 version (1), uint32 columns with statistics, int64 blocks per column,
-    uint32 fingerprint of the blocks (a CRC-32 of their offsets and lengths),
+    uint32 version (2; 1 is read too), uint32 columns with statistics, int64 blocks per
+    column, uint32 fingerprint of the blocks (a CRC-32 of their offsets and lengths),
     uint32 zero; then per column: uint32 column index, uint8 domain (1 int64, 2 uint64,
-    3 float64, 4 text), 3 zero bytes, int64 present[blocks], int64 missing[blocks], and
+    3 float64, 4 text), 3 zero bytes, int64 present[blocks], int64 missing[blocks],
+    (version 2) uint32 crc[blocks], the CRC-32 of each block's stored bytes the figures
+    were computed from, zero padding to a multiple of 8, and
       numbers: min[blocks], max[blocks] (8 bytes each, in the domain's type);
       text: uint8 flags[blocks] (1 every byte ASCII, 2 the low bound is the minimum,
       4 the high bound is the maximum, 8 no high bound), uint8 low_length[blocks],
@@ -34,9 +36,10 @@ The section (little-endian; docs/filters.md gives it in full):
       padding to a multiple of 8.
 
 The fingerprint ties the statistics to the blocks they describe: a file whose blocks moved
-or changed length since is refused (IdvFormatError). It does not cover the blocks' bytes: a
-block whose bytes changed in place is refused by its own CRC-32 when read, where the file has
-idv's checksums.
+or changed length since is refused (IdvFormatError). The blocks' CRC-32s tie them to their
+bytes: they must be those of idv's checksums where the file has them (compared when the
+statistics are first used, without reading a block), and a block that a filter skips is
+checked against them where its bytes are at hand (idv.filters).
 """
 from __future__ import annotations
 
@@ -58,7 +61,8 @@ _POINTER = struct.Struct("<8sqqII")
 POINTER_SIZE = _POINTER.size
 _HEAD = struct.Struct("<IIqII")
 _COLUMN = struct.Struct("<IB3x")
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)                # read
 PREFIX = 64                      # bytes of a Text bound at most
 INT, UINT, FLOAT, TEXT = 1, 2, 3, 4
 DOMAIN_NAMES = {INT: "int64", UINT: "uint64", FLOAT: "float64", TEXT: "text"}
@@ -227,7 +231,7 @@ class ColumnStats:
     meaningless where ``present`` is 0); text: ``low``, ``high`` (lists of bytes) and
     ``flags`` (uint8: ASCII, LOW_EXACT, HIGH_EXACT, NO_HIGH)."""
 
-    def __init__(self, index, domain, present, missing, low, high, flags=None):
+    def __init__(self, index, domain, present, missing, low, high, flags=None, crcs=None):
         self.index = index
         self.domain = domain
         self.present = present
@@ -235,6 +239,7 @@ class ColumnStats:
         self.low = low
         self.high = high
         self.flags = flags
+        self.crcs = crcs        # uint32 per block: its stored bytes' CRC-32 (None: version 1)
 
     @property
     def num_blocks(self):
@@ -249,8 +254,10 @@ class ColumnStats:
                      self.high[b].item())
 
     def pack(self) -> bytes:
+        crcs = np.zeros(len(self.present), "<u4") if self.crcs is None else self.crcs
         parts = [_COLUMN.pack(self.index, self.domain), self.present.astype("<i8").tobytes(),
-                 self.missing.astype("<i8").tobytes()]
+                 self.missing.astype("<i8").tobytes(), crcs.astype("<u4").tobytes(),
+                 bytes(4 * (len(crcs) % 2))]
         if self.domain != TEXT:
             dtype = _DTYPES[self.domain]
             parts += [self.low.astype(dtype).tobytes(), self.high.astype(dtype).tobytes()]
@@ -273,8 +280,11 @@ class Builder:
         self._low, self._high = (([], []) if domain == TEXT else
                                  (array.array(code), array.array(code)))
         self._flags = array.array("B")
+        self._crcs = array.array("I")
 
-    def add(self, block: Block):
+    def add(self, block: Block, checksum: int):
+        """Add the next block's statistics; `checksum`: the CRC-32 of its stored bytes."""
+        self._crcs.append(checksum)
         self._present.append(block.present)
         self._missing.append(block.missing)
         self._low.append(0 if block.low is None else block.low)
@@ -284,12 +294,14 @@ class Builder:
     def build(self) -> ColumnStats:
         present = np.array(self._present, np.int64)
         missing = np.array(self._missing, np.int64)
+        crcs = np.array(self._crcs, np.uint32)
         if self.domain == TEXT:
             return ColumnStats(self.index, self.domain, present, missing, self._low,
-                               self._high, np.array(self._flags, np.uint8))
+                               self._high, np.array(self._flags, np.uint8), crcs)
         dtype = _DTYPES[self.domain]
         return ColumnStats(self.index, self.domain, present, missing,
-                           np.array(self._low, dtype), np.array(self._high, dtype))
+                           np.array(self._low, dtype), np.array(self._high, dtype),
+                           crcs=crcs)
 
 
 def fingerprint(offsets, lengths) -> int:
@@ -347,6 +359,25 @@ class Statistics:
                 raise bad(f"column {col.name!r}, block {b}: {int(cs.present[b])} present "
                           f"and {int(cs.missing[b])} missing values in {int(rows[b])} rows")
 
+    def check_checksums(self, columns, expected):
+        """IdvFormatError when a block's CRC-32 in the statistics is not the one idv's
+        checksums record for it (`expected(column)`: idv.blocks.BlockStore.expected_crcs of
+        a Column's blocks): the block was rewritten after the statistics were computed."""
+        for index, cs in self.columns.items():
+            if cs.crcs is None:
+                continue
+            want = expected(columns[index])
+            known = want >= 0
+            off = np.flatnonzero(known & (want != cs.crcs.astype(np.int64)))
+            if len(off):
+                b = int(off[0])
+                raise IdvFormatError(
+                    f"the block statistics of column {columns[index].name!r} block {b} were "
+                    f"computed from other bytes than the block holds (CRC-32 "
+                    f"{int(cs.crcs[b]):#010x}, the checksums record {int(want[b]):#010x}): the "
+                    f"block changed since; add the statistics again (idv stats --add)",
+                    offset=self.offset, block=b)
+
     def check(self, got, path=None):
         """IdvFormatError when the blocks' fingerprint `got` is not the one recorded."""
         if got != self.fingerprint:
@@ -403,8 +434,9 @@ def read(head, view, toc_offset) -> Statistics | None:
 
 def _parse(data, off):
     version, ncols, nb, fp, _ = _HEAD.unpack_from(data, 0)
-    if version != VERSION:
-        raise ValueError(f"version {version}, this idv reads version {VERSION}")
+    if version not in VERSIONS:
+        raise ValueError(f"version {version}, this idv reads versions "
+                         f"{', '.join(map(str, VERSIONS))}")
     if nb < 0 or nb * 16 > len(data):
         raise ValueError(f"{nb} blocks in {len(data)} bytes")
     at = _HEAD.size
@@ -427,16 +459,21 @@ def _parse(data, off):
             raise ValueError(f"column {index} appears twice")
         at += _COLUMN.size
         present, missing = take(nb, "<i8"), take(nb, "<i8")
+        crcs = None
+        if version >= 2:
+            crcs = take(nb, "<u4")
+            take(4 * (nb % 2))
         if domain in _DTYPES:
             low, high = take(nb, _DTYPES[domain]), take(nb, _DTYPES[domain])
-            columns[index] = ColumnStats(index, domain, present, missing, low, high)
+            columns[index] = ColumnStats(index, domain, present, missing, low, high,
+                                         crcs=crcs)
         elif domain == TEXT:
             flags, lows, highs = take(nb), take(nb), take(nb)
             low_bytes = take(int(lows.sum())).tobytes()
             high_bytes = take(int(highs.sum())).tobytes()
             columns[index] = ColumnStats(index, domain, present, missing,
                                          _split(low_bytes, lows), _split(high_bytes, highs),
-                                         flags)
+                                         flags, crcs)
             at += -at % 8
         else:
             raise ValueError(f"column {index}: unknown domain {domain}")

@@ -267,7 +267,7 @@ def _restated(data, change):
         st = f.statistics
         cs = st.columns[0]
         cs = S.ColumnStats(cs.index, cs.domain, cs.present.copy(), cs.missing.copy(),
-                           cs.low.copy(), cs.high.copy())
+                           cs.low.copy(), cs.high.copy(), crcs=cs.crcs)
         off, length, nb = st.offset, st.length, st.num_blocks
         fingerprint = st.fingerprint
     change(cs)
@@ -359,3 +359,64 @@ def test_a_block_rewritten_in_place_fails_the_filtered_read_as_the_full_read(tmp
     import pyarrow.compute as pc
     with pytest.raises(idv.IdvFormatError, match="checksum mismatch"):
         ds.count_rows(filter=pc.field("x") == 5000)
+
+
+def test_without_checksums_the_statistics_own_crcs_catch_a_rewritten_block(tmp_path):
+    data = _sorted_blocks(checksums=False, compression="none")
+    with idv.open(bytes(data)) as f:
+        off = int(f["x"].lookup["offset"][3])
+        assert f.statistics.columns[0].crcs is not None
+    struct.pack_into("<q", data, off, 5000)
+    path = tmp_path / "plain.idv"
+    path.write_bytes(bytes(data))
+    with idv.open(path) as f:
+        assert f.read()["x"][300] == 5000               # nothing to tell it from
+        with pytest.raises(idv.IdvFormatError, match="not those its statistics were "
+                                                     "computed from") as e:
+            f.read(filter="x == 5000")
+        assert (e.value.column, e.value.block) == ("x", 3)
+    with idv.open(path, checksums=False) as f:          # asked not to check: bounds trusted
+        assert len(f.read(filter="x == 5000")["x"]) == 0
+
+
+def test_a_block_and_its_checksum_rewritten_leave_the_statistics_unused(tmp_path):
+    data = _sorted_blocks(compression="none")
+    with idv.open(bytes(data)) as f:
+        off, n = int(f["x"].lookup["offset"][3]), int(f["x"].lookup["disk"][3])
+        table_at = f.store.sums.table_offset
+        entries = f.store.sums.entries.copy()
+    struct.pack_into("<q", data, off, 5000)
+    k = int(np.flatnonzero(entries["offset"] == off)[0])     # a tool that redoes checksums
+    entries["crc"][k] = S.crc(bytes(data[off:off + n]))
+    table = entries.tobytes()
+    data[table_at:table_at + len(table)] = table
+    from idv import checksums
+    data[checksums.POINTER_AT:checksums.POINTER_AT + checksums.POINTER_SIZE] = \
+        checksums.Recorder.pointer(bytes(data[:52]), table_at, table)
+    path = tmp_path / "redone.idv"
+    path.write_bytes(bytes(data))
+    with idv.open(path) as f:
+        with pytest.raises(idv.IdvFormatError, match="column 'x' block 3 were computed from "
+                                                     "other bytes"):
+            f.statistics
+        with pytest.warns(idv.IdvWarning, match="reads every block"):
+            assert list(f.read(filter="x == 5000")["x"]) == [5000]
+
+
+def test_version_1_statistics_are_still_read():
+    data = bytes(_sorted_blocks(checksums=False))
+    with idv.open(data) as f:
+        st = f.statistics
+        cs = st.columns[0]
+        off, length = st.offset, st.length
+        fingerprint, nb = st.fingerprint, st.num_blocks
+    v1 = struct.pack("<IIqII", 1, 1, nb, fingerprint, 0) + struct.pack("<IB3x", 0, cs.domain) \
+        + b"".join(a.astype("<i8").tobytes() for a in (cs.present, cs.missing, cs.low,
+                                                        cs.high))
+    out = bytearray(data)
+    out[off:off + len(v1)] = v1
+    out[S.POINTER_AT:S.POINTER_AT + S.POINTER_SIZE] = S.pointer(bytes(out[:52]), off, v1)
+    with idv.open(bytes(out)) as f:
+        assert f.statistics.columns[0].crcs is None
+        got = f.read(["x"], filter=[("x", ">=", 300), ("x", "<", 310)])["x"]
+        assert np.array_equal(got, np.arange(300, 310)) and f["x"].blocks_decoded == 1

@@ -12,11 +12,12 @@ import contextlib
 import glob
 import os
 import shutil
+import sys
 import tempfile
 import zipfile
 
 import idv
-from idv import archive, remote
+from idv import archive, budget, remote, source
 from idv.cli.errors import EXIT_USAGE, CliError
 from idv.dataset import Dataset, expand_sources
 from idv.errors import IdvFormatError
@@ -64,8 +65,14 @@ def opening(spec, storage_options=None):
 
 
 def open_file(spec, threads=None, backend=None):
-    """Open FILE (a path or archive.zip:entry); raises CliError with a one-line message."""
+    """Open FILE (a path or archive.zip:entry; ``-``: standard input, read whole within the
+    memory limit); raises CliError with a one-line message."""
     with opening(spec):
+        if spec == "-":
+            stdin = getattr(sys.stdin, "buffer", sys.stdin)
+            data = source.read_stream(stdin, budget.limit_for(0))
+            return idv.open(data, threads=threads, backend=backend)
+        source.check_regular(spec)         # a FIFO or a device: refused, never opened
         zipped = split_zip(spec)
         if zipped is not None:
             with zipfile.ZipFile(zipped[0]) as z:
@@ -89,6 +96,8 @@ def as_path(spec):
     if zipped is None:
         if not os.path.exists(spec):
             raise CliError(f"{spec}: no such file")
+        with opening(spec):
+            source.check_regular(spec)
         if os.path.isdir(spec):
             raise CliError(f"{spec}: is a directory")
         yield spec

@@ -350,7 +350,7 @@ class Writer:
         col, chunk, copy = task
         if copy is not None:       # stored as it is elsewhere: its checksum and statistics
             data, nraw = copy
-            return (col.index, data, int(nraw), None if self._sums is None else crc(data),
+            return (col.index, data, int(nraw), self._checksum(col, data),
                     self._block_stats(col, chunk))
         if self._domains[col.index] == block_stats.TEXT:
             raw, stats = col.payload_with_statistics(chunk)
@@ -363,8 +363,12 @@ class Writer:
             raise ValueError(f"column {col.name!r}: one block is {nraw} bytes, more than the "
                              f"int32 block lengths allow; write fewer rows_per_block")
         # its CRC-32 and statistics here, in the compression threads
-        return (col.index, data, nraw, None if self._sums is None else crc(data),
+        return (col.index, data, nraw, self._checksum(col, data),
                 self._block_stats(col, chunk) if stats is None else stats)
+
+    def _checksum(self, col, data):
+        """The block's CRC-32, for the checksums and for its statistics (None: neither)."""
+        return None if self._sums is None and self._stats[col.index] is None else crc(data)
 
     def _block_stats(self, col, chunk):
         if self._domains[col.index] is None:
@@ -438,7 +442,7 @@ class Writer:
             self._sums.add(offset, data, BLOCK, checksum)
         offs, disk, raw = self._lookups[c]
         if stats is not None:
-            self._stats[c].add(stats)
+            self._stats[c].add(stats, checksum)
         offs.append(offset)
         disk.append(memoryview(data).nbytes)
         raw.append(nraw)
