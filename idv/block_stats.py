@@ -62,7 +62,11 @@ def add_statistics(path) -> bool:
     when added. A file whose statistics no longer match its blocks, or whose blocks do not
     match idv's checksums, is refused (IdvFormatError)."""
     path = os.fspath(path)
-    with opened(path) as f:
+    with open(path, "rb") as src, opened(path) as f:
+        # the bytes copied are those the statistics are computed from: one file, pinned
+        read = _identity(os.fstat(src.fileno()))
+        if f.identity is not None and read != f.identity:
+            raise _changed(path)
         if f.statistics is not None:            # checked against the blocks: or refused
             return False
         stats = compute(f)
@@ -71,12 +75,31 @@ def add_statistics(path) -> bool:
         h = f.header
         sums = f.store.sums
         section = S.pack(list(stats.columns.values()), stats.num_blocks, stats.fingerprint)
-        _rewrite(path, h, sums, section)
+
+        def still():        # never replaces a file that another program put there since
+            try:
+                now = _identity(os.stat(path))
+            except FileNotFoundError:
+                now = None
+            if now != read:
+                raise _changed(path)
+        _rewrite(path, src, h, sums, section, still)
     return True
 
 
-def _rewrite(path, h, sums, section):
-    """`path` again, the section (and a new checksum table) before its table of contents."""
+def _identity(st):
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _changed(path):
+    return IdvFormatError("the file changed while its statistics were computed (another "
+                          "program replaced or wrote it): it is left as that program left "
+                          "it; add them again", path=path)
+
+
+def _rewrite(path, src, h, sums, section, still):
+    """`path` again from `src` (its bytes, open), the section (and a new checksum table)
+    before its table of contents; `still()` raises if `path` changed before the move."""
     at = h.toc_offset
     table = b""
     if sums is not None:
@@ -91,25 +114,25 @@ def _rewrite(path, h, sums, section):
     out = Output(path)
     try:
         out.open()
-        with open(path, "rb") as src:
-            head = bytearray(src.read(_header.HEADER_SIZE))
-            struct.pack_into("<qq", head, 24, h.toc_offset + delta, h.tail_offset + delta)
-            out.write(bytes(head))
-            _copy(src, out, at - _header.HEADER_SIZE)
-            out.write(section)
-            if table:
-                out.write(table)
-            _copy(src, out, h.tail_offset + 8 - at)
-            rest = src.read()         # bytes after the tail (an archive's): kept as they were
-            if rest:
-                out.write(rest)
+        src.seek(0)
+        head = bytearray(src.read(_header.HEADER_SIZE))
+        struct.pack_into("<qq", head, 24, h.toc_offset + delta, h.tail_offset + delta)
+        out.write(bytes(head))
+        _copy(src, out, at - _header.HEADER_SIZE)
+        out.write(section)
+        if table:
+            out.write(table)
+        _copy(src, out, h.tail_offset + 8 - at)
+        rest = src.read()         # bytes after the tail (an archive's): kept as they were
+        if rest:
+            out.write(rest)
         if table:
             head[checksums.POINTER_AT:checksums.POINTER_AT + checksums.POINTER_SIZE] = \
                 checksums.Recorder.pointer(bytes(head[:52]), at + len(section), table)
         head[S.POINTER_AT:S.POINTER_AT + S.POINTER_SIZE] = S.pointer(bytes(head[:52]), at,
                                                                      section)
         out.write_at(0, bytes(head))
-        out.commit()
+        out.commit(still)
     except BaseException:
         out.abort()
         raise

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from idv import comparison, vectors
+from idv import budget, comparison, vectors
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning
 from idv.scan import NumpyColumn, scan
@@ -463,20 +463,28 @@ def batch_file(source, batch):
 def read(f, columns, filter_, rows=None):
     """dict name -> read()'s form of the rows of file `f` matching `filter_` (`columns`:
     the names to return; `rows`: a slice of the file's rows to look in)."""
-    return matching(f, columns, filter_, rows)[1]
+    return matching(f, columns, filter_, rows, positions=False)[1]
 
 
-def matching(f, columns, filter_, rows=None):
-    """(positions, values): the file's row numbers (int64) of the rows of file `f` matching
-    `filter_` and, as read() does, dict name -> their values (`rows`: a slice to look in)."""
-    parts, at = [], []
+def matching(f, columns, filter_, rows=None, positions=True):
+    """(positions, values): the file's row numbers (int64; None unless `positions`) of the
+    rows of file `f` matching `filter_` and, as read() does, dict name -> their values
+    (`rows`: a slice to look in). What they hold, and the copy that joins them, is charged
+    to the file's memory limit as the rows are found (MemoryLimitError past it)."""
+    parts, at, held = [], [], 0
     for b, hits, vals in filtered(f, columns, filter_, rows=rows):
         parts.append(vals)
-        at.append(b.start + hits * b.step)
+        if positions:
+            at.append(b.start + hits * b.step)
+        held += 2 * (sum(vectors.held_bytes(v) for v in vals) + 8 * len(hits) * positions)
+        budget.check(held, f.memory_limit,
+                     lambda: f"{f.path or 'the file'}: the rows matching the filter so far")
     out = {}
     for k, name in enumerate(columns):
         chunks = [p[k] for p in parts if vectors.num_rows_of(p[k])]
         out[name] = vectors.concat_reads(chunks) if chunks else f[name][0:0]
+    if not positions:
+        return None, out
     return (np.concatenate(at) if at else np.zeros(0, np.int64)).astype(np.int64), out
 
 

@@ -185,10 +185,11 @@ class AtomicPath:
         size = os.fstat(self.fd).st_size
         _encode.start_writeback(self.fd, 0, size)
 
-    def commit(self, file=None):
+    def commit(self, file=None, still=None):
         """Fsync the temporary file (`file`, if it was opened through open(), is flushed and
         closed first), give it the destination's mode (and, for root, owner) and move it in
-        place of the destination."""
+        place of the destination. `still`: called just before the move, to raise (and
+        leave the destination as it is) if the destination is no longer what was read."""
         try:
             if file is not None:
                 file.flush()
@@ -211,6 +212,8 @@ class AtomicPath:
                 finally:
                     os.close(dir_fd)
                 self.tmp, self.named = name, True
+            if still is not None:
+                still()
             os.replace(self.tmp, self.dest)
             self.tmp = None
             self._close_fd()
@@ -312,13 +315,14 @@ class Output:
         self.file.write(data)
         self.file.seek(self.base + self.size)
 
-    def commit(self):
-        """Finish: the path is moved into place; a file object is flushed."""
+    def commit(self, still=None):
+        """Finish: the path is moved into place (`still`: as AtomicPath.commit's); a file
+        object is flushed."""
         if self.atomic is None:
             self.file.flush()
             return
         atomic, self.atomic = self.atomic, None
-        atomic.commit(self.file)
+        atomic.commit(self.file, still)
 
     def abort(self):
         """Discard what was written: remove the temporary file, or cut a file object back."""

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import selection, vectors
+from idv import budget, selection, vectors
+from idv import types as T
 from idv.block_runs import fixed_width
 from idv.scan import AHEAD, WINDOW_BYTES, scan
 
@@ -38,10 +39,24 @@ def take(f, indices, columns=None) -> dict:
     cols = selection.file_columns(f, columns)
     if not len(rows) or not cols:
         return {c.name: c.read_blocks(0, 0) for c in cols}
+    # the result, repeats included, before anything is allocated for it
+    f.store.need(len(rows) * sum(_row_bytes(c) for c in cols),
+                 lambda: f"taking {len(rows)} rows of {len(cols)} columns")
     others = [c for c in cols if not (c.readable and fixed_width(c.codec))]
     out = _take_fixed(f, [c for c in cols if c not in others], rows)
     out.update(_take_scanned(f, others, rows) if others else {})
     return {c.name: out[c.index] for c in cols}
+
+
+def _row_bytes(col):
+    """The fewest bytes a row of `col` takes in read()'s form (a vector of variable size:
+    its offset; Text: a pointer and an empty str)."""
+    t = col.type
+    if t is None:
+        return 0
+    if isinstance(t, T.Vector):
+        return 8 + t.size * t.item.dtype.itemsize
+    return 8 + budget.STR_BYTES if T.item_type(t) is T.Text else t.dtype.itemsize
 
 
 def _take_fixed(f, cols, rows):

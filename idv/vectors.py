@@ -8,6 +8,8 @@ functions below turn a list of such blocks into the form the user asked for; `Ra
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from idv import ticks
@@ -347,6 +349,19 @@ def metadata_value(block, vtype):
 def num_rows_of(values):
     """The rows of a column's values in read()'s forms (an array, Ragged, Sparse or CSR)."""
     return values.shape[0] if hasattr(values, "shape") else len(values)
+
+
+def held_bytes(values):
+    """The bytes a column's values in read()'s forms hold (an array, Ragged, Sparse or CSR;
+    Text: a pointer and an empty str's size an item, a floor of what its str objects take)."""
+    if isinstance(values, np.ndarray):
+        return values.size * (8 + _STR_BYTES) if values.dtype == object else values.nbytes
+    parts = [getattr(values, a, None) for a in ("values", "offsets", "indices", "data",
+                                                "indptr")]
+    return sum(held_bytes(p) for p in parts if isinstance(p, np.ndarray))
+
+
+_STR_BYTES = sys.getsizeof("")
 
 
 def concat_reads(parts):

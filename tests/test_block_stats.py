@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 
+import os
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,34 @@ def test_stats_command_prints_each_column(tmp_path):
     assert got["stored"] is True
     assert [(c["name"], c["min"], c["max"], c["present"]) for c in got["columns"]] == \
         [("n", "-7", "12", 3), ("s", "a", "c", 3)]
+
+
+def test_adding_never_replaces_a_file_replaced_meanwhile(tmp_path, monkeypatch):
+    from idv import block_stats
+    path, newer = tmp_path / "f.idv", tmp_path / "newer.idv"
+    idv.write(path, {"x": np.arange(1000.0)}, statistics=False)
+    idv.write(newer, {"x": np.ones(1500)}, statistics=False)
+    want = newer.read_bytes()
+    compute = block_stats.compute
+
+    def replaced_meanwhile(f):          # another program's atomic replace, mid-computation
+        got = compute(f)
+        os.replace(newer, path)
+        return got
+    monkeypatch.setattr(block_stats, "compute", replaced_meanwhile)
+    with pytest.raises(idv.IdvFormatError, match="changed while its statistics were computed"):
+        idv.add_statistics(path)
+    assert path.read_bytes() == want                        # the newer file, untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["f.idv"]   # no temporary left
+
+
+def test_adding_to_a_file_without_rows_says_so(tmp_path):
+    path = tmp_path / "empty.idv"
+    idv.write(path, {"x": np.zeros(0)})
+    from idv.cli import main
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["stats", "--add", str(path)]) == 0
+    assert "nothing to add: no rows" in out.getvalue()

@@ -135,3 +135,31 @@ def test_the_system_limits_are_read_once_a_second(monkeypatch):
     monkeypatch.setattr(budget, "available_memory", lambda: reads.append(1) or 1 << 24)
     limit = budget.default_limit(1000)
     assert len(reads) == 2 and limit == 1 << 23
+
+
+def _zeros_file(tmp_path, rows):
+    """`rows` zeros (float64) in blocks of 2**20 rows: megabytes on disk, 8 bytes a row read."""
+    path = tmp_path / "zeros.idv"
+    idv.write(path, {"x": np.zeros(rows)}, rows_per_block=1 << 20)
+    return path
+
+
+def test_a_filtered_read_is_charged_as_its_rows_are_found(tmp_path):
+    path = _zeros_file(tmp_path, 8_000_000)                  # 64 MB read, all matching
+    with idv.open(path, memory_limit=32 << 20) as f:
+        with pytest.raises(idv.MemoryLimitError, match="rows matching the filter"):
+            f.read(filter="x == 0")
+        with pytest.raises(idv.MemoryLimitError, match="rows matching the filter"):
+            idv.read_pandas(f, filter="x == 0")
+        assert len(f.read(filter="x == 1")["x"]) == 0        # none held: within any limit
+    assert len(idv.read(path, filter="x == 0", memory_limit=1 << 30)["x"]) == 8_000_000
+
+
+def test_a_take_is_charged_before_it_allocates_repeats_included(tmp_path):
+    path = _zeros_file(tmp_path, 1000)
+    with idv.open(path, memory_limit=64 << 20) as f:
+        repeated = np.zeros(10_000_000, np.int64)            # 80 MB of rows, one block
+        with pytest.raises(idv.MemoryLimitError, match="taking 10000000 rows"):
+            f.take(repeated)
+        assert f["x"].blocks_decoded == 0                    # refused before any decode
+        assert len(f.take(repeated[:1000])["x"]) == 1000

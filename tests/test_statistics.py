@@ -408,7 +408,7 @@ def test_version_1_statistics_are_still_read():
     with idv.open(data) as f:
         st = f.statistics
         cs = st.columns[0]
-        off, length = st.offset, st.length
+        off = st.offset
         fingerprint, nb = st.fingerprint, st.num_blocks
     v1 = struct.pack("<IIqII", 1, 1, nb, fingerprint, 0) + struct.pack("<IB3x", 0, cs.domain) \
         + b"".join(a.astype("<i8").tobytes() for a in (cs.present, cs.missing, cs.low,

@@ -68,6 +68,13 @@ def _reading_options(p, json_help="print JSON instead of text"):
                         "text; repeat for more")
 
 
+def _where_option(s):
+    s.add_argument("--where", "-w", metavar="EXPR", default=None,
+                   help="only the rows that match, e.g. \"Age > 30 and City == 'Paris'\" "
+                        "(and, or, not, ==, !=, <, <=, >, >=, in [...], isnull(col)); "
+                        "blocks the file's statistics rule out are not decoded")
+
+
 def _columns_option(p):
     p.add_argument("--columns", "-c", metavar="A,B,...",
                    help="comma-separated column names, indices or globs ('Feature*'); "
@@ -113,10 +120,12 @@ def build_parser():
     s = sub.add_parser("head", parents=[reading], help="the first rows",
                        description="The first rows as a table; only the blocks holding them "
                                    "are decoded.")
-    s.add_argument("-n", type=_nonneg, default=10, metavar="N", help="rows to show (default 10)")
+    s.add_argument("-n", type=_nonneg, default=10, metavar="N",
+                   help="rows to show (default 10; with --where: the first N that match)")
     s.add_argument("--start", type=int, default=0, metavar="ROW",
                    help="first row to show (negative: from the end)")
     _columns_option(s)
+    _where_option(s)
     s.add_argument("--max-width", type=_nonneg, default=40, metavar="W",
                    help="clip table cells to W characters (default 40, 0: no limit)")
     s.set_defaults(run=cmd_head)
@@ -162,12 +171,12 @@ def build_parser():
                    "In CSV and TSV, vectors are one cell holding a JSON array; dates are ISO "
                    "8601, booleans true/false, keys their raw integers.")
         s.add_argument("--rows", "-r", type=parse_rows, default=None, metavar="A:B",
-                       help="rows to print, as a Python slice A:B[:STEP] (default: all)")
+                       help="rows to look at, as a Python slice A:B[:STEP] (default: all); "
+                            "with --where, the rows it tests, selected before it")
         _columns_option(s)
-        s.add_argument("--where", "-w", metavar="EXPR", default=None,
-                       help="only the rows that match, e.g. \"Age > 30 and City == 'Paris'\" "
-                            "(and, or, not, ==, !=, <, <=, >, >=, in [...], isnull(col)); "
-                            "blocks the file's statistics rule out are not decoded")
+        _where_option(s)
+        s.add_argument("--limit", "-n", type=_nonneg, default=None, metavar="N",
+                       help="print at most N rows: with --where, the first N that match")
         s.add_argument("--format", "-f", choices=["table", "csv", "tsv", "json", "jsonl"],
                        default="table", help="output format (default: table; --json is "
                                              "--format json)")

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from idv import filters, scan, selection
+from idv import filters, scan, selection, vectors
 from idv.cells import cell_json
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.render import (Table, ascii_only, cell_str, dump_json, safe_text,
@@ -84,6 +84,20 @@ def filtered_batches(src, cols, rows, where, numbers):
     for batch, hits, values in filters.filtered(src, columns, node, rows=rows, **how):
         numbers.extend((batch.row0 + hits * batch.step).tolist())
         yield values
+
+
+def limited(batches, n):
+    """The first `n` rows of `batches` (lists of read()'s values, one per column); the
+    batches after them are never asked for, so their blocks are never decoded."""
+    if n <= 0:
+        return
+    for values in batches:
+        rows = vectors.num_rows_of(values[0]) if values else 0
+        if rows >= n:
+            yield [v[:n] for v in values]
+            return
+        yield values
+        n -= rows
 
 
 class _Numbers:
@@ -276,6 +290,9 @@ def cmd_head(src, args, out):
     n = src.num_rows
     start = args.start + n if args.start < 0 else args.start
     start = min(max(start, 0), n)
+    if getattr(args, "where", None):     # the first -n rows that match, from --start on
+        args.rows, args.limit, args.format = slice(start, None), args.n, "table"
+        return cmd_cat(src, args, out)
     stop = min(start + args.n, n)
     # only the blocks holding the rows are decoded
     batches = list(source_batches(src, cols, range(start, stop), stream=False)) \
@@ -328,14 +345,21 @@ def cmd_cat(src, args, out):
     fmt = "json" if args.json else args.format
     batches = source_batches(src, cols, rows) if cols else iter(())
     numbers = rows
+    limit = getattr(args, "limit", None)
     if getattr(args, "where", None):
         if not cols:
             raise CliError("--where needs columns to print (--columns)", EXIT_USAGE)
         numbers = _Numbers()
         batches = filtered_batches(src, cols, rows, args.where, numbers.queue)
+        if limit is not None:
+            batches = limited(batches, limit)
         if fmt == "json":          # its header counts the rows: all of them known first
             batches = list(batches)
-            rows = list(numbers.queue)
+            rows = list(numbers.queue)[:limit]
+    elif limit is not None:
+        rows = rows[:limit]
+        numbers = rows
+        batches = source_batches(src, cols, rows) if cols else iter(())
     if fmt == "table":
         return _cat_table(cols, numbers, batches, args, out, n)
     if fmt in ("csv", "tsv"):      # the writer of idv.convert(x.idv, x.csv), the same text

@@ -33,8 +33,13 @@ def cmd_stats(args, out):
     sources = args.sources
     if args.add:
         for path in sources.paths:
-            added = idv.add_statistics(path)
-            out.write(f"{path}: {'statistics added' if added else 'has statistics already'}\n")
+            if idv.add_statistics(path):
+                said = "statistics added"
+            else:
+                with idv.open(path) as f:
+                    said = "has statistics already" if f.statistics is not None else \
+                        "nothing to add: no rows, or no column of a type with statistics"
+            out.write(f"{path}: {said}\n")
         return EXIT_OK
     files = []
     for path in sources.paths:
