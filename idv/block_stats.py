@@ -14,7 +14,8 @@ import struct
 
 import numpy as np
 
-from idv import _header, checksums
+from idv import _header, checksums, ticks
+from idv import types as T
 from idv import statistics as S
 from idv.errors import IdvFormatError
 from idv.reader import opened
@@ -176,3 +177,21 @@ def summary(f) -> tuple[list, bool]:
                 low, high = cs.low[has].min(), cs.high[has].max()
         rows.append((c.name, c.type, int(cs.present.sum()), int(cs.missing.sum()), low, high))
     return rows, stored
+
+
+def bound_text(value, type_, exact=True):
+    """A bound as text: times as ISO (DateTimeOffset: its UTC instant), Text decoded (``…``
+    where cut: `exact` False)."""
+    if value is None:
+        return "(none)"
+    item = T.item_type(type_)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace") + ("" if exact else "…")
+    if item in (T.DateTime, T.DateTimeOffset):
+        at = ticks.format_datetime(np.int64(int(value) - T.EPOCH_TICKS))
+        return at + ("Z" if item is T.DateTimeOffset else "")
+    if item is T.TimeSpan:
+        return ticks.format_timespan(np.int64(value))
+    if item is T.Boolean:
+        return str(bool(value))
+    return str(value.item() if hasattr(value, "item") else value)

@@ -134,6 +134,10 @@ class Column(ColumnAnnotations):
         t = self.type if self.type is not None else f"<unreadable: {self._dead}>"
         return f"<idv.Column {self.name!r}: {t}, {self.num_rows} rows, {self.num_blocks} blocks>"
 
+    def _repr_html_(self):
+        from idv import display
+        return display.column_html(self)
+
     @property
     def lookup(self):
         """The lookup table: a structured array (offset, disk, raw), one row per block."""

@@ -172,6 +172,11 @@ class Dataset:
         return (f"<idv.Dataset {len(self.files)} files, {self.num_rows} rows x "
                 f"{len(self._names)} columns>")
 
+    def _repr_html_(self):
+        """A notebook's view: the files, the columns and the first rows."""
+        from idv import display
+        return display.dataset_html(self)
+
     # ---- files
     def open_file(self, i: int) -> IdvFile:
         """File i of the dataset as an open IdvFile (owned by the dataset: do not close it);

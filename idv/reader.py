@@ -114,6 +114,10 @@ class Schema:
     def __str__(self):
         return "\n".join(str(f) for f in self.fields)
 
+    def _repr_html_(self):
+        from idv import display
+        return display.schema_html(self)
+
     def __repr__(self):
         return f"idv.Schema ({len(self.fields)} columns, {self.num_rows} rows)\n{self}"
 
@@ -276,6 +280,11 @@ class IdvFile:
     def __repr__(self):
         return (f"<idv.IdvFile {self.num_rows} rows x {self.num_columns} columns, "
                 f"version {self.version}>")
+
+    def _repr_html_(self):
+        """A notebook's view: the columns (types, annotations, statistics) and first rows."""
+        from idv import display
+        return display.file_html(self)
 
     def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
              filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name

@@ -15,9 +15,10 @@ functions alike (a function-level import still runs, only later), with three rul
   defines it before importing any submodule. Any other import of the root from a submodule is
   an edge (an upward dependency).
 * Imports inside the methods listed in ``EXCEPTIONS`` (class name, method names) are left out:
-  ``IdvFile.to_pandas / to_arrow / iter_batches / __arrow_c_stream__`` are conveniences on
-  the reader's file object that import the interop layers above it when called. They are the
-  one documented exception, found by class and method name wherever the reader's module lives.
+  ``IdvFile.to_pandas / to_arrow / iter_batches / __arrow_c_stream__`` and the notebook views
+  (``_repr_html_`` of IdvFile, Schema and Column) are conveniences on the reader's objects
+  that import the interop layers above it when called. They are the one documented
+  exception, found by class and method name wherever the reader's module lives.
 
 Imports under ``if TYPE_CHECKING:`` are left out too (they never run); dynamic imports
 (``importlib.import_module``) are not seen.
@@ -34,7 +35,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 EXCEPTIONS = {("IdvFile", "to_pandas"), ("IdvFile", "to_arrow"), ("IdvFile", "iter_batches"),
-              ("IdvFile", "__arrow_c_stream__")}
+              ("IdvFile", "__arrow_c_stream__"), ("IdvFile", "_repr_html_"),
+              ("Schema", "_repr_html_"), ("Column", "_repr_html_")}
 
 _PYX_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\s+(.+)|c?import\s+([\w., ]+))")
 

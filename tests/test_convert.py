@@ -604,3 +604,32 @@ def test_idv_without_columns_keeps_its_rows(tmp_path, oracle):
     dump = oracle.dump(out)
     assert "error" not in dump, dump.get("error")
     assert dump["row_count"] == rows
+
+
+def test_parquet_times_are_microseconds_by_default_which_every_engine_reads(tmp_path):
+    src, out = tmp_path / "t.idv", tmp_path / "t.parquet"
+    when = np.datetime64("2024-01-01") + np.arange(5).astype("timedelta64[s]")
+    idv.write(src, {"when": when, "span": np.arange(5).astype("timedelta64[ms]")})
+    idv.convert(src, out)
+    schema = pq.read_schema(out)
+    assert schema.field("when").type == pa.timestamp("us")
+    assert schema.field("span").type == pa.duration("us")
+    assert '"timeUnit":"microseconds"' in pq.ParquetFile(out).schema.column(0) \
+        .logical_type.to_json()
+    assert pq.read_table(out)["when"].to_pylist()[1] == dt.datetime(2024, 1, 1, 0, 0, 1)
+    idv.convert(src, tmp_path / "ns.parquet", datetime="ns")      # asked for: kept
+    assert pq.read_schema(tmp_path / "ns.parquet").field("when").type == pa.timestamp("ns")
+    idv.convert(src, tmp_path / "t.feather")                       # other formats: auto
+    assert pa.ipc.open_file(tmp_path / "t.feather").schema.field("when").type == \
+        pa.timestamp("ns")
+
+
+def test_parquet_of_ticks_finer_than_a_microsecond_says_how_to_keep_them(tmp_path):
+    src = tmp_path / "fine.idv"
+    idv.write(src, {"when": np.array([1, 2], "datetime64[us]").astype("datetime64[100ns]")
+                    + np.array([0, 1], "timedelta64[100ns]")})
+    with pytest.raises(ValueError, match="ticks"):
+        idv.convert(src, tmp_path / "fine.parquet")
+    code, _, err = cli_run.run("convert", src, tmp_path / "fine.parquet")
+    assert code == 1 and "--datetime" in err
+    idv.convert(src, tmp_path / "fine.parquet", datetime="ns")

@@ -3,7 +3,7 @@ nor one of a layer above its own.
 
 The graph is read statically from idv/**/*.py, *.pyx and *.pxd (tests/import_graph.py says what
 counts as an import, and the one documented exception: the IdvFile.to_pandas / to_arrow /
-iter_batches / __arrow_c_stream__ conveniences).
+iter_batches / __arrow_c_stream__ conveniences and the notebook views, _repr_html_).
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ LAYERS = {
         ["scan", "filters"],
     "reader: open files, columns, which columns and rows a read covers":
         ["opening", "column_annotations", "column", "reader", "checker", "selection", "listing", "take", "block_stats"],
-    "interop: numpy blocks to Arrow, pandas, delimited text": ["arrow", "pandas", "delimited"],
+    "interop: numpy blocks to Arrow, pandas, delimited text, a notebook's view":
+        ["arrow", "pandas", "delimited", "display"],
     # above interop, yet it imports none of it (test_the_writer_does_not_import_the_reading_side)
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
     "formats: idv.convert and its registry": ["formats", "formats.*"],

@@ -2,31 +2,11 @@
 section, or computed with a note when it has none); ``--add`` adds the section to files."""
 from __future__ import annotations
 
-import numpy as np
-
 import idv
-from idv import ticks
-from idv import types as T
+from idv import block_stats
 from idv.cli.errors import EXIT_OK
 from idv.cli.opener import open_path
 from idv.cli.render import dump_json, render_table
-
-
-def _shown(value, type_, exact=True):
-    """A bound as text: times as ISO (DateTimeOffset: its UTC instant), Text decoded."""
-    if value is None:
-        return "(none)"
-    item = T.item_type(type_)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace") + ("" if exact else "…")
-    if item in (T.DateTime, T.DateTimeOffset):
-        at = ticks.format_datetime(np.int64(int(value) - T.EPOCH_TICKS))
-        return at + ("Z" if item is T.DateTimeOffset else "")
-    if item is T.TimeSpan:
-        return ticks.format_timespan(np.int64(value))
-    if item is T.Boolean:
-        return str(bool(value))
-    return str(value.item() if hasattr(value, "item") else value)
 
 
 def cmd_stats(args, out):
@@ -49,7 +29,7 @@ def cmd_stats(args, out):
     if args.json:
         dump_json({"files": [{"file": p, "stored": s, "columns": [
             {"name": n, "type": str(t), "present": c, "missing": m,
-             "min": _shown(lo, t), "max": _shown(hi, t)} for n, t, c, m, lo, hi in rows]}
+             "min": block_stats.bound_text(lo, t), "max": block_stats.bound_text(hi, t)} for n, t, c, m, lo, hi in rows]}
             for p, rows, s in files]}, out)
         return EXIT_OK
     for path, rows, stored in files:
@@ -58,7 +38,7 @@ def cmd_stats(args, out):
         if not stored:
             out.write("(the file carries no statistics: computed from its blocks; "
                       "idv stats --add stores them)\n")
-        table = [[n, str(t), str(c), str(m), _shown(lo, t), _shown(hi, t)]
+        table = [[n, str(t), str(c), str(m), block_stats.bound_text(lo, t), block_stats.bound_text(hi, t)]
                  for n, t, c, m, lo, hi in rows]
         out.write(render_table(["column", "type", "present", "missing", "min", "max"], table,
                                right=(2, 3)) + "\n")

@@ -53,6 +53,9 @@ class Format:
     * ``from_idv``: ``from_idv(src, dest, options, progress)`` -> rows: written from an .idv
       source (a file or an idv.Dataset) directly, from its numpy blocks; None: through Arrow.
     * ``title``: its name for people (help, errors).
+    * ``datetime``: the unit of times written from an .idv when ``datetime=`` is not given:
+      ``"auto"``, or ``"us"`` for Parquet, the unit every engine reads (Spark refuses
+      Parquet's nanosecond timestamps).
     """
 
     name: str
@@ -62,6 +65,7 @@ class Format:
     sink: Optional[Callable]
     from_idv: Optional[Callable]
     title: str
+    datetime: str = "auto"
 
 
 # name -> Format, in the order the help lists them
@@ -69,7 +73,7 @@ FORMATS = {f.name: f for f in (
     Format("idv", (".idv",), idv_format.CODECS, idv_format.IdvSource, idv_format.IdvSink,
            idv_format.idv_to_idv, "ML.NET's binary dataview"),
     Format("parquet", (".parquet", ".pq"), parquet.CODECS, parquet.ParquetSource,
-           parquet.ParquetSink, None, "Parquet"),
+           parquet.ParquetSink, None, "Parquet", "us"),
     Format("feather", (".feather",), ipc.CODECS, ipc.IpcSource, ipc.IpcSink, None,
            "Feather (an Arrow IPC file)"),
     Format("arrow", (".arrow", ".ipc"), ipc.CODECS, ipc.IpcSource, ipc.IpcSink, None,
@@ -136,7 +140,7 @@ def _local_paths(src):
 
 
 def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_block=None,
-            progress=None, datetime="auto", safe=True, types=None, source_format=None,
+            progress=None, datetime=None, safe=True, types=None, source_format=None,
             level=None, backend=None, legacy_keys=None, missing_text=None):
     """Convert ``src`` into ``dst``, streaming: .idv <-> Parquet, CSV / TSV, Feather / Arrow;
     .idv -> JSON Lines.
@@ -168,10 +172,12 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     * ``progress``: called as ``progress(rows_done, rows_total)`` at the start and after each
       block or batch; ``rows_total`` is None when unknown (CSV input).
     * ``datetime`` / ``safe``: time units of the Arrow side, as in idv.to_arrow: ``"auto"``
-      (default: per column the finest exact unit, else microseconds floored with an
-      IdvWarning counting the values changed), ``"exact"`` (refuses instead), ``"us"``,
-      ``"ns"`` or ``"ticks"`` (with ``"us"``, sub-microsecond ticks raise unless
-      ``safe=False``).
+      (per column the finest exact unit, else microseconds floored with an IdvWarning
+      counting the values changed), ``"exact"`` (refuses instead), ``"us"``, ``"ns"`` or
+      ``"ticks"`` (with ``"us"``, sub-microsecond ticks raise unless ``safe=False``). The
+      default is the destination's (``FORMATS[name].datetime``): ``"us"`` for Parquet, which
+      Spark, DuckDB, polars and pandas all read (``"ns"`` or ``"ticks"`` keep 100-ns ticks
+      there), ``"auto"`` for the others.
     * ``types``: idv types for some columns of a non-.idv source (overriding the types
       inferred from Arrow; for CSV they also tell pyarrow how to parse the column).
     * ``legacy_keys``: ``"shift"`` writes the keys of ML.NET 0.x files that have a min
@@ -197,6 +203,7 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     # no level or library asked for: .idv -> .idv copies the blocks it need not compress again
     keep_blocks = level is None and backend is None
     backend, level = convert_deflate(level, backend) if dst_fmt.name == "idv" else (None, None)
+    datetime = dst_fmt.datetime if datetime is None else datetime
     check_time_mode(datetime, TIME_MODES)
     for path in _local_paths(src):
         if os.path.exists(os.fspath(dst)) and os.path.exists(path) \
