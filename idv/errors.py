@@ -147,5 +147,10 @@ class RemoteError(OSError):
         self.url = url
 
 
+class RangeNotSupportedError(RemoteError):
+    """The server ignores HTTP Range requests (it sends the whole file for each): idv.open
+    then fetches the file whole, once, with an IdvWarning."""
+
+
 class RemoteTimeoutError(RemoteError, TimeoutError):
     """A remote request took longer than its timeout (``idv.open(url, timeout=)``)."""

@@ -120,17 +120,32 @@ class IdvDatasink(ray_data.Datasink):
     ``{job}`` (this write's id). Every file is staged in a hidden folder of ``path`` and moved
     in once all tasks have succeeded (idv.staging); a failed job removes its folder, and what
     a killed one leaves there is neither a ``*.idv`` nor seen by idv.dataset. A task without
-    rows writes no file. Types and annotations as idv.from_arrow gives them (a dataset read by
+    rows writes no file. ``rows_per_file``: Ray gathers at least that many rows into each
+    write task (its ``min_rows_per_write``), so a data set becomes a few large files, as
+    ML.NET reads them best, not one per block Ray happens to hold (default 1,000,000; None:
+    Ray's own split). Types and annotations as idv.from_arrow gives them (a dataset read by
     read_idv keeps its ML.NET types); other keywords go to idv.write (``compression``,
     ``rows_per_block``...). ``paths``: the files written, once the write is done.
     """
 
-    def __init__(self, path, name="part-{task:05d}-{job}.idv", **writer_kwargs):
+    def __init__(self, path, name="part-{task:05d}-{job}.idv", *, rows_per_file=1_000_000,
+                 **writer_kwargs):
         check_name_pattern(name)
+        if rows_per_file is not None and (isinstance(rows_per_file, bool) or
+                                          not isinstance(rows_per_file, int) or
+                                          rows_per_file <= 0):
+            raise ValueError(f"rows_per_file is a positive number of rows or None, not "
+                             f"{rows_per_file!r}")
         self.staging = Staging(path)
         self.name = name
+        self.rows_per_file = rows_per_file
         self.writer_kwargs = writer_kwargs
         self.paths = []
+
+    @property
+    def min_rows_per_write(self):
+        """Ray's: the rows it gathers into one write task (one file)."""
+        return self.rows_per_file
 
     def get_name(self):
         """The name of the write tasks in Ray's progress and stats."""

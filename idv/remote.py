@@ -36,7 +36,8 @@ import numpy as np
 
 from idv import archive, budget, source as local
 from idv._header import HEADER_SIZE
-from idv.errors import MissingDependencyError, RemoteError, RemoteTimeoutError
+from idv.errors import (IdvWarning, MissingDependencyError, RangeNotSupportedError,
+                        RemoteError, RemoteTimeoutError)
 
 DEFAULT_TIMEOUT = 60.0      # seconds one request may take (a range is at most MAX_REQUEST)
 TAIL_GUESS = (4 << 10, 64 << 10)   # bytes read from the end at open: 1/512 of the file, within
@@ -88,7 +89,47 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None):
         src = local.open_source(zip_member(fs, *zipped))
         src.name = url
         return src
-    return RemoteSource(fs, path, url, DEFAULT_TIMEOUT if timeout is None else timeout)
+    try:
+        return RemoteSource(fs, path, url, DEFAULT_TIMEOUT if timeout is None else timeout)
+    except RangeNotSupportedError as e:
+        return _whole(fs, path, url, e)
+
+
+def _whole(fs, path, url, refused):
+    """The file fetched whole, once, for a server that ignores Range requests (Python's own
+    http.server, many simple ones): in memory within the memory limit, else spilled to a
+    temporary file that is mapped (and removed at once: the map keeps it), with an
+    IdvWarning that says why."""
+    import tempfile
+    import warnings
+    size = int(fs.info(path).get("size") or 0)
+    limit = budget.limit_for(size)
+    warnings.warn(f"{refused}; the whole file ({size:,} bytes) is fetched once instead of "
+                  f"the ranges a read needs", IdvWarning, stacklevel=4)
+    try:
+        if size <= limit:
+            data = fs.cat_file(path)
+            if len(data) != size:
+                raise RemoteError(f"{url}: fetching the whole file: {len(data)} bytes of "
+                                  f"{size}", url)
+            src = local.MemorySource(data, name=url)
+            return src
+        with tempfile.NamedTemporaryFile(prefix="idv-", suffix=".idv") as spill:
+            with fs.open(path, "rb", block_size=0) as fin:
+                while True:
+                    chunk = fin.read(8 << 20)
+                    if not chunk:
+                        break
+                    spill.write(chunk)
+            spill.flush()
+            src = local.open_source(spill.name)
+        src.name = url
+        return src
+    except RemoteError:
+        raise
+    except Exception as exc:          # noqa: BLE001 - translated, with its cause
+        raise RemoteError(f"{url}: fetching the whole file failed: {type(exc).__name__}: "
+                          f"{exc}", url) from exc
 
 
 def open_zip(fs, path):
@@ -456,9 +497,8 @@ class RemoteSource:
             return RemoteError(f"{url}: {what} failed: the server redirects without end", url)
         cause = _connection_error(exc) or exc
         if "support range requests" in str(exc):
-            return RemoteError(f"{url}: the server ignores HTTP Range requests (it sends the "
-                               f"whole file); idv reads remote files by range, so serve the "
-                               f"file from a server that honours Range", url)
+            return RangeNotSupportedError(f"{url}: the server ignores HTTP Range requests (it "
+                                          f"sends the whole file)", url)
         if "payload" in type(cause).__name__.lower():
             return RemoteError(f"{url}: {what}: the answer was truncated ({cause})", url)
         detail = f"HTTP {status}: " if status else ""

@@ -11,8 +11,11 @@ metadata (``idv.type``, ``idv.metadata``), from which the writer restores them.
 """
 from __future__ import annotations
 
+import functools
 import glob
 import os
+import subprocess
+import sys
 
 from idv import engine_filters, filters, scan
 from idv.arrow import arrow_schema, read_partition
@@ -42,8 +45,35 @@ def register(spark) -> None:
     (...)``): partitions whose blocks the statistics rule out are not read and only matching
     rows leave the workers. Spark refuses a reader that takes filters while that setting is
     false, so the setting is read here, once."""
+    check_workers(spark)
     enabled = str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
     spark.dataSource.register(FilteringIdvDataSource if enabled else IdvDataSource)
+
+
+def check_workers(spark) -> None:
+    """ImportError, saying how to fix it, when the Python that a local session's workers run
+    cannot import idv: Spark starts ``python3`` from PATH unless told otherwise, so a script
+    run as ``venv/bin/python job.py`` (an IDE, cron) without the venv activated reads no
+    .idv. A cluster's workers run elsewhere, and are not checked here."""
+    sc = spark.sparkContext
+    if not str(sc.master).startswith("local"):
+        return
+    exe = getattr(sc, "pythonExec", None) or os.environ.get("PYSPARK_PYTHON") or "python3"
+    if not _imports_idv(exe):
+        raise ImportError(
+            f"Spark's Python workers run {exe!r}, which cannot import idv (this process runs "
+            f"{sys.executable!r}): start the session with the same interpreter, e.g. "
+            f"SparkSession.builder.config('spark.pyspark.python', sys.executable), or set "
+            f"PYSPARK_PYTHON={sys.executable} before Spark starts, or install idv there")
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_idv(exe):
+    try:
+        done = subprocess.run([exe, "-c", "import idv"], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
 # ---- types ---------------------------------------------------------------------------------

@@ -132,3 +132,21 @@ def test_a_failed_write_leaves_nothing(tmp_path):
     assert os.listdir(out) == []
     with pytest.raises(ValueError, match="one file name per task"):
         idv.ray.IdvDatasink(out, name="fixed.idv")
+
+
+def test_the_sink_writes_few_large_files(tmp_path):
+    ds = ray.data.range(100_000, override_num_blocks=50).map_batches(
+        lambda b: {"x": b["id"].astype(np.float64)})
+    sink = idv.ray.IdvDatasink(tmp_path / "one")
+    ds.write_datasink(sink)
+    assert len(sink.paths) == 1                          # 100,000 rows: under one file's worth
+    few = idv.ray.IdvDatasink(tmp_path / "few", rows_per_file=30_000)
+    ds.write_datasink(few)
+    assert 2 <= len(few.paths) <= 4
+    with idv.dataset(few.paths) as back:
+        assert back.num_rows == 100_000 and min(f.num_rows for f in back.files) >= 10_000
+    split = idv.ray.IdvDatasink(tmp_path / "split", rows_per_file=None)
+    ds.write_datasink(split)
+    assert len(split.paths) > len(few.paths)             # Ray's own split: more, smaller
+    with pytest.raises(ValueError, match="rows_per_file"):
+        idv.ray.IdvDatasink(tmp_path / "bad", rows_per_file=0)

@@ -398,14 +398,27 @@ def test_a_truncated_answer_is_an_error(wide_file):
             assert e.value.url == srv.url("/wide.idv")
 
 
-def test_a_server_that_ignores_range_is_refused(wide_file):
+def test_a_server_that_ignores_range_gives_the_whole_file_once(wide_file, monkeypatch):
     _, data, _ = wide_file
+    with idv.open(data) as f:
+        want = f.read()
     with RangeServer({"/wide.idv": data}) as srv:
         srv.mode = "no-range"
-        with pytest.raises(idv.RemoteError, match=r"/wide\.idv: the server ignores HTTP Range"):
-            idv.open(srv.url("/wide.idv"))
-        # it stopped at the first answer: not the whole file once per range
-        assert srv.requests <= 2
+        with pytest.warns(idv.IdvWarning, match=r"/wide\.idv: the server ignores HTTP Range.*"
+                                                r"whole file .* is fetched once"):
+            f = idv.open(srv.url("/wide.idv"))
+        with f:
+            got = f.read()
+        assert got.keys() == want.keys()
+        assert all(np.array_equal(got[k], want[k]) for k in want)
+        # the first round's two ranges (the header, the tail: sent in parallel, each answered
+        # with the whole file), then the file once: not the whole file once per range
+        assert srv.requests == 3 and srv.bytes_served == 3 * len(data)
+        from idv import budget
+        monkeypatch.setattr(budget, "_global", budget.Limit(1024, "test"))   # spilled to disk
+        with pytest.warns(idv.IdvWarning, match="whole file"):
+            with idv.open(srv.url("/wide.idv"), memory_limit=1 << 30) as f:
+                assert np.array_equal(f.read()[next(iter(want))], want[next(iter(want))])
 
 
 def test_not_an_idv_gets_the_local_error_with_the_url(tmp_path):
