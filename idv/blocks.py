@@ -114,6 +114,13 @@ class BlockStore:
         self.cache.clear()
         self._source = None
 
+    def check_intact(self):
+        """IdvFormatError when a mapped file was truncated or written in place since it was
+        opened (idv.source.MemorySource.check_intact): the scan asks before it hands out each
+        batch, whose arrays may view the map."""
+        if self._source is not None:
+            self._source.check_intact()
+
     @property
     def in_memory(self):
         """Whether the file is all in memory (block_bytes gives views of it, fetching none)."""

@@ -556,15 +556,17 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, window_b
             queue(max(i + 1, ahead))       # the first `ahead` groups, or this one when none
             done = windows.collect()
             queue(i + 1 + ahead)           # `ahead` groups behind the one handed out
-            yield from _batches(seg, windows.readers, done, rows, group)
+            yield from _batches(seg, windows.readers, done, rows, group,
+                                f.store.check_intact)
             done = None
     finally:
         windows.close()
 
 
-def _batches(seg, readers, windows, rows, group):
+def _batches(seg, readers, windows, rows, group, intact):
     """The Batches of decoded windows ([(b0, b1, one value per reader)]) of segment `seg`:
-    one per window, or per `group` blocks of it."""
+    one per window, or per `group` blocks of it; `intact()` before each is handed out (a
+    mapped file changed since raises, rather than hand out views of it)."""
     rpb = readers[0].col.rows_per_block
     step = 1 if rows is None else rows.step
     lo, hi = (0, seg.num_rows) if rows is None else (rows.start, rows.stop)
@@ -580,5 +582,6 @@ def _batches(seg, readers, windows, rows, group):
             a += (lo - a) % step
             if a >= b:
                 continue
+            intact()
             yield Batch(seg.part, a, b, step, seg.row0 + a,
                         [r.cut(v, a - w0, b - w0, step) for r, v in zip(readers, values)])

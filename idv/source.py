@@ -61,8 +61,8 @@ class MemorySource:
         self.size = len(self.buffer)
 
     def check_intact(self):
-        """IdvFormatError when the mapped file was truncated since it was opened (a file put
-        in its place leaves the map as it was: nothing to check)."""
+        """IdvFormatError when the mapped file was truncated or written in place since it was
+        opened (a file put in its place leaves the map as it was: nothing to check)."""
         if self._mapped is None or self._held:
             return
         path, dev, ino, size = self._mapped
@@ -70,10 +70,17 @@ class MemorySource:
             st = os.stat(path)
         except OSError:
             return
-        if st.st_size < size and (st.st_dev, st.st_ino) == (dev, ino):
+        if (st.st_dev, st.st_ino) != (dev, ino):
+            return
+        if st.st_size < size:
             raise IdvFormatError(f"the file was truncated while open: {st.st_size} bytes, "
                                  f"{size} when opened; open it again once it is whole",
                                  path=path)
+        if self.identity is not None and \
+                (st.st_size, st.st_mtime_ns) != tuple(self.identity[2:]):
+            raise IdvFormatError("the file changed while reading (written in place since "
+                                 "it was opened: its size or modification time differs); "
+                                 "open it again", path=path)
 
     def checked_once(self):
         """A context in which reads (the dozen small ones of opening a file, before any other
