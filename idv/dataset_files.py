@@ -201,6 +201,24 @@ def changed(entry, f, columns, names):
                              f"the dataset again", path=entry.path)
 
 
+def check_relisted(listed, files):
+    """IdvFormatError when the files of a dataset listed again (`files`, DatasetFiles) are
+    not those listed first (`listed`: (path, rows, identity) each): a plan made from the
+    first listing (a training loader's partitions and length) would read other rows."""
+    now = [(f.path, f.num_rows, f.identity) for f in files]
+    if now == listed:
+        return
+    for (path, rows, ident), (p2, r2, i2) in zip(listed, now):
+        if (path, rows) != (p2, r2) or (ident is not None and ident != i2):
+            why = f"it has {r2} rows, {rows} when listed" if rows != r2 else \
+                "another file is in its place (size, inode or modification time differ)"
+            raise IdvFormatError(f"the file changed since the dataset was made: {why}; make "
+                                 f"the dataset again", path=path)
+    raise IdvFormatError(f"the dataset's files changed since it was made: {len(listed)} "
+                         f"listed then, {len(now)} now; make the dataset again",
+                         path=listed[0][0] if listed else None)
+
+
 def same_annotation(columns, kind):
     """Whether the columns (an iterable of one a file, each read in turn) all have the same
     `kind` annotation, or none: told by its stored form (Column.annotation_form), its values

@@ -4,7 +4,10 @@ loaders (idv.torch, idv.huggingface) hand to their workers.
 An open IdvFile or Dataset holds memory maps and file objects, which do not pickle (DataLoader
 workers started by spawn or forkserver, ``datasets``' ``num_proc``), and a forked child would
 share them with its parent. A Reopenable holds only the file paths, the fsspec filesystem and
-idv.open's keywords, and opens its own idv.Dataset on first use in each process.
+idv.open's keywords, and opens its own idv.Dataset on first use in each process: the same
+files as when it was made (same rows, same file: device, inode, size and modification time),
+or an IdvFormatError says which one changed, since the plans made from them (a loader's
+length, its partitions) would read other rows.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Sequence
 
 from idv.annotations import usable_key_values
 from idv.dataset import Dataset, expand_sources
+from idv.dataset_files import check_relisted
 from idv.reader import IdvFile
 
 __all__ = ["Reopenable"]
@@ -46,6 +50,7 @@ class Reopenable:
         self.filesystem = fs
         self.open_kwargs = open_kwargs
         self.names = None
+        self._listed = None                 # (path, rows, identity) of each file, as made
         self._ds = self._pid = None
         self._fs_pid = os.getpid()          # the process the filesystem instance belongs to
         named = columns is not None and not isinstance(columns, str) \
@@ -66,9 +71,17 @@ class Reopenable:
             # forked child, and unpickling makes a new instance in each process
             self.filesystem = pickle.loads(pickle.dumps(self.filesystem))
         self._fs_pid = os.getpid()
-        self._ds = Dataset(self.paths, filesystem=self.filesystem, columns=columns,
-                           **self.open_kwargs)
-        self._pid = os.getpid()
+        ds = Dataset(self.paths, filesystem=self.filesystem, columns=columns,
+                     **self.open_kwargs)
+        if self._listed is None:
+            self._listed = [(f.path, f.num_rows, f.identity) for f in ds.files]
+        else:               # another process, another epoch's workers: the same files?
+            try:
+                check_relisted(self._listed, ds.files)
+            except BaseException:
+                ds.close()
+                raise
+        self._ds, self._pid = ds, os.getpid()
         return self._ds
 
     def dataset(self) -> Dataset:

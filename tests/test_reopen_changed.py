@@ -1,0 +1,51 @@
+"""A dataset handed to other processes (idv.reopen.Reopenable: DataLoader workers, each epoch's)
+is the files it was made from: a file replaced or rewritten since is an IdvFormatError naming
+it, never a plan of 1,000 rows reading 1,500 (or 500)."""
+from __future__ import annotations
+
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+import idv
+from idv.reopen import Reopenable
+
+
+def _replace(path, rows):
+    idv.write(path.with_suffix(".new"), {"x": np.arange(rows, dtype=np.float32)})
+    os.replace(path.with_suffix(".new"), path)
+
+
+@pytest.mark.parametrize("rows", [1500, 500, 1000], ids=["grown", "shrunk", "same-size"])
+def test_another_process_sees_the_change(tmp_path, rows):
+    path = tmp_path / "f.idv"
+    idv.write(path, {"x": np.arange(1000, dtype=np.float32)})
+    src = Reopenable(path)
+    assert src.dataset().num_rows == 1000
+    _replace(path, rows)
+    assert src.dataset().num_rows == 1000          # this process: the file it has open
+    elsewhere = pickle.loads(pickle.dumps(src))    # a worker's copy
+    with pytest.raises(idv.IdvFormatError, match="f.idv.*changed since the dataset was made"):
+        elsewhere.dataset()
+
+
+def test_an_unchanged_dataset_reopens_anywhere(tmp_path):
+    path = tmp_path / "f.idv"
+    idv.write(path, {"x": np.arange(1000, dtype=np.float32)})
+    src = Reopenable([path, path])
+    assert pickle.loads(pickle.dumps(src)).dataset().num_rows == 2000
+
+
+def test_torch_workers_of_the_next_epoch_refuse_a_replaced_file(tmp_path):
+    torch = pytest.importorskip("torch", reason="needs torch")
+    from idv.torch import IdvIterableDataset
+    path = tmp_path / "f.idv"
+    idv.write(path, {"x": np.arange(1000, dtype=np.float32)}, rows_per_block=100)
+    ds = IdvIterableDataset(path, ["x"], batch_size=100)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+    assert sum(len(b["x"]) for b in loader) == 1000
+    _replace(path, 1500)
+    with pytest.raises(Exception, match="changed since the dataset was made"):
+        sum(len(b["x"]) for b in loader)
