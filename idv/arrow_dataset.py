@@ -329,6 +329,8 @@ def _take(owner, names, schema, indices):
     pa = import_pyarrow()
     ds = owner.idv_dataset
     idx = selection.take_numbers(indices)
+    if isinstance(idx, slice):
+        idx = np.arange(*idx.indices(ds.num_rows), dtype=np.int64)
     if len(idx) == 0:
         return schema.empty_table()
     parts, restore = selection.split_rows(idx, [f.start for f in ds.files], ds.num_rows)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import numbers
+import re
 from decimal import Decimal
 from fractions import Fraction
 from typing import NamedTuple
@@ -137,34 +138,52 @@ def _time_ticks(value, item):
             return _NAN
         return _normal(Fraction(int(value.value), 100)) + T.EPOCH_TICKS
     if isinstance(value, str):
-        value = _parse_time(value)
-        if value is None:
-            return None
+        return _iso_ticks(value)
     if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        delta = value - dt.datetime(1970, 1, 1)
-        return T.EPOCH_TICKS + _time_ticks(delta, T.TimeSpan)
+        wall = _civil_ticks(value.year, value.month, value.day, value.hour, value.minute,
+                            value.second) + value.microsecond * 10
+        offset = value.utcoffset()          # the UTC instant, exact beyond years 1 and 9999
+        return wall if offset is None else wall - _time_ticks(offset, T.TimeSpan)
     if isinstance(value, dt.date):
-        return _time_ticks(dt.datetime(value.year, value.month, value.day), item)
+        return _civil_ticks(value.year, value.month, value.day)
     if isinstance(value, np.datetime64):
         return _np_ticks(value, item)
     return None
 
 
-def _parse_time(text):
-    """An ISO 8601 string as a datetime (with its offset, if it has one) or a numpy datetime64
-    (naive, to the nanosecond); None if it is not one."""
+_DAY_TICKS = 86_400 * 10**7
+
+
+def _civil_ticks(year, month, day, hour=0, minute=0, second=0):
+    """.NET ticks of a date and time of day (0 = 0001-01-01T00:00)."""
+    days = dt.date(year, month, day).toordinal() - 1
+    return days * _DAY_TICKS + ((hour * 60 + minute) * 60 + second) * 10**7
+
+
+_ISO = re.compile(r"\s*(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?"
+                  r"\s*(Z|[+-]\d{2}(?::?\d{2})?)?\s*$")
+
+
+def _iso_ticks(text):
+    """The exact ticks of an ISO 8601 date or date and time (any number of fractional
+    digits; with an offset or Z: its UTC instant), over all of .NET's years; None if it is
+    not one."""
+    m = _ISO.match(text)
+    if m is None:
+        return None
+    y, mo, d, h, mi, s, frac, zone = m.groups()
     try:
-        got = dt.datetime.fromisoformat(text)
-        if got.tzinfo is not None:
-            return got
-    except ValueError:
-        pass
-    try:
-        return np.datetime64(text.strip().rstrip("Z"), "ns")
+        ticks = _civil_ticks(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0))
     except ValueError:
         return None
+    if frac:
+        ticks = _normal(ticks + Fraction(int(frac) * 10**7, 10**len(frac)))
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        minutes = int(digits[:2]) * 60 + (int(digits[2:]) if len(digits) > 2 else 0)
+        ticks -= sign * minutes * 60 * 10**7
+    return ticks
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ ARROW, POLARS, SPARK = "arrow", "polars", "spark"
 NO = object()                     # not taken
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _INTEGERS = (T.SByte, T.Byte, T.Int16, T.UInt16, T.Int32, T.UInt32, T.Int64, T.UInt64)
-_EXACT_FLOAT_INT = 2**53          # integers every float64 holds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,10 +73,7 @@ def _float(engine, op, value):
         if engine == SPARK and op in (">", ">="):       # NaN is Spark's largest value
             return NO
         return float(value)
-    if engine == ARROW and isinstance(value, (int, np.integer)) and \
-            abs(int(value)) <= _EXACT_FLOAT_INT:
-        return float(value)
-    return NO
+    return NO           # an integer: Arrow casts it to a Single column's float32, or refuses
 
 
 def _datetime(engine, value):

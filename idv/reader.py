@@ -365,12 +365,13 @@ class IdvFile:
             values = np.asarray(values, dtype=np.dtypes.StringDType())
         return values
 
-    def prefetch(self, columns=None):
+    def prefetch(self, columns=None, rows=None):
         """A context in which the blocks of these columns (Column objects, names or indices;
         default: every readable one) are fetched up front, in a few large coalesced requests,
-        and read from memory: for a remote file read whole (read() and to_arrow() use it);
-        a local file is not touched ahead. A column whose lookup table is damaged is left
-        out (its read reports it); blocks beyond the memory limit are not fetched ahead."""
+        and read from memory: for a remote file read whole (read() and to_arrow() use it), or
+        only the blocks that hold `rows` (row numbers: a take's); a local file is not touched
+        ahead. A column whose lookup table is damaged is left out (its read reports it);
+        blocks beyond the memory limit are not fetched ahead."""
         self.check_open()
         if columns is None:
             cols = [c for c in self.columns if c.readable]
@@ -385,8 +386,10 @@ class IdvFile:
             except IdvFormatError:
                 table = None
             if table is not None and len(table):
-                offsets.append(table["offset"].astype(np.int64))
-                sizes.append(table["disk"].astype(np.int64))
+                hit = slice(None) if rows is None else \
+                    np.unique(np.asarray(rows, np.int64) // c.rows_per_block)
+                offsets.append(table["offset"][hit].astype(np.int64))
+                sizes.append(table["disk"][hit].astype(np.int64))
         sizes = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
         if not len(sizes) or int(sizes.sum()) > self.memory_limit:
             return contextlib.nullcontext()     # beyond the limit: each read fetches its own

@@ -117,9 +117,11 @@ def row_numbers(key, n, what="column"):
 
 
 def take_numbers(indices):
-    """The row numbers of a take (int64, 1-d, not yet checked against a row count): integers
-    only. A boolean mask is a filter, not a take, and floats, text and nested lists are not
-    row numbers: each a TypeError."""
+    """The row numbers of a take (int64, 1-d, not yet checked against a row count; a slice
+    stays a slice): integers only. A boolean mask is a filter, not a take, and floats, text
+    and nested lists are not row numbers: each a TypeError."""
+    if isinstance(indices, slice):
+        return indices
     if isinstance(indices, (bool, np.bool_)) or isinstance(indices, (int, np.integer)):
         return np.array([indices], np.int64) if not isinstance(indices, (bool, np.bool_)) \
             else _not_numbers(indices)

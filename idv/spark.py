@@ -36,17 +36,23 @@ DEFAULT_NAME = "part-{task:05d}-{job}.idv"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
-def register(spark) -> None:
+def register(spark, *, pushdown: bool = False) -> None:
     """Register the data source ``idv`` with a SparkSession: then
     ``spark.read.format("idv").load(path)`` reads a file, a directory (its ``*.idv``, sorted)
     or a glob, and ``df.write.format("idv").mode("append" | "overwrite").save(directory)``
-    writes one .idv per task. When the session has ``spark.sql.python.filterPushdown.enabled``
-    set to true, the source takes the simple filters of a query (``Id >= 10``, ``Name in
+    writes one .idv per task.
+
+    ``pushdown=True``, with the session's ``spark.sql.python.filterPushdown.enabled`` set to
+    true, makes the source take the simple filters of a query (``Id >= 10``, ``Name in
     (...)``): partitions whose blocks the statistics rule out are not read and only matching
-    rows leave the workers. Spark refuses a reader that takes filters while that setting is
-    false, so the setting is read here, once."""
+    rows leave the workers. Off by default: Spark (4.0 to 4.3 at least) keeps the reader a
+    query's filters were pushed into and reads through it again for a later query on the
+    same DataFrame that pushes none, so ``df.where(F.col("Id") > 5).count()`` then
+    ``df.count()`` counts the filtered rows only. With it on, query each DataFrame once (load
+    it anew per query). Spark refuses a reader that takes filters while the session's
+    setting is false, so the setting is read here, once."""
     check_workers(spark)
-    enabled = str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
+    enabled = pushdown and str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
     spark.dataSource.register(FilteringIdvDataSource if enabled else IdvDataSource)
 
 
@@ -216,6 +222,8 @@ class _FilteringReader(_Reader):
                 left.append(f)
             elif term is not True:
                 terms.append(term)
+        # each query pushes its own filters: none of an earlier query's may stay
+        self.filter, self.parts = None, self.plan.parts
         if terms:
             self.filter = terms
             with dataset(self.plan.path, self.plan.names) as ds:

@@ -43,8 +43,9 @@ def take(f, indices, columns=None) -> dict:
     f.store.need(len(rows) * sum(_row_bytes(c) for c in cols),
                  lambda: f"taking {len(rows)} rows of {len(cols)} columns")
     others = [c for c in cols if not (c.readable and fixed_width(c.codec))]
-    out = _take_fixed(f, [c for c in cols if c not in others], rows)
-    out.update(_take_scanned(f, others, rows) if others else {})
+    with f.prefetch(cols, rows=rows):       # a remote file: the blocks hit, in few requests
+        out = _take_fixed(f, [c for c in cols if c not in others], rows)
+        out.update(_take_scanned(f, others, rows) if others else {})
     return {c.name: out[c.index] for c in cols}
 
 

@@ -712,3 +712,24 @@ def test_s3_reads_the_version_opened(s3_endpoint, wide_file, monkeypatch):
         fs.pipe("idv-versions/w.idv", bytes(len(data)))      # another version, all zeros
         fs.invalidate_cache()
         assert np.array_equal(f["d0"].read(), cols["d0"])
+
+
+def test_a_remote_take_fetches_each_block_hit_once_in_few_requests(tmp_path):
+    n, rpb = 200_000, 100                   # 2,000 blocks a column
+    rng = np.random.default_rng(7)
+    data = {"i": np.arange(n), "t": np.array([f"r{i}" for i in range(n)], object)}
+    p = tmp_path / "scattered.idv"
+    idv.write(p, data, rows_per_block=rpb)
+    rows = rng.choice(n, 1000, replace=False)
+    with RangeServer({"/s.idv": p.read_bytes()}) as srv:
+        with idv.open(srv.url("/s.idv")) as f:
+            srv.reset_counts()
+            got = f.take(rows)
+            blocks = len(np.unique(rows // rpb))
+            assert np.array_equal(got["i"], rows) and list(got["t"]) == [f"r{r}" for r in rows]
+            # each block hit fetched once, neighbours coalesced: fewer requests than one
+            # column's blocks (two columns are read)
+            assert srv.requests < blocks, (srv.requests, blocks)
+            stored = sum(int(f[c].lookup["disk"][np.unique(rows // rpb)].sum()) for c in "it")
+            assert srv.bytes_served < 1.5 * stored + 2 * (64 << 10), (srv.bytes_served, stored)
+            assert blocks > 500

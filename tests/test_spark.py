@@ -35,7 +35,7 @@ def spark():
                .config("spark.sql.shuffle.partitions", "2")
                .config(idv.spark.PUSHDOWN_CONF, "true").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
-    idv.spark.register(session)
+    idv.spark.register(session, pushdown=True)
     try:
         yield session
     finally:
@@ -105,7 +105,7 @@ def test_pushed_filters_skip_partitions_and_give_the_rows_of_idv_read(spark, tmp
         assert sorted(r.Id for r in load().where(mixed).collect()) == ids[keep].tolist()
     finally:
         spark.conf.set(idv.spark.PUSHDOWN_CONF, "true")
-        idv.spark.register(spark)
+        idv.spark.register(spark, pushdown=True)
 
 
 def test_pushed_filters_on_keys_times_text_and_floats_give_spark_s_rows(spark, mixed_dir):
