@@ -129,9 +129,21 @@ def require(module, purpose, install):
     """The module `module`, imported, or MissingDependencyError: "`purpose` needs `module`:
     pip install `install`"."""
     import importlib
+    import importlib.util
     try:
         return importlib.import_module(module)
-    except ImportError:
+    except (ImportError, OSError, MemoryError) as e:
+        top = module.split(".")[0]
+        try:
+            installed = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            installed = False
+        missing = isinstance(e, ModuleNotFoundError) and e.name in (top, module)
+        if installed and not missing:
+            # there, but it failed to load (a library it needs, memory, a broken install)
+            raise MissingDependencyError(
+                f"{purpose} needs {module}, which is installed but failed to import: "
+                f"{type(e).__name__}: {e}") from e
         raise MissingDependencyError(f"{purpose} needs {module}: pip install '{install}'") \
             from None
 

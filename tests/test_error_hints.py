@@ -85,3 +85,18 @@ def test_the_range_warning_names_the_url_once():
         rc, out, err = run("schema", url)
     assert rc == 0 and "ignores HTTP Range" in err and "fetched once" in err, err
     assert err.count(url) == 1, err
+
+
+def test_an_installed_package_that_fails_to_load_is_not_called_missing(tmp_path, monkeypatch):
+    from idv.errors import MissingDependencyError, require
+    (tmp_path / "heavypkg").mkdir()
+    init = tmp_path / "heavypkg" / "__init__.py"
+    init.write_text("raise OSError('libheavy.so: failed to map segment: Cannot allocate "
+                    "memory')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(MissingDependencyError, match="installed but failed to import: OSError: "
+                                                     "libheavy.so.*Cannot allocate memory"):
+        require("heavypkg", "reading", "idv[heavy]")
+    with pytest.raises(MissingDependencyError, match="needs no_such_pkg_zz: pip install "
+                                                     "'idv\\[x\\]'"):
+        require("no_such_pkg_zz", "reading", "idv[x]")
