@@ -12,6 +12,7 @@ import os
 import re
 
 from idv import remote
+from idv.staging import read_manifest
 
 __all__ = ["expand_sources"]
 
@@ -72,8 +73,9 @@ def _glob_files(pattern, on_error):
 
 
 def _expand_one(source, fs, storage_options, on_error=_raise):
-    """(paths, fs) for one source: a file, a directory (every .idv under it, sorted), or a
-    glob (sorted); URLs through fsspec. A directory that cannot be listed goes to
+    """(paths, fs) for one source: a file, a directory (the files its manifest lists, written
+    by idv's engine writers (idv.staging), else every .idv under it, sorted), or a glob
+    (sorted); URLs through fsspec. A directory that cannot be listed goes to
     `on_error` (default: raised)."""
     text = os.fspath(source)
     if fs is None and remote.is_remote(text):
@@ -82,14 +84,18 @@ def _expand_one(source, fs, storage_options, on_error=_raise):
         if _glob.has_magic(text):
             paths = sorted(fs.glob(text))
         elif fs.isdir(text):
-            paths = sorted(p for p in fs.find(text) if p.endswith(".idv"))
+            named = read_manifest(text, fs.open)
+            paths = sorted(p for p in fs.find(text) if p.endswith(".idv")) if named is None \
+                else [f"{text.rstrip('/')}/{n}" for n in named]
         else:
             paths = [text]
         return paths, fs
     if _glob.has_magic(text):
         paths = sorted(_glob_files(text, on_error))
     elif os.path.isdir(text):
-        paths = sorted(p for p in _walk(text, on_error) if p.endswith(".idv"))
+        named = read_manifest(text)         # a writer's published list: exactly those files
+        paths = sorted(p for p in _walk(text, on_error) if p.endswith(".idv")) \
+            if named is None else [os.path.join(text, n) for n in named]
     else:
         paths = [text]
     return paths, None

@@ -12,7 +12,6 @@ metadata (``idv.type``, ``idv.metadata``), from which the writer restores them.
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import subprocess
 import sys
@@ -310,10 +309,10 @@ class _Writer(sources.DataSourceArrowWriter):
         return _Written(name)
 
     def commit(self, messages):
-        if self.overwrite:       # the directory's .idv files are replaced by this job's
-            for old in glob.glob(os.path.join(glob.escape(self.staging.path), "*.idv")):
-                os.unlink(old)
-        self.staging.commit([m.name for m in messages if m is not None and m.name])
+        # overwrite: the directory's files are this job's once its manifest names them, and
+        # the old ones removed only then (idv.staging): readers see one set or the other
+        self.staging.commit([m.name for m in messages if m is not None and m.name],
+                            replace=self.overwrite)
 
     def abort(self, messages):
         self.staging.abort()

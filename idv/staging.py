@@ -2,6 +2,13 @@
 IdvDatasink, Spark's ``format("idv")``) stage every task's file in a hidden folder of the
 output directory and move them in once every task has succeeded.
 
+Moving many files in is not one step, so the directory's list of files is: ``MANIFEST``
+(``_idv_files.json``), the names of the files that make up the directory's data, replaced
+atomically once every file of the job is in place, and honoured by idv.dataset (idv.paths)
+instead of the ``*.idv`` it finds. A reader sees the old set or the new one, never a mix: a
+job killed while moving its files leaves the old manifest, and an overwrite removes the old
+files only after the new manifest names the new ones.
+
 Staged files end in ``.idv-staged`` inside ``.idv-staging-<job>``: what a killed job leaves is
 neither a ``*.idv`` nor picked up by idv.dataset (remove the folder to reclaim its space).
 Each staged file is itself written atomically (idv.sink), so a task that fails half-way
@@ -10,12 +17,14 @@ leaves no partial file even in the staging folder.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import uuid
 
 from idv.sink import fsync_dir
 
+MANIFEST = "_idv_files.json"
 STAGED_SUFFIX = ".idv-staged"
 LIVE = "live"          # in the staging folder while the job may still commit
 STAGING_PREFIX = ".idv-staging-"
@@ -60,10 +69,13 @@ class Staging:
         flat = os.path.normpath(name).replace(os.sep, "%2F")
         return os.path.join(self.dir, flat + STAGED_SUFFIX)
 
-    def commit(self, names):
+    def commit(self, names, replace=False):
         """Move the staged files `names` into the output directory (replacing files of the same
-        name, making the folders they name), then remove the staging folder; returns their
-        paths."""
+        name, making the folders they name), publish the directory's new list of files (the
+        MANIFEST: those already there and these, or with `replace` these alone), then remove
+        the staging folder and, with `replace`, the files of the old list; returns the paths
+        of `names`."""
+        before = listed(self.path)
         out = []
         for name in names:
             final = os.path.join(self.path, os.path.normpath(name))
@@ -71,7 +83,14 @@ class Staging:
             os.replace(self.staged(name), final)
             out.append(final)
         fsync_dir(self.path)
+        now = [os.path.normpath(n) for n in names]
+        files = sorted(set(now) if replace else set(before) | set(now))
+        write_manifest(self.path, files)
         self.abort()
+        if replace:
+            for name in set(before) - set(files):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(self.path, name))
         return out
 
     def settle(self, staged):
@@ -90,3 +109,51 @@ class Staging:
         with contextlib.suppress(OSError):
             os.remove(os.path.join(self.dir, LIVE))
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def listed(path):
+    """The names (relative to the directory `path`) of the files that make up its data: its
+    MANIFEST's list, else every ``*.idv`` under it (hidden folders left out)."""
+    found = read_manifest(path)
+    if found is not None:
+        return found
+    out = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        out += [os.path.relpath(os.path.join(root, f), path) for f in files
+                if f.endswith(".idv")]
+    return sorted(out)
+
+
+def read_manifest(path, opener=open):
+    """The names the MANIFEST of directory `path` lists (None: it has none); ValueError for
+    one that is not such a list (a name that leaves the directory included). `opener`: how
+    to open a file (fsspec's for remote directories)."""
+    where = os.path.join(path, MANIFEST) if opener is open else f"{path.rstrip('/')}/{MANIFEST}"
+    try:
+        with opener(where, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        names = json.loads(raw.decode("utf-8"))["files"]
+        ok = isinstance(names, list) and all(
+            isinstance(n, str) and n and not os.path.isabs(n) and ".." not in n.split("/")
+            for n in names)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{where} is not a list of the directory's files "
+                         f'({{"files": ["part-0.idv", ...]}})')
+    return names
+
+
+def write_manifest(path, names):
+    """The MANIFEST of directory `path`, listing `names`, replaced atomically."""
+    tmp = os.path.join(path, f".{MANIFEST}.{uuid.uuid4().hex[:8]}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"files": [n.replace(os.sep, "/") for n in names]}, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(path, MANIFEST))
+    fsync_dir(path)

@@ -129,8 +129,9 @@ def test_written_files_load_in_ml_net_and_read_back_equal(spark, oracle, mixed_d
     assert df.schema["Key"].metadata["idv.type"] == "Key<UInt32, 7>"
     out = tmp_path / "out"
     df.coalesce(2).write.format("idv").mode("overwrite").save(str(out))
-    written = sorted(str(out / n) for n in os.listdir(out))
+    written = sorted(str(out / n) for n in os.listdir(out) if n != idv.staging.MANIFEST)
     assert len(written) == 2 and all(p.endswith(".idv") for p in written)
+    assert [f.path for f in idv.dataset(str(out)).files] == written    # as its manifest says
     with idv.dataset(written) as back, idv.dataset(str(mixed_dir)) as src:
         assert back.schema.fields == src.schema.fields
         got, want = back.read(), src.read()

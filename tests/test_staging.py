@@ -1,0 +1,105 @@
+"""A job's files appear together: the engines' writers (Ray, Spark, Dask) publish a directory's
+list of files (idv.staging.MANIFEST) in one atomic step once every file is in place, and
+idv.dataset reads exactly that list, so a reader sees the old set or the new one: a job killed
+at any point while it moves its files in leaves the old set, and an overwrite removes the old
+files only once the new list names the new ones."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import idv
+from idv import staging
+from reference import REPO_DIR
+
+
+def _job(out, names, replace, tmp):
+    """A job's files staged and committed (in this process): copies of one small .idv."""
+    template = tmp / "template.idv"
+    if not template.exists():
+        idv.write(template, {"x": np.arange(10)})
+    data = template.read_bytes()
+    s = staging.Staging(out)
+    s.start()
+    for name in names:
+        with open(s.staged(name), "wb") as f:
+            f.write(data)
+    return s.commit(names, replace=replace)
+
+
+def _set(out):
+    with idv.dataset(out) as ds:
+        return sorted(os.path.basename(f.path) for f in ds.files)
+
+
+def test_append_and_overwrite_publish_one_list(tmp_path):
+    out = tmp_path / "out"
+    _job(out, ["a-1.idv", "a-2.idv"], False, tmp_path)
+    assert _set(out) == ["a-1.idv", "a-2.idv"]
+    _job(out, ["b-1.idv"], False, tmp_path)                 # append: both sets
+    assert _set(out) == ["a-1.idv", "a-2.idv", "b-1.idv"]
+    idv.write(out / "by-hand.idv", {"x": np.arange(3)})     # not listed: not read
+    assert "by-hand.idv" not in _set(out)
+    _job(out, ["c-1.idv"], True, tmp_path)                  # overwrite: the new set alone
+    assert _set(out) == ["c-1.idv"]
+    assert not (out / "a-1.idv").exists() and not (out / "b-1.idv").exists()
+    listed = json.loads((out / staging.MANIFEST).read_text())["files"]
+    assert listed == ["c-1.idv"]
+
+
+def test_a_bad_manifest_is_a_clear_error(tmp_path):
+    (tmp_path / staging.MANIFEST).write_text('{"files": ["../escape.idv"]}')
+    with pytest.raises(ValueError, match="not a list of the directory's files"):
+        idv.dataset(tmp_path)
+
+
+KILLED = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[3])
+    from idv import staging
+    out, n, template = sys.argv[1], int(sys.argv[2]), sys.argv[4]
+    data = open(template, "rb").read()
+    s = staging.Staging(out)
+    s.start()
+    names = [f"new-{i:03d}.idv" for i in range(n)]
+    for name in names:
+        with open(s.staged(name), "wb") as f:
+            f.write(data)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    s.commit(names, replace=True)
+    print("done", flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_a_job_killed_while_it_commits_leaves_the_old_set_or_the_new(tmp_path):
+    rng = random.Random(5)
+    old = [f"old-{i:03d}.idv" for i in range(20)]
+    new = [f"new-{i:03d}.idv" for i in range(20)]
+    seen = set()
+    for run in range(20):
+        out = tmp_path / f"run{run}"
+        _job(out, old, True, tmp_path)
+        child = subprocess.Popen([sys.executable, "-c", KILLED, str(out), "20", str(REPO_DIR),
+                                  str(tmp_path / "template.idv")],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        time.sleep(rng.uniform(0, 0.03))
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        got = _set(out)
+        assert got in (old, new), (run, got[:3], len(got))
+        seen.add(tuple(got) == tuple(new))
+    assert seen, "no run was checked"
