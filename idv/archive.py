@@ -16,6 +16,7 @@ import tempfile
 import zipfile
 import zlib
 
+from idv import budget
 from idv.errors import IdvFormatError
 
 READ_LIMIT = 256 << 20   # entries up to this size are read into memory, larger ones mapped
@@ -135,7 +136,14 @@ def entry_source(archive, entry):
 def member_source(z, info):
     """The bytes of member `info` of the open archive `z`: in memory when small, else
     inflated once into an unnamed temporary file and mapped (a zip stream re-inflates from
-    its start at every backward seek, and a reader seeks back and forth)."""
+    its start at every backward seek, and a reader seeks back and forth). An entry that
+    declares more bytes than the memory limit allows for the archive (idv.budget: 1,024
+    times the archive's compressed bytes, at least 1 GiB, within the machine's) is refused
+    before anything is inflated: a zip bomb never reaches the disk."""
+    archive_bytes = sum(i.compress_size for i in z.infolist())
+    budget.check(info.file_size, budget.limit_for(archive_bytes),
+                 lambda: f"{z.filename}:{info.filename}: inflating its "
+                         f"{info.compress_size:,} stored bytes")
     with damaged(z.filename):
         if info.file_size <= READ_LIMIT:
             return z.read(info)

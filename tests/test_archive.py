@@ -199,3 +199,17 @@ def test_a_large_entry_is_inflated_once(tmp_path, monkeypatch):
         got = f.read()
     assert all(np.array_equal(got[k], v) for k, v in cols.items())
     assert sum(inflated) == src.stat().st_size
+
+
+def test_an_entry_declaring_more_than_the_limit_is_refused_before_inflating(tmp_path):
+    import struct
+    import zipfile
+    path = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("Data/Schema.idv", b"\0" * 1000)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"PK\x01\x02")                 # its central directory entry
+    struct.pack_into("<I", data, at + 24, 3_000_000_000)      # declares 3 GB
+    path.write_bytes(bytes(data))
+    with pytest.raises(idv.MemoryLimitError, match="bomb.zip:Data/Schema.idv: inflating"):
+        idv.open(f"{path}:Data/Schema.idv")       # before a byte is inflated (or written)
