@@ -1,10 +1,14 @@
-"""Every ```python block of README.md and docs/*.md runs, on the bundled sample.
+"""Every ```python block of README.md and docs/*.md runs as a new user would run it.
 
-The blocks of one page run in order in one namespace (a page builds on its earlier blocks), in
-a folder holding the files the docs name: ``data.idv`` and ``big.idv`` (copies of the sample),
-``model.zip`` (the sample stored as ML.NET stores a loader's schema, with ``\\``). A block
-that cannot run here (it needs the reader's own data) is preceded by a line
+Each page runs in a fresh, empty temporary folder (its working directory) with an empty
+namespace: nothing is imported for it and no file is made for it, so a page imports what it
+uses and makes the data it reads (the bundled sample, ``idv.write``). The blocks of one page
+run in order in that one namespace (a page builds on its earlier blocks). A block that cannot
+run here (it needs the reader's own data or a service) is preceded by a line
 ``<!-- not run: why -->``, shown as a skip.
+
+The ``idv ...`` command lines of the pages run in a folder holding the files they name
+(``data.idv``, ``big.idv``, ``scored.idv``, ``damaged.idv``, ``model.zip``...), made once.
 """
 from __future__ import annotations
 
@@ -37,14 +41,14 @@ def blocks(page: Path):
         yield line, code, m.group("why")
 
 
-# the names the pages give the files of a scored ML.NET pipeline: one file stands for them all
-SCORED = ("data.idv", "big.idv", "scored.idv", "in.idv", "featurized.idv", "pipeline.idv",
-          "pipeline_multiclass_scored.idv", "multiblock_200k_deflate.idv")
+# the names the command lines give the files of a scored ML.NET pipeline: one file stands for
+# them all
+SCORED = ("data.idv", "big.idv", "scored.idv", "pipeline_multiclass_scored.idv")
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    """The files the pages read, made once: see the module's docstring."""
+def command_workspace(tmp_path_factory):
+    """The files the command lines of the pages name, made once."""
     import numpy as np
     folder = tmp_path_factory.mktemp("docs")
     n = 200_000
@@ -64,7 +68,6 @@ def workspace(tmp_path_factory):
     with zipfile.ZipFile(folder / "model.zip", "w") as z:
         z.write(idv.sample_path(), "DataLoaderModel\\Loader\\Schema.idv")
         z.write(idv.sample_path(), "DataLoaderModel\\Schema.idv")
-    (folder / "big.csv").write_text("a,b\n" + "".join(f"{i},{i / 2}\n" for i in range(1000)))
     idv.write(folder / "damaged.idv", {"Id": np.arange(50), "Txt": [f"t{i}" for i in range(50)]},
               compression="none", rows_per_block=7)
     with idv.open(folder / "damaged.idv") as f:
@@ -77,14 +80,13 @@ def workspace(tmp_path_factory):
 
 @pytest.mark.parametrize("page", [p for p in PAGES if any(True for _ in blocks(p))],
                          ids=lambda p: p.relative_to(REPO).as_posix())
-def test_code_blocks_run(page, workspace, tmp_path, monkeypatch):
+def test_code_blocks_run(page, tmp_path, monkeypatch):
+    """The page's blocks, in order, in one empty namespace, in an empty folder."""
     pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
-    for p in workspace.iterdir():           # each page gets its own copies to change
-        os.link(p, tmp_path / p.name)
     monkeypatch.chdir(tmp_path)
-    import numpy as np
-    namespace = {"__name__": "__docs__", "idv": idv, "np": np}   # as most pages import them
+    assert not any(tmp_path.iterdir())
+    namespace = {"__name__": "__docs__"}
     skipped = []
     for line, code, why in blocks(page):
         if why is not None:
@@ -122,13 +124,13 @@ def commands(page: Path):
 
 @pytest.mark.parametrize("page", [p for p in PAGES if any(True for _ in commands(p))],
                          ids=lambda p: p.relative_to(REPO).as_posix())
-def test_command_lines_run(page, workspace, tmp_path):
+def test_command_lines_run(page, command_workspace, tmp_path):
     """Each command runs in the workspace: exit 0, or 1 where the page shows a damaged file."""
     pytest.importorskip("pyarrow")      # idv convert
     import shlex
     import subprocess
     import sys
-    for p in workspace.iterdir():
+    for p in command_workspace.iterdir():
         os.link(p, tmp_path / p.name)
     for line, command in commands(page):
         argv = shlex.split(command)
