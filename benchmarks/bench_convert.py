@@ -224,8 +224,11 @@ def run_dataset(kind, p, small, tmp, repeat, log):
         peak, imported = peak_memory(kind_of, source, paths[name] + ".mem" + ext,
                                      opts.get(name))
         small_src = small[f"{kind}_deflate"] if name.startswith(".idv") else small[kind]
-        small_peak, _ = peak_memory(kind_of, small_src, paths[name] + ".small" + ext,
-                                    opts.get(name))
+        if small_src == source:     # --quick: the small files are the data, measured above
+            small_peak = peak
+        else:
+            small_peak, _ = peak_memory(kind_of, small_src, paths[name] + ".small" + ext,
+                                        opts.get(name))
         results.append({"what": name, "options": opts.get(name), "seconds": s,
                         "ratio": base / s, "output_bytes": os.path.getsize(paths[name]),
                         "size_vs_mlnet": (os.path.getsize(paths[name]) / os.path.getsize(src_idv)

@@ -16,7 +16,9 @@ interleaved:
   spark          the same sum: spark.read.format("idv") (option columns) against
                  spark.read.parquet, on Spark local[2]; the Python data source hands Arrow
                  batches to the JVM, Parquet is read in the JVM
-An engine that is not installed (or Spark without Java) is reported as skipped, with why.
+An engine that is not installed (or Spark without Java) is reported as skipped, with why. Run
+through main() in a process that already has Ray initialized or a Spark session active (the
+tests'), the benchmark uses those and leaves them running.
 """
 from __future__ import annotations
 
@@ -58,9 +60,11 @@ def ray_figures(paths, parquet, repeat, log):
         import idv.ray
     except ImportError as e:
         return {"skipped": f"ray is not installed: {e}"}
-    log("Ray: starting (num_cpus=2)")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
+    started = not ray.is_initialized()      # else the Ray of the calling process (a test's)
+    if started:
+        log("Ray: starting (num_cpus=2)")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR)
     ray.data.DataContext.get_current().enable_progress_bars = False
     try:
         sums = {}
@@ -73,7 +77,8 @@ def ray_figures(paths, parquet, repeat, log):
         ray.data.range(8, override_num_blocks=2).sum("id")    # workers started before timing
         return _race(idv_sum, parquet_sum, sums, repeat)
     finally:
-        ray.shutdown()
+        if started:
+            ray.shutdown()
 
 
 def _race(idv_sum, parquet_sum, sums, repeat):
@@ -92,10 +97,13 @@ def spark_figures(folder, parquet_folder, repeat, log):
         return {"skipped": f"pyspark is not installed: {e}"}
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         return {"skipped": "Spark needs Java 17 or newer"}
-    log("Spark: starting (local[2])")
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = SparkSession.getActiveSession()     # the calling process's session (a test's)
+    started = spark is None
+    if started:
+        log("Spark: starting (local[2])")
+        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                 .getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
     idv.spark.register(spark)
     try:
         sums = {}
@@ -110,7 +118,8 @@ def spark_figures(folder, parquet_folder, repeat, log):
         spark.range(8, numPartitions=2).count()     # the executors' first job before timing
         return _race(idv_sum, parquet_sum, sums, repeat)
     finally:
-        spark.stop()
+        if started:
+            spark.stop()
 
 
 def main(argv=None):

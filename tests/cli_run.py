@@ -1,5 +1,6 @@
-"""The idv command line as users run it (``python -m idv`` in a subprocess), and what it
-prints read back into the oracle's JSON terms.
+"""The idv command line as users run it (``python -m idv``: through ``idv.cli.main`` in this
+process, or in a child process where only a process shows what is checked), and what it prints
+read back into the oracle's JSON terms.
 
 The CLI's output is checked against sidecar cells with ``check_cell``: floats at the column's
 precision, dates and times in .NET's text forms (textdump.py), vectors densified.
@@ -13,6 +14,8 @@ import os
 import re
 import subprocess
 import sys
+import traceback
+import warnings
 
 import numpy as np
 
@@ -21,9 +24,21 @@ from reference import REPO_DIR
 from textdump import ticks_iso, timespan_str
 
 
-def run(*args, check_rc=None, hide=()):
-    """Run ``python -m idv ARGS``; returns (returncode, stdout, stderr). `hide` names packages
-    that the child cannot import, as if they were not installed."""
+def run(*args, check_rc=None, hide=(), process=False):
+    """Run ``idv ARGS``; returns (returncode, stdout, stderr). In this process through
+    ``idv.cli.main`` (run_main), as ``python -m idv`` would run it; in a child ``python -m idv``
+    with `process` (what only a process shows: its entry point, its interpreter's start) or
+    `hide`, which names packages that the child cannot import, as if they were not installed."""
+    if process or hide:
+        return run_process(*args, check_rc=check_rc, hide=hide)
+    rc, out, err = run_main(*args)
+    if check_rc is not None:
+        assert rc == check_rc, (rc, out, err)
+    return rc, out, err
+
+
+def run_process(*args, check_rc=None, hide=()):
+    """``python -m idv ARGS`` in a child process; returns (returncode, stdout, stderr)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_DIR) + os.pathsep + env.get("PYTHONPATH", "")
     if hide:
@@ -36,6 +51,54 @@ def run(*args, check_rc=None, hide=()):
     if check_rc is not None:
         assert p.returncode == check_rc, (p.returncode, out, err)
     return p.returncode, out, err
+
+
+def run_main(*args, cwd=REPO_DIR):
+    """``idv ARGS`` run in this process as ``python -m idv`` runs it in its own, from `cwd`:
+    ``idv.cli.main(ARGS)``'s exit code and what it wrote to stdout and stderr (UTF-8 streams, no
+    input), with a fresh interpreter's warning filters; what would end that process with a
+    traceback is exit code 1 with the traceback on stderr."""
+    from idv.cli import main
+    stdout, stderr = _utf8_stream("strict"), _utf8_stream("backslashreplace")
+    saved = sys.stdin, sys.stdout, sys.stderr, os.getcwd()
+    sys.stdin, sys.stdout, sys.stderr = io.StringIO(), stdout, stderr
+    try:
+        os.chdir(cwd)
+        with warnings.catch_warnings():
+            _fresh_warning_filters()
+            try:
+                rc = main([str(a) for a in args])
+            except SystemExit as e:
+                rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except Exception:
+                traceback.print_exc()
+                rc = 1
+        stdout.flush()
+        stderr.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved[:3]
+        os.chdir(saved[3])
+    return rc, stdout.buffer.getvalue().decode("utf-8"), stderr.buffer.getvalue().decode("utf-8")
+
+
+def _utf8_stream(errors):
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors=errors, write_through=True)
+
+
+def _fresh_warning_filters():
+    """The warning filters and display of a fresh interpreter (as PYTHONWARNINGS unset):
+    DeprecationWarning shown only from __main__, the pending, import and resource warnings
+    never, the rest once per place, printed to sys.stderr."""
+    warnings.resetwarnings()
+    for category in (ResourceWarning, ImportWarning, PendingDeprecationWarning,
+                     DeprecationWarning):
+        warnings.filterwarnings("ignore", category=category)
+    warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+    warnings.showwarning = _print_warning
+
+
+def _print_warning(message, category, filename, lineno, file=None, line=None):
+    (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 # ``python -c COUNTING_CLI COUNT_FILE ARGS...`` runs ``idv ARGS``, counting the blocks each file

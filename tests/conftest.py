@@ -1,11 +1,17 @@
-"""pytest fixtures shared by the test files: the reference folder and the ML.NET oracle.
+"""pytest fixtures shared by the test files: the reference folder, the ML.NET oracle and the
+engines (one Spark session, one Ray runtime, one Dask cluster per test session); and the
+markers, given here by module, test name and fixture use (pyproject.toml registers them):
+``slow`` (left out by the quick run ``pytest -m "not slow"``), ``engine``, ``oracle`` and
+``subprocess``.
 
 Plain helper functions live in importable modules next to this file (tests/README.md lists
-them); this file only makes them importable and holds the fixtures.
+them); this file only makes them importable and holds the fixtures and markers.
 """
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -41,3 +47,120 @@ def oracle() -> Oracle:
     if found is None:
         pytest.skip(reason)
     return found
+
+
+# ---- the engines: each started once per test session, by the first test that needs it -------
+
+@pytest.fixture(scope="session")
+def spark():
+    """A SparkSession on local[2] with idv's data source registered and filter pushdown on."""
+    pytest.importorskip("pyspark", reason="Spark tests need pyspark 4 (pip install 'idv[spark]')")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark tests need Java 17 or newer (java on PATH or JAVA_HOME)")
+    import idv.spark
+    from pyspark.sql import SparkSession
+    session = (SparkSession.builder.master("local[2]").appName("idv-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config(idv.spark.PUSHDOWN_CONF, "true").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    idv.spark.register(session, pushdown=True)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_runtime():
+    """Ray on this machine (2 CPUs), progress bars off, the rows' order kept."""
+    ray = pytest.importorskip("ray", reason="Ray tests need ray[data] (pip install 'idv[ray]')")
+    pytest.importorskip("ray.data", reason="Ray tests need ray[data] (pip install 'idv[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.execution_options.preserve_order = True     # files written in the rows' order
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A distributed.Client of a LocalCluster of 2 worker processes (one thread each)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=40)
+    client = distributed.Client(cluster, timeout=60)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close(timeout=30)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The oracle's long-lived process ends with the session."""
+    from reference import find_oracle
+    if find_oracle.cache_info().currsize:
+        found, _ = find_oracle()
+        if found is not None:
+            found.close()
+
+
+# ---- markers ---------------------------------------------------------------------------------
+
+# module -> markers of every test in it
+MODULE_MARKS = {
+    "test_benchmarks.py": {"slow", "subprocess"},
+    "test_spark.py": {"slow", "engine"},
+    "test_ray.py": {"slow", "engine"},
+    "test_dask.py": {"engine"},
+    "test_torch.py": {"engine"},
+    "test_huggingface.py": {"engine"},
+    "test_fuzz.py": {"subprocess"},
+    "test_hostile.py": {"subprocess"},
+    "test_memory.py": {"subprocess"},
+    "test_error_hints.py": {"subprocess"},
+}
+# "module::test name" (all its parameters) or "module::test name[parameters]" -> markers
+TEST_MARKS = {
+    "test_fuzz.py::test_fuzz_session_finds_nothing": {"slow"},
+    "test_corrupt.py::test_valgrind_read_loop": {"slow", "subprocess"},
+    "test_convert.py::test_jsonl_streams": {"slow"},          # 200,000 rows under tracemalloc
+    # docs pages whose code starts an engine of its own (Spark, Ray)
+    "test_docs_run.py::test_code_blocks_run[docs/spark.md]": {"slow", "engine"},
+    "test_docs_run.py::test_code_blocks_run[docs/ray.md]": {"slow", "engine"},
+    "test_docs_run.py::test_code_blocks_run[docs/training.md]": {"slow", "engine"},  # workers
+    "test_docs_run.py::test_code_blocks_run[docs/interop.md]": {"slow"},
+}
+# fixture -> markers of every test that uses it
+FIXTURE_MARKS = {
+    "oracle": {"oracle"},
+    "spark": {"engine", "slow"}, "ray_runtime": {"engine", "slow"},
+    "dask_client": {"engine", "slow"},
+    "built_docs": {"slow", "subprocess"},        # test_docs.py: the Sphinx build
+}
+ENGINE_FIXTURES = ["dask_client", "ray_runtime", "spark"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by its module, its name and the fixtures it uses."""
+    for item in items:
+        module = item.path.name
+        name = f"{module}::{getattr(item, 'originalname', item.name)}"
+        marks = set(MODULE_MARKS.get(module, ())) | TEST_MARKS.get(name, set()) | \
+            TEST_MARKS.get(f"{module}::{item.name}", set())
+        for fixture in getattr(item, "fixturenames", ()):
+            marks |= FIXTURE_MARKS.get(fixture, set())
+        for marker in sorted(marks):
+            item.add_marker(marker)
+    # the tests on the session's engines last, one engine after the other: the engines then
+    # start once, after the tests that fork this process (torch workers, test_fork.py) and
+    # the docs pages that start and stop an engine of their own
+    def engine(item):
+        used = [f for f in ENGINE_FIXTURES if f in getattr(item, "fixturenames", ())]
+        return ENGINE_FIXTURES.index(used[0]) + 1 if used else 0
+    items.sort(key=engine)      # stable: the order within each group stays

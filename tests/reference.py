@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from oracle_server import Server, ServerGone
+
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent
 TESTDATA_DIR = REPO_DIR / "testdata"
@@ -166,19 +168,33 @@ class OracleFailed(AssertionError):
 
 
 class Oracle:
-    """Runs ``python3 <shared>/oracle/mlnet_oracle.py`` (the real ML.NET 1.5) in a subprocess."""
+    """Runs ``python3 <shared>/oracle/mlnet_oracle.py`` (the real ML.NET 1.5): each call is the
+    script's ``main`` run in one long-lived process of the test session (oracle_server.py),
+    which keeps .NET and ML.NET loaded; a call that finds that process dead is run as its own
+    ``python3 mlnet_oracle.py ARGS``."""
 
     def __init__(self, script: Path, python: str = None):
         self.script = Path(script)
         self.python = python or os.environ.get("IDV_ORACLE_PYTHON", "python3")
+        self.server = Server(self.python, self.script, ORACLE_TIMEOUT)
 
     def run(self, *args, check=True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([self.python, str(self.script), *map(str, args)],
-                              capture_output=True, text=True, timeout=ORACLE_TIMEOUT)
+        args = [str(a) for a in args]
+        try:
+            rc, out, err = self.server.call(args)
+            proc = subprocess.CompletedProcess([self.python, str(self.script), *args], rc, out,
+                                               err)
+        except ServerGone:
+            proc = subprocess.run([self.python, str(self.script), *args],
+                                  capture_output=True, text=True, timeout=ORACLE_TIMEOUT)
         if check and proc.returncode != 0:
-            raise OracleFailed(f"mlnet_oracle.py {' '.join(map(str, args))} exited with "
+            raise OracleFailed(f"mlnet_oracle.py {' '.join(args)} exited with "
                                f"{proc.returncode}:\n{proc.stderr.strip()[-4000:]}")
         return proc
+
+    def close(self):
+        """End the long-lived process (the next call starts another)."""
+        self.server.close()
 
     def info(self) -> dict:
         return json.loads(self.run("info").stdout)
@@ -208,8 +224,10 @@ class Oracle:
         return json.loads(self.run(*args).stdout)
 
 
+@functools.lru_cache(maxsize=None)
 def find_oracle():
-    """(Oracle, None) when `mlnet_oracle.py info` works, else (None, reason)."""
+    """(Oracle, None) when `mlnet_oracle.py info` works, else (None, reason); found once per
+    session, so every test shares its Oracle (and its process)."""
     script = shared_dir() / "oracle" / "mlnet_oracle.py"
     if not script.exists():
         return None, f"ML.NET oracle not found: {script} ({SET_SHARED})"
@@ -219,6 +237,7 @@ def find_oracle():
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"ML.NET oracle could not run: {e}"
     if proc.returncode != 0:
+        oracle.close()
         msg = (proc.stderr or proc.stdout).strip().splitlines()
         return None, (f"ML.NET oracle unavailable (`mlnet_oracle.py info` exited with "
                       f"{proc.returncode}: {msg[-1] if msg else 'no output'}; setup: bash "

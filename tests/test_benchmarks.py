@@ -1,5 +1,7 @@
 """The benchmark scripts still run: each in its quick mode (small data, one run of each figure,
-every measured path), checked for a clean exit and results, not for speed.
+every measured path), checked for a clean exit and results, not for speed. Each runs as a
+script in a child process, but bench_engines, whose main() runs in this process on the test
+session's Ray and Spark (conftest.py).
 
 bench_read writes its data with ML.NET once (into the git-ignored benchmarks/_data/) and needs
 pyarrow; without the oracle it is skipped, bench_write then runs with --no-mlnet. About 10 s
@@ -7,6 +9,7 @@ together once bench_read's data exists (15 s the first time).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -49,8 +52,8 @@ def test_every_benchmark_has_a_smoke_run():
     assert scripts == sorted(QUICK), "add the new benchmark to QUICK (and NEEDS_MLNET)"
 
 
-@pytest.mark.parametrize("script", sorted(QUICK))
-def test_benchmark_quick_mode(script):
+def _requirements(script):
+    """Skip unless what `script` needs is installed; (the oracle or None, options to add)."""
     pytest.importorskip("pyarrow")
     if script == "bench_dataset.py":
         pytest.importorskip("distributed")
@@ -59,20 +62,49 @@ def test_benchmark_quick_mode(script):
     if script == "bench_filter.py":
         pytest.importorskip("polars", reason="bench_filter times scan_idv")
         pytest.importorskip("duckdb", reason="bench_filter times DuckDB")
-    args = list(QUICK[script])
-    env = dict(os.environ)
     oracle, reason = find_oracle()
     if oracle is None and script in NEEDS_MLNET:
         why, without = NEEDS_MLNET[script]
         if without is None:
             pytest.skip(f"{script} needs the ML.NET oracle {why}: {reason}")
-        args.append(without)
-    elif oracle is not None:
+        return None, [without]
+    return oracle, []
+
+
+@pytest.mark.parametrize("script", sorted(set(QUICK) - {"bench_engines.py"}))
+def test_benchmark_quick_mode(script):
+    oracle, extra = _requirements(script)
+    env = dict(os.environ)
+    if oracle is not None:
         env["IDV_MLNET_ORACLE"] = str(oracle.script)
-    proc = subprocess.run([sys.executable, str(BENCHMARKS_DIR / script), *args],
-                          capture_output=True, text=True, env=env, cwd=REPO_DIR, timeout=600)
+    proc = subprocess.run([sys.executable, str(BENCHMARKS_DIR / script), *QUICK[script],
+                           *extra], capture_output=True, text=True, env=env, cwd=REPO_DIR,
+                          timeout=600)
     assert proc.returncode == 0, f"{script} exited with {proc.returncode}:\n{proc.stderr[-3000:]}"
-    report = json.loads(proc.stdout)
+    check_report(script, json.loads(proc.stdout), oracle)
+
+
+def test_engines_benchmark_quick_mode_on_the_sessions_engines(ray_runtime, spark, capsys,
+                                                              monkeypatch):
+    """bench_engines.py's main() in this process, on the test session's Ray and Spark (it
+    leaves them running)."""
+    oracle, extra = _requirements("bench_engines.py")
+    monkeypatch.setenv("IDV_MLNET_ORACLE", str(oracle.script))
+    monkeypatch.chdir(REPO_DIR)
+    monkeypatch.setattr(sys, "path", list(sys.path))        # the script adds its folders
+    spec = importlib.util.spec_from_file_location("bench_engines",
+                                                  BENCHMARKS_DIR / "bench_engines.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    capsys.readouterr()
+    bench.main([*QUICK["bench_engines.py"], *extra])
+    report = json.loads(capsys.readouterr().out)
+    check_report("bench_engines.py", report, oracle)
+    assert ray_runtime.is_initialized() and spark.range(3).count() == 3   # still running
+
+
+def check_report(script, report, oracle):
+    """The JSON report of `script`'s quick mode holds every figure, each measured."""
     assert report["quick"] is True
     if script == "bench_checksums.py":
         assert [(r["what"], r["compression"]) for r in report["results"]] == [

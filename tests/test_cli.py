@@ -1,4 +1,5 @@
-"""The ``idv`` command line, run as ``python -m idv`` in a subprocess on real ML.NET files.
+"""The ``idv`` command line on real ML.NET files, run through ``idv.cli.main`` as ``python -m
+idv`` runs it (cli_run.run), and in a child process where only a process shows what is checked.
 
 Expected output is derived from the fixtures' JSON sidecars (what ML.NET read back) and from
 ML.NET's own text dump of datatypes.idv, not from this reader.
@@ -55,8 +56,10 @@ def test_help_lists_the_commands():
 
 
 def test_version():
-    rc, out, err = run("--version", check_rc=0)
+    """`python -m idv` itself (a child process) and idv.cli.main print the same version."""
+    rc, out, err = run("--version", check_rc=0, process=True)
     assert re.match(r"idv \d+\.\d+", out)
+    assert run("--version", check_rc=0) == (rc, out, err)
 
 
 @pytest.mark.parametrize("args", [

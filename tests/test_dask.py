@@ -1,6 +1,7 @@
-"""idv.dask on a real distributed.LocalCluster (2 worker processes, one per module): datasets of
-ML.NET-written files read through Dask equal the single-process read; a file written from Dask
-is loaded by ML.NET (the oracle) with the same values as the files it came from.
+"""idv.dask on a real distributed.LocalCluster (2 worker processes, the test session's,
+conftest.py): datasets of ML.NET-written files read through Dask equal the single-process read; a
+file written from Dask is loaded by ML.NET (the oracle) with the same values as the files it came
+from.
 """
 from __future__ import annotations
 
@@ -30,16 +31,10 @@ BIG = ["multiblock_200k_deflate", "multiblock_200k_none"]
 TIMEOUT = 180
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", silence_logs=40)
-    c = distributed.Client(cluster, timeout=60)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close(timeout=30)
+@pytest.fixture
+def client(dask_client):
+    """The test session's cluster (conftest.py)."""
+    return dask_client
 
 
 def _compute(client, collection):

@@ -128,20 +128,17 @@ def test_command_lines_run(page, command_workspace, tmp_path):
     """Each command runs in the workspace: exit 0, or 1 where the page shows a damaged file."""
     pytest.importorskip("pyarrow")      # idv convert
     import shlex
-    import subprocess
-    import sys
+    from cli_run import run_main
     for p in command_workspace.iterdir():
         os.link(p, tmp_path / p.name)
     for line, command in commands(page):
         argv = shlex.split(command)
-        r = subprocess.run([sys.executable, "-m", "idv", *argv[1:]], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "PYTHONPATH": str(REPO)})
+        rc, out, err = run_main(*argv[1:], cwd=tmp_path)     # as `python -m idv` runs it
         expected = 1 if "damaged" in command else 0
-        assert r.returncode == expected, (f"{page.name}:{line}: {command}", r.stderr[-2000:])
-        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert rc == expected, (f"{page.name}:{line}: {command}", err[-2000:])
+        assert "internal error" not in err and "Traceback" not in err, err
         if expected == 0:
-            assert r.stdout or "->" in r.stderr, f"{page.name}:{line}: {command} printed nothing"
+            assert out or "->" in err, f"{page.name}:{line}: {command} printed nothing"
 
 
 def test_blocks_are_found():

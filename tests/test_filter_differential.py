@@ -799,23 +799,15 @@ def test_take_refuses_what_is_not_row_numbers(regression_files, how, idx):
 
 # ---- Spark --------------------------------------------------------------------------------
 
-@pytest.mark.slow
-def test_spark_pushdown_equals_spark_in_memory():
-    """Spark's answer through the idv source (filters pushed, statistics used) equals Spark's
-    over a DataFrame of the same rows made in memory; the queries run one after another on one
-    DataFrame, as a session does."""
-    pytest.importorskip("pyspark", reason="needs pyspark 4 (pip install 'idv[spark]')")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("needs Java 17 or newer (java on PATH or JAVA_HOME)")
+def test_spark_pushdown_equals_spark_in_memory(spark):
+    """Spark's answer through the idv source (filters pushed, statistics used: the test
+    session's Spark, conftest.py) equals Spark's over a DataFrame of the same rows made in
+    memory, each query on a DataFrame of its own; without pushdown (the default), one
+    DataFrame queried again and again."""
     from decimal import Decimal
 
     import idv.spark
-    from pyspark.sql import SparkSession, functions as F
-    spark = (SparkSession.builder.master("local[2]").appName("idv-filter-differential")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config(idv.spark.PUSHDOWN_CONF, "true").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    idv.spark.register(spark, pushdown=True)
+    from pyspark.sql import functions as F
     d = tempfile.mkdtemp(prefix="idv-filter-spark-")
     try:
         when = np.datetime64("2024-01-01") + np.arange(8).astype("timedelta64[h]")
@@ -829,6 +821,7 @@ def test_spark_pushdown_equals_spark_in_memory():
                    F.col("int8").isin(1, 300), ~(F.col("int64") == 2),
                    (F.col("int64") == 3) | (F.col("uint8") >= 200)]
         problems = []
+
         def load(name):
             return spark.read.format("idv").option("blocksPerPartition", 1) \
                 .load(str(Path(d) / name))
@@ -856,5 +849,6 @@ def test_spark_pushdown_equals_spark_in_memory():
         assert df.count() == memory.count()
         assert not problems, "\n".join(problems)
     finally:
-        spark.stop()
+        spark.conf.set(idv.spark.PUSHDOWN_CONF, "true")        # the session as it was
+        idv.spark.register(spark, pushdown=True)
         shutil.rmtree(d, ignore_errors=True)

@@ -1,12 +1,14 @@
 """Short, bounded coverage-guided fuzzing sessions (atheris) of each harness in fuzz/: the
 read path and verify (fuzz_read.py), remote reads from a lying Range server against local
 ones (fuzz_remote.py), zip archives and their specs (fuzz_archive.py); and a replay of each
-seed corpus. CI runs a few thousand executions per harness, at most IDV_FUZZ_SECONDS seconds
-each; a longer run: ``IDV_FUZZ_RUNS=1000000 IDV_FUZZ_SECONDS=7200 pytest tests/test_fuzz.py``
-(docs/development.md, "Fuzzing")."""
+seed corpus. Each harness writes its seed corpus once (one process), replays it (one process)
+and fuzzes from a copy of it within a fixed budget: IDV_FUZZ_RUNS executions (300), at most
+IDV_FUZZ_SECONDS seconds (5); a longer run: ``IDV_FUZZ_RUNS=1000000 IDV_FUZZ_SECONDS=7200 pytest
+tests/test_fuzz.py`` (docs/development.md, "Fuzzing")."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +16,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-RUNS = int(os.environ.get("IDV_FUZZ_RUNS", "3000"))
-# wall-clock cap of each CI session, whatever the runs: a slow machine runs fewer
-MAX_SECONDS = int(os.environ.get("IDV_FUZZ_SECONDS", "30"))
+RUNS = int(os.environ.get("IDV_FUZZ_RUNS", "300"))
+# wall-clock cap of each session, whatever the runs: a slow machine runs fewer
+MAX_SECONDS = int(os.environ.get("IDV_FUZZ_SECONDS", "5"))
 HARNESSES = ["fuzz_read", "fuzz_remote", "fuzz_archive"]
 SEEDS = {"fuzz_read": ["sample.idv", "written_deflate.idv", "written_none.idv"],
          "fuzz_remote": ["None-sample.idv", "shift-written_none.idv", "503-written_none.idv",
@@ -24,11 +26,19 @@ SEEDS = {"fuzz_read": ["sample.idv", "written_deflate.idv", "written_none.idv"],
          "fuzz_archive": ["names.zip", "stored.zip", "huge.zip"]}
 
 
-@pytest.fixture(params=HARNESSES)
+@pytest.fixture(scope="module", params=HARNESSES)
 def harness(request):
     if request.param == "fuzz_remote":
         pytest.importorskip("aiohttp", reason="remote reads need the remote extra (aiohttp)")
     return REPO / "fuzz" / f"{request.param}.py"
+
+
+@pytest.fixture(scope="module")
+def seeded(harness, tmp_path_factory):
+    """(the harness's run of --seeds, the corpus it wrote): once per harness."""
+    folder = tmp_path_factory.mktemp(harness.stem)
+    r = _run(harness, "--seeds", folder / "corpus", cwd=folder)
+    return r, folder / "corpus"
 
 
 def _run(harness, *args, cwd):
@@ -36,26 +46,29 @@ def _run(harness, *args, cwd):
                           capture_output=True, text=True, timeout=MAX_SECONDS + 300)
 
 
-def test_seed_corpus_is_written(harness, tmp_path):
-    r = _run(harness, "--seeds", tmp_path / "corpus", cwd=tmp_path)
+def test_seed_corpus_is_written(harness, seeded):
+    r, corpus = seeded
     assert r.returncode == 0, r.stderr
-    seeds = {p.name for p in (tmp_path / "corpus").iterdir()}
+    seeds = {p.name for p in corpus.iterdir()}
     assert set(SEEDS[harness.stem]) <= seeds, sorted(seeds)
+    assert f"{len(seeds)} seeds in {corpus}" in r.stdout
 
 
-def test_replay_runs_every_seed_without_libfuzzer(harness, tmp_path):
-    corpus = tmp_path / "corpus"
-    assert _run(harness, "--seeds", corpus, cwd=tmp_path).returncode == 0
+def test_replay_runs_every_seed_without_libfuzzer(harness, seeded, tmp_path):
+    corpus = seeded[1]
+    assert seeded[0].returncode == 0
     r = _run(harness, "--replay", corpus, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-4000:]
     n = len(list(corpus.iterdir()))
     assert f"{n} inputs replayed, nothing found" in r.stdout
 
 
-def test_fuzz_session_finds_nothing(harness, tmp_path):
+def test_fuzz_session_finds_nothing(harness, seeded, tmp_path):
     pytest.importorskip("atheris", reason="atheris (test extra, Linux) is not installed")
-    corpus = tmp_path / "corpus"
-    assert _run(harness, "--seeds", corpus, cwd=tmp_path).returncode == 0
+    assert seeded[0].returncode == 0
+    corpus = tmp_path / "corpus"            # libFuzzer adds to it: a copy of the seeds
+    shutil.copytree(seeded[1], corpus)
+    n = len(list(corpus.iterdir()))
     r = _run(harness, corpus, f"-runs={RUNS}", f"-max_total_time={MAX_SECONDS}",
              "-rss_limit_mb=3072", "-timeout=30", "-print_final_stats=1", cwd=tmp_path)
     findings = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(
@@ -63,5 +76,4 @@ def test_fuzz_session_finds_nothing(harness, tmp_path):
     assert r.returncode == 0 and not findings, (findings, r.stderr[-4000:])
     executed = [line for line in r.stderr.splitlines()
                 if line.startswith("stat::number_of_executed_units:")]
-    n = len(list(corpus.iterdir()))
     assert executed and int(executed[0].split(":")[-1]) > n, r.stderr[-2000:]

@@ -1,11 +1,10 @@
-"""idv.ray on a local Ray (2 CPUs, one per module): ML.NET-written files read through Ray Data
-equal idv's single-process read (count, sums, projection); a multi-block file gives several
-blocks; a dataset written through IdvDatasink reads back equal and every file loads in ML.NET
-(the oracle); a job whose task fails leaves nothing idv.dataset would pick up.
+"""idv.ray on a local Ray (2 CPUs, the test session's, conftest.py): ML.NET-written files read
+through Ray Data equal idv's single-process read (count, sums, projection); a multi-block file
+gives several blocks; a dataset written through IdvDatasink reads back equal and every file loads
+in ML.NET (the oracle); a job whose task fails leaves nothing idv.dataset would pick up.
 """
 from __future__ import annotations
 
-import logging
 import os
 
 import numpy as np
@@ -26,17 +25,9 @@ MIXED = ["mixed_default", "mixed_deflate", "mixed_none", "mixed_smallblocks_defl
 SCALARS = ["Id", "F32", "F64", "B", "Txt", "Key", "DT"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False
-    context.execution_options.preserve_order = True     # files written in the rows' order
-    try:
-        yield
-    finally:
-        ray.shutdown()
+@pytest.fixture(autouse=True)
+def local_ray(ray_runtime):
+    """The test session's Ray (conftest.py)."""
 
 
 def _paths(names):

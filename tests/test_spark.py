@@ -1,9 +1,9 @@
-"""idv.spark on Spark local[2] (one session per module): ML.NET-written files read through the
-data source ``idv`` equal idv's own read (count, sum, a filter on a sorted column, a
+"""idv.spark on Spark local[2] (the test session's, conftest.py): ML.NET-written files read through
+the data source ``idv`` equal idv's own read (count, sum, a filter on a sorted column, a
 projection); filters Spark pushes skip the partitions statistics rule out and give the rows
-idv.read's filter gives, those it cannot push still give Spark's rows, with or without
-pushdown; files written through it load in ML.NET (the oracle) and read back equal; a job
-whose task fails, or that is killed, leaves nothing idv.dataset would pick up.
+idv.read's filter gives, those it cannot push still give Spark's rows, with or without pushdown;
+files written through it load in ML.NET (the oracle) and read back equal; a job whose task fails,
+or that is killed, leaves nothing idv.dataset would pick up.
 """
 from __future__ import annotations
 
@@ -22,24 +22,10 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark tests need Java 17 or newer (java on PATH or JAVA_HOME)",
                 allow_module_level=True)
 import idv.spark  # noqa: E402
-from pyspark.sql import SparkSession, functions as F  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
 MIXED = ["mixed_default", "mixed_deflate", "mixed_none", "mixed_smallblocks_deflate"]
 SCALARS = ["Id", "F32", "F64", "B", "Txt", "Key", "DT"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = (SparkSession.builder.master("local[2]").appName("idv-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config(idv.spark.PUSHDOWN_CONF, "true").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    idv.spark.register(session, pushdown=True)
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 @pytest.fixture(scope="module")
