@@ -147,8 +147,9 @@ def fits_ns(ticks100):
 # int64 ('ticks'), read()'s own datetime64[100ns] ('100ns'), or chosen per column: 'auto', the
 # finest unit that holds every value of the column exactly (ns, else us), flooring to us with
 # an IdvWarning that counts the values changed where neither does; 'exact', the same, but
-# refusing instead of flooring.
-CHOSEN_MODES = ("auto", "exact")
+# refusing instead of flooring; 'auto-us', microseconds always (what every engine reads from
+# Parquet: idv.convert's default there), flooring finer ticks with that IdvWarning.
+CHOSEN_MODES = ("auto", "exact", "auto-us")
 TIME_MODES = CHOSEN_MODES + ("us", "ns", "ticks")
 
 
@@ -192,23 +193,27 @@ class UnitChoice:
         (safe False) with an IdvWarning ('auto') or refusing with ValueError ('exact') when
         some values have sub-microsecond ticks."""
         from idv.errors import IdvWarning
-        if self.lo is None or (self.lo >= NS_MIN_100 and self.hi <= NS_MAX_100):
+        fits = self.lo is None or (self.lo >= NS_MIN_100 and self.hi <= NS_MAX_100)
+        if fits and mode != "auto-us":
             return "ns", True
         if not self.sub_us:
             return "us", True
         example = show_ticks(self.first_sub_us, what)
         span = "+-292 years" if what == "TimeSpan" else "years 1677-2262"
-        message = (f"{column}: {self.sub_us} {what} value{'s' * (self.sub_us != 1)} (first: "
-                   f"{example}) have 100-ns ticks, and the column spans more than nanoseconds "
-                   f"can hold ({span}), so no unit holds it exactly")
+        values = f"{column}: {self.sub_us} {what} value{'s' * (self.sub_us != 1)} (first: " \
+                 f"{example}) have 100-ns ticks"
+        message = f"{values}, which microseconds cannot hold" if mode == "auto-us" else \
+            (f"{values}, and the column spans more than nanoseconds can hold ({span}), so no "
+             f"unit holds it exactly")
         if mode == "exact":
             raise ValueError(f"{message}; use datetime='ticks' (exact .NET ticks) or 'auto' "
                              f"(floors them to microseconds, with a warning)")
         import warnings
+        keep = "datetime='ns' or 'ticks' keeps them exact" if mode == "auto-us" and fits \
+            else "datetime='ticks' keeps them exact"
         warnings.warn(f"{message}: floored to microseconds, clamped at the ends of .NET's "
                       f"range (TimeSpan.MinValue becomes the least microsecond inside it), so "
-                      f"that they convert back (datetime='ticks' keeps them exact)", IdvWarning,
-                      stacklevel=4)
+                      f"that they convert back ({keep})", IdvWarning, stacklevel=4)
         return "us", False
 
 

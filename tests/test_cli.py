@@ -1183,16 +1183,16 @@ def test_convert_shows_a_progress_bar_on_a_terminal(tmp_path):
 
 
 def test_convert_datetime_ticks_round_trip_is_exact(tmp_path):
-    """100 ns ticks do not fit Arrow's microseconds: --datetime us (Parquet's default) refuses
-    with a hint naming the command-line options, auto floors them with a warning, and
-    --datetime ticks goes through Parquet and back exactly."""
+    """100 ns ticks do not fit Arrow's microseconds: --datetime us refuses with a hint naming
+    the command-line options, Parquet's default (auto-us) and auto floor them with a warning,
+    and --datetime ticks goes through Parquet and back exactly."""
     src = fixture("scalars_datetime")
     doc = sidecar("scalars_datetime")
     pq, back = tmp_path / "t.parquet", tmp_path / "back.idv"
     rc, _, err = run("convert", src, pq, "--datetime", "us")
     assert rc == 1 and "--floor-datetime" in err and "--datetime ticks" in err
-    rc, _, err = run("convert", src, tmp_path / "default.parquet")   # Parquet: us, exact
-    assert rc == 1 and "--datetime" in err
+    rc, _, err = run("convert", src, tmp_path / "default.parquet", "-q")   # Parquet: us
+    assert rc == 0 and "floored to microseconds" in err and "'ticks' keeps them" in err
     rc, _, err = run("convert", src, tmp_path / "auto.parquet", "--datetime", "auto", "-q")
     assert rc == 0 and err.startswith("idv: warning: column 'DT': ") and \
         "floored to microseconds" in err

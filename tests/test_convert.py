@@ -628,8 +628,15 @@ def test_parquet_of_ticks_finer_than_a_microsecond_says_how_to_keep_them(tmp_pat
     src = tmp_path / "fine.idv"
     idv.write(src, {"when": np.array([1, 2], "datetime64[us]").astype("datetime64[100ns]")
                     + np.array([0, 1], "timedelta64[100ns]")})
-    with pytest.raises(ValueError, match="ticks"):
+    with pytest.warns(idv.IdvWarning, match="1 DateTime value .*floored to microseconds.*"
+                                            "datetime='ns' or 'ticks' keeps them exact"):
         idv.convert(src, tmp_path / "fine.parquet")
-    code, _, err = cli_run.run("convert", src, tmp_path / "fine.parquet")
-    assert code == 1 and "--datetime" in err
+    assert pq.read_table(tmp_path / "fine.parquet")["when"].cast(pa.int64()).to_pylist() == \
+        [1, 2]
+    code, _, err = cli_run.run("convert", src, tmp_path / "fine.parquet", "-q")
+    assert code == 0 and "floored to microseconds" in err
+    code, _, err = cli_run.run("convert", src, tmp_path / "us.parquet", "--datetime", "us")
+    assert code == 1 and "--datetime" in err                     # asked for: exact or refused
     idv.convert(src, tmp_path / "fine.parquet", datetime="ns")
+    assert pq.read_table(tmp_path / "fine.parquet")["when"].cast(pa.int64()).to_pylist() == \
+        [1000, 2100]

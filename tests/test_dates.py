@@ -103,11 +103,35 @@ def test_pandas_by_default():
         [t // 10 for t in since_1970("Created")]
 
 
+FLOORED = {"Created": "DateTime", "Updated": "DateTime", "Elapsed": "TimeSpan"}
+
+
+def _floored_for_parquet(messages):
+    """Parquet's default (auto-us): microseconds, one warning per column with finer ticks."""
+    assert len(messages) == len(FLOORED), messages
+    for (name, what), message in zip(FLOORED.items(), messages):
+        n = sum(t % 10 != 0 for t in since_1970(name))
+        assert re.match(rf"column '{name}': {n} {what} values \(first: .*which microseconds "
+                        rf"cannot hold: floored to microseconds", message), message
+
+
 def test_parquet_by_default_and_exactly_with_ticks(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     _, messages = _warnings_of(lambda: idv.convert(PATH, tmp_path / "x.parquet"))
+    _floored_for_parquet(messages)
+    table = pq.read_table(tmp_path / "x.parquet")       # microseconds: what Spark reads
+    for name in ("Created", "Updated", "Day"):
+        assert table.schema.field(name).type == pa.timestamp("us")
+        assert table.column(name).cast(pa.int64()).to_pylist() == \
+            [t // 10 for t in since_1970(name)], name
+    assert table.schema.field("Elapsed").type == pa.duration("us")
+    assert table.column("Elapsed").cast(pa.int64()).to_pylist() == \
+        [t // 10 for t in since_1970("Elapsed")]
+    # auto, as asked: nanoseconds where every value fits
+    _, messages = _warnings_of(lambda: idv.convert(PATH, tmp_path / "a.parquet",
+                                                   datetime="auto"))
     _one_warning_for_created(messages)
-    _check_arrow_columns(pq.read_table(tmp_path / "x.parquet"))
+    _check_arrow_columns(pq.read_table(tmp_path / "a.parquet"))
     # ticks: exact, and back to an .idv with ML.NET's ticks
     _, messages = _warnings_of(lambda: idv.convert(PATH, tmp_path / "t.parquet",
                                                    datetime="ticks"))
@@ -131,13 +155,16 @@ def test_exact_refuses_and_names_the_column(tmp_path):
     assert table.schema.field("Updated").type == pa.timestamp("ns")
 
 
-def test_cli_convert_by_default_warns_once(tmp_path):
+def test_cli_convert_by_default_warns_once_a_column(tmp_path):
     pytest.importorskip("pyarrow.parquet")
     rc, out, err = run("convert", PATH, tmp_path / "x.parquet", "-q")
     assert rc == 0, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(
+    assert [line.split("'")[1] for line in lines] == list(FLOORED), err
+    assert lines[0].startswith(
         f"idv: warning: column 'Created': {CREATED_CHANGED} DateTime values"), err
+    rc, out, err = run("convert", PATH, tmp_path / "f.feather", "-q")     # auto: ns fits
+    assert rc == 0 and len(err.strip().splitlines()) == 1, err
     rc, out, err = run("convert", PATH, tmp_path / "y.parquet", "-q", "--datetime", "ticks")
     assert (rc, err) == (0, "")
 

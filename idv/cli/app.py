@@ -212,12 +212,14 @@ def build_parser():
                    help="DEFLATE library of an .idv output: libdeflate (the default where "
                         "installed), zlib (ML.NET's bytes at --level 6) or isal (fastest, "
                         "files 10-76%% larger)")
-    s.add_argument("--datetime", choices=("auto", "exact", "us", "ns", "ticks"), default=None,
-                   help="DateTime/TimeSpan on the Arrow side: auto (the default, but us for "
-                        "Parquet, which Spark reads: ns or ticks keep 100-ns ticks there; auto "
-                        "is per column nanoseconds if all fit, else microseconds, flooring "
-                        "100-ns ticks with a warning), exact (the same, refusing to floor), "
-                        "us, ns (years 1677-2262 only) or ticks (exact int64 .NET ticks)")
+    s.add_argument("--datetime", choices=("auto", "auto-us", "exact", "us", "ns", "ticks"),
+                   default=None,
+                   help="DateTime/TimeSpan on the Arrow side: auto (the default: per column "
+                        "nanoseconds if all fit, else microseconds, flooring 100-ns ticks with "
+                        "a warning), auto-us (Parquet's default, which Spark reads: "
+                        "microseconds, flooring finer ticks with a warning; ns or ticks keep "
+                        "100-ns ticks there), exact (as auto, refusing to floor), us, ns (years "
+                        "1677-2262 only) or ticks (exact int64 .NET ticks)")
     s.add_argument("--floor-datetime", action="store_true",
                    help="floor ticks finer than the --datetime unit instead of failing")
     s.add_argument("--types", metavar="NAME=TYPE,...", default=None,

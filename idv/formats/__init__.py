@@ -54,8 +54,8 @@ class Format:
       source (a file or an idv.Dataset) directly, from its numpy blocks; None: through Arrow.
     * ``title``: its name for people (help, errors).
     * ``datetime``: the unit of times written from an .idv when ``datetime=`` is not given:
-      ``"auto"``, or ``"us"`` for Parquet, the unit every engine reads (Spark refuses
-      Parquet's nanosecond timestamps).
+      ``"auto"``, or ``"auto-us"`` for Parquet: microseconds, the unit every engine reads
+      (Spark refuses Parquet's nanosecond timestamps), finer ticks floored with a warning.
     """
 
     name: str
@@ -73,7 +73,7 @@ FORMATS = {f.name: f for f in (
     Format("idv", (".idv",), idv_format.CODECS, idv_format.IdvSource, idv_format.IdvSink,
            idv_format.idv_to_idv, "ML.NET's binary dataview"),
     Format("parquet", (".parquet", ".pq"), parquet.CODECS, parquet.ParquetSource,
-           parquet.ParquetSink, None, "Parquet", "us"),
+           parquet.ParquetSink, None, "Parquet", "auto-us"),
     Format("feather", (".feather",), ipc.CODECS, ipc.IpcSource, ipc.IpcSink, None,
            "Feather (an Arrow IPC file)"),
     Format("arrow", (".arrow", ".ipc"), ipc.CODECS, ipc.IpcSource, ipc.IpcSink, None,
@@ -175,9 +175,10 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
       (per column the finest exact unit, else microseconds floored with an IdvWarning
       counting the values changed), ``"exact"`` (refuses instead), ``"us"``, ``"ns"`` or
       ``"ticks"`` (with ``"us"``, sub-microsecond ticks raise unless ``safe=False``). The
-      default is the destination's (``FORMATS[name].datetime``): ``"us"`` for Parquet, which
-      Spark, DuckDB, polars and pandas all read (``"ns"`` or ``"ticks"`` keep 100-ns ticks
-      there), ``"auto"`` for the others.
+      default is the destination's (``FORMATS[name].datetime``): ``"auto-us"`` for Parquet,
+      microseconds, which Spark, DuckDB, polars and pandas all read, finer ticks floored with
+      an IdvWarning (``"ns"`` or ``"ticks"`` keep 100-ns ticks there), ``"auto"`` for the
+      others.
     * ``types``: idv types for some columns of a non-.idv source (overriding the types
       inferred from Arrow; for CSV they also tell pyarrow how to parse the column).
     * ``legacy_keys``: ``"shift"`` writes the keys of ML.NET 0.x files that have a min
