@@ -204,7 +204,7 @@ class BlockStore:
         offsets = np.ascontiguousarray(lookup["offset"], np.int64)
         disk = np.ascontiguousarray(lookup["disk"], np.int64)
         buf, at = self.block_bytes(offsets, disk)
-        got = _compression.crc32_ranges(buf, at, disk)
+        got = self._crcs_of(buf, at, disk)
         bad = np.flatnonzero((crcs != _compression.NO_CRC) & ((crcs < 0) | (got != crcs)))
         if len(bad):
             i = int(bad[0])
@@ -283,11 +283,9 @@ class BlockStore:
         view = memoryview(buf).cast("B")
         return [view[o:o + n] for o, n in zip(offsets.tolist(), disk.tolist())]
 
-    def _check_crcs(self, buf, offsets, disk, crcs, b0, at=None):
-        """IdvFormatError naming the first block (numbered from b0) whose bytes fail their
-        CRC-32 (`crcs`: idv.checksums.Checksums.expected's), computed in one call per span of
-        blocks without the GIL, in the read threads when there is much to check. `at`: the
-        blocks' offsets in the file, where `offsets` are those in a buffer of their bytes."""
+    def _crcs_of(self, buf, offsets, disk):
+        """The CRC-32 of each part [offsets[k], +disk[k]) of `buf`, in one call per span of
+        parts without the GIL, in the read threads when there is much to check."""
         def run(span):
             return _compression.crc32_ranges(buf, offsets[span[0]:span[1]],
                                              disk[span[0]:span[1]])
@@ -297,7 +295,13 @@ class BlockStore:
             got = list(_threads.pool("read", self.threads).map(run, spans))
         else:
             got = [run(s) for s in spans]
-        got = np.concatenate(got) if got else np.zeros(0, np.int64)
+        return np.concatenate(got) if got else np.zeros(0, np.int64)
+
+    def _check_crcs(self, buf, offsets, disk, crcs, b0, at=None):
+        """IdvFormatError naming the first block (numbered from b0) whose bytes fail their
+        CRC-32 (`crcs`: idv.checksums.Checksums.expected's), computed by _crcs_of. `at`: the
+        blocks' offsets in the file, where `offsets` are those in a buffer of their bytes."""
+        got = self._crcs_of(buf, offsets, disk)
         bad = np.flatnonzero((crcs != _compression.NO_CRC) & ((crcs < 0) | (got != crcs)))
         if len(bad):
             i = int(bad[0])
