@@ -135,7 +135,9 @@ def test_the_sink_writes_few_large_files(tmp_path):
     ds.write_datasink(few)
     assert 2 <= len(few.paths) <= 4
     with idv.dataset(few.paths) as back:
-        assert back.num_rows == 100_000 and min(f.num_rows for f in back.files) >= 10_000
+        sizes = [f.num_rows for f in back.files]
+    assert sum(sizes) == 100_000
+    assert sum(s < 30_000 for s in sizes) <= 1               # all but the remainder: full
     split = idv.ray.IdvDatasink(tmp_path / "split", rows_per_file=None)
     ds.write_datasink(split)
     assert len(split.paths) > len(few.paths)             # Ray's own split: more, smaller
