@@ -317,7 +317,7 @@ def _count_by_statistics(f, bound, rows):
     undecided = keep & ~whole
     total = int(rows[whole].sum())
     if undecided.any():
-        for _batch, hits, _ in filters.filtered(f, [], bound.node,
+        for _batch, hits, _ in filters.filtered(f, [], bound,
                                                 blocks=lambda _p, _f: undecided):
             total += len(hits)
     return total

@@ -3,9 +3,10 @@ as values, by every row test and every block test alike (docs/filters.md, "What 
 means").
 
 A comparison ``column op literal`` is first bound to its column (`bind`): the literal is read
-as the exact value it denotes (an integer, a fraction, a float's exact binary value, text,
-.NET ticks, possibly between two ticks), never cast or rounded to the column's type, and the
-comparison is rewritten as a `Test` that the column's own numbers decide exactly:
+as the exact value it denotes (idv.literals: an integer, a fraction, a float's exact binary
+value, text, .NET ticks, possibly between two ticks), never cast or rounded to the column's
+type, and the comparison is rewritten as a `Test` that the column's own numbers decide
+exactly:
 
 - every row passes, or none does (``ALL``, ``NONE``): ``UInt64 > -1``, ``Int64 == 1.5``;
 - ``op v`` with ``v`` a value of the column's type: ``Int64 < 1.5`` is ``< 2``, ``Single
@@ -20,24 +21,18 @@ that holds one) and which surely match whole (`Zones.all_match`).
 """
 from __future__ import annotations
 
-import datetime as dt
 import math
-import numbers
-import re
-from decimal import Decimal
 from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
 
+from idv import literals, ticks
 from idv import statistics as S
-from idv import ticks
 from idv import types as T
 
-ORDER = ("<", "<=", ">", ">=")
-OPS = ("==", "!=") + ORDER + ("in", "not in")
+OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 ALL, NONE, CMP, IN, NOT_IN = "all", "none", "cmp", "in", "not in"
-_NAN = float("nan")
 _UFUNCS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
            ">": np.greater, ">=": np.greater_equal}
 _INT64 = (-2**63, 2**63 - 1)
@@ -66,124 +61,6 @@ def _fail(col, op, literal, why, error=TypeError):
     shown = repr(literal)
     shown = shown if len(shown) <= 80 else shown[:77] + "..."
     return error(f"column {col.name!r} ({col.type}) {op} {shown}: {why}")
-
-
-# ---------------------------------------------------------------------------------------------
-# literals: the exact value they denote
-# ---------------------------------------------------------------------------------------------
-
-def exact_number(value):
-    """The exact value of a numeric literal: an int, a Fraction (not an integer), or a float
-    NaN / +-inf; None for a value that is not a number (bool is 0 or 1)."""
-    if isinstance(value, (bool, np.bool_)):
-        return int(value)
-    if isinstance(value, np.timedelta64):       # a numpy integer, but a time span
-        return None
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        if math.isnan(value) or math.isinf(value):
-            return float(value)
-        return _normal(Fraction(*value.as_integer_ratio()))
-    if isinstance(value, Decimal):
-        if value.is_nan() or value.is_infinite():
-            return float(value)
-        return _normal(Fraction(value))
-    if isinstance(value, numbers.Rational):
-        return _normal(Fraction(value.numerator, value.denominator))
-    return None
-
-
-def _normal(q):
-    return int(q) if q.denominator == 1 else q
-
-
-_UNIT_NS = {"W": 604_800 * 10**9, "D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9,
-            "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1, "ps": Fraction(1, 10**3),
-            "fs": Fraction(1, 10**6), "as": Fraction(1, 10**9)}
-
-
-def _np_ticks(value, item):
-    """.NET ticks of a numpy datetime64 / timedelta64 (exact: an int or a Fraction; NaN for
-    NaT); None for a unit without a fixed length (years, months) of a timedelta."""
-    if np.isnat(value):
-        return _NAN
-    unit, count = np.datetime_data(value.dtype)
-    if unit in ("Y", "M"):
-        if isinstance(value, np.timedelta64):
-            return None
-        value, unit, count = value.astype("datetime64[D]"), "D", 1
-    ns = int(value.astype(np.int64)) * count * _UNIT_NS[unit]
-    got = Fraction(ns, 100)
-    return _normal(got + (T.EPOCH_TICKS if isinstance(value, np.datetime64) else 0))
-
-
-def _time_ticks(value, item):
-    """The exact .NET ticks of a literal for a DateTime, DateTimeOffset (by its UTC instant;
-    a naive value is taken as UTC) or TimeSpan column; None: not a value of that kind. An int
-    is ticks already."""
-    if isinstance(value, (int, np.integer)) and \
-            not isinstance(value, (bool, np.bool_, np.timedelta64)):
-        return int(value)
-    if item is T.TimeSpan:
-        if type(value).__name__ == "Timedelta" and hasattr(value, "value"):    # pandas
-            return _NAN if value != value else _normal(Fraction(int(value.value), 100))
-        if isinstance(value, dt.timedelta):
-            return ((value.days * 86_400 + value.seconds) * 10**6 + value.microseconds) * 10
-        if isinstance(value, np.timedelta64):
-            return _np_ticks(value, item)
-        return None
-    if type(value).__name__ == "Timestamp" and hasattr(value, "value"):       # pandas
-        if value != value:
-            return _NAN
-        return _normal(Fraction(int(value.value), 100)) + T.EPOCH_TICKS
-    if isinstance(value, str):
-        return _iso_ticks(value)
-    if isinstance(value, dt.datetime):
-        wall = _civil_ticks(value.year, value.month, value.day, value.hour, value.minute,
-                            value.second) + value.microsecond * 10
-        offset = value.utcoffset()          # the UTC instant, exact beyond years 1 and 9999
-        return wall if offset is None else wall - _time_ticks(offset, T.TimeSpan)
-    if isinstance(value, dt.date):
-        return _civil_ticks(value.year, value.month, value.day)
-    if isinstance(value, np.datetime64):
-        return _np_ticks(value, item)
-    return None
-
-
-_DAY_TICKS = 86_400 * 10**7
-
-
-def _civil_ticks(year, month, day, hour=0, minute=0, second=0):
-    """.NET ticks of a date and time of day (0 = 0001-01-01T00:00)."""
-    days = dt.date(year, month, day).toordinal() - 1
-    return days * _DAY_TICKS + ((hour * 60 + minute) * 60 + second) * 10**7
-
-
-_ISO = re.compile(r"\s*(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?"
-                  r"\s*(Z|[+-]\d{2}(?::?\d{2})?)?\s*$")
-
-
-def _iso_ticks(text):
-    """The exact ticks of an ISO 8601 date or date and time (any number of fractional
-    digits; with an offset or Z: its UTC instant), over all of .NET's years; None if it is
-    not one."""
-    m = _ISO.match(text)
-    if m is None:
-        return None
-    y, mo, d, h, mi, s, frac, zone = m.groups()
-    try:
-        ticks = _civil_ticks(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0))
-    except ValueError:
-        return None
-    if frac:
-        ticks = _normal(ticks + Fraction(int(frac) * 10**7, 10**len(frac)))
-    if zone and zone != "Z":
-        sign = -1 if zone[0] == "-" else 1
-        digits = zone[1:].replace(":", "")
-        minutes = int(digits[:2]) * 60 + (int(digits[2:]) if len(digits) > 2 else 0)
-        ticks -= sign * minutes * 60 * 10**7
-    return ticks
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,7 +99,7 @@ def bind(col: Column, op: str, literal) -> Test:
     if item is T.RowId:
         raise _fail(col, op, literal, "RowId columns cannot be filtered on", ValueError)
     if op in ("in", "not in"):
-        if not is_collection(literal):
+        if not literals.is_collection(literal):
             raise _fail(col, op, literal, f"{op} takes a list of values", ValueError)
         return _bind_members(col, op, list(literal))
     if literal is None:
@@ -240,7 +117,7 @@ def bind(col: Column, op: str, literal) -> Test:
             raise _fail(col, op, literal, f"Text columns compare with str, not "
                                           f"{type(literal).__name__}")
         return Test(CMP, op, str(literal))
-    q = _time_ticks(literal, item) if item in ticks.TIME_ITEMS else _number(col, op, literal)
+    q = literals.time_ticks(literal, item) if item in ticks.TIME_ITEMS else _number(col, op, literal)
     if q is None:
         want = "a time span (timedelta, numpy timedelta64) or ticks" if item is T.TimeSpan \
             else "a date and time (datetime, numpy datetime64, ISO string) or ticks"
@@ -252,22 +129,11 @@ def bind(col: Column, op: str, literal) -> Test:
 
 
 def _number(col, op, literal):
-    q = exact_number(literal)
+    q = literals.exact_number(literal)
     if q is None:
         raise _fail(col, op, literal, f"{T.item_type(col.type)} columns compare with "
                                       f"numbers, not {type(literal).__name__}")
     return q
-
-
-def is_collection(value) -> bool:
-    """Whether `value` is a collection of literals for in / not in (not text, bytes or a
-    mapping, which are single values)."""
-    if isinstance(value, (str, bytes, bytearray, memoryview, dict)):
-        return False
-    if isinstance(value, np.ndarray):
-        return value.ndim == 1
-    return isinstance(value, (list, tuple, set, frozenset, range)) or \
-        type(value).__name__ in ("Series", "Index", "Array", "ChunkedArray")
 
 
 def _labelled(col, op, label):

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from idv import budget, comparison, vectors
+from idv import budget, comparison, literals, vectors
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning
 from idv.scan import NumpyColumn, scan
@@ -103,7 +103,7 @@ def _shallow(node):
 def _values(op, value):
     """A comparison's literal: the values of a collection for in / not in, as a list (other
     literals, str and bytes included, stay as given: binding refuses them)."""
-    return list(value) if op in ("in", "not in") and comparison.is_collection(value) else value
+    return list(value) if op in ("in", "not in") and literals.is_collection(value) else value
 
 
 def _from_dnf(terms):
@@ -267,6 +267,8 @@ class Prepared:
 
     def __init__(self, node, f):
         self.node = node
+        self.file = f
+        self._keep = None
         self.columns = {}
         names = columns_of(node)
         for name in names:
@@ -293,13 +295,15 @@ class Prepared:
         """A bool per block: False where the statistics rule out every row. The blocks
         ruled out are checked against their CRC-32s where that needs no fetch
         (Column.check_unread): a block changed since its statistics is an IdvFormatError, as
-        its read would be, never rows silently left out."""
-        keep = _may(self.tree, self.zones, self.num_blocks)
-        if not keep.all():
-            skipped = np.flatnonzero(~keep)
-            for col, recorded in self._judges:
-                col.check_unread(skipped, recorded)
-        return keep
+        its read would be, never rows silently left out. Found once."""
+        if self._keep is None:
+            keep = _may(self.tree, self.zones, self.num_blocks)
+            if not keep.all():
+                skipped = np.flatnonzero(~keep)
+                for col, recorded in self._judges:
+                    col.check_unread(skipped, recorded)
+            self._keep = keep
+        return self._keep
 
     def whole_blocks(self):
         """A bool per block: True where the statistics show that every row matches (a count
@@ -403,9 +407,9 @@ class PerFile:
     """The Prepared filter of the file a scan is in (bound once per file, for its blocks and
     then its rows; the last file's kept, with the file itself so that its id is not reused)."""
 
-    def __init__(self, node):
+    def __init__(self, node, prepared=None):
         self.node = node
-        self._last = (None, None)
+        self._last = (None, None) if prepared is None else (prepared.file, prepared)
 
     def __call__(self, f) -> Prepared:
         if self._last[0] is not f:
@@ -437,12 +441,14 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
     match `filter_`, in row order: `positions` (int64) of the matching rows among the scan
     batch's, `values` one per column of `columns` in read()'s form. `rows`, `batch_rows` and
     `how` (window_bytes, ahead): as the scan's; `blocks`: a block_filter(part, file) of the
-    caller's, whose blocks are read where the filter's statistics allow."""
-    node = parse(filter_)
+    caller's, whose blocks are read where the filter's statistics allow. `filter_` may be
+    one already prepared on the file `source` (its statistics checked once)."""
+    prepared = filter_ if isinstance(filter_, Prepared) else None
+    node = prepared.node if prepared is not None else parse(filter_)
     wanted = list(columns)
     extra = [c for c in columns_of(node) if c not in wanted]
     names = wanted + extra
-    bound = PerFile(node)
+    bound = PerFile(node, prepared)
 
     def keep(part, f):
         mask = bound.block_filter(part, f)

@@ -122,11 +122,8 @@ def take_numbers(indices):
     and nested lists are not row numbers: each a TypeError."""
     if isinstance(indices, slice):
         return indices
-    if isinstance(indices, (bool, np.bool_)) or isinstance(indices, (int, np.integer)):
-        return np.array([indices], np.int64) if not isinstance(indices, (bool, np.bool_)) \
-            else _not_numbers(indices)
-    if isinstance(indices, (str, bytes, dict)):
-        _not_numbers(indices)
+    if isinstance(indices, (int, np.integer)) and not isinstance(indices, (bool, np.bool_)):
+        return np.array([indices], np.int64)
     try:
         rows = np.asarray(indices)
     except (TypeError, ValueError):

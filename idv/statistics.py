@@ -21,19 +21,10 @@ pointer (idv.checksums, bytes 52-83), which ML.NET's saver leaves zero:
     92  int64    the section's offset        100  int64   its length
    108  uint32   the section's CRC-32         112  uint32  the CRC-32 of header bytes 0-51
 
-The section (little-endian; docs/filters.md gives it in full):
-
-    uint32 version (2; 1 is read too), uint32 columns with statistics, int64 blocks per
-    column, uint32 fingerprint of the blocks (a CRC-32 of their offsets and lengths),
-    uint32 zero; then per column: uint32 column index, uint8 domain (1 int64, 2 uint64,
-    3 float64, 4 text), 3 zero bytes, int64 present[blocks], int64 missing[blocks],
-    (version 2) uint32 crc[blocks], the CRC-32 of each block's stored bytes the figures
-    were computed from, zero padding to a multiple of 8, and
-      numbers: min[blocks], max[blocks] (8 bytes each, in the domain's type);
-      text: uint8 flags[blocks] (1 every byte ASCII, 2 the low bound is the minimum,
-      4 the high bound is the maximum, 8 no high bound), uint8 low_length[blocks],
-      uint8 high_length[blocks], the low bounds' bytes, the high bounds' bytes, zero
-      padding to a multiple of 8.
+The section (little-endian, written once: docs/filters.md, "The section's format") holds a
+head (version 2, 1 read too; columns; blocks per column; the blocks' fingerprint), then per
+column its index and domain, present and missing counts, each block's CRC-32 (version 2), and
+the bounds: min and max in the domain's type, or Text's flags, lengths and bytes.
 
 The fingerprint ties the statistics to the blocks they describe: a file whose blocks moved
 or changed length since is refused (IdvFormatError). The blocks' CRC-32s tie them to their
@@ -386,15 +377,6 @@ class Statistics:
                 f"{got:#010x}, recorded {self.fingerprint:#010x}): its blocks changed since "
                 f"the statistics were computed; add them again (idv stats --add)",
                 offset=self.offset, path=path)
-
-
-def located(head) -> tuple | None:
-    """(offset, length) of the section the header points to (None: the file has none)."""
-    head = bytes(head)
-    if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
-        return None
-    _, off, length, _, _ = _POINTER.unpack_from(head, POINTER_AT)
-    return off, length
 
 
 def section_of(head):

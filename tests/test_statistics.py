@@ -144,7 +144,7 @@ def test_statistics_false_writes_none_and_the_header_stays_zero():
 
 def test_a_changed_section_or_header_is_refused():
     good = written(checksums=False)       # with them, the checksums tell first
-    off, length = S.located(good[:256])
+    off, length = S.section_of(good[:256])
     bad = bytearray(good)
     bad[off + 20] ^= 1
     with pytest.raises(idv.IdvFormatError, match="block statistics"):

@@ -28,7 +28,7 @@ LAYERS = {
          "vectors", "layout", "source", "archive", "remote", "paths", "checksums", "sample",
          "infer", "sink",
          "staging", "arrow_types", "arrow_expressions", "annotations", "statistics",
-         "comparison"],
+         "literals", "comparison"],
     "block store: fetching, checking and decoding runs of blocks":
         ["block_runs", "blocks", "batch"],
     "scan: many columns (and files) read in step, and the filters that skip blocks":
