@@ -48,11 +48,12 @@ def dataset_files(quick, log):
     folder = os.path.join(bench_read.DATA, f"dataset_{'quick' if quick else 'full'}")
     os.makedirs(folder, exist_ok=True)
     paths = []
-    for i in range(FILES):
-        p = os.path.join(folder, f"part-{i}.idv")
-        if not os.path.exists(p) or os.path.getsize(p) != os.path.getsize(src):
-            shutil.copyfile(src, p)
-        paths.append(p)
+    with bench_read.data_lock():        # bench_engines reads them too
+        for i in range(FILES):
+            p = os.path.join(folder, f"part-{i}.idv")
+            if not os.path.exists(p) or os.path.getsize(p) != os.path.getsize(src):
+                shutil.copyfile(src, p)
+            paths.append(p)
     return paths
 
 

@@ -30,6 +30,7 @@ Goals:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -54,6 +55,32 @@ MB = 1e6
 
 # ------------------------------------------------------------------------------------------
 # data
+
+_held = []      # the open lock file while this process holds the data lock (re-entrant)
+
+
+@contextlib.contextmanager
+def data_lock():
+    """Held while data shared by several scripts is made in DATA, so that scripts run at once
+    (the test suite's workers) wait for each other's files instead of reading them half
+    made; re-entrant within a process. Without fcntl (Windows) it does nothing."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    if _held:
+        yield
+        return
+    os.makedirs(DATA, exist_ok=True)
+    with open(os.path.join(DATA, ".lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        _held.append(fh)
+        try:
+            yield
+        finally:
+            _held.pop()
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def oracle_path():
@@ -131,6 +158,11 @@ def _write_spec(spec, path, compression):
 
 def ensure_data(quick, log):
     """Generate (once) the ML.NET-written files and the Parquet twins; return their paths."""
+    with data_lock():
+        return _ensure_data(quick, log)
+
+
+def _ensure_data(quick, log):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -170,20 +202,25 @@ LONG_ROWS = {True: (100_000,), False: (1_000_000, 10_000_000, 100_000_000)}   # 
 def long_column(rows, log):
     """(.idv, .parquet): one Single column of `rows` rounded values (prices to the cent), in
     idv's default write and pyarrow's default Parquet write, made once."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     os.makedirs(DATA, exist_ok=True)
     p = os.path.join(DATA, f"long_{rows}.idv")
     q = os.path.join(DATA, f"long_{rows}.parquet")
-    if not (os.path.exists(p) and os.path.exists(q)):
-        log(f"writing one column of {rows:,} rows (once) ...")
-        rng = np.random.default_rng(17)
-        values = np.round(rng.lognormal(3, 1, rows), 2).astype(np.float32)
-        for path, write in ((p, lambda t: idv.write(t, {"Price": values})),
-                            (q, lambda t: pq.write_table(pa.table({"Price": values}), t))):
-            write(path + ".tmp")
-            os.replace(path + ".tmp", path)
+    with data_lock():
+        if not (os.path.exists(p) and os.path.exists(q)):
+            _write_long(p, q, rows, log)
     return p, q
+
+
+def _write_long(p, q, rows, log):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    log(f"writing one column of {rows:,} rows (once) ...")
+    rng = np.random.default_rng(17)
+    values = np.round(rng.lognormal(3, 1, rows), 2).astype(np.float32)
+    for path, write in ((p, lambda t: idv.write(t, {"Price": values})),
+                        (q, lambda t: pq.write_table(pa.table({"Price": values}), t))):
+        write(path + ".tmp")
+        os.replace(path + ".tmp", path)
 
 
 def long_figures(sizes, repeat, threads, log):

@@ -144,6 +144,9 @@ FIXTURE_MARKS = {
     "built_docs": {"slow", "subprocess"},        # test_docs.py: the Sphinx build
 }
 ENGINE_FIXTURES = ["dask_client", "ray_runtime", "spark"]
+# modules whose tests fork this process (os.fork, fork pools, DataLoader workers)
+FORKING_MODULES = {"test_fork.py", "test_reopen_changed.py", "test_torch.py",
+                   "test_huggingface.py"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -157,10 +160,17 @@ def pytest_collection_modifyitems(config, items):
             marks |= FIXTURE_MARKS.get(fixture, set())
         for marker in sorted(marks):
             item.add_marker(marker)
-    # the tests on the session's engines last, one engine after the other: the engines then
-    # start once, after the tests that fork this process (torch workers, test_fork.py) and
-    # the docs pages that start and stop an engine of their own
-    def engine(item):
+        # pytest-xdist (addopts): the tests on engines and those that fork this process run
+        # in one worker, so no worker forks after an engine has started threads in it
+        if module in FORKING_MODULES or any(f in ENGINE_FIXTURES
+                                            for f in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("engines"))
+    # the group first (the longest unit of work, so that one worker starts on it while the
+    # others take the rest): the tests that fork, then one engine after the other, each engine
+    # started once and after every fork of this process
+    def order(item):
         used = [f for f in ENGINE_FIXTURES if f in getattr(item, "fixturenames", ())]
-        return ENGINE_FIXTURES.index(used[0]) + 1 if used else 0
-    items.sort(key=engine)      # stable: the order within each group stays
+        if used:
+            return ENGINE_FIXTURES.index(used[0]) + 1
+        return 0 if item.path.name in FORKING_MODULES else len(ENGINE_FIXTURES) + 1
+    items.sort(key=order)       # stable: the order within each group stays

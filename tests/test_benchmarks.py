@@ -98,7 +98,8 @@ def test_engines_benchmark_quick_mode_on_the_sessions_engines(ray_runtime, spark
     spec.loader.exec_module(bench)
     capsys.readouterr()
     bench.main([*QUICK["bench_engines.py"], *extra])
-    report = json.loads(capsys.readouterr().out)
+    out = capsys.readouterr().out       # Ray may print to this process's stdout before it
+    report = json.loads(out[out.index('{\n "quick"'):])
     check_report("bench_engines.py", report, oracle)
     assert ray_runtime.is_initialized() and spark.range(3).count() == 3   # still running
 
