@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import _arrow_c, batch, filters, scan, ticks
+from idv import _arrow_c, batch, filters, scan, ticks, time_units
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
@@ -206,25 +206,16 @@ class _ColumnToArrow:
                               self._describe(row0))
 
 
-def _column_unit(col, datetime, safe, values=None):
-    """(unit, safe) for a column: modes 'auto' and 'exact' look at all its time values (the
-    ones given, or its blocks one at a time) to choose (ticks.UnitChoice)."""
-    item = T.item_type(col.type)
-    if datetime not in ticks.CHOSEN_MODES:
-        return datetime, safe
-    if item not in ticks.TIME_ITEMS:
-        return "us", safe
-    choice = ticks.UnitChoice()
-    for part in ([values] if values is not None else col.iter_blocks()):
-        choice.add(ticks.ticks100_of(part))
-    return choice.settle(datetime, f"column {col.name!r}", item.name)
-
-
-def _converters(pa, cols, datetime, safe, values=None):
+def _converters(pa, cols, datetime, safe, values=None, file=None):
+    """The converters of columns `cols` of open `file`, each time column in the unit
+    `datetime` gives it (idv.time_units: chosen modes are settled over `file`, sparing the
+    decode of `values`, the whole columns already read; a ticks.Units as it is)."""
     ticks.check_time_mode(datetime)
-    units = [_column_unit(c, datetime, bool(safe), None if values is None else values[i])
-             for i, c in enumerate(cols)]
-    return [_ColumnToArrow(pa, c, unit, s) for c, (unit, s) in zip(cols, units)]
+    if file is not None and not isinstance(datetime, ticks.Units):
+        datetime = time_units.for_file(file, [c.name for c in cols], datetime, None if
+                                       values is None else dict(zip((c.name for c in cols),
+                                                                    values)))
+    return [_ColumnToArrow(pa, c, *ticks.unit_of(datetime, c.name, bool(safe))) for c in cols]
 
 
 def arrow_schema(file, columns=None, *, datetime="auto"):
@@ -232,7 +223,7 @@ def arrow_schema(file, columns=None, *, datetime="auto"):
     datetime 'auto' or 'exact', the time columns are read to choose their units)."""
     pa = import_pyarrow()
     with opened(file) as f:
-        convs = _converters(pa, file_columns(f, columns), datetime, True)
+        convs = _converters(pa, file_columns(f, columns), datetime, True, file=f)
         return pa.schema([c.field for c in convs])
 
 
@@ -342,15 +333,15 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
         texts = [c for c in cols if _is_text(c)]
         mapped = [c for c in cols if not _is_text(c) and c.mappable]
         others = [c for c in cols if not _is_text(c) and c not in mapped]
-        text_convs = _converters(pa, texts, datetime, safe)
+        text_convs = _converters(pa, texts, datetime, safe, file=f)
         with f.prefetch(others + texts):    # a remote file: the blocks in a few large requests
             got = scan.read_whole(f, [scan.WholeColumn(f.store, c) for c in others]
                                   + [scan.Chunks(conv) for conv in text_convs])
         values = got[:len(others)]
-        convs = dict(zip(map(id, others), zip(_converters(pa, others, datetime, safe, values),
-                                              values)))
+        convs = dict(zip(map(id, others), zip(_converters(pa, others, datetime, safe, values,
+                                                          f), values)))
         convs.update(zip(map(id, texts), zip(text_convs, got[len(others):])))
-        for conv in _converters(pa, mapped, datetime, safe):
+        for conv in _converters(pa, mapped, datetime, safe, file=f):
             convs[id(conv.col)] = (conv, conv.mapped_arrays(0, conv.col.num_blocks))
         arrays, fields = [], []
         for col in cols:
@@ -381,8 +372,8 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     text straight into Arrow), two windows ahead of the one whose batches are handed out, so
     at most about three windows are held and files larger than memory stream through. The
     batches of a window share its memory. Columns and time options as to_arrow (with 'auto'
-    or 'exact', the time columns are read once more, block by block, to choose their units
-    first). A file
+    or 'exact', a file without statistics has its time columns read once first, block by
+    block, to choose their units: idv.time_units). A file
     opened here (from a path, URL, bytes or file object) is closed when the batches run out; an
     IdvFile passed in stays open. ``rows``: a slice (or range) of the rows to read, with a
     positive step (default: all); only the blocks that hold them are decoded.
@@ -400,7 +391,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     f = idv_open(file) if owned else file
     try:
         cols = file_columns(f, columns)
-        convs = _converters(pa, cols, datetime, safe)
+        convs = _converters(pa, cols, datetime, safe, file=f)
         schema = pa.schema([c.field for c in convs])
         if rows is not None:
             rows = range(*slice(rows.start, rows.stop, rows.step).indices(f.num_rows))

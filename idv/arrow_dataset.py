@@ -36,7 +36,8 @@ def arrow_dataset(source, *, datetime: str = "us", safe: bool = True, **dataset_
     ``source``: what idv.dataset takes (a path or URL, a directory, a glob, a list of them)
     or an open idv.Dataset; `dataset_options` go to idv.dataset. ``datetime``: the unit of
     DateTime, TimeSpan and DateTimeOffset columns, as in idv.to_arrow (default ``"us"``,
-    exact for every date .NET has; ``"auto"`` reads the time columns once to choose).
+    DuckDB's own unit: it pushes filters into a scan only on microsecond timestamps, and
+    holds every date .NET has; ``"auto"``: idv.time_units' rule, one unit for every file).
 
     The object has ``schema``, ``scanner(columns=, filter=, batch_size=)`` (with
     ``to_reader``, ``to_table``, ``to_batches``, ``count_rows``, ``head``, ``take``,

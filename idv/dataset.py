@@ -20,13 +20,13 @@ from typing import ContextManager
 
 import numpy as np
 
-from idv import _gc, budget, dataset_files, scan, selection, ticks, vectors
+from idv import _gc, budget, dataset_files, scan, selection, ticks, time_units, vectors
 from idv import batch as batch_files
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning, require
 from idv.paths import expand_sources
 from idv.dataset_files import DatasetFile
-from idv.reader import IdvFile, Schema
+from idv.reader import READ_TIME_MODES, IdvFile, Schema
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
            "SCHEMA_MODES", "ON_BAD_FILE"]
@@ -55,7 +55,7 @@ DEFAULT_MAX_OPEN_REMOTE = 64
 
 def _read_rows(f, names, local):
     """Rows `local` of columns `names` of file `f`, in read()'s form."""
-    return f.read(names, rows=local)
+    return f.read(names, rows=local, datetime="100ns")
 
 
 def _paused_for_many(files):
@@ -238,11 +238,13 @@ class Dataset:
         """dict name -> array of the dataset's columns (all by default), every file's rows end
         to end. ``rows``: a slice, row numbers or a boolean mask of the dataset's rows; only
         the files and blocks that hold them are read. ``datetime`` and ``filter`` as
-        IdvFile.read (each file's blocks that its statistics rule out are skipped)."""
+        IdvFile.read (each file's blocks that its statistics rule out are skipped; one unit
+        for a time column of every file)."""
+        names = self.resolve_columns(columns)
+        datetime, _ = self.time_unit(names, datetime, True)
         if filter is not None:
             if rows is not None:
                 raise ValueError("read(filter=...) does not take rows= too")
-            names = self.resolve_columns(columns)
             got = []
             for i in range(len(self.files)):
                 with self.using(i) as f:
@@ -316,12 +318,13 @@ class Dataset:
         return scan.fixed_room(col, 0, col.num_blocks)
 
     @_paused_for_many(lambda self, *_, **__: len(self.files))
-    def take(self, indices, columns=None) -> dict:
+    def take(self, indices, columns=None, datetime="100ns") -> dict:
         """dict name -> values of the dataset's rows `indices` (row numbers over the files end
         to end, negative from the end), in the order given, as IdvFile.take: only the files
         and blocks that hold them are read. IndexError names a row out of range."""
+        datetime, _ = self.time_unit(self.resolve_columns(columns), datetime, True)
         return self._gather(columns, selection.take_numbers(indices),
-                            lambda f, names, local: f.take(local, names))
+                            lambda f, names, local: f.take(local, names, datetime))
 
     def _gather(self, columns, rows, read, in_place=False):
         """The rows `rows` of `columns` (selection.split_rows: over the files end to end),
@@ -412,26 +415,17 @@ class Dataset:
         raise TypeError(f"a dataset is indexed by a slice of rows (ds[a:b]); read columns with "
                         f"ds.read(columns=[...]), not with {type(key).__name__}")
 
-    # ---- time units: one per dataset, so that every file's Arrow or pandas columns agree
+    # ---- time units: one per column for every file (idv.time_units)
     def time_unit(self, names, datetime, safe):
-        """(datetime, safe) to read every file with: modes 'auto' and 'exact' choose one unit
-        from the time values of all files (ticks.UnitChoice), as a single file does from its
-        own; other modes are returned as given."""
-        if datetime not in ticks.CHOSEN_MODES:
-            return datetime, safe
-        timed = [n for n in names if T.item_type(self.schema[n].type) in ticks.TIME_ITEMS]
+        """(datetime, safe) to read every file of the dataset with: for 'auto', 'exact' and
+        'auto-us' a ticks.Units, each time column's unit chosen from all files; other modes
+        as given."""
+        ticks.check_time_mode(datetime, READ_TIME_MODES)
+        timed = [n for n in names if time_units.is_time(self.schema[n].type)]
         if not timed:
             return datetime, safe
-        choice = ticks.UnitChoice()
-        for i in range(len(self.files)):
-            with self.using(i) as f:
-                for n in timed:
-                    for block in f[n].iter_blocks():
-                        choice.add(ticks.ticks100_of(block))
-        what = T.item_type(self.schema[timed[0]].type).name
-        unit, safe2 = choice.settle(datetime, f"dataset column{'s' * (len(timed) > 1)} "
-                                    f"{', '.join(map(repr, timed))}", what)
-        return unit, safe2
+        return time_units.choose(lambda: (self.using(i) for i in range(len(self.files))),
+                                 timed, datetime), safe
 
     # ---- the Python data stack
     def to_pandas(self, columns=None, *, vectors="expand", datetime="auto", safe=True):

@@ -27,7 +27,7 @@ import datetime as _dt
 
 import numpy as np
 
-from idv import filters, scan, ticks
+from idv import filters, scan, ticks, time_units
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
@@ -64,9 +64,10 @@ _TIME_KINDS = {T.DateTime: "M", T.TimeSpan: "m"}
 def _times(ctx, item, values, describe):
     """DateTime / TimeSpan values (any shape) in the unit `ctx.mode` picks, or int64 ticks."""
     v = np.ascontiguousarray(values).view(np.int64)
-    if ctx.mode == "ticks":
+    mode, safe = ticks.unit_of(ctx.mode, ctx.name, ctx.safe)
+    if mode == "ticks":
         return ticks.net_ticks(values) if item is T.DateTime else v.copy()
-    unit, safe = ticks.unit_for(v, ctx.mode, f"column {ctx.name!r}", item.name, ctx.safe)
+    unit, safe = ticks.unit_for(v, mode, f"column {ctx.name!r}", item.name, safe)
     out = ticks.ticks_to_unit(v.reshape(-1), unit, safe, describe, item.name)
     return ticks.counts_as(out.reshape(v.shape), _TIME_KINDS[item], unit)
 
@@ -78,10 +79,10 @@ def _time_series(ctx, t, values, describe):
 def _dto_series(ctx, t, values, describe):
     pd = ctx.pd
     utc = np.ascontiguousarray(values["utc"]).view(np.int64)
-    if ctx.mode == "ticks":
+    mode, safe = ticks.unit_of(ctx.mode, ctx.name, ctx.safe)
+    if mode == "ticks":
         return pd.Series(ticks.net_ticks(values["utc"]))
-    unit, safe = ticks.unit_for(utc, ctx.mode, f"column {ctx.name!r}", "DateTimeOffset",
-                                ctx.safe)
+    unit, safe = ticks.unit_for(utc, mode, f"column {ctx.name!r}", "DateTimeOffset", safe)
     inst = ticks.counts_as(ticks.ticks_to_unit(utc, unit, safe, describe, "DateTimeOffset"),
                            "M", unit)
     s = pd.Series(inst).dt.tz_localize("UTC")
@@ -314,6 +315,7 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
         context = f.prefetch(cols) if rows is None and filter is None else \
             contextlib.nullcontext()
         index = None
+        read_whole = filter is None and rows is None and values is None
         with context:
             if filter is not None:      # the rows that match, of the blocks statistics keep
                 index, whole = _read_matching(f, cols, filter, rows)
@@ -322,6 +324,9 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
                 whole = values
             elif rows is None:    # every row: the columns decoded by one scan
                 whole = _read_whole(f, cols, arrow_text)
+            datetime = time_units.for_file(f, [c.name for c in cols], datetime,
+                                           {c.name: whole[id(c)] for c in cols}
+                                           if read_whole else None)
             for col in cols:
                 if arrow_text and col.type is T.Text:
                     from idv.arrow import text_array

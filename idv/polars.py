@@ -10,64 +10,50 @@ its filters pushed into it, ``duckdb.sql("select ... from lf where ...")`` skips
 from __future__ import annotations
 
 import json
-import os
 
 from idv import arrow, engine_filters, filters
 from idv.errors import require
-from idv.reader import open as idv_open
-
-def _files(source):
-    """The .idv files of `source`: a file or URL, a directory, a glob, or a list of them."""
-    if isinstance(source, (list, tuple)):
-        return [p for s in source for p in _files(s)]
-    s = os.fspath(source)
-    if "://" not in s and (os.path.isdir(s) or any(ch in s for ch in "*?[")):
-        from idv.dataset import dataset
-        return [f.path for f in dataset(s).files]
-    return [s]
 
 
-def scan_idv(source, *, datetime="us", **open_options):
-    """A polars LazyFrame over an .idv (a path or URL), a directory, a glob or a list of
-    them: projection, predicate (statistics skip blocks where it translates; polars always
-    tests the rows), ``n_rows`` and the batch size pass into the read. ``datetime``: the unit
-    of DateTime and TimeSpan columns, as in idv.to_arrow (default ``"us"``, polars' and
-    exact for every date .NET has; a tick below a microsecond raises ValueError; ``"auto"``
-    reads the time columns first to choose). `open_options` go to idv.open."""
+def scan_idv(source, *, datetime="auto", **dataset_options):
+    """A polars LazyFrame over .idv files: a path or URL, a directory, a glob (local or
+    remote), a list of them, or an open idv.Dataset; they must agree on their columns as
+    idv.dataset checks (``schema=``, ``on_bad_file=`` and the other `dataset_options` go to
+    it). Each file is opened once. Projection, predicate (statistics skip blocks where it
+    translates; polars always tests the rows), ``n_rows`` and the batch size pass into the
+    read. ``datetime``: the unit of time columns, by idv.time_units' rule ('auto': ns when
+    every value fits, else us; one unit for every file)."""
     pl = require("polars", "idv.polars.scan_idv", "polars")
     from polars.io.plugins import register_io_source
-    files = _files(source)
-    with idv_open(files[0], **open_options) as f:
-        schema = arrow.arrow_schema(f, datetime=datetime)
-        types = {c.name: c.type for c in f.columns}
+    from idv.dataset import Dataset, dataset
+    ds = source if isinstance(source, Dataset) else dataset(source, **dataset_options)
+    names = ds.column_names
+    unit, safe = ds.time_unit(names, datetime, True)
+    schema = arrow.arrow_schema(ds.open_file(0), names, datetime=unit)
+    types = {n: ds.schema[n].type for n in names}
     pl_schema = pl.from_arrow(schema.empty_table()).schema
 
     def io_source(with_columns, predicate, n_rows, batch_size):
-        names = list(with_columns) if with_columns is not None else list(schema.names)
+        wanted = list(with_columns) if with_columns is not None else list(names)
         node = None
         if predicate is not None:
-            for c in predicate.meta.root_names():
-                if c not in names:
-                    names.append(c)
+            wanted += [c for c in predicate.meta.root_names() if c not in wanted]
             tree = engine_filters.from_polars(
                 json.loads(predicate.meta.serialize(format="json")), types)
             node = None if tree is None else filters.BlocksOnly(tree)
         left = n_rows
-        for path in files:
-            with idv_open(path, **open_options) as f:
-                reader = arrow.record_batch_reader(f, names, batch_size=batch_size,
-                                                   filter=node, datetime=datetime)
-                for rb in reader:
-                    df = pl.from_arrow(rb)
-                    if predicate is not None:
-                        df = df.filter(predicate)
-                    if with_columns is not None:
-                        df = df.select(with_columns)
-                    if left is not None:
-                        df = df.head(left)
-                        left -= df.height
-                    yield df
-                    if left is not None and left <= 0:
-                        return
+        for rb in ds.record_batch_reader(wanted, datetime=unit, safe=safe,
+                                         batch_size=batch_size, filter=node):
+            df = pl.from_arrow(rb)
+            if predicate is not None:
+                df = df.filter(predicate)
+            if with_columns is not None:
+                df = df.select(with_columns)
+            if left is not None:
+                df = df.head(left)
+                left -= df.height
+            yield df
+            if left is not None and left <= 0:
+                return
 
     return register_io_source(io_source, schema=pl_schema)

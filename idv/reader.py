@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from idv import _threads, budget, cache, compression
-from idv import filters, opening, scan, selection, ticks
+from idv import filters, opening, scan, selection, ticks, time_units
 from idv import statistics as block_stats
 from idv import take as _take
 from idv import types as T
@@ -122,6 +122,8 @@ class Schema:
         return f"idv.Schema ({len(self.fields)} columns, {self.num_rows} rows)\n{self}"
 
 
+# read(datetime=...): the modes of idv.time_units, and .NET's own 100-ns ticks
+READ_TIME_MODES = ("100ns",) + ticks.TIME_MODES
 # read(text=...): Text values as Python str objects, or numpy 2's StringDType
 TEXT_FORMS = ("object", "StringDType")
 
@@ -294,11 +296,13 @@ class IdvFile:
         only the blocks that hold them are decoded.
 
         ``datetime``: DateTime / TimeSpan (and DateTimeOffset's UTC) as ``"100ns"`` (default:
-        ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's ticks, exact), ``"auto"`` (per
-        column ``[ns]`` when every value fits, else ``[us]``, flooring 100-ns ticks with an
-        IdvWarning: the units pandas and ``.tolist()`` handle), ``"exact"`` (the same, refusing
-        to floor), ``"ns"``, ``"us"`` (each refusing what it cannot hold) or ``"ticks"``
-        (int64 .NET ticks).
+        ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks, exact, with no pass
+        over the data; numpy alone holds that unit), or in the unit the Arrow-typed readers
+        give by idv.time_units' rule: ``"auto"`` (their default: per column ``[ns]`` when
+        every value of the column fits, else ``[us]``, flooring 100-ns ticks with an
+        IdvWarning; the same unit whatever rows are read), ``"exact"`` (the same, refusing to
+        floor), ``"ns"``, ``"us"`` (each refusing what it cannot hold) or ``"ticks"`` (int64
+        .NET ticks).
 
         ``text``: Text values as ``"object"`` (default: arrays of Python ``str``) or
         ``"StringDType"`` (numpy >= 2's variable-width string dtype, built straight from the
@@ -321,10 +325,7 @@ class IdvFile:
         if text == "StringDType" and not hasattr(getattr(np, "dtypes", None), "StringDType"):
             raise ValueError(f"text='StringDType' needs numpy >= 2 (numpy {np.__version__} is "
                              f"installed)")
-        if datetime not in ("100ns",) + ticks.TIME_MODES:
-            raise ValueError(f"datetime must be one of "
-                             f"{', '.join(map(repr, ('100ns',) + ticks.TIME_MODES))}, "
-                             f"not {datetime!r}")
+        ticks.check_time_mode(datetime, READ_TIME_MODES)
         if rows is not None and sparse:
             raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
                              "of one column with col[rows]")
@@ -333,6 +334,7 @@ class IdvFile:
             if rows is not None or sparse:
                 raise ValueError("read(filter=...) takes neither rows= nor sparse=True")
             out = filters.read(self, [c.name for c in cols], filter)
+            datetime = time_units.for_file(self, [c.name for c in cols], datetime)
             return {c.name: self._retimed(c, out[c.name], datetime, text) for c in cols}
         if rows is not None:
             values = [c.read_strings(rows) if _as_strings(c, text) else c[rows] for c in cols]
@@ -347,20 +349,29 @@ class IdvFile:
                            for c in whole])))
                 values = [c.read_strings() if _as_strings(c, text) else found[id(c)]
                           for c in cols]
+        datetime = time_units.for_file(
+            self, [c.name for c in cols], datetime,
+            values=None if rows is not None else {c.name: v for c, v in zip(cols, values)})
         return {c.name: self._retimed(c, v, datetime, "object") for c, v in zip(cols, values)}
 
-    def take(self, indices, columns=None) -> dict:
+    def take(self, indices, columns=None, datetime="100ns") -> dict:
         """dict name -> values (read()'s forms) of the rows `indices` (row numbers, negative
         from the end), in the order given, repeats included: each block that holds them is
         decoded once, of these columns only (all readable ones by default), in parallel.
-        IndexError names a row number out of range and the row count."""
-        return _take.take(self, indices, columns)
+        IndexError names a row number out of range and the row count. ``datetime`` as in
+        read()."""
+        ticks.check_time_mode(datetime, READ_TIME_MODES)
+        got = _take.take(self, indices, columns)
+        datetime = time_units.for_file(self, list(got), datetime)
+        return {n: self._retimed(self[n], v, datetime, "object") for n, v in got.items()}
 
     @staticmethod
     def _retimed(c, values, datetime, text):
         """read()'s value of column `c` in the forms `datetime` and `text` ask for."""
-        if datetime != "100ns" and T.item_type(c.type) in ticks.TIME_ITEMS:
-            values = ticks.retimed(values, T.item_type(c.type), datetime, f"column {c.name!r}")
+        mode, safe = ticks.unit_of(datetime, c.name)
+        if mode != "100ns" and T.item_type(c.type) in ticks.TIME_ITEMS:
+            values = ticks.retimed(values, T.item_type(c.type), mode, f"column {c.name!r}",
+                                   safe)
         if text == "StringDType" and T.item_type(c.type) is T.Text:
             values = np.asarray(values, dtype=np.dtypes.StringDType())
         return values

@@ -153,9 +153,24 @@ CHOSEN_MODES = ("auto", "exact", "auto-us")
 TIME_MODES = CHOSEN_MODES + ("us", "ns", "ticks")
 
 
+class Units(dict):
+    """The unit chosen for each time column of one read (column name -> (unit, safe)), by
+    idv.time_units.choose: passed as ``datetime=`` to the readers of each file, partition
+    and batch of that read, so that all of them agree."""
+
+
+def unit_of(mode, name, safe=True):
+    """(mode, safe) for column `name`: its entry where `mode` is a Units, else as given."""
+    if isinstance(mode, Units):
+        return mode.get(name, ("us", safe))
+    return mode, safe
+
+
 def check_time_mode(value, allowed=TIME_MODES, name="datetime"):
     """ValueError naming the allowed values unless `value` is one of them (the `datetime=`
     of to_pandas, to_arrow and convert; `name` and `allowed` for the other options)."""
+    if isinstance(value, Units) and name == "datetime":
+        return
     if value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
 
@@ -179,21 +194,37 @@ class UnitChoice:
         v = np.ascontiguousarray(ticks100).view(np.int64).reshape(-1)
         if not len(v):
             return
-        lo, hi = int(v.min()), int(v.max())
-        self.lo = lo if self.lo is None else min(self.lo, lo)
-        self.hi = hi if self.hi is None else max(self.hi, hi)
+        self.add_bounds(int(v.min()), int(v.max()))
         rem = v % 10 != 0
         n = int(np.count_nonzero(rem))
         if n and self.first_sub_us is None:
             self.first_sub_us = int(v[_first(rem)])
         self.sub_us += n
 
+    def add_bounds(self, lo, hi):
+        """Values known only by their least and greatest (block statistics)."""
+        self.lo = lo if self.lo is None else min(self.lo, lo)
+        self.hi = hi if self.hi is None else max(self.hi, hi)
+
+    def merge(self, other):
+        """Add what another UnitChoice summed up (another file's part of a column)."""
+        if other.lo is not None:
+            self.add_bounds(other.lo, other.hi)
+        if other.first_sub_us is not None and self.first_sub_us is None:
+            self.first_sub_us = other.first_sub_us
+        self.sub_us += other.sub_us
+
+    @property
+    def fits_ns(self):
+        """Whether every value added fits int64 nanoseconds."""
+        return self.lo is None or (self.lo >= NS_MIN_100 and self.hi <= NS_MAX_100)
+
     def settle(self, mode, column, what):
         """(unit, safe) for ticks_to_unit: 'ns' where every value fits, else 'us', flooring
         (safe False) with an IdvWarning ('auto') or refusing with ValueError ('exact') when
         some values have sub-microsecond ticks."""
         from idv.errors import IdvWarning
-        fits = self.lo is None or (self.lo >= NS_MIN_100 and self.hi <= NS_MAX_100)
+        fits = self.fits_ns
         if fits and mode != "auto-us":
             return "ns", True
         if not self.sub_us:
@@ -330,22 +361,24 @@ def _kind_of(item):
     return "m" if item.name == "TimeSpan" else "M"
 
 
-def retimed(values, item, mode, column):
+def retimed(values, item, mode, column, safe=True):
     """read()'s DateTime / TimeSpan / DateTimeOffset values (a 1-d array, rows of vectors,
-    a Ragged or a scipy.sparse matrix) in `mode` ('auto', 'exact', 'us', 'ns', 'ticks')."""
+    a Ragged or a scipy.sparse matrix) in `mode` ('auto', 'exact', 'us', 'ns', 'ticks');
+    `safe` as ticks_to_unit takes it."""
     if not isinstance(values, np.ndarray):
         if hasattr(values, "offsets") and hasattr(values, "values"):     # idv.Ragged
-            return type(values)(retimed(values.values, item, mode, column), values.offsets)
+            return type(values)(retimed(values.values, item, mode, column, safe),
+                                values.offsets)
         return values                      # sparse matrices hold numbers only
     if values.dtype.names:                 # DateTimeOffset: (utc, offset_minutes)
-        utc = retimed(np.ascontiguousarray(values["utc"]), item, mode, column)
+        utc = retimed(np.ascontiguousarray(values["utc"]), item, mode, column, safe)
         out = np.empty(values.shape, [("utc", utc.dtype), ("offset_minutes", np.int16)])
         out["utc"], out["offset_minutes"] = utc, values["offset_minutes"]
         return out
     v = np.ascontiguousarray(values).view(np.int64)
     if mode == "ticks":
         return net_ticks(values) if _kind_of(item) == "M" else v.copy()
-    unit, safe = unit_for(v, mode, column, item.name)
+    unit, safe = unit_for(v, mode, column, item.name, safe)
     where = (lambda i: f"{column} item {i}")
     counts = ticks_to_unit(v.reshape(-1), unit, safe, where, item.name).reshape(v.shape)
     return counts_as(counts, _kind_of(item), unit)

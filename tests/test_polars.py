@@ -4,6 +4,7 @@ block statistics, and DuckDB queries the LazyFrame."""
 from __future__ import annotations
 
 import datetime as dt
+import io
 
 import numpy as np
 import pytest
@@ -94,3 +95,54 @@ def test_duckdb_queries_the_lazy_frame(path, frame):
     got = duckdb.sql(query).fetchall()[0]
     want = frame.filter((pl.col("ts") >= 15000) & (pl.col("c") == "a"))
     assert got == (want.height, want["ts"].min())
+
+
+# ---- many files: scan_idv reads through idv.dataset -----------------------------------------
+
+def _parts(n=3, rows=1000):
+    return [{"ts": np.arange(i * rows, (i + 1) * rows, dtype=np.int64),
+             "c": np.array(["a", "b"], object)[np.arange(rows) % 2]} for i in range(n)]
+
+
+def test_a_url_glob_of_several_files_opens_each_once(monkeypatch):
+    fsspec = pytest.importorskip("fsspec")
+    from idv import reader
+    fs = fsspec.filesystem("memory")
+    root = "/idv-polars-glob"
+    try:
+        for i, part in enumerate(_parts()):
+            buf = io.BytesIO()
+            idv.write(buf, part)
+            fs.pipe(f"{root}/part-{i}.idv", buf.getvalue())
+        opens = []
+        real = reader.open_any
+        monkeypatch.setattr(reader, "open_any", lambda *a, **k: (opens.append(a[0]),
+                                                                  real(*a, **k))[1])
+        lf = scan_idv(f"memory://{root}/*.idv")
+        got = lf.filter(pl.col("ts") % 500 == 0).collect()
+        assert got["ts"].to_list() == [0, 500, 1000, 1500, 2000, 2500]
+        assert got["c"].to_list() == ["a"] * 6
+        assert sorted(map(str, opens)) == [f"{root}/part-{i}.idv" for i in range(3)]
+        assert lf.select(pl.len()).collect().item() == 3000
+        assert len(opens) == 3                      # a second query opens nothing again
+    finally:
+        fs.rm(root, recursive=True)
+
+
+def test_files_whose_schemas_differ_are_refused_naming_the_file(tmp_path):
+    a, b = tmp_path / "a.idv", tmp_path / "b.idv"
+    idv.write(a, {"x": np.arange(3, dtype=np.int32)})
+    idv.write(b, {"x": np.arange(3, dtype=np.float64)})
+    with pytest.raises(ValueError, match=r"b\.idv.*'x'"):
+        scan_idv(str(tmp_path))
+    lf = scan_idv([a, b], schema="common")      # dataset options pass through
+    assert lf.collect_schema().names() == []
+
+
+def test_a_directory_and_a_list_read_every_file_in_order(tmp_path):
+    for i, part in enumerate(_parts()):
+        idv.write(tmp_path / f"p{i}.idv", part)
+    by_dir = scan_idv(tmp_path).collect()
+    by_list = scan_idv([tmp_path / "p0.idv", tmp_path / "p1.idv"]).collect()
+    assert by_dir["ts"].to_list() == list(range(3000))
+    assert by_list["ts"].to_list() == list(range(2000))

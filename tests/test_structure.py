@@ -34,7 +34,8 @@ LAYERS = {
     "scan: many columns (and files) read in step, and the filters that skip blocks":
         ["scan", "filters"],
     "reader: open files, columns, which columns and rows a read covers":
-        ["opening", "column_annotations", "column", "reader", "checker", "selection", "listing", "take", "block_stats"],
+        ["opening", "column_annotations", "column", "reader", "checker", "selection", "listing", "take", "block_stats",
+         "time_units"],
     "interop: numpy blocks to Arrow, pandas, delimited text, a notebook's view":
         ["arrow", "pandas", "delimited", "display"],
     # above interop, yet it imports none of it (test_the_writer_does_not_import_the_reading_side)
