@@ -421,8 +421,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
         finally:
             if owned:
                 f.close()
-    batches = blocks() if batch_size is None else _rebatched(pa, schema, blocks(),
-                                                             int(batch_size))
+    batches = blocks() if batch_size is None else _rebatched(pa, schema, blocks(), batch_size)
     return pa.RecordBatchReader.from_batches(schema, batches)
 
 
@@ -443,19 +442,7 @@ def read_partition(part, columns, *, filesystem=None, open_kwargs=None, datetime
 
 def _rebatched(pa, schema, batches, size):
     """`batches` cut and joined into batches of `size` rows (the last: the rest)."""
-    pending, rows = [], 0
-    for b in batches:
-        pending.append(b)
-        rows += b.num_rows
-        while rows >= size:
-            table = pa.Table.from_batches(pending, schema)
-            yield _one_batch(pa, table.slice(0, size), schema)
-            rest = table.slice(size)
-            pending, rows = rest.to_batches(), rest.num_rows
-    if rows:
-        yield _one_batch(pa, pa.Table.from_batches(pending, schema), schema)
-
-
-def _one_batch(pa, table, schema):
-    batches = table.combine_chunks().to_batches()
-    return batches[0] if len(batches) == 1 else pa.RecordBatch.from_pylist([], schema)
+    def join(pieces):
+        return pa.Table.from_batches(pieces, schema).combine_chunks().to_batches()[0]
+    return scan.rebatched(((b, b.num_rows) for b in batches), int(size),
+                          lambda b, start, stop: b.slice(start, stop - start), join)

@@ -238,36 +238,13 @@ def _same_values(a, b):
     return np.asarray(a).tolist() == np.asarray(b).tolist()
 
 
-def _write_partition(df, staging, name, writer_kwargs):
-    path = staging.staged(name)
-    convert = _Converter(df)
-    with convert.writer(path, writer_kwargs) as w:
-        w.write_batch(convert.columns(df, 0))
-    staging.settle(path)
-    return path
-
-
-def _part_names(name_function, n):
-    """name_function(i) of every partition, checked: relative paths that stay inside the
-    directory, all different."""
-    names = []
-    for i in range(n):
-        name = os.fspath(name_function(i))
-        norm = os.path.normpath(name)
-        if not name or os.path.isabs(name) or os.path.splitdrive(name)[0] or \
-                norm == os.curdir or norm.split(os.sep)[0] == os.pardir:
-            raise ValueError(f"name_function({i}) gave {name!r}: a partition's file must be a "
-                             f"relative path inside the output directory")
-        names.append(norm)
-    if len(set(names)) != len(names):
-        dup = next(x for x in names if names.count(x) > 1)
-        raise ValueError(f"name_function gives {dup!r} to more than one partition")
-    return names
-
-
-def _commit(written, staging, names):
-    """Every partition written (`written`, a dependency only): move the parts in."""
-    return staging.commit(names)
+def _write_partition(df, staging, task, writer_kwargs):
+    """Partition number `task` as its file (idv.staging); returns the file's name."""
+    def write(path):
+        convert = _Converter(df)
+        with convert.writer(path, writer_kwargs) as w:
+            w.write_batch(convert.columns(df, 0))
+    return staging.write(task, write)
 
 
 def _client():
@@ -327,15 +304,14 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **wri
     per_partition = (name_function is not None or text.endswith(("/", os.sep))
                      or os.path.isdir(text))
     if per_partition:
-        name_function = name_function or (lambda i: f"part.{i}.idv")
+        staging = Staging(text, name_function or "part.{task}.idv")
         parts = ddf.to_delayed()
-        names = _part_names(name_function, len(parts))
-        staging = Staging(text)
+        staging.fix_names(len(parts))       # checked before anything is written
         staging.start()
         write = dask.delayed(_write_partition, pure=False)
-        tasks = [write(d, staging, n, writer_kwargs) for d, n in zip(parts, names)]
+        tasks = [write(d, staging, i, writer_kwargs) for i, d in enumerate(parts)]
         # every partition written: the parts moved in together
-        together = dask.delayed(_commit, pure=False)(tasks, staging, names)
+        together = dask.delayed(staging.commit, pure=False)(tasks)
         if not compute:
             return together
         try:

@@ -17,7 +17,7 @@ from idv import filters, scan
 from idv.arrow import arrow_schema, read_partition
 from idv.dataset import Dataset, dataset
 from idv.errors import require
-from idv.staging import Staging, check_name_pattern
+from idv.staging import DEFAULT_NAME, Staging
 
 ray_data = require("ray.data", "idv.ray", "idv[ray]")
 
@@ -128,16 +128,13 @@ class IdvDatasink(ray_data.Datasink):
     ``rows_per_block``...). ``paths``: the files written, once the write is done.
     """
 
-    def __init__(self, path, name="part-{task:05d}-{job}.idv", *, rows_per_file=1_000_000,
-                 **writer_kwargs):
-        check_name_pattern(name)
+    def __init__(self, path, name=DEFAULT_NAME, *, rows_per_file=1_000_000, **writer_kwargs):
         if rows_per_file is not None and (isinstance(rows_per_file, bool) or
                                           not isinstance(rows_per_file, int) or
                                           rows_per_file <= 0):
             raise ValueError(f"rows_per_file is a positive number of rows or None, not "
                              f"{rows_per_file!r}")
-        self.staging = Staging(path)
-        self.name = name
+        self.staging = Staging(path, name)
         self.rows_per_file = rows_per_file
         self.writer_kwargs = writer_kwargs
         self.paths = []
@@ -162,18 +159,13 @@ class IdvDatasink(ray_data.Datasink):
         from idv.writer.pipeline import write
         tables = [t for t in (BlockAccessor.for_block(b).to_arrow() for b in blocks)
                   if t.num_rows]
-        if not tables:
-            return None
-        name = self.staging.name(self.name, ctx.task_idx)
-        staged = self.staging.staged(name)
-        write(staged, pa.concat_tables(tables), **self.writer_kwargs)
-        self.staging.settle(staged)
-        return name
+        return self.staging.write(
+            ctx.task_idx, lambda path: write(path, pa.concat_tables(tables), **self.writer_kwargs),
+            rows=sum(t.num_rows for t in tables))
 
     def on_write_complete(self, write_result):
         """Every task succeeded: move their files in (on the driver)."""
-        self.paths = self.staging.commit([n for n in write_result.write_returns
-                                          if n is not None])
+        self.paths = self.staging.commit(write_result.write_returns)
 
     def on_write_failed(self, error):
         """A task failed: remove the staging folder and what it holds (on the driver)."""

@@ -585,3 +585,25 @@ def _batches(seg, readers, windows, rows, group, intact):
             intact()
             yield Batch(seg.part, a, b, step, seg.row0 + a,
                         [r.cut(v, a - w0, b - w0, step) for r, v in zip(readers, values)])
+
+
+def rebatched(chunks, size, cut, join, drop_last=False):
+    """`chunks` ((piece, rows) pairs: a stream's consecutive rows, a scan's batches say) cut
+    and joined into pieces of exactly `size` rows, the last holding the rest unless
+    `drop_last`; what the readers of fixed batch sizes share (idv.arrow, idv.torch).
+    ``cut(piece, a, b)``: its rows [a, b); ``join(pieces)``: one piece of their rows in turn
+    (given two or more). A chunk that is exactly a batch goes out as it came, uncopied. The
+    callers check `size` (a positive int) where it is given."""
+    pending, n = [], 0
+    for piece, rows in chunks:
+        at = 0
+        while rows - at >= size - n:
+            take = size - n
+            part = piece if at == 0 and take == rows else cut(piece, at, at + take)
+            yield join(pending + [part]) if pending else part
+            pending, n, at = [], 0, at + take
+        if at < rows:
+            pending.append(piece if at == 0 else cut(piece, at, rows))
+            n += rows - at
+    if n and not drop_last:
+        yield join(pending) if len(pending) > 1 else pending[0]

@@ -22,7 +22,7 @@ from idv import types as T
 from idv.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
 from idv.dataset import dataset
 from idv.errors import require
-from idv.staging import Staging, check_name_pattern
+from idv.staging import DEFAULT_NAME, Staging
 
 sources = require("pyspark.sql.datasource", "idv.spark", "idv[spark]")
 
@@ -31,7 +31,6 @@ _IDV_KEYS = (TYPE_KEY.decode(), METADATA_KEY.decode())
 
 __all__ = ["register", "IdvDataSource", "FilteringIdvDataSource", "spark_arrow_type"]
 
-DEFAULT_NAME = "part-{task:05d}-{job}.idv"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
@@ -282,16 +281,15 @@ class _Writer(sources.DataSourceArrowWriter):
         path = options.get("path")
         if not path:
             raise ValueError('df.write.format("idv") needs a directory: .save(directory)')
-        self.name = options.get("name", DEFAULT_NAME)
-        check_name_pattern(self.name)
         self.writer_kwargs = {}
         if options.get("compression") is not None:
             self.writer_kwargs["compression"] = options["compression"]
         if options.get("rowsPerBlock") is not None:
             self.writer_kwargs["rows_per_block"] = int(options["rowsPerBlock"])
         self.idv_fields = _idv_fields(schema, options.get("like"))
-        self.overwrite = overwrite
-        self.staging = Staging(path)
+        # overwrite: the directory's files are this job's once its manifest names them, and
+        # the old ones removed only then (idv.staging): readers see one set or the other
+        self.staging = Staging(path, options.get("name", DEFAULT_NAME), replace=overwrite)
         self.staging.start()
 
     def write(self, iterator):
@@ -299,20 +297,15 @@ class _Writer(sources.DataSourceArrowWriter):
         from idv.writer.pipeline import write
         pa = import_pyarrow()
         batches = [b for b in iterator if b.num_rows]
-        if not batches:
-            return _Written(None)
-        table = _restore_types(pa, pa.Table.from_batches(batches), self.idv_fields)
-        name = self.staging.name(self.name, TaskContext.get().partitionId())
-        staged = self.staging.staged(name)
-        write(staged, table, **self.writer_kwargs)
-        self.staging.settle(staged)
-        return _Written(name)
+
+        def write_file(path):
+            table = _restore_types(pa, pa.Table.from_batches(batches), self.idv_fields)
+            write(path, table, **self.writer_kwargs)
+        return _Written(self.staging.write(TaskContext.get().partitionId(), write_file,
+                                           rows=sum(b.num_rows for b in batches)))
 
     def commit(self, messages):
-        # overwrite: the directory's files are this job's once its manifest names them, and
-        # the old ones removed only then (idv.staging): readers see one set or the other
-        self.staging.commit([m.name for m in messages if m is not None and m.name],
-                            replace=self.overwrite)
+        self.staging.commit([getattr(m, "name", None) for m in messages])
 
     def abort(self, messages):
         self.staging.abort()

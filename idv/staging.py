@@ -1,6 +1,8 @@
-"""A job's output files that appear together or not at all: the engines' writers (Ray's
-IdvDatasink, Spark's ``format("idv")``) stage every task's file in a hidden folder of the
-output directory and move them in once every task has succeeded.
+"""A job's output files that appear together or not at all: the engines' directory writers
+(Dask's ``to_idv`` per partition, Ray's IdvDatasink, Spark's ``format("idv")``) each translate
+their engine's protocol into the calls of one ``Staging``: ``start`` on the driver, ``write``
+in each task (its file, named and staged), ``commit`` once every task has succeeded, ``abort``
+when one failed.
 
 Moving many files in is not one step, so the directory's list of files is: ``MANIFEST``
 (``_idv_files.json``), the names of the files that make up the directory's data, replaced
@@ -28,6 +30,8 @@ MANIFEST = "_idv_files.json"
 STAGED_SUFFIX = ".idv-staged"
 LIVE = "live"          # in the staging folder while the job may still commit
 STAGING_PREFIX = ".idv-staging-"
+# each task's file by default: its number and the job's id, so that appends never collide
+DEFAULT_NAME = "part-{task:05d}-{job}.idv"
 
 
 def check_name_pattern(pattern):
@@ -43,12 +47,35 @@ def check_name_pattern(pattern):
                          f"without a folder, not {pattern!r}")
 
 
-class Staging:
-    """The staging folder of one job writing into the directory ``path``: ``staged(name)`` is
-    where a task writes the file that ``commit`` moves to ``path/name``; ``abort`` removes
-    everything staged. Picklable (tasks receive it)."""
+def _inside(name, task):
+    """A name_function's name for `task`, normalized: ValueError unless it is a relative path
+    that stays inside the output directory."""
+    name = os.fspath(name)
+    norm = os.path.normpath(name)
+    if not name or os.path.isabs(name) or os.path.splitdrive(name)[0] or \
+            norm == os.curdir or norm.split(os.sep)[0] == os.pardir:
+        raise ValueError(f"name_function({task}) gave {name!r}: a task's file must be a "
+                         f"relative path inside the output directory")
+    return norm
 
-    def __init__(self, path, job=None):
+
+class Staging:
+    """One job writing one file per task into the directory ``path``, its files published
+    together. On the driver: ``start`` before any task, ``commit`` with the tasks' results
+    once all have succeeded, ``abort`` when one failed. In a task: ``write``. Picklable (tasks
+    receive it).
+
+    ``name``: each task's file name, a str.format pattern of ``{task}`` (the task's number)
+    and ``{job}`` (this job's id), without a folder (check_name_pattern); or a function of the
+    task's number (``name_function``), whose names may hold folders but stay inside ``path``.
+    ``replace``: the commit makes the job's files the directory's only ones (an overwrite);
+    else it adds them to those listed (an append)."""
+
+    def __init__(self, path, name=DEFAULT_NAME, *, replace=False, job=None):
+        if not callable(name):
+            check_name_pattern(name)
+        self.naming = name
+        self.replace = replace
         self.path = os.path.abspath(os.fspath(path))
         self.job = job or uuid.uuid4().hex[:12]
         self.dir = os.path.join(self.path, STAGING_PREFIX + self.job)
@@ -59,9 +86,36 @@ class Staging:
         os.makedirs(self.dir, exist_ok=True)
         open(os.path.join(self.dir, LIVE), "wb").close()
 
-    def name(self, pattern, task):
-        """A task's file name from the pattern."""
-        return pattern.format(task=task, job=self.job)
+    def name(self, task):
+        """The file name of task number `task` (relative to the output directory)."""
+        if isinstance(self.naming, tuple):
+            return self.naming[task]
+        if callable(self.naming):
+            return _inside(self.naming(task), task)
+        return self.naming.format(task=task, job=self.job)
+
+    def fix_names(self, tasks):
+        """For a driver that knows its tasks: the names of tasks ``0 .. tasks - 1``, checked
+        before any runs (ValueError when two would write the same file) and kept, so that a
+        name_function runs on the driver alone."""
+        names = tuple(self.name(i) for i in range(tasks))
+        if len(set(names)) != len(names):
+            dup = next(x for x in names if names.count(x) > 1)
+            raise ValueError(f"name_function gives {dup!r} to more than one task")
+        self.naming = names
+        return list(names)
+
+    def write(self, task, write, rows=None):
+        """Run in task number `task`: ``write(path)`` writes its file where it is staged
+        (atomically, as idv.write and idv.Writer do); returns the file's name, the task's
+        result for ``commit``. ``rows`` 0: the task has no rows and writes no file (None)."""
+        if rows == 0:
+            return None
+        name = self.name(task)
+        staged = self.staged(name)
+        write(staged)
+        self.settle(staged)
+        return name
 
     def staged(self, name):
         """Where the task's file `name` (a path relative to the output directory) is written
@@ -69,25 +123,26 @@ class Staging:
         flat = os.path.normpath(name).replace(os.sep, "%2F")
         return os.path.join(self.dir, flat + STAGED_SUFFIX)
 
-    def commit(self, names, replace=False):
-        """Move the staged files `names` into the output directory (replacing files of the same
-        name, making the folders they name), publish the directory's new list of files (the
-        MANIFEST: those already there and these, or with `replace` these alone), then remove
-        the staging folder and, with `replace`, the files of the old list; returns the paths
-        of `names`."""
+    def commit(self, results):
+        """Every task succeeded: move the files named by `results` (what ``write`` returned;
+        None: no file) into the output directory (replacing files of the same name, making
+        the folders they name), publish the directory's new list of files (the MANIFEST: those
+        already there and these, or with ``replace`` these alone), then remove the staging
+        folder and, with ``replace``, the files of the old list; returns the paths of the
+        files, in the order of `results`."""
+        names = [os.path.normpath(n) for n in results if n is not None]
         before = listed(self.path)
         out = []
         for name in names:
-            final = os.path.join(self.path, os.path.normpath(name))
+            final = os.path.join(self.path, name)
             os.makedirs(os.path.dirname(final), exist_ok=True)
             os.replace(self.staged(name), final)
             out.append(final)
         fsync_dir(self.path)
-        now = [os.path.normpath(n) for n in names]
-        files = sorted(set(now) if replace else set(before) | set(now))
+        files = sorted(set(names) if self.replace else set(before) | set(names))
         write_manifest(self.path, files)
         self.abort()
-        if replace:
+        if self.replace:
             for name in set(before) - set(files):
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(self.path, name))

@@ -152,21 +152,9 @@ def _shuffled(chunks, capacity, rng):
         yield _take(held, rng.permutation(n)), n
 
 
-def _rebatched(chunks, size, drop_last):
-    """`chunks` ((values, rows) pairs) cut and joined into lists of values of `size` rows."""
-    pending, n = [], 0
-    for values, rows in chunks:
-        at = 0
-        while rows - at >= size - n:
-            take = size - n
-            part = values if at == 0 and take == rows else [v[at:at + take] for v in values]
-            yield _join(pending + [part])
-            pending, n, at = [], 0, at + take
-        if at < rows:
-            pending.append(values if at == 0 else [v[at:] for v in values])
-            n += rows - at
-    if n and not drop_last:
-        yield _join(pending)
+def _cut(values, a, b):
+    """Rows [a, b) of a list of column values."""
+    return [v[a:b] for v in values]
 
 
 def _shard_of(rank, world_size):
@@ -287,7 +275,7 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
             rng = np.random.default_rng([self.seed, self.epoch, shard + 1])
             chunks = _shuffled(chunks, self.shuffle_buffer, rng)
         names, types = self.source.names, self.source.types
-        for values in _rebatched(chunks, self.batch_size, self.drop_last):
+        for values in scan.rebatched(chunks, self.batch_size, _cut, _join, self.drop_last):
             yield _to_tensors(values, names, types, self.ragged)
 
     def _chunks(self, parts):

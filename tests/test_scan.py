@@ -324,3 +324,25 @@ def test_out_must_fit_the_rows(path):
             f["r"].read_blocks(0, 1, out=np.empty(64, np.int32))
         out = np.empty((64, 3))
         assert f["v"].read_blocks(0, 1, out=out) is out
+
+
+def test_rebatched_cuts_and_joins_to_the_size_and_passes_exact_chunks_uncopied():
+    chunks = [np.arange(0, 3), np.arange(3, 7), np.arange(7, 11), np.arange(11, 12)]
+    joins = []
+
+    def join(pieces):
+        joins.append(len(pieces))
+        return np.concatenate(pieces)
+
+    def batches(drop_last):
+        return list(S.rebatched(((c, len(c)) for c in chunks), 4,
+                                lambda c, a, b: c[a:b], join, drop_last))
+    got = batches(False)
+    assert [b.tolist() for b in got] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert joins == [2, 2, 2]
+    assert [b.tolist() for b in batches(True)] == [b.tolist() for b in got]
+    chunks[-1] = np.arange(11, 13)              # 13 rows: the rest, unless dropped
+    assert batches(False)[-1].tolist() == [12]
+    assert len(batches(True)) == 3
+    exact = np.arange(4)
+    assert next(S.rebatched([(exact, 4)], 4, None, None)) is exact

@@ -28,12 +28,12 @@ def _job(out, names, replace, tmp):
     if not template.exists():
         idv.write(template, {"x": np.arange(10)})
     data = template.read_bytes()
-    s = staging.Staging(out)
+    s = staging.Staging(out, replace=replace)
     s.start()
     for name in names:
         with open(s.staged(name), "wb") as f:
             f.write(data)
-    return s.commit(names, replace=replace)
+    return s.commit(names)
 
 
 def _set(out):
@@ -62,13 +62,46 @@ def test_a_bad_manifest_is_a_clear_error(tmp_path):
         idv.dataset(tmp_path)
 
 
+def test_tasks_write_through_the_helper_and_a_task_without_rows_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    s = staging.Staging(out, "p-{task}.idv")
+    s.start()
+
+    def write(path):
+        idv.write(path, {"x": np.arange(3)})
+
+    def never(path):
+        raise AssertionError("a task without rows wrote a file")
+    results = [s.write(0, write), s.write(1, never, rows=0), s.write(2, write, rows=3)]
+    assert results == ["p-0.idv", None, "p-2.idv"]
+    assert s.commit(results) == [str(out / "p-0.idv"), str(out / "p-2.idv")]
+    assert sorted(os.listdir(out)) == sorted([staging.MANIFEST, "p-0.idv", "p-2.idv"])
+
+
+def test_a_name_function_runs_on_the_driver_and_names_each_task_once(tmp_path):
+    calls = []
+
+    def name(i):
+        calls.append(i)
+        return f"sub/q{i}.idv"
+    s = staging.Staging(tmp_path, name)
+    assert s.fix_names(2) == [os.path.join("sub", "q0.idv"), os.path.join("sub", "q1.idv")]
+    assert s.name(1) == os.path.join("sub", "q1.idv") and calls == [0, 1]
+    with pytest.raises(ValueError, match="more than one task"):
+        staging.Staging(tmp_path, lambda i: "same.idv").fix_names(2)
+    with pytest.raises(ValueError, match="inside the output directory"):
+        staging.Staging(tmp_path, lambda i: f"../q{i}.idv").fix_names(1)
+    with pytest.raises(ValueError, match="one file name per task"):
+        staging.Staging(tmp_path, "fixed.idv")
+
+
 KILLED = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[3])
     from idv import staging
     out, n, template = sys.argv[1], int(sys.argv[2]), sys.argv[4]
     data = open(template, "rb").read()
-    s = staging.Staging(out)
+    s = staging.Staging(out, replace=True)
     s.start()
     names = [f"new-{i:03d}.idv" for i in range(n)]
     for name in names:
@@ -76,7 +109,7 @@ KILLED = textwrap.dedent("""
             f.write(data)
     print("ready", flush=True)
     sys.stdin.readline()
-    s.commit(names, replace=True)
+    s.commit(names)
     print("done", flush=True)
 """)
 
