@@ -25,6 +25,11 @@ import sys
 import threading
 import time
 
+try:
+    import resource
+except ImportError:         # not on Windows
+    resource = None
+
 _FLOOR = 1 << 30
 _RATIO = 1024
 _global = None
@@ -88,10 +93,8 @@ def _meminfo(key, path="/proc/self/status"):
 def address_space_room():
     """Bytes the process may still map under its RLIMIT_AS (None: no limit, or not
     known)."""
-    try:
-        import resource
-        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    except (ImportError, OSError, ValueError):
+    soft = (_address_space_limit() or (None,))[0]
+    if soft is None:
         return None
     if soft == resource.RLIM_INFINITY or soft <= 0:
         return None
@@ -155,39 +158,54 @@ def _system_limits():
 
 # Reading them takes seven opens of /proc and cgroup files (about 0.6 ms), which a dataset of a
 # thousand small files would pay at every open: they are kept for REFRESH_SECONDS, per process
-# and per RLIMIT_AS (a forked child, or a new address-space limit, reads them anew).
+# and per RLIMIT_AS (a forked child, or a new address-space limit, reads them anew). An open
+# only compares the limit and the time with those kept (a few microseconds).
 REFRESH_SECONDS = 1.0
-_system = (None, None, None)        # (key, time read, limits)
+_system = (None, None, None)        # (RLIMIT_AS, time read, limits)
 _system_lock = threading.Lock()
 
 
 def _address_space_limit():
+    if resource is None:
+        return None
     try:
-        import resource
         return resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, OSError, ValueError):
+    except (OSError, ValueError):
         return None
 
 
-def _cached_system_limits():
+def _forget_system_limits():
     global _system
-    key = os.getpid(), _address_space_limit()
-    now = time.monotonic()
+    _system = (None, None, None)
+
+
+if hasattr(os, "register_at_fork"):     # a forked child reads its own
+    os.register_at_fork(after_in_child=_forget_system_limits)
+
+
+def _cached_system_limits():
+    """The smallest of _system_limits() as a Limit (None without any), read anew after
+    REFRESH_SECONDS, in a forked child or under a new RLIMIT_AS."""
+    global _system
+    key, now = _address_space_limit(), time.monotonic()
+    cached_key, when, limits = _system
+    if cached_key == key and when is not None and now - when < REFRESH_SECONDS:
+        return limits
     with _system_lock:
-        cached_key, when, limits = _system
-        if cached_key != key or now - when >= REFRESH_SECONDS:
-            limits = _system_limits()
-            _system = key, now, limits
+        found = _system_limits()
+        limits = Limit(*min(found, key=lambda c: c[0])) if found else None
+        _system = key, now, limits
     return limits
 
 
 def default_limit(file_size):
     """The default limit of a file of `file_size` bytes (see the module's docs), a Limit
     naming what set it."""
-    candidates = [(max(_FLOOR, _RATIO * int(file_size)),
-                   "the default: 1,024 times the file's size, at least 1 GiB")]
-    nbytes, source = min(candidates + _cached_system_limits(), key=lambda c: c[0])
-    return Limit(nbytes, source)
+    own = max(_FLOOR, _RATIO * int(file_size))
+    system = _cached_system_limits()
+    if system is not None and system < own:
+        return system
+    return Limit(own, "the default: 1,024 times the file's size, at least 1 GiB")
 
 
 def set_memory_limit(nbytes):

@@ -18,7 +18,7 @@ import numpy as np
 
 from idv import budget, selection, vectors
 from idv import types as T
-from idv.block_runs import fixed_width
+from idv.block_runs import fixed_width, out_shape
 from idv.scan import AHEAD, WINDOW_BYTES, scan
 
 # windows decoded ahead of the one gathered from: the blocks a take hits are rarely adjacent,
@@ -123,3 +123,64 @@ def _take_scanned(f, cols, rows):
         joined = parts[0] if len(parts) == 1 else vectors.concat_reads(parts)
         out[c.index] = joined if restore is None else joined[restore]
     return out
+
+
+def take_kept(f, rows, cols) -> list:
+    """Rows `rows` (row numbers in range, any order, repeats allowed) of `cols` (Columns of
+    the open file `f`), read()'s forms, through the file's cache of decoded blocks: what a
+    map-style loader asks batch after batch. While the columns' whole decoded arrays fit the
+    cache together, each column is one cached array that its blocks decode into when first
+    hit (each block once), and a batch is one fancy index of it, however many blocks it hits;
+    otherwise (or for text and variable-size vectors) the rows of each block hit are taken from
+    it (Column's row access: its block through the cache), then put in the order asked."""
+    whole = [_whole_bytes(c) for c in cols]
+    kept = None not in whole and sum(whole) <= f.store.cache.max_bytes
+    return [_kept(f, c, rows, n) if kept else _by_block(c, rows) for c, n in zip(cols, whole)]
+
+
+def _whole_bytes(col):
+    """The bytes of `col`'s whole decoded array, None for a column whose blocks cannot be
+    decoded into one (text, variable-size vectors, an unreadable codec)."""
+    shape = out_shape(col.codec, col.num_rows) if col.readable else None
+    if shape is None or col.codec.dtype == object:
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * col.codec.dtype.itemsize
+
+
+class _Filled:
+    """A column's whole decoded array, filled block by block (``have``: the blocks in it)."""
+
+    def __init__(self, array, num_blocks):
+        self.array = array
+        self.have = np.zeros(num_blocks, bool)
+
+
+def _kept(f, col, rows, nbytes):
+    """Rows `rows` of `col` from its cached whole array, decoding the blocks hit that are not
+    in it yet (runs of consecutive ones together)."""
+    def fresh():
+        buf = f.store.buffer(nbytes, f"column {col.index} {col.name!r} kept for row access")
+        shape = out_shape(col.codec, col.num_rows)
+        return _Filled(buf.view(col.codec.dtype).reshape(shape), col.num_blocks)
+    filled = f.store.cache.get(("whole", col.index), fresh, nbytes)
+    rpb = col.rows_per_block
+    hit = np.unique(rows // rpb)
+    missing = hit[~filled.have[hit]]
+    for run in np.split(missing, np.flatnonzero(np.diff(missing) != 1) + 1) if len(missing) \
+            else ():
+        b0, b1 = int(run[0]), int(run[-1]) + 1
+        col.read_blocks(b0, b1, out=filled.array[b0 * rpb:min(b1 * rpb, col.num_rows)])
+        filled.have[b0:b1] = True
+    return filled.array[rows]
+
+
+def _by_block(col, rows):
+    """Rows `rows` of `col`, those of each block hit taken from it in turn (Column's row
+    access), joined and put back in the order asked."""
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    blocks = ordered // col.rows_per_block
+    firsts = np.flatnonzero(np.diff(blocks)) + 1
+    parts = [col[run] for run in np.split(ordered, firsts)]
+    joined = parts[0] if len(parts) == 1 else vectors.concat_reads(parts)
+    return joined[np.argsort(order)]

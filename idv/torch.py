@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Mapping
 from typing import Sequence
 
 import numpy as np
 
-from idv import filters, scan, ticks, vectors
+from idv import filters, scan, take, ticks, vectors
 from idv import types as T
 from idv.errors import require
 from idv.reopen import Reopenable
@@ -49,6 +50,10 @@ MAP_CACHE_BYTES = 256 << 20
 
 
 torch = require("torch", "idv.torch", "idv[torch]")
+try:     # the registry of default_collate's functions by type, which torch invites to extend
+    from torch.utils.data._utils.collate import collate, default_collate_fn_map
+except ImportError:
+    default_collate_fn_map = None
 # UInt16 and UInt32 values: torch >= 2.3 has their dtypes; older versions take them as int64
 _WIDENED = () if hasattr(torch, "uint32") else (np.dtype(np.uint16), np.dtype(np.uint32))
 
@@ -347,8 +352,6 @@ class IdvMapDataset(torch.utils.data.Dataset):
         ds = self.source.dataset()
         self.num_rows = ds.num_rows
         self._starts = np.array([f.start for f in ds.files], np.int64)
-        self._rows_per_block = np.array([f.rows_per_block[self.source.names[0]]
-                                         for f in ds.files], np.int64)
         self._touched, self._touched_pid = set(), os.getpid()   # files read from, and where
 
     @property
@@ -375,51 +378,118 @@ class IdvMapDataset(torch.utils.data.Dataset):
         return self.num_rows
 
     def _read(self, rows):
-        """read()'s forms of each column for `rows` (row numbers, in that order): the rows of
-        each block taken from it in turn (``col[rows]`` of one block: the block cache's)."""
+        """read()'s forms of each column for `rows` (row numbers, in that order): one take of
+        each file's rows through its block cache (idv.take.take_kept), whatever blocks they
+        hit."""
         ds = self.source.dataset()
         if self._touched_pid != os.getpid():     # files opened anew in this process
             self._touched, self._touched_pid = set(), os.getpid()
+        if len(self._starts) == 1 or not len(rows):
+            return self._read_file(ds, 0, rows)
         files = np.searchsorted(self._starts, rows, side="right") - 1
-        local = rows - self._starts[files]
-        blocks = local // self._rows_per_block[files]
-        order = np.lexsort((blocks, files))
-        firsts = np.flatnonzero(np.r_[True, (np.diff(files[order]) != 0)
-                                      | (np.diff(blocks[order]) != 0)])
-        if not len(rows):
-            return [ds.open_file(0)[n][0:0] for n in self.source.names]
+        order = np.argsort(files, kind="stable")
+        firsts = np.flatnonzero(np.diff(files[order])) + 1
         parts = []
-        for run in np.split(order, firsts[1:]):
-            with ds.using(int(files[run[0]])) as f:
-                parts.append([f[n][local[run]] for n in self.source.names])
-        self._touched.update(np.unique(files).tolist())
+        for run in np.split(order, firsts):
+            i = int(files[run[0]])
+            parts.append(self._read_file(ds, i, rows[run] - self._starts[i]))
         values = _join(parts)
         restore = np.empty_like(order)
         restore[order] = np.arange(len(order))
         return [v[restore] for v in values]
 
+    def _read_file(self, ds, i, rows):
+        """read()'s forms of each column for rows `rows` of file i."""
+        with ds.using(i) as f:
+            self._touched.add(i)
+            return take.take_kept(f, rows, [f[n] for n in self.source.names])
+
     def __getitem__(self, key):
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
-            return self.__getitems__([key])[0]
+            return dict(self.__getitems__([key])[0])
         if isinstance(key, slice):
             key = range(*key.indices(self.num_rows))
         rows = _row_numbers(key, self.num_rows)
         return _to_tensors(self._read(rows), self.source.names, self.source.types,
                           self.ragged)
 
-    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
-        """The rows `indices` as a list of dicts (each as ``ds[i]``), read together."""
+    def __getitems__(self, indices: Sequence[int]) -> list[Row]:
+        """The rows `indices` as a list of Rows (each as ``ds[i]``), read together: a
+        DataLoader's default collation gives their batch as ``ds[indices]`` would, with no
+        Python or tensor per row."""
         rows = _row_numbers(indices, self.num_rows)
-        out = [{} for _ in range(len(rows))]
-        for name, t, value in zip(self.source.names, self.source.types, self._read(rows)):
-            item = T.item_type(t)
+        return _Rows(self._read(rows), self.source.names, self.source.types, self.ragged).rows
+
+
+class _Rows:
+    """One read of a batch of rows: each row's values made when first asked for (a column's
+    at once), and the whole batch as ds[rows] gives it (_to_tensors)."""
+
+    def __init__(self, values, names, types, ragged):
+        self.values, self.names, self.types, self.ragged = values, names, types, ragged
+        self.by_name = dict(zip(names, range(len(names))))
+        self.columns = {}
+        self.rows = [Row(self, i) for i in range(vectors.num_rows_of(values[0]))]
+        # default_collate would stack the rows of each column into what _to_tensors gives,
+        # but for variable-size vectors (it cannot stack them): those are collated row by row
+        self.batchable = not any(isinstance(v, vectors.Ragged) for v in values)
+
+    def column(self, name):
+        """The values of column `name`, row by row."""
+        got = self.columns.get(name)
+        if got is None:
+            k = self.by_name[name]
+            value, item = self.values[k], T.item_type(self.types[k])
             if item is T.Text:
-                column = value.tolist() if not isinstance(value, vectors.Ragged) else \
+                got = value.tolist() if not isinstance(value, vectors.Ragged) else \
                     [r.tolist() for r in value]
             elif isinstance(value, vectors.Ragged):
-                column = _items(value.values, item).split(value.lengths.tolist())
+                got = _items(value.values, item).split(value.lengths.tolist())
             else:
-                column = _items(value, item).unbind(0)
-            for row, v in zip(out, column):
-                row[name] = v
-        return out
+                got = _items(value, item).unbind(0)
+            self.columns[name] = got
+        return got
+
+    def batch(self):
+        return _to_tensors(self.values, self.names, self.types, self.ragged)
+
+
+class Row(Mapping):
+    """A row of IdvMapDataset.__getitems__: a read-only mapping column -> value (0-d tensors
+    for scalars, 1-d for vectors, str for text, as ``ds[i]``), made when asked for. It
+    pickles and copies as a dict."""
+
+    __slots__ = ("_rows", "_i")
+
+    def __init__(self, rows, i):
+        self._rows, self._i = rows, i
+
+    def __getitem__(self, name):
+        return self._rows.column(name)[self._i]
+
+    def __iter__(self):
+        return iter(self._rows.names)
+
+    def __len__(self):
+        return len(self._rows.names)
+
+    def __repr__(self):
+        return repr(dict(self))
+
+    def __reduce__(self):
+        return dict, (dict(self),)
+
+
+def _collate_rows(batch, *, collate_fn_map=None):
+    """default_collate of Rows: the rows one __getitems__ call gave, all and in order, as the
+    batch it read (no tensor per row, no stacking); other lists of Rows, column by column."""
+    rows = batch[0]._rows
+    if rows.batchable and len(batch) == len(rows.rows) \
+            and all(a is b for a, b in zip(batch, rows.rows)):
+        return rows.batch()
+    return {name: collate([r[name] for r in batch], collate_fn_map=collate_fn_map)
+            for name in rows.names}
+
+
+if default_collate_fn_map is not None:     # DataLoader's default collation of Rows
+    default_collate_fn_map[Row] = _collate_rows

@@ -292,3 +292,43 @@ def test_a_url_is_opened_by_each_worker(path):
         served = srv.requests
     assert _is_permutation(ids)
     assert served > 2           # the workers fetched blocks of their own
+
+
+def test_map_style_batches_collate_as_the_batch_read(path):
+    """DataLoader's default collation of __getitems__'s rows gives ds[rows] (no tensor per row);
+    rows collated otherwise (a part of them, ragged columns) are stacked row by row as before."""
+    from torch.utils.data import default_collate
+    want = _columns()
+    ds = idv_torch.IdvMapDataset(path, ["id", "vec", "label", "name", "when"])
+    rows = [19_999, 3, 4_000, 3, 12_345]
+    got = ds.__getitems__(rows)
+    batch = default_collate(got)
+    assert batch["id"].tolist() == rows and batch["name"] == want["name"][rows].tolist()
+    assert batch["vec"].shape == (5, 16) and np.array_equal(batch["vec"].numpy(), want["vec"][rows])
+    assert batch["label"].dtype == torch.int64 and batch["when"].dtype == torch.int64
+    part = default_collate(got[1:3])                  # not the whole read: row by row
+    assert part["id"].tolist() == rows[1:3] and part["vec"].shape == (2, 16)
+    assert dict(got[0]).keys() == batch.keys() and got[0]["name"] == want["name"][19_999]
+    assert pickle.loads(pickle.dumps(got[2]))["id"].item() == 4_000
+    ragged = idv_torch.IdvMapDataset(path, ["id", "tokens"]).__getitems__([6, 7])
+    assert [r["tokens"].tolist() for r in ragged] == [[6], [7, 8]]
+    with pytest.raises(RuntimeError):                 # default_collate cannot stack them
+        default_collate(ragged)
+
+
+def test_take_kept_gathers_through_one_array_while_the_columns_fit(path):
+    """take_kept: with the whole columns within the cache, each block is decoded once, however
+    many takes hit it; beyond it, by block through the cache; both give read()'s rows."""
+    from idv.take import take_kept
+    want = _columns()
+    rows = np.random.default_rng(1).integers(0, ROWS, 3000)
+    for cache_bytes, whole in ((64 << 20, True), (100_000, False)):
+        with idv.open(path, cache_bytes=cache_bytes) as f:
+            cols = [f["id"], f["vec"], f["name"]]
+            for part in np.array_split(rows, 10):
+                got = take_kept(f, part, cols)
+                assert np.array_equal(got[0], part) and np.array_equal(got[1], want["vec"][part])
+                assert got[2].tolist() == want["name"][part].tolist()
+            decoded = f["id"].blocks_decoded + f["vec"].blocks_decoded
+            assert (decoded == 40) == whole, decoded
+            assert len(take_kept(f, np.zeros(0, np.int64), cols)[1]) == 0
