@@ -401,10 +401,12 @@ class Dataset:
 
     def _decoded_bytes(self, i, name, local):
         """Column.decoded_bytes(local) of file i's column `name`, without reopening a closed
-        file for a read of all its rows."""
+        file for a read of all its rows (`local` None, or the slice of them)."""
         entry = self.files[i]
+        every_row = local is None or (isinstance(local, slice)
+                                      and local == slice(0, entry.num_rows))
         if not self._open.is_open(i) and entry.decoded is not None and name in entry.decoded \
-                and isinstance(local, slice) and local == slice(0, entry.num_rows):
+                and every_row:
             return entry.decoded[name]
         return self.open_file(i)[name].decoded_bytes(local)
 
