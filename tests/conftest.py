@@ -136,6 +136,67 @@ TEST_MARKS = {
     "test_docs_run.py::test_code_blocks_run[docs/training.md]": {"slow", "engine"},  # workers
     "test_docs_run.py::test_code_blocks_run[docs/interop.md]": {"slow"},
 }
+# tests of a second or more on 2 cores (pytest --durations=0), left out of the quick run
+# `pytest -m "not slow"`: module -> test names (all their parameters)
+SLOW_TESTS = {
+    "test_arrow_write.py": {"test_arrow_text_bytes_equal_mlnet",
+        "test_cli_convert_level_and_backend", "test_convert_default_deflate",
+        "test_convert_parquet_text_equals_write_from_str",
+        "test_write_arrow_table_bytes_equal_str", "test_write_pandas_strings_bytes_equal_str"},
+    "test_budget.py": {"test_a_one_row_read_of_a_huge_block_is_refused_by_default"},
+    "test_changed_underfoot.py": {"test_a_stream_stops_with_an_error_when_its_file_changes"},
+    "test_checksums.py": {"test_mlnet_loads_a_checksummed_file_with_the_same_values",
+        "test_verify_catches_single_bit_flips_past_the_header"},
+    "test_cli.py": {"test_convert_without_pyarrow_names_the_extra",
+        "test_progress_asked_for_without_tqdm_says_so"},
+    "test_cli_dataset.py": {"test_convert_of_a_dataset_streams_in_bounded_memory"},
+    "test_convert.py": {"test_streaming_bounded_memory"},
+    "test_convert_blocks.py": {"test_mlnet_reads_every_fixture_copied"},
+    "test_corrupt.py": {"test_failing_decoders_do_not_leak", "test_payload_mutations",
+        "test_random_byte_flips", "test_text_decoders_do_not_leak"},
+    "test_filter_differential.py": {"test_duckdb_over_arrow_dataset_equals_duckdb_in_memory"},
+    "test_fork.py": {"test_a_fork_while_another_thread_reads"},
+    "test_fuzz.py": {"test_replay_runs_every_seed_without_libfuzzer"},
+    "test_huggingface.py": {"test_stream_gives_the_same_rows_in_shards_of_blocks",
+        "test_stream_in_dataloader_workers_and_by_node", "test_stream_of_a_url_in_fork_workers"},
+    "test_memory.py": {"test_a_container_limit_says_which_file_and_column",
+        "test_a_dataset_read_is_checked_as_a_whole",
+        "test_a_slice_is_checked_before_allocating",
+        "test_a_variable_boolean_vector_is_counted_before_decoding",
+        "test_an_annotation_is_counted_against_the_limit",
+        "test_convert_parquet_of_a_wide_vector", "test_dask_keeps_a_wide_vector_one_column",
+        "test_dvbool_decodes_without_temporaries",
+        "test_read_pandas_keeps_a_wide_vector_one_column",
+        "test_readers_decode_only_the_annotations_they_use",
+        "test_schema_and_verify_survive_a_huge_annotation", "test_slices_with_steps",
+        "test_text_rows_are_counted_as_str_objects"},
+    "test_read_paths.py": {"test_every_backend_reads_big_columns_alike"},
+    "test_remote.py": {"test_a_file_replaced_while_reading_is_refused",
+        "test_a_huge_declared_file_fetches_within_the_limit",
+        "test_a_remote_take_fetches_each_block_hit_once_in_few_requests",
+        "test_a_server_that_stalls_times_out", "test_a_truncated_answer_is_an_error",
+        "test_a_whole_read_fetches_its_blocks_in_few_requests",
+        "test_checksums_are_checked_over_http",
+        "test_cli_storage_options_reach_the_filesystem",
+        "test_mlnet_files_over_http_read_as_mlnet_reads_them",
+        "test_one_column_of_twelve_transfers_its_blocks_and_the_tables",
+        "test_requests_go_out_concurrently", "test_s3_reads_the_version_opened",
+        "test_s3_through_s3fs_and_storage_options",
+        "test_server_errors_are_not_missing_files",
+        "test_storage_options_reach_the_filesystem",
+        "test_tables_beyond_the_tail_guess_come_in_one_more_request"},
+    "test_roundtrip.py": {"test_mlnet_reads_the_same_schema_and_values_back"},
+    "test_row_access.py": {"test_threads_share_the_cache_without_drift",
+        "test_whole_column_and_random_rows_in_bounded_memory"},
+    "test_statistics.py": {"test_mlnet_loads_files_with_statistics_with_the_same_values"},
+    "test_torch.py": {"test_map_style_in_workers_and_by_batch_sampler",
+        "test_map_style_shuffled_epoch_decodes_each_block_once",
+        "test_nested_ragged_and_drop_last",
+        "test_shuffled_epochs_are_permutations_that_differ_and_repeat",
+        "test_spawn_workers_give_the_fork_workers_batches"},
+    "test_writer.py": {"test_mlnet_reads_other_backends", "test_property_every_type",
+        "test_property_vectors"},
+}
 # fixture -> markers of every test that uses it
 FIXTURE_MARKS = {
     "oracle": {"oracle"},
@@ -156,6 +217,8 @@ def pytest_collection_modifyitems(config, items):
         name = f"{module}::{getattr(item, 'originalname', item.name)}"
         marks = set(MODULE_MARKS.get(module, ())) | TEST_MARKS.get(name, set()) | \
             TEST_MARKS.get(f"{module}::{item.name}", set())
+        if getattr(item, "originalname", item.name) in SLOW_TESTS.get(module, ()):
+            marks.add("slow")
         for fixture in getattr(item, "fixturenames", ()):
             marks |= FIXTURE_MARKS.get(fixture, set())
         for marker in sorted(marks):

@@ -207,3 +207,19 @@ def test_layer_rules_on_a_made_up_package(tmp_path):
     assert layer_of("idv.extra", layers) is None and layer_of("idv", layers) == 4
     with pytest.raises(ValueError, match="idv.errors is in layers"):
         layer_of("idv.errors", layers + [["e*"]])
+
+
+def test_the_quick_runs_marks_name_tests_that_exist():
+    """Every test that conftest.py marks slow by name is defined in its module (a renamed
+    test would drop its mark silently and slow the quick run down)."""
+    import ast
+    from conftest import SLOW_TESTS, TEST_MARKS
+    tests_dir = REPO_DIR / "tests"
+    named = [(m, n) for m, names in SLOW_TESTS.items() for n in names]
+    named += [tuple(k.split("[")[0].split("::")) for k in TEST_MARKS]
+    defined = {}
+    for module in {m for m, _ in named}:
+        tree = ast.parse((tests_dir / module).read_text())
+        defined[module] = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    missing = [f"{m}::{n}" for m, n in named if n not in defined[m]]
+    assert not missing, f"marked by name in conftest.py but not defined: {missing}"
