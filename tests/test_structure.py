@@ -30,9 +30,9 @@ LAYERS = {
          "staging", "arrow_types", "arrow_expressions", "annotations", "statistics",
          "literals", "comparison"],
     "block store: fetching, checking and decoding runs of blocks":
-        ["block_runs", "blocks", "batch"],
+        ["block_runs", "block_checks", "stored_blocks", "blocks", "batch"],
     "scan: many columns (and files) read in step, and the filters that skip blocks":
-        ["scan", "filters"],
+        ["scan_windows", "scan", "filters"],
     "reader: open files, columns, which columns and rows a read covers":
         ["opening", "column_annotations", "column", "reader", "checker", "selection", "listing", "take", "block_stats"],
     "interop: numpy blocks to Arrow, pandas, delimited text, a notebook's view":
