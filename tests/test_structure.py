@@ -25,8 +25,8 @@ LAYERS = {
          "_compression", "_bytes", "_arrow_c", "errors", "types"],
     "facts: one concept each, used by readers and writers alike":
         ["ticks", "compression", "budget", "cache", "_threads", "_gc", "_version", "cells",
-         "vectors", "layout", "source", "archive", "remote", "paths", "checksums", "sample",
-         "infer", "sink",
+         "vectors", "layout", "source", "archive", "remote_answers", "remote", "paths",
+         "checksums", "sample", "infer", "sink",
          "staging", "arrow_types", "arrow_expressions", "annotations", "statistics",
          "literals", "comparison"],
     "block store: fetching, checking and decoding runs of blocks":
@@ -42,7 +42,7 @@ LAYERS = {
     "formats: idv.convert and its registry": ["formats", "formats.*"],
     "engines: many files as one table, Dask, Ray, Spark, training loaders":
         ["dataset_files", "dataset", "reopen", "engine_filters", "dask", "ray", "spark", "polars",
-         "arrow_dataset", "torch", "huggingface"],
+         "arrow_scanner", "arrow_dataset_class", "arrow_dataset", "torch", "huggingface"],
     "the package root, exporting the public API": ["__init__"],
     "command line: a user of the public API": ["cli", "cli.*", "__main__"],
 }
