@@ -17,6 +17,7 @@ MISSING_VALUE_TYPES = "Single and Double (NaN), keys (0) and Text (empty)"
 
 
 def first_null(arr):
+    """The position of the first null of `arr` (an Arrow array or chunked array that has one)."""
     mask = arr.is_null()
     if hasattr(mask, "combine_chunks"):
         mask = mask.combine_chunks()
@@ -24,6 +25,8 @@ def first_null(arr):
 
 
 def no_nulls(arr, describe, t):
+    """ValueError at the first null of `arr` (`describe(i)` names row i) for a column of type
+    `t`, which has no missing value, saying how to write it."""
     if arr.null_count and t is T.Text:
         raise ValueError(f"{describe(first_null(arr))}: null, but Text has no missing value "
                          f"in ML.NET: pass missing_text=\"\" to write it as empty text "
@@ -37,6 +40,7 @@ def no_nulls(arr, describe, t):
 
 
 def numpy_view(arr):
+    """`arr`'s values in numpy, a view of Arrow's buffer where it can be."""
     return arr.to_numpy(zero_copy_only=False)
 
 

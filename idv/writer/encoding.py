@@ -28,6 +28,8 @@ class BlockEncoder:
         self._threads = threads
 
     def encode(self, task):
+        """(column index, stored bytes, raw length, CRC-32 or None, statistics or None) of
+        one block."""
         col, chunk, copy = task
         if copy is not None:       # stored as it is elsewhere: its checksum and statistics
             data, nraw = copy
