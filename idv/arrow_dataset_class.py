@@ -43,6 +43,7 @@ class _Refusing(pafs.FileSystemHandler):
     copy_file = open_input_stream = open_input_file = open_output_stream = _refuse
     open_append_stream = normalize_path = _refuse
 
+
 def _unsupported(what):
     """A method of pyarrow's Dataset that needs Arrow's own C++ dataset: it raises."""
     def method(self, *args, **kwargs):
@@ -51,6 +52,7 @@ def _unsupported(what):
     method.__name__ = what
     return method
 
+
 def _options(kwargs, where):
     """TypeError for `kwargs` that are not pyarrow's scanner options (_SCAN_OPTIONS)."""
     unknown = set(kwargs) - _SCAN_OPTIONS
@@ -58,6 +60,7 @@ def _options(kwargs, where):
         raise TypeError(f"{where}() got unexpected arguments: {', '.join(sorted(unknown))}")
 
 _REFUSING = pafs.PyFileSystem(_Refusing())
+
 
 class IdvArrowDataset(pads.FileSystemDataset):
     """.idv files as a pyarrow Dataset (made by idv.arrow_dataset).

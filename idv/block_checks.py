@@ -31,6 +31,7 @@ def entry_point(method):
             raise e.locate(column=blocks.name, column_index=blocks.index, path=self.path)
     return run
 
+
 class BlockChecks:
     """The CRC-32 checks of idv.blocks.BlockStore."""
 

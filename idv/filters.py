@@ -24,6 +24,7 @@ from idv.errors import IdvFormatError, IdvWarning
 from idv.filter_tree import And, BlocksOnly, IsNull, Not, Or, columns_of, parse
 from idv.scan import NumpyColumn, scan
 
+
 # ---------------------------------------------------------------------------------------------
 # a filter bound to a file: one meaning for its blocks and its rows
 # ---------------------------------------------------------------------------------------------
