@@ -59,6 +59,7 @@ def _options(kwargs, where):
     if unknown:
         raise TypeError(f"{where}() got unexpected arguments: {', '.join(sorted(unknown))}")
 
+
 _REFUSING = pafs.PyFileSystem(_Refusing())
 
 
