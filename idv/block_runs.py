@@ -1,7 +1,7 @@
 """Where decoded blocks go: the array a run of blocks decodes into (its shape, each text
 block's room), how runs are split (into groups within a memory bound, into chunks for the
-threads), and the bound on densifying sparse vectors. Shared by the block store, the scan and
-the batch of many files.
+threads), the bound on densifying sparse vectors, and the sizes a column's blocks can have for
+their rows. Shared by the block store, the scan, the batch of many files and the columns.
 """
 from __future__ import annotations
 
@@ -86,3 +86,32 @@ def check_dense(blocks, vtype, disk, which="", hint="", **where):
         raise IdvFormatError(f"the sparse vectors{which} would densify to {implicit} implicit "
                              f"zeros ({nbytes} bytes) from {disk} bytes in the file; a vector "
                              f"length is corrupt{hint}", **where)
+
+
+def check_block_sizes(table, codec, kind, rows_per_block, num_rows, lookup_offset):
+    """IdvFormatError for the first impossible block size of a column's lookup `table`
+    (blocks of `codec`, compression `kind`; its entries at `lookup_offset`), refused before
+    any output is allocated (idv.layout.Tables.check_sizes marks the columns whose sizes
+    were checked at open)."""
+    rows = np.full(len(table), rows_per_block, np.int64)
+    rows[-1] = num_rows - (len(table) - 1) * rows_per_block
+    raw = table["raw"].astype(np.int64)
+    disk = table["disk"].astype(np.int64)
+    if codec.itemsize:
+        bad = raw != rows * codec.itemsize
+        why = "is not rows x item size"
+    else:
+        bad = raw < np.array([codec.min_size(int(r)) for r in rows[:1]] * (len(rows) - 1)
+                             + [codec.min_size(int(rows[-1]))])
+        why = "is too small for the block's rows"
+    if kind == _compression.NONE:
+        bad2 = raw != disk
+        why2 = "differs from the stored length (compression None)"
+    else:
+        bad2 = raw > disk * _compression.MAX_RATIO + 64
+        why2 = "is beyond what DEFLATE can expand to"
+    for mask, reason in ((bad, why), (bad2, why2)):
+        if mask.any():
+            b = int(np.flatnonzero(mask)[0])
+            raise IdvFormatError(f"decompressed length {int(raw[b])} {reason}", block=b,
+                                 offset=lookup_offset + 16 * b)

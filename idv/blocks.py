@@ -13,21 +13,21 @@ a lookup table), so that any reader of several columns can decode their blocks t
 """
 from __future__ import annotations
 
-import functools
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from idv import _codecs, _compression, _threads, budget, vectors
+from idv.block_checks import BlockChecks, entry_point
 from idv.block_runs import (block_groups, check_dense, chunks, fixed_width, out_shape,
                             root_bytes, text_rooms)
 from idv.errors import IdvFormatError
+from idv.stored_blocks import StoredBlocks
 
 # Blocks decompressed together by one decode_each task before they are decoded.
 _GROUP_BYTES = 1 << 20
 # The least output (bytes) a parallel chunk of inflate is given.
 SPAN_BYTES = 128 << 10
-_CRC_SPAN_BYTES = 4 << 20    # CRC-32 alone runs at ~15 GB/s: a span must outweigh a hand-off
 
 
 class ColumnBlocks(NamedTuple):
@@ -59,20 +59,8 @@ class ColumnBlocks(NamedTuple):
         return f"reading column {self.index} {self.name!r} rows {r0}-{r1 - 1}{what}"
 
 
-def _entry_point(method):
-    """A decoding entry point of BlockStore: it checks that the file is open, and its
-    IdvFormatErrors name the column and the file besides the block."""
-    @functools.wraps(method)
-    def run(self, blocks, *args, **kwargs):
-        self.check_open()
-        try:
-            return method(self, blocks, *args, **kwargs)
-        except IdvFormatError as e:
-            raise e.locate(column=blocks.name, column_index=blocks.index, path=self.path)
-    return run
 
-
-class BlockStore:
+class BlockStore(BlockChecks, StoredBlocks):
     """The blocks of one open file: where they are read from (the file's source, which
     ``path`` names in errors), the memory limit of what reads allocate (``memory_limit``),
     the decoded blocks kept for row access (``cache``, an idv.cache.BlockCache), the checksums
@@ -86,7 +74,9 @@ class BlockStore:
     into a buffer). Each decodes in the "read" pool unless ``parallel`` is False (a caller
     that runs them in threads of its own). A damaged block raises IdvFormatError naming its
     ``block``, ``offset``, column and ``path``. ``inflate_fixed`` takes pieces of many
-    columns of fixed-width scalars at once (a scan's window), in one inflate call.
+    columns of fixed-width scalars at once (a scan's window), in one inflate call. The CRC-32
+    checks are BlockChecks' (idv.block_checks); blocks as stored, and views of a memory map,
+    StoredBlocks' (idv.stored_blocks).
     """
 
     def __init__(self, source, *, path, threads, backend, memory_limit, cache, sums=None,
@@ -160,157 +150,8 @@ class BlockStore:
         self.need(nbytes, lambda: what)
         return _compression.empty(nbytes, np.uint8)
 
-    # ---- checksums
-    def expected_crcs(self, blocks):
-        """The CRC-32 each block of `blocks` (a ColumnBlocks) must have
-        (idv.checksums.Checksums.expected), found once per column; None without checksums."""
-        if self.sums is None:
-            return None
-        if self._opened_crcs is not None:
-            return self._opened_crcs[blocks.index]
-        crcs = self._crcs.get(blocks.index)
-        if crcs is None:
-            lookup = blocks.lookup
-            crcs = self._crcs[blocks.index] = self.sums.expected(lookup["offset"],
-                                                                 lookup["disk"])
-        return crcs
-
-    def check_block(self, offset, length, block):
-        """IdvFormatError naming `block` when its stored bytes fail their recorded CRC-32."""
-        if offset < 0 or length < 0 or offset > self._source.size - length:
-            return
-        try:
-            self.sums.check(offset, self._source.view(offset, length), "the block")
-        except IdvFormatError as e:
-            raise e.locate(block=block) from None
-
-    def check_unread(self, blocks, which, recorded=None):
-        """IdvFormatError naming the first of blocks `which` (block numbers of a
-        ColumnBlocks) whose stored bytes fail their recorded CRC-32 (the checksums', else
-        `recorded`: the statistics' own, uint32 per block): the blocks a filter's statistics
-        skip, so that bounds are never trusted over a block that changed since they were
-        computed. Only where the bytes are at hand without a fetch (a file in memory, a
-        memory map), and not when the file was opened with checksums=False."""
-        which = np.asarray(which, np.int64)
-        if not self.checking or not self.in_memory or not len(which):
-            return
-        if self.sums is not None:
-            crcs = self.expected_crcs(blocks)[which]
-        elif recorded is not None:
-            crcs = np.asarray(recorded, np.int64)[which]
-        else:
-            return
-        lookup = blocks.lookup[which]
-        offsets = np.ascontiguousarray(lookup["offset"], np.int64)
-        disk = np.ascontiguousarray(lookup["disk"], np.int64)
-        buf, at = self.block_bytes(offsets, disk)
-        got = self._crcs_of(buf, at, disk)
-        bad = np.flatnonzero((crcs != _compression.NO_CRC) & ((crcs < 0) | (got != crcs)))
-        if len(bad):
-            i = int(bad[0])
-            if self.sums is not None:
-                self.check_block(int(offsets[i]), int(disk[i]), int(which[i]))
-            raise IdvFormatError(
-                f"checksum mismatch in the block: its {int(disk[i])} bytes are not those its "
-                f"statistics were computed from (CRC-32 {int(got[i]):#010x}, recorded "
-                f"{int(crcs[i]):#010x}): the file changed since", block=int(which[i]),
-                offset=int(offsets[i]))
-
-    # ---- zero copy: the values of uncompressed blocks, as they lie in a memory-mapped file
-    def mappable(self, blocks):
-        """Whether the values of `blocks` (a ColumnBlocks) can be handed out as views of the
-        file's memory map (mapped_blocks): a file opened from a path (mapped), blocks stored
-        without compression, fixed-width items stored as they are in memory (no fix-up:
-        numbers and keys), every block the size of its rows and aligned for its items."""
-        found = self._mappable.get(blocks.index)
-        if found is None:
-            found = self._mappable[blocks.index] = self._is_mappable(blocks)
-        return found
-
-    def _is_mappable(self, blocks):
-        codec, buf = blocks.codec, self._source.buffer
-        if (blocks.compression != _compression.NONE or not fixed_width(codec)
-                or type(codec).fix is not _codecs.Codec.fix or buf is None
-                or not getattr(self._source, "shareable", False) or not blocks.num_rows):
-            return False
-        lookup, size = blocks.lookup, codec.itemsize
-        rows = np.full(len(lookup), blocks.rows_per_block, np.int64)
-        rows[-1] = blocks.num_rows - (len(lookup) - 1) * blocks.rows_per_block
-        offsets, disk = lookup["offset"], lookup["disk"].astype(np.int64)
-        base = np.frombuffer(buf, np.uint8).__array_interface__["data"][0]
-        return bool(((disk == rows * size) & (lookup["raw"] == disk) & (offsets >= 0)
-                     & (offsets <= len(buf) - disk) & ((base + offsets) % size == 0)).all())
-
-    @_entry_point
-    def mapped_blocks(self, blocks, b0, b1):
-        """Blocks [b0, b1) of a mappable column: per block a read-only array that is a view
-        of the file's memory map (which stays open while any such array lives, the file
-        closed or not). Each block is checked as mapped_spans checks it."""
-        buf, offsets, nbytes = self.mapped_spans(blocks, b0, b1)
-        dtype, size = blocks.codec.dtype, blocks.codec.itemsize
-        return [np.frombuffer(buf, dtype, n // size, o)
-                for o, n in zip(offsets.tolist(), nbytes.tolist())]
-
-    @_entry_point
-    def mapped_spans(self, blocks, b0, b1):
-        """(the file's memory map as a read-only memoryview, each block's offset in it, its
-        bytes: int64 arrays) for blocks [b0, b1) of a mappable column, for views made elsewhere
-        (Arrow buffers). Each block is checked against its CRC-32 first, and the file against
-        truncation; nothing is allocated for the values."""
-        buf = self._source.buffer
-        self._source.check_intact()       # a memory map past a file's end: SIGBUS
-        table = blocks.lookup[b0:b1]
-        offsets, disk = table["offset"].astype(np.int64), table["disk"].astype(np.int64)
-        crcs = self.expected_crcs(blocks)
-        if crcs is not None:
-            self._check_crcs(buf, offsets, disk, crcs[b0:b1], b0)
-        blocks.counted(b1 - b0)
-        return buf, offsets, disk
-
-    @_entry_point
-    def stored(self, blocks, b0, b1):
-        """Blocks [b0, b1) of a column as the file stores them, neither inflated nor decoded
-        (views of a file in memory, else read in one batch), each checked against its CRC-32
-        where the file has checksums: for a writer that copies blocks it need not encode
-        again (idv.Writer.copy_blocks)."""
-        table = blocks.lookup[b0:b1]
-        at, disk = table["offset"].astype(np.int64), table["disk"].astype(np.int64)
-        buf, offsets = self.block_bytes(at, disk)
-        offsets = np.asarray(offsets, np.int64)
-        crcs = self.expected_crcs(blocks)
-        if crcs is not None:
-            self._check_crcs(buf, offsets, disk, crcs[b0:b1], b0, at)
-        view = memoryview(buf).cast("B")
-        return [view[o:o + n] for o, n in zip(offsets.tolist(), disk.tolist())]
-
-    def _crcs_of(self, buf, offsets, disk):
-        """The CRC-32 of each part [offsets[k], +disk[k]) of `buf`, in one call per span of
-        parts without the GIL, in the read threads when there is much to check."""
-        def run(span):
-            return _compression.crc32_ranges(buf, offsets[span[0]:span[1]],
-                                             disk[span[0]:span[1]])
-        parts = min(self.threads * 4, int(disk.sum()) // _CRC_SPAN_BYTES)
-        spans = chunks(len(offsets), parts)
-        if len(spans) > 1 and self.threads > 1:
-            got = list(_threads.pool("read", self.threads).map(run, spans))
-        else:
-            got = [run(s) for s in spans]
-        return np.concatenate(got) if got else np.zeros(0, np.int64)
-
-    def _check_crcs(self, buf, offsets, disk, crcs, b0, at=None):
-        """IdvFormatError naming the first block (numbered from b0) whose bytes fail their
-        CRC-32 (`crcs`: idv.checksums.Checksums.expected's), computed by _crcs_of. `at`: the
-        blocks' offsets in the file, where `offsets` are those in a buffer of their bytes."""
-        got = self._crcs_of(buf, offsets, disk)
-        bad = np.flatnonzero((crcs != _compression.NO_CRC) & ((crcs < 0) | (got != crcs)))
-        if len(bad):
-            i = int(bad[0])
-            at = offsets if at is None else at
-            self.check_block(int(at[i]), int(disk[i]), b0 + i)
-            raise IdvFormatError("checksum mismatch", block=b0 + i, offset=int(at[i]))
-
     # ---- decoding
-    @_entry_point
+    @entry_point
     def decode(self, blocks, b0, b1, sparse=False, parallel=True, out=None):
         """The rows of blocks [b0, b1) (b0 < b1) in Column.read()'s form: an array, or for
         vectors a dense array, a Ragged, or with ``sparse`` a CSR matrix. ``out``: for
@@ -398,7 +239,7 @@ class BlockStore:
                       lambda: f"{self._where(rows())} ({codec.type}{', sparse' * sparse})")
         return vectors.assemble(results, codec.type, sparse, out)
 
-    @_entry_point
+    @entry_point
     def decode_text(self, blocks, b0, b1, parallel=True, out=None):
         """Blocks [b0, b1) (b0 < b1) of a Text or vector-of-Text column in Arrow's string
         layout (Column.read_text_blocks): per block a TextSpans or a VectorBlock, views into
@@ -423,13 +264,13 @@ class BlockStore:
         self._decode_each(blocks, b0, table, into, (out, starts), parallel)
         return spans
 
-    @_entry_point
+    @entry_point
     def inflate(self, blocks, b0, table, dst, dst_offsets, parallel=True):
         """Decompress the blocks of `table` (blocks.lookup[b0:b0 + len(table)]) into `dst`
         (a uint8 array), each at its offset in `dst_offsets`, checking their CRC-32s."""
         self._inflate(blocks, b0, table, dst, dst_offsets, parallel)
 
-    @_entry_point
+    @entry_point
     def decode_each(self, blocks, b0, table, consume, keep=None, parallel=True):
         """Decompress each block of `table` (blocks.lookup[b0:b0 + len(table)]), then hand
         it to consume(i, block, buffer, rows), i counted from b0 (_decode_each)."""

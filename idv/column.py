@@ -17,7 +17,7 @@ import numpy as np
 
 from idv import _codecs, _compression, _lookup, _toc, budget, selection, vectors
 from idv import types as T
-from idv.block_runs import text_rooms
+from idv.block_runs import check_block_sizes, text_rooms
 from idv.blocks import ColumnBlocks
 from idv.column_annotations import ColumnAnnotations
 from idv.errors import IdvFormatError, UnsupportedCodecError
@@ -194,37 +194,11 @@ class Column(ColumnAnnotations):
             table = self._file.tables.lookup(self.index)
         except IdvFormatError as e:
             raise self._located(e)
-        if self.codec is not None and len(table):
-            self._check_sizes(table)
+        if (self.codec is not None and len(table)
+                and not self._file.tables.sizes_checked(self.index)):  # at open, with others
+            check_block_sizes(table, self.codec, self._entry.compression, self.rows_per_block,
+                              self.num_rows, self._entry.lookup_offset)
         return table
-
-    def _check_sizes(self, table):
-        """Refuse impossible block sizes before any output is allocated."""
-        if self._file.tables.sizes_checked(self.index):    # at open, with the others
-            return
-        rows = np.full(len(table), self.rows_per_block, np.int64)
-        rows[-1] = self.num_rows - (len(table) - 1) * self.rows_per_block
-        raw = table["raw"].astype(np.int64)
-        disk = table["disk"].astype(np.int64)
-        kind = self._entry.compression
-        if self.codec.itemsize:
-            bad = raw != rows * self.codec.itemsize
-            why = "is not rows x item size"
-        else:
-            bad = raw < np.array([self.codec.min_size(int(r)) for r in rows[:1]] * (len(rows) - 1)
-                                 + [self.codec.min_size(int(rows[-1]))])
-            why = "is too small for the block's rows"
-        if kind == _compression.NONE:
-            bad2 = raw != disk
-            why2 = "differs from the stored length (compression None)"
-        else:
-            bad2 = raw > disk * _compression.MAX_RATIO + 64
-            why2 = "is beyond what DEFLATE can expand to"
-        for mask, reason in ((bad, why), (bad2, why2)):
-            if mask.any():
-                b = int(np.flatnonzero(mask)[0])
-                raise IdvFormatError(f"decompressed length {int(raw[b])} {reason}", block=b,
-                                     offset=self._entry.lookup_offset + 16 * b)
 
     # ---- the file's structures, for idv.verify and the command line (package-internal: not
     # part of the public API, and may change)

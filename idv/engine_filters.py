@@ -1,5 +1,5 @@
 """Engines' predicates as idv filters: polars expressions, pyarrow (and DuckDB's) expressions
-and Spark's pushed filters become idv.filters trees here, under one policy of what is taken.
+and Spark's pushed filters become idv.filter_tree trees here, under one policy of what is taken.
 
 idv compares exactly (idv.comparison); an engine may not: polars casts a float literal to a
 Float32 column and holds NaN equal to NaN, Spark orders NaN above every number, Arrow
@@ -18,7 +18,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from idv import filters
+from idv import filter_tree
 from idv import types as T
 
 ARROW, POLARS, SPARK = "arrow", "polars", "spark"
@@ -97,33 +97,33 @@ def from_arrow(expression, types):
     none), `exact` says it also tests the rows as Arrow does, `columns` are the columns the
     expression needs (None: unknown, read them all)."""
     try:
-        node = filters.parse(expression)
+        node = filter_tree.parse(expression)
     except (ValueError, TypeError, SyntaxError):
         return None, False, None
     tree, exact = _arrow_tree(node, types)
-    return tree, exact, filters.columns_of(node)
+    return tree, exact, filter_tree.columns_of(node)
 
 
 def _arrow_tree(node, types):
-    if isinstance(node, filters.And):
+    if isinstance(node, filter_tree.And):
         got = [_arrow_tree(p, types) for p in node.parts]
         kept = [t for t, _ in got if t is not None]
-        tree = None if not kept else kept[0] if len(kept) == 1 else filters.And(tuple(kept))
+        tree = None if not kept else kept[0] if len(kept) == 1 else filter_tree.And(tuple(kept))
         return tree, all(e for _, e in got) and tree is not None
-    if isinstance(node, filters.Or):
+    if isinstance(node, filter_tree.Or):
         got = [_arrow_tree(p, types) for p in node.parts]
         if any(t is None for t, _ in got):
             return None, False
-        return filters.Or(tuple(t for t, _ in got)), all(e for _, e in got)
-    if isinstance(node, filters.Not):
+        return filter_tree.Or(tuple(t for t, _ in got)), all(e for _, e in got)
+    if isinstance(node, filter_tree.Not):
         tree, exact = _arrow_tree(node.part, types)
-        return (None, False) if tree is None or not exact else (filters.Not(tree), exact)
+        return (None, False) if tree is None or not exact else (filter_tree.Not(tree), exact)
     if node.column not in types:
         raise KeyError(f"the filter names column {node.column!r}, which the dataset does not "
                        f"have (columns: {', '.join(types)})")
     t = types[node.column]
     item = T.item_type(t)
-    if isinstance(node, filters.IsNull):
+    if isinstance(node, filter_tree.IsNull):
         if isinstance(t, T.Vector) or isinstance(item, T.Key) or \
                 item in (T.DateTimeOffset, T.RowId):
             return None, False
@@ -140,9 +140,9 @@ def _taken(engine, node, type_):
         values = [literal(engine, type_, "==", v) for v in node.value]
         if any(v is NO for v in values):
             return None, False
-        return filters.Cmp(node.column, node.op, values), True
+        return filter_tree.Cmp(node.column, node.op, values), True
     value = literal(engine, type_, node.op, node.value)
-    return (None, False) if value is NO else (filters.Cmp(node.column, node.op, value), True)
+    return (None, False) if value is NO else (filter_tree.Cmp(node.column, node.op, value), True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,7 +154,7 @@ _UNITS = {"Nanoseconds": "ns", "Microseconds": "us", "Milliseconds": "ms"}
 
 
 def from_polars(node, types):
-    """An idv.filters tree for a polars expression's JSON form (its ``meta.serialize``),
+    """An idv.filter_tree tree for a polars expression's JSON form (its ``meta.serialize``),
     skipping only blocks in which no row can match by polars' rules (None where nothing of
     it is taken); polars still tests every row."""
     if not isinstance(node, dict) or "BinaryExpr" not in node:
@@ -164,10 +164,10 @@ def from_polars(node, types):
     if op in ("And", "LogicalAnd"):
         parts = [p for p in (from_polars(b["left"], types), from_polars(b["right"], types))
                  if p]
-        return None if not parts else parts[0] if len(parts) == 1 else filters.And(tuple(parts))
+        return None if not parts else parts[0] if len(parts) == 1 else filter_tree.And(tuple(parts))
     if op in ("Or", "LogicalOr"):
         left, right = from_polars(b["left"], types), from_polars(b["right"], types)
-        return filters.Or((left, right)) if left and right else None
+        return filter_tree.Or((left, right)) if left and right else None
     if op not in _POLARS_OPS:
         return None
     sym, left, right = _POLARS_OPS[op], b["left"], b["right"]
@@ -177,7 +177,7 @@ def from_polars(node, types):
         return None
     value = _polars_literal(right["Literal"])
     tree, _ = (None, False) if value is NO else \
-        _taken(POLARS, filters.Cmp(left["Column"], sym, value), types[left["Column"]])
+        _taken(POLARS, filter_tree.Cmp(left["Column"], sym, value), types[left["Column"]])
     return tree
 
 

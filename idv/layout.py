@@ -256,8 +256,9 @@ class Tables:
 
     def check_sizes(self, entries, codecs, num_rows):
         """Mark the columns whose lookup tables hold only possible block sizes (what
-        Column._check_sizes refuses), every fixed-width column (`codecs`, each column's, None
-        for none) in one pass; nothing when the tables are not one array (a damaged one)."""
+        idv.block_runs.check_block_sizes refuses), every fixed-width column (`codecs`, each
+        column's, None for none) in one pass; nothing when the tables are not one array (a
+        damaged one)."""
         joined = self.joined
         if joined is None or not joined.size or not entries:
             return

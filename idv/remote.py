@@ -37,7 +37,8 @@ import numpy as np
 from idv import archive, budget, source as local
 from idv._header import HEADER_SIZE
 from idv.errors import (IdvWarning, MissingDependencyError, RangeNotSupportedError,
-                        RemoteError, RemoteTimeoutError)
+                        RemoteError)
+from idv.remote_answers import content_range, read_at_most, remote_error, transient
 
 DEFAULT_TIMEOUT = 60.0      # seconds one request may take (a range is at most MAX_REQUEST)
 TAIL_GUESS = (4 << 10, 64 << 10)   # bytes read from the end at open: 1/512 of the file, within
@@ -48,7 +49,6 @@ MAX_REQUEST = 8 << 20       # bytes per request at most (larger runs are split, 
 CONCURRENCY = 16            # requests in flight per read_ranges call
 RETRIES = 3                 # transient failures retried per request ...
 BACKOFF = 0.2               # ... after this many seconds, doubled each time
-TRANSIENT = frozenset((429, 500, 502, 503, 504))
 _INSTALL = "pip install 'idv[remote]'"
 
 
@@ -394,7 +394,7 @@ class RemoteSource:
             if isinstance(data, RemoteError):
                 raise data
             if isinstance(data, BaseException):
-                raise self._error(data, what) from data
+                raise remote_error(data, self.name, what, self.timeout) from data
             with self._count:
                 self.bytes_fetched += len(data)
             if len(data) != e - s:
@@ -424,7 +424,7 @@ class RemoteSource:
             try:
                 return await request()
             except Exception as exc:      # noqa: BLE001 - re-raised unless transient
-                if attempt == RETRIES or not _transient(exc):
+                if attempt == RETRIES or not transient(exc):
                     raise
             await asyncio.sleep(BACKOFF * 2 ** attempt)
 
@@ -447,7 +447,7 @@ class RemoteSource:
             r.raise_for_status()
             if r.status != 206:
                 raise ValueError("the server does not support range requests")
-            got = _content_range(r.headers.get("Content-Range", ""))
+            got = content_range(r.headers.get("Content-Range", ""))
             if got != (s, e, self._total):
                 shown = "none" if got is None else f"bytes {got[0]}-{got[1] - 1}/{got[2]}"
                 raise RemoteError(f"{self.name}: asked for bytes {s}-{e - 1} of "
@@ -461,7 +461,7 @@ class RemoteSource:
             if length is not None and int(length) > e - s:
                 raise RemoteError(f"{self.name}: asked for {e - s} bytes, the server "
                                   f"announces {length}", url=self.name)
-            return await _read_at_most(r.content, e - s + 1)
+            return await read_at_most(r.content, e - s + 1)
 
     def _changed(self):
         pin = ", ".join(f"{'ETag' if k == 'If-Match' else 'Last-Modified'} {v}"
@@ -480,97 +480,4 @@ class RemoteSource:
                 return await asyncio.wait_for(self._retrying(coro), self.timeout)
             return sync(self._fs.loop, run)
         except Exception as exc:           # noqa: BLE001 - translated, with its cause
-            raise self._error(exc, what) from exc
-
-    def _error(self, exc, what):
-        """An exception naming the URL for what fsspec or its backend raised."""
-        url = self.name
-        if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or \
-                type(exc).__name__ == "FSTimeoutError":
-            return RemoteTimeoutError(f"{url}: no answer within {self.timeout:g} s while "
-                                      f"{what} (idv.open(..., timeout=) sets the limit)", url)
-        status = _status(exc)
-        if status in (404, 410) or (status is None and isinstance(exc, FileNotFoundError)
-                                    and _connection_error(exc) is None):
-            return FileNotFoundError(2, f"no such file: {url}" +
-                                     (f" (HTTP {status})" if status else ""), url)
-        if status in (401, 403) or isinstance(exc, PermissionError):
-            return PermissionError(13, f"access denied: {url}" +
-                                   (f" (HTTP {status})" if status else ""), url)
-        if any(type(e).__name__ == "TooManyRedirects" for e in _chain(exc)):
-            return RemoteError(f"{url}: {what} failed: the server redirects without end", url)
-        cause = _connection_error(exc) or exc
-        if "support range requests" in str(exc):
-            return RangeNotSupportedError(f"{url}: the server ignores HTTP Range requests (it "
-                                          f"sends the whole file)", url)
-        if "payload" in type(cause).__name__.lower():
-            return RemoteError(f"{url}: {what}: the answer was truncated ({cause})", url)
-        detail = f"HTTP {status}: " if status else ""
-        return RemoteError(f"{url}: {what} failed: {detail}{type(cause).__name__}: {cause}",
-                           url)
-
-
-async def _read_at_most(stream, n):
-    """The body of an answer, `n` bytes at most (a server may send more than it announced)."""
-    parts = []
-    while n > 0:
-        chunk = await stream.read(n)
-        if not chunk:
-            break
-        parts.append(chunk)
-        n -= len(chunk)
-    return b"".join(parts)
-
-
-def _content_range(value):
-    """(start, stop, total) of a Content-Range header 'bytes a-b/n' (None if not one)."""
-    parts = value.replace("bytes", "", 1).strip().replace("/", "-").split("-")
-    try:
-        a, b, n = (int(x) for x in parts)
-    except ValueError:
-        return None
-    return a, b + 1, n
-
-
-def _transient(exc):
-    """Whether a failed request may succeed when repeated."""
-    if isinstance(exc, RemoteError):
-        return False
-    if _status(exc) in TRANSIENT:
-        return True
-    names = {type(e).__name__ for e in _chain(exc)}
-    return bool(names & {"ServerDisconnectedError", "ClientOSError",
-                         "ClientPayloadError", "ConnectionResetError"})
-
-
-def _chain(exc):
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-
-
-def _status(exc):
-    """The HTTP status of an error (aiohttp's ClientResponseError, botocore's ClientError)."""
-    for e in _chain(exc):
-        status = getattr(e, "status", None)
-        if isinstance(status, int):
-            return status
-        response = getattr(e, "response", None)
-        if isinstance(response, dict):
-            code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if isinstance(code, int):
-                return code
-    return None
-
-
-def _connection_error(exc):
-    """The connection failure under `exc`, if that is what it is (fsspec's HTTP reports an
-    unreachable server as FileNotFoundError)."""
-    for e in _chain(exc):
-        if e is not exc and isinstance(e, OSError) and not isinstance(e, FileNotFoundError):
-            return e
-        if "connect" in type(e).__name__.lower() or "payload" in type(e).__name__.lower():
-            return e
-    return None
+            raise remote_error(exc, self.name, what, self.timeout) from exc

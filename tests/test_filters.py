@@ -143,32 +143,32 @@ def test_three_forms_agree_and_unselected_columns_filter(files, full):
 def test_pyarrow_expressions_keep_their_literals_and_refuse_what_they_cannot_read():
     pa = pytest.importorskip("pyarrow", reason="pyarrow expressions need pyarrow")
     import pyarrow.compute as pc
-    from idv import filters
+    from idv import filter_tree
     odd = 'on 2024-01-01 00:00:00 and "quoted" or invert(x) true'   # looks like code
-    assert filters.parse(pc.field("s") == odd) == filters.Cmp("s", "==", odd)
-    assert filters.parse(pc.field("I").isin([3, 5])) == filters.Cmp("I", "in", [3, 5])
+    assert filter_tree.parse(pc.field("s") == odd) == filter_tree.Cmp("s", "==", odd)
+    assert filter_tree.parse(pc.field("I").isin([3, 5])) == filter_tree.Cmp("I", "in", [3, 5])
     duck_in = pc.if_else(pc.field("I").is_valid(), pc.field("I").isin([3, 5]),
                          pa.scalar(None, pa.bool_()))           # DuckDB's I IN (3, 5)
-    assert filters.parse(duck_in) == filters.And((filters.IsNull("I", True),
-                                                  filters.Cmp("I", "in", [3, 5])))
+    assert filter_tree.parse(duck_in) == filter_tree.And((filter_tree.IsNull("I", True),
+                                                      filter_tree.Cmp("I", "in", [3, 5])))
     # pyarrow prints a set's strings as they are: their values are read, not that text
-    assert filters.parse(pc.field("s").isin(['a",\n  "b', "c"])) == \
-        filters.Cmp("s", "in", ['a",\n  "b', "c"])
-    assert filters.parse((3 < pc.field("I")) & ~pc.field("F").is_null()) == filters.And(
-        (filters.Cmp("I", ">", 3), filters.Not(filters.IsNull("F"))))
-    assert filters.parse(pc.field("W") >= dt.datetime(2024, 1, 2, 3)) == \
-        filters.Cmp("W", ">=", np.datetime64("2024-01-02T03:00:00.000000"))
+    assert filter_tree.parse(pc.field("s").isin(['a",\n  "b', "c"])) == \
+        filter_tree.Cmp("s", "in", ['a",\n  "b', "c"])
+    assert filter_tree.parse((3 < pc.field("I")) & ~pc.field("F").is_null()) == filter_tree.And(
+        (filter_tree.Cmp("I", ">", 3), filter_tree.Not(filter_tree.IsNull("F"))))
+    assert filter_tree.parse(pc.field("W") >= dt.datetime(2024, 1, 2, 3)) == \
+        filter_tree.Cmp("W", ">=", np.datetime64("2024-01-02T03:00:00.000000"))
     for e in (pc.field("F").is_nan(), pc.add(pc.field("I"), 1) > 3,
               pc.field("I") > pc.field("U"), pc.field(("a", "b")) > 1,
               pc.field("I") == pa.scalar(None, pa.int64())):
         with pytest.raises(ValueError, match="cannot understand"):
-            filters.parse(e)
+            filter_tree.parse(e)
     # a bytes literal prints as its hex digits, the text of the str "616263": refused
     assert str(pc.field("s") == b"abc") == str(pc.field("s") == "616263")
     for literal in (b"abc", pa.scalar(b"abc", pa.large_binary())):
         with pytest.raises(ValueError, match="bytes literal"):
-            filters.parse((pc.field("I") > 3) | (pc.field("s") == literal))
-    assert filters.parse(pc.field("s") == "616263") == filters.Cmp("s", "==", "616263")
+            filter_tree.parse((pc.field("I") > 3) | (pc.field("s") == literal))
+    assert filter_tree.parse(pc.field("s") == "616263") == filter_tree.Cmp("s", "==", "616263")
 
 
 def test_a_bytes_literal_reads_pyarrows_rows_through_the_arrow_dataset(tmp_path):

@@ -14,7 +14,7 @@ import idv
 pl = pytest.importorskip("polars", reason="scan_idv needs polars")
 from idv.engine_filters import from_polars  # noqa: E402
 from idv.polars import scan_idv  # noqa: E402
-from idv import filters  # noqa: E402
+from idv import filter_tree  # noqa: E402
 
 N = 20_000
 
@@ -72,19 +72,19 @@ def test_predicates_that_translate_skip_blocks():
 
     def tree(e):
         return from_polars(json.loads(e.meta.serialize(format="json")), types)
-    assert tree((pl.col("ts") >= 5) & (pl.col("c") == "b")) == filters.And(
-        (filters.Cmp("ts", ">=", 5), filters.Cmp("c", "==", "b")))
-    assert tree(pl.lit(3) < pl.col("ts")) == filters.Cmp("ts", ">", 3)
+    assert tree((pl.col("ts") >= 5) & (pl.col("c") == "b")) == filter_tree.And(
+        (filter_tree.Cmp("ts", ">=", 5), filter_tree.Cmp("c", "==", "b")))
+    assert tree(pl.lit(3) < pl.col("ts")) == filter_tree.Cmp("ts", ">", 3)
     assert tree(pl.col("x") > 0.5) is None               # NaN orders differently in polars
     flags = {"b": idv.Boolean, "s": idv.Single, "u": idv.Byte}
 
     def flag(e):
         return from_polars(json.loads(e.meta.serialize(format="json")), flags)
-    assert flag(pl.col("b") == True) == filters.Cmp("b", "==", True)    # noqa: E712
+    assert flag(pl.col("b") == True) == filter_tree.Cmp("b", "==", True)    # noqa: E712
     assert flag(pl.col("b") > 0.5) is None               # polars compares it as a float
     assert flag(pl.col("s") == 0.1) is None              # polars casts 0.1 to Float32
     assert flag(pl.col("u") > 300) is None               # beyond Byte: polars' own rules
-    assert flag(pl.col("u") > 3) == filters.Cmp("u", ">", 3)
+    assert flag(pl.col("u") > 3) == filter_tree.Cmp("u", ">", 3)
     assert tree((pl.col("ts") > 1) | (pl.col("x") > 0.5)) is None
 
 

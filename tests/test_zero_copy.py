@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import source
+from idv import scan_windows, source
 from idv.arrow_types import imports_c_streams
 from http_server import RangeServer
 
@@ -152,15 +152,15 @@ def test_record_batches_of_rows_and_sizes_equal_the_copying_reader(path, made_by
 def test_views_of_the_map_are_made_in_the_calling_thread(path, monkeypatch):
     """A mapped column's pieces are not handed to the scan's threads (views take
     microseconds holding the GIL); the other columns' still are."""
-    monkeypatch.setattr(idv.scan, "INLINE_BYTES", 0)
+    monkeypatch.setattr(scan_windows, "INLINE_BYTES", 0)
     where = {}
-    decode = idv.scan._Windows._decode
+    decode = scan_windows.Windows._decode
 
     def recorded(self, task):
         for piece in task:
             where.setdefault(self.readers[piece[0]].col.name, set()).add(threading.get_ident())
         return decode(self, task)
-    monkeypatch.setattr(idv.scan._Windows, "_decode", recorded)
+    monkeypatch.setattr(scan_windows.Windows, "_decode", recorded)
     with idv.open(path, threads=2) as f:
         got = pa.Table.from_batches(list(idv.record_batch_reader(f, ["r8", "when", "i4",
                                                                      "flag"])))
@@ -187,7 +187,7 @@ def test_a_damaged_block_is_still_caught_by_its_checksum(tmp_path, how, monkeypa
     path = _write(tmp_path / "none.idv", rows_per_block=rpb)
     entry = _damage(path, "i4", block)
     if how == "threads":        # the blocks' CRC-32s computed in spans, on two threads
-        monkeypatch.setattr(idv.blocks, "_CRC_SPAN_BYTES", 64)
+        monkeypatch.setattr(idv.block_checks, "_CRC_SPAN_BYTES", 64)
         how = "to_arrow"
     with idv.open(path, threads=2) as f, \
             pytest.raises(idv.IdvFormatError, match="checksum") as e:

@@ -95,6 +95,8 @@ FILE_HELP = ("an .idv file, or ARCHIVE.zip:ENTRY for one inside a zip; or a data
 
 
 def build_parser():
+    """The `idv` command's parser: the options its commands share, then each command's
+    (one _add_* function each, in the order `idv --help` lists them)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("specs", metavar="FILE", nargs="+", help=FILE_HELP)
     _reading_options(common)
@@ -110,13 +112,23 @@ def build_parser():
                    help="show a traceback on errors")
     p.add_argument("--version", action="version", version=f"idv {idv.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in (_add_info, _add_head, _add_schema, _add_verify, _add_stats, _add_cat,
+                _add_convert, _add_sample, _add_ls):
+        add(sub, common, reading)
+    for s in sub.choices.values():
+        s.set_defaults(usage_error=s.error)
+    return p
 
+
+def _add_info(sub, common, reading):
     s = sub.add_parser("info", parents=[reading], help="header and per-column layout",
                        description="Header (version, rows, offsets) and, per column: type, "
                                    "codec, compression, rows per block, blocks, bytes on disk "
                                    "and decompressed, metadata kinds with their types.")
     s.set_defaults(run=cmd_info)
 
+
+def _add_head(sub, common, reading):
     s = sub.add_parser("head", parents=[reading], help="the first rows",
                        description="The first rows as a table; only the blocks holding them "
                                    "are decoded.")
@@ -130,10 +142,14 @@ def build_parser():
                    help="clip table cells to W characters (default 40, 0: no limit)")
     s.set_defaults(run=cmd_head)
 
+
+def _add_schema(sub, common, reading):
     s = sub.add_parser("schema", parents=[reading], help="the column names and types",
                        description="The schema, as print(f.schema) shows it.")
     s.set_defaults(run=cmd_schema)
 
+
+def _add_verify(sub, common, reading):
     s = sub.add_parser(
         "verify", parents=[common], help="check every byte: blocks, lookup tables, metadata",
         description="Decode every block of every column and every metadata value, and check "
@@ -147,6 +163,8 @@ def build_parser():
                    help="fail on warnings too (parts that could not be checked)")
     s.set_defaults(run=cmd_verify, opens_file=False)
 
+
+def _add_stats(sub, common, reading):
     s = sub.add_parser(
         "stats", parents=[common], help="each column's minimum, maximum and missing count",
         description="Each column's statistics over the file: values present and missing "
@@ -159,33 +177,36 @@ def build_parser():
                    help="add block statistics to each FILE (local files), in place")
     s.set_defaults(run=cmd_stats, opens_file=False)
 
-    for name, aliases in (("cat", ["slice"]),):
-        s = sub.add_parser(
-            name, aliases=aliases, parents=[reading], help="print rows as a table, CSV or JSON",
-            description="Print rows (all, or --rows A:B) of some or all columns as an aligned "
-                        "table, CSV, TSV, JSON or JSON lines. Only the blocks holding the rows "
-                        "asked for are decoded; CSV, TSV and JSON stream block by block. "
-                        "`idv slice` is the same command.",
-            epilog="Rows follow Python's slice rules: 10:20, 100:, :50, -10: (write "
-                   "--rows=-10: since the value starts with '-'), ::1000, or one row number. "
-                   "In CSV and TSV, vectors are one cell holding a JSON array; dates are ISO "
-                   "8601, booleans true/false, keys their raw integers.")
-        s.add_argument("--rows", "-r", type=parse_rows, default=None, metavar="A:B",
-                       help="rows to look at, as a Python slice A:B[:STEP] (default: all); "
-                            "with --where, the rows it tests, selected before it")
-        _columns_option(s)
-        _where_option(s)
-        s.add_argument("--limit", "-n", type=_nonneg, default=None, metavar="N",
-                       help="print at most N rows: with --where, the first N that match")
-        s.add_argument("--format", "-f", choices=["table", "csv", "tsv", "json", "jsonl"],
-                       default="table", help="output format (default: table; --json is "
-                                             "--format json)")
-        s.add_argument("--no-header", action="store_true",
-                       help="CSV/TSV: leave out the line of column names")
-        s.add_argument("--max-width", type=_nonneg, default=40, metavar="W",
-                       help="table: clip cells to W characters (default 40, 0: no limit)")
-        s.set_defaults(run=cmd_cat)
 
+def _add_cat(sub, common, reading):
+    s = sub.add_parser(
+        "cat", aliases=["slice"], parents=[reading], help="print rows as a table, CSV or JSON",
+        description="Print rows (all, or --rows A:B) of some or all columns as an aligned "
+                    "table, CSV, TSV, JSON or JSON lines. Only the blocks holding the rows "
+                    "asked for are decoded; CSV, TSV and JSON stream block by block. "
+                    "`idv slice` is the same command.",
+        epilog="Rows follow Python's slice rules: 10:20, 100:, :50, -10: (write "
+               "--rows=-10: since the value starts with '-'), ::1000, or one row number. "
+               "In CSV and TSV, vectors are one cell holding a JSON array; dates are ISO "
+               "8601, booleans true/false, keys their raw integers.")
+    s.add_argument("--rows", "-r", type=parse_rows, default=None, metavar="A:B",
+                   help="rows to look at, as a Python slice A:B[:STEP] (default: all); "
+                        "with --where, the rows it tests, selected before it")
+    _columns_option(s)
+    _where_option(s)
+    s.add_argument("--limit", "-n", type=_nonneg, default=None, metavar="N",
+                   help="print at most N rows: with --where, the first N that match")
+    s.add_argument("--format", "-f", choices=["table", "csv", "tsv", "json", "jsonl"],
+                   default="table", help="output format (default: table; --json is "
+                                         "--format json)")
+    s.add_argument("--no-header", action="store_true",
+                   help="CSV/TSV: leave out the line of column names")
+    s.add_argument("--max-width", type=_nonneg, default=40, metavar="W",
+                   help="table: clip cells to W characters (default 40, 0: no limit)")
+    s.set_defaults(run=cmd_cat)
+
+
+def _add_convert(sub, common, reading):
     formats = formats_help()      # the registry's formats, extensions and codecs
     s = sub.add_parser(
         "convert", help=formats["summary"],
@@ -243,12 +264,16 @@ def build_parser():
                    help="show a traceback on errors")
     s.set_defaults(run=cmd_convert, opens_file=False, file=None, threads=None)
 
+
+def _add_sample(sub, common, reading):
     s = sub.add_parser("sample", help="print the path of the sample .idv that ships with idv",
                        description="Print the path of a small ML.NET-written .idv bundled with "
                                    "idv (240 rows of every common type), to try the other "
                                    "commands on: idv head \"$(idv sample)\".")
     s.set_defaults(run=cmd_sample, opens_file=False, file=None)
 
+
+def _add_ls(sub, common, reading):
     s = sub.add_parser("ls", help="list the .idv streams in a zip archive, with their schemas",
                        description="List every IDV stream in a zip archive (an ML.NET model), "
                                    "found by its signature whatever the entry's name, with its "
@@ -258,9 +283,6 @@ def build_parser():
     s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="show a traceback on errors")
     s.set_defaults(run=cmd_ls, opens_file=False, file=None)
-    for s in sub.choices.values():
-        s.set_defaults(usage_error=s.error)
-    return p
 
 
 def cmd_sample(args, out):

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from idv import filters, scan, selection, vectors
+from idv import filter_tree, filters, scan, selection, vectors
 from idv.cells import cell_json
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.render import (Table, ascii_only, cell_str, dump_json, safe_text,
@@ -73,8 +73,8 @@ def filtered_batches(src, cols, rows, where, numbers):
     matching row's number goes on to `numbers` (a deque) before its batch is given."""
     columns = [c.name for c in cols]
     try:
-        node = filters.parse(where)
-        missing = [c for c in filters.columns_of(node) if c not in src.schema]
+        node = filter_tree.parse(where)
+        missing = [c for c in filter_tree.columns_of(node) if c not in src.schema]
     except (ValueError, TypeError) as e:
         raise CliError(f"--where: {e}", EXIT_USAGE) from None
     if missing:

@@ -199,6 +199,20 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     src_fmt = format_of(src, source_format, "source", "source_format=")
     dst_fmt = format_of(dst, to, "destination", "to=")
     check_conversion(src_fmt, dst_fmt)
+    options = _options(src, dst, src_fmt, dst_fmt, columns=columns, compression=compression,
+                       rows_per_block=rows_per_block, datetime=datetime, safe=safe,
+                       types=types, level=level, backend=backend, legacy_keys=legacy_keys,
+                       missing_text=missing_text)
+    if src_fmt.name == "idv" and dst_fmt.from_idv is not None:
+        return dst_fmt.from_idv(src, dst, options, progress)
+    import_pa()
+    return _copy(src_fmt.source(src, options), dst_fmt, dst, options, progress)
+
+
+def _options(src, dst, src_fmt, dst_fmt, *, columns, compression, rows_per_block, datetime,
+             safe, types, level, backend, legacy_keys, missing_text):
+    """convert's arguments checked (ValueError before any file is made) and gathered into
+    the conversion's Options."""
     if dst_fmt.name != "idv" and (level is not None or backend is not None):
         raise ValueError(f"level= and backend= are for .idv output, not {dst_fmt.name}")
     # no level or library asked for: .idv -> .idv copies the blocks it need not compress again
@@ -214,15 +228,16 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         raise ValueError(f"legacy_keys= is None or 'shift', not {legacy_keys!r}")
     if types and src_fmt.name == "idv":
         raise ValueError("types= is for non-.idv sources (an .idv keeps its types)")
-    options = Options(format=dst_fmt.name, columns=columns, datetime=datetime, safe=safe,
-                      types=types, compression=compression, rows_per_block=rows_per_block,
-                      deflate={"level": level, "backend": backend},
-                      batch_rows=rows_per_block or _BATCH_ROWS, legacy_keys=legacy_keys,
-                      missing_text=missing_text, keep_blocks=keep_blocks)
-    if src_fmt.name == "idv" and dst_fmt.from_idv is not None:
-        return dst_fmt.from_idv(src, dst, options, progress)
-    import_pa()
-    source = src_fmt.source(src, options)
+    return Options(format=dst_fmt.name, columns=columns, datetime=datetime, safe=safe,
+                   types=types, compression=compression, rows_per_block=rows_per_block,
+                   deflate={"level": level, "backend": backend},
+                   batch_rows=rows_per_block or _BATCH_ROWS, legacy_keys=legacy_keys,
+                   missing_text=missing_text, keep_blocks=keep_blocks)
+
+
+def _copy(source, dst_fmt, dst, options, progress):
+    """The batches of `source` (a Source, closed at the end) into `dst` through the
+    destination format's sink, read ahead in a thread; the number of rows written."""
     try:
         sink = dst_fmt.sink(dst, source, options)
         try:

@@ -11,197 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import ticks
 from idv import types as T
 from idv.annotations import metadata_from_json
 from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, arrow_holds, import_pyarrow,
                              infer_item, infer_type, is_list_type, items_to_arrow, storage_type)
 from idv.errors import Where
 from idv.vectors import Ragged
+from idv.writer.arrow_items import (first_null, items_from_arrow, no_nulls, numpy_view,
+                                   utf8_from_arrow)
 from idv.writer.values import Utf8Text, Utf8Vectors
 
 __all__ = ["from_arrow", "ArrowToIdv", "arrow_column_values"]
-
-
-# what a missing value is in the ML.NET types that have one (the others have none)
-MISSING_VALUE_TYPES = "Single and Double (NaN), keys (0) and Text (empty)"
-
-
-def _first_null(arr):
-    mask = arr.is_null()
-    if hasattr(mask, "combine_chunks"):
-        mask = mask.combine_chunks()
-    return int(np.flatnonzero(mask.to_numpy(zero_copy_only=False))[0])
-
-
-def _no_nulls(arr, describe, t):
-    if arr.null_count and t is T.Text:
-        raise ValueError(f"{describe(_first_null(arr))}: null, but Text has no missing value "
-                         f"in ML.NET: pass missing_text=\"\" to write it as empty text "
-                         f"(idv convert: --missing-text ''), or fill the nulls first")
-    if arr.null_count:
-        i = _first_null(arr)
-        raise ValueError(f"{describe(i)}: null, but {t} has no missing value in ML.NET; the "
-                         f"types that hold one are {MISSING_VALUE_TYPES}: choose one with "
-                         f"types={{column: 'Double'}} (idv convert: --types COLUMN=Double), "
-                         f"or fill or drop the nulls first")
-
-
-def _np(arr):
-    return arr.to_numpy(zero_copy_only=False)
-
-
-def _int64s(pa, arr):
-    return _np(arr.cast(pa.int64())).astype(np.int64)
-
-
-def _utc_datetime64(pa, arr):
-    """Timestamps (any unit and zone) as UTC datetime64; int64 as .NET ticks."""
-    if pa.types.is_timestamp(arr.type):
-        counts = _np(arr.view(pa.int64()) if arr.offset == 0 else arr.cast(pa.int64()))
-        return ticks.counts_as(counts.astype(np.int64), "M", arr.type.unit)
-    return ticks.from_net_ticks(_int64s(pa, arr))
-
-
-def _offsets_of_zone(pa, arr, describe):
-    """Per-value UTC offsets (minutes) of a zoned timestamp array."""
-    import pyarrow.compute as pc
-    tz = arr.type.tz
-    if tz in ("UTC", "utc", "Z", "+00:00", "Etc/UTC"):
-        return np.zeros(len(arr), np.int16)
-    unit = arr.type.unit
-    local = _np(pc.local_timestamp(arr).cast(pa.int64())).astype(np.int64)
-    utc = _np(arr.cast(pa.int64())).astype(np.int64)
-    per_minute = {"s": 60, "ms": 60_000, "us": 60_000_000, "ns": 60_000_000_000}[unit]
-    diff = local - utc
-    bad = diff % per_minute != 0
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{describe(i)}: the UTC offset of zone {tz!r} here is not a whole "
-                         f"number of minutes, which .NET's DateTimeOffset needs")
-    return (diff // per_minute).astype(np.int16)
-
-
-def _struct_fields(arr):
-    return {arr.type.field(i).name: child for i, child in enumerate(arr.flatten())}
-
-
-def _keys_from_arrow(pa, item, arr, describe, remap):
-    at = arr.type
-    if remap is not None:       # the column holds the key's values: map them
-        return remap(arr, describe)
-    if pa.types.is_dictionary(at):
-        raise TypeError(f"{describe(0)}: a dictionary inside a vector cannot be a key "
-                        f"vector; decode it first")
-    if pa.types.is_integer(at) or pa.types.is_floating(at):
-        return _np(arr.fill_null(0)) if arr.null_count else _np(arr)
-    _no_nulls(arr, describe, item)
-    return _np(arr)
-
-
-def _floats_from_arrow(pa, item, arr, describe):
-    at = arr.type
-    if pa.types.is_null(at):
-        return np.full(len(arr), np.nan, item.dtype)
-    if pa.types.is_floating(at) and arr.null_count:
-        arr = arr.fill_null(float("nan"))
-    elif arr.null_count:
-        _no_nulls(arr, describe, item)
-    return _np(arr)
-
-
-def _utf8_from_arrow(pa, arr, describe):
-    """A Text column's Arrow strings (no nulls) as the writer's Utf8Text: the offsets and the
-    UTF-8 bytes of Arrow's buffers, checked, the bytes not copied. string_view (and numbers
-    given types=Text) are cast to large_string first."""
-    at = arr.type
-    if not (pa.types.is_string(at) or pa.types.is_large_string(at)):
-        arr = arr.cast(pa.large_string())
-        at = arr.type
-    n = len(arr)
-    _, offsets, data = arr.buffers()
-    wide = pa.types.is_large_string(at)
-    if offsets is None:             # an empty array may come without buffers
-        return Utf8Text(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8))
-    offsets = np.frombuffer(offsets, np.int64 if wide else np.int32, n + 1,
-                            arr.offset * (8 if wide else 4))
-    data = np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)
-    return Utf8Text.checked(offsets, data, describe)
-
-
-def _texts_from_arrow(pa, arr, describe):
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
-        arr = arr.cast(pa.string())      # string_view, or numbers given types=Text
-    return _np(arr).astype(object, copy=False)
-
-
-def _datetimes_from_arrow(pa, arr, describe):
-    if pa.types.is_timestamp(arr.type) or pa.types.is_integer(arr.type):
-        return _utc_datetime64(pa, arr)
-    return _np(arr)
-
-
-def _timespans_from_arrow(pa, arr, describe):
-    at = arr.type
-    if pa.types.is_duration(at) or pa.types.is_time(at):
-        return ticks.counts_as(_int64s(pa, arr), "m", at.unit)
-    if pa.types.is_integer(at):
-        return _int64s(pa, arr).view(T.TIMESPAN_DTYPE)
-    return _np(arr)
-
-
-def _dtos_from_arrow(pa, arr, describe):
-    at = arr.type
-    if pa.types.is_struct(at):
-        fields = _struct_fields(arr)
-        utc = _utc_datetime64(pa, fields["utc"])
-        off = _np(fields["offset_minutes"])
-    elif pa.types.is_timestamp(at):
-        utc = _utc_datetime64(pa, arr)
-        off = (_offsets_of_zone(pa, arr, describe) if at.tz is not None
-               else np.zeros(len(arr), np.int16))
-    else:
-        return _np(arr)
-    out = np.empty(len(arr), [("utc", utc.dtype), ("offset_minutes", np.int64)])
-    out["utc"] = utc
-    out["offset_minutes"] = off
-    return out
-
-
-def _rowids_from_arrow(pa, arr, describe):
-    if not pa.types.is_struct(arr.type):
-        return _np(arr)
-    fields = _struct_fields(arr)
-    out = np.empty(len(arr), T.ROWID_DTYPE)
-    out["low"] = _np(fields["low"])
-    out["high"] = _np(fields["high"])
-    return out
-
-
-# item type -> fn(pa, Arrow array without nulls, describe) -> the values the writer takes,
-# where numpy's own conversion does not do
-_FROM_ARROW = {
-    T.Text: _texts_from_arrow,
-    T.DateTime: _datetimes_from_arrow,
-    T.TimeSpan: _timespans_from_arrow,
-    T.DateTimeOffset: _dtos_from_arrow,
-    T.RowId: _rowids_from_arrow,
-}
-
-
-def _items_from_arrow(pa, item, arr, describe, remap=None):
-    """A flat Arrow array -> numpy values the writer takes for `item`."""
-    if isinstance(arr.type, pa.BaseExtensionType):
-        arr = arr.storage
-    if isinstance(item, T.Key):
-        return _keys_from_arrow(pa, item, arr, describe, remap)
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    if item in (T.Single, T.Double):      # nulls are NaN
-        return _floats_from_arrow(pa, item, arr, describe)
-    _no_nulls(arr, describe, item)
-    convert = _FROM_ARROW.get(item)
-    return convert(pa, arr, describe) if convert is not None else _np(arr)
 
 
 def _key_values_array(pa, key_values):
@@ -274,7 +94,7 @@ class _FieldToIdv:
         item = infer_item(pa, values.type, self.where)
         if self.type is None:
             self.type = T.Key(T.UInt32 if n <= 2**32 - 1 else T.UInt64, count=n)
-        kv = _items_from_arrow(pa, item, values, lambda i: f"{self.where} dictionary item {i}")
+        kv = items_from_arrow(pa, item, values, lambda i: f"{self.where} dictionary item {i}")
         self.metadata["KeyValues"] = (T.Vector(item, n), kv)
         self.key_values = values
         self.needs_dictionary = False
@@ -291,24 +111,24 @@ class _FieldToIdv:
             pos = pc.index_in(arr, value_set=kv)
             missing = pos.is_null()
             if missing.null_count or pos.null_count:
-                nulls = _np(arr.is_null()).astype(bool)
-                absent = _np(missing).astype(bool) & ~nulls
+                nulls = numpy_view(arr.is_null()).astype(bool)
+                absent = numpy_view(missing).astype(bool) & ~nulls
                 if absent.any():
                     i = int(np.flatnonzero(absent)[0])
                     raise ValueError(f"{describe(i)}: {arr[i].as_py()!r} is not one of the "
                                      f"column's key values ({len(kv)} values)")
-            raw = _np(pos.fill_null(-1)).astype(np.int64) + 1
+            raw = numpy_view(pos.fill_null(-1)).astype(np.int64) + 1
             return raw.astype(self.type.raw.dtype)
         d = arr.dictionary
         if d.type != kv.type:
             d = d.cast(kv.type)
         idx = arr.indices
-        idx = _np(idx.fill_null(-1) if idx.null_count else idx).astype(np.int64)
+        idx = numpy_view(idx.fill_null(-1) if idx.null_count else idx).astype(np.int64)
         if d.equals(kv):
             pos = np.arange(len(d), dtype=np.int64)
         else:
-            pos = _np(pc.index_in(d, value_set=kv).fill_null(-1)).astype(np.int64)
-        dnull = _np(d.is_null()).astype(bool) if d.null_count else np.zeros(len(d), bool)
+            pos = numpy_view(pc.index_in(d, value_set=kv).fill_null(-1)).astype(np.int64)
+        dnull = numpy_view(d.is_null()).astype(bool) if d.null_count else np.zeros(len(d), bool)
         missing = (pos < 0) & ~dnull
         used = idx >= 0
         if missing.any():
@@ -330,8 +150,8 @@ class _FieldToIdv:
             arr = arr.storage
         if pa.types.is_dictionary(arr.type):
             arr = arr.dictionary_decode()
-        _no_nulls(arr, describe, T.Text)
-        return _utf8_from_arrow(pa, arr, describe)
+        no_nulls(arr, describe, T.Text)
+        return utf8_from_arrow(pa, arr, describe)
 
     def _describe(self, row0, size=None, offsets=None):
         return Where(self.where, offsets, width=size, base=row0)
@@ -358,12 +178,12 @@ class _FieldToIdv:
         if not isinstance(t, T.Vector):
             if t is T.Text:
                 return self._text(arr, self._describe(row0))
-            return _items_from_arrow(pa, t, arr, self._describe(row0), remap)
+            return items_from_arrow(pa, t, arr, self._describe(row0), remap)
         if isinstance(arr.type, pa.BaseExtensionType):
             arr = arr.storage
         at = arr.type
         if arr.null_count:
-            i = _first_null(arr)
+            i = first_null(arr)
             raise ValueError(f"{self.where} row {row0 + i}: a null vector (ML.NET vectors "
                              f"have no missing value; use an empty list for a variable size)")
         n = len(arr)
@@ -376,17 +196,17 @@ class _FieldToIdv:
             if text:
                 return Utf8Vectors(self._text(flat, self._describe(row0, size=size)),
                                    np.arange(n + 1, dtype=np.int64) * size)
-            items = _items_from_arrow(pa, t.item, flat, self._describe(row0, size=size), remap)
+            items = items_from_arrow(pa, t.item, flat, self._describe(row0, size=size), remap)
             return items.reshape(n, size)
         if is_list_type(pa, at):
             if not (pa.types.is_list(at) or pa.types.is_large_list(at)):
                 arr = arr.cast(pa.large_list(at.value_type))
-            offsets = _np(arr.offsets).astype(np.int64)
+            offsets = numpy_view(arr.offsets).astype(np.int64)
             offsets = offsets - offsets[0]
             if text:
                 return Utf8Vectors(self._text(arr.flatten(),
                                               self._describe(row0, offsets=offsets)), offsets)
-            items = _items_from_arrow(pa, t.item, arr.flatten(),
+            items = items_from_arrow(pa, t.item, arr.flatten(),
                                       self._describe(row0, offsets=offsets), remap)
             return Ragged(items, offsets)
         raise TypeError(f"{self.where}: Arrow {at} values cannot make a {t} column")

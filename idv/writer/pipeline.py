@@ -12,26 +12,25 @@ over it only when ``close()`` succeeds.
 """
 from __future__ import annotations
 
-import collections
 import warnings
 
 import numpy as np
 
 from idv import _header, _lookup, _threads, _toc
 from idv import statistics as block_stats
-from idv.checksums import BLOCK, POINTER_AT, POINTER_SIZE, Recorder, crc
+from idv.checksums import BLOCK, POINTER_AT, POINTER_SIZE, Recorder
 from idv.compression import NONE, compressor
 from idv.errors import IdvWarning
 from idv.compression import kind as compression_kind
 from idv.sink import Output
 from idv.writer.columns import MAX_INT32, Column
+from idv.writer.encoding import BlockEncoder
 from idv.writer.inputs import (arrow_batch, data_columns, frame_rows, merged_metadata, schema_of,
                                schema_pairs)
 from idv.writer.metadata import column_metadata, metadata_by_column
 
 DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBlock
 DEFAULT_MAX_BYTES_PER_BLOCK = 80 << 20     # ... and MaxBytesPerBlock (estimated, all columns)
-_GROUP_BYTES = 256 << 10     # consecutive blocks handed to a thread together: about this much
 
 
 def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
@@ -134,6 +133,8 @@ class Writer:
         self._max_bytes = None if max_bytes_per_block is None else int(max_bytes_per_block)
         self._rpb = self._max_rows if self._max_bytes is None else None
         self._threads = int(threads) if threads else _threads.default_threads()
+        self._encoder = BlockEncoder(self._compress, self._sums, self._stats, self._domains,
+                                     self._threads)
         self._out = Output(dest)
         self._pending = [[] for _ in self._columns]
         self._pending_rows = 0
@@ -346,92 +347,11 @@ class Writer:
             self._pending = [[] for _ in cols]
         self._pending_rows = n - done
 
-    def _encode_block(self, task):
-        col, chunk, copy = task
-        if copy is not None:       # stored as it is elsewhere: its checksum and statistics
-            data, nraw = copy
-            return (col.index, data, int(nraw), self._checksum(col, data),
-                    self._block_stats(col, chunk))
-        if self._domains[col.index] == block_stats.TEXT:
-            raw, stats = col.payload_with_statistics(chunk)
-        else:
-            raw, stats = col.payload(chunk), None
-        nraw = memoryview(raw).nbytes
-        data = raw if self._compress is None else self._compress(raw)
-        ndisk = memoryview(data).nbytes
-        if nraw > MAX_INT32 or ndisk > MAX_INT32:
-            raise ValueError(f"column {col.name!r}: one block is {nraw} bytes, more than the "
-                             f"int32 block lengths allow; write fewer rows_per_block")
-        # its CRC-32 and statistics here, in the compression threads
-        return (col.index, data, nraw, self._checksum(col, data),
-                self._block_stats(col, chunk) if stats is None else stats)
-
-    def _checksum(self, col, data):
-        """The block's CRC-32, for the checksums and for its statistics (None: neither)."""
-        return None if self._sums is None and self._stats[col.index] is None else crc(data)
-
-    def _block_stats(self, col, chunk):
-        if self._domains[col.index] is None:
-            return None
-        if not col.is_vector:
-            return block_stats.item_block(col.type, chunk)
-        implicit = chunk.counts is not None and bool(
-            ((chunk.counts >= 0) & (chunk.counts < chunk.lengths)).any())
-        return block_stats.item_block(col.type, chunk.values, implicit)
-
     def _write_blocks(self, tasks):
-        """Encode and compress the blocks in the pool's threads, consecutive blocks in groups
-        of about _GROUP_BYTES (one hand-off each, not one per block), a bounded number of
-        groups in flight, and write them in order as they come back. A block that needs no
-        work (fixed-width items, no compression, checksums or statistics) is taken in this
-        thread: with either, its CRC-32 and statistics are found in the threads while this
-        one writes."""
-        threads = self._threads
-        if threads <= 1 or len(tasks) <= 1:
-            for t in tasks:
-                self._put_block(*self._encode_block(t))
-            return
-        pool = _threads.pool("write", threads)
-        window = threads * 4
-        inflight = collections.deque()
-        try:
-            for here, group in self._groups(tasks):
-                inflight.append(_Done(self._encode_blocks(group)) if here
-                                else pool.submit(self._encode_blocks, group))
-                while len(inflight) > window or (inflight and inflight[0].done()):
-                    for block in inflight.popleft().result():
-                        self._put_block(*block)
-            while inflight:
-                for block in inflight.popleft().result():
-                    self._put_block(*block)
-        except BaseException:
-            for f in inflight:
-                f.cancel()
-            raise
-
-    def _groups(self, tasks):
-        """(in this thread?, consecutive tasks): groups of about _GROUP_BYTES of input for the
-        threads; a block that needs no work (_write_blocks) alone, for this thread."""
-        group, size = [], 0
-        for t in tasks:
-            if self._compress is None and t[0].trivial and self._sums is None \
-                    and self._stats[t[0].index] is None:
-                if group:
-                    yield False, group
-                    group, size = [], 0
-                yield True, [t]
-                continue
-            group.append(t)
-            chunk = t[1]
-            size += getattr(getattr(chunk, "values", chunk), "nbytes", _GROUP_BYTES)
-            if size >= _GROUP_BYTES:
-                yield False, group
-                group, size = [], 0
-        if group:
-            yield False, group
-
-    def _encode_blocks(self, group):
-        return [self._encode_block(t) for t in group]
+        """Encode and compress the blocks (tasks: (column, rows, None) or, for a block another
+        file stores, (column, rows, (its bytes, its raw length))) in the threads and write
+        them in order (idv.writer.encoding.BlockEncoder)."""
+        self._encoder.run(tasks, self._put_block)
 
     def _put_block(self, c, data, nraw, checksum, stats):
         if not self._out.opened:
@@ -551,21 +471,3 @@ class Writer:
     def __repr__(self):
         state = "closed" if self._closed else f"{self._rows} rows so far"
         return f"<idv.Writer {len(self._columns)} columns, {state}>"
-
-
-class _Done:
-    """A result computed in place, in the pipeline's queue of futures."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
-
-    def done(self):
-        return True
-
-    def result(self):
-        return self.value
-
-    def cancel(self):
-        return False
