@@ -10,7 +10,8 @@ from idv.budget import MemoryLimitError, set_memory_limit
 from idv.errors import (IdvFormatError, IdvWarning, MissingDependencyError,
                         UnsupportedCodecError)
 from idv.errors import RemoteError, RemoteTimeoutError
-from idv.reader import Column, Field, IdvFile, Schema, open, read
+from idv.reader import Column, IdvFile, open, read
+from idv.schema import Field, Schema
 from idv.types import (Boolean, Byte, DataViewType, DateTime, DateTimeOffset, Double, Int16,
                        Int32, Int64, Key, PrimitiveType, RowId, SByte, Single, Text, TimeSpan,
                        UInt16, UInt32, UInt64, Vector)

@@ -27,6 +27,10 @@ REMEMBERED_COLUMNS = 256
 # files beyond it are read and checked again when reopened
 LAYOUT_BYTES = 64 << 20
 
+# files whose blocks a whole read inflates in one call (idv.batch), at most; the files a
+# stream reads together, at most
+BATCH_FILES = 256
+
 
 def layout_bytes(num_columns):
     """About the memory that a file's layout holds (measured: 5 KiB for 4 columns, 11 KiB

@@ -15,7 +15,8 @@ from typing import List, Optional
 from idv import remote
 from idv.archive import damaged, idv_members, member_source
 from idv.errors import IdvFormatError, IdvWarning
-from idv.reader import Schema, open as open_idv
+from idv.reader import open as open_idv
+from idv.schema import Schema
 
 
 @dataclass
