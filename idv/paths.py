@@ -75,8 +75,8 @@ def _glob_files(pattern, on_error):
 def _expand_one(source, fs, storage_options, on_error=_raise):
     """(paths, fs) for one source: a file, a directory (the files its manifest lists, written
     by idv's engine writers (idv.staging), else every .idv under it, sorted), or a glob
-    (sorted); URLs through fsspec. A directory that cannot be listed goes to
-    `on_error` (default: raised)."""
+    (sorted); URLs through fsspec, local paths made absolute. A directory that cannot be
+    listed goes to `on_error` (default: raised)."""
     text = os.fspath(source)
     if fs is None and remote.is_remote(text):
         fs, text, _ = remote.resolve(text, None, storage_options)
@@ -98,7 +98,8 @@ def _expand_one(source, fs, storage_options, on_error=_raise):
             if named is None else [os.path.join(text, n) for n in named]
     else:
         paths = [text]
-    return paths, None
+    # absolute: a Dask, Ray or Spark worker in another folder finds the same files
+    return [os.path.abspath(p) for p in paths], None
 
 
 def expand_sources(source, *, filesystem=None, storage_options=None, on_error=None):

@@ -205,9 +205,28 @@ FIXTURE_MARKS = {
     "built_docs": {"slow", "subprocess"},        # test_docs.py: the Sphinx build
 }
 ENGINE_FIXTURES = ["dask_client", "ray_runtime", "spark"]
+# tests that measure this process's memory (tracemalloc, sys.getallocatedblocks): they run in
+# the engines' worker before the session's engines start, whose threads allocate meanwhile
+QUIET_PROCESS = {
+    "test_convert.py": {"test_jsonl_streams", "test_streaming_bounded_memory",
+                        "test_arrow_stream_source"},
+    "test_corrupt.py": {"test_text_decoders_do_not_leak", "test_big_text_column_does_not_leak",
+                        "test_failing_decoders_do_not_leak"},
+    "test_dataset.py": {"test_a_whole_read_decodes_numbers_in_place"},
+    "test_interop.py": {"test_record_batch_reader_bounded_memory"},
+    "test_writer.py": {"test_streaming_memory_stays_near_one_block"},
+}
 # modules whose tests fork this process (os.fork, fork pools, DataLoader workers)
 FORKING_MODULES = {"test_fork.py", "test_reopen_changed.py", "test_torch.py",
                    "test_huggingface.py"}
+
+
+def _before_engines(item):
+    """Whether a test needs a process without the session's engines: it forks, or it
+    measures the process's memory."""
+    module = item.path.name
+    return module in FORKING_MODULES or \
+        getattr(item, "originalname", item.name) in QUIET_PROCESS.get(module, ())
 
 
 def pytest_collection_modifyitems(config, items):
@@ -223,10 +242,10 @@ def pytest_collection_modifyitems(config, items):
             marks |= FIXTURE_MARKS.get(fixture, set())
         for marker in sorted(marks):
             item.add_marker(marker)
-        # pytest-xdist (addopts): the tests on engines and those that fork this process run
-        # in one worker, so no worker forks after an engine has started threads in it
-        if module in FORKING_MODULES or any(f in ENGINE_FIXTURES
-                                            for f in getattr(item, "fixturenames", ())):
+        # pytest-xdist (addopts): the tests on engines (the session's, or their own: docs
+        # pages that start one) and those that fork this process run in one worker, so no
+        # worker forks or starts an engine after the session's engines started in it
+        if _before_engines(item) or "engine" in marks:
             item.add_marker(pytest.mark.xdist_group("engines"))
     # the group first (the longest unit of work, so that one worker starts on it while the
     # others take the rest): the tests that fork, then one engine after the other, each engine
@@ -235,5 +254,6 @@ def pytest_collection_modifyitems(config, items):
         used = [f for f in ENGINE_FIXTURES if f in getattr(item, "fixturenames", ())]
         if used:
             return ENGINE_FIXTURES.index(used[0]) + 1
-        return 0 if item.path.name in FORKING_MODULES else len(ENGINE_FIXTURES) + 1
+        grouped = _before_engines(item) or item.get_closest_marker("engine")
+        return 0 if grouped else len(ENGINE_FIXTURES) + 1
     items.sort(key=order)       # stable: the order within each group stays

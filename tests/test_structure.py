@@ -273,9 +273,10 @@ def test_the_quick_runs_marks_name_tests_that_exist():
     """Every test that conftest.py marks slow by name is defined in its module (a renamed
     test would drop its mark silently and slow the quick run down)."""
     import ast
-    from conftest import SLOW_TESTS, TEST_MARKS
+    from conftest import QUIET_PROCESS, SLOW_TESTS, TEST_MARKS
     tests_dir = REPO_DIR / "tests"
-    named = [(m, n) for m, names in SLOW_TESTS.items() for n in names]
+    named = [(m, n) for table in (SLOW_TESTS, QUIET_PROCESS) for m, names in table.items()
+             for n in names]
     named += [tuple(k.split("[")[0].split("::")) for k in TEST_MARKS]
     defined = {}
     for module in {m for m, _ in named}:
