@@ -19,7 +19,7 @@ from idv.selection import file_columns
 from idv.annotations import metadata_spec, metadata_to_json, usable_key_values
 from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
                              column_arrow_type, import_pyarrow, imports_c_streams,
-                             items_to_arrow)
+                             items_to_arrow, restore, restored_type)
 from idv.errors import Where
 
 __all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition",
@@ -29,7 +29,7 @@ __all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition",
 class _ColumnToArrow:
     """How one idv column becomes Arrow: its field (type + metadata) and each part's array."""
 
-    def __init__(self, pa, col, unit, safe):
+    def __init__(self, pa, col, unit, safe, as_written=None):
         self.pa = pa
         self.name = col.name
         self.type = t = col.type
@@ -42,7 +42,11 @@ class _ColumnToArrow:
             kv_item = spec["KeyValues"][0].item
             self.dictionary = items_to_arrow(pa, kv_item, kv, unit, safe,
                                              lambda i: f"column {col.name!r} KeyValues item {i}")
-        self.arrow_type = column_arrow_type(pa, t, unit, self.dictionary)
+        # the type the column was written from (arrow_types.SOURCE_TYPE), within the finest
+        # unit `as_written` (None: the unit given)
+        self.restored = restored_type(pa, t, col.metadata, finest=as_written) \
+            if as_written and T.item_type(t) in ticks.TIME_ITEMS else None
+        self.arrow_type = self.restored or column_arrow_type(pa, t, unit, self.dictionary)
         meta = {TYPE_KEY: str(t).encode()}
         if spec:
             meta[METADATA_KEY] = metadata_to_json(spec).encode()
@@ -53,7 +57,7 @@ class _ColumnToArrow:
         self.col = col
         # Text and vectors of Text: decoded straight into Arrow's layout (no str objects)
         self.text = _is_text(col)
-        self._mapped = None
+        self._mapped = None if self.restored is None else False
 
     def text_arrays(self, b0, b1, parallel=True, out=None):
         """Blocks [b0, b1) of a text column as Arrow arrays, one per block, built on the
@@ -202,8 +206,16 @@ class _ColumnToArrow:
             idx = raw.astype(index_type.to_pandas_dtype()) - 1
             indices = pa.array(idx, type=index_type, mask=raw == 0)
             return pa.DictionaryArray.from_arrays(indices, self.dictionary)
-        return items_to_arrow(pa, t, np.asarray(values), self.unit, self.safe,
-                              self._describe(row0))
+        out = items_to_arrow(pa, t, np.asarray(values), self.unit, self.safe,
+                             self._describe(row0))
+        if self.restored is not None:
+            try:
+                out = restore(pa, out, self.restored)
+            except (ValueError, pa.ArrowInvalid) as e:
+                raise ValueError(f"column {self.name!r} rows from {row0}: as "
+                                 f"{self.restored}, the type it was written from: {e}; read "
+                                 f"it with datetime='us' or 'ns' instead") from None
+        return out
 
 
 def _converters(pa, cols, datetime, safe, values=None, file=None):
@@ -215,7 +227,11 @@ def _converters(pa, cols, datetime, safe, values=None, file=None):
         datetime = time_units.for_file(file, [c.name for c in cols], datetime, None if
                                        values is None else dict(zip((c.name for c in cols),
                                                                     values)))
-    return [_ColumnToArrow(pa, c, *ticks.unit_of(datetime, c.name, bool(safe))) for c in cols]
+    # the chosen modes give a column the type it was written from (its SOURCE_TYPE), within
+    # their finest unit
+    as_written = {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", datetime))
+    return [_ColumnToArrow(pa, c, *ticks.unit_of(datetime, c.name, bool(safe)), as_written)
+            for c in cols]
 
 
 def arrow_schema(file, columns=None, *, datetime="auto"):

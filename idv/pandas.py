@@ -28,6 +28,7 @@ import datetime as _dt
 import numpy as np
 
 from idv import filters, scan, ticks, time_units
+from idv.arrow_types import written_from
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
@@ -47,11 +48,12 @@ def _pd():
 
 
 class _Ctx:
-    def __init__(self, pd, name, mode, safe):
+    def __init__(self, pd, name, mode, safe, source=None):
         self.pd = pd
         self.name = name
         self.mode = mode
         self.safe = safe
+        self.source = source     # (kind, unit, zone) the column was written from, or None
 
     def describe(self, size=None, offsets=None):
         return Where(f"column {self.name!r}", offsets, width=size)
@@ -73,7 +75,24 @@ def _times(ctx, item, values, describe):
 
 
 def _time_series(ctx, t, values, describe):
-    return ctx.pd.Series(_times(ctx, t, values, describe))
+    return _as_written(ctx, ctx.pd.Series(_times(ctx, t, values, describe)))
+
+
+def _as_written(ctx, s):
+    """A time Series in the unit (and zone) its column was written from (ctx.source), exactly
+    (a value that unit cannot hold raises); as it is without one."""
+    if ctx.source is None or s.dtype.kind not in "Mm" and getattr(s.dtype, "tz", None) is None:
+        return s
+    kind, unit, tz = ctx.source
+    if kind == "date":
+        return s
+    name = "timedelta64" if kind == "duration" else "datetime64"
+    target = f"{name}[{unit}]" if tz is None else f"{name}[{unit}, UTC]"
+    out = s.astype(target)
+    if not (out.astype(s.dtype) == s).all():
+        raise ValueError(f"column {ctx.name!r}: {unit}, the unit it was written in, cannot "
+                         f"hold its values; read it with datetime='us' or 'ns' instead")
+    return out if tz is None else out.dt.tz_convert(tz)
 
 
 def _dto_series(ctx, t, values, describe):
@@ -86,6 +105,8 @@ def _dto_series(ctx, t, values, describe):
     inst = ticks.counts_as(ticks.ticks_to_unit(utc, unit, safe, describe, "DateTimeOffset"),
                            "M", unit)
     s = pd.Series(inst).dt.tz_localize("UTC")
+    if ctx.source is not None:
+        return _as_written(ctx, s)
     off = np.asarray(values["offset_minutes"])
     if len(off) and (off == off[0]).all() and off[0] != 0:
         s = s.dt.tz_convert(_dt.timezone(_dt.timedelta(minutes=int(off[0]))))
@@ -327,13 +348,16 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
             datetime = time_units.for_file(f, [c.name for c in cols], datetime,
                                            {c.name: whole[id(c)] for c in cols}
                                            if read_whole else None)
+            # the chosen modes give a column the type it was written from (SOURCE_TYPE)
+            as_written = {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", None))
             for col in cols:
                 if arrow_text and col.type is T.Text:
                     from idv.arrow import text_array
                     text = whole[id(col)] if whole else text_array(col, rows)
                     pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
                     continue
-                ctx = _Ctx(pd, col.name, datetime, bool(safe))
+                ctx = _Ctx(pd, col.name, datetime, bool(safe), written_from(
+                    col.type, col.metadata, as_written) if as_written else None)
                 values = whole[id(col)] if whole else col[rows]
                 got = _column_pieces(ctx, col, values, vectors)
                 if dtype_backend == "pyarrow":

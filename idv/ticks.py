@@ -156,7 +156,9 @@ TIME_MODES = CHOSEN_MODES + ("us", "ns", "ticks")
 class Units(dict):
     """The unit chosen for each time column of one read (column name -> (unit, safe)), by
     idv.time_units.choose: passed as ``datetime=`` to the readers of each file, partition
-    and batch of that read, so that all of them agree."""
+    and batch of that read, so that all of them agree. ``mode``: the mode chosen by."""
+
+    mode = None
 
 
 def unit_of(mode, name, safe=True):

@@ -12,6 +12,10 @@ file and column: from the file's block statistics where it has them (no block is
 by decoding the column once (a whole read uses the values it decodes anyway).
 Two engines whose timestamps are microseconds default to ``"us"``: Spark (its only unit)
 and the Arrow dataset (DuckDB pushes filters into a scan only on microsecond timestamps).
+A column written from Arrow or pandas keeps the type it had there (its ``idv.SourceType``
+annotation: ``timestamp[us, tz=Europe/Paris]``, ``date32[day]``, ``duration[ms]``...), and
+'auto' gives that type back (idv.arrow_types.restored_type), so that Parquet -> .idv ->
+Parquet and pandas -> .idv -> pandas keep their types.
 ``"exact"`` refuses instead of flooring; ``"auto-us"`` is microseconds always (Parquet
 output: what Spark reads); ``"us"``, ``"ns"`` and ``"ticks"`` are fixed and read nothing
 ahead. numpy's read() and take() keep .NET's own unit, ``datetime64[100ns]``, by default
@@ -105,8 +109,10 @@ def choose(open_files, names, mode, values=None):
     floored = [n for n, m in merged.items() if mode == "auto-us" or not m.fits_ns]
     if floored:
         merged.update(summed(floored, True))
-    return ticks.Units((n, m.settle(mode, f"column {n!r}", what[n]))
-                       for n, m in merged.items())
+    units = ticks.Units((n, m.settle(mode, f"column {n!r}", what[n]))
+                        for n, m in merged.items())
+    units.mode = mode
+    return units
 
 
 def _entered(entry):

@@ -2,9 +2,12 @@
 datetime="auto", Arrow, a stream, pandas, a dataset, polars, the Arrow dataset (DuckDB's way
 in, asked: DuckDB's default is its own microseconds) give DateTime, TimeSpan and
 DateTimeOffset the same unit by default, with and
-without statistics, for a whole read and for a few rows; keys and vectors keep their types.
+without statistics, for a whole read and for a few rows; a column written from Arrow or
+pandas comes back as the type it was written from.
 The expected unit is written out here from the rule (ns when every value fits, else us)."""
 from __future__ import annotations
+
+import datetime as dt
 
 import numpy as np
 import pytest
@@ -18,16 +21,18 @@ ROWS = 3000
 
 
 def _columns(old):
-    """A source of every time type, a key and a number; `old`: one DateTime of year 1
-    (ML.NET's default(DateTime)), which nanoseconds cannot hold."""
+    """A source of every time type and a number, written from numpy (so without the type it
+    was written from: the rule alone decides); `old`: one DateTime of year 1 (ML.NET's
+    default(DateTime)), which nanoseconds cannot hold."""
     when = np.datetime64("2024-05-01T00:00:00", "ns") + np.arange(ROWS) * np.int64(10**9 + 100)
     when = when.astype("datetime64[us]") if old else when
     if old:
         when[-1] = np.datetime64("0001-01-01", "us")
     span = (np.arange(ROWS) * np.int64(1000)).astype("timedelta64[us]")
-    return {"when": when, "span": span,
-            "dto": pd.Series(pd.date_range("2024-01-01", periods=ROWS, freq="s", tz="UTC")),
-            "key": pd.Categorical(np.array(["x", "y", "z"], object)[np.arange(ROWS) % 3]),
+    dto = np.zeros(ROWS, [("utc", "datetime64[100ns]"), ("offset_minutes", "i2")])
+    dto["utc"] = np.datetime64("2024-01-01", "s") + np.arange(ROWS)
+    dto["offset_minutes"] = 60
+    return {"when": when, "span": span, "dto": dto,
             "vec": np.arange(ROWS, dtype=np.float32)}
 
 
@@ -36,8 +41,8 @@ def _columns(old):
 def source(request, tmp_path):
     old, stats = request.param
     p = tmp_path / "t.idv"
-    cols = _columns(old)
-    idv.write(p, pd.DataFrame(cols), rows_per_block=500, statistics=stats)
+    idv.write(p, _columns(old), types={"dto": idv.DateTimeOffset}, rows_per_block=500,
+              statistics=stats)
     return p, ("us" if old else "ns")
 
 
@@ -62,8 +67,6 @@ def test_every_entry_point_gives_the_same_unit(source):
     want = {"when": unit, "span": "ns", "dto": "ns"}
     whole = idv.to_arrow(str(p))
     assert _arrow_units(whole.schema) == want
-    assert whole.schema.field("key").type == pa.dictionary(pa.uint32(), pa.string()) or \
-        pa.types.is_dictionary(whole.schema.field("key").type)
     with idv.open(p) as f:
         assert _arrow_units(idv.arrow.record_batch_reader(f, rows=slice(0, 2)).schema) == want
         assert _arrow_units(idv.arrow.record_batch_reader(f, batch_size=7).schema) == want
@@ -128,3 +131,79 @@ def test_statistics_choose_without_decoding_a_block(tmp_path, monkeypatch):
     idv.write(p, {"when": np.datetime64("2024-01-01", "ns") + np.arange(10)}, statistics=False)
     with idv.open(p) as f, pytest.raises(AssertionError, match="decoded to choose"):
         idv.arrow.arrow_schema(f)
+
+
+# ---- the type a column was written from ----------------------------------------------------
+
+def _arrow_source():
+    utc = dt.timezone.utc
+    return pa.table({
+        "at": pa.array([dt.datetime(2024, 1, 1, 12, 0, 0, 5, tzinfo=utc), None][:1] * 3,
+                       pa.timestamp("us", tz="UTC")),
+        "day": pa.array([dt.date(2024, 1, 2), dt.date(1, 1, 1), dt.date(9999, 12, 31)],
+                        pa.date32()),
+        "span": pa.array([5, -7, 10**12], pa.duration("us")),
+        "ms": pa.array([0, 1, 2**40], pa.timestamp("ms")),
+        "ns": pa.array([0, 100, 2**62 // 100 * 100], pa.timestamp("ns"))})   # whole ticks
+
+
+def test_parquet_to_idv_to_parquet_keeps_every_time_type(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = _arrow_source()
+    pq.write_table(table, tmp_path / "a.parquet")
+    idv.convert(tmp_path / "a.parquet", tmp_path / "a.idv")
+    assert idv.to_arrow(str(tmp_path / "a.idv")).equals(table)
+    idv.convert(tmp_path / "a.idv", tmp_path / "b.parquet")
+    back = pq.read_table(tmp_path / "b.parquet")
+    # Parquet's default is microseconds (what Spark reads): all but the nanoseconds come back
+    assert back.drop(["ns"]).equals(table.drop(["ns"]))
+    assert back.schema.field("ns").type == pa.timestamp("us")
+    # another unit asked for: that unit, whatever the column was written from
+    assert idv.to_arrow(str(tmp_path / "a.idv"), ["day"], datetime="us").schema.field(
+        "day").type == pa.timestamp("us")
+
+
+def test_pandas_zones_and_units_come_back(tmp_path):
+    df = pd.DataFrame({
+        "paris": pd.date_range("2024-03-30", periods=4, freq="12h", tz="Europe/Paris")
+        .astype("datetime64[us, Europe/Paris]"),
+        "td": pd.to_timedelta([1, 2, 3, 4], unit="s").astype("timedelta64[ms]"),
+        "plain": pd.date_range("2024-03-01", periods=4, freq="s").astype("datetime64[s]")})
+    idv.write(tmp_path / "p.idv", df)
+    back = idv.to_pandas(tmp_path / "p.idv")
+    assert back.dtypes.to_dict() == df.dtypes.to_dict()
+    assert back.equals(df)
+    with idv.dataset([tmp_path / "p.idv", tmp_path / "p.idv"]) as ds:
+        assert ds.to_pandas().dtypes.to_dict() == df.dtypes.to_dict()
+        assert ds.to_arrow().schema.field("paris").type == pa.timestamp("us", tz="Europe/Paris")
+
+
+def test_a_column_no_longer_its_written_type_says_how_to_read_it(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"day": pa.array([dt.date(2024, 1, 2)], pa.date32())}),
+                   tmp_path / "a.parquet")
+    idv.convert(tmp_path / "a.parquet", tmp_path / "a.idv")
+    with idv.open(tmp_path / "a.idv") as f:
+        annotations = {"idv.SourceType": (idv.Text, f["day"].metadata["idv.SourceType"])}
+    noon = np.array(["2024-01-02T12:00"], "datetime64[us]")     # a time of day: no date
+    idv.write(tmp_path / "b.idv", {"day": noon}, metadata={"day": annotations})
+    with pytest.raises(ValueError, match="'day'.*date32.*datetime='us'"):
+        idv.to_arrow(str(tmp_path / "b.idv"))
+    assert idv.to_arrow(str(tmp_path / "b.idv"), datetime="us").column("day")[0].as_py() == \
+        dt.datetime(2024, 1, 2, 12)
+
+
+def test_mlnet_loads_the_annotation_with_the_same_values(tmp_path, oracle):
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(_arrow_source(), tmp_path / "a.parquet")
+    idv.convert(tmp_path / "a.parquet", tmp_path / "a.idv")
+    plain = tmp_path / "plain.idv"
+    with idv.open(tmp_path / "a.idv") as f:
+        values = f.read()
+        types = {c.name: c.type for c in f.columns}
+    idv.write(plain, values, types=types)
+    dumps = oracle.dump_many([tmp_path / "a.idv", plain])
+    ours, ref = dumps[str(tmp_path / "a.idv")], dumps[str(plain)]
+    assert "error" not in ours, ours.get("error")
+    assert ours["rows"] == ref["rows"] and ours["row_count"] == 3
+    assert [c["name"] for c in ours["columns"]] == [c["name"] for c in ref["columns"]]

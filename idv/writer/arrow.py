@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from idv import ticks
 from idv import types as T
 from idv.annotations import metadata_from_json
-from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, arrow_holds, import_pyarrow,
-                             infer_item, infer_type, is_list_type, items_to_arrow, storage_type)
+from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, SOURCE_TYPE, TYPE_KEY, arrow_holds,
+                             import_pyarrow, infer_item, infer_type, is_list_type,
+                             items_to_arrow, source_type, storage_type)
 from idv.errors import Where
 from idv.vectors import Ragged
 from idv.writer.arrow_items import (first_null, items_from_arrow, no_nulls, numpy_view,
@@ -82,6 +84,11 @@ class _FieldToIdv:
             else:
                 self.key_values = _key_values_array(pa, kv)
         self._dictionary_type = at.value_type if pa.types.is_dictionary(at) else None
+        # a time column from elsewhere keeps its Arrow type (one that idv's reader chose, with
+        # idv.type, is no user's choice: the file stays as it was)
+        written_from = source_type(at=storage_type(at))
+        if written_from is not None and self.type in ticks.TIME_ITEMS and TYPE_KEY not in meta:
+            self.metadata.setdefault(SOURCE_TYPE, (T.Text, written_from))
 
     def set_dictionary(self, values):
         """The merged dictionary of every chunk (no nulls): the key values."""

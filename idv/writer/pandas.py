@@ -14,6 +14,7 @@ import numpy as np
 from idv import ticks
 from idv import types as T
 from idv.annotations import SCHEMA_ATTR, frame_schema_columns
+from idv.arrow_types import SOURCE_TYPE, source_type
 from idv.errors import require
 from idv.infer import arrow_of, infer_column
 from idv.vectors import Ragged
@@ -390,5 +391,9 @@ def _add_column(pd, df, name, override, columns, out_types, metadata):
         t, values = infer_column(values, f"column {name!r}")
     columns.append((name, values))
     out_types[name] = t
+    written_from = source_type(dtype=df[name].dtype)
+    if written_from is not None and t in ticks.TIME_ITEMS:
+        meta = dict(meta or {})
+        meta.setdefault(SOURCE_TYPE, (T.Text, written_from))
     if meta:
         metadata[name] = meta
