@@ -1,0 +1,107 @@
+"""The parameters that many public functions share, explained once and inserted into their
+docstrings (as pyarrow's parquet module does with its filter text).
+
+A docstring names a shared parameter by a line holding only its placeholder, ``{filter}``,
+where the numpydoc entry belongs; ``@fill`` replaces the line with the entry, indented as
+the placeholder. A function adds what differs (its default, its engine) on the lines after.
+Only such whole lines are touched, so other braces in a docstring are left alone, and a
+placeholder with no text here fails at import.
+"""
+from __future__ import annotations
+
+PARAMETERS = {
+    "source": """\
+source : str, os.PathLike, bytes, binary file object or IdvFile
+    A path (memory-mapped), an fsspec URL (``s3://``, ``gs://``, ``https://``...), the
+    file's bytes, a seekable binary file, or a file already open (which stays open).""",
+    "dataset_source": """\
+source : str, os.PathLike, list or idv.Dataset
+    A path, a directory (its ``*.idv`` files), a glob (``"days/2026-*.idv"``), a URL or
+    URL glob, a list of these, or an open idv.Dataset: what idv.dataset takes.""",
+    "columns": """\
+columns : sequence of str or int, optional
+    Names or indices of the columns to read. Default: every readable column; of several
+    columns with one name, the last, as ML.NET shows them.""",
+    "datetime": """\
+datetime : {'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}
+    The unit of DateTime, TimeSpan and DateTimeOffset columns, by idv.time_units' rule
+    (where it is explained): ``'auto'`` gives a column nanoseconds when every value of it,
+    in every file, fits, else microseconds, flooring 100-ns ticks with an idv.IdvWarning, so
+    every batch, partition and file of a read has the same type; ``'exact'`` refuses
+    instead of flooring; ``'auto-us'`` is microseconds always; ``'us'`` and ``'ns'`` are
+    fixed and refuse what they cannot hold; ``'ticks'`` gives .NET's int64 ticks.""",
+    "safe": """\
+safe : bool, default True
+    False floors sub-microsecond ticks to ``'us'`` instead of raising ValueError.""",
+    "filter": """\
+filter : list of tuples, str or pyarrow.compute.Expression, optional
+    Only the rows that match: DNF tuples ``[("Age", ">", 30)]``, an expression string
+    ``"Age > 30 and City == 'Paris'"`` or a pyarrow compute expression (idv.filters,
+    docs/filters.md). Blocks that the files' statistics rule out are neither fetched nor
+    decoded; the other rows are tested exactly.""",
+    "rows": """\
+rows : slice, optional
+    The rows to read, with a positive step (default: all); only the blocks that hold them
+    are decoded.""",
+    "batch_size": """\
+batch_size : int, optional
+    Rows per batch, whatever the file's blocks (the last batch: the rest). Default: one
+    batch per block of rows.""",
+    "vectors": """\
+vectors : {'expand', 'object'}, default 'expand'
+    ``'expand'`` gives each slot of a fixed-size vector its own column, named from the
+    SlotNames metadata or ``<column>.0``, ``<column>.1``..., up to
+    idv.pandas.MAX_EXPAND_SLOTS slots (a wider vector stays one column of arrays, with an
+    idv.IdvWarning); ``'object'`` keeps every vector one column of arrays. Variable-size
+    vectors are always one column of arrays.""",
+    "dtype_backend": """\
+dtype_backend : {None, 'pyarrow'}, optional
+    As in ``pandas.read_parquet``. None: pandas' own dtypes (Text is pandas' default
+    string dtype: in pandas 3 the Arrow-backed ``str``, read straight from the file's
+    UTF-8). ``'pyarrow'``: ``ArrowDtype`` columns; keys with KeyValues stay Categoricals.""",
+    "threads": """\
+threads : int, optional
+    Decoding threads (default: the CPUs available).""",
+    "backend": """\
+backend : {'libdeflate', 'isal', 'zlib'}, optional
+    The DEFLATE library (default: the fastest installed,
+    idv.compression.default_backend()).""",
+    "memory_limit": """\
+memory_limit : int, optional
+    The bytes one read may allocate before it is refused with idv.MemoryLimitError
+    (default: idv.set_memory_limit's, else half the machine's memory, at most the larger of
+    1 GiB and 1,024 times the file's size; idv.budget).""",
+    "filesystem": """\
+filesystem : fsspec filesystem or pyarrow.fs.FileSystem, optional
+    The filesystem the paths are in.""",
+    "storage_options": """\
+storage_options : dict, optional
+    Options of the fsspec filesystem a URL makes (credentials, endpoint,
+    ``client_kwargs``...), as in pandas and Dask.""",
+    "open_kwargs": """\
+**open_kwargs
+    Passed to idv.open for every file: ``threads``, ``backend``, ``cache_bytes``,
+    ``memory_limit``, ``checksums``, ``timeout``.""",
+    "dataset_options": """\
+**dataset_options
+    Passed to idv.dataset: ``schema``, ``on_bad_file``, ``filesystem``,
+    ``storage_options``, ``max_open_files`` and idv.open's options.""",
+}
+
+
+def fill(obj):
+    """Decorator: `obj`'s docstring with each placeholder line (``{name}`` alone on a line)
+    replaced by PARAMETERS[name], indented as the placeholder; KeyError for an unknown name.
+    Works on functions and classes; a docstring stripped by ``python -OO`` is left None."""
+    doc = obj.__doc__
+    if doc and "{" in doc:
+        out = []
+        for line in doc.split("\n"):
+            text = line.strip()
+            if text.startswith("{") and text.endswith("}") and text[1:-1].isidentifier():
+                indent = line[:len(line) - len(line.lstrip())]
+                out += [indent + ln if ln else ln for ln in PARAMETERS[text[1:-1]].split("\n")]
+            else:
+                out.append(line)
+        obj.__doc__ = "\n".join(out)
+    return obj
