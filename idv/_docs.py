@@ -78,6 +78,21 @@ filesystem : fsspec filesystem or pyarrow.fs.FileSystem, optional
 storage_options : dict, optional
     Options of the fsspec filesystem a URL makes (credentials, endpoint,
     ``client_kwargs``...), as in pandas and Dask.""",
+    "schema": """\
+schema : {'exact', 'common'}, default 'exact'
+    ``'exact'``: every file must have the same columns, names and types, in order
+    (otherwise ValueError naming the file, the column and both types); ``'common'``: the
+    columns every file has with the same type, in the first file's order.""",
+    "on_bad_file": """\
+on_bad_file : {'raise', 'skip'}, default 'raise'
+    ``'raise'``: a file that cannot be opened, or a directory that cannot be listed, stops
+    with its error, which names it; ``'skip'``: it is left out, with an idv.IdvWarning
+    listing them (the dataset's ``skipped`` has each path and error).""",
+    "max_open_files": """\
+max_open_files : int, optional
+    Files kept open at once (default 1,024 local files, each a memory map of about 28 KiB
+    resident and no file descriptor; 64 remote ones); the others are reopened when read
+    (well under 1 ms each, locally).""",
     "open_kwargs": """\
 **open_kwargs
     Passed to idv.open for every file: ``threads``, ``backend``, ``cache_bytes``,
