@@ -71,6 +71,20 @@ memory_limit : int, optional
     The bytes one read may allocate before it is refused with idv.MemoryLimitError
     (default: idv.set_memory_limit's, else half the machine's memory, at most the larger of
     1 GiB and 1,024 times the file's size; idv.budget).""",
+    "cache_bytes": """\
+cache_bytes : int, default 64 MiB
+    The decoded blocks that row access (``col[i]``, ``col[[i, j]]``, masks) keeps to find
+    again; 0 keeps none.""",
+    "checksums": """\
+checksums : bool, default True
+    Check the CRC-32s that files written by idv carry (idv.checksums): the tables at open,
+    each block when it is read, in the decompression threads (a few percent of a read).
+    False skips them; files without checksums (ML.NET's) are read as they are. idv.verify
+    always checks them.""",
+    "timeout": """\
+timeout : float, optional
+    The seconds each remote request may take before idv.RemoteTimeoutError (default 60,
+    idv.remote.DEFAULT_TIMEOUT).""",
     "filesystem": """\
 filesystem : fsspec filesystem or pyarrow.fs.FileSystem, optional
     The filesystem the paths are in.""",
@@ -102,6 +116,11 @@ max_open_files : int, optional
     Passed to idv.dataset: ``schema``, ``on_bad_file``, ``filesystem``,
     ``storage_options``, ``max_open_files`` and idv.open's options.""",
 }
+
+# idv.open's options, in its order (IdvFile takes the same)
+PARAMETERS["open_options"] = "\n".join(PARAMETERS[k] for k in (
+    "threads", "backend", "cache_bytes", "memory_limit", "checksums", "filesystem",
+    "storage_options", "timeout"))
 
 
 def fill(obj):

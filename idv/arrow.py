@@ -422,11 +422,6 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     -------
     pyarrow.RecordBatchReader
 
-    Raises
-    ------
-    ValueError
-        ``batch_size`` not a positive number of rows.
-
     Examples
     --------
     >>> import idv

@@ -77,7 +77,9 @@ class Dataset(DatasetInterop):
     ----------
     paths : list of str
         The files, in order (idv.dataset expands directories, globs and URLs into them).
-    filesystem, columns, schema, on_bad_file, max_open_files, **open_kwargs
+    filesystem, columns, schema, on_bad_file, max_open_files
+        As idv.dataset.
+    **open_kwargs
         As idv.dataset.
 
     Its attributes: ``files`` (a DatasetFile per file: path, rows, and where its rows start),

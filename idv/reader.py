@@ -30,6 +30,7 @@ READ_TIME_MODES = ("100ns",) + ticks.TIME_MODES
 TEXT_FORMS = ("object", "StringDType")
 
 
+@_docs.fill
 class IdvFile:
     """An open .idv file (idv.open makes one). Use as a context manager, or call close().
 
@@ -38,29 +39,18 @@ class IdvFile:
 
     Parameters
     ----------
-    source, threads, backend, cache_bytes, memory_limit
+    source
         As idv.open.
-    checksums, filesystem, storage_options, timeout
-        As idv.open.
+    {open_options}
     layout : idv.opening.Opened, optional
         What opening the same path read before: while the file's identity and header bytes
         are the same, its tables are not read and checked again (a dataset reopening its
         files).
 
-    Attributes
-    ----------
-    columns : list of Column
-        Every column, in file order.
-    header
-        The version, offsets, row and column counts.
-    path : str or None
-        The name errors give the file: its path, URL or file object's name; None for bytes.
-    backend
-        As given to idv.open.
-
-    Notes
-    -----
-    Package-internal attributes: ``store`` (the idv.blocks.BlockStore the columns decode
+    Its attributes: ``columns`` (every Column, in file order), ``header`` (version, offsets,
+    row and column counts), ``path`` (the name errors give the file: its path, URL or file
+    object's name; None for bytes), ``threads`` and ``backend`` (as given to idv.open).
+    Package-internal: ``store`` (the idv.blocks.BlockStore the columns decode
     their blocks through), ``tables`` (every column's lookup and metadata table, read at
     open: idv.layout.Tables), ``identity`` (a local file's (device, inode, size, modification
     time) when opened, telling it from another put in its place; None for other sources) and
@@ -211,7 +201,7 @@ class IdvFile:
 
     def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
              filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
-        """Columns into numpy.
+        """dict name -> array of these columns, in numpy (docs/reading.md has each type's form).
 
         Parameters
         ----------
@@ -239,26 +229,10 @@ class IdvFile:
             several blocks lies in pieces (docs/performance.md; to_arrow and
             record_batch_reader give a chunk per block without copying).
 
-        Returns
-        -------
-        dict
-            Column name -> array (DateTimeOffset as a structured array of the UTC time and
-            the offset in minutes).
-
         Raises
         ------
         ValueError
             An unknown ``datetime`` or ``text``, or ``rows`` with ``sparse`` or ``filter``.
-        IdvFormatError
-            A damaged block, naming the column and block.
-
-        Examples
-        --------
-        >>> import idv
-        >>> with idv.open(idv.sample_path()) as f:
-        ...     got = f.read(["City", "Price"], rows=slice(0, 3))
-        >>> got["Price"]
-        array([854400., 188600., 292200.])
         """
         if text not in TEXT_FORMS:
             raise ValueError(f"text must be one of {', '.join(map(repr, TEXT_FORMS))}, not "
@@ -296,8 +270,9 @@ class IdvFile:
         return {c.name: self._retimed(c, v, datetime, "object") for c, v in zip(cols, values)}
 
     def take(self, indices, columns=None, datetime="100ns") -> dict:
-        """Rows by number, in the order given, repeats included: each block that holds them
-        is decoded once, of these columns only, in parallel.
+        """dict name -> values (read()'s forms) of rows by number, in the order given,
+        repeats included: each block that holds them is decoded once, in parallel. IndexError
+        names a row number out of range and the row count.
 
         Parameters
         ----------
@@ -306,16 +281,6 @@ class IdvFile:
         {columns}
         datetime : str, default '100ns'
             As in read().
-
-        Returns
-        -------
-        dict
-            Column name -> values, in read()'s forms.
-
-        Raises
-        ------
-        IndexError
-            A row number out of range (naming it and the row count).
         """
         ticks.check_time_mode(datetime, READ_TIME_MODES)
         got = _take.take(self, indices, columns)
@@ -346,10 +311,6 @@ class IdvFile:
             Default: every readable column.
         rows : sequence of int, optional
             Only the blocks that hold these rows (a take's); default: every block.
-
-        Returns
-        -------
-        context manager
         """
         self.check_open()
         if columns is None:
@@ -440,10 +401,6 @@ class IdvFile:
         {batch_size}
         **kwargs
             The options of idv.record_batch_reader.
-
-        Returns
-        -------
-        iterator of pyarrow.RecordBatch
         """
         from idv.arrow import record_batch_reader
         return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
@@ -489,22 +446,7 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
     ----------
     source : str, os.PathLike, bytes or binary file object
         A path, an fsspec URL, the file's bytes or a seekable binary file.
-    {threads}
-    {backend}
-    cache_bytes : int, default 64 MiB
-        The decoded blocks that row access (``col[i]``, ``col[[i, j]]``, masks) keeps to find
-        again; 0 keeps none.
-    {memory_limit}
-    checksums : bool, default True
-        Check the CRC-32s that files written by idv carry (idv.checksums): the tables now,
-        each block when it is read, in the decompression threads (a few percent of a read).
-        False skips them; files without checksums (ML.NET's) are read as they are.
-        idv.verify always checks them.
-    {filesystem}
-    {storage_options}
-    timeout : float, optional
-        The seconds each remote request may take before idv.RemoteTimeoutError (default 60,
-        idv.remote.DEFAULT_TIMEOUT).
+    {open_options}
 
     Returns
     -------
@@ -513,10 +455,7 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
     Raises
     ------
     IdvFormatError
-        The file is not an .idv or is damaged (a checksum mismatch names the column and
-        block).
-    idv.MissingDependencyError
-        A URL without the ``remote`` extra installed.
+        Not an .idv, or damaged (a checksum mismatch names the column and block).
 
     Examples
     --------
@@ -533,7 +472,7 @@ def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
 @_docs.fill
 def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
          filter=None, copy=True, **kwargs):  # noqa: A002 - pyarrow's and pandas' name
-    """Open, read and close: ``idv.open(source, **kwargs).read(columns, ...)``.
+    """Open, read and close: dict name -> array, as ``idv.open(source, **kwargs).read(...)``.
 
     Parameters
     ----------
@@ -544,10 +483,11 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     **kwargs
         The options of idv.open.
 
-    Returns
-    -------
-    dict
-        Column name -> array.
+    Examples
+    --------
+    >>> import idv
+    >>> idv.read(idv.sample_path(), ["City", "Price"], rows=slice(0, 3))["Price"]
+    array([854400., 188600., 292200.])
     """
     with open(source, **kwargs) as f:
         return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text,
