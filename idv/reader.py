@@ -199,6 +199,7 @@ class IdvFile:
         from idv import display
         return display.file_html(self)
 
+    @_docs.fill
     def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
              filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
         """dict name -> array of these columns, in numpy (docs/reading.md has each type's form).
@@ -269,6 +270,7 @@ class IdvFile:
             values=None if rows is not None else {c.name: v for c, v in zip(cols, values)})
         return {c.name: self._retimed(c, v, datetime, "object") for c, v in zip(cols, values)}
 
+    @_docs.fill
     def take(self, indices, columns=None, datetime="100ns") -> dict:
         """dict name -> values (read()'s forms) of rows by number, in the order given,
         repeats included: each block that holds them is decoded once, in parallel. IndexError
@@ -361,6 +363,7 @@ class IdvFile:
         self.close()
 
     # ---- the Python data stack (idv.pandas, idv.arrow; pandas / pyarrow imported on use)
+    @_docs.fill
     def to_pandas(self, columns=None, **kwargs):
         """A pandas.DataFrame of these columns.
 
@@ -373,6 +376,7 @@ class IdvFile:
         from idv.pandas import to_pandas
         return to_pandas(self, columns, **kwargs)
 
+    @_docs.fill
     def to_arrow(self, columns=None, **kwargs):
         """A pyarrow.Table of these columns.
 
@@ -392,6 +396,7 @@ class IdvFile:
         from idv.arrow import record_batch_reader
         return record_batch_reader(self).__arrow_c_stream__(requested_schema)
 
+    @_docs.fill
     def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
         """pyarrow.RecordBatches, as pyarrow's ``ParquetFile.iter_batches``.
 

@@ -88,6 +88,163 @@ def test_every_public_name_has_a_docstring():
     assert missing == []
 
 
+# the submodules users import, and their names in docs/api.rst; with idv.__all__, the public
+# surface (the other modules named are those whose objects the public functions return or take)
+SUBMODULE_NAMES = {
+    "idv.dask": ["read_idv", "read_idv_array", "to_idv", "partitions"],
+    "idv.polars": ["scan_idv"],
+    "idv.torch": ["IdvIterableDataset", "IdvMapDataset"],
+    "idv.huggingface": ["load"],
+    "idv.ray": ["read_idv", "IdvDatasource", "IdvDatasink"],
+    "idv.spark": ["register", "IdvDataSource", "FilteringIdvDataSource", "spark_arrow_type"],
+    "idv.arrow": ["arrow_schema"],
+    "idv.compression": ["default_backend", "installed"],
+    "idv.checker": ["VerifyReport", "Finding"],
+    "idv.dataset": ["DatasetFile"],
+    "idv.formats": ["Format"],
+    "idv.cli": ["main"],
+}
+# public methods that the package's own layers call (their docstrings say so): left out of
+# the reference by its :exclude-members:
+PACKAGE_INTERNAL = {
+    "IdvFile.check_open", "Dataset.resolve_columns", "Dataset.time_unit",
+    "Column.stored_blocks", "Column.check_unread", "Column.lookup_errors",
+    "Column.check_readable", "Column.mapped_blocks", "Column.text_room",
+    "Column.read_text_blocks", "Column.metadata_entries", "Column.annotation_form",
+    "Column.decode_metadata",
+}
+# classes that idv makes and hands out (and exceptions): their constructors are not for users
+RECEIVED = {"Column", "Schema", "Field", "ZipEntry", "VerifyReport", "Finding", "DatasetFile",
+            "Format", "IdvDataSource", "FilteringIdvDataSource", "PrimitiveType"}
+
+
+def _public_names(methods=True):
+    """(qualified name, object) of every public function and class: idv.__all__ and
+    SUBMODULE_NAMES, and with `methods`, the public methods of their classes (inherited ones
+    too)."""
+    import importlib
+    import idv
+    found = [(name, getattr(idv, name)) for name in idv.__all__]
+    for module, names in SUBMODULE_NAMES.items():
+        mod = importlib.import_module(module)
+        found += [(f"{module[4:]}.{name}", getattr(mod, name)) for name in names]
+    out = []
+    for qual, obj in found:
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue                 # __version__, SCHEMA_ATTR, the item type singletons
+        out.append((qual, obj))
+        if not (methods and inspect.isclass(obj)):
+            continue
+        cls = qual.rsplit(".", 1)[-1]
+        for attr in dir(obj):
+            owner = next((k for k in obj.__mro__ if attr in vars(k)), None)
+            if attr.startswith("_") or not owner.__module__.startswith("idv"):
+                continue
+            value = vars(owner)[attr]
+            fn = getattr(value, "__func__", value)
+            if inspect.isfunction(fn) and f"{cls}.{attr}" not in PACKAGE_INTERNAL:
+                out.append((f"{qual}.{attr}", fn))
+    return out
+
+
+def _takes_parameters(qual, obj):
+    """Whether users call `obj` with arguments (a class: its constructor, unless RECEIVED)."""
+    if inspect.isclass(obj) and (issubclass(obj, BaseException)
+                                 or qual.rsplit(".", 1)[-1] in RECEIVED):
+        return False
+    try:
+        params = list(inspect.signature(obj).parameters)
+    except (TypeError, ValueError):
+        return False
+    return bool([p for p in params if p not in ("self", "cls")])
+
+
+def test_public_names_are_in_the_reference_with_their_parameters():
+    """Every public name is in docs/api.rst, and its docstring has a numpydoc Parameters
+    section when it takes parameters; no format-layer module is documented there."""
+    pytest.importorskip("pyarrow")
+    for module in ("torch", "ray", "pyspark", "datasets", "polars", "dask"):
+        pytest.importorskip(module)
+    api = (DOCS / "api.rst").read_text(encoding="utf-8")
+    missing = [qual for qual, _ in _public_names(methods=False)
+               if not re.search(rf"\bidv\.{re.escape(qual)}\b", api)]
+    names = _public_names()
+    assert len(names) > 100, len(names)
+    bare = []
+    for qual, obj in names:
+        doc = inspect.getdoc(obj) or ""
+        if _takes_parameters(qual, obj) and not re.search(r"^Parameters\n-{10}", doc, re.M):
+            bare.append(qual)
+    assert missing == [], "public names docs/api.rst does not document"
+    assert bare == [], "public names that take parameters and document none"
+    assert not re.search(r"automodule:: idv\._", api), "a format-layer module in the reference"
+    excluded = set(re.findall(r":exclude-members: (.*)", api))
+    excluded = {m.strip() for line in excluded for m in line.split(",")}
+    assert {q.split(".")[-1] for q in PACKAGE_INTERNAL} <= excluded
+
+
+def test_shared_parameter_texts_are_written_once_and_inserted():
+    """idv._docs.fill puts each shared text where its placeholder line is, indented as it; no
+    public docstring keeps a placeholder, every shared text is used, and none is copied into
+    another module of idv/."""
+    from idv import _docs
+
+    def f():
+        """Summary {not a placeholder}.
+
+        Parameters
+        ----------
+        {columns}
+            More.
+        """
+    filled = _docs.fill(f).__doc__
+    lines = _docs.PARAMETERS["columns"].split("\n")
+    assert f"        {lines[0]}\n        {lines[1]}\n" in filled
+    assert "{not a placeholder}" in filled and "{columns}" not in filled
+    assert filled.endswith(f"{lines[-1]}\n            More.\n        ")
+
+    def unknown():
+        """{no_such_parameter}"""
+    with pytest.raises(KeyError):
+        _docs.fill(unknown)
+
+    def bare():
+        pass
+    assert _docs.fill(bare).__doc__ is None
+
+    pytest.importorskip("pyarrow")
+    used = set()
+    for qual, obj in _public_names():
+        doc = obj.__doc__ or ""
+        assert not re.search(r"^\s*\{\w+\}\s*$", doc, re.M), qual
+        used |= {k for k, text in _docs.PARAMETERS.items() if text in inspect.cleandoc(doc)}
+    assert set(_docs.PARAMETERS) - used == set(), "shared texts no public docstring uses"
+    for path in (REPO_DIR / "idv").rglob("*.py"):
+        if path.name == "_docs.py":
+            continue
+        source = path.read_text(encoding="utf-8")
+        for name, text in _docs.PARAMETERS.items():
+            first = text.split("\n")[1].strip()
+            assert first not in source, f"{path.name} copies the text of {name}"
+
+
+def test_docstring_examples_run():
+    """The Examples of the public docstrings are true (doctest)."""
+    import doctest
+    import idv
+    pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    finder, runner = doctest.DocTestFinder(recurse=False), doctest.DocTestRunner()
+    ran = 0
+    for qual, obj in _public_names():
+        for test in finder.find(obj, qual, globs={"idv": idv}):
+            if test.examples:
+                ran += 1
+                runner.run(test)
+    assert ran >= 5
+    assert runner.summarize(verbose=False).failed == 0
+
+
 def test_cli_page_covers_every_command():
     from idv.cli import build_parser
     parser = build_parser()
