@@ -33,6 +33,10 @@ datetime : {'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}
     "safe": """\
 safe : bool, default True
     False floors sub-microsecond ticks to ``'us'`` instead of raising ValueError.""",
+    "sparse": """\
+sparse : bool, default False
+    CSR matrices (scipy.sparse.csr_matrix) for vector columns of numbers, Booleans and
+    keys.""",
     "filter": """\
 filter : list of tuples, str or pyarrow.compute.Expression, optional
     Only the rows that match: DNF tuples ``[("Age", ">", 30)]``, an expression string

@@ -207,8 +207,7 @@ class IdvFile:
         Parameters
         ----------
         {columns}
-        sparse : bool, default False
-            CSR matrices (scipy) for numeric, Boolean and key vector columns.
+        {sparse}
         rows : slice, sequence of int or boolean mask, optional
             The rows, as ``col[rows]`` selects them: only the blocks that hold them are
             decoded. Not with ``sparse`` or ``filter``.

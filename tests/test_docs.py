@@ -111,7 +111,7 @@ PACKAGE_INTERNAL = {
     "Column.stored_blocks", "Column.check_unread", "Column.lookup_errors",
     "Column.check_readable", "Column.mapped_blocks", "Column.text_room",
     "Column.read_text_blocks", "Column.metadata_entries", "Column.annotation_form",
-    "Column.decode_metadata",
+    "Column.decode_metadata", "Column.decoded_bytes",
 }
 # classes that idv makes and hands out (and exceptions): their constructors are not for users
 RECEIVED = {"Column", "Schema", "Field", "ZipEntry", "VerifyReport", "Finding", "DatasetFile",
