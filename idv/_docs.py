@@ -121,6 +121,39 @@ max_open_files : int, optional
     ``storage_options``, ``max_open_files`` and idv.open's options.""",
 }
 
+# what idv.write, idv.Writer and the engines' writers take, in idv.Writer's order
+WRITER = {
+    "compression": """\
+compression : {'deflate', 'none'}, default 'deflate'
+    Raw DEFLATE (ML.NET's default) or none.""",
+    "level": """\
+level : int, optional
+    The library's DEFLATE level: zlib 0-9 and libdeflate 0-12, both 6 by default (ML.NET's
+    level); isal 0-3, 2 by default.""",
+    "rows_per_block": """\
+rows_per_block : int, optional
+    At most this many rows per block (default 8192), fewer when ML.NET's size estimate of
+    one block row exceeds ``max_bytes_per_block``, as ML.NET's saver does.""",
+    "max_bytes_per_block": """\
+max_bytes_per_block : int or None, default 80 MiB
+    None: exactly ``rows_per_block`` rows per block.""",
+    "threads": """\
+threads : int, optional
+    Compression threads (default: the CPUs available); blocks are written as they fill, so
+    memory stays around one block per column.""",
+    "backend": PARAMETERS["backend"] + """
+    Only 'zlib' gives bytes identical to ML.NET's files; the others, the same data faster.""",
+    "checksums": """\
+checksums : bool, default True
+    A CRC-32 of every part (idv.checksums), checked when idv reads the file. ML.NET ignores
+    them; False leaves them out.""",
+    "statistics": """\
+statistics : bool, default True
+    Each block's least and greatest value and missing count per column (idv.statistics),
+    which filters use to skip blocks. ML.NET ignores them; False leaves them out.""",
+}
+PARAMETERS["writer_options"] = "\n".join(WRITER.values())
+
 # idv.open's options, in its order (IdvFile takes the same)
 PARAMETERS["open_options"] = "\n".join(PARAMETERS[k] for k in (
     "threads", "backend", "cache_bytes", "memory_limit", "checksums", "filesystem",
