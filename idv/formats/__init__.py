@@ -144,8 +144,8 @@ def _local_paths(src):
 def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_block=None,
             progress=None, datetime=None, safe=True, types=None, source_format=None,
             level=None, backend=None, legacy_keys=None, missing_text=None):
-    """Convert ``src`` into ``dst``, streaming: .idv <-> Parquet, CSV / TSV, Feather / Arrow;
-    .idv -> JSON Lines.
+    """Convert ``src`` into ``dst``, streaming (.idv <-> Parquet, CSV / TSV, Feather / Arrow;
+    .idv -> JSON Lines), and return the number of rows written.
 
     The .idv side keeps ML.NET's types and metadata in the Arrow field metadata, so .idv ->
     Parquet / Feather -> .idv gives back the same types, annotations and values. CSV keeps
@@ -209,11 +209,6 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     missing_text : str, optional
         What null text of a non-.idv source (Parquet, Feather, CSV) becomes, e.g. ``""``
         (ML.NET reads missing text as empty); by default null text is an error.
-
-    Returns
-    -------
-    int
-        The number of rows written.
     """
     src_fmt = format_of(src, source_format, "source", "source_format=")
     dst_fmt = format_of(dst, to, "destination", "to=")

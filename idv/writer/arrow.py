@@ -306,11 +306,9 @@ def from_arrow(table, *, types=None):
 
     Returns
     -------
-    columns : list of (name, values)
-    types : dict
-        name -> idv type.
-    metadata : dict
-        name -> {kind: (type, value)}.
+    tuple
+        (columns, types, metadata): a list of (name, values), name -> idv type, and name ->
+        {kind: (type, value)}.
     """
     pa = import_pyarrow()
     if isinstance(table, pa.RecordBatchReader):

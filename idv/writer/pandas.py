@@ -346,11 +346,9 @@ def from_pandas(df, *, types=None, schema=None, missing_text=None):
 
     Returns
     -------
-    columns : list of (name, values)
-    types : dict
-        name -> idv type.
-    metadata : dict
-        name -> {kind: value}.
+    tuple
+        (columns, types, metadata): a list of (name, values), name -> idv type, and name ->
+        {kind: value}.
     """
     pd = require("pandas", "converting to or from pandas", "idv[pandas]")
     if isinstance(df, pd.Series):
