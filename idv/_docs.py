@@ -3,7 +3,8 @@ docstrings (as pyarrow's parquet module does with its filter text).
 
 A docstring names a shared parameter by a line holding only its placeholder, ``{filter}``,
 where the numpydoc entry belongs; ``@fill`` replaces the line with the entry, indented as
-the placeholder. A function adds what differs (its default, its engine) on the lines after.
+the placeholder (``{dataset_source:paths}``: the entry under the function's own name for
+the parameter). A function adds what differs (its default, its engine) on the lines after.
 Only such whole lines are touched, so other braces in a docstring are left alone, and a
 placeholder with no text here fails at import.
 """
@@ -161,18 +162,23 @@ PARAMETERS["open_options"] = "\n".join(PARAMETERS[k] for k in (
 
 
 def fill(obj):
-    """Decorator: `obj`'s docstring with each placeholder line (``{name}`` alone on a line)
-    replaced by PARAMETERS[name], indented as the placeholder; KeyError for an unknown name.
-    Works on functions and classes; a docstring stripped by ``python -OO`` is left None."""
+    """Decorator: `obj`'s docstring with each placeholder line (``{name}`` or
+    ``{name:parameter}`` alone on a line) replaced by PARAMETERS[name], indented as the
+    placeholder; KeyError for an unknown name. Works on functions and classes; a docstring
+    stripped by ``python -OO`` is left None."""
     doc = obj.__doc__
     if doc and "{" in doc:
         out = []
         for line in doc.split("\n"):
-            text = line.strip()
-            if text.startswith("{") and text.endswith("}") and text[1:-1].isidentifier():
-                indent = line[:len(line) - len(line.lstrip())]
-                out += [indent + ln if ln else ln for ln in PARAMETERS[text[1:-1]].split("\n")]
-            else:
+            name, _, param = line.strip()[1:-1].partition(":")
+            if line.strip() != f"{{{line.strip()[1:-1]}}}" or not name.isidentifier() or (
+                    param and not param.isidentifier()):
                 out.append(line)
+                continue
+            text = PARAMETERS[name]
+            if param:
+                text = param + text[text.index(" :"):]
+            indent = line[:len(line) - len(line.lstrip())]
+            out += [indent + ln if ln else ln for ln in text.split("\n")]
         obj.__doc__ = "\n".join(out)
     return obj

@@ -116,9 +116,7 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
 
     Parameters
     ----------
-    urlpath : str, os.PathLike, list or idv.Dataset
-        What idv.dataset takes (a path, directory, glob, URL, or a list of them), or an open
-        idv.Dataset.
+    {dataset_source:urlpath}
     {columns}
     blocks_per_partition : int, optional
         Default: about 64 MiB of decoded values per partition.
