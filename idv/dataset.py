@@ -73,20 +73,18 @@ class Dataset(DatasetInterop):
     one). Use as a context manager, or call close(). It may be read from several threads at
     once.
 
-    Parameters
-    ----------
-    paths : list of str
-        The files, in order (idv.dataset expands directories, globs and URLs into them).
-    filesystem, columns, schema, on_bad_file, max_open_files
-        As idv.dataset.
-    **open_kwargs
-        As idv.dataset.
-
     Its attributes: ``files`` (a DatasetFile per file: path, rows, and where its rows start),
     ``num_rows``, ``schema`` (an idv.Schema of its columns), ``column_names``, ``filesystem``
     (None for local files), ``open_kwargs`` (what each idv.open is given), ``skipped`` ((path,
     error) of each file ``on_bad_file="skip"`` left out) and ``memory_limit`` (the largest of
     its files' limits: a read of several files is checked against it as a whole).
+
+    Parameters
+    ----------
+    paths : list of str
+        The files, in order (idv.dataset expands directories, globs and URLs into them).
+    filesystem, columns, schema, on_bad_file, max_open_files, **open_kwargs
+        As idv.dataset.
     """
 
     @_paused_for_many(lambda self, paths, *_, **__: len(paths))

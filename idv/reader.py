@@ -37,6 +37,15 @@ class IdvFile:
     ``f.schema`` prints the columns; ``f["Label"]`` or ``f[0]`` gives a Column (with duplicate
     names, the last one, as ML.NET does); ``f.read(columns=[...])`` gives a dict of arrays.
 
+    Its attributes: ``columns`` (every Column, in file order), ``header`` (version, offsets,
+    row and column counts), ``path`` (the name errors give the file: its path, URL or file
+    object's name; None for bytes), ``threads`` and ``backend`` (as given to idv.open).
+    Package-internal: ``store`` (the idv.blocks.BlockStore the columns decode
+    their blocks through), ``tables`` (every column's lookup and metadata table, read at
+    open: idv.layout.Tables), ``identity`` (a local file's (device, inode, size, modification
+    time) when opened, telling it from another put in its place; None for other sources) and
+    ``layout`` (what opening read: idv.opening.Opened).
+
     Parameters
     ----------
     source
@@ -46,15 +55,6 @@ class IdvFile:
         What opening the same path read before: while the file's identity and header bytes
         are the same, its tables are not read and checked again (a dataset reopening its
         files).
-
-    Its attributes: ``columns`` (every Column, in file order), ``header`` (version, offsets,
-    row and column counts), ``path`` (the name errors give the file: its path, URL or file
-    object's name; None for bytes), ``threads`` and ``backend`` (as given to idv.open).
-    Package-internal: ``store`` (the idv.blocks.BlockStore the columns decode
-    their blocks through), ``tables`` (every column's lookup and metadata table, read at
-    open: idv.layout.Tables), ``identity`` (a local file's (device, inode, size, modification
-    time) when opened, telling it from another put in its place; None for other sources) and
-    ``layout`` (what opening read: idv.opening.Opened).
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
