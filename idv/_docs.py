@@ -170,15 +170,16 @@ def fill(obj):
     if doc and "{" in doc:
         out = []
         for line in doc.split("\n"):
-            name, _, param = line.strip()[1:-1].partition(":")
-            if line.strip() != f"{{{line.strip()[1:-1]}}}" or not name.isidentifier() or (
-                    param and not param.isidentifier()):
+            text = line.strip()
+            name, _, param = text[1:-1].partition(":")
+            if not (text[:1] == "{" and text[-1:] == "}" and name.isidentifier()
+                    and (param.isidentifier() or not param)):
                 out.append(line)
                 continue
-            text = PARAMETERS[name]
-            if param:
-                text = param + text[text.index(" :"):]
+            entry = PARAMETERS[name]
+            if param:                       # the entry under the function's own name
+                entry = param + entry[entry.index(" :"):]
             indent = line[:len(line) - len(line.lstrip())]
-            out += [indent + ln if ln else ln for ln in text.split("\n")]
+            out += [indent + ln if ln else ln for ln in entry.split("\n")]
         obj.__doc__ = "\n".join(out)
     return obj
