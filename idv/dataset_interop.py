@@ -100,12 +100,9 @@ class DatasetInterop:
 
         Parameters
         ----------
-        {columns}
-        {datetime}
-            Default ``'auto'``; one unit for the whole dataset.
-        {safe}
+        columns, datetime, safe, filter
+            As to_arrow.
         {batch_size}
-        {filter}
         """
         from idv.arrow import arrow_schema, record_batch_reader, whole_batches
         from idv.arrow_types import import_pyarrow

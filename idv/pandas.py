@@ -374,16 +374,10 @@ def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe
 
     Parameters
     ----------
-    {source}
-    {columns}
-    {vectors}
-    {datetime}
-        Default ``'auto'``.
-    {safe}
+    source, columns, vectors, datetime, safe, dtype_backend, filter
+        As to_pandas.
     {threads}
     {backend}
-    {dtype_backend}
-    {filter}
 
     Returns
     -------
