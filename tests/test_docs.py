@@ -148,7 +148,10 @@ def _public_names(methods=True):
     import idv
     found = [(name, getattr(idv, name)) for name in idv.__all__]
     for module, names in SUBMODULE_NAMES.items():
-        mod = importlib.import_module(module)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:     # an engine not installed (MissingDependencyError): its names
+            continue            # are checked where it is
         found += [(f"{module[4:]}.{name}", getattr(mod, name)) for name in names]
     out = []
     for qual, obj in found:
@@ -185,14 +188,11 @@ def _takes_parameters(qual, obj):
 def test_public_names_are_in_the_reference_with_their_parameters():
     """Every public name is in docs/api.rst, and its docstring has a numpydoc Parameters
     section when it takes parameters; no format-layer module is documented there."""
-    pytest.importorskip("pyarrow")
-    for module in ("torch", "ray", "pyspark", "datasets", "polars", "dask"):
-        pytest.importorskip(module)
     api = (DOCS / "api.rst").read_text(encoding="utf-8")
     missing = [qual for qual, _ in _public_names(methods=False)
                if not re.search(rf"\bidv\.{re.escape(qual)}\b", api)]
     names = _public_names()
-    assert len(names) > 100, len(names)
+    assert len(names) > 80, len(names)
     bare = []
     for qual, obj in names:
         doc = inspect.getdoc(obj) or ""
@@ -238,7 +238,6 @@ def test_shared_parameter_texts_are_written_once_and_inserted():
         pass
     assert _docs.fill(bare).__doc__ is None
 
-    pytest.importorskip("pyarrow")
     used = set()
     for qual, obj in _public_names():
         doc = obj.__doc__ or ""
