@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import _arrow_c, _docs, batch, filters, scan, ticks, time_units
+from idv import _docs
+from idv import _arrow_c, batch, filters, scan, ticks, time_units
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns

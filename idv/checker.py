@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from idv import _docs, block_stats, reader
+from idv import _docs
+from idv import block_stats, reader
 from idv import statistics as S
 from idv import types as T
 from idv.block_runs import block_groups

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from idv import _docs, filters, scan
+from idv import _docs
+from idv import filters, scan
 from idv import types as T
 from idv.dataset import Dataset, dataset
 from idv.staging import Staging

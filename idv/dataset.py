@@ -20,7 +20,8 @@ from typing import ContextManager
 
 import numpy as np
 
-from idv import _docs, _gc, budget, dataset_files, scan, selection, ticks, time_units, vectors
+from idv import _docs
+from idv import _gc, budget, dataset_files, scan, selection, ticks, time_units, vectors
 from idv import batch as batch_files
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning

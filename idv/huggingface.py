@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from idv import _docs, scan
+from idv import _docs
+from idv import scan
 from idv.arrow import record_batch_reader
 from idv.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
 from idv.errors import require

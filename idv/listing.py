@@ -12,7 +12,8 @@ import zipfile
 from dataclasses import dataclass
 from typing import List, Optional
 
-from idv import _docs, remote
+from idv import _docs
+from idv import remote
 from idv.archive import damaged, idv_members, member_source
 from idv.errors import IdvFormatError, IdvWarning
 from idv.reader import open as open_idv

@@ -27,7 +27,8 @@ import datetime as _dt
 
 import numpy as np
 
-from idv import _docs, filters, scan, ticks, time_units
+from idv import _docs
+from idv import filters, scan, ticks, time_units
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 
-from idv import _docs, arrow, engine_filters, filters
+from idv import _docs
+from idv import arrow, engine_filters, filters
 from idv.errors import require
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from idv import _docs, filters, scan
+from idv import _docs
+from idv import filters, scan
 from idv.arrow import arrow_schema, read_partition
 from idv.dataset import Dataset, dataset
 from idv.errors import require

@@ -12,7 +12,8 @@ import functools
 
 import numpy as np
 
-from idv import _docs, _threads, budget, cache, compression
+from idv import _docs
+from idv import _threads, budget, cache, compression
 from idv import filters, opening, scan, selection, ticks, time_units
 from idv import statistics as block_stats
 from idv import take as _take
