@@ -225,7 +225,7 @@ def arrow_schema(file, columns=None, *, datetime="auto"):
 
     Parameters
     ----------
-    {source}
+    {source:file}
     {columns}
     {datetime}
         Default ``'auto'``; with ``'auto'`` or ``'exact'``, a file without statistics has
@@ -326,7 +326,7 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
 
     Parameters
     ----------
-    {source}
+    {source:file}
     {columns}
     {datetime}
         Default ``'auto'``. ``timestamp[ns]`` holds 1677-2262; ``'us'`` all of .NET's range;
@@ -408,7 +408,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
 
     Parameters
     ----------
-    {source}
+    {source:file}
     {columns}
     {datetime}
         Default ``'auto'``, as to_arrow; with ``'auto'`` or ``'exact'``, a file without

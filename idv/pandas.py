@@ -246,7 +246,7 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
 
     Parameters
     ----------
-    {source}
+    {source:file}
     {columns}
     {vectors}
     {datetime}

@@ -185,6 +185,17 @@ def _takes_parameters(qual, obj):
     return bool([p for p in params if p not in ("self", "cls")])
 
 
+def _documented_parameters(doc):
+    """The names a numpydoc Parameters section lists (``a, b : int`` gives a and b), None
+    without one."""
+    found = re.search(r"^Parameters\n-{10}\n(.*?)(?=^\w[\w ]*\n-{3,}\n|\Z)", doc, re.M | re.S)
+    if found is None:
+        return None
+    entries = [ln.split(" : ")[0] for ln in found.group(1).splitlines()
+               if ln.strip() and not ln.startswith(" ")]
+    return {name.strip().lstrip("*") for e in entries for name in e.split(",")}
+
+
 def test_public_names_are_in_the_reference_with_their_parameters():
     """Every public name is in docs/api.rst, and its docstring has a numpydoc Parameters
     section when it takes parameters; no format-layer module is documented there."""
@@ -193,13 +204,19 @@ def test_public_names_are_in_the_reference_with_their_parameters():
                if not re.search(rf"\bidv\.{re.escape(qual)}\b", api)]
     names = _public_names()
     assert len(names) > 80, len(names)
-    bare = []
+    bare, wrong = [], []
     for qual, obj in names:
-        doc = inspect.getdoc(obj) or ""
-        if _takes_parameters(qual, obj) and not re.search(r"^Parameters\n-{10}", doc, re.M):
+        if not _takes_parameters(qual, obj):
+            continue
+        listed = _documented_parameters(inspect.getdoc(obj) or "")
+        params = set(inspect.signature(obj).parameters) - {"self", "cls"}
+        if listed is None:
             bare.append(qual)
+        elif listed != params:
+            wrong.append((qual, sorted(listed - params), sorted(params - listed)))
     assert missing == [], "public names docs/api.rst does not document"
     assert bare == [], "public names that take parameters and document none"
+    assert wrong == [], "(name, documented but not taken, taken but not documented)"
     assert not re.search(r"automodule:: idv\._", api), "a format-layer module in the reference"
     excluded = re.findall(r":exclude-members: (.*\n(?:      .*\n)*)", api)
     excluded = {m.strip() for text in excluded for m in text.split(",")}
