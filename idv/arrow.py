@@ -221,7 +221,8 @@ def _converters(pa, cols, datetime, safe, values=None, file=None):
 
 @_docs.fill
 def arrow_schema(file, columns=None, *, datetime="auto"):
-    """The pyarrow.Schema that to_arrow and record_batch_reader give for these columns.
+    """The pyarrow.Schema that to_arrow and record_batch_reader give for these columns, each
+    field with its ML.NET type and metadata (``idv.type``, ``idv.metadata``).
 
     Parameters
     ----------
@@ -230,11 +231,6 @@ def arrow_schema(file, columns=None, *, datetime="auto"):
     {datetime}
         Default ``'auto'``; with ``'auto'`` or ``'exact'``, a file without statistics has
         its time columns read to choose their units.
-
-    Returns
-    -------
-    pyarrow.Schema
-        Each field carries the ML.NET type and metadata (``idv.type``, ``idv.metadata``).
     """
     pa = import_pyarrow()
     with opened(file) as f:
@@ -330,20 +326,15 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
     {columns}
     {datetime}
         Default ``'auto'``. ``timestamp[ns]`` holds 1677-2262; ``'us'`` all of .NET's range;
-        ``'ticks'`` columns are restored to their ML.NET type by from_arrow.
+        ``'ticks'`` columns are restored to their ML.NET type by from_arrow. ValueError for
+        a value the unit cannot hold.
     {safe}
     {filter}
 
     Returns
     -------
     pyarrow.Table
-        Each field carries the ML.NET type and metadata, so idv.from_arrow writes the same
-        types back.
-
-    Raises
-    ------
-    ValueError
-        A time value the unit cannot hold (``'exact'``, ``'ns'``, ``'us'`` with ``safe``).
+        Each field carries the ML.NET type and metadata, for idv.from_arrow.
 
     Examples
     --------
@@ -416,12 +407,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     {safe}
     {batch_size}
     {rows}
-        A range works too.
     {filter}
-
-    Returns
-    -------
-    pyarrow.RecordBatchReader
 
     Examples
     --------
