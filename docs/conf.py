@@ -1,4 +1,5 @@
-"""Sphinx configuration: Markdown pages through myst-parser, the API reference through autodoc.
+"""Sphinx configuration: Markdown pages through myst-parser, the API reference through autodoc
+(its docstrings' numpydoc sections rendered by napoleon, which ships with Sphinx).
 
 Build with ``sphinx-build -W -b html docs docs/_build/html`` (warnings are errors; the tests do
 this too, tests/test_docs.py). autodoc imports idv from this checkout, so build the Cython
@@ -24,6 +25,7 @@ version = release = _version["__version__"]
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
@@ -38,6 +40,12 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autoclass_content = "both"   # the class docstring, then __init__'s when it has one
+
+# docstrings: numpydoc sections only (a "Note:" line of prose is not a Google section); a
+# class's attributes as fields, not entries that would repeat its properties'
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_ivar = True
 
 html_theme = "alabaster"
 html_title = f"idv {release}"

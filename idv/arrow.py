@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from idv import _docs
 from idv import _arrow_c, batch, filters, scan, ticks, time_units
 from idv import types as T
 from idv.reader import opened
@@ -234,9 +235,19 @@ def _converters(pa, cols, datetime, safe, values=None, file=None):
             for c in cols]
 
 
+@_docs.fill
 def arrow_schema(file, columns=None, *, datetime="auto"):
-    """The pyarrow.Schema that to_arrow / record_batch_reader give for these columns (with
-    datetime 'auto' or 'exact', the time columns are read to choose their units)."""
+    """The pyarrow.Schema that to_arrow and record_batch_reader give for these columns, each
+    field with its ML.NET type and metadata (``idv.type``, ``idv.metadata``).
+
+    Parameters
+    ----------
+    {source:file}
+    {columns}
+    {datetime}
+        Default ``'auto'``; with ``'auto'`` or ``'exact'``, a file without statistics has
+        its time columns read to choose their units.
+    """
     pa = import_pyarrow()
     with opened(file) as f:
         convs = _converters(pa, file_columns(f, columns), datetime, True, file=f)
@@ -319,20 +330,34 @@ def whole_batches(arrays, schema, cuts):
                                          schema=schema)
 
 
+@_docs.fill
 def to_arrow(file, columns=None, *, datetime="auto", safe=True,
              filter=None):  # noqa: A002 - pyarrow's and pandas' name
-    """Read an .idv (a path or URL, bytes, file object or open IdvFile) into a pyarrow.Table.
+    """Read an .idv into a pyarrow.Table, a chunk per block, with no copy where the file's
+    bytes are Arrow's already.
 
-    ``columns``: names or indices (default: every readable column, the last of each name, as
-    IdvFile.read()). ``datetime``: how DateTime, TimeSpan and DateTimeOffset become Arrow
-    values: ``'auto'`` (default: per column the finest unit that holds every value exactly,
-    ``timestamp[ns]`` / ``duration[ns]`` when all fit 1677-2262, else ``[us]``; where neither
-    does, as with ML.NET's ``default(DateTime)`` beside 100-ns ``DateTime.Now`` values, the
-    values are floored to microseconds with an ``idv.IdvWarning`` counting them), ``'exact'``
-    (the same, refusing instead of flooring), ``'us'`` (all of .NET's range; sub-microsecond
-    ticks raise unless ``safe=False``, which floors them), ``'ns'`` (1677-2262; other values
-    raise) or ``'ticks'`` (int64 .NET ticks, exact, restored to the ML.NET type by
-    from_arrow).
+    Parameters
+    ----------
+    {source:file}
+    {columns}
+    {datetime}
+        Default ``'auto'``. ``timestamp[ns]`` holds 1677-2262; ``'us'`` all of .NET's range;
+        ``'ticks'`` columns are restored to their ML.NET type by from_arrow. ValueError for
+        a value the unit cannot hold.
+    {safe}
+    {filter}
+
+    Returns
+    -------
+    pyarrow.Table
+        Each field carries the ML.NET type and metadata, for idv.from_arrow.
+
+    Examples
+    --------
+    >>> import idv
+    >>> t = idv.to_arrow(idv.sample_path(), ["Id", "Price"], filter="Price > 800000")
+    >>> t.column_names, t.num_rows > 0
+    (['Id', 'Price'], True)
     """
     pa = import_pyarrow()
     if filter is not None:          # through the scan, the blocks statistics rule out skipped
@@ -377,25 +402,35 @@ def _one_array(pa, part):
     return pa.concat_arrays(part.chunks) if part.num_chunks else pa.array([], part.type)
 
 
+@_docs.fill
 def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch_size=None,
                         rows=None, filter=None):  # noqa: A002 - pyarrow's and pandas' name
-    """A pyarrow.RecordBatchReader over an .idv, one record batch per block of rows, or with
-    ``batch_size``, batches of exactly that many rows (the last: what is left), whatever the
-    file's blocks.
+    """A pyarrow.RecordBatchReader over an .idv, streaming files larger than memory.
 
     The blocks are decoded a window of rows at a time (about 8 MiB of decompressed blocks over
     the columns read, at least a block of each; the blocks of a window in parallel threads,
     text straight into Arrow), two windows ahead of the one whose batches are handed out, so
-    at most about three windows are held and files larger than memory stream through. The
-    batches of a window share its memory. Columns and time options as to_arrow (with 'auto'
-    or 'exact', a file without statistics has its time columns read once first, block by
-    block, to choose their units: idv.time_units). A file
-    opened here (from a path, URL, bytes or file object) is closed when the batches run out; an
-    IdvFile passed in stays open. ``rows``: a slice (or range) of the rows to read, with a
-    positive step (default: all); only the blocks that hold them are decoded.
+    at most about three windows are held. The batches of a window share its memory. A file
+    opened here is closed when the batches run out; an IdvFile passed in stays open.
 
-    ``filter``: only the rows that match (idv.filters: DNF tuples, an expression string or a
-    pyarrow compute expression); blocks the file's statistics rule out are not decoded.
+    Parameters
+    ----------
+    {source:file}
+    {columns}
+    {datetime}
+        Default ``'auto'``, as to_arrow; with ``'auto'`` or ``'exact'``, a file without
+        statistics has its time columns read once first, block by block.
+    {safe}
+    {batch_size}
+    {rows}
+    {filter}
+
+    Examples
+    --------
+    >>> import idv
+    >>> reader = idv.record_batch_reader(idv.sample_path(), ["Price"], batch_size=100)
+    >>> [b.num_rows for b in reader]
+    [100, 100, 40]
     """
     if batch_size is not None and (isinstance(batch_size, bool) or
                                    not isinstance(batch_size, (int, np.integer)) or

@@ -16,21 +16,17 @@ idv.arrow_dataset_class's, its scans idv.arrow_scanner's.
 """
 from __future__ import annotations
 
+from idv import _docs
 from idv.arrow_types import import_pyarrow
 from idv.dataset import Dataset, dataset
 
 __all__ = ["arrow_dataset"]
 
 
+@_docs.fill
 def arrow_dataset(source, *, datetime: str = "us", safe: bool = True, **dataset_options):
     """.idv files as a ``pyarrow.dataset.Dataset``, for DuckDB (``duckdb.sql("select a from
     ds where ts >= ...")`` pushes the projection and the filter into idv) and pyarrow.
-
-    ``source``: what idv.dataset takes (a path or URL, a directory, a glob, a list of them)
-    or an open idv.Dataset; `dataset_options` go to idv.dataset. ``datetime``: the unit of
-    DateTime, TimeSpan and DateTimeOffset columns, as in idv.to_arrow (default ``"us"``,
-    DuckDB's own unit: it pushes filters into a scan only on microsecond timestamps, and
-    holds every date .NET has; ``"auto"``: idv.time_units' rule, one unit for every file).
 
     The object has ``schema``, ``scanner(columns=, filter=, batch_size=)`` (with
     ``to_reader``, ``to_table``, ``to_batches``, ``count_rows``, ``head``, ``take``,
@@ -38,6 +34,19 @@ def arrow_dataset(source, *, datetime: str = "us", safe: bool = True, **dataset_
     ``head(n, columns=, filter=)`` and ``take(indices, columns=)``. Filters are pyarrow
     compute expressions; blocks are skipped where idv.filters understands the expression
     and the statistics allow, and the rows are always tested by pyarrow.
+
+    Parameters
+    ----------
+    {dataset_source}
+    {datetime}
+        Default ``'us'``, DuckDB's own unit: it pushes filters into a scan only on
+        microsecond timestamps, and it holds every date .NET has.
+    {safe}
+    {dataset_options}
+
+    Returns
+    -------
+    pyarrow.dataset.Dataset
     """
     import_pyarrow()
     owned = not isinstance(source, Dataset)

@@ -58,10 +58,25 @@ def fingerprint(f) -> int:
 
 
 def add_statistics(path) -> bool:
-    """Add block statistics to the .idv file at `path` (a local path), in place and
-    atomically. Returns False when it already has them (and they match its blocks), True
-    when added. A file whose statistics no longer match its blocks, or whose blocks do not
-    match idv's checksums, is refused (IdvFormatError)."""
+    """Add block statistics to an .idv file, in place and atomically, so that filters skip
+    its blocks.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A local path.
+
+    Returns
+    -------
+    bool
+        False when it already has them (and they match its blocks), True when added.
+
+    Raises
+    ------
+    IdvFormatError
+        The file's statistics no longer match its blocks, or its blocks do not match idv's
+        checksums.
+    """
     path = os.fspath(path)
     with open(path, "rb") as src, opened(path) as f:
         # the bytes copied are those the statistics are computed from: one file, pinned

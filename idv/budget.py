@@ -209,8 +209,14 @@ def default_limit(file_size):
 
 
 def set_memory_limit(nbytes):
-    """The memory limit of reads of the files opened from now on, in bytes (None: the default
-    of each file, see the module's docs)."""
+    """Set the memory limit of reads of the files opened from now on.
+
+    Parameters
+    ----------
+    nbytes : int or None
+        The bytes one read may allocate before idv.MemoryLimitError; None: each file's
+        default (idv.open's ``memory_limit``).
+    """
     global _global
     _global = None if nbytes is None else Limit(_checked(nbytes), "idv.set_memory_limit")
 

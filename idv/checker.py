@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from idv import _docs
 from idv import block_stats, reader
 from idv import statistics as S
 from idv import types as T
@@ -53,7 +54,19 @@ class Finding:
 
     @classmethod
     def about(cls, what, message, col=None, **where):
-        """A finding on column `col` (a Column, or None for the whole file)."""
+        """A finding on column `col`.
+
+        Parameters
+        ----------
+        what : str
+            The kind of part checked (``'block'``, ``'lookup'``, ``'metadata'``...).
+        message : str
+            What is wrong.
+        col : Column, optional
+            None: the whole file.
+        **where
+            The location attributes of an IdvFormatError (``block``, ``offset``...).
+        """
         if col is not None:
             where.update(column=col.name, column_index=col.index)
         return cls(what, message, **where)
@@ -61,7 +74,14 @@ class Finding:
     @classmethod
     def from_error(cls, what, error, col=None, **where):
         """A finding for an IdvFormatError: its reason, and its location where `where` does
-        not give one."""
+        not give one.
+
+        Parameters
+        ----------
+        what, col, **where
+            As about().
+        error : IdvFormatError
+        """
         for name in ("metadata_kind", "block", "offset"):
             if where.get(name) is None:
                 where[name] = getattr(error, name)
@@ -159,7 +179,13 @@ class VerifyReport:
                 "warnings": [w.to_dict() for w in self.warnings], "columns": self.columns}
 
     def to_text(self, name=None):
-        """The report as lines of text, headed by `name` (default: the path)."""
+        """The report as lines of text.
+
+        Parameters
+        ----------
+        name : str, optional
+            The heading (default: the path).
+        """
         lines = [f"{name or self.path or '(data)'}: {self.summary}"]
         lines += [f"  {p}" for p in self.problems]
         lines += [f"  warning: {w}" for w in self.warnings]
@@ -185,15 +211,29 @@ class VerifyReport:
         return f"<idv.VerifyReport {self.summary}>"
 
 
+@_docs.fill
 def verify(source, *, threads=None, backend=None) -> VerifyReport:
     """Check a whole file: decode every block of every column (hidden ones included) and every
     metadata value, parse every lookup table, and check that no two parts of the file overlap.
 
-    `source` is anything :func:`idv.open` takes, or an open IdvFile (checked, left open).
-    ``threads`` and ``backend`` are as for idv.open. Problems do not raise: they are listed in
-    the returned :class:`VerifyReport`, a file that cannot be opened as one problem of kind
-    ``'file'``. Errors that are not about the file's bytes (a missing file, an unknown
-    backend) raise as in idv.open.
+    Problems do not raise: they are listed in the report, a file that cannot be opened as
+    one problem of kind ``'file'``. Errors that are not about the file's bytes (a missing
+    file, an unknown backend) raise as in idv.open.
+
+    Parameters
+    ----------
+    {source}
+    {threads}
+    {backend}
+
+    Returns
+    -------
+    VerifyReport
+
+    Examples
+    --------
+    >>> idv.verify(idv.sample_path()).ok
+    True
     """
     if isinstance(source, IdvFile):
         report = VerifyReport()

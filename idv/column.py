@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from idv import _codecs, _compression, _lookup, _toc, budget, selection, vectors
+from idv import _codecs, _compression, _docs, _lookup, _toc, budget, selection, vectors
 from idv import types as T
 from idv.block_runs import check_block_sizes, text_rooms
 from idv.blocks import ColumnBlocks
@@ -176,8 +176,7 @@ class Column(ColumnAnnotations):
     def check_unread(self, which, recorded=None):
         """IdvFormatError when a block of `which` (block numbers), which a read skips by its
         statistics, no longer holds the bytes its CRC-32 recorded (the checksums', else
-        `recorded`, the statistics' own: idv.blocks.BlockStore.check_unread, files in memory
-        or mapped)."""
+        `recorded`, the statistics': BlockStore.check_unread, files in memory or mapped)."""
         try:
             self._file.store.check_unread(self.blocks, which, recorded)
         except IdvFormatError as e:
@@ -237,13 +236,24 @@ class Column(ColumnAnnotations):
             raise self._located(UnsupportedCodecError(f"cannot read: {self._dead} (ML.NET skips "
                                                       f"such columns too)"))
 
+    @_docs.fill
     def read(self, sparse=False):
-        """Every row: a numpy array, a Ragged for variable-size vectors, or with
-        ``sparse=True`` a scipy.sparse.csr_matrix for vector columns."""
+        """Every row: a numpy array, or a Ragged for variable-size vectors.
+
+        Parameters
+        ----------
+        {sparse}
+        """
         return self.read_blocks(0, self.num_blocks, sparse)
 
+    @_docs.fill
     def iter_blocks(self, sparse=False):
-        """Yield the rows block by block, each in read()'s form."""
+        """Yield the rows block by block, each in read()'s form.
+
+        Parameters
+        ----------
+        {sparse}
+        """
         for b in range(self.num_blocks):
             yield self.read_blocks(b, b + 1, sparse)
 
@@ -325,14 +335,20 @@ class Column(ColumnAnnotations):
         return self._file.store.cache.get((self.index, b), lambda: self.read_blocks(b, b + 1),
                                           int(self.lookup["raw"][b]))
 
+    @_docs.fill
     def read_blocks(self, b0, b1, sparse=False, *, parallel=True, out=None):
         """The rows of blocks [b0, b1) in read()'s form (read, slicing and iter_blocks use it;
         idv.verify decodes every block through it). A damaged block raises IdvFormatError
-        with its ``block`` and ``offset``. ``parallel=False``: decoded in the calling thread
-        (for callers that run several reads in threads of their own). ``out``: for columns
-        of scalars or dense fixed-size vectors, an array of the rows' shape and dtype to decode
-        into (a part of a larger buffer, or of the whole column's array) instead of a new
-        one."""
+        with its ``block`` and ``offset``.
+
+        Parameters
+        ----------
+        b0, b1 : int
+        {sparse}
+        parallel, out
+            False: decoded in the calling thread (for callers with threads of their own). An
+            array of the rows' shape and dtype to decode scalars or dense vectors into.
+        """
         try:
             return self._decode_blocks(b0, b1, sparse, parallel, out)
         except IdvFormatError as e:
@@ -358,16 +374,20 @@ class Column(ColumnAnnotations):
             raise self._located(e)
 
     def read_mapped(self):
-        """All the column's rows as a read-only view of the file's memory map, when the file
-        holds them as they are (``mappable``) in one block; None otherwise (read() copies
-        them then, its blocks in parallel: joining the views of several blocks would be a
-        copy too, made in one thread)."""
+        """All the column's rows as a read-only view of the file's memory map when it holds
+        them as they are (``mappable``) in one block, else None (read() copies them then, in
+        parallel: joining the views of several blocks would be a copy too, in one thread)."""
         if not self.mappable or self.num_blocks != 1:
             return None
         return self.mapped_blocks(0, 1)[0]
 
     def block_rows(self, b):
-        """(first row, stop row) of block `b`."""
+        """(first row, stop row) of block `b`.
+
+        Parameters
+        ----------
+        b : int
+        """
         start = b * self.rows_per_block
         return start, min(start + self.rows_per_block, self.num_rows)
 
@@ -388,8 +408,8 @@ class Column(ColumnAnnotations):
     def decoded_bytes(self, rows=None):
         """About what reading `rows` (None: all; a slice or row numbers) allocates, from the
         lookup table alone: the decompressed size of the blocks holding them, with Text items
-        as str objects (idv.budget.items_bytes). Readers of several files (a
-        dataset) check their sum against one limit before reading any."""
+        as str objects (idv.budget.items_bytes). Readers of several files (a dataset) check
+        their sum against one limit before reading any. Package-internal."""
         n = self.num_rows
         if rows is None or n == 0:
             b0, b1, count = 0, self.num_blocks, n
@@ -425,23 +445,26 @@ class Column(ColumnAnnotations):
         return int(text_rooms(self.lookup[b0:b1]).sum())
 
     def read_text_blocks(self, b0, b1, *, parallel=True, out=None):
-        """Blocks [b0, b1) of a Text or vector-of-Text column in Arrow's string layout, without
+        """Blocks [b0, b1) of a Text or vector-of-Text column in Arrow's string layout, with no
         Python strings: per block a TextSpans (int32 offsets into the UTF-8 bytes) or, for
-        vectors, a VectorBlock whose values are one (None for a block with rows stored sparse:
-        read it with read_blocks). They are views into one buffer the blocks are decompressed
-        into and converted in place, blocks in parallel (idv.arrow builds Arrow arrays on them
-        without copies). A damaged block raises IdvFormatError as read_blocks does;
-        ``parallel`` as there; ``out``: a uint8 array of text_room(b0, b1) bytes to decode
-        into instead of a new one."""
+        vectors, a VectorBlock whose values are one (None for a block with rows stored sparse).
+        They are views into one buffer the blocks are decompressed into and converted in
+        place, in parallel (idv.arrow makes Arrow arrays of them without copies). Errors and
+        ``parallel`` as read_blocks; ``out``: a uint8 array of text_room(b0, b1) bytes."""
         try:
             return self._decode_text_blocks(b0, b1, parallel, out)
         except IdvFormatError as e:
             raise self._located(e)
 
     def read_strings(self, rows=None):
-        """A Text column's rows (all, or ``col[rows]``'s) as a numpy StringDType array: whole
-        scalar columns straight from the blocks' UTF-8 (read_text_blocks, idv._strings), the
-        rest converted from read()'s str objects."""
+        """A Text column's rows as a numpy StringDType array (whole scalar columns straight
+        from the blocks' UTF-8, the rest converted from read()'s str objects).
+
+        Parameters
+        ----------
+        rows : optional
+            As ``col[rows]`` takes them (default: every row).
+        """
         if self.type is T.Text and rows is None:
             from idv import _strings
             return _strings.string_array(self.read_text_blocks(0, self.num_blocks),

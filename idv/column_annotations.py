@@ -55,8 +55,15 @@ class ColumnAnnotations:
 
     def annotation(self, kind, default=None):
         """The value of the column's `kind` annotation (as in ``metadata``), decoded on first
-        use without decoding the others (readers use SlotNames and KeyValues so); `default`
-        when the column has none, or when its codec is unknown (with a warning)."""
+        use without decoding the others (readers use SlotNames and KeyValues so).
+
+        Parameters
+        ----------
+        kind : str
+            ``'SlotNames'``, ``'KeyValues'``, ``'IsNormalized'``...
+        default : optional
+            What to give when the column has none, or its codec is unknown (with a warning).
+        """
         if self._metadata is not None:
             return self._metadata.get(kind, default)
         entry = self._entry_of(kind)

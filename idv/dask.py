@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from idv import _docs
 from idv import filters, scan
 from idv import types as T
 from idv.dataset import Dataset, dataset
@@ -45,11 +46,20 @@ def _as_dataset(urlpath, storage_options, columns, open_kwargs):
     return dataset(urlpath, columns, storage_options=storage_options, **open_kwargs), True
 
 
+@_docs.fill
 def partitions(ds, columns=None, blocks_per_partition=None):
     """[(file index, first row, stop row)] of a Dataset's partitions, in order: each file's
     whole blocks, ``blocks_per_partition`` at a time, so that no block is decoded by two
-    partitions (idv.scan.partitions, which PyTorch, Ray and Spark readers share). The default
-    aims at about PARTITION_BYTES (64 MiB) of decoded values per partition."""
+    partitions (idv.scan.partitions, which PyTorch, Ray and Spark readers share).
+
+    Parameters
+    ----------
+    ds : idv.Dataset
+    columns : sequence of str, optional
+        The columns read, whose decoded size sets the default (default: all).
+    blocks_per_partition : int, optional
+        Default: about PARTITION_BYTES (64 MiB) of decoded values per partition.
+    """
     names = ds.column_names if columns is None else list(columns)
     return [(p.part, p.start, p.stop)
             for p in scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES)]
@@ -95,25 +105,39 @@ class _ReadPartition:
         return df[list(columns)]
 
 
+@_docs.fill
 def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=None, *,
              vectors="expand", datetime="auto", safe=True, filter=None,  # noqa: A002
              **dataset_kwargs) -> dd.DataFrame:
-    """A dask.dataframe.DataFrame of .idv files: a path, directory, glob, list, URL (fsspec,
-    with ``storage_options``) or an idv.Dataset.
+    """A dask.dataframe.DataFrame of .idv files, its columns in idv.to_pandas' forms.
 
-    Partitions are ranges of rows of ``blocks_per_partition`` blocks (default: about 64 MiB of
-    decoded values each), so one large file gives many; the index is the global row number
-    and the divisions are known. Columns and their pandas forms as idv.to_pandas
-    (``vectors``, ``datetime``: with 'auto' or 'exact' one unit is chosen for the whole
-    dataset first, which reads its time columns once; 'ns' or 'us' skip that). Only the
-    columns a computation uses are decoded. Other keywords go to idv.dataset (``schema``,
-    ``on_bad_file``, ``filesystem``, ``threads``...).
+    Partitions are ranges of rows of whole blocks, so one large file gives many; the index is
+    the global row number and the divisions are known. Only the columns a computation uses
+    are decoded.
 
-    ``filter``: only the rows that match, keeping their global row numbers as the index
-    (idv.filters: DNF tuples ``[("Age", ">", 30)]``, an expression string or a pyarrow
-    compute expression). Partitions whose blocks the files' statistics rule out are left out
-    of the graph (the divisions are those of the partitions kept); in the others, blocks
-    statistics rule out are not decoded and the rows are tested exactly.
+    Parameters
+    ----------
+    {dataset_source:urlpath}
+    {columns}
+    blocks_per_partition : int, optional
+        Default: about 64 MiB of decoded values per partition.
+    {storage_options}
+    {vectors}
+    {datetime}
+        Default ``'auto'``: one unit is chosen for the whole dataset first, which reads its
+        time columns once where the files have no statistics (``'ns'`` or ``'us'`` skip
+        that).
+    {safe}
+    {filter}
+        The rows kept keep their global row numbers as the index. Partitions whose blocks
+        the statistics rule out are left out of the graph (the divisions are those of the
+        partitions kept).
+    **dataset_kwargs
+        Passed to idv.dataset (``schema``, ``on_bad_file``, ``filesystem``, ``threads``...).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
     """
     dd = _dask_dataframe()
     ds, owned = _as_dataset(urlpath, storage_options, columns, dataset_kwargs)
@@ -164,12 +188,24 @@ def _read_rows(fs, open_kwargs, path, column, start, stop):
         f.close()
 
 
+@_docs.fill
 def read_idv_array(urlpath, column, blocks_per_chunk=None, storage_options=None,
                    **dataset_kwargs) -> da.Array:
     """A dask.array.Array of one numeric, Boolean or key column (scalar or fixed-size vector:
-    shape ``(rows, *dims)``), chunked along the rows by groups of ``blocks_per_chunk`` blocks
-    (default: about 64 MiB each), every file's rows end to end. Variable-size vectors have no
-    array form: read them with read_idv or idv.dataset."""
+    shape ``(rows, *dims)``), every file's rows end to end. Variable-size vectors have no
+    array form: read them with read_idv or idv.dataset.
+
+    Parameters
+    ----------
+    urlpath
+        As read_idv.
+    column : str
+    blocks_per_chunk : int, optional
+        The chunks along the rows, in blocks (default: about 64 MiB each).
+    {storage_options}
+    **dataset_kwargs
+        Passed to idv.dataset.
+    """
     require("distributed", "idv.dask", "idv[dask]")
     da = require("dask.array", "idv.dask", "idv[dask]")
     import dask
@@ -278,8 +314,9 @@ def _partition_results(ddf, window):
             yield pending.popleft().result()
 
 
+@_docs.fill
 def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **writer_kwargs):
-    """Write a dask DataFrame as .idv.
+    """Write a dask DataFrame as .idv: one file, or one file per partition.
 
     One file (``path`` a file name): the partitions stream in order through one idv.Writer
     into a single ML.NET-loadable file, at most ``lookahead`` partitions (default: twice the
@@ -295,8 +332,25 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **wri
     and moved into place only when every partition succeeded: a failed job leaves no data
     set behind (idv.dataset skips hidden directories).
 
-    The index is not written (reset_index() first to keep it). Other keywords go to
-    idv.Writer (``compression``, ``rows_per_block``, ``backend``...).
+    The index is not written (reset_index() first to keep it).
+
+    Parameters
+    ----------
+    ddf : dask.dataframe.DataFrame
+    path : str or os.PathLike
+        A file name, or a directory (existing, or a name ending in ``/``).
+    name_function : callable, optional
+        Partition number -> file name inside ``path`` (default ``part.{i}.idv``).
+    lookahead : int, optional
+        Into one file: the partitions computed ahead of the one being written.
+    compute : bool, default True
+        One file per partition: False gives the dask.delayed that writes them.
+    **writer_kwargs
+        The options of idv.Writer (``compression``, ``rows_per_block``, ``backend``...).
+
+    Returns
+    -------
+    str, list of str or dask.delayed.Delayed
     """
     _dask_dataframe()
     import dask

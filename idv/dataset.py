@@ -20,6 +20,7 @@ from typing import ContextManager
 
 import numpy as np
 
+from idv import _docs
 from idv import _gc, budget, dataset_files, scan, selection, ticks, time_units, vectors
 from idv import batch as batch_files
 from idv import types as T
@@ -70,17 +71,21 @@ def _paused_for_many(files):
 
 class Dataset(DatasetInterop):
     """Several .idv files with the same columns, read as one table (``idv.dataset`` makes
-    one). Use as a context manager, or call close().
+    one). Use as a context manager, or call close(). It may be read from several threads at
+    once.
 
-    Attributes: ``files`` (a DatasetFile per file: path, rows, and where its rows start),
-    ``num_rows``, ``schema`` (an idv.Schema of the dataset's columns, its num_rows the
-    dataset's), ``column_names``, ``filesystem`` (the fsspec filesystem, None for local files),
-    ``open_kwargs`` (what each idv.open is given), ``skipped`` ((path, error) of each file
-    on_bad_file="skip" left out) and ``memory_limit`` (the largest of its files' limits: a
-    read, to_pandas or to_arrow of several files is checked against it as a whole).
+    Its attributes: ``files`` (a DatasetFile per file: path, rows, and where its rows start),
+    ``num_rows``, ``schema`` (an idv.Schema of its columns), ``column_names``, ``filesystem``
+    (None for local files), ``open_kwargs`` (what each idv.open is given), ``skipped`` ((path,
+    error) of each file ``on_bad_file="skip"`` left out) and ``memory_limit`` (the largest of
+    its files' limits: a read of several files is checked against it as a whole).
 
-    ``open_file(i)`` gives file i open; ``with ds.using(i) as f:`` also keeps it open for the
-    block. A dataset may be read from several threads at once.
+    Parameters
+    ----------
+    paths : list of str
+        The files, in order (idv.dataset expands directories, globs and URLs into them).
+    filesystem, columns, schema, on_bad_file, max_open_files, **open_kwargs
+        As idv.dataset.
     """
 
     @_paused_for_many(lambda self, paths, *_, **__: len(paths))
@@ -176,14 +181,25 @@ class Dataset(DatasetInterop):
 
     # ---- files
     def open_file(self, i: int) -> IdvFile:
-        """File i of the dataset as an open IdvFile (owned by the dataset: do not close it);
-        at most max_open_files stay open, the least recently used closed first (but those in
-        use: ``using``)."""
+        """File `i` as an open IdvFile, owned by the dataset (do not close it): at most
+        max_open_files stay open, the least recently used closed first (but those in use).
+
+        Parameters
+        ----------
+        i : int
+            The file's position in ``files``.
+        """
         return self._open.get(i)
 
     def using(self, i: int) -> ContextManager[IdvFile]:
-        """File i open (open_file) for a ``with`` block: the dataset closes it for no other
-        file until the block ends (a stream still reading it, another thread's read)."""
+        """File `i` open for a ``with`` block, which the dataset closes for no other file
+        until the block ends (a stream still reading it, another thread's read).
+
+        Parameters
+        ----------
+        i : int
+            The file's position in ``files``.
+        """
         return self._open.using(i)
 
     def _reopen(self, i):
@@ -230,13 +246,20 @@ class Dataset(DatasetInterop):
         return selection.names_of(self._names, columns, where=" in the dataset")
 
     @_paused_for_many(lambda self, *_, **__: len(self.files))
+    @_docs.fill
     def read(self, columns=None, rows=None, datetime="100ns",
              filter=None) -> dict:  # noqa: A002 - pyarrow's and pandas' name
-        """dict name -> array of the dataset's columns (all by default), every file's rows end
-        to end. ``rows``: a slice, row numbers or a boolean mask of the dataset's rows; only
-        the files and blocks that hold them are read. ``datetime`` and ``filter`` as
-        IdvFile.read (each file's blocks that its statistics rule out are skipped; one unit
-        for a time column of every file)."""
+        """dict name -> array of the dataset's columns, every file's rows end to end.
+
+        Parameters
+        ----------
+        {columns}
+        rows : slice, sequence of int or boolean mask, optional
+            The dataset's rows: only the files and blocks that hold them are read.
+        datetime : str, default '100ns'
+            As IdvFile.read; one unit for a time column of every file.
+        {filter}
+        """
         names = self.resolve_columns(columns)
         datetime, _ = self.time_unit(names, datetime, True)
         if filter is not None:
@@ -316,9 +339,15 @@ class Dataset(DatasetInterop):
 
     @_paused_for_many(lambda self, *_, **__: len(self.files))
     def take(self, indices, columns=None, datetime="100ns") -> dict:
-        """dict name -> values of the dataset's rows `indices` (row numbers over the files end
-        to end, negative from the end), in the order given, as IdvFile.take: only the files
-        and blocks that hold them are read. IndexError names a row out of range."""
+        """Rows by number (over the files end to end, negative from the end), in the order
+        given, as IdvFile.take: only the files and blocks that hold them are read.
+
+        Parameters
+        ----------
+        indices : sequence of int
+        columns, datetime
+            As read().
+        """
         datetime, _ = self.time_unit(self.resolve_columns(columns), datetime, True)
         return self._gather(columns, selection.take_numbers(indices),
                             lambda f, names, local: f.take(local, names, datetime))
@@ -427,32 +456,32 @@ class Dataset(DatasetInterop):
                                  timed, datetime), safe
 
 
+@_docs.fill
 def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesystem=None,
             storage_options=None, max_open_files=None, **open_kwargs) -> Dataset:
-    """Open several .idv files as one Dataset, lazily (headers, tables of contents and lookup
-    tables; no block is read until asked for).
+    """Open several .idv files as one Dataset, lazily: their headers, tables of contents and
+    lookup tables; no block is read until asked for.
 
-    ``source``: a path, a directory (every ``*.idv`` under it, sorted by path), a glob
-    (``"days/2026-*.idv"``, ``**`` recursive; sorted), a URL or URL glob (``s3://bucket/x/``,
-    ``memory://d/*.idv``, through fsspec with ``storage_options``), or a list of any of these
-    (in the given order). ``filesystem``: an fsspec filesystem the paths are in.
+    Parameters
+    ----------
+    source : str, os.PathLike or list
+        A path, a directory (every ``*.idv`` under it), a glob (``"days/2026-*.idv"``,
+        ``**`` recursive), a URL or URL glob (``s3://bucket/x/``, through fsspec), each
+        sorted by path, or a list of any of these, in the given order. Hidden directories
+        are not searched, nor directory symlinks by ``**``.
+    columns : sequence of str or int, optional
+        The dataset's columns (default: every column, by name, as ML.NET shows them).
+    {schema}
+    {on_bad_file}
+    {filesystem}
+    {storage_options}
+    {max_open_files}
+    {open_kwargs}
 
-    ``columns``: the dataset's columns (default: every column, by name, as ML.NET shows them).
-    ``schema``: ``"exact"`` (default: every file must have the same columns, names and types,
-    in order; otherwise ValueError naming the file, the column and both types) or ``"common"``
-    (the columns every file has with the same type, in the first file's order).
-    ``on_bad_file``: ``"raise"`` (default: a file that cannot be opened, or a subdirectory
-    that cannot be listed, stops with its error, which names it) or ``"skip"`` (left out, with
-    an idv.IdvWarning listing them; the dataset's ``skipped`` has each path and error).
-    Hidden directories (``.name``) are not searched, nor directory symlinks by ``**``. A
-    block damaged in one file fails only the reads that touch it, naming the file.
-
-    ``max_open_files``: files kept open at once (default 1,024 local files, each a memory map
-    of about 28 KiB resident or a small file's bytes, at most 64 KiB, and no file descriptor;
-    64 remote ones); the others are reopened
-    (well under 1 ms each, locally) when read. Remote files are listed OPEN_AHEAD (8) at a
-    time, in threads. Other keywords (``threads``, ``backend``, ``memory_limit``,
-    ``checksums``...) go to every ``idv.open``.
+    Returns
+    -------
+    Dataset
+        A block damaged in one file fails only the reads that touch it, naming the file.
     """
     unlisted = []
     paths, fs = expand_sources(source, filesystem=filesystem, storage_options=storage_options,

@@ -5,6 +5,7 @@ through its own (the files it holds open, its memory check, its whole reads of m
 """
 from __future__ import annotations
 
+from idv import _docs
 from idv.dataset_files import BATCH_FILES
 from idv.errors import require
 
@@ -16,9 +17,19 @@ GROUP_BYTES = 16 << 20
 class DatasetInterop:
     """The Arrow and pandas methods of idv.Dataset."""
 
+    @_docs.fill
     def to_pandas(self, columns=None, *, vectors="expand", datetime="auto", safe=True):
-        """A pandas.DataFrame of every file's rows (idv.pandas.to_pandas per file, joined with
-        a RangeIndex). With datetime 'auto' or 'exact', one unit for the whole dataset."""
+        """A pandas.DataFrame of every file's rows (idv.to_pandas per file, joined with a
+        RangeIndex).
+
+        Parameters
+        ----------
+        {columns}
+        {vectors}
+        {datetime}
+            Default ``'auto'``; one unit for the whole dataset.
+        {safe}
+        """
         from idv.pandas import frame, text_as_arrow, to_pandas
         pd = require("pandas", "converting to pandas", "idv[pandas]")
         names = self.resolve_columns(columns)
@@ -36,10 +47,20 @@ class DatasetInterop:
                 frames.append(to_pandas(f, names, vectors=vectors, datetime=unit, safe=safe))
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
+    @_docs.fill
     def to_arrow(self, columns=None, *, datetime="auto", safe=True,
                  filter=None):  # noqa: A002 - pyarrow's and pandas' name
-        """A pyarrow.Table of every file's rows (idv.arrow.to_arrow per file, the first file's
-        schema). With datetime 'auto' or 'exact', one unit for the whole dataset."""
+        """A pyarrow.Table of every file's rows (idv.to_arrow per file, the first file's
+        schema).
+
+        Parameters
+        ----------
+        {columns}
+        {datetime}
+            Default ``'auto'``; one unit for the whole dataset.
+        {safe}
+        {filter}
+        """
         from idv.arrow import to_arrow
         from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()
@@ -69,13 +90,20 @@ class DatasetInterop:
         return pa.Table.from_arrays([got[n][1] for n in names],
                                     schema=pa.schema([got[n][0] for n in names]))
 
+    @_docs.fill
     def record_batch_reader(self, columns=None, *, datetime="auto", safe=True,
                             batch_size=None, filter=None):  # noqa: A002 - pyarrow's name
-        """A pyarrow.RecordBatchReader over every file in turn (as idv.arrow.record_batch_reader
-        gives each file's: one batch per block of rows, or of ``batch_size`` rows; a batch never
-        spans two files). A large file is decoded a window at a time; small files of numbers,
-        text and keys of the same key values in every file (no times) are read together, up
-        to GROUP_BYTES decoded at a time (_whole_values)."""
+        """A pyarrow.RecordBatchReader over every file in turn, as idv.record_batch_reader
+        gives each file's; a batch never spans two files. A large file is decoded a window at
+        a time; small files of numbers, text and keys of the same key values in every file (no
+        times) are read together, up to GROUP_BYTES decoded at a time (_whole_values).
+
+        Parameters
+        ----------
+        columns, datetime, safe, filter
+            As to_arrow.
+        {batch_size}
+        """
         from idv.arrow import arrow_schema, record_batch_reader, whole_batches
         from idv.arrow_types import import_pyarrow
         pa = import_pyarrow()
@@ -135,8 +163,17 @@ class DatasetInterop:
         if i0 < len(self.files):
             yield i0, len(self.files)
 
+    @_docs.fill
     def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
-        """pyarrow.RecordBatches of every file in turn (see record_batch_reader)."""
+        """pyarrow.RecordBatches of every file in turn.
+
+        Parameters
+        ----------
+        {columns}
+        {batch_size}
+        **kwargs
+            The options of record_batch_reader.
+        """
         return iter(self.record_batch_reader(columns, batch_size=batch_size, **kwargs))
 
     def __arrow_c_stream__(self, requested_schema=None):

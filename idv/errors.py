@@ -43,6 +43,12 @@ class IdvFormatError(ValueError):
 
         For the layers above the one that raised: ``raise e.locate(column=..., block=...)``
         adds what they know without overwriting what a lower layer already said.
+
+        Parameters
+        ----------
+        **where
+            ``path``, ``column``, ``column_index``, ``metadata_kind``, ``block``, ``offset``
+            (TypeError for another name).
         """
         unknown = where.keys() - set(_WHERE)
         if unknown:

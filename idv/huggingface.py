@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from idv import _docs
 from idv import scan
 from idv.arrow import record_batch_reader
 from idv.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
@@ -92,6 +93,7 @@ def _features(hf, pa, schema, key_values):
     return features, pa.schema(fields, metadata=arrow.metadata)
 
 
+@_docs.fill
 def load(source, columns: Sequence[str | int] | None = None, streaming: bool = False, *,
          datetime: str = "auto", blocks_per_shard: int | None = None, filesystem=None,
          storage_options: dict | None = None,
@@ -99,13 +101,26 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
     """A ``datasets.Dataset`` of .idv files (``streaming=True``: a ``datasets.IterableDataset``,
     read as it is iterated), with Features from the ML.NET types (see the module's docstring).
 
-    ``source``: a path, directory, glob, URL (``filesystem``, ``storage_options``), a list of
-    them, an idv.Dataset or an IdvFile opened from a path; other keywords go to idv.dataset
-    (``schema``, ``threads``...). ``columns``: names or indices (default: all). ``datetime``:
-    the unit of the time columns, as idv.to_arrow (``'auto'``: the finest that holds every
-    value of every file). ``blocks_per_shard``: a stream's shards (default: one block each;
-    the shards are what DataLoader workers and split_dataset_by_node deal out, and what
-    ``shuffle`` reorders).
+    Parameters
+    ----------
+    {dataset_source}
+        An IdvFile opened from a path too.
+    {columns}
+    streaming : bool, default False
+        A ``datasets.IterableDataset``, read as it is iterated.
+    {datetime}
+        Default ``'auto'``; one unit for every file.
+    blocks_per_shard : int, optional
+        A stream's shards (default: one block each; the shards are what DataLoader workers
+        and split_dataset_by_node deal out, and what ``shuffle`` reorders).
+    {filesystem}
+    {storage_options}
+    **open_kwargs
+        Passed to idv.dataset (``schema``, ``threads``...).
+
+    Returns
+    -------
+    datasets.Dataset or datasets.IterableDataset
     """
     hf = _datasets()
     pa = import_pyarrow()

@@ -12,6 +12,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import List, Optional
 
+from idv import _docs
 from idv import remote
 from idv.archive import damaged, idv_members, member_source
 from idv.errors import IdvFormatError, IdvWarning
@@ -39,10 +40,21 @@ class ZipEntry:
         return None if self.schema is None else self.schema.num_rows
 
 
+@_docs.fill
 def zip_entries(path, storage_options=None) -> List[ZipEntry]:
-    """Every IDV stream in the zip archive at `path` (a local path or a URL, with fsspec's
-    `storage_options`), found by signature (not by name), with its schema; only the headers
-    and tables of contents are read."""
+    """Every IDV stream in a zip archive (an ML.NET model), found by signature (not by name),
+    with its schema; only the headers and tables of contents are read.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A local path or a URL.
+    {storage_options}
+
+    Returns
+    -------
+    list of ZipEntry
+    """
     path = os.fspath(path)
     if remote.is_remote(path):           # a URL: read by ranges
         fs, inner, path = remote.resolve(path, storage_options=storage_options)

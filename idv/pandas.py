@@ -27,6 +27,7 @@ import datetime as _dt
 
 import numpy as np
 
+from idv import _docs
 from idv import filters, scan, ticks, time_units
 from idv.arrow_types import written_from
 from idv import types as T
@@ -255,49 +256,40 @@ def _read_whole(f, cols, arrow_text):
     return dict(zip(map(id, cols), values))
 
 
+@_docs.fill
 def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
               dtype_backend=None, rows=None, filter=None):  # noqa: A002 - pandas' name
-    """Read an .idv (a path or URL, bytes, file object or open IdvFile) into a
-    pandas.DataFrame.
+    """Read an .idv into a pandas.DataFrame that carries the columns' ML.NET schema.
 
-    ``columns``: names or indices (default: every readable column, the last of each name, as
-    IdvFile.read()). ``vectors``: ``"expand"`` (default) gives each slot of a fixed-size vector
-    its own column, named ``<column>.<slot name>`` from the SlotNames metadata (when there is
-    one distinct non-empty name per slot) or ``<column>.0``, ``<column>.1``... (``.i.j`` for
-    several dimensions), up to ``idv.pandas.MAX_EXPAND_SLOTS`` (10,000) slots: a wider vector
-    stays one column of arrays, with an ``idv.IdvWarning``; ``"object"`` keeps every vector
-    one column of arrays. Variable-size vectors are
-    always one object column of arrays.
+    The frame's ``df.attrs["idv.schema"]`` (idv.SCHEMA_ATTR) holds the types and metadata,
+    which idv.write / idv.from_pandas use to write the same types back: slot columns
+    regrouped into their vector, keys with their KeyValues, exact key and KeyValues types.
 
-    ``datetime``: ``"auto"`` (default) gives each DateTime, TimeSpan and DateTimeOffset column
-    the finest unit that holds all its values exactly: nanoseconds when every value fits
-    (years 1677-2262, +-292 years), else microseconds; where neither does (ML.NET's
-    ``default(DateTime)``, year 1, beside ``DateTime.Now`` values with 100-ns digits), the
-    values are floored to microseconds with an ``idv.IdvWarning`` giving how many changed.
-    ``"exact"``: the same, but refusing (ValueError) instead of flooring. ``"ns"`` always
-    nanoseconds (values beyond raise); ``"us"`` always microseconds (sub-microsecond ticks
-    raise unless ``safe=False``, which floors them); ``"ticks"`` int64 .NET ticks
-    (DateTimeOffset: UTC ticks), always exact.
+    Parameters
+    ----------
+    {source:file}
+    {columns}
+    {vectors}
+    {datetime}
+        Default ``'auto'``.
+    {safe}
+    {dtype_backend}
+    rows : slice, optional
+        The rows to read (only the blocks that hold them are decoded); the index still
+        starts at 0. idv.dask reads a partition so.
+    {filter}
+        The rows that match are indexed from 0.
 
-    ``dtype_backend``: as in ``pandas.read_parquet``. ``None`` (default): pandas' own dtypes;
-    Text is pandas' default string dtype, which in pandas 3 (with pyarrow installed) is the
-    Arrow-backed ``str``: those columns are then read straight from the file's UTF-8 into
-    Arrow, with no Python ``str`` objects (pandas 2 keeps ``object`` columns of ``str``).
-    ``"pyarrow"``: Text as ``ArrowDtype(pa.string())`` (read straight into Arrow too), numbers,
-    Booleans and times as ``ArrowDtype`` columns; keys with KeyValues stay Categoricals,
-    vectors object columns or slot columns.
+    Returns
+    -------
+    pandas.DataFrame
 
-    ``rows``: a slice of rows (only the blocks that hold them are decoded; the index still
-    starts at 0), as idv.dask reads a partition.
-
-    ``filter``: only the rows that match, indexed from 0 (idv.filters: DNF tuples
-    ``[("Age", ">", 30)]``, an expression string ``"Age > 30 and City == 'Paris'"`` or a
-    pyarrow compute expression); blocks the file's statistics rule out are not decoded.
-
-    The frame carries the columns' ML.NET schema (types and metadata) in
-    ``df.attrs["idv.schema"]`` (idv.SCHEMA_ATTR), which idv.write / idv.from_pandas use to
-    write the same types back: slot columns regrouped into their vector, keys with their
-    KeyValues, exact key and KeyValues types.
+    Examples
+    --------
+    >>> import idv
+    >>> df = idv.to_pandas(idv.sample_path(), ["City", "Features"])
+    >>> df.shape, str(df["City"].dtype), df.columns[1]
+    ((240, 5), 'category', 'Features.Bedrooms')
     """
     return frame(file, columns, vectors=vectors, datetime=datetime, safe=safe,
                  dtype_backend=dtype_backend, rows=rows, warn_wide=True, filter=filter)
@@ -399,11 +391,23 @@ def _read_matching(f, cols, filter_, rows):
     return index, {id(c): values[c.name] for c in cols}
 
 
+@_docs.fill
 def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe=True,
                 threads=None, backend=None, dtype_backend=None,
                 filter=None):  # noqa: A002 - pandas' name
-    """``idv.open(source)`` then to_pandas: a DataFrame of the file's columns (``filter``:
-    only the rows that match, as to_pandas)."""
+    """``idv.open(source)`` then to_pandas, the file closed after.
+
+    Parameters
+    ----------
+    source, columns, vectors, datetime, safe, dtype_backend, filter
+        As to_pandas.
+    {threads}
+    {backend}
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     with opened(source, threads=threads, backend=backend) as f:
         return to_pandas(f, columns, vectors=vectors, datetime=datetime, safe=safe,
                          dtype_backend=dtype_backend, filter=filter)

@@ -11,18 +11,36 @@ from __future__ import annotations
 
 import json
 
+from idv import _docs
 from idv import arrow, engine_filters, filters
 from idv.errors import require
 
 
+@_docs.fill
 def scan_idv(source, *, datetime="auto", **dataset_options):
-    """A polars LazyFrame over .idv files: a path or URL, a directory, a glob (local or
-    remote), a list of them, or an open idv.Dataset; they must agree on their columns as
-    idv.dataset checks (``schema=``, ``on_bad_file=`` and the other `dataset_options` go to
-    it). Each file is opened once. Projection, predicate (statistics skip blocks where it
+    """A polars LazyFrame over .idv files, which must agree on their columns as idv.dataset
+    checks. Each file is opened once. Projection, predicate (statistics skip blocks where it
     translates; polars always tests the rows), ``n_rows`` and the batch size pass into the
-    read. ``datetime``: the unit of time columns, by idv.time_units' rule ('auto': ns when
-    every value fits, else us; one unit for every file)."""
+    read.
+
+    Parameters
+    ----------
+    {dataset_source}
+    {datetime}
+        Default ``'auto'``.
+    {dataset_options}
+
+    Returns
+    -------
+    polars.LazyFrame
+
+    Examples
+    --------
+    >>> import idv.polars, polars as pl
+    >>> lf = idv.polars.scan_idv(idv.sample_path())
+    >>> lf.filter(pl.col("Price") > 800000).select("Id").collect().height
+    34
+    """
     pl = require("polars", "idv.polars.scan_idv", "polars")
     from polars.io.plugins import register_io_source
     from idv.dataset import Dataset, dataset

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from idv import _docs
 from idv import filters, scan
 from idv.arrow import arrow_schema, read_partition
 from idv.dataset import Dataset, dataset
@@ -38,9 +39,15 @@ def _read_task(part, names, filesystem, open_kwargs, datetime, safe, size, filte
 
 class IdvDatasource(ray_data.Datasource):
     """.idv files as a Ray Data source (``ray.data.read_datasource(IdvDatasource(...))``;
-    read_idv is the short form). Arguments as read_idv. The files are opened once here, on
-    the driver, to plan the read: their partitions, each partition's decoded bytes per column
-    (lookup tables) and the time unit; workers open each file again for their partitions."""
+    read_idv is the short form). The files are opened once here, on the driver, to plan the
+    read: their partitions, each partition's decoded bytes per column (lookup tables) and the
+    time unit; workers open each file again for their partitions.
+
+    Parameters
+    ----------
+    paths, columns, blocks_per_task, datetime, safe, filter, **dataset_kwargs
+        As read_idv.
+    """
 
     def __init__(self, paths, columns=None, blocks_per_task=None, *, datetime="auto",
                  safe=True, filter=None, **dataset_kwargs):  # noqa: A002
@@ -93,19 +100,31 @@ class IdvDatasource(ray_data.Datasource):
                 for p, b in zip(self.parts, self.part_bytes)]
 
 
+@_docs.fill
 def read_idv(paths, columns=None, blocks_per_task=None, *, datetime="auto", safe=True,
              filter=None, **dataset_kwargs) -> ray_data.Dataset:  # noqa: A002
-    """A ray.data.Dataset of .idv files: a path, directory, glob, list, URL or an
-    idv.Dataset (as idv.dataset takes them; other keywords go to it: ``schema``,
-    ``on_bad_file``, ``storage_options``, ``threads``...).
+    """A ray.data.Dataset of .idv files, in Arrow blocks: one read task per group of whole
+    blocks of a file, Ray knowing every task's rows and decoded bytes before reading.
 
-    One read task per group of ``blocks_per_task`` blocks of a file (default: about 64 MiB of
-    decoded values each), each giving one Arrow block; Ray knows every task's rows and
-    decoded bytes before reading. ``columns``: the columns read (``select_columns`` after
-    the read prunes them too). Time columns as idv.to_arrow (``datetime``, ``safe``), with
-    'auto' or 'exact' one unit chosen for the whole dataset first. ``filter``: only the rows
-    that match (idv.filters: DNF tuples, an expression string or a pyarrow expression); the
-    read tasks of partitions whose blocks the files' statistics rule out are not made.
+    Parameters
+    ----------
+    {dataset_source:paths}
+    {columns}
+        ``select_columns`` after the read prunes them too.
+    blocks_per_task : int, optional
+        Default: about 64 MiB of decoded values per read task.
+    {datetime}
+        Default ``'auto'``; one unit for the whole dataset.
+    {safe}
+    {filter}
+        The read tasks of partitions whose blocks the statistics rule out are not made.
+    **dataset_kwargs
+        Passed to idv.dataset (``schema``, ``on_bad_file``, ``storage_options``,
+        ``threads``...).
+
+    Returns
+    -------
+    ray.data.Dataset
     """
     return ray_data.read_datasource(IdvDatasource(paths, columns, blocks_per_task,
                                                   datetime=datetime, safe=safe, filter=filter,
@@ -116,16 +135,25 @@ class IdvDatasink(ray_data.Datasink):
     """One .idv per write task into the directory ``path`` (created if missing), for
     ``ds.write_datasink(IdvDatasink(path))``.
 
-    ``name``: each file's name, a pattern of ``{task}`` (the write task's number) and
-    ``{job}`` (this write's id). Every file is staged in a hidden folder of ``path`` and moved
-    in once all tasks have succeeded (idv.staging); a failed job removes its folder, and what
-    a killed one leaves there is neither a ``*.idv`` nor seen by idv.dataset. A task without
-    rows writes no file. ``rows_per_file``: Ray gathers at least that many rows into each
-    write task (its ``min_rows_per_write``), so a data set becomes a few large files, as
-    ML.NET reads them best, not one per block Ray happens to hold (default 1,000,000; None:
-    Ray's own split). Types and annotations as idv.from_arrow gives them (a dataset read by
-    read_idv keeps its ML.NET types); other keywords go to idv.write (``compression``,
-    ``rows_per_block``...). ``paths``: the files written, once the write is done.
+    Every file is staged in a hidden folder of ``path`` and moved in once all tasks have
+    succeeded (idv.staging); a failed job removes its folder, and what a killed one leaves
+    there is neither a ``*.idv`` nor seen by idv.dataset. A task without rows writes no file.
+    Types and annotations as idv.from_arrow gives them (a dataset read by read_idv keeps its
+    ML.NET types). ``paths``: the files written, once the write is done.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The directory.
+    name : str, default 'part-{task:05d}-{job}.idv'
+        Each file's name, a pattern of ``task`` (the write task's number) and ``job`` (this
+        write's id).
+    rows_per_file : int or None, default 1,000,000
+        Ray gathers at least that many rows into each write task (its
+        ``min_rows_per_write``), so a data set becomes a few large files, as ML.NET reads
+        them best, not one per block Ray happens to hold; None: Ray's own split.
+    **writer_kwargs
+        The options of idv.write (``compression``, ``rows_per_block``...).
     """
 
     def __init__(self, path, name=DEFAULT_NAME, *, rows_per_file=1_000_000, **writer_kwargs):

@@ -12,6 +12,7 @@ import functools
 
 import numpy as np
 
+from idv import _docs
 from idv import _threads, budget, cache, compression
 from idv import filters, opening, scan, selection, ticks, time_units
 from idv import statistics as block_stats
@@ -30,22 +31,31 @@ READ_TIME_MODES = ("100ns",) + ticks.TIME_MODES
 TEXT_FORMS = ("object", "StringDType")
 
 
+@_docs.fill
 class IdvFile:
-    """An open .idv file. Use as a context manager, or call close().
+    """An open .idv file (idv.open makes one). Use as a context manager, or call close().
 
     ``f.schema`` prints the columns; ``f["Label"]`` or ``f[0]`` gives a Column (with duplicate
     names, the last one, as ML.NET does); ``f.read(columns=[...])`` gives a dict of arrays.
 
-    Attributes: ``columns`` (every Column, in file order), ``header`` (version, offsets, row
-    and column counts), ``path`` (the name errors give the file: its path, URL or file
+    Its attributes: ``columns`` (every Column, in file order), ``header`` (version, offsets,
+    row and column counts), ``path`` (the name errors give the file: its path, URL or file
     object's name; None for bytes), ``threads`` and ``backend`` (as given to idv.open).
-    Package-internal: ``store`` (the idv.blocks.BlockStore the columns decode their blocks
-    through), ``tables`` (every column's lookup and metadata table, read at open:
-    idv.layout.Tables), ``identity`` (a local file's (device, inode, size, modification
+    Package-internal: ``store`` (the idv.blocks.BlockStore the columns decode
+    their blocks through), ``tables`` (every column's lookup and metadata table, read at
+    open: idv.layout.Tables), ``identity`` (a local file's (device, inode, size, modification
     time) when opened, telling it from another put in its place; None for other sources) and
-    ``layout`` (what opening read: idv.opening.Opened). ``layout=`` takes one read before
-    from the same path: while the file's identity and header bytes are the same, its tables
-    are not read and checked again (a dataset reopening its files).
+    ``layout`` (what opening read: idv.opening.Opened).
+
+    Parameters
+    ----------
+    source
+        As idv.open.
+    {open_options}
+    layout : idv.opening.Opened, optional
+        What opening the same path read before: while the file's identity and header bytes
+        are the same, its tables are not read and checked again (a dataset reopening its
+        files).
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
@@ -190,37 +200,41 @@ class IdvFile:
         from idv import display
         return display.file_html(self)
 
+    @_docs.fill
     def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
              filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
-        """dict name -> array for the named (or indexed) columns; all readable ones by default.
-        ``sparse=True`` gives CSR matrices for numeric, Boolean and key vector columns.
-        ``rows`` selects rows as ``col[rows]`` does (a slice, row numbers or a boolean mask):
-        only the blocks that hold them are decoded.
+        """dict name -> array of these columns, in numpy (docs/reading.md has each type's form).
 
-        ``datetime``: DateTime / TimeSpan (and DateTimeOffset's UTC) as ``"100ns"`` (default:
-        ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks, exact, with no pass
-        over the data; numpy alone holds that unit), or in the unit the Arrow-typed readers
-        give by idv.time_units' rule: ``"auto"`` (their default: per column ``[ns]`` when
-        every value of the column fits, else ``[us]``, flooring 100-ns ticks with an
-        IdvWarning; the same unit whatever rows are read), ``"exact"`` (the same, refusing to
-        floor), ``"ns"``, ``"us"`` (each refusing what it cannot hold) or ``"ticks"`` (int64
-        .NET ticks).
+        Parameters
+        ----------
+        {columns}
+        {sparse}
+        rows : slice, sequence of int or boolean mask, optional
+            The rows, as ``col[rows]`` selects them: only the blocks that hold them are
+            decoded. Not with ``sparse`` or ``filter``.
+        datetime : {'100ns', 'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}, default '100ns'
+            ``'100ns'``: ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks,
+            exact and with no pass over the data (numpy alone holds that unit). The others
+            give the unit the Arrow-typed readers give, by idv.time_units' rule (see
+            idv.to_arrow's ``datetime``).
+        text : {'object', 'StringDType'}, default 'object'
+            Text values as arrays of Python ``str``, or numpy >= 2's variable-width string
+            dtype, built straight from the file's UTF-8 with no ``str`` objects for whole
+            Text columns (vectors of Text and row selections are converted from ``str``).
+        {filter}
+        copy : bool, default True
+            False: a whole column of numbers or keys that one uncompressed block holds, in a
+            file opened from a path, is a read-only view of the file's bytes (its memory map,
+            or the whole of a small file: valid after close, checked against its CRC-32).
+            Every other column is copied as always: numpy needs one buffer, and a column of
+            several blocks lies in pieces (docs/performance.md; to_arrow and
+            record_batch_reader give a chunk per block without copying).
 
-        ``text``: Text values as ``"object"`` (default: arrays of Python ``str``) or
-        ``"StringDType"`` (numpy >= 2's variable-width string dtype, built straight from the
-        file's UTF-8 with no ``str`` objects for whole Text columns; vectors of Text and row
-        selections are converted from ``str``).
-
-        ``filter``: only the rows that match (idv.filters: DNF tuples ``[("Age", ">", 30)]``,
-        an expression string ``"Age > 30 and City == 'Paris'"`` or a pyarrow compute
-        expression); blocks the file's statistics rule out are neither fetched nor decoded.
-
-        ``copy=False``: a whole column of numbers or keys that one uncompressed block holds, in
-        a file opened from a path, is a read-only view of the file's bytes in memory (its
-        memory map, or the whole of a small file: valid after close, checked against its
-        CRC-32); every other column is copied as always: numpy
-        needs one buffer, and a column of several blocks lies in pieces (docs/performance.md;
-        to_arrow and record_batch_reader give a chunk per block without copying)."""
+        Raises
+        ------
+        ValueError
+            An unknown ``datetime`` or ``text``, or ``rows`` with ``sparse`` or ``filter``.
+        """
         if text not in TEXT_FORMS:
             raise ValueError(f"text must be one of {', '.join(map(repr, TEXT_FORMS))}, not "
                              f"{text!r}")
@@ -256,12 +270,20 @@ class IdvFile:
             values=None if rows is not None else {c.name: v for c, v in zip(cols, values)})
         return {c.name: self._retimed(c, v, datetime, "object") for c, v in zip(cols, values)}
 
+    @_docs.fill
     def take(self, indices, columns=None, datetime="100ns") -> dict:
-        """dict name -> values (read()'s forms) of the rows `indices` (row numbers, negative
-        from the end), in the order given, repeats included: each block that holds them is
-        decoded once, of these columns only (all readable ones by default), in parallel.
-        IndexError names a row number out of range and the row count. ``datetime`` as in
-        read()."""
+        """dict name -> values (read()'s forms) of rows by number, in the order given,
+        repeats included: each block that holds them is decoded once, in parallel. IndexError
+        names a row number out of range and the row count.
+
+        Parameters
+        ----------
+        indices : sequence of int
+            Row numbers, negative from the end.
+        {columns}
+        datetime : str, default '100ns'
+            As in read().
+        """
         ticks.check_time_mode(datetime, READ_TIME_MODES)
         got = _take.take(self, indices, columns)
         datetime = time_units.for_file(self, list(got), datetime)
@@ -279,12 +301,19 @@ class IdvFile:
         return values
 
     def prefetch(self, columns=None, rows=None):
-        """A context in which the blocks of these columns (Column objects, names or indices;
-        default: every readable one) are fetched up front, in a few large coalesced requests,
-        and read from memory: for a remote file read whole (read() and to_arrow() use it), or
-        only the blocks that hold `rows` (row numbers: a take's); a local file is not touched
-        ahead. A column whose lookup table is damaged is left out (its read reports it);
-        blocks beyond the memory limit are not fetched ahead."""
+        """A context in which the blocks of these columns are fetched up front, in a few
+        large coalesced requests, and read from memory: for a remote file read whole (read()
+        and to_arrow() use it). A local file is not touched ahead. A column whose lookup table
+        is damaged is left out (its read reports it); blocks beyond the memory limit are not
+        fetched ahead.
+
+        Parameters
+        ----------
+        columns : sequence of Column, str or int, optional
+            Default: every readable column.
+        rows : sequence of int, optional
+            Only the blocks that hold these rows (a take's); default: every block.
+        """
         self.check_open()
         if columns is None:
             cols = [c for c in self.columns if c.readable]
@@ -334,13 +363,29 @@ class IdvFile:
         self.close()
 
     # ---- the Python data stack (idv.pandas, idv.arrow; pandas / pyarrow imported on use)
+    @_docs.fill
     def to_pandas(self, columns=None, **kwargs):
-        """A pandas.DataFrame of these columns (see idv.pandas.to_pandas for the options)."""
+        """A pandas.DataFrame of these columns.
+
+        Parameters
+        ----------
+        {columns}
+        **kwargs
+            The options of idv.to_pandas.
+        """
         from idv.pandas import to_pandas
         return to_pandas(self, columns, **kwargs)
 
+    @_docs.fill
     def to_arrow(self, columns=None, **kwargs):
-        """A pyarrow.Table of these columns (see idv.arrow.to_arrow for the options)."""
+        """A pyarrow.Table of these columns.
+
+        Parameters
+        ----------
+        {columns}
+        **kwargs
+            The options of idv.to_arrow.
+        """
         from idv.arrow import to_arrow
         return to_arrow(self, columns, **kwargs)
 
@@ -351,10 +396,17 @@ class IdvFile:
         from idv.arrow import record_batch_reader
         return record_batch_reader(self).__arrow_c_stream__(requested_schema)
 
+    @_docs.fill
     def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
-        """pyarrow.RecordBatches: one per block of rows, or with ``batch_size`` that many rows
-        each (the last: the rest), as pyarrow's ``ParquetFile.iter_batches``
-        (idv.arrow.record_batch_reader)."""
+        """pyarrow.RecordBatches, as pyarrow's ``ParquetFile.iter_batches``.
+
+        Parameters
+        ----------
+        {columns}
+        {batch_size}
+        **kwargs
+            The options of idv.record_batch_reader.
+        """
         from idv.arrow import record_batch_reader
         return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
 
@@ -383,42 +435,65 @@ def opened(file, **kwargs):
         f.close()
 
 
+@_docs.fill
 def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
          cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=True,
          filesystem=None, storage_options=None, timeout=None) -> IdvFile:
-    """Open an .idv: a path (memory-mapped; read whole when at most 64 KiB), a bytes-like
-    object, a seekable binary file, or a remote file: an fsspec URL (``s3://``, ``gs://``,
-    ``az://``, ``https://``, ``memory://``, ``file://``...) or a path inside ``filesystem``.
+    """Open an .idv file: its header, table of contents and tables are read and checked; no
+    block is read until asked for.
 
-    ``filesystem``: an fsspec filesystem (or a pyarrow.fs.FileSystem) that ``source`` is a path
-    in. ``storage_options``: the options of the filesystem a URL makes (credentials, endpoint,
-    ``client_kwargs``...), as in pandas and Dask. ``timeout``: the seconds each remote request
-    may take before idv.RemoteTimeoutError (default 60, idv.remote.DEFAULT_TIMEOUT). A remote
-    file is read by byte ranges: its header and tables at open, then only the blocks a read
-    needs, in coalesced concurrent requests (docs/remote.md). Needs the ``remote`` extra.
+    A path is memory-mapped (read whole when at most 64 KiB). A remote file (an fsspec URL
+    such as ``s3://``, ``gs://``, ``az://``, ``https://``, ``memory://``, or a path inside
+    ``filesystem``) is read by byte ranges: its header and tables now, then only the blocks a
+    read needs, in coalesced concurrent requests (docs/remote.md; the ``remote`` extra).
 
-    ``threads``: decoding threads (default: the CPUs available). ``backend``: the DEFLATE
-    library, 'libdeflate', 'isal' or 'zlib' (default: the fastest installed,
-    idv.compression.default_backend()). ``cache_bytes``: the decoded blocks that row access
-    (``col[i]``, ``col[[i, j]]``, masks) keeps to find again (default 64 MiB; 0 keeps none).
-    ``memory_limit``: the bytes one read may allocate before it is refused with
-    idv.MemoryLimitError (default: idv.set_memory_limit's, else half the machine's memory but
-    at most the larger of 1 GiB and 1,024 times the file's size; see idv.budget).
-    ``checksums``: check the CRC-32s that files written by idv carry (idv.checksums): the
-    tables when the file opens, each block when it is read, in the decompression threads (a
-    few percent of a read: benchmarks/bench_checksums.py). A mismatch is an IdvFormatError
-    naming the column and block. False skips them; files without checksums (ML.NET's) are read
-    as they are. idv.verify always checks them.
+    Parameters
+    ----------
+    source : str, os.PathLike, bytes or binary file object
+        A path, an fsspec URL, the file's bytes or a seekable binary file.
+    {open_options}
+
+    Returns
+    -------
+    IdvFile
+
+    Raises
+    ------
+    IdvFormatError
+        Not an .idv, or damaged (a checksum mismatch names the column and block).
+
+    Examples
+    --------
+    >>> import idv
+    >>> with idv.open(idv.sample_path()) as f:
+    ...     print(f.num_rows, f.column_names[:3])
+    240 ['Id', 'Listed', 'City']
     """
     return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes,
                    memory_limit=memory_limit, checksums=checksums, filesystem=filesystem,
                    storage_options=storage_options, timeout=timeout)
 
 
+@_docs.fill
 def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
          filter=None, copy=True, **kwargs):  # noqa: A002 - pyarrow's and pandas' name
-    """Shortcut for ``idv.open(source, **kwargs).read(columns, sparse, rows, datetime, text,
-    filter, copy)``."""
+    """Open, read and close: dict name -> array, as ``idv.open(source, **kwargs).read(...)``.
+
+    Parameters
+    ----------
+    source
+        As idv.open.
+    columns, sparse, rows, datetime, text, filter, copy
+        As IdvFile.read.
+    **kwargs
+        The options of idv.open.
+
+    Examples
+    --------
+    >>> import idv
+    >>> idv.read(idv.sample_path(), ["City", "Price"], rows=slice(0, 3))["Price"]
+    array([854400., 188600., 292200.])
+    """
     with open(source, **kwargs) as f:
         return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text,
                       filter=filter, copy=copy)

@@ -48,7 +48,14 @@ def register(spark, *, pushdown: bool = False) -> None:
     same DataFrame that pushes none, so ``df.where(F.col("Id") > 5).count()`` then
     ``df.count()`` counts the filtered rows only. With it on, query each DataFrame once (load
     it anew per query). Spark refuses a reader that takes filters while the session's
-    setting is false, so the setting is read here, once."""
+    setting is false, so the setting is read here, once.
+
+    Parameters
+    ----------
+    spark : pyspark.sql.SparkSession
+    pushdown : bool, default False
+        Take the simple filters of a query, as above.
+    """
     check_workers(spark)
     enabled = pushdown and str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
     spark.dataSource.register(FilteringIdvDataSource if enabled else IdvDataSource)
@@ -86,7 +93,14 @@ def spark_arrow_type(pa, at):
     """The Arrow type Spark takes for idv's Arrow type `at`: unsigned integers widened to the
     next signed type (UInt64 to decimal(20, 0)), dictionaries (keys with KeyValues) to the
     key's integers (1-based, 0 missing, as ML.NET stores them), fixed-size lists to lists;
-    timestamps, durations, structs (DateTimeOffset, RowId), strings and the rest as they are."""
+    timestamps, durations, structs (DateTimeOffset, RowId), strings and the rest as they are.
+
+    Parameters
+    ----------
+    pa : module
+        pyarrow.
+    at : pyarrow.DataType
+    """
     t = pa.types
     if t.is_dictionary(at):
         return pa.int64()

@@ -8,12 +8,6 @@ so they pickle for DataLoader workers started by spawn or forkserver; each proce
 files on first use. A worker forked after the parent read in threads makes its own thread pools
 (idv._threads), so fork works too.
 
-The iterable dataset reads whole blocks through the one scan (idv.scan): the source is cut into
-partitions of whole blocks (idv.scan.partitions), dealt out in runs to the shards (every worker
-of every rank) so that each row is read by exactly one shard once per epoch. Shuffling puts the
-partitions in a seeded order (the same on every rank, changed by set_epoch) and mixes rows in a
-bounded buffer.
-
 What a batch holds, per column: numeric and Boolean columns as tensors over the decoded arrays
 (no copy when a batch lies within one decoded window); fixed-size vectors as ``(rows, *dims)``
 tensors; variable-size vectors padded with zeros to the longest row of the batch, with their
@@ -32,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from idv import filters, scan, take, ticks, vectors
+from idv import _docs, filters, scan, take, ticks, vectors
 from idv import types as T
 from idv.errors import require
 from idv.reopen import Reopenable
@@ -81,8 +75,8 @@ def _check_ragged(ragged, src):
 
 
 def _tensor_form(values, item):
-    """A numpy array of items in the dtype its tensor has: times as int64 counts of 100 ns,
-    keys (and unsigned integers this torch has no dtype for) widened to int64."""
+    """Items in their tensor's dtype: times as int64 100-ns counts, keys (and unsigned
+    integers torch has no dtype for) as int64."""
     arr = np.asarray(values)
     if item in ticks.TIME_ITEMS:
         return arr.view(np.int64)
@@ -92,8 +86,7 @@ def _tensor_form(values, item):
 
 
 def _items(values, item):
-    """A flat or rectangular numpy array of items as a tensor (no copy for numbers and
-    Booleans: the tensor shares the array's memory)."""
+    """A flat or rectangular array of items as a tensor (numbers, Booleans: no copy)."""
     arr = _tensor_form(values, item)
     if not arr.flags.writeable:       # torch shares the memory, and wants to be allowed to write
         arr = arr.copy()
@@ -111,8 +104,7 @@ def _padded(ragged, item):
 
 
 def _to_tensors(values: list, names: list[str], types: list, ragged: str = "padded") -> dict:
-    """One batch: read()'s forms of each column (numpy arrays, Ragged) as a dict of tensors and
-    lists of str (see the module's docstring)."""
+    """One batch: read()'s forms of each column as a dict of tensors and lists of str."""
     out = {}
     for name, t, value in zip(names, types, values):
         item = T.item_type(t)
@@ -142,9 +134,8 @@ def _join(parts):
 
 
 def _shuffled(chunks, capacity, rng):
-    """`chunks` ((values, rows) pairs) with their rows mixed through a buffer of at most
-    `capacity` rows: each chunk joins the buffer, which is permuted and gives up all but
-    `capacity` of its rows; at the end, the rest, permuted."""
+    """`chunks` ((values, rows) pairs), their rows mixed through a buffer: each chunk joins it,
+    it is permuted and gives up all but `capacity` rows; at the end, the rest, permuted."""
     held, n = None, 0
     for values, rows in chunks:
         held = values if held is None else _join([held, values])
@@ -163,8 +154,7 @@ def _cut(values, a, b):
 
 
 def _shard_of(rank, world_size):
-    """(rank, world size): as given, else torch.distributed's when it is initialised, else
-    (0, 1)."""
+    """(rank, world size): as given, else torch.distributed's if initialised, else (0, 1)."""
     if rank is None and world_size is None:
         dist = torch.distributed
         if dist.is_available() and dist.is_initialized():
@@ -191,15 +181,11 @@ def _check_shuffle_buffer(value, shuffle):
     return int(value)
 
 
+@_docs.fill
 class IdvIterableDataset(torch.utils.data.IterableDataset):
     """Batches of rows of .idv files, as dicts of tensors (and lists of str for text), for a
-    ``torch.utils.data.DataLoader`` with ``batch_size=None`` (the batches are made here).
-
-    ``source``: a path, directory, glob, URL (``filesystem``, ``storage_options``), a list of
-    them, an idv.Dataset or an IdvFile opened from a path; other keywords go to idv.dataset
-    (``schema``, ``threads``, ``checksums``...). ``columns``: names or indices (default:
-    every column). ``batch_size`` rows per batch (the last of each shard may hold fewer;
-    ``drop_last`` leaves it out).
+    ``torch.utils.data.DataLoader`` with ``batch_size=None`` (the batches are made here):
+    ``batch_size`` rows each (the last of each shard may hold fewer; ``drop_last``: left out).
 
     Sharding: the source is cut into partitions of ``blocks_per_partition`` whole blocks
     (default 1), which are dealt out in equal runs to every DataLoader worker of every rank
@@ -214,9 +200,19 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
     in order). The same seed and epoch give the same batches; ``seed=None`` draws one when the
     dataset is made (workers share it; ranks need a seed given).
 
-    ``filter``: only the rows that match (idv.filters: DNF tuples ``[("age", ">", 30)]``, an
-    expression string or a pyarrow compute expression); blocks the files' statistics rule out
-    are not read. Each worker's batches then hold the matching rows of its share.
+    Parameters
+    ----------
+    {dataset_source}
+    {columns}
+    batch_size, shuffle, seed, drop_last, shuffle_buffer, rank, world_size, blocks_per_partition
+        As above.
+    ragged : {'padded', 'nested'}, default 'padded'
+        Variable-size vectors as zero-padded tensors and their lengths, or nested tensors.
+    {filter}
+    {filesystem}
+    {storage_options}
+    **open_kwargs
+        Passed to idv.dataset (``schema``, ``threads``, ``checksums``...).
     """
 
     def __init__(self, source, columns: Sequence[str | int] | None = None,
@@ -257,14 +253,23 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
         return dict(self.source.key_values)
 
     def set_epoch(self, epoch: int) -> None:
-        """Set the epoch that, with the seed, orders a shuffled stream (call it before each
-        epoch, on every rank; DataLoader workers get it when they start, so with
-        ``persistent_workers=True`` they keep the order of the epoch they started in)."""
+        """Set the epoch that, with the seed, orders a shuffled stream, before each epoch on
+        every rank (DataLoader workers take it when they start: persistent ones keep theirs).
+
+        Parameters
+        ----------
+        epoch : int
+        """
         self.epoch = int(epoch)
 
     def shard_partitions(self, worker: int = 0, workers: int = 1) -> list[scan.Partition]:
         """The partitions (idv.scan.Partition) that DataLoader worker `worker` of `workers`
-        on this rank reads this epoch, in the order it reads them."""
+        on this rank reads this epoch, in the order it reads them.
+
+        Parameters
+        ----------
+        worker, workers : int
+        """
         shards, shard = self.world_size * workers, self.rank * workers + worker
         order = np.arange(len(self.partitions))
         if self.shuffle:
@@ -284,9 +289,8 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
             yield _to_tensors(values, names, types, self.ragged)
 
     def _chunks(self, parts):
-        """(values, rows) of each window the scan decodes for `parts`: the partitions of one
-        file that follow each other in `parts` in ascending order are read by one scan,
-        which skips the blocks between them."""
+        """(values, rows) of each window the scan decodes for `parts`: the ascending runs of
+        one file's partitions are read by one scan, which skips the blocks between them."""
         ds = self.source.dataset()
         names = self.source.names
         i = 0
@@ -333,11 +337,16 @@ class IdvMapDataset(torch.utils.data.Dataset):
     ``batch_size=None`` takes this path); ``__getitems__`` (what DataLoader calls for a batch
     of indices): the rows as a list of dicts, read together.
 
-    Rows are found through each file's cache of decoded blocks (``cache_bytes`` per file and
-    process, default 256 MiB): while the columns' decoded blocks fit it, a shuffled epoch
-    decodes each block at most once per worker; beyond it, blocks fall out and are decoded
-    again when their rows come up. ``source``, ``columns``, ``ragged`` and the other keywords
-    as IdvIterableDataset.
+    Rows are found through each file's cache of decoded blocks: while the columns' decoded
+    blocks fit it, a shuffled epoch decodes each block at most once per worker; beyond it,
+    blocks fall out and are decoded again when their rows come up.
+
+    Parameters
+    ----------
+    source, columns, ragged, filesystem, storage_options, **open_kwargs
+        As IdvIterableDataset.
+    cache_bytes : int, default 256 MiB
+        The cache of decoded blocks, per file and process.
     """
 
     def __init__(self, source, columns: Sequence[str | int] | None = None, *,
@@ -366,8 +375,7 @@ class IdvMapDataset(torch.utils.data.Dataset):
 
     @property
     def blocks_decoded(self) -> int:
-        """Blocks decoded so far in this process, over the columns read (Column.blocks_decoded
-        of the files read from)."""
+        """Blocks decoded so far in this process, over the columns read (blocks_decoded)."""
         if self._touched_pid != os.getpid():
             return 0
         ds = self.source.dataset()
@@ -379,8 +387,7 @@ class IdvMapDataset(torch.utils.data.Dataset):
 
     def _read(self, rows):
         """read()'s forms of each column for `rows` (row numbers, in that order): one take of
-        each file's rows through its block cache (idv.take.take_kept), whatever blocks they
-        hit."""
+        each file's rows through its block cache (idv.take.take_kept)."""
         ds = self.source.dataset()
         if self._touched_pid != os.getpid():     # files opened anew in this process
             self._touched, self._touched_pid = set(), os.getpid()
@@ -414,9 +421,8 @@ class IdvMapDataset(torch.utils.data.Dataset):
                           self.ragged)
 
     def __getitems__(self, indices: Sequence[int]) -> list[Row]:
-        """The rows `indices` as a list of Rows (each as ``ds[i]``), read together: a
-        DataLoader's default collation gives their batch as ``ds[indices]`` would, with no
-        Python or tensor per row."""
+        """The rows `indices` as a list of Rows, read together: a DataLoader's default
+        collation gives their batch as ``ds[indices]`` would, with no tensor per row."""
         rows = _row_numbers(indices, self.num_rows)
         return _Rows(self._read(rows), self.source.names, self.source.types, self.ragged).rows
 
@@ -455,9 +461,8 @@ class _Rows:
 
 
 class Row(Mapping):
-    """A row of IdvMapDataset.__getitems__: a read-only mapping column -> value (0-d tensors
-    for scalars, 1-d for vectors, str for text, as ``ds[i]``), made when asked for. It
-    pickles and copies as a dict."""
+    """A row of IdvMapDataset.__getitems__: a read-only mapping column -> value as ``ds[i]``
+    gives it, made when asked for; it pickles and copies as a dict."""
 
     __slots__ = ("_rows", "_i")
 
@@ -481,8 +486,8 @@ class Row(Mapping):
 
 
 def _collate_rows(batch, *, collate_fn_map=None):
-    """default_collate of Rows: the rows one __getitems__ call gave, all and in order, as the
-    batch it read (no tensor per row, no stacking); other lists of Rows, column by column."""
+    """default_collate of Rows: one __getitems__ call's, all in order, as the batch it read
+    (no tensor per row); other lists of Rows, column by column."""
     rows = batch[0]._rows
     if rows.batchable and len(batch) == len(rows.rows) \
             and all(a is b for a, b in zip(batch, rows.rows)):

@@ -172,13 +172,23 @@ def item_info(item) -> ItemType:
 class Key(DataViewType):
     """A key (categorical) type: raw unsigned values, 0 = missing, 1..count valid.
 
-    ``raw`` is the unsigned type the keys are stored as (Byte, UInt16, UInt32 or UInt64) and
-    ``count`` the number of valid values: ``idv.Key(idv.UInt32, count=5)`` is ML.NET's
-    ``Key<UInt32, 0-4>``.
+    Parameters
+    ----------
+    raw : PrimitiveType, default idv.UInt32
+        The unsigned type the keys are stored as: Byte, UInt16, UInt32 or UInt64.
+    count : int
+        The number of valid values (positive, and fitting ``raw``).
+    min : int, default 0
+        Only ever nonzero on keys read from files that ML.NET 0.x wrote with its legacy
+        ``Key`` codec (``Key<UInt32, 5, min=3>``: raw value v > 0 is the key min + v - 1).
+        ML.NET 1.x keys have no min, so such a type can be read but not written.
 
-    ``min`` is only ever nonzero on keys read from files that ML.NET 0.x wrote with its legacy
-    ``Key`` codec (``Key<UInt32, 5, min=3>``: raw value v > 0 is the key min + v - 1). ML.NET 1.x
-    keys have no min, so such a type can be read but not written.
+    Examples
+    --------
+    ML.NET's ``Key<UInt32, 0-4>``:
+
+    >>> idv.Key(idv.UInt32, count=5)
+    Key<UInt32, 5>
     """
 
     __slots__ = ("raw", "count", "min")
@@ -215,9 +225,18 @@ class Key(DataViewType):
 class Vector(DataViewType):
     """A vector of an item type; dims all > 0 is fixed size, a 0 dim (or none) is variable.
 
-    ``item`` is the item type (a PrimitiveType or Key) and ``dims`` the dimensions:
-    ``idv.Vector(idv.Single, 10)`` is ``Vector<Single, 10>``, ``idv.Vector(idv.Int32, 2, 3)``
-    a 2 x 3 matrix per row, ``idv.Vector(idv.Single)`` variable size (``dims == (0,)``).
+    Parameters
+    ----------
+    item : PrimitiveType or Key
+        The item type.
+    *dims : int
+        The dimensions: ``idv.Vector(idv.Int32, 2, 3)`` is a 2 x 3 matrix per row; none
+        (``dims == (0,)``) is variable size.
+
+    Examples
+    --------
+    >>> idv.Vector(idv.Single, 10), idv.Vector(idv.Single).is_fixed
+    (Vector<Single, 10>, False)
     """
 
     __slots__ = ("item", "dims")

@@ -23,9 +23,22 @@ class Ragged:
     Flat values plus offsets (as in Arrow's list arrays) keep a column of millions of short
     vectors in two arrays; ``to_list()`` gives one numpy array per row.
 
-    ``values`` is the flat array of every row's items, ``offsets`` the int64 array of
-    ``len(self) + 1`` row starts (0 first, ``len(values)`` last). Indexing with an int gives
-    one row's array, with a slice or an array of row numbers a new Ragged.
+    Indexing with an int gives one row's array, with a slice or an array of row numbers a
+    new Ragged.
+
+    Parameters
+    ----------
+    values : array_like
+        The flat array of every row's items.
+    offsets : array_like of int
+        The ``len(self) + 1`` row starts: 0 first, ``len(values)`` last, never decreasing
+        (ValueError otherwise).
+
+    Examples
+    --------
+    >>> r = idv.Ragged([1, 2, 3], [0, 2, 2, 3])
+    >>> len(r), r[0].tolist(), r.lengths.tolist()
+    (3, [1, 2], [2, 0, 1])
     """
 
     __slots__ = ("values", "offsets")
@@ -39,8 +52,15 @@ class Ragged:
 
     @classmethod
     def from_list(cls, rows, dtype=None):
-        """A Ragged from a sequence of rows (lists or arrays), each flattened; ``dtype`` as
-        for np.asarray."""
+        """A Ragged from a sequence of rows, each flattened.
+
+        Parameters
+        ----------
+        rows : sequence of array_like
+            The rows (lists or arrays).
+        dtype : numpy dtype, optional
+            As for np.asarray.
+        """
         rows = [np.asarray(r, dtype=dtype).reshape(-1) for r in rows]
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum([len(r) for r in rows], out=offsets[1:])
@@ -79,7 +99,13 @@ class Ragged:
         return self.take(rows)
 
     def take(self, rows):
-        """A new Ragged of the given rows (an array of row numbers), in that order."""
+        """A new Ragged of the given rows, in that order.
+
+        Parameters
+        ----------
+        rows : array_like of int
+            Row numbers.
+        """
         rows = np.asarray(rows, dtype=np.int64)
         starts, lengths = self.offsets[rows], np.diff(self.offsets)[rows]
         offsets = np.zeros(len(rows) + 1, np.int64)
@@ -115,7 +141,13 @@ class Ragged:
 
     @staticmethod
     def concat(parts):
-        """One Ragged holding the rows of ``parts`` (Raggeds of the same dtype), in order."""
+        """One Ragged holding the rows of ``parts``, in order.
+
+        Parameters
+        ----------
+        parts : iterable of Ragged
+            Raggeds of the same dtype.
+        """
         parts = list(parts)
         values = np.concatenate([p.values for p in parts])
         lengths = np.concatenate([p.lengths for p in parts])
@@ -130,12 +162,26 @@ class Sparse:
     increasing) of a vector of ``length`` items; every other slot holds the item type's
     default ("" for Text, 0 ticks for DateTime / TimeSpan, missing (0) for keys, False, 0).
 
-    ``values`` is any 1-d array or list of items (str, datetime64, key integers, structured
-    DateTimeOffset / RowId ...). ``length`` is one int for every row (a Vector<T, length>
-    column), or one length per row (a variable-size Vector<T> column). scipy.sparse matrices
-    cover numbers and booleans; this form covers every item type, as ML.NET's VBuffer does.
+    scipy.sparse matrices cover numbers and booleans; this form covers every item type, as
+    ML.NET's VBuffer does.
 
+    Parameters
+    ----------
+    values : array_like
+        Any 1-d array or list of items (str, datetime64, key integers, structured
+        DateTimeOffset / RowId ...).
+    indices : array_like of int
+        The slot of each value.
+    offsets : array_like of int
+        The ``rows + 1`` starts of the rows in ``values``: 0 first, ``len(values)`` last.
+    length : int or array_like of int
+        One int for every row (a ``Vector<T, length>`` column), or one length per row (a
+        variable-size ``Vector<T>`` column).
+
+    Examples
+    --------
     >>> idv.Sparse(["a", "b", "c"], indices=[0, 7, 2], offsets=[0, 2, 2, 3], length=10)
+    <idv.Sparse 3 vectors of size 10, 3 stored object items>
     """
 
     __slots__ = ("values", "indices", "offsets", "length")
@@ -167,7 +213,17 @@ class Sparse:
 
     @classmethod
     def from_rows(cls, rows, length, dtype=None):
-        """From one {slot: value} dict per row (slots in any order)."""
+        """A Sparse from one ``{slot: value}`` dict per row.
+
+        Parameters
+        ----------
+        rows : iterable of dict
+            Per row, its stored slots (in any order) and their values.
+        length : int or array_like of int
+            As for Sparse.
+        dtype : numpy dtype, optional
+            Of the values (default: as np.asarray infers; str as objects).
+        """
         indices, values, offsets = [], [], [0]
         for r in rows:
             items = sorted(r.items())
@@ -184,7 +240,13 @@ class Sparse:
 
     @classmethod
     def from_scipy(cls, m):
-        """From a 2-d scipy.sparse matrix (rows become vectors of its column count)."""
+        """A Sparse from a scipy.sparse matrix.
+
+        Parameters
+        ----------
+        m : scipy.sparse matrix
+            2-d; its rows become vectors of its column count.
+        """
         m = m.tocsr()
         return cls(np.asarray(m.data), m.indices, m.indptr, int(m.shape[1]))
 

@@ -64,8 +64,22 @@ def test_api_reference_covers_the_public_names(built_docs):
                          (idv.Writer, ["write_batch", "close", "abort"])):
         for m in members:
             assert f"{m}" in api and getattr(cls, m).__doc__, (cls, m)
-    # the Cython modules: signatures embedded at compile time appear in the reference
-    assert "parse_header(" in api and "parse_lookup(" in api
+    # the public surface only: no format-layer module; every public method rendered, its
+    # numpydoc sections by napoleon
+    assert "parse_header(" not in api and "idv._header" not in api
+    raw = (built_docs / "api.html").read_text(encoding="utf-8")
+    names = _public_names()
+    classes = {qual: obj for qual, obj in names if inspect.isclass(obj)}
+    for qual, obj in names:
+        if inspect.isclass(obj) or qual.startswith(("spark.", "ray.")) or "." not in qual:
+            continue
+        cls = classes.get(qual.rsplit(".", 1)[0])
+        if cls is not None and issubclass(cls, BaseException) and obj.__name__ not in vars(cls):
+            continue        # an error's inherited methods are its base's
+        owner = qual.split(".")[-2]
+        prefix = "idv" if qual.count(".") == 1 else f"idv.{qual.split('.')[0]}"
+        assert f'id="{prefix}.{owner}.{qual.split(".")[-1]}"' in raw, qual
+    assert "Parameters" in api and "Returns" in api
 
 
 def test_every_public_name_has_a_docstring():
@@ -86,6 +100,191 @@ def test_every_public_name_has_a_docstring():
                 if callable(fn) and not (fn.__doc__ or "").strip():
                     missing.append(f"{name}.{attr}")
     assert missing == []
+
+
+# the submodules users import, and their names in docs/api.rst; with idv.__all__, the public
+# surface (the other modules named are those whose objects the public functions return or take)
+SUBMODULE_NAMES = {
+    "idv.dask": ["read_idv", "read_idv_array", "to_idv", "partitions"],
+    "idv.polars": ["scan_idv"],
+    "idv.torch": ["IdvIterableDataset", "IdvMapDataset"],
+    "idv.huggingface": ["load"],
+    "idv.ray": ["read_idv", "IdvDatasource", "IdvDatasink"],
+    "idv.spark": ["register", "IdvDataSource", "FilteringIdvDataSource", "spark_arrow_type"],
+    "idv.arrow": ["arrow_schema"],
+    "idv.compression": ["default_backend", "installed"],
+    "idv.checker": ["VerifyReport", "Finding"],
+    "idv.dataset": ["DatasetFile"],
+    "idv.formats": ["Format"],
+    "idv.cli": ["main"],
+}
+# public methods that the package's own layers call (their docstrings say so): left out of
+# the reference by its :exclude-members:
+PACKAGE_INTERNAL = {
+    "IdvFile.check_open", "Dataset.resolve_columns", "Dataset.time_unit",
+    "Column.stored_blocks", "Column.check_unread", "Column.lookup_errors",
+    "Column.check_readable", "Column.mapped_blocks", "Column.text_room",
+    "Column.read_text_blocks", "Column.metadata_entries", "Column.annotation_form",
+    "Column.decode_metadata", "Column.decoded_bytes", "DatasetFile.closing",
+    "VerifyReport.for_unopenable",
+}
+# methods that Ray and Spark call, with the arguments of their engine's interface (documented
+# there); the reference shows these classes without members
+ENGINE_CALLED = {
+    "IdvDatasource.get_read_tasks", "IdvDatasink.on_write_start", "IdvDatasink.write",
+    "IdvDatasink.on_write_complete", "IdvDatasink.on_write_failed", "IdvDataSource.reader",
+    "IdvDataSource.writer", "FilteringIdvDataSource.reader", "FilteringIdvDataSource.writer",
+}
+# classes that idv makes and hands out (and exceptions): their constructors are not for users
+RECEIVED = {"Column", "Schema", "Field", "ZipEntry", "VerifyReport", "Finding", "DatasetFile",
+            "Format", "IdvDataSource", "FilteringIdvDataSource", "PrimitiveType"}
+
+
+def _public_names(methods=True):
+    """(qualified name, object) of every public function and class: idv.__all__ and
+    SUBMODULE_NAMES, and with `methods`, the public methods of their classes (inherited ones
+    too)."""
+    import importlib
+    import idv
+    found = [(name, getattr(idv, name)) for name in idv.__all__]
+    for module, names in SUBMODULE_NAMES.items():
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:     # an engine not installed (MissingDependencyError): its names
+            continue            # are checked where it is
+        found += [(f"{module[4:]}.{name}", getattr(mod, name)) for name in names]
+    out = []
+    for qual, obj in found:
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue                 # __version__, SCHEMA_ATTR, the item type singletons
+        out.append((qual, obj))
+        if not (methods and inspect.isclass(obj)):
+            continue
+        cls = qual.rsplit(".", 1)[-1]
+        for attr in dir(obj):
+            owner = next((k for k in obj.__mro__ if attr in vars(k)), None)
+            if attr.startswith("_") or not owner.__module__.startswith("idv"):
+                continue
+            value = vars(owner)[attr]
+            fn = getattr(value, "__func__", value)
+            if inspect.isfunction(fn) and f"{cls}.{attr}" not in (PACKAGE_INTERNAL
+                                                                   | ENGINE_CALLED):
+                out.append((f"{qual}.{attr}", fn))
+    return out
+
+
+def _takes_parameters(qual, obj):
+    """Whether users call `obj` with arguments (a class: its constructor, unless RECEIVED)."""
+    if inspect.isclass(obj) and (issubclass(obj, BaseException)
+                                 or qual.rsplit(".", 1)[-1] in RECEIVED):
+        return False
+    try:
+        params = list(inspect.signature(obj).parameters)
+    except (TypeError, ValueError):
+        return False
+    return bool([p for p in params if p not in ("self", "cls")])
+
+
+def _documented_parameters(doc):
+    """The names a numpydoc Parameters section lists (``a, b : int`` gives a and b), None
+    without one."""
+    found = re.search(r"^Parameters\n-{10}\n(.*?)(?=^\w[\w ]*\n-{3,}\n|\Z)", doc, re.M | re.S)
+    if found is None:
+        return None
+    entries = [ln.split(" : ")[0] for ln in found.group(1).splitlines()
+               if ln.strip() and not ln.startswith(" ")]
+    return {name.strip().lstrip("*") for e in entries for name in e.split(",")}
+
+
+def test_public_names_are_in_the_reference_with_their_parameters():
+    """Every public name is in docs/api.rst, and its docstring has a numpydoc Parameters
+    section when it takes parameters; no format-layer module is documented there."""
+    api = (DOCS / "api.rst").read_text(encoding="utf-8")
+    missing = [qual for qual, _ in _public_names(methods=False)
+               if not re.search(rf"\bidv\.{re.escape(qual)}\b", api)]
+    names = _public_names()
+    assert len(names) > 80, len(names)
+    bare, wrong = [], []
+    for qual, obj in names:
+        if not _takes_parameters(qual, obj):
+            continue
+        listed = _documented_parameters(inspect.getdoc(obj) or "")
+        params = set(inspect.signature(obj).parameters) - {"self", "cls"}
+        if listed is None:
+            bare.append(qual)
+        elif listed != params:
+            wrong.append((qual, sorted(listed - params), sorted(params - listed)))
+    assert missing == [], "public names docs/api.rst does not document"
+    assert bare == [], "public names that take parameters and document none"
+    assert wrong == [], "(name, documented but not taken, taken but not documented)"
+    assert not re.search(r"automodule:: idv\._", api), "a format-layer module in the reference"
+    excluded = re.findall(r":exclude-members: (.*\n(?:      .*\n)*)", api)
+    excluded = {m.strip() for text in excluded for m in text.split(",")}
+    assert {q.split(".")[-1] for q in PACKAGE_INTERNAL} <= excluded
+
+
+def test_shared_parameter_texts_are_written_once_and_inserted():
+    """idv._docs.fill puts each shared text where its placeholder line is, indented as it; no
+    public docstring keeps a placeholder, every shared text is used, and none is copied into
+    another module of idv/."""
+    from idv import _docs
+
+    def f():
+        """Summary {not a placeholder}.
+
+        Parameters
+        ----------
+        {filter:where}
+        {columns}
+            More.
+        """
+    filled = _docs.fill(f).__doc__
+    lines = _docs.PARAMETERS["columns"].split("\n")
+    assert f"        {lines[0]}\n        {lines[1]}\n" in filled
+    assert "{not a placeholder}" in filled and "{columns}" not in filled
+    assert filled.endswith(f"{lines[-1]}\n            More.\n        ")
+    where = _docs.PARAMETERS["filter"].replace("filter :", "where :", 1)
+    assert "\n".join("        " + ln for ln in where.split("\n")) in filled
+
+    def unknown():
+        """{no_such_parameter}"""
+    with pytest.raises(KeyError):
+        _docs.fill(unknown)
+
+    def bare():
+        pass
+    assert _docs.fill(bare).__doc__ is None
+
+    used = set()
+    for qual, obj in _public_names():
+        doc = obj.__doc__ or ""
+        assert not re.search(r"^\s*\{\w+(:\w+)?\}\s*$", doc, re.M), qual
+        used |= {k for k, text in _docs.PARAMETERS.items() if text in inspect.cleandoc(doc)}
+    assert set(_docs.PARAMETERS) - used == set(), "shared texts no public docstring uses"
+    for path in (REPO_DIR / "idv").rglob("*.py"):
+        if path.name == "_docs.py":
+            continue
+        source = path.read_text(encoding="utf-8")
+        for name, text in _docs.PARAMETERS.items():
+            first = text.split("\n")[1].strip()
+            assert first not in source, f"{path.name} copies the text of {name}"
+
+
+def test_docstring_examples_run():
+    """The Examples of the public docstrings are true (doctest)."""
+    import doctest
+    import idv
+    pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    finder, runner = doctest.DocTestFinder(recurse=False), doctest.DocTestRunner()
+    ran = 0
+    for qual, obj in _public_names():
+        for test in finder.find(obj, qual, globs={"idv": idv}):
+            if test.examples:
+                ran += 1
+                runner.run(test)
+    assert ran >= 5
+    assert runner.summarize(verbose=False).failed == 0
 
 
 def test_cli_page_covers_every_command():

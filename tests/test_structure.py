@@ -23,7 +23,7 @@ PACKAGE_DIR = REPO_DIR / "idv"
 LAYERS = {
     "format layer: the file's parts in Cython, and the errors and types they raise and decode":
         ["_cursor", "_header", "_toc", "_lookup", "_parts", "_codecs", "_encode", "_strings",
-         "_compression", "_bytes", "_arrow_c", "errors", "types"],
+         "_compression", "_bytes", "_arrow_c", "errors", "types", "_docs"],
     "facts: one concept each, used by readers and writers alike":
         ["ticks", "compression", "budget", "cache", "_threads", "_gc", "_version", "cells",
          "vectors", "layout", "source", "archive", "remote_answers", "remote", "paths",

@@ -291,6 +291,18 @@ def cmd_sample(args, out):
 
 
 def main(argv=None) -> int:
+    """Run the ``idv`` command (the console script, and ``python -m idv``).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after the command's name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code: 0 ok, 1 an unreadable or invalid file, 2 a usage error.
+    """
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

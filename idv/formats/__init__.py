@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from idv import _docs
 from idv.ticks import TIME_MODES, check_time_mode
 from idv.compression import convert_deflate
 from idv.formats import idv as idv_format
@@ -139,54 +140,12 @@ def _local_paths(src):
     return [os.fspath(src)] if isinstance(src, (str, os.PathLike)) else []
 
 
+@_docs.fill
 def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_block=None,
             progress=None, datetime=None, safe=True, types=None, source_format=None,
             level=None, backend=None, legacy_keys=None, missing_text=None):
-    """Convert ``src`` into ``dst``, streaming: .idv <-> Parquet, CSV / TSV, Feather / Arrow;
-    .idv -> JSON Lines.
-
-    Formats come from the extensions (those of ``idv.formats.FORMATS``: ``.parquet``,
-    ``.csv``, ``.jsonl`` ...; ``idv convert --help`` lists them) or from ``to=`` (and
-    ``source_format=``), which take a format's name or extension.
-    Returns the number of rows written. ``src`` may also be an ``idv.dataset(...)``: its files'
-    rows end to end into one output (e.g. one .idv that ML.NET loads), streamed file by file;
-    the files' annotations of the columns converted must agree.
-
-    * ``columns``: the columns to convert (names; for .idv sources also indices); default all
-      (for .idv: the readable visible ones, as IdvFile.read()).
-    * ``compression``: for .idv output ``"deflate"`` (default) or ``"none"``; for Parquet and
-      Feather it is handed to pyarrow (``"zstd"``, ``"snappy"``, ``"lz4"``, ``"none"`` ...),
-      the default meaning the format's usual one (Parquet: snappy, Feather: lz4). Text is not
-      compressed. Parquet output uses no dictionary for columns of nearly unique values
-      (over 90 % of the first 16,384 distinct), as pyarrow would after trying one.
-    * ``rows_per_block``: rows per block of an .idv output (default: ML.NET's rule, 8192).
-    * ``level`` / ``backend``: the DEFLATE level and library of an .idv output. The default
-      is libdeflate's level 2 (else zlib's level 4): files within a few percent of ML.NET's
-      size for the same data, about 1.5x as fast as ``level=6`` (idv.write's default).
-      ``backend="isal"`` (level 1) is the fastest, for files 10-76 % larger;
-      ``backend="zlib", level=6`` gives ML.NET's own bytes. A backend without a level: its
-      convert level (libdeflate 2, zlib 4, ISA-L 1). From a local .idv file without either (and
-      with its own ``rows_per_block``), the blocks stored as the output stores them (the same
-      codec and compression) are copied as they are, not compressed again; their rows are
-      still decoded for the output's statistics and checks.
-    * ``progress``: called as ``progress(rows_done, rows_total)`` at the start and after each
-      block or batch; ``rows_total`` is None when unknown (CSV input).
-    * ``datetime`` / ``safe``: time units of the Arrow side, as in idv.to_arrow: ``"auto"``
-      (per column the finest exact unit, else microseconds floored with an IdvWarning
-      counting the values changed), ``"exact"`` (refuses instead), ``"us"``, ``"ns"`` or
-      ``"ticks"`` (with ``"us"``, sub-microsecond ticks raise unless ``safe=False``). The
-      default is the destination's (``FORMATS[name].datetime``): ``"auto-us"`` for Parquet,
-      microseconds, which Spark, DuckDB, polars and pandas all read, finer ticks floored with
-      an IdvWarning (``"ns"`` or ``"ticks"`` keep 100-ns ticks there), ``"auto"`` for the
-      others.
-    * ``types``: idv types for some columns of a non-.idv source (overriding the types
-      inferred from Arrow; for CSV they also tell pyarrow how to parse the column).
-    * ``legacy_keys``: ``"shift"`` writes the keys of ML.NET 0.x files that have a min
-      (``Key<UInt32, 3, min=1>``, which ML.NET 1.x refuses) from min 0, as ML.NET 1.x loads
-      them: ``Key<UInt32, 4>``, the same key values (raw values above 0 plus the min). By
-      default such a column is an error that names it and this option.
-    * ``missing_text``: what null text of a non-.idv source (Parquet, Feather, CSV) becomes,
-      e.g. ``""`` (ML.NET reads missing text as empty); by default null text is an error.
+    """Convert ``src`` into ``dst``, streaming (.idv <-> Parquet, CSV / TSV, Feather / Arrow;
+    .idv -> JSON Lines), and return the number of rows written.
 
     The .idv side keeps ML.NET's types and metadata in the Arrow field metadata, so .idv ->
     Parquet / Feather -> .idv gives back the same types, annotations and values. CSV keeps
@@ -195,6 +154,61 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     their KeyValues, times in .NET's ISO forms exact to the tick; no pyarrow needed); types
     are inferred again by pyarrow's CSV reader when read back. JSON Lines (an output only,
     from an .idv) is what ``idv cat --format jsonl`` writes: one object per row.
+
+    Parameters
+    ----------
+    src : str, os.PathLike or idv.Dataset
+        The input. A dataset's files' rows go end to end into one output (e.g. one .idv
+        that ML.NET loads), streamed file by file; the files' annotations of the columns
+        converted must agree.
+    dst : str or os.PathLike
+        The output.
+    to, source_format : str, optional
+        The formats by name or extension (default: from the extensions, those of
+        ``idv.formats.FORMATS``: ``.parquet``, ``.csv``, ``.jsonl`` ...; ``idv convert
+        --help`` lists them).
+    columns : sequence of str or int, optional
+        The columns to convert (names; for .idv sources also indices); default all (for
+        .idv: the readable visible ones, as IdvFile.read()).
+    compression : str, default 'deflate'
+        For .idv output ``"deflate"`` or ``"none"``; for Parquet and Feather it is handed to
+        pyarrow (``"zstd"``, ``"snappy"``, ``"lz4"``, ``"none"`` ...), the default meaning
+        the format's usual one (Parquet: snappy, Feather: lz4). Text is not compressed.
+        Parquet output uses no dictionary for columns of nearly unique values (over 90 % of
+        the first 16,384 distinct), as pyarrow would after trying one.
+    rows_per_block : int, optional
+        Rows per block of an .idv output (default: ML.NET's rule, 8192).
+    progress : callable, optional
+        Called as ``progress(rows_done, rows_total)`` at the start and after each block or
+        batch; ``rows_total`` is None when unknown (CSV input).
+    datetime : str, optional
+        The unit of times on the Arrow side, as in idv.to_arrow. The default is the
+        destination's (``FORMATS[name].datetime``): ``"auto-us"`` for Parquet, microseconds,
+        which Spark, DuckDB, polars and pandas all read, finer ticks floored with an
+        IdvWarning (``"ns"`` or ``"ticks"`` keep 100-ns ticks there), ``"auto"`` for the
+        others.
+    {safe}
+    types : dict, optional
+        idv types for some columns of a non-.idv source (overriding the types inferred from
+        Arrow; for CSV they also tell pyarrow how to parse the column).
+    level, backend : optional
+        The DEFLATE level and library of an .idv output. The default is libdeflate's level 2
+        (else zlib's level 4): files within a few percent of ML.NET's size for the same
+        data, about 1.5x as fast as ``level=6`` (idv.write's default). ``backend="isal"``
+        (level 1) is the fastest, for files 10-76 % larger; ``backend="zlib", level=6``
+        gives ML.NET's own bytes. A backend without a level: its convert level (libdeflate
+        2, zlib 4, ISA-L 1). From a local .idv file without either (and with its own
+        ``rows_per_block``), the blocks stored as the output stores them (the same codec and
+        compression) are copied as they are, not compressed again; their rows are still
+        decoded for the output's statistics and checks.
+    legacy_keys : {'shift'}, optional
+        ``"shift"`` writes the keys of ML.NET 0.x files that have a min (``Key<UInt32, 3,
+        min=1>``, which ML.NET 1.x refuses) from min 0, as ML.NET 1.x loads them:
+        ``Key<UInt32, 4>``, the same key values. By default such a column is an error that
+        names it and this option.
+    missing_text : str, optional
+        What null text of a non-.idv source (Parquet, Feather, CSV) becomes, e.g. ``""``
+        (ML.NET reads missing text as empty); by default null text is an error.
     """
     src_fmt = format_of(src, source_format, "source", "source_format=")
     dst_fmt = format_of(dst, to, "destination", "to=")

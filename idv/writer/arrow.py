@@ -288,9 +288,7 @@ class ArrowToIdv:
 
 
 def from_arrow(table, *, types=None):
-    """A pyarrow Table or RecordBatch (or RecordBatchReader, read whole) -> (columns, types,
-    metadata) for idv.write: ``columns`` a list of (name, values), ``types`` name -> idv type,
-    ``metadata`` name -> {kind: (type, value)}.
+    """A pyarrow Table or RecordBatch -> (columns, types, metadata) for idv.write.
 
     Fields written by to_arrow carry ``idv.type`` and ``idv.metadata``: the exact ML.NET type
     and annotations come back. Others are typed from Arrow: integers, floats (float16 ->
@@ -299,12 +297,25 @@ def from_arrow(table, *, types=None):
     fixed-size lists and fixed_shape_tensor (fixed vectors), lists (variable vectors),
     dictionaries (Key<UInt32, n> with the dictionary as KeyValues; nulls -> 0, the missing
     key). Nulls are NaN in float columns, missing in keys, and an error elsewhere (ML.NET has
-    no missing value for them). ``types`` overrides the type of some columns.
+    no missing value for them).
 
     Values are kept in Arrow's buffers where they can be: numbers without nulls as numpy views,
     Text as a ``Utf8Text`` (the UTF-8 bytes and offsets, checked; ``np.asarray`` or
     ``tolist()`` give str objects), lists of strings as ``Utf8Vectors`` (a Utf8Text of the
     items and the row offsets), so that idv.write makes no Python object per value.
+
+    Parameters
+    ----------
+    table : pyarrow.Table, RecordBatch or RecordBatchReader
+        A reader is read whole.
+    types : dict, optional
+        name -> idv type, overriding the type of some columns.
+
+    Returns
+    -------
+    tuple
+        (columns, types, metadata): a list of (name, values), name -> idv type, and name ->
+        {kind: (type, value)}.
     """
     pa = import_pyarrow()
     if isinstance(table, pa.RecordBatchReader):

@@ -317,18 +317,14 @@ def _columns_by_schema(pd, df, names, schema, overrides):
 def from_pandas(df, *, types=None, schema=None, missing_text=None):
     """A DataFrame (or Series) -> (columns, types, metadata) for idv.write.
 
-    ``columns``: a list of (name, values); ``types``: name -> idv type; ``metadata``: name ->
-    {kind: value}. A Categorical becomes Key<UInt32, len(categories)> (raw = code + 1, NaN ->
+    A Categorical becomes Key<UInt32, len(categories)> (raw = code + 1, NaN ->
     0, the missing key) with the categories as KeyValues; zone-aware datetimes become
     DateTimeOffset (each value's UTC offset, whole minutes); object columns of lists or arrays
     become vectors (fixed size when all rows have the same length, else variable size); the rest
     is typed as idv.write types numpy data. Nullable integer or Boolean columns holding <NA>,
     and string columns holding missing values, raise (ML.NET has no missing value for them);
     nullable floats give NaN. The index is not written (``df.reset_index()`` keeps it).
-    ``types`` overrides the type of some columns. ``missing_text``: what None / NaN / <NA>
-    in a text column (string dtype, or objects that are otherwise all str) become, e.g.
-    ``""`` (ML.NET reads missing text as empty); by default they raise, naming the column
-    and row. ``datetime.date`` objects are DateTime (midnight).
+    ``datetime.date`` objects are DateTime (midnight).
 
     A frame from idv.to_pandas carries its ML.NET schema in ``df.attrs["idv.schema"]``
     (``schema`` gives one instead): the columns it still describes are written with their
@@ -336,6 +332,24 @@ def from_pandas(df, *, types=None, schema=None, missing_text=None):
     ``Vector`` column, keys with their exact raw type and KeyValues. A column whose values no
     longer fit its type there (changed dtype, other categories), or whose slot columns are not
     all in the frame, is written as it is, as is every column of a frame without the schema.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame or pandas.Series
+    types : dict, optional
+        name -> idv type, overriding the type of some columns.
+    schema : optional
+        An ML.NET schema instead of the frame's ``df.attrs["idv.schema"]``.
+    missing_text : str, optional
+        What None / NaN / <NA> in a text column (string dtype, or objects that are otherwise
+        all str) become, e.g. ``""`` (ML.NET reads missing text as empty); by default they
+        raise, naming the column and row.
+
+    Returns
+    -------
+    tuple
+        (columns, types, metadata): a list of (name, values), name -> idv type, and name ->
+        {kind: value}.
     """
     pd = require("pandas", "converting to or from pandas", "idv[pandas]")
     if isinstance(df, pd.Series):

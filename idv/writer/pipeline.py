@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from idv import _header, _lookup, _threads, _toc
+from idv import _docs, _header, _lookup, _threads, _toc
 from idv import statistics as block_stats
 from idv.checksums import BLOCK, POINTER_AT, POINTER_SIZE, Recorder
 from idv.compression import NONE, compressor
@@ -33,12 +33,11 @@ DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBloc
 DEFAULT_MAX_BYTES_PER_BLOCK = 80 << 20     # ... and MaxBytesPerBlock (estimated, all columns)
 
 
+@_docs.fill
 def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
           rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK, threads=None,
           backend=None, checksums=True, statistics=True, missing_text=None):
-    """Write a dict of columns (name -> numpy array, list, idv.Ragged or scipy.sparse matrix),
-    a pandas DataFrame or a pyarrow Table / RecordBatch to an .idv file (a path, written
-    atomically, or a seekable binary file object).
+    """Write columns, a pandas DataFrame or a pyarrow Table to an .idv file.
 
     Types come from the data: float32 -> Single, float64 -> Double, int8..uint64 -> SByte..
     UInt64, bool -> Boolean, str -> Text, datetime64 -> DateTime, timedelta64 -> TimeSpan,
@@ -46,12 +45,32 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     sparse vectors. DataFrames go through idv.from_pandas (Categorical -> key with
     KeyValues, zone-aware datetimes -> DateTimeOffset ...) and Arrow tables through
     idv.from_arrow (exact types and metadata back from to_arrow's field metadata).
-    ``types={name or index: type}`` overrides them (keys, DateTimeOffset, RowId,
-    multi-dimensional vectors ...). A list of (name, values) pairs may repeat a name (ML.NET's
-    hidden columns: the last one is visible). ``metadata={name: {kind: value or (type,
-    value)}}`` is added to (and per kind replaces) the metadata a DataFrame or Table brings.
-    ``missing_text`` (a DataFrame's): what None / NaN in its text columns become, e.g. ``""``
-    (by default they raise). The other options are those of idv.Writer.
+
+    Parameters
+    ----------
+    dest : str, os.PathLike or binary file object
+        A path (written atomically, as idv.Writer writes it) or a seekable binary file.
+    data : dict, list of (name, values), pandas.DataFrame, pyarrow.Table or RecordBatch
+        A dict name -> numpy array, list, idv.Ragged, idv.Sparse or scipy.sparse matrix; a
+        list of (name, values) pairs may repeat a name (ML.NET's hidden columns: the last one
+        is visible).
+    types : dict, optional
+        ``{name or index: type}`` overriding the inferred types (keys, DateTimeOffset, RowId,
+        multi-dimensional vectors ...).
+    metadata : dict, optional
+        ``{name: {kind: value or (type, value)}}``, added to (and per kind replacing) the
+        metadata a DataFrame or Table brings.
+    {writer_options}
+    missing_text : str, optional
+        What None / NaN in a DataFrame's text columns become (e.g. ``""``; default: raise).
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> out = io.BytesIO()
+    >>> idv.write(out, {"x": np.arange(3, dtype=np.float32), "name": ["a", "b", "c"]})
+    >>> idv.read(out.getvalue())["x"]
+    array([0., 1., 2.], dtype=float32)
     """
     columns, inferred_types, inferred_metadata = data_columns(data, types, missing_text)
     schema, columns = schema_of(columns, types, inferred_types)
@@ -70,32 +89,23 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
         raise
 
 
+@_docs.fill
 class Writer:
     """Write an .idv in batches: ``write_batch`` any number of times, then ``close``.
-
-    ``schema``: the columns in order, as a dict name -> type (``idv.Single``,
-    ``idv.Vector(idv.Single, 10)``, ``idv.Key(idv.UInt32, count=5)``, or a numpy dtype), a list
-    of (name, type) pairs, or the ``schema`` of an open idv file. ``metadata``: per column a dict
-    kind -> value (type inferred) or kind -> (type, value).
-
-    ``compression``: 'deflate' (raw DEFLATE, ML.NET's default) or 'none'. ``backend``: the
-    DEFLATE library, 'libdeflate', 'isal' or 'zlib' (default: the fastest installed, as for
-    reading: idv.compression.default_backend()); only 'zlib' gives bytes identical to ML.NET's
-    files, the others the same data faster. ``level``: the library's DEFLATE level (zlib 0-9
-    and libdeflate 0-12, both 6 by default, ML.NET's level; isal 0-3, 2 by default).
-
-    Rows per block follow ML.NET's saver: at most ``rows_per_block`` rows (default 8192), fewer
-    when ML.NET's size estimate of one block row exceeds ``max_bytes_per_block`` (default
-    80 MiB; None = exactly ``rows_per_block``). Blocks are compressed in ``threads`` threads and
-    written as they fill, so memory stays around one block per column.
 
     A path is written through a temporary file beside it, renamed over it by ``close()``; on
     any error (or ``abort()``) the temporary file is removed and an existing file is left as it
     was. A seekable binary file object is written in place from its current position.
 
-    ``checksums``: a CRC-32 of every part (idv.checksums); ``statistics``: each block's
-    minimum, maximum and missing count per column (idv.statistics), which filters use to skip
-    blocks. ML.NET ignores both; False leaves them out.
+    Parameters
+    ----------
+    dest : str, os.PathLike or binary file object
+    schema : dict, list of (name, type) pairs or idv.Schema
+        The columns in order: name -> type (``idv.Single``, ``idv.Vector(idv.Single, 10)``,
+        ``idv.Key(idv.UInt32, count=5)``, or a numpy dtype), or an open file's ``schema``.
+    metadata : dict, optional
+        Per column a dict kind -> value (type inferred) or kind -> (type, value).
+    {writer_options}
     """
 
     def __init__(self, dest, schema, *, metadata=None, compression="deflate", level=None,
@@ -177,12 +187,19 @@ class Writer:
 
     # ---- writing
     def write_batch(self, data=None, /, **columns):
-        """Append rows: a dict name -> values with every column of the schema (or keyword
-        arguments), or a list of (name, values) pairs, one per column in schema order (needed
-        when several columns share a name); values may be pyarrow Arrays or ChunkedArrays
-        (Text and numbers are then taken from Arrow's buffers), and a pyarrow Table or
-        RecordBatch is a batch of its columns by name. All of the batch is checked before any
-        of it is kept. With no columns, a pandas DataFrame or pyarrow Table adds its rows."""
+        """Append rows. All of the batch is checked before any of it is kept.
+
+        Parameters
+        ----------
+        data : dict, list of (name, values), pyarrow.Table or RecordBatch, optional
+            A dict name -> values with every column of the schema, or a list of (name,
+            values) pairs, one per column in schema order (needed when several columns share
+            a name). Values may be pyarrow Arrays or ChunkedArrays (Text and numbers are then
+            taken from Arrow's buffers); a Table or RecordBatch is a batch of its columns by
+            name. With no columns, a pandas DataFrame or pyarrow Table adds its rows.
+        **columns
+            The columns as keyword arguments, instead of `data`.
+        """
         self._check_open()
         self._check_not_ended()
         if data is None:
@@ -195,14 +212,18 @@ class Writer:
     def copy_blocks(self, blocks):
         """Append whole blocks that another file stores as this writer would store them (the
         same codec, codec parameters and compression): their bytes are copied, not encoded
-        and compressed again. ``blocks``: one (rows, stored) pair per block, ``rows`` its
-        rows as write_batch takes them (checked, and the block's statistics found from them:
-        ``rows_per_block`` rows, fewer in a last block, which ends the file's rows),
-        ``stored`` {column name: (its stored bytes, their decompressed length)} for the
-        columns copied, the others encoded. The writer needs a fixed block size
-        (``max_bytes_per_block=None``) and the rows must start a block; an error aborts the
-        writer. The caller vouches that the bytes hold those rows (idv.convert decodes them
-        from those bytes)."""
+        and compressed again. The writer needs a fixed block size (``max_bytes_per_block=None``)
+        and the rows must start a block; an error aborts the writer. The caller vouches that
+        the bytes hold those rows (idv.convert decodes them from those bytes).
+
+        Parameters
+        ----------
+        blocks : iterable of (rows, stored)
+            Per block: ``rows``, its rows as write_batch takes them (checked, and the block's
+            statistics found from them: ``rows_per_block`` rows, fewer in a last block, which
+            ends the file's rows); ``stored``, ``{column name: (its stored bytes, their
+            decompressed length)}`` for the columns copied, the others encoded.
+        """
         self._check_open()
         self._check_not_ended()
         if self._max_bytes is not None:
@@ -235,9 +256,15 @@ class Writer:
             raise ValueError("rows cannot follow a short block copied by copy_blocks")
 
     def add_empty_rows(self, n):
-        """Append `n` rows to a writer whose schema has no columns. ML.NET's saver writes such
+        """Append rows to a writer whose schema has no columns. ML.NET's saver writes such
         files (a header with the row count, no columns; its public SaveAsBinary refuses them)
-        and its loader reads them back as that many rows."""
+        and its loader reads them back as that many rows.
+
+        Parameters
+        ----------
+        n : int
+            The number of rows (>= 0).
+        """
         self._check_open()
         if self._columns:
             raise ValueError(f"add_empty_rows is for a schema with no columns; this one has "
