@@ -358,8 +358,17 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
                     expanded.add(col.index)
                 pieces.extend(got)
         schema = frame_schema(cols, lambda c: c.index in expanded, datetime == "ticks")
+    df = _joined(pd, pieces, [c.name for c in cols], n)
+    if row_index and index is not None:
+        df.index = pd.Index(index)
+    df.attrs[SCHEMA_ATTR] = schema
+    return df
+
+
+def _joined(pd, pieces, own, n):
+    """The frame of `pieces` ((names, Series or frame) of each column, in order; `own`: the
+    columns' names), `n` rows when there are none."""
     names = [nm for names, _ in pieces for nm in names]
-    own = [c.name for c in cols]
     counts = {}
     for nm in names:
         counts[nm] = counts.get(nm, 0) + 1
@@ -368,14 +377,9 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
             raise ValueError(f"expanding vectors gives the column name {nm!r} twice (it clashes "
                              f"with another column); use vectors='object'")
     if not pieces:
-        df = pd.DataFrame(index=pd.RangeIndex(n))
-    else:
-        blocks = [b.reset_index(drop=True) for _, b in pieces]
-        df = pd.concat(blocks, axis=1, ignore_index=True)
-        df.columns = names
-    if row_index and index is not None:
-        df.index = pd.Index(index)
-    df.attrs[SCHEMA_ATTR] = schema
+        return pd.DataFrame(index=pd.RangeIndex(n))
+    df = pd.concat([b.reset_index(drop=True) for _, b in pieces], axis=1, ignore_index=True)
+    df.columns = names
     return df
 
 
