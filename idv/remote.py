@@ -26,8 +26,6 @@ PermissionError, or idv.RemoteError (idv.RemoteTimeoutError for a timeout).
 from __future__ import annotations
 
 import contextlib
-
-import asyncio
 import os
 import threading
 import zipfile
@@ -405,6 +403,7 @@ class RemoteSource:
         return results
 
     async def _gather(self, runs):
+        import asyncio          # here: only remote reads pay its import (and ssl's)
         sem = asyncio.Semaphore(CONCURRENCY)
 
         async def one(s, e):
@@ -420,6 +419,7 @@ class RemoteSource:
 
     async def _retrying(self, request):
         """await request(), again after a pause while it fails in a way that may pass."""
+        import asyncio
         for attempt in range(RETRIES + 1):
             try:
                 return await request()
@@ -474,6 +474,7 @@ class RemoteSource:
         try:
             if coro is None:
                 return fn()
+            import asyncio
             from fsspec.asyn import sync
 
             async def run():

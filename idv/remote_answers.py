@@ -5,7 +5,7 @@ whether a failure may pass when the request is repeated (idv.remote retries thos
 """
 from __future__ import annotations
 
-import asyncio
+import sys
 
 from idv.errors import RangeNotSupportedError, RemoteError, RemoteTimeoutError
 
@@ -37,8 +37,9 @@ def content_range(value):
 def remote_error(exc, url, what, timeout):
     """An exception naming `url` for what fsspec or its backend raised while `what` (a
     request of `timeout` seconds at most)."""
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or \
-            type(exc).__name__ == "FSTimeoutError":
+    asyncio = sys.modules.get("asyncio")      # imported by whatever raised its timeout
+    timeouts = (TimeoutError,) if asyncio is None else (asyncio.TimeoutError, TimeoutError)
+    if isinstance(exc, timeouts) or type(exc).__name__ == "FSTimeoutError":
         return RemoteTimeoutError(f"{url}: no answer within {timeout:g} s while "
                                   f"{what} (idv.open(..., timeout=) sets the limit)", url)
     status = _status(exc)
