@@ -237,6 +237,7 @@ class Column(ColumnAnnotations):
             raise self._located(UnsupportedCodecError(f"cannot read: {self._dead} (ML.NET skips "
                                                       f"such columns too)"))
 
+    @budget.reads
     def read(self, sparse=False):
         """Every row: a numpy array, a Ragged for variable-size vectors, or with
         ``sparse=True`` a scipy.sparse.csr_matrix for vector columns."""
@@ -282,6 +283,7 @@ class Column(ColumnAnnotations):
         for block in self.iter_blocks():
             yield from block
 
+    @budget.reads
     def __getitem__(self, key):
         n = self.num_rows
         rpb = self.rows_per_block

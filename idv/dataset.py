@@ -21,6 +21,7 @@ from typing import ContextManager
 import numpy as np
 
 from idv import _gc, budget, dataset_files, scan, selection, ticks, time_units, vectors
+from idv import take as _take
 from idv import batch as batch_files
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning
@@ -230,6 +231,7 @@ class Dataset(DatasetInterop):
         return selection.names_of(self._names, columns, where=" in the dataset")
 
     @_paused_for_many(lambda self, *_, **__: len(self.files))
+    @budget.reads
     def read(self, columns=None, rows=None, datetime="100ns",
              filter=None) -> dict:  # noqa: A002 - pyarrow's and pandas' name
         """dict name -> array of the dataset's columns (all by default), every file's rows end
@@ -315,11 +317,17 @@ class Dataset(DatasetInterop):
         return scan.fixed_room(col, 0, col.num_blocks)
 
     @_paused_for_many(lambda self, *_, **__: len(self.files))
+    @budget.reads
     def take(self, indices, columns=None, datetime="100ns") -> dict:
         """dict name -> values of the dataset's rows `indices` (row numbers over the files end
         to end, negative from the end), in the order given, as IdvFile.take: only the files
         and blocks that hold them are read. IndexError names a row out of range."""
-        datetime, _ = self.time_unit(self.resolve_columns(columns), datetime, True)
+        names = self.resolve_columns(columns)
+        datetime, _ = self.time_unit(names, datetime, True)
+        _take.check_result(indices, self.num_rows, [self.schema[n].type for n in names],
+                           lambda nbytes, what: budget.check(
+                               nbytes, self.memory_limit,
+                               lambda: f"{what()} of the dataset ({self.files[0].path}...)"))
         return self._gather(columns, selection.take_numbers(indices),
                             lambda f, names, local: f.take(local, names, datetime))
 

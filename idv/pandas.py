@@ -27,7 +27,7 @@ import datetime as _dt
 
 import numpy as np
 
-from idv import filters, scan, ticks, time_units
+from idv import budget, filters, scan, ticks, time_units
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
@@ -234,6 +234,7 @@ def _read_whole(f, cols, arrow_text):
     return dict(zip(map(id, cols), values))
 
 
+@budget.reads
 def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
               dtype_backend=None, rows=None, filter=None):  # noqa: A002 - pandas' name
     """Read an .idv (a path or URL, bytes, file object or open IdvFile) into a

@@ -190,6 +190,7 @@ class IdvFile:
         from idv import display
         return display.file_html(self)
 
+    @budget.reads
     def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
              filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
         """dict name -> array for the named (or indexed) columns; all readable ones by default.
@@ -256,6 +257,7 @@ class IdvFile:
             values=None if rows is not None else {c.name: v for c, v in zip(cols, values)})
         return {c.name: self._retimed(c, v, datetime, "object") for c, v in zip(cols, values)}
 
+    @budget.reads
     def take(self, indices, columns=None, datetime="100ns") -> dict:
         """dict name -> values (read()'s forms) of the rows `indices` (row numbers, negative
         from the end), in the order given, repeats included: each block that holds them is
