@@ -29,6 +29,9 @@ TAKE_WINDOW_BYTES = WINDOW_BYTES * (AHEAD + 1) // (TAKE_AHEAD + 1)
 # decompressed blocks (over the columns) inflated together by a take's round: as many bytes as
 # a scan holds, so that a take of many rows of a large file does not hold all its blocks
 TAKE_BYTES = 8 * WINDOW_BYTES
+# what a row asked for costs beyond its values: its number in the int64 arrays the plan holds
+# at once (as given, checked, sorted, the order restored)
+ROW_NUMBER_BYTES = 4 * 8
 
 
 def take(f, indices, columns=None) -> dict:
@@ -58,8 +61,7 @@ def check_result(indices, num_rows, types, need):
         count = getattr(indices, "size", None)
         if count is None:
             count = len(indices) if hasattr(indices, "__len__") else 1
-    # each row: its number (int64), as the index arrays hold it, and its values
-    need(count * (8 + sum(_row_bytes(t) for t in types)),
+    need(count * (ROW_NUMBER_BYTES + sum(_row_bytes(t) for t in types)),
          lambda: f"taking {count} rows of {len(types)} columns")
 
 
