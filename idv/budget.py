@@ -20,7 +20,6 @@ memory_limit=n)`` for one. A dataset read (idv.dataset) counts its files' reads 
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import os
@@ -337,22 +336,14 @@ def _name_of(obj):
     return str(getattr(obj, "path", None) or obj)
 
 
-def _refused(error, obj):
+def _refused(error, args, fn):
+    """The MemoryLimitError for numpy's or Arrow's MemoryError `error` out of ``fn(*args)``."""
     return MemoryLimitError(
-        f"{_name_of(obj)}: the system refused memory this read needed, within idv's memory "
-        f"limit ({error or 'out of memory'}): the process's other allocations took the room; "
-        f"read fewer rows (col[a:b], iter_batches) or lower the limit so that reads are refused "
-        f"before they allocate: idv.open(path, memory_limit=N) or idv.set_memory_limit(N)")
-
-
-@contextlib.contextmanager
-def _named(args, fn):
-    try:
-        yield
-    except MemoryLimitError:
-        raise
-    except MemoryError as e:
-        raise _refused(e, args[0] if args else fn.__name__) from e
+        f"{_name_of(args[0]) if args else fn.__name__}: the system refused memory this read "
+        f"needed, within idv's memory limit ({error or 'out of memory'}): the process's other "
+        f"allocations took the room; read fewer rows (col[a:b], iter_batches) or lower the "
+        f"limit so that reads are refused before they allocate: idv.open(path, "
+        f"memory_limit=N) or idv.set_memory_limit(N)")
 
 
 def reads(fn):
@@ -363,12 +354,20 @@ def reads(fn):
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def each(*args, **kwargs):
-            with _named(args, fn):
+            try:
                 yield from fn(*args, **kwargs)
+            except MemoryLimitError:
+                raise
+            except MemoryError as e:
+                raise _refused(e, args, fn) from e
         return each
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        with _named(args, fn):
+        try:
             return fn(*args, **kwargs)
+        except MemoryLimitError:
+            raise
+        except MemoryError as e:
+            raise _refused(e, args, fn) from e
     return call

@@ -33,35 +33,36 @@ MANY = "np.broadcast_to(np.int64(3), (100_000_000,))"     # 100M repeated rows, 
 
 # name -> (code giving the value read; `path`, `L` (open keywords), `idv`, `np`, the first
 # column's name FIRST and a value ZERO every row of it holds in scope,
-# the modules it needs, whether the big file's read fits SMALL, whether a refusal names a
-# column)
+# the modules it needs, the rows it gives when the big file's read fits SMALL (None: it does
+# not), whether a refusal names a column)
 PATHS = {
-    "read": ("idv.read(path, **L)", (), False, True),
-    "read_rows": ("idv.read(path, rows=slice(0, 1000), **L)", (), True, True),
-    "read_filter": ("idv.read(path, filter=[(FIRST, '==', ZERO)], **L)", (), False, False),
-    "take": ("idv.open(path, **L).take([0, 5, 999])", (), True, True),
-    "take_repeated": (f"idv.open(path, **L).take({MANY})", (), False, False),
-    "slice": ("idv.open(path, **L)[0][:1000]", (), True, True),
-    "slice_whole": ("[c[:] for c in idv.open(path, **L).columns]", (), False, True),
-    "to_arrow": ("idv.open(path, **L).to_arrow()", ("pyarrow",), False, True),
-    "batches": ("next(idv.open(path, **L).iter_batches())", ("pyarrow",), True, True),
-    "to_pandas": ("idv.to_pandas(idv.open(path, **L))", ("pandas", "pyarrow"), False, True),
-    "dataset_read": ("idv.dataset(path, **L).read()", (), False, False),
-    "dataset_rows": ("idv.dataset(path, **L).read(rows=slice(0, 1000))", (), True, True),
-    "dataset_take": (f"idv.dataset(path, **L).take({MANY})", (), False, False),
-    "dataset_to_arrow": ("idv.dataset(path, **L).to_arrow()", ("pyarrow",), False, False),
+    "read": ("idv.read(path, **L)", (), None, True),
+    "read_rows": ("idv.read(path, rows=slice(0, 1000), **L)", (), 1000, True),
+    "read_filter": ("idv.read(path, filter=[(FIRST, '==', ZERO)], **L)", (), None, False),
+    "take": ("idv.open(path, **L).take([0, 5, 999])", (), 3, True),
+    "take_repeated": (f"idv.open(path, **L).take({MANY})", (), None, False),
+    "slice": ("idv.open(path, **L)[0][:1000]", (), 1000, True),
+    "slice_whole": ("[c[:] for c in idv.open(path, **L).columns]", (), None, True),
+    "to_arrow": ("idv.open(path, **L).to_arrow()", ("pyarrow",), None, True),
+    "batches": ("next(idv.open(path, **L).iter_batches())", ("pyarrow",),
+                ROWS_PER_BLOCK, True),
+    "to_pandas": ("idv.to_pandas(idv.open(path, **L))", ("pandas", "pyarrow"), None, True),
+    "dataset_read": ("idv.dataset(path, **L).read()", (), None, False),
+    "dataset_rows": ("idv.dataset(path, **L).read(rows=slice(0, 1000))", (), 1000, True),
+    "dataset_take": (f"idv.dataset(path, **L).take({MANY})", (), None, False),
+    "dataset_to_arrow": ("idv.dataset(path, **L).to_arrow()", ("pyarrow",), None, False),
     "dataset_to_pandas": ("idv.dataset(path, **L).to_pandas()", ("pandas", "pyarrow"),
-                          False, False),
-    "arrow_dataset": ("idv.arrow_dataset(path, **L).to_table()", ("pyarrow",), False, False),
+                          None, False),
+    "arrow_dataset": ("idv.arrow_dataset(path, **L).to_table()", ("pyarrow",), None, False),
     "duckdb": ("duckdb.sql(f'select count(*), sum({FIRST}::int) from ds').fetchall() "
                "if (ds := idv.arrow_dataset(path, **L)) else None", ("duckdb", "pyarrow"),
-               True, False),
+               BLOCKS * ROWS_PER_BLOCK, False),
     "dask": ("idv.dask.read_idv(str(path), **L).compute(scheduler='sync')",
-             ("dask.dataframe", "pyarrow"), False, False),
+             ("dask.dataframe", "pyarrow"), None, False),
     "polars": ("idv.polars.scan_idv(str(path), **L).collect()", ("polars", "pyarrow"),
-               False, False),
+               None, False),
     "polars_head": ("idv.polars.scan_idv(str(path), **L).head(10).collect()",
-                    ("polars", "pyarrow"), True, False),
+                    ("polars", "pyarrow"), 10, False),
 }
 ENGINES = {"duckdb": ["duckdb"], "dask": ["dask"], "polars": ["polars", "polars_head"]}
 ENGINES["core"] = [p for p in PATHS if not any(p in v for v in ENGINES.values())]
@@ -84,13 +85,21 @@ def outcome(path, name, limit=None):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            value = eval(code, scope)
-        del value
-        return "ok", ""
+            return "ok", _rows(eval(code, scope))
     except MemoryError as e:
         return ("refused" if isinstance(e, idv.MemoryLimitError) else type(e).__name__), str(e)
     except Exception as e:        # an engine's own error around idv's
         return ("refused" if "over idv's memory limit" in str(e) else type(e).__name__), str(e)
+
+
+def _rows(value):
+    """The rows of what a path read: a dict of columns, an array, a table or frame, or
+    DuckDB's [(count, sum)]."""
+    if isinstance(value, dict):
+        value = next(iter(value.values()))
+    if isinstance(value, list):
+        return value[0][0]
+    return getattr(value, "num_rows", None) or len(value)
 
 
 def _deflate(payload):
@@ -138,11 +147,11 @@ def _needs(name):
 def _check(path, name, got, fits):
     kind, message = got
     if fits:
-        assert kind == "ok", (name, got)
+        assert got == ("ok", PATHS[name][2]), (name, got)
         return
     assert kind == "refused", (name, got)
     assert path.name in message, (name, message)
-    if PATHS[name][3] and name != "read_rows":
+    if PATHS[name][3]:
         assert "column" in message, (name, message)
 
 
@@ -158,7 +167,7 @@ def test_the_files(big, bomb):
 def test_a_small_limit(big, name):
     """memory_limit=64 MB over a 1.4 GB file: what fits is read, the rest refused."""
     _needs(name)
-    _check(big, name, outcome(big, name, SMALL), PATHS[name][2])
+    _check(big, name, outcome(big, name, SMALL), PATHS[name][2] is not None)
 
 
 @pytest.mark.parametrize("name", [n for n in PATHS if n not in ENGINES["core"]])
@@ -200,7 +209,8 @@ def test_under_an_address_space_limit(big, bomb, engine):
         for path in (big, bomb):
             kind, message = got[f"{name} {path.name}"]
             # what fits a 64 MB limit may not fit the room an engine leaves
-            if kind == "ok" and (path == big and PATHS[name][2]):
+            if kind == "ok" and path == big and PATHS[name][2] is not None:
+                assert message == PATHS[name][2], (name, message)
                 continue
             _check(path, name, (kind, message), False)
 
