@@ -313,14 +313,15 @@ class Pool:
             self.taken += nbytes
 
 
-def kept(batches, limit, what):
+def kept(batches, limit, what, nbytes=lambda b: b.nbytes):
     """The batches of a stream that the caller keeps every one of (a pyarrow Table, a polars
-    DataFrame being collected), each one's bytes taken from one Pool of `limit` before it is
-    handed on: a whole beyond the limit is refused, not gathered batch after batch until the
-    process runs out (polars aborts the process when an allocation fails)."""
+    DataFrame being collected), each one's bytes (``nbytes(batch)``) taken from one Pool of
+    `limit` before it is handed on: a whole beyond the limit is refused, not gathered batch
+    after batch until the process runs out (polars aborts the process when an allocation
+    fails)."""
     pool = Pool(limit)
     for b in batches:
-        pool.take(b.nbytes, what)
+        pool.take(nbytes(b), what)
         yield b
 
 

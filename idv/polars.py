@@ -43,18 +43,21 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
             tree = engine_filters.from_polars(
                 json.loads(predicate.meta.serialize(format="json")), types)
             node = None if tree is None else filters.BlocksOnly(tree)
+
+        def frames():
+            for rb in ds.record_batch_reader(wanted, datetime=unit, safe=safe,
+                                             batch_size=batch_size, filter=node):
+                df = pl.from_arrow(rb)
+                if predicate is not None:
+                    df = df.filter(predicate)
+                yield df if with_columns is None else df.select(with_columns)
+
         left = n_rows
-        batches = ds.record_batch_reader(wanted, datetime=unit, safe=safe,
-                                         batch_size=batch_size, filter=node)
-        # polars keeps every batch of a collect, and aborts the process when an allocation
+        # polars keeps every frame of a collect, and aborts the process when an allocation
         # fails: each is charged to the dataset's limit before polars has it
-        for rb in budget.kept(batches, ds.memory_limit,
-                              lambda: f"the dataset ({ds.files[0].path}...): batches for polars"):
-            df = pl.from_arrow(rb)
-            if predicate is not None:
-                df = df.filter(predicate)
-            if with_columns is not None:
-                df = df.select(with_columns)
+        for df in budget.kept(frames(), ds.memory_limit,
+                              lambda: f"the dataset ({ds.files[0].path}...): frames for polars",
+                              nbytes=pl.DataFrame.estimated_size):
             if left is not None:
                 df = df.head(left)
                 left -= df.height

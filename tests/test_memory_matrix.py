@@ -63,8 +63,12 @@ PATHS = {
                None, False),
     "polars_head": ("idv.polars.scan_idv(str(path), **L).head(10).collect()",
                     ("polars", "pyarrow"), 10, False),
+    "polars_filter": ("idv.polars.scan_idv(str(path), **L).select(FIRST)"
+                      ".filter(polars.col(FIRST) != ZERO).collect()", ("polars", "pyarrow"),
+                      0, False),
 }
-ENGINES = {"duckdb": ["duckdb"], "dask": ["dask"], "polars": ["polars", "polars_head"]}
+ENGINES = {"duckdb": ["duckdb"], "dask": ["dask"],
+           "polars": ["polars", "polars_head", "polars_filter"]}
 ENGINES["core"] = [p for p in PATHS if not any(p in v for v in ENGINES.values())]
 
 
