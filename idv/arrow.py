@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv import _docs
-from idv import _arrow_c, batch, filters, scan, ticks, time_units
+from idv import _arrow_c, batch, budget, filters, scan, ticks, time_units
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
@@ -330,6 +330,7 @@ def whole_batches(arrays, schema, cuts):
                                          schema=schema)
 
 
+@budget.reads
 @_docs.fill
 def to_arrow(file, columns=None, *, datetime="auto", safe=True,
              filter=None):  # noqa: A002 - pyarrow's and pandas' name
@@ -457,7 +458,8 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
             f.close()
         raise
 
-    def blocks():
+    @budget.reads
+    def blocks(f):
         # the filter's columns also in read()'s form, for the rows' test
         readers = convs + [scan.NumpyColumn(f[name]) for name in tested]
         keep = None if node is None else (lambda _part, _f: bound.blocks())
@@ -472,7 +474,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
         finally:
             if owned:
                 f.close()
-    batches = blocks() if batch_size is None else _rebatched(pa, schema, blocks(), batch_size)
+    batches = blocks(f) if batch_size is None else _rebatched(pa, schema, blocks(f), batch_size)
     return pa.RecordBatchReader.from_batches(schema, batches)
 
 

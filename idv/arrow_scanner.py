@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import arrow, engine_filters, filter_tree, filters, selection
+from idv import arrow, budget, engine_filters, filter_tree, filters, selection
 from idv.arrow_types import import_pyarrow
 
 
@@ -76,8 +76,12 @@ class IdvScanner:
         return iter(self.to_reader())
 
     def to_table(self):
-        """The scan as a pyarrow.Table."""
-        return self.to_reader().read_all()
+        """The scan as a pyarrow.Table (its batches charged to the dataset's memory limit, all
+        of them being kept)."""
+        ds = self._owner.idv_dataset
+        batches = budget.kept(self._batches(), ds.memory_limit,
+                              lambda: f"the dataset ({ds.files[0].path}...): the scan's table")
+        return self._pa.Table.from_batches(list(batches), self.projected_schema)
 
     def head(self, num_rows):
         """The scan's first `num_rows` rows, reading no further."""

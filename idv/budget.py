@@ -20,6 +20,8 @@ memory_limit=n)`` for one. A dataset read (idv.dataset) counts its files' reads 
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sys
 import threading
@@ -48,10 +50,12 @@ class Limit(int):
     ``"the process's RLIMIT_AS"``, ``"memory_limit="``...)."""
 
     source: str
+    file_size: int | None      # a file's default (see _now), None for one given
 
-    def __new__(cls, nbytes, source=""):
+    def __new__(cls, nbytes, source="", file_size=None):
         self = super().__new__(cls, nbytes)
         self.source = source
+        self.file_size = file_size
         return self
 
 
@@ -148,12 +152,15 @@ def _system_limits():
     ram = physical_memory()
     if ram:
         candidates.append((ram // 2, "half the machine's memory"))
-    for room, what in ((address_space_room(), "the process's address-space limit (RLIMIT_AS)"),
+    for room, what in ((address_space_room(), _ADDRESS_SPACE),
                        (cgroup_room(), "the container's (cgroup's) memory limit"),
                        (available_memory(), "the memory available")):
         if room is not None:
             candidates.append((max(room // 2, 1), f"half of what remains under {what}"))
     return candidates
+
+
+_ADDRESS_SPACE = "the process's address-space limit (RLIMIT_AS)"
 
 
 # Reading them takes seven opens of /proc and cgroup files (about 0.6 ms), which a dataset of a
@@ -204,8 +211,23 @@ def default_limit(file_size):
     own = max(_FLOOR, _RATIO * int(file_size))
     system = _cached_system_limits()
     if system is not None and system < own:
-        return system
-    return Limit(own, "the default: 1,024 times the file's size, at least 1 GiB")
+        return Limit(system, system.source, file_size)
+    return Limit(own, "the default: 1,024 times the file's size, at least 1 GiB", file_size)
+
+
+def _now(limit):
+    """A default `limit` as it stands now: under an address-space limit, what remains of it is
+    read anew at every check, since what was opened before may have reserved address space
+    since (pyarrow's mimalloc reserves a gigabyte at its first allocation, polars' allocator
+    more), and a read the room no longer holds fails in numpy, or aborts the process in
+    polars, instead of being refused."""
+    if getattr(limit, "file_size", None) is None:
+        return limit
+    room = address_space_room()
+    if room is None or room // 2 >= limit:
+        return limit
+    return Limit(max(room // 2, 1), f"half of what remains under {_ADDRESS_SPACE}",
+                 limit.file_size)
 
 
 def set_memory_limit(nbytes):
@@ -267,7 +289,8 @@ def _source_of(limit):
 
 def check(nbytes, limit, what):
     """MemoryLimitError when `what` (a str, or a function giving it: reads call this for
-    every block they decode) needs more than `limit` bytes."""
+    every block they decode) needs more than `limit` bytes (a default one as it stands now)."""
+    limit = _now(limit)
     if nbytes > limit:
         what = what() if callable(what) else what
         raise MemoryLimitError(
@@ -294,3 +317,64 @@ class Pool:
                   lambda: f"{what() if callable(what) else what} (with the "
                           f"{show(self.taken)} read before it)")
             self.taken += nbytes
+
+
+def kept(batches, limit, what, nbytes=lambda b: b.nbytes):
+    """The batches of a stream that the caller keeps every one of (a pyarrow Table, a polars
+    DataFrame being collected), each one's bytes (``nbytes(batch)``) taken from one Pool of
+    `limit` before it is handed on: a whole beyond the limit is refused, not gathered batch
+    after batch until the process runs out (polars aborts the process when an allocation
+    fails)."""
+    pool = Pool(limit)
+    for b in batches:
+        pool.take(nbytes(b), what)
+        yield b
+
+
+def _name_of(obj):
+    """What a read of `obj` (a Column, a file, a dataset, a path) is called in a message."""
+    file = getattr(obj, "_file", None)
+    if file is not None and hasattr(obj, "index"):
+        return f"{file.path}: column {obj.index} '{obj.name}'"
+    obj = getattr(obj, "idv_dataset", obj)
+    files = getattr(obj, "files", None)
+    if isinstance(files, list) and files:
+        return f"the dataset ({files[0].path}...)"
+    return str(getattr(obj, "path", None) or obj)
+
+
+def _refused(error, args, fn):
+    """The MemoryLimitError for numpy's or Arrow's MemoryError `error` out of ``fn(*args)``."""
+    return MemoryLimitError(
+        f"{_name_of(args[0]) if args else fn.__name__}: the system refused memory this read "
+        f"needed, within idv's memory limit ({error or 'out of memory'}): the process's other "
+        f"allocations took the room; read fewer rows (col[a:b], iter_batches) or lower the "
+        f"limit so that reads are refused before they allocate: idv.open(path, "
+        f"memory_limit=N) or idv.set_memory_limit(N)")
+
+
+def reads(fn):
+    """Decorator of every public read (a function or method whose first argument is what it
+    reads; a generator function: each item): numpy's or Arrow's MemoryError, an allocation
+    the limit allowed but the system refused all the same (what else the process holds took
+    the room), becomes a MemoryLimitError naming what was read."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def each(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except MemoryLimitError:
+                raise
+            except MemoryError as e:
+                raise _refused(e, args, fn) from e
+        return each
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except MemoryLimitError:
+            raise
+        except MemoryError as e:
+            raise _refused(e, args, fn) from e
+    return call

@@ -236,6 +236,7 @@ class Column(ColumnAnnotations):
             raise self._located(UnsupportedCodecError(f"cannot read: {self._dead} (ML.NET skips "
                                                       f"such columns too)"))
 
+    @budget.reads
     @_docs.fill
     def read(self, sparse=False):
         """Every row: a numpy array, or a Ragged for variable-size vectors.
@@ -292,6 +293,7 @@ class Column(ColumnAnnotations):
         for block in self.iter_blocks():
             yield from block
 
+    @budget.reads
     def __getitem__(self, key):
         n = self.num_rows
         rpb = self.rows_per_block

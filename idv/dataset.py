@@ -22,6 +22,7 @@ import numpy as np
 
 from idv import _docs
 from idv import _gc, budget, dataset_files, scan, selection, ticks, time_units, vectors
+from idv import take as _take
 from idv import batch as batch_files
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning
@@ -246,6 +247,7 @@ class Dataset(DatasetInterop):
         return selection.names_of(self._names, columns, where=" in the dataset")
 
     @_paused_for_many(lambda self, *_, **__: len(self.files))
+    @budget.reads
     @_docs.fill
     def read(self, columns=None, rows=None, datetime="100ns",
              filter=None) -> dict:  # noqa: A002 - pyarrow's and pandas' name
@@ -338,6 +340,7 @@ class Dataset(DatasetInterop):
         return scan.fixed_room(col, 0, col.num_blocks)
 
     @_paused_for_many(lambda self, *_, **__: len(self.files))
+    @budget.reads
     def take(self, indices, columns=None, datetime="100ns") -> dict:
         """Rows by number (over the files end to end, negative from the end), in the order
         given, as IdvFile.take: only the files and blocks that hold them are read.
@@ -348,7 +351,12 @@ class Dataset(DatasetInterop):
         columns, datetime
             As read().
         """
-        datetime, _ = self.time_unit(self.resolve_columns(columns), datetime, True)
+        names = self.resolve_columns(columns)
+        datetime, _ = self.time_unit(names, datetime, True)
+        _take.check_result(indices, self.num_rows, [self.schema[n].type for n in names],
+                           lambda nbytes, what: budget.check(
+                               nbytes, self.memory_limit,
+                               lambda: f"{what()} of the dataset ({self.files[0].path}...)"))
         return self._gather(columns, selection.take_numbers(indices),
                             lambda f, names, local: f.take(local, names, datetime))
 

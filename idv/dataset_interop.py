@@ -6,6 +6,7 @@ through its own (the files it holds open, its memory check, its whole reads of m
 from __future__ import annotations
 
 from idv import _docs
+from idv import budget
 from idv.dataset_files import BATCH_FILES
 from idv.errors import require
 
@@ -17,6 +18,7 @@ GROUP_BYTES = 16 << 20
 class DatasetInterop:
     """The Arrow and pandas methods of idv.Dataset."""
 
+    @budget.reads
     @_docs.fill
     def to_pandas(self, columns=None, *, vectors="expand", datetime="auto", safe=True):
         """A pandas.DataFrame of every file's rows (idv.to_pandas per file, joined with a
@@ -47,6 +49,7 @@ class DatasetInterop:
                 frames.append(to_pandas(f, names, vectors=vectors, datetime=unit, safe=safe))
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
+    @budget.reads
     @_docs.fill
     def to_arrow(self, columns=None, *, datetime="auto", safe=True,
                  filter=None):  # noqa: A002 - pyarrow's and pandas' name
@@ -131,11 +134,12 @@ class DatasetInterop:
                          for a in range(0, e.num_rows, step)]
             return whole_batches(arrays, schema, cuts)
 
-        def batches():
+        @budget.reads
+        def batches(ds):
             for i0, i1 in (self._groups(names) if together else
                            ((i, None) for i in range(len(self.files)))):
                 yield from one(i0) if i1 is None else group(i0, i1)
-        return pa.RecordBatchReader.from_batches(schema, batches())
+        return pa.RecordBatchReader.from_batches(schema, batches(self))
 
     def _arrow_columns(self, names, values, unit, safe):
         """[(field, ChunkedArray)] of columns `names` holding `values` (_whole_values), typed

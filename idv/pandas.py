@@ -28,7 +28,7 @@ import datetime as _dt
 import numpy as np
 
 from idv import _docs
-from idv import filters, scan, ticks, time_units
+from idv import budget, filters, scan, ticks, time_units
 from idv.arrow_types import written_from
 from idv import types as T
 from idv.reader import opened
@@ -256,6 +256,7 @@ def _read_whole(f, cols, arrow_text):
     return dict(zip(map(id, cols), values))
 
 
+@budget.reads
 @_docs.fill
 def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
               dtype_backend=None, rows=None, filter=None):  # noqa: A002 - pandas' name

@@ -10,9 +10,10 @@ its filters pushed into it, ``duckdb.sql("select ... from lf where ...")`` skips
 from __future__ import annotations
 
 import json
+import os
 
 from idv import _docs
-from idv import arrow, engine_filters, filters
+from idv import arrow, budget, engine_filters, filters
 from idv.errors import require
 
 
@@ -44,6 +45,7 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     pl = require("polars", "idv.polars.scan_idv", "polars")
     from polars.io.plugins import register_io_source
     from idv.dataset import Dataset, dataset
+    _small_reservations()
     ds = source if isinstance(source, Dataset) else dataset(source, **dataset_options)
     names = ds.column_names
     unit, safe = ds.time_unit(names, datetime, True)
@@ -59,14 +61,21 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
             tree = engine_filters.from_polars(
                 json.loads(predicate.meta.serialize(format="json")), types)
             node = None if tree is None else filters.BlocksOnly(tree)
+
+        def frames():
+            for rb in ds.record_batch_reader(wanted, datetime=unit, safe=safe,
+                                             batch_size=batch_size, filter=node):
+                df = pl.from_arrow(rb)
+                if predicate is not None:
+                    df = df.filter(predicate)
+                yield df if with_columns is None else df.select(with_columns)
+
         left = n_rows
-        for rb in ds.record_batch_reader(wanted, datetime=unit, safe=safe,
-                                         batch_size=batch_size, filter=node):
-            df = pl.from_arrow(rb)
-            if predicate is not None:
-                df = df.filter(predicate)
-            if with_columns is not None:
-                df = df.select(with_columns)
+        # polars keeps every frame of a collect, and aborts the process when an allocation
+        # fails: each is charged to the dataset's limit before polars has it
+        for df in budget.kept(frames(), ds.memory_limit,
+                              lambda: f"the dataset ({ds.files[0].path}...): frames for polars",
+                              nbytes=pl.DataFrame.estimated_size):
             if left is not None:
                 df = df.head(left)
                 left -= df.height
@@ -75,3 +84,14 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                 return
 
     return register_io_source(io_source, schema=pl_schema)
+
+
+def _small_reservations():
+    """Under an address-space limit (RLIMIT_AS), pyarrow allocates through the system's
+    allocator unless told otherwise (ARROW_DEFAULT_MEMORY_POOL): its default, mimalloc,
+    reserves a gigabyte of address space at its first allocation, which with polars' own
+    reservations leaves polars no room, and polars aborts the process when an allocation
+    fails."""
+    if budget.address_space_room() is not None and "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        pa = arrow.import_pyarrow()
+        pa.set_memory_pool(pa.system_memory_pool())

@@ -200,6 +200,7 @@ class IdvFile:
         from idv import display
         return display.file_html(self)
 
+    @budget.reads
     @_docs.fill
     def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
              filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
@@ -270,6 +271,7 @@ class IdvFile:
             values=None if rows is not None else {c.name: v for c, v in zip(cols, values)})
         return {c.name: self._retimed(c, v, datetime, "object") for c, v in zip(cols, values)}
 
+    @budget.reads
     @_docs.fill
     def take(self, indices, columns=None, datetime="100ns") -> dict:
         """dict name -> values (read()'s forms) of rows by number, in the order given,

@@ -29,19 +29,20 @@ TAKE_WINDOW_BYTES = WINDOW_BYTES * (AHEAD + 1) // (TAKE_AHEAD + 1)
 # decompressed blocks (over the columns) inflated together by a take's round: as many bytes as
 # a scan holds, so that a take of many rows of a large file does not hold all its blocks
 TAKE_BYTES = 8 * WINDOW_BYTES
+# what a row asked for costs beyond its values: its number in the int64 arrays the plan holds
+# at once (as given, checked, sorted, the order restored)
+ROW_NUMBER_BYTES = 4 * 8
 
 
 def take(f, indices, columns=None) -> dict:
     """dict name -> values (read()'s forms) of rows `indices` of the open file `f`, in the
     order given (repeats repeat; negative from the end, as numpy). IndexError names a row
     number out of range and the file's row count."""
-    rows = selection.row_numbers(selection.take_numbers(indices), f.num_rows, "file")
     cols = selection.file_columns(f, columns)
+    check_result(indices, f.num_rows, [c.type for c in cols], f.store.need)
+    rows = selection.row_numbers(selection.take_numbers(indices), f.num_rows, "file")
     if not len(rows) or not cols:
         return {c.name: c.read_blocks(0, 0) for c in cols}
-    # the result, repeats included, before anything is allocated for it
-    f.store.need(len(rows) * sum(_row_bytes(c) for c in cols),
-                 lambda: f"taking {len(rows)} rows of {len(cols)} columns")
     others = [c for c in cols if not (c.readable and fixed_width(c.codec))]
     with f.prefetch(cols, rows=rows):       # a remote file: the blocks hit, in few requests
         out = _take_fixed(f, [c for c in cols if c not in others], rows)
@@ -49,10 +50,24 @@ def take(f, indices, columns=None) -> dict:
     return {c.name: out[c.index] for c in cols}
 
 
-def _row_bytes(col):
-    """The fewest bytes a row of `col` takes in read()'s form (a vector of variable size:
+def check_result(indices, num_rows, types, need):
+    """Refuse a take whose result (repeats included) is beyond the limit, before any array of
+    its row numbers is made (a take of 100M rows would first hold gigabytes of them):
+    ``need(nbytes, what)`` is the limit's check (BlockStore.need, a dataset's); `types`:
+    the columns' types."""
+    if isinstance(indices, slice):
+        count = len(range(*indices.indices(num_rows)))
+    else:
+        count = getattr(indices, "size", None)
+        if count is None:
+            count = len(indices) if hasattr(indices, "__len__") else 1
+    need(count * (ROW_NUMBER_BYTES + sum(_row_bytes(t) for t in types)),
+         lambda: f"taking {count} rows of {len(types)} columns")
+
+
+def _row_bytes(t):
+    """The fewest bytes a row of type `t` takes in read()'s form (a vector of variable size:
     its offset; Text: a pointer and an empty str)."""
-    t = col.type
     if t is None:
         return 0
     if isinstance(t, T.Vector):

@@ -170,6 +170,8 @@ SLOW_TESTS = {
         "test_readers_decode_only_the_annotations_they_use",
         "test_schema_and_verify_survive_a_huge_annotation", "test_slices_with_steps",
         "test_text_rows_are_counted_as_str_objects"},
+    "test_memory_matrix.py": {"test_a_small_limit_through_an_engine",
+        "test_under_an_address_space_limit"},
     "test_read_paths.py": {"test_every_backend_reads_big_columns_alike"},
     "test_remote.py": {"test_a_file_replaced_while_reading_is_refused",
         "test_a_huge_declared_file_fetches_within_the_limit",
