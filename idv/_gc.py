@@ -11,6 +11,7 @@ large files makes few objects, and other threads' garbage would wait for it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import threading
 
@@ -40,3 +41,19 @@ def paused(many=True):
             _depth -= 1
             if _depth == 0 and _resume:
                 gc.enable()
+
+
+# files from which listing or reading a dataset pauses the collector
+MANY_FILES = 100
+
+
+def paused_for(files):
+    """A method run with the collector paused when it lists or reads many files
+    (`files(self, *args, **kwargs)` of them, MANY_FILES or more)."""
+    def wrap(method):
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            with paused(files(self, *args, **kwargs) >= MANY_FILES):
+                return method(self, *args, **kwargs)
+        return run
+    return wrap

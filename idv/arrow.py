@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv import _docs
-from idv import _arrow_c, batch, budget, filters, scan, ticks, time_units
+from idv import _arrow_c, budget, filters, scan, ticks, time_units
 from idv import types as T
 from idv.reader import opened
 from idv.selection import file_columns
@@ -24,7 +24,7 @@ from idv.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
 from idv.errors import Where
 
 __all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition",
-           "whole_columns", "whole_batches", "text_of_files"]
+           "whole_columns", "whole_batches"]
 
 
 class _ColumnToArrow:
@@ -278,25 +278,6 @@ def text_array(col, rows=None):
     b0, b1 = start // step, -(-stop // step)
     whole = pa.chunked_array(conv.text_arrays(b0, b1), conv.arrow_type)
     return whole.slice(start - b0 * step, stop - start)
-
-
-def text_of_files(batches):
-    """The rows of Text columns of many files end to end, as one ChunkedArray on their
-    blocks' UTF-8. `batches` yields lists of (store, column), one a file, their files open
-    until the next list is asked for: the blocks of a list's files in memory are inflated
-    together (idv.batch.text_blocks), the others' each in turn (text_array)."""
-    pa = import_pyarrow()
-    chunks, conv = [], None
-    for pieces in batches:
-        if conv is None:
-            conv = text_reader(pieces[0][1])
-        together = [batch.text_batchable(*p) for p in pieces]
-        spans = iter(batch.text_blocks([p for p, ok in zip(pieces, together) if ok],
-                                       pieces[0][0].threads) if any(together) else ())
-        for (_, col), ok in zip(pieces, together):
-            chunks.extend(map(conv.text_block_array, next(spans)) if ok
-                          else text_array(col).chunks)
-    return pa.chunked_array(chunks, conv.arrow_type)
 
 
 def _chunked(pa, conv, values, n):

@@ -302,14 +302,14 @@ class Column(ColumnAnnotations):
             if not 0 <= i < n:
                 raise IndexError(f"row {key} out of range for {n} rows")
             b = i // rpb
-            return _detached(self._cached_block(b)[i - b * rpb])
+            return vectors.detached(self._cached_block(b)[i - b * rpb])
         run = selection.slice_run(key, n, rpb) if isinstance(key, slice) else None
         if run is not None:      # a slice over every block of a run: the run, then a view
             (b0, b1), local = run
             if b1 <= b0:
                 return self.read_blocks(0, 0)
             part = self.read_blocks(b0, b1)
-            return _detached(part[local], part)
+            return vectors.detached(part[local], part)
         rows = selection.row_numbers(key, n)
         if len(rows) == 0:
             return self.read_blocks(0, 0)
@@ -489,14 +489,3 @@ class Column(ColumnAnnotations):
 
 # A row selection over at most this many blocks goes through the cache of decoded blocks.
 _CACHED_SELECTION_BLOCKS = 64
-
-
-def _detached(selection, whole=None):
-    """A selection of rows that does not keep its decoded block alive: a view of an array is
-    copied unless it is most of the array it views."""
-    base = selection.base if isinstance(selection, np.ndarray) else None
-    if base is None:
-        return selection
-    if isinstance(whole, np.ndarray) and 2 * selection.nbytes >= whole.nbytes:
-        return selection
-    return selection.copy()

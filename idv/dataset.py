@@ -14,7 +14,6 @@ Local paths, directories and globs are expanded with ``os`` and ``glob``; URLs (
 """
 from __future__ import annotations
 
-import functools
 import warnings
 from typing import ContextManager
 
@@ -47,27 +46,12 @@ ON_BAD_FILE = ("raise", "skip")
 # so 1,024 stay open (Linux allows 65,530 maps per process); a remote file's handle may hold
 # a read-ahead buffer and a connection, so 64
 DEFAULT_MAX_OPEN_FILES = 1024
-# files from which listing or reading a dataset pauses the garbage collector (idv._gc)
-GC_PAUSE_FILES = 100
 DEFAULT_MAX_OPEN_REMOTE = 64
 
 
 def _read_rows(f, names, local):
     """Rows `local` of columns `names` of file `f`, in read()'s form."""
     return f.read(names, rows=local, datetime="100ns")
-
-
-def _paused_for_many(files):
-    """A method run with the garbage collector paused when it lists or reads many files
-    (`files(self, *args, **kwargs)` of them, GC_PAUSE_FILES or more): it makes many
-    objects, none in a cycle (idv._gc)."""
-    def wrap(method):
-        @functools.wraps(method)
-        def run(self, *args, **kwargs):
-            with _gc.paused(files(self, *args, **kwargs) >= GC_PAUSE_FILES):
-                return method(self, *args, **kwargs)
-        return run
-    return wrap
 
 
 class Dataset(DatasetInterop):
@@ -89,7 +73,7 @@ class Dataset(DatasetInterop):
         As idv.dataset.
     """
 
-    @_paused_for_many(lambda self, paths, *_, **__: len(paths))
+    @_gc.paused_for(lambda self, paths, *_, **__: len(paths))
     def __init__(self, paths, *, filesystem=None, columns=None, schema="exact",
                  on_bad_file="raise", max_open_files=None, **open_kwargs):
         if schema not in SCHEMA_MODES:
@@ -246,7 +230,7 @@ class Dataset(DatasetInterop):
             return list(self._names)
         return selection.names_of(self._names, columns, where=" in the dataset")
 
-    @_paused_for_many(lambda self, *_, **__: len(self.files))
+    @_gc.paused_for(lambda self, *_, **__: len(self.files))
     @budget.reads
     @_docs.fill
     def read(self, columns=None, rows=None, datetime="100ns",
@@ -290,7 +274,7 @@ class Dataset(DatasetInterop):
         """name -> every row of files [i0, i1) of columns `names` (each _whole or Text):
         read()'s form, decoded in one batched read, but Text as an Arrow ChunkedArray of the
         files' blocks (`arrow_text`; else read()'s str objects)."""
-        from idv.arrow import text_of_files
+        from idv.dataset_interop import text_of_files
         text = [n for n in names if arrow_text and self._text(n)]
         rest = [n for n in names if n not in text]
         span = slice(self.files[i0].start, self.files[i1 - 1].stop)
@@ -339,7 +323,7 @@ class Dataset(DatasetInterop):
             return None
         return scan.fixed_room(col, 0, col.num_blocks)
 
-    @_paused_for_many(lambda self, *_, **__: len(self.files))
+    @_gc.paused_for(lambda self, *_, **__: len(self.files))
     @budget.reads
     def take(self, indices, columns=None, datetime="100ns") -> dict:
         """Rows by number (over the files end to end, negative from the end), in the order

@@ -6,7 +6,7 @@ through its own (the files it holds open, its memory check, its whole reads of m
 from __future__ import annotations
 
 from idv import _docs
-from idv import budget
+from idv import batch, budget
 from idv.dataset_files import BATCH_FILES
 from idv.errors import require
 
@@ -184,3 +184,24 @@ class DatasetInterop:
         """The Arrow PyCapsule stream of the dataset, file by file and block by block:
         ``pa.table(ds)``, ``pl.DataFrame(ds)`` and DuckDB read it directly."""
         return self.record_batch_reader().__arrow_c_stream__(requested_schema)
+
+
+def text_of_files(batches):
+    """The rows of Text columns of many files end to end, as one ChunkedArray on their
+    blocks' UTF-8. `batches` yields lists of (store, column), one a file, their files open
+    until the next list is asked for: the blocks of a list's files in memory are inflated
+    together (idv.batch.text_blocks), the others' each in turn (text_array)."""
+    from idv.arrow import text_array, text_reader
+    from idv.arrow_types import import_pyarrow
+    pa = import_pyarrow()
+    chunks, conv = [], None
+    for pieces in batches:
+        if conv is None:
+            conv = text_reader(pieces[0][1])
+        together = [batch.text_batchable(*p) for p in pieces]
+        spans = iter(batch.text_blocks([p for p, ok in zip(pieces, together) if ok],
+                                       pieces[0][0].threads) if any(together) else ())
+        for (_, col), ok in zip(pieces, together):
+            chunks.extend(map(conv.text_block_array, next(spans)) if ok
+                          else text_array(col).chunks)
+    return pa.chunked_array(chunks, conv.arrow_type)

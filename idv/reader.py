@@ -14,7 +14,7 @@ import numpy as np
 
 from idv import _docs
 from idv import _threads, budget, cache, compression
-from idv import filters, opening, scan, selection, ticks, time_units
+from idv import filters, opening, scan, selection, ticks, time_units, vectors
 from idv import statistics as block_stats
 from idv import take as _take
 from idv import types as T
@@ -262,7 +262,7 @@ class IdvFile:
             whole = [c for c in cols if not _as_strings(c, text) and id(c) not in found]
             with self.prefetch(cols):
                 found.update(zip(map(id, whole), scan.read_whole(
-                    self, [scan.WholeColumn(self.store, c, sparse and _csr(c.type))
+                    self, [scan.WholeColumn(self.store, c, sparse and vectors.csr_type(c.type))
                            for c in whole])))
                 values = [c.read_strings() if _as_strings(c, text) else found[id(c)]
                           for c in cols]
@@ -416,11 +416,6 @@ class IdvFile:
 def _as_strings(col, text):
     """Whether read(text=) gives this column as a StringDType array."""
     return text == "StringDType" and T.item_type(col.type) is T.Text
-
-
-def _csr(t):
-    """Whether read(sparse=True) gives a column of type `t` as a CSR matrix."""
-    return isinstance(t, T.Vector) and (isinstance(t.item, T.Key) or t.item.dtype.kind in "biuf")
 
 
 @contextlib.contextmanager

@@ -435,3 +435,19 @@ def concat_reads(parts):
         import scipy.sparse as sp
         return sp.vstack(parts, format="csr")
     return np.concatenate(parts)
+
+
+def detached(selection, whole=None):
+    """A selection of rows that does not keep its decoded block alive: a view of an array is
+    copied unless it is most of the array it views."""
+    base = selection.base if isinstance(selection, np.ndarray) else None
+    if base is None:
+        return selection
+    if isinstance(whole, np.ndarray) and 2 * selection.nbytes >= whole.nbytes:
+        return selection
+    return selection.copy()
+
+
+def csr_type(t):
+    """Whether read(sparse=True) gives a column of type `t` as a CSR matrix."""
+    return isinstance(t, T.Vector) and (isinstance(t.item, T.Key) or t.item.dtype.kind in "biuf")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import batch, dataset_files, opening, reader
+from idv import _gc, batch, dataset_files, opening, reader
 from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
 from reference import REPO_DIR, fixture, sidecar
 
@@ -734,7 +734,7 @@ def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(mon
                                                                               tmp_path):
     import gc
     import threading
-    monkeypatch.setattr(sys.modules["idv.dataset"], "GC_PAUSE_FILES", 30)
+    monkeypatch.setattr(_gc, "MANY_FILES", 30)
     for i in range(30):
         _small(tmp_path / f"{i:02d}.idv", range(i, i + 3))
 
@@ -757,7 +757,7 @@ def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(mon
     assert got.tolist() == [v for i in range(30) for v in range(i, i + 3)]
     assert listed <= 2 and read <= 2, (listed, read)     # set off once resumed
     assert gc.isenabled()
-    monkeypatch.setattr(sys.modules["idv.dataset"], "GC_PAUSE_FILES", 31)
+    monkeypatch.setattr(_gc, "MANY_FILES", 31)
     listed, _, _ = collections()                  # fewer files: the collector left running
     assert listed > 2, listed
     gc.disable()
