@@ -45,8 +45,7 @@ class _ColumnToArrow:
                                              lambda i: f"column {col.name!r} KeyValues item {i}")
         # the type the column was written from (arrow_types.SOURCE_TYPE), within the finest
         # unit `as_written` (None: the unit given)
-        self.restored = restored_type(pa, t, col.metadata, finest=as_written) \
-            if as_written and T.item_type(t) in ticks.TIME_ITEMS else None
+        self.restored = restored_type(pa, col, as_written) if as_written else None
         self.arrow_type = self.restored or column_arrow_type(pa, t, unit, self.dictionary)
         meta = {TYPE_KEY: str(t).encode()}
         if spec:

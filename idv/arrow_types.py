@@ -53,11 +53,11 @@ def source_type(at=None, dtype=None):
     return None
 
 
-def restored_type(pa, col_type, annotations, finest="ns"):
-    """The Arrow type a scalar time column of type `col_type` was written from (its
-    SOURCE_TYPE annotation, in `annotations`: name -> value), when that type can hold the
-    column's values again and its unit is no finer than `finest`; else None."""
-    found = written_from(col_type, annotations, finest)
+def restored_type(pa, col, finest="ns"):
+    """The Arrow type scalar time column `col` was written from (its SOURCE_TYPE annotation),
+    when that type can hold the column's values again and its unit is no finer than
+    `finest`; else None."""
+    found = written_from(col, finest)
     if found is None:
         return None
     kind, unit, tz = found
@@ -65,13 +65,16 @@ def restored_type(pa, col_type, annotations, finest="ns"):
         pa.timestamp(unit, tz=tz)
 
 
-def written_from(col_type, annotations, finest="ns"):
-    """(kind, unit, zone) of the type a scalar time column of type `col_type` was written
-    from (its SOURCE_TYPE annotation; kind 'timestamp', 'date' or 'duration'), when it can
-    hold the column's values again and its unit is no finer than `finest`; else None."""
-    text = annotations.get(SOURCE_TYPE) if annotations else None
+def written_from(col, finest="ns"):
+    """(kind, unit, zone) of the type scalar time column `col` was written from (its
+    SOURCE_TYPE annotation, decoded alone; kind 'timestamp', 'date' or 'duration'), when it
+    can hold the column's values again and its unit is no finer than `finest`; else None."""
+    col_type = col.type
+    if col_type not in ticks.TIME_ITEMS:
+        return None
+    text = col.annotation(SOURCE_TYPE)
     m = _SOURCE.match(text) if isinstance(text, str) else None
-    if m is None or isinstance(col_type, T.Vector):
+    if m is None:
         return None
     unit, tz, span = m.group(1), m.group(2), m.group(3)
     if finest == "us" and "ns" in (unit, span):

@@ -21,6 +21,7 @@ from idv import _docs
 from idv import filters, scan
 from idv import types as T
 from idv.dataset import Dataset, dataset
+from idv.paths import worker_path
 from idv.staging import Staging
 from idv.reader import open as idv_open
 from idv.errors import require
@@ -159,10 +160,10 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
                            rows=slice(0, 0)).columns:
                 frame_columns[c] = n
         files = ds.files
-        tasks = [(files[p.part].path, p.start, p.stop, files[p.part].start + p.start)
+        tasks = [(p.path, p.start, p.stop, files[p.part].start + p.start)
                  for p in parts]
         if not tasks:
-            tasks = [(files[0].path, 0, 0, 0)]
+            tasks = [(worker_path(files[0].path, ds.filesystem), 0, 0, 0)]
             divisions = None
         else:
             divisions = tuple(t[3] for t in tasks) + (tasks[-1][3] + tasks[-1][2]
@@ -224,7 +225,8 @@ def read_idv_array(urlpath, column, blocks_per_chunk=None, storage_options=None,
         chunks = []
         read = dask.delayed(_read_rows, pure=True)
         for i, a, b in partitions(ds, [column], blocks_per_chunk):
-            value = read(ds.filesystem, dict(ds.open_kwargs), ds.files[i].path, column, a, b)
+            path = worker_path(ds.files[i].path, ds.filesystem)
+            value = read(ds.filesystem, dict(ds.open_kwargs), path, column, a, b)
             chunks.append(da.from_delayed(value, (b - a,) + dims, dtype=dtype))
         if not chunks:
             return da.zeros((0,) + dims, dtype=dtype)

@@ -349,8 +349,8 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
                     text = whole[id(col)] if whole else text_array(col, rows)
                     pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
                     continue
-                ctx = _Ctx(pd, col.name, datetime, bool(safe), written_from(
-                    col.type, col.metadata, as_written) if as_written else None)
+                ctx = _Ctx(pd, col.name, datetime, bool(safe),
+                           written_from(col, as_written) if as_written else None)
                 values = whole[id(col)] if whole else col[rows]
                 got = _column_pieces(ctx, col, values, vectors)
                 if dtype_backend == "pyarrow":

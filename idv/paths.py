@@ -75,8 +75,8 @@ def _glob_files(pattern, on_error):
 def _expand_one(source, fs, storage_options, on_error=_raise):
     """(paths, fs) for one source: a file, a directory (the files its manifest lists, written
     by idv's engine writers (idv.staging), else every .idv under it, sorted), or a glob
-    (sorted); URLs through fsspec, local paths made absolute. A directory that cannot be
-    listed goes to `on_error` (default: raised)."""
+    (sorted); URLs through fsspec. A directory that cannot be listed goes to
+    `on_error` (default: raised)."""
     text = os.fspath(source)
     if fs is None and remote.is_remote(text):
         fs, text, _ = remote.resolve(text, None, storage_options)
@@ -98,8 +98,15 @@ def _expand_one(source, fs, storage_options, on_error=_raise):
             if named is None else [os.path.join(text, n) for n in named]
     else:
         paths = [text]
-    # absolute: a Dask, Ray or Spark worker in another folder finds the same files
-    return [os.path.abspath(p) for p in paths], None
+    return paths, None
+
+
+def worker_path(path, filesystem=None):
+    """`path` as another process opens it: a local path made absolute (the workers of Dask,
+    Ray and Spark may run in another folder), a URL or a path in `filesystem` as it is."""
+    if filesystem is not None or remote.is_remote(os.fspath(path)):
+        return path
+    return os.path.abspath(path)
 
 
 def expand_sources(source, *, filesystem=None, storage_options=None, on_error=None):

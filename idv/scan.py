@@ -32,6 +32,7 @@ import numpy as np
 from idv import budget, vectors
 from idv.block_runs import fixed_width, out_shape
 from idv.errors import IdvFormatError
+from idv.paths import worker_path
 from idv.scan_windows import (Windows, block_bytes, local_rows, needed_blocks, window_groups,
                               window_spans)
 
@@ -232,8 +233,9 @@ def _segments(source):
     ``using``: idv.Dataset) gives its files, each opened when reached and kept open while
     its blocks are read; a file gives itself."""
     if hasattr(source, "using"):
-        return [_Segment(i, f.path, f.start, f.num_rows, lambda i=i: source.using(i))
-                for i, f in enumerate(source.files)]
+        fs = getattr(source, "filesystem", None)
+        return [_Segment(i, worker_path(f.path, fs), f.start, f.num_rows,
+                         lambda i=i: source.using(i)) for i, f in enumerate(source.files)]
     return [_Segment(0, None, 0, source.num_rows, lambda: contextlib.nullcontext(source))]
 
 

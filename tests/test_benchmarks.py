@@ -97,7 +97,11 @@ def test_engines_benchmark_quick_mode_on_the_sessions_engines(ray_runtime, spark
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     capsys.readouterr()
-    bench.main([*QUICK["bench_engines.py"], *extra])
+    import idv.spark
+    try:
+        bench.main([*QUICK["bench_engines.py"], *extra])
+    finally:        # the benchmark registers the source without pushdown: the session's back
+        idv.spark.register(spark, pushdown=True)
     out = capsys.readouterr().out       # Ray may print to this process's stdout before it
     report = json.loads(out[out.index('{\n "quick"'):])
     check_report("bench_engines.py", report, oracle)
