@@ -100,12 +100,15 @@ def _whole(fs, path, url, refused):
     IdvWarning that says why."""
     import tempfile
     import warnings
-    size = int(fs.info(path).get("size") or 0)
-    limit = budget.limit_for(size)
+    try:
+        size = int(fs.info(path).get("size") or 0)
+    except Exception as exc:          # noqa: BLE001 - a server that lies about the file
+        raise RemoteError(f"{url}: asking the file's size failed: {type(exc).__name__}: "
+                          f"{exc}", url) from exc
     warnings.warn(f"{refused}; the whole file ({size:,} bytes) is fetched once instead of "
                   f"the ranges a read needs", IdvWarning, stacklevel=4)
     try:
-        if size <= limit:
+        if size <= budget.limit_for(size):
             data = fs.cat_file(path)
             if len(data) != size:
                 raise RemoteError(f"{url}: fetching the whole file: {len(data)} bytes of "
