@@ -1,12 +1,15 @@
 """Short, bounded coverage-guided fuzzing sessions (atheris) of each harness in fuzz/: the
 read path and verify (fuzz_read.py), remote reads from a lying Range server against local
 ones (fuzz_remote.py), zip archives and their specs (fuzz_archive.py); and a replay of each
-seed corpus. Each harness writes its seed corpus once (one process), replays it (one process)
-and fuzzes from a copy of it within a fixed budget: IDV_FUZZ_RUNS executions (300), at most
+seed corpus with the corpus kept in git (fuzz/corpus/NAME, grown by fuzz/run.py). Each harness
+writes its seed corpus once (one process), replays it and its kept corpus (one process) and
+fuzzes from a copy of the seeds within a fixed budget: IDV_FUZZ_RUNS executions (300), at most
 IDV_FUZZ_SECONDS seconds (5); a longer run: ``IDV_FUZZ_RUNS=1000000 IDV_FUZZ_SECONDS=7200 pytest
-tests/test_fuzz.py`` (docs/development.md, "Fuzzing")."""
+tests/test_fuzz.py`` (docs/development.md, "Fuzzing"). fuzz/run.py's session and merge run
+once, on the archive harness, into an empty corpus."""
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -20,6 +23,8 @@ RUNS = int(os.environ.get("IDV_FUZZ_RUNS", "300"))
 # wall-clock cap of each session, whatever the runs: a slow machine runs fewer
 MAX_SECONDS = int(os.environ.get("IDV_FUZZ_SECONDS", "5"))
 HARNESSES = ["fuzz_read", "fuzz_remote", "fuzz_archive"]
+KEPT = REPO / "fuzz" / "corpus"         # NAME: the harness fuzz_NAME.py's kept corpus
+MAX_KEPT_BYTES, MAX_KEPT_FILES = 2 << 20, 500     # per harness: the replay stays quick
 SEEDS = {"fuzz_read": ["sample.idv", "written_deflate.idv", "written_none.idv"],
          "fuzz_remote": ["None-sample.idv", "shift-written_none.idv", "503-written_none.idv",
                          "etag-written_deflate.idv"],
@@ -54,12 +59,25 @@ def test_seed_corpus_is_written(harness, seeded):
     assert f"{len(seeds)} seeds in {corpus}" in r.stdout
 
 
+def _kept(harness) -> Path:
+    return KEPT / harness.stem.removeprefix("fuzz_")
+
+
+def test_kept_corpus_is_small_and_named_by_content(harness):
+    files = list(_kept(harness).iterdir())
+    assert files, f"{_kept(harness)} is empty"
+    assert len(files) <= MAX_KEPT_FILES, "python fuzz/run.py NAME --minimize"
+    assert sum(f.stat().st_size for f in files) <= MAX_KEPT_BYTES, "too large to replay quickly"
+    for f in files:       # as libFuzzer's -merge names them: a file changed by hand is stale
+        assert f.name == hashlib.sha1(f.read_bytes()).hexdigest(), f
+
+
 def test_replay_runs_every_seed_without_libfuzzer(harness, seeded, tmp_path):
     corpus = seeded[1]
     assert seeded[0].returncode == 0
-    r = _run(harness, "--replay", corpus, cwd=tmp_path)
+    r = _run(harness, "--replay", corpus, _kept(harness), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-4000:]
-    n = len(list(corpus.iterdir()))
+    n = len(list(corpus.iterdir())) + len(list(_kept(harness).iterdir()))
     assert f"{n} inputs replayed, nothing found" in r.stdout
 
 
@@ -77,3 +95,40 @@ def test_fuzz_session_finds_nothing(harness, seeded, tmp_path):
     executed = [line for line in r.stderr.splitlines()
                 if line.startswith("stat::number_of_executed_units:")]
     assert executed and int(executed[0].split(":")[-1]) > n, r.stderr[-2000:]
+
+
+def test_session_merges_what_it_found_into_the_corpus(tmp_path):
+    """fuzz/run.py: a short session of the archive harness (the fewest seeds) from an empty
+    corpus leaves there the inputs libFuzzer's -merge keeps, named by their SHA-1."""
+    pytest.importorskip("atheris", reason="atheris (test extra, Linux) is not installed")
+    kept, work = tmp_path / "corpus", tmp_path / "work"
+    r = subprocess.run([sys.executable, str(REPO / "fuzz" / "run.py"), "archive",
+                        "--runs=30", "--seconds=2", "--corpus", str(kept),
+                        "--work", str(work)],
+                       capture_output=True, text=True, timeout=MAX_SECONDS + 300)
+    assert r.returncode == 0, (r.stdout, r.stderr[-4000:])
+    files = list(kept.iterdir())
+    assert files and all(f.name == hashlib.sha1(f.read_bytes()).hexdigest() for f in files)
+    ran = int(r.stdout.split(" executions")[0].split()[-1])
+    assert ran > 0 and f"0 -> {len(files)} files" in r.stdout, r.stdout
+    assert "findings: none" in r.stdout
+
+
+# A finding of fuzz_remote.py not fixed yet: the server ignores Range (RangeNotSupportedError),
+# so idv.remote._whole asks the file's size with fs.info, which is outside its try and not
+# translated by remote_answers.remote_error: two 416 answers to that HEAD and GET come out as
+# fsspec's FileNotFoundError (the file exists) instead of idv.RemoteError naming HTTP 416.
+# The input (minimized): 4 lies, no-range (the HEAD), no-range (the first GET of a range), 416,
+# 416 (fs.info's HEAD and GET), and an empty file.
+REMOTE_FINDING = bytes([4, 7, 7, 8, 8])
+
+
+@pytest.mark.xfail(strict=True, reason="idv.remote._whole lets fsspec's FileNotFoundError "
+                   "out of fs.info (see REMOTE_FINDING); once fixed, the input goes into "
+                   "fuzz/corpus/remote")
+def test_remote_finding_is_fixed(tmp_path):
+    pytest.importorskip("aiohttp", reason="remote reads need the remote extra (aiohttp)")
+    finding = tmp_path / "finding"
+    finding.write_bytes(REMOTE_FINDING)
+    r = _run(REPO / "fuzz" / "fuzz_remote.py", "--replay", finding, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-4000:]
