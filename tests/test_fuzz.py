@@ -114,18 +114,15 @@ def test_session_merges_what_it_found_into_the_corpus(tmp_path):
     assert "findings: none" in r.stdout
 
 
-# A finding of fuzz_remote.py not fixed yet: the server ignores Range (RangeNotSupportedError),
-# so idv.remote._whole asks the file's size with fs.info, which is outside its try and not
-# translated by remote_answers.remote_error: two 416 answers to that HEAD and GET come out as
-# fsspec's FileNotFoundError (the file exists) instead of idv.RemoteError naming HTTP 416.
-# The input (minimized): 4 lies, no-range (the HEAD), no-range (the first GET of a range), 416,
-# 416 (fs.info's HEAD and GET), and an empty file.
+# A finding of fuzz_remote.py, fixed: a server that ignores Range (RangeNotSupportedError) and
+# then answers 416 to the HEAD and GET of fs.info, which asked the file's size outside the
+# translation of errors: fsspec's FileNotFoundError came out (the file exists) instead of
+# idv.RemoteError naming the URL. The input: 4 lies, no-range (the HEAD), no-range (the first
+# GET of a range), 416, 416 (fs.info's HEAD and GET), and an empty file; it is in the kept
+# corpus too.
 REMOTE_FINDING = bytes([4, 7, 7, 8, 8])
 
 
-@pytest.mark.xfail(strict=True, reason="idv.remote._whole lets fsspec's FileNotFoundError "
-                   "out of fs.info (see REMOTE_FINDING); once fixed, the input goes into "
-                   "fuzz/corpus/remote")
 def test_remote_finding_is_fixed(tmp_path):
     pytest.importorskip("aiohttp", reason="remote reads need the remote extra (aiohttp)")
     finding = tmp_path / "finding"
