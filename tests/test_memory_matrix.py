@@ -216,6 +216,10 @@ def test_under_an_address_space_limit(big, bomb, engine):
             if kind == "ok" and path == big and PATHS[name][2] is not None:
                 assert message == PATHS[name][2], (name, message)
                 continue
+            # DuckDB's own allocator may run out of that room before idv is asked: its own
+            # error, raised cleanly in the same process (stderr stays empty, checked above)
+            if engine == "duckdb" and kind == "OutOfMemoryException":
+                continue
             _check(path, name, (kind, message), False)
 
 
