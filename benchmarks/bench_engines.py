@@ -3,7 +3,7 @@
 through each engine's own reader, same run.
 
     python3 benchmarks/bench_engines.py            # 8 files of 2M x 11 numeric rows
-    python3 benchmarks/bench_engines.py --quick    # 8 files of 100k rows
+    python3 benchmarks/bench_engines.py --quick    # 2 files of 100k rows
     python3 benchmarks/bench_engines.py --json     # machine-readable results on stdout
 
 The .idv files are bench_dataset's (copies of bench_read's ML.NET-written numeric file); the
@@ -38,6 +38,7 @@ import bench_dataset  # noqa: E402  (its 8 ML.NET-written files)
 import bench_read  # noqa: E402  (timing, options, machine description)
 
 COLUMN = bench_dataset.COLUMN
+QUICK_FILES = 2
 
 
 def parquet_files(paths, log):
@@ -89,7 +90,16 @@ def _race(idv_sum, parquet_sum, sums, repeat):
             "idv_vs_parquet": best["parquet"] / best["idv"]}
 
 
-def spark_figures(folder, parquet_folder, repeat, log):
+def _source(paths):
+    """What spark.read.format("idv").load takes for `paths`: their folder when they are all
+    of it, else a glob of their names."""
+    folder = os.path.dirname(paths[0])
+    if len(paths) == len([n for n in os.listdir(folder) if n.endswith(".idv")]):
+        return folder
+    return os.path.join(folder, "part-[" + "".join(p[-5] for p in paths) + "].idv")
+
+
+def spark_figures(folder, parquet, repeat, log):
     try:
         import idv.spark
         from pyspark.sql import SparkSession, functions as F
@@ -113,7 +123,7 @@ def spark_figures(folder, parquet_folder, repeat, log):
             sums["idv"] = df.agg(F.sum(COLUMN)).first()[0]
 
         def parquet_sum():
-            df = spark.read.parquet(parquet_folder)
+            df = spark.read.parquet(*parquet)
             sums["parquet"] = df.agg(F.sum(COLUMN)).first()[0]
         spark.range(8, numPartitions=2).count()     # the executors' first job before timing
         return _race(idv_sum, parquet_sum, sums, repeat)
@@ -129,13 +139,15 @@ def main(argv=None):
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
     paths = bench_dataset.dataset_files(a.quick, log)
+    if a.quick:         # two of the files: every code path, a quarter of the engines' work
+        paths = paths[:QUICK_FILES]
     parquet_folder, parquet = parquet_files(paths, log)
     with idv.open(paths[0]) as f:
         rows = f.num_rows
     report = {"quick": a.quick, "repeat": repeat, "machine": bench_read.machine(),
               "files": len(paths), "rows_per_file": rows, "column": COLUMN,
               "ray": ray_figures(paths, parquet, repeat, log),
-              "spark": spark_figures(os.path.dirname(paths[0]), parquet_folder, repeat, log)}
+              "spark": spark_figures(_source(paths), parquet, repeat, log)}
     if a.json:
         print(json.dumps(report, indent=1))
         return
