@@ -82,7 +82,7 @@ def _time_series(ctx, t, values, describe):
 def _as_written(ctx, s):
     """A time Series in the unit (and zone) its column was written from (ctx.source), exactly
     (a value that unit cannot hold raises); as it is without one."""
-    if ctx.source is None or s.dtype.kind not in "Mm" and getattr(s.dtype, "tz", None) is None:
+    if ctx.source is None:
         return s
     kind, unit, tz = ctx.source
     if kind == "date":

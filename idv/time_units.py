@@ -82,8 +82,8 @@ def summary(col, file=None, values=None, exact=False):
 
 
 def choose(open_files, names, mode, values=None):
-    """``datetime=`` for a read of columns `names` of the files `open_files()` gives (open
-    files, or context managers giving them: a dataset's, in turn; called again when the
+    """``datetime=`` for a read of columns `names` of the files `open_files()` gives (context
+    managers giving open files: a dataset's, in turn; called again when the
     count of floored ticks is needed): for 'auto', 'exact' and 'auto-us' a ticks.Units of each
     time column's (unit, safe), chosen from all files; any other mode (or a Units already)
     as given. `values` (name -> read()'s form of a whole column of a single file) spares
@@ -95,7 +95,7 @@ def choose(open_files, names, mode, values=None):
     def summed(names, exact):
         parts = {}
         for entry in open_files():
-            with _entered(entry) as f:
+            with entry as f:
                 for n in names:
                     col = f[n]
                     if is_time(col.type):
@@ -115,11 +115,6 @@ def choose(open_files, names, mode, values=None):
     return units
 
 
-def _entered(entry):
-    return entry if hasattr(entry, "__enter__") and not hasattr(entry, "columns") \
-        else contextlib.nullcontext(entry)
-
-
 def for_file(f, names, mode, values=None):
     """choose() over one open file."""
-    return choose(lambda: [f], names, mode, values)
+    return choose(lambda: [contextlib.nullcontext(f)], names, mode, values)
