@@ -31,6 +31,19 @@ from reference import Oracle, find_oracle, shared_dir  # noqa: E402
 os.environ.setdefault("COMPlus_EnableDiagnostics", "0")
 
 
+def _keep_compiled_code():
+    """Where bytecode is not written (PYTHONDONTWRITEBYTECODE, as in many CI images), every
+    pytest-xdist worker would rewrite the test modules again and every child process the tests
+    start (``python -m idv``, fuzz replays, valgrind) would compile idv's modules again: about
+    8 s a worker and 0.25 s a child. The test session writes it, as Python does by default
+    (``__pycache__`` folders, ignored by git), for this process and its children."""
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+_keep_compiled_code()
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     """The shared reference folder; skips when it is missing."""
