@@ -11,6 +11,7 @@ way). The C mechanics are in idv._compression.
 from __future__ import annotations
 
 import threading
+import zlib
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -94,6 +95,7 @@ class Backend:
     native: Optional[int]
     inflate: Optional[Callable]
     compressor: Callable
+    stream: Optional[Callable] = None
 
     def decompress_blocks(self, kind, src, offsets, disk, raw, dst, dst_offsets, crcs=None,
                           dst_of=None):
@@ -126,10 +128,10 @@ BACKENDS = {b.name: b for b in (
             _compression.NATIVE_LIBDEFLATE if _compression.LIBDEFLATE_INFLATE else None,
             _libdeflate_inflate, _libdeflate_compressor),
     Backend("isal", _isal is not None, "pip install isal", range(0, 4), 2, 1,
-            None, _isal_inflate, _isal_compressor),
+            None, _isal_inflate, _isal_compressor, lambda: (_isal.decompressobj(-15), _isal.crc32)),
     # zlib's levels include -1 (its own default, 6); 6 is also ML.NET's
     Backend("zlib", True, "", range(-1, 10), 6, 4,
-            _compression.NATIVE_ZLIB, None, _zlib_compressor),
+            _compression.NATIVE_ZLIB, None, _zlib_compressor, lambda: (zlib.decompressobj(-15), zlib.crc32)),
 )}
 
 
@@ -161,6 +163,12 @@ def convert_deflate(level=None, backend_name=None):
     if backend_name is None:
         backend_name = next(n for n in _CONVERT_COMPRESSORS if BACKENDS[n].installed)
     return backend_name, backend(backend_name).convert_level
+
+
+def stream_inflater():
+    """(raw DEFLATE decompressobj, crc32) of the fastest installed library that streams
+    (ISA-L, else zlib): for streams inflated in parts (a zip entry larger than memory)."""
+    return next(b.stream for b in BACKENDS.values() if b.installed and b.stream)()
 
 
 def backend(name=None):

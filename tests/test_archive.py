@@ -177,10 +177,9 @@ def test_any_zip_is_recognised_whatever_its_extension(tmp_path, archive, entry):
     assert rc != 0 and entry.replace("\\", "/") in err
 
 
-def test_a_large_entry_is_inflated_once(tmp_path, monkeypatch):
-    """An entry beyond archive.READ_LIMIT is inflated once (into a temporary file, mapped),
-    not again at every backward seek of the reader (a 2 MB zip inflating to 2 GiB took 14 s
-    to open)."""
+def _big_zip(tmp_path, monkeypatch, method=zipfile.ZIP_DEFLATED):
+    """(columns, the .idv, a zip holding it as Data/Big.idv) with archive.READ_LIMIT made
+    smaller than the entry, so that it is inflated into a temporary file."""
     import numpy as np
     from idv import archive
     monkeypatch.setattr(archive, "READ_LIMIT", 64 << 10)
@@ -188,17 +187,68 @@ def test_a_large_entry_is_inflated_once(tmp_path, monkeypatch):
     cols = {f"c{i}": np.arange(100_000, dtype=np.int64) * i for i in range(4)}
     idv.write(src, cols, rows_per_block=5_000)
     p = tmp_path / "big.zip"
-    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(p, "w", method) as z:
         z.write(src, "Data/Big.idv")
+    return cols, src, p
+
+
+def test_a_large_entry_is_inflated_once(tmp_path, monkeypatch):
+    """An entry beyond archive.READ_LIMIT is inflated once (into a temporary file, mapped),
+    not again at every backward seek of the reader (a 2 MB zip inflating to 2 GiB took 14 s
+    to open), by the streaming DEFLATE library in large steps."""
+    import numpy as np
+    from idv import compression
+    cols, src, p = _big_zip(tmp_path, monkeypatch)
     inflated = []
-    real = zipfile.ZipExtFile.read
-    monkeypatch.setattr(zipfile.ZipExtFile, "read",
-                        lambda self, n=-1: (lambda b: (inflated.append(len(b)), b)[1])(
-                            real(self, n)))
+    real = compression.stream_inflater
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def decompress(self, data, n):
+            out = self.inner.decompress(data, n)
+            inflated.append(len(out))
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+    monkeypatch.setattr(compression, "stream_inflater",
+                        lambda: (lambda d, crc: (Counting(d), crc))(*real()))
     with idv.open(f"{p}:Data/Big.idv") as f:
         got = f.read()
     assert all(np.array_equal(got[k], v) for k, v in cols.items())
     assert sum(inflated) == src.stat().st_size
+
+
+def test_a_large_stored_entry_is_copied_once(tmp_path, monkeypatch):
+    """An entry zipfile reads itself (stored, not DEFLATE) is also copied out once."""
+    import numpy as np
+    cols, src, p = _big_zip(tmp_path, monkeypatch, zipfile.ZIP_STORED)
+    copied = []
+    real = zipfile.ZipExtFile.read
+    monkeypatch.setattr(zipfile.ZipExtFile, "read",
+                        lambda self, n=-1: (lambda b: (copied.append(len(b)), b)[1])(
+                            real(self, n)))
+    with idv.open(f"{p}:Data/Big.idv") as f:
+        got = f.read()
+    assert all(np.array_equal(got[k], v) for k, v in cols.items())
+    assert sum(copied) == src.stat().st_size
+
+
+@pytest.mark.parametrize("field, value, message", [
+    (16, 0x12345678, "Bad CRC-32"),                  # the central directory's CRC-32
+    (24, 100_000, "inflates to more than the 100,000 bytes it declares"),   # its size
+])
+def test_a_large_entry_that_is_not_what_its_directory_says_is_damage(
+        tmp_path, monkeypatch, field, value, message):
+    import struct
+    _, _, p = _big_zip(tmp_path, monkeypatch)
+    data = bytearray(p.read_bytes())
+    struct.pack_into("<I", data, data.index(b"PK\x01\x02") + field, value)
+    p.write_bytes(bytes(data))
+    with pytest.raises(idv.IdvFormatError, match=message):
+        idv.open(f"{p}:Data/Big.idv")
 
 
 def test_an_entry_declaring_more_than_the_limit_is_refused_before_inflating(tmp_path):
