@@ -232,6 +232,9 @@ QUIET_PROCESS = {
     "test_interop.py": {"test_record_batch_reader_bounded_memory"},
     "test_writer.py": {"test_streaming_memory_stays_near_one_block"},
 }
+# modules whose module-scoped fixtures take seconds (the filter differential's hypothesis
+# sweep): their other tests run in one worker, so that each fixture is made once
+ONE_WORKER_MODULES = {"test_filter_differential.py"}
 # modules whose tests fork this process (os.fork, fork pools, DataLoader workers)
 FORKING_MODULES = {"test_fork.py", "test_reopen_changed.py", "test_torch.py",
                    "test_huggingface.py"}
@@ -263,6 +266,8 @@ def pytest_collection_modifyitems(config, items):
         # worker forks or starts an engine after the session's engines started in it
         if _before_engines(item) or "engine" in marks:
             item.add_marker(pytest.mark.xdist_group("engines"))
+        elif module in ONE_WORKER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(module))
     # the group first (the longest unit of work, so that one worker starts on it while the
     # others take the rest): the tests that fork, then one engine after the other, each engine
     # started once and after every fork of this process

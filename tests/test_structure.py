@@ -284,3 +284,6 @@ def test_the_quick_runs_marks_name_tests_that_exist():
         defined[module] = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
     missing = [f"{m}::{n}" for m, n in named if n not in defined[m]]
     assert not missing, f"marked by name in conftest.py but not defined: {missing}"
+    from conftest import FORKING_MODULES, MODULE_MARKS, ONE_WORKER_MODULES
+    modules = set(MODULE_MARKS) | FORKING_MODULES | ONE_WORKER_MODULES
+    assert not [m for m in modules if not (tests_dir / m).is_file()]
