@@ -34,8 +34,9 @@ ML.NET's saver writes) and ML.NET's own files in ``$IDV_SHARED/mlnet-files``.
 Peak memory: each conversion runs once more in a child process, which reports
 its peak resident memory (VmHWM); the pyarrow copy (the whole table in memory) is measured
 the same way for comparison, and each conversion of bench_read's small files too (the fixed
-part: libraries, thread pools). The values of every
-output are checked against the source first (not timed).
+part: libraries, thread pools). With --quick all of a dataset's run in one child, its peak
+reset before each (the start-ups were most of the quick mode's time). The values of every
+output are checked against the source after the timed runs (not timed).
 """
 from __future__ import annotations
 
@@ -57,8 +58,9 @@ from bench_read import ensure_data, machine, options, race, runs_and_log  # noqa
 
 MB = 1e6
 
-# the child that measures one conversion's peak memory: prints {"peak", "imported"}, bytes of
-# resident memory: the most over its life, and after its imports
+# the child that measures conversions' peak memory: for each job (what, src, dst, options) it
+# prints {"peak", "imported"}, bytes of resident memory: the most while the job ran (VmHWM,
+# reset before each job) and before it (the first job: after the imports), a JSON list
 _CHILD = r"""
 import json, sys
 import idv, pyarrow as pa, pyarrow.parquet as pq
@@ -67,16 +69,21 @@ def status(key):      # VmHWM is this process's own peak (ru_maxrss can carry th
         for line in f:
             if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
-what, src, dst, opts = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-imported = status("VmRSS")
-if what == "pyarrow":
-    pq.write_table(pq.read_table(src), dst, compression="snappy")
-elif what == "pyarrow csv":
-    import pyarrow.csv as pcsv
-    pcsv.write_csv(pq.read_table(src), dst)
-else:
-    idv.convert(src, dst, **opts)
-print(json.dumps({"peak": status("VmHWM"), "imported": imported}))
+out = []
+for what, src, dst, opts in json.loads(sys.argv[1]):
+    with open("/proc/self/clear_refs", "w") as f:      # the peak so far: now
+        f.write("5")
+    before = status("VmRSS")
+    if what == "pyarrow":
+        pq.write_table(pq.read_table(src), dst, compression="snappy")
+    elif what == "pyarrow csv":
+        import pyarrow.csv as pcsv
+        pcsv.write_csv(pq.read_table(src), dst)
+    else:
+        idv.convert(src, dst, **opts)
+    # the kernel's counts of resident pages lag by a few: the peak is at least the start
+    out.append({"peak": max(status("VmHWM"), before), "imported": before})
+print(json.dumps(out))
 """
 
 
@@ -173,19 +180,27 @@ def check_outputs(parquet_src, idv_src, outputs):
                      f"{want.num_rows}")
 
 
-def peak_memory(what, src, dst, opts=None):
-    """(peak, after imports): resident memory of a child that makes one conversion."""
-    proc = subprocess.run([sys.executable, "-c", _CHILD, what, src, dst, json.dumps(opts or {})],
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
-    if proc.returncode != 0:
-        sys.exit(f"bench_convert: the memory probe of {what} failed:\n{proc.stderr[-3000:]}")
-    r = json.loads(proc.stdout)
-    return r["peak"], r["imported"]
+def peak_memory(jobs, one_child):
+    """[(peak, before)]: resident memory of children that make the conversions `jobs`
+    ((what, src, dst, options) each), each in a fresh child, or all in one (--quick: the
+    same figures, a fraction of the start-ups)."""
+    batches = [jobs] if one_child and jobs else [[job] for job in jobs]
+    out = []
+    for batch in batches:
+        proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(batch)],
+                              capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=ROOT))
+        if proc.returncode != 0:
+            sys.exit(f"bench_convert: the memory probe of {batch} failed:\n"
+                     f"{proc.stderr[-3000:]}")
+        out += [(r["peak"], r["imported"]) for r in json.loads(proc.stdout)]
+    return out
 
 
-def run_dataset(kind, p, small, tmp, repeat, log):
+def run_dataset(kind, p, small, tmp, repeat, log, one_child):
     """The timings, sizes and peak memory of one dataset; `small`: bench_read's quick files,
-    whose conversions' peak memory is the fixed part (the libraries, their thread pools)."""
+    whose conversions' peak memory is the fixed part (the libraries, their thread pools);
+    `one_child`: the memory probes in one child (peak_memory)."""
     src_pq, src_idv = p[kind], p[f"{kind}_deflate"]
     out = {name: os.path.join(tmp, f"{kind}_{name}") for name in (
         "copy.parquet", "default.idv", "from_idv.parquet", "from_idv.idv", "from_idv.csv",
@@ -209,32 +224,32 @@ def run_dataset(kind, p, small, tmp, repeat, log):
         fns[key] = idv_convert(src_pq, path, **o)
         opts[key] = o
         paths[key] = path
-    for fn in fns.values():          # once, to check the outputs (and warm up)
-        fn()
-    check_outputs(src_pq, src_idv, [v for k, v in paths.items() if not k.startswith("pyarrow")])
     log(f"{kind}: timing {len(fns)} conversions, best of {repeat}, interleaved ...")
-    secs = race(fns, repeat)
+    secs = race(fns, repeat)            # the first round warms up
+    check_outputs(src_pq, src_idv, [v for k, v in paths.items() if not k.startswith("pyarrow")])
+    jobs, small_jobs = [], {}           # the memory probes: of the data; of the small files
+    for name in secs:
+        source = src_idv if name.startswith(".idv") else src_pq
+        what = {"pyarrow copy": "pyarrow", "pyarrow Parquet -> CSV": "pyarrow csv"}.get(
+            name, "idv")
+        ext = os.path.splitext(paths[name])[1]
+        jobs.append((what, source, paths[name] + ".mem" + ext, opts.get(name, {})))
+        small_src = small[f"{kind}_deflate"] if name.startswith(".idv") else small[kind]
+        if small_src != source:         # --quick: the small files are the data
+            small_jobs[name] = (what, small_src, paths[name] + ".small" + ext,
+                                opts.get(name, {}))
+    peaks = dict(zip(secs, peak_memory(jobs, one_child)))
+    small_peaks = dict(zip(small_jobs, peak_memory(list(small_jobs.values()), one_child)))
     base = secs["pyarrow copy"]
     results = []
     for name, s in secs.items():
-        source = src_idv if name.startswith(".idv") else src_pq
-        kind_of = {"pyarrow copy": "pyarrow", "pyarrow Parquet -> CSV": "pyarrow csv"}.get(
-            name, "idv")
-        ext = os.path.splitext(paths[name])[1]
-        peak, imported = peak_memory(kind_of, source, paths[name] + ".mem" + ext,
-                                     opts.get(name))
-        small_src = small[f"{kind}_deflate"] if name.startswith(".idv") else small[kind]
-        if small_src == source:     # --quick: the small files are the data, measured above
-            small_peak = peak
-        else:
-            small_peak, _ = peak_memory(kind_of, small_src, paths[name] + ".small" + ext,
-                                        opts.get(name))
+        peak, imported = peaks[name]
         results.append({"what": name, "options": opts.get(name), "seconds": s,
                         "ratio": base / s, "output_bytes": os.path.getsize(paths[name]),
                         "size_vs_mlnet": (os.path.getsize(paths[name]) / os.path.getsize(src_idv)
                                           if paths[name].endswith(".idv") else None),
                         "peak_rss": peak, "rss_after_imports": imported,
-                        "peak_rss_small_file": small_peak})
+                        "peak_rss_small_file": small_peaks.get(name, (peak,))[0]})
     return {"dataset": kind, "source_parquet_bytes": os.path.getsize(src_pq),
             "source_idv_bytes": os.path.getsize(src_idv), "results": results}
 
@@ -249,7 +264,7 @@ def main(argv=None):
          "loadavg_start": os.getloadavg(), "datasets": []}
     with tempfile.TemporaryDirectory(prefix="bench_convert_") as tmp:
         for kind in ("numeric", "text"):
-            R["datasets"].append(run_dataset(kind, p, small, tmp, repeat, log))
+            R["datasets"].append(run_dataset(kind, p, small, tmp, repeat, log, a.quick))
         R["sizes"] = size_figures(tmp, 20_000 if a.quick else 2_000_000)
     R["loadavg_end"] = os.getloadavg()
     if a.json:

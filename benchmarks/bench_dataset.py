@@ -9,7 +9,8 @@ The 8 files are copies of bench_read's ML.NET-written numeric file (bench_read.e
 oracle writes it once into the git-ignored benchmarks/_data/). Figures:
 
   dask sum       one column's sum over the 8 files through idv.dask.read_idv on a
-                 distributed.LocalCluster of 2 worker processes (1 thread each), against
+                 distributed.LocalCluster of 2 worker processes (1 thread each, forked from
+                 this one), against
                  ``sum(idv.read(p, col))`` in this process (idv's own threads), best of
                  --repeat, interleaved
   overhead       the scheduler's cost per partition: the same sum with one block per partition
@@ -74,12 +75,17 @@ def single_sum(paths):
 
 
 def dask_figures(paths, repeat, log):
+    import dask
     import dask.dataframe  # noqa: F401  (imported before timing read_idv)
     import idv.dask
     from distributed import Client, LocalCluster
     out = {}
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0", silence_logs=40) as cluster, Client(cluster) as c:
+    # the workers forked from this process, which has imported dask and idv: spawned, each
+    # imports them again, seconds of start-up (most of --quick's time)
+    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                         dashboard_address=":0", silence_logs=40) as cluster, \
+            Client(cluster) as c:
         t0 = time.perf_counter()
         ddf = idv.dask.read_idv(paths, [COLUMN])
         out["read_idv_build_s"] = time.perf_counter() - t0

@@ -126,6 +126,12 @@ def replay(exercise, paths) -> int:
     return len(files)
 
 
+def _merge_coordinator(argv) -> bool:
+    """Whether this process is libFuzzer's -merge=1 coordinator, which starts the harness
+    again (-merge_inner=1) to run the inputs and only reads the coverage that one reports."""
+    return "-merge=1" in argv[1:] and not any(a.startswith("-merge_inner=") for a in argv)
+
+
 def main(argv, exercise, write_seeds) -> None:
     """The command line of a harness: ``--seeds DIR``, ``--replay PATH...``, or atheris
     (libFuzzer's arguments: a corpus folder, ``-runs=N``, ``-help=1``...)."""
@@ -138,8 +144,9 @@ def main(argv, exercise, write_seeds) -> None:
     import atheris
 
     limit_address_space()
-    with atheris.instrument_imports(include=["idv"]):
-        import idv  # noqa: F401  (instrumented for coverage)
+    if not _merge_coordinator(argv):    # it runs no input: instrumenting takes seconds
+        with atheris.instrument_imports(include=["idv"]):
+            import idv  # noqa: F401  (instrumented for coverage)
     atheris.Setup(argv, exercise)
     atheris.Fuzz()
 

@@ -2,14 +2,21 @@
 read path and verify (fuzz_read.py), remote reads from a lying Range server against local
 ones (fuzz_remote.py), zip archives and their specs (fuzz_archive.py); and a replay of each
 seed corpus with the corpus kept in git (fuzz/corpus/NAME, grown by fuzz/run.py). Each harness
-writes its seed corpus once (one process), replays it and its kept corpus (one process) and
-fuzzes from a copy of the seeds within a fixed budget: IDV_FUZZ_RUNS executions (300), at most
-IDV_FUZZ_SECONDS seconds (5); a longer run: ``IDV_FUZZ_RUNS=1000000 IDV_FUZZ_SECONDS=7200 pytest
-tests/test_fuzz.py`` (docs/development.md, "Fuzzing"). fuzz/run.py's session and merge run
-once, on the archive harness, into an empty corpus."""
+writes its seed corpus once (one process) and replays it with a sample of its kept corpus (one
+process): IDV_FUZZ_REPLAY inputs (40) spread over it, a different sample each day, so that
+daily runs replay every kept input within ceil(N / 40) days (N kept inputs: 8 and 9 days for
+read and remote today); IDV_FUZZ_REPLAY=0 replays them all.
+The read and remote harnesses fuzz from a copy of the seeds within a fixed budget:
+IDV_FUZZ_RUNS executions (100), at most IDV_FUZZ_SECONDS seconds (5); the archive harness's
+session is fuzz/run.py's, which then merges what it found into an empty corpus. Most of a
+session's time is atheris instrumenting idv's modules at import (about 5 s on 2 cores). A
+longer run: ``IDV_FUZZ_RUNS=1000000 IDV_FUZZ_SECONDS=7200 IDV_FUZZ_REPLAY=0 pytest
+tests/test_fuzz.py`` (docs/development.md, "Fuzzing")."""
 from __future__ import annotations
 
+import datetime
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -19,10 +26,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-RUNS = int(os.environ.get("IDV_FUZZ_RUNS", "300"))
+RUNS = int(os.environ.get("IDV_FUZZ_RUNS", "100"))
 # wall-clock cap of each session, whatever the runs: a slow machine runs fewer
 MAX_SECONDS = int(os.environ.get("IDV_FUZZ_SECONDS", "5"))
 HARNESSES = ["fuzz_read", "fuzz_remote", "fuzz_archive"]
+# kept inputs replayed by default, of each harness (about 40 ms each, some half a second)
+REPLAYED = int(os.environ.get("IDV_FUZZ_REPLAY", "40"))
 KEPT = REPO / "fuzz" / "corpus"         # NAME: the harness fuzz_NAME.py's kept corpus
 MAX_KEPT_BYTES, MAX_KEPT_FILES = 2 << 20, 500     # per harness: the replay stays quick
 SEEDS = {"fuzz_read": ["sample.idv", "written_deflate.idv", "written_none.idv"],
@@ -72,16 +81,30 @@ def test_kept_corpus_is_small_and_named_by_content(harness):
         assert f.name == hashlib.sha1(f.read_bytes()).hexdigest(), f
 
 
+def _replayed(harness) -> list:
+    """REPLAYED of the kept corpus's inputs, evenly spaced in the order of their names (a
+    hash: a sample), from an offset that moves each day; every input when REPLAYED is 0."""
+    files = sorted(_kept(harness).iterdir())
+    if REPLAYED <= 0 or len(files) <= REPLAYED:
+        return files
+    step = len(files) / REPLAYED            # the offsets 0 .. ceil(step) - 1 cover them all
+    start = datetime.date.today().toordinal() % math.ceil(step)
+    return [files[start + int(i * step)] for i in range(REPLAYED)]
+
+
 def test_replay_runs_every_seed_without_libfuzzer(harness, seeded, tmp_path):
     corpus = seeded[1]
     assert seeded[0].returncode == 0
-    r = _run(harness, "--replay", corpus, _kept(harness), cwd=tmp_path)
-    assert r.returncode == 0, r.stderr[-4000:]
-    n = len(list(corpus.iterdir())) + len(list(_kept(harness).iterdir()))
+    kept = _replayed(harness)
+    r = _run(harness, "--replay", corpus, *kept, cwd=tmp_path)
+    assert r.returncode == 0, (r.stdout[-1000:], r.stderr[-4000:])   # the input: its last line
+    n = len(list(corpus.iterdir())) + len(kept)
     assert f"{n} inputs replayed, nothing found" in r.stdout
 
 
+@pytest.mark.parametrize("harness", ["fuzz_read", "fuzz_remote"], indirect=True)
 def test_fuzz_session_finds_nothing(harness, seeded, tmp_path):
+    """The archive harness's session is fuzz/run.py's (the next test)."""
     pytest.importorskip("atheris", reason="atheris (test extra, Linux) is not installed")
     assert seeded[0].returncode == 0
     corpus = tmp_path / "corpus"            # libFuzzer adds to it: a copy of the seeds
@@ -99,18 +122,20 @@ def test_fuzz_session_finds_nothing(harness, seeded, tmp_path):
 
 def test_session_merges_what_it_found_into_the_corpus(tmp_path):
     """fuzz/run.py: a short session of the archive harness (the fewest seeds) from an empty
-    corpus leaves there the inputs libFuzzer's -merge keeps, named by their SHA-1."""
+    corpus finds nothing and leaves there the inputs libFuzzer's -merge keeps, named by their
+    SHA-1."""
     pytest.importorskip("atheris", reason="atheris (test extra, Linux) is not installed")
     kept, work = tmp_path / "corpus", tmp_path / "work"
     r = subprocess.run([sys.executable, str(REPO / "fuzz" / "run.py"), "archive",
-                        "--runs=30", "--seconds=2", "--corpus", str(kept),
+                        f"--runs={RUNS}", f"--seconds={MAX_SECONDS}", "--corpus", str(kept),
                         "--work", str(work)],
                        capture_output=True, text=True, timeout=MAX_SECONDS + 300)
     assert r.returncode == 0, (r.stdout, r.stderr[-4000:])
     files = list(kept.iterdir())
     assert files and all(f.name == hashlib.sha1(f.read_bytes()).hexdigest() for f in files)
     ran = int(r.stdout.split(" executions")[0].split()[-1])
-    assert ran > 0 and f"0 -> {len(files)} files" in r.stdout, r.stdout
+    assert ran > len(list((work / "seeds").iterdir())), r.stdout   # beyond the seeds
+    assert f"0 -> {len(files)} files" in r.stdout, r.stdout
     assert "findings: none" in r.stdout
 
 
