@@ -142,7 +142,7 @@ MODULE_MARKS = {
 TEST_MARKS = {
     "test_fuzz.py::test_fuzz_session_finds_nothing": {"slow"},
     "test_corrupt.py::test_valgrind_read_loop": {"slow", "subprocess"},
-    "test_convert.py::test_jsonl_streams": {"slow"},          # 200,000 rows under tracemalloc
+    "test_convert.py::test_jsonl_streams": {"slow"},          # streamed and whole, under tracemalloc
     # docs pages whose code starts an engine of its own (Spark, Ray)
     "test_docs_run.py::test_code_blocks_run[docs/spark.md]": {"slow", "engine"},
     "test_docs_run.py::test_code_blocks_run[docs/ray.md]": {"slow", "engine"},
