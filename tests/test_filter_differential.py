@@ -10,7 +10,7 @@ Run:  pytest tests/test_filter_differential.py      (derandomized: about 30 s on
       IDV_FILTER_EXAMPLES=500 pytest tests/test_filter_differential.py
           (random data, that many examples per property: minutes)
       pytest tests/test_filter_differential.py -m "not slow"   (all but the Spark test: a
-          session start and some 40 jobs, about 1.5 min; it skips without pyspark or Java)
+          session start and some 20 jobs; it skips without pyspark or Java)
 
 The random examples run once per module and every path is checked on each; a difference does
 not stop the search. Differences are reported grouped by kind (form, column type, operator,
