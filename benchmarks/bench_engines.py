@@ -3,7 +3,7 @@
 through each engine's own reader, same run.
 
     python3 benchmarks/bench_engines.py            # 8 files of 2M x 11 numeric rows
-    python3 benchmarks/bench_engines.py --quick    # 2 files of 100k rows
+    python3 benchmarks/bench_engines.py --quick    # 2 files of 100k rows, a smoke run
     python3 benchmarks/bench_engines.py --json     # machine-readable results on stdout
 
 The .idv files are bench_dataset's (copies of bench_read's ML.NET-written numeric file); the
@@ -16,7 +16,10 @@ interleaved:
   spark          the same sum: spark.read.format("idv") (option columns) against
                  spark.read.parquet, on Spark local[2]; the Python data source hands Arrow
                  batches to the JVM, Parquet is read in the JVM
-An engine that is not installed (or Spark without Java) is reported as skipped, with why. Run
+--quick runs each code path once, as cheaply as it can: no warm-up job before the timing, and
+Ray's aggregates as tasks (its sort shuffle) rather than its default hash shuffle, whose
+actors take seconds a sum on 2 cores (the same for both readers). An engine that is not
+installed (or Spark without Java) is reported as skipped, with why. Run
 through main() in a process that already has Ray initialized or a Spark session active (the
 tests'), the benchmark uses those and leaves them running.
 """
@@ -55,7 +58,7 @@ def parquet_files(paths, log):
     return folder, out
 
 
-def ray_figures(paths, parquet, repeat, log):
+def ray_figures(paths, parquet, repeat, quick, log):
     try:
         import ray
         import idv.ray
@@ -66,7 +69,11 @@ def ray_figures(paths, parquet, repeat, log):
         log("Ray: starting (num_cpus=2)")
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.ERROR)
-    ray.data.DataContext.get_current().enable_progress_bars = False
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    shuffle = context.shuffle_strategy
+    if quick:
+        context.shuffle_strategy = "sort_shuffle_pull_based"
     try:
         sums = {}
 
@@ -75,9 +82,11 @@ def ray_figures(paths, parquet, repeat, log):
 
         def parquet_sum():
             sums["parquet"] = ray.data.read_parquet(parquet).select_columns([COLUMN]).sum(COLUMN)
-        ray.data.range(8, override_num_blocks=2).sum("id")    # workers started before timing
+        if not quick:
+            ray.data.range(8, override_num_blocks=2).sum("id")    # workers started before timing
         return _race(idv_sum, parquet_sum, sums, repeat)
     finally:
+        context.shuffle_strategy = shuffle
         if started:
             ray.shutdown()
 
@@ -99,7 +108,7 @@ def _source(paths):
     return os.path.join(folder, "part-[" + "".join(p[-5] for p in paths) + "].idv")
 
 
-def spark_figures(folder, parquet, repeat, log):
+def spark_figures(folder, parquet, repeat, quick, log):
     try:
         import idv.spark
         from pyspark.sql import SparkSession, functions as F
@@ -125,7 +134,8 @@ def spark_figures(folder, parquet, repeat, log):
         def parquet_sum():
             df = spark.read.parquet(*parquet)
             sums["parquet"] = df.agg(F.sum(COLUMN)).first()[0]
-        spark.range(8, numPartitions=2).count()     # the executors' first job before timing
+        if not quick:
+            spark.range(8, numPartitions=2).count()     # the executors' first job before timing
         return _race(idv_sum, parquet_sum, sums, repeat)
     finally:
         if started:
@@ -146,8 +156,8 @@ def main(argv=None):
         rows = f.num_rows
     report = {"quick": a.quick, "repeat": repeat, "machine": bench_read.machine(),
               "files": len(paths), "rows_per_file": rows, "column": COLUMN,
-              "ray": ray_figures(paths, parquet, repeat, log),
-              "spark": spark_figures(_source(paths), parquet, repeat, log)}
+              "ray": ray_figures(paths, parquet, repeat, a.quick, log),
+              "spark": spark_figures(_source(paths), parquet, repeat, a.quick, log)}
     if a.json:
         print(json.dumps(report, indent=1))
         return

@@ -86,7 +86,8 @@ def spark():
 
 @pytest.fixture(scope="session")
 def ray_runtime():
-    """Ray on this machine (2 CPUs), progress bars off, the rows' order kept."""
+    """Ray on this machine (2 CPUs), progress bars off, the rows' order kept, aggregates as
+    tasks."""
     ray = pytest.importorskip("ray", reason="Ray tests need ray[data] (pip install 'idv[ray]')")
     pytest.importorskip("ray.data", reason="Ray tests need ray[data] (pip install 'idv[ray]')")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
@@ -94,6 +95,9 @@ def ray_runtime():
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     context.execution_options.preserve_order = True     # files written in the rows' order
+    # aggregates (ds.sum, ds.aggregate) as tasks: the default hash shuffle starts actors that
+    # take seconds an aggregate on 2 cores and hold the CPUs a while after it
+    context.shuffle_strategy = "sort_shuffle_pull_based"
     try:
         yield ray
     finally:
@@ -143,10 +147,9 @@ TEST_MARKS = {
     "test_fuzz.py::test_fuzz_session_finds_nothing": {"slow"},
     "test_corrupt.py::test_valgrind_read_loop": {"slow", "subprocess"},
     "test_convert.py::test_jsonl_streams": {"slow"},          # streamed and whole, under tracemalloc
-    # docs pages whose code starts an engine of its own (Spark, Ray)
-    "test_docs_run.py::test_code_blocks_run[docs/spark.md]": {"slow", "engine"},
-    "test_docs_run.py::test_code_blocks_run[docs/ray.md]": {"slow", "engine"},
-    "test_docs_run.py::test_code_blocks_run[docs/training.md]": {"slow", "engine"},  # workers
+    # a docs page whose code forks (DataLoader workers); the pages that start Spark or Ray
+    # run on the session's (their tests name the fixture)
+    "test_docs_run.py::test_code_blocks_run[docs/training.md]": {"slow", "engine"},
     "test_docs_run.py::test_code_blocks_run[docs/interop.md]": {"slow"},
 }
 # tests of a second or more on 2 cores (pytest --durations=0), left out of the quick run

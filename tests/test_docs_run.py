@@ -7,6 +7,10 @@ run in order in that one namespace (a page builds on its earlier blocks). A bloc
 run here (it needs the reader's own data or a service) is preceded by a line
 ``<!-- not run: why -->``, shown as a skip.
 
+The pages that start an engine (``ENGINE_PAGES``) run on the test session's one (conftest.py):
+their ``getOrCreate()`` / ``ray.init(...)`` get the running engine, and their closing
+``stop()`` / ``ray.shutdown()`` leave it running for the tests after them.
+
 The ``idv ...`` command lines of the pages run in a folder holding the files they name
 (``data.idv``, ``big.idv``, ``scored.idv``, ``damaged.idv``, ``model.zip``...), made once.
 """
@@ -78,14 +82,22 @@ def command_workspace(tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if any(True for _ in blocks(p))],
-                         ids=lambda p: p.relative_to(REPO).as_posix())
-def test_code_blocks_run(page, tmp_path, monkeypatch):
-    """The page's blocks, in order, in one empty namespace, in an empty folder."""
+# pages that start an engine: each runs on the session's (a test of its own below)
+SPARK_PAGE, RAY_PAGE = REPO / "docs" / "spark.md", REPO / "docs" / "ray.md"
+ENGINE_PAGES = (SPARK_PAGE, RAY_PAGE)
+
+
+def _page_id(page: Path) -> str:
+    return page.relative_to(REPO).as_posix()
+
+
+def run_blocks(page: Path, folder: Path, monkeypatch) -> dict:
+    """The page's blocks, in order, in one empty namespace, in the empty `folder`; the
+    namespace they leave."""
     pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
-    monkeypatch.chdir(tmp_path)
-    assert not any(tmp_path.iterdir())
+    monkeypatch.chdir(folder)
+    assert not any(folder.iterdir())
     namespace = {"__name__": "__docs__"}
     skipped = []
     for line, code, why in blocks(page):
@@ -101,6 +113,38 @@ def test_code_blocks_run(page, tmp_path, monkeypatch):
                         f"{type(e).__name__}: {e}\n{code}")
     if skipped:
         print(f"not run in {page.name}: " + "; ".join(skipped))
+    return namespace
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p not in ENGINE_PAGES
+                                  and any(True for _ in blocks(p))], ids=_page_id)
+def test_code_blocks_run(page, tmp_path, monkeypatch):
+    """The page's blocks, in order, in one empty namespace, in an empty folder."""
+    run_blocks(page, tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("page", [SPARK_PAGE], ids=_page_id)
+def test_spark_page_runs_on_the_sessions_spark(page, spark, tmp_path, monkeypatch):
+    """The page as written; its ``getOrCreate()`` returns the session's SparkSession (the
+    page's settings are the session's), and its ``spark.stop()`` is made a no-op for the page
+    so that the session's Spark outlives it."""
+    monkeypatch.setattr(spark, "stop", lambda: None)
+    namespace = run_blocks(page, tmp_path, monkeypatch)
+    assert namespace["spark"] is spark
+    assert spark.range(3).count() == 3      # still running
+
+
+@pytest.mark.parametrize("page", [RAY_PAGE], ids=_page_id)
+def test_ray_page_runs_on_the_sessions_ray(page, ray_runtime, tmp_path, monkeypatch):
+    """The page as written; its ``ray.init(...)`` is made to return the running Ray (as
+    ``ignore_reinit_error=True`` does) and its ``ray.shutdown()`` a no-op, for the page, so
+    that the session's Ray outlives it."""
+    init = ray_runtime.init
+    monkeypatch.setattr(ray_runtime, "init",
+                        lambda *a, **kw: init(*a, **{**kw, "ignore_reinit_error": True}))
+    monkeypatch.setattr(ray_runtime, "shutdown", lambda *a, **kw: None)
+    namespace = run_blocks(page, tmp_path, monkeypatch)
+    assert namespace["ray"] is ray_runtime and ray_runtime.is_initialized()
 
 
 _COMMAND = re.compile(r"^(?:\$ )?(idv [a-z]+(?: \S+)*)(?:\s+#.*)?$")
@@ -123,7 +167,7 @@ def commands(page: Path):
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if any(True for _ in commands(p))],
-                         ids=lambda p: p.relative_to(REPO).as_posix())
+                         ids=_page_id)
 def test_command_lines_run(page, command_workspace, tmp_path):
     """Each command runs in the workspace: exit 0, or 1 where the page shows a damaged file."""
     pytest.importorskip("pyarrow")      # idv convert
