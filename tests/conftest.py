@@ -251,8 +251,11 @@ def _before_engines(item):
         getattr(item, "originalname", item.name) in QUIET_PROCESS.get(module, ())
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark each test by its module, its name and the fixtures it uses."""
+    """Mark each test by its module, its name and the fixtures it uses: first, so that
+    pytest-xdist's own hook (which turns the xdist_group marks into the @group suffix of the
+    test ids it schedules by) sees the groups."""
     for item in items:
         module = item.path.name
         name = f"{module}::{getattr(item, 'originalname', item.name)}"

@@ -287,3 +287,16 @@ def test_the_quick_runs_marks_name_tests_that_exist():
     from conftest import FORKING_MODULES, MODULE_MARKS, ONE_WORKER_MODULES
     modules = set(MODULE_MARKS) | FORKING_MODULES | ONE_WORKER_MODULES
     assert not [m for m in modules if not (tests_dir / m).is_file()]
+
+
+def test_the_engine_tests_reach_xdist_as_one_group(request):
+    """The tests on engines carry the engines group where pytest-xdist schedules by it (the
+    @engines suffix of their ids in a worker). pytest 9.2's structured test ids made xdist's
+    loadgroup ignore groups silently (both workers started Spark, Ray and Dask): the test
+    extra keeps pytest below 9.2 until xdist sets groups on them."""
+    import os
+    engine_tests = [i for i in request.session.items if i.get_closest_marker("engine")]
+    assert all(i.get_closest_marker("xdist_group").args == ("engines",) for i in engine_tests)
+    if os.environ.get("PYTEST_XDIST_WORKER") and request.config.getvalue("loadgroup"):
+        assert all(i.nodeid.endswith("@engines") for i in engine_tests)
+    assert pytest.version_tuple[:2] < (9, 2)
