@@ -96,7 +96,8 @@ class Dataset(DatasetInterop):
                                                else list(columns))
         opened = []           # (path, visible columns, DatasetFile, IdvFile)
         limits = []
-        files = dataset_files.opened(paths, filesystem, open_kwargs)
+        # the first max_open_files kept open, the others only listed (reader.Listed)
+        files = dataset_files.opened(paths, filesystem, open_kwargs, self._max_open)
         try:
             for path, f in files:
                 if isinstance(f, (IdvFormatError, OSError)):
@@ -107,11 +108,11 @@ class Dataset(DatasetInterop):
                     self.skipped.append((path, f))
                     continue
                 limits.append(f.memory_limit)
-                cols = dataset_files.visible(f)
-                rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
-                entry = DatasetFile(path, f.num_rows, 0, rpb, f.identity)
+                cols = dataset_files.visible(f.layout)
+                entry = DatasetFile(path, f.num_rows, 0, dataset_files.rows_per_block(f.layout),
+                                    f.identity)
                 opened.append((path, cols, entry, f))
-                if len(opened) > self._max_open:     # keep the first max_open_files open
+                if f.closed or len(opened) > self._max_open:
                     entry.closing(f, [c for c, _ in cols], self._layouts)
                     f.close()
             if self.skipped:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import functools
 import itertools
 import threading
 import weakref
@@ -14,8 +13,9 @@ import weakref
 import numpy as np
 
 from idv import _threads
+from idv.column import decoded_size
 from idv.errors import IdvFormatError
-from idv.reader import IdvFile, open as idv_open
+from idv.reader import IdvFile, Listed, open as idv_open
 
 # remote files opened at once while a dataset lists them
 OPEN_AHEAD = 8
@@ -58,12 +58,12 @@ class DatasetFile:
         self.layout = None      # IdvFile.layout, kept when the dataset closes the file
 
     def closing(self, f, names, layouts):
-        """Keep what file `f` (this one, about to be closed) tells of columns `names`: what
-        reading each allocates, and its layout while `layouts` (a Budget) has room.
-        Package-internal: the dataset calls it."""
+        """Keep what file `f` (this one, about to be closed, or only listed: reader.Listed)
+        tells of columns `names`: what reading each allocates, and its layout while `layouts`
+        (a Budget) has room. Package-internal: the dataset calls it."""
         if self.decoded is None:
-            self.decoded = decoded(f, names)
-        if self.layout is None and layouts.take(layout_bytes(len(f.columns))):
+            self.decoded = decoded(f.layout, names)
+        if self.layout is None and layouts.take(layout_bytes(len(f.layout.described))):
             self.layout = f.layout
 
     @property
@@ -90,26 +90,33 @@ class Budget:
             return True
 
 
-def opened(paths, filesystem, open_kwargs):
-    """(path, its IdvFile or the IdvFormatError / OSError of opening it), in order: remote
-    files OPEN_AHEAD at a time in threads (an open waits on round trips), local ones in turn
-    (an open is CPU work under the GIL). Closing it closes the files opened ahead."""
-    def one(path):
+def opened(paths, filesystem, open_kwargs, keep_open):
+    """(path, its IdvFile, its reader.Listed or the IdvFormatError / OSError of opening it),
+    in order: the first `keep_open` files opened (IdvFile), the others only listed (what
+    opening read, the file closed at once, as the dataset would close it); remote files
+    OPEN_AHEAD at a time in threads (an open waits on round trips), local ones in turn (an
+    open is CPU work under the GIL). Closing it closes the files opened ahead."""
+    def one(path, keep):
         try:
-            return idv_open(path, filesystem=filesystem, **open_kwargs)
+            return (idv_open if keep else Listed)(path, filesystem=filesystem, **open_kwargs)
         except (IdvFormatError, OSError) as e:
             return e
     if filesystem is None:
-        yield from ((path, one(path)) for path in paths)
+        kept = 0
+        for path in paths:
+            f = one(path, kept < keep_open)
+            kept += isinstance(f, IdvFile)
+            yield path, f
         return
-    submit = functools.partial(_threads.pool("open", OPEN_AHEAD).submit, one)
-    ahead = collections.deque((path, submit(path)) for path in paths[:OPEN_AHEAD])
-    rest = iter(paths[OPEN_AHEAD:])
+    pool = _threads.pool("open", OPEN_AHEAD)
+    ahead = collections.deque((path, pool.submit(one, path, k < keep_open))
+                              for k, path in enumerate(paths[:OPEN_AHEAD]))
+    rest = enumerate(paths[OPEN_AHEAD:], OPEN_AHEAD)
     try:
         while ahead:
             path, opening = ahead.popleft()
-            for following in itertools.islice(rest, 1):
-                ahead.append((following, submit(following)))
+            for k, following in itertools.islice(rest, 1):
+                ahead.append((following, pool.submit(one, following, k < keep_open)))
             yield path, opening.result()
     finally:
         for _, opening in ahead:
@@ -118,17 +125,40 @@ def opened(paths, filesystem, open_kwargs):
                 opening.result().close()
 
 
-def decoded(f, names):
-    """{name: f[name].decoded_bytes()} for a file the dataset closes, or None when wide."""
+def decoded(layout, names):
+    """{name: what reading all of column `name` allocates (Column.decoded_bytes)} of a file
+    the dataset closes (`layout`: what opening it read), or None when wide."""
     if len(names) > REMEMBERED_COLUMNS:
         return None
-    return {n: f[n].decoded_bytes() for n in names}
+    shown = {e.name: (e, codec) for e, codec in _shown(layout)}
+    tables, rows = layout.tables, layout.header.row_count
+    out = {}
+    for n in names:
+        e, codec = shown[n]
+        raw = tables.raw_total(e.index)
+        if raw is None:
+            raw = int(tables.lookup(e.index)["raw"].sum(dtype=np.int64))
+        out[n] = decoded_size(codec, raw, rows)
+    return out
 
 
-def visible(f):
-    """[(name, type or codec text)] of the columns a file shows by name (the last of each)."""
-    return [(c.name, c.type if c.type is not None else f"<unreadable: codec {c.codec_name}>")
-            for c in f.columns if f[c.name] is c]
+def _shown(layout):
+    """(TocEntry, codec or None) of the columns a file shows by name (the last of each), of
+    `layout`: what opening it read (idv.opening.Opened)."""
+    last = {e.name: e for e, _, _ in layout.described}
+    return [(e, codec) for e, codec, _ in layout.described if last[e.name] is e]
+
+
+def visible(layout):
+    """[(name, type or codec text)] of the columns a file shows by name (the last of each),
+    of `layout`: what opening it read (IdvFile.layout)."""
+    return [(e.name, codec.type if codec is not None else f"<unreadable: codec {e.codec_name}>")
+            for e, codec in _shown(layout)]
+
+
+def rows_per_block(layout):
+    """{name: rows per block} of the columns a file shows by name, as visible."""
+    return {e.name: e.rows_per_block for e, _ in _shown(layout)}
 
 
 def _mismatch(path, ref_path, mine, ref):
@@ -191,7 +221,7 @@ def changed(entry, f, columns, names):
     """IdvFormatError when file `f`, reopened, is not the one listed as `entry` (a
     DatasetFile): another file in its place, other rows, other types of the columns `names`
     than `columns` (name -> type when listed); a dataset reads the files as they were."""
-    cols = dict(visible(f))
+    cols = dict(visible(f.layout))
     why = None
     if f.num_rows != entry.num_rows:
         why = f"it has {f.num_rows} rows, {entry.num_rows} when listed"

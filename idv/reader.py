@@ -63,33 +63,22 @@ class IdvFile:
                  timeout=None, layout=None):
         blocks = cache.BlockCache(cache_bytes)      # a bad cache_bytes fails before opening
         self.store = None
-        self._source = open_any(source, filesystem, storage_options, timeout)
-        try:
-            limit = budget.limit_for(self._source.size, memory_limit)
-            self._source.memory_limit = limit    # no fetch brings more (a remote file's)
-        except BaseException:
-            self.close()
-            raise
+        self._source, limit = _source_and_limit(source, memory_limit, filesystem,
+                                                storage_options, timeout)
         self.path = self._source.name   # put into every IdvFormatError from this file
         self.identity = getattr(self._source, "identity", None)
         self.backend = backend
+        self._columns = self._names = None
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
-            opened = opening.reused(self._source, bool(checksums), layout)
-            if opened is None:
-                with getattr(self._source, "checked_once", contextlib.nullcontext)():
-                    opened = opening.read(self._source, bool(checksums), stacklevel=3)
-            self.layout = opened
-            self.header, self._head, self.tables = opened.header, opened.head, opened.tables
-            sums, described = opened.sums, opened.described
+            self.layout = _layout(self._source, checksums, layout, stacklevel=4)
+            self.header, self._head, self.tables = \
+                self.layout.header, self.layout.head, self.layout.tables
             self.store = BlockStore(self._source, path=self.path,
                                     threads=threads or _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
-                                    sums=sums, crcs=self.tables.crcs,
+                                    sums=self.layout.sums, crcs=self.tables.crcs,
                                     checking=bool(checksums))
-            parts = FileParts(self.store, self.tables, self.header, self.path)
-            self.columns = [Column(parts, *d) for d in described]
-            self._by_name = {c.name: c for c in self.columns}
         except IdvFormatError as e:
             e.locate(path=self.path)
             self.close()
@@ -97,6 +86,22 @@ class IdvFile:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def columns(self):
+        """Every Column, in file order (built on first use: a dataset's files are opened and
+        closed by the thousand, most never asked for a column)."""
+        if self._columns is None:
+            parts = FileParts(self.store, self.tables, self.header, self.path)
+            self._columns = [Column(parts, *d) for d in self.layout.described]
+        return self._columns
+
+    @property
+    def _by_name(self):
+        """name -> Column, the last of each name (as ML.NET shows them)."""
+        if self._names is None:
+            self._names = {c.name: c for c in self.columns}
+        return self._names
 
     @property
     def threads(self):
@@ -411,6 +416,68 @@ class IdvFile:
         """
         from idv.arrow import record_batch_reader
         return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
+
+
+def _source_and_limit(source, memory_limit, filesystem, storage_options, timeout):
+    """(the source of `source` (idv.remote.open_any), the memory limit of its reads)."""
+    src = open_any(source, filesystem, storage_options, timeout)
+    try:
+        limit = budget.limit_for(src.size, memory_limit)
+        src.memory_limit = limit    # no fetch brings more (a remote file's)
+    except BaseException:
+        src.close()
+        raise
+    return src, limit
+
+
+def _layout(src, checksums, known, stacklevel):
+    """What opening source `src` reads (idv.opening.Opened): `known`, what opening the same
+    file read before, while it is the same (opening.reused), else read and checked anew."""
+    opened = opening.reused(src, bool(checksums), known)
+    if opened is None:
+        with getattr(src, "checked_once", contextlib.nullcontext)():
+            opened = opening.read(src, bool(checksums), stacklevel=stacklevel)
+    return opened
+
+
+class Listed:
+    """A file opened to be listed and closed at once (a dataset's beyond its open files):
+    what opening it read (``layout``: idv.opening.Opened), its ``path``, ``identity``,
+    ``num_rows`` and ``memory_limit``, as an IdvFile opened the same way would give them,
+    without the block store and columns an IdvFile builds. It holds nothing open.
+    Package-internal: idv.dataset_files lists with it.
+
+    Parameters
+    ----------
+    source, threads, backend, cache_bytes, memory_limit, checksums, filesystem,
+    storage_options, timeout
+        As idv.open (the same checks of them).
+    """
+
+    closed = True
+
+    def __init__(self, source, *, threads=None, backend=None,
+                 cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=True,
+                 filesystem=None, storage_options=None, timeout=None):
+        cache.BlockCache(cache_bytes)
+        src, self.memory_limit = _source_and_limit(source, memory_limit, filesystem,
+                                                   storage_options, timeout)
+        self.path = src.name
+        self.identity = getattr(src, "identity", None)
+        try:
+            compression.backend(backend)
+            self.layout = _layout(src, checksums, None, stacklevel=3)
+        except IdvFormatError as e:
+            raise e.locate(path=self.path)
+        finally:
+            src.close()
+
+    @property
+    def num_rows(self):
+        return self.layout.header.row_count
+
+    def close(self):
+        """Nothing to close: the file was closed once listed."""
 
 
 def _as_strings(col, text):
