@@ -96,8 +96,7 @@ class Dataset(DatasetInterop):
                                                else list(columns))
         opened = []           # (path, visible columns, DatasetFile, IdvFile)
         limits = []
-        # the first max_open_files kept open, the others only listed (reader.Listed)
-        files = dataset_files.opened(paths, filesystem, open_kwargs, self._max_open)
+        files = dataset_files.opened(paths, filesystem, open_kwargs)
         try:
             for path, f in files:
                 if isinstance(f, (IdvFormatError, OSError)):
@@ -112,7 +111,7 @@ class Dataset(DatasetInterop):
                 entry = DatasetFile(path, f.num_rows, 0, dataset_files.rows_per_block(f.layout),
                                     f.identity)
                 opened.append((path, cols, entry, f))
-                if f.closed or len(opened) > self._max_open:
+                if len(opened) > self._max_open:     # keep the first max_open_files open
                     entry.closing(f, [c for c, _ in cols], self._layouts)
                     f.close()
             if self.skipped:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import itertools
 import threading
 import weakref
@@ -15,7 +16,7 @@ import numpy as np
 from idv import _threads
 from idv.column import decoded_size
 from idv.errors import IdvFormatError
-from idv.reader import IdvFile, Listed, open as idv_open
+from idv.reader import IdvFile, open as idv_open
 
 # remote files opened at once while a dataset lists them
 OPEN_AHEAD = 8
@@ -58,9 +59,9 @@ class DatasetFile:
         self.layout = None      # IdvFile.layout, kept when the dataset closes the file
 
     def closing(self, f, names, layouts):
-        """Keep what file `f` (this one, about to be closed, or only listed: reader.Listed)
-        tells of columns `names`: what reading each allocates, and its layout while `layouts`
-        (a Budget) has room. Package-internal: the dataset calls it."""
+        """Keep what file `f` (this one, about to be closed) tells of columns `names`: what
+        reading each allocates (told by its layout: no Column is built), and its layout while
+        `layouts` (a Budget) has room. Package-internal: the dataset calls it."""
         if self.decoded is None:
             self.decoded = decoded(f.layout, names)
         if self.layout is None and layouts.take(layout_bytes(len(f.layout.described))):
@@ -90,33 +91,26 @@ class Budget:
             return True
 
 
-def opened(paths, filesystem, open_kwargs, keep_open):
-    """(path, its IdvFile, its reader.Listed or the IdvFormatError / OSError of opening it),
-    in order: the first `keep_open` files opened (IdvFile), the others only listed (what
-    opening read, the file closed at once, as the dataset would close it); remote files
-    OPEN_AHEAD at a time in threads (an open waits on round trips), local ones in turn (an
-    open is CPU work under the GIL). Closing it closes the files opened ahead."""
-    def one(path, keep):
+def opened(paths, filesystem, open_kwargs):
+    """(path, its IdvFile or the IdvFormatError / OSError of opening it), in order: remote
+    files OPEN_AHEAD at a time in threads (an open waits on round trips), local ones in turn
+    (an open is CPU work under the GIL). Closing it closes the files opened ahead."""
+    def one(path):
         try:
-            return (idv_open if keep else Listed)(path, filesystem=filesystem, **open_kwargs)
+            return idv_open(path, filesystem=filesystem, **open_kwargs)
         except (IdvFormatError, OSError) as e:
             return e
     if filesystem is None:
-        kept = 0
-        for path in paths:
-            f = one(path, kept < keep_open)
-            kept += isinstance(f, IdvFile)
-            yield path, f
+        yield from ((path, one(path)) for path in paths)
         return
-    pool = _threads.pool("open", OPEN_AHEAD)
-    ahead = collections.deque((path, pool.submit(one, path, k < keep_open))
-                              for k, path in enumerate(paths[:OPEN_AHEAD]))
-    rest = enumerate(paths[OPEN_AHEAD:], OPEN_AHEAD)
+    submit = functools.partial(_threads.pool("open", OPEN_AHEAD).submit, one)
+    ahead = collections.deque((path, submit(path)) for path in paths[:OPEN_AHEAD])
+    rest = iter(paths[OPEN_AHEAD:])
     try:
         while ahead:
             path, opening = ahead.popleft()
-            for k, following in itertools.islice(rest, 1):
-                ahead.append((following, pool.submit(one, following, k < keep_open)))
+            for following in itertools.islice(rest, 1):
+                ahead.append((following, submit(following)))
             yield path, opening.result()
     finally:
         for _, opening in ahead:
@@ -130,11 +124,10 @@ def decoded(layout, names):
     the dataset closes (`layout`: what opening it read), or None when wide."""
     if len(names) > REMEMBERED_COLUMNS:
         return None
-    shown = {e.name: (e, codec) for e, codec in _shown(layout)}
     tables, rows = layout.tables, layout.header.row_count
     out = {}
     for n in names:
-        e, codec = shown[n]
+        e, codec, _ = layout.described[layout.shown[n]]
         raw = tables.raw_total(e.index)
         if raw is None:
             raw = int(tables.lookup(e.index)["raw"].sum(dtype=np.int64))
@@ -145,8 +138,8 @@ def decoded(layout, names):
 def _shown(layout):
     """(TocEntry, codec or None) of the columns a file shows by name (the last of each), of
     `layout`: what opening it read (idv.opening.Opened)."""
-    last = {e.name: e for e, _, _ in layout.described}
-    return [(e, codec) for e, codec, _ in layout.described if last[e.name] is e]
+    described = layout.described
+    return [described[i][:2] for i in sorted(layout.shown.values())]
 
 
 def visible(layout):

@@ -53,9 +53,8 @@ class IdvFile:
         As idv.open.
     {open_options}
     layout : idv.opening.Opened, optional
-        What opening the same path read before: while the file's identity and header bytes
-        are the same, its tables are not read and checked again (a dataset reopening its
-        files).
+        What opening the same path read before, not read and checked again while the file's
+        identity and header bytes are the same (a dataset reopening its files).
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
@@ -63,22 +62,26 @@ class IdvFile:
                  timeout=None, layout=None):
         blocks = cache.BlockCache(cache_bytes)      # a bad cache_bytes fails before opening
         self.store = None
-        self._source, limit = _source_and_limit(source, memory_limit, filesystem,
-                                                storage_options, timeout)
+        self._source = open_any(source, filesystem, storage_options, timeout)
+        try:
+            limit = budget.limit_for(self._source.size, memory_limit)
+            self._source.memory_limit = limit    # no fetch brings more (a remote file's)
+        except BaseException:
+            self.close()
+            raise
         self.path = self._source.name   # put into every IdvFormatError from this file
         self.identity = getattr(self._source, "identity", None)
         self.backend = backend
-        self._columns = self._names = None
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
-            self.layout = _layout(self._source, checksums, layout, stacklevel=4)
-            self.header, self._head, self.tables = \
-                self.layout.header, self.layout.head, self.layout.tables
+            opened = self.layout = opening.known_or_read(self._source, checksums, layout, 3)
+            self.header, self._head, self.tables = opened.header, opened.head, opened.tables
             self.store = BlockStore(self._source, path=self.path,
                                     threads=threads or _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
-                                    sums=self.layout.sums, crcs=self.tables.crcs,
+                                    sums=opened.sums, crcs=self.tables.crcs,
                                     checking=bool(checksums))
+            self._made = [None] * len(opened.described)      # each Column, once built
         except IdvFormatError as e:
             e.locate(path=self.path)
             self.close()
@@ -87,21 +90,17 @@ class IdvFile:
             self.close()
             raise
 
-    @property
+    @functools.cached_property
     def columns(self):
-        """Every Column, in file order (built on first use: a dataset's files are opened and
-        closed by the thousand, most never asked for a column)."""
-        if self._columns is None:
-            parts = FileParts(self.store, self.tables, self.header, self.path)
-            self._columns = [Column(parts, *d) for d in self.layout.described]
-        return self._columns
+        """Every Column, in file order (each built on first use: a dataset's thousand files
+        are read for a column or none)."""
+        return [*map(self._column, range(len(self._made)))]
 
-    @property
-    def _by_name(self):
-        """name -> Column, the last of each name (as ML.NET shows them)."""
-        if self._names is None:
-            self._names = {c.name: c for c in self.columns}
-        return self._names
+    def _column(self, i):
+        if self._made[i] is None:
+            self._made[i] = Column(FileParts(self.store, self.tables, self.header, self.path),
+                                   *self.layout.described[i])
+        return self._made[i]
 
     @property
     def threads(self):
@@ -147,7 +146,7 @@ class IdvFile:
     @property
     def num_columns(self):
         """The number of columns, hidden and unreadable ones included."""
-        return len(self.columns)
+        return len(self._made)
 
     @property
     def version(self):
@@ -163,26 +162,26 @@ class IdvFile:
     def schema(self):
         """The columns' names, types and metadata types as a printable Schema."""
         return Schema([Field(c.index, c.name, c.type, c.codec_name, c.metadata_types,
-                             self._by_name[c.name] is not c) for c in self.columns],
+                             self.layout.shown[c.name] != i) for i, c in enumerate(self.columns)],
                       self.num_rows)
 
     def __getitem__(self, key):
         """``f["Label"]`` or ``f[0]``: a Column. ``f[a:b]``: those rows of every readable
         column, as ``f.read(rows=slice(a, b))`` (rows, as in pandas, not columns)."""
         if isinstance(key, str):
-            try:
-                return self._by_name[key]
-            except KeyError:
-                raise KeyError(f"no column {key!r}; columns: {self.column_names}") from None
+            i = self.layout.shown.get(key)
+            if i is None:
+                raise KeyError(f"no column {key!r}; columns: {self.column_names}")
+            return self._column(i)
         if isinstance(key, slice):
             return self.read(rows=key)
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
-            n = len(self.columns)
+            n = len(self._made)
             if not -n <= key < n:
                 raise IndexError(f"column index {key} out of range: the file has {n} columns "
                                  f"(0 to {n - 1}); rows are selected with f[a:b] or "
                                  f"f.read(rows=...)")
-            return self.columns[key]
+            return self._column(int(key) % n)
         raise TypeError(f"an idv file is indexed by a column name or index, or by a slice of "
                         f"rows, not {type(key).__name__}")
 
@@ -191,7 +190,7 @@ class IdvFile:
         return self.num_rows
 
     def __contains__(self, name):
-        return name in self._by_name
+        return name in self.layout.shown
 
     def __iter__(self):
         return iter(self.column_names)
@@ -416,68 +415,6 @@ class IdvFile:
         """
         from idv.arrow import record_batch_reader
         return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
-
-
-def _source_and_limit(source, memory_limit, filesystem, storage_options, timeout):
-    """(the source of `source` (idv.remote.open_any), the memory limit of its reads)."""
-    src = open_any(source, filesystem, storage_options, timeout)
-    try:
-        limit = budget.limit_for(src.size, memory_limit)
-        src.memory_limit = limit    # no fetch brings more (a remote file's)
-    except BaseException:
-        src.close()
-        raise
-    return src, limit
-
-
-def _layout(src, checksums, known, stacklevel):
-    """What opening source `src` reads (idv.opening.Opened): `known`, what opening the same
-    file read before, while it is the same (opening.reused), else read and checked anew."""
-    opened = opening.reused(src, bool(checksums), known)
-    if opened is None:
-        with getattr(src, "checked_once", contextlib.nullcontext)():
-            opened = opening.read(src, bool(checksums), stacklevel=stacklevel)
-    return opened
-
-
-class Listed:
-    """A file opened to be listed and closed at once (a dataset's beyond its open files):
-    what opening it read (``layout``: idv.opening.Opened), its ``path``, ``identity``,
-    ``num_rows`` and ``memory_limit``, as an IdvFile opened the same way would give them,
-    without the block store and columns an IdvFile builds. It holds nothing open.
-    Package-internal: idv.dataset_files lists with it.
-
-    Parameters
-    ----------
-    source, threads, backend, cache_bytes, memory_limit, checksums, filesystem,
-    storage_options, timeout
-        As idv.open (the same checks of them).
-    """
-
-    closed = True
-
-    def __init__(self, source, *, threads=None, backend=None,
-                 cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=True,
-                 filesystem=None, storage_options=None, timeout=None):
-        cache.BlockCache(cache_bytes)
-        src, self.memory_limit = _source_and_limit(source, memory_limit, filesystem,
-                                                   storage_options, timeout)
-        self.path = src.name
-        self.identity = getattr(src, "identity", None)
-        try:
-            compression.backend(backend)
-            self.layout = _layout(src, checksums, None, stacklevel=3)
-        except IdvFormatError as e:
-            raise e.locate(path=self.path)
-        finally:
-            src.close()
-
-    @property
-    def num_rows(self):
-        return self.layout.header.row_count
-
-    def close(self):
-        """Nothing to close: the file was closed once listed."""
 
 
 def _as_strings(col, text):
