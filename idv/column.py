@@ -37,6 +37,18 @@ class _Counter:
             self.count += n
 
 
+def decoded_size(codec, raw, count):
+    """About what decoding `count` rows whose blocks inflate to `raw` bytes allocates, by
+    `codec` (None: unknown): Text items as str objects (idv.budget.items_bytes), Booleans
+    eight times over. Column.decoded_bytes, and a dataset for the files it only lists."""
+    if codec is not None and codec.dtype == object:
+        stored = count if not isinstance(codec.type, T.Vector) else raw // 4
+        return raw + budget.items_bytes(codec.dtype, stored, raw)
+    if codec is not None and codec.load_name == "Boolean":
+        return raw * 8
+    return raw
+
+
 class FileParts(NamedTuple):
     """What a column reads through: its file's block store, tables (idv.layout.Tables),
     header and name. Not the IdvFile itself, so that a file and its columns form no reference
@@ -430,12 +442,7 @@ class Column(ColumnAnnotations):
             else None
         if raw is None:
             raw = int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
-        if self.codec is not None and self.codec.dtype == object:
-            stored = count if not isinstance(self.type, T.Vector) else raw // 4
-            return raw + budget.items_bytes(self.codec.dtype, stored, raw)
-        if self.codec is not None and self.codec.load_name == "Boolean":
-            return raw * 8
-        return raw
+        return decoded_size(self.codec, raw, count)
 
     @property
     def blocks_decoded(self):

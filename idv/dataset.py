@@ -107,9 +107,9 @@ class Dataset(DatasetInterop):
                     self.skipped.append((path, f))
                     continue
                 limits.append(f.memory_limit)
-                cols = dataset_files.visible(f)
-                rpb = {c.name: c.rows_per_block for c in f.columns if f[c.name] is c}
-                entry = DatasetFile(path, f.num_rows, 0, rpb, f.identity)
+                cols = dataset_files.visible(f.layout)
+                entry = DatasetFile(path, f.num_rows, 0, dataset_files.rows_per_block(f.layout),
+                                    f.identity)
                 opened.append((path, cols, entry, f))
                 if len(opened) > self._max_open:     # keep the first max_open_files open
                     entry.closing(f, [c for c, _ in cols], self._layouts)

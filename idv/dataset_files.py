@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 
 from idv import _threads
+from idv.column import decoded_size
 from idv.errors import IdvFormatError
 from idv.reader import IdvFile, open as idv_open
 
@@ -59,11 +60,11 @@ class DatasetFile:
 
     def closing(self, f, names, layouts):
         """Keep what file `f` (this one, about to be closed) tells of columns `names`: what
-        reading each allocates, and its layout while `layouts` (a Budget) has room.
-        Package-internal: the dataset calls it."""
+        reading each allocates (told by its layout: no Column is built), and its layout while
+        `layouts` (a Budget) has room. Package-internal: the dataset calls it."""
         if self.decoded is None:
-            self.decoded = decoded(f, names)
-        if self.layout is None and layouts.take(layout_bytes(len(f.columns))):
+            self.decoded = decoded(f.layout, names)
+        if self.layout is None and layouts.take(layout_bytes(len(f.layout.described))):
             self.layout = f.layout
 
     @property
@@ -118,17 +119,39 @@ def opened(paths, filesystem, open_kwargs):
                 opening.result().close()
 
 
-def decoded(f, names):
-    """{name: f[name].decoded_bytes()} for a file the dataset closes, or None when wide."""
+def decoded(layout, names):
+    """{name: what reading all of column `name` allocates (Column.decoded_bytes)} of a file
+    the dataset closes (`layout`: what opening it read), or None when wide."""
     if len(names) > REMEMBERED_COLUMNS:
         return None
-    return {n: f[n].decoded_bytes() for n in names}
+    tables, rows = layout.tables, layout.header.row_count
+    out = {}
+    for n in names:
+        e, codec, _ = layout.described[layout.shown[n]]
+        raw = tables.raw_total(e.index)
+        if raw is None:
+            raw = int(tables.lookup(e.index)["raw"].sum(dtype=np.int64))
+        out[n] = decoded_size(codec, raw, rows)
+    return out
 
 
-def visible(f):
-    """[(name, type or codec text)] of the columns a file shows by name (the last of each)."""
-    return [(c.name, c.type if c.type is not None else f"<unreadable: codec {c.codec_name}>")
-            for c in f.columns if f[c.name] is c]
+def _shown(layout):
+    """(TocEntry, codec or None) of the columns a file shows by name (the last of each), of
+    `layout`: what opening it read (idv.opening.Opened)."""
+    described = layout.described
+    return [described[i][:2] for i in sorted(layout.shown.values())]
+
+
+def visible(layout):
+    """[(name, type or codec text)] of the columns a file shows by name (the last of each),
+    of `layout`: what opening it read (IdvFile.layout)."""
+    return [(e.name, codec.type if codec is not None else f"<unreadable: codec {e.codec_name}>")
+            for e, codec in _shown(layout)]
+
+
+def rows_per_block(layout):
+    """{name: rows per block} of the columns a file shows by name, as visible."""
+    return {e.name: e.rows_per_block for e, _ in _shown(layout)}
 
 
 def _mismatch(path, ref_path, mine, ref):
@@ -191,7 +214,7 @@ def changed(entry, f, columns, names):
     """IdvFormatError when file `f`, reopened, is not the one listed as `entry` (a
     DatasetFile): another file in its place, other rows, other types of the columns `names`
     than `columns` (name -> type when listed); a dataset reads the files as they were."""
-    cols = dict(visible(f))
+    cols = dict(visible(f.layout))
     why = None
     if f.num_rows != entry.num_rows:
         why = f"it has {f.num_rows} rows, {entry.num_rows} when listed"

@@ -9,6 +9,7 @@ fault, the checks part by part run, and their error names the fault and where it
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 
@@ -25,7 +26,8 @@ class Opened:
     modification time; None for others), by which the same file opened again may reuse it
     (``reused``)."""
 
-    __slots__ = ("header", "head", "sums", "described", "tables", "identity", "checked")
+    __slots__ = ("header", "head", "sums", "described", "tables", "identity", "checked",
+                 "_shown")
 
     def __init__(self, header, head, sums, described, tables):
         self.header = header
@@ -35,6 +37,15 @@ class Opened:
         self.tables = tables
         self.identity = None
         self.checked = None        # whether its checksums were checked
+        self._shown = None
+
+    @property
+    def shown(self):
+        """{name: position in ``described``} of the columns shown by name: the last of each
+        name, as ML.NET shows them (found once)."""
+        if self._shown is None:
+            self._shown = {e.name: i for i, (e, _, _) in enumerate(self.described)}
+        return self._shown
 
 
 def reused(src, check_sums, known):
@@ -45,6 +56,16 @@ def reused(src, check_sums, known):
             or getattr(src, "identity", None) != known.identity:
         return None
     return known if bytes(src.view(0, len(known.head))) == known.head else None
+
+
+def known_or_read(src, check_sums, known, stacklevel):
+    """What opening source `src` reads (an Opened): `known`, what opening the same file read
+    before, while it is the same (reused), else read and checked anew (read)."""
+    found = reused(src, bool(check_sums), known)
+    if found is None:
+        with getattr(src, "checked_once", contextlib.nullcontext)():
+            found = read(src, bool(check_sums), stacklevel=stacklevel + 1)
+    return found
 
 
 def read(src, check_sums, stacklevel=2):

@@ -53,9 +53,8 @@ class IdvFile:
         As idv.open.
     {open_options}
     layout : idv.opening.Opened, optional
-        What opening the same path read before: while the file's identity and header bytes
-        are the same, its tables are not read and checked again (a dataset reopening its
-        files).
+        What opening the same path read before, not read and checked again while the file's
+        identity and header bytes are the same (a dataset reopening its files).
     """
 
     def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
@@ -75,21 +74,14 @@ class IdvFile:
         self.backend = backend
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
-            opened = opening.reused(self._source, bool(checksums), layout)
-            if opened is None:
-                with getattr(self._source, "checked_once", contextlib.nullcontext)():
-                    opened = opening.read(self._source, bool(checksums), stacklevel=3)
-            self.layout = opened
+            opened = self.layout = opening.known_or_read(self._source, checksums, layout, 3)
             self.header, self._head, self.tables = opened.header, opened.head, opened.tables
-            sums, described = opened.sums, opened.described
             self.store = BlockStore(self._source, path=self.path,
                                     threads=threads or _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
-                                    sums=sums, crcs=self.tables.crcs,
+                                    sums=opened.sums, crcs=self.tables.crcs,
                                     checking=bool(checksums))
-            parts = FileParts(self.store, self.tables, self.header, self.path)
-            self.columns = [Column(parts, *d) for d in described]
-            self._by_name = {c.name: c for c in self.columns}
+            self._made = [None] * len(opened.described)      # each Column, once built
         except IdvFormatError as e:
             e.locate(path=self.path)
             self.close()
@@ -97,6 +89,18 @@ class IdvFile:
         except BaseException:
             self.close()
             raise
+
+    @functools.cached_property
+    def columns(self):
+        """Every Column, in file order (each built on first use: a dataset's thousand files
+        are read for a column or none)."""
+        return [*map(self._column, range(len(self._made)))]
+
+    def _column(self, i):
+        if self._made[i] is None:
+            self._made[i] = Column(FileParts(self.store, self.tables, self.header, self.path),
+                                   *self.layout.described[i])
+        return self._made[i]
 
     @property
     def threads(self):
@@ -142,7 +146,7 @@ class IdvFile:
     @property
     def num_columns(self):
         """The number of columns, hidden and unreadable ones included."""
-        return len(self.columns)
+        return len(self._made)
 
     @property
     def version(self):
@@ -158,26 +162,26 @@ class IdvFile:
     def schema(self):
         """The columns' names, types and metadata types as a printable Schema."""
         return Schema([Field(c.index, c.name, c.type, c.codec_name, c.metadata_types,
-                             self._by_name[c.name] is not c) for c in self.columns],
+                             self.layout.shown[c.name] != i) for i, c in enumerate(self.columns)],
                       self.num_rows)
 
     def __getitem__(self, key):
         """``f["Label"]`` or ``f[0]``: a Column. ``f[a:b]``: those rows of every readable
         column, as ``f.read(rows=slice(a, b))`` (rows, as in pandas, not columns)."""
         if isinstance(key, str):
-            try:
-                return self._by_name[key]
-            except KeyError:
-                raise KeyError(f"no column {key!r}; columns: {self.column_names}") from None
+            i = self.layout.shown.get(key)
+            if i is None:
+                raise KeyError(f"no column {key!r}; columns: {self.column_names}")
+            return self._column(i)
         if isinstance(key, slice):
             return self.read(rows=key)
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
-            n = len(self.columns)
+            n = len(self._made)
             if not -n <= key < n:
                 raise IndexError(f"column index {key} out of range: the file has {n} columns "
                                  f"(0 to {n - 1}); rows are selected with f[a:b] or "
                                  f"f.read(rows=...)")
-            return self.columns[key]
+            return self._column(int(key) % n)
         raise TypeError(f"an idv file is indexed by a column name or index, or by a slice of "
                         f"rows, not {type(key).__name__}")
 
@@ -186,7 +190,7 @@ class IdvFile:
         return self.num_rows
 
     def __contains__(self, name):
-        return name in self._by_name
+        return name in self.layout.shown
 
     def __iter__(self):
         return iter(self.column_names)

@@ -457,6 +457,36 @@ def test_a_whole_read_opens_each_closed_file_once(tmp_path, monkeypatch):
             ds.read(["Id"])
 
 
+def test_a_closed_file_is_told_by_its_layout_and_a_read_builds_only_its_columns(tmp_path,
+                                                                                monkeypatch):
+    """A file's columns, rows per block and what reading each allocates are told from what
+    opening it read (its layout), as its Columns tell them, so that listing builds only the
+    first file's (for the schema); a read builds only the columns it reads, once each."""
+    paths = []
+    for i in range(5):
+        paths.append(str(tmp_path / f"{i}.idv"))
+        idv.write(paths[-1], {"Id": np.arange(30, dtype=np.int32) + 30 * i,
+                              "Name": np.array([f"n{j}" * (i + 1) for j in range(30)], object),
+                              "Flag": np.arange(30) % 3 == 0,
+                              "V": np.ones((30, 4), np.float32)}, rows_per_block=7)
+    with idv.open(paths[1]) as f:
+        names = ["Id", "Name", "Flag", "V"]
+        assert dataset_files.visible(f.layout) == [(n, f[n].type) for n in names]
+        assert dataset_files.rows_per_block(f.layout) == {n: 7 for n in names}
+        assert dataset_files.decoded(f.layout, names) == {n: f[n].decoded_bytes()
+                                                          for n in names}
+        assert f["Id"] is f.columns[0] is f[0] and f["V"] is f[-1]
+    real, built = reader.Column, []
+    monkeypatch.setattr(reader, "Column", lambda *a: built.append(a[1].name) or real(*a))
+    with idv.dataset(paths, max_open_files=2) as ds:
+        assert built == names
+        assert ds.files[4].decoded["Name"] > ds.files[2].decoded["Name"]   # longer text
+        assert ds.read(["Id"])["Id"].tolist() == list(range(150))
+        assert built == names + ["Id"] * 4        # file 0's was built; 2-4 reopened
+        assert ds.read(["Id"])["Id"].tolist() == list(range(150))
+        assert set(built[8:]) == {"Id"} and len(built[8:]) <= 5     # once a file opened
+
+
 # ---- remote (fsspec) --------------------------------------------------------------------------
 
 def test_a_dataset_of_urls_reads_through_fsspec():
