@@ -132,21 +132,21 @@ def find_entry(z, entry):
                    f"{', '.join(idv_entries(z)) or 'none'}")
 
 
-def entry_source(archive, entry):
+def entry_source(archive, entry, memory_limit=None):
     """The bytes of ``archive:entry`` (see member_source)."""
     with damaged(archive), zipfile.ZipFile(archive) as z:
-        return member_source(z, find_entry(z, entry))
+        return member_source(z, find_entry(z, entry), memory_limit)
 
 
-def member_source(z, info):
+def member_source(z, info, memory_limit=None):
     """The bytes of member `info` of the open archive `z`: in memory when small, else
     inflated once into an unnamed temporary file and mapped (a zip stream re-inflates from
     its start at every backward seek, and a reader seeks back and forth). An entry that
-    declares more bytes than the memory limit allows for the archive (idv.budget: 1,024
-    times the archive's compressed bytes, at least 1 GiB, within the machine's) is refused
-    before anything is inflated: a zip bomb never reaches the disk."""
+    declares more bytes than the memory limit allows for the archive (`memory_limit`, else
+    idv.budget's: 1,024 times the archive's compressed bytes, at least 1 GiB, within the
+    machine's) is refused before anything is inflated: a zip bomb never reaches the disk."""
     archive_bytes = sum(i.compress_size for i in z.infolist())
-    budget.check(info.file_size, budget.limit_for(archive_bytes),
+    budget.check(info.file_size, budget.limit_for(archive_bytes, memory_limit),
                  lambda: f"{z.filename}:{info.filename}: inflating its "
                          f"{info.compress_size:,} stored bytes")
     with damaged(z.filename):

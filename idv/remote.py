@@ -62,14 +62,15 @@ def is_remote(source, filesystem=None):
         and not os.path.exists(source) and archive.split_zip(source) is None
 
 
-def open_any(source, filesystem=None, storage_options=None, timeout=None):
+def open_any(source, filesystem=None, storage_options=None, timeout=None, memory_limit=None):
     """The source of `source` (idv.source's interface): a remote one for a URL or a path in
-    `filesystem`, else idv.source.open_source's (local paths keep their memory map)."""
+    `filesystem`, else idv.source.open_source's (local paths keep their memory map).
+    `memory_limit` (idv.open's) bounds what a zip entry may inflate to."""
     if not is_remote(source, filesystem):
         if storage_options:
             raise TypeError("storage_options= is for URLs (s3://..., https://...); "
                             f"{source!r} is not one")
-        return local.open_source(source)
+        return local.open_source(source, memory_limit)
     if filesystem is not None and type(filesystem).__module__.startswith("pyarrow"):
         if storage_options:
             raise TypeError("give either filesystem= or storage_options=, not both")
@@ -79,12 +80,12 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None):
         return src
     fs, path, url = resolve(source, filesystem, storage_options)
     if _is_local(fs):      # file:// and fsspec's LocalFileSystem: the local memory map
-        src = local.open_source(path)
+        src = local.open_source(path, memory_limit)
         src.name = url
         return src
     zipped = archive.split_in(fs, path)
     if zipped is not None:           # https://host/model.zip:Entry/Schema.idv
-        src = local.open_source(zip_member(fs, *zipped))
+        src = local.open_source(zip_member(fs, *zipped, memory_limit))
         src.name = url
         return src
     try:
@@ -140,7 +141,7 @@ def open_zip(fs, path):
     return z
 
 
-def zip_member(fs, path, entry):
+def zip_member(fs, path, entry, memory_limit=None):
     """The bytes (or a seekable stream) of member `entry` of the zip at `path` in `fs`;
     FileNotFoundError listing its .idv entries if it has no such member."""
     z = open_zip(fs, path)
@@ -149,7 +150,7 @@ def zip_member(fs, path, entry):
     except KeyError as e:
         z.close()
         raise FileNotFoundError(e.args[0]) from None
-    return archive.member_source(z, info)
+    return archive.member_source(z, info, memory_limit)
 
 
 def _fsspec():

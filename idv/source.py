@@ -284,14 +284,15 @@ def read_stream(f, limit, name="standard input"):
         budget.check(len(out), limit, lambda: f"reading {name} into memory")
 
 
-def open_source(source):
-    """Pick the source for a path, a bytes-like object or a file object."""
+def open_source(source, memory_limit=None):
+    """Pick the source for a path, a bytes-like object or a file object (`memory_limit`:
+    idv.open's, for what a zip entry may inflate to)."""
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
         zipped = archive.split_zip(name)
         if zipped is not None:       # an .idv inside a zip: model.zip:DataLoaderModel/Schema.idv
             try:
-                inner = open_source(archive.entry_source(*zipped))
+                inner = open_source(archive.entry_source(*zipped, memory_limit))
             except KeyError as e:
                 raise FileNotFoundError(e.args[0]) from None
             inner.name = name

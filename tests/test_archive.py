@@ -263,3 +263,14 @@ def test_an_entry_declaring_more_than_the_limit_is_refused_before_inflating(tmp_
     path.write_bytes(bytes(data))
     with pytest.raises(idv.MemoryLimitError, match="bomb.zip:Data/Schema.idv: inflating"):
         idv.open(f"{path}:Data/Schema.idv")       # before a byte is inflated (or written)
+
+
+def test_an_entry_is_held_to_the_memory_limit_given_to_open(tmp_path):
+    """idv.open's memory_limit= bounds what an entry may inflate to, as it bounds a read."""
+    p = tmp_path / "model.zip"
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as z:
+        z.write(idv.sample_path(), "Data/Schema.idv")
+    with idv.open(f"{p}:Data/Schema.idv") as f:      # the default limit: opens
+        assert f.num_rows > 0
+    with pytest.raises(idv.MemoryLimitError, match="model.zip:Data/Schema.idv: inflating"):
+        idv.open(f"{p}:Data/Schema.idv", memory_limit=100)
