@@ -235,9 +235,12 @@ def comparable(type_, values):
 
 
 def rows(test: Test, x):
-    """A bool per value of `x` (comparable()'s form) that passes `test`."""
+    """A bool per value of `x` (comparable()'s form, or Text as an Arrow string array) that
+    passes `test`."""
     if test.kind in (ALL, NONE):
         return np.full(len(x), test.kind == ALL)
+    if S.is_arrow(x):
+        return _text_rows(test, x)
     if test.kind == CMP:
         v = test.value
         if isinstance(v, str):
@@ -256,6 +259,27 @@ def rows(test: Test, x):
     else:
         hit = np.isin(x, test.value)
     return hit if test.kind == IN else ~hit
+
+
+_ARROW_CMP = {"==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
+              ">": "greater", ">=": "greater_equal"}
+
+
+def _text_rows(test, x):
+    """rows() of Text held as an Arrow string array, tested on its UTF-8 bytes: their order is
+    the code points' order that Python's str compares, so the answers are str's, without a
+    str per value. A literal UTF-8 cannot hold (a lone surrogate) is tested on str."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    try:
+        if test.kind == CMP:
+            hit = getattr(pc, _ARROW_CMP[test.op])(x, pa.scalar(test.value, x.type))
+        else:
+            hit = pc.is_in(x, value_set=pa.array(test.value.tolist(), x.type))
+    except (UnicodeEncodeError, pa.ArrowInvalid):
+        return rows(test, np.array(x.to_pylist() + [None], object)[:-1])
+    hit = np.asarray(hit.to_numpy(zero_copy_only=False), bool)
+    return ~hit if test.kind == NOT_IN else hit
 
 
 def missing(type_, x):

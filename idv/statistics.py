@@ -114,11 +114,17 @@ def numbers(domain, values, missing_mask=None, implicit_zero=False, low=None) ->
                  dtype.type(high))
 
 
+def is_arrow(values):
+    """Whether `values` is a pyarrow array (Text read as Arrow strings, tested as they are)."""
+    return type(values).__module__.startswith("pyarrow")
+
+
 def comparable(type_, values):
     """A column's values as read() gives them (or as the writer stores them) in the numbers
     its statistics compare: .NET ticks for DateTime (from datetime64[100ns]), TimeSpan and a
     DateTimeOffset's UTC instant; other numbers and Text as they are."""
-    values = np.asarray(values) if not hasattr(values, "offsets") else values
+    if not hasattr(values, "offsets") and not is_arrow(values):
+        values = np.asarray(values)
     if getattr(values, "dtype", None) is None:
         return values
     if values.dtype.names:          # DateTimeOffset: read()'s (utc, ...), or stored clock ticks
