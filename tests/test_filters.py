@@ -302,3 +302,25 @@ def test_pandas_reads_take_the_filter(files, stats):
                                                         dtype_backend="pyarrow"),
                                           idv.to_pandas(f, ["Zoned"], dtype_backend="pyarrow")
                                           [mask].reset_index(drop=True))
+
+
+def test_an_arrow_read_tests_text_without_a_str_per_value(tmp_path, monkeypatch):
+    """to_arrow's filter on a Text column tests its Arrow strings (their UTF-8 bytes): no
+    block of it is decoded into str objects, and the rows are read()'s."""
+    import numpy as np
+    from idv.column import Column
+    path = tmp_path / "t.idv"
+    names = np.array(["b", "a\0", "é", "", "ab", "b"] * 50, object)
+    idv.write(path, {"Id": np.arange(len(names)), "Name": names}, rows_per_block=64)
+    want = {op: idv.read(path, columns=["Id"], filter=[("Name", op, v)])["Id"]
+            for op, v in (("==", "b"), ("<", "b"), (">=", "a\0"), ("in", ["", "é"]))}
+    real = Column.read_blocks
+
+    def no_text(self, *args, **kwargs):
+        assert self.name != "Name", "Name decoded into str objects"
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(Column, "read_blocks", no_text)
+    for op, v in (("==", "b"), ("<", "b"), (">=", "a\0"), ("in", ["", "é"])):
+        got = idv.to_arrow(path, columns=["Id"], filter=[("Name", op, v)])
+        assert np.array_equal(got.column("Id").to_numpy(), want[op]), op
+    assert len(want["<"]) == 150 and len(want["=="]) == 100
