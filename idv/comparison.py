@@ -277,7 +277,7 @@ def _text_rows(test, x):
         else:
             hit = pc.is_in(x, value_set=pa.array(test.value.tolist(), x.type))
     except (UnicodeEncodeError, pa.ArrowInvalid):
-        return rows(test, np.array(x.to_pylist() + [None], object)[:-1])
+        return rows(test, np.array(x.to_pylist(), object))
     hit = np.asarray(hit.to_numpy(zero_copy_only=False), bool)
     return ~hit if test.kind == NOT_IN else hit
 
