@@ -31,6 +31,11 @@ LOOKUP_ENTRY_SIZE = _lookup.ENTRY.itemsize
 TOC_PIECE = 64 << 10     # the first bytes of a fetched table (of contents, of metadata), then 4x
 
 
+def _int64(n):
+    """`n` within int64's range."""
+    return min(max(n, -(1 << 63)), (1 << 63) - 1)
+
+
 class Regions:
     """Byte ranges [start, stop) of a file's parts, each with a description."""
 
@@ -45,7 +50,9 @@ class Regions:
         """Parts at `starts` of `sizes` bytes (scalars or arrays); `name` says what they are:
         a str, or a function of the part's position among these."""
         if isinstance(starts, int) and isinstance(sizes, int):     # one part: no numpy
-            starts, stops = [starts], [starts + sizes]
+            # a file's numbers may lie beyond int64 (a damaged pointer): clamped, the part
+            # stays outside every file, and the checks say so
+            starts, stops = [_int64(starts)], [_int64(starts + sizes)]
         else:
             starts = np.asarray(starts, np.int64).reshape(-1)
             stops = starts + np.asarray(sizes, np.int64)

@@ -420,3 +420,20 @@ def test_version_1_statistics_are_still_read():
         assert f.statistics.columns[0].crcs is None
         got = f.read(["x"], filter=[("x", ">=", 300), ("x", "<", 310)])["x"]
         assert np.array_equal(got, np.arange(300, 310)) and f["x"].blocks_decoded == 1
+
+
+def test_a_pointer_beyond_int64_is_damage_not_a_crash(tmp_path):
+    """A statistics pointer whose offset plus length lies beyond int64 (found by fuzzing:
+    numpy refused the sum, a TypeError out of idv.open): the file opens, its statistics are
+    refused as damage, its values read."""
+    from idv import statistics as S
+    p = tmp_path / "s.idv"
+    idv.write(p, {"x": np.arange(100.0)}, rows_per_block=10)
+    data = bytearray(p.read_bytes())
+    struct.pack_into("<8sqq", data, S.POINTER_AT, S.MAGIC, -(1 << 63) + 10, -(1 << 63) + 10)
+    p.write_bytes(bytes(data))
+    for checksums in (True, False):
+        with idv.open(p, checksums=checksums) as f:
+            assert np.array_equal(f["x"][:], np.arange(100.0))
+            with pytest.raises(idv.IdvFormatError):
+                f.statistics
