@@ -62,8 +62,7 @@ class IdvFile:
                  timeout=None, layout=None):
         blocks = cache.BlockCache(cache_bytes)      # a bad cache_bytes fails before opening
         self.store = None
-        self._source = open_any(source, filesystem, storage_options, timeout,
-                                memory_limit)
+        self._source = open_any(source, filesystem, storage_options, timeout, memory_limit)
         try:
             limit = budget.limit_for(self._source.size, memory_limit)
             self._source.memory_limit = limit    # no fetch brings more (a remote file's)

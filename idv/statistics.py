@@ -123,8 +123,7 @@ def comparable(type_, values):
     """A column's values as read() gives them (or as the writer stores them) in the numbers
     its statistics compare: .NET ticks for DateTime (from datetime64[100ns]), TimeSpan and a
     DateTimeOffset's UTC instant; other numbers and Text as they are."""
-    if not hasattr(values, "offsets") and not is_arrow(values):
-        values = np.asarray(values)
+    values = values if hasattr(values, "offsets") or is_arrow(values) else np.asarray(values)
     if getattr(values, "dtype", None) is None:
         return values
     if values.dtype.names:          # DateTimeOffset: read()'s (utc, ...), or stored clock ticks
