@@ -442,17 +442,17 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     def blocks(f):
         # the filter's columns also in read()'s form for the rows' test, Text as Arrow
         # strings (comparison.rows tests them on their UTF-8 bytes: no str per value)
-        readers = convs + [text_reader(f[name]) if f[name].type is T.Text
-                           else scan.NumpyColumn(f[name]) for name in tested]
+        text = {name for name in tested if f[name].type is T.Text}
+        readers = convs + [text_reader(f[name]) if name in text else scan.NumpyColumn(f[name])
+                           for name in tested]
         keep = None if node is None else (lambda _part, _f: bound.blocks())
         try:
             for batch in scan.scan(f, readers, rows=rows, block_filter=keep):
                 out = pa.RecordBatch.from_arrays(
                     [_one_array(pa, v) for v in batch.values[:len(convs)]], schema=schema)
                 if tested:
-                    mask = bound.rows({name: _one_array(pa, v) if f[name].type is T.Text
-                                       else v for name, v in
-                                       zip(tested, batch.values[len(convs):])})
+                    mask = bound.rows({name: _one_array(pa, v) if name in text else v
+                                       for name, v in zip(tested, batch.values[len(convs):])})
                     out = out.filter(pa.array(mask))
                 yield out
         finally:

@@ -439,9 +439,7 @@ class Column(ColumnAnnotations):
                 lo, hi = (int(picked.min()), int(picked.max()) + 1) if count else (0, 0)
             b0, b1 = lo // self.rows_per_block, -(-hi // self.rows_per_block)
         raw = self._file.tables.raw_total(self.index) if (b0, b1) == (0, self.num_blocks) \
-            else None
-        if raw is None:
-            raw = int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
+            else int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
         return decoded_size(self.codec, raw, count)
 
     @property

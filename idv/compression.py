@@ -128,10 +128,12 @@ BACKENDS = {b.name: b for b in (
             _compression.NATIVE_LIBDEFLATE if _compression.LIBDEFLATE_INFLATE else None,
             _libdeflate_inflate, _libdeflate_compressor),
     Backend("isal", _isal is not None, "pip install isal", range(0, 4), 2, 1,
-            None, _isal_inflate, _isal_compressor, lambda: (_isal.decompressobj(-15), _isal.crc32)),
+            None, _isal_inflate, _isal_compressor,
+            lambda: (_isal.decompressobj(-15), _isal.crc32)),
     # zlib's levels include -1 (its own default, 6); 6 is also ML.NET's
     Backend("zlib", True, "", range(-1, 10), 6, 4,
-            _compression.NATIVE_ZLIB, None, _zlib_compressor, lambda: (zlib.decompressobj(-15), zlib.crc32)),
+            _compression.NATIVE_ZLIB, None, _zlib_compressor,
+            lambda: (zlib.decompressobj(-15), zlib.crc32)),
 )}
 
 

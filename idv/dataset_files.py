@@ -124,14 +124,10 @@ def decoded(layout, names):
     the dataset closes (`layout`: what opening it read), or None when wide."""
     if len(names) > REMEMBERED_COLUMNS:
         return None
-    tables, rows = layout.tables, layout.header.row_count
     out = {}
     for n in names:
         e, codec, _ = layout.described[layout.shown[n]]
-        raw = tables.raw_total(e.index)
-        if raw is None:
-            raw = int(tables.lookup(e.index)["raw"].sum(dtype=np.int64))
-        out[n] = decoded_size(codec, raw, rows)
+        out[n] = decoded_size(codec, layout.tables.raw_total(e.index), layout.header.row_count)
     return out
 
 

@@ -239,10 +239,10 @@ class Tables:
         return self._regions
 
     def raw_total(self, column):
-        """The decompressed bytes of all of column number `column`'s blocks, every column's
-        summed at once (a dataset asks each file's); None unless the tables are one array."""
+        """The decompressed bytes of all of column number `column`'s blocks: every column's
+        summed at once where the tables are one array (a dataset asks each file's)."""
         if self.joined is None:
-            return None
+            return int(self.lookup(column)["raw"].sum(dtype=np.int64))
         if self._raw_totals is None:
             self._raw_totals = self.joined["raw"].sum(axis=1, dtype=np.int64)
         return int(self._raw_totals[column])

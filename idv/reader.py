@@ -81,6 +81,7 @@ class IdvFile:
                                     backend=deflate, memory_limit=limit, cache=blocks,
                                     sums=opened.sums, crcs=self.tables.crcs,
                                     checking=bool(checksums))
+            self._parts = FileParts(self.store, self.tables, self.header, self.path)
             self._made = [None] * len(opened.described)      # each Column, once built
         except IdvFormatError as e:
             e.locate(path=self.path)
@@ -98,8 +99,7 @@ class IdvFile:
 
     def _column(self, i):
         if self._made[i] is None:
-            self._made[i] = Column(FileParts(self.store, self.tables, self.header, self.path),
-                                   *self.layout.described[i])
+            self._made[i] = Column(self._parts, *self.layout.described[i])
         return self._made[i]
 
     @property

@@ -146,7 +146,7 @@ MODULE_MARKS = {
 TEST_MARKS = {
     "test_fuzz.py::test_fuzz_session_finds_nothing": {"slow"},
     "test_corrupt.py::test_valgrind_read_loop": {"slow", "subprocess"},
-    "test_convert.py::test_jsonl_streams": {"slow"},          # streamed and whole, under tracemalloc
+    "test_convert.py::test_jsonl_streams": {"slow"},     # streamed and whole, under tracemalloc
     # a docs page whose code forks (DataLoader workers); the pages that start Spark or Ray
     # run on the session's (their tests name the fixture)
     "test_docs_run.py::test_code_blocks_run[docs/training.md]": {"slow", "engine"},
