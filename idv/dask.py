@@ -276,13 +276,45 @@ def _same_values(a, b):
     return np.asarray(a).tolist() == np.asarray(b).tolist()
 
 
-def _write_partition(df, staging, task, writer_kwargs):
-    """Partition number `task` as its file (idv.staging); returns the file's name."""
-    def write(path):
-        convert = _Converter(df)
-        with convert.writer(path, writer_kwargs) as w:
-            w.write_batch(convert.columns(df, 0))
-    return staging.write(task, write)
+def _to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs):
+    """to_idv's one file per partition (or per partition and key values), in parallel, the
+    files published together (idv.staging)."""
+    import dask
+    staging = Staging(path, name_function or "part.{task}.idv")
+    parts = ddf.to_delayed()
+    staging.fix_names(len(parts))       # checked before anything is written
+    if partition_by is not None:
+        from idv.writer.tables import check_keys
+        check_keys(list(ddf.columns), partition_by)
+    staging.start()
+    write = dask.delayed(_write_partition, pure=False)
+    tasks = [write(d, staging, i, writer_kwargs, partition_by) for i, d in enumerate(parts)]
+    # every partition written: the parts moved in together
+    together = dask.delayed(staging.commit, pure=False)(tasks)
+    if not compute:
+        return together
+    try:
+        return together.compute()
+    finally:
+        staging.abort()
+
+
+def _write_partition(df, staging, task, writer_kwargs, partition_by=None):
+    """Partition number `task` as its file (idv.staging), or with `partition_by` as one file
+    per combination of the keys' values, in its ``key=value`` folders (the file name the
+    task's own); returns the name(s)."""
+    def writing(frame):
+        def write(path):
+            convert = _Converter(frame)
+            with convert.writer(path, writer_kwargs) as w:
+                w.write_batch(convert.columns(frame, 0))
+        return write
+    if partition_by is None:
+        return staging.write(task, writing(df))
+    from idv.writer.tables import split
+    _, groups = split(df, partition_by)
+    return [staging.write_named(f"{folder}/{staging.name(task)}", writing(rows))
+            for folder, rows in groups]
 
 
 def _client():
@@ -317,7 +349,8 @@ def _partition_results(ddf, window):
 
 
 @_docs.fill
-def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **writer_kwargs):
+def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, partition_by=None,
+           **writer_kwargs):
     """Write a dask DataFrame as .idv: one file, or one file per partition.
 
     One file (``path`` a file name): the partitions stream in order through one idv.Writer
@@ -347,6 +380,10 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **wri
         Into one file: the partitions computed ahead of the one being written.
     compute : bool, default True
         One file per partition: False gives the dask.delayed that writes them.
+    partition_by : str or list of str, optional
+        Key columns: each partition is written as one file per combination of their values,
+        ``path/key=value/part.{i}.idv`` (hive-style, as idv.write's ``partition_by``; read
+        back with ``idv.dataset(path, partitioning="hive")``), without the key columns.
     **writer_kwargs
         The options of idv.Writer (``compression``, ``rows_per_block``, ``backend``...).
 
@@ -355,25 +392,11 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, **wri
     str, list of str or dask.delayed.Delayed
     """
     _dask_dataframe()
-    import dask
     text = os.fspath(path)
     per_partition = (name_function is not None or text.endswith(("/", os.sep))
-                     or os.path.isdir(text))
+                     or os.path.isdir(text) or partition_by is not None)
     if per_partition:
-        staging = Staging(text, name_function or "part.{task}.idv")
-        parts = ddf.to_delayed()
-        staging.fix_names(len(parts))       # checked before anything is written
-        staging.start()
-        write = dask.delayed(_write_partition, pure=False)
-        tasks = [write(d, staging, i, writer_kwargs) for i, d in enumerate(parts)]
-        # every partition written: the parts moved in together
-        together = dask.delayed(staging.commit, pure=False)(tasks)
-        if not compute:
-            return together
-        try:
-            return together.compute()
-        finally:
-            staging.abort()
+        return _to_directory(ddf, text, name_function, partition_by, compute, writer_kwargs)
     if not compute:
         raise ValueError("compute=False is for one file per partition; a single file is "
                          "written by streaming the partitions in order")

@@ -184,7 +184,7 @@ class IdvDatasink(ray_data.Datasink):
         """Write one task's blocks as one file (staged); returns its name, None if empty."""
         import pyarrow as pa
         from ray.data.block import BlockAccessor
-        from idv.writer.pipeline import write
+        from idv.writer import write
         tables = [t for t in (BlockAccessor.for_block(b).to_arrow() for b in blocks)
                   if t.num_rows]
         return self.staging.write(

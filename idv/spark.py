@@ -308,7 +308,7 @@ class _Writer(sources.DataSourceArrowWriter):
 
     def write(self, iterator):
         from pyspark import TaskContext
-        from idv.writer.pipeline import write
+        from idv.writer import write
         pa = import_pyarrow()
         batches = [b for b in iterator if b.num_rows]
 

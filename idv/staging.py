@@ -111,7 +111,12 @@ class Staging:
         result for ``commit``. ``rows`` 0: the task has no rows and writes no file (None)."""
         if rows == 0:
             return None
-        name = self.name(task)
+        return self.write_named(self.name(task), write)
+
+    def write_named(self, name, write):
+        """Run in a task that writes several files (one per partition key's value):
+        ``write(path)`` writes the file `name` (relative to the output directory) where it
+        is staged; returns `name`. A task's results for ``commit`` may be a list of them."""
         staged = self.staged(name)
         write(staged)
         self.settle(staged)
@@ -125,12 +130,13 @@ class Staging:
 
     def commit(self, results):
         """Every task succeeded: move the files named by `results` (what ``write`` returned;
-        None: no file) into the output directory (replacing files of the same name, making
+        None: no file; a list: a task's files) into the output directory (replacing files of the same name, making
         the folders they name), publish the directory's new list of files (the MANIFEST: those
         already there and these, or with ``replace`` these alone), then remove the staging
         folder and, with ``replace``, the files of the old list; returns the paths of the
         files, in the order of `results`."""
-        names = [os.path.normpath(n) for n in results if n is not None]
+        names = [os.path.normpath(n) for r in results if r is not None
+                 for n in ([r] if isinstance(r, (str, os.PathLike)) else r)]
         before = listed(self.path)
         out = []
         for name in names:

@@ -27,7 +27,7 @@ LAYERS = {
     "facts: one concept each, used by readers and writers alike":
         ["ticks", "compression", "budget", "cache", "_threads", "_gc", "_version", "cells",
          "vectors", "layout", "source", "archive", "remote_answers", "remote", "paths",
-         "checksums", "sample", "infer", "sink",
+         "checksums", "sample", "infer", "sink", "partitioning",
          "staging", "arrow_types", "arrow_expressions", "annotations", "statistics",
          "literals", "comparison"],
     "block store: fetching, checking and decoding runs of blocks":

@@ -1,4 +1,4 @@
-"""The block pipeline: ``idv.Writer`` (batches in, blocks out) and ``idv.write``.
+"""The block pipeline: ``idv.Writer`` (batches in, blocks out).
 
 Files come out laid out exactly as ML.NET's BinarySaver writes them with
 ``DeterministicBlockOrder``: a 256-byte header, the data blocks block-major and
@@ -25,68 +25,11 @@ from idv.compression import kind as compression_kind
 from idv.sink import Output
 from idv.writer.columns import MAX_INT32, Column
 from idv.writer.encoding import BlockEncoder
-from idv.writer.inputs import (arrow_batch, data_columns, frame_rows, merged_metadata, schema_of,
-                               schema_pairs)
+from idv.writer.inputs import arrow_batch, frame_rows, schema_pairs
 from idv.writer.metadata import column_metadata, metadata_by_column
 
 DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBlock
 DEFAULT_MAX_BYTES_PER_BLOCK = 80 << 20     # ... and MaxBytesPerBlock (estimated, all columns)
-
-
-@_docs.fill
-def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
-          rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK, threads=None,
-          backend=None, checksums=True, statistics=True, missing_text=None):
-    """Write columns, a pandas DataFrame or a pyarrow Table to an .idv file.
-
-    Types come from the data: float32 -> Single, float64 -> Double, int8..uint64 -> SByte..
-    UInt64, bool -> Boolean, str -> Text, datetime64 -> DateTime, timedelta64 -> TimeSpan,
-    2-d arrays -> fixed-size vectors, idv.Ragged -> variable-size vectors, sparse matrices ->
-    sparse vectors. DataFrames go through idv.from_pandas (Categorical -> key with
-    KeyValues, zone-aware datetimes -> DateTimeOffset ...) and Arrow tables through
-    idv.from_arrow (exact types and metadata back from to_arrow's field metadata).
-
-    Parameters
-    ----------
-    dest : str, os.PathLike or binary file object
-        A path (written atomically, as idv.Writer writes it) or a seekable binary file.
-    data : dict, list of (name, values), pandas.DataFrame, pyarrow.Table or RecordBatch
-        A dict name -> numpy array, list, idv.Ragged, idv.Sparse or scipy.sparse matrix; a
-        list of (name, values) pairs may repeat a name (ML.NET's hidden columns: the last one
-        is visible).
-    types : dict, optional
-        ``{name or index: type}`` overriding the inferred types (keys, DateTimeOffset, RowId,
-        multi-dimensional vectors ...).
-    metadata : dict, optional
-        ``{name: {kind: value or (type, value)}}``, added to (and per kind replacing) the
-        metadata a DataFrame or Table brings.
-    {writer_options}
-    missing_text : str, optional
-        What None / NaN in a DataFrame's text columns become (e.g. ``""``; default: raise).
-
-    Examples
-    --------
-    >>> import io, numpy as np
-    >>> out = io.BytesIO()
-    >>> idv.write(out, {"x": np.arange(3, dtype=np.float32), "name": ["a", "b", "c"]})
-    >>> idv.read(out.getvalue())["x"]
-    array([0., 1., 2.], dtype=float32)
-    """
-    columns, inferred_types, inferred_metadata = data_columns(data, types, missing_text)
-    schema, columns = schema_of(columns, types, inferred_types)
-    metadata = merged_metadata(inferred_metadata, metadata)
-    w = Writer(dest, schema, metadata=metadata, compression=compression, level=level,
-               rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
-               threads=threads, backend=backend, checksums=checksums, statistics=statistics)
-    try:
-        if columns:
-            w.write_batch(columns)
-        else:
-            w.add_empty_rows(frame_rows(data))
-        w.close()
-    except BaseException:
-        w.abort()
-        raise
 
 
 @_docs.fill

@@ -1,0 +1,193 @@
+"""Hive-style partitioned directories (``day=2024-01-01/part-0.idv``): each ``key=value``
+folder on a file's path is a column whose value is the same for every row of the file.
+
+The one place for that naming, both ways: the writers (``idv.write(..., partition_by=)``,
+Dask's ``to_idv(..., partition_by=)``) name folders with `segment`, and
+``idv.dataset(..., partitioning="hive")`` reads them back with `parse` and `column_types`.
+As pyarrow and Spark write them, values are URL-encoded in folder names (a ``/`` or ``=`` in a
+value cannot appear raw) and a missing value is Hive's ``__HIVE_DEFAULT_PARTITION__``. Read
+back, a key whose every value is a decimal integer within int64 is an Int64 column, any other
+a Text column (dates stay text, as pyarrow reads them).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from urllib.parse import quote, unquote
+
+import numpy as np
+
+from idv import types as T
+
+HIVE = "hive"
+PARTITIONINGS = (None, HIVE)
+NULL = "__HIVE_DEFAULT_PARTITION__"
+_SEGMENT = re.compile(r"^([^=]+)=(.*)$")
+_INT = re.compile(r"^-?[0-9]+$")
+
+
+def check_partitioning(partitioning):
+    """ValueError unless `partitioning` is one idv reads (None or "hive")."""
+    if partitioning not in PARTITIONINGS:
+        raise ValueError(f"partitioning must be None or 'hive', not {partitioning!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# reading: the keys and values of a file's path
+# ---------------------------------------------------------------------------------------------
+
+def parse(path, root):
+    """{key: value text or None} of the ``key=value`` folders of `path` below `root` (in path
+    order; a folder of another form is not a key). ValueError when a key repeats."""
+    rel = os.path.relpath(os.fspath(path), os.fspath(root)) if not _is_url(path) else \
+        str(path)[len(str(root).rstrip("/")) + 1:]
+    out = {}
+    for part in re.split(r"[/\\]", rel)[:-1]:
+        m = _SEGMENT.match(part)
+        if m is None:
+            continue
+        key, value = unquote(m.group(1)), unquote(m.group(2))
+        if key in out:
+            raise ValueError(f"{path}: the partition key {key!r} appears twice on its path")
+        out[key] = None if value == NULL else value
+    return out
+
+
+def _is_url(path):
+    return isinstance(path, str) and "://" in path
+
+
+def common_keys(paths, root):
+    """[{key: text}] for each of `paths`, and the keys, which every file must have in the same
+    order: ValueError naming the first file whose keys differ from the first's."""
+    found = [parse(p, root) for p in paths]
+    keys = list(found[0]) if found else []
+    for p, f in zip(paths, found):
+        if list(f) != keys:
+            raise ValueError(f"{p}: its partition keys {list(f)} differ from {keys} (those of "
+                             f"{paths[0]}); a hive-partitioned dataset has the same keys, in "
+                             f"the same order, on every file's path")
+    return found, keys
+
+
+def column_types(found, keys):
+    """{key: T.Int64 or T.Text}: Int64 when every value of the key (missing ones aside) is a
+    decimal integer within int64."""
+    out = {}
+    for k in keys:
+        values = [f[k] for f in found if f[k] is not None]
+        out[k] = T.Int64 if values and all(_INT.match(v) and -2**63 <= int(v) < 2**63
+                                           for v in values) else T.Text
+    return out
+
+
+def value(text, t):
+    """A key's value of type `t` (column_types) from its folder text: an int for Int64, the
+    text for Text; None for a missing value."""
+    if text is None:
+        return None
+    return int(text) if t is T.Int64 else text
+
+
+def constant(v, t, n):
+    """`n` rows of the constant value `v` in read()'s form of type `t`: int64 for Int64, an
+    object array of str for Text (a missing Int64 has no form: ValueError)."""
+    if t is T.Int64:
+        if v is None:
+            raise ValueError("a missing value of an Int64 partition key has no Int64 form")
+        return np.full(n, v, np.int64)
+    out = np.empty(n, object)
+    out[:] = v if v is not None else ""
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# writing: one folder per combination of the keys' values
+# ---------------------------------------------------------------------------------------------
+
+def text_of(v):
+    """The folder text of one value (before URL encoding): integers and text as they are,
+    Booleans as ``true``/``false``, dates as ``YYYY-MM-DD``, times as ISO 8601; None, NaN and
+    NaT missing. TypeError for other values."""
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v))
+    if isinstance(v, np.datetime64):
+        if np.isnat(v):
+            return None
+        return str(v.astype("datetime64[D]")) if v == v.astype("datetime64[D]") else str(v)
+    if isinstance(v, _dt.datetime):
+        return v.isoformat()
+    if isinstance(v, _dt.date):
+        return v.isoformat()
+    if type(v).__name__ in ("NaTType", "NAType"):
+        return None
+    raise TypeError(f"a partition key's value must be a number, text, Boolean, date or time, "
+                    f"not {type(v).__name__} ({v!r})")
+
+
+def segment(key, text):
+    """The folder ``key=value`` of a key and its value's text (text_of), URL-encoded."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"a partition key must be a non-empty column name, not {key!r}")
+    return f"{quote(key, safe='')}={NULL if text is None else quote(text, safe='')}"
+
+
+def groups(keys):
+    """The rows of each combination of the keys' values: `keys` is a list of sequences (one a
+    key, its values per row); returns [(texts, row numbers)], texts the values' folder texts
+    (text_of), in the order of each combination's first row."""
+    n = len(keys[0]) if keys else 0
+    if not n:
+        return []
+    codes, texts = [], []
+    for values in keys:
+        code, text = _coded(values)
+        codes.append(code)
+        texts.append(text)
+    _, first, inverse = np.unique(np.stack(codes, axis=1), axis=0, return_index=True,
+                                  return_inverse=True)
+    inverse = inverse.reshape(-1)
+    out = []
+    for g in np.argsort(first, kind="stable"):
+        rows = np.flatnonzero(inverse == g)
+        out.append((tuple(t[c[rows[0]]] for c, t in zip(codes, texts)), rows))
+    return out
+
+
+def _coded(values):
+    """(a code per row, the folder text of each code) of one key's values: numbers and
+    Booleans of a numpy array through np.unique, other values one by one."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+        uniq, code = np.unique(values, return_inverse=True)
+        canon = {}          # values of one text (NaNs) are one code
+        remap = np.asarray([canon.setdefault(text_of(v), len(canon)) for v in uniq.tolist()],
+                           np.int64)
+        return remap[code.reshape(-1)], list(canon)
+    seen, code = {}, []
+    for v in _items(values):
+        code.append(seen.setdefault(text_of(v), len(seen)))
+    return np.asarray(code, np.int64), list(seen)
+
+
+def _items(values):
+    """The Python items of a key's values (a numpy array, list, pandas Series or Arrow
+    array)."""
+    if hasattr(values, "to_pylist"):
+        return values.to_pylist()
+    if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):
+        return values.to_numpy(dtype=object)
+    return values
+
+
+def folder(keys, texts):
+    """The relative folder of one combination: ``k1=v1/k2=v2``."""
+    return "/".join(segment(k, t) for k, t in zip(keys, texts))
