@@ -109,7 +109,7 @@ def main(argv=None):
                "stream": lambda: _stream(path)}
         if comp == "deflate":     # the floor: only inflating the blocks, as idv's threads do
             lib = "libdeflate" if "libdeflate" in _DECOMPRESSORS else "zlib"
-            fns["inflate"] = baseline_decompress(path, lib, idv._threads.default_threads())
+            fns["inflate"] = baseline_decompress(path, lib, idv._resources.threads.default_threads())
         secs = race(fns, repeat)
         fig(f"pq_table_{comp}", "pq.read_table (snappy Parquet -> Arrow)", secs["pq"], nbytes)
         fig(f"idv_arrow_{comp}", "idv.to_arrow (text straight into Arrow)", secs["arrow"],
@@ -120,7 +120,7 @@ def main(argv=None):
             nbytes)
         if "inflate" in secs:
             fig(f"inflate_only_{comp}", f"only inflating the blocks ({lib}, "
-                f"{idv._threads.default_threads()} threads)", secs["inflate"], nbytes)
+                f"{idv._resources.threads.default_threads()} threads)", secs["inflate"], nbytes)
             log(f"     (pq.read_table / inflating alone: {secs['pq'] / secs['inflate']:.2f}x)")
         target(f"{comp}: to_arrow / pq.read_table", secs["pq"] / secs["arrow"], 1.0)
         figures[f"objects_{comp}"] = {"ratio": secs["pq"] / secs["objects"]}

@@ -129,7 +129,7 @@ def main(argv=None):
                                        backend=backend or _backends.default_backend()))
     report = {"quick": a.quick, "rows": rows, "rounds": rounds, "target_cost": TARGET_COST,
               "default_backend": _backends.default_backend(),
-              "crc32": idv._compression.CRC32_LIBRARY, "threads": idv._threads.default_threads(),
+              "crc32": idv._compression.CRC32_LIBRARY, "threads": idv._resources.threads.default_threads(),
               "results": results, "variants": variants}
     if a.json:
         print(json.dumps(report, indent=1))

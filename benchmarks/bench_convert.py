@@ -15,12 +15,12 @@ For each dataset, interleaved, best of ``--repeat`` runs:
   Parquet -> .idv  idv.convert(x.parquet, x.idv), the defaults (DEFLATE: libdeflate's level
                    2); and with ``level=6`` (idv.write's default, ML.NET's level) and
                    ``backend="isal"`` (level 1: the fastest compressor, larger files)
-  .idv -> Parquet  idv.convert(ML.NET's x.idv, x.parquet): the read path (idv.arrow's
+  .idv -> Parquet  idv.convert(ML.NET's x.idv, x.parquet): the read path (idv._interop.arrow's
                    record_batch_reader) into pyarrow's ParquetWriter, snappy
   .idv -> .idv     idv.convert(ML.NET's x.idv, y.idv), the defaults: the source's blocks
                    copied as stored (Writer.copy_blocks), decoded only for their statistics;
                    and with ``level=2`` (every block decoded and compressed again)
-  .idv -> CSV      idv.convert(ML.NET's x.idv, x.csv): the scan into idv.delimited (.NET's
+  .idv -> CSV      idv.convert(ML.NET's x.idv, x.csv): the scan into idv._interop.delimited (.NET's
                    text forms), against pyarrow Parquet -> CSV (pyarrow.csv.write_csv of
                    pq.read_table: the same values in pyarrow's text forms)
 

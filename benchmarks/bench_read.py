@@ -600,7 +600,7 @@ def machine():
         libs["isal"] = isal.__version__
     except ImportError:
         pass
-    return {"cpu": cpu, "cores": idv._threads.default_threads(), "python": platform.python_version(),
+    return {"cpu": cpu, "cores": idv._resources.threads.default_threads(), "python": platform.python_version(),
             "os": platform.platform(), "libraries": libs, "idv": idv.__version__}
 
 
@@ -617,11 +617,11 @@ def main(argv=None):
     sizes = LONG_ROWS[a.quick] if a.long_rows is None else \
         tuple(int(float(x)) for x in a.long_rows.split(","))
     if a.only == "long":
-        return show_long(long_figures(sizes, repeat, idv._threads.default_threads(), log),
+        return show_long(long_figures(sizes, repeat, idv._resources.threads.default_threads(), log),
                          a.json, repeat)
     p = ensure_data(a.quick, log)
     check_same_values(p)
-    threads = idv._threads.default_threads()
+    threads = idv._resources.threads.default_threads()
     backends = compression.installed()
     R = {"machine": machine(), "quick": a.quick, "repeat": repeat, "threads": threads,
          "default_backend": compression.default_backend(), "files": {}, "figures": {},

@@ -150,7 +150,7 @@ def run_dataset(name, a, d):
     best = {}
     sizes = {}
     errors = {}
-    threads = a.threads or idv._threads.default_threads()
+    threads = a.threads or idv._resources.threads.default_threads()
     floor, pool = compress_floor(src, threads)
     for _ in range(a.rounds):
         if not a.no_mlnet:
@@ -260,7 +260,7 @@ def main():
             if not a.json:
                 show(res)
     if a.json:
-        print(json.dumps({"cpus": idv._threads.default_threads(), "quick": a.quick,
+        print(json.dumps({"cpus": idv._resources.threads.default_threads(), "quick": a.quick,
                           "results": results}, indent=1))
     elif a.quick:
         print("\n(--quick: small data, per-call overheads dominate; the targets are for the "

@@ -44,9 +44,10 @@ def exercise(data: bytes) -> None:
 
 
 def _one_pass_agrees(data: bytes) -> None:
-    """A file the one pass of C accepts when it opens (idv.opening, idv._parts) is one the
+    """A file the one pass of C accepts when it opens (idv._reader.opening, idv._parts) is one the
     checks part by part accept, with the same tables: else a check is skipped (a finding)."""
-    from idv import opening, source
+    from idv._reader import opening
+    from idv._storage import source
 
     fast = opening._in_memory(memoryview(data), True)
     if fast is None:
@@ -62,7 +63,7 @@ def _one_pass_agrees(data: bytes) -> None:
 
 
 def _same_opened(fast, slow) -> bool:
-    """Whether two idv.opening.Opened of one file hold the same facts."""
+    """Whether two idv._reader.opening.Opened of one file hold the same facts."""
     def crcs(o, e):
         if o.sums is None:
             return None

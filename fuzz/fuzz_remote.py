@@ -10,7 +10,7 @@ the file. The file is opened and every column read both ways; the remote read mu
 local read's values or fail with an idv error (``idv.IdvFormatError``,
 ``idv.MemoryLimitError``, ``idv.RemoteError``), never other values nor another exception.
 The server runs in this process (tests/http_server.py), retries do not pause
-(``idv.remote.BACKOFF = 0``), and the address space is limited as in fuzz_read.py.
+(``idv._storage.remote.BACKOFF = 0``), and the address space is limited as in fuzz_read.py.
 
     python fuzz/fuzz_remote.py --seeds CORPUS_DIR
     python fuzz/fuzz_remote.py CORPUS_DIR -runs=1000000 -rss_limit_mb=3072 -timeout=30
@@ -53,9 +53,9 @@ def split(data: bytes):
 def exercise(data: bytes) -> None:
     """Read `data`'s file locally, then through the lying server; compare."""
     import idv
-    import idv.remote
+    import idv._storage.remote
 
-    idv.remote.BACKOFF = 0.0
+    idv._storage.remote.BACKOFF = 0.0
     lies, body = split(data)
     local_errors, errors = harness.file_errors(), harness.remote_errors()
     with harness.quiet():

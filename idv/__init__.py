@@ -6,17 +6,17 @@
     ...     features = f["Features"][1000:2000]
 """
 from idv._version import __version__
-from idv.budget import MemoryLimitError, set_memory_limit
+from idv._resources.budget import MemoryLimitError, set_memory_limit
 from idv.errors import (IdvFormatError, IdvWarning, MissingDependencyError,
                         UnsupportedCodecError)
 from idv.errors import RemoteError, RemoteTimeoutError
-from idv.reader import Column, IdvFile, open, read
-from idv.schema import Field, Schema
+from idv._reader.reader import Column, IdvFile, open, read
+from idv._reader.schema import Field, Schema
 from idv.types import (Boolean, Byte, DataViewType, DateTime, DateTimeOffset, Double, Int16,
                        Int32, Int64, Key, PrimitiveType, RowId, SByte, Single, Text, TimeSpan,
                        UInt16, UInt32, UInt64, Vector)
-from idv.sample import sample_path
-from idv.vectors import Ragged, Sparse
+from idv._storage.sample import sample_path
+from idv._values.vectors import Ragged, Sparse
 
 __all__ = [
     "__version__", "open", "read", "sample_path", "IdvFile", "Column", "Schema", "Field", "Ragged",
@@ -27,25 +27,26 @@ __all__ = [
     "Boolean", "Text", "DateTime", "DateTimeOffset", "TimeSpan", "RowId",
 ]
 
-from idv.checker import verify  # noqa: E402
-from idv.listing import ZipEntry, zip_entries  # noqa: E402
-from idv.writer import Writer, write  # noqa: E402
+from idv._reader.checker import Finding, VerifyReport, verify  # noqa: E402
+from idv._reader.listing import ZipEntry, zip_entries  # noqa: E402
+from idv._writer import Writer, write  # noqa: E402
 
-__all__ += ["verify", "write", "Writer", "Sparse", "zip_entries", "ZipEntry"]
+__all__ += ["verify", "VerifyReport", "Finding", "write", "Writer", "Sparse", "zip_entries",
+            "ZipEntry"]
 
 # the Python data stack: pandas and pyarrow are imported only when these are called
-from idv.arrow import record_batch_reader, to_arrow  # noqa: E402
+from idv._interop.arrow import arrow_schema, record_batch_reader, to_arrow  # noqa: E402
 from idv.formats import convert  # noqa: E402
-from idv.pandas import SCHEMA_ATTR, read_pandas, to_pandas  # noqa: E402
-from idv.writer.arrow import from_arrow  # noqa: E402
-from idv.writer.pandas import from_pandas  # noqa: E402
+from idv._interop.pandas import SCHEMA_ATTR, read_pandas, to_pandas  # noqa: E402
+from idv._writer.arrow import from_arrow  # noqa: E402
+from idv._writer.pandas import from_pandas  # noqa: E402
 
 # many files as one table (idv.dataset); Dask lives in the submodule idv.dask, imported on use
-from idv.dataset import Dataset, dataset  # noqa: E402
-from idv.arrow_dataset import arrow_dataset  # noqa: E402 - pyarrow imported when called
-from idv import block_stats  # noqa: E402
-from idv.block_stats import add_statistics  # noqa: E402
+from idv._engines.dataset import Dataset, dataset  # noqa: E402
+from idv._engines.arrow_dataset import arrow_dataset  # noqa: E402 - pyarrow imported when called
+from idv._engines.dataset_files import DatasetFile  # noqa: E402
+from idv._reader.block_stats import add_statistics  # noqa: E402
 
-__all__ += ["dataset", "Dataset", "add_statistics", "arrow_dataset"]
+__all__ += ["dataset", "Dataset", "DatasetFile", "add_statistics", "arrow_dataset"]
 __all__ += ["to_pandas", "read_pandas", "from_pandas", "to_arrow", "from_arrow",
-            "record_batch_reader", "convert", "SCHEMA_ATTR"]
+            "record_batch_reader", "arrow_schema", "convert", "SCHEMA_ATTR"]

@@ -172,7 +172,7 @@ cdef class Spans:
     """Spans of `buffer` (any object with the buffer protocol, pinned while a chunk lives) as
     the chunks of one Arrow array of fixed-width values: span k starts at byte offsets[k]
     and holds rows[k] values of `itemsize` bytes, every one valid. `format`: the values'
-    Arrow C format string (one character: idv.arrow_types.c_format)."""
+    Arrow C format string (one character: idv._values.arrow_types.c_format)."""
     cdef Py_buffer view
     cdef bint pinned
     cdef object offsets, rows

@@ -9,7 +9,7 @@ Python functions hold the GIL and return a new buffer per block). `inflate_block
 any other decompressor (a Python-level function) per block and copies its result into place.
 Which library is used is decided in idv.compression.
 
-Both loops can check each block's CRC-32 (idv.checksums) on its stored bytes just before
+Both loops can check each block's CRC-32 (idv._storage.checksums) on its stored bytes just before
 decompressing it, in the same GIL-free pass, with the fastest CRC-32 kernel found:
 libdeflate's or ISA-L's (carry-less multiplication, tens of GB/s), else zlib's own. All give
 zlib's CRC-32.
@@ -198,7 +198,7 @@ cdef bint _bind_libdeflate(path):
     return True
 
 
-# ---- CRC-32 kernels: zlib's CRC-32 (the one idv.checksums records), by whichever library
+# ---- CRC-32 kernels: zlib's CRC-32 (the one idv._storage.checksums records), by whichever library
 # computes it fastest: libdeflate's (the `deflate` package) or ISA-L's (`isal`), both using
 # carry-less multiplication, else zlib's own (a few GB/s)
 cdef enum:

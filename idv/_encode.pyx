@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Block payload encoders for the writer (reference section 4), the inverse of idv._codecs.
 
-Every function takes values already converted and checked by idv.writer (stored dtypes, little
+Every function takes values already converted and checked by idv._writer (stored dtypes, little
 endian, ticks for dates) and returns one codec payload as bytes or a contiguous byte view. The
 text encoder writes UTF-8 in one pass with the GIL released, counting boundaries in UTF-16
 units as ML.NET does. The *_estimate functions reproduce ML.NET's GetCommitLengthEstimate, which
@@ -370,7 +370,7 @@ def encode_text(cnp.ndarray values, Py_ssize_t bounds=0):
 
 
 # ---------------------------------------------------------------- text bounds (statistics)
-# A block's least and greatest text, for its statistics (idv.statistics): code point order,
+# A block's least and greatest text, for its statistics (idv._storage.statistics): code point order,
 # which is the order of the UTF-8 bytes, found without encoding or a Python comparison.
 
 cdef int _compare_str(PyObject *a, PyObject *b) noexcept nogil:

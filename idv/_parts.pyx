@@ -5,7 +5,7 @@ sizes possible. A file of a few columns opens in microseconds, not in the dozens
 numpy calls a part per kind costs (a dataset of a thousand small files pays it a thousand
 times).
 
-These kernels only answer "all is well" or "not": idv.layout falls back to its own checks,
+These kernels only answer "all is well" or "not": idv._storage.layout falls back to its own checks,
 part by part, whenever they say "not", and those name what is wrong and where.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
@@ -34,14 +34,14 @@ ctypedef packed struct LookupEntry:
     int32_t raw
 
 
-ctypedef packed struct SumEntry:       # idv.checksums.ENTRY
+ctypedef packed struct SumEntry:       # idv._storage.checksums.ENTRY
     int64_t offset
     int64_t length
     uint32_t crc
     uint32_t kind
 
 
-# idv's checksum table (idv.checksums): its entries, the kind of the parts checked when the
+# idv's checksum table (idv._storage.checksums): its entries, the kind of the parts checked when the
 # file opens (TABLE_KIND; blocks are checked when read), and where the header points to it
 # (SUMS_AT: the magic SUMS_MAGIC, the table's offset and length, its CRC-32 and the header's)
 SUM_ENTRY = np.dtype([("offset", "<i8"), ("length", "<i8"), ("crc", "<u4"), ("kind", "<u4")])
@@ -85,8 +85,8 @@ cdef uint32_t _crc(const uint8_t[::1] data, int64_t offset, int64_t length) noex
 
 def open_frame(data, bint check_sums):
     """(header, checksums, table of contents) of the file held whole in `data`, read and
-    checked as idv.opening's checks part by part would: the header and tail, idv's checksum
-    table ((entries, offset, length) for idv.checksums.Checksums; None without, or unless
+    checked as idv._reader.opening's checks part by part would: the header and tail, idv's checksum
+    table ((entries, offset, length) for idv._storage.checksums.Checksums; None without, or unless
     `check_sums`) with the header's CRC-32 and its own, and the table of contents (a list of
     TocEntry) with its CRC-32. None at the first fault."""
     cdef const uint8_t[::1] d = data
@@ -245,11 +245,11 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
     `lookup_offsets`, every block of `blocks` (lookup entries, None for none), and
     [meta_starts[k], meta_stops[k]). Empty parts take no bytes. Sound: no two parts share a
     byte and every block lies within [256, `tail`] with lengths not negative; with `sums`
-    (the checksum table's entries, idv.checksums.ENTRY, whose offsets must be strictly
+    (the checksum table's entries, idv._storage.checksums.ENTRY, whose offsets must be strictly
     increasing), every part not starting at one of `skip` has its checksum recorded at its
     first byte, and every part recorded as a table but those at `checked` (checked on their
     own) has its CRC-32 in `data`, the whole file. `crcs` (of the shape of `blocks`) is then
-    filled with the CRC-32 each block must have, as idv.checksums.Checksums.expected gives it.
+    filled with the CRC-32 each block must have, as idv._storage.checksums.Checksums.expected gives it.
 
     Returns None when not sound; else, for each of `queries`, the first byte of the first
     part that starts after it (-1 where none does)."""

@@ -2,7 +2,7 @@
 """numpy 2's StringDType arrays built straight from text in Arrow's layout (TextSpans: UTF-8
 bytes and int32 byte offsets), with no Python str, through numpy's NpyString C API.
 
-Compiled against numpy 2 only (setup.py skips it otherwise); idv.column imports it when
+Compiled against numpy 2 only (setup.py skips it otherwise); idv._reader.column imports it when
 ``read(text="StringDType")`` asks for it.
 """
 cimport numpy as cnp

@@ -100,7 +100,7 @@ class Backend:
     def decompress_blocks(self, kind, src, offsets, disk, raw, dst, dst_offsets, crcs=None,
                           dst_of=None):
         """inflate_blocks with this library: (-1, None), or (failing block, message). `crcs`:
-        each block's expected CRC-32 (idv.checksums.Checksums.expected), checked first.
+        each block's expected CRC-32 (idv._storage.checksums.Checksums.expected), checked first.
         With `dst_of` (a native library only), `dst` is a list of buffers, block i going
         into dst[dst_of[i]]."""
         if dst_of is not None:

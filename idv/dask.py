@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from idv import _docs
-from idv import filters, scan
-from idv import types as T
-from idv.dataset import Dataset, dataset
-from idv.paths import worker_path
-from idv.staging import Staging
-from idv.reader import open as idv_open
+from idv import _docs, types as T
+from idv._scan import filters, scan
+from idv._engines.dataset import Dataset, dataset
+from idv._storage.paths import worker_path
+from idv._storage.staging import Staging
+from idv._reader.reader import open as idv_open
 from idv.errors import require
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ def _as_dataset(urlpath, storage_options, columns, open_kwargs):
 def partitions(ds, columns=None, blocks_per_partition=None):
     """[(file index, first row, stop row)] of a Dataset's partitions, in order: each file's
     whole blocks, ``blocks_per_partition`` at a time, so that no block is decoded by two
-    partitions (idv.scan.partitions, which PyTorch, Ray and Spark readers share).
+    partitions (idv._scan.scan.partitions, which PyTorch, Ray and Spark readers share).
 
     Parameters
     ----------
@@ -83,7 +82,7 @@ class _ReadPartition:
 
     def __call__(self, part, columns=None):
         import pandas as pd
-        from idv.pandas import frame
+        from idv._interop.pandas import frame
         path, start, stop, first = part
         if columns is None:
             wanted = self.idv_columns
@@ -149,8 +148,8 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
         if filter is not None:
             parts = filters.kept_partitions(ds, parts, filter)
         first = ds.open_file(0)
-        from idv.annotations import warn_kept_wide
-        from idv.pandas import frame
+        from idv._values.metadata import warn_kept_wide
+        from idv._interop.pandas import frame
         if vectors == "expand":      # once, here; the meta and the partitions say nothing
             warn_kept_wide([ds.schema[n] for n in names], "one column of arrays")
         meta = frame(first, names, vectors=vectors, datetime=unit, safe=safe, rows=slice(0, 0))
@@ -244,14 +243,14 @@ class _Converter:
     would give other key numbers for the same values, so it is refused."""
 
     def __init__(self, df):
-        from idv.annotations import SCHEMA_ATTR
-        from idv.writer.pandas import from_pandas
+        from idv._values.metadata import SCHEMA_ATTR
+        from idv._writer.pandas import from_pandas
         self._from_pandas = from_pandas
         self.schema = df.attrs.get(SCHEMA_ATTR)       # idv.to_pandas's ML.NET schema
         _columns, self.types, self.metadata = from_pandas(df, schema=self.schema)
 
     def writer(self, path, writer_kwargs):
-        from idv.writer import Writer
+        from idv._writer import Writer
         return Writer(path, list(self.types.items()), metadata=self.metadata, **writer_kwargs)
 
     def columns(self, df, index):
@@ -278,13 +277,13 @@ def _same_values(a, b):
 
 def _to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs):
     """to_idv's one file per partition (or per partition and key values), in parallel, the
-    files published together (idv.staging)."""
+    files published together (idv._storage.staging)."""
     import dask
     staging = Staging(path, name_function or "part.{task}.idv")
     parts = ddf.to_delayed()
     staging.fix_names(len(parts))       # checked before anything is written
     if partition_by is not None:
-        from idv.writer.tables import check_keys
+        from idv._writer.tables import check_keys
         check_keys(list(ddf.columns), partition_by)
     staging.start()
     write = dask.delayed(_write_partition, pure=False)
@@ -300,7 +299,7 @@ def _to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs
 
 
 def _write_partition(df, staging, task, writer_kwargs, partition_by=None):
-    """Partition number `task` as its file (idv.staging), or with `partition_by` as one file
+    """Partition number `task` as its file (idv._storage.staging), or with `partition_by` as one file
     per combination of the keys' values, in its ``key=value`` folders (the file name the
     task's own); returns the name(s)."""
     def writing(frame):
@@ -311,7 +310,7 @@ def _write_partition(df, staging, task, writer_kwargs, partition_by=None):
         return write
     if partition_by is None:
         return staging.write(task, writing(df))
-    from idv.writer.tables import split
+    from idv._writer.tables import split
     _, groups = split(df, partition_by)
     return [staging.write_named(f"{folder}/{staging.name(task)}", writing(rows))
             for folder, rows in groups]

@@ -105,7 +105,7 @@ class MissingDependencyError(ImportError):
 
 class Where:
     """Names a column and turns a flat item position into 'row r' / 'row r item j', for the
-    messages of bad values (the `where` / `describe` of idv.ticks, the writer's checks, the
+    messages of bad values (the `where` / `describe` of idv._values.ticks, the writer's checks, the
     Arrow and pandas conversions). Items are flat over rows of one `width`, or cut into rows
     by `offsets` (with `slots`, the sparse items' own slot indices). Rows count from `base`:
     the rows before these (the file's, when writing a batch; a block's first when reading)."""
@@ -155,7 +155,7 @@ def require(module, purpose, install):
 
 
 class RemoteError(OSError):
-    """A remote read failed (idv.remote): the message names the URL, what was being read and
+    """A remote read failed (idv._storage.remote): the message names the URL, what was being read and
     why (a connection refused, an error status, a truncated answer, a server that ignores Range
     requests). ``url`` is the file's URL. A missing remote file raises FileNotFoundError and a
     refused one PermissionError, as local files do."""

@@ -2,7 +2,7 @@
 
 Imported on use (``import idv.huggingface``); it needs ``pip install 'idv[huggingface]'``
 (datasets, pyarrow). The rows go through Arrow, never through Python objects per row: each
-partition of whole blocks (idv.scan.partitions) is read by idv.arrow's record batch reader,
+partition of whole blocks (idv._scan.scan.partitions) is read by idv._interop.arrow's record batch reader,
 and the Arrow batches become the dataset's table (``datasets.Dataset``) or its stream
 (``datasets.IterableDataset``, one shard per partition, so that DataLoader workers and
 ``datasets.distributed.split_dataset_by_node`` share the partitions out).
@@ -22,11 +22,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from idv import _docs
-from idv import scan
-from idv.arrow import record_batch_reader
-from idv.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
+from idv._scan import scan
+from idv._interop.arrow import record_batch_reader
+from idv._values.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
 from idv.errors import require
-from idv.reopen import Reopenable
+from idv._engines.reopen import Reopenable
 
 if TYPE_CHECKING:
     import datasets
@@ -41,7 +41,7 @@ def _datasets():
 class _Tables:
     """The Arrow tables of partitions of a Reopenable source, key columns with KeyValues as
     class numbers; picklable, so that a stream's shards are read in DataLoader workers. Called
-    with ``parts`` (a list of idv.scan.Partition) it yields (key, pyarrow.Table)."""
+    with ``parts`` (a list of idv._scan.scan.Partition) it yields (key, pyarrow.Table)."""
 
     def __init__(self, source, unit, safe):
         self.source = source
@@ -50,7 +50,7 @@ class _Tables:
         self.schema = None          # the tables' schema, set by load once Features are known
 
     def reader(self, file, rows):
-        """idv.arrow's record batch reader of rows `rows` (a slice) of file number `file`."""
+        """idv._interop.arrow's record batch reader of rows `rows` (a slice) of file number `file`."""
         ds = self.source.dataset()
         return record_batch_reader(ds.open_file(file), self.source.names, datetime=self.unit,
                                    safe=self.safe, rows=rows)

@@ -2,7 +2,7 @@
 
 polars hands the plugin the columns a query needs, its predicate, a row limit and a batch
 size. The columns and the limit are honoured as they come; the predicate is applied to every
-batch by polars' own rules, and where idv.engine_filters takes it (comparisons that mean the
+batch by polars' own rules, and where idv._engines.engine_filters takes it (comparisons that mean the
 same to polars and to idv, joined by ``&`` and ``|``), the blocks whose statistics rule it
 out are not decoded either. Since DuckDB queries a polars LazyFrame with
 its filters pushed into it, ``duckdb.sql("select ... from lf where ...")`` skips them too.
@@ -13,7 +13,10 @@ import json
 import os
 
 from idv import _docs
-from idv import arrow, budget, engine_filters, filters
+from idv._interop import arrow
+from idv._resources import budget
+from idv._engines import engine_filters
+from idv._scan import filters
 from idv.errors import require
 
 
@@ -44,7 +47,7 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     """
     pl = require("polars", "idv.polars.scan_idv", "polars")
     from polars.io.plugins import register_io_source
-    from idv.dataset import Dataset, dataset
+    from idv._engines.dataset import Dataset, dataset
     _small_reservations()
     ds = source if isinstance(source, Dataset) else dataset(source, **dataset_options)
     names = ds.column_names

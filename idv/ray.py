@@ -2,7 +2,7 @@
 ``IdvDatasink`` (for ``ds.write_datasink``).
 
 Imported on use (``import idv.ray``); it needs ``pip install 'idv[ray]'``. Read tasks are the
-scan's partitions (idv.scan.partitions): groups of whole blocks, so one large file gives many
+scan's partitions (idv._scan.scan.partitions): groups of whole blocks, so one large file gives many
 tasks and no block is decoded twice. Each task's in-memory size is known before anything is
 read: the decompressed sizes of its blocks, from the files' lookup tables (Ray sizes its
 parallelism and memory from these; a file's size on disk underestimates DEFLATE data several
@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from idv import _docs
-from idv import filters, scan
-from idv.arrow import arrow_schema, read_partition
-from idv.dataset import Dataset, dataset
+from idv._scan import filters, scan
+from idv._interop.arrow import arrow_schema, read_partition
+from idv._engines.dataset import Dataset, dataset
 from idv.errors import require
-from idv.staging import DEFAULT_NAME, Staging
+from idv._storage.staging import DEFAULT_NAME, Staging
 
 ray_data = require("ray.data", "idv.ray", "idv[ray]")
 
@@ -136,7 +136,7 @@ class IdvDatasink(ray_data.Datasink):
     ``ds.write_datasink(IdvDatasink(path))``.
 
     Every file is staged in a hidden folder of ``path`` and moved in once all tasks have
-    succeeded (idv.staging); a failed job removes its folder, and what a killed one leaves
+    succeeded (idv._storage.staging); a failed job removes its folder, and what a killed one leaves
     there is neither a ``*.idv`` nor seen by idv.dataset. A task without rows writes no file.
     Types and annotations as idv.from_arrow gives them (a dataset read by read_idv keeps its
     ML.NET types). ``paths``: the files written, once the write is done.
@@ -184,7 +184,7 @@ class IdvDatasink(ray_data.Datasink):
         """Write one task's blocks as one file (staged); returns its name, None if empty."""
         import pyarrow as pa
         from ray.data.block import BlockAccessor
-        from idv.writer import write
+        from idv._writer import write
         tables = [t for t in (BlockAccessor.for_block(b).to_arrow() for b in blocks)
                   if t.num_rows]
         return self.staging.write(

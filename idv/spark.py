@@ -2,7 +2,7 @@
 ``spark.read.format("idv").load(path)`` and ``df.write.format("idv").save(directory)``.
 
 Imported on use (``import idv.spark``); it needs ``pip install 'idv[spark]'`` (pyspark 4, and
-Java 17 or newer). Partitions are the scan's (idv.scan.partitions): groups of whole blocks of a
+Java 17 or newer). Partitions are the scan's (idv._scan.scan.partitions): groups of whole blocks of a
 file, read by Spark's Python workers into Arrow record batches that go to the JVM as they are
 (no Python object per row). Spark's types have no unsigned integers, no fixed-size arrays and
 no dictionaries, so each ML.NET type is given its nearest Spark type (``spark_arrow_type``;
@@ -16,13 +16,14 @@ import os
 import subprocess
 import sys
 
-from idv import engine_filters, filters, scan
-from idv.arrow import arrow_schema, read_partition
+from idv._engines import engine_filters
+from idv._scan import filters, scan
+from idv._interop.arrow import arrow_schema, read_partition
 from idv import types as T
-from idv.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
-from idv.dataset import dataset
+from idv._values.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
+from idv._engines.dataset import dataset
 from idv.errors import require
-from idv.staging import DEFAULT_NAME, Staging
+from idv._storage.staging import DEFAULT_NAME, Staging
 
 sources = require("pyspark.sql.datasource", "idv.spark", "idv[spark]")
 
@@ -224,7 +225,7 @@ class _FilteringReader(_Reader):
     """A reader that takes Spark's pushed filters (the session's filter pushdown on)."""
 
     def pushFilters(self, filters_):
-        """Take the filters idv tests exactly as Spark does (idv.engine_filters); give back the
+        """Take the filters idv tests exactly as Spark does (idv._engines.engine_filters); give back the
         others, which Spark applies after the read. Partitions whose blocks the statistics
         rule out are dropped here; read() keeps only the matching rows."""
         terms, left = [], []
@@ -289,7 +290,7 @@ def _restore_types(pa, table, idv_fields):
 
 class _Writer(sources.DataSourceArrowWriter):
     """One .idv per task, staged in a hidden folder of the output directory and moved in by
-    commit (idv.staging); abort removes the folder."""
+    commit (idv._storage.staging); abort removes the folder."""
 
     def __init__(self, options, schema, overwrite):
         path = options.get("path")
@@ -302,13 +303,13 @@ class _Writer(sources.DataSourceArrowWriter):
             self.writer_kwargs["rows_per_block"] = int(options["rowsPerBlock"])
         self.idv_fields = _idv_fields(schema, options.get("like"))
         # overwrite: the directory's files are this job's once its manifest names them, and
-        # the old ones removed only then (idv.staging): readers see one set or the other
+        # the old ones removed only then (idv._storage.staging): readers see one set or the other
         self.staging = Staging(path, options.get("name", DEFAULT_NAME), replace=overwrite)
         self.staging.start()
 
     def write(self, iterator):
         from pyspark import TaskContext
-        from idv.writer import write
+        from idv._writer import write
         pa = import_pyarrow()
         batches = [b for b in iterator if b.num_rows]
 

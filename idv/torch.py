@@ -5,8 +5,8 @@ cache).
 Imported on use (``import idv.torch``); it needs ``pip install 'idv[torch]'``. Both hold only
 what names their files (paths or URLs, the filesystem, idv.open's keywords), never an open file,
 so they pickle for DataLoader workers started by spawn or forkserver; each process opens the
-files on first use. A worker forked after the parent read in threads makes its own thread pools
-(idv._threads), so fork works too.
+files on first use. A worker forked after the parent read in threads makes its own thread
+pools, so fork works too.
 
 What a batch holds, per column: numeric and Boolean columns as tensors over the decoded arrays
 (no copy when a batch lies within one decoded window); fixed-size vectors as ``(rows, *dims)``
@@ -26,17 +26,17 @@ from typing import Sequence
 
 import numpy as np
 
-from idv import _docs, filters, scan, take, ticks, vectors
-from idv import types as T
+from idv import _docs, types as T
+from idv._scan import filters, scan
+from idv._reader import take
+from idv._values import ticks, vectors
 from idv.errors import require
-from idv.reopen import Reopenable
+from idv._engines.reopen import Reopenable
 
 __all__ = ["IdvIterableDataset", "IdvMapDataset", "RAGGED_FORMS"]
-
 # ragged=: variable-size vectors as zero-padded tensors plus lengths, or as nested tensors
 RAGGED_FORMS = ("padded", "nested")
-# rows per batch by default
-BATCH_SIZE = 1024
+BATCH_SIZE = 1024           # rows per batch by default
 # rows the shuffle buffer holds by default (shuffle=True)
 SHUFFLE_BUFFER = 16_384
 # decoded blocks a map-style dataset keeps per open file by default
@@ -263,7 +263,7 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
         self.epoch = int(epoch)
 
     def shard_partitions(self, worker: int = 0, workers: int = 1) -> list[scan.Partition]:
-        """The partitions (idv.scan.Partition) that DataLoader worker `worker` of `workers`
+        """The partitions (idv._scan.scan.Partition) that DataLoader worker `worker` of `workers`
         on this rank reads this epoch, in the order it reads them.
 
         Parameters
@@ -387,7 +387,7 @@ class IdvMapDataset(torch.utils.data.Dataset):
 
     def _read(self, rows):
         """read()'s forms of each column for `rows` (row numbers, in that order): one take of
-        each file's rows through its block cache (idv.take.take_kept)."""
+        each file's rows through its block cache (idv._reader.take.take_kept)."""
         ds = self.source.dataset()
         if self._touched_pid != os.getpid():     # files opened anew in this process
             self._touched, self._touched_pid = set(), os.getpid()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 # .NET ticks (100 ns since 0001-01-01) of the Unix epoch, which numpy's datetime64 counts from;
-# the tick conversions themselves are in idv.ticks
+# the tick conversions themselves are in idv._values.ticks
 EPOCH_TICKS = 621355968000000000
 MAX_DATETIME_TICKS = 3155378975999999999   # DateTime.MaxValue
 TICKS_PER_MINUTE = 600000000

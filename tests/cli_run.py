@@ -106,14 +106,14 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):
 # {path: blocks} as JSON when the process exits
 COUNTING_CLI = r"""
 import atexit, json, sys
-import idv.reader
+import idv._reader.reader
 from idv.cli import main
 files = []
-init = idv.reader.IdvFile.__init__
+init = idv._reader.reader.IdvFile.__init__
 def recording_init(self, source, *args, **kwargs):
     init(self, source, *args, **kwargs)
     files.append((str(source), self))
-idv.reader.IdvFile.__init__ = recording_init
+idv._reader.reader.IdvFile.__init__ = recording_init
 def report():
     decoded = {}
     for path, f in files:
@@ -254,7 +254,7 @@ def csv_value(text, col):
 
 
 def csv_columns(table, side):
-    """The rows of a CSV written by idv.delimited (idv cat -f csv, convert to .csv) regrouped
+    """The rows of a CSV written by idv._interop.delimited (idv cat -f csv, convert to .csv) regrouped
     into the visible sidecar columns, each cell in the CLI's JSON form for check_cell: the
     slot columns of a fixed-size vector joined back into one (nested) list, KeyValues text
     mapped back to the raw key (where the values name the keys one to one, as documented)."""

@@ -181,7 +181,7 @@ def _big_zip(tmp_path, monkeypatch, method=zipfile.ZIP_DEFLATED):
     """(columns, the .idv, a zip holding it as Data/Big.idv) with archive.READ_LIMIT made
     smaller than the entry, so that it is inflated into a temporary file."""
     import numpy as np
-    from idv import archive
+    from idv._storage import archive
     monkeypatch.setattr(archive, "READ_LIMIT", 64 << 10)
     src = tmp_path / "big.idv"
     cols = {f"c{i}": np.arange(100_000, dtype=np.int64) * i for i in range(4)}

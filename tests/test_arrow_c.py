@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from idv._arrow_c import Spans
-from idv.arrow_types import c_format, imports_c_streams
+from idv._values.arrow_types import c_format, imports_c_streams
 
 pa = pytest.importorskip("pyarrow", reason="the Arrow C stream is read by pyarrow")
 if not imports_c_streams(pa):

@@ -16,8 +16,8 @@ pa = pytest.importorskip("pyarrow", reason="idv.arrow_dataset needs pyarrow")
 pc = pytest.importorskip("pyarrow.compute", reason="idv.arrow_dataset needs pyarrow")
 pads = pytest.importorskip("pyarrow.dataset", reason="idv.arrow_dataset needs pyarrow")
 
-from idv import filter_tree  # noqa: E402
-from idv.engine_filters import from_arrow  # noqa: E402
+from idv._scan import filter_tree  # noqa: E402
+from idv._engines.engine_filters import from_arrow  # noqa: E402
 
 ROWS, RPB = 3000, 256
 KEYS = ["red", "green", "blue"]

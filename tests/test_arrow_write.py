@@ -17,7 +17,7 @@ import pytest
 
 import idv
 from idv import _encode
-from idv.writer.values import Utf8Text
+from idv._writer.values import Utf8Text
 from write_spec import item_cells
 
 pa = pytest.importorskip("pyarrow")
@@ -176,7 +176,7 @@ def test_write_pandas_strings_bytes_equal_str(from_str, dtype, monkeypatch):
         dtype = pd.ArrowDtype(pa.large_string())
     vals, n, _ = _arrow_forms()
     df = pd.DataFrame({"s": pd.Series(vals, dtype=dtype), "n": n})
-    arrow_backed = idv.infer.arrow_of(df["s"]) is not None
+    arrow_backed = idv._values.infer.arrow_of(df["s"]) is not None
     assert arrow_backed == (dtype not in ("string[python]", "object"))
     if arrow_backed:
         _refuse_str(monkeypatch)
@@ -245,8 +245,8 @@ def test_arrow_text_bytes_equal_mlnet(tmp_path, oracle):
                                      (pa.int32(), idv.Int32), (pa.uint64(), idv.UInt64),
                                      (pa.int8(), idv.SByte)])
 def test_numbers_are_not_copied(at, item):
-    from idv.writer.arrow import arrow_column_values
-    from idv.writer.columns import Column
+    from idv._writer.arrow import arrow_column_values
+    from idv._writer.columns import Column
     arr = pa.array(np.arange(1000) % 100, at).slice(10, 900)
     values = arrow_column_values(arr, item, "x")
     start = arr.buffers()[1].address + arr.offset * at.byte_width
@@ -257,7 +257,7 @@ def test_numbers_are_not_copied(at, item):
 
 
 def test_text_bytes_are_not_copied():
-    from idv.writer.columns import Column
+    from idv._writer.columns import Column
     arr = pa.array(["ab", "é", "😀"] * 10).slice(3)
     chunk, rows = Column(0, "s", idv.Text).prepare(arr)
     assert isinstance(chunk, Utf8Text) and rows == 27

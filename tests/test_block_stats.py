@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import statistics as S
+from idv._storage import statistics as S
 from cli_run import run, run_json
 from reference import shared_path
 
@@ -117,7 +117,7 @@ def test_stats_command_prints_each_column(tmp_path):
 
 
 def test_adding_never_replaces_a_file_replaced_meanwhile(tmp_path, monkeypatch):
-    from idv import block_stats
+    from idv._reader import block_stats
     path, newer = tmp_path / "f.idv", tmp_path / "newer.idv"
     idv.write(path, {"x": np.arange(1000.0)}, statistics=False)
     idv.write(newer, {"x": np.ones(1500)}, statistics=False)

@@ -1,4 +1,4 @@
-"""The block store (idv.blocks) as a reader of several columns uses it, without Column's read
+"""The block store (idv._store.blocks) as a reader of several columns uses it, without Column's read
 API: a run of a column's blocks decoded into the caller's buffer in the calling thread, blocks
 inflated at the caller's offsets, and damage located by column, block and file. A Column
 reaches its file only through the file's named interface, and the store knows no Column.
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import _threads
+from idv._resources import threads as _threads
 from import_graph import import_graph
 from reference import REPO_DIR
 
@@ -215,14 +215,14 @@ def test_column_reaches_its_file_through_the_named_interface():
     """column.py uses only these attributes of its file; the store's module imports neither
     the column's nor the reader's, and the column's not the reader's (the file is passed
     in)."""
-    tree = ast.parse((REPO_DIR / "idv" / "column.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO_DIR / "idv" / "_reader" / "column.py").read_text(encoding="utf-8"))
     used = {node.attr for node in ast.walk(tree)
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
             and node.value.attr == "_file"}
     assert used == {"store", "tables", "path", "check_open", "num_rows", "header"}
     graph = import_graph(REPO_DIR / "idv")
-    assert not {"idv.column", "idv.reader"} & set(graph["idv.blocks"])
-    assert "idv.reader" not in graph["idv.column"]
+    assert not {"idv._reader.column", "idv._reader.reader"} & set(graph["idv._store.blocks"])
+    assert "idv._reader.reader" not in graph["idv._reader.column"]
 
 
 def test_inflating_into_several_buffers_checks_each_block_against_its_own():

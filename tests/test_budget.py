@@ -122,7 +122,7 @@ def test_cli_names_the_limit(huge_bool):
 def test_the_system_limits_are_read_once_a_second(monkeypatch):
     """Opening a thousand small files reads /proc and the cgroup files about once a second,
     not at every open; a new RLIMIT_AS, or the time passing, reads them anew."""
-    from idv import budget
+    from idv._resources import budget
     reads = []
     monkeypatch.setattr(budget, "available_memory", lambda: reads.append(1) or 1 << 30)
     monkeypatch.setattr(budget, "REFRESH_SECONDS", 3600.0)

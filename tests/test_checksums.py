@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import checksums
+from idv._storage import checksums
 
 ROWS = 3000
 

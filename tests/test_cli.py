@@ -374,11 +374,11 @@ def _spy_decodes(monkeypatch):
     """A list that gets (column name, b0, b1) of every run of blocks decoded: through a
     column's read_blocks, or inflated with other columns' in one call (fixed-width ones)."""
     sys.path.insert(0, str(REPO_DIR))
-    import idv.blocks
-    import idv.reader
+    import idv._store.blocks
+    import idv._reader.reader
     calls = []
-    read_blocks = idv.reader.Column.read_blocks
-    inflate_fixed = idv.blocks.BlockStore.inflate_fixed
+    read_blocks = idv._reader.reader.Column.read_blocks
+    inflate_fixed = idv._store.blocks.BlockStore.inflate_fixed
 
     def spy_read(self, b0, b1, sparse=False, **how):
         calls.append((self.name, b0, b1))
@@ -387,8 +387,8 @@ def _spy_decodes(monkeypatch):
     def spy_inflate(self, pieces, *args, **kwargs):
         calls.extend((blocks.name, b0, b1) for blocks, b0, b1, _out in pieces)
         return inflate_fixed(self, pieces, *args, **kwargs)
-    monkeypatch.setattr(idv.reader.Column, "read_blocks", spy_read)
-    monkeypatch.setattr(idv.blocks.BlockStore, "inflate_fixed", spy_inflate)
+    monkeypatch.setattr(idv._reader.reader.Column, "read_blocks", spy_read)
+    monkeypatch.setattr(idv._store.blocks.BlockStore, "inflate_fixed", spy_inflate)
     return calls
 
 
@@ -600,11 +600,11 @@ def test_verify_decodes_every_block_and_metadata_value(monkeypatch, capsys):
     name = "mixed_smallblocks_deflate"
     side = sidecar(name)
     sys.path.insert(0, str(REPO_DIR))
-    import idv.reader
+    import idv._reader.reader
     from idv.cli import main
     blocks, metas = [], []
-    read_blocks = idv.reader.Column.read_blocks
-    decode_metadata = idv.reader.Column.decode_metadata
+    read_blocks = idv._reader.reader.Column.read_blocks
+    decode_metadata = idv._reader.reader.Column.decode_metadata
 
     def spy_blocks(self, b0, b1, sparse=False):
         blocks.extend((self.index, b) for b in range(b0, b1))
@@ -613,8 +613,8 @@ def test_verify_decodes_every_block_and_metadata_value(monkeypatch, capsys):
     def spy_meta(self, m):
         metas.append((self.index, m.kind))
         return decode_metadata(self, m)
-    monkeypatch.setattr(idv.reader.Column, "read_blocks", spy_blocks)
-    monkeypatch.setattr(idv.reader.Column, "decode_metadata", spy_meta)
+    monkeypatch.setattr(idv._reader.reader.Column, "read_blocks", spy_blocks)
+    monkeypatch.setattr(idv._reader.reader.Column, "decode_metadata", spy_meta)
     assert main(["verify", str(fixture(name))]) == 0
     nb = -(-side["row_count"] // side["table_of_contents"]["columns"][0]["rows_per_block"])
     assert sorted(set(blocks)) == [(c["index"], b) for c in side["columns"] for b in range(nb)]
@@ -823,7 +823,7 @@ def test_cat_streams_the_whole_file_as_csv():
 
 
 def test_columns_by_glob():
-    """--columns takes globs (idv.selection's rule) beside names and indices, in the order
+    """--columns takes globs (idv._reader.selection's rule) beside names and indices, in the order
     given; a glob that matches nothing is a usage error naming the columns."""
     path = fixture("mixed_default")
     names = [c["name"] for c in sidecar("mixed_default")["columns"]]
@@ -969,7 +969,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
 @pytest.mark.parametrize("out", ["out.parquet", "out.feather"])
 def test_convert_without_pyarrow_names_the_extra(tmp_path, out):
     """pyarrow missing: one line naming the pip command, exit 1, no file left (.idv -> CSV
-    needs no pyarrow: idv.delimited writes it)."""
+    needs no pyarrow: idv._interop.delimited writes it)."""
     rc, _, err = run("convert", fixture("mixed_default"), tmp_path / out, hide=("pyarrow",))
     assert rc == 1
     assert_one_line_error(err, "needs pyarrow", "pip install 'idv[arrow]'")

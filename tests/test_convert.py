@@ -472,7 +472,7 @@ def test_streaming_bounded_memory(big_idv, tmp_path, monkeypatch, fmt):
     """idv -> fmt -> idv holds a few blocks (Parquet: two row groups, one being written while
     the next is gathered) at a time, far less than the file."""
     monkeypatch.setattr(parquet_module, "_ROW_GROUP_BYTES", 1 << 20)
-    monkeypatch.setattr(idv.scan, "WINDOW_BYTES", 256 << 10)
+    monkeypatch.setattr(idv._scan.scan, "WINDOW_BYTES", 256 << 10)
     size = big_idv.stat().st_size
     mid = tmp_path / f"big.{fmt}"
     back = tmp_path / "back.idv"

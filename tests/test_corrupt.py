@@ -211,7 +211,7 @@ def test_crafted_text_cases_on_the_arrow_path(name):
         assert re.search(pattern, str(objects.value)), str(objects.value)
         assert f[objects.value.column_index].index in text
         ways = {"to_arrow": lambda: idv.to_arrow(data, columns=text),
-                "record_batch_reader": lambda: idv.arrow.record_batch_reader(
+                "record_batch_reader": lambda: idv._interop.arrow.record_batch_reader(
                     data, columns=text).read_all()}
         for how, read in ways.items():
             with pytest.raises(idv.IdvFormatError) as arrow:
@@ -221,7 +221,7 @@ def test_crafted_text_cases_on_the_arrow_path(name):
             assert (arrow.value.column, arrow.value.block) == \
                 (objects.value.column, objects.value.block), how
         with pytest.raises(pa.ArrowInvalid, match=re.escape(str(objects.value))):
-            pa.table(idv.arrow.record_batch_reader(data, columns=text))
+            pa.table(idv._interop.arrow.record_batch_reader(data, columns=text))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -275,14 +275,14 @@ def test_a_failed_partition_leaves_no_data_set(client, tmp_path):
     assert written[0] == str(out / "sub" / "p0.idv")
     with idv.dataset(str(out)) as ds:
         assert ds.num_rows == 900
-    assert sorted(p.name for p in out.iterdir()) == sorted(["sub", idv.staging.MANIFEST])
+    assert sorted(p.name for p in out.iterdir()) == sorted(["sub", idv._storage.staging.MANIFEST])
 
 
 def test_a_task_finishing_after_an_abort_removes_what_it_wrote(tmp_path):
     """A partition still being written when another fails: the abort may run while its file
     is half-written (the staging folder cannot be removed then); settling it afterwards
     removes the file and the folder. A task of a live job keeps its file."""
-    from idv.staging import Staging
+    from idv._storage.staging import Staging
     live = Staging(tmp_path / "a")
     live.start()
     kept = live.staged("p0.idv")

@@ -19,7 +19,10 @@ import numpy as np
 import pytest
 
 import idv
-from idv import _gc, batch, dataset_files, opening, reader
+from idv._resources import gc as _gc
+from idv._store import many_files as batch
+from idv._engines import dataset_files
+from idv._reader import opening, reader
 from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
 from reference import REPO_DIR, fixture, sidecar
 
@@ -245,7 +248,7 @@ def test_the_stream_of_small_files_read_together_cuts_the_same_batches(monkeypat
     rows, never across files, as each file's own stream gives them. group_bytes: all files
     together (None), two at a time, each by itself (0)."""
     pa = pytest.importorskip("pyarrow")
-    from idv import dataset_interop
+    from idv._engines import dataset_interop
     if group_bytes is not None:
         monkeypatch.setattr(dataset_interop, "GROUP_BYTES", group_bytes)
     empty = tmp_path / "empty.idv"
@@ -531,7 +534,7 @@ def _keyed_files(folder, n_files, rows):
 def test_a_file_being_streamed_stays_open_while_other_reads_close_files(monkeypatch, tmp_path):
     """Reads of other files between a stream's batches do not close the file it is reading
     (max_open_files is exceeded while it is in use, and kept again after)."""
-    monkeypatch.setattr(sys.modules["idv.scan"], "WINDOW_BYTES", 4096)   # many windows a file
+    monkeypatch.setattr(sys.modules["idv._scan.scan"], "WINDOW_BYTES", 4096)   # many windows a file
     paths = _keyed_files(tmp_path, 5, 10_000)
     with idv.dataset(paths, max_open_files=2) as ds:
         seen = []
@@ -596,7 +599,7 @@ def test_remote_files_opened_ahead_keep_their_order_and_errors(monkeypatch):
     opened ahead of it are closed."""
     fsspec = pytest.importorskip("fsspec")
     import sys
-    module = sys.modules["idv.dataset_files"]
+    module = sys.modules["idv._engines.dataset_files"]
     real, handed = module.idv_open, []
 
     def spy(source, **kwargs):
@@ -626,10 +629,10 @@ def test_remote_files_opened_ahead_keep_their_order_and_errors(monkeypatch):
 
 def test_urls_are_opened_with_idv_open_filesystem(monkeypatch):
     """A dataset of URLs opens each file with idv.open(path, filesystem=), so remote reads
-    fetch only the byte ranges they need (idv.remote)."""
+    fetch only the byte ranges they need (idv._storage.remote)."""
     fsspec = pytest.importorskip("fsspec")
     import sys
-    module = sys.modules["idv.dataset_files"]          # where the listing opens them
+    module = sys.modules["idv._engines.dataset_files"]          # where the listing opens them
     real, given = module.idv_open, []
 
     def spy(source, *, filesystem=None, **kwargs):
@@ -890,7 +893,7 @@ def test_a_whole_read_decodes_numbers_in_place(tmp_path):
 
 def test_a_whole_read_inflates_the_blocks_of_many_files_together(tmp_path, monkeypatch):
     """The numbers and keys of every file, compressed or stored, with checksums or without,
-    go through one inflate call per kind (idv.batch), and so does text into Arrow: the same
+    go through one inflate call per kind (idv._store.many_files), and so does text into Arrow: the same
     values as each file's own read, at any max_open_files; a damaged block names its file,
     column and block."""
     pa = pytest.importorskip("pyarrow")

@@ -143,7 +143,7 @@ def test_three_forms_agree_and_unselected_columns_filter(files, full):
 def test_pyarrow_expressions_keep_their_literals_and_refuse_what_they_cannot_read():
     pa = pytest.importorskip("pyarrow", reason="pyarrow expressions need pyarrow")
     import pyarrow.compute as pc
-    from idv import filter_tree
+    from idv._scan import filter_tree
     odd = 'on 2024-01-01 00:00:00 and "quoted" or invert(x) true'   # looks like code
     assert filter_tree.parse(pc.field("s") == odd) == filter_tree.Cmp("s", "==", odd)
     assert filter_tree.parse(pc.field("I").isin([3, 5])) == filter_tree.Cmp("I", "in", [3, 5])
@@ -308,7 +308,7 @@ def test_an_arrow_read_tests_text_without_a_str_per_value(tmp_path, monkeypatch)
     """to_arrow's filter on a Text column tests its Arrow strings (their UTF-8 bytes): no
     block of it is decoded into str objects, and the rows are read()'s."""
     import numpy as np
-    from idv.column import Column
+    from idv._reader.column import Column
     path = tmp_path / "t.idv"
     names = np.array(["b", "a\0", "é", "", "ab", "b"] * 50, object)
     idv.write(path, {"Id": np.arange(len(names)), "Name": names}, rows_per_block=64)

@@ -9,7 +9,7 @@ wall-clock limit, both through the API and through ``python -m idv verify``.
 * vector dimensions whose product overflows ML.NET's int32 size;
 * parts of the file shared by several columns, lookup tables or metadata kinds, so that limits
   meant for one part add up: ML.NET never writes two parts into the same bytes, and the reader
-  refuses such a file at open (idv.layout).
+  refuses such a file at open (idv._storage.layout).
 
 Every file is built here, from idv's own packing helpers; no binary is committed.
 """
@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 
 import idv
-from idv import _header, _lookup, _toc, layout
+from idv import _header, _lookup, _toc
+from idv._storage import layout
 from idv._cursor import Cursor
 from idv._cursor import encode_leb128, encode_string
 
@@ -303,7 +304,7 @@ def test_verify_refuses_within_limits(name, tmp_path):
 
 
 # ============================================================================ the layout rule
-# In-process checks of idv.layout: what counts as a part, which overlaps are refused at open,
+# In-process checks of idv._storage.layout: what counts as a part, which overlaps are refused at open,
 # and that damage to one table still stays local to its column.
 
 def _regions_of(f):

@@ -125,7 +125,7 @@ def test_arrow_types_of_each_kind():
     assert schema.field("Var").type == pa.list_(pa.int16())
     assert schema.field("DT").type == pa.timestamp("ns")    # all its values fit ns
     assert idv.to_arrow(path, datetime="us").schema.field("DT").type == pa.timestamp("us")
-    from idv.arrow import arrow_schema
+    from idv._interop.arrow import arrow_schema
     s2 = arrow_schema(fixture("scalars_datetime"), columns=["TS"], datetime="ns")
     assert s2.field("TS").type == pa.duration("ns")
     s3 = idv.to_arrow(fixture("vector_multidim"), columns=["Mat2x3"]).schema
@@ -303,7 +303,7 @@ def test_record_batch_reader_schema_and_closing(tmp_path):
 def test_record_batch_reader_bounded_memory(tmp_path, monkeypatch):
     """Peak memory while streaming a multi-block file stays a small fraction of its size:
     a few windows of decoded blocks (here 256 KiB each) at a time."""
-    monkeypatch.setattr(idv.scan, "WINDOW_BYTES", 256 << 10)
+    monkeypatch.setattr(idv._scan.scan, "WINDOW_BYTES", 256 << 10)
     n = 600_000
     rng = np.random.default_rng(1)
     path = tmp_path / "big.idv"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import budget
+from idv._resources import budget
 from craft import Col, Meta, Model, build, compress, leb, vbuf_params
 from cli_run import run
 from limited import run_limited
@@ -134,7 +134,7 @@ def test_read_pandas_keeps_a_wide_vector_one_column(wide):
 
 def test_the_expand_bound(tmp_path):
     pd = pytest.importorskip("pandas", reason="pandas is an optional dependency")
-    from idv.pandas import MAX_EXPAND_SLOTS
+    from idv._interop.pandas import MAX_EXPAND_SLOTS
     path = tmp_path / "two.idv"
     at, over = MAX_EXPAND_SLOTS, MAX_EXPAND_SLOTS + 1
     idv.write(path, {"a": np.ones((2, at), np.float32), "b": np.ones((2, over), np.float32)})

@@ -247,8 +247,9 @@ def test_a_take_of_repeated_rows_allocates_nothing_first(big):
 def test_a_memory_error_within_the_limit_names_the_read(big, monkeypatch):
     """An allocation the limit allowed that the system refuses all the same (other
     allocations took the room) is a MemoryLimitError naming the file, on every path through
-    idv.budget.reads."""
-    from idv import scan, take
+    idv._resources.budget.reads."""
+    from idv._scan import scan
+    from idv._reader import take
 
     def refused(*args, **kwargs):
         raise MemoryError("Unable to allocate 16.0 MiB")

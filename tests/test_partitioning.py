@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import partitioning
+from idv._storage import partitioning
 from idv import types as T
 
 

@@ -1,5 +1,5 @@
-"""The one-pass checks of a file in memory (idv._parts through idv.layout.read_checked) against
-the checks part by part (idv.layout.read_tables and the reader's), which name what is wrong:
+"""The one-pass checks of a file in memory (idv._parts through idv._storage.layout.read_checked) against
+the checks part by part (idv._storage.layout.read_tables and the reader's), which name what is wrong:
 every sound file takes the one pass, with the same tables; a file the one pass accepts is one
 the checks part by part accept; a damaged file gets the same error either way."""
 from __future__ import annotations
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import idv
-from idv import _compression, _parts, checksums, layout
+from idv import _compression, _parts
+from idv._storage import checksums, layout
 from corrupt_cases import CASES, FIXTURE_FILES, MISSING, fixture_file_params
 
 # idv's own files: checksums and statistics, metadata (key values), several blocks, vectors

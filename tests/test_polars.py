@@ -12,9 +12,9 @@ import pytest
 import idv
 
 pl = pytest.importorskip("polars", reason="scan_idv needs polars")
-from idv.engine_filters import from_polars  # noqa: E402
+from idv._engines.engine_filters import from_polars  # noqa: E402
 from idv.polars import scan_idv  # noqa: E402
-from idv import filter_tree  # noqa: E402
+from idv._scan import filter_tree  # noqa: E402
 
 N = 20_000
 
@@ -106,7 +106,7 @@ def _parts(n=3, rows=1000):
 
 def test_a_url_glob_of_several_files_opens_each_once(monkeypatch):
     fsspec = pytest.importorskip("fsspec")
-    from idv import reader
+    from idv._reader import reader
     fs = fsspec.filesystem("memory")
     root = "/idv-polars-glob"
     try:

@@ -87,7 +87,7 @@ def test_a_written_dataset_reads_back_equal_and_ml_net_loads_each_file(oracle, t
     sink = idv.ray.IdvDatasink(tmp_path / "out", name="day-{task:03d}.idv")
     ds.write_datasink(sink)
     assert sink.paths and all(p.endswith(".idv") for p in sink.paths)
-    assert sorted(set(os.listdir(tmp_path / "out")) - {idv.staging.MANIFEST}) == \
+    assert sorted(set(os.listdir(tmp_path / "out")) - {idv._storage.staging.MANIFEST}) == \
         sorted(os.path.basename(p) for p in sink.paths)
     columns = SCALARS + ["Vec", "Var"]
     with idv.dataset(sink.paths) as back, idv.dataset(paths, columns) as src:

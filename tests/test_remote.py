@@ -1,4 +1,4 @@
-"""Remote files through fsspec (idv.remote): URLs, filesystem objects, ranged reads.
+"""Remote files through fsspec (idv._storage.remote): URLs, filesystem objects, ranged reads.
 
 The HTTP tests run a real server on 127.0.0.1 (tests/http_server.py) that honours Range and
 counts the requests and body bytes it serves; the S3 test runs moto's S3-compatible server on
@@ -22,7 +22,7 @@ import dumpcheck as dc
 import idv
 from expected import assert_equal_reads
 from http_server import RangeServer
-from idv import remote
+from idv._storage import remote
 from reference import SAMPLE_DIR, fixture_files, model_zip_entries, shared_path
 
 pytest.importorskip("fsspec")

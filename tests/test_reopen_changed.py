@@ -1,4 +1,4 @@
-"""A dataset handed to other processes (idv.reopen.Reopenable: DataLoader workers, each epoch's)
+"""A dataset handed to other processes (idv._engines.reopen.Reopenable: DataLoader workers, each epoch's)
 is the files it was made from: a file replaced or rewritten since is an IdvFormatError naming
 it, never a plan of 1,000 rows reading 1,500 (or 500)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv.reopen import Reopenable
+from idv._engines.reopen import Reopenable
 
 
 def _replace(path, rows):

@@ -128,7 +128,7 @@ def test_random_rows_decode_each_block_once_and_pin_none():
 
 
 def test_the_cache_stays_within_its_bytes():
-    from idv.cache import BlockCache
+    from idv._resources.cache import BlockCache
     with idv.open(idv.sample_path(), cache_bytes=1500) as f:      # one 1 KB block at most
         col = f["Features"]
         for i in (0, 100, 0, 100):          # blocks 0 and 1 in turn: each evicts the other
@@ -199,7 +199,7 @@ def test_threads_share_the_cache_without_drift():
     """Eight threads reading random rows of one column at once: every value right, and the
     cache's count of bytes matches what it holds, within its bound."""
     import threading
-    from idv import cache as cache_mod
+    from idv._resources import cache as cache_mod
     c = cache_mod.BlockCache(5000)
     errors = []
 

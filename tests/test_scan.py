@@ -1,4 +1,4 @@
-"""idv.scan, the one scan under every streaming reader, and idv.selection, its one rule for
+"""idv._scan.scan, the one scan under every streaming reader, and idv._reader.selection, its one rule for
 columns and rows: batches hold the same values as reading each column whole, whatever the
 windows, pieces, threads, row ranges and skipped blocks; a dataset scans as its files end to
 end."""
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import idv
-from idv import scan as S
-from idv import selection
+from idv._scan import scan as S
+from idv._reader import selection
 
 
 def _table(n=1000, seed=0):
@@ -43,7 +43,7 @@ def whole():
 
 def _joined(batches, k):
     values = [b.values[k] for b in batches]
-    return idv.vectors.concat_reads(values) if values else None
+    return idv._values.vectors.concat_reads(values) if values else None
 
 
 def _equal(a, b):

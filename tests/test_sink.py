@@ -1,4 +1,4 @@
-"""idv.sink: the one atomic output of idv.write, idv.Writer and idv.convert.
+"""idv._storage.sink: the one atomic output of idv.write, idv.Writer and idv.convert.
 
 A new file gets 0o666 less the umask (read without changing it), an existing one keeps its
 permission bits, and a failure anywhere (KeyboardInterrupt included) leaves the destination as
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import sink
+from idv._storage import sink
 
 
 def _real_umask():
@@ -118,7 +118,7 @@ import sys, numpy as np, idv
 w = idv.Writer(sys.argv[1], {"x": idv.Double, "v": idv.Vector(idv.Single, 64)},
                rows_per_block=4096)
 if sys.argv[2] == "named":
-    from idv import sink
+    from idv._storage import sink
     sink._O_TMPFILE = None
 w.write_batch({"x": np.zeros(50_000), "v": np.zeros((50_000, 64), np.float32)})
 print("writing", flush=True)

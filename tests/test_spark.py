@@ -115,7 +115,7 @@ def test_written_files_load_in_ml_net_and_read_back_equal(spark, oracle, mixed_d
     assert df.schema["Key"].metadata["idv.type"] == "Key<UInt32, 7>"
     out = tmp_path / "out"
     df.coalesce(2).write.format("idv").mode("overwrite").save(str(out))
-    written = sorted(str(out / n) for n in os.listdir(out) if n != idv.staging.MANIFEST)
+    written = sorted(str(out / n) for n in os.listdir(out) if n != idv._storage.staging.MANIFEST)
     assert len(written) == 2 and all(p.endswith(".idv") for p in written)
     assert [f.path for f in idv.dataset(str(out)).files] == written    # as its manifest says
     with idv.dataset(written) as back, idv.dataset(str(mixed_dir)) as src:
@@ -148,7 +148,7 @@ def test_a_failed_or_killed_job_leaves_nothing(spark, mixed_dir, tmp_path):
         df.mapInArrow(fail_late, df.schema).write.format("idv").mode("append").save(str(out))
     assert os.listdir(out) == []
     # a killed job never aborts: what it staged is no .idv, and idv.dataset sees none of it
-    staging = idv.staging.Staging(out)
+    staging = idv._storage.staging.Staging(out)
     staging.start()
     idv.write(staging.staged("part-00000.idv"), {"Id": np.arange(3, dtype=np.int32)})
     with pytest.raises(FileNotFoundError, match="no .idv files"):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import source
+from idv._storage import source
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
 

@@ -1,5 +1,5 @@
 """A job's files appear together: the engines' writers (Ray, Spark, Dask) publish a directory's
-list of files (idv.staging.MANIFEST) in one atomic step once every file is in place, and
+list of files (idv._storage.staging.MANIFEST) in one atomic step once every file is in place, and
 idv.dataset reads exactly that list, so a reader sees the old set or the new one: a job killed
 at any point while it moves its files in leaves the old set, and an overwrite removes the old
 files only once the new list names the new ones."""
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import idv
-from idv import staging
+from idv._storage import staging
 from reference import REPO_DIR
 
 
@@ -98,7 +98,7 @@ def test_a_name_function_runs_on_the_driver_and_names_each_task_once(tmp_path):
 KILLED = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[3])
-    from idv import staging
+    from idv._storage import staging
     out, n, template = sys.argv[1], int(sys.argv[2]), sys.argv[4]
     data = open(template, "rb").read()
     s = staging.Staging(out, replace=True)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import idv
 from idv import _encode
-from idv import statistics as S
+from idv._storage import statistics as S
 
 ROWS, RPB = 2500, 400
 
@@ -390,7 +390,7 @@ def test_a_block_and_its_checksum_rewritten_leave_the_statistics_unused(tmp_path
     entries["crc"][k] = S.crc(bytes(data[off:off + n]))
     table = entries.tobytes()
     data[table_at:table_at + len(table)] = table
-    from idv import checksums
+    from idv._storage import checksums
     data[checksums.POINTER_AT:checksums.POINTER_AT + checksums.POINTER_SIZE] = \
         checksums.Recorder.pointer(bytes(data[:52]), table_at, table)
     path = tmp_path / "redone.idv"
@@ -426,7 +426,7 @@ def test_a_pointer_beyond_int64_is_damage_not_a_crash(tmp_path):
     """A statistics pointer whose offset plus length lies beyond int64 (found by fuzzing:
     numpy refused the sum, a TypeError out of idv.open): the file opens, its statistics are
     refused as damage, its values read."""
-    from idv import statistics as S
+    from idv._storage import statistics as S
     p = tmp_path / "s.idv"
     idv.write(p, {"x": np.arange(100.0)}, rows_per_block=10)
     data = bytearray(p.read_bytes())

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import idv
-import idv.take
+import idv._reader.take
 from readback import same
 
 ROWS, RPB = 1000, 64
@@ -68,7 +68,7 @@ def test_take_is_fancy_indexing_of_read(path, whole, case, threads):
 
 
 def test_windows_of_one_block_each_give_the_same_rows(path, whole, monkeypatch):
-    monkeypatch.setattr(idv.take, "TAKE_WINDOW_BYTES", 1)
+    monkeypatch.setattr(idv._reader.take, "TAKE_WINDOW_BYTES", 1)
     rows = CASES["every row reversed"]
     with idv.open(path, threads=2) as f:
         assert same(f.take(rows), _expected(whole, rows))
@@ -148,7 +148,7 @@ def test_dataset_take_errors_and_empty(dataset_dir):
 
 def test_a_take_of_more_blocks_than_a_round_holds_gives_the_same_rows(path, whole,
                                                                        monkeypatch):
-    monkeypatch.setattr(idv.take, "TAKE_BYTES", 3 * RPB * 20)     # 3 blocks of f, i and k
+    monkeypatch.setattr(idv._reader.take, "TAKE_BYTES", 3 * RPB * 20)     # 3 blocks of f, i and k
     rows = CASES["every row reversed"][::3]
     with idv.open(path) as f:
         got = f.take(rows, columns=["f", "i", "k", "t"])

@@ -1,4 +1,4 @@
-"""One unit for a time column whatever the entry point (idv.time_units): numpy with
+"""One unit for a time column whatever the entry point (idv._reader.time_units): numpy with
 datetime="auto", Arrow, a stream, pandas, a dataset, polars, the Arrow dataset (DuckDB's way
 in, asked: DuckDB's default is its own microseconds) give DateTime, TimeSpan and
 DateTimeOffset the same unit by default, with and
@@ -68,8 +68,8 @@ def test_every_entry_point_gives_the_same_unit(source):
     whole = idv.to_arrow(str(p))
     assert _arrow_units(whole.schema) == want
     with idv.open(p) as f:
-        assert _arrow_units(idv.arrow.record_batch_reader(f, rows=slice(0, 2)).schema) == want
-        assert _arrow_units(idv.arrow.record_batch_reader(f, batch_size=7).schema) == want
+        assert _arrow_units(idv._interop.arrow.record_batch_reader(f, rows=slice(0, 2)).schema) == want
+        assert _arrow_units(idv._interop.arrow.record_batch_reader(f, batch_size=7).schema) == want
         assert _numpy_units(f.read(datetime="auto")) == want
         assert _numpy_units(f.read(rows=[0, 5], datetime="auto")) == want
         assert _numpy_units(f.take([3, 1], datetime="auto")) == want
@@ -119,7 +119,7 @@ def test_a_dataset_chooses_one_unit_per_column_from_every_file(tmp_path):
 
 
 def test_statistics_choose_without_decoding_a_block(tmp_path, monkeypatch):
-    from idv import column
+    from idv._reader import column
     p = tmp_path / "s.idv"
     idv.write(p, {"when": np.datetime64("2024-01-01", "ns") + np.arange(10)}, statistics=True)
 
@@ -127,10 +127,10 @@ def test_statistics_choose_without_decoding_a_block(tmp_path, monkeypatch):
         raise AssertionError("a block was decoded to choose the unit")
     monkeypatch.setattr(column.Column, "iter_blocks", refuse)
     with idv.open(p) as f:
-        assert idv.arrow.arrow_schema(f).field("when").type == pa.timestamp("ns")
+        assert idv._interop.arrow.arrow_schema(f).field("when").type == pa.timestamp("ns")
     idv.write(p, {"when": np.datetime64("2024-01-01", "ns") + np.arange(10)}, statistics=False)
     with idv.open(p) as f, pytest.raises(AssertionError, match="decoded to choose"):
-        idv.arrow.arrow_schema(f)
+        idv._interop.arrow.arrow_schema(f)
 
 
 # ---- the type a column was written from ----------------------------------------------------

@@ -319,7 +319,7 @@ def test_map_style_batches_collate_as_the_batch_read(path):
 def test_take_kept_gathers_through_one_array_while_the_columns_fit(path):
     """take_kept: with the whole columns within the cache, each block is decoded once, however
     many takes hit it; beyond it, by block through the cache; both give read()'s rows."""
-    from idv.take import take_kept
+    from idv._reader.take import take_kept
     want = _columns()
     rows = np.random.default_rng(1).integers(0, ROWS, 3000)
     for cache_bytes, whole in ((64 << 20, True), (100_000, False)):

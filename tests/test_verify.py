@@ -97,7 +97,7 @@ def test_overlapping_blocks_are_a_finding(good):
     data = bytearray(good.read_bytes())
     struct.pack_into("<q", data, lookup_offset + 16, int(table["offset"][0]))
     report = idv.verify(bytes(data))
-    # refused when the file opens (idv.layout), before any block is decoded
+    # refused when the file opens (idv._storage.layout), before any block is decoded
     assert [p.what for p in report.problems] == ["file"]
     assert "column 0 'Id' block 1" in report.problems[0].message
     assert "overlaps column 0 'Id' block 0" in report.problems[0].message

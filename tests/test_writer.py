@@ -136,22 +136,22 @@ def test_type_inference():
         (np.zeros(2, DTO), idv.DateTimeOffset), (np.zeros(2, ROWID), idv.RowId),
     ]
     for value, t in cases:
-        assert idv.infer.infer_type(value) == t, (value, t)
+        assert idv._values.infer.infer_type(value) == t, (value, t)
 
 
 def test_rows_are_flattened_once(tmp_path, monkeypatch):
     """Inference hands its flattened rows to the writer: a list of rows is flattened once,
     whether given directly or in a DataFrame."""
-    import idv.infer
-    import idv.writer.columns
+    import idv._values.infer
+    import idv._writer.columns
     calls = []
-    real = idv.infer.flatten_rows
+    real = idv._values.infer.flatten_rows
 
     def counting(rows, where):
         calls.append(where)
         return real(rows, where)
-    monkeypatch.setattr(idv.infer, "flatten_rows", counting)
-    monkeypatch.setattr(idv.writer.columns, "flatten_rows", counting)
+    monkeypatch.setattr(idv._values.infer, "flatten_rows", counting)
+    monkeypatch.setattr(idv._writer.columns, "flatten_rows", counting)
     rows = [[1.5, 2.5], [3.5, 4.5], [5.5, 6.5]]
     idv.write(tmp_path / "a.idv", {"v": rows})
     assert len(calls) == 1
@@ -320,7 +320,7 @@ def test_failure_mid_write_removes_temp(tmp_path, monkeypatch, exc):
 
 def test_failure_at_close_removes_temp(tmp_path, monkeypatch):
     dest = tmp_path / "out.idv"
-    monkeypatch.setattr(idv.sink.Output, "commit",
+    monkeypatch.setattr(idv._storage.sink.Output, "commit",
                         lambda self: (_ for _ in ()).throw(OSError("fsync failed")))
     with pytest.raises(OSError):
         idv.write(dest, {"x": [1, 2, 3]})
@@ -762,8 +762,8 @@ def test_sparse_forms():
     m = sp.csr_matrix(np.array([[0, 1.5], [2.0, 0]]))
     f = idv.Sparse.from_scipy(m)
     assert f.length == 2 and f.indices.tolist() == [1, 0] and f.values.tolist() == [1.5, 2.0]
-    assert idv.infer.infer_type(s) == idv.Vector(idv.Text, 4)
-    assert idv.infer.infer_type(idv.Sparse([1, 2], [0, 0], [0, 1, 2], [1, 3])) == \
+    assert idv._values.infer.infer_type(s) == idv.Vector(idv.Text, 4)
+    assert idv._values.infer.infer_type(idv.Sparse([1, 2], [0, 0], [0, 1, 2], [1, 3])) == \
         idv.Vector(idv.Int64)
     a, b = io.BytesIO(), io.BytesIO()
     idv.write(a, {"v": m})

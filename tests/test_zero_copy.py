@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import idv
-from idv import scan_windows, source
-from idv.arrow_types import imports_c_streams
+from idv._scan import scan_windows
+from idv._storage import source
+from idv._values.arrow_types import imports_c_streams
 from http_server import RangeServer
 
 pa = pytest.importorskip("pyarrow", reason="to_arrow and record_batch_reader need pyarrow")
@@ -113,7 +114,7 @@ def made_by(request, monkeypatch):
     """How the chunks on the map are made: pyarrow's import of an Arrow C stream of them
     (idv._arrow_c), or one from_buffers call each (pyarrow before 17)."""
     if request.param == "from_buffers":
-        monkeypatch.setattr(idv.arrow, "imports_c_streams", lambda pa: False)
+        monkeypatch.setattr(idv._interop.arrow, "imports_c_streams", lambda pa: False)
     elif not imports_c_streams(pa):
         pytest.skip(f"pyarrow {pa.__version__} makes no ChunkedArray of a C stream")
     return request.param
@@ -187,7 +188,7 @@ def test_a_damaged_block_is_still_caught_by_its_checksum(tmp_path, how, monkeypa
     path = _write(tmp_path / "none.idv", rows_per_block=rpb)
     entry = _damage(path, "i4", block)
     if how == "threads":        # the blocks' CRC-32s computed in spans, on two threads
-        monkeypatch.setattr(idv.block_checks, "_CRC_SPAN_BYTES", 64)
+        monkeypatch.setattr(idv._store.block_checks, "_CRC_SPAN_BYTES", 64)
         how = "to_arrow"
     with idv.open(path, threads=2) as f, \
             pytest.raises(idv.IdvFormatError, match="checksum") as e:

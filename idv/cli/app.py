@@ -20,7 +20,7 @@ from idv.cli.opener import Sources, open_sources, unknown_extra_files
 from idv.cli.stats import cmd_stats
 from idv.cli.verify import cmd_verify
 from idv.errors import IdvFormatError, MissingDependencyError
-from idv.sink import is_temporary
+from idv._storage.sink import is_temporary
 
 
 # ---------------------------------------------------------------- argument parsing

@@ -2,8 +2,8 @@
 slice).
 
 Each takes `src`, an open IdvFile or an idv.Dataset (opener.open_sources). Rows are read
-through ``source_batches`` (idv.scan), file after file for a dataset, each file opened only
-when its rows are reached; columns are chosen by ``select_columns`` (idv.selection) among the
+through ``source_batches`` (idv._scan.scan), file after file for a dataset, each file opened only
+when its rows are reached; columns are chosen by ``select_columns`` (idv._reader.selection) among the
 file's or the dataset's.
 """
 from __future__ import annotations
@@ -15,14 +15,16 @@ import os
 
 import numpy as np
 
-from idv import filter_tree, filters, scan, selection, vectors
-from idv.cells import cell_json
+from idv._scan import filter_tree, filters, scan
+from idv._reader import selection
+from idv._values import vectors
+from idv._values.cells import cell_json
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.render import (Table, ascii_only, cell_str, dump_json, safe_text,
                             is_numeric, plural, render_table, value_str)
-from idv.dataset import Dataset
-from idv.delimited import DelimitedWriter, JsonLinesWriter, key_labels
-from idv.budget import MemoryLimitError
+from idv._engines.dataset import Dataset
+from idv._interop.delimited import DelimitedWriter, JsonLinesWriter, key_labels
+from idv._resources.budget import MemoryLimitError
 from idv.errors import IdvFormatError
 
 CAT_GROUP_ROWS = 8192   # rows decoded at a time (whole blocks), when streaming
@@ -38,7 +40,7 @@ def first_file(src):
 
 
 def select_columns(src, spec):
-    """--columns A,B (names, indices or globs such as 'Feature*', idv.selection's rule) ->
+    """--columns A,B (names, indices or globs such as 'Feature*', idv._reader.selection's rule) ->
     Columns (of a dataset's first file); default: the readable, visible ones."""
     f = first_file(src)
     pool = f.columns if f is src else [f[n] for n in src.column_names]
@@ -69,7 +71,7 @@ def source_batches(src, cols, rows, stream=True):
 
 
 def filtered_batches(src, cols, rows, where, numbers):
-    """source_batches' batches of the rows that match `where` (idv.filters), streamed; each
+    """source_batches' batches of the rows that match `where` (idv._scan.filters), streamed; each
     matching row's number goes on to `numbers` (a deque) before its batch is given."""
     columns = [c.name for c in cols]
     try:
@@ -120,7 +122,7 @@ def _cells(cols, batch, cell):
 
 def _text_cells(cols, labels, batch):
     """The rows of a batch as the text of a table: a key with KeyValues as their text
-    (`labels`, idv.delimited.key_labels of each column, the rule of cat --format csv), the
+    (`labels`, idv._interop.delimited.key_labels of each column, the rule of cat --format csv), the
     rest as cell_str gives it."""
     return zip(*(lab[np.asarray(d, np.int64)].tolist() if lab is not None
                  else [cell_str(v, c.type) for v in d]
@@ -425,9 +427,9 @@ def cmd_ls(args, out):
     """Every IDV stream in a zip archive, found by signature, with its schema."""
     import zipfile
 
-    from idv import remote
+    from idv._storage import remote
     from idv.cli.opener import opening
-    from idv.listing import zip_entries
+    from idv._reader.listing import zip_entries
     if remote.is_remote(args.archive):          # a URL: read by ranges
         with opening(args.archive):
             entries = zip_entries(args.archive)

@@ -17,9 +17,10 @@ import tempfile
 import zipfile
 
 import idv
-from idv import archive, budget, remote, source
+from idv._storage import archive, remote, source
+from idv._resources import budget
 from idv.cli.errors import EXIT_USAGE, CliError
-from idv.dataset import Dataset, expand_sources
+from idv._engines.dataset import Dataset, expand_sources
 from idv.errors import IdvFormatError
 
 split_zip = archive.split_zip

@@ -1,6 +1,6 @@
 """How the command line shows values: cells as text and JSON, aligned tables, JSON documents.
 
-Dates and times are written from their .NET ticks by idv.ticks, exact to the tick.
+Dates and times are written from their .NET ticks by idv._values.ticks, exact to the tick.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import unicodedata
 import numpy as np
 
 from idv import types as T
-from idv.cells import item_json, rowid_int
+from idv._values.cells import item_json, rowid_int
 
 VECTOR_ITEMS = 5   # vector items shown per table cell before "..."
 

@@ -3,7 +3,7 @@ section, or computed with a note when it has none); ``--add`` adds the section t
 from __future__ import annotations
 
 import idv
-from idv import block_stats
+from idv._reader import block_stats
 from idv.cli.errors import EXIT_OK
 from idv.cli.opener import open_path
 from idv.cli.render import dump_json, render_table
@@ -24,7 +24,7 @@ def cmd_stats(args, out):
     files = []
     for path in sources.paths:
         with open_path(sources, path, args) as f:
-            rows, stored = idv.block_stats.summary(f)
+            rows, stored = idv._reader.block_stats.summary(f)
             files.append((path, rows, stored))
     if args.json:
         dump_json({"files": [{"file": p, "stored": s, "columns": [

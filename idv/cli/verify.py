@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 import idv
-from idv.checker import VerifyReport
+from idv._reader.checker import VerifyReport
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK
 from idv.cli.opener import open_path, open_sources
 from idv.cli.render import dump_json, plural

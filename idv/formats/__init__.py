@@ -6,7 +6,7 @@ idv, parquet, ipc (Feather / Arrow IPC), text (CSV / TSV, JSON Lines). ``idv con
 help and its errors read the registry.
 
 ``convert(src, dst)`` never holds a whole file: an .idv is read one block of rows at a time
-(idv.arrow.record_batch_reader) and handed to pyarrow's writers (ParquetWriter, the IPC file
+(idv._interop.arrow.record_batch_reader) and handed to pyarrow's writers (ParquetWriter, the IPC file
 writer, CSVWriter); the other way, pyarrow's readers give record batches (Parquet row groups,
 IPC batches, CSV blocks) that go to idv.Writer.write_batch, which writes full blocks as they
 fill. Memory stays around a block (or batch) per column. An .idv to .idv conversion (to select
@@ -15,7 +15,7 @@ annotation exactly; .idv to text (CSV, TSV, JSON Lines) is written by the writer
 ``idv cat``, from numpy blocks too.
 
 The output appears only when complete: it is written to a temporary file beside ``dst`` and
-renamed over it at the end (idv.sink); on any error the temporary file is removed.
+renamed over it at the end (idv._storage.sink); on any error the temporary file is removed.
 """
 from __future__ import annotations
 
@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from idv import _docs
-from idv.ticks import TIME_MODES, check_time_mode
+from idv._values.ticks import TIME_MODES, check_time_mode
 from idv.compression import convert_deflate
-from idv.formats import idv as idv_format
-from idv.formats import ipc, parquet, text
+from idv.formats import idv as idv_format, ipc, parquet, text
 from idv.formats._base import Options, check_codecs, import_pa, is_dataset, read_ahead
 
 __all__ = ["convert", "check_compression", "check_conversion", "format_of", "Format",
@@ -149,7 +148,7 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
 
     The .idv side keeps ML.NET's types and metadata in the Arrow field metadata, so .idv ->
     Parquet / Feather -> .idv gives back the same types, annotations and values. CSV keeps
-    values only, written from an .idv as ``idv cat --format csv`` writes them (idv.delimited:
+    values only, written from an .idv as ``idv cat --format csv`` writes them (idv._interop.delimited:
     one column per slot of a fixed-size vector, a JSON array per variable-size one, keys as
     their KeyValues, times in .NET's ISO forms exact to the tick; no pyarrow needed); types
     are inferred again by pyarrow's CSV reader when read back. JSON Lines (an output only,

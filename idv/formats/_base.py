@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from idv import selection
-from idv.arrow_types import import_pyarrow
-from idv.compression import NONE
-from idv.compression import kind as compression_kind
-from idv.sink import AtomicPath
+from idv._reader import selection
+from idv._values.arrow_types import import_pyarrow
+from idv.compression import NONE, kind as compression_kind
+from idv._storage.sink import AtomicPath
 
 # batches read ahead of the one being written, in a thread of their own
 READ_AHEAD = 1
@@ -43,7 +42,7 @@ def import_pa():
 
 def is_dataset(src):
     """Whether `src` is an idv.Dataset (read as .idv, file after file): files laid end to end
-    that it opens on demand, as idv.scan takes them (no import of the engines above)."""
+    that it opens on demand, as idv._scan.scan takes them (no import of the engines above)."""
     return hasattr(src, "open_file") and hasattr(src, "files")
 
 
@@ -74,7 +73,7 @@ class Source:
 
 def column_names(schema, columns):
     """The names of the Arrow `schema`'s columns that `columns` (names or indices) choose;
-    None for all (idv.selection's rule)."""
+    None for all (idv._reader.selection's rule)."""
     return selection.names_of(list(schema.names), columns)
 
 

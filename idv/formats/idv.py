@@ -1,6 +1,6 @@
 """.idv in idv.convert: the source (a file or an idv.Dataset, as Arrow record batches), the
 sink (Arrow batches into idv.Writer), and the two paths that never leave numpy: .idv -> .idv,
-and .idv -> text (CSV, TSV, JSON Lines through idv.delimited, the writers of ``idv cat``).
+and .idv -> text (CSV, TSV, JSON Lines through idv._interop.delimited, the writers of ``idv cat``).
 """
 from __future__ import annotations
 
@@ -9,16 +9,17 @@ import io
 
 import numpy as np
 
-from idv import _codecs, scan, selection
-from idv import types as T
-from idv.annotations import metadata_spec
+from idv import _codecs, types as T
+from idv._scan import scan
+from idv._reader import selection
+from idv._values.metadata import metadata_spec
 from idv.compression import kind as compression_kind
 from idv.errors import MissingDependencyError
-from idv.reader import opened
-from idv.selection import file_columns
+from idv._reader.reader import opened
+from idv._reader.selection import file_columns
 from idv.formats._base import Source, check_codecs, is_dataset
-from idv.sink import AtomicPath
-from idv.vectors import Ragged
+from idv._storage.sink import AtomicPath
+from idv._values.vectors import Ragged
 
 # an .idv output takes 'deflate' and 'none' only
 CODECS = ()
@@ -26,15 +27,15 @@ CODECS = ()
 
 class IdvSource(Source):
     """An .idv file (opened here) or the caller's idv.Dataset (its files in turn, left open),
-    through idv.arrow.record_batch_reader."""
+    through idv._interop.arrow.record_batch_reader."""
 
     # it decodes in threads of its own, into a sink that gathers row groups: reading ahead
     # would only hold more
     read_ahead = 0
 
     def __init__(self, path, options):
-        from idv.arrow import record_batch_reader
-        from idv.reader import open as idv_open
+        from idv._interop.arrow import record_batch_reader
+        from idv._reader.reader import open as idv_open
         columns, datetime, safe = options.columns, options.datetime, options.safe
         if is_dataset(path):        # the caller's dataset: its files in turn, left open
             self.f = None
@@ -64,8 +65,8 @@ class IdvSink:
     `types=`); the KeyValues of dictionary columns are collected first, in one pass."""
 
     def __init__(self, dest, source, options):
-        from idv.writer.arrow import ArrowToIdv
-        from idv.writer import Writer
+        from idv._writer.arrow import ArrowToIdv
+        from idv._writer import Writer
         plan = ArrowToIdv(source.schema, options.types)
         for i in plan.pending:        # key values of dictionary columns: one pass over them
             name = plan.fields[i].name
@@ -150,7 +151,7 @@ def _differing_annotation(a, b):
 
 @contextlib.contextmanager
 def _idv_columns(src, columns):
-    """An .idv source as (the Columns that stand for it, the source and columns idv.scan
+    """An .idv source as (the Columns that stand for it, the source and columns idv._scan.scan
     takes): one file (opened here, closed on exit: its Columns), or an idv.Dataset (its first
     file's Columns, and their names, looked up in each file)."""
     if not is_dataset(src):
@@ -163,7 +164,7 @@ def _idv_columns(src, columns):
 
 
 def _batches(source, scanned, total, progress, how):
-    """The source's Batches (idv.scan: read()'s forms, block by block; `how`: the scan's
+    """The source's Batches (idv._scan.scan: read()'s forms, block by block; `how`: the scan's
     options), `progress` told of each (rows done, rows in all)."""
     if progress is not None:
         progress(0, total)
@@ -203,7 +204,7 @@ def _reader(col):
     """How idv_to_idv reads a column: Text into Arrow on its blocks' UTF-8 where pyarrow is
     installed (the writer takes it without str objects), the rest in read()'s forms."""
     if col.type is T.Text:
-        from idv.arrow import text_reader
+        from idv._interop.arrow import text_reader
         try:
             return text_reader(col)
         except MissingDependencyError:
@@ -215,7 +216,7 @@ def idv_to_idv(src, dst, options, progress):
     """.idv -> .idv: the source's blocks, decoded, into idv.Writer (every type and annotation
     kept); a file's blocks stored as the output stores them are copied (Writer.copy_blocks),
     their rows decoded only for their statistics and checks."""
-    from idv.writer import Writer
+    from idv._writer import Writer
     with _idv_columns(src, options.columns) as (cols, source, scanned):
         total = source.num_rows
         shifts = [legacy_key_shift(c.name, c.type, options.legacy_keys) for c in cols]
@@ -300,7 +301,7 @@ def legacy_key_shift(name, t, legacy_keys):
 
 
 def idv_to_text(src, dst, options, progress, writer):
-    """.idv -> text through `writer(text stream, columns)`, a writer of idv.delimited (those
+    """.idv -> text through `writer(text stream, columns)`, a writer of idv._interop.delimited (those
     of ``idv cat --format csv / tsv / jsonl`` too): the same text, without pyarrow."""
     check_codecs(options.format, None, options.compression)
     # text is made far slower than blocks decode: a block at a time, the next decoded ahead,

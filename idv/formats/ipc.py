@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 
-from idv.compression import DEFLATE, NONE
-from idv.compression import kind as compression_kind
+from idv.compression import DEFLATE, NONE, kind as compression_kind
 from idv.formats._base import (FileSink, Source, check_codecs, column_names, import_pa,
                                selected_schema)
 

@@ -4,9 +4,8 @@ encoding for nearly unique columns).
 """
 from __future__ import annotations
 
-from idv import _threads
-from idv.compression import DEFLATE, NONE
-from idv.compression import kind as compression_kind
+from idv._resources import threads as _threads
+from idv.compression import DEFLATE, NONE, kind as compression_kind
 from idv.formats._base import (FileSink, Source, check_codecs, column_names, import_pa,
                                selected_schema)
 

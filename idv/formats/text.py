@@ -1,7 +1,7 @@
 """CSV / TSV and JSON Lines in idv.convert.
 
 From an .idv, each is written by the writer of ``idv cat --format csv / tsv / jsonl``
-(idv.delimited), from the blocks directly and without pyarrow (idv.formats.idv.idv_to_text).
+(idv._interop.delimited), from the blocks directly and without pyarrow (idv.formats.idv.idv_to_text).
 Other sources go to CSV / TSV through pyarrow's CSV writer, flattened (CsvSink), and CSV / TSV
 is read back by pyarrow's CSV reader (CsvSource). JSON Lines is an output only, from an .idv.
 """
@@ -12,9 +12,9 @@ import functools
 import numpy as np
 
 from idv import types as T
-from idv.annotations import slot_labels
+from idv._values.metadata import slot_labels
 from idv.types import parse_type
-from idv.delimited import DelimitedWriter, JsonLinesWriter
+from idv._interop.delimited import DelimitedWriter, JsonLinesWriter
 from idv.formats._base import FileSink, Source, check_codecs, import_pa
 from idv.formats.idv import idv_to_text
 
@@ -59,7 +59,7 @@ class CsvSource(Source):
 def _csv_arrow_type(pa, t, datetime):
     """The Arrow type pyarrow's CSV reader should parse a column as, for a given idv type
     (None for the types CSV spreads over several columns)."""
-    from idv.arrow_types import item_arrow_type
+    from idv._values.arrow_types import item_arrow_type
     t = T.as_type(t)
     if isinstance(t, T.Vector) or t in (T.DateTimeOffset, T.RowId):
         return None
@@ -90,7 +90,7 @@ class CsvSink(FileSink):
     def _plan(self, pa, name, at, meta, get):
         import pyarrow.compute as pc
 
-        from idv.arrow_types import METADATA_KEY, TYPE_KEY
+        from idv._values.arrow_types import METADATA_KEY, TYPE_KEY
         if isinstance(at, pa.BaseExtensionType):
             self._plan(pa, name, at.storage_type, meta, lambda b: _storage_of(get(b)))
             return
@@ -109,7 +109,7 @@ class CsvSink(FileSink):
                 except ValueError:
                     pass
             if METADATA_KEY in meta:
-                from idv.annotations import metadata_from_json
+                from idv._values.metadata import metadata_from_json
                 try:
                     spec = metadata_from_json(meta[METADATA_KEY].decode())
                     if "SlotNames" in spec:

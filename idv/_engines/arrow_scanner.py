@@ -1,0 +1,175 @@
+"""A scan of an idv.arrow_dataset (``IdvScanner``, what DuckDB reads through ``to_reader``): its
+columns and filter read through idv's scan, blocks the statistics rule out skipped, rows
+tested by pyarrow; ``count_rows`` from the statistics where they decide, ``take`` decoding
+only the blocks that hold the rows.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from idv._interop import arrow
+from idv._resources import budget
+from idv._engines import engine_filters
+from idv._scan import filter_tree, filters
+from idv._reader import selection
+from idv._values.arrow_types import import_pyarrow
+
+
+class IdvScanner:
+    """A scan of an idv.arrow_dataset: its columns, filter and batch size (what DuckDB
+    reads through ``to_reader``). Not a pyarrow Scanner, whose methods would run Arrow's
+    C++ scanner: ``write_dataset`` takes ``to_reader()``."""
+
+    def __init__(self, owner, columns, filter_, batch_size):
+        self._pa = import_pyarrow()
+        if isinstance(columns, dict):
+            raise TypeError("idv.arrow_dataset scanners take column names, not a dict of "
+                            "expressions")
+        if filter_ is not None and not isinstance(filter_, self._pa.compute.Expression):
+            raise TypeError(f"filter must be a pyarrow compute Expression, not "
+                            f"{type(filter_).__name__}")
+        self._owner = owner
+        ds = owner.idv_dataset
+        self._names = ds.resolve_columns(columns)
+        self._filter = filter_
+        self._batch_size = batch_size
+        self._tree, self._exact, need = (None, False, []) if filter_ is None else \
+            engine_filters.from_arrow(filter_, owner._types)
+        need = ds.column_names if need is None else need
+        self._read = self._names + [c for c in need if c not in self._names]
+
+    @property
+    def dataset_schema(self):
+        """The schema of the dataset scanned."""
+        return self._owner.schema
+
+    @property
+    def projected_schema(self):
+        """The schema of the batches this scan gives."""
+        schema = self._owner.schema
+        return self._pa.schema([schema.field(n) for n in self._names])
+
+    def _filtered(self, i, names):
+        """File `i`'s batches of `names` and then the filter's other columns, the rows
+        tested by pyarrow (blocks the statistics rule out skipped)."""
+        owner = self._owner
+        read = names + [c for c in self._read if c not in names]
+        skip = None if self._tree is None else filter_tree.BlocksOnly(self._tree)
+        with owner.idv_dataset.using(i) as f:      # kept open between batches
+            for b in arrow.record_batch_reader(f, read, datetime=owner._unit,
+                                               safe=owner._safe,
+                                               batch_size=self._batch_size, filter=skip):
+                if self._filter is not None:
+                    b = b.filter(self._filter)
+                if b.num_rows or self._filter is None:
+                    yield b
+
+    def _batches(self):
+        """The scan's batches: its columns, the rows that match."""
+        schema, n = self.projected_schema, len(self._names)
+        for i in range(len(self._owner.idv_dataset.files)):
+            for b in self._filtered(i, self._names):
+                yield self._pa.RecordBatch.from_arrays(b.columns[:n], schema=schema)
+
+    def to_reader(self):
+        """A pyarrow.RecordBatchReader of the scan (what DuckDB reads)."""
+        return self._pa.RecordBatchReader.from_batches(self.projected_schema, self._batches())
+
+    def to_batches(self):
+        """An iterator of the scan's RecordBatches."""
+        return iter(self.to_reader())
+
+    def to_table(self):
+        """The scan as a pyarrow.Table (its batches charged to the dataset's memory limit, all
+        of them being kept)."""
+        ds = self._owner.idv_dataset
+        batches = budget.kept(self._batches(), ds.memory_limit,
+                              lambda: f"the dataset ({ds.files[0].path}...): the scan's table")
+        return self._pa.Table.from_batches(list(batches), self.projected_schema)
+
+    def head(self, num_rows):
+        """The scan's first `num_rows` rows, reading no further."""
+        out, left = [], int(num_rows)
+        if left > 0:
+            for b in self._batches():
+                out.append(b.slice(0, left))
+                left -= out[-1].num_rows
+                if left <= 0:
+                    break
+        return self._pa.Table.from_batches(out, self.projected_schema)
+
+    def take(self, indices):
+        """Rows `indices` of the scan, in the order given."""
+        if self._filter is not None:
+            return self.to_table().take(selection.take_numbers(indices))
+        return _take(self._owner, self._names, self.projected_schema, indices)
+
+    def count_rows(self):
+        """The number of rows the scan gives; blocks that the statistics decide are
+        counted without decoding."""
+        ds = self._owner.idv_dataset
+        if self._filter is None:
+            return ds.num_rows
+        return sum(self._count(i) for i in range(len(ds.files)))
+
+    def _count(self, i):
+        with self._owner.idv_dataset.using(i) as f:
+            node = self._tree
+            if self._exact and f.num_rows:
+                bound = filters.prepare(node, f)
+                layouts = {tuple(block_counts(f, n)) for n in bound.columns}
+                if len(layouts) == 1 and all(z is not None for z in bound.zones.values()):
+                    return _count_by_statistics(f, bound, np.array(layouts.pop()))
+        return sum(b.num_rows for b in self._filtered(i, []))
+
+
+def block_counts(f, name):
+    """Rows per block of column `name` of open file `f` (its lookup table's layout)."""
+    col = f[name]
+    rpb, nb = col.rows_per_block, col.num_blocks
+    return np.minimum(rpb, f.num_rows - np.arange(nb, dtype=np.int64) * rpb)
+
+
+def _count_by_statistics(f, bound, rows):
+    """Rows of open file `f` matching a filter (exact by Arrow's rules; `bound`: it
+    filters.prepare'd on `f`, with statistics; `rows` per block): blocks that the statistics
+    decide are counted from the lookup tables, only the others decoded."""
+    keep = bound.blocks()
+    whole = keep & bound.whole_blocks()
+    undecided = keep & ~whole
+    total = int(rows[whole].sum())
+    if undecided.any():
+        for _batch, hits, _ in filters.filtered(f, [], bound,
+                                                blocks=lambda _p, _f: undecided):
+            total += len(hits)
+    return total
+
+
+def _take(owner, names, schema, indices):
+    """Rows `indices` of the dataset (over its files end to end) as a Table, in the order
+    given: each block that holds one is read once."""
+    pa = import_pyarrow()
+    ds = owner.idv_dataset
+    idx = selection.take_numbers(indices)
+    if isinstance(idx, slice):
+        idx = np.arange(*idx.indices(ds.num_rows), dtype=np.int64)
+    if len(idx) == 0:
+        return schema.empty_table()
+    parts, restore = selection.split_rows(idx, [f.start for f in ds.files], ds.num_rows)
+    tables = []
+    for i, local in parts:
+        with ds.using(i) as f:
+            rows = np.arange(f.num_rows)[local] if isinstance(local, slice) \
+                else np.asarray(local)
+            rpb = f[names[0]].rows_per_block if names else max(f.num_rows, 1)
+            blocks, first = np.unique(rows // rpb, return_inverse=True)
+            pieces, at = [], np.zeros(len(blocks), np.int64)
+            for k, b in enumerate(blocks):
+                at[k] = sum(p.num_rows for p in pieces)
+                span = range(int(b) * rpb, min((int(b) + 1) * rpb, f.num_rows))
+                pieces.append(arrow.record_batch_reader(f, names, datetime=owner._unit,
+                                                        safe=owner._safe, rows=span).read_all())
+        got = pa.concat_tables(pieces) if pieces else schema.empty_table()
+        tables.append(got.take(pa.array(at[first] + rows % rpb)))
+    out = pa.concat_tables([pa.Table.from_arrays(t.columns, schema=schema) for t in tables])
+    return out if restore is None else out.take(pa.array(restore))

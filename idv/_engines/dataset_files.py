@@ -1,0 +1,353 @@
+"""The files of a dataset: opening them as they are listed (remote ones a few at a time),
+what each shows (its columns by name, rows, rows per block), whether their columns agree,
+whether a file reopened is still the one listed, and which stay open (OpenFiles).
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import itertools
+import threading
+import weakref
+
+import numpy as np
+
+from idv._resources import threads as _threads
+from idv._reader.column import decoded_size
+from idv.errors import IdvFormatError
+from idv._reader.reader import IdvFile, open as idv_open
+
+# remote files opened at once while a dataset lists them
+OPEN_AHEAD = 8
+# a file of at most this many columns keeps what reading each column allocates when the
+# dataset closes it (Dataset._decoded_bytes); a wider one is reopened to check a read
+REMEMBERED_COLUMNS = 256
+# what opening the files read (IdvFile.layout) kept, once the dataset closes them, for their
+# reopening, at most (layout_bytes each); a reopening then costs a third of an opening, and
+# files beyond it are read and checked again when reopened
+LAYOUT_BYTES = 64 << 20
+
+# files whose blocks a whole read inflates in one call (idv._store.many_files), at most; the files a
+# stream reads together, at most
+BATCH_FILES = 256
+
+
+def layout_bytes(num_columns):
+    """About the memory that a file's layout holds (measured: 5 KiB for 4 columns, 11 KiB
+    for 11, 130 KiB for 256)."""
+    return 2048 + 768 * num_columns
+
+
+class DatasetFile:
+    """One file of a Dataset: its ``path`` (a local path, or the path inside the dataset's
+    fsspec filesystem), ``num_rows``, and ``start`` / ``stop``: its rows' numbers in the
+    dataset."""
+
+    __slots__ = ("path", "num_rows", "start", "rows_per_block", "identity", "decoded",
+                 "layout")
+
+    def __init__(self, path, num_rows, start, rows_per_block, identity=None):
+        self.path = path
+        self.identity = identity               # IdvFile.identity when it was listed
+        self.num_rows = num_rows
+        self.start = start
+        self.rows_per_block = rows_per_block   # name -> rows per block, of the dataset's columns
+        # name -> what reading all of the column allocates (Column.decoded_bytes), kept when
+        # the dataset closes the file, so that checking a read of it needs no reopening
+        self.decoded = None
+        self.layout = None      # IdvFile.layout, kept when the dataset closes the file
+
+    def closing(self, f, names, layouts):
+        """Keep what file `f` (this one, about to be closed) tells of columns `names`: what
+        reading each allocates (told by its layout: no Column is built), and its layout while
+        `layouts` (a Budget) has room. Package-internal: the dataset calls it."""
+        if self.decoded is None:
+            self.decoded = decoded(f.layout, names)
+        if self.layout is None and layouts.take(layout_bytes(len(f.layout.described))):
+            self.layout = f.layout
+
+    @property
+    def stop(self):
+        """The number, in the dataset, of the row after this file's last."""
+        return self.start + self.num_rows
+
+    def __repr__(self):
+        return f"DatasetFile({self.path!r}, {self.num_rows} rows, rows {self.start}-{self.stop})"
+
+
+class Budget:
+    """Bytes to spend, taken until none are left; threads may share it."""
+
+    def __init__(self, size):
+        self.left = size
+        self._lock = threading.Lock()
+
+    def take(self, size):
+        """Whether `size` more bytes fit (they are taken) or not (nothing is)."""
+        with self._lock:
+            if size > self.left:
+                return False
+            self.left -= size
+            return True
+
+
+def opened(paths, filesystem, open_kwargs):
+    """(path, its IdvFile or the IdvFormatError / OSError of opening it), in order: remote
+    files OPEN_AHEAD at a time in threads (an open waits on round trips), local ones in turn
+    (an open is CPU work under the GIL). Closing it closes the files opened ahead."""
+    def one(path):
+        try:
+            return idv_open(path, filesystem=filesystem, **open_kwargs)
+        except (IdvFormatError, OSError) as e:
+            return e
+    if filesystem is None:
+        yield from ((path, one(path)) for path in paths)
+        return
+    submit = functools.partial(_threads.pool("open", OPEN_AHEAD).submit, one)
+    ahead = collections.deque((path, submit(path)) for path in paths[:OPEN_AHEAD])
+    rest = iter(paths[OPEN_AHEAD:])
+    try:
+        while ahead:
+            path, opening = ahead.popleft()
+            for following in itertools.islice(rest, 1):
+                ahead.append((following, submit(following)))
+            yield path, opening.result()
+    finally:
+        for _, opening in ahead:
+            if not opening.cancel() and opening.exception() is None \
+                    and isinstance(opening.result(), IdvFile):
+                opening.result().close()
+
+
+def decoded(layout, names):
+    """{name: what reading all of column `name` allocates (Column.decoded_bytes)} of a file
+    the dataset closes (`layout`: what opening it read), or None when wide."""
+    if len(names) > REMEMBERED_COLUMNS:
+        return None
+    out = {}
+    for n in names:
+        e, codec, _ = layout.described[layout.shown[n]]
+        out[n] = decoded_size(codec, layout.tables.raw_total(e.index), layout.header.row_count)
+    return out
+
+
+def _shown(layout):
+    """(TocEntry, codec or None) of the columns a file shows by name (the last of each), of
+    `layout`: what opening it read (idv._reader.opening.Opened)."""
+    described = layout.described
+    return [described[i][:2] for i in sorted(layout.shown.values())]
+
+
+def visible(layout):
+    """[(name, type or codec text)] of the columns a file shows by name (the last of each),
+    of `layout`: what opening it read (IdvFile.layout)."""
+    return [(e.name, codec.type if codec is not None else f"<unreadable: codec {e.codec_name}>")
+            for e, codec in _shown(layout)]
+
+
+def rows_per_block(layout):
+    """{name: rows per block} of the columns a file shows by name, as visible."""
+    return {e.name: e.rows_per_block for e, _ in _shown(layout)}
+
+
+def _mismatch(path, ref_path, mine, ref):
+    """The first difference between a file's columns and the reference file's, as text."""
+    ref_types, my_types = dict(ref), dict(mine)
+    for name, t in ref:
+        if name not in my_types:
+            return f"{path} has no column {name!r} ({t} in {ref_path})"
+        if my_types[name] != t:
+            return f"{path}: column {name!r} is {my_types[name]}, but {t} in {ref_path}"
+    for name, t in mine:
+        if name not in ref_types:
+            return f"{path} has a column {name!r} ({t}) that {ref_path} does not have"
+    return (f"{path} has the columns in another order than {ref_path}: "
+            f"{[n for n, _ in mine]} vs {[n for n, _ in ref]}")
+
+
+def agree(listed, wanted, mode):
+    """The dataset's column names (of `wanted`, None: all): the reference (first) file's,
+    checked against every other file (mode "exact"), or those all files share with one type
+    ("common"). `listed`: per file, (path, its visible columns, ...)."""
+    ref_path, ref_cols = listed[0][0], listed[0][1]
+    if wanted is not None:
+        missing = [w for w in wanted if w not in dict(ref_cols)]
+        if missing:
+            raise KeyError(f"no column {missing[0]!r} in {ref_path}; columns: "
+                           f"{[n for n, _ in ref_cols]}")
+    if mode == "exact":
+        ref = ref_cols if wanted is None else [(n, dict(ref_cols)[n]) for n in wanted]
+        for path, cols, *_ in listed[1:]:
+            mine = cols if wanted is None else [(n, dict(cols).get(n)) for n in wanted
+                                                if n in dict(cols)]
+            if mine != ref:
+                raise ValueError(f"the files' columns differ: "
+                                 f"{_mismatch(path, ref_path, mine, ref)} "
+                                 f"(schema='common' keeps the columns all files share)")
+        return [n for n, _ in ref]
+    names = [n for n, _ in ref_cols] if wanted is None else wanted
+    ref_types = dict(ref_cols)
+    common = []
+    for n in names:
+        where = None
+        for path, cols, *_ in listed[1:]:
+            t = dict(cols).get(n)
+            if t != ref_types[n]:
+                where = (path, t)
+                break
+        if where is None:
+            common.append(n)
+        elif wanted is not None:      # asked for by name: say why it cannot be had
+            path, t = where
+            raise ValueError(f"column {n!r} is not common to all files: "
+                             + (f"{path} has none" if t is None else
+                                f"{path}: {t}, but {ref_types[n]} in {ref_path}"))
+    return common
+
+
+
+def changed(entry, f, columns, names):
+    """IdvFormatError when file `f`, reopened, is not the one listed as `entry` (a
+    DatasetFile): another file in its place, other rows, other types of the columns `names`
+    than `columns` (name -> type when listed); a dataset reads the files as they were."""
+    cols = dict(visible(f.layout))
+    why = None
+    if f.num_rows != entry.num_rows:
+        why = f"it has {f.num_rows} rows, {entry.num_rows} when listed"
+    elif any(cols.get(n) != columns[n] for n in names):
+        n = next(n for n in names if cols.get(n) != columns[n])
+        why = f"column {n!r} is {cols.get(n)}, {columns[n]} when listed"
+    elif entry.identity is not None and f.identity != entry.identity:
+        why = "another file is in its place (size, inode or modification time differ)"
+    if why is not None:
+        raise IdvFormatError(f"the file changed since the dataset listed it: {why}; open "
+                             f"the dataset again", path=entry.path)
+
+
+def check_relisted(listed, files):
+    """IdvFormatError when the files of a dataset listed again (`files`, DatasetFiles) are
+    not those listed first (`listed`: (path, rows, identity) each): a plan made from the
+    first listing (a training loader's partitions and length) would read other rows."""
+    now = [(f.path, f.num_rows, f.identity) for f in files]
+    if now == listed:
+        return
+    for (path, rows, ident), (p2, r2, i2) in zip(listed, now):
+        if (path, rows) != (p2, r2) or (ident is not None and ident != i2):
+            why = f"it has {r2} rows, {rows} when listed" if rows != r2 else \
+                "another file is in its place (size, inode or modification time differ)"
+            raise IdvFormatError(f"the file changed since the dataset was made: {why}; make "
+                                 f"the dataset again", path=path)
+    raise IdvFormatError(f"the dataset's files changed since it was made: {len(listed)} "
+                         f"listed then, {len(now)} now; make the dataset again",
+                         path=listed[0][0] if listed else None)
+
+
+def same_annotation(columns, kind):
+    """Whether the columns (an iterable of one a file, each read in turn) all have the same
+    `kind` annotation, or none: told by its stored form (Column.annotation_form), its values
+    decoded and compared only where the forms differ (one file stored uncompressed)."""
+    columns = iter(columns)
+    first = next(columns)
+    form, value = first.annotation_form(kind), first.annotation(kind)
+    for col in columns:
+        if col.annotation_form(kind) == form:
+            continue
+        other = col.annotation(kind)
+        if (other is None) != (value is None) or other is not None and not (
+                np.asarray(other).dtype == np.asarray(value).dtype
+                and np.array_equal(other, value)):
+            return False
+    return True
+
+
+class OpenFiles:
+    """The files of a dataset open at once: at most `limit`, the least recently used closed
+    first, but never one in use (hold and release, or using): a stream still reading it,
+    another thread's read, which may keep more than `limit` open for a while. `reopen(i)`
+    opens file i again; `closing(i, f)` is told of each file closed for room: methods of the
+    dataset, held weakly (no reference cycle: a dataset let go is freed at once, with all it
+    keeps of its files). One lock guards them: threads may share a dataset."""
+
+    def __init__(self, limit, reopen, closing):
+        self.limit = limit
+        self._owner_reopen = weakref.WeakMethod(reopen)
+        self._owner_closing = weakref.WeakMethod(closing)
+        self._handles = collections.OrderedDict()      # file index -> open IdvFile (LRU)
+        self._in_use = collections.Counter()           # file index -> holds not released
+        self._lock = threading.RLock()
+
+    def add(self, i, f):
+        """File i, opened when listed."""
+        self._handles[i] = f
+
+    def is_open(self, i):
+        f = self._handles.get(i)
+        return f is not None and not f.closed
+
+    @property
+    def count(self):
+        """How many are open."""
+        return sum(1 for f in list(self._handles.values()) if not f.closed)
+
+    def get(self, i):
+        """File i, open (reopened when it was closed)."""
+        with self._lock:
+            f = self._handles.get(i)
+            if f is not None and not f.closed:
+                self._handles.move_to_end(i)
+                return f
+            f = self._owner_reopen()(i)
+            self._handles[i] = f
+            self._close_beyond(keep=i)
+            return f
+
+    def hold(self, i):
+        """get(i), in use until release."""
+        with self._lock:
+            f = self.get(i)
+            self._in_use[i] += 1
+            return f
+
+    def release(self, held):
+        """The files `held` (indices, each once per hold) no longer in use; those beyond the
+        limit closed."""
+        with self._lock:
+            for i in held:
+                self._in_use[i] -= 1
+                if not self._in_use[i]:
+                    del self._in_use[i]
+            self._close_beyond()
+
+    @contextlib.contextmanager
+    def using(self, i):
+        """File i, held for the block."""
+        f = self.hold(i)
+        try:
+            yield f
+        finally:
+            self.release([i])
+
+    def _close_beyond(self, keep=None):
+        """Close the least recently used files beyond the limit, but those in use and file
+        `keep` (just opened)."""
+        extra = len(self._handles) - self.limit
+        if extra <= 0:
+            return
+        idle = []       # the first `extra` in LRU order (a scan of them all is quadratic)
+        for j in self._handles:
+            if j != keep and j not in self._in_use:
+                idle.append(j)
+                if len(idle) == extra:
+                    break
+        for j in idle:
+            old = self._handles.pop(j)
+            self._owner_closing()(j, old)
+            old.close()
+
+    def close(self):
+        """Close every file."""
+        with self._lock:
+            while self._handles:
+                _, f = self._handles.popitem()
+                f.close()

@@ -1,0 +1,235 @@
+"""Engines' predicates as idv filters: polars expressions, pyarrow (and DuckDB's) expressions
+and Spark's pushed filters become idv._scan.filter_tree trees here, under one policy of what is taken.
+
+idv compares exactly (idv._values.comparison); an engine may not: polars casts a float literal to a
+Float32 column and holds NaN equal to NaN, Spark orders NaN above every number, Arrow
+compares an integer column with a float in float64. So a comparison is taken only where the
+engine's meaning and idv's agree on every value the column can hold (`literal`): text with
+str, Booleans with bool, integers with integers the column's type holds, DateTime with whole
+ticks, and, where the engine compares IEEE floats as idv does, floats with floats. Whatever
+is not taken is handed back: the engine tests those rows by its own rules, and no block is
+skipped on their account. Keys (labels to the engines), DateTimeOffset (a struct), RowId and
+vectors are never taken.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import numpy as np
+
+from idv._scan import filter_tree
+from idv import types as T
+
+ARROW, POLARS, SPARK = "arrow", "polars", "spark"
+NO = object()                     # not taken
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+_INTEGERS = (T.SByte, T.Byte, T.Int16, T.UInt16, T.Int32, T.UInt32, T.Int64, T.UInt64)
+
+
+# ---------------------------------------------------------------------------------------------
+# the policy: which literals idv takes from which engine
+# ---------------------------------------------------------------------------------------------
+
+def literal(engine, type_, op, value):
+    """`value` as idv's filters take it in a comparison `op` with a column of idv type
+    `type_`, where `engine` (ARROW, POLARS, SPARK) means the same by it on every row; NO
+    where its meaning could differ (the engine then tests those rows itself)."""
+    if isinstance(type_, T.Vector):
+        return NO
+    item = T.item_type(type_)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value) if item is T.Boolean else NO
+    if item is T.Boolean:
+        return NO
+    if item is T.Text:
+        return value if isinstance(value, str) else NO
+    if item in _INTEGERS or isinstance(item, T.Key) and engine == SPARK:
+        return _integer(item, value)
+    if item in (T.Single, T.Double):
+        return _float(engine, op, value)
+    if item is T.DateTime:
+        return _datetime(engine, value)
+    if item is T.TimeSpan and engine == POLARS and isinstance(value, np.timedelta64):
+        return value
+    return NO
+
+
+def _integer(item, value):
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        value = int(value)                  # Spark's decimal(20, 0): UInt64
+    if not isinstance(value, (int, np.integer)) or isinstance(value, np.timedelta64):
+        return NO
+    info = np.iinfo((item.raw if isinstance(item, T.Key) else item).dtype)
+    return int(value) if info.min <= int(value) <= info.max else NO
+
+
+def _float(engine, op, value):
+    if engine == POLARS:                # a float literal cast to Float32, NaN equal to NaN
+        return NO
+    if isinstance(value, (float, np.floating)):
+        if value != value:
+            return NO
+        if engine == SPARK and op in (">", ">="):       # NaN is Spark's largest value
+            return NO
+        return float(value)
+    return NO           # an integer: Arrow casts it to a Single column's float32, or refuses
+
+
+def _datetime(engine, value):
+    if engine == SPARK:                 # whole microseconds: read so, Spark's values are ours
+        return value if isinstance(value, dt.datetime) and value.tzinfo is None else NO
+    if not isinstance(value, np.datetime64) or np.isnat(value):
+        return NO
+    unit = np.datetime_data(value.dtype)[0]
+    if unit in ("D", "h", "m", "s", "ms", "us"):
+        return value
+    return value if unit == "ns" and int(value.astype(np.int64)) % 100 == 0 else NO
+
+
+# ---------------------------------------------------------------------------------------------
+# pyarrow (and DuckDB through it)
+# ---------------------------------------------------------------------------------------------
+
+def from_arrow(expression, types):
+    """(tree, exact, columns) for a pyarrow compute Expression over columns `types` (name ->
+    idv type): `tree` skips only blocks in which no row can match by Arrow's rules (None: skip
+    none), `exact` says it also tests the rows as Arrow does, `columns` are the columns the
+    expression needs (None: unknown, read them all)."""
+    try:
+        node = filter_tree.parse(expression)
+    except (ValueError, TypeError, SyntaxError):
+        return None, False, None
+    tree, exact = _arrow_tree(node, types)
+    return tree, exact, filter_tree.columns_of(node)
+
+
+def _arrow_tree(node, types):
+    if isinstance(node, filter_tree.And):
+        got = [_arrow_tree(p, types) for p in node.parts]
+        kept = [t for t, _ in got if t is not None]
+        tree = None if not kept else kept[0] if len(kept) == 1 else filter_tree.And(tuple(kept))
+        return tree, all(e for _, e in got) and tree is not None
+    if isinstance(node, filter_tree.Or):
+        got = [_arrow_tree(p, types) for p in node.parts]
+        if any(t is None for t, _ in got):
+            return None, False
+        return filter_tree.Or(tuple(t for t, _ in got)), all(e for _, e in got)
+    if isinstance(node, filter_tree.Not):
+        tree, exact = _arrow_tree(node.part, types)
+        return (None, False) if tree is None or not exact else (filter_tree.Not(tree), exact)
+    if node.column not in types:
+        raise KeyError(f"the filter names column {node.column!r}, which the dataset does not "
+                       f"have (columns: {', '.join(types)})")
+    t = types[node.column]
+    item = T.item_type(t)
+    if isinstance(node, filter_tree.IsNull):
+        if isinstance(t, T.Vector) or isinstance(item, T.Key) or \
+                item in (T.DateTimeOffset, T.RowId):
+            return None, False
+        if item in (T.Single, T.Double):        # Arrow: NaN is a value, not a null
+            return (None, False) if node.negate else (node, False)
+        return node, True
+    return _taken(ARROW, node, t)
+
+
+def _taken(engine, node, type_):
+    """(Cmp with idv's literals, True) for a comparison `engine` means as idv does, else
+    (None, False)."""
+    if node.op in ("in", "not in"):
+        values = [literal(engine, type_, "==", v) for v in node.value]
+        if any(v is NO for v in values):
+            return None, False
+        return filter_tree.Cmp(node.column, node.op, values), True
+    value = literal(engine, type_, node.op, node.value)
+    return (None, False) if value is NO else (filter_tree.Cmp(node.column, node.op, value), True)
+
+
+# ---------------------------------------------------------------------------------------------
+# polars
+# ---------------------------------------------------------------------------------------------
+
+_POLARS_OPS = {"Eq": "==", "NotEq": "!=", "Lt": "<", "LtEq": "<=", "Gt": ">", "GtEq": ">="}
+_UNITS = {"Nanoseconds": "ns", "Microseconds": "us", "Milliseconds": "ms"}
+
+
+def from_polars(node, types):
+    """An idv._scan.filter_tree tree for a polars expression's JSON form (its ``meta.serialize``),
+    skipping only blocks in which no row can match by polars' rules (None where nothing of
+    it is taken); polars still tests every row."""
+    if not isinstance(node, dict) or "BinaryExpr" not in node:
+        return None
+    b = node["BinaryExpr"]
+    op = b["op"]
+    if op in ("And", "LogicalAnd"):
+        parts = [p for p in (from_polars(b["left"], types), from_polars(b["right"], types))
+                 if p]
+        return None if not parts else parts[0] if len(parts) == 1 else filter_tree.And(tuple(parts))
+    if op in ("Or", "LogicalOr"):
+        left, right = from_polars(b["left"], types), from_polars(b["right"], types)
+        return filter_tree.Or((left, right)) if left and right else None
+    if op not in _POLARS_OPS:
+        return None
+    sym, left, right = _POLARS_OPS[op], b["left"], b["right"]
+    if "Column" in right and "Literal" in left:
+        left, right, sym = right, left, _FLIP[sym]
+    if "Column" not in left or "Literal" not in right or left["Column"] not in types:
+        return None
+    value = _polars_literal(right["Literal"])
+    tree, _ = (None, False) if value is NO else \
+        _taken(POLARS, filter_tree.Cmp(left["Column"], sym, value), types[left["Column"]])
+    return tree
+
+
+def _polars_literal(lit):
+    """A polars literal's value (its JSON form), NO for a kind not read here. An untyped
+    float (``Dyn Float``) is cast by polars to the column's type: not taken."""
+    if "Dyn" in lit:
+        (kind, value), = lit["Dyn"].items()
+        return value if kind == "Int" else NO
+    (kind, value), = lit.get("Scalar", {"": None}).items()
+    if kind == "Datetime" and value[1] in _UNITS and value[2] is None:
+        return np.datetime64(value[0], _UNITS[value[1]])
+    if kind == "Duration" and value[1] in _UNITS:
+        return np.timedelta64(value[0], _UNITS[value[1]])
+    if kind in ("String", "Boolean") or kind.startswith(("Int", "UInt")):
+        return value
+    return NO
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark
+# ---------------------------------------------------------------------------------------------
+
+_SPARK_OPS = {"EqualTo": "==", "EqualNullSafe": "==", "GreaterThan": ">",
+              "GreaterThanOrEqual": ">=", "LessThan": "<", "LessThanOrEqual": "<=", "In": "in"}
+
+
+def from_spark(f, types, safe=True):
+    """Spark's pushed filter `f` (pyspark.sql.datasource) as an idv filter term ``(column,
+    op, value)``; True for one every row passes (``IS NOT NULL``: Spark sees no nulls in an
+    idv column); None for one idv does not take, which Spark then applies: filters on
+    columns not in `types` (name -> idv type of the columns read) or on nested fields,
+    string patterns, ``IS NULL``, and comparisons `literal` does not take (times read with
+    ``safe=false`` are floored by the read: none taken)."""
+    kind = type(f).__name__
+    negate = kind == "Not"
+    if negate:
+        f = f.child
+        kind = type(f).__name__
+    path = getattr(f, "attribute", ())
+    if len(path) != 1 or path[0] not in types:
+        return None
+    column, type_ = path[0], types[path[0]]
+    if kind == "IsNotNull" and not negate or kind == "IsNull" and negate:
+        return True
+    op = _SPARK_OPS.get(kind)
+    if negate:
+        op = {"==": "!=", "in": "not in"}.get(op)
+    if op is None or (T.item_type(type_) is T.DateTime and not safe):
+        return None
+    values = list(f.value) if op in ("in", "not in") else [f.value]
+    taken = [literal(SPARK, type_, op, v) for v in values]
+    if any(v is NO for v in taken):
+        return None
+    return column, op, taken if op in ("in", "not in") else taken[0]

@@ -1,0 +1,97 @@
+"""A dataset named by its files, so that any process can open it again: what the training
+loaders (idv.torch, idv.huggingface) hand to their workers.
+
+An open IdvFile or Dataset holds memory maps and file objects, which do not pickle (DataLoader
+workers started by spawn or forkserver, ``datasets``' ``num_proc``), and a forked child would
+share them with its parent. A Reopenable holds only the file paths, the fsspec filesystem and
+idv.open's keywords, and opens its own idv.Dataset on first use in each process: the same
+files as when it was made (same rows, same file: device, inode, size and modification time),
+or an IdvFormatError says which one changed, since the plans made from them (a loader's
+length, its partitions) would read other rows.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Sequence
+
+from idv._values.metadata import usable_key_values
+from idv._engines.dataset import Dataset, expand_sources
+from idv._engines.dataset_files import check_relisted
+from idv._reader.reader import IdvFile
+
+__all__ = ["Reopenable"]
+
+
+class Reopenable:
+    """The files of ``source`` (a path, directory, glob, URL, a list of them, an idv.Dataset or
+    an IdvFile opened from a path or URL) and the ``columns`` read (names or indices; default
+    all), opened in each process by ``dataset()``. Picklable.
+
+    Attributes: ``paths``, ``filesystem`` (fsspec, None for local files), ``open_kwargs`` (for
+    idv.dataset: ``schema``, ``threads``...), ``names`` and ``types`` of the columns, and
+    ``key_values`` (column -> the list of its KeyValues, for key columns that have usable
+    ones)."""
+
+    def __init__(self, source, columns: Sequence[str | int] | str | None = None, *,
+                 filesystem=None, storage_options: dict | None = None, **open_kwargs):
+        if isinstance(source, Dataset):
+            paths, fs = [f.path for f in source.files], source.filesystem
+            open_kwargs = {**source.open_kwargs, **open_kwargs}
+        else:
+            if isinstance(source, IdvFile):
+                if not isinstance(source.path, (str, os.PathLike)):
+                    raise TypeError("an IdvFile opened from bytes or a file object cannot be "
+                                    "opened again in other processes: give its path or URL")
+                source = source.path
+            paths, fs = expand_sources(source, filesystem=filesystem,
+                                       storage_options=storage_options)
+        self.paths = paths
+        self.filesystem = fs
+        self.open_kwargs = open_kwargs
+        self.names = None
+        self._listed = None                 # (path, rows, identity) of each file, as made
+        self._ds = self._pid = None
+        self._fs_pid = os.getpid()          # the process the filesystem instance belongs to
+        named = columns is not None and not isinstance(columns, str) \
+            and all(isinstance(c, str) for c in columns)
+        ds = self._open(list(columns) if named else None)
+        self.names = ds.resolve_columns(columns)
+        self.types = [ds.schema[n].type for n in self.names]
+        first = ds.open_file(0)
+        self.key_values = {}
+        for n, t in zip(self.names, self.types):
+            kv = usable_key_values(t, first[n].metadata)
+            if kv is not None:
+                self.key_values[n] = kv.tolist()
+
+    def _open(self, columns):
+        if self.filesystem is not None and self._fs_pid != os.getpid():
+            # a filesystem of its own: fsspec's async ones (HTTP, S3...) refuse to serve a
+            # forked child, and unpickling makes a new instance in each process
+            self.filesystem = pickle.loads(pickle.dumps(self.filesystem))
+        self._fs_pid = os.getpid()
+        ds = Dataset(self.paths, filesystem=self.filesystem, columns=columns,
+                     **self.open_kwargs)
+        if self._listed is None:
+            self._listed = [(f.path, f.num_rows, f.identity) for f in ds.files]
+        else:               # another process, another epoch's workers: the same files?
+            try:
+                check_relisted(self._listed, ds.files)
+            except BaseException:
+                ds.close()
+                raise
+        self._ds, self._pid = ds, os.getpid()
+        return self._ds
+
+    def dataset(self) -> Dataset:
+        """The idv.Dataset, opened in this process on first use (a forked child opens its
+        own; do not close it)."""
+        if self._ds is None or self._pid != os.getpid():
+            return self._open(self.names)
+        return self._ds
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_ds"] = state["_pid"] = None
+        return state

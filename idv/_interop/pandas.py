@@ -1,0 +1,420 @@
+"""pandas DataFrames from .idv files: ``to_pandas`` and ``read_pandas`` (the other way,
+``idv.from_pandas``, is idv._writer.pandas).
+
+pandas is imported only when these are called (``pip install idv[pandas]``). The mapping
+(docs/interop.md has the full table):
+
+* numbers and Boolean keep their dtypes; Text is pandas' string dtype (``str`` in pandas 3,
+  ``object`` before);
+* a key with usable KeyValues is a ``pandas.Categorical`` (raw 0, the missing key, is NaN;
+  code = raw - 1; categories = KeyValues); other keys stay their raw unsigned integers;
+* DateTime / TimeSpan are ``datetime64[ns]`` / ``timedelta64[ns]`` when every value fits
+  nanoseconds, else ``[us]`` (``datetime=`` chooses; nothing ever wraps);
+* DateTimeOffset is tz-aware: in its one UTC offset when all values share it, else in UTC;
+* RowId is an object column of Python ints (128-bit);
+* fixed vectors expand into one column per slot (``vectors="expand"``) or stay one object
+  column of arrays (``vectors="object"``); variable vectors are object columns of arrays.
+  Vectors of more than ``MAX_EXPAND_SLOTS`` slots stay object columns of arrays even with
+  ``vectors="expand"`` (with one ``idv.IdvWarning`` naming them).
+
+The frame's ``attrs["idv.schema"]`` keeps the ML.NET schema, so that writing it gives back the
+same types (idv._writer.pandas).
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+
+import numpy as np
+
+from idv import _docs, types as T
+from idv._resources import budget
+from idv._scan import filters, scan
+from idv._values import ticks
+from idv._reader import time_units
+from idv._values.arrow_types import written_from
+from idv._reader.reader import opened
+from idv._reader.selection import file_columns
+from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,
+                             slot_labels, usable_key_values, warn_kept_wide)
+from idv.errors import Where, require
+from idv._values.vectors import Ragged
+
+__all__ = ["to_pandas", "read_pandas", "MAX_EXPAND_SLOTS", "SCHEMA_ATTR"]
+
+VECTOR_MODES = ("expand", "object")
+
+
+
+def _pd():
+    return require("pandas", "converting to or from pandas", "idv[pandas]")
+
+
+class _Ctx:
+    def __init__(self, pd, name, mode, safe, source=None):
+        self.pd = pd
+        self.name = name
+        self.mode = mode
+        self.safe = safe
+        self.source = source     # (kind, unit, zone) the column was written from, or None
+
+    def describe(self, size=None, offsets=None):
+        return Where(f"column {self.name!r}", offsets, width=size)
+
+
+# the times pandas holds: item type -> numpy kind (datetime64 'M', timedelta64 'm')
+_TIME_KINDS = {T.DateTime: "M", T.TimeSpan: "m"}
+
+
+def _times(ctx, item, values, describe):
+    """DateTime / TimeSpan values (any shape) in the unit `ctx.mode` picks, or int64 ticks."""
+    v = np.ascontiguousarray(values).view(np.int64)
+    mode, safe = ticks.unit_of(ctx.mode, ctx.name, ctx.safe)
+    if mode == "ticks":
+        return ticks.net_ticks(values) if item is T.DateTime else v.copy()
+    unit, safe = ticks.unit_for(v, mode, f"column {ctx.name!r}", item.name, safe)
+    out = ticks.ticks_to_unit(v.reshape(-1), unit, safe, describe, item.name)
+    return ticks.counts_as(out.reshape(v.shape), _TIME_KINDS[item], unit)
+
+
+def _time_series(ctx, t, values, describe):
+    return _as_written(ctx, ctx.pd.Series(_times(ctx, t, values, describe)))
+
+
+def _as_written(ctx, s):
+    """A time Series in the unit (and zone) its column was written from (ctx.source), exactly
+    (a value that unit cannot hold raises); as it is without one."""
+    if ctx.source is None:
+        return s
+    kind, unit, tz = ctx.source
+    if kind == "date":
+        return s
+    name = "timedelta64" if kind == "duration" else "datetime64"
+    target = f"{name}[{unit}]" if tz is None else f"{name}[{unit}, UTC]"
+    out = s.astype(target)
+    if not (out.astype(s.dtype) == s).all():
+        raise ValueError(f"column {ctx.name!r}: {unit}, the unit it was written in, cannot "
+                         f"hold its values; read it with datetime='us' or 'ns' instead")
+    return out if tz is None else out.dt.tz_convert(tz)
+
+
+def _dto_series(ctx, t, values, describe):
+    pd = ctx.pd
+    utc = np.ascontiguousarray(values["utc"]).view(np.int64)
+    mode, safe = ticks.unit_of(ctx.mode, ctx.name, ctx.safe)
+    if mode == "ticks":
+        return pd.Series(ticks.net_ticks(values["utc"]))
+    unit, safe = ticks.unit_for(utc, mode, f"column {ctx.name!r}", "DateTimeOffset", safe)
+    inst = ticks.counts_as(ticks.ticks_to_unit(utc, unit, safe, describe, "DateTimeOffset"),
+                           "M", unit)
+    s = pd.Series(inst).dt.tz_localize("UTC")
+    if ctx.source is not None:
+        return _as_written(ctx, s)
+    off = np.asarray(values["offset_minutes"])
+    if len(off) and (off == off[0]).all() and off[0] != 0:
+        s = s.dt.tz_convert(_dt.timezone(_dt.timedelta(minutes=int(off[0]))))
+    return s
+
+
+def _scalar_series(ctx, t, values, kv=None, describe=None):
+    """One output column from 1-d values of item type t."""
+    pd = ctx.pd
+    describe = describe or ctx.describe()
+    if kv is not None:
+        raw = np.asarray(values)
+        bad = raw > len(kv)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{describe(i)}: key value {raw[i]} is above the key count "
+                             f"{len(kv)}")
+        codes = raw.astype(np.int64) - 1
+        return pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(kv)))
+    series = _SERIES.get(t)
+    if series is not None:
+        return series(ctx, t, values, describe)
+    return pd.Series(values)
+
+
+def _rowid_series(ctx, t, values, describe):
+    out = np.empty(len(values), object)
+    for i, (lo, hi) in enumerate(zip(values["low"].tolist(), values["high"].tolist())):
+        out[i] = (hi << 64) | lo
+    return ctx.pd.Series(out, dtype=object)
+
+
+# item type -> fn(ctx, type, 1-d values, describe) -> its Series, where pandas' own conversion
+# of read()'s values does not do
+_SERIES = {
+    T.Text: lambda ctx, t, values, describe: ctx.pd.Series(values, dtype="str"),
+    T.DateTime: _time_series,
+    T.TimeSpan: _time_series,
+    T.DateTimeOffset: _dto_series,
+    T.RowId: _rowid_series,
+}
+
+
+def _object_column(rows, n):
+    out = np.empty(n, object)
+    for i, r in enumerate(rows):
+        out[i] = r
+    return out
+
+
+def _vector_cells(ctx, t, values):
+    """Vector rows as an object array of numpy arrays; DateTime / TimeSpan items in the unit
+    the datetime mode picks, other items in read()'s forms."""
+    n = len(values)
+    time = t.item in _TIME_KINDS
+    if isinstance(values, Ragged):
+        flat = values.values
+        if time:
+            flat = _times(ctx, t.item, flat, ctx.describe(offsets=values.offsets))
+        rows = np.split(flat, values.offsets[1:-1]) if n else []
+        return _object_column(rows, n)
+    if time:
+        values = _times(ctx, t.item, values, ctx.describe(size=t.size))
+    return _object_column(list(values), n)
+
+
+def _column_pieces(ctx, col, values, vectors):
+    """[(names, block)]: a Series (one name) or a DataFrame (expanded slots)."""
+    pd = ctx.pd
+    t = col.type
+    if not isinstance(t, T.Vector):
+        kv = usable_key_values(t, col)
+        return [([col.name], _scalar_series(ctx, t, values, kv))]
+    if not expands(t, vectors):
+        return [([col.name], pd.Series(_vector_cells(ctx, t, values), dtype=object))]
+    names = slot_labels(col.name, t, col.annotation("SlotNames"))
+    n = len(values)
+    flat = values.reshape(n, t.size)
+    item = t.item
+    kv = usable_key_values(item, col)
+    if (isinstance(item, T.Key) and kv is None) or item is T.Boolean \
+            or (not isinstance(item, T.Key) and item.is_numeric):
+        return [(names, pd.DataFrame(flat, columns=names, copy=False))]
+    if item in _TIME_KINDS:
+        flat = _times(ctx, item, flat, ctx.describe(size=t.size))
+        return [(names, pd.DataFrame(flat, columns=names, copy=False))]
+    return [([nm], _scalar_series(ctx, item, flat[:, j], kv,
+                                  lambda i, j=j: f"column {col.name!r} row {i} item {j}"))
+            for j, nm in enumerate(names)]
+
+
+DTYPE_BACKENDS = (None, "pyarrow")
+
+
+def _arrow_strings(pd, dtype_backend):
+    """The pandas dtype to read Text columns into straight from Arrow (no str objects), or
+    None to keep object arrays: ``ArrowDtype(string)`` for dtype_backend="pyarrow", else
+    pandas' default ``str`` dtype when pyarrow backs it (pandas 3 with pyarrow installed, or
+    pandas 2.x with ``future.infer_string``)."""
+    if dtype_backend == "pyarrow":
+        pa = require("pyarrow", "dtype_backend='pyarrow'", "idv[arrow]")
+        return pd.ArrowDtype(pa.string())
+    default = pd.Series([""]).dtype
+    if isinstance(default, pd.StringDtype) and default.storage == "pyarrow":
+        return default
+    return None
+
+
+def _arrow_backed(pd, piece):
+    """A Series or DataFrame with numpy numbers, Booleans and times as ArrowDtype columns
+    (dtype_backend="pyarrow", as pandas.read_parquet gives them); other columns as they are."""
+    import pyarrow as pa
+
+    def one(s):
+        if isinstance(s.dtype, np.dtype) and s.dtype.kind in "biufmM":
+            return pd.Series(pd.arrays.ArrowExtensionArray(pa.array(s.to_numpy())),
+                             index=s.index, name=s.name)
+        return s
+    if isinstance(piece, pd.DataFrame):
+        return pd.concat([one(piece.iloc[:, j]) for j in range(piece.shape[1])], axis=1,
+                         ignore_index=True).set_axis(piece.columns, axis=1)
+    return one(piece)
+
+
+def text_as_arrow(dtype_backend=None):
+    """Whether to_pandas reads Text straight into Arrow (pandas' str dtype backed by pyarrow,
+    or dtype_backend="pyarrow"): frame()'s `values` then give Text as Arrow ChunkedArrays."""
+    return _arrow_strings(_pd(), dtype_backend) is not None
+
+
+def _read_whole(f, cols, arrow_text):
+    """id(column) -> every row of it, the columns of `cols` decoded by one scan: read()'s
+    form, or for Text with `arrow_text` an Arrow ChunkedArray on the blocks' UTF-8."""
+    readers = []
+    for col in cols:
+        if arrow_text and col.type is T.Text:
+            from idv._interop.arrow import text_reader
+            readers.append(scan.Chunks(text_reader(col)))
+        else:
+            readers.append(scan.WholeColumn(f.store, col))
+    values = scan.read_whole(f, readers)
+    for i, r in enumerate(readers):
+        if isinstance(r, scan.Chunks):
+            pa = require("pyarrow", "Arrow-backed text", "idv[arrow]")
+            values[i] = pa.chunked_array(values[i], r.reader.arrow_type)
+    return dict(zip(map(id, cols), values))
+
+
+@budget.reads
+@_docs.fill
+def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
+              dtype_backend=None, rows=None, filter=None):  # noqa: A002 - pandas' name
+    """Read an .idv into a pandas.DataFrame that carries the columns' ML.NET schema.
+
+    The frame's ``df.attrs["idv.schema"]`` (idv.SCHEMA_ATTR) holds the types and metadata,
+    which idv.write / idv.from_pandas use to write the same types back: slot columns
+    regrouped into their vector, keys with their KeyValues, exact key and KeyValues types.
+
+    Parameters
+    ----------
+    {source:file}
+    {columns}
+    {vectors}
+    {datetime}
+        Default ``'auto'``.
+    {safe}
+    {dtype_backend}
+    rows : slice, optional
+        The rows to read (only the blocks that hold them are decoded); the index still
+        starts at 0. idv.dask reads a partition so.
+    {filter}
+        The rows that match are indexed from 0.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Examples
+    --------
+    >>> import idv
+    >>> df = idv.to_pandas(idv.sample_path(), ["City", "Features"])
+    >>> df.shape, str(df["City"].dtype), df.columns[1]
+    ((240, 5), 'category', 'Features.Bedrooms')
+    """
+    return frame(file, columns, vectors=vectors, datetime=datetime, safe=safe,
+                 dtype_backend=dtype_backend, rows=rows, warn_wide=True, filter=filter)
+
+
+def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
+          dtype_backend=None, rows=None, warn_wide=False, filter=None,  # noqa: A002
+          row_index=False, values=None):
+    """to_pandas, warning of vectors too wide to expand only with `warn_wide` (idv.dask
+    reads its meta and partitions through this and warns once for the whole frame); with
+    `filter` and `row_index`, indexed by the file's row numbers of the rows that match; with
+    `values` (id(column) -> read()'s form of its rows, any number: a dataset's columns read
+    whole; Text as an Arrow ChunkedArray where text_as_arrow()), those values in the forms of
+    `file`'s columns. Package-internal."""
+    pd = _pd()
+    ticks.check_time_mode(vectors, VECTOR_MODES, "vectors")
+    ticks.check_time_mode(datetime)
+    if dtype_backend not in DTYPE_BACKENDS:
+        raise ValueError(f"dtype_backend must be one of {', '.join(map(repr, DTYPE_BACKENDS))}"
+                         f", not {dtype_backend!r}")
+    if rows is not None and not isinstance(rows, slice):
+        raise TypeError(f"to_pandas(rows=) takes a slice of rows, not {type(rows).__name__}")
+    strings = _arrow_strings(pd, dtype_backend)
+    # Text straight from Arrow (idv._interop.arrow.text_array): all rows, or a slice of step 1
+    arrow_text = strings is not None and (rows is None or rows.step in (None, 1))
+    with opened(file) as f:
+        cols = file_columns(f, columns)
+        if warn_wide and vectors == "expand":
+            warn_kept_wide(cols)
+        n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
+        if values is not None:
+            n = len(next(iter(values.values()))) if values else n
+        pieces = []
+        whole = {}
+        expanded = set()     # indices of the columns whose slots became columns of their own
+        context = f.prefetch(cols) if rows is None and filter is None else \
+            contextlib.nullcontext()
+        index = None
+        read_whole = filter is None and rows is None and values is None
+        with context:
+            if filter is not None:      # the rows that match, of the blocks statistics keep
+                index, whole = _read_matching(f, cols, filter, rows)
+                n = len(index)
+            elif values is not None:
+                whole = values
+            elif rows is None:    # every row: the columns decoded by one scan
+                whole = _read_whole(f, cols, arrow_text)
+            datetime = time_units.for_file(f, [c.name for c in cols], datetime,
+                                           {c.name: whole[id(c)] for c in cols}
+                                           if read_whole else None)
+            # the chosen modes give a column the type it was written from (SOURCE_TYPE)
+            as_written = {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", None))
+            for col in cols:
+                if arrow_text and col.type is T.Text:
+                    from idv._interop.arrow import text_array
+                    text = whole[id(col)] if whole else text_array(col, rows)
+                    pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
+                    continue
+                ctx = _Ctx(pd, col.name, datetime, bool(safe),
+                           written_from(col, as_written) if as_written else None)
+                values = whole[id(col)] if whole else col[rows]
+                got = _column_pieces(ctx, col, values, vectors)
+                if dtype_backend == "pyarrow":
+                    got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
+                if [nm for names, _ in got for nm in names] != [col.name]:
+                    expanded.add(col.index)
+                pieces.extend(got)
+        schema = frame_schema(cols, lambda c: c.index in expanded, datetime == "ticks")
+    df = _joined(pd, pieces, [c.name for c in cols], n)
+    if row_index and index is not None:
+        df.index = pd.Index(index)
+    df.attrs[SCHEMA_ATTR] = schema
+    return df
+
+
+def _joined(pd, pieces, own, n):
+    """The frame of `pieces` ((names, Series or frame) of each column, in order; `own`: the
+    columns' names), `n` rows when there are none."""
+    names = [nm for names, _ in pieces for nm in names]
+    counts = {}
+    for nm in names:
+        counts[nm] = counts.get(nm, 0) + 1
+    for nm in names:     # a slot name equal to another column's (file duplicates are kept)
+        if counts[nm] > 1 and counts[nm] != own.count(nm):
+            raise ValueError(f"expanding vectors gives the column name {nm!r} twice (it clashes "
+                             f"with another column); use vectors='object'")
+    if not pieces:
+        return pd.DataFrame(index=pd.RangeIndex(n))
+    df = pd.concat([b.reset_index(drop=True) for _, b in pieces], axis=1, ignore_index=True)
+    df.columns = names
+    return df
+
+
+def _read_matching(f, cols, filter_, rows):
+    """(the file's row numbers of the rows matching `filter_`, id(column) -> their values in
+    read()'s form) within the slice `rows` (None: all)."""
+    names = list(dict.fromkeys(c.name for c in cols))
+    if len(names) < len(cols) or any(f[c.name] is not c for c in cols):
+        raise ValueError("filter= reads columns by name: it cannot tell apart columns of the "
+                         "same name")
+    within = None if rows is None else range(*rows.indices(f.num_rows))
+    index, values = filters.matching(f, names, filter_, within)
+    return index, {id(c): values[c.name] for c in cols}
+
+
+@_docs.fill
+def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe=True,
+                threads=None, backend=None, dtype_backend=None,
+                filter=None):  # noqa: A002 - pandas' name
+    """``idv.open(source)`` then to_pandas, the file closed after.
+
+    Parameters
+    ----------
+    source, columns, vectors, datetime, safe, dtype_backend, filter
+        As to_pandas.
+    {threads}
+    {backend}
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    with opened(source, threads=threads, backend=backend) as f:
+        return to_pandas(f, columns, vectors=vectors, datetime=datetime, safe=safe,
+                         dtype_backend=dtype_backend, filter=filter)

@@ -1,0 +1,500 @@
+"""The reading API: ``idv.open`` gives an IdvFile, whose columns read into numpy by block.
+
+An IdvFile opens the file (a path, bytes, a file object or a remote file), reads its header,
+table of contents and tables, and gives its schema and its columns (idv._reader.column.Column); the
+blocks of every column are fetched, checked and decoded by the file's block store
+(idv._store.blocks.BlockStore).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import numpy as np
+
+from idv import _docs, compression, types as T
+from idv._resources import threads as _threads, budget, cache
+from idv._scan import filters, scan
+from idv._reader import opening, selection, time_units, take as _take
+from idv._values import ticks, vectors
+from idv._storage import statistics as block_stats
+from idv._store.blocks import BlockStore
+from idv._reader.column import Column, FileParts
+from idv.errors import IdvFormatError
+from idv._storage.remote import open_any
+from idv._reader.schema import Field, Schema
+
+
+# read(datetime=...): the modes of idv._reader.time_units, and .NET's own 100-ns ticks
+READ_TIME_MODES = ("100ns",) + ticks.TIME_MODES
+# read(text=...): Text values as Python str objects, or numpy 2's StringDType
+TEXT_FORMS = ("object", "StringDType")
+
+
+@_docs.fill
+class IdvFile:
+    """An open .idv file (idv.open makes one). Use as a context manager, or call close().
+
+    ``f.schema`` prints the columns; ``f["Label"]`` or ``f[0]`` gives a Column (with duplicate
+    names, the last one, as ML.NET does); ``f.read(columns=[...])`` gives a dict of arrays.
+
+    Its attributes: ``columns`` (every Column, in file order), ``header`` (version, offsets,
+    row and column counts), ``path`` (the name errors give the file: its path, URL or file
+    object's name; None for bytes), ``threads`` and ``backend`` (as given to idv.open).
+    Package-internal: ``store`` (the idv._store.blocks.BlockStore the columns decode
+    their blocks through), ``tables`` (every column's lookup and metadata table, read at
+    open: idv._storage.layout.Tables), ``identity`` (a local file's (device, inode, size, modification
+    time) when opened, telling it from another put in its place; None for other sources) and
+    ``layout`` (what opening read: idv._reader.opening.Opened).
+
+    Parameters
+    ----------
+    source
+        As idv.open.
+    {open_options}
+    layout : idv._reader.opening.Opened, optional
+        What opening the same path read before, not read and checked again while the file's
+        identity and header bytes are the same (a dataset reopening its files).
+    """
+
+    def __init__(self, source, *, threads=None, backend=None, cache_bytes=cache.DEFAULT_BYTES,
+                 memory_limit=None, checksums=True, filesystem=None, storage_options=None,
+                 timeout=None, layout=None):
+        blocks = cache.BlockCache(cache_bytes)      # a bad cache_bytes fails before opening
+        self.store = None
+        self._source = open_any(source, filesystem, storage_options, timeout, memory_limit)
+        try:
+            limit = budget.limit_for(self._source.size, memory_limit)
+            self._source.memory_limit = limit    # no fetch brings more (a remote file's)
+        except BaseException:
+            self.close()
+            raise
+        self.path = self._source.name   # put into every IdvFormatError from this file
+        self.identity = getattr(self._source, "identity", None)
+        self.backend = backend
+        try:
+            deflate = compression.backend(backend)   # an unknown or missing one fails here
+            opened = self.layout = opening.known_or_read(self._source, checksums, layout, 3)
+            self.header, self._head, self.tables = opened.header, opened.head, opened.tables
+            self.store = BlockStore(self._source, path=self.path,
+                                    threads=threads or _threads.default_threads(),
+                                    backend=deflate, memory_limit=limit, cache=blocks,
+                                    sums=opened.sums, crcs=self.tables.crcs,
+                                    checking=bool(checksums))
+            self._parts = FileParts(self.store, self.tables, self.header, self.path)
+            self._made = [None] * len(opened.described)      # each Column, once built
+        except IdvFormatError as e:
+            e.locate(path=self.path)
+            self.close()
+            raise
+        except BaseException:
+            self.close()
+            raise
+
+    @functools.cached_property
+    def columns(self):
+        """Every Column, in file order (each built on first use: a dataset's thousand files
+        are read for a column or none)."""
+        return [*map(self._column, range(len(self._made)))]
+
+    def _column(self, i):
+        if self._made[i] is None:
+            self._made[i] = Column(self._parts, *self.layout.described[i])
+        return self._made[i]
+
+    @property
+    def threads(self):
+        """The decoding threads (idv.open's ``threads``, default: the CPUs available)."""
+        return self.store.threads
+
+    @property
+    def memory_limit(self):
+        """The bytes one read may allocate before idv.MemoryLimitError (idv.open's
+        ``memory_limit``; idv._resources.budget)."""
+        return self.store.memory_limit
+
+    @property
+    def has_checksums(self):
+        """Whether the file carries idv's checksums (and they are being checked)."""
+        return self.store.sums is not None
+
+    @functools.cached_property
+    def statistics(self):
+        """The block statistics the file carries (idv._storage.statistics.Statistics; None without),
+        read on first use; IdvFormatError when they no longer match the file's blocks."""
+        try:
+            found = block_stats.read(self._head, self._source.view, self.header.toc_offset)
+            if found is not None:
+                found.check_columns(self.columns, self.num_rows)
+                if self.store.sums is not None:         # no block read: their CRC-32s
+                    found.check_checksums(self.columns,
+                                          lambda c: self.store.expected_crcs(c.blocks))
+                tables = [c.lookup for c in self.columns]
+                found.check(block_stats.fingerprint(
+                    np.concatenate([t["offset"] for t in tables]),
+                    np.concatenate([t["disk"] for t in tables])))
+        except IdvFormatError as e:
+            raise e.locate(path=self.path)
+        return found
+
+    # ---- description
+    @property
+    def num_rows(self):
+        """The number of rows."""
+        return self.header.row_count
+
+    @property
+    def num_columns(self):
+        """The number of columns, hidden and unreadable ones included."""
+        return len(self._made)
+
+    @property
+    def version(self):
+        """The format version that wrote the file, e.g. ``'1.1.1.6'``."""
+        return self.header.version_string
+
+    @property
+    def column_names(self):
+        """Every column's name, in file order (a name repeats for hidden columns)."""
+        return [c.name for c in self.columns]
+
+    @property
+    def schema(self):
+        """The columns' names, types and metadata types as a printable Schema."""
+        return Schema([Field(c.index, c.name, c.type, c.codec_name, c.metadata_types,
+                             self.layout.shown[c.name] != i) for i, c in enumerate(self.columns)],
+                      self.num_rows)
+
+    def __getitem__(self, key):
+        """``f["Label"]`` or ``f[0]``: a Column. ``f[a:b]``: those rows of every readable
+        column, as ``f.read(rows=slice(a, b))`` (rows, as in pandas, not columns)."""
+        if isinstance(key, str):
+            i = self.layout.shown.get(key)
+            if i is None:
+                raise KeyError(f"no column {key!r}; columns: {self.column_names}")
+            return self._column(i)
+        if isinstance(key, slice):
+            return self.read(rows=key)
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            n = len(self._made)
+            if not -n <= key < n:
+                raise IndexError(f"column index {key} out of range: the file has {n} columns "
+                                 f"(0 to {n - 1}); rows are selected with f[a:b] or "
+                                 f"f.read(rows=...)")
+            return self._column(int(key) % n)
+        raise TypeError(f"an idv file is indexed by a column name or index, or by a slice of "
+                        f"rows, not {type(key).__name__}")
+
+    def __len__(self):
+        """The number of rows (as len() of a pandas DataFrame)."""
+        return self.num_rows
+
+    def __contains__(self, name):
+        return name in self.layout.shown
+
+    def __iter__(self):
+        return iter(self.column_names)
+
+    def __repr__(self):
+        return (f"<idv.IdvFile {self.num_rows} rows x {self.num_columns} columns, "
+                f"version {self.version}>")
+
+    def _repr_html_(self):
+        """A notebook's view: the columns (types, annotations, statistics) and first rows."""
+        from idv._interop import display
+        return display.file_html(self)
+
+    @budget.reads
+    @_docs.fill
+    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
+             filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
+        """dict name -> array of these columns, in numpy (docs/reading.md has each type's form).
+
+        Parameters
+        ----------
+        {columns}
+        {sparse}
+        rows : slice, sequence of int or boolean mask, optional
+            The rows, as ``col[rows]`` selects them: only the blocks that hold them are
+            decoded. Not with ``sparse`` or ``filter``.
+        datetime : {'100ns', 'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}, default '100ns'
+            ``'100ns'``: ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks,
+            exact and with no pass over the data (numpy alone holds that unit). The others
+            give the unit the Arrow-typed readers give, by idv._reader.time_units' rule (see
+            idv.to_arrow's ``datetime``).
+        text : {'object', 'StringDType'}, default 'object'
+            Text values as arrays of Python ``str``, or numpy >= 2's variable-width string
+            dtype, built straight from the file's UTF-8 with no ``str`` objects for whole
+            Text columns (vectors of Text and row selections are converted from ``str``).
+        {filter}
+        copy : bool, default True
+            False: a whole column of numbers or keys that one uncompressed block holds, in a
+            file opened from a path, is a read-only view of the file's bytes (its memory map,
+            or the whole of a small file: valid after close, checked against its CRC-32).
+            Every other column is copied as always: numpy needs one buffer, and a column of
+            several blocks lies in pieces (docs/performance.md; to_arrow and
+            record_batch_reader give a chunk per block without copying).
+
+        Raises
+        ------
+        ValueError
+            An unknown ``datetime`` or ``text``, or ``rows`` with ``sparse`` or ``filter``.
+        """
+        if text not in TEXT_FORMS:
+            raise ValueError(f"text must be one of {', '.join(map(repr, TEXT_FORMS))}, not "
+                             f"{text!r}")
+        if text == "StringDType" and not hasattr(getattr(np, "dtypes", None), "StringDType"):
+            raise ValueError(f"text='StringDType' needs numpy >= 2 (numpy {np.__version__} is "
+                             f"installed)")
+        ticks.check_time_mode(datetime, READ_TIME_MODES)
+        if rows is not None and sparse:
+            raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
+                             "of one column with col[rows]")
+        cols = selection.file_columns(self, columns)
+        if filter is not None:
+            if rows is not None or sparse:
+                raise ValueError("read(filter=...) takes neither rows= nor sparse=True")
+            out = filters.read(self, [c.name for c in cols], filter)
+            datetime = time_units.for_file(self, [c.name for c in cols], datetime)
+            return {c.name: self._retimed(c, out[c.name], datetime, text) for c in cols}
+        if rows is not None:
+            values = [c.read_strings(rows) if _as_strings(c, text) else c[rows] for c in cols]
+        else:
+            # CSR holds numeric, Boolean and key vectors; other columns keep read()'s form
+            found = {} if copy else {id(c): v for c in cols
+                                     if (v := c.read_mapped()) is not None}
+            whole = [c for c in cols if not _as_strings(c, text) and id(c) not in found]
+            with self.prefetch(cols):
+                found.update(zip(map(id, whole), scan.read_whole(
+                    self, [scan.WholeColumn(self.store, c, sparse and vectors.csr_type(c.type))
+                           for c in whole])))
+                values = [c.read_strings() if _as_strings(c, text) else found[id(c)]
+                          for c in cols]
+        datetime = time_units.for_file(
+            self, [c.name for c in cols], datetime,
+            values=None if rows is not None else {c.name: v for c, v in zip(cols, values)})
+        return {c.name: self._retimed(c, v, datetime, "object") for c, v in zip(cols, values)}
+
+    @budget.reads
+    @_docs.fill
+    def take(self, indices, columns=None, datetime="100ns") -> dict:
+        """dict name -> values (read()'s forms) of rows by number, in the order given,
+        repeats included: each block that holds them is decoded once, in parallel. IndexError
+        names a row number out of range and the row count.
+
+        Parameters
+        ----------
+        indices : sequence of int
+            Row numbers, negative from the end.
+        {columns}
+        datetime : str, default '100ns'
+            As in read().
+        """
+        ticks.check_time_mode(datetime, READ_TIME_MODES)
+        got = _take.take(self, indices, columns)
+        datetime = time_units.for_file(self, list(got), datetime)
+        return {n: self._retimed(self[n], v, datetime, "object") for n, v in got.items()}
+
+    @staticmethod
+    def _retimed(c, values, datetime, text):
+        """read()'s value of column `c` in the forms `datetime` and `text` ask for."""
+        mode, safe = ticks.unit_of(datetime, c.name)
+        if mode != "100ns" and T.item_type(c.type) in ticks.TIME_ITEMS:
+            values = ticks.retimed(values, T.item_type(c.type), mode, f"column {c.name!r}",
+                                   safe)
+        if text == "StringDType" and T.item_type(c.type) is T.Text:
+            values = np.asarray(values, dtype=np.dtypes.StringDType())
+        return values
+
+    def prefetch(self, columns=None, rows=None):
+        """A context in which the blocks of these columns are fetched up front, in a few
+        large coalesced requests, and read from memory: for a remote file read whole (read()
+        and to_arrow() use it). A local file is not touched ahead. A column whose lookup table
+        is damaged is left out (its read reports it); blocks beyond the memory limit are not
+        fetched ahead.
+
+        Parameters
+        ----------
+        columns : sequence of Column, str or int, optional
+            Default: every readable column.
+        rows : sequence of int, optional
+            Only the blocks that hold these rows (a take's); default: every block.
+        """
+        self.check_open()
+        if columns is None:
+            cols = [c for c in self.columns if c.readable]
+        else:
+            cols = [c if isinstance(c, Column) else self[c] for c in columns]
+        if self._source.buffer is not None:      # in memory already: nothing to fetch
+            return contextlib.nullcontext()
+        offsets, sizes = [], []
+        for c in cols:
+            try:
+                table = c.lookup if c.readable else None
+            except IdvFormatError:
+                table = None
+            if table is not None and len(table):
+                hit = slice(None) if rows is None else \
+                    np.unique(np.asarray(rows, np.int64) // c.rows_per_block)
+                offsets.append(table["offset"][hit].astype(np.int64))
+                sizes.append(table["disk"][hit].astype(np.int64))
+        sizes = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+        if not len(sizes) or int(sizes.sum()) > self.memory_limit:
+            return contextlib.nullcontext()     # beyond the limit: each read fetches its own
+        return self._source.prefetch(np.concatenate(offsets), sizes)
+
+    # ---- lifetime
+    def close(self):
+        """Release the file (its memory map or file object); arrays already read stay valid."""
+        if self.store is not None:
+            self.store.close()
+        if self._source is not None:
+            self._source.close()
+            self._source = None
+
+    @property
+    def closed(self):
+        """True once close() has been called."""
+        return self._source is None
+
+    def check_open(self):
+        """ValueError once the file is closed (what every read checks first).
+        Package-internal."""
+        self.store.check_open()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- the Python data stack (idv._interop.pandas, idv._interop.arrow; pandas / pyarrow imported on use)
+    @_docs.fill
+    def to_pandas(self, columns=None, **kwargs):
+        """A pandas.DataFrame of these columns.
+
+        Parameters
+        ----------
+        {columns}
+        **kwargs
+            The options of idv.to_pandas.
+        """
+        from idv._interop.pandas import to_pandas
+        return to_pandas(self, columns, **kwargs)
+
+    @_docs.fill
+    def to_arrow(self, columns=None, **kwargs):
+        """A pyarrow.Table of these columns.
+
+        Parameters
+        ----------
+        {columns}
+        **kwargs
+            The options of idv.to_arrow.
+        """
+        from idv._interop.arrow import to_arrow
+        return to_arrow(self, columns, **kwargs)
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The Arrow PyCapsule stream of every readable column, block by block, so that
+        ``pa.table(f)``, ``pl.DataFrame(f)`` and DuckDB read the file directly (times as
+        ``datetime="auto"``; a requested schema is honoured as far as pyarrow casts)."""
+        from idv._interop.arrow import record_batch_reader
+        return record_batch_reader(self).__arrow_c_stream__(requested_schema)
+
+    @_docs.fill
+    def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
+        """pyarrow.RecordBatches, as pyarrow's ``ParquetFile.iter_batches``.
+
+        Parameters
+        ----------
+        {columns}
+        {batch_size}
+        **kwargs
+            The options of idv.record_batch_reader.
+        """
+        from idv._interop.arrow import record_batch_reader
+        return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
+
+
+def _as_strings(col, text):
+    """Whether read(text=) gives this column as a StringDType array."""
+    return text == "StringDType" and T.item_type(col.type) is T.Text
+
+
+@contextlib.contextmanager
+def opened(file, **kwargs):
+    """An open IdvFile for `file` (a path or URL, bytes, file object or an IdvFile); files opened
+    here are closed on exit, an IdvFile passed in is left open."""
+    if isinstance(file, IdvFile):
+        yield file
+        return
+    f = open(file, **kwargs)
+    try:
+        yield f
+    finally:
+        f.close()
+
+
+@_docs.fill
+def open(source, *, threads=None, backend=None,   # noqa: A001 - like io.open
+         cache_bytes=cache.DEFAULT_BYTES, memory_limit=None, checksums=True,
+         filesystem=None, storage_options=None, timeout=None) -> IdvFile:
+    """Open an .idv file: its header, table of contents and tables are read and checked; no
+    block is read until asked for.
+
+    A path is memory-mapped (read whole when at most 64 KiB). A remote file (an fsspec URL
+    such as ``s3://``, ``gs://``, ``az://``, ``https://``, ``memory://``, or a path inside
+    ``filesystem``) is read by byte ranges: its header and tables now, then only the blocks a
+    read needs, in coalesced concurrent requests (docs/remote.md; the ``remote`` extra).
+
+    Parameters
+    ----------
+    source : str, os.PathLike, bytes or binary file object
+        A path, an fsspec URL, the file's bytes or a seekable binary file.
+    {open_options}
+
+    Returns
+    -------
+    IdvFile
+
+    Raises
+    ------
+    IdvFormatError
+        Not an .idv, or damaged (a checksum mismatch names the column and block).
+
+    Examples
+    --------
+    >>> import idv
+    >>> with idv.open(idv.sample_path()) as f:
+    ...     print(f.num_rows, f.column_names[:3])
+    240 ['Id', 'Listed', 'City']
+    """
+    return IdvFile(source, threads=threads, backend=backend, cache_bytes=cache_bytes,
+                   memory_limit=memory_limit, checksums=checksums, filesystem=filesystem,
+                   storage_options=storage_options, timeout=timeout)
+
+
+@_docs.fill
+def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
+         filter=None, copy=True, **kwargs):  # noqa: A002 - pyarrow's and pandas' name
+    """Open, read and close: dict name -> array, as ``idv.open(source, **kwargs).read(...)``.
+
+    Parameters
+    ----------
+    source
+        As idv.open.
+    columns, sparse, rows, datetime, text, filter, copy
+        As IdvFile.read.
+    **kwargs
+        The options of idv.open.
+
+    Examples
+    --------
+    >>> import idv
+    >>> idv.read(idv.sample_path(), ["City", "Price"], rows=slice(0, 3))["Price"]
+    array([854400., 188600., 292200.])
+    """
+    with open(source, **kwargs) as f:
+        return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text,
+                      filter=filter, copy=copy)

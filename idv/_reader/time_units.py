@@ -1,0 +1,120 @@
+"""Which unit a DateTime, TimeSpan or DateTimeOffset column is read in: one rule for every
+entry point that gives Arrow or pandas types (to_arrow, record_batch_reader, to_pandas,
+datasets, polars, Dask, Ray, Hugging Face; the Arrow dataset and Spark, asked).
+
+``datetime="auto"``, their default, gives each time column nanoseconds when every value of
+the column, in every file of a dataset, fits int64 nanoseconds (dates 1677-09-21 to
+2262-04-11, durations within +-292 years), else microseconds, flooring 100-ns ticks there
+with one IdvWarning per column. The answer depends on the column's values alone: never on
+the rows a read asks for, a filter, a batch or the path taken, so that every file, partition
+and batch of a read, and every entry point, give the same type. It is found once per open
+file and column: from the file's block statistics where it has them (no block is read), else
+by decoding the column once (a whole read uses the values it decodes anyway).
+Two engines whose timestamps are microseconds default to ``"us"``: Spark (its only unit)
+and the Arrow dataset (DuckDB pushes filters into a scan only on microsecond timestamps).
+A column written from Arrow or pandas keeps the type it had there (its ``idv.SourceType``
+annotation: ``timestamp[us, tz=Europe/Paris]``, ``date32[day]``, ``duration[ms]``...), and
+'auto' gives that type back (idv._values.arrow_types.restored_type), so that Parquet -> .idv ->
+Parquet and pandas -> .idv -> pandas keep their types.
+``"exact"`` refuses instead of flooring; ``"auto-us"`` is microseconds always (Parquet
+output: what Spark reads); ``"us"``, ``"ns"`` and ``"ticks"`` are fixed and read nothing
+ahead. numpy's read() and take() keep .NET's own unit, ``datetime64[100ns]``, by default
+(exact, and no pass over the data: numpy alone holds that unit); ``datetime="auto"`` gives
+them this rule's unit.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+from idv._values import ticks
+from idv import types as T
+from idv.errors import IdvFormatError
+from idv.types import EPOCH_TICKS
+
+# Column -> UnitChoice of all its values (with the count of sub-microsecond ticks), or of
+# its statistics' bounds only ("bounds")
+_found: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def is_time(type_) -> bool:
+    """Whether a column of this type holds times (scalars or vectors)."""
+    return T.item_type(type_) in ticks.TIME_ITEMS
+
+
+def _from_statistics(col, stats):
+    """A UnitChoice of the column's bounds (100-ns counts from 1970 / durations), None where
+    the statistics do not cover it."""
+    cs = None if stats is None else stats.columns.get(col.index)
+    if cs is None:
+        return None
+    choice = ticks.UnitChoice()
+    present = cs.present > 0
+    if present.any():
+        shift = 0 if T.item_type(col.type) is T.TimeSpan else EPOCH_TICKS
+        choice.add_bounds(int(cs.low[present].min()) - shift,
+                          int(cs.high[present].max()) - shift)
+    return choice
+
+
+def summary(col, file=None, values=None, exact=False):
+    """What a column's values say about its unit (ticks.UnitChoice), found once per column:
+    from `values` when given (read()'s form of the whole column), else from `file`'s
+    statistics (bounds only, unless `exact`, which wants the count of sub-microsecond
+    ticks too), else by decoding the column's blocks."""
+    known = _found.get(col)
+    if known is not None and (not exact or known[1]):
+        return known[0]
+    if values is None and not exact and file is not None:
+        try:
+            stats = file.statistics
+        except IdvFormatError:
+            stats = None
+        choice = _from_statistics(col, stats)
+        if choice is not None:
+            _found[col] = (choice, False)
+            return choice
+    choice = ticks.UnitChoice()
+    for part in ([values] if values is not None else col.iter_blocks()):
+        choice.add(ticks.ticks100_of(part))
+    _found[col] = (choice, True)
+    return choice
+
+
+def choose(open_files, names, mode, values=None):
+    """``datetime=`` for a read of columns `names` of the files `open_files()` gives (context
+    managers giving open files: a dataset's, in turn; called again when the
+    count of floored ticks is needed): for 'auto', 'exact' and 'auto-us' a ticks.Units of each
+    time column's (unit, safe), chosen from all files; any other mode (or a Units already)
+    as given. `values` (name -> read()'s form of a whole column of a single file) spares
+    decoding what a read has decoded already."""
+    if isinstance(mode, ticks.Units) or mode not in ticks.CHOSEN_MODES:
+        return mode
+    what = {}
+
+    def summed(names, exact):
+        parts = {}
+        for entry in open_files():
+            with entry as f:
+                for n in names:
+                    col = f[n]
+                    if is_time(col.type):
+                        what[n] = T.item_type(col.type).name
+                        given = None if values is None else values.get(n)
+                        parts.setdefault(n, ticks.UnitChoice()).merge(
+                            summary(col, f, given, exact))
+        return parts
+    merged = summed(names, False)
+    # microseconds: the values it floors are counted, from every block
+    floored = [n for n, m in merged.items() if mode == "auto-us" or not m.fits_ns]
+    if floored:
+        merged.update(summed(floored, True))
+    units = ticks.Units((n, m.settle(mode, f"column {n!r}", what[n]))
+                        for n, m in merged.items())
+    units.mode = mode
+    return units
+
+
+def for_file(f, names, mode, values=None):
+    """choose() over one open file."""
+    return choose(lambda: [contextlib.nullcontext(f)], names, mode, values)

@@ -1,0 +1,283 @@
+"""Filters: which blocks may hold matching rows (from the block statistics) and which rows
+match (exactly, on the decoded values).
+
+A filter is given as pyarrow.parquet's DNF tuples (``[("ts", ">=", t)]`` and'ed, a list of
+such lists or'ed), a string of Python's expression syntax (``"Age > 30 and City ==
+'Paris'"``, the command line's ``--where``), or a pyarrow compute expression
+(``pc.field("ts") >= t``, read with its literals' types by idv._values.arrow_expressions). Each
+becomes one tree of ``Cmp`` / ``IsNull`` / ``And`` / ``Or`` / ``Not`` (idv._scan.filter_tree),
+bound to a file's columns here (`Prepared`), whose comparisons mean what idv._values.comparison says,
+for blocks and rows alike: over each block's statistics (blocks ruled out are never fetched
+nor decoded; without statistics every block is kept), then over the rows of the blocks kept.
+So results never depend on whether a file has statistics, nor on the path a read takes.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from idv._resources import budget
+from idv._values import comparison, vectors
+from idv import types as T
+from idv.errors import IdvFormatError, IdvWarning
+from idv._scan.filter_tree import And, BlocksOnly, IsNull, Not, Or, columns_of, parse
+from idv._scan.scan import NumpyColumn, scan
+
+
+# ---------------------------------------------------------------------------------------------
+# a filter bound to a file: one meaning for its blocks and its rows
+# ---------------------------------------------------------------------------------------------
+
+class _Bound(NamedTuple):
+    """A comparison bound to its column (idv._values.comparison.Test)."""
+    column: str
+    test: comparison.Test
+
+
+class Prepared:
+    """A filter over one open file: each comparison bound to the file's column
+    (idv._values.comparison.bind: TypeError / ValueError for a literal the column cannot be compared
+    with, KeyError for a column the file lacks) and the file's statistics as zones. The same
+    bound tree decides the blocks that may match (`blocks`), those that surely match whole
+    (`whole_blocks`) and the rows that match (`rows`)."""
+
+    def __init__(self, node, f):
+        self.node = node
+        self.file = f
+        self._keep = None
+        self.columns = {}
+        names = columns_of(node)
+        for name in names:
+            if name not in f:
+                raise KeyError(f"the filter names column {name!r}, which the file does not "
+                               f"have (columns: {', '.join(f.column_names)})")
+            col = f[name]
+            kv = col.metadata.get("KeyValues") if "KeyValues" in col.metadata_kinds else None
+            self.columns[name] = comparison.Column(name, col.type,
+                                                   None if kv is None else list(kv))
+        self.tree = _bind(node, self.columns)
+        self.num_blocks = f.columns[0].num_blocks if f.columns else 0
+        stats = usable_statistics(f) if names else None
+        self.zones = {}
+        self._judges = []           # the columns whose statistics decide
+        for name in names:
+            cs = None if stats is None else stats.columns.get(f[name].index)
+            self.zones[name] = None if cs is None else \
+                comparison.Zones(self.columns[name].type, cs)
+            if cs is not None:
+                self._judges.append((f[name], cs.crcs))
+
+    def blocks(self):
+        """A bool per block: False where the statistics rule out every row. The blocks
+        ruled out are checked against their CRC-32s where that needs no fetch
+        (Column.check_unread): a block changed since its statistics is an IdvFormatError, as
+        its read would be, never rows silently left out. Found once."""
+        if self._keep is None:
+            keep = _may(self.tree, self.zones, self.num_blocks)
+            if not keep.all():
+                skipped = np.flatnonzero(~keep)
+                for col, recorded in self._judges:
+                    col.check_unread(skipped, recorded)
+            self._keep = keep
+        return self._keep
+
+    def whole_blocks(self):
+        """A bool per block: True where the statistics show that every row matches (a count
+        needs no decoding); False where they cannot tell."""
+        return _all(self.tree, self.zones, self.num_blocks)
+
+    def rows(self, values):
+        """A bool per row of a batch (`values`: name -> read()'s form of the filter's
+        columns)."""
+        seen = {}
+
+        def x(name):
+            if name not in seen:
+                seen[name] = comparison.comparable(self.columns[name].type, values[name])
+            return seen[name]
+        n = vectors.num_rows_of(next(iter(values.values()))) if values else 0
+        return _rows(self.tree, self.columns, x, n)
+
+
+def usable_statistics(f):
+    """The statistics of open file `f` that filters may use: None without, and None with an
+    IdvWarning when they are malformed or no longer match the file's blocks (the blocks are
+    then all read: a filter never returns fewer rows for bad statistics)."""
+    try:
+        return f.statistics
+    except IdvFormatError as e:
+        warnings.warn(f"{e}; the filter reads every block instead", IdvWarning, stacklevel=3)
+        return None
+
+
+def _bind(node, columns):
+    if isinstance(node, And):
+        return And(tuple(_bind(p, columns) for p in node.parts))
+    if isinstance(node, Or):
+        return Or(tuple(_bind(p, columns) for p in node.parts))
+    if isinstance(node, Not):
+        return Not(_bind(node.part, columns))
+    if isinstance(node, BlocksOnly):
+        return BlocksOnly(_bind(node.part, columns))
+    if isinstance(node, IsNull):
+        c = columns[node.column]
+        if isinstance(c.type, T.Vector):
+            raise ValueError(f"column {c.name!r} is a vector: filters compare scalar columns")
+        return node
+    return _Bound(node.column, comparison.bind(columns[node.column], node.op, node.value))
+
+
+def _may(n, zones, nb):
+    if isinstance(n, (And, Or)):
+        got = [_may(p, zones, nb) for p in n.parts]
+        return np.logical_and.reduce(got) if isinstance(n, And) else np.logical_or.reduce(got)
+    if isinstance(n, Not):          # a block may hold a row failing part unless all pass it
+        return ~_all(n.part, zones, nb)
+    if isinstance(n, BlocksOnly):
+        return _may(n.part, zones, nb)
+    z = zones[n.column]
+    if z is None:
+        return np.ones(nb, bool)
+    if isinstance(n, IsNull):
+        return z.null_may(n.negate)
+    return z.may_match(n.test)
+
+
+def _all(n, zones, nb):
+    if isinstance(n, (And, Or)):
+        got = [_all(p, zones, nb) for p in n.parts]
+        return np.logical_and.reduce(got) if isinstance(n, And) else np.logical_or.reduce(got)
+    if isinstance(n, Not):          # every row fails part where no row can pass it
+        return ~_may(n.part, zones, nb)
+    z = None if isinstance(n, BlocksOnly) else zones[n.column]
+    if z is None:
+        return np.zeros(nb, bool)
+    if isinstance(n, IsNull):
+        return z.null_all(n.negate)
+    return z.all_match(n.test)
+
+
+def _rows(n, columns, x, count):
+    if isinstance(n, (And, Or)):
+        out = _rows(n.parts[0], columns, x, count)
+        for p in n.parts[1:]:
+            out = (out & _rows(p, columns, x, count)) if isinstance(n, And) else \
+                (out | _rows(p, columns, x, count))
+        return out
+    if isinstance(n, Not):
+        return ~_rows(n.part, columns, x, count)
+    if isinstance(n, BlocksOnly):
+        return np.ones(count, bool)
+    if isinstance(n, IsNull):
+        gone = comparison.missing(columns[n.column].type, x(n.column))
+        return ~gone if n.negate else gone
+    return comparison.rows(n.test, x(n.column))
+
+
+def prepare(node, f) -> Prepared:
+    """The filter tree `node` bound to open file `f` (Prepared)."""
+    return Prepared(node, f)
+
+
+class PerFile:
+    """The Prepared filter of the file a scan is in (bound once per file, for its blocks and
+    then its rows; the last file's kept, with the file itself so that its id is not reused)."""
+
+    def __init__(self, node, prepared=None):
+        self.node = node
+        self._last = (None, None) if prepared is None else (prepared.file, prepared)
+
+    def __call__(self, f) -> Prepared:
+        if self._last[0] is not f:
+            self._last = (f, prepare(self.node, f))
+        return self._last[1]
+
+    def block_filter(self, _part, f):
+        """The scan's block_filter(part, file)."""
+        return self(f).blocks()
+
+
+def block_filter(node):
+    """A scan's block_filter(part, file) for the filter `node` (statistics where the file
+    has them)."""
+    return PerFile(node).block_filter
+
+
+def take(value, rows):
+    """Rows `rows` (int64 positions) of a value in read()'s form."""
+    if isinstance(value, np.ndarray):
+        return value[rows]
+    if hasattr(value, "take"):
+        return value.take(rows)
+    return value[rows]
+
+
+def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, **how):
+    """(batch, positions, values) of the rows of `source` (an IdvFile or a Dataset) that
+    match `filter_`, in row order: `positions` (int64) of the matching rows among the scan
+    batch's, `values` one per column of `columns` in read()'s form. `rows`, `batch_rows` and
+    `how` (window_bytes, ahead): as the scan's; `blocks`: a block_filter(part, file) of the
+    caller's, whose blocks are read where the filter's statistics allow. `filter_` may be
+    one already prepared on the file `source` (its statistics checked once)."""
+    prepared = filter_ if isinstance(filter_, Prepared) else None
+    node = prepared.node if prepared is not None else parse(filter_)
+    wanted = list(columns)
+    extra = [c for c in columns_of(node) if c not in wanted]
+    names = wanted + extra
+    bound = PerFile(node, prepared)
+
+    def keep(part, f):
+        mask = bound.block_filter(part, f)
+        return mask if blocks is None else mask & np.asarray(blocks(part, f), bool)
+    for batch in scan(source, names, NumpyColumn, block_filter=keep, batch_rows=batch_rows,
+                      rows=rows, **how):
+        values = dict(zip(names, batch.values))
+        mask = bound(batch_file(source, batch)).rows(values)
+        hits = np.flatnonzero(mask)
+        yield batch, hits, [take(values[n], hits) for n in wanted]
+
+
+def batch_file(source, batch):
+    """The open file a batch of `source` came from."""
+    return source.open_file(batch.part) if hasattr(source, "open_file") else source
+
+
+def read(f, columns, filter_, rows=None):
+    """dict name -> read()'s form of the rows of file `f` matching `filter_` (`columns`:
+    the names to return; `rows`: a slice of the file's rows to look in)."""
+    return matching(f, columns, filter_, rows, positions=False)[1]
+
+
+def matching(f, columns, filter_, rows=None, positions=True):
+    """(positions, values): the file's row numbers (int64; None unless `positions`) of the
+    rows of file `f` matching `filter_` and, as read() does, dict name -> their values
+    (`rows`: a slice to look in). What they hold, and the copy that joins them, is charged
+    to the file's memory limit as the rows are found (MemoryLimitError past it)."""
+    parts, at, held = [], [], 0
+    for b, hits, vals in filtered(f, columns, filter_, rows=rows):
+        parts.append(vals)
+        if positions:
+            at.append(b.start + hits * b.step)
+        held += 2 * (sum(vectors.held_bytes(v) for v in vals) + 8 * len(hits) * positions)
+        budget.check(held, f.memory_limit,
+                     lambda: f"{f.path or 'the file'}: the rows matching the filter so far")
+    out = {}
+    for k, name in enumerate(columns):
+        chunks = [p[k] for p in parts if vectors.num_rows_of(p[k])]
+        out[name] = vectors.concat_reads(chunks) if chunks else f[name][0:0]
+    if not positions:
+        return None, out
+    return (np.concatenate(at) if at else np.zeros(0, np.int64)).astype(np.int64), out
+
+
+def kept_partitions(source, parts, filter_):
+    """The partitions (idv._scan.scan.Partition) of `source` (an IdvFile or a Dataset) that may
+    hold rows matching `filter_`: those with a block that the statistics do not rule out."""
+    keep = block_filter(parse(filter_))
+    masks = {}
+    for p in parts:
+        if p.part not in masks:
+            masks[p.part] = keep(p.part, batch_file(source, p))
+    return [p for p in parts if masks[p.part][p.b0:p.b1].any()]

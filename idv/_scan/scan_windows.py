@@ -1,0 +1,209 @@
+"""A scan's windows: which blocks of a file a scan decodes (the rows asked for, less the blocks
+a filter skips), cut into windows of about a window's bytes, and each window's blocks decoded
+ahead in the file's threads, a piece of a column per task (idv._scan.scan walks them).
+"""
+from __future__ import annotations
+
+import collections
+import math
+from concurrent.futures import Future
+
+import numpy as np
+
+from idv._resources import threads as _threads
+from idv._store.block_runs import block_groups
+
+# decompressed bytes of a window decoded in the calling thread, not handed to the threads: a
+# hand-off and its wake-up take longer than inflating this much (a small file's whole window)
+INLINE_BYTES = 256 << 10
+
+
+def local_rows(rows, seg):
+    """The rows of `rows` (a range with a positive step over the source's rows) in segment
+    `seg`, as a range over its own rows (empty when none)."""
+    lo = max(rows.start, seg.row0)
+    lo += (rows.start - lo) % rows.step
+    hi = min(rows.stop, seg.row0 + seg.num_rows)
+    return range(lo - seg.row0, max(lo, hi) - seg.row0, rows.step)
+
+
+def needed_blocks(num_rows, rows_per_block, rows=None, keep=None):
+    """The blocks (an int64 array, ascending) that hold `rows` (a range with a positive step;
+    None: all rows) of a file, less those `keep` (a boolean mask over its blocks, or None)
+    rules out: the one place where a scan skips blocks."""
+    if num_rows == 0:
+        return np.zeros(0, np.int64)
+    nb = (num_rows - 1) // rows_per_block + 1
+    if rows is None:
+        blocks = np.arange(nb, dtype=np.int64)
+    elif len(rows) == 0:
+        blocks = np.zeros(0, np.int64)
+    elif rows.step <= rows_per_block:
+        blocks = np.arange(rows.start // rows_per_block, rows[-1] // rows_per_block + 1,
+                           dtype=np.int64)
+    else:
+        blocks = np.unique(np.arange(rows.start, rows.stop, rows.step, dtype=np.int64)
+                           // rows_per_block)
+    if keep is not None:
+        keep = np.asarray(keep, bool)
+        if keep.shape != (nb,):
+            raise ValueError(f"a block filter gives one bool per block ({nb}), not "
+                             f"{keep.shape}")
+        blocks = blocks[keep[blocks]]
+    return blocks
+
+
+def window_spans(blocks, block_bytes, limit, group=1):
+    """Runs of consecutive `blocks` cut into windows of about `limit` decompressed bytes
+    (`block_bytes`: each block's bytes over the columns read), at least one block each and
+    cut only where a group of `group` blocks (b // group) begins: [(b0, b1)]."""
+    out = []
+    start = prev = None
+    size = 0
+    for b in blocks.tolist():
+        n = int(block_bytes[b])
+        if start is not None and (b != prev + 1 or (b % group == 0 and size + n > limit)):
+            out.append((start, prev + 1))
+            start, size = None, 0
+        if start is None:
+            start = b
+        size += n
+        prev = b
+    if start is not None:
+        out.append((start, prev + 1))
+    return out
+
+
+def window_groups(spans, block_bytes, limit):
+    """`spans` (window_spans) gathered into groups of about `limit` decompressed bytes, each
+    group decoded together (one buffer, its pieces in the same tasks): the short runs a
+    block filter leaves between gaps share a window's work, each still a batch of its own."""
+    groups, size = [], 0
+    for b0, b1 in spans:
+        n = int(block_bytes[b0:b1].sum())
+        if not groups or size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append((b0, b1))
+        size += n
+    return groups
+
+
+def block_bytes(cols):
+    """Each block's decompressed bytes over the columns `cols` (an int64 array)."""
+    if not cols:
+        return np.zeros(0, np.int64)
+    total = np.zeros(cols[0].num_blocks, np.int64)
+    for c in cols:
+        total += c.lookup["raw"]
+    return total
+
+
+def finished(value):
+    """A Future that already holds `value` (work done in the calling thread)."""
+    done = Future()
+    done.set_result(value)
+    return done
+
+
+class Windows:
+    """The windows of one file, decoded ahead in the file's threads (submit, then collect in
+    the same order); close() waits for what is still being decoded."""
+
+    def __init__(self, f, readers):
+        self.file = f
+        self.readers = readers
+        self.raw = [r.col.lookup["raw"] for r in readers]
+        self.light = [getattr(r, "light", False) for r in readers]
+        self.pending = collections.deque()
+
+    def _pieces(self, spans, piece_bytes):
+        """[(column, p0, p1, out, raw bytes, span)]: each column's blocks of each span
+        [b0, b1) cut into pieces of about `piece_bytes`, with where each decodes to: an array
+        the reader owns, a part of one buffer for the window, or None (its decoder
+        allocates)."""
+        pieces = []
+        for s, (b0, b1) in enumerate(spans):
+            for k, raw in enumerate(self.raw):
+                pieces += [(k, p0, p1, int(raw[p0:p1].sum()), s)
+                           for p0, p1 in block_groups(raw[b0:b1], piece_bytes, b0)]
+        rooms = [self.readers[k].room(p0, p1) for k, p0, p1, _, _ in pieces]
+        sizes = [0 if r is None or isinstance(r, np.ndarray)
+                 else (math.prod(r[0]) * r[1].itemsize + 63) // 64 * 64 for r in rooms]
+        buf = None
+        if any(sizes):
+            # one buffer for the window (fresh arrays of a few MB each cost a page fault per
+            # 4 KiB)
+            buf = self.file.store.buffer(sum(sizes), "a window of a scan's blocks")
+        out, at = [], 0
+        for (k, p0, p1, raw, s), room, size in zip(pieces, rooms, sizes):
+            if size:
+                shape, dtype = room
+                room = buf[at:at + math.prod(shape) * dtype.itemsize].view(dtype)
+                room = room.reshape(shape)
+                at += size
+            out.append((k, p0, p1, room, raw, s))
+        return out
+
+    def _decode(self, task):
+        """The chunks of each piece of `task`: the pieces whose readers opt in (inflatable)
+        inflated all in one call of the block store, the others decoded one by one."""
+        inflated = [None] * len(task)
+        together = []
+        for i, (k, p0, p1, out, _raw, _s) in enumerate(task):
+            inflatable = getattr(self.readers[k], "inflatable", None)
+            blocks = None if inflatable is None else inflatable(p0, p1, out)
+            if blocks is not None:
+                inflated[i] = True
+                together.append((blocks, p0, p1, out))
+        if together:
+            self.file.store.inflate_fixed(together, parallel=False)
+        return [self.readers[k].inflated(p0, p1, out) if inflated[i]
+                else self.readers[k].decode(p0, p1, out)
+                for i, (k, p0, p1, out, _raw, _s) in enumerate(task)]
+
+    def submit(self, spans, piece_bytes):
+        """Decode the windows `spans` ([(b0, b1)], a group of window_groups) together: the
+        pieces of light readers (``light``: views made in the calling thread) here, the
+        others in the threads when there is enough work for them."""
+        pieces = self._pieces(spans, piece_bytes)
+        here = [p for p in pieces if self.light[p[0]]]
+        away = [p for p in pieces if not self.light[p[0]]]
+        threads = self.file.threads
+        if threads > 1 and len(away) > 1 and sum(p[4] for p in away) > INLINE_BYTES:
+            # small pieces (a wide file's columns) go to the threads a few together
+            tasks, size = [], 0
+            for piece in away:
+                if not tasks or size + piece[4] > piece_bytes:
+                    tasks.append([])
+                    size = 0
+                tasks[-1].append(piece)
+                size += piece[4]
+            pool = _threads.pool("scan", threads)
+            work = [pool.submit(self._decode, task) for task in tasks]
+        else:
+            here, tasks, work = pieces, [], []
+        if here:
+            tasks.append(here)
+            work.append(finished(self._decode(here)))
+        self.pending.append((spans, tasks, work))
+
+    def collect(self):
+        """[(b0, b1, one joined value per column)] of the windows submitted first."""
+        spans, tasks, work = self.pending.popleft()
+        chunks = [[[] for _ in self.readers] for _ in spans]
+        for task, done in zip(tasks, work):
+            for piece, got in zip(task, done.result()):
+                chunks[piece[5]][piece[0]] += got
+        return [(b0, b1, [r.join(c) for r, c in zip(self.readers, per)])
+                for (b0, b1), per in zip(spans, chunks)]
+
+    def close(self):
+        for _spans, _tasks, work in self.pending:
+            for done in work:
+                if not done.cancel():
+                    try:
+                        done.result()
+                    except BaseException:
+                        pass
+        self.pending.clear()

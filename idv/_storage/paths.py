@@ -1,0 +1,133 @@
+"""Which files a dataset source names: a path, a directory (its .idv files), a glob, a URL or
+URL glob (through fsspec), or a list of these, expanded into paths in dataset order.
+
+Local directories and globs are walked with ``os`` and ``glob``, without following directory
+symlinks (a link to an ancestor would list files again and again) and skipping hidden
+directories (a job's staging folder).
+"""
+from __future__ import annotations
+
+import glob as _glob
+import os
+import re
+
+from idv._storage import remote
+from idv._storage.staging import read_manifest
+
+__all__ = ["expand_sources"]
+
+
+def _raise(error):
+    raise error
+
+
+def _walk(top, on_error):
+    """Every file under `top` (os.walk's order): hidden directories (``.name``, such as a job's
+    staging directory) skipped, directory symlinks not followed (a link to an ancestor would
+    list files again and again)."""
+    for root, dirs, names in os.walk(top, onerror=on_error):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in names:
+            yield os.path.join(root, name)
+
+
+def _component_regex(part):
+    """A regex of one glob component (``*``, ``?``, ``[...]``), not crossing ``/``; wildcards
+    do not match a leading dot, as glob's."""
+    out, i = [], 0
+    while i < len(part):
+        ch = part[i]
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[" and "]" in part[i + 2:] + part[i + 1:i + 2]:
+            j = part.index("]", i + 2 if part[i + 1:i + 2] in ("!", "]") else i + 1)
+            body = part[i + 1:j]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = j
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return ("" if part.startswith(".") else r"(?!\.)") + "".join(out)
+
+
+def _glob_files(pattern, on_error):
+    """glob.glob(pattern, recursive=True)'s files, except that ``**`` never follows a
+    directory symlink (loops would never end)."""
+    if "**" not in pattern:
+        return [p for p in _glob.glob(pattern) if not os.path.isdir(p)]
+    parts = pattern.replace(os.sep, "/").split("/")
+    first = next(i for i, p in enumerate(parts) if _glob.has_magic(p))
+    root = "/".join(parts[:first]) or ("/" if pattern.startswith(("/", os.sep)) else "")
+    rest = [r"(?:(?!\.)[^/]*/)*" if p == "**" else _component_regex(p) + "/"
+            for p in parts[first:]]
+    rx = re.compile("".join(rest)[:-1] if not rest[-1].endswith("*") else
+                    "".join(rest[:-1]) + r"(?!\.)[^/]*(?:/(?!\.)[^/]*)*")
+    found = []
+    for path in _walk(root or os.curdir, on_error):
+        rel = os.path.relpath(path, root or os.curdir).replace(os.sep, "/")
+        if rx.fullmatch(rel):
+            found.append(os.path.join(root, rel) if root else rel)
+    return found
+
+
+def _expand_one(source, fs, storage_options, on_error=_raise):
+    """(paths, fs) for one source: a file, a directory (the files its manifest lists, written
+    by idv's engine writers (idv._storage.staging), else every .idv under it, sorted), or a glob
+    (sorted); URLs through fsspec. A directory that cannot be listed goes to
+    `on_error` (default: raised)."""
+    text = os.fspath(source)
+    if fs is None and remote.is_remote(text):
+        fs, text, _ = remote.resolve(text, None, storage_options)
+    if fs is not None:
+        if _glob.has_magic(text):
+            paths = sorted(fs.glob(text))
+        elif fs.isdir(text):
+            named = read_manifest(text, fs.open)
+            paths = sorted(p for p in fs.find(text) if p.endswith(".idv")) if named is None \
+                else [f"{text.rstrip('/')}/{n}" for n in named]
+        else:
+            paths = [text]
+        return paths, fs
+    if _glob.has_magic(text):
+        paths = sorted(_glob_files(text, on_error))
+    elif os.path.isdir(text):
+        named = read_manifest(text)         # a writer's published list: exactly those files
+        paths = sorted(p for p in _walk(text, on_error) if p.endswith(".idv")) \
+            if named is None else [os.path.join(text, n) for n in named]
+    else:
+        paths = [text]
+    return paths, None
+
+
+def worker_path(path, filesystem=None):
+    """`path` as another process opens it: a local path made absolute (the workers of Dask,
+    Ray and Spark may run in another folder), a URL or a path in `filesystem` as it is."""
+    if filesystem is not None or remote.is_remote(os.fspath(path)):
+        return path
+    return os.path.abspath(path)
+
+
+def expand_sources(source, *, filesystem=None, storage_options=None, on_error=None):
+    """The file paths a dataset source names, in dataset order, and the fsspec filesystem they
+    are in (None for local paths). FileNotFoundError when a directory or glob names none; a
+    subdirectory that cannot be listed: its OSError, given to `on_error` (default: raised)."""
+    on_error = on_error or _raise
+    sources = list(source) if isinstance(source, (list, tuple)) else [source]
+    if not sources:
+        raise ValueError("idv.dataset needs at least one path, directory, glob or URL")
+    paths, fs = [], filesystem
+    for s in sources:
+        found, fs_s = _expand_one(s, filesystem, storage_options, on_error)
+        if fs is None:
+            fs = fs_s
+        elif fs_s is not None and fs_s is not fs and type(fs_s) is not type(fs):
+            raise ValueError(f"the files of one dataset must be in one filesystem: {s!r} is "
+                             f"not in {type(fs).__name__}")
+        if (fs_s is None) != (fs is None):
+            raise ValueError(f"the files of one dataset must be all local or all URLs: {s!r}")
+        if not found:
+            raise FileNotFoundError(f"no .idv files in {os.fspath(s)!r}")
+        paths.extend(found)
+    return paths, fs

@@ -1,0 +1,489 @@
+"""Remote .idv files through fsspec: ``s3://``, ``gs://``, ``az://``, ``https://``,
+``memory://`` URLs, or a path inside an fsspec filesystem object.
+
+A remote file is read by byte range, never whole. Opening fetches the file's size, then in one
+round of concurrent requests the header and the last 1/512 of the file (4 to 64 KiB, see
+``tail_guess``: where ML.NET puts the table of contents, and usually the lookup tables and
+metadata tables before it); whatever tables that missed come in one more batch. After that
+only the blocks a read asks for are fetched: ``read_ranges`` sorts the ranges, merges those
+that touch or nearly touch (a gap of at most ``HOLE_BYTES``, and never more than
+``1/WASTE_DIVISOR`` of the bytes wanted), caps each request at ``MAX_REQUEST`` bytes and sends
+the requests concurrently (at most ``CONCURRENCY`` at a time per call).
+
+What was opened is what is read: every answer must carry the range asked (HTTP's
+``Content-Range``) and the object opened (its ETag, else its Last-Modified, sent as
+``If-Match`` / ``If-Unmodified-Since``; S3's VersionId where the filesystem is version aware);
+an object replaced between requests is a RemoteError "changed while reading", never bytes of
+two versions. A transient failure (HTTP 429, 500, 502, 503, 504, a dropped connection) is
+retried ``RETRIES`` times with a growing pause (``BACKOFF`` seconds, doubled each time); no
+single fetch asks for more than the file's memory limit (``memory_limit``, set by the reader).
+
+fsspec (the ``remote`` extra) is imported only when a URL or a filesystem is given. Every
+request of an asynchronous filesystem (HTTP, S3, GCS, Azure) has a deadline (``timeout``
+seconds, default ``DEFAULT_TIMEOUT``); a failure is an error naming the URL: FileNotFoundError,
+PermissionError, or idv.RemoteError (idv.RemoteTimeoutError for a timeout).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import zipfile
+
+import numpy as np
+
+from idv._storage import archive, source as local
+from idv._resources import budget
+from idv._header import HEADER_SIZE
+from idv.errors import (IdvWarning, MissingDependencyError, RangeNotSupportedError,
+                        RemoteError)
+from idv._storage.remote_answers import content_range, read_at_most, remote_error, transient
+
+DEFAULT_TIMEOUT = 60.0      # seconds one request may take (a range is at most MAX_REQUEST)
+TAIL_GUESS = (4 << 10, 64 << 10)   # bytes read from the end at open: 1/512 of the file, within
+TAIL_FRACTION = 512                # these bounds (see tail_guess)
+HOLE_BYTES = 8 << 10        # ranges this close are fetched as one ...
+WASTE_DIVISOR = 16          # ... while the gaps fetched stay under 1/16 of the bytes wanted
+MAX_REQUEST = 8 << 20       # bytes per request at most (larger runs are split, fetched at once)
+CONCURRENCY = 16            # requests in flight per read_ranges call
+RETRIES = 3                 # transient failures retried per request ...
+BACKOFF = 0.2               # ... after this many seconds, doubled each time
+_INSTALL = "pip install 'idv[remote]'"
+
+
+def is_remote(source, filesystem=None):
+    """Whether `source` is read through fsspec: a filesystem is given, or it is a URL (a
+    string with ``://`` or fsspec's ``::`` chaining that is not an existing local path, nor
+    an entry of a local zip: ``model.zip:run::1.idv`` is one)."""
+    if filesystem is not None:
+        return True
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    return isinstance(source, str) and ("://" in source or "::" in source) \
+        and not os.path.exists(source) and archive.split_zip(source) is None
+
+
+def open_any(source, filesystem=None, storage_options=None, timeout=None, memory_limit=None):
+    """The source of `source` (idv._storage.source's interface): a remote one for a URL or a path in
+    `filesystem`, else idv._storage.source.open_source's (local paths keep their memory map).
+    `memory_limit` (idv.open's) bounds what a zip entry may inflate to."""
+    if not is_remote(source, filesystem):
+        if storage_options:
+            raise TypeError("storage_options= is for URLs (s3://..., https://...); "
+                            f"{source!r} is not one")
+        return local.open_source(source, memory_limit)
+    if filesystem is not None and type(filesystem).__module__.startswith("pyarrow"):
+        if storage_options:
+            raise TypeError("give either filesystem= or storage_options=, not both")
+        # pyarrow's own random-access file, read by seeks (fsspec's filesystems coalesce)
+        src = local.FileSource(filesystem.open_input_file(os.fspath(source)))
+        src.name = f"{filesystem.type_name}://{os.fspath(source).lstrip('/')}"
+        return src
+    fs, path, url = resolve(source, filesystem, storage_options)
+    if _is_local(fs):      # file:// and fsspec's LocalFileSystem: the local memory map
+        src = local.open_source(path, memory_limit)
+        src.name = url
+        return src
+    zipped = archive.split_in(fs, path)
+    if zipped is not None:           # https://host/model.zip:Entry/Schema.idv
+        src = local.open_source(zip_member(fs, *zipped, memory_limit))
+        src.name = url
+        return src
+    try:
+        return RemoteSource(fs, path, url, DEFAULT_TIMEOUT if timeout is None else timeout)
+    except RangeNotSupportedError as e:
+        return _whole(fs, path, url, e)
+
+
+def _whole(fs, path, url, refused):
+    """The file fetched whole, once, for a server that ignores Range requests (Python's own
+    http.server, many simple ones): in memory within the memory limit, else spilled to a
+    temporary file that is mapped (and removed at once: the map keeps it), with an
+    IdvWarning that says why."""
+    import tempfile
+    import warnings
+    try:
+        size = int(fs.info(path).get("size") or 0)
+    except Exception as exc:          # noqa: BLE001 - a server that lies about the file
+        raise RemoteError(f"{url}: asking the file's size failed: {type(exc).__name__}: "
+                          f"{exc}", url) from exc
+    warnings.warn(f"{refused}; the whole file ({size:,} bytes) is fetched once instead of "
+                  f"the ranges a read needs", IdvWarning, stacklevel=4)
+    try:
+        if size <= budget.limit_for(size):
+            data = fs.cat_file(path)
+            if len(data) != size:
+                raise RemoteError(f"{url}: fetching the whole file: {len(data)} bytes of "
+                                  f"{size}", url)
+            src = local.MemorySource(data, name=url)
+            return src
+        with tempfile.NamedTemporaryFile(prefix="idv-", suffix=".idv") as spill:
+            with fs.open(path, "rb", block_size=0) as fin:
+                while True:
+                    chunk = fin.read(8 << 20)
+                    if not chunk:
+                        break
+                    spill.write(chunk)
+            spill.flush()
+            src = local.open_source(spill.name)
+        src.name = url
+        return src
+    except RemoteError:
+        raise
+    except Exception as exc:          # noqa: BLE001 - translated, with its cause
+        raise RemoteError(f"{url}: fetching the whole file failed: {type(exc).__name__}: "
+                          f"{exc}", url) from exc
+
+
+def open_zip(fs, path):
+    """The zip archive at `path` in `fs`, read by ranges through fsspec's file object."""
+    z = zipfile.ZipFile(fs.open(path, "rb"))
+    z.filename = fs.unstrip_protocol(path)      # named in errors
+    return z
+
+
+def zip_member(fs, path, entry, memory_limit=None):
+    """The bytes (or a seekable stream) of member `entry` of the zip at `path` in `fs`;
+    FileNotFoundError listing its .idv entries if it has no such member."""
+    z = open_zip(fs, path)
+    try:
+        info = archive.find_entry(z, entry)
+    except KeyError as e:
+        z.close()
+        raise FileNotFoundError(e.args[0]) from None
+    return archive.member_source(z, info, memory_limit)
+
+
+def _fsspec():
+    try:
+        import fsspec
+    except ImportError:
+        raise MissingDependencyError(f"reading URLs and fsspec filesystems needs fsspec: "
+                                     f"{_INSTALL}") from None
+    return fsspec
+
+
+def resolve(source, filesystem=None, storage_options=None):
+    """(filesystem, path within it, URL to name in errors) for a URL or a path in an fsspec
+    filesystem."""
+    fsspec = _fsspec()
+    source = os.fspath(source)
+    if filesystem is None:
+        try:
+            fs, path = fsspec.core.url_to_fs(source, **(storage_options or {}))
+        except ImportError as e:       # the protocol's backend (aiohttp, s3fs, gcsfs...)
+            proto = source.split("://")[0]
+            raise MissingDependencyError(f"reading {proto}:// URLs needs fsspec's backend for "
+                                         f"them: {e} ({_INSTALL} installs those of http, "
+                                         f"https and s3)") from None
+        return fs, path, source
+    if storage_options:
+        raise TypeError("give either filesystem= or storage_options= (the options of a "
+                        "filesystem made from a URL), not both")
+    if not isinstance(filesystem, fsspec.AbstractFileSystem):
+        raise TypeError(f"filesystem= takes an fsspec filesystem (or a pyarrow.fs.FileSystem), "
+                        f"not {type(filesystem).__name__}")
+    path = filesystem._strip_protocol(source)
+    return filesystem, path, filesystem.unstrip_protocol(path)
+
+
+def _is_local(fs):
+    from fsspec.implementations.local import LocalFileSystem
+    return type(fs) is LocalFileSystem
+
+
+def _is_http(fs):
+    return "http" in _protocols(fs) and hasattr(fs, "set_session")
+
+
+def _protocols(fs):
+    p = fs.protocol
+    return (p,) if isinstance(p, str) else tuple(p)
+
+
+def tail_guess(size):
+    """The bytes read from the end of a file of `size` bytes when it opens, with its header:
+    ML.NET puts the table of contents last, the lookup tables and metadata tables before it.
+    In ML.NET's files these take about 0.1% of the file (43 KB of the 43 MB 2M x 11 numeric
+    file, 8192 rows per block); 1/512 of the file, at least 4 KiB and at most 64 KiB, usually
+    holds them all, and what it misses takes one more round of requests. What it reads beyond
+    them (blocks) is the open's only waste: under 1/512 of the file, 64 KiB at most."""
+    lo, hi = TAIL_GUESS
+    return min(max(size // TAIL_FRACTION, lo), hi)
+
+
+def coalesce(starts, stops, hole=HOLE_BYTES, waste_divisor=WASTE_DIVISOR,
+             max_request=MAX_REQUEST):
+    """Requests [(start, stop)] covering the ranges [starts[i], stops[i]): ranges that overlap
+    or touch are merged, and so are those a gap of at most `hole` bytes apart as long as the
+    gaps merged stay within 1/`waste_divisor` of the bytes the request carries for the ranges;
+    a request grows to at most `max_request` bytes unless one range is larger."""
+    order = np.argsort(starts, kind="stable")
+    out = []
+    cur_s = cur_e = useful = waste = None
+    done = -1                       # the end of the requests made: no byte is asked twice
+    for i in order.tolist():
+        s, e = max(int(starts[i]), done), int(stops[i])
+        if e <= s:
+            continue
+        if cur_s is not None:
+            gap = s - cur_e
+            new_e = max(cur_e, e)
+            if new_e - cur_s <= max_request:
+                if gap <= 0:
+                    useful += new_e - cur_e
+                    cur_e = new_e
+                    continue
+                if gap <= hole and (waste + gap) * waste_divisor <= useful + (e - s):
+                    useful += e - s
+                    waste += gap
+                    cur_e = e
+                    continue
+            out.append((cur_s, cur_e))
+            done = cur_e
+            if gap < 0:               # overlaps, but the request is full: fetch the rest only
+                s = cur_e
+                if e <= s:
+                    cur_s = None
+                    continue
+        cur_s, cur_e, useful, waste = s, e, e - s, 0
+    if cur_s is not None:
+        out.append((cur_s, cur_e))
+    return out
+
+
+class RemoteSource:
+    """A file read through fsspec by byte ranges (see the module's docstring).
+
+    ``requests`` and ``bytes_fetched`` count what it asked for (package-internal: tests and
+    benchmarks)."""
+
+    buffer = None
+
+    def __init__(self, fs, path, url, timeout=DEFAULT_TIMEOUT):
+        self._fs = fs
+        self._path = path
+        self.name = url
+        self.timeout = timeout
+        self.requests = 0
+        self.bytes_fetched = 0
+        self._count = threading.Lock()    # reads run in several threads at once
+        self._async = bool(getattr(fs, "async_impl", False))
+        self._http = None
+        self._held = []                  # (start, bytes) fetched at open, kept for the tables
+        self.memory_limit = None         # bytes one fetch may bring at most (None: no limit)
+        info = self._call((lambda: fs._info(path)) if self._async else None,
+                          lambda: fs.info(path), "asking for the file's size")
+        if info.get("type") == "directory":
+            raise IsADirectoryError(f"{url} is a directory, not an .idv file")
+        size = info.get("size")
+        if size is None:
+            raise RemoteError(f"{url}: the server does not say the file's size (no "
+                              f"Content-Length); idv reads remote files by range", url=url)
+        size = int(size)
+        self._total = size
+        self._pin = {}                   # the request headers naming the version opened
+        self._version = None
+        if _is_http(fs):
+            self._http = fs.encode_url(path)
+            etag, modified = info.get("ETag"), info.get("Last-Modified")
+            if etag and not etag.startswith("W/"):
+                self._pin = {"If-Match": etag}
+            elif modified:
+                self._pin = {"If-Unmodified-Since": modified}
+        elif getattr(fs, "version_aware", False) and info.get("VersionId"):
+            self._version = info["VersionId"]
+        # the header (and a possible length prefix) and the tail, in one round
+        head_n = min(size, HEADER_SIZE + 8)
+        tail = max(head_n, size - tail_guess(size))
+        runs = [(0, head_n)] + ([(tail, size)] if tail < size else [])
+        self._held = list(zip((s for s, _ in runs), self._fetch(runs)))
+        head = self._held[0][1]
+        local.refuse_other_formats(bytes(head[:8]), url, lambda: fs.open(path, "rb"))
+        self.base, self.size = local.prefixed_extent(bytes(head[:12]), size)
+
+    # ---- the source interface
+    def view(self, offset: int, size: int):
+        return self.read_ranges([offset], [size])[0]
+
+    def read_ranges(self, offsets, sizes, keep=False):
+        """The bytes of each range (offset, size): those the open fetched from memory, the
+        others by coalesced, concurrent range requests. `keep`: hold what this call fetches
+        for later views too (the tables at open, which the checksums check again)."""
+        n = len(offsets)
+        starts = np.fromiter((int(o) for o in offsets), np.int64, n)
+        lengths = np.fromiter((int(s) for s in sizes), np.int64, n)
+        for o, k in zip(starts.tolist(), lengths.tolist()):
+            local.check_range(o, k, self.size)
+        starts += self.base
+        out = [None] * n
+        todo = []
+        for i, (s, k) in enumerate(zip(starts.tolist(), lengths.tolist())):
+            for h0, data in self._held:
+                if h0 <= s and s + k <= h0 + len(data):
+                    out[i] = memoryview(data)[s - h0:s - h0 + k]
+                    break
+            else:
+                todo.append(i)
+        if todo:
+            idx = np.asarray(todo)
+            s, e = starts[idx], starts[idx] + lengths[idx]
+            runs = coalesce(s, e)
+            wanted = sum(b - a for a, b in runs)
+            if self.memory_limit is not None:
+                budget.check(wanted, self.memory_limit,
+                             lambda: f"{self.name}: fetching {len(runs)} range(s)")
+            got = self._fetch(runs)
+            if keep:
+                self._held.extend((r0, data) for (r0, _), data in zip(runs, got))
+            run_starts = np.array([r[0] for r in runs], np.int64)
+            which = np.searchsorted(run_starts, s, side="right") - 1
+            for i, a, b, r in zip(todo, s.tolist(), e.tolist(), which.tolist()):
+                if r < 0 or b > runs[r][1]:     # a range split over two requests
+                    out[i] = memoryview(b"".join(self._slices(runs, got, a, b)))
+                else:
+                    out[i] = memoryview(got[r])[a - runs[r][0]:b - runs[r][0]]
+                if len(out[i]) != b - a:
+                    raise RemoteError(f"{self.name}: bytes {a}-{b - 1} came back as "
+                                      f"{len(out[i])} bytes", url=self.name)
+        return out
+
+    def check_intact(self):
+        """Nothing to check here: every answer is of the version opened (its ETag or
+        modification time, sent with each request)."""
+
+    @contextlib.contextmanager
+    def prefetch(self, offsets, sizes):
+        """Fetch these ranges now, coalesced (a whole read's blocks: a few large requests
+        instead of some per column), and serve reads from them until the with-block ends."""
+        n = len(self._held)
+        self.read_ranges(offsets, sizes, keep=True)
+        try:
+            yield
+        finally:
+            del self._held[n:]
+
+    def close(self):
+        self._held = []
+
+    # ---- fetching
+    @staticmethod
+    def _slices(runs, got, a, b):
+        """The pieces of [a, b) in the requests, each byte once (requests may overlap)."""
+        for (r0, r1), data in zip(runs, got):
+            lo, hi = max(a, r0), min(b, r1)
+            if lo < hi:
+                yield memoryview(data)[lo - r0:hi - r0]
+                a = hi
+
+    def _fetch(self, runs):
+        """The bytes of each (start, stop) of the container, all requested at once."""
+        if not runs:
+            return []
+        with self._count:
+            self.requests += len(runs)
+        if self._async:
+            from fsspec.asyn import sync
+            results = sync(self._fs.loop, self._gather, runs)
+        else:
+            results = []
+            for s, e in runs:
+                try:
+                    results.append(self._fs.cat_file(self._path, start=s, end=e))
+                except Exception as exc:   # noqa: BLE001 - translated, with its cause
+                    results.append(exc)
+        for (s, e), data in zip(runs, results):
+            what = f"reading bytes {s}-{e - 1}"
+            if isinstance(data, RemoteError):
+                raise data
+            if isinstance(data, BaseException):
+                raise remote_error(data, self.name, what, self.timeout) from data
+            with self._count:
+                self.bytes_fetched += len(data)
+            if len(data) != e - s:
+                raise RemoteError(f"{self.name}: {what}: the answer was truncated ({len(data)} "
+                                  f"of {e - s} bytes)" if len(data) < e - s else
+                                  f"{self.name}: {what}: the server sent {len(data)} bytes "
+                                  f"(it ignores Range requests?)", url=self.name)
+        return results
+
+    async def _gather(self, runs):
+        import asyncio          # here: only remote reads pay its import (and ssl's)
+        sem = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(s, e):
+            async with sem:
+                try:
+                    return await asyncio.wait_for(self._retrying(lambda: self._get(s, e)),
+                                                  self.timeout)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:        # noqa: BLE001 - reported per range
+                    return exc
+        return await asyncio.gather(*(one(s, e) for s, e in runs))
+
+    async def _retrying(self, request):
+        """await request(), again after a pause while it fails in a way that may pass."""
+        import asyncio
+        for attempt in range(RETRIES + 1):
+            try:
+                return await request()
+            except Exception as exc:      # noqa: BLE001 - re-raised unless transient
+                if attempt == RETRIES or not transient(exc):
+                    raise
+            await asyncio.sleep(BACKOFF * 2 ** attempt)
+
+    def _get(self, s, e):
+        if self._http is not None:
+            return self._http_get(s, e)
+        if self._version is not None:
+            return self._fs._cat_file(self._path, start=s, end=e, version_id=self._version)
+        return self._fs._cat_file(self._path, start=s, end=e)
+
+    async def _http_get(self, s, e):
+        """Bytes [s, e) by one GET, checked: the range asked, of the version opened."""
+        kwargs = dict(self._fs.kwargs)
+        headers = {**(kwargs.pop("headers", None) or {}), "Range": f"bytes={s}-{e - 1}",
+                   **self._pin}
+        session = await self._fs.set_session()
+        async with session.get(self._http, headers=headers, **kwargs) as r:
+            if r.status == 412:
+                raise RemoteError(self._changed(), url=self.name)
+            r.raise_for_status()
+            if r.status != 206:
+                raise ValueError("the server does not support range requests")
+            got = content_range(r.headers.get("Content-Range", ""))
+            if got != (s, e, self._total):
+                shown = "none" if got is None else f"bytes {got[0]}-{got[1] - 1}/{got[2]}"
+                raise RemoteError(f"{self.name}: asked for bytes {s}-{e - 1} of "
+                                  f"{self._total}, the server answered with another range "
+                                  f"(Content-Range: {shown})", url=self.name)
+            for header, value in self._pin.items():
+                sent = r.headers.get("ETag" if header == "If-Match" else "Last-Modified")
+                if sent is not None and sent != value:
+                    raise RemoteError(self._changed(), url=self.name)
+            length = r.headers.get("Content-Length")
+            if length is not None and int(length) > e - s:
+                raise RemoteError(f"{self.name}: asked for {e - s} bytes, the server "
+                                  f"announces {length}", url=self.name)
+            return await read_at_most(r.content, e - s + 1)
+
+    def _changed(self):
+        pin = ", ".join(f"{'ETag' if k == 'If-Match' else 'Last-Modified'} {v}"
+                        for k, v in self._pin.items())
+        return (f"{self.name}: the file changed while reading (opened as {pin}); open it "
+                f"again")
+
+    def _call(self, coro, fn, what):
+        """fn() (sync filesystems) or coro (async ones, with the deadline); errors translated."""
+        try:
+            if coro is None:
+                return fn()
+            import asyncio
+            from fsspec.asyn import sync
+
+            async def run():
+                return await asyncio.wait_for(self._retrying(coro), self.timeout)
+            return sync(self._fs.loop, run)
+        except Exception as exc:           # noqa: BLE001 - translated, with its cause
+            raise remote_error(exc, self.name, what, self.timeout) from exc

@@ -1,0 +1,107 @@
+"""What a remote request's answer says, or its failure: the body read within what was asked,
+the range a Content-Range names, the error that names the URL (FileNotFoundError,
+PermissionError, idv.RemoteError and its kinds) for what fsspec or its backend raised, and
+whether a failure may pass when the request is repeated (idv._storage.remote retries those).
+"""
+from __future__ import annotations
+
+import sys
+
+from idv.errors import RangeNotSupportedError, RemoteError, RemoteTimeoutError
+
+TRANSIENT = frozenset((429, 500, 502, 503, 504))
+
+
+async def read_at_most(stream, n):
+    """The body of an answer, `n` bytes at most (a server may send more than it announced)."""
+    parts = []
+    while n > 0:
+        chunk = await stream.read(n)
+        if not chunk:
+            break
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def content_range(value):
+    """(start, stop, total) of a Content-Range header 'bytes a-b/n' (None if not one)."""
+    parts = value.replace("bytes", "", 1).strip().replace("/", "-").split("-")
+    try:
+        a, b, n = (int(x) for x in parts)
+    except ValueError:
+        return None
+    return a, b + 1, n
+
+
+def remote_error(exc, url, what, timeout):
+    """An exception naming `url` for what fsspec or its backend raised while `what` (a
+    request of `timeout` seconds at most)."""
+    asyncio = sys.modules.get("asyncio")      # imported by whatever raised its timeout
+    timeouts = (TimeoutError,) if asyncio is None else (asyncio.TimeoutError, TimeoutError)
+    if isinstance(exc, timeouts) or type(exc).__name__ == "FSTimeoutError":
+        return RemoteTimeoutError(f"{url}: no answer within {timeout:g} s while "
+                                  f"{what} (idv.open(..., timeout=) sets the limit)", url)
+    status = _status(exc)
+    if status in (404, 410) or (status is None and isinstance(exc, FileNotFoundError)
+                                and _connection_error(exc) is None):
+        return FileNotFoundError(2, f"no such file: {url}" +
+                                 (f" (HTTP {status})" if status else ""), url)
+    if status in (401, 403) or isinstance(exc, PermissionError):
+        return PermissionError(13, f"access denied: {url}" +
+                               (f" (HTTP {status})" if status else ""), url)
+    if any(type(e).__name__ == "TooManyRedirects" for e in _chain(exc)):
+        return RemoteError(f"{url}: {what} failed: the server redirects without end", url)
+    cause = _connection_error(exc) or exc
+    if "support range requests" in str(exc):
+        return RangeNotSupportedError(f"{url}: the server ignores HTTP Range requests (it "
+                                      f"sends the whole file)", url)
+    if "payload" in type(cause).__name__.lower():
+        return RemoteError(f"{url}: {what}: the answer was truncated ({cause})", url)
+    detail = f"HTTP {status}: " if status else ""
+    return RemoteError(f"{url}: {what} failed: {detail}{type(cause).__name__}: {cause}",
+                       url)
+
+
+def transient(exc):
+    """Whether a failed request may succeed when repeated."""
+    if isinstance(exc, RemoteError):
+        return False
+    if _status(exc) in TRANSIENT:
+        return True
+    names = {type(e).__name__ for e in _chain(exc)}
+    return bool(names & {"ServerDisconnectedError", "ClientOSError",
+                         "ClientPayloadError", "ConnectionResetError"})
+
+
+def _chain(exc):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _status(exc):
+    """The HTTP status of an error (aiohttp's ClientResponseError, botocore's ClientError)."""
+    for e in _chain(exc):
+        status = getattr(e, "status", None)
+        if isinstance(status, int):
+            return status
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if isinstance(code, int):
+                return code
+    return None
+
+
+def _connection_error(exc):
+    """The connection failure under `exc`, if that is what it is (fsspec's HTTP reports an
+    unreachable server as FileNotFoundError)."""
+    for e in _chain(exc):
+        if e is not exc and isinstance(e, OSError) and not isinstance(e, FileNotFoundError):
+            return e
+        if "connect" in type(e).__name__.lower() or "payload" in type(e).__name__.lower():
+            return e
+    return None

@@ -1,0 +1,220 @@
+"""A job's output files that appear together or not at all: the engines' directory writers
+(Dask's ``to_idv`` per partition, Ray's IdvDatasink, Spark's ``format("idv")``) each translate
+their engine's protocol into the calls of one ``Staging``: ``start`` on the driver, ``write``
+in each task (its file, named and staged), ``commit`` once every task has succeeded, ``abort``
+when one failed.
+
+Moving many files in is not one step, so the directory's list of files is: ``MANIFEST``
+(``_idv_files.json``), the names of the files that make up the directory's data, replaced
+atomically once every file of the job is in place, and honoured by idv.dataset (idv._storage.paths)
+instead of the ``*.idv`` it finds. A reader sees the old set or the new one, never a mix: a
+job killed while moving its files leaves the old manifest, and an overwrite removes the old
+files only after the new manifest names the new ones.
+
+Staged files end in ``.idv-staged`` inside ``.idv-staging-<job>``: what a killed job leaves is
+neither a ``*.idv`` nor picked up by idv.dataset (remove the folder to reclaim its space).
+Each staged file is itself written atomically (idv._storage.sink), so a task that fails half-way
+leaves no partial file even in the staging folder.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import uuid
+
+from idv._storage.sink import fsync_dir
+
+MANIFEST = "_idv_files.json"
+STAGED_SUFFIX = ".idv-staged"
+LIVE = "live"          # in the staging folder while the job may still commit
+STAGING_PREFIX = ".idv-staging-"
+# each task's file by default: its number and the job's id, so that appends never collide
+DEFAULT_NAME = "part-{task:05d}-{job}.idv"
+
+
+def check_name_pattern(pattern):
+    """ValueError unless `pattern` gives each task its own file name: a str.format pattern of
+    ``{task}`` (a number) and optionally ``{job}`` (the job's id), without a folder."""
+    try:
+        first, second = (pattern.format(task=i, job="j") for i in (0, 1))
+    except (KeyError, IndexError, ValueError, AttributeError) as e:
+        raise ValueError(f"the name pattern must use {{task}} (and may use {{job}}), as "
+                         f"'part-{{task:05d}}.idv', not {pattern!r}: {e}") from None
+    if first == second or "/" in first or os.sep in first:
+        raise ValueError(f"the name pattern must give one file name per task ({{task}}), "
+                         f"without a folder, not {pattern!r}")
+
+
+def _inside(name, task):
+    """A name_function's name for `task`, normalized: ValueError unless it is a relative path
+    that stays inside the output directory."""
+    name = os.fspath(name)
+    norm = os.path.normpath(name)
+    if not name or os.path.isabs(name) or os.path.splitdrive(name)[0] or \
+            norm == os.curdir or norm.split(os.sep)[0] == os.pardir:
+        raise ValueError(f"name_function({task}) gave {name!r}: a task's file must be a "
+                         f"relative path inside the output directory")
+    return norm
+
+
+class Staging:
+    """One job writing one file per task into the directory ``path``, its files published
+    together. On the driver: ``start`` before any task, ``commit`` with the tasks' results
+    once all have succeeded, ``abort`` when one failed. In a task: ``write``. Picklable (tasks
+    receive it).
+
+    ``name``: each task's file name, a str.format pattern of ``{task}`` (the task's number)
+    and ``{job}`` (this job's id), without a folder (check_name_pattern); or a function of the
+    task's number (``name_function``), whose names may hold folders but stay inside ``path``.
+    ``replace``: the commit makes the job's files the directory's only ones (an overwrite);
+    else it adds them to those listed (an append)."""
+
+    def __init__(self, path, name=DEFAULT_NAME, *, replace=False, job=None):
+        if not callable(name):
+            check_name_pattern(name)
+        self.naming = name
+        self.replace = replace
+        self.path = os.path.abspath(os.fspath(path))
+        self.job = job or uuid.uuid4().hex[:12]
+        self.dir = os.path.join(self.path, STAGING_PREFIX + self.job)
+
+    def start(self):
+        """Create the output directory (if missing) and the staging folder, with the mark
+        that the job is live."""
+        os.makedirs(self.dir, exist_ok=True)
+        open(os.path.join(self.dir, LIVE), "wb").close()
+
+    def name(self, task):
+        """The file name of task number `task` (relative to the output directory)."""
+        if isinstance(self.naming, tuple):
+            return self.naming[task]
+        if callable(self.naming):
+            return _inside(self.naming(task), task)
+        return self.naming.format(task=task, job=self.job)
+
+    def fix_names(self, tasks):
+        """For a driver that knows its tasks: the names of tasks ``0 .. tasks - 1``, checked
+        before any runs (ValueError when two would write the same file) and kept, so that a
+        name_function runs on the driver alone."""
+        names = tuple(self.name(i) for i in range(tasks))
+        if len(set(names)) != len(names):
+            dup = next(x for x in names if names.count(x) > 1)
+            raise ValueError(f"name_function gives {dup!r} to more than one task")
+        self.naming = names
+        return list(names)
+
+    def write(self, task, write, rows=None):
+        """Run in task number `task`: ``write(path)`` writes its file where it is staged
+        (atomically, as idv.write and idv.Writer do); returns the file's name, the task's
+        result for ``commit``. ``rows`` 0: the task has no rows and writes no file (None)."""
+        if rows == 0:
+            return None
+        return self.write_named(self.name(task), write)
+
+    def write_named(self, name, write):
+        """Run in a task that writes several files (one per partition key's value):
+        ``write(path)`` writes the file `name` (relative to the output directory) where it
+        is staged; returns `name`. A task's results for ``commit`` may be a list of them."""
+        staged = self.staged(name)
+        write(staged)
+        self.settle(staged)
+        return name
+
+    def staged(self, name):
+        """Where the task's file `name` (a path relative to the output directory) is written
+        before commit."""
+        flat = os.path.normpath(name).replace(os.sep, "%2F")
+        return os.path.join(self.dir, flat + STAGED_SUFFIX)
+
+    def commit(self, results):
+        """Every task succeeded: move the files named by `results` (what ``write`` returned;
+        None: no file; a list: a task's files) into the output directory (replacing files of the same name, making
+        the folders they name), publish the directory's new list of files (the MANIFEST: those
+        already there and these, or with ``replace`` these alone), then remove the staging
+        folder and, with ``replace``, the files of the old list; returns the paths of the
+        files, in the order of `results`."""
+        names = [os.path.normpath(n) for r in results if r is not None
+                 for n in ([r] if isinstance(r, (str, os.PathLike)) else r)]
+        before = listed(self.path)
+        out = []
+        for name in names:
+            final = os.path.join(self.path, name)
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            os.replace(self.staged(name), final)
+            out.append(final)
+        fsync_dir(self.path)
+        files = sorted(set(names) if self.replace else set(before) | set(names))
+        write_manifest(self.path, files)
+        self.abort()
+        if self.replace:
+            for name in set(before) - set(files):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(self.path, name))
+        return out
+
+    def settle(self, staged):
+        """After a task wrote `staged`: when the job was aborted meanwhile (a task still
+        running when another failed), remove it and the staging folder, which the abort may
+        have left behind while the file was being written."""
+        if not os.path.exists(os.path.join(self.dir, LIVE)):
+            with contextlib.suppress(OSError):
+                os.remove(staged)
+            with contextlib.suppress(OSError):
+                os.rmdir(self.dir)
+
+    def abort(self):
+        """Remove the staging folder and all it holds (the output directory is left as was):
+        first the live mark, so that tasks finishing later remove what they wrote (settle)."""
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(self.dir, LIVE))
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def listed(path):
+    """The names (relative to the directory `path`) of the files that make up its data: its
+    MANIFEST's list, else every ``*.idv`` under it (hidden folders left out)."""
+    found = read_manifest(path)
+    if found is not None:
+        return found
+    out = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        out += [os.path.relpath(os.path.join(root, f), path) for f in files
+                if f.endswith(".idv")]
+    return sorted(out)
+
+
+def read_manifest(path, opener=open):
+    """The names the MANIFEST of directory `path` lists (None: it has none); ValueError for
+    one that is not such a list (a name that leaves the directory included). `opener`: how
+    to open a file (fsspec's for remote directories)."""
+    where = os.path.join(path, MANIFEST) if opener is open else f"{path.rstrip('/')}/{MANIFEST}"
+    try:
+        with opener(where, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        names = json.loads(raw.decode("utf-8"))["files"]
+        ok = isinstance(names, list) and all(
+            isinstance(n, str) and n and not os.path.isabs(n) and ".." not in n.split("/")
+            for n in names)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{where} is not a list of the directory's files "
+                         f'({{"files": ["part-0.idv", ...]}})')
+    return names
+
+
+def write_manifest(path, names):
+    """The MANIFEST of directory `path`, listing `names`, replaced atomically."""
+    tmp = os.path.join(path, f".{MANIFEST}.{uuid.uuid4().hex[:8]}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"files": [n.replace(os.sep, "/") for n in names]}, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(path, MANIFEST))
+    fsync_dir(path)

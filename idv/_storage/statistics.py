@@ -1,0 +1,499 @@
+"""Statistics per block and column (a zone map), kept where ML.NET never looks.
+
+Engines skip data by statistics: Parquet's row-group statistics, Lance's and Vortex's zone
+maps. Files that idv writes carry, per column and block: the count of values present, the
+count missing (NaN for Single and Double, 0 for keys; the other types have none), the
+smallest and largest present value, and for Text the shortest bounds of at most 64 bytes and
+whether every byte is ASCII. A filter then leaves out the blocks whose bounds exclude it
+(idv._scan.filters), without fetching them.
+
+Values are compared as numbers of one of three domains: int64 (signed integers, Boolean,
+DateTime and TimeSpan as ticks, DateTimeOffset as its UTC ticks), uint64 (unsigned integers
+and keys' stored values) and float64 (Single, Double); Text by its UTF-8 bytes (the order of
+code points). Vectors get bounds over all their items, implicit zeros of sparse rows
+included. RowId and vectors of Text have none.
+
+The section lies after the data, before the table of contents (ML.NET's loader reads neither
+it nor the header bytes that point to it). Header bytes 84-115, beside the checksums'
+pointer (idv._storage.checksums, bytes 52-83), which ML.NET's saver leaves zero:
+
+    84  8 bytes  b"idvSTATS"
+    92  int64    the section's offset        100  int64   its length
+   108  uint32   the section's CRC-32         112  uint32  the CRC-32 of header bytes 0-51
+
+The section (little-endian, written once: docs/filters.md, "The section's format") holds a
+head (version 2, 1 read too; columns; blocks per column; the blocks' fingerprint), then per
+column its index and domain, present and missing counts, each block's CRC-32 (version 2), and
+the bounds: min and max in the domain's type, or Text's flags, lengths and bytes.
+
+The fingerprint ties the statistics to the blocks they describe: a file whose blocks moved
+or changed length since is refused (IdvFormatError). The blocks' CRC-32s tie them to their
+bytes: they must be those of idv's checksums where the file has them (compared when the
+statistics are first used, without reading a block), and a block that a filter skips is
+checked against them where its bytes are at hand (idv._scan.filters).
+"""
+from __future__ import annotations
+
+import array
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from idv import _encode, types as T
+from idv._storage.checksums import crc
+from idv.errors import IdvFormatError
+from idv.types import EPOCH_TICKS, TICKS_PER_MINUTE
+
+MAGIC = b"idvSTATS"
+POINTER_AT = 84
+_POINTER = struct.Struct("<8sqqII")
+POINTER_SIZE = _POINTER.size
+_HEAD = struct.Struct("<IIqII")
+_COLUMN = struct.Struct("<IB3x")
+VERSION = 2
+VERSIONS = (1, 2)                # read
+PREFIX = 64                      # bytes of a Text bound at most
+INT, UINT, FLOAT, TEXT = 1, 2, 3, 4
+DOMAIN_NAMES = {INT: "int64", UINT: "uint64", FLOAT: "float64", TEXT: "text"}
+_DTYPES = {INT: np.dtype("<i8"), UINT: np.dtype("<u8"), FLOAT: np.dtype("<f8")}
+ASCII, LOW_EXACT, HIGH_EXACT, NO_HIGH = 1, 2, 4, 8
+
+_UNSIGNED = {T.Byte, T.UInt16, T.UInt32, T.UInt64}
+_FLOATS = {T.Single, T.Double}
+
+
+def domain_of(type_) -> int | None:
+    """The domain a column's values compare in (None: a type without statistics)."""
+    item = T.item_type(type_)
+    if item is T.RowId or (item is T.Text and isinstance(type_, T.Vector)):
+        return None
+    if item is T.Text:
+        return TEXT
+    if item in _FLOATS:
+        return FLOAT
+    if isinstance(item, T.Key) or item in _UNSIGNED:
+        return UINT
+    return INT
+
+
+class Block(NamedTuple):
+    """One block's statistics: numbers (low, high in the domain's type) or text (bytes)."""
+    present: int
+    missing: int
+    low: object = None
+    high: object = None
+    flags: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# one block's statistics, vectorized
+# ---------------------------------------------------------------------------------------------
+
+def numbers(domain, values, missing_mask=None, implicit_zero=False, low=None) -> Block:
+    """The Block of numeric `values` (any shape; a domain's numbers); `missing_mask`: which
+    are missing; `implicit_zero`: a sparse vector's unstored zeros count as values; `low`:
+    their minimum when already known (a float block's NaN test finds it: one pass saved)."""
+    values = np.asarray(values).reshape(-1)
+    missing = 0
+    if missing_mask is not None:
+        missing = int(np.count_nonzero(missing_mask))
+        if missing:
+            values = values[~missing_mask.reshape(-1)]
+    dtype = _DTYPES[domain]
+    present = len(values) + (1 if implicit_zero else 0)
+    if not present:
+        return Block(0, missing)
+    if low is None or missing:
+        low = values.min() if len(values) else 0
+    high = values.max() if len(values) else 0
+    if implicit_zero:
+        low, high = min(low, 0), max(high, 0)
+    return Block(int(len(values)) + int(implicit_zero), missing, dtype.type(low),
+                 dtype.type(high))
+
+
+def is_arrow(values):
+    """Whether `values` is a pyarrow array (Text read as Arrow strings, tested as they are)."""
+    return type(values).__module__.startswith("pyarrow")
+
+
+def comparable(type_, values):
+    """A column's values as read() gives them (or as the writer stores them) in the numbers
+    its statistics compare: .NET ticks for DateTime (from datetime64[100ns]), TimeSpan and a
+    DateTimeOffset's UTC instant; other numbers and Text as they are."""
+    values = values if hasattr(values, "offsets") or is_arrow(values) else np.asarray(values)
+    if getattr(values, "dtype", None) is None:
+        return values
+    if values.dtype.names:          # DateTimeOffset: read()'s (utc, ...), or stored clock ticks
+        values = values["utc"] if "utc" in values.dtype.names else \
+            values["ticks"] - values["minutes"].astype(np.int64) * TICKS_PER_MINUTE
+    if values.dtype.kind == "M":       # read()'s datetime64[100ns]: back to .NET ticks
+        return values.view(np.int64) + EPOCH_TICKS
+    if values.dtype.kind == "m":
+        return values.view(np.int64)
+    return values
+
+
+def item_block(type_, values, implicit_zero=False) -> Block | None:
+    """The Block of a column's items as read() gives them (DateTime as datetime64, a
+    DateTimeOffset's (utc, offset_minutes), keys' stored values) or as the writer stores
+    them; None: a type without statistics."""
+    domain = domain_of(type_)
+    if domain is None:
+        return None
+    if domain == TEXT:
+        return text_values(values)
+    values = comparable(type_, values)
+    missing = None
+    if domain == FLOAT and values.size:
+        low = values.min()      # NaN where any is: a mask only for blocks with NaN
+        if not np.isnan(low):
+            return numbers(domain, values, None, implicit_zero, low)
+        missing = np.isnan(values)
+    elif isinstance(T.item_type(type_), T.Key):
+        missing = values == 0
+    return numbers(domain, values, missing, implicit_zero)
+
+
+def text_values(values) -> Block:
+    """The Block of Text values: an object array of str (compared by code point, the order
+    of their UTF-8 bytes, in C without the GIL: no copy of the block), or anything with
+    Arrow's `offsets` and `data` (idv's UTF-8 text)."""
+    if hasattr(values, "offsets") and hasattr(values, "data"):
+        offsets = np.asarray(values.offsets, np.int64)
+        data = np.frombuffer(values.data, np.uint8) if not isinstance(values.data, np.ndarray) \
+            else values.data
+        return text(offsets - offsets[0], data[offsets[0]:offsets[-1]])
+    if not len(values):
+        return Block(0, 0, b"", b"", 0)
+    if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1:
+        lo, hi, ascii = _encode.text_extremes(np.ascontiguousarray(values))
+        low, high = values[lo], values[hi]
+    else:
+        ascii, low, high = all(map(str.isascii, values)), min(values), max(values)
+    return text_bounds(len(values), low.encode("utf-8"), high.encode("utf-8"), ascii)
+
+
+def text_bounds(n, low, high, ascii) -> Block:
+    """The Block of n Text values whose least and greatest are `low` and `high` (their UTF-8,
+    cut to PREFIX + 1 bytes or not: one byte past a bound tells a longer value);
+    `ascii`: whether every value is ASCII."""
+    if not n:
+        return Block(0, 0, b"", b"", 0)
+    flags = ASCII if ascii else 0
+    if len(low) <= PREFIX:
+        flags |= LOW_EXACT
+    if len(high) <= PREFIX:
+        flags |= HIGH_EXACT
+    else:
+        high = _above(high[:PREFIX])
+        if high is None:
+            flags |= NO_HIGH
+            high = b""
+    return Block(n, 0, low[:PREFIX], high, flags)
+
+
+def _above(prefix: bytes):
+    """The shortest bytes greater than every value that starts with `prefix` (None: none)."""
+    b = prefix.rstrip(b"\xff")
+    if not b:
+        return None
+    return b[:-1] + bytes([b[-1] + 1])
+
+
+def text(offsets, data) -> Block:
+    """The Block of n Text values in Arrow's layout (n + 1 byte offsets, UTF-8 data)."""
+    n = len(offsets) - 1
+    if n <= 0:
+        return Block(0, 0, b"", b"", 0)
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    data = np.ascontiguousarray(data, np.uint8)
+    lo, hi, ascii = _encode.utf8_extremes(offsets, data)
+    # a bound keeps PREFIX bytes; one more tells whether the value was longer
+    return text_bounds(n, data[offsets[lo]:offsets[lo + 1]][:PREFIX + 1].tobytes(),
+                       data[offsets[hi]:offsets[hi + 1]][:PREFIX + 1].tobytes(), ascii)
+
+
+# ---------------------------------------------------------------------------------------------
+# a column's blocks, the section
+# ---------------------------------------------------------------------------------------------
+
+class ColumnStats:
+    """One column's statistics, an array per kind over its blocks.
+
+    ``present``, ``missing``: int64 counts; numbers: ``low``, ``high`` (the domain's dtype;
+    meaningless where ``present`` is 0); text: ``low``, ``high`` (lists of bytes) and
+    ``flags`` (uint8: ASCII, LOW_EXACT, HIGH_EXACT, NO_HIGH)."""
+
+    def __init__(self, index, domain, present, missing, low, high, flags=None, crcs=None):
+        self.index = index
+        self.domain = domain
+        self.present = present
+        self.missing = missing
+        self.low = low
+        self.high = high
+        self.flags = flags
+        self.crcs = crcs        # uint32 per block: its stored bytes' CRC-32 (None: version 1)
+
+    @property
+    def num_blocks(self):
+        return len(self.present)
+
+    def block(self, b) -> Block:
+        """Block `b`'s statistics (numbers as Python numbers)."""
+        if self.domain == TEXT:
+            return Block(int(self.present[b]), int(self.missing[b]), self.low[b], self.high[b],
+                         int(self.flags[b]))
+        return Block(int(self.present[b]), int(self.missing[b]), self.low[b].item(),
+                     self.high[b].item())
+
+    def pack(self) -> bytes:
+        crcs = np.zeros(len(self.present), "<u4") if self.crcs is None else self.crcs
+        parts = [_COLUMN.pack(self.index, self.domain), self.present.astype("<i8").tobytes(),
+                 self.missing.astype("<i8").tobytes(), crcs.astype("<u4").tobytes(),
+                 bytes(4 * (len(crcs) % 2))]
+        if self.domain != TEXT:
+            dtype = _DTYPES[self.domain]
+            parts += [self.low.astype(dtype).tobytes(), self.high.astype(dtype).tobytes()]
+        else:
+            parts += [self.flags.tobytes(), bytes(map(len, self.low)),
+                      bytes(map(len, self.high)), b"".join(self.low), b"".join(self.high)]
+        out = b"".join(parts)
+        return out + bytes(-len(out) % 8)
+
+
+class Builder:
+    """One column's Blocks gathered as they come, 8 bytes per figure (a writer keeps them
+    until the file is closed: compact, whatever the number of blocks)."""
+
+    def __init__(self, index, domain):
+        self.index = index
+        self.domain = domain
+        code = {INT: "q", UINT: "Q", FLOAT: "d"}.get(domain, "q")
+        self._present, self._missing = array.array("q"), array.array("q")
+        self._low, self._high = (([], []) if domain == TEXT else
+                                 (array.array(code), array.array(code)))
+        self._flags = array.array("B")
+        self._crcs = array.array("I")
+
+    def add(self, block: Block, checksum: int):
+        """Add the next block's statistics; `checksum`: the CRC-32 of its stored bytes."""
+        self._crcs.append(checksum)
+        self._present.append(block.present)
+        self._missing.append(block.missing)
+        self._low.append(0 if block.low is None else block.low)
+        self._high.append(0 if block.high is None else block.high)
+        self._flags.append(block.flags)
+
+    def build(self) -> ColumnStats:
+        present = np.array(self._present, np.int64)
+        missing = np.array(self._missing, np.int64)
+        crcs = np.array(self._crcs, np.uint32)
+        if self.domain == TEXT:
+            return ColumnStats(self.index, self.domain, present, missing, self._low,
+                               self._high, np.array(self._flags, np.uint8), crcs)
+        dtype = _DTYPES[self.domain]
+        return ColumnStats(self.index, self.domain, present, missing,
+                           np.array(self._low, dtype), np.array(self._high, dtype),
+                           crcs=crcs)
+
+
+def fingerprint(offsets, lengths) -> int:
+    """The CRC-32 of every column's block offsets then lengths (int64 each, columns in
+    order): the blocks the statistics were computed for."""
+    return crc(np.asarray(offsets, "<i8").tobytes() + np.asarray(lengths, "<i8").tobytes())
+
+
+def pack(columns, num_blocks, blocks_fingerprint) -> bytes:
+    """The section of `columns` (ColumnStats, each over `num_blocks` blocks)."""
+    return _HEAD.pack(VERSION, len(columns), num_blocks, blocks_fingerprint, 0) + \
+        b"".join(c.pack() for c in columns)
+
+
+def pointer(header52, offset, section) -> bytes:
+    """Header bytes 84-115 for `section` written at `offset`."""
+    return _POINTER.pack(MAGIC, offset, len(section), crc(section), crc(header52))
+
+
+class Statistics:
+    """A file's statistics: ``columns`` (column index -> ColumnStats), ``num_blocks``,
+    ``fingerprint``, and where the section lies (``offset``, ``length``)."""
+
+    def __init__(self, columns, num_blocks, fingerprint_, offset, length):
+        self.columns = columns
+        self.num_blocks = num_blocks
+        self.fingerprint = fingerprint_
+        self.offset = offset
+        self.length = length
+
+    def check_columns(self, columns, num_rows):
+        """IdvFormatError when the statistics do not describe the file's `columns` (its
+        Column objects, `num_rows` rows): another number of blocks, a column the file does
+        not have or of another domain, counts that are not the block's rows."""
+        def bad(why):
+            return IdvFormatError(f"the block statistics are malformed: {why}",
+                                  offset=self.offset)
+        for index, cs in self.columns.items():
+            if not 0 <= index < len(columns):
+                raise bad(f"column {index}, which the file does not have")
+            col = columns[index]
+            nb = col.num_blocks
+            if self.num_blocks != nb:
+                raise bad(f"{self.num_blocks} blocks per column, column {col.name!r} has {nb}")
+            if cs.domain != domain_of(col.type):
+                raise bad(f"column {col.name!r} ({col.type}) has statistics of domain "
+                          f"{DOMAIN_NAMES.get(cs.domain, cs.domain)}")
+            if isinstance(col.type, T.Vector) or not nb:
+                continue
+            rpb = col.rows_per_block
+            rows = np.minimum(rpb, num_rows - np.arange(nb, dtype=np.int64) * rpb)
+            off = np.flatnonzero(cs.present + cs.missing != rows)
+            if len(off):
+                b = int(off[0])
+                raise bad(f"column {col.name!r}, block {b}: {int(cs.present[b])} present "
+                          f"and {int(cs.missing[b])} missing values in {int(rows[b])} rows")
+
+    def check_checksums(self, columns, expected):
+        """IdvFormatError when a block's CRC-32 in the statistics is not the one idv's
+        checksums record for it (`expected(column)`: idv._store.blocks.BlockStore.expected_crcs of
+        a Column's blocks): the block was rewritten after the statistics were computed."""
+        for index, cs in self.columns.items():
+            if cs.crcs is None:
+                continue
+            want = expected(columns[index])
+            known = want >= 0
+            off = np.flatnonzero(known & (want != cs.crcs.astype(np.int64)))
+            if len(off):
+                b = int(off[0])
+                raise IdvFormatError(
+                    f"the block statistics of column {columns[index].name!r} block {b} were "
+                    f"computed from other bytes than the block holds (CRC-32 "
+                    f"{int(cs.crcs[b]):#010x}, the checksums record {int(want[b]):#010x}): the "
+                    f"block changed since; add the statistics again (idv stats --add)",
+                    offset=self.offset, block=b)
+
+    def check(self, got, path=None):
+        """IdvFormatError when the blocks' fingerprint `got` is not the one recorded."""
+        if got != self.fingerprint:
+            raise IdvFormatError(
+                f"the block statistics do not match the file's blocks (fingerprint "
+                f"{got:#010x}, recorded {self.fingerprint:#010x}): its blocks changed since "
+                f"the statistics were computed; add them again (idv stats --add)",
+                offset=self.offset, path=path)
+
+
+def section_of(head):
+    """(offset, length) of the statistics section the 256-byte header `head` points to, or
+    None: one of the file's parts, which the layout's checks cover like the others."""
+    head = bytes(head[:POINTER_AT + _POINTER.size])
+    if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
+        return None
+    _, off, length, _, _ = _POINTER.unpack_from(head, POINTER_AT)
+    return off, length
+
+
+def read(head, view, toc_offset) -> Statistics | None:
+    """The statistics a file carries (None without). `head`: its 256-byte header;
+    `view(offset, size)` reads the file. The section must lie between the header and the
+    table of contents."""
+    head = bytes(head)
+    if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
+        return None
+    _, off, length, section_crc, head_crc = _POINTER.unpack_from(head, POINTER_AT)
+    if crc(head[:52]) != head_crc:
+        raise IdvFormatError("checksum mismatch in the header (bytes 0-51) recorded with the "
+                             "block statistics: the file changed since they were added",
+                             offset=0)
+    if length < _HEAD.size or off < 256 or off + length > toc_offset:
+        raise IdvFormatError(f"the block statistics at byte {off} ({length} bytes) are not "
+                             f"within the file before its table of contents", offset=92)
+    data = bytes(view(off, length))
+    if crc(data) != section_crc:
+        raise IdvFormatError("checksum mismatch in the block statistics: the file changed "
+                             "since they were written", offset=off)
+    try:
+        return _parse(data, off)
+    except (ValueError, IndexError, struct.error) as e:
+        raise IdvFormatError(f"the block statistics are malformed ({e})", offset=off) from None
+
+
+def _parse(data, off):
+    version, ncols, nb, fp, _ = _HEAD.unpack_from(data, 0)
+    if version not in VERSIONS:
+        raise ValueError(f"version {version}, this idv reads versions "
+                         f"{', '.join(map(str, VERSIONS))}")
+    if nb < 0 or nb * 16 > len(data):
+        raise ValueError(f"{nb} blocks in {len(data)} bytes")
+    at = _HEAD.size
+    columns = {}
+
+    def take(n, dtype="u1"):
+        nonlocal at
+        size = n * np.dtype(dtype).itemsize
+        if at + size > len(data):
+            raise ValueError("truncated")
+        out = np.frombuffer(data, dtype, n, at)
+        at += size
+        return out
+
+    for _ in range(ncols):
+        if at + _COLUMN.size > len(data):
+            raise ValueError("truncated")
+        index, domain = _COLUMN.unpack_from(data, at)
+        if index in columns:
+            raise ValueError(f"column {index} appears twice")
+        at += _COLUMN.size
+        present, missing = take(nb, "<i8"), take(nb, "<i8")
+        crcs = None
+        if version >= 2:
+            crcs = take(nb, "<u4")
+            take(4 * (nb % 2))
+        if domain in _DTYPES:
+            low, high = take(nb, _DTYPES[domain]), take(nb, _DTYPES[domain])
+            columns[index] = ColumnStats(index, domain, present, missing, low, high,
+                                         crcs=crcs)
+        elif domain == TEXT:
+            flags, lows, highs = take(nb), take(nb), take(nb)
+            low_bytes = take(int(lows.sum())).tobytes()
+            high_bytes = take(int(highs.sum())).tobytes()
+            columns[index] = ColumnStats(index, domain, present, missing,
+                                         _split(low_bytes, lows), _split(high_bytes, highs),
+                                         flags, crcs)
+            at += -at % 8
+        else:
+            raise ValueError(f"column {index}: unknown domain {domain}")
+    for cs in columns.values():
+        _check_bounds(cs)
+    return Statistics(columns, nb, fp, off, len(data))
+
+
+def _check_bounds(cs):
+    """ValueError naming the column and block of statistics no block could have: negative
+    counts, a NaN bound, a low bound above the high one, Text bounds longer than PREFIX."""
+    bad = np.flatnonzero((cs.present < 0) | (cs.missing < 0))
+    what = "a negative count"
+    if not len(bad):
+        some = cs.present > 0
+        if cs.domain == TEXT:
+            long_ = np.fromiter((len(lo) > PREFIX or len(hi) > PREFIX
+                                 for lo, hi in zip(cs.low, cs.high)), bool, len(cs.low))
+            flags = cs.flags
+            order = np.fromiter((not f & NO_HIGH and lo > hi
+                                 for lo, hi, f in zip(cs.low, cs.high, flags.tolist())), bool,
+                                len(cs.low))
+            bad = np.flatnonzero(some & (long_ | order | (flags > 15)))
+            what = "Text bounds out of order, too long or with unknown flags"
+        else:
+            with np.errstate(invalid="ignore"):
+                nan = np.isnan(cs.low) | np.isnan(cs.high) if cs.domain == FLOAT else False
+                bad = np.flatnonzero(some & (nan | (cs.low > cs.high)))
+            what = "a low bound above the high one, or a NaN bound"
+    if len(bad):
+        raise ValueError(f"column {cs.index}, block {int(bad[0])}: {what}")
+
+
+def _split(data, lengths):
+    ends = np.cumsum(lengths, dtype=np.int64)
+    starts = ends - lengths
+    return [data[a:b] for a, b in zip(starts.tolist(), ends.tolist())]

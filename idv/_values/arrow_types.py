@@ -1,0 +1,365 @@
+"""ML.NET types in Arrow, both ways: the one table of how each type and its items look in
+Arrow, below idv._interop.arrow (reading into Arrow) and idv._writer.arrow (writing from Arrow).
+
+Each item type's Arrow type (times in a unit: 'us', 'ns', or int64 .NET 'ticks'); items in
+read()'s numpy forms as Arrow arrays; the ML.NET type of any Arrow type (for tables that do not
+carry one), and whether an Arrow type still holds the type a field's ``idv.type`` names. The
+field-metadata keys that carry the exact type and annotations are here too. pyarrow is imported
+only when asked for (``import_pyarrow``).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from idv._values import ticks
+from idv import types as T
+from idv.errors import require
+
+# Arrow field metadata: the ML.NET type string, and the column's annotations as JSON
+# (idv._values.metadata.metadata_to_json)
+TYPE_KEY = b"idv.type"
+METADATA_KEY = b"idv.metadata"
+# on a key column whose Arrow values are the KeyValues (a dictionary, or decoded back to the
+# values, as Parquet does for non-string dictionaries) rather than the raw key integers
+KEY_VALUES_KEY = b"idv.key"
+
+
+# the column annotation in which idv keeps the type a time column had where it was written
+# from (Arrow or pandas), as Arrow names it: ``timestamp[us, tz=UTC]``, ``date32[day]``,
+# ``duration[us]``; reading the column back with datetime="auto" gives that type again.
+# ML.NET keeps it as any text annotation (and ignores it).
+SOURCE_TYPE = "idv.SourceType"
+_SOURCE = re.compile(r"^(?:timestamp\[(s|ms|us|ns)(?:, tz=([^\]]+))?\]|date32\[day\]"
+                     r"|duration\[(s|ms|us|ns)\])$")
+
+
+def source_type(at=None, dtype=None):
+    """The SOURCE_TYPE text of an Arrow type `at` or a numpy / pandas `dtype` of times (None
+    for other types)."""
+    if at is not None:
+        text = str(at)
+        return text if _SOURCE.match(text) else None
+    kind = getattr(dtype, "kind", None)
+    unit = getattr(dtype, "unit", None)
+    tz = getattr(dtype, "tz", None)
+    if kind == "M" and unit in ("s", "ms", "us", "ns"):      # pandas' DatetimeTZDtype
+        return f"timestamp[{unit}]" if tz is None else f"timestamp[{unit}, tz={tz}]"
+    if isinstance(dtype, np.dtype) and dtype.kind in "Mm":
+        unit = np.datetime_data(dtype)[0]
+        if unit in ("s", "ms", "us", "ns"):
+            return f"{'timestamp' if dtype.kind == 'M' else 'duration'}[{unit}]"
+    return None
+
+
+def restored_type(pa, col, finest="ns"):
+    """The Arrow type scalar time column `col` was written from (its SOURCE_TYPE annotation),
+    when that type can hold the column's values again and its unit is no finer than
+    `finest`; else None."""
+    found = written_from(col, finest)
+    if found is None:
+        return None
+    kind, unit, tz = found
+    return pa.date32() if kind == "date" else pa.duration(unit) if kind == "duration" else \
+        pa.timestamp(unit, tz=tz)
+
+
+def written_from(col, finest="ns"):
+    """(kind, unit, zone) of the type scalar time column `col` was written from (its
+    SOURCE_TYPE annotation, decoded alone; kind 'timestamp', 'date' or 'duration'), when it
+    can hold the column's values again and its unit is no finer than `finest`; else None."""
+    col_type = col.type
+    if col_type not in ticks.TIME_ITEMS:
+        return None
+    text = col.annotation(SOURCE_TYPE)
+    m = _SOURCE.match(text) if isinstance(text, str) else None
+    if m is None:
+        return None
+    unit, tz, span = m.group(1), m.group(2), m.group(3)
+    if finest == "us" and "ns" in (unit, span):
+        return None
+    if col_type is T.TimeSpan and span:
+        return "duration", span, None
+    if col_type is T.DateTime and unit and tz is None:
+        return "timestamp", unit, None
+    if col_type is T.DateTime and text == "date32[day]":
+        return "date", "D", None
+    if col_type is T.DateTimeOffset and unit and tz is not None:
+        return "timestamp", unit, tz
+    return None
+
+
+def restore(pa, array, target):
+    """An Arrow array of a time column (a DateTimeOffset's struct: its UTC instants) as
+    `target` (restored_type), exactly: a value `target` cannot hold raises (pyarrow's safe
+    cast: a time of day in a date, a tick below the unit)."""
+    if pa.types.is_struct(array.type):
+        array = array.field("utc")
+    out = array.cast(target, safe=True)
+    if pa.types.is_date32(target) and not out.cast(array.type).equals(array):
+        raise ValueError(f"a value has a time of day, which {SOURCE_TYPE} date32[day] cannot "
+                         f"hold")
+    return out
+
+
+def import_pyarrow():
+    """pyarrow, or an ImportError that says how to install it."""
+    return require("pyarrow", "reading or writing Arrow, Parquet or Feather", "idv[arrow]")
+
+
+# ---------------------------------------------------------------------------------------------
+# ML.NET -> Arrow
+# ---------------------------------------------------------------------------------------------
+
+# item type -> fn(pa, unit) -> its Arrow type, for the items that are not numbers; times are
+# int64 .NET ticks with unit "ticks"
+_ARROW_TYPE = {
+    T.Text: lambda pa, unit: pa.string(),
+    T.Boolean: lambda pa, unit: pa.bool_(),
+    T.DateTime: lambda pa, unit: pa.int64() if unit == "ticks" else pa.timestamp(unit),
+    T.TimeSpan: lambda pa, unit: pa.int64() if unit == "ticks" else pa.duration(unit),
+    T.DateTimeOffset: lambda pa, unit: pa.struct([
+        ("utc", pa.int64() if unit == "ticks" else pa.timestamp(unit, tz="UTC")),
+        ("offset_minutes", pa.int16())]),
+    T.RowId: lambda pa, unit: pa.struct([("low", pa.uint64()), ("high", pa.uint64())]),
+}
+
+
+def item_arrow_type(pa, item, unit):
+    """The Arrow type of an item type's values (times in `unit`: 'us', 'ns' or 'ticks')."""
+    if isinstance(item, T.Key):
+        return pa.from_numpy_dtype(item.raw.dtype)
+    make = _ARROW_TYPE.get(item)
+    return make(pa, unit) if make is not None else pa.from_numpy_dtype(item.dtype)
+
+
+def column_arrow_type(pa, t, unit, dictionary=None):
+    """The Arrow type of a column of type `t`: vectors are (fixed-size) lists of their items; a
+    key labelled by its KeyValues (`dictionary`, an Arrow array) is a dictionary of them."""
+    if isinstance(t, T.Vector):
+        inner = item_arrow_type(pa, t.item, unit)
+        return pa.list_(inner, t.size) if t.is_fixed else pa.list_(inner)
+    if dictionary is not None:
+        index = pa.int32() if t.count <= 2**31 - 1 else pa.int64()
+        return pa.dictionary(index, dictionary.type)
+    return item_arrow_type(pa, t, unit)
+
+
+# (numpy kind, item size) of numbers -> their format string in the Arrow C data interface
+_C_FORMATS = {("i", 1): "c", ("u", 1): "C", ("i", 2): "s", ("u", 2): "S", ("i", 4): "i",
+              ("u", 4): "I", ("i", 8): "l", ("u", 8): "L", ("f", 2): "e", ("f", 4): "f",
+              ("f", 8): "g"}
+
+
+def c_format(dtype):
+    """The Arrow C data interface's format string of little-endian numbers of numpy `dtype`
+    (the Arrow type pa.from_numpy_dtype gives them); None for other values."""
+    dtype = np.dtype(dtype)
+    if dtype.byteorder == ">":
+        return None
+    return _C_FORMATS.get((dtype.kind, dtype.itemsize))
+
+
+def imports_c_streams(pa):
+    """Whether pyarrow makes a ChunkedArray of an object that gives an Arrow C stream
+    (``pa.chunked_array(obj)`` of ``obj.__arrow_c_stream__``: pyarrow 17 and later)."""
+    return int(pa.__version__.split(".")[0]) >= 17
+
+
+def _int64_array(pa, values, type_):
+    return pa.array(np.ascontiguousarray(values, dtype=np.int64), type=pa.int64()).view(type_)
+
+
+def _datetimes_to_arrow(pa, flat, unit, safe, describe, what="DateTime", tz=None):
+    if unit == "ticks":
+        return pa.array(ticks.net_ticks(flat), type=pa.int64())
+    counts = ticks.ticks_to_unit(flat.view(np.int64), unit, safe, describe, what)
+    return _int64_array(pa, counts, pa.timestamp(unit, tz=tz))
+
+
+def _timespans_to_arrow(pa, flat, unit, safe, describe):
+    v = flat.view(np.int64)
+    if unit == "ticks":
+        return pa.array(v, type=pa.int64())
+    return _int64_array(pa, ticks.ticks_to_unit(v, unit, safe, describe, "TimeSpan"),
+                        pa.duration(unit))
+
+
+def _dtos_to_arrow(pa, flat, unit, safe, describe):
+    utc = _datetimes_to_arrow(pa, np.ascontiguousarray(flat["utc"]), unit, safe, describe,
+                              "DateTimeOffset", "UTC")
+    off = pa.array(np.ascontiguousarray(flat["offset_minutes"], dtype=np.int16))
+    return pa.StructArray.from_arrays([utc, off], names=["utc", "offset_minutes"])
+
+
+def _rowids_to_arrow(pa, flat, unit, safe, describe):
+    return pa.StructArray.from_arrays(
+        [pa.array(np.ascontiguousarray(flat["low"])),
+         pa.array(np.ascontiguousarray(flat["high"]))], names=["low", "high"])
+
+
+# item type -> fn(pa, flat items, unit, safe, describe) -> Arrow array, where numpy's own
+# conversion does not do
+_TO_ARROW = {
+    T.Text: lambda pa, flat, unit, safe, describe: pa.array(flat, type=pa.string()),
+    T.DateTime: _datetimes_to_arrow,
+    T.TimeSpan: _timespans_to_arrow,
+    T.DateTimeOffset: _dtos_to_arrow,
+    T.RowId: _rowids_to_arrow,
+}
+
+
+def items_to_arrow(pa, item, flat, unit, safe, describe):
+    """A flat numpy array of items (read()'s forms) -> an Arrow array (times in `unit`, checked
+    by ticks.ticks_to_unit; `describe(i)` names item i in its messages)."""
+    convert = _TO_ARROW.get(item)
+    if convert is not None:
+        return convert(pa, flat, unit, safe, describe)
+    return pa.array(np.ascontiguousarray(flat))
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrow -> ML.NET
+# ---------------------------------------------------------------------------------------------
+
+def storage_type(at):
+    """An extension type's storage type; any other Arrow type as it is."""
+    pa = import_pyarrow()
+    if isinstance(at, pa.BaseExtensionType):
+        return at.storage_type
+    return at
+
+
+def is_string_type(pa, at):
+    """Whether an Arrow type holds strings (string, large_string, string_view)."""
+    return (pa.types.is_string(at) or pa.types.is_large_string(at)
+            or getattr(pa.types, "is_string_view", lambda _: False)(at))
+
+
+def is_list_type(pa, at):
+    """Whether an Arrow type holds lists of any length (list, large_list and their views)."""
+    return (pa.types.is_list(at) or pa.types.is_large_list(at)
+            or getattr(pa.types, "is_list_view", lambda _: False)(at)
+            or getattr(pa.types, "is_large_list_view", lambda _: False)(at))
+
+
+def _struct_names(pa, at):
+    return {at.field(i).name for i in range(at.num_fields)} if pa.types.is_struct(at) else set()
+
+
+def infer_item(pa, at, where):
+    """The ML.NET item type for an Arrow type (no idv.type metadata)."""
+    if pa.types.is_dictionary(at):
+        return infer_item(pa, at.value_type, where)
+    if pa.types.is_boolean(at):
+        return T.Boolean
+    if pa.types.is_float16(at):
+        return T.Single
+    if pa.types.is_integer(at) or pa.types.is_floating(at):
+        return T.item_from_dtype(at.to_pandas_dtype(), where)
+    if is_string_type(pa, at):
+        return T.Text
+    if pa.types.is_timestamp(at):
+        return T.DateTime if at.tz is None else T.DateTimeOffset
+    if pa.types.is_date(at):
+        return T.DateTime
+    if pa.types.is_duration(at) or pa.types.is_time(at):
+        return T.TimeSpan
+    names = _struct_names(pa, at)
+    if names:
+        if {"utc", "offset_minutes"} <= names:
+            return T.DateTimeOffset
+        if {"low", "high"} <= names:
+            return T.RowId
+        raise TypeError(f"{where}: struct {at} has no ML.NET type (DateTimeOffset needs fields "
+                        f"utc, offset_minutes; RowId needs low, high)")
+    if pa.types.is_decimal(at):
+        raise TypeError(f"{where}: {at} has no ML.NET type; cast it to float64 (Double) first")
+    if pa.types.is_null(at):
+        raise TypeError(f"{where}: a column of only nulls (an empty CSV column?) has no ML.NET "
+                        f"type; give it one (types=...)")
+    raise TypeError(f"{where}: Arrow type {at} has no ML.NET type")
+
+
+def infer_type(pa, at, where):
+    """The ML.NET column type for an Arrow type; dictionaries are keys (decided by the caller)."""
+    if isinstance(at, pa.BaseExtensionType):
+        shape = getattr(at, "shape", None)
+        if shape is not None and pa.types.is_fixed_size_list(at.storage_type):
+            perm = getattr(at, "permutation", None)
+            if perm is not None and list(perm) != list(range(len(shape))):
+                raise TypeError(f"{where}: a permuted tensor {at} has no ML.NET type")
+            return T.Vector(infer_item(pa, at.storage_type.value_type, where), *shape)
+        return infer_type(pa, at.storage_type, where)
+    if pa.types.is_fixed_size_list(at):
+        dims = []
+        while pa.types.is_fixed_size_list(at):
+            dims.append(at.list_size)
+            at = at.value_type
+        if is_list_type(pa, at):
+            raise TypeError(f"{where}: lists inside fixed-size lists have no ML.NET type")
+        return T.Vector(infer_item(pa, at, where), *dims)
+    if is_list_type(pa, at):
+        inner = at.value_type
+        if is_list_type(pa, inner) or pa.types.is_fixed_size_list(inner):
+            raise TypeError(f"{where}: nested lists ({at}) have no ML.NET type")
+        return T.Vector(infer_item(pa, inner, where))
+    return infer_item(pa, at, where)
+
+
+def _dto_compatible(pa, at):
+    if not {"utc", "offset_minutes"} <= _struct_names(pa, at):
+        return False
+    utc = at.field("utc").type
+    return pa.types.is_timestamp(utc) or pa.types.is_int64(utc)
+
+
+# item type -> fn(pa, Arrow type) -> whether the Arrow type can hold the items as they are
+# written (numbers: the same numpy dtype)
+_COMPATIBLE = {
+    T.Text: lambda pa, at: is_string_type(pa, at),
+    T.Boolean: lambda pa, at: pa.types.is_boolean(at),
+    T.DateTime: lambda pa, at: ((pa.types.is_timestamp(at) and at.tz is None)
+                                or pa.types.is_int64(at) or pa.types.is_date(at)),
+    T.TimeSpan: lambda pa, at: pa.types.is_duration(at) or pa.types.is_int64(at),
+    T.DateTimeOffset: _dto_compatible,
+    T.RowId: lambda pa, at: {"low", "high"} <= _struct_names(pa, at),
+}
+
+
+def _item_compatible(pa, item, at):
+    if isinstance(item, T.Key):
+        return pa.types.is_integer(at) or pa.types.is_dictionary(at)
+    check = _COMPATIBLE.get(item)
+    if check is not None:
+        return check(pa, at)
+    if pa.types.is_integer(at) or pa.types.is_floating(at):
+        return np.dtype(at.to_pandas_dtype()) == item.dtype
+    return False
+
+
+def arrow_holds(pa, t, at, meta, key_values=False):
+    """Whether Arrow type `at` can hold the column type `t` from idv.type metadata (so the
+    metadata still describes the column: nobody cast it since). `key_values`: the column
+    holds a key's values (its KeyValues), as a dictionary or decoded."""
+    at = storage_type(at)
+    if isinstance(t, T.Vector):
+        if t.is_fixed:
+            if not pa.types.is_fixed_size_list(at):
+                return False
+            size, inner = at.list_size, at.value_type
+            while pa.types.is_fixed_size_list(inner):
+                size *= inner.list_size
+                inner = inner.value_type
+            return size == t.size and _item_compatible(pa, t.item, inner)
+        return is_list_type(pa, at) and _item_compatible(pa, t.item, at.value_type)
+    if isinstance(t, T.Key):
+        kv = meta.get("KeyValues")
+        labelled = kv is not None and np.asarray(kv[1]).size == t.count
+        if pa.types.is_dictionary(at):
+            return labelled
+        if key_values:
+            return labelled and _item_compatible(pa, kv[0].item, at)
+        return pa.types.is_integer(at)
+    return _item_compatible(pa, t, at)

@@ -1,0 +1,218 @@
+"""The ML.NET type of Python values: numpy arrays, lists, idv.Ragged / idv.Sparse, scipy.sparse
+matrices, pandas Series (their numpy values) and metadata values.
+
+idv.write, idv.from_pandas and the metadata encoder ask here when no type is given.
+`infer_column` also hands back the values in the form the writer converts them from, so that a
+list of rows is flattened once, here, and not again by the writer.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+
+import numpy as np
+
+from idv import _encode, types as T
+from idv._values.vectors import Ragged, Sparse, object_array
+
+_INFER_SAMPLE = 4096      # rows of an object column looked at to infer its type
+_ROWLIKE_SAMPLE = 1000    # rows looked at to tell a column of vectors
+
+
+def is_scipy_sparse(value):
+    """Whether `value` is a scipy.sparse matrix (told by its attributes: scipy is optional)."""
+    return hasattr(value, "tocsr") and hasattr(value, "nnz") and hasattr(value, "shape")
+
+
+def is_rowlike(x):
+    """Whether a cell holds a vector (a sequence of items) rather than one item."""
+    return isinstance(x, (list, tuple, np.ndarray, Ragged, Sparse)) or is_scipy_sparse(x)
+
+
+def values_of(value):
+    """pandas Series / Index and similar: their numpy values; anything else as it is."""
+    if hasattr(value, "to_numpy") and not isinstance(value, (np.ndarray, Ragged)) \
+            and not is_scipy_sparse(value):
+        return value.to_numpy()
+    return value
+
+
+def arrow_of(value):
+    """The Arrow data behind a column's values, or None: a pyarrow Array or ChunkedArray as it
+    is, and the Arrow arrays of pandas' Arrow-backed Series and arrays (``string[pyarrow]``,
+    pandas 3's ``str``, ``ArrowDtype``), without a copy. Told by attributes: neither pyarrow
+    nor pandas is imported here."""
+    top = type(value).__module__.split(".")[0]
+    if top == "pyarrow" and hasattr(value, "null_count") and hasattr(value, "type"):
+        return value
+    if top == "pandas":
+        dtype = getattr(value, "dtype", None)
+        if getattr(dtype, "storage", None) in ("pyarrow", "pyarrow_numpy") \
+                or hasattr(dtype, "pyarrow_dtype"):
+            array = getattr(value, "array", value)      # a Series' ExtensionArray
+            if hasattr(array, "__arrow_array__"):
+                return array.__arrow_array__()
+    return None
+
+
+def row_length(x, where, i):
+    """The number of items of row `i` of a column of vectors."""
+    if isinstance(x, np.ndarray):
+        return x.size
+    if isinstance(x, (list, tuple)):
+        return len(x)
+    raise TypeError(f"{where} row {i}: expected a sequence of items (a vector), got "
+                    f"{type(x).__name__}")
+
+
+def flatten_rows(rows, where, row0=0):
+    """All items of a sequence of rows (lists, tuples, arrays) as one 1-d array (`row0`: the
+    first row's number, for the messages)."""
+    if all(isinstance(r, np.ndarray) for r in rows):
+        if not len(rows):
+            return np.zeros(0)
+        return np.concatenate([r.reshape(-1) for r in rows])
+    flat = []
+    for i, r in enumerate(rows):
+        if isinstance(r, np.ndarray):
+            flat.extend(r.reshape(-1).tolist() if r.dtype != object else list(r.reshape(-1)))
+        elif isinstance(r, (list, tuple)):
+            flat.extend(r)
+        else:
+            raise TypeError(f"{where} row {row0 + i}: expected a sequence of items (a vector), "
+                            f"got {type(r).__name__}")
+    if flat and all(type(x) is str for x in flat):
+        return object_array(flat)
+    try:
+        out = np.array(flat)
+    except (ValueError, TypeError):
+        out = object_array(flat)
+    if out.ndim != 1:   # items that are themselves sequences
+        out = object_array(flat)
+    if out.dtype.kind == "U" and not all(type(x) is str for x in flat):
+        out = object_array(flat)
+    return out
+
+
+def _item_of(values, where):
+    """The item type of a 1-d array of items: from its dtype, else from the objects."""
+    item = T.item_from_dtype(values.dtype, where)
+    if item is None:
+        item, _ = _infer_objects(values, where, allow_rows=False)
+    return item
+
+
+def infer_column(value, where="value"):
+    """(type, values): the ML.NET column type for a column's data (see idv.write), and the
+    values to convert: a pandas Series' numpy values, a list of equal-length rows as the 2-d
+    array of its items; anything else as given."""
+    value = values_of(value)
+    if isinstance(value, Ragged):
+        return T.Vector(_item_of(value.values, where)), value
+    if is_scipy_sparse(value):
+        if len(value.shape) != 2:
+            raise ValueError(f"{where}: a sparse matrix must be 2-d, not {value.shape}")
+        return T.Vector(T.item_from_dtype(value.dtype, where), value.shape[1]), value
+    if isinstance(value, Sparse):
+        item = _item_of(value.values, where)
+        if isinstance(value.length, int):
+            return T.Vector(item, value.length), value
+        return T.Vector(item), value
+    if isinstance(value, np.ndarray):
+        arr = value
+    elif isinstance(value, (list, tuple)):
+        arr = object_array(value)
+    else:
+        raise TypeError(f"{where}: expected a numpy array, list, idv.Ragged or scipy.sparse "
+                        f"matrix, not {type(value).__name__}")
+    if arr.ndim == 0:
+        raise ValueError(f"{where}: a column needs one value per row, got a scalar")
+    item = T.item_from_dtype(arr.dtype, where)
+    if item is None:
+        if arr.ndim > 1:
+            flat = arr.reshape(-1)
+            return T.Vector(_item_of(flat, where), *arr.shape[1:]), value
+        t, rows = _infer_objects(arr, where, allow_rows=True)
+        return t, (value if rows is None else rows)
+    if arr.ndim > 1:
+        return T.Vector(item, *arr.shape[1:]), value
+    return item, value
+
+
+def infer_type(value, where="value"):
+    """The ML.NET column type for a column's data (see idv.write)."""
+    return infer_column(value, where)[0]
+
+
+def _infer_objects(arr, where, allow_rows):
+    """(item or fixed vector type, rows) of a 1-d object array, from its values; `rows` is the
+    2-d array of the items when the cells are vectors, else None."""
+    # str throughout the first rows: Text (an empty object column too, as read() gives).
+    # Converting the column checks every value again, naming the row of any that is not.
+    if _encode.first_non_str(np.ascontiguousarray(arr[:_INFER_SAMPLE])) < 0:
+        return T.Text, None
+    if allow_rows and any(is_rowlike(arr[i]) for i in range(min(len(arr), _ROWLIKE_SAMPLE))):
+        lengths = [row_length(x, where, i) for i, x in enumerate(arr)]
+        if len(set(lengths)) > 1:
+            a = lengths[0]
+            b = next(i for i, n in enumerate(lengths) if n != a)
+            raise ValueError(f"{where}: ragged rows (row 0 has {a} items, row {b} has "
+                             f"{lengths[b]}); pass an idv.Ragged or types=idv.Vector(item) for "
+                             f"variable-size vectors")
+        flat = flatten_rows(arr, where)
+        return T.Vector(_item_of(flat, where), lengths[0]), flat.reshape(len(arr), lengths[0])
+    try:
+        conv = np.array(arr.tolist())
+    except (ValueError, TypeError):
+        conv = None
+    if conv is not None and conv.dtype != object and conv.dtype.kind not in "USV" \
+            and conv.ndim == 1:
+        return T.item_from_dtype(conv.dtype, where), None
+    kinds = {}
+    for i, x in enumerate(arr):
+        kinds.setdefault(type(x).__name__, i)
+        if len(kinds) > 1:
+            break
+    if all(isinstance(x, _dt.datetime) for x in arr):
+        return T.DateTime, None
+    if all(isinstance(x, _dt.timedelta) for x in arr):
+        return T.TimeSpan, None
+    desc = ", ".join(f"{k} at row {i}" for k, i in kinds.items())
+    raise TypeError(f"{where}: mixed or unsupported objects ({desc}) have no ML.NET type")
+
+
+def infer_metadata_type(value, where):
+    """The ML.NET type of one metadata value: a str, bool, number, date, duration, or a
+    sequence / array / sparse row of them (a vector)."""
+    if isinstance(value, str):
+        return T.Text
+    if isinstance(value, (bool, np.bool_)):
+        return T.Boolean
+    if is_scipy_sparse(value):
+        if value.shape[0] != 1:
+            raise ValueError(f"{where}: a sparse metadata vector must have one row, not "
+                             f"{value.shape}")
+        return T.Vector(T.item_from_dtype(value.dtype, where), value.shape[1])
+    if isinstance(value, Sparse):
+        if len(value) != 1:
+            raise ValueError(f"{where}: a sparse metadata vector must have one row, not "
+                             f"{len(value)}")
+        return infer_type(value, where)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        arr = value if isinstance(value, np.ndarray) else object_array(value)
+        if arr.ndim == 0:
+            return infer_metadata_type(arr[()], where)
+        if arr.size == 0:
+            raise TypeError(f"{where}: cannot infer the type of an empty vector; give it as "
+                            f"(type, value)")
+        return T.Vector(_item_of(arr.reshape(-1), where), *arr.shape)
+    if isinstance(value, (int, float, np.generic)):
+        item = T.item_from_dtype(np.asarray(value).dtype, where)
+        if item is None:
+            raise TypeError(f"{where}: {value!r} has no ML.NET type")
+        return item
+    if isinstance(value, _dt.datetime):
+        return T.DateTime
+    if isinstance(value, _dt.timedelta):
+        return T.TimeSpan
+    raise TypeError(f"{where}: cannot infer an ML.NET type for {type(value).__name__}; give it "
+                    f"as (type, value)")

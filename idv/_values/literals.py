@@ -1,0 +1,145 @@
+"""What a filter's literal denotes, exactly: a number as an int or a Fraction (a float by its
+binary value; NaN and infinities as floats), a time as .NET ticks (an int, or a Fraction
+between two ticks), over all of .NET's years. idv._values.comparison binds these to a column; nothing
+here casts or rounds.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import numbers
+import re
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+
+from idv import types as T
+
+NAN = float("nan")
+
+
+
+def exact_number(value):
+    """The exact value of a numeric literal: an int, a Fraction (not an integer), or a float
+    NaN / +-inf; None for a value that is not a number (bool is 0 or 1)."""
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, np.timedelta64):       # a numpy integer, but a time span
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value) or math.isinf(value):
+            return float(value)
+        return _normal(Fraction(*value.as_integer_ratio()))
+    if isinstance(value, Decimal):
+        if value.is_nan() or value.is_infinite():
+            return float(value)
+        return _normal(Fraction(value))
+    if isinstance(value, numbers.Rational):
+        return _normal(Fraction(value.numerator, value.denominator))
+    return None
+
+
+def _normal(q):
+    return int(q) if q.denominator == 1 else q
+
+
+_UNIT_NS = {"W": 604_800 * 10**9, "D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9,
+            "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1, "ps": Fraction(1, 10**3),
+            "fs": Fraction(1, 10**6), "as": Fraction(1, 10**9)}
+
+
+def _np_ticks(value):
+    """.NET ticks of a numpy datetime64 / timedelta64 (exact: an int or a Fraction; NaN for
+    NaT); None for a unit without a fixed length (years, months) of a timedelta."""
+    if np.isnat(value):
+        return NAN
+    unit, count = np.datetime_data(value.dtype)
+    if unit in ("Y", "M"):
+        if isinstance(value, np.timedelta64):
+            return None
+        value, unit, count = value.astype("datetime64[D]"), "D", 1
+    ns = int(value.astype(np.int64)) * count * _UNIT_NS[unit]
+    got = Fraction(ns, 100)
+    return _normal(got + (T.EPOCH_TICKS if isinstance(value, np.datetime64) else 0))
+
+
+def time_ticks(value, item):
+    """The exact .NET ticks of a literal for a DateTime, DateTimeOffset (by its UTC instant;
+    a naive value is taken as UTC) or TimeSpan column; None: not a value of that kind. An int
+    is ticks already."""
+    if isinstance(value, (int, np.integer)) and \
+            not isinstance(value, (bool, np.bool_, np.timedelta64)):
+        return int(value)
+    if item is T.TimeSpan:
+        if type(value).__name__ == "Timedelta" and hasattr(value, "value"):    # pandas
+            return NAN if value != value else _normal(Fraction(int(value.value), 100))
+        if isinstance(value, dt.timedelta):
+            return ((value.days * 86_400 + value.seconds) * 10**6 + value.microseconds) * 10
+        if isinstance(value, np.timedelta64):
+            return _np_ticks(value)
+        return None
+    if type(value).__name__ == "Timestamp" and hasattr(value, "value"):       # pandas
+        if value != value:
+            return NAN
+        return _normal(Fraction(int(value.value), 100)) + T.EPOCH_TICKS
+    if isinstance(value, str):
+        return _iso_ticks(value)
+    if isinstance(value, dt.datetime):
+        wall = _civil_ticks(value.year, value.month, value.day, value.hour, value.minute,
+                            value.second) + value.microsecond * 10
+        offset = value.utcoffset()          # the UTC instant, exact beyond years 1 and 9999
+        return wall if offset is None else wall - time_ticks(offset, T.TimeSpan)
+    if isinstance(value, dt.date):
+        return _civil_ticks(value.year, value.month, value.day)
+    if isinstance(value, np.datetime64):
+        return _np_ticks(value)
+    return None
+
+
+_DAY_TICKS = 86_400 * 10**7
+
+
+def _civil_ticks(year, month, day, hour=0, minute=0, second=0):
+    """.NET ticks of a date and time of day (0 = 0001-01-01T00:00)."""
+    days = dt.date(year, month, day).toordinal() - 1
+    return days * _DAY_TICKS + ((hour * 60 + minute) * 60 + second) * 10**7
+
+
+_ISO = re.compile(r"\s*(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?"
+                  r"\s*(Z|[+-]\d{2}(?::?\d{2})?)?\s*$")
+
+
+def _iso_ticks(text):
+    """The exact ticks of an ISO 8601 date or date and time (any number of fractional
+    digits; with an offset or Z: its UTC instant), over all of .NET's years; None if it is
+    not one."""
+    m = _ISO.match(text)
+    if m is None:
+        return None
+    y, mo, d, h, mi, s, frac, zone = m.groups()
+    try:
+        ticks = _civil_ticks(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0))
+    except ValueError:
+        return None
+    if frac:
+        ticks = _normal(ticks + Fraction(int(frac) * 10**7, 10**len(frac)))
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        minutes = int(digits[:2]) * 60 + (int(digits[2:]) if len(digits) > 2 else 0)
+        ticks -= sign * minutes * 60 * 10**7
+    return ticks
+
+
+def is_collection(value) -> bool:
+    """Whether `value` is a collection of literals for in / not in (not text, bytes or a
+    mapping, which are single values)."""
+    if isinstance(value, (str, bytes, bytearray, memoryview, dict)):
+        return False
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1
+    return isinstance(value, (list, tuple, set, frozenset, range)) or \
+        type(value).__name__ in ("Series", "Index", "Array", "ChunkedArray")

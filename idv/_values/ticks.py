@@ -1,0 +1,386 @@
+""".NET ticks (100 ns) and numpy's time units: every conversion between them, in one place.
+
+ML.NET stores DateTime as ticks since 0001-01-01, TimeSpan as a tick count and DateTimeOffset
+as the local clock's ticks plus an offset in minutes. idv reads them into ``datetime64[100ns]``
+(from 1970) / ``timedelta64[100ns]``; the writer takes any datetime64 / timedelta64 unit (or
+Python datetime / timedelta objects); Arrow and pandas want ``us`` or ``ns``, or the raw .NET
+ticks. Conversions never wrap: a value a unit cannot hold raises, naming where it came from.
+
+`where` / `describe` arguments are callables that name a flat position for error messages
+(``where(i) -> "column 'x' row 3"``); `what` is the ML.NET type's name.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# the constants are defined with the types (the Cython codecs read them there)
+from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_MINUTE,
+                       DateTime, DateTimeOffset, TimeSpan)
+
+TIME_ITEMS = (DateTime, TimeSpan, DateTimeOffset)    # the item types held as ticks
+
+INT64_MIN = -2**63
+INT64_MAX = 2**63 - 1
+TICKS_PER_DAY = 864000000000
+
+# numpy units coarser than a tick: ticks per unit; finer: units per tick
+_TICKS_PER_UNIT = {"W": 7 * TICKS_PER_DAY, "D": TICKS_PER_DAY, "h": 36000000000,
+                   "m": 600000000, "s": 10000000, "ms": 10000, "us": 10}
+_UNITS_PER_TICK = {"ns": 100, "ps": 100000, "fs": 10**8, "as": 10**11}
+
+# 100-ns counts (from 1970, or durations) that still fit int64 nanoseconds
+NS_MIN_100 = -(INT64_MAX // 100)
+NS_MAX_100 = INT64_MAX // 100
+
+
+def _first(mask):
+    return int(np.flatnonzero(mask)[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy / Python values -> ticks (the writer)
+# ---------------------------------------------------------------------------------------------
+
+def as_time(arr, kind, where):
+    """datetime64 ('M') or timedelta64 ('m') values, converting Python objects."""
+    if arr.dtype.kind == kind:
+        return arr
+    if arr.dtype == object:
+        try:
+            return np.array(arr.tolist(), dtype="datetime64[us]" if kind == "M"
+                            else "timedelta64[us]")
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"{where}: cannot convert objects to "
+                            f"{'datetime64' if kind == 'M' else 'timedelta64'}: {e}") from None
+    what = "datetime64 (DateTime)" if kind == "M" else "timedelta64 (TimeSpan)"
+    raise TypeError(f"{where}: expected {what} values, got {arr.dtype}")
+
+
+def _scaled(v, f, arr, where, what):
+    lim = INT64_MAX // f
+    bad = (v > lim) | (v < -lim)
+    if bad.any():
+        raise ValueError(f"{where(_first(bad))}: {arr[_first(bad)]} is outside .NET's "
+                         f"{what} range")
+    return v * np.int64(f)
+
+
+def to_ticks(arr, where, what):
+    """datetime64/timedelta64 -> int64 100-ns ticks (since 1970 / duration); NaT is refused,
+    units finer than 100 ns are floored."""
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    unit, count = np.datetime_data(arr.dtype)
+    if unit == "generic":
+        raise TypeError(f"{where}: {arr.dtype} has no unit")
+    if unit in ("Y", "M"):
+        if arr.dtype.kind == "m":
+            raise TypeError(f"{where}: timedelta64 in years or months has no fixed length")
+        arr = arr.astype("datetime64[D]")
+        unit, count = "D", 1
+    v = arr.view(np.int64).reshape(-1)
+    nat = v == INT64_MIN
+    if nat.any():
+        raise ValueError(f"{where(_first(nat))}: NaT ({what} has no missing value in ML.NET)")
+    if unit in _TICKS_PER_UNIT:
+        return _scaled(v, _TICKS_PER_UNIT[unit] * count, arr, where, what)
+    d = _UNITS_PER_TICK[unit]
+    if count % d == 0:
+        return _scaled(v, count // d, arr, where, what)
+    if count == 1:
+        return np.floor_divide(v, d)
+    return np.array([(int(x) * count) // d for x in v], dtype=np.int64)
+
+
+def datetime_ticks(arr, where, what="DateTime"):
+    """Dates (datetime64 or datetime objects) -> .NET DateTime ticks (since 0001-01-01),
+    range-checked."""
+    t = to_ticks(as_time(arr, "M", where), where, what)
+    bad = (t < -EPOCH_TICKS) | (t > MAX_DATETIME_TICKS - EPOCH_TICKS)
+    if bad.any():
+        i = _first(bad)
+        raise ValueError(f"{where(i)}: {arr[i]} is outside .NET's {what} range "
+                         f"(0001-01-01 to 9999-12-31)")
+    return t + np.int64(EPOCH_TICKS)
+
+
+def timespan_ticks(arr, where):
+    """Durations (timedelta64 or timedelta objects) -> .NET TimeSpan ticks."""
+    return to_ticks(as_time(arr, "m", where), where, "TimeSpan")
+
+
+def clock_ticks(utc_ticks, offset_minutes, where):
+    """A DateTimeOffset's stored local clock ticks from its .NET UTC ticks and offset, checked
+    to stay within DateTime's range."""
+    clock = utc_ticks + offset_minutes * TICKS_PER_MINUTE
+    bad = (clock < 0) | (clock > MAX_DATETIME_TICKS)
+    if bad.any():
+        raise ValueError(f"{where(_first(bad))}: local time outside .NET's DateTime range")
+    return clock
+
+
+# ---------------------------------------------------------------------------------------------
+# read()'s forms <-> .NET ticks
+# ---------------------------------------------------------------------------------------------
+
+def net_ticks(values):
+    """datetime64[100ns] values (read()'s DateTime) -> int64 .NET ticks since 0001-01-01."""
+    return np.ascontiguousarray(values).view(np.int64) + np.int64(EPOCH_TICKS)
+
+
+def from_net_ticks(ticks):
+    """int64 .NET ticks since 0001-01-01 -> datetime64[100ns] (read()'s DateTime)."""
+    return (np.asarray(ticks, dtype=np.int64) - np.int64(EPOCH_TICKS)).view(DATETIME_DTYPE)
+
+
+# ---------------------------------------------------------------------------------------------
+# ticks -> us / ns (Arrow, pandas)
+# ---------------------------------------------------------------------------------------------
+
+def fits_ns(ticks100):
+    """Whether every 100-ns count (from 1970, or a duration) fits int64 nanoseconds."""
+    return not len(ticks100) or (int(ticks100.min()) >= NS_MIN_100
+                                 and int(ticks100.max()) <= NS_MAX_100)
+
+
+# How times convert for Arrow, pandas and read(): a unit ('us', 'ns'), the .NET ticks as
+# int64 ('ticks'), read()'s own datetime64[100ns] ('100ns'), or chosen per column: 'auto', the
+# finest unit that holds every value of the column exactly (ns, else us), flooring to us with
+# an IdvWarning that counts the values changed where neither does; 'exact', the same, but
+# refusing instead of flooring; 'auto-us', microseconds always (what every engine reads from
+# Parquet: idv.convert's default there), flooring finer ticks with that IdvWarning.
+CHOSEN_MODES = ("auto", "exact", "auto-us")
+TIME_MODES = CHOSEN_MODES + ("us", "ns", "ticks")
+
+
+class Units(dict):
+    """The unit chosen for each time column of one read (column name -> (unit, safe)), by
+    idv._reader.time_units.choose: passed as ``datetime=`` to the readers of each file, partition
+    and batch of that read, so that all of them agree. ``mode``: the mode chosen by."""
+
+    mode = None
+
+
+def unit_of(mode, name, safe=True):
+    """(mode, safe) for column `name`: its entry where `mode` is a Units, else as given."""
+    if isinstance(mode, Units):
+        return mode.get(name, ("us", safe))
+    return mode, safe
+
+
+def check_time_mode(value, allowed=TIME_MODES, name="datetime"):
+    """ValueError naming the allowed values unless `value` is one of them (the `datetime=`
+    of to_pandas, to_arrow and convert; `name` and `allowed` for the other options)."""
+    if isinstance(value, Units) and name == "datetime":
+        return
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
+
+
+def ticks100_of(values):
+    """The 100-ns counts in read()'s form of a time column's rows, as UnitChoice.add takes
+    them: a Ragged's items, a DateTimeOffset's UTC instants."""
+    if not isinstance(values, np.ndarray):      # idv.Ragged
+        values = values.values
+    return values["utc"] if values.dtype.names else values
+
+
+class UnitChoice:
+    """Sums up a column's 100-ns counts, block by block, to choose its unit (modes 'auto'
+    and 'exact'): whether all fit nanoseconds, and how many have sub-microsecond ticks."""
+
+    def __init__(self):
+        self.lo, self.hi, self.sub_us, self.first_sub_us = None, None, 0, None
+
+    def add(self, ticks100):
+        v = np.ascontiguousarray(ticks100).view(np.int64).reshape(-1)
+        if not len(v):
+            return
+        self.add_bounds(int(v.min()), int(v.max()))
+        rem = v % 10 != 0
+        n = int(np.count_nonzero(rem))
+        if n and self.first_sub_us is None:
+            self.first_sub_us = int(v[_first(rem)])
+        self.sub_us += n
+
+    def add_bounds(self, lo, hi):
+        """Values known only by their least and greatest (block statistics)."""
+        self.lo = lo if self.lo is None else min(self.lo, lo)
+        self.hi = hi if self.hi is None else max(self.hi, hi)
+
+    def merge(self, other):
+        """Add what another UnitChoice summed up (another file's part of a column)."""
+        if other.lo is not None:
+            self.add_bounds(other.lo, other.hi)
+        if other.first_sub_us is not None and self.first_sub_us is None:
+            self.first_sub_us = other.first_sub_us
+        self.sub_us += other.sub_us
+
+    @property
+    def fits_ns(self):
+        """Whether every value added fits int64 nanoseconds."""
+        return self.lo is None or (self.lo >= NS_MIN_100 and self.hi <= NS_MAX_100)
+
+    def settle(self, mode, column, what):
+        """(unit, safe) for ticks_to_unit: 'ns' where every value fits, else 'us', flooring
+        (safe False) with an IdvWarning ('auto') or refusing with ValueError ('exact') when
+        some values have sub-microsecond ticks."""
+        from idv.errors import IdvWarning
+        fits = self.fits_ns
+        if fits and mode != "auto-us":
+            return "ns", True
+        if not self.sub_us:
+            return "us", True
+        example = show_ticks(self.first_sub_us, what)
+        span = "+-292 years" if what == "TimeSpan" else "years 1677-2262"
+        values = f"{column}: {self.sub_us} {what} value{'s' * (self.sub_us != 1)} (first: " \
+                 f"{example}) have 100-ns ticks"
+        message = f"{values}, which microseconds cannot hold" if mode == "auto-us" else \
+            (f"{values}, and the column spans more than nanoseconds can hold ({span}), so no "
+             f"unit holds it exactly")
+        if mode == "exact":
+            raise ValueError(f"{message}; use datetime='ticks' (exact .NET ticks) or 'auto' "
+                             f"(floors them to microseconds, with a warning)")
+        import warnings
+        keep = "datetime='ns' or 'ticks' keeps them exact" if mode == "auto-us" and fits \
+            else "datetime='ticks' keeps them exact"
+        warnings.warn(f"{message}: floored to microseconds, clamped at the ends of .NET's "
+                      f"range (TimeSpan.MinValue becomes the least microsecond inside it), so "
+                      f"that they convert back ({keep})", IdvWarning, stacklevel=4)
+        return "us", False
+
+
+def unit_for(ticks100, mode, column="values", what="DateTime", safe=True):
+    """(unit, safe) to convert these 100-ns counts with: for 'auto' and 'exact' chosen from
+    the values (UnitChoice.settle); any other mode is its own unit, with `safe` as given."""
+    if mode not in CHOSEN_MODES:
+        return mode, safe
+    choice = UnitChoice()
+    choice.add(ticks100)
+    return choice.settle(mode, column, what)
+
+
+# the least count of microseconds whose 100-ns ticks fit int64 (.NET's TimeSpan range)
+US_MIN = -(INT64_MAX // 10)
+
+
+def ticks_to_unit(ticks100, unit, safe, describe, what):
+    """int64 counts of 100 ns -> counts of `unit` ('ns' or 'us').
+
+    'ns' raises for values outside int64 nanoseconds (1677-09-21 .. 2262-04-11 for dates,
+    +-292 years for durations): never a wrap. 'us' floors sub-microsecond ticks when `safe` is
+    False and raises when it is True. `describe(i)` names flat position i for the message.
+    """
+    v = np.ascontiguousarray(ticks100, dtype=np.int64)
+    if unit == "ns":
+        bad = (v < NS_MIN_100) | (v > NS_MAX_100)
+        if bad.any():
+            i = _first(bad)
+            raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} is outside what "
+                             f"nanoseconds in int64 can hold (years 1677-2262 for dates, "
+                             f"+-292 years for durations); use datetime='us' or 'ticks'")
+        return v * np.int64(100)
+    if unit == "us":
+        rem = v % 10
+        if safe and rem.any():
+            i = _first(rem)
+            raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} has sub-microsecond "
+                             f"ticks that microseconds cannot hold; pass safe=False to floor "
+                             f"to microseconds, datetime='ns' (exact for years 1677-2262) or "
+                             f"datetime='ticks' (exact .NET ticks)")
+        # floored, but never below the least microsecond whose ticks int64 holds:
+        # TimeSpan.MinValue (-2^63 ticks) would floor one tick past it
+        return np.maximum(v // 10, np.int64(US_MIN))
+    raise ValueError(f"unknown time unit {unit!r}")
+
+
+def counts_as(counts, kind, unit):
+    """int64 counts of `unit` as datetime64 ('M') or timedelta64 ('m') of that unit."""
+    name = "datetime64" if kind == "M" else "timedelta64"
+    return np.asarray(counts, dtype=np.int64).view(f"{name}[{unit}]")
+
+
+# ---------------------------------------------------------------------------------------------
+# text
+# ---------------------------------------------------------------------------------------------
+
+def show_ticks(t100, what):
+    """A 100-ns count as text for an error message: an ISO date (DateTime, from 1970) or a
+    duration."""
+    t100 = int(t100)
+    if what == "TimeSpan":
+        return f"TimeSpan of {t100} ticks"
+    secs, rem = divmod(t100, 10**7)
+    day = np.datetime64(secs, "s").astype(object)
+    try:
+        return f"{what} {day.isoformat()}.{rem:07d}"
+    except AttributeError:   # numpy gives an int for dates outside Python's range
+        return f"{what} of {t100 + EPOCH_TICKS} .NET ticks"
+
+
+def _ticks_of(value):
+    return int(np.asarray(value).view(np.int64))
+
+
+def format_datetime(value):
+    """A DateTime as read() gives it (datetime64[100ns]) -> ISO 8601, exact to the tick
+    (numpy's own str misprints dates outside 1678-2262)."""
+    us, rest = divmod(_ticks_of(value), 10)
+    s = str(np.datetime64(us, "us"))
+    date, _, frac = s.partition(".")
+    frac = (frac + str(rest)).rstrip("0")
+    return f"{date}.{frac}" if frac else date
+
+
+def format_timespan(value):
+    """A TimeSpan as read() gives it (timedelta64[100ns]) -> .NET's constant format
+    ``[-][d.]hh:mm:ss[.fffffff]``."""
+    ticks = _ticks_of(value)
+    sign = "-" if ticks < 0 else ""
+    days, rest = divmod(abs(ticks), TICKS_PER_DAY)
+    secs, frac = divmod(rest, 10_000_000)
+    h, secs = divmod(secs, 3600)
+    m, s = divmod(secs, 60)
+    out = f"{sign}{f'{days}.' if days else ''}{h:02d}:{m:02d}:{s:02d}"
+    return out + (f".{frac:07d}" if frac else "")
+
+
+def format_datetimeoffset(value):
+    """A DateTimeOffset as read() gives it ((utc, offset_minutes)) -> the local clock time
+    with its offset, ISO 8601."""
+    offset = int(value["offset_minutes"])
+    local = _ticks_of(value["utc"]) + offset * TICKS_PER_MINUTE
+    sign = "-" if offset < 0 else "+"
+    hh, mm = divmod(abs(offset), 60)
+    return f"{format_datetime(np.int64(local).view(DATETIME_DTYPE))}{sign}{hh:02d}:{mm:02d}"
+
+
+# ---------------------------------------------------------------------------------------------
+# read()'s forms in another unit (IdvFile.read(datetime=...))
+# ---------------------------------------------------------------------------------------------
+
+def _kind_of(item):
+    return "m" if item.name == "TimeSpan" else "M"
+
+
+def retimed(values, item, mode, column, safe=True):
+    """read()'s DateTime / TimeSpan / DateTimeOffset values (a 1-d array, rows of vectors,
+    a Ragged or a scipy.sparse matrix) in `mode` ('auto', 'exact', 'us', 'ns', 'ticks');
+    `safe` as ticks_to_unit takes it."""
+    if not isinstance(values, np.ndarray):
+        if hasattr(values, "offsets") and hasattr(values, "values"):     # idv.Ragged
+            return type(values)(retimed(values.values, item, mode, column, safe),
+                                values.offsets)
+        return values                      # sparse matrices hold numbers only
+    if values.dtype.names:                 # DateTimeOffset: (utc, offset_minutes)
+        utc = retimed(np.ascontiguousarray(values["utc"]), item, mode, column, safe)
+        out = np.empty(values.shape, [("utc", utc.dtype), ("offset_minutes", np.int16)])
+        out["utc"], out["offset_minutes"] = utc, values["offset_minutes"]
+        return out
+    v = np.ascontiguousarray(values).view(np.int64)
+    if mode == "ticks":
+        return net_ticks(values) if _kind_of(item) == "M" else v.copy()
+    unit, safe = unit_for(v, mode, column, item.name, safe)
+    where = (lambda i: f"{column} item {i}")
+    counts = ticks_to_unit(v.reshape(-1), unit, safe, where, item.name).reshape(v.shape)
+    return counts_as(counts, _kind_of(item), unit)

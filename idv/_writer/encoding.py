@@ -1,0 +1,135 @@
+"""The pipeline's encoding stage: each block's payload encoded and compressed, its CRC-32 and
+statistics found, in the "write" threads (consecutive blocks in groups, a bounded number in
+flight), and handed back in order to be written (idv._writer.pipeline.Writer).
+"""
+from __future__ import annotations
+
+import collections
+
+from idv._resources import threads as _threads
+from idv._storage import statistics as block_stats
+from idv._storage.checksums import crc
+from idv._writer.columns import MAX_INT32
+
+_GROUP_BYTES = 256 << 10     # consecutive blocks handed to a thread together: about this much
+
+
+class BlockEncoder:
+    """Blocks encoded for a Writer: its compressor (``compress``, None for none), checksums
+    (``sums``, None for none), per column statistics builders and domains (``stats``,
+    ``domains``, None for none), in ``threads`` threads. A task is (column, its rows, None),
+    or (column, its rows, (stored bytes, raw length)) for a block another file stores."""
+
+    def __init__(self, compress, sums, stats, domains, threads):
+        self._compress = compress
+        self._sums = sums
+        self._stats = stats
+        self._domains = domains
+        self._threads = threads
+
+    def encode(self, task):
+        """(column index, stored bytes, raw length, CRC-32 or None, statistics or None) of
+        one block."""
+        col, chunk, copy = task
+        if copy is not None:       # stored as it is elsewhere: its checksum and statistics
+            data, nraw = copy
+            return (col.index, data, int(nraw), self._checksum(col, data),
+                    self._block_stats(col, chunk))
+        if self._domains[col.index] == block_stats.TEXT:
+            raw, stats = col.payload_with_statistics(chunk)
+        else:
+            raw, stats = col.payload(chunk), None
+        nraw = memoryview(raw).nbytes
+        data = raw if self._compress is None else self._compress(raw)
+        ndisk = memoryview(data).nbytes
+        if nraw > MAX_INT32 or ndisk > MAX_INT32:
+            raise ValueError(f"column {col.name!r}: one block is {nraw} bytes, more than the "
+                             f"int32 block lengths allow; write fewer rows_per_block")
+        # its CRC-32 and statistics here, in the compression threads
+        return (col.index, data, nraw, self._checksum(col, data),
+                self._block_stats(col, chunk) if stats is None else stats)
+
+    def _checksum(self, col, data):
+        """The block's CRC-32, for the checksums and for its statistics (None: neither)."""
+        return None if self._sums is None and self._stats[col.index] is None else crc(data)
+
+    def _block_stats(self, col, chunk):
+        if self._domains[col.index] is None:
+            return None
+        if not col.is_vector:
+            return block_stats.item_block(col.type, chunk)
+        implicit = chunk.counts is not None and bool(
+            ((chunk.counts >= 0) & (chunk.counts < chunk.lengths)).any())
+        return block_stats.item_block(col.type, chunk.values, implicit)
+
+    def run(self, tasks, put):
+        """Encode and compress the blocks in the pool's threads, consecutive blocks in groups
+        of about _GROUP_BYTES (one hand-off each, not one per block), a bounded number of
+        groups in flight, and write them in order as they come back. A block that needs no
+        work (fixed-width items, no compression, checksums or statistics) is taken in this
+        thread: with either, its CRC-32 and statistics are found in the threads while this
+        one writes."""
+        threads = self._threads
+        if threads <= 1 or len(tasks) <= 1:
+            for t in tasks:
+                put(*self.encode(t))
+            return
+        pool = _threads.pool("write", threads)
+        window = threads * 4
+        inflight = collections.deque()
+        try:
+            for here, group in self._groups(tasks):
+                inflight.append(_Done(self._encode_blocks(group)) if here
+                                else pool.submit(self._encode_blocks, group))
+                while len(inflight) > window or (inflight and inflight[0].done()):
+                    for block in inflight.popleft().result():
+                        put(*block)
+            while inflight:
+                for block in inflight.popleft().result():
+                    put(*block)
+        except BaseException:
+            for f in inflight:
+                f.cancel()
+            raise
+
+    def _groups(self, tasks):
+        """(in this thread?, consecutive tasks): groups of about _GROUP_BYTES of input for the
+        threads; a block that needs no work (run) alone, for this thread."""
+        group, size = [], 0
+        for t in tasks:
+            if self._compress is None and t[0].trivial and self._sums is None \
+                    and self._stats[t[0].index] is None:
+                if group:
+                    yield False, group
+                    group, size = [], 0
+                yield True, [t]
+                continue
+            group.append(t)
+            chunk = t[1]
+            size += getattr(getattr(chunk, "values", chunk), "nbytes", _GROUP_BYTES)
+            if size >= _GROUP_BYTES:
+                yield False, group
+                group, size = [], 0
+        if group:
+            yield False, group
+
+    def _encode_blocks(self, group):
+        return [self.encode(t) for t in group]
+
+
+class _Done:
+    """A result computed in place, in the pipeline's queue of futures."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def done(self):
+        return True
+
+    def result(self):
+        return self.value
+
+    def cancel(self):
+        return False

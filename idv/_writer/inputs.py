@@ -1,0 +1,102 @@
+"""What idv.write and idv.Writer accept: a dict, (name, values) pairs, a pandas DataFrame or
+a pyarrow Table as data; a dict, pairs or an idv.Schema as schema. Frames are handed to their
+adapters (idv._writer.pandas.from_pandas, idv._writer.arrow.from_arrow), which give back
+columns, types and metadata; the rest is typed here, from the caller's types or by idv._values.infer.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from idv._values.infer import infer_column
+from idv._writer.arrow import from_arrow
+from idv._writer.pandas import from_pandas
+
+
+def schema_of(columns, types, inferred_types):
+    """(schema, columns): each column's type (the caller's, by index or name; the frame
+    adapter's; else inferred from its values, which then come back in the form the inference
+    normalized them to, so that they are not flattened twice)."""
+    types = dict(types or {})
+    names = [n for n, _ in columns]
+    unknown = [k for k in types if k not in names and not (
+        isinstance(k, (int, np.integer)) and 0 <= k < len(columns))]
+    if unknown:
+        raise KeyError(f"types for unknown columns {unknown}; columns: {names}")
+    schema, out = [], []
+    for i, (name, value) in enumerate(columns):
+        if i in types:
+            t = types[i]
+        elif name in types:
+            t = types[name]
+        elif name in inferred_types:
+            t = inferred_types[name]
+        else:
+            t, value = infer_column(value, f"column {name!r}")
+        schema.append((name, t))
+        out.append((name, value))
+    return schema, out
+
+
+def merged_metadata(inferred, given):
+    """The metadata a frame brings, each kind replaced by the caller's."""
+    if not inferred:
+        return given
+    merged = {k: dict(v) for k, v in inferred.items()}
+    for name, entries in (given or {}).items():
+        if entries is not None and not hasattr(entries, "items"):
+            raise TypeError(f"metadata for column {name!r} must be a dict kind -> value")
+        merged.setdefault(name, {}).update(entries or {})
+    return merged
+
+
+def data_columns(data, types=None, missing_text=None):
+    """([(name, values)], inferred types, inferred metadata) from a dict-like, a pandas
+    DataFrame (through from_pandas) or a pyarrow Table / RecordBatch (through from_arrow);
+    `types` are the caller's overrides, which those conversions take into account (a
+    Categorical given a non-key type is written as its values); `missing_text` is
+    from_pandas'."""
+    if hasattr(data, "columns") and hasattr(data, "iloc") and hasattr(data, "dtypes"):
+        return from_pandas(data, types=types, missing_text=missing_text)
+    if type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "schema"):
+        return from_arrow(data, types=types)
+    if hasattr(data, "items") and hasattr(data, "keys"):
+        return list(data.items()), {}, {}
+    if isinstance(data, (list, tuple)) and all(
+            isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in data):
+        return list(data), {}, {}    # (name, values) pairs: names may repeat (hidden columns)
+    raise TypeError(f"data must be a dict column name -> values, a list of (name, values) pairs, "
+                    f"a pandas DataFrame or a pyarrow Table, not {type(data).__name__}")
+
+
+def arrow_batch(data):
+    """A pyarrow Table or RecordBatch given to write_batch: its columns by name (as (name,
+    column) pairs when names repeat); anything else as it is."""
+    if type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "schema") \
+            and hasattr(data, "column"):
+        names = list(data.schema.names)
+        pairs = [(n, data.column(i)) for i, n in enumerate(names)]
+        return pairs if len(set(names)) < len(names) else dict(pairs)
+    return data
+
+
+def frame_rows(data):
+    """The rows of a batch that has no columns: a DataFrame's or Arrow table's length, else 0."""
+    shape = getattr(data, "shape", None)
+    if isinstance(shape, tuple) and len(shape) == 2:
+        return int(shape[0])
+    n = getattr(data, "num_rows", None)
+    return int(n) if isinstance(n, (int, np.integer)) else 0
+
+
+def schema_pairs(schema):
+    """[(name, type)] from a dict, a list of pairs, or an idv.Schema."""
+    if hasattr(schema, "fields") and not hasattr(schema, "items"):
+        return [(f.name, f.type) for f in schema.fields]
+    if hasattr(schema, "items"):
+        return list(schema.items())
+    pairs = []
+    for p in schema:
+        if not (isinstance(p, (tuple, list)) and len(p) == 2):
+            raise TypeError(f"schema entries must be (name, type) pairs, not {p!r}")
+        pairs.append((p[0], p[1]))
+    return pairs

@@ -1,0 +1,157 @@
+"""Whole tables in one call: ``idv.write`` into one file, or into a hive-partitioned directory
+(``partition_by=``): one file per combination of the keys' values in its ``key=value`` folders
+(idv._storage.partitioning), without the key columns, all published together as one job (idv._storage.staging):
+a reader of the directory sees the old files or the new ones, never a part."""
+from __future__ import annotations
+
+import numpy as np
+
+from idv import _docs
+from idv._storage import partitioning
+from idv._storage.staging import Staging
+from idv._writer.inputs import data_columns, frame_rows, merged_metadata, schema_of
+from idv._writer.pipeline import DEFAULT_MAX_BYTES_PER_BLOCK, Writer
+
+
+@_docs.fill
+def write(dest, data, *, types=None, metadata=None, compression="deflate", level=None,
+          rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK, threads=None,
+          backend=None, checksums=True, statistics=True, missing_text=None, partition_by=None):
+    """Write columns, a pandas DataFrame or a pyarrow Table to an .idv file, or to a directory
+    of files partitioned by the values of some columns.
+
+    Types come from the data: float32 -> Single, float64 -> Double, int8..uint64 -> SByte..
+    UInt64, bool -> Boolean, str -> Text, datetime64 -> DateTime, timedelta64 -> TimeSpan,
+    2-d arrays -> fixed-size vectors, idv.Ragged -> variable-size vectors, sparse matrices ->
+    sparse vectors. DataFrames go through idv.from_pandas (Categorical -> key with
+    KeyValues, zone-aware datetimes -> DateTimeOffset ...) and Arrow tables through
+    idv.from_arrow (exact types and metadata back from to_arrow's field metadata).
+
+    Parameters
+    ----------
+    dest : str, os.PathLike or binary file object
+        A path (written atomically, as idv.Writer writes it) or a seekable binary file; with
+        ``partition_by``, a directory.
+    data : dict, list of (name, values), pandas.DataFrame, pyarrow.Table or RecordBatch
+        A dict name -> numpy array, list, idv.Ragged, idv.Sparse or scipy.sparse matrix; a
+        list of (name, values) pairs may repeat a name (ML.NET's hidden columns: the last one
+        is visible).
+    types : dict, optional
+        ``{name or index: type}`` overriding the inferred types (keys, DateTimeOffset, RowId,
+        multi-dimensional vectors ...).
+    metadata : dict, optional
+        ``{name: {kind: value or (type, value)}}``, added to (and per kind replacing) the
+        metadata a DataFrame or Table brings.
+    {writer_options}
+    missing_text : str, optional
+        What None / NaN in a DataFrame's text columns become (e.g. ``""``; default: raise).
+    partition_by : str or list of str, optional
+        Key columns: one file per combination of their values, ``dest/key=value/part.0.idv``
+        (hive-style, as pyarrow and Spark write it; read back with ``idv.dataset(dest,
+        partitioning="hive")``), without the key columns; every file published together
+        (a failure leaves ``dest`` as it was, a file of the same name is replaced). Give
+        ``types`` and ``metadata`` by column name. Returns the paths written.
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> out = io.BytesIO()
+    >>> idv.write(out, {"x": np.arange(3, dtype=np.float32), "name": ["a", "b", "c"]})
+    >>> idv.read(out.getvalue())["x"]
+    array([0., 1., 2.], dtype=float32)
+    """
+    if partition_by is not None:
+        options = dict(types=types, metadata=metadata, compression=compression, level=level,
+                       rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
+                       threads=threads, backend=backend, checksums=checksums,
+                       statistics=statistics, missing_text=missing_text)
+        return write_partitioned(dest, data, partition_by,
+                                 lambda path, rows: write(path, rows, **options))
+    columns, inferred_types, inferred_metadata = data_columns(data, types, missing_text)
+    schema, columns = schema_of(columns, types, inferred_types)
+    metadata = merged_metadata(inferred_metadata, metadata)
+    w = Writer(dest, schema, metadata=metadata, compression=compression, level=level,
+               rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
+               threads=threads, backend=backend, checksums=checksums, statistics=statistics)
+    try:
+        if columns:
+            w.write_batch(columns)
+        else:
+            w.add_empty_rows(frame_rows(data))
+        w.close()
+    except BaseException:
+        w.abort()
+        raise
+
+
+
+# a group's file inside its folders; the same name again replaces it (as Dask's to_idv)
+FILE_NAME = "part.{task}.idv"
+
+
+def check_keys(names, partition_by):
+    """The list of key columns: ValueError unless each is a column of `names`, once, and some
+    column is left to write."""
+    keys = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+    if not keys:
+        raise ValueError("partition_by names no column")
+    missing = [k for k in keys if k not in names]
+    if missing or len(set(keys)) != len(keys):
+        raise ValueError(f"partition_by must name distinct columns of the data (columns: "
+                         f"{', '.join(map(str, names))}), not {keys!r}")
+    if len(keys) == len(names):
+        raise ValueError("partition_by names every column: no column is left to write")
+    return keys
+
+
+def split(data, partition_by):
+    """(keys, [(folder, rows of `data` without the key columns)]) of a pandas DataFrame, a
+    pyarrow Table or RecordBatch, or a dict of arrays and lists."""
+    if hasattr(data, "iloc"):                                    # pandas
+        keys = check_keys(list(data.columns), partition_by)
+        parts = partitioning.groups([data[k].to_numpy() for k in keys])
+        rest = data.drop(columns=keys)
+        return keys, [(partitioning.folder(keys, t), rest.iloc[rows]) for t, rows in parts]
+    if hasattr(data, "schema") and hasattr(data, "take"):       # Arrow
+        keys = check_keys(list(data.schema.names), partition_by)
+        parts = partitioning.groups([data.column(k) for k in keys])
+        rest = data.select([n for n in data.schema.names if n not in keys])
+        return keys, [(partitioning.folder(keys, t), rest.take(rows)) for t, rows in parts]
+    if isinstance(data, dict):
+        keys = check_keys(list(data), partition_by)
+        arrays = {n: _indexable(n, v) for n, v in data.items()}
+        parts = partitioning.groups([arrays[k] for k in keys])
+        return keys, [(partitioning.folder(keys, t),
+                       {n: v[rows] for n, v in arrays.items() if n not in keys})
+                      for t, rows in parts]
+    raise TypeError(f"partition_by takes a pandas DataFrame, a pyarrow Table or a dict of "
+                    f"arrays and lists, not {type(data).__name__}")
+
+
+def _indexable(name, values):
+    """A dict column as an array rows can be taken from."""
+    if isinstance(values, np.ndarray):
+        return values
+    if isinstance(values, (list, tuple)):
+        out = np.empty(len(values), object)
+        out[:] = values
+        return out
+    raise TypeError(f"column {name!r}: with partition_by, a dict's columns must be numpy "
+                    f"arrays or lists, not {type(values).__name__}")
+
+
+def write_partitioned(dest, data, partition_by, write_one):
+    """Write `data` into directory `dest`, a file per group (``write_one(path, rows)``
+    writes one); returns the paths, in the order of each group's first row. A failure leaves
+    the directory as it was."""
+    _, parts = split(data, partition_by)
+    names = [f"{folder}/{FILE_NAME.format(task=0)}" for folder, _ in parts]
+    staging = Staging(dest, name=names.__getitem__)
+    staging.fix_names(len(names))
+    staging.start()
+    try:
+        names = [staging.write(i, lambda path, rows=rows: write_one(path, rows))
+                 for i, (_, rows) in enumerate(parts)]
+        return staging.commit(names)
+    finally:
+        staging.abort()
