@@ -281,3 +281,36 @@ def kept_partitions(source, parts, filter_):
         if p.part not in masks:
             masks[p.part] = keep(p.part, batch_file(source, p))
     return [p for p in parts if masks[p.part][p.b0:p.b1].any()]
+
+
+def decided(node, known):
+    """The filter `node` where the columns of `known` (name -> (type, value): a column whose
+    every row holds one value, as a hive partition key's) are decided: True when every row
+    passes, False when none does, else the tree of what is left to test on the other columns.
+    Each decided comparison means what it means on rows (idv._values.comparison), on the
+    value as a one-row column."""
+    if isinstance(node, (And, Or)):
+        parts, stop = [], isinstance(node, Or)        # Or: one True decides; And: one False
+        for p in node.parts:
+            d = decided(p, known)
+            if d is stop:
+                return stop
+            if d is not (not stop):
+                parts.append(d)
+        if not parts:
+            return not stop
+        return parts[0] if len(parts) == 1 else type(node)(tuple(parts))
+    if isinstance(node, Not):
+        d = decided(node.part, known)
+        return (not d) if isinstance(d, bool) else Not(d)
+    if isinstance(node, BlocksOnly):
+        d = decided(node.part, known)          # blocks ruled out: here, the whole file
+        return d if isinstance(d, bool) else BlocksOnly(d)
+    if node.column not in known:
+        return node
+    t, v = known[node.column]
+    columns = {node.column: comparison.Column(node.column, t, None)}
+    one = np.empty(1, object) if t is T.Text else np.array([v])
+    one[0] = v
+    x = comparison.comparable(t, one)
+    return bool(_rows(_bind(node, columns), columns, lambda _: x, 1)[0])
