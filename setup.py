@@ -7,7 +7,8 @@ own zlib module instead, which gives the same bytes (docs/development.md, "Build
 Optimization flags follow the compiler setuptools uses: ``-O3`` for GCC and clang, ``/O2`` for
 MSVC.
 
-``IDV_SANITIZE=address`` builds the modules with clang's AddressSanitizer and libFuzzer's
+``IDV_MODULES=idv._compression,idv._parts`` builds only the modules named (after editing them;
+tests/test_portable.py's build). ``IDV_SANITIZE=address`` builds the modules with clang's AddressSanitizer and libFuzzer's
 coverage hooks, for fuzzing under ASan (fuzz/asan.sh, docs/development.md "Fuzzing").
 """
 import os
@@ -96,6 +97,10 @@ if int(numpy.__version__.split(".")[0]) >= 2:
         "idv._strings", ["idv/_strings.pyx"], include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),
                        ("NPY_TARGET_VERSION", "NPY_2_0_API_VERSION")]))
+
+ONLY = os.environ.get("IDV_MODULES")
+if ONLY:
+    extensions = [e for e in extensions if e.name in ONLY.split(",")]
 
 setup(
     cmdclass={"build_ext": BuildExt},
