@@ -181,11 +181,12 @@ cdef extern from "Python.h":
 
 cdef object _view(const uint8_t *p, size_t n):
     """n bytes at p as a read-only memoryview (no copy)."""
-    return PyMemoryView_FromMemory(<char *>p, <Py_ssize_t>n, PyBUF_READ)
+    return PyMemoryView_FromMemory(<char *>p, <Py_ssize_t>n, PyBUF_READ) if n else b""
 
 
-cdef int _py_inflate(data, uint8_t *dst, size_t m, int wbits):
-    """_inflate's rule, by Python's zlib: exactly m bytes into dst, else the status."""
+cdef int _py_inflate(data, uint8_t *dst, size_t m, int wbits) noexcept:
+    """_inflate's rule, by Python's zlib: exactly m bytes into dst, else the status (any
+    error is one: called without the GIL's caller able to raise)."""
     d = _pyzlib.decompressobj(wbits)
     try:
         out = d.decompress(data, m) if m else b""
@@ -197,10 +198,10 @@ cdef int _py_inflate(data, uint8_t *dst, size_t m, int wbits):
             return OK
         # the output is full; the stream must end here without producing another byte
         more = d.decompress(d.unconsumed_tail if m else data, 1)
-    except _pyzlib.error:
-        return CORRUPT
     except MemoryError:
         return NOMEM
+    except Exception:           # zlib.error: the data
+        return CORRUPT
     if more:
         return LONG
     return OK if d.eof else SHORT
