@@ -1,15 +1,15 @@
 """Build the Cython format layer; everything else is declared in pyproject.toml.
 
-The build needs only a C compiler. zlib's C API is built into idv._compression (and so
-idv._parts' checksums) when zlib's headers and library are found (a tiny program is compiled
-and linked against them); without them, or with ``IDV_NO_ZLIB=1``, those modules use Python's
-own zlib module instead, which gives the same bytes (docs/development.md, "Build").
-Optimization flags follow the compiler setuptools uses: ``-O3`` for GCC and clang, ``/O2`` for
-MSVC.
+The build needs only a C compiler. idv._compression calls zlib's C API when zlib's headers and
+library are found (a tiny program is compiled and linked against them); without them, or with
+``IDV_NO_ZLIB=1``, it has Python's own zlib module do that work instead, with the same bytes
+(docs/development.md, "Build and test"). Optimization flags follow the compiler setuptools
+uses: ``-O3`` for GCC and clang, ``/O2`` for MSVC.
 
 ``IDV_MODULES=idv._compression,idv._parts`` builds only the modules named (after editing them;
-tests/test_portable.py's build). ``IDV_SANITIZE=address`` builds the modules with clang's AddressSanitizer and libFuzzer's
-coverage hooks, for fuzzing under ASan (fuzz/asan.sh, docs/development.md "Fuzzing").
+tests/test_portable.py's build). ``IDV_SANITIZE=address`` builds the modules with clang's
+AddressSanitizer and libFuzzer's coverage hooks, for fuzzing under ASan (fuzz/asan.sh,
+docs/development.md "Fuzzing").
 """
 import os
 import shutil

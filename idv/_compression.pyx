@@ -186,9 +186,9 @@ cdef object _view(const uint8_t *p, size_t n):
 
 cdef int _py_inflate(data, uint8_t *dst, size_t m, int wbits) noexcept:
     """_inflate's rule, by Python's zlib: exactly m bytes into dst, else the status (any
-    error is one: called without the GIL's caller able to raise)."""
-    d = _pyzlib.decompressobj(wbits)
+    error is one: its caller runs without the GIL and cannot raise)."""
     try:
+        d = _pyzlib.decompressobj(wbits)
         out = d.decompress(data, m) if m else b""
         if len(out):
             memcpy(dst, PyBytes_AS_STRING(out), len(out))
