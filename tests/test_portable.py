@@ -48,20 +48,20 @@ def test_backends_say_what_runs_them():
 # ---- the build without zlib's headers -------------------------------------------------------
 
 # run in the copy built without zlib: argv[1] the copy, argv[2] the files the normal build
-# wrote (the data in data.npz, one file per level)
+# wrote (one file per level), argv[3] this folder
 CHILD = r"""
 import sys, zlib
 from pathlib import Path
-import numpy as np
 import idv, idv.compression
 from idv import _compression, checksums
 
 tree, made = Path(sys.argv[1]), Path(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+from test_portable import _data, _messages     # the normal build's data and checks
 assert Path(idv.__file__).parent == tree / "idv", idv.__file__
 assert not _compression.ZLIB_C
 assert idv.compression.backends()["zlib"].startswith("Python's zlib module")
-data = dict(np.load(made / "data.npz"))
-data["t"] = np.array([f"text {i % 97}" for i in range(len(data["x"]))], dtype=object)
+data = _data()
 for level in (0, 1, 6, 9):
     ours = made / f"ours{level}.idv"
     idv.write(ours, data, backend="zlib", level=level, rows_per_block=1000)
@@ -75,16 +75,7 @@ for library in _compression.crc32_libraries():
     assert _compression.crc32_of(blob, library) == zlib.crc32(blob)
 assert "zlib" in _compression.crc32_libraries()
 assert checksums.crc(blob) == zlib.crc32(blob)
-print("\n".join(str(_compression.inflate_blocks(2, blob, np.array([0]), np.array([len(blob)],
-      np.int32), np.array([n], np.int32), np.zeros(n + 1, np.uint8), np.array([0]), 0))
-      for n in (65536, 65535, 65537)))
-for bad in sorted(made.glob("bad*.idv")):
-    try:
-        with idv.open(bad, backend="zlib", checksums=bad.name.startswith("bad-crc")) as f:
-            f.read()
-        print(bad.name, "read")
-    except Exception as e:
-        print(bad.name, type(e).__name__, e)
+print("\n".join(_messages(made)))
 """
 
 
@@ -116,8 +107,15 @@ def no_zlib_tree(tmp_path_factory):
     return tree
 
 
+def _data():
+    return {"x": np.arange(5000, dtype=np.float64) / 7,
+            "k": np.random.default_rng(3).integers(0, 5, 5000).astype(np.int32),
+            "t": np.array([f"text {i % 97}" for i in range(5000)], dtype=object)}
+
+
 def _messages(made):
-    """What the child prints, as the normal build says it."""
+    """How the build this runs in inflates a zlib stream into too much, just enough and too
+    little room, and what it says of the corrupt files in `made`."""
     blob = (made / "zlib-wrapped").read_bytes()
     lines = [str(_compression.inflate_blocks(2, blob, np.array([0]), np.array([len(blob)],
              np.int32), np.array([n], np.int32), np.zeros(n + 1, np.uint8), np.array([0]), 0))
@@ -139,11 +137,7 @@ def test_a_build_without_zlib_writes_and_reads_the_same_bytes(no_zlib_tree, tmp_
     if sys.platform.startswith("linux"):
         binary = so.read_bytes()
         assert b"libz.so" not in binary and b"inflateInit2_" not in binary
-    rng = np.random.default_rng(3)
-    data = {"x": np.arange(5000, dtype=np.float64) / 7,
-            "k": rng.integers(0, 5, 5000).astype(np.int32)}
-    np.savez(tmp_path / "data.npz", **data)
-    data["t"] = np.array([f"text {i % 97}" for i in range(5000)], dtype=object)
+    data = _data()
     for level in (0, 1, 6, 9):
         idv.write(tmp_path / f"level{level}.idv", data, backend="zlib", level=level,
                   rows_per_block=1000)
@@ -158,7 +152,8 @@ def test_a_build_without_zlib_writes_and_reads_the_same_bytes(no_zlib_tree, tmp_
         else:
             bad[at] ^= 0xFF
         (tmp_path / f"{name}.idv").write_bytes(bad)
-    child = subprocess.run([sys.executable, "-c", CHILD, str(no_zlib_tree), str(tmp_path)],
+    child = subprocess.run([sys.executable, "-c", CHILD, str(no_zlib_tree), str(tmp_path),
+                            str(Path(__file__).parent)],
                            cwd=no_zlib_tree, env=dict(os.environ, PYTHONPATH=str(no_zlib_tree)),
                            capture_output=True, text=True, timeout=120)
     assert child.returncode == 0, child.stderr[-3000:]
