@@ -2,17 +2,18 @@
 """Block (de)compression mechanics: kind 0 none, 1 raw DEFLATE (what ML.NET writes), 2
 zlib-wrapped.
 
-zlib's C API inflates straight into the caller's array with the GIL released. The `deflate`
-wheel bundles libdeflate and exports its C API, so when its symbols are found libdeflate also
-inflates straight into the array with the GIL released, and `Deflater` compresses with it (its
-Python functions hold the GIL and return a new buffer per block). `inflate_blocks_with` runs
-any other decompressor (a Python-level function) per block and copies its result into place.
-Which library is used is decided in idv.compression.
+zlib's C API inflates straight into the caller's array with the GIL released; a build without
+zlib's headers (setup.py) has Python's zlib module do the same work block by block (ZLIB_C
+says which). The `deflate` wheel bundles libdeflate and exports its C API, so when its symbols
+are found libdeflate also inflates straight into the array with the GIL released, and
+`Deflater` compresses with it (its Python functions hold the GIL and return a new buffer per
+block). `inflate_blocks_with` runs any other decompressor (a Python-level function) per block
+and copies its result into place. Which library is used is decided in idv.compression.
 
 Both loops can check each block's CRC-32 (idv._storage.checksums) on its stored bytes just before
 decompressing it, in the same GIL-free pass, with the fastest CRC-32 kernel found:
-libdeflate's or ISA-L's (carry-less multiplication, tens of GB/s), else zlib's own. All give
-zlib's CRC-32.
+libdeflate's or ISA-L's (carry-less multiplication, tens of GB/s), else zlib's own (Python's
+zlib.crc32 in a build without zlib's headers). All give zlib's CRC-32.
 """
 cimport cython
 from libc.string cimport memcpy, memset
@@ -25,13 +26,54 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 cimport numpy as cnp
 from idv._bytes cimport shrunk
 
+import struct as _struct
 import zlib as _pyzlib
 
 import numpy as np
 
 from idv.errors import IdvFormatError
 
-cdef extern from "zlib.h" nogil:
+# zlib's C API, or -- in a build without zlib's headers (setup.py found none, or IDV_NO_ZLIB=1
+# was set: IDV_HAVE_ZLIB 0) -- stand-ins that are never called: every use below first asks
+# IDV_HAVE_ZLIB and otherwise goes to Python's own zlib module (the _py_ functions), which
+# CPython always ships (Windows included), gives the same bytes, and releases the GIL while it
+# inflates or deflates.
+cdef extern from *:
+    """
+    #ifndef IDV_HAVE_ZLIB
+    #define IDV_HAVE_ZLIB 1
+    #endif
+    #if IDV_HAVE_ZLIB
+    #include <zlib.h>
+    #else
+    typedef struct {
+        const unsigned char *next_in; unsigned int avail_in;
+        unsigned char *next_out; unsigned int avail_out; const char *msg;
+    } z_stream;
+    #define Z_OK 0
+    #define Z_STREAM_END 1
+    #define Z_NEED_DICT 2
+    #define Z_STREAM_ERROR (-2)
+    #define Z_DATA_ERROR (-3)
+    #define Z_MEM_ERROR (-4)
+    #define Z_BUF_ERROR (-5)
+    #define Z_FINISH 4
+    #define Z_DEFLATED 8
+    #define Z_DEFAULT_STRATEGY 0
+    #define inflateInit2(s, w) Z_STREAM_ERROR
+    #define inflateReset2(s, w) Z_STREAM_ERROR
+    #define inflate(s, f) Z_STREAM_ERROR
+    #define inflateEnd(s) Z_STREAM_ERROR
+    #define deflateInit2(s, l, m, w, ml, st) Z_STREAM_ERROR
+    #define deflate(s, f) Z_STREAM_ERROR
+    #define deflateEnd(s) Z_STREAM_ERROR
+    #define deflateBound(s, n) ((unsigned long)0)
+    #define crc32_z(c, b, n) ((unsigned long)0)
+    #endif
+    """
+    bint IDV_HAVE_ZLIB
+
+cdef extern from * nogil:
     ctypedef struct z_stream:
         const unsigned char *next_in
         unsigned int avail_in
@@ -91,6 +133,9 @@ cdef int _inflate(z_stream *s, bint *ready, const uint8_t *src, size_t n, uint8_
     cdef uint8_t probe
     if n > UINT_MAX or m > UINT_MAX:
         return RANGE
+    if not IDV_HAVE_ZLIB:
+        with gil:
+            return _py_inflate(_view(src, n), dst, m, wbits)
     if not ready[0]:
         memset(s, 0, sizeof(z_stream))
         if inflateInit2(s, wbits) != Z_OK:
@@ -124,6 +169,72 @@ cdef int _inflate(z_stream *s, bint *ready, const uint8_t *src, size_t n, uint8_
 
 cdef int _wbits(int kind):
     return -15 if kind == 1 else 15
+
+
+# ---- Python's zlib module, in a build without zlib's headers (see the extern above)
+ZLIB_C = bool(IDV_HAVE_ZLIB)     # whether zlib's C API was built in
+
+cdef extern from "Python.h":
+    object PyMemoryView_FromMemory(char *mem, Py_ssize_t size, int flags)
+    int PyBUF_READ
+
+
+cdef object _view(const uint8_t *p, size_t n):
+    """n bytes at p as a read-only memoryview (no copy)."""
+    return PyMemoryView_FromMemory(<char *>p, <Py_ssize_t>n, PyBUF_READ) if n else b""
+
+
+cdef int _py_inflate(data, uint8_t *dst, size_t m, int wbits) noexcept:
+    """_inflate's rule, by Python's zlib: exactly m bytes into dst, else the status (any
+    error is one: its caller runs without the GIL and cannot raise)."""
+    try:
+        d = _pyzlib.decompressobj(wbits)
+        out = d.decompress(data, m) if m else b""
+        if len(out):
+            memcpy(dst, PyBytes_AS_STRING(out), len(out))
+        if <size_t>len(out) < m:
+            return SHORT      # the stream ended early, or the input ran out
+        if d.eof:
+            return OK
+        # the output is full; the stream must end here without producing another byte
+        more = d.decompress(d.unconsumed_tail if m else data, 1)
+    except MemoryError:
+        return NOMEM
+    except Exception:           # zlib.error: the data
+        return CORRUPT
+    if more:
+        return LONG
+    return OK if d.eof else SHORT
+
+
+def _py_deflate(data, int level):
+    """Raw DEFLATE by Python's zlib with deflate_raw's parameters: the bytes zlib's C API
+    gives here. At levels 1-9 zlib's output does not depend on how the input is fed; level 0
+    (stored blocks) does, so it is framed here as one deflate(Z_FINISH) call with room for all
+    gives it (zlib 1.2.12 and later): blocks of 65,535 bytes, the last one final."""
+    if level == 0:
+        return _stored(data)
+    c = _pyzlib.compressobj(level, _pyzlib.DEFLATED, -15, 8, _pyzlib.Z_DEFAULT_STRATEGY)
+    return c.compress(data) + c.flush()
+
+
+def _stored(data):
+    mv = memoryview(data).cast("B")
+    cdef Py_ssize_t n = len(mv), start
+    parts = []
+    for start in range(0, max(n, 1), 65535):
+        chunk = mv[start:start + 65535]
+        parts += [_STORED_HEADER.pack(start + 65535 >= n, len(chunk), len(chunk) ^ 0xFFFF),
+                  chunk]
+    return b"".join(parts)
+
+
+_STORED_HEADER = _struct.Struct("<BHH")     # BFINAL and BTYPE 00 in a byte, LEN, NLEN
+
+
+cdef uint32_t _py_crc32(const uint8_t *p, size_t n) noexcept nogil:
+    with gil:
+        return _pyzlib.crc32(_view(p, n)) if n else 0
 
 
 # ---- libdeflate's C API, found in the `deflate` extension module (see the module docstring)
@@ -242,12 +353,19 @@ cdef inline uint32_t _crc32_by(int lib, const uint8_t *p, size_t n) noexcept nog
         return _ld_crc32(0, p, n)
     if lib == CRC_ISAL:
         return _isal_crc32(0, p, n)
+    if not IDV_HAVE_ZLIB:
+        return _py_crc32(p, n)
     return <uint32_t>crc32_z(0, p, n)
 
 
 cdef inline uint32_t _crc32(const uint8_t *p, size_t n) noexcept nogil:
     """zlib's CRC-32 of n bytes, by the fastest kernel bound."""
     return _crc32_by(_crc_lib, p, n)
+
+
+cdef uint32_t crc32_bytes(const uint8_t *p, size_t n) noexcept nogil:
+    """_crc32 for other modules (idv._parts, through _compression.pxd)."""
+    return _crc32(p, n)
 
 
 cdef inline bint _crc_bad(const int64_t *crcs, Py_ssize_t i, const uint8_t *p,
@@ -628,6 +746,8 @@ def deflate_raw(const uint8_t[::1] data, int level=6):
     cdef z_stream s
     cdef int ret
     cdef unsigned long bound
+    if not IDV_HAVE_ZLIB:
+        return _py_deflate(data, level)
     memset(&s, 0, sizeof(z_stream))
     if deflateInit2(&s, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK:
         raise MemoryError("zlib deflateInit2 failed")
@@ -669,6 +789,14 @@ cdef size_t _zlib_raw(const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
         return 0
     if cap > uint_max:
         cap = uint_max
+    if not IDV_HAVE_ZLIB:
+        with gil:
+            out = _py_deflate(_view(src, n), level)
+            got = len(out)
+            if got > cap:
+                return 0
+            memcpy(dst, PyBytes_AS_STRING(out), got)
+            return got
     memset(&s, 0, sizeof(z_stream))
     if deflateInit2(&s, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK:
         return 0

@@ -260,13 +260,17 @@ cdef inline int _compare_bytes(const uint8_t *d, int64_t a, int64_t na, int64_t 
 
 cdef extern from *:
     """
+    #include <stdlib.h>
     #include <string.h>
-    /* The first 8 bytes of s[:m], big-endian, zero-padded. */
+    /* The first 8 bytes of s[:m], big-endian, zero-padded (a byte swap by each compiler's own
+       builtin: GCC's and clang's, MSVC's). */
     static inline unsigned long long idv_key8(const unsigned char *s, long long m) {
         unsigned long long v = 0;
         memcpy(&v, s, m < 8 ? (size_t)m : 8);
     #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
         return v;
+    #elif defined(_MSC_VER)
+        return _byteswap_uint64(v);
     #else
         return __builtin_bswap64(v);
     #endif

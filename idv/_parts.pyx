@@ -12,6 +12,8 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memcmp, memcpy
 
+from idv._compression cimport crc32_bytes
+
 import numpy as np
 
 from idv._compression import BAD_CRC, NO_CRC
@@ -22,10 +24,6 @@ from idv.errors import IdvFormatError
 
 cdef int64_t _HEADER_SIZE = 256
 cdef int64_t _MAX_RATIO = 1032        # idv._compression.MAX_RATIO (tests compare the two)
-
-
-cdef extern from "zlib.h" nogil:
-    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len)
 
 
 ctypedef packed struct LookupEntry:
@@ -80,7 +78,7 @@ cdef uint32_t _u32(const uint8_t *p) noexcept nogil:
 
 
 cdef uint32_t _crc(const uint8_t[::1] data, int64_t offset, int64_t length) noexcept nogil:
-    return <uint32_t>crc32(0, &data[0] + offset, <unsigned int>length)
+    return crc32_bytes(&data[0] + offset, <size_t>length)
 
 
 def open_frame(data, bint check_sums):
@@ -389,7 +387,7 @@ cdef bint _tables_match(const SumEntry[::1] sums, const uint8_t[::1] data, tuple
             continue
         if t.offset < 0 or t.length < 0 or t.length > 0x7FFFFFFF or t.offset > size - t.length:
             return False
-        if crc32(0, &data[0] + t.offset, <unsigned int>t.length) != t.crc:
+        if crc32_bytes(&data[0] + t.offset, <size_t>t.length) != t.crc:
             return False
     return True
 

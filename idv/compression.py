@@ -3,7 +3,9 @@ and ``backend=``.
 
 `BACKENDS` is the one table of libraries, fastest first: libdeflate (the `deflate` package),
 ISA-L (`isal`) and zlib (built in). Each entry says whether it is installed, how to install it,
-how it decompresses a run of blocks and how it compresses one, and its levels. Reading
+how it decompresses a run of blocks and how it compresses one, its levels, and what does the
+work (`runs`; `backends()` lists them): zlib is zlib's C API, or Python's zlib module in a build
+made without zlib's headers (the same bytes either way). Reading
 (idv.open) and writing (idv.write, idv.Writer, idv.convert) take the same names and the same
 default, `default_backend()`. Only zlib writes bytes identical to ML.NET's (same data either
 way). The C mechanics are in idv._compression.
@@ -83,7 +85,8 @@ class Backend:
     to call ``inflate(data, raw_len) -> bytes`` per block. ``compressor(level)`` gives
     ``fn(raw bytes-like) -> raw DEFLATE bytes``; ``levels`` are the valid levels,
     ``default_level`` the one used when none is given and ``convert_level`` the one idv.convert
-    uses by default (the fastest that keeps files near ML.NET's size).
+    uses by default (the fastest that keeps files near ML.NET's size). ``runs``: what does the
+    work, for people choosing a backend.
     """
 
     name: str
@@ -96,6 +99,7 @@ class Backend:
     inflate: Optional[Callable]
     compressor: Callable
     stream: Optional[Callable] = None
+    runs: str = ""
 
     def decompress_blocks(self, kind, src, offsets, disk, raw, dst, dst_offsets, crcs=None,
                           dst_of=None):
@@ -126,15 +130,25 @@ class Backend:
 BACKENDS = {b.name: b for b in (
     Backend("libdeflate", _deflate is not None, "pip install deflate", range(0, 13), 6, 2,
             _compression.NATIVE_LIBDEFLATE if _compression.LIBDEFLATE_INFLATE else None,
-            _libdeflate_inflate, _libdeflate_compressor),
+            _libdeflate_inflate, _libdeflate_compressor,
+            runs="libdeflate's C API, the GIL released" if _compression.LIBDEFLATE_INFLATE
+            else "the deflate package's Python functions"),
     Backend("isal", _isal is not None, "pip install isal", range(0, 4), 2, 1,
             None, _isal_inflate, _isal_compressor,
-            lambda: (_isal.decompressobj(-15), _isal.crc32)),
+            lambda: (_isal.decompressobj(-15), _isal.crc32),
+            runs="the isal package's Python functions"),
     # zlib's levels include -1 (its own default, 6); 6 is also ML.NET's
     Backend("zlib", True, "", range(-1, 10), 6, 4,
             _compression.NATIVE_ZLIB, None, _zlib_compressor,
-            lambda: (zlib.decompressobj(-15), zlib.crc32)),
+            lambda: (zlib.decompressobj(-15), zlib.crc32),
+            runs="zlib's C API, the GIL released" if _compression.ZLIB_C
+            else "Python's zlib module (idv was built without zlib's headers)"),
 )}
+
+
+def backends():
+    """{name: what does its work} of the installed backends, fastest first."""
+    return {name: b.runs for name, b in BACKENDS.items() if b.installed}
 
 
 def installed():

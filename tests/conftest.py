@@ -146,6 +146,9 @@ MODULE_MARKS = {
 TEST_MARKS = {
     "test_fuzz.py::test_fuzz_session_finds_nothing": {"slow"},
     "test_corrupt.py::test_valgrind_read_loop": {"slow", "subprocess"},
+    # builds idv._compression and idv._parts without zlib (about a minute on 2 cores)
+    "test_portable.py::test_a_build_without_zlib_writes_and_reads_the_same_bytes":
+        {"slow", "subprocess"},
     "test_convert.py::test_jsonl_streams": {"slow"},     # streamed and whole, under tracemalloc
     # a docs page whose code forks (DataLoader workers); the pages that start Spark or Ray
     # run on the session's (their tests name the fixture)

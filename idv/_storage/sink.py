@@ -116,7 +116,15 @@ def is_temporary(path):
     return path.endswith(_TMP_SUFFIX) or path.startswith("/proc/self/fd/")
 
 
+# What Windows lacks: os.kill(pid, 0) there ends the process instead of asking about it, and
+# os.chmod takes no descriptor
+_WINDOWS = os.name == "nt"
+_CHMOD_BY_FD = os.chmod in os.supports_fd
+
+
 def _process_gone(pid):
+    if _WINDOWS:
+        return _windows_process_gone(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -124,6 +132,22 @@ def _process_gone(pid):
     except OSError:          # PermissionError: alive, another user's (or cannot tell: keep it)
         return False
     return False
+
+
+def _windows_process_gone(pid, kernel32=None):
+    """_process_gone by OpenProcess and GetExitCodeProcess (False when it cannot tell)."""
+    import ctypes
+    k = kernel32 if kernel32 is not None else ctypes.windll.kernel32
+    handle = k.OpenProcess(0x1000, False, pid)     # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:
+        return k.GetLastError() == 87               # ERROR_INVALID_PARAMETER: no such process
+    try:
+        code = ctypes.c_ulong()
+        if not k.GetExitCodeProcess(handle, ctypes.byref(code)):
+            return False
+        return code.value != 259                    # STILL_ACTIVE
+    finally:
+        k.CloseHandle(handle)
 
 
 def remove_stale(parent, base):
@@ -200,7 +224,7 @@ class AtomicPath:
                 mode, owner = stat.S_IMODE(st.st_mode), (st.st_uid, st.st_gid)
             except FileNotFoundError:
                 mode, owner = new_file_mode(self.parent), None
-            os.chmod(self.fd, mode)
+            os.chmod(self.fd if _CHMOD_BY_FD else self.tmp, mode)
             if owner is not None and hasattr(os, "geteuid") and os.geteuid() == 0:
                 os.chown(self.fd, *owner)
             if not self.named:       # a name for the anonymous file, beside the destination
@@ -214,9 +238,9 @@ class AtomicPath:
                 self.tmp, self.named = name, True
             if still is not None:
                 still()
+            self._close_fd()         # Windows renames no open file (the name keeps it)
             os.replace(self.tmp, self.dest)
             self.tmp = None
-            self._close_fd()
         except BaseException:
             if file is not None:
                 _close_quietly(file)
