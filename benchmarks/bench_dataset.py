@@ -148,7 +148,7 @@ print(json.dumps({"files": len(ds.files), "rows": ds.num_rows, "open_s": t1 - t0
 def many_files(n, repeat, log):
     folder, paths = small_files(n, log)
     out = {}
-    from idv._engines.dataset import DEFAULT_MAX_OPEN_FILES
+    from idv._reader.dataset import DEFAULT_MAX_OPEN_FILES
     for label, max_open in (("64 open", 64), ("default", min(n, DEFAULT_MAX_OPEN_FILES))):
         runs = []
         for _ in range(repeat):

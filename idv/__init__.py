@@ -42,9 +42,9 @@ from idv._writer.arrow import from_arrow  # noqa: E402
 from idv._writer.pandas import from_pandas  # noqa: E402
 
 # many files as one table (idv.dataset); Dask lives in the submodule idv.dask, imported on use
-from idv._engines.dataset import Dataset, dataset  # noqa: E402
+from idv._reader.dataset import Dataset, dataset  # noqa: E402
 from idv._engines.arrow_dataset import arrow_dataset  # noqa: E402 - pyarrow imported when called
-from idv._engines.dataset_files import DatasetFile  # noqa: E402
+from idv._reader.dataset_files import DatasetFile  # noqa: E402
 from idv._reader.block_stats import add_statistics  # noqa: E402
 
 __all__ += ["dataset", "Dataset", "DatasetFile", "add_statistics", "arrow_dataset"]

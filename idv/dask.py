@@ -19,7 +19,7 @@ import numpy as np
 
 from idv import _docs, types as T
 from idv._scan import filters, scan
-from idv._engines.dataset import Dataset, dataset
+from idv._reader.dataset import Dataset, dataset
 from idv._storage.paths import worker_path
 from idv._storage.staging import Staging
 from idv._reader.reader import open as idv_open

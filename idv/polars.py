@@ -47,7 +47,7 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     """
     pl = require("polars", "idv.polars.scan_idv", "polars")
     from polars.io.plugins import register_io_source
-    from idv._engines.dataset import Dataset, dataset
+    from idv._reader.dataset import Dataset, dataset
     _small_reservations()
     ds = source if isinstance(source, Dataset) else dataset(source, **dataset_options)
     names = ds.column_names

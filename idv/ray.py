@@ -16,7 +16,7 @@ from typing import Iterable
 from idv import _docs
 from idv._scan import filters, scan
 from idv._interop.arrow import arrow_schema, read_partition
-from idv._engines.dataset import Dataset, dataset
+from idv._reader.dataset import Dataset, dataset
 from idv.errors import require
 from idv._storage.staging import DEFAULT_NAME, Staging
 

@@ -21,7 +21,7 @@ from idv._scan import filters, scan
 from idv._interop.arrow import arrow_schema, read_partition
 from idv import types as T
 from idv._values.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
-from idv._engines.dataset import dataset
+from idv._reader.dataset import dataset
 from idv.errors import require
 from idv._storage.staging import DEFAULT_NAME, Staging
 

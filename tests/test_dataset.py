@@ -21,7 +21,7 @@ import pytest
 import idv
 from idv._resources import gc as _gc
 from idv._store import many_files as batch
-from idv._engines import dataset_files
+from idv._reader import dataset_files
 from idv._reader import opening, reader
 from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
 from reference import REPO_DIR, fixture, sidecar
@@ -599,7 +599,7 @@ def test_remote_files_opened_ahead_keep_their_order_and_errors(monkeypatch):
     opened ahead of it are closed."""
     fsspec = pytest.importorskip("fsspec")
     import sys
-    module = sys.modules["idv._engines.dataset_files"]
+    module = sys.modules["idv._reader.dataset_files"]
     real, handed = module.idv_open, []
 
     def spy(source, **kwargs):
@@ -632,7 +632,7 @@ def test_urls_are_opened_with_idv_open_filesystem(monkeypatch):
     fetch only the byte ranges they need (idv._storage.remote)."""
     fsspec = pytest.importorskip("fsspec")
     import sys
-    module = sys.modules["idv._engines.dataset_files"]          # where the listing opens them
+    module = sys.modules["idv._reader.dataset_files"]          # where the listing opens them
     real, given = module.idv_open, []
 
     def spy(source, *, filesystem=None, **kwargs):

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import idv
-from idv import _compression, _threads, budget, compression, sink
+from idv import _compression, compression
+from idv._resources import threads as _threads, budget
+from idv._storage import sink
 
 try:
     from numpy._core.multiarray import get_handler_name
@@ -53,7 +55,8 @@ CHILD = r"""
 import sys, zlib
 from pathlib import Path
 import idv, idv.compression
-from idv import _compression, checksums
+from idv import _compression
+from idv._storage import checksums
 
 tree, made = Path(sys.argv[1]), Path(sys.argv[2])
 sys.path.insert(0, sys.argv[3])

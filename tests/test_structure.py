@@ -122,7 +122,7 @@ def test_imports_go_down_the_layers():
 
 
 # the reading side's conversions and the engines above the writer (idv._writer imports none)
-READING_SIDE = ("idv._interop.arrow", "idv._interop.pandas", "idv._engines.dataset",
+READING_SIDE = ("idv._interop.arrow", "idv._interop.pandas", "idv._reader.dataset",
                 "idv.formats", "idv.dask", "idv.ray", "idv.spark", "idv.torch",
                 "idv.huggingface", "idv._engines.reopen")
 

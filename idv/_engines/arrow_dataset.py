@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from idv import _docs
 from idv._values.arrow_types import import_pyarrow
-from idv._engines.dataset import Dataset, dataset
+from idv._reader.dataset import Dataset, dataset
 
 __all__ = ["arrow_dataset"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from idv import _docs
 from idv._store import many_files as batch
 from idv._resources import budget
-from idv._engines.dataset_files import BATCH_FILES
+from idv._reader.dataset_files import BATCH_FILES
 from idv.errors import require
 
 # decoded bytes of the small files the stream reads together, in one batched read, at most (a

@@ -16,8 +16,8 @@ import pickle
 from typing import Sequence
 
 from idv._values.metadata import usable_key_values
-from idv._engines.dataset import Dataset, expand_sources
-from idv._engines.dataset_files import check_relisted
+from idv._reader.dataset import Dataset, expand_sources
+from idv._reader.dataset_files import check_relisted
 from idv._reader.reader import IdvFile
 
 __all__ = ["Reopenable"]

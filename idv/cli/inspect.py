@@ -22,7 +22,7 @@ from idv._values.cells import cell_json
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.render import (Table, ascii_only, cell_str, dump_json, safe_text,
                             is_numeric, plural, render_table, value_str)
-from idv._engines.dataset import Dataset
+from idv._reader.dataset import Dataset
 from idv._interop.delimited import DelimitedWriter, JsonLinesWriter, key_labels
 from idv._resources.budget import MemoryLimitError
 from idv.errors import IdvFormatError

@@ -20,7 +20,7 @@ import idv
 from idv._storage import archive, remote, source
 from idv._resources import budget
 from idv.cli.errors import EXIT_USAGE, CliError
-from idv._engines.dataset import Dataset, expand_sources
+from idv._reader.dataset import Dataset, expand_sources
 from idv.errors import IdvFormatError
 
 split_zip = archive.split_zip

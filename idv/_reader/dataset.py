@@ -21,14 +21,13 @@ import numpy as np
 
 from idv import _docs, types as T
 from idv._resources import gc as _gc, budget
-from idv._engines import dataset_files
+from idv._reader import dataset_files, selection, time_units, take as _take
 from idv._scan import scan
-from idv._reader import selection, time_units, take as _take
 from idv._values import ticks, vectors
 from idv._store import many_files as batch_files
 from idv.errors import IdvFormatError, IdvWarning
 from idv._storage.paths import expand_sources
-from idv._engines.dataset_files import BATCH_FILES, DatasetFile
+from idv._reader.dataset_files import BATCH_FILES, DatasetFile
 from idv._reader.reader import READ_TIME_MODES, IdvFile
 from idv._engines.dataset_interop import DatasetInterop
 from idv._reader.schema import Schema
