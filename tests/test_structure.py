@@ -35,15 +35,16 @@ LAYERS = {
     "scan: many columns (and files) read in step, and the filters that skip blocks":
         ["scan_windows", "scan", "filter_tree", "filters"],
     "reader: open files, columns, which columns and rows a read covers":
-        ["opening", "column_annotations", "column", "reader", "checker", "selection", "listing", "take", "block_stats",
+        ["read_source", "opening", "column_annotations", "column", "reader", "reads",
+         "whole_read", "dataset_files", "dataset", "checker", "selection", "listing", "take", "block_stats",
          "time_units", "schema"],
     "interop: numpy blocks to Arrow, pandas, delimited text, a notebook's view":
-        ["arrow", "pandas", "delimited", "display"],
+        ["arrow_columns", "arrow", "pandas", "delimited", "display"],
     # above interop, yet it imports none of it (test_the_writer_does_not_import_the_reading_side)
     "writer: the block pipeline, and the values it accepts": ["writer", "writer.*"],
     "formats: idv.convert and its registry": ["formats", "formats.*"],
     "engines: many files as one table, Dask, Ray, Spark, training loaders":
-        ["dataset_files", "dataset_interop", "dataset", "reopen", "engine_filters", "dask", "ray", "spark", "polars",
+        ["reopen", "engine_filters", "dask", "ray", "spark", "polars",
          "arrow_scanner", "arrow_dataset_class", "arrow_dataset", "torch", "huggingface"],
     "the package root, exporting the public API": ["__init__"],
     "command line: a user of the public API": ["cli", "cli.*", "__main__"],
