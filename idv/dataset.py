@@ -45,7 +45,7 @@ DEFAULT_MAX_OPEN_FILES = 1024
 DEFAULT_MAX_OPEN_REMOTE = 64
 
 
-class Dataset:
+class Dataset(reads.SourceReads):
     """Several .idv files with the same columns, read as one table (``idv.dataset`` makes
     one). Use as a context manager, or call close(). It may be read from several threads at
     once.
@@ -226,44 +226,6 @@ class Dataset:
             return list(self._names)
         return selection.names_of(self._names, columns, where=" in the dataset")
 
-    @_gc.paused_for(lambda self, *_, **__: len(self.files))
-    @budget.reads
-    @_docs.fill
-    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
-             filter=None, copy=True) -> dict:  # noqa: A002 - pyarrow's and pandas' name
-        """dict name -> array of the dataset's columns, every file's rows end to end, as
-        IdvFile.read (its options; ``copy=False`` gives views where the dataset is one file).
-
-        Parameters
-        ----------
-        {columns}
-        {sparse}
-        rows : slice, sequence of int or boolean mask, optional
-            The dataset's rows: only the files and blocks that hold them are read.
-        datetime : str, default '100ns'
-            As IdvFile.read; one unit for a time column of every file.
-        text : {{'object', 'StringDType'}}, default 'object'
-            As IdvFile.read.
-        {filter}
-        copy : bool, default True
-            As IdvFile.read.
-        """
-        return reads.read(self, columns, sparse, rows, datetime, text, filter, copy)
-
-    @_gc.paused_for(lambda self, *_, **__: len(self.files))
-    @budget.reads
-    def take(self, indices, columns=None, datetime="100ns") -> dict:
-        """Rows by number (over the files end to end, negative from the end), in the order
-        given, as IdvFile.take: only the files and blocks that hold them are read.
-
-        Parameters
-        ----------
-        indices : sequence of int
-        columns, datetime
-            As read().
-        """
-        return reads.take(self, indices, columns, datetime)
-
     def decoded_bytes(self, i, name, local):
         """Column.decoded_bytes(local) of file i's column `name`, without reopening a closed
         file for a read of all its rows (`local` None, or the slice of them)."""
@@ -281,68 +243,6 @@ class Dataset:
             return self.read(rows=key)
         raise TypeError(f"a dataset is indexed by a slice of rows (ds[a:b]); read columns with "
                         f"ds.read(columns=[...]), not with {type(key).__name__}")
-
-    # ---- the Python data stack (idv.pandas, idv.arrow; pandas / pyarrow imported on use)
-    @_docs.fill
-    def to_pandas(self, columns=None, **kwargs):
-        """A pandas.DataFrame of every file's rows, as IdvFile.to_pandas (one unit for a time
-        column of every file).
-
-        Parameters
-        ----------
-        {columns}
-        **kwargs
-            The options of idv.to_pandas.
-        """
-        from idv.pandas import to_pandas
-        return to_pandas(self, columns, **kwargs)
-
-    @_docs.fill
-    def to_arrow(self, columns=None, **kwargs):
-        """A pyarrow.Table of every file's rows, as IdvFile.to_arrow.
-
-        Parameters
-        ----------
-        {columns}
-        **kwargs
-            The options of idv.to_arrow.
-        """
-        from idv.arrow import to_arrow
-        return to_arrow(self, columns, **kwargs)
-
-    @_docs.fill
-    def record_batch_reader(self, columns=None, **kwargs):
-        """A pyarrow.RecordBatchReader over every file in turn, as idv.record_batch_reader
-        gives a file's (a batch never spans two files; small files are read together).
-
-        Parameters
-        ----------
-        {columns}
-        **kwargs
-            The options of idv.record_batch_reader.
-        """
-        from idv.arrow import record_batch_reader
-        return record_batch_reader(self, columns, **kwargs)
-
-    @_docs.fill
-    def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
-        """pyarrow.RecordBatches of every file in turn, as IdvFile.iter_batches.
-
-        Parameters
-        ----------
-        {columns}
-        {batch_size}
-        **kwargs
-            The options of idv.record_batch_reader.
-        """
-        from idv.arrow import record_batch_reader
-        return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        """The Arrow PyCapsule stream of the dataset, file by file and block by block:
-        ``pa.table(ds)``, ``pl.DataFrame(ds)`` and DuckDB read it directly."""
-        from idv.arrow import record_batch_reader
-        return record_batch_reader(self).__arrow_c_stream__(requested_schema)
 
     # ---- as a source of rows (idv.read_source)
     checked_whole = True          # a read of its files checked as one, before it allocates

@@ -27,7 +27,7 @@ from idv.schema import Field, Schema
 
 
 @_docs.fill
-class IdvFile:
+class IdvFile(reads.SourceReads):
     """An open .idv file (idv.open makes one). Use as a context manager, or call close().
 
     ``f.schema`` prints the columns; ``f["Label"]`` or ``f[0]`` gives a Column (with duplicate
@@ -242,61 +242,6 @@ class IdvFile:
         from idv import display
         return display.file_html(self)
 
-    @budget.reads
-    @_docs.fill
-    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
-             filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
-        """dict name -> array of these columns, in numpy (docs/reading.md has each type's form).
-
-        Parameters
-        ----------
-        {columns}
-        {sparse}
-        rows : slice, sequence of int or boolean mask, optional
-            The rows, as ``col[rows]`` selects them: only the blocks that hold them are
-            decoded. Not with ``sparse`` or ``filter``.
-        datetime : {'100ns', 'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}, default '100ns'
-            ``'100ns'``: ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks,
-            exact and with no pass over the data (numpy alone holds that unit). The others
-            give the unit the Arrow-typed readers give, by idv.time_units' rule (see
-            idv.to_arrow's ``datetime``).
-        text : {'object', 'StringDType'}, default 'object'
-            Text values as arrays of Python ``str``, or numpy >= 2's variable-width string
-            dtype, built straight from the file's UTF-8 with no ``str`` objects for whole
-            Text columns (vectors of Text and row selections are converted from ``str``).
-        {filter}
-        copy : bool, default True
-            False: a whole column of numbers or keys that one uncompressed block holds, in a
-            file opened from a path, is a read-only view of the file's bytes (its memory map,
-            or the whole of a small file: valid after close, checked against its CRC-32).
-            Every other column is copied as always: numpy needs one buffer, and a column of
-            several blocks lies in pieces (docs/performance.md; to_arrow and
-            record_batch_reader give a chunk per block without copying).
-
-        Raises
-        ------
-        ValueError
-            An unknown ``datetime`` or ``text``, or ``rows`` with ``sparse`` or ``filter``.
-        """
-        return reads.read(self, columns, sparse, rows, datetime, text, filter, copy)
-
-    @budget.reads
-    @_docs.fill
-    def take(self, indices, columns=None, datetime="100ns") -> dict:
-        """dict name -> values (read()'s forms) of rows by number, in the order given,
-        repeats included: each block that holds them is decoded once, in parallel. IndexError
-        names a row number out of range and the row count.
-
-        Parameters
-        ----------
-        indices : sequence of int
-            Row numbers, negative from the end.
-        {columns}
-        datetime : str, default '100ns'
-            As in read().
-        """
-        return reads.take(self, indices, columns, datetime)
-
     def prefetch(self, columns=None, rows=None):
         """A context in which the blocks of these columns are fetched up front, in a few
         large coalesced requests, and read from memory: for a remote file read whole (read()
@@ -358,67 +303,6 @@ class IdvFile:
 
     def __exit__(self, *exc):
         self.close()
-
-    # ---- the Python data stack (idv.pandas, idv.arrow; pandas / pyarrow imported on use)
-    @_docs.fill
-    def to_pandas(self, columns=None, **kwargs):
-        """A pandas.DataFrame of these columns.
-
-        Parameters
-        ----------
-        {columns}
-        **kwargs
-            The options of idv.to_pandas.
-        """
-        from idv.pandas import to_pandas
-        return to_pandas(self, columns, **kwargs)
-
-    @_docs.fill
-    def to_arrow(self, columns=None, **kwargs):
-        """A pyarrow.Table of these columns.
-
-        Parameters
-        ----------
-        {columns}
-        **kwargs
-            The options of idv.to_arrow.
-        """
-        from idv.arrow import to_arrow
-        return to_arrow(self, columns, **kwargs)
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        """The Arrow PyCapsule stream of every readable column, block by block, so that
-        ``pa.table(f)``, ``pl.DataFrame(f)`` and DuckDB read the file directly (times as
-        ``datetime="auto"``; a requested schema is honoured as far as pyarrow casts)."""
-        from idv.arrow import record_batch_reader
-        return record_batch_reader(self).__arrow_c_stream__(requested_schema)
-
-    @_docs.fill
-    def record_batch_reader(self, columns=None, **kwargs):
-        """A pyarrow.RecordBatchReader over the file, as idv.record_batch_reader.
-
-        Parameters
-        ----------
-        {columns}
-        **kwargs
-            The options of idv.record_batch_reader.
-        """
-        from idv.arrow import record_batch_reader
-        return record_batch_reader(self, columns, **kwargs)
-
-    @_docs.fill
-    def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
-        """pyarrow.RecordBatches, as pyarrow's ``ParquetFile.iter_batches``.
-
-        Parameters
-        ----------
-        {columns}
-        {batch_size}
-        **kwargs
-            The options of idv.record_batch_reader.
-        """
-        from idv.arrow import record_batch_reader
-        return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
 
 
 @contextlib.contextmanager

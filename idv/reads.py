@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import filters, selection, ticks, vectors, whole_read
+from idv import _docs, _gc, budget, filters, selection, ticks, vectors, whole_read
 from idv import take as _take
 from idv import types as T
 from idv.column import Column
@@ -113,3 +113,131 @@ def _retimed(c, values, datetime, strings):
     if strings and T.item_type(c.type) is T.Text:
         values = np.asarray(values, dtype=np.dtypes.StringDType())
     return values
+
+
+class SourceReads:
+    """The reads of IdvFile and Dataset, written once over a source of rows (idv.read_source):
+    numpy's here, Arrow's and pandas' in idv.arrow and idv.pandas, imported when called."""
+
+    @_gc.paused_for(lambda self, *_, **__: len(self.files))
+    @budget.reads
+    @_docs.fill
+    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
+             filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
+        """dict name -> array of these columns, in numpy (docs/reading.md has each type's form);
+        of a dataset, every file's rows end to end, one unit for a time column of every file.
+
+        Parameters
+        ----------
+        {columns}
+        {sparse}
+        rows : slice, sequence of int or boolean mask, optional
+            The rows, as ``col[rows]`` selects them (a dataset's: over its files end to end):
+            only the files and blocks that hold them are decoded. Not with ``sparse`` or
+            ``filter``.
+        datetime : {'100ns', 'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}, default '100ns'
+            ``'100ns'``: ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks,
+            exact and with no pass over the data (numpy alone holds that unit). The others
+            give the unit the Arrow-typed readers give, by idv.time_units' rule (see
+            idv.to_arrow's ``datetime``).
+        text : {'object', 'StringDType'}, default 'object'
+            Text values as arrays of Python ``str``, or numpy >= 2's variable-width string
+            dtype, built straight from the file's UTF-8 with no ``str`` objects for whole
+            Text columns (vectors of Text and row selections are converted from ``str``).
+        {filter}
+        copy : bool, default True
+            False: a whole column of numbers or keys that one uncompressed block holds, in a
+            file opened from a path, is a read-only view of the file's bytes (its memory map,
+            or the whole of a small file: valid after close, checked against its CRC-32).
+            Every other column is copied as always: numpy needs one buffer, and a column of
+            several blocks lies in pieces, as do the files of a dataset (docs/performance.md;
+            to_arrow and record_batch_reader give a chunk per block without copying).
+
+        Raises
+        ------
+        ValueError
+            An unknown ``datetime`` or ``text``, or ``rows`` with ``sparse`` or ``filter``.
+        """
+        return read(self, columns, sparse, rows, datetime, text, filter, copy)
+
+    @_gc.paused_for(lambda self, *_, **__: len(self.files))
+    @budget.reads
+    @_docs.fill
+    def take(self, indices, columns=None, datetime="100ns") -> dict:
+        """dict name -> values (read()'s forms) of rows by number, in the order given,
+        repeats included (a dataset's: over its files end to end): each block that holds them
+        is decoded once, in parallel. IndexError names a row number out of range and the row
+        count.
+
+        Parameters
+        ----------
+        indices : sequence of int
+            Row numbers, negative from the end.
+        {columns}
+        datetime : str, default '100ns'
+            As in read().
+        """
+        return take(self, indices, columns, datetime)
+
+    # ---- the Python data stack (idv.pandas, idv.arrow; pandas / pyarrow imported on use)
+    @_docs.fill
+    def to_pandas(self, columns=None, **kwargs):
+        """A pandas.DataFrame of these columns (a dataset's: every file's rows).
+
+        Parameters
+        ----------
+        {columns}
+        **kwargs
+            The options of idv.to_pandas.
+        """
+        from idv.pandas import to_pandas
+        return to_pandas(self, columns, **kwargs)
+
+    @_docs.fill
+    def to_arrow(self, columns=None, **kwargs):
+        """A pyarrow.Table of these columns (a dataset's: every file's rows).
+
+        Parameters
+        ----------
+        {columns}
+        **kwargs
+            The options of idv.to_arrow.
+        """
+        from idv.arrow import to_arrow
+        return to_arrow(self, columns, **kwargs)
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The Arrow PyCapsule stream of every readable column, file by file and block by
+        block, so that ``pa.table(f)``, ``pl.DataFrame(f)`` and DuckDB read a file or a
+        dataset directly (times as ``datetime="auto"``; a requested schema is honoured as far
+        as pyarrow casts)."""
+        from idv.arrow import record_batch_reader
+        return record_batch_reader(self).__arrow_c_stream__(requested_schema)
+
+    @_docs.fill
+    def record_batch_reader(self, columns=None, **kwargs):
+        """A pyarrow.RecordBatchReader over the file, or every file of a dataset in turn
+        (small files read together, a batch never across two), as idv.record_batch_reader.
+
+        Parameters
+        ----------
+        {columns}
+        **kwargs
+            The options of idv.record_batch_reader.
+        """
+        from idv.arrow import record_batch_reader
+        return record_batch_reader(self, columns, **kwargs)
+
+    @_docs.fill
+    def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
+        """pyarrow.RecordBatches, as pyarrow's ``ParquetFile.iter_batches``.
+
+        Parameters
+        ----------
+        {columns}
+        {batch_size}
+        **kwargs
+            The options of idv.record_batch_reader.
+        """
+        from idv.arrow import record_batch_reader
+        return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))

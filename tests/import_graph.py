@@ -16,7 +16,7 @@ functions alike (a function-level import still runs, only later), with three rul
   an edge (an upward dependency).
 * Imports inside the methods listed in ``EXCEPTIONS`` (class name, method names) are left out:
   ``to_pandas / to_arrow / record_batch_reader / iter_batches / __arrow_c_stream__`` of
-  IdvFile and Dataset and the notebook views (``_repr_html_`` of IdvFile, Dataset, Schema and
+  IdvFile and Dataset (written once, in idv.reads.SourceReads) and the notebook views (``_repr_html_`` of IdvFile, Dataset, Schema and
   Column) are conveniences on the reader's objects
   that import the interop layers above it when called. They are the one documented
   exception, found by class and method name wherever the reader's module lives.
@@ -35,13 +35,10 @@ import re
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-EXCEPTIONS = {("IdvFile", "to_pandas"), ("IdvFile", "to_arrow"), ("IdvFile", "iter_batches"),
-              ("IdvFile", "__arrow_c_stream__"), ("IdvFile", "_repr_html_"),
-              ("IdvFile", "record_batch_reader"),
-              ("Dataset", "to_pandas"), ("Dataset", "to_arrow"), ("Dataset", "iter_batches"),
-              ("Dataset", "record_batch_reader"), ("Dataset", "__arrow_c_stream__"),
-              ("Dataset", "_repr_html_"),
-              ("Schema", "_repr_html_"), ("Column", "_repr_html_")}
+EXCEPTIONS = {("SourceReads", "to_pandas"), ("SourceReads", "to_arrow"),
+              ("SourceReads", "record_batch_reader"), ("SourceReads", "iter_batches"),
+              ("SourceReads", "__arrow_c_stream__"), ("IdvFile", "_repr_html_"),
+              ("Dataset", "_repr_html_"), ("Schema", "_repr_html_"), ("Column", "_repr_html_")}
 
 _PYX_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\s+(.+)|c?import\s+([\w., ]+))")
 

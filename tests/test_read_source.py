@@ -29,7 +29,7 @@ def _same_value(a, b):
 
 
 def _same_dict(a, b):
-    assert list(a) == list(b)
+    assert isinstance(a, dict) and list(a) == list(b)
     for name in a:
         _same_value(a[name], b[name])
 
@@ -81,16 +81,19 @@ def _numpy_calls(name):
     return calls
 
 
+def _compare(name, f, ds, calls, check):
+    """``check(call(ds), call(f))`` for each (what, call) of `calls`, naming the failing one."""
+    for what, call in calls:
+        try:
+            check(call(ds), call(f))
+        except AssertionError as e:
+            raise AssertionError(f"{name}: {what}: {e}") from None
+
+
 @pytest.mark.parametrize("name", FILES)
 def test_numpy_reads_of_a_file_and_of_its_one_file_dataset_are_equal(name):
     with idv.open(_path(name)) as f, idv.dataset(_path(name)) as ds:
-        for what, call in _numpy_calls(name):
-            got, want = call(ds), call(f)
-            assert isinstance(got, dict), what
-            try:
-                _same_dict(got, want)
-            except AssertionError as e:
-                raise AssertionError(f"{name}: {what}: {e}") from None
+        _compare(name, f, ds, _numpy_calls(name), _same_dict)
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -98,28 +101,21 @@ def test_arrow_reads_of_a_file_and_of_its_one_file_dataset_are_equal(name):
     pa = pytest.importorskip("pyarrow")
     flt = _numbers_filter(name)
     with idv.open(_path(name)) as f, idv.dataset(_path(name)) as ds:
-        for what, call in [("to_arrow", lambda s: s.to_arrow()),
-                           ("to_arrow columns", lambda s: s.to_arrow([2, 0])),
-                           ("to_arrow filter", lambda s: s.to_arrow(filter=flt)),
-                           ("to_arrow us", lambda s: s.to_arrow(datetime="us", safe=False)),
-                           ("to_arrow ticks", lambda s: s.to_arrow(datetime="ticks")),
-                           ("arrow stream", lambda s: pa.table(s)),
-                           ("idv.to_arrow", lambda s: idv.to_arrow(s))]:
-            try:
-                _same_table(call(ds), call(f))
-            except AssertionError as e:
-                raise AssertionError(f"{name}: {what}: {e}") from None
-        for what, call in [
-                ("record_batch_reader", lambda s: s.record_batch_reader()),
-                ("batch_size", lambda s: s.record_batch_reader(batch_size=13)),
-                ("rows", lambda s: s.record_batch_reader(rows=slice(5, 80, 3))),
-                ("filter", lambda s: s.record_batch_reader(filter=flt, datetime="us")),
-                ("iter_batches", lambda s: s.iter_batches([0, 1], batch_size=40)),
-                ("idv.record_batch_reader", lambda s: idv.record_batch_reader(s))]:
-            try:
-                _same_batches(call(ds), call(f))
-            except AssertionError as e:
-                raise AssertionError(f"{name}: {what}: {e}") from None
+        _compare(name, f, ds, [
+            ("to_arrow", lambda s: s.to_arrow()),
+            ("to_arrow columns", lambda s: s.to_arrow([2, 0])),
+            ("to_arrow filter", lambda s: s.to_arrow(filter=flt)),
+            ("to_arrow us", lambda s: s.to_arrow(datetime="us", safe=False)),
+            ("to_arrow ticks", lambda s: s.to_arrow(datetime="ticks")),
+            ("arrow stream", lambda s: pa.table(s)),
+            ("idv.to_arrow", lambda s: idv.to_arrow(s))], _same_table)
+        _compare(name, f, ds, [
+            ("record_batch_reader", lambda s: s.record_batch_reader()),
+            ("batch_size", lambda s: s.record_batch_reader(batch_size=13)),
+            ("rows", lambda s: s.record_batch_reader(rows=slice(5, 80, 3))),
+            ("filter", lambda s: s.record_batch_reader(filter=flt, datetime="us")),
+            ("iter_batches", lambda s: s.iter_batches([0, 1], batch_size=40)),
+            ("idv.record_batch_reader", lambda s: idv.record_batch_reader(s))], _same_batches)
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -127,16 +123,17 @@ def test_pandas_reads_of_a_file_and_of_its_one_file_dataset_are_equal(name):
     pd = pytest.importorskip("pandas")
     flt = _numbers_filter(name)
     with idv.open(_path(name)) as f, idv.dataset(_path(name)) as ds:
-        for what, call in [("to_pandas", lambda s: s.to_pandas()),
-                           ("object vectors", lambda s: s.to_pandas(vectors="object")),
-                           ("filter", lambda s: s.to_pandas(filter=flt)),
-                           ("rows", lambda s: s.to_pandas(rows=slice(4, 60, 2))),
-                           ("datetime us", lambda s: s.to_pandas(datetime="us")),
-                           ("idv.to_pandas", lambda s: idv.to_pandas(s, [0, 1]))]:
-            got, want = call(ds), call(f)
-            assert type(got) is type(want) is pd.DataFrame, what
-            pd.testing.assert_frame_equal(got, want, obj=f"{name}: {what}")
-            assert got.attrs == want.attrs, what
+        def same_frame(got, want):
+            assert type(got) is type(want) is pd.DataFrame
+            pd.testing.assert_frame_equal(got, want)
+            assert got.attrs == want.attrs
+        _compare(name, f, ds, [
+            ("to_pandas", lambda s: s.to_pandas()),
+            ("object vectors", lambda s: s.to_pandas(vectors="object")),
+            ("filter", lambda s: s.to_pandas(filter=flt)),
+            ("rows", lambda s: s.to_pandas(rows=slice(4, 60, 2))),
+            ("datetime us", lambda s: s.to_pandas(datetime="us")),
+            ("idv.to_pandas", lambda s: idv.to_pandas(s, [0, 1]))], same_frame)
 
 
 def test_a_dataset_takes_the_options_of_a_file_over_its_files_end_to_end():
