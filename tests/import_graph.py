@@ -15,8 +15,9 @@ functions alike (a function-level import still runs, only later), with three rul
   defines it before importing any submodule. Any other import of the root from a submodule is
   an edge (an upward dependency).
 * Imports inside the methods listed in ``EXCEPTIONS`` (class name, method names) are left out:
-  ``IdvFile.to_pandas / to_arrow / iter_batches / __arrow_c_stream__`` and the notebook views
-  (``_repr_html_`` of IdvFile, Schema and Column) are conveniences on the reader's objects
+  ``to_pandas / to_arrow / record_batch_reader / iter_batches / __arrow_c_stream__`` of
+  IdvFile and Dataset (written once, in idv._reader.reads.SourceReads) and the notebook views (``_repr_html_`` of IdvFile, Dataset, Schema and
+  Column) are conveniences on the reader's objects
   that import the interop layers above it when called. They are the one documented
   exception, found by class and method name wherever the reader's module lives.
 
@@ -34,9 +35,10 @@ import re
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-EXCEPTIONS = {("IdvFile", "to_pandas"), ("IdvFile", "to_arrow"), ("IdvFile", "iter_batches"),
-              ("IdvFile", "__arrow_c_stream__"), ("IdvFile", "_repr_html_"),
-              ("Schema", "_repr_html_"), ("Column", "_repr_html_")}
+EXCEPTIONS = {("SourceReads", "to_pandas"), ("SourceReads", "to_arrow"),
+              ("SourceReads", "record_batch_reader"), ("SourceReads", "iter_batches"),
+              ("SourceReads", "__arrow_c_stream__"), ("IdvFile", "_repr_html_"),
+              ("Dataset", "_repr_html_"), ("Schema", "_repr_html_"), ("Column", "_repr_html_")}
 
 _PYX_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\s+(.+)|c?import\s+([\w., ]+))")
 

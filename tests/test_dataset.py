@@ -21,8 +21,7 @@ import pytest
 import idv
 from idv._resources import gc as _gc
 from idv._store import many_files as batch
-from idv._reader import dataset_files
-from idv._reader import opening, reader
+from idv._reader import dataset_files, opening, reader
 from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
 from reference import REPO_DIR, fixture, sidecar
 
@@ -248,9 +247,9 @@ def test_the_stream_of_small_files_read_together_cuts_the_same_batches(monkeypat
     rows, never across files, as each file's own stream gives them. group_bytes: all files
     together (None), two at a time, each by itself (0)."""
     pa = pytest.importorskip("pyarrow")
-    from idv._engines import dataset_interop
+    from idv._reader import whole_read
     if group_bytes is not None:
-        monkeypatch.setattr(dataset_interop, "GROUP_BYTES", group_bytes)
+        monkeypatch.setattr(whole_read, "GROUP_BYTES", group_bytes)
     empty = tmp_path / "empty.idv"
     idv.write(empty, {"Id": np.zeros(0, np.int32), "F32": np.zeros(0, np.float32),
                       "F64": np.zeros(0), "B": np.zeros(0, bool), "Txt": [],

@@ -119,6 +119,8 @@ SUBMODULE_NAMES = {
 # the reference by its :exclude-members:
 PACKAGE_INTERNAL = {
     "IdvFile.check_open", "Dataset.resolve_columns", "Dataset.time_unit",
+    "IdvFile.resolve_columns", "IdvFile.time_unit", "IdvFile.need", "IdvFile.decoded_bytes",
+    "Dataset.need", "Dataset.decoded_bytes",
     "Column.stored_blocks", "Column.check_unread", "Column.lookup_errors",
     "Column.check_readable", "Column.mapped_blocks", "Column.text_room",
     "Column.read_text_blocks", "Column.metadata_entries", "Column.annotation_form",

@@ -2,8 +2,9 @@
 nor one of a layer above its own.
 
 The graph is read statically from idv/**/*.py, *.pyx and *.pxd (tests/import_graph.py says what
-counts as an import, and the one documented exception: the IdvFile.to_pandas / to_arrow /
-iter_batches / __arrow_c_stream__ conveniences and the notebook views, _repr_html_).
+counts as an import, and the one documented exception: the to_pandas / to_arrow /
+record_batch_reader / iter_batches / __arrow_c_stream__ conveniences of IdvFile and Dataset
+(idv._reader.reads.SourceReads) and the notebook views, _repr_html_).
 """
 from __future__ import annotations
 
@@ -149,8 +150,8 @@ def _chain(graph, start, targets):
 
 
 def test_the_writer_does_not_import_the_reading_side():
-    """Nothing under idv/_writer/ imports idv._interop.arrow, idv._interop.pandas, the datasets,
-    idv.formats or idv.dask, directly or through another module, at module level or in a function: Arrow and
+    """Nothing under idv/_writer/ imports idv._interop.arrow, idv._interop.pandas, idv.dataset, idv.formats or
+    idv.dask, directly or through another module, at module level or in a function: Arrow and
     pandas come in through idv._writer.arrow / idv._writer.pandas and the modules below both."""
     graph = import_graph(PACKAGE_DIR)
     writer = [m for m in graph if m == "idv._writer" or m.startswith("idv._writer.")]
@@ -178,7 +179,7 @@ def test_import_graph_reads_the_whole_package():
 
 def test_import_graph_rules_on_a_made_up_package(tmp_path):
     """Function-level, relative, package and Cython imports are edges; the root's __version__,
-    TYPE_CHECKING imports and the IdvFile conveniences are not; a loop is found and shown."""
+    TYPE_CHECKING imports and the SourceReads conveniences are not; a loop is found and shown."""
     files = {
         "__init__.py": """
             from idv._version import __version__
@@ -192,7 +193,7 @@ def test_import_graph_rules_on_a_made_up_package(tmp_path):
             from idv import __version__
             if TYPE_CHECKING:
                 from idv.writer import Writer
-            class IdvFile:
+            class SourceReads:
                 def to_pandas(self):
                     from idv.pandas import to_pandas
                     return to_pandas(self)
@@ -234,7 +235,7 @@ def test_import_graph_rules_on_a_made_up_package(tmp_path):
 
 def test_layer_rules_on_a_made_up_package(tmp_path):
     """An import of a higher layer is reported with its line, function-level and cimports of a
-    .pxd helper included; the IdvFile conveniences are not; an unplaced module has no layer."""
+    .pxd helper included; the SourceReads conveniences are not; an unplaced module has no layer."""
     files = {
         "__init__.py": "from idv.reader import IdvFile",
         "errors.py": "class IdvFormatError(ValueError): pass",
@@ -242,7 +243,7 @@ def test_layer_rules_on_a_made_up_package(tmp_path):
         "_codecs.pyx": "from idv._bytes cimport shrunk",
         "reader.py": """
             from idv import _codecs
-            class IdvFile:
+            class SourceReads:
                 def to_arrow(self):
                     from idv.arrow import to_arrow
                 def head(self):

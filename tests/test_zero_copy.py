@@ -114,7 +114,7 @@ def made_by(request, monkeypatch):
     """How the chunks on the map are made: pyarrow's import of an Arrow C stream of them
     (idv._arrow_c), or one from_buffers call each (pyarrow before 17)."""
     if request.param == "from_buffers":
-        monkeypatch.setattr(idv._interop.arrow, "imports_c_streams", lambda pa: False)
+        monkeypatch.setattr(idv._interop.arrow_columns, "imports_c_streams", lambda pa: False)
     elif not imports_c_streams(pa):
         pytest.skip(f"pyarrow {pa.__version__} makes no ChunkedArray of a C stream")
     return request.param

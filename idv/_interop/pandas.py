@@ -22,16 +22,17 @@ same types (idv._writer.pandas).
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 
 import numpy as np
 
 from idv import _docs, types as T
 from idv._resources import budget
-from idv._scan import filters, scan
+from idv._scan import filters
 from idv._values import ticks
-from idv._reader import time_units
+from idv._reader import time_units, whole_read
+from idv._interop.arrow_columns import text_array, text_reader
+from idv._reader.read_source import file_rows
 from idv._values.arrow_types import written_from
 from idv._reader.reader import opened
 from idv._reader.selection import file_columns
@@ -241,21 +242,11 @@ def text_as_arrow(dtype_backend=None):
 
 
 def _read_whole(f, cols, arrow_text):
-    """id(column) -> every row of it, the columns of `cols` decoded by one scan: read()'s
-    form, or for Text with `arrow_text` an Arrow ChunkedArray on the blocks' UTF-8."""
-    readers = []
-    for col in cols:
-        if arrow_text and col.type is T.Text:
-            from idv._interop.arrow import text_reader
-            readers.append(scan.Chunks(text_reader(col)))
-        else:
-            readers.append(scan.WholeColumn(f.store, col))
-    values = scan.read_whole(f, readers)
-    for i, r in enumerate(readers):
-        if isinstance(r, scan.Chunks):
-            pa = require("pyarrow", "Arrow-backed text", "idv[arrow]")
-            values[i] = pa.chunked_array(values[i], r.reader.arrow_type)
-    return dict(zip(map(id, cols), values))
+    """id(column) -> every row of it (idv._reader.whole_read): read()'s form, or for Text with
+    `arrow_text` an Arrow ChunkedArray on the blocks' UTF-8."""
+    got = whole_read.read(f, [c.index for c in cols], 0, 1, whole_read.Form(
+        text=_arrow_text if arrow_text else None))
+    return dict(zip(map(id, cols), map(_text_chunked, got)))
 
 
 @budget.reads
@@ -315,57 +306,107 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
                          f", not {dtype_backend!r}")
     if rows is not None and not isinstance(rows, slice):
         raise TypeError(f"to_pandas(rows=) takes a slice of rows, not {type(rows).__name__}")
+    how = dict(vectors=vectors, datetime=datetime, safe=safe, dtype_backend=dtype_backend,
+               warn_wide=warn_wide, filter=filter)
+    with opened(file) as src:
+        if len(src.files) > 1:
+            return _frame_of_files(pd, src, columns, rows, how)
+        with src.using(0) as f:
+            return _frame(pd, f, columns, rows, how, row_index, values)
+
+
+def _frame(pd, f, columns, rows, how, row_index, values):
+    """frame() of the open file `f`."""
+    vectors, datetime, dtype_backend = how["vectors"], how["datetime"], how["dtype_backend"]
     strings = _arrow_strings(pd, dtype_backend)
     # Text straight from Arrow (idv._interop.arrow.text_array): all rows, or a slice of step 1
     arrow_text = strings is not None and (rows is None or rows.step in (None, 1))
-    with opened(file) as f:
-        cols = file_columns(f, columns)
-        if warn_wide and vectors == "expand":
-            warn_kept_wide(cols)
-        n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
-        if values is not None:
-            n = len(next(iter(values.values()))) if values else n
-        pieces = []
-        whole = {}
-        expanded = set()     # indices of the columns whose slots became columns of their own
-        context = f.prefetch(cols) if rows is None and filter is None else \
-            contextlib.nullcontext()
-        index = None
-        read_whole = filter is None and rows is None and values is None
-        with context:
-            if filter is not None:      # the rows that match, of the blocks statistics keep
-                index, whole = _read_matching(f, cols, filter, rows)
-                n = len(index)
-            elif values is not None:
-                whole = values
-            elif rows is None:    # every row: the columns decoded by one scan
-                whole = _read_whole(f, cols, arrow_text)
-            datetime = time_units.for_file(f, [c.name for c in cols], datetime,
-                                           {c.name: whole[id(c)] for c in cols}
-                                           if read_whole else None)
-            # the chosen modes give a column the type it was written from (SOURCE_TYPE)
-            as_written = {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", None))
-            for col in cols:
-                if arrow_text and col.type is T.Text:
-                    from idv._interop.arrow import text_array
-                    text = whole[id(col)] if whole else text_array(col, rows)
-                    pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
-                    continue
-                ctx = _Ctx(pd, col.name, datetime, bool(safe),
-                           written_from(col, as_written) if as_written else None)
-                values = whole[id(col)] if whole else col[rows]
-                got = _column_pieces(ctx, col, values, vectors)
-                if dtype_backend == "pyarrow":
-                    got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
-                if [nm for names, _ in got for nm in names] != [col.name]:
-                    expanded.add(col.index)
-                pieces.extend(got)
-        schema = frame_schema(cols, lambda c: c.index in expanded, datetime == "ticks")
+    cols = file_columns(f, columns)
+    if how["warn_wide"] and vectors == "expand":
+        warn_kept_wide(cols)
+    n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
+    if values is not None:
+        n = len(next(iter(values.values()))) if values else n
+    pieces, whole, index = [], {}, None
+    expanded = set()     # indices of the columns whose slots became columns of their own
+    read_whole = how["filter"] is None and rows is None and values is None
+    if how["filter"] is not None:      # the rows that match, of the blocks statistics keep
+        index, whole = _read_matching(f, cols, how["filter"], rows)
+        n = len(index)
+    elif values is not None:
+        whole = values
+    elif rows is None:    # every row: the columns decoded by one scan
+        whole = _read_whole(f, cols, arrow_text)
+    datetime = time_units.for_file(f, [c.name for c in cols], datetime,
+                                   {c.name: whole[id(c)] for c in cols} if read_whole else None)
+    # the chosen modes give a column the type it was written from (SOURCE_TYPE)
+    as_written = {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", None))
+    for col in cols:
+        if arrow_text and col.type is T.Text:
+            text = whole[id(col)] if whole else text_array(col, rows)
+            pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
+            continue
+        ctx = _Ctx(pd, col.name, datetime, bool(how["safe"]),
+                   written_from(col, as_written) if as_written else None)
+        got = _column_pieces(ctx, col, whole[id(col)] if whole else col[rows], vectors)
+        if dtype_backend == "pyarrow":
+            got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
+        if [nm for names, _ in got for nm in names] != [col.name]:
+            expanded.add(col.index)
+        pieces.extend(got)
+    schema = frame_schema(cols, lambda c: c.index in expanded, datetime == "ticks")
     df = _joined(pd, pieces, [c.name for c in cols], n)
     if row_index and index is not None:
         df.index = pd.Index(index)
     df.attrs[SCHEMA_ATTR] = schema
     return df
+
+
+def _frame_of_files(pd, src, columns, rows, how):
+    """frame() of a source of many files: one frame of the columns of all of them read as one
+    (whole_read) where every column joins (no keys whose KeyValues differ, no rows= or
+    filter=), else each file's frame, joined; one unit for a time column of every file."""
+    keys = src.resolve_columns(columns)
+    with src.using(0) as first:
+        names = [first[k].name for k in keys]
+    how = dict(how, **dict(zip(("datetime", "safe"),
+                               src.time_unit(names, how["datetime"], how["safe"]))))
+    files = range(len(src.files))
+    if rows is None:
+        whole_read.check_memory(src, keys, [(i, None) for i in files])
+    if rows is None and how["filter"] is None and keys and \
+            all(whole_read.joinable(src, k, arrow=False) for k in keys):
+        arrow_text = _arrow_strings(pd, how["dtype_backend"]) is not None
+        got = whole_read.read(src, keys, 0, len(files), whole_read.Form(
+            text=_arrow_text if arrow_text else None))
+        with src.using(0) as first:
+            values = {id(first[k]): _text_chunked(v) for k, v in zip(keys, got)}
+            return _frame(pd, first, keys, None, how, False, values)
+    within = None if rows is None else range(*rows.indices(src.num_rows))
+    frames = []
+    for i in files:
+        local = None if within is None else file_rows(within, src.files[i])
+        if local is not None and not len(local) and (frames or i < files[-1]):
+            continue
+        with src.using(i) as f:
+            frames.append(_frame(pd, f, keys, None if local is None else
+                                 slice(local.start, local.stop, local.step),
+                                 dict(how, warn_wide=how["warn_wide"] and not frames),
+                                 False, None))
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _arrow_text(col):
+    """Form.text of pandas: scalar Text straight from the blocks' UTF-8 into Arrow."""
+    return text_reader(col) if col.type is T.Text else None
+
+
+def _text_chunked(value):
+    """A whole read's value, its Text chunks (a list) as one Arrow ChunkedArray."""
+    if not isinstance(value, list):
+        return value
+    pa = require("pyarrow", "Arrow-backed text", "idv[arrow]")
+    return pa.chunked_array(value, pa.string())
 
 
 def _joined(pd, pieces, own, n):

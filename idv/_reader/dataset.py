@@ -19,17 +19,13 @@ from typing import ContextManager
 
 import numpy as np
 
-from idv import _docs, types as T
+from idv import _docs
 from idv._resources import gc as _gc, budget
-from idv._reader import dataset_files, selection, time_units, take as _take
-from idv._scan import scan
-from idv._values import ticks, vectors
-from idv._store import many_files as batch_files
+from idv._reader import dataset_files, read_source, reads, selection
 from idv.errors import IdvFormatError, IdvWarning
 from idv._storage.paths import expand_sources
-from idv._reader.dataset_files import BATCH_FILES, DatasetFile
-from idv._reader.reader import READ_TIME_MODES, IdvFile
-from idv._engines.dataset_interop import DatasetInterop
+from idv._reader.dataset_files import DatasetFile
+from idv._reader.reader import IdvFile
 from idv._reader.schema import Schema
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
@@ -50,12 +46,7 @@ DEFAULT_MAX_OPEN_FILES = 1024
 DEFAULT_MAX_OPEN_REMOTE = 64
 
 
-def _read_rows(f, names, local):
-    """Rows `local` of columns `names` of file `f`, in read()'s form."""
-    return f.read(names, rows=local, datetime="100ns")
-
-
-class Dataset(DatasetInterop):
+class Dataset(reads.SourceReads):
     """Several .idv files with the same columns, read as one table (``idv.dataset`` makes
     one). Use as a context manager, or call close(). It may be read from several threads at
     once.
@@ -209,6 +200,11 @@ class Dataset(DatasetInterop):
         self.files[i].closing(f, self._names, self._layouts)
 
     @property
+    def max_open_files(self):
+        """How many of the files stay open at once, at most."""
+        return self._max_open
+
+    @property
     def num_open_files(self):
         """How many of the files are open now (at most max_open_files)."""
         return self._open.count
@@ -231,194 +227,7 @@ class Dataset(DatasetInterop):
             return list(self._names)
         return selection.names_of(self._names, columns, where=" in the dataset")
 
-    @_gc.paused_for(lambda self, *_, **__: len(self.files))
-    @budget.reads
-    @_docs.fill
-    def read(self, columns=None, rows=None, datetime="100ns",
-             filter=None) -> dict:  # noqa: A002 - pyarrow's and pandas' name
-        """dict name -> array of the dataset's columns, every file's rows end to end.
-
-        Parameters
-        ----------
-        {columns}
-        rows : slice, sequence of int or boolean mask, optional
-            The dataset's rows: only the files and blocks that hold them are read.
-        datetime : str, default '100ns'
-            As IdvFile.read; one unit for a time column of every file.
-        {filter}
-        """
-        names = self.resolve_columns(columns)
-        datetime, _ = self.time_unit(names, datetime, True)
-        if filter is not None:
-            if rows is not None:
-                raise ValueError("read(filter=...) does not take rows= too")
-            got = []
-            for i in range(len(self.files)):
-                with self.using(i) as f:
-                    got.append(f.read(names, datetime=datetime, filter=filter))
-            return {n: vectors.concat_reads([g[n] for g in got]) for n in names}
-        return self._gather(columns, slice(None) if rows is None else rows,
-                            lambda f, names, local: f.read(names, rows=local,
-                                                           datetime=datetime),
-                            in_place=rows is None)
-
-    def _text(self, name):
-        """Whether column `name` is Text."""
-        return self.open_file(0)[name].type is T.Text
-
-    def _in_step(self, name):
-        """Whether column `name` of every file converts to Arrow in one step (_whole_values):
-        numbers, Booleans, keys (_same_key_values) and their fixed-size vectors, and Text."""
-        return self._text(name) or (self._whole(name) and self._room_in_place(name) is not None)
-
-    def _whole_values(self, names, i0, i1, arrow_text=True):
-        """name -> every row of files [i0, i1) of columns `names` (each _whole or Text):
-        read()'s form, decoded in one batched read, but Text as an Arrow ChunkedArray of the
-        files' blocks (`arrow_text`; else read()'s str objects)."""
-        from idv._engines.dataset_interop import text_of_files
-        text = [n for n in names if arrow_text and self._text(n)]
-        rest = [n for n in names if n not in text]
-        span = slice(self.files[i0].start, self.files[i1 - 1].stop)
-        got = self._gather(rest, span, _read_rows, in_place=True) if rest else {}
-        for n in text:
-            got[n] = text_of_files(self._columns_in_use(n, i0, i1))
-        return got
-
-    def _columns_in_use(self, name, i0, i1):
-        """Column `name` of files [i0, i1) as lists of (store, column), one a file, of up to
-        BATCH_FILES files (and max_open_files), in use until the next list is asked for."""
-        step = max(1, min(self._max_open, BATCH_FILES))
-        for a in range(i0, i1, step):
-            held = []
-            try:
-                for i in range(a, min(a + step, i1)):
-                    held.append((i, self._open.hold(i)))
-                yield [(f.store, f[name]) for _, f in held]
-            finally:
-                self._open.release([i for i, _ in held])
-
-    def _whole(self, name):
-        """Whether column `name` converts to pandas and Arrow the same, read whole from all
-        the files as from each file: not Text (read into Arrow's layout: _text), nor keys
-        whose key values differ between files (each file's name its own keys)."""
-        item = T.item_type(self.open_file(0)[name].type)
-        if isinstance(item, T.Key):
-            return self._same_key_values(name)
-        return item is not None and item is not T.Text
-
-    def _same_key_values(self, name):
-        """Whether every file has the same KeyValues annotation of column `name` (or none):
-        then its keys name the same values in all. Asked of each file once."""
-        if name not in self._key_values_agree:
-            self._key_values_agree[name] = dataset_files.same_annotation(
-                (col for cols in self._columns_in_use(name, 0, len(self.files))
-                 for _, col in cols), "KeyValues")
-        return self._key_values_agree[name]
-
-    def _room_in_place(self, name):
-        """(shape, dtype) of column `name`'s rows when every row can be decoded straight into
-        one array for the whole dataset: fixed-width items stored as they are (numbers, keys,
-        dense vectors; not times, which read() converts); else None."""
-        col = self.open_file(0)[name]
-        if T.item_type(col.type) in ticks.TIME_ITEMS:
-            return None
-        return scan.fixed_room(col, 0, col.num_blocks)
-
-    @_gc.paused_for(lambda self, *_, **__: len(self.files))
-    @budget.reads
-    def take(self, indices, columns=None, datetime="100ns") -> dict:
-        """Rows by number (over the files end to end, negative from the end), in the order
-        given, as IdvFile.take: only the files and blocks that hold them are read.
-
-        Parameters
-        ----------
-        indices : sequence of int
-        columns, datetime
-            As read().
-        """
-        names = self.resolve_columns(columns)
-        datetime, _ = self.time_unit(names, datetime, True)
-        _take.check_result(indices, self.num_rows, [self.schema[n].type for n in names],
-                           lambda nbytes, what: budget.check(
-                               nbytes, self.memory_limit,
-                               lambda: f"{what()} of the dataset ({self.files[0].path}...)"))
-        return self._gather(columns, selection.take_numbers(indices),
-                            lambda f, names, local: f.take(local, names, datetime))
-
-    def _gather(self, columns, rows, read, in_place=False):
-        """The rows `rows` of `columns` (selection.split_rows: over the files end to end),
-        each file's share read by ``read(file, names, local rows)``, joined in the order
-        asked. `in_place` (`rows` whole files, one after the other): the fixed-width columns are
-        decoded straight into one array each, the others joined (one copy in memory instead of
-        two)."""
-        names = self.resolve_columns(columns)
-        parts, restore = selection.split_rows(rows, self._starts, self.num_rows)
-        if not parts:          # no rows: the empty forms, from the first file
-            got = read(self.open_file(0), names, slice(0, 0))
-            return {n: got[n] for n in names}
-        rooms = {n: r for n in names if (r := self._room_in_place(n)) is not None} \
-            if in_place else {}
-        fixed = list(rooms)
-        base = self.files[parts[0][0]].start            # the first row's place in the dataset
-        size = self.files[parts[-1][0]].stop - base
-        shapes = {n: ((size,) + shape[1:], dtype) for n, (shape, dtype) in rooms.items()}
-        self._check_memory(names, parts, joined=True, in_place=shapes)
-        out = {n: np.empty(*shapes[n]) for n in fixed}
-        rest = [n for n in names if n not in out]
-        pieces = {n: [] for n in rest}
-        # the blocks of many files inflated in one call (idv._store.many_files), as many files at once as
-        # stay open
-        batch, files_in_batch = [], max(1, min(self._max_open, BATCH_FILES))
-        held = []           # the files of the batch, in use until it is inflated
-        try:
-            for k, (i, local) in enumerate(parts):
-                f, entry = self._open.hold(i), self.files[i]
-                held.append(i)
-                for n in fixed:
-                    col = f[n]
-                    piece = (f.store, col.blocks, out[n], entry.start - base)
-                    if col.num_rows and batch_files.batchable(*piece):
-                        batch.append(piece)
-                    else:
-                        col.read_blocks(0, col.num_blocks,
-                                        out=out[n][entry.start - base:entry.stop - base])
-                got = read(f, rest, local) if rest else {}
-                for n in rest:
-                    pieces[n].append(got[n])
-                if not batch or batch[-1][0] is not f.store:    # read by itself: done with
-                    self._open.release([held.pop()])
-                if batch and (k + 1) % files_in_batch == 0:
-                    batch_files.inflate_files(batch, batch[0][0].threads)
-                    batch = []
-                    self._open.release(held)
-                    held = []
-            if batch:
-                batch_files.inflate_files(batch, batch[0][0].threads)
-        finally:
-            self._open.release(held)
-        for n in rest:
-            v = pieces[n][0] if len(pieces[n]) == 1 else vectors.concat_reads(pieces[n])
-            out[n] = v if restore is None else v[restore]
-        return {n: out[n] for n in names}
-
-    def _check_memory(self, names, parts, joined, in_place=None):
-        """MemoryLimitError when reading `parts` ([(file, local rows)]) of columns `names` needs
-        more than the dataset's limit: each file's share (Column.decoded_bytes), twice over
-        when the pieces are then `joined` into one array or frame; but the columns
-        `in_place` (name -> the (shape, dtype) of the one array every file decodes into),
-        that array."""
-        in_place = in_place or {}
-        twice = 2 if joined and len(parts) > 1 else 1
-        total = sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-                    for shape, dtype in in_place.values())
-        total += sum(self._decoded_bytes(i, n, local) * twice
-                     for i, local in parts for n in names if n not in in_place)
-        budget.check(total, self.memory_limit,
-                     lambda: f"reading {len(names)} column{'s' * (len(names) != 1)} of "
-                             f"{len(parts)} file{'s' * (len(parts) != 1)} of the dataset "
-                             f"({self.files[parts[0][0]].path}...)")
-
-    def _decoded_bytes(self, i, name, local):
+    def decoded_bytes(self, i, name, local):
         """Column.decoded_bytes(local) of file i's column `name`, without reopening a closed
         file for a read of all its rows (`local` None, or the slice of them)."""
         entry = self.files[i]
@@ -436,17 +245,20 @@ class Dataset(DatasetInterop):
         raise TypeError(f"a dataset is indexed by a slice of rows (ds[a:b]); read columns with "
                         f"ds.read(columns=[...]), not with {type(key).__name__}")
 
-    # ---- time units: one per column for every file (idv._reader.time_units)
-    def time_unit(self, names, datetime, safe):
+    # ---- as a source of rows (idv._reader.read_source)
+    checked_whole = True          # a read of its files checked as one, before it allocates
+
+    def time_unit(self, names, datetime, safe, values=None):
         """(datetime, safe) to read every file of the dataset with: for 'auto', 'exact' and
         'auto-us' a ticks.Units, each time column's unit chosen from all files; other modes
-        as given."""
-        ticks.check_time_mode(datetime, READ_TIME_MODES)
-        timed = [n for n in names if time_units.is_time(self.schema[n].type)]
-        if not timed:
-            return datetime, safe
-        return time_units.choose(lambda: (self.using(i) for i in range(len(self.files))),
-                                 timed, datetime), safe
+        as given (idv._reader.read_source.time_unit)."""
+        return read_source.time_unit(self, names, datetime, safe, values)
+
+    def need(self, nbytes, what):
+        """MemoryLimitError when `what` needs more than the dataset's limit.
+        Package-internal."""
+        budget.check(nbytes, self.memory_limit,
+                     lambda: f"{what()} of the dataset ({self.files[0].path}...)")
 
 
 @_docs.fill

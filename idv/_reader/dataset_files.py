@@ -11,8 +11,6 @@ import itertools
 import threading
 import weakref
 
-import numpy as np
-
 from idv._resources import threads as _threads
 from idv._reader.column import decoded_size
 from idv.errors import IdvFormatError
@@ -21,17 +19,12 @@ from idv._reader.reader import IdvFile, open as idv_open
 # remote files opened at once while a dataset lists them
 OPEN_AHEAD = 8
 # a file of at most this many columns keeps what reading each column allocates when the
-# dataset closes it (Dataset._decoded_bytes); a wider one is reopened to check a read
+# dataset closes it (Dataset.decoded_bytes); a wider one is reopened to check a read
 REMEMBERED_COLUMNS = 256
 # what opening the files read (IdvFile.layout) kept, once the dataset closes them, for their
 # reopening, at most (layout_bytes each); a reopening then costs a third of an opening, and
 # files beyond it are read and checked again when reopened
 LAYOUT_BYTES = 64 << 20
-
-# files whose blocks a whole read inflates in one call (idv._store.many_files), at most; the files a
-# stream reads together, at most
-BATCH_FILES = 256
-
 
 def layout_bytes(num_columns):
     """About the memory that a file's layout holds (measured: 5 KiB for 4 columns, 11 KiB
@@ -241,24 +234,6 @@ def check_relisted(listed, files):
     raise IdvFormatError(f"the dataset's files changed since it was made: {len(listed)} "
                          f"listed then, {len(now)} now; make the dataset again",
                          path=listed[0][0] if listed else None)
-
-
-def same_annotation(columns, kind):
-    """Whether the columns (an iterable of one a file, each read in turn) all have the same
-    `kind` annotation, or none: told by its stored form (Column.annotation_form), its values
-    decoded and compared only where the forms differ (one file stored uncompressed)."""
-    columns = iter(columns)
-    first = next(columns)
-    form, value = first.annotation_form(kind), first.annotation(kind)
-    for col in columns:
-        if col.annotation_form(kind) == form:
-            continue
-        other = col.annotation(kind)
-        if (other is None) != (value is None) or other is not None and not (
-                np.asarray(other).dtype == np.asarray(value).dtype
-                and np.array_equal(other, value)):
-            return False
-    return True
 
 
 class OpenFiles:

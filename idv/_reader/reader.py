@@ -12,27 +12,22 @@ import functools
 
 import numpy as np
 
-from idv import _docs, compression, types as T
+from idv import _docs, compression
 from idv._resources import threads as _threads, budget, cache
-from idv._scan import filters, scan
-from idv._reader import opening, selection, time_units, take as _take
-from idv._values import ticks, vectors
+from idv._reader import opening, read_source, reads, selection
 from idv._storage import statistics as block_stats
 from idv._store.blocks import BlockStore
 from idv._reader.column import Column, FileParts
 from idv.errors import IdvFormatError
+from idv._reader.read_source import FileSpan
 from idv._storage.remote import open_any
 from idv._reader.schema import Field, Schema
 
 
-# read(datetime=...): the modes of idv._reader.time_units, and .NET's own 100-ns ticks
-READ_TIME_MODES = ("100ns",) + ticks.TIME_MODES
-# read(text=...): Text values as Python str objects, or numpy 2's StringDType
-TEXT_FORMS = ("object", "StringDType")
 
 
 @_docs.fill
-class IdvFile:
+class IdvFile(reads.SourceReads):
     """An open .idv file (idv.open makes one). Use as a context manager, or call close().
 
     ``f.schema`` prints the columns; ``f["Label"]`` or ``f[0]`` gives a Column (with duplicate
@@ -72,6 +67,7 @@ class IdvFile:
         self.path = self._source.name   # put into every IdvFormatError from this file
         self.identity = getattr(self._source, "identity", None)
         self.backend = backend
+        self.filesystem = filesystem
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
             opened = self.layout = opening.known_or_read(self._source, checksums, layout, 3)
@@ -101,6 +97,48 @@ class IdvFile:
         if self._made[i] is None:
             self._made[i] = Column(self._parts, *self.layout.described[i])
         return self._made[i]
+
+    # ---- as a source of rows (idv._reader.read_source): a dataset of this one file
+    @property
+    def files(self):
+        """This file as the one file of a source of rows (idv._reader.read_source.FileSpan)."""
+        return [FileSpan(self.path, self.num_rows)]
+
+    max_open_files = 1
+    checked_whole = False         # its store checks each allocation (idv._reader.read_source)
+
+    def using(self, i):
+        """File `i` of this source of one file (0: itself) for a ``with`` block, left open
+        after it, as Dataset.using gives a dataset's.
+
+        Parameters
+        ----------
+        i : int
+            0.
+        """
+        if i != 0:
+            raise IndexError(f"an IdvFile is one file, not file {i}")
+        return contextlib.nullcontext(self)
+
+    def resolve_columns(self, columns):
+        """The indices of the columns `columns` picks (idv._reader.selection.file_columns).
+        Package-internal."""
+        return [c.index for c in selection.file_columns(self, columns)]
+
+    def time_unit(self, names, datetime, safe, values=None):
+        """(datetime, safe) to read columns `names` with (idv._reader.read_source.time_unit).
+        Package-internal."""
+        return read_source.time_unit(self, names, datetime, safe, values)
+
+    def need(self, nbytes, what):
+        """MemoryLimitError when `what` needs more than the file's memory limit.
+        Package-internal."""
+        self.store.need(nbytes, what)
+
+    def decoded_bytes(self, i, key, rows):
+        """What reading `rows` of column `key` allocates (Column.decoded_bytes).
+        Package-internal."""
+        return self[key].decoded_bytes(rows)
 
     @property
     def threads(self):
@@ -204,108 +242,6 @@ class IdvFile:
         from idv._interop import display
         return display.file_html(self)
 
-    @budget.reads
-    @_docs.fill
-    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
-             filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
-        """dict name -> array of these columns, in numpy (docs/reading.md has each type's form).
-
-        Parameters
-        ----------
-        {columns}
-        {sparse}
-        rows : slice, sequence of int or boolean mask, optional
-            The rows, as ``col[rows]`` selects them: only the blocks that hold them are
-            decoded. Not with ``sparse`` or ``filter``.
-        datetime : {'100ns', 'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}, default '100ns'
-            ``'100ns'``: ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks,
-            exact and with no pass over the data (numpy alone holds that unit). The others
-            give the unit the Arrow-typed readers give, by idv._reader.time_units' rule (see
-            idv.to_arrow's ``datetime``).
-        text : {'object', 'StringDType'}, default 'object'
-            Text values as arrays of Python ``str``, or numpy >= 2's variable-width string
-            dtype, built straight from the file's UTF-8 with no ``str`` objects for whole
-            Text columns (vectors of Text and row selections are converted from ``str``).
-        {filter}
-        copy : bool, default True
-            False: a whole column of numbers or keys that one uncompressed block holds, in a
-            file opened from a path, is a read-only view of the file's bytes (its memory map,
-            or the whole of a small file: valid after close, checked against its CRC-32).
-            Every other column is copied as always: numpy needs one buffer, and a column of
-            several blocks lies in pieces (docs/performance.md; to_arrow and
-            record_batch_reader give a chunk per block without copying).
-
-        Raises
-        ------
-        ValueError
-            An unknown ``datetime`` or ``text``, or ``rows`` with ``sparse`` or ``filter``.
-        """
-        if text not in TEXT_FORMS:
-            raise ValueError(f"text must be one of {', '.join(map(repr, TEXT_FORMS))}, not "
-                             f"{text!r}")
-        if text == "StringDType" and not hasattr(getattr(np, "dtypes", None), "StringDType"):
-            raise ValueError(f"text='StringDType' needs numpy >= 2 (numpy {np.__version__} is "
-                             f"installed)")
-        ticks.check_time_mode(datetime, READ_TIME_MODES)
-        if rows is not None and sparse:
-            raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
-                             "of one column with col[rows]")
-        cols = selection.file_columns(self, columns)
-        if filter is not None:
-            if rows is not None or sparse:
-                raise ValueError("read(filter=...) takes neither rows= nor sparse=True")
-            out = filters.read(self, [c.name for c in cols], filter)
-            datetime = time_units.for_file(self, [c.name for c in cols], datetime)
-            return {c.name: self._retimed(c, out[c.name], datetime, text) for c in cols}
-        if rows is not None:
-            values = [c.read_strings(rows) if _as_strings(c, text) else c[rows] for c in cols]
-        else:
-            # CSR holds numeric, Boolean and key vectors; other columns keep read()'s form
-            found = {} if copy else {id(c): v for c in cols
-                                     if (v := c.read_mapped()) is not None}
-            whole = [c for c in cols if not _as_strings(c, text) and id(c) not in found]
-            with self.prefetch(cols):
-                found.update(zip(map(id, whole), scan.read_whole(
-                    self, [scan.WholeColumn(self.store, c, sparse and vectors.csr_type(c.type))
-                           for c in whole])))
-                values = [c.read_strings() if _as_strings(c, text) else found[id(c)]
-                          for c in cols]
-        datetime = time_units.for_file(
-            self, [c.name for c in cols], datetime,
-            values=None if rows is not None else {c.name: v for c, v in zip(cols, values)})
-        return {c.name: self._retimed(c, v, datetime, "object") for c, v in zip(cols, values)}
-
-    @budget.reads
-    @_docs.fill
-    def take(self, indices, columns=None, datetime="100ns") -> dict:
-        """dict name -> values (read()'s forms) of rows by number, in the order given,
-        repeats included: each block that holds them is decoded once, in parallel. IndexError
-        names a row number out of range and the row count.
-
-        Parameters
-        ----------
-        indices : sequence of int
-            Row numbers, negative from the end.
-        {columns}
-        datetime : str, default '100ns'
-            As in read().
-        """
-        ticks.check_time_mode(datetime, READ_TIME_MODES)
-        got = _take.take(self, indices, columns)
-        datetime = time_units.for_file(self, list(got), datetime)
-        return {n: self._retimed(self[n], v, datetime, "object") for n, v in got.items()}
-
-    @staticmethod
-    def _retimed(c, values, datetime, text):
-        """read()'s value of column `c` in the forms `datetime` and `text` ask for."""
-        mode, safe = ticks.unit_of(datetime, c.name)
-        if mode != "100ns" and T.item_type(c.type) in ticks.TIME_ITEMS:
-            values = ticks.retimed(values, T.item_type(c.type), mode, f"column {c.name!r}",
-                                   safe)
-        if text == "StringDType" and T.item_type(c.type) is T.Text:
-            values = np.asarray(values, dtype=np.dtypes.StringDType())
-        return values
-
     def prefetch(self, columns=None, rows=None):
         """A context in which the blocks of these columns are fetched up front, in a few
         large coalesced requests, and read from memory: for a remote file read whole (read()
@@ -368,65 +304,13 @@ class IdvFile:
     def __exit__(self, *exc):
         self.close()
 
-    # ---- the Python data stack (idv._interop.pandas, idv._interop.arrow; pandas / pyarrow imported on use)
-    @_docs.fill
-    def to_pandas(self, columns=None, **kwargs):
-        """A pandas.DataFrame of these columns.
-
-        Parameters
-        ----------
-        {columns}
-        **kwargs
-            The options of idv.to_pandas.
-        """
-        from idv._interop.pandas import to_pandas
-        return to_pandas(self, columns, **kwargs)
-
-    @_docs.fill
-    def to_arrow(self, columns=None, **kwargs):
-        """A pyarrow.Table of these columns.
-
-        Parameters
-        ----------
-        {columns}
-        **kwargs
-            The options of idv.to_arrow.
-        """
-        from idv._interop.arrow import to_arrow
-        return to_arrow(self, columns, **kwargs)
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        """The Arrow PyCapsule stream of every readable column, block by block, so that
-        ``pa.table(f)``, ``pl.DataFrame(f)`` and DuckDB read the file directly (times as
-        ``datetime="auto"``; a requested schema is honoured as far as pyarrow casts)."""
-        from idv._interop.arrow import record_batch_reader
-        return record_batch_reader(self).__arrow_c_stream__(requested_schema)
-
-    @_docs.fill
-    def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
-        """pyarrow.RecordBatches, as pyarrow's ``ParquetFile.iter_batches``.
-
-        Parameters
-        ----------
-        {columns}
-        {batch_size}
-        **kwargs
-            The options of idv.record_batch_reader.
-        """
-        from idv._interop.arrow import record_batch_reader
-        return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))
-
-
-def _as_strings(col, text):
-    """Whether read(text=) gives this column as a StringDType array."""
-    return text == "StringDType" and T.item_type(col.type) is T.Text
-
 
 @contextlib.contextmanager
 def opened(file, **kwargs):
-    """An open IdvFile for `file` (a path or URL, bytes, file object or an IdvFile); files opened
-    here are closed on exit, an IdvFile passed in is left open."""
-    if isinstance(file, IdvFile):
+    """A source of rows (idv._reader.read_source) for `file` (a path or URL, bytes, file object, an
+    IdvFile or a Dataset); files opened here are closed on exit, a source passed in is left
+    open."""
+    if hasattr(file, "using"):
         yield file
         return
     f = open(file, **kwargs)

@@ -41,15 +41,20 @@ def take(f, indices, columns=None) -> dict:
     order given (repeats repeat; negative from the end, as numpy). IndexError names a row
     number out of range and the file's row count."""
     cols = selection.file_columns(f, columns)
+    return {c.name: v for c, v in zip(cols, taken(f, indices, cols))}
+
+
+def taken(f, indices, cols) -> list:
+    """take() of Columns `cols` of `f`: their values, in a list."""
     check_result(indices, f.num_rows, [c.type for c in cols], f.store.need)
     rows = selection.row_numbers(selection.take_numbers(indices), f.num_rows, "file")
     if not len(rows) or not cols:
-        return {c.name: c.read_blocks(0, 0) for c in cols}
+        return [c.read_blocks(0, 0) for c in cols]
     others = [c for c in cols if not (c.readable and fixed_width(c.codec))]
     with f.prefetch(cols, rows=rows):       # a remote file: the blocks hit, in few requests
         out = _take_fixed(f, [c for c in cols if c not in others], rows)
         out.update(_take_scanned(f, others, rows) if others else {})
-    return {c.name: out[c.index] for c in cols}
+    return [out[c.index] for c in cols]
 
 
 def check_result(indices, num_rows, types, need):

@@ -338,7 +338,7 @@ def _name_of(obj):
         return f"{file.path}: column {obj.index} '{obj.name}'"
     obj = getattr(obj, "idv_dataset", obj)
     files = getattr(obj, "files", None)
-    if isinstance(files, list) and files:
+    if isinstance(files, list) and files and not hasattr(obj, "path"):     # not an IdvFile
         return f"the dataset ({files[0].path}...)"
     return str(getattr(obj, "path", None) or obj)
 

@@ -23,8 +23,8 @@ a window's bytes (``window_groups``), each still handed out as its own window.
 """
 from __future__ import annotations
 
-import contextlib
 import math
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -230,14 +230,12 @@ class _Segment(NamedTuple):
 
 
 def _segments(source):
-    """The files of a source in row order. A dataset (anything with ``files`` and
-    ``using``: idv.Dataset) gives its files, each opened when reached and kept open while
-    its blocks are read; a file gives itself."""
-    if hasattr(source, "using"):
-        fs = getattr(source, "filesystem", None)
-        return [_Segment(i, worker_path(f.path, fs), f.start, f.num_rows,
-                         lambda i=i: source.using(i)) for i, f in enumerate(source.files)]
-    return [_Segment(0, None, 0, source.num_rows, lambda: contextlib.nullcontext(source))]
+    """The files of a source (idv._reader.read_source: an IdvFile, an idv.Dataset) in row order, each
+    opened when reached and kept open while its blocks are read."""
+    fs = source.filesystem
+    return [_Segment(i, worker_path(f.path, fs) if isinstance(f.path, (str, os.PathLike))
+                     else f.path, f.start, f.num_rows, lambda i=i: source.using(i))
+            for i, f in enumerate(source.files)]
 
 
 def _file_columns(f, columns):

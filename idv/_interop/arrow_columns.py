@@ -1,0 +1,268 @@
+"""How one idv column becomes Arrow: its field (its Arrow type, the ML.NET type and metadata
+for idv.from_arrow) and its blocks' arrays, as a reader of the scan (idv._scan.scan); Text straight
+from the blocks' UTF-8, uncompressed numbers of a mapped file as views of the map. idv._interop.arrow
+reads files and datasets through these.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from idv import _arrow_c, types as T
+from idv._scan import scan
+from idv._values import ticks
+from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
+from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
+                             column_arrow_type, import_pyarrow, imports_c_streams,
+                             items_to_arrow, restore, restored_type)
+from idv.errors import Where
+
+
+class _ColumnToArrow:
+    """How one idv column becomes Arrow: its field (type + metadata) and each part's array."""
+
+    def __init__(self, pa, col, unit, safe, as_written=None):
+        self.pa = pa
+        self.name = col.name
+        self.type = t = col.type
+        self.unit = unit
+        self.safe = safe
+        spec = metadata_spec(col)
+        self.dictionary = None
+        kv = usable_key_values(t, col)
+        if kv is not None:
+            kv_item = spec["KeyValues"][0].item
+            self.dictionary = items_to_arrow(pa, kv_item, kv, unit, safe,
+                                             lambda i: f"column {col.name!r} KeyValues item {i}")
+        # the type the column was written from (arrow_types.SOURCE_TYPE), within the finest
+        # unit `as_written` (None: the unit given)
+        self.restored = restored_type(pa, col, as_written) if as_written else None
+        self.arrow_type = self.restored or column_arrow_type(pa, t, unit, self.dictionary)
+        meta = {TYPE_KEY: str(t).encode()}
+        if spec:
+            meta[METADATA_KEY] = metadata_to_json(spec).encode()
+        if self.dictionary is not None:
+            meta[KEY_VALUES_KEY] = b"values"
+        self.field = pa.field(col.name, self.arrow_type, metadata=meta)
+        self.chunk_rows = col.rows_per_block
+        self.col = col
+        # Text and vectors of Text: decoded straight into Arrow's layout (no str objects)
+        self.text = is_text(col)
+        self._mapped = None if self.restored is None else False
+
+    def text_arrays(self, b0, b1, parallel=True, out=None):
+        """Blocks [b0, b1) of a text column as Arrow arrays, one per block, built on the
+        blocks' own UTF-8 bytes and offsets (Column.read_text_blocks, into `out` if given),
+        no copies."""
+        col = self.col
+        arrays = []
+        blocks = col.read_text_blocks(b0, b1, parallel=parallel, out=out)
+        for b, block in zip(range(b0, b1), blocks):
+            row0 = col.block_rows(b)[0]
+            if block is None:        # a vector block with sparse rows: through read()'s form
+                arrays.append(self.array(col.read_blocks(b, b + 1, parallel=parallel), row0))
+            else:
+                arrays.append(self.text_block_array(block))
+        return arrays
+
+    def text_block_array(self, block):
+        pa, t = self.pa, self.type
+        spans = block if not isinstance(t, T.Vector) else block.values
+        items = pa.StringArray.from_buffers(len(spans), pa.py_buffer(spans.offsets),
+                                            pa.py_buffer(spans.data))
+        if not isinstance(t, T.Vector):
+            return items
+        if t.is_fixed:
+            return pa.FixedSizeListArray.from_arrays(items, t.size)
+        offsets = np.zeros(len(block.lengths) + 1, np.int32)
+        np.cumsum(block.lengths, out=offsets[1:])
+        return pa.ListArray.from_arrays(pa.array(offsets), items)
+
+    @property
+    def mapped(self):
+        """Whether the column's blocks become arrays on the file's memory map (uncompressed
+        numbers of a mapped file: mapped_arrays), found when first read."""
+        if self._mapped is None:
+            self._mapped = not self.text and self.col.mappable
+        return self._mapped
+
+    def mapped_arrays(self, b0, b1):
+        """Blocks [b0, b1) of a mappable column as one ChunkedArray, a chunk per block on the
+        file's memory map (numbers: views made by pyarrow's importer in one call,
+        idv._arrow_c, or by from_buffers; keys labelled by KeyValues: their dictionary
+        indices computed)."""
+        col, pa, at = self.col, self.pa, self.arrow_type
+        if self.dictionary is not None:
+            return pa.chunked_array([self.array(v, col.block_rows(b)[0]) for b, v in
+                                     zip(range(b0, b1), col.mapped_blocks(b0, b1))], at)
+        buf, offsets, nbytes = col.mapped_blocks(b0, b1, spans=True)
+        size, fmt = col.codec.itemsize, c_format(col.codec.dtype)
+        if fmt is not None and imports_c_streams(pa):
+            return pa.chunked_array(_arrow_c.Spans(buf, offsets, nbytes // size, size, fmt), at)
+        whole = pa.py_buffer(buf)
+        return pa.chunked_array([pa.Array.from_buffers(at, n // size, [None, whole.slice(o, n)])
+                                 for o, n in zip(offsets.tolist(), nbytes.tolist())], at)
+
+    def blocks(self, b0, b1, parallel=True, out=None):
+        """Blocks [b0, b1) as Arrow arrays: text one per block (text_arrays), mapped blocks
+        one per block (mapped_arrays), the rest one for them all (read_blocks); into `out` if
+        given (see _Windows._outputs)."""
+        if self.text:
+            return self.text_arrays(b0, b1, parallel, out)
+        if self.mapped:
+            return [self.mapped_arrays(b0, b1)]     # one ChunkedArray (join keeps its chunks)
+        col = self.col
+        values = col.read_blocks(b0, b1, parallel=parallel, out=out)
+        return [self.array(values, col.block_rows(b0)[0])]
+
+    # ---- as a reader of idv._scan.scan: a window's pieces decoded, joined and cut into batches
+    def room(self, b0, b1):
+        """(shape, dtype) of blocks [b0, b1) in the scan window's buffer, or None."""
+        col = self.col
+        if self.mapped:
+            return None
+        if not self.text:
+            return scan.fixed_room(col, b0, b1)
+        return None if isinstance(col.type, T.Vector) else ((col.text_room(b0, b1),),
+                                                            np.dtype(np.uint8))
+
+    def decode(self, b0, b1, out):
+        return self.blocks(b0, b1, parallel=False, out=out)
+
+    def inflatable(self, b0, b1, out):
+        return None if self.text or self.mapped else scan.fixed_blocks(self.col, out)
+
+    def inflated(self, b0, b1, out):
+        return [self.array(out, self.col.block_rows(b0)[0])]
+
+    @property
+    def light(self):
+        """Whether the scan makes this column's pieces in the calling thread: views of the
+        memory map are made in microseconds holding the GIL (their checksums checked
+        too), which threads would only contend for."""
+        return self.mapped
+
+    def join(self, chunks):
+        pa = self.pa
+        if len(chunks) == 1 and isinstance(chunks[0], pa.ChunkedArray):
+            return chunks[0]
+        arrays = []
+        for c in chunks:
+            arrays.extend(c.chunks if isinstance(c, pa.ChunkedArray) else [c])
+        return pa.chunked_array(arrays, self.arrow_type)
+
+    def cut(self, value, a, b, step=1):
+        if step != 1:
+            return value.take(self.pa.array(np.arange(a, b, step)))
+        rpb = self.chunk_rows
+        if self.mapped and a % rpb == 0 and a // rpb < value.num_chunks:
+            chunk = value.chunk(a // rpb)        # a window of mapped blocks: one each
+            if len(chunk) == b - a:
+                return chunk
+        return value.slice(a, b - a)
+
+    def _describe(self, row0, size=None, offsets=None):
+        return Where(f"column {self.name!r}", offsets, width=size, base=row0)
+
+    def array(self, values, row0=0):
+        """values: read()'s form of rows row0.. of this column (or already an Arrow array)
+        -> an Arrow array."""
+        pa, t = self.pa, self.type
+        if isinstance(values, pa.Array):
+            return values
+        if isinstance(t, T.Vector):
+            inner_type = self.arrow_type.value_type
+            if t.is_fixed:
+                flat = values.reshape(-1)
+                items = items_to_arrow(pa, t.item, flat, self.unit, self.safe,
+                                       self._describe(row0, size=t.size))
+                if items.type != inner_type:
+                    items = items.cast(inner_type)
+                return pa.FixedSizeListArray.from_arrays(items, t.size)
+            offsets = values.offsets
+            if offsets[-1] > 2**31 - 1:
+                raise ValueError(f"column {self.name!r}: {offsets[-1]} items in rows from "
+                                 f"{row0} exceed Arrow list offsets (int32)")
+            items = items_to_arrow(pa, t.item, values.values, self.unit, self.safe,
+                                   self._describe(row0, offsets=offsets))
+            return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), items)
+        if self.dictionary is not None:
+            raw = np.asarray(values)
+            bad = raw > t.count
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ValueError(f"column {self.name!r} row {row0 + i}: key value {raw[i]} is "
+                                 f"above the key count {t.count}")
+            index_type = self.arrow_type.index_type
+            idx = raw.astype(index_type.to_pandas_dtype()) - 1
+            indices = pa.array(idx, type=index_type, mask=raw == 0)
+            return pa.DictionaryArray.from_arrays(indices, self.dictionary)
+        out = items_to_arrow(pa, t, np.asarray(values), self.unit, self.safe,
+                             self._describe(row0))
+        if self.restored is not None:
+            try:
+                out = restore(pa, out, self.restored)
+            except (ValueError, pa.ArrowInvalid) as e:
+                raise ValueError(f"column {self.name!r} rows from {row0}: as "
+                                 f"{self.restored}, the type it was written from: {e}; read "
+                                 f"it with datetime='us' or 'ns' instead") from None
+        return out
+
+
+def converters(pa, cols, datetime, safe):
+    """The converters of columns `cols`, each time column in the unit `datetime` gives it (a
+    source's time_unit: a ticks.Units, or a fixed mode)."""
+    ticks.check_time_mode(datetime)
+    # the chosen modes give a column the type it was written from (its SOURCE_TYPE), within
+    # their finest unit
+    as_written = {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", datetime))
+    return [_ColumnToArrow(pa, c, *ticks.unit_of(datetime, c.name, bool(safe)), as_written)
+            for c in cols]
+
+
+def is_text(col):
+    """Whether a column's values are Text (scalars or vectors): those go straight to Arrow."""
+    return T.item_type(col.type) is T.Text
+
+
+def text_reader(col):
+    """A scan reader of a Text column into Arrow arrays built on its blocks' own UTF-8 bytes
+    (no str objects); ``arrow_type``: their type."""
+    return _ColumnToArrow(import_pyarrow(), col, None, True)
+
+
+def text_array(col, rows=None):
+    """A Text column's rows (all, or a slice of step 1) as an Arrow ChunkedArray built on its
+    blocks' own UTF-8 bytes (no str objects), decoding only the blocks that hold those rows."""
+    pa = import_pyarrow()
+    conv = text_reader(col)
+    start, stop = 0, col.num_rows
+    if rows is not None:
+        start, stop, _ = rows.indices(col.num_rows)
+        stop = max(start, stop)
+    step = col.rows_per_block or 1
+    b0, b1 = start // step, -(-stop // step)
+    whole = pa.chunked_array(conv.text_arrays(b0, b1), conv.arrow_type)
+    return whole.slice(start - b0 * step, stop - start)
+
+
+def chunked(pa, conv, values):
+    """A whole column's values (idv._reader.whole_read's: read()'s form, or a list of Arrow chunks of
+    Text) as a ChunkedArray: one array per block of rows (text and vectors stay within Arrow's
+    32-bit offsets) or, for fixed-width scalars, one array."""
+    if isinstance(values, list):
+        return pa.chunked_array(values, conv.arrow_type)
+    t, n = conv.type, len(values)
+    if not isinstance(t, T.Vector) and t is not T.Text:
+        return pa.chunked_array([conv.array(values, 0)], type=conv.arrow_type)
+    step = conv.chunk_rows
+    chunks = [conv.array(values[a:min(a + step, n)], a) for a in range(0, n, step)]
+    return pa.chunked_array(chunks, type=conv.arrow_type)
+
+
+def one_array(pa, part):
+    """A ChunkedArray's values as one Array (without copying when it has one chunk)."""
+    if isinstance(part, pa.Array):
+        return part
+    if part.num_chunks == 1:
+        return part.chunk(0)
+    return pa.concat_arrays(part.chunks) if part.num_chunks else pa.array([], part.type)

@@ -1,0 +1,91 @@
+"""What a reader reads from: a source of rows, one file (an IdvFile) or many end to end (an
+idv.Dataset). Both offer the interface below, so that the scan, the whole reads
+(idv._reader.whole_read), numpy's read and take (idv._reader.reads), Arrow's (idv._interop.arrow) and pandas'
+(idv._interop.pandas) readers are written once, and an IdvFile is read as a dataset of one file.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, ContextManager, NamedTuple, Protocol, Sequence
+
+from idv._values import ticks
+from idv._reader import time_units
+from idv._scan.scan_windows import local_rows
+
+# read(datetime=...): the modes of idv._reader.time_units, and .NET's own 100-ns ticks
+READ_TIME_MODES = ("100ns",) + ticks.TIME_MODES
+
+
+class FileSpan(NamedTuple):
+    """The one file of an IdvFile as a source: its path (None for bytes) and rows."""
+    path: Any
+    num_rows: int
+    start: int = 0
+
+    @property
+    def stop(self):
+        return self.start + self.num_rows
+
+
+class _At(NamedTuple):
+    row0: int
+    num_rows: int
+
+
+def file_rows(rows, entry):
+    """The rows of `rows` (a range with a positive step over a source's rows) in `entry`, one
+    of its files, as a range over the file's own rows (empty when none)."""
+    return local_rows(rows, _At(entry.start, entry.num_rows))
+
+
+class RowSource(Protocol):
+    """A file or a dataset as the readers see it.
+
+    ``files``: each file in row order, with ``path``, ``num_rows``, ``start`` and ``stop``
+    (its rows among the source's); ``filesystem``: the fsspec filesystem of their paths, or
+    None; ``num_rows``, ``schema``, ``memory_limit`` (the bytes one read may allocate);
+    ``max_open_files``: the files a read may hold open at once."""
+
+    files: Sequence
+    filesystem: Any
+    num_rows: int
+    memory_limit: int
+    max_open_files: int
+    # whether a read is checked against memory_limit as a whole before it allocates (a
+    # dataset, whose files' limits are one), or as each allocation is made (a file's store)
+    checked_whole: bool
+
+    def using(self, i: int) -> ContextManager:
+        """File i, open for a ``with`` block (a file: itself, left open)."""
+
+    def resolve_columns(self, columns) -> list:
+        """The columns a read of `columns` covers, each a key that ``f[key]`` finds in every
+        file (a file: column indices, hidden and repeated names told apart; a dataset:
+        names)."""
+
+    def time_unit(self, names, datetime, safe, values=None) -> tuple:
+        """(datetime, safe) to read every file with: idv._reader.time_units' one rule (time_unit
+        below)."""
+
+    def need(self, nbytes: int, what: Callable[[], str]) -> None:
+        """MemoryLimitError when `what` needs more than ``memory_limit``, naming the source."""
+
+    def decoded_bytes(self, i: int, key, rows) -> int:
+        """What reading `rows` (None: all) of column `key` of file i allocates
+        (Column.decoded_bytes)."""
+
+
+def time_unit(source, names, datetime, safe, values=None):
+    """(datetime, safe) for a read of columns `names` of every file of `source`: for 'auto',
+    'exact' and 'auto-us' a ticks.Units of each time column's unit, chosen from all files
+    (idv._reader.time_units); other modes as given. `values` (name -> read()'s form of a whole
+    column) spares decoding what a read of a source of one file decoded already."""
+    ticks.check_time_mode(datetime, READ_TIME_MODES)
+    files = range(len(source.files))
+    if datetime not in ticks.CHOSEN_MODES:
+        return datetime, safe
+    with source.using(0) as first:
+        timed = [n for n in names if time_units.is_time(first[n].type)]
+    if not timed:
+        return datetime, safe
+    return time_units.choose(lambda: (source.using(i) for i in files), timed, datetime,
+                             values if len(files) == 1 else None), safe

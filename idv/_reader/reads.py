@@ -1,0 +1,245 @@
+"""numpy's read and take of a source of rows (idv._reader.read_source), written once: IdvFile.read /
+take and Dataset.read / take are these (dict name -> array, read()'s forms).
+
+Every row: the one planner of whole reads (idv._reader.whole_read). Some rows (``rows=``, take): each
+file's share read by its columns (Column's row access, idv._reader.take), joined and put in the order
+asked. A filter: each file's matching rows (idv._scan.filters). Times are then put in the unit
+``datetime`` asks for, one unit for a column of every file (idv._reader.time_units).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from idv import _docs, types as T
+from idv._resources import gc as _gc, budget
+from idv._scan import filters
+from idv._reader import selection, whole_read, take as _take
+from idv._values import ticks, vectors
+from idv._reader.column import Column
+from idv._reader.read_source import READ_TIME_MODES
+
+# read(text=...): Text values as Python str objects, or numpy 2's StringDType
+TEXT_FORMS = ("object", "StringDType")
+
+
+def _check(sparse, rows, text, filter_):
+    """ValueError for options read() does not take (together)."""
+    if text not in TEXT_FORMS:
+        raise ValueError(f"text must be one of {', '.join(map(repr, TEXT_FORMS))}, not "
+                         f"{text!r}")
+    if text == "StringDType" and not hasattr(getattr(np, "dtypes", None), "StringDType"):
+        raise ValueError(f"text='StringDType' needs numpy >= 2 (numpy {np.__version__} is "
+                         f"installed)")
+    if filter_ is not None and (rows is not None or sparse):
+        raise ValueError("read(filter=...) takes neither rows= nor sparse=True")
+    if rows is not None and sparse:
+        raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
+                         "of one column with col[rows]")
+
+
+def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
+         filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
+    """IdvFile.read and Dataset.read (their docstrings hold the options)."""
+    _check(sparse, rows, text, filter)
+    ticks.check_time_mode(datetime, READ_TIME_MODES)
+    keys = source.resolve_columns(columns)
+    with source.using(0) as first:
+        cols = [first[k] for k in keys]       # their names and types, after it is closed too
+    names = [c.name for c in cols]
+    strings = text == "StringDType"
+    whole = None
+    if filter is not None:
+        got = []
+        for i in range(len(source.files)):
+            with source.using(i) as f:
+                got.append(filters.read(f, names, filter))
+        values = [vectors.concat_reads([g[n] for g in got]) for n in names]
+    elif rows is not None:
+        values = _rows(source, keys, rows, lambda f, local: [
+            f[k].read_strings(local) if strings and T.item_type(f[k].type) is T.Text
+            else f[k][local] for k in keys])
+        strings = False
+    else:
+        values = whole_read.read(source, keys, 0, len(source.files), whole_read.Form(
+            mapped=None if copy else Column.read_mapped, sparse=bool(sparse),
+            strings=strings))
+        whole, strings = dict(zip(names, values)), False
+    unit, _ = source.time_unit(names, datetime, True, whole)
+    return {c.name: _retimed(c, v, unit, strings) for c, v in zip(cols, values)}
+
+
+def _rows(source, keys, rows, read_rows):
+    """Rows `rows` of columns `keys` (a value each), each file's share read by
+    ``read_rows(file, its rows)`` (a value per key), joined in the order asked, checked as a
+    whole first where the source is (a file reads them as asked)."""
+    files = source.files
+    if not source.checked_whole:        # a file: its columns take the rows as asked
+        parts, restore = [(0, rows)], None
+    else:
+        parts, restore = selection.split_rows(rows, np.array([f.start for f in files],
+                                                              np.int64), source.num_rows)
+        whole_read.check_memory(source, keys, parts)
+    if not parts:          # no rows: the empty forms, from the first file
+        parts = [(0, slice(0, 0))]
+    got = []
+    for i, local in parts:
+        with source.using(i) as f:
+            got.append(read_rows(f, local))
+    out = []
+    for j in range(len(keys)):
+        v = got[0][j] if len(got) == 1 else vectors.concat_reads([g[j] for g in got])
+        out.append(v if restore is None else v[restore])
+    return out
+
+
+def take(source, indices, columns=None, datetime="100ns") -> dict:
+    """IdvFile.take and Dataset.take: rows by number over the source's files end to end."""
+    ticks.check_time_mode(datetime, READ_TIME_MODES)
+    keys = source.resolve_columns(columns)
+    with source.using(0) as first:
+        cols = [first[k] for k in keys]
+    # the result, before any array of its row numbers
+    _take.check_result(indices, source.num_rows, [c.type for c in cols], source.need)
+    values = _rows(source, keys, selection.take_numbers(indices),
+                   lambda f, local: _take.taken(f, local, [f[k] for k in keys]))
+    unit, _ = source.time_unit([c.name for c in cols], datetime, True)
+    return {c.name: _retimed(c, v, unit, False) for c, v in zip(cols, values)}
+
+
+def _retimed(c, values, datetime, strings):
+    """read()'s value of column `c` with its times in the unit `datetime` gives it, and Text
+    as StringDType (`strings`)."""
+    mode, safe = ticks.unit_of(datetime, c.name)
+    if mode != "100ns" and T.item_type(c.type) in ticks.TIME_ITEMS:
+        values = ticks.retimed(values, T.item_type(c.type), mode, f"column {c.name!r}", safe)
+    if strings and T.item_type(c.type) is T.Text:
+        values = np.asarray(values, dtype=np.dtypes.StringDType())
+    return values
+
+
+class SourceReads:
+    """The reads of IdvFile and Dataset, written once over a source of rows (idv._reader.read_source):
+    numpy's here, Arrow's and pandas' in idv._interop.arrow and idv._interop.pandas, imported when called."""
+
+    @_gc.paused_for(lambda self, *_, **__: len(self.files))
+    @budget.reads
+    @_docs.fill
+    def read(self, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
+             filter=None, copy=True):  # noqa: A002 - pyarrow's and pandas' name
+        """dict name -> array of these columns, in numpy (docs/reading.md has each type's form);
+        of a dataset, every file's rows end to end, one unit for a time column of every file.
+
+        Parameters
+        ----------
+        {columns}
+        {sparse}
+        rows : slice, sequence of int or boolean mask, optional
+            The rows, as ``col[rows]`` selects them (a dataset's: over its files end to end):
+            only the files and blocks that hold them are decoded. Not with ``sparse`` or
+            ``filter``.
+        datetime : {'100ns', 'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}, default '100ns'
+            ``'100ns'``: ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks,
+            exact and with no pass over the data (numpy alone holds that unit). The others
+            give the unit the Arrow-typed readers give, by idv._reader.time_units' rule (see
+            idv.to_arrow's ``datetime``).
+        text : {'object', 'StringDType'}, default 'object'
+            Text values as arrays of Python ``str``, or numpy >= 2's variable-width string
+            dtype, built straight from the file's UTF-8 with no ``str`` objects for whole
+            Text columns (vectors of Text and row selections are converted from ``str``).
+        {filter}
+        copy : bool, default True
+            False: a whole column of numbers or keys that one uncompressed block holds, in a
+            file opened from a path, is a read-only view of the file's bytes (its memory map,
+            or the whole of a small file: valid after close, checked against its CRC-32).
+            Every other column is copied as always: numpy needs one buffer, and a column of
+            several blocks lies in pieces, as do the files of a dataset (docs/performance.md;
+            to_arrow and record_batch_reader give a chunk per block without copying).
+
+        Raises
+        ------
+        ValueError
+            An unknown ``datetime`` or ``text``, or ``rows`` with ``sparse`` or ``filter``.
+        """
+        return read(self, columns, sparse, rows, datetime, text, filter, copy)
+
+    @_gc.paused_for(lambda self, *_, **__: len(self.files))
+    @budget.reads
+    @_docs.fill
+    def take(self, indices, columns=None, datetime="100ns") -> dict:
+        """dict name -> values (read()'s forms) of rows by number, in the order given,
+        repeats included (a dataset's: over its files end to end): each block that holds them
+        is decoded once, in parallel. IndexError names a row number out of range and the row
+        count.
+
+        Parameters
+        ----------
+        indices : sequence of int
+            Row numbers, negative from the end.
+        {columns}
+        datetime : str, default '100ns'
+            As in read().
+        """
+        return take(self, indices, columns, datetime)
+
+    # ---- the Python data stack (idv._interop.pandas, idv._interop.arrow; pandas / pyarrow imported on use)
+    @_docs.fill
+    def to_pandas(self, columns=None, **kwargs):
+        """A pandas.DataFrame of these columns (a dataset's: every file's rows).
+
+        Parameters
+        ----------
+        {columns}
+        **kwargs
+            The options of idv.to_pandas.
+        """
+        from idv._interop.pandas import to_pandas
+        return to_pandas(self, columns, **kwargs)
+
+    @_docs.fill
+    def to_arrow(self, columns=None, **kwargs):
+        """A pyarrow.Table of these columns (a dataset's: every file's rows).
+
+        Parameters
+        ----------
+        {columns}
+        **kwargs
+            The options of idv.to_arrow.
+        """
+        from idv._interop.arrow import to_arrow
+        return to_arrow(self, columns, **kwargs)
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The Arrow PyCapsule stream of every readable column, file by file and block by
+        block, so that ``pa.table(f)``, ``pl.DataFrame(f)`` and DuckDB read a file or a
+        dataset directly (times as ``datetime="auto"``; a requested schema is honoured as far
+        as pyarrow casts)."""
+        from idv._interop.arrow import record_batch_reader
+        return record_batch_reader(self).__arrow_c_stream__(requested_schema)
+
+    @_docs.fill
+    def record_batch_reader(self, columns=None, **kwargs):
+        """A pyarrow.RecordBatchReader over the file, or every file of a dataset in turn
+        (small files read together, a batch never across two), as idv.record_batch_reader.
+
+        Parameters
+        ----------
+        {columns}
+        **kwargs
+            The options of idv.record_batch_reader.
+        """
+        from idv._interop.arrow import record_batch_reader
+        return record_batch_reader(self, columns, **kwargs)
+
+    @_docs.fill
+    def iter_batches(self, columns=None, *, batch_size=None, **kwargs):
+        """pyarrow.RecordBatches, as pyarrow's ``ParquetFile.iter_batches``.
+
+        Parameters
+        ----------
+        {columns}
+        {batch_size}
+        **kwargs
+            The options of idv.record_batch_reader.
+        """
+        from idv._interop.arrow import record_batch_reader
+        return iter(record_batch_reader(self, columns, batch_size=batch_size, **kwargs))

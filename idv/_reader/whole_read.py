@@ -1,0 +1,239 @@
+"""The one planner of whole reads: every row of some columns of files [i0, i1) of a source
+(idv._reader.read_source: an IdvFile, a Dataset), for numpy's read (idv._reader.reads), Arrow's to_arrow and
+the record batches of small files (idv._interop.arrow) and pandas' frames (idv._interop.pandas).
+
+One file: its columns decoded by one scan (idv._scan.scan.read_whole), all in the threads at once,
+each into its own array; a remote file's blocks fetched first in a few requests; columns the
+caller takes without decoding (``Form.mapped``: views of a memory map) left to it; Text into
+Arrow chunks on the blocks' UTF-8 (``Form.text``) or numpy's StringDType (``Form.strings``).
+
+Many files: fixed-width columns (numbers, keys, dense vectors; not times, which readers
+convert) decoded straight into one array for all the files, the blocks of up to BATCH_FILES
+files inflated in one call (idv._store.many_files); Text into Arrow chunks, the blocks of many files
+inflated together (idv._store.many_files.text_blocks); every other column read file by file, as one file
+is, and joined. Such a read is checked against the source's memory limit as a whole first
+(a file's own read checks each allocation as it makes it).
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+
+from idv._store import many_files as batch
+from idv._scan import scan
+from idv._values import ticks, vectors
+from idv import types as T
+
+# files whose blocks a whole read inflates in one call (idv._store.many_files), at most; the files a
+# stream reads together, at most
+BATCH_FILES = 256
+# decoded bytes of the small files a stream reads together, in one whole read, at most (a
+# larger file is streamed by itself, a window of blocks at a time)
+GROUP_BYTES = 16 << 20
+
+# source -> {key: whether every file has the same KeyValues of that key column}
+_key_values_agree: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class Form(NamedTuple):
+    """What a whole read gives besides read()'s forms: ``text(col)``, a scan reader whose
+    chunks are Arrow arrays of a Text column (idv._interop.arrow_columns.text_reader), or None for
+    read()'s str objects; ``mapped(col)``, the rows of a column the caller takes without
+    decoding (views of a memory map), or None; ``sparse``: CSR for numeric vectors;
+    ``strings``: Text as numpy's StringDType."""
+    text: Optional[Callable] = None
+    mapped: Optional[Callable] = None
+    sparse: bool = False
+    strings: bool = False
+
+
+def read(source, keys, i0, i1, form=Form()):
+    """Every row of columns `keys` of files [i0, i1) of `source`, a value per key: read()'s
+    form, or the list of Arrow chunks of a Text column `form.text` reads."""
+    if i1 - i0 == 1:
+        if source.checked_whole:
+            check_memory(source, keys, [(i0, None)])
+        return _one_file(source, keys, i0, form)
+    with source.using(i0) as first:
+        rooms = {k: r for k in keys if not form.sparse and (r := _room(first[k])) is not None}
+        text = [k for k in keys if form.text is not None and form.text(first[k]) is not None]
+    files = source.files
+    size = files[i1 - 1].stop - files[i0].start
+    shapes = {k: ((size,) + shape[1:], dtype) for k, (shape, dtype) in rooms.items()}
+    rest = [k for k in keys if k not in rooms and k not in text]
+    check_memory(source, keys, [(i, None) for i in range(i0, i1)], shapes, once=text)
+    got = {k: np.empty(*shape) for k, shape in shapes.items()}
+    got.update((k, []) for k in text)
+    parts = []
+    for a in range(i0, i1, _step(source)):        # each file opened once
+        with _held(source, a, min(a + _step(source), i1)) as held:
+            _in_place(held, got, files, files[i0].start, list(rooms))
+            for k in text:
+                got[k] += _text_chunks(held, k, form.text)
+            parts += [_one_file(source, rest, i, form._replace(mapped=None)) for i, _ in held]
+    for j, k in enumerate(rest):
+        got[k] = vectors.concat_reads([p[j] for p in parts])
+    return [got[k] for k in keys]
+
+
+def _one_file(source, keys, i, form):
+    """read() of the one file i."""
+    with source.using(i) as f:
+        cols = [f[k] for k in keys]
+        got = [None if form.mapped is None else form.mapped(c) for c in cols]
+        readers, at = [], []
+        for j, c in enumerate(cols):
+            if got[j] is not None or (form.strings and T.item_type(c.type) is T.Text):
+                continue
+            text = None if form.text is None else form.text(c)
+            readers.append(scan.Chunks(text) if text is not None else
+                           scan.WholeColumn(f.store, c, form.sparse and vectors.csr_type(c.type)))
+            at.append(j)
+        with f.prefetch([c for c, v in zip(cols, got) if v is None]):
+            for j, v in zip(at, scan.read_whole(f, readers) if readers else ()):
+                got[j] = v
+            for j, c in enumerate(cols):
+                if got[j] is None:
+                    got[j] = c.read_strings()
+        return got
+
+
+def _room(col):
+    """(shape, dtype) of a column's rows when every file's decode straight into one array:
+    fixed-width items stored as they are (numbers, keys, dense vectors; not times, which
+    readers convert); else None."""
+    if T.item_type(col.type) in ticks.TIME_ITEMS:
+        return None
+    return scan.fixed_room(col, 0, col.num_blocks)
+
+
+@contextlib.contextmanager
+def _held(source, a, b):
+    """Files [a, b) of `source`, open for the block: [(i, file)]."""
+    with contextlib.ExitStack() as stack:
+        yield [(i, stack.enter_context(source.using(i))) for i in range(a, b)]
+
+
+def _step(source):
+    """The files held open at once by a read of many."""
+    return max(1, min(source.max_open_files, BATCH_FILES))
+
+
+def _in_place(held, out, files, base, keys):
+    """The rows of the `held` files ([(i, file)]) of columns `keys` decoded into their
+    places in `out` (key -> one array for all the files, whose first row is row `base` of the
+    source), the blocks of them all inflated in one call per kind (idv._store.many_files)."""
+    pieces = []
+    for i, f in held:
+        at = files[i].start - base
+        for k in keys:
+            col = f[k]
+            piece = (f.store, col.blocks, out[k], at)
+            if col.num_rows and batch.batchable(*piece):
+                pieces.append(piece)
+            else:
+                col.read_blocks(0, col.num_blocks, out=out[k][at:at + files[i].num_rows])
+    if pieces:
+        batch.inflate_files(pieces, pieces[0][0].threads)
+
+
+def _text_chunks(held, key, make):
+    """The rows of Text column `key` of the `held` files ([(i, file)]) as Arrow arrays
+    (``make(col)``: its reader, idv._interop.arrow_columns.text_reader) on the blocks' UTF-8: the
+    blocks of the files in memory inflated together (idv._store.many_files.text_blocks), the others' each
+    in turn."""
+    pieces = [(f.store, f[key]) for _, f in held]
+    together = [batch.text_batchable(*p) for p in pieces]
+    spans = iter(batch.text_blocks([p for p, ok in zip(pieces, together) if ok],
+                                   pieces[0][0].threads) if any(together) else ())
+    chunks = []
+    for (_, col), ok in zip(pieces, together):
+        conv = make(col)
+        chunks.extend(map(conv.text_block_array, next(spans)) if ok
+                      else conv.text_arrays(0, col.num_blocks))
+    return chunks
+
+
+def same_key_values(source, key):
+    """Whether every file of `source` has the same KeyValues of key column `key` (or none):
+    then its keys name the same values in all. Asked of each file once."""
+    known = _key_values_agree.setdefault(source, {})
+    if key not in known:
+        def cols():
+            for a in range(0, len(source.files), _step(source)):
+                with _held(source, a, min(a + _step(source), len(source.files))) as held:
+                    yield from (f[key] for _, f in held)
+        known[key] = same_annotation(cols(), "KeyValues")
+    return known[key]
+
+
+def same_annotation(columns, kind):
+    """Whether the columns (an iterable of one a file, each read in turn) all have the same
+    `kind` annotation, or none: told by its stored form (Column.annotation_form), its values
+    decoded and compared only where the forms differ (one file stored uncompressed)."""
+    columns = iter(columns)
+    first = next(columns)
+    form, value = first.annotation_form(kind), first.annotation(kind)
+    for col in columns:
+        if col.annotation_form(kind) == form:
+            continue
+        other = col.annotation(kind)
+        if (other is None) != (value is None) or other is not None and not (
+                np.asarray(other).dtype == np.asarray(value).dtype
+                and np.array_equal(other, value)):
+            return False
+    return True
+
+
+def joinable(source, key, arrow):
+    """Whether column `key` of every file of `source` converts to Arrow (`arrow`) or pandas
+    the same from the rows of all files joined as from each file's: not keys whose KeyValues
+    differ between files (each file's names its own keys); for Arrow only Text and the columns
+    _room decodes in place (the others are converted file by file, as each file's stream)."""
+    with source.using(0) as first:
+        col = first[key]
+    item = T.item_type(col.type)
+    if item is T.Text:
+        return True
+    if item is None or (arrow and _room(col) is None):
+        return False
+    return not isinstance(item, T.Key) or len(source.files) == 1 or same_key_values(source, key)
+
+
+def check_memory(source, keys, parts, in_place=None, once=()):
+    """MemoryLimitError when reading `parts` ([(file, its rows: None for all)]) of columns
+    `keys` and joining them needs more than the source's limit: each file's share
+    (decoded_bytes), twice over when there are several (read, then joined) but for the
+    columns `once` (kept as each file's pieces), and the one array every file decodes into of
+    each column of `in_place` (key -> (shape, dtype))."""
+    in_place = in_place or {}
+    twice = 2 if len(parts) > 1 else 1
+    total = sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+                for shape, dtype in in_place.values())
+    total += sum(source.decoded_bytes(i, k, local) * (1 if k in once else twice)
+                 for i, local in parts for k in keys if k not in in_place)
+    n = len(set(keys) | set(in_place))
+    source.need(total, lambda: f"reading {n} column{'s' * (n != 1)} of {len(parts)} "
+                               f"file{'s' * (len(parts) != 1)}")
+
+
+def groups(source, keys):
+    """(first, stop) of each run of files a stream reads together (decoding at most
+    GROUP_BYTES of columns `keys` and BATCH_FILES files), (i, None) for a file streamed by
+    itself."""
+    i0, total = 0, 0
+    for i, e in enumerate(source.files):
+        size = sum(source.decoded_bytes(i, k, slice(0, e.num_rows)) for k in keys)
+        if i > i0 and (total + size > GROUP_BYTES or i - i0 == BATCH_FILES):
+            yield i0, i
+            i0, total = i, 0
+        if size > GROUP_BYTES:
+            yield i, None
+            i0 = i + 1
+            continue
+        total += size
+    if i0 < len(source.files):
+        yield i0, len(source.files)
