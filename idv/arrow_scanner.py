@@ -10,6 +10,9 @@ import numpy as np
 from idv import arrow, budget, engine_filters, filter_tree, filters, selection
 from idv.arrow_types import import_pyarrow
 
+# rows of a batch when the caller gives no batch size: pyarrow's scanners' default
+BATCH_ROWS = 1 << 17
+
 
 class IdvScanner:
     """A scan of an idv.arrow_dataset: its columns, filter and batch size (what DuckDB
@@ -46,26 +49,30 @@ class IdvScanner:
         return self._pa.schema([schema.field(n) for n in self._names])
 
     def _filtered(self, i, names):
-        """File `i`'s batches of `names` and then the filter's other columns, the rows
-        tested by pyarrow (blocks the statistics rule out skipped)."""
+        """File `i`'s rows of `names` and then the filter's other columns, as Tables of whole
+        blocks of at most the batch size (the scan's batches of a block grouped: one pyarrow
+        call per group, not per block), the rows tested by pyarrow (blocks the statistics
+        rule out skipped)."""
         owner = self._owner
         read = names + [c for c in self._read if c not in names]
         skip = None if self._tree is None else filter_tree.BlocksOnly(self._tree)
         with owner.idv_dataset.using(i) as f:      # kept open between batches
-            for b in arrow.record_batch_reader(f, read, datetime=owner._unit,
-                                               safe=owner._safe,
-                                               batch_size=self._batch_size, filter=skip):
+            blocks = arrow.record_batch_reader(f, read, datetime=owner._unit, safe=owner._safe,
+                                               filter=skip)
+            for group in grouped(blocks, self._batch_size or BATCH_ROWS):
+                table = self._pa.Table.from_batches(group, blocks.schema)
                 if self._filter is not None:
-                    b = b.filter(self._filter)
-                if b.num_rows or self._filter is None:
-                    yield b
+                    table = table.filter(self._filter)
+                if table.num_rows or self._filter is None:
+                    yield table
 
     def _batches(self):
-        """The scan's batches: its columns, the rows that match."""
+        """The scan's batches: its columns, the rows that match, a batch per group of blocks
+        (one_batch: no copy where the blocks' arrays lie end to end)."""
         schema, n = self.projected_schema, len(self._names)
         for i in range(len(self._owner.idv_dataset.files)):
-            for b in self._filtered(i, self._names):
-                yield self._pa.RecordBatch.from_arrays(b.columns[:n], schema=schema)
+            for t in self._filtered(i, self._names):
+                yield one_batch(self._pa, t.columns[:n], schema)
 
     def to_reader(self):
         """A pyarrow.RecordBatchReader of the scan (what DuckDB reads)."""
@@ -116,7 +123,7 @@ class IdvScanner:
                 layouts = {tuple(block_counts(f, n)) for n in bound.columns}
                 if len(layouts) == 1 and all(z is not None for z in bound.zones.values()):
                     return _count_by_statistics(f, bound, np.array(layouts.pop()))
-        return sum(b.num_rows for b in self._filtered(i, []))
+        return sum(t.num_rows for t in self._filtered(i, []))
 
 
 def block_counts(f, name):
@@ -169,3 +176,51 @@ def _take(owner, names, schema, indices):
         tables.append(got.take(pa.array(at[first] + rows % rpb)))
     out = pa.concat_tables([pa.Table.from_arrays(t.columns, schema=schema) for t in tables])
     return out if restore is None else out.take(pa.array(restore))
+
+
+def grouped(batches, size):
+    """Consecutive RecordBatches (a scan's, a batch per block) in lists of at most `size` rows
+    together, a longer batch cut into slices of `size` rows: what one call of the engine takes
+    (a filter, a frame) rather than one call a block. Nothing is copied."""
+    group, n = [], 0
+    for b in batches:
+        pieces = [b] if b.num_rows <= size else \
+            [b.slice(a, size) for a in range(0, b.num_rows, size)]
+        for piece in pieces:
+            if group and n + piece.num_rows > size:
+                yield group
+                group, n = [], 0
+            group.append(piece)
+            n += piece.num_rows
+    if group:
+        yield group
+
+
+def one_batch(pa, columns, schema):
+    """A RecordBatch of `schema` from ChunkedArrays of the same rows (one_array each)."""
+    return pa.RecordBatch.from_arrays([one_array(pa, c) for c in columns], schema=schema)
+
+
+def one_array(pa, chunked):
+    """A ChunkedArray as one Array: its chunk; its chunks' buffers seen as one array where
+    the chunks are consecutive slices of the same buffers (a scan window's blocks of a
+    column of numbers), with no copy; else their concatenation (a copy)."""
+    chunks = chunked.chunks
+    if len(chunks) == 1:
+        return chunks[0]
+    if not chunks:
+        return pa.array([], chunked.type)
+    first, t = chunks[0], chunked.type
+    if t.num_fields == 0 and not pa.types.is_dictionary(t) \
+            and len(first.buffers()) == t.num_buffers:
+        def spans(a):
+            return [None if b is None else (b.address, b.size) for b in a.buffers()]
+        bufs, at = spans(first), first.offset
+        for c in chunks:
+            if c.offset != at or spans(c) != bufs:
+                break
+            at += len(c)
+        else:
+            return pa.Array.from_buffers(t, at - first.offset, first.buffers(),
+                                         offset=first.offset)
+    return pa.concat_arrays(chunks)

@@ -14,6 +14,7 @@ import os
 
 from idv import _docs
 from idv import arrow, budget, engine_filters, filters
+from idv.arrow_scanner import BATCH_ROWS, grouped
 from idv.errors import require
 
 
@@ -52,6 +53,7 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     schema = arrow.arrow_schema(ds.open_file(0), names, datetime=unit)
     types = {n: ds.schema[n].type for n in names}
     pl_schema = pl.from_arrow(schema.empty_table()).schema
+    pa = arrow.import_pyarrow()
 
     def io_source(with_columns, predicate, n_rows, batch_size):
         wanted = list(with_columns) if with_columns is not None else list(names)
@@ -62,13 +64,19 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                 json.loads(predicate.meta.serialize(format="json")), types)
             node = None if tree is None else filters.BlocksOnly(tree)
 
+        # a select of the columns a frame has already would still cost a query
+        narrow = with_columns is not None and list(with_columns) != wanted
+
         def frames():
-            for rb in ds.record_batch_reader(wanted, datetime=unit, safe=safe,
-                                             batch_size=batch_size, filter=node):
-                df = pl.from_arrow(rb)
+            # the scan's batches (a block each) grouped into frames of about the batch size
+            # polars asks for: its filter and select once a frame, not once a block
+            blocks = ds.record_batch_reader(wanted, datetime=unit, safe=safe, filter=node)
+            for group in grouped(blocks, batch_size or BATCH_ROWS):
+                df = pl.from_arrow(_string_views(pa, pa.Table.from_batches(group, blocks.schema)),
+                                   rechunk=False)
                 if predicate is not None:
                     df = df.filter(predicate)
-                yield df if with_columns is None else df.select(with_columns)
+                yield df.select(with_columns) if narrow else df
 
         left = n_rows
         # polars keeps every frame of a collect, and aborts the process when an allocation
@@ -84,6 +92,16 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                 return
 
     return register_io_source(io_source, schema=pl_schema)
+
+
+def _string_views(pa, table):
+    """`table` with its string columns as Arrow string views, polars' own layout: polars
+    takes those as they are, where it converts a string column value by value, one thread."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            table = table.set_column(i, field.with_type(pa.string_view()),
+                                     table.column(i).cast(pa.string_view()))
+    return table
 
 
 def _small_reservations():
