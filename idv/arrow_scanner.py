@@ -61,8 +61,9 @@ class IdvScanner:
                                                filter=skip)
             for group in grouped(blocks, self._batch_size or BATCH_ROWS):
                 table = self._pa.Table.from_batches(group, blocks.schema)
-                if self._filter is not None:
-                    table = table.filter(self._filter)
+                if self._filter is not None:    # Arrow filters one batch faster than chunks
+                    table = self._pa.Table.from_batches(
+                        [one_batch(self._pa, table.columns, table.schema).filter(self._filter)])
                 if table.num_rows or self._filter is None:
                     yield table
 
