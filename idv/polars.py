@@ -14,7 +14,7 @@ import os
 
 from idv import _docs
 from idv import arrow, budget, engine_filters, filters
-from idv.arrow_scanner import BATCH_ROWS, grouped
+from idv.arrow_scanner import BATCH_ROWS, grouped, one_batch
 from idv.errors import require
 
 
@@ -72,8 +72,7 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
             # polars asks for: its filter and select once a frame, not once a block
             blocks = ds.record_batch_reader(wanted, datetime=unit, safe=safe, filter=node)
             for group in grouped(blocks, batch_size or BATCH_ROWS):
-                df = pl.from_arrow(_string_views(pa, pa.Table.from_batches(group, blocks.schema)),
-                                   rechunk=False)
+                df = pl.from_arrow(_polars_batch(pa, pa.Table.from_batches(group, blocks.schema)))
                 if predicate is not None:
                     df = df.filter(predicate)
                 yield df.select(with_columns) if narrow else df
@@ -94,14 +93,14 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     return register_io_source(io_source, schema=pl_schema)
 
 
-def _string_views(pa, table):
-    """`table` with its string columns as Arrow string views, polars' own layout: polars
-    takes those as they are, where it converts a string column value by value, one thread."""
-    for i, field in enumerate(table.schema):
-        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-            table = table.set_column(i, field.with_type(pa.string_view()),
-                                     table.column(i).cast(pa.string_view()))
-    return table
+def _polars_batch(pa, table):
+    """A group of blocks (`table`) as one RecordBatch in polars' own layout: Text as Arrow
+    string views, which polars takes as they are (a string array it converts value by value,
+    in one thread), and each column one array (numbers not copied: one_array)."""
+    cols = [c.cast(pa.string_view()) if pa.types.is_string(c.type) or
+            pa.types.is_large_string(c.type) else c for c in table.columns]
+    schema = pa.schema([f.with_type(c.type) for f, c in zip(table.schema, cols)])
+    return one_batch(pa, cols, schema)
 
 
 def _small_reservations():
