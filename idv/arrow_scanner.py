@@ -179,20 +179,22 @@ def _take(owner, names, schema, indices):
     return out if restore is None else out.take(pa.array(restore))
 
 
-def grouped(batches, size):
+def grouped(batches, size, nbytes=0):
     """Consecutive RecordBatches (a scan's, a batch per block) in lists of at most `size` rows
-    together, a longer batch cut into slices of `size` rows: what one call of the engine takes
-    (a filter, a frame) rather than one call a block. Nothing is copied."""
-    group, n = [], 0
+    together, or of more while they hold at most `nbytes` bytes, a longer batch cut into
+    slices of `size` rows: what one call of the engine takes (a filter, a frame) rather than
+    one call a block. Nothing is copied."""
+    group, n, held = [], 0, 0
     for b in batches:
-        pieces = [b] if b.num_rows <= size else \
+        pieces = [b] if b.num_rows <= size or b.nbytes <= nbytes else \
             [b.slice(a, size) for a in range(0, b.num_rows, size)]
         for piece in pieces:
-            if group and n + piece.num_rows > size:
+            if group and n + piece.num_rows > size and held + piece.nbytes > nbytes:
                 yield group
-                group, n = [], 0
+                group, n, held = [], 0, 0
             group.append(piece)
             n += piece.num_rows
+            held += piece.nbytes
     if group:
         yield group
 

@@ -17,6 +17,9 @@ from idv import arrow, budget, engine_filters, filters
 from idv.arrow_scanner import BATCH_ROWS, grouped, one_batch
 from idv.errors import require
 
+# bytes of Arrow data a frame handed to polars may hold beyond the batch size it asks for
+FRAME_BYTES = 16 << 20
+
 
 @_docs.fill
 def scan_idv(source, *, datetime="auto", **dataset_options):
@@ -68,10 +71,11 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
         narrow = with_columns is not None and list(with_columns) != wanted
 
         def frames():
-            # the scan's batches (a block each) grouped into frames of about the batch size
-            # polars asks for: its filter and select once a frame, not once a block
+            # the scan's batches (a block each) grouped into frames of the batch size polars
+            # asks for, or more up to FRAME_BYTES: its filter and select once a frame (each a
+            # query of its own), not once a block
             blocks = ds.record_batch_reader(wanted, datetime=unit, safe=safe, filter=node)
-            for group in grouped(blocks, batch_size or BATCH_ROWS):
+            for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
                 df = pl.from_arrow(_polars_batch(pa, pa.Table.from_batches(group, blocks.schema)))
                 if predicate is not None:
                     df = df.filter(predicate)

@@ -265,6 +265,7 @@ def test_one_array_joins_slices_of_one_buffer_without_a_copy():
     assert one_array(pa, pa.chunked_array([], pa.int8())).to_pylist() == []
     rows = [pa.record_batch({"x": a.slice(i, 1)}) for i in range(10)]
     assert [[b.num_rows for b in g] for g in grouped(iter(rows), 3)] == [[1] * 3] * 3 + [[1]]
+    assert [len(g) for g in grouped(iter(rows), 3, nbytes=5 * 8)] == [5, 5]   # or 40 bytes
     long = pa.record_batch({"x": a})
     cut = list(grouped(iter([long]), 4))
     assert [[b.num_rows for b in g] for g in cut] == [[4], [4], [2]]
