@@ -14,7 +14,7 @@ import os
 
 from idv import _docs
 from idv import arrow, budget, engine_filters, filters
-from idv.arrow_scanner import BATCH_ROWS, grouped, one_batch
+from idv.arrow_scanner import BATCH_ROWS, grouped
 from idv.errors import require
 
 # bytes of Arrow data a frame handed to polars may hold beyond the batch size it asks for
@@ -76,7 +76,8 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
             # query of its own), not once a block
             blocks = ds.record_batch_reader(wanted, datetime=unit, safe=safe, filter=node)
             for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
-                df = pl.from_arrow(_polars_batch(pa, pa.Table.from_batches(group, blocks.schema)))
+                df = pl.from_arrow(_polars_table(pa, pa.Table.from_batches(group, blocks.schema)),
+                                   rechunk=False)
                 if predicate is not None:
                     df = df.filter(predicate)
                 yield df.select(with_columns) if narrow else df
@@ -97,14 +98,15 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     return register_io_source(io_source, schema=pl_schema)
 
 
-def _polars_batch(pa, table):
-    """A group of blocks (`table`) as one RecordBatch in polars' own layout: Text as Arrow
+def _polars_table(pa, table):
+    """A group of blocks (`table`, a chunk per block) in polars' own layout: Text as Arrow
     string views, which polars takes as they are (a string array it converts value by value,
-    in one thread), and each column one array (numbers not copied: one_array)."""
-    cols = [c.cast(pa.string_view()) if pa.types.is_string(c.type) or
-            pa.types.is_large_string(c.type) else c for c in table.columns]
-    schema = pa.schema([f.with_type(c.type) for f, c in zip(table.schema, cols)])
-    return one_batch(pa, cols, schema)
+    in one thread). The chunks stay as they are: joining views would copy them."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            table = table.set_column(i, field.with_type(pa.string_view()),
+                                     table.column(i).cast(pa.string_view()))
+    return table
 
 
 def _small_reservations():
