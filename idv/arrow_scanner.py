@@ -5,6 +5,8 @@ only the blocks that hold the rows.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from idv import arrow, budget, engine_filters, filter_tree, filters, selection
@@ -48,17 +50,19 @@ class IdvScanner:
         schema = self._owner.schema
         return self._pa.schema([schema.field(n) for n in self._names])
 
-    def _filtered(self, i, names):
-        """File `i`'s rows of `names` and then the filter's other columns, as Tables of whole
-        blocks of at most the batch size (the scan's batches of a block grouped: one pyarrow
-        call per group, not per block), the rows tested by pyarrow (blocks the statistics
-        rule out skipped)."""
-        owner = self._owner
+    def _filtered(self, names, i=None):
+        """The rows of `names` and then the filter's other columns, of file `i` (None: of
+        every file, through the dataset's stream, which reads small files of numbers
+        together), as Tables of whole blocks of at most the batch size (the scan's batches of
+        a block grouped: one pyarrow call per group, not per block), the rows tested by
+        pyarrow (blocks the statistics rule out skipped)."""
+        owner, ds = self._owner, self._owner.idv_dataset
         read = names + [c for c in self._read if c not in names]
         skip = None if self._tree is None else filter_tree.BlocksOnly(self._tree)
-        with owner.idv_dataset.using(i) as f:      # kept open between batches
-            blocks = arrow.record_batch_reader(f, read, datetime=owner._unit, safe=owner._safe,
-                                               filter=skip)
+        with contextlib.nullcontext() if i is None else ds.using(i) as f:   # kept open
+            blocks = (ds if i is None else arrow).record_batch_reader(
+                *(() if i is None else (f,)), read, datetime=owner._unit, safe=owner._safe,
+                filter=skip)
             for group in grouped(blocks, self._batch_size or BATCH_ROWS):
                 table = self._pa.Table.from_batches(group, blocks.schema)
                 if self._filter is not None:    # Arrow filters one batch faster than chunks
@@ -67,12 +71,14 @@ class IdvScanner:
                 if table.num_rows or self._filter is None:
                     yield table
 
-    def _batches(self):
+    def _batches(self, together=True):
         """The scan's batches: its columns, the rows that match, a batch per group of blocks
-        (one_batch: no copy where the blocks' arrays lie end to end)."""
+        (one_batch: no copy where the blocks' arrays lie end to end); `together`: through
+        the dataset's stream, else file by file (each read only when reached)."""
         schema, n = self.projected_schema, len(self._names)
-        for i in range(len(self._owner.idv_dataset.files)):
-            for t in self._filtered(i, self._names):
+        files = [None] if together else range(len(self._owner.idv_dataset.files))
+        for i in files:
+            for t in self._filtered(self._names, i):
                 yield one_batch(self._pa, t.columns[:n], schema)
 
     def to_reader(self):
@@ -95,7 +101,7 @@ class IdvScanner:
         """The scan's first `num_rows` rows, reading no further."""
         out, left = [], int(num_rows)
         if left > 0:
-            for b in self._batches():
+            for b in self._batches(together=False):
                 out.append(b.slice(0, left))
                 left -= out[-1].num_rows
                 if left <= 0:
@@ -124,7 +130,7 @@ class IdvScanner:
                 layouts = {tuple(block_counts(f, n)) for n in bound.columns}
                 if len(layouts) == 1 and all(z is not None for z in bound.zones.values()):
                     return _count_by_statistics(f, bound, np.array(layouts.pop()))
-        return sum(t.num_rows for t in self._filtered(i, []))
+        return sum(t.num_rows for t in self._filtered([], i))
 
 
 def block_counts(f, name):

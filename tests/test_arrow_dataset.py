@@ -235,19 +235,19 @@ def test_scanner_head_take_and_batches(paths, whole):
 
 
 def test_a_scan_hands_out_groups_of_blocks_with_numbers_uncopied(paths, monkeypatch):
-    """Without a batch size, a file's blocks go out together, up to pyarrow's default batch
-    size: one batch per file here (3000 rows, 12 blocks), the numbers of a window's blocks
-    seen as one array rather than copied."""
+    """Without a batch size, the blocks go out together, up to pyarrow's default batch size:
+    one batch here (3000 rows, 12 blocks, in one file or three), the numbers of the blocks
+    read together seen as one array rather than copied."""
     from idv.arrow_scanner import BATCH_ROWS
     ds = idv.arrow_dataset(paths)
     batches = list(ds.scanner(["Id", "Txt"]).to_reader())
-    assert len(batches) == len(paths) and sum(b.num_rows for b in batches) == ROWS
+    assert len(batches) == 1 and batches[0].num_rows == ROWS
     assert all(b.num_rows <= BATCH_ROWS for b in batches)
     assert pa.Table.from_batches(batches).equals(idv.arrow_dataset(paths).to_table(
         ["Id", "Txt"], batch_size=RPB))
     monkeypatch.setattr(pa, "concat_arrays", None)      # numbers: no copy to make
     ids = pa.chunked_array([b.column(0) for b in ds.scanner(["Id"]).to_reader()])
-    assert ids.to_pylist() == list(range(ROWS)) and ids.num_chunks == len(paths)
+    assert ids.to_pylist() == list(range(ROWS)) and ids.num_chunks == 1
 
 
 def test_one_array_joins_slices_of_one_buffer_without_a_copy():
