@@ -2,10 +2,12 @@
 
 polars hands the plugin the columns a query needs, its predicate, a row limit and a batch
 size. The columns and the limit are honoured as they come; the predicate is applied to every
-batch by polars' own rules, and where idv.engine_filters takes it (comparisons that mean the
+frame by polars' own rules, and where idv.engine_filters takes it (comparisons that mean the
 same to polars and to idv, joined by ``&`` and ``|``), the blocks whose statistics rule it
 out are not decoded either. Since DuckDB queries a polars LazyFrame with
 its filters pushed into it, ``duckdb.sql("select ... from lf where ...")`` skips them too.
+The frames hold whole blocks, the batch size's rows or more up to FRAME_BYTES (each frame's
+filter is a polars query of its own), Text as Arrow string views, polars' own layout.
 """
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ FRAME_BYTES = 16 << 20
 def scan_idv(source, *, datetime="auto", **dataset_options):
     """A polars LazyFrame over .idv files, which must agree on their columns as idv.dataset
     checks. Each file is opened once. Projection, predicate (statistics skip blocks where it
-    translates; polars always tests the rows), ``n_rows`` and the batch size pass into the
-    read.
+    translates; polars always tests the rows), ``n_rows`` and the batch size (frames of that
+    many rows, or more up to 16 MiB) pass into the read.
 
     Parameters
     ----------
