@@ -144,9 +144,8 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
     try:
         names = ds.column_names if columns is None else ds.resolve_columns(columns)
         unit, safe = ds.time_unit(names, datetime, safe)
-        parts = scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES)
-        if filter is not None:
-            parts = filters.kept_partitions(ds, parts, filter)
+        parts = scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES,
+                                block_filter=filters.blocks_of(filter))
         first = ds.open_file(0)
         from idv._values.metadata import warn_kept_wide
         from idv._interop.pandas import frame

@@ -2,10 +2,12 @@
 
 polars hands the plugin the columns a query needs, its predicate, a row limit and a batch
 size. The columns and the limit are honoured as they come; the predicate is applied to every
-batch by polars' own rules, and where idv._engines.engine_filters takes it (comparisons that mean the
+frame by polars' own rules, and where idv._engines.engine_filters takes it (comparisons that mean the
 same to polars and to idv, joined by ``&`` and ``|``), the blocks whose statistics rule it
 out are not decoded either. Since DuckDB queries a polars LazyFrame with
 its filters pushed into it, ``duckdb.sql("select ... from lf where ...")`` skips them too.
+The frames hold whole blocks, the batch size's rows or more up to FRAME_BYTES (each frame's
+filter is a polars query of its own), Text as Arrow string views, polars' own layout.
 """
 from __future__ import annotations
 
@@ -17,15 +19,19 @@ from idv._interop import arrow
 from idv._resources import budget
 from idv._engines import engine_filters
 from idv._scan import filters
+from idv._engines.arrow_scanner import BATCH_ROWS, grouped
 from idv.errors import require
+
+# bytes of Arrow data a frame handed to polars may hold beyond the batch size it asks for
+FRAME_BYTES = 16 << 20
 
 
 @_docs.fill
 def scan_idv(source, *, datetime="auto", **dataset_options):
     """A polars LazyFrame over .idv files, which must agree on their columns as idv.dataset
     checks. Each file is opened once. Projection, predicate (statistics skip blocks where it
-    translates; polars always tests the rows), ``n_rows`` and the batch size pass into the
-    read.
+    translates; polars always tests the rows), ``n_rows`` and the batch size (frames of that
+    many rows, or more up to 16 MiB) pass into the read.
 
     Parameters
     ----------
@@ -55,6 +61,7 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     schema = arrow.arrow_schema(ds.open_file(0), names, datetime=unit)
     types = {n: ds.schema[n].type for n in names}
     pl_schema = pl.from_arrow(schema.empty_table()).schema
+    pa = arrow.import_pyarrow()
 
     def io_source(with_columns, predicate, n_rows, batch_size):
         wanted = list(with_columns) if with_columns is not None else list(names)
@@ -65,13 +72,20 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                 json.loads(predicate.meta.serialize(format="json")), types)
             node = None if tree is None else filters.BlocksOnly(tree)
 
+        # a select of the columns a frame has already would still cost a query
+        narrow = with_columns is not None and list(with_columns) != wanted
+
         def frames():
-            for rb in ds.record_batch_reader(wanted, datetime=unit, safe=safe,
-                                             batch_size=batch_size, filter=node):
-                df = pl.from_arrow(rb)
+            # the scan's batches (a block each) grouped into frames of the batch size polars
+            # asks for, or more up to FRAME_BYTES: its filter and select once a frame (each a
+            # query of its own), not once a block
+            blocks = ds.record_batch_reader(wanted, datetime=unit, safe=safe, filter=node)
+            for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
+                df = pl.from_arrow(_polars_table(pa, pa.Table.from_batches(group, blocks.schema)),
+                                   rechunk=False)
                 if predicate is not None:
                     df = df.filter(predicate)
-                yield df if with_columns is None else df.select(with_columns)
+                yield df.select(with_columns) if narrow else df
 
         left = n_rows
         # polars keeps every frame of a collect, and aborts the process when an allocation
@@ -87,6 +101,17 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                 return
 
     return register_io_source(io_source, schema=pl_schema)
+
+
+def _polars_table(pa, table):
+    """A group of blocks (`table`, a chunk per block) in polars' own layout: Text as Arrow
+    string views, which polars takes as they are (a string array it converts value by value,
+    in one thread). The chunks stay as they are: joining views would copy them."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            table = table.set_column(i, field.with_type(pa.string_view()),
+                                     table.column(i).cast(pa.string_view()))
+    return table
 
 
 def _small_reservations():

@@ -57,11 +57,12 @@ class IdvDatasource(ray_data.Datasource):
         try:
             self.names = ds.resolve_columns(columns)
             self.datetime, self.safe = ds.time_unit(self.names, datetime, safe)
-            self.parts = scan.partitions(ds, self.names, blocks_per_task, scan.PARTITION_BYTES)
+            # partitions whose blocks statistics rule out: none (all of them: one task, which
+            # finds no rows)
+            self.parts = scan.partitions(ds, self.names, blocks_per_task, scan.PARTITION_BYTES,
+                                         block_filter=filters.blocks_of(filter),
+                                         at_least_one=True)
             self.filter = filter
-            if filter is not None:      # partitions whose blocks statistics rule out: none
-                self.parts = filters.kept_partitions(ds, self.parts, filter) \
-                    or self.parts[:1]       # none: one task, which finds no rows
             self.part_bytes = [{n: int(ds.open_file(p.part)[n].lookup["raw"][p.b0:p.b1].sum())
                                 for n in self.names} for p in self.parts]
             self.schema = arrow_schema(ds.open_file(0), self.names, datetime=self.datetime)

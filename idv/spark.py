@@ -183,11 +183,11 @@ class _Plan:
         columns = options.get("columns")
         columns = None if columns is None else [c.strip() for c in columns.split(",")]
         per = options.get("blocksPerPartition")
+        self.per = None if per is None else int(per)
         self.safe = _option_bool(options, "safe", True)
         with dataset(path, columns) as ds:
             self.names = ds.resolve_columns(columns)
-            self.parts = scan.partitions(ds, self.names, None if per is None else int(per),
-                                         scan.PARTITION_BYTES)
+            self.parts = scan.partitions(ds, self.names, self.per, scan.PARTITION_BYTES)
             # Spark's timestamps are microseconds: finer ticks raise unless safe=false
             self.arrow = arrow_schema(ds.open_file(0), self.names, datetime="us")
             self.filesystem = ds.filesystem
@@ -240,8 +240,11 @@ class _FilteringReader(_Reader):
         if terms:
             self.filter = terms
             with dataset(self.plan.path, self.plan.names) as ds:
-                self.parts = filters.kept_partitions(ds, self.parts, terms) \
-                    or self.parts[:1]       # none: one partition, which finds no rows
+                # the statistics rule out every partition: the first, which finds no rows
+                self.parts = scan.partitions(ds, self.plan.names, self.plan.per,
+                                             scan.PARTITION_BYTES,
+                                             block_filter=filters.blocks_of(terms),
+                                             at_least_one=True)
         return left
 
 

@@ -234,6 +234,44 @@ def test_scanner_head_take_and_batches(paths, whole):
     assert again.idv_dataset.num_open_files == 0
 
 
+def test_a_scan_hands_out_groups_of_blocks_with_numbers_uncopied(paths, monkeypatch):
+    """Without a batch size, the blocks go out together, up to pyarrow's default batch size:
+    one batch here (3000 rows, 12 blocks, in one file or three), the numbers of the blocks
+    read together seen as one array rather than copied."""
+    from idv._engines.arrow_scanner import BATCH_ROWS
+    ds = idv.arrow_dataset(paths)
+    batches = list(ds.scanner(["Id", "Txt"]).to_reader())
+    assert len(batches) == 1 and batches[0].num_rows == ROWS
+    assert all(b.num_rows <= BATCH_ROWS for b in batches)
+    assert pa.Table.from_batches(batches).equals(idv.arrow_dataset(paths).to_table(
+        ["Id", "Txt"], batch_size=RPB))
+    monkeypatch.setattr(pa, "concat_arrays", None)      # numbers: no copy to make
+    ids = pa.chunked_array([b.column(0) for b in ds.scanner(["Id"]).to_reader()])
+    assert ids.to_pylist() == list(range(ROWS)) and ids.num_chunks == 1
+
+
+def test_one_array_joins_slices_of_one_buffer_without_a_copy():
+    from idv._engines.arrow_scanner import grouped, one_array
+    a = pa.array(np.arange(10, dtype=np.int64))
+    one = one_array(pa, pa.chunked_array([a.slice(0, 4), a.slice(4, 6)]))
+    assert one.equals(a) and one.buffers()[1].address == a.buffers()[1].address
+    gap = one_array(pa, pa.chunked_array([a.slice(0, 4), a.slice(5, 5)]))
+    assert gap.to_pylist() == [0, 1, 2, 3, 5, 6, 7, 8, 9]
+    assert gap.buffers()[1].address != a.buffers()[1].address
+    texts = pa.chunked_array([pa.array(["a", "b"]), pa.array(["c"])])
+    assert one_array(pa, texts).to_pylist() == ["a", "b", "c"]
+    keys = pa.array(["x", "y"]).dictionary_encode()
+    assert one_array(pa, pa.chunked_array([keys, keys])).to_pylist() == ["x", "y"] * 2
+    assert one_array(pa, pa.chunked_array([], pa.int8())).to_pylist() == []
+    rows = [pa.record_batch({"x": a.slice(i, 1)}) for i in range(10)]
+    assert [[b.num_rows for b in g] for g in grouped(iter(rows), 3)] == [[1] * 3] * 3 + [[1]]
+    assert [len(g) for g in grouped(iter(rows), 3, nbytes=5 * 8)] == [5, 5]   # or 40 bytes
+    long = pa.record_batch({"x": a})
+    cut = list(grouped(iter([long]), 4))
+    assert [[b.num_rows for b in g] for g in cut] == [[4], [4], [2]]
+    assert [b.column(0)[0].as_py() for g in cut for b in g] == [0, 4, 8]
+
+
 def test_what_cannot_work_says_so(paths):
     ds = idv.arrow_dataset(paths)
     for call in (ds.get_fragments, lambda: ds.sort_by("Id"), lambda: ds.join(ds, "Id"),

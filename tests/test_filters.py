@@ -221,6 +221,45 @@ def test_statistics_skip_the_blocks_they_rule_out():
         assert f["v"].blocks_decoded == f["v"].num_blocks
 
 
+@pytest.mark.parametrize("per", [1, 3])
+def test_partitions_with_a_filter_are_those_with_a_block_not_ruled_out(tmp_path, per):
+    """scan.partitions with a filter keeps exactly the partitions with a block whose min/max
+    (computed here from the values written) may hold a match, at the bounds they have
+    without the filter; with no statistics it keeps them all."""
+    from idv._scan import filters, scan
+    rng = np.random.default_rng(3)
+    files, sizes = [], [(1000, 64), (700, 100)]
+    for k, (n, rpb) in enumerate(sizes):
+        g = np.repeat(rng.integers(0, 40, n // rpb + 1), rpb)[:n].astype(np.int32)
+        files.append({"ts": np.arange(n, dtype=np.int64) + 10_000 * k, "g": g})
+        idv.write(tmp_path / f"{k}.idv", files[-1], rows_per_block=rpb)
+    flt = [[("ts", ">=", 10_150), ("ts", "<", 10_420)], [("g", "==", 7)], [("g", ">", 37)]]
+
+    def may(lo, hi, glo, ghi):          # the filter's DNF over one block's bounds
+        return (hi >= 10_150 and lo < 10_420) or glo <= 7 <= ghi or ghi > 37
+    want = []
+    for k, ((n, rpb), data) in enumerate(zip(sizes, files)):
+        nb = -(-n // rpb)
+        blocks = [may(*(fn(data[c][b * rpb:(b + 1) * rpb]) for c in ("ts", "g")
+                        for fn in (np.min, np.max))) for b in range(nb)]
+        want += [(k, b0, min(b0 + per, nb)) for b0 in range(0, nb, per)
+                 if any(blocks[b0:b0 + per])]
+    with idv.dataset(sorted(tmp_path.glob("*.idv"))) as ds:
+        every = scan.partitions(ds, ["g"], per)
+        got = scan.partitions(ds, ["g"], per, block_filter=filters.blocks_of(flt))
+        assert [(p.part, p.b0, p.b1) for p in got] == want
+        assert 0 < len(got) < len(every) and set(got) <= set(every)
+        none = [("ts", "<", -1)]
+        assert scan.partitions(ds, ["g"], per, block_filter=filters.blocks_of(none)) == []
+        assert scan.partitions(ds, ["g"], per, block_filter=filters.blocks_of(none),
+                               at_least_one=True) == every[:1]
+    plain = tmp_path / "plain.idv"
+    idv.write(plain, files[0], rows_per_block=64, statistics=False)
+    with idv.open(plain) as f:
+        assert scan.partitions(f, ["g"], per, block_filter=filters.blocks_of(flt)) == \
+            scan.partitions(f, ["g"], per)
+
+
 def test_a_one_percent_filter_over_http_fetches_at_most_3_percent_of_the_bytes():
     pytest.importorskip("fsspec", reason="remote reads need the remote extra")
     pytest.importorskip("aiohttp", reason="HTTP reads need aiohttp")

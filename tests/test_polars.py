@@ -66,6 +66,37 @@ def test_projection_limit_and_batches(path, frame):
     assert scan_idv(path).collect().shape == frame.shape
 
 
+def test_polars_gets_frames_of_its_batch_size_with_text_as_string_views(path, frame,
+                                                                         monkeypatch):
+    """The frames polars is handed: the blocks (1,000 rows) grouped up to the batch size it
+    asks for or FRAME_BYTES, filtered, with only the columns it asked for, Text in polars'
+    own layout (Arrow string views, which polars takes as they are)."""
+    import polars.io.plugins as plugins
+    got = {}
+    register = plugins.register_io_source
+
+    def keep(io_source, **kw):
+        got["source"] = io_source
+        return register(io_source, **kw)
+    monkeypatch.setattr(plugins, "register_io_source", keep)
+    scan_idv(path)
+    seen = []
+    monkeypatch.setattr(pl, "from_arrow", lambda t, **kw: seen.append(t) or pl.DataFrame(t))
+    pred = pl.col("ts") < 4500
+    with idv.open(path) as f:           # statistics: only the 5 blocks that may match read
+        stats = f.statistics is not None
+    frames = list(got["source"](["c"], pred, None, 2500))   # up to 16 MiB a frame: one
+    assert [t.num_rows for t in seen] == [5000 if stats else N]
+    monkeypatch.setattr(idv.polars, "FRAME_BYTES", 0)      # frames of the batch size alone
+    seen.clear()
+    frames = list(got["source"](["c"], pred, None, 2500))
+    want = [2000, 2000, 1000] if stats else [2000] * 10
+    assert [t.num_rows for t in seen] == want
+    assert all(t.schema.field("c").type == "string_view" for t in seen)
+    assert [f.columns for f in frames] == [["c"]] * len(want)
+    assert pl.concat(frames).equals(frame.filter(pred).select("c"))
+
+
 def test_predicates_that_translate_skip_blocks():
     import json
     types = {"ts": idv.Int64, "x": idv.Double, "c": idv.Text}

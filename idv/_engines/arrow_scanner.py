@@ -5,6 +5,8 @@ only the blocks that hold the rows.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from idv._interop import arrow
@@ -13,6 +15,9 @@ from idv._engines import engine_filters
 from idv._scan import filter_tree, filters
 from idv._reader import selection
 from idv._values.arrow_types import import_pyarrow
+
+# rows of a batch when the caller gives no batch size: pyarrow's scanners' default
+BATCH_ROWS = 1 << 17
 
 
 class IdvScanner:
@@ -49,27 +54,36 @@ class IdvScanner:
         schema = self._owner.schema
         return self._pa.schema([schema.field(n) for n in self._names])
 
-    def _filtered(self, i, names):
-        """File `i`'s batches of `names` and then the filter's other columns, the rows
-        tested by pyarrow (blocks the statistics rule out skipped)."""
-        owner = self._owner
+    def _filtered(self, names, i=None):
+        """The rows of `names` and then the filter's other columns, of file `i` (None: of
+        every file, through the dataset's stream, which reads small files of numbers
+        together), as Tables of whole blocks of at most the batch size (the scan's batches of
+        a block grouped: one pyarrow call per group, not per block), the rows tested by
+        pyarrow (blocks the statistics rule out skipped)."""
+        owner, ds = self._owner, self._owner.idv_dataset
         read = names + [c for c in self._read if c not in names]
         skip = None if self._tree is None else filter_tree.BlocksOnly(self._tree)
-        with owner.idv_dataset.using(i) as f:      # kept open between batches
-            for b in arrow.record_batch_reader(f, read, datetime=owner._unit,
-                                               safe=owner._safe,
-                                               batch_size=self._batch_size, filter=skip):
-                if self._filter is not None:
-                    b = b.filter(self._filter)
-                if b.num_rows or self._filter is None:
-                    yield b
+        with contextlib.nullcontext() if i is None else ds.using(i) as f:   # kept open
+            blocks = (ds if i is None else arrow).record_batch_reader(
+                *(() if i is None else (f,)), read, datetime=owner._unit, safe=owner._safe,
+                filter=skip)
+            for group in grouped(blocks, self._batch_size or BATCH_ROWS):
+                table = self._pa.Table.from_batches(group, blocks.schema)
+                if self._filter is not None:    # Arrow filters one batch faster than chunks
+                    table = self._pa.Table.from_batches(
+                        [one_batch(self._pa, table.columns, table.schema).filter(self._filter)])
+                if table.num_rows or self._filter is None:
+                    yield table
 
-    def _batches(self):
-        """The scan's batches: its columns, the rows that match."""
+    def _batches(self, together=True):
+        """The scan's batches: its columns, the rows that match, a batch per group of blocks
+        (one_batch: no copy where the blocks' arrays lie end to end); `together`: through
+        the dataset's stream, else file by file (each read only when reached)."""
         schema, n = self.projected_schema, len(self._names)
-        for i in range(len(self._owner.idv_dataset.files)):
-            for b in self._filtered(i, self._names):
-                yield self._pa.RecordBatch.from_arrays(b.columns[:n], schema=schema)
+        files = [None] if together else range(len(self._owner.idv_dataset.files))
+        for i in files:
+            for t in self._filtered(self._names, i):
+                yield one_batch(self._pa, t.columns[:n], schema)
 
     def to_reader(self):
         """A pyarrow.RecordBatchReader of the scan (what DuckDB reads)."""
@@ -91,7 +105,7 @@ class IdvScanner:
         """The scan's first `num_rows` rows, reading no further."""
         out, left = [], int(num_rows)
         if left > 0:
-            for b in self._batches():
+            for b in self._batches(together=False):
                 out.append(b.slice(0, left))
                 left -= out[-1].num_rows
                 if left <= 0:
@@ -120,7 +134,7 @@ class IdvScanner:
                 layouts = {tuple(block_counts(f, n)) for n in bound.columns}
                 if len(layouts) == 1 and all(z is not None for z in bound.zones.values()):
                     return _count_by_statistics(f, bound, np.array(layouts.pop()))
-        return sum(b.num_rows for b in self._filtered(i, []))
+        return sum(t.num_rows for t in self._filtered([], i))
 
 
 def block_counts(f, name):
@@ -173,3 +187,53 @@ def _take(owner, names, schema, indices):
         tables.append(got.take(pa.array(at[first] + rows % rpb)))
     out = pa.concat_tables([pa.Table.from_arrays(t.columns, schema=schema) for t in tables])
     return out if restore is None else out.take(pa.array(restore))
+
+
+def grouped(batches, size, nbytes=0):
+    """Consecutive RecordBatches (a scan's, a batch per block) in lists of at most `size` rows
+    together, or of more while they hold at most `nbytes` bytes, a longer batch cut into
+    slices of `size` rows: what one call of the engine takes (a filter, a frame) rather than
+    one call a block. Nothing is copied."""
+    group, n, held = [], 0, 0
+    for b in batches:
+        pieces = [b] if b.num_rows <= size or b.nbytes <= nbytes else \
+            [b.slice(a, size) for a in range(0, b.num_rows, size)]
+        for piece in pieces:
+            if group and n + piece.num_rows > size and held + piece.nbytes > nbytes:
+                yield group
+                group, n, held = [], 0, 0
+            group.append(piece)
+            n += piece.num_rows
+            held += piece.nbytes
+    if group:
+        yield group
+
+
+def one_batch(pa, columns, schema):
+    """A RecordBatch of `schema` from ChunkedArrays of the same rows (one_array each)."""
+    return pa.RecordBatch.from_arrays([one_array(pa, c) for c in columns], schema=schema)
+
+
+def one_array(pa, chunked):
+    """A ChunkedArray as one Array: its chunk; its chunks' buffers seen as one array where
+    the chunks are consecutive slices of the same buffers (a scan window's blocks of a
+    column of numbers), with no copy; else their concatenation (a copy)."""
+    chunks = chunked.chunks
+    if len(chunks) == 1:
+        return chunks[0]
+    if not chunks:
+        return pa.array([], chunked.type)
+    first, t = chunks[0], chunked.type
+    if t.num_fields == 0 and not pa.types.is_dictionary(t) \
+            and len(first.buffers()) == t.num_buffers:
+        def spans(a):
+            return [None if b is None else (b.address, b.size) for b in a.buffers()]
+        bufs, at = spans(first), first.offset
+        for c in chunks:
+            if c.offset != at or spans(c) != bufs:
+                break
+            at += len(c)
+        else:
+            return pa.Array.from_buffers(t, at - first.offset, first.buffers(),
+                                         offset=first.offset)
+    return pa.concat_arrays(chunks)

@@ -272,15 +272,10 @@ def matching(f, columns, filter_, rows=None, positions=True):
     return (np.concatenate(at) if at else np.zeros(0, np.int64)).astype(np.int64), out
 
 
-def kept_partitions(source, parts, filter_):
-    """The partitions (idv._scan.scan.Partition) of `source` (an IdvFile or a Dataset) that may
-    hold rows matching `filter_`: those with a block that the statistics do not rule out."""
-    keep = block_filter(parse(filter_))
-    masks = {}
-    for p in parts:
-        if p.part not in masks:
-            masks[p.part] = keep(p.part, batch_file(source, p))
-    return [p for p in parts if masks[p.part][p.b0:p.b1].any()]
+def blocks_of(filter_):
+    """The scan's block_filter(part, file) for a filter in any of its forms (None: None,
+    every block read); what idv._scan.scan.partitions takes to leave out the partitions ruled out."""
+    return None if filter_ is None else block_filter(parse(filter_))
 
 
 def decided(node, known):

@@ -250,14 +250,20 @@ def _readers(f, columns, reader):
             for c in columns]
 
 
-def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTITION_BYTES):
+def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTITION_BYTES,
+               block_filter=None, at_least_one=False):
     """The source cut into Partitions of whole blocks, in row order: every
     ``blocks_per_partition`` blocks of each file, or by default about ``partition_bytes`` of
-    decoded values of `columns` each (so that no block is decoded by two partitions)."""
+    decoded values of `columns` each (so that no block is decoded by two partitions).
+    ``block_filter(part, file)``: as the scan's (a bool per block of the file, False for
+    blocks ruled out); a partition whose blocks are all ruled out is left out, the others
+    keep the bounds they have without it (the engines' divisions). ``at_least_one``: when
+    the filter rules out every partition, the first is kept all the same (an engine that
+    needs a task, which then finds no rows)."""
     if blocks_per_partition is not None and int(blocks_per_partition) < 1:
         raise ValueError(f"blocks_per_partition must be at least 1, not "
                          f"{blocks_per_partition!r}")
-    out = []
+    out, first = [], None
     for seg in _segments(source):
         if not seg.num_rows:
             continue
@@ -265,6 +271,8 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
             cols = _file_columns(f, columns)
             step = cols[0].rows_per_block if cols else seg.num_rows
             row_bytes = sum(c.nbytes for c in cols) / seg.num_rows if cols else 0
+            keep = None if block_filter is None else \
+                np.asarray(block_filter(seg.part, f), bool)
         nb = (seg.num_rows - 1) // step + 1
         if blocks_per_partition is None:
             per = max(1, int(partition_bytes // max(row_bytes * step, 1)))
@@ -273,8 +281,11 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
         for b0 in range(0, nb, per):
             b1 = min(b0 + per, nb)
             a, b = b0 * step, min(b1 * step, seg.num_rows)
-            out.append(Partition(seg.part, seg.path, b0, b1, a, b, seg.row0 + a))
-    return out
+            p = Partition(seg.part, seg.path, b0, b1, a, b, seg.row0 + a)
+            first = first or p
+            if keep is None or keep[b0:b1].any():
+                out.append(p)
+    return [first] if not out and at_least_one and first else out
 
 
 # ---------------------------------------------------------------------------------------------
