@@ -154,6 +154,11 @@ def test_a_dataset_takes_the_options_of_a_file_over_its_files_end_to_end():
         ids = np.concatenate([p["Id"] for p in parts])
         batches = list(ds.record_batch_reader(["Id"], rows=slice(95, 105)))
         assert pa.Table.from_batches(batches)["Id"].to_pylist() == ids[95:105].tolist()
+        pytest.importorskip("pandas")
+        assert ds.to_pandas(["Id"], rows=slice(95, 105, 2))["Id"].tolist() == \
+            ids[95:105:2].tolist()
+        assert ds.to_pandas(["Id"], filter="Id >= 98")["Id"].tolist() == \
+            ids[ids >= 98].tolist()
 
 
 @pytest.mark.parametrize("source", ["file", "dataset"])

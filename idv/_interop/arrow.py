@@ -200,8 +200,8 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
         keys = src.resolve_columns(columns)
         unit, safe = _unit(src, keys, datetime, safe)
         with src.using(0) as first:
-            schema = pa.schema([c.field for c in converters(pa, [first[k] for k in keys],
-                                                            unit, safe)])
+            convs = converters(pa, [first[k] for k in keys], unit, safe)
+            schema = pa.schema([c.field for c in convs])
             bound = None if filter is None else filters.PerFile(filters.parse(filter))
             if bound is not None:
                 bound(first)        # its columns checked now (bound once per file)
@@ -215,7 +215,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     except BaseException:
         stack.close()
         raise
-    how = _Stream(pa, src, keys, unit, safe, schema, bound, batch_size)
+    how = _Stream(pa, src, keys, unit, safe, schema, bound, batch_size, (first, convs))
 
     @budget.reads
     def batches(_src):
@@ -241,6 +241,7 @@ class _Stream(NamedTuple):
     schema: object
     bound: object       # filters.PerFile, or None
     batch_size: object
+    first: tuple        # (the first file, its converters), reused while it is the one open
 
 
 def _file_batches(how, i, rows):
@@ -249,7 +250,7 @@ def _file_batches(how, i, rows):
     pa, schema = how.pa, how.schema
     with how.src.using(i) as f:
         cols = [f[k] for k in how.keys]
-        convs = converters(pa, cols, how.unit, how.safe)
+        convs = how.first[1] if f is how.first[0] else converters(pa, cols, how.unit, how.safe)
         bound = None if how.bound is None else how.bound(f)
         tested = [] if bound is None or isinstance(how.bound.node, filters.BlocksOnly) else \
             list(bound.columns)                 # BlocksOnly: no row to test

@@ -5,7 +5,6 @@ whether a file reopened is still the one listed, and which stay open (OpenFiles)
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
 import itertools
 import threading
@@ -294,14 +293,10 @@ class OpenFiles:
                     del self._in_use[i]
             self._close_beyond()
 
-    @contextlib.contextmanager
     def using(self, i):
-        """File i, held for the block."""
-        f = self.hold(i)
-        try:
-            yield f
-        finally:
-            self.release([i])
+        """File i, held for the block (a plain context manager: a read of many files enters
+        one a file)."""
+        return _Using(self, i)
 
     def _close_beyond(self, keep=None):
         """Close the least recently used files beyond the limit, but those in use and file
@@ -326,3 +321,18 @@ class OpenFiles:
             while self._handles:
                 _, f = self._handles.popitem()
                 f.close()
+
+
+class _Using:
+    """OpenFiles.using(i): file i held from __enter__ to __exit__."""
+
+    __slots__ = ("files", "i")
+
+    def __init__(self, files, i):
+        self.files, self.i = files, i
+
+    def __enter__(self):
+        return self.files.hold(self.i)
+
+    def __exit__(self, *exc):
+        self.files.release([self.i])

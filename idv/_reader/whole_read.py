@@ -10,9 +10,10 @@ Arrow chunks on the blocks' UTF-8 (``Form.text``) or numpy's StringDType (``Form
 Many files: fixed-width columns (numbers, keys, dense vectors; not times, which readers
 convert) decoded straight into one array for all the files, the blocks of up to BATCH_FILES
 files inflated in one call (idv._store.many_files); Text into Arrow chunks, the blocks of many files
-inflated together (idv._store.many_files.text_blocks); every other column read file by file, as one file
-is, and joined. Such a read is checked against the source's memory limit as a whole first
-(a file's own read checks each allocation as it makes it).
+inflated together (idv._store.many_files.text_blocks); every other column read file by file, column by
+column, and joined. A read of many files, or of any source that is ``checked_whole`` (a
+dataset's), is checked against the source's memory limit as a whole first; an IdvFile's
+store checks each allocation as it makes it.
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def read(source, keys, i0, i1, form=Form()):
             _in_place(held, got, files, files[i0].start, list(rooms))
             for k in text:
                 got[k] += _text_chunks(held, k, form.text)
-            parts += [_one_file(source, rest, i, form._replace(mapped=None)) for i, _ in held]
+            parts += [_by_column(f, rest, form) for _, f in held if rest]
     for j, k in enumerate(rest):
         got[k] = vectors.concat_reads([p[j] for p in parts])
     return [got[k] for k in keys]
@@ -99,6 +100,18 @@ def _one_file(source, keys, i, form):
                 if got[j] is None:
                     got[j] = c.read_strings()
         return got
+
+
+def _by_column(f, keys, form):
+    """read() of columns `keys` of open file `f`, one by one: a file among many, its columns
+    that are neither decoded in place nor Arrow text (a scan's windows cost more than they
+    share on the small files of a dataset)."""
+    out = []
+    for k in keys:
+        c = f[k]
+        out.append(c.read_strings() if form.strings and T.item_type(c.type) is T.Text
+                   else c.read(form.sparse and vectors.csr_type(c.type)))
+    return out
 
 
 def _room(col):
@@ -149,11 +162,10 @@ def _text_chunks(held, key, make):
     together = [batch.text_batchable(*p) for p in pieces]
     spans = iter(batch.text_blocks([p for p, ok in zip(pieces, together) if ok],
                                    pieces[0][0].threads) if any(together) else ())
-    chunks = []
+    chunks, conv = [], make(pieces[0][1])       # Arrow arrays of blocks: of any file's column
     for (_, col), ok in zip(pieces, together):
-        conv = make(col)
         chunks.extend(map(conv.text_block_array, next(spans)) if ok
-                      else conv.text_arrays(0, col.num_blocks))
+                      else make(col).text_arrays(0, col.num_blocks))
     return chunks
 
 
