@@ -204,7 +204,7 @@ def _reader(col):
     """How idv_to_idv reads a column: Text into Arrow on its blocks' UTF-8 where pyarrow is
     installed (the writer takes it without str objects), the rest in read()'s forms."""
     if col.type is T.Text:
-        from idv._interop.arrow import text_reader
+        from idv._interop.arrow_columns import text_reader
         try:
             return text_reader(col)
         except MissingDependencyError:
