@@ -20,7 +20,7 @@ from idv._resources import budget
 from idv._scan import filters, scan
 from idv._values import ticks
 from idv._reader import whole_read
-from idv._interop.arrow_columns import chunked, converters, is_text, one_array
+from idv._interop.arrow_columns import chunked, converters, is_text, one_array, text_reader
 from idv._values.arrow_types import import_pyarrow
 from idv._reader.reader import opened
 from idv._reader.read_source import file_rows
