@@ -25,8 +25,8 @@ columns : sequence of str or int, optional
     columns with one name, the last, as ML.NET shows them.""",
     "datetime": """\
 datetime : {'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}
-    The unit of DateTime, TimeSpan and DateTimeOffset columns, by idv._reader.time_units' rule
-    (where it is explained): ``'auto'`` gives a column nanoseconds when every value of it,
+    The unit of DateTime, TimeSpan and DateTimeOffset columns, by one rule for every entry
+    point (docs/interop.md): ``'auto'`` gives a column nanoseconds when every value of it,
     in every file, fits, else microseconds, flooring 100-ns ticks with an idv.IdvWarning, so
     every batch, partition and file of a read has the same type; ``'exact'`` refuses
     instead of flooring; ``'auto-us'`` is microseconds always; ``'us'`` and ``'ns'`` are
@@ -41,8 +41,8 @@ sparse : bool, default False
     "filter": """\
 filter : list of tuples, str or pyarrow.compute.Expression, optional
     Only the rows that match: DNF tuples ``[("Age", ">", 30)]``, an expression string
-    ``"Age > 30 and City == 'Paris'"`` or a pyarrow compute expression (idv._scan.filters,
-    docs/filters.md). Blocks that the files' statistics rule out are neither fetched nor
+    ``"Age > 30 and City == 'Paris'"`` or a pyarrow compute expression
+    (docs/filters.md). Blocks that the files' statistics rule out are neither fetched nor
     decoded; the other rows are tested exactly.""",
     "rows": """\
 rows : slice, optional
@@ -56,7 +56,7 @@ batch_size : int, optional
 vectors : {'expand', 'object'}, default 'expand'
     ``'expand'`` gives each slot of a fixed-size vector its own column, named from the
     SlotNames metadata or ``<column>.0``, ``<column>.1``..., up to
-    idv._interop.pandas.MAX_EXPAND_SLOTS slots (a wider vector stays one column of arrays, with an
+    10,000 slots (a wider vector stays one column of arrays, with an
     idv.IdvWarning); ``'object'`` keeps every vector one column of arrays. Variable-size
     vectors are always one column of arrays.""",
     "dtype_backend": """\
@@ -75,21 +75,20 @@ backend : {'libdeflate', 'isal', 'zlib'}, optional
 memory_limit : int, optional
     The bytes one read may allocate before it is refused with idv.MemoryLimitError
     (default: idv.set_memory_limit's, else half the machine's memory, at most the larger of
-    1 GiB and 1,024 times the file's size; idv._resources.budget).""",
+    1 GiB and 1,024 times the file's size).""",
     "cache_bytes": """\
 cache_bytes : int, default 64 MiB
     The decoded blocks that row access (``col[i]``, ``col[[i, j]]``, masks) keeps to find
     again; 0 keeps none.""",
     "checksums": """\
 checksums : bool, default True
-    Check the CRC-32s that files written by idv carry (idv._storage.checksums): the tables at open,
+    Check the CRC-32s that files written by idv carry: the tables at open,
     each block when it is read, in the decompression threads (a few percent of a read).
     False skips them; files without checksums (ML.NET's) are read as they are. idv.verify
     always checks them.""",
     "timeout": """\
 timeout : float, optional
-    The seconds each remote request may take before idv.RemoteTimeoutError (default 60,
-    idv._storage.remote.DEFAULT_TIMEOUT).""",
+    The seconds each remote request may take before idv.RemoteTimeoutError (default 60).""",
     "filesystem": """\
 filesystem : fsspec filesystem or pyarrow.fs.FileSystem, optional
     The filesystem the paths are in.""",
@@ -146,12 +145,12 @@ threads : int, optional
     Only 'zlib' gives bytes identical to ML.NET's files; the others, the same data faster.""",
     "checksums": """\
 checksums : bool, default True
-    A CRC-32 of every part (idv._storage.checksums), checked when idv reads the file. ML.NET ignores
+    A CRC-32 of every part, checked when idv reads the file. ML.NET ignores
     them; False leaves them out.""",
     "statistics": """\
 statistics : bool, default True
-    Each block's least and greatest value and missing count per column (idv._storage.statistics),
-    which filters use to skip blocks. ML.NET ignores them; False leaves them out.""",
+    Each block's least and greatest value and missing count per column, which
+    filters use to skip blocks. ML.NET ignores them; False leaves them out.""",
 }
 PARAMETERS["writer_options"] = "\n".join(WRITER.values())
 

@@ -50,7 +50,7 @@ def _as_dataset(urlpath, storage_options, columns, open_kwargs):
 def partitions(ds, columns=None, blocks_per_partition=None):
     """[(file index, first row, stop row)] of a Dataset's partitions, in order: each file's
     whole blocks, ``blocks_per_partition`` at a time, so that no block is decoded by two
-    partitions (idv._scan.scan.partitions, which PyTorch, Ray and Spark readers share).
+    partitions (the scan's, which PyTorch, Ray and Spark readers share).
 
     Parameters
     ----------

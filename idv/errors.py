@@ -155,7 +155,7 @@ def require(module, purpose, install):
 
 
 class RemoteError(OSError):
-    """A remote read failed (idv._storage.remote): the message names the URL, what was being read and
+    """A remote read failed: the message names the URL, what was being read and
     why (a connection refused, an error status, a truncated answer, a server that ignores Range
     requests). ``url`` is the file's URL. A missing remote file raises FileNotFoundError and a
     refused one PermissionError, as local files do."""

@@ -137,7 +137,7 @@ class IdvDatasink(ray_data.Datasink):
     ``ds.write_datasink(IdvDatasink(path))``.
 
     Every file is staged in a hidden folder of ``path`` and moved in once all tasks have
-    succeeded (idv._storage.staging); a failed job removes its folder, and what a killed one leaves
+    succeeded; a failed job removes its folder, and what a killed one leaves
     there is neither a ``*.idv`` nor seen by idv.dataset. A task without rows writes no file.
     Types and annotations as idv.from_arrow gives them (a dataset read by read_idv keeps its
     ML.NET types). ``paths``: the files written, once the write is done.

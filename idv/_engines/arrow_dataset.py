@@ -32,7 +32,7 @@ def arrow_dataset(source, *, datetime: str = "us", safe: bool = True, **dataset_
     ``to_reader``, ``to_table``, ``to_batches``, ``count_rows``, ``head``, ``take``,
     ``projected_schema``), ``to_table``, ``to_batches``, ``count_rows(filter=)``,
     ``head(n, columns=, filter=)`` and ``take(indices, columns=)``. Filters are pyarrow
-    compute expressions; blocks are skipped where idv._scan.filters understands the expression
+    compute expressions; blocks are skipped where idv's filters understand the expression
     and the statistics allow, and the rows are always tested by pyarrow.
 
     Parameters

@@ -130,7 +130,7 @@ class VerifyReport:
     """What ``idv.verify`` found.
 
     Attributes: ``ok`` (no problems), ``checksums`` (whether the file carries idv's CRC-32s,
-    checked: see idv._storage.checksums), ``problems`` and ``warnings`` (lists of
+    checked), ``problems`` and ``warnings`` (lists of
     :class:`Finding`), ``checked`` (counts: columns, blocks, block_bytes, lookup_tables,
     metadata), ``columns`` (one dict per column: index, name, type, codec, blocks, blocks_ok,
     metadata, checked), ``num_rows`` and ``num_columns`` (None when the file could not be

@@ -140,7 +140,7 @@ class SourceReads:
         datetime : {'100ns', 'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}, default '100ns'
             ``'100ns'``: ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks,
             exact and with no pass over the data (numpy alone holds that unit). The others
-            give the unit the Arrow-typed readers give, by idv._reader.time_units' rule (see
+            give the unit the Arrow-typed readers give, by the one rule of every entry point (see
             idv.to_arrow's ``datetime``).
         text : {'object', 'StringDType'}, default 'object'
             Text values as arrays of Python ``str``, or numpy >= 2's variable-width string

@@ -148,7 +148,7 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
 
     The .idv side keeps ML.NET's types and metadata in the Arrow field metadata, so .idv ->
     Parquet / Feather -> .idv gives back the same types, annotations and values. CSV keeps
-    values only, written from an .idv as ``idv cat --format csv`` writes them (idv._interop.delimited:
+    values only, written from an .idv as ``idv cat --format csv`` writes them (one writer:
     one column per slot of a fixed-size vector, a JSON array per variable-size one, keys as
     their KeyValues, times in .NET's ISO forms exact to the tick; no pyarrow needed); types
     are inferred again by pyarrow's CSV reader when read back. JSON Lines (an output only,
