@@ -60,11 +60,14 @@ def test_values_become_folder_texts_by_one_rule():
 
 
 def test_keys_read_back_as_int64_when_every_value_is_an_integer():
-    found = [{"a": "1", "b": "x", "c": str(2**63), "d": None},
-             {"a": "-7", "b": "2", "c": "1", "d": None},
-             {"a": None, "b": "3", "c": "2", "d": None}]
-    assert partitioning.column_types(found, ["a", "b", "c", "d"]) == {
-        "a": T.Int64, "b": T.Text, "c": T.Text, "d": T.Text}
+    found = [{"a": "1", "b": "x", "c": str(2**63), "d": None, "e": "4"},
+             {"a": "-7", "b": "2", "c": "1", "d": None, "e": None},
+             {"a": "0", "b": "3", "c": "2", "d": None, "e": "5"}]
+    assert partitioning.column_types(found, ["a", "b", "c", "d", "e"]) == {
+        "a": T.Int64, "b": T.Text, "c": T.Text, "d": T.Text, "e": T.Text}
+    assert partitioning.value(None, T.Text) == ""
+    with pytest.raises(ValueError, match="no Int64 form"):
+        partitioning.value(None, T.Int64)
     assert partitioning.value("-7", T.Int64) == -7
     assert partitioning.value("007", T.Text) == "007"
 
