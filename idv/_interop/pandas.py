@@ -30,7 +30,7 @@ from idv import _docs, types as T
 from idv._resources import budget
 from idv._scan import filters
 from idv._values import ticks
-from idv._reader import time_units, whole_read
+from idv._reader import read_source, time_units, whole_read
 from idv._interop.arrow_columns import text_array, text_reader
 from idv._reader.read_source import file_rows
 from idv._values.arrow_types import written_from
@@ -309,6 +309,8 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
     how = dict(vectors=vectors, datetime=datetime, safe=safe, dtype_backend=dtype_backend,
                warn_wide=warn_wide, filter=filter)
     with opened(file) as src:
+        if read_source.constant_types(src):
+            return _frame_of_parts(pd, src, columns, rows, how)
         if len(src.files) > 1:
             return _frame_of_files(pd, src, columns, rows, how)
         with src.using(0) as f:
@@ -394,6 +396,55 @@ def _frame_of_files(pd, src, columns, rows, how):
                                  dict(how, warn_wide=how["warn_wide"] and not frames),
                                  False, None))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _frame_of_parts(pd, src, columns, rows, how):
+    """frame() of a source with constant columns (read_source.constants: a hive-partitioned
+    dataset's keys): the frame of the files' columns (a filter's: each file's that it does
+    not rule out, unopened, by its constants), each constant column put in its place."""
+    asked = src.resolve_columns(columns)
+    keys, fixed = read_source.split(src, asked)
+    node = read_source.filter_of(src, how["filter"])
+    if node is not None:        # one unit for a time column of every file
+        with src.using(0) as first:
+            names = [first[k].name for k in keys]
+        how = dict(how, **dict(zip(("datetime", "safe"),
+                                   src.time_unit(names, how["datetime"], how["safe"]))))
+    within = None if rows is None else range(*rows.indices(src.num_rows))
+    counts, frames = [], []
+    for i, e in enumerate(src.files):
+        local = None if within is None else file_rows(within, e)
+        mine = read_source.decided(src, i, node)
+        if mine is False or (local is not None and not len(local)):
+            continue
+        if node is None:
+            counts.append((i, e.num_rows if local is None else len(local)))
+            continue
+        with src.using(i) as f:
+            frames.append(_frame(pd, f, keys, None, dict(
+                how, filter=None if mine is True else mine,
+                warn_wide=how["warn_wide"] and not frames), False, None))
+        counts.append((i, len(frames[-1])))
+    if node is None:
+        df = _frame_of_files(pd, src, keys, rows, dict(how, filter=None))
+    elif frames:
+        df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    else:
+        with src.using(0) as f:
+            df = _frame(pd, f, keys, slice(0, 0), dict(how, filter=None), False, None)
+    parts = [read_source.constants(src, fixed, i, n) for i, n in counts] or \
+        [read_source.constants(src, fixed, 0, 0)]
+    at = 0
+    for k in asked:         # a file column's own columns (its slots too) skipped
+        if k not in fixed:
+            while at < df.shape[1] and (df.columns[at] == k or
+                                        str(df.columns[at]).startswith(f"{k}.")):
+                at += 1
+            continue
+        j = fixed.index(k)
+        df.insert(at, k, np.concatenate([p[j] for p in parts]))
+        at += 1
+    return df
 
 
 def _arrow_text(col):
