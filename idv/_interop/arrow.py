@@ -44,11 +44,13 @@ def arrow_schema(file, columns=None, *, datetime="auto"):
     """
     pa = import_pyarrow()
     with opened(file) as src:
-        keys = src.resolve_columns(columns)
+        asked = src.resolve_columns(columns)
+        keys, fixed = read_source.split(src, asked)
         unit, _ = _unit(src, keys, datetime, True)
         with src.using(0) as first:
-            return pa.schema([c.field for c in converters(pa, [first[k] for k in keys], unit,
-                                                          True)])
+            fields = [c.field for c in converters(pa, [first[k] for k in keys], unit, True)]
+        fields = dict(zip(keys + fixed, fields + _constant_fields(pa, src, fixed)))
+        return pa.schema([fields[k] for k in asked])
 
 
 def _unit(src, keys, datetime, safe, values=None):

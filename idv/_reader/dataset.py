@@ -283,8 +283,9 @@ class Dataset(reads.SourceReads):
     def time_unit(self, names, datetime, safe, values=None):
         """(datetime, safe) to read every file of the dataset with: for 'auto', 'exact' and
         'auto-us' a ticks.Units, each time column's unit chosen from all files; other modes
-        as given (idv._reader.read_source.time_unit)."""
-        return read_source.time_unit(self, names, datetime, safe, values)
+        as given (idv._reader.read_source.time_unit); its partition keys are no times."""
+        return read_source.time_unit(self, [n for n in names if n not in self.constant_types],
+                                     datetime, safe, values)
 
     def need(self, nbytes, what):
         """MemoryLimitError when `what` needs more than the dataset's limit.
