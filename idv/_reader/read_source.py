@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, ContextManager, NamedTuple, Protocol, Sequence
 
+import numpy as np
+
 from idv._values import ticks
 from idv._reader import time_units
 from idv._scan import filters
@@ -119,6 +121,16 @@ def constants(source, names, i, n):
     """`n` rows of each constant column `names` of file i, in read()'s form."""
     types = constant_types(source)
     return [partitioning.constant(source.files[i].constants[k], types[k], n) for k in names]
+
+
+def joined_constants(source, fixed, counts):
+    """The constant columns `fixed` of the source's files, `counts` ([(file, its rows)]) of
+    each, joined in that order."""
+    if not fixed:
+        return []
+    parts = [constants(source, fixed, i, n) for i, n in counts] or \
+        [constants(source, fixed, 0, 0)]
+    return [np.concatenate([p[j] for p in parts]) for j in range(len(fixed))]
 
 
 def filter_of(source, filter_):

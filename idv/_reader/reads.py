@@ -61,23 +61,13 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
             mapped=None if copy else Column.read_mapped, sparse=bool(sparse),
             strings=strings)) if keys or not fixed else []
         whole, strings = dict(zip(names, values)), False
-        values += _joined_constants(source, fixed, [(i, e.num_rows)
-                                                    for i, e in enumerate(source.files)])
+        values += read_source.joined_constants(source, fixed, [
+            (i, e.num_rows) for i, e in enumerate(source.files)])
     unit, _ = source.time_unit(names, datetime, True, whole)
     out = {c.name: _retimed(c, v, unit, strings) for c, v in zip(cols, values)}
     out.update((k, np.asarray(v, dtype=np.dtypes.StringDType()) if text == "StringDType"
                 and v.dtype == object else v) for k, v in zip(fixed, values[len(cols):]))
     return out if not fixed else {k: out[k] for k in asked}
-
-
-def _joined_constants(source, fixed, counts):
-    """The constant columns `fixed` of the source's files, `counts` ([(file, its rows)]) of
-    each, joined in that order."""
-    if not fixed:
-        return []
-    parts = [read_source.constants(source, fixed, i, n) for i, n in counts] or \
-        [read_source.constants(source, fixed, 0, 0)]
-    return [np.concatenate([p[j] for p in parts]) for j in range(len(fixed))]
 
 
 def _matching(source, names, fixed, filter_):
@@ -103,7 +93,7 @@ def _matching(source, names, fixed, filter_):
         with source.using(0) as f:
             got = [{n: f[n][0:0] for n in names}]
     values = [vectors.concat_reads([g[n] for g in got]) for n in names]
-    return values + _joined_constants(source, fixed, counts)
+    return values + read_source.joined_constants(source, fixed, counts)
 
 
 def _rows(source, keys, rows, read_rows, fixed=()):
