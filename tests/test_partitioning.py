@@ -357,4 +357,20 @@ def test_files_lists_and_globs_take_keys_from_the_whole_path(tmp_path):
     one = idv.dataset([tmp_path / "r" / "k=2" / "part.0.idv"], partitioning="hive")
     assert one.read()["k"].tolist() == [2] and one.read()["x"].tolist() == [1.0]
     assert one.to_pandas()["k"].tolist() == [2]
+    assert one.to_arrow().column_names == ["x", "k"]
     assert one.read(columns=["k"], filter="x > 5")["k"].tolist() == []
+
+
+def test_arrow_dataset_and_duckdb_read_the_keys(hive_pair):
+    pc = pytest.importorskip("pyarrow.compute")
+    root, ref = hive_pair
+    ad = idv.arrow_dataset(root, partitioning="hive")
+    expr = (pc.field("n") == 2) | (pc.field("name") == "é")
+    want = _reference(ref, ["id", "n", "name"], expr)
+    got = ad.to_table(columns=["id", "n", "name"], filter=expr)
+    assert _sorted(got.to_pydict()) == want
+    duckdb = pytest.importorskip("duckdb")
+    rows = duckdb.connect().execute(
+        "select n, count(*) from ad where n >= 2 group by n order by n").fetchall()
+    counts = _reference(ref, ["n"])["n"]
+    assert rows == [(k, counts.count(k)) for k in (2, 3)]
