@@ -111,6 +111,13 @@ max_open_files : int, optional
     Files kept open at once (default 1,024 local files, each a memory map of about 28 KiB
     resident and no file descriptor; 64 remote ones); the others are reopened when read
     (well under 1 ms each, locally).""",
+    "partitioning": """\
+partitioning : {None, 'hive'}, optional
+    ``'hive'``: each ``key=value`` folder of a file's path (below the directory given; of a
+    file, glob or list, anywhere on the path, as pyarrow's) is a column after the files'
+    own, Int64 when every value is an integer, else Text (a missing value,
+    ``__HIVE_DEFAULT_PARTITION__``, is ``""``); a filter on the keys leaves out the files
+    it rules out unopened (docs/datasets.md, "Partitioned directories").""",
     "open_kwargs": """\
 **open_kwargs
     Passed to idv.open for every file: ``threads``, ``backend``, ``cache_bytes``,
@@ -118,7 +125,7 @@ max_open_files : int, optional
     "dataset_options": """\
 **dataset_options
     Passed to idv.dataset: ``schema``, ``on_bad_file``, ``filesystem``,
-    ``storage_options``, ``max_open_files`` and idv.open's options.""",
+    ``storage_options``, ``max_open_files``, ``partitioning`` and idv.open's options.""",
 }
 
 # what idv.write, idv.Writer and the engines' writers take, in idv.Writer's order

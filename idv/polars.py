@@ -58,7 +58,7 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     ds = source if isinstance(source, Dataset) else dataset(source, **dataset_options)
     names = ds.column_names
     unit, safe = ds.time_unit(names, datetime, True)
-    schema = arrow.arrow_schema(ds.open_file(0), names, datetime=unit)
+    schema = arrow.arrow_schema(ds, names, datetime=unit)
     types = {n: ds.schema[n].type for n in names}
     pl_schema = pl.from_arrow(schema.empty_table()).schema
     pa = arrow.import_pyarrow()

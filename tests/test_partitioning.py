@@ -60,11 +60,14 @@ def test_values_become_folder_texts_by_one_rule():
 
 
 def test_keys_read_back_as_int64_when_every_value_is_an_integer():
-    found = [{"a": "1", "b": "x", "c": str(2**63), "d": None},
-             {"a": "-7", "b": "2", "c": "1", "d": None},
-             {"a": None, "b": "3", "c": "2", "d": None}]
-    assert partitioning.column_types(found, ["a", "b", "c", "d"]) == {
-        "a": T.Int64, "b": T.Text, "c": T.Text, "d": T.Text}
+    found = [{"a": "1", "b": "x", "c": str(2**63), "d": None, "e": "4"},
+             {"a": "-7", "b": "2", "c": "1", "d": None, "e": None},
+             {"a": "0", "b": "3", "c": "2", "d": None, "e": "5"}]
+    assert partitioning.column_types(found, ["a", "b", "c", "d", "e"]) == {
+        "a": T.Int64, "b": T.Text, "c": T.Text, "d": T.Text, "e": T.Text}
+    assert partitioning.value(None, T.Text) == ""
+    with pytest.raises(ValueError, match="no Int64 form"):
+        partitioning.value(None, T.Int64)
     assert partitioning.value("-7", T.Int64) == -7
     assert partitioning.value("007", T.Text) == "007"
 
@@ -151,3 +154,223 @@ def test_dask_to_idv_partition_by_writes_each_partitions_groups(tmp_path):
             idv.read(tmp_path / "out" / f)["x"].tolist())
     assert {k: sorted(v) for k, v in rows.items()} == {"k=a": [0, 2, 5], "k=b": [1, 3],
                                                        "k=c": [4]}
+
+
+# ---------------------------------------------------------------------------------------------
+# reading: idv.dataset(partitioning="hive") against pyarrow.dataset over the same folders
+# ---------------------------------------------------------------------------------------------
+
+_NAMES = ["a/b", "x y", None, "50%", "a/b", "x y", "é", None]
+
+
+@pytest.fixture
+def hive_pair(tmp_path):
+    """(root, pyarrow's dataset): the same rows as .idv and Parquet files in the same
+    key=value folders (an Int64 key `n`, a Text key `name` with a missing value and values
+    that URL encoding changes), each folder's rows in one file of each format."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pads = pytest.importorskip("pyarrow.dataset")
+    rng = np.random.default_rng(3)
+    size = 64
+    data = {"id": np.arange(size, dtype=np.int64), "v": rng.normal(size=size),
+            "t": [f"w{i % 5}" for i in range(size)],
+            "n": np.arange(size) % 3 + 1, "name": [_NAMES[i % len(_NAMES)] for i in range(size)]}
+    root = tmp_path / "idv"
+    paths = idv.write(root, data, partition_by=["n", "name"])
+    parquet = []
+    for p in paths:
+        own = idv.read(p)
+        parquet.append(os.path.join(os.path.dirname(p), "part.0.parquet"))
+        pq.write_table(pa.table({k: list(v) if v.dtype == object else v
+                                 for k, v in own.items()}), parquet[-1])
+    return root, pads.dataset(parquet, format="parquet", partitioning="hive",
+                              partition_base_dir=str(root))
+
+
+def _reference(ref, columns=None, filter=None):  # noqa: A002
+    """pyarrow's rows, sorted by id, as lists: the keys as idv reads them (int64, and a
+    missing Text value as "")."""
+    t = ref.to_table(filter=filter)
+    t = t.sort_by("id")
+    out = {}
+    for name in t.column_names:
+        values = t.column(name).to_pylist()
+        out[name] = ["" if v is None else v for v in values] if name == "name" else values
+    return {k: out[k] for k in (columns or list(out))}
+
+
+def _sorted(got, columns=None):
+    """idv's rows (dict name -> sequence) sorted by id, as lists."""
+    got = {k: (v.tolist() if hasattr(v, "tolist") else list(v)) for k, v in got.items()}
+    order = np.argsort(got["id"], kind="stable")
+    return {k: [got[k][i] for i in order] for k in (columns or list(got))}
+
+
+def test_hive_keys_are_columns_after_the_files_own(hive_pair):
+    root, ref = hive_pair
+    with idv.dataset(root, partitioning="hive") as ds:
+        assert ds.column_names == ["id", "v", "t", "n", "name"]
+        assert ds.schema["n"].type is T.Int64 and ds.schema["name"].type is T.Text
+        assert ds.schema.names == ds.column_names
+        assert _sorted(ds.read()) == _reference(ref, ds.column_names)
+        assert "n" not in idv.dataset(root).column_names      # without partitioning
+
+
+def test_every_read_path_gives_pyarrows_rows(hive_pair):
+    pa = pytest.importorskip("pyarrow")
+    pl = pytest.importorskip("polars")
+    root, ref = hive_pair
+    want = _reference(ref, ["id", "v", "t", "n", "name"])
+    with idv.dataset(root, partitioning="hive") as ds:
+        assert _sorted(ds.to_arrow().to_pydict()) == want
+        assert _sorted(pa.table(ds).to_pydict()) == want
+        assert _sorted(ds.record_batch_reader(batch_size=5).read_all().to_pydict()) == want
+        assert _sorted(pa.Table.from_batches(list(ds.iter_batches())).to_pydict()) == want
+        assert _sorted(pl.DataFrame(ds).to_dict(as_series=False)) == want
+        assert _sorted(ds.to_pandas().to_dict("list")) == want
+        assert list(ds.to_pandas().columns) == ds.column_names
+        # columns in another order, the keys among them
+        cols = ["name", "id", "n"]
+        assert list(ds.read(columns=cols)) == cols
+        assert _sorted(ds.read(columns=cols)) == {k: want[k] for k in cols}
+        assert ds.to_arrow(columns=cols).column_names == cols
+        assert list(ds.to_pandas(columns=cols).columns) == cols
+        assert ds.record_batch_reader(cols).schema.names == cols
+        assert idv.to_arrow(ds, cols).schema.field("n").metadata[b"idv.type"] == b"Int64"
+        # rows and take, over the files end to end
+        whole = ds.read()
+        part = ds.read(rows=slice(5, 40, 3))
+        assert {k: v.tolist() for k, v in part.items()} == \
+            {k: v[5:40:3].tolist() for k, v in whole.items()}
+        assert ds.to_pandas(rows=slice(7, 30))["name"].tolist() == whole["name"][7:30].tolist()
+        picked = [60, 3, 3, 17, -1]
+        assert {k: v.tolist() for k, v in ds.take(picked).items()} == \
+            {k: v[picked].tolist() for k, v in whole.items()}
+        assert ds.take([2], columns=["n"])["n"].dtype == np.int64
+
+
+def _filters():
+    """The same filters as pyarrow expressions (for both readers): keys only, data only,
+    mixed with and / or / not, on the Int64 and the Text key."""
+    pc = pytest.importorskip("pyarrow.compute")
+    f = pc.field
+    return [f("n") == 2, f("n") >= 2, f("name") == "a/b", f("name") == "50%",
+            f("v") > 0.3, f("t") == "w1",
+            (f("n") == 1) & (f("v") < 0), (f("n") == 3) | (f("name") == "x y"),
+            ~(f("n") == 2), ~((f("n") == 1) & (f("v") > 0)),
+            ((f("n") > 1) & (f("name") == "é")) | (f("t") == "w4"),
+            (f("n") == 9), (f("name") == "a/b") & (f("t") == "w0")]
+
+
+def test_filters_give_pyarrows_rows_on_every_read_path(hive_pair):
+    root, ref = hive_pair
+    cols = ["id", "v", "t", "n", "name"]
+    with idv.dataset(root, partitioning="hive") as ds:
+        for expr in _filters():
+            want = _reference(ref, cols, expr)
+            assert _sorted(ds.read(filter=expr)) == want, expr
+            assert _sorted(ds.to_arrow(filter=expr).to_pydict()) == want, expr
+            assert _sorted(ds.to_pandas(filter=expr).to_dict("list")) == want, expr
+            got = ds.record_batch_reader(["id", "n"], filter=expr, batch_size=4).read_all()
+            assert _sorted(got.to_pydict()) == {k: want[k] for k in ("id", "n")}, expr
+
+
+def test_filters_as_strings_and_tuples_decide_the_keys_alike(hive_pair):
+    root, ref = hive_pair
+    pc = pytest.importorskip("pyarrow.compute")
+    with idv.dataset(root, partitioning="hive") as ds:
+        want = _reference(ref, ["id"], (pc.field("n") == 2) & (pc.field("v") > 0))["id"]
+        assert sorted(ds.read(["id"], filter="n == 2 and v > 0")["id"].tolist()) == want
+        assert sorted(ds.read(["id"], filter=[("n", "==", 2), ("v", ">", 0)])["id"]
+                      .tolist()) == want
+
+
+def test_polars_scan_prunes_by_keys(hive_pair):
+    pl = pytest.importorskip("polars")
+    import idv.polars
+    root, ref = hive_pair
+    pc = pytest.importorskip("pyarrow.compute")
+    got = idv.polars.scan_idv(root, partitioning="hive").filter(
+        (pl.col("n") == 3) & (pl.col("v") > 0)).select("id", "name").collect()
+    want = _reference(ref, ["id", "name"], (pc.field("n") == 3) & (pc.field("v") > 0))
+    assert _sorted(got.to_dict(as_series=False)) == want
+
+
+def test_a_missing_value_reads_as_empty_text_and_writes_back(hive_pair, tmp_path):
+    root, _ = hive_pair
+    with idv.dataset(root, partitioning="hive") as ds:
+        names = ds.read(["name"])["name"]
+        assert "" in names.tolist() and None not in names.tolist()
+        assert set(ds.read(filter="name == ''")["name"].tolist()) == {""}
+        assert ds.to_arrow(["name"]).column("name").null_count == 0
+        df = ds.to_pandas()
+        idv.write(tmp_path / "back.idv", df)
+        back = idv.read(tmp_path / "back.idv")
+        assert back["name"].tolist() == df["name"].tolist()
+        assert back["n"].tolist() == df["n"].tolist()
+
+
+def test_a_filter_on_keys_opens_no_file_it_rules_out(hive_pair, monkeypatch):
+    from idv._reader import dataset as dataset_module
+    root, _ = hive_pair
+    opened = []
+    real = dataset_module.IdvFile
+
+    def counted(path, *args, **kwargs):
+        opened.append(os.path.relpath(path, root).split(os.sep)[0])
+        return real(path, *args, **kwargs)
+    with idv.dataset(root, partitioning="hive", max_open_files=1) as ds:
+        monkeypatch.setattr(dataset_module, "IdvFile", counted)
+        kept = [e.constants["n"] for e in ds.files]
+        assert kept[0] == 1           # the first file is kept by the filters below
+        reads = [lambda: ds.read(filter="n == 1"),
+                 lambda: ds.read(["v"], filter="n == 1 and v > 0"),
+                 lambda: ds.to_arrow(filter="n == 1"),
+                 lambda: ds.to_pandas(filter="not (n != 1)"),
+                 lambda: ds.record_batch_reader(["id"], filter="n < 2").read_all()]
+        for read in reads:
+            opened.clear()
+            got = read()
+            assert opened and set(opened) == {"n=1"}, opened
+            assert len(got) > 0 or got.num_rows > 0
+
+
+def test_partitioning_errors_name_the_file(tmp_path):
+    for d in ("a/k=1", "a/j=1", "b/x=1"):
+        (tmp_path / d).mkdir(parents=True)
+    idv.write(tmp_path / "a" / "k=1" / "f.idv", {"x": np.arange(2)})
+    idv.write(tmp_path / "a" / "j=1" / "f.idv", {"x": np.arange(2)})
+    with pytest.raises(ValueError, match=r"k=1.f\.idv: its partition keys .*differ"):
+        idv.dataset(tmp_path / "a", partitioning="hive")
+    idv.write(tmp_path / "b" / "x=1" / "f.idv", {"x": np.arange(2)})
+    with pytest.raises(ValueError, match=r"x=1.f\.idv: the partition key 'x'.*also a column"):
+        idv.dataset(tmp_path / "b", partitioning="hive")
+    with pytest.raises(ValueError, match="partitioning must be"):
+        idv.dataset(tmp_path / "b", partitioning="directory")
+
+
+def test_files_lists_and_globs_take_keys_from_the_whole_path(tmp_path):
+    idv.write(tmp_path / "r", {"k": np.array([1, 2]), "x": np.arange(2.0)}, partition_by="k")
+    ds = idv.dataset(str(tmp_path / "r" / "k=*" / "*.idv"), partitioning="hive")
+    assert ds.read()["k"].tolist() == [1, 2]
+    one = idv.dataset([tmp_path / "r" / "k=2" / "part.0.idv"], partitioning="hive")
+    assert one.read()["k"].tolist() == [2] and one.read()["x"].tolist() == [1.0]
+    assert one.to_pandas()["k"].tolist() == [2]
+    assert one.to_arrow().column_names == ["x", "k"]
+    assert one.read(columns=["k"], filter="x > 5")["k"].tolist() == []
+
+
+def test_arrow_dataset_and_duckdb_read_the_keys(hive_pair):
+    pc = pytest.importorskip("pyarrow.compute")
+    root, ref = hive_pair
+    ad = idv.arrow_dataset(root, partitioning="hive")
+    expr = (pc.field("n") == 2) | (pc.field("name") == "é")
+    want = _reference(ref, ["id", "n", "name"], expr)
+    got = ad.to_table(columns=["id", "n", "name"], filter=expr)
+    assert _sorted(got.to_pydict()) == want
+    duckdb = pytest.importorskip("duckdb")
+    rows = duckdb.connect().execute(
+        "select n, count(*) from ad where n >= 2 group by n order by n").fetchall()
+    counts = _reference(ref, ["n"])["n"]
+    assert rows == [(k, counts.count(k)) for k in (2, 3)]

@@ -71,7 +71,7 @@ class IdvArrowDataset(pads.FileSystemDataset):
     ``write_dataset``) raises NotImplementedError instead of reading nothing."""
 
     def __init__(self, ds, unit, safe):
-        schema = arrow.arrow_schema(ds.open_file(0), ds.column_names, datetime=unit)
+        schema = arrow.arrow_schema(ds, ds.column_names, datetime=unit)
         fmt = pads.IpcFileFormat()
         pads.FileSystemDataset.__init__(
             self, [fmt.make_fragment("idv.arrow_dataset", filesystem=_REFUSING)], schema,

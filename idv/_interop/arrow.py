@@ -21,7 +21,8 @@ from idv._scan import filters, scan
 from idv._values import ticks
 from idv._reader import whole_read
 from idv._interop.arrow_columns import chunked, converters, is_text, one_array, text_reader
-from idv._values.arrow_types import import_pyarrow
+from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow
+from idv._reader import read_source
 from idv._reader.reader import opened
 from idv._reader.read_source import file_rows
 
@@ -43,11 +44,13 @@ def arrow_schema(file, columns=None, *, datetime="auto"):
     """
     pa = import_pyarrow()
     with opened(file) as src:
-        keys = src.resolve_columns(columns)
+        asked = src.resolve_columns(columns)
+        keys, fixed = read_source.split(src, asked)
         unit, _ = _unit(src, keys, datetime, True)
         with src.using(0) as first:
-            return pa.schema([c.field for c in converters(pa, [first[k] for k in keys], unit,
-                                                          True)])
+            fields = [c.field for c in converters(pa, [first[k] for k in keys], unit, True)]
+        fields = dict(zip(keys + fixed, fields + _constant_fields(pa, src, fixed)))
+        return pa.schema([fields[k] for k in asked])
 
 
 def _unit(src, keys, datetime, safe, values=None):
@@ -94,29 +97,57 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
         return record_batch_reader(file, columns, datetime=datetime, safe=safe,
                                    filter=filter).read_all()
     with opened(file) as src:
-        keys = src.resolve_columns(columns)
-        if not keys:    # no columns, but maybe rows (ML.NET's internal saver writes such files)
-            return pa.Table.from_batches([pa.RecordBatch.from_struct_array(
-                pa.array([{}] * src.num_rows, pa.struct([])))])
-        if len(src.files) == 1:
-            return _table(pa, src, keys, 0, datetime, safe)
-        whole_read.check_memory(src, keys, [(i, None) for i in range(len(src.files))],
-                                once=keys)
-        unit, safe = _unit(src, keys, datetime, safe)
-        # numbers and keys of the same key values read as one array each (the batched whole
-        # read), Text as each file's blocks; the others file by file, as each file's table
-        step = [k for k in keys if whole_read.joinable(src, k, arrow=True)]
-        rest = [k for k in keys if k not in step]
-        got = dict(zip(step, _joined(pa, src, step, 0, len(src.files), unit, safe)))
-        if rest:
-            tables = [_table(pa, src, rest, i, unit, safe) for i in range(len(src.files))]
-            schema = tables[0].schema
-            table = pa.concat_tables([t if t.schema.equals(schema, check_metadata=True)
-                                      else pa.Table.from_arrays(t.columns, schema=schema)
-                                      for t in tables])
-            got.update((k, (schema.field(j), table.column(j))) for j, k in enumerate(rest))
-        return pa.Table.from_arrays([got[k][1] for k in keys],
-                                    schema=pa.schema([got[k][0] for k in keys]))
+        asked = src.resolve_columns(columns)
+        keys, fixed = read_source.split(src, asked)
+        table = _whole(pa, src, keys, datetime, safe)
+        if not fixed:
+            return table
+        fields = _constant_fields(pa, src, fixed)
+        chunks = [_constant_arrays(pa, src, fixed, [f.type for f in fields], i, e.num_rows)
+                  for i, e in enumerate(src.files)]
+        for j, field in enumerate(fields):
+            table = table.append_column(field, pa.chunked_array([c[j] for c in chunks],
+                                                                field.type))
+        return table.select(asked)
+
+
+def _whole(pa, src, keys, datetime, safe):
+    """to_arrow's Table of every row of the files' columns `keys`."""
+    if not keys:    # no columns, but maybe rows (ML.NET's internal saver writes such files)
+        return pa.Table.from_batches([pa.RecordBatch.from_struct_array(
+            pa.array([{}] * src.num_rows, pa.struct([])))])
+    if len(src.files) == 1:
+        return _table(pa, src, keys, 0, datetime, safe)
+    whole_read.check_memory(src, keys, [(i, None) for i in range(len(src.files))],
+                            once=keys)
+    unit, safe = _unit(src, keys, datetime, safe)
+    # numbers and keys of the same key values read as one array each (the batched whole
+    # read), Text as each file's blocks; the others file by file, as each file's table
+    step = [k for k in keys if whole_read.joinable(src, k, arrow=True)]
+    rest = [k for k in keys if k not in step]
+    got = dict(zip(step, _joined(pa, src, step, 0, len(src.files), unit, safe)))
+    if rest:
+        tables = [_table(pa, src, rest, i, unit, safe) for i in range(len(src.files))]
+        schema = tables[0].schema
+        table = pa.concat_tables([t if t.schema.equals(schema, check_metadata=True)
+                                  else pa.Table.from_arrays(t.columns, schema=schema)
+                                  for t in tables])
+        got.update((k, (schema.field(j), table.column(j))) for j, k in enumerate(rest))
+    return pa.Table.from_arrays([got[k][1] for k in keys],
+                                schema=pa.schema([got[k][0] for k in keys]))
+
+
+def _constant_fields(pa, src, fixed):
+    """The Arrow fields of the source's constant columns `fixed` (read_source.constants),
+    with their ML.NET type as every field's."""
+    types = read_source.constant_types(src)
+    return [pa.field(k, column_arrow_type(pa, types[k], None, None),
+                     metadata={TYPE_KEY: str(types[k]).encode()}) for k in fixed]
+
+
+def _constant_arrays(pa, src, fixed, types, i, n):
+    """`n` rows of each constant column `fixed` of file i, as Arrow arrays of `types`."""
+    return [pa.array(v, t) for v, t in zip(read_source.constants(src, fixed, i, n), types)]
 
 
 def _mapped(col):
@@ -196,12 +227,16 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     stack = contextlib.ExitStack()      # a file opened here, closed when the batches run out
     try:
         src = stack.enter_context(opened(file))
-        keys = src.resolve_columns(columns)
+        asked = src.resolve_columns(columns)
+        keys, fixed = read_source.split(src, asked)
         unit, safe = _unit(src, keys, datetime, safe)
+        node = read_source.filter_of(src, filter)
         with src.using(0) as first:
             convs = converters(pa, [first[k] for k in keys], unit, safe)
-            schema = pa.schema([c.field for c in convs])
-            bound = None if filter is None else filters.PerFile(filters.parse(filter))
+            consts = _constant_fields(pa, src, fixed)
+            schema = pa.schema([c.field for c in convs] + consts)
+            bound = None if node is None or read_source.constant_types(src) else \
+                filters.PerFile(node)
             if bound is not None:
                 bound(first)        # its columns checked now (bound once per file)
         if rows is not None:
@@ -209,12 +244,14 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
             if rows.step < 1:
                 raise ValueError(f"rows must be a slice with a positive step, not {rows.step}")
         # small files of numbers, Text and keys of the same key values read together
-        together = (bound is None and rows is None and len(src.files) > 1 and bool(keys)
+        together = (node is None and rows is None and len(src.files) > 1 and bool(keys)
                     and all(whole_read.joinable(src, k, arrow=True) for k in keys))
     except BaseException:
         stack.close()
         raise
-    how = _Stream(pa, src, keys, unit, safe, schema, bound, batch_size, (first, convs))
+    order = [(keys + fixed).index(k) for k in asked]
+    how = _Stream(pa, src, keys, unit, safe, schema, bound, batch_size, (first, convs),
+                  fixed, order)
 
     @budget.reads
     def batches(_src):
@@ -224,10 +261,13 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
                 if i1 is not None:
                     yield from _group_batches(how, i0, i1)
                     continue
+                mine = read_source.decided(src, i0, node)
                 local = None if rows is None else file_rows(rows, src.files[i0])
-                if local is None or len(local):
-                    yield from _file_batches(how, i0, local)
-    return pa.RecordBatchReader.from_batches(schema, batches(src))
+                if mine is not False and (local is None or len(local)):
+                    yield from _file_batches(how, i0, local, None if mine is True else
+                                             how.bound if mine is node and how.bound
+                                             else filters.PerFile(mine))
+    return pa.RecordBatchReader.from_batches(how.schema_asked, batches(src))
 
 
 class _Stream(NamedTuple):
@@ -237,21 +277,37 @@ class _Stream(NamedTuple):
     keys: list
     unit: object
     safe: bool
-    schema: object
+    schema: object      # the files' columns' fields, then the constant columns'
     bound: object       # filters.PerFile, or None
     batch_size: object
     first: tuple        # (the first file, its converters), reused while it is the one open
+    fixed: list         # the source's constant columns read (read_source.constants)
+    order: list         # where each column asked is in keys + fixed
+
+    @property
+    def schema_asked(self):
+        """The stream's schema: the columns in the order asked."""
+        return self.pa.schema([self.schema.field(j) for j in self.order])
+
+    def batch(self, i, arrays, n):
+        """The record batch of `arrays` (of the files' columns) and `n` rows of the constant
+        columns of file i, in the order asked."""
+        arrays = arrays + _constant_arrays(self.pa, self.src, self.fixed,
+                                           self.schema.types[len(self.keys):], i, n)
+        return self.pa.RecordBatch.from_arrays([arrays[j] for j in self.order],
+                                               schema=self.schema_asked)
 
 
-def _file_batches(how, i, rows):
+def _file_batches(how, i, rows, bound):
     """The batches of file i of the stream, a window of blocks at a time, through the scan:
-    rows `rows` (a range over the file's; None: all) that match its filter."""
-    pa, schema = how.pa, how.schema
+    rows `rows` (a range over the file's; None: all) that match its filter (`bound`: a
+    filters.PerFile, None: every row)."""
+    pa = how.pa
     with how.src.using(i) as f:
         cols = [f[k] for k in how.keys]
         convs = how.first[1] if f is how.first[0] else converters(pa, cols, how.unit, how.safe)
-        bound = None if how.bound is None else how.bound(f)
-        tested = [] if bound is None or isinstance(how.bound.node, filters.BlocksOnly) else \
+        bound = None if bound is None else bound(f)
+        tested = [] if bound is None or isinstance(bound.node, filters.BlocksOnly) else \
             list(bound.columns)                 # BlocksOnly: no row to test
         # the filter's columns also in read()'s form for the rows' test, Text as Arrow
         # strings (comparison.rows tests them on their UTF-8 bytes: no str per value)
@@ -261,16 +317,21 @@ def _file_batches(how, i, rows):
         keep = None if bound is None else (lambda _part, _f: bound.blocks())
 
         def batches():
+            if not readers:         # the constant columns alone
+                yield how.batch(i, [], f.num_rows if rows is None else len(rows))
+                return
             for batch in scan.scan(f, readers, rows=rows, block_filter=keep):
-                out = pa.RecordBatch.from_arrays(
-                    [one_array(pa, v) for v in batch.values[:len(convs)]], schema=schema)
+                arrays = [one_array(pa, v) for v in batch.values[:len(convs)]]
+                n = len(range(batch.start, batch.stop, batch.step))
                 if tested:
-                    mask = bound.rows({name: one_array(pa, v) if name in text else v
-                                       for name, v in zip(tested, batch.values[len(convs):])})
-                    out = out.filter(pa.array(mask))
-                yield out
+                    mask = pa.array(bound.rows({name: one_array(pa, v) if name in text else v
+                                                for name, v in zip(tested,
+                                                                   batch.values[len(convs):])}))
+                    arrays = [a.filter(mask) for a in arrays]
+                    n = mask.true_count
+                yield how.batch(i, arrays, n)
         yield from (batches() if how.batch_size is None else
-                    _rebatched(pa, schema, batches(), how.batch_size))
+                    _rebatched(pa, how.schema_asked, batches(), how.batch_size))
 
 
 def _group_batches(how, i0, i1):
@@ -283,11 +344,10 @@ def _group_batches(how, i0, i1):
         e = files[i]
         with how.src.using(i) as f:
             step = how.batch_size or f[how.keys[0]].rows_per_block or e.num_rows
-        cuts += [(e.start - files[i0].start + a, min(step, e.num_rows - a))
+        cuts += [(i, e.start - files[i0].start + a, min(step, e.num_rows - a))
                  for a in range(0, e.num_rows, step)]
-    for a, n in cuts:
-        yield pa.RecordBatch.from_arrays([one_array(pa, c.slice(a, n)) for c in arrays],
-                                         schema=how.schema)
+    for i, a, n in cuts:
+        yield how.batch(i, [one_array(pa, c.slice(a, n)) for c in arrays], n)
 
 
 def read_partition(part, columns, *, filesystem=None, open_kwargs=None, datetime="us",

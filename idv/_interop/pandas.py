@@ -30,7 +30,7 @@ from idv import _docs, types as T
 from idv._resources import budget
 from idv._scan import filters
 from idv._values import ticks
-from idv._reader import time_units, whole_read
+from idv._reader import read_source, time_units, whole_read
 from idv._interop.arrow_columns import text_array, text_reader
 from idv._reader.read_source import file_rows
 from idv._values.arrow_types import written_from
@@ -309,6 +309,8 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
     how = dict(vectors=vectors, datetime=datetime, safe=safe, dtype_backend=dtype_backend,
                warn_wide=warn_wide, filter=filter)
     with opened(file) as src:
+        if read_source.constant_types(src):
+            return _frame_of_parts(pd, src, columns, rows, how)
         if len(src.files) > 1:
             return _frame_of_files(pd, src, columns, rows, how)
         with src.using(0) as f:
@@ -367,10 +369,7 @@ def _frame_of_files(pd, src, columns, rows, how):
     (whole_read) where every column joins (no keys whose KeyValues differ, no rows= or
     filter=), else each file's frame, joined; one unit for a time column of every file."""
     keys = src.resolve_columns(columns)
-    with src.using(0) as first:
-        names = [first[k].name for k in keys]
-    how = dict(how, **dict(zip(("datetime", "safe"),
-                               src.time_unit(names, how["datetime"], how["safe"]))))
+    how = _one_unit(src, keys, how)
     files = range(len(src.files))
     if rows is None:
         whole_read.check_memory(src, keys, [(i, None) for i in files])
@@ -394,6 +393,46 @@ def _frame_of_files(pd, src, columns, rows, how):
                                  dict(how, warn_wide=how["warn_wide"] and not frames),
                                  False, None))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _one_unit(src, keys, how):
+    """`how` with one unit for a time column of every file of `src` (of columns `keys`)."""
+    with src.using(0) as first:
+        names = [first[k].name for k in keys]
+    return dict(how, **dict(zip(("datetime", "safe"),
+                                src.time_unit(names, how["datetime"], how["safe"]))))
+
+
+def _frame_of_parts(pd, src, columns, rows, how):
+    """frame() of a source with constant columns (a hive-partitioned dataset's keys): that of
+    the files' columns (a filter's: of the files their constants do not rule out), and those."""
+    keys, fixed = read_source.split(src, asked := src.resolve_columns(columns))
+    node = read_source.filter_of(src, how["filter"])
+    within = None if rows is None else range(*rows.indices(src.num_rows))
+    each, counts, frames = None if node is None else _one_unit(src, keys, how), [], []
+    for i, e in enumerate(src.files):
+        local = None if within is None else file_rows(within, e)
+        mine = read_source.decided(src, i, node)
+        if mine is False or (local is not None and not len(local)):
+            continue
+        if each is not None:
+            with src.using(i) as f:
+                frames.append(_frame(pd, f, keys, local and slice(
+                    local.start, local.stop, local.step), dict(
+                    each, filter=None if mine is True else mine,
+                    warn_wide=each["warn_wide"] and not frames), False, None))
+        counts.append((i, len(frames[-1]) if frames else len(local or range(e.num_rows))))
+    df = pd.concat(frames, ignore_index=True) if frames else _frame_of_files(
+        pd, src, keys, slice(0, 0) if node is not None else rows, dict(how, filter=None))
+    values, at = read_source.joined_constants(src, fixed, counts), 0
+    for k in asked:         # past a file column's own columns (its slots too)
+        while k not in fixed and at < df.shape[1] and (
+                df.columns[at] == k or str(df.columns[at]).startswith(f"{k}.")):
+            at += 1
+        if k in fixed:
+            df.insert(at, k, values[fixed.index(k)])
+            at += 1
+    return df
 
 
 def _arrow_text(col):

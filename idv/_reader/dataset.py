@@ -14,6 +14,7 @@ Local paths, directories and globs are expanded with ``os`` and ``glob``; URLs (
 """
 from __future__ import annotations
 
+import os
 import warnings
 from typing import ContextManager
 
@@ -23,10 +24,11 @@ from idv import _docs
 from idv._resources import gc as _gc, budget
 from idv._reader import dataset_files, read_source, reads, selection
 from idv.errors import IdvFormatError, IdvWarning
+from idv._storage import partitioning as _partitioning
 from idv._storage.paths import expand_sources
 from idv._reader.dataset_files import DatasetFile
 from idv._reader.reader import IdvFile
-from idv._reader.schema import Schema
+from idv._reader.schema import Field, Schema
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
            "SCHEMA_MODES", "ON_BAD_FILE"]
@@ -55,19 +57,26 @@ class Dataset(reads.SourceReads):
     ``num_rows``, ``schema`` (an idv.Schema of its columns), ``column_names``, ``filesystem``
     (None for local files), ``open_kwargs`` (what each idv.open is given), ``skipped`` ((path,
     error) of each file ``on_bad_file="skip"`` left out) and ``memory_limit`` (the largest of
-    its files' limits: a read of several files is checked against it as a whole).
+    its files' limits: a read of several files is checked against it as a whole). With
+    ``partitioning="hive"``, ``constant_types`` ({key: type}) and each file's ``constants``
+    ({key: value}) are its partition keys, columns after the files' own.
 
     Parameters
     ----------
     paths : list of str
         The files, in order (idv.dataset expands directories, globs and URLs into them).
-    filesystem, columns, schema, on_bad_file, max_open_files, **open_kwargs
+    filesystem, columns, schema, on_bad_file, max_open_files, partitioning, **open_kwargs
         As idv.dataset.
+    partition_base_dir : str, optional
+        With ``partitioning="hive"``, the folder below which ``key=value`` folders are keys
+        (default: every folder of each path, as pyarrow's).
     """
 
     @_gc.paused_for(lambda self, paths, *_, **__: len(paths))
     def __init__(self, paths, *, filesystem=None, columns=None, schema="exact",
-                 on_bad_file="raise", max_open_files=None, **open_kwargs):
+                 on_bad_file="raise", max_open_files=None, partitioning=None,
+                 partition_base_dir=None, **open_kwargs):
+        _partitioning.check_partitioning(partitioning)
         if schema not in SCHEMA_MODES:
             raise ValueError(f"schema must be one of {SCHEMA_MODES}, not {schema!r}")
         if on_bad_file not in ON_BAD_FILE:
@@ -86,6 +95,7 @@ class Dataset(reads.SourceReads):
         self.skipped = []
         wanted = None if columns is None else ([columns] if isinstance(columns, str)
                                                else list(columns))
+        self.constant_types = {}
         opened = []           # (path, visible columns, DatasetFile, IdvFile)
         limits = []
         files = dataset_files.opened(paths, filesystem, open_kwargs)
@@ -114,6 +124,8 @@ class Dataset(reads.SourceReads):
             if not opened:
                 raise FileNotFoundError("idv.dataset: no readable .idv file among "
                                         f"{len(paths)} path{'s' * (len(paths) != 1)}")
+            if partitioning is not None:
+                wanted = self._partitioned(opened, partition_base_dir, wanted)
             self._names = dataset_files.agree(opened, wanted, schema)
         except BaseException:
             files.close()            # the files opened ahead, closed
@@ -135,21 +147,41 @@ class Dataset(reads.SourceReads):
                 self._open.add(i, f)
         self.num_rows = start
         fields = {fl.name: fl for fl in ref.schema.fields if not fl.hidden}
-        self.schema = Schema([fields[n] for n in self._names], self.num_rows)
+        own = [fields[n] for n in self._names]
+        self.schema = Schema(own + [Field(len(own) + j, k, t, None, {}, False) for j, (k, t)
+                                    in enumerate(self.constant_types.items())], self.num_rows)
         self._starts = np.array([f.start for f in self.files], np.int64)
+
+    def _partitioned(self, opened, base, wanted):
+        """The hive keys of the `opened` files' paths below `base` (constant_types, and each
+        file's constants), checked against the first file's columns; the file columns of
+        `wanted`, the keys it names kept (None: all)."""
+        types, values = _partitioning.keys_of([o[0] for o in opened], base)
+        own = dict(opened[0][1])
+        for k in types:
+            if k in own:
+                raise ValueError(f"{opened[0][0]}: the partition key {k!r} of its path is "
+                                 f"also a column of the file ({own[k]})")
+        for (_path, _cols, entry, _f), v in zip(opened, values):
+            entry.constants = v
+        if wanted is None:
+            self.constant_types = types
+            return None
+        self.constant_types = {k: types[k] for k in wanted if k in types}
+        return [w for w in wanted if w not in types]
 
     # ---- description
     @property
     def column_names(self):
-        """The dataset's columns, in order."""
-        return list(self._names)
+        """The dataset's columns, in order (a hive-partitioned one's keys last)."""
+        return list(self._names) + list(self.constant_types)
 
     def __len__(self):
         return self.num_rows
 
     def __repr__(self):
         return (f"<idv.Dataset {len(self.files)} files, {self.num_rows} rows x "
-                f"{len(self._names)} columns>")
+                f"{len(self.column_names)} columns>")
 
     def _repr_html_(self):
         """A notebook's view: the files, the columns and the first rows."""
@@ -224,8 +256,8 @@ class Dataset(reads.SourceReads):
         """The dataset's column names for ``columns`` (names or indices; None: all), checked
         (idv._reader.selection)."""
         if columns is None:
-            return list(self._names)
-        return selection.names_of(self._names, columns, where=" in the dataset")
+            return self.column_names
+        return selection.names_of(self.column_names, columns, where=" in the dataset")
 
     def decoded_bytes(self, i, name, local):
         """Column.decoded_bytes(local) of file i's column `name`, without reopening a closed
@@ -251,8 +283,9 @@ class Dataset(reads.SourceReads):
     def time_unit(self, names, datetime, safe, values=None):
         """(datetime, safe) to read every file of the dataset with: for 'auto', 'exact' and
         'auto-us' a ticks.Units, each time column's unit chosen from all files; other modes
-        as given (idv._reader.read_source.time_unit)."""
-        return read_source.time_unit(self, names, datetime, safe, values)
+        as given (idv._reader.read_source.time_unit); its partition keys are no times."""
+        return read_source.time_unit(self, [n for n in names if n not in self.constant_types],
+                                     datetime, safe, values)
 
     def need(self, nbytes, what):
         """MemoryLimitError when `what` needs more than the dataset's limit.
@@ -263,7 +296,8 @@ class Dataset(reads.SourceReads):
 
 @_docs.fill
 def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesystem=None,
-            storage_options=None, max_open_files=None, **open_kwargs) -> Dataset:
+            storage_options=None, max_open_files=None, partitioning=None,
+            **open_kwargs) -> Dataset:
     """Open several .idv files as one Dataset, lazily: their headers, tables of contents and
     lookup tables; no block is read until asked for.
 
@@ -281,6 +315,7 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
     {filesystem}
     {storage_options}
     {max_open_files}
+    {partitioning}
     {open_kwargs}
 
     Returns
@@ -291,8 +326,11 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
     unlisted = []
     paths, fs = expand_sources(source, filesystem=filesystem, storage_options=storage_options,
                                on_error=None if on_bad_file == "raise" else unlisted.append)
+    base = source if partitioning is not None and fs is None and \
+        isinstance(source, (str, os.PathLike)) and os.path.isdir(source) else None
     ds = Dataset(paths, filesystem=fs, columns=columns, schema=schema,
-                 on_bad_file=on_bad_file, max_open_files=max_open_files, **open_kwargs)
+                 on_bad_file=on_bad_file, max_open_files=max_open_files,
+                 partitioning=partitioning, partition_base_dir=base, **open_kwargs)
     if unlisted:
         ds.skipped[:0] = [(e.filename, e) for e in unlisted]
         warnings.warn(f"idv.dataset skipped {len(unlisted)} director"

@@ -33,11 +33,11 @@ def layout_bytes(num_columns):
 
 class DatasetFile:
     """One file of a Dataset: its ``path`` (a local path, or the path inside the dataset's
-    fsspec filesystem), ``num_rows``, and ``start`` / ``stop``: its rows' numbers in the
-    dataset."""
+    fsspec filesystem), ``num_rows``, ``start`` / ``stop``: its rows' numbers in the
+    dataset, and ``constants``: its hive partition keys' values ({} unpartitioned)."""
 
     __slots__ = ("path", "num_rows", "start", "rows_per_block", "identity", "decoded",
-                 "layout")
+                 "layout", "constants")
 
     def __init__(self, path, num_rows, start, rows_per_block, identity=None):
         self.path = path
@@ -49,6 +49,7 @@ class DatasetFile:
         # the dataset closes the file, so that checking a read of it needs no reopening
         self.decoded = None
         self.layout = None      # IdvFile.layout, kept when the dataset closes the file
+        self.constants = {}
 
     def closing(self, f, names, layouts):
         """Keep what file `f` (this one, about to be closed) tells of columns `names`: what

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, ContextManager, NamedTuple, Protocol, Sequence
 
+import numpy as np
+
 from idv._values import ticks
 from idv._reader import time_units
+from idv._scan import filters
+from idv._scan.filter_tree import parse
 from idv._scan.scan_windows import local_rows
+from idv._storage import partitioning
 
 # read(datetime=...): the modes of idv._reader.time_units, and .NET's own 100-ns ticks
 READ_TIME_MODES = ("100ns",) + ticks.TIME_MODES
@@ -43,7 +48,11 @@ class RowSource(Protocol):
     ``files``: each file in row order, with ``path``, ``num_rows``, ``start`` and ``stop``
     (its rows among the source's); ``filesystem``: the fsspec filesystem of their paths, or
     None; ``num_rows``, ``schema``, ``memory_limit`` (the bytes one read may allocate);
-    ``max_open_files``: the files a read may hold open at once."""
+    ``max_open_files``: the files a read may hold open at once. A source may also have
+    ``constant_types`` ({name: type} of columns whose rows hold one value per file: a
+    hive-partitioned dataset's keys, whose value of file i is ``files[i].constants[name]``;
+    resolve_columns gives their names, which no file has: the readers build them with
+    `constants` and leave out the files `decided` rules out)."""
 
     files: Sequence
     filesystem: Any
@@ -89,3 +98,52 @@ def time_unit(source, names, datetime, safe, values=None):
         return datetime, safe
     return time_units.choose(lambda: (source.using(i) for i in files), timed, datetime,
                              values if len(files) == 1 else None), safe
+
+
+# ---------------------------------------------------------------------------------------------
+# columns of one value per file (a hive-partitioned dataset's keys): the one hook of the readers
+# ---------------------------------------------------------------------------------------------
+
+def constant_types(source):
+    """{name: type} of the source's columns of one value per file ({} for a file)."""
+    return getattr(source, "constant_types", None) or {}
+
+
+def split(source, keys):
+    """(the keys of `keys` the files have, the names of `keys` that are constant columns)."""
+    types = constant_types(source)
+    if not types:
+        return list(keys), []
+    return [k for k in keys if k not in types], [k for k in keys if k in types]
+
+
+def constants(source, names, i, n):
+    """`n` rows of each constant column `names` of file i, in read()'s form."""
+    types = constant_types(source)
+    return [partitioning.constant(source.files[i].constants[k], types[k], n) for k in names]
+
+
+def joined_constants(source, fixed, counts):
+    """The constant columns `fixed` of the source's files, `counts` ([(file, its rows)]) of
+    each, joined in that order."""
+    if not fixed:
+        return []
+    parts = [constants(source, fixed, i, n) for i, n in counts] or \
+        [constants(source, fixed, 0, 0)]
+    return [np.concatenate([p[j] for p in parts]) for j in range(len(fixed))]
+
+
+def filter_of(source, filter_):
+    """`filter_` as a tree (None: None), once for every file's `decided`."""
+    return None if filter_ is None else parse(filter_)
+
+
+def decided(source, i, node):
+    """The filter tree `node` (filter_of) left for file i: False when no row of it can match
+    (the file is not read), True when every row does, else a tree on the files' columns
+    (filters.decided with its constant columns' values); `node` itself without them."""
+    types = constant_types(source)
+    if node is None or not types:
+        return True if node is None else node
+    values = source.files[i].constants
+    return filters.decided(node, {k: (t, values[k]) for k, t in types.items()})

@@ -13,7 +13,7 @@ import numpy as np
 from idv import _docs, types as T
 from idv._resources import gc as _gc, budget
 from idv._scan import filters
-from idv._reader import selection, whole_read, take as _take
+from idv._reader import read_source, selection, whole_read, take as _take
 from idv._values import ticks, vectors
 from idv._reader.column import Column
 from idv._reader.read_source import READ_TIME_MODES
@@ -42,36 +42,65 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     """IdvFile.read and Dataset.read (their docstrings hold the options)."""
     _check(sparse, rows, text, filter)
     ticks.check_time_mode(datetime, READ_TIME_MODES)
-    keys = source.resolve_columns(columns)
+    asked = source.resolve_columns(columns)
+    keys, fixed = read_source.split(source, asked)
     with source.using(0) as first:
         cols = [first[k] for k in keys]       # their names and types, after it is closed too
     names = [c.name for c in cols]
     strings = text == "StringDType"
     whole = None
     if filter is not None:
-        got = []
-        for i in range(len(source.files)):
-            with source.using(i) as f:
-                got.append(filters.read(f, names, filter))
-        values = [vectors.concat_reads([g[n] for g in got]) for n in names]
+        values = _matching(source, names, fixed, filter)
     elif rows is not None:
         values = _rows(source, keys, rows, lambda f, local: [
             f[k].read_strings(local) if strings and T.item_type(f[k].type) is T.Text
-            else f[k][local] for k in keys])
+            else f[k][local] for k in keys], fixed)
         strings = False
     else:
         values = whole_read.read(source, keys, 0, len(source.files), whole_read.Form(
             mapped=None if copy else Column.read_mapped, sparse=bool(sparse),
-            strings=strings))
+            strings=strings)) if keys or not fixed else []
         whole, strings = dict(zip(names, values)), False
+        values += read_source.joined_constants(source, fixed, [
+            (i, e.num_rows) for i, e in enumerate(source.files)])
     unit, _ = source.time_unit(names, datetime, True, whole)
-    return {c.name: _retimed(c, v, unit, strings) for c, v in zip(cols, values)}
+    out = {c.name: _retimed(c, v, unit, strings) for c, v in zip(cols, values)}
+    out.update((k, np.asarray(v, dtype=np.dtypes.StringDType()) if text == "StringDType"
+                and v.dtype == object else v) for k, v in zip(fixed, values[len(cols):]))
+    return out if not fixed else {k: out[k] for k in asked}
 
 
-def _rows(source, keys, rows, read_rows):
+def _matching(source, names, fixed, filter_):
+    """Values of columns `names`, then of the constant columns `fixed`, of the rows of every
+    file matching `filter_`: a file the filter's decision on its constants rules out is not
+    opened, one it keeps whole is read whole."""
+    node = read_source.filter_of(source, filter_)
+    got, counts = [], []
+    for i in range(len(source.files)):
+        mine = read_source.decided(source, i, node)
+        if mine is False:
+            continue
+        if mine is True:
+            vals = whole_read.read(source, names, i, i + 1) if names else []
+            got.append(dict(zip(names, vals)))
+            counts.append((i, source.files[i].num_rows))
+            continue
+        with source.using(i) as f:
+            at, vals = filters.matching(f, names, mine, positions=bool(fixed))
+        got.append(vals)
+        counts.append((i, 0 if at is None else len(at)))
+    if not got:
+        with source.using(0) as f:
+            got = [{n: f[n][0:0] for n in names}]
+    values = [vectors.concat_reads([g[n] for g in got]) for n in names]
+    return values + read_source.joined_constants(source, fixed, counts)
+
+
+def _rows(source, keys, rows, read_rows, fixed=()):
     """Rows `rows` of columns `keys` (a value each), each file's share read by
     ``read_rows(file, its rows)`` (a value per key), joined in the order asked, checked as a
-    whole first where the source is (a file reads them as asked)."""
+    whole first where the source is (a file reads them as asked); then those of the constant
+    columns `fixed`."""
     files = source.files
     if not source.checked_whole:        # a file: its columns take the rows as asked
         parts, restore = [(0, rows)], None
@@ -83,27 +112,36 @@ def _rows(source, keys, rows, read_rows):
         parts = [(0, slice(0, 0))]
     got = []
     for i, local in parts:
-        with source.using(i) as f:
-            got.append(read_rows(f, local))
+        n = local.stop - local.start if isinstance(local, slice) else len(local)
+        if keys:
+            with source.using(i) as f:
+                got.append(read_rows(f, local) + read_source.constants(source, fixed, i, n))
+        else:
+            got.append(read_source.constants(source, fixed, i, n))
     out = []
-    for j in range(len(keys)):
+    for j in range(len(keys) + len(fixed)):
         v = got[0][j] if len(got) == 1 else vectors.concat_reads([g[j] for g in got])
         out.append(v if restore is None else v[restore])
     return out
 
 
+
 def take(source, indices, columns=None, datetime="100ns") -> dict:
     """IdvFile.take and Dataset.take: rows by number over the source's files end to end."""
     ticks.check_time_mode(datetime, READ_TIME_MODES)
-    keys = source.resolve_columns(columns)
+    asked = source.resolve_columns(columns)
+    keys, fixed = read_source.split(source, asked)
     with source.using(0) as first:
         cols = [first[k] for k in keys]
     # the result, before any array of its row numbers
-    _take.check_result(indices, source.num_rows, [c.type for c in cols], source.need)
+    _take.check_result(indices, source.num_rows, [c.type for c in cols] +
+                       [read_source.constant_types(source)[k] for k in fixed], source.need)
     values = _rows(source, keys, selection.take_numbers(indices),
-                   lambda f, local: _take.taken(f, local, [f[k] for k in keys]))
+                   lambda f, local: _take.taken(f, local, [f[k] for k in keys]), fixed)
     unit, _ = source.time_unit([c.name for c in cols], datetime, True)
-    return {c.name: _retimed(c, v, unit, False) for c, v in zip(cols, values)}
+    out = {c.name: _retimed(c, v, unit, False) for c, v in zip(cols, values)}
+    out.update(zip(fixed, values[len(cols):]))
+    return out if not fixed else {k: out[k] for k in asked}
 
 
 def _retimed(c, values, datetime, strings):

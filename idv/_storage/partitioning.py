@@ -7,7 +7,11 @@ Dask's ``to_idv(..., partition_by=)``) name folders with `segment`, and
 As pyarrow and Spark write them, values are URL-encoded in folder names (a ``/`` or ``=`` in a
 value cannot appear raw) and a missing value is Hive's ``__HIVE_DEFAULT_PARTITION__``. Read
 back, a key whose every value is a decimal integer within int64 is an Int64 column, any other
-a Text column (dates stay text, as pyarrow reads them).
+a Text column (dates stay text, as pyarrow reads them). ML.NET's Int64 has no missing value,
+so a key with a missing value is Text, and the missing value reads as the empty text ``""``
+in numpy, Arrow and pandas alike (pyarrow reads it as null): idv's Text has no null either,
+so a frame or table read from the dataset writes back with ``idv.write`` as Text, and a
+filter compares it as the empty text, as it compares a Text column's rows.
 """
 from __future__ import annotations
 
@@ -38,10 +42,15 @@ def check_partitioning(partitioning):
 # ---------------------------------------------------------------------------------------------
 
 def parse(path, root):
-    """{key: value text or None} of the ``key=value`` folders of `path` below `root` (in path
-    order; a folder of another form is not a key). ValueError when a key repeats."""
-    rel = os.path.relpath(os.fspath(path), os.fspath(root)) if not _is_url(path) else \
-        str(path)[len(str(root).rstrip("/")) + 1:]
+    """{key: value text or None} of the ``key=value`` folders of `path` below `root` (None:
+    every folder of the path, as pyarrow does without a base directory; in path order; a
+    folder of another form is not a key). ValueError when a key repeats."""
+    if root is None:
+        rel = os.fspath(path)
+    elif _is_url(path):
+        rel = str(path)[len(str(root).rstrip("/")) + 1:]
+    else:
+        rel = os.path.relpath(os.fspath(path), os.fspath(root))
     out = {}
     for part in re.split(r"[/\\]", rel)[:-1]:
         m = _SEGMENT.match(part)
@@ -72,34 +81,42 @@ def common_keys(paths, root):
 
 
 def column_types(found, keys):
-    """{key: T.Int64 or T.Text}: Int64 when every value of the key (missing ones aside) is a
-    decimal integer within int64."""
+    """{key: T.Int64 or T.Text}: Int64 when every value of the key is a decimal integer
+    within int64 (a missing one makes it Text: Int64 has no missing value)."""
     out = {}
     for k in keys:
-        values = [f[k] for f in found if f[k] is not None]
-        out[k] = T.Int64 if values and all(_INT.match(v) and -2**63 <= int(v) < 2**63
+        values = [f[k] for f in found]
+        out[k] = T.Int64 if values and all(v is not None and _INT.match(v) and -2**63 <= int(v) < 2**63
                                            for v in values) else T.Text
     return out
 
 
 def value(text, t):
     """A key's value of type `t` (column_types) from its folder text: an int for Int64, the
-    text for Text; None for a missing value."""
+    text for Text, "" for a missing value (of a Text key: the module's docstring says why)."""
     if text is None:
-        return None
+        if t is T.Int64:
+            raise ValueError("a missing value of an Int64 partition key has no Int64 form")
+        return ""
     return int(text) if t is T.Int64 else text
 
 
 def constant(v, t, n):
-    """`n` rows of the constant value `v` in read()'s form of type `t`: int64 for Int64, an
-    object array of str for Text (a missing Int64 has no form: ValueError)."""
+    """`n` rows of the constant value `v` (value()'s) in read()'s form of type `t`: int64 for
+    Int64, an object array of str for Text."""
     if t is T.Int64:
-        if v is None:
-            raise ValueError("a missing value of an Int64 partition key has no Int64 form")
         return np.full(n, v, np.int64)
     out = np.empty(n, object)
-    out[:] = v if v is not None else ""
+    out[:] = v
     return out
+
+
+def keys_of(paths, root):
+    """({key: type}, [{key: value} per path]) of a hive-partitioned dataset's files
+    (common_keys, column_types, value)."""
+    found, keys = common_keys(paths, root)
+    types = column_types(found, keys)
+    return types, [{k: value(f[k], types[k]) for k in keys} for f in found]
 
 
 # ---------------------------------------------------------------------------------------------
