@@ -42,8 +42,9 @@ def _dask_dataframe():
 
 def _as_dataset(urlpath, storage_options, columns, open_kwargs):
     if isinstance(urlpath, Dataset):
-        return urlpath, False
-    return dataset(urlpath, columns, storage_options=storage_options, **open_kwargs), True
+        return urlpath.files_only("idv.dask"), False
+    return dataset(urlpath, columns, storage_options=storage_options,
+                   **open_kwargs).files_only("idv.dask"), True
 
 
 @_docs.fill

@@ -53,7 +53,8 @@ class IdvDatasource(ray_data.Datasource):
                  safe=True, filter=None, **dataset_kwargs):  # noqa: A002
         super().__init__()
         owned = not isinstance(paths, Dataset)
-        ds = dataset(paths, columns, **dataset_kwargs) if owned else paths
+        ds = (dataset(paths, columns, **dataset_kwargs) if owned else paths).files_only(
+            "idv.ray")
         try:
             self.names = ds.resolve_columns(columns)
             self.datetime, self.safe = ds.time_unit(self.names, datetime, safe)

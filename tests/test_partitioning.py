@@ -374,3 +374,17 @@ def test_arrow_dataset_and_duckdb_read_the_keys(hive_pair):
         "select n, count(*) from ad where n >= 2 group by n order by n").fetchall()
     counts = _reference(ref, ["n"])["n"]
     assert rows == [(k, counts.count(k)) for k in (2, 3)]
+
+
+def test_readers_by_path_refuse_hive_keys_they_cannot_give_yet(tmp_path):
+    idv.write(tmp_path / "d", {"k": np.array([1, 2]), "v": np.array([1.0, 2.0])},
+              partition_by="k")
+    from idv._engines.reopen import Reopenable
+    with pytest.raises(ValueError, match="PyTorch and Hugging Face.*hive keys \\['k'\\]"):
+        Reopenable(str(tmp_path / "d"), partitioning="hive").dataset()
+    pytest.importorskip("dask.dataframe")
+    from idv import dask as idv_dask
+    with pytest.raises(ValueError, match="idv.dask.*hive keys"):
+        idv_dask.read_idv(str(tmp_path / "d"), partitioning="hive")
+    assert idv_dask.read_idv(str(tmp_path / "d")).compute()["v"].sort_values().tolist() == \
+        [1.0, 2.0]

@@ -72,7 +72,7 @@ class Reopenable:
             self.filesystem = pickle.loads(pickle.dumps(self.filesystem))
         self._fs_pid = os.getpid()
         ds = Dataset(self.paths, filesystem=self.filesystem, columns=columns,
-                     **self.open_kwargs)
+                     **self.open_kwargs).files_only("PyTorch and Hugging Face datasets")
         if self._listed is None:
             self._listed = [(f.path, f.num_rows, f.identity) for f in ds.files]
         else:               # another process, another epoch's workers: the same files?

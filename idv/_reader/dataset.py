@@ -152,6 +152,16 @@ class Dataset(reads.SourceReads):
                                     in enumerate(self.constant_types.items())], self.num_rows)
         self._starts = np.array([f.start for f in self.files], np.int64)
 
+    def files_only(self, who):
+        """This dataset, for a reader that reads its files by path (`who`: Dask, Ray, PyTorch,
+        Hugging Face), which does not give hive keys yet: ValueError when it has some."""
+        if self.constant_types:
+            raise ValueError(f"{who} reads the files of a dataset by path and does not give "
+                             f"the hive keys {list(self.constant_types)} as columns yet: read "
+                             f"with idv.dataset(..., partitioning='hive') and its to_arrow, "
+                             f"to_pandas or record_batch_reader, or without partitioning")
+        return self
+
     def _partitioned(self, opened, base, wanted):
         """The hive keys of the `opened` files' paths below `base` (constant_types, and each
         file's constants), checked against the first file's columns; the file columns of
