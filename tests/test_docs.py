@@ -118,7 +118,7 @@ SUBMODULE_NAMES = {
 # public methods that the package's own layers call (their docstrings say so): left out of
 # the reference by its :exclude-members:
 PACKAGE_INTERNAL = {
-    "IdvFile.check_open", "Dataset.resolve_columns", "Dataset.time_unit",
+    "IdvFile.check_open", "Dataset.resolve_columns", "Dataset.time_unit", "Dataset.files_only",
     "IdvFile.resolve_columns", "IdvFile.time_unit", "IdvFile.need", "IdvFile.decoded_bytes",
     "Dataset.need", "Dataset.decoded_bytes",
     "Column.stored_blocks", "Column.check_unread", "Column.lookup_errors",

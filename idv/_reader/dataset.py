@@ -154,7 +154,8 @@ class Dataset(reads.SourceReads):
 
     def files_only(self, who):
         """This dataset, for a reader that reads its files by path (`who`: Dask, Ray, PyTorch,
-        Hugging Face), which does not give hive keys yet: ValueError when it has some."""
+        Hugging Face), which does not give hive keys yet: ValueError when it has some.
+        Package-internal: those readers call it."""
         if self.constant_types:
             raise ValueError(f"{who} reads the files of a dataset by path and does not give "
                              f"the hive keys {list(self.constant_types)} as columns yet: read "
