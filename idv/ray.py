@@ -66,7 +66,7 @@ class IdvDatasource(ray_data.Datasource):
             self.filter = filter
             self.part_bytes = [{n: int(ds.open_file(p.part)[n].lookup["raw"][p.b0:p.b1].sum())
                                 for n in self.names} for p in self.parts]
-            self.schema = arrow_schema(ds.open_file(0), self.names, datetime=self.datetime)
+            self.schema = arrow_schema(ds, self.names, datetime=self.datetime)
             self.filesystem = ds.filesystem
             self.open_kwargs = dict(ds.open_kwargs)
         finally:

@@ -189,7 +189,7 @@ class _Plan:
             self.names = ds.resolve_columns(columns)
             self.parts = scan.partitions(ds, self.names, self.per, scan.PARTITION_BYTES)
             # Spark's timestamps are microseconds: finer ticks raise unless safe=false
-            self.arrow = arrow_schema(ds.open_file(0), self.names, datetime="us")
+            self.arrow = arrow_schema(ds, self.names, datetime="us")
             self.filesystem = ds.filesystem
             self.open_kwargs = dict(ds.open_kwargs)
             first = ds.open_file(0)
@@ -262,7 +262,7 @@ def _idv_fields(schema, like):
     found = {}
     if like:
         with dataset(like) as ds:
-            for f in arrow_schema(ds.open_file(0), ds.column_names, datetime="us"):
+            for f in arrow_schema(ds, ds.column_names, datetime="us"):
                 found[f.name] = _idv_meta(f)
     for sf in schema.fields:
         meta = {k: v for k, v in (sf.metadata or {}).items() if k in _IDV_KEYS}
