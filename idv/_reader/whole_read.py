@@ -8,7 +8,7 @@ caller takes without decoding (``Form.mapped``: views of a memory map) left to i
 Arrow chunks on the blocks' UTF-8 (``Form.text``) or numpy's StringDType (``Form.strings``).
 
 Many files: fixed-width columns (numbers, keys, dense vectors; not times, which readers
-convert) decoded straight into one array for all the files, the blocks of up to BATCH_FILES
+convert) decoded straight into one array for all the files, the blocks of up to FILES_AT_ONCE
 files inflated in one call (idv._store.many_files); Text into Arrow chunks, the blocks of many files
 inflated together (idv._store.many_files.text_blocks); every other column read file by file, column by
 column, and joined. A read of many files, or of any source that is ``checked_whole`` (a
@@ -30,7 +30,7 @@ from idv import types as T
 
 # files whose blocks a whole read inflates in one call (idv._store.many_files), at most; the files a
 # stream reads together, at most
-BATCH_FILES = 256
+FILES_AT_ONCE = 256
 # decoded bytes of the small files a stream reads together, in one whole read, at most (a
 # larger file is streamed by itself, a window of blocks at a time)
 GROUP_BYTES = 16 << 20
@@ -132,7 +132,7 @@ def _held(source, a, b):
 
 def _step(source):
     """The files held open at once by a read of many."""
-    return max(1, min(source.max_open_files, BATCH_FILES))
+    return max(1, min(source.max_open_files, FILES_AT_ONCE))
 
 
 def _in_place(held, out, files, base, keys):
@@ -234,12 +234,12 @@ def check_memory(source, keys, parts, in_place=None, once=()):
 
 def groups(source, keys):
     """(first, stop) of each run of files a stream reads together (decoding at most
-    GROUP_BYTES of columns `keys` and BATCH_FILES files), (i, None) for a file streamed by
+    GROUP_BYTES of columns `keys` and FILES_AT_ONCE files), (i, None) for a file streamed by
     itself."""
     i0, total = 0, 0
     for i, e in enumerate(source.files):
         size = sum(source.decoded_bytes(i, k, slice(0, e.num_rows)) for k in keys)
-        if i > i0 and (total + size > GROUP_BYTES or i - i0 == BATCH_FILES):
+        if i > i0 and (total + size > GROUP_BYTES or i - i0 == FILES_AT_ONCE):
             yield i0, i
             i0, total = i, 0
         if size > GROUP_BYTES:

@@ -193,7 +193,7 @@ def read_whole(f, readers):
     return [r.result() for r in readers]
 
 
-class Batch(NamedTuple):
+class Rows(NamedTuple):
     """Aligned rows of the columns read: ``values`` (one per column, in its reader's form) of
     the rows ``range(start, stop, step)`` of the source's file number ``part``; ``row0``: the
     first of them among the source's rows (a dataset's files end to end)."""
@@ -294,8 +294,8 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
 
 def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_filter=None,
          window_bytes=None, piece_bytes=None, ahead=AHEAD):
-    """Yield Batches of `columns` of `source` (an IdvFile, or an idv.Dataset: its files end to
-    end, each opened when reached), in row order.
+    """Yield Rows (aligned rows) of `columns` of `source` (an IdvFile, or an idv.Dataset: its
+    files end to end, each opened when reached), in row order.
 
     ``columns``: Column objects of a file, or names or indices (looked up in each file), or
     readers already made for a file's columns. ``reader(col)`` makes each column's reader
@@ -376,7 +376,7 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, window_b
 
 
 def _batches(seg, readers, windows, rows, group, intact):
-    """The Batches of decoded windows ([(b0, b1, one value per reader)]) of segment `seg`:
+    """The Rows of decoded windows ([(b0, b1, one value per reader)]) of segment `seg`:
     one per window, or per `group` blocks of it; `intact()` before each is handed out (a
     mapped file changed since raises, rather than hand out views of it)."""
     rpb = readers[0].col.rows_per_block
@@ -395,7 +395,7 @@ def _batches(seg, readers, windows, rows, group, intact):
             if a >= b:
                 continue
             intact()
-            yield Batch(seg.part, a, b, step, seg.row0 + a,
+            yield Rows(seg.part, a, b, step, seg.row0 + a,
                         [r.cut(v, a - w0, b - w0, step) for r, v in zip(readers, values)])
 
 
