@@ -299,8 +299,8 @@ def _to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs
 
 
 def _write_partition(df, staging, task, writer_kwargs, partition_by=None):
-    """Partition number `task` as its file (idv._storage.staging), or with `partition_by` as one file
-    per combination of the keys' values, in its ``key=value`` folders (the file name the
+    """Partition number `task` as its file (idv._storage.staging), or with `partition_by` as one
+    file per combination of the keys' values, in its ``key=value`` folders (the file name the
     task's own); returns the name(s)."""
     def writing(frame):
         def write(path):

@@ -2,8 +2,8 @@
 
 Imported on use (``import idv.huggingface``); it needs ``pip install 'idv[huggingface]'``
 (datasets, pyarrow). The rows go through Arrow, never through Python objects per row: each
-partition of whole blocks (idv._scan.scan.partitions) is read by idv._interop.arrow's record batch reader,
-and the Arrow batches become the dataset's table (``datasets.Dataset``) or its stream
+partition of whole blocks (idv._scan.scan.partitions) is read by idv._interop.arrow's record batch
+reader, and the Arrow batches become the dataset's table (``datasets.Dataset``) or its stream
 (``datasets.IterableDataset``, one shard per partition, so that DataLoader workers and
 ``datasets.distributed.split_dataset_by_node`` share the partitions out).
 
@@ -50,7 +50,8 @@ class _Tables:
         self.schema = None          # the tables' schema, set by load once Features are known
 
     def reader(self, file, rows):
-        """idv._interop.arrow's record batch reader of rows `rows` (a slice) of file number `file`."""
+        """idv._interop.arrow's record batch reader of rows `rows` (a slice) of file number
+        `file`."""
         ds = self.source.dataset()
         return record_batch_reader(ds.open_file(file), self.source.names, datetime=self.unit,
                                    safe=self.safe, rows=rows)

@@ -2,13 +2,12 @@
 
 polars hands the plugin the columns a query needs, its predicate, a row limit and a batch
 size. The columns and the limit are honoured as they come; the predicate is applied to every
-frame by polars' own rules, and where idv._engines.engine_filters takes it (comparisons that mean the
-same to polars and to idv, joined by ``&`` and ``|``), the blocks whose statistics rule it
-out are not decoded either. Since DuckDB queries a polars LazyFrame with
-its filters pushed into it, ``duckdb.sql("select ... from lf where ...")`` skips them too.
-The frames hold whole blocks, the batch size's rows or more up to FRAME_BYTES (each frame's
-filter is a polars query of its own), Text as Arrow string views, polars' own layout.
-"""
+frame by polars' own rules, and where idv._engines.engine_filters takes it (comparisons that mean
+the same to polars and to idv, joined by ``&`` and ``|``), the blocks whose statistics rule it out
+are not decoded either. Since DuckDB queries a polars LazyFrame with its filters pushed into it,
+``duckdb.sql("select ... from lf where ...")`` skips them too. The frames hold whole blocks, the
+batch size's rows or more up to FRAME_BYTES (each frame's filter is a polars query of its own),
+Text as Arrow string views, polars' own layout. """
 from __future__ import annotations
 
 import json

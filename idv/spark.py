@@ -2,13 +2,12 @@
 ``spark.read.format("idv").load(path)`` and ``df.write.format("idv").save(directory)``.
 
 Imported on use (``import idv.spark``); it needs ``pip install 'idv[spark]'`` (pyspark 4, and
-Java 17 or newer). Partitions are the scan's (idv._scan.scan.partitions): groups of whole blocks of a
-file, read by Spark's Python workers into Arrow record batches that go to the JVM as they are
-(no Python object per row). Spark's types have no unsigned integers, no fixed-size arrays and
-no dictionaries, so each ML.NET type is given its nearest Spark type (``spark_arrow_type``;
+Java 17 or newer). Partitions are the scan's (idv._scan.scan.partitions): groups of whole blocks of
+a file, read by Spark's Python workers into Arrow record batches that go to the JVM as they are (no
+Python object per row). Spark's types have no unsigned integers, no fixed-size arrays and no
+dictionaries, so each ML.NET type is given its nearest Spark type (``spark_arrow_type``;
 docs/spark.md has the table) and the exact ML.NET type and annotations ride in each field's
-metadata (``idv.type``, ``idv.metadata``), from which the writer restores them.
-"""
+metadata (``idv.type``, ``idv.metadata``), from which the writer restores them. """
 from __future__ import annotations
 
 import functools
@@ -225,8 +224,8 @@ class _FilteringReader(_Reader):
     """A reader that takes Spark's pushed filters (the session's filter pushdown on)."""
 
     def pushFilters(self, filters_):
-        """Take the filters idv tests exactly as Spark does (idv._engines.engine_filters); give back the
-        others, which Spark applies after the read. Partitions whose blocks the statistics
+        """Take the filters idv tests exactly as Spark does (idv._engines.engine_filters); give
+        back the others, which Spark applies after the read. Partitions whose blocks the statistics
         rule out are dropped here; read() keeps only the matching rows."""
         terms, left = [], []
         for f in filters_:

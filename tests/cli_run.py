@@ -254,9 +254,9 @@ def csv_value(text, col):
 
 
 def csv_columns(table, side):
-    """The rows of a CSV written by idv._interop.delimited (idv cat -f csv, convert to .csv) regrouped
-    into the visible sidecar columns, each cell in the CLI's JSON form for check_cell: the
-    slot columns of a fixed-size vector joined back into one (nested) list, KeyValues text
+    """The rows of a CSV written by idv._interop.delimited (idv cat -f csv, convert to .csv)
+    regrouped into the visible sidecar columns, each cell in the CLI's JSON form for check_cell:
+    the slot columns of a fixed-size vector joined back into one (nested) list, KeyValues text
     mapped back to the raw key (where the values name the keys one to one, as documented)."""
     visible = [c for c in side["columns"] if not c["hidden"]]
     header, rows = table[0], table[1:]

@@ -16,10 +16,10 @@ functions alike (a function-level import still runs, only later), with three rul
   an edge (an upward dependency).
 * Imports inside the methods listed in ``EXCEPTIONS`` (class name, method names) are left out:
   ``to_pandas / to_arrow / record_batch_reader / iter_batches / __arrow_c_stream__`` of
-  IdvFile and Dataset (written once, in idv._reader.reads.SourceReads) and the notebook views (``_repr_html_`` of IdvFile, Dataset, Schema and
-  Column) are conveniences on the reader's objects
-  that import the interop layers above it when called. They are the one documented
-  exception, found by class and method name wherever the reader's module lives.
+  IdvFile and Dataset (written once, in idv._reader.reads.SourceReads) and the notebook views
+  (``_repr_html_`` of IdvFile, Dataset, Schema and Column) are conveniences on the reader's objects
+  that import the interop layers above it when called. They are the one documented exception, found
+  by class and method name wherever the reader's module lives.
 
 Imports under ``if TYPE_CHECKING:`` are left out too (they never run); dynamic imports
 (``importlib.import_module``) are not seen.

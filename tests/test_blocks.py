@@ -1,8 +1,7 @@
-"""The block store (idv._store.blocks) as a reader of several columns uses it, without Column's read
-API: a run of a column's blocks decoded into the caller's buffer in the calling thread, blocks
-inflated at the caller's offsets, and damage located by column, block and file. A Column
-reaches its file only through the file's named interface, and the store knows no Column.
-"""
+"""The block store (idv._store.blocks) as a reader of several columns uses it, without Column's
+read API: a run of a column's blocks decoded into the caller's buffer in the calling thread, blocks
+inflated at the caller's offsets, and damage located by column, block and file. A Column reaches
+its file only through the file's named interface, and the store knows no Column. """
 from __future__ import annotations
 
 import ast

@@ -892,8 +892,8 @@ def test_a_whole_read_decodes_numbers_in_place(tmp_path):
 
 def test_a_whole_read_inflates_the_blocks_of_many_files_together(tmp_path, monkeypatch):
     """The numbers and keys of every file, compressed or stored, with checksums or without,
-    go through one inflate call per kind (idv._store.many_files), and so does text into Arrow: the same
-    values as each file's own read, at any max_open_files; a damaged block names its file,
+    go through one inflate call per kind (idv._store.many_files), and so does text into Arrow: the
+    same values as each file's own read, at any max_open_files; a damaged block names its file,
     column and block."""
     pa = pytest.importorskip("pyarrow")
     rng = np.random.default_rng(3)

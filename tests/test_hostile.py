@@ -304,8 +304,8 @@ def test_verify_refuses_within_limits(name, tmp_path):
 
 
 # ============================================================================ the layout rule
-# In-process checks of idv._storage.layout: what counts as a part, which overlaps are refused at open,
-# and that damage to one table still stays local to its column.
+# In-process checks of idv._storage.layout: what counts as a part, which overlaps are refused at
+# open, and that damage to one table still stays local to its column.
 
 def _regions_of(f):
     return f.tables.regions          # the parts the reader found at open

@@ -1,7 +1,7 @@
-"""The one-pass checks of a file in memory (idv._parts through idv._storage.layout.read_checked) against
-the checks part by part (idv._storage.layout.read_tables and the reader's), which name what is wrong:
-every sound file takes the one pass, with the same tables; a file the one pass accepts is one
-the checks part by part accept; a damaged file gets the same error either way."""
+"""The one-pass checks of a file in memory (idv._parts through idv._storage.layout.read_checked)
+against the checks part by part (idv._storage.layout.read_tables and the reader's), which name what
+is wrong: every sound file takes the one pass, with the same tables; a file the one pass accepts is
+one the checks part by part accept; a damaged file gets the same error either way."""
 from __future__ import annotations
 
 import random

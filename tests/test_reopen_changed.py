@@ -1,6 +1,6 @@
-"""A dataset handed to other processes (idv._engines.reopen.Reopenable: DataLoader workers, each epoch's)
-is the files it was made from: a file replaced or rewritten since is an IdvFormatError naming
-it, never a plan of 1,000 rows reading 1,500 (or 500)."""
+"""A dataset handed to other processes (idv._engines.reopen.Reopenable: DataLoader workers, each
+epoch's) is the files it was made from: a file replaced or rewritten since is an IdvFormatError
+naming it, never a plan of 1,000 rows reading 1,500 (or 500)."""
 from __future__ import annotations
 
 import os

@@ -172,9 +172,9 @@ with idv.open(path) as f:
 
 def test_whole_column_and_random_rows_in_bounded_memory(tmp_path):
     """np.asarray(col), iterating and 5,000 random col[i] on a 32 MB Vector<Single, 16>
-    column (within the default 64 MB cache), in a child whose address space is capped at what it had plus 512 MB: each block
-    decoded once per pass, and the random rows pin no block (the issue's np.asarray grew to
-    24 GB and 5,000 rows pinned 1.5 GB)."""
+    column (within the default 64 MB cache), in a child whose address space is capped at what it
+    had plus 512 MB: each block decoded once per pass, and the random rows pin no block (the
+    issue's np.asarray grew to 24 GB and 5,000 rows pinned 1.5 GB)."""
     import subprocess
     import sys
     resource = pytest.importorskip("resource")

@@ -1,5 +1,5 @@
-"""idv._scan.scan, the one scan under every streaming reader, and idv._reader.selection, its one rule for
-columns and rows: batches hold the same values as reading each column whole, whatever the
+"""idv._scan.scan, the one scan under every streaming reader, and idv._reader.selection, its one
+rule for columns and rows: batches hold the same values as reading each column whole, whatever the
 windows, pieces, threads, row ranges and skipped blocks; a dataset scans as its files end to
 end."""
 from __future__ import annotations

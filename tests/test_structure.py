@@ -150,9 +150,10 @@ def _chain(graph, start, targets):
 
 
 def test_the_writer_does_not_import_the_reading_side():
-    """Nothing under idv/_writer/ imports idv._interop.arrow, idv._interop.pandas, idv.dataset, idv.formats or
-    idv.dask, directly or through another module, at module level or in a function: Arrow and
-    pandas come in through idv._writer.arrow / idv._writer.pandas and the modules below both."""
+    """Nothing under idv/_writer/ imports idv._interop.arrow, idv._interop.pandas, idv.dataset,
+    idv.formats or idv.dask, directly or through another module, at module level or in a function:
+    Arrow and pandas come in through idv._writer.arrow / idv._writer.pandas and the modules below
+    both."""
     graph = import_graph(PACKAGE_DIR)
     writer = [m for m in graph if m == "idv._writer" or m.startswith("idv._writer.")]
     assert {"idv._writer.arrow", "idv._writer.pandas", "idv._writer.pipeline"} <= set(writer)

@@ -1,6 +1,6 @@
 """The ``pyarrow.dataset.Dataset`` subclass behind idv.arrow_dataset: .idv files answering
-pyarrow's and DuckDB's calls from idv's scan (idv._engines.arrow_scanner), on a filesystem that refuses
-whatever would go to Arrow's C++ scanner instead.
+pyarrow's and DuckDB's calls from idv's scan (idv._engines.arrow_scanner), on a filesystem that
+refuses whatever would go to Arrow's C++ scanner instead.
 
 It imports pyarrow as it is imported: idv.arrow_dataset imports it only when called.
 """

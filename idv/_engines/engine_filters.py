@@ -1,5 +1,6 @@
 """Engines' predicates as idv filters: polars expressions, pyarrow (and DuckDB's) expressions
-and Spark's pushed filters become idv._scan.filter_tree trees here, under one policy of what is taken.
+and Spark's pushed filters become idv._scan.filter_tree trees here, under one policy of what is
+taken.
 
 idv compares exactly (idv._values.comparison); an engine may not: polars casts a float literal to a
 Float32 column and holds NaN equal to NaN, Spark orders NaN above every number, Arrow

@@ -2,12 +2,11 @@
 
 pyarrow is imported only when these are called (``pip install idv[arrow]``).
 
-Every ML.NET type has an Arrow form (docs/interop.md has the table; idv._values.arrow_types holds it),
-and each field keeps the ML.NET type string (``idv.type``) and the column's metadata
+Every ML.NET type has an Arrow form (docs/interop.md has the table; idv._values.arrow_types holds
+it), and each field keeps the ML.NET type string (``idv.type``) and the column's metadata
 (``idv.metadata``, JSON with each value's type) in its Arrow field metadata, so that
 ``idv.from_arrow`` (idv._writer.arrow) gives back the exact types and annotations: a Parquet or
-Feather file written from ``to_arrow`` converts back to the same .idv.
-"""
+Feather file written from ``to_arrow`` converts back to the same .idv. """
 from __future__ import annotations
 
 import contextlib
@@ -230,7 +229,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
         asked = src.resolve_columns(columns)
         keys, fixed = read_source.split(src, asked)
         unit, safe = _unit(src, keys, datetime, safe)
-        node = read_source.filter_of(src, filter)
+        node = read_source.filter_of(filter)
         with src.using(0) as first:
             convs = converters(pa, [first[k] for k in keys], unit, safe)
             consts = _constant_fields(pa, src, fixed)

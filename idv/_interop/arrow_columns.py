@@ -1,8 +1,7 @@
 """How one idv column becomes Arrow: its field (its Arrow type, the ML.NET type and metadata
 for idv.from_arrow) and its blocks' arrays, as a reader of the scan (idv._scan.scan); Text straight
-from the blocks' UTF-8, uncompressed numbers of a mapped file as views of the map. idv._interop.arrow
-reads files and datasets through these.
-"""
+from the blocks' UTF-8, uncompressed numbers of a mapped file as views of the map.
+idv._interop.arrow reads files and datasets through these. """
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +11,8 @@ from idv._scan import scan
 from idv._values import ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
-                             column_arrow_type, import_pyarrow, imports_c_streams,
-                             items_to_arrow, restore, restored_type)
+                                     column_arrow_type, import_pyarrow, imports_c_streams,
+                                     items_to_arrow, restore, restored_type)
 from idv.errors import Where
 
 
@@ -246,8 +245,8 @@ def text_array(col, rows=None):
 
 
 def chunked(pa, conv, values):
-    """A whole column's values (idv._reader.whole_read's: read()'s form, or a list of Arrow chunks of
-    Text) as a ChunkedArray: one array per block of rows (text and vectors stay within Arrow's
+    """A whole column's values (idv._reader.whole_read's: read()'s form, or a list of Arrow chunks
+    of Text) as a ChunkedArray: one array per block of rows (text and vectors stay within Arrow's
     32-bit offsets) or, for fixed-width scalars, one array."""
     if isinstance(values, list):
         return pa.chunked_array(values, conv.arrow_type)

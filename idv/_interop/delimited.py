@@ -10,10 +10,9 @@ KeyValues is its value's text (missing: empty), other keys their raw number; Dat
 TimeSpan and DateTimeOffset in .NET's ISO forms, exact to the tick; RowId one integer;
 Booleans ``true`` / ``false``; floats their shortest form, ``NaN`` and ``Infinity`` by name.
 
-JSON Lines: one object per row, column name -> the value in idv._values.cells' JSON form (vectors as
-arrays, keys their raw number, times in .NET's ISO forms, NaN and infinities as the strings
-``"NaN"``, ``"Infinity"``, which JSON has no number for).
-"""
+JSON Lines: one object per row, column name -> the value in idv._values.cells' JSON form (vectors
+as arrays, keys their raw number, times in .NET's ISO forms, NaN and infinities as the strings
+``"NaN"``, ``"Infinity"``, which JSON has no number for). """
 from __future__ import annotations
 
 import csv

@@ -37,7 +37,7 @@ from idv._values.arrow_types import written_from
 from idv._reader.reader import opened
 from idv._reader.selection import file_columns
 from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,
-                             slot_labels, usable_key_values, warn_kept_wide)
+                                  slot_labels, usable_key_values, warn_kept_wide)
 from idv.errors import Where, require
 from idv._values.vectors import Ragged
 
@@ -407,7 +407,7 @@ def _frame_of_parts(pd, src, columns, rows, how):
     """frame() of a source with constant columns (a hive-partitioned dataset's keys): that of
     the files' columns (a filter's: of the files their constants do not rule out), and those."""
     keys, fixed = read_source.split(src, asked := src.resolve_columns(columns))
-    node = read_source.filter_of(src, how["filter"])
+    node = read_source.filter_of(how["filter"])
     within = None if rows is None else range(*rows.indices(src.num_rows))
     each, counts, frames = None if node is None else _one_unit(src, keys, how), [], []
     for i, e in enumerate(src.files):

@@ -2,11 +2,10 @@
 without them (ML.NET's included), and summed up per column (``idv stats``).
 
 ``add_statistics`` copies the file's bytes as they are, inserts the statistics section
-(idv._storage.statistics) before the table of contents and points to it from the header; a file with
-idv's checksums gets its checksum table again, moved with the table of contents. No block is
-decoded twice nor re-encoded: ML.NET reads the same values, and every block keeps its bytes
-and offset. The new file replaces the old one atomically (idv._storage.sink).
-"""
+(idv._storage.statistics) before the table of contents and points to it from the header; a file
+with idv's checksums gets its checksum table again, moved with the table of contents. No block is
+decoded twice nor re-encoded: ML.NET reads the same values, and every block keeps its bytes and
+offset. The new file replaces the old one atomically (idv._storage.sink). """
 from __future__ import annotations
 
 import os

@@ -32,11 +32,11 @@ class Finding:
     could not check).
 
     Attributes: ``what`` (``'file'``, ``'column'``, ``'lookup'``, ``'block'`` or
-    ``'metadata'``; parts that overlap are a ``'file'`` problem, found when it opens), ``message``, and where, None when it does not apply:
-    ``column`` (the column's name), ``column_index``, ``metadata_kind``, ``block``, ``rows``
-    (the block's first and last row), ``offset`` (byte offset in the file) and ``size``
-    (bytes). ``str(finding)`` is one line, as ``idv verify`` prints it.
-    """
+    ``'metadata'``; parts that overlap are a ``'file'`` problem, found when it opens), ``message``,
+    and where, None when it does not apply: ``column`` (the column's name), ``column_index``,
+    ``metadata_kind``, ``block``, ``rows`` (the block's first and last row), ``offset`` (byte
+    offset in the file) and ``size`` (bytes). ``str(finding)`` is one line, as ``idv verify``
+    prints it. """
 
     what: str
     message: str

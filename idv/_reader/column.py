@@ -41,8 +41,8 @@ class _Counter:
 
 def decoded_size(codec, raw, count):
     """About what decoding `count` rows whose blocks inflate to `raw` bytes allocates, by
-    `codec` (None: unknown): Text items as str objects (idv._resources.budget.items_bytes), Booleans
-    eight times over. Column.decoded_bytes, and a dataset for the files it only lists."""
+    `codec` (None: unknown): Text items as str objects (idv._resources.budget.items_bytes),
+    Booleans eight times over. Column.decoded_bytes, and a dataset for the files it only lists."""
     if codec is not None and codec.dtype == object:
         stored = count if not isinstance(codec.type, T.Vector) else raw // 4
         return raw + budget.items_bytes(codec.dtype, stored, raw)
@@ -424,8 +424,8 @@ class Column(ColumnAnnotations):
     def decoded_bytes(self, rows=None):
         """About what reading `rows` (None: all; a slice or row numbers) allocates, from the
         lookup table alone: the decompressed size of the blocks holding them, with Text items
-        as str objects (idv._resources.budget.items_bytes). Readers of several files (a dataset) check
-        their sum against one limit before reading any. Package-internal."""
+        as str objects (idv._resources.budget.items_bytes). Readers of several files (a dataset)
+        check their sum against one limit before reading any. Package-internal."""
         n = self.num_rows
         if rows is None or n == 0:
             b0, b1, count = 0, self.num_blocks, n
@@ -458,8 +458,8 @@ class Column(ColumnAnnotations):
         Python strings: per block a TextSpans (int32 offsets into the UTF-8 bytes) or, for
         vectors, a VectorBlock whose values are one (None for a block with rows stored sparse).
         They are views into one buffer the blocks are decompressed into and converted in
-        place, in parallel (idv._interop.arrow makes Arrow arrays of them without copies). Errors and
-        ``parallel`` as read_blocks; ``out``: a uint8 array of text_room(b0, b1) bytes."""
+        place, in parallel (idv._interop.arrow makes Arrow arrays of them without copies). Errors
+        and ``parallel`` as read_blocks; ``out``: a uint8 array of text_room(b0, b1) bytes."""
         try:
             return self._decode_text_blocks(b0, b1, parallel, out)
         except IdvFormatError as e:

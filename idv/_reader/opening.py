@@ -20,10 +20,10 @@ from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
 
 class Opened:
     """What opening read: ``header`` (idv._header.Header), ``head`` (the 256 header bytes),
-    ``sums`` (idv._storage.checksums.Checksums, None without or unchecked), ``described`` (per column
-    (TocEntry, codec or None, why it cannot be read or None)) and ``tables``
-    (idv._storage.layout.Tables); ``identity``: the source's (a local file's device, inode, size and
-    modification time; None for others), by which the same file opened again may reuse it
+    ``sums`` (idv._storage.checksums.Checksums, None without or unchecked), ``described`` (per
+    column (TocEntry, codec or None, why it cannot be read or None)) and ``tables``
+    (idv._storage.layout.Tables); ``identity``: the source's (a local file's device, inode, size
+    and modification time; None for others), by which the same file opened again may reuse it
     (``reused``)."""
 
     __slots__ = ("header", "head", "sums", "described", "tables", "identity", "checked",

@@ -1,8 +1,8 @@
 """What a reader reads from: a source of rows, one file (an IdvFile) or many end to end (an
 idv.Dataset). Both offer the interface below, so that the scan, the whole reads
-(idv._reader.whole_read), numpy's read and take (idv._reader.reads), Arrow's (idv._interop.arrow) and pandas'
-(idv._interop.pandas) readers are written once, and an IdvFile is read as a dataset of one file.
-"""
+(idv._reader.whole_read), numpy's read and take (idv._reader.reads), Arrow's (idv._interop.arrow)
+and pandas' (idv._interop.pandas) readers are written once, and an IdvFile is read as a dataset of
+one file. """
 from __future__ import annotations
 
 from typing import Any, Callable, ContextManager, NamedTuple, Protocol, Sequence
@@ -133,7 +133,7 @@ def joined_constants(source, fixed, counts):
     return [np.concatenate([p[j] for p in parts]) for j in range(len(fixed))]
 
 
-def filter_of(source, filter_):
+def filter_of(filter_):
     """`filter_` as a tree (None: None), once for every file's `decided`."""
     return None if filter_ is None else parse(filter_)
 

@@ -38,9 +38,9 @@ class IdvFile(reads.SourceReads):
     object's name; None for bytes), ``threads`` and ``backend`` (as given to idv.open).
     Package-internal: ``store`` (the idv._store.blocks.BlockStore the columns decode
     their blocks through), ``tables`` (every column's lookup and metadata table, read at
-    open: idv._storage.layout.Tables), ``identity`` (a local file's (device, inode, size, modification
-    time) when opened, telling it from another put in its place; None for other sources) and
-    ``layout`` (what opening read: idv._reader.opening.Opened).
+    open: idv._storage.layout.Tables), ``identity`` (a local file's (device, inode, size,
+    modification time) when opened, telling it from another put in its place; None for other
+    sources) and ``layout`` (what opening read: idv._reader.opening.Opened).
 
     Parameters
     ----------
@@ -158,8 +158,8 @@ class IdvFile(reads.SourceReads):
 
     @functools.cached_property
     def statistics(self):
-        """The block statistics the file carries (idv._storage.statistics.Statistics; None without),
-        read on first use; IdvFormatError when they no longer match the file's blocks."""
+        """The block statistics the file carries (idv._storage.statistics.Statistics; None
+        without), read on first use; IdvFormatError when they no longer match the file's blocks."""
         try:
             found = block_stats.read(self._head, self._source.view, self.header.toc_offset)
             if found is not None:

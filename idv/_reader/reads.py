@@ -1,11 +1,10 @@
-"""numpy's read and take of a source of rows (idv._reader.read_source), written once: IdvFile.read /
-take and Dataset.read / take are these (dict name -> array, read()'s forms).
+"""numpy's read and take of a source of rows (idv._reader.read_source), written once: IdvFile.read
+/ take and Dataset.read / take are these (dict name -> array, read()'s forms).
 
-Every row: the one planner of whole reads (idv._reader.whole_read). Some rows (``rows=``, take): each
-file's share read by its columns (Column's row access, idv._reader.take), joined and put in the order
-asked. A filter: each file's matching rows (idv._scan.filters). Times are then put in the unit
-``datetime`` asks for, one unit for a column of every file (idv._reader.time_units).
-"""
+Every row: the one planner of whole reads (idv._reader.whole_read). Some rows (``rows=``, take):
+each file's share read by its columns (Column's row access, idv._reader.take), joined and put in
+the order asked. A filter: each file's matching rows (idv._scan.filters). Times are then put in the
+unit ``datetime`` asks for, one unit for a column of every file (idv._reader.time_units). """
 from __future__ import annotations
 
 import numpy as np
@@ -74,7 +73,7 @@ def _matching(source, names, fixed, filter_):
     """Values of columns `names`, then of the constant columns `fixed`, of the rows of every
     file matching `filter_`: a file the filter's decision on its constants rules out is not
     opened, one it keeps whole is read whole."""
-    node = read_source.filter_of(source, filter_)
+    node = read_source.filter_of(filter_)
     got, counts = [], []
     for i in range(len(source.files)):
         mine = read_source.decided(source, i, node)
@@ -156,8 +155,9 @@ def _retimed(c, values, datetime, strings):
 
 
 class SourceReads:
-    """The reads of IdvFile and Dataset, written once over a source of rows (idv._reader.read_source):
-    numpy's here, Arrow's and pandas' in idv._interop.arrow and idv._interop.pandas, imported when called."""
+    """The reads of IdvFile and Dataset, written once over a source of rows
+    (idv._reader.read_source): numpy's here, Arrow's and pandas' in idv._interop.arrow and
+    idv._interop.pandas, imported when called."""
 
     @_gc.paused_for(lambda self, *_, **__: len(self.files))
     @budget.reads
@@ -219,7 +219,8 @@ class SourceReads:
         """
         return take(self, indices, columns, datetime)
 
-    # ---- the Python data stack (idv._interop.pandas, idv._interop.arrow; pandas / pyarrow imported on use)
+    # ---- the Python data stack (idv._interop.pandas, idv._interop.arrow; pandas / pyarrow
+    # imported on use)
     @_docs.fill
     def to_pandas(self, columns=None, **kwargs):
         """A pandas.DataFrame of these columns (a dataset's: every file's rows).

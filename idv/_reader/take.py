@@ -7,11 +7,10 @@ blocks hit inflated by one call of the block store (``BlockStore.inflate_listed`
 chunks in the threads, CRC-32s checked, no Python per block) per round of at most
 ``TAKE_BYTES`` of blocks, end to end into one buffer, and their rows gathered from it with one
 fancy index; a take that hits fewer bytes (nearly all) is one round. Other columns
-(text, vectors, Booleans) go through the scan (idv._scan.scan), which decodes only the blocks hit in
-its parallel windows; each batch gives up its rows with one fancy index per column, and the
-pieces are joined and put back in the order asked with one more. No Python runs per row, and
-each block hit is inflated and decoded once, however many rows it gives.
-"""
+(text, vectors, Booleans) go through the scan (idv._scan.scan), which decodes only the blocks hit
+in its parallel windows; each batch gives up its rows with one fancy index per column, and the
+pieces are joined and put back in the order asked with one more. No Python runs per row, and each
+block hit is inflated and decoded once, however many rows it gives. """
 from __future__ import annotations
 
 import numpy as np

@@ -1,6 +1,7 @@
 """The one planner of whole reads: every row of some columns of files [i0, i1) of a source
-(idv._reader.read_source: an IdvFile, a Dataset), for numpy's read (idv._reader.reads), Arrow's to_arrow and
-the record batches of small files (idv._interop.arrow) and pandas' frames (idv._interop.pandas).
+(idv._reader.read_source: an IdvFile, a Dataset), for numpy's read (idv._reader.reads), Arrow's
+to_arrow and the record batches of small files (idv._interop.arrow) and pandas' frames
+(idv._interop.pandas).
 
 One file: its columns decoded by one scan (idv._scan.scan.read_whole), all in the threads at once,
 each into its own array; a remote file's blocks fetched first in a few requests; columns the
@@ -9,12 +10,11 @@ Arrow chunks on the blocks' UTF-8 (``Form.text``) or numpy's StringDType (``Form
 
 Many files: fixed-width columns (numbers, keys, dense vectors; not times, which readers
 convert) decoded straight into one array for all the files, the blocks of up to FILES_AT_ONCE
-files inflated in one call (idv._store.many_files); Text into Arrow chunks, the blocks of many files
-inflated together (idv._store.many_files.text_blocks); every other column read file by file, column by
-column, and joined. A read of many files, or of any source that is ``checked_whole`` (a
-dataset's), is checked against the source's memory limit as a whole first; an IdvFile's
-store checks each allocation as it makes it.
-"""
+files inflated in one call (idv._store.many_files); Text into Arrow chunks, the blocks of many
+files inflated together (idv._store.many_files.text_blocks); every other column read file by file,
+column by column, and joined. A read of many files, or of any source that is ``checked_whole`` (a
+dataset's), is checked against the source's memory limit as a whole first; an IdvFile's store
+checks each allocation as it makes it. """
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +28,8 @@ from idv._scan import scan
 from idv._values import ticks, vectors
 from idv import types as T
 
-# files whose blocks a whole read inflates in one call (idv._store.many_files), at most; the files a
-# stream reads together, at most
+# files whose blocks a whole read inflates in one call (idv._store.many_files), at most; the files
+# a stream reads together, at most
 FILES_AT_ONCE = 256
 # decoded bytes of the small files a stream reads together, in one whole read, at most (a
 # larger file is streamed by itself, a window of blocks at a time)
@@ -156,8 +156,8 @@ def _in_place(held, out, files, base, keys):
 def _text_chunks(held, key, make):
     """The rows of Text column `key` of the `held` files ([(i, file)]) as Arrow arrays
     (``make(col)``: its reader, idv._interop.arrow_columns.text_reader) on the blocks' UTF-8: the
-    blocks of the files in memory inflated together (idv._store.many_files.text_blocks), the others' each
-    in turn."""
+    blocks of the files in memory inflated together (idv._store.many_files.text_blocks), the
+    others' each in turn."""
     pieces = [(f.store, f[key]) for _, f in held]
     together = [batch.text_batchable(*p) for p in pieces]
     spans = iter(batch.text_blocks([p for p, ok in zip(pieces, together) if ok],

@@ -1,9 +1,8 @@
 """A filter as one tree of ``Cmp`` / ``IsNull`` / ``And`` / ``Or`` / ``Not`` (and
 ``BlocksOnly``), and the forms it is given in parsed into it: pyarrow.parquet's DNF tuples, a
 string of Python's expression syntax (the command line's ``--where``), a pyarrow compute
-expression (read with its literals' types by idv._values.arrow_expressions). idv._scan.filters binds a tree
-to a file.
-"""
+expression (read with its literals' types by idv._values.arrow_expressions). idv._scan.filters
+binds a tree to a file. """
 from __future__ import annotations
 
 import ast

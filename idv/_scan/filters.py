@@ -6,11 +6,10 @@ such lists or'ed), a string of Python's expression syntax (``"Age > 30 and City 
 'Paris'"``, the command line's ``--where``), or a pyarrow compute expression
 (``pc.field("ts") >= t``, read with its literals' types by idv._values.arrow_expressions). Each
 becomes one tree of ``Cmp`` / ``IsNull`` / ``And`` / ``Or`` / ``Not`` (idv._scan.filter_tree),
-bound to a file's columns here (`Prepared`), whose comparisons mean what idv._values.comparison says,
-for blocks and rows alike: over each block's statistics (blocks ruled out are never fetched
-nor decoded; without statistics every block is kept), then over the rows of the blocks kept.
-So results never depend on whether a file has statistics, nor on the path a read takes.
-"""
+bound to a file's columns here (`Prepared`), whose comparisons mean what idv._values.comparison
+says, for blocks and rows alike: over each block's statistics (blocks ruled out are never fetched
+nor decoded; without statistics every block is kept), then over the rows of the blocks kept. So
+results never depend on whether a file has statistics, nor on the path a read takes. """
 from __future__ import annotations
 
 import warnings
@@ -38,9 +37,9 @@ class _Bound(NamedTuple):
 
 class Prepared:
     """A filter over one open file: each comparison bound to the file's column
-    (idv._values.comparison.bind: TypeError / ValueError for a literal the column cannot be compared
-    with, KeyError for a column the file lacks) and the file's statistics as zones. The same
-    bound tree decides the blocks that may match (`blocks`), those that surely match whole
+    (idv._values.comparison.bind: TypeError / ValueError for a literal the column cannot be
+    compared with, KeyError for a column the file lacks) and the file's statistics as zones. The
+    same bound tree decides the blocks that may match (`blocks`), those that surely match whole
     (`whole_blocks`) and the rows that match (`rows`)."""
 
     def __init__(self, node, f):
@@ -274,7 +273,8 @@ def matching(f, columns, filter_, rows=None, positions=True):
 
 def blocks_of(filter_):
     """The scan's block_filter(part, file) for a filter in any of its forms (None: None,
-    every block read); what idv._scan.scan.partitions takes to leave out the partitions ruled out."""
+    every block read); what idv._scan.scan.partitions takes to leave out the partitions ruled
+    out."""
     return None if filter_ is None else block_filter(parse(filter_))
 
 

@@ -10,17 +10,16 @@ and all its pieces are decoded in parallel threads, each piece in one thread, in
 for the window where the column's form allows. Two windows are queued ahead of the one handed
 out, so the threads never wait for the consumer and about three windows are held at once.
 
-What a column becomes is its reader's business (``NumpyColumn`` here: read()'s forms; idv._interop.arrow
-has one for Arrow arrays): a reader says how much room its blocks take in the window's buffer,
-decodes a piece in the calling thread, joins a window's pieces and cuts rows out of them.
-A reader may also opt in (``inflatable``) for pieces of fixed-width scalars: the pieces of a
-task are then inflated, checked and fixed up by one call of the block store
-(``BlockStore.inflate_fixed``), which costs no Python per piece. A reader whose pieces are
-views made in microseconds under the GIL (``light``: Arrow chunks on a memory map) has them
-made in the calling thread, where threads would only contend for the GIL. Where a block
-filter leaves short runs of blocks between gaps (``take``), runs are decoded together, up to
-a window's bytes (``window_groups``), each still handed out as its own window.
-"""
+What a column becomes is its reader's business (``NumpyColumn`` here: read()'s forms;
+idv._interop.arrow has one for Arrow arrays): a reader says how much room its blocks take in the
+window's buffer, decodes a piece in the calling thread, joins a window's pieces and cuts rows out
+of them. A reader may also opt in (``inflatable``) for pieces of fixed-width scalars: the pieces of
+a task are then inflated, checked and fixed up by one call of the block store
+(``BlockStore.inflate_fixed``), which costs no Python per piece. A reader whose pieces are views
+made in microseconds under the GIL (``light``: Arrow chunks on a memory map) has them made in the
+calling thread, where threads would only contend for the GIL. Where a block filter leaves short
+runs of blocks between gaps (``take``), runs are decoded together, up to a window's bytes
+(``window_groups``), each still handed out as its own window. """
 from __future__ import annotations
 
 import math
@@ -35,7 +34,7 @@ from idv._store.block_runs import fixed_width, out_shape
 from idv.errors import IdvFormatError
 from idv._storage.paths import worker_path
 from idv._scan.scan_windows import (Windows, block_bytes, local_rows, needed_blocks, window_groups,
-                              window_spans)
+                                    window_spans)
 
 # decompressed bytes of a window, over all the columns read (at least one block)
 WINDOW_BYTES = 8 << 20
@@ -230,8 +229,8 @@ class _Segment(NamedTuple):
 
 
 def _segments(source):
-    """The files of a source (idv._reader.read_source: an IdvFile, an idv.Dataset) in row order, each
-    opened when reached and kept open while its blocks are read."""
+    """The files of a source (idv._reader.read_source: an IdvFile, an idv.Dataset) in row order,
+    each opened when reached and kept open while its blocks are read."""
     fs = source.filesystem
     return [_Segment(i, worker_path(f.path, fs) if isinstance(f.path, (str, os.PathLike))
                      else f.path, f.start, f.num_rows, lambda i=i: source.using(i))
@@ -309,7 +308,8 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
     ``window_bytes``, ``piece_bytes`` (default: WINDOW_BYTES, PIECE_BYTES) and ``ahead``
     (windows decoded ahead of the one handed out) trade memory and latency for speed: a
     consumer that may stop early (the command line into ``head``) takes small windows and
-    none ahead (each decoded when reached). An IdvFormatError from a dataset's file names the file."""
+    none ahead (each decoded when reached). An IdvFormatError from a dataset's file names the
+    file."""
     if batch_rows is not None and (isinstance(batch_rows, bool) or int(batch_rows) < 1):
         raise ValueError(f"batch_rows must be a positive number of rows or None, not "
                          f"{batch_rows!r}")

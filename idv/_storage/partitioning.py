@@ -86,8 +86,9 @@ def column_types(found, keys):
     out = {}
     for k in keys:
         values = [f[k] for f in found]
-        out[k] = T.Int64 if values and all(v is not None and _INT.match(v) and -2**63 <= int(v) < 2**63
-                                           for v in values) else T.Text
+        whole = values and all(v is not None and _INT.match(v) and -2**63 <= int(v) < 2**63
+                               for v in values)
+        out[k] = T.Int64 if whole else T.Text
     return out
 
 

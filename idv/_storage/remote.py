@@ -64,8 +64,8 @@ def is_remote(source, filesystem=None):
 
 
 def open_any(source, filesystem=None, storage_options=None, timeout=None, memory_limit=None):
-    """The source of `source` (idv._storage.source's interface): a remote one for a URL or a path in
-    `filesystem`, else idv._storage.source.open_source's (local paths keep their memory map).
+    """The source of `source` (idv._storage.source's interface): a remote one for a URL or a path
+    in `filesystem`, else idv._storage.source.open_source's (local paths keep their memory map).
     `memory_limit` (idv.open's) bounds what a zip entry may inflate to."""
     if not is_remote(source, filesystem):
         if storage_options:

@@ -165,12 +165,14 @@ class FileSource:
         """Reads check their lengths (see MemorySource.check_intact)."""
 
     def prefetch(self, offsets, sizes):
-        """A file object reads each range when asked (see idv._storage.remote.RemoteSource.prefetch)."""
+        """A file object reads each range when asked (see
+        idv._storage.remote.RemoteSource.prefetch)."""
         return contextlib.nullcontext()
 
     def read_ranges(self, offsets, sizes, keep=False):
         """The bytes of each range (offset, size), read in one pass of seeks in file order
-        (`keep`: see idv._storage.remote.RemoteSource.read_ranges; a local file re-reads cheaply)."""
+        (`keep`: see idv._storage.remote.RemoteSource.read_ranges; a local file re-reads
+        cheaply)."""
         for o, n in zip(offsets, sizes):
             check_range(int(o), int(n), self.size)
         out = [None] * len(offsets)

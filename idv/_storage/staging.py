@@ -130,10 +130,10 @@ class Staging:
 
     def commit(self, results):
         """Every task succeeded: move the files named by `results` (what ``write`` returned;
-        None: no file; a list: a task's files) into the output directory (replacing files of the same name, making
-        the folders they name), publish the directory's new list of files (the MANIFEST: those
-        already there and these, or with ``replace`` these alone), then remove the staging
-        folder and, with ``replace``, the files of the old list; returns the paths of the
+        None: no file; a list: a task's files) into the output directory (replacing files of the
+        same name, making the folders they name), publish the directory's new list of files (the
+        MANIFEST: those already there and these, or with ``replace`` these alone), then remove the
+        staging folder and, with ``replace``, the files of the old list; returns the paths of the
         files, in the order of `results`."""
         names = [os.path.normpath(n) for r in results if r is not None
                  for n in ([r] if isinstance(r, (str, os.PathLike)) else r)]

@@ -38,7 +38,8 @@ class BlockChecks:
 
     def expected_crcs(self, blocks):
         """The CRC-32 each block of `blocks` (a ColumnBlocks) must have
-        (idv._storage.checksums.Checksums.expected), found once per column; None without checksums."""
+        (idv._storage.checksums.Checksums.expected), found once per column; None without
+        checksums."""
         if self.sums is None:
             return None
         if self._opened_crcs is not None:
@@ -107,8 +108,8 @@ class BlockChecks:
 
     def _check_crcs(self, buf, offsets, disk, crcs, b0, at=None):
         """IdvFormatError naming the first block (numbered from b0) whose bytes fail their
-        CRC-32 (`crcs`: idv._storage.checksums.Checksums.expected's), computed by _crcs_of. `at`: the
-        blocks' offsets in the file, where `offsets` are those in a buffer of their bytes."""
+        CRC-32 (`crcs`: idv._storage.checksums.Checksums.expected's), computed by _crcs_of. `at`:
+        the blocks' offsets in the file, where `offsets` are those in a buffer of their bytes."""
         got = self._crcs_of(buf, offsets, disk)
         bad = np.flatnonzero((crcs != _compression.NO_CRC) & ((crcs < 0) | (got != crcs)))
         if len(bad):

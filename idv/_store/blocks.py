@@ -22,7 +22,7 @@ from idv._resources import threads as _threads, budget
 from idv._values import vectors
 from idv._store.block_checks import BlockChecks, entry_point
 from idv._store.block_runs import (block_groups, check_dense, chunks, fixed_width, out_shape,
-                            root_bytes, text_rooms)
+                                   root_bytes, text_rooms)
 from idv.errors import IdvFormatError
 from idv._store.stored_blocks import StoredBlocks
 
@@ -65,10 +65,10 @@ class ColumnBlocks(NamedTuple):
 class BlockStore(BlockChecks, StoredBlocks):
     """The blocks of one open file: where they are read from (the file's source, which
     ``path`` names in errors), the memory limit of what reads allocate (``memory_limit``),
-    the decoded blocks kept for row access (``cache``, an idv._resources.cache.BlockCache), the checksums
-    blocks are checked against (``sums``, None without; ``crcs``: each block's, a row a
-    column, when found as the file opened), the DEFLATE library (``backend``)
-    and the decoding threads (``threads``).
+    the decoded blocks kept for row access (``cache``, an idv._resources.cache.BlockCache), the
+    checksums blocks are checked against (``sums``, None without; ``crcs``: each block's, a row a
+    column, when found as the file opened), the DEFLATE library (``backend``) and the decoding
+    threads (``threads``).
 
     The decoding entry points take a ColumnBlocks and a run of its blocks: ``decode`` (the
     rows in Column.read()'s form, or into an ``out=`` array), ``decode_text`` (text in Arrow's
@@ -108,8 +108,8 @@ class BlockStore(BlockChecks, StoredBlocks):
 
     def check_intact(self):
         """IdvFormatError when a mapped file was truncated or written in place since it was
-        opened (idv._storage.source.MemorySource.check_intact): the scan asks before it hands out each
-        batch, whose arrays may view the map."""
+        opened (idv._storage.source.MemorySource.check_intact): the scan asks before it hands out
+        each batch, whose arrays may view the map."""
         if self._source is not None:
             self._source.check_intact()
 

@@ -1,15 +1,13 @@
 """Whole columns of many files inflated straight into one array, in one call: a dataset of a
 thousand small files reads one column of each as one run of blocks, not a thousand decodes.
 
-The pieces are fixed-width scalar columns (numbers, keys: idv._store.block_runs.fixed_width) of files in
-memory, read whole, each into its rows of one array, or Text columns, each block into its room
-of one buffer in Arrow's string layout (text_blocks). Their blocks, checked against their
+The pieces are fixed-width scalar columns (numbers, keys: idv._store.block_runs.fixed_width) of
+files in memory, read whole, each into its rows of one array, or Text columns, each block into its
+room of one buffer in Arrow's string layout (text_blocks). Their blocks, checked against their
 CRC-32s, are inflated by one call of the C loop per compression kind
-(idv._compression.inflate_blocks_across, the GIL released, in parallel chunks); then each piece
-is fixed up (codec.fix, or converted to Arrow's layout) and counted. A piece whose block fails
-is decoded again by its own file's store, whose error names the file, the column and the
-block.
-"""
+(idv._compression.inflate_blocks_across, the GIL released, in parallel chunks); then each piece is
+fixed up (codec.fix, or converted to Arrow's layout) and counted. A piece whose block fails is
+decoded again by its own file's store, whose error names the file, the column and the block. """
 from __future__ import annotations
 
 import numpy as np

@@ -1,8 +1,7 @@
 """What a filter's literal denotes, exactly: a number as an int or a Fraction (a float by its
 binary value; NaN and infinities as floats), a time as .NET ticks (an int, or a Fraction
-between two ticks), over all of .NET's years. idv._values.comparison binds these to a column; nothing
-here casts or rounds.
-"""
+between two ticks), over all of .NET's years. idv._values.comparison binds these to a column;
+nothing here casts or rounds. """
 from __future__ import annotations
 
 import datetime as dt

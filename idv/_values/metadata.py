@@ -2,13 +2,12 @@
 exact type, and what the SlotNames and KeyValues annotations name.
 
 ``metadata_to_json`` / ``metadata_from_json`` carry a column's annotations through Arrow field
-metadata (idv._values.arrow_types.METADATA_KEY): each value with its ML.NET type string, times as .NET
-ticks, RowId as one integer, floats at their exact value, so that a Parquet or Feather file
-converts back to the same .idv. ``slot_labels`` names a vector's slots from its SlotNames
-(pandas' expanded columns, CSV headers) of vectors of at most ``MAX_EXPAND_SLOTS`` slots
-(``expands``); ``usable_key_values`` says when a key's KeyValues can label its values (a
-pandas Categorical, an Arrow dictionary).
-"""
+metadata (idv._values.arrow_types.METADATA_KEY): each value with its ML.NET type string, times as
+.NET ticks, RowId as one integer, floats at their exact value, so that a Parquet or Feather file
+converts back to the same .idv. ``slot_labels`` names a vector's slots from its SlotNames (pandas'
+expanded columns, CSV headers) of vectors of at most ``MAX_EXPAND_SLOTS`` slots (``expands``);
+``usable_key_values`` says when a key's KeyValues can label its values (a pandas Categorical, an
+Arrow dictionary). """
 from __future__ import annotations
 
 import json
@@ -236,8 +235,9 @@ MAX_EXPAND_SLOTS = 10_000
 
 def expands(t, vectors="expand"):
     """Whether a column of type `t` becomes one column per slot under `vectors`: a fixed-size
-    vector of at most MAX_EXPAND_SLOTS slots, with vectors="expand" (idv._interop.pandas, idv.dask's
-    meta and the CSV columns of idv._interop.delimited and idv.formats.text follow it)."""
+    vector of at most MAX_EXPAND_SLOTS slots, with vectors="expand" (idv._interop.pandas,
+    idv.dask's meta and the CSV columns of idv._interop.delimited and idv.formats.text follow
+    it)."""
     return vectors == "expand" and isinstance(t, T.Vector) and t.is_fixed \
         and t.size <= MAX_EXPAND_SLOTS
 

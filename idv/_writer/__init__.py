@@ -6,9 +6,8 @@ decision, block encoding in threads, the tables and the header), `inputs` (what 
 schemas are accepted), `pandas` and `arrow` (DataFrames and Arrow tables as columns, types and
 metadata: idv.from_pandas, idv.from_arrow), `columns` (one column's checked values, size
 estimate and block payload), `values` (checking and converting values into their stored
-form), `metadata` (annotation values). Types come from idv.types / idv._values.infer, compression from
-idv.compression, the atomic output from idv._storage.sink. Nothing here reads .idv files.
-"""
+form), `metadata` (annotation values). Types come from idv.types / idv._values.infer, compression
+from idv.compression, the atomic output from idv._storage.sink. Nothing here reads .idv files. """
 from idv._writer.pipeline import DEFAULT_MAX_BYTES_PER_BLOCK, DEFAULT_MAX_ROWS_PER_BLOCK, Writer
 from idv._writer.tables import write
 

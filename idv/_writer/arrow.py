@@ -2,11 +2,10 @@
 the batches that idv.Writer.write_batch and idv.convert take from Arrow.
 
 pyarrow is imported only when these are called (``pip install idv[arrow]``). Fields that
-idv._interop.arrow wrote carry ``idv.type`` and ``idv.metadata``: the exact ML.NET type and annotations
-come back while the Arrow type still holds them; other fields get their types from the Arrow
-types (idv._values.arrow_types). Values stay in Arrow's buffers where they can: numbers as numpy views,
-strings as a Utf8Text on Arrow's UTF-8 bytes and offsets.
-"""
+idv._interop.arrow wrote carry ``idv.type`` and ``idv.metadata``: the exact ML.NET type and
+annotations come back while the Arrow type still holds them; other fields get their types from the
+Arrow types (idv._values.arrow_types). Values stay in Arrow's buffers where they can: numbers as
+numpy views, strings as a Utf8Text on Arrow's UTF-8 bytes and offsets. """
 from __future__ import annotations
 
 import numpy as np
@@ -14,13 +13,13 @@ import numpy as np
 from idv._values import ticks
 from idv import types as T
 from idv._values.metadata import metadata_from_json
-from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, SOURCE_TYPE, TYPE_KEY, arrow_holds,
-                             import_pyarrow, infer_item, infer_type, is_list_type,
-                             items_to_arrow, source_type, storage_type)
+from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, SOURCE_TYPE, TYPE_KEY,
+                                     arrow_holds, import_pyarrow, infer_item, infer_type,
+                                     is_list_type, items_to_arrow, source_type, storage_type)
 from idv.errors import Where
 from idv._values.vectors import Ragged
 from idv._writer.arrow_items import (first_null, items_from_arrow, no_nulls, numpy_view,
-                                   utf8_from_arrow)
+                                     utf8_from_arrow)
 from idv._writer.values import Utf8Text, Utf8Vectors
 
 __all__ = ["from_arrow", "ArrowToIdv", "arrow_column_values"]

@@ -1,8 +1,7 @@
 """Arrow arrays' items as the values idv.Writer takes, one ML.NET item type at a time: numbers
 as numpy views of Arrow's buffers, strings as a Utf8Text on Arrow's bytes and offsets, times
-as .NET ticks (idv._values.ticks), keys checked against their count; a missing value refused where the
-type has none. Used by idv._writer.arrow for each field's chunks.
-"""
+as .NET ticks (idv._values.ticks), keys checked against their count; a missing value refused where
+the type has none. Used by idv._writer.arrow for each field's chunks. """
 from __future__ import annotations
 
 import numpy as np

@@ -1,8 +1,8 @@
 """What idv.write and idv.Writer accept: a dict, (name, values) pairs, a pandas DataFrame or
 a pyarrow Table as data; a dict, pairs or an idv.Schema as schema. Frames are handed to their
 adapters (idv._writer.pandas.from_pandas, idv._writer.arrow.from_arrow), which give back
-columns, types and metadata; the rest is typed here, from the caller's types or by idv._values.infer.
-"""
+columns, types and metadata; the rest is typed here, from the caller's types or by
+idv._values.infer. """
 from __future__ import annotations
 
 import numpy as np

@@ -7,9 +7,8 @@ column's metadata blocks followed by its metadata TOC, the column TOC, the tail 
 the zlib backend the bytes equal ML.NET's own output for the same data.
 
 Input is converted and checked column by column (idv._writer.columns) before anything is
-written. Output goes through idv._storage.sink: a temporary file beside the destination that is renamed
-over it only when ``close()`` succeeds.
-"""
+written. Output goes through idv._storage.sink: a temporary file beside the destination that is
+renamed over it only when ``close()`` succeeds. """
 from __future__ import annotations
 
 import warnings
@@ -55,8 +54,8 @@ class Writer:
                  rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK,
                  threads=None, backend=None, checksums=True, statistics=True):
         self._closed = True
-        # CRC-32s of every part, in bytes ML.NET never reads (idv._storage.checksums); off: ML.NET's
-        # own bytes, with backend="zlib"
+        # CRC-32s of every part, in bytes ML.NET never reads (idv._storage.checksums); off:
+        # ML.NET's own bytes, with backend="zlib"
         self._sums = Recorder() if checksums else None
         pairs = schema_pairs(schema)
         names = [n for n, _ in pairs]

@@ -1,7 +1,8 @@
 """Whole tables in one call: ``idv.write`` into one file, or into a hive-partitioned directory
 (``partition_by=``): one file per combination of the keys' values in its ``key=value`` folders
-(idv._storage.partitioning), without the key columns, all published together as one job (idv._storage.staging):
-a reader of the directory sees the old files or the new ones, never a part."""
+(idv._storage.partitioning), without the key columns, all published together as one job
+(idv._storage.staging): a reader of the directory sees the old files or the new ones, never a
+part."""
 from __future__ import annotations
 
 import numpy as np

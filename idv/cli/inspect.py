@@ -3,9 +3,8 @@ slice).
 
 Each takes `src`, an open IdvFile or an idv.Dataset (opener.open_sources). Rows are read
 through ``source_batches`` (idv._scan.scan), file after file for a dataset, each file opened only
-when its rows are reached; columns are chosen by ``select_columns`` (idv._reader.selection) among the
-file's or the dataset's.
-"""
+when its rows are reached; columns are chosen by ``select_columns`` (idv._reader.selection) among
+the file's or the dataset's. """
 from __future__ import annotations
 
 import argparse

@@ -6,13 +6,13 @@ idv, parquet, ipc (Feather / Arrow IPC), text (CSV / TSV, JSON Lines). ``idv con
 help and its errors read the registry.
 
 ``convert(src, dst)`` never holds a whole file: an .idv is read one block of rows at a time
-(idv._interop.arrow.record_batch_reader) and handed to pyarrow's writers (ParquetWriter, the IPC file
-writer, CSVWriter); the other way, pyarrow's readers give record batches (Parquet row groups,
-IPC batches, CSV blocks) that go to idv.Writer.write_batch, which writes full blocks as they
-fill. Memory stays around a block (or batch) per column. An .idv to .idv conversion (to select
-columns, re-block or change compression) streams numpy blocks and keeps every type and
-annotation exactly; .idv to text (CSV, TSV, JSON Lines) is written by the writers of
-``idv cat``, from numpy blocks too.
+(idv._interop.arrow.record_batch_reader) and handed to pyarrow's writers (ParquetWriter, the IPC
+file writer, CSVWriter); the other way, pyarrow's readers give record batches (Parquet row groups,
+IPC batches, CSV blocks) that go to idv.Writer.write_batch, which writes full blocks as they fill.
+Memory stays around a block (or batch) per column. An .idv to .idv conversion (to select columns,
+re-block or change compression) streams numpy blocks and keeps every type and annotation exactly;
+.idv to text (CSV, TSV, JSON Lines) is written by the writers of ``idv cat``, from numpy blocks
+too.
 
 The output appears only when complete: it is written to a temporary file beside ``dst`` and
 renamed over it at the end (idv._storage.sink); on any error the temporary file is removed.

@@ -301,8 +301,8 @@ def legacy_key_shift(name, t, legacy_keys):
 
 
 def idv_to_text(src, dst, options, progress, writer):
-    """.idv -> text through `writer(text stream, columns)`, a writer of idv._interop.delimited (those
-    of ``idv cat --format csv / tsv / jsonl`` too): the same text, without pyarrow."""
+    """.idv -> text through `writer(text stream, columns)`, a writer of idv._interop.delimited
+    (those of ``idv cat --format csv / tsv / jsonl`` too): the same text, without pyarrow."""
     check_codecs(options.format, None, options.compression)
     # text is made far slower than blocks decode: a block at a time, the next decoded ahead,
     # holds only that block's values and cells

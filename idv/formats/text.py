@@ -1,10 +1,10 @@
 """CSV / TSV and JSON Lines in idv.convert.
 
 From an .idv, each is written by the writer of ``idv cat --format csv / tsv / jsonl``
-(idv._interop.delimited), from the blocks directly and without pyarrow (idv.formats.idv.idv_to_text).
-Other sources go to CSV / TSV through pyarrow's CSV writer, flattened (CsvSink), and CSV / TSV
-is read back by pyarrow's CSV reader (CsvSource). JSON Lines is an output only, from an .idv.
-"""
+(idv._interop.delimited), from the blocks directly and without pyarrow
+(idv.formats.idv.idv_to_text). Other sources go to CSV / TSV through pyarrow's CSV writer,
+flattened (CsvSink), and CSV / TSV is read back by pyarrow's CSV reader (CsvSource). JSON Lines is
+an output only, from an .idv. """
 from __future__ import annotations
 
 import functools
