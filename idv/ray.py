@@ -15,6 +15,7 @@ from typing import Iterable
 
 from idv import _docs
 from idv._scan import filters, scan
+from idv._values.arguments import ensure_count
 from idv._interop.arrow import arrow_schema, read_partition
 from idv._reader.dataset import Dataset, dataset
 from idv.errors import require
@@ -159,13 +160,8 @@ class IdvDatasink(ray_data.Datasink):
     """
 
     def __init__(self, path, name=DEFAULT_NAME, *, rows_per_file=1_000_000, **writer_kwargs):
-        if rows_per_file is not None and (isinstance(rows_per_file, bool) or
-                                          not isinstance(rows_per_file, int) or
-                                          rows_per_file <= 0):
-            raise ValueError(f"rows_per_file is a positive number of rows or None, not "
-                             f"{rows_per_file!r}")
+        self.rows_per_file = ensure_count(rows_per_file, "rows_per_file", none=True)
         self.staging = Staging(path, name)
-        self.rows_per_file = rows_per_file
         self.writer_kwargs = writer_kwargs
         self.paths = []
 

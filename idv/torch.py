@@ -30,6 +30,7 @@ from idv import _docs, types as T
 from idv._scan import filters, scan
 from idv._reader import take
 from idv._values import ticks, vectors
+from idv._values.arguments import ensure_count
 from idv.errors import require
 from idv._engines.reopen import Reopenable
 
@@ -167,18 +168,10 @@ def _shard_of(rank, world_size):
     return int(rank), int(world_size)
 
 
-def _positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive number of rows, not {value!r}")
-    return int(value)
-
-
 def _check_shuffle_buffer(value, shuffle):
     if value is None:
         return SHUFFLE_BUFFER if shuffle else 0
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"shuffle_buffer must be a number of rows (0 or more), not {value!r}")
-    return int(value)
+    return ensure_count(value, "shuffle_buffer", least=0)
 
 
 @_docs.fill
@@ -188,11 +181,12 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
     ``batch_size`` rows each (the last of each shard may hold fewer; ``drop_last``: left out).
 
     Sharding: the source is cut into partitions of ``blocks_per_partition`` whole blocks
-    (default 1), which are dealt out in equal runs to every DataLoader worker of every rank
-    (``rank`` and ``world_size``, default torch.distributed's when it is initialised when the
-    dataset is made): each row is read by exactly one worker of one rank, once per epoch. The
-    shards' runs differ by at most one partition, so ranks may get a block of rows more or
-    fewer than others (``drop_last`` does not even them out).
+    (default 1; those the filter's statistics rule out are left out), which are dealt out in
+    equal runs to every DataLoader worker of every rank (``rank`` and ``world_size``, default
+    torch.distributed's when it is initialised when the dataset is made): each row is read by
+    exactly one worker of one rank, once per epoch. The shards' runs differ by at most one
+    partition, so ranks may get a block of rows more or fewer than others (``drop_last`` does
+    not even them out).
 
     Shuffling (``shuffle=True``): the partitions in an order drawn from ``seed`` and the
     epoch (``set_epoch``), the same on every rank, and the rows of each worker mixed in a
@@ -221,7 +215,7 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
                  rank: int | None = None, world_size: int | None = None,
                  blocks_per_partition: int = 1, ragged: str = "padded", filter=None,  # noqa: A002
                  filesystem=None, storage_options: dict | None = None, **open_kwargs):
-        self.batch_size = _positive("batch_size", batch_size)
+        self.batch_size = ensure_count(batch_size, "batch_size")
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.shuffle_buffer = _check_shuffle_buffer(shuffle_buffer, self.shuffle)
@@ -238,7 +232,8 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
         _check_ragged(ragged, self.source)
         self.ragged = ragged
         ds = self.source.dataset()
-        self.partitions = scan.partitions(ds, self.source.names, blocks_per_partition)
+        self.partitions = scan.partitions(ds, self.source.names, blocks_per_partition,
+                                          block_filter=filters.blocks_of(self.filter))
         self.num_rows = ds.num_rows
 
     @property

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import idv
+from idv._scan import scan
 from expected import (EPOCH_TICKS, TICKS_PER_MINUTE, ExpectedRagged, annotation_expected,
                       assert_arrays_equal, assert_equal_reads, column_expected, column_index,
                       expected_type, item_values, type_from_description)
@@ -817,3 +818,24 @@ def test_a_file_and_its_columns_are_freed_without_the_garbage_collector(tmp_path
         assert x.read()[999] == 999
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "10"])
+def test_a_count_is_refused_alike_wherever_it_is_passed(tmp_path, bad):
+    """Rows per batch, per block, files open at once: one check, one message, at every entry
+    point that takes a count (a bool is not one, nor a float that happens to be whole)."""
+    path = tmp_path / "t.idv"
+    idv.write(path, {"x": np.arange(10, dtype=np.int32)})
+    calls = {
+        "batch_size": lambda: idv.record_batch_reader(path, batch_size=bad),
+        "rows_per_block": lambda: idv.write(tmp_path / "w.idv", {"x": np.arange(3)},
+                                            rows_per_block=bad),
+        "max_open_files": lambda: idv.dataset([path], max_open_files=bad),
+        "blocks_per_partition": lambda: scan.partitions(idv.dataset([path]), ["x"], bad),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError,
+                           match=rf"^{name} must be a number of \w+ \(1 (or more|to \d+)\)"):
+            call()
+    assert not (tmp_path / "w.idv").exists()
+    assert idv.record_batch_reader(path, batch_size=np.int64(4)).read_all().num_rows == 10

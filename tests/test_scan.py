@@ -182,7 +182,8 @@ def test_partitions_of_a_file_follow_its_blocks(path):
             (0, 5, 0, 320), (5, 10, 320, 640), (10, 15, 640, 960), (15, 16, 960, 1000)]
         assert len(S.partitions(f, ["i", "v"])) == 1      # 1000 rows: far below 64 MiB
         assert len(S.partitions(f, ["i"], partition_bytes=64 * 8 * 3)) == 6
-        with pytest.raises(ValueError, match="at least 1"):
+        with pytest.raises(ValueError, match=r"blocks_per_partition must be a number of "
+                                             r"blocks \(1 or more\)"):
             S.partitions(f, ["i"], blocks_per_partition=0)
 
 

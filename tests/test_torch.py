@@ -82,6 +82,11 @@ def test_a_filter_gives_each_matching_row_once(path, shuffle):
                                           shuffle=shuffle, seed=3)
         ids = _ids(_loader(ds))
         assert np.array_equal(np.sort(ids), want)
+    # the partitions the sorted id's statistics rule out are not dealt to any worker
+    kept = [(p.start, p.stop) for p in idv_torch.IdvIterableDataset(
+        path, ["id"], filter=[("id", ">=", 4500), ("id", "<", 7200)]).partitions]
+    assert kept and all(a < 7200 and b > 4500 for a, b in kept)
+    assert sum(b - a for a, b in kept) < ROWS
 
 
 def test_fork_workers_read_every_row_once(path):

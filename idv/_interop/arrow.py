@@ -12,12 +12,11 @@ from __future__ import annotations
 import contextlib
 from typing import NamedTuple
 
-import numpy as np
-
 from idv import _docs, types as T
 from idv._resources import budget
 from idv._scan import filters, scan
 from idv._values import ticks
+from idv._values.arguments import ensure_count
 from idv._reader import whole_read
 from idv._interop.arrow_columns import chunked, converters, is_text, one_array, text_reader
 from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow
@@ -218,10 +217,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     >>> [b.num_rows for b in reader]
     [100, 100, 40]
     """
-    if batch_size is not None and (isinstance(batch_size, bool) or
-                                   not isinstance(batch_size, (int, np.integer)) or
-                                   batch_size <= 0):
-        raise ValueError(f"batch_size must be a positive number of rows, not {batch_size!r}")
+    ensure_count(batch_size, "batch_size", none=True)
     pa = import_pyarrow()
     stack = contextlib.ExitStack()      # a file opened here, closed when the batches run out
     try:

@@ -26,6 +26,7 @@ from idv._reader import dataset_files, read_source, reads, selection
 from idv.errors import IdvFormatError, IdvWarning
 from idv._storage import partitioning as _partitioning
 from idv._storage.paths import expand_sources
+from idv._values.arguments import ensure_count
 from idv._reader.dataset_files import DatasetFile
 from idv._reader.reader import IdvFile
 from idv._reader.schema import Field, Schema
@@ -84,11 +85,9 @@ class Dataset(reads.SourceReads):
         if max_open_files is None:
             max_open_files = DEFAULT_MAX_OPEN_FILES if filesystem is None \
                 else DEFAULT_MAX_OPEN_REMOTE
-        if int(max_open_files) < 1:
-            raise ValueError(f"max_open_files must be at least 1, not {max_open_files!r}")
         self.filesystem = filesystem
         self.open_kwargs = open_kwargs
-        self._max_open = int(max_open_files)
+        self._max_open = ensure_count(max_open_files, "max_open_files", "files")
         self._open = dataset_files.OpenFiles(self._max_open, self._reopen, self._closing)
         self._layouts = dataset_files.Budget(dataset_files.LAYOUT_BYTES)
         self._key_values_agree = {}      # key column -> whether all files' KeyValues are equal

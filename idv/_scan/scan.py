@@ -30,6 +30,7 @@ import numpy as np
 
 from idv._resources import budget
 from idv._values import vectors
+from idv._values.arguments import ensure_count
 from idv._store.block_runs import fixed_width, out_shape
 from idv.errors import IdvFormatError
 from idv._storage.paths import worker_path
@@ -259,9 +260,8 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
     keep the bounds they have without it (the engines' divisions). ``at_least_one``: when
     the filter rules out every partition, the first is kept all the same (an engine that
     needs a task, which then finds no rows)."""
-    if blocks_per_partition is not None and int(blocks_per_partition) < 1:
-        raise ValueError(f"blocks_per_partition must be at least 1, not "
-                         f"{blocks_per_partition!r}")
+    blocks_per_partition = ensure_count(blocks_per_partition, "blocks_per_partition", "blocks",
+                                        none=True)
     out, first = [], None
     for seg in _segments(source):
         if not seg.num_rows:
@@ -310,11 +310,8 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
     consumer that may stop early (the command line into ``head``) takes small windows and
     none ahead (each decoded when reached). An IdvFormatError from a dataset's file names the
     file."""
-    if batch_rows is not None and (isinstance(batch_rows, bool) or int(batch_rows) < 1):
-        raise ValueError(f"batch_rows must be a positive number of rows or None, not "
-                         f"{batch_rows!r}")
-    if isinstance(ahead, bool) or int(ahead) < 0:
-        raise ValueError(f"ahead must be a number of windows (0 or more), not {ahead!r}")
+    batch_rows = ensure_count(batch_rows, "batch_rows", none=True)
+    ahead = ensure_count(ahead, "ahead", "windows", least=0)
     window_bytes = WINDOW_BYTES if window_bytes is None else window_bytes
     piece_bytes = PIECE_BYTES if piece_bytes is None else piece_bytes
     for seg in _segments(source):

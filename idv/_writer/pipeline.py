@@ -22,6 +22,7 @@ from idv._storage.checksums import BLOCK, POINTER_AT, POINTER_SIZE, Recorder
 from idv.compression import NONE, compressor, kind as compression_kind
 from idv.errors import IdvWarning
 from idv._storage.sink import Output
+from idv._values.arguments import ensure_count
 from idv._writer.columns import MAX_INT32, Column
 from idv._writer.encoding import BlockEncoder
 from idv._writer.inputs import arrow_batch, frame_rows, schema_pairs
@@ -76,13 +77,9 @@ class Writer:
                           for c in self._columns]
         if rows_per_block is None:
             rows_per_block = DEFAULT_MAX_ROWS_PER_BLOCK
-        if not 0 < int(rows_per_block) <= MAX_INT32:
-            raise ValueError(f"rows_per_block must be in [1, 2**31 - 1], not {rows_per_block}")
-        if max_bytes_per_block is not None and int(max_bytes_per_block) <= 0:
-            raise ValueError(f"max_bytes_per_block must be positive or None, not "
-                             f"{max_bytes_per_block}")
-        self._max_rows = int(rows_per_block)
-        self._max_bytes = None if max_bytes_per_block is None else int(max_bytes_per_block)
+        self._max_rows = ensure_count(rows_per_block, "rows_per_block", most=MAX_INT32)
+        self._max_bytes = ensure_count(max_bytes_per_block, "max_bytes_per_block", "bytes",
+                                       none=True)
         self._rpb = self._max_rows if self._max_bytes is None else None
         self._threads = int(threads) if threads else _threads.default_threads()
         self._encoder = BlockEncoder(self._compress, self._sums, self._stats, self._domains,

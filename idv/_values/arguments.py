@@ -1,0 +1,20 @@
+"""The checks of the counts that many entry points take (rows per batch, per block, per file;
+files open at once; windows ahead): one rule and one message for each kind of argument, so that
+``batch_size=0`` or ``batch_size=True`` is refused alike wherever it is passed."""
+from __future__ import annotations
+
+import numbers
+
+
+def ensure_count(value, name, unit="rows", least=1, most=None, none=False):
+    """`value` as an int when it is an integer (Python's or numpy's, never a bool) of at least
+    `least` and at most `most` (None: no bound); None as it is when `none`; else a ValueError
+    naming the argument and what it takes."""
+    if value is None and none:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) \
+            and value >= least and (most is None or value <= most):
+        return int(value)
+    took = f"{least} to {most}" if most is not None else f"{least} or more"
+    raise ValueError(f"{name} must be a number of {unit} ({took}){' or None' if none else ''}, "
+                     f"not {value!r}")
