@@ -10,6 +10,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from idv._interop import arrow
+from idv._resources.closing import ClosedOnExit
 from idv._engines.arrow_scanner import IdvScanner
 
 # pyarrow's scanner options that change how Arrow's C++ scanner runs, not what it returns
@@ -63,7 +64,7 @@ def _options(kwargs, where):
 _REFUSING = pafs.PyFileSystem(_Refusing())
 
 
-class IdvArrowDataset(pads.FileSystemDataset):
+class IdvArrowDataset(pads.FileSystemDataset, ClosedOnExit):
     """.idv files as a pyarrow Dataset (made by idv.arrow_dataset).
 
     Beneath it lies a dataset of one file on a filesystem that refuses every call, so
@@ -93,12 +94,6 @@ class IdvArrowDataset(pads.FileSystemDataset):
     def close(self):
         """Close the files of the idv.Dataset beneath."""
         self.idv_dataset.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __reduce__(self):
         raise TypeError("an idv.arrow_dataset is not picklable: pass its paths and call "

@@ -255,12 +255,6 @@ class Dataset(reads.SourceReads):
         """Close every open file; arrays already read stay valid."""
         self._open.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     # ---- columns and rows
     def resolve_columns(self, columns):
         """The dataset's column names for ``columns`` (names or indices; None: all), checked

@@ -10,6 +10,7 @@ fault, the checks part by part run, and their error names the fault and where it
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import warnings
 
@@ -18,6 +19,7 @@ from idv._storage import checksums, layout, statistics as block_stats
 from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
 
 
+@dataclasses.dataclass(eq=False)
 class Opened:
     """What opening read: ``header`` (idv._header.Header), ``head`` (the 256 header bytes),
     ``sums`` (idv._storage.checksums.Checksums, None without or unchecked), ``described`` (per
@@ -26,18 +28,14 @@ class Opened:
     and modification time; None for others), by which the same file opened again may reuse it
     (``reused``)."""
 
-    __slots__ = ("header", "head", "sums", "described", "tables", "identity", "checked",
-                 "_shown")
-
-    def __init__(self, header, head, sums, described, tables):
-        self.header = header
-        self.head = head
-        self.sums = sums
-        self.described = described
-        self.tables = tables
-        self.identity = None
-        self.checked = None        # whether its checksums were checked
-        self._shown = None
+    header: _header.Header
+    head: bytes
+    sums: object
+    described: list
+    tables: object
+    identity: tuple | None = None
+    checked: bool | None = None        # whether its checksums were checked
+    _shown: dict | None = dataclasses.field(default=None, repr=False)
 
     @property
     def shown(self):

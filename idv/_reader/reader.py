@@ -298,12 +298,6 @@ class IdvFile(reads.SourceReads):
         Package-internal."""
         self.store.check_open()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 @contextlib.contextmanager
 def opened(file, **kwargs):

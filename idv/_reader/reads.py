@@ -11,6 +11,7 @@ import numpy as np
 
 from idv import _docs, types as T
 from idv._resources import gc as _gc, budget
+from idv._resources.closing import ClosedOnExit
 from idv._scan import filters
 from idv._reader import read_source, selection, whole_read, take as _take
 from idv._values import ticks, vectors
@@ -154,7 +155,7 @@ def _retimed(c, values, datetime, strings):
     return values
 
 
-class SourceReads:
+class SourceReads(ClosedOnExit):
     """The reads of IdvFile and Dataset, written once over a source of rows
     (idv._reader.read_source): numpy's here, Arrow's and pandas' in idv._interop.arrow and
     idv._interop.pandas, imported when called."""

@@ -35,6 +35,7 @@ checked against them where its bytes are at hand (idv._scan.filters).
 from __future__ import annotations
 
 import array
+import dataclasses
 import struct
 from typing import NamedTuple
 
@@ -219,6 +220,7 @@ def text(offsets, data) -> Block:
 # a column's blocks, the section
 # ---------------------------------------------------------------------------------------------
 
+@dataclasses.dataclass(eq=False)
 class ColumnStats:
     """One column's statistics, an array per kind over its blocks.
 
@@ -226,15 +228,14 @@ class ColumnStats:
     meaningless where ``present`` is 0); text: ``low``, ``high`` (lists of bytes) and
     ``flags`` (uint8: ASCII, LOW_EXACT, HIGH_EXACT, NO_HIGH)."""
 
-    def __init__(self, index, domain, present, missing, low, high, flags=None, crcs=None):
-        self.index = index
-        self.domain = domain
-        self.present = present
-        self.missing = missing
-        self.low = low
-        self.high = high
-        self.flags = flags
-        self.crcs = crcs        # uint32 per block: its stored bytes' CRC-32 (None: version 1)
+    index: int
+    domain: str
+    present: np.ndarray
+    missing: np.ndarray
+    low: object
+    high: object
+    flags: np.ndarray | None = None
+    crcs: np.ndarray | None = None      # uint32 per block: its stored bytes' CRC-32 (None: v1)
 
     @property
     def num_blocks(self):
@@ -316,16 +317,16 @@ def pointer(header52, offset, section) -> bytes:
     return _POINTER.pack(MAGIC, offset, len(section), crc(section), crc(header52))
 
 
+@dataclasses.dataclass(eq=False)
 class Statistics:
     """A file's statistics: ``columns`` (column index -> ColumnStats), ``num_blocks``,
     ``fingerprint``, and where the section lies (``offset``, ``length``)."""
 
-    def __init__(self, columns, num_blocks, fingerprint_, offset, length):
-        self.columns = columns
-        self.num_blocks = num_blocks
-        self.fingerprint = fingerprint_
-        self.offset = offset
-        self.length = length
+    columns: dict
+    num_blocks: int
+    fingerprint: int
+    offset: int | None
+    length: int | None
 
     def check_columns(self, columns, num_rows):
         """IdvFormatError when the statistics do not describe the file's `columns` (its

@@ -5,6 +5,7 @@ flight), and handed back in order to be written (idv._writer.pipeline.Writer).
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 from idv._resources import threads as _threads
 from idv._storage import statistics as block_stats
@@ -14,18 +15,18 @@ from idv._writer.columns import MAX_INT32
 _GROUP_BYTES = 256 << 10     # consecutive blocks handed to a thread together: about this much
 
 
+@dataclasses.dataclass(eq=False)
 class BlockEncoder:
     """Blocks encoded for a Writer: its compressor (``compress``, None for none), checksums
     (``sums``, None for none), per column statistics builders and domains (``stats``,
     ``domains``, None for none), in ``threads`` threads. A task is (column, its rows, None),
     or (column, its rows, (stored bytes, raw length)) for a block another file stores."""
 
-    def __init__(self, compress, sums, stats, domains, threads):
-        self._compress = compress
-        self._sums = sums
-        self._stats = stats
-        self._domains = domains
-        self._threads = threads
+    compress: object
+    sums: object
+    stats: list
+    domains: list
+    threads: int
 
     def encode(self, task):
         """(column index, stored bytes, raw length, CRC-32 or None, statistics or None) of
@@ -35,12 +36,12 @@ class BlockEncoder:
             data, nraw = copy
             return (col.index, data, int(nraw), self._checksum(col, data),
                     self._block_stats(col, chunk))
-        if self._domains[col.index] == block_stats.TEXT:
+        if self.domains[col.index] == block_stats.TEXT:
             raw, stats = col.payload_with_statistics(chunk)
         else:
             raw, stats = col.payload(chunk), None
         nraw = memoryview(raw).nbytes
-        data = raw if self._compress is None else self._compress(raw)
+        data = raw if self.compress is None else self.compress(raw)
         ndisk = memoryview(data).nbytes
         if nraw > MAX_INT32 or ndisk > MAX_INT32:
             raise ValueError(f"column {col.name!r}: one block is {nraw} bytes, more than the "
@@ -51,10 +52,10 @@ class BlockEncoder:
 
     def _checksum(self, col, data):
         """The block's CRC-32, for the checksums and for its statistics (None: neither)."""
-        return None if self._sums is None and self._stats[col.index] is None else crc(data)
+        return None if self.sums is None and self.stats[col.index] is None else crc(data)
 
     def _block_stats(self, col, chunk):
-        if self._domains[col.index] is None:
+        if self.domains[col.index] is None:
             return None
         if not col.is_vector:
             return block_stats.item_block(col.type, chunk)
@@ -69,7 +70,7 @@ class BlockEncoder:
         work (fixed-width items, no compression, checksums or statistics) is taken in this
         thread: with either, its CRC-32 and statistics are found in the threads while this
         one writes."""
-        threads = self._threads
+        threads = self.threads
         if threads <= 1 or len(tasks) <= 1:
             for t in tasks:
                 put(*self.encode(t))
@@ -97,8 +98,8 @@ class BlockEncoder:
         threads; a block that needs no work (run) alone, for this thread."""
         group, size = [], 0
         for t in tasks:
-            if self._compress is None and t[0].trivial and self._sums is None \
-                    and self._stats[t[0].index] is None:
+            if self.compress is None and t[0].trivial and self.sums is None \
+                    and self.stats[t[0].index] is None:
                 if group:
                     yield False, group
                     group, size = [], 0

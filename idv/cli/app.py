@@ -6,6 +6,7 @@ import argparse
 import errno
 import functools
 import io
+import inspect
 import json
 import os
 import sys
@@ -149,33 +150,30 @@ def _add_schema(sub, common, reading):
     s.set_defaults(run=cmd_schema)
 
 
+def _add_per_file(sub, common, name, run, flag, **texts):
+    """A command that opens each FILE itself (not the dataset of them all), with one switch:
+    `flag` is (its name, its help); its description is the docstring of `run`."""
+    s = sub.add_parser(name, parents=[common], description=inspect.cleandoc(run.__doc__),
+                       **texts)
+    s.add_argument(flag[0], action="store_true", help=flag[1])
+    s.set_defaults(run=run, opens_file=False)
+
+
 def _add_verify(sub, common, reading):
-    s = sub.add_parser(
-        "verify", parents=[common], help="check every byte: blocks, lookup tables, metadata",
-        description="Decode every block of every column and every metadata value, and check "
-                    "every offset and length: the header, the table of contents, each lookup "
-                    "table, that blocks, lookup tables and metadata do not overlap. Prints "
-                    "each problem found with its column, block and byte offset.",
+    _add_per_file(
+        sub, common, "verify", cmd_verify,
+        ("--strict", "fail on warnings too (parts that could not be checked)"),
+        help="check every byte: blocks, lookup tables, metadata",
         epilog="Exit codes: 0 sound (warnings, such as a column whose codec this reader does "
                "not know, are listed but do not fail it unless --strict), 1 problems found or "
                "the file cannot be opened, 2 usage error.")
-    s.add_argument("--strict", action="store_true",
-                   help="fail on warnings too (parts that could not be checked)")
-    s.set_defaults(run=cmd_verify, opens_file=False)
 
 
 def _add_stats(sub, common, reading):
-    s = sub.add_parser(
-        "stats", parents=[common], help="each column's minimum, maximum and missing count",
-        description="Each column's statistics over the file: values present and missing "
-                    "(NaN, a key's 0), minimum and maximum (Text: bounds of at most 64 bytes, "
-                    "... where cut), from the block statistics idv writes; a file without "
-                    "them has them computed from its blocks, with a note. --add stores them "
-                    "in files that have none (ML.NET's too), atomically, leaving every block "
-                    "as it is.")
-    s.add_argument("--add", action="store_true",
-                   help="add block statistics to each FILE (local files), in place")
-    s.set_defaults(run=cmd_stats, opens_file=False)
+    _add_per_file(
+        sub, common, "stats", cmd_stats,
+        ("--add", "add block statistics to each FILE (local files), in place"),
+        help="each column's minimum, maximum and missing count")
 
 
 def _add_cat(sub, common, reading):

@@ -10,6 +10,11 @@ from idv.cli.render import dump_json, render_table
 
 
 def cmd_stats(args, out):
+    """Each column's statistics over the file: values present and missing (NaN, a key's 0),
+    minimum and maximum (Text: bounds of at most 64 bytes, ... where cut), from the block
+    statistics idv writes; a file without them has them computed from its blocks, with a
+    note. --add stores them in files that have none (ML.NET's too), atomically, leaving every
+    block as it is."""
     sources = args.sources
     if args.add:
         for path in sources.paths:

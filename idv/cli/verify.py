@@ -37,6 +37,10 @@ def _why(reports, args):
 
 
 def cmd_verify(args, out):
+    """Decode every block of every column and every metadata value, and check every offset
+    and length: the header, the table of contents, each lookup table, that blocks, lookup
+    tables and metadata do not overlap. Prints each problem found with its column, block and
+    byte offset."""
     sources = args.sources
     if sources.single:
         checked = [(args.file, _check(lambda: open_sources(sources, args)))]
