@@ -84,9 +84,8 @@ class Backend:
     ``native``: the C decompressor idv._compression.inflate_blocks runs (GIL released), or None
     to call ``inflate(data, raw_len) -> bytes`` per block. ``compressor(level)`` gives
     ``fn(raw bytes-like) -> raw DEFLATE bytes``; ``levels`` are the valid levels,
-    ``default_level`` the one used when none is given and ``convert_level`` the one idv.convert
-    uses by default (the fastest that keeps files near ML.NET's size). ``runs``: what does the
-    work, for people choosing a backend.
+    ``default_level`` the one used when none is given (idv.convert's: `convert_deflate`).
+    ``runs``: what does the work, for people choosing a backend.
     """
 
     name: str
@@ -94,7 +93,6 @@ class Backend:
     install: str
     levels: range
     default_level: int
-    convert_level: int
     native: Optional[int]
     inflate: Optional[Callable]
     compressor: Callable
@@ -128,17 +126,17 @@ class Backend:
 
 # fastest first: the order default_backend() picks in
 BACKENDS = {b.name: b for b in (
-    Backend("libdeflate", _deflate is not None, "pip install deflate", range(0, 13), 6, 2,
+    Backend("libdeflate", _deflate is not None, "pip install deflate", range(0, 13), 6,
             _compression.NATIVE_LIBDEFLATE if _compression.LIBDEFLATE_INFLATE else None,
             _libdeflate_inflate, _libdeflate_compressor,
             runs="libdeflate's C API, the GIL released" if _compression.LIBDEFLATE_INFLATE
             else "the deflate package's Python functions"),
-    Backend("isal", _isal is not None, "pip install isal", range(0, 4), 2, 1,
+    Backend("isal", _isal is not None, "pip install isal", range(0, 4), 2,
             None, _isal_inflate, _isal_compressor,
             lambda: (_isal.decompressobj(-15), _isal.crc32),
             runs="the isal package's Python functions"),
     # zlib's levels include -1 (its own default, 6); 6 is also ML.NET's
-    Backend("zlib", True, "", range(-1, 10), 6, 4,
+    Backend("zlib", True, "", range(-1, 10), 6,
             _compression.NATIVE_ZLIB, None, _zlib_compressor,
             lambda: (zlib.decompressobj(-15), zlib.crc32),
             runs="zlib's C API, the GIL released" if _compression.ZLIB_C
@@ -161,24 +159,27 @@ def default_backend():
     return installed()[0]
 
 
-# idv.convert's default: the fastest level that keeps a file within 1.15x the size of
-# ML.NET's (zlib level 6) for the same data. libdeflate's level 2 is 0.98-1.07x of it on
-# numeric, text and ML.NET's own files (its level 1, and ISA-L at every level, up to 1.5x and
-# 1.76x on evenly spaced numbers and short text), at 1.5x the speed of its level 6; without
-# libdeflate, zlib's level 4 (its first lazy level: 1.0-1.07x). ISA-L is used when asked for:
-# the fastest compressor, for files 10-76 % larger (docs/benchmarks.md, "Converting").
-_CONVERT_COMPRESSORS = ("libdeflate", "zlib")
+# idv.convert's default DEFLATE: the first installed library of these, each at the fastest
+# level that keeps the scale benchmark's Parquet data (rounded floats, small ints, repeated
+# short text) within 1.2x ML.NET's size (zlib level 6): ISA-L's level 1 (1.15x; level 0:
+# 1.47x), as fast as pyarrow's own Parquet copy; libdeflate's level 1 (1.09x) and zlib's (1.04x)
+# where ISA-L is not installed. Evenly spaced numbers and short varied text can come out up to
+# 1.7x (ISA-L) and 1.5x (libdeflate) larger; libdeflate's level 2 keeps them within 1.07x, at
+# about a third of ISA-L's speed (docs/benchmarks.md, "Converting").
+_CONVERT_LEVELS = {"isal": 1, "libdeflate": 1, "zlib": 1}
 
 
 def convert_deflate(level=None, backend_name=None):
     """(backend name, level) of idv.convert's default DEFLATE. A level given is taken as
     idv.write takes it (with the given or default library); without one, the given library's
-    convert level, or libdeflate's level 2 (else zlib's level 4)."""
+    convert level, or the first installed of ISA-L, libdeflate and zlib at its convert level.
+    An unknown or missing library raises, as in `backend`."""
     if level is not None:
         return backend_name, level
     if backend_name is None:
-        backend_name = next(n for n in _CONVERT_COMPRESSORS if BACKENDS[n].installed)
-    return backend_name, backend(backend_name).convert_level
+        backend_name = next(n for n in _CONVERT_LEVELS if BACKENDS[n].installed)
+    b = backend(backend_name)
+    return b.name, _CONVERT_LEVELS[b.name]
 
 
 def stream_inflater():

@@ -373,24 +373,46 @@ def test_cli_convert_level_and_backend(tmp_path):
 
 
 def test_convert_default_deflate(tmp_path):
-    """convert's default DEFLATE: libdeflate's level 2 where installed (else zlib's 4); a
-    level given keeps idv.write's library, a library given gets its convert level."""
+    """convert's default DEFLATE: ISA-L's level 1 where installed, else libdeflate's 1, else
+    zlib's 1; a level given keeps idv.write's library, a library given gets its convert
+    level. The default's file holds the values, in the bytes idv.write makes with it."""
     from idv.compression import convert_deflate, installed
-    fastest = "libdeflate" if "libdeflate" in installed() else "zlib"
-    level = {"libdeflate": 2, "zlib": 4}[fastest]
-    assert convert_deflate() == (fastest, level)
+    fastest = next(n for n in ("isal", "libdeflate", "zlib") if n in installed())
+    assert convert_deflate() == (fastest, 1)
     assert convert_deflate(6) == (None, 6)
-    assert convert_deflate(None, "zlib") == ("zlib", 4)
+    assert convert_deflate(None, "zlib") == ("zlib", 1)
     assert convert_deflate(9, "zlib") == ("zlib", 9)
     vals = _values(20_000, seed=3)
+    nums = np.round(np.random.default_rng(3).random(20_000) * 100, 2).astype(np.float32)
     src = tmp_path / "t.parquet"
-    pq.write_table(pa.table({"s": vals}), src)
+    pq.write_table(pa.table({"s": vals, "x": nums}), src)
     idv.convert(src, tmp_path / "fast.idv")
-    idv.write(tmp_path / "w1.idv", {"s": np.array(vals, object)}, backend=fastest, level=level)
+    got = idv.read(tmp_path / "fast.idv")
+    assert got["s"].tolist() == vals
+    assert np.array_equal(got["x"], nums)
+    idv.write(tmp_path / "w1.idv", {"s": np.array(vals, object), "x": nums}, backend=fastest,
+              level=1)
     assert (tmp_path / "fast.idv").read_bytes() == (tmp_path / "w1.idv").read_bytes()
     idv.convert(src, tmp_path / "six.idv", level=6)
-    idv.write(tmp_path / "w6.idv", {"s": np.array(vals, object)})
+    idv.write(tmp_path / "w6.idv", {"s": np.array(vals, object), "x": nums})
     assert (tmp_path / "six.idv").read_bytes() == (tmp_path / "w6.idv").read_bytes()
+
+
+@pytest.mark.parametrize("missing, chosen", [(("isal",), "libdeflate"),
+                                             (("isal", "libdeflate"), "zlib")])
+def test_convert_default_deflate_without_the_optional_libraries(missing, chosen, monkeypatch):
+    """Without ISA-L the default falls back to libdeflate, without both to zlib (built in),
+    each at its convert level; a missing library asked for by name is an ImportError."""
+    import dataclasses
+    from idv import compression
+    if not compression.BACKENDS[chosen].installed:
+        pytest.skip(f"{chosen} is not installed")
+    for name in missing:
+        monkeypatch.setitem(compression.BACKENDS, name,
+                            dataclasses.replace(compression.BACKENDS[name], installed=False))
+    assert compression.convert_deflate() == (chosen, 1)
+    with pytest.raises(ImportError, match=missing[0]):
+        compression.convert_deflate(None, missing[0])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -225,12 +225,12 @@ def _add_convert(sub, common, reading):
     s.add_argument("--rows-per-block", type=_positive, default=None, metavar="N",
                    help="rows per block of an .idv output (default: ML.NET's rule)")
     s.add_argument("--level", type=int, default=None, metavar="N",
-                   help="DEFLATE level of an .idv output (default: libdeflate's 2, zlib's "
-                        "4: files near ML.NET's size; 6 is ML.NET's level, slower)")
+                   help="DEFLATE level of an .idv output (default: 1, the fastest; "
+                        "libdeflate's 2 keeps files near ML.NET's size; 6 is ML.NET's level)")
     s.add_argument("--backend", default=None, metavar="NAME",
-                   help="DEFLATE library of an .idv output: libdeflate (the default where "
-                        "installed), zlib (ML.NET's bytes at --level 6) or isal (fastest, "
-                        "files 10-76%% larger)")
+                   help="DEFLATE library of an .idv output: isal (the default where "
+                        "installed: fastest, files up to 1.7x ML.NET's), libdeflate (the "
+                        "next) or zlib (ML.NET's bytes at --level 6)")
     s.add_argument("--datetime", choices=("auto", "auto-us", "exact", "us", "ns", "ticks"),
                    default=None,
                    help="DateTime/TimeSpan on the Arrow side: auto (the default: per column "
