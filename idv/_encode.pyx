@@ -266,7 +266,10 @@ cdef extern from *:
        builtin: GCC's and clang's, MSVC's). */
     static inline unsigned long long idv_key8(const unsigned char *s, long long m) {
         unsigned long long v = 0;
-        memcpy(&v, s, m < 8 ? (size_t)m : 8);
+        if (m >= 8)
+            memcpy(&v, s, 8);           /* one load: a constant size is inlined */
+        else
+            memcpy(&v, s, (size_t)m);
     #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
         return v;
     #elif defined(_MSC_VER)
@@ -278,6 +281,15 @@ cdef extern from *:
     """
     # keys that differ order their values as their bytes do (equal keys tell nothing)
     uint64_t _key8 "idv_key8"(const uint8_t *s, int64_t m) noexcept nogil
+
+
+cdef inline int _keyed_compare(const uint8_t *d, uint64_t ka, int64_t a, int64_t na,
+                               uint64_t kb, int64_t b, int64_t nb) noexcept nogil:
+    """_compare_bytes of d[a:a + na] and d[b:b + nb], given their _key8 keys: most values
+    differ from a block's bounds in their first 8 bytes, told by one integer comparison."""
+    if ka != kb:
+        return -1 if ka < kb else 1
+    return _compare_bytes(d, a, na, b, nb)
 
 
 @cython.boundscheck(False)
@@ -337,14 +349,12 @@ def encode_text(cnp.ndarray values, Py_ssize_t bounds=0):
                 break
             if bounds > 0:
                 at, m = q - start, p - q
-                key = _key8(q, m)           # most values differ from the bounds in 8 bytes
+                key = _key8(q, m)
                 if i == 0:
                     lo, lo_n, hi, hi_n, lo_key, hi_key = at, m, at, m, key, key
-                elif key < lo_key or (key == lo_key and
-                                      _compare_bytes(start, at, m, lo, lo_n) < 0):
+                elif _keyed_compare(start, key, at, m, lo_key, lo, lo_n) < 0:
                     lo, lo_n, lo_key = at, m, key
-                elif key > hi_key or (key == hi_key and
-                                      _compare_bytes(start, at, m, hi, hi_n) > 0):
+                elif _keyed_compare(start, key, at, m, hi_key, hi, hi_n) > 0:
                     hi, hi_n, hi_key = at, m, key
             b32 = <int32_t>units
             memcpy(out + 4 + 4 * i, &b32, 4)
@@ -435,6 +445,7 @@ def utf8_extremes(const int64_t[::1] offsets, const uint8_t[::1] data):
     `data`), in byte order."""
     cdef Py_ssize_t i, n = offsets.shape[0] - 1, lo = 0, hi = 0
     cdef int64_t j, size = data.shape[0], a, na
+    cdef uint64_t key, lo_key, hi_key
     cdef uint8_t seen = 0
     cdef const uint8_t *d
     if n < 1:
@@ -443,17 +454,23 @@ def utf8_extremes(const int64_t[::1] offsets, const uint8_t[::1] data):
     for i in range(n):
         if offsets[i + 1] < offsets[i]:
             raise ValueError(f"text offsets decrease at value {i}")
-    d = &data[0] if size else <const uint8_t *>NULL
+    if offsets[n] == offsets[0]:        # every value empty (and maybe no bytes at all)
+        return 0, 0, True
+    d = &data[0]
     with nogil:
         for j in range(offsets[0], offsets[n]):
             seen |= d[j]
+        lo_key = hi_key = _key8(d + offsets[0], offsets[1] - offsets[0])
         for i in range(1, n):
             a = offsets[i]
             na = offsets[i + 1] - a
-            if _compare_bytes(d, a, na, offsets[lo], offsets[lo + 1] - offsets[lo]) < 0:
-                lo = i
-            elif _compare_bytes(d, a, na, offsets[hi], offsets[hi + 1] - offsets[hi]) > 0:
-                hi = i
+            key = _key8(d + a, na)
+            if _keyed_compare(d, key, a, na, lo_key, offsets[lo],
+                              offsets[lo + 1] - offsets[lo]) < 0:
+                lo, lo_key = i, key
+            elif _keyed_compare(d, key, a, na, hi_key, offsets[hi],
+                                offsets[hi + 1] - offsets[hi]) > 0:
+                hi, hi_key = i, key
     return lo, hi, seen < 0x80
 
 

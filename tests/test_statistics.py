@@ -209,6 +209,18 @@ def test_text_bounds_are_code_point_order(words):
             assert high < block.high and not block.high.startswith(high[:S.PREFIX])
 
 
+@pytest.mark.parametrize("words", [["", "", ""], ["a\x00", "a", "a\x00\x00", "a\x00\x01"],
+                                   ["abcdefgh\x00", "abcdefgh", "abcdefghi", "abcdefg"],
+                                   ["user12", "user9", "user123", "user1", "user9\x00"]])
+def test_utf8_text_bounds_past_their_first_8_bytes(words):
+    """Arrow text's bounds where values agree in their first 8 bytes, zero bytes padding
+    included (compared in full there), and where every value is empty."""
+    encoded = [w.encode() for w in words]
+    offsets = np.cumsum([0] + [len(e) for e in encoded], dtype=np.int64)
+    block = S.text(offsets, np.frombuffer(b"".join(encoded), np.uint8))
+    assert (block.low, block.high) == (min(encoded), max(encoded))
+
+
 def _blocks_rewritten(data, move_bytes):
     """`data` (a file of one column) with its first two blocks exchanged in its lookup table:
     with `move_bytes` their bytes too (the same values, blocks moved), else not (block 0 now

@@ -198,10 +198,10 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         short varied text. ``backend="libdeflate", level=2`` keeps files within 1.07x of
         ML.NET's at about a third of the speed; ``backend="zlib", level=6`` gives ML.NET's
         own bytes. A backend given without a level is used at level 1. From a local .idv
-        file without either (and with its own
-        ``rows_per_block``), the blocks stored as the output stores them (the same codec and
-        compression) are copied as they are, not compressed again; their rows are still
-        decoded for the output's statistics and checks.
+        file without either (and with its own ``rows_per_block``), the blocks stored as the
+        output stores them (the same codec and compression) are copied as they are, not
+        compressed again; their rows are still decoded for the output's statistics and
+        checks.
     legacy_keys : {'shift'}, optional
         ``"shift"`` writes the keys of ML.NET 0.x files that have a min (``Key<UInt32, 3,
         min=1>``, which ML.NET 1.x refuses) from min 0, as ML.NET 1.x loads them:
