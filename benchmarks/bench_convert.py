@@ -27,11 +27,12 @@ For each dataset, interleaved, best of ``--repeat`` runs:
                    pq.read_table: the same values in pyarrow's text forms)
 
 The ratio is the pyarrow copy's seconds / idv's seconds (>= 1: at least as fast). Output sizes
-are reported; an .idv output's also against ML.NET's file of the same data (goal of the
-scale benchmark's data: at most 1.2x by default; these data can be larger). Sizes alone (.idv -> .idv, the default and the other settings, against
-the source's bytes): bench_write's numeric, mixed and text data (in ML.NET's bytes: idv.write
-with backend="zlib", level=6, checksums and statistics off, which gives exactly the file
-ML.NET's saver writes) and ML.NET's own files in ``$IDV_SHARED/mlnet-files``.
+are reported; an .idv output's also against ML.NET's file of the same data (the goal, on
+the scale benchmark's data: at most 1.2x by default; these data can be larger). Sizes alone
+(.idv -> .idv, the default and the other settings, against the source's bytes): bench_write's
+numeric, mixed and text data (in ML.NET's bytes: idv.write with backend="zlib", level=6,
+checksums and statistics off, which gives exactly the file ML.NET's saver writes) and ML.NET's
+own files in ``$IDV_SHARED/mlnet-files``.
 
 Peak memory: each conversion runs once more in a child process, which reports
 its peak resident memory (VmHWM); the pyarrow copy (the whole table in memory) is measured
