@@ -192,16 +192,14 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         Arrow; for CSV they also tell pyarrow how to parse the column).
     level, backend : optional
         The DEFLATE level and library of an .idv output. The default is ISA-L's level 1
-        (the ``fast`` or ``isal`` extra; else libdeflate's level 1, else zlib's): as fast as
-        pyarrow copying the data Parquet to Parquet, for files 1.1-1.2x ML.NET's size on
-        rounded numbers and repeated short text, up to 1.7x on evenly spaced numbers and
-        short varied text. ``backend="libdeflate", level=2`` keeps files within 1.07x of
-        ML.NET's at about a third of the speed; ``backend="zlib", level=6`` gives ML.NET's
-        own bytes. A backend given without a level is used at level 1. From a local .idv
-        file without either (and with its own ``rows_per_block``), the blocks stored as the
-        output stores them (the same codec and compression) are copied as they are, not
-        compressed again; their rows are still decoded for the output's statistics and
-        checks.
+        (else libdeflate's, else zlib's level 1): as fast as pyarrow's Parquet copy, for
+        files 1.1-1.2x ML.NET's size on rounded numbers and repeated short text, up to 1.7x
+        on evenly spaced numbers and short varied text; ``backend="libdeflate", level=2``:
+        within 1.07x, a third of the speed; ``backend="zlib", level=6``: ML.NET's own bytes.
+        A backend without a level: level 1. From a local .idv file without either (and with
+        its own ``rows_per_block``), the blocks stored as the output stores them (the same
+        codec and compression) are copied as they are, not compressed again; their rows are
+        still decoded for the output's statistics and checks.
     legacy_keys : {'shift'}, optional
         ``"shift"`` writes the keys of ML.NET 0.x files that have a min (``Key<UInt32, 3,
         min=1>``, which ML.NET 1.x refuses) from min 0, as ML.NET 1.x loads them:
