@@ -5,10 +5,11 @@ and ``backend=``.
 ISA-L (`isal`) and zlib (built in). Each entry says whether it is installed, how to install it,
 how it decompresses a run of blocks and how it compresses one, its levels, and what does the
 work (`runs`; `backends()` lists them): zlib is zlib's C API, or Python's zlib module in a build
-made without zlib's headers (the same bytes either way). Reading
-(idv.open) and writing (idv.write, idv.Writer, idv.convert) take the same names and the same
-default, `default_backend()`. Only zlib writes bytes identical to ML.NET's (same data either
-way). The C mechanics are in idv._compression.
+made without zlib's headers (the same bytes either way). Reading (idv.open) and writing
+(idv.write, idv.Writer, idv.convert) take the same names and the same default,
+`default_backend()`, but for idv.convert's library and level (`convert_deflate`: the fastest
+compressor). Only zlib writes bytes identical to ML.NET's (same data either way). The C
+mechanics are in idv._compression.
 """
 from __future__ import annotations
 
