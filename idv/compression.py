@@ -163,10 +163,10 @@ def default_backend():
 # idv.convert's default DEFLATE: the first installed library of these, each at the fastest
 # level that keeps the scale benchmark's Parquet data (rounded floats, small ints, repeated
 # short text) within 1.2x ML.NET's size (zlib level 6): ISA-L's level 1 (1.15x; level 0:
-# 1.47x), as fast as pyarrow's own Parquet copy; libdeflate's level 1 (1.09x) and zlib's (1.04x)
-# where ISA-L is not installed. Evenly spaced numbers and short varied text can come out up to
-# 1.7x (ISA-L) and 1.5x (libdeflate) larger; libdeflate's level 2 keeps them within 1.07x, at
-# about a third of ISA-L's speed (docs/benchmarks.md, "Converting").
+# 1.47x), about as fast as pyarrow's own Parquet copy; libdeflate's level 1 (1.09x) and
+# zlib's (1.04x) where ISA-L is not installed. Evenly spaced numbers and short varied text
+# can come out up to 1.7x (ISA-L) and 1.5x (libdeflate) larger; libdeflate's level 2 keeps
+# them within 1.07x, at about a third of ISA-L's speed (docs/benchmarks.md, "Converting").
 _CONVERT_LEVELS = {"isal": 1, "libdeflate": 1, "zlib": 1}
 
 

@@ -192,7 +192,7 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         Arrow; for CSV they also tell pyarrow how to parse the column).
     level, backend : optional
         The DEFLATE level and library of an .idv output. The default is ISA-L's level 1
-        (else libdeflate's, else zlib's level 1): as fast as pyarrow's Parquet copy, for
+        (else libdeflate's, else zlib's level 1): about pyarrow's Parquet copy's speed, for
         files 1.1-1.2x ML.NET's size on rounded numbers and repeated short text, up to 1.7x
         on evenly spaced numbers and short varied text; ``backend="libdeflate", level=2``:
         within 1.07x, a third of the speed; ``backend="zlib", level=6``: ML.NET's own bytes.
