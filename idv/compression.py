@@ -167,6 +167,8 @@ def default_backend():
 # zlib's (1.04x) where ISA-L is not installed. Evenly spaced numbers and short varied text
 # can come out up to 1.7x (ISA-L) and 1.5x (libdeflate) larger; libdeflate's level 2 keeps
 # them within 1.07x, at about a third of ISA-L's speed (docs/benchmarks.md, "Converting").
+# ISA-L's bytes, compressed in the writer's threads, can differ by a byte in a few blocks from
+# run to run (the same values); libdeflate's and zlib's repeat exactly.
 _CONVERT_LEVELS = {"isal": 1, "libdeflate": 1, "zlib": 1}
 
 
