@@ -474,6 +474,192 @@ def utf8_extremes(const int64_t[::1] offsets, const uint8_t[::1] data):
     return lo, hi, seen < 0x80
 
 
+# ---------------------------------------------------------------- numeric bounds
+# One pass of C over a block of fixed-width numbers, the GIL released, for the statistics of
+# idv._storage.statistics.item_block (which says what they mean): the count missing (NaN, or 0
+# for keys) and the least and greatest of the others. The loops are branch-free so that the
+# compiler vectorizes them; a zero bound is +0.0, whichever zero the block holds.
+cdef extern from *:
+    """
+    #include <math.h>
+    #define IDV_MIN(a, x) ((x) < (a) ? (x) : (a))
+    #define IDV_MAX(b, x) ((x) > (b) ? (x) : (b))
+    #define IDV_INT_BOUNDS(NAME, T, R, TMAX, TMIN)                                    \
+    static Py_ssize_t NAME(const void *v, Py_ssize_t n, int zero_missing,            \
+                           R *lo, R *hi) {                                            \
+        const T *p = (const T *)v;                                                    \
+        T a = TMAX, b = TMIN;                                                         \
+        Py_ssize_t i, zeros = 0;                                                      \
+        if (!zero_missing) {                                                          \
+            for (i = 0; i < n; i++) { a = IDV_MIN(a, p[i]); b = IDV_MAX(b, p[i]); }    \
+        } else {                                                                      \
+            for (i = 0; i < n; i++) {                                                 \
+                T x = p[i];                                                           \
+                zeros += x == 0;                                                      \
+                a = IDV_MIN(a, x == 0 ? TMAX : x);                                    \
+                b = IDV_MAX(b, x == 0 ? TMIN : x);                                    \
+            }                                                                         \
+        }                                                                             \
+        *lo = (R)a; *hi = (R)b;                                                       \
+        return zeros;                                                                 \
+    }
+    /* floats: NaN is missing; x < a ? x : a leaves a NaN x out. SSE2 (every x86-64) takes
+       4 or 2 lanes at once, as MINPS/MAXPS give exactly that rule; elsewhere one at a time. */
+    #define IDV_FLOAT_TAIL(T)                                                         \
+        for (; i < n; i++) {                                                          \
+            T x = p[i];                                                               \
+            nans += x != x;                                                           \
+            a = IDV_MIN(a, x); b = IDV_MAX(b, x);                                     \
+        }                                                                             \
+        *lo = (double)a + 0.0; *hi = (double)b + 0.0;                                 \
+        return nans;
+    #if defined(__SSE2__) || defined(_M_X64)
+    #include <emmintrin.h>
+    static Py_ssize_t idv_bounds_f4(const void *v, Py_ssize_t n, int zero_missing,
+                                    double *lo, double *hi) {
+        const float *p = (const float *)v;
+        __m128 a0 = _mm_set1_ps(INFINITY), a1 = a0, b0 = _mm_set1_ps(-INFINITY), b1 = b0;
+        __m128i c0 = _mm_setzero_si128(), c1 = c0;
+        float la[4], lb[4], a, b;
+        int32_t lc[4];
+        Py_ssize_t i, k, nans = 0;
+        (void)zero_missing;
+        for (i = 0; i + 8 <= n; ) {
+            Py_ssize_t end = n - i > ((Py_ssize_t)1 << 30) ? i + ((Py_ssize_t)1 << 30) : n;
+            for (; i + 8 <= end; i += 8) {
+                __m128 x = _mm_loadu_ps(p + i), y = _mm_loadu_ps(p + i + 4);
+                c0 = _mm_sub_epi32(c0, _mm_castps_si128(_mm_cmpunord_ps(x, x)));
+                c1 = _mm_sub_epi32(c1, _mm_castps_si128(_mm_cmpunord_ps(y, y)));
+                a0 = _mm_min_ps(x, a0); a1 = _mm_min_ps(y, a1);
+                b0 = _mm_max_ps(x, b0); b1 = _mm_max_ps(y, b1);
+            }
+            /* each int32 lane counted at most 2**27 NaNs: add them up before they could wrap */
+            _mm_storeu_si128((__m128i *)lc, _mm_add_epi32(c0, c1));
+            nans += (Py_ssize_t)lc[0] + lc[1] + lc[2] + lc[3];
+            c0 = c1 = _mm_setzero_si128();
+        }
+        _mm_storeu_ps(la, _mm_min_ps(a0, a1));
+        _mm_storeu_ps(lb, _mm_max_ps(b0, b1));
+        a = la[0]; b = lb[0];
+        for (k = 1; k < 4; k++) {
+            a = IDV_MIN(a, la[k]); b = IDV_MAX(b, lb[k]);
+        }
+        IDV_FLOAT_TAIL(float)
+    }
+    static Py_ssize_t idv_bounds_f8(const void *v, Py_ssize_t n, int zero_missing,
+                                    double *lo, double *hi) {
+        const double *p = (const double *)v;
+        __m128d a0 = _mm_set1_pd(INFINITY), a1 = a0, b0 = _mm_set1_pd(-INFINITY), b1 = b0;
+        __m128i c0 = _mm_setzero_si128(), c1 = c0;
+        double la[2], lb[2], a, b;
+        int64_t lc[2];
+        Py_ssize_t i, nans;
+        (void)zero_missing;
+        for (i = 0; i + 4 <= n; i += 4) {
+            __m128d x = _mm_loadu_pd(p + i), y = _mm_loadu_pd(p + i + 2);
+            c0 = _mm_sub_epi64(c0, _mm_castpd_si128(_mm_cmpunord_pd(x, x)));
+            c1 = _mm_sub_epi64(c1, _mm_castpd_si128(_mm_cmpunord_pd(y, y)));
+            a0 = _mm_min_pd(x, a0); a1 = _mm_min_pd(y, a1);
+            b0 = _mm_max_pd(x, b0); b1 = _mm_max_pd(y, b1);
+        }
+        _mm_storeu_pd(la, _mm_min_pd(a0, a1));
+        _mm_storeu_pd(lb, _mm_max_pd(b0, b1));
+        _mm_storeu_si128((__m128i *)lc, _mm_add_epi64(c0, c1));
+        nans = (Py_ssize_t)(lc[0] + lc[1]);
+        a = IDV_MIN(la[0], la[1]); b = IDV_MAX(lb[0], lb[1]);
+        IDV_FLOAT_TAIL(double)
+    }
+    #else
+    #define IDV_FLOAT_BOUNDS(NAME, T)                                                 \
+    static Py_ssize_t NAME(const void *v, Py_ssize_t n, int zero_missing,            \
+                           double *lo, double *hi) {                                  \
+        const T *p = (const T *)v;                                                    \
+        T a = (T)INFINITY, b = -(T)INFINITY;                                          \
+        Py_ssize_t i = 0, nans = 0;                                                   \
+        (void)zero_missing;                                                           \
+        IDV_FLOAT_TAIL(T)                                                             \
+    }
+    IDV_FLOAT_BOUNDS(idv_bounds_f4, float)
+    IDV_FLOAT_BOUNDS(idv_bounds_f8, double)
+    #endif
+    IDV_INT_BOUNDS(idv_bounds_i1, int8_t, int64_t, INT8_MAX, INT8_MIN)
+    IDV_INT_BOUNDS(idv_bounds_i2, int16_t, int64_t, INT16_MAX, INT16_MIN)
+    IDV_INT_BOUNDS(idv_bounds_i4, int32_t, int64_t, INT32_MAX, INT32_MIN)
+    IDV_INT_BOUNDS(idv_bounds_i8, int64_t, int64_t, INT64_MAX, INT64_MIN)
+    IDV_INT_BOUNDS(idv_bounds_u1, uint8_t, uint64_t, UINT8_MAX, 0)
+    IDV_INT_BOUNDS(idv_bounds_u2, uint16_t, uint64_t, UINT16_MAX, 0)
+    IDV_INT_BOUNDS(idv_bounds_u4, uint32_t, uint64_t, UINT32_MAX, 0)
+    IDV_INT_BOUNDS(idv_bounds_u8, uint64_t, uint64_t, UINT64_MAX, 0)
+    """
+    Py_ssize_t idv_bounds_i1(const void *v, Py_ssize_t n, int z, int64_t *lo, int64_t *hi) nogil
+    Py_ssize_t idv_bounds_i2(const void *v, Py_ssize_t n, int z, int64_t *lo, int64_t *hi) nogil
+    Py_ssize_t idv_bounds_i4(const void *v, Py_ssize_t n, int z, int64_t *lo, int64_t *hi) nogil
+    Py_ssize_t idv_bounds_i8(const void *v, Py_ssize_t n, int z, int64_t *lo, int64_t *hi) nogil
+    Py_ssize_t idv_bounds_u1(const void *v, Py_ssize_t n, int z, uint64_t *lo, uint64_t *hi) nogil
+    Py_ssize_t idv_bounds_u2(const void *v, Py_ssize_t n, int z, uint64_t *lo, uint64_t *hi) nogil
+    Py_ssize_t idv_bounds_u4(const void *v, Py_ssize_t n, int z, uint64_t *lo, uint64_t *hi) nogil
+    Py_ssize_t idv_bounds_u8(const void *v, Py_ssize_t n, int z, uint64_t *lo, uint64_t *hi) nogil
+    Py_ssize_t idv_bounds_f4(const void *v, Py_ssize_t n, int z, double *lo, double *hi) nogil
+    Py_ssize_t idv_bounds_f8(const void *v, Py_ssize_t n, int z, double *lo, double *hi) nogil
+
+ctypedef Py_ssize_t (*_sbounds_t)(const void *, Py_ssize_t, int, int64_t *, int64_t *) noexcept nogil
+ctypedef Py_ssize_t (*_ubounds_t)(const void *, Py_ssize_t, int, uint64_t *, uint64_t *) noexcept nogil
+ctypedef Py_ssize_t (*_fbounds_t)(const void *, Py_ssize_t, int, double *, double *) noexcept nogil
+
+cdef dict _BOUNDS_KIND = {"b": 0, "h": 0, "i": 0, "l": 0, "q": 0,
+                          "B": 1, "H": 1, "I": 1, "L": 1, "Q": 1, "f": 2, "d": 2}
+
+
+def numeric_bounds(values, bint zero_missing=False):
+    """(present, missing, low, high) of a C-contiguous array of native integers or floats
+    (NaN missing; with `zero_missing`, 0 missing), low and high None when none is present;
+    None for an array of any other kind (the caller then has numpy do it)."""
+    cdef cnp.ndarray arr
+    cdef Py_ssize_t n, missing = 0
+    cdef int64_t slo = 0, shi = 0
+    cdef uint64_t ulo = 0, uhi = 0
+    cdef double flo = 0, fhi = 0
+    cdef const void *p
+    cdef int kind, size
+    cdef _sbounds_t sf = NULL
+    cdef _ubounds_t uf = NULL
+    cdef _fbounds_t ff = NULL
+    if type(values) is not np.ndarray:
+        return None
+    arr = <cnp.ndarray>values
+    if not arr.flags.c_contiguous or not arr.dtype.isnative:
+        return None
+    kind = _BOUNDS_KIND.get(arr.dtype.char, -1)
+    if kind < 0:
+        return None
+    size = arr.dtype.itemsize
+    n = arr.size
+    p = cnp.PyArray_DATA(arr)
+    if kind == 0:
+        sf = (idv_bounds_i1 if size == 1 else idv_bounds_i2 if size == 2 else
+              idv_bounds_i4 if size == 4 else idv_bounds_i8)
+        with nogil:
+            missing = sf(p, n, zero_missing, &slo, &shi)
+    elif kind == 1:
+        uf = (idv_bounds_u1 if size == 1 else idv_bounds_u2 if size == 2 else
+              idv_bounds_u4 if size == 4 else idv_bounds_u8)
+        with nogil:
+            missing = uf(p, n, zero_missing, &ulo, &uhi)
+    else:
+        if zero_missing:
+            return None
+        ff = idv_bounds_f4 if size == 4 else idv_bounds_f8
+        with nogil:
+            missing = ff(p, n, 0, &flo, &fhi)
+    if missing == n:
+        return 0, missing, None, None
+    if kind == 0:
+        return n - missing, missing, slo, shi
+    if kind == 1:
+        return n - missing, missing, ulo, uhi
+    return n - missing, missing, flo, fhi
+
+
 # ---------------------------------------------------------------- text from UTF-8 (Arrow)
 # Arrow's string layout: one buffer of UTF-8 bytes and the byte offset of every value. Its bytes
 # are the block's bytes as they are (valid UTF-8 is what a str would encode to); only the ends

@@ -449,3 +449,75 @@ def test_a_pointer_beyond_int64_is_damage_not_a_crash(tmp_path):
             assert np.array_equal(f["x"][:], np.arange(100.0))
             with pytest.raises(idv.IdvFormatError):
                 f.statistics
+
+
+_KERNEL_DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8"]
+
+
+def _kernel_cases(dtype):
+    """Blocks of `dtype` for numeric_bounds: random, lengths around its lanes, the type's
+    limits, and for floats NaN, -0.0 and the infinities in every position."""
+    rng = np.random.default_rng(11)
+    dt_ = np.dtype(dtype)
+    if dt_.kind == "f":
+        rand = rng.normal(0, 1e3, 1000).astype(dt_)
+        specials = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, np.finfo(dt_).max,
+                             np.finfo(dt_).min, np.finfo(dt_).tiny], dt_)
+    else:
+        info = np.iinfo(dt_)
+        rand = rng.integers(info.min, info.max, 1000, dtype=dt_, endpoint=True)
+        specials = np.array([0, info.min, info.max, 1], dt_)
+    cases = [rand, specials] + [rand[:n] for n in (2, 3, 7, 8, 9, 15, 17, 33)]
+    for s in specials:
+        for at in (0, 5, 999):
+            c = rand.copy()
+            c[at] = s
+            cases.append(c)
+        cases.append(np.full(13, s, dt_))
+    if dt_.kind == "f":
+        holed = rand.copy()
+        holed[::3] = np.nan
+        cases += [holed, np.array([-0.0, 0.0], dt_), np.array([0.0, -0.0], dt_)]
+    return cases
+
+
+@pytest.mark.parametrize("dtype", _KERNEL_DTYPES)
+def test_the_c_kernel_gives_the_blocks_numpy_gives(dtype):
+    """item_block's one pass of C (contiguous native numbers) equals its numpy path (the same
+    values strided, which the kernel leaves to numpy), NaN, -0.0, inf, the integer limits,
+    all missing, keys and sparse vectors' implicit zeros included."""
+    kinds = {"i": idv.Int64, "u": idv.UInt64, "f": idv.Double}
+    types = [kinds[np.dtype(dtype).kind]]
+    if np.dtype(dtype).kind == "u":
+        types.append(idv.Key(idv.UInt64, count=2**32))
+    for values in _kernel_cases(dtype):
+        strided = np.repeat(values, 2)[::2]
+        assert _encode.numeric_bounds(strided) is None
+        for t in types:
+            for implicit in (False, True):
+                got = S.item_block(t, values, implicit)
+                want = S.item_block(t, strided, implicit)
+                assert got == want, (dtype, t, implicit, values[:10])
+                assert type(got.low) is type(want.low) and type(got.high) is type(want.high)
+                if got.present and np.dtype(dtype).kind == "f":
+                    assert not np.isnan(got.low) and not np.isnan(got.high)
+                    # a zero bound is +0.0 whichever zero the block holds
+                    assert not np.signbit(got.low) or got.low != 0
+
+
+def test_the_c_kernel_counts_what_it_leaves_out():
+    f = np.array([np.nan, 2.5, np.nan, -1.0, 7.0, np.nan, 0.0, 3.0, np.nan], np.float32)
+    assert _encode.numeric_bounds(f) == (5, 4, -1.0, 7.0)
+    assert _encode.numeric_bounds(np.full(20, np.nan)) == (0, 20, None, None)
+    k = np.array([0, 9, 0, 2**64 - 1, 4], np.uint64)
+    assert _encode.numeric_bounds(k, True) == (3, 2, 4, 2**64 - 1)
+    assert _encode.numeric_bounds(k) == (5, 0, 0, 2**64 - 1)
+    assert _encode.numeric_bounds(np.array([-2**63, 2**63 - 1])) == (2, 0, -2**63, 2**63 - 1)
+    assert _encode.numeric_bounds(np.array([], np.int8)) == (0, 0, None, None)
+    assert _encode.numeric_bounds(np.array([-0.0])) == (1, 0, 0.0, 0.0)
+    assert S.item_block(idv.Single, np.array([], np.float32)) == S.Block(0, 0)
+    assert S.item_block(idv.Single, np.array([], np.float32), True) == S.Block(1, 0, 0.0, 0.0)
+    assert S.item_block(idv.Int32, np.array([-5], np.int32), True) == S.Block(2, 0, -5, 0)
+    # other kinds are numpy's: Booleans, big-endian, half floats, lists
+    for other in (np.array([True]), np.array([1.0], ">f8"), np.array([1.0], "f2"), [1.0]):
+        assert _encode.numeric_bounds(other) is None

@@ -146,13 +146,25 @@ def item_block(type_, values, implicit_zero=False) -> Block | None:
     if domain == TEXT:
         return text_values(values)
     values = comparable(type_, values)
+    key = isinstance(T.item_type(type_), T.Key)
+    # contiguous native numbers: one pass of C (idv._encode.numeric_bounds), by this rule
+    found = _encode.numeric_bounds(values, key)
+    if found is not None:
+        present, missing, low, high = found
+        if implicit_zero:
+            low, high = (min(low, 0), max(high, 0)) if present else (0, 0)
+            present += 1
+        if not present:
+            return Block(0, missing)
+        dtype = _DTYPES[domain]
+        return Block(present, missing, dtype.type(low), dtype.type(high))
     missing = None
     if domain == FLOAT and values.size:
         low = values.min()      # NaN where any is: a mask only for blocks with NaN
         if not np.isnan(low):
             return numbers(domain, values, None, implicit_zero, low)
         missing = np.isnan(values)
-    elif isinstance(T.item_type(type_), T.Key):
+    elif key:
         missing = values == 0
     return numbers(domain, values, missing, implicit_zero)
 
