@@ -810,6 +810,11 @@ cdef size_t _zlib_raw(const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
     return got if ret == Z_STREAM_END else 0
 
 
+cdef inline size_t _zlib_bound(Py_ssize_t n) noexcept nogil:
+    """zlib's bound on the raw DEFLATE stream of n bytes (deflateBound's, with margin)."""
+    return <size_t>(n + (n >> 8) + (n >> 12) + 64)
+
+
 # The adaptive rule (see Deflater). libdeflate's levels 1-9 leave out 3-byte matches on data
 # whose bytes take few distinct values, and on some such blocks (float columns of evenly spaced
 # values, for one) zlib -- and so ML.NET -- is 2x smaller. A block whose first 4 KiB hold fewer
@@ -850,8 +855,10 @@ cdef class Deflater:
     thread). With `adaptive`, a block whose first 4 KiB hold fewer than 128 distinct byte
     values is tried first: its first 8 KiB are compressed by libdeflate and by zlib level 1,
     and if zlib's is smaller the whole block is compressed by zlib level 1 (libdeflate skips
-    3-byte matches on such data, zlib does not). The output depends only on the block, so it
-    is the same whatever the threads. `blocks`, `tried` and `zlib_blocks` count what was done."""
+    3-byte matches on such data, zlib does not); ``compress(data, trial=False)`` leaves the
+    trial out, for a column whose verdict is known (``trial``). The output depends only on the
+    block and that flag, so it is the same whatever the threads. `blocks`, `tried` and
+    `zlib_blocks` count what was done."""
     cdef void *ld
     cdef readonly int level
     cdef readonly bint adaptive
@@ -872,38 +879,67 @@ cdef class Deflater:
         if self.ld != NULL:
             _ldc_free(self.ld)
 
+    cdef int _verdict(self, const uint8_t *p, Py_ssize_t n, uint8_t *out,
+                      size_t bound) noexcept nogil:
+        """The adaptive rule on one block: -1 not tried (a small block, many distinct byte
+        values), else 1 when zlib's sample is the smaller, 0 when libdeflate's is. `out`
+        (`bound` bytes, at least zlib's bound of the sample) is scratch."""
+        cdef Py_ssize_t sample
+        cdef size_t a, b
+        if n < _MIN_TRIAL or _distinct(p, min(n, <Py_ssize_t>_PROBE)) >= _FEW:
+            return -1
+        sample = min(n, <Py_ssize_t>_SAMPLE)
+        a = _ldc_compress(self.ld, p, sample, out, bound)
+        b = _zlib_raw(p, sample, out, bound, _ZLIB_LEVEL)
+        return 1 if a != 0 and b != 0 and b < a else 0
+
     @cython.boundscheck(False)
     @cython.wraparound(False)
-    def compress(self, data):
-        """The raw DEFLATE stream of one block (bytes)."""
+    def trial(self, data):
+        """The adaptive rule's verdict on one block: None when it is not tried (adaptive off,
+        a small block, many distinct byte values), else whether zlib wins its sample."""
         cdef const uint8_t[::1] src = _as_bytes_view(data)
-        cdef Py_ssize_t n = src.shape[0], sample
+        cdef Py_ssize_t n = src.shape[0]
+        cdef size_t bound = _zlib_bound(min(n, <Py_ssize_t>_SAMPLE))
+        cdef int v = -1
+        cdef uint8_t *out
+        if not self.adaptive or n == 0:
+            return None
+        bound = max(bound, _ldc_bound(self.ld, min(n, <Py_ssize_t>_SAMPLE)))
+        scratch = PyBytes_FromStringAndSize(NULL, bound)
+        out = <uint8_t *>PyBytes_AS_STRING(scratch)
+        with nogil:
+            v = self._verdict(&src[0], n, out, bound)
+        return None if v < 0 else v == 1
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def compress(self, data, bint trial=True):
+        """The raw DEFLATE stream of one block (bytes); `trial` False: libdeflate's, without
+        the adaptive trial."""
+        cdef const uint8_t[::1] src = _as_bytes_view(data)
+        cdef Py_ssize_t n = src.shape[0]
         cdef const uint8_t *p = &src[0] if n else <const uint8_t *>""
-        cdef size_t bound, got = 0, a, b
-        cdef bint trial = False, use_zlib = False
+        cdef size_t bound, got = 0
+        cdef int verdict = -1
         cdef uint8_t *out
         cdef PyObject *res
         bound = _ldc_bound(self.ld, n)
         if self.adaptive:
-            bound = max(bound, <size_t>(n + (n >> 8) + (n >> 12) + 64))   # zlib's bound
+            bound = max(bound, _zlib_bound(n))
         result = PyBytes_FromStringAndSize(NULL, bound)
         out = <uint8_t *>PyBytes_AS_STRING(result)
         with nogil:
-            if self.adaptive and n >= _MIN_TRIAL:
-                trial = _distinct(p, min(n, <Py_ssize_t>_PROBE)) < _FEW
-            if trial:
-                sample = min(n, <Py_ssize_t>_SAMPLE)
-                a = _ldc_compress(self.ld, p, sample, out, bound)
-                b = _zlib_raw(p, sample, out, bound, _ZLIB_LEVEL)
-                use_zlib = a != 0 and b != 0 and b < a
-            if use_zlib:
+            if self.adaptive and trial:
+                verdict = self._verdict(p, n, out, bound)
+            if verdict == 1:
                 got = _zlib_raw(p, n, out, bound, _ZLIB_LEVEL)
             if got == 0:
-                use_zlib = False
+                verdict = min(verdict, 0)
                 got = _ldc_compress(self.ld, p, n, out, bound)
         self.blocks += 1
-        self.tried += trial
-        self.zlib_blocks += use_zlib
+        self.tried += verdict >= 0
+        self.zlib_blocks += verdict == 1
         if got == 0:
             raise RuntimeError("libdeflate could not compress a block")
         if got != bound:

@@ -51,14 +51,20 @@ def _libdeflate_compressor(level):
     if not _compression.LIBDEFLATE_COMPRESS:
         return lambda raw: bytes(_deflate.deflate_compress(raw, level))
 
-    def compress(raw):
+    def deflater():
         cache = getattr(_DEFLATERS, "by_level", None)
         if cache is None:
             cache = _DEFLATERS.by_level = {}
         d = cache.get(level)
         if d is None:
             d = cache[level] = _compression.Deflater(level)
-        return d.compress(raw)
+        return d
+
+    def compress(raw, trial=True):
+        return deflater().compress(raw, trial)
+    # the adaptive rule's verdict on a block (Deflater.trial), for a writer that takes one
+    # column's verdict from its first block
+    compress.trial = lambda raw: deflater().trial(raw)
     return compress
 
 
@@ -224,7 +230,9 @@ def kind(compression, strict=True):
 
 
 def compressor(compression="deflate", level=None, backend_name=None):
-    """fn(raw bytes-like) -> compressed bytes for the writer, or None for no compression."""
+    """fn(raw bytes-like) -> compressed bytes for the writer, or None for no compression.
+    libdeflate's C compressor also has ``fn(raw, trial=False)`` (no adaptive trial) and
+    ``fn.trial(raw)`` (the trial's verdict: idv._compression.Deflater.trial)."""
     if kind(compression) == NONE:
         return None
     return backend(backend_name).compress(level)

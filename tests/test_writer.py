@@ -265,6 +265,44 @@ def test_libdeflate_adaptive_blocks():
     assert out == _compression.Deflater(6, adaptive=False).compress(ramp)
     for data in (b"", b"x", bytes(100000)):
         assert zlib.decompress(d.compress(data), -15) == data
+    # the verdict alone, and a block compressed without the trial
+    assert (d.trial(grid), d.trial(ramp), d.trial(noise), d.trial(b"x" * 100)) == \
+        (True, False, None, None)
+    tried = d.tried
+    assert d.compress(grid, trial=False) == plain and d.tried == tried
+    assert _compression.Deflater(6, adaptive=False).trial(grid) is None
+
+
+@needs_libdeflate
+def test_each_column_takes_the_trial_verdict_of_its_first_block(tmp_path):
+    """The writer tries the adaptive rule once a column, on its first block: after a first
+    block that libdeflate keeps, a column's blocks are libdeflate's alone; after one that zlib
+    wins, or one not tried, every block is tried. The same bytes whatever the threads."""
+    from idv import _compression
+    rpb = 8192
+    i = np.arange(1_000_000, 1_000_000 + rpb)
+    grid = (i * 0.25).astype(np.float32)                                  # zlib wins
+    ramp = ((i[:, None] + np.arange(8)) * 0.5).astype(np.float32).reshape(-1)[:rpb]
+    noise = np.random.default_rng(0).standard_normal(rpb).astype(np.float32)
+    d = _compression.Deflater(6)
+    assert (d.trial(grid), d.trial(ramp), d.trial(noise)) == (True, False, None)
+    data = {"RampFirst": np.concatenate([ramp, grid]),
+            "GridFirst": np.concatenate([grid, grid]),
+            "NoiseFirst": np.concatenate([noise, grid])}
+    a, b = tmp_path / "a.idv", tmp_path / "b.idv"
+    idv.write(a, data, threads=1)
+    idv.write(b, data, threads=3)
+    assert a.read_bytes() == b.read_bytes()
+    raw = a.read_bytes()
+    with idv.open(a) as f:
+        second = {c.name: raw[o:o + n] for c in f.columns
+                  for o, n, _ in [c.lookup[1].tolist()]}
+        assert {k: v.tobytes() for k, v in f.read().items()} == \
+            {k: v.tobytes() for k, v in data.items()}
+    plain = _compression.Deflater(6, adaptive=False).compress(grid)
+    adaptive = _compression.Deflater(6).compress(grid)
+    assert len(adaptive) < len(plain)
+    assert second == {"RampFirst": plain, "GridFirst": adaptive, "NoiseFirst": adaptive}
 
 
 @needs_libdeflate

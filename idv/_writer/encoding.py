@@ -27,6 +27,12 @@ class BlockEncoder:
     stats: list
     domains: list
     threads: int
+    # per column: None until its first block is seen (_decide), then whether its blocks leave
+    # out the compressor's adaptive trial
+    skip_trial: list = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        self.skip_trial = [None] * len(self.domains)
 
     def encode(self, task):
         """(column index, stored bytes, raw length, CRC-32 or None, statistics or None) of
@@ -41,7 +47,10 @@ class BlockEncoder:
         else:
             raw, stats = col.payload(chunk), None
         nraw = memoryview(raw).nbytes
-        data = raw if self.compress is None else self.compress(raw)
+        if self.compress is None:
+            data = raw
+        else:
+            data = self.compress(raw, False) if self.skip_trial[col.index] else self.compress(raw)
         ndisk = memoryview(data).nbytes
         if nraw > MAX_INT32 or ndisk > MAX_INT32:
             raise ValueError(f"column {col.name!r}: one block is {nraw} bytes, more than the "
@@ -70,6 +79,7 @@ class BlockEncoder:
         work (fixed-width items, no compression, checksums or statistics) is taken in this
         thread: with either, its CRC-32 and statistics are found in the threads while this
         one writes."""
+        self._decide(tasks)
         threads = self.threads
         if threads <= 1 or len(tasks) <= 1:
             for t in tasks:
@@ -92,6 +102,23 @@ class BlockEncoder:
             for f in inflight:
                 f.cancel()
             raise
+
+    def _decide(self, tasks):
+        """Each column's verdict of the compressor's adaptive trial (libdeflate's or zlib's,
+        idv._compression.Deflater), taken once from the first block of it encoded here, in
+        this thread and in block order, so the file stays a function of the data: a column
+        whose first block is tried and kept by libdeflate compresses its blocks without the
+        trial (which costs about a third of such a block's compression again); any other
+        column tries each block."""
+        trial = getattr(self.compress, "trial", None)
+        undecided = self.skip_trial.count(None)
+        for col, chunk, copy in tasks:
+            if not undecided:
+                return
+            if copy is None and self.skip_trial[col.index] is None:
+                self.skip_trial[col.index] = trial is not None and \
+                    trial(col.payload(chunk)) is False
+                undecided -= 1
 
     def _groups(self, tasks):
         """(in this thread?, consecutive tasks): groups of about _GROUP_BYTES of input for the
