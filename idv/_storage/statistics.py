@@ -91,27 +91,28 @@ class Block(NamedTuple):
 # one block's statistics, vectorized
 # ---------------------------------------------------------------------------------------------
 
-def numbers(domain, values, missing_mask=None, implicit_zero=False, low=None) -> Block:
-    """The Block of numeric `values` (any shape; a domain's numbers); `missing_mask`: which
-    are missing; `implicit_zero`: a sparse vector's unstored zeros count as values; `low`:
-    their minimum when already known (a float block's NaN test finds it: one pass saved)."""
+def numbers(domain, values, missing_mask=None, implicit_zero=False) -> Block:
+    """The Block of numeric `values` (any shape; a domain's numbers) by numpy; `missing_mask`:
+    which are missing; `implicit_zero`: a sparse vector's unstored zeros count as values."""
     values = np.asarray(values).reshape(-1)
-    missing = 0
-    if missing_mask is not None:
-        missing = int(np.count_nonzero(missing_mask))
-        if missing:
-            values = values[~missing_mask.reshape(-1)]
-    dtype = _DTYPES[domain]
-    present = len(values) + (1 if implicit_zero else 0)
+    missing = 0 if missing_mask is None else int(np.count_nonzero(missing_mask))
+    if missing:
+        values = values[~missing_mask.reshape(-1)]
+    n = len(values)
+    return bounded(domain, n, missing, values.min() if n else None, values.max() if n else None,
+                   implicit_zero)
+
+
+def bounded(domain, present, missing, low, high, implicit_zero=False) -> Block:
+    """The Block of `present` values from `low` to `high` and `missing` more; with
+    `implicit_zero`, a sparse vector's unstored zeros count as one value more."""
+    if implicit_zero:
+        low, high = (min(low, 0), max(high, 0)) if present else (0, 0)
+        present += 1
     if not present:
         return Block(0, missing)
-    if low is None or missing:
-        low = values.min() if len(values) else 0
-    high = values.max() if len(values) else 0
-    if implicit_zero:
-        low, high = min(low, 0), max(high, 0)
-    return Block(int(len(values)) + int(implicit_zero), missing, dtype.type(low),
-                 dtype.type(high))
+    dtype = _DTYPES[domain]
+    return Block(int(present), missing, dtype.type(low), dtype.type(high))
 
 
 def is_arrow(values):
@@ -147,25 +148,10 @@ def item_block(type_, values, implicit_zero=False) -> Block | None:
         return text_values(values)
     values = comparable(type_, values)
     key = isinstance(T.item_type(type_), T.Key)
-    # contiguous native numbers: one pass of C (idv._encode.numeric_bounds), by this rule
-    found = _encode.numeric_bounds(values, key)
+    found = _encode.numeric_bounds(values, key)   # contiguous native numbers: one pass of C
     if found is not None:
-        present, missing, low, high = found
-        if implicit_zero:
-            low, high = (min(low, 0), max(high, 0)) if present else (0, 0)
-            present += 1
-        if not present:
-            return Block(0, missing)
-        dtype = _DTYPES[domain]
-        return Block(present, missing, dtype.type(low), dtype.type(high))
-    missing = None
-    if domain == FLOAT and values.size:
-        low = values.min()      # NaN where any is: a mask only for blocks with NaN
-        if not np.isnan(low):
-            return numbers(domain, values, None, implicit_zero, low)
-        missing = np.isnan(values)
-    elif key:
-        missing = values == 0
+        return bounded(domain, *found, implicit_zero)
+    missing = np.isnan(values) if domain == FLOAT else (values == 0) if key else None
     return numbers(domain, values, missing, implicit_zero)
 
 
