@@ -515,60 +515,40 @@ cdef extern from *:
         return nans;
     #if defined(__SSE2__) || defined(_M_X64)
     #include <emmintrin.h>
-    static Py_ssize_t idv_bounds_f4(const void *v, Py_ssize_t n, int zero_missing,
-                                    double *lo, double *hi) {
-        const float *p = (const float *)v;
-        __m128 a0 = _mm_set1_ps(INFINITY), a1 = a0, b0 = _mm_set1_ps(-INFINITY), b1 = b0;
-        __m128i c0 = _mm_setzero_si128(), c1 = c0;
-        float la[4], lb[4], a, b;
-        int32_t lc[4];
-        Py_ssize_t i, k, nans = 0;
-        (void)zero_missing;
-        for (i = 0; i + 8 <= n; ) {
-            Py_ssize_t end = n - i > ((Py_ssize_t)1 << 30) ? i + ((Py_ssize_t)1 << 30) : n;
-            for (; i + 8 <= end; i += 8) {
-                __m128 x = _mm_loadu_ps(p + i), y = _mm_loadu_ps(p + i + 4);
-                c0 = _mm_sub_epi32(c0, _mm_castps_si128(_mm_cmpunord_ps(x, x)));
-                c1 = _mm_sub_epi32(c1, _mm_castps_si128(_mm_cmpunord_ps(y, y)));
-                a0 = _mm_min_ps(x, a0); a1 = _mm_min_ps(y, a1);
-                b0 = _mm_max_ps(x, b0); b1 = _mm_max_ps(y, b1);
-            }
-            /* each int32 lane counted at most 2**27 NaNs: add them up before they could wrap */
-            _mm_storeu_si128((__m128i *)lc, _mm_add_epi32(c0, c1));
-            nans += (Py_ssize_t)lc[0] + lc[1] + lc[2] + lc[3];
-            c0 = c1 = _mm_setzero_si128();
-        }
-        _mm_storeu_ps(la, _mm_min_ps(a0, a1));
-        _mm_storeu_ps(lb, _mm_max_ps(b0, b1));
-        a = la[0]; b = lb[0];
-        for (k = 1; k < 4; k++) {
-            a = IDV_MIN(a, la[k]); b = IDV_MAX(b, lb[k]);
-        }
-        IDV_FLOAT_TAIL(float)
+    #define IDV_SSE_BOUNDS(NAME, T, V, SFX, CT, CSUB, CADD, LANES)                          \
+    static Py_ssize_t NAME(const void *v, Py_ssize_t n, int zero_missing,                   \
+                           double *lo, double *hi) {                                        \
+        const T *p = (const T *)v;                                                          \
+        V a0 = _mm_set1_##SFX(INFINITY), a1 = a0, b0 = _mm_set1_##SFX(-INFINITY), b1 = b0;  \
+        __m128i c0 = _mm_setzero_si128(), c1 = c0;                                          \
+        T la[LANES], lb[LANES], a, b;                                                       \
+        CT lc[LANES];                                                                       \
+        Py_ssize_t i, k, nans = 0;                                                          \
+        (void)zero_missing;                                                                 \
+        for (i = 0; i + 2 * LANES <= n; ) {                                                 \
+            Py_ssize_t end = n - i > ((Py_ssize_t)1 << 30) ? i + ((Py_ssize_t)1 << 30) : n; \
+            for (; i + 2 * LANES <= end; i += 2 * LANES) {                                  \
+                V x = _mm_loadu_##SFX(p + i), y = _mm_loadu_##SFX(p + i + LANES);           \
+                c0 = CSUB(c0, _mm_cast##SFX##_si128(_mm_cmpunord_##SFX(x, x)));             \
+                c1 = CSUB(c1, _mm_cast##SFX##_si128(_mm_cmpunord_##SFX(y, y)));             \
+                a0 = _mm_min_##SFX(x, a0); a1 = _mm_min_##SFX(y, a1);                       \
+                b0 = _mm_max_##SFX(x, b0); b1 = _mm_max_##SFX(y, b1);                       \
+            }                                                                               \
+            /* at most 2**28 NaNs a lane: added up before an int32 lane could wrap */       \
+            _mm_storeu_si128((__m128i *)lc, CADD(c0, c1));                                  \
+            for (k = 0; k < LANES; k++) nans += (Py_ssize_t)lc[k];                          \
+            c0 = c1 = _mm_setzero_si128();                                                  \
+        }                                                                                   \
+        _mm_storeu_##SFX(la, _mm_min_##SFX(a0, a1));                                        \
+        _mm_storeu_##SFX(lb, _mm_max_##SFX(b0, b1));                                        \
+        a = la[0]; b = lb[0];                                                               \
+        for (k = 1; k < LANES; k++) { a = IDV_MIN(a, la[k]); b = IDV_MAX(b, lb[k]); }       \
+        IDV_FLOAT_TAIL(T)                                                                   \
     }
-    static Py_ssize_t idv_bounds_f8(const void *v, Py_ssize_t n, int zero_missing,
-                                    double *lo, double *hi) {
-        const double *p = (const double *)v;
-        __m128d a0 = _mm_set1_pd(INFINITY), a1 = a0, b0 = _mm_set1_pd(-INFINITY), b1 = b0;
-        __m128i c0 = _mm_setzero_si128(), c1 = c0;
-        double la[2], lb[2], a, b;
-        int64_t lc[2];
-        Py_ssize_t i, nans;
-        (void)zero_missing;
-        for (i = 0; i + 4 <= n; i += 4) {
-            __m128d x = _mm_loadu_pd(p + i), y = _mm_loadu_pd(p + i + 2);
-            c0 = _mm_sub_epi64(c0, _mm_castpd_si128(_mm_cmpunord_pd(x, x)));
-            c1 = _mm_sub_epi64(c1, _mm_castpd_si128(_mm_cmpunord_pd(y, y)));
-            a0 = _mm_min_pd(x, a0); a1 = _mm_min_pd(y, a1);
-            b0 = _mm_max_pd(x, b0); b1 = _mm_max_pd(y, b1);
-        }
-        _mm_storeu_pd(la, _mm_min_pd(a0, a1));
-        _mm_storeu_pd(lb, _mm_max_pd(b0, b1));
-        _mm_storeu_si128((__m128i *)lc, _mm_add_epi64(c0, c1));
-        nans = (Py_ssize_t)(lc[0] + lc[1]);
-        a = IDV_MIN(la[0], la[1]); b = IDV_MAX(lb[0], lb[1]);
-        IDV_FLOAT_TAIL(double)
-    }
+    IDV_SSE_BOUNDS(idv_bounds_f4, float, __m128, ps, int32_t, _mm_sub_epi32, _mm_add_epi32,
+                   4)
+    IDV_SSE_BOUNDS(idv_bounds_f8, double, __m128d, pd, int64_t, _mm_sub_epi64, _mm_add_epi64,
+                   2)
     #else
     #define IDV_FLOAT_BOUNDS(NAME, T)                                                 \
     static Py_ssize_t NAME(const void *v, Py_ssize_t n, int zero_missing,            \
@@ -602,9 +582,12 @@ cdef extern from *:
     Py_ssize_t idv_bounds_f4(const void *v, Py_ssize_t n, int z, double *lo, double *hi) nogil
     Py_ssize_t idv_bounds_f8(const void *v, Py_ssize_t n, int z, double *lo, double *hi) nogil
 
-ctypedef Py_ssize_t (*_sbounds_t)(const void *, Py_ssize_t, int, int64_t *, int64_t *) noexcept nogil
-ctypedef Py_ssize_t (*_ubounds_t)(const void *, Py_ssize_t, int, uint64_t *, uint64_t *) noexcept nogil
-ctypedef Py_ssize_t (*_fbounds_t)(const void *, Py_ssize_t, int, double *, double *) noexcept nogil
+ctypedef Py_ssize_t (*_sbounds_t)(const void *, Py_ssize_t, int, int64_t *,
+                                  int64_t *) noexcept nogil
+ctypedef Py_ssize_t (*_ubounds_t)(const void *, Py_ssize_t, int, uint64_t *,
+                                  uint64_t *) noexcept nogil
+ctypedef Py_ssize_t (*_fbounds_t)(const void *, Py_ssize_t, int, double *,
+                                  double *) noexcept nogil
 
 cdef dict _BOUNDS_KIND = {"b": 0, "h": 0, "i": 0, "l": 0, "q": 0,
                           "B": 1, "H": 1, "I": 1, "L": 1, "Q": 1, "f": 2, "d": 2}
