@@ -104,12 +104,12 @@ class BlockEncoder:
             raise
 
     def _decide(self, tasks):
-        """Each column's verdict of the compressor's adaptive trial (libdeflate's or zlib's,
-        idv._compression.Deflater), taken once from the first block of it encoded here, in
+        """Each column's verdict of the compressor's adaptive trial (libdeflate against zlib,
+        idv._compression.Deflater.trial), taken from the first block of it encoded here, in
         this thread and in block order, so the file stays a function of the data: a column
         whose first block is tried and kept by libdeflate compresses its blocks without the
-        trial (which costs about a third of such a block's compression again); any other
-        column tries each block."""
+        trial (which adds 6-30 % to such a block's compression); any other column tries each
+        block."""
         trial = getattr(self.compress, "trial", None)
         undecided = self.skip_trial.count(None)
         for col, chunk, copy in tasks:
