@@ -19,11 +19,11 @@ import zipfile
 import numpy as np
 import pytest
 
-from cli_run import (assert_one_line_error, check_cell, csv_columns, csv_value, norm_type,
-                     read_delimited, run, run_json, same_float, table_rows)
+from cli_run import (assert_one_line_error, check_cell, csv_columns, norm_type, read_delimited,
+                     run, run_json, same_float, table_rows)
 from expected import column_index, our_type_string
-from reference import (REPO_DIR, SAMPLE_DIR, TESTDATA_DIR, fixture, model_zip_entries,
-                       sample_params, shared_path, sidecar, regenerated_fixtures)
+from reference import (REPO_DIR, SAMPLE_DIR, fixture, model_zip_entries, sample_params,
+                       shared_path, sidecar, regenerated_fixtures)
 from textdump import ticks_iso, timespan_str
 
 COMMANDS = ("info", "head", "schema", "verify", "cat", "slice", "convert")

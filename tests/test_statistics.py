@@ -25,7 +25,6 @@ def data():
     f[rng.random(ROWS) < 0.2] = np.nan
     f[800:1200] = np.nan                           # a block with none present
     words = [("é" if i % 5 == 0 else "") + f"w{i % 97:04d}" + "x" * (i % 90) for i in range(ROWS)]
-    utc = dt.timezone.utc
     return {
         "I8": rng.integers(-128, 127, ROWS).astype(np.int8),
         "U64": rng.integers(0, 2**63, ROWS, dtype=np.uint64) * np.uint64(2),
