@@ -21,7 +21,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 MODULES = ["idv._cursor", "idv._header", "idv._toc", "idv._lookup", "idv._parts",
-           "idv._compression", "idv._codecs", "idv._encode", "idv._arrow_c"]
+           "idv._compression", "idv._codecs", "idv._encode", "idv._arrow_c",
+           "idv._compare"]
 # the modules that call zlib's C API where it is found (IDV_HAVE_ZLIB)
 ZLIB_MODULES = {"idv._compression"}
 OPTIMIZE = {"msvc": ["/O2"]}        # by setuptools' compiler_type; any other: GCC's flags

@@ -1,13 +1,14 @@
 """polars: ``scan_idv``, a LazyFrame over .idv files through polars' IO plugins.
 
 polars hands the plugin the columns a query needs, its predicate, a row limit and a batch
-size. The columns and the limit are honoured as they come; the predicate is applied to every
-frame by polars' own rules, and where idv._engines.engine_filters takes it (comparisons that mean
-the same to polars and to idv, joined by ``&`` and ``|``), the blocks whose statistics rule it out
-are not decoded either. Since DuckDB queries a polars LazyFrame with its filters pushed into it,
-``duckdb.sql("select ... from lf where ...")`` skips them too. The frames hold whole blocks, the
-batch size's rows or more up to FRAME_BYTES (each frame's filter is a polars query of its own),
-Text as Arrow string views, polars' own layout. """
+size. The columns and the limit are honoured as they come. Where idv._engines.engine_filters
+takes the whole predicate (comparisons that mean the same to polars and to idv, joined by ``&``
+and ``|``), idv tests the rows, on the blocks the statistics do not rule out; otherwise it skips
+the blocks the part it takes rules out, and polars tests every row of the frames by its own
+rules. Since DuckDB queries a polars LazyFrame with its filters pushed into it,
+``duckdb.sql("select ... from lf where ...")`` skips them too. The frames hold whole windows of
+blocks, the batch size's rows or more up to FRAME_BYTES, Text as Arrow string views, polars'
+own layout. """
 from __future__ import annotations
 
 import json
@@ -29,8 +30,8 @@ FRAME_BYTES = 16 << 20
 def scan_idv(source, *, datetime="auto", **dataset_options):
     """A polars LazyFrame over .idv files, which must agree on their columns as idv.dataset
     checks. Each file is opened once. Projection, predicate (statistics skip blocks where it
-    translates; polars always tests the rows), ``n_rows`` and the batch size (frames of that
-    many rows, or more up to 16 MiB) pass into the read.
+    translates; idv tests the rows where it translates whole, else polars does), ``n_rows``
+    and the batch size (frames of that many rows, or more up to 16 MiB) pass into the read.
 
     Parameters
     ----------
@@ -64,25 +65,28 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
 
     def io_source(with_columns, predicate, n_rows, batch_size):
         wanted = list(with_columns) if with_columns is not None else list(names)
-        node = None
+        node, exact = None, False
         if predicate is not None:
-            wanted += [c for c in predicate.meta.root_names() if c not in wanted]
-            tree = engine_filters.from_polars(
+            tree, exact = engine_filters.from_polars(
                 json.loads(predicate.meta.serialize(format="json")), types)
-            node = None if tree is None else filters.BlocksOnly(tree)
+            # taken whole, idv tests the rows (reading the predicate's columns for that
+            # alone); else polars does, on frames that hold its columns too
+            node = tree if exact or tree is None else filters.BlocksOnly(tree)
+            if not exact:
+                wanted += [c for c in predicate.meta.root_names() if c not in wanted]
 
         # a select of the columns a frame has already would still cost a query
         narrow = with_columns is not None and list(with_columns) != wanted
 
         def frames():
-            # the scan's batches (a block each) grouped into frames of the batch size polars
-            # asks for, or more up to FRAME_BYTES: its filter and select once a frame (each a
-            # query of its own), not once a block
-            blocks = ds.record_batch_reader(wanted, datetime=unit, safe=safe, filter=node)
+            # the scan's batches (a window of blocks each) grouped into frames of the batch
+            # size polars asks for, or more up to FRAME_BYTES: its filter and select once a
+            # frame (each a query of its own), not once a block
+            blocks = arrow.window_reader(ds, wanted, datetime=unit, safe=safe, filter=node)
             for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
                 df = pl.from_arrow(_polars_table(pa, pa.Table.from_batches(group, blocks.schema)),
                                    rechunk=False)
-                if predicate is not None:
+                if predicate is not None and not exact:
                     df = df.filter(predicate)
                 yield df.select(with_columns) if narrow else df
 

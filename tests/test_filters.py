@@ -363,3 +363,34 @@ def test_an_arrow_read_tests_text_without_a_str_per_value(tmp_path, monkeypatch)
         got = idv.to_arrow(path, columns=["Id"], filter=[("Name", op, v)])
         assert np.array_equal(got.column("Id").to_numpy(), want[op]), op
     assert len(want["<"]) == 150 and len(want["=="]) == 100
+
+
+def test_text_comparisons_in_c_answer_as_str():
+    """idv._compare's Text comparisons (a string array's UTF-8 bytes against a literal's) give
+    Python's str answers: NULs, prefixes, empty strings, characters of 2 to 4 bytes, arrays
+    that are slices, chunks and large_string; offsets outside the text are refused."""
+    pa = pytest.importorskip("pyarrow")
+    from idv import _compare
+    from idv._values import comparison
+
+    words = ["", "a", "a\0", "a\0b", "ab", "abc", "b", "é", "e\u0301", "\U0001f600", "zz",
+             "\uffff", "A", "a" * 40, "\0"]
+    literals = words + ["aa", "\U0001f600\0", "ä"]
+    arr = pa.array(words * 3)
+    cases = [arr, arr.slice(5, 20), pa.chunked_array([arr.slice(0, 7), arr.slice(7)]),
+             arr.cast(pa.large_string()).slice(3)]
+    ops = {"==": str.__eq__, "!=": str.__ne__, "<": str.__lt__, "<=": str.__le__,
+           ">": str.__gt__, ">=": str.__ge__}
+    for x in cases:
+        values = x.to_pylist()
+        for op, fn in ops.items():
+            for lit in literals:
+                got = comparison.rows(comparison.Test(comparison.CMP, op, lit), x)
+                assert got.tolist() == [fn(v, lit) for v in values], (op, lit)
+    out = np.empty(2, np.uint8)
+    with pytest.raises(ValueError, match="outside"):
+        _compare.text_compare(np.array([0, 2, 9], np.int32), np.zeros(4, np.uint8), "==",
+                              b"", out)
+    with pytest.raises(ValueError, match="offsets for"):
+        _compare.text_compare(np.array([0, 2], np.int32), np.zeros(4, np.uint8), "==", b"",
+                              out)

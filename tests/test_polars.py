@@ -69,8 +69,9 @@ def test_projection_limit_and_batches(path, frame):
 def test_polars_gets_frames_of_its_batch_size_with_text_as_string_views(path, frame,
                                                                          monkeypatch):
     """The frames polars is handed: the blocks (1,000 rows) grouped up to the batch size it
-    asks for or FRAME_BYTES, filtered, with only the columns it asked for, Text in polars'
-    own layout (Arrow string views, which polars takes as they are)."""
+    asks for or FRAME_BYTES, with only the columns it asked for, Text in polars' own layout
+    (Arrow string views, which polars takes as they are); the rows tested by idv where the
+    predicate is taken whole, else by polars on frames of whole blocks."""
     import polars.io.plugins as plugins
     got = {}
     register = plugins.register_io_source
@@ -82,19 +83,24 @@ def test_polars_gets_frames_of_its_batch_size_with_text_as_string_views(path, fr
     scan_idv(path)
     seen = []
     monkeypatch.setattr(pl, "from_arrow", lambda t, **kw: seen.append(t) or pl.DataFrame(t))
-    pred = pl.col("ts") < 4500
     with idv.open(path) as f:           # statistics: only the 5 blocks that may match read
         stats = f.statistics is not None
-    frames = list(got["source"](["c"], pred, None, 2500))   # up to 16 MiB a frame: one
-    assert [t.num_rows for t in seen] == [5000 if stats else N]
+    half = (pl.col("ts") < 4500) & (pl.col("x") > 0.5)     # x > 0.5: polars' rules
+    whole = pl.col("ts") < 4500
+    for pred, rows, cols in [(half, 5000 if stats else N, ["c", "ts", "x"]),
+                             (whole, 4500, ["c"])]:
+        seen.clear()
+        frames = list(got["source"](["c"], pred, None, 2500))  # up to 16 MiB a frame: one
+        assert [(t.num_rows, t.column_names) for t in seen] == [(rows, cols)]
+        assert pl.concat(frames).equals(frame.filter(pred).select("c"))
     monkeypatch.setattr(idv.polars, "FRAME_BYTES", 0)      # frames of the batch size alone
-    seen.clear()
-    frames = list(got["source"](["c"], pred, None, 2500))
-    want = [2000, 2000, 1000] if stats else [2000] * 10
-    assert [t.num_rows for t in seen] == want
-    assert all(t.schema.field("c").type == "string_view" for t in seen)
-    assert [f.columns for f in frames] == [["c"]] * len(want)
-    assert pl.concat(frames).equals(frame.filter(pred).select("c"))
+    for pred, want in [(half, [2500, 2500] if stats else [2500] * 8), (whole, [2500, 2000])]:
+        seen.clear()
+        frames = list(got["source"](["c"], pred, None, 2500))
+        assert [t.num_rows for t in seen] == want
+        assert all(t.schema.field("c").type == "string_view" for t in seen)
+        assert all(f.columns == ["c"] for f in frames)
+        assert pl.concat(frames).equals(frame.filter(pred).select("c"))
 
 
 def test_predicates_that_translate_skip_blocks():
@@ -103,20 +109,22 @@ def test_predicates_that_translate_skip_blocks():
 
     def tree(e):
         return from_polars(json.loads(e.meta.serialize(format="json")), types)
-    assert tree((pl.col("ts") >= 5) & (pl.col("c") == "b")) == filter_tree.And(
-        (filter_tree.Cmp("ts", ">=", 5), filter_tree.Cmp("c", "==", "b")))
-    assert tree(pl.lit(3) < pl.col("ts")) == filter_tree.Cmp("ts", ">", 3)
-    assert tree(pl.col("x") > 0.5) is None               # NaN orders differently in polars
+    both = filter_tree.And((filter_tree.Cmp("ts", ">=", 5), filter_tree.Cmp("c", "==", "b")))
+    assert tree((pl.col("ts") >= 5) & (pl.col("c") == "b")) == (both, True)
+    assert tree(pl.lit(3) < pl.col("ts")) == (filter_tree.Cmp("ts", ">", 3), True)
+    assert tree(pl.col("x") > 0.5) == (None, False)     # NaN orders differently in polars
+    assert tree((pl.col("ts") > 1) & (pl.col("x") > 0.5)) == \
+        (filter_tree.Cmp("ts", ">", 1), False)          # blocks skipped; polars tests rows
     flags = {"b": idv.Boolean, "s": idv.Single, "u": idv.Byte}
 
     def flag(e):
         return from_polars(json.loads(e.meta.serialize(format="json")), flags)
-    assert flag(pl.col("b") == True) == filter_tree.Cmp("b", "==", True)    # noqa: E712
-    assert flag(pl.col("b") > 0.5) is None               # polars compares it as a float
-    assert flag(pl.col("s") == 0.1) is None              # polars casts 0.1 to Float32
-    assert flag(pl.col("u") > 300) is None               # beyond Byte: polars' own rules
-    assert flag(pl.col("u") > 3) == filter_tree.Cmp("u", ">", 3)
-    assert tree((pl.col("ts") > 1) | (pl.col("x") > 0.5)) is None
+    assert flag(pl.col("b") == True) == (filter_tree.Cmp("b", "==", True), True)  # noqa: E712
+    assert flag(pl.col("b") > 0.5) == (None, False)     # polars compares it as a float
+    assert flag(pl.col("s") == 0.1) == (None, False)    # polars casts 0.1 to Float32
+    assert flag(pl.col("u") > 300) == (None, False)     # beyond Byte: polars' own rules
+    assert flag(pl.col("u") > 3) == (filter_tree.Cmp("u", ">", 3), True)
+    assert tree((pl.col("ts") > 1) | (pl.col("x") > 0.5)) == (None, False)
 
 
 def test_duckdb_queries_the_lazy_frame(path, frame):

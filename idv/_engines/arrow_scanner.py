@@ -1,7 +1,8 @@
 """A scan of an idv.arrow_dataset (``IdvScanner``, what DuckDB reads through ``to_reader``): its
 columns and filter read through idv's scan, blocks the statistics rule out skipped, rows
-tested by pyarrow; ``count_rows`` from the statistics where they decide, ``take`` decoding
-only the blocks that hold the rows.
+tested by idv where it takes the whole filter (its comparisons mean what they mean to Arrow),
+else by pyarrow; ``count_rows`` from the statistics where they decide, ``take`` decoding only
+the blocks that hold the rows.
 """
 from __future__ import annotations
 
@@ -55,21 +56,24 @@ class IdvScanner:
         return self._pa.schema([schema.field(n) for n in self._names])
 
     def _filtered(self, names, i=None):
-        """The rows of `names` and then the filter's other columns, of file `i` (None: of
-        every file, through the dataset's stream, which reads small files of numbers
-        together), as Tables of whole blocks of at most the batch size (the scan's batches of
-        a block grouped: one pyarrow call per group, not per block), the rows tested by
-        pyarrow (blocks the statistics rule out skipped)."""
+        """The rows of `names` (and then the filter's other columns, where pyarrow tests the
+        rows or `names` is empty), of file `i` (None: of every file, through the dataset's
+        stream, which reads small files of numbers together), as Tables of whole blocks of at
+        most the batch size (the stream's windows grouped or cut: one pyarrow call per
+        group, not per block); the rows tested by idv where the filter is taken whole
+        (engine_filters.from_arrow's `exact`), else by pyarrow; blocks the statistics rule
+        out skipped."""
         owner, ds = self._owner, self._owner.idv_dataset
-        read = names + [c for c in self._read if c not in names]
-        skip = None if self._tree is None else filter_tree.BlocksOnly(self._tree)
-        with contextlib.nullcontext() if i is None else ds.using(i) as f:   # kept open
-            blocks = (ds if i is None else arrow).record_batch_reader(
-                *(() if i is None else (f,)), read, datetime=owner._unit, safe=owner._safe,
-                filter=skip)
+        exact = self._exact
+        read = names + [c for c in self._read if c not in names and not (exact and names)]
+        skip = None if self._tree is None else \
+            self._tree if exact else filter_tree.BlocksOnly(self._tree)
+        with contextlib.nullcontext(ds) if i is None else ds.using(i) as src:  # kept open
+            blocks = arrow.window_reader(src, read, datetime=owner._unit, safe=owner._safe,
+                                         filter=skip)
             for group in grouped(blocks, self._batch_size or BATCH_ROWS):
                 table = self._pa.Table.from_batches(group, blocks.schema)
-                if self._filter is not None:    # Arrow filters one batch faster than chunks
+                if self._filter is not None and not exact:  # one batch: faster than chunks
                     table = self._pa.Table.from_batches(
                         [one_batch(self._pa, table.columns, table.schema).filter(self._filter)])
                 if table.num_rows or self._filter is None:
@@ -128,12 +132,12 @@ class IdvScanner:
 
     def _count(self, i):
         with self._owner.idv_dataset.using(i) as f:
-            node = self._tree
             if self._exact and f.num_rows:
-                bound = filters.prepare(node, f)
+                bound = filters.prepare(self._tree, f)
                 layouts = {tuple(block_counts(f, n)) for n in bound.columns}
                 if len(layouts) == 1 and all(z is not None for z in bound.zones.values()):
                     return _count_by_statistics(f, bound, np.array(layouts.pop()))
+                return sum(len(hits) for _b, hits, _ in filters.filtered(f, [], bound))
         return sum(t.num_rows for t in self._filtered([], i))
 
 

@@ -155,31 +155,31 @@ _UNITS = {"Nanoseconds": "ns", "Microseconds": "us", "Milliseconds": "ms"}
 
 
 def from_polars(node, types):
-    """An idv._scan.filter_tree tree for a polars expression's JSON form (its ``meta.serialize``),
-    skipping only blocks in which no row can match by polars' rules (None where nothing of
-    it is taken); polars still tests every row."""
+    """(tree, exact) for a polars expression's JSON form (its ``meta.serialize``): `tree`
+    skips only blocks in which no row can match by polars' rules (None where nothing of it is
+    taken), `exact` says it also tests the rows as polars does (every part of it taken)."""
     if not isinstance(node, dict) or "BinaryExpr" not in node:
-        return None
+        return None, False
     b = node["BinaryExpr"]
     op = b["op"]
-    if op in ("And", "LogicalAnd"):
-        parts = [p for p in (from_polars(b["left"], types), from_polars(b["right"], types))
-                 if p]
-        return None if not parts else parts[0] if len(parts) == 1 else filter_tree.And(tuple(parts))
-    if op in ("Or", "LogicalOr"):
-        left, right = from_polars(b["left"], types), from_polars(b["right"], types)
-        return filter_tree.Or((left, right)) if left and right else None
+    if op in ("And", "LogicalAnd", "Or", "LogicalOr"):
+        got = [from_polars(b["left"], types), from_polars(b["right"], types)]
+        kept = [t for t, _ in got if t is not None]
+        exact = len(kept) == 2 and all(e for _, e in got)
+        if op in ("Or", "LogicalOr"):
+            return (filter_tree.Or(tuple(kept)), exact) if len(kept) == 2 else (None, False)
+        return (None if not kept else kept[0] if len(kept) == 1 else
+                filter_tree.And(tuple(kept))), exact
     if op not in _POLARS_OPS:
-        return None
+        return None, False
     sym, left, right = _POLARS_OPS[op], b["left"], b["right"]
     if "Column" in right and "Literal" in left:
         left, right, sym = right, left, _FLIP[sym]
     if "Column" not in left or "Literal" not in right or left["Column"] not in types:
-        return None
+        return None, False
     value = _polars_literal(right["Literal"])
-    tree, _ = (None, False) if value is NO else \
+    return (None, False) if value is NO else \
         _taken(POLARS, filter_tree.Cmp(left["Column"], sym, value), types[left["Column"]])
-    return tree
 
 
 def _polars_literal(lit):

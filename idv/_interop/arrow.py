@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 from typing import NamedTuple
 
+import numpy as np
+
 from idv import _docs, types as T
 from idv._resources import budget
 from idv._scan import filters, scan
@@ -25,6 +27,10 @@ from idv._reader.reader import opened
 from idv._reader.read_source import file_rows
 
 __all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition"]
+
+# the scalar types whose Arrow arrays are their values as read() gives them (no copy)
+_NUMBERS = (T.SByte, T.Byte, T.Int16, T.UInt16, T.Int32, T.UInt32, T.Int64, T.UInt64, T.Single,
+            T.Double)
 
 
 @_docs.fill
@@ -92,8 +98,8 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
     pa = import_pyarrow()
     ticks.check_time_mode(datetime)
     if filter is not None:          # through the scan, the blocks statistics rule out skipped
-        return record_batch_reader(file, columns, datetime=datetime, safe=safe,
-                                   filter=filter).read_all()
+        return window_reader(file, columns, datetime=datetime, safe=safe,
+                             filter=filter).read_all()
     with opened(file) as src:
         asked = src.resolve_columns(columns)
         keys, fixed = read_source.split(src, asked)
@@ -217,6 +223,19 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     >>> [b.num_rows for b in reader]
     [100, 100, 40]
     """
+    return _reader(file, columns, datetime, safe, batch_size, rows, filter, False)
+
+
+def window_reader(file, columns=None, *, datetime="auto", safe=True,
+                  filter=None):  # noqa: A002 - pyarrow's and pandas' name
+    """record_batch_reader's stream, a batch per window of blocks (about 8 MiB decompressed)
+    rather than per block: what an engine groups into its own batches, with a few Python
+    calls a window instead of a few a block, the filter's rows tested a window at a time."""
+    return _reader(file, columns, datetime, safe, None, rows=None, filter=filter, windows=True)
+
+
+def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A002
+            windows):
     ensure_count(batch_size, "batch_size", none=True)
     pa = import_pyarrow()
     stack = contextlib.ExitStack()      # a file opened here, closed when the batches run out
@@ -246,7 +265,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
         raise
     order = [(keys + fixed).index(k) for k in asked]
     how = _Stream(pa, src, keys, unit, safe, schema, bound, batch_size, (first, convs),
-                  fixed, order)
+                  fixed, order, windows)
 
     @budget.reads
     def batches(_src):
@@ -278,6 +297,7 @@ class _Stream(NamedTuple):
     first: tuple        # (the first file, its converters), reused while it is the one open
     fixed: list         # the source's constant columns read (read_source.constants)
     order: list         # where each column asked is in keys + fixed
+    windows: bool       # a batch per window of the scan, not per block
 
     @property
     def schema_asked(self):
@@ -305,25 +325,32 @@ def _file_batches(how, i, rows, bound):
         tested = [] if bound is None or isinstance(bound.node, filters.BlocksOnly) else \
             list(bound.columns)                 # BlocksOnly: no row to test
         # the filter's columns also in read()'s form for the rows' test, Text as Arrow
-        # strings (comparison.rows tests them on their UTF-8 bytes: no str per value)
+        # strings (comparison.rows tests them on their UTF-8 bytes: no str per value); Text
+        # and numbers also read for the batches are taken from them (decoded once)
         text = {name for name in tested if f[name].type is T.Text}
+        at = {name: how.keys.index(name) for name in tested if name in how.keys and
+              (name in text or f[name].type in _NUMBERS)}
+        extra = [name for name in tested if name not in at]
         readers = convs + [text_reader(f[name]) if name in text else scan.NumpyColumn(f[name])
-                           for name in tested]
+                           for name in extra]
         keep = None if bound is None else (lambda _part, _f: bound.blocks())
 
         def batches():
             if not readers:         # the constant columns alone
                 yield how.batch(i, [], f.num_rows if rows is None else len(rows))
                 return
-            for batch in scan.scan(f, readers, rows=rows, block_filter=keep):
+            for batch in scan.scan(f, readers, rows=rows, block_filter=keep,
+                                   batch_rows=None if how.windows else 1):
                 arrays = [one_array(pa, v) for v in batch.values[:len(convs)]]
                 n = len(range(batch.start, batch.stop, batch.step))
                 if tested:
-                    mask = pa.array(bound.rows({name: one_array(pa, v) if name in text else v
-                                                for name, v in zip(tested,
-                                                                   batch.values[len(convs):])}))
-                    arrays = [a.filter(mask) for a in arrays]
-                    n = mask.true_count
+                    values = dict(zip(extra, batch.values[len(convs):]))
+                    values.update({name: arrays[k] if name in text else arrays[k].to_numpy()
+                                   for name, k in at.items()})
+                    hits = np.flatnonzero(bound.rows(values))
+                    if len(hits) < n:       # Arrow's take: faster than its filter by a mask
+                        arrays = [a.take(pa.array(hits)) for a in arrays]
+                    n = len(hits)
                 yield how.batch(i, arrays, n)
         yield from (batches() if how.batch_size is None else
                     _rebatched(pa, how.schema_asked, batches(), how.batch_size))
@@ -331,14 +358,16 @@ def _file_batches(how, i, rows, bound):
 
 def _group_batches(how, i0, i1):
     """The batches of files [i0, i1) of the stream, read as one (whole_read), cut as each
-    file's stream would give them (a block, or batch_size rows, at a time)."""
+    file's stream would give them (a block, a window: a file, or batch_size rows, at a
+    time)."""
     pa, files = how.pa, how.src.files
     arrays = [a for _, a in _joined(pa, how.src, how.keys, i0, i1, how.unit, how.safe)]
     cuts = []
     for i in range(i0, i1):
         e = files[i]
         with how.src.using(i) as f:
-            step = how.batch_size or f[how.keys[0]].rows_per_block or e.num_rows
+            step = how.batch_size or (not how.windows and f[how.keys[0]].rows_per_block) \
+                or e.num_rows
         cuts += [(i, e.start - files[i0].start + a, min(step, e.num_rows - a))
                  for a in range(0, e.num_rows, step)]
     for i, a, n in cuts:

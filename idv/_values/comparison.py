@@ -29,7 +29,7 @@ import numpy as np
 
 from idv._values import literals, ticks
 from idv._storage import statistics as S
-from idv import types as T
+from idv import _compare, types as T
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 ALL, NONE, CMP, IN, NOT_IN = "all", "none", "cmp", "in", "not in"
@@ -266,20 +266,43 @@ _ARROW_CMP = {"==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
 
 
 def _text_rows(test, x):
-    """rows() of Text held as an Arrow string array, tested on its UTF-8 bytes: their order is
-    the code points' order that Python's str compares, so the answers are str's, without a
-    str per value. A literal UTF-8 cannot hold (a lone surrogate) is tested on str."""
+    """rows() of Text held as an Arrow string array (or chunks of them), tested on its UTF-8
+    bytes: their order is the code points' order that Python's str compares, so the answers
+    are str's, without a str per value (comparisons in C: idv._compare). A literal UTF-8
+    cannot hold (a lone surrogate) is tested on str."""
     import pyarrow as pa
     import pyarrow.compute as pc
     try:
         if test.kind == CMP:
-            hit = getattr(pc, _ARROW_CMP[test.op])(x, pa.scalar(test.value, x.type))
-        else:
-            hit = pc.is_in(x, value_set=pa.array(test.value.tolist(), x.type))
+            return _text_compare(pa, x, test.op, test.value.encode("utf-8"))
+        hit = pc.is_in(x, value_set=pa.array(test.value.tolist(), x.type))
     except (UnicodeEncodeError, pa.ArrowInvalid):
         return rows(test, np.array(x.to_pylist(), object))
     hit = np.asarray(hit.to_numpy(zero_copy_only=False), bool)
     return ~hit if test.kind == NOT_IN else hit
+
+
+def _text_compare(pa, x, op, literal):
+    """A bool per string of `x` (an Arrow string or large_string array, or chunks of them):
+    whether it `op` the UTF-8 bytes `literal`; pyarrow's kernel for other layouts (string
+    views, nulls)."""
+    out = np.empty(len(x), np.uint8)
+    at = 0
+    for a in getattr(x, "chunks", [x]):
+        n = len(a)
+        wide = pa.types.is_large_string(a.type)
+        if n and (a.null_count or not (wide or pa.types.is_string(a.type))):
+            hit = getattr(pa.compute, _ARROW_CMP[op])(a, pa.scalar(literal.decode(), a.type))
+            out[at:at + n] = np.asarray(hit.to_numpy(zero_copy_only=False), bool)
+        elif n:
+            _, offsets, data = a.buffers()
+            kind = np.dtype(np.int64 if wide else np.int32)
+            _compare.text_compare(
+                np.frombuffer(offsets, kind, n + 1, a.offset * kind.itemsize),
+                np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8),
+                op, literal, out[at:at + n])
+        at += n
+    return out.view(bool)
 
 
 def missing(type_, x):

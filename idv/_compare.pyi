@@ -1,0 +1,8 @@
+from typing import Dict
+
+import numpy as np
+
+OPS: Dict[str, int]
+
+def text_compare(offsets: np.ndarray, data: np.ndarray, op: str, literal: bytes,
+                 out: np.ndarray) -> None: ...

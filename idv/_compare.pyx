@@ -1,0 +1,68 @@
+# cython: language_level=3
+"""Row tests in C: a Text column held in Arrow's string layout (offsets into UTF-8 bytes)
+compared with a literal, a byte per row.
+
+UTF-8's byte order is the code points' order, the order of Python's str, so comparing bytes
+answers as str would (idv._values.comparison's meaning), without a str per value; one call
+of a few nanoseconds a row, the GIL released, where pyarrow's kernels take several times as
+long on short strings.
+"""
+cimport cython
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.string cimport memcmp
+
+ctypedef fused offset_t:
+    int32_t
+    int64_t
+
+# the comparison operators, by their symbol
+OPS = {"==": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
+
+
+cdef inline int _order(const uint8_t *a, int64_t na, const uint8_t *b, int64_t nb) noexcept nogil:
+    """<0, 0, >0 as bytes a[:na] sort before, with or after b[:nb]."""
+    cdef int64_t m = na if na < nb else nb
+    cdef int c = memcmp(a, b, <size_t>m) if m > 0 else 0
+    if c:
+        return c
+    return (na > nb) - (na < nb)
+
+
+@cython.boundscheck(False)     # i <= n, and len(offsets) > n is checked first
+@cython.wraparound(False)
+def text_compare(const offset_t[::1] offsets, const uint8_t[::1] data, str op,
+                 const uint8_t[::1] literal, uint8_t[::1] out):
+    """out[i] = 1 where string i (``data[offsets[i]:offsets[i + 1]]``) `op` the UTF-8 bytes
+    `literal` (op: a key of OPS), else 0, for i < len(out). ValueError where the offsets
+    do not hold len(out) strings within `data` (no byte outside it is read)."""
+    cdef Py_ssize_t n = out.shape[0], i
+    cdef int code = OPS[op]
+    cdef int64_t nl = literal.shape[0], nd = data.shape[0], a, b, m, j
+    cdef const uint8_t *d = &data[0] if nd else NULL
+    cdef const uint8_t *lit = &literal[0] if nl else NULL
+    cdef int c, diff, ok, bad = 0
+    if offsets.shape[0] < n + 1:
+        raise ValueError(f"{offsets.shape[0]} offsets for {n} strings")
+    if n == 0:
+        return
+    with nogil:
+        if code <= 1:                   # == / !=: no branch on the data
+            for i in range(n):
+                a, b = offsets[i], offsets[i + 1]
+                ok = 0 <= a <= b <= nd          # else no byte of it is read
+                bad |= not ok
+                m = (b - a if b - a < nl else nl) * ok
+                diff = b - a != nl
+                for j in range(m):      # as many rounds for each value at least nl long
+                    diff |= d[a + j] ^ lit[j]
+                out[i] = (diff == 0) == (code == 0)
+        else:
+            for i in range(n):
+                a, b = offsets[i], offsets[i + 1]
+                ok = 0 <= a <= b <= nd
+                bad |= not ok
+                c = _order(d + a if b > a and ok else NULL, (b - a) * ok, lit, nl)
+                out[i] = c < 0 if code == 2 else c <= 0 if code == 3 else \
+                    c > 0 if code == 4 else c >= 0
+    if bad:
+        raise ValueError(f"string offsets outside the {nd} bytes of text, or decreasing")
