@@ -8,8 +8,8 @@ of a few nanoseconds a row, the GIL released, where pyarrow's kernels take sever
 long on short strings.
 """
 cimport cython
-from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.string cimport memcmp
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memcmp, memcpy
 
 ctypedef fused offset_t:
     int32_t
@@ -41,20 +41,28 @@ def text_compare(const offset_t[::1] offsets, const uint8_t[::1] data, str op,
     cdef const uint8_t *d = &data[0] if nd else NULL
     cdef const uint8_t *lit = &literal[0] if nl else NULL
     cdef int c, diff, ok, bad = 0
+    cdef uint64_t want = 0, keep = 0, word
     if offsets.shape[0] < n + 1:
         raise ValueError(f"{offsets.shape[0]} offsets for {n} strings")
     if n == 0:
         return
     with nogil:
         if code <= 1:                   # == / !=: no branch on the data
+            if nl <= 8:                 # the literal as one word, compared at once
+                memcpy(&want, lit, <size_t>nl)
+                keep = ~(<uint64_t>0) if nl == 8 else ((<uint64_t>1) << (8 * nl)) - 1
             for i in range(n):
                 a, b = offsets[i], offsets[i + 1]
                 ok = 0 <= a <= b <= nd          # else no byte of it is read
                 bad |= not ok
-                m = (b - a if b - a < nl else nl) * ok
-                diff = b - a != nl
-                for j in range(m):      # as many rounds for each value at least nl long
-                    diff |= d[a + j] ^ lit[j]
+                if ok and nl <= 8 and a + 8 <= nd:
+                    memcpy(&word, d + a, 8)
+                    diff = ((word & keep) != want) | (b - a != nl)
+                else:
+                    m = (b - a if b - a < nl else nl) * ok
+                    diff = b - a != nl
+                    for j in range(m):  # as many rounds for each value at least nl long
+                        diff |= d[a + j] ^ lit[j]
                 out[i] = (diff == 0) == (code == 0)
         else:
             for i in range(n):

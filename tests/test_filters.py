@@ -374,8 +374,8 @@ def test_text_comparisons_in_c_answer_as_str():
     from idv._values import comparison
 
     words = ["", "a", "a\0", "a\0b", "ab", "abc", "b", "é", "e\u0301", "\U0001f600", "zz",
-             "\uffff", "A", "a" * 40, "\0"]
-    literals = words + ["aa", "\U0001f600\0", "ä"]
+             "\uffff", "A", "a" * 40, "\0", "a" * 8, "a" * 7 + "b", "a\0\0\0\0\0\0\0"]
+    literals = words + ["aa", "\U0001f600\0", "ä", "a\0\0\0\0\0\0\0", "a" * 8, "a" * 9]
     arr = pa.array(words * 3)
     cases = [arr, arr.slice(5, 20), pa.chunked_array([arr.slice(0, 7), arr.slice(7)]),
              arr.cast(pa.large_string()).slice(3)]

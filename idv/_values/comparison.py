@@ -288,10 +288,11 @@ def _text_compare(pa, x, op, literal):
     views, nulls)."""
     out = np.empty(len(x), np.uint8)
     at = 0
+    wide = pa.types.is_large_string(x.type)
+    other = not (wide or pa.types.is_string(x.type))
     for a in getattr(x, "chunks", [x]):
         n = len(a)
-        wide = pa.types.is_large_string(a.type)
-        if n and (a.null_count or not (wide or pa.types.is_string(a.type))):
+        if n and (other or a.null_count):
             hit = getattr(pa.compute, _ARROW_CMP[op])(a, pa.scalar(literal.decode(), a.type))
             out[at:at + n] = np.asarray(hit.to_numpy(zero_copy_only=False), bool)
         elif n:
