@@ -251,13 +251,27 @@ def test_a_scan_hands_out_groups_of_blocks_with_numbers_uncopied(paths, monkeypa
 
 
 def test_one_array_joins_slices_of_one_buffer_without_a_copy():
-    from idv._engines.arrow_scanner import grouped, one_array
+    from idv._engines.arrow_scanner import grouped
+    from idv._interop.arrow_columns import one_array
     a = pa.array(np.arange(10, dtype=np.int64))
     one = one_array(pa, pa.chunked_array([a.slice(0, 4), a.slice(4, 6)]))
     assert one.equals(a) and one.buffers()[1].address == a.buffers()[1].address
     gap = one_array(pa, pa.chunked_array([a.slice(0, 4), a.slice(5, 5)]))
     assert gap.to_pylist() == [0, 1, 2, 3, 5, 6, 7, 8, 9]
     assert gap.buffers()[1].address != a.buffers()[1].address
+    # arrays of their own over one memory, end to end (a scan window's pieces): one view
+    memory = np.arange(10, dtype=np.float32)
+    pieces = [pa.array(memory[:3]), pa.array(memory[3:3]), pa.array(memory[3:])]
+    seen = one_array(pa, pa.chunked_array(pieces))
+    assert seen.to_pylist() == memory.tolist()
+    assert seen.buffers()[1].address == memory.ctypes.data
+    del pieces, memory
+    assert seen.to_pylist() == list(range(10))          # the memory held by the view
+    apart = [pa.array(np.arange(3, dtype=np.float32)), pa.array(np.ones(2, np.float32))]
+    assert one_array(pa, pa.chunked_array(apart)).to_pylist() == [0, 1, 2, 1, 1]
+    with_nulls = [pa.array(memory_ := np.arange(4.0))[:2], pa.array([None, 1.0])]
+    assert one_array(pa, pa.chunked_array(with_nulls)).to_pylist() == [0, 1, None, 1]
+    del memory_
     texts = pa.chunked_array([pa.array(["a", "b"]), pa.array(["c"])])
     assert one_array(pa, texts).to_pylist() == ["a", "b", "c"]
     keys = pa.array(["x", "y"]).dictionary_encode()

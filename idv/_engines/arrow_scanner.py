@@ -11,6 +11,7 @@ import contextlib
 import numpy as np
 
 from idv._interop import arrow
+from idv._interop.arrow_columns import one_array
 from idv._resources import budget
 from idv._engines import engine_filters
 from idv._scan import filter_tree, filters
@@ -216,28 +217,3 @@ def grouped(batches, size, nbytes=0):
 def one_batch(pa, columns, schema):
     """A RecordBatch of `schema` from ChunkedArrays of the same rows (one_array each)."""
     return pa.RecordBatch.from_arrays([one_array(pa, c) for c in columns], schema=schema)
-
-
-def one_array(pa, chunked):
-    """A ChunkedArray as one Array: its chunk; its chunks' buffers seen as one array where
-    the chunks are consecutive slices of the same buffers (a scan window's blocks of a
-    column of numbers), with no copy; else their concatenation (a copy)."""
-    chunks = chunked.chunks
-    if len(chunks) == 1:
-        return chunks[0]
-    if not chunks:
-        return pa.array([], chunked.type)
-    first, t = chunks[0], chunked.type
-    if t.num_fields == 0 and not pa.types.is_dictionary(t) \
-            and len(first.buffers()) == t.num_buffers:
-        def spans(a):
-            return [None if b is None else (b.address, b.size) for b in a.buffers()]
-        bufs, at = spans(first), first.offset
-        for c in chunks:
-            if c.offset != at or spans(c) != bufs:
-                break
-            at += len(c)
-        else:
-            return pa.Array.from_buffers(t, at - first.offset, first.buffers(),
-                                         offset=first.offset)
-    return pa.concat_arrays(chunks)

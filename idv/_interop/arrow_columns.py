@@ -259,9 +259,57 @@ def chunked(pa, conv, values):
 
 
 def one_array(pa, part):
-    """A ChunkedArray's values as one Array (without copying when it has one chunk)."""
+    """A ChunkedArray's values as one Array, copied only where they must be: its one chunk;
+    chunks that are consecutive slices of the same buffers (the blocks of a column of numbers
+    on a memory map), or whose fixed-width values lie end to end in memory (the pieces of a
+    scan window's buffer), seen as one array over them; else their concatenation."""
     if isinstance(part, pa.Array):
         return part
-    if part.num_chunks == 1:
-        return part.chunk(0)
-    return pa.concat_arrays(part.chunks) if part.num_chunks else pa.array([], part.type)
+    chunks, t = part.chunks, part.type
+    if len(chunks) == 1:
+        return chunks[0]
+    if not chunks:
+        return pa.array([], t)
+    if t.num_fields == 0 and not pa.types.is_dictionary(t):
+        joined = _same_buffers(pa, chunks, t) or _end_to_end(pa, chunks, t)
+        if joined is not None:
+            return joined
+    return pa.concat_arrays(chunks)
+
+
+def _same_buffers(pa, chunks, t):
+    first = chunks[0]
+    if len(first.buffers()) != t.num_buffers:
+        return None
+
+    def spans(a):
+        return [None if b is None else (b.address, b.size) for b in a.buffers()]
+    bufs, at = spans(first), first.offset
+    for c in chunks:
+        if c.offset != at or spans(c) != bufs:
+            return None
+        at += len(c)
+    return pa.Array.from_buffers(t, at - first.offset, first.buffers(), offset=first.offset)
+
+
+def _end_to_end(pa, chunks, t):
+    if t.num_buffers != 2 or not pa.types.is_primitive(t) or pa.types.is_boolean(t):
+        return None
+    width = t.bit_width // 8
+    start = end = None
+    for c in chunks:
+        if not len(c):
+            continue
+        validity, data = c.buffers()
+        if validity is not None or data is None:
+            return None
+        a = data.address + c.offset * width
+        if start is not None and a != end:
+            return None
+        start = a if start is None else start
+        end = a + len(c) * width
+    if start is None:
+        return None
+    # the memory stays the chunks' own: the buffer holds them
+    return pa.Array.from_buffers(t, (end - start) // width,
+                                 [None, pa.foreign_buffer(start, end - start, base=chunks)])
