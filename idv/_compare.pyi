@@ -4,5 +4,5 @@ import numpy as np
 
 OPS: Dict[str, int]
 
-def text_compare(offsets: np.ndarray, data: np.ndarray, op: str, literal: bytes,
-                 out: np.ndarray) -> None: ...
+def text_compare(starts: np.ndarray, ends: np.ndarray, data: np.ndarray, op: str,
+                 literal: bytes, out: np.ndarray) -> None: ...

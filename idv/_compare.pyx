@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""Row tests in C: a Text column held in Arrow's string layout (offsets into UTF-8 bytes)
-compared with a literal, a byte per row.
+"""Row tests in C: Text rows held as spans of UTF-8 bytes (Arrow's string layout, a block's
+TextSpans) compared with a literal, a byte per row.
 
 UTF-8's byte order is the code points' order, the order of Python's str, so comparing bytes
 answers as str would (idv._values.comparison's meaning), without a str per value; one call
@@ -28,13 +28,14 @@ cdef inline int _order(const uint8_t *a, int64_t na, const uint8_t *b, int64_t n
     return (na > nb) - (na < nb)
 
 
-@cython.boundscheck(False)     # i <= n, and len(offsets) > n is checked first
+@cython.boundscheck(False)     # i < n, and len(starts), len(ends) >= n are checked first
 @cython.wraparound(False)
-def text_compare(const offset_t[::1] offsets, const uint8_t[::1] data, str op,
-                 const uint8_t[::1] literal, uint8_t[::1] out):
-    """out[i] = 1 where string i (``data[offsets[i]:offsets[i + 1]]``) `op` the UTF-8 bytes
-    `literal` (op: a key of OPS), else 0, for i < len(out). ValueError where the offsets
-    do not hold len(out) strings within `data` (no byte outside it is read)."""
+def text_compare(const offset_t[::1] starts, const offset_t[::1] ends,
+                 const uint8_t[::1] data, str op, const uint8_t[::1] literal,
+                 uint8_t[::1] out):
+    """out[i] = 1 where string i (``data[starts[i]:ends[i]]``) `op` the UTF-8 bytes `literal`
+    (op: a key of OPS), else 0, for i < len(out). ValueError where fewer spans are given, or
+    where one lies outside `data` or is reversed (no byte outside `data` is read)."""
     cdef Py_ssize_t n = out.shape[0], i
     cdef int code = OPS[op]
     cdef int64_t nl = literal.shape[0], nd = data.shape[0], a, b, m, j
@@ -42,8 +43,8 @@ def text_compare(const offset_t[::1] offsets, const uint8_t[::1] data, str op,
     cdef const uint8_t *lit = &literal[0] if nl else NULL
     cdef int c, diff, ok, bad = 0
     cdef uint64_t want = 0, keep = 0, word
-    if offsets.shape[0] < n + 1:
-        raise ValueError(f"{offsets.shape[0]} offsets for {n} strings")
+    if starts.shape[0] < n or ends.shape[0] < n:
+        raise ValueError(f"{min(starts.shape[0], ends.shape[0])} spans for {n} strings")
     if n == 0:
         return
     with nogil:
@@ -52,7 +53,7 @@ def text_compare(const offset_t[::1] offsets, const uint8_t[::1] data, str op,
                 memcpy(&want, lit, <size_t>nl)
                 keep = ~(<uint64_t>0) if nl == 8 else ((<uint64_t>1) << (8 * nl)) - 1
             for i in range(n):
-                a, b = offsets[i], offsets[i + 1]
+                a, b = starts[i], ends[i]
                 ok = 0 <= a <= b <= nd          # else no byte of it is read
                 bad |= not ok
                 if ok and nl <= 8 and a + 8 <= nd:
@@ -66,11 +67,11 @@ def text_compare(const offset_t[::1] offsets, const uint8_t[::1] data, str op,
                 out[i] = (diff == 0) == (code == 0)
         else:
             for i in range(n):
-                a, b = offsets[i], offsets[i + 1]
+                a, b = starts[i], ends[i]
                 ok = 0 <= a <= b <= nd
                 bad |= not ok
                 c = _order(d + a if b > a and ok else NULL, (b - a) * ok, lit, nl)
                 out[i] = c < 0 if code == 2 else c <= 0 if code == 3 else \
                     c > 0 if code == 4 else c >= 0
     if bad:
-        raise ValueError(f"string offsets outside the {nd} bytes of text, or decreasing")
+        raise ValueError(f"string spans outside the {nd} bytes of text, or reversed")

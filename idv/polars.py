@@ -6,9 +6,8 @@ takes the whole predicate (comparisons that mean the same to polars and to idv, 
 and ``|``), idv tests the rows, on the blocks the statistics do not rule out; otherwise it skips
 the blocks the part it takes rules out, and polars tests every row of the frames by its own
 rules. Since DuckDB queries a polars LazyFrame with its filters pushed into it,
-``duckdb.sql("select ... from lf where ...")`` skips them too. The frames hold whole windows of
-blocks, the batch size's rows or more up to FRAME_BYTES, Text as Arrow string views, polars'
-own layout. """
+``duckdb.sql("select ... from lf where ...")`` skips them too. The frames hold whole blocks, the
+batch size's rows or more up to FRAME_BYTES, Text as Arrow string views, polars' own layout. """
 from __future__ import annotations
 
 import json
@@ -79,10 +78,11 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
         narrow = with_columns is not None and list(with_columns) != wanted
 
         def frames():
-            # the scan's batches (a window of blocks each) grouped into frames of the batch
-            # size polars asks for, or more up to FRAME_BYTES: its filter and select once a
-            # frame (each a query of its own), not once a block
-            blocks = arrow.window_reader(ds, wanted, datetime=unit, safe=safe, filter=node)
+            # the scan's batches (whole blocks of about the batch size polars asks for)
+            # grouped into frames of that size, or more up to FRAME_BYTES: its filter and
+            # select once a frame (each a query of its own), not once a block
+            blocks = arrow.window_reader(ds, wanted, datetime=unit, safe=safe, filter=node,
+                                         batch_rows=batch_size or BATCH_ROWS)
             for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
                 df = pl.from_arrow(_polars_table(pa, pa.Table.from_batches(group, blocks.schema)),
                                    rechunk=False)

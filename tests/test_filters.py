@@ -366,31 +366,41 @@ def test_an_arrow_read_tests_text_without_a_str_per_value(tmp_path, monkeypatch)
 
 
 def test_text_comparisons_in_c_answer_as_str():
-    """idv._compare's Text comparisons (a string array's UTF-8 bytes against a literal's) give
-    Python's str answers: NULs, prefixes, empty strings, characters of 2 to 4 bytes, arrays
-    that are slices, chunks and large_string; offsets outside the text are refused."""
+    """Text tested on its UTF-8 bytes (idv._values.text_bytes, in C: idv._compare) gives
+    Python's str answers, for Arrow strings and for the blocks' bytes (TextRows, every step
+    of rows): NULs, prefixes, empty strings, characters of 2 to 4 bytes, literals of 8 bytes
+    and around, `in` lists short and long; spans outside the text are refused."""
     pa = pytest.importorskip("pyarrow")
     from idv import _compare
     from idv._values import comparison
+    from idv._values.text_bytes import TextRows, of_arrow
 
     words = ["", "a", "a\0", "a\0b", "ab", "abc", "b", "é", "e\u0301", "\U0001f600", "zz",
              "\uffff", "A", "a" * 40, "\0", "a" * 8, "a" * 7 + "b", "a\0\0\0\0\0\0\0"]
-    literals = words + ["aa", "\U0001f600\0", "ä", "a\0\0\0\0\0\0\0", "a" * 8, "a" * 9]
+    literals = words + ["aa", "\U0001f600\0", "ä", "a" * 9]
     arr = pa.array(words * 3)
+    rows = TextRows.joined([of_arrow(pa, arr.slice(0, 20)), of_arrow(pa, arr.slice(20))])
     cases = [arr, arr.slice(5, 20), pa.chunked_array([arr.slice(0, 7), arr.slice(7)]),
-             arr.cast(pa.large_string()).slice(3)]
+             arr.cast(pa.large_string()).slice(3), rows, rows.rows(3, 50, 4),
+             rows.rows(19, 21), rows.rows(30, 30)]
     ops = {"==": str.__eq__, "!=": str.__ne__, "<": str.__lt__, "<=": str.__le__,
            ">": str.__gt__, ">=": str.__ge__}
     for x in cases:
-        values = x.to_pylist()
+        values = x.to_str().tolist() if isinstance(x, TextRows) else x.to_pylist()
         for op, fn in ops.items():
             for lit in literals:
                 got = comparison.rows(comparison.Test(comparison.CMP, op, lit), x)
                 assert got.tolist() == [fn(v, lit) for v in values], (op, lit)
+        for chosen in (literals[:3], literals):             # by equality, by a set
+            test = comparison.Test(comparison.IN, None, np.array(sorted(chosen), object))
+            assert comparison.rows(test, x).tolist() == [v in chosen for v in values]
     out = np.empty(2, np.uint8)
     with pytest.raises(ValueError, match="outside"):
-        _compare.text_compare(np.array([0, 2, 9], np.int32), np.zeros(4, np.uint8), "==",
-                              b"", out)
-    with pytest.raises(ValueError, match="offsets for"):
-        _compare.text_compare(np.array([0, 2], np.int32), np.zeros(4, np.uint8), "==", b"",
-                              out)
+        _compare.text_compare(np.array([0, 2], np.int32), np.array([2, 9], np.int32),
+                              np.zeros(4, np.uint8), "==", b"", out)
+    with pytest.raises(ValueError, match="outside"):        # reversed
+        _compare.text_compare(np.array([0, 3], np.int32), np.array([2, 1], np.int32),
+                              np.zeros(4, np.uint8), "<", b"", out)
+    with pytest.raises(ValueError, match="spans for"):
+        _compare.text_compare(np.array([0], np.int32), np.array([2], np.int32),
+                              np.zeros(4, np.uint8), "==", b"", out)

@@ -68,7 +68,7 @@ def test_projection_limit_and_batches(path, frame):
 
 def test_polars_gets_frames_of_its_batch_size_with_text_as_string_views(path, frame,
                                                                          monkeypatch):
-    """The frames polars is handed: the blocks (1,000 rows) grouped up to the batch size it
+    """The frames polars is handed: whole blocks (1,000 rows) grouped up to the batch size it
     asks for or FRAME_BYTES, with only the columns it asked for, Text in polars' own layout
     (Arrow string views, which polars takes as they are); the rows tested by idv where the
     predicate is taken whole, else by polars on frames of whole blocks."""
@@ -94,7 +94,8 @@ def test_polars_gets_frames_of_its_batch_size_with_text_as_string_views(path, fr
         assert [(t.num_rows, t.column_names) for t in seen] == [(rows, cols)]
         assert pl.concat(frames).equals(frame.filter(pred).select("c"))
     monkeypatch.setattr(idv.polars, "FRAME_BYTES", 0)      # frames of the batch size alone
-    for pred, want in [(half, [2500, 2500] if stats else [2500] * 8), (whole, [2500, 2000])]:
+    for pred, want in [(half, [2000, 2000, 1000] if stats else [2000] * 10),
+                       (whole, [2000, 2500])]:
         seen.clear()
         frames = list(got["source"](["c"], pred, None, 2500))
         assert [t.num_rows for t in seen] == want

@@ -60,8 +60,8 @@ class IdvScanner:
         """The rows of `names` (and then the filter's other columns, where pyarrow tests the
         rows or `names` is empty), of file `i` (None: of every file, through the dataset's
         stream, which reads small files of numbers together), as Tables of whole blocks of at
-        most the batch size (the stream's windows grouped or cut: one pyarrow call per
-        group, not per block); the rows tested by idv where the filter is taken whole
+        most the batch size (the stream's batches of about that many rows grouped or cut:
+        one pyarrow call per group, not per block); the rows tested by idv where the filter is taken whole
         (engine_filters.from_arrow's `exact`), else by pyarrow; blocks the statistics rule
         out skipped."""
         owner, ds = self._owner, self._owner.idv_dataset
@@ -71,7 +71,8 @@ class IdvScanner:
             self._tree if exact else filter_tree.BlocksOnly(self._tree)
         with contextlib.nullcontext(ds) if i is None else ds.using(i) as src:  # kept open
             blocks = arrow.window_reader(src, read, datetime=owner._unit, safe=owner._safe,
-                                         filter=skip)
+                                         filter=skip,
+                                         batch_rows=self._batch_size or BATCH_ROWS)
             for group in grouped(blocks, self._batch_size or BATCH_ROWS):
                 table = self._pa.Table.from_batches(group, blocks.schema)
                 if self._filter is not None and not exact:  # one batch: faster than chunks

@@ -28,6 +28,8 @@ from idv._reader.read_source import file_rows
 
 __all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition"]
 
+# window_reader's batches: a window of the scan each
+WINDOW = "window"
 # the scalar types whose Arrow arrays are their values as read() gives them (no copy)
 _NUMBERS = (T.SByte, T.Byte, T.Int16, T.UInt16, T.Int32, T.UInt32, T.Int64, T.UInt64, T.Single,
             T.Double)
@@ -223,19 +225,22 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     >>> [b.num_rows for b in reader]
     [100, 100, 40]
     """
-    return _reader(file, columns, datetime, safe, batch_size, rows, filter, False)
+    return _reader(file, columns, datetime, safe, batch_size, rows, filter)
 
 
-def window_reader(file, columns=None, *, datetime="auto", safe=True,
-                  filter=None):  # noqa: A002 - pyarrow's and pandas' name
-    """record_batch_reader's stream, a batch per window of blocks (about 8 MiB decompressed)
-    rather than per block: what an engine groups into its own batches, with a few Python
-    calls a window instead of a few a block, the filter's rows tested a window at a time."""
-    return _reader(file, columns, datetime, safe, None, rows=None, filter=filter, windows=True)
+def window_reader(file, columns=None, *, datetime="auto", safe=True, filter=None,  # noqa: A002
+                  batch_rows=None):
+    """record_batch_reader's stream in batches of whole blocks of about `batch_rows` rows (at
+    least a block; None: a window of blocks, about 8 MiB decompressed) rather than a block
+    each: what an engine takes as its batches, with a few Python calls a batch instead of a
+    few a block, the filter's rows tested a batch at a time. As each batch is handed out, the
+    file is checked to be the one opened (a mapped file's views outlive no check)."""
+    return _reader(file, columns, datetime, safe, None, rows=None, filter=filter,
+                   per=batch_rows or WINDOW)
 
 
 def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A002
-            windows):
+            per=1):
     ensure_count(batch_size, "batch_size", none=True)
     pa = import_pyarrow()
     stack = contextlib.ExitStack()      # a file opened here, closed when the batches run out
@@ -265,7 +270,7 @@ def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A0
         raise
     order = [(keys + fixed).index(k) for k in asked]
     how = _Stream(pa, src, keys, unit, safe, schema, bound, batch_size, (first, convs),
-                  fixed, order, windows)
+                  fixed, order, per)
 
     @budget.reads
     def batches(_src):
@@ -297,7 +302,7 @@ class _Stream(NamedTuple):
     first: tuple        # (the first file, its converters), reused while it is the one open
     fixed: list         # the source's constant columns read (read_source.constants)
     order: list         # where each column asked is in keys + fixed
-    windows: bool       # a batch per window of the scan, not per block
+    per: object         # rows of the scan's batches: 1 (a block each), more, or WINDOW
 
     @property
     def schema_asked(self):
@@ -324,15 +329,15 @@ def _file_batches(how, i, rows, bound):
         bound = None if bound is None else bound(f)
         tested = [] if bound is None or isinstance(bound.node, filters.BlocksOnly) else \
             list(bound.columns)                 # BlocksOnly: no row to test
-        # the filter's columns also in read()'s form for the rows' test, Text as Arrow
-        # strings (comparison.rows tests them on their UTF-8 bytes: no str per value); Text
-        # and numbers also read for the batches are taken from them (decoded once)
+        # the filter's columns also in read()'s form for the rows' test, Text as its bytes
+        # (comparison.rows tests them on their UTF-8 bytes: no str per value); Text and
+        # numbers also read for the batches are taken from them (decoded once)
         text = {name for name in tested if f[name].type is T.Text}
         at = {name: how.keys.index(name) for name in tested if name in how.keys and
               (name in text or f[name].type in _NUMBERS)}
         extra = [name for name in tested if name not in at]
-        readers = convs + [text_reader(f[name]) if name in text else scan.NumpyColumn(f[name])
-                           for name in extra]
+        readers = convs + [scan.TextColumn(f[name]) if name in text else
+                           scan.NumpyColumn(f[name]) for name in extra]
         keep = None if bound is None else (lambda _part, _f: bound.blocks())
 
         def batches():
@@ -340,7 +345,7 @@ def _file_batches(how, i, rows, bound):
                 yield how.batch(i, [], f.num_rows if rows is None else len(rows))
                 return
             for batch in scan.scan(f, readers, rows=rows, block_filter=keep,
-                                   batch_rows=None if how.windows else 1):
+                                   batch_rows=None if how.per is WINDOW else how.per):
                 arrays = [one_array(pa, v) for v in batch.values[:len(convs)]]
                 n = len(range(batch.start, batch.stop, batch.step))
                 if tested:
@@ -358,16 +363,17 @@ def _file_batches(how, i, rows, bound):
 
 def _group_batches(how, i0, i1):
     """The batches of files [i0, i1) of the stream, read as one (whole_read), cut as each
-    file's stream would give them (a block, a window: a file, or batch_size rows, at a
-    time)."""
+    file's stream would give them (a block, whole blocks of about the stream's rows, the file
+    for a window, or batch_size rows at a time)."""
     pa, files = how.pa, how.src.files
     arrays = [a for _, a in _joined(pa, how.src, how.keys, i0, i1, how.unit, how.safe)]
     cuts = []
     for i in range(i0, i1):
         e = files[i]
         with how.src.using(i) as f:
-            step = how.batch_size or (not how.windows and f[how.keys[0]].rows_per_block) \
-                or e.num_rows
+            rpb = f[how.keys[0]].rows_per_block or e.num_rows or 1
+            step = how.batch_size or ((e.num_rows or 1) if how.per is WINDOW else
+                                      max(1, how.per // rpb) * rpb)
         cuts += [(i, e.start - files[i0].start + a, min(step, e.num_rows - a))
                  for a in range(0, e.num_rows, step)]
     for i, a, n in cuts:

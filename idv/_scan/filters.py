@@ -22,7 +22,7 @@ from idv._values import comparison, vectors
 from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning
 from idv._scan.filter_tree import And, BlocksOnly, IsNull, Not, Or, columns_of, parse
-from idv._scan.scan import NumpyColumn, scan
+from idv._scan.scan import NumpyColumn, TextColumn, scan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,7 +230,9 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
     def keep(part, f):
         mask = bound.block_filter(part, f)
         return mask if blocks is None else mask & np.asarray(blocks(part, f), bool)
-    for batch in scan(source, names, NumpyColumn, block_filter=keep, batch_rows=batch_rows,
+    def reader(col):        # a Text column only tested: its bytes, no str per value
+        return TextColumn(col) if col.type is T.Text and col.name in extra else NumpyColumn(col)
+    for batch in scan(source, names, reader, block_filter=keep, batch_rows=batch_rows,
                       rows=rows, **how):
         values = dict(zip(names, batch.values))
         mask = bound(batch_file(source, batch)).rows(values)

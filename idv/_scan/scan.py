@@ -30,6 +30,7 @@ import numpy as np
 
 from idv._resources import budget
 from idv._values import vectors
+from idv._values.text_bytes import TextRows
 from idv._values.arguments import ensure_count
 from idv._store.block_runs import fixed_width, out_shape
 from idv.errors import IdvFormatError
@@ -103,6 +104,28 @@ class NumpyColumn:
         if step == 1 and a == 0 and b == vectors.num_rows_of(value):
             return value
         return value[a:b:step]
+
+
+class TextColumn(NumpyColumn):
+    """A Text column read as its blocks' UTF-8 bytes (TextRows), no str per value: what a
+    filter tests of a column that the read does not return."""
+
+    def room(self, b0, b1):
+        return ((self.col.text_room(b0, b1),), np.dtype(np.uint8)) if self.col.readable \
+            else None
+
+    def decode(self, b0, b1, out):
+        return [TextRows.of_blocks(self.col.read_text_blocks(b0, b1, parallel=False,
+                                                             out=out))]
+
+    def inflatable(self, b0, b1, out):
+        return None
+
+    def join(self, chunks):
+        return chunks[0] if len(chunks) == 1 else TextRows.joined(chunks)
+
+    def cut(self, value, a, b, step=1):
+        return value if step == 1 and a == 0 and b == len(value) else value.rows(a, b, step)
 
 
 class WholeColumn(NumpyColumn):

@@ -27,9 +27,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from idv._values import literals, ticks
+from idv._values import literals, text_bytes, ticks
 from idv._storage import statistics as S
-from idv import _compare, types as T
+from idv import types as T
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 ALL, NONE, CMP, IN, NOT_IN = "all", "none", "cmp", "in", "not in"
@@ -228,6 +228,8 @@ def _bind_float(op, q):
 def comparable(type_, values):
     """A column's values (read()'s form) as the numbers a Test compares: ticks for times, a
     DateTimeOffset's UTC instant, Booleans as 0 and 1; Text as it is."""
+    if isinstance(values, text_bytes.TextRows):
+        return values
     x = S.comparable(type_, values)
     if getattr(x, "dtype", None) is not None and x.dtype == np.bool_:
         x = x.view(np.uint8)
@@ -235,11 +237,11 @@ def comparable(type_, values):
 
 
 def rows(test: Test, x):
-    """A bool per value of `x` (comparable()'s form, or Text as an Arrow string array) that
-    passes `test`."""
+    """A bool per value of `x` (comparable()'s form; Text also as TextRows or Arrow strings,
+    tested on their UTF-8 bytes) that passes `test`."""
     if test.kind in (ALL, NONE):
         return np.full(len(x), test.kind == ALL)
-    if S.is_arrow(x):
+    if isinstance(x, text_bytes.TextRows) or S.is_arrow(x):
         return _text_rows(test, x)
     if test.kind == CMP:
         v = test.value
@@ -266,44 +268,36 @@ _ARROW_CMP = {"==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
 
 
 def _text_rows(test, x):
-    """rows() of Text held as an Arrow string array (or chunks of them), tested on its UTF-8
-    bytes: their order is the code points' order that Python's str compares, so the answers
-    are str's, without a str per value (comparisons in C: idv._compare). A literal UTF-8
-    cannot hold (a lone surrogate) is tested on str."""
-    import pyarrow as pa
+    """rows() of Text held as TextRows or Arrow strings, tested on their UTF-8 bytes
+    (idv._values.text_bytes); Arrow strings of other layouts (views, nulls) by pyarrow on
+    the same bytes. A literal UTF-8 cannot hold (a lone surrogate) is tested on str."""
+    arrow = not isinstance(x, text_bytes.TextRows)
+    if arrow:
+        import pyarrow as pa
+        found = text_bytes.of_arrow(pa, x)
+        if found is None:
+            return _arrow_text_rows(pa, test, x)
+        x = found
+    try:
+        if test.kind == CMP:
+            return text_bytes.compare(x, test.op, test.value.encode("utf-8"))
+        hit = text_bytes.member(x, [v.encode("utf-8") for v in test.value.tolist()])
+    except UnicodeEncodeError:
+        return rows(test, x.to_str())
+    return ~hit if test.kind == NOT_IN else hit
+
+
+def _arrow_text_rows(pa, test, x):
     import pyarrow.compute as pc
     try:
         if test.kind == CMP:
-            return _text_compare(pa, x, test.op, test.value.encode("utf-8"))
-        hit = pc.is_in(x, value_set=pa.array(test.value.tolist(), x.type))
+            hit = getattr(pc, _ARROW_CMP[test.op])(x, pa.scalar(test.value, x.type))
+        else:
+            hit = pc.is_in(x, value_set=pa.array(test.value.tolist(), x.type))
     except (UnicodeEncodeError, pa.ArrowInvalid):
         return rows(test, np.array(x.to_pylist(), object))
     hit = np.asarray(hit.to_numpy(zero_copy_only=False), bool)
     return ~hit if test.kind == NOT_IN else hit
-
-
-def _text_compare(pa, x, op, literal):
-    """A bool per string of `x` (an Arrow string or large_string array, or chunks of them):
-    whether it `op` the UTF-8 bytes `literal`; pyarrow's kernel for other layouts (string
-    views, nulls)."""
-    out = np.empty(len(x), np.uint8)
-    at = 0
-    wide = pa.types.is_large_string(x.type)
-    other = not (wide or pa.types.is_string(x.type))
-    for a in getattr(x, "chunks", [x]):
-        n = len(a)
-        if n and (other or a.null_count):
-            hit = getattr(pa.compute, _ARROW_CMP[op])(a, pa.scalar(literal.decode(), a.type))
-            out[at:at + n] = np.asarray(hit.to_numpy(zero_copy_only=False), bool)
-        elif n:
-            _, offsets, data = a.buffers()
-            kind = np.dtype(np.int64 if wide else np.int32)
-            _compare.text_compare(
-                np.frombuffer(offsets, kind, n + 1, a.offset * kind.itemsize),
-                np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8),
-                op, literal, out[at:at + n])
-        at += n
-    return out.view(bool)
 
 
 def missing(type_, x):
