@@ -2,7 +2,8 @@
 """What statistics buy: a 1% filter on a sorted timestamp through idv.read(filter=),
 idv.polars.scan_idv, DuckDB over the LazyFrame and DuckDB over idv.arrow_dataset, each against
 the same read without the filter, and pyarrow.dataset's filtered read of the same data in
-Parquet; and what writing the statistics costs.
+Parquet; what writing the statistics costs; and a Text equality no statistics can skip
+(``city == "Nice"``, 1 row in 5 of every block) through the same doors against Parquet's.
 
     python3 benchmarks/bench_filter.py              # 8M rows, best of 3
     python3 benchmarks/bench_filter.py --quick      # smoke run: 200,000 rows, one round
@@ -53,6 +54,44 @@ def text_dataset(rows):
             enumerate(rng.integers(1, 41, 4096))]
     words = np.array([pool[i] for i in rng.integers(0, len(pool), rows)], dtype=object)
     return {"id": ids, "word": words[np.argsort(lengths, kind="stable")]}
+
+
+def city_dataset(rows):
+    """An Int64 and a Text column of 5 values, in random order."""
+    rng = np.random.default_rng(2)
+    cities = np.array(["Paris", "Lyon", "Nice", "Lille", "Nantes"], dtype=object)
+    return {"id": np.arange(rows, dtype=np.int64), "city": cities[rng.integers(0, 5, rows)]}
+
+
+def text_filter(d, rows, rounds):
+    """Best times (s) of `id where city == "Nice"` through each door, and Parquet's."""
+    import duckdb
+    import polars as pl
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+    from idv.polars import scan_idv
+    data = city_dataset(rows)
+    want = int((data["city"] == "Nice").sum())
+    path, pq_path = os.path.join(d, "city.idv"), os.path.join(d, "city.parquet")
+    idv.write(path, data)
+    pq.write_table(idv.to_arrow(path), pq_path)
+    doors = {
+        "idv.read": lambda: len(idv.read(path, ["id"], filter=[("city", "==", "Nice")])["id"]),
+        "idv.to_arrow": lambda: idv.to_arrow(path, ["id"], filter="city == 'Nice'").num_rows,
+        "polars scan_idv": lambda: scan_idv(path).filter(pl.col("city") == "Nice")
+        .select("id").collect().height,
+        "DuckDB over arrow_dataset": lambda: _duckdb(
+            idv.arrow_dataset(path), "select count(id) from src where city = 'Nice'")[0][0],
+        "pyarrow.dataset Parquet": lambda: ds.dataset(pq_path).to_table(
+            columns=["id"], filter=ds.field("city") == "Nice").num_rows,
+    }
+    out = {}
+    for name, fn in doors.items():
+        t, n = best(fn, rounds)
+        if n != want:
+            raise AssertionError(f"Text filter, {name}: {n} rows, not {want}")
+        out[name] = t
+    return out
 
 
 def write_cost(path, data, rounds):
@@ -132,12 +171,14 @@ def main(argv=None):
         results.append(_pair("pyarrow.dataset Parquet", rounds, want,
                              lambda: ds.dataset(pq_path).to_table(filter=expr).num_rows,
                              lambda: ds.dataset(pq_path).to_table().filter(expr).num_rows))
+        text = text_filter(d, rows, rounds)
     by = {r["query"]: r for r in results}
     report = {"quick": a.quick, "rows": rows, "rounds": rounds, "matching_rows": want,
               "write_statistics_s": write_on, "write_without_s": write_off,
               "write_cost": write_on / write_off - 1,
               "text_write_statistics_s": text_on, "text_write_without_s": text_off,
               "text_write_cost": text_on / text_off - 1, "results": results,
+              "text_filter_s": text,
               "idv_vs_parquet": by["pyarrow.dataset Parquet"]["filtered_s"] /
               by["idv.read"]["filtered_s"]}
     if a.json:
@@ -152,6 +193,10 @@ def main(argv=None):
     for name, on, off in (("numeric", write_on, write_off), ("Text-only", text_on, text_off)):
         print(f"  {name} write, CPU with statistics {on:.2f} s, without {off:.2f} s: "
               f"{on / off - 1:+.1%}")
+    print(f"{rows:,} rows, id where city == 'Nice' (a Text of 5 values, every block matches)")
+    for name, t in text.items():
+        print(f"  {name:<26} {t * 1000:8.1f} ms: "
+              f"{text['pyarrow.dataset Parquet'] / t:.2f}x Parquet's")
     return 0
 
 

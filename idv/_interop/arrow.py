@@ -30,9 +30,14 @@ __all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition"]
 
 # window_reader's batches: a window of the scan each
 WINDOW = "window"
-# the scalar types whose Arrow arrays are their values as read() gives them (no copy)
 _NUMBERS = (T.SByte, T.Byte, T.Int16, T.UInt16, T.Int32, T.UInt32, T.Int64, T.UInt64, T.Single,
             T.Double)
+
+
+def _as_read(pa, col, conv):
+    """Whether a column's Arrow arrays (by its converter `conv`) are its values as read()
+    gives them: numbers in their own type (not restored to another one), viewed uncopied."""
+    return col.type in _NUMBERS and conv.arrow_type == pa.from_numpy_dtype(col.codec.dtype)
 
 
 @_docs.fill
@@ -334,7 +339,7 @@ def _file_batches(how, i, rows, bound):
         # numbers also read for the batches are taken from them (decoded once)
         text = {name for name in tested if f[name].type is T.Text}
         at = {name: how.keys.index(name) for name in tested if name in how.keys and
-              (name in text or f[name].type in _NUMBERS)}
+              (name in text or _as_read(pa, f[name], convs[how.keys.index(name)]))}
         extra = [name for name in tested if name not in at]
         readers = convs + [scan.TextColumn(f[name]) if name in text else
                            scan.NumpyColumn(f[name]) for name in extra]
