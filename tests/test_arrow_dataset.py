@@ -204,6 +204,27 @@ def test_count_rows_decodes_only_the_blocks_statistics_cannot_decide(tmp_path):
     assert _blocks_decoded(x, "x") == 7
 
 
+def test_a_filter_taken_whole_is_tested_by_idv_on_columns_decoded_once(tmp_path,
+                                                                        monkeypatch):
+    """A filter every comparison of which means to Arrow what it means to idv: idv tests the
+    rows, on the columns it reads for the batches, each block decoded once; a filter idv takes
+    in part: pyarrow tests the rows."""
+    from idv._values import comparison
+    ds = idv.arrow_dataset(_sorted(tmp_path, False))
+    tested = []
+    real = comparison.rows
+    monkeypatch.setattr(comparison, "rows", lambda t, x: tested.append(len(x)) or real(t, x))
+    whole = (pc.field("ts") >= 10_500) & (pc.field("x") == 3)
+    got = ds.to_table(columns=["ts", "x"], filter=whole)
+    assert got.column("ts").to_pylist() == [v for v in range(10_500, 100_000) if v % 7 == 3]
+    assert _blocks_decoded(ds, "ts") == 100 and _blocks_decoded(ds, "x") == 100
+    assert sum(tested) == 2 * 100_000           # each comparison on every row, by idv
+    tested.clear()
+    part = (pc.field("ts") >= 10_500) & (pc.field("x") == pa.scalar(3.0, pa.float32()))
+    assert ds.to_table(columns=["ts"], filter=part).num_rows == got.num_rows
+    assert not tested                           # pyarrow tests the rows
+
+
 def test_scanner_head_take_and_batches(paths, whole):
     ds = idv.arrow_dataset(paths)
     assert isinstance(ds, pads.Dataset) and ds.schema.equals(whole.schema)
