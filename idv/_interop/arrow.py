@@ -76,8 +76,8 @@ def _unit(src, keys, datetime, safe, values=None):
 @_docs.fill
 def to_arrow(file, columns=None, *, datetime="auto", safe=True,
              filter=None):  # noqa: A002 - pyarrow's and pandas' name
-    """Read an .idv into a pyarrow.Table, a chunk per block, with no copy where the file's
-    bytes are Arrow's already.
+    """Read an .idv into a pyarrow.Table, a chunk per block (with a filter, per window of
+    blocks), with no copy where the file's bytes are Arrow's already.
 
     Parameters
     ----------
