@@ -61,9 +61,9 @@ class IdvScanner:
         rows or `names` is empty), of file `i` (None: of every file, through the dataset's
         stream, which reads small files of numbers together), as Tables of whole blocks of at
         most the batch size (the stream's batches of about that many rows grouped or cut:
-        one pyarrow call per group, not per block); the rows tested by idv where the filter is taken whole
-        (engine_filters.from_arrow's `exact`), else by pyarrow; blocks the statistics rule
-        out skipped."""
+        one pyarrow call per group, not per block); the rows tested by idv where the filter
+        is taken whole (engine_filters.from_arrow's `exact`), else by pyarrow; blocks the
+        statistics rule out skipped."""
         owner, ds = self._owner, self._owner.idv_dataset
         exact = self._exact
         read = names + [c for c in self._read if c not in names and not (exact and names)]
