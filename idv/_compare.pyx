@@ -9,7 +9,30 @@ long on short strings.
 """
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp
+
+cdef extern from *:
+    """
+    #include <string.h>
+    static inline unsigned long long idv_swap8(unsigned long long v) {
+    #if defined(_MSC_VER)
+        return _byteswap_uint64(v);
+    #else
+        return __builtin_bswap64(v);
+    #endif
+    }
+    /* 8 bytes as a number whose least significant byte is the first, on any host */
+    static inline unsigned long long idv_le8(const unsigned char *p) {
+        unsigned long long v;
+        memcpy(&v, p, 8);               /* one load: a constant size is inlined */
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        v = idv_swap8(v);
+    #endif
+        return v;
+    }
+    """
+    uint64_t idv_swap8(uint64_t v) nogil
+    uint64_t idv_le8(const uint8_t *p) nogil
 
 ctypedef fused offset_t:
     int32_t
@@ -41,37 +64,46 @@ def text_compare(const offset_t[::1] starts, const offset_t[::1] ends,
     cdef int64_t nl = literal.shape[0], nd = data.shape[0], a, b, m, j
     cdef const uint8_t *d = &data[0] if nd else NULL
     cdef const uint8_t *lit = &literal[0] if nl else NULL
-    cdef int c, diff, ok, bad = 0
-    cdef uint64_t want = 0, keep = 0, word
+    cdef int c, diff, ok, bad = 0, below, level, above
+    cdef uint64_t want = 0, keep = 0, word, mine
     if starts.shape[0] < n or ends.shape[0] < n:
         raise ValueError(f"{min(starts.shape[0], ends.shape[0])} spans for {n} strings")
     if n == 0:
         return
+    for j in range(min(nl, 8)):         # its first 8 bytes, the first least significant
+        want |= (<uint64_t>lit[j]) << (8 * j)
     with nogil:
         if code <= 1:                   # == / !=: no branch on the data
             if nl <= 8:                 # the literal as one word, compared at once
-                memcpy(&want, lit, <size_t>nl)
                 keep = ~(<uint64_t>0) if nl == 8 else ((<uint64_t>1) << (8 * nl)) - 1
             for i in range(n):
                 a, b = starts[i], ends[i]
                 ok = 0 <= a <= b <= nd          # else no byte of it is read
                 bad |= not ok
                 if ok and nl <= 8 and a + 8 <= nd:
-                    memcpy(&word, d + a, 8)
-                    diff = ((word & keep) != want) | (b - a != nl)
+                    diff = ((idv_le8(d + a) & keep) != want) | (b - a != nl)
                 else:
                     m = (b - a if b - a < nl else nl) * ok
                     diff = b - a != nl
                     for j in range(m):  # as many rounds for each value at least nl long
                         diff |= d[a + j] ^ lit[j]
                 out[i] = (diff == 0) == (code == 0)
-        else:
+        else:                           # which orders pass: <, <=, >, >=
+            below, level, above = code <= 3, code == 3 or code == 5, code >= 4
             for i in range(n):
                 a, b = starts[i], ends[i]
                 ok = 0 <= a <= b <= nd
                 bad |= not ok
-                c = _order(d + a if b > a and ok else NULL, (b - a) * ok, lit, nl)
-                out[i] = c < 0 if code == 2 else c <= 0 if code == 3 else \
-                    c > 0 if code == 4 else c >= 0
+                if ok and nl <= 8 and a + 8 <= nd:
+                    # the first min(length, nl) bytes of each as big-endian numbers
+                    m = b - a if b - a < nl else nl
+                    keep = ~(<uint64_t>0) if m == 8 else ((<uint64_t>1) << (8 * m)) - 1
+                    word = idv_swap8(idv_le8(d + a) & keep)
+                    mine = idv_swap8(want & keep)
+                    c = (word > mine) - (word < mine)
+                    c += (c == 0) * ((b - a > nl) - (b - a < nl))   # then the shorter first
+                else:
+                    c = _order(d + a if b > a and ok else NULL, (b - a) * ok, lit, nl)
+                out[i] = ((c < 0) & below) | ((c == 0) & level) | ((c > 0) & above)
     if bad:
         raise ValueError(f"string spans outside the {nd} bytes of text, or reversed")
