@@ -1,6 +1,7 @@
 # cython: language_level=3
-"""Row tests in C: Text rows held as spans of UTF-8 bytes (Arrow's string layout, a block's
-TextSpans) compared with a literal, a byte per row.
+"""Text rows held as spans of UTF-8 bytes (Arrow's string layout, a block's TextSpans), in C:
+compared with a literal, a byte per row; and made into str objects, only the rows asked for
+(a filter's matches).
 
 UTF-8's byte order is the code points' order, the order of Python's str, so comparing bytes
 answers as str would (idv._values.comparison's meaning), without a str per value; one call
@@ -8,8 +9,19 @@ of a few nanoseconds a row, the GIL released, where pyarrow's kernels take sever
 long on short strings.
 """
 cimport cython
+cimport numpy as cnp
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcmp
+
+import numpy as np
+
+from idv.errors import IdvFormatError
+
+cnp.import_array()
+
+cdef extern from "Python.h":
+    object PyUnicode_DecodeUTF8(const char *s, Py_ssize_t size, const char *errors)
 
 cdef extern from *:
     """
@@ -107,3 +119,32 @@ def text_compare(const offset_t[::1] starts, const offset_t[::1] ends,
                 out[i] = ((c < 0) & below) | ((c == 0) & level) | ((c > 0) & above)
     if bad:
         raise ValueError(f"string spans outside the {nd} bytes of text, or reversed")
+
+
+@cython.boundscheck(False)     # every row and its span are checked first
+@cython.wraparound(False)
+def text_strings(const offset_t[::1] starts, const offset_t[::1] ends,
+                 const uint8_t[::1] data, const int64_t[::1] rows):
+    """An object array of the str of each of `rows` (``data[starts[r]:ends[r]]``, UTF-8).
+    ValueError for a row without a span or a span outside `data`; IdvFormatError for bytes
+    that are not UTF-8."""
+    cdef Py_ssize_t n = rows.shape[0], m = min(starts.shape[0], ends.shape[0]), i
+    cdef int64_t r, a, b, nd = data.shape[0]
+    cdef const char *d = <const char *>&data[0] if nd else NULL
+    cdef const char *empty = b""
+    for i in range(n):
+        r = rows[i]
+        if r < 0 or r >= m or not 0 <= starts[r] <= ends[r] <= nd:
+            raise ValueError(f"row {r}: no span within the {nd} bytes of text")
+    out = np.empty(n, object)
+    cdef PyObject **slots = <PyObject **>cnp.PyArray_DATA(out)
+    try:
+        for i in range(n):
+            a, b = starts[rows[i]], ends[rows[i]]
+            s = PyUnicode_DecodeUTF8(d + a if b > a else empty, b - a, "strict")
+            Py_XDECREF(slots[i])        # the None np.empty put there
+            Py_INCREF(s)
+            slots[i] = <PyObject *>s
+    except UnicodeDecodeError as e:
+        raise IdvFormatError(f"invalid UTF-8 in Text: {e.reason}") from None
+    return out

@@ -147,6 +147,11 @@ def test_legacy_na_boundaries_read_as_empty():
         assert f["tx"].read().tolist() == want
         assert idv.to_arrow(f, columns=["tx"]).column(0).to_pylist() == want
         assert pa.table(idv.record_batch_reader(f, ["tx"])).column(0).to_pylist() == want
+        # a filtered read tests the text's bytes and makes str of the matches alone
+        assert f.read(["tx"], filter="tx != 'foo'")["tx"].tolist() == want[1:]
+        assert f.read(["tx"], filter="tx == ''")["tx"].tolist() == want[2:]
+        assert idv.to_arrow(f, ["tx"], filter="tx < 'g'").column(0).to_pylist() == \
+            ["foo", "", "", ""]
 
 
 def test_empty_file_text_column():

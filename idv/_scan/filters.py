@@ -23,6 +23,7 @@ from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning
 from idv._scan.filter_tree import And, BlocksOnly, IsNull, Not, Or, columns_of, parse
 from idv._scan.scan import NumpyColumn, TextColumn, scan
+from idv._values.text_bytes import TextRows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,9 +206,12 @@ def block_filter(node):
 
 
 def take(value, rows):
-    """Rows `rows` (int64 positions) of a value in read()'s form."""
+    """Rows `rows` (int64 positions, ascending) of a value in read()'s form, or of Text read
+    as its bytes (made into str objects for those rows alone)."""
     if isinstance(value, np.ndarray):
         return value[rows]
+    if isinstance(value, TextRows):
+        return value.strings(rows)
     if hasattr(value, "take"):
         return value.take(rows)
     return value[rows]
@@ -230,8 +234,8 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
     def keep(part, f):
         mask = bound.block_filter(part, f)
         return mask if blocks is None else mask & np.asarray(blocks(part, f), bool)
-    def reader(col):        # a Text column only tested: its bytes, no str per value
-        return TextColumn(col) if col.type is T.Text and col.name in extra else NumpyColumn(col)
+    def reader(col):        # Text as its bytes: tested on them, str made for the matches
+        return TextColumn(col) if col.type is T.Text else NumpyColumn(col)
     for batch in scan(source, names, reader, block_filter=keep, batch_rows=batch_rows,
                       rows=rows, **how):
         values = dict(zip(names, batch.values))

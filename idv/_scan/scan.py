@@ -108,7 +108,7 @@ class NumpyColumn:
 
 class TextColumn(NumpyColumn):
     """A Text column read as its blocks' UTF-8 bytes (TextRows), no str per value: what a
-    filter tests of a column that the read does not return."""
+    filtered read tests, and makes str objects of for the rows that match alone."""
 
     def room(self, b0, b1):
         return ((self.col.text_room(b0, b1),), np.dtype(np.uint8)) if self.col.readable \

@@ -55,10 +55,20 @@ class TextRows:
 
     def to_str(self):
         """The rows as an object array of str."""
-        out = np.empty(self.n, object)
-        out[:] = [bytes(data[s:e]).decode("utf-8") for starts, ends, data in self.parts
-                  for s, e in zip(starts.tolist(), ends.tolist())]
-        return out
+        return self.strings(np.arange(self.n, dtype=np.int64))
+
+    def strings(self, rows):
+        """Rows `rows` (int64 positions, ascending) as an object array of str: read()'s form
+        of Text, made only for those rows."""
+        rows = np.asarray(rows, np.int64)
+        bounds = np.cumsum([0] + [len(p[0]) for p in self.parts])
+        cuts = np.searchsorted(rows, bounds)
+        pieces = [_compare.text_strings(np.ascontiguousarray(starts),
+                                        np.ascontiguousarray(ends), data,
+                                        rows[cuts[k]:cuts[k + 1]] - bounds[k])
+                  for k, (starts, ends, data) in enumerate(self.parts)
+                  if cuts[k + 1] > cuts[k]]
+        return np.concatenate(pieces) if pieces else np.empty(0, object)
 
 
 def of_arrow(pa, x):
