@@ -26,6 +26,9 @@ cdef extern from "Python.h":
 cdef extern from *:
     """
     #include <string.h>
+    #if defined(_MSC_VER)
+    #include <stdlib.h>
+    #endif
     static inline unsigned long long idv_swap8(unsigned long long v) {
     #if defined(_MSC_VER)
         return _byteswap_uint64(v);
