@@ -66,7 +66,8 @@ class IdvScanner:
         statistics rule out skipped."""
         owner, ds = self._owner, self._owner.idv_dataset
         exact = self._exact
-        read = names + [c for c in self._read if c not in names and not (exact and names)]
+        others = [] if exact and names else [c for c in self._read if c not in names]
+        read = names + others
         skip = None if self._tree is None else \
             self._tree if exact else filter_tree.BlocksOnly(self._tree)
         with contextlib.nullcontext(ds) if i is None else ds.using(i) as src:  # kept open

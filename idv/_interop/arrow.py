@@ -30,14 +30,14 @@ __all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition"]
 
 # window_reader's batches: a window of the scan each
 WINDOW = "window"
-_NUMBERS = (T.SByte, T.Byte, T.Int16, T.UInt16, T.Int32, T.UInt32, T.Int64, T.UInt64, T.Single,
-            T.Double)
 
 
 def _as_read(pa, col, conv):
     """Whether a column's Arrow arrays (by its converter `conv`) are its values as read()
-    gives them: numbers in their own type (not restored to another one), viewed uncopied."""
-    return col.type in _NUMBERS and conv.arrow_type == pa.from_numpy_dtype(col.codec.dtype)
+    gives them, viewed uncopied: numbers stored as their own Arrow type."""
+    dtype = getattr(col.codec, "dtype", None)
+    return dtype is not None and dtype.kind in "iuf" and \
+        conv.arrow_type == pa.from_numpy_dtype(dtype)
 
 
 @_docs.fill

@@ -1,8 +1,8 @@
 """Text tested on its UTF-8 bytes: a filter's comparisons of Text rows with a literal, without
-a str per value (in C: idv._compare).
+a str per value, and str objects made for the rows that match alone (in C: idv._compare).
 
-The rows come as their blocks' bytes (``TextRows``: what the scan reads for a Text column that a
-filter tests and a read does not return) or as Arrow strings. UTF-8's byte order is the code
+The rows come as their blocks' bytes (``TextRows``: what a filtered read decodes a Text column
+into) or as Arrow strings. UTF-8's byte order is the code
 points' order, the order of Python's str, so the answers are str's (idv._values.comparison's
 meaning).
 """
