@@ -991,6 +991,7 @@ CRC32_LIBRARY = crc32_libraries()[0]      # the CRC-32 kernel checksums use
 # whose size is within 1/8 of a multiple of 2 MiB therefore get their own 2 MiB-aligned private
 # mapping, advised MADV_HUGEPAGE, through a numpy memory handler (NEP 49): the array owns its
 # data as usual and numpy frees it through the same handler. Elsewhere np.empty is used.
+# Freed mappings are kept a while for the next arrays of their size (keep_freed, below).
 cdef extern from *:
     """
     #if defined(__linux__) && defined(NPY_FEATURE_VERSION) && NPY_FEATURE_VERSION >= NPY_1_22_API_VERSION
@@ -1035,23 +1036,132 @@ cdef extern from *:
         base = (char *)ptr - IDV_HDR;
         munmap(base, *(size_t *)base);
     }
-    static void *idv_h_malloc(void *ctx, size_t size) { return idv_map(size); }
+
+    /* Huge mappings freed by numpy are kept for the next array of their size, up to
+       idv_keep_max bytes in all (keep_freed) and for at most idv_keep_ns (expired when the
+       handler next allocates or frees): a fresh mapping costs the kernel a zeroing of each
+       page at its first touch, a tenth of the CPU of reading columns one after another. A
+       kept mapping is advised MADV_FREE: the kernel may take its pages back when memory runs
+       short (a later touch then finds zero pages), so what is kept is never memory the
+       system needs. */
+    #include <pthread.h>
+    #include <time.h>
+    #define IDV_KEEP_SLOTS 64
+    static size_t idv_keep_max = (size_t)256 << 20;
+    static long long idv_keep_ns = 2000000000LL;
+    static pthread_mutex_t idv_keep_lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct { char *data; size_t len; long long at; } idv_kept[IDV_KEEP_SLOTS];
+    static size_t idv_kept_bytes = 0;
+    static long long idv_now(void) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+        return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+    }
+    /* under the lock: unmap kept mappings older than IDV_KEEP_NS, or all when `all` */
+    static void idv_keep_expire(long long now, int all) {
+        int i;
+        for (i = 0; i < IDV_KEEP_SLOTS; i++) {
+            if (idv_kept[i].data && (all || now - idv_kept[i].at > idv_keep_ns)) {
+                idv_unmap(idv_kept[i].data);
+                idv_kept_bytes -= idv_kept[i].len;
+                idv_kept[i].data = NULL;
+            }
+        }
+    }
+    /* a kept mapping of exactly `len` data bytes, or NULL */
+    static char *idv_keep_take(size_t len) {
+        int i;
+        char *p = NULL;
+        long long now = idv_now();
+        pthread_mutex_lock(&idv_keep_lock);
+        idv_keep_expire(now, 0);
+        for (i = 0; i < IDV_KEEP_SLOTS; i++) {
+            if (idv_kept[i].data && idv_kept[i].len == len) {
+                p = idv_kept[i].data;
+                idv_kept[i].data = NULL;
+                idv_kept_bytes -= len;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&idv_keep_lock);
+        return p;
+    }
+    /* keep a freed huge mapping if there is room; else unmap it */
+    static void idv_keep_put(char *ptr) {
+        int i, slot = -1;
+        size_t len = *(size_t *)(ptr - IDV_HDR) - IDV_HDR;
+        long long now = idv_now();
+        pthread_mutex_lock(&idv_keep_lock);
+        idv_keep_expire(now, 0);
+        if (idv_kept_bytes <= idv_keep_max && len <= idv_keep_max - idv_kept_bytes) {
+            for (i = 0; i < IDV_KEEP_SLOTS; i++) if (!idv_kept[i].data) { slot = i; break; }
+        }
+        if (slot >= 0) {
+            #ifdef MADV_FREE
+            madvise(ptr, len, MADV_FREE);          /* advice only */
+            #endif
+            idv_kept[slot].data = ptr;
+            idv_kept[slot].len = len;
+            idv_kept[slot].at = now;
+            idv_kept_bytes += len;
+            ptr = NULL;
+        }
+        pthread_mutex_unlock(&idv_keep_lock);
+        if (ptr) idv_unmap(ptr);
+    }
+    /* a forked child unmaps what its parent kept (touching it would copy it) and starts
+       with a fresh lock */
+    static void idv_keep_forked(void) {
+        pthread_mutex_init(&idv_keep_lock, NULL);
+        idv_keep_expire(0, 1);
+    }
+    static int idv_keep_init(void) { return pthread_atfork(NULL, NULL, idv_keep_forked); }
+    static size_t idv_keep_limit(size_t max_bytes, int drop) {
+        size_t old;
+        pthread_mutex_lock(&idv_keep_lock);
+        old = idv_keep_max;
+        idv_keep_max = max_bytes;
+        idv_keep_expire(0, drop);
+        pthread_mutex_unlock(&idv_keep_lock);
+        return old;
+    }
+    static size_t idv_keep_bytes(void) {
+        size_t n;
+        pthread_mutex_lock(&idv_keep_lock);
+        n = idv_kept_bytes;
+        pthread_mutex_unlock(&idv_keep_lock);
+        return n;
+    }
+    static int idv_is_huge(void *ptr) {
+        /* huge mappings hold IDV_HDR + a multiple of 2 MiB >= 4 MiB; the others <= 4 MiB */
+        return *(size_t *)((char *)ptr - IDV_HDR) > ((size_t)4 << 20);
+    }
+    static void *idv_h_malloc(void *ctx, size_t size) {
+        char *p = NULL;
+        if (size + IDV_HDR >= ((size_t)4 << 20) && size <= ((size_t)-1 >> 2))
+            p = idv_keep_take((size + IDV_HUGE_PAGE - 1) & ~(IDV_HUGE_PAGE - 1));
+        return p ? p : idv_map(size);
+    }
     static void *idv_h_calloc(void *ctx, size_t n, size_t el) {
         if (el && n > (size_t)-1 / el) return NULL;
         return idv_map(n * el);                /* fresh anonymous memory is zero */
     }
+    static void idv_release(void *ptr) {
+        if (ptr == NULL) return;
+        if (idv_is_huge(ptr)) idv_keep_put((char *)ptr); else idv_unmap(ptr);
+    }
     static void *idv_h_realloc(void *ctx, void *ptr, size_t size) {
         char *q;
         size_t old;
-        if (ptr == NULL) return idv_map(size);
-        q = (char *)idv_map(size);
+        if (ptr == NULL) return idv_h_malloc(ctx, size);
+        q = (char *)idv_h_malloc(ctx, size);
         if (q == NULL) return NULL;
         old = *(size_t *)((char *)ptr - IDV_HDR) - IDV_HDR;   /* >= the old size */
         memcpy(q, ptr, old < size ? old : size);
-        idv_unmap(ptr);
+        idv_release(ptr);
         return q;
     }
-    static void idv_h_free(void *ctx, void *ptr, size_t size) { idv_unmap(ptr); }
+    static void idv_h_free(void *ctx, void *ptr, size_t size) { idv_release(ptr); }
 
     static PyDataMem_Handler idv_huge_handler = {
         "idv_huge_pages", 1,
@@ -1064,6 +1174,9 @@ cdef extern from *:
     #else
     #define IDV_HUGE_OK 0
     static PyObject *idv_huge_capsule(void) { Py_RETURN_NONE; }
+    static size_t idv_keep_limit(size_t max_bytes, int drop) { return 0; }
+    static int idv_keep_init(void) { return 0; }
+    static size_t idv_keep_bytes(void) { return 0; }
     static PyObject *idv_set_handler(PyObject *h) {
         PyErr_SetString(PyExc_RuntimeError, "no numpy memory handlers"); return NULL; }
     #endif
@@ -1071,12 +1184,29 @@ cdef extern from *:
     bint IDV_HUGE_OK
     object idv_huge_capsule()
     object idv_set_handler(object handler)
+    size_t idv_keep_limit(size_t max_bytes, int drop) nogil
+    size_t idv_keep_bytes() nogil
+    int idv_keep_init()
 
 cnp.import_array()
 
 HUGE_MIN = 4 << 20
 _HUGE_PAGE = 2 << 20
 _HUGE_HANDLER = idv_huge_capsule() if IDV_HUGE_OK else None
+idv_keep_init()
+
+
+def keep_freed(Py_ssize_t max_bytes, bint drop=False):
+    """Keep up to `max_bytes` of freed output arrays for reuse (0: none); `drop` unmaps what
+    is kept now. Returns the old limit."""
+    if max_bytes < 0:
+        raise ValueError("max_bytes must be >= 0")
+    return idv_keep_limit(<size_t>max_bytes, drop)
+
+
+def kept_bytes():
+    """The bytes of freed output arrays kept for reuse now."""
+    return idv_keep_bytes()
 
 
 def empty(Py_ssize_t n, dtype):

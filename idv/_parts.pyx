@@ -8,8 +8,9 @@ times).
 These kernels only answer "all is well" or "not": idv._storage.layout falls back to its own checks,
 part by part, whenever they say "not", and those name what is wrong and where.
 """
+cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 
 from idv._compression cimport crc32_bytes
@@ -59,10 +60,59 @@ cdef struct Part:
     int64_t stop
 
 
-cdef int _by_start(const void *a, const void *b) noexcept nogil:
-    cdef int64_t x = (<const Part *>a).start
-    cdef int64_t y = (<const Part *>b).start
-    return (x > y) - (x < y)
+cdef Py_ssize_t _run_end(const Part *a, Py_ssize_t i, Py_ssize_t m) noexcept nogil:
+    """The end of the run of parts in order by start that begins at a[i]."""
+    i += 1
+    while i < m and a[i].start >= a[i - 1].start:
+        i += 1
+    return i
+
+
+cdef int _sort_parts(Part *a, Py_ssize_t m) noexcept nogil:
+    """Sort a[:m] by start: merges of the runs already in order, pass after pass. The parts
+    come in a few such runs (the frame, the lookup tables, the blocks row of blocks by row of
+    blocks, the metadata), so a file of thousands of columns is sorted in a pass or two where
+    a general sort would compare each part log(m) times. -1: out of memory."""
+    cdef Py_ssize_t i, j, k, o, p, q
+    cdef Part *src = a
+    cdef Part *dst
+    cdef Part *tmp
+    if m < 2 or _run_end(a, 0, m) == m:
+        return 0
+    tmp = <Part *>malloc(m * sizeof(Part))
+    if tmp == NULL:
+        return -1
+    dst = tmp
+    while True:
+        i = o = 0
+        while i < m:
+            j = _run_end(src, i, m)
+            k = _run_end(src, j, m) if j < m else m
+            p, q = i, j
+            while p < j and q < k:
+                if src[q].start < src[p].start:
+                    dst[o] = src[q]
+                    q += 1
+                else:
+                    dst[o] = src[p]
+                    p += 1
+                o += 1
+            while p < j:
+                dst[o] = src[p]
+                p += 1
+                o += 1
+            while q < k:
+                dst[o] = src[q]
+                q += 1
+                o += 1
+            i = k
+        src, dst = dst, src
+        if _run_end(src, 0, m) == m:
+            break
+    if src != a:
+        memcpy(a, src, m * sizeof(Part))
+    free(tmp)
+    return 0
 
 
 cdef int64_t _i64(const uint8_t *p) noexcept nogil:
@@ -254,7 +304,8 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
     cdef Py_ssize_t nf = len(frame), nl = lookup_offsets.shape[0]
     cdef Py_ssize_t nm = meta_starts.shape[0], nq = queries.shape[0]
     cdef Py_ssize_t nb = 0, cols = 0, per = 0
-    cdef Py_ssize_t i, j, k, m = 0, total, lo, hi, mid
+    cdef Py_ssize_t i, j, k, m = 0, total, lo, hi, mid, c = 0
+    cdef Py_ssize_t ns = 0 if sums is None else sums.shape[0]
     cdef int64_t reach = 0, s, o, d
     cdef const LookupEntry *e
     if blocks is not None:
@@ -285,8 +336,8 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
             parts[m].start = lookup_offsets[k]
             parts[m].stop = lookup_offsets[k] + lookup_size
             m += 1
-        for i in range(cols):
-            for j in range(per):
+        for j in range(per):            # row of blocks by row, as ML.NET lays them out
+            for i in range(cols):
                 e = &blocks[i, j]
                 o, d = e.offset, e.disk
                 if d < 0 or e.raw < 0 or o < _HEADER_SIZE or o > tail - d:
@@ -305,7 +356,9 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
                 parts[j] = parts[k]
                 j += 1
         m = j
-        qsort(parts, m, sizeof(Part), _by_start)
+        if _sort_parts(parts, m) < 0:
+            raise MemoryError()
+        c = 0
         for k in range(m):
             s = parts[k].start
             if k and s < reach:
@@ -318,7 +371,10 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
                 if s == skipped[i]:
                     break
             else:
-                if _at(sums, s) < 0:
+                # parts and sums both by offset, strictly increasing: one walk of each
+                while c < ns and sums[c].offset < s:
+                    c += 1
+                if c == ns or sums[c].offset != s:
                     return None
         if crcs is not None:
             if sums is None or blocks is None or crcs.shape[0] != cols or crcs.shape[1] != per:
@@ -342,9 +398,14 @@ def check_parts(list frame, const int64_t[::1] lookup_offsets, int64_t lookup_si
         free(parts)
 
 
-cdef Py_ssize_t _at(const SumEntry[::1] sums, int64_t offset) noexcept:
-    """The entry of `sums` (by offset, each once) recorded at `offset`, -1 where none is."""
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef Py_ssize_t _at(const SumEntry[::1] sums, int64_t offset, Py_ssize_t hint) noexcept:
+    """The entry of `sums` (by offset, each once) recorded at `offset`, -1 where none is;
+    `hint`, the entry looked at first (blocks in a row follow each other)."""
     cdef Py_ssize_t lo = 0, hi = sums.shape[0], mid
+    if 0 <= hint < hi and sums[hint].offset == offset:
+        return hint
     while lo < hi:
         mid = (lo + hi) // 2
         if sums[mid].offset < offset:
@@ -354,14 +415,16 @@ cdef Py_ssize_t _at(const SumEntry[::1] sums, int64_t offset) noexcept:
     return lo if lo < sums.shape[0] and sums[lo].offset == offset else -1
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 cdef void _expected(const SumEntry[::1] sums, const LookupEntry[:, ::1] blocks,
                     int64_t[:, ::1] crcs) noexcept:
     """Per block, the CRC-32 recorded at its offset, BAD_CRC where that entry's length is not
     the block's, NO_CRC where none is (`sums` by offset, each once)."""
-    cdef Py_ssize_t i, j, k
-    for i in range(blocks.shape[0]):
-        for j in range(blocks.shape[1]):
-            k = _at(sums, blocks[i, j].offset)
+    cdef Py_ssize_t i, j, k = -1
+    for j in range(blocks.shape[1]):
+        for i in range(blocks.shape[0]):
+            k = _at(sums, blocks[i, j].offset, k + 1)
             if k < 0:
                 crcs[i, j] = _NO_CRC
             elif sums[k].length != blocks[i, j].disk:

@@ -161,9 +161,14 @@ def test_metadata_read_before_close_stays_available():
                                   "vector_multidim", "scalars_datetime", "scalars_rowid",
                                   "pipeline_hidden", "pipeline_multiclass_scored",
                                   "annotations_custom", "empty_rows"])
-def test_schema_types_and_metadata_types(name):
+@pytest.mark.parametrize("columns_first", [False, True])
+def test_schema_types_and_metadata_types(name, columns_first):
+    """The schema as ML.NET describes the file, whether its Columns were built before (the
+    schema then reads them) or not (columns without annotations: the table of contents)."""
     side = sidecar(name)
     with idv.open(fixture(name)) as f:
+        if columns_first:
+            f.columns
         schema = f.schema
         assert len(schema) == len(side["columns"]) == f.num_columns
         assert schema.num_rows == side["row_count"]

@@ -8,12 +8,14 @@ The files are built here (tests/craft.py, idv.write); no binary is committed.
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
 import pytest
 
 import idv
+from idv import _compression
 from idv._resources import budget
 from craft import Col, Meta, Model, build, compress, leb, vbuf_params
 from cli_run import run
@@ -396,3 +398,80 @@ def test_a_dataset_read_is_checked_as_a_whole(six_files, how):
         return
     assert got["outcome"] == "MemoryLimitError", got
     assert "6 files of the dataset" in got["message"], got
+
+
+# ---------------------------------------------------------------- freed arrays kept for reuse
+
+needs_huge = pytest.mark.skipif(_compression._HUGE_HANDLER is None,
+                                reason="numpy memory handlers on Linux only")
+
+
+@pytest.fixture
+def keep_limit():
+    """Sets the bytes kept for reuse for one test, and restores the limit and an empty pool."""
+    old = _compression.keep_freed(0, drop=True)
+    yield _compression.keep_freed
+    _compression.keep_freed(old, drop=True)
+
+
+@needs_huge
+def test_a_freed_array_is_the_next_one_of_its_size(keep_limit):
+    keep_limit(64 << 20)
+    a = _compression.empty(2_000_000, np.float32)         # 8 MiB of huge pages
+    a[:] = 7
+    at = a.ctypes.data
+    del a
+    assert _compression.kept_bytes() == 8 << 20
+    b = _compression.empty(2_000_000, np.float32)
+    assert b.ctypes.data == at and _compression.kept_bytes() == 0
+    c = _compression.empty(2_000_000, np.float32)         # none kept: a fresh mapping
+    assert c.ctypes.data != at
+    d = _compression.empty(3_000_000, np.float32)         # another size: not served by b's
+    del b
+    e = _compression.empty(3_000_000, np.float32)
+    assert e.ctypes.data != at and _compression.kept_bytes() == 8 << 20
+    del c, d, e
+
+
+@needs_huge
+def test_what_is_kept_is_bounded_and_dropped_on_demand(keep_limit):
+    keep_limit(20 << 20)
+    arrays = [_compression.empty(2_000_000, np.float32) for _ in range(4)]   # 4 x 8 MiB
+    del arrays
+    assert _compression.kept_bytes() == 16 << 20          # two fit under 20 MiB
+    keep_limit(20 << 20, drop=True)
+    assert _compression.kept_bytes() == 0
+    keep_limit(0)
+    _compression.empty(2_000_000, np.float32)              # made and freed at once
+    assert _compression.kept_bytes() == 0
+    with pytest.raises(ValueError):
+        keep_limit(-1)
+
+
+@needs_huge
+def test_a_kept_array_resized_keeps_its_values(keep_limit):
+    keep_limit(64 << 20)
+    _compression.empty(4_000_000, np.float32)              # 16 MiB, freed and kept
+    a = _compression.empty(2_000_000, np.float32)
+    a[:] = np.arange(2_000_000, dtype=np.float32)
+    a.resize(4_000_000, refcheck=False)                   # a realloc, served by the kept one
+    assert np.array_equal(a[:2_000_000], np.arange(2_000_000, dtype=np.float32))
+    a.resize(1000, refcheck=False)
+    assert np.array_equal(a, np.arange(1000, dtype=np.float32))
+
+
+@needs_huge
+def test_a_forked_child_keeps_nothing_of_its_parent(keep_limit):
+    keep_limit(64 << 20)
+    _compression.empty(2_000_000, np.float32)              # made and freed at once
+    assert _compression.kept_bytes() == 8 << 20
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                          # the child
+        os.write(write, str(_compression.kept_bytes()).encode())
+        os._exit(0)
+    os.close(write)
+    got = os.read(read, 100)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert got == b"0" and _compression.kept_bytes() == 8 << 20

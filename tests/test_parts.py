@@ -151,6 +151,53 @@ def test_parts_that_share_bytes_are_refused_and_empty_ones_take_none():
     assert check(frame, np.array([0, 300, 330], np.int64)).tolist() == [300, 320, -1]
 
 
+
+def _reference_check(frame, queries):
+    """check_parts' answer for `frame` alone, by sorting in Python: None when two non-empty
+    parts share a byte, else per query the start of the first part after it."""
+    parts = sorted((a, a + n) for a, n in frame if n > 0)
+    if any(b[0] < a[1] for a, b in zip(parts, parts[1:])):
+        return None
+    return [next((a for a, _ in parts if a > q), -1) for q in queries]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_parts_in_any_order_are_checked_as_sorted(seed):
+    """Parts come in runs already in order (checked by merging them) or in any order: the
+    answer is the one of sorting them."""
+    rng = random.Random(seed)
+    n = rng.choice([1, 2, 5, 40, 300])
+    starts = sorted(rng.sample(range(256, 20_000), n))
+    frame = [(a, rng.choice([0, 1, 3, 7, 40])) for a in starts]
+    order = rng.choice(["sorted", "reversed", "runs", "shuffled"])
+    if order == "reversed":
+        frame.reverse()
+    elif order == "runs":                    # a few runs, each in order, as the file's kinds
+        cuts = [0, *sorted(rng.sample(range(1, n), min(n - 1, 3))), n]
+        runs = [frame[a:b] for a, b in zip(cuts, cuts[1:])]
+        rng.shuffle(runs)
+        frame = [p for r in runs for p in r]
+    elif order == "shuffled":
+        rng.shuffle(frame)
+    if rng.random() < 0.5 and n > 1:         # a part that enters another
+        a, k = frame[rng.randrange(n)]
+        frame.insert(rng.randrange(n), (a + rng.choice([0, max(k - 1, 0)]), 5))
+    queries = np.array(sorted(rng.sample(range(0, 21_000), 20)), np.int64)
+    none = np.zeros(0, np.int64)
+    got = _parts.check_parts(frame, none, 0, None, none, none, 30_000, queries)
+    want = _reference_check(frame, queries.tolist())
+    assert (None if got is None else got.tolist()) == want
+    if want is not None:           # each part's checksum found, by one walk of both
+        data = bytes(30_000)
+        sums = _sums(sorted((a, k) for a, k in frame if k > 0), data)
+        ok = _parts.check_parts(frame, none, 0, None, none, none, 30_000, none, sums=sums,
+                                data=data)
+        assert ok is not None
+        if len(sums) > 1:
+            gone = np.delete(sums, rng.randrange(len(sums)))
+            assert _parts.check_parts(frame, none, 0, None, none, none, 30_000, none,
+                                      sums=gone, data=data) is None
+
 def _sums(parts, data, kind=checksums.TABLE):
     return np.array([(a, n, checksums.crc(data[a:a + n]), kind) for a, n in parts],
                     checksums.ENTRY)

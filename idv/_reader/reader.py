@@ -199,9 +199,20 @@ class IdvFile(reads.SourceReads):
     @property
     def schema(self):
         """The columns' names, types and metadata types as a printable Schema."""
-        return Schema([Field(c.index, c.name, c.type, c.codec_name, c.metadata_types,
-                             self.layout.shown[c.name] != i) for i, c in enumerate(self.columns)],
-                      self.num_rows)
+        self.check_open()
+        return Schema([*map(self._field, range(len(self._made)))], self.num_rows)
+
+    def _field(self, i):
+        """Column number `i`'s Field; a column without annotations is described from the table
+        of contents alone (a file of thousands of columns shows its schema without building
+        its Columns)."""
+        hidden = self.layout.shown[self.layout.described[i][0].name] != i
+        if self._made[i] is None and self.tables.without_metadata(i):
+            entry, codec, _ = self.layout.described[i]
+            return Field(entry.index, entry.name, None if codec is None else codec.type,
+                         entry.codec_name, {}, hidden)
+        c = self._column(i)
+        return Field(c.index, c.name, c.type, c.codec_name, c.metadata_types, hidden)
 
     def __getitem__(self, key):
         """``f["Label"]`` or ``f[0]``: a Column. ``f[a:b]``: those rows of every readable

@@ -258,6 +258,11 @@ class Tables:
         """The metadata entries of column number `column` ([] when it has none)."""
         return _value(self._metadata[column])
 
+    def without_metadata(self, column):
+        """Whether column number `column` has no metadata entries (False for a damaged
+        table: metadata() raises its error)."""
+        return isinstance(self._metadata[column], list) and not self._metadata[column]
+
     def sizes_checked(self, column):
         """Whether column number `column`'s block sizes were checked with the others'."""
         return self.sizes_ok is not None and bool(self.sizes_ok[column])
