@@ -105,7 +105,13 @@ def test_a_fork_pool_of_two_reads(blocks_file):
 
 def test_a_fork_while_another_thread_reads(blocks_file):
     """Forked while a thread of the parent is inside a read (its pool's locks and queues
-    taken): each child still reads, in threads of its own."""
+    taken): each child still reads, in threads of its own. The parent reads once before
+    the thread starts: the first read imports pyarrow and pandas lazily, and a fork in the
+    middle of an import (Python's module locks, pyarrow's pandas shim) leaves the child
+    waiting on a lock no thread of it holds, whatever the library that forks."""
+    with idv.open(blocks_file, threads=THREADS) as f:
+        for _ in f.iter_batches(batch_size=5_000):
+            pass
     stop = threading.Event()
 
     def keep_reading():
