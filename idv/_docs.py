@@ -108,9 +108,11 @@ on_bad_file : {'raise', 'skip'}, default 'raise'
     listing them (the dataset's ``skipped`` has each path and error).""",
     "max_open_files": """\
 max_open_files : int, optional
-    Files kept open at once (default 1,024 local files, each a memory map of about 28 KiB
-    resident and no file descriptor; 64 remote ones); the others are reopened when read
-    (well under 1 ms each, locally).""",
+    Files kept open at once; the others are reopened when read (well under 1 ms each,
+    locally). Default: 1,024 local files memory-mapped (each about 28 KiB resident, no file
+    descriptor) and, counted apart, the small ones read whole (64 KiB or less) while they
+    hold at most 128 MiB, their bytes and tables; 64 remote files. Given, every file counts
+    against it.""",
     "partitioning": """\
 partitioning : {None, 'hive'}, optional
     ``'hive'``: each ``key=value`` folder of a file's path (below the directory given; of a

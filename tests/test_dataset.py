@@ -412,6 +412,41 @@ def test_only_max_open_files_stay_open(tmp_path):
     assert ds.num_open_files == 0
 
 
+
+def test_small_files_stay_open_by_the_bytes_they_hold(tmp_path, monkeypatch):
+    """By default, files read whole (small local ones) are counted by what they hold, not
+    against max_open_files: all stay open from listing to reading while they fit, the
+    first ones listed when they do not; memory-mapped files count against the limit. Given
+    max_open_files, every file counts against it."""
+    from idv._reader import dataset as dataset_module
+    small = []
+    for i in range(12):
+        small.append(str(tmp_path / f"s{i:02d}.idv"))
+        idv.write(small[-1], {"Id": np.arange(100, dtype=np.int32) + 100 * i})
+    big = fixture("multiblock_200k_none")               # memory-mapped
+    want = list(range(1200))
+    with idv.dataset(small) as ds:
+        assert ds.num_open_files == 12 and ds.max_open_files == 1024
+        assert ds.read("Id")["Id"].tolist() == want
+        with ds.using(0) as f:
+            each = dataset_files.whole_bytes(f)
+        assert 100 * 4 < each < 64 << 10
+    monkeypatch.setattr(dataset_module, "DEFAULT_OPEN_WHOLE_BYTES", 5 * each + each // 2)
+    opened = _counting(monkeypatch, reader.IdvFile, "__init__")
+    with idv.dataset(small) as ds:
+        assert ds.num_open_files == 5 and len(opened) == 12
+        assert ds.read("Id")["Id"].tolist() == want
+        assert ds.num_open_files == 5 and len(opened) == 12 + 7    # the others reopened
+    monkeypatch.setattr(dataset_module, "DEFAULT_MAX_OPEN_FILES", 2)
+    with idv.dataset([big] * 4 + small[:3], columns=["Id"], schema="common") as ds:
+        assert ds.num_open_files == 2 + 3          # two maps, and the small ones by bytes
+        assert ds.read("Id", rows=slice(-300, None))["Id"].tolist() == want[:300]
+        assert ds.num_open_files <= 5
+    with idv.dataset(small, max_open_files=3) as ds:
+        assert ds.num_open_files == 3
+        assert ds.read("Id")["Id"].tolist() == want
+        assert ds.num_open_files == 3
+
 def _counting(monkeypatch, module, name):
     """A list that grows by one at each call of module.name."""
     calls, real = [], getattr(module, name)

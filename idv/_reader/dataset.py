@@ -41,12 +41,15 @@ SCHEMA_MODES = ("exact", "common")
 # (it is left out, with one IdvWarning listing every file left out and why)
 ON_BAD_FILE = ("raise", "skip")
 # files kept open at once by default: a local file's memory map costs about 28 KiB resident
-# (a file of at most 64 KiB is held whole, idv._storage.source.SMALL_FILE_BYTES) and no file
-# descriptor (benchmarks/bench_dataset.py), and reopening one costs under 1 ms,
+# and no file descriptor (benchmarks/bench_dataset.py), and reopening one costs under 1 ms,
 # so 1,024 stay open (Linux allows 65,530 maps per process); a remote file's handle may hold
 # a read-ahead buffer and a connection, so 64
 DEFAULT_MAX_OPEN_FILES = 1024
 DEFAULT_MAX_OPEN_REMOTE = 64
+# and the local files read whole (of at most 64 KiB, idv._storage.source.SMALL_FILE_BYTES),
+# counted apart by what they hold (dataset_files.whole_bytes: about 12 KiB for a 4.8 KiB file
+# of 4 columns), up to this much: ten thousand small files stay open from listing to reading
+DEFAULT_OPEN_WHOLE_BYTES = 128 << 20
 
 
 class Dataset(reads.SourceReads):
@@ -82,13 +85,16 @@ class Dataset(reads.SourceReads):
             raise ValueError(f"schema must be one of {SCHEMA_MODES}, not {schema!r}")
         if on_bad_file not in ON_BAD_FILE:
             raise ValueError(f"on_bad_file must be one of {ON_BAD_FILE}, not {on_bad_file!r}")
+        whole = 0
         if max_open_files is None:
             max_open_files = DEFAULT_MAX_OPEN_FILES if filesystem is None \
                 else DEFAULT_MAX_OPEN_REMOTE
+            whole = DEFAULT_OPEN_WHOLE_BYTES
         self.filesystem = filesystem
         self.open_kwargs = open_kwargs
         self._max_open = ensure_count(max_open_files, "max_open_files", "files")
-        self._open = dataset_files.OpenFiles(self._max_open, self._reopen, self._closing)
+        self._open = dataset_files.OpenFiles(self._max_open, self._reopen, self._closing,
+                                             whole)
         self._layouts = dataset_files.Budget(dataset_files.LAYOUT_BYTES)
         self._key_values_agree = {}      # key column -> whether all files' KeyValues are equal
         self.skipped = []
@@ -112,7 +118,7 @@ class Dataset(reads.SourceReads):
                 entry = DatasetFile(path, f.num_rows, 0, dataset_files.rows_per_block(f.layout),
                                     f.identity)
                 opened.append((path, cols, entry, f))
-                if len(opened) > self._max_open:     # keep the first max_open_files open
+                if not self._open.admit(len(opened) - 1, f):    # the first ones stay open
                     entry.closing(f, [c for c, _ in cols], self._layouts)
                     f.close()
             if self.skipped:
@@ -142,8 +148,6 @@ class Dataset(reads.SourceReads):
             entry.rows_per_block = {k: entry.rows_per_block[k] for k in self._names}
             self.files.append(entry)
             start += entry.num_rows
-            if not f.closed:
-                self._open.add(i, f)
         self.num_rows = start
         fields = {fl.name: fl for fl in ref.schema.fields if not fl.hidden}
         own = [fields[n] for n in self._names]
@@ -243,7 +247,8 @@ class Dataset(reads.SourceReads):
 
     @property
     def max_open_files(self):
-        """How many of the files stay open at once, at most."""
+        """How many of the files stay open at once, at most (by default, files read whole are
+        counted apart, by their bytes: see idv.dataset)."""
         return self._max_open
 
     @property

@@ -66,6 +66,8 @@ class IdvFile(reads.SourceReads):
             raise
         self.path = self._source.name   # put into every IdvFormatError from this file
         self.identity = getattr(self._source, "identity", None)
+        # the file's bytes held in memory when it was read whole (a small local file), else 0
+        self.read_whole = getattr(self._source, "read_whole", 0)
         self.backend = backend
         self.filesystem = filesystem
         try:

@@ -58,6 +58,8 @@ class MemorySource:
         self.shareable = shareable
         self._held = False            # inside checked_once(): checked already
         mv = memoryview(buffer).cast("B")
+        # the bytes of a local file read whole (a small one), held here; 0 for other sources
+        self.read_whole = len(mv) if identity is not None and mapped is None else 0
         self.buffer = _skip_prefix(mv)
         self.size = len(self.buffer)
 
