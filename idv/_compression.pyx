@@ -1045,6 +1045,7 @@ cdef extern from *:
        short (a later touch then finds zero pages), so what is kept is never memory the
        system needs. */
     #include <pthread.h>
+    #include <sys/resource.h>
     #include <time.h>
     #define IDV_KEEP_SLOTS 64
     static size_t idv_keep_max = (size_t)256 << 20;
@@ -1086,14 +1087,22 @@ cdef extern from *:
         pthread_mutex_unlock(&idv_keep_lock);
         return p;
     }
+    /* whether the process's address space is limited (RLIMIT_AS): what is kept would then
+       hold room that other allocations may need, so nothing is */
+    static int idv_space_limited(void) {
+        struct rlimit r;
+        return getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY;
+    }
     /* keep a freed huge mapping if there is room; else unmap it */
     static void idv_keep_put(char *ptr) {
         int i, slot = -1;
         size_t len = *(size_t *)(ptr - IDV_HDR) - IDV_HDR;
         long long now = idv_now();
+        int limited = idv_space_limited();
         pthread_mutex_lock(&idv_keep_lock);
-        idv_keep_expire(now, 0);
-        if (idv_kept_bytes <= idv_keep_max && len <= idv_keep_max - idv_kept_bytes) {
+        idv_keep_expire(now, limited);
+        if (!limited && idv_kept_bytes <= idv_keep_max &&
+                len <= idv_keep_max - idv_kept_bytes) {
             for (i = 0; i < IDV_KEEP_SLOTS; i++) if (!idv_kept[i].data) { slot = i; break; }
         }
         if (slot >= 0) {
@@ -1140,7 +1149,11 @@ cdef extern from *:
         char *p = NULL;
         if (size + IDV_HDR >= ((size_t)4 << 20) && size <= ((size_t)-1 >> 2))
             p = idv_keep_take((size + IDV_HUGE_PAGE - 1) & ~(IDV_HUGE_PAGE - 1));
-        return p ? p : idv_map(size);
+        if (p == NULL && (p = idv_map(size)) == NULL && idv_keep_bytes() > 0) {
+            idv_keep_limit(idv_keep_limit(0, 1), 0);   /* drop what is kept, then retry */
+            p = idv_map(size);
+        }
+        return p;
     }
     static void *idv_h_calloc(void *ctx, size_t n, size_t el) {
         if (el && n > (size_t)-1 / el) return NULL;

@@ -475,3 +475,15 @@ def test_a_forked_child_keeps_nothing_of_its_parent(keep_limit):
     os.close(read)
     os.waitpid(pid, 0)
     assert got == b"0" and _compression.kept_bytes() == 8 << 20
+
+
+@needs_huge
+def test_nothing_is_kept_under_an_address_space_limit(tmp_path):
+    """Under RLIMIT_AS a kept mapping would hold room other allocations may need."""
+    got = run_limited("""
+        from idv import _compression
+        import numpy as np
+        _compression.empty(2_000_000, np.float32)
+        result["kept"] = _compression.kept_bytes()
+    """, tmp_path)
+    assert got["outcome"] == "ok" and got["kept"] == 0
