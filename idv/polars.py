@@ -18,11 +18,11 @@ from idv._interop import arrow
 from idv._resources import budget
 from idv._engines import engine_filters
 from idv._scan import filters
-from idv._engines.arrow_scanner import BATCH_ROWS, grouped
+from idv._engines.arrow_scanner import BATCH_BYTES, BATCH_ROWS, grouped, rows_within
 from idv.errors import require
 
 # bytes of Arrow data a frame handed to polars may hold beyond the batch size it asks for
-FRAME_BYTES = 16 << 20
+FRAME_BYTES = BATCH_BYTES
 
 
 @_docs.fill
@@ -78,11 +78,13 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
         narrow = with_columns is not None and list(with_columns) != wanted
 
         def frames():
-            # the scan's batches (whole blocks of about the batch size polars asks for)
-            # grouped into frames of that size, or more up to FRAME_BYTES: its filter and
+            # the scan's batches (whole blocks of about the rows of a frame: the batch size
+            # polars asks for, or more up to FRAME_BYTES) grouped into frames: its filter and
             # select once a frame (each a query of its own), not once a block
             blocks = arrow.window_reader(ds, wanted, datetime=unit, safe=safe, filter=node,
-                                         batch_rows=batch_size or BATCH_ROWS)
+                                         batch_rows=rows_within(ds, wanted,
+                                                                batch_size or BATCH_ROWS,
+                                                                FRAME_BYTES))
             for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
                 df = pl.from_arrow(_polars_table(pa, pa.Table.from_batches(group, blocks.schema)),
                                    rechunk=False)

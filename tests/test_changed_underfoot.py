@@ -25,7 +25,7 @@ CHILD = textwrap.dedent("""
     elif entry == "iter_batches":
         batches = iter(f.iter_batches(["x"]))
     else:
-        batches = iter(idv.arrow_dataset(path).to_batches(columns=["x"]))
+        batches = iter(idv.arrow_dataset(path).to_batches(columns=["x"], batch_size=20_000))
     first = next(batches)
     if how == "truncate":
         os.truncate(path, 4096)

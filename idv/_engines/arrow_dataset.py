@@ -33,7 +33,8 @@ def arrow_dataset(source, *, datetime: str = "us", safe: bool = True, **dataset_
     ``projected_schema``), ``to_table``, ``to_batches``, ``count_rows(filter=)``,
     ``head(n, columns=, filter=)`` and ``take(indices, columns=)``. Filters are pyarrow
     compute expressions; blocks are skipped where idv's filters understand the expression
-    and the statistics allow, and the rows are always tested by pyarrow.
+    and the statistics allow, and the rows are tested by idv where every comparison of it
+    means to idv what it means to Arrow, else by pyarrow.
 
     Parameters
     ----------

@@ -107,7 +107,8 @@ class IdvArrowDataset(pads.FileSystemDataset, ClosedOnExit):
     def scanner(self, columns=None, filter=None, batch_size=None,
                 **options):  # noqa: A002 - pyarrow's name
         """A Scanner of `columns` (names; all by default) and the rows matching
-        `filter` (a pyarrow expression), in batches of at most `batch_size` rows."""
+        `filter` (a pyarrow expression), in batches of at most `batch_size` rows (default:
+        whole blocks of 131,072 rows or more, up to 16 MiB a batch)."""
         _options(options, "scanner")
         return IdvScanner(self, columns, filter, batch_size)
 

@@ -18,8 +18,21 @@ from idv._scan import filter_tree, filters
 from idv._reader import selection
 from idv._values.arrow_types import import_pyarrow
 
-# rows of a batch when the caller gives no batch size: pyarrow's scanners' default
+# rows of a batch when the caller gives no batch size: pyarrow's scanners' default, or more
+# while the batch holds at most BATCH_BYTES (rows_within): an engine's call per batch, and
+# idv's Python per batch, are paid a few times a file, not a few times a megabyte
 BATCH_ROWS = 1 << 17
+BATCH_BYTES = 16 << 20
+
+
+def rows_within(ds, columns, least=BATCH_ROWS, nbytes=BATCH_BYTES):
+    """At least `least` rows, or more while `columns` decoded take at most `nbytes` (as the
+    first file of dataset `ds` says: Column.decoded_bytes)."""
+    with ds.using(0) as f:
+        size = sum(f[c].decoded_bytes() for c in columns)
+        if f.num_rows and size:
+            return max(least, nbytes * f.num_rows // size)
+    return least
 
 
 class IdvScanner:
@@ -70,11 +83,11 @@ class IdvScanner:
         read = names + others
         skip = None if self._tree is None else \
             self._tree if exact else filter_tree.BlocksOnly(self._tree)
+        rows = self._batch_size or rows_within(ds, read)
         with contextlib.nullcontext(ds) if i is None else ds.using(i) as src:  # kept open
             blocks = arrow.window_reader(src, read, datetime=owner._unit, safe=owner._safe,
-                                         filter=skip,
-                                         batch_rows=self._batch_size or BATCH_ROWS)
-            for group in grouped(blocks, self._batch_size or BATCH_ROWS):
+                                         filter=skip, batch_rows=rows)
+            for group in grouped(blocks, rows):
                 table = self._pa.Table.from_batches(group, blocks.schema)
                 if self._filter is not None and not exact:  # one batch: faster than chunks
                     table = self._pa.Table.from_batches(
