@@ -1040,15 +1040,15 @@ cdef extern from *:
     /* Huge mappings freed by numpy are kept for the next array of their size, up to
        idv_keep_max bytes in all (keep_freed) and for at most idv_keep_ns (expired when the
        handler next allocates or frees): a fresh mapping costs the kernel a zeroing of each
-       page at its first touch, a tenth of the CPU of reading columns one after another. A
-       kept mapping is advised MADV_FREE: the kernel may take its pages back when memory runs
-       short (a later touch then finds zero pages), so what is kept is never memory the
-       system needs. */
+       page at its first touch, a tenth of the CPU of reading columns one after another.
+       They are kept as they are: advising MADV_FREE, so that the kernel could take them back,
+       walks their pages at each free, and made converting a file 15 % slower where few
+       freed arrays are reused. */
     #include <pthread.h>
     #include <sys/resource.h>
     #include <time.h>
     #define IDV_KEEP_SLOTS 64
-    static size_t idv_keep_max = (size_t)256 << 20;
+    static size_t idv_keep_max = (size_t)128 << 20;
     static long long idv_keep_ns = 2000000000LL;
     static pthread_mutex_t idv_keep_lock = PTHREAD_MUTEX_INITIALIZER;
     static struct { char *data; size_t len; long long at; } idv_kept[IDV_KEEP_SLOTS];
@@ -1106,9 +1106,6 @@ cdef extern from *:
             for (i = 0; i < IDV_KEEP_SLOTS; i++) if (!idv_kept[i].data) { slot = i; break; }
         }
         if (slot >= 0) {
-            #ifdef MADV_FREE
-            madvise(ptr, len, MADV_FREE);          /* advice only */
-            #endif
             idv_kept[slot].data = ptr;
             idv_kept[slot].len = len;
             idv_kept[slot].at = now;
