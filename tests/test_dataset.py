@@ -806,8 +806,8 @@ def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(mon
     for i in range(30):
         _small(tmp_path / f"{i:02d}.idv", range(i, i + 3))
 
-    def collections():
-        """(collections while the dataset listed, while it read), the values read"""
+    def collections(values=lambda ds: ds.read()["x"]):
+        """(collections while the dataset listed, while it read `values`), the values"""
         runs, me = [], threading.get_ident()        # another thread's gc.collect(): not ours
         callback = lambda phase, info: runs.append(phase) \
             if phase == "start" and threading.get_ident() == me else None
@@ -817,7 +817,7 @@ def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(mon
         try:
             with idv.dataset(str(tmp_path), max_open_files=4) as ds:   # most files reopened
                 listed = len(runs)
-                got = ds.read()["x"]
+                got = values(ds)
                 return listed, len(runs) - listed, got
         finally:
             gc.callbacks.remove(callback)
@@ -825,6 +825,10 @@ def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(mon
     listed, read, got = collections()
     assert got.tolist() == [v for i in range(30) for v in range(i, i + 3)]
     assert listed <= 2 and read <= 2, (listed, read)     # set off once resumed
+    pytest.importorskip("pyarrow")
+    _, read, got = collections(lambda ds: ds.to_arrow()["x"].to_numpy())
+    assert got.tolist() == [v for i in range(30) for v in range(i, i + 3)]
+    assert read <= 2, read
     assert gc.isenabled()
     monkeypatch.setattr(_gc, "MANY_FILES", 31)
     listed, _, _ = collections()                  # fewer files: the collector left running

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from idv import _docs, types as T
-from idv._resources import budget
+from idv._resources import budget, gc as _gc
 from idv._scan import filters, scan
 from idv._values import ticks
 from idv._values.arguments import ensure_count
@@ -123,7 +123,13 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
 
 
 def _whole(pa, src, keys, datetime, safe):
-    """to_arrow's Table of every row of the files' columns `keys`."""
+    """to_arrow's Table of every row of the files' columns `keys`, the garbage collector
+    paused for many files (idv._resources.gc)."""
+    with _gc.paused(len(src.files) >= _gc.MANY_FILES):
+        return _whole_read(pa, src, keys, datetime, safe)
+
+
+def _whole_read(pa, src, keys, datetime, safe):
     if not keys:    # no columns, but maybe rows (ML.NET's internal saver writes such files)
         return pa.Table.from_batches([pa.RecordBatch.from_struct_array(
             pa.array([{}] * src.num_rows, pa.struct([])))])
