@@ -826,9 +826,11 @@ def test_listing_and_reading_run_no_garbage_collection_and_leave_it_as_found(mon
     assert got.tolist() == [v for i in range(30) for v in range(i, i + 3)]
     assert listed <= 2 and read <= 2, (listed, read)     # set off once resumed
     pytest.importorskip("pyarrow")
-    _, read, got = collections(lambda ds: ds.to_arrow()["x"].to_numpy())
-    assert got.tolist() == [v for i in range(30) for v in range(i, i + 3)]
-    assert read <= 2, read
+    for values in (lambda ds: ds.to_arrow()["x"].to_numpy(),
+                   lambda ds: ds.to_pandas()["x"].to_numpy()):
+        _, read, got = collections(values)
+        assert got.tolist() == [v for i in range(30) for v in range(i, i + 3)]
+        assert read <= 2, read
     assert gc.isenabled()
     monkeypatch.setattr(_gc, "MANY_FILES", 31)
     listed, _, _ = collections()                  # fewer files: the collector left running

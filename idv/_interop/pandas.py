@@ -27,7 +27,7 @@ import datetime as _dt
 import numpy as np
 
 from idv import _docs, types as T
-from idv._resources import budget
+from idv._resources import budget, gc as _gc
 from idv._scan import filters
 from idv._values import ticks
 from idv._reader import read_source, time_units, whole_read
@@ -365,9 +365,16 @@ def _frame(pd, f, columns, rows, how, row_index, values):
 
 
 def _frame_of_files(pd, src, columns, rows, how):
-    """frame() of a source of many files: one frame of the columns of all of them read as one
-    (whole_read) where every column joins (no keys whose KeyValues differ, no rows= or
-    filter=), else each file's frame, joined; one unit for a time column of every file."""
+    """frame() of a source of many files, the garbage collector paused for many of them
+    (idv._resources.gc)."""
+    with _gc.paused(len(src.files) >= _gc.MANY_FILES):
+        return _files_frame(pd, src, columns, rows, how)
+
+
+def _files_frame(pd, src, columns, rows, how):
+    """One frame of the columns of all the files read as one (whole_read) where every column
+    joins (no keys whose KeyValues differ, no rows= or filter=), else each file's frame,
+    joined; one unit for a time column of every file."""
     keys = src.resolve_columns(columns)
     how = _one_unit(src, keys, how)
     files = range(len(src.files))
