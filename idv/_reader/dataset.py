@@ -6,7 +6,8 @@ table of contents and lookup tables (``idv.open``), checks that their columns ag
 blocks only when asked, each read touching only the files and blocks that hold the rows
 asked for. At most ``max_open_files`` files stay open at once (the others are reopened when
 read), so a dataset of any number of files holds a bounded number of memory maps or remote
-handles.
+handles; by default the small local files, read whole, are counted apart, by the bytes they
+hold.
 
 Local paths, directories and globs are expanded with ``os`` and ``glob``; URLs (``s3://``,
 ``memory://``, ``https://`` ...) and paths inside an fsspec ``filesystem`` with fsspec
