@@ -54,6 +54,7 @@ class IdvScanner:
         self._names = ds.resolve_columns(columns)
         self._filter = filter_
         self._batch_size = batch_size
+        self._rows = {}             # columns read -> rows of a batch (batch_rows), found once
         self._tree, self._exact, need = (None, False, []) if filter_ is None else \
             engine_filters.from_arrow(filter_, owner._types)
         need = ds.column_names if need is None else need
@@ -84,7 +85,7 @@ class IdvScanner:
         read = names + others
         skip = None if self._tree is None else \
             self._tree if exact else filter_tree.BlocksOnly(self._tree)
-        rows = self._batch_size or rows_within(ds, read)
+        rows = self._batch_rows(read)
         with contextlib.nullcontext(ds) if i is None else ds.using(i) as src:  # kept open
             blocks = arrow.window_reader(src, read, datetime=owner._unit, safe=owner._safe,
                                          filter=skip, batch_rows=rows)
@@ -95,6 +96,14 @@ class IdvScanner:
                         [one_batch(self._pa, table.columns, table.schema).filter(self._filter)])
                 if table.num_rows or self._filter is None:
                     yield table
+
+    def _batch_rows(self, read):
+        """The rows of a batch of columns `read`: the batch size given, or rows_within the
+        dataset's first file, found once a scan, not once each file it reads."""
+        key = tuple(read)
+        if key not in self._rows:
+            self._rows[key] = self._batch_size or rows_within(self._owner.idv_dataset, read)
+        return self._rows[key]
 
     def _batches(self, together=True):
         """The scan's batches: its columns, the rows that match, a batch per group of blocks

@@ -122,14 +122,9 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
         return table.select(asked)
 
 
+@_gc.paused_for(lambda pa, src, *_: len(src.files))
 def _whole(pa, src, keys, datetime, safe):
-    """to_arrow's Table of every row of the files' columns `keys`, the garbage collector
-    paused for many files (idv._resources.gc)."""
-    with _gc.paused(len(src.files) >= _gc.MANY_FILES):
-        return _whole_read(pa, src, keys, datetime, safe)
-
-
-def _whole_read(pa, src, keys, datetime, safe):
+    """to_arrow's Table of every row of the files' columns `keys`."""
     if not keys:    # no columns, but maybe rows (ML.NET's internal saver writes such files)
         return pa.Table.from_batches([pa.RecordBatch.from_struct_array(
             pa.array([{}] * src.num_rows, pa.struct([])))])

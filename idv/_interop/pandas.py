@@ -363,36 +363,36 @@ def _frame(pd, f, columns, rows, how, row_index, values):
     return df
 
 
+@_gc.paused_for(lambda pd, src, *_: len(src.files))
 def _frame_of_files(pd, src, columns, rows, how):
-    """frame() of many files: one frame of all of them read as one (whole_read) where every
-    column joins (no keys whose KeyValues differ, no rows= or filter=), else each file's
-    frame, joined; one time unit for all; for many, the collector paused (idv._resources.gc)."""
-    with _gc.paused(len(src.files) >= _gc.MANY_FILES):
-        keys = src.resolve_columns(columns)
-        how = _one_unit(src, keys, how)
-        files = range(len(src.files))
-        if rows is None:
-            whole_read.check_memory(src, keys, [(i, None) for i in files])
-        if rows is None and how["filter"] is None and keys and \
-                all(whole_read.joinable(src, k, arrow=False) for k in keys):
-            arrow_text = _arrow_strings(pd, how["dtype_backend"]) is not None
-            got = whole_read.read(src, keys, 0, len(files), whole_read.Form(
-                text=_arrow_text if arrow_text else None))
-            with src.using(0) as first:
-                values = {id(first[k]): _text_chunked(v) for k, v in zip(keys, got)}
-                return _frame(pd, first, keys, None, how, False, values)
-        within = None if rows is None else range(*rows.indices(src.num_rows))
-        frames = []
-        for i in files:
-            local = None if within is None else file_rows(within, src.files[i])
-            if local is not None and not len(local) and (frames or i < files[-1]):
-                continue
-            with src.using(i) as f:
-                frames.append(_frame(pd, f, keys, None if local is None else
-                                     slice(local.start, local.stop, local.step),
-                                     dict(how, warn_wide=how["warn_wide"] and not frames),
-                                     False, None))
-        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    """frame() of a source of many files: one frame of the columns of all of them read as one
+    (whole_read) where every column joins (no keys whose KeyValues differ, no rows= or
+    filter=), else each file's frame, joined; one unit for a time column of every file."""
+    keys = src.resolve_columns(columns)
+    how = _one_unit(src, keys, how)
+    files = range(len(src.files))
+    if rows is None:
+        whole_read.check_memory(src, keys, [(i, None) for i in files])
+    if rows is None and how["filter"] is None and keys and \
+            all(whole_read.joinable(src, k, arrow=False) for k in keys):
+        arrow_text = _arrow_strings(pd, how["dtype_backend"]) is not None
+        got = whole_read.read(src, keys, 0, len(files), whole_read.Form(
+            text=_arrow_text if arrow_text else None))
+        with src.using(0) as first:
+            values = {id(first[k]): _text_chunked(v) for k, v in zip(keys, got)}
+            return _frame(pd, first, keys, None, how, False, values)
+    within = None if rows is None else range(*rows.indices(src.num_rows))
+    frames = []
+    for i in files:
+        local = None if within is None else file_rows(within, src.files[i])
+        if local is not None and not len(local) and (frames or i < files[-1]):
+            continue
+        with src.using(i) as f:
+            frames.append(_frame(pd, f, keys, None if local is None else
+                                 slice(local.start, local.stop, local.step),
+                                 dict(how, warn_wide=how["warn_wide"] and not frames),
+                                 False, None))
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def _one_unit(src, keys, how):

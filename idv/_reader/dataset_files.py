@@ -252,15 +252,15 @@ class OpenFiles:
     """The files of a dataset open at once: at most `limit`, the least recently used closed
     first, but never one in use (hold and release, or using): a stream still reading it,
     another thread's read, which may keep more than `limit` open for a while. With
-    `whole_bytes`, files read whole (small local ones: no descriptor, no map) are counted
+    `whole_limit`, files read whole (small local ones: no descriptor, no map) are counted
     apart, by what they hold (whole_bytes()), up to that many bytes in all. `reopen(i)`
     opens file i again; `closing(i, f)` is told of each file closed for room: methods of the
     dataset, held weakly (no reference cycle: a dataset let go is freed at once, with all it
     keeps of its files). One lock guards them: threads may share a dataset."""
 
-    def __init__(self, limit, reopen, closing, whole_bytes=0):
+    def __init__(self, limit, reopen, closing, whole_limit=0):
         self.limit = limit
-        self.whole_limit = whole_bytes
+        self.whole_limit = whole_limit
         self._owner_reopen = weakref.WeakMethod(reopen)
         self._owner_closing = weakref.WeakMethod(closing)
         self._handles = collections.OrderedDict()      # file index -> open IdvFile (LRU)

@@ -48,12 +48,12 @@ MANY_FILES = 100
 
 
 def paused_for(files):
-    """A method run with the collector paused when it lists or reads many files
-    (`files(self, *args, **kwargs)` of them, MANY_FILES or more)."""
+    """A method (or function) run with the collector paused when it lists or reads many
+    files (`files(*args, **kwargs)` of them, given its arguments: MANY_FILES or more)."""
     def wrap(method):
         @functools.wraps(method)
-        def run(self, *args, **kwargs):
-            with paused(files(self, *args, **kwargs) >= MANY_FILES):
-                return method(self, *args, **kwargs)
+        def run(*args, **kwargs):
+            with paused(files(*args, **kwargs) >= MANY_FILES):
+                return method(*args, **kwargs)
         return run
     return wrap
