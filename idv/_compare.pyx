@@ -11,8 +11,8 @@ long on short strings.
 cimport cython
 cimport numpy as cnp
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcmp
+from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memcmp, memcpy
 
 import numpy as np
 
@@ -151,3 +151,61 @@ def text_strings(const offset_t[::1] starts, const offset_t[::1] ends,
     except UnicodeDecodeError as e:
         raise IdvFormatError(f"invalid UTF-8 in Text: {e.reason}") from None
     return out
+
+
+@cython.boundscheck(False)     # each part's spans and every row are checked first
+@cython.wraparound(False)
+def text_take(list parts, const int64_t[::1] rows):
+    """Rows `rows` (ascending positions over `parts` end to end: [(starts, ends, data)], the
+    parts of TextRows, int32 spans) in Arrow's string layout: (offsets, int32, len(rows) + 1;
+    data, uint8), copied in one pass, the GIL released. ValueError for rows out of order or
+    beyond the parts, a span outside its data, or more than 2 GiB of text."""
+    cdef Py_ssize_t n = rows.shape[0], i = 0, k, np_ = len(parts), m
+    cdef int64_t r, base = 0, total = 0, a, b, prev = -1
+    cdef const int32_t[::1] starts
+    cdef const int32_t[::1] ends
+    cdef const uint8_t[::1] data
+    offsets = np.empty(n + 1, np.int32)
+    cdef int32_t[::1] off = offsets
+    off[0] = 0
+    # first pass: every row checked, its part found, the output's offsets
+    for k in range(np_):
+        starts, ends, data = parts[k]
+        m = min(starts.shape[0], ends.shape[0])
+        while i < n and rows[i] < base + m:
+            r = rows[i] - base
+            if r < 0 or rows[i] <= prev:
+                raise ValueError(f"rows not ascending at {i}")
+            a, b = starts[r], ends[r]
+            if not 0 <= a <= b <= data.shape[0]:
+                raise ValueError(f"row {rows[i]}: no span within its part's text")
+            total += b - a
+            if total > INT32_MAX:
+                raise ValueError("more than 2 GiB of text for 32-bit offsets")
+            prev = rows[i]
+            i += 1
+            off[i] = <int32_t>total
+        base += m
+    if i < n:
+        raise ValueError(f"row {rows[i]} beyond the {base} rows of the parts")
+    # 16 bytes of room beyond the text: a short string is copied as two 8-byte words
+    out = np.empty(total + 16, np.uint8)
+    cdef uint8_t[::1] o = out
+    cdef Py_ssize_t nd
+    i = 0
+    base = 0
+    for k in range(np_):
+        starts, ends, data = parts[k]
+        m = min(starts.shape[0], ends.shape[0])
+        nd = data.shape[0]
+        with nogil:
+            while i < n and rows[i] < base + m:
+                r = rows[i] - base
+                a, b = starts[r], ends[r]
+                if b - a <= 16 and a + 16 <= nd:
+                    memcpy(&o[off[i]], &data[a], 16)
+                elif b > a:
+                    memcpy(&o[off[i]], &data[a], <size_t>(b - a))
+                i += 1
+        base += m
+    return offsets, out[:total]

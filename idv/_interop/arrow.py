@@ -20,7 +20,8 @@ from idv._scan import filters, scan
 from idv._values import ticks
 from idv._values.arguments import ensure_count
 from idv._reader import whole_read
-from idv._interop.arrow_columns import chunked, converters, is_text, one_array, text_reader
+from idv._interop.arrow_columns import (chunked, converters, is_text, one_array, taken,
+                                        text_reader)
 from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow
 from idv._reader import read_source
 from idv._reader.reader import opened
@@ -352,15 +353,18 @@ def _file_batches(how, i, rows, bound):
                 return
             for batch in scan.scan(f, readers, rows=rows, block_filter=keep,
                                    batch_rows=None if how.per is WINDOW else how.per):
-                arrays = [one_array(pa, v) for v in batch.values[:len(convs)]]
                 n = len(range(batch.start, batch.stop, batch.step))
+                # Text left in its blocks' chunks while rows are tested: the matches are
+                # copied out of them (taken), not all of them joined first
+                arrays = [v if tested and pa.types.is_string(v.type) else one_array(pa, v)
+                          for v in batch.values[:len(convs)]]
                 if tested:
                     values = dict(zip(extra, batch.values[len(convs):]))
                     values.update({name: arrays[k] if name in text else arrays[k].to_numpy()
                                    for name, k in at.items()})
                     hits = np.flatnonzero(bound.rows(values))
-                    if len(hits) < n:       # Arrow's take: faster than its filter by a mask
-                        arrays = [a.take(pa.array(hits)) for a in arrays]
+                    arrays = [one_array(pa, a) if len(hits) == n else taken(pa, a, hits)
+                              for a in arrays]
                     n = len(hits)
                 yield how.batch(i, arrays, n)
         yield from (batches() if how.batch_size is None else

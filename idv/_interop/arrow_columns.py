@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import _arrow_c, types as T
+from idv import _arrow_c, _compare, types as T
 from idv._scan import scan
-from idv._values import ticks
+from idv._values import text_bytes, ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
                                      column_arrow_type, import_pyarrow, imports_c_streams,
@@ -275,6 +275,17 @@ def one_array(pa, part):
         if joined is not None:
             return joined
     return pa.concat_arrays(chunks)
+
+
+def taken(pa, part, rows):
+    """Rows `rows` (int64, ascending) of a batch's values (an Array or ChunkedArray) as one
+    Array: strings copied from their chunks in one pass (not joined first, then taken), the
+    others by Arrow's take (faster than its filter by a mask)."""
+    spans = text_bytes.of_arrow(pa, part) if pa.types.is_string(part.type) else None
+    if spans is None:
+        return one_array(pa, part).take(pa.array(rows))
+    offsets, data = _compare.text_take(spans.parts, rows)
+    return pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def _same_buffers(pa, chunks, t):
