@@ -122,6 +122,26 @@ def test_batches_hold_every_column_in_its_tensor_form(path):
     assert b["when"].dtype == torch.int64 and np.array_equal(b["when"].numpy(), ticks)
 
 
+def test_worker_batches_hand_their_tensors_over_in_one_storage(path):
+    """In a worker, a batch's tensors are copied into one storage (one shared-memory segment
+    a batch to the main process, not one a column): each equal to the batch read in the
+    main process, dtype and shape kept; outside a worker they stay as read."""
+    ds = idv_torch.IdvIterableDataset(path, ["id", "vec", "flag", "when", "tokens", "name"],
+                                      batch_size=3000)
+    want = list(ds)
+    got = list(_loader(ds, workers=1))
+    assert len(got) == len(want) == 7
+    dense = ["id", "vec", "flag", "when", "tokens", "tokens_lengths"]
+    for g, w in zip(got, want):
+        for k in dense:
+            assert g[k].dtype == w[k].dtype and g[k].shape == w[k].shape, k
+            assert torch.equal(g[k], w[k]), k
+        assert g["name"] == w["name"]
+        storages = {g[k].untyped_storage().data_ptr() for k in dense}
+        assert len(storages) == 1
+    assert len({want[1][k].untyped_storage().data_ptr() for k in dense}) == len(dense)
+
+
 def test_nested_ragged_and_drop_last(path):
     ds = idv_torch.IdvIterableDataset(path, ["id", "tokens"], batch_size=3000, drop_last=True,
                                       ragged="nested")
