@@ -9,7 +9,9 @@ files on first use. A worker forked after the parent read in threads makes its o
 pools, so fork works too.
 
 What a batch holds, per column: numeric and Boolean columns as tensors over the decoded arrays
-(no copy when a batch lies within one decoded window); fixed-size vectors as ``(rows, *dims)``
+(no copy when a batch lies within one decoded window; in a DataLoader worker, the batch's
+tensors are copied into one storage, which reaches the main process in one shared-memory
+segment rather than one a column); fixed-size vectors as ``(rows, *dims)``
 tensors; variable-size vectors padded with zeros to the longest row of the batch, with their
 lengths under ``"<name>_lengths"`` (``ragged="nested"``: a jagged nested tensor instead); keys
 as int64 tensors of the stored key values (0: missing, k: the k-th of KeyValues, which
@@ -29,7 +31,7 @@ import numpy as np
 from idv import _docs, types as T
 from idv._scan import filters, scan
 from idv._reader import take
-from idv._values import ticks, vectors
+from idv._values import vectors
 from idv._values.arguments import ensure_count
 from idv.errors import require
 from idv._engines.reopen import Reopenable
@@ -49,8 +51,7 @@ try:     # the registry of default_collate's functions by type, which torch invi
     from torch.utils.data._utils.collate import collate, default_collate_fn_map
 except ImportError:
     default_collate_fn_map = None
-# UInt16 and UInt32 values: torch >= 2.3 has their dtypes; older versions take them as int64
-_WIDENED = () if hasattr(torch, "uint32") else (np.dtype(np.uint16), np.dtype(np.uint32))
+from idv._interop.tensors import items as _items, to_tensors as _to_tensors  # noqa: E402
 
 
 def _source(source, columns, filesystem, storage_options, open_kwargs):
@@ -73,74 +74,6 @@ def _check_ragged(ragged, src):
     if ragged == "padded" and clash:
         raise ValueError(f"column {clash[0] + '_lengths'!r} would be overwritten by the "
                          f"lengths of {clash[0]!r}: use ragged='nested'")
-
-
-def _tensor_form(values, item):
-    """Items in their tensor's dtype: times as int64 100-ns counts, keys (and unsigned
-    integers torch has no dtype for) as int64."""
-    arr = np.asarray(values)
-    if item in ticks.TIME_ITEMS:
-        return arr.view(np.int64)
-    if isinstance(item, T.Key) or arr.dtype in _WIDENED:
-        return arr.astype(np.int64)
-    return arr
-
-
-def _items(values, item):
-    """A flat or rectangular array of items as a tensor (numbers, Booleans: no copy)."""
-    arr = _tensor_form(values, item)
-    if not arr.flags.writeable:       # torch shares the memory, and wants to be allowed to write
-        arr = arr.copy()
-    return torch.from_numpy(arr)
-
-
-def _padded(ragged, item):
-    """A Ragged as a zero-padded (rows, longest) tensor, and its lengths."""
-    lengths = ragged.lengths
-    width = int(lengths.max()) if len(lengths) else 0
-    flat = _tensor_form(ragged.values, item)
-    out = np.zeros((len(lengths), width), flat.dtype)
-    out[np.arange(width) < lengths[:, None]] = flat
-    return torch.from_numpy(out), torch.from_numpy(lengths.astype(np.int64))
-
-
-def _to_tensors(values: list, names: list[str], types: list, ragged: str = "padded") -> dict:
-    """One batch: read()'s forms of each column as a dict of tensors and lists of str."""
-    out = {}
-    for name, t, value in zip(names, types, values):
-        item = T.item_type(t)
-        if item is T.Text:
-            out[name] = [list(r) for r in value] if isinstance(value, vectors.Ragged) \
-                else value.tolist()
-        elif isinstance(value, vectors.Ragged):
-            if ragged == "nested":
-                out[name] = torch.nested.nested_tensor_from_jagged(
-                    _items(value.values, item), torch.from_numpy(value.offsets))
-            else:
-                out[name], out[name + "_lengths"] = _padded(value, item)
-        else:
-            out[name] = _items(value, item)
-    return _one_storage(out)
-
-
-def _one_storage(batch):
-    """In a DataLoader's worker, the batch's tensors copied into one storage: the worker hands
-    each storage to the main process through a shared-memory segment of its own, whose making,
-    passing and mapping cost more than the copy (of 2 columns, 0.66 s an epoch of 2M rows
-    rather than 0.93 s)."""
-    dense = [k for k, v in batch.items() if isinstance(v, torch.Tensor) and not v.is_nested]
-    if len(dense) < 2 or torch.utils.data.get_worker_info() is None:
-        return batch
-    sizes = [batch[k].numel() * batch[k].element_size() for k in dense]
-    room = [-(-n // 64) * 64 for n in sizes]        # each tensor 64-byte aligned
-    buf = torch.empty(sum(room), dtype=torch.uint8)
-    at = 0
-    for k, n, r in zip(dense, sizes, room):
-        t = batch[k]
-        batch[k] = buf[at:at + n].view(t.dtype).view(t.shape)
-        batch[k].copy_(t)
-        at += r
-    return batch
 
 
 def _take(values, rows):
