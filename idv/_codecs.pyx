@@ -197,14 +197,38 @@ cdef inline int32_t _i32(const uint8_t *p) noexcept nogil:
     return v
 
 
+cdef extern from *:
+    """
+    #if defined(_MSC_VER)
+    #include <intrin.h>
+    static inline int idv_ctz64(unsigned long long v) {
+        unsigned long i; _BitScanForward64(&i, v); return (int)i;
+    }
+    #else
+    static inline int idv_ctz64(unsigned long long v) { return __builtin_ctzll(v); }
+    #endif
+    """
+    int idv_ctz64(uint64_t v) nogil     # v != 0: the number of its trailing zero bits
+
+
 cdef inline Py_ssize_t _next_non_ascii(const uint8_t *p, Py_ssize_t pos,
                                        Py_ssize_t n) noexcept nogil:
-    """The position of the first byte >= 0x80 in p[pos:n], or n; 8 bytes at a time."""
-    cdef uint64_t w
+    """The position of the first byte >= 0x80 in p[pos:n], or n; 32 bytes at a time, then
+    8, then 1."""
+    cdef uint64_t w, w1, w2, w3
+    while pos + 32 <= n:
+        memcpy(&w, p + pos, 8)
+        memcpy(&w1, p + pos + 8, 8)
+        memcpy(&w2, p + pos + 16, 8)
+        memcpy(&w3, p + pos + 24, 8)
+        if (w | w1 | w2 | w3) & 0x8080808080808080ULL:
+            break
+        pos += 32
     while pos + 8 <= n:
         memcpy(&w, p + pos, 8)
-        if w & 0x8080808080808080ULL:
-            break
+        w &= 0x8080808080808080ULL
+        if w:       # the first of its bytes with the high bit (the least significant first)
+            return pos + (idv_ctz64(w) >> 3)
         pos += 8
     while pos < n and p[pos] < 0x80:
         pos += 1
@@ -261,6 +285,11 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
         if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
             return TEXT_BACKWARDS
         prev = bm
+        if bm - units <= ascii_to - bpos:   # the entry ends within the ASCII run: its bytes
+            bpos += bm - units
+            units = bm
+            _put_i32(out + 4 * i, <int32_t>bpos)
+            continue
         while units < bm:
             if bpos < ascii_to:         # ASCII: one unit a byte, as many as the entry takes
                 take = min(bm - units, ascii_to - bpos)

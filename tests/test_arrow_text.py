@@ -279,6 +279,23 @@ def _python_reading(values_bytes, bounds):
     return out
 
 
+def test_non_ascii_at_every_position_of_a_word(tmp_path):
+    """The scan for the next non-ASCII byte (32 bytes, then 8, at a time) finds it at every
+    offset within a word and after ASCII runs of 0 to 80 bytes: the strings read back, on
+    the Arrow path and as str, are the strings written."""
+    pytest.importorskip("pyarrow")
+    values = []
+    for run in range(81):
+        for ch in ("é", "中", "😀"):
+            values.append("a" * run + ch + "b" * (run % 7))
+            values.append("x" * (run % 9))
+    path = tmp_path / "runs.idv"
+    idv.write(path, {"t": np.array(values, dtype=object)}, rows_per_block=37)
+    assert idv.to_arrow(path).column("t").to_pylist() == values
+    with idv.open(path) as f:
+        assert f["t"].read().tolist() == values
+
+
 def test_random_payloads_agree_with_python_on_both_paths():
     """Random strings (ASCII, Latin, CJK, emoji, NUL, legacy NA entries), some payloads with
     one byte changed: the Arrow path and the object path accept exactly what Python's codecs
