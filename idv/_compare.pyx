@@ -156,10 +156,11 @@ def text_strings(const offset_t[::1] starts, const offset_t[::1] ends,
 @cython.boundscheck(False)     # each part's spans and every row are checked first
 @cython.wraparound(False)
 def text_take(list parts, const int64_t[::1] rows):
-    """Rows `rows` (ascending positions over `parts` end to end: [(starts, ends, data)], the
-    parts of TextRows, int32 spans) in Arrow's string layout: (offsets, int32, len(rows) + 1;
-    data, uint8), copied in one pass, the GIL released. ValueError for rows out of order or
-    beyond the parts, a span outside its data, or more than 2 GiB of text."""
+    """Rows `rows` (strictly ascending positions over `parts` end to end: [(starts, ends,
+    data)], the parts of TextRows, int32 spans) in Arrow's string layout: (offsets, int32,
+    len(rows) + 1; data, uint8), copied with the GIL released. ValueError for rows negative,
+    repeated, out of order or beyond the parts, a span outside its data, or more than 2 GiB
+    of text."""
     cdef Py_ssize_t n = rows.shape[0], i = 0, k, np_ = len(parts), m
     cdef int64_t r, base = 0, total = 0, a, b, prev = -1
     cdef const int32_t[::1] starts
@@ -175,7 +176,7 @@ def text_take(list parts, const int64_t[::1] rows):
         while i < n and rows[i] < base + m:
             r = rows[i] - base
             if r < 0 or rows[i] <= prev:
-                raise ValueError(f"rows not ascending at {i}")
+                raise ValueError(f"rows not strictly ascending from 0 at {i}")
             a, b = starts[r], ends[r]
             if not 0 <= a <= b <= data.shape[0]:
                 raise ValueError(f"row {rows[i]}: no span within its part's text")

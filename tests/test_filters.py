@@ -429,7 +429,8 @@ def test_matching_rows_of_text_taken_from_chunks():
     assert taken(pa, nums, np.array([0, 3, 4])).to_pylist() == [1, 4, 5]
     starts, ends = np.array([0, 2], np.int32), np.array([2, 4], np.int32)
     part = (starts, ends, np.frombuffer(b"abcd", np.uint8))
-    for rows, match in (([1, 0], "ascending"), ([2], "beyond"), ([1, 1], "ascending")):
+    for rows, match in (([1, 0], "ascending"), ([2], "beyond"), ([1, 1], "ascending"),
+                        ([-1], "ascending")):
         with pytest.raises(ValueError, match=match):
             _compare.text_take([part], np.array(rows, np.int64))
     with pytest.raises(ValueError, match="no span"):

@@ -278,7 +278,7 @@ def one_array(pa, part):
 
 
 def taken(pa, part, rows):
-    """Rows `rows` (int64, ascending) of a batch's values (an Array or ChunkedArray) as one
+    """Rows `rows` (int64, strictly ascending) of a batch's values (an Array or ChunkedArray) as one
     Array: strings copied from their chunks in one pass (not joined first, then taken), the
     others by Arrow's take (faster than its filter by a mask)."""
     spans = text_bytes.of_arrow(pa, part) if pa.types.is_string(part.type) else None
