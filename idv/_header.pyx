@@ -63,6 +63,12 @@ class Header:
                 f"tail_offset={self.tail_offset})")
 
 
+def _versions(version, compat):
+    """How an error names a header's versions (made only for the error: a dataset's files
+    are opened by the thousand)."""
+    return f"version {version_string(version)} (compatible version {version_string(compat)})"
+
+
 def parse_header(const unsigned char[:] head, Py_ssize_t stream_size):
     """Check the header as ML.NET's loader does, plus every offset against the stream size."""
     if head.shape[0] < HEADER_SIZE:
@@ -79,13 +85,15 @@ def parse_header(const unsigned char[:] head, Py_ssize_t stream_size):
     tail_offset = c.i64()
     row_count = c.i64()
     column_count = c.i32()
-    vs = f"version {version_string(version)} (compatible version {version_string(compat)})"
     if compat > version:
-        raise IdvFormatError(f"unsupported {vs}: compatible version is newer than version")
+        raise IdvFormatError(f"unsupported {_versions(version, compat)}: compatible version "
+                             f"is newer than version")
     if version < READER_FIRST_VERSION or compat < MIN_COMPATIBLE_VERSION:
-        raise IdvFormatError(f"unsupported {vs}: too old, this reader reads 1.1.1.4 to 1.1.1.6")
+        raise IdvFormatError(f"unsupported {_versions(version, compat)}: too old, this reader "
+                             f"reads 1.1.1.4 to 1.1.1.6")
     if compat > MAX_COMPATIBLE_VERSION:
-        raise IdvFormatError(f"unsupported {vs}: too new, this reader reads 1.1.1.4 to 1.1.1.6")
+        raise IdvFormatError(f"unsupported {_versions(version, compat)}: too new, this reader "
+                             f"reads 1.1.1.4 to 1.1.1.6")
     if row_count < 0:
         raise IdvFormatError(f"negative row count {row_count} in the header", offset=40)
     if column_count < 0:
