@@ -1,1 +1,2 @@
-"""The reading side's conversions: Arrow, pandas, delimited text, a notebook's view."""
+"""The reading side's conversions: Arrow, pandas, PyTorch tensors, delimited text, a
+notebook's view."""
