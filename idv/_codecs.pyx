@@ -285,11 +285,6 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
         if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
             return TEXT_BACKWARDS
         prev = bm
-        if bm - units <= ascii_to - bpos:   # the entry ends within the ASCII run: its bytes
-            bpos += bm - units
-            units = bm
-            _put_i32(out + 4 * i, <int32_t>bpos)
-            continue
         while units < bm:
             if bpos < ascii_to:         # ASCII: one unit a byte, as many as the entry takes
                 take = min(bm - units, ascii_to - bpos)
