@@ -192,19 +192,24 @@ TEXT_CASES = [n for n in ALL_CASES if n.startswith("text_")] + [
     "raw_length_huge", "raw_length_one_long_text", "raw_length_one_short_text"]
 
 
-@pytest.mark.parametrize("name", TEXT_CASES)
-def test_crafted_text_cases_on_the_arrow_path(name):
-    """Text read straight into Arrow (to_arrow, record_batch_reader) fails on each crafted
-    text case with the object path's IdvFormatError: the same message, column, block and byte
-    offset; through the Arrow C stream, which carries errors as ArrowInvalid, with its
-    message."""
+# the crafted cases whose damage is in a Boolean column (read into Arrow from its bits)
+BOOLEAN_CASES = [n for n in ALL_CASES if n.startswith("boolean_")]
+
+
+@pytest.mark.parametrize("name, item", [(n, idv.Text) for n in TEXT_CASES]
+                         + [(n, idv.Boolean) for n in BOOLEAN_CASES])
+def test_crafted_cases_on_the_arrow_path(name, item):
+    """Text and Boolean scalars read straight into Arrow (to_arrow, record_batch_reader: from
+    the blocks' UTF-8, from their bits) fail on each crafted case of theirs with the object
+    path's IdvFormatError: the same message, column, block and byte offset; through the Arrow
+    C stream, which carries errors as ArrowInvalid, with its message."""
     pa = pytest.importorskip("pyarrow")
     data, pattern = CASES[name]()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", idv.IdvWarning)
         f = idv.open(data)
         text = [c.index for c in f.columns
-                if c.readable and idv.types.item_type(c.type) is idv.Text]
+                if c.readable and idv.types.item_type(c.type) is item]
         with pytest.raises(idv.IdvFormatError) as objects:
             for i in text:
                 f[i].read()

@@ -511,14 +511,17 @@ def test_a_closed_file_is_told_by_its_layout_and_a_read_builds_only_its_columns(
         names = ["Id", "Name", "Flag", "V"]
         assert dataset_files.visible(f.layout) == [(n, f[n].type) for n in names]
         assert dataset_files.rows_per_block(f.layout) == {n: 7 for n in names}
-        assert dataset_files.decoded(f.layout, names) == {n: f[n].decoded_bytes()
-                                                          for n in names}
+        assert dataset_files.decoded(f.layout, names) == {
+            n: (f[n].decoded_bytes(), f[n].decoded_bytes(arrow=True)) for n in names}
         assert f["Id"] is f.columns[0] is f[0] and f["V"] is f[-1]
     real, built = reader.Column, []
     monkeypatch.setattr(reader, "Column", lambda *a: built.append(a[1].name) or real(*a))
     with idv.dataset(paths, max_open_files=2) as ds:
         assert built == []
         assert ds.files[4].decoded["Name"] > ds.files[2].decoded["Name"]   # longer text
+        # into Arrow: Text on its bytes, Booleans on their bits (less than as str, as bool)
+        assert [ds.files[4].decoded[n][1] < ds.files[4].decoded[n][0]
+                for n in names] == [False, True, True, False]
         assert ds.read(["Id"])["Id"].tolist() == list(range(150))
         assert built == ["Id"] * 5
         assert ds.read(["Id"])["Id"].tolist() == list(range(150))

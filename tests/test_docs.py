@@ -123,7 +123,7 @@ PACKAGE_INTERNAL = {
     "Dataset.need", "Dataset.decoded_bytes",
     "Column.stored_blocks", "Column.check_unread", "Column.lookup_errors",
     "Column.check_readable", "Column.mapped_blocks", "Column.text_room",
-    "Column.read_text_blocks", "Column.metadata_entries", "Column.annotation_form",
+    "Column.read_text_blocks", "Column.read_bit_blocks", "Column.metadata_entries", "Column.annotation_form",
     "Column.decode_metadata", "Column.decoded_bytes", "DatasetFile.closing",
     "VerifyReport.for_unopenable",
 }

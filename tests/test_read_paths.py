@@ -121,3 +121,32 @@ def _check(got, data):
     assert np.array_equal(got["F"], data["F"])
     assert got["T"].tolist() == data["T"].tolist()
     assert np.array_equal(got["B"], data["B"])
+
+
+@pytest.mark.parametrize("rows_per_block", [8, 13, 4096])
+def test_booleans_from_their_bits_on_every_path(tmp_path, rows_per_block):
+    """Boolean scalars are read from their blocks' bits into numpy and into Arrow (one array
+    where each block fills whole bytes, one per block where it does not): every path gives the
+    values written, whole, sliced, streamed and filtered, the last block partial."""
+    pa = pytest.importorskip("pyarrow")
+    n = 3 * 4096 + 5
+    rng = np.random.default_rng(7)
+    data = {"B": rng.random(n) < 0.5, "I": np.arange(n, dtype=np.int32)}
+    path = str(tmp_path / "b.idv")
+    idv.write(path, data, rows_per_block=rows_per_block)
+    with idv.open(path) as f:
+        np.testing.assert_array_equal(f["B"].read(), data["B"])
+        np.testing.assert_array_equal(f["B"][5:n - 3], data["B"][5:n - 3])
+        assert f["B"].read().dtype == np.bool_
+    whole = idv.to_arrow(path, columns=["B"]).column("B")
+    assert whole.type == pa.bool_()
+    assert whole.num_chunks == (1 if rows_per_block % 8 == 0 else -(-n // rows_per_block))
+    assert whole.to_pylist() == data["B"].tolist()
+    for batch_size in (None, 1000):
+        got = pa.concat_arrays([b.column(0) for b in idv.record_batch_reader(
+            path, ["B"], batch_size=batch_size)])
+        assert got.to_pylist() == data["B"].tolist()
+    hit = (data["I"] >= 10) & data["B"]
+    got = idv.to_arrow(path, columns=["I", "B"], filter="I >= 10 and B == True")
+    assert got.column("I").to_pylist() == data["I"][hit].tolist()
+    assert got.column("B").to_pylist() == [True] * int(hit.sum())

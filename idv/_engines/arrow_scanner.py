@@ -26,11 +26,12 @@ BATCH_BYTES = 16 << 20
 
 
 def rows_within(ds, columns, least=BATCH_ROWS, nbytes=BATCH_BYTES):
-    """At least `least` rows, or more while `columns` decoded take at most `nbytes` (as the
-    first file of dataset `ds` says: Column.decoded_bytes; hive keys, a value a file, left
-    out)."""
+    """At least `least` rows, or more while `columns` decoded into Arrow take at most
+    `nbytes` (as the first file of dataset `ds` says: Column.decoded_bytes; hive keys, a value
+    a file, left out)."""
     with ds.using(0) as f:
-        size = sum(f[c].decoded_bytes() for c in columns if c not in ds.constant_types)
+        size = sum(f[c].decoded_bytes(arrow=True) for c in columns
+                   if c not in ds.constant_types)
         if f.num_rows and size:
             return max(least, nbytes * f.num_rows // size)
     return least

@@ -20,8 +20,8 @@ from idv._scan import filters, scan
 from idv._values import ticks
 from idv._values.arguments import ensure_count
 from idv._reader import whole_read
-from idv._interop.arrow_columns import (chunked, converters, is_text, one_array, taken,
-                                        text_reader)
+from idv._interop.arrow_columns import (bits_reader, chunked, converters, is_text, one_array,
+                                        taken, text_reader)
 from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow
 from idv._reader import read_source
 from idv._reader.reader import opened
@@ -132,7 +132,7 @@ def _whole(pa, src, keys, datetime, safe):
     if len(src.files) == 1:
         return _table(pa, src, keys, 0, datetime, safe)
     whole_read.check_memory(src, keys, [(i, None) for i in range(len(src.files))],
-                            once=keys)
+                            once=keys, arrow=keys)
     unit, safe = _unit(src, keys, datetime, safe)
     # numbers and keys of the same key values read as one array each (the batched whole
     # read), Text as each file's blocks; the others file by file, as each file's table
@@ -169,16 +169,17 @@ def _mapped(col):
     return col if not is_text(col) and col.mappable else None
 
 
-def _text(col):
-    """Form.text of Arrow: Text (and vectors of Text) straight from the blocks' UTF-8."""
-    return text_reader(col) if is_text(col) else None
+def _arrow(col):
+    """Form.arrow of Arrow: Text (and vectors of Text) straight from the blocks' UTF-8,
+    Boolean scalars from their bits."""
+    return text_reader(col) if is_text(col) else bits_reader(col)
 
 
 def _table(pa, src, keys, i, datetime, safe):
     """The Table of columns `keys` of file i of `src`: a chunk per block, Text on its blocks'
     UTF-8, uncompressed numbers of a mapped file as views of the map, each time column in the
     unit `datetime` gives it (settled over this file alone when not yet a ticks.Units)."""
-    values = whole_read.read(src, keys, i, i + 1, whole_read.Form(text=_text, mapped=_mapped))
+    values = whole_read.read(src, keys, i, i + 1, whole_read.Form(arrow=_arrow, mapped=_mapped))
     with src.using(i) as f:
         cols = [f[k] for k in keys]
         decoded = {c.name: v for c, v in zip(cols, values)
@@ -196,7 +197,7 @@ def _joined(pa, src, keys, i0, i1, unit, safe):
     read as one, typed and annotated as file i0's columns."""
     if not keys:
         return []
-    values = whole_read.read(src, keys, i0, i1, whole_read.Form(text=_text))
+    values = whole_read.read(src, keys, i0, i1, whole_read.Form(arrow=_arrow))
     with src.using(i0) as first:
         convs = converters(pa, [first[k] for k in keys], unit, safe)
     return [(conv.field, chunked(pa, conv, v)) for conv, v in zip(convs, values)]

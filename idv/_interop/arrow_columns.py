@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import _arrow_c, _compare, types as T
+from idv import _arrow_c, _codecs, _compare, types as T
 from idv._scan import scan
+from idv._store.block_runs import bit_rooms
 from idv._values import text_bytes, ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
@@ -46,6 +47,9 @@ class _ColumnToArrow:
         self.col = col
         # Text and vectors of Text: decoded straight into Arrow's layout (no str objects)
         self.text = is_text(col)
+        # Boolean scalars straight from their blocks' bits, Arrow's layout (no bool per row)
+        self.bits = t is T.Boolean and isinstance(col.codec, _codecs.BooleanCodec) and \
+            self.arrow_type == pa.bool_()
         self._mapped = None if self.restored is None else False
 
     def text_arrays(self, b0, b1, parallel=True, out=None):
@@ -75,6 +79,21 @@ class _ColumnToArrow:
         offsets = np.zeros(len(block.lengths) + 1, np.int32)
         np.cumsum(block.lengths, out=offsets[1:])
         return pa.ListArray.from_arrays(pa.array(offsets), items)
+
+    def bit_arrays(self, b0, b1, parallel=True, out=None):
+        """Blocks [b0, b1) of a column of Boolean scalars as Arrow arrays on their blocks' own
+        bits (Column.read_bit_blocks, into `out` if given): one for them all where each block
+        fills whole bytes, else one per block."""
+        pa, col = self.pa, self.col
+        bits = pa.py_buffer(col.read_bit_blocks(b0, b1, parallel=parallel, out=out))
+        (r0, _), (_, r1) = col.block_rows(b0), col.block_rows(b1 - 1)
+        if col.rows_per_block % 8 == 0:
+            return [pa.Array.from_buffers(pa.bool_(), r1 - r0, [None, bits])]
+        room = bit_rooms(col.rows_per_block, col.num_rows, b0, b1).tolist()
+        starts = np.cumsum([0] + room).tolist()
+        return [pa.Array.from_buffers(pa.bool_(), min(col.rows_per_block, r1 - a),
+                                      [None, bits.slice(at, n)])
+                for a, at, n in zip(range(r0, r1, col.rows_per_block), starts, room)]
 
     @property
     def mapped(self):
@@ -107,6 +126,8 @@ class _ColumnToArrow:
         given (see _Windows._outputs)."""
         if self.text:
             return self.text_arrays(b0, b1, parallel, out)
+        if self.bits:
+            return self.bit_arrays(b0, b1, parallel, out)
         if self.mapped:
             return [self.mapped_arrays(b0, b1)]     # one ChunkedArray (join keeps its chunks)
         col = self.col
@@ -119,6 +140,9 @@ class _ColumnToArrow:
         col = self.col
         if self.mapped:
             return None
+        if self.bits:
+            return (int(bit_rooms(col.rows_per_block, col.num_rows, b0, b1).sum()),), \
+                np.dtype(np.uint8)
         if not self.text:
             return scan.fixed_room(col, b0, b1)
         return None if isinstance(col.type, T.Vector) else ((col.text_room(b0, b1),),
@@ -227,6 +251,15 @@ def text_reader(col):
     """A scan reader of a Text column into Arrow arrays built on its blocks' own UTF-8 bytes
     (no str objects); ``arrow_type``: their type."""
     return _ColumnToArrow(import_pyarrow(), col, None, True)
+
+
+def bits_reader(col):
+    """A scan reader of a column of Boolean scalars into Arrow arrays on its blocks' own bits
+    (where they hold them so), else None."""
+    if col.type is not T.Boolean:
+        return None
+    conv = _ColumnToArrow(import_pyarrow(), col, None, True)
+    return conv if conv.bits else None
 
 
 def text_array(col, rows=None):

@@ -244,7 +244,7 @@ def _read_whole(f, cols, arrow_text):
     """id(column) -> every row of it (idv._reader.whole_read): read()'s form, or for Text with
     `arrow_text` an Arrow ChunkedArray on the blocks' UTF-8."""
     got = whole_read.read(f, [c.index for c in cols], 0, 1, whole_read.Form(
-        text=_arrow_text if arrow_text else None))
+        arrow=_arrow_text if arrow_text else None))
     return dict(zip(map(id, cols), map(_text_chunked, got)))
 
 
@@ -377,7 +377,7 @@ def _frame_of_files(pd, src, columns, rows, how):
             all(whole_read.joinable(src, k, arrow=False) for k in keys):
         arrow_text = _arrow_strings(pd, how["dtype_backend"]) is not None
         got = whole_read.read(src, keys, 0, len(files), whole_read.Form(
-            text=_arrow_text if arrow_text else None))
+            arrow=_arrow_text if arrow_text else None))
         with src.using(0) as first:
             values = {id(first[k]): _text_chunked(v) for k, v in zip(keys, got)}
             return _frame(pd, first, keys, None, how, False, values)
@@ -436,7 +436,7 @@ def _frame_of_parts(pd, src, columns, rows, how):
 
 
 def _arrow_text(col):
-    """Form.text of pandas: scalar Text straight from the blocks' UTF-8 into Arrow."""
+    """Form.arrow of pandas: scalar Text straight from the blocks' UTF-8 into Arrow."""
     return text_reader(col) if col.type is T.Text else None
 
 

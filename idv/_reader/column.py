@@ -19,7 +19,7 @@ from idv import _codecs, _compression, _docs, _lookup, _toc, types as T
 from idv._resources import budget
 from idv._reader import selection
 from idv._values import vectors
-from idv._store.block_runs import check_block_sizes, text_rooms
+from idv._store.block_runs import check_block_sizes, decoded_size, text_rooms
 from idv._store.blocks import ColumnBlocks
 from idv._reader.column_metadata import ColumnAnnotations
 from idv.errors import IdvFormatError, UnsupportedCodecError
@@ -37,18 +37,6 @@ class _Counter:
     def add(self, n):
         with _COUNTING:
             self.count += n
-
-
-def decoded_size(codec, raw, count):
-    """About what decoding `count` rows whose blocks inflate to `raw` bytes allocates, by
-    `codec` (None: unknown): Text items as str objects (idv._resources.budget.items_bytes),
-    Booleans eight times over. Column.decoded_bytes, and a dataset for the files it only lists."""
-    if codec is not None and codec.dtype == object:
-        stored = count if not isinstance(codec.type, T.Vector) else raw // 4
-        return raw + budget.items_bytes(codec.dtype, stored, raw)
-    if codec is not None and codec.load_name == "Boolean":
-        return raw * 8
-    return raw
 
 
 class FileParts(NamedTuple):
@@ -421,11 +409,12 @@ class Column(ColumnAnnotations):
             return np.empty(0, codec.dtype)
         return self._file.store.decode(self.blocks, b0, b1, sparse, parallel, out)
 
-    def decoded_bytes(self, rows=None):
+    def decoded_bytes(self, rows=None, arrow=False):
         """About what reading `rows` (None: all; a slice or row numbers) allocates, from the
         lookup table alone: the decompressed size of the blocks holding them, with Text items
-        as str objects (idv._resources.budget.items_bytes). Readers of several files (a dataset)
-        check their sum against one limit before reading any. Package-internal."""
+        as str objects (`arrow`: in Arrow's form; idv._store.block_runs.decoded_size). Readers
+        of several files (a dataset) check their sum against one limit before reading any.
+        Package-internal."""
         n = self.num_rows
         if rows is None or n == 0:
             b0, b1, count = 0, self.num_blocks, n
@@ -442,7 +431,7 @@ class Column(ColumnAnnotations):
             b0, b1 = lo // self.rows_per_block, -(-hi // self.rows_per_block)
         raw = self._file.tables.raw_total(self.index) if (b0, b1) == (0, self.num_blocks) \
             else int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
-        return decoded_size(self.codec, raw, count)
+        return decoded_size(self.codec, raw, count, arrow)
 
     @property
     def blocks_decoded(self):
@@ -462,6 +451,18 @@ class Column(ColumnAnnotations):
         and ``parallel`` as read_blocks; ``out``: a uint8 array of text_room(b0, b1) bytes."""
         try:
             return self._decode_text_blocks(b0, b1, parallel, out)
+        except IdvFormatError as e:
+            raise self._located(e)
+
+    def read_bit_blocks(self, b0, b1, *, parallel=True, out=None):
+        """Blocks [b0, b1) of a column of Boolean scalars as they hold their values, a bit a
+        row (Arrow's layout): the blocks' bytes end to end (idv._store.block_runs.bit_rooms)
+        in one uint8 array, ``out`` if given. Errors and ``parallel`` as read_blocks.
+        Package-internal."""
+        self.check_readable()
+        self._file.check_open()
+        try:
+            return self._file.store.decode_bits(self.blocks, b0, b1, parallel, out)
         except IdvFormatError as e:
             raise self._located(e)
 

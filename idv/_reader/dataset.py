@@ -269,16 +269,16 @@ class Dataset(reads.SourceReads):
             return self.column_names
         return selection.names_of(self.column_names, columns, where=" in the dataset")
 
-    def decoded_bytes(self, i, name, local):
-        """Column.decoded_bytes(local) of file i's column `name`, without reopening a closed
-        file for a read of all its rows (`local` None, or the slice of them)."""
+    def decoded_bytes(self, i, name, local, arrow=False):
+        """Column.decoded_bytes(local, arrow) of file i's column `name`, without reopening a
+        closed file for a read of all its rows (`local` None, or the slice of them)."""
         entry = self.files[i]
         every_row = local is None or (isinstance(local, slice)
                                       and local == slice(0, entry.num_rows))
         if not self._open.is_open(i) and entry.decoded is not None and name in entry.decoded \
                 and every_row:
-            return entry.decoded[name]
-        return self.open_file(i)[name].decoded_bytes(local)
+            return entry.decoded[name][bool(arrow)]
+        return self.open_file(i)[name].decoded_bytes(local, arrow)
 
     def __getitem__(self, key):
         """``ds[a:b]``: those rows of every column, as ``ds.read(rows=slice(a, b))``."""

@@ -11,7 +11,7 @@ import threading
 import weakref
 
 from idv._resources import threads as _threads
-from idv._reader.column import decoded_size
+from idv._store.block_runs import decoded_size
 from idv.errors import IdvFormatError
 from idv._reader.reader import IdvFile, open as idv_open
 
@@ -45,8 +45,9 @@ class DatasetFile:
         self.num_rows = num_rows
         self.start = start
         self.rows_per_block = rows_per_block   # name -> rows per block, of the dataset's columns
-        # name -> what reading all of the column allocates (Column.decoded_bytes), kept when
-        # the dataset closes the file, so that checking a read of it needs no reopening
+        # name -> what reading all of the column allocates (Column.decoded_bytes: into numpy,
+        # into Arrow), kept when the dataset closes the file, so that checking a read of it
+        # needs no reopening
         self.decoded = None
         self.layout = None      # IdvFile.layout, kept when the dataset closes the file
         self.constants = {}
@@ -114,14 +115,16 @@ def opened(paths, filesystem, open_kwargs):
 
 
 def decoded(layout, names):
-    """{name: what reading all of column `name` allocates (Column.decoded_bytes)} of a file
+    """{name: what reading all of column `name` allocates (Column.decoded_bytes: into numpy,
+    into Arrow)} of a file
     the dataset closes (`layout`: what opening it read), or None when wide."""
     if len(names) > REMEMBERED_COLUMNS:
         return None
     out = {}
     for n in names:
         e, codec, _ = layout.described[layout.shown[n]]
-        out[n] = decoded_size(codec, layout.tables.raw_total(e.index), layout.header.row_count)
+        raw, rows = layout.tables.raw_total(e.index), layout.header.row_count
+        out[n] = (decoded_size(codec, raw, rows), decoded_size(codec, raw, rows, arrow=True))
     return out
 
 

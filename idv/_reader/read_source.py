@@ -78,9 +78,9 @@ class RowSource(Protocol):
     def need(self, nbytes: int, what: Callable[[], str]) -> None:
         """MemoryLimitError when `what` needs more than ``memory_limit``, naming the source."""
 
-    def decoded_bytes(self, i: int, key, rows) -> int:
+    def decoded_bytes(self, i: int, key, rows, arrow: bool = False) -> int:
         """What reading `rows` (None: all) of column `key` of file i allocates
-        (Column.decoded_bytes)."""
+        (Column.decoded_bytes; `arrow`: into Arrow)."""
 
 
 def time_unit(source, names, datetime, safe, values=None):

@@ -137,10 +137,10 @@ class IdvFile(reads.SourceReads):
         Package-internal."""
         self.store.need(nbytes, what)
 
-    def decoded_bytes(self, i, key, rows):
-        """What reading `rows` of column `key` allocates (Column.decoded_bytes).
-        Package-internal."""
-        return self[key].decoded_bytes(rows)
+    def decoded_bytes(self, i, key, rows, arrow=False):
+        """What reading `rows` of column `key` allocates (Column.decoded_bytes; `arrow`: into
+        Arrow). Package-internal."""
+        return self[key].decoded_bytes(rows, arrow)
 
     @property
     def threads(self):

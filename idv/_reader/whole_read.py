@@ -6,7 +6,8 @@ to_arrow and the record batches of small files (idv._interop.arrow) and pandas' 
 One file: its columns decoded by one scan (idv._scan.scan.read_whole), all in the threads at once,
 each into its own array; a remote file's blocks fetched first in a few requests; columns the
 caller takes without decoding (``Form.mapped``: views of a memory map) left to it; Text into
-Arrow chunks on the blocks' UTF-8 (``Form.text``) or numpy's StringDType (``Form.strings``).
+Arrow chunks on the blocks' UTF-8 (``Form.arrow``) or numpy's StringDType (``Form.strings``),
+Boolean scalars into Arrow chunks on the blocks' bits (``Form.arrow``).
 
 Many files: fixed-width columns (numbers, keys, dense vectors; not times, which readers
 convert) decoded straight into one array for all the files, the blocks of up to FILES_AT_ONCE
@@ -40,12 +41,12 @@ _key_values_agree: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Form(NamedTuple):
-    """What a whole read gives besides read()'s forms: ``text(col)``, a scan reader whose
-    chunks are Arrow arrays of a Text column (idv._interop.arrow_columns.text_reader), or None for
-    read()'s str objects; ``mapped(col)``, the rows of a column the caller takes without
-    decoding (views of a memory map), or None; ``sparse``: CSR for numeric vectors;
-    ``strings``: Text as numpy's StringDType."""
-    text: Optional[Callable] = None
+    """What a whole read gives besides read()'s forms: ``arrow(col)``, a scan reader whose
+    chunks are Arrow arrays of a column (idv._interop.arrow_columns: Text on its UTF-8, a file's
+    Boolean scalars on their bits), or None for read()'s forms; ``mapped(col)``, the rows of
+    a column the caller takes without decoding (views of a memory map), or None; ``sparse``:
+    CSR for numeric vectors; ``strings``: Text as numpy's StringDType."""
+    arrow: Optional[Callable] = None
     mapped: Optional[Callable] = None
     sparse: bool = False
     strings: bool = False
@@ -53,19 +54,21 @@ class Form(NamedTuple):
 
 def read(source, keys, i0, i1, form=Form()):
     """Every row of columns `keys` of files [i0, i1) of `source`, a value per key: read()'s
-    form, or the list of Arrow chunks of a Text column `form.text` reads."""
-    if i1 - i0 == 1:
-        if source.checked_whole:
-            check_memory(source, keys, [(i0, None)])
-        return _one_file(source, keys, i0, form)
+    form, or the list of Arrow chunks of a column `form.arrow` reads (of many files: Text)."""
     with source.using(i0) as first:
+        arrow = [k for k in keys if form.arrow is not None and form.arrow(first[k]) is not None]
+        if i1 - i0 == 1:
+            if source.checked_whole:
+                check_memory(source, keys, [(i0, None)], arrow=arrow)
+            return _one_file(source, keys, i0, form)
         rooms = {k: r for k in keys if not form.sparse and (r := _room(first[k])) is not None}
-        text = [k for k in keys if form.text is not None and form.text(first[k]) is not None]
+        text = [k for k in arrow if T.item_type(first[k].type) is T.Text]
     files = source.files
     size = files[i1 - 1].stop - files[i0].start
     shapes = {k: ((size,) + shape[1:], dtype) for k, (shape, dtype) in rooms.items()}
     rest = [k for k in keys if k not in rooms and k not in text]
-    check_memory(source, keys, [(i, None) for i in range(i0, i1)], shapes, once=text)
+    check_memory(source, keys, [(i, None) for i in range(i0, i1)], shapes, once=text,
+                 arrow=text)
     got = {k: np.empty(*shape) for k, shape in shapes.items()}
     got.update((k, []) for k in text)
     parts = []
@@ -73,7 +76,7 @@ def read(source, keys, i0, i1, form=Form()):
         with _held(source, a, min(a + _step(source), i1)) as held:
             _in_place(held, got, files, files[i0].start, list(rooms))
             for k in text:
-                got[k] += _text_chunks(held, k, form.text)
+                got[k] += _text_chunks(held, k, form.arrow)
             parts += [_by_column(f, rest, form) for _, f in held if rest]
     for j, k in enumerate(rest):
         got[k] = vectors.concat_reads([p[j] for p in parts])
@@ -89,8 +92,8 @@ def _one_file(source, keys, i, form):
         for j, c in enumerate(cols):
             if got[j] is not None or (form.strings and T.item_type(c.type) is T.Text):
                 continue
-            text = None if form.text is None else form.text(c)
-            readers.append(scan.Chunks(text) if text is not None else
+            arrow = None if form.arrow is None else form.arrow(c)
+            readers.append(scan.Chunks(arrow) if arrow is not None else
                            scan.WholeColumn(f.store, c, form.sparse and vectors.csr_type(c.type)))
             at.append(j)
         with f.prefetch([c for c, v in zip(cols, got) if v is None]):
@@ -215,17 +218,18 @@ def joinable(source, key, arrow):
     return not isinstance(item, T.Key) or len(source.files) == 1 or same_key_values(source, key)
 
 
-def check_memory(source, keys, parts, in_place=None, once=()):
+def check_memory(source, keys, parts, in_place=None, once=(), arrow=()):
     """MemoryLimitError when reading `parts` ([(file, its rows: None for all)]) of columns
     `keys` and joining them needs more than the source's limit: each file's share
-    (decoded_bytes), twice over when there are several (read, then joined) but for the
-    columns `once` (kept as each file's pieces), and the one array every file decodes into of
-    each column of `in_place` (key -> (shape, dtype))."""
+    (decoded_bytes; of the columns `arrow`, in Arrow's form), twice over when there are
+    several (read, then joined) but for the columns `once` (kept as each file's pieces), and
+    the one array every file decodes into of each column of `in_place` (key -> (shape,
+    dtype))."""
     in_place = in_place or {}
     twice = 2 if len(parts) > 1 else 1
     total = sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
                 for shape, dtype in in_place.values())
-    total += sum(source.decoded_bytes(i, k, local) * (1 if k in once else twice)
+    total += sum(source.decoded_bytes(i, k, local, k in arrow) * (1 if k in once else twice)
                  for i, local in parts for k in keys if k not in in_place)
     n = len(set(keys) | set(in_place))
     source.need(total, lambda: f"reading {n} column{'s' * (n != 1)} of {len(parts)} "
@@ -233,12 +237,12 @@ def check_memory(source, keys, parts, in_place=None, once=()):
 
 
 def groups(source, keys):
-    """(first, stop) of each run of files a stream reads together (decoding at most
-    GROUP_BYTES of columns `keys` and FILES_AT_ONCE files), (i, None) for a file streamed by
-    itself."""
+    """(first, stop) of each run of files an Arrow stream reads together (decoding at most
+    GROUP_BYTES of columns `keys` in Arrow's form and FILES_AT_ONCE files), (i, None) for a
+    file streamed by itself."""
     i0, total = 0, 0
     for i, e in enumerate(source.files):
-        size = sum(source.decoded_bytes(i, k, slice(0, e.num_rows)) for k in keys)
+        size = sum(source.decoded_bytes(i, k, slice(0, e.num_rows), True) for k in keys)
         if i > i0 and (total + size > GROUP_BYTES or i - i0 == FILES_AT_ONCE):
             yield i0, i
             i0, total = i, 0

@@ -1,13 +1,15 @@
-"""Where decoded blocks go: the array a run of blocks decodes into (its shape, each text
-block's room), how runs are split (into groups within a memory bound, into chunks for the
-threads), the bound on densifying sparse vectors, and the sizes a column's blocks can have for
-their rows. Shared by the block store, the scan, the batch of many files and the columns.
+"""Where decoded blocks go: the array a run of blocks decodes into (its shape, each text or
+Boolean block's room), how runs are split (into groups within a memory bound, into chunks for
+the threads), what decoding them allocates, the bound on densifying sparse vectors, and the
+sizes a column's blocks can have for their rows. Shared by the block store, the scan, the
+batch of many files and the columns.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from idv import _codecs, _compression
+from idv import _codecs, _compression, types as T
+from idv._resources import budget
 from idv.errors import IdvFormatError
 
 # Densified sparse rows up to this many bytes are always allowed (see check_dense).
@@ -73,6 +75,42 @@ def text_rooms(table):
     rounded up so that the next starts at a 64-byte boundary (Arrow's alignment); all held by
     the result."""
     return (table["raw"].astype(np.int64) + 63) // 64 * 64
+
+
+def decoded_size(codec, raw, count, arrow=False):
+    """About what decoding `count` rows whose blocks inflate to `raw` bytes allocates, by
+    `codec` (None: unknown): Text items as str objects (idv._resources.budget.items_bytes),
+    Booleans eight times over; with `arrow`, as Arrow holds them: Text on its blocks' bytes,
+    Boolean scalars on their bits (what the blocks inflate to). Column.decoded_bytes, and a
+    dataset for the files it only lists."""
+    if arrow and codec is not None and (codec.dtype == object or codec.load_name == "Boolean"):
+        return raw
+    if codec is not None and codec.dtype == object:
+        stored = count if not isinstance(codec.type, T.Vector) else raw // 4
+        return raw + budget.items_bytes(codec.dtype, stored, raw)
+    if codec is not None and codec.load_name == "Boolean":
+        return raw * 8
+    return raw
+
+
+def bit_rooms(rows_per_block, num_rows, b0, b1):
+    """Each block's bytes of blocks [b0, b1) of a column of Boolean scalars: a bit a row,
+    the last byte filled up (BlockStore.decode_bits puts them end to end)."""
+    first = np.arange(b0, b1, dtype=np.int64) * rows_per_block
+    return (np.minimum(rows_per_block, num_rows - first) + 7) // 8
+
+
+def unpack_bits(bits, room, rows_per_block, out):
+    """`out` (bools) filled with the rows of blocks whose bits are `bits` (decode_bits', each
+    block's `room` bytes end to end), and returned."""
+    if rows_per_block % 8 == 0:         # the blocks' bits end to end are the rows'
+        out[:] = np.unpackbits(bits, count=len(out), bitorder="little").view(bool)
+        return out
+    for i, end in enumerate(np.cumsum(room).tolist()):     # each fills up its last byte
+        n = min(rows_per_block, len(out) - i * rows_per_block)
+        out[i * rows_per_block:i * rows_per_block + n] = np.unpackbits(
+            bits[end - int(room[i]):end], count=n, bitorder="little").view(bool)
+    return out
 
 
 def check_dense(blocks, vtype, disk, which="", hint="", **where):

@@ -21,8 +21,8 @@ from idv import _codecs, _compression
 from idv._resources import threads as _threads, budget
 from idv._values import vectors
 from idv._store.block_checks import BlockChecks, entry_point
-from idv._store.block_runs import (block_groups, check_dense, chunks, fixed_width, out_shape,
-                                   root_bytes, text_rooms)
+from idv._store.block_runs import (bit_rooms, block_groups, check_dense, chunks, fixed_width,
+                                   out_shape, root_bytes, text_rooms, unpack_bits)
 from idv.errors import IdvFormatError
 from idv._store.stored_blocks import StoredBlocks
 
@@ -189,6 +189,11 @@ class BlockStore(BlockChecks, StoredBlocks):
         if out is None:
             out = _compression.empty(r1 - r0, codec.dtype)
         rpb = blocks.rows_per_block
+        if isinstance(codec, _codecs.BooleanCodec):     # their bits inflated in one call
+            room = bit_rooms(rpb, blocks.num_rows, b0, b1)
+            bits = self._inflate_bits(blocks, b0, b1, self.buffer(
+                int(room.sum()), blocks.reading(b0, b1, " (bits)")), parallel)
+            return unpack_bits(bits, room, rpb, out)
 
         def into(i, b, buf, n):
             s = b * rpb - r0
@@ -265,6 +270,36 @@ class BlockStore(BlockChecks, StoredBlocks):
             spans[i] = _codecs.arrow_text_block(codec, buf, n)
         self._decode_each(blocks, b0, table, into, (out, starts), parallel)
         return spans
+
+    @entry_point
+    def decode_bits(self, blocks, b0, b1, parallel=True, out=None):
+        """Blocks [b0, b1) (b0 < b1) of a column of Boolean scalars as they hold their values,
+        a bit a row, least significant first (Arrow's layout): the blocks' bytes end to end
+        (bit_rooms), inflated into one uint8 array (``out``, of that many bytes, if given)."""
+        total = int(bit_rooms(blocks.rows_per_block, blocks.num_rows, b0, b1).sum())
+        self.need(total, lambda: blocks.reading(b0, b1, " (bits)"))
+        blocks.counted(b1 - b0)
+        if out is None:
+            out = _compression.empty(total, np.uint8)
+        elif not (out.dtype == np.uint8 and out.shape == (total,) and out.flags.c_contiguous):
+            raise ValueError(f"out= takes {total} contiguous bytes (bit_rooms)")
+        return self._inflate_bits(blocks, b0, b1, out, parallel)
+
+    def _inflate_bits(self, blocks, b0, b1, out, parallel):
+        """decode_bits into `out`, the blocks' sizes checked first (their rows' bits exactly:
+        the codec's rule, _codecs.check_end)."""
+        table = blocks.lookup[b0:b1]
+        room = bit_rooms(blocks.rows_per_block, blocks.num_rows, b0, b1)
+        for i in np.flatnonzero(table["raw"] != room).tolist():
+            a, z = blocks.rows(b0 + i, b0 + i + 1)
+            try:
+                _codecs.check_end(blocks.codec.load_name, int(room[i]), int(table["raw"][i]), z - a)
+            except IdvFormatError as e:
+                raise e.locate(block=b0 + i, offset=int(table["offset"][i])) from None
+        starts = np.zeros(b1 - b0, np.int64)
+        np.cumsum(room[:-1], out=starts[1:])
+        self._inflate(blocks, b0, table, out, starts, parallel)
+        return out
 
     @entry_point
     def inflate(self, blocks, b0, table, dst, dst_offsets, parallel=True):
