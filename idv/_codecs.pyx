@@ -115,6 +115,43 @@ cdef class TimeSpanCodec(Codec):
             t[t == INT64_MIN] = 0
 
 
+# byte b's eight bits as eight bytes of 0 or 1, the least significant bit first
+cdef uint64_t _BYTES_OF_BITS[256]
+
+
+cdef void _fill_bytes_of_bits() noexcept:
+    cdef int b, i
+    for b in range(256):
+        _BYTES_OF_BITS[b] = 0
+        for i in range(8):
+            _BYTES_OF_BITS[b] |= (<uint64_t>((b >> i) & 1)) << (8 * i)
+
+
+_fill_bytes_of_bits()
+
+
+cdef void _unpack(const uint8_t *bits, Py_ssize_t n, uint8_t *out) noexcept nogil:
+    """out[i] = bit i of `bits` (least significant first), for i < n."""
+    cdef Py_ssize_t k, i
+    cdef uint64_t word
+    for k in range(n // 8):
+        word = _BYTES_OF_BITS[bits[k]]
+        memcpy(out + 8 * k, &word, 8)
+    for i in range(n - n % 8, n):
+        out[i] = (bits[i >> 3] >> (i & 7)) & 1
+
+
+def unpack_bits(const uint8_t[::1] bits, uint8_t[::1] out):
+    """out[i] = bit i of `bits` (Boolean blocks' form, least significant bit first) for every
+    i < len(out); ValueError when `bits` holds fewer."""
+    cdef Py_ssize_t n = out.shape[0]
+    if bits.shape[0] < (n + 7) // 8:
+        raise ValueError(f"{bits.shape[0]} bytes hold fewer than {n} bits")
+    if n:
+        with nogil:
+            _unpack(&bits[0], n, &out[0])
+
+
 cdef class BooleanCodec(Codec):
     """1 bit per value, least significant bit first."""
 
@@ -126,8 +163,7 @@ cdef class BooleanCodec(Codec):
         cdef Py_ssize_t size = (n + 7) // 8
         if size > buf.shape[0] - pos:
             _short(self.load_name, n, size, buf.shape[0] - pos)
-        bits = np.frombuffer(buf, np.uint8, size, pos)
-        out[:] = np.unpackbits(bits, count=n, bitorder="little").view(np.bool_)
+        unpack_bits(buf[pos:pos + size], out.view(np.uint8))
         return pos + size
 
 

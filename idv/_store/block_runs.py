@@ -104,12 +104,12 @@ def unpack_bits(bits, room, rows_per_block, out):
     """`out` (bools) filled with the rows of blocks whose bits are `bits` (decode_bits', each
     block's `room` bytes end to end), and returned."""
     if rows_per_block % 8 == 0:         # the blocks' bits end to end are the rows'
-        out[:] = np.unpackbits(bits, count=len(out), bitorder="little").view(bool)
+        _codecs.unpack_bits(bits, out.view(np.uint8))
         return out
     for i, end in enumerate(np.cumsum(room).tolist()):     # each fills up its last byte
-        n = min(rows_per_block, len(out) - i * rows_per_block)
-        out[i * rows_per_block:i * rows_per_block + n] = np.unpackbits(
-            bits[end - int(room[i]):end], count=n, bitorder="little").view(bool)
+        a = i * rows_per_block
+        _codecs.unpack_bits(bits[end - int(room[i]):end],
+                            out[a:a + min(rows_per_block, len(out) - a)].view(np.uint8))
     return out
 
 
