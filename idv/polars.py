@@ -59,7 +59,7 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     unit, safe = ds.time_unit(names, datetime, True)
     schema = arrow.arrow_schema(ds, names, datetime=unit)
     types = {n: ds.schema[n].type for n in names}
-    pl_schema = pl.from_arrow(schema.empty_table()).schema
+    pl_schema = _polars_schema(pl, schema)
     pa = arrow.import_pyarrow()
 
     def io_source(with_columns, predicate, n_rows, batch_size):
@@ -117,6 +117,22 @@ def _polars_table(pa, table):
             table = table.set_column(i, field.with_type(pa.string_view()),
                                      table.column(i).cast(pa.string_view()))
     return table
+
+
+# the polars schema of each Arrow schema's (names, types) met, at most SCHEMAS of them: polars
+# converts an empty table of it, a quarter of a millisecond a scan when made each time
+SCHEMAS = 64
+_schemas: dict = {}
+
+
+def _polars_schema(pl, schema):
+    key = tuple((f.name, f.type) for f in schema)
+    found = _schemas.get(key)
+    if found is None:
+        while _schemas and len(_schemas) >= SCHEMAS:    # the oldest first
+            _schemas.pop(next(iter(_schemas)))
+        found = _schemas[key] = pl.from_arrow(schema.empty_table()).schema
+    return found
 
 
 def _small_reservations():

@@ -186,3 +186,19 @@ def test_a_directory_and_a_list_read_every_file_in_order(tmp_path):
     by_list = scan_idv([tmp_path / "p0.idv", tmp_path / "p1.idv"]).collect()
     assert by_dir["ts"].to_list() == list(range(3000))
     assert by_list["ts"].to_list() == list(range(2000))
+
+
+def test_each_schema_is_its_own_across_scans(tmp_path, monkeypatch):
+    """A scan's polars schema is its files' own, however many scans came before: the same
+    names with other types, then past the number of schemas kept."""
+    import idv.polars as ip
+    monkeypatch.setattr(ip, "SCHEMAS", 2)
+    kinds = [np.int32, np.float64, np.int64, np.bool_, np.int32]
+    for i, kind in enumerate(kinds):
+        path = str(tmp_path / f"{i}.idv")
+        idv.write(path, {"a": np.arange(3).astype(kind), "b": np.zeros(3, np.float32)})
+        lf = scan_idv(path)
+        assert lf.collect_schema() == pl.Schema({"a": pl.from_numpy(
+            np.zeros(1, kind)).to_series().dtype, "b": pl.Float32})
+        assert lf.collect()["a"].to_list() == np.arange(3).astype(kind).tolist()
+    assert len(ip._schemas) <= 2

@@ -17,7 +17,7 @@ import numpy as np
 from idv import _docs, types as T
 from idv._resources import budget, gc as _gc
 from idv._scan import filters, scan
-from idv._values import ticks
+from idv._values import text_bytes, ticks
 from idv._values.arguments import ensure_count
 from idv._reader import whole_read
 from idv._interop.arrow_columns import (bits_reader, chunked, converters, is_text, one_array,
@@ -361,11 +361,15 @@ def _file_batches(how, i, rows, bound):
                           for v in batch.values[:len(convs)]]
                 if tested:
                     values = dict(zip(extra, batch.values[len(convs):]))
-                    values.update({name: arrays[k] if name in text else arrays[k].to_numpy()
-                                   for name, k in at.items()})
+                    spans = {}      # of Text read and tested: found once, for both
+                    for name, k in at.items():
+                        if name in text:
+                            spans[k] = text_bytes.of_arrow(pa, arrays[k])
+                        values[name] = arrays[k].to_numpy() if name not in text else \
+                            arrays[k] if spans[k] is None else spans[k]
                     hits = np.flatnonzero(bound.rows(values))
-                    arrays = [one_array(pa, a) if len(hits) == n else taken(pa, a, hits)
-                              for a in arrays]
+                    arrays = [one_array(pa, a) if len(hits) == n else
+                              taken(pa, a, hits, spans.get(k)) for k, a in enumerate(arrays)]
                     n = len(hits)
                 yield how.batch(i, arrays, n)
         yield from (batches() if how.batch_size is None else

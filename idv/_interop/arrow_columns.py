@@ -310,11 +310,13 @@ def one_array(pa, part):
     return pa.concat_arrays(chunks)
 
 
-def taken(pa, part, rows):
+def taken(pa, part, rows, spans=None):
     """Rows `rows` (int64, strictly ascending) of a batch's values (an Array or ChunkedArray) as one
-    Array: strings copied from their chunks in one pass (not joined first, then taken), the
-    others by Arrow's take (faster than its filter by a mask)."""
-    spans = text_bytes.of_arrow(pa, part) if pa.types.is_string(part.type) else None
+    Array: strings copied from their chunks in one pass (not joined first, then taken; `spans`:
+    their text_bytes.of_arrow, if found already), the others by Arrow's take (faster than its
+    filter by a mask)."""
+    if spans is None and pa.types.is_string(part.type):
+        spans = text_bytes.of_arrow(pa, part)
     if spans is None:
         return one_array(pa, part).take(pa.array(rows))
     offsets, data = _compare.text_take(spans.parts, rows)
