@@ -24,6 +24,9 @@ Goals:
              checked against their CRC-32s), >= 2x a plain copy of the file's bytes out of a
              new memory map (bench_read.memcpy_runs); the copying read (idv.read) and, for
              idv's file, the floor (mapping it and computing every block's CRC-32) to compare
+  booleans   (no goal) a Boolean column (2M random rows; --quick 100k; written here by idv.write,
+             ML.NET's codec: a bit a row) into Arrow and numpy, against pyarrow's read of its
+             snappy Parquet twin and the floor: inflating its blocks
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ from bench_read import (_DECOMPRESSORS, baseline_decompress, ensure_data,  # noq
                         machine, memcpy_runs, options, payload_bytes, race, runs_and_log)
 
 MB = 1e6
-SECTIONS = ("text", "zero")
+SECTIONS = ("text", "zero", "booleans")
 
 
 def objects_then_arrow(path):
@@ -164,6 +167,8 @@ def main(argv=None):
 
     if "zero" in only:
         zero_copy(p["numeric_none"], repeat, fig, target, log)
+    if "booleans" in only:
+        booleans(100_000 if args.quick else 2_000_000, repeat, fig, log)
 
     report = {"quick": args.quick, "repeat": repeat, "machine": machine(),
               "figures": figures, "targets": targets}
@@ -171,6 +176,41 @@ def main(argv=None):
         json.dump(report, sys.stdout, indent=1)
         print()
     return 0
+
+
+def booleans(rows, repeat, fig, log):
+    """A Boolean column read whole into Arrow and numpy (opening included), against pyarrow's
+    Parquet and inflating the blocks alone; the files are made here and removed after."""
+    import shutil
+    import tempfile
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    tmp = tempfile.mkdtemp(prefix="bench_arrow_bool")
+    try:
+        values = np.random.default_rng(3).random(rows) < 0.5
+        path, twin = os.path.join(tmp, "b.idv"), os.path.join(tmp, "b.parquet")
+        idv.write(path, {"B": values})
+        pq.write_table(pa.table({"B": values}), twin, compression="snappy")
+        if idv.to_arrow(path).column("B").to_numpy().tolist() != values.tolist():
+            sys.exit("bench_arrow: idv's Booleans differ from the values written")
+        nbytes = payload_bytes(path)
+        log(f"booleans, {rows:,} rows ({nbytes / MB:.2f} MB of bits):")
+        lib = "libdeflate" if "libdeflate" in _DECOMPRESSORS else "zlib"
+        threads = idv._resources.threads.default_threads()
+        secs = race({"pq": lambda: pq.read_table(twin), "arrow": lambda: idv.to_arrow(path),
+                     "pq_np": lambda: pq.read_table(twin).column("B").to_numpy(),
+                     "read": lambda: idv.read(path)["B"],
+                     "inflate": baseline_decompress(path, lib, threads)}, repeat)
+        for key, label in (("pq", "pq.read_table (snappy Parquet -> Arrow)"),
+                           ("arrow", "idv.to_arrow (the blocks' bits as Arrow's bitmap)"),
+                           ("pq_np", "pq.read_table, then to_numpy"),
+                           ("read", "idv.read (a byte a row)"),
+                           ("inflate", f"only inflating the blocks ({lib}, {threads} threads)")):
+            fig(f"bool_{key}", label, secs[key], nbytes)
+        log(f"     (to_arrow / pq.read_table: {secs['pq'] / secs['arrow']:.2f}x; read / "
+            f"pyarrow to numpy: {secs['pq_np'] / secs['read']:.2f}x)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def zero_copy(path, repeat, fig, target, log):

@@ -23,6 +23,9 @@ from idv.errors import require
 
 # bytes of Arrow data a frame handed to polars may hold beyond the batch size it asks for
 FRAME_BYTES = BATCH_BYTES
+# under an address-space limit, the room a frame must leave polars besides a copy of it (its
+# threads' stacks, its allocator's arenas): polars aborts the process when it runs out
+POLARS_ROOM = 64 << 20
 
 
 @_docs.fill
@@ -64,18 +67,10 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
 
     def io_source(with_columns, predicate, n_rows, batch_size):
         wanted = list(with_columns) if with_columns is not None else list(names)
-        node, exact = None, False
-        if predicate is not None:
-            tree, exact = engine_filters.from_polars(
-                json.loads(predicate.meta.serialize(format="json")), types)
-            # taken whole, idv tests the rows (reading the predicate's columns for that
-            # alone); else polars does, on frames that hold its columns too
-            node = tree if exact or tree is None else filters.BlocksOnly(tree)
-            if not exact:
-                wanted += [c for c in predicate.meta.root_names() if c not in wanted]
-
+        node, exact, wanted = _pushed(predicate, types, wanted)
         # a select of the columns a frame has already would still cost a query
         narrow = with_columns is not None and list(with_columns) != wanted
+        spare = 0 if budget.address_space_room() is None else POLARS_ROOM
 
         def frames():
             # the scan's batches (whole blocks of about the rows of a frame: the batch size
@@ -86,8 +81,12 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                                                                 batch_size or BATCH_ROWS,
                                                                 FRAME_BYTES))
             for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
-                df = pl.from_arrow(_polars_table(pa, pa.Table.from_batches(group, blocks.schema)),
-                                   rechunk=False)
+                table = _polars_table(pa, pa.Table.from_batches(group, blocks.schema))
+                # polars aborts the process when an allocation fails: the frame must leave it
+                # room for as much again (its copy) and its own, within the limit as it stands
+                budget.check(table.nbytes + spare, ds.memory_limit, lambda: f"the dataset "
+                             f"({ds.files[0].path}...): a frame for polars")
+                df = pl.from_arrow(table, rechunk=False)
                 if predicate is not None and not exact:
                     df = df.filter(predicate)
                 yield df.select(with_columns) if narrow else df
@@ -106,6 +105,21 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                 return
 
     return register_io_source(io_source, schema=pl_schema)
+
+
+def _pushed(predicate, types, wanted):
+    """(the filter idv applies, whether it is the whole predicate, the columns to read) for
+    polars' `predicate` (None: none) over columns `wanted` (`types`: each column's)."""
+    if predicate is None:
+        return None, False, wanted
+    tree, exact = engine_filters.from_polars(
+        json.loads(predicate.meta.serialize(format="json")), types)
+    if exact or tree is None:
+        return tree, exact, wanted
+    # else polars tests the rows, on frames that hold the predicate's columns too; idv's part
+    # skips blocks only
+    return filters.BlocksOnly(tree), False, wanted + [
+        c for c in predicate.meta.root_names() if c not in wanted]
 
 
 def _polars_table(pa, table):

@@ -142,7 +142,8 @@ def check_report(script, report, oracle):
         assert all(t["ratio"] > 0 for t in report["targets"])
         assert {"idv_arrow_deflate", "pq_table_deflate", "idv_pandas_none",
                 "zero_copy_mlnet_arrow", "zero_copy_mlnet_copy", "zero_copy_idv_arrow",
-                "zero_copy_idv_floor"} <= set(report["figures"])
+                "zero_copy_idv_floor", "bool_arrow", "bool_pq", "bool_read",
+                "bool_inflate"} <= set(report["figures"])
         return
     if script == "bench_filter.py":
         assert [r["query"] for r in report["results"]] == [

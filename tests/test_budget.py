@@ -44,20 +44,28 @@ def test_a_one_row_read_of_a_huge_block_is_refused_by_default(huge_bool):
     assert isinstance(e.value, MemoryError)
 
 
-def test_the_refusal_allocates_nothing(huge_bool):
-    """In a child whose address space is capped at 512 MB over what it starts with: the error,
-    not a MemoryError or a kill."""
+def refused_in_a_child(call, path, room):
+    """What `call` (code of idv with the file in sys.argv[1]) refuses in a child whose address
+    space is capped at `room` bytes over what it starts with: the MemoryLimitError's message,
+    or None."""
     code = (
         "import resource, sys, idv\n"
         "base = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
-        "resource.setrlimit(resource.RLIMIT_AS, (base + (512 << 20),) * 2)\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, (base + {room},) * 2)\n"
         "try:\n"
-        "    idv.read(sys.argv[1])\n"
+        f"    {call}\n"
         "except idv.MemoryLimitError as e:\n"
-        "    print('refused')\n")
-    r = subprocess.run([sys.executable, "-c", code, str(huge_bool)], capture_output=True,
+        "    print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
                        text=True, timeout=120)
-    assert r.stdout.strip() == "refused", r.stderr[-2000:]
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout[len("refused: "):] if r.stdout.startswith("refused: ") else None
+
+
+def test_the_refusal_allocates_nothing(huge_bool):
+    """In a child whose address space is capped at 512 MB over what it starts with: the error,
+    not a MemoryError or a kill."""
+    assert refused_in_a_child("idv.read(sys.argv[1])", huge_bool, 512 << 20) is not None
 
 
 def test_limits_per_file_and_global(tmp_path):
@@ -163,3 +171,15 @@ def test_a_take_is_charged_before_it_allocates_repeats_included(tmp_path):
             f.take(repeated)
         assert f["x"].blocks_decoded == 0                    # refused before any decode
         assert len(f.take(repeated[:1000])["x"]) == 1000
+
+
+def test_no_address_space_left_to_map_a_file_is_a_memory_limit_error(tmp_path):
+    """Opening a file idv maps when the process has no address space left for the map
+    (RLIMIT_AS nearly used up: an engine's reservations took it) is a MemoryLimitError naming
+    the file, not mmap's OSError."""
+    path = tmp_path / "big.idv"
+    idv.write(str(path), {"x": np.random.default_rng(0).random(4_000_000)},
+              compression="none")
+    message = refused_in_a_child("idv.open(sys.argv[1])", path, 8 << 20)
+    assert message is not None and \
+        "big.idv: mapping the file's 32.0 MB needs address space" in message

@@ -436,3 +436,19 @@ def test_matching_rows_of_text_taken_from_chunks():
     with pytest.raises(ValueError, match="no span"):
         _compare.text_take([(starts, np.array([2, 9], np.int32), part[2])],
                            np.array([1], np.int64))
+
+
+def test_a_column_read_and_tested_is_decoded_once(tmp_path):
+    """A column both read and tested by the filter is decoded once for both, whether the
+    source names its columns by index (a file) or by name (a dataset)."""
+    path = str(tmp_path / "once.idv")
+    idv.write(path, {"T": np.array(["a", "b", "c"] * 1000, object),
+                     "N": np.arange(3000, dtype=np.int64)}, rows_per_block=100)
+    for open_source in (idv.open, idv.dataset):
+        with open_source(path) as src:
+            got = idv.to_arrow(src, columns=["T", "N"], filter="T == 'b'")
+            assert got.column("N").to_pylist() == list(range(1, 3000, 3))
+            got = idv.to_arrow(src, columns=["N"], filter="N >= 1500")
+            assert got.column("N").to_pylist() == list(range(1500, 3000))
+            if open_source is idv.open:     # 30 blocks of T; 30 + the 15 kept of N
+                assert (src["T"].blocks_decoded, src["N"].blocks_decoded) == (30, 45)

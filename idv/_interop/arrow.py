@@ -341,8 +341,10 @@ def _file_batches(how, i, rows, bound):
         # (comparison.rows tests them on their UTF-8 bytes: no str per value); Text and
         # numbers also read for the batches are taken from them (decoded once)
         text = {name for name in tested if f[name].type is T.Text}
-        at = {name: how.keys.index(name) for name in tested if name in how.keys and
-              (name in text or _as_read(pa, f[name], convs[how.keys.index(name)]))}
+        # where each column is among those read (keys: a file's indices, a dataset's names)
+        read_at = {c.index: j for j, c in enumerate(cols)}
+        at = {name: read_at[f[name].index] for name in tested if f[name].index in read_at and
+              (name in text or _as_read(pa, f[name], convs[read_at[f[name].index]]))}
         extra = [name for name in tested if name not in at]
         readers = convs + [scan.TextColumn(f[name]) if name in text else
                            scan.NumpyColumn(f[name]) for name in extra]

@@ -316,7 +316,14 @@ def open_source(source, memory_limit=None):
                 return MemorySource(data, name=name, shareable=True, identity=identity)
             refuse_other_formats(os.pread(fd, 8, 0) if hasattr(os, "pread") else
                                  _read_whole(fd, 8), name)
-            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            try:
+                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            except OSError as e:     # no address space left for the map (under RLIMIT_AS)
+                if e.errno != errno.ENOMEM:
+                    raise
+                raise budget.MemoryLimitError(
+                    f"{name}: mapping the file's {budget.show(st.st_size)} needs address "
+                    f"space the process no longer has ({e.strerror})") from None
         finally:
             os.close(fd)
         return MemorySource(mm, owner=mm, name=name, shareable=True,
