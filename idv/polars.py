@@ -81,12 +81,13 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                                                                 batch_size or BATCH_ROWS,
                                                                 FRAME_BYTES))
             for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
-                table = _polars_table(pa, pa.Table.from_batches(group, blocks.schema))
+                table = pa.Table.from_batches(group, blocks.schema)
                 # polars aborts the process when an allocation fails: the frame must leave it
                 # room for as much again (its copy) and its own, within the limit as it stands
+                # (its bytes before Text becomes views: counted without a pass over them)
                 budget.check(table.nbytes + spare, ds.memory_limit, lambda: f"the dataset "
                              f"({ds.files[0].path}...): a frame for polars")
-                df = pl.from_arrow(table, rechunk=False)
+                df = pl.from_arrow(_polars_table(pa, table), rechunk=False)
                 if predicate is not None and not exact:
                     df = df.filter(predicate)
                 yield df.select(with_columns) if narrow else df
