@@ -55,11 +55,12 @@ class Form(NamedTuple):
 def read(source, keys, i0, i1, form=Form()):
     """Every row of columns `keys` of files [i0, i1) of `source`, a value per key: read()'s
     form, or the list of Arrow chunks of a column `form.arrow` reads (of many files: Text)."""
+    if i1 - i0 == 1 and not source.checked_whole:
+        return _one_file(source, keys, i0, form)
     with source.using(i0) as first:
         arrow = [k for k in keys if form.arrow is not None and form.arrow(first[k]) is not None]
         if i1 - i0 == 1:
-            if source.checked_whole:
-                check_memory(source, keys, [(i0, None)], arrow=arrow)
+            check_memory(source, keys, [(i0, None)], arrow=arrow)
             return _one_file(source, keys, i0, form)
         rooms = {k: r for k in keys if not form.sparse and (r := _room(first[k])) is not None}
         text = [k for k in arrow if T.item_type(first[k].type) is T.Text]
