@@ -70,12 +70,16 @@ with idv.open(path) as f:
 
 
 def child_env():
-    """The environment of a child: this checkout first on the path, one BLAS thread."""
+    """The environment of a child: this checkout first on the path, one BLAS and one polars
+    thread."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["PYTHONIOENCODING"] = "utf-8"
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = "1"          # BLAS thread pools reserve address space we want to measure
+    # thread pools reserve address space we want to measure: BLAS's, and polars' (under the
+    # cap, polars' default pool of threads now and then gets the child killed by SIGABRT)
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                "POLARS_MAX_THREADS"):
+        env[var] = "1"
     env.pop("PYTHONWARNINGS", None)
     return env
 
