@@ -203,7 +203,7 @@ def test_crafted_cases_on_the_arrow_path(name, item):
     the blocks' UTF-8, from their bits) fail on each crafted case of theirs with the object
     path's IdvFormatError: the same message, column, block and byte offset; through the Arrow
     C stream, which carries errors as ArrowInvalid, with its message."""
-    pa = pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="the Arrow path needs pyarrow")
     data, pattern = CASES[name]()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", idv.IdvWarning)

@@ -411,7 +411,7 @@ def test_matching_rows_of_text_taken_from_chunks():
     C: idv._compare.text_take) as Arrow's own take of the joined chunks gives them: strings
     of every length around the 16 bytes copied as two words, at the end of a block's bytes,
     chunks that are slices or empty; numbers by Arrow's take; bad rows refused."""
-    pa = pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="taking from Arrow chunks needs pyarrow")
     from idv import _compare
     from idv._interop.arrow_columns import taken
 

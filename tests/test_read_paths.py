@@ -128,7 +128,7 @@ def test_booleans_from_their_bits_on_every_path(tmp_path, rows_per_block):
     """Boolean scalars are read from their blocks' bits into numpy and into Arrow (one array
     where each block fills whole bytes, one per block where it does not): every path gives the
     values written, whole, sliced, streamed and filtered, the last block partial."""
-    pa = pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="the Arrow paths need pyarrow")
     n = 3 * 4096 + 5
     rng = np.random.default_rng(7)
     data = {"B": rng.random(n) < 0.5, "I": np.arange(n, dtype=np.int32)}

@@ -191,7 +191,7 @@ class BlockStore(BlockChecks, StoredBlocks):
         rpb = blocks.rows_per_block
         if isinstance(codec, _codecs.BooleanCodec):     # their bits inflated in one call
             room = bit_rooms(rpb, blocks.num_rows, b0, b1)
-            bits = self._inflate_bits(blocks, b0, b1, self.buffer(
+            bits = self._inflate_bits(blocks, b0, room, self.buffer(
                 int(room.sum()), blocks.reading(b0, b1, " (bits)")), parallel)
             return unpack_bits(bits, room, rpb, out)
 
@@ -276,27 +276,28 @@ class BlockStore(BlockChecks, StoredBlocks):
         """Blocks [b0, b1) (b0 < b1) of a column of Boolean scalars as they hold their values,
         a bit a row, least significant first (Arrow's layout): the blocks' bytes end to end
         (bit_rooms), inflated into one uint8 array (``out``, of that many bytes, if given)."""
-        total = int(bit_rooms(blocks.rows_per_block, blocks.num_rows, b0, b1).sum())
+        room = bit_rooms(blocks.rows_per_block, blocks.num_rows, b0, b1)
+        total = int(room.sum())
         self.need(total, lambda: blocks.reading(b0, b1, " (bits)"))
         blocks.counted(b1 - b0)
         if out is None:
             out = _compression.empty(total, np.uint8)
         elif not (out.dtype == np.uint8 and out.shape == (total,) and out.flags.c_contiguous):
             raise ValueError(f"out= takes {total} contiguous bytes (bit_rooms)")
-        return self._inflate_bits(blocks, b0, b1, out, parallel)
+        return self._inflate_bits(blocks, b0, room, out, parallel)
 
-    def _inflate_bits(self, blocks, b0, b1, out, parallel):
-        """decode_bits into `out`, the blocks' sizes checked first (their rows' bits exactly:
-        the codec's rule, _codecs.check_end)."""
-        table = blocks.lookup[b0:b1]
-        room = bit_rooms(blocks.rows_per_block, blocks.num_rows, b0, b1)
+    def _inflate_bits(self, blocks, b0, room, out, parallel):
+        """decode_bits of the blocks from b0 whose bytes are `room` (bit_rooms) into `out`,
+        their sizes checked first (their rows' bits exactly: the codec's rule,
+        _codecs.check_end)."""
+        table = blocks.lookup[b0:b0 + len(room)]
         for i in np.flatnonzero(table["raw"] != room).tolist():
             a, z = blocks.rows(b0 + i, b0 + i + 1)
             try:
                 _codecs.check_end(blocks.codec.load_name, int(room[i]), int(table["raw"][i]), z - a)
             except IdvFormatError as e:
                 raise e.locate(block=b0 + i, offset=int(table["offset"][i])) from None
-        starts = np.zeros(b1 - b0, np.int64)
+        starts = np.zeros(len(room), np.int64)
         np.cumsum(room[:-1], out=starts[1:])
         self._inflate(blocks, b0, table, out, starts, parallel)
         return out
