@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import idv
+from idv._resources import threads
 from idv._storage import sink
 
 
@@ -81,6 +82,43 @@ def test_failure_in_commit_removes_the_temporary_file(tmp_path, monkeypatch, exc
     with pytest.raises(type(exc)):
         out.commit()
     assert os.listdir(tmp_path) == ["out.bin"] and dest.read_bytes() == b"old"
+
+
+def _descriptors_of(path):
+    """This process's descriptors open on `path` or on a file removed from there (Linux)."""
+    fds = "/proc/self/fd"
+    found = []
+    for fd in os.listdir(fds):
+        try:
+            target = os.readlink(os.path.join(fds, fd))
+        except OSError:
+            continue
+        if target in (str(path), f"{path} (deleted)"):
+            found.append(target)
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux's /proc/self/fd")
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_replaced_file_is_let_go(tmp_path, monkeypatch, fails):
+    # the file a commit replaces is held open across the rename and closed in a thread of
+    # its own (its blocks freed there); a failed rename closes it at once
+    dest = tmp_path / "out.bin"
+    dest.write_bytes(b"old" * 100_000)
+    old_inode = dest.stat().st_ino
+    out = sink.AtomicPath(dest)
+    with out.open() as f:
+        f.write(b"new")
+    if fails:
+        monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(OSError("no")))
+        with pytest.raises(OSError):
+            out.commit()
+        assert dest.stat().st_ino == old_inode and dest.read_bytes() == b"old" * 100_000
+    else:
+        out.commit()
+        assert dest.read_bytes() == b"new" and dest.stat().st_ino != old_inode
+    threads.pool("release", 1).submit(lambda: None).result()     # its queue drained
+    assert _descriptors_of(dest) == []
 
 
 def test_commit_of_a_file_written_by_name(tmp_path, temp_kind):

@@ -51,8 +51,12 @@ class Recorder:
         """Record `data`, written at `offset`; `checksum`: its crc(), if already computed (the
         writer computes blocks' in its compression threads)."""
         n = memoryview(data).nbytes
+        self.add_part(offset, n, crc(data) if checksum is None and n else checksum, kind)
+
+    def add_part(self, offset, n, checksum, kind=TABLE):
+        """Record `n` bytes written at `offset` whose crc() is `checksum`."""
         if n:                  # an empty part (a lookup table of no blocks) has nothing to check
-            self._entries.append((offset, n, crc(data) if checksum is None else checksum, kind))
+            self._entries.append((offset, n, checksum, kind))
 
     def table_size(self, extra=0) -> int:
         """The bytes of the table with `extra` more entries."""

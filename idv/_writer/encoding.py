@@ -75,15 +75,15 @@ class BlockEncoder:
     def run(self, tasks, put):
         """Encode and compress the blocks in the pool's threads, consecutive blocks in groups
         of about _GROUP_BYTES (one hand-off each, not one per block), a bounded number of
-        groups in flight, and write them in order as they come back. A block that needs no
-        work (fixed-width items, no compression, checksums or statistics) is taken in this
-        thread: with either, its CRC-32 and statistics are found in the threads while this
-        one writes."""
+        groups in flight, and write them in order as they come back (`put`: a list of
+        consecutive encoded blocks at a time). A block that needs no work (fixed-width
+        items, no compression, checksums or statistics) is taken in this thread: with either,
+        its CRC-32 and statistics are found in the threads while this one writes."""
         self._decide(tasks)
         threads = self.threads
         if threads <= 1 or len(tasks) <= 1:
             for t in tasks:
-                put(*self.encode(t))
+                put([self.encode(t)])
             return
         pool = _threads.pool("write", threads)
         window = threads * 4
@@ -93,11 +93,9 @@ class BlockEncoder:
                 inflight.append(_Done(self._encode_blocks(group)) if here
                                 else pool.submit(self._encode_blocks, group))
                 while len(inflight) > window or (inflight and inflight[0].done()):
-                    for block in inflight.popleft().result():
-                        put(*block)
+                    put(inflight.popleft().result())
             while inflight:
-                for block in inflight.popleft().result():
-                    put(*block)
+                put(inflight.popleft().result())
         except BaseException:
             for f in inflight:
                 f.cancel()

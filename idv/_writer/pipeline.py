@@ -317,21 +317,28 @@ class Writer:
         """Encode and compress the blocks (tasks: (column, rows, None) or, for a block another
         file stores, (column, rows, (its bytes, its raw length))) in the threads and write
         them in order (idv._writer.encoding.BlockEncoder)."""
-        self._encoder.run(tasks, self._put_block)
+        self._encoder.run(tasks, self._put_blocks)
 
-    def _put_block(self, c, data, nraw, checksum, stats):
-        if not self._out.opened:
-            self._out.open()
-            self._out.write(bytes(_header.HEADER_SIZE))
-        offset = self._out.write(data)
-        if self._sums is not None:
-            self._sums.add(offset, data, BLOCK, checksum)
-        offs, disk, raw = self._lookups[c]
-        if stats is not None:
-            self._stats[c].add(stats, checksum)
-        offs.append(offset)
-        disk.append(memoryview(data).nbytes)
-        raw.append(nraw)
+    def _put_blocks(self, blocks):
+        """Write consecutive encoded blocks ([(column, data, raw length, CRC-32, statistics)])
+        in one call, and note where each went."""
+        out = self._out
+        if not out.opened:
+            out.open()
+            out.write(bytes(_header.HEADER_SIZE))
+        offset = out.write_all([b[1] for b in blocks])
+        sums = self._sums
+        for c, data, nraw, checksum, stats in blocks:
+            n = memoryview(data).nbytes
+            if sums is not None:
+                sums.add_part(offset, n, checksum, BLOCK)
+            if stats is not None:
+                self._stats[c].add(stats, checksum)
+            offs, disk, raw = self._lookups[c]
+            offs.append(offset)
+            disk.append(n)
+            raw.append(nraw)
+            offset += n
 
     def close(self):
         """Write the remaining rows, the tables and the header; move the file into place."""
