@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import os
 import stat
+import threading
 
 import numpy as np
 import pytest
@@ -102,21 +103,31 @@ def _descriptors_of(path):
 @pytest.mark.parametrize("fails", [False, True])
 def test_the_replaced_file_is_let_go(tmp_path, monkeypatch, fails):
     # the file a commit replaces is held open across the rename and closed in a thread of
-    # its own (its blocks freed there); a failed rename closes it at once
+    # its own (its blocks freed there), on a local disk's file system; a failed rename
+    # closes it at once
     dest = tmp_path / "out.bin"
     dest.write_bytes(b"old" * 100_000)
     old_inode = dest.stat().st_ino
     out = sink.AtomicPath(dest)
     with out.open() as f:
         f.write(b"new")
-    if fails:
-        monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(OSError("no")))
-        with pytest.raises(OSError):
+    gate = threading.Event()
+    queued = threads.pool("release", 1).submit(gate.wait, 30)    # the close waits behind it
+    try:
+        if fails:
+            monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(OSError("no")))
+            with pytest.raises(OSError):
+                out.commit()
+            assert dest.stat().st_ino == old_inode and dest.read_bytes() == b"old" * 100_000
+            assert _descriptors_of(dest) == []
+        else:
             out.commit()
-        assert dest.stat().st_ino == old_inode and dest.read_bytes() == b"old" * 100_000
-    else:
-        out.commit()
-        assert dest.read_bytes() == b"new" and dest.stat().st_ino != old_inode
+            assert dest.read_bytes() == b"new" and dest.stat().st_ino != old_inode
+            held = [f"{dest} (deleted)"] if sink.holds_replaced(os.stat(tmp_path)) else []
+            assert _descriptors_of(dest) == held
+    finally:
+        gate.set()
+        queued.result()
     threads.pool("release", 1).submit(lambda: None).result()     # its queue drained
     assert _descriptors_of(dest) == []
 

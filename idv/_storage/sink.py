@@ -6,9 +6,9 @@ elsewhere one named after the destination, this host and this process, which the
 to the same destination removes once that process is gone. On commit the data are fsynced,
 the file gets the permission bits the destination had (a new file: 0o666 less the umask, as
 open() would give; root also keeps the owner), is renamed over the destination, and the
-directory is fsynced so that the rename itself survives a crash; the file it replaced is
-let go in a thread of its own (the kernel frees a file's blocks when its last descriptor
-closes: 10-20 ms per 100 MB, which the caller does not wait for). On any failure,
+directory is fsynced so that the rename itself survives a crash; on a local disk the file it
+replaced is let go in a thread of its own (the kernel frees a file's blocks when its last
+descriptor closes: 10-20 ms per 100 MB, which the caller does not wait for). On any failure,
 KeyboardInterrupt included, the temporary file is discarded and the destination is left as it
 was. A destination this user could not write in place (read-only, or another user's) is
 refused with PermissionError before anything is written.
@@ -281,10 +281,17 @@ class AtomicPath:
         self.tmp = None
 
 
+def holds_replaced(st):
+    """Whether a file replaced on the file system of `st` (an os.stat_result) is held open
+    across the rename: on POSIX, on a file system of a block device (a local disk). Not on
+    others: NFS keeps a file replaced while open under a ``.nfs`` name of its own."""
+    return os.name == "posix" and os.major(st.st_dev) != 0
+
+
 def _hold(path):
     """A descriptor of the regular file at `path`, about to be replaced (None: there is none,
-    it cannot be opened, or not POSIX): its blocks are then freed when that descriptor is
-    closed, in the pool's thread, not in the rename."""
+    it cannot be opened, or holds_replaced says no): its blocks are then freed when that
+    descriptor is closed, in the pool's thread, not in the rename."""
     if os.name != "posix":
         return None
     try:
@@ -292,7 +299,8 @@ def _hold(path):
     except OSError:
         return None
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and holds_replaced(st):
             return fd
     except OSError:
         pass
