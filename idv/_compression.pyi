@@ -19,14 +19,14 @@ HUGE_MIN: int
 
 def inflate_blocks(kind: int, src: memoryview | bytes, offsets: np.ndarray, disk: np.ndarray,
                    raw: np.ndarray, dst: np.ndarray, dst_offsets: np.ndarray,
-                   lib: int = 0,
-                   crcs: Optional[np.ndarray] = None) -> Tuple[int, Optional[str]]: ...
+                   lib: int = 0, crcs: Optional[np.ndarray] = None,
+                   need: Optional[np.ndarray] = None) -> Tuple[int, Optional[str]]: ...
 def inflate_blocks_across(kind: int, sources: List[memoryview | bytes | np.ndarray],
                           source_of: Optional[np.ndarray], offsets: np.ndarray,
                           disk: np.ndarray, raw: np.ndarray, dsts: List[np.ndarray],
                           dst_of: Optional[np.ndarray], dst_offsets: np.ndarray,
-                          lib: int = 0, crcs: Optional[np.ndarray] = None
-                          ) -> Tuple[int, Optional[str]]: ...
+                          lib: int = 0, crcs: Optional[np.ndarray] = None,
+                          need: Optional[np.ndarray] = None) -> Tuple[int, Optional[str]]: ...
 def inflate_blocks_with(fn: Callable[[memoryview, int], bytes], kind: int,
                         src: memoryview | bytes, offsets: np.ndarray, disk: np.ndarray,
                         raw: np.ndarray, dst: np.ndarray,

@@ -127,8 +127,9 @@ BAD_CRC = _BAD_CRC
 
 
 cdef int _inflate(z_stream *s, bint *ready, const uint8_t *src, size_t n, uint8_t *dst,
-                  size_t m, int wbits) noexcept nogil:
-    """Inflate exactly m bytes; anything else is a status other than OK."""
+                  size_t m, int wbits, bint whole=True) noexcept nogil:
+    """Inflate exactly m bytes; anything else is a status other than OK. Not `whole`: the
+    first m bytes of a longer stream (what follows is not read)."""
     cdef int ret
     cdef uint8_t probe
     if n > UINT_MAX or m > UINT_MAX:
@@ -156,6 +157,8 @@ cdef int _inflate(z_stream *s, bint *ready, const uint8_t *src, size_t n, uint8_
         return NOMEM
     if s.avail_out != 0:
         return SHORT      # input ran out before the stream ended
+    if not whole:
+        return OK
     # The output is full; the stream must end here without producing another byte.
     s.next_out = &probe
     s.avail_out = 1
@@ -502,13 +505,13 @@ cdef void _prefetch(const uint8_t *src, Py_ssize_t src_len, const int64_t *offse
             idv_willneed(src + offsets[i], disk[i])
 
 
-cdef const int64_t *_crcs_of(const int64_t[::1] crcs, Py_ssize_t nb) except? NULL:
-    """The start of inflate_blocks' `crcs` (NULL: none given)."""
-    if crcs is None:
+cdef const int64_t *_per_block(const int64_t[::1] values, Py_ssize_t nb) except? NULL:
+    """The start of inflate_blocks' `crcs` or `need` (NULL: none given)."""
+    if values is None:
         return NULL
-    if crcs.shape[0] < nb:
+    if values.shape[0] < nb:
         raise ValueError("lookup arrays differ in length")
-    return &crcs[0] if nb else NULL
+    return &values[0] if nb else NULL
 
 
 cdef int _inflate_run(int kind, int wbits, void *dec, const uint8_t **srcs,
@@ -516,10 +519,11 @@ cdef int _inflate_run(int kind, int wbits, void *dec, const uint8_t **srcs,
                       const int64_t *offsets, const int32_t *disk, const int32_t *raw,
                       uint8_t **dsts, const Py_ssize_t *dst_lens, const int32_t *dst_of,
                       const int64_t *dst_offsets, const int64_t *expect, Py_ssize_t nb,
-                      Py_ssize_t *failed) noexcept nogil:
+                      const int64_t *need, Py_ssize_t *failed) noexcept nogil:
     """inflate_blocks' loop: block i from source srcs[src_of[i]] (srcs[0] when `src_of` is
     NULL) of src_lens[...] bytes into destination dsts[dst_of[i]] (dsts[0] when `dst_of` is
-    NULL) of dst_lens[...] bytes, by libdeflate's decompressor `dec` (NULL: zlib, `wbits`).
+    NULL) of dst_lens[...] bytes, by libdeflate's decompressor `dec` (NULL: zlib, `wbits`);
+    only its first need[i] bytes where _prefix says so (`need` NULL: every byte).
     Returns OK, or the status of the block at *failed."""
     cdef Py_ssize_t i, k, src_len, dst_len
     cdef const uint8_t *src
@@ -547,6 +551,11 @@ cdef int _inflate_run(int kind, int wbits, void *dec, const uint8_t **srcs,
                 status = SHORT if disk[i] < raw[i] else LONG
             else:
                 memcpy(dst + dst_offsets[i], src + offsets[i], raw[i])
+        elif _prefix(need, expect, i, raw[i], dec != NULL):
+            status = _inflate(&s, &ready, src + offsets[i], disk[i], dst + dst_offsets[i],
+                              need[i], wbits, False)
+            if status == OK:        # the rest zeroed: a codec's fix-up sees valid values
+                memset(dst + dst_offsets[i] + need[i], 0, raw[i] - need[i])
         elif dec != NULL:
             status = _ld_block(dec, src + offsets[i], disk[i], dst + dst_offsets[i], raw[i])
         else:
@@ -579,12 +588,15 @@ cdef void *_decompressor(int lib, int kind, Py_ssize_t nb) except? NULL:
 def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
                    const int32_t[::1] disk, const int32_t[::1] raw, uint8_t[::1] dst,
                    const int64_t[::1] dst_offsets, int lib=LIB_ZLIB,
-                   const int64_t[::1] crcs=None):
+                   const int64_t[::1] crcs=None, const int64_t[::1] need=None):
     """Decompress blocks src[offsets[i]:+disk[i]] into dst[dst_offsets[i]:+raw[i]] with zlib
     (lib 0) or, for raw DEFLATE, libdeflate's C API (lib 1, when bound), GIL released.
 
     With `crcs` (per block: the CRC-32 its stored bytes must have, NO_CRC or BAD_CRC), each
     block is checked just before it is decompressed, while its bytes are in cache.
+
+    With `need` (per block: the bytes wanted from its start), a block whose CRC-32 is
+    recorded may be inflated only that far (streaming zlib), the rest of its room zeroed.
 
     Returns (-1, None) on success, else (index of the failing block, status message; a failed
     CRC is "checksum mismatch"). Each range is checked here before it is touched, so bad input
@@ -597,7 +609,8 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
     cdef const int64_t *expect
     if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb:
         raise ValueError("lookup arrays differ in length")
-    expect = _crcs_of(crcs, nb)
+    expect = _per_block(crcs, nb)
+    cdef const int64_t *wanted = _per_block(need, nb)
     if nb == 0:
         return -1, None
     cdef int wbits = _wbits(kind)
@@ -606,7 +619,7 @@ def inflate_blocks(int kind, const uint8_t[::1] src, const int64_t[::1] offsets,
     with nogil:
         status = _inflate_run(kind, wbits, dec, &p, &src_len, NULL, &offsets[0], &disk[0],
                               &raw[0], &q, &dst_len, NULL, &dst_offsets[0], expect, nb,
-                              &failed)
+                              wanted, &failed)
         if dec != NULL:
             _ld_free(dec)
     return _outcome(status, failed)
@@ -664,7 +677,7 @@ def inflate_blocks_across(int kind, list sources, const int32_t[::1] source_of,
                           const int64_t[::1] offsets, const int32_t[::1] disk,
                           const int32_t[::1] raw, list dsts, const int32_t[::1] dst_of,
                           const int64_t[::1] dst_offsets, int lib=LIB_ZLIB,
-                          const int64_t[::1] crcs=None):
+                          const int64_t[::1] crcs=None, const int64_t[::1] need=None):
     """inflate_blocks across several buffers: block i from sources[source_of[i]] into
     dsts[dst_of[i]] (writable) at dst_offsets[i] (`source_of` or `dst_of` None: the first
     buffer for all): the blocks of many small files, or into many columns' own arrays, in
@@ -675,7 +688,8 @@ def inflate_blocks_across(int kind, list sources, const int32_t[::1] source_of,
         raise ValueError("lookup arrays differ in length")
     cdef const int32_t *src_of = _numbers(source_of, nb, len(sources), "source")
     cdef const int32_t *to = _numbers(dst_of, nb, len(dsts), "destination")
-    cdef const int64_t *expect = _crcs_of(crcs, nb)
+    cdef const int64_t *expect = _per_block(crcs, nb)
+    cdef const int64_t *wanted = _per_block(need, nb)
     if nb == 0:
         return -1, None
     cdef int wbits = _wbits(kind)
@@ -685,10 +699,26 @@ def inflate_blocks_across(int kind, list sources, const int32_t[::1] source_of,
     with nogil:
         status = _inflate_run(kind, wbits, dec, <const uint8_t **>held_src.ptrs, held_src.lens,
                               src_of, &offsets[0], &disk[0], &raw[0], held_dst.ptrs,
-                              held_dst.lens, to, &dst_offsets[0], expect, nb, &failed)
+                              held_dst.lens, to, &dst_offsets[0], expect, nb, wanted,
+                              &failed)
         if dec != NULL:
             _ld_free(dec)
     return _outcome(status, failed)
+
+
+cdef inline bint _prefix(const int64_t *need, const int64_t *expect, Py_ssize_t i,
+                         int32_t raw, bint fast) noexcept nogil:
+    """Whether block i is inflated only up to need[i] bytes (zlib, streaming, stopping there):
+    when fewer are needed, its bytes were checked against a recorded CRC-32 (so the part
+    left unread hides no damage a whole inflate would find), and zlib on that part is
+    cheaper than libdeflate (`fast`: bound) on the whole block, 1.35x faster a byte on
+    random numbers: up to two thirds of it."""
+    if need == NULL or expect == NULL or not IDV_HAVE_ZLIB or expect[i] < 0:
+        return False
+    if need[i] <= 0 or need[i] >= raw:
+        return False
+    return not fast or 3 * need[i] <= 2 * <int64_t>raw
+
 
 
 cdef _outcome(int status, Py_ssize_t failed):
@@ -711,7 +741,7 @@ def inflate_blocks_with(fn, int kind, const uint8_t[::1] src, const int64_t[::1]
     cdef bint bad
     if disk.shape[0] < nb or raw.shape[0] < nb or dst_offsets.shape[0] < nb:
         raise ValueError("lookup arrays differ in length")
-    expect = _crcs_of(crcs, nb)
+    expect = _per_block(crcs, nb)
     if kind != 1:
         return inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets, crcs=crcs)
     if nb and src_len:

@@ -107,18 +107,19 @@ class Backend:
     runs: str = ""
 
     def decompress_blocks(self, kind, src, offsets, disk, raw, dst, dst_offsets, crcs=None,
-                          dst_of=None):
+                          dst_of=None, need=None):
         """inflate_blocks with this library: (-1, None), or (failing block, message). `crcs`:
         each block's expected CRC-32 (idv._storage.checksums.Checksums.expected), checked first.
         With `dst_of` (a native library only), `dst` is a list of buffers, block i going
-        into dst[dst_of[i]]."""
+        into dst[dst_of[i]]. `need` (a native library only): the bytes wanted from each
+        block's start (inflate_blocks')."""
         if dst_of is not None:
             return _compression.inflate_blocks_across(kind, [src], None, offsets, disk, raw,
                                                       dst, dst_of, dst_offsets, self.native,
-                                                      crcs)
+                                                      crcs, need)
         if self.native is not None:
             return _compression.inflate_blocks(kind, src, offsets, disk, raw, dst, dst_offsets,
-                                               self.native, crcs)
+                                               self.native, crcs, need)
         return _compression.inflate_blocks_with(self.inflate, kind, src, offsets, disk, raw,
                                                 dst, dst_offsets, crcs)
 

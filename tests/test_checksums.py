@@ -217,6 +217,36 @@ def test_each_decompression_loop_checks_the_crcs_it_is_given(backend, kind):
     assert run(other)[0] == (2, "checksum mismatch")
 
 
+@pytest.mark.parametrize("backend", ["libdeflate", "zlib"])
+def test_a_block_is_inflated_in_part_only_behind_its_crc(backend):
+    """`need` (the bytes wanted from a block's start: a take's rows) stops the inflate there
+    only for a block whose CRC-32 is recorded and checked: a stream cut short, whose CRC
+    matches its bytes, gives its first bytes (the rest of its room zeroed), while without a
+    CRC, or asked for more than two thirds of it, it is inflated whole and found short."""
+    be = idv.compression.BACKENDS[backend]
+    if not be.installed or be.native is None:
+        pytest.skip(f"{backend}'s C API is not bound here")
+    b = idv.compression.backend(backend)
+    raw = np.random.default_rng(8).random(4096).tobytes()         # 32 KiB of random doubles
+    whole = _deflated(raw)
+    cut = whole[:len(whole) // 2]                                  # about its first half
+    disk, n = np.array([len(cut)], np.int32), np.array([len(raw)], np.int32)
+    at = np.array([0], np.int64)
+
+    def run(crcs, need):
+        dst = np.full(len(raw), 7, np.uint8)
+        got = b.decompress_blocks(idv.compression.DEFLATE, cut, at, disk, n, dst, at, crcs,
+                                  None, None if need is None else np.array([need], np.int64))
+        return got, dst
+    crc = np.array([zlib.crc32(cut)], np.int64)
+    got, dst = run(crc, 8000)
+    assert got == (-1, None)
+    assert dst[:8000].tobytes() == raw[:8000] and not dst[8000:].any()
+    assert run(crc, None)[0][0] == 0                                     # whole: too short
+    assert run(None, 8000)[0][0] == 0                                    # no CRC: whole
+    assert run(crc, 30000)[0][0] == 0                                    # most of it: whole
+
+
 def test_recorded_checksums_are_zlibs_crc32_of_the_stored_bytes():
     """Each entry of the table is zlib's CRC-32 (Python's zlib module, an independent
     implementation) of the bytes it names, whatever library computed it; and idv's CRC-32

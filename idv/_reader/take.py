@@ -4,9 +4,10 @@ sample asks of a file.
 The plan is made once per call, in numpy: the blocks that hold the rows asked for, and each
 row's place among their rows. Columns of fixed-width scalars (numbers, keys, times) have their
 blocks hit inflated by one call of the block store (``BlockStore.inflate_listed``: parallel
-chunks in the threads, CRC-32s checked, no Python per block) per round of at most
-``TAKE_BYTES`` of blocks, end to end into one buffer, and their rows gathered from it with one
-fancy index; a take that hits fewer bytes (nearly all) is one round. Other columns
+chunks in the threads, CRC-32s checked, no Python per block; a checksummed block only as far
+as its last row asked for, where that saves inflating: inflate_blocks' ``need``) per round of
+at most ``TAKE_BYTES`` of blocks, end to end into one buffer, and their rows gathered from it
+with one fancy index; a take that hits fewer bytes (nearly all) is one round. Other columns
 (text, vectors, Booleans) go through the scan (idv._scan.scan), which decodes only the blocks hit
 in its parallel windows; each batch gives up its rows with one fancy index per column, and the
 pieces are joined and put back in the order asked with one more. No Python runs per row, and each
@@ -119,7 +120,11 @@ def _gathered(f, cols, hit, block, rows):
         dtype = c.codec.dtype
         pieces.append((c.blocks, hit, buf[at:at + n * dtype.itemsize].view(dtype)))
         at += size
-    f.store.inflate_listed(pieces)
+    # each block only as far as its last row asked for (the store decides whether to stop
+    # there: inflate_blocks' `need`)
+    wanted = np.zeros(len(hit), np.int64)
+    np.maximum.at(wanted, place // rpb, rows - block * rpb + 1)
+    f.store.inflate_listed(pieces, wanted=wanted)
     return [piece[2][place] for piece in pieces]
 
 

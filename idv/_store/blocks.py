@@ -323,12 +323,13 @@ class BlockStore(BlockChecks, StoredBlocks):
                                 lambda i: (blocks, b0 + i), parallel)
 
     def _inflate_scattered(self, kind, table, dst, dst_offsets, crcs, which, parallel=True,
-                           dst_of=None):
+                           dst_of=None, need=None):
         """Decompress the blocks of `table` (lookup rows of any blocks of any columns, all of
         compression `kind`) into `dst` at `dst_offsets`, checking their CRC-32s (`crcs`, or
         None), with one inflate call per parallel chunk. `which(i)`: (ColumnBlocks, block
         number) of row i, for the error of a damaged block. With `dst_of` (a native
-        library's), `dst` is a list of buffers, row i going into dst[dst_of[i]]."""
+        library's), `dst` is a list of buffers, row i going into dst[dst_of[i]]; `need`: as
+        inflate_blocks'."""
         backend = self.backend
         offsets = np.ascontiguousarray(table["offset"])
         disk = np.ascontiguousarray(table["disk"])
@@ -341,7 +342,8 @@ class BlockStore(BlockChecks, StoredBlocks):
             return a, backend.decompress_blocks(kind, src, offs, disk[a:b], raw[a:b], dst,
                                                 dst_offsets[a:b],
                                                 None if crcs is None else crcs[a:b],
-                                                None if dst_of is None else dst_of[a:b])
+                                                None if dst_of is None else dst_of[a:b],
+                                                None if need is None else need[a:b])
         total = int(raw.sum(dtype=np.int64))
         # up to 4 chunks per thread (for balance), each worth dispatching to a thread
         parts = min(self.threads * 4, total // SPAN_BYTES) if parallel else 1
@@ -363,22 +365,21 @@ class BlockStore(BlockChecks, StoredBlocks):
                                    path=self.path) from None
 
     def inflate_fixed(self, pieces, parallel=True):
-        """Pieces of many columns of fixed-width scalars (a scan's window), each a run of
-        blocks inflated straight into its array and fixed up in place (codec.fix): what
-        decode(blocks, b0, b1, out=out) does for each, with one inflate call per compression
-        kind (inflate_listed) instead of one per piece. `pieces`: (ColumnBlocks, b0,
-        b1, out) with fixed_width(codec) and `out` of the rows' shape and the codec's dtype.
-        The memory limit is checked and the blocks counted as decode does."""
+        """Pieces of many columns of fixed-width scalars (a scan's window: (ColumnBlocks, b0,
+        b1, out), `out` of the rows' shape and the codec's dtype), each a run of blocks
+        inflated straight into its array and fixed up (codec.fix), as decode(blocks, b0, b1,
+        out=out) does, with one inflate call per compression kind (inflate_listed)."""
         self.inflate_listed([(blocks, np.arange(b0, b1, dtype=np.int64), out)
                              for blocks, b0, b1, out in pieces], parallel)
 
-    def inflate_listed(self, pieces, parallel=True):
+    def inflate_listed(self, pieces, parallel=True, wanted=None):
         """inflate_fixed for any blocks: `pieces` are (ColumnBlocks, its block numbers (an
         ascending int64 array, not necessarily consecutive), out), `out` holding the rows of
         those blocks end to end (what take gathers its rows from). All the pieces' blocks of
         one compression kind are inflated in one call, in parallel chunks unless `parallel`
         is False, each into its own array (with a native library, of a file in memory; else
-        one call per destination buffer): no Python runs per block."""
+        one call per destination buffer): no Python runs per block. `wanted`: the rows wanted
+        from each listed block's start (the same blocks in every piece; others may be zero)."""
         self.check_open()
         groups = {}
         # a native library inflates into many buffers (the columns' arrays) in one call; the
@@ -395,7 +396,8 @@ class BlockStore(BlockChecks, StoredBlocks):
                 (blocks.compression, None if together else address), ({}, []))
             members.append((piece, roots.setdefault(address, (len(roots), root))[0], at))
         for (kind, _), (roots, members) in groups.items():
-            self._inflate_group(kind, [root for _, root in roots.values()], members, parallel)
+            self._inflate_group(kind, [root for _, root in roots.values()], members, parallel,
+                                wanted)
         for blocks, hit, out in pieces:
             try:
                 blocks.codec.fix(out)
@@ -403,10 +405,10 @@ class BlockStore(BlockChecks, StoredBlocks):
                 raise _fix_error(blocks, e, hit, out).locate(
                     column=blocks.name, column_index=blocks.index, path=self.path) from None
 
-    def _inflate_group(self, kind, roots, members, parallel):
+    def _inflate_group(self, kind, roots, members, parallel, wanted):
         """inflate_listed's pieces (`members`: (piece, its destination's index in `roots`,
         its byte offset there)) of compression `kind`, in one _inflate_scattered."""
-        tables, dst_offsets, crcs = [], [], []
+        tables, dst_offsets, crcs, need = [], [], [], []
         starts = np.zeros(len(members) + 1, np.int64)
         for k, ((blocks, hit, _out), _root, at) in enumerate(members):
             h0, n = int(hit[0]), len(hit)
@@ -418,6 +420,8 @@ class BlockStore(BlockChecks, StoredBlocks):
             expected = self.expected_crcs(blocks)
             if expected is not None:
                 crcs.append(expected[picked])
+            if wanted is not None:
+                need.append(wanted * blocks.codec.itemsize)
             starts[k + 1] = starts[k] + n
         dst_of = None
         if len(roots) > 1:
@@ -434,7 +438,8 @@ class BlockStore(BlockChecks, StoredBlocks):
                                 roots if dst_of is not None else roots[0],
                                 np.concatenate(dst_offsets),
                                 np.concatenate(crcs) if self.sums is not None else None,
-                                which, parallel, dst_of)
+                                which, parallel, dst_of,
+                                np.concatenate(need) if need else None)
 
     def _decode_each(self, blocks, b0, table, consume, keep=None, parallel=True):
         """Decompress each block then hand it to consume(i, block, buffer, rows).
