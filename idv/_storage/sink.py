@@ -6,9 +6,9 @@ elsewhere one named after the destination, this host and this process, which the
 to the same destination removes once that process is gone. On commit the data are fsynced,
 the file gets the permission bits the destination had (a new file: 0o666 less the umask, as
 open() would give; root also keeps the owner), is renamed over the destination, and the
-directory is fsynced so that the rename itself survives a crash; on a local disk the file it
-replaced is let go in a thread of its own (the kernel frees a file's blocks when its last
-descriptor closes: 10-20 ms per 100 MB, which the caller does not wait for). On any failure,
+directory is fsynced so that the rename itself survives a crash; on Linux's local disks the
+file it replaced is let go in a thread of its own (the kernel frees a file's blocks when its
+last descriptor closes: 10-20 ms per 100 MB, which the caller does not wait for). On any failure,
 KeyboardInterrupt included, the temporary file is discarded and the destination is left as it
 was. A destination this user could not write in place (read-only, or another user's) is
 refused with PermissionError before anything is written.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import sys
 
 from idv import _encode
 from idv._resources import threads
@@ -283,16 +284,17 @@ class AtomicPath:
 
 def holds_replaced(st):
     """Whether a file replaced on the file system of `st` (an os.stat_result) is held open
-    across the rename: on POSIX, on a file system of a block device (a local disk). Not on
-    others: NFS keeps a file replaced while open under a ``.nfs`` name of its own."""
-    return os.name == "posix" and os.major(st.st_dev) != 0
+    across the rename: on Linux, on a file system of a block device (a local disk; Linux
+    numbers network and virtual file systems' devices with major 0). Not on others: NFS
+    keeps a file replaced while open under a ``.nfs`` name of its own."""
+    return sys.platform.startswith("linux") and os.major(st.st_dev) != 0
 
 
 def _hold(path):
     """A descriptor of the regular file at `path`, about to be replaced (None: there is none,
     it cannot be opened, or holds_replaced says no): its blocks are then freed when that
     descriptor is closed, in the pool's thread, not in the rename."""
-    if os.name != "posix":
+    if not sys.platform.startswith("linux"):
         return None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
