@@ -166,9 +166,12 @@ def test_every_fixed_width_type_at_the_edges_of_its_blocks(tmp_path):
     cols.update(f4=rng.random(n, dtype=np.float32), f8=rng.standard_normal(n),
                 when=np.datetime64("2020-01-01", "ns") + rng.integers(0, 10**15, n),
                 span=rng.integers(0, 10**12, n).astype("m8[ns]"),
-                key=rng.integers(0, 5, n).astype(np.uint32))
+                key=rng.integers(0, 5, n).astype(np.uint32),
+                rid=np.zeros(n, [("low", "<u8"), ("high", "<u8")]))
+    cols["rid"]["low"], cols["rid"]["high"] = rng.integers(0, 2**62, (2, n), dtype=np.uint64)
     p = tmp_path / "fixed.idv"
-    idv.write(p, cols, types={"key": idv.Key(idv.UInt32, 4)}, rows_per_block=RPB)
+    idv.write(p, cols, types={"key": idv.Key(idv.UInt32, 4), "rid": idv.RowId},
+              rows_per_block=RPB)
     whole = idv.read(p)
     rows = np.array([0, RPB - 1, RPB, 5 * RPB + 1, 7 * RPB - 1, 13 * RPB + 30, n - 1, n - 5])
     with idv.open(p) as f:
