@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 from idv import _docs
 from idv._interop import arrow
@@ -138,15 +139,18 @@ def _polars_table(pa, table):
 # converts an empty table of it, a quarter of a millisecond a scan when made each time
 SCHEMAS = 64
 _schemas: dict = {}
+_schemas_lock = threading.Lock()      # scans made in several threads evict one at a time
 
 
 def _polars_schema(pl, schema):
     key = tuple((f.name, f.type) for f in schema)
     found = _schemas.get(key)
     if found is None:
-        while _schemas and len(_schemas) >= SCHEMAS:    # the oldest first
-            _schemas.pop(next(iter(_schemas)))
-        found = _schemas[key] = pl.from_arrow(schema.empty_table()).schema
+        found = pl.from_arrow(schema.empty_table()).schema
+        with _schemas_lock:
+            while _schemas and len(_schemas) >= SCHEMAS:    # the oldest first
+                _schemas.pop(next(iter(_schemas)))
+            _schemas[key] = found
     return found
 
 

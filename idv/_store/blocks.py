@@ -420,7 +420,7 @@ class BlockStore(BlockChecks, StoredBlocks):
             expected = self.expected_crcs(blocks)
             if expected is not None:
                 crcs.append(expected[picked])
-            if wanted is not None:
+            if wanted is not None and self.sums is not None:   # only checksummed blocks stop
                 need.append(wanted * blocks.codec.itemsize)
             starts[k + 1] = starts[k] + n
         dst_of = None
