@@ -98,7 +98,8 @@ class BlockChecks:
         def run(span):
             return _compression.crc32_ranges(buf, offsets[span[0]:span[1]],
                                              disk[span[0]:span[1]])
-        parts = min(self.threads * 4, int(disk.sum()) // _CRC_SPAN_BYTES)
+        # a span a thread from twice a span's bytes (a column of 2M 32-bit numbers in two)
+        parts = min(self.threads * 4, -(-int(disk.sum()) // _CRC_SPAN_BYTES))
         spans = chunks(len(offsets), parts)
         if len(spans) > 1 and self.threads > 1:
             got = list(_threads.pool("read", self.threads).map(run, spans))
