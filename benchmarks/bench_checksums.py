@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import idv  # noqa: E402
 from idv import compression as _backends  # noqa: E402
+from bench_read import crc32_option, use_crc32  # noqa: E402
 
 TARGET_COST = 0.05
 
@@ -94,7 +95,9 @@ def main(argv=None):
     p.add_argument("--no-variants", dest="variants", action="store_false",
                    help="time only the default read (a path, the default backend)")
     p.add_argument("--json", action="store_true")
+    crc32_option(p)
     a = p.parse_args(argv)
+    use_crc32(a)
     rows, rounds = (100_000, 1) if a.quick else (a.rows, a.rounds)
     data = dataset(rows)
     results, variants = [], []

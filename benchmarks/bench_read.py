@@ -48,7 +48,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 import idv  # noqa: E402
-from idv import compression  # noqa: E402
+from idv import _compression, compression  # noqa: E402
 
 DATA = os.path.join(HERE, "_data")
 MB = 1e6
@@ -266,17 +266,35 @@ def check_same_values(p):
 
 
 def options(description, quick_help="small data (smoke run)"):
-    """An argument parser with the options every benchmark takes: --quick, --json, --repeat."""
+    """An argument parser with the options every benchmark takes: --quick, --json, --repeat,
+    --crc32."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--quick", action="store_true", help=quick_help)
     ap.add_argument("--json", action="store_true", help="print the results as JSON only")
     ap.add_argument("--repeat", type=int, default=None, help="runs per figure (best is kept)")
+    crc32_option(ap)
     return ap
+
+
+def crc32_option(ap):
+    """--crc32: the CRC-32 kernel of idv's checks, for figures without the CPU's carry-less
+    multiplication (applied by runs_and_log, or use_crc32)."""
+    ap.add_argument("--crc32", choices=_compression.crc32_libraries(), default=None,
+                    help="the CRC-32 kernel idv's checks use (default: the fastest installed; "
+                         "'zlib' has no PCLMULQDQ/VPCLMULQDQ path: the figures a CPU without "
+                         "them gets from libdeflate's and ISA-L's)")
+
+
+def use_crc32(a):
+    """The kernel --crc32 names made the one idv's checks use (nothing without it)."""
+    if a.crc32 is not None:
+        _compression.use_crc32_library(a.crc32)
 
 
 def runs_and_log(a, full, quick=1):
     """(runs per figure: --repeat, else `quick` or `full`; the progress log: stderr under
-    --json, which keeps stdout for the results)."""
+    --json, which keeps stdout for the results). Applies --crc32."""
+    use_crc32(a)
     log = (lambda *m: print(*m, file=sys.stderr)) if a.json else print
     return a.repeat or (quick if a.quick else full), log
 
@@ -600,8 +618,27 @@ def machine():
         libs["isal"] = isal.__version__
     except ImportError:
         pass
-    return {"cpu": cpu, "cores": idv._resources.threads.default_threads(), "python": platform.python_version(),
-            "os": platform.platform(), "libraries": libs, "idv": idv.__version__}
+    return {"cpu": cpu, "cpu_flags": cpu_flags(),
+            "cores": idv._resources.threads.default_threads(),
+            "python": platform.python_version(), "os": platform.platform(), "libraries": libs,
+            "crc32": _compression.CRC32_LIBRARY, "idv": idv.__version__}
+
+
+# the CPU features the DEFLATE and CRC-32 libraries choose their kernels by
+FLAGS = ("sse4_2", "pclmulqdq", "avx2", "bmi2", "vpclmulqdq", "avx512f", "avx512vl", "sha_ni")
+
+
+def cpu_flags():
+    """Which of FLAGS the CPU reports (Linux's /proc/cpuinfo; [] elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    return [x for x in FLAGS if x in have]
+    except OSError:
+        pass
+    return []
 
 
 def main(argv=None):

@@ -408,6 +408,21 @@ def crc32_of(data, library=None):
     return r
 
 
+def use_crc32_library(name):
+    """Make `name` (one of crc32_libraries()) the CRC-32 kernel of every check in this process
+    and return the one used before: how a benchmark times the checks without carry-less
+    multiplication (``"zlib"``, whose kernel has none) on a CPU that has it. Call it before
+    reading or writing, not while a read runs in another thread."""
+    global _crc_lib, CRC32_LIBRARY
+    if name not in crc32_libraries():
+        raise ValueError(f"CRC-32 library {name!r} is not available; these are: "
+                         f"{crc32_libraries()}")
+    before = CRC32_LIBRARY
+    _crc_lib = _CRC_LIBS[name]
+    CRC32_LIBRARY = name
+    return before
+
+
 def crc32_ranges(const uint8_t[::1] data, const int64_t[::1] offsets,
                  const int64_t[::1] lengths):
     """The CRC-32 of each range [offsets[k], offsets[k] + lengths[k]) of `data` (int64), in

@@ -283,6 +283,33 @@ def test_every_crc32_kernel_is_zlibs_crc32(library):
         _compression.crc32_of(b"", "crc32c")
 
 
+@pytest.mark.parametrize("library", ["libdeflate", "isal", "zlib"])
+def test_the_kernel_a_benchmark_chooses_checks_every_block(library, tmp_path):
+    """use_crc32_library (a benchmark's --crc32) makes one kernel every check's: reads of
+    compressed and of mapped uncompressed blocks still give the rows, and still find a flipped
+    bit, through it; the kernel used before is back afterwards."""
+    from idv import _compression
+    if library not in _compression.crc32_libraries():
+        pytest.skip(f"{library}'s CRC-32 was not found (its package is not installed)")
+    before = _compression.CRC32_LIBRARY
+    try:
+        assert _compression.use_crc32_library(library) == before
+        assert _compression.CRC32_LIBRARY == library == _compression.crc32_libraries()[0]
+        for compression in ("deflate", "none"):
+            data = _written(compression=compression)
+            path = tmp_path / f"{compression}.idv"
+            path.write_bytes(_flipped(data, "Id", 2)[0])
+            with idv.open(data) as f:
+                assert np.array_equal(f["Id"].read(), _data()["Id"])
+            with pytest.raises(idv.IdvFormatError, match="checksum mismatch"):
+                idv.to_arrow(str(path), columns=["Id"])
+    finally:
+        _compression.use_crc32_library(before)
+    assert _compression.CRC32_LIBRARY == before
+    with pytest.raises(ValueError, match="not available"):
+        _compression.use_crc32_library("crc32c")
+
+
 def test_the_header_and_the_checksum_table_are_covered():
     data = _written()
     head = bytearray(data)
