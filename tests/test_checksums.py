@@ -139,6 +139,33 @@ def test_uncompressed_damage_is_caught_by_default_and_skipped_on_request(tmp_pat
         assert f["Id"].read()[1501] == 1500
 
 
+@pytest.mark.parametrize("column", ["Id", "Score"])
+def test_a_zero_copy_read_checks_its_columns_together_and_names_the_damaged_one(tmp_path,
+                                                                                column):
+    """to_arrow of a mapped file checks the blocks of all its mapped columns in one call:
+    a flipped bit in any block of any of them is named with its column, block and offset,
+    whichever order the columns are asked in; the undamaged file reads as its bytes do."""
+    buf = io.BytesIO()
+    idv.write(buf, {k: v for k, v in _data().items() if k in ("Id", "Score")},
+              compression="none", rows_per_block=500)
+    data = buf.getvalue()
+    path = tmp_path / "good.idv"
+    path.write_bytes(data)
+    with idv.open(path) as f:
+        assert f.has_checksums and f["Id"].mappable and f["Score"].mappable
+    assert idv.to_arrow(str(path)).equals(idv.to_arrow(data))
+    bad, off = _flipped(data, column, 4, at=2)
+    path = tmp_path / "bad.idv"
+    path.write_bytes(bad)
+    for columns in (["Id", "Score"], ["Score", "Id"]):
+        with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
+            idv.to_arrow(str(path), columns=columns)
+        assert (e.value.column, e.value.block, e.value.offset) == (column, 4, off)
+        assert e.value.path == str(path)
+    other = "Score" if column == "Id" else "Id"
+    assert idv.to_arrow(str(path), columns=[other]).equals(idv.to_arrow(data, columns=[other]))
+
+
 def test_a_checksum_over_another_length_is_a_mismatch():
     """An entry whose length differs from the block's stored length cannot match (the table's
     own CRC re-made, as a careless tool might)."""

@@ -187,8 +187,11 @@ def _table(pa, src, keys, i, datetime, safe):
         unit, safe = src.time_unit([c.name for c in cols], datetime, safe, decoded) \
             if len(src.files) == 1 else (datetime, safe)
         convs = converters(pa, cols, unit, safe)
-        arrays = [conv.mapped_arrays(0, c.num_blocks) if v is c else chunked(pa, conv, v)
-                  for c, conv, v in zip(cols, convs, values)]
+        # the mapped columns' checksums checked together, over the read threads
+        mapped = [c for c, v in zip(cols, values) if v is c]
+        spans = dict(zip(map(id, mapped), f.mapped_spans(mapped)))
+        arrays = [conv.mapped_arrays(0, c.num_blocks, spans[id(c)]) if v is c
+                  else chunked(pa, conv, v) for c, conv, v in zip(cols, convs, values)]
         return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
 
 

@@ -103,16 +103,20 @@ class _ColumnToArrow:
             self._mapped = not self.text and self.col.mappable
         return self._mapped
 
-    def mapped_arrays(self, b0, b1):
+    def mapped_arrays(self, b0, b1, spans=None):
         """Blocks [b0, b1) of a mappable column as one ChunkedArray, a chunk per block on the
         file's memory map (numbers: views made by pyarrow's importer in one call,
         idv._arrow_c, or by from_buffers; keys labelled by KeyValues: their dictionary
-        indices computed)."""
+        indices computed); `spans`: the blocks' Column.mapped_blocks(spans=True), if found
+        (and checked) already."""
         col, pa, at = self.col, self.pa, self.arrow_type
+        buf, offsets, nbytes = spans or col.mapped_blocks(b0, b1, spans=True)
         if self.dictionary is not None:
-            return pa.chunked_array([self.array(v, col.block_rows(b)[0]) for b, v in
-                                     zip(range(b0, b1), col.mapped_blocks(b0, b1))], at)
-        buf, offsets, nbytes = col.mapped_blocks(b0, b1, spans=True)
+            size, dtype = col.codec.itemsize, col.codec.dtype
+            return pa.chunked_array([self.array(np.frombuffer(buf, dtype, n // size, o),
+                                                col.block_rows(b)[0])
+                                     for b, o, n in zip(range(b0, b1), offsets.tolist(),
+                                                        nbytes.tolist())], at)
         size, fmt = col.codec.itemsize, c_format(col.codec.dtype)
         if fmt is not None and imports_c_streams(pa):
             return pa.chunked_array(_arrow_c.Spans(buf, offsets, nbytes // size, size, fmt), at)

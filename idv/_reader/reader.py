@@ -255,6 +255,17 @@ class IdvFile(reads.SourceReads):
         from idv._interop import display
         return display.file_html(self)
 
+    def mapped_spans(self, columns):
+        """Column.mapped_blocks(0, n, spans=True) of each of `columns`, their CRC-32s checked
+        in one call over the read threads. Package-internal.
+
+        Parameters
+        ----------
+        columns : list of Column
+            Mappable columns of this file.
+        """
+        return self.store.mapped_spans_of([(c.blocks, 0, c.num_blocks) for c in columns])
+
     def prefetch(self, columns=None, rows=None):
         """A context in which the blocks of these columns are fetched up front, in a few
         large coalesced requests, and read from memory: for a remote file read whole (read()

@@ -111,7 +111,10 @@ class BlockChecks:
         """IdvFormatError naming the first block (numbered from b0) whose bytes fail their
         CRC-32 (`crcs`: idv._storage.checksums.Checksums.expected's), computed by _crcs_of. `at`:
         the blocks' offsets in the file, where `offsets` are those in a buffer of their bytes."""
-        got = self._crcs_of(buf, offsets, disk)
+        self._verify(self._crcs_of(buf, offsets, disk), offsets, disk, crcs, b0, at)
+
+    def _verify(self, got, offsets, disk, crcs, b0, at=None):
+        """_check_crcs of the CRC-32s `got` of the blocks found already."""
         bad = np.flatnonzero((crcs != _compression.NO_CRC) & ((crcs < 0) | (got != crcs)))
         if len(bad):
             i = int(bad[0])

@@ -11,6 +11,7 @@ import numpy as np
 from idv import _codecs, _compression
 from idv._store.block_checks import entry_point
 from idv._store.block_runs import fixed_width
+from idv.errors import IdvFormatError
 
 
 class StoredBlocks:
@@ -56,15 +57,37 @@ class StoredBlocks:
         bytes: int64 arrays) for blocks [b0, b1) of a mappable column, for views made elsewhere
         (Arrow buffers). Each block is checked against its CRC-32 first, and the file against
         truncation; nothing is allocated for the values."""
+        return self.mapped_spans_of([(blocks, b0, b1)])[0]
+
+    def mapped_spans_of(self, runs):
+        """mapped_spans of the blocks of several mappable columns ([(blocks, b0, b1)]), in
+        that order, their CRC-32s found in one call over the read threads: a column of a few
+        megabytes alone is checked in the calling thread."""
+        self.check_open()
         buf = self._source.buffer
         self._source.check_intact()       # a memory map past a file's end: SIGBUS
-        table = blocks.lookup[b0:b1]
-        offsets, disk = table["offset"].astype(np.int64), table["disk"].astype(np.int64)
-        crcs = self.expected_crcs(blocks)
-        if crcs is not None:
-            self._check_crcs(buf, offsets, disk, crcs[b0:b1], b0)
-        blocks.counted(b1 - b0)
-        return buf, offsets, disk
+        spans, checked = [], []
+        for blocks, b0, b1 in runs:
+            table = blocks.lookup[b0:b1]
+            offsets, disk = table["offset"].astype(np.int64), table["disk"].astype(np.int64)
+            spans.append((buf, offsets, disk))
+            crcs = self.expected_crcs(blocks)
+            if crcs is not None:
+                checked.append((blocks, b0, offsets, disk, crcs[b0:b1]))
+        if checked:
+            got = self._crcs_of(buf, np.concatenate([c[2] for c in checked]),
+                                np.concatenate([c[3] for c in checked]))
+            at = 0
+            for blocks, b0, offsets, disk, crcs in checked:
+                try:
+                    self._verify(got[at:at + len(offsets)], offsets, disk, crcs, b0)
+                except IdvFormatError as e:
+                    raise e.locate(column=blocks.name, column_index=blocks.index,
+                                   path=self.path)
+                at += len(offsets)
+        for blocks, b0, b1 in runs:
+            blocks.counted(b1 - b0)
+        return spans
 
     @entry_point
     def stored(self, blocks, b0, b1):
