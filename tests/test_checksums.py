@@ -142,9 +142,11 @@ def test_uncompressed_damage_is_caught_by_default_and_skipped_on_request(tmp_pat
 @pytest.mark.parametrize("column", ["Id", "Score"])
 def test_a_zero_copy_read_checks_its_columns_together_and_names_the_damaged_one(tmp_path,
                                                                                 column):
-    """to_arrow of a mapped file checks the blocks of all its mapped columns in one call:
-    a flipped bit in any block of any of them is named with its column, block and offset,
-    whichever order the columns are asked in; the undamaged file reads as its bytes do."""
+    """to_arrow of a mapped file checks the blocks of all its mapped columns in one call,
+    and a stream those of each window: a flipped bit in any block of any of them is named
+    with its column, block and offset, whichever order the columns are asked in; the
+    undamaged file reads as its bytes do."""
+    pa = pytest.importorskip("pyarrow", reason="to_arrow and its stream need pyarrow")
     buf = io.BytesIO()
     idv.write(buf, {k: v for k, v in _data().items() if k in ("Id", "Score")},
               compression="none", rows_per_block=500)
@@ -154,6 +156,9 @@ def test_a_zero_copy_read_checks_its_columns_together_and_names_the_damaged_one(
     with idv.open(path) as f:
         assert f.has_checksums and f["Id"].mappable and f["Score"].mappable
     assert idv.to_arrow(str(path)).equals(idv.to_arrow(data))
+    with idv.open(path) as f:
+        assert pa.Table.from_batches(list(idv.record_batch_reader(f))).equals(
+            idv.to_arrow(data).combine_chunks())
     bad, off = _flipped(data, column, 4, at=2)
     path = tmp_path / "bad.idv"
     path.write_bytes(bad)
@@ -162,6 +167,9 @@ def test_a_zero_copy_read_checks_its_columns_together_and_names_the_damaged_one(
             idv.to_arrow(str(path), columns=columns)
         assert (e.value.column, e.value.block, e.value.offset) == (column, 4, off)
         assert e.value.path == str(path)
+        with idv.open(path) as f, pytest.raises(idv.IdvFormatError, match="mismatch") as e:
+            list(idv.record_batch_reader(f, columns))
+        assert (e.value.column, e.value.block, e.value.offset) == (column, 4, off)
     other = "Score" if column == "Id" else "Id"
     assert idv.to_arrow(str(path), columns=[other]).equals(idv.to_arrow(data, columns=[other]))
 

@@ -124,6 +124,15 @@ class _ColumnToArrow:
         return pa.chunked_array([pa.Array.from_buffers(at, n // size, [None, whole.slice(o, n)])
                                  for o, n in zip(offsets.tolist(), nbytes.tolist())], at)
 
+    def mapped_run(self, b0, b1):
+        """The column, when its blocks are views of the file's memory map (mapped_arrays):
+        a scan has them checked with its window's other such pieces (from_map)."""
+        return self.col if self.mapped else None
+
+    def from_map(self, b0, b1, spans):
+        """Blocks [b0, b1) as mapped_arrays makes them, of their `spans` (checked already)."""
+        return [self.mapped_arrays(b0, b1, spans)]
+
     def blocks(self, b0, b1, parallel=True, out=None):
         """Blocks [b0, b1) as Arrow arrays: text one per block (text_arrays), mapped blocks
         one per block (mapped_arrays), the rest one for them all (read_blocks); into `out` if

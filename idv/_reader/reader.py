@@ -255,16 +255,16 @@ class IdvFile(reads.SourceReads):
         from idv._interop import display
         return display.file_html(self)
 
-    def mapped_spans(self, columns):
-        """Column.mapped_blocks(0, n, spans=True) of each of `columns`, their CRC-32s checked
+    def mapped_spans(self, runs):
+        """Column.mapped_blocks(b0, b1, spans=True) of each of `runs`, their CRC-32s checked
         in one call over the read threads. Package-internal.
 
         Parameters
         ----------
-        columns : list of Column
-            Mappable columns of this file.
+        runs : list of (Column, int, int)
+            Blocks [b0, b1) of mappable columns of this file.
         """
-        return self.store.mapped_spans_of([(c.blocks, 0, c.num_blocks) for c in columns])
+        return self.store.mapped_spans_of([(c.blocks, b0, b1) for c, b0, b1 in runs])
 
     def prefetch(self, columns=None, rows=None):
         """A context in which the blocks of these columns are fetched up front, in a few

@@ -147,10 +147,17 @@ class Windows:
 
     def _decode(self, task):
         """The chunks of each piece of `task`: the pieces whose readers opt in (inflatable)
-        inflated all in one call of the block store, the others decoded one by one."""
+        inflated all in one call of the block store, those that are views of the file's
+        memory map (mapped_run) checked all in one call (IdvFile.mapped_spans, over the read
+        threads), the others decoded one by one."""
         inflated = [None] * len(task)
-        together = []
+        together, on_map = [], []
         for i, (k, p0, p1, out, _raw, _s) in enumerate(task):
+            mapped_run = getattr(self.readers[k], "mapped_run", None)
+            col = None if mapped_run is None else mapped_run(p0, p1)
+            if col is not None:
+                on_map.append((i, (col, p0, p1)))
+                continue
             inflatable = getattr(self.readers[k], "inflatable", None)
             blocks = None if inflatable is None else inflatable(p0, p1, out)
             if blocks is not None:
@@ -158,7 +165,10 @@ class Windows:
                 together.append((blocks, p0, p1, out))
         if together:
             self.file.store.inflate_fixed(together, parallel=False)
-        return [self.readers[k].inflated(p0, p1, out) if inflated[i]
+        spans = dict(zip((i for i, _ in on_map),
+                         self.file.mapped_spans([r for _, r in on_map]) if on_map else ()))
+        return [self.readers[k].from_map(p0, p1, spans[i]) if i in spans
+                else self.readers[k].inflated(p0, p1, out) if inflated[i]
                 else self.readers[k].decode(p0, p1, out)
                 for i, (k, p0, p1, out, _raw, _s) in enumerate(task)]
 
