@@ -696,6 +696,22 @@ cdef int64_t _utf8_row(const uint8_t *d, int64_t p, int64_t e, bint *ascii) noex
     return units
 
 
+cdef bint _ascii(const uint8_t *d, int64_t p, int64_t e) noexcept nogil:
+    """Whether every byte of d[p:e] is ASCII (four words a round, no branch on the data)."""
+    cdef uint64_t seen = 0
+    while p + 32 <= e:
+        seen |= idv_load64(d + p) | idv_load64(d + p + 8) | idv_load64(d + p + 16) \
+            | idv_load64(d + p + 24)
+        p += 32
+    while p + 8 <= e:
+        seen |= idv_load64(d + p)
+        p += 8
+    while p < e:
+        seen |= d[p]
+        p += 1
+    return (seen & 0x8080808080808080ULL) == 0
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def utf8_units(const int64_t[::1] offsets, const uint8_t[::1] data):
@@ -703,17 +719,27 @@ def utf8_units(const int64_t[::1] offsets, const uint8_t[::1] data):
     what ML.NET counts: returns (units, bad). `units` is the UTF-16 units before each value and
     after the last (n + 1 int64 from 0), or None when every byte is ASCII (the units are then
     the byte offsets); `bad` is the first value that is not valid UTF-8, or -1. ValueError when
-    the offsets are not non-decreasing within `data`."""
+    the offsets are not non-decreasing within `data`. Non-decreasing offsets cover the bytes
+    from the first to the last end to end: where those are all ASCII, no value is looked at
+    alone (a few nanoseconds a value less)."""
     cdef Py_ssize_t n = offsets.shape[0] - 1, i, bad = -1
     cdef int64_t u, total = 0, size = data.shape[0]
-    cdef bint ascii = True, broken = False
+    cdef bint ascii = True, broken = False, ordered = True
     cdef const uint8_t *d
     if n < 0:
         raise ValueError("text offsets need at least one entry")
     _check_ends(offsets[0], offsets[n], size)
+    d = &data[0] if size else <const uint8_t *>NULL
+    with nogil:
+        for i in range(n):
+            ordered &= offsets[i + 1] >= offsets[i]
+        if ordered:
+            ascii = _ascii(d, offsets[0], offsets[n])
+    if ordered and ascii:
+        return None, -1
+    ascii = True
     out = np.empty(n + 1, np.int64)
     cdef int64_t[::1] units = out
-    d = &data[0] if size else <const uint8_t *>NULL
     with nogil:
         units[0] = 0
         for i in range(n):

@@ -109,6 +109,16 @@ def test_utf8_units_refuses_broken_offsets():
         _encode.utf8_units(np.array([0, 4, 2, 6], np.int64), data)
 
 
+def test_utf8_units_look_only_at_the_values_bytes():
+    """A slice's values (offsets from past the buffer's start, ending before its end) are
+    judged on their own bytes: what lies around them is neither checked nor counted."""
+    data = np.frombuffer(b"\xff" * 40 + b"ab" + b"x" * 37 + "é".encode() + b"\xff" * 3, np.uint8)
+    assert _encode.utf8_units(np.array([40, 41, 42, 79], np.int64), data) == (None, -1)
+    units, bad = _encode.utf8_units(np.array([40, 42, 81], np.int64), data)
+    assert bad == -1 and units.tolist() == [0, 2, 40]
+    assert _encode.utf8_units(np.array([40, 42, 82], np.int64), data)[1] == 1
+
+
 def test_encode_text_utf8_equals_the_str_encoder():
     vals = VALUES + _values(300)
     enc = [v.encode() for v in vals]
