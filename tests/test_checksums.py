@@ -321,8 +321,8 @@ def test_every_crc32_kernel_is_zlibs_crc32(library):
 @pytest.mark.parametrize("library", ["libdeflate", "isal", "zlib"])
 def test_the_kernel_a_benchmark_chooses_checks_every_block(library, tmp_path):
     """use_crc32_library (a benchmark's --crc32) makes one kernel every check's: reads of
-    compressed and of mapped uncompressed blocks still give the rows, and still find a flipped
-    bit, through it; the kernel used before is back afterwards."""
+    compressed and of uncompressed blocks still give the rows, and still find a flipped bit,
+    through it; the kernel used before is back afterwards."""
     from idv import _compression
     if library not in _compression.crc32_libraries():
         pytest.skip(f"{library}'s CRC-32 was not found (its package is not installed)")

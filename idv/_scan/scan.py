@@ -18,9 +18,10 @@ a task are then inflated, checked and fixed up by one call of the block store
 (``BlockStore.inflate_fixed``), which costs no Python per piece. A reader whose pieces are views
 made in microseconds under the GIL (``light``: Arrow chunks on a memory map) has them made in the
 calling thread, where threads would only contend for the GIL, their blocks' CRC-32s checked
-for the whole window in one call over the threads (``mapped_run``, then ``from_map``). Where a block filter leaves short
-runs of blocks between gaps (``take``), runs are decoded together, up to a window's bytes
-(``window_groups``), each still handed out as its own window. """
+for the whole window in one call over the threads (``mapped_run``, then ``from_map``). Where
+a block filter leaves short runs of blocks between gaps (``take``), runs are decoded
+together, up to a window's bytes (``window_groups``), each still handed out as its own
+window. """
 from __future__ import annotations
 
 import math
