@@ -282,7 +282,7 @@ def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A0
         raise
     order = [(keys + fixed).index(k) for k in asked]
     how = _Stream(pa, src, keys, unit, safe, schema, bound, batch_size, (first, convs),
-                  fixed, order, per)
+                  fixed, order, per, pa.schema([schema.field(j) for j in order]))
 
     @budget.reads
     def batches(_src):
@@ -315,17 +315,14 @@ class _Stream(NamedTuple):
     fixed: list         # the source's constant columns read (read_source.constants)
     order: list         # where each column asked is in keys + fixed
     per: object         # rows of the scan's batches: 1 (a block each), more, or WINDOW
-
-    @property
-    def schema_asked(self):
-        """The stream's schema: the columns in the order asked."""
-        return self.pa.schema([self.schema.field(j) for j in self.order])
+    schema_asked: object    # the stream's schema: the columns in the order asked (made once)
 
     def batch(self, i, arrays, n):
         """The record batch of `arrays` (of the files' columns) and `n` rows of the constant
         columns of file i, in the order asked."""
-        arrays = arrays + _constant_arrays(self.pa, self.src, self.fixed,
-                                           self.schema.types[len(self.keys):], i, n)
+        if self.fixed:
+            arrays = arrays + _constant_arrays(self.pa, self.src, self.fixed,
+                                               self.schema.types[len(self.keys):], i, n)
         return self.pa.RecordBatch.from_arrays([arrays[j] for j in self.order],
                                                schema=self.schema_asked)
 
