@@ -19,6 +19,7 @@ import struct
 
 import numpy as np
 
+from idv._ascii cimport next_non_ascii
 from idv._cursor cimport Cursor
 from idv._toc import pack_codec, read_codec_head
 from idv.errors import IdvFormatError, UnsupportedCodecError
@@ -233,44 +234,6 @@ cdef inline int32_t _i32(const uint8_t *p) noexcept nogil:
     return v
 
 
-cdef extern from *:
-    """
-    #if defined(_MSC_VER)
-    #include <intrin.h>
-    static inline int idv_ctz64(unsigned long long v) {
-        unsigned long i; _BitScanForward64(&i, v); return (int)i;
-    }
-    #else
-    static inline int idv_ctz64(unsigned long long v) { return __builtin_ctzll(v); }
-    #endif
-    """
-    int idv_ctz64(uint64_t v) nogil     # v != 0: the number of its trailing zero bits
-
-
-cdef inline Py_ssize_t _next_non_ascii(const uint8_t *p, Py_ssize_t pos,
-                                       Py_ssize_t n) noexcept nogil:
-    """The position of the first byte >= 0x80 in p[pos:n], or n; 32 bytes at a time, then
-    8, then 1."""
-    cdef uint64_t w, w1, w2, w3
-    while pos + 32 <= n:
-        memcpy(&w, p + pos, 8)
-        memcpy(&w1, p + pos + 8, 8)
-        memcpy(&w2, p + pos + 16, 8)
-        memcpy(&w3, p + pos + 24, 8)
-        if (w | w1 | w2 | w3) & 0x8080808080808080ULL:
-            break
-        pos += 32
-    while pos + 8 <= n:
-        memcpy(&w, p + pos, 8)
-        w &= 0x8080808080808080ULL
-        if w:       # the first of its bytes with the high bit (the least significant first)
-            return pos + (idv_ctz64(w) >> 3)
-        pos += 8
-    while pos < n and p[pos] < 0x80:
-        pos += 1
-    return pos
-
-
 cdef inline void _put_i32(uint8_t *p, int32_t v) noexcept nogil:
     memcpy(p, &v, 4)
 
@@ -296,7 +259,7 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
     cdef int32_t b, bm, prev = 0
     cdef int64_t units = 0
     cdef int lead, clen, cunits, second
-    ascii_to = _next_non_ascii(data, 0, nbytes)      # data[bpos:ascii_to] is ASCII
+    ascii_to = next_non_ascii(data, 0, nbytes)      # data[bpos:ascii_to] is ASCII
     if ascii_to == nbytes:
         # every byte one UTF-16 unit: the boundaries are the byte ends
         for i in range(n):
@@ -353,7 +316,7 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
                 return TEXT_BAD_UTF8
             bpos += clen
             units += cunits
-            ascii_to = _next_non_ascii(data, bpos, nbytes)
+            ascii_to = next_non_ascii(data, bpos, nbytes)
         if units != bm:
             return TEXT_SPLIT_PAIR
         _put_i32(out + 4 * i, <int32_t>bpos)

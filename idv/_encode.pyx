@@ -16,6 +16,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t, uint64_t
 from libc.string cimport memcmp, memcpy, memmove
+from idv._ascii cimport next_non_ascii
 from idv._bytes cimport shrunk
 
 import numpy as np
@@ -696,22 +697,6 @@ cdef int64_t _utf8_row(const uint8_t *d, int64_t p, int64_t e, bint *ascii) noex
     return units
 
 
-cdef bint _ascii(const uint8_t *d, int64_t p, int64_t e) noexcept nogil:
-    """Whether every byte of d[p:e] is ASCII (four words a round, no branch on the data)."""
-    cdef uint64_t seen = 0
-    while p + 32 <= e:
-        seen |= idv_load64(d + p) | idv_load64(d + p + 8) | idv_load64(d + p + 16) \
-            | idv_load64(d + p + 24)
-        p += 32
-    while p + 8 <= e:
-        seen |= idv_load64(d + p)
-        p += 8
-    while p < e:
-        seen |= d[p]
-        p += 1
-    return (seen & 0x8080808080808080ULL) == 0
-
-
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def utf8_units(const int64_t[::1] offsets, const uint8_t[::1] data):
@@ -734,7 +719,7 @@ def utf8_units(const int64_t[::1] offsets, const uint8_t[::1] data):
         for i in range(n):
             ordered &= offsets[i + 1] >= offsets[i]
         if ordered:
-            ascii = _ascii(d, offsets[0], offsets[n])
+            ascii = next_non_ascii(d, offsets[0], offsets[n]) == offsets[n]
     if ordered and ascii:
         return None, -1
     ascii = True

@@ -189,9 +189,8 @@ def _table(pa, src, keys, i, datetime, safe):
         convs = converters(pa, cols, unit, safe)
         # the mapped columns' checksums checked together, over the read threads
         mapped = [c for c, v in zip(cols, values) if v is c]
-        spans = dict(zip(map(id, mapped), f.mapped_spans([(c, 0, c.num_blocks)
-                                                           for c in mapped]) if mapped else ()))
-        arrays = [conv.mapped_arrays(0, c.num_blocks, spans[id(c)]) if v is c
+        spans = iter(f.mapped_spans([(c, 0, c.num_blocks) for c in mapped]) if mapped else ())
+        arrays = [conv.mapped_arrays(0, c.num_blocks, next(spans)) if v is c
                   else chunked(pa, conv, v) for c, conv, v in zip(cols, convs, values)]
         return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
 

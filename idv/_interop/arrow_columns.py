@@ -9,6 +9,7 @@ import numpy as np
 from idv import _arrow_c, _codecs, _compare, types as T
 from idv._scan import scan
 from idv._store.block_runs import bit_rooms
+from idv._store.stored_blocks import block_views
 from idv._values import text_bytes, ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
@@ -110,13 +111,11 @@ class _ColumnToArrow:
         indices computed); `spans`: the blocks' Column.mapped_blocks(spans=True), if found
         (and checked) already."""
         col, pa, at = self.col, self.pa, self.arrow_type
-        buf, offsets, nbytes = spans or col.mapped_blocks(b0, b1, spans=True)
+        spans = spans or col.mapped_blocks(b0, b1, spans=True)
         if self.dictionary is not None:
-            size, dtype = col.codec.itemsize, col.codec.dtype
-            return pa.chunked_array([self.array(np.frombuffer(buf, dtype, n // size, o),
-                                                col.block_rows(b)[0])
-                                     for b, o, n in zip(range(b0, b1), offsets.tolist(),
-                                                        nbytes.tolist())], at)
+            return pa.chunked_array([self.array(v, col.block_rows(b)[0]) for b, v in
+                                     zip(range(b0, b1), block_views(col.codec, spans))], at)
+        buf, offsets, nbytes = spans
         size, fmt = col.codec.itemsize, c_format(col.codec.dtype)
         if fmt is not None and imports_c_streams(pa):
             return pa.chunked_array(_arrow_c.Spans(buf, offsets, nbytes // size, size, fmt), at)

@@ -46,10 +46,7 @@ class StoredBlocks:
         """Blocks [b0, b1) of a mappable column: per block a read-only array that is a view
         of the file's memory map (which stays open while any such array lives, the file
         closed or not). Each block is checked as mapped_spans checks it."""
-        buf, offsets, nbytes = self.mapped_spans(blocks, b0, b1)
-        dtype, size = blocks.codec.dtype, blocks.codec.itemsize
-        return [np.frombuffer(buf, dtype, n // size, o)
-                for o, n in zip(offsets.tolist(), nbytes.tolist())]
+        return block_views(blocks.codec, self.mapped_spans(blocks, b0, b1))
 
     @entry_point
     def mapped_spans(self, blocks, b0, b1):
@@ -104,3 +101,12 @@ class StoredBlocks:
             self._check_crcs(buf, offsets, disk, crcs[b0:b1], b0, at)
         view = memoryview(buf).cast("B")
         return [view[o:o + n] for o, n in zip(offsets.tolist(), disk.tolist())]
+
+
+def block_views(codec, spans):
+    """Each block of mapped_spans' `spans` (buffer, offsets, bytes) as a read-only array of
+    `codec`'s items viewing the buffer."""
+    buf, offsets, nbytes = spans
+    dtype, size = codec.dtype, codec.itemsize
+    return [np.frombuffer(buf, dtype, n // size, o)
+            for o, n in zip(offsets.tolist(), nbytes.tolist())]
