@@ -1,4 +1,4 @@
-from typing import Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -6,6 +6,9 @@ OPS: Dict[str, int]
 
 def text_compare(starts: np.ndarray, ends: np.ndarray, data: np.ndarray, op: str,
                  literal: bytes, out: np.ndarray) -> None: ...
+def text_hits(starts: np.ndarray, ends: np.ndarray, data: np.ndarray, op: str,
+              literal: bytes, base: int, hits: np.ndarray) -> int: ...
 def text_strings(starts: np.ndarray, ends: np.ndarray, data: np.ndarray,
                  rows: np.ndarray) -> np.ndarray: ...
-def text_take(parts: list, rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]: ...
+def text_take(parts: list, rows: np.ndarray,
+              alloc: Optional[Callable[[int], np.ndarray]] = ...) -> Tuple[np.ndarray, np.ndarray]: ...

@@ -66,62 +66,130 @@ cdef inline int _order(const uint8_t *a, int64_t na, const uint8_t *b, int64_t n
     return (na > nb) - (na < nb)
 
 
-@cython.boundscheck(False)     # i < n, and len(starts), len(ends) >= n are checked first
+cdef inline int _equal(const uint8_t *d, int64_t nd, int64_t a, int64_t b,
+                       const uint8_t *lit, int64_t nl, uint64_t want, uint64_t keep,
+                       int *bad) noexcept nogil:
+    """Whether d[a:b] is the nl bytes `lit` (`want`, `keep`: its first 8 as a word and
+    their mask, for nl <= 8), no branch on the data; *bad set, and no byte read, where the
+    span lies outside the nd bytes of `d` or is reversed."""
+    cdef int ok = 0 <= a <= b <= nd
+    cdef int diff
+    cdef int64_t m, j
+    bad[0] |= not ok
+    if ok and nl <= 8 and a + 8 <= nd:
+        return ((idv_le8(d + a) & keep) == want) & (b - a == nl)
+    m = (b - a if b - a < nl else nl) * ok
+    diff = b - a != nl
+    for j in range(m):                  # as many rounds for each value at least nl long
+        diff |= d[a + j] ^ lit[j]
+    return diff == 0
+
+
+cdef inline int _sign(const uint8_t *d, int64_t nd, int64_t a, int64_t b,
+                      const uint8_t *lit, int64_t nl, uint64_t want, int *bad) noexcept nogil:
+    """<0, 0, >0 as d[a:b] sorts before, with or after the nl bytes `lit` (`want`: its first
+    8 as a word); *bad as _equal's."""
+    cdef int ok = 0 <= a <= b <= nd
+    cdef int c
+    cdef int64_t m
+    cdef uint64_t keep
+    bad[0] |= not ok
+    if ok and nl <= 8 and a + 8 <= nd:
+        # the first min(length, nl) bytes of each as big-endian numbers
+        m = b - a if b - a < nl else nl
+        keep = ~(<uint64_t>0) if m == 8 else ((<uint64_t>1) << (8 * m)) - 1
+        c = (idv_swap8(idv_le8(d + a) & keep) > idv_swap8(want & keep)) - \
+            (idv_swap8(idv_le8(d + a) & keep) < idv_swap8(want & keep))
+        return c + (c == 0) * ((b - a > nl) - (b - a < nl))     # then the shorter first
+    return _order(d + a if b > a and ok else NULL, (b - a) * ok, lit, nl)
+
+
+@cython.boundscheck(False)     # i < n, and len(starts), len(ends) >= n are checked by callers
 @cython.wraparound(False)
+cdef Py_ssize_t _test(const offset_t[::1] starts, const offset_t[::1] ends,
+                      const uint8_t[::1] data, int code, const uint8_t[::1] literal,
+                      Py_ssize_t n, uint8_t *out, int64_t *hits, int64_t base,
+                      int *bad) noexcept nogil:
+    """Strings i < n (``data[starts[i]:ends[i]]``) tested against the UTF-8 bytes `literal`
+    by op `code` (OPS): out[i] = 1 where one passes, else 0, where `out` is given; else
+    base + i of each that passes written to `hits` in turn, and how many returned; *bad set
+    where a span lies outside `data` or is reversed (no byte of it read). A loop for each
+    kind of test and output, so that each stays as tight as one written for it alone."""
+    cdef Py_ssize_t i, k = 0
+    cdef int64_t nl = literal.shape[0], nd = data.shape[0], j
+    cdef const uint8_t *d = &data[0] if nd else NULL
+    cdef const uint8_t *lit = &literal[0] if nl else NULL
+    cdef int c, p, eq = code == 0, below = code <= 3, level = code == 3 or code == 5
+    cdef int above = code >= 4, wrong = 0    # a local: no store through `out` can touch it
+    cdef uint64_t want = 0, keep = 0
+    for j in range(min(nl, 8)):         # its first 8 bytes, the first least significant
+        want |= (<uint64_t>lit[j]) << (8 * j)
+    if nl <= 8:
+        keep = ~(<uint64_t>0) if nl == 8 else ((<uint64_t>1) << (8 * nl)) - 1
+    if code <= 1 and out != NULL:       # == / !=
+        for i in range(n):
+            out[i] = _equal(d, nd, starts[i], ends[i], lit, nl, want, keep, &wrong) == eq
+    elif code <= 1:
+        for i in range(n):
+            p = _equal(d, nd, starts[i], ends[i], lit, nl, want, keep, &wrong) == eq
+            hits[k] = base + i          # kept only where it passed: k moves on
+            k += p
+    elif out != NULL:                   # which orders pass: <, <=, >, >=
+        for i in range(n):
+            c = _sign(d, nd, starts[i], ends[i], lit, nl, want, &wrong)
+            out[i] = ((c < 0) & below) | ((c == 0) & level) | ((c > 0) & above)
+    else:
+        for i in range(n):
+            c = _sign(d, nd, starts[i], ends[i], lit, nl, want, &wrong)
+            p = ((c < 0) & below) | ((c == 0) & level) | ((c > 0) & above)
+            hits[k] = base + i
+            k += p
+    bad[0] = wrong
+    return k
+
+
 def text_compare(const offset_t[::1] starts, const offset_t[::1] ends,
                  const uint8_t[::1] data, str op, const uint8_t[::1] literal,
                  uint8_t[::1] out):
     """out[i] = 1 where string i (``data[starts[i]:ends[i]]``) `op` the UTF-8 bytes `literal`
     (op: a key of OPS), else 0, for i < len(out). ValueError where fewer spans are given, or
     where one lies outside `data` or is reversed (no byte outside `data` is read)."""
-    cdef Py_ssize_t n = out.shape[0], i
-    cdef int code = OPS[op]
-    cdef int64_t nl = literal.shape[0], nd = data.shape[0], a, b, m, j
-    cdef const uint8_t *d = &data[0] if nd else NULL
-    cdef const uint8_t *lit = &literal[0] if nl else NULL
-    cdef int c, diff, ok, bad = 0, below, level, above
-    cdef uint64_t want = 0, keep = 0, word, mine
+    cdef Py_ssize_t n = out.shape[0]
+    cdef int code = OPS[op], bad = 0
     if starts.shape[0] < n or ends.shape[0] < n:
         raise ValueError(f"{min(starts.shape[0], ends.shape[0])} spans for {n} strings")
     if n == 0:
         return
-    for j in range(min(nl, 8)):         # its first 8 bytes, the first least significant
-        want |= (<uint64_t>lit[j]) << (8 * j)
     with nogil:
-        if code <= 1:                   # == / !=: no branch on the data
-            if nl <= 8:                 # the literal as one word, compared at once
-                keep = ~(<uint64_t>0) if nl == 8 else ((<uint64_t>1) << (8 * nl)) - 1
-            for i in range(n):
-                a, b = starts[i], ends[i]
-                ok = 0 <= a <= b <= nd          # else no byte of it is read
-                bad |= not ok
-                if ok and nl <= 8 and a + 8 <= nd:
-                    diff = ((idv_le8(d + a) & keep) != want) | (b - a != nl)
-                else:
-                    m = (b - a if b - a < nl else nl) * ok
-                    diff = b - a != nl
-                    for j in range(m):  # as many rounds for each value at least nl long
-                        diff |= d[a + j] ^ lit[j]
-                out[i] = (diff == 0) == (code == 0)
-        else:                           # which orders pass: <, <=, >, >=
-            below, level, above = code <= 3, code == 3 or code == 5, code >= 4
-            for i in range(n):
-                a, b = starts[i], ends[i]
-                ok = 0 <= a <= b <= nd
-                bad |= not ok
-                if ok and nl <= 8 and a + 8 <= nd:
-                    # the first min(length, nl) bytes of each as big-endian numbers
-                    m = b - a if b - a < nl else nl
-                    keep = ~(<uint64_t>0) if m == 8 else ((<uint64_t>1) << (8 * m)) - 1
-                    word = idv_swap8(idv_le8(d + a) & keep)
-                    mine = idv_swap8(want & keep)
-                    c = (word > mine) - (word < mine)
-                    c += (c == 0) * ((b - a > nl) - (b - a < nl))   # then the shorter first
-                else:
-                    c = _order(d + a if b > a and ok else NULL, (b - a) * ok, lit, nl)
-                out[i] = ((c < 0) & below) | ((c == 0) & level) | ((c > 0) & above)
+        _test(starts, ends, data, code, literal, n, &out[0], NULL, 0, &bad)
     if bad:
-        raise ValueError(f"string spans outside the {nd} bytes of text, or reversed")
+        raise ValueError(f"string spans outside the {data.shape[0]} bytes of text, or reversed")
+
+
+def text_hits(const offset_t[::1] starts, const offset_t[::1] ends,
+              const uint8_t[::1] data, str op, const uint8_t[::1] literal, int64_t base,
+              int64_t[::1] hits):
+    """The strings of text_compare (one per span of `starts`) that pass, as positions:
+    base + i of each written to `hits` from its start, in order; returns how many. No mask,
+    and no pass over one, where a filter wants the rows that match. ValueError as
+    text_compare's, or where `hits` has room for fewer than the spans."""
+    cdef Py_ssize_t n = starts.shape[0], k = 0
+    cdef int code = OPS[op], bad = 0
+    if ends.shape[0] < n:
+        raise ValueError(f"{ends.shape[0]} ends for {n} starts")
+    if hits.shape[0] < n:
+        raise ValueError(f"room for {hits.shape[0]} positions, not {n}")
+    if n == 0:
+        return 0
+    with nogil:
+        k = _test(starts, ends, data, code, literal, n, NULL, &hits[0], base, &bad)
+    if bad:
+        raise ValueError(f"string spans outside the {data.shape[0]} bytes of text, or reversed")
+    return k
+
+
+def _bytes_array(Py_ssize_t nbytes):
+    return np.empty(nbytes, np.uint8)
 
 
 @cython.boundscheck(False)     # every row and its span are checked first
@@ -155,18 +223,22 @@ def text_strings(const offset_t[::1] starts, const offset_t[::1] ends,
 
 @cython.boundscheck(False)     # each part's spans and every row are checked first
 @cython.wraparound(False)
-def text_take(list parts, const int64_t[::1] rows):
+def text_take(list parts, const int64_t[::1] rows, alloc=None):
     """Rows `rows` (strictly ascending positions over `parts` end to end: [(starts, ends,
     data)], the parts of TextRows, int32 spans) in Arrow's string layout: (offsets, int32,
-    len(rows) + 1; data, uint8), copied with the GIL released. ValueError for rows negative,
-    repeated, out of order or beyond the parts, a span outside its data, or more than 2 GiB
-    of text."""
+    len(rows) + 1; data, uint8), copied with the GIL released. `alloc(nbytes)`: a writable
+    uint8 array to write each into (default np.empty: an allocator that keeps its freed
+    memory spares a reader fresh pages each call). ValueError for rows negative, repeated,
+    out of order or beyond the parts, a span outside its data, or more than 2 GiB of
+    text."""
     cdef Py_ssize_t n = rows.shape[0], i = 0, k, np_ = len(parts), m
     cdef int64_t r, base = 0, total = 0, a, b, prev = -1
     cdef const int32_t[::1] starts
     cdef const int32_t[::1] ends
     cdef const uint8_t[::1] data
-    offsets = np.empty(n + 1, np.int32)
+    if alloc is None:
+        alloc = _bytes_array
+    offsets = alloc(4 * (n + 1)).view(np.int32)
     cdef int32_t[::1] off = offsets
     off[0] = 0
     # first pass: every row checked, its part found, the output's offsets
@@ -190,7 +262,7 @@ def text_take(list parts, const int64_t[::1] rows):
     if i < n:
         raise ValueError(f"row {rows[i]} beyond the {base} rows of the parts")
     # 16 bytes of room beyond the text: a short string is copied as two 8-byte words
-    out = np.empty(total + 16, np.uint8)
+    out = alloc(total + 16)
     cdef uint8_t[::1] o = out
     cdef Py_ssize_t nd
     i = 0

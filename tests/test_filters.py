@@ -389,8 +389,11 @@ def test_text_comparisons_in_c_answer_as_str():
         values = x.to_str().tolist() if isinstance(x, TextRows) else x.to_pylist()
         for op, fn in ops.items():
             for lit in literals:
-                got = comparison.rows(comparison.Test(comparison.CMP, op, lit), x)
-                assert got.tolist() == [fn(v, lit) for v in values], (op, lit)
+                test = comparison.Test(comparison.CMP, op, lit)
+                want = [fn(v, lit) for v in values]
+                assert comparison.rows(test, x).tolist() == want, (op, lit)
+                # the positions found without a mask: the same rows
+                assert comparison.hits(test, x).tolist() == np.flatnonzero(want).tolist()
         for chosen in (literals[:3], literals):             # by equality, by a set
             test = comparison.Test(comparison.IN, None, np.array(sorted(chosen), object))
             assert comparison.rows(test, x).tolist() == [v in chosen for v in values]
@@ -404,6 +407,17 @@ def test_text_comparisons_in_c_answer_as_str():
     with pytest.raises(ValueError, match="spans for"):
         _compare.text_compare(np.array([0], np.int32), np.array([2], np.int32),
                               np.zeros(4, np.uint8), "==", b"", out)
+    hits = np.empty(2, np.int64)
+    for starts, ends, room, match in (([0, 2], [2, 9], hits, "outside"),
+                                      ([0, 3], [2, 1], hits, "outside"),
+                                      ([0, 2], [2], hits, "ends for"),
+                                      ([0, 2], [2, 4], hits[:1], "room for")):
+        with pytest.raises(ValueError, match=match):
+            _compare.text_hits(np.array(starts, np.int32), np.array(ends, np.int32),
+                               np.zeros(4, np.uint8), "<", b"b", 0, room)
+    assert _compare.text_hits(np.array([0, 1], np.int64), np.array([1, 3], np.int64),
+                              np.frombuffer(b"abc", np.uint8), "!=", b"a", 10, hits) == 1
+    assert hits[0] == 11                        # counted from the base given
 
 
 def test_matching_rows_of_text_taken_from_chunks():

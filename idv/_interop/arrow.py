@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 from typing import NamedTuple
 
-import numpy as np
-
 from idv import _docs, types as T
 from idv._resources import budget, gc as _gc
 from idv._scan import filters, scan
@@ -369,7 +367,7 @@ def _file_batches(how, i, rows, bound):
                             spans[k] = text_bytes.of_arrow(pa, arrays[k])
                         values[name] = arrays[k].to_numpy() if name not in text else \
                             arrays[k] if spans[k] is None else spans[k]
-                    hits = np.flatnonzero(bound.rows(values))
+                    hits = bound.hits(values)
                     arrays = [one_array(pa, a) if len(hits) == n else
                               taken(pa, a, hits, spans.get(k)) for k, a in enumerate(arrays)]
                     n = len(hits)

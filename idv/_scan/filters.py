@@ -88,6 +88,15 @@ class Prepared:
         needs no decoding); False where they cannot tell."""
         return _all(self.tree, self.zones, self.num_blocks)
 
+    def hits(self, values):
+        """The positions (int64, ascending) of the rows of a batch that match (as rows()
+        says; a single comparison's found without a mask)."""
+        if isinstance(self.tree, _Bound):
+            name = self.tree.column
+            return comparison.hits(self.tree.test, comparison.comparable(
+                self.columns[name].type, values[name]))
+        return np.flatnonzero(self.rows(values))
+
     def rows(self, values):
         """A bool per row of a batch (`values`: name -> read()'s form of the filter's
         columns)."""
@@ -239,8 +248,7 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
     for batch in scan(source, names, reader, block_filter=keep, batch_rows=batch_rows,
                       rows=rows, **how):
         values = dict(zip(names, batch.values))
-        mask = bound(batch_file(source, batch)).rows(values)
-        hits = np.flatnonzero(mask)
+        hits = bound(batch_file(source, batch)).hits(values)
         yield batch, hits, [take(values[n], hits) for n in wanted]
 
 

@@ -263,6 +263,23 @@ def rows(test: Test, x):
     return hit if test.kind == IN else ~hit
 
 
+def hits(test: Test, x):
+    """The positions (int64, ascending) of the values of `x` that pass `test`: rows()'s,
+    found without a mask where Text is compared with a literal on its UTF-8 bytes."""
+    if test.kind == CMP and (isinstance(x, text_bytes.TextRows) or S.is_arrow(x)):
+        found = x
+        if not isinstance(x, text_bytes.TextRows):
+            import pyarrow as pa
+            found = text_bytes.of_arrow(pa, x)
+        try:
+            literal = test.value.encode("utf-8")
+        except UnicodeEncodeError:      # rows() tests it on str
+            found = None
+        if found is not None:
+            return text_bytes.compare_hits(found, test.op, literal)
+    return np.flatnonzero(rows(test, x))
+
+
 _ARROW_CMP = {"==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
               ">": "greater", ">=": "greater_equal"}
 
