@@ -34,6 +34,7 @@ QUICK = {
     "bench_engines.py": ["--quick", "--json"],
     "bench_scale.py": ["--quick", "--json"],
     "bench_filter.py": ["--quick", "--json"],
+    "bench_queries.py": ["--quick", "--json"],
 }
 # script -> (what it needs the ML.NET oracle for, the option that does without, if any); the
 # others do not need it
@@ -60,9 +61,9 @@ def _requirements(script):
         pytest.importorskip("distributed")
     if script == "bench_torch.py":
         pytest.importorskip("torch", reason="bench_torch.py needs PyTorch")
-    if script == "bench_filter.py":
-        pytest.importorskip("polars", reason="bench_filter times scan_idv")
-        pytest.importorskip("duckdb", reason="bench_filter times DuckDB")
+    if script in ("bench_filter.py", "bench_queries.py"):
+        pytest.importorskip("polars", reason=f"{script} times scan_idv")
+        pytest.importorskip("duckdb", reason=f"{script} times DuckDB")
     oracle, reason = find_oracle()
     if oracle is None and script in NEEDS_MLNET:
         why, without = NEEDS_MLNET[script]
@@ -153,6 +154,13 @@ def check_report(script, report, oracle):
             "pyarrow.dataset Parquet"]
         assert all(r["rows"] == report["matching_rows"] > 0 for r in report["results"])
         assert report["write_statistics_s"] > 0 and report["idv_vs_parquet"] > 0
+        return
+    if script == "bench_queries.py":
+        assert [r["name"] for r in report["results"]] == ["P1", "P2", "D1", "D2"]
+        for r in report["results"]:         # each time measured, each ratio from them
+            assert min(r["decode"], r["read"], r["in memory"], r["query"]) > 0, r
+            assert r["check"] == pytest.approx(r["decode"] / r["query"])
+            assert r["ceiling"] == pytest.approx(r["decode"] / (r["read"] + r["in memory"]))
         return
     if script == "bench_convert.py":
         assert [d["dataset"] for d in report["datasets"]] == ["numeric", "text"]

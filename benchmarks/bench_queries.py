@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Engine queries against their floor: polars and DuckDB queries over .idv (``scan_idv``,
+``arrow_dataset``), each against idv's own decode of the same columns and against the same
+query over those columns already in memory (the engine's own work, which no reader saves).
+
+    python3 benchmarks/bench_queries.py            # 2M rows, best of 15
+    python3 benchmarks/bench_queries.py --quick    # 100,000 rows, one round (smoke run)
+    python3 benchmarks/bench_queries.py --json     # machine-readable results on stdout
+
+The data is the shared ``engines-speed`` check's: 2M rows of a sorted Int64 ``Id``, an Int32,
+a Single ``Score``, a 5-valued Text ``City``, a Boolean ``Label`` and a Vector<Single, 8>,
+written by ``idv.write`` into a temporary folder. The queries are the check's: P1 polars
+``mean(Score)``, P2 polars ``City == "Nice"`` counted, D1 DuckDB ``avg(Score)``, D2 DuckDB
+``count(*) where City = 'Nice'``, each opening the file in the timed call. For each:
+
+  decode     ``idv.to_arrow`` of the column the check compares with (``Score``, ``City``)
+  read       ``idv.to_arrow`` of the columns the engine asks for (polars counts rows through
+             ``Label``, DuckDB through ``Id``), with the query's filter where it has one (idv
+             tests the rows for both engines): idv's part of the query
+  in memory  the engine's part: the query over what ``read`` gives, already in memory (for
+             polars, a polars IO source that yields it as one frame already made: what polars
+             spends on a Python source; for DuckDB, the Arrow table); where idv tested the rows,
+             their count without the filter (the least the engine does with them)
+  query      the query over the file
+
+and the ratios: ``check`` = decode / query (the shared check's figure, goal 0.9), ``ceiling``
+= decode / (read + in memory): the most the check can give with an adapter that costs
+nothing beyond idv's part and the engine's, where the engine's work does not overlap idv's
+(its decode keeps both cores of a 2-core machine busy); ``adapter`` = query - read - in
+memory, what the adapter (and the engine's handling of a scan) adds. All runs interleaved,
+best of the rounds, the garbage collector off around each.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import idv  # noqa: E402
+import bench_read  # noqa: E402  (options, the machine's description)
+
+NICE = "Nice"
+
+
+def write_data(path, rows):
+    """The check's file of `rows` rows; returns (mean of Score, rows whose City is Nice)."""
+    import pyarrow as pa
+    rng = np.random.default_rng(2024)
+    cities = pa.array(["Paris", "Lyon", NICE, "Lille", "Nantes"])
+    codes = rng.integers(0, 5, rows)
+    score = rng.random(rows, dtype=np.float32)
+    feats = rng.random((rows, 8), dtype=np.float32)
+    idv.write(path, pa.table({
+        "Id": np.arange(rows, dtype=np.int64),
+        "Age": rng.integers(18, 90, rows).astype(np.int32), "Score": score,
+        "City": cities.take(pa.array(codes)), "Label": rng.random(rows) < 0.5,
+        "Features": pa.FixedSizeListArray.from_arrays(pa.array(feats.ravel()), 8)}))
+    return float(score.astype(np.float64).mean()), int((codes == 2).sum())
+
+
+def queries(path):
+    """{name: (decode column, columns asked, filter (idv's form) or None, query over the file,
+    the engine's part over what idv reads)}."""
+    import duckdb
+    import polars as pl
+    from polars.io.plugins import register_io_source
+    from idv.polars import scan_idv
+    duckdb.sql("set threads = 2")
+    nice = pl.col("City") == NICE
+    is_nice = [("City", "==", NICE)]
+
+    def duck(sql, source):
+        return duckdb.sql(sql.replace("FROM", "from source")).fetchall()[0][0]
+
+    def given(df):
+        """A LazyFrame over a polars IO source that yields `df` as it is."""
+        def source(with_columns, predicate, n_rows, batch_size):
+            yield df
+        return register_io_source(source, schema=df.schema)
+
+    def over_file(sql):
+        def run():
+            with idv.arrow_dataset(path) as ds:
+                return duck(sql, ds)
+        return run
+
+    return {
+        "P1": ("Score", ["Score"], None,
+               lambda: scan_idv(path).select(pl.col("Score").mean()).collect().item(),
+               lambda df: given(df).select(pl.col("Score").mean()).collect().item()),
+        "P2": ("City", ["City", "Label"], is_nice,
+               lambda: scan_idv(path).filter(nice).select(pl.len()).collect().item(),
+               lambda df: given(df).select(pl.len()).collect().item()),
+        "D1": ("Score", ["Score"], None, over_file("select avg(Score) FROM"),
+               lambda t: duck("select avg(Score) FROM", t)),
+        "D2": ("City", ["Id", "City"], is_nice,
+               over_file(f"select count(*) FROM where City = '{NICE}'"),
+               lambda t: duck("select count(*) FROM", t)),
+    }
+
+
+def timed_race(fns, rounds):
+    """Best time of each function, interleaved, the order rotated each round, the garbage
+    collector off around each call (as the shared checks time)."""
+    keys = list(fns)
+    out = {k: float("inf") for k in keys}
+    for r in range(rounds):
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                fns[k]()
+                out[k] = min(out[k], time.perf_counter() - t0)
+            finally:
+                gc.enable()
+    return out
+
+
+def figures(path, rounds, mean, nice, log):
+    """One dict per query: the four times (ms) and the two ratios."""
+    import polars as pl
+    out = []
+    for name, (column, asked, where, query, in_memory) in queries(path).items():
+        def read():
+            return idv.to_arrow(path, columns=asked, filter=where)
+        table = read()
+        mem = pl.from_arrow(table) if name.startswith("P") else table
+        got = query()
+        want = mean if column == "Score" else nice
+        if abs(float(got) - want) > 1e-5 * abs(want) or abs(float(in_memory(mem)) - want) > \
+                1e-5 * abs(want):
+            raise SystemExit(f"{name}: {got} where {want} was expected")
+        t = timed_race({"decode": lambda: idv.to_arrow(path, columns=[column]),
+                        "read": read,
+                        "in memory": lambda: in_memory(mem), "query": query}, rounds)
+        row = {"name": name, "columns": asked, **{k: v * 1e3 for k, v in t.items()},
+               "check": t["decode"] / t["query"],
+               "ceiling": t["decode"] / (t["read"] + t["in memory"]),
+               "adapter": (t["query"] - t["read"] - t["in memory"]) * 1e3}
+        log(f"{name}: decode {row['decode']:.1f} ms, read {row['read']:.1f}, in memory "
+            f"{row['in memory']:.1f}, query {row['query']:.1f} (adapter {row['adapter']:.1f}): "
+            f"check {row['check']:.2f}x, ceiling {row['ceiling']:.2f}x")
+        out.append(row)
+    return out
+
+
+def main(argv=None):
+    a = bench_read.options(__doc__.split("\n\n")[0], "100,000 rows, one round").parse_args(argv)
+    rounds, log = bench_read.runs_and_log(a, 15)
+    rows = 100_000 if a.quick else 2_000_000
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "queries.idv")
+        mean, nice = write_data(path, rows)
+        results = figures(path, rounds, mean, nice, log)
+    if a.json:
+        print(json.dumps({"machine": bench_read.machine(), "quick": a.quick, "rows": rows,
+                          "rounds": rounds,
+                          "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
