@@ -188,10 +188,6 @@ def text_hits(const offset_t[::1] starts, const offset_t[::1] ends,
     return k
 
 
-def _bytes_array(Py_ssize_t nbytes):
-    return np.empty(nbytes, np.uint8)
-
-
 @cython.boundscheck(False)     # every row and its span are checked first
 @cython.wraparound(False)
 def text_strings(const offset_t[::1] starts, const offset_t[::1] ends,
@@ -223,22 +219,18 @@ def text_strings(const offset_t[::1] starts, const offset_t[::1] ends,
 
 @cython.boundscheck(False)     # each part's spans and every row are checked first
 @cython.wraparound(False)
-def text_take(list parts, const int64_t[::1] rows, alloc=None):
+def text_take(list parts, const int64_t[::1] rows):
     """Rows `rows` (strictly ascending positions over `parts` end to end: [(starts, ends,
     data)], the parts of TextRows, int32 spans) in Arrow's string layout: (offsets, int32,
-    len(rows) + 1; data, uint8), copied with the GIL released. `alloc(nbytes)`: a writable
-    uint8 array to write each into (default np.empty: an allocator that keeps its freed
-    memory spares a reader fresh pages each call). ValueError for rows negative, repeated,
-    out of order or beyond the parts, a span outside its data, or more than 2 GiB of
-    text."""
+    len(rows) + 1; data, uint8), copied with the GIL released. ValueError for rows negative,
+    repeated, out of order or beyond the parts, a span outside its data, or more than 2 GiB
+    of text."""
     cdef Py_ssize_t n = rows.shape[0], i = 0, k, np_ = len(parts), m
     cdef int64_t r, base = 0, total = 0, a, b, prev = -1
     cdef const int32_t[::1] starts
     cdef const int32_t[::1] ends
     cdef const uint8_t[::1] data
-    if alloc is None:
-        alloc = _bytes_array
-    offsets = alloc(4 * (n + 1)).view(np.int32)
+    offsets = np.empty(n + 1, np.int32)
     cdef int32_t[::1] off = offsets
     off[0] = 0
     # first pass: every row checked, its part found, the output's offsets
@@ -262,7 +254,7 @@ def text_take(list parts, const int64_t[::1] rows, alloc=None):
     if i < n:
         raise ValueError(f"row {rows[i]} beyond the {base} rows of the parts")
     # 16 bytes of room beyond the text: a short string is copied as two 8-byte words
-    out = alloc(total + 16)
+    out = np.empty(total + 16, np.uint8)
     cdef uint8_t[::1] o = out
     cdef Py_ssize_t nd
     i = 0

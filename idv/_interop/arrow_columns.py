@@ -331,10 +331,7 @@ def taken(pa, part, rows, spans=None):
         spans = text_bytes.of_arrow(pa, part)
     if spans is None:
         return one_array(pa, part).take(pa.array(rows))
-    # written into Arrow's own memory: its allocator keeps what it frees, so a reader's next
-    # matches land in pages already mapped rather than in fresh ones (a fault each 4 KiB)
-    offsets, data = _compare.text_take(
-        spans.parts, rows, lambda nbytes: np.frombuffer(pa.allocate_buffer(nbytes), np.uint8))
+    offsets, data = _compare.text_take(spans.parts, rows)
     return pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(data))
 
 
