@@ -165,29 +165,36 @@ def test_parquet_row_group_dictionaries(tmp_path):
 
 def test_parquet_batches_grow_to_row_groups_of_narrow_columns(tmp_path, monkeypatch):
     """A Parquet source's batches hold a whole multiple of the batch size: as many as its
-    largest row group and the file's bytes a row allow within _BATCH_BYTES, never fewer than
-    one; the rows come through whole and in order whatever the cut."""
+    largest row group, a _BATCHES-th of its rows and the file's bytes a row within
+    _BATCH_BYTES allow, never fewer than one; the rows come through whole and in order
+    whatever the cut."""
     n = 100_000
     src = tmp_path / "n.parquet"
     pq.write_table(pa.table({"x": np.arange(n, dtype=np.int32), "y": np.arange(n) / 7}), src,
                    row_group_size=70_000)
     meta = pq.ParquetFile(src).metadata
-    assert parquet_module._batch_rows(meta, 8192) == 8 * 8192     # within the 70,000 rows
+    assert parquet_module._batch_rows(meta, 8192) == 3 * 8192      # a 4th of the 100,000 rows
     assert parquet_module._batch_rows(meta, 1 << 20) == 1 << 20    # never fewer than asked
+    monkeypatch.setattr(parquet_module, "_BATCHES", 1)
+    assert parquet_module._batch_rows(meta, 8192) == 8 * 8192      # within the 70,000 rows
     per_row = meta.row_group(0).total_byte_size / meta.row_group(0).num_rows
-    monkeypatch.setattr(parquet_module, "_BATCH_BYTES", int(3.5 * 8192 * per_row))
-    assert parquet_module._batch_rows(meta, 8192) == 3 * 8192      # within the bytes
+    monkeypatch.setattr(parquet_module, "_BATCH_BYTES", int(5.5 * 8192 * per_row))
+    assert parquet_module._batch_rows(meta, 8192) == 5 * 8192      # within the bytes
     wide = tmp_path / "w.parquet"
     pq.write_table(pa.table({f"c{i}": np.arange(50.0) for i in range(300)}), wide)
     monkeypatch.setattr(parquet_module, "_BATCH_BYTES", 1000)
     assert parquet_module._batch_rows(pq.ParquetFile(wide).metadata, 16) == 16
-    monkeypatch.undo()
-    out = tmp_path / "n.idv"
-    idv.convert(src, out, rows_per_block=8192)
+    monkeypatch.setattr(parquet_module, "_BATCH_BYTES", 16 << 20)
+    n = 300_000                         # batches of 3 x 65,536 rows across 200,000-row groups
+    pq.write_table(pa.table({"x": np.arange(n, dtype=np.int32), "y": np.arange(n) / 7}), src,
+                   row_group_size=200_000)
+    out, calls = tmp_path / "n.idv", []
+    idv.convert(src, out, progress=lambda done, total: calls.append(done))
+    steps = np.diff(calls)
+    assert steps.max() > 65536 and steps.max() <= 3 * 65536, calls
     with idv.open(out) as f:
         assert np.array_equal(f["x"].read(), np.arange(n, dtype=np.int32))
         assert np.array_equal(f["y"].read(), np.arange(n) / 7)
-        assert f["x"].rows_per_block == 8192
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,14 +25,19 @@ _ROW_GROUP_BYTES = 8 << 20
 # a batch read from a Parquet file grows, in whole multiples of the options' batch_rows, up to
 # a row group while its share of the row group's bytes (as the file's metadata gives them,
 # encoded: Arrow's may be a few times more for dictionary-encoded text) stays within this:
-# pyarrow's reader and the writer's pipeline pay a little per batch (a 2M-row file of 9 narrow
-# columns: 64Ki-row batches 347-416 ms, its 1Mi-row row groups whole 330-375)
+# pyarrow's reader and the writer's pipeline pay a little per batch
 _BATCH_BYTES = 16 << 20
+# ... and while the file still makes this many batches: the first is read with nothing to
+# compress yet, the last compressed with nothing left to read (bench_read's files, 64Ki /
+# 128Ki / 256Ki / 512Ki rows a batch: numeric, 2M rows, 533 / 507 / 460 / 419 ms; text, 1M
+# short strings, 178 / 139 / 136 / 152, and 198 in 720,896-row batches)
+_BATCHES = 4
 
 
 class ParquetSource(Source):
-    """A Parquet file's row groups as record batches of `batch_rows` rows or a multiple of it
-    (_batch_rows), one row group's column chunks read at a time."""
+    """A Parquet file's row groups as record batches of `batch_rows` rows (rows_per_block's,
+    where given; else a multiple of 65,536: _batch_rows), one row group's column chunks read
+    at a time."""
 
     def __init__(self, path, options):
         import pyarrow.parquet as pq
@@ -42,7 +47,9 @@ class ParquetSource(Source):
         self.columns = column_names(full, options.columns)
         self.schema = selected_schema(import_pa(), full, self.columns)
         self.total = self.pf.metadata.num_rows
-        self.batch_rows = _batch_rows(self.pf.metadata, options.batch_rows)
+        # rows_per_block given: batches of that many rows, as for every source
+        self.batch_rows = options.batch_rows if options.rows_per_block else \
+            _batch_rows(self.pf.metadata, options.batch_rows)
 
     def batches(self):
         return self.pf.iter_batches(batch_size=self.batch_rows, columns=self.columns)
@@ -58,10 +65,10 @@ class ParquetSource(Source):
 
 def _batch_rows(meta, rows):
     """Rows per batch of a Parquet file (`meta`: its metadata): `rows` times the most that keeps
-    a batch within the largest row group and within _BATCH_BYTES of its bytes a row; never fewer
-    than `rows`."""
+    a batch within the largest row group, within _BATCH_BYTES of its bytes a row and within a
+    _BATCHES-th of its rows; never fewer than `rows`."""
     groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
-    most = max((g.num_rows for g in groups), default=0)
+    most = min(max((g.num_rows for g in groups), default=0), meta.num_rows // _BATCHES)
     per_row = max((g.total_byte_size / g.num_rows for g in groups if g.num_rows), default=0)
     times = min(most // rows, int(_BATCH_BYTES // (per_row * rows)) if per_row else most // rows)
     return rows * max(1, times)
