@@ -33,12 +33,10 @@ best of the rounds, the garbage collector off around each.
 """
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -79,8 +77,8 @@ def queries(path):
     nice = pl.col("City") == NICE
     is_nice = [("City", "==", NICE)]
 
-    def duck(sql, source):
-        return duckdb.sql(sql.replace("FROM", "from source")).fetchall()[0][0]
+    def duck(sql, source):              # the query's `source`: DuckDB finds it here
+        return duckdb.sql(sql).fetchall()[0][0]
 
     def given(df):
         """A LazyFrame over a polars IO source that yields `df` as it is."""
@@ -101,30 +99,12 @@ def queries(path):
         "P2": ("City", ["City", "Label"], is_nice,
                lambda: scan_idv(path).filter(nice).select(pl.len()).collect().item(),
                lambda df: given(df).select(pl.len()).collect().item()),
-        "D1": ("Score", ["Score"], None, over_file("select avg(Score) FROM"),
-               lambda t: duck("select avg(Score) FROM", t)),
+        "D1": ("Score", ["Score"], None, over_file("select avg(Score) from source"),
+               lambda t: duck("select avg(Score) from source", t)),
         "D2": ("City", ["Id"], is_nice,
-               over_file(f"select count(*) FROM where City = '{NICE}'"),
-               lambda t: duck("select count(*) FROM", t)),
+               over_file(f"select count(*) from source where City = '{NICE}'"),
+               lambda t: duck("select count(*) from source", t)),
     }
-
-
-def timed_race(fns, rounds):
-    """Best time of each function, interleaved, the order rotated each round, the garbage
-    collector off around each call (as the shared checks time)."""
-    keys = list(fns)
-    out = {k: float("inf") for k in keys}
-    for r in range(rounds):
-        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-            gc.collect()
-            gc.disable()
-            try:
-                t0 = time.perf_counter()
-                fns[k]()
-                out[k] = min(out[k], time.perf_counter() - t0)
-            finally:
-                gc.enable()
-    return out
 
 
 def figures(path, rounds, mean, nice, log):
@@ -141,9 +121,10 @@ def figures(path, rounds, mean, nice, log):
         if abs(float(got) - want) > 1e-5 * abs(want) or abs(float(in_memory(mem)) - want) > \
                 1e-5 * abs(want):
             raise SystemExit(f"{name}: {got} where {want} was expected")
-        t = timed_race({"decode": lambda: idv.to_arrow(path, columns=[column]),
+        t = bench_read.race({"decode": lambda: idv.to_arrow(path, columns=[column]),
                         "read": read,
-                        "in memory": lambda: in_memory(mem), "query": query}, rounds)
+                        "in memory": lambda: in_memory(mem), "query": query}, rounds,
+                            rotate=True)
         row = {"name": name, "columns": asked, **{k: v * 1e3 for k, v in t.items()},
                "check": t["decode"] / t["query"],
                "ceiling": t["decode"] / (t["read"] + t["in memory"]),

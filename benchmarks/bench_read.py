@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import io
 import json
 import os
@@ -303,15 +304,25 @@ def best(fn, repeat):
     return race({0: fn}, repeat)[0]
 
 
-def race(fns, repeat):
+def race(fns, repeat, rotate=False):
     """Best time of each function, their runs interleaved (so that a burst of load from
-    elsewhere hits all of them alike)."""
-    out = {k: float("inf") for k in fns}
-    for _ in range(repeat):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            out[k] = min(out[k], time.perf_counter() - t0)
+    elsewhere hits all of them alike). `rotate`: as the shared checks time, the order turned
+    by one each round and the garbage collector collected before and off during each run."""
+    keys = list(fns)
+    out = {k: float("inf") for k in keys}
+    for r in range(repeat):
+        s = r % len(keys) if rotate and keys else 0
+        for k in keys[s:] + keys[:s]:
+            if rotate:
+                gc.collect()
+                gc.disable()
+            try:
+                t0 = time.perf_counter()
+                fns[k]()
+                out[k] = min(out[k], time.perf_counter() - t0)
+            finally:
+                if rotate:
+                    gc.enable()
     return out
 
 

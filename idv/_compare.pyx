@@ -92,14 +92,15 @@ cdef inline int _sign(const uint8_t *d, int64_t nd, int64_t a, int64_t b,
     cdef int ok = 0 <= a <= b <= nd
     cdef int c
     cdef int64_t m
-    cdef uint64_t keep
+    cdef uint64_t keep, word, mine
     bad[0] |= not ok
     if ok and nl <= 8 and a + 8 <= nd:
         # the first min(length, nl) bytes of each as big-endian numbers
         m = b - a if b - a < nl else nl
         keep = ~(<uint64_t>0) if m == 8 else ((<uint64_t>1) << (8 * m)) - 1
-        c = (idv_swap8(idv_le8(d + a) & keep) > idv_swap8(want & keep)) - \
-            (idv_swap8(idv_le8(d + a) & keep) < idv_swap8(want & keep))
+        word = idv_swap8(idv_le8(d + a) & keep)
+        mine = idv_swap8(want & keep)
+        c = (word > mine) - (word < mine)
         return c + (c == 0) * ((b - a > nl) - (b - a < nl))     # then the shorter first
     return _order(d + a if b > a and ok else NULL, (b - a) * ok, lit, nl)
 

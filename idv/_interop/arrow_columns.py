@@ -111,7 +111,8 @@ class _ColumnToArrow:
         indices computed); `spans`: the blocks' Column.mapped_blocks(spans=True), if found
         (and checked) already."""
         col, pa, at = self.col, self.pa, self.arrow_type
-        spans = spans or col.mapped_blocks(b0, b1, spans=True)
+        if spans is None:
+            spans = col.mapped_blocks(b0, b1, spans=True)
         if self.dictionary is not None:
             return pa.chunked_array([self.array(v, col.block_rows(b)[0]) for b, v in
                                      zip(range(b0, b1), block_views(col.codec, spans))], at)

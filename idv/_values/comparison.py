@@ -267,10 +267,7 @@ def hits(test: Test, x):
     """The positions (int64, ascending) of the values of `x` that pass `test`: rows()'s,
     found without a mask where Text is compared with a literal on its UTF-8 bytes."""
     if test.kind == CMP and (isinstance(x, text_bytes.TextRows) or S.is_arrow(x)):
-        found = x
-        if not isinstance(x, text_bytes.TextRows):
-            import pyarrow as pa
-            found = text_bytes.of_arrow(pa, x)
+        found = _utf8_rows(x)
         try:
             literal = test.value.encode("utf-8")
         except UnicodeEncodeError:      # rows() tests it on str
@@ -278,6 +275,15 @@ def hits(test: Test, x):
         if found is not None:
             return text_bytes.compare_hits(found, test.op, literal)
     return np.flatnonzero(rows(test, x))
+
+
+def _utf8_rows(x):
+    """Text rows as TextRows: `x` itself, or Arrow strings' buffers (None for other layouts:
+    string views, nulls)."""
+    if isinstance(x, text_bytes.TextRows):
+        return x
+    import pyarrow as pa
+    return text_bytes.of_arrow(pa, x)
 
 
 _ARROW_CMP = {"==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
@@ -288,13 +294,11 @@ def _text_rows(test, x):
     """rows() of Text held as TextRows or Arrow strings, tested on their UTF-8 bytes
     (idv._values.text_bytes); Arrow strings of other layouts (views, nulls) by pyarrow on
     the same bytes. A literal UTF-8 cannot hold (a lone surrogate) is tested on str."""
-    arrow = not isinstance(x, text_bytes.TextRows)
-    if arrow:
+    found = _utf8_rows(x)
+    if found is None:
         import pyarrow as pa
-        found = text_bytes.of_arrow(pa, x)
-        if found is None:
-            return _arrow_text_rows(pa, test, x)
-        x = found
+        return _arrow_text_rows(pa, test, x)
+    x = found
     try:
         if test.kind == CMP:
             return text_bytes.compare(x, test.op, test.value.encode("utf-8"))

@@ -107,8 +107,8 @@ def compare(x, op, literal):
 def compare_hits(x, op, literal):
     """The positions (int64, ascending) of the rows of TextRows `x` that `op` the UTF-8 bytes
     `literal`: compare()'s rows, found without a mask and without a pass over one (written
-    into room for every row, whose pages are kept for the next call once freed where large:
-    only those written to are touched)."""
+    into room for every row, of which only the pages written to are touched;
+    _compression.empty's, on huge pages where large)."""
     hits = _compression.empty(len(x), np.int64)
     at = k = 0
     for starts, ends, data in x.parts:

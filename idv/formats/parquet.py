@@ -70,7 +70,9 @@ def _batch_rows(meta, rows):
     groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
     most = min(max((g.num_rows for g in groups), default=0), meta.num_rows // _BATCHES)
     per_row = max((g.total_byte_size / g.num_rows for g in groups if g.num_rows), default=0)
-    times = min(most // rows, int(_BATCH_BYTES // (per_row * rows)) if per_row else most // rows)
+    times = most // rows
+    if per_row:
+        times = min(times, int(_BATCH_BYTES // (per_row * rows)))
     return rows * max(1, times)
 
 
