@@ -10,6 +10,8 @@ import json
 import datetime as dt
 import importlib
 import os
+import subprocess
+import sys
 import threading
 import tracemalloc
 
@@ -22,7 +24,7 @@ from arrow_check import check_arrow_table
 from dumpcheck import check_idv_against_dump
 from expected import (EPOCH_TICKS, annotation_expected, annotations_by_kind, assert_arrays_equal,
                       expected_column, has_sub_microsecond, item_values)
-from reference import fixture, sample_params, sidecar
+from reference import REPO_DIR, fixture, sample_params, sidecar
 from textdump import ticks_iso
 
 pa = pytest.importorskip("pyarrow")
@@ -677,3 +679,51 @@ def test_parquet_of_ticks_finer_than_a_microsecond_says_how_to_keep_them(tmp_pat
     idv.convert(src, tmp_path / "fine.parquet", datetime="ns")
     assert pq.read_table(tmp_path / "fine.parquet")["when"].cast(pa.int64()).to_pylist() == \
         [1000, 2100]
+
+
+@pytest.mark.parametrize("offset", [0, 3, 9])
+def test_arrow_numbers_dates_and_booleans_are_read_from_their_buffers_as_pyarrow_reads_them(
+        offset):
+    """The writer's own view of Arrow's fixed-width buffers (numpy_view) gives what pyarrow's
+    to_numpy gives: every width, dates, Booleans across bytes, a slice that starts inside a
+    byte or a value, an empty array; the views read-only, as pyarrow's; with nulls, pyarrow's
+    own answer."""
+    from idv._writer.arrow_items import numpy_view
+    rng = np.random.default_rng(3)
+    arrays = [pa.array(rng.integers(-100, 100, 40).astype(d))
+              for d in ("i1", "i2", "i4", "i8", "f2", "f4", "f8")]
+    arrays += [pa.array(rng.integers(0, 2**63, 40, dtype=np.uint64).astype(d))
+               for d in ("u1", "u2", "u4", "u8")]
+    arrays += [pa.array(rng.random(40) < 0.5),
+               pa.array(rng.integers(-10**5, 10**5, 40).astype(np.int32), pa.date32()),
+               pa.array(rng.integers(-10**12, 10**12, 40), pa.date64()),
+               pa.array([1.5, None, 2.5] * 13 + [1.0])]
+    for arr in arrays:
+        for part in (arr.slice(offset), arr.slice(offset, 11), arr.slice(offset, 0)):
+            got, want = numpy_view(part), part.to_numpy(zero_copy_only=False)
+            assert got.dtype == want.dtype and got.shape == want.shape, part.type
+            assert np.array_equal(got, want, equal_nan=True), part.type
+            if part.type in (pa.int32(), pa.float64()) and len(part) and not part.null_count:
+                assert not got.flags.writeable
+
+
+def test_a_conversion_from_parquet_imports_no_pandas(tmp_path):
+    """pyarrow's to_numpy imports pandas on its first call in a process (a third of a second
+    before `idv convert` of a small file writes anything): the writer reads Arrow's buffers
+    without it, for every type a Parquet file holds."""
+    src = tmp_path / "all.parquet"
+    pq.write_table(pa.table({
+        "x": np.arange(10.0), "i": np.arange(10, dtype=np.int8), "t": ["a", "b"] * 5,
+        "b": [True, False] * 5, "d": pa.array([dt.date(2020, 1, 1)] * 10),
+        "ts": pa.array([dt.datetime(2020, 1, 1)] * 10, pa.timestamp("us")),
+        "span": pa.array([1] * 10, pa.duration("ms")),
+        "cat": pa.array(["u", "v"] * 5).dictionary_encode(),
+        "vec": pa.array([[1.0, 2.0]] * 10, pa.list_(pa.float32(), 2))}), src)
+    code = ("import sys, idv\n"
+            f"idv.convert({str(src)!r}, {str(tmp_path / 'all.idv')!r})\n"
+            "print(sorted(m for m in ('pandas', 'pyarrow') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=REPO_DIR, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["['pyarrow']"]
+    assert idv.read(tmp_path / "all.idv")["b"].tolist() == [True, False] * 5

@@ -38,9 +38,39 @@ def no_nulls(arr, describe, t):
                          f"or fill or drop the nulls first")
 
 
+# Arrow's fixed-width types -> the numpy dtype of their buffer, and of the values where they
+# differ (numpy_view reads the buffer itself)
+_BUFFERS = {"int8": ("i1", None), "int16": ("<i2", None), "int32": ("<i4", None),
+            "int64": ("<i8", None), "uint8": ("u1", None), "uint16": ("<u2", None),
+            "uint32": ("<u4", None), "uint64": ("<u8", None), "halffloat": ("<f2", None),
+            "float": ("<f4", None), "double": ("<f8", None),
+            "date32[day]": ("<i4", "M8[D]"), "date64[ms]": ("<M8[ms]", None)}
+
+
 def numpy_view(arr):
-    """`arr`'s values in numpy, a view of Arrow's buffer where it can be."""
-    return arr.to_numpy(zero_copy_only=False)
+    """`arr`'s values in numpy, a view of Arrow's buffer where it can be: numbers, dates and
+    Booleans without nulls straight from their buffer, because pyarrow's to_numpy imports
+    pandas on its first call in a process (0.3 s, paid by every `idv convert` of a small
+    file), the rest by to_numpy."""
+    name = str(arr.type) if hasattr(arr, "buffers") and not arr.null_count else None
+    if name != "bool" and name not in _BUFFERS:
+        return arr.to_numpy(zero_copy_only=False)
+    data, n = arr.buffers()[1], len(arr)
+    if name == "bool":              # one bit a value, the first the lowest
+        if data is None:
+            return np.zeros(0, bool)
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), count=arr.offset + n,
+                             bitorder="little")
+        return bits[arr.offset:].view(bool)
+    stored, values = _BUFFERS[name]
+    stored = np.dtype(stored)
+    if data is None:                # an empty array may come without buffers
+        return np.empty(0, values or stored)
+    view = np.frombuffer(data, stored, n, arr.offset * stored.itemsize)
+    if values is not None:
+        return view.astype(values)
+    view.flags.writeable = False    # Arrow's memory, as to_numpy gives it
+    return view
 
 
 def _int64s(pa, arr):
@@ -124,7 +154,9 @@ def utf8_from_arrow(pa, arr, describe):
 def _texts_from_arrow(pa, arr, describe):
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.string())      # string_view, or numbers given types=Text
-    return numpy_view(arr).astype(object, copy=False)
+    out = np.empty(len(arr), object)     # to_pylist: to_numpy would import pandas
+    out[:] = arr.to_pylist()
+    return out
 
 
 def _datetimes_from_arrow(pa, arr, describe):
