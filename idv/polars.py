@@ -20,6 +20,7 @@ from idv._resources import budget
 from idv._engines import engine_filters
 from idv._scan import filters
 from idv._engines.arrow_scanner import BATCH_BYTES, BATCH_ROWS, grouped, rows_within
+from idv._values.arrow_types import empty_table
 from idv.errors import require
 
 # bytes of Arrow data a frame handed to polars may hold beyond the batch size it asks for
@@ -146,7 +147,7 @@ def _polars_schema(pl, schema):
     key = tuple((f.name, f.type) for f in schema)
     found = _schemas.get(key)
     if found is None:
-        found = pl.from_arrow(schema.empty_table()).schema
+        found = pl.from_arrow(empty_table(arrow.import_pyarrow(), schema)).schema
         with _schemas_lock:
             while _schemas and len(_schemas) >= SCHEMAS:    # the oldest first
                 _schemas.pop(next(iter(_schemas)))

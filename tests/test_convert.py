@@ -707,10 +707,34 @@ def test_arrow_numbers_dates_and_booleans_are_read_from_their_buffers_as_pyarrow
                 assert not got.flags.writeable
 
 
-def test_a_conversion_from_parquet_imports_no_pandas(tmp_path):
-    """pyarrow's to_numpy imports pandas on its first call in a process (a third of a second
-    before `idv convert` of a small file writes anything): the writer reads Arrow's buffers
-    without it, for every type a Parquet file holds."""
+def test_numbers_and_text_cross_into_arrow_as_pa_array_carries_them():
+    """numbers_to_arrow and texts_to_arrow (Arrow arrays made from buffers) give what pa.array
+    gives: every width, Booleans across bytes, nulls by a mask, an empty array, non-ASCII and
+    empty strings; numbers share numpy's memory; a lone surrogate is refused alike."""
+    from idv._values.arrow_types import numbers_to_arrow, texts_to_arrow
+    rng = np.random.default_rng(5)
+    for d in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "?"):
+        values = rng.integers(0, 100, 37).astype(d)
+        mask = rng.random(37) < 0.3
+        for v, m in ((values, None), (values, mask), (values[5:], mask[5:]), (values[:0], None)):
+            got = numbers_to_arrow(pa, v, mask=m)
+            assert got.equals(pa.array(v, mask=m)), (d, m is not None)
+    shared = np.arange(10, dtype=np.int32)
+    assert numbers_to_arrow(pa, shared).buffers()[1].address == shared.ctypes.data
+    assert numbers_to_arrow(pa, shared, pa.uint32()).type == pa.uint32()
+    texts = np.array(["", "a", "été", "日本語", "\U0001F600", "x" * 300], object)
+    assert texts_to_arrow(pa, texts).equals(pa.array(texts, type=pa.string()))
+    assert texts_to_arrow(pa, texts[:0]).equals(pa.array([], pa.string()))
+    for convert in (texts_to_arrow, lambda pa_, v: pa_.array(v, type=pa_.string())):
+        with pytest.raises(UnicodeEncodeError):
+            convert(pa, np.array(["a", "\ud800"], object))
+
+
+def test_reading_into_arrow_and_converting_import_no_pandas(tmp_path):
+    """pyarrow's to_numpy, pa.array and Schema.empty_table import pandas on their first call in
+    a process (a third of a second or more before a first to_arrow or `idv convert` gives
+    anything): idv makes and reads Arrow's buffers itself, both ways, for every type a Parquet
+    file holds, and polars' scans and filters too."""
     src = tmp_path / "all.parquet"
     pq.write_table(pa.table({
         "x": np.arange(10.0), "i": np.arange(10, dtype=np.int8), "t": ["a", "b"] * 5,
@@ -719,11 +743,25 @@ def test_a_conversion_from_parquet_imports_no_pandas(tmp_path):
         "span": pa.array([1] * 10, pa.duration("ms")),
         "cat": pa.array(["u", "v"] * 5).dictionary_encode(),
         "vec": pa.array([[1.0, 2.0]] * 10, pa.list_(pa.float32(), 2))}), src)
-    code = ("import sys, idv\n"
-            f"idv.convert({str(src)!r}, {str(tmp_path / 'all.idv')!r})\n"
-            "print(sorted(m for m in ('pandas', 'pyarrow') if m in sys.modules))")
+    out = tmp_path / "all.idv"
+    code = f"""import sys, idv
+idv.convert({str(src)!r}, {str(out)!r})
+idv.convert({str(out)!r}, {str(tmp_path / 'back.parquet')!r})
+idv.convert(idv.sample_path(), {str(tmp_path / 'sample.parquet')!r})
+idv.convert({str(tmp_path / 'sample.parquet')!r}, {str(tmp_path / 'sample.idv')!r})
+idv.to_arrow(idv.sample_path(), filter=[("Sold", "==", True), ("Area", ">", 1000.0)])
+try:
+    import polars as pl, idv.polars
+except ImportError:
+    pass
+else:
+    lf = idv.polars.scan_idv({str(out)!r})
+    assert lf.filter(pl.col("b") & (pl.col("x") > 2)).collect()["x"].to_list() == [4, 6, 8]
+print(sorted(m for m in ("pandas", "pyarrow") if m in sys.modules))"""
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        cwd=REPO_DIR, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["['pyarrow']"]
-    assert idv.read(tmp_path / "all.idv")["b"].tolist() == [True, False] * 5
+    assert idv.read(out)["b"].tolist() == [True, False] * 5
+    assert pq.read_table(tmp_path / "back.parquet")["d"].to_pylist() == \
+        [dt.date(2020, 1, 1)] * 10

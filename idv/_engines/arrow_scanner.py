@@ -16,7 +16,7 @@ from idv._resources import budget
 from idv._engines import engine_filters
 from idv._scan import filter_tree, filters
 from idv._reader import selection
-from idv._values.arrow_types import import_pyarrow
+from idv._values.arrow_types import empty_table, import_pyarrow
 
 # rows of a batch when the caller gives no batch size: pyarrow's scanners' default, or more
 # while the batch holds at most BATCH_BYTES (rows_within): an engine's call per batch, and
@@ -199,7 +199,7 @@ def _take(owner, names, schema, indices):
     if isinstance(idx, slice):
         idx = np.arange(*idx.indices(ds.num_rows), dtype=np.int64)
     if len(idx) == 0:
-        return schema.empty_table()
+        return empty_table(pa, schema)
     parts, restore = selection.split_rows(idx, [f.start for f in ds.files], ds.num_rows)
     tables = []
     for i, local in parts:
@@ -214,7 +214,7 @@ def _take(owner, names, schema, indices):
                 span = range(int(b) * rpb, min((int(b) + 1) * rpb, f.num_rows))
                 pieces.append(arrow.record_batch_reader(f, names, datetime=owner._unit,
                                                         safe=owner._safe, rows=span).read_all())
-        got = pa.concat_tables(pieces) if pieces else schema.empty_table()
+        got = pa.concat_tables(pieces) if pieces else empty_table(pa, schema)
         tables.append(got.take(pa.array(at[first] + rows % rpb)))
     out = pa.concat_tables([pa.Table.from_arrays(t.columns, schema=schema) for t in tables])
     return out if restore is None else out.take(pa.array(restore))

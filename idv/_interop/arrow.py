@@ -20,7 +20,7 @@ from idv._values.arguments import ensure_count
 from idv._reader import whole_read
 from idv._interop.arrow_columns import (bits_reader, chunked, converters, is_text, one_array,
                                         taken, text_reader)
-from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow
+from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow, numpy_view
 from idv._reader import read_source
 from idv._reader.reader import opened
 from idv._reader.read_source import file_rows
@@ -365,7 +365,7 @@ def _file_batches(how, i, rows, bound):
                     for name, k in at.items():
                         if name in text:
                             spans[k] = text_bytes.of_arrow(pa, arrays[k])
-                        values[name] = arrays[k].to_numpy() if name not in text else \
+                        values[name] = numpy_view(arrays[k]) if name not in text else \
                             arrays[k] if spans[k] is None else spans[k]
                     hits = bound.hits(values)
                     arrays = [one_array(pa, a) if len(hits) == n else

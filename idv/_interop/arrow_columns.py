@@ -14,7 +14,8 @@ from idv._values import text_bytes, ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
                                      column_arrow_type, import_pyarrow, imports_c_streams,
-                                     items_to_arrow, restore, restored_type)
+                                     items_to_arrow, numbers_to_arrow, restore,
+                                     restored_type)
 from idv.errors import Where
 
 
@@ -79,7 +80,7 @@ class _ColumnToArrow:
             return pa.FixedSizeListArray.from_arrays(items, t.size)
         offsets = np.zeros(len(block.lengths) + 1, np.int32)
         np.cumsum(block.lengths, out=offsets[1:])
-        return pa.ListArray.from_arrays(pa.array(offsets), items)
+        return pa.ListArray.from_arrays(numbers_to_arrow(pa, offsets), items)
 
     def bit_arrays(self, b0, b1, parallel=True, out=None):
         """Blocks [b0, b1) of a column of Boolean scalars as Arrow arrays on their blocks' own
@@ -188,7 +189,7 @@ class _ColumnToArrow:
 
     def cut(self, value, a, b, step=1):
         if step != 1:
-            return value.take(self.pa.array(np.arange(a, b, step)))
+            return value.take(numbers_to_arrow(self.pa, np.arange(a, b, step)))
         rpb = self.chunk_rows
         if self.mapped and a % rpb == 0 and a // rpb < value.num_chunks:
             chunk = value.chunk(a // rpb)        # a window of mapped blocks: one each
@@ -220,7 +221,8 @@ class _ColumnToArrow:
                                  f"{row0} exceed Arrow list offsets (int32)")
             items = items_to_arrow(pa, t.item, values.values, self.unit, self.safe,
                                    self._describe(row0, offsets=offsets))
-            return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), items)
+            return pa.ListArray.from_arrays(numbers_to_arrow(pa, offsets.astype(np.int32)),
+                                            items)
         if self.dictionary is not None:
             raw = np.asarray(values)
             bad = raw > t.count
@@ -230,7 +232,7 @@ class _ColumnToArrow:
                                  f"above the key count {t.count}")
             index_type = self.arrow_type.index_type
             idx = raw.astype(index_type.to_pandas_dtype()) - 1
-            indices = pa.array(idx, type=index_type, mask=raw == 0)
+            indices = numbers_to_arrow(pa, idx, index_type, mask=raw == 0)
             return pa.DictionaryArray.from_arrays(indices, self.dictionary)
         out = items_to_arrow(pa, t, np.asarray(values), self.unit, self.safe,
                              self._describe(row0))
@@ -315,7 +317,7 @@ def one_array(pa, part):
     if len(chunks) == 1:
         return chunks[0]
     if not chunks:
-        return pa.array([], t)
+        return pa.nulls(0, t)
     if t.num_fields == 0 and not pa.types.is_dictionary(t):
         joined = _same_buffers(pa, chunks, t) or _end_to_end(pa, chunks, t)
         if joined is not None:
@@ -331,7 +333,7 @@ def taken(pa, part, rows, spans=None):
     if spans is None and pa.types.is_string(part.type):
         spans = text_bytes.of_arrow(pa, part)
     if spans is None:
-        return one_array(pa, part).take(pa.array(rows))
+        return one_array(pa, part).take(numbers_to_arrow(pa, rows))
     offsets, data = _compare.text_take(spans.parts, rows)
     return pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(data))
 

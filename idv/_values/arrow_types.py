@@ -167,13 +167,88 @@ def imports_c_streams(pa):
     return int(pa.__version__.split(".")[0]) >= 17
 
 
+# Arrow's fixed-width types -> the numpy dtype of their buffer, and of the values where they
+# differ (numpy_view reads the buffer itself)
+_BUFFERS = {"int8": ("i1", None), "int16": ("<i2", None), "int32": ("<i4", None),
+            "int64": ("<i8", None), "uint8": ("u1", None), "uint16": ("<u2", None),
+            "uint32": ("<u4", None), "uint64": ("<u8", None), "halffloat": ("<f2", None),
+            "float": ("<f4", None), "double": ("<f8", None),
+            "date32[day]": ("<i4", "M8[D]"), "date64[ms]": ("<M8[ms]", None)}
+
+
+def numpy_view(arr):
+    """`arr`'s values in numpy, a view of Arrow's buffer where it can be: numbers, dates and
+    Booleans without nulls straight from their buffer, because pyarrow's to_numpy imports
+    pandas on its first call in a process (numbers_to_arrow says why that matters), the rest
+    by to_numpy."""
+    name = str(arr.type) if hasattr(arr, "buffers") and not arr.null_count else None
+    if name != "bool" and name not in _BUFFERS:
+        return arr.to_numpy(zero_copy_only=False)
+    data, n = arr.buffers()[1], len(arr)
+    if name == "bool":              # one bit a value, the first the lowest
+        if data is None:
+            return np.zeros(0, bool)
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), count=arr.offset + n,
+                             bitorder="little")
+        return bits[arr.offset:].view(bool)
+    stored, values = _BUFFERS[name]
+    stored = np.dtype(stored)
+    if data is None:                # an empty array may come without buffers
+        return np.empty(0, values or stored)
+    view = np.frombuffer(data, stored, n, arr.offset * stored.itemsize)
+    if values is not None:
+        return view.astype(values)
+    view.flags.writeable = False    # Arrow's memory, as to_numpy gives it
+    return view
+
+
+def numbers_to_arrow(pa, values, type_=None, mask=None):
+    """An Arrow array of a 1-d numpy array of numbers or Booleans (`type_`: its Arrow type,
+    else numpy's; `mask`: True where a value is null), numbers sharing the array's memory.
+    Made from buffers, not by pa.array, which imports pandas on its first call in a process:
+    0.3-0.6 s before a first to_arrow or `idv convert` gives anything, and, when polars runs
+    under an address-space limit, a quarter of a gigabyte mapped in the middle of its scan."""
+    values = np.ascontiguousarray(values)
+    if values.dtype.kind not in "biuf" or not values.dtype.isnative or values.ndim != 1:
+        return pa.array(values, type=type_, mask=mask)
+    if type_ is None:
+        type_ = pa.from_numpy_dtype(values.dtype)
+    data = np.packbits(values, bitorder="little") if values.dtype.kind == "b" else values
+    validity, nulls = None, 0
+    if mask is not None and mask.any():
+        validity = pa.py_buffer(np.packbits(~np.asarray(mask, bool), bitorder="little"))
+        nulls = int(np.count_nonzero(mask))
+    return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(data)], nulls)
+
+
+def texts_to_arrow(pa, values):
+    """An Arrow string array of a 1-d numpy array of str, made from buffers (not pa.array:
+    numbers_to_arrow says why); a lone surrogate raises UnicodeEncodeError, as there."""
+    items = values.tolist()
+    if not all(type(v) is str for v in items):   # pyarrow's conversion, and its errors
+        return pa.array(values, type=pa.string())
+    encoded = [v.encode("utf-8") for v in items]
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    if offsets[-1] > 2**31 - 1:
+        return pa.array(values, type=pa.string())
+    return pa.Array.from_buffers(pa.string(), len(encoded), [
+        None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))])
+
+
+def empty_table(pa, schema):
+    """A table of no rows of `schema`, made from empty arrays (not Schema.empty_table, which
+    imports pandas: numbers_to_arrow says why that matters)."""
+    return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
 def _int64_array(pa, values, type_):
-    return pa.array(np.ascontiguousarray(values, dtype=np.int64), type=pa.int64()).view(type_)
+    return numbers_to_arrow(pa, np.asarray(values, dtype=np.int64), pa.int64()).view(type_)
 
 
 def _datetimes_to_arrow(pa, flat, unit, safe, describe, what="DateTime", tz=None):
     if unit == "ticks":
-        return pa.array(ticks.net_ticks(flat), type=pa.int64())
+        return numbers_to_arrow(pa, ticks.net_ticks(flat), pa.int64())
     counts = ticks.ticks_to_unit(flat.view(np.int64), unit, safe, describe, what)
     return _int64_array(pa, counts, pa.timestamp(unit, tz=tz))
 
@@ -181,7 +256,7 @@ def _datetimes_to_arrow(pa, flat, unit, safe, describe, what="DateTime", tz=None
 def _timespans_to_arrow(pa, flat, unit, safe, describe):
     v = flat.view(np.int64)
     if unit == "ticks":
-        return pa.array(v, type=pa.int64())
+        return numbers_to_arrow(pa, v, pa.int64())
     return _int64_array(pa, ticks.ticks_to_unit(v, unit, safe, describe, "TimeSpan"),
                         pa.duration(unit))
 
@@ -189,20 +264,20 @@ def _timespans_to_arrow(pa, flat, unit, safe, describe):
 def _dtos_to_arrow(pa, flat, unit, safe, describe):
     utc = _datetimes_to_arrow(pa, np.ascontiguousarray(flat["utc"]), unit, safe, describe,
                               "DateTimeOffset", "UTC")
-    off = pa.array(np.ascontiguousarray(flat["offset_minutes"], dtype=np.int16))
+    off = numbers_to_arrow(pa, np.asarray(flat["offset_minutes"], dtype=np.int16))
     return pa.StructArray.from_arrays([utc, off], names=["utc", "offset_minutes"])
 
 
 def _rowids_to_arrow(pa, flat, unit, safe, describe):
     return pa.StructArray.from_arrays(
-        [pa.array(np.ascontiguousarray(flat["low"])),
-         pa.array(np.ascontiguousarray(flat["high"]))], names=["low", "high"])
+        [numbers_to_arrow(pa, flat["low"]), numbers_to_arrow(pa, flat["high"])],
+        names=["low", "high"])
 
 
 # item type -> fn(pa, flat items, unit, safe, describe) -> Arrow array, where numpy's own
 # conversion does not do
 _TO_ARROW = {
-    T.Text: lambda pa, flat, unit, safe, describe: pa.array(flat, type=pa.string()),
+    T.Text: lambda pa, flat, unit, safe, describe: texts_to_arrow(pa, flat),
     T.DateTime: _datetimes_to_arrow,
     T.TimeSpan: _timespans_to_arrow,
     T.DateTimeOffset: _dtos_to_arrow,
@@ -216,7 +291,7 @@ def items_to_arrow(pa, item, flat, unit, safe, describe):
     convert = _TO_ARROW.get(item)
     if convert is not None:
         return convert(pa, flat, unit, safe, describe)
-    return pa.array(np.ascontiguousarray(flat))
+    return numbers_to_arrow(pa, flat)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv._values import ticks
+from idv._values.arrow_types import numpy_view
 from idv import types as T
 from idv._writer.values import Utf8Text
 
@@ -36,41 +37,6 @@ def no_nulls(arr, describe, t):
                          f"types that hold one are {MISSING_VALUE_TYPES}: choose one with "
                          f"types={{column: 'Double'}} (idv convert: --types COLUMN=Double), "
                          f"or fill or drop the nulls first")
-
-
-# Arrow's fixed-width types -> the numpy dtype of their buffer, and of the values where they
-# differ (numpy_view reads the buffer itself)
-_BUFFERS = {"int8": ("i1", None), "int16": ("<i2", None), "int32": ("<i4", None),
-            "int64": ("<i8", None), "uint8": ("u1", None), "uint16": ("<u2", None),
-            "uint32": ("<u4", None), "uint64": ("<u8", None), "halffloat": ("<f2", None),
-            "float": ("<f4", None), "double": ("<f8", None),
-            "date32[day]": ("<i4", "M8[D]"), "date64[ms]": ("<M8[ms]", None)}
-
-
-def numpy_view(arr):
-    """`arr`'s values in numpy, a view of Arrow's buffer where it can be: numbers, dates and
-    Booleans without nulls straight from their buffer, because pyarrow's to_numpy imports
-    pandas on its first call in a process (0.3 s, paid by every `idv convert` of a small
-    file), the rest by to_numpy."""
-    name = str(arr.type) if hasattr(arr, "buffers") and not arr.null_count else None
-    if name != "bool" and name not in _BUFFERS:
-        return arr.to_numpy(zero_copy_only=False)
-    data, n = arr.buffers()[1], len(arr)
-    if name == "bool":              # one bit a value, the first the lowest
-        if data is None:
-            return np.zeros(0, bool)
-        bits = np.unpackbits(np.frombuffer(data, np.uint8), count=arr.offset + n,
-                             bitorder="little")
-        return bits[arr.offset:].view(bool)
-    stored, values = _BUFFERS[name]
-    stored = np.dtype(stored)
-    if data is None:                # an empty array may come without buffers
-        return np.empty(0, values or stored)
-    view = np.frombuffer(data, stored, n, arr.offset * stored.itemsize)
-    if values is not None:
-        return view.astype(values)
-    view.flags.writeable = False    # Arrow's memory, as to_numpy gives it
-    return view
 
 
 def _int64s(pa, arr):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from idv._resources import threads as _threads
 from idv.compression import DEFLATE, NONE, kind as compression_kind
+from idv._values.arrow_types import empty_table
 from idv.formats._base import (FileSink, Source, check_codecs, column_names, import_pa,
                                selected_schema)
 
@@ -179,7 +180,7 @@ class ParquetSink(FileSink):
         self._flush()
         self._written()
         if self.writer is None:         # no rows: an empty file of the schema
-            self._open_writer(self.schema.empty_table())
+            self._open_writer(empty_table(import_pa(), self.schema))
         super().close()
 
     def abort(self):
