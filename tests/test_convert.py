@@ -725,6 +725,8 @@ def test_numbers_and_text_cross_into_arrow_as_pa_array_carries_them():
     texts = np.array(["", "a", "été", "日本語", "\U0001F600", "x" * 300], object)
     assert texts_to_arrow(pa, texts).equals(pa.array(texts, type=pa.string()))
     assert texts_to_arrow(pa, texts[:0]).equals(pa.array([], pa.string()))
+    many = np.array([f"v{i}" for i in range(70_000)], object)      # beyond a few: pa.array
+    assert texts_to_arrow(pa, many).equals(pa.array(many, type=pa.string()))
     for convert in (texts_to_arrow, lambda pa_, v: pa_.array(v, type=pa_.string())):
         with pytest.raises(UnicodeEncodeError):
             convert(pa, np.array(["a", "\ud800"], object))

@@ -14,8 +14,8 @@ from idv._values import text_bytes, ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
                                      column_arrow_type, import_pyarrow, imports_c_streams,
-                                     items_to_arrow, numbers_to_arrow, restore,
-                                     restored_type)
+                                     items_to_arrow, key_values_to_arrow, numbers_to_arrow,
+                                     restore, restored_type)
 from idv.errors import Where
 
 
@@ -33,8 +33,8 @@ class _ColumnToArrow:
         kv = usable_key_values(t, col)
         if kv is not None:
             kv_item = spec["KeyValues"][0].item
-            self.dictionary = items_to_arrow(pa, kv_item, kv, unit, safe,
-                                             lambda i: f"column {col.name!r} KeyValues item {i}")
+            self.dictionary = key_values_to_arrow(
+                pa, kv_item, kv, unit, safe, lambda i: f"column {col.name!r} KeyValues item {i}")
         # the type the column was written from (arrow_types.SOURCE_TYPE), within the finest
         # unit `as_written` (None: the unit given)
         self.restored = restored_type(pa, col, as_written) if as_written else None

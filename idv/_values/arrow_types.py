@@ -206,8 +206,7 @@ def numbers_to_arrow(pa, values, type_=None, mask=None):
     """An Arrow array of a 1-d numpy array of numbers or Booleans (`type_`: its Arrow type,
     else numpy's; `mask`: True where a value is null), numbers sharing the array's memory.
     Made from buffers, not by pa.array, which imports pandas on its first call in a process:
-    0.3-0.6 s before a first to_arrow or `idv convert` gives anything, and, when polars runs
-    under an address-space limit, a quarter of a gigabyte mapped in the middle of its scan."""
+    0.3-0.6 s before a first to_arrow or `idv convert` gives anything."""
     values = np.ascontiguousarray(values)
     if values.dtype.kind not in "biuf" or not values.dtype.isnative or values.ndim != 1:
         return pa.array(values, type=type_, mask=mask)
@@ -221,11 +220,17 @@ def numbers_to_arrow(pa, values, type_=None, mask=None):
     return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(data)], nulls)
 
 
+# str values texts_to_arrow encodes itself at most: beyond, pa.array's conversion (about 9x
+# faster than Python's encoding a value at a time) outweighs the import it brings
+_SMALL_TEXTS = 1 << 16
+
+
 def texts_to_arrow(pa, values):
-    """An Arrow string array of a 1-d numpy array of str, made from buffers (not pa.array:
-    numbers_to_arrow says why); a lone surrogate raises UnicodeEncodeError, as there."""
-    items = values.tolist()
-    if not all(type(v) is str for v in items):   # pyarrow's conversion, and its errors
+    """An Arrow string array of a 1-d numpy array of str, for a key's KeyValues: up to
+    _SMALL_TEXTS made from buffers, not by pa.array (numbers_to_arrow says why; a column's text
+    goes by pa.array, 6-9x faster); a lone surrogate raises UnicodeEncodeError either way."""
+    items = values.tolist() if len(values) <= _SMALL_TEXTS else None
+    if items is None or not all(type(v) is str for v in items):  # pyarrow's, and its errors
         return pa.array(values, type=pa.string())
     encoded = [v.encode("utf-8") for v in items]
     offsets = np.zeros(len(encoded) + 1, np.int64)
@@ -277,12 +282,20 @@ def _rowids_to_arrow(pa, flat, unit, safe, describe):
 # item type -> fn(pa, flat items, unit, safe, describe) -> Arrow array, where numpy's own
 # conversion does not do
 _TO_ARROW = {
-    T.Text: lambda pa, flat, unit, safe, describe: texts_to_arrow(pa, flat),
+    T.Text: lambda pa, flat, unit, safe, describe: pa.array(flat, type=pa.string()),
     T.DateTime: _datetimes_to_arrow,
     T.TimeSpan: _timespans_to_arrow,
     T.DateTimeOffset: _dtos_to_arrow,
     T.RowId: _rowids_to_arrow,
 }
+
+
+def key_values_to_arrow(pa, item, values, unit, safe, describe):
+    """A key's KeyValues annotation (its item type, its values) as the Arrow array its values
+    map onto: items_to_arrow's, Text made by texts_to_arrow."""
+    if item is T.Text:
+        return texts_to_arrow(pa, values)
+    return items_to_arrow(pa, item, values, unit, safe, describe)
 
 
 def items_to_arrow(pa, item, flat, unit, safe, describe):

@@ -15,7 +15,7 @@ from idv import types as T
 from idv._values.metadata import metadata_from_json
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, SOURCE_TYPE, TYPE_KEY,
                                      arrow_holds, import_pyarrow, infer_item, infer_type,
-                                     is_list_type, items_to_arrow, source_type, storage_type)
+                                     is_list_type, key_values_to_arrow, source_type, storage_type)
 from idv.errors import Where
 from idv._values.vectors import Ragged
 from idv._writer.arrow_items import (first_null, items_from_arrow, no_nulls, numpy_view,
@@ -29,8 +29,8 @@ def _key_values_array(pa, key_values):
     """A key's KeyValues annotation ((type, value)) as the Arrow array that the column's values
     or dictionaries are mapped onto."""
     kv_type, kv_value = key_values
-    return items_to_arrow(pa, kv_type.item, np.asarray(kv_value).reshape(-1), "us", False,
-                          lambda i: "")
+    return key_values_to_arrow(pa, kv_type.item, np.asarray(kv_value).reshape(-1), "us",
+                               False, lambda i: "")
 
 
 class _FieldToIdv:
