@@ -684,11 +684,11 @@ def test_parquet_of_ticks_finer_than_a_microsecond_says_how_to_keep_them(tmp_pat
 @pytest.mark.parametrize("offset", [0, 3, 9])
 def test_arrow_numbers_dates_and_booleans_are_read_from_their_buffers_as_pyarrow_reads_them(
         offset):
-    """The writer's own view of Arrow's fixed-width buffers (numpy_view) gives what pyarrow's
+    """idv's own view of Arrow's fixed-width buffers (numpy_view) gives what pyarrow's
     to_numpy gives: every width, dates, Booleans across bytes, a slice that starts inside a
     byte or a value, an empty array; the views read-only, as pyarrow's; with nulls, pyarrow's
     own answer."""
-    from idv._writer.arrow_items import numpy_view
+    from idv._values.arrow_types import numpy_view
     rng = np.random.default_rng(3)
     arrays = [pa.array(rng.integers(-100, 100, 40).astype(d))
               for d in ("i1", "i2", "i4", "i8", "f2", "f4", "f8")]
@@ -727,6 +727,10 @@ def test_numbers_and_text_cross_into_arrow_as_pa_array_carries_them():
     assert texts_to_arrow(pa, texts[:0]).equals(pa.array([], pa.string()))
     many = np.array([f"v{i}" for i in range(70_000)], object)      # beyond a few: pa.array
     assert texts_to_arrow(pa, many).equals(pa.array(many, type=pa.string()))
+    from idv._writer.arrow_items import _texts_from_arrow           # and back, either way
+    for strings in (many, texts):
+        back = _texts_from_arrow(pa, pa.array(strings, type=pa.string()), None)
+        assert back.dtype == object and back.tolist() == strings.tolist()
     for convert in (texts_to_arrow, lambda pa_, v: pa_.array(v, type=pa_.string())):
         with pytest.raises(UnicodeEncodeError):
             convert(pa, np.array(["a", "\ud800"], object))
