@@ -122,9 +122,8 @@ def figures(path, rounds, mean, nice, log):
                 1e-5 * abs(want):
             raise SystemExit(f"{name}: {got} where {want} was expected")
         t = bench_read.race({"decode": lambda: idv.to_arrow(path, columns=[column]),
-                        "read": read,
-                        "in memory": lambda: in_memory(mem), "query": query}, rounds,
-                            rotate=True)
+                             "read": read, "in memory": lambda: in_memory(mem),
+                             "query": query}, rounds, rotate=True)
         row = {"name": name, "columns": asked, **{k: v * 1e3 for k, v in t.items()},
                "check": t["decode"] / t["query"],
                "ceiling": t["decode"] / (t["read"] + t["in memory"]),

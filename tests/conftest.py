@@ -151,6 +151,7 @@ TEST_MARKS = {
         {"slow", "subprocess"},
     "test_convert.py::test_jsonl_streams": {"slow"},     # streamed and whole, under tracemalloc
     "test_convert.py::test_reading_into_arrow_and_converting_import_no_pandas": {"subprocess"},
+    "test_convert.py::test_scanning_with_polars_imports_no_pandas": {"subprocess"},
     # a docs page whose code forks (DataLoader workers); the pages that start Spark or Ray
     # run on the session's (their tests name the fixture)
     "test_docs_run.py::test_code_blocks_run[docs/training.md]": {"slow", "engine"},

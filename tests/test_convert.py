@@ -736,38 +736,52 @@ def test_numbers_and_text_cross_into_arrow_as_pa_array_carries_them():
             convert(pa, np.array(["a", "\ud800"], object))
 
 
-def test_reading_into_arrow_and_converting_import_no_pandas(tmp_path):
-    """pyarrow's to_numpy, pa.array and Schema.empty_table import pandas on their first call in
-    a process (a third of a second or more before a first to_arrow or `idv convert` gives
-    anything): idv makes and reads Arrow's buffers itself, both ways, for every type a Parquet
-    file holds, and polars' scans and filters too."""
-    src = tmp_path / "all.parquet"
+def _modules_loaded_by(code):
+    """Which of pandas and pyarrow a fresh interpreter has imported once `code` has run."""
+    code += "\nimport sys\nprint(sorted(m for m in ('pandas', 'pyarrow') if m in sys.modules))"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=REPO_DIR, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.split()
+
+
+def _every_parquet_type(path):
     pq.write_table(pa.table({
         "x": np.arange(10.0), "i": np.arange(10, dtype=np.int8), "t": ["a", "b"] * 5,
         "b": [True, False] * 5, "d": pa.array([dt.date(2020, 1, 1)] * 10),
         "ts": pa.array([dt.datetime(2020, 1, 1)] * 10, pa.timestamp("us")),
         "span": pa.array([1] * 10, pa.duration("ms")),
         "cat": pa.array(["u", "v"] * 5).dictionary_encode(),
-        "vec": pa.array([[1.0, 2.0]] * 10, pa.list_(pa.float32(), 2))}), src)
-    out = tmp_path / "all.idv"
-    code = f"""import sys, idv
+        "vec": pa.array([[1.0, 2.0]] * 10, pa.list_(pa.float32(), 2))}), path)
+
+
+def test_reading_into_arrow_and_converting_import_no_pandas(tmp_path):
+    """pyarrow's to_numpy, pa.array and Schema.empty_table import pandas on their first call in
+    a process (a third of a second or more before a first to_arrow or `idv convert` gives
+    anything): idv makes and reads Arrow's buffers itself, both ways, for every type a Parquet
+    file holds."""
+    src, out = tmp_path / "all.parquet", tmp_path / "all.idv"
+    _every_parquet_type(src)
+    assert _modules_loaded_by(f"""import idv
 idv.convert({str(src)!r}, {str(out)!r})
 idv.convert({str(out)!r}, {str(tmp_path / 'back.parquet')!r})
 idv.convert(idv.sample_path(), {str(tmp_path / 'sample.parquet')!r})
 idv.convert({str(tmp_path / 'sample.parquet')!r}, {str(tmp_path / 'sample.idv')!r})
-idv.to_arrow(idv.sample_path(), filter=[("Sold", "==", True), ("Area", ">", 1000.0)])
-try:
-    import polars as pl, idv.polars
-except ImportError:
-    pass
-else:
-    lf = idv.polars.scan_idv({str(out)!r})
-    assert lf.filter(pl.col("b") & (pl.col("x") > 2)).collect()["x"].to_list() == [4, 6, 8]
-print(sorted(m for m in ("pandas", "pyarrow") if m in sys.modules))"""
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       cwd=REPO_DIR, timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["['pyarrow']"]
+idv.to_arrow(idv.sample_path(), filter=[("Sold", "==", True), ("Area", ">", 1000.0)])""") == \
+        ["['pyarrow']"]
     assert idv.read(out)["b"].tolist() == [True, False] * 5
     assert pq.read_table(tmp_path / "back.parquet")["d"].to_pylist() == \
         [dt.date(2020, 1, 1)] * 10
+
+
+def test_scanning_with_polars_imports_no_pandas(tmp_path):
+    """polars' scans and filters over .idv leave pandas unimported too (scan_idv's schema, the
+    frames, the rows idv tests)."""
+    pytest.importorskip("polars", reason="scan_idv needs polars")
+    src, out = tmp_path / "all.parquet", tmp_path / "all.idv"
+    _every_parquet_type(src)
+    idv.convert(src, out)
+    assert _modules_loaded_by(f"""import polars as pl, idv.polars
+lf = idv.polars.scan_idv({str(out)!r})
+assert lf.filter(pl.col("b") & (pl.col("x") > 2)).collect()["x"].to_list() == [4, 6, 8]
+assert lf.collect().height == 10""") == ["['pyarrow']"]
