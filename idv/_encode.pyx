@@ -23,6 +23,11 @@ import numpy as np
 
 cnp.import_array()
 
+# Arrow's text offsets: int32 (string) or int64 (large_string), taken as they come
+ctypedef fused offset_t:
+    int32_t
+    int64_t
+
 cdef extern from *:
     """
     static int idv_unicode_ready(PyObject *o) {
@@ -439,41 +444,82 @@ cdef int _check_ends(int64_t first, int64_t last, int64_t size) except -1:
     return 0
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def utf8_extremes(const int64_t[::1] offsets, const uint8_t[::1] data):
-    """(index of the least, index of the greatest, whether every byte is ASCII) of the n >= 1
-    values of text in Arrow's layout (`offsets`: n + 1 non-decreasing byte offsets into
-    `data`), in byte order."""
-    cdef Py_ssize_t i, n = offsets.shape[0] - 1, lo = 0, hi = 0
-    cdef int64_t j, size = data.shape[0], a, na
+cdef void _extremes(const offset_t *o, Py_ssize_t n, const uint8_t *d, int64_t *lo_at,
+                    int64_t *hi_at, bint *ascii) noexcept nogil:
+    """The index of the least and of the greatest of the n >= 1 values d[o[i]:o[i + 1]] (byte
+    order; the first of equals), and whether their bytes are all ASCII; the offsets were
+    checked by the caller."""
+    cdef Py_ssize_t i, lo = 0, hi = 0
+    cdef int64_t a, na
     cdef uint64_t key, lo_key, hi_key
-    cdef uint8_t seen = 0
-    cdef const uint8_t *d
+    ascii[0] = next_non_ascii(d, o[0], o[n]) == o[n]
+    if o[n] > o[0]:                # else every value is empty: the first is both
+        lo_key = hi_key = _key8(d + o[0], o[1] - o[0])
+        for i in range(1, n):
+            a = o[i]
+            na = o[i + 1] - a
+            key = _key8(d + a, na)
+            if _keyed_compare(d, key, a, na, lo_key, o[lo], o[lo + 1] - o[lo]) < 0:
+                lo, lo_key = i, key
+            elif _keyed_compare(d, key, a, na, hi_key, o[hi], o[hi + 1] - o[hi]) > 0:
+                hi, hi_key = i, key
+    lo_at[0] = lo
+    hi_at[0] = hi
+
+
+cdef int _check_offsets(const offset_t[::1] offsets, Py_ssize_t size) except -1:
+    """ValueError unless the n + 1 >= 2 `offsets` are non-decreasing within `size` bytes."""
+    cdef Py_ssize_t i, n = offsets.shape[0] - 1
     if n < 1:
         raise ValueError("no text to bound")
     _check_ends(offsets[0], offsets[n], size)
     for i in range(n):
         if offsets[i + 1] < offsets[i]:
             raise ValueError(f"text offsets decrease at value {i}")
-    if offsets[n] == offsets[0]:        # every value empty (and maybe no bytes at all)
-        return 0, 0, True
-    d = &data[0]
+    return 0
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def utf8_extremes(const offset_t[::1] offsets, const uint8_t[::1] data):
+    """(index of the least, index of the greatest, whether every byte is ASCII) of the n >= 1
+    values of text in Arrow's layout (`offsets`: n + 1 non-decreasing byte offsets into
+    `data`), in byte order."""
+    cdef int64_t lo, hi
+    cdef bint ascii
+    _check_offsets(offsets, data.shape[0])
     with nogil:
-        for j in range(offsets[0], offsets[n]):
-            seen |= d[j]
-        lo_key = hi_key = _key8(d + offsets[0], offsets[1] - offsets[0])
-        for i in range(1, n):
-            a = offsets[i]
-            na = offsets[i + 1] - a
-            key = _key8(d + a, na)
-            if _keyed_compare(d, key, a, na, lo_key, offsets[lo],
-                              offsets[lo + 1] - offsets[lo]) < 0:
-                lo, lo_key = i, key
-            elif _keyed_compare(d, key, a, na, hi_key, offsets[hi],
-                                offsets[hi + 1] - offsets[hi]) > 0:
-                hi, hi_key = i, key
-    return lo, hi, seen < 0x80
+        _extremes(&offsets[0], offsets.shape[0] - 1, &data[0] if data.shape[0] else NULL,
+                  &lo, &hi, &ascii)
+    return lo, hi, ascii
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def utf8_extremes_blocks(const offset_t[::1] offsets, const uint8_t[::1] data,
+                         Py_ssize_t rows):
+    """utf8_extremes of each run of `rows` values (the last may be shorter) in one pass
+    without the GIL: (low, high, ascii), arrays of one entry a run, the indices int64 and
+    counted from the first value of all."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1, nb, b
+    cdef const uint8_t *d = &data[0] if data.shape[0] else NULL
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, not {rows}")
+    _check_offsets(offsets, data.shape[0])
+    nb = (n + rows - 1) // rows
+    low = np.empty(nb, np.int64)
+    high = np.empty(nb, np.int64)
+    ascii = np.empty(nb, np.bool_)
+    cdef int64_t[::1] lo_ = low, hi_ = high
+    cdef uint8_t[::1] ascii_ = ascii.view(np.uint8)
+    cdef bint a
+    with nogil:
+        for b in range(nb):
+            _extremes(&offsets[b * rows], min(rows, n - b * rows), d, &lo_[b], &hi_[b], &a)
+            lo_[b] += b * rows
+            hi_[b] += b * rows
+            ascii_[b] = a
+    return low, high, ascii
 
 
 # ---------------------------------------------------------------- numeric bounds
@@ -600,27 +646,33 @@ cdef dict _BOUNDS_KIND = {"b": 0, "h": 0, "i": 0, "l": 0, "q": 0,
                           "B": 1, "H": 1, "I": 1, "L": 1, "Q": 1, "f": 2, "d": 2}
 
 
+cdef bint _bounds_input(values, bint zero_missing, int *kind, int *size) except -1:
+    """Whether numeric_bounds takes `values` (a C-contiguous numpy array of native integers
+    or floats; floats never with `zero_missing`), and its kind and item size."""
+    cdef cnp.ndarray arr
+    if type(values) is not np.ndarray:
+        return False
+    arr = <cnp.ndarray>values
+    if not arr.flags.c_contiguous or not arr.dtype.isnative:
+        return False
+    kind[0] = _BOUNDS_KIND.get(arr.dtype.char, -1)
+    size[0] = arr.dtype.itemsize
+    return kind[0] >= 0 and not (kind[0] == 2 and zero_missing)
+
+
 def numeric_bounds(values, bint zero_missing=False):
     """(present, missing, low, high) of a C-contiguous array of native integers or floats
     (NaN missing; with `zero_missing`, 0 missing), low and high None when none is present;
     None for an array of any other kind (the caller then has numpy do it). The GIL is
     released for arrays of 256 KiB or more."""
-    cdef cnp.ndarray arr
     cdef Py_ssize_t n, missing
     cdef idv_bound lo, hi
     cdef const void *p
     cdef int kind, size
-    if type(values) is not np.ndarray:
+    if not _bounds_input(values, zero_missing, &kind, &size):
         return None
-    arr = <cnp.ndarray>values
-    if not arr.flags.c_contiguous or not arr.dtype.isnative:
-        return None
-    kind = _BOUNDS_KIND.get(arr.dtype.char, -1)
-    if kind < 0 or (kind == 2 and zero_missing):
-        return None
-    size = arr.dtype.itemsize
-    n = arr.size
-    p = cnp.PyArray_DATA(arr)
+    n = (<cnp.ndarray>values).size
+    p = cnp.PyArray_DATA(<cnp.ndarray>values)
     if n * size >= _NOGIL_BYTES:
         with nogil:
             missing = idv_bounds(kind, size, p, n, zero_missing, &lo, &hi)
@@ -633,6 +685,42 @@ def numeric_bounds(values, bint zero_missing=False):
     if kind == 1:
         return n - missing, missing, lo.u, hi.u
     return n - missing, missing, lo.f, hi.f
+
+
+_BOUNDS_DTYPE = (np.dtype(np.int64), np.dtype(np.uint64), np.dtype(np.float64))
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def numeric_bounds_blocks(values, Py_ssize_t rows, bint zero_missing=False):
+    """numeric_bounds of each run of `rows` items of `values` (the last run may be shorter),
+    in one pass without the GIL: (missing, low, high), arrays of one entry a run, `missing`
+    int64, the bounds int64, uint64 or float64 as numeric_bounds gives them (meaningless
+    where every item of a run is missing); None for an array numeric_bounds does not take."""
+    cdef int kind, size
+    cdef Py_ssize_t n, nb, b, a
+    cdef const uint8_t *p
+    cdef idv_bound lo, hi
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, not {rows}")
+    if not _bounds_input(values, zero_missing, &kind, &size):
+        return None
+    n = (<cnp.ndarray>values).size
+    p = <const uint8_t *>cnp.PyArray_DATA(<cnp.ndarray>values)
+    nb = (n + rows - 1) // rows
+    missing = np.empty(nb, np.int64)
+    low = np.empty(nb, np.uint64)
+    high = np.empty(nb, np.uint64)
+    cdef int64_t[::1] m_ = missing
+    cdef uint64_t[::1] lo_ = low, hi_ = high
+    with nogil:
+        for b in range(nb):
+            a = b * rows
+            m_[b] = idv_bounds(kind, size, p + a * size, min(rows, n - a), zero_missing,
+                               &lo, &hi)
+            lo_[b] = lo.u          # the bits, read back below as the kind's type
+            hi_[b] = hi.u
+    return missing, low.view(_BOUNDS_DTYPE[kind]), high.view(_BOUNDS_DTYPE[kind])
 
 
 # ---------------------------------------------------------------- text from UTF-8 (Arrow)
@@ -699,7 +787,7 @@ cdef int64_t _utf8_row(const uint8_t *d, int64_t p, int64_t e, bint *ascii) noex
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def utf8_units(const int64_t[::1] offsets, const uint8_t[::1] data):
+def utf8_units(const offset_t[::1] offsets, const uint8_t[::1] data):
     """Check UTF-8 text in Arrow's layout (`offsets`: n + 1 byte offsets into `data`) and count
     what ML.NET counts: returns (units, bad). `units` is the UTF-16 units before each value and
     after the last (n + 1 int64 from 0), or None when every byte is ASCII (the units are then
@@ -745,34 +833,41 @@ def utf8_units(const int64_t[::1] offsets, const uint8_t[::1] data):
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def encode_text_utf8(const int64_t[::1] offsets, const uint8_t[::1] data, units=None):
+def encode_text_utf8(const offset_t[::1] offsets, const uint8_t[::1] data, units=None):
     """The TextSpan payload of n values in Arrow's layout, checked by utf8_units (`units` its
     result): int32 count, the int32 end of each value in UTF-16 units, the LEB128 byte count,
     and the bytes data[offsets[0]:offsets[n]] copied as they are."""
     cdef Py_ssize_t n = offsets.shape[0] - 1, i
-    cdef const int64_t[::1] u = offsets if units is None else units
-    cdef int64_t nbytes, first
+    cdef const int64_t[::1] u
+    cdef bint counted = units is not None       # else the units are the byte offsets
+    cdef int64_t nbytes, first, total
     cdef int32_t count = <int32_t>n
     cdef int32_t b32
     cdef int lebn
     cdef uint8_t *p
-    if n < 0 or u.shape[0] != n + 1:
-        raise ValueError("text offsets and units need n + 1 entries each")
+    if n < 0:
+        raise ValueError("text offsets need at least one entry")
+    if counted:
+        u = units
+        if u.shape[0] != n + 1:
+            raise ValueError("text offsets and units need n + 1 entries each")
+        first, total = u[0], u[n] - u[0]
+    else:
+        first, total = offsets[0], offsets[n] - offsets[0]
     nbytes = offsets[n] - offsets[0]
     if offsets[0] < 0 or nbytes < 0 or offsets[n] > data.shape[0]:
         raise ValueError("text offsets outside the text")
-    if n > (MAX_BLOCK_TEXT - 16) // 4 or nbytes > _MAX_TEXT or u[n] - u[0] > _MAX_TEXT:
+    if n > (MAX_BLOCK_TEXT - 16) // 4 or nbytes > _MAX_TEXT or total > _MAX_TEXT:
         raise ValueError("one block's text exceeds 2**31 - 1 UTF-16 units or UTF-8 bytes, the "
                          "most ML.NET can store; write fewer rows per block")
     lebn = _leb128_size(<uint64_t>nbytes)
     result = PyBytes_FromStringAndSize(NULL, 4 + 4 * n + lebn + nbytes)
     p = <uint8_t *>PyBytes_AS_STRING(result)
-    first = u[0]
     with nogil:
         memcpy(p, &count, 4)
         p += 4
         for i in range(n):
-            b32 = <int32_t>(u[i + 1] - first)
+            b32 = <int32_t>((u[i + 1] if counted else offsets[i + 1]) - first)
             memcpy(p, &b32, 4)
             p += 4
         p = _put_leb128(p, <uint64_t>nbytes)

@@ -77,11 +77,39 @@ def _data(n=3000):
             "V": rng.random((n, 2)).astype(np.float32)}
 
 
+def _arrow_batches():
+    """_data as Arrow batches of 700 rows (blocks of 500 span them), its Text as Arrow strings
+    and large strings (int32 and int64 offsets)."""
+    import pyarrow as pa
+    data = _data()
+    table = pa.table({k: (pa.array(v, pa.string()) if k == "T" else v) for k, v in
+                      data.items() if k != "V"})
+    table = table.append_column("L", pa.array(data["T"][::-1], pa.large_string()))
+    return table.to_batches(max_chunksize=700)
+
+
+def _write_arrow(path, **options):
+    batches = _arrow_batches()
+    idv.write(path, batches[0])             # its schema
+    with idv.open(path) as f:
+        schema = f.schema
+    with idv.Writer(path, schema, rows_per_block=500, **options) as w:
+        for batch in batches:
+            w.write_batch(batch)
+
+
 @pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "plain"])
-def test_added_statistics_equal_the_writers(tmp_path, checksums):
+@pytest.mark.parametrize("source", ["numpy", "arrow"])
+def test_added_statistics_equal_the_writers(tmp_path, checksums, source):
+    """The writer's statistics (a batch's blocks found in one pass where they can be) equal
+    those found block by block from the blocks read back."""
     added, written = tmp_path / "added.idv", tmp_path / "written.idv"
-    idv.write(added, _data(), rows_per_block=500, checksums=checksums, statistics=False)
-    idv.write(written, _data(), rows_per_block=500, checksums=checksums)
+    if source == "numpy":
+        idv.write(added, _data(), rows_per_block=500, checksums=checksums, statistics=False)
+        idv.write(written, _data(), rows_per_block=500, checksums=checksums)
+    else:
+        _write_arrow(added, checksums=checksums, statistics=False)
+        _write_arrow(written, checksums=checksums)
     assert idv.add_statistics(added)
     with idv.open(added) as a, idv.open(written) as w:
         assert a.has_checksums == checksums

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import idv
 from idv import _encode
-from idv._storage import statistics as S
+from idv._storage import bounds as B, statistics as S
 
 ROWS, RPB = 2500, 400
 
@@ -173,9 +173,9 @@ def test_bytes_past_any_bound_have_no_high_bound():
     UTF-8, where 0xFF never occurs, but other bytes run into the rule too)."""
     offsets = np.array([0, 70, 71], np.int64)
     data = np.frombuffer(b"\xff" * 70 + b"a", np.uint8)
-    block = S.text(offsets, data)
+    block = B.text(offsets, data)
     assert block.flags & S.NO_HIGH and block.low == b"a"
-    block = S.text(np.array([0, 66], np.int64), np.frombuffer(b"ab" + b"\xff" * 64, np.uint8))
+    block = B.text(np.array([0, 66], np.int64), np.frombuffer(b"ab" + b"\xff" * 64, np.uint8))
     assert block.high == b"ac" and not block.flags & S.NO_HIGH
 
 
@@ -197,8 +197,8 @@ def test_text_bounds_are_code_point_order(words):
     data = np.frombuffer(b"".join(encoded), np.uint8)
     _payload, least, greatest, every_ascii = _encode.encode_text(np.array(words, dtype=object),
                                                                  S.PREFIX + 1)
-    written = S.text_bounds(len(words), least, greatest, every_ascii)    # the writer's
-    for block in (S.text_values(np.array(words, dtype=object)), S.text(offsets, data), written):
+    written = B.text_bounds(len(words), least, greatest, every_ascii)    # the writer's
+    for block in (B.text_values(np.array(words, dtype=object)), B.text(offsets, data), written):
         assert block.present == len(words) and block.low == low[:S.PREFIX]
         assert bool(block.flags & S.ASCII) == ascii
         assert bool(block.flags & S.LOW_EXACT) == (len(low) <= S.PREFIX)
@@ -216,7 +216,7 @@ def test_utf8_text_bounds_past_their_first_8_bytes(words):
     included (compared in full there), and where every value is empty."""
     encoded = [w.encode() for w in words]
     offsets = np.cumsum([0] + [len(e) for e in encoded], dtype=np.int64)
-    block = S.text(offsets, np.frombuffer(b"".join(encoded), np.uint8))
+    block = B.text(offsets, np.frombuffer(b"".join(encoded), np.uint8))
     assert (block.low, block.high) == (min(encoded), max(encoded))
 
 
@@ -494,8 +494,8 @@ def test_the_c_kernel_gives_the_blocks_numpy_gives(dtype):
         assert _encode.numeric_bounds(strided) is None
         for t in types:
             for implicit in (False, True):
-                got = S.item_block(t, values, implicit)
-                want = S.item_block(t, strided, implicit)
+                got = B.item_block(t, values, implicit)
+                want = B.item_block(t, strided, implicit)
                 assert got == want, (dtype, t, implicit, values[:10])
                 assert type(got.low) is type(want.low) and type(got.high) is type(want.high)
                 if got.present and np.dtype(dtype).kind == "f":
@@ -514,9 +514,80 @@ def test_the_c_kernel_counts_what_it_leaves_out():
     assert _encode.numeric_bounds(np.array([-2**63, 2**63 - 1])) == (2, 0, -2**63, 2**63 - 1)
     assert _encode.numeric_bounds(np.array([], np.int8)) == (0, 0, None, None)
     assert _encode.numeric_bounds(np.array([-0.0])) == (1, 0, 0.0, 0.0)
-    assert S.item_block(idv.Single, np.array([], np.float32)) == S.Block(0, 0)
-    assert S.item_block(idv.Single, np.array([], np.float32), True) == S.Block(1, 0, 0.0, 0.0)
-    assert S.item_block(idv.Int32, np.array([-5], np.int32), True) == S.Block(2, 0, -5, 0)
+    assert B.item_block(idv.Single, np.array([], np.float32)) == S.Block(0, 0)
+    assert B.item_block(idv.Single, np.array([], np.float32), True) == S.Block(1, 0, 0.0, 0.0)
+    assert B.item_block(idv.Int32, np.array([-5], np.int32), True) == S.Block(2, 0, -5, 0)
     # other kinds are numpy's: Booleans, big-endian, half floats, lists
     for other in (np.array([True]), np.array([1.0], ">f8"), np.array([1.0], "f2"), [1.0]):
         assert _encode.numeric_bounds(other) is None
+
+
+def _runs(values, rows):
+    return [values[a:a + rows] for a in range(0, len(values), rows)]
+
+
+@pytest.mark.parametrize("dtype", _KERNEL_DTYPES)
+def test_a_batchs_blocks_in_one_pass_equal_each_block_alone(dtype):
+    """item_blocks (a batch's blocks, one pass of C) gives what item_block gives each block,
+    bound types included: runs of 1, of the kernels' lane widths and longer than the batch,
+    the last one short, NaN, -0.0, the limits, and keys' zeros missing."""
+    kinds = {"i": [idv.Int64], "u": [idv.UInt64, idv.Key(idv.UInt64, count=2**32)],
+             "f": [idv.Double]}
+    values = np.concatenate(_kernel_cases(dtype))
+    for t in kinds[np.dtype(dtype).kind]:
+        for rows in (1, 3, 8, 17, 1000, len(values) + 5):
+            got = B.item_blocks(t, values, rows)
+            want = [B.item_block(t, run) for run in _runs(values, rows)]
+            assert got == want, (dtype, t, rows)
+            assert [(type(g.low), type(g.high)) for g in got] == \
+                [(type(w.low), type(w.high)) for w in want]
+
+
+def test_a_batchs_blocks_of_other_types():
+    """Times compare as ticks, a DateTimeOffset's by its UTC instant, in one pass as block by
+    block; values the pass does not take (Booleans, strided numbers, str objects, vectors'
+    rows) give None, and the writer finds those blocks one at a time."""
+    rng = np.random.default_rng(5)
+    ticks = rng.integers(-2**62, 2**62, 100)
+    dto = np.zeros(100, [("ticks", "<i8"), ("minutes", "<i2")])
+    dto["ticks"], dto["minutes"] = ticks, rng.integers(-840, 840, 100)
+    for t, values in ((idv.DateTime, ticks), (idv.TimeSpan, ticks), (idv.DateTimeOffset, dto)):
+        assert B.item_blocks(t, values, 7) == [B.item_block(t, r) for r in _runs(values, 7)]
+    assert B.item_blocks(idv.Boolean, rng.random(10) < 0.5, 3) is None
+    assert B.item_blocks(idv.Double, rng.random(20)[::2], 3) is None
+    assert B.item_blocks(idv.Text, np.array(["b", "a"], dtype=object), 1) is None
+    assert B.item_blocks(idv.Vector(idv.Text), np.array(["b"], dtype=object), 1) is None
+    assert _encode.numeric_bounds_blocks(np.array([1.0, np.nan]), 1, True) is None
+    with pytest.raises(ValueError, match="rows"):
+        _encode.numeric_bounds_blocks(np.arange(3), 0)
+
+
+@given(st.lists(_WORDS, min_size=1, max_size=40), st.integers(1, 12))
+@settings(max_examples=200, deadline=None)
+def test_a_batchs_text_blocks_in_one_pass_equal_each_block_alone(words, rows):
+    """Text blocks found in one pass over a batch's UTF-8 equal each found alone and Python's
+    min and max of each run's str, with Arrow's int32 offsets as with int64 ones."""
+    from idv._writer.values import Utf8Text
+    encoded = [w.encode() for w in words]
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    for dtype in (np.int32, np.int64):
+        offsets = np.cumsum([0] + [len(e) for e in encoded], dtype=dtype)
+        got = B.item_blocks(idv.Text, Utf8Text(offsets, data), rows)
+        assert got == [B.item_block(idv.Text, Utf8Text(offsets[a:a + rows + 1], data))
+                       for a in range(0, len(words), rows)]
+        for block, run in zip(got, _runs(words, rows)):
+            assert block.present == len(run)
+            assert block.low == min(run).encode()[:S.PREFIX]
+
+
+def test_text_offsets_are_checked_once_for_the_batch():
+    data = np.frombuffer(b"abcdef", np.uint8)
+    for dtype in (np.int32, np.int64):
+        with pytest.raises(ValueError, match="decrease at value 1"):
+            _encode.utf8_extremes_blocks(np.array([0, 3, 2, 6], dtype), data, 2)
+        with pytest.raises(ValueError, match="outside"):
+            _encode.utf8_extremes_blocks(np.array([0, 3, 7], dtype), data, 2)
+        with pytest.raises(ValueError, match="rows"):
+            _encode.utf8_extremes_blocks(np.array([0, 3, 6], dtype), data, 0)
+        low, high, ascii = _encode.utf8_extremes_blocks(np.array([0, 3, 3, 6], dtype), data, 2)
+        assert low.tolist() == [1, 2] and high.tolist() == [0, 2] and ascii.tolist() == [1, 1]

@@ -14,7 +14,7 @@ import struct
 import numpy as np
 
 from idv import _header, types as T
-from idv._storage import checksums, statistics as S
+from idv._storage import bounds, checksums, statistics as S
 from idv._values import ticks
 from idv.errors import IdvFormatError
 from idv._reader.reader import opened
@@ -42,7 +42,7 @@ def compute(f) -> S.Statistics | None:
         b0 = batch.start // cols[0].rows_per_block
         for b, c, v in zip(builders, cols, batch.values):
             stored, = c.stored_blocks(b0, b0 + 1)
-            b.add(S.item_block(c.type, items_of(v)), checksums.crc(stored))
+            b.add(bounds.item_block(c.type, items_of(v)), checksums.crc(stored))
     stats = {b.index: b.build() for b in builders}
     return S.Statistics(stats, cols[0].num_blocks, fingerprint(f), None, None)
 

@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 from idv import _docs, types as T
 from idv._reader import block_stats, reader
-from idv._storage import statistics as S
+from idv._storage import bounds, statistics as S
 from idv._store.block_runs import block_groups
 from idv._resources.budget import MemoryLimitError
 from idv.errors import IdvFormatError, UnsupportedCodecError
@@ -266,7 +266,7 @@ def _check(f, report):
 def _check_statistics(col, cs, b, values, report):
     """A problem where block `b`'s recorded statistics (`cs`: the column's
     idv._storage.statistics.ColumnStats) are not those of its decoded `values`."""
-    got = S.item_block(col.type, block_stats.items_of(values))
+    got = bounds.item_block(col.type, block_stats.items_of(values))
     if got is None:
         return
     recorded = cs.block(b)

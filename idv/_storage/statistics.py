@@ -41,10 +41,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from idv import _encode, types as T
+from idv import types as T
 from idv._storage.checksums import crc
 from idv.errors import IdvFormatError
-from idv.types import EPOCH_TICKS, TICKS_PER_MINUTE
 
 MAGIC = b"idvSTATS"
 POINTER_AT = 84
@@ -57,7 +56,7 @@ VERSIONS = (1, 2)                # read
 PREFIX = 64                      # bytes of a Text bound at most
 INT, UINT, FLOAT, TEXT = 1, 2, 3, 4
 DOMAIN_NAMES = {INT: "int64", UINT: "uint64", FLOAT: "float64", TEXT: "text"}
-_DTYPES = {INT: np.dtype("<i8"), UINT: np.dtype("<u8"), FLOAT: np.dtype("<f8")}
+DTYPES = {INT: np.dtype("<i8"), UINT: np.dtype("<u8"), FLOAT: np.dtype("<f8")}
 ASCII, LOW_EXACT, HIGH_EXACT, NO_HIGH = 1, 2, 4, 8
 
 _UNSIGNED = {T.Byte, T.UInt16, T.UInt32, T.UInt64}
@@ -85,133 +84,6 @@ class Block(NamedTuple):
     low: object = None
     high: object = None
     flags: int = 0
-
-
-# ---------------------------------------------------------------------------------------------
-# one block's statistics, vectorized
-# ---------------------------------------------------------------------------------------------
-
-def numbers(domain, values, missing_mask=None, implicit_zero=False) -> Block:
-    """The Block of numeric `values` (any shape; a domain's numbers) by numpy; `missing_mask`:
-    which are missing; `implicit_zero`: a sparse vector's unstored zeros count as values."""
-    values = np.asarray(values).reshape(-1)
-    missing = 0 if missing_mask is None else int(np.count_nonzero(missing_mask))
-    if missing:
-        values = values[~missing_mask.reshape(-1)]
-    n = len(values)
-    return bounded(domain, n, missing, values.min() if n else None, values.max() if n else None,
-                   implicit_zero)
-
-
-def bounded(domain, present, missing, low, high, implicit_zero=False) -> Block:
-    """The Block of `present` values from `low` to `high` and `missing` more; with
-    `implicit_zero`, a sparse vector's unstored zeros count as one value more."""
-    if implicit_zero:
-        low, high = (min(low, 0), max(high, 0)) if present else (0, 0)
-        present += 1
-    if not present:
-        return Block(0, missing)
-    dtype = _DTYPES[domain]
-    return Block(int(present), missing, dtype.type(low), dtype.type(high))
-
-
-def is_arrow(values):
-    """Whether `values` is a pyarrow array (Text read as Arrow strings, tested as they are)."""
-    return type(values).__module__.startswith("pyarrow")
-
-
-def comparable(type_, values):
-    """A column's values as read() gives them (or as the writer stores them) in the numbers
-    its statistics compare: .NET ticks for DateTime (from datetime64[100ns]), TimeSpan and a
-    DateTimeOffset's UTC instant; other numbers and Text as they are."""
-    values = values if hasattr(values, "offsets") or is_arrow(values) else np.asarray(values)
-    if getattr(values, "dtype", None) is None:
-        return values
-    if values.dtype.names:          # DateTimeOffset: read()'s (utc, ...), or stored clock ticks
-        values = values["utc"] if "utc" in values.dtype.names else \
-            values["ticks"] - values["minutes"].astype(np.int64) * TICKS_PER_MINUTE
-    if values.dtype.kind == "M":       # read()'s datetime64[100ns]: back to .NET ticks
-        return values.view(np.int64) + EPOCH_TICKS
-    if values.dtype.kind == "m":
-        return values.view(np.int64)
-    return values
-
-
-def item_block(type_, values, implicit_zero=False) -> Block | None:
-    """The Block of a column's items as read() gives them (DateTime as datetime64, a
-    DateTimeOffset's (utc, offset_minutes), keys' stored values) or as the writer stores
-    them; None: a type without statistics."""
-    domain = domain_of(type_)
-    if domain is None:
-        return None
-    if domain == TEXT:
-        return text_values(values)
-    values = comparable(type_, values)
-    key = isinstance(T.item_type(type_), T.Key)
-    found = _encode.numeric_bounds(values, key)   # contiguous native numbers: one pass of C
-    if found is not None:
-        return bounded(domain, *found, implicit_zero)
-    missing = np.isnan(values) if domain == FLOAT else (values == 0) if key else None
-    return numbers(domain, values, missing, implicit_zero)
-
-
-def text_values(values) -> Block:
-    """The Block of Text values: an object array of str (compared by code point, the order
-    of their UTF-8 bytes, in C without the GIL: no copy of the block), or anything with
-    Arrow's `offsets` and `data` (idv's UTF-8 text)."""
-    if hasattr(values, "offsets") and hasattr(values, "data"):
-        offsets = np.asarray(values.offsets, np.int64)
-        data = np.frombuffer(values.data, np.uint8) if not isinstance(values.data, np.ndarray) \
-            else values.data
-        return text(offsets - offsets[0], data[offsets[0]:offsets[-1]])
-    if not len(values):
-        return Block(0, 0, b"", b"", 0)
-    if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1:
-        lo, hi, ascii = _encode.text_extremes(np.ascontiguousarray(values))
-        low, high = values[lo], values[hi]
-    else:
-        ascii, low, high = all(map(str.isascii, values)), min(values), max(values)
-    return text_bounds(len(values), low.encode("utf-8"), high.encode("utf-8"), ascii)
-
-
-def text_bounds(n, low, high, ascii) -> Block:
-    """The Block of n Text values whose least and greatest are `low` and `high` (their UTF-8,
-    cut to PREFIX + 1 bytes or not: one byte past a bound tells a longer value);
-    `ascii`: whether every value is ASCII."""
-    if not n:
-        return Block(0, 0, b"", b"", 0)
-    flags = ASCII if ascii else 0
-    if len(low) <= PREFIX:
-        flags |= LOW_EXACT
-    if len(high) <= PREFIX:
-        flags |= HIGH_EXACT
-    else:
-        high = _above(high[:PREFIX])
-        if high is None:
-            flags |= NO_HIGH
-            high = b""
-    return Block(n, 0, low[:PREFIX], high, flags)
-
-
-def _above(prefix: bytes):
-    """The shortest bytes greater than every value that starts with `prefix` (None: none)."""
-    b = prefix.rstrip(b"\xff")
-    if not b:
-        return None
-    return b[:-1] + bytes([b[-1] + 1])
-
-
-def text(offsets, data) -> Block:
-    """The Block of n Text values in Arrow's layout (n + 1 byte offsets, UTF-8 data)."""
-    n = len(offsets) - 1
-    if n <= 0:
-        return Block(0, 0, b"", b"", 0)
-    offsets = np.ascontiguousarray(offsets, np.int64)
-    data = np.ascontiguousarray(data, np.uint8)
-    lo, hi, ascii = _encode.utf8_extremes(offsets, data)
-    # a bound keeps PREFIX bytes; one more tells whether the value was longer
-    return text_bounds(n, data[offsets[lo]:offsets[lo + 1]][:PREFIX + 1].tobytes(),
-                       data[offsets[hi]:offsets[hi + 1]][:PREFIX + 1].tobytes(), ascii)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,7 +125,7 @@ class ColumnStats:
                  self.missing.astype("<i8").tobytes(), crcs.astype("<u4").tobytes(),
                  bytes(4 * (len(crcs) % 2))]
         if self.domain != TEXT:
-            dtype = _DTYPES[self.domain]
+            dtype = DTYPES[self.domain]
             parts += [self.low.astype(dtype).tobytes(), self.high.astype(dtype).tobytes()]
         else:
             parts += [self.flags.tobytes(), bytes(map(len, self.low)),
@@ -292,7 +164,7 @@ class Builder:
         if self.domain == TEXT:
             return ColumnStats(self.index, self.domain, present, missing, self._low,
                                self._high, np.array(self._flags, np.uint8), crcs)
-        dtype = _DTYPES[self.domain]
+        dtype = DTYPES[self.domain]
         return ColumnStats(self.index, self.domain, present, missing,
                            np.array(self._low, dtype), np.array(self._high, dtype),
                            crcs=crcs)
@@ -448,8 +320,8 @@ def _parse(data, off):
         if version >= 2:
             crcs = take(nb, "<u4")
             take(4 * (nb % 2))
-        if domain in _DTYPES:
-            low, high = take(nb, _DTYPES[domain]), take(nb, _DTYPES[domain])
+        if domain in DTYPES:
+            low, high = take(nb, DTYPES[domain]), take(nb, DTYPES[domain])
             columns[index] = ColumnStats(index, domain, present, missing, low, high,
                                          crcs=crcs)
         elif domain == TEXT:

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from idv._values import literals, text_bytes, ticks
-from idv._storage import statistics as S
+from idv._storage import bounds, statistics as S
 from idv import types as T
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
@@ -230,7 +230,7 @@ def comparable(type_, values):
     DateTimeOffset's UTC instant, Booleans as 0 and 1; Text as it is."""
     if isinstance(values, text_bytes.TextRows):
         return values
-    x = S.comparable(type_, values)
+    x = bounds.comparable(type_, values)
     if getattr(x, "dtype", None) is not None and x.dtype == np.bool_:
         x = x.view(np.uint8)
     return x
@@ -241,7 +241,7 @@ def rows(test: Test, x):
     tested on their UTF-8 bytes) that passes `test`."""
     if test.kind in (ALL, NONE):
         return np.full(len(x), test.kind == ALL)
-    if isinstance(x, text_bytes.TextRows) or S.is_arrow(x):
+    if isinstance(x, text_bytes.TextRows) or bounds.is_arrow(x):
         return _text_rows(test, x)
     if test.kind == CMP:
         v = test.value
@@ -266,7 +266,7 @@ def rows(test: Test, x):
 def hits(test: Test, x):
     """The positions (int64, ascending) of the values of `x` that pass `test`: rows()'s,
     found without a mask where Text is compared with a literal on its UTF-8 bytes."""
-    if test.kind == CMP and (isinstance(x, text_bytes.TextRows) or S.is_arrow(x)):
+    if test.kind == CMP and (isinstance(x, text_bytes.TextRows) or bounds.is_arrow(x)):
         found = _utf8_rows(x)
         try:
             literal = test.value.encode("utf-8")

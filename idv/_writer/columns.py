@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from idv import _codecs, _encode, types as T
-from idv._storage import statistics
+from idv._storage import bounds, statistics
 from idv._values.infer import (arrow_of, flatten_rows, is_rowlike, is_scipy_sparse, row_length,
                                values_of)
 from idv._values.vectors import Ragged, Sparse, object_array
@@ -332,7 +332,7 @@ class Column:
             return self.payload(chunk), None
         raw, low, high, ascii = _encode.encode_text(np.ascontiguousarray(chunk),
                                                     statistics.PREFIX + 1)
-        return raw, statistics.text_bounds(len(chunk), low, high, ascii)
+        return raw, bounds.text_bounds(len(chunk), low, high, ascii)
 
     def estimate(self, chunk, k):
         """ML.NET's commit-length estimate after each of the first k rows."""
@@ -357,7 +357,9 @@ _ENCODE = {
 
 def _text_estimate(values, items, itemsize):
     if isinstance(values, Utf8Text):
-        return _encode.text_estimate(items, values.cumulative_units()[items])
+        # the units of the values counted only (a batch can hold many more)
+        last = int(items[-1]) if len(items) else 0
+        return _encode.text_estimate(items, values[:last].cumulative_units()[items])
     units = _offsets(_encode.text_units(np.ascontiguousarray(values[:items[-1]]))) \
         if len(items) else np.zeros(1, np.int64)
     return _encode.text_estimate(items, units[items])

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import threading
 
 from idv._resources import threads as _threads
-from idv._storage import statistics as block_stats
+from idv._storage import bounds, statistics as block_stats
 from idv._storage.checksums import crc
 from idv._writer.columns import MAX_INT32
 
@@ -19,8 +20,9 @@ _GROUP_BYTES = 256 << 10     # consecutive blocks handed to a thread together: a
 class BlockEncoder:
     """Blocks encoded for a Writer: its compressor (``compress``, None for none), checksums
     (``sums``, None for none), per column statistics builders and domains (``stats``,
-    ``domains``, None for none), in ``threads`` threads. A task is (column, its rows, None),
-    or (column, its rows, (stored bytes, raw length)) for a block another file stores."""
+    ``domains``, None for none), in ``threads`` threads. A task is (column, its rows, None,
+    (its batch's BatchStats, the block's place in it) or None), or (column, its rows, (stored
+    bytes, raw length), None) for a block another file stores."""
 
     compress: object
     sums: object
@@ -37,15 +39,16 @@ class BlockEncoder:
     def encode(self, task):
         """(column index, stored bytes, raw length, CRC-32 or None, statistics or None) of
         one block."""
-        col, chunk, copy = task
+        col, chunk, copy, batch = task
+        stats = None if batch is None else batch[0].get(batch[1])
         if copy is not None:       # stored as it is elsewhere: its checksum and statistics
             data, nraw = copy
             return (col.index, data, int(nraw), self._checksum(col, data),
                     self._block_stats(col, chunk))
-        if self.domains[col.index] == block_stats.TEXT:
+        if stats is None and self.domains[col.index] == block_stats.TEXT:
             raw, stats = col.payload_with_statistics(chunk)
         else:
-            raw, stats = col.payload(chunk), None
+            raw = col.payload(chunk)
         nraw = memoryview(raw).nbytes
         if self.compress is None:
             data = raw
@@ -63,20 +66,27 @@ class BlockEncoder:
         """The block's CRC-32, for the checksums and for its statistics (None: neither)."""
         return None if self.sums is None and self.stats[col.index] is None else crc(data)
 
+    def batch_stats(self, col, values, rows):
+        """The BatchStats of the blocks of `rows` rows of a column's `values` (the last block
+        may be shorter); None: a column whose blocks encode finds one at a time."""
+        if self.domains[col.index] is None or col.is_vector:
+            return None
+        return BatchStats(col.type, values, rows)
+
     def _block_stats(self, col, chunk):
         if self.domains[col.index] is None:
             return None
         if not col.is_vector:
-            return block_stats.item_block(col.type, chunk)
+            return bounds.item_block(col.type, chunk)
         implicit = chunk.counts is not None and bool(
             ((chunk.counts >= 0) & (chunk.counts < chunk.lengths)).any())
-        return block_stats.item_block(col.type, chunk.values, implicit)
+        return bounds.item_block(col.type, chunk.values, implicit)
 
     def run(self, tasks, put):
         """Encode and compress the blocks in the pool's threads, consecutive blocks in groups
         of about _GROUP_BYTES (one hand-off each, not one per block), a bounded number of
         groups in flight, and write them in order as they come back (`put`: a list of
-        consecutive encoded blocks at a time). A block that needs no work (fixed-width
+        consecutive encoded blocks at a time, those of every group done so far). A block that needs no work (fixed-width
         items, no compression, checksums or statistics) is taken in this thread: with either,
         its CRC-32 and statistics are found in the threads while this one writes."""
         self._decide(tasks)
@@ -92,10 +102,10 @@ class BlockEncoder:
             for here, group in self._groups(tasks):
                 inflight.append(_Done(self._encode_blocks(group)) if here
                                 else pool.submit(self._encode_blocks, group))
-                while len(inflight) > window or (inflight and inflight[0].done()):
-                    put(inflight.popleft().result())
+                if len(inflight) > window or inflight[0].done():
+                    put(_done_groups(inflight))
             while inflight:
-                put(inflight.popleft().result())
+                put(_done_groups(inflight))
         except BaseException:
             for f in inflight:
                 f.cancel()
@@ -110,7 +120,7 @@ class BlockEncoder:
         block."""
         trial = getattr(self.compress, "trial", None)
         undecided = self.skip_trial.count(None)
-        for col, chunk, copy in tasks:
+        for col, chunk, copy, _ in tasks:
             if not undecided:
                 return
             if copy is None and self.skip_trial[col.index] is None:
@@ -141,6 +151,42 @@ class BlockEncoder:
 
     def _encode_blocks(self, group):
         return [self.encode(t) for t in group]
+
+
+def _done_groups(inflight):
+    """The blocks of the first group in flight (waited for) and of those after it that are
+    done, taken off the queue."""
+    blocks = inflight.popleft().result()
+    while inflight and inflight[0].done():
+        blocks += inflight.popleft().result()
+    return blocks
+
+
+class BatchStats:
+    """The statistics of one column's blocks in a batch, found in one pass of C
+    (idv._storage.bounds.item_blocks) by the first thread that asks for one of them, in
+    the encoding threads rather than before them. ``get`` gives None, and encode finds that
+    block's alone, when they cannot be found so or another thread is finding them."""
+
+    __slots__ = ("type", "values", "rows", "found", "lock")
+
+    def __init__(self, type_, values, rows):
+        self.type, self.values, self.rows = type_, values, rows
+        self.found = None
+        self.lock = threading.Lock()
+
+    def get(self, block):
+        """The Block of the batch's `block`-th block, or None."""
+        if self.found is None and self.lock.acquire(blocking=False):
+            try:
+                if self.found is None:
+                    self.found = bounds.item_blocks(self.type, self.values,
+                                                         self.rows) or ()
+                    self.values = None
+            finally:
+                self.lock.release()
+        found = self.found
+        return found[block] if found else None
 
 
 class _Done:

@@ -182,7 +182,8 @@ class Writer:
                     if name not in self._by_name or name in self._duplicates:
                         raise KeyError(f"copy_blocks: no single column named {name!r}")
                     copies[self._by_name[name].index] = copy
-                tasks.extend((c, ch, copies.get(c.index)) for c, ch in zip(self._columns, chunks))
+                tasks.extend((c, ch, copies.get(c.index), None)
+                             for c, ch in zip(self._columns, chunks))
                 self._rows += n
                 self._ended = n < self._rpb
             self._write_blocks(tasks)
@@ -300,13 +301,17 @@ class Writer:
         if nblocks == 0:
             self._pending = [[m] for m in merged]
             return
+        whole = min(nblocks * rpb, n)
+        # each column's blocks' statistics, found in one pass where they can be
+        found = [self._encoder.batch_stats(c, c.rows(m, 0, whole), rpb)
+                 for c, m in zip(cols, merged)]
         tasks = []
         for b in range(nblocks):
             a, z = b * rpb, min((b + 1) * rpb, n)
-            for c, m in zip(cols, merged):
-                tasks.append((c, c.rows(m, a, z), None))
+            for c, m, f in zip(cols, merged, found):
+                tasks.append((c, c.rows(m, a, z), None, None if f is None else (f, b)))
         self._write_blocks(tasks)
-        done = min(nblocks * rpb, n)
+        done = whole
         if done < n:
             self._pending = [[c.copy(c.rows(m, done, n))] for c, m in zip(cols, merged)]
         else:
@@ -314,9 +319,10 @@ class Writer:
         self._pending_rows = n - done
 
     def _write_blocks(self, tasks):
-        """Encode and compress the blocks (tasks: (column, rows, None) or, for a block another
-        file stores, (column, rows, (its bytes, its raw length))) in the threads and write
-        them in order (idv._writer.encoding.BlockEncoder)."""
+        """Encode and compress the blocks (tasks: (column, rows, None, its statistics' place
+        in a BatchStats or None) or, for a block another file stores, (column, rows, (its
+        bytes, its raw length), None)) in the threads and write them in order
+        (idv._writer.encoding.BlockEncoder)."""
         self._encoder.run(tasks, self._put_blocks)
 
     def _put_blocks(self, blocks):

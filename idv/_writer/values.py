@@ -122,8 +122,10 @@ class Utf8Text:
     into Text blocks without a Python str each. The bytes are not copied (``data`` may be an
     Arrow buffer); slices share them, ``copy`` and ``concat`` compact them.
 
-    ``offsets``: n + 1 int64 byte offsets into ``data``; ``units``: n + 1 cumulative UTF-16
-    units, or None when every byte is ASCII (the offsets then count the units too)."""
+    ``offsets``: n + 1 byte offsets into ``data`` (int32 or int64, as Arrow gives them: a
+    batch's offsets converted would be a fresh array each time); ``units``: n + 1 cumulative
+    UTF-16 units (int64), or None when every byte is ASCII (the offsets then count the units
+    too)."""
 
     __slots__ = ("offsets", "data", "units")
 
@@ -136,7 +138,9 @@ class Utf8Text:
     def checked(cls, offsets, data, where):
         """From Arrow's buffers (`offsets` int32 or int64), every value checked to be UTF-8;
         ValueError naming the first that is not (`where`: an idv.errors.Where)."""
-        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        offsets = np.ascontiguousarray(offsets)
+        if offsets.dtype != np.int32:
+            offsets = offsets.astype(np.int64, copy=False)
         data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
         units, bad = _encode.utf8_units(offsets, data)
         if bad >= 0:
