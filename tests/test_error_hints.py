@@ -56,6 +56,25 @@ def test_convert_names_its_output_when_the_disk_refuses_a_write(tmp_path):
     assert not out.exists()
 
 
+def test_an_idv_output_refused_by_the_disk_is_named_and_the_old_file_kept(tmp_path):
+    """The writer's blocks go many to a writev; one the disk takes only in part (the file size
+    limit reached inside it) or refuses ends the conversion with the output's name, the file
+    it would have replaced as it was and no temporary file left."""
+    pa = pytest.importorskip("pyarrow", reason="pyarrow writes the Parquet source")
+    import numpy as np
+    import pyarrow.parquet as pq
+    rng = np.random.default_rng(4)
+    src, out = tmp_path / "src.parquet", tmp_path / "out.idv"
+    pq.write_table(pa.table({"x": rng.random(200_000),
+                             "t": [f"v{i % 977}" for i in range(200_000)]}), src)
+    out.write_bytes(b"old")
+    p = _idv_cli(["convert", src, out, "-q"], subprocess.DEVNULL, limit_bytes=300_000)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and f"{out}: File too large" in err, err
+    assert out.read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["out.idv", "src.parquet"]
+
+
 def test_a_csv_saved_as_idv_says_it_looks_like_text(tmp_path):
     path = tmp_path / "people.idv"
     path.write_text(CSV_TEXT)
