@@ -66,12 +66,13 @@ class BlockEncoder:
         """The block's CRC-32, for the checksums and for its statistics (None: neither)."""
         return None if self.sums is None and self.stats[col.index] is None else crc(data)
 
-    def batch_stats(self, col, values, rows):
-        """The BatchStats of the blocks of `rows` rows of a column's `values` (the last block
-        may be shorter); None: a column whose blocks encode finds one at a time."""
+    def batch_stats(self, col, values, end, rows):
+        """The BatchStats of the blocks of `rows` rows of a column's `values` up to row `end`
+        (the last block may be shorter); None: a column whose blocks encode finds one at a
+        time."""
         if self.domains[col.index] is None or col.is_vector:
             return None
-        return BatchStats(col.type, values, rows)
+        return BatchStats(col.type, col.rows(values, 0, end), rows)
 
     def _block_stats(self, col, chunk):
         if self.domains[col.index] is None:
@@ -86,9 +87,10 @@ class BlockEncoder:
         """Encode and compress the blocks in the pool's threads, consecutive blocks in groups
         of about _GROUP_BYTES (one hand-off each, not one per block), a bounded number of
         groups in flight, and write them in order as they come back (`put`: a list of
-        consecutive encoded blocks at a time, those of every group done so far). A block that needs no work (fixed-width
-        items, no compression, checksums or statistics) is taken in this thread: with either,
-        its CRC-32 and statistics are found in the threads while this one writes."""
+        consecutive encoded blocks at a time, those of every group done so far). A block
+        that needs no work (fixed-width items, no compression, checksums or statistics) is
+        taken in this thread: with either, its CRC-32 and statistics are found in the
+        threads while this one writes."""
         self._decide(tasks)
         threads = self.threads
         if threads <= 1 or len(tasks) <= 1:
@@ -180,8 +182,7 @@ class BatchStats:
         if self.found is None and self.lock.acquire(blocking=False):
             try:
                 if self.found is None:
-                    self.found = bounds.item_blocks(self.type, self.values,
-                                                         self.rows) or ()
+                    self.found = bounds.item_blocks(self.type, self.values, self.rows) or ()
                     self.values = None
             finally:
                 self.lock.release()

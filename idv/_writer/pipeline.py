@@ -303,8 +303,7 @@ class Writer:
             return
         whole = min(nblocks * rpb, n)
         # each column's blocks' statistics, found in one pass where they can be
-        found = [self._encoder.batch_stats(c, c.rows(m, 0, whole), rpb)
-                 for c, m in zip(cols, merged)]
+        found = [self._encoder.batch_stats(c, m, whole, rpb) for c, m in zip(cols, merged)]
         tasks = []
         for b in range(nblocks):
             a, z = b * rpb, min((b + 1) * rpb, n)
