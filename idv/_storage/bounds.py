@@ -99,8 +99,7 @@ def item_blocks(type_, values, rows) -> list[Block] | None:
     if found is None:
         return None
     n = len(values)
-    dtype = DTYPES[domain].type
-    return [Block(k - m, m, dtype(low), dtype(high)) if m < k else Block(0, m)
+    return [bounded(domain, k - m, m, low, high)
             for k, m, low, high in zip([min(rows, n - a) for a in range(0, n, rows)],
                                        found[0].tolist(), found[1].tolist(),
                                        found[2].tolist())]
