@@ -80,7 +80,7 @@ def _data(n=3000):
 def _arrow_batches():
     """_data as Arrow batches of 700 rows (blocks of 500 span them), its Text as Arrow strings
     and large strings (int32 and int64 offsets)."""
-    import pyarrow as pa
+    pa = pytest.importorskip("pyarrow", reason="the batches are Arrow's")
     data = _data()
     table = pa.table({k: (pa.array(v, pa.string()) if k == "T" else v) for k, v in
                       data.items() if k != "V"})

@@ -91,18 +91,21 @@ def item_blocks(type_, values, rows) -> list[Block] | None:
         lows, highs, ascii = _encode.utf8_extremes_blocks(offsets, data, rows)
         bounds = [data[offsets[i]:offsets[i + 1]][:PREFIX + 1].tobytes() for i in
                   np.concatenate([lows, highs]).tolist()]
-        sizes = np.diff(np.append(np.arange(0, len(offsets) - 1, rows), len(offsets) - 1))
         return [text_bounds(n, low, high, a) for n, low, high, a in
-                zip(sizes.tolist(), bounds[:len(lows)], bounds[len(lows):], ascii.tolist())]
+                zip(_runs(len(offsets) - 1, rows), bounds[:len(lows)], bounds[len(lows):],
+                    ascii.tolist())]
     values = comparable(type_, values)
     found = _encode.numeric_bounds_blocks(values, rows, isinstance(T.item_type(type_), T.Key))
     if found is None:
         return None
-    n = len(values)
     return [bounded(domain, k - m, m, low, high)
-            for k, m, low, high in zip([min(rows, n - a) for a in range(0, n, rows)],
-                                       found[0].tolist(), found[1].tolist(),
-                                       found[2].tolist())]
+            for k, m, low, high in zip(_runs(len(values), rows), found[0].tolist(),
+                                       found[1].tolist(), found[2].tolist())]
+
+
+def _runs(n, rows):
+    """The lengths of the runs of `rows` of n values, the last one shorter if need be."""
+    return [min(rows, n - a) for a in range(0, n, rows)]
 
 
 def text_values(values) -> Block:

@@ -15,11 +15,11 @@ from idv import types as T
 from idv._values.metadata import metadata_from_json
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, SOURCE_TYPE, TYPE_KEY,
                                      arrow_holds, import_pyarrow, infer_item, infer_type,
-                                     is_list_type, key_values_to_arrow, source_type, storage_type)
+                                     is_list_type, key_values_to_arrow, numpy_view, source_type,
+                                     storage_type)
 from idv.errors import Where
 from idv._values.vectors import Ragged
-from idv._writer.arrow_items import (first_null, items_from_arrow, no_nulls, numpy_view,
-                                     utf8_from_arrow)
+from idv._writer.arrow_items import first_null, items_from_arrow, no_nulls, utf8_from_arrow
 from idv._writer.values import Utf8Text, Utf8Vectors
 
 __all__ = ["from_arrow", "ArrowToIdv", "arrow_column_values"]

@@ -310,12 +310,11 @@ class Writer:
             for c, m, f in zip(cols, merged, found):
                 tasks.append((c, c.rows(m, a, z), None, None if f is None else (f, b)))
         self._write_blocks(tasks)
-        done = whole
-        if done < n:
-            self._pending = [[c.copy(c.rows(m, done, n))] for c, m in zip(cols, merged)]
+        if whole < n:
+            self._pending = [[c.copy(c.rows(m, whole, n))] for c, m in zip(cols, merged)]
         else:
             self._pending = [[] for _ in cols]
-        self._pending_rows = n - done
+        self._pending_rows = n - whole
 
     def _write_blocks(self, tasks):
         """Encode and compress the blocks (tasks: (column, rows, None, its statistics' place
