@@ -11,7 +11,7 @@ stored form differs from numpy's.
 cimport cython
 cimport numpy as cnp
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
-from libc.stdint cimport uint8_t, int16_t, int32_t, int64_t, uint64_t
+from libc.stdint cimport uint8_t, int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
@@ -570,6 +570,74 @@ class TextSpans:
 
     def __len__(self):
         return len(self.offsets) - 1
+
+
+cdef extern from *:
+    """
+    #include <string.h>
+    static inline void idv_view(unsigned char *v, const unsigned char *d, long long nd,
+                                int start, int len, unsigned int buffer) {
+        /* one Arrow string view (16 bytes): the length, then the string itself up to 12
+           bytes (zero padded), else its first 4 bytes, its data buffer and its offset there */
+        unsigned long long w0 = 0, w1 = 0, lo, hi;
+        unsigned int head = 0;
+        if (len > 12) {
+            memcpy(&head, d + start, 4);
+            lo = (unsigned int)len | ((unsigned long long)head << 32);
+            hi = buffer | ((unsigned long long)(unsigned int)start << 32);
+        } else {
+            if (start + 16 <= nd) {      /* 16 bytes at once, the unused ones cleared */
+                memcpy(&w0, d + start, 8);
+                memcpy(&w1, d + start + 8, 8);
+            } else {
+                unsigned char t[16] = {0};
+                memcpy(t, d + start, len);
+                memcpy(&w0, t, 8);
+                memcpy(&w1, t + 8, 8);
+            }
+            w0 &= len >= 8 ? ~0ULL : (1ULL << (8 * len)) - 1;
+            w1 &= len > 8 ? (1ULL << (8 * (len - 8))) - 1 : 0ULL;
+            lo = (unsigned int)len | (w0 << 32);
+            hi = (w0 >> 32) | (w1 << 32);
+        }
+        memcpy(v, &lo, 8);
+        memcpy(v + 8, &hi, 8);
+    }
+    """
+    void idv_view(uint8_t *v, const uint8_t *d, long long nd, int start, int len,
+                  unsigned int buffer) noexcept nogil
+
+
+@cython.boundscheck(False)      # i + 1 < offsets.shape[0], each span checked within `data`
+@cython.wraparound(False)
+def string_views(const int32_t[::1] offsets, const uint8_t[::1] data, uint8_t[::1] out,
+                 uint32_t buffer=0):
+    """Arrow's string views (16 bytes a string, written to `out`: pa.string_view's buffer 1)
+    of the strings ``data[offsets[i]:offsets[i + 1]]``, Arrow's string layout (a TextSpans):
+    the strings of 12 bytes or fewer held in their views, the longer ones pointing into
+    `data`, which becomes the array's data buffer number `buffer` as it is (nothing copied).
+    What polars takes as it is; made in the thread that decoded the block, rather than by a
+    cast of every string afterwards. ValueError where offsets decrease or point outside
+    `data`, or `out` is short."""
+    cdef Py_ssize_t n = max(offsets.shape[0] - 1, 0), i = 0
+    cdef long long nd = data.shape[0]
+    cdef int32_t a, b
+    cdef int bad = 0
+    cdef const uint8_t *d = &data[0] if nd else <const uint8_t *>""
+    if out.shape[0] < 16 * n:
+        raise ValueError(f"room for {out.shape[0] // 16} string views, not {n}")
+    if n == 0:
+        return
+    with nogil:
+        for i in range(n):
+            a, b = offsets[i], offsets[i + 1]
+            if a < 0 or b < a or b > nd:
+                bad = 1
+                break
+            idv_view(&out[16 * i], d, nd, a, b - a, buffer)
+    if bad:
+        raise ValueError(f"string offsets decrease or point outside the {nd} bytes of text "
+                         f"(string {i})")
 
 
 def check_end(str name, Py_ssize_t end, Py_ssize_t size, Py_ssize_t n):

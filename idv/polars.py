@@ -16,6 +16,7 @@ import threading
 
 from idv import _docs
 from idv._interop import arrow
+from idv._interop.arrow_columns import as_views
 from idv._resources import budget
 from idv._engines import engine_filters
 from idv._scan import filters
@@ -81,7 +82,8 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
             blocks = arrow.window_reader(ds, wanted, datetime=unit, safe=safe, filter=node,
                                          batch_rows=rows_within(ds, wanted,
                                                                 batch_size or BATCH_ROWS,
-                                                                FRAME_BYTES))
+                                                                FRAME_BYTES),
+                                         text_views=True)
             for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
                 table = pa.Table.from_batches(group, blocks.schema)
                 # polars aborts the process when an allocation fails: the frame must leave it
@@ -128,11 +130,13 @@ def _pushed(predicate, types, wanted):
 def _polars_table(pa, table):
     """A group of blocks (`table`, a chunk per block) in polars' own layout: Text as Arrow
     string views, which polars takes as they are (a string array it converts value by value,
-    in one thread). The chunks stay as they are: joining views would copy them."""
+    in one thread). The scan makes them as it decodes the blocks; the strings it leaves
+    (the matches of a column idv tests, a partition key's) become views here. The chunks stay
+    as they are: joining views would copy them."""
     for i, field in enumerate(table.schema):
         if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-            table = table.set_column(i, field.with_type(pa.string_view()),
-                                     table.column(i).cast(pa.string_view()))
+            table = table.set_column(i, field.with_type(pa.string_view()), pa.chunked_array(
+                [as_views(pa, c) for c in table.column(i).chunks], pa.string_view()))
     return table
 
 

@@ -348,3 +348,105 @@ def test_random_payloads_agree_with_python_on_both_paths():
         assert got_arrow == want, (values, bytes(payload))
         checked[want is not None] += 1
     assert checked[True] > 100 and checked[False] > 50, checked
+
+
+# ---- string views (what polars takes as they are), made as the blocks are decoded
+
+def test_string_views_are_arrows_own():
+    """_codecs.string_views over strings of every length around the 12 bytes held in a view
+    (ASCII, multi-byte, NUL), with the text ending at the last string's end (the view's
+    16-byte load falls back to a copy there): pyarrow's own views of the same strings hold
+    the same 16 bytes where the string is inline, the same length and prefix where not; the
+    longer ones point into the data buffer numbered as asked."""
+    from idv import _codecs
+    rng = np.random.default_rng(12)
+    alphabet = ["a", "\x00", "é", "中", "😀"]
+    for trial in range(300):
+        n = int(rng.integers(0, 40))
+        values = ["".join(rng.choice(alphabet, int(rng.choice([0, 1, 3, 4, 5, 8, 11, 12, 13,
+                                                                  20]))))
+                  for _ in range(n)]
+        encoded = [v.encode("utf-8") for v in values]
+        offsets = np.cumsum([0] + [len(e) for e in encoded]).astype(np.int32)
+        data = np.frombuffer(b"".join(encoded), np.uint8).copy()
+        out = np.full(16 * n, 0xAB, np.uint8)
+        buffer = int(trial % 3)
+        _codecs.string_views(offsets, data, out, buffer)
+        ours = out.reshape(-1, 16)
+        arrow = np.frombuffer(pa.array(values, pa.string_view()).buffers()[1], np.uint8,
+                              16 * n).reshape(-1, 16)
+        for i, e in enumerate(encoded):
+            if len(e) <= 12:
+                assert ours[i].tobytes() == arrow[i].tobytes(), (values[i], ours[i])
+            else:
+                assert ours[i, :8].tobytes() == arrow[i, :8].tobytes()
+                assert int.from_bytes(ours[i, 8:12].tobytes(), "little") == buffer
+                assert int.from_bytes(ours[i, 12:].tobytes(), "little") == offsets[i]
+        array = pa.Array.from_buffers(pa.string_view(), n, [None, pa.py_buffer(out)] +
+                                      [pa.py_buffer(b"")] * buffer + [pa.py_buffer(data)])
+        array.validate(full=True)
+        assert array.to_pylist() == values
+
+
+@pytest.mark.parametrize("offsets, size, room", [
+    ([0, 5, 3], 5, 32),         # decreasing
+    ([0, 6], 5, 16),            # past the text
+    ([-1, 2], 5, 16),           # before it
+    ([0, 2, 4], 5, 16),         # room for one view of two
+])
+def test_string_views_refuse_spans_outside_their_text(offsets, size, room):
+    from idv import _codecs
+    with pytest.raises(ValueError):
+        _codecs.string_views(np.array(offsets, np.int32), np.zeros(size, np.uint8),
+                             np.zeros(room, np.uint8))
+
+
+def _viewed(path, columns, **kw):
+    """window_reader's table with Text as string views, checked whole, the views turned back
+    into strings by pyarrow."""
+    from idv._interop.arrow import window_reader
+    table = window_reader(path, columns, text_views=True, **kw).read_all()
+    table.validate(full=True)
+    return table
+
+
+@pytest.mark.parametrize("path", TEXT_FILES)
+@pytest.mark.parametrize("batch_rows", [None, 3])
+def test_text_as_string_views_equals_mlnet(path, batch_rows):
+    doc = sidecar(path)
+    dcols = _text_columns(doc)
+    table = _viewed(path, [c["index"] for c in dcols], batch_rows=batch_rows)
+    scalars = [c["name"] for c in dcols if not c["type_string"].startswith("Vector")]
+    assert [f.name for f in table.schema if f.type == pa.string_view()] == scalars
+    _check(pa.table([c.cast(pa.string()) if c.type == pa.string_view() else c
+                     for c in table.columns], names=table.column_names), doc, dcols)
+
+
+def test_string_views_through_filters_and_small_files(tmp_path):
+    """Views of long and short strings over several blocks, and of a dataset's small files
+    read together; where idv tests rows (a filter on another column, or on the Text column
+    itself), Text stays strings, their matches copied out of the blocks."""
+    words = np.array(["", "a", "twelve bytes", "thirteen byte", "a much longer value é",
+                      "中文字符"], object)
+    n = 5000
+    data = {"k": np.arange(n, dtype=np.int64), "t": words[np.arange(n) * 7 % len(words)]}
+    idv.write(tmp_path / "one.idv", data, rows_per_block=300)
+    (tmp_path / "many").mkdir()
+    for i in range(4):
+        idv.write(tmp_path / "many" / f"{i}.idv",
+                  {k: v[i * 100:(i + 1) * 100] for k, v in data.items()})
+    got = _viewed(tmp_path / "one.idv", ["t", "k"])
+    assert got.column("t").type == pa.string_view()
+    assert got.column("t").to_pylist() == list(data["t"])
+    for where, keep in [([("k", ">=", 1234)], data["k"] >= 1234),
+                        ([("k", "<", 7), ("k", ">", 4993)], np.zeros(n, bool)),
+                        ([("t", "==", "a much longer value é")],
+                         data["t"] == "a much longer value é")]:
+        got = _viewed(tmp_path / "one.idv", ["t", "k"], filter=where)
+        assert got.column("t").type == pa.string()
+        assert got.column("t").to_pylist() == list(data["t"][keep])
+        assert got.column("k").to_pylist() == data["k"][keep].tolist()
+    with idv.dataset(tmp_path / "many") as ds:
+        got = _viewed(ds, ["t"])
+    assert got.column("t").type == pa.string_view()
+    assert got.column("t").to_pylist() == list(data["t"][:400])

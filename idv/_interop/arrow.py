@@ -19,7 +19,7 @@ from idv._values import text_bytes, ticks
 from idv._values.arguments import ensure_count
 from idv._reader import whole_read
 from idv._interop.arrow_columns import (bits_reader, chunked, converters, is_text, one_array,
-                                        taken, text_reader)
+                                        taken, text_reader, view_runs)
 from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow, numpy_view
 from idv._reader import read_source
 from idv._reader.reader import opened
@@ -193,14 +193,15 @@ def _table(pa, src, keys, i, datetime, safe):
         return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in convs]))
 
 
-def _joined(pa, src, keys, i0, i1, unit, safe):
+def _joined(pa, src, keys, i0, i1, unit, safe, views=()):
     """[(field, ChunkedArray)] of columns `keys` (each whole_read.joinable) of files [i0, i1)
-    read as one, typed and annotated as file i0's columns."""
+    read as one, typed and annotated as file i0's columns (Text named in `views` as string
+    views)."""
     if not keys:
         return []
     values = whole_read.read(src, keys, i0, i1, whole_read.Form(arrow=_arrow))
     with src.using(i0) as first:
-        convs = converters(pa, [first[k] for k in keys], unit, safe)
+        convs = converters(pa, [first[k] for k in keys], unit, safe, views)
     return [(conv.field, chunked(pa, conv, v)) for conv, v in zip(convs, values)]
 
 
@@ -238,18 +239,20 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
 
 
 def window_reader(file, columns=None, *, datetime="auto", safe=True, filter=None,  # noqa: A002
-                  batch_rows=None):
+                  batch_rows=None, text_views=False):
     """record_batch_reader's stream in batches of whole blocks of about `batch_rows` rows (at
     least a block; None: a window of blocks, about 8 MiB decompressed) rather than a block
     each: what an engine takes as its batches, with a few Python calls a batch instead of a
     few a block, the filter's rows tested a batch at a time. As each batch is handed out, the
-    file is checked to be the one opened (a mapped file's views outlive no check)."""
+    file is checked to be the one opened (a mapped file's views outlive no check).
+    `text_views`: Text as Arrow string views (pa.string_view) made as its blocks are decoded,
+    where idv tests no rows (else strings: a test's matches are copied out of them)."""
     return _reader(file, columns, datetime, safe, None, rows=None, filter=filter,
-                   per=batch_rows or WINDOW)
+                   per=batch_rows or WINDOW, views=text_views)
 
 
 def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A002
-            per=1):
+            per=1, views=False):
     ensure_count(batch_size, "batch_size", none=True)
     pa = import_pyarrow()
     stack = contextlib.ExitStack()      # a file opened here, closed when the batches run out
@@ -260,7 +263,11 @@ def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A0
         unit, safe = _unit(src, keys, datetime, safe)
         node = read_source.filter_of(filter)
         with src.using(0) as first:
-            convs = converters(pa, [first[k] for k in keys], unit, safe)
+            # views where no row is tested: the matches of a test are copied out of the
+            # strings (taken), and only they become views then (as_views)
+            tests = node is not None and not isinstance(node, filters.BlocksOnly)
+            views = frozenset(first[k].name for k in keys) if views and not tests else ()
+            convs = converters(pa, [first[k] for k in keys], unit, safe, views)
             consts = _constant_fields(pa, src, fixed)
             schema = pa.schema([c.field for c in convs] + consts)
             bound = None if node is None or read_source.constant_types(src) else \
@@ -279,7 +286,7 @@ def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A0
         raise
     order = [(keys + fixed).index(k) for k in asked]
     how = _Stream(pa, src, keys, unit, safe, schema, bound, batch_size, (first, convs),
-                  fixed, order, per, pa.schema([schema.field(j) for j in order]))
+                  fixed, order, per, pa.schema([schema.field(j) for j in order]), views)
 
     @budget.reads
     def batches(_src):
@@ -313,6 +320,7 @@ class _Stream(NamedTuple):
     order: list         # where each column asked is in keys + fixed
     per: object         # rows of the scan's batches: 1 (a block each), more, or WINDOW
     schema_asked: object    # the stream's schema: the columns in the order asked (made once)
+    views: object       # the names of the Text columns read as string views
 
     def batch(self, i, arrays, n):
         """The record batch of `arrays` (of the files' columns) and `n` rows of the constant
@@ -331,7 +339,8 @@ def _file_batches(how, i, rows, bound):
     pa = how.pa
     with how.src.using(i) as f:
         cols = [f[k] for k in how.keys]
-        convs = how.first[1] if f is how.first[0] else converters(pa, cols, how.unit, how.safe)
+        convs = how.first[1] if f is how.first[0] else converters(pa, cols, how.unit, how.safe,
+                                                                  how.views)
         bound = None if bound is None else bound(f)
         tested = [] if bound is None or isinstance(bound.node, filters.BlocksOnly) else \
             list(bound.columns)                 # BlocksOnly: no row to test
@@ -355,9 +364,15 @@ def _file_batches(how, i, rows, bound):
             for batch in scan.scan(f, readers, rows=rows, block_filter=keep,
                                    batch_rows=None if how.per is WINDOW else how.per):
                 n = len(range(batch.start, batch.stop, batch.step))
+                if not tested:
+                    values = batch.values[:len(convs)]
+                    for a, b in view_runs(pa, values, n):   # no string view copied
+                        yield how.batch(i, [one_array(pa, v if b - a == n else v.slice(a, b - a))
+                                            for v in values], b - a)
+                    continue
                 # Text left in its blocks' chunks while rows are tested: the matches are
                 # copied out of them (taken), not all of them joined first
-                arrays = [v if tested and pa.types.is_string(v.type) else one_array(pa, v)
+                arrays = [v if pa.types.is_string(v.type) else one_array(pa, v)
                           for v in batch.values[:len(convs)]]
                 if tested:
                     values = dict(zip(extra, batch.values[len(convs):]))
@@ -381,7 +396,8 @@ def _group_batches(how, i0, i1):
     file's stream would give them (a block, whole blocks of about the stream's rows, the file
     for a window, or batch_size rows at a time)."""
     pa, files = how.pa, how.src.files
-    arrays = [a for _, a in _joined(pa, how.src, how.keys, i0, i1, how.unit, how.safe)]
+    arrays = [a for _, a in _joined(pa, how.src, how.keys, i0, i1, how.unit, how.safe,
+                                    how.views)]
     cuts = []
     for i in range(i0, i1):
         e = files[i]

@@ -22,7 +22,7 @@ from idv.errors import Where
 class _ColumnToArrow:
     """How one idv column becomes Arrow: its field (type + metadata) and each part's array."""
 
-    def __init__(self, pa, col, unit, safe, as_written=None):
+    def __init__(self, pa, col, unit, safe, as_written=None, views=False):
         self.pa = pa
         self.name = col.name
         self.type = t = col.type
@@ -39,6 +39,11 @@ class _ColumnToArrow:
         # unit `as_written` (None: the unit given)
         self.restored = restored_type(pa, col, as_written) if as_written else None
         self.arrow_type = self.restored or column_arrow_type(pa, t, unit, self.dictionary)
+        # Text scalars as string views (`views`: what polars takes as they are), made block
+        # by block in the thread that decodes it
+        self.views = bool(views) and t is T.Text and self.arrow_type == pa.string()
+        if self.views:
+            self.arrow_type = pa.string_view()
         meta = {TYPE_KEY: str(t).encode()}
         if spec:
             meta[METADATA_KEY] = metadata_to_json(spec).encode()
@@ -61,6 +66,8 @@ class _ColumnToArrow:
         col = self.col
         arrays = []
         blocks = col.read_text_blocks(b0, b1, parallel=parallel, out=out)
+        if self.views:
+            return [self.views_array(b0, b1, blocks)]
         for b, block in zip(range(b0, b1), blocks):
             row0 = col.block_rows(b)[0]
             if block is None:        # a vector block with sparse rows: through read()'s form
@@ -68,6 +75,21 @@ class _ColumnToArrow:
             else:
                 arrays.append(self.text_block_array(block))
         return arrays
+
+    def views_array(self, b0, b1, blocks):
+        """Text blocks [b0, b1) (TextSpans) as one string_view array: their views in one
+        buffer of Arrow's memory pool (its pages reused: fresh ones would cost more than the
+        views), each block's bytes a data buffer of it."""
+        pa, col = self.pa, self.col
+        r0 = col.block_rows(b0)[0]
+        n = col.block_rows(b1 - 1)[1] - r0
+        room = pa.allocate_buffer(16 * n)
+        views = np.frombuffer(room, np.uint8)
+        for j, (b, block) in enumerate(zip(range(b0, b1), blocks)):
+            at = 16 * (col.block_rows(b)[0] - r0)
+            _codecs.string_views(block.offsets, block.data, views[at:at + 16 * len(block)], j)
+        return pa.Array.from_buffers(pa.string_view(), n, [None, room] + [
+            pa.py_buffer(block.data) for block in blocks])
 
     def text_block_array(self, block):
         pa, t = self.pa, self.type
@@ -236,6 +258,8 @@ class _ColumnToArrow:
             return pa.DictionaryArray.from_arrays(indices, self.dictionary)
         out = items_to_arrow(pa, t, np.asarray(values), self.unit, self.safe,
                              self._describe(row0))
+        if self.views:
+            return as_views(pa, out)
         if self.restored is not None:
             try:
                 out = restore(pa, out, self.restored)
@@ -246,15 +270,31 @@ class _ColumnToArrow:
         return out
 
 
-def converters(pa, cols, datetime, safe):
+def converters(pa, cols, datetime, safe, views=()):
     """The converters of columns `cols`, each time column in the unit `datetime` gives it (a
-    source's time_unit: a ticks.Units, or a fixed mode)."""
+    source's time_unit: a ticks.Units, or a fixed mode), Text scalars named in `views` as
+    string views."""
     ticks.check_time_mode(datetime)
     # the chosen modes give a column the type it was written from (its SOURCE_TYPE), within
     # their finest unit
     as_written = {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", datetime))
-    return [_ColumnToArrow(pa, c, *ticks.unit_of(datetime, c.name, bool(safe)), as_written)
-            for c in cols]
+    return [_ColumnToArrow(pa, c, *ticks.unit_of(datetime, c.name, bool(safe)), as_written,
+                           c.name in views) for c in cols]
+
+
+def as_views(pa, strings):
+    """An Arrow string array as string views over its own bytes (_codecs.string_views, into
+    Arrow's memory pool); one with nulls, or of another type, by pyarrow's cast."""
+    if strings.null_count or not pa.types.is_string(strings.type):
+        return strings.cast(pa.string_view())
+    n = len(strings)
+    _, offsets, data = strings.buffers()
+    room = pa.allocate_buffer(16 * n)
+    _codecs.string_views(np.frombuffer(offsets, np.int32, n + 1, strings.offset * 4),
+                         np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8),
+                         np.frombuffer(room, np.uint8))
+    return pa.Array.from_buffers(pa.string_view(), n, [None, room,
+                                                       data or pa.py_buffer(b"")])
 
 
 def is_text(col):
@@ -297,6 +337,8 @@ def chunked(pa, conv, values):
     of Text) as a ChunkedArray: one array per block of rows (text and vectors stay within Arrow's
     32-bit offsets) or, for fixed-width scalars, one array."""
     if isinstance(values, list):
+        if conv.views:      # strings a reader of its own made (idv._reader.whole_read)
+            values = [as_views(pa, v) if pa.types.is_string(v.type) else v for v in values]
         return pa.chunked_array(values, conv.arrow_type)
     t, n = conv.type, len(values)
     if not isinstance(t, T.Vector) and t is not T.Text:
@@ -323,6 +365,19 @@ def one_array(pa, part):
         if joined is not None:
             return joined
     return pa.concat_arrays(chunks)
+
+
+def view_runs(pa, values, n):
+    """Row ranges [(a, b)] covering the `n` rows of `values` (Arrays or ChunkedArrays of the
+    same rows) within which every ChunkedArray of string views lies in one chunk: the batches
+    a scan's window is cut into, whose views are then never joined (a copy of every view)."""
+    cuts = {0, n}
+    for v in values:
+        if isinstance(v, pa.ChunkedArray) and v.num_chunks > 1 and \
+                pa.types.is_string_view(v.type):
+            cuts.update(np.cumsum([len(c) for c in v.chunks]).tolist())
+    cuts = sorted(c for c in cuts if c <= n)
+    return list(zip(cuts[:-1], cuts[1:]))
 
 
 def taken(pa, part, rows, spans=None):
