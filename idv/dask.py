@@ -147,17 +147,18 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
         unit, safe = ds.time_unit(names, datetime, safe)
         parts = scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES,
                                 block_filter=filters.blocks_of(filter))
-        first = ds.open_file(0)
         from idv._values.metadata import warn_kept_wide
         from idv._interop.pandas import frame
         if vectors == "expand":      # once, here; the meta and the partitions say nothing
             warn_kept_wide([ds.schema[n] for n in names], "one column of arrays")
-        meta = frame(first, names, vectors=vectors, datetime=unit, safe=safe, rows=slice(0, 0))
         frame_columns = {}
-        for n in names:
-            for c in frame(first, [n], vectors=vectors, datetime=unit, safe=safe,
-                           rows=slice(0, 0)).columns:
-                frame_columns[c] = n
+        with ds.using(0) as first:
+            meta = frame(first, names, vectors=vectors, datetime=unit, safe=safe,
+                         rows=slice(0, 0))
+            for n in names:
+                for c in frame(first, [n], vectors=vectors, datetime=unit, safe=safe,
+                               rows=slice(0, 0)).columns:
+                    frame_columns[c] = n
         files = ds.files
         tasks = [(p.path, p.start, p.stop, files[p.part].start + p.start)
                  for p in parts]
@@ -219,7 +220,8 @@ def read_idv_array(urlpath, column, blocks_per_chunk=None, storage_options=None,
         if not isinstance(item, T.Key) and item.dtype.kind not in "biuf":
             raise TypeError(f"column {column!r} is {t}: read_idv_array takes numeric, Boolean "
                             f"and key columns; use idv.dask.read_idv")
-        dtype = ds.open_file(0)[column].dtype
+        with ds.using(0) as first:
+            dtype = first[column].dtype
         dims = tuple(t.dims) if isinstance(t, T.Vector) else ()
         chunks = []
         read = dask.delayed(_read_rows, pure=True)

@@ -49,12 +49,18 @@ class _Tables:
         self.safe = safe
         self.schema = None          # the tables' schema, set by load once Features are known
 
-    def reader(self, file, rows):
-        """idv._interop.arrow's record batch reader of rows `rows` (a slice) of file number
-        `file`."""
-        ds = self.source.dataset()
-        return record_batch_reader(ds.open_file(file), self.source.names, datetime=self.unit,
-                                   safe=self.safe, rows=rows)
+    def batches(self, file, rows):
+        """idv._interop.arrow's record batches of rows `rows` (a slice) of file number `file`,
+        which the dataset keeps open until the last is read."""
+        with self.source.dataset().using(file) as f:
+            yield from record_batch_reader(f, self.source.names, datetime=self.unit,
+                                           safe=self.safe, rows=rows)
+
+    def arrow_schema(self):
+        """The record batches' schema."""
+        with self.source.dataset().using(0) as f:
+            return record_batch_reader(f, self.source.names, datetime=self.unit,
+                                       safe=self.safe, rows=slice(0, 0)).schema
 
     def labelled(self, batch):
         """The arrays of a record batch, its ClassLabel columns as int64 class numbers (-1:
@@ -71,7 +77,7 @@ class _Tables:
     def __call__(self, parts):
         pa = import_pyarrow()
         for part in parts:
-            for i, batch in enumerate(self.reader(part.part, slice(part.start, part.stop))):
+            for i, batch in enumerate(self.batches(part.part, slice(part.start, part.stop))):
                 yield (f"{part.part}:{part.b0}:{i}",
                        pa.Table.from_arrays(self.labelled(batch), schema=self.schema))
 
@@ -131,7 +137,7 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
     unit, safe = ds.time_unit(src.names, datetime, True)
     tables = _Tables(src, unit, safe)
     parts = scan.partitions(ds, src.names, blocks_per_shard or (1 if streaming else None))
-    idv_schema = tables.reader(0, slice(0, 0)).schema
+    idv_schema = tables.arrow_schema()
     features, tables.schema = _features(hf, pa, idv_schema, src.key_values)
     info = hf.DatasetInfo(features=features)
     if streaming:

@@ -26,6 +26,12 @@ ray_data = require("ray.data", "idv.ray", "idv[ray]")
 __all__ = ["read_idv", "IdvDatasource", "IdvDatasink"]
 
 
+def _part_bytes(ds, part, names):
+    """{name: the decompressed bytes of partition `part`'s blocks of each column `names`}."""
+    with ds.using(part.part) as f:
+        return {n: int(f[n].lookup["raw"][part.b0:part.b1].sum()) for n in names}
+
+
 def _read_task(part, names, filesystem, open_kwargs, datetime, safe, size, filter_):
     """A ReadTask giving partition `part` as one Arrow table (run by a Ray worker): the rows
     that match `filter_` (None: all)."""
@@ -65,8 +71,7 @@ class IdvDatasource(ray_data.Datasource):
                                          block_filter=filters.blocks_of(filter),
                                          at_least_one=True)
             self.filter = filter
-            self.part_bytes = [{n: int(ds.open_file(p.part)[n].lookup["raw"][p.b0:p.b1].sum())
-                                for n in self.names} for p in self.parts]
+            self.part_bytes = [_part_bytes(ds, p, self.names) for p in self.parts]
             self.schema = arrow_schema(ds, self.names, datetime=self.datetime)
             self.filesystem = ds.filesystem
             self.open_kwargs = dict(ds.open_kwargs)

@@ -191,8 +191,8 @@ class _Plan:
             self.arrow = arrow_schema(ds, self.names, datetime="us")
             self.filesystem = ds.filesystem
             self.open_kwargs = dict(ds.open_kwargs)
-            first = ds.open_file(0)
-            self.types = {n: first[n].type for n in self.names}
+            with ds.using(0) as first:
+                self.types = {n: first[n].type for n in self.names}
         self.path = path
         self.schema = _spark_schema(self.arrow)
 

@@ -609,6 +609,24 @@ def test_reads_from_many_threads_share_the_open_files(tmp_path):
         assert not errors, errors[0]
         assert ds.num_open_files <= 2
 
+def test_a_file_whose_sizes_are_read_stays_open_while_other_files_open(tmp_path,
+                                                                         monkeypatch):
+    """Dataset.decoded_bytes (what a read checks against the memory limit) holds its file
+    while it reads the file's lookup tables: other files opened meanwhile, past
+    max_open_files (another thread's read), close others, never it."""
+    from idv._reader.column import Column
+    paths = _keyed_files(tmp_path, 3, 3_000)
+    with idv.dataset(paths, max_open_files=1) as ds:
+        real = Column.decoded_bytes
+
+        def meanwhile(self, *args):
+            ds.open_file(1)
+            return real(self, *args)
+        monkeypatch.setattr(Column, "decoded_bytes", meanwhile)
+        assert ds.decoded_bytes(0, "x", slice(0, 10)) == 4_000     # its first block
+        assert ds.decoded_bytes(2, "x", slice(0, 3_000)) == 12_000
+
+
 def test_a_url_dataset_keeps_at_most_max_open_files_open(tmp_path):
     """Through fsspec (a file:// URL), a dataset holds at most max_open_files files open while
     it reads them all, and none once closed."""

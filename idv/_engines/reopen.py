@@ -58,12 +58,12 @@ class Reopenable:
         ds = self._open(list(columns) if named else None)
         self.names = ds.resolve_columns(columns)
         self.types = [ds.schema[n].type for n in self.names]
-        first = ds.open_file(0)
         self.key_values = {}
-        for n, t in zip(self.names, self.types):
-            kv = usable_key_values(t, first[n].metadata)
-            if kv is not None:
-                self.key_values[n] = kv.tolist()
+        with ds.using(0) as first:
+            for n, t in zip(self.names, self.types):
+                kv = usable_key_values(t, first[n].metadata)
+                if kv is not None:
+                    self.key_values[n] = kv.tolist()
 
     def _open(self, columns):
         if self.filesystem is not None and self._fs_pid != os.getpid():

@@ -278,7 +278,8 @@ class Dataset(reads.SourceReads):
         if not self._open.is_open(i) and entry.decoded is not None and name in entry.decoded \
                 and every_row:
             return entry.decoded[name][bool(arrow)]
-        return self.open_file(i)[name].decoded_bytes(local, arrow)
+        with self.using(i) as f:        # not closed by another thread's read meanwhile
+            return f[name].decoded_bytes(local, arrow)
 
     def __getitem__(self, key):
         """``ds[a:b]``: those rows of every column, as ``ds.read(rows=slice(a, b))``."""
