@@ -450,3 +450,18 @@ def test_string_views_through_filters_and_small_files(tmp_path):
         got = _viewed(ds, ["t"])
     assert got.column("t").type == pa.string_view()
     assert got.column("t").to_pylist() == list(data["t"][:400])
+
+
+def test_string_views_count_against_the_memory_limit(tmp_path):
+    """Views take 16 bytes a string, more than the text of short strings (4 bytes each
+    here, empty): they are charged to the file's memory limit as they are made, beyond
+    what the window of blocks itself needs."""
+    from idv._interop.arrow import window_reader
+    path = tmp_path / "empty.idv"
+    idv.write(path, {"t": np.array([""] * 500_000, object)})
+    with idv.open(path, memory_limit=3_000_000) as f:     # the blocks' 2 MB fit, not 8 MB
+        with pytest.raises(idv.MemoryLimitError, match="string views of column 't'"):
+            window_reader(f, ["t"], text_views=True).read_all()
+        assert window_reader(f, ["t"]).read_all().column("t").to_pylist() == [""] * 500_000
+    with idv.open(path, memory_limit=9_000_000) as f:
+        assert window_reader(f, ["t"], text_views=True).read_all().num_rows == 500_000

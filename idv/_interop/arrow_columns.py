@@ -83,6 +83,7 @@ class _ColumnToArrow:
         pa, col = self.pa, self.col
         r0 = col.block_rows(b0)[0]
         n = col.block_rows(b1 - 1)[1] - r0
+        col.need(16 * n, lambda: f"the string views of column {col.name!r}")
         room = pa.allocate_buffer(16 * n)
         views = np.frombuffer(room, np.uint8)
         for j, (b, block) in enumerate(zip(range(b0, b1), blocks)):

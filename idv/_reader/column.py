@@ -443,22 +443,23 @@ class Column(ColumnAnnotations):
         return int(text_rooms(self.lookup[b0:b1]).sum())
 
     def read_text_blocks(self, b0, b1, *, parallel=True, out=None):
-        """Blocks [b0, b1) of a Text or vector-of-Text column in Arrow's string layout, with no
-        Python strings: per block a TextSpans (int32 offsets into the UTF-8 bytes) or, for
-        vectors, a VectorBlock whose values are one (None for a block with rows stored sparse).
-        They are views into one buffer the blocks are decompressed into and converted in
-        place, in parallel (idv._interop.arrow makes Arrow arrays of them without copies). Errors
-        and ``parallel`` as read_blocks; ``out``: a uint8 array of text_room(b0, b1) bytes."""
+        """Blocks [b0, b1) of a Text or vector-of-Text column in Arrow's string layout, no str:
+        a TextSpans a block (int32 offsets into its UTF-8) or, for vectors, a VectorBlock of one
+        (None: rows stored sparse), views of one buffer (``out``: text_room(b0, b1) bytes) the
+        blocks are inflated into and converted in place. Errors, ``parallel``: as read_blocks."""
         try:
             return self._decode_text_blocks(b0, b1, parallel, out)
         except IdvFormatError as e:
             raise self._located(e)
 
+    def need(self, nbytes, what):
+        """BlockStore.need: for memory a reader of the column allocates itself."""
+        self._file.store.need(nbytes, what)
+
     def read_bit_blocks(self, b0, b1, *, parallel=True, out=None):
-        """Blocks [b0, b1) of a column of Boolean scalars as they hold their values, a bit a
-        row (Arrow's layout): the blocks' bytes end to end (idv._store.block_runs.bit_rooms)
-        in one uint8 array, ``out`` if given. Errors and ``parallel`` as read_blocks.
-        Package-internal."""
+        """Blocks [b0, b1) of Boolean scalars as they hold them, a bit a row (Arrow's layout):
+        their bytes end to end (block_runs.bit_rooms) in one uint8 array, ``out`` if given.
+        Errors and ``parallel`` as read_blocks. Package-internal."""
         self.check_readable()
         self._file.check_open()
         try:
