@@ -124,7 +124,7 @@ PACKAGE_INTERNAL = {
     "Column.stored_blocks", "Column.check_unread", "Column.lookup_errors",
     "Column.check_readable", "Column.mapped_blocks", "Column.text_room",
     "Column.read_text_blocks", "Column.read_bit_blocks", "Column.metadata_entries", "Column.annotation_form",
-    "Column.decode_metadata", "Column.decoded_bytes", "DatasetFile.closing",
+    "Column.decode_metadata", "Column.decoded_bytes", "Column.need", "DatasetFile.closing",
     "VerifyReport.for_unopenable",
 }
 # methods that Ray and Spark call, with the arguments of their engine's interface (documented

@@ -453,7 +453,7 @@ class Column(ColumnAnnotations):
             raise self._located(e)
 
     def need(self, nbytes, what):
-        """BlockStore.need: for memory a reader of the column allocates itself."""
+        """BlockStore.need, for memory a column's reader allocates itself. Package-internal."""
         self._file.store.need(nbytes, what)
 
     def read_bit_blocks(self, b0, b1, *, parallel=True, out=None):
