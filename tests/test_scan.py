@@ -78,6 +78,30 @@ def test_batches_are_the_columns_read_whole(path, whole, threads, window_bytes, 
             _equal(_joined(windows, k), whole[n])
 
 
+def test_a_windows_pieces_of_numbers_are_one_array_over_them_not_a_copy(path, whole):
+    """The pieces of a column of fixed-width items decode end to end into the window's
+    buffer: the window's value is one array over them (end_to_end), not their copy; pieces
+    that do not lie so are joined."""
+    with idv.open(path, threads=2) as f:
+        for name in ("f", "i", "v"):
+            windows = list(S.scan(f, [name, "t"], batch_rows=None, window_bytes=1 << 20,
+                                  piece_bytes=500))
+            assert len(windows) == 1
+            value = windows[0].values[0]
+            assert value.base is not None and not value.flags.owndata    # a view, of ...
+            assert S._root(value).dtype == np.uint8                      # ... the buffer
+            _equal(value, whole[name])
+    buf = np.zeros(256, np.uint8)
+    a, b = buf[:64].view(np.float64), buf[64:96].view(np.float64)
+    joined = S.end_to_end([a, b])
+    assert joined.shape == (12,) and np.shares_memory(joined, buf)
+    assert S.end_to_end([a, buf[128:160].view(np.float64)]) is None          # a gap
+    assert S.end_to_end([b, a]) is None                                       # out of order
+    assert S.end_to_end([a, buf[64:96].view(np.int64)]) is None               # another dtype
+    assert S.end_to_end([a, np.zeros(4)]) is None                             # another buffer
+    assert S.end_to_end([whole["r"], whole["r"]]) is None                     # not arrays
+
+
 @pytest.mark.parametrize("rows", [range(0, 1000, 1), range(10, 11), range(63, 200, 1),
                                   range(5, 999, 3), range(7, 1000, 100), range(1, 1000, 999),
                                   range(500, 500), range(990, 1000, 64)])

@@ -72,6 +72,35 @@ def fixed_blocks(col, out):
     return col.blocks
 
 
+def end_to_end(arrays):
+    """One array over numpy `arrays` (of one dtype and item shape, C-contiguous) that lie end
+    to end in the same buffer, as the pieces of a column decoded into a scan window's buffer
+    do; None for any others. No copy."""
+    first = arrays[0]
+    if not isinstance(first, np.ndarray):
+        return None
+    root = _root(first)
+    if root.dtype != np.uint8 or root.ndim != 1 or not root.flags.c_contiguous:
+        return None
+    at = first.ctypes.data
+    for a in arrays:
+        if not (isinstance(a, np.ndarray) and a.dtype == first.dtype and a.flags.c_contiguous
+                and a.shape[1:] == first.shape[1:] and a.ctypes.data == at
+                and _root(a) is root):
+            return None
+        at += a.nbytes
+    start = first.ctypes.data - root.ctypes.data
+    rows = sum(len(a) for a in arrays)
+    return root[start:at - root.ctypes.data].view(first.dtype).reshape((rows,) + first.shape[1:])
+
+
+def _root(a):
+    """The array whose memory numpy array `a` views (`a` itself when it owns its own)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
 class NumpyColumn:
     """A column read into read()'s forms: numpy arrays, Ragged, CSR (``sparse``)."""
 
@@ -98,8 +127,12 @@ class NumpyColumn:
         return [out]
 
     def join(self, chunks):
-        """A window's chunks, in row order, as one value."""
-        return chunks[0] if len(chunks) == 1 else vectors.concat_reads(chunks)
+        """A window's chunks, in row order, as one value: one array over them where they lie
+        end to end in the window's buffer (its pieces of fixed-width items), else joined."""
+        if len(chunks) == 1:
+            return chunks[0]
+        whole = end_to_end(chunks)
+        return vectors.concat_reads(chunks) if whole is None else whole
 
     def cut(self, value, a, b, step=1):
         """Rows [a, b) (every `step`-th) of a joined value."""
