@@ -248,11 +248,11 @@ def window_reader(file, columns=None, *, datetime="auto", safe=True, filter=None
     `text_views`: Text as Arrow string views (pa.string_view) made as its blocks are decoded,
     where idv tests no rows (else strings: a test's matches are copied out of them)."""
     return _reader(file, columns, datetime, safe, None, rows=None, filter=filter,
-                   per=batch_rows or WINDOW, views=text_views)
+                   per=batch_rows or WINDOW, text_views=text_views)
 
 
 def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A002
-            per=1, views=False):
+            per=1, text_views=False):
     ensure_count(batch_size, "batch_size", none=True)
     pa = import_pyarrow()
     stack = contextlib.ExitStack()      # a file opened here, closed when the batches run out
@@ -266,7 +266,7 @@ def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A0
             # views where no row is tested: the matches of a test are copied out of the
             # strings (taken), and only they become views then (as_views)
             tests = node is not None and not isinstance(node, filters.BlocksOnly)
-            views = frozenset(first[k].name for k in keys) if views and not tests else ()
+            views = frozenset(first[k].name for k in keys) if text_views and not tests else ()
             convs = converters(pa, [first[k] for k in keys], unit, safe, views)
             consts = _constant_fields(pa, src, fixed)
             schema = pa.schema([c.field for c in convs] + consts)
