@@ -617,9 +617,10 @@ def string_views(const int32_t[::1] offsets, const uint8_t[::1] data, uint8_t[::
     the strings of 12 bytes or fewer held in their views, the longer ones pointing into
     `data`, which becomes the array's data buffer number `buffer` as it is (nothing copied).
     What polars takes as it is; made in the thread that decoded the block, rather than by a
-    cast of every string afterwards. ValueError where offsets decrease or point outside
-    `data`, or `out` is short."""
-    cdef Py_ssize_t n = max(offsets.shape[0] - 1, 0), i = 0
+    cast of every string afterwards. Returns how many point into `data` (0: the array needs
+    no data buffer for them). ValueError where offsets decrease or point outside `data`, or
+    `out` is short."""
+    cdef Py_ssize_t n = max(offsets.shape[0] - 1, 0), i = 0, longer = 0
     cdef long long nd = data.shape[0]
     cdef int32_t a, b
     cdef int bad = 0
@@ -627,7 +628,7 @@ def string_views(const int32_t[::1] offsets, const uint8_t[::1] data, uint8_t[::
     if out.shape[0] < 16 * n:
         raise ValueError(f"room for {out.shape[0] // 16} string views, not {n}")
     if n == 0:
-        return
+        return 0
     with nogil:
         for i in range(n):
             a, b = offsets[i], offsets[i + 1]
@@ -635,9 +636,11 @@ def string_views(const int32_t[::1] offsets, const uint8_t[::1] data, uint8_t[::
                 bad = 1
                 break
             idv_view(&out[16 * i], d, nd, a, b - a, buffer)
+            longer += b - a > 12
     if bad:
         raise ValueError(f"string offsets decrease or point outside the {nd} bytes of text "
                          f"(string {i})")
+    return longer
 
 
 def check_end(str name, Py_ssize_t end, Py_ssize_t size, Py_ssize_t n):

@@ -91,17 +91,24 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                 # (its bytes before Text becomes views: counted without a pass over them)
                 budget.check(table.nbytes + spare, ds.memory_limit, lambda: f"the dataset "
                              f"({ds.files[0].path}...): a frame for polars")
-                df = pl.from_arrow(_polars_table(pa, table), rechunk=False)
-                if predicate is not None and not exact:
+                table = _polars_table(pa, table)
+                df = pl.from_arrow(table, rechunk=False)
+                if predicate is not None and not exact:       # what polars keeps of it
                     df = df.filter(predicate)
-                yield df.select(with_columns) if narrow else df
+                    df = df.select(with_columns) if narrow else df
+                    yield df, df.estimated_size()
+                    continue
+                if narrow:
+                    df, table = df.select(with_columns), table.select(list(with_columns))
+                # the frame's Arrow bytes: polars' estimated_size walks string views
+                yield df, table.nbytes
 
         left = n_rows
         # polars keeps every frame of a collect, and aborts the process when an allocation
         # fails: each is charged to the dataset's limit before polars has it
-        for df in budget.kept(frames(), ds.memory_limit,
-                              lambda: f"the dataset ({ds.files[0].path}...): frames for polars",
-                              nbytes=pl.DataFrame.estimated_size):
+        for df, _ in budget.kept(frames(), ds.memory_limit,
+                                 lambda: f"the dataset ({ds.files[0].path}...): frames for "
+                                         f"polars", nbytes=lambda frame: frame[1]):
             if left is not None:
                 df = df.head(left)
                 left -= df.height

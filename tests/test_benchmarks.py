@@ -156,7 +156,7 @@ def check_report(script, report, oracle):
         assert report["write_statistics_s"] > 0 and report["idv_vs_parquet"] > 0
         return
     if script == "bench_queries.py":
-        assert [r["name"] for r in report["results"]] == ["P1", "P2", "D1", "D2"]
+        assert [r["name"] for r in report["results"]] == ["P1", "P2", "T1", "D1", "D2"]
         for r in report["results"]:         # each time measured, each ratio from them
             assert min(r["decode"], r["read"], r["in memory"], r["query"]) > 0, r
             assert r["check"] == pytest.approx(r["decode"] / r["query"])

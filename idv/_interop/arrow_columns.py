@@ -79,18 +79,21 @@ class _ColumnToArrow:
     def views_array(self, b0, b1, blocks):
         """Text blocks [b0, b1) (TextSpans) as one string_view array: their views in one
         buffer of Arrow's memory pool (its pages reused: fresh ones would cost more than the
-        views), each block's bytes a data buffer of it."""
+        views), the bytes of each block that holds a string longer than a view a data buffer
+        of it (the others' are not held: an engine would count them as unused, and copy)."""
         pa, col = self.pa, self.col
         r0 = col.block_rows(b0)[0]
         n = col.block_rows(b1 - 1)[1] - r0
         col.need(16 * n, lambda: f"the string views of column {col.name!r}")
         room = pa.allocate_buffer(16 * n)
         views = np.frombuffer(room, np.uint8)
-        for j, (b, block) in enumerate(zip(range(b0, b1), blocks)):
+        data = []
+        for b, block in zip(range(b0, b1), blocks):
             at = 16 * (col.block_rows(b)[0] - r0)
-            _codecs.string_views(block.offsets, block.data, views[at:at + 16 * len(block)], j)
-        return pa.Array.from_buffers(pa.string_view(), n, [None, room] + [
-            pa.py_buffer(block.data) for block in blocks])
+            if _codecs.string_views(block.offsets, block.data, views[at:at + 16 * len(block)],
+                                    len(data)):
+                data.append(pa.py_buffer(block.data))
+        return pa.Array.from_buffers(pa.string_view(), n, [None, room] + data)
 
     def text_block_array(self, block):
         pa, t = self.pa, self.type
@@ -291,11 +294,11 @@ def as_views(pa, strings):
     n = len(strings)
     _, offsets, data = strings.buffers()
     room = pa.allocate_buffer(16 * n)
-    _codecs.string_views(np.frombuffer(offsets, np.int32, n + 1, strings.offset * 4),
-                         np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8),
-                         np.frombuffer(room, np.uint8))
-    return pa.Array.from_buffers(pa.string_view(), n, [None, room,
-                                                       data or pa.py_buffer(b"")])
+    longer = _codecs.string_views(
+        np.frombuffer(offsets, np.int32, n + 1, strings.offset * 4),
+        np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8),
+        np.frombuffer(room, np.uint8))
+    return pa.Array.from_buffers(pa.string_view(), n, [None, room] + ([data] if longer else []))
 
 
 def is_text(col):
