@@ -371,7 +371,8 @@ def test_string_views_are_arrows_own():
         data = np.frombuffer(b"".join(encoded), np.uint8).copy()
         out = np.full(16 * n, 0xAB, np.uint8)
         buffer = int(trial % 3)
-        _codecs.string_views(offsets, data, out, buffer)
+        longer = _codecs.string_views(offsets, data, out, buffer)
+        assert longer == sum(len(e) > 12 for e in encoded)     # those needing `data`
         ours = out.reshape(-1, 16)
         arrow = np.frombuffer(pa.array(values, pa.string_view()).buffers()[1], np.uint8,
                               16 * n).reshape(-1, 16)
