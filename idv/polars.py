@@ -91,17 +91,8 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                 # (its bytes before Text becomes views: counted without a pass over them)
                 budget.check(table.nbytes + spare, ds.memory_limit, lambda: f"the dataset "
                              f"({ds.files[0].path}...): a frame for polars")
-                table = _polars_table(pa, table)
-                df = pl.from_arrow(table, rechunk=False)
-                if predicate is not None and not exact:       # what polars keeps of it
-                    df = df.filter(predicate)
-                    df = df.select(with_columns) if narrow else df
-                    yield df, df.estimated_size()
-                    continue
-                if narrow:
-                    df, table = df.select(with_columns), table.select(list(with_columns))
-                # the frame's Arrow bytes: polars' estimated_size walks string views
-                yield df, table.nbytes
+                yield _frame(pl, pa, table, None if exact else predicate,
+                             with_columns if narrow else None)
 
         left = n_rows
         # polars keeps every frame of a collect, and aborts the process when an allocation
@@ -117,6 +108,22 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                 return
 
     return register_io_source(io_source, schema=pl_schema)
+
+
+def _frame(pl, pa, table, predicate, columns):
+    """(polars frame, its bytes) of a group of blocks (`table`) in polars' layout, filtered
+    by polars' `predicate` and narrowed to `columns` (None: neither); its bytes its Arrow
+    buffers', but for a frame polars filters (polars' estimated_size, which walks every
+    string view: 1.2 ms a frame of 950,000 strings)."""
+    table = _polars_table(pa, table)
+    df = pl.from_arrow(table, rechunk=False)
+    if predicate is not None:
+        df = df.filter(predicate)
+        df = df if columns is None else df.select(columns)
+        return df, df.estimated_size()
+    if columns is None:
+        return df, table.nbytes
+    return df.select(columns), table.select(list(columns)).nbytes
 
 
 def _pushed(predicate, types, wanted):
