@@ -80,7 +80,7 @@ class _ColumnToArrow:
         """Text blocks [b0, b1) (TextSpans) as one string_view array: their views in one
         buffer of Arrow's memory pool (its pages reused: fresh ones would cost more than the
         views), the bytes of each block that holds a string longer than a view a data buffer
-        of it (the others' are not held: an engine would count them as unused, and copy)."""
+        of it (no view points into the others')."""
         pa, col = self.pa, self.col
         r0 = col.block_rows(b0)[0]
         n = col.block_rows(b1 - 1)[1] - r0
