@@ -77,23 +77,12 @@ class _ColumnToArrow:
         return arrays
 
     def views_array(self, b0, b1, blocks):
-        """Text blocks [b0, b1) (TextSpans) as one string_view array: their views in one
-        buffer of Arrow's memory pool (its pages reused: fresh ones would cost more than the
-        views), the bytes of each block that holds a string longer than a view a data buffer
-        of it (no view points into the others')."""
-        pa, col = self.pa, self.col
-        r0 = col.block_rows(b0)[0]
-        n = col.block_rows(b1 - 1)[1] - r0
+        """Text blocks [b0, b1) (TextSpans) as one string_view array (string_views), its
+        views charged to the file's memory limit."""
+        col = self.col
+        n = col.block_rows(b1 - 1)[1] - col.block_rows(b0)[0]
         col.need(16 * n, lambda: f"the string views of column {col.name!r}")
-        room = pa.allocate_buffer(16 * n)
-        views = np.frombuffer(room, np.uint8)
-        data = []
-        for b, block in zip(range(b0, b1), blocks):
-            at = 16 * (col.block_rows(b)[0] - r0)
-            if _codecs.string_views(block.offsets, block.data, views[at:at + 16 * len(block)],
-                                    len(data)):
-                data.append(pa.py_buffer(block.data))
-        return pa.Array.from_buffers(pa.string_view(), n, [None, room] + data)
+        return string_views(self.pa, [(block.offsets, block.data) for block in blocks])
 
     def text_block_array(self, block):
         pa, t = self.pa, self.type
@@ -286,19 +275,34 @@ def converters(pa, cols, datetime, safe, views=()):
                            c.name in views) for c in cols]
 
 
+def string_views(pa, parts):
+    """One string_view array of the strings of `parts` ([(int32 offsets, uint8 data)], each
+    Arrow's string layout), in order: their views (_codecs.string_views) in one buffer of
+    Arrow's memory pool (its pages reused: fresh ones would cost more than the views), the
+    data of each part that holds a string longer than a view a buffer of the array (no view
+    points into the others')."""
+    n = sum(len(offsets) - 1 for offsets, _ in parts)
+    room = pa.allocate_buffer(16 * n)
+    views = np.frombuffer(room, np.uint8)
+    held, at = [], 0
+    for offsets, data in parts:
+        end = at + 16 * (len(offsets) - 1)
+        if _codecs.string_views(offsets, data, views[at:end], len(held)):
+            held.append(pa.py_buffer(data))
+        at = end
+    return pa.Array.from_buffers(pa.string_view(), n, [None, room] + held)
+
+
 def as_views(pa, strings):
-    """An Arrow string array as string views over its own bytes (_codecs.string_views, into
-    Arrow's memory pool); one with nulls, or of another type, by pyarrow's cast."""
+    """An Arrow string array as string views over its own bytes (string_views); one with
+    nulls, or of another type, by pyarrow's cast."""
     if strings.null_count or not pa.types.is_string(strings.type):
         return strings.cast(pa.string_view())
     n = len(strings)
     _, offsets, data = strings.buffers()
-    room = pa.allocate_buffer(16 * n)
-    longer = _codecs.string_views(
-        np.frombuffer(offsets, np.int32, n + 1, strings.offset * 4),
-        np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8),
-        np.frombuffer(room, np.uint8))
-    return pa.Array.from_buffers(pa.string_view(), n, [None, room] + ([data] if longer else []))
+    return string_views(pa, [(np.frombuffer(offsets, np.int32, n + 1, strings.offset * 4),
+                              np.zeros(0, np.uint8) if data is None
+                              else np.frombuffer(data, np.uint8))])
 
 
 def is_text(col):
