@@ -879,11 +879,13 @@ def distinct_bytes(const uint8_t[::1] data, Py_ssize_t limit=_PROBE):
     """How many distinct byte values the first `limit` bytes hold."""
     cdef Py_ssize_t n = min(data.shape[0], limit)
     with nogil:
-        r = _distinct(&data[0] if n else NULL, n)
+        r = _distinct(&data[0] if n else NULL, n, 256)
     return r
 
 
-cdef int _distinct(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+cdef int _distinct(const uint8_t *p, Py_ssize_t n, int enough) noexcept nogil:
+    """How many distinct byte values p[:n] holds, counted up to `enough` (then it stops: a
+    block of many values, most of them, is known in its first few hundred bytes)."""
     cdef uint8_t seen[256]
     cdef Py_ssize_t i
     cdef int k = 0
@@ -892,6 +894,8 @@ cdef int _distinct(const uint8_t *p, Py_ssize_t n) noexcept nogil:
         if not seen[p[i]]:
             seen[p[i]] = 1
             k += 1
+            if k >= enough:
+                break
     return k
 
 
@@ -931,7 +935,7 @@ cdef class Deflater:
         (`bound` bytes, at least zlib's bound of the sample) is scratch."""
         cdef Py_ssize_t sample
         cdef size_t a, b
-        if n < _MIN_TRIAL or _distinct(p, min(n, <Py_ssize_t>_PROBE)) >= _FEW:
+        if n < _MIN_TRIAL or _distinct(p, min(n, <Py_ssize_t>_PROBE), _FEW) >= _FEW:
             return -1
         sample = min(n, <Py_ssize_t>_SAMPLE)
         a = _ldc_compress(self.ld, p, sample, out, bound)

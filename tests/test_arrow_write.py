@@ -179,6 +179,37 @@ def test_write_arrow_table_bytes_equal_str(from_str, form, rows_per_block, no_st
     assert idv.read(buf.getvalue())["s"].tolist() == vals
 
 
+@pytest.mark.parametrize("form", ["string", "chunked", "dictionary"])
+def test_write_dict_of_arrow_arrays_equals_the_table(from_str, form, no_str_encoder):
+    """idv.write of a dict, or of (name, values) pairs, whose values are the table's Arrow
+    columns: the table's types and the same bytes, Text without a str per value."""
+    vals, n, forms = _arrow_forms()
+    table = forms[form]
+    types = {"s": idv.Text} if form == "dictionary" else None
+    as_dict = {"s": table.column("s"), "n": table.column("n")}
+    for data in (as_dict, list(as_dict.items())):
+        buf = io.BytesIO()
+        idv.write(buf, data, types=types, **ZLIB)
+        assert buf.getvalue() == from_str[None]
+
+
+def test_write_dict_of_arrow_arrays_typed_as_a_table():
+    """Arrow types as from_arrow gives them (lists, dictionaries, nulls as NaN), by position
+    where a name repeats, the caller's types first."""
+    buf = io.BytesIO()
+    idv.write(buf, [("c", pa.array([1.5, None])), ("k", pa.array(["a", "b"]).dictionary_encode()),
+                    ("v", pa.array([[1.0], [2.0, 3.0]])), ("c", pa.array(["x", "y"]))])
+    with idv.open(buf.getvalue()) as f:
+        assert [str(c.type) for c in f.schema] == [
+            "Double", "Key<UInt32, 2>", "Vector<Double>", "Text"]
+        assert f["c"].read().tolist() == ["x", "y"]
+        assert f["k"].metadata["KeyValues"].tolist() == ["a", "b"]
+    buf = io.BytesIO()
+    idv.write(buf, {"c": pa.array([1, 2])}, types={0: idv.Single})
+    with idv.open(buf.getvalue()) as f:
+        assert str(f.schema["c"].type) == "Single"
+
+
 @pytest.mark.parametrize("dtype", ["str", "string[pyarrow]", "large_string[pyarrow]",
                                    "string[python]", "object"])
 def test_write_pandas_strings_bytes_equal_str(from_str, dtype, monkeypatch):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv._values.infer import infer_column
+from idv._interop.arrow import import_pyarrow
 from idv._writer.arrow import from_arrow
 from idv._writer.pandas import from_pandas
 
@@ -28,8 +29,8 @@ def schema_of(columns, types, inferred_types):
             t = types[i]
         elif name in types:
             t = types[name]
-        elif name in inferred_types:
-            t = inferred_types[name]
+        elif i in inferred_types or name in inferred_types:
+            t = inferred_types.get(i, inferred_types.get(name))
         else:
             t, value = infer_column(value, f"column {name!r}")
         schema.append((name, t))
@@ -60,12 +61,33 @@ def data_columns(data, types=None, missing_text=None):
     if type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "schema"):
         return from_arrow(data, types=types)
     if hasattr(data, "items") and hasattr(data, "keys"):
-        return list(data.items()), {}, {}
+        return _arrow_values(list(data.items()), types or {})
     if isinstance(data, (list, tuple)) and all(
             isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in data):
-        return list(data), {}, {}    # (name, values) pairs: names may repeat (hidden columns)
+        # (name, values) pairs: names may repeat (hidden columns)
+        return _arrow_values(list(data), types or {})
     raise TypeError(f"data must be a dict column name -> values, a list of (name, values) pairs, "
                     f"a pandas DataFrame or a pyarrow Table, not {type(data).__name__}")
+
+
+def _arrow_values(pairs, types):
+    """(pairs, types, metadata) of data_columns for (name, values) pairs, the pyarrow Arrays
+    and ChunkedArrays among them typed and converted as a Table's columns are (from_arrow;
+    their types by position), the other values left as they are."""
+    columns, inferred, metadata = [], {}, {}
+    for i, (name, value) in enumerate(pairs):
+        if not (type(value).__module__.split(".")[0] == "pyarrow" and hasattr(value, "type")
+                and hasattr(value, "null_count")):
+            columns.append((name, value))
+            continue
+        pa = import_pyarrow()
+        given = types.get(i, types.get(name))
+        got, typed, meta = from_arrow(pa.table({name: value}),
+                                      types=None if given is None else {name: given})
+        columns += got
+        inferred[i] = typed[name]          # by position: a name may repeat
+        metadata.update(meta)
+    return columns, inferred, metadata
 
 
 def arrow_batch(data):

@@ -34,9 +34,9 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
         A path (written atomically, as idv.Writer writes it) or a seekable binary file; with
         ``partition_by``, a directory.
     data : dict, list of (name, values), pandas.DataFrame, pyarrow.Table or RecordBatch
-        A dict name -> numpy array, list, idv.Ragged, idv.Sparse or scipy.sparse matrix; a
-        list of (name, values) pairs may repeat a name (ML.NET's hidden columns: the last one
-        is visible).
+        A dict name -> numpy array, list, idv.Ragged, idv.Sparse, scipy.sparse matrix or
+        pyarrow Array / ChunkedArray (typed as a Table's columns are); a list of (name,
+        values) pairs may repeat a name (ML.NET's hidden columns: the last one is visible).
     types : dict, optional
         ``{name or index: type}`` overriding the inferred types (keys, DateTimeOffset, RowId,
         multi-dimensional vectors ...).
