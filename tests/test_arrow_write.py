@@ -193,6 +193,36 @@ def test_write_dict_of_arrow_arrays_equals_the_table(from_str, form, no_str_enco
         assert buf.getvalue() == from_str[None]
 
 
+def test_write_frames_of_other_arrow_libraries():
+    """A polars DataFrame, its Series in a dict or in pairs, and a DuckDB relation (Arrow's
+    C stream interface) write the bytes their pyarrow Table writes, through idv.write and
+    Writer.write_batch; a polars LazyFrame is refused with what to do."""
+    pl = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    vals, n, _ = _arrow_forms()
+    df = pl.DataFrame({"s": vals, "n": n, "v": [[float(i), 0.5] for i in range(len(n))]})
+    table = df.to_arrow()
+    want = io.BytesIO()
+    idv.write(want, table, **ZLIB)
+    con = duckdb.connect()
+    con.register("t", table)
+    for data in (df, {"s": df["s"], "n": df["n"], "v": df["v"]}, list(df.to_dict().items()),
+                 con.sql("select * from t")):
+        buf = io.BytesIO()
+        idv.write(buf, data, **ZLIB)
+        assert buf.getvalue() == want.getvalue()
+    with idv.open(want.getvalue()) as f:
+        schema = f.schema
+    buf = io.BytesIO()
+    with idv.Writer(buf, schema, **ZLIB) as w:
+        w.write_batch(df.slice(0, 10))
+        w.write_batch({"s": df["s"][10:20], "n": df["n"][10:20], "v": df["v"][10:20]})
+        w.write_batch(list(df.slice(20).to_dict().items()))
+    assert buf.getvalue() == want.getvalue()
+    with pytest.raises(TypeError, match=r"not LazyFrame: collect\(\) it first"):
+        idv.write(io.BytesIO(), df.lazy())
+
+
 def test_write_dict_of_arrow_arrays_typed_as_a_table():
     """Arrow types as from_arrow gives them (lists, dictionaries, nulls as NaN), by position
     where a name repeats, the caller's types first."""

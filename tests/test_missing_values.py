@@ -69,6 +69,27 @@ def test_missing_text_among_strings(tmp_path, missing, oracle):
     assert [r[column_index(doc, "Name")] for r in doc["rows"]] == ["a", "", "c"]
 
 
+def test_missing_text_in_arrow_strings(tmp_path, oracle):
+    """missing_text= means the same for Arrow data as for a DataFrame: a Table's strings and
+    string views, Arrow columns in a dict, the string items of lists; without it, the error
+    that names it."""
+    pa = pytest.importorskip("pyarrow")
+    names = ["a", None, "c"]
+    forms = {"table": pa.table({"Name": names}),
+             "views": {"Name": pa.array(names, pa.string_view())},
+             "lists": pa.table({"Name": names, "Tags": [["x", None], [], [None]]})}
+    for form, data in forms.items():
+        with pytest.raises(ValueError, match=r"column 'Name' row 1: .* missing_text=\"\""):
+            idv.write(tmp_path / f"{form}.idv", data)
+        assert not (tmp_path / f"{form}.idv").exists()
+        idv.write(tmp_path / f"{form}.idv", data, missing_text="")
+    dumps = oracle.dump_many([tmp_path / f"{form}.idv" for form in forms])
+    for doc in dumps.values():
+        assert [r[column_index(doc, "Name")] for r in doc["rows"]] == ["a", "", "c"]
+    with idv.open(tmp_path / "lists.idv") as f:
+        assert [list(r) for r in f["Tags"].read()] == [["x", ""], [], [""]]
+
+
 def test_missing_text_in_a_string_dtype_column(tmp_path):
     df = pd.DataFrame({"Name": pd.Series(["a", None], dtype="string")})
     with pytest.raises(ValueError, match="missing_text"):

@@ -19,7 +19,8 @@ from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, SOURCE_TYPE, 
                                      storage_type)
 from idv.errors import Where
 from idv._values.vectors import Ragged
-from idv._writer.arrow_items import first_null, items_from_arrow, no_nulls, utf8_from_arrow
+from idv._writer.arrow_items import (filled_text, first_null, items_from_arrow, no_nulls,
+                                      utf8_from_arrow)
 from idv._writer.values import Utf8Text, Utf8Vectors
 
 __all__ = ["from_arrow", "ArrowToIdv", "arrow_column_values"]
@@ -42,8 +43,9 @@ class _FieldToIdv:
     first appearance: ``set_dictionary``); chunks are mapped onto them by value.
     """
 
-    def __init__(self, pa, field, type_override=None):
+    def __init__(self, pa, field, type_override=None, missing_text=None):
         self.pa = pa
+        self.missing_text = missing_text    # what its null Text becomes (None: an error)
         self.name = field.name
         self.where = f"column {field.name!r}"
         at = field.type
@@ -156,6 +158,7 @@ class _FieldToIdv:
             arr = arr.storage
         if pa.types.is_dictionary(arr.type):
             arr = arr.dictionary_decode()
+        arr = filled_text(pa, arr, self.missing_text)
         no_nulls(arr, describe, T.Text)
         return utf8_from_arrow(pa, arr, describe)
 
@@ -237,15 +240,15 @@ class ArrowToIdv:
     row0)`` gives a dict name -> values for idv.Writer.write_batch.
     """
 
-    def __init__(self, schema, types=None):
+    def __init__(self, schema, types=None, missing_text=None):
         pa = self.pa = import_pyarrow()
         types = dict(types or {})
         names = list(schema.names)
         unknown = [k for k in types if k not in names]
         if unknown:
             raise KeyError(f"types for unknown columns {unknown}; columns: {names}")
-        self.fields = [_FieldToIdv(pa, schema.field(i), types.get(schema.field(i).name))
-                       for i in range(len(schema))]
+        self.fields = [_FieldToIdv(pa, schema.field(i), types.get(schema.field(i).name),
+                                   missing_text) for i in range(len(schema))]
         self._seen = {i: [] for i, f in enumerate(self.fields) if f.needs_dictionary}
 
     @property
@@ -286,7 +289,7 @@ class ArrowToIdv:
         return [(f.name, f.convert(batch.column(i), row0)) for i, f in enumerate(self.fields)]
 
 
-def from_arrow(table, *, types=None):
+def from_arrow(table, *, types=None, missing_text=None):
     """A pyarrow Table or RecordBatch -> (columns, types, metadata) for idv.write.
 
     Fields written by to_arrow carry ``idv.type`` and ``idv.metadata``: the exact ML.NET type
@@ -309,6 +312,9 @@ def from_arrow(table, *, types=None):
         A reader is read whole.
     types : dict, optional
         name -> idv type, overriding the type of some columns.
+    missing_text : str, optional
+        What null Text (strings, and the string items of lists) becomes, e.g. ``""``;
+        default: ValueError naming the row.
 
     Returns
     -------
@@ -324,7 +330,7 @@ def from_arrow(table, *, types=None):
     if not isinstance(table, pa.Table):
         raise TypeError(f"from_arrow takes a pyarrow Table, RecordBatch or RecordBatchReader, "
                         f"not {type(table).__name__}")
-    plan = ArrowToIdv(table.schema, types)
+    plan = ArrowToIdv(table.schema, types, missing_text)
     for i in plan.pending:
         plan.add_dictionaries(i, table.column(i))
     plan.finish_dictionaries()

@@ -98,6 +98,17 @@ def _floats_from_arrow(pa, item, arr, describe):
     return numpy_view(arr)
 
 
+def filled_text(pa, arr, text):
+    """Arrow strings with their nulls replaced by `text` (None: as they are): what null Text
+    becomes where the caller said (``missing_text=``), ML.NET having no missing Text."""
+    if text is None or not arr.null_count:
+        return arr
+    import pyarrow.compute as pc
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = arr.cast(pa.large_string())     # string_view: fill_null has no kernel for it
+    return pc.fill_null(arr, text)
+
+
 def utf8_from_arrow(pa, arr, describe):
     """A Text column's Arrow strings (no nulls) as the writer's Utf8Text: the offsets and the
     UTF-8 bytes of Arrow's buffers, checked, the bytes not copied. string_view (and numbers

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv._values.infer import infer_column
-from idv._interop.arrow import import_pyarrow
+from idv._values.arrow_types import import_pyarrow
 from idv._writer.arrow import from_arrow
 from idv._writer.pandas import from_pandas
 
@@ -52,38 +52,62 @@ def merged_metadata(inferred, given):
 
 def data_columns(data, types=None, missing_text=None):
     """([(name, values)], inferred types, inferred metadata) from a dict-like, a pandas
-    DataFrame (through from_pandas) or a pyarrow Table / RecordBatch (through from_arrow);
-    `types` are the caller's overrides, which those conversions take into account (a
-    Categorical given a non-key type is written as its values); `missing_text` is
-    from_pandas'."""
-    if hasattr(data, "columns") and hasattr(data, "iloc") and hasattr(data, "dtypes"):
+    DataFrame (through from_pandas) or Arrow data (a Table / RecordBatch, another library's
+    frame, Arrow columns in a dict: through from_arrow); `types` are the caller's overrides,
+    which those conversions take into account (a Categorical given a non-key type is written
+    as its values); `missing_text`: what their null Text becomes."""
+    if hasattr(data, "iloc") and hasattr(data, "columns") and hasattr(data, "dtypes"):
         return from_pandas(data, types=types, missing_text=missing_text)
-    if type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "schema"):
-        return from_arrow(data, types=types)
+    arrow = as_pyarrow(data, table=True)
+    if arrow is not None and hasattr(arrow, "schema"):
+        return from_arrow(arrow, types=types, missing_text=missing_text)
     if hasattr(data, "items") and hasattr(data, "keys"):
-        return _arrow_values(list(data.items()), types or {})
+        return _arrow_values(list(data.items()), types or {}, missing_text)
     if isinstance(data, (list, tuple)) and all(
             isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in data):
         # (name, values) pairs: names may repeat (hidden columns)
-        return _arrow_values(list(data), types or {})
+        return _arrow_values(list(data), types or {}, missing_text)
+    hint = ": collect() it first" if hasattr(data, "collect") else ""
     raise TypeError(f"data must be a dict column name -> values, a list of (name, values) pairs, "
-                    f"a pandas DataFrame or a pyarrow Table, not {type(data).__name__}")
+                    f"a pandas DataFrame, a pyarrow Table or a frame of another Arrow library "
+                    f"(polars, DuckDB: __arrow_c_stream__), not {type(data).__name__}{hint}")
 
 
-def _arrow_values(pairs, types):
-    """(pairs, types, metadata) of data_columns for (name, values) pairs, the pyarrow Arrays
-    and ChunkedArrays among them typed and converted as a Table's columns are (from_arrow;
-    their types by position), the other values left as they are."""
+def as_pyarrow(value, table=False):
+    """`value` as pyarrow holds it: pyarrow's own objects as they are; another library's
+    (polars, DuckDB ...: Arrow's C stream interface, ``__arrow_c_stream__``) read into a Table
+    (`table`) or a ChunkedArray, without a copy; None for anything else, pandas' and numpy's
+    objects included (they have ways of their own: from_pandas, numpy arrays)."""
+    top = type(value).__module__.split(".")[0]
+    if top == "pyarrow":
+        return value
+    if top in ("pandas", "numpy") or not hasattr(value, "__arrow_c_stream__"):
+        return None
+    pa = import_pyarrow()
+    return pa.table(value) if table else pa.chunked_array(value)
+
+
+def _arrow_column(value):
+    """A column's values, another Arrow library's as a pyarrow ChunkedArray (as_pyarrow)."""
+    arrow = as_pyarrow(value)
+    return value if arrow is None else arrow
+
+
+def _arrow_values(pairs, types, missing_text):
+    """(pairs, types, metadata) of data_columns for (name, values) pairs, the Arrow columns
+    among them (pyarrow's, another library's: as_pyarrow) typed and converted as a Table's
+    columns are (from_arrow; their types by position), the other values left as they are."""
     columns, inferred, metadata = [], {}, {}
     for i, (name, value) in enumerate(pairs):
-        if not (type(value).__module__.split(".")[0] == "pyarrow" and hasattr(value, "type")
-                and hasattr(value, "null_count")):
+        arrow = as_pyarrow(value)
+        if not (hasattr(arrow, "type") and hasattr(arrow, "null_count")):
             columns.append((name, value))
             continue
         pa = import_pyarrow()
         given = types.get(i, types.get(name))
-        got, typed, meta = from_arrow(pa.table({name: value}),
-                                      types=None if given is None else {name: given})
+        got, typed, meta = from_arrow(pa.table({name: arrow}),
+                                      types=None if given is None else {name: given},
+                                      missing_text=missing_text)
         columns += got
         inferred[i] = typed[name]          # by position: a name may repeat
         metadata.update(meta)
@@ -91,13 +115,20 @@ def _arrow_values(pairs, types):
 
 
 def arrow_batch(data):
-    """A pyarrow Table or RecordBatch given to write_batch: its columns by name (as (name,
-    column) pairs when names repeat); anything else as it is."""
-    if type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "schema") \
-            and hasattr(data, "column"):
-        names = list(data.schema.names)
-        pairs = [(n, data.column(i)) for i, n in enumerate(names)]
+    """A batch given to write_batch, its Arrow data as pyarrow's (as_pyarrow): a Table or
+    RecordBatch, or another library's frame, as its columns by name (as (name, column) pairs
+    when names repeat); another library's columns in a dict or in pairs as ChunkedArrays;
+    anything else as it is."""
+    arrow = as_pyarrow(data, table=True)
+    if arrow is not None and hasattr(arrow, "schema") and hasattr(arrow, "column"):
+        names = list(arrow.schema.names)
+        pairs = [(n, arrow.column(i)) for i, n in enumerate(names)]
         return pairs if len(set(names)) < len(names) else dict(pairs)
+    if isinstance(data, dict):
+        return {k: _arrow_column(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [(p[0], _arrow_column(p[1])) if isinstance(p, (tuple, list)) and len(p) == 2
+                else p for p in data]
     return data
 
 

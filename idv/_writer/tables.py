@@ -45,7 +45,8 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
         metadata a DataFrame or Table brings.
     {writer_options}
     missing_text : str, optional
-        What None / NaN in a DataFrame's text columns become (e.g. ``""``; default: raise).
+        What None / NaN in a DataFrame's text columns, and null in Arrow strings, become
+        (e.g. ``""``; default: raise).
     partition_by : str or list of str, optional
         Key columns: one file per combination of their values, ``dest/key=value/part.0.idv``
         (hive-style, as pyarrow and Spark write it; read back with ``idv.dataset(dest,

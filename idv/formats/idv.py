@@ -67,14 +67,13 @@ class IdvSink:
     def __init__(self, dest, source, options):
         from idv._writer.arrow import ArrowToIdv
         from idv._writer import Writer
-        plan = ArrowToIdv(source.schema, options.types)
+        plan = ArrowToIdv(source.schema, options.types, options.missing_text)
         for i in plan.pending:        # key values of dictionary columns: one pass over them
             name = plan.fields[i].name
             for col in source.column_batches(name):
                 plan.add_dictionaries(i, col)
         plan.finish_dictionaries()
         self.plan = plan
-        self.missing_text = options.missing_text
         self.writer = Writer(dest, plan.schema_pairs, metadata=plan.metadata,
                              compression=options.compression,
                              rows_per_block=options.rows_per_block, **options.deflate)
@@ -82,8 +81,6 @@ class IdvSink:
     def prepare(self, batch, row0):
         """A batch's columns as the writer takes them (strings checked as UTF-8, numbers as
         views): run in the reading thread, ahead of write."""
-        if self.missing_text is not None:
-            batch = _filled_text(batch, self.missing_text)
         return dict(self.plan.convert(batch, row0))
 
     def write(self, columns):
@@ -94,16 +91,6 @@ class IdvSink:
 
     def abort(self):
         self.writer.abort()
-
-
-def _filled_text(batch, text):
-    """An Arrow batch with the nulls of its string columns replaced by `text`."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    columns = [pc.fill_null(c, text) if c.null_count and (pa.types.is_string(c.type)
-                                                           or pa.types.is_large_string(c.type))
-               else c for c in batch.columns]
-    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 # ---------------------------------------------------------------------------------------------
