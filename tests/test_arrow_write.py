@@ -221,6 +221,9 @@ def test_write_frames_of_other_arrow_libraries():
     assert buf.getvalue() == want.getvalue()
     with pytest.raises(TypeError, match=r"not LazyFrame: collect\(\) it first"):
         idv.write(io.BytesIO(), df.lazy())
+    if hasattr(pl, "Int128"):        # a type pyarrow cannot import: a TypeError, named
+        with pytest.raises(TypeError, match="pyarrow cannot read|no ML.NET type"):
+            idv.write(io.BytesIO(), pl.DataFrame({"c": pl.Series([1], dtype=pl.Int128)}))
 
 
 def test_write_dict_of_arrow_arrays_typed_as_a_table():

@@ -84,7 +84,11 @@ def as_pyarrow(value, table=False):
     if top in ("pandas", "numpy") or not hasattr(value, "__arrow_c_stream__"):
         return None
     pa = import_pyarrow()
-    return pa.table(value) if table else pa.chunked_array(value)
+    try:
+        return pa.table(value) if table else pa.chunked_array(value)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise TypeError(f"{type(value).__name__}: pyarrow cannot read its Arrow data ({e}); "
+                        f"cast the columns of types pyarrow lacks first") from e
 
 
 def _arrow_column(value):
