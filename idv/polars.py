@@ -78,12 +78,14 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
         def frames():
             # the scan's batches (whole blocks of about the rows of a frame: the batch size
             # polars asks for, or more up to FRAME_BYTES) grouped into frames: its filter and
-            # select once a frame (each a query of its own), not once a block
+            # select once a frame (each a query of its own), not once a block; a row limit
+            # without a predicate reads only the blocks that hold those rows
             blocks = arrow.window_reader(ds, wanted, datetime=unit, safe=safe, filter=node,
                                          batch_rows=rows_within(ds, wanted,
                                                                 batch_size or BATCH_ROWS,
                                                                 FRAME_BYTES),
-                                         text_views=True)
+                                         text_views=True, rows=None if n_rows is None or
+                                         predicate is not None else slice(0, n_rows))
             for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
                 table = pa.Table.from_batches(group, blocks.schema)
                 # polars aborts the process when an allocation fails: the frame must leave it

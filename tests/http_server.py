@@ -9,7 +9,8 @@ Every answer carries the file's ETag (a CRC-32 of its bytes) and Last-Modified (
 path in ``srv.modified``, else a fixed date), and a GET with ``If-Match`` or
 ``If-Unmodified-Since`` that the file no longer matches answers 412, as real servers do. A file
 may be a ``Sparse`` one: a declared size of zeros with a few parts set (a file of 64 GiB that
-takes no memory); bodies go out 1 MiB at a time.
+takes no memory); bodies go out 1 MiB at a time. A path's Content-Type is sent where
+``srv.content_types`` gives one (an HTML page of links: a directory to fsspec).
 
 Misbehaviours, switched on per server (``srv.mode``): ``"no-range"`` (ignores Range and sends
 the whole file, status 200), ``"truncate"`` (announces the range's length, sends half of it,
@@ -88,6 +89,7 @@ class RangeServer:
         self.shift = 1
         self.statuses = []         # statuses the next requests answer with, one each
         self.modified = {}         # path: Last-Modified
+        self.content_types = {}    # path: Content-Type (else none is sent)
         self.stall_seconds = 5.0
         self.delay = 0.0           # seconds each GET waits before answering
         self.on_request = None     # called with each request's headers (a dict)
@@ -226,6 +228,9 @@ def _handler(server):
             if tag is not None:
                 self.send_header("ETag", tag)
             self.send_header("Last-Modified", modified)
+            kind = server.content_types.get(self.path.split("?")[0])
+            if kind is not None:
+                self.send_header("Content-Type", kind)
 
         def _empty(self, status, head):
             server._count(head)

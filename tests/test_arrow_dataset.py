@@ -179,6 +179,33 @@ def test_a_one_percent_duckdb_query_over_http_fetches_at_most_3_percent_of_the_b
         assert srv.bytes_served <= 0.03 * len(data), (srv.bytes_served, len(data))
 
 
+def test_head_reads_only_the_blocks_that_hold_its_rows(tmp_path):
+    """head(n) without a filter decodes the blocks of its rows alone, in one file or across
+    files (over HTTP: their bytes alone are fetched); with a filter, the windows until n rows
+    match."""
+    path = _sorted(tmp_path, True)
+    ds = idv.arrow_dataset(path)
+    got = ds.head(1500, columns=["ts", "x"])
+    assert got.column("ts").to_pylist() == list(range(1500))
+    assert got.column("x").to_pylist() == [v % 7 for v in range(1500)]
+    assert _blocks_decoded(ds, "ts") == 2 and _blocks_decoded(ds, "x") == 2
+    two = idv.arrow_dataset([path, path])
+    assert two.head(100_500, columns=["ts"]).column("ts").to_pylist() == \
+        list(range(100_000)) + list(range(500))
+    assert [two.idv_dataset.open_file(i)["ts"].blocks_decoded for i in (0, 1)] == [100, 1]
+    e = pc.field("ts") >= 50_000
+    assert ds.head(3, columns=["ts"], filter=e).column("ts").to_pylist() == [50_000, 50_001,
+                                                                           50_002]
+    pytest.importorskip("fsspec", reason="remote reads need the remote extra")
+    pytest.importorskip("aiohttp", reason="HTTP reads need aiohttp")
+    data = path.read_bytes()
+    with RangeServer({"/s.idv": data}) as srv:
+        remote = idv.arrow_dataset(srv.url("/s.idv"))
+        srv.reset_counts()
+        assert remote.head(5, columns=["ts"]).column("ts").to_pylist() == list(range(5))
+        assert srv.bytes_served <= 0.03 * len(data), (srv.bytes_served, len(data))
+
+
 def _sorted(tmp_path, statistics):
     path = tmp_path / f"sorted{statistics}.idv"
     idv.write(path, {"ts": np.arange(100_000, dtype=np.int64),
@@ -257,18 +284,21 @@ def test_scanner_head_take_and_batches(paths, whole):
 
 def test_a_scan_hands_out_groups_of_blocks_with_numbers_uncopied(paths, monkeypatch):
     """Without a batch size, the blocks go out together, up to pyarrow's default batch size:
-    one batch here (3000 rows, 12 blocks, in one file or three), the numbers of the blocks
-    read together seen as one array rather than copied."""
+    the reader DuckDB reads gives the first block alone (a LIMIT stops there), then the
+    others in one batch (3000 rows, 12 blocks, in one file or three); the numbers of the
+    blocks read together seen as one array rather than copied."""
     from idv._engines.arrow_scanner import BATCH_ROWS
     ds = idv.arrow_dataset(paths)
     batches = list(ds.scanner(["Id", "Txt"]).to_reader())
-    assert len(batches) == 1 and batches[0].num_rows == ROWS
+    first = batches[0].num_rows     # a block; of small files read together, the first file
+    assert len(batches) == 2 and first in (RPB, ROWS // 3) and batches[1].num_rows == ROWS - first
     assert all(b.num_rows <= BATCH_ROWS for b in batches)
     assert pa.Table.from_batches(batches).equals(idv.arrow_dataset(paths).to_table(
         ["Id", "Txt"], batch_size=RPB))
+    assert ds.to_table(["Id", "Txt"]).column("Txt").num_chunks == 1
     monkeypatch.setattr(pa, "concat_arrays", None)      # numbers: no copy to make
     ids = pa.chunked_array([b.column(0) for b in ds.scanner(["Id"]).to_reader()])
-    assert ids.to_pylist() == list(range(ROWS)) and ids.num_chunks == 1
+    assert ids.to_pylist() == list(range(ROWS)) and ids.num_chunks == 2
 
 
 def test_one_array_joins_slices_of_one_buffer_without_a_copy():

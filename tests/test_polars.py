@@ -66,6 +66,20 @@ def test_projection_limit_and_batches(path, frame):
     assert scan_idv(path).collect().shape == frame.shape
 
 
+@pytest.mark.parametrize("n", [0, 1, 999, 1000, 1001, N + 5])
+def test_a_row_limit_reads_only_the_blocks_that_hold_its_rows(path, frame, n):
+    """head(n) without a predicate: the first n rows, the blocks (of 1,000 rows) past them
+    never decoded; with a predicate, the limit applies to the rows that match."""
+    with idv.dataset(path) as ds:
+        got = scan_idv(ds).head(n).collect()
+        with ds.using(0) as f:
+            decoded = {name: f[name].blocks_decoded for name in ("ts", "c")}
+    assert got.equals(frame.head(n))
+    assert decoded == dict.fromkeys(decoded, min(-(-n // 1000), N // 1000))
+    pred = pl.col("ts") % 3 == 1
+    assert scan_idv(path).filter(pred).head(n).collect().equals(frame.filter(pred).head(n))
+
+
 def test_polars_gets_frames_of_its_batch_size_with_text_as_string_views(path, frame,
                                                                          monkeypatch):
     """The frames polars is handed: whole blocks (1,000 rows) grouped up to the batch size it

@@ -88,6 +88,23 @@ def test_one_column_of_twelve_transfers_its_blocks_and_the_tables(wide_file):
         assert max(b - a for a, b in srv.ranges) < len(data) / 4   # never the whole file
 
 
+@pytest.mark.parametrize("kind", [None, "application/octet-stream"])
+def test_a_dataset_of_a_file_url_fetches_its_tables_alone(wide_file, kind):
+    """idv.dataset (scan_idv, arrow_dataset) of one file's URL fetches what opening it does,
+    not the whole file (whose body fsspec's isdir reads to look for links); a page the server
+    calls HTML is a directory, its .idv links the files."""
+    path, data, cols = wide_file
+    page = b'<html><a href="wide.idv">wide.idv</a> <a href="notes.txt">notes</a></html>'
+    with RangeServer({"/d/wide.idv": data, "/d/": page, "/d/notes.txt": b"x"}) as srv:
+        srv.content_types.update({"/d/wide.idv": kind, "/d/": "text/html"})
+        with idv.dataset(srv.url("/d/wide.idv")) as ds:
+            assert ds.num_rows == len(cols["d0"])
+        assert srv.bytes_served <= 0.1 * len(data), (srv.bytes_served, len(data))
+        with idv.dataset(srv.url("/d/")) as ds:
+            assert [f.path for f in ds.files] == [srv.url("/d/wide.idv")]
+            assert np.array_equal(ds.read(columns=["l3"])["l3"], cols["l3"])
+
+
 def test_tables_beyond_the_tail_guess_come_in_one_more_request(tmp_path):
     """Small blocks: the lookup tables (12 x 500 entries, 96 KB) outrun the open's tail
     read; they come in one batch, as one request (they lie side by side)."""

@@ -7,6 +7,7 @@ the blocks that hold the rows.
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 import numpy as np
 
@@ -72,26 +73,39 @@ class IdvScanner:
         schema = self._owner.schema
         return self._pa.schema([schema.field(n) for n in self._names])
 
-    def _filtered(self, names, i=None):
+    def _filtered(self, names, i=None, rows=None, group=True, quick_first=False):
         """The rows of `names` (and then the filter's other columns, where pyarrow tests the
         rows or `names` is empty), of file `i` (None: of every file, through the dataset's
         stream, which reads small files of numbers together), as Tables of whole blocks of at
         most the batch size (the stream's batches of about that many rows grouped or cut:
         one pyarrow call per group, not per block); the rows tested by idv where the filter
         is taken whole (engine_filters.from_arrow's `exact`), else by pyarrow; blocks the
-        statistics rule out skipped."""
+        statistics rule out skipped; `rows`: a slice of the rows (of the dataset, None: all)
+        read, before the filter; `group` False: a Table per window of the scan;
+        `quick_first`: each file's first block a Table of its own."""
         owner, ds = self._owner, self._owner.idv_dataset
         exact = self._exact
         others = [] if exact and names else [c for c in self._read if c not in names]
         read = names + others
         skip = None if self._tree is None else \
             self._tree if exact else filter_tree.BlocksOnly(self._tree)
-        rows = self._batch_rows(read)
+        batch = self._batch_rows(read)
         with contextlib.nullcontext(ds) if i is None else ds.using(i) as src:  # kept open
             blocks = arrow.window_reader(src, read, datetime=owner._unit, safe=owner._safe,
-                                         filter=skip, batch_rows=rows)
-            for group in grouped(blocks, rows):
-                table = self._pa.Table.from_batches(group, blocks.schema)
+                                         filter=skip, batch_rows=batch, rows=rows,
+                                         quick_first=quick_first)
+            batches = iter(blocks)
+            if quick_first:         # the first block's batch alone, not grouped with more
+                first = next(batches, None)
+                batches = itertools.chain([] if first is None else [[first]],
+                                          grouped(batches, batch) if group else
+                                          ([b] for b in batches))
+            elif group:
+                batches = grouped(batches, batch)
+            else:
+                batches = ([b] for b in batches)
+            for part in batches:
+                table = self._pa.Table.from_batches(part, blocks.schema)
                 if self._filter is not None and not exact:  # one batch: faster than chunks
                     table = self._pa.Table.from_batches(
                         [one_batch(self._pa, table.columns, table.schema).filter(self._filter)])
@@ -106,19 +120,26 @@ class IdvScanner:
             self._rows[key] = self._batch_size or rows_within(self._owner.idv_dataset, read)
         return self._rows[key]
 
-    def _batches(self, together=True):
+    def _batches(self, together=True, rows=None, group=True, quick_first=False):
         """The scan's batches: its columns, the rows that match, a batch per group of blocks
         (one_batch: no copy where the blocks' arrays lie end to end); `together`: through
-        the dataset's stream, else file by file (each read only when reached)."""
+        the dataset's stream, else file by file (each read only when reached); `rows`: a
+        slice of the dataset's rows (without a filter: only the blocks that hold them);
+        `group` False: each window's rows as they come, not gathered into batches of the
+        batch size first (a consumer that stops early); `quick_first`: each file's first
+        block a batch of its own (scan.scan's)."""
         schema, n = self.projected_schema, len(self._names)
         files = [None] if together else range(len(self._owner.idv_dataset.files))
         for i in files:
-            for t in self._filtered(self._names, i):
+            for t in self._filtered(self._names, i, rows, group, quick_first):
                 yield one_batch(self._pa, t.columns[:n], schema)
 
     def to_reader(self):
-        """A pyarrow.RecordBatchReader of the scan (what DuckDB reads)."""
-        return self._pa.RecordBatchReader.from_batches(self.projected_schema, self._batches())
+        """A pyarrow.RecordBatchReader of the scan (what DuckDB reads): each file's first
+        block's rows a batch of their own, so that a query that stops early (``LIMIT 5``:
+        DuckDB reads one batch) decodes a block of each column, not a batch's worth."""
+        return self._pa.RecordBatchReader.from_batches(self.projected_schema,
+                                                       self._batches(quick_first=True))
 
     def to_batches(self):
         """An iterator of the scan's RecordBatches."""
@@ -136,7 +157,11 @@ class IdvScanner:
         """The scan's first `num_rows` rows, reading no further."""
         out, left = [], int(num_rows)
         if left > 0:
-            for b in self._batches(together=False):
+            # without a filter, only the blocks that hold the first rows are read; with one,
+            # the scan's windows until enough rows match
+            filtered = self._filter is not None
+            for b in self._batches(together=not filtered, group=False,
+                                   rows=None if filtered else slice(0, left)):
                 out.append(b.slice(0, left))
                 left -= out[-1].num_rows
                 if left <= 0:

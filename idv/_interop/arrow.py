@@ -239,20 +239,22 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
 
 
 def window_reader(file, columns=None, *, datetime="auto", safe=True, filter=None,  # noqa: A002
-                  batch_rows=None, text_views=False):
+                  batch_rows=None, text_views=False, rows=None, quick_first=False):
     """record_batch_reader's stream in batches of whole blocks of about `batch_rows` rows (at
     least a block; None: a window of blocks, about 8 MiB decompressed) rather than a block
     each: what an engine takes as its batches, with a few Python calls a batch instead of a
     few a block, the filter's rows tested a batch at a time. As each batch is handed out, the
     file is checked to be the one opened (a mapped file's views outlive no check).
     `text_views`: Text as Arrow string views (pa.string_view) made as its blocks are decoded,
-    where idv tests no rows (else strings: a test's matches are copied out of them)."""
-    return _reader(file, columns, datetime, safe, None, rows=None, filter=filter,
-                   per=batch_rows or WINDOW, text_views=text_views)
+    where idv tests no rows (else strings: a test's matches are copied out of them). `rows`:
+    a slice of the rows (an engine's row limit: only the blocks that hold them are read).
+    `quick_first`: each file's first block a batch of its own (scan.scan's)."""
+    return _reader(file, columns, datetime, safe, None, rows=rows, filter=filter,
+                   per=batch_rows or WINDOW, text_views=text_views, quick_first=quick_first)
 
 
 def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A002
-            per=1, text_views=False):
+            per=1, text_views=False, quick_first=False):
     ensure_count(batch_size, "batch_size", none=True)
     pa = import_pyarrow()
     stack = contextlib.ExitStack()      # a file opened here, closed when the batches run out
@@ -286,7 +288,8 @@ def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A0
         raise
     order = [(keys + fixed).index(k) for k in asked]
     how = _Stream(pa, src, keys, unit, safe, schema, bound, batch_size, (first, convs),
-                  fixed, order, per, pa.schema([schema.field(j) for j in order]), views)
+                  fixed, order, per, pa.schema([schema.field(j) for j in order]), views,
+                  quick_first)
 
     @budget.reads
     def batches(_src):
@@ -321,6 +324,7 @@ class _Stream(NamedTuple):
     per: object         # rows of the scan's batches: 1 (a block each), more, or WINDOW
     schema_asked: object    # the stream's schema: the columns in the order asked (made once)
     views: object       # the names of the Text columns read as string views
+    quick_first: bool   # each file's first block a batch of its own (scan.scan's)
 
     def batch(self, i, arrays, n):
         """The record batch of `arrays` (of the files' columns) and `n` rows of the constant
@@ -362,7 +366,8 @@ def _file_batches(how, i, rows, bound):
                 yield how.batch(i, [], f.num_rows if rows is None else len(rows))
                 return
             for batch in scan.scan(f, readers, rows=rows, block_filter=keep,
-                                   batch_rows=None if how.per is WINDOW else how.per):
+                                   batch_rows=None if how.per is WINDOW else how.per,
+                                   quick_first=how.quick_first):
                 n = len(range(batch.start, batch.stop, batch.step))
                 if not tested:
                     values = batch.values[:len(convs)]

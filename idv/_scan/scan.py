@@ -37,8 +37,8 @@ from idv._values.arguments import ensure_count
 from idv._store.block_runs import fixed_width, out_shape
 from idv.errors import IdvFormatError
 from idv._storage.paths import worker_path
-from idv._scan.scan_windows import (Windows, block_bytes, local_rows, needed_blocks, window_groups,
-                                    window_spans)
+from idv._scan.scan_windows import (Windows, block_bytes, first_block_alone, local_rows,
+                                    needed_blocks, window_groups, window_spans)
 
 # decompressed bytes of a window, over all the columns read (at least one block)
 WINDOW_BYTES = 8 << 20
@@ -350,7 +350,7 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
 # ---------------------------------------------------------------------------------------------
 
 def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_filter=None,
-         window_bytes=None, piece_bytes=None, ahead=AHEAD):
+         window_bytes=None, piece_bytes=None, ahead=AHEAD, quick_first=False):
     """Yield Rows (aligned rows) of `columns` of `source` (an IdvFile, or an idv.Dataset: its
     files end to end, each opened when reached), in row order.
 
@@ -366,8 +366,9 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
     ``window_bytes``, ``piece_bytes`` (default: WINDOW_BYTES, PIECE_BYTES) and ``ahead``
     (windows decoded ahead of the one handed out) trade memory and latency for speed: a
     consumer that may stop early (the command line into ``head``) takes small windows and
-    none ahead (each decoded when reached). An IdvFormatError from a dataset's file names the
-    file."""
+    none ahead (each decoded when reached); ``quick_first``: each file's first block a window
+    of its own (a consumer that may stop after its first batch, an engine's LIMIT, waits for
+    one block). An IdvFormatError from a dataset's file names the file."""
     batch_rows = ensure_count(batch_rows, "batch_rows", none=True)
     ahead = ensure_count(ahead, "ahead", "windows", least=0)
     window_bytes = WINDOW_BYTES if window_bytes is None else window_bytes
@@ -382,22 +383,23 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
             continue
         try:
             yield from _scan_file(seg, columns, reader, local, batch_rows, block_filter,
-                                  window_bytes, piece_bytes, ahead)
+                                  (window_bytes, piece_bytes, ahead, quick_first))
         except IdvFormatError as e:
             if seg.path is not None:
                 e.locate(path=seg.path)
             raise
 
 
-def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, window_bytes,
-               piece_bytes, ahead):
+def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, windowing):
     with seg.open() as f:
         yield from _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter,
-                              window_bytes, piece_bytes, ahead)
+                              windowing)
 
 
-def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, window_bytes,
-               piece_bytes, ahead):
+def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowing):
+    """scan's Rows of file `f` (segment `seg`); `windowing`: (window_bytes, piece_bytes,
+    ahead, quick_first) as scan takes them."""
+    window_bytes, piece_bytes, ahead, quick_first = windowing
     readers = _readers(f, columns, reader)
     if not readers:
         return
@@ -410,6 +412,8 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, window_b
     # windows of consecutive blocks, the short ones between gaps in groups decoded together
     grouped = window_groups(window_spans(blocks, sizes, window_bytes, group or 1), sizes,
                             window_bytes)
+    if quick_first:
+        grouped = first_block_alone(grouped)
     windows = Windows(f, readers)
     try:
         queued = 0

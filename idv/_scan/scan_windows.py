@@ -89,6 +89,18 @@ def window_groups(spans, block_bytes, limit):
     return groups
 
 
+def first_block_alone(groups):
+    """`groups` (window_groups) with the first block a window and a group of its own: a
+    consumer that stops after its first batch (an engine's LIMIT) waits for one block's
+    decode, while the windows after it are decoded ahead as ever."""
+    if not groups:
+        return groups
+    (b0, b1), rest = groups[0][0], groups[0][1:]
+    if b1 - b0 > 1:
+        return [[(b0, b0 + 1)], [(b0 + 1, b1)] + rest] + groups[1:]
+    return [[(b0, b1)], rest] + groups[1:] if rest else groups
+
+
 def block_bytes(cols):
     """Each block's decompressed bytes over the columns `cols` (an int64 array)."""
     if not cols:
@@ -209,11 +221,13 @@ class Windows:
                 for (b0, b1), per in zip(spans, chunks)]
 
     def close(self):
-        for _spans, _tasks, work in self.pending:
-            for done in work:
-                if not done.cancel():
-                    try:
-                        done.result()
-                    except BaseException:
-                        pass
+        # every task not yet begun cancelled first, then those running waited for: cancelled
+        # one at a time, each wait would let the threads begin the next
+        running = [done for _spans, _tasks, work in self.pending for done in work
+                   if not done.cancel()]
+        for done in running:
+            try:
+                done.result()
+            except BaseException:
+                pass
         self.pending.clear()

@@ -72,6 +72,23 @@ def _glob_files(pattern, on_error):
     return found
 
 
+def is_directory(fs, path):
+    """Whether `path` in the fsspec filesystem `fs` names a directory. Over HTTP, where a URL
+    is a file and may also be a page of links, only a page the server calls HTML is listed:
+    fsspec's isdir would fetch any other answer whole (a file's every byte) to look for
+    links in it."""
+    if set(getattr(fs, "protocol", ())) & {"http", "https"}:
+        try:
+            kind = fs.info(path).get("mimetype")
+        except FileNotFoundError as e:
+            if isinstance(e.__cause__, TypeError):     # an option the session refused
+                raise e.__cause__ from None
+            return False
+        if kind != "text/html":
+            return False
+    return fs.isdir(path)
+
+
 def _expand_one(source, fs, storage_options, on_error=_raise):
     """(paths, fs) for one source: a file, a directory (the files its manifest lists, written
     by idv's engine writers (idv._storage.staging), else every .idv under it, sorted), or a glob
@@ -83,7 +100,7 @@ def _expand_one(source, fs, storage_options, on_error=_raise):
     if fs is not None:
         if _glob.has_magic(text):
             paths = sorted(fs.glob(text))
-        elif fs.isdir(text):
+        elif is_directory(fs, text):
             named = read_manifest(text, fs.open)
             paths = sorted(p for p in fs.find(text) if p.endswith(".idv")) if named is None \
                 else [f"{text.rstrip('/')}/{n}" for n in named]

@@ -21,6 +21,7 @@ from idv._storage import archive, remote, source
 from idv._resources import budget
 from idv.cli.errors import EXIT_USAGE, CliError
 from idv._reader.dataset import Dataset, expand_sources
+from idv._storage.paths import is_directory
 from idv.errors import IdvFormatError
 
 split_zip = archive.split_zip
@@ -151,7 +152,7 @@ def _expand(spec, storage_options=None):
     if remote.is_remote(spec):
         with opening(spec, storage_options):
             fs, path, _ = remote.resolve(spec, storage_options=storage_options)
-            many = glob.has_magic(path) or fs.isdir(path)
+            many = glob.has_magic(path) or is_directory(fs, path)
     else:
         fs, path = None, spec
         many = os.path.isdir(spec) or (glob.has_magic(spec) and not os.path.exists(spec))
