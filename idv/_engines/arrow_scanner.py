@@ -7,7 +7,6 @@ the blocks that hold the rows.
 from __future__ import annotations
 
 import contextlib
-import itertools
 
 import numpy as np
 
@@ -94,17 +93,8 @@ class IdvScanner:
             blocks = arrow.window_reader(src, read, datetime=owner._unit, safe=owner._safe,
                                          filter=skip, batch_rows=batch, rows=rows,
                                          quick_first=quick_first)
-            batches = iter(blocks)
-            if quick_first:         # the first block's batch alone, not grouped with more
-                first = next(batches, None)
-                batches = itertools.chain([] if first is None else [[first]],
-                                          grouped(batches, batch) if group else
-                                          ([b] for b in batches))
-            elif group:
-                batches = grouped(batches, batch)
-            else:
-                batches = ([b] for b in batches)
-            for part in batches:
+            for part in grouped(blocks, batch, first_alone=quick_first) if group else \
+                    ([b] for b in blocks):
                 table = self._pa.Table.from_batches(part, blocks.schema)
                 if self._filter is not None and not exact:  # one batch: faster than chunks
                     table = self._pa.Table.from_batches(
@@ -245,11 +235,18 @@ def _take(owner, names, schema, indices):
     return out if restore is None else out.take(pa.array(restore))
 
 
-def grouped(batches, size, nbytes=0):
+def grouped(batches, size, nbytes=0, first_alone=False):
     """Consecutive RecordBatches (a scan's, a batch per block) in lists of at most `size` rows
     together, or of more while they hold at most `nbytes` bytes, a longer batch cut into
     slices of `size` rows: what one call of the engine takes (a filter, a frame) rather than
-    one call a block. Nothing is copied."""
+    one call a block. Nothing is copied. `first_alone`: the first batch a list of its own
+    (a scan's quick_first block, for a consumer that may stop there)."""
+    batches = iter(batches)
+    if first_alone:
+        first = next(batches, None)
+        if first is None:
+            return
+        yield [first]
     group, n, held = [], 0, 0
     for b in batches:
         pieces = [b] if b.num_rows <= size or b.nbytes <= nbytes else \
