@@ -237,7 +237,8 @@ class ArrowToIdv:
 
     ``fields`` hold each column's idv type and metadata; ``pending`` lists the dictionary
     columns whose key values must be collected first (``add_dictionaries``); ``convert(batch,
-    row0)`` gives a dict name -> values for idv.Writer.write_batch.
+    row0)`` gives a dict name -> values for idv.Writer.write_batch; ``missing_text``: what
+    null Text becomes (None: a ValueError naming the row), for idv.write and idv.convert alike.
     """
 
     def __init__(self, schema, types=None, missing_text=None):
