@@ -26,6 +26,10 @@ For each:
              their count without the filter (the least the engine does with them)
   query      the query over the file
 
+Then the first rows, what a first look at a file asks: polars ``head(5)``, DuckDB ``select *
+... limit 5`` and ``arrow_dataset(...).head(5)``, each against idv's own read of those five
+rows of every column (``record_batch_reader(rows=slice(0, 5))``), opening included.
+
 and the ratios: ``check`` = decode / query (the shared check's figure, goal 0.9), ``ceiling``
 = decode / (read + in memory): the most the check can give with an adapter that costs
 nothing beyond idv's part and the engine's, where the engine's work does not overlap idv's
@@ -145,6 +149,42 @@ def figures(path, rounds, mean, nice, log):
     return out
 
 
+def first_rows(path, rounds, log):
+    """The engines' first five rows (polars head, DuckDB LIMIT, arrow_dataset head) against
+    idv's own read of them: ms each, and own / engine."""
+    import duckdb
+    from idv.polars import scan_idv
+    duckdb.sql("set threads = 2")
+
+    def own():
+        return idv.record_batch_reader(path, rows=slice(0, 5)).read_all()
+
+    def limit(source):                  # the query's `source`: DuckDB finds it here
+        got = duckdb.sql("select * from source limit 5")
+        return got.to_arrow_table() if hasattr(got, "to_arrow_table") else got.arrow()
+
+    def duck():
+        with idv.arrow_dataset(path) as ds:
+            return limit(ds)
+
+    def head():
+        with idv.arrow_dataset(path) as ds:
+            return ds.head(5)
+    engines = {"polars head": lambda: scan_idv(path).head(5).collect().to_arrow(),
+               "DuckDB limit": duck, "arrow_dataset head": head}
+    want = own().column("Id").to_pylist()
+    for name, fn in engines.items():
+        got = fn()
+        ids = got.column("Id").to_pylist()
+        if ids != want:
+            raise SystemExit(f"{name}: rows {ids} where {want} were expected")
+    t = bench_read.race({"own": own, **engines}, rounds, rotate=True)
+    out = {k: v * 1e3 for k, v in t.items()}
+    log("first 5 rows: idv's read {:.2f} ms; ".format(out["own"]) + ", ".join(
+        f"{k} {out[k]:.2f} ms ({t['own'] / t[k]:.2f}x)" for k in engines))
+    return out
+
+
 def main(argv=None):
     a = bench_read.options(__doc__.split("\n\n")[0], "100,000 rows, one round").parse_args(argv)
     rounds, log = bench_read.runs_and_log(a, 15)
@@ -153,10 +193,11 @@ def main(argv=None):
         path = os.path.join(d, "queries.idv")
         mean, nice = write_data(path, rows)
         results = figures(path, rounds, mean, nice, log)
+        first = first_rows(path, rounds, log)
     if a.json:
         print(json.dumps({"machine": bench_read.machine(), "quick": a.quick, "rows": rows,
-                          "rounds": rounds,
-                          "results": results}, indent=2))
+                          "rounds": rounds, "results": results, "first_rows": first},
+                         indent=2))
     return 0
 
 
