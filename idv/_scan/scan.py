@@ -412,8 +412,9 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowin
     # windows of consecutive blocks, the short ones between gaps in groups decoded together
     grouped = window_groups(window_spans(blocks, sizes, window_bytes, group or 1), sizes,
                             window_bytes)
-    if quick_first:
+    if quick_first:         # the first block alone, and the windows queued behind it as deep
         grouped = first_block_alone(grouped)
+        ahead += 1
     windows = Windows(f, readers)
     try:
         queued = 0
