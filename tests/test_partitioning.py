@@ -115,6 +115,30 @@ def test_write_partition_by_an_arrow_table_and_a_dict(tmp_path):
     assert idv.read(tmp_path / "d" / "g=1" / "part.0.idv")["s"].tolist() == ["p", "r"]
 
 
+def test_write_partition_by_frames_of_other_arrow_libraries(tmp_path):
+    """A polars frame (its strings Arrow string views), a DuckDB relation and a dict holding
+    Arrow columns split as a pyarrow Table does; a dict Arrow cannot make a Table of is a
+    TypeError saying so."""
+    pa = pytest.importorskip("pyarrow")
+    pl = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    t = pa.table({"g": [3, 3, 4], "v": ["a/b", "c", "d"], "n": [1.5, 2.5, 3.5]})
+    idv.write(tmp_path / "want", t, partition_by="g")
+    for name, data in {"polars": pl.from_arrow(t).with_columns(pl.col("v").cast(pl.String)),
+                       "duckdb": duckdb.sql("select * from t"),
+                       "dict": {"g": pa.array([3, 3, 4]), "v": ["a/b", "c", "d"],
+                                "n": np.array([1.5, 2.5, 3.5])}}.items():
+        idv.write(tmp_path / name, data, partition_by="g")
+        assert _files(tmp_path / name) == _files(tmp_path / "want")
+        for f in _files(tmp_path / name):
+            got, want = (idv.read(tmp_path / d / f) for d in (name, "want"))
+            assert {k: v.tolist() for k, v in got.items()} == \
+                {k: v.tolist() for k, v in want.items()}
+    with pytest.raises(TypeError, match="give a pyarrow Table"):
+        idv.write(tmp_path / "x", {"g": pa.array([1, 2]), "m": np.zeros((2, 3))},
+                  partition_by="g")
+
+
 def test_write_partition_by_refuses_what_it_cannot_split(tmp_path):
     data = {"a": np.arange(3), "b": np.arange(3)}
     with pytest.raises(ValueError, match="partition_by must name"):

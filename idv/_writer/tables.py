@@ -10,7 +10,9 @@ import numpy as np
 from idv import _docs
 from idv._storage import partitioning
 from idv._storage.staging import Staging
-from idv._writer.inputs import data_columns, frame_rows, merged_metadata, schema_of
+from idv._values.arrow_types import import_pyarrow
+from idv._writer.inputs import (as_pyarrow, data_columns, frame_rows, merged_metadata,
+                                schema_of)
 from idv._writer.pipeline import DEFAULT_MAX_BYTES_PER_BLOCK, Writer
 
 
@@ -108,16 +110,18 @@ def check_keys(names, partition_by):
 
 def split(data, partition_by):
     """(keys, [(folder, rows of `data` without the key columns)]) of a pandas DataFrame, a
-    pyarrow Table or RecordBatch, or a dict of arrays and lists."""
+    pyarrow Table or RecordBatch (or another Arrow library's frame, a dict holding Arrow
+    columns: as a Table), or a dict of arrays and lists."""
     if hasattr(data, "iloc"):                                    # pandas
         keys = check_keys(list(data.columns), partition_by)
         parts = partitioning.groups([data[k].to_numpy() for k in keys])
         rest = data.drop(columns=keys)
         return keys, [(partitioning.folder(keys, t), rest.iloc[rows]) for t, rows in parts]
+    data = _as_table(data)
     if hasattr(data, "schema") and hasattr(data, "take"):       # Arrow
         keys = check_keys(list(data.schema.names), partition_by)
         parts = partitioning.groups([data.column(k) for k in keys])
-        rest = data.select([n for n in data.schema.names if n not in keys])
+        rest = _takeable(data.select([n for n in data.schema.names if n not in keys]))
         return keys, [(partitioning.folder(keys, t), rest.take(rows)) for t, rows in parts]
     if isinstance(data, dict):
         keys = check_keys(list(data), partition_by)
@@ -126,8 +130,36 @@ def split(data, partition_by):
         return keys, [(partitioning.folder(keys, t),
                        {n: v[rows] for n, v in arrays.items() if n not in keys})
                       for t, rows in parts]
-    raise TypeError(f"partition_by takes a pandas DataFrame, a pyarrow Table or a dict of "
-                    f"arrays and lists, not {type(data).__name__}")
+    raise TypeError(f"partition_by takes a pandas DataFrame, a pyarrow Table (or another Arrow "
+                    f"library's frame) or a dict of arrays and lists, not {type(data).__name__}")
+
+
+def _as_table(data):
+    """`data` as a pyarrow Table where it is Arrow data: another library's frame (as_pyarrow),
+    or a dict one of whose columns is Arrow's (its other columns 1-d arrays or lists); else
+    as it is."""
+    arrow = as_pyarrow(data, table=True)
+    if arrow is not None:
+        return arrow
+    if isinstance(data, dict) and any(as_pyarrow(v) is not None for v in data.values()):
+        pa = import_pyarrow()
+        try:
+            return pa.table({n: v if as_pyarrow(v) is None else as_pyarrow(v)
+                             for n, v in data.items()})
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise TypeError(f"with partition_by, a dict holding Arrow columns is made a pyarrow "
+                            f"Table, which failed ({e}): give a pyarrow Table") from None
+    return data
+
+
+def _takeable(table):
+    """`table` with its string views (polars' strings) as large strings: pyarrow's take has
+    no kernel for views."""
+    pa = import_pyarrow()
+    fields = [f.with_type(pa.large_string()) if f.type == pa.string_view() else f
+              for f in table.schema]
+    return table if all(f.type != pa.string_view() for f in table.schema) else \
+        table.cast(pa.schema(fields, table.schema.metadata))
 
 
 def _indexable(name, values):
