@@ -226,6 +226,35 @@ def test_write_frames_of_other_arrow_libraries():
             idv.write(io.BytesIO(), pl.DataFrame({"c": pl.Series([1], dtype=pl.Int128)}))
 
 
+def test_write_structured_arrays_datasets_and_hugging_face_datasets():
+    """A numpy structured array writes its fields as columns; a pyarrow Dataset, an
+    idv.arrow_dataset (the .idv's types and metadata kept) and a Hugging Face Dataset (its
+    rows as selected) are read whole and written as their Tables are."""
+    import pyarrow.dataset as pds
+    rec = np.array([(1, 2.5), (3, 4.5)], dtype=[("a", "<i4"), ("b", "<f8")])
+    buf = io.BytesIO()
+    idv.write(buf, rec)
+    with idv.open(buf.getvalue()) as f:
+        assert [str(c.type) for c in f.columns] == ["Int32", "Double"]
+        assert f["a"].read().tolist() == [1, 3] and f["b"].read().tolist() == [2.5, 4.5]
+    want, got = io.BytesIO(), io.BytesIO()
+    table = pa.table({"n": [1, 2, 3], "s": ["x", "y", "z"]})
+    idv.write(want, table, **ZLIB)
+    idv.write(got, pds.dataset(table), **ZLIB)
+    assert got.getvalue() == want.getvalue()
+    again = io.BytesIO()
+    idv.write(again, idv.arrow_dataset(idv.sample_path()))
+    with idv.open(again.getvalue()) as a, idv.open(idv.sample_path()) as b:
+        assert a.schema == b.schema
+        assert all(np.array_equal(a[n].read(), b[n].read()) for n in ("Id", "Price", "City"))
+        assert a["Title"].read().tolist() == b["Title"].read().tolist()
+    datasets = pytest.importorskip("datasets", reason="Hugging Face datasets not installed")
+    hf = datasets.Dataset.from_dict({"n": [1, 2, 3], "s": ["x", "y", "z"]}).select([2, 0])
+    buf = io.BytesIO()
+    idv.write(buf, hf)
+    assert idv.read(buf.getvalue())["s"].tolist() == ["z", "x"]
+
+
 def test_write_dict_of_arrow_arrays_typed_as_a_table():
     """Arrow types as from_arrow gives them (lists, dictionaries, nulls as NaN), by position
     where a name repeats, the caller's types first."""

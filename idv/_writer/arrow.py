@@ -309,8 +309,8 @@ def from_arrow(table, *, types=None, missing_text=None):
 
     Parameters
     ----------
-    table : pyarrow.Table, RecordBatch or RecordBatchReader
-        A reader is read whole.
+    table : pyarrow.Table, RecordBatch, RecordBatchReader or pyarrow.dataset.Dataset
+        A reader or a dataset is read whole.
     types : dict, optional
         name -> idv type, overriding the type of some columns.
     missing_text : str, optional
@@ -324,13 +324,15 @@ def from_arrow(table, *, types=None, missing_text=None):
         {kind: (type, value)}.
     """
     pa = import_pyarrow()
+    if hasattr(table, "scanner") and hasattr(table, "to_table"):     # a pyarrow Dataset
+        table = table.scanner().to_reader()
     if isinstance(table, pa.RecordBatchReader):
         table = table.read_all()
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     if not isinstance(table, pa.Table):
-        raise TypeError(f"from_arrow takes a pyarrow Table, RecordBatch or RecordBatchReader, "
-                        f"not {type(table).__name__}")
+        raise TypeError(f"from_arrow takes a pyarrow Table, RecordBatch, RecordBatchReader or "
+                        f"Dataset, not {type(table).__name__}")
     plan = ArrowToIdv(table.schema, types, missing_text)
     for i in plan.pending:
         plan.add_dictionaries(i, table.column(i))

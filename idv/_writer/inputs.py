@@ -61,6 +61,9 @@ def data_columns(data, types=None, missing_text=None):
     arrow = as_pyarrow(data, table=True)
     if arrow is not None and hasattr(arrow, "schema"):
         return from_arrow(arrow, types=types, missing_text=missing_text)
+    if isinstance(data, np.ndarray) and data.dtype.names:     # a structured array: its fields
+        return _arrow_values([(n, data[n]) for n in data.dtype.names], types or {},
+                             missing_text)
     if hasattr(data, "items") and hasattr(data, "keys"):
         return _arrow_values(list(data.items()), types or {}, missing_text)
     if isinstance(data, (list, tuple)) and all(
@@ -69,18 +72,24 @@ def data_columns(data, types=None, missing_text=None):
         return _arrow_values(list(data), types or {}, missing_text)
     hint = ": collect() it first" if hasattr(data, "collect") else ""
     raise TypeError(f"data must be a dict column name -> values, a list of (name, values) pairs, "
-                    f"a pandas DataFrame, a pyarrow Table or a frame of another Arrow library "
-                    f"(polars, DuckDB: __arrow_c_stream__), not {type(data).__name__}{hint}")
+                    f"a numpy structured array, a pandas DataFrame, a pyarrow Table or Dataset "
+                    f"or a frame of another Arrow library (polars, DuckDB: __arrow_c_stream__), "
+                    f"not {type(data).__name__}{hint}")
 
 
 def as_pyarrow(value, table=False):
     """`value` as pyarrow holds it: pyarrow's own objects as they are; another library's
-    (polars, DuckDB ...: Arrow's C stream interface, ``__arrow_c_stream__``) read into a Table
-    (`table`) or a ChunkedArray, without a copy; None for anything else, pandas' and numpy's
-    objects included (they have ways of their own: from_pandas, numpy arrays)."""
+    (polars, DuckDB ...: Arrow's C stream interface, ``__arrow_c_stream__``; a Hugging Face
+    Dataset's rows) read into a Table (`table`) or a ChunkedArray, without a copy; None for
+    anything else, pandas' and numpy's objects included (they have ways of their own:
+    from_pandas, numpy arrays)."""
     top = type(value).__module__.split(".")[0]
     if top == "pyarrow":
         return value
+    if top == "datasets" and table and hasattr(value, "with_format"):
+        return value.with_format("arrow")[:]        # a Hugging Face Dataset's rows
+    if table and all(hasattr(value, a) for a in ("scanner", "to_table", "schema")):
+        return value                    # a pyarrow Dataset's kin (idv.arrow_dataset)
     if top in ("pandas", "numpy") or not hasattr(value, "__arrow_c_stream__"):
         return None
     pa = import_pyarrow()

@@ -35,10 +35,13 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     dest : str, os.PathLike or binary file object
         A path (written atomically, as idv.Writer writes it) or a seekable binary file; with
         ``partition_by``, a directory.
-    data : dict, list of (name, values), pandas.DataFrame, pyarrow.Table or RecordBatch
+    data : dict, list of (name, values), numpy structured array, DataFrame, Arrow data
         A dict name -> numpy array, list, idv.Ragged, idv.Sparse, scipy.sparse matrix or
         pyarrow Array / ChunkedArray (typed as a Table's columns are); a list of (name,
         values) pairs may repeat a name (ML.NET's hidden columns: the last one is visible).
+        Arrow data: a pyarrow Table, RecordBatch, reader or Dataset (idv.arrow_dataset's
+        too), a polars DataFrame or DuckDB relation (Arrow's C stream interface), a Hugging
+        Face Dataset; a pandas DataFrame goes through idv.from_pandas.
     types : dict, optional
         ``{name or index: type}`` overriding the inferred types (keys, DateTimeOffset, RowId,
         multi-dimensional vectors ...).
