@@ -95,11 +95,17 @@ def test_a_dataset_of_a_file_url_fetches_its_tables_alone(wide_file, kind):
     calls HTML is a directory, its .idv links the files."""
     path, data, cols = wide_file
     page = b'<html><a href="wide.idv">wide.idv</a> <a href="notes.txt">notes</a></html>'
-    with RangeServer({"/d/wide.idv": data, "/d/": page, "/d/notes.txt": b"x"}) as srv:
-        srv.content_types.update({"/d/wide.idv": kind, "/d/": "text/html"})
-        with idv.dataset(srv.url("/d/wide.idv")) as ds:
-            assert ds.num_rows == len(cols["d0"])
-        assert srv.bytes_served <= 0.1 * len(data), (srv.bytes_served, len(data))
+    files = {"/d/wide.idv": data, "/d/wide": data, "/d/": page, "/d/notes.txt": b"x"}
+    with RangeServer(files) as srv:
+        srv.content_types.update({"/d/wide.idv": kind, "/d/wide": kind, "/d/": "text/html"})
+        for name in ("/d/wide.idv", "/d/wide"):     # named .idv: a file without asking
+            srv.reset_counts()
+            with idv.dataset(srv.url(name)) as ds:
+                assert ds.num_rows == len(cols["d0"])
+            assert srv.bytes_served <= 0.1 * len(data), (srv.bytes_served, len(data))
+            assert srv.heads == (1 if name == "/d/wide.idv" else 2), (name, srv.heads)
+            with pytest.raises(TypeError, match="refused an option"):     # not "no such file"
+                idv.dataset(srv.url(name), storage_options={"bogus": 1})
         with idv.dataset(srv.url("/d/")) as ds:
             assert [f.path for f in ds.files] == [srv.url("/d/wide.idv")]
             assert np.array_equal(ds.read(columns=["l3"])["l3"], cols["l3"])

@@ -10,8 +10,9 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
+from urllib.parse import urlsplit
 
-from idv._storage import remote
+from idv._storage import remote, remote_answers
 from idv._storage.staging import read_manifest
 
 __all__ = ["expand_sources"]
@@ -76,13 +77,16 @@ def is_directory(fs, path):
     """Whether `path` in the fsspec filesystem `fs` names a directory. Over HTTP, where a URL
     is a file and may also be a page of links, only a page the server calls HTML is listed:
     fsspec's isdir would fetch any other answer whole (a file's every byte) to look for
-    links in it."""
+    links in it; a URL whose path ends in ``.idv`` is a file without asking."""
     if set(getattr(fs, "protocol", ())) & {"http", "https"}:
+        if urlsplit(path).path.endswith(".idv"):
+            return False
         try:
             kind = fs.info(path).get("mimetype")
         except FileNotFoundError as e:
-            if isinstance(e.__cause__, TypeError):     # an option the session refused
-                raise e.__cause__ from None
+            refused = remote_answers.refused_option(e)
+            if refused is not None:
+                raise refused from None
             return False
         if kind != "text/html":
             return False

@@ -34,9 +34,19 @@ def content_range(value):
     return a, b + 1, n
 
 
+def refused_option(exc):
+    """The TypeError behind what fsspec raised (fsspec's HTTP filesystem says "not found" for
+    every failure of its size request): an option of `storage_options` the filesystem or its
+    session refused, to be told as such; else None."""
+    return next((e for e in _chain(exc) if isinstance(e, TypeError)), None)
+
+
 def remote_error(exc, url, what, timeout):
     """An exception naming `url` for what fsspec or its backend raised while `what` (a
     request of `timeout` seconds at most)."""
+    refused = refused_option(exc)
+    if refused is not None:
+        return TypeError(f"{url}: {what}: the filesystem refused an option: {refused}")
     asyncio = sys.modules.get("asyncio")      # imported by whatever raised its timeout
     timeouts = (TimeoutError,) if asyncio is None else (asyncio.TimeoutError, TimeoutError)
     if isinstance(exc, timeouts) or type(exc).__name__ == "FSTimeoutError":
