@@ -84,9 +84,9 @@ def is_directory(fs, path):
         try:
             kind = fs.info(path).get("mimetype")
         except FileNotFoundError as e:
-            refused = remote_answers.refused_option(e)
-            if refused is not None:
-                raise refused from None
+            if remote_answers.refused_option(e) is not None:
+                raise remote_answers.remote_error(e, path, "asking whether it is a directory",
+                                                  remote.DEFAULT_TIMEOUT) from e
             return False
         if kind != "text/html":
             return False
