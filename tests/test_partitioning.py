@@ -116,16 +116,18 @@ def test_write_partition_by_an_arrow_table_and_a_dict(tmp_path):
 
 
 def test_write_partition_by_frames_of_other_arrow_libraries(tmp_path):
-    """A polars frame (its strings Arrow string views), a DuckDB relation and a dict holding
-    Arrow columns split as a pyarrow Table does; a dict Arrow cannot make a Table of is a
-    TypeError saying so."""
+    """A polars frame (its strings Arrow string views), a DuckDB relation, an arrow_dataset
+    and a dict holding Arrow columns split as a pyarrow Table does; a dict Arrow cannot make a
+    Table of is a TypeError saying so."""
     pa = pytest.importorskip("pyarrow")
     pl = pytest.importorskip("polars")
     duckdb = pytest.importorskip("duckdb")
     t = pa.table({"g": [3, 3, 4], "v": ["a/b", "c", "d"], "n": [1.5, 2.5, 3.5]})
     idv.write(tmp_path / "want", t, partition_by="g")
+    idv.write(tmp_path / "whole.idv", t)
     for name, data in {"polars": pl.from_arrow(t).with_columns(pl.col("v").cast(pl.String)),
                        "duckdb": duckdb.sql("select * from t"),
+                       "dataset": idv.arrow_dataset(tmp_path / "whole.idv"),
                        "dict": {"g": pa.array([3, 3, 4]), "v": ["a/b", "c", "d"],
                                 "n": np.array([1.5, 2.5, 3.5])}}.items():
         idv.write(tmp_path / name, data, partition_by="g")

@@ -143,12 +143,14 @@ def _as_table(data):
     as it is."""
     arrow = as_pyarrow(data, table=True)
     if arrow is not None:
-        return arrow
-    if isinstance(data, dict) and any(as_pyarrow(v) is not None for v in data.values()):
+        if hasattr(arrow, "to_table") and not hasattr(arrow, "column"):     # a Dataset
+            return arrow.to_table()
+        return arrow.read_all() if hasattr(arrow, "read_all") else arrow    # a reader
+    columns = {n: as_pyarrow(v) for n, v in data.items()} if isinstance(data, dict) else {}
+    if any(a is not None for a in columns.values()):
         pa = import_pyarrow()
         try:
-            return pa.table({n: v if as_pyarrow(v) is None else as_pyarrow(v)
-                             for n, v in data.items()})
+            return pa.table({n: data[n] if a is None else a for n, a in columns.items()})
         except (pa.ArrowException, TypeError, ValueError) as e:
             raise TypeError(f"with partition_by, a dict holding Arrow columns is made a pyarrow "
                             f"Table, which failed ({e}): give a pyarrow Table") from None
@@ -159,10 +161,11 @@ def _takeable(table):
     """`table` with its string views (polars' strings) as large strings: pyarrow's take has
     no kernel for views."""
     pa = import_pyarrow()
-    fields = [f.with_type(pa.large_string()) if f.type == pa.string_view() else f
-              for f in table.schema]
-    return table if all(f.type != pa.string_view() for f in table.schema) else \
-        table.cast(pa.schema(fields, table.schema.metadata))
+    if all(f.type != pa.string_view() for f in table.schema):
+        return table
+    return table.cast(pa.schema([f.with_type(pa.large_string())
+                                 if f.type == pa.string_view() else f for f in table.schema],
+                                table.schema.metadata))
 
 
 def _indexable(name, values):
