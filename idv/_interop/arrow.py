@@ -294,7 +294,7 @@ def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A0
     @budget.reads
     def batches(_src):
         with stack:
-            for i0, i1 in (whole_read.groups(src, keys) if together else
+            for i0, i1 in (whole_read.groups(src, keys, quick_first) if together else
                            ((i, None) for i in range(len(src.files)))):
                 if i1 is not None:
                     yield from _group_batches(how, i0, i1)

@@ -237,14 +237,16 @@ def check_memory(source, keys, parts, in_place=None, once=(), arrow=()):
                                f"file{'s' * (len(parts) != 1)}")
 
 
-def groups(source, keys):
+def groups(source, keys, first_alone=False):
     """(first, stop) of each run of files an Arrow stream reads together (decoding at most
     GROUP_BYTES of columns `keys` in Arrow's form and FILES_AT_ONCE files), (i, None) for a
-    file streamed by itself."""
+    file streamed by itself; `first_alone`: the first file a run of its own (a consumer that
+    may stop after its first batch gets it without the others being read)."""
     i0, total = 0, 0
     for i, e in enumerate(source.files):
         size = sum(source.decoded_bytes(i, k, slice(0, e.num_rows), True) for k in keys)
-        if i > i0 and (total + size > GROUP_BYTES or i - i0 == FILES_AT_ONCE):
+        if i > i0 and (total + size > GROUP_BYTES or i - i0 == FILES_AT_ONCE or
+                       (first_alone and i == 1)):
             yield i0, i
             i0, total = i, 0
         if size > GROUP_BYTES:
