@@ -111,6 +111,27 @@ def test_a_dataset_of_a_file_url_fetches_its_tables_alone(wide_file, kind):
             assert np.array_equal(ds.read(columns=["l3"])["l3"], cols["l3"])
 
 
+def test_a_dataset_of_small_remote_files_fetches_their_blocks_together():
+    """A whole read of a dataset of small files over HTTP (read together in one run) fetches
+    their blocks in one concurrent round, not a file after another; the values as written."""
+    files, want = {}, []
+    for i in range(6):
+        ids = np.arange(i * 1000, (i + 1) * 1000, dtype=np.int64)
+        buf = io.BytesIO()
+        idv.write(buf, {"Id": ids, "s": [f"v{j}" for j in range(1000)]})
+        files[f"/p{i}.idv"] = buf.getvalue()
+        want.append(ids)
+    with RangeServer(files) as srv:
+        srv.delay = 0.05            # each answer waits, so that requests in flight overlap
+        with idv.dataset([srv.url(p) for p in sorted(files)]) as ds:
+            srv.reset_counts()
+            srv.max_in_flight = 0
+            got = idv.to_arrow(ds, columns=["Id", "s"])
+        assert got.column("Id").to_pylist() == np.concatenate(want).tolist()
+        assert got.column("s").to_pylist()[999::1000] == ["v999"] * 6
+        assert srv.max_in_flight >= 3, srv.max_in_flight
+
+
 def test_tables_beyond_the_tail_guess_come_in_one_more_request(tmp_path):
     """Small blocks: the lookup tables (12 x 500 entries, 96 KB) outrun the open's tail
     read; they come in one batch, as one request (they lie side by side)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
@@ -35,6 +36,8 @@ FILES_AT_ONCE = 256
 # decoded bytes of the small files a stream reads together, in one whole read, at most (a
 # larger file is streamed by itself, a window of blocks at a time)
 GROUP_BYTES = 16 << 20
+# remote files of a run whose blocks are fetched at the same time (_fetched)
+FETCHES_AT_ONCE = 16
 
 # source -> {key: whether every file has the same KeyValues of that key column}
 _key_values_agree: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -74,7 +77,8 @@ def read(source, keys, i0, i1, form=Form()):
     got.update((k, []) for k in text)
     parts = []
     for a in range(i0, i1, _step(source)):        # each file opened once
-        with _held(source, a, min(a + _step(source), i1)) as held:
+        with _held(source, a, min(a + _step(source), i1)) as held, \
+                _fetched(source, held, keys):
             _in_place(held, got, files, files[i0].start, list(rooms))
             for k in text:
                 got[k] += _text_chunks(held, k, form.arrow)
@@ -132,6 +136,34 @@ def _held(source, a, b):
     """Files [a, b) of `source`, open for the block: [(i, file)]."""
     with contextlib.ExitStack() as stack:
         yield [(i, stack.enter_context(source.using(i))) for i in range(a, b)]
+
+
+@contextlib.contextmanager
+def _fetched(source, held, keys):
+    """The blocks of columns `keys` of the `held` files ([(i, file)]) of a remote `source` (a
+    dataset in an fsspec filesystem) fetched all at once, each file's prefetch entered in a
+    thread of its own, and read from memory in the block: a run of small files over a URL
+    costs about one request's time, not one a file. Local files, or more bytes than the
+    source's memory limit together, are read as ever."""
+    if getattr(source, "filesystem", None) is None or len(held) < 2 or \
+            sum(f[k].nbytes_disk for _, f in held for k in keys) > source.memory_limit:
+        yield
+        return
+    fetches = [cm for _, f in held
+               if not isinstance(cm := f.prefetch(keys), contextlib.nullcontext)]
+    if len(fetches) < 2:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        with ThreadPoolExecutor(min(len(fetches), FETCHES_AT_ONCE)) as pool:
+            entered = [pool.submit(cm.__enter__) for cm in fetches]
+        for cm, done in zip(fetches, entered):      # every fetch that began is ended
+            if done.exception() is None:
+                stack.push(cm.__exit__)
+        for done in entered:
+            if done.exception() is not None:
+                raise done.exception()
+        yield
 
 
 def _step(source):
