@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
+from idv._resources import threads as _threads
 from idv._store import many_files as batch
 from idv._scan import scan
 from idv._values import ticks, vectors
@@ -155,8 +156,9 @@ def _fetched(source, held, keys):
         yield
         return
     with contextlib.ExitStack() as stack:
-        with ThreadPoolExecutor(min(len(fetches), FETCHES_AT_ONCE)) as pool:
-            entered = [pool.submit(cm.__enter__) for cm in fetches]
+        pool = _threads.pool("fetch", FETCHES_AT_ONCE)
+        entered = [pool.submit(cm.__enter__) for cm in fetches]
+        futures.wait(entered)
         for cm, done in zip(fetches, entered):      # every fetch that began is ended
             if done.exception() is None:
                 stack.push(cm.__exit__)
