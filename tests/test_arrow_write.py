@@ -197,8 +197,8 @@ def test_write_frames_of_other_arrow_libraries():
     """A polars DataFrame, its Series in a dict or in pairs, and a DuckDB relation (Arrow's
     C stream interface) write the bytes their pyarrow Table writes, through idv.write and
     Writer.write_batch; a polars LazyFrame is refused with what to do."""
-    pl = pytest.importorskip("polars")
-    duckdb = pytest.importorskip("duckdb")
+    pl = pytest.importorskip("polars", reason="writing a polars frame needs polars")
+    duckdb = pytest.importorskip("duckdb", reason="writing a DuckDB relation needs duckdb")
     vals, n, _ = _arrow_forms()
     df = pl.DataFrame({"s": vals, "n": n, "v": [[float(i), 0.5] for i in range(len(n))]})
     table = df.to_arrow()

@@ -73,7 +73,7 @@ def test_missing_text_in_arrow_strings(tmp_path, oracle):
     """missing_text= means the same for Arrow data as for a DataFrame: a Table's strings and
     string views, Arrow columns in a dict, the string items of lists; without it, the error
     that names it."""
-    pa = pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="Arrow strings need pyarrow")
     names = ["a", None, "c"]
     forms = {"table": pa.table({"Name": names}),
              "views": {"Name": pa.array(names, pa.string_view())},

@@ -119,9 +119,9 @@ def test_write_partition_by_frames_of_other_arrow_libraries(tmp_path):
     """A polars frame (its strings Arrow string views), a DuckDB relation, an arrow_dataset
     and a dict holding Arrow columns split as a pyarrow Table does; a dict Arrow cannot make a
     Table of is a TypeError saying so."""
-    pa = pytest.importorskip("pyarrow")
-    pl = pytest.importorskip("polars")
-    duckdb = pytest.importorskip("duckdb")
+    pa = pytest.importorskip("pyarrow", reason="Arrow data needs pyarrow")
+    pl = pytest.importorskip("polars", reason="splitting a polars frame needs polars")
+    duckdb = pytest.importorskip("duckdb", reason="splitting a DuckDB relation needs duckdb")
     t = pa.table({"g": [3, 3, 4], "v": ["a/b", "c", "d"], "n": [1.5, 2.5, 3.5]})
     idv.write(tmp_path / "want", t, partition_by="g")
     idv.write(tmp_path / "whole.idv", t)

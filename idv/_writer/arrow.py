@@ -23,7 +23,7 @@ from idv._writer.arrow_items import (filled_text, first_null, items_from_arrow, 
                                       utf8_from_arrow)
 from idv._writer.values import Utf8Text, Utf8Vectors
 
-__all__ = ["from_arrow", "ArrowToIdv", "arrow_column_values"]
+__all__ = ["from_arrow", "arrow_table", "ArrowToIdv", "arrow_column_values"]
 
 
 def _key_values_array(pa, key_values):
@@ -290,6 +290,23 @@ class ArrowToIdv:
         return [(f.name, f.convert(batch.column(i), row0)) for i, f in enumerate(self.fields)]
 
 
+def arrow_table(data, who):
+    """A pyarrow Table of Arrow data: a Table as it is; a RecordBatch, a RecordBatchReader or
+    a pyarrow Dataset (idv.arrow_dataset's too) read whole. TypeError naming `who` for
+    anything else."""
+    pa = import_pyarrow()
+    if hasattr(data, "scanner") and hasattr(data, "to_table"):     # a pyarrow Dataset
+        data = data.scanner().to_reader()
+    if isinstance(data, pa.RecordBatchReader):
+        data = data.read_all()
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if not isinstance(data, pa.Table):
+        raise TypeError(f"{who} takes a pyarrow Table, RecordBatch, RecordBatchReader or "
+                        f"Dataset, not {type(data).__name__}")
+    return data
+
+
 def from_arrow(table, *, types=None, missing_text=None):
     """A pyarrow Table or RecordBatch -> (columns, types, metadata) for idv.write.
 
@@ -323,16 +340,7 @@ def from_arrow(table, *, types=None, missing_text=None):
         (columns, types, metadata): a list of (name, values), name -> idv type, and name ->
         {kind: (type, value)}.
     """
-    pa = import_pyarrow()
-    if hasattr(table, "scanner") and hasattr(table, "to_table"):     # a pyarrow Dataset
-        table = table.scanner().to_reader()
-    if isinstance(table, pa.RecordBatchReader):
-        table = table.read_all()
-    if isinstance(table, pa.RecordBatch):
-        table = pa.Table.from_batches([table])
-    if not isinstance(table, pa.Table):
-        raise TypeError(f"from_arrow takes a pyarrow Table, RecordBatch, RecordBatchReader or "
-                        f"Dataset, not {type(table).__name__}")
+    table = arrow_table(table, "from_arrow")
     plan = ArrowToIdv(table.schema, types, missing_text)
     for i in plan.pending:
         plan.add_dictionaries(i, table.column(i))

@@ -11,6 +11,7 @@ from idv import _docs
 from idv._storage import partitioning
 from idv._storage.staging import Staging
 from idv._values.arrow_types import import_pyarrow
+from idv._writer.arrow import arrow_table
 from idv._writer.inputs import (as_pyarrow, data_columns, frame_rows, merged_metadata,
                                 schema_of)
 from idv._writer.pipeline import DEFAULT_MAX_BYTES_PER_BLOCK, Writer
@@ -143,9 +144,7 @@ def _as_table(data):
     as it is."""
     arrow = as_pyarrow(data, table=True)
     if arrow is not None:
-        if hasattr(arrow, "to_table") and not hasattr(arrow, "column"):     # a Dataset
-            return arrow.to_table()
-        return arrow.read_all() if hasattr(arrow, "read_all") else arrow    # a reader
+        return arrow_table(arrow, "partition_by")
     columns = {n: as_pyarrow(v) for n, v in data.items()} if isinstance(data, dict) else {}
     if any(a is not None for a in columns.values()):
         pa = import_pyarrow()
