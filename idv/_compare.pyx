@@ -226,38 +226,49 @@ def text_take(list parts, const int64_t[::1] rows):
     len(rows) + 1; data, uint8), copied with the GIL released. ValueError for rows negative,
     repeated, out of order or beyond the parts, a span outside its data, or more than 2 GiB
     of text."""
-    cdef Py_ssize_t n = rows.shape[0], i = 0, k, np_ = len(parts), m
+    cdef Py_ssize_t n = rows.shape[0], i = 0, k, np_ = len(parts), m, nd
     cdef int64_t r, base = 0, total = 0, a, b, prev = -1
+    cdef int fault = 0
     cdef const int32_t[::1] starts
     cdef const int32_t[::1] ends
     cdef const uint8_t[::1] data
     offsets = np.empty(n + 1, np.int32)
     cdef int32_t[::1] off = offsets
     off[0] = 0
-    # first pass: every row checked, its part found, the output's offsets
+    # first pass, the GIL released: every row checked, its part found, the output's offsets
     for k in range(np_):
         starts, ends, data = parts[k]
         m = min(starts.shape[0], ends.shape[0])
-        while i < n and rows[i] < base + m:
-            r = rows[i] - base
-            if r < 0 or rows[i] <= prev:
-                raise ValueError(f"rows not strictly ascending from 0 at {i}")
-            a, b = starts[r], ends[r]
-            if not 0 <= a <= b <= data.shape[0]:
-                raise ValueError(f"row {rows[i]}: no span within its part's text")
-            total += b - a
-            if total > INT32_MAX:
-                raise ValueError("more than 2 GiB of text for 32-bit offsets")
-            prev = rows[i]
-            i += 1
-            off[i] = <int32_t>total
+        nd = data.shape[0]
+        with nogil:
+            while i < n and rows[i] < base + m:
+                r = rows[i] - base
+                if r < 0 or rows[i] <= prev:
+                    fault = 1
+                    break
+                a, b = starts[r], ends[r]
+                if not 0 <= a <= b <= nd:
+                    fault = 2
+                    break
+                total += b - a
+                if total > INT32_MAX:
+                    fault = 3
+                    break
+                prev = rows[i]
+                i += 1
+                off[i] = <int32_t>total
+        if fault == 1:
+            raise ValueError(f"rows not strictly ascending from 0 at {i}")
+        if fault == 2:
+            raise ValueError(f"row {rows[i]}: no span within its part's text")
+        if fault == 3:
+            raise ValueError("more than 2 GiB of text for 32-bit offsets")
         base += m
     if i < n:
         raise ValueError(f"row {rows[i]} beyond the {base} rows of the parts")
     # 16 bytes of room beyond the text: a short string is copied as two 8-byte words
     out = np.empty(total + 16, np.uint8)
     cdef uint8_t[::1] o = out
-    cdef Py_ssize_t nd
     i = 0
     base = 0
     for k in range(np_):

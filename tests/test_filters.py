@@ -466,3 +466,49 @@ def test_a_column_read_and_tested_is_decoded_once(tmp_path):
             assert got.column("N").to_pylist() == list(range(1500, 3000))
             if open_source is idv.open:     # 30 blocks of T; 30 + the 15 kept of N
                 assert (src["T"].blocks_decoded, src["N"].blocks_decoded) == (30, 45)
+
+
+PIECE_CASES = [     # (filter, the rows it keeps from T, N, F)
+    ("T == 'b'", lambda t, n, f: t == "b"),
+    ("N >= 1500 and N < 2500", lambda t, n, f: (n >= 1500) & (n < 2500)),
+    ("T != 'a' and T < 'c'", lambda t, n, f: (t != "a") & (t < "c")),
+    ("(T == 'b' or N < 10) and not (F > 0.5)",
+     lambda t, n, f: ((t == "b") | (n < 10)) & ~(f > 0.5)),
+    ("F > 0.5 or T == ''", lambda t, n, f: (f > 0.5) | (t == "")),
+]
+
+
+@pytest.mark.parametrize("where, keep", PIECE_CASES, ids=[c[0] for c in PIECE_CASES])
+def test_a_filter_tested_piece_by_piece_keeps_the_reference_rows(tmp_path, monkeypatch,
+                                                                 where, keep):
+    """The scan's threads test each piece of a tested column as they decode it, and a batch
+    combines what its pieces found: with windows and batches of several pieces of a few
+    blocks each, every path, a row step and the columns tested or not read keep the rows
+    numpy selects."""
+    from idv._interop import arrow
+    from idv._scan import scan
+    monkeypatch.setattr(scan, "PIECE_BYTES", 1500)
+    monkeypatch.setattr(scan, "WINDOW_BYTES", 7000)
+    rng = np.random.default_rng(3)
+    t = rng.choice(np.array(["a", "b", "c", ""], object), 5000)
+    n = np.arange(5000, dtype=np.int64)
+    f = rng.random(5000, dtype=np.float32)
+    path = str(tmp_path / "pieces.idv")
+    idv.write(path, {"T": t, "N": n, "F": f}, rows_per_block=64)
+    hit = keep(t.astype(str), n, f)
+    got = idv.read(path, columns=["N", "T"], filter=where)
+    assert np.array_equal(got["N"], n[hit]) and list(got["T"]) == list(t[hit])
+    frame = idv.to_pandas(path, columns=["T", "N"], filter=where, rows=slice(3, 4900, 7))
+    assert list(frame["T"]) == list(t[3:4900:7][hit[3:4900:7]])
+    assert list(frame["N"]) == list(n[3:4900:7][hit[3:4900:7]])
+    for columns in (["T", "N", "F"], ["N"], ["T"]):
+        table = idv.to_arrow(path, columns=columns, filter=where)
+        assert table.column(columns[0]).to_pylist() == list({"T": t, "N": n, "F": f}[
+            columns[0]][hit])
+        with idv.dataset([path, path]) as ds:
+            assert ds.to_arrow(columns=columns, filter=where).num_rows == 2 * hit.sum()
+    with idv.open(path) as src:
+        batches = arrow.window_reader(src, ["N", "T"], filter=where,
+                                      rows=slice(5, 4000, 3), batch_rows=200)
+        got = [x for b in batches for x in b.column("N").to_pylist()]
+    assert got == list(n[5:4000:3][hit[5:4000:3]])

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from idv import _docs, types as T
 from idv._resources import budget, gc as _gc
 from idv._scan import filters, scan
+from idv._scan.tested import Tested, with_tests
 from idv._values import text_bytes, ticks
 from idv._values.arguments import ensure_count
 from idv._reader import whole_read
@@ -348,9 +349,9 @@ def _file_batches(how, i, rows, bound):
         bound = None if bound is None else bound(f)
         tested = [] if bound is None or isinstance(bound.node, filters.BlocksOnly) else \
             list(bound.columns)                 # BlocksOnly: no row to test
-        # the filter's columns also in read()'s form for the rows' test, Text as its bytes
-        # (comparison.rows tests them on their UTF-8 bytes: no str per value); Text and
-        # numbers also read for the batches are taken from them (decoded once)
+        # the filter's columns tested in the scan's threads, a piece at a time as decoded
+        # (idv._scan.tested): in read()'s form, Text as its bytes (no str per value); those
+        # read for the batches too tested as their Arrow arrays, the strings' bytes
         text = {name for name in tested if f[name].type is T.Text}
         # where each column is among those read (keys: a file's indices, a dataset's names)
         read_at = {c.index: j for j, c in enumerate(cols)}
@@ -360,6 +361,15 @@ def _file_batches(how, i, rows, bound):
         readers = convs + [scan.TextColumn(f[name]) if name in text else
                            scan.NumpyColumn(f[name]) for name in extra]
         keep = None if bound is None else (lambda _part, _f: bound.blocks())
+        division = bound.division() if tested else None
+        where = {**at, **{name: len(convs) + j for j, name in enumerate(extra)}}
+        if tested:
+            # a filter on one column takes that column's matches as it tests them (a step
+            # cuts the rows after)
+            takes = {k: _taker(pa) for k in at.values()} if division.single and (
+                rows is None or rows.step == 1) else {}
+            readers = with_tests(readers, where, division, lambda k, chunk: _as_tested(
+                pa, chunk, k < len(convs)), takes)
 
         def batches():
             if not readers:         # the constant columns alone
@@ -369,31 +379,67 @@ def _file_batches(how, i, rows, bound):
                                    batch_rows=None if how.per is WINDOW else how.per,
                                    quick_first=how.quick_first):
                 n = len(range(batch.start, batch.stop, batch.step))
+                values = batch.values[:len(convs)]
                 if not tested:
-                    values = batch.values[:len(convs)]
                     for a, b in view_runs(pa, values, n):   # no string view copied
                         yield how.batch(i, [one_array(pa, v if b - a == n else v.slice(a, b - a))
                                             for v in values], b - a)
                     continue
-                # Text left in its blocks' chunks while rows are tested: the matches are
-                # copied out of them (taken), not all of them joined first
-                arrays = [v if pa.types.is_string(v.type) else one_array(pa, v)
-                          for v in batch.values[:len(convs)]]
-                if tested:
-                    values = dict(zip(extra, batch.values[len(convs):]))
-                    spans = {}      # of Text read and tested: found once, for both
-                    for name, k in at.items():
-                        if name in text:
-                            spans[k] = text_bytes.of_arrow(pa, arrays[k])
-                        values[name] = numpy_view(arrays[k]) if name not in text else \
-                            arrays[k] if spans[k] is None else spans[k]
-                    hits = bound.hits(values)
-                    arrays = [one_array(pa, a) if len(hits) == n else
-                              taken(pa, a, hits, spans.get(k)) for k, a in enumerate(arrays)]
-                    n = len(hits)
-                yield how.batch(i, arrays, n)
+                found = {name: batch.values[k].found for name, k in where.items()}
+                if any(isinstance(v, Tested) and v.taken for v in values):
+                    yield from _piece_batches(how, i, values, found[division.single])
+                    continue
+                hits = division.hits(found, n)
+                arrays = [one_array(pa, _untested(v)) if len(hits) == n else
+                          taken(pa, _untested(v), hits) for v in values]
+                yield how.batch(i, arrays, len(hits))
         yield from (batches() if how.batch_size is None else
                     _rebatched(pa, how.schema_asked, batches(), how.batch_size))
+
+
+def _as_tested(pa, chunks, arrow):
+    """A piece's chunks of a tested column as the filter's test takes them: Arrow strings as
+    the TextRows of their bytes (uncopied), Arrow numbers as numpy; the other readers' (one
+    chunk in read()'s form) as they are."""
+    if not arrow:
+        return chunks[0]
+    if pa.types.is_string(chunks[0].type) or pa.types.is_large_string(chunks[0].type):
+        whole = pa.chunked_array(chunks, chunks[0].type)
+        spans = text_bytes.of_arrow(pa, whole)
+        return whole if spans is None else spans
+    return numpy_view(one_array(pa, pa.chunked_array(
+        [a for c in chunks for a in getattr(c, "chunks", [c])], chunks[0].type)))
+
+
+def _taker(pa):
+    """take(chunks, positions, as tested) of TestedReader: a piece's matching rows (strings
+    copied from the bytes the test found) as one array."""
+    def take(chunks, hits, seen):
+        whole = pa.chunked_array([a for c in chunks for a in getattr(c, "chunks", [c])],
+                                 chunks[0].type)
+        return taken(pa, whole, hits, seen if isinstance(seen, text_bytes.TextRows) else None)
+    return take
+
+
+def _piece_batches(how, i, values, found):
+    """The batches of file i of a batch's `values` whose tested column was taken as tested:
+    a batch per piece of it that matched (its matches as taken, uncopied; the other
+    columns' taken from the piece's rows), or one of no rows when none did."""
+    pa, some = how.pa, False
+    for j, (s, size, hits) in enumerate(zip(found.starts, found.sizes, found.local)):
+        if not len(hits):
+            continue
+        some = True
+        yield how.batch(i, [one_array(pa, v.value[j]) if isinstance(v, Tested) else
+                            one_array(pa, v.slice(s, size)) if len(hits) == size else
+                            taken(pa, v.slice(s, size), hits) for v in values], len(hits))
+    if not some:
+        yield how.batch(i, [v.value[0].slice(0, 0) if isinstance(v, Tested) else
+                            one_array(pa, v.slice(0, 0)) for v in values], 0)
+
+
+def _untested(value):
+    return value.value if isinstance(value, Tested) else value
 
 
 def _group_batches(how, i0, i1):

@@ -23,6 +23,7 @@ from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning
 from idv._scan.filter_tree import And, BlocksOnly, IsNull, Not, Or, columns_of, parse
 from idv._scan.scan import NumpyColumn, TextColumn, scan
+from idv._scan.tested import Tested, with_tests
 from idv._values.text_bytes import TextRows
 
 
@@ -48,6 +49,7 @@ class Prepared:
         self.file = f
         self._keep = None
         self.columns = {}
+        self._division = None
         names = columns_of(node)
         for name in names:
             if name not in f:
@@ -96,6 +98,12 @@ class Prepared:
             return comparison.hits(self.tree.test, comparison.comparable(
                 self.columns[name].type, values[name]))
         return np.flatnonzero(self.rows(values))
+
+    def division(self):
+        """The row test divided among the columns it names (Division), made once."""
+        if self._division is None:
+            self._division = Division(self)
+        return self._division
 
     def rows(self, values):
         """A bool per row of a batch (`values`: name -> read()'s form of the filter's
@@ -168,7 +176,77 @@ def _all(n, zones, nb):
     return z.all_match(n.test)
 
 
+class Division:
+    """A Prepared filter's row test divided among the columns it names, so that a scan's
+    threads test each piece of a column as they decode it (idv._scan.tested): where every
+    comparison is on one column (``single``), a piece's matching rows themselves; else, for
+    each part of the tree on one column alone, a mask per row of a piece, which `hits` then
+    combines as the tree does. Each piece tested as Prepared.rows would test it."""
+
+    def __init__(self, prepared):
+        self.prepared = prepared
+        names = list(prepared.columns)
+        self.single = names[0] if len(names) == 1 else None
+        self.parts = {}         # column -> its parts of the tree (those on it alone)
+        self.top = None if self.single else _divide(prepared.tree, self.parts)
+
+    def piece(self, name, values):
+        """What a piece of column `name` finds (`values`: read()'s form, or Text as Arrow
+        strings or TextRows): the positions (int64, ascending) of its matching rows where the
+        filter is on this column alone, else a bool mask per part of it (parts x rows)."""
+        p = self.prepared
+        if self.single is not None:
+            return p.hits({name: values})
+        x = comparison.comparable(p.columns[name].type, values)
+        n = vectors.num_rows_of(values)
+        return np.stack([_rows(t, p.columns, lambda _: x, n) for t in self.parts[name]]) \
+            if n else np.zeros((len(self.parts[name]), 0), bool)
+
+    def hits(self, found, count):
+        """The positions of a batch's `count` rows that match, from what its pieces found
+        (`found`: column -> piece()'s, joined over the batch's rows: idv._scan.tested's)."""
+        if self.single is not None:
+            return found[self.single].array()
+        return np.flatnonzero(_rows(self.top, None, lambda part: found[part.column][part.index],
+                                    count))
+
+
+class _Part(NamedTuple):
+    """Where a part of a tree on one column alone was (Division): its mask's index among the
+    column's."""
+    column: str
+    index: int
+
+
+def _divide(n, parts):
+    """Tree `n` (bound) with each largest part on one column alone replaced by a _Part, that
+    part appended to `parts[column]`."""
+    names = _names(n)
+    if len(names) == 1:
+        mine = parts.setdefault(names[0], [])
+        mine.append(n)
+        return _Part(names[0], len(mine) - 1)
+    if isinstance(n, (And, Or)):
+        return type(n)(tuple(_divide(p, parts) for p in n.parts))
+    if isinstance(n, Not):
+        return Not(_divide(n.part, parts))
+    return n                # BlocksOnly: every row kept, nothing to test
+
+
+def _names(n):
+    """The columns a bound tree names."""
+    if isinstance(n, (And, Or)):
+        return list(dict.fromkeys(c for p in n.parts for c in _names(p)))
+    if isinstance(n, (Not, BlocksOnly)):
+        return _names(n.part)
+    return [n.column]
+
+
 def _rows(n, columns, x, count):
+    """A bool per row of tree `n`: ``x(name)`` the column's comparable values (``x(part)``
+    a _Part's mask)."""
+    if isinstance(n, _Part):
+        return x(n)
     if isinstance(n, (And, Or)):
         out = _rows(n.parts[0], columns, x, count)
         for p in n.parts[1:]:
@@ -245,11 +323,36 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
         return mask if blocks is None else mask & np.asarray(blocks(part, f), bool)
     def reader(col):        # Text as its bytes: tested on them, str made for the matches
         return TextColumn(col) if col.type is T.Text else NumpyColumn(col)
+    # numbers taken where they are tested (a step cuts the rows after): without the GIL
+    stepless = rows is None or rows.step == 1
+
+    def wrap(f, readers):    # each piece of a column tested in the scan's threads
+        division = bound(f).division()
+        where = {n: names.index(n) for n in division.prepared.columns}
+        return with_tests(readers, where, division, takes={
+            k: _take_numbers for n, k in where.items()
+            if stepless and n in wanted and division.single and f[n].type is not T.Text})
     for batch in scan(source, names, reader, block_filter=keep, batch_rows=batch_rows,
-                      rows=rows, **how):
+                      rows=rows, wrap=wrap, **how):
+        division = bound(batch_file(source, batch)).division()
         values = dict(zip(names, batch.values))
-        hits = bound(batch_file(source, batch)).hits(values)
-        yield batch, hits, [take(values[n], hits) for n in wanted]
+        hits = division.hits({n: values[n].found for n in division.prepared.columns},
+                             len(range(batch.start, batch.stop, batch.step)))
+        yield batch, hits, [_joined(values[n].value) if isinstance(values[n], Tested) and
+                            values[n].taken else take(_untested(values[n]), hits)
+                            for n in wanted]
+
+
+def _take_numbers(_chunks, hits, seen):
+    return seen[hits]
+
+
+def _joined(pieces):
+    return pieces[0] if len(pieces) == 1 else vectors.concat_reads(pieces)
+
+
+def _untested(value):
+    return value.value if isinstance(value, Tested) else value
 
 
 def batch_file(source, batch):

@@ -350,7 +350,7 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
 # ---------------------------------------------------------------------------------------------
 
 def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_filter=None,
-         window_bytes=None, piece_bytes=None, ahead=AHEAD, quick_first=False):
+         window_bytes=None, piece_bytes=None, ahead=AHEAD, quick_first=False, wrap=None):
     """Yield Rows (aligned rows) of `columns` of `source` (an IdvFile, or an idv.Dataset: its
     files end to end, each opened when reached), in row order.
 
@@ -368,7 +368,9 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
     consumer that may stop early (the command line into ``head``) takes small windows and
     none ahead (each decoded when reached); ``quick_first``: each file's first block a window
     of its own (a consumer that may stop after its first batch, an engine's LIMIT, waits for
-    one block). An IdvFormatError from a dataset's file names the file."""
+    one block). ``wrap(file, readers)``: the readers a file's scan uses instead of those made
+    for it (a filter's test of each piece in the threads: idv._scan.tested). An IdvFormatError
+    from a dataset's file names the file."""
     batch_rows = ensure_count(batch_rows, "batch_rows", none=True)
     ahead = ensure_count(ahead, "ahead", "windows", least=0)
     window_bytes = WINDOW_BYTES if window_bytes is None else window_bytes
@@ -382,8 +384,8 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
         elif not seg.num_rows:
             continue
         try:
-            yield from _scan_file(seg, columns, reader, local, batch_rows, block_filter,
-                                  (window_bytes, piece_bytes, ahead, quick_first))
+            yield from _scan_file(seg, columns, (reader, wrap), local, batch_rows,
+                                  block_filter, (window_bytes, piece_bytes, ahead, quick_first))
         except IdvFormatError as e:
             if seg.path is not None:
                 e.locate(path=seg.path)
@@ -397,10 +399,13 @@ def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, windowing):
 
 
 def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowing):
-    """scan's Rows of file `f` (segment `seg`); `windowing`: (window_bytes, piece_bytes,
-    ahead, quick_first) as scan takes them."""
+    """scan's Rows of file `f` (segment `seg`); `reader`: (reader, wrap) and `windowing`:
+    (window_bytes, piece_bytes, ahead, quick_first) as scan takes them."""
     window_bytes, piece_bytes, ahead, quick_first = windowing
+    reader, wrap = reader
     readers = _readers(f, columns, reader)
+    if wrap is not None and readers:
+        readers = wrap(f, readers)
     if not readers:
         return
     cols = [r.col for r in readers]
