@@ -371,3 +371,32 @@ def test_rebatched_cuts_and_joins_to_the_size_and_passes_exact_chunks_uncopied()
     assert len(batches(True)) == 3
     exact = np.arange(4)
     assert next(S.rebatched([(exact, 4)], 4, None, None)) is exact
+
+
+def test_a_window_of_one_piece_beside_others_is_decoded_in_the_threads(tmp_path):
+    """A window of one piece is decoded in the calling thread only where it is the scan's
+    only window (waited for at once); beside others (a scan's last window, say) it goes to
+    the threads, so that the consumer works on the window before while it is decoded."""
+    import threading
+    from idv._scan import scan_windows
+    path = str(tmp_path / "lone.idv")
+    n = 3 * (scan_windows.INLINE_BYTES // 4)         # 3 windows of a piece each
+    idv.write(path, {"x": np.arange(n, dtype=np.int64)}, rows_per_block=n // 12)
+    seen = []
+
+    class Seen(S.NumpyColumn):
+        def decode(self, b0, b1, out):
+            seen.append(threading.current_thread() is threading.main_thread())
+            return super().decode(b0, b1, out)
+
+        def inflatable(self, b0, b1, out):
+            return None
+    with idv.open(path, threads=2) as f:
+        got = [b.values[0] for b in S.scan(f, [Seen(f["x"])], batch_rows=None,
+                                           window_bytes=n * 8 // 3,
+                                           piece_bytes=n * 8 // 3)]
+        assert np.array_equal(np.concatenate(got), np.arange(n)) and len(got) == 3
+        assert seen == [False] * 3
+        seen.clear()
+        got = list(S.scan(f, [Seen(f["x"])], batch_rows=None, window_bytes=n * 8))
+        assert len(got) == 1 and seen == [True] * len(seen) and seen

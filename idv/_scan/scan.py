@@ -427,7 +427,7 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowin
         def queue(upto):        # groups [queued, upto) submitted
             nonlocal queued
             for spans in grouped[queued:upto]:
-                windows.submit(spans, piece_bytes)
+                windows.submit(spans, piece_bytes, lone=len(grouped) == 1)
             queued = max(queued, min(upto, len(grouped)))
         for i in range(len(grouped)):
             queue(max(i + 1, ahead))       # the first `ahead` groups, or this one when none

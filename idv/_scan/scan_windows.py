@@ -184,15 +184,18 @@ class Windows:
                 else self.readers[k].decode(p0, p1, out)
                 for i, (k, p0, p1, out, _raw, _s) in enumerate(task)]
 
-    def submit(self, spans, piece_bytes):
+    def submit(self, spans, piece_bytes, lone=False):
         """Decode the windows `spans` ([(b0, b1)], a group of window_groups) together: the
         pieces of light readers (``light``: views made in the calling thread) here, the
-        others in the threads when there is enough work for them."""
+        others in the threads when there is enough work for them: more than INLINE_BYTES,
+        in two pieces or more unless other windows are decoded beside it (`lone`: the scan's
+        only one, which the caller waits for at once)."""
         pieces = self._pieces(spans, piece_bytes)
         here = [p for p in pieces if self.light[p[0]]]
         away = [p for p in pieces if not self.light[p[0]]]
         threads = self.file.threads
-        if threads > 1 and len(away) > 1 and sum(p[4] for p in away) > INLINE_BYTES:
+        if threads > 1 and (len(away) > 1 or not lone) and \
+                sum(p[4] for p in away) > INLINE_BYTES:
             # small pieces (a wide file's columns) go to the threads a few together
             tasks, size = [], 0
             for piece in away:
