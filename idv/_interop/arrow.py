@@ -403,21 +403,26 @@ def _as_tested(pa, chunks, arrow):
     chunk in read()'s form) as they are."""
     if not arrow:
         return chunks[0]
-    if pa.types.is_string(chunks[0].type) or pa.types.is_large_string(chunks[0].type):
-        whole = pa.chunked_array(chunks, chunks[0].type)
+    whole = _piece(pa, chunks)
+    if pa.types.is_string(whole.type) or pa.types.is_large_string(whole.type):
         spans = text_bytes.of_arrow(pa, whole)
         return whole if spans is None else spans
-    return numpy_view(one_array(pa, pa.chunked_array(
-        [a for c in chunks for a in getattr(c, "chunks", [c])], chunks[0].type)))
+    return numpy_view(one_array(pa, whole))
+
+
+def _piece(pa, chunks):
+    """A piece's chunks (Arrow arrays, or chunked arrays of a memory map's blocks) as one
+    ChunkedArray, uncopied."""
+    return pa.chunked_array([a for c in chunks for a in getattr(c, "chunks", [c])],
+                            chunks[0].type)
 
 
 def _taker(pa):
     """take(chunks, positions, as tested) of TestedReader: a piece's matching rows (strings
     copied from the bytes the test found) as one array."""
     def take(chunks, hits, seen):
-        whole = pa.chunked_array([a for c in chunks for a in getattr(c, "chunks", [c])],
-                                 chunks[0].type)
-        return taken(pa, whole, hits, seen if isinstance(seen, text_bytes.TextRows) else None)
+        return taken(pa, _piece(pa, chunks), hits,
+                     seen if isinstance(seen, text_bytes.TextRows) else None)
     return take
 
 
