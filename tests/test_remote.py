@@ -111,6 +111,18 @@ def test_a_dataset_of_a_file_url_fetches_its_tables_alone(wide_file, kind):
             assert np.array_equal(ds.read(columns=["l3"])["l3"], cols["l3"])
 
 
+@pytest.mark.parametrize("page", [b"<!DOCTYPE HTML><html><body></body></html>",
+                                  b'<html><a href="notes.txt">notes</a></html>'])
+def test_a_page_of_links_to_no_idv_files_is_a_directory_without_them(page):
+    """A dataset of an HTML page (a directory listing) that links to no .idv file: no .idv
+    files there, as for an empty local directory; the page is never read as an .idv."""
+    with RangeServer({"/d/": page, "/d/notes.txt": b"x"}) as srv:
+        srv.content_types["/d/"] = "text/html; charset=utf-8"
+        with pytest.raises(FileNotFoundError,
+                           match=re.escape(f"no .idv files in '{srv.url('/d/')}'")):
+            idv.dataset(srv.url("/d/"))
+
+
 def test_a_dataset_of_small_remote_files_fetches_their_blocks_together():
     """A whole read of a dataset of small files over HTTP (read together in one run) fetches
     their blocks in one concurrent round, not a file after another; the values as written."""
@@ -734,6 +746,75 @@ def test_a_model_zip_entry_by_url_and_idv_ls_of_a_url(tmp_path):
         assert "DataLoaderModel/Loader/Schema.idv" in out
         rc, out, err = run("schema", f"{url}:DataLoaderModel\\Loader\\Schema.idv", check_rc=0)
         assert out.strip()
+
+
+def _zip_of(data):
+    """A zip holding `data` as ML.NET names its entries (``\\`` separators)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("Data\\Schema.idv", data)
+    return buf.getvalue()
+
+
+def _answered_before(srv, url, stage):
+    """How many requests for `url` (a zip's entry) the server answers before `stage`: the
+    first round of the zip's range requests (its header and tail, sent together), or the
+    entry's; counted on an open that succeeds."""
+    srv.reset_counts()
+    idv.open(url).close()
+    total = srv.heads + srv.requests
+    assert srv.ranges[-1] == (0, len(srv.files["/m.zip"]))     # the entry's: the whole zip
+    return total - (3 if stage == "first" else 1)
+
+
+def _fault_range(srv, stage):
+    """The range an error at `stage` names."""
+    return r"\d+-\d+" if stage == "first" else f"0-{len(srv.files['/m.zip']) - 1}"
+
+
+@pytest.mark.parametrize("stage", ["first", "entry"])
+def test_every_request_for_a_zip_entry_by_url_has_the_deadline(stage):
+    """URL:ENTRY on a server that stalls a GET (of the first round, or the entry's) though it
+    answers the others: idv.RemoteTimeoutError within timeout=, as for a plain URL."""
+    with RangeServer({"/m.zip": _zip_of(SAMPLE_BYTES)}) as srv:
+        url = srv.url("/m.zip:Data/Schema.idv")
+        srv.statuses = [None] * _answered_before(srv, url, stage) + ["stall"] * 10
+        t0 = time.perf_counter()
+        with pytest.raises(idv.RemoteTimeoutError,
+                           match=rf"/m\.zip: no answer within 0\.5 s while reading bytes "
+                                 rf"{_fault_range(srv, stage)}\b"):
+            idv.open(url, timeout=0.5)
+        assert time.perf_counter() - t0 < 3
+
+
+@pytest.mark.parametrize("failure", ["truncate", 500])
+@pytest.mark.parametrize("stage", ["first", "entry"])
+def test_a_zip_entry_by_url_fails_as_a_plain_url_does(monkeypatch, failure, stage):
+    """A server failing while a remote zip is read (at the first round, or at the entry's
+    request): idv.RemoteError naming the zip's URL and the range, not the dependencies'
+    exceptions nor a damaged archive."""
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    with RangeServer({"/m.zip": _zip_of(SAMPLE_BYTES)}) as srv:
+        url = srv.url("/m.zip:Data/Schema.idv")
+        srv.statuses = [None] * _answered_before(srv, url, stage) + [failure] * 100
+        with pytest.raises(idv.RemoteError,
+                           match=rf"/m\.zip: reading bytes {_fault_range(srv, stage)}\b.*" +
+                                 ("truncated" if failure == "truncate" else "HTTP 500")) as e:
+            idv.open(url)
+        assert e.value.url == srv.url("/m.zip")
+
+
+def test_a_zip_entry_from_a_server_that_ignores_range_is_fetched_whole():
+    """URL:ENTRY from a server that ignores Range: the zip fetched once, with an IdvWarning
+    (as a plain .idv URL), and the entry read as the local file."""
+    want = idv.read(idv.sample_path())
+    with RangeServer({"/m.zip": _zip_of(SAMPLE_BYTES)}) as srv:
+        srv.mode = "no-range"
+        with pytest.warns(idv.IdvWarning, match=r"/m\.zip: the server ignores HTTP Range"):
+            got = idv.read(srv.url("/m.zip:Data/Schema.idv"))
+    assert list(got) == list(want)
+    for column in want:
+        assert_equal_reads(got[column], want[column])
 
 
 def test_s3_reads_the_version_opened(s3_endpoint, wide_file, monkeypatch):

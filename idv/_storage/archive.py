@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import lzma
 import mmap
 import os
@@ -19,7 +20,7 @@ import zlib
 
 from idv import compression
 from idv._resources import budget
-from idv.errors import IdvFormatError
+from idv.errors import IdvFormatError, RemoteError
 
 READ_LIMIT = 256 << 20   # entries up to this size are read into memory, larger ones mapped
 _STEP = 64 << 20         # inflated bytes per step of a larger entry
@@ -28,6 +29,7 @@ _LOCAL_HEADER = struct.Struct("<4s22xHH")     # a member's local header: signatu
                                               # extra field lengths (30 bytes)
 _SIGNATURE = b"CML\0DVB\0"   # the first 8 bytes of every IDV stream (the header's signature)
 _ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")   # a zip's first member, or an empty zip
+_BUFFER = 1 << 20        # bytes read ahead in a remote zip
 # what zipfile raises for a damaged archive: a bad record or CRC, a truncated or undecodable
 # member, a name flagged UTF-8 that is not, a compression method or encryption it does not
 # support
@@ -42,7 +44,9 @@ def damaged(name):
         yield
     except (*ZIP_DAMAGE, OSError) as e:
         # a seek to before the file's start (EINVAL), or bz2's "Invalid data stream" (no errno)
-        if isinstance(e, OSError) and e.errno not in (errno.EINVAL, None):
+        # a remote read's failure (an OSError without errno) is not the archive's damage
+        if isinstance(e, RemoteError) or \
+                isinstance(e, OSError) and e.errno not in (errno.EINVAL, None):
             raise
         raise IdvFormatError(f"damaged zip archive: {e}", path=name) from e
 
@@ -63,25 +67,72 @@ def split_zip(spec):
     return None
 
 
-def split_in(fs, path):
-    """split_zip for a path in an fsspec filesystem (a URL's): ('https://h/m.zip', 'entry')
-    for 'https://h/m.zip:entry' when m.zip is a zip (its first bytes) and the whole path is
-    no file; else None. Only colons after the host (and its port) are tried."""
+def url_splits(path):
+    """The (archive, entry) that 'https://h/m.zip:entry' may mean, one for each colon after
+    the host (and its port), the first colon first: whether the archive is a zip, only a
+    request tells (idv._storage.remote asks it)."""
     after = path.find("://")
     start = path.find("/", after + 3) if after >= 0 else 0
-    if start < 0 or ":" not in path[start:] or fs.exists(path):
-        return None
-    i = path.find(":", start)
+    i = path.find(":", start) if start >= 0 else -1
     while i >= 0:
-        try:
-            with fs.open(path[:i], "rb") as f:
-                head = f.read(4)
-        except (OSError, ValueError):
-            head = b""
-        if head in _ZIP_STARTS:
-            return path[:i], path[i + 1:]
+        yield path[:i], path[i + 1:]
         i = path.find(":", i + 1)
-    return None
+
+
+def starts_as_zip(head):
+    """Whether bytes `head` start as a zip archive does (a member, or an empty archive)."""
+    return bytes(head[:4]) in _ZIP_STARTS
+
+
+class RangeFile(io.RawIOBase):
+    """A source (idv._storage.source's interface: ``size``, ``view``) as a seekable binary
+    file for zipfile: a remote zip read by the source's range requests, each with their
+    deadline, retries and checks."""
+
+    def __init__(self, src):
+        super().__init__()
+        self._src, self._pos = src, 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self._pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        pos = (0, self._pos, self._src.size)[whence] + offset
+        if pos < 0:
+            raise OSError(errno.EINVAL, f"a seek to byte {pos}, before the file's start")
+        self._pos = pos
+        return pos
+
+    def readinto(self, b):
+        n = max(0, min(len(b), self._src.size - self._pos))
+        if n:
+            memoryview(b).cast("B")[:n] = self._src.view(self._pos, n)
+            self._pos += n
+        return n
+
+    def close(self):
+        self._src.close()
+        super().close()
+
+
+def ranged_file(src):
+    """RangeFile over `src`, buffered: a member's header, name and stored bytes come in one
+    request (zipfile reads them in three)."""
+    return io.BufferedReader(RangeFile(src), _BUFFER)
+
+
+def open_ranged(src):
+    """The zip archive whose bytes `src` reads (a remote one, by ranges), named as `src`."""
+    with damaged(src.name):
+        z = zipfile.ZipFile(ranged_file(src))
+    z.filename = src.name         # named in errors
+    return z
 
 
 def is_zip(path):
@@ -131,6 +182,17 @@ def find_entry(z, entry):
             return z.getinfo(n)
     raise KeyError(f"no entry {entry!r} in {z.filename}; .idv entries: "
                    f"{', '.join(idv_entries(z)) or 'none'}")
+
+
+def entry_in(z, entry, memory_limit=None):
+    """The bytes of member `entry` of the open archive `z` (see member_source), which is then
+    closed; FileNotFoundError listing its .idv entries if it has no such member."""
+    with z:
+        try:
+            info = find_entry(z, entry)
+        except KeyError as e:
+            raise FileNotFoundError(e.args[0]) from None
+        return member_source(z, info, memory_limit)
 
 
 def entry_source(archive, entry, memory_limit=None):

@@ -75,9 +75,10 @@ def _glob_files(pattern, on_error):
 
 def is_directory(fs, path):
     """Whether `path` in the fsspec filesystem `fs` names a directory. Over HTTP, where a URL
-    is a file and may also be a page of links, only a page the server calls HTML is listed:
-    fsspec's isdir would fetch any other answer whole (a file's every byte) to look for
-    links in it; a URL whose path ends in ``.idv`` is a file without asking."""
+    is a file and may also be a page of links, a page the server calls HTML is a directory
+    listing (one without .idv links too: never read as an .idv), and no other answer is:
+    fsspec's isdir would fetch it whole (a file's every byte) to look for links in it; a URL
+    whose path ends in ``.idv`` is a file without asking."""
     if set(getattr(fs, "protocol", ())) & {"http", "https"}:
         if urlsplit(path).path.endswith(".idv"):
             return False
@@ -88,8 +89,7 @@ def is_directory(fs, path):
                 raise remote_answers.remote_error(e, path, "asking whether it is a directory",
                                                   remote.DEFAULT_TIMEOUT) from e
             return False
-        if kind != "text/html":
-            return False
+        return kind == "text/html"
     return fs.isdir(path)
 
 

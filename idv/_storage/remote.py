@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import zipfile
 
 import numpy as np
 
@@ -84,13 +83,22 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None, memory
         src = local.open_source(path, memory_limit)
         src.name = url
         return src
-    zipped = archive.split_in(fs, path)
-    if zipped is not None:           # https://host/model.zip:Entry/Schema.idv
-        src = local.open_source(zip_member(fs, *zipped, memory_limit))
-        src.name = url
-        return src
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     try:
-        return RemoteSource(fs, path, url, DEFAULT_TIMEOUT if timeout is None else timeout)
+        return _ranged(fs, path, url, timeout)
+    except (FileNotFoundError, PermissionError):
+        zipped = _zip_entry(fs, path, timeout)     # https://host/model.zip:Entry/Schema.idv
+        if zipped is None:
+            raise
+    src = local.open_source(archive.entry_in(*zipped, memory_limit))
+    src.name = url
+    return src
+
+
+def _ranged(fs, path, url, timeout, idv=True):
+    """RemoteSource(...), or the file fetched whole from a server that ignores Range."""
+    try:
+        return RemoteSource(fs, path, url, timeout, idv)
     except RangeNotSupportedError as e:
         return _whole(fs, path, url, e)
 
@@ -100,6 +108,7 @@ def _whole(fs, path, url, refused):
     http.server, many simple ones): in memory within the memory limit, else spilled to a
     temporary file that is mapped (and removed at once: the map keeps it), with an
     IdvWarning that says why."""
+    import mmap
     import tempfile
     import warnings
     try:
@@ -108,16 +117,15 @@ def _whole(fs, path, url, refused):
         raise RemoteError(f"{url}: asking the file's size failed: {type(exc).__name__}: "
                           f"{exc}", url) from exc
     warnings.warn(f"{refused}; the whole file ({size:,} bytes) is fetched once instead of "
-                  f"the ranges a read needs", IdvWarning, stacklevel=4)
+                  f"the ranges a read needs", IdvWarning, stacklevel=5)
     try:
         if size <= budget.limit_for(size):
             data = fs.cat_file(path)
             if len(data) != size:
                 raise RemoteError(f"{url}: fetching the whole file: {len(data)} bytes of "
                                   f"{size}", url)
-            src = local.MemorySource(data, name=url)
-            return src
-        with tempfile.NamedTemporaryFile(prefix="idv-", suffix=".idv") as spill:
+            return local.MemorySource(data, name=url)
+        with tempfile.TemporaryFile(prefix="idv-") as spill:
             with fs.open(path, "rb", block_size=0) as fin:
                 while True:
                     chunk = fin.read(8 << 20)
@@ -125,9 +133,8 @@ def _whole(fs, path, url, refused):
                         break
                     spill.write(chunk)
             spill.flush()
-            src = local.open_source(spill.name)
-        src.name = url
-        return src
+            mm = mmap.mmap(spill.fileno(), 0, access=mmap.ACCESS_READ)
+        return local.MemorySource(mm, owner=mm, name=url, shareable=True)
     except RemoteError:
         raise
     except Exception as exc:          # noqa: BLE001 - translated, with its cause
@@ -135,23 +142,25 @@ def _whole(fs, path, url, refused):
                           f"{exc}", url) from exc
 
 
-def open_zip(fs, path):
-    """The zip archive at `path` in `fs`, read by ranges through fsspec's file object."""
-    z = zipfile.ZipFile(fs.open(path, "rb"))
-    z.filename = fs.unstrip_protocol(path)      # named in errors
-    return z
+def _zip_entry(fs, path, timeout):
+    """(the zip, the entry) that `path` names as ``ARCHIVE:ENTRY``, the zip read by ranges;
+    None when no such archive is a zip."""
+    for name, entry in archive.url_splits(path):
+        try:
+            src = _ranged(fs, name, fs.unstrip_protocol(name), timeout, idv=False)
+        except (FileNotFoundError, PermissionError, IsADirectoryError):
+            continue
+        if archive.starts_as_zip(src.view(0, min(4, src.size))):
+            return archive.open_ranged(src), entry
+        src.close()
+    return None
 
 
-def zip_member(fs, path, entry, memory_limit=None):
-    """The bytes (or a seekable stream) of member `entry` of the zip at `path` in `fs`;
-    FileNotFoundError listing its .idv entries if it has no such member."""
-    z = open_zip(fs, path)
-    try:
-        info = archive.find_entry(z, entry)
-    except KeyError as e:
-        z.close()
-        raise FileNotFoundError(e.args[0]) from None
-    return archive.member_source(z, info, memory_limit)
+def open_zip(fs, path, timeout=DEFAULT_TIMEOUT):
+    """The zip archive at `path` in `fs`, read by ranges as a remote .idv is (each request
+    with the deadline, retried, checked; its failures idv's errors)."""
+    return archive.open_ranged(_ranged(fs, path, fs.unstrip_protocol(path), timeout,
+                                       idv=False))
 
 
 def _fsspec():
@@ -253,14 +262,15 @@ def coalesce(starts, stops, hole=HOLE_BYTES, waste_divisor=WASTE_DIVISOR,
 
 
 class RemoteSource:
-    """A file read through fsspec by byte ranges (see the module's docstring).
+    """A file read through fsspec by byte ranges (see the module's docstring): an .idv (other
+    formats refused, a length prefix skipped), or with `idv` False any file (a zip).
 
     ``requests`` and ``bytes_fetched`` count what it asked for (package-internal: tests and
     benchmarks)."""
 
     buffer = None
 
-    def __init__(self, fs, path, url, timeout=DEFAULT_TIMEOUT):
+    def __init__(self, fs, path, url, timeout=DEFAULT_TIMEOUT, idv=True):
         self._fs = fs
         self._path = path
         self.name = url
@@ -298,9 +308,10 @@ class RemoteSource:
         tail = max(head_n, size - tail_guess(size))
         runs = [(0, head_n)] + ([(tail, size)] if tail < size else [])
         self._held = list(zip((s for s, _ in runs), self._fetch(runs)))
-        head = self._held[0][1]
-        local.refuse_other_formats(bytes(head[:8]), url, lambda: fs.open(path, "rb"))
-        self.base, self.size = local.prefixed_extent(bytes(head[:12]), size)
+        head = bytes(self._held[0][1][:12])
+        self.base, self.size = local.prefixed_extent(head, size) if idv else (0, size)
+        if idv:      # else the bytes of another kind (a zip of .idv streams)
+            local.refuse_other_formats(head[:8], url, lambda: archive.ranged_file(self))
 
     # ---- the source interface
     def view(self, offset: int, size: int):
