@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from cli_run import (assert_one_line_error, check_cell, csv_columns, norm_type, read_delimited,
-                     run, run_json, same_float, table_rows)
+                     run, run_json, run_main, same_float, table_rows)
 from expected import column_index, our_type_string
 from reference import (REPO_DIR, SAMPLE_DIR, fixture, model_zip_entries, sample_params,
                        shared_path, sidecar, regenerated_fixtures)
@@ -108,6 +108,18 @@ def test_missing_file_exits_1_with_one_line(tmp_path):
         rc, out, err = run(cmd, missing)
         assert rc == 1 and out == ""
         assert_one_line_error(err, str(missing), "no such file")
+
+
+def test_a_missing_later_file_is_named_and_a_stray_word_is_a_usage_error(tmp_path):
+    """FILE [FILE ...]: a missing second file is reported as missing, as a first one is;
+    a word that is no file's name stays an argument too many."""
+    (tmp_path / "a.idv").write_bytes(fixture("mixed_default").read_bytes())
+    for missing in ("b.idv", "day/2"):
+        rc, out, err = run_main("info", "a.idv", missing, cwd=tmp_path)
+        assert (rc, out) == (1, "")
+        assert_one_line_error(err, missing, "no such file")
+    rc, out, err = run_main("info", "a.idv", "5", cwd=tmp_path)
+    assert rc == 2 and "unrecognized arguments: 5" in err
 
 
 def test_directory_and_empty_file_exit_1(tmp_path):
@@ -1180,6 +1192,23 @@ def test_convert_shows_a_progress_bar_on_a_terminal(tmp_path):
     rc, o, err = run("convert", fixture("multiblock_200k_none"), tmp_path / "quiet.idv",
                      "--columns", "Id", "-q", check_rc=0)
     assert err == "" and o == ""
+
+
+@needs_convert
+@pytest.mark.parametrize("text, said", [
+    ("a,a\n1,2\n", "several columns named ['a']: give each column a name of its own"),
+    ("", "Empty CSV file"),
+    ("a,b\n", "column 'a': a column of only nulls (an empty CSV column?) has no ML.NET type; "
+               "give it one (--types NAME=TYPE)"),
+])
+def test_convert_names_a_refused_csv_and_gives_command_line_advice(tmp_path, text, said):
+    src = tmp_path / "in.csv"
+    src.write_text(text)
+    rc, o, err = run("convert", src, tmp_path / "out.idv")
+    assert (rc, o) == (1, "")
+    assert_one_line_error(err, f"idv: error: {src}: ", said)
+    assert "pairs" not in err and "types=" not in err
+    assert list(tmp_path.iterdir()) == [src]
 
 
 def test_convert_datetime_ticks_round_trip_is_exact(tmp_path):

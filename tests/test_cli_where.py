@@ -61,3 +61,15 @@ def test_limit_stops_decoding(path, monkeypatch):
         code, out = _run("cat", path, "--where", "x >= 0", "--limit", "5", "-f", "csv")
         assert code == 0 and len(out.splitlines()) == 6 and decoded == [f]
         assert f["x"].blocks_decoded <= 2 < ROWS // RPB     # not the whole file
+
+
+@pytest.mark.parametrize("where, said", [
+    ("x > 'b'", "--where: column 'x' (Int64) > 'b': Int64 columns compare with numbers, not str"),
+    ("x != x", "--where: cannot understand the filter 'x != x': x is a column: a filter "
+               "compares a column with values written out"),
+])
+def test_a_filter_the_columns_refuse_is_a_usage_error(path, capsys, where, said):
+    code, out = _run("head", path, "--where", where)
+    err = capsys.readouterr().err
+    assert (code, out) == (2, "") and err.startswith(f"idv: error: {said}")
+    assert "internal error" not in err and "<ast." not in err

@@ -785,3 +785,34 @@ def test_scanning_with_polars_imports_no_pandas(tmp_path):
 lf = idv.polars.scan_idv({str(out)!r})
 assert lf.filter(pl.col("b") & (pl.col("x") > 2)).collect()["x"].to_list() == [4, 6, 8]
 assert lf.collect().height == 10""") == ["['pyarrow']"]
+
+
+def test_keys_of_times_read_into_pandas_arrow_and_parquet(tmp_path):
+    """A key whose KeyValues are DateTime (a pandas Categorical of timestamps) or TimeSpan:
+    categories and dictionaries of times, in the unit their own values take, whether the
+    read holds a time column or not; through Parquet and back they stay keys of times."""
+    pd = pytest.importorskip("pandas")
+    days = np.array(["2024-01-01", "2024-01-02", "2024-01-01"], "datetime64[ns]")
+    spans = np.array([1, 120, 1], "timedelta64[s]").astype("timedelta64[ns]")
+    src, parquet, back = tmp_path / "k.idv", tmp_path / "k.parquet", tmp_path / "back.idv"
+    idv.write(src, pd.DataFrame({"day": pd.Categorical(days), "span": pd.Categorical(spans),
+                                 "t": days}))
+    for path in (src, back):
+        df = idv.read_pandas(path)
+        assert str(df["day"].dtype) == "category" and str(df["span"].dtype) == "category"
+        assert df["day"].cat.categories.dtype == np.dtype("datetime64[ns]")
+        assert np.array_equal(np.asarray(df["day"], "datetime64[ns]"), days)
+        assert np.array_equal(np.asarray(df["span"], "timedelta64[ns]"), spans)
+        for columns in (None, ["day", "span"]):
+            table = idv.to_arrow(path, columns=columns)
+            assert table.schema.field("day").type == pa.dictionary(pa.int32(), pa.timestamp("ns"))
+            assert table["day"].combine_chunks().dictionary_decode().equals(pa.array(days))
+            assert table["span"].combine_chunks().dictionary_decode().equals(pa.array(spans))
+        if path == src:
+            idv.convert(src, parquet)
+            idv.convert(parquet, back)
+    ticks = idv.to_arrow(src, columns=["day"], datetime="ticks")["day"].combine_chunks()
+    assert ticks.dictionary.to_pylist() == [EPOCH_TICKS + 19723 * 864_000_000_000,
+                                            EPOCH_TICKS + 19724 * 864_000_000_000]
+    assert pq.read_table(parquet)["day"].to_pylist() == \
+        [dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2), dt.datetime(2024, 1, 1)]

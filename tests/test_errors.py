@@ -73,6 +73,14 @@ def test_the_path_is_known_for_paths_and_named_file_objects(good, kind):
         assert e.path is None and str(e).startswith("column 0 'Id' block 1 ")
 
 
+def test_a_text_mode_file_object_is_refused_naming_binary_mode(good):
+    with open(good, encoding="latin-1") as fo, \
+            pytest.raises(TypeError, match=r"binary mode \('rb'\); .*data.idv is open in text"):
+        idv.open(fo)
+    with pytest.raises(TypeError, match="StringIO is open in text mode"):
+        idv.open(__import__("io").StringIO("text"))
+
+
 def test_errors_at_open_carry_the_header_field(good, tmp_path):
     data = good.read_bytes()
     bad = tmp_path / "bad.idv"

@@ -93,6 +93,30 @@ def test_file_slices_select_rows():
             f.read(rows=slice(0, 2), sparse=True)
 
 
+def test_read_rows_select_as_numpy_indexing_does():
+    """read(rows=) of a file and of a dataset: open-ended slices and steps as col[rows] takes
+    them, and an int gives that row's value of each column, as col[i]."""
+    ids, prices = mlnet("Id"), [float(x) for x in mlnet("Price")]
+    with idv.open(idv.sample_path()) as f:
+        ds = idv.dataset([idv.sample_path(), idv.sample_path()])
+        _check_read_rows([(f, 240), (ds, 480)], ids, prices)
+    assert idv.read(idv.sample_path(), columns=[], rows=slice(None, 3)) == {}
+
+
+def _check_read_rows(sources, ids, prices):
+    """Each source (with its row count: the sample once or twice) against ML.NET's values."""
+    for src, n in sources:
+        both = (ids + ids)[:n]
+        for key in [slice(None, 3), slice(230, None), slice(None, None, 2), slice(-5, None, 3),
+                    slice(None, None, -70)]:
+            assert src.read(columns=["Id"], rows=key)["Id"].tolist() == both[key]
+        one = src.read(columns=["Id", "Price", "Features"], rows=-2)
+        assert one["Id"] == both[-2] and one["Price"] == (prices + prices)[:n][-2]
+        assert one["Features"].tolist() == features()[-2].tolist()
+        with pytest.raises(IndexError, match=f"row {n} out of range"):
+            src.read(rows=n)
+
+
 def test_schema_membership_and_equality(tmp_path):
     with idv.open(idv.sample_path()) as a, idv.open(idv.sample_path()) as b:
         assert "Title" in a.schema and "Nope" not in a.schema

@@ -14,8 +14,8 @@ from idv._values import text_bytes, ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
                                      column_arrow_type, import_pyarrow, imports_c_streams,
-                                     items_to_arrow, key_values_to_arrow, numbers_to_arrow,
-                                     restore, restored_type)
+                                     items_to_arrow, key_values_mode, key_values_to_arrow,
+                                     numbers_to_arrow, restore, restored_type)
 from idv.errors import Where
 
 
@@ -34,7 +34,8 @@ class _ColumnToArrow:
         if kv is not None:
             kv_item = spec["KeyValues"][0].item
             self.dictionary = key_values_to_arrow(
-                pa, kv_item, kv, unit, safe, lambda i: f"column {col.name!r} KeyValues item {i}")
+                pa, kv_item, kv, unit, safe, lambda i: f"column {col.name!r} KeyValues item {i}",
+                f"column {col.name!r} KeyValues")
         # the type the column was written from (arrow_types.SOURCE_TYPE), within the finest
         # unit `as_written` (None: the unit given)
         self.restored = restored_type(pa, col, as_written) if as_written else None
@@ -271,8 +272,16 @@ def converters(pa, cols, datetime, safe, views=()):
     # the chosen modes give a column the type it was written from (its SOURCE_TYPE), within
     # their finest unit
     as_written = {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", datetime))
-    return [_ColumnToArrow(pa, c, *ticks.unit_of(datetime, c.name, bool(safe)), as_written,
-                           c.name in views) for c in cols]
+    return [_ColumnToArrow(pa, c, *_unit(datetime, c, bool(safe)), as_written, c.name in views)
+            for c in cols]
+
+
+def _unit(datetime, col, safe):
+    """(unit, safe) of column `col` in a read of mode `datetime`: a time column's, that of
+    ticks.unit_of; a key's, for its KeyValues, the read's mode (key_values_mode)."""
+    if isinstance(col.type, T.Key):
+        return key_values_mode(datetime), safe
+    return ticks.unit_of(datetime, col.name, safe)
 
 
 def string_views(pa, parts):

@@ -33,7 +33,7 @@ from idv._values import ticks
 from idv._reader import read_source, time_units, whole_read
 from idv._interop.arrow_columns import text_array, text_reader
 from idv._reader.read_source import file_rows
-from idv._values.arrow_types import written_from
+from idv._values.arrow_types import key_value_times, written_from
 from idv._reader.reader import opened
 from idv._reader.selection import file_columns
 from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,
@@ -44,7 +44,6 @@ from idv._values.vectors import Ragged
 __all__ = ["to_pandas", "read_pandas", "MAX_EXPAND_SLOTS", "SCHEMA_ATTR"]
 
 VECTOR_MODES = ("expand", "object")
-
 
 
 def _pd():
@@ -129,6 +128,7 @@ def _scalar_series(ctx, t, values, kv=None, describe=None):
             raise ValueError(f"{describe(i)}: key value {raw[i]} is above the key count "
                              f"{len(kv)}")
         codes = raw.astype(np.int64) - 1
+        kv = key_value_times(kv, ctx.mode, ctx.safe, f"column {ctx.name!r} KeyValues")
         return pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(kv)))
     series = _SERIES.get(t)
     if series is not None:

@@ -42,6 +42,8 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     """IdvFile.read and Dataset.read (their docstrings hold the options)."""
     _check(sparse, rows, text, filter)
     ticks.check_time_mode(datetime, READ_TIME_MODES)
+    one = selection.is_index(rows)      # rows=i: that row's values, as col[i] gives them
+    rows = [rows] if one else rows
     asked = source.resolve_columns(columns)
     keys, fixed = read_source.split(source, asked)
     with source.using(0) as first:
@@ -67,7 +69,8 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     out = {c.name: _retimed(c, v, unit, strings) for c, v in zip(cols, values)}
     out.update((k, np.asarray(v, dtype=np.dtypes.StringDType()) if text == "StringDType"
                 and v.dtype == object else v) for k, v in zip(fixed, values[len(cols):]))
-    return out if not fixed else {k: out[k] for k in asked}
+    out = out if not fixed else {k: out[k] for k in asked}
+    return {k: v[0] for k, v in out.items()} if one else out
 
 
 def _matching(source, names, fixed, filter_):
@@ -112,7 +115,7 @@ def _rows(source, keys, rows, read_rows, fixed=()):
         parts = [(0, slice(0, 0))]
     got = []
     for i, local in parts:
-        n = local.stop - local.start if isinstance(local, slice) else len(local)
+        n = selection.count(local, files[i].num_rows)
         if keys:
             with source.using(i) as f:
                 got.append(read_rows(f, local) + read_source.constants(source, fixed, i, n))
@@ -172,10 +175,10 @@ class SourceReads(ClosedOnExit):
         ----------
         {columns}
         {sparse}
-        rows : slice, sequence of int or boolean mask, optional
+        rows : int, slice, sequence of int or boolean mask, optional
             The rows, as ``col[rows]`` selects them (a dataset's: over its files end to end):
-            only the files and blocks that hold them are decoded. Not with ``sparse`` or
-            ``filter``.
+            only the files and blocks that hold them are decoded; an int gives that row's
+            value of each column, as ``col[i]``. Not with ``sparse`` or ``filter``.
         datetime : {'100ns', 'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}, default '100ns'
             ``'100ns'``: ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks,
             exact and with no pass over the data (numpy alone holds that unit). The others
@@ -198,6 +201,8 @@ class SourceReads(ClosedOnExit):
         ------
         ValueError
             An unknown ``datetime`` or ``text``, or ``rows`` with ``sparse`` or ``filter``.
+        TypeError, IndexError
+            ``rows`` of another kind, or a row out of range.
         """
         return read(self, columns, sparse, rows, datetime, text, filter, copy)
 

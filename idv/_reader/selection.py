@@ -116,6 +116,13 @@ def row_numbers(key, n, what="column"):
     return np.where(rows < 0, rows + n, rows)
 
 
+def count(key, n):
+    """How many rows `key` (a slice, or what row_numbers takes) selects of `n`."""
+    if isinstance(key, slice):
+        return len(range(*key.indices(n)))
+    return len(row_numbers(key, n))
+
+
 def take_numbers(indices):
     """The row numbers of a take (int64, 1-d, not yet checked against a row count; a slice
     stays a slice): integers only. A boolean mask is a filter, not a take, and floats, text

@@ -139,9 +139,16 @@ def _name(n):
 
 
 def _value(n):
+    """A comparison's literal; ValueError naming what is not one (a column, an expression)."""
     if isinstance(n, ast.Name) and n.id in ("nan", "NaN"):
         return float("nan")
-    return ast.literal_eval(n)
+    try:
+        return ast.literal_eval(n)
+    except ValueError:
+        what = "a column" if _name(n) is not None else "not a literal value"
+        raise ValueError(f"{ast.unparse(n)[:80]} is {what}: a filter compares a column with "
+                         f"values written out (numbers, strings, lists of them for in), not "
+                         f"with a column or an expression") from None
 
 
 def _node(n, depth):

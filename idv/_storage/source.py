@@ -137,6 +137,9 @@ class FileSource:
             if not hasattr(f, attr):
                 raise TypeError(f"idv.open needs a path, a bytes-like object or a seekable binary "
                                 f"file object; {type(f).__name__} has no {attr}()")
+        if isinstance(f, io.TextIOBase):     # its reads decode text; the format is bytes
+            raise TypeError(f"idv.open needs a file object opened in binary mode ('rb'); "
+                            f"{_name_of(f) or type(f).__name__} is open in text mode")
         if hasattr(f, "seekable") and not f.seekable():
             raise TypeError("idv.open needs a seekable file object (ML.NET's format is read by "
                             "offset); read it into bytes first")

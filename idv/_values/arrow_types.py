@@ -291,11 +291,34 @@ _TO_ARROW = {
 }
 
 
-def key_values_to_arrow(pa, item, values, unit, safe, describe):
+def key_values_mode(datetime):
+    """The ``datetime=`` mode of a read (a mode, or the ticks.Units it chose, which name only
+    its time columns) that a key's DateTime / TimeSpan KeyValues take: their unit is then
+    chosen from their own values, whatever the read's other columns, so that every entry
+    point gives them one type."""
+    return (datetime.mode or "us") if isinstance(datetime, ticks.Units) else datetime
+
+
+def key_value_times(values, datetime, safe, where):
+    """A key's KeyValues (read()'s form) with DateTime / TimeSpan items in the unit the read's
+    `datetime` gives them (key_values_mode; ticks.retimed), as pandas holds them; other
+    items as they are."""
+    kind = values.dtype.kind
+    if kind not in "mM":
+        return values
+    item = T.DateTime if kind == "M" else T.TimeSpan
+    return ticks.retimed(values, item, key_values_mode(datetime), where, safe)
+
+
+def key_values_to_arrow(pa, item, values, unit, safe, describe, where="KeyValues"):
     """A key's KeyValues annotation (its item type, its values) as the Arrow array its values
-    map onto: items_to_arrow's, Text made by texts_to_arrow."""
+    map onto: items_to_arrow's, Text made by texts_to_arrow; times in `unit` (a mode, as
+    key_values_mode gives it: 'auto' chooses from the values; `where` names them then)."""
     if item is T.Text:
         return texts_to_arrow(pa, values)
+    if item in ticks.TIME_ITEMS:
+        unit, safe = ticks.unit_for(ticks.ticks100_of(values), key_values_mode(unit), where,
+                                    item.name, safe)
     return items_to_arrow(pa, item, values, unit, safe, describe)
 
 

@@ -162,6 +162,22 @@ def cmd_convert(args, out):
             raise
 
 
+# the converter's advice in idv.convert's words, and on the command line
+_OPTIONS = (("(types=...)", "(--types NAME=TYPE)"),
+            ("give the batch as a list of (name, values) pairs in schema order",
+             "give each column a name of its own"))
+
+
+def _refused(name, message):
+    """The converter's refusal of input `name` as the command line says it: the input named
+    first (pyarrow's messages do not name it) and the options to give as the command's."""
+    for python, command in _OPTIONS:
+        message = message.replace(python, command)
+    if "safe=False" in message:
+        message += " (on the command line: --floor-datetime or --datetime ticks)"
+    return message if message.startswith(f"{name}:") else f"{name}: {message}"
+
+
 def _deflate_options(args):
     """--level / --backend, given only when set (an .idv output's DEFLATE)."""
     return {k: v for k, v in (("level", args.level), ("backend", args.backend))
@@ -198,11 +214,10 @@ def _convert(module, src, args, out):
                               missing_text=args.missing_text, **_deflate_options(args))
     except KeyError as e:      # a column the source does not have
         raise CliError(str(e.args[0]) if e.args else str(e), EXIT_USAGE) from None
-    except ValueError as e:
-        if "safe=False" not in str(e):
+    except (ValueError, TypeError) as e:
+        if isinstance(e, IdvFormatError):      # named and located already
             raise
-        raise CliError(f"{e} (on the command line: --floor-datetime or --datetime ticks)",
-                       EXIT_BAD_FILE) from None
+        raise CliError(_refused(args.input, str(e)), EXIT_BAD_FILE) from None
     finally:
         close()
     summary = {"input": args.input, "output": args.output, "input_format": src_fmt,

@@ -76,13 +76,15 @@ def filtered_batches(src, cols, rows, where, numbers):
     try:
         node = filter_tree.parse(where)
         missing = [c for c in filter_tree.columns_of(node) if c not in src.schema]
+        # bound to the first file's columns now: a value a column's type refuses is the user's
+        prepared = None if missing else filters.prepare(node, first_file(src))
     except (ValueError, TypeError) as e:
         raise CliError(f"--where: {e}", EXIT_USAGE) from None
     if missing:
         raise CliError(f"--where names {', '.join(map(repr, missing))}, not a column of "
                        f"{src.schema.names}", EXIT_USAGE)
     how = dict(batch_rows=CAT_GROUP_ROWS, window_bytes=1, ahead=0)
-    for batch, hits, values in filters.filtered(src, columns, node, rows=rows, **how):
+    for batch, hits, values in filters.filtered(src, columns, prepared, rows=rows, **how):
         numbers.extend((batch.row0 + hits * batch.step).tolist())
         yield values
 

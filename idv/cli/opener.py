@@ -120,9 +120,17 @@ def as_path(spec):
 
 def unknown_extra_files(specs):
     """The FILE arguments after the first that name nothing: no file, directory, zip entry,
-    match of a glob or URL (a mistyped argument rather than another file of a dataset)."""
+    match of a glob or URL, nor a file's name (a mistyped argument such as ``5`` rather than
+    another file of a dataset; a missing ``b.idv`` or ``data/b`` is reported as a file)."""
     return [s for s in specs[1:] if not (os.path.exists(s) or remote.is_remote(s)
-                                         or glob.has_magic(s) or split_zip(s) is not None)]
+                                         or glob.has_magic(s) or split_zip(s) is not None
+                                         or _file_name(s))]
+
+
+def _file_name(spec):
+    """Whether `spec` reads as a file's name: a directory part, or an extension of letters."""
+    ext = os.path.splitext(spec)[1][1:]
+    return os.path.dirname(spec) != "" or (ext.isalnum() and not ext.isdigit())
 
 
 class Sources:
