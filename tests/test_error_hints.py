@@ -84,6 +84,16 @@ def test_a_csv_saved_as_idv_says_it_looks_like_text(tmp_path):
     assert rc == 1 and "idv convert" in err and "truncated" not in err, err
 
 
+def test_an_html_page_says_it_is_one_and_points_to_idv_dataset(tmp_path):
+    """A page saved or served where an .idv was expected (an HTTP directory listing) is
+    named an HTML page, not a CSV file to convert."""
+    path = tmp_path / "listing.idv"
+    path.write_text("<!DOCTYPE HTML>\n<html><body><a href='a.txt'>a.txt</a></body></html>\n")
+    with pytest.raises(idv.IdvFormatError, match=r"HTML page.*idv\.dataset\(URL\)") as e:
+        idv.open(path)
+    assert "CSV" not in str(e.value)
+
+
 def test_binary_garbage_keeps_the_signature_error(tmp_path):
     path = tmp_path / "noise.idv"
     path.write_bytes(bytes(range(256)) * 2)

@@ -147,6 +147,10 @@ def _in_parts(src, check_sums):
         text = _text_start(bytes(head))
         if text is None:
             raise
+        if text.lstrip().lower().startswith(("<!doctype html", "<html")):
+            raise IdvFormatError(f"not an .idv file: it is an HTML page ({text!r}), a "
+                                 f"directory listing perhaps: idv.dataset(URL) reads the .idv "
+                                 f"files a listing links to", offset=0) from e
         raise IdvFormatError(f"not an .idv file: it starts with text ({text!r}), not "
                              f"ML.NET's binary signature; it looks like a CSV or other "
                              f"text file: convert it with `idv convert FILE.csv OUT.idv` "
