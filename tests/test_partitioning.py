@@ -164,6 +164,22 @@ def test_a_failed_partitioned_write_leaves_the_directory_as_it_was(tmp_path):
     assert not [d for d in os.listdir(out) if d.startswith(".")]
 
 
+@pytest.mark.parametrize("form", ["pandas", "arrow", "dict"])
+def test_a_failed_partitioned_write_names_the_row_of_the_data(tmp_path, form):
+    """The bad value is row 3 of the data (row 1 of its group's file), and the write into a
+    new directory leaves no directory behind."""
+    keys, names = [1, 1, 2, 2], ["a", "b", "c", None]
+    data = {"pandas": lambda: pytest.importorskip("pandas").DataFrame({"day": keys,
+                                                                      "s": names}),
+            "arrow": lambda: pytest.importorskip("pyarrow").table({"day": keys, "s": names}),
+            "dict": lambda: {"day": np.array(keys), "s": names}}[form]()
+    out = tmp_path / "new" / "parts"
+    with pytest.raises((TypeError, ValueError), match=r"row 3\b") as e:
+        idv.write(out, data, partition_by="day")
+    assert "row 1" not in str(e.value)
+    assert os.listdir(tmp_path) == []
+
+
 def test_dask_to_idv_partition_by_writes_each_partitions_groups(tmp_path):
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")

@@ -5,10 +5,13 @@ The files are test_errors.py's small file, damaged at the byte offsets its looku
 """
 from __future__ import annotations
 
+import io
 import json
 import struct
 
+import numpy as np
 import pytest
+from craft import Meta, build, key2_params, parse, text_payload, vbuf_params, vbuf_payload
 from test_errors import BLOCKS, ROWS, RPB, good  # noqa: F401 (good: the fixture)
 
 import idv
@@ -127,3 +130,28 @@ def test_an_unknown_codec_is_a_warning(good):
         [("column", "Id", "not checked: unknown codec 'Int3X'")]
     assert report.summary == "OK, 1 warning"
     assert report.checked["columns"] == 2 and report.checked["lookup_tables"] == 3
+
+
+def test_key_values_and_slot_names_of_another_size_are_problems():
+    """A file written elsewhere with a KeyValues of another size than its key's count, and
+    SlotNames of another size than its vector: readers ignore them, verify reports them."""
+    out = io.BytesIO()
+    idv.write(out, {"Color": np.array([1, 2], np.uint32), "v": np.ones((2, 3), np.float32)},
+              types={"Color": idv.Key(idv.UInt32, count=2)},
+              metadata={"Color": {"KeyValues": ["red", "blue"]},
+                        "v": {"SlotNames": ["a", "b", "c"]}},
+              checksums=False, statistics=False)
+    assert idv.verify(out.getvalue()).ok
+    model = parse(out.getvalue())
+    model.cols[0].params = key2_params("UInt32", 3)        # Key<UInt32, 3>, two KeyValues
+    model.cols[1].meta = [Meta("SlotNames", "VBuffer", vbuf_params("TextSpan", (2,)), 0,
+                               vbuf_payload(1, 2, [-1], [], text_payload(["a", "b"])))]
+    report = idv.verify(build(model)[0])
+    assert not report.ok
+    found = [(p.what, p.column, p.metadata_kind, p.message) for p in report.problems]
+    assert found == [
+        ("metadata", "Color", "KeyValues",
+         "KeyValues holds 2 values, but Key<UInt32, 3> needs 3 (one per key)"),
+        ("metadata", "v", "SlotNames",
+         "SlotNames holds 2 values, but Vector<Single, 3> needs 3 (one per slot)")]
+    assert report.checked["metadata"] == 0

@@ -477,6 +477,22 @@ BAD_INPUTS = [
     ("unknown type column", {"a": [1]}, {"b": idv.Int32}, KeyError, r"'b'"),
     ("longdouble", {"l": np.zeros(2, np.longdouble)}, None, TypeError, r"'l'"),
     ("empty name", {"": [1]}, None, ValueError, r"non-empty"),
+    ("int inexact as Single", {"f": np.array([1, 2**24 + 1])}, {"f": idv.Single}, ValueError,
+     r"'f' row 1: 16777217 has no exact Single"),
+    ("int64 inexact as Double", {"f": np.array([2**53 + 1])}, {"f": idv.Double}, ValueError,
+     r"'f' row 0: 9007199254740993 has no exact Double"),
+    ("uint64 max as Double", {"f": np.array([0, 2**64 - 1], np.uint64)}, {"f": idv.Double},
+     ValueError, r"'f' row 1: 18446744073709551615 has no exact Double"),
+    ("int32 inexact as Single", {"f": np.array([2**31 - 1], np.int32)}, {"f": idv.Single},
+     ValueError, r"'f' row 0: 2147483647 has no exact Single"),
+    ("python int inexact as Double", {"f": obj([1.5, 2**70 + 1])}, {"f": idv.Double},
+     ValueError, r"'f' row 1: 1180591620717411303425 has no exact Double"),
+    ("masked int", {"m": np.ma.masked_array([1, 2, 3], mask=[0, 0, 1])}, None, ValueError,
+     r"'m' row 2: masked, but Int64 has no missing value"),
+    ("masked text", {"m": np.ma.masked_array(["a", "b"], mask=[1, 0])}, None, ValueError,
+     r"'m' row 0: masked, but Text has no missing value"),
+    ("masked vector item", {"m": np.ma.masked_array([[1, 2], [3, 4]], mask=[[0, 0], [0, 1]])},
+     None, ValueError, r"'m' row 1 item 1: masked"),
 ]
 
 
@@ -486,6 +502,103 @@ def test_bad_input(tmp_path, data, types, exc, match):
     dest = tmp_path / "bad.idv"
     with pytest.raises(exc, match=match):
         idv.write(dest, data, types=types)
+    assert _listing(tmp_path) == []
+
+
+def test_integers_are_converted_to_floats_that_hold_them_exactly(tmp_path):
+    dest = tmp_path / "f.idv"
+    values = {"s": np.array([2**24, -2**24, 2**30], np.int64),
+              "d": np.array([2**53, 2**63 - 1024, -2**63], np.int64),
+              "u": np.array([2**63, 2**64 - 2048, 0], np.uint64),
+              "b": np.array([True, False, True])}
+    idv.write(dest, values, types={"s": idv.Single, "d": idv.Double, "u": idv.Double,
+                                   "b": idv.Single})
+    back = idv.read(dest)
+    assert [int(x) for x in back["s"]] == [2**24, -2**24, 2**30]
+    assert [int(x) for x in back["d"]] == [2**53, 2**63 - 1024, -2**63]
+    assert [int(x) for x in back["u"]] == [2**63, 2**64 - 2048, 0]
+    assert back["b"].tolist() == [1.0, 0.0, 1.0]
+
+
+def test_masked_entries_are_written_as_missing(tmp_path):
+    """A numpy masked array's masked entries are no data: NaN in floats, 0 (missing) in keys,
+    whatever the array holds under the mask."""
+    dest = tmp_path / "m.idv"
+    m = np.ma.masked_array
+    idv.write(dest, {"x": m([1.0, -999.0, 3.0], mask=[0, 1, 0]),
+                     "i": m([7, -999, 9], mask=[0, 1, 0]),
+                     "v": m([[1.0, -999.0], [3.0, 4.0], [5.0, 6.0]],
+                            mask=[[0, 1], [0, 0], [0, 0]]),
+                     "k": m(np.array([2, 99, 1], np.uint32), mask=[0, 1, 0])},
+              types={"i": idv.Double, "k": idv.Key(idv.UInt32, 3)})
+    back = idv.read(dest)
+    np.testing.assert_array_equal(back["x"], [1.0, np.nan, 3.0])
+    np.testing.assert_array_equal(back["i"], [7.0, np.nan, 9.0])
+    np.testing.assert_array_equal(back["v"], [[1.0, np.nan], [3.0, 4.0], [5.0, 6.0]])
+    assert back["k"].tolist() == [2, 0, 1]
+
+
+def test_masked_entries_of_a_later_batch_are_named_by_their_row_in_the_file(tmp_path):
+    with pytest.raises(ValueError, match=r"column 'a' row 4: masked, but Int32"):
+        with idv.Writer(tmp_path / "m.idv", {"a": idv.Int32}) as w:
+            w.write_batch({"a": np.arange(3, dtype=np.int32)})
+            w.write_batch({"a": np.ma.masked_array([1, 2], mask=[0, 1])})
+    assert _listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("metadata, t, match", [
+    ({"KeyValues": ["red"]}, idv.Key(idv.UInt32, 2),
+     "'KeyValues': KeyValues holds 1 value, but Key<UInt32, 2> needs 2 (one per key)"),
+    ({"KeyValues": ["a", "b", "c"]}, idv.Vector(idv.Key(idv.UInt32, 2), 2),
+     "'KeyValues': KeyValues holds 3 values, but Key<UInt32, 2> needs 2"),
+    ({"SlotNames": ["a", "b"]}, idv.Vector(idv.Single, 3),
+     "'SlotNames': SlotNames holds 2 values, but Vector<Single, 3> needs 3 (one per slot)"),
+    ({"SlotNames": "a"}, idv.Vector(idv.Single, 3),
+     "'SlotNames': SlotNames holds a Text, but Vector<Single, 3> needs 3"),
+])
+def test_key_values_and_slot_names_of_another_size_are_refused(tmp_path, metadata, t, match):
+    values = np.ones((2, t.size), t.dtype) if isinstance(t, idv.Vector) else \
+        np.ones(2, t.dtype)
+    with pytest.raises(ValueError, match=re.escape(f"column 'c' metadata {match}")):
+        idv.write(tmp_path / "m.idv", {"c": values}, types={"c": t}, metadata={"c": metadata})
+    assert _listing(tmp_path) == []
+
+
+def test_key_values_and_slot_names_of_the_right_size(tmp_path):
+    dest = tmp_path / "m.idv"
+    idv.write(dest, {"c": np.array([1, 2], np.uint32), "v": np.ones((2, 2), np.float32),
+                     "r": idv.Ragged.from_list([[1.0], [2.0, 3.0]])},
+              types={"c": idv.Key(idv.UInt32, 2)},
+              metadata={"c": {"KeyValues": ["red", "blue"]}, "v": {"SlotNames": ["a", "b"]},
+                        "r": {"SlotNames": ["x"]}})
+    with idv.open(dest) as f:
+        assert f["c"].metadata["KeyValues"].tolist() == ["red", "blue"]
+        assert f["v"].metadata["SlotNames"].tolist() == ["a", "b"]
+
+
+@pytest.mark.parametrize("series", ["pandas", "polars", "pyarrow"])
+def test_a_series_is_one_column_not_a_table(tmp_path, series):
+    lib = pytest.importorskip(series)
+    data = {"pandas": lambda: lib.Series([1, 2], name="s"),
+            "polars": lambda: lib.Series("s", [1, 2]),
+            "pyarrow": lambda: lib.chunked_array([[1, 2]])}[series]()
+    hint = "{'name': array}" if series == "pyarrow" else "{'s': series} or series.to_frame()"
+    with pytest.raises(TypeError, match=re.escape(f"not a table: pass {hint}")):
+        idv.write(tmp_path / "s.idv", data)
+    with pytest.raises(TypeError, match="not a table"):
+        idv.write(tmp_path / "parts", data, partition_by="s")
+    assert _listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("dest", ["", b""])
+def test_an_empty_path_is_refused(tmp_path, monkeypatch, dest):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="the path is empty"):
+        idv.write(dest, {"a": [1]})
+    with pytest.raises(ValueError, match="the path is empty"):
+        idv.Writer(dest, {"a": idv.Int32})
+    with pytest.raises(ValueError, match="the path is empty"):
+        idv.write(dest, {"a": [1], "b": [2]}, partition_by="a")
     assert _listing(tmp_path) == []
 
 

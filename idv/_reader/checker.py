@@ -19,6 +19,7 @@ from idv._reader import block_stats, reader
 from idv._storage import bounds, statistics as S
 from idv._store.block_runs import block_groups
 from idv._resources.budget import MemoryLimitError
+from idv._values.metadata import annotation_size_problem
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv._reader.reader import IdvFile
 
@@ -389,6 +390,12 @@ def _check_metadata(col, report):
             size = m.size if e.offset is not None else None
             report.problems.append(Finding.from_error("metadata", e, col, metadata_kind=m.kind,
                                                       offset=m.offset, size=size))
+            continue
+        problem = None if col.type is None else \
+            annotation_size_problem(col.type, m.kind, col.metadata_types.get(m.kind))
+        if problem:
+            report.problems.append(Finding.about("metadata", problem, col, metadata_kind=m.kind,
+                                                 offset=m.offset, size=m.size))
             continue
         sound += 1
         report.checked["metadata"] += 1

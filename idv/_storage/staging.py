@@ -79,11 +79,16 @@ class Staging:
         self.path = os.path.abspath(os.fspath(path))
         self.job = job or uuid.uuid4().hex[:12]
         self.dir = os.path.join(self.path, STAGING_PREFIX + self.job)
+        self.created = None     # the outermost folder start made, which an abort removes
 
     def start(self):
         """Create the output directory (if missing) and the staging folder, with the mark
         that the job is live."""
+        top, parent = None, self.path
+        while not os.path.exists(parent) and parent != os.path.dirname(parent):
+            top, parent = parent, os.path.dirname(parent)
         os.makedirs(self.dir, exist_ok=True)
+        self.created = top
         open(os.path.join(self.dir, LIVE), "wb").close()
 
     def name(self, task):
@@ -147,6 +152,7 @@ class Staging:
         fsync_dir(self.path)
         files = sorted(set(names) if self.replace else set(before) | set(names))
         write_manifest(self.path, files)
+        self.created = None         # the output directory is the job's result now
         self.abort()
         if self.replace:
             for name in set(before) - set(files):
@@ -165,11 +171,21 @@ class Staging:
                 os.rmdir(self.dir)
 
     def abort(self):
-        """Remove the staging folder and all it holds (the output directory is left as was):
-        first the live mark, so that tasks finishing later remove what they wrote (settle)."""
+        """Remove the staging folder and all it holds (the output directory is left as was,
+        and removed when start created it and it is still empty): first the live mark, so
+        that tasks finishing later remove what they wrote (settle)."""
         with contextlib.suppress(OSError):
             os.remove(os.path.join(self.dir, LIVE))
         shutil.rmtree(self.dir, ignore_errors=True)
+        folder, top, self.created = self.path, self.created, None
+        while top is not None:
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
+            if folder == top:
+                break
+            folder = os.path.dirname(folder)
 
 
 def listed(path):

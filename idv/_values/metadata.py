@@ -198,6 +198,26 @@ def slot_labels(name, vtype, slot_names=None):
     return labels if len(set(labels)) == size else index
 
 
+def annotation_size_problem(column_type, kind, value_type):
+    """What is wrong with the size of a `kind` annotation of type `value_type` on a column of
+    `column_type`, None when nothing is: ML.NET's KeyValues of a key are ``Vector<T, count>``
+    (a value per key) and the SlotNames of a fixed-size vector ``Vector<Text, size>`` (a name
+    per slot); readers ignore those of another size (usable_key_values), so the writer
+    refuses them and idv.verify reports them."""
+    item = T.item_type(column_type)
+    if kind == "KeyValues" and isinstance(item, T.Key):
+        need, owner, each = item.count, item, "key"
+    elif kind == "SlotNames" and isinstance(column_type, T.Vector) and column_type.is_fixed:
+        need, owner, each = column_type.size, column_type, "slot"
+    else:
+        return None
+    got = value_type.size if isinstance(value_type, T.Vector) else None
+    if got == need:
+        return None
+    given = f"{got} value{'s' * (got != 1)}" if got else f"a {value_type}"
+    return f"{kind} holds {given}, but {owner} needs {need} (one per {each})"
+
+
 def usable_key_values(col_type, metadata):
     """The KeyValues of a scalar key column when they can label its values one to one (a 1-d
     vector of exactly `count` distinct, non-NaN values), else None. `metadata`: the column's

@@ -32,11 +32,15 @@ def no_nulls(arr, describe, t):
                          f"in ML.NET: pass missing_text=\"\" to write it as empty text "
                          f"(idv convert: --missing-text ''), or fill the nulls first")
     if arr.null_count:
-        i = first_null(arr)
-        raise ValueError(f"{describe(i)}: null, but {t} has no missing value in ML.NET; the "
-                         f"types that hold one are {MISSING_VALUE_TYPES}: choose one with "
-                         f"types={{column: 'Double'}} (idv convert: --types COLUMN=Double), "
-                         f"or fill or drop the nulls first")
+        missing_value(describe(first_null(arr)), t)
+
+
+def missing_value(place, t, what="null", fill="fill or drop the nulls first"):
+    """ValueError: a missing value (`what`) at `place` in a column of type `t`, which has
+    none, saying which types hold one and how to write it."""
+    raise ValueError(f"{place}: {what}, but {t} has no missing value in ML.NET; the types that "
+                     f"hold one are {MISSING_VALUE_TYPES}: choose one with types={{column: "
+                     f"'Double'}} (idv convert: --types COLUMN=Double), or {fill}")
 
 
 def _int64s(pa, arr):

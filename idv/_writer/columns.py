@@ -17,6 +17,7 @@ from idv._values.infer import (arrow_of, flatten_rows, is_rowlike, is_scipy_spar
 from idv._values.vectors import Ragged, Sparse, object_array
 from idv.errors import Where
 from idv._writer.arrow import arrow_column_values
+from idv._writer.arrow_items import missing_value
 from idv._writer.values import Utf8Text, Utf8Vectors, convert_items, first, join_items
 
 MAX_INT32 = 2**31 - 1
@@ -161,9 +162,30 @@ class Column:
         if arrow is not None:       # Arrow arrays, Arrow-backed pandas: from their buffers
             value = arrow_column_values(arrow, self.type, self.name, row0)
         value = values_of(value)
+        if isinstance(value, np.ma.MaskedArray):
+            value = self._unmasked(value)
         if not self.is_vector:
             return self._prepare_scalar(value)
         return self._prepare_vector(value)
+
+    def _unmasked(self, value):
+        """A numpy masked array's values, its masked entries written as missing: NaN in
+        Single and Double, 0 in keys; refused (naming the first) in the other types, which
+        have no missing value (the entries under the mask are no data to write)."""
+        mask = np.ma.getmaskarray(value)
+        data = np.ma.getdata(value)
+        if not mask.any():
+            return data
+        width = math.prod(data.shape[1:]) if data.ndim > 1 else None
+        where = Where(self.where, width=width, base=self._row0)
+        flat = mask.reshape(-1)
+        if self.item not in (T.Single, T.Double) and not isinstance(self.item, T.Key):
+            missing_value(where(first(flat)), self.item, "masked",
+                          "fill it first (masked_array.filled(value))")
+        out = convert_items(self.item, np.where(mask, 0, data), where)
+        if out.dtype.kind == "f":
+            out[flat] = np.nan
+        return out.reshape(data.shape)
 
     def _prepare_scalar(self, value):
         where = Where(self.where, base=self._row0)

@@ -5,6 +5,8 @@ columns, types and metadata; the rest is typed here, from the caller's types or 
 idv._values.infer. """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from idv._values.infer import infer_column
@@ -75,6 +77,30 @@ def data_columns(data, types=None, missing_text=None):
                     f"a numpy structured array, a pandas DataFrame, a pyarrow Table or Dataset "
                     f"or a frame of another Arrow library (polars, DuckDB: __arrow_c_stream__), "
                     f"not {type(data).__name__}{hint}")
+
+
+def check_dest(dest):
+    """ValueError for an empty path (a file of no name, which would be a temporary file
+    renamed to nothing); other destinations are checked where they are opened
+    (idv._storage.sink)."""
+    if isinstance(dest, (str, bytes, os.PathLike)) and not os.fspath(dest):
+        raise ValueError(f"cannot write to {dest!r}: the path is empty (give a file name)")
+
+
+def check_table(data):
+    """TypeError for one column given where a table goes: a pandas or polars Series, a
+    pyarrow Array or ChunkedArray. pandas' and pyarrow's table writers refuse them too
+    (``to_parquet`` is a DataFrame's, ``pa.table`` takes no Series), and a Series read as a
+    table would be taken for a mapping of its index (pandas) or fail inside Arrow (polars)."""
+    one_column = hasattr(data, "to_frame") and not hasattr(data, "columns")
+    arrow = type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "null_count")
+    if one_column or arrow:
+        name = getattr(data, "name", None)
+        what = "series" if one_column else "array"
+        how = f"{{{name if isinstance(name, str) and name else 'name'!r}: {what}}}"
+        hint = f" or {what}.to_frame()" if one_column else ""
+        raise TypeError(f"data is one column ({type(data).__name__}), not a table: pass {how}"
+                        f"{hint}")
 
 
 def as_pyarrow(value, table=False):

@@ -7,6 +7,7 @@ import numpy as np
 
 from idv import types as T
 from idv._values.infer import infer_metadata_type, is_rowlike, is_scipy_sparse, values_of
+from idv._values.metadata import annotation_size_problem
 from idv._values.vectors import Sparse
 from idv._writer.columns import Column
 
@@ -46,8 +47,9 @@ def metadata_block(type_, value, where):
     return col, bytes(col.payload(chunk))
 
 
-def column_metadata(name, entries):
-    """[(kind, codec name, codec params, raw payload)] of one column's metadata dict."""
+def column_metadata(name, entries, column_type=None):
+    """[(kind, codec name, codec params, raw payload)] of one column's metadata dict, each
+    value's size checked against `column_type` (annotation_size_problem)."""
     if entries is None:
         return []
     if not hasattr(entries, "items"):
@@ -63,6 +65,10 @@ def column_metadata(name, entries):
             value = values_of(spec)
             type_ = infer_metadata_type(value, where)
         col, raw = metadata_block(type_, value, where)
+        problem = None if column_type is None else \
+            annotation_size_problem(column_type, kind, col.type)
+        if problem:
+            raise ValueError(f"{where}: {problem}")
         out.append((kind, col.codec_name, col.codec_params, raw))
     return out
 

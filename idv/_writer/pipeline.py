@@ -25,7 +25,7 @@ from idv._storage.sink import Output
 from idv._values.arguments import ensure_count
 from idv._writer.columns import MAX_INT32, Column
 from idv._writer.encoding import BlockEncoder
-from idv._writer.inputs import arrow_batch, frame_rows, schema_pairs
+from idv._writer.inputs import arrow_batch, check_dest, frame_rows, schema_pairs
 from idv._writer.metadata import column_metadata, metadata_by_column
 
 DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBlock
@@ -73,8 +73,8 @@ class Writer:
         self._kind = compression_kind(compression)
         self._compress = compressor(compression, level, backend)
         per_column = metadata_by_column(metadata, names)
-        self._metadata = [self._encode_metadata(column_metadata(c.name, per_column[c.index]))
-                          for c in self._columns]
+        self._metadata = [self._encode_metadata(
+            column_metadata(c.name, per_column[c.index], c.type)) for c in self._columns]
         if rows_per_block is None:
             rows_per_block = DEFAULT_MAX_ROWS_PER_BLOCK
         self._max_rows = ensure_count(rows_per_block, "rows_per_block", most=MAX_INT32)
@@ -84,6 +84,7 @@ class Writer:
         self._threads = int(threads) if threads else _threads.default_threads()
         self._encoder = BlockEncoder(self._compress, self._sums, self._stats, self._domains,
                                      self._threads)
+        check_dest(dest)
         self._out = Output(dest)
         self._pending = [[] for _ in self._columns]
         self._pending_rows = 0

@@ -5,6 +5,8 @@
 part."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from idv import _docs
@@ -12,8 +14,8 @@ from idv._storage import partitioning
 from idv._storage.staging import Staging
 from idv._values.arrow_types import import_pyarrow
 from idv._writer.arrow import arrow_table
-from idv._writer.inputs import (as_pyarrow, data_columns, frame_rows, merged_metadata,
-                                schema_of)
+from idv._writer.inputs import (as_pyarrow, check_dest, check_table, data_columns, frame_rows,
+                                merged_metadata, schema_of)
 from idv._writer.pipeline import DEFAULT_MAX_BYTES_PER_BLOCK, Writer
 
 
@@ -68,6 +70,7 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     >>> idv.read(out.getvalue())["x"]
     array([0., 1., 2.], dtype=float32)
     """
+    check_table(data)
     if partition_by is not None:
         options = dict(types=types, metadata=metadata, compression=compression, level=level,
                        rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
@@ -113,25 +116,34 @@ def check_keys(names, partition_by):
 
 
 def split(data, partition_by):
-    """(keys, [(folder, rows of `data` without the key columns)]) of a pandas DataFrame, a
-    pyarrow Table or RecordBatch (or another Arrow library's frame, a dict holding Arrow
-    columns: as a Table), or a dict of arrays and lists."""
+    """(keys, [(folder, rows of `data` without the key columns)]): numbered_split's, without
+    the row numbers."""
+    keys, parts = numbered_split(data, partition_by)
+    return keys, [(folder, rows) for folder, _, rows in parts]
+
+
+def numbered_split(data, partition_by):
+    """(keys, [(folder, the row numbers, those rows of `data` without the key columns)]) of
+    a pandas DataFrame, a pyarrow Table or RecordBatch (or another Arrow library's frame, a
+    dict holding Arrow columns: as a Table), or a dict of arrays and lists."""
     if hasattr(data, "iloc"):                                    # pandas
         keys = check_keys(list(data.columns), partition_by)
         parts = partitioning.groups([data[k].to_numpy() for k in keys])
         rest = data.drop(columns=keys)
-        return keys, [(partitioning.folder(keys, t), rest.iloc[rows]) for t, rows in parts]
+        return keys, [(partitioning.folder(keys, t), rows, rest.iloc[rows])
+                      for t, rows in parts]
     data = _as_table(data)
     if hasattr(data, "schema") and hasattr(data, "take"):       # Arrow
         keys = check_keys(list(data.schema.names), partition_by)
         parts = partitioning.groups([data.column(k) for k in keys])
         rest = _takeable(data.select([n for n in data.schema.names if n not in keys]))
-        return keys, [(partitioning.folder(keys, t), rest.take(rows)) for t, rows in parts]
+        return keys, [(partitioning.folder(keys, t), rows, rest.take(rows))
+                      for t, rows in parts]
     if isinstance(data, dict):
         keys = check_keys(list(data), partition_by)
         arrays = {n: _indexable(n, v) for n, v in data.items()}
         parts = partitioning.groups([arrays[k] for k in keys])
-        return keys, [(partitioning.folder(keys, t),
+        return keys, [(partitioning.folder(keys, t), rows,
                        {n: v[rows] for n, v in arrays.items() if n not in keys})
                       for t, rows in parts]
     raise TypeError(f"partition_by takes a pandas DataFrame, a pyarrow Table (or another Arrow "
@@ -183,14 +195,32 @@ def write_partitioned(dest, data, partition_by, write_one):
     """Write `data` into directory `dest`, a file per group (``write_one(path, rows)``
     writes one); returns the paths, in the order of each group's first row. A failure leaves
     the directory as it was."""
-    _, parts = split(data, partition_by)
-    names = [f"{folder}/{FILE_NAME.format(task=0)}" for folder, _ in parts]
+    check_dest(dest)
+    _, parts = numbered_split(data, partition_by)
+    names = [f"{folder}/{FILE_NAME.format(task=0)}" for folder, _, _ in parts]
     staging = Staging(dest, name=names.__getitem__)
     staging.fix_names(len(names))
     staging.start()
     try:
-        names = [staging.write(i, lambda path, rows=rows: write_one(path, rows))
-                 for i, (_, rows) in enumerate(parts)]
+        names = [staging.write(i, lambda path, rows=rows, at=at: _write_part(write_one, path,
+                                                                             rows, at))
+                 for i, (_, at, rows) in enumerate(parts)]
         return staging.commit(names)
     finally:
         staging.abort()
+
+
+# "row N" in the writer's messages (idv.errors.Where and the frame adapters)
+_ROW = re.compile(r"\brow (\d+)\b")
+
+
+def _write_part(write_one, path, rows, at):
+    """``write_one(path, rows)``, its errors naming each row by its number in the data
+    (`at`: the data's row of each of `rows`), not in the part."""
+    try:
+        write_one(path, rows)
+    except (TypeError, ValueError) as e:
+        if type(e) not in (TypeError, ValueError):
+            raise
+        text = _ROW.sub(lambda m: f"row {int(at[int(m.group(1))])}", str(e))
+        raise type(e)(text).with_traceback(e.__traceback__) from None

@@ -43,6 +43,28 @@ def _object_numbers(arr, where, dtype):
     return out
 
 
+def _exact_floats(arr, out, where, type_name):
+    """ValueError at the first integer of `arr` that its float `out` does not hold exactly
+    (beyond 2**24 for Single, 2**53 for Double, some are rounded)."""
+    k = arr.dtype.kind
+    if k not in "iuO" or k != "O" and np.iinfo(arr.dtype).bits - (k == "i") <= \
+            np.finfo(out.dtype).nmant + 1:
+        return                          # every such integer has a float of its own
+    if arr.dtype == object:             # Python ints
+        bad = [i for i, (x, f) in enumerate(zip(arr.tolist(), out.tolist()))
+               if isinstance(x, int) and not isinstance(x, bool)
+               and not (np.isfinite(f) and int(f) == x)]
+        i = bad[0] if bad else None
+    else:
+        # a float from 2**63 (2**64 unsigned) up is no integer of the dtype: none casts back
+        inside = out < float(np.iinfo(arr.dtype).max) + 1.0
+        bad = ~inside | (np.where(inside, out, 0).astype(arr.dtype) != arr)
+        i = first(bad) if bad.any() else None
+    if i is not None:
+        raise ValueError(f"{where(i)}: {arr[i]} has no exact {type_name} (it would be "
+                         f"stored as {out[i].item()!r}): keep an integer type")
+
+
 def to_int(arr, dtype, where, type_name):
     dtype = np.dtype(dtype)
     info = np.iinfo(dtype)
@@ -79,6 +101,7 @@ def to_int(arr, dtype, where, type_name):
 
 
 def _to_float(arr, dtype, where, type_name):
+    given = arr
     k = arr.dtype.kind
     if k == "O":
         arr = _object_numbers(arr, where, np.float64)
@@ -86,7 +109,9 @@ def _to_float(arr, dtype, where, type_name):
     if k in "fiub":
         if k == "f" and arr.dtype.itemsize > 8:
             raise TypeError(f"{where}: {arr.dtype} has no ML.NET type (Double is 64-bit)")
-        return arr.astype(dtype, copy=False)
+        out = arr.astype(dtype, copy=False)
+        _exact_floats(given if given.dtype == object else arr, out, where, type_name)
+        return out
     raise TypeError(f"{where}: cannot store {arr.dtype} values as {type_name}")
 
 
