@@ -382,3 +382,27 @@ def test_only_what_arrow_and_the_statistics_agree_on_prunes():
     assert tree(pc.field("i") > 1.5) == (None, False)          # Arrow: in float64
     assert tree(~(pc.field("f").is_null())) == (None, False)   # not of a non-exact part
     assert tree(~(pc.field("i") > 3)) == (filter_tree.Not(filter_tree.Cmp("i", ">", 3)), True)
+
+
+def test_a_filter_pyarrow_applies_reads_only_the_columns_the_query_needs(tmp_path):
+    """A filter idv does not take (is_null / is_nan of a float, an integer against a float,
+    arithmetic) is tested by pyarrow on the projection and the filter's columns alone: a
+    DateTime column that datetime="us" refuses (100-ns ticks) fails no query that leaves it
+    out, in to_table, head and count_rows."""
+    path = tmp_path / "t.idv"
+    idv.write(path, {"x": np.array([1.0, np.nan, 3.0, 0.5]),
+                     "i": np.array([0, 1, 2, 3], np.int8),
+                     "when": np.array(["2024-01-01T00:00:00.0000001"] * 4, "datetime64[ns]")})
+    ds = idv.arrow_dataset(path)
+    with pytest.raises(ValueError, match="when"):        # the column itself is refused
+        ds.to_table(columns=["when"])
+    for expr, rows in [(pc.field("x").is_null(), []), (pc.is_nan(pc.field("x")), [1]),
+                       (pc.field("i") > 0.5, [1, 2, 3]), ((pc.field("i") + 1) > 2, [2, 3]),
+                       (pc.is_nan(pc.field("x")) | (pc.field("i") == 0), [0, 1])]:
+        got = ds.to_table(columns=["i"], filter=expr).column("i").to_pylist()
+        assert got == rows, expr
+        assert ds.count_rows(filter=expr) == len(rows), expr
+        head = ds.head(3, columns=["i", "x"], filter=expr)
+        assert head.column_names == ["i", "x"] and head.column("i").to_pylist() == rows[:3]
+    with pytest.raises(KeyError, match="Nope"):
+        ds.count_rows(filter=pc.is_nan(pc.field("Nope")))

@@ -430,3 +430,30 @@ def test_readers_by_path_refuse_hive_keys_they_cannot_give_yet(tmp_path):
         idv_dask.read_idv(str(tmp_path / "d"), partitioning="hive")
     assert idv_dask.read_idv(str(tmp_path / "d")).compute()["v"].sort_values().tolist() == \
         [1.0, 2.0]
+
+
+def test_arrow_dataset_counts_heads_and_takes_with_the_keys(hive_pair):
+    """count_rows, head and take of a hive-partitioned arrow_dataset give the keys as its
+    to_table does: filters on a key, on a file column, on both, and ones pyarrow applies."""
+    pc = pytest.importorskip("pyarrow.compute")
+    root, ref = hive_pair
+    ad = idv.arrow_dataset(root, partitioning="hive")
+    cols = ["id", "n", "name"]
+    for expr in [pc.field("n") == 2, pc.field("v") > 0, pc.field("n") > 1.5,
+                 (pc.field("name") == "é") & (pc.field("v") > 0),
+                 pc.is_nan(pc.field("v")) | (pc.field("n") == 3)]:
+        want = _reference(ref, cols, expr)
+        assert 0 < ad.count_rows(filter=expr) == len(want["id"]), expr
+        head = ad.head(5, columns=cols, filter=expr).to_pydict()
+        rows = {i: (n, name) for i, n, name in zip(*want.values())}
+        assert len(head["id"]) == min(5, len(rows))
+        assert [rows[i] for i in head["id"]] == list(zip(head["n"], head["name"]))
+    with idv.dataset(root, partitioning="hive") as ds:
+        full, two = ds.read(cols), ds.read(cols, filter="n == 2")
+    idx = [5, 0, 63, 5]
+    assert ad.take(idx, columns=cols).to_pydict() == {k: [full[k][i] for i in idx]
+                                                      for k in cols}
+    assert ad.take([1, 0], columns=["n", "id"]).to_pydict() == \
+        {"n": [full["n"][1], full["n"][0]], "id": [full["id"][1], full["id"][0]]}
+    assert ad.take([2, 0], columns=cols, filter=pc.field("n") == 2).to_pydict() == \
+        {k: [two[k][2], two[k][0]] for k in cols}

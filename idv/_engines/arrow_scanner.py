@@ -6,8 +6,6 @@ the blocks that hold the rows.
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 from idv._interop import arrow
@@ -15,7 +13,7 @@ from idv._interop.arrow_columns import one_array
 from idv._resources import budget
 from idv._engines import engine_filters
 from idv._scan import filter_tree, filters
-from idv._reader import selection
+from idv._reader import read_source, selection
 from idv._values.arrow_types import empty_table, import_pyarrow
 
 # rows of a batch when the caller gives no batch size: pyarrow's scanners' default, or more
@@ -58,8 +56,7 @@ class IdvScanner:
         self._rows = {}             # columns read -> rows of a batch (batch_rows), found once
         self._tree, self._exact, need = (None, False, []) if filter_ is None else \
             engine_filters.from_arrow(filter_, owner._types)
-        need = ds.column_names if need is None else need
-        self._read = self._names + [c for c in need if c not in self._names]
+        self._need = ds.column_names if need is None else need    # the filter's columns
 
     @property
     def dataset_schema(self):
@@ -72,35 +69,33 @@ class IdvScanner:
         schema = self._owner.schema
         return self._pa.schema([schema.field(n) for n in self._names])
 
-    def _filtered(self, names, i=None, rows=None, group=True, quick_first=False):
+    def _filtered(self, names, rows=None, group=True, quick_first=False):
         """The rows of `names` (and then the filter's other columns, where pyarrow tests the
-        rows or `names` is empty), of file `i` (None: of every file, through the dataset's
-        stream, which reads small files of numbers together), as Tables of whole blocks of at
-        most the batch size (the stream's batches of about that many rows grouped or cut:
-        one pyarrow call per group, not per block); the rows tested by idv where the filter
-        is taken whole (engine_filters.from_arrow's `exact`), else by pyarrow; blocks the
-        statistics rule out skipped; `rows`: a slice of the rows (of the dataset, None: all)
-        read, before the filter; `group` False: a Table per window of the scan;
-        `quick_first`: each file's first block a Table of its own."""
-        owner, ds = self._owner, self._owner.idv_dataset
+        rows or `names` is empty: those alone), through the dataset's stream (which reads
+        small files of numbers together, and gives a hive-partitioned dataset's keys), as
+        Tables of whole blocks of at most the batch size (the stream's batches of about that
+        many rows grouped or cut: one pyarrow call per group, not per block); the rows tested
+        by idv where the filter is taken whole (engine_filters.from_arrow's `exact`), else by
+        pyarrow; blocks the statistics rule out skipped; `rows`: a slice of the rows (of the
+        dataset, None: all) read, before the filter; `group` False: a Table per window of the
+        scan; `quick_first`: each file's first block a Table of its own."""
+        owner = self._owner
         exact = self._exact
-        others = [] if exact and names else [c for c in self._read if c not in names]
-        read = names + others
+        read = names + ([] if exact and names else [c for c in self._need if c not in names])
         skip = None if self._tree is None else \
             self._tree if exact else filter_tree.BlocksOnly(self._tree)
         batch = self._batch_rows(read)
-        with contextlib.nullcontext(ds) if i is None else ds.using(i) as src:  # kept open
-            blocks = arrow.window_reader(src, read, datetime=owner._unit, safe=owner._safe,
-                                         filter=skip, batch_rows=batch, rows=rows,
-                                         quick_first=quick_first)
-            for part in grouped(blocks, batch, first_alone=quick_first) if group else \
-                    ([b] for b in blocks):
-                table = self._pa.Table.from_batches(part, blocks.schema)
-                if self._filter is not None and not exact:  # one batch: faster than chunks
-                    table = self._pa.Table.from_batches(
-                        [one_batch(self._pa, table.columns, table.schema).filter(self._filter)])
-                if table.num_rows or self._filter is None:
-                    yield table
+        blocks = arrow.window_reader(owner.idv_dataset, read, datetime=owner._unit,
+                                     safe=owner._safe, filter=skip, batch_rows=batch,
+                                     rows=rows, quick_first=quick_first)
+        for part in grouped(blocks, batch, first_alone=quick_first) if group else \
+                ([b] for b in blocks):
+            table = self._pa.Table.from_batches(part, blocks.schema)
+            if self._filter is not None and not exact:  # one batch: faster than chunks
+                table = self._pa.Table.from_batches(
+                    [one_batch(self._pa, table.columns, table.schema).filter(self._filter)])
+            if table.num_rows or self._filter is None:
+                yield table
 
     def _batch_rows(self, read):
         """The rows of a batch of columns `read`: the batch size given, or rows_within the
@@ -110,19 +105,16 @@ class IdvScanner:
             self._rows[key] = self._batch_size or rows_within(self._owner.idv_dataset, read)
         return self._rows[key]
 
-    def _batches(self, together=True, rows=None, group=True, quick_first=False):
+    def _batches(self, rows=None, group=True, quick_first=False):
         """The scan's batches: its columns, the rows that match, a batch per group of blocks
-        (one_batch: no copy where the blocks' arrays lie end to end); `together`: through
-        the dataset's stream, else file by file (each read only when reached); `rows`: a
-        slice of the dataset's rows (without a filter: only the blocks that hold them);
-        `group` False: each window's rows as they come, not gathered into batches of the
-        batch size first (a consumer that stops early); `quick_first`: each file's first
-        block a batch of its own (scan.scan's)."""
+        (one_batch: no copy where the blocks' arrays lie end to end); `rows`: a slice of the
+        dataset's rows (without a filter: only the blocks that hold them); `group` False:
+        each window's rows as they come, not gathered into batches of the batch size first
+        (a consumer that stops early); `quick_first`: each file's first block a batch of its
+        own (scan.scan's)."""
         schema, n = self.projected_schema, len(self._names)
-        files = [None] if together else range(len(self._owner.idv_dataset.files))
-        for i in files:
-            for t in self._filtered(self._names, i, rows, group, quick_first):
-                yield one_batch(self._pa, t.columns[:n], schema)
+        for t in self._filtered(self._names, rows, group, quick_first):
+            yield one_batch(self._pa, t.columns[:n], schema)
 
     def to_reader(self):
         """A pyarrow.RecordBatchReader of the scan (what DuckDB reads): each file's first
@@ -150,8 +142,7 @@ class IdvScanner:
             # without a filter, only the blocks that hold the first rows are read; with one,
             # the scan's windows until enough rows match
             filtered = self._filter is not None
-            for b in self._batches(together=not filtered, group=False,
-                                   rows=None if filtered else slice(0, left)):
+            for b in self._batches(group=False, rows=None if filtered else slice(0, left)):
                 out.append(b.slice(0, left))
                 left -= out[-1].num_rows
                 if left <= 0:
@@ -170,17 +161,25 @@ class IdvScanner:
         ds = self._owner.idv_dataset
         if self._filter is None:
             return ds.num_rows
-        return sum(self._count(i) for i in range(len(ds.files)))
+        if not self._exact:
+            return sum(t.num_rows for t in self._filtered([]))
+        node = read_source.filter_of(self._tree)        # as the dataset's stream decides it
+        return sum(self._count(i, read_source.decided(ds, i, node))
+                   for i in range(len(ds.files)))
 
-    def _count(self, i):
+    def _count(self, i, node):
+        """The rows of file i matching `node` (read_source.decided's for it: on the file's
+        own columns, or True / False)."""
+        if node is True or node is False:
+            return self._owner.idv_dataset.files[i].num_rows if node else 0
         with self._owner.idv_dataset.using(i) as f:
-            if self._exact and f.num_rows:
-                bound = filters.prepare(self._tree, f)
-                layouts = {tuple(block_counts(f, n)) for n in bound.columns}
-                if len(layouts) == 1 and all(z is not None for z in bound.zones.values()):
-                    return _count_by_statistics(f, bound, np.array(layouts.pop()))
-                return sum(len(hits) for _b, hits, _ in filters.filtered(f, [], bound))
-        return sum(t.num_rows for t in self._filtered([], i))
+            if not f.num_rows:
+                return 0
+            bound = filters.prepare(node, f)
+            layouts = {tuple(block_counts(f, n)) for n in bound.columns}
+            if len(layouts) == 1 and all(z is not None for z in bound.zones.values()):
+                return _count_by_statistics(f, bound, np.array(layouts.pop()))
+            return sum(len(hits) for _b, hits, _ in filters.filtered(f, [], bound))
 
 
 def block_counts(f, name):
@@ -216,19 +215,19 @@ def _take(owner, names, schema, indices):
     if len(idx) == 0:
         return empty_table(pa, schema)
     parts, restore = selection.split_rows(idx, [f.start for f in ds.files], ds.num_rows)
+    own = read_source.split(ds, names)[0]        # the files' columns (not hive keys)
     tables = []
     for i, local in parts:
-        with ds.using(i) as f:
-            rows = np.arange(f.num_rows)[local] if isinstance(local, slice) \
-                else np.asarray(local)
-            rpb = f[names[0]].rows_per_block if names else max(f.num_rows, 1)
-            blocks, first = np.unique(rows // rpb, return_inverse=True)
-            pieces, at = [], np.zeros(len(blocks), np.int64)
-            for k, b in enumerate(blocks):
-                at[k] = sum(p.num_rows for p in pieces)
-                span = range(int(b) * rpb, min((int(b) + 1) * rpb, f.num_rows))
-                pieces.append(arrow.record_batch_reader(f, names, datetime=owner._unit,
-                                                        safe=owner._safe, rows=span).read_all())
+        f = ds.files[i]
+        rows = np.arange(f.num_rows)[local] if isinstance(local, slice) else np.asarray(local)
+        rpb = f.rows_per_block[own[0]] if own else max(f.num_rows, 1)
+        blocks, first = np.unique(rows // rpb, return_inverse=True)
+        pieces, at = [], np.zeros(len(blocks), np.int64)
+        for k, b in enumerate(blocks):
+            at[k] = sum(p.num_rows for p in pieces)
+            span = range(f.start + int(b) * rpb, f.start + min((int(b) + 1) * rpb, f.num_rows))
+            pieces.append(arrow.record_batch_reader(ds, names, datetime=owner._unit,
+                                                    safe=owner._safe, rows=span).read_all())
         got = pa.concat_tables(pieces) if pieces else empty_table(pa, schema)
         tables.append(got.take(pa.array(at[first] + rows % rpb)))
     out = pa.concat_tables([pa.Table.from_arrays(t.columns, schema=schema) for t in tables])

@@ -100,9 +100,36 @@ def from_arrow(expression, types):
     try:
         node = filter_tree.parse(expression)
     except (ValueError, TypeError, SyntaxError):
-        return None, False, None
+        return None, False, _arrow_columns(expression, types)
     tree, exact = _arrow_tree(node, types)
     return tree, exact, filter_tree.columns_of(node)
+
+
+def _arrow_columns(expression, types):
+    """The columns a pyarrow Expression that idv's filters do not take names (pyarrow tests
+    the rows on those alone: is_nan, arithmetic, two columns compared; of one naming none, the
+    first column, whose rows pyarrow counts); None where its tree cannot be read."""
+    from idv._values import arrow_expressions
+    try:
+        todo = [arrow_expressions.tree(expression)]
+    except ValueError:
+        return None
+    out = []
+    while todo:
+        node = todo.pop()
+        if node[0] == "field":
+            if node[1] not in types:
+                raise _unknown(node[1], types)
+            out.append(node[1])
+        elif node[0] == "call":
+            todo.extend(reversed(node[2]))
+    return list(dict.fromkeys(out)) or list(types)[:1]
+
+
+def _unknown(column, types):
+    """The KeyError of a filter naming a column the dataset does not have."""
+    return KeyError(f"the filter names column {column!r}, which the dataset does not have "
+                    f"(columns: {', '.join(types)})")
 
 
 def _arrow_tree(node, types):
@@ -120,8 +147,7 @@ def _arrow_tree(node, types):
         tree, exact = _arrow_tree(node.part, types)
         return (None, False) if tree is None or not exact else (filter_tree.Not(tree), exact)
     if node.column not in types:
-        raise KeyError(f"the filter names column {node.column!r}, which the dataset does not "
-                       f"have (columns: {', '.join(types)})")
+        raise _unknown(node.column, types)
     t = types[node.column]
     item = T.item_type(t)
     if isinstance(node, filter_tree.IsNull):
