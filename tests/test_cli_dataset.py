@@ -382,8 +382,10 @@ def test_dataset_usage_errors_exit_2(tmp_path):
     rc, out, err = run("cat", d, "--columns", "Id,Nope")
     assert rc == 2
     assert_one_line_error(err, "Nope")
-    rc, out, err = run("info", paths[0], tmp_path / "typo.idv")      # names nothing
-    assert rc == 2 and "usage: idv info" in err and "typo.idv" in err
+    rc, out, err = run("info", paths[0], "5")                # a stray word, no file's name
+    assert rc == 2 and "usage: idv info" in err and "5" in err
+    rc, out, err = run("info", paths[0], tmp_path / "typo.idv")      # a file's name: missing
+    assert rc == 1 and "typo.idv" in err and "no such file" in err, err
     rc, out, err = run("info", paths[0], f"file://{paths[1]}")
     assert rc == 2
     assert_one_line_error(err, "all be local")
@@ -391,3 +393,19 @@ def test_dataset_usage_errors_exit_2(tmp_path):
     assert rc == 2
     assert_one_line_error(err, "--from parquet", ".idv")
     assert not (tmp_path / "out.idv").exists()
+
+
+def test_where_may_name_a_column_that_columns_leaves_out(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    idv.write(d / "a.idv", {"id": np.arange(5), "x": np.array([1, 2, 3, 2, 1])})
+    idv.write(d / "b.idv", {"id": np.arange(5, 10), "x": np.array([2, 2, 9, 9, 1])})
+    for files in [(d,), (d / "a.idv", d / "b.idv"), (f"{d}/*.idv",)]:
+        rc, out, err = run("cat", *files, "--columns", "id", "--where", "x == 2",
+                           "--format", "csv", check_rc=0)
+        assert out.split() == ["id", "1", "3", "5", "6"]
+    rc, out, err = run("head", d, "--columns", "id", "--where", "x == 9", "--json")
+    assert rc == 0 and json.loads(out)["data"] == [[7], [8]]
+    rc, out, err = run("cat", d, "--columns", "id", "--where", "nope == 1")
+    assert rc == 2
+    assert_one_line_error(err, "'nope'")

@@ -334,3 +334,12 @@ def test_a_filter_reads_the_matching_rows_and_drops_partitions_ruled_out(client,
     kept = idv.dask.read_idv(paths, blocks_per_partition=2, filter=sorted_filter).npartitions
     # statistics rule out every partition but the two holding rows 2400-2599
     assert kept == (2 if stats else every.npartitions)
+
+
+def test_a_filter_the_columns_refuse_is_refused_on_a_file_without_rows(tmp_path):
+    path = str(tmp_path / "empty.idv")
+    idv.write(path, {"x": np.zeros(0, np.int32), "t": np.array([], dtype=object)})
+    for where, error in [("t == 5", TypeError), ("nope == 1", KeyError)]:
+        with pytest.raises(error, match="'t'|'nope'"):
+            idv.dask.read_idv(path, filter=where).compute(scheduler="sync")
+    assert len(idv.dask.read_idv(path, filter="t == 'a'").compute(scheduler="sync")) == 0

@@ -512,3 +512,35 @@ def test_a_filter_tested_piece_by_piece_keeps_the_reference_rows(tmp_path, monke
                                       rows=slice(5, 4000, 3), batch_rows=200)
         got = [x for b in batches for x in b.column("N").to_pylist()]
     assert got == list(n[5:4000:3][hit[5:4000:3]])
+
+
+def test_the_string_form_writes_nan_and_inf_wherever_a_literal_may_be(tmp_path):
+    path = str(tmp_path / "f.idv")
+    x = np.array([np.nan, 0.0, -0.0, 1.5, np.inf, -np.inf])
+    idv.write(path, {"x": x, "inf": np.arange(6.0)})
+    for where, keep in [("x not in [0.0, nan]", [0, 3, 4, 5]), ("x in (nan, 1.5)", [3]),
+                        ("x == inf", [4]), ("x == -inf", [5]), ("x in [inf, -inf]", [4, 5]),
+                        ("inf > x", [1, 2, 3, 5]), ("-inf < x <= inf", [1, 2, 3, 4]),
+                        ("x != NaN", [0, 1, 2, 3, 4, 5]), ("col('inf') >= 4", [4, 5])]:
+        got = idv.read(path, ["inf"], filter=where)["inf"]
+        assert got.tolist() == keep, where
+    with pytest.raises(ValueError, match="inf - 1 is not a literal"):
+        idv.read(path, filter="x > inf - 1")
+
+
+@pytest.mark.parametrize("where, error", [("t == 5", TypeError), ("x == 'a'", TypeError),
+                                          ("nope == 1", KeyError)])
+def test_a_filter_is_checked_against_the_columns_of_a_file_without_rows(tmp_path, where,
+                                                                       error):
+    path = str(tmp_path / "empty.idv")
+    idv.write(path, {"x": np.zeros(0, np.int32), "t": np.array([], dtype=object)})
+    with idv.open(path) as f:
+        reads = [lambda: idv.read(path, filter=where), lambda: f.read(filter=where),
+                 lambda: idv.to_pandas(path, filter=where),
+                 lambda: idv.read_pandas(path, filter=where),
+                 lambda: idv.dataset([path, path]).read(filter=where),
+                 lambda: idv.dataset([path]).to_pandas(filter=where),
+                 lambda: idv.to_arrow(path, filter=where)]
+        for read in reads:
+            with pytest.raises(error, match="'t'|'x'|'nope'"):
+                read()

@@ -467,14 +467,14 @@ def _joined(pd, pieces, own, n):
 
 
 def _read_matching(f, cols, filter_, rows):
-    """(the file's row numbers of the rows matching `filter_`, id(column) -> their values in
-    read()'s form) within the slice `rows` (None: all)."""
+    """(file row numbers, id(column) -> read()'s values) of the rows matching (rows: a slice)."""
     names = list(dict.fromkeys(c.name for c in cols))
     if len(names) < len(cols) or any(f[c.name] is not c for c in cols):
         raise ValueError("filter= reads columns by name: it cannot tell apart columns of the "
                          "same name")
     within = None if rows is None else range(*rows.indices(f.num_rows))
-    index, values = filters.matching(f, names, filter_, within)
+    bound = filters.prepare(read_source.filter_of(filter_), f)    # checked, rows or none
+    index, values = filters.matching(f, names, bound, within)
     return index, {id(c): values[c.name] for c in cols}
 
 

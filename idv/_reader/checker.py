@@ -391,8 +391,7 @@ def _check_metadata(col, report):
             report.problems.append(Finding.from_error("metadata", e, col, metadata_kind=m.kind,
                                                       offset=m.offset, size=size))
             continue
-        problem = None if col.type is None else \
-            annotation_size_problem(col.type, m.kind, col.metadata_types.get(m.kind))
+        problem = _size_problem(col, m)
         if problem:
             report.problems.append(Finding.about("metadata", problem, col, metadata_kind=m.kind,
                                                  offset=m.offset, size=m.size))
@@ -400,6 +399,19 @@ def _check_metadata(col, report):
         sound += 1
         report.checked["metadata"] += 1
     return sound
+
+
+def _size_problem(col, m):
+    """annotation_size_problem of annotation `m` of `col` (KeyValues, SlotNames), None for
+    others and where the types cannot be told (another annotation's damaged codec, reported
+    as its own problem)."""
+    if col.type is None or m.kind not in ("KeyValues", "SlotNames"):
+        return None
+    try:
+        value_type = col.metadata_types.get(m.kind)
+    except IdvFormatError:
+        return None
+    return annotation_size_problem(col.type, m.kind, value_type)
 
 
 def _plural(n, word):

@@ -88,8 +88,9 @@ def _matching(source, names, fixed, filter_):
             got.append(dict(zip(names, vals)))
             counts.append((i, source.files[i].num_rows))
             continue
-        with source.using(i) as f:
-            at, vals = filters.matching(f, names, mine, positions=bool(fixed))
+        with source.using(i) as f:      # bound (checked) even where the file has no rows
+            at, vals = filters.matching(f, names, filters.prepare(mine, f),
+                                        positions=bool(fixed))
         got.append(vals)
         counts.append((i, 0 if at is None else len(at)))
     if not got:

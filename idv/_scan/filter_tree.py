@@ -6,6 +6,7 @@ binds a tree to a file. """
 from __future__ import annotations
 
 import ast
+import copy
 from typing import NamedTuple
 
 import numpy as np
@@ -127,9 +128,22 @@ def _from_python(text, shown):
                          f"levels") from None
 
 
+_NUMBERS = {"nan": float("nan"), "NaN": float("nan"), "inf": float("inf")}
+
+
+class _Numbers(ast.NodeTransformer):
+    """`nan`, `NaN` and `inf` as the float constants they name."""
+
+    def visit_Name(self, n):
+        if n.id not in _NUMBERS:
+            return n
+        return ast.copy_location(ast.Constant(_NUMBERS[n.id]), n)
+
+
 def _name(n):
-    """A column named by a bare name or col("any name")."""
-    if isinstance(n, ast.Name):
+    """A column named by a bare name or col("any name") (`nan`, `NaN` and `inf` are numbers:
+    such a column is written col("inf"))."""
+    if isinstance(n, ast.Name) and n.id not in _NUMBERS:
         return n.id
     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("col",
                                                                                   "field") \
@@ -139,11 +153,11 @@ def _name(n):
 
 
 def _value(n):
-    """A comparison's literal; ValueError naming what is not one (a column, an expression)."""
-    if isinstance(n, ast.Name) and n.id in ("nan", "NaN"):
-        return float("nan")
+    """A comparison's literal, `nan` and `inf` (Python has no literal for them) wherever a
+    number may be, in a list too; ValueError naming what is not one (a column, an
+    expression)."""
     try:
-        return ast.literal_eval(n)
+        return ast.literal_eval(_Numbers().visit(copy.deepcopy(n)))
     except ValueError:
         what = "a column" if _name(n) is not None else "not a literal value"
         raise ValueError(f"{ast.unparse(n)[:80]} is {what}: a filter compares a column with "

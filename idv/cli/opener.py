@@ -19,6 +19,7 @@ import zipfile
 import idv
 from idv._storage import archive, remote, source
 from idv._resources import budget
+from idv._scan import filter_tree
 from idv.cli.errors import EXIT_USAGE, CliError
 from idv._reader.dataset import Dataset, expand_sources
 from idv._storage.paths import is_directory
@@ -191,6 +192,8 @@ def open_dataset(sources, args):
     names = None if spec is None else [s.strip() for s in spec.split(",")]
     if names is not None and any(n.lstrip("-").isdigit() for n in names):
         names = None    # indices are the first file's: chosen once it is open
+    if names is not None:       # a filter may name columns the output leaves out
+        names += [c for c in _where_columns(args) if c not in names]
     try:
         return Dataset(sources.paths, filesystem=sources.filesystem, columns=names,
                        schema=getattr(args, "schema", "exact"),
@@ -207,6 +210,14 @@ def open_dataset(sources, args):
             raise CliError(f"{sources.label}: {e}") from None
         with opening(e.filename):
             raise
+
+
+def _where_columns(args):
+    """The columns --where names ([] without one, or for one not understood: cat says why)."""
+    try:
+        return filter_tree.columns_of(filter_tree.parse(getattr(args, "where", None) or ""))
+    except (ValueError, TypeError):
+        return []
 
 
 def open_path(sources, path, args, name=None):
