@@ -400,3 +400,19 @@ def test_a_window_of_one_piece_beside_others_is_decoded_in_the_threads(tmp_path)
         seen.clear()
         got = list(S.scan(f, [Seen(f["x"])], batch_rows=None, window_bytes=n * 8))
         assert len(got) == 1 and seen == [True] * len(seen) and seen
+
+
+def test_a_stream_fits_its_windows_to_the_memory_limit(tmp_path):
+    """A file of 800 KB streams under a limit of 200 KB: the scan's windows (and the blocks a
+    batch gathers) are cut so that those in hand at once fit the limit, as a read of a few
+    rows needs a block at most besides its output; a whole read still refuses."""
+    path = str(tmp_path / "big.idv")
+    n = 100_000
+    idv.write(path, {"x": np.arange(n, dtype=np.float64)}, rows_per_block=8192)
+    with idv.open(path, memory_limit=200_000) as f:
+        got = [b.column("x").to_numpy() for b in f.iter_batches(["x"], batch_size=1000)]
+        assert np.array_equal(np.concatenate(got), np.arange(n))
+        got = [b.column("x").to_numpy() for b in idv.record_batch_reader(f, ["x"])]
+        assert np.array_equal(np.concatenate(got), np.arange(n))
+        with pytest.raises(idv.MemoryLimitError):
+            f.read()

@@ -414,6 +414,12 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowin
     blocks = needed_blocks(seg.num_rows, rpb, rows, keep)
     group = None if batch_rows is None else max(1, int(batch_rows) // rpb)
     sizes = block_bytes(cols)
+    limit = getattr(f, "memory_limit", None)
+    if limit and len(sizes):    # the windows in hand at once within the file's memory limit
+        room = max(1, limit // (ahead + 2))             # (batches of fewer blocks, if need be)
+        window_bytes = min(window_bytes, room)
+        if group and group * int(sizes.max()) > room:
+            group = max(1, room // max(int(sizes.max()), 1))
     # windows of consecutive blocks, the short ones between gaps in groups decoded together
     grouped = window_groups(window_spans(blocks, sizes, window_bytes, group or 1), sizes,
                             window_bytes)
