@@ -406,3 +406,21 @@ def test_a_filter_pyarrow_applies_reads_only_the_columns_the_query_needs(tmp_pat
         assert head.column_names == ["i", "x"] and head.column("i").to_pylist() == rows[:3]
     with pytest.raises(KeyError, match="Nope"):
         ds.count_rows(filter=pc.is_nan(pc.field("Nope")))
+
+
+def test_a_filter_on_times_read_floored_keeps_what_pyarrow_keeps_of_them(tmp_path):
+    """With safe=False a DateTime of 100-ns ticks is read floored to microseconds: a filter
+    compares the floored values, the rows pyarrow keeps of the table (a value 300 ns after t
+    is t), with blocks of one row each skipped on the same terms."""
+    path = str(tmp_path / "floored.idv")
+    when = np.array(["0001-01-01", "2020-01-01T00:00:00.0000003", "2020-01-01",
+                     "2020-01-02"], "datetime64[100ns]")
+    idv.write(path, {"dt": when, "i": np.arange(4)}, rows_per_block=1)
+    t = pa.scalar(dt.datetime(2020, 1, 1), pa.timestamp("us"))
+    with idv.arrow_dataset(path, datetime="us", safe=False) as ds:
+        table = ds.to_table()
+        for expr in (pc.field("dt") > t, pc.field("dt") == t, pc.field("dt") <= t,
+                     pc.field("dt") != t, pc.field("dt") >= t, pc.field("dt") < t):
+            want = table.filter(expr).column("i").to_pylist()
+            assert ds.to_table(filter=expr).column("i").to_pylist() == want, expr
+            assert ds.count_rows(filter=expr) == len(want), expr

@@ -868,3 +868,49 @@ def test_spark_pushdown_equals_spark_in_memory(spark):
         spark.conf.set(idv.spark.PUSHDOWN_CONF, "true")        # the session as it was
         idv.spark.register(spark, pushdown=True)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_engines_compare_the_floored_times_they_are_given():
+    """Times read floored to microseconds (datetime='auto-us' floors every finer tick, with
+    a warning): a predicate pushed into scan_idv keeps the rows polars keeps of the frame it
+    is given, and the tree idv takes from a pyarrow expression (engine_filters.from_arrow,
+    as the Arrow dataset reads it) the rows pyarrow keeps of the floored table, with and
+    without statistics."""
+    pl = pytest.importorskip("polars")
+    from idv._engines import engine_filters
+    from idv.polars import scan_idv
+    problems = []
+
+    @_settings(10)
+    @given(case=files_and_predicates(("DT", "TS", "I4")))
+    def run(case):
+        table, rows_per_block, preds = case
+        kinds = kinds_of(table)
+        with written(table, rows_per_block) as files, warnings.catch_warnings():
+            warnings.simplefilter("ignore", idv.IdvWarning)
+            for label, p, _ in files.each():
+                where = f"[{label}] {describe(table)}\n   "
+                lf = scan_idv(p, datetime="auto-us")
+                memory = lf.collect()
+                with idv.open(p) as f:
+                    types = {c.name: c.type for c in f.schema}
+                    unit, safe = f.time_unit(list(types), "auto-us", True)
+                floored = engine_filters.floored(types, unit, safe)
+                arrow = idv.to_arrow(p, datetime=unit, safe=safe)
+                for pred in preds:
+                    e = to_polars(pred, kinds)
+                    if e is not None:
+                        want = _outcome(lambda: memory.filter(e)[ROW].to_list())
+                        got = _outcome(lambda: lf.filter(e).collect()[ROW].to_list())
+                        _same_answer(problems, where, e, want, got)
+                    x = to_expression(pred, kinds)
+                    tree, exact, _ = (None, False, None) if x is None else \
+                        engine_filters.from_arrow(x, types, floored)
+                    if not exact:
+                        continue
+                    want = _outcome(lambda: arrow.filter(x)[ROW].to_pylist())
+                    if not isinstance(want, tuple):     # else pyarrow refused its own cast
+                        got = idv.read(p, [ROW], filter=tree)[ROW].tolist()
+                        _same_answer(problems, where, x, want, got)
+    run()
+    assert not problems, "\n".join(problems[:10])

@@ -216,3 +216,54 @@ def test_each_schema_is_its_own_across_scans(tmp_path, monkeypatch):
             np.zeros(1, kind)).to_series().dtype, "b": pl.Float32})
         assert lf.collect()["a"].to_list() == np.arange(3).astype(kind).tolist()
     assert len(ip._schemas) <= 2
+
+
+# ---- times polars gets floored to microseconds ----------------------------------------------
+
+T0 = np.datetime64("2020-01-01T00:00:00", "us").astype("datetime64[100ns]")
+US_MIN = -(2**63 - 1) // 10            # the least microsecond whose ticks int64 holds
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["statistics", "none"])
+def floored_path(request, tmp_path_factory):
+    """DateTime and TimeSpan columns 'auto' reads in microseconds (0001-01-01 and the least
+    TimeSpans do not fit nanoseconds), flooring their 100-ns ticks: one row a block."""
+    p = tmp_path_factory.mktemp("floored") / "f.idv"
+    tick = np.timedelta64(1, "100ns")
+    year1 = np.int64(-idv.types.EPOCH_TICKS).view("datetime64[100ns]")       # 0001-01-01
+    when = np.array([T0 + 3 * tick, T0, year1, T0 + 10 * tick, T0 - 3 * tick, T0 + 13 * tick])
+    # -2**63 (TimeSpan.MinValue) is numpy's NaT: the least ticks it writes, floored to the
+    # least microsecond int64 ticks hold (clamped) as the next ones are
+    span = np.array([3, 0, -2**63 + 1, 10, -3, -2**63 + 5], "int64").view("timedelta64[100ns]")
+    idv.write(p, {"when": when, "span": span, "i": np.arange(6)}, rows_per_block=1,
+              statistics=request.param)
+    return p
+
+
+FLOORED_PREDICATES = [getattr(pl.col("when"), op)(dt.datetime(2020, 1, 1)) for op in
+                      ("__gt__", "__ge__", "__lt__", "__le__", "__eq__", "__ne__")] + [
+    pl.col("when") == dt.datetime(2020, 1, 1, 0, 0, 0, 1),
+    pl.col("span") > dt.timedelta(0), pl.col("span") <= dt.timedelta(0),
+    pl.col("span") == dt.timedelta(microseconds=-1),
+    pl.col("span") == pl.lit(US_MIN, pl.Duration("us")),
+    pl.col("span") > pl.lit(US_MIN, pl.Duration("us")),
+    (pl.col("when") <= dt.datetime(2020, 1, 1)) & (pl.col("span") >= dt.timedelta(0)),
+]
+
+
+@pytest.mark.filterwarnings("ignore::idv.IdvWarning")
+@pytest.mark.parametrize("k", range(len(FLOORED_PREDICATES)))
+def test_a_predicate_on_floored_times_keeps_what_polars_keeps_of_them(floored_path, k):
+    """polars compares the floored values it is given: a pushed-down comparison keeps the rows
+    polars keeps of the collected frame, and the statistics rule out no block of them."""
+    pred = FLOORED_PREDICATES[k]
+    lf = scan_idv(floored_path)
+    assert lf.collect_schema()["when"] == pl.Datetime("us")
+    want = lf.collect().filter(pred)["i"].to_list()
+    assert lf.filter(pred).collect()["i"].to_list() == want
+    duckdb = pytest.importorskip("duckdb", reason="needs duckdb")
+    if k < 6:                   # DuckDB pushes its WHERE into the LazyFrame
+        op = [">", ">=", "<", "<=", "=", "<>"][k]
+        got = duckdb.sql(f"select i from lf where \"when\" {op} timestamp '2020-01-01' "
+                         f"order by i").fetchall()
+        assert [r[0] for r in got] == want

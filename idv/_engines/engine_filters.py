@@ -10,7 +10,9 @@ str, Booleans with bool, integers with integers the column's type holds, DateTim
 ticks, and, where the engine compares IEEE floats as idv does, floats with floats. Whatever
 is not taken is handed back: the engine tests those rows by its own rules, and no block is
 skipped on their account. Keys (labels to the engines), DateTimeOffset (a struct), RowId and
-vectors are never taken.
+vectors are never taken. A time column read floored to microseconds (`floored`) holds other
+values for the engine than the ticks stored: a comparison on it is taken as the comparison of
+the ticks that holds exactly where the engine's, on the floored values, does (`_on_floored`).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from decimal import Decimal
 import numpy as np
 
 from idv._scan import filter_tree
+from idv._values import literals, ticks
 from idv import types as T
 
 ARROW, POLARS, SPARK = "arrow", "polars", "spark"
@@ -54,6 +57,38 @@ def literal(engine, type_, op, value):
     if item is T.TimeSpan and engine == POLARS and isinstance(value, np.timedelta64):
         return value
     return NO
+
+
+def floored(types, unit, safe):
+    """The time columns of `types` (name -> idv type) that a read with ``datetime=unit`` and
+    `safe` floors to microseconds (ticks.ticks_to_unit), whose floored values an engine
+    compares: a frozenset of names, for from_arrow and from_polars."""
+    return frozenset(n for n, t in types.items() if T.item_type(t) in ticks.TIME_ITEMS
+                     and ticks.unit_of(unit, n, safe) == ("us", False))
+
+
+def _on_floored(node, item):
+    """A comparison (taken: its literal a time) of a column whose values the engine sees
+    floored to microseconds, as one of the stored ticks that holds for the same rows. Of the
+    literal's ticks q, lo is the least whole microsecond >= q, hi the least > q: floor(v) >= q
+    exactly where v >= lo, floor(v) > q where v >= hi, == between them. The read never floors
+    below ticks.US_MIN microseconds (TimeSpan.MinValue): a bound at or below it holds every
+    value."""
+    if node.op in ("in", "not in"):
+        one, joined = ("==", filter_tree.Or) if node.op == "in" else ("!=", filter_tree.And)
+        return joined(tuple(_on_floored(filter_tree.Cmp(node.column, one, v), item)
+                            for v in node.value)) if node.value else node
+    shift = 0 if item is T.TimeSpan else T.EPOCH_TICKS       # 100-ns counts from 1970
+    q = literals.time_ticks(node.value, item) - shift
+    lo, hi = (t if t > ticks.US_MIN * 10 else ticks.INT64_MIN
+              for t in (-(-q // 10) * 10, q // 10 * 10 + 10))
+    lo, hi = lo + shift, hi + shift                         # Python ints: .NET ticks
+
+    def cmp(op, t):
+        return filter_tree.Cmp(node.column, op, t)
+    return {">": cmp(">=", hi), ">=": cmp(">=", lo), "<": cmp("<", lo), "<=": cmp("<", hi),
+            "==": filter_tree.And((cmp(">=", lo), cmp("<", hi))),
+            "!=": filter_tree.Or((cmp("<", lo), cmp(">=", hi)))}[node.op]
 
 
 def _integer(item, value):
@@ -92,16 +127,17 @@ def _datetime(engine, value):
 # pyarrow (and DuckDB through it)
 # ---------------------------------------------------------------------------------------------
 
-def from_arrow(expression, types):
+def from_arrow(expression, types, floored=frozenset()):
     """(tree, exact, columns) for a pyarrow compute Expression over columns `types` (name ->
-    idv type): `tree` skips only blocks in which no row can match by Arrow's rules (None: skip
-    none), `exact` says it also tests the rows as Arrow does, `columns` are the columns the
-    expression needs (None: unknown, read them all)."""
+    idv type; `floored`: the time columns read floored to microseconds): `tree` skips only
+    blocks in which no row can match by Arrow's rules (None: skip none), `exact` says it also
+    tests the rows as Arrow does, `columns` are the columns the expression needs (None:
+    unknown, read them all)."""
     try:
         node = filter_tree.parse(expression)
     except (ValueError, TypeError, SyntaxError):
         return None, False, _arrow_columns(expression, types)
-    tree, exact = _arrow_tree(node, types)
+    tree, exact = _arrow_tree(node, types, floored)
     return tree, exact, filter_tree.columns_of(node)
 
 
@@ -132,19 +168,19 @@ def _unknown(column, types):
                     f"(columns: {', '.join(types)})")
 
 
-def _arrow_tree(node, types):
+def _arrow_tree(node, types, floored):
     if isinstance(node, filter_tree.And):
-        got = [_arrow_tree(p, types) for p in node.parts]
+        got = [_arrow_tree(p, types, floored) for p in node.parts]
         kept = [t for t, _ in got if t is not None]
         tree = None if not kept else kept[0] if len(kept) == 1 else filter_tree.And(tuple(kept))
         return tree, all(e for _, e in got) and tree is not None
     if isinstance(node, filter_tree.Or):
-        got = [_arrow_tree(p, types) for p in node.parts]
+        got = [_arrow_tree(p, types, floored) for p in node.parts]
         if any(t is None for t, _ in got):
             return None, False
         return filter_tree.Or(tuple(t for t, _ in got)), all(e for _, e in got)
     if isinstance(node, filter_tree.Not):
-        tree, exact = _arrow_tree(node.part, types)
+        tree, exact = _arrow_tree(node.part, types, floored)
         return (None, False) if tree is None or not exact else (filter_tree.Not(tree), exact)
     if node.column not in types:
         raise _unknown(node.column, types)
@@ -157,19 +193,23 @@ def _arrow_tree(node, types):
         if item in (T.Single, T.Double):        # Arrow: NaN is a value, not a null
             return (None, False) if node.negate else (node, False)
         return node, True
-    return _taken(ARROW, node, t)
+    return _taken(ARROW, node, t, node.column in floored)
 
 
-def _taken(engine, node, type_):
-    """(Cmp with idv's literals, True) for a comparison `engine` means as idv does, else
+def _taken(engine, node, type_, floored=False):
+    """(a tree of Cmp with idv's literals, True) for a comparison `engine` means as idv does
+    (on a column read `floored` to microseconds, as it does on the floored values), else
     (None, False)."""
     if node.op in ("in", "not in"):
-        values = [literal(engine, type_, "==", v) for v in node.value]
-        if any(v is NO for v in values):
+        value = [literal(engine, type_, "==", v) for v in node.value]
+        if any(v is NO for v in value):
             return None, False
-        return filter_tree.Cmp(node.column, node.op, values), True
-    value = literal(engine, type_, node.op, node.value)
-    return (None, False) if value is NO else (filter_tree.Cmp(node.column, node.op, value), True)
+    else:
+        value = literal(engine, type_, node.op, node.value)
+        if value is NO:
+            return None, False
+    taken = filter_tree.Cmp(node.column, node.op, value)
+    return (_on_floored(taken, T.item_type(type_)) if floored else taken), True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,16 +220,18 @@ _POLARS_OPS = {"Eq": "==", "NotEq": "!=", "Lt": "<", "LtEq": "<=", "Gt": ">", "G
 _UNITS = {"Nanoseconds": "ns", "Microseconds": "us", "Milliseconds": "ms"}
 
 
-def from_polars(node, types):
-    """(tree, exact) for a polars expression's JSON form (its ``meta.serialize``): `tree`
-    skips only blocks in which no row can match by polars' rules (None where nothing of it is
-    taken), `exact` says it also tests the rows as polars does (every part of it taken)."""
+def from_polars(node, types, floored=frozenset()):
+    """(tree, exact) for a polars expression's JSON form (its ``meta.serialize``) over columns
+    `types` (`floored`: the time columns read floored to microseconds): `tree` skips only
+    blocks in which no row can match by polars' rules (None where nothing of it is taken),
+    `exact` says it also tests the rows as polars does (every part of it taken)."""
     if not isinstance(node, dict) or "BinaryExpr" not in node:
         return None, False
     b = node["BinaryExpr"]
     op = b["op"]
     if op in ("And", "LogicalAnd", "Or", "LogicalOr"):
-        got = [from_polars(b["left"], types), from_polars(b["right"], types)]
+        got = [from_polars(b["left"], types, floored),
+               from_polars(b["right"], types, floored)]
         kept = [t for t, _ in got if t is not None]
         exact = len(kept) == 2 and all(e for _, e in got)
         if op in ("Or", "LogicalOr"):
@@ -204,8 +246,9 @@ def from_polars(node, types):
     if "Column" not in left or "Literal" not in right or left["Column"] not in types:
         return None, False
     value = _polars_literal(right["Literal"])
-    return (None, False) if value is NO else \
-        _taken(POLARS, filter_tree.Cmp(left["Column"], sym, value), types[left["Column"]])
+    return (None, False) if value is NO else _taken(
+        POLARS, filter_tree.Cmp(left["Column"], sym, value), types[left["Column"]],
+        left["Column"] in floored)
 
 
 def _polars_literal(lit):
