@@ -15,7 +15,8 @@ segment rather than one a column); fixed-size vectors as ``(rows, *dims)``
 tensors; variable-size vectors padded with zeros to the longest row of the batch, with their
 lengths under ``"<name>_lengths"`` (``ragged="nested"``: a jagged nested tensor instead); keys
 as int64 tensors of the stored key values (0: missing, k: the k-th of KeyValues, which
-``key_values`` gives); DateTime and TimeSpan as int64 counts of 100 ns (DateTime since
+``key_values`` gives, one set: files whose KeyValues differ are refused; a key int64 cannot
+hold raises, never wraps); DateTime and TimeSpan as int64 counts of 100 ns (DateTime since
 1970-01-01); text as lists of str. DateTimeOffset and RowId columns have no tensor form and are
 refused.
 """
@@ -35,6 +36,7 @@ from idv._values import vectors
 from idv._values.arguments import ensure_count
 from idv.errors import require
 from idv._engines.reopen import Reopenable
+from idv.huggingface import check_key_values
 
 __all__ = ["IdvIterableDataset", "IdvMapDataset", "RAGGED_FORMS"]
 # ragged=: variable-size vectors as zero-padded tensors plus lengths, or as nested tensors
@@ -62,7 +64,26 @@ def _source(source, columns, filesystem, storage_options, open_kwargs):
         if T.item_type(t) in (T.DateTimeOffset, T.RowId):
             raise TypeError(f"column {n!r} is {t}, which has no tensor form: leave it out "
                             f"of columns=")
+    check_key_values(src, "key_values holds one set")
     return src
+
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _check_int64_keys(path, names, types, values):
+    """`values` (read()'s forms of columns `names` of file `path`) again, after checking that
+    their Key<UInt64> items fit the int64 tensors keys become: a larger key raises, never
+    wraps to a negative number."""
+    for n, t, v in zip(names, types, values):
+        item = T.item_type(t)
+        if isinstance(item, T.Key) and item.raw is T.UInt64:
+            flat = np.asarray(v.values if isinstance(v, vectors.Ragged) else v)
+            if flat.size and flat.max() > _INT64_MAX:
+                raise ValueError(f"{path}: column {n!r} ({t}) holds key {int(flat.max())}, "
+                                 f"above int64's maximum, which the tensors of keys hold; "
+                                 f"leave the column out")
+    return values
 
 
 def _check_ragged(ragged, src):
@@ -252,14 +273,16 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
                 for p in parts[i:j]:
                     keep[p.b0:p.b1] = True
                 blocks = lambda _part, _f, keep=keep: keep     # noqa: E731
+                types = self.source.types
                 if self.filter is None:
                     for batch in scan.scan(f, names, batch_rows=None, block_filter=blocks):
-                        yield batch.values, batch.stop - batch.start
+                        yield (_check_int64_keys(f.path, names, types, batch.values),
+                               batch.stop - batch.start)
                 else:
                     for _batch, hits, values in filters.filtered(f, names, self.filter,
                                                                  blocks=blocks):
                         if len(hits):
-                            yield values, len(hits)
+                            yield _check_int64_keys(f.path, names, types, values), len(hits)
             i = j
 
 
@@ -357,7 +380,9 @@ class IdvMapDataset(torch.utils.data.Dataset):
         """read()'s forms of each column for rows `rows` of file i."""
         with ds.using(i) as f:
             self._touched.add(i)
-            return take.take_kept(f, rows, [f[n] for n in self.source.names])
+            names = self.source.names
+            return _check_int64_keys(f.path, names, self.source.types,
+                                     take.take_kept(f, rows, [f[n] for n in names]))
 
     def __getitem__(self, key):
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):

@@ -409,3 +409,39 @@ def test_where_may_name_a_column_that_columns_leaves_out(tmp_path):
     rc, out, err = run("cat", d, "--columns", "id", "--where", "nope == 1")
     assert rc == 2
     assert_one_line_error(err, "'nope'")
+
+
+def _files_of_other_annotations(tmp_path):
+    """Two files of the same raw keys [1, 2, 0] and vector rows [1.0, 2.0], whose KeyValues
+    (cat, dog / dog, cat) and SlotNames (a, b / b, a) differ."""
+    paths = [tmp_path / "a.idv", tmp_path / "b.idv"]
+    for p, kv, slots in zip(paths, (["cat", "dog"], ["dog", "cat"]), (["a", "b"], ["b", "a"])):
+        idv.write(p, {"k": np.array([1, 2, 0], np.uint32), "v": np.array([[1.0, 2.0]] * 3)},
+                  types={"k": idv.Key(idv.UInt32, count=2)},
+                  metadata={"k": {"KeyValues": kv}, "v": {"SlotNames": slots}})
+    return paths
+
+
+def test_each_files_keys_are_shown_by_its_own_key_values(tmp_path):
+    paths = _files_of_other_annotations(tmp_path)
+    labels = ["cat", "dog", "", "dog", "cat", ""]
+    for fmt, sep in (("csv", ","), ("tsv", "\t")):
+        rc, out, err = run("cat", *paths, "--columns", "k", "--format", fmt, check_rc=0)
+        assert [r[0] for r in read_delimited(out, sep)] == ["k", *labels]
+    for cmd in ("cat", "head"):
+        rc, out, err = run(cmd, *paths, "--columns", "k", check_rc=0)
+        assert [r[1:] for r in table_rows(out)] == [[x] if x else [] for x in labels]
+    rc, out, err = run("cat", *paths, "--columns", "k", "--where", "k > 0", "--format", "csv",
+                       check_rc=0)
+    assert out.split() == ["k", "cat", "dog", "dog", "cat"]
+
+
+def test_slot_columns_of_other_slot_names_are_refused_in_csv(tmp_path):
+    """The header names the slot columns once: a file whose SlotNames differ is an error
+    naming it and the column, never its slots under the first file's names."""
+    paths = _files_of_other_annotations(tmp_path)
+    rc, out, err = run("cat", *paths, "--columns", "v", "--format", "csv")
+    assert rc == 1 and out.split() == ["v.a,v.b"] + ["1.0,2.0"] * 3
+    assert_one_line_error(err, str(paths[1]), "'v'", "SlotNames", str(paths[0]))
+    rc, out, err = run("cat", *paths, "--columns", "v", check_rc=0)      # no slot names shown
+    assert [r[1] for r in table_rows(out)] == ["[1.0, 2.0]"] * 6

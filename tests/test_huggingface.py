@@ -143,3 +143,17 @@ def test_stream_of_a_url_in_fork_workers(path):
     labels = np.concatenate([b["label"].numpy() for b in batches])
     assert np.array_equal(np.sort(ids), np.arange(ROWS))
     assert np.array_equal(labels, _columns()["label"][ids].astype(np.int64) - 1)
+
+
+def test_files_whose_key_values_differ_are_refused(tmp_path):
+    """A ClassLabel holds one set of names: files whose keys name other values are an error
+    naming the column and both files, unless the column is left out."""
+    paths = [tmp_path / "a.idv", tmp_path / "b.idv"]
+    for p, kv in zip(paths, (["cat", "dog"], ["dog", "cat"])):
+        idv.write(p, {"k": np.array([1, 2, 0], np.uint32), "x": np.arange(3.0)},
+                  types={"k": idv.Key(idv.UInt32, count=2)}, metadata={"k": {"KeyValues": kv}})
+    for streaming in (False, True):
+        with pytest.raises(ValueError, match="'k'") as e:
+            load(paths, streaming=streaming)
+        assert str(paths[0]) in str(e.value) and str(paths[1]) in str(e.value)
+    assert load(paths, ["x"])["x"] == [0.0, 1.0, 2.0] * 2

@@ -357,3 +357,41 @@ def test_take_kept_gathers_through_one_array_while_the_columns_fit(path):
             decoded = f["id"].blocks_decoded + f["vec"].blocks_decoded
             assert (decoded == 40) == whole, decoded
             assert len(take_kept(f, np.zeros(0, np.int64), cols)[1]) == 0
+
+
+def _keyed(path, key_values):
+    idv.write(path, {"k": np.array([1, 2, 0], np.uint32), "x": np.arange(3.0)},
+              types={"k": idv.Key(idv.UInt32, count=2)},
+              metadata={"k": {"KeyValues": key_values}})
+    return path
+
+
+def test_files_whose_key_values_differ_are_refused(tmp_path):
+    """key_values holds one set: files whose keys name other values are an error naming the
+    column and both files, unless the column is left out; the same KeyValues are one set."""
+    a = _keyed(tmp_path / "a.idv", ["cat", "dog"])
+    b = _keyed(tmp_path / "b.idv", ["dog", "cat"])
+    same = _keyed(tmp_path / "c.idv", ["cat", "dog"])
+    for make in (idv_torch.IdvIterableDataset, idv_torch.IdvMapDataset):
+        with pytest.raises(ValueError, match="'k'") as e:
+            make([a, b])
+        assert str(b) in str(e.value) and str(a) in str(e.value)
+        assert make([a, b], ["x"]).column_names == ["x"]
+        assert make([a, same]).key_values == {"k": ["cat", "dog"]}
+
+
+def test_uint64_keys_beyond_int64_are_refused_never_wrapped(tmp_path):
+    p = tmp_path / "k64.idv"
+    stored = np.array([1, 2**63 - 1, 2**64 - 1, 0], np.uint64)
+    idv.write(p, {"k": stored, "v": np.stack([stored, stored], 1)},
+              types={"k": idv.Key(idv.UInt64, count=2**64 - 1),
+                     "v": idv.Vector(idv.Key(idv.UInt64, count=2**64 - 1), 2)})
+    for col in ("v", "k"):
+        with pytest.raises(ValueError, match=f"'{col}'.*18446744073709551615.*int64"):
+            list(idv_torch.IdvIterableDataset(p, [col]))
+        with pytest.raises(ValueError, match=f"{p}: column '{col}'"):
+            idv_torch.IdvMapDataset(p, [col])[2]
+    with pytest.raises(ValueError, match="'k'"):            # the rows a filter keeps too
+        list(idv_torch.IdvIterableDataset(p, ["k"], filter="k > 1"))
+    fits = idv_torch.IdvMapDataset(p, ["k"])[[0, 1, 3]]["k"]
+    assert fits.dtype == torch.int64 and fits.tolist() == [1, 2**63 - 1, 0]

@@ -19,10 +19,10 @@ from idv._reader import selection
 from idv._values import vectors
 from idv._values.cells import cell_json
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
-from idv.cli.render import (Table, ascii_only, cell_str, dump_json, safe_text,
+from idv.cli.render import (FileColumns, Table, ascii_only, cell_str, dump_json, safe_text,
                             is_numeric, plural, render_table, value_str)
 from idv._reader.dataset import Dataset
-from idv._interop.delimited import DelimitedWriter, JsonLinesWriter, key_labels
+from idv._interop.delimited import DelimitedWriter, JsonLinesWriter
 from idv._resources.budget import MemoryLimitError
 from idv.errors import IdvFormatError
 
@@ -57,21 +57,25 @@ def select_columns(src, spec):
         raise CliError(e.args[0], EXIT_USAGE) from None
 
 
-def source_batches(src, cols, rows, stream=True):
+def source_batches(src, cols, rows, stream=True, parts=None):
     """Batches of `rows` (a range with a positive step) of the columns `cols`
-    (select_columns'), file after file, through the scan. To stream: groups of whole blocks
-    of about CAT_GROUP_ROWS rows, each decoded when reached (output often stops early, as into
-    head); else the scan's windows (a few rows: their blocks decoded together)."""
+    (select_columns'), file after file, through the scan; the file of each goes on to
+    `parts` (a list) first. To stream: groups of whole blocks of about CAT_GROUP_ROWS rows,
+    each decoded when reached (output often stops early, as into head); else the scan's
+    windows (a few rows: their blocks decoded together)."""
     columns = [c.name for c in cols] if isinstance(src, Dataset) else cols
     how = dict(batch_rows=CAT_GROUP_ROWS, window_bytes=1, ahead=0) if stream else \
         dict(batch_rows=None)
     for batch in scan.scan(src, columns, rows=rows, **how):
+        if parts is not None:
+            parts.append(batch.part)
         yield batch.values
 
 
-def filtered_batches(src, cols, rows, where, numbers):
+def filtered_batches(src, cols, rows, where, numbers, parts):
     """source_batches' batches of the rows that match `where` (idv._scan.filters), streamed; each
-    matching row's number goes on to `numbers` (a deque) before its batch is given."""
+    matching row's number goes on to `numbers` (a deque), and its file to `parts`, before its
+    batch is given."""
     columns = [c.name for c in cols]
     try:
         node = filter_tree.parse(where)
@@ -86,6 +90,7 @@ def filtered_batches(src, cols, rows, where, numbers):
     how = dict(batch_rows=CAT_GROUP_ROWS, window_bytes=1, ahead=0)
     for batch, hits, values in filters.filtered(src, columns, prepared, rows=rows, **how):
         numbers.extend((batch.row0 + hits * batch.step).tolist())
+        parts.append(batch.part)
         yield values
 
 
@@ -297,8 +302,9 @@ def cmd_head(src, args, out):
         args.rows, args.limit, args.format = slice(start, None), args.n, "table"
         return cmd_cat(src, args, out)
     stop = min(start + args.n, n)
+    files = FileColumns(src, cols)
     # only the blocks holding the rows are decoded
-    batches = list(source_batches(src, cols, range(start, stop), stream=False)) \
+    batches = list(source_batches(src, cols, range(start, stop), False, files.parts)) \
         if cols else []
     if args.json:
         data = [list(r) for b in batches for r in _cells(cols, b, cell_json)]
@@ -310,11 +316,10 @@ def cmd_head(src, args, out):
     if not cols:
         out.write(f"({n} rows, no columns)\n")
         return EXIT_OK
-    labels = [key_labels(c) for c in cols]
-    header, right = _table_header(cols, labels)
-    rows = [[str(i), *r] for i, r in zip(range(start, stop),
-                                          (r for b in batches for r in _text_cells(cols, labels,
-                                                                                   b)))]
+    header, right = _table_header(cols, files.labels(0))
+    cells = (r for p, b in zip(files.parts, batches) for r in _text_cells(cols, files.labels(p),
+                                                                          b))
+    rows = [[str(i), *r] for i, r in zip(range(start, stop), cells)]
     out.write(render_table(header, rows, right=right, max_width=args.max_width) + "\n")
     out.write(f"(rows {start}-{stop - 1} of {n})\n" if stop > start else f"(0 rows of {n})\n")
     return EXIT_OK
@@ -346,14 +351,15 @@ def cmd_cat(src, args, out):
     n = src.num_rows
     rows = range(n)[args.rows] if args.rows is not None else range(n)
     fmt = "json" if args.json else args.format
-    batches = source_batches(src, cols, rows) if cols else iter(())
+    files = FileColumns(src, cols)
+    batches = source_batches(src, cols, rows, parts=files.parts) if cols else iter(())
     numbers = rows
     limit = getattr(args, "limit", None)
     if getattr(args, "where", None):
         if not cols:
             raise CliError("--where needs columns to print (--columns)", EXIT_USAGE)
         numbers = _Numbers()
-        batches = filtered_batches(src, cols, rows, args.where, numbers.queue)
+        batches = filtered_batches(src, cols, rows, args.where, numbers.queue, files.parts)
         if limit is not None:
             batches = limited(batches, limit)
         if fmt == "json":          # its header counts the rows: all of them known first
@@ -362,12 +368,16 @@ def cmd_cat(src, args, out):
     elif limit is not None:
         rows = rows[:limit]
         numbers = rows
-        batches = source_batches(src, cols, rows) if cols else iter(())
+        batches = source_batches(src, cols, rows, parts=files.parts) if cols else iter(())
     if fmt == "table":
-        return _cat_table(cols, numbers, batches, args, out, n)
+        return _cat_table(files, numbers, batches, args, out, n)
     if fmt in ("csv", "tsv"):      # the writer of idv.convert(x.idv, x.csv), the same text
-        w = DelimitedWriter(out, cols, "," if fmt == "csv" else "\t", header=not args.no_header)
-        for batch in batches:
+        sep = "," if fmt == "csv" else "\t"
+        w, part = DelimitedWriter(out, cols, sep, header=not args.no_header), 0
+        for batch in batches:       # each file's keys named by its own KeyValues
+            if files.parts[-1] != part:
+                part = files.parts[-1]
+                w = files.writer(part, out, sep)
             w.write(batch)
         return EXIT_OK
     ascii_ = ascii_only(out)
@@ -401,14 +411,15 @@ def cmd_cat(src, args, out):
     return EXIT_OK
 
 
-def _cat_table(cols, rows, batches, args, out, n):
+def _cat_table(files, rows, batches, args, out, n):
+    cols = files.cols
     if not cols:
         out.write(f"({len(rows)} rows, no columns)\n")
         return EXIT_OK
-    labels = [key_labels(c) for c in cols]
-    header, right = _table_header(cols, labels)
+    header, right = _table_header(cols, files.labels(0))
     table, shown, r = None, 0, iter(rows)
     for batch in batches:     # printed as decoded: widths from the header and the first batch
+        labels = files.labels(files.parts[-1])
         body = [[str(next(r)), *values] for values in _text_cells(cols, labels, batch)]
         if table is None:
             table = Table(header, body, right=right, max_width=args.max_width)

@@ -1,4 +1,5 @@
-"""How the command line shows values: cells as text and JSON, aligned tables, JSON documents.
+"""How the command line shows values: cells as text and JSON, each file's key labels, aligned
+tables, JSON documents.
 
 Dates and times are written from their .NET ticks by idv._values.ticks, exact to the tick.
 """
@@ -6,11 +7,16 @@ from __future__ import annotations
 
 import json
 import unicodedata
+import warnings
 
 import numpy as np
 
 from idv import types as T
+from idv._interop.delimited import DelimitedWriter, key_labels
+from idv._reader.whole_read import same_annotation
 from idv._values.cells import item_json, rowid_int
+from idv._values.metadata import expands
+from idv.cli.errors import CliError
 
 VECTOR_ITEMS = 5   # vector items shown per table cell before "..."
 
@@ -70,6 +76,41 @@ def is_numeric(t):
     """Whether a column's cells are right-aligned numbers."""
     return t is not None and not isinstance(t, T.Vector) and (
         isinstance(t, T.Key) or t.dtype.kind in "iuf")
+
+
+# ---------------------------------------------------------------- each file's labels
+
+class FileColumns:
+    """The columns printed (`cols`, select_columns') as each file of `src` has them: a
+    dataset's files each name their keys by their own KeyValues. ``parts``: the file of each
+    batch, noted by source_batches and filtered_batches as they hand it out."""
+
+    def __init__(self, src, cols):
+        self.src, self.cols, self.parts, self._labels = src, cols, [], {}
+
+    def of(self, part):
+        """The columns in file `part`."""
+        f = self.src.open_file(part) if part else None
+        return self.cols if f is None else [f[c.name] for c in self.cols]
+
+    def labels(self, part):
+        """key_labels of each column in file `part`."""
+        if part not in self._labels:
+            self._labels[part] = [key_labels(c) for c in self.of(part)]
+        return self._labels[part]
+
+    def writer(self, part, out, sep):
+        """A DelimitedWriter (no header) of file `part`'s columns, whose slot columns the
+        header names: the same SlotNames as the first file's, else CliError."""
+        cols = self.of(part)
+        for a, b in zip(self.cols, cols):
+            if expands(a.type) and not same_annotation([a, b], "SlotNames"):
+                raise CliError(f"{self.src.files[part].path}: column {a.name!r} has other "
+                               f"SlotNames than {self.src.files[0].path}, and the header "
+                               f"names its slots once: print the files one by one")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # wide vectors: told of for the first file
+            return DelimitedWriter(out, cols, sep, header=False)
 
 
 # ---------------------------------------------------------------- tables and documents
