@@ -275,6 +275,23 @@ def test_idv_read_shortcut_reads_every_column():
         assert_same(data[c["name"]], expected_column(name, c["index"])[1])
 
 
+def test_the_one_call_readers_take_the_options_of_open(tmp_path):
+    """idv.read, to_arrow and record_batch_reader open a path with idv.open's options (a
+    memory limit, checksums...); a file passed open keeps those it was opened with."""
+    path = tmp_path / "x.idv"
+    idv.write(path, {"x": np.arange(100_000, dtype=np.float64)})      # 800 KB read
+    readers = [idv.read, idv.to_arrow, lambda p, **kw: idv.to_arrow(p, filter="x >= 0", **kw),
+               lambda p, **kw: idv.record_batch_reader(p, **kw).read_all()]
+    for read in readers:
+        assert len(read(path, memory_limit=10**8, checksums=False)["x"]) == 100_000
+        with pytest.raises(idv.MemoryLimitError):       # less than a block
+            read(path, memory_limit=1000)
+    with idv.open(path) as f:
+        for read in readers[1:]:
+            with pytest.raises(TypeError, match="memory_limit: options of idv.open"):
+                read(f, memory_limit=1000)
+
+
 @pytest.mark.parametrize("name", ["mixed_default", "mixed_none", "mixed_smallblocks_deflate",
                                   "mixed_maxbytes", "multiblock_200k_none", "keys"])
 def test_column_layout_matches_the_table_of_contents(name):

@@ -183,3 +183,40 @@ def test_no_address_space_left_to_map_a_file_is_a_memory_limit_error(tmp_path):
     message = refused_in_a_child("idv.open(sys.argv[1])", path, 8 << 20)
     assert message is not None and \
         "big.idv: mapping the file's 32.0 MB needs address space" in message
+
+
+def test_a_row_list_is_charged_for_its_blocks_and_the_rows_it_returns(tmp_path):
+    n = 100_000
+    path = tmp_path / "rows.idv"
+    idv.write(path, {"x": np.arange(n, dtype=np.float64), "y": np.zeros(n)},
+              rows_per_block=8192)
+    every = np.arange(n)
+    with idv.open(path, memory_limit=200_000) as f:     # a block: 65.5 KB; a column: 800 KB
+        col = f["x"]
+        for rows in (every, list(range(n)), np.ones(n, bool)):
+            with pytest.raises(idv.MemoryLimitError, match="reading 100000 rows of column 0"):
+                col[rows]
+        with pytest.raises(idv.MemoryLimitError, match="reading 1000000 rows of column 0"):
+            col[np.zeros(1_000_000, np.int64)]           # one block, 8 MB of rows
+        with pytest.raises(idv.MemoryLimitError):
+            f.read(["x"], rows=every)
+        assert col.blocks_decoded == 0                   # refused before any decode
+        assert col[[n - 1, 0]].tolist() == [n - 1, 0]    # two blocks and two rows
+    rows = np.arange(20_000)             # each column's 3 blocks fit, the two columns' rows not
+    with idv.open(path, memory_limit=700_000) as f:
+        assert f["x"][rows].tolist() == rows.tolist()
+        with pytest.raises(idv.MemoryLimitError, match="20000 rows of 2 columns"):
+            f.read(["x", "y"], rows=rows)
+        assert len(f.read(["x", "y"], rows=every < 10)["x"]) == 10   # a mask: the rows kept
+
+
+def test_a_map_style_dataset_is_charged_for_the_rows_it_returns(tmp_path):
+    pytest.importorskip("torch")
+    import idv.torch
+    n = 100_000
+    path = tmp_path / "text.idv"
+    idv.write(path, {"t": np.array(["abcdefghij"] * n, object)}, rows_per_block=8192)
+    ds = idv.torch.IdvMapDataset(path, ["t"], memory_limit=2_000_000)   # a block's str fit
+    assert list(ds[np.arange(1000)]["t"]) == ["abcdefghij"] * 1000
+    with pytest.raises(idv.MemoryLimitError):              # 100,000 str: 6.8 MB
+        ds[np.arange(n)]

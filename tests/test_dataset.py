@@ -335,6 +335,33 @@ def test_mismatched_schemas_name_the_file_the_column_and_both_types(tmp_path):
         idv.dataset([a], schema="union")
 
 
+def test_columns_by_index_as_every_reader_picks_them(tmp_path):
+    a = _write(tmp_path / "a.idv", {"x": np.arange(3), "y": np.zeros(3), "z": np.ones(3)})
+    b = _write(tmp_path / "b.idv", {"x": np.arange(2), "y": np.zeros(2), "z": np.ones(2)})
+    with idv.dataset([a, b], columns=[-1, 0]) as ds:
+        assert ds.column_names == ["z", "x"]
+        assert ds.read()["x"].tolist() == [0, 1, 2, 0, 1]
+    with idv.dataset([a, b], columns=-2) as ds:
+        assert ds.column_names == ["y"]
+    with pytest.raises(IndexError, match=f"column index 3 out of range in {a}: 3 columns"):
+        idv.dataset([a, b], columns=[3])
+    with pytest.raises(KeyError, match=f"no column 'w' in {a}"):
+        idv.dataset([a, b], columns=["w"])
+
+
+def test_a_sparse_read_is_as_wide_as_the_longest_row_of_all_files(tmp_path):
+    a = _write(tmp_path / "a.idv", {"v": idv.Ragged.from_list([np.array([1., 2.]),
+                                                               np.array([], float)])})
+    b = _write(tmp_path / "b.idv", {"v": idv.Ragged.from_list([np.array([0., 0., 0., 5.])])})
+    for paths in ([a, b], [b, a]):
+        with idv.dataset(paths) as ds:
+            m = ds.read(sparse=True)["v"]
+        assert m.shape == (3, 4)
+        rows = [[1, 2, 0, 0], [0, 0, 0, 0]]
+        assert m.toarray().tolist() == (rows + [[0, 0, 0, 5]] if paths[0] == a
+                                        else [[0, 0, 0, 5]] + rows)
+
+
 # ---- bad files ----------------------------------------------------------------------------------
 
 def test_a_corrupt_file_among_many_names_itself_and_can_be_skipped(tmp_path):

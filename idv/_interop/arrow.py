@@ -75,7 +75,7 @@ def _unit(src, keys, datetime, safe, values=None):
 @budget.reads
 @_docs.fill
 def to_arrow(file, columns=None, *, datetime="auto", safe=True,
-             filter=None):  # noqa: A002 - pyarrow's and pandas' name
+             filter=None, **kwargs):  # noqa: A002 - pyarrow's and pandas' name
     """Read an .idv into a pyarrow.Table, a chunk per block (with a filter, per window of
     blocks), with no copy where the file's bytes are Arrow's already.
 
@@ -89,6 +89,8 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
         a value the unit cannot hold.
     {safe}
     {filter}
+    **kwargs
+        The options of idv.open, for a file opened here (``memory_limit=``...).
 
     Returns
     -------
@@ -104,10 +106,10 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
     """
     pa = import_pyarrow()
     ticks.check_time_mode(datetime)
-    if filter is not None:          # through the scan, the blocks statistics rule out skipped
-        return window_reader(file, columns, datetime=datetime, safe=safe,
-                             filter=filter).read_all()
-    with opened(file) as src:
+    with opened(file, **kwargs) as src:
+        if filter is not None:      # through the scan, the blocks statistics rule out skipped
+            return window_reader(src, columns, datetime=datetime, safe=safe,
+                                 filter=filter).read_all()
         asked = src.resolve_columns(columns)
         keys, fixed = read_source.split(src, asked)
         table = _whole(pa, src, keys, datetime, safe)
@@ -208,7 +210,7 @@ def _joined(pa, src, keys, i0, i1, unit, safe, views=()):
 
 @_docs.fill
 def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch_size=None,
-                        rows=None, filter=None):  # noqa: A002 - pyarrow's and pandas' name
+                        rows=None, filter=None, **kwargs):  # noqa: A002 - pyarrow's name
     """A pyarrow.RecordBatchReader over an .idv, streaming files larger than memory.
 
     The blocks are decoded a window of rows at a time (about 8 MiB of decompressed blocks over
@@ -228,6 +230,8 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     {batch_size}
     {rows}
     {filter}
+    **kwargs
+        The options of idv.open, for a file opened here (``memory_limit=``...).
 
     Examples
     --------
@@ -236,7 +240,7 @@ def record_batch_reader(file, columns=None, *, datetime="auto", safe=True, batch
     >>> [b.num_rows for b in reader]
     [100, 100, 40]
     """
-    return _reader(file, columns, datetime, safe, batch_size, rows, filter)
+    return _reader(file, columns, datetime, safe, batch_size, rows, filter, open_kwargs=kwargs)
 
 
 def window_reader(file, columns=None, *, datetime="auto", safe=True, filter=None,  # noqa: A002
@@ -255,12 +259,12 @@ def window_reader(file, columns=None, *, datetime="auto", safe=True, filter=None
 
 
 def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A002
-            per=1, text_views=False, quick_first=False):
+            per=1, text_views=False, quick_first=False, open_kwargs=None):
     ensure_count(batch_size, "batch_size", none=True)
     pa = import_pyarrow()
     stack = contextlib.ExitStack()      # a file opened here, closed when the batches run out
     try:
-        src = stack.enter_context(opened(file))
+        src = stack.enter_context(opened(file, **(open_kwargs or {})))
         asked = src.resolve_columns(columns)
         keys, fixed = read_source.split(src, asked)
         unit, safe = _unit(src, keys, datetime, safe)

@@ -201,8 +201,7 @@ class Column(ColumnAnnotations):
                               self.num_rows, self._entry.lookup_offset)
         return table
 
-    # ---- the file's structures, for idv.verify and the command line (package-internal: not
-    # part of the public API, and may change)
+    # ---- the file's structures, for idv.verify and the command line (package-internal)
     @property
     def unreadable_reason(self):
         """Why the column cannot be read (its unknown codec or compression); None when it can.
@@ -316,22 +315,23 @@ class Column(ColumnAnnotations):
         if len(rows) == 0:
             return self.read_blocks(0, 0)
         blocks = np.unique(rows // rpb)
-        parts, firsts = [], []
-        if len(blocks) <= _CACHED_SELECTION_BLOCKS:     # a few blocks: each once, cached
-            for b in blocks:
-                parts.append(self._cached_block(int(b)))
-                firsts.append(int(b) * rpb)
-        else:        # many: runs of consecutive blocks decoded together, the rest skipped
-            for run in np.split(blocks, np.flatnonzero(np.diff(blocks) != 1) + 1):
-                parts.append(self.read_blocks(int(run[0]), int(run[-1]) + 1))
-                firsts.append(int(run[0]) * rpb)
+        cached = len(blocks) <= _CACHED_SELECTION_BLOCKS    # a few blocks: each once, cached;
+        runs = blocks[:, None] if cached else np.split(    # many: runs of consecutive blocks
+            blocks, np.flatnonzero(np.diff(blocks) != 1) + 1)   # decoded together, the rest not
+        held = (len(blocks) - 1) * rpb + min(rpb, n - int(blocks[-1]) * rpb)   # rows decoded
+        size = decoded_size(self.codec, int(self.lookup["raw"][blocks].sum(dtype=np.int64)), held)
+        self.need(budget.picked_bytes(size, held, len(rows), len(runs) > 1),  # before decoding
+                  lambda: f"reading {len(rows)} rows of column {self.index} {self.name!r}")
+        parts = [self._cached_block(int(r[0])) if cached else
+                 self.read_blocks(int(r[0]), int(r[-1]) + 1) for r in runs]
+        firsts = np.array([int(r[0]) * rpb for r in runs])
         if len(parts) == 1:
             whole, local = parts[0], rows - firsts[0]
         else:
             whole = vectors.concat_reads(parts)
             starts = np.cumsum([0] + [vectors.num_rows_of(p) for p in parts[:-1]])
-            run_of_row = np.searchsorted(np.array(firsts), rows, side="right") - 1
-            local = rows - np.array(firsts)[run_of_row] + starts[run_of_row]
+            run_of_row = np.searchsorted(firsts, rows, side="right") - 1
+            local = rows - firsts[run_of_row] + starts[run_of_row]
         return whole[local]
 
     def _cached_block(self, b):

@@ -99,8 +99,7 @@ class Dataset(reads.SourceReads):
         self._layouts = dataset_files.Budget(dataset_files.LAYOUT_BYTES)
         self._key_values_agree = {}      # key column -> whether all files' KeyValues are equal
         self.skipped = []
-        wanted = None if columns is None else ([columns] if isinstance(columns, str)
-                                               else list(columns))
+        wanted = None if columns is None else selection.as_list(columns)
         self.constant_types = {}
         opened = []           # (path, visible columns, DatasetFile, IdvFile)
         limits = []
@@ -132,6 +131,9 @@ class Dataset(reads.SourceReads):
                                         f"{len(paths)} path{'s' * (len(paths) != 1)}")
             if partitioning is not None:
                 wanted = self._partitioned(opened, partition_base_dir, wanted)
+            else:        # names and indices, as resolve_columns picks them among column_names
+                wanted = selection.names_of([n for n, _ in opened[0][1]], wanted,
+                                            where=f" in {opened[0][0]}")
             self._names = dataset_files.agree(opened, wanted, schema)
         except BaseException:
             files.close()            # the files opened ahead, closed
@@ -170,7 +172,8 @@ class Dataset(reads.SourceReads):
     def _partitioned(self, opened, base, wanted):
         """The hive keys of the `opened` files' paths below `base` (constant_types, and each
         file's constants), checked against the first file's columns; the file columns of
-        `wanted`, the keys it names kept (None: all)."""
+        `wanted` (names or indices among the file's columns, then the keys), the keys it
+        names kept (None: all)."""
         types, values = _partitioning.keys_of([o[0] for o in opened], base)
         own = dict(opened[0][1])
         for k in types:
@@ -182,6 +185,7 @@ class Dataset(reads.SourceReads):
         if wanted is None:
             self.constant_types = types
             return None
+        wanted = selection.names_of(list(own) + list(types), wanted, where=f" in {opened[0][0]}")
         self.constant_types = {k: types[k] for k in wanted if k in types}
         return [w for w in wanted if w not in types]
 

@@ -165,13 +165,9 @@ def _mismatch(path, ref_path, mine, ref):
 def agree(listed, wanted, mode):
     """The dataset's column names (of `wanted`, None: all): the reference (first) file's,
     checked against every other file (mode "exact"), or those all files share with one type
-    ("common"). `listed`: per file, (path, its visible columns, ...)."""
+    ("common"). `listed`: per file, (path, its visible columns, ...); `wanted`: names of the
+    reference file's columns (selection.names_of)."""
     ref_path, ref_cols = listed[0][0], listed[0][1]
-    if wanted is not None:
-        missing = [w for w in wanted if w not in dict(ref_cols)]
-        if missing:
-            raise KeyError(f"no column {missing[0]!r} in {ref_path}; columns: "
-                           f"{[n for n, _ in ref_cols]}")
     if mode == "exact":
         ref = ref_cols if wanted is None else [(n, dict(ref_cols)[n]) for n in wanted]
         for path, cols, *_ in listed[1:]:

@@ -327,8 +327,12 @@ class IdvFile(reads.SourceReads):
 def opened(file, **kwargs):
     """A source of rows (idv._reader.read_source) for `file` (a path or URL, bytes, file object, an
     IdvFile or a Dataset); files opened here are closed on exit, a source passed in is left
-    open."""
+    open. `kwargs`: idv.open's options, a TypeError with a source passed in (it has its own)."""
     if hasattr(file, "using"):
+        given = [k for k, v in kwargs.items() if v is not None]
+        if given:
+            raise TypeError(f"{', '.join(given)}: options of idv.open, for a file opened "
+                            f"here; {type(file).__name__} was opened with its own")
         yield file
         return
     f = open(file, **kwargs)

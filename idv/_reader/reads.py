@@ -54,6 +54,9 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     if filter is not None:
         values = _matching(source, names, fixed, filter)
     elif rows is not None:
+        if not isinstance(rows, slice):       # row numbers: the result first, as take's
+            _take.check_result(rows, source.num_rows, [c.type for c in cols] + [
+                read_source.constant_types(source)[k] for k in fixed], source.need)
         values = _rows(source, keys, rows, lambda f, local: [
             f[k].read_strings(local) if strings and T.item_type(f[k].type) is T.Text
             else f[k][local] for k in keys], fixed)

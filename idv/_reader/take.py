@@ -61,9 +61,11 @@ def check_result(indices, num_rows, types, need):
     """Refuse a take whose result (repeats included) is beyond the limit, before any array of
     its row numbers is made (a take of 100M rows would first hold gigabytes of them):
     ``need(nbytes, what)`` is the limit's check (BlockStore.need, a dataset's); `types`:
-    the columns' types."""
+    the columns' types. A boolean mask (read(rows=mask)) counts the rows it keeps."""
     if isinstance(indices, slice):
         count = len(range(*indices.indices(num_rows)))
+    elif getattr(indices, "dtype", None) == bool:
+        count = int(np.count_nonzero(indices))
     else:
         count = getattr(indices, "size", None)
         if count is None:
@@ -163,6 +165,7 @@ def take_kept(f, rows, cols) -> list:
     hit (each block once), and a batch is one fancy index of it, however many blocks it hits;
     otherwise (or for text and variable-size vectors) the rows of each block hit are taken from
     it (Column's row access: its block through the cache), then put in the order asked."""
+    check_result(rows, f.num_rows, [c.type for c in cols], f.store.need)
     whole = [_whole_bytes(c) for c in cols]
     kept = None not in whole and sum(whole) <= f.store.cache.max_bytes
     return [_kept(f, c, rows, n) if kept else _by_block(c, rows) for c, n in zip(cols, whole)]

@@ -274,6 +274,13 @@ def items_bytes(dtype, items, stored):
     return 8 * items + min(items, text) * STR_BYTES + text
 
 
+def picked_bytes(held, held_rows, count, joined=False):
+    """What picking `count` rows (repeats counted) out of decoded blocks of `held_rows` rows
+    taking `held` bytes allocates: the blocks, twice when they are joined before the rows are
+    picked, and the rows picked, their share of the blocks' bytes each (a row list's read)."""
+    return held * (2 if joined else 1) + -(-held * count // max(held_rows, 1))
+
+
 def show(nbytes):
     """Bytes for a message: '2.1 GB'."""
     for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):

@@ -433,7 +433,10 @@ def concat_reads(parts):
         return Ragged.concat(parts)
     if hasattr(parts[0], "tocsr"):
         import scipy.sparse as sp
-        return sp.vstack(parts, format="csr")
+        width = max(p.shape[1] for p in parts)      # variable size: each part's longest row
+        return sp.vstack([p if p.shape[1] == width else type(p)(
+            (p.data, p.indices, p.indptr), shape=(p.shape[0], width)) for p in parts],
+            format="csr")
     return np.concatenate(parts)
 
 
