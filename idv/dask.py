@@ -19,10 +19,9 @@ import numpy as np
 
 from idv import _docs, types as T
 from idv._scan import filters, scan
+from idv._engines.reopen import listed, open_listed
 from idv._reader.dataset import Dataset, dataset
-from idv._storage.paths import worker_path
 from idv._storage.staging import Staging
-from idv._reader.reader import open as idv_open
 from idv.errors import require
 
 if TYPE_CHECKING:
@@ -67,12 +66,14 @@ def partitions(ds, columns=None, blocks_per_partition=None):
 
 
 class _ReadPartition:
-    """Reads one partition (rows [start, stop) of one file) into pandas, on a worker: only
-    the columns asked for (dask's projection passes them as ``columns``)."""
+    """Reads one partition (rows [start, stop) of one file, the file as listed when the
+    DataFrame was made: idv._engines.reopen.open_listed) into pandas, on a worker: only the
+    columns asked for (dask's projection passes them as ``columns``)."""
 
     def __init__(self, fs, open_kwargs, idv_columns, frame_columns, vectors, datetime, safe,
-                 filter_=None):
+                 filter_=None, zones=None):
         self.filter = filter_
+        self.zones = zones or {}                  # DateTimeOffset column -> its zone
         self.fs = fs
         self.open_kwargs = open_kwargs
         self.idv_columns = idv_columns            # the dataset's columns
@@ -84,19 +85,21 @@ class _ReadPartition:
     def __call__(self, part, columns=None):
         import pandas as pd
         from idv._interop.pandas import frame
-        path, start, stop, first = part
+        from idv._interop.pandas_times import in_zones
+        entry, start, stop, first = part
         if columns is None:
             wanted = self.idv_columns
         else:
             needed = {self.frame_columns[c] for c in columns}
             wanted = [n for n in self.idv_columns if n in needed]
-        f = idv_open(path, filesystem=self.fs, **self.open_kwargs)
+        f = open_listed(entry, self.fs, self.open_kwargs)
         try:
             df = frame(f, wanted, vectors=self.vectors, datetime=self.datetime,
                        safe=self.safe, rows=slice(start, stop), filter=self.filter,
                        row_index=True)
         finally:
             f.close()
+        df = in_zones(pd, df, self.zones)
         if self.filter is None:
             df.index = pd.RangeIndex(first, first + stop - start)
         else:                   # the global row numbers of the rows that match
@@ -147,29 +150,33 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
         unit, safe = ds.time_unit(names, datetime, safe)
         parts = scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES,
                                 block_filter=filters.blocks_of(filter))
+        import pandas as pd
         from idv._values.metadata import warn_kept_wide
         from idv._interop.pandas import frame
+        from idv._interop.pandas_times import dataset_zones, in_zones
         if vectors == "expand":      # once, here; the meta and the partitions say nothing
             warn_kept_wide([ds.schema[n] for n in names], "one column of arrays")
         frame_columns = {}
+        # a DateTimeOffset column's zone is that of all its rows, the partitions' as well
+        zones = dataset_zones(ds, names, unit)
         with ds.using(0) as first:
-            meta = frame(first, names, vectors=vectors, datetime=unit, safe=safe,
-                         rows=slice(0, 0))
+            meta = in_zones(pd, frame(first, names, vectors=vectors, datetime=unit, safe=safe,
+                                      rows=slice(0, 0)), zones)
             for n in names:
                 for c in frame(first, [n], vectors=vectors, datetime=unit, safe=safe,
                                rows=slice(0, 0)).columns:
                     frame_columns[c] = n
-        files = ds.files
-        tasks = [(p.path, p.start, p.stop, files[p.part].start + p.start)
+        files, entries = ds.files, listed(ds, names)
+        tasks = [(entries[p.part], p.start, p.stop, files[p.part].start + p.start)
                  for p in parts]
         if not tasks:
-            tasks = [(worker_path(files[0].path, ds.filesystem), 0, 0, 0)]
+            tasks = [(entries[0], 0, 0, 0)]
             divisions = None
         else:
             divisions = tuple(t[3] for t in tasks) + (tasks[-1][3] + tasks[-1][2]
                                                        - tasks[-1][1] - 1,)
         reader = _ReadPartition(ds.filesystem, dict(ds.open_kwargs), names, frame_columns,
-                                vectors, unit, safe, filter)
+                                vectors, unit, safe, filter, zones)
         import dask
         # the columns keep idv.to_pandas's dtypes: dask's string conversion would turn the
         # object columns of vectors (arrays) into their text
@@ -181,8 +188,8 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
             ds.close()
 
 
-def _read_rows(fs, open_kwargs, path, column, start, stop):
-    f = idv_open(path, filesystem=fs, **open_kwargs)
+def _read_rows(fs, open_kwargs, entry, column, start, stop):
+    f = open_listed(entry, fs, open_kwargs)
     try:
         return np.asarray(f[column][start:stop])
     finally:
@@ -225,9 +232,9 @@ def read_idv_array(urlpath, column, blocks_per_chunk=None, storage_options=None,
         dims = tuple(t.dims) if isinstance(t, T.Vector) else ()
         chunks = []
         read = dask.delayed(_read_rows, pure=True)
+        entries = listed(ds, [column])
         for i, a, b in partitions(ds, [column], blocks_per_chunk):
-            path = worker_path(ds.files[i].path, ds.filesystem)
-            value = read(ds.filesystem, dict(ds.open_kwargs), path, column, a, b)
+            value = read(ds.filesystem, dict(ds.open_kwargs), entries[i], column, a, b)
             chunks.append(da.from_delayed(value, (b - a,) + dims, dtype=dtype))
         if not chunks:
             return da.zeros((0,) + dims, dtype=dtype)

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Sequence
 
 from idv import _docs
 from idv._scan import scan
-from idv._reader.whole_read import same_annotation, same_key_values
 from idv._interop.arrow import record_batch_reader
 from idv._values.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
 from idv.errors import require
@@ -84,24 +83,6 @@ class _Tables:
                        pa.Table.from_arrays(self.labelled(batch), schema=self.schema))
 
 
-def check_key_values(src, holds):
-    """Refuse a key column of Reopenable `src` whose files have different KeyValues, which
-    the training loaders' one set of labels (`holds` says which) cannot name: a key would
-    name one value in one file and another in the next."""
-    ds = src.dataset()
-    for n in src.key_values:
-        if same_key_values(ds, n):
-            continue
-        with ds.using(0) as first:
-            for i in range(1, len(ds.files)):
-                with ds.using(i) as f:
-                    if not same_annotation([first[n], f[n]], "KeyValues"):
-                        raise ValueError(
-                            f"column {n!r} has other KeyValues in {ds.files[i].path} than in "
-                            f"{ds.files[0].path}: its keys name other values in other files, "
-                            f"and {holds}; read such files apart, or leave the column out")
-
-
 def _features(hf, pa, schema, key_values):
     """(Features, the Arrow schema of the tables) for the idv Arrow schema `schema`."""
     features, fields = {}, []
@@ -153,7 +134,7 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
     pa = import_pyarrow()
     src = Reopenable(source, columns, filesystem=filesystem, storage_options=storage_options,
                      **open_kwargs)
-    check_key_values(src, "a ClassLabel holds one set of names")
+    src.check_key_values("a ClassLabel holds one set of names")
     ds = src.dataset()
     unit, safe = ds.time_unit(src.names, datetime, True)
     tables = _Tables(src, unit, safe)

@@ -16,7 +16,8 @@ from typing import Iterable
 from idv import _docs
 from idv._scan import filters, scan
 from idv._values.arguments import ensure_count
-from idv._interop.arrow import arrow_schema, read_partition
+from idv._engines.reopen import listed, open_listed
+from idv._interop.arrow import arrow_schema, record_batch_reader
 from idv._reader.dataset import Dataset, dataset
 from idv.errors import require
 from idv._storage.staging import DEFAULT_NAME, Staging
@@ -32,12 +33,15 @@ def _part_bytes(ds, part, names):
         return {n: int(f[n].lookup["raw"][part.b0:part.b1].sum()) for n in names}
 
 
-def _read_task(part, names, filesystem, open_kwargs, datetime, safe, size, filter_):
+def _read_task(part, entry, names, filesystem, open_kwargs, datetime, safe, size, filter_):
     """A ReadTask giving partition `part` as one Arrow table (run by a Ray worker): the rows
-    that match `filter_` (None: all)."""
+    that match `filter_` (None: all), of its file as listed when the read was planned
+    (`entry`: idv._engines.reopen.open_listed)."""
     def read():
-        return [read_partition(part, names, filesystem=filesystem, open_kwargs=open_kwargs,
-                               datetime=datetime, safe=safe, filter=filter_)]
+        with open_listed(entry, filesystem, open_kwargs) as f:
+            return [record_batch_reader(f, names, datetime=datetime, safe=safe,
+                                        rows=range(part.start, part.stop),
+                                        filter=filter_).read_all()]
     rows = part.stop - part.start if filter_ is None else None
     meta = ray_data.block.BlockMetadata(num_rows=rows, size_bytes=size,
                                         input_files=[str(part.path)], exec_stats=None)
@@ -48,7 +52,8 @@ class IdvDatasource(ray_data.Datasource):
     """.idv files as a Ray Data source (``ray.data.read_datasource(IdvDatasource(...))``;
     read_idv is the short form). The files are opened once here, on the driver, to plan the
     read: their partitions, each partition's decoded bytes per column (lookup tables) and the
-    time unit; workers open each file again for their partitions.
+    time unit; workers open each file again for their partitions, an idv.IdvFormatError
+    naming it when another file is in its place (idv._engines.reopen.open_listed).
 
     Parameters
     ----------
@@ -72,6 +77,7 @@ class IdvDatasource(ray_data.Datasource):
                                          at_least_one=True)
             self.filter = filter
             self.part_bytes = [_part_bytes(ds, p, self.names) for p in self.parts]
+            self.listed = listed(ds, self.names)
             self.schema = arrow_schema(ds, self.names, datetime=self.datetime)
             self.filesystem = ds.filesystem
             self.open_kwargs = dict(ds.open_kwargs)
@@ -103,8 +109,8 @@ class IdvDatasource(ray_data.Datasource):
         """One ReadTask per partition, whatever `parallelism` asks (the partitions are already
         sized by ``blocks_per_task``), each with its rows and decoded bytes."""
         cols = self.columns()
-        return [_read_task(p, cols, self.filesystem, self.open_kwargs, self.datetime,
-                           self.safe, sum(b[n] for n in cols), self.filter)
+        return [_read_task(p, self.listed[p.part], cols, self.filesystem, self.open_kwargs,
+                           self.datetime, self.safe, sum(b[n] for n in cols), self.filter)
                 for p, b in zip(self.parts, self.part_bytes)]
 
 

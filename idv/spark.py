@@ -16,8 +16,9 @@ import subprocess
 import sys
 
 from idv._engines import engine_filters
+from idv._engines.reopen import listed, open_listed
 from idv._scan import filters, scan
-from idv._interop.arrow import arrow_schema, read_partition
+from idv._interop.arrow import arrow_schema, record_batch_reader
 from idv import types as T
 from idv._values.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
 from idv._reader.dataset import dataset
@@ -168,7 +169,17 @@ def _option_bool(options, key, default):
 # ---- reading -------------------------------------------------------------------------------
 
 class _Partition(sources.InputPartition):
-    """One scan partition (picklable, sent to a Python worker)."""
+    """One scan partition and its file as listed when it was planned (idv._engines.reopen.Listed;
+    picklable, sent to a Python worker)."""
+
+
+def _partitions(ds, names, per, block_filter=None):
+    """The _Partitions of Dataset `ds` (its scan partitions, each with its file's listing)."""
+    entries = listed(ds, names)
+    return [_Partition((p, entries[p.part]))
+            for p in scan.partitions(ds, names, per, scan.PARTITION_BYTES,
+                                     block_filter=block_filter,
+                                     at_least_one=block_filter is not None)]
 
 
 class _Plan:
@@ -186,7 +197,7 @@ class _Plan:
         self.safe = _option_bool(options, "safe", True)
         with dataset(path, columns) as ds:
             self.names = ds.resolve_columns(columns)
-            self.parts = scan.partitions(ds, self.names, self.per, scan.PARTITION_BYTES)
+            self.parts = _partitions(ds, self.names, self.per)
             # Spark's timestamps are microseconds: finer ticks raise unless safe=false
             self.arrow = arrow_schema(ds, self.names, datetime="us")
             self.filesystem = ds.filesystem
@@ -205,19 +216,21 @@ class _Reader(sources.DataSourceReader):
         self.parts = plan.parts
 
     def partitions(self):
-        return [_Partition(p) for p in self.parts]
+        return self.parts
 
     def read(self, partition):
         from pyspark.sql.pandas.types import to_arrow_schema
         pa = import_pyarrow()
         plan = self.plan
         schema = to_arrow_schema(plan.schema, timezone="UTC")
-        table = read_partition(partition.value, plan.names, filesystem=plan.filesystem,
-                               open_kwargs=plan.open_kwargs, datetime="us", safe=plan.safe,
-                               filter=self.filter)
-        for batch in table.to_batches():
-            yield pa.RecordBatch.from_arrays([_to_spark(pa, c) for c in batch.columns],
-                                             schema=schema)
+        part, entry = partition.value
+        # the file as planned: an IdvFormatError naming it when another is in its place
+        with open_listed(entry, plan.filesystem, plan.open_kwargs) as f:
+            for batch in record_batch_reader(f, plan.names, datetime="us", safe=plan.safe,
+                                             rows=range(part.start, part.stop),
+                                             filter=self.filter):
+                yield pa.RecordBatch.from_arrays([_to_spark(pa, c) for c in batch.columns],
+                                                 schema=schema)
 
 
 class _FilteringReader(_Reader):
@@ -240,10 +253,8 @@ class _FilteringReader(_Reader):
             self.filter = terms
             with dataset(self.plan.path, self.plan.names) as ds:
                 # the statistics rule out every partition: the first, which finds no rows
-                self.parts = scan.partitions(ds, self.plan.names, self.plan.per,
-                                             scan.PARTITION_BYTES,
-                                             block_filter=filters.blocks_of(terms),
-                                             at_least_one=True)
+                self.parts = _partitions(ds, self.plan.names, self.plan.per,
+                                         filters.blocks_of(terms))
         return left
 
 

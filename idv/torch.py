@@ -36,7 +36,6 @@ from idv._values import vectors
 from idv._values.arguments import ensure_count
 from idv.errors import require
 from idv._engines.reopen import Reopenable
-from idv.huggingface import check_key_values
 
 __all__ = ["IdvIterableDataset", "IdvMapDataset", "RAGGED_FORMS"]
 # ragged=: variable-size vectors as zero-padded tensors plus lengths, or as nested tensors
@@ -64,7 +63,7 @@ def _source(source, columns, filesystem, storage_options, open_kwargs):
         if T.item_type(t) in (T.DateTimeOffset, T.RowId):
             raise TypeError(f"column {n!r} is {t}, which has no tensor form: leave it out "
                             f"of columns=")
-    check_key_values(src, "key_values holds one set")
+    src.check_key_values("key_values holds one set")
     return src
 
 

@@ -343,3 +343,80 @@ def test_a_filter_the_columns_refuse_is_refused_on_a_file_without_rows(tmp_path)
         with pytest.raises(error, match="'t'|'nope'"):
             idv.dask.read_idv(path, filter=where).compute(scheduler="sync")
     assert len(idv.dask.read_idv(path, filter="t == 'a'").compute(scheduler="sync")) == 0
+
+
+def _replace_after_planning(path, rows, how):
+    """`path` (int64 values, 1,000 rows a block) given `rows` other values: replaced by
+    idv.write (a new file renamed in) or rewritten in place, a newer modification time."""
+    values = np.arange(rows, dtype=np.int64) + 10**9
+    if how == "replaced":
+        idv.write(path, {"x": values}, rows_per_block=1000)
+    else:
+        idv.write(str(path) + ".new", {"x": values}, rows_per_block=1000)
+        with open(str(path) + ".new", "rb") as src, open(path, "r+b") as out:
+            out.truncate(0)
+            out.write(src.read())
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+
+
+@pytest.mark.parametrize("rows", [20_000, 40_000], ids=["same-rows", "more-rows"])
+@pytest.mark.parametrize("how", ["replaced", "rewritten"])
+def test_a_file_changed_after_planning_is_refused_not_read(tmp_path, rows, how):
+    path = tmp_path / "f.idv"
+    idv.write(path, {"x": np.arange(20_000, dtype=np.int64)}, rows_per_block=1000)
+    ddf = idv.dask.read_idv(str(path), blocks_per_partition=5)
+    arr = idv.dask.read_idv_array(str(path), "x", blocks_per_chunk=5)
+    assert ddf.compute(scheduler="sync")["x"].sum() == arr.sum().compute() == 199_990_000
+    _replace_after_planning(path, rows, how)
+    for collection in (ddf, arr):
+        with pytest.raises(idv.IdvFormatError, match="f.idv.*changed since the dataset listed"):
+            collection.compute(scheduler="sync")
+    assert len(idv.dask.read_idv(str(path)).compute(scheduler="sync")) == rows   # planned anew
+
+
+def test_workers_refuse_a_file_replaced_after_planning(client, tmp_path):
+    path = tmp_path / "f.idv"
+    idv.write(path, {"x": np.arange(20_000, dtype=np.int64)}, rows_per_block=1000)
+    ddf = idv.dask.read_idv(str(path), blocks_per_partition=5)
+    assert _compute(client, ddf["x"].sum()) == 199_990_000
+    _replace_after_planning(path, 20_000, "replaced")
+    with pytest.raises(idv.IdvFormatError, match="f.idv.*another file is in its place"):
+        _compute(client, ddf["x"].sum())
+
+
+def _offsets(minutes):
+    """A DateTimeOffset column: 2020-01-01T00:00Z at each UTC offset of `minutes`."""
+    a = np.zeros(len(minutes), [("utc", "datetime64[100ns]"), ("offset_minutes", "int16")])
+    a["utc"] = np.datetime64("2020-01-01T00:00", "100ns")
+    a["offset_minutes"] = minutes
+    return a
+
+
+@pytest.mark.parametrize("minutes, zone", [([60, 60, 120, 120], "UTC"),
+                                           ([60, 60, 60, 60], "UTC+01:00")])
+def test_a_datetimeoffset_column_has_one_zone_however_it_is_cut(tmp_path, minutes, zone):
+    one, a, b = (str(tmp_path / f"{n}.idv") for n in ("one", "a", "b"))
+    idv.write(one, {"d": _offsets(minutes), "i": np.arange(4)}, types={"d": idv.DateTimeOffset},
+              rows_per_block=2)
+    idv.write(a, {"d": _offsets(minutes[:2]), "i": np.arange(2)},
+              types={"d": idv.DateTimeOffset})
+    idv.write(b, {"d": _offsets(minutes[2:]), "i": np.arange(2)},
+              types={"d": idv.DateTimeOffset})
+    want = f"datetime64[ns, {zone}]"
+    assert str(idv.read_pandas(one)["d"].dtype) == want
+    for source in (one, [a, b]):
+        ddf = idv.dask.read_idv(source, blocks_per_partition=1)
+        assert ddf.npartitions == 2
+        got = ddf.compute(scheduler="sync")["d"]
+        assert str(ddf["d"].dtype) == want and str(got.dtype) == want
+        assert {str(ddf.partitions[i].compute(scheduler="sync")["d"].dtype)
+                for i in range(2)} == {want}
+        assert (got == pd.Timestamp("2020-01-01", tz="UTC")).all()
+        only = idv.dask.read_idv(source, blocks_per_partition=1, filter="i < 1")
+        assert str(only.compute(scheduler="sync")["d"].dtype) == want
+    with idv.dataset([a, b]) as ds:
+        assert str(ds.to_pandas()["d"].dtype) == want
+        assert str(ds.to_pandas(filter="i < 1")["d"].dtype) == want
+        assert str(ds.to_pandas(filter="i < 0")["d"].dtype) == "datetime64[ns, UTC]"
+        assert len(ds.to_pandas(filter="i < 1")) == 2

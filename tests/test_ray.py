@@ -143,3 +143,13 @@ def test_the_sink_writes_few_large_files(tmp_path):
     assert len(split.paths) > len(few.paths)             # Ray's own split: more, smaller
     with pytest.raises(ValueError, match="rows_per_file"):
         idv.ray.IdvDatasink(tmp_path / "bad", rows_per_file=0)
+
+
+def test_a_file_replaced_after_planning_is_refused_not_read(tmp_path):
+    path = tmp_path / "f.idv"
+    idv.write(path, {"x": np.arange(20_000, dtype=np.int64)}, rows_per_block=1000)
+    ds = idv.ray.read_idv(str(path), blocks_per_task=5)
+    idv.write(path, {"x": np.arange(40_000, dtype=np.int64) + 10**9}, rows_per_block=1000)
+    with pytest.raises(idv.IdvFormatError, match="f.idv.*changed since the dataset listed"):
+        ds.to_pandas()
+    assert idv.ray.read_idv(str(path)).count() == 40_000          # planned anew

@@ -49,3 +49,27 @@ def test_torch_workers_of_the_next_epoch_refuse_a_replaced_file(tmp_path):
     _replace(path, 1500)
     with pytest.raises(Exception, match="changed since the dataset was made"):
         sum(len(b["x"]) for b in loader)
+
+
+def test_an_engine_task_opens_the_file_as_listed_or_raises(tmp_path):
+    """Dask's, Ray's and Spark's tasks: each opens one file of the plan (open_listed)."""
+    from idv._engines.reopen import listed, open_listed
+    path = tmp_path / "f.idv"
+    idv.write(path, {"x": np.arange(1000, dtype=np.float32)})
+    with idv.dataset(path) as ds:
+        (entry,) = pickle.loads(pickle.dumps(listed(ds, ["x"])))
+    with open_listed(entry) as f:
+        assert f.num_rows == 1000
+    _replace(path, 1000)
+    with pytest.raises(idv.IdvFormatError, match="f.idv.*another file is in its place"):
+        open_listed(entry)
+    # another machine's device numbers are its own: there the rows and types are checked
+    elsewhere = entry._replace(host=entry.host + "-elsewhere")
+    open_listed(elsewhere).close()
+    idv.write(path.with_suffix(".new"), {"x": np.arange(1000, dtype=np.float64)})
+    os.replace(path.with_suffix(".new"), path)
+    with pytest.raises(idv.IdvFormatError, match="column 'x' is Double, Single when listed"):
+        open_listed(elsewhere)
+    _replace(path, 1500)
+    with pytest.raises(idv.IdvFormatError, match="it has 1500 rows, 1000 when listed"):
+        open_listed(elsewhere)

@@ -167,3 +167,14 @@ def test_spark_reads_the_parquet_idv_convert_writes_by_default(spark, tmp_path):
     assert [r["Id"] for r in rows] == got["Id"][order].tolist()
     assert [r["us"] for r in rows] == got["Listed"][order].astype("int64").tolist()
     assert [r["Price"] for r in rows] == got["Price"][order].tolist()
+
+
+def test_a_file_replaced_after_planning_is_refused_not_read(spark, tmp_path):
+    path = tmp_path / "f.idv"
+    idv.write(path, {"x": np.arange(20_000, dtype=np.int64)}, rows_per_block=1000)
+    df = spark.read.format("idv").option("blocksPerPartition", 5).load(str(path))
+    idv.write(path, {"x": np.arange(40_000, dtype=np.int64) + 10**9}, rows_per_block=1000)
+    # Spark gives the worker's error as its own PythonException, the IdvFormatError's text in
+    with pytest.raises(Exception, match="IdvFormatError: .*f.idv.*changed since the dataset"):
+        df.collect()
+    assert spark.read.format("idv").load(str(path)).count() == 40_000      # planned anew

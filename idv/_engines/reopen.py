@@ -1,5 +1,6 @@
 """A dataset named by its files, so that any process can open it again: what the training
-loaders (idv.torch, idv.huggingface) hand to their workers.
+loaders (idv.torch, idv.huggingface) hand to their workers (Reopenable), and each file of it as
+a read was planned from it, which the tasks of Dask, Ray and Spark open again (Listed).
 
 An open IdvFile or Dataset holds memory maps and file objects, which do not pickle (DataLoader
 workers started by spawn or forkserver, ``datasets``' ``num_proc``), and a forked child would
@@ -13,14 +14,54 @@ from __future__ import annotations
 
 import os
 import pickle
-from typing import Sequence
+import socket
+from typing import NamedTuple, Sequence
 
 from idv._values.metadata import usable_key_values
 from idv._reader.dataset import Dataset, expand_sources
-from idv._reader.dataset_files import check_relisted
+from idv._reader.dataset_files import changed, check_relisted
 from idv._reader.reader import IdvFile
+from idv._reader.whole_read import same_annotation, same_key_values
+from idv._storage.paths import worker_path
 
-__all__ = ["Reopenable"]
+__all__ = ["Reopenable", "Listed", "listed", "open_listed"]
+
+
+class Listed(NamedTuple):
+    """One file of a dataset as a read was planned from it (its partitions' rows): ``path``
+    as a worker opens it (idv._storage.paths.worker_path), ``num_rows``, ``identity`` (the
+    IdvFile's), ``host`` (the machine that listed it) and ``types`` (name -> type of the
+    columns read). Picklable: what an engine's task carries."""
+    path: object
+    num_rows: int
+    identity: tuple | None
+    host: str
+    types: dict
+
+
+def listed(ds, names) -> list[Listed]:
+    """[Listed] of each file of Dataset `ds`, for the columns `names` (read by its tasks)."""
+    types = {n: ds.schema[n].type for n in names}
+    host = socket.gethostname()
+    return [Listed(worker_path(e.path, ds.filesystem), e.num_rows, e.identity, host, types)
+            for e in ds.files]
+
+
+def open_listed(entry: Listed, filesystem=None, open_kwargs=None) -> IdvFile:
+    """The file of `entry` opened again by its path, checked by the dataset's own rule for a
+    file opened again (idv._reader.dataset_files.changed: its rows, the types of the columns
+    read and its identity): an IdvFormatError naming it when another file is in its place,
+    since the plan would read other rows. A local file's identity (its device number) means
+    something only on the machine that listed it: elsewhere (a cluster's workers sharing the
+    files over a network file system) its rows and types are checked."""
+    f = IdvFile(entry.path, filesystem=filesystem, **(open_kwargs or {}))
+    try:
+        here = entry if entry.host == socket.gethostname() else entry._replace(identity=None)
+        changed(here, f, entry.types, list(entry.types))
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 
 class Reopenable:
@@ -64,6 +105,24 @@ class Reopenable:
                 kv = usable_key_values(t, first[n].metadata)
                 if kv is not None:
                     self.key_values[n] = kv.tolist()
+
+    def check_key_values(self, holds):
+        """Refuse a key column whose files have different KeyValues, which a training
+        loader's one set of labels (`holds` says which) cannot name: a key would name one
+        value in one file and another in the next."""
+        ds = self.dataset()
+        for n in self.key_values:
+            if same_key_values(ds, n):
+                continue
+            with ds.using(0) as first:
+                for i in range(1, len(ds.files)):
+                    with ds.using(i) as f:
+                        if not same_annotation([first[n], f[n]], "KeyValues"):
+                            raise ValueError(
+                                f"column {n!r} has other KeyValues in {ds.files[i].path} than "
+                                f"in {ds.files[0].path}: its keys name other values in other "
+                                f"files, and {holds}; read such files apart, or leave the "
+                                f"column out")
 
     def _open(self, columns):
         if self.filesystem is not None and self._fs_pid != os.getpid():

@@ -26,7 +26,7 @@ from idv._reader import read_source
 from idv._reader.reader import opened
 from idv._reader.read_source import file_rows
 
-__all__ = ["to_arrow", "record_batch_reader", "arrow_schema", "read_partition"]
+__all__ = ["to_arrow", "record_batch_reader", "arrow_schema"]
 
 # window_reader's batches: a window of the scan each
 WINDOW = "window"
@@ -469,21 +469,6 @@ def _group_batches(how, i0, i1):
                  for a in range(0, e.num_rows, step)]
     for i, a, n in cuts:
         yield how.batch(i, [one_array(pa, c.slice(a, n)) for c in arrays], n)
-
-
-def read_partition(part, columns, *, filesystem=None, open_kwargs=None, datetime="us",
-                   safe=True, filter=None):  # noqa: A002 - pyarrow's and pandas' name
-    """A pyarrow.Table of one scan.Partition (rows [start, stop) of one file, whole blocks):
-    what an engine's worker reads (Ray's read tasks, Spark's partitions). The file is opened
-    from ``part.path`` (in ``filesystem``, with ``open_kwargs``) and closed again. Give every
-    partition of a dataset the same ``datetime`` unit (Dataset.time_unit), so that their
-    schemas agree. ``filter``: only its rows that match (as record_batch_reader)."""
-    pa = import_pyarrow()
-    from idv._reader.reader import open as idv_open
-    with idv_open(part.path, filesystem=filesystem, **(open_kwargs or {})) as f:
-        reader = record_batch_reader(f, columns, datetime=datetime, safe=safe,
-                                     rows=range(part.start, part.stop), filter=filter)
-        return pa.Table.from_batches(list(reader), reader.schema)
 
 
 def _rebatched(pa, schema, batches, size):

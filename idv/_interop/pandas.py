@@ -22,8 +22,6 @@ same types (idv._writer.pandas).
 """
 from __future__ import annotations
 
-import datetime as _dt
-
 import numpy as np
 
 from idv import _docs, types as T
@@ -31,6 +29,7 @@ from idv._resources import budget, gc as _gc
 from idv._scan import filters
 from idv._values import ticks
 from idv._reader import read_source, time_units, whole_read
+from idv._interop import pandas_times
 from idv._interop.arrow_columns import text_array, text_reader
 from idv._reader.read_source import file_rows
 from idv._values.arrow_types import key_value_times, written_from
@@ -110,10 +109,7 @@ def _dto_series(ctx, t, values, describe):
     s = pd.Series(inst).dt.tz_localize("UTC")
     if ctx.source is not None:
         return _as_written(ctx, s)
-    off = np.asarray(values["offset_minutes"])
-    if len(off) and (off == off[0]).all() and off[0] != 0:
-        s = s.dt.tz_convert(_dt.timezone(_dt.timedelta(minutes=int(off[0]))))
-    return s
+    return s.dt.tz_convert(pandas_times.zone_of(values["offset_minutes"]))
 
 
 def _scalar_series(ctx, t, values, kv=None, describe=None):
@@ -341,7 +337,7 @@ def _frame(pd, f, columns, rows, how, row_index, values):
     datetime = time_units.for_file(f, [c.name for c in cols], datetime,
                                    {c.name: whole[id(c)] for c in cols} if read_whole else None)
     # the chosen modes give a column the type it was written from (SOURCE_TYPE)
-    as_written = {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", None))
+    as_written = pandas_times.as_written(datetime)
     for col in cols:
         if arrow_text and col.type is T.Text:
             text = whole[id(col)] if whole else text_array(col, rows)
@@ -392,7 +388,7 @@ def _frame_of_files(pd, src, columns, rows, how):
                                  slice(local.start, local.stop, local.step),
                                  dict(how, warn_wide=how["warn_wide"] and not frames),
                                  False, None))
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return pandas_times.concat(pd, frames)
 
 
 def _one_unit(src, keys, how):
@@ -422,7 +418,7 @@ def _frame_of_parts(pd, src, columns, rows, how):
                     each, filter=None if mine is True else mine,
                     warn_wide=each["warn_wide"] and not frames), False, None))
         counts.append((i, len(frames[-1]) if frames else len(local or range(e.num_rows))))
-    df = pd.concat(frames, ignore_index=True) if frames else _frame_of_files(
+    df = pandas_times.concat(pd, frames) if frames else _frame_of_files(
         pd, src, keys, slice(0, 0) if node is not None else rows, dict(how, filter=None))
     values, at = read_source.joined_constants(src, fixed, counts), 0
     for k in asked:         # past a file column's own columns (its slots too)
@@ -481,7 +477,7 @@ def _read_matching(f, cols, filter_, rows):
 @_docs.fill
 def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe=True,
                 threads=None, backend=None, dtype_backend=None,
-                filter=None):  # noqa: A002 - pandas' name
+                filter=None, **kwargs):  # noqa: A002 - pandas' name
     """``idv.open(source)`` then to_pandas, the file closed after.
 
     Parameters
@@ -490,11 +486,13 @@ def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe
         As to_pandas.
     {threads}
     {backend}
+    **kwargs
+        The other options of idv.open (``memory_limit=``...).
 
     Returns
     -------
     pandas.DataFrame
     """
-    with opened(source, threads=threads, backend=backend) as f:
+    with opened(source, threads=threads, backend=backend, **kwargs) as f:
         return to_pandas(f, columns, vectors=vectors, datetime=datetime, safe=safe,
                          dtype_backend=dtype_backend, filter=filter)
