@@ -459,8 +459,8 @@ def test_string_views_count_against_the_memory_limit(tmp_path):
     what the window of blocks itself needs."""
     from idv._interop.arrow import window_reader
     path = tmp_path / "empty.idv"
-    idv.write(path, {"t": np.array([""] * 500_000, object)})
-    with idv.open(path, memory_limit=3_000_000) as f:     # the blocks' 2 MB fit, not 8 MB
+    idv.write(path, {"t": np.array([""] * 500_000, object)}, rows_per_block=500_000)
+    with idv.open(path, memory_limit=3_000_000) as f:     # the block's 2 MB fit, not 8 MB
         with pytest.raises(idv.MemoryLimitError, match="string views of column 't'"):
             window_reader(f, ["t"], text_views=True).read_all()
         assert window_reader(f, ["t"]).read_all().column("t").to_pylist() == [""] * 500_000

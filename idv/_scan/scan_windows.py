@@ -204,14 +204,24 @@ class Windows:
                     size = 0
                 tasks[-1].append(piece)
                 size += piece[4]
-            pool = _threads.pool("scan", threads)
-            work = [pool.submit(self._decode, task) for task in tasks]
+            work = self._in_threads(tasks)
         else:
             here, tasks, work = pieces, [], []
         if here:
             tasks.append(here)
             work.append(finished(self._decode(here)))
         self.pending.append((spans, tasks, work))
+
+    def _in_threads(self, tasks):
+        """A Future of each of `tasks` decoded in the threads; those for which no thread can
+        be started (an address space nearly used up) decoded here instead."""
+        pool, work = _threads.pool("scan", self.file.threads), []
+        for task in tasks:
+            try:
+                work.append(pool.submit(self._decode, task))
+            except RuntimeError:        # "can't start new thread"
+                work.append(finished(self._decode(task)))
+        return work
 
     def collect(self):
         """[(b0, b1, one joined value per column)] of the windows submitted first."""
