@@ -151,11 +151,14 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
         parts = scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES,
                                 block_filter=filters.blocks_of(filter))
         import pandas as pd
-        from idv._values.metadata import warn_kept_wide
+        from idv._values.metadata import expands, warn_kept_wide
+        from idv._reader.whole_read import check_slot_names
         from idv._interop.pandas import frame
         from idv._interop.pandas_times import dataset_zones, in_zones
         if vectors == "expand":      # once, here; the meta and the partitions say nothing
             warn_kept_wide([ds.schema[n] for n in names], "one column of arrays")
+        # the meta's slot columns are every partition's: the files' SlotNames must agree
+        check_slot_names(ds, [n for n in names if expands(ds.schema[n].type, vectors)])
         frame_columns = {}
         # a DateTimeOffset column's zone is that of all its rows, the partitions' as well
         zones = dataset_zones(ds, names, unit)

@@ -420,3 +420,23 @@ def test_a_datetimeoffset_column_has_one_zone_however_it_is_cut(tmp_path, minute
         assert str(ds.to_pandas(filter="i < 1")["d"].dtype) == want
         assert str(ds.to_pandas(filter="i < 0")["d"].dtype) == "datetime64[ns, UTC]"
         assert len(ds.to_pandas(filter="i < 1")) == 2
+
+
+def test_files_whose_slot_names_differ_are_refused_where_slots_become_columns(tmp_path):
+    """Slot columns named by SlotNames hold one set of names: a dataset whose files name
+    them otherwise is refused by Dataset.to_pandas and Dask alike (as idv.convert refuses
+    it), naming the file and column; kept as one column of arrays, it reads."""
+    a, b = str(tmp_path / "a.idv"), str(tmp_path / "b.idv")
+    idv.write(a, {"v": np.array([[1.0, 2.0]])}, metadata={"v": {"SlotNames": ["a", "b"]}})
+    idv.write(b, {"v": np.array([[1.0, 2.0]])}, metadata={"v": {"SlotNames": ["b", "a"]}})
+    with idv.dataset([a, b]) as ds:
+        with pytest.raises(ValueError, match=r"b\.idv: column 'v' has other SlotNames"):
+            ds.to_pandas()
+        assert [list(x) for x in ds.to_pandas(vectors="object")["v"]] == [[1.0, 2.0]] * 2
+    with pytest.raises(ValueError, match=r"b\.idv: column 'v' has other SlotNames"):
+        idv.dask.read_idv([a, b])
+    got = idv.dask.read_idv([a, b], vectors="object").compute(scheduler="sync")
+    assert [list(x) for x in got["v"]] == [[1.0, 2.0]] * 2
+    same = str(tmp_path / "c.idv")
+    idv.write(same, {"v": np.array([[3.0, 4.0]])}, metadata={"v": {"SlotNames": ["a", "b"]}})
+    assert idv.dask.read_idv([a, same]).compute(scheduler="sync")["v.b"].tolist() == [2.0, 4.0]

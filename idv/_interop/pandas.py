@@ -365,6 +365,8 @@ def _frame_of_files(pd, src, columns, rows, how):
     (whole_read) where every column joins (no keys whose KeyValues differ, no rows= or
     filter=), else each file's frame, joined; one unit for a time column of every file."""
     keys = src.resolve_columns(columns)
+    whole_read.check_slot_names(src, [k for k in keys
+                                      if expands(src.schema[k].type, how["vectors"])])
     how = _one_unit(src, keys, how)
     files = range(len(src.files))
     if rows is None:

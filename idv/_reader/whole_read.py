@@ -212,11 +212,7 @@ def same_key_values(source, key):
     then its keys name the same values in all. Asked of each file once."""
     known = _key_values_agree.setdefault(source, {})
     if key not in known:
-        def cols():
-            for a in range(0, len(source.files), _step(source)):
-                with _held(source, a, min(a + _step(source), len(source.files))) as held:
-                    yield from (f[key] for _, f in held)
-        known[key] = same_annotation(cols(), "KeyValues")
+        known[key] = same_annotation(_columns_of(source, key), "KeyValues")
     return known[key]
 
 
@@ -236,6 +232,29 @@ def same_annotation(columns, kind):
                 and np.array_equal(other, value)):
             return False
     return True
+
+
+def check_slot_names(source, names):
+    """ValueError naming the file and column where a vector column of `names` (those expanded
+    into a column per slot, named by their SlotNames) has other SlotNames than the first file:
+    one frame's slot columns hold one set of names (as idv.convert refuses such files)."""
+    for n in names:
+        if len(source.files) > 1 and not same_annotation(
+                _columns_of(source, n), "SlotNames"):
+            for i in range(1, len(source.files)):
+                with source.using(0) as first, source.using(i) as f:
+                    if not same_annotation([first[n], f[n]], "SlotNames"):
+                        raise ValueError(
+                            f"{source.files[i].path}: column {n!r} has other SlotNames than "
+                            f"{source.files[0].path}, and a frame's slot columns hold one set "
+                            f"of names: read such files apart, or with vectors='object'")
+
+
+def _columns_of(source, key):
+    """Column `key` of each file of `source` in turn, the files opened a few at a time."""
+    for a in range(0, len(source.files), _step(source)):
+        with _held(source, a, min(a + _step(source), len(source.files))) as held:
+            yield from (f[key] for _, f in held)
 
 
 def joinable(source, key, arrow):
