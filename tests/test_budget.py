@@ -220,3 +220,16 @@ def test_a_map_style_dataset_is_charged_for_the_rows_it_returns(tmp_path):
     assert list(ds[np.arange(1000)]["t"]) == ["abcdefghij"] * 1000
     with pytest.raises(idv.MemoryLimitError):              # 100,000 str: 6.8 MB
         ds[np.arange(n)]
+
+
+def test_a_filtered_table_is_charged_as_a_whole(tmp_path):
+    """to_arrow(filter=) gathers every batch into one table: the whole of the matching rows
+    is charged to the memory limit (each window alone fits), for a file and a dataset."""
+    path = str(tmp_path / "m.idv")
+    idv.write(path, {"x": np.arange(100_000, dtype=np.float64)}, rows_per_block=8192)
+    with pytest.raises(idv.MemoryLimitError, match="the rows matching the filter"):
+        idv.to_arrow(path, filter="x >= 0", memory_limit=300_000)
+    assert idv.to_arrow(path, filter="x >= 99000", memory_limit=300_000).num_rows == 1000
+    with idv.dataset([path, path], memory_limit=300_000) as ds:
+        with pytest.raises(idv.MemoryLimitError, match="the rows matching the filter"):
+            ds.to_arrow(filter="x >= 0")

@@ -108,8 +108,12 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
     ticks.check_time_mode(datetime)
     with opened(file, **kwargs) as src:
         if filter is not None:      # through the scan, the blocks statistics rule out skipped
-            return window_reader(src, columns, datetime=datetime, safe=safe,
-                                 filter=filter).read_all()
+            reader = window_reader(src, columns, datetime=datetime, safe=safe, filter=filter)
+            # the table holds every batch: the whole of them within the memory limit
+            return pa.Table.from_batches(list(budget.kept(
+                reader, src.memory_limit, lambda: f"{src.files[0].path or 'the file'}"
+                f"{'...' if len(src.files) > 1 else ''}: the rows matching the filter")),
+                reader.schema)
         asked = src.resolve_columns(columns)
         keys, fixed = read_source.split(src, asked)
         table = _whole(pa, src, keys, datetime, safe)
