@@ -490,7 +490,8 @@ BAD_INPUTS = [
     ("masked int", {"m": np.ma.masked_array([1, 2, 3], mask=[0, 0, 1])}, None, ValueError,
      r"'m' row 2: masked, but Int64 has no missing value"),
     ("masked text", {"m": np.ma.masked_array(["a", "b"], mask=[1, 0])}, None, ValueError,
-     r"'m' row 0: masked, but Text has no missing value"),
+     r"'m' row 0: masked, but Text has no missing value in ML.NET \(it reads an empty string "
+     r"for one\): fill it first \(masked_array.filled\(''\)\)$"),
     ("masked vector item", {"m": np.ma.masked_array([[1, 2], [3, 4]], mask=[[0, 0], [0, 1]])},
      None, ValueError, r"'m' row 1 item 1: masked"),
 ]

@@ -38,6 +38,9 @@ def no_nulls(arr, describe, t):
 def missing_value(place, t, what="null", fill="fill or drop the nulls first"):
     """ValueError: a missing value (`what`) at `place` in a column of type `t`, which has
     none, saying which types hold one and how to write it."""
+    if t is T.Text:
+        raise ValueError(f"{place}: {what}, but Text has no missing value in ML.NET (it reads an "
+                         f"empty string for one): {fill}")
     raise ValueError(f"{place}: {what}, but {t} has no missing value in ML.NET; the types that "
                      f"hold one are {MISSING_VALUE_TYPES}: choose one with types={{column: "
                      f"'Double'}} (idv convert: --types COLUMN=Double), or {fill}")

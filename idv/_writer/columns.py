@@ -180,8 +180,8 @@ class Column:
         where = Where(self.where, width=width, base=self._row0)
         flat = mask.reshape(-1)
         if self.item not in (T.Single, T.Double) and not isinstance(self.item, T.Key):
-            missing_value(where(first(flat)), self.item, "masked",
-                          "fill it first (masked_array.filled(value))")
+            missing_value(where(first(flat)), self.item, "masked", "fill it first "
+                          f"(masked_array.filled({repr('') if self.item is T.Text else 'value'}))")
         out = convert_items(self.item, np.where(mask, 0, data), where)
         if out.dtype.kind == "f":
             out[flat] = np.nan
