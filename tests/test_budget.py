@@ -211,7 +211,7 @@ def test_a_row_list_is_charged_for_its_blocks_and_the_rows_it_returns(tmp_path):
 
 
 def test_a_map_style_dataset_is_charged_for_the_rows_it_returns(tmp_path):
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="the map-style dataset needs torch")
     import idv.torch
     n = 100_000
     path = tmp_path / "text.idv"

@@ -791,7 +791,7 @@ def test_keys_of_times_read_into_pandas_arrow_and_parquet(tmp_path):
     """A key whose KeyValues are DateTime (a pandas Categorical of timestamps) or TimeSpan:
     categories and dictionaries of times, in the unit their own values take, whether the
     read holds a time column or not; through Parquet and back they stay keys of times."""
-    pd = pytest.importorskip("pandas")
+    pd = pytest.importorskip("pandas", reason="read_pandas needs pandas")
     days = np.array(["2024-01-01", "2024-01-02", "2024-01-01"], "datetime64[ns]")
     spans = np.array([1, 120, 1], "timedelta64[s]").astype("timedelta64[ns]")
     src, parquet, back = tmp_path / "k.idv", tmp_path / "k.parquet", tmp_path / "back.idv"

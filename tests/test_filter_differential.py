@@ -876,7 +876,7 @@ def test_engines_compare_the_floored_times_they_are_given():
     is given, and the tree idv takes from a pyarrow expression (engine_filters.from_arrow,
     as the Arrow dataset reads it) the rows pyarrow keeps of the floored table, with and
     without statistics."""
-    pl = pytest.importorskip("polars")
+    pl = pytest.importorskip("polars", reason="the polars comparison needs polars")
     from idv._engines import engine_filters
     from idv.polars import scan_idv
     problems = []

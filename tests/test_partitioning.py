@@ -169,9 +169,10 @@ def test_a_failed_partitioned_write_names_the_row_of_the_data(tmp_path, form):
     """The bad value is row 3 of the data (row 1 of its group's file), and the write into a
     new directory leaves no directory behind."""
     keys, names = [1, 1, 2, 2], ["a", "b", "c", None]
-    data = {"pandas": lambda: pytest.importorskip("pandas").DataFrame({"day": keys,
-                                                                      "s": names}),
-            "arrow": lambda: pytest.importorskip("pyarrow").table({"day": keys, "s": names}),
+    data = {"pandas": lambda: pytest.importorskip("pandas", reason="a DataFrame needs pandas")
+            .DataFrame({"day": keys, "s": names}),
+            "arrow": lambda: pytest.importorskip("pyarrow", reason="a Table needs pyarrow")
+            .table({"day": keys, "s": names}),
             "dict": lambda: {"day": np.array(keys), "s": names}}[form]()
     out = tmp_path / "new" / "parts"
     with pytest.raises((TypeError, ValueError), match=r"row 3\b") as e:
@@ -435,7 +436,7 @@ def test_readers_by_path_refuse_hive_keys_they_cannot_give_yet(tmp_path):
 def test_arrow_dataset_counts_heads_and_takes_with_the_keys(hive_pair):
     """count_rows, head and take of a hive-partitioned arrow_dataset give the keys as its
     to_table does: filters on a key, on a file column, on both, and ones pyarrow applies."""
-    pc = pytest.importorskip("pyarrow.compute")
+    pc = pytest.importorskip("pyarrow.compute", reason="arrow_dataset filters need pyarrow")
     root, ref = hive_pair
     ad = idv.arrow_dataset(root, partitioning="hive")
     cols = ["id", "n", "name"]

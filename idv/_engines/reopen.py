@@ -21,7 +21,7 @@ from idv._values.metadata import usable_key_values
 from idv._reader.dataset import Dataset, expand_sources
 from idv._reader.dataset_files import changed, check_relisted
 from idv._reader.reader import IdvFile
-from idv._reader.whole_read import same_annotation, same_key_values
+from idv._reader.whole_read import other_annotation, same_key_values
 from idv._storage.paths import worker_path
 
 __all__ = ["Reopenable", "Listed", "listed", "open_listed"]
@@ -112,17 +112,12 @@ class Reopenable:
         value in one file and another in the next."""
         ds = self.dataset()
         for n in self.key_values:
-            if same_key_values(ds, n):
-                continue
-            with ds.using(0) as first:
-                for i in range(1, len(ds.files)):
-                    with ds.using(i) as f:
-                        if not same_annotation([first[n], f[n]], "KeyValues"):
-                            raise ValueError(
-                                f"column {n!r} has other KeyValues in {ds.files[i].path} than "
-                                f"in {ds.files[0].path}: its keys name other values in other "
-                                f"files, and {holds}; read such files apart, or leave the "
-                                f"column out")
+            i = None if same_key_values(ds, n) else other_annotation(ds, n, "KeyValues")
+            if i is not None:
+                raise ValueError(f"column {n!r} has other KeyValues in {ds.files[i].path} than "
+                                 f"in {ds.files[0].path}: its keys name other values in other "
+                                 f"files, and {holds}; read such files apart, or leave the "
+                                 f"column out")
 
     def _open(self, columns):
         if self.filesystem is not None and self._fs_pid != os.getpid():

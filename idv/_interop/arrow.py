@@ -15,7 +15,7 @@ from typing import NamedTuple
 from idv import _docs, types as T
 from idv._resources import budget, gc as _gc
 from idv._scan import filters, scan
-from idv._scan.tested import Tested, with_tests
+from idv._scan.tested import Tested, untested, with_tests
 from idv._values import text_bytes, ticks
 from idv._values.arguments import ensure_count
 from idv._reader import whole_read
@@ -111,9 +111,8 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
             reader = window_reader(src, columns, datetime=datetime, safe=safe, filter=filter)
             # the table holds every batch: the whole of them within the memory limit
             return pa.Table.from_batches(list(budget.kept(
-                reader, src.memory_limit, lambda: f"{src.files[0].path or 'the file'}"
-                f"{'...' if len(src.files) > 1 else ''}: the rows matching the filter")),
-                reader.schema)
+                reader, src.memory_limit,
+                lambda: f"{budget.name_of(src)}: the rows matching the filter")), reader.schema)
         asked = src.resolve_columns(columns)
         keys, fixed = read_source.split(src, asked)
         table = _whole(pa, src, keys, datetime, safe)
@@ -398,8 +397,8 @@ def _file_batches(how, i, rows, bound):
                     yield from _piece_batches(how, i, values, found[division.single])
                     continue
                 hits = division.hits(found, n)
-                arrays = [one_array(pa, _untested(v)) if len(hits) == n else
-                          taken(pa, _untested(v), hits) for v in values]
+                arrays = [one_array(pa, untested(v)) if len(hits) == n else
+                          taken(pa, untested(v), hits) for v in values]
                 yield how.batch(i, arrays, len(hits))
         yield from (batches() if how.batch_size is None else
                     _rebatched(pa, how.schema_asked, batches(), how.batch_size))
@@ -449,10 +448,6 @@ def _piece_batches(how, i, values, found):
     if not some:
         yield how.batch(i, [v.value[0].slice(0, 0) if isinstance(v, Tested) else
                             one_array(pa, v.slice(0, 0)) for v in values], 0)
-
-
-def _untested(value):
-    return value.value if isinstance(value, Tested) else value
 
 
 def _group_batches(how, i0, i1):

@@ -239,15 +239,24 @@ def check_slot_names(source, names):
     into a column per slot, named by their SlotNames) has other SlotNames than the first file:
     one frame's slot columns hold one set of names (as idv.convert refuses such files)."""
     for n in names:
-        if len(source.files) > 1 and not same_annotation(
-                _columns_of(source, n), "SlotNames"):
-            for i in range(1, len(source.files)):
-                with source.using(0) as first, source.using(i) as f:
-                    if not same_annotation([first[n], f[n]], "SlotNames"):
-                        raise ValueError(
-                            f"{source.files[i].path}: column {n!r} has other SlotNames than "
-                            f"{source.files[0].path}, and a frame's slot columns hold one set "
-                            f"of names: read such files apart, or with vectors='object'")
+        i = other_annotation(source, n, "SlotNames")
+        if i is not None:
+            raise ValueError(f"{source.files[i].path}: column {n!r} has other SlotNames than "
+                             f"{source.files[0].path}, and a frame's slot columns hold one set "
+                             f"of names: read such files apart, or with vectors='object'")
+
+
+def other_annotation(source, key, kind):
+    """The first file of `source` whose `kind` annotation of column `key` is not the first
+    file's (same_annotation), None where every file's is the same (asked of all at once)."""
+    if len(source.files) < 2 or same_annotation(_columns_of(source, key), kind):
+        return None
+    with source.using(0) as first:
+        for i in range(1, len(source.files)):
+            with source.using(i) as f:
+                if not same_annotation([first[key], f[key]], kind):
+                    return i
+    return None
 
 
 def _columns_of(source, key):

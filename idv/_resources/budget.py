@@ -338,7 +338,7 @@ def kept(batches, limit, what, nbytes=lambda b: b.nbytes):
         yield b
 
 
-def _name_of(obj):
+def name_of(obj):
     """What a read of `obj` (a Column, a file, a dataset, a path) is called in a message."""
     file = getattr(obj, "_file", None)
     if file is not None and hasattr(obj, "index"):
@@ -353,7 +353,7 @@ def _name_of(obj):
 def _refused(error, args, fn):
     """The MemoryLimitError for numpy's or Arrow's MemoryError `error` out of ``fn(*args)``."""
     return MemoryLimitError(
-        f"{_name_of(args[0]) if args else fn.__name__}: the system refused memory this read "
+        f"{name_of(args[0]) if args else fn.__name__}: the system refused memory this read "
         f"needed, within idv's memory limit ({error or 'out of memory'}): the process's other "
         f"allocations took the room; read fewer rows (col[a:b], iter_batches) or lower the "
         f"limit so that reads are refused before they allocate: idv.open(path, "

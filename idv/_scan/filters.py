@@ -23,7 +23,7 @@ from idv import types as T
 from idv.errors import IdvFormatError, IdvWarning
 from idv._scan.filter_tree import And, BlocksOnly, IsNull, Not, Or, columns_of, parse
 from idv._scan.scan import NumpyColumn, TextColumn, scan
-from idv._scan.tested import Tested, with_tests
+from idv._scan.tested import Tested, untested, with_tests
 from idv._values.text_bytes import TextRows
 
 
@@ -339,7 +339,7 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
         hits = division.hits({n: values[n].found for n in division.prepared.columns},
                              len(range(batch.start, batch.stop, batch.step)))
         yield batch, hits, [_joined(values[n].value) if isinstance(values[n], Tested) and
-                            values[n].taken else take(_untested(values[n]), hits)
+                            values[n].taken else take(untested(values[n]), hits)
                             for n in wanted]
 
 
@@ -349,10 +349,6 @@ def _take_numbers(_chunks, hits, seen):
 
 def _joined(pieces):
     return pieces[0] if len(pieces) == 1 else vectors.concat_reads(pieces)
-
-
-def _untested(value):
-    return value.value if isinstance(value, Tested) else value
 
 
 def batch_file(source, batch):

@@ -137,6 +137,11 @@ class TestedReader:
         return Tested(self.reader.cut(value.value, a, b, step), found, n, False)
 
 
+def untested(value):
+    """A scan value as its reader gives it: a Tested's own value, any other as it is."""
+    return value.value if isinstance(value, Tested) else value
+
+
 def _rows(value, lo, hi):
     """Rows [lo, hi) of an Arrow or numpy array."""
     if lo == 0 and hi == len(value):
