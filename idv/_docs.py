@@ -160,6 +160,11 @@ checksums : bool, default True
 statistics : bool, default True
     Each block's least and greatest value and missing count per column, which
     filters use to skip blocks. ML.NET ignores them; False leaves them out.""",
+    "missing_text": """\
+missing_text : str, optional
+    What a missing Text becomes, e.g. ``""`` (what ML.NET reads for one: its Text has no
+    missing value): None or NaN among a column's strings (a DataFrame's, a list's, a numpy
+    array's), a masked string, a null Arrow string; by default each is an error naming it.""",
 }
 PARAMETERS["writer_options"] = "\n".join(WRITER.values())
 

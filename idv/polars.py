@@ -92,8 +92,8 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
                 # polars aborts the process when an allocation fails: the frame must leave it
                 # room for as much again (its copy) and its own, within the limit as it stands
                 # (its bytes before Text becomes views: counted without a pass over them)
-                budget.check(table.nbytes + spare, ds.memory_limit, lambda: f"the dataset "
-                             f"({ds.files[0].path}...): a frame for polars")
+                budget.check(table.nbytes + spare, ds.memory_limit,
+                             lambda: f"{budget.name_of(ds)}: a frame for polars")
                 yield _frame(pl, pa, table, None if exact else predicate,
                              with_columns if narrow else None)
 
@@ -101,8 +101,8 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
         # polars keeps every frame of a collect, and aborts the process when an allocation
         # fails: each is charged to the dataset's limit before polars has it
         for df, _ in budget.kept(frames(), ds.memory_limit,
-                                 lambda: f"the dataset ({ds.files[0].path}...): frames for "
-                                         f"polars", nbytes=lambda frame: frame[1]):
+                                 lambda: f"{budget.name_of(ds)}: frames for polars",
+                                 nbytes=lambda frame: frame[1]):
             if left is not None:
                 df = df.head(left)
                 left -= df.height

@@ -90,6 +90,35 @@ def test_missing_text_in_arrow_strings(tmp_path, oracle):
         assert [list(r) for r in f["Tags"].read()] == [["x", ""], [], [""]]
 
 
+def test_missing_text_means_the_same_whatever_form_the_text_comes_in(tmp_path, oracle):
+    """None or NaN among a list's or a numpy array's strings, a masked string, an Arrow null:
+    through idv.write and idv.Writer, the one refusal without missing_text, and with it the
+    text ML.NET then reads."""
+    pa = pytest.importorskip("pyarrow", reason="the Arrow form needs pyarrow")
+    forms = {"list": ["a", None, "c"], "nan": ["a", math.nan, "c"],
+             "objects": np.array(["a", None, "c"], dtype=object),
+             "masked": np.ma.masked_array(["a", "x", "c"], mask=[0, 1, 0]),
+             "arrow": pa.array(["a", None, "c"])}
+    refused = r"column 'Name' row 1: .*, but Text has no missing value in ML.NET .*missing_text"
+    written = []
+    for form, values in forms.items():
+        with pytest.raises(ValueError, match=refused):
+            idv.write(tmp_path / "x.idv", {"Name": values})
+        with pytest.raises(ValueError, match=refused):
+            with idv.Writer(tmp_path / "x.idv", {"Name": idv.Text}) as w:
+                w.write_batch({"Name": values})
+        assert not (tmp_path / "x.idv").exists()
+        written.append(tmp_path / f"{form}.idv")
+        idv.write(written[-1], {"Name": values}, missing_text="")
+        written.append(tmp_path / f"{form}-writer.idv")
+        with idv.Writer(written[-1], {"Name": idv.Text}, missing_text="") as w:
+            w.write_batch({"Name": values})
+    with pytest.raises(TypeError, match="missing_text must be a str"):
+        idv.Writer(tmp_path / "x.idv", {"Name": idv.Text}, missing_text=0)
+    for doc in oracle.dump_many(written).values():
+        assert [r[column_index(doc, "Name")] for r in doc["rows"]] == ["a", "", "c"]
+
+
 def test_missing_text_in_a_string_dtype_column(tmp_path):
     df = pd.DataFrame({"Name": pd.Series(["a", None], dtype="string")})
     with pytest.raises(ValueError, match="missing_text"):

@@ -455,7 +455,8 @@ BAD_INPUTS = [
     ("out of range sparse", {"v": sp.csr_matrix(([1.0], [7], [0, 0, 1]), shape=(2, 5))},
      None, ValueError, r"'v' row 1.*outside"),
     ("text not str", {"t": obj(["a", b"b"])}, {"t": idv.Text}, TypeError, r"'t' row 1.*not a str"),
-    ("text None", {"t": ["a", None]}, {"t": idv.Text}, TypeError, r"'t' row 1"),
+    ("text None", {"t": ["a", None]}, {"t": idv.Text}, ValueError,
+     r"'t' row 1: None, but Text has no missing value.*missing_text"),
     ("bytes", {"t": np.array([b"a"])}, None, TypeError, r"'t'.*bytes"),
     ("nan int", {"i": [1.0, np.nan]}, {"i": idv.Int32}, ValueError, r"'i' row 1.*NaN"),
     ("fraction int", {"i": [1.5]}, {"i": idv.Int32}, ValueError, r"'i' row 0.*not an integer"),
@@ -491,7 +492,7 @@ BAD_INPUTS = [
      r"'m' row 2: masked, but Int64 has no missing value"),
     ("masked text", {"m": np.ma.masked_array(["a", "b"], mask=[1, 0])}, None, ValueError,
      r"'m' row 0: masked, but Text has no missing value in ML.NET \(it reads an empty string "
-     r"for one\): fill it first \(masked_array.filled\(''\)\)$"),
+     r"for one\): pass missing_text=\"\" .* or fill it first \(masked_array.filled\(''\)\)$"),
     ("masked vector item", {"m": np.ma.masked_array([[1, 2], [3, 4]], mask=[[0, 0], [0, 1]])},
      None, ValueError, r"'m' row 1 item 1: masked"),
 ]

@@ -150,6 +150,11 @@ def _infer_objects(arr, where, allow_rows):
     # Converting the column checks every value again, naming the row of any that is not.
     if _encode.first_non_str(np.ascontiguousarray(arr[:_INFER_SAMPLE])) < 0:
         return T.Text, None
+    # str with None or NaN: Text with missing values, which its writing refuses (or fills,
+    # given missing_text)
+    if any(isinstance(x, str) for x in arr) and all(
+            isinstance(x, str) or x is None or (isinstance(x, float) and x != x) for x in arr):
+        return T.Text, None
     if allow_rows and any(is_rowlike(arr[i]) for i in range(min(len(arr), _ROWLIKE_SAMPLE))):
         lengths = [row_length(x, where, i) for i, x in enumerate(arr)]
         if len(set(lengths)) > 1:

@@ -9,11 +9,8 @@ import numpy as np
 from idv._values import ticks
 from idv._values.arrow_types import SMALL_TEXTS, numpy_view
 from idv import types as T
+from idv._writer.missing import missing_value
 from idv._writer.values import Utf8Text
-
-
-# what a missing value is in the ML.NET types that have one (the others have none)
-MISSING_VALUE_TYPES = "Single and Double (NaN), keys (0) and Text (empty)"
 
 
 def first_null(arr):
@@ -27,23 +24,9 @@ def first_null(arr):
 def no_nulls(arr, describe, t):
     """ValueError at the first null of `arr` (`describe(i)` names row i) for a column of type
     `t`, which has no missing value, saying how to write it."""
-    if arr.null_count and t is T.Text:
-        raise ValueError(f"{describe(first_null(arr))}: null, but Text has no missing value "
-                         f"in ML.NET: pass missing_text=\"\" to write it as empty text "
-                         f"(idv convert: --missing-text ''), or fill the nulls first")
     if arr.null_count:
-        missing_value(describe(first_null(arr)), t)
-
-
-def missing_value(place, t, what="null", fill="fill or drop the nulls first"):
-    """ValueError: a missing value (`what`) at `place` in a column of type `t`, which has
-    none, saying which types hold one and how to write it."""
-    if t is T.Text:
-        raise ValueError(f"{place}: {what}, but Text has no missing value in ML.NET (it reads an "
-                         f"empty string for one): {fill}")
-    raise ValueError(f"{place}: {what}, but {t} has no missing value in ML.NET; the types that "
-                     f"hold one are {MISSING_VALUE_TYPES}: choose one with types={{column: "
-                     f"'Double'}} (idv convert: --types COLUMN=Double), or {fill}")
+        missing_value(describe(first_null(arr)), t, "null",
+                      "fill the nulls first" if t is T.Text else "fill or drop the nulls first")
 
 
 def _int64s(pa, arr):

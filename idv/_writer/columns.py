@@ -17,7 +17,7 @@ from idv._values.infer import (arrow_of, flatten_rows, is_rowlike, is_scipy_spar
 from idv._values.vectors import Ragged, Sparse, object_array
 from idv.errors import Where
 from idv._writer.arrow import arrow_column_values
-from idv._writer.arrow_items import missing_value
+from idv._writer.missing import filled_values, missing_value
 from idv._writer.values import Utf8Text, Utf8Vectors, convert_items, first, join_items
 
 MAX_INT32 = 2**31 - 1
@@ -134,7 +134,7 @@ def _dense_vec(lengths, values):
 class Column:
     """One column's type, codec, and how its values are checked, estimated and encoded."""
 
-    def __init__(self, index, name, type_):
+    def __init__(self, index, name, type_, missing_text=None):
         where = f"column {name!r}"
         if not isinstance(name, str) or not name:
             raise ValueError(f"column names must be non-empty str (ML.NET cannot load an empty "
@@ -149,6 +149,8 @@ class Column:
         self.itemsize = info.itemsize
         self.codec_name, self.codec_params = _codecs.codec_of(self.type)
         self.where = where
+        # what a missing Text becomes (None: refused); a Text column's alone
+        self.missing_text = missing_text if self.item is T.Text else None
         self._row0 = 0
         # a block's payload is its values' own bytes: nothing to encode
         self.trivial = self.kind == T.FIXED and not self.is_vector
@@ -160,8 +162,10 @@ class Column:
         self._row0 = row0
         arrow = arrow_of(value)
         if arrow is not None:       # Arrow arrays, Arrow-backed pandas: from their buffers
-            value = arrow_column_values(arrow, self.type, self.name, row0)
+            value = arrow_column_values(arrow, self.type, self.name, row0, self.missing_text)
         value = values_of(value)
+        if self.missing_text is not None:
+            value = filled_values(value, self.missing_text)
         if isinstance(value, np.ma.MaskedArray):
             value = self._unmasked(value)
         if not self.is_vector:

@@ -12,6 +12,7 @@ import numpy as np
 from idv._values.infer import infer_column
 from idv._values.arrow_types import import_pyarrow
 from idv._writer.arrow import from_arrow
+from idv._writer.missing import ensure_missing_text, filled_values
 from idv._writer.pandas import from_pandas
 
 
@@ -57,7 +58,8 @@ def data_columns(data, types=None, missing_text=None):
     DataFrame (through from_pandas) or Arrow data (a Table / RecordBatch, another library's
     frame, Arrow columns in a dict: through from_arrow); `types` are the caller's overrides,
     which those conversions take into account (a Categorical given a non-key type is written
-    as its values); `missing_text`: what their null Text becomes."""
+    as its values); `missing_text`: what their missing Text becomes."""
+    ensure_missing_text(missing_text)
     if hasattr(data, "iloc") and hasattr(data, "columns") and hasattr(data, "dtypes"):
         return from_pandas(data, types=types, missing_text=missing_text)
     arrow = as_pyarrow(data, table=True)
@@ -140,7 +142,8 @@ def _arrow_values(pairs, types, missing_text):
     for i, (name, value) in enumerate(pairs):
         arrow = as_pyarrow(value)
         if not (hasattr(arrow, "type") and hasattr(arrow, "null_count")):
-            columns.append((name, value))
+            columns.append((name, value if missing_text is None else
+                            filled_values(value, missing_text)))
             continue
         pa = import_pyarrow()
         given = types.get(i, types.get(name))

@@ -19,6 +19,7 @@ from idv.errors import require
 from idv._values.infer import arrow_of, infer_column
 from idv._values.vectors import Ragged
 from idv._writer.arrow import arrow_column_values, from_arrow
+from idv._writer.missing import ensure_missing_text, missing_value
 from idv._writer.values import first
 
 __all__ = ["from_pandas"]
@@ -109,9 +110,8 @@ def _object_values(pd, s, name):
     if isinstance(present[0], str) and missing is not None and missing.any() \
             and all(isinstance(x, str) for x in present):
         row = int(np.flatnonzero(missing)[0])
-        raise ValueError(f"column {name!r} row {row}: {arr[row]!r} among text; ML.NET's Text "
-                         f"has no missing value: pass missing_text=\"\" to write it as empty "
-                         f"text (ML.NET reads missing text as \"\"), or fill it first")
+        missing_value(f"column {name!r} row {row}", T.Text, repr(arr[row]),
+                      f"fill it first, e.g. df[{name!r}].fillna(\"\")")
     if type(present[0]) is _dt.date and all(type(x) is _dt.date for x in present):
         return np.array(arr, dtype="datetime64[D]"), T.DateTime    # dates: midnight
     return arr, None
@@ -120,9 +120,7 @@ def _object_values(pd, s, name):
 def _filled_text(pd, df, missing_text):
     """The frame with missing values (None, NaN, <NA>) in its text columns (string dtype, or
     objects that are all str otherwise) replaced by `missing_text`."""
-    if not isinstance(missing_text, str):
-        raise TypeError(f"missing_text must be a str (\"\" for ML.NET's empty text), not "
-                        f"{type(missing_text).__name__}")
+    ensure_missing_text(missing_text)
     out = None
     for i in range(df.shape[1]):
         s = df.iloc[:, i]
@@ -161,10 +159,9 @@ def _series_values(pd, s, name, override):
         if arrow is None or arrow.null_count:
             na = s.isna().to_numpy()
             if na.any():
-                raise ValueError(f"column {name!r} row {first(na)}: missing value in a string "
-                                 f"column; ML.NET's Text has none (it reads null as \"\"): "
-                                 f"pass missing_text=\"\" to write it as empty text, or fill "
-                                 f"it first, e.g. df[{name!r}].fillna(\"\")")
+                missing_value(f"column {name!r} row {first(na)}", T.Text,
+                              repr(s.iloc[first(na)]),
+                              f"fill it first, e.g. df[{name!r}].fillna(\"\")")
         if arrow is not None:
             return arrow_column_values(arrow, T.Text, name), T.Text, None
         return s.to_numpy(dtype=object), None, None

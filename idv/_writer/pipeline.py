@@ -27,6 +27,7 @@ from idv._writer.columns import MAX_INT32, Column
 from idv._writer.encoding import BlockEncoder
 from idv._writer.inputs import arrow_batch, check_dest, frame_rows, schema_pairs
 from idv._writer.metadata import column_metadata, metadata_by_column
+from idv._writer.missing import ensure_missing_text
 
 DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBlock
 DEFAULT_MAX_BYTES_PER_BLOCK = 80 << 20     # ... and MaxBytesPerBlock (estimated, all columns)
@@ -53,14 +54,16 @@ class Writer:
 
     def __init__(self, dest, schema, *, metadata=None, compression="deflate", level=None,
                  rows_per_block=None, max_bytes_per_block=DEFAULT_MAX_BYTES_PER_BLOCK,
-                 threads=None, backend=None, checksums=True, statistics=True):
+                 threads=None, backend=None, checksums=True, statistics=True,
+                 missing_text=None):
         self._closed = True
         # CRC-32s of every part, in bytes ML.NET never reads (idv._storage.checksums); off:
         # ML.NET's own bytes, with backend="zlib"
         self._sums = Recorder() if checksums else None
         pairs = schema_pairs(schema)
         names = [n for n, _ in pairs]
-        self._columns = [Column(i, n, t) for i, (n, t) in enumerate(pairs)]
+        ensure_missing_text(missing_text)
+        self._columns = [Column(i, n, t, missing_text) for i, (n, t) in enumerate(pairs)]
         # each block's statistics per column (None: a type without them, or statistics off)
         self._domains = [block_stats.domain_of(c.type) if statistics else None
                          for c in self._columns]

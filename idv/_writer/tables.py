@@ -52,9 +52,6 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
         ``{name: {kind: value or (type, value)}}``, added to (and per kind replacing) the
         metadata a DataFrame or Table brings.
     {writer_options}
-    missing_text : str, optional
-        What None / NaN in a DataFrame's text columns, and null in Arrow strings, become
-        (e.g. ``""``; default: raise).
     partition_by : str or list of str, optional
         Key columns: one file per combination of their values, ``dest/key=value/part.0.idv``
         (hive-style, as pyarrow and Spark write it; read back with ``idv.dataset(dest,
@@ -83,7 +80,8 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     metadata = merged_metadata(inferred_metadata, metadata)
     w = Writer(dest, schema, metadata=metadata, compression=compression, level=level,
                rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
-               threads=threads, backend=backend, checksums=checksums, statistics=statistics)
+               threads=threads, backend=backend, checksums=checksums, statistics=statistics,
+               missing_text=missing_text)
     try:
         if columns:
             w.write_batch(columns)

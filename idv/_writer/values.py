@@ -13,6 +13,7 @@ import numpy as np
 
 from idv import _encode, types as T
 from idv._values import ticks
+from idv._writer.missing import is_missing, missing_value
 
 
 def first(mask):
@@ -135,6 +136,8 @@ def _to_text(arr, where):
         bad = _encode.first_non_str(arr)
         if bad >= 0:
             x = arr[bad]
+            if is_missing(x):
+                missing_value(where(bad), T.Text, repr(x), "fill it first")
             raise TypeError(f"{where(bad)}: {x!r} ({type(x).__name__}) is not a str (Text "
                             f"values must be str)")
         return arr
