@@ -8,7 +8,10 @@ into a unit that cannot hold them) are named by column, row and item with `Where
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import warnings
 
 import numpy as np
 
@@ -92,6 +95,22 @@ class IdvWarning(UserWarning):
     """Something worth seeing that does not stop the work: a column with a codec ML.NET would
     also skip, or an idv.Writer dropped without close() (its rows are discarded). Python shows
     UserWarnings by default."""
+
+
+# idv's own source files, and contextlib's through which idv's context managers run: a
+# warning names the first line outside them
+_OWN = (os.path.dirname(os.path.abspath(__file__)) + os.sep, contextlib.__file__)
+
+
+def warn(message, category=IdvWarning):
+    """Warn at the caller's line: the first frame outside idv, however deep in idv the
+    warning is found and through whichever entry point (a counted stacklevel is right from
+    one entry point only)."""
+    frame, level = sys._getframe(1), 2      # level 2: warn's caller
+    while frame is not None and frame.f_back is not None and \
+            frame.f_code.co_filename.startswith(_OWN):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 class UnsupportedCodecError(IdvFormatError):

@@ -153,3 +153,25 @@ def test_an_unknown_codec_names_the_column(good):
         f["Id"].read()
     assert (ei.value.column, ei.value.column_index) == ("Id", 0)
     assert "unknown codec 'Int3X'" in ei.value.reason
+
+
+def test_warnings_name_the_callers_line_from_every_entry_point(good, tmp_path):
+    """An IdvWarning points at the line that called idv, however deep in idv it was found:
+    a file skipped by a dataset, an unknown codec met by open, verify and read, a filter
+    whose statistics are unusable."""
+    data = bytearray(good.read_bytes())
+    at = data.rindex(b"\x05Int32")
+    data[at + 1:at + 6] = b"Int3X"
+    unknown = tmp_path / "unknown.idv"
+    unknown.write_bytes(bytes(data))
+    bad = tmp_path / "bad.idv"
+    bad.write_bytes(b"not an idv file")
+    calls = {"dataset": lambda: idv.dataset([good, bad], on_bad_file="skip"),
+             "open": lambda: idv.open(unknown).close(),
+             "verify": lambda: idv.verify(unknown),
+             "read": lambda: idv.read(unknown),
+             "to_arrow": lambda: idv.to_arrow(unknown)}
+    for name, call in calls.items():
+        with pytest.warns(idv.IdvWarning) as seen:
+            call()
+        assert {w.filename for w in seen} == {__file__}, (name, [w.filename for w in seen])

@@ -7,7 +7,6 @@ FileParts (``_file``), ``index``, ``name``, ``_located``, and what is decoded
 (``_metadata_entries``, ``_metadata``, ``_annotations``). """
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 
@@ -15,7 +14,7 @@ from idv import _codecs, _compression
 from idv._resources import budget
 from idv._values import vectors
 from idv._store.block_runs import check_dense
-from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
+from idv.errors import IdvFormatError, UnsupportedCodecError, warn
 
 
 class ColumnAnnotations:
@@ -50,7 +49,7 @@ class ColumnAnnotations:
                 try:
                     values[m.kind] = self._annotation_of(m)
                 except UnsupportedCodecError as e:
-                    warnings.warn(f"skipping {e}", IdvWarning, stacklevel=2)
+                    warn(f"skipping {e}")
             self._metadata = values
         return self._metadata
 
@@ -73,7 +72,7 @@ class ColumnAnnotations:
         try:
             return self._annotation_of(entry)
         except UnsupportedCodecError as e:
-            warnings.warn(f"skipping {e}", IdvWarning, stacklevel=2)
+            warn(f"skipping {e}")
             return default
 
     def _annotation_of(self, entry):

@@ -16,7 +16,6 @@ Local paths, directories and globs are expanded with ``os`` and ``glob``; URLs (
 from __future__ import annotations
 
 import os
-import warnings
 from typing import ContextManager
 
 import numpy as np
@@ -24,7 +23,7 @@ import numpy as np
 from idv import _docs
 from idv._resources import gc as _gc, budget
 from idv._reader import dataset_files, read_source, reads, selection
-from idv.errors import IdvFormatError, IdvWarning
+from idv.errors import IdvFormatError, warn
 from idv._storage import partitioning as _partitioning
 from idv._storage.paths import expand_sources
 from idv._values.arguments import ensure_count
@@ -123,9 +122,8 @@ class Dataset(reads.SourceReads):
                     f.close()
             if self.skipped:
                 listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
-                warnings.warn(f"idv.dataset skipped {len(self.skipped)} file"
-                              f"{'s' * (len(self.skipped) != 1)} it could not open: {listing}",
-                              IdvWarning, stacklevel=3)
+                warn(f"idv.dataset skipped {len(self.skipped)} file"
+                     f"{'s' * (len(self.skipped) != 1)} it could not open: {listing}")
             if not opened:
                 raise FileNotFoundError("idv.dataset: no readable .idv file among "
                                         f"{len(paths)} path{'s' * (len(paths) != 1)}")
@@ -348,8 +346,7 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
                  partitioning=partitioning, partition_base_dir=base, **open_kwargs)
     if unlisted:
         ds.skipped[:0] = [(e.filename, e) for e in unlisted]
-        warnings.warn(f"idv.dataset skipped {len(unlisted)} director"
-                      f"{'ies' if len(unlisted) != 1 else 'y'} it could not list: "
-                      + "; ".join(f"{e.filename} ({e.strerror})" for e in unlisted),
-                      IdvWarning, stacklevel=2)
+        warn(f"idv.dataset skipped {len(unlisted)} director"
+             f"{'ies' if len(unlisted) != 1 else 'y'} it could not list: "
+             + "; ".join(f"{e.filename} ({e.strerror})" for e in unlisted))
     return ds

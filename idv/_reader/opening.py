@@ -12,11 +12,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import warnings
 
 from idv import _codecs, _compression, _header, _parts
 from idv._storage import checksums, layout, statistics as block_stats
-from idv.errors import IdvFormatError, IdvWarning, UnsupportedCodecError
+from idv.errors import IdvFormatError, UnsupportedCodecError, warn
 
 
 @dataclasses.dataclass(eq=False)
@@ -56,17 +55,17 @@ def reused(src, check_sums, known):
     return known if bytes(src.view(0, len(known.head))) == known.head else None
 
 
-def known_or_read(src, check_sums, known, stacklevel):
+def known_or_read(src, check_sums, known):
     """What opening source `src` reads (an Opened): `known`, what opening the same file read
     before, while it is the same (reused), else read and checked anew (read)."""
     found = reused(src, bool(check_sums), known)
     if found is None:
         with getattr(src, "checked_once", contextlib.nullcontext)():
-            found = read(src, bool(check_sums), stacklevel=stacklevel + 1)
+            found = read(src, bool(check_sums))
     return found
 
 
-def read(src, check_sums, stacklevel=2):
+def read(src, check_sums):
     """Open the file of source `src` (idv._storage.source): an Opened, or IdvFormatError. A column
     that cannot be read (an unknown codec or compression) is a warning: the others read."""
     found = _in_memory(src.buffer, check_sums) if src.buffer is not None else None
@@ -75,8 +74,7 @@ def read(src, check_sums, stacklevel=2):
     found.identity, found.checked = getattr(src, "identity", None), check_sums
     for e, _, dead in found.described:
         if dead is not None:
-            warnings.warn(f"cannot interpret column {e.index} {e.name!r}: {dead}", IdvWarning,
-                          stacklevel=stacklevel + 1)
+            warn(f"cannot interpret column {e.index} {e.name!r}: {dead}")
     return found
 
 

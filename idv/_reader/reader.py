@@ -72,7 +72,7 @@ class IdvFile(reads.SourceReads):
         self.filesystem = filesystem
         try:
             deflate = compression.backend(backend)   # an unknown or missing one fails here
-            opened = self.layout = opening.known_or_read(self._source, checksums, layout, 3)
+            opened = self.layout = opening.known_or_read(self._source, checksums, layout)
             self.header, self._head, self.tables = opened.header, opened.head, opened.tables
             self.store = BlockStore(self._source, path=self.path,
                                     threads=threads or _threads.default_threads(),
@@ -389,11 +389,11 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     Parameters
     ----------
     source
-        As idv.open.
+        As idv.open, or an open IdvFile or Dataset (read as it was opened, and left open).
     columns, sparse, rows, datetime, text, filter, copy
         As IdvFile.read.
     **kwargs
-        The options of idv.open.
+        The options of idv.open, for a source opened here.
 
     Examples
     --------
@@ -401,6 +401,6 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     >>> idv.read(idv.sample_path(), ["City", "Price"], rows=slice(0, 3))["Price"]
     array([854400., 188600., 292200.])
     """
-    with open(source, **kwargs) as f:
+    with opened(source, **kwargs) as f:
         return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text,
                       filter=filter, copy=copy)

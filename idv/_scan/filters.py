@@ -12,7 +12,6 @@ nor decoded; without statistics every block is kept), then over the rows of the 
 results never depend on whether a file has statistics, nor on the path a read takes. """
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 from idv._resources import budget
 from idv._values import comparison, vectors
 from idv import types as T
-from idv.errors import IdvFormatError, IdvWarning
+from idv.errors import IdvFormatError, warn
 from idv._scan.filter_tree import And, BlocksOnly, IsNull, Not, Or, columns_of, parse
 from idv._scan.scan import NumpyColumn, TextColumn, scan
 from idv._scan.tested import Tested, untested, with_tests
@@ -125,7 +124,7 @@ def usable_statistics(f):
     try:
         return f.statistics
     except IdvFormatError as e:
-        warnings.warn(f"{e}; the filter reads every block instead", IdvWarning, stacklevel=3)
+        warn(f"{e}; the filter reads every block instead")
         return None
 
 

@@ -34,8 +34,8 @@ import numpy as np
 from idv._storage import archive, source as local
 from idv._resources import budget
 from idv._header import HEADER_SIZE
-from idv.errors import (IdvWarning, MissingDependencyError, RangeNotSupportedError,
-                        RemoteError)
+from idv.errors import (MissingDependencyError, RangeNotSupportedError, RemoteError,
+                        warn)
 from idv._storage.remote_answers import content_range, read_at_most, remote_error, transient
 
 DEFAULT_TIMEOUT = 60.0      # seconds one request may take (a range is at most MAX_REQUEST)
@@ -110,14 +110,13 @@ def _whole(fs, path, url, refused):
     IdvWarning that says why."""
     import mmap
     import tempfile
-    import warnings
     try:
         size = int(fs.info(path).get("size") or 0)
     except Exception as exc:          # noqa: BLE001 - a server that lies about the file
         raise RemoteError(f"{url}: asking the file's size failed: {type(exc).__name__}: "
                           f"{exc}", url) from exc
-    warnings.warn(f"{refused}; the whole file ({size:,} bytes) is fetched once instead of "
-                  f"the ranges a read needs", IdvWarning, stacklevel=5)
+    warn(f"{refused}; the whole file ({size:,} bytes) is fetched once instead of "
+         f"the ranges a read needs")
     try:
         if size <= budget.limit_for(size):
             data = fs.cat_file(path)

@@ -11,14 +11,13 @@ Arrow dictionary). """
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 
 from idv._values import ticks
 from idv import types as T
 from idv._values.cells import float_json
-from idv.errors import IdvWarning
+from idv.errors import warn
 
 
 # ---------------------------------------------------------------------------------------------
@@ -37,7 +36,7 @@ def metadata_spec(col):
         try:
             out[kind] = (t, col.annotation(kind))
         except MemoryLimitError as e:
-            warnings.warn(f"annotation left out: {e}", IdvWarning, stacklevel=3)
+            warn(f"annotation left out: {e}")
     return out
 
 
@@ -271,9 +270,8 @@ def warn_kept_wide(columns, kept="one pandas column of arrays"):
     if wide:
         listed = ", ".join(f"{n!r} ({t})" for n, t in wide[:5]) + (", ..." if len(wide) > 5
                                                                   else "")
-        warnings.warn(f"{listed}: over {MAX_EXPAND_SLOTS:,} slots, kept as {kept}, not "
-                      f"expanded into a column per slot "
-                      f"(idv._interop.pandas.MAX_EXPAND_SLOTS)", IdvWarning, stacklevel=3)
+        warn(f"{listed}: over {MAX_EXPAND_SLOTS:,} slots, kept as {kept}, not expanded into "
+             f"a column per slot (idv._interop.pandas.MAX_EXPAND_SLOTS)")
 
 
 # ---------------------------------------------------------------------------------------------
