@@ -1,9 +1,22 @@
 """Read and write ML.NET binary dataview (.idv) files with numpy, no .NET needed.
 
     >>> import idv
-    >>> with idv.open("data.idv") as f:
+    >>> with idv.open(idv.sample_path()) as f:     # the small ML.NET file idv ships
     ...     print(f.schema)
-    ...     features = f["Features"][1000:2000]
+    ...     features = f["Features"][100:200]      # rows 100-199 as a numpy array
+    Id: Int64
+    Listed: DateTime
+    City: Key<UInt32, 5>
+      -- metadata: KeyValues: Vector<Text, 5>
+    Bedrooms: Int32
+    Area: Single
+    Price: Double
+    Sold: Boolean
+    Title: Text
+    Features: Vector<Single, 4>
+      -- metadata: SlotNames: Vector<Text, 4>
+    >>> features.shape, features.dtype
+    ((100, 4), dtype('float32'))
 """
 from idv._version import __version__
 from idv._resources.budget import MemoryLimitError, set_memory_limit

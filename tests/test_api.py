@@ -277,7 +277,8 @@ def test_idv_read_shortcut_reads_every_column():
 
 def test_the_one_call_readers_take_the_options_of_open(tmp_path):
     """idv.read, to_arrow and record_batch_reader open a path with idv.open's options (a
-    memory limit, checksums...); a file passed open keeps those it was opened with."""
+    memory limit, checksums...); a file passed open is read as it was opened, and giving
+    options with it is a TypeError."""
     path = tmp_path / "x.idv"
     idv.write(path, {"x": np.arange(100_000, dtype=np.float64)})      # 800 KB read
     readers = [idv.read, idv.to_arrow, lambda p, **kw: idv.to_arrow(p, filter="x >= 0", **kw),
@@ -286,10 +287,16 @@ def test_the_one_call_readers_take_the_options_of_open(tmp_path):
         assert len(read(path, memory_limit=10**8, checksums=False)["x"]) == 100_000
         with pytest.raises(idv.MemoryLimitError):       # less than a block
             read(path, memory_limit=1000)
-    with idv.open(path) as f:
-        for read in readers[1:]:
+    with idv.open(path, memory_limit=1000) as f:
+        for read in readers:
             with pytest.raises(TypeError, match="memory_limit: options of idv.open"):
-                read(f, memory_limit=1000)
+                read(f, memory_limit=10**8)
+            with pytest.raises(idv.MemoryLimitError):       # the limit it was opened with
+                read(f)
+    with idv.open(path) as f:
+        for read in readers:
+            assert len(read(f)["x"]) == 100_000
+        assert f.num_rows == 100_000            # left open
 
 
 @pytest.mark.parametrize("name", ["mixed_default", "mixed_none", "mixed_smallblocks_deflate",
@@ -605,6 +612,35 @@ def test_well_known_metadata_forms():
         score = f["Score"].metadata
         assert score["ScoreColumnKind"] == "BinaryClassification"
         assert score["MyKeyVec"].tolist() == [0, 9, 1]
+
+
+NESTED_METADATA = {"CategoricalSlotRanges": [[0, 1], [2, 3]], "Grid": [("a", "b"), ("c", "d")]}
+
+
+def test_metadata_given_as_nested_lists_is_the_vector_they_spell(tmp_path):
+    """A list of equal-length sequences is the fixed vector np.array of it would be."""
+    path = tmp_path / "nested.idv"
+    idv.write(path, {"v": np.zeros((1, 4), np.float32)}, metadata={"v": NESTED_METADATA})
+    with idv.open(path) as f:
+        types = {k: str(t) for k, t in f["v"].metadata_types.items()}
+        assert types == {"CategoricalSlotRanges": "Vector<Int64, 2, 2>",
+                         "Grid": "Vector<Text, 2, 2>"}
+        assert f["v"].metadata["CategoricalSlotRanges"].tolist() == [[0, 1], [2, 3]]
+        assert f["v"].metadata["Grid"].tolist() == [["a", "b"], ["c", "d"]]
+    with pytest.raises(ValueError, match="'Grid': nested sequences of different lengths"):
+        idv.write(tmp_path / "ragged.idv", {"v": np.zeros((1, 4), np.float32)},
+                  metadata={"v": {"Grid": [[0, 1], [2]]}})
+    assert not (tmp_path / "ragged.idv").exists()
+
+
+def test_metadata_given_as_nested_lists_reads_in_mlnet_as_that_vector(tmp_path, oracle):
+    """ML.NET reads the annotation as the vector of the list's shape, items in row order."""
+    path = tmp_path / "nested.idv"
+    idv.write(path, {"v": np.zeros((1, 4), np.float32)}, metadata={"v": NESTED_METADATA})
+    annotations = oracle.dump(path)["columns"][0]["annotations"]
+    got = {a["kind"]: (a["type_string"], a["dims"], a["value"]) for a in annotations}
+    assert got == {"CategoricalSlotRanges": ("Vector<Int64, 2, 2>", [2, 2], [0, 1, 2, 3]),
+                   "Grid": ("Vector<String, 2, 2>", [2, 2], ["a", "b", "c", "d"])}
 
 
 # ---------------------------------------------------------------- dates, times, row ids

@@ -269,15 +269,17 @@ def test_shared_parameter_texts_are_written_once_and_inserted():
             assert first not in source, f"{path.name} copies the text of {name}"
 
 
-def test_docstring_examples_run():
-    """The Examples of the public docstrings are true (doctest)."""
+def test_docstring_examples_run(tmp_path, monkeypatch):
+    """The Examples of the package's and the public names' docstrings are true (doctest), run
+    in an empty folder, as a user meets them."""
     import doctest
     import idv
     pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
+    monkeypatch.chdir(tmp_path)
     finder, runner = doctest.DocTestFinder(recurse=False), doctest.DocTestRunner()
     ran = 0
-    for qual, obj in _public_names():
+    for qual, obj in [("idv", idv), *_public_names()]:
         for test in finder.find(obj, qual, globs={"idv": idv}):
             if test.examples:
                 ran += 1

@@ -55,11 +55,12 @@ def remote_error(exc, url, what, timeout):
     status = _status(exc)
     if status in (404, 410) or (status is None and isinstance(exc, FileNotFoundError)
                                 and _connection_error(exc) is None):
-        return FileNotFoundError(2, f"no such file: {url}" +
-                                 (f" (HTTP {status})" if status else ""), url)
+        # as the OS says it of a local path: "[Errno 2] no such file (HTTP 404): 'URL'"
+        return FileNotFoundError(2, "no such file" + (f" (HTTP {status})" if status else ""),
+                                 url)
     if status in (401, 403) or isinstance(exc, PermissionError):
-        return PermissionError(13, f"access denied: {url}" +
-                               (f" (HTTP {status})" if status else ""), url)
+        return PermissionError(13, "access denied" + (f" (HTTP {status})" if status else ""),
+                               url)
     if any(type(e).__name__ == "TooManyRedirects" for e in _chain(exc)):
         return RemoteError(f"{url}: {what} failed: the server redirects without end", url)
     cause = _connection_error(exc) or exc

@@ -47,6 +47,20 @@ def metadata_block(type_, value, where):
     return col, bytes(col.payload(chunk))
 
 
+def _nested_array(value, where):
+    """A list of sequences as the array it spells (as np.array of the same would be), its
+    items kept as Python objects so they are judged as a flat list's are; ragged is refused."""
+    if not isinstance(value, (list, tuple)) or not any(is_rowlike(x) for x in value):
+        return value
+    try:
+        arr = np.array(value, dtype=object)
+    except ValueError:
+        arr = None
+    if arr is None or any(is_rowlike(x) for x in arr.reshape(-1)):
+        raise ValueError(f"{where}: nested sequences of different lengths")
+    return arr
+
+
 def column_metadata(name, entries, column_type=None):
     """[(kind, codec name, codec params, raw payload)] of one column's metadata dict, each
     value's size checked against `column_type` (annotation_size_problem)."""
@@ -62,7 +76,7 @@ def column_metadata(name, entries, column_type=None):
         if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], T.DataViewType):
             type_, value = spec
         else:
-            value = values_of(spec)
+            value = _nested_array(values_of(spec), where)
             type_ = infer_metadata_type(value, where)
         col, raw = metadata_block(type_, value, where)
         problem = None if column_type is None else \
