@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import stat
 import threading
 
@@ -313,3 +314,88 @@ def test_a_writers_blocks_land_where_its_tables_say(tmp_path):
     with idv.open(path) as f:
         assert np.array_equal(f["x"].read(), data["x"])
         assert f["t"].read().tolist() == data["t"].tolist()
+
+
+# ---------------------------------------------------------------- what is not a regular file
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_destination_that_is_not_a_regular_file_is_refused(tmp_path):
+    """The rename would replace it: a FIFO, a character device (a copy of /dev/null, as root),
+    and a link to either (as /dev/stdout is), by idv.write, idv.Writer and idv.convert (to
+    .idv and to text)."""
+    src = tmp_path / "src.idv"
+    idv.write(src, {"x": [1.0]})
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "to-fifo").symlink_to(fifo)
+    nodes = {"fifo": "a FIFO (named pipe)", "to-fifo": "a FIFO (named pipe)"}
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        os.mknod(tmp_path / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        nodes["null"] = "a character device"
+    for name, kind in nodes.items():
+        dest = tmp_path / name
+        for write in (lambda: idv.write(dest, {"x": [2.0]}),
+                      lambda: idv.Writer(dest, {"x": idv.Double}),
+                      lambda: idv.convert(src, dest, to="idv"),
+                      lambda: idv.convert(src, dest, to="csv")):
+            with pytest.raises(OSError, match=re.escape(f"cannot write '{dest}': it is {kind}, "
+                                                        f"not a regular file")):
+                write()
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and os.path.islink(tmp_path / "to-fifo")
+    if "null" in nodes:
+        assert stat.S_ISCHR(os.lstat(tmp_path / "null").st_mode)
+    assert sorted(os.listdir(tmp_path)) == sorted(["src.idv", *nodes])
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX symbolic links")
+def test_a_link_to_a_file_is_written_through(tmp_path, temp_kind):
+    """As open(link, "wb") would: the file the link leads to gets the new data (replaced
+    whole, keeping its mode), the link stays a link; a dangling link gets its file made."""
+    store = tmp_path / "store"
+    store.mkdir()
+    target = store / "data.idv"
+    idv.write(target, {"x": [1]})
+    os.chmod(target, 0o640)
+    link = tmp_path / "data.idv"
+    link.symlink_to(target)
+    idv.write(link, {"x": [2]})
+    assert os.readlink(link) == str(target) and idv.read(target)["x"].tolist() == [2]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    dangling = tmp_path / "new.idv"
+    dangling.symlink_to(store / "new.idv")
+    with idv.Writer(dangling, {"x": idv.Int64}) as w:
+        w.write_batch({"x": [3]})
+    assert os.path.islink(dangling) and idv.read(store / "new.idv")["x"].tolist() == [3]
+    assert sorted(os.listdir(store)) == ["data.idv", "new.idv"]
+
+
+def test_a_gzip_file_object_is_refused_as_not_seekable(tmp_path):
+    """GzipFile.seekable() is True, but a gzip stream being written only seeks forward: the
+    header, written last, could not go back to the start."""
+    import gzip
+    with gzip.open(tmp_path / "a.idv.gz", "wb") as f:
+        with pytest.raises(ValueError, match="seekable binary file object.*GzipFile seeks "
+                                             "only forward"):
+            idv.write(f, {"x": [1.0]})
+
+
+def test_a_failed_rename_names_the_destination(tmp_path, monkeypatch, temp_kind):
+    """os.replace's error names the temporary file and the destination; the error raised
+    names the destination as given (a link's, not its target's), and no temporary file."""
+    import errno
+    target = tmp_path / "real.idv"
+    target.write_bytes(b"old")
+    link = tmp_path / "link.idv"
+    link.symlink_to(target)
+
+    def immutable(src, dst):
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), src, dst)
+    monkeypatch.setattr(os, "replace", immutable)
+    for dest in (target, link):
+        with pytest.raises(PermissionError) as raised:
+            idv.write(dest, {"x": [1]})
+        assert raised.value.filename == str(dest) and raised.value.filename2 is None
+        assert str(raised.value) == f"[Errno {errno.EPERM}] {os.strerror(errno.EPERM)}: " \
+                                    f"'{dest}'"
+    assert sorted(os.listdir(tmp_path)) == ["link.idv", "real.idv"]
+    assert target.read_bytes() == b"old"

@@ -10,11 +10,14 @@ directory is fsynced so that the rename itself survives a crash; on Linux's loca
 file it replaced is let go in a thread of its own (the kernel frees a file's blocks when its
 last descriptor closes: 10-20 ms per 100 MB, which the caller does not wait for). On any failure,
 KeyboardInterrupt included, the temporary file is discarded and the destination is left as it
-was. A destination this user could not write in place (read-only, or another user's) is
-refused with PermissionError before anything is written.
+was. Refused before anything is written: with PermissionError, a file this user could not
+write in place (read-only, or another user's); with OSError, one that is not a regular file
+(/dev/null, a FIFO), which the rename would replace. A symbolic link's target is replaced, as
+open() writes it. OSErrors name the destination as given, not the temporary file.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
@@ -69,37 +72,60 @@ def fsync_dir(directory):
 
 
 def destination(dest):
-    """(path, its directory) of a destination path, checked: the directory exists, the path is
-    not a directory, and an existing file there is one this user may replace."""
+    """(the file to write, its directory) of a destination path, checked: the directory
+    exists, and an existing file there is a regular file this user may replace. The file is
+    the path itself or, for a symbolic link, the file it leads to (as open() would write)."""
     path = os.fsdecode(os.fspath(dest))
-    parent = os.path.dirname(os.path.abspath(path))
+    target = _link_target(path)
+    shown = repr(path) if target == path else f"{path!r} (a link to {target!r})"
+    parent = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(parent):
-        raise FileNotFoundError(f"cannot write {path!r}: directory {parent!r} does not exist")
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"cannot write {path!r}: it is a directory")
-    _check_replaceable(path)
-    return path, parent
-
-
-def _check_replaceable(path):
-    """PermissionError for an existing file that this user could not write in place: a
-    read-only one (by its mode bits; for root: no write bit at all), or, unless root (who keeps
-    the owner), another user's, which the rename would make this user's."""
+        raise FileNotFoundError(f"cannot write {shown}: directory {parent!r} does not exist")
     try:
-        st = os.stat(path)
+        st = os.stat(target)
     except FileNotFoundError:
-        return
+        return target, parent
+    _check_replaceable(target, st, shown)
+    return target, parent
+
+
+def _link_target(path):
+    """The file a symbolic link at `path` leads to, if a regular file or nothing; else `path`
+    (/dev/stdout's /proc/self/fd/1 leads to no path: it is refused as what it is)."""
+    try:
+        to_file = os.path.islink(path) and stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:       # a dangling link: open() would create what it names
+        to_file = True
+    return os.path.realpath(path) if to_file else path
+
+
+_KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket"}
+
+
+def _check_replaceable(path, st, shown):
+    """IsADirectoryError or OSError for an existing `path` (`st`: its os.stat) that is not a
+    regular file, which the rename would replace; PermissionError for one that this user could
+    not write in place: a read-only one (by its mode bits; for root: no write bit at all), or,
+    unless root (who keeps the owner), another user's, which the rename would make this
+    user's. `shown`: the path as messages name it."""
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"cannot write {shown}: it is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a file")
+        raise OSError(f"cannot write {shown}: it is {kind}, not a regular file (idv writes a "
+                      f"new file and renames it over the destination, which would replace it)")
     if not hasattr(os, "geteuid"):
         if not os.access(path, os.W_OK):
-            raise PermissionError(f"cannot replace {path!r}: it is read-only")
+            raise PermissionError(f"cannot replace {shown}: it is read-only")
         return
     euid, mode = os.geteuid(), stat.S_IMODE(st.st_mode)
     if euid != 0 and st.st_uid != euid:
-        raise PermissionError(f"cannot replace {path!r}: it belongs to another user (uid "
+        raise PermissionError(f"cannot replace {shown}: it belongs to another user (uid "
                               f"{st.st_uid}), and replacing it would make it yours; remove it "
                               f"first or write elsewhere")
     if not mode & (0o222 if euid == 0 else 0o200):
-        raise PermissionError(f"cannot replace {path!r}: it is read-only (mode {mode:#o}); "
+        raise PermissionError(f"cannot replace {shown}: it is read-only (mode {mode:#o}); "
                               f"make it writable (chmod u+w) or remove it first")
 
 
@@ -121,6 +147,21 @@ def is_temporary(path):
     that should name the destination instead)."""
     path = os.fspath(path)
     return path.endswith(_TMP_SUFFIX) or path.startswith("/proc/self/fd/")
+
+
+@contextlib.contextmanager
+def naming(path):
+    """OSErrors raised inside name `path` (the destination as the caller gave it) where they
+    named no file (a full disk's, from a write) or a temporary file (a failed rename's)."""
+    try:
+        yield
+    except OSError as e:
+        f = e.filename
+        if path is not None and e.strerror and (f is None or isinstance(f, str) and
+                                                is_temporary(f)):
+            e.filename = path
+            del e.filename2             # (None would be shown as "-> None")
+        raise
 
 
 # What Windows lacks: os.kill(pid, 0) there ends the process instead of asking about it, and
@@ -195,7 +236,8 @@ class AtomicPath:
     name), put in place of `dest` by commit() and discarded by abort()."""
 
     def __init__(self, dest):
-        self.dest, self.parent = destination(dest)
+        self.dest, self.parent = destination(dest)     # a link's target: the file replaced
+        self.given = os.fsdecode(os.fspath(dest))       # what errors name
         base = os.path.basename(self.dest)
         remove_stale(self.parent, base)
         # the descriptor stays open until commit() or abort(): an anonymous file lives on it
@@ -204,7 +246,8 @@ class AtomicPath:
             self.tmp, self.named = f"/proc/self/fd/{self.fd}", False
         else:
             self.tmp, self.named = os.path.join(self.parent, _owned_name(base)), True
-            self.fd = os.open(self.tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            with naming(self.given):
+                self.fd = os.open(self.tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
 
     def open(self):
         """The temporary file as a binary file object (of a descriptor of its own)."""
@@ -222,38 +265,8 @@ class AtomicPath:
         place of the destination. `still`: called just before the move, to raise (and
         leave the destination as it is) if the destination is no longer what was read."""
         try:
-            if file is not None:
-                file.flush()
-                file.close()
-            os.fsync(self.fd)
-            try:
-                st = os.stat(self.dest)
-                mode, owner = stat.S_IMODE(st.st_mode), (st.st_uid, st.st_gid)
-            except FileNotFoundError:
-                mode, owner = new_file_mode(self.parent), None
-            os.chmod(self.fd if _CHMOD_BY_FD else self.tmp, mode)
-            if owner is not None and hasattr(os, "geteuid") and os.geteuid() == 0:
-                os.chown(self.fd, *owner)
-            if not self.named:       # a name for the anonymous file, beside the destination
-                name = os.path.join(self.parent, _owned_name(os.path.basename(self.dest)))
-                dir_fd = os.open(self.parent, os.O_RDONLY)
-                try:
-                    os.link(self.tmp, os.path.basename(name), dst_dir_fd=dir_fd,
-                            follow_symlinks=True)
-                finally:
-                    os.close(dir_fd)
-                self.tmp, self.named = name, True
-            if still is not None:
-                still()
-            self._close_fd()         # Windows renames no open file (the name keeps it)
-            replaced = _hold(self.dest)
-            try:
-                os.replace(self.tmp, self.dest)
-            except BaseException:
-                if replaced is not None:
-                    os.close(replaced)
-                raise
-            self.tmp = None
+            with naming(self.given):
+                replaced = self._put_in_place(file, still)
         except BaseException:
             if file is not None:
                 _close_quietly(file)
@@ -262,6 +275,42 @@ class AtomicPath:
         fsync_dir(self.parent)
         if replaced is not None:
             threads.pool("release", 1).submit(os.close, replaced)
+
+    def _put_in_place(self, file, still):
+        """commit()'s work up to the rename; returns _hold's descriptor of the file replaced."""
+        if file is not None:
+            file.flush()
+            file.close()
+        os.fsync(self.fd)
+        try:
+            st = os.stat(self.dest)
+            mode, owner = stat.S_IMODE(st.st_mode), (st.st_uid, st.st_gid)
+        except FileNotFoundError:
+            mode, owner = new_file_mode(self.parent), None
+        os.chmod(self.fd if _CHMOD_BY_FD else self.tmp, mode)
+        if owner is not None and hasattr(os, "geteuid") and os.geteuid() == 0:
+            os.chown(self.fd, *owner)
+        if not self.named:       # a name for the anonymous file, beside the destination
+            name = os.path.join(self.parent, _owned_name(os.path.basename(self.dest)))
+            dir_fd = os.open(self.parent, os.O_RDONLY)
+            try:
+                os.link(self.tmp, os.path.basename(name), dst_dir_fd=dir_fd,
+                        follow_symlinks=True)
+            finally:
+                os.close(dir_fd)
+            self.tmp, self.named = name, True
+        if still is not None:
+            still()
+        self._close_fd()         # Windows renames no open file (the name keeps it)
+        replaced = _hold(self.dest)
+        try:
+            os.replace(self.tmp, self.dest)
+        except BaseException:
+            if replaced is not None:
+                os.close(replaced)
+            raise
+        self.tmp = None
+        return replaced
 
     def _close_fd(self):
         if self.fd is not None:
@@ -355,13 +404,16 @@ class Output:
                 seekable = dest.seekable()
             except (AttributeError, ValueError, OSError):
                 seekable = False
-            if not seekable:
-                raise ValueError("idv.write needs a seekable binary file object (the header is "
-                                 "written last, at the start); write to a path or an "
-                                 "io.BytesIO and copy it instead")
+            gzip = sys.modules.get("gzip")    # a GzipFile is seekable() but writes forward only
+            if not seekable or gzip is not None and isinstance(dest, gzip.GzipFile):
+                raise ValueError(f"idv.write needs a seekable binary file object (the header is "
+                                 f"written last, at the start"
+                                 f"{'; a GzipFile seeks only forward' if seekable else ''}); "
+                                 f"write to a path or an io.BytesIO and copy (or compress) it")
             if hasattr(dest, "writable") and not dest.writable():
                 raise ValueError("the file object is not writable")
-            if hasattr(dest, "mode") and "b" not in getattr(dest, "mode", "b"):
+            mode = getattr(dest, "mode", "b")       # a GzipFile's is an int
+            if isinstance(mode, str) and "b" not in mode:
                 raise TypeError("the file object must be opened in binary mode")
             self.file = dest
         else:
@@ -370,12 +422,14 @@ class Output:
         if self.path is not None:
             destination(self.path)      # fail now, not when the first block is written
         self.opened = False
+        self.given = None               # the path as given, once open: what OSErrors name
 
     def open(self):
         """Start writing: create the temporary file (a path), or note where the .idv begins
         (a file object)."""
         if self.path is not None:
             self.atomic = AtomicPath(self.path)
+            self.given = self.atomic.given
             self.file = self.atomic.open()
         else:
             self.base = self.file.tell()
@@ -386,14 +440,16 @@ class Output:
         offset = self.size
         n = memoryview(data).nbytes
         if n:
-            self.file.write(data)
+            with naming(self.given):
+                self.file.write(data)
         return self._wrote(offset, n)
 
     def _wrote(self, offset, n):
         self.size += n
         if self.atomic is not None and self.size - self.synced >= _WRITEBACK_CHUNK:
             # start writing to disk now, so that the fsync at the end has little to wait for
-            self.file.flush()
+            with naming(self.given):
+                self.file.flush()
             _encode.start_writeback(self.file.fileno(), self.synced, self.size - self.synced)
             self.synced = self.size
         return offset
@@ -404,19 +460,21 @@ class Output:
         (the buffer's copy and its small writes cost a third more kernel and copying time)."""
         offset = self.size
         n = sum(memoryview(p).nbytes for p in parts)
-        if self.atomic is not None and len(parts) > 1 and hasattr(os, "writev"):
-            self.file.flush()
-            write_vectored(self.file.fileno(), parts)
-            self.file.seek(self.base + offset + n)      # the file object's position follows
-        else:
-            self.file.writelines(parts)
+        with naming(self.given):
+            if self.atomic is not None and len(parts) > 1 and hasattr(os, "writev"):
+                self.file.flush()
+                write_vectored(self.file.fileno(), parts)
+                self.file.seek(self.base + offset + n)      # the file object's position follows
+            else:
+                self.file.writelines(parts)
         return self._wrote(offset, n)
 
     def write_at(self, offset, data):
         """Overwrite bytes at `offset` (the header, written last), then go back to the end."""
-        self.file.seek(self.base + offset)
-        self.file.write(data)
-        self.file.seek(self.base + self.size)
+        with naming(self.given):
+            self.file.seek(self.base + offset)
+            self.file.write(data)
+            self.file.seek(self.base + self.size)
 
     def commit(self, still=None):
         """Finish: the path is moved into place (`still`: as AtomicPath.commit's); a file

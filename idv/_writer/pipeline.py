@@ -94,6 +94,7 @@ class Writer:
         self._ended = False       # a short block copied: no rows may follow
         self._lookups = [([], [], []) for _ in self._columns]
         self._rows = 0
+        self._failed = None       # the error that aborted the writer, as later calls name it
         self._closed = False
 
     def _encode_metadata(self, entries):
@@ -130,7 +131,8 @@ class Writer:
 
     # ---- writing
     def write_batch(self, data=None, /, **columns):
-        """Append rows. All of the batch is checked before any of it is kept.
+        """Append rows. All of the batch is checked before any of it is kept: a batch refused
+        for its values leaves the writer usable; an error in writing (a full disk) aborts it.
 
         Parameters
         ----------
@@ -191,8 +193,8 @@ class Writer:
                 self._rows += n
                 self._ended = n < self._rpb
             self._write_blocks(tasks)
-        except BaseException:
-            self.abort()
+        except BaseException as e:
+            self._abort_after(e)
             raise
 
     def _check_not_ended(self):
@@ -226,8 +228,8 @@ class Writer:
             self._pending_rows += n
             self._rows += n
             self._flush(final=False)
-        except BaseException:
-            self.abort()
+        except BaseException as e:
+            self._abort_after(e)
             raise
 
     def _prepare(self, data):
@@ -350,13 +352,15 @@ class Writer:
 
     def close(self):
         """Write the remaining rows, the tables and the header; move the file into place."""
+        if self._failed is not None:
+            self._check_open()
         if self._closed:
             return
         try:
             self._flush(final=True)
             self._finish()
-        except BaseException:
-            self.abort()
+        except BaseException as e:
+            self._abort_after(e)
             raise
         self._closed = True
 
@@ -428,7 +432,17 @@ class Writer:
         self._pending = [[] for _ in self._columns]
         self._out.abort()
 
+    def _abort_after(self, error):
+        """abort(), after an error that a later call names (not the error itself: its
+        traceback would keep the batch alive)."""
+        text = str(error)
+        self._failed = f"{type(error).__name__}: {text}" if text else type(error).__name__
+        self.abort()
+
     def _check_open(self):
+        if self._failed is not None:
+            raise ValueError(f"the idv.Writer was aborted by an earlier error ({self._failed}); "
+                             f"what it had written was discarded")
         if self._closed:
             raise ValueError("I/O operation on a closed idv.Writer")
 
