@@ -37,17 +37,23 @@ def run(*args, check_rc=None, hide=(), process=False):
     return rc, out, err
 
 
-def run_process(*args, check_rc=None, hide=()):
-    """``python -m idv ARGS`` in a child process; returns (returncode, stdout, stderr)."""
+def run_process(*args, check_rc=None, hide=(), stdout=subprocess.PIPE, closed=()):
+    """``python -m idv ARGS`` in a child process; returns (returncode, stdout, stderr).
+    `stdout`: a file to write its standard output to instead (stdout returned is then "");
+    `closed`: the standard streams it starts without (1, 2), closed by the shell's ``>&-``."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_DIR) + os.pathsep + env.get("PYTHONPATH", "")
     if hide:
         env["PYTHONPATH"] = _hiding(hide) + os.pathsep + env["PYTHONPATH"]
     env["PYTHONIOENCODING"] = "utf-8"
     env.pop("PYTHONWARNINGS", None)
-    p = subprocess.run([sys.executable, "-m", "idv", *map(str, args)], capture_output=True,
-                       env=env, cwd=REPO_DIR, timeout=120)
-    out, err = p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
+    command = [sys.executable, "-m", "idv", *map(str, args)]
+    if closed:
+        command = ["sh", "-c", 'exec "$@" ' + " ".join(f"{fd}>&-" for fd in closed), "sh",
+                   *command]
+    p = subprocess.run(command, stdout=stdout, stderr=subprocess.PIPE, env=env, cwd=REPO_DIR,
+                       timeout=120)
+    out, err = (p.stdout or b"").decode("utf-8"), p.stderr.decode("utf-8")
     if check_rc is not None:
         assert p.returncode == check_rc, (p.returncode, out, err)
     return p.returncode, out, err

@@ -473,7 +473,7 @@ def test_cli_convert_level_and_backend(tmp_path):
         assert idv.read(tmp_path / "i.idv")["s"].tolist() == vals
     rc, out, err = run("convert", ref, tmp_path / "x.parquet", "--level", "1")
     assert rc == 2
-    assert_one_line_error(err, "--level and --backend are for an .idv output")
+    assert_one_line_error(err, "--level is for an .idv output")
     with pytest.raises(ValueError, match="level= and backend= are for .idv output"):
         idv.convert(ref, tmp_path / "y.parquet", backend="isal")
 

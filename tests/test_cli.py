@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from cli_run import (assert_one_line_error, check_cell, csv_columns, norm_type, read_delimited,
-                     run, run_json, run_main, same_float, table_rows)
+                     run, run_json, run_main, run_process, same_float, table_rows)
 from expected import column_index, our_type_string
 from reference import (REPO_DIR, SAMPLE_DIR, fixture, model_zip_entries, sample_params,
                        shared_path, sidecar, regenerated_fixtures)
@@ -1063,6 +1063,12 @@ def test_convert_json_summary_and_errors(tmp_path):
     (["{tmp}/x.idv", "--to", "excel"], ["excel", "parquet"]),
     (["{tmp}/x.idv", "--columns", "Id,Nope"], ["Nope", "Txt"]),
     (["{f}"], ["overwrite"]),
+    # options for the other kind of input or output
+    (["{tmp}/x.parquet", "--rows-per-block", "5"], ["--rows-per-block", ".idv output", "Parquet"]),
+    (["{tmp}/x.parquet", "--level", "3"], ["--level", ".idv output", "Parquet"]),
+    (["{tmp}/x.csv", "--backend", "zlib"], ["--backend", ".idv output", "CSV"]),
+    (["{out}", "--types", "Id=Int64"], ["--types", "non-.idv input"]),
+    (["{out}", "--missing-text", ""], ["--missing-text", "non-.idv input"]),
 ])
 def test_convert_usage_errors_exit_2(tmp_path, args, fragments):
     f = fixture("mixed_default")
@@ -1310,3 +1316,100 @@ def test_names_reach_the_terminal_escaped(tmp_path):
         assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out, args
         assert not any(line.startswith("forged") for line in out.splitlines()), args
         assert "a\\x1b]0;pwned\\x07b\\x1b[2Jc\\nforged\\u202e" in out, args
+
+
+@needs_convert
+def test_messages_quoting_the_input_reach_the_terminal_escaped(tmp_path):
+    """An error quoting a file's bytes (pyarrow's of a malformed CSV line) and a warning naming
+    a file are escaped as text cells are: one line each, no escape sequence, no bell."""
+    src = tmp_path / "bad.csv"
+    src.write_text("a\n1\n2,3\x1b[2J\x1b]0;pwned\x07\n")
+    rc, out, err = run("convert", src, tmp_path / "o.idv")
+    assert (rc, out) == (1, "")
+    assert_one_line_error(err, str(src), "2,3\\x1b[2J\\x1b]0;pwned\\x07")
+    assert "\x1b" not in err and "\x07" not in err
+    d = tmp_path / "days"
+    d.mkdir()
+    (d / "a.idv").write_bytes(fixture("mixed_default").read_bytes())
+    (d / "b\x1b[2J.idv").write_bytes(b"garbage")
+    rc, out, err = run("info", d, "--skip-bad-files", check_rc=0)
+    assert err.startswith("idv: warning: ") and err.count("\n") == 1, err
+    assert "b\\x1b[2J.idv" in err and "\x1b" not in err
+
+
+# ---------------------------------------------------------------- standard streams
+
+def test_a_closed_stdout_is_a_one_line_error(tmp_path):
+    """`idv info FILE >&-`: standard output is closed, said on one line, exit 1; a command
+    that prints nothing there (convert) still runs."""
+    f = fixture("mixed_default")
+    rc, out, err = run_process("info", f, closed=(1,))
+    assert rc == 1
+    assert_one_line_error(err, "standard output is closed")
+    out_file = tmp_path / "c.idv"
+    rc, out, err = run_process("convert", f, out_file, "-q", closed=(1,), check_rc=0)
+    assert err == ""
+    from idv import open as idv_open
+    with idv_open(out_file) as c:
+        assert c.num_rows == sidecar("mixed_default")["row_count"]
+
+
+def test_a_closed_stderr_keeps_warnings_and_messages_out_of_the_data(tmp_path):
+    """With stderr closed (2>&-) a warning, convert's summary and an error are dropped, never
+    printed into standard output's data."""
+    d = tmp_path / "days"
+    d.mkdir()
+    (d / "a.idv").write_bytes(fixture("mixed_default").read_bytes())
+    (d / "b.idv").write_bytes(b"garbage")
+    rc, alone, err = run("cat", d / "a.idv", "--format", "csv", check_rc=0)
+    rc, out, err = run_process("cat", d, "--skip-bad-files", "--format", "csv", closed=(2,),
+                               check_rc=0)
+    assert out == alone
+    rc, out, err = run_process("convert", d / "a.idv", tmp_path / "c.idv", closed=(2,),
+                               check_rc=0)
+    assert out == "" and (tmp_path / "c.idv").exists()
+    rc, out, err = run_process("info", tmp_path / "missing.idv", closed=(2,))
+    assert (rc, out) == (1, "")
+
+
+def test_convert_json_to_a_full_stdout_blames_stdout_not_the_output(tmp_path):
+    """`convert IN OUT --json > /dev/full`: OUT is written whole; the error says that writing
+    to standard output failed, not that OUT did."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    out_file = tmp_path / "out.idv"
+    with open("/dev/full", "wb") as full:
+        rc, out, err = run_process("convert", fixture("keys"), out_file, "--json", stdout=full)
+    assert rc == 1
+    assert_one_line_error(err, "standard output", "No space left on device")
+    assert str(out_file) not in err
+    from idv import open as idv_open
+    with idv_open(out_file) as c:
+        assert c.num_rows == sidecar("keys")["row_count"]
+
+
+def test_ctrl_c_exits_130_quietly_whenever_it_comes(monkeypatch):
+    """Ctrl-C while the arguments are read, or while the command runs, ends the command with
+    the shell's code for it, 130, and prints nothing."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    for where in ("build_parser", "open_sources"):
+        with monkeypatch.context() as m:
+            m.setattr(f"idv.cli.app.{where}", interrupted)
+            assert run_main("info", fixture("mixed_default")) == (130, "", "")
+
+
+def test_a_full_disk_under_stats_add_names_the_file_not_stdout(monkeypatch, tmp_path):
+    """A write that the disk refuses while `stats --add` rewrites a file names that file;
+    standard output had nothing to do with it."""
+    import errno
+    path = tmp_path / "a.idv"
+    path.write_bytes(fixture("mixed_default").read_bytes())
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr("idv.add_statistics", full)
+    rc, out, err = run_main("stats", "--add", path)
+    assert (rc, out) == (1, "")
+    assert_one_line_error(err, f"{path}: No space left on device")
+    assert "standard output" not in err

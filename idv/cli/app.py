@@ -18,6 +18,7 @@ from idv.cli.convert import cmd_convert, formats_help
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_ls, cmd_schema, parse_rows
 from idv.cli.opener import Sources, open_sources, unknown_extra_files
+from idv.cli.render import stderr_line
 from idv.cli.stats import cmd_stats
 from idv.cli.verify import cmd_verify
 from idv.errors import IdvFormatError, MissingDependencyError
@@ -299,8 +300,16 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        The exit code: 0 ok, 1 an unreadable or invalid file, 2 a usage error.
+        The exit code: 0 ok, 1 an unreadable or invalid file, 2 a usage error; 130 when
+        interrupted (Ctrl-C), as a shell reports it.
     """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:    # whenever it comes: a quiet exit, no traceback
+        return 130
+
+
+def _main(argv):
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -317,7 +326,7 @@ def main(argv=None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("always", idv.IdvWarning)
         warnings.showwarning = functools.partial(_show_warning, args, warnings.showwarning)
-        return _run(args, out)
+        return _run(args, _Stdout(out))
 
 
 def _show_warning(args, default, message, category, filename, lineno, file=None, line=None):
@@ -327,7 +336,7 @@ def _show_warning(args, default, message, category, filename, lineno, file=None,
     if args.command in ("info", "schema", "verify") and \
             str(message).startswith("cannot interpret column"):
         return None   # these show unreadable columns themselves
-    print(f"idv: warning: {message}", file=sys.stderr)
+    stderr_line(f"idv: warning: {message}")
 
 
 def _run(args, out):
@@ -337,9 +346,12 @@ def _run(args, out):
             args.sources = Sources(args.specs, dict(getattr(args, "storage_options", [])))
             args.file = args.sources.label
         if not getattr(args, "opens_file", True):
-            return args.run(args, out)
-        f = open_sources(args.sources, args)
-        return args.run(f, args, out)
+            code = args.run(args, out)
+        else:
+            f = open_sources(args.sources, args)
+            code = args.run(f, args, out)
+        out.flush()     # what is still buffered: a failure to write it is told too
+        return code
     except CliError as e:
         return _fail(args, str(e), e.code)
     except IdvFormatError as e:   # named by FILE as given (an entry of a zip has no path)
@@ -354,21 +366,15 @@ def _run(args, out):
         # the reader went away (idv head big.idv | head -3): stop quietly
         _drop_stdout()
         return EXIT_OK
-    except KeyboardInterrupt:
-        return 130
-    except OSError as e:
-        if args.command == "convert":   # e.g. the output's directory does not exist
-            if e.strerror is None:
-                return _fail(args, str(e), EXIT_BAD_FILE)
-            name = e.filename if e.filename is not None else args.output   # ENOSPC: no name
-            if is_temporary(str(name)):   # convert's temporary file: name the output
-                name = args.output
-            return _fail(args, f"{name}: {e.strerror}", EXIT_BAD_FILE)
-        if e.errno in _OUTPUT_FULL:     # idv cat > out.csv on a full disk
-            _drop_stdout()
-            return _fail(args, f"writing the output failed: {e.strerror} (the disk or file "
-                               f"system that standard output goes to is full)", EXIT_BAD_FILE)
-        return _fail(args, f"internal error, please report: {type(e).__name__}: {e}",
+    except OSError as e:   # a file the command writes or reads (standard output: _Stdout's)
+        if e.strerror is None:
+            return _fail(args, str(e), EXIT_BAD_FILE)
+        output = getattr(args, "output", None)    # convert's OUTPUT
+        # the file it names, else (ENOSPC names none) the one written or read
+        name = next((n for n in (e.filename, output, args.file) if n is not None), None)
+        if output is not None and is_temporary(str(name)):   # its temporary file
+            name = output
+        return _fail(args, e.strerror if name is None else f"{name}: {e.strerror}",
                      EXIT_BAD_FILE)
     except (ValueError, TypeError) as e:
         if args.command == "convert":   # refused by the converter: the input or the options
@@ -387,6 +393,45 @@ def _run(args, out):
 _OUTPUT_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
 
+class _Stdout:
+    """Standard output as the commands write to it, whose failures are told as its own and
+    not blamed on a file the command reads or writes (convert's OUTPUT): closed (Python's
+    sys.stdout is None: a command that prints nothing still runs) or refusing a write (a
+    full disk). A closed pipe stays a BrokenPipeError: the reader went away."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.encoding = getattr(stream, "encoding", None)
+
+    def write(self, text):
+        if self._stream is None:
+            raise CliError("standard output is closed: nothing can be printed (to discard "
+                           "the output, redirect it: >/dev/null)")
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _stdout_failed(e) from e
+
+    def flush(self):
+        try:
+            if self._stream is not None:
+                self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _stdout_failed(e) from e
+
+
+def _stdout_failed(e):
+    """The CliError of a write to standard output that failed with OSError `e`; what is still
+    buffered for it is dropped."""
+    _drop_stdout()
+    full = " (the disk or file system it goes to is full)" if e.errno in _OUTPUT_FULL else ""
+    return CliError(f"writing to standard output failed: {e.strerror or e}{full}")
+
+
 def _drop_stdout():
     """Point standard output at /dev/null: what is still buffered for it cannot be written,
     and Python's flush at exit would fail again."""
@@ -395,8 +440,8 @@ def _drop_stdout():
 
 
 def _fail(args, message, code):
-    if args.verbose:
+    if args.verbose and sys.stderr is not None:
         traceback.print_exc()
     message = " ".join(str(message).split("\n"))
-    print(f"idv: error: {message}", file=sys.stderr)
+    stderr_line(f"idv: error: {message}")
     return code

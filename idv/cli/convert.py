@@ -10,7 +10,7 @@ import sys
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.inspect import select_columns
 from idv.cli.opener import as_path, open_dataset, open_file
-from idv.cli.render import dump_json, plural
+from idv.cli.render import dump_json, plural, stderr_line
 from idv.errors import IdvFormatError, MissingDependencyError, require
 
 
@@ -18,13 +18,13 @@ def progress_callback(args):
     """(callback, close) for a tqdm bar on stderr, or (None, no-op) when not wanted or tqdm is
     not installed. The bar shows by default only when stderr is a terminal."""
     show = args.progress if args.progress is not None else _isatty(sys.stderr)
-    if not show:
+    if not show or sys.stderr is None:      # stderr closed: no bar
         return None, lambda: None
     try:
         tqdm = require("tqdm", "the progress bar", "idv[progress]").tqdm
     except MissingDependencyError as e:
         if args.progress:      # asked for: say why there is none; the default stays silent
-            print(f"idv: warning: {e}", file=sys.stderr)
+            stderr_line(f"idv: warning: {e}")
         return None, lambda: None
     bars = []
 
@@ -184,8 +184,30 @@ def _deflate_options(args):
             if v is not None}
 
 
+# the options for one side of a conversion only: (option, its attribute of args, the side,
+# whether that side is an .idv)
+_ONE_SIDED = (("--rows-per-block", "rows_per_block", "output", True),
+              ("--level", "level", "output", True),
+              ("--backend", "backend", "output", True),
+              ("--types", "types", "input", False),
+              ("--missing-text", "missing_text", "input", False))
+
+
+def _check_sides(args, src_fmt, dst_fmt):
+    """A usage error naming an option given that is for the other kind of input or output
+    (--level with a Parquet OUTPUT, --types with an .idv INPUT): it would change nothing."""
+    formats = {"input": src_fmt, "output": dst_fmt}
+    for option, attr, side, of_idv in _ONE_SIDED:
+        fmt = formats[side]
+        if getattr(args, attr) is not None and (fmt.name == "idv") != of_idv:
+            raise CliError(f"{option} is for an .idv {side}, not {fmt.title}" if of_idv else
+                           f"{option} is for a non-.idv {side}, not an .idv", EXIT_USAGE)
+
+
 def _convert(module, src, args, out):
-    src_fmt, dst_fmt = (f.name for f in _formats(module, src, args))
+    src_format, dst_format = _formats(module, src, args)
+    _check_sides(args, src_format, dst_format)
+    src_fmt, dst_fmt = src_format.name, dst_format.name
     if dst_fmt == "idv" and args.compression not in ("none", "deflate"):
         raise CliError(f"--compression {args.compression!r}: an .idv is compressed with "
                        f"none or deflate", EXIT_USAGE)
@@ -193,8 +215,6 @@ def _convert(module, src, args, out):
         module.check_compression(dst_fmt, args.compression)
     except ValueError as e:
         raise CliError(f"--compression: {e}", EXIT_USAGE) from None
-    if dst_fmt != "idv" and (args.level is not None or args.backend is not None):
-        raise CliError("--level and --backend are for an .idv output", EXIT_USAGE)
     inputs = [src] if isinstance(src, str) else \
         [f.path for f in src.files if src.filesystem is None]
     if os.path.exists(args.output) and any(os.path.samefile(p, args.output) for p in inputs):
@@ -227,6 +247,7 @@ def _convert(module, src, args, out):
         dump_json(summary, out)
         return EXIT_OK
     if not args.quiet:
-        print(f"idv: {args.input} -> {args.output}: {plural(summary['rows'] or 0, 'row')}, "
-              f"{dst_fmt}, {plural(summary['bytes'] or 0, 'byte')}", file=sys.stderr)
+        stderr_line(f"idv: {args.input} -> {args.output}: "
+                    f"{plural(summary['rows'] or 0, 'row')}, {dst_fmt}, "
+                    f"{plural(summary['bytes'] or 0, 'byte')}")
     return EXIT_OK

@@ -6,6 +6,7 @@ Dates and times are written from their .NET ticks by idv._values.ticks, exact to
 from __future__ import annotations
 
 import json
+import sys
 import unicodedata
 import warnings
 
@@ -32,6 +33,14 @@ def safe_text(s):
 
 
 _text_str = safe_text
+
+
+def stderr_line(line):
+    """Print `line` (an error, a warning, convert's summary) on stderr, escaped as a cell is:
+    a message that quotes a file's bytes puts no escape sequence on the terminal. Nothing when
+    stderr is closed: print(file=None) would write the line into the data on stdout."""
+    if sys.stderr is not None:
+        print(safe_text(line), file=sys.stderr)
 
 
 def item_str(x, item, in_vector=False):

@@ -4,13 +4,11 @@ A dataset (a directory, a glob, several files) is checked file by file: each fil
 under its path, then one summary line."""
 from __future__ import annotations
 
-import sys
-
 import idv
 from idv._reader.checker import VerifyReport
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK
 from idv.cli.opener import open_path, open_sources
-from idv.cli.render import dump_json, plural
+from idv.cli.render import dump_json, plural, stderr_line
 from idv.errors import IdvFormatError
 
 
@@ -71,6 +69,6 @@ def cmd_verify(args, out):
     if failed:
         where = failed[0][0] if sources.single else \
             f"{args.file}: {plural(len(failed), 'file')} of {len(checked)}"
-        print(f"idv: error: {where}: {_why([r for _, r in failed], args)}", file=sys.stderr)
+        stderr_line(f"idv: error: {where}: {_why([r for _, r in failed], args)}")
         return EXIT_BAD_FILE
     return EXIT_OK
