@@ -474,7 +474,7 @@ def test_cli_convert_level_and_backend(tmp_path):
     rc, out, err = run("convert", ref, tmp_path / "x.parquet", "--level", "1")
     assert rc == 2
     assert_one_line_error(err, "--level is for an .idv output")
-    with pytest.raises(ValueError, match="level= and backend= are for .idv output"):
+    with pytest.raises(ValueError, match="backend= is for an .idv output, not Parquet"):
         idv.convert(ref, tmp_path / "y.parquet", backend="isal")
 
 

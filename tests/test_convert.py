@@ -553,8 +553,13 @@ def test_errors(tmp_path):
     copy.write_bytes(src.read_bytes())
     with pytest.raises(ValueError, match="same file"):
         idv.convert(copy, copy)
-    with pytest.raises(ValueError, match="types= is for non-.idv sources"):
+    with pytest.raises(ValueError, match="types= is for a non-.idv input, not an .idv"):
         idv.convert(src, tmp_path / "y.parquet", types={"Id": idv.Int64})
+    with pytest.raises(ValueError, match="rows_per_block= is for an .idv output, not Parquet"):
+        idv.convert(src, tmp_path / "y.parquet", rows_per_block=100)
+    with pytest.raises(ValueError, match="missing_text= is for a non-.idv input"):
+        idv.convert(src, tmp_path / "y.parquet", missing_text="")
+    assert not (tmp_path / "y.parquet").exists()
     # to= wins over the extension
     out = tmp_path / "data.bin"
     idv.convert(src, out, to="parquet", columns=["Id"])

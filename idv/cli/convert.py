@@ -184,29 +184,19 @@ def _deflate_options(args):
             if v is not None}
 
 
-# the options for one side of a conversion only: (option, its attribute of args, the side,
-# whether that side is an .idv)
-_ONE_SIDED = (("--rows-per-block", "rows_per_block", "output", True),
-              ("--level", "level", "output", True),
-              ("--backend", "backend", "output", True),
-              ("--types", "types", "input", False),
-              ("--missing-text", "missing_text", "input", False))
-
-
-def _check_sides(args, src_fmt, dst_fmt):
+def _check_sides(module, args, src_fmt, dst_fmt):
     """A usage error naming an option given that is for the other kind of input or output
-    (--level with a Parquet OUTPUT, --types with an .idv INPUT): it would change nothing."""
-    formats = {"input": src_fmt, "output": dst_fmt}
-    for option, attr, side, of_idv in _ONE_SIDED:
-        fmt = formats[side]
-        if getattr(args, attr) is not None and (fmt.name == "idv") != of_idv:
-            raise CliError(f"{option} is for an .idv {side}, not {fmt.title}" if of_idv else
-                           f"{option} is for a non-.idv {side}, not an .idv", EXIT_USAGE)
+    (idv.formats.misplaced: --level with a Parquet OUTPUT, --types with an .idv INPUT)."""
+    wrong = module.misplaced(src_fmt, dst_fmt, {o: getattr(args, o, None)
+                                                for o, _, _ in module.ONE_SIDED},
+                             lambda option: "--" + option.replace("_", "-"))
+    if wrong is not None:
+        raise CliError(wrong, EXIT_USAGE)
 
 
 def _convert(module, src, args, out):
     src_format, dst_format = _formats(module, src, args)
-    _check_sides(args, src_format, dst_format)
+    _check_sides(module, args, src_format, dst_format)
     src_fmt, dst_fmt = src_format.name, dst_format.name
     if dst_fmt == "idv" and args.compression not in ("none", "deflate"):
         raise CliError(f"--compression {args.compression!r}: an .idv is compressed with "

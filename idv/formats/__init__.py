@@ -222,12 +222,36 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     return _copy(src_fmt.source(src, options), dst_fmt, dst, options, progress)
 
 
+# convert's options for one side of a conversion only: (option, the side, whether that side
+# is an .idv); given for the other kind of input or output, they would change nothing
+ONE_SIDED = (("rows_per_block", "output", True), ("level", "output", True),
+             ("backend", "output", True), ("types", "input", False),
+             ("missing_text", "input", False))
+
+
+def misplaced(src_fmt, dst_fmt, given, spell=lambda name: f"{name}="):
+    """Why an option of ONE_SIDED given (`given`: option -> value, None or absent: not given)
+    does not apply to a conversion from `src_fmt` to `dst_fmt`, naming it as `spell(option)`
+    does (the command line: --option); None when every one applies."""
+    formats = {"input": src_fmt, "output": dst_fmt}
+    for option, side, of_idv in ONE_SIDED:
+        fmt = formats[side]
+        if given.get(option) is not None and (fmt.name == "idv") != of_idv:
+            return (f"{spell(option)} is for an .idv {side}, not {fmt.title}" if of_idv else
+                    f"{spell(option)} is for a non-.idv {side}, not an .idv (it keeps its "
+                    f"types, and has no missing text)")
+    return None
+
+
 def _options(src, dst, src_fmt, dst_fmt, *, columns, compression, rows_per_block, datetime,
              safe, types, level, backend, legacy_keys, missing_text):
     """convert's arguments checked (ValueError before any file is made) and gathered into
     the conversion's Options."""
-    if dst_fmt.name != "idv" and (level is not None or backend is not None):
-        raise ValueError(f"level= and backend= are for .idv output, not {dst_fmt.name}")
+    wrong = misplaced(src_fmt, dst_fmt, {"rows_per_block": rows_per_block, "level": level,
+                                         "backend": backend, "types": types or None,
+                                         "missing_text": missing_text})
+    if wrong is not None:
+        raise ValueError(wrong)
     # no level or library asked for: .idv -> .idv copies the blocks it need not compress again
     keep_blocks = level is None and backend is None
     backend, level = convert_deflate(level, backend) if dst_fmt.name == "idv" else (None, None)
@@ -239,8 +263,6 @@ def _options(src, dst, src_fmt, dst_fmt, *, columns, compression, rows_per_block
             raise ValueError(f"source and destination are the same file: {path!r}")
     if legacy_keys not in (None, "shift"):
         raise ValueError(f"legacy_keys= is None or 'shift', not {legacy_keys!r}")
-    if types and src_fmt.name == "idv":
-        raise ValueError("types= is for non-.idv sources (an .idv keeps its types)")
     return Options(format=dst_fmt.name, columns=columns, datetime=datetime, safe=safe,
                    types=types, compression=compression, rows_per_block=rows_per_block,
                    deflate={"level": level, "backend": backend},
