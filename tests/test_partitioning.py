@@ -52,7 +52,8 @@ def test_values_become_folder_texts_by_one_rule():
              (np.datetime64("2024-01-02"), "2024-01-02"),
              (np.datetime64("2024-01-02T03:04:05"), "2024-01-02T03:04:05"),
              (dt.datetime(2024, 1, 2, 3, 4, 5), "2024-01-02T03:04:05"),
-             (None, None), (float("nan"), None), (np.datetime64("NaT"), None)]
+             (None, None), (float("nan"), None), (np.datetime64("NaT"), None),
+             (partitioning.NULL, None)]
     for value, text in cases:
         assert partitioning.text_of(value) == text, value
     with pytest.raises(TypeError, match="partition key"):
@@ -150,6 +151,49 @@ def test_write_partition_by_refuses_what_it_cannot_split(tmp_path):
     with pytest.raises(TypeError, match="partition_by takes"):
         idv.write(tmp_path / "x", [("a", np.arange(3)), ("b", np.arange(3))], partition_by="a")
     assert not (tmp_path / "x").exists() or _files(tmp_path / "x") == []
+
+
+def test_the_text_of_hives_missing_value_is_written_with_the_missing_ones(tmp_path):
+    """Both have one folder, and read back alike: one group, not two files of one name."""
+    out = tmp_path / "out"
+    idv.write(out, {"k": ["a", partitioning.NULL, None], "x": [1.0, 2.0, 3.0]},
+              partition_by="k")
+    assert _files(out) == ["k=__HIVE_DEFAULT_PARTITION__/part.0.idv", "k=a/part.0.idv"]
+    got = idv.dataset(out, partitioning="hive").read(filter="k == ''")
+    assert got["x"].tolist() == [2.0, 3.0]
+
+
+def test_a_partitioned_write_that_fails_while_it_moves_its_files_in_changes_nothing(
+        tmp_path, monkeypatch):
+    """A second group's folder is blocked by a file: the first group's new file, whose name
+    the old set lists, must not replace the old one. Into a new directory, a write stopped
+    (Ctrl-C) between two moves leaves no directory."""
+    out = tmp_path / "out"
+    idv.write(out, {"k": np.array([1, 1, 2]), "x": np.array([10.0, 11.0, 20.0])},
+              partition_by="k")
+    (out / "k=3").write_text("not a folder")
+    before = sorted(os.listdir(out))
+    with pytest.raises(OSError):
+        idv.write(out, {"k": np.array([1, 3]), "x": np.array([-1.0, -3.0])}, partition_by="k")
+    assert idv.dataset(out, partitioning="hive").read()["x"].tolist() == [10.0, 11.0, 20.0]
+    assert sorted(os.listdir(out)) == before
+    (out / "k=4" / "part.0.idv").mkdir(parents=True)         # a folder where a file must go
+    with pytest.raises(IsADirectoryError, match="k=4.part.0.idv is a folder"):
+        idv.write(out, {"k": np.array([1, 4]), "x": np.array([-1.0, -4.0])}, partition_by="k")
+    assert idv.dataset(out, partitioning="hive").read()["x"].tolist() == [10.0, 11.0, 20.0]
+    real, moved = os.replace, []
+
+    def replace(src, dst):
+        if str(dst).endswith(".idv"):
+            moved.append(dst)
+            if len(moved) == 2:
+                raise KeyboardInterrupt
+        real(src, dst)
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        idv.write(tmp_path / "new", {"k": np.array([1, 2, 3]), "x": np.array([1.0, 2.0, 3.0])},
+                  partition_by="k")
+    assert len(moved) == 2 and not (tmp_path / "new").exists()
 
 
 def test_a_failed_partitioned_write_leaves_the_directory_as_it_was(tmp_path):

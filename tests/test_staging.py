@@ -95,6 +95,86 @@ def test_a_name_function_runs_on_the_driver_and_names_each_task_once(tmp_path):
         staging.Staging(tmp_path, "fixed.idv")
 
 
+def _staged(out, files, replace=False):
+    """A started Staging with `files` ({name: x values}) staged."""
+    s = staging.Staging(out, replace=replace)
+    s.start()
+    for name, x in files.items():
+        idv.write(s.staged(name), {"x": np.asarray(x, np.float64)})
+    return s
+
+
+def _rows(out):
+    """What a reader of `out` reads (sorted), None for nothing."""
+    try:
+        with idv.dataset(out) as ds:
+            return sorted(ds.read()["x"].tolist())
+    except FileNotFoundError:
+        return None
+
+
+def _watched(monkeypatch, out, commit):
+    """What a reader sees after each rename, link and removal while `commit` runs: the
+    states a job killed there would leave."""
+    seen = []
+
+    def watch(real):
+        def op(*args, **kwargs):
+            result = real(*args, **kwargs)
+            seen.append(_rows(out))
+            return result
+        return op
+    for name in ("replace", "link", "remove"):
+        monkeypatch.setattr(os, name, watch(getattr(os, name)))
+    commit()
+    monkeypatch.undo()
+    return seen
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_reader_sees_the_old_set_or_the_new_at_each_step_of_a_commit(
+        tmp_path, monkeypatch, replace):
+    """Into a new directory (nothing readable, then the new set), and over files of the same
+    names as the new ones, which the old list names."""
+    new = tmp_path / "new"
+    s = _staged(new, {"a.idv": [1], "sub/b.idv": [2]}, replace)
+    seen = _watched(monkeypatch, new, lambda: s.commit(["a.idv", "sub/b.idv"]))
+    assert len(seen) > 2 and set(map(str, seen)) == {"None", "[1.0, 2.0]"}
+    assert seen[-1] == [1.0, 2.0]
+    out = tmp_path / "out"
+    _staged(out, {"k=1/p.idv": [10], "k=2/p.idv": [20]}).commit(["k=1/p.idv", "k=2/p.idv"])
+    s = _staged(out, {"k=1/p.idv": [-1], "k=3/p.idv": [-3]}, replace)
+    seen = _watched(monkeypatch, out, lambda: s.commit(["k=1/p.idv", "k=3/p.idv"]))
+    old, now = [10.0, 20.0], ([-3.0, -1.0] if replace else [-3.0, -1.0, 20.0])
+    assert seen[0] == old and seen[-1] == now and set(map(str, seen)) == {str(old), str(now)}
+    listed = json.loads((out / staging.MANIFEST).read_text())["files"]
+    assert listed == sorted(["k=1/p.idv", "k=3/p.idv"] + ([] if replace else ["k=2/p.idv"]))
+    assert [d for d in os.listdir(out) if d.startswith(".")] == []
+
+
+def test_a_commit_stopped_after_its_list_names_the_new_files_is_finished_by_the_next(
+        tmp_path, monkeypatch):
+    """The new file of a taken name waits in a hidden folder that the list names: the data
+    is the new set, and the next commit moves it to its name."""
+    out = tmp_path / "out"
+    _staged(out, {"a.idv": [1], "b.idv": [2]}).commit(["a.idv", "b.idv"])
+
+    def fail(*args, **kwargs):
+        raise OSError("no links, no copies")
+    s = _staged(out, {"a.idv": [-1]})
+    monkeypatch.setattr(os, "link", fail)
+    monkeypatch.setattr(staging.shutil, "copyfile", fail)
+    paths = s.commit(["a.idv"])
+    monkeypatch.undo()
+    assert _rows(out) == [-1.0, 2.0] and os.path.exists(paths[0])
+    assert os.path.basename(os.path.dirname(paths[0])).startswith(staging.NEW_PREFIX)
+    _staged(out, {"c.idv": [3]}).commit(["c.idv"])
+    assert _rows(out) == [-1.0, 2.0, 3.0]
+    assert json.loads((out / staging.MANIFEST).read_text())["files"] == \
+        ["a.idv", "b.idv", "c.idv"]
+    assert [d for d in os.listdir(out) if d.startswith(".")] == []
+
+
 KILLED = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[3])

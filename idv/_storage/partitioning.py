@@ -5,13 +5,14 @@ The one place for that naming, both ways: the writers (``idv.write(..., partitio
 Dask's ``to_idv(..., partition_by=)``) name folders with `segment`, and
 ``idv.dataset(..., partitioning="hive")`` reads them back with `parse` and `column_types`.
 As pyarrow and Spark write them, values are URL-encoded in folder names (a ``/`` or ``=`` in a
-value cannot appear raw) and a missing value is Hive's ``__HIVE_DEFAULT_PARTITION__``. Read
-back, a key whose every value is a decimal integer within int64 is an Int64 column, any other
-a Text column (dates stay text, as pyarrow reads them). ML.NET's Int64 has no missing value,
-so a key with a missing value is Text, and the missing value reads as the empty text ``""``
-in numpy, Arrow and pandas alike (pyarrow reads it as null): idv's Text has no null either,
-so a frame or table read from the dataset writes back with ``idv.write`` as Text, and a
-filter compares it as the empty text, as it compares a Text column's rows.
+value cannot appear raw) and a missing value is Hive's ``__HIVE_DEFAULT_PARTITION__`` (a text
+value that is that name is missing too: it has no other folder, and reads back as missing).
+Read back, a key whose every value is a decimal integer within int64 is an Int64 column, any
+other a Text column (dates stay text, as pyarrow reads them). ML.NET's Int64 has no missing
+value, so a key with a missing value is Text, and the missing value reads as the empty text
+``""`` in numpy, Arrow and pandas alike (pyarrow reads it as null): idv's Text has no null
+either, so a frame or table read from the dataset writes back with ``idv.write`` as Text, and
+a filter compares it as the empty text, as it compares a Text column's rows.
 """
 from __future__ import annotations
 
@@ -126,8 +127,8 @@ def keys_of(paths, root):
 
 def text_of(v):
     """The folder text of one value (before URL encoding): integers and text as they are,
-    Booleans as ``true``/``false``, dates as ``YYYY-MM-DD``, times as ISO 8601; None, NaN and
-    NaT missing. TypeError for other values."""
+    Booleans as ``true``/``false``, dates as ``YYYY-MM-DD``, times as ISO 8601; None, NaN,
+    NaT and the text `NULL` missing. TypeError for other values."""
     if v is None or (isinstance(v, float) and v != v):
         return None
     if isinstance(v, (bool, np.bool_)):
@@ -135,7 +136,7 @@ def text_of(v):
     if isinstance(v, (int, np.integer)):
         return str(int(v))
     if isinstance(v, str):
-        return v
+        return None if v == NULL else v
     if isinstance(v, (float, np.floating)):
         return repr(float(v))
     if isinstance(v, np.datetime64):

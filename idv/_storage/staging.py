@@ -1,15 +1,21 @@
 """A job's output files that appear together or not at all: the engines' directory writers
-(Dask's ``to_idv`` per partition, Ray's IdvDatasink, Spark's ``format("idv")``) each translate
-their engine's protocol into the calls of one ``Staging``: ``start`` on the driver, ``write``
-in each task (its file, named and staged), ``commit`` once every task has succeeded, ``abort``
-when one failed.
+(Dask's ``to_idv`` per partition, Ray's IdvDatasink, Spark's ``format("idv")``) and
+``idv.write(..., partition_by=)`` each translate their protocol into the calls of one
+``Staging``: ``start`` on the driver, ``write`` in each task (its file, named and staged),
+``commit`` once every task has succeeded, ``abort`` when one failed.
 
 Moving many files in is not one step, so the directory's list of files is: ``MANIFEST``
 (``_idv_files.json``), the names of the files that make up the directory's data, replaced
 atomically once every file of the job is in place, and honoured by idv.dataset (idv._storage.paths)
 instead of the ``*.idv`` it finds. A reader sees the old set or the new one, never a mix: a
-job killed while moving its files leaves the old manifest, and an overwrite removes the old
-files only after the new manifest names the new ones.
+commit first lists the old set where no list was (an empty one in a new directory), so that
+nothing it moves in is read before the new list names it; a new file whose name is taken
+(listed, or on disk) waits in ``.idv-new-<job>`` under the same relative name, the new list
+names it there, and only then is it linked (or copied) over the old file and the list renamed
+to the plain names (a list that still names ``.idv-new-`` files, left by a job killed in
+between, is complete: the next commit finishes it); an overwrite removes the old files only
+after the new list names the new ones. A commit that fails before its list is published
+removes what it moved in and the folders it made: the directory is as it was.
 
 Staged files end in ``.idv-staged`` inside ``.idv-staging-<job>``: what a killed job leaves is
 neither a ``*.idv`` nor picked up by idv.dataset (remove the folder to reclaim its space).
@@ -30,6 +36,7 @@ MANIFEST = "_idv_files.json"
 STAGED_SUFFIX = ".idv-staged"
 LIVE = "live"          # in the staging folder while the job may still commit
 STAGING_PREFIX = ".idv-staging-"
+NEW_PREFIX = ".idv-new-"   # a job's files whose names were taken, until listed by those names
 # each task's file by default: its number and the job's id, so that appends never collide
 DEFAULT_NAME = "part-{task:05d}-{job}.idv"
 
@@ -139,26 +146,84 @@ class Staging:
         same name, making the folders they name), publish the directory's new list of files (the
         MANIFEST: those already there and these, or with ``replace`` these alone), then remove the
         staging folder and, with ``replace``, the files of the old list; returns the paths of the
-        files, in the order of `results`."""
+        files, in the order of `results`. A failure before the list is published leaves the
+        directory as it was (the module's docstring says how)."""
         names = [os.path.normpath(n) for r in results if r is not None
                  for n in ([r] if isinstance(r, (str, os.PathLike)) else r)]
-        before = listed(self.path)
-        out = []
-        for name in names:
-            final = os.path.join(self.path, name)
-            os.makedirs(os.path.dirname(final), exist_ok=True)
-            os.replace(self.staged(name), final)
-            out.append(final)
-        fsync_dir(self.path)
-        files = sorted(set(names) if self.replace else set(before) | set(names))
-        write_manifest(self.path, files)
+        had = read_manifest(self.path) is not None
+        before = [os.path.normpath(n) for n in listed(self.path)]
+        if not had:
+            write_manifest(self.path, before)   # what moves in stays unread until listed
+        try:
+            where, files = self._move_in(names, before)
+        except BaseException:
+            if not had:
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(self.path, MANIFEST))
+            raise
         self.created = None         # the output directory is the job's result now
         self.abort()
+        files = self._finish(files)
         if self.replace:
             for name in set(before) - set(files):
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(self.path, name))
-        return out
+        for root in {_new_root(n) for n in before + list(where.values())} - {None}:
+            if not any(n.startswith(root + os.sep) for n in files):
+                shutil.rmtree(os.path.join(self.path, root), ignore_errors=True)
+        listed_now = set(files)
+        return [os.path.join(self.path, n if n in listed_now else where[n]) for n in names]
+
+    def _move_in(self, names, before):
+        """Move the staged files `names` in (each whose name is taken into this job's NEW
+        folder) and publish the list naming them: ({name: where it is}, the list); on a
+        failure, remove what was moved in and the folders made, and raise."""
+        where, moved, made = {}, [], []
+        taken = set(before)
+        try:
+            for name in names:
+                final = os.path.join(self.path, name)
+                if os.path.isdir(final) and not os.path.islink(final):
+                    raise IsADirectoryError(f"{final} is a folder: the job's file {name} "
+                                            f"cannot replace it")
+                where[name] = os.path.join(NEW_PREFIX + self.job, name) \
+                    if name in taken or os.path.lexists(final) else name
+                target = os.path.join(self.path, where[name])
+                _make_folders(os.path.dirname(target), made)
+                os.replace(self.staged(name), target)
+                moved.append(target)
+            for folder in {os.path.dirname(m) for m in moved} | {self.path}:
+                fsync_dir(folder)
+            kept = [] if self.replace else [n for n in before if _plain(n) not in where]
+            files = sorted(set(kept) | set(where.values()))
+            write_manifest(self.path, files)
+        except BaseException:
+            for path in reversed(moved):
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+            for folder in reversed(made):
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+            raise
+        return where, files
+
+    def _finish(self, files):
+        """Once the list `files` is published: each of its files in a NEW folder linked (or
+        copied) over its plain name, then the list of plain names published; returns the list
+        published. On an OSError the list stays `files`, complete, for the next commit to
+        finish."""
+        plain = sorted({_plain(n) for n in files})
+        if plain == files:
+            return files
+        try:
+            for name in files:
+                if _plain(name) != name:
+                    _copy_over(os.path.join(self.path, name),
+                               os.path.join(self.path, _plain(name)))
+            write_manifest(self.path, plain)
+        except OSError:
+            return files
+        return plain
 
     def settle(self, staged):
         """After a task wrote `staged`: when the job was aborted meanwhile (a task still
@@ -186,6 +251,51 @@ class Staging:
             if folder == top:
                 break
             folder = os.path.dirname(folder)
+
+
+def _new_root(name):
+    """The NEW folder (``.idv-new-<job>``) a listed `name` waits in, or None."""
+    head = name.split(os.sep, 1)[0]
+    return head if head.startswith(NEW_PREFIX) and head != name else None
+
+
+def _plain(name):
+    """The name a listed file has once its job finished: ``.idv-new-<job>/a/b.idv`` is
+    ``a/b.idv``."""
+    root = _new_root(name)
+    return name if root is None else name[len(root) + 1:]
+
+
+def _make_folders(folder, made):
+    """Create `folder` and its missing parents, adding those made to `made` (outermost
+    first)."""
+    missing = []
+    while not os.path.isdir(folder) and folder != os.path.dirname(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for f in reversed(missing):
+        os.mkdir(f)
+        made.append(f)
+
+
+def _copy_over(src, dst):
+    """`dst` replaced atomically by the contents of `src`, which stays: a hard link where the
+    filesystem makes one, else a copy."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(dst), f".{os.path.basename(dst)}.{uuid.uuid4().hex[:8]}")
+    try:
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    fsync_dir(os.path.dirname(dst))
 
 
 def listed(path):
