@@ -9,6 +9,7 @@ expectation below is worked out from ML.NET's own dump (the sidecar), not from i
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import warnings
@@ -215,3 +216,54 @@ def test_timespan_range_ends_come_back_from_parquet(tmp_path, oracle):
     # microseconds floored, but never below the least one whose ticks .NET holds
     top = (2**63 - 1) // 10 * 10
     assert [int(r[0]) for r in doc["rows"]] == [-top, top, 0]
+
+
+def _net_ticks(clock):
+    """.NET ticks of a naive clock time, by Python's own date arithmetic."""
+    return (clock - dt.datetime(1, 1, 1)) // dt.timedelta(microseconds=1) * 10
+
+
+def test_aware_datetimes_keep_their_offsets_whatever_the_entry_point(tmp_path, oracle):
+    """Zone-aware datetime objects are DateTimeOffset values with each one's own offset,
+    inferred or given types=, in a list, an object array, a DataFrame or an idv.Writer batch:
+    ML.NET reads the same clock ticks and offsets from each file."""
+    pd = pytest.importorskip("pandas", reason="one entry point is a DataFrame")
+    zones = [dt.timezone(dt.timedelta(hours=2)), dt.timezone.utc,
+             dt.timezone(-dt.timedelta(hours=5, minutes=30))]
+    values = [dt.datetime(2020, 1, 1, 12, 0, 0, 123456, tzinfo=zones[0]),
+              dt.datetime(1999, 12, 31, 23, 59, tzinfo=zones[1]),
+              dt.datetime(2021, 6, 1, tzinfo=zones[2])]
+    want = [{"ticks": _net_ticks(x.replace(tzinfo=None)),
+             "offset_minutes": x.utcoffset() // dt.timedelta(minutes=1)} for x in values]
+    files = {}
+    for name, data, types in [
+            ("typed", {"d": values}, {"d": idv.DateTimeOffset}),
+            ("inferred", {"d": values}, None),
+            ("objects", {"d": np.array(values, dtype=object)}, None),
+            ("frame", pd.DataFrame({"d": pd.Series(values, dtype=object)}), None)]:
+        files[name] = tmp_path / f"{name}.idv"
+        idv.write(files[name], data, types=types)
+    files["Writer"] = tmp_path / "writer.idv"
+    with idv.Writer(files["Writer"], {"d": idv.DateTimeOffset}) as w:
+        w.write_batch({"d": values[:1]})
+        w.write_batch({"d": pd.Series(values[1:], dtype=object)})
+    dumps = oracle.dump_many(list(files.values()))
+    for name, path in files.items():
+        doc = dumps[str(path)]
+        assert doc["columns"][0]["type_string"] == "DateTimeOffset", name
+        assert [r[0] for r in doc["rows"]] == want, name
+
+
+@pytest.mark.parametrize("types", [None, "DateTime", "DateTimeOffset", "pandas"])
+def test_naive_and_aware_datetimes_in_one_column_are_refused(tmp_path, types):
+    """A naive datetime has no instant to put beside aware ones: the row is named."""
+    values = [dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc),
+              dt.datetime(2020, 1, 2, tzinfo=dt.timezone.utc), dt.datetime(2020, 1, 3)]
+    data = {"d": values}
+    if types == "pandas":
+        pd = pytest.importorskip("pandas", reason="the DataFrame case needs pandas")
+        data, types = pd.DataFrame({"d": pd.Series(values, dtype=object)}), None
+    with pytest.raises(ValueError, match=r"column 'd' row 2: .* is a naive datetime among "
+                                         r"zone-aware ones"):
+        idv.write(tmp_path / "m.idv", data, types=types and {"d": getattr(idv, types)})
+    assert list(tmp_path.iterdir()) == []

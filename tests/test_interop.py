@@ -510,6 +510,30 @@ def test_pandas_dto_and_key_vectors_expand():
         assert got.astype("datetime64[us]").view(np.int64).tolist() == want.tolist()
 
 
+def test_zone_aware_series_keeps_its_offsets_whatever_the_entry_point(tmp_path):
+    """A datetime64[ns, tz] Series gives the same DateTimeOffset values (instants exact to the
+    100 ns, the zone's offset at each) in a DataFrame, in a dict and in an idv.Writer batch;
+    given DateTime it is its UTC instants."""
+    clock = ["2020-01-01 12:00:00.1234567", "2020-07-01 12:00:00.0", "2021-03-28 03:30:00.0"]
+    s = pd.Series(pd.to_datetime(clock).tz_localize("Europe/Paris"))
+    utc = (pd.to_datetime(clock).to_numpy().astype("datetime64[ns]")
+           - np.array([60, 120, 120], "timedelta64[m]"))
+    paths = {k: tmp_path / f"{k}.idv" for k in ("frame", "dict", "Writer", "DateTime")}
+    idv.write(paths["frame"], pd.DataFrame({"d": s}))
+    idv.write(paths["dict"], {"d": s})
+    with idv.Writer(paths["Writer"], {"d": idv.DateTimeOffset}) as w:
+        w.write_batch({"d": s[:1]})
+        w.write_batch({"d": s[1:]})
+    with idv.Writer(paths["DateTime"], {"d": idv.DateTime}) as w:
+        w.write_batch({"d": s})
+    for k in ("frame", "dict", "Writer"):
+        got = idv.read(paths[k])["d"]
+        assert got["offset_minutes"].tolist() == [60, 120, 120], k
+        assert got["utc"].view(np.int64).tolist() == (utc.view(np.int64) // 100).tolist(), k
+    got = idv.read(paths["DateTime"])["d"]
+    assert got.view(np.int64).tolist() == (utc.view(np.int64) // 100).tolist()
+
+
 def test_pandas_expansion_name_clash(tmp_path):
     path = tmp_path / "clash.idv"
     idv.write(path, {"V": np.zeros((2, 2), np.float32), "V.1": np.zeros(2)})

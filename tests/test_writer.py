@@ -12,6 +12,7 @@ import io
 import json
 import os
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -495,6 +496,26 @@ BAD_INPUTS = [
      r"for one\): pass missing_text=\"\" .* or fill it first \(masked_array.filled\(''\)\)$"),
     ("masked vector item", {"m": np.ma.masked_array([[1, 2], [3, 4]], mask=[[0, 0], [0, 1]])},
      None, ValueError, r"'m' row 1 item 1: masked"),
+    ("ints beyond int64 beside a negative", {"i": [-1, 2**63 + 1]}, None, ValueError,
+     r"'i' row 1: 9223372036854775809 needs UInt64, but .*row 0 holds the negative -1"),
+    ("int beyond uint64", {"i": [1, 2**64]}, None, ValueError,
+     r"'i' row 1: 18446744073709551616 is outside every 64-bit integer type"),
+    ("int below int64", {"i": obj([-2**63 - 1, 1])}, None, ValueError,
+     r"'i' row 0: -9223372036854775809 is outside every 64-bit integer type"),
+    ("python int beyond UInt64", {"i": [2**64, 1]}, {"i": idv.UInt64}, ValueError,
+     r"'i' row 0: 18446744073709551616 is outside the range of UInt64"),
+    ("python int beyond Int64", {"i": [1, 2**63 + 1]}, {"i": idv.Int64}, ValueError,
+     r"'i' row 1: 9223372036854775809 is outside the range of Int64"),
+    ("big int among floats", {"f": [2**53 + 1, 1.5]}, None, ValueError,
+     r"'f' row 0: 9007199254740993 has no exact Double"),
+    ("python fraction beside a big int", {"i": [2**63 + 1, 1.5]}, {"i": idv.UInt64}, ValueError,
+     r"'i' row 1: 1.5 is not an integer"),
+    ("double beyond Single", {"s": np.array([1.5, 1e300, -1e40])}, {"s": idv.Single},
+     ValueError, r"'s' row 1: 1e\+300 is outside the range of Single \(\+-3.4028235e\+38\)"),
+    ("python float beyond Single", {"s": [1.5, -1e39]}, {"s": idv.Single}, ValueError,
+     r"'s' row 1: -1e\+39 is outside the range of Single"),
+    ("vector item beyond Single", {"v": np.array([[0.0, 1.0], [2.0, 4e38]])},
+     {"v": idv.Vector(idv.Single, 2)}, ValueError, r"'v' row 1 item 1: 4e\+38 is outside"),
 ]
 
 
@@ -520,6 +541,64 @@ def test_integers_are_converted_to_floats_that_hold_them_exactly(tmp_path):
     assert [int(x) for x in back["d"]] == [2**53, 2**63 - 1024, -2**63]
     assert [int(x) for x in back["u"]] == [2**63, 2**64 - 2048, 0]
     assert back["b"].tolist() == [1.0, 0.0, 1.0]
+
+
+def test_python_ints_beyond_int64_are_uint64_exactly(tmp_path, oracle):
+    """Python ints that only UInt64 holds (64-bit hashes, ids) are inferred UInt64, as pandas
+    infers them (numpy would round them through float64), and written exactly, inferred or
+    given types=, in a list, an object array or rows of vectors; ML.NET reads those values."""
+    big = [2**63 + 1, 2**64 - 1, 12345678901234567891, 0]
+    p = tmp_path / "u.idv"
+    idv.write(p, {"id": big, "obj": obj(big), "typed": [2**63 + 1, 1, 2, 3],
+                  "v": [[2**63 + 1, 1], [2**64 - 1, 0], [5, 6], [7, 8]]},
+              types={"typed": idv.UInt64})
+    dump = oracle.dump(p)
+    assert [c["type_string"] for c in dump["columns"]] == \
+        ["UInt64", "UInt64", "UInt64", "Vector<UInt64, 2>"]
+    assert [r[0] for r in dump["rows"]] == big
+    assert [r[1] for r in dump["rows"]] == big
+    assert [r[2] for r in dump["rows"]] == [2**63 + 1, 1, 2, 3]
+    assert [r[3] for r in dump["rows"]] == [[2**63 + 1, 1], [2**64 - 1, 0], [5, 6], [7, 8]]
+    q = tmp_path / "w.idv"
+    with idv.Writer(q, {"id": idv.UInt64}) as w:
+        w.write_batch({"id": big})
+    assert [int(x) for x in idv.read(q)["id"]] == big
+
+
+@pytest.mark.parametrize("entry", ["write", "Writer", "list", "pandas", "arrow"])
+def test_single_refuses_a_finite_value_beyond_its_range(tmp_path, entry):
+    """A finite double that float32 cannot hold is refused (naming the row), whatever the
+    data came in; it would otherwise become an infinity with only numpy's warning."""
+    values = np.array([1.5, 1e300, -1e40])
+    dest = tmp_path / "s.idv"
+    data = {"s": values.tolist() if entry == "list" else values}
+    if entry == "pandas":
+        data = pytest.importorskip("pandas", reason="the pandas case needs pandas").DataFrame(data)
+    if entry == "arrow":
+        data = pytest.importorskip("pyarrow", reason="the Arrow case needs pyarrow").table(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"'s' row 1: 1e\+300 is outside the range of "
+                                             r"Single"):
+            if entry == "Writer":
+                with idv.Writer(dest, {"s": idv.Single}) as w:
+                    w.write_batch(data)
+            else:
+                idv.write(dest, data, types={"s": idv.Single})
+    assert _listing(tmp_path) == []
+
+
+def test_single_rounds_to_the_nearest_float32_as_mlnet_reads_it(tmp_path, oracle):
+    """Within float32's range a double is rounded to the nearest float32 (tiny ones to 0, the
+    largest finite ones to float32's max); infinities and NaN stay what they are."""
+    values = [1.1, 3.4028235e38, -3.40282356e38, 1e-60, -1e-46, 1e-45, np.inf, -np.inf, np.nan]
+    p = tmp_path / "s.idv"
+    idv.write(p, {"s": np.array(values)}, types={"s": idv.Single})
+    got = [float(r[0]) for r in oracle.dump(p)["rows"]]
+    want = [1.100000023841858, 3.4028234663852886e+38, -3.4028234663852886e+38, 0.0, -0.0,
+            1.401298464324817e-45, np.inf, -np.inf]
+    assert got[:-1] == want and np.isnan(got[-1])
+    assert np.signbit(got[4])
 
 
 def test_masked_entries_are_written_as_missing(tmp_path):
@@ -1221,3 +1300,30 @@ def test_errors_name_the_row_of_the_file_not_of_the_batch(tmp_path, values, mess
             w.write_batch({name: first})
             w.write_batch({name: values})
     assert _listing(tmp_path) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "writev"), reason="the full disk is simulated in writev")
+def test_an_io_error_aborts_the_writer_and_later_calls_say_so(tmp_path, monkeypatch):
+    """A full disk in write_batch: the OSError names the destination, the writer is aborted
+    (its bytes are in an unknown state), and every later call, close() included, names that
+    error rather than calling the writer closed."""
+    import errno
+
+    from idv._storage import sink
+
+    def full(fd, parts):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))   # as os.writev raises it
+    monkeypatch.setattr(sink, "write_vectored", full)
+    dest = tmp_path / "out.idv"
+    dest.write_bytes(b"old")
+    w = idv.Writer(dest, {"x": idv.Double, "y": idv.Int32}, rows_per_block=10)
+    with pytest.raises(OSError) as raised:
+        w.write_batch({"x": np.zeros(20), "y": np.zeros(20, np.int32)})
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(dest)
+    assert w.closed and _listing(tmp_path) == ["out.idv"] and dest.read_bytes() == b"old"
+    for call in (lambda: w.write_batch({"x": [1.0], "y": [1]}), w.close):
+        with pytest.raises(ValueError, match=r"aborted by an earlier error \(OSError: \[Errno "
+                                             rf"{errno.ENOSPC}\] .*out\.idv"):
+            call()
+    w.abort()                                   # nothing left to discard: no error
+    assert dest.read_bytes() == b"old"

@@ -8,11 +8,14 @@ list of rows is flattened once, here, and not again by the writer.
 from __future__ import annotations
 
 import datetime as _dt
+import numbers
 
 import numpy as np
 
 from idv import _encode, types as T
+from idv._values import ticks
 from idv._values.vectors import Ragged, Sparse, object_array
+from idv.errors import Where
 
 _INFER_SAMPLE = 4096      # rows of an object column looked at to infer its type
 _ROWLIKE_SAMPLE = 1000    # rows looked at to tell a column of vectors
@@ -28,8 +31,12 @@ def is_rowlike(x):
     return isinstance(x, (list, tuple, np.ndarray, Ragged, Sparse)) or is_scipy_sparse(x)
 
 
-def values_of(value):
-    """pandas Series / Index and similar: their numpy values; anything else as it is."""
+def values_of(value, where="value"):
+    """pandas Series / Index and similar: their numpy values (zone-aware datetimes as
+    DateTimeOffset's structured values, each with its offset); anything else as it is.
+    `where`: the column, or an idv.errors.Where naming its rows."""
+    if ticks.is_zoned(value):
+        return ticks.zoned_values(value, where if callable(where) else Where(where))
     if hasattr(value, "to_numpy") and not isinstance(value, (np.ndarray, Ragged)) \
             and not is_scipy_sparse(value):
         return value.to_numpy()
@@ -83,14 +90,46 @@ def flatten_rows(rows, where, row0=0):
     if flat and all(type(x) is str for x in flat):
         return object_array(flat)
     try:
-        out = np.array(flat)
-    except (ValueError, TypeError):
+        out = number_array(flat)
+    except (ValueError, TypeError, OverflowError):
         out = object_array(flat)
     if out.ndim != 1:   # items that are themselves sequences
         out = object_array(flat)
     if out.dtype.kind == "U" and not all(type(x) is str for x in flat):
         out = object_array(flat)
     return out
+
+
+_FLOAT_EXACT = 2**53       # every integer up to this size has a float64 of its own
+
+
+def number_array(values):
+    """np.array of a list of items, but an object array where numpy would take Python ints
+    through float64 and round them (``np.array([2**63 + 1, 1])`` is float64), so that they
+    convert exactly."""
+    out = np.array(values)
+    if out.dtype.kind == "f" and out.ndim == 1 and (np.abs(out) >= _FLOAT_EXACT).any() \
+            and any(isinstance(x, numbers.Integral) and abs(x) > _FLOAT_EXACT for x in values):
+        return object_array(values)
+    return out
+
+
+def _int_type(arr, at):
+    """Int64 for Python ints that all fit it, else UInt64 for ones that all fit that (as
+    pandas infers them); else ValueError naming the value that no 64-bit type holds (`at(i)`
+    names position i)."""
+    values = [int(x) for x in arr]
+    lo, hi = min(values), max(values)
+    if lo >= ticks.INT64_MIN and hi <= ticks.INT64_MAX:
+        return T.Int64
+    if lo >= 0 and hi <= 2**64 - 1:
+        return T.UInt64
+    if lo < ticks.INT64_MIN or hi > 2**64 - 1:
+        i = next(i for i, x in enumerate(values) if not ticks.INT64_MIN <= x <= 2**64 - 1)
+        raise ValueError(f"{at(i)}: {values[i]} is outside every 64-bit integer type (Int64, "
+                         f"UInt64)")
+    raise ValueError(f"{at(values.index(hi))}: {hi} needs UInt64, but {at(values.index(lo))} "
+                     f"holds the negative {lo}: no 64-bit integer type holds both")
 
 
 def _item_of(values, where):
@@ -105,7 +144,7 @@ def infer_column(value, where="value"):
     """(type, values): the ML.NET column type for a column's data (see idv.write), and the
     values to convert: a pandas Series' numpy values, a list of equal-length rows as the 2-d
     array of its items; anything else as given."""
-    value = values_of(value)
+    value = values_of(value, where)
     if isinstance(value, Ragged):
         return T.Vector(_item_of(value.values, where)), value
     if is_scipy_sparse(value):
@@ -166,19 +205,26 @@ def _infer_objects(arr, where, allow_rows):
         flat = flatten_rows(arr, where)
         return T.Vector(_item_of(flat, where), lengths[0]), flat.reshape(len(arr), lengths[0])
     try:
-        conv = np.array(arr.tolist())
-    except (ValueError, TypeError):
+        conv = number_array(arr.tolist())
+    except (ValueError, TypeError, OverflowError):
         conv = None
     if conv is not None and conv.dtype != object and conv.dtype.kind not in "USV" \
             and conv.ndim == 1:
         return T.item_from_dtype(conv.dtype, where), None
+    at = Where(str(where)) if allow_rows else (lambda i: f"{where} item {i}")
+    if len(arr) and all(isinstance(x, numbers.Integral) for x in arr):
+        return _int_type(arr, at), None
+    if conv is not None and conv.dtype == object and all(
+            isinstance(x, (numbers.Integral, float, np.floating)) for x in arr):
+        return T.Double, None      # big ints among floats: refused unless Double holds them
     kinds = {}
     for i, x in enumerate(arr):
         kinds.setdefault(type(x).__name__, i)
         if len(kinds) > 1:
             break
     if all(isinstance(x, _dt.datetime) for x in arr):
-        return T.DateTime, None
+        aware = ticks.all_aware(arr, at)
+        return (T.DateTimeOffset if aware else T.DateTime), None
     if all(isinstance(x, _dt.timedelta) for x in arr):
         return T.TimeSpan, None
     desc = ", ".join(f"{k} at row {i}" for k, i in kinds.items())

@@ -11,6 +11,8 @@ ticks. Conversions never wrap: a value a unit cannot hold raises, naming where i
 """
 from __future__ import annotations
 
+import datetime as _dt
+
 import numpy as np
 
 # the constants are defined with the types (the Cython codecs read them there)
@@ -42,10 +44,16 @@ def _first(mask):
 # ---------------------------------------------------------------------------------------------
 
 def as_time(arr, kind, where):
-    """datetime64 ('M') or timedelta64 ('m') values, converting Python objects."""
+    """datetime64 ('M') or timedelta64 ('m') values, converting Python objects; zone-aware
+    dates (DateTimeOffset values, aware datetime objects) as their UTC instants."""
     if arr.dtype.kind == kind:
         return arr
+    if kind == "M" and arr.dtype.names and "utc" in arr.dtype.names:
+        return np.asarray(arr["utc"])
     if arr.dtype == object:
+        aware = aware_objects(arr, where) if kind == "M" else None
+        if aware is not None:
+            return aware["utc"]
         try:
             return np.array(arr.tolist(), dtype="datetime64[us]" if kind == "M"
                             else "timedelta64[us]")
@@ -117,6 +125,70 @@ def clock_ticks(utc_ticks, offset_minutes, where):
     if bad.any():
         raise ValueError(f"{where(_first(bad))}: local time outside .NET's DateTime range")
     return clock
+
+
+# ---------------------------------------------------------------------------------------------
+# zone-aware dates -> DateTimeOffset's (utc, offset_minutes), whatever they come in
+# ---------------------------------------------------------------------------------------------
+
+def dto_values(utc, offset_seconds, exact, where):
+    """UTC instants (datetime64) and their offsets in seconds (`exact`: False where an offset
+    had a fraction of a second) as structured DateTimeOffset values, checked whole minutes."""
+    bad = ~exact | (offset_seconds % 60 != 0)
+    if bad.any():
+        raise ValueError(f"{where(_first(bad))}: the UTC offset is not a whole number of "
+                         f"minutes, which .NET's DateTimeOffset needs")
+    out = np.empty(len(utc), [("utc", utc.dtype), ("offset_minutes", np.int64)])
+    out["utc"] = utc
+    out["offset_minutes"] = offset_seconds // 60
+    return out
+
+
+def is_zoned(value):
+    """Whether `value` holds pandas zone-aware datetimes (a Series, Index or array of a
+    ``datetime64[unit, tz]`` dtype); pandas is not imported."""
+    return type(getattr(value, "dtype", None)).__name__ == "DatetimeTZDtype"
+
+
+def zoned_values(value, where):
+    """pandas zone-aware datetimes -> DateTimeOffset values: each one's UTC instant and the
+    offset its zone has then. NaT is refused."""
+    arr = getattr(value, "array", value)         # a Series' or Index's DatetimeArray
+    utc = arr.tz_convert("UTC").tz_localize(None).to_numpy()
+    nat = np.isnat(utc)
+    if nat.any():
+        raise ValueError(f"{where(_first(nat))}: NaT (DateTimeOffset has no missing value in "
+                         f"ML.NET)")
+    diff = arr.tz_localize(None).to_numpy() - utc
+    seconds = diff.astype("timedelta64[s]").astype(np.int64)
+    return dto_values(utc, seconds, diff == seconds.astype("timedelta64[s]"), where)
+
+
+def all_aware(arr, where):
+    """Whether an object array's values are all zone-aware datetimes. Naive and aware datetimes
+    together are a ValueError naming the first row where the second kind appears: a naive one
+    has no instant to compare."""
+    kind = np.fromiter((0 if not isinstance(x, _dt.datetime) else
+                        1 if x.utcoffset() is not None else 2 for x in arr), np.int8, len(arr))
+    aware, naive = kind == 1, kind == 2
+    if aware.any() and naive.any():
+        i = max(_first(aware), _first(naive))
+        which = ("naive", "zone-aware") if aware[i] else ("zone-aware", "naive")
+        raise ValueError(f"{where(i)}: {arr[i]!r} is a {which[1]} datetime among {which[0]} "
+                         f"ones; give every value a zone (DateTimeOffset) or none (DateTime)")
+    return bool(len(arr)) and bool(aware.all())
+
+
+def aware_objects(arr, where):
+    """An object array's zone-aware datetime objects -> DateTimeOffset values, each with its
+    own offset; None when no value is aware (see all_aware)."""
+    if not all_aware(arr, where):
+        return None
+    local = as_time(np.array([x.replace(tzinfo=None) for x in arr], dtype=object), "M", where)
+    offsets = [x.utcoffset() for x in arr]
+    seconds = np.array([o.days * 86400 + o.seconds for o in offsets], dtype=np.int64)
+    exact = np.array([o.microseconds == 0 for o in offsets], dtype=bool)
+    return dto_values(local - seconds.astype("timedelta64[s]"), seconds, exact, where)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ import numpy as np
 
 from idv import _codecs, _encode, types as T
 from idv._storage import bounds, statistics
-from idv._values.infer import (arrow_of, flatten_rows, is_rowlike, is_scipy_sparse, row_length,
-                               values_of)
+from idv._values.infer import (arrow_of, flatten_rows, is_rowlike, is_scipy_sparse,
+                               number_array, row_length, values_of)
 from idv._values.vectors import Ragged, Sparse, object_array
 from idv.errors import Where
 from idv._writer.arrow import arrow_column_values
@@ -163,7 +163,7 @@ class Column:
         arrow = arrow_of(value)
         if arrow is not None:       # Arrow arrays, Arrow-backed pandas: from their buffers
             value = arrow_column_values(arrow, self.type, self.name, row0, self.missing_text)
-        value = values_of(value)
+        value = values_of(value, Where(self.where, base=row0))
         if self.missing_text is not None:
             value = filled_values(value, self.missing_text)
         if isinstance(value, np.ma.MaskedArray):
@@ -207,8 +207,8 @@ class Column:
                 arr = object_array(value)
             else:
                 try:
-                    arr = np.asarray(value)
-                except ValueError:
+                    arr = number_array(value)
+                except (ValueError, OverflowError):
                     arr = object_array(value)
         else:
             raise TypeError(f"{self.where}: expected a 1-d array or list of values, not "

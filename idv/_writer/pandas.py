@@ -15,7 +15,7 @@ from idv._values import ticks
 from idv import types as T
 from idv._values.metadata import SCHEMA_ATTR, frame_schema_columns
 from idv._values.arrow_types import SOURCE_TYPE, source_type
-from idv.errors import require
+from idv.errors import Where, require
 from idv._values.infer import arrow_of, infer_column
 from idv._values.vectors import Ragged
 from idv._writer.arrow import arrow_column_values, from_arrow
@@ -42,48 +42,6 @@ def _categorical(pd, s, name, override):
     return raw, (T.Key(raw_type, count=n), {"KeyValues": kv})
 
 
-def _offsets_minutes(local, utc, name):
-    diff = (local - utc).astype("timedelta64[s]").astype(np.int64)
-    exact = (local - utc) == diff.astype("timedelta64[s]")
-    bad = (diff % 60 != 0) | ~exact
-    if bad.any():
-        raise ValueError(f"column {name!r} row {first(bad)}: the UTC offset is not a whole "
-                         f"number of minutes, which .NET's DateTimeOffset needs")
-    return diff // 60
-
-
-def _tz_aware(pd, s, name):
-    nat = s.isna().to_numpy()
-    if nat.any():
-        raise ValueError(f"column {name!r} row {first(nat)}: NaT (DateTimeOffset has no "
-                         f"missing value in ML.NET)")
-    utc = s.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
-    local = s.dt.tz_localize(None).to_numpy()
-    out = np.empty(len(s), [("utc", utc.dtype), ("offset_minutes", np.int64)])
-    out["utc"] = utc
-    out["offset_minutes"] = _offsets_minutes(local, utc, name)
-    return out
-
-
-def _aware_objects(pd, arr, name):
-    """Objects that are all zone-aware datetimes -> DateTimeOffset values, else None."""
-    if not len(arr) or not all(isinstance(x, _dt.datetime) and x.tzinfo is not None
-                               and x.utcoffset() is not None for x in arr):
-        return None
-    utc = pd.to_datetime(pd.Series(arr, dtype=object), utc=True).dt.tz_localize(None).to_numpy()
-    offsets = [x.utcoffset() for x in arr]
-    secs = np.array([o.days * 86400 + o.seconds for o in offsets], dtype=np.int64)
-    micro = np.array([o.microseconds for o in offsets], dtype=np.int64)
-    bad = (secs % 60 != 0) | (micro != 0)
-    if bad.any():
-        raise ValueError(f"column {name!r} row {first(bad)}: the UTC offset is not a whole "
-                         f"number of minutes, which .NET's DateTimeOffset needs")
-    out = np.empty(len(arr), [("utc", utc.dtype), ("offset_minutes", np.int64)])
-    out["utc"] = utc
-    out["offset_minutes"] = secs // 60
-    return out
-
-
 def _object_values(pd, s, name):
     arr = s.to_numpy(dtype=object)
     first = next((x for x in arr if x is not None and not (isinstance(x, float) and x != x)),
@@ -100,7 +58,7 @@ def _object_values(pd, s, name):
             dtype = np.result_type(*kinds) if kinds and object not in kinds else None
             return Ragged.from_list(list(arr), dtype=dtype), None
         return list(arr), None
-    dto = _aware_objects(pd, arr, name)
+    dto = ticks.aware_objects(arr, Where(f"column {name!r}"))
     if dto is not None:
         return dto, T.DateTimeOffset
     missing = np.asarray(pd.isna(arr), dtype=bool).reshape(-1) if len(arr) else None
@@ -145,7 +103,7 @@ def _series_values(pd, s, name, override):
             return values, None, None
         return values, key[0], key[1]
     if isinstance(dtype, pd.DatetimeTZDtype):
-        return _tz_aware(pd, s, name), T.DateTimeOffset, None
+        return ticks.zoned_values(s, Where(f"column {name!r}")), T.DateTimeOffset, None
     if isinstance(dtype, pd.SparseDtype):
         return _series_values(pd, s.sparse.to_dense(), name, override)
     arrow_dtype = getattr(pd, "ArrowDtype", None)

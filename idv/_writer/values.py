@@ -13,6 +13,7 @@ import numpy as np
 
 from idv import _encode, types as T
 from idv._values import ticks
+from idv._values.infer import number_array
 from idv._writer.missing import is_missing, missing_value
 
 
@@ -21,27 +22,63 @@ def first(mask):
     return int(np.flatnonzero(mask)[0])
 
 
-def _object_numbers(arr, where, dtype):
-    """Numbers held in an object array, as a numpy array (ints stay exact)."""
+def _object_numbers(arr, where, dtype, type_name):
+    """Numbers held in an object array, as a numpy array. Python ints stay exact: where numpy
+    would take them through float64 (ints beyond int64 among others), an integer type gets
+    each one as it is, range-checked, and a float type each one's nearest float (checked by
+    the caller)."""
     bad = [i for i, x in enumerate(arr) if not isinstance(x, (numbers.Number, np.bool_))
            or isinstance(x, complex)]
     if bad:
         x = arr[bad[0]]
         raise TypeError(f"{where(bad[0])}: {x!r} ({type(x).__name__}) is not a number")
+    values = arr.tolist()
     try:
-        out = np.array(arr.tolist())
+        out = number_array(values)
     except (ValueError, OverflowError):
         out = None
-    if out is None or out.dtype == object:
-        # Python ints beyond int64/uint64, or mixed: range-check one by one
-        info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
-        for i, x in enumerate(arr):
-            if info is not None and isinstance(x, int) and not info.min <= x <= info.max:
-                raise ValueError(f"{where(i)}: {x} is outside the range of "
-                                 f"{np.dtype(dtype)} [{info.min}, {info.max}]")
-        out = np.array([float(x) if not isinstance(x, int) else x for x in arr.tolist()],
-                       dtype=dtype)
+    if out is not None and out.dtype != object:
+        return out
+    if np.dtype(dtype).kind in "iu":
+        return _exact_ints(values, where, dtype, type_name)
+    out = np.empty(len(values), np.float64)
+    for i, x in enumerate(values):
+        try:
+            out[i] = x
+        except OverflowError:
+            raise ValueError(f"{where(i)}: {x} is outside the range of {type_name}") from None
     return out
+
+
+def _exact_ints(values, where, dtype, type_name):
+    """Integers and integral floats as `dtype`, one by one, each range-checked."""
+    info = np.iinfo(dtype)
+    out = np.empty(len(values), dtype)
+    for i, x in enumerate(values):
+        if not isinstance(x, numbers.Integral):
+            if not float(x).is_integer():
+                raise ValueError(f"{where(i)}: {x!r} is not an integer ({type_name})")
+            x = int(x)
+        if not info.min <= x <= info.max:
+            raise ValueError(f"{where(i)}: {x} is outside the range of {type_name} "
+                             f"[{info.min}, {info.max}]")
+        out[i] = x
+    return out
+
+
+def _no_overflow(arr, out, where, type_name):
+    """ValueError at the first finite value of `arr` that `out`, its narrower float, holds as
+    an infinity: rounding to the nearest float is a conversion, a finite value made infinite
+    is not."""
+    if arr.dtype.kind != "f" or out.dtype.itemsize >= arr.dtype.itemsize:
+        return
+    inf = np.isinf(out)
+    if inf.any():
+        bad = inf & np.isfinite(arr)
+        if bad.any():
+            i = first(bad)
+            raise ValueError(f"{where(i)}: {arr[i].item()!r} is outside the range of "
+                             f"{type_name} (+-{np.finfo(out.dtype).max.item():.8g})")
 
 
 def _exact_floats(arr, out, where, type_name):
@@ -71,7 +108,7 @@ def to_int(arr, dtype, where, type_name):
     info = np.iinfo(dtype)
     k = arr.dtype.kind
     if k == "O":
-        arr = _object_numbers(arr, where, dtype)
+        arr = _object_numbers(arr, where, dtype, type_name)
         k = arr.dtype.kind
     if k == "b":
         return arr.astype(dtype, copy=False)
@@ -105,12 +142,14 @@ def _to_float(arr, dtype, where, type_name):
     given = arr
     k = arr.dtype.kind
     if k == "O":
-        arr = _object_numbers(arr, where, np.float64)
+        arr = _object_numbers(arr, where, np.float64, type_name)
         k = arr.dtype.kind
     if k in "fiub":
         if k == "f" and arr.dtype.itemsize > 8:
             raise TypeError(f"{where}: {arr.dtype} has no ML.NET type (Double is 64-bit)")
-        out = arr.astype(dtype, copy=False)
+        with np.errstate(over="ignore"):
+            out = arr.astype(dtype, copy=False)
+        _no_overflow(arr, out, where, type_name)
         _exact_floats(given if given.dtype == object else arr, out, where, type_name)
         return out
     raise TypeError(f"{where}: cannot store {arr.dtype} values as {type_name}")
@@ -274,6 +313,9 @@ def join_items(parts):
 
 
 def _to_dto(arr, where):
+    aware = ticks.aware_objects(arr, where) if arr.dtype == object else None
+    if aware is not None:           # aware datetime objects: each with its own offset
+        arr = aware
     if arr.dtype.names:
         if not {"utc", "offset_minutes"} <= set(arr.dtype.names):
             raise TypeError(f"{where}: DateTimeOffset values need fields utc and "
