@@ -335,6 +335,27 @@ def test_mismatched_schemas_name_the_file_the_column_and_both_types(tmp_path):
         idv.dataset([a], schema="union")
 
 
+def test_a_column_one_file_cannot_interpret_is_named_with_that_file(tmp_path):
+    """schema='common' leaves out a column that one file's unknown codec makes unreadable:
+    the warning says which file, among the many."""
+    paths = [_write(tmp_path / f"{i}.idv", {"Id": np.arange(3, dtype=np.int64),
+                                            "T": ["a", "b", "c"]}) for i in range(3)]
+    data = Path(paths[1]).read_bytes()
+    assert data.count(b"TextSpan") == 1
+    damaged = data.replace(b"TextSpan", b"TextSpam")        # a codec name no reader knows
+    Path(paths[1]).write_bytes(damaged)
+    with pytest.warns(idv.IdvWarning) as caught:
+        ds = idv.dataset(paths, schema="common", checksums=False)
+    with ds:
+        assert ds.column_names == ["Id"]
+    assert [str(w.message) for w in caught] == \
+        [f"cannot interpret column 1 'T' of {paths[1]}: unknown codec 'TextSpam'"]
+    with pytest.warns(idv.IdvWarning) as caught:            # bytes: no file to name
+        idv.open(damaged, checksums=False).close()
+    assert [str(w.message) for w in caught] == ["cannot interpret column 1 'T': unknown codec "
+                                                "'TextSpam'"]
+
+
 def test_columns_by_index_as_every_reader_picks_them(tmp_path):
     a = _write(tmp_path / "a.idv", {"x": np.arange(3), "y": np.zeros(3), "z": np.ones(3)})
     b = _write(tmp_path / "b.idv", {"x": np.arange(2), "y": np.zeros(2), "z": np.ones(2)})
@@ -407,6 +428,34 @@ def test_a_damaged_block_fails_only_the_reads_that_touch_it(tmp_path):
         assert_equal_reads(ds.read("X", rows=slice(200_000, 200_000 + 3 * 8192))["X"],
                            want[:3 * 8192])
         assert ds.read("Id")["Id"].shape == (600_000,)
+
+
+def test_a_damaged_lookup_entry_is_named_with_its_file_by_every_read(tmp_path):
+    """A lookup entry whose length on disk says 2 GB (a bit flip in the table, in an ML.NET
+    file without checksums) is found by the size a read is checked against before it reads:
+    that error names the file as the read's own does, whether the file is open or closed
+    (its sizes kept), and the file's other columns still read."""
+    pytest.importorskip("pyarrow.dataset")
+    paths = _copy(["mixed_smallblocks_none"] * 3, tmp_path / "d")
+    with idv.open(paths[1]) as f:
+        at = f["F64"].lookup_offset + 16 * 3 + 8        # block 3's length on disk
+    with open(paths[1], "r+b") as fh:
+        fh.seek(at)
+        fh.write((2**31 - 1).to_bytes(4, "little"))
+    reads = {"read": lambda ds: ds.read("F64"),
+             "iter_batches": lambda ds: list(ds.iter_batches(["F64"])),
+             "record_batch_reader": lambda ds: idv.record_batch_reader(ds).read_all(),
+             "arrow_dataset": lambda ds: idv.arrow_dataset(ds).to_table(),
+             "arrow_dataset of the file": lambda ds: idv.arrow_dataset(paths[1]).to_table()}
+    for max_open in (1, None):
+        with idv.dataset(tmp_path / "d", max_open_files=max_open) as ds:
+            for name, read in reads.items():
+                with pytest.raises(idv.IdvFormatError, match="lies outside") as e:
+                    read(ds)
+                assert (e.value.path, e.value.column, e.value.block) == (paths[1], "F64", 3), \
+                    (max_open, name)
+                assert str(e.value).startswith(paths[1]), (max_open, name)
+            assert ds.read("Id")["Id"].tolist() == idv.read(paths[0], "Id")["Id"].tolist() * 3
 
 
 # ---- file handles ---------------------------------------------------------------------------

@@ -390,6 +390,26 @@ def test_without_checksums_the_statistics_own_crcs_catch_a_rewritten_block(tmp_p
         assert len(f.read(filter="x == 5000")["x"]) == 0
 
 
+@pytest.mark.parametrize("checksums", [True, False])
+def test_a_block_counted_by_its_statistics_is_checked_as_a_ruled_out_one(tmp_path, checksums):
+    """count_rows(filter=) counts a block whose statistics say every row matches without
+    decoding it: a block damaged since is refused, as to_table(filter=) refuses it."""
+    pc = pytest.importorskip("pyarrow.compute")
+    data = _sorted_blocks(checksums=checksums)
+    with idv.open(bytes(data)) as f:
+        off, n = int(f["x"].lookup["offset"][3]), int(f["x"].lookup["disk"][3])
+    data[off:off + n] = b"\xff" * n                             # rows 300-399
+    path = tmp_path / "damaged.idv"
+    path.write_bytes(bytes(data))
+    ds = idv.arrow_dataset(path)
+    with pytest.raises(idv.IdvFormatError):
+        ds.to_table(filter=pc.field("x") >= 300)
+    for expr in (pc.field("x") >= 300, pc.field("x") >= 0, pc.field("x") < 50):
+        with pytest.raises(idv.IdvFormatError, match="checksum mismatch") as e:
+            ds.count_rows(filter=expr)
+        assert (e.value.path, e.value.column, e.value.block) == (str(path), "x", 3), expr
+
+
 def test_a_block_and_its_checksum_rewritten_leave_the_statistics_unused(tmp_path):
     data = _sorted_blocks(compression="none")
     with idv.open(bytes(data)) as f:

@@ -8,8 +8,9 @@ dataset does) and answers those calls from idv's scan: only the columns asked fo
 decoded, blocks whose statistics rule the filter out are neither fetched nor decoded, and the
 rows of the others are filtered by pyarrow itself, so results follow Arrow's rules exactly
 whatever the file's statistics. ``count_rows(filter=)`` counts a block whose statistics say
-every row matches without decoding it. Methods of pyarrow's Dataset that need Arrow's own
-C++ dataset (fragments, joins, sorting) raise NotImplementedError instead.
+every row matches without decoding it (its CRC-32 checked, as a ruled-out block's). Methods
+of pyarrow's Dataset that need Arrow's own C++ dataset (fragments, joins, sorting) raise
+NotImplementedError instead.
 
 pyarrow is imported only when ``arrow_dataset`` is called: the class it returns is
 idv._engines.arrow_dataset_class's, its scans idv._engines.arrow_scanner's.

@@ -191,10 +191,7 @@ class Column(ColumnAnnotations):
 
     def _read_lookup(self):
         self._file.check_open()
-        try:
-            table = self._file.tables.lookup(self.index)
-        except IdvFormatError as e:
-            raise self._located(e)
+        table = self._file.tables.lookup(self.index)
         if (self.codec is not None and len(table)
                 and not self._file.tables.sizes_checked(self.index)):  # at open, with others
             check_block_sizes(table, self.codec, self._entry.compression, self.rows_per_block,
@@ -429,8 +426,11 @@ class Column(ColumnAnnotations):
                 count = len(picked)
                 lo, hi = (int(picked.min()), int(picked.max()) + 1) if count else (0, 0)
             b0, b1 = lo // self.rows_per_block, -(-hi // self.rows_per_block)
-        raw = self._file.tables.raw_total(self.index) if (b0, b1) == (0, self.num_blocks) \
-            else int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
+        try:        # a damaged lookup table: named as lookup names it
+            raw = self._file.tables.raw_total(self.index) if (b0, b1) == (0, self.num_blocks) \
+                else int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
+        except IdvFormatError as e:
+            raise self._located(e) from None
         return decoded_size(self.codec, raw, count, arrow)
 
     @property

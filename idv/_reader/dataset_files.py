@@ -123,7 +123,10 @@ def decoded(layout, names):
     out = {}
     for n in names:
         e, codec, _ = layout.described[layout.shown[n]]
-        raw, rows = layout.tables.raw_total(e.index), layout.header.row_count
+        try:
+            raw, rows = layout.tables.raw_total(e.index), layout.header.row_count
+        except IdvFormatError:   # a damaged lookup table: the reads of the column reopen the
+            continue             # file, and its Column says where (not a read of another file)
         out[n] = (decoded_size(codec, raw, rows), decoded_size(codec, raw, rows, arrow=True))
     return out
 

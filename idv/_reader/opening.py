@@ -67,14 +67,16 @@ def known_or_read(src, check_sums, known):
 
 def read(src, check_sums):
     """Open the file of source `src` (idv._storage.source): an Opened, or IdvFormatError. A column
-    that cannot be read (an unknown codec or compression) is a warning: the others read."""
+    that cannot be read (an unknown codec or compression) is a warning naming the file (one of
+    a dataset's many, perhaps): the others read."""
     found = _in_memory(src.buffer, check_sums) if src.buffer is not None else None
     if found is None:
         found = _in_parts(src, check_sums)
     found.identity, found.checked = getattr(src, "identity", None), check_sums
+    of = "" if src.name is None else f" of {src.name}"
     for e, _, dead in found.described:
         if dead is not None:
-            warn(f"cannot interpret column {e.index} {e.name!r}: {dead}")
+            warn(f"cannot interpret column {e.index} {e.name!r}{of}: {dead}")
     return found
 
 

@@ -71,23 +71,30 @@ class Prepared:
                 self._judges.append((f[name], cs.crcs))
 
     def blocks(self):
-        """A bool per block: False where the statistics rule out every row. The blocks
-        ruled out are checked against their CRC-32s where that needs no fetch
-        (Column.check_unread): a block changed since its statistics is an IdvFormatError, as
-        its read would be, never rows silently left out. Found once."""
+        """A bool per block: False where the statistics rule out every row (those blocks
+        checked: unread). Found once."""
         if self._keep is None:
             keep = _may(self.tree, self.zones, self.num_blocks)
-            if not keep.all():
-                skipped = np.flatnonzero(~keep)
-                for col, recorded in self._judges:
-                    col.check_unread(skipped, recorded)
+            self._unread(~keep)
             self._keep = keep
         return self._keep
 
     def whole_blocks(self):
         """A bool per block: True where the statistics show that every row matches (a count
-        needs no decoding); False where they cannot tell."""
-        return _all(self.tree, self.zones, self.num_blocks)
+        needs no decoding; those blocks checked: unread); False where they cannot tell."""
+        whole = _all(self.tree, self.zones, self.num_blocks)
+        self._unread(whole)
+        return whole
+
+    def _unread(self, taken):
+        """Check the blocks `taken` (a bool per block), answered from the statistics alone,
+        against their CRC-32s where that needs no fetch (Column.check_unread): a block
+        changed since its statistics is an IdvFormatError, as its read would be, never rows
+        silently left out or counted."""
+        which = np.flatnonzero(taken)
+        if len(which):
+            for col, recorded in self._judges:
+                col.check_unread(which, recorded)
 
     def hits(self, values):
         """The positions (int64, ascending) of the rows of a batch that match (as rows()
