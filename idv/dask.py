@@ -85,7 +85,6 @@ class _ReadPartition:
     def __call__(self, part, columns=None):
         import pandas as pd
         from idv._interop.pandas import frame
-        from idv._interop.pandas_times import in_zones
         entry, start, stop, first = part
         if columns is None:
             wanted = self.idv_columns
@@ -96,10 +95,9 @@ class _ReadPartition:
         try:
             df = frame(f, wanted, vectors=self.vectors, datetime=self.datetime,
                        safe=self.safe, rows=slice(start, stop), filter=self.filter,
-                       row_index=True)
+                       row_index=True, zones=self.zones)
         finally:
             f.close()
-        df = in_zones(pd, df, self.zones)
         if self.filter is None:
             df.index = pd.RangeIndex(first, first + stop - start)
         else:                   # the global row numbers of the rows that match
@@ -154,7 +152,7 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
         from idv._values.metadata import expands, warn_kept_wide
         from idv._reader.whole_read import check_slot_names
         from idv._interop.pandas import frame
-        from idv._interop.pandas_times import dataset_zones, in_zones
+        from idv._interop.pandas_times import dataset_zones
         if vectors == "expand":      # once, here; the meta and the partitions say nothing
             warn_kept_wide([ds.schema[n] for n in names], "one column of arrays")
         # the meta's slot columns are every partition's: the files' SlotNames must agree
@@ -163,11 +161,11 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
         # a DateTimeOffset column's zone is that of all its rows, the partitions' as well
         zones = dataset_zones(ds, names, unit)
         with ds.using(0) as first:
-            meta = in_zones(pd, frame(first, names, vectors=vectors, datetime=unit, safe=safe,
-                                      rows=slice(0, 0)), zones)
+            meta = frame(first, names, vectors=vectors, datetime=unit, safe=safe,
+                         rows=slice(0, 0), zones=zones)
             for n in names:
                 for c in frame(first, [n], vectors=vectors, datetime=unit, safe=safe,
-                               rows=slice(0, 0)).columns:
+                               rows=slice(0, 0), zones=zones).columns:
                     frame_columns[c] = n
         files, entries = ds.files, listed(ds, names)
         tasks = [(entries[p.part], p.start, p.stop, files[p.part].start + p.start)

@@ -418,8 +418,33 @@ def test_a_datetimeoffset_column_has_one_zone_however_it_is_cut(tmp_path, minute
     with idv.dataset([a, b]) as ds:
         assert str(ds.to_pandas()["d"].dtype) == want
         assert str(ds.to_pandas(filter="i < 1")["d"].dtype) == want
-        assert str(ds.to_pandas(filter="i < 0")["d"].dtype) == "datetime64[ns, UTC]"
+        assert str(ds.to_pandas(filter="i < 0")["d"].dtype) == want
         assert len(ds.to_pandas(filter="i < 1")) == 2
+
+
+def test_a_datetimeoffset_column_has_the_zone_of_every_row_whatever_rows_are_read(tmp_path):
+    """The zone is every row's, of the file or the dataset: not the one offset the rows a
+    filter or rows= keeps share, whatever the entry point."""
+    one, a, b = (str(tmp_path / f"{n}.idv") for n in ("one", "a", "b"))
+    for path, minutes in ((one, [330, 330, 0, 60]), (a, [330, 330]), (b, [0, 60])):
+        idv.write(path, {"d": _offsets(minutes), "i": np.arange(len(minutes))},
+                  types={"d": idv.DateTimeOffset}, rows_per_block=2)
+    want = "datetime64[ns, UTC]"
+    assert str(idv.read_pandas(one)["d"].dtype) == want
+    got = {"read_pandas filter": idv.read_pandas(one, filter="i < 2")["d"],
+           "to_pandas rows": idv.to_pandas(one, rows=slice(0, 2))["d"],
+           "dask filter": idv.dask.read_idv(one, filter="i < 2").compute(scheduler="sync")["d"]}
+    with idv.open(one) as f:
+        got["IdvFile.to_pandas filter"] = f.to_pandas(["d"], filter="i < 2")["d"]
+    with idv.dataset([a, b]) as ds:
+        got["dataset rows"] = ds.to_pandas(rows=slice(0, 2))["d"]
+    for how, s in got.items():
+        assert str(s.dtype) == want, how
+        assert (s == pd.Timestamp("2020-01-01", tz="UTC")).all() and len(s) == 2, how
+    # every row in one offset: that zone, for the rows kept too
+    idv.write(one, {"d": _offsets([330, 330, 330, 330]), "i": np.arange(4)},
+              types={"d": idv.DateTimeOffset}, rows_per_block=2)
+    assert str(idv.read_pandas(one, filter="i < 2")["d"].dtype) == "datetime64[ns, UTC+05:30]"
 
 
 def test_files_whose_slot_names_differ_are_refused_where_slots_become_columns(tmp_path):

@@ -8,6 +8,7 @@ The expected unit is written out here from the rule (ns when every value fits, e
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import numpy as np
 import pytest
@@ -191,6 +192,34 @@ def test_a_column_no_longer_its_written_type_says_how_to_read_it(tmp_path):
         idv.to_arrow(str(tmp_path / "b.idv"))
     assert idv.to_arrow(str(tmp_path / "b.idv"), datetime="us").column("day")[0].as_py() == \
         dt.datetime(2024, 1, 2, 12)
+
+
+
+def test_numpy_read_refuses_ticks_microseconds_cannot_hold_naming_its_own_options(tmp_path):
+    """numpy's read takes no safe=: its refusal of a DateTime microseconds cannot hold advises
+    the modes it takes (the Arrow-typed readers', safe=False), each of which then reads the
+    value; an argument it does not take is a TypeError naming the method as called."""
+    p = tmp_path / "t.idv"
+    net = np.array([0, 3155378975999999999], np.int64)        # 0001-01-01, DateTime.MaxValue
+    idv.write(p, {"DT": (net - 621355968000000000).view("datetime64[100ns]")})
+    with pytest.raises(ValueError, match="'DT' item 1: .*microseconds cannot hold") as e:
+        idv.read(p, datetime="us")
+    assert "safe" not in str(e.value)
+    assert set(re.findall(r"datetime='(\w+)'", str(e.value))) == {"auto", "100ns", "ns", "ticks"}
+    with pytest.warns(idv.IdvWarning, match="floored to microseconds"):
+        assert idv.read(p, datetime="auto")["DT"][1] == \
+            np.datetime64("9999-12-31T23:59:59.999999")
+    assert idv.read(p, datetime="100ns")["DT"].view(np.int64)[1] == net[1] - 621355968000000000
+    assert idv.read(p, datetime="ticks")["DT"].tolist() == net.tolist()
+    with pytest.raises(ValueError, match="pass safe=False"):
+        idv.to_arrow(str(p), datetime="us")
+    with idv.open(p) as f, idv.dataset([p]) as ds:
+        for src, name in ((f, "IdvFile"), (ds, "Dataset")):
+            with pytest.raises(TypeError, match=rf"^{name}\.read\(\) got an unexpected keyword "
+                                                r"argument 'safe'$"):
+                src.read(datetime="us", safe=False)
+            with pytest.raises(TypeError, match=rf"^{name}\.take\(\) missing .*'indices'"):
+                src.take()
 
 
 def test_mlnet_loads_the_annotation_with_the_same_values(tmp_path, oracle):

@@ -10,7 +10,7 @@ pandas is imported only when these are called (``pip install idv[pandas]``). The
   code = raw - 1; categories = KeyValues); other keys stay their raw unsigned integers;
 * DateTime / TimeSpan are ``datetime64[ns]`` / ``timedelta64[ns]`` when every value fits
   nanoseconds, else ``[us]`` (``datetime=`` chooses; nothing ever wraps);
-* DateTimeOffset is tz-aware: in its one UTC offset when all values share it, else in UTC;
+* DateTimeOffset is tz-aware: in the one UTC offset of all the column's rows, else in UTC;
 * RowId is an object column of Python ints (128-bit);
 * fixed vectors expand into one column per slot (``vectors="expand"``) or stay one object
   column of arrays (``vectors="object"``); variable vectors are object columns of arrays.
@@ -31,7 +31,6 @@ from idv._values import ticks
 from idv._reader import read_source, time_units, whole_read
 from idv._interop import pandas_times
 from idv._interop.arrow_columns import text_array, text_reader
-from idv._reader.read_source import file_rows
 from idv._values.arrow_types import key_value_times, written_from
 from idv._reader.reader import opened
 from idv._reader.selection import file_columns
@@ -50,12 +49,10 @@ def _pd():
 
 
 class _Ctx:
-    def __init__(self, pd, name, mode, safe, source=None):
-        self.pd = pd
-        self.name = name
-        self.mode = mode
-        self.safe = safe
+    def __init__(self, pd, name, mode, safe, source=None, zone=None):
+        self.pd, self.name, self.mode, self.safe = pd, name, mode, safe
         self.source = source     # (kind, unit, zone) the column was written from, or None
+        self.zone = zone         # a DateTimeOffset's zone, that of every row; None: the values'
 
     def describe(self, size=None, offsets=None):
         return Where(f"column {self.name!r}", offsets, width=size)
@@ -109,7 +106,7 @@ def _dto_series(ctx, t, values, describe):
     s = pd.Series(inst).dt.tz_localize("UTC")
     if ctx.source is not None:
         return _as_written(ctx, s)
-    return s.dt.tz_convert(pandas_times.zone_of(values["offset_minutes"]))
+    return s.dt.tz_convert(ctx.zone or pandas_times.zone_of(values["offset_minutes"]))
 
 
 def _scalar_series(ctx, t, values, kv=None, describe=None):
@@ -286,13 +283,13 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
 
 def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
           dtype_backend=None, rows=None, warn_wide=False, filter=None,  # noqa: A002
-          row_index=False, values=None):
+          row_index=False, values=None, zones=None):
     """to_pandas, warning of vectors too wide to expand only with `warn_wide` (idv.dask
     reads its meta and partitions through this and warns once for the whole frame); with
     `filter` and `row_index`, indexed by the file's row numbers of the rows that match; with
     `values` (id(column) -> read()'s form of its rows, any number: a dataset's columns read
     whole; Text as an Arrow ChunkedArray where text_as_arrow()), those values in the forms of
-    `file`'s columns. Package-internal."""
+    `file`'s columns; `zones`: pandas_times.dataset_zones, where known. Package-internal."""
     pd = _pd()
     ticks.check_time_mode(vectors, VECTOR_MODES, "vectors")
     ticks.check_time_mode(datetime)
@@ -302,8 +299,10 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
     if rows is not None and not isinstance(rows, slice):
         raise TypeError(f"to_pandas(rows=) takes a slice of rows, not {type(rows).__name__}")
     how = dict(vectors=vectors, datetime=datetime, safe=safe, dtype_backend=dtype_backend,
-               warn_wide=warn_wide, filter=filter)
+               warn_wide=warn_wide, filter=filter, zones=zones or {})
     with opened(file) as src:
+        if zones is None and (rows is not None or filter is not None):     # of every row
+            how["zones"] = pandas_times.dataset_zones(src, columns, datetime)
         if read_source.constant_types(src):
             return _frame_of_parts(pd, src, columns, rows, how)
         if len(src.files) > 1:
@@ -344,7 +343,8 @@ def _frame(pd, f, columns, rows, how, row_index, values):
             pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
             continue
         ctx = _Ctx(pd, col.name, datetime, bool(how["safe"]),
-                   written_from(col, as_written) if as_written else None)
+                   written_from(col, as_written) if as_written else None,
+                   how["zones"].get(col.name))
         got = _column_pieces(ctx, col, whole[id(col)] if whole else col[rows], vectors)
         if dtype_backend == "pyarrow":
             got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
@@ -382,7 +382,7 @@ def _frame_of_files(pd, src, columns, rows, how):
     within = None if rows is None else range(*rows.indices(src.num_rows))
     frames = []
     for i in files:
-        local = None if within is None else file_rows(within, src.files[i])
+        local = None if within is None else read_source.file_rows(within, src.files[i])
         if local is not None and not len(local) and (frames or i < files[-1]):
             continue
         with src.using(i) as f:
@@ -409,7 +409,7 @@ def _frame_of_parts(pd, src, columns, rows, how):
     within = None if rows is None else range(*rows.indices(src.num_rows))
     each, counts, frames = None if node is None else _one_unit(src, keys, how), [], []
     for i, e in enumerate(src.files):
-        local = None if within is None else file_rows(within, e)
+        local = None if within is None else read_source.file_rows(within, e)
         mine = read_source.decided(src, i, node)
         if mine is False or (local is not None and not len(local)):
             continue

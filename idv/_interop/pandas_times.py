@@ -1,7 +1,8 @@
-"""The zone of a DateTimeOffset column in pandas (docs/interop.md): the values' one UTC offset
-when they all share it, else UTC. One rule for a whole read, however it is cut: a dataset's
-files read one by one (``zone_of`` each, then ``concat``), and Dask's partitions (the zone of
-every row, ``dataset_zones``, given to each partition by ``in_zones``)."""
+"""The zone of a DateTimeOffset column in pandas (docs/interop.md): the one UTC offset of
+every row of the file or dataset when they all share it, else UTC; never that of the rows a
+read keeps. A read of every row has them (``zone_of``; a dataset's files read one by one:
+each file's, then ``concat``); a read of some (``rows=``, ``filter=``, Dask's partitions) is
+given ``dataset_zones``."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -9,15 +10,16 @@ import datetime as _dt
 import numpy as np
 
 from idv import types as T
+from idv._reader import read_source
 from idv._values.arrow_types import written_from
 
-__all__ = ["zone_of", "concat", "dataset_zones", "in_zones", "as_written"]
+__all__ = ["zone_of", "concat", "dataset_zones", "as_written"]
 
 
 def as_written(datetime):
     """The finest unit in which a time column read in mode `datetime` (a ticks.Units or a
     mode) is given the pandas type it was written from (its SOURCE_TYPE); None: not so."""
-    return {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", None))
+    return {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", datetime))
 
 
 def zone_of(offsets):
@@ -51,17 +53,19 @@ def concat(pd, frames):
     return pd.concat(frames, ignore_index=True)
 
 
-def dataset_zones(src, names, datetime):
-    """{name: zone} of the scalar DateTimeOffset columns among `names` of every file of
-    `src` (an idv.Dataset or IdvFile) read in mode `datetime`, their offsets read block by
-    block until two differ; not those read as ticks or in the zone they were written from."""
+def dataset_zones(src, columns, datetime):
+    """{name: zone} of the scalar DateTimeOffset columns among `columns` (names or indices;
+    None: all) of every file of `src` (an idv.Dataset or IdvFile) read in mode `datetime`,
+    their offsets read block by block until two differ; not those read as ticks or in the
+    zone they were written from."""
     zones, finest = {}, as_written(datetime)
     if datetime == "ticks":
         return zones
+    keys = read_source.split(src, src.resolve_columns(columns))[0]    # the files' columns
     with src.using(0) as first:
-        dto = [n for n in names if first[n].type is T.DateTimeOffset
-               and not (finest and written_from(first[n], finest))]
-    for n in dto:
+        dto = {n: first[n].name for n in keys if first[n].type is T.DateTimeOffset
+               and not (finest and written_from(first[n], finest))}
+    for n, name in dto.items():
         seen = None
         for i in range(len(src.files)):
             with src.using(i) as f:
@@ -72,13 +76,5 @@ def dataset_zones(src, names, datetime):
                         break
             if seen is not None and len(seen) > 1:
                 break
-        zones[n] = zone_of(seen if seen is not None else [])
+        zones[name] = zone_of(seen if seen is not None else [])
     return zones
-
-
-def in_zones(pd, df, zones):
-    """DataFrame `df` with its tz-aware columns of `zones` ({name: zone}) in those zones."""
-    for n, zone in zones.items():
-        if n in df.columns and _is_zoned(pd, df[n]):
-            df[n] = df[n].dt.tz_convert(zone)
-    return df

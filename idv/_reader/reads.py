@@ -7,6 +7,9 @@ the order asked. A filter: each file's matching rows (idv._scan.filters). Times 
 unit ``datetime`` asks for, one unit for a column of every file (idv._reader.time_units). """
 from __future__ import annotations
 
+import functools
+import inspect
+
 import numpy as np
 
 from idv import _docs, types as T
@@ -156,10 +159,29 @@ def _retimed(c, values, datetime, strings):
     as StringDType (`strings`)."""
     mode, safe = ticks.unit_of(datetime, c.name)
     if mode != "100ns" and T.item_type(c.type) in ticks.TIME_ITEMS:
-        values = ticks.retimed(values, T.item_type(c.type), mode, f"column {c.name!r}", safe)
+        values = ticks.retimed(values, T.item_type(c.type), mode, f"column {c.name!r}", safe,
+                               takes_safe=False)
     if strings and T.item_type(c.type) is T.Text:
         values = np.asarray(values, dtype=np.dtypes.StringDType())
     return values
+
+
+def _named(method):
+    """`method` of IdvFile and Dataset, its TypeError for arguments it does not take naming
+    it as called (``IdvFile.read()``), not as written here (``SourceReads.read()``)."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except TypeError:
+            try:        # checked once it failed: the arguments, or what the read raised
+                signature.bind(self, *args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"{type(self).__name__}.{method.__name__}() {e}") from None
+            raise
+    return call
 
 
 class SourceReads(ClosedOnExit):
@@ -167,6 +189,7 @@ class SourceReads(ClosedOnExit):
     (idv._reader.read_source): numpy's here, Arrow's and pandas' in idv._interop.arrow and
     idv._interop.pandas, imported when called."""
 
+    @_named
     @_gc.paused_for(lambda self, *_, **__: len(self.files))
     @budget.reads
     @_docs.fill
@@ -210,6 +233,7 @@ class SourceReads(ClosedOnExit):
         """
         return read(self, columns, sparse, rows, datetime, text, filter, copy)
 
+    @_named
     @_gc.paused_for(lambda self, *_, **__: len(self.files))
     @budget.reads
     @_docs.fill

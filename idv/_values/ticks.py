@@ -336,12 +336,14 @@ def unit_for(ticks100, mode, column="values", what="DateTime", safe=True):
 US_MIN = -(INT64_MAX // 10)
 
 
-def ticks_to_unit(ticks100, unit, safe, describe, what):
+def ticks_to_unit(ticks100, unit, safe, describe, what, takes_safe=True):
     """int64 counts of 100 ns -> counts of `unit` ('ns' or 'us').
 
     'ns' raises for values outside int64 nanoseconds (1677-09-21 .. 2262-04-11 for dates,
     +-292 years for durations): never a wrap. 'us' floors sub-microsecond ticks when `safe` is
-    False and raises when it is True. `describe(i)` names flat position i for the message.
+    False and raises when it is True, advising the options of the entry point: ``safe=False``
+    where it `takes_safe`, else (numpy's read) the other modes. `describe(i)` names flat
+    position i for the message.
     """
     v = np.ascontiguousarray(ticks100, dtype=np.int64)
     if unit == "ns":
@@ -356,10 +358,14 @@ def ticks_to_unit(ticks100, unit, safe, describe, what):
         rem = v % 10
         if safe and rem.any():
             i = _first(rem)
+            floor = "pass safe=False to floor to microseconds" if takes_safe else \
+                "use datetime='auto' (floors to microseconds, with a warning, where " \
+                "nanoseconds cannot hold the column), datetime='100ns' (exact, numpy's " \
+                "datetime64[100ns])"
             raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} has sub-microsecond "
-                             f"ticks that microseconds cannot hold; pass safe=False to floor "
-                             f"to microseconds, datetime='ns' (exact for years 1677-2262) or "
-                             f"datetime='ticks' (exact .NET ticks)")
+                             f"ticks that microseconds cannot hold; {floor}, datetime='ns' "
+                             f"(exact for years 1677-2262) or datetime='ticks' (exact .NET "
+                             f"ticks)")
         # floored, but never below the least microsecond whose ticks int64 holds:
         # TimeSpan.MinValue (-2^63 ticks) would floor one tick past it
         return np.maximum(v // 10, np.int64(US_MIN))
@@ -435,17 +441,17 @@ def _kind_of(item):
     return "m" if item.name == "TimeSpan" else "M"
 
 
-def retimed(values, item, mode, column, safe=True):
+def retimed(values, item, mode, column, safe=True, takes_safe=True):
     """read()'s DateTime / TimeSpan / DateTimeOffset values (a 1-d array, rows of vectors,
     a Ragged or a scipy.sparse matrix) in `mode` ('auto', 'exact', 'us', 'ns', 'ticks');
-    `safe` as ticks_to_unit takes it."""
+    `safe` and `takes_safe` as ticks_to_unit takes them."""
+    again = (lambda v: retimed(v, item, mode, column, safe, takes_safe))
     if not isinstance(values, np.ndarray):
         if hasattr(values, "offsets") and hasattr(values, "values"):     # idv.Ragged
-            return type(values)(retimed(values.values, item, mode, column, safe),
-                                values.offsets)
+            return type(values)(again(values.values), values.offsets)
         return values                      # sparse matrices hold numbers only
     if values.dtype.names:                 # DateTimeOffset: (utc, offset_minutes)
-        utc = retimed(np.ascontiguousarray(values["utc"]), item, mode, column, safe)
+        utc = again(np.ascontiguousarray(values["utc"]))
         out = np.empty(values.shape, [("utc", utc.dtype), ("offset_minutes", np.int16)])
         out["utc"], out["offset_minutes"] = utc, values["offset_minutes"]
         return out
@@ -454,5 +460,6 @@ def retimed(values, item, mode, column, safe=True):
         return net_ticks(values) if _kind_of(item) == "M" else v.copy()
     unit, safe = unit_for(v, mode, column, item.name, safe)
     where = (lambda i: f"{column} item {i}")
-    counts = ticks_to_unit(v.reshape(-1), unit, safe, where, item.name).reshape(v.shape)
+    counts = ticks_to_unit(v.reshape(-1), unit, safe, where, item.name,
+                           takes_safe).reshape(v.shape)
     return counts_as(counts, _kind_of(item), unit)
