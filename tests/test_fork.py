@@ -4,17 +4,23 @@ workers and multiprocessing's fork pools on Linux fork this way).
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
 import threading
 import time
 import warnings
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
 
 import idv
+from idv._resources import gc as idv_gc
+from idv._reader import whole_read
+from idv._resources import threads as idv_threads
+from idv._scan import scan as idv_scan
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
 
@@ -171,3 +177,104 @@ def test_dataloader_fork_workers_after_a_threaded_scan(blocks_file):
         warnings.simplefilter("ignore", DeprecationWarning)
         total = sum(int(x) for x in loader)
     assert total == int(np.arange(ROWS).sum())
+
+
+class _AskedFuture(Future):
+    """Work run by the thread that asks for its result, only in the process that submitted
+    it: in a forked child it never completes, as the work of a pool whose threads stayed in
+    the parent."""
+
+    def __init__(self, work):
+        super().__init__()
+        self.work, self.pid = work, os.getpid()
+
+    def result(self, timeout=None):
+        if os.getpid() == self.pid and self.set_running_or_notify_cancel():
+            self.set_result(self.work())
+        return super().result(timeout)
+
+
+class _AskedPool:
+    """A scan's pool whose work waits until asked for: a fork comes while windows are queued
+    ahead, whatever the machine's speed."""
+
+    def __init__(self):
+        self.futures = []
+
+    def submit(self, fn, *args):
+        self.futures.append(_AskedFuture(lambda: fn(*args)))
+        return self.futures[-1]
+
+
+@pytest.mark.parametrize("kind", ["file", "dataset", "filter"])
+def test_a_stream_begun_before_a_fork_goes_on_in_the_child(blocks_file, monkeypatch, kind):
+    """A stream handed to a forked worker after its first batch: the windows decoded ahead
+    for it belong to the parent's threads, and the child decodes them again itself."""
+    pool, pool_of = _AskedPool(), idv_threads.pool
+    monkeypatch.setattr(idv_threads, "pool",
+                        lambda purpose, n: pool if purpose == "scan" else pool_of(purpose, n))
+    monkeypatch.setattr(idv_scan, "WINDOW_BYTES", 300 << 10)     # a few windows per file
+    ids = np.arange(ROWS)
+    if kind == "dataset":
+        monkeypatch.setattr(whole_read, "GROUP_BYTES", 0)    # each file streamed, as large ones
+        source = idv.dataset([blocks_file, blocks_file], threads=THREADS)
+        options, want = {}, np.tile(ids, 2)
+    else:
+        source = idv.open(blocks_file, threads=THREADS)
+        options, want = {}, ids
+        if kind == "filter":
+            options, want = {"filter": [("id", ">=", 10_000)]}, ids[10_000:]
+    with source:
+        stream = source.iter_batches(["id", "label"], batch_size=1_000, **options)
+        got = [next(stream)]
+        assert any(not f.done() for f in pool.futures), "no window queued: nothing to prove"
+        pid = _fork()
+        if pid == 0:
+            code = 2
+            try:
+                got += list(stream)
+                x = np.concatenate([b.column("id").to_numpy() for b in got])
+                labels = [t for b in got for t in b.column("label").to_pylist()]
+                code = 0 if np.array_equal(x, want) and labels == [f"row {i}" for i in x] \
+                    else 1
+            finally:
+                os._exit(code)
+        status = _wait(pid)
+        rest = sum(b.num_rows for b in stream)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, \
+        f"the child ended with {status:#x} (1: wrong values, 2: an error)"
+    assert got[0].num_rows + rest == len(want)
+
+
+def test_a_child_forked_while_the_collector_is_paused_collects():
+    """Forked while another thread reads many files (the collector paused for it): the child
+    has no thread to resume the collector, and starts with it running and no pause."""
+    assert gc.isenabled()
+    inside, leave = threading.Event(), threading.Event()
+
+    def read_many():
+        with idv_gc.paused():
+            inside.set()
+            leave.wait()
+    reader = threading.Thread(target=read_many)
+    reader.start()
+    try:
+        inside.wait()
+        assert not gc.isenabled()
+        pid = _fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = 0 if gc.isenabled() else 3
+                with idv_gc.paused():       # the child's own reads pause it and resume it
+                    code = code or (0 if not gc.isenabled() else 4)
+                code = code or (0 if gc.isenabled() else 5)
+            finally:
+                os._exit(code)
+        status = _wait(pid)
+    finally:
+        leave.set()
+        reader.join()
+    assert gc.isenabled()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, \
+        f"the child ended with {status:#x} (3: its collector left off, 4, 5: no pause of its own)"

@@ -1327,3 +1327,31 @@ def test_an_io_error_aborts_the_writer_and_later_calls_say_so(tmp_path, monkeypa
             call()
     w.abort()                                   # nothing left to discard: no error
     assert dest.read_bytes() == b"old"
+
+
+def test_a_writer_shared_by_threads_keeps_each_calls_rows_together(tmp_path):
+    """Threads writing batches through one writer: every row once, each call's rows in a run
+    of their own, and each row's Text beside its number."""
+    import threading
+
+    dest, batches, size = tmp_path / "shared.idv", 200, 100
+    errors = []
+    with idv.Writer(dest, {"x": idv.Int64, "t": idv.Text}, rows_per_block=1000) as w:
+        def write(k):
+            try:
+                for j in range(batches):
+                    x = np.arange(size) + (k * batches + j) * size
+                    w.write_batch({"x": x, "t": [str(v) for v in x]})
+            except Exception as e:          # reported below
+                errors.append(e)
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    got = idv.read(dest)
+    runs = got["x"].reshape(-1, size)
+    assert np.array_equal(np.sort(runs[:, 0]), np.arange(0, 4 * batches * size, size))
+    assert np.array_equal(runs, runs[:, :1] + np.arange(size))
+    assert list(got["t"]) == [str(v) for v in got["x"]]

@@ -7,12 +7,16 @@ a third of its time there. What idv makes in between holds no reference cycle (t
 collector has nothing to free that reference counts would not), so it is paused for the
 duration and resumed after, as it was found. Only for many files: a long read of a few
 large files makes few objects, and other threads' garbage would wait for it.
+
+A process forked while another thread is inside such a block inherits the paused collector,
+but not the thread that would resume it: the child starts again from no pause.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import gc
+import os
 import threading
 
 _lock = threading.Lock()
@@ -41,6 +45,20 @@ def paused(many=True):
             _depth -= 1
             if _depth == 0 and _resume:
                 gc.enable()
+
+
+def _reset_in_child():
+    """In a forked child: end the pauses of the parent's threads, which did not come along,
+    restoring the collector as the first of them found it (and a lock none of them holds)."""
+    global _lock, _depth
+    if _depth and _resume:
+        gc.enable()
+    _depth = 0
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_in_child)
 
 
 # files from which listing or reading a dataset pauses the collector

@@ -1,11 +1,16 @@
 """A scan's windows: which blocks of a file a scan decodes (the rows asked for, less the blocks
 a filter skips), cut into windows of about a window's bytes, and each window's blocks decoded
 ahead in the file's threads, a piece of a column per task (idv._scan.scan walks them).
+
+A scan continued in a process forked after it began (a DataLoader or fork-pool worker that
+was handed the generator) cannot wait on its windows' tasks: they belong to the parent's
+threads, which did not come along. The child decodes those windows again itself.
 """
 from __future__ import annotations
 
 import collections
 import math
+import os
 from concurrent.futures import Future
 
 import numpy as np
@@ -120,7 +125,8 @@ def finished(value):
 
 class Windows:
     """The windows of one file, decoded ahead in the file's threads (submit, then collect in
-    the same order); close() waits for what is still being decoded."""
+    the same order); close() waits for what is still being decoded. Each window notes the
+    process that submitted it: one forked since decodes it again in the calling thread."""
 
     def __init__(self, f, readers):
         self.file = f
@@ -210,7 +216,7 @@ class Windows:
         if here:
             tasks.append(here)
             work.append(finished(self._decode(here)))
-        self.pending.append((spans, tasks, work))
+        self.pending.append((spans, tasks, work, os.getpid()))
 
     def _in_threads(self, tasks):
         """A Future of each of `tasks` decoded in the threads; those for which no thread can
@@ -225,10 +231,14 @@ class Windows:
 
     def collect(self):
         """[(b0, b1, one joined value per column)] of the windows submitted first."""
-        spans, tasks, work = self.pending.popleft()
+        spans, tasks, work, pid = self.pending.popleft()
+        if pid == os.getpid():
+            results = [done.result() for done in work]
+        else:       # the futures' threads stayed in the parent: their work is done again
+            results = [self._decode(task) for task in tasks]
         chunks = [[[] for _ in self.readers] for _ in spans]
-        for task, done in zip(tasks, work):
-            for piece, got in zip(task, done.result()):
+        for task, got_task in zip(tasks, results):
+            for piece, got in zip(task, got_task):
                 chunks[piece[5]][piece[0]] += got
         return [(b0, b1, [r.join(c) for r, c in zip(self.readers, per)])
                 for (b0, b1), per in zip(spans, chunks)]
@@ -236,8 +246,10 @@ class Windows:
     def close(self):
         # every task not yet begun cancelled first, then those running waited for: cancelled
         # one at a time, each wait would let the threads begin the next
-        running = [done for _spans, _tasks, work in self.pending for done in work
-                   if not done.cancel()]
+        # (a forked child has no thread of the parent's to wait for)
+        here = os.getpid()
+        running = [done for _spans, _tasks, work, pid in self.pending if pid == here
+                   for done in work if not done.cancel()]
         for done in running:
             try:
                 done.result()

@@ -11,6 +11,8 @@ written. Output goes through idv._storage.sink: a temporary file beside the dest
 renamed over it only when ``close()`` succeeds. """
 from __future__ import annotations
 
+import functools
+import threading
 import warnings
 
 import numpy as np
@@ -33,6 +35,17 @@ DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBloc
 DEFAULT_MAX_BYTES_PER_BLOCK = 80 << 20     # ... and MaxBytesPerBlock (estimated, all columns)
 
 
+def _one_at_a_time(method):
+    """`method` run holding the writer's lock: the block being filled, the file's offset and
+    the lookup tables are shared by its calls, which would otherwise interleave their rows
+    and blocks."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return run
+
+
 @_docs.fill
 class Writer:
     """Write an .idv in batches: ``write_batch`` any number of times, then ``close``.
@@ -40,6 +53,9 @@ class Writer:
     A path is written through a temporary file beside it, renamed over it by ``close()``; on
     any error (or ``abort()``) the temporary file is removed and an existing file is left as it
     was. A seekable binary file object is written in place from its current position.
+
+    A writer may be shared by threads: each call's rows are kept together, in the order the
+    calls take the lock.
 
     Parameters
     ----------
@@ -57,6 +73,7 @@ class Writer:
                  threads=None, backend=None, checksums=True, statistics=True,
                  missing_text=None):
         self._closed = True
+        self._lock = threading.RLock()      # reentrant: a call that fails aborts the writer
         # CRC-32s of every part, in bytes ML.NET never reads (idv._storage.checksums); off:
         # ML.NET's own bytes, with backend="zlib"
         self._sums = Recorder() if checksums else None
@@ -130,6 +147,7 @@ class Writer:
         return self._closed
 
     # ---- writing
+    @_one_at_a_time
     def write_batch(self, data=None, /, **columns):
         """Append rows. All of the batch is checked before any of it is kept: a batch refused
         for its values leaves the writer usable; an error in writing (a full disk) aborts it.
@@ -154,6 +172,7 @@ class Writer:
         chunks, n = self._prepare(data)
         self._append(chunks, n)
 
+    @_one_at_a_time
     def copy_blocks(self, blocks):
         """Append whole blocks that another file stores as this writer would store them (the
         same codec, codec parameters and compression): their bytes are copied, not encoded
@@ -201,6 +220,7 @@ class Writer:
         if self._ended:
             raise ValueError("rows cannot follow a short block copied by copy_blocks")
 
+    @_one_at_a_time
     def add_empty_rows(self, n):
         """Append rows to a writer whose schema has no columns. ML.NET's saver writes such
         files (a header with the row count, no columns; its public SaveAsBinary refuses them)
@@ -350,6 +370,7 @@ class Writer:
             raw.append(nraw)
             offset += n
 
+    @_one_at_a_time
     def close(self):
         """Write the remaining rows, the tables and the header; move the file into place."""
         if self._failed is not None:
@@ -424,6 +445,7 @@ class Writer:
                                     np.concatenate([lk[1] for lk in self._lookups]))
         return block_stats.pack(cols, cols[0].num_blocks, fp)
 
+    @_one_at_a_time
     def abort(self):
         """Stop without writing: remove the temporary file (dest is left as it was)."""
         if self._closed:
