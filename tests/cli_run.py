@@ -292,7 +292,7 @@ def csv_columns(table, side):
 def _key_values(col):
     """The column's KeyValues when they name its keys one to one, else None."""
     kv = next((a["value"] for a in col["annotations"] if a["kind"] == "KeyValues"), None)
-    if col["item_type"] != "Key" or col["is_vector"] or kv is None:
+    if col["item_type"] != "Key" or kv is None:
         return None
     if len(kv) != col["key_count"] or len(set(map(str, kv))) != len(kv) or "NaN" in map(str, kv):
         return None     # not one to one, or NaN among them: the raw keys are written
@@ -300,8 +300,8 @@ def _key_values(col):
 
 
 def _csv_item(text, col):
-    """One slot of a vector (whose keys are written raw: KeyValues label scalar keys only)."""
-    return csv_value(text, {**col, "is_vector": False, "annotations": []})
+    """One slot of a vector (a key vector's slots labelled by its KeyValues, as scalar keys)."""
+    return csv_value(text, {**col, "is_vector": False})
 
 
 def _same_kv(value, text):

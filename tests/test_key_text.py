@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
+import struct
 
 import pytest
 
 from cli_run import run
+from craft import build, col_named, parse
 from expected import annotations_by_kind, column_index
 from reference import fixture, sidecar
 
@@ -40,3 +42,66 @@ def test_head_and_cat_show_key_values_as_csv_does(name, column):
     assert _table_column(head) == want
     assert _table_column(table) == want
     assert [r[0] for r in csv.reader(io.StringIO(text))][1:] == want
+
+
+def _key_above_count(path):
+    """A file whose Key<UInt32, 3> K (KeyValues a, b, c) holds raw keys 7, 3, 0, 1: a value
+    above the count, which ML.NET writes and reads as it is (the writer refuses one, so it is
+    patched into the block's payload by craft)."""
+    import numpy as np
+    import idv
+    idv.write(path, {"K": np.array([1, 3, 0, 1], np.uint32)},
+              types={"K": idv.Key(idv.UInt32, 3)}, metadata={"K": {"KeyValues": ["a", "b", "c"]}},
+              checksums=False, statistics=False)
+    model = parse(path.read_bytes())
+    col = col_named(model, "K")
+    col.blocks = [struct.pack("<I", 7) + col.blocks[0][4:]] + col.blocks[1:]
+    path.write_bytes(build(model)[0])
+    return path
+
+
+def test_text_outputs_print_a_key_above_its_count_as_its_raw_integer(tmp_path):
+    import idv
+    p = _key_above_count(tmp_path / "k.idv")
+    want = ["7", "c", "", "a"]
+    _, head, _ = run("head", p, check_rc=0)
+    _, table, _ = run("cat", p, check_rc=0)
+    assert _table_column(head) == want
+    assert _table_column(table) == want
+    for fmt, sep in (("csv", ","), ("tsv", "\t")):
+        _, text, _ = run("cat", p, "--format", fmt, check_rc=0)
+        assert [r[0] for r in csv.reader(io.StringIO(text), delimiter=sep)] == ["K"] + want
+    idv.convert(p, tmp_path / "k.csv")
+    with open(tmp_path / "k.csv", newline="") as f:
+        assert [r[0] for r in csv.reader(f)] == ["K"] + want
+
+
+def test_arrow_refuses_a_key_above_its_count_naming_file_row_and_raw_reads(tmp_path):
+    """A dictionary (or a Categorical) holds labels only, and its type is set before the rows
+    are read: every Arrow path and pandas refuse the value with the file, the column, the row
+    and the reads that give raw keys."""
+    import idv
+    pytest.importorskip("pyarrow", reason="the Arrow reads need pyarrow")
+    pytest.importorskip("pandas", reason="the pandas read needs pandas")
+    p = _key_above_count(tmp_path / "k.idv")
+    for read in (idv.to_arrow, lambda p: idv.record_batch_reader(p).read_all(),
+                 idv.read_pandas):
+        with pytest.raises(ValueError) as e:
+            read(p)
+        assert str(e.value).startswith(f"{p}: column 'K' row 0: key value 7 is above the key "
+                                       f"count 3")
+        assert "idv.read()" in str(e.value) and "columns=" in str(e.value)
+    assert idv.read(p)["K"].tolist() == [7, 3, 0, 1]
+
+
+def test_csv_key_vector_slots_are_their_labels(tmp_path):
+    """Each slot column of a key vector with KeyValues holds labels, as a scalar key's column
+    and pandas' slot Categoricals of the same names do."""
+    import numpy as np
+    import idv
+    p = tmp_path / "kv.idv"
+    idv.write(p, {"VK": np.array([[0, 1], [2, 2], [1, 0]], np.uint32)},
+              types={"VK": idv.Vector(idv.Key(idv.UInt32, 2), 2)},
+              metadata={"VK": {"KeyValues": ["p", "q"]}})
+    _, text, _ = run("cat", p, "--format", "csv", check_rc=0)
+    assert text.splitlines() == ["VK.0,VK.1", ",p", "q,q", "p,"]

@@ -13,9 +13,10 @@ from idv._store.stored_blocks import block_views
 from idv._values import text_bytes, ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
-                                     column_arrow_type, import_pyarrow, imports_c_streams,
-                                     items_to_arrow, key_values_mode, key_values_to_arrow,
-                                     numbers_to_arrow, restore, restored_type)
+                                     check_key_labels, column_arrow_type, import_pyarrow,
+                                     imports_c_streams, items_to_arrow, key_values_mode,
+                                     key_values_to_arrow, numbers_to_arrow, restore,
+                                     restored_type)
 from idv.errors import Where
 
 
@@ -241,11 +242,11 @@ class _ColumnToArrow:
                                             items)
         if self.dictionary is not None:
             raw = np.asarray(values)
-            bad = raw > t.count
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise ValueError(f"column {self.name!r} row {row0 + i}: key value {raw[i]} is "
-                                 f"above the key count {t.count}")
+            if row0 + len(raw) <= self.col.num_rows:        # rows of this column's file
+                check_key_labels(raw, t.count, self._describe(row0), self.col._file.path)
+            else:                     # the rows of a dataset's files joined (arrow._joined)
+                check_key_labels(raw, t.count,
+                                 lambda i: f"column {self.name!r} dataset row {row0 + i}")
             index_type = self.arrow_type.index_type
             idx = raw.astype(index_type.to_pandas_dtype()) - 1
             indices = numbers_to_arrow(pa, idx, index_type, mask=raw == 0)

@@ -6,7 +6,8 @@ CSV / TSV: a fixed-size vector is one column per slot (``Features.Size``, from i
 else ``Features.0``...) up to idv._interop.pandas' MAX_EXPAND_SLOTS slots, as pandas expands it; a
 wider vector (with one IdvWarning) and a variable-size vector are one cell holding a JSON
 array; a key with
-KeyValues is its value's text (missing: empty), other keys their raw number; DateTime,
+KeyValues is its value's text (missing: empty; a value above the key count its raw number),
+each slot of such a key vector too, other keys their raw number; DateTime,
 TimeSpan and DateTimeOffset in .NET's ISO forms, exact to the tick; RowId one integer;
 Booleans ``true`` / ``false``; floats their shortest form, ``NaN`` and ``Infinity`` by name.
 
@@ -44,16 +45,33 @@ def _items(item, arr):
     return [csv_item(x, item) for x in arr]
 
 
-def key_labels(col):
-    """The text of each raw value of a key column whose KeyValues label it ("" for 0, the
-    missing key, then each value's text: ``labels[raw]``), else None: the one rule of every
-    text output (CSV, TSV, JSON Lines, ``idv head``), as Arrow's dictionaries, polars and
-    DuckDB show such keys."""
-    kv = usable_key_values(col.type, col)
+class KeyLabels:
+    """The text of a key's raw values, ``labels[raw]`` (an array): "" for 0, the missing key,
+    the text of KeyValue k for 1..count, and the raw integer of a stored value above the count
+    (ML.NET writes and reads one as it is; no KeyValue labels it)."""
+
+    def __init__(self, texts):
+        self._texts = np.array([""] + texts, object)
+
+    def __getitem__(self, raw):
+        raw = np.asarray(raw).astype(np.uint64)     # keys are unsigned (int64 views of UInt64)
+        labelled = raw < len(self._texts)
+        out = self._texts[np.where(labelled, raw, 0)]
+        if not labelled.all():
+            out[~labelled] = raw[~labelled].astype(str)
+        return out
+
+
+def key_labels(col, slots=False):
+    """The KeyLabels of a key column whose KeyValues label it (`slots`: of the items of a key
+    vector, each slot column's), else None: the one rule of every text output (CSV, TSV,
+    ``idv head``, the table of ``idv cat``), as Arrow's dictionaries, pandas' Categoricals,
+    polars and DuckDB show such keys."""
+    kv = usable_key_values(T.item_type(col.type) if slots else col.type, col)
     if kv is None:
         return None
     kv_type = T.item_type(col.metadata_types["KeyValues"])
-    return np.array([""] + _items(kv_type, np.asarray(kv)), object)
+    return KeyLabels(_items(kv_type, np.asarray(kv)))
 
 
 class _Column:
@@ -62,17 +80,16 @@ class _Column:
     def __init__(self, col):
         self.type = t = col.type
         self.names = [col.name]
-        self.key_values = None
         self.expanded = expands(t)
         if self.expanded:
             self.names = slot_labels(col.name, t, col.annotation("SlotNames"))
-        else:
-            self.key_values = key_labels(col)
+        self.key_values = key_labels(col, slots=self.expanded)
 
     def cells(self, values):
         t = self.type
-        if self.key_values is not None:
-            return [self.key_values[np.asarray(values, np.int64)].tolist()]
+        if self.key_values is not None:         # a key, or each slot of a key vector
+            raw = np.asarray(values).reshape(len(values), len(self.names))
+            return [self.key_values[raw[:, j]].tolist() for j in range(len(self.names))]
         if isinstance(t, T.Vector):
             if self.expanded:
                 flat = np.asarray(values).reshape(len(values), -1)

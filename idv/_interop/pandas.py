@@ -31,7 +31,7 @@ from idv._values import ticks
 from idv._reader import read_source, time_units, whole_read
 from idv._interop import pandas_times
 from idv._interop.arrow_columns import text_array, text_reader
-from idv._values.arrow_types import key_value_times, written_from
+from idv._values.arrow_types import check_key_labels, key_value_times, written_from
 from idv._reader.reader import opened
 from idv._reader.selection import file_columns
 from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,
@@ -49,8 +49,8 @@ def _pd():
 
 
 class _Ctx:
-    def __init__(self, pd, name, mode, safe, source=None, zone=None):
-        self.pd, self.name, self.mode, self.safe = pd, name, mode, safe
+    def __init__(self, pd, name, mode, safe, source=None, zone=None, path=None):
+        self.pd, self.name, self.mode, self.safe, self.path = pd, name, mode, safe, path
         self.source = source     # (kind, unit, zone) the column was written from, or None
         self.zone = zone         # a DateTimeOffset's zone, that of every row; None: the values'
 
@@ -115,11 +115,7 @@ def _scalar_series(ctx, t, values, kv=None, describe=None):
     describe = describe or ctx.describe()
     if kv is not None:
         raw = np.asarray(values)
-        bad = raw > len(kv)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{describe(i)}: key value {raw[i]} is above the key count "
-                             f"{len(kv)}")
+        check_key_labels(raw, len(kv), describe, ctx.path)
         codes = raw.astype(np.int64) - 1
         kv = key_value_times(kv, ctx.mode, ctx.safe, f"column {ctx.name!r} KeyValues")
         return pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(kv)))
@@ -344,7 +340,7 @@ def _frame(pd, f, columns, rows, how, row_index, values):
             continue
         ctx = _Ctx(pd, col.name, datetime, bool(how["safe"]),
                    written_from(col, as_written) if as_written else None,
-                   how["zones"].get(col.name))
+                   how["zones"].get(col.name), getattr(f, "path", None))
         got = _column_pieces(ctx, col, whole[id(col)] if whole else col[rows], vectors)
         if dtype_backend == "pyarrow":
             got = [(names, _arrow_backed(pd, piece)) for names, piece in got]

@@ -310,6 +310,21 @@ def key_value_times(values, datetime, safe, where):
     return ticks.retimed(values, item, key_values_mode(datetime), where, safe)
 
 
+def check_key_labels(raw, count, describe, path=None):
+    """ValueError for the first of `raw` (stored values of a key labelled by its `count`
+    KeyValues) above `count`: ML.NET writes and reads such a value as it is, but no KeyValue
+    labels it, and a dictionary (Arrow) or Categorical (pandas) holds only labels. Its column
+    type was chosen before the rows were read (a stream's schema), so the read refuses, naming
+    the file (`path`), the column and row (`describe(i)`) and the reads that give raw keys."""
+    bad = np.flatnonzero(np.asarray(raw) > count)
+    if len(bad):
+        i = int(bad[0])
+        file = "" if path is None else f"{path}: "
+        raise ValueError(f"{file}{describe(i)}: key value {raw[i]} is above the key count "
+                         f"{count}, so no KeyValue labels it; idv.read() and `idv cat` give "
+                         f"the raw keys (or leave the column out with columns=)")
+
+
 def key_values_to_arrow(pa, item, values, unit, safe, describe, where="KeyValues"):
     """A key's KeyValues annotation (its item type, its values) as the Arrow array its values
     map onto: items_to_arrow's, Text made by texts_to_arrow; times in `unit` (a mode, as
