@@ -12,8 +12,8 @@ from idv._store.block_runs import bit_rooms
 from idv._store.stored_blocks import block_views
 from idv._values import text_bytes, ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
-from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
-                                     check_key_labels, column_arrow_type, import_pyarrow,
+from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, as_written,
+                                     c_format, check_key_labels, column_arrow_type, import_pyarrow,
                                      imports_c_streams, items_to_arrow, key_values_mode,
                                      key_values_to_arrow, numbers_to_arrow, restore,
                                      restored_type)
@@ -272,8 +272,8 @@ def converters(pa, cols, datetime, safe, views=()):
     ticks.check_time_mode(datetime)
     # the chosen modes give a column the type it was written from (its SOURCE_TYPE), within
     # their finest unit
-    as_written = {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", datetime))
-    return [_ColumnToArrow(pa, c, *_unit(datetime, c, bool(safe)), as_written, c.name in views)
+    finest = as_written(datetime)
+    return [_ColumnToArrow(pa, c, *_unit(datetime, c, bool(safe)), finest, c.name in views)
             for c in cols]
 
 

@@ -31,7 +31,7 @@ from idv._values import ticks
 from idv._reader import read_source, time_units, whole_read
 from idv._interop import pandas_times
 from idv._interop.arrow_columns import text_array, text_reader
-from idv._values.arrow_types import check_key_labels, key_value_times, written_from
+from idv._values.arrow_types import as_written, check_key_labels, key_value_times, written_from
 from idv._reader.reader import opened
 from idv._reader.selection import file_columns
 from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,
@@ -332,14 +332,14 @@ def _frame(pd, f, columns, rows, how, row_index, values):
     datetime = time_units.for_file(f, [c.name for c in cols], datetime,
                                    {c.name: whole[id(c)] for c in cols} if read_whole else None)
     # the chosen modes give a column the type it was written from (SOURCE_TYPE)
-    as_written = pandas_times.as_written(datetime)
+    finest = as_written(datetime)
     for col in cols:
         if arrow_text and col.type is T.Text:
             text = whole[id(col)] if whole else text_array(col, rows)
             pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
             continue
         ctx = _Ctx(pd, col.name, datetime, bool(how["safe"]),
-                   written_from(col, as_written) if as_written else None,
+                   written_from(col, finest) if finest else None,
                    how["zones"].get(col.name), getattr(f, "path", None))
         got = _column_pieces(ctx, col, whole[id(col)] if whole else col[rows], vectors)
         if dtype_backend == "pyarrow":

@@ -11,15 +11,9 @@ import numpy as np
 
 from idv import types as T
 from idv._reader import read_source
-from idv._values.arrow_types import written_from
+from idv._values.arrow_types import as_written, written_from
 
 __all__ = ["zone_of", "concat", "dataset_zones", "as_written"]
-
-
-def as_written(datetime):
-    """The finest unit in which a time column read in mode `datetime` (a ticks.Units or a
-    mode) is given the pandas type it was written from (its SOURCE_TYPE); None: not so."""
-    return {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", datetime))
 
 
 def zone_of(offsets):

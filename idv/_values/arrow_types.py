@@ -65,6 +65,13 @@ def restored_type(pa, col, finest="ns"):
         pa.timestamp(unit, tz=tz)
 
 
+def as_written(datetime):
+    """The finest unit in which a time column read in mode `datetime` (a ticks.Units or a
+    mode) is given the type it was written from (its SOURCE_TYPE: the 'auto' modes); None:
+    not so. Arrow's and pandas' reads alike."""
+    return {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", datetime))
+
+
 def written_from(col, finest="ns"):
     """(kind, unit, zone) of the type scalar time column `col` was written from (its
     SOURCE_TYPE annotation, decoded alone; kind 'timestamp', 'date' or 'duration'), when it
