@@ -166,7 +166,12 @@ def test_warnings_name_the_callers_line_from_every_entry_point(good, tmp_path):
     unknown.write_bytes(bytes(data))
     bad = tmp_path / "bad.idv"
     bad.write_bytes(b"not an idv file")
+    times = tmp_path / "times.idv"       # 100-ns ticks that microseconds cannot hold
+    idv.write(times, {"t": np.array([1, 2], "datetime64[ns]").astype("datetime64[ns]") +
+                      np.array([100, 300], "timedelta64[ns]")})
     calls = {"dataset": lambda: idv.dataset([good, bad], on_bad_file="skip"),
+             "floored": lambda: idv.to_arrow(times, datetime="auto-us"),
+             "never closed": lambda: idv.Writer(tmp_path / "w.idv", {"x": idv.Int32}).__del__(),
              "open": lambda: idv.open(unknown).close(),
              "verify": lambda: idv.verify(unknown),
              "read": lambda: idv.read(unknown),
@@ -175,3 +180,45 @@ def test_warnings_name_the_callers_line_from_every_entry_point(good, tmp_path):
         with pytest.warns(idv.IdvWarning) as seen:
             call()
         assert {w.filename for w in seen} == {__file__}, (name, [w.filename for w in seen])
+
+
+@pytest.mark.parametrize("source", ["path", "bytes", "file object", "dataset"])
+@pytest.mark.parametrize("how", ["read", "filter", "to_arrow", "iter_batches"])
+def test_a_close_racing_a_read_gives_the_closed_file_error(tmp_path, monkeypatch, source,
+                                                           how):
+    """A close() in another thread after a read checked that the file is open, before it
+    fetched its blocks: the read gets the closed file's ValueError, not an internal error."""
+    path = tmp_path / "big.idv"
+    rng = np.random.default_rng(0)
+    idv.write(path, {"i": np.arange(20_000), "f": rng.random(20_000)}, rows_per_block=1000)
+    from idv._store.blocks import BlockStore
+    block_bytes = BlockStore.block_bytes
+
+    def closed_then_fetched(store, *args):   # IdvFile.close(): its store's, its source's
+        if store._source is not None:
+            store._source.close()
+            store.close()
+        return block_bytes(store, *args)
+    monkeypatch.setattr(BlockStore, "block_bytes", closed_then_fetched)
+    with open(path, "rb") as handle:
+        opened = {"path": lambda: idv.open(path), "bytes": lambda: idv.open(path.read_bytes()),
+                  "file object": lambda: idv.open(handle),
+                  "dataset": lambda: idv.dataset([path, path])}[source]()
+        read = {"read": lambda f: f.read(), "filter": lambda f: f.read(filter=[("f", ">", .5)]),
+                "to_arrow": lambda f: f.to_arrow(),
+                "iter_batches": lambda f: list(f.iter_batches(batch_size=5000))}[how]
+        with pytest.raises(ValueError, match="I/O operation on a closed idv file"):
+            read(opened)
+
+
+@pytest.mark.parametrize("kind", ["bytes", "file object"])
+def test_a_closed_source_gives_the_closed_file_error(good, kind):
+    """A read that took the source before another thread closed it: the closed file's
+    ValueError from the source's own accessors."""
+    from idv._storage.source import open_source
+    with open(good, "rb") as handle:
+        src = open_source(good.read_bytes() if kind == "bytes" else handle)
+        src.close()
+        for read in (lambda: src.view(0, 8), lambda: src.read_ranges([0], [8])):
+            with pytest.raises(ValueError, match="I/O operation on a closed idv file"):
+                read()

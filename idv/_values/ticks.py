@@ -297,7 +297,7 @@ class UnitChoice:
         """(unit, safe) for ticks_to_unit: 'ns' where every value fits, else 'us', flooring
         (safe False) with an IdvWarning ('auto') or refusing with ValueError ('exact') when
         some values have sub-microsecond ticks."""
-        from idv.errors import IdvWarning
+        from idv.errors import warn
         fits = self.fits_ns
         if fits and mode != "auto-us":
             return "ns", True
@@ -313,12 +313,11 @@ class UnitChoice:
         if mode == "exact":
             raise ValueError(f"{message}; use datetime='ticks' (exact .NET ticks) or 'auto' "
                              f"(floors them to microseconds, with a warning)")
-        import warnings
         keep = "datetime='ns' or 'ticks' keeps them exact" if mode == "auto-us" and fits \
             else "datetime='ticks' keeps them exact"
-        warnings.warn(f"{message}: floored to microseconds, clamped at the ends of .NET's "
-                      f"range (TimeSpan.MinValue becomes the least microsecond inside it), so "
-                      f"that they convert back ({keep})", IdvWarning, stacklevel=4)
+        warn(f"{message}: floored to microseconds, clamped at the ends of .NET's range "
+             f"(TimeSpan.MinValue becomes the least microsecond inside it), so that they "
+             f"convert back ({keep})")
         return "us", False
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import warnings
 
 import numpy as np
 
@@ -22,7 +21,7 @@ from idv._resources import threads as _threads
 from idv._storage import statistics as block_stats
 from idv._storage.checksums import BLOCK, POINTER_AT, POINTER_SIZE, Recorder
 from idv.compression import NONE, compressor, kind as compression_kind
-from idv.errors import IdvWarning
+from idv.errors import warn
 from idv._storage.sink import Output
 from idv._values.arguments import ensure_count
 from idv._writer.columns import MAX_INT32, Column
@@ -480,9 +479,8 @@ class Writer:
     def __del__(self):
         if not getattr(self, "_closed", True):
             dest = self._out.path or "a file object"
-            warnings.warn(f"idv.Writer for {dest} was never closed: its {self._rows} rows were "
-                          f"discarded (use it as a context manager, or call close())",
-                          IdvWarning, stacklevel=2)
+            warn(f"idv.Writer for {dest} was never closed: its {self._rows} rows were "
+                 f"discarded (use it as a context manager, or call close())")
             self.abort()
 
     def __repr__(self):
