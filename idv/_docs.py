@@ -109,8 +109,9 @@ on_bad_file : {'raise', 'skip'}, default 'raise'
     "max_open_files": """\
 max_open_files : int, optional
     Files kept open at once; the others are reopened when read (well under 1 ms each,
-    locally). Default: 1,024 local files memory-mapped (each about 28 KiB resident, no file
-    descriptor) and, counted apart, the small ones read whole (64 KiB or less) while they
+    locally). Default: 1,024 local files memory-mapped (each about 28 KiB resident and,
+    before Python 3.13, a file descriptor: at most half the process's descriptor limit,
+    RLIMIT_NOFILE) and, counted apart, the small ones read whole (64 KiB or less) while they
     hold at most 128 MiB, their bytes and tables; 64 remote files. Given, every file counts
     against it.""",
     "partitioning": """\

@@ -147,6 +147,25 @@ def test_close_leaves_the_callers_file_object_open():
         fh.close()
 
 
+@pytest.mark.parametrize("kind", ["mapped", "small", "bytes", "file object", "closed"])
+def test_an_open_file_or_its_column_refuses_pickling_saying_what_to_pass(tmp_path, kind):
+    """A file handed to a worker process is pickled: the error says to pass the path, not
+    which internal object (a memory map, a memoryview, a lock) cannot be pickled."""
+    import pickle
+    path = tmp_path / "x.idv"
+    idv.write(path, {"x": np.arange(100_000 if kind == "mapped" else 10)})
+    with open(path, "rb") as fh:
+        f = idv.open({"bytes": path.read_bytes(), "file object": fh}.get(kind, path))
+        col = f["x"]
+        if kind == "closed":
+            f.close()
+        for obj, name in ((f, "an idv.IdvFile"), (col, "an idv.Column")):
+            with pytest.raises(TypeError, match=f"^{name} is not picklable: pass its (file's )?"
+                                                f"path"):
+                pickle.dumps(obj)
+        f.close()
+
+
 def test_metadata_read_before_close_stays_available():
     with idv.open(fixture("mixed_default")) as f:
         col = f["Key"]

@@ -489,6 +489,58 @@ def test_only_max_open_files_stay_open(tmp_path):
 
 
 
+# files of 80 KB (memory-mapped) read as a dataset under a limit of 48 descriptors: its
+# default max_open_files keeps its maps within them; one given larger runs out, clearly
+_FEW_DESCRIPTORS = """
+import os, resource, sys
+import numpy as np
+import idv
+d = sys.argv[1]
+paths = []
+for i in range(80):
+    paths.append(os.path.join(d, f"{i:02d}.idv"))
+    idv.write(paths[-1], {"x": np.arange(i * 10_000, (i + 1) * 10_000)}, compression="none")
+resource.setrlimit(resource.RLIMIT_NOFILE, (48, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+with idv.dataset(d) as ds:
+    print(ds.max_open_files, ds.read()["x"].tolist() == list(range(800_000)))
+for skip in ("raise", "skip"):
+    try:
+        idv.dataset(paths, max_open_files=80, on_bad_file=skip).close()
+    except OSError as e:
+        print(repr(e))
+"""
+
+
+def test_a_dataset_keeps_its_memory_maps_within_the_descriptors_allowed(tmp_path):
+    """A memory map holds a file descriptor (before Python 3.13): by default a dataset keeps
+    at most half of RLIMIT_NOFILE's soft limit of maps open; with more than the process may
+    have, an OSError names the limit and max_open_files= (and no file is skipped for it)."""
+    pytest.importorskip("resource", reason="RLIMIT_NOFILE is a Unix limit")
+    from idv._storage import source
+    if not source.MAPS_HOLD_DESCRIPTORS:
+        pytest.skip("memory maps hold no file descriptor here (Python 3.13+ on Unix)")
+    r = subprocess.run([sys.executable, "-c", _FEW_DESCRIPTORS, str(tmp_path)],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(REPO_DIR)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    first, *errors = r.stdout.splitlines()
+    assert first == "24 True"
+    assert len(errors) == 2, r.stdout
+    for e in errors:
+        assert e.startswith("OSError(24, ") and "may have 48 open at once (RLIMIT_NOFILE" in e \
+            and "max_open_files=" in e, e
+
+
+def test_a_dataset_refuses_pickling_saying_to_pass_its_paths(tmp_path):
+    """A dataset handed to a worker process is pickled: the error says what to pass, not
+    which internal object cannot be pickled."""
+    import pickle
+    paths = _six_small(tmp_path)
+    with idv.dataset(paths) as ds:
+        with pytest.raises(TypeError, match="^an idv.Dataset is not picklable: pass its paths"):
+            pickle.dumps(ds)
+
+
 def test_small_files_stay_open_by_the_bytes_they_hold(tmp_path, monkeypatch):
     """By default, files read whole (small local ones) are counted by what they hold, not
     against max_open_files: all stay open from listing to reading while they fit, the
@@ -502,7 +554,7 @@ def test_small_files_stay_open_by_the_bytes_they_hold(tmp_path, monkeypatch):
     big = fixture("multiblock_200k_none")               # memory-mapped
     want = list(range(1200))
     with idv.dataset(small) as ds:
-        assert ds.num_open_files == 12 and ds.max_open_files == 1024
+        assert ds.num_open_files == 12 and ds.max_open_files == dataset_module.default_max_open()
         assert ds.read("Id")["Id"].tolist() == want
         with ds.using(0) as f:
             each = dataset_files.whole_bytes(f)

@@ -2,11 +2,10 @@
 idv._reader.column_metadata), and its rows read into numpy by block.
 
 A column's rows are stored in blocks of ``rows_per_block`` rows, each compressed on its own and
-located through the column's lookup table. Slicing decodes only the blocks that hold the rows
-asked for; a full read decodes blocks in parallel threads. The blocks themselves are fetched,
-checked and decoded by the file's block store (idv._store.blocks); a Column reaches its file only
-through its FileParts: ``store``, ``tables``, ``path``, ``check_open()``, ``num_rows`` and
-``header``.
+located through the column's lookup table. Slicing decodes only the blocks that hold the rows asked
+for; a full read decodes blocks in parallel threads. The blocks themselves are fetched, checked and
+decoded by the file's block store (idv._store.blocks); a Column reaches its file only through its
+FileParts: ``store``, ``tables``, ``path``, ``check_open()``, ``num_rows`` and ``header``.
 """
 from __future__ import annotations
 
@@ -131,6 +130,9 @@ class Column(ColumnAnnotations):
 
     def __len__(self):
         return self.num_rows
+
+    def __reduce__(self):
+        raise TypeError("an idv.Column is not picklable: pass its file's path and its name")
 
     def __repr__(self):
         t = self.type if self.type is not None else f"<unreadable: {self._dead}>"
@@ -259,8 +261,7 @@ class Column(ColumnAnnotations):
     # ---- the numpy protocol and row access, as on an h5py dataset
     @property
     def shape(self):
-        """``(rows,)`` for scalars, ``(rows, *dims)`` for vectors; a variable dimension is
-        None."""
+        """``(rows,)`` for scalars, ``(rows, *dims)`` for vectors; a variable dimension is None."""
         t = self.type
         if isinstance(t, T.Vector):
             return (self.num_rows,) + tuple(d or None for d in t.dims)
@@ -407,11 +408,10 @@ class Column(ColumnAnnotations):
         return self._file.store.decode(self.blocks, b0, b1, sparse, parallel, out)
 
     def decoded_bytes(self, rows=None, arrow=False):
-        """About what reading `rows` (None: all; a slice or row numbers) allocates, from the
-        lookup table alone: the decompressed size of the blocks holding them, with Text items
-        as str objects (`arrow`: in Arrow's form; idv._store.block_runs.decoded_size). Readers
-        of several files (a dataset) check their sum against one limit before reading any.
-        Package-internal."""
+        """About what reading `rows` (None: all; a slice or row numbers) allocates, from the lookup
+        table alone: the decompressed size of the blocks holding them, with Text items as str
+        objects (`arrow`: in Arrow's form; idv._store.block_runs.decoded_size). Readers of several
+        files (a dataset) check their sum against one limit before reading any. Package-internal."""
         n = self.num_rows
         if rows is None or n == 0:
             b0, b1, count = 0, self.num_blocks, n

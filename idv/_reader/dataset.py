@@ -24,7 +24,7 @@ from idv import _docs
 from idv._resources import gc as _gc, budget
 from idv._reader import dataset_files, read_source, reads, selection
 from idv.errors import IdvFormatError, warn
-from idv._storage import partitioning as _partitioning
+from idv._storage import partitioning as _partitioning, source as _source
 from idv._storage.paths import expand_sources
 from idv._values.arguments import ensure_count
 from idv._reader.dataset_files import DatasetFile
@@ -41,15 +41,28 @@ SCHEMA_MODES = ("exact", "common")
 # (it is left out, with one IdvWarning listing every file left out and why)
 ON_BAD_FILE = ("raise", "skip")
 # files kept open at once by default: a local file's memory map costs about 28 KiB resident
-# and no file descriptor (benchmarks/bench_dataset.py), and reopening one costs under 1 ms,
-# so 1,024 stay open (Linux allows 65,530 maps per process); a remote file's handle may hold
-# a read-ahead buffer and a connection, so 64
+# (benchmarks/bench_dataset.py), and reopening one costs under 1 ms, so 1,024 stay open (Linux
+# allows 65,530 maps per process); a remote file's handle may hold a read-ahead buffer and a
+# connection, so 64
 DEFAULT_MAX_OPEN_FILES = 1024
 DEFAULT_MAX_OPEN_REMOTE = 64
+# where each map holds a file descriptor (before Python 3.13), the maps kept open by default
+# take at most this share of the descriptors the process may have (RLIMIT_NOFILE's soft limit,
+# often 1,024, read as a dataset is made): the rest stay for its other files and sockets
+DESCRIPTOR_SHARE = 0.5
 # and the local files read whole (of at most 64 KiB, idv._storage.source.SMALL_FILE_BYTES),
 # counted apart by what they hold (dataset_files.whole_bytes: about 12 KiB for a 4.8 KiB file
 # of 4 columns), up to this much: ten thousand small files stay open from listing to reading
 DEFAULT_OPEN_WHOLE_BYTES = 128 << 20
+
+
+def default_max_open():
+    """The local files a dataset keeps open by default: DEFAULT_MAX_OPEN_FILES, or fewer
+    where memory maps hold descriptors and the process may have few (DESCRIPTOR_SHARE)."""
+    limit = _source.descriptor_limit() if _source.MAPS_HOLD_DESCRIPTORS else None
+    if limit is None:
+        return DEFAULT_MAX_OPEN_FILES
+    return max(1, min(DEFAULT_MAX_OPEN_FILES, int(limit * DESCRIPTOR_SHARE)))
 
 
 class Dataset(reads.SourceReads):
@@ -87,7 +100,7 @@ class Dataset(reads.SourceReads):
             raise ValueError(f"on_bad_file must be one of {ON_BAD_FILE}, not {on_bad_file!r}")
         whole = 0
         if max_open_files is None:
-            max_open_files = DEFAULT_MAX_OPEN_FILES if filesystem is None \
+            max_open_files = default_max_open() if filesystem is None \
                 else DEFAULT_MAX_OPEN_REMOTE
             whole = DEFAULT_OPEN_WHOLE_BYTES
         self.filesystem = filesystem
@@ -262,6 +275,12 @@ class Dataset(reads.SourceReads):
     def close(self):
         """Close every open file; arrays already read stay valid."""
         self._open.close()
+
+    def __reduce__(self):
+        """Not picklable by paths either: a worker would list and open files that may have
+        changed, without this dataset's checks of them."""
+        raise TypeError("an idv.Dataset is not picklable: pass its paths and call idv.dataset "
+                        "again in the worker")
 
     # ---- columns and rows
     def resolve_columns(self, columns):

@@ -5,6 +5,7 @@ whether a file reopened is still the one listed, and which stay open (OpenFiles)
 from __future__ import annotations
 
 import collections
+import errno
 import functools
 import itertools
 import threading
@@ -89,11 +90,14 @@ class Budget:
 def opened(paths, filesystem, open_kwargs):
     """(path, its IdvFile or the IdvFormatError / OSError of opening it), in order: remote
     files OPEN_AHEAD at a time in threads (an open waits on round trips), local ones in turn
-    (an open is CPU work under the GIL). Closing it closes the files opened ahead."""
+    (an open is CPU work under the GIL). Closing it closes the files opened ahead. No file
+    descriptor left (EMFILE) is the process's trouble, not a bad file's: raised."""
     def one(path):
         try:
             return idv_open(path, filesystem=filesystem, **open_kwargs)
         except (IdvFormatError, OSError) as e:
+            if getattr(e, "errno", None) == errno.EMFILE:
+                raise
             return e
     if filesystem is None:
         yield from ((path, one(path)) for path in paths)

@@ -163,7 +163,7 @@ class IdvFile(reads.SourceReads):
         """The block statistics the file carries (idv._storage.statistics.Statistics; None
         without), read on first use; IdvFormatError when they no longer match the file's blocks."""
         try:
-            found = block_stats.read(self._head, self._source.view, self.header.toc_offset)
+            found = block_stats.read(self._head, self.store.view, self.header.toc_offset)
             if found is not None:
                 found.check_columns(self.columns, self.num_rows)
                 if self.store.sums is not None:         # no block read: their CRC-32s
@@ -280,12 +280,12 @@ class IdvFile(reads.SourceReads):
         rows : sequence of int, optional
             Only the blocks that hold these rows (a take's); default: every block.
         """
-        self.check_open()
+        source = self.store.check_open()
         if columns is None:
             cols = [c for c in self.columns if c.readable]
         else:
             cols = [c if isinstance(c, Column) else self[c] for c in columns]
-        if self._source.buffer is not None:      # in memory already: nothing to fetch
+        if source.buffer is not None:      # in memory already: nothing to fetch
             return contextlib.nullcontext()
         offsets, sizes = [], []
         for c in cols:
@@ -301,21 +301,27 @@ class IdvFile(reads.SourceReads):
         sizes = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
         if not len(sizes) or int(sizes.sum()) > self.memory_limit:
             return contextlib.nullcontext()     # beyond the limit: each read fetches its own
-        return self._source.prefetch(np.concatenate(offsets), sizes)
+        return source.prefetch(np.concatenate(offsets), sizes)
 
     # ---- lifetime
     def close(self):
         """Release the file (its memory map or file object); arrays already read stay valid."""
         if self.store is not None:
             self.store.close()
-        if self._source is not None:
-            self._source.close()
-            self._source = None
+        source, self._source = self._source, None       # closed once, by one thread
+        if source is not None:
+            source.close()
 
     @property
     def closed(self):
         """True once close() has been called."""
         return self._source is None
+
+    def __reduce__(self):
+        """Not picklable by path either: a worker opening the path may find another file in
+        its place, and would not share this one's options and state."""
+        raise TypeError("an idv.IdvFile is not picklable: pass its path and open it again in "
+                        "the worker")
 
     def check_open(self):
         """ValueError once the file is closed (what every read checks first).

@@ -21,6 +21,7 @@ import mmap
 import os
 import stat
 import struct
+import sys
 import threading
 
 import zipfile
@@ -30,11 +31,60 @@ from idv._resources import budget
 from idv._header import SIGNATURE
 from idv.errors import IdvFormatError
 
+try:
+    import resource
+except ImportError:         # not on Windows
+    resource = None
+
 _SIG = struct.pack("<Q", SIGNATURE)
 # a file of at most this many bytes is read whole when opened, in one system call: faster than
 # mapping it (and faulting its pages in, and unmapping it), and what a dataset of many small
 # files spends its time on; larger files are memory-mapped, read only where they are used
 SMALL_FILE_BYTES = 64 << 10
+# CPython's memory map keeps a duplicate of the file descriptor it maps until the map is closed
+# (and it lives while arrays view it), unless told not to: trackfd=False, Python 3.13 on Unix
+_UNTRACKED = {"trackfd": False} if sys.version_info >= (3, 13) and os.name == "posix" else {}
+# whether each open memory map holds a file descriptor (idv.dataset keeps fewer open if so)
+MAPS_HOLD_DESCRIPTORS = not _UNTRACKED
+
+
+def descriptor_limit():
+    """The file descriptors the process may have open at once (RLIMIT_NOFILE's soft limit,
+    ``ulimit -n``); None: no limit, or not known (Windows)."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (AttributeError, OSError, ValueError):     # AttributeError: no resource module
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft <= 0 else soft
+
+
+def too_many_open_files(name):
+    """The OSError (EMFILE) of opening `name` with no file descriptor left, saying what holds
+    them and what to do."""
+    limit = descriptor_limit()
+    held = (f"each open memory-mapped .idv file (over {SMALL_FILE_BYTES >> 10} KiB) holds "
+            f"one, and so does a closed one while a zero-copy result of it (read(copy=False), "
+            f"to_arrow) lives; " if MAPS_HOLD_DESCRIPTORS else "")
+    return OSError(errno.EMFILE, f"{name}: too many open files: the process may have "
+                   f"{limit or 'a limited number'} open at once (RLIMIT_NOFILE, ulimit -n); "
+                   f"{held}raise the limit, or give idv.dataset a smaller max_open_files=")
+
+
+def _open_fd(name):
+    """A descriptor of the local file `name`: os's call, not open() (a small file's whole
+    open costs a few system calls), without blocking (a FIFO is refused, not waited on)."""
+    try:
+        return os.open(name, os.O_RDONLY | getattr(os, "O_BINARY", 0) |
+                       getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        if e.errno == errno.EMFILE:
+            raise too_many_open_files(name) from None
+        raise
+
+
+def closed_error():
+    """The error of a read of a closed file (also one racing the close in another thread)."""
+    return ValueError("I/O operation on a closed idv file")
 
 
 class MemorySource:
@@ -101,19 +151,28 @@ class MemorySource:
         finally:
             self._held = False
 
+    def _live(self):
+        """The buffer; closed_error() once closed (by another thread, mid-read)."""
+        buf = self.buffer
+        if buf is None:
+            raise closed_error()
+        return buf
+
     def view(self, offset: int, size: int):
+        buf = self._live()
         check_range(offset, size, self.size)
         self.check_intact()
-        return self.buffer[offset:offset + size]
+        return buf[offset:offset + size]
 
     def read_ranges(self, offsets, sizes, keep=False):
         """The bytes of each range (offset, size): zero-copy views (`keep`: see
         idv._storage.remote.RemoteSource.read_ranges); the file checked intact once for all."""
+        buf = self._live()
         ranges = [(int(o), int(n)) for o, n in zip(offsets, sizes)]
         for o, n in ranges:
             check_range(o, n, self.size)
         self.check_intact()
-        return [self.buffer[o:o + n] for o, n in ranges]
+        return [buf[o:o + n] for o, n in ranges]
 
     def prefetch(self, offsets, sizes):
         """Nothing to fetch ahead in memory (see idv._storage.remote.RemoteSource.prefetch)."""
@@ -155,8 +214,11 @@ class FileSource:
 
     def _read(self, offset, size):
         with self._lock:
-            self._f.seek(self._origin + offset)
-            data = self._f.read(size)
+            f = self._f
+            if f is None:
+                raise closed_error()
+            f.seek(self._origin + offset)
+            data = f.read(size)
         if len(data) != size:
             raise IdvFormatError(f"file ended early: wanted {size} bytes, got {len(data)}",
                                  offset=offset - self.base)
@@ -305,10 +367,7 @@ def open_source(source, memory_limit=None):
                 raise FileNotFoundError(e.args[0]) from None
             inner.name = name
             return inner
-        # os's calls, not open(): a small file's whole open costs a few system calls; a FIFO
-        # opened without blocking, and refused (it would wait for a writer)
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_BINARY", 0) |
-                     getattr(os, "O_NONBLOCK", 0))
+        fd = _open_fd(name)
         try:
             st = os.fstat(fd)
             check_regular(name, st)
@@ -320,8 +379,10 @@ def open_source(source, memory_limit=None):
             refuse_other_formats(os.pread(fd, 8, 0) if hasattr(os, "pread") else
                                  _read_whole(fd, 8), name)
             try:
-                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ, **_UNTRACKED)
             except OSError as e:     # no address space left for the map (under RLIMIT_AS)
+                if e.errno == errno.EMFILE:
+                    raise too_many_open_files(name) from None
                 if e.errno != errno.ENOMEM:
                     raise
                 raise budget.MemoryLimitError(

@@ -24,6 +24,7 @@ from idv._store.block_checks import BlockChecks, entry_point
 from idv._store.block_runs import (bit_rooms, block_groups, check_dense, chunks, fixed_width,
                                    out_shape, root_bytes, text_rooms, unpack_bits)
 from idv.errors import IdvFormatError
+from idv._storage.source import closed_error
 from idv._store.stored_blocks import StoredBlocks
 
 # Blocks decompressed together by one decode_each task before they are decoded.
@@ -61,7 +62,6 @@ class ColumnBlocks(NamedTuple):
         return f"reading column {self.index} {self.name!r} rows {r0}-{r1 - 1}{what}"
 
 
-
 class BlockStore(BlockChecks, StoredBlocks):
     """The blocks of one open file: where they are read from (the file's source, which
     ``path`` names in errors), the memory limit of what reads allocate (``memory_limit``),
@@ -97,9 +97,10 @@ class BlockStore(BlockChecks, StoredBlocks):
 
     # ---- the source
     def check_open(self):
-        """ValueError once the file is closed."""
-        if self._source is None:
-            raise ValueError("I/O operation on a closed idv file")
+        """The file's source, for a read to take once; ValueError once the file is closed."""
+        if (src := self._source) is None:       # by a close racing the read, too
+            raise closed_error()
+        return src
 
     def close(self):
         """Forget the source (the file closes it) and the cached blocks."""
@@ -110,27 +111,26 @@ class BlockStore(BlockChecks, StoredBlocks):
         """IdvFormatError when a mapped file was truncated or written in place since it was
         opened (idv._storage.source.MemorySource.check_intact): the scan asks before it hands out
         each batch, whose arrays may view the map."""
-        if self._source is not None:
-            self._source.check_intact()
+        if (src := self._source) is not None:
+            src.check_intact()
 
     @property
     def in_memory(self):
         """Whether the file is all in memory (block_bytes gives views of it, fetching none)."""
-        return self._source is not None and self._source.buffer is not None
+        return getattr(self._source, "buffer", None) is not None
 
     def view(self, offset, length):
         """The file's bytes [offset, offset + length) (tables and metadata values too)."""
-        return self._source.view(offset, length)
+        return self.check_open().view(offset, length)
 
     def block_bytes(self, offsets, disk):
         """The source buffer and the blocks' offsets within it (file objects and remote files:
-        their blocks read in one batch). Checksums are checked in the decompression loop
-        (inflate)."""
-        buf = self._source.buffer
+        their blocks read in one batch); their checksums are checked as they inflate."""
+        buf = (src := self.check_open()).buffer
         if buf is not None:
-            self._source.check_intact()       # a memory map past a file's end: SIGBUS
+            src.check_intact()       # a memory map past a file's end: SIGBUS
             return buf, offsets
-        parts = self._source.read_ranges(offsets, disk)
+        parts = src.read_ranges(offsets, disk)
         local = np.zeros(len(parts), np.int64)
         np.cumsum([len(p) for p in parts[:-1]], out=local[1:])
         return b"".join(parts), local
