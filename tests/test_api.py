@@ -916,3 +916,16 @@ def test_a_count_is_refused_alike_wherever_it_is_passed(tmp_path, bad):
             call()
     assert not (tmp_path / "w.idv").exists()
     assert idv.record_batch_reader(path, batch_size=np.int64(4)).read_all().num_rows == 10
+
+
+def test_a_keyword_no_reader_takes_is_named_as_such():
+    """A one-call reader passes idv.open's options on; a name that is neither its own nor
+    idv.open's is refused as that, not as open()'s."""
+    for read in (idv.read, idv.to_arrow, idv.record_batch_reader):
+        with pytest.raises(TypeError, match="'safe': neither an option of this read nor of "
+                                            "idv.open") if read is idv.read else \
+                pytest.raises(TypeError, match="'bogus': neither an option"):
+            read(idv.sample_path(), **({"safe": False} if read is idv.read else {"bogus": 1}))
+    with idv.open(idv.sample_path()) as f, pytest.raises(TypeError,
+                                                         match=r"^IdvFile\.read\(\) .*'safe'"):
+        f.read(safe=False)

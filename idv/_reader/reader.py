@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 
 import numpy as np
 
@@ -333,7 +334,12 @@ class IdvFile(reads.SourceReads):
 def opened(file, **kwargs):
     """A source of rows (idv._reader.read_source) for `file` (a path or URL, bytes, file object, an
     IdvFile or a Dataset); files opened here are closed on exit, a source passed in is left
-    open. `kwargs`: idv.open's options, a TypeError with a source passed in (it has its own)."""
+    open. `kwargs`: idv.open's options, a TypeError with a source passed in (it has its own)
+    and for a name that is none (the caller's own options are taken before)."""
+    unknown = [k for k in kwargs if k not in _OPEN_OPTIONS]
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}: neither an option of "
+                        f"this read nor of idv.open")
     if hasattr(file, "using"):
         given = [k for k, v in kwargs.items() if v is not None]
         if given:
@@ -410,3 +416,7 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     with opened(source, **kwargs) as f:
         return f.read(columns, sparse=sparse, rows=rows, datetime=datetime, text=text,
                       filter=filter, copy=copy)
+
+
+# the options of idv.open, which the one-call readers pass on to it
+_OPEN_OPTIONS = frozenset(inspect.signature(open).parameters) - {"source"}
