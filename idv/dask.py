@@ -148,7 +148,6 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
         unit, safe = ds.time_unit(names, datetime, safe)
         parts = scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES,
                                 block_filter=filters.blocks_of(filter))
-        import pandas as pd
         from idv._values.metadata import expands, warn_kept_wide
         from idv._reader.whole_read import check_slot_names
         from idv._interop.pandas import frame
