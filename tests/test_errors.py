@@ -222,3 +222,14 @@ def test_a_closed_source_gives_the_closed_file_error(good, kind):
         for read in (lambda: src.view(0, 8), lambda: src.read_ranges([0], [8])):
             with pytest.raises(ValueError, match="I/O operation on a closed idv file"):
                 read()
+
+
+def test_a_closed_file_keeps_what_opening_read_and_refuses_reads(good):
+    """As docs/errors.md says: after close(), reads raise; the header's facts stay."""
+    f = idv.open(good)
+    f.close()
+    assert (f.num_rows, len(f), f.column_names) == (ROWS, ROWS, ["Id", "Features", "Txt"])
+    for read in (f.read, lambda: f["Id"].read(), lambda: f["Id"][0], lambda: f.schema,
+                 lambda: f["Txt"].metadata, lambda: idv.to_arrow(f)):
+        with pytest.raises(ValueError, match="I/O operation on a closed idv file"):
+            read()
