@@ -13,7 +13,7 @@ from idv import types as T
 from idv._reader import read_source
 from idv._values.arrow_types import as_written, written_from
 
-__all__ = ["zone_of", "concat", "dataset_zones", "as_written"]
+__all__ = ["zone_of", "concat", "dataset_zones"]
 
 
 def zone_of(offsets):

@@ -103,6 +103,11 @@ def flatten_rows(rows, where, row0=0):
 _FLOAT_EXACT = 2**53       # every integer up to this size has a float64 of its own
 
 
+def is_missing(value):
+    """Whether a Python value among strings is a missing one: None or NaN (as pandas says)."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
 def number_array(values):
     """np.array of a list of items, but an object array where numpy would take Python ints
     through float64 and round them (``np.array([2**63 + 1, 1])`` is float64), so that they
@@ -192,7 +197,7 @@ def _infer_objects(arr, where, allow_rows):
     # str with None or NaN: Text with missing values, which its writing refuses (or fills,
     # given missing_text)
     if any(isinstance(x, str) for x in arr) and all(
-            isinstance(x, str) or x is None or (isinstance(x, float) and x != x) for x in arr):
+            isinstance(x, str) or is_missing(x) for x in arr):
         return T.Text, None
     if allow_rows and any(is_rowlike(arr[i]) for i in range(min(len(arr), _ROWLIKE_SAMPLE))):
         lengths = [row_length(x, where, i) for i, x in enumerate(arr)]

@@ -12,7 +12,7 @@ import numpy as np
 from idv._values.infer import infer_column
 from idv._values.arrow_types import import_pyarrow
 from idv._writer.arrow import from_arrow
-from idv._writer.missing import ensure_missing_text, filled_values
+from idv._writer.missing import ensure_missing_text
 from idv._writer.pandas import from_pandas
 
 
@@ -142,8 +142,7 @@ def _arrow_values(pairs, types, missing_text):
     for i, (name, value) in enumerate(pairs):
         arrow = as_pyarrow(value)
         if not (hasattr(arrow, "type") and hasattr(arrow, "null_count")):
-            columns.append((name, value if missing_text is None else
-                            filled_values(value, missing_text)))
+            columns.append((name, value))      # missing Text filled by the writer's Column
             continue
         pa = import_pyarrow()
         given = types.get(i, types.get(name))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import types as T
+from idv import _encode, types as T
+from idv._values.infer import is_missing
 
 # what a missing value is in the ML.NET types that have one (the others have none)
 MISSING_VALUE_TYPES = "Single and Double (NaN), keys (0) and Text (empty)"
@@ -34,11 +35,6 @@ def ensure_missing_text(text):
     return text
 
 
-def is_missing(value):
-    """Whether a Python value among strings is a missing one: None or NaN (as pandas says)."""
-    return value is None or (isinstance(value, float) and value != value)
-
-
 def filled_values(values, text):
     """A column's Python or numpy values with their missing Text as `text`: None or NaN
     among the strings of a list, tuple or 1-d object array, the masked entries of a masked
@@ -51,6 +47,9 @@ def filled_values(values, text):
                 not all(isinstance(v, str) for v in data[~mask]):
             return values
         return np.where(mask, np.array(text, dtype=object), data.astype(object))
+    if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1 and \
+            _encode.first_non_str(np.ascontiguousarray(values)) < 0:
+        return values               # all strings (a batch's usual case): one pass in C
     if isinstance(values, (list, tuple)) or (isinstance(values, np.ndarray) and
                                              values.dtype == object and values.ndim == 1):
         missing = [is_missing(v) for v in values]

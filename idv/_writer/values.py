@@ -13,8 +13,8 @@ import numpy as np
 
 from idv import _encode, types as T
 from idv._values import ticks
-from idv._values.infer import number_array
-from idv._writer.missing import is_missing, missing_value
+from idv._values.infer import is_missing, number_array
+from idv._writer.missing import missing_value
 
 
 def first(mask):
