@@ -435,7 +435,7 @@ def test_a_damaged_lookup_entry_is_named_with_its_file_by_every_read(tmp_path):
     file without checksums) is found by the size a read is checked against before it reads:
     that error names the file as the read's own does, whether the file is open or closed
     (its sizes kept), and the file's other columns still read."""
-    pytest.importorskip("pyarrow.dataset")
+    pytest.importorskip("pyarrow.dataset", reason="the streaming and Arrow reads need pyarrow")
     paths = _copy(["mixed_smallblocks_none"] * 3, tmp_path / "d")
     with idv.open(paths[1]) as f:
         at = f["F64"].lookup_offset + 16 * 3 + 8        # block 3's length on disk

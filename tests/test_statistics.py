@@ -394,7 +394,7 @@ def test_without_checksums_the_statistics_own_crcs_catch_a_rewritten_block(tmp_p
 def test_a_block_counted_by_its_statistics_is_checked_as_a_ruled_out_one(tmp_path, checksums):
     """count_rows(filter=) counts a block whose statistics say every row matches without
     decoding it: a block damaged since is refused, as to_table(filter=) refuses it."""
-    pc = pytest.importorskip("pyarrow.compute")
+    pc = pytest.importorskip("pyarrow.compute", reason="arrow_dataset filters are pyarrow")
     data = _sorted_blocks(checksums=checksums)
     with idv.open(bytes(data)) as f:
         off, n = int(f["x"].lookup["offset"][3]), int(f["x"].lookup["disk"][3])
