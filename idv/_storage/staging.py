@@ -227,13 +227,14 @@ class Staging:
 
     def settle(self, staged):
         """After a task wrote `staged`: when the job was aborted meanwhile (a task still
-        running when another failed), remove it and the staging folder, which the abort may
-        have left behind while the file was being written."""
+        running when another failed), remove it, the staging folder and the folders start
+        made, which the abort may have left behind while the file was being written."""
         if not os.path.exists(os.path.join(self.dir, LIVE)):
             with contextlib.suppress(OSError):
                 os.remove(staged)
             with contextlib.suppress(OSError):
                 os.rmdir(self.dir)
+            self._remove_created()
 
     def abort(self):
         """Remove the staging folder and all it holds (the output directory is left as was,
@@ -242,7 +243,12 @@ class Staging:
         with contextlib.suppress(OSError):
             os.remove(os.path.join(self.dir, LIVE))
         shutil.rmtree(self.dir, ignore_errors=True)
-        folder, top, self.created = self.path, self.created, None
+        self._remove_created()
+
+    def _remove_created(self):
+        """The folders start created (the output directory up to the outermost), those
+        that are empty."""
+        folder, top = self.path, self.created
         while top is not None:
             try:
                 os.rmdir(folder)
