@@ -448,6 +448,22 @@ def test_a_datetimeoffset_column_has_the_zone_of_every_row_whatever_rows_are_rea
     assert str(idv.read_pandas(one, filter="i < 2")["d"].dtype) == "datetime64[ns, UTC+05:30]"
 
 
+def test_each_slot_of_a_datetimeoffset_vector_has_the_zone_of_every_row(tmp_path):
+    """A vector's slots are columns of their own in pandas, each in the zone of its every
+    row (slot 0 in one offset, slot 1 in two), whatever rows a read keeps."""
+    one = str(tmp_path / "one.idv")
+    v = np.stack([_offsets([60, 60, 60, 60]), _offsets([120, 120, 330, 330])], axis=1)
+    idv.write(one, {"v": v, "i": np.arange(4)}, types={"v": idv.Vector(idv.DateTimeOffset, 2)},
+              rows_per_block=2)
+    want = ["datetime64[ns, UTC+01:00]", "datetime64[ns, UTC]"]
+    got = {"whole": idv.read_pandas(one), "filter": idv.read_pandas(one, filter="i < 2"),
+           "rows": idv.to_pandas(one, rows=slice(2, 4)),
+           "dask": idv.dask.read_idv(one, filter="i >= 2").compute(scheduler="sync")}
+    for how, df in got.items():
+        assert [str(df[c].dtype) for c in ("v.0", "v.1")] == want, how
+        assert (df["v.1"] == pd.Timestamp("2020-01-01", tz="UTC")).all(), how
+
+
 def test_files_whose_slot_names_differ_are_refused_where_slots_become_columns(tmp_path):
     """Slot columns named by SlotNames hold one set of names: a dataset whose files name
     them otherwise is refused by Dataset.to_pandas and Dask alike (as idv.convert refuses

@@ -4,18 +4,16 @@
 pandas is imported only when these are called (``pip install idv[pandas]``). The mapping
 (docs/interop.md has the full table):
 
-* numbers and Boolean keep their dtypes; Text is pandas' string dtype (``str`` in pandas 3,
-  ``object`` before);
+* numbers and Boolean keep their dtypes; Text is pandas' string dtype (``str`` in pandas 3);
 * a key with usable KeyValues is a ``pandas.Categorical`` (raw 0, the missing key, is NaN;
   code = raw - 1; categories = KeyValues); other keys stay their raw unsigned integers;
 * DateTime / TimeSpan are ``datetime64[ns]`` / ``timedelta64[ns]`` when every value fits
   nanoseconds, else ``[us]`` (``datetime=`` chooses; nothing ever wraps);
-* DateTimeOffset is tz-aware: in the one UTC offset of all the column's rows, else in UTC;
+* DateTimeOffset is tz-aware: in the one UTC offset of all the column's (a slot's) rows, else UTC;
 * RowId is an object column of Python ints (128-bit);
-* fixed vectors expand into one column per slot (``vectors="expand"``) or stay one object
+* fixed vectors expand into one column per slot (``vectors="expand"``; beyond
+  ``MAX_EXPAND_SLOTS`` slots one object column, with an ``idv.IdvWarning``) or stay one object
   column of arrays (``vectors="object"``); variable vectors are object columns of arrays.
-  Vectors of more than ``MAX_EXPAND_SLOTS`` slots stay object columns of arrays even with
-  ``vectors="expand"`` (with one ``idv.IdvWarning`` naming them).
 
 The frame's ``attrs["idv.schema"]`` keeps the ML.NET schema, so that writing it gives back the
 same types (idv._writer.pandas).
@@ -52,10 +50,15 @@ class _Ctx:
     def __init__(self, pd, name, mode, safe, source=None, zone=None, path=None):
         self.pd, self.name, self.mode, self.safe, self.path = pd, name, mode, safe, path
         self.source = source     # (kind, unit, zone) the column was written from, or None
-        self.zone = zone         # a DateTimeOffset's zone, that of every row; None: the values'
+        self.zone = zone         # of every row (a vector's: one a slot); None: the values'
 
     def describe(self, size=None, offsets=None):
         return Where(f"column {self.name!r}", offsets, width=size)
+
+    def slot(self, j):
+        """The context of a vector's slot `j`: its own zone where each slot has one."""
+        return self if not isinstance(self.zone, tuple) else _Ctx(
+            self.pd, self.name, self.mode, self.safe, self.source, self.zone[j], self.path)
 
 
 # the times pandas holds: item type -> numpy kind (datetime64 'M', timedelta64 'm')
@@ -185,9 +188,10 @@ def _column_pieces(ctx, col, values, vectors):
     if item in _TIME_KINDS:
         flat = _times(ctx, item, flat, ctx.describe(size=t.size))
         return [(names, pd.DataFrame(flat, columns=names, copy=False))]
-    return [([nm], _scalar_series(ctx, item, flat[:, j], kv,
+    return [([nm], _scalar_series(ctx.slot(j), item, flat[:, j], kv,
                                   lambda i, j=j: f"column {col.name!r} row {i} item {j}"))
             for j, nm in enumerate(names)]
+
 
 
 DTYPE_BACKENDS = (None, "pyarrow")

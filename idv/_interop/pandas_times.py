@@ -48,27 +48,38 @@ def concat(pd, frames):
 
 
 def dataset_zones(src, columns, datetime):
-    """{name: zone} of the scalar DateTimeOffset columns among `columns` (names or indices;
-    None: all) of every file of `src` (an idv.Dataset or IdvFile) read in mode `datetime`,
-    their offsets read block by block until two differ; not those read as ticks or in the
-    zone they were written from."""
+    """{name: zone} of the DateTimeOffset columns among `columns` (names or indices; None:
+    all) of every file of `src` (an idv.Dataset or IdvFile) read in mode `datetime`, their
+    offsets read block by block until two differ; for a vector of them, a tuple of its slots'
+    zones (each slot a column of its own); not those read as ticks or in the zone they were
+    written from."""
     zones, finest = {}, as_written(datetime)
     if datetime == "ticks":
         return zones
     keys = read_source.split(src, src.resolve_columns(columns))[0]    # the files' columns
     with src.using(0) as first:
-        dto = {n: first[n].name for n in keys if first[n].type is T.DateTimeOffset
-               and not (finest and written_from(first[n], finest))}
-    for n, name in dto.items():
-        seen = None
+        dto = {n: (first[n].name, _slots(first[n].type), isinstance(first[n].type, T.Vector))
+               for n in keys
+               if _slots(first[n].type) and not (finest and written_from(first[n], finest))}
+    for n, (name, slots, vector) in dto.items():
+        seen = [np.zeros(0, np.int16)] * slots
         for i in range(len(src.files)):
             with src.using(i) as f:
                 for block in f[n].iter_blocks():
-                    got = np.unique(block["offset_minutes"])
-                    seen = got if seen is None else np.union1d(seen, got)
-                    if len(seen) > 1:
+                    got = block["offset_minutes"].reshape(-1, slots)
+                    seen = [np.union1d(s, got[:, j]) for j, s in enumerate(seen)]
+                    if all(len(s) > 1 for s in seen):
                         break
-            if seen is not None and len(seen) > 1:
+            if all(len(s) > 1 for s in seen):
                 break
-        zones[name] = zone_of(seen if seen is not None else [])
+        slot_zones = tuple(zone_of(s) for s in seen)
+        zones[name] = slot_zones if vector else slot_zones[0]
     return zones
+
+
+def _slots(t):
+    """The columns a DateTimeOffset type `t` is read into: 1 for a scalar, its size for a
+    vector of a fixed size; 0 for other types."""
+    if t is T.DateTimeOffset:
+        return 1
+    return t.size if isinstance(t, T.Vector) and t.item is T.DateTimeOffset else 0
