@@ -20,10 +20,16 @@ a range ``srv.shift`` bytes further on, with its true Content-Range), ``"no-cond
 (every request redirects to itself), and per request only (see ``srv.statuses``):
 ``"redirect"`` (one redirect to the same file), ``"wrong-range"`` (the range asked, under a
 Content-Range one byte further on), ``"etag"`` (another ETag, as if the file had changed),
-``"long"`` (one byte more than the range asked, announced). ``srv.statuses`` is a list of what
+``"long"`` (one byte more than the range asked, announced), ``"no-range-cut"`` (ignores
+Range, sends half the file without a Content-Length and closes), ``"no-range-long"`` (ignores
+Range, sends the file and one byte more). ``srv.statuses`` is a list of what
 the next requests answer with instead, one each: an HTTP status (``[503, 503]``: two transient
-failures) or a misbehaviour's name (``["shift", 500]``), or None (a true answer). Paths in
-``srv.forbidden`` answer 403, unknown paths 404. ``srv.delay`` delays every GET (to see
+failures) or a misbehaviour's name (``["shift", 500]``), or None (a true answer);
+``srv.failing`` the same per path (``{"/d/_idv_files.json": [503, 503]}``). Paths in
+``srv.forbidden`` answer 403, unknown paths 404. ``srv.validators`` says which validators the
+answers carry: ``"both"`` (the default: the ETag and Last-Modified), ``"weak"`` (a weak ETag,
+``W/"..."``, alone) or ``"none"``; ``srv.encodings`` gives a path's Content-Encoding (a file
+stored gzip-encoded). ``srv.delay`` delays every GET (to see
 requests overlap: ``srv.max_in_flight``); ``srv.on_request`` sees each GET's headers.
 
 Run as a script (``python tests/http_server.py FILE...``, each served as ``/NAME``), it serves
@@ -90,6 +96,9 @@ class RangeServer:
         self.statuses = []         # statuses the next requests answer with, one each
         self.modified = {}         # path: Last-Modified
         self.content_types = {}    # path: Content-Type (else none is sent)
+        self.encodings = {}        # path: Content-Encoding (else none is sent)
+        self.failing = {}          # path: statuses its next requests answer with, one each
+        self.validators = "both"   # or "weak" (a weak ETag alone) or "none"
         self.stall_seconds = 5.0
         self.delay = 0.0           # seconds each GET waits before answering
         self.on_request = None     # called with each request's headers (a dict)
@@ -160,6 +169,9 @@ def _handler(server):
             mode = server.mode
             with server._lock:
                 status = server.statuses.pop(0) if server.statuses else None
+                failing = server.failing.get(path)
+                if status is None and failing:
+                    status = failing.pop(0)
             if isinstance(status, str):
                 mode = status
             elif status is not None:
@@ -193,7 +205,7 @@ def _handler(server):
                 server._stop.wait(server.stall_seconds)
             start, stop, status = 0, len(data), 200
             m = _RANGE.match(self.headers.get("Range", ""))
-            if m and mode != "no-range":
+            if m and not (mode or "").startswith("no-range"):
                 a, b = m.groups()
                 if a == "":              # a suffix: the last b bytes
                     start = max(0, len(data) - int(b))
@@ -208,12 +220,18 @@ def _handler(server):
                 stop = min(len(data), stop + 1)
             told = start + (mode == "wrong-range")
             self.send_response(status)
-            self.send_header("Content-Length", str(stop - start))
+            if mode == "no-range-long":
+                data = bytes(data) + b"\0"
+                stop = len(data)
+            if mode != "no-range-cut":
+                self.send_header("Content-Length", str(stop - start))
+            else:                   # the body ends where the connection does
+                self.send_header("Connection", "close")
             if status == 206:
                 self.send_header("Content-Range", f"bytes {told}-{stop - 1}/{len(data)}")
             self._version(sent_tag, modified)
             self.end_headers()
-            if mode == "truncate":
+            if mode in ("truncate", "no-range-cut"):
                 stop = start + (stop - start) // 2
                 self.close_connection = True
             server._count(False, start, stop)   # before the client has it
@@ -225,12 +243,15 @@ def _handler(server):
                 pass
 
         def _version(self, tag, modified):
-            if tag is not None:
-                self.send_header("ETag", tag)
-            self.send_header("Last-Modified", modified)
-            kind = server.content_types.get(self.path.split("?")[0])
-            if kind is not None:
-                self.send_header("Content-Type", kind)
+            if tag is not None and server.validators != "none":
+                self.send_header("ETag", ("W/" if server.validators == "weak" else "") + tag)
+            if server.validators == "both":
+                self.send_header("Last-Modified", modified)
+            path = self.path.split("?")[0]
+            for header, values in (("Content-Type", server.content_types),
+                                   ("Content-Encoding", server.encodings)):
+                if path in values:
+                    self.send_header(header, values[path])
 
         def _empty(self, status, head):
             server._count(head)

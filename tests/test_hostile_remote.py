@@ -76,3 +76,103 @@ def test_open_fetches_a_metadata_table_as_far_as_its_entries_go():
             assert f["v"].read().tolist() == [[0, 1], [2, 3], [4, 5]]
             assert list(f["v"].metadata["SlotNames"]) == ["a", "b"]
         assert srv.bytes_served < 1 << 20, srv.ranges
+
+
+def _versions(n=40_000):
+    """Two versions of one file, of the same size and rows, whose values differ; without
+    checksums (as ML.NET writes), so that only the answers' validators tell them apart."""
+    import io
+
+    import numpy as np
+
+    out = []
+    for v in (1, 2):
+        buf = io.BytesIO()
+        idv.write(buf, {"x": np.full(n, v, np.int64)}, rows_per_block=n // 4,
+                  compression="none", checksums=False, statistics=False)
+        out.append(buf.getvalue())
+    assert len(out[0]) == len(out[1])
+    return out
+
+
+def test_a_weak_etag_tells_a_file_replaced_while_reading():
+    """A server that sends only a weak ETag (nothing to send as If-Match): an answer of
+    another version carries another one, and is refused, never read next to the first."""
+    first, second = _versions()
+    with RangeServer({"/w.idv": first}) as srv:
+        srv.validators = "weak"
+        with idv.open(srv.url("/w.idv")) as f:
+            assert f["x"][:10_000].tolist() == [1] * 10_000
+            srv.files["/w.idv"] = second
+            with pytest.raises(idv.RemoteError, match=r"/w\.idv: the file changed while "
+                                                      r"reading \(opened as ETag W/"):
+                f["x"][10_000:]
+
+
+def test_a_server_without_validators_is_told_at_open():
+    """No ETag and no Last-Modified: nothing tells a file replaced while it is read, and
+    opening it says so; a server sending either says nothing."""
+    import warnings
+
+    first, _ = _versions()
+    with RangeServer({"/n.idv": first}) as srv:
+        srv.validators = "none"
+        with pytest.warns(idv.IdvWarning, match=r"/n\.idv: the server sends neither an ETag "
+                                                r"nor a Last-Modified"):
+            idv.open(srv.url("/n.idv")).close()
+        srv.validators = "weak"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", idv.IdvWarning)
+            idv.open(srv.url("/n.idv")).close()
+
+
+def test_the_whole_file_fetch_is_retried(monkeypatch):
+    """A server that ignores Range: its one fetch of the whole file is retried after a
+    transient failure, as every request is."""
+    from idv._storage import remote
+
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    first, _ = _versions()
+    with RangeServer({"/a.idv": first}) as srv:
+        srv.mode = "no-range"
+        # the size, the open's two ranges (each answered whole), then the whole file: a 503
+        srv.failing["/a.idv"] = [None, None, None, 503]
+        with pytest.warns(idv.IdvWarning, match="whole file"), \
+                idv.open(srv.url("/a.idv")) as f:
+            assert f["x"][-3:].tolist() == [1, 1, 1]
+        assert srv.failing["/a.idv"] == [] and srv.requests == 4
+
+
+@pytest.mark.parametrize("limit", [None, 1024], ids=["in-memory", "spilled"])
+@pytest.mark.parametrize("mode,why", [
+    ("no-range-cut", r"\d+ bytes of \d+: the answer was truncated"),
+    ("no-range-long", r"the server sent more than the \d+ bytes it announced")],
+    ids=["cut-short", "longer"])
+def test_a_whole_file_fetch_of_another_size_is_a_remote_error(limit, mode, why):
+    """The whole file of a server that ignores Range, cut short or longer than the size it
+    announced: idv.RemoteError naming the URL, in memory or spilled to a temporary file
+    (above the memory limit), never a file read as corrupt."""
+    first, _ = _versions()
+    with RangeServer({"/a.idv": first}) as srv:
+        srv.mode = mode
+        idv.set_memory_limit(limit)
+        try:
+            with pytest.warns(idv.IdvWarning, match="whole file"), \
+                    pytest.raises(idv.RemoteError, match=r"/a\.idv: fetching the whole "
+                                                         r"file: " + why):
+                idv.open(srv.url("/a.idv"), memory_limit=1 << 30)
+        finally:
+            idv.set_memory_limit(None)
+
+
+def test_a_file_stored_gzip_encoded_is_named_as_such():
+    """A file stored with Content-Encoding: gzip (its ranges are of the encoded bytes; fsspec
+    drops its size): the error names the encoding, not a missing Content-Length."""
+    import gzip
+
+    first, _ = _versions()
+    with RangeServer({"/g.idv": gzip.compress(first)}) as srv:
+        srv.encodings["/g.idv"] = "gzip"
+        with pytest.raises(idv.RemoteError, match=r"/g\.idv: the server sends the file "
+                                                  r"gzip-encoded \(Content-Encoding: gzip\)"):
+            idv.open(srv.url("/g.idv"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import socket
 import sys
@@ -109,6 +110,32 @@ def test_a_dataset_of_a_file_url_fetches_its_tables_alone(wide_file, kind):
         with idv.dataset(srv.url("/d/")) as ds:
             assert [f.path for f in ds.files] == [srv.url("/d/wide.idv")]
             assert np.array_equal(ds.read(columns=["l3"])["l3"], cols["l3"])
+
+
+def test_a_manifest_that_cannot_be_read_now_is_not_taken_for_none(monkeypatch):
+    """A directory's _idv_files.json names the files its writer published; one answered
+    with a transient 503 is asked again, one refused (403) is the PermissionError naming it:
+    neither is read as "no manifest", which would add the leftovers (part-2) to the data.
+    Only a manifest that is not there (404) means every .idv file."""
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    files = {f"/d/part-{k}.idv": _one_valued(k) for k in range(3)}
+    links = "".join(f'<a href="{p[3:]}">x</a>' for p in [*files, "/d/_idv_files.json"])
+    files["/d/"] = f"<html>{links}</html>".encode()
+    manifest = "/d/_idv_files.json"
+    files[manifest] = json.dumps({"files": ["part-0.idv", "part-1.idv"]}).encode()
+    with RangeServer(files) as srv:
+        srv.content_types["/d/"] = "text/html"
+        srv.failing[manifest] = [503, 503, 503]     # its size (HEAD, then GET), and again
+        with idv.dataset(srv.url("/d/")) as ds:
+            assert np.unique(ds.read()["x"]).tolist() == [0, 1]
+        assert srv.failing[manifest] == []
+        srv.forbidden.add(manifest)
+        with pytest.raises(PermissionError, match=re.escape(f"'{srv.url(manifest)}'")):
+            idv.dataset(srv.url("/d/"))
+        del srv.files[manifest]
+        srv.forbidden.clear()
+        with idv.dataset(srv.url("/d/")) as ds:
+            assert np.unique(ds.read()["x"]).tolist() == [0, 1, 2]
 
 
 @pytest.mark.parametrize("page", [b"<!DOCTYPE HTML><html><body></body></html>",
@@ -383,6 +410,21 @@ def test_wrong_arguments():
         idv.open("x.idv", filesystem=object())
 
 
+@pytest.mark.parametrize("timeout,error", [(-1, ValueError), (0, ValueError),
+                                           (float("nan"), ValueError), (float("inf"), ValueError),
+                                           ("10", TypeError), (True, TypeError)])
+def test_a_timeout_that_is_not_a_number_of_seconds_is_refused(timeout, error):
+    """timeout= is a positive, finite number of seconds: anything else is refused as the bad
+    argument it is, before any request (none would otherwise ever be answered in time)."""
+    import gc
+    with RangeServer({"/a.idv": SAMPLE_BYTES}) as srv, warnings.catch_warnings():
+        warnings.simplefilter("error")          # no coroutine left never awaited either
+        with pytest.raises(error, match="timeout="):
+            idv.open(srv.url("/a.idv"), timeout=timeout)
+        gc.collect()
+        assert srv.requests == srv.heads == 0
+
+
 def test_missing_fsspec_names_the_pip_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "fsspec", None)
     with pytest.raises(idv.MissingDependencyError, match=r"pip install 'idv\[remote\]'"):
@@ -645,6 +687,36 @@ def test_last_modified_pins_a_file_without_etag(wide_file, monkeypatch):
                 f["i1"].read()
 
 
+def _one_valued(v, rows=1000):
+    buf = io.BytesIO()
+    idv.write(buf, {"x": np.full(rows, v, np.int64)}, rows_per_block=100)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("reader", ["dataset", "dask"])
+def test_a_file_replaced_since_it_was_listed_is_refused(reader):
+    """A remote file's strong ETag is its identity, as a local file's inode and time are: a
+    dataset that opens the file again (one open file at most), or a Dask task, finds
+    another version in its place (the same rows and types, other values) and says so,
+    never reading it under the plan made from the first."""
+    if reader == "dask":
+        pytest.importorskip("dask.dataframe", reason="the Dask reader needs dask[dataframe]")
+        from idv import dask as idv_dask
+    with RangeServer({"/a.idv": _one_valued(1), "/b.idv": _one_valued(5)}) as srv:
+        urls = [srv.url("/a.idv"), srv.url("/b.idv")]
+        if reader == "dataset":
+            ds = idv.dataset(urls, max_open_files=1)
+            assert np.unique(ds.read(["x"])["x"]).tolist() == [1, 5]      # reopened: same
+            read = lambda: ds.read(["x"])      # noqa: E731
+        else:
+            ddf = idv_dask.read_idv(urls)
+            read = ddf["x"].compute
+        srv.files["/a.idv"] = _one_valued(2)
+        with pytest.raises(idv.IdvFormatError, match=r"/a\.idv: the file changed since the "
+                                                     r"dataset (listed it|was made)"):
+            read()
+
+
 def test_a_huge_declared_file_fetches_within_the_limit():
     """A server declaring 64 GiB whose header puts the table of contents at byte 256 would
     have the whole range fetched in one answer at open: refused by the memory limit before
@@ -861,3 +933,81 @@ def test_a_remote_take_fetches_each_block_hit_once_in_few_requests(tmp_path):
             stored = sum(int(f[c].lookup["disk"][np.unique(rows // rpb)].sum()) for c in "it")
             assert srv.bytes_served < 1.5 * stored + 2 * (64 << 10), (srv.bytes_served, stored)
             assert blocks > 500
+
+
+# ---- the process: forked children, exit ---------------------------------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+def test_a_remote_file_and_dataset_read_in_a_forked_child():
+    """An IdvFile and a Dataset of a URL, read in the parent, read in a child forked from it
+    (multiprocessing's default on Linux): fsspec's filesystem serves only the process that
+    made it, so the child's reads take one of their own. The fork happens in a process of
+    its own, not in the test's."""
+    import subprocess
+    import textwrap
+    code = textwrap.dedent("""
+        import multiprocessing, sys
+        import idv
+        url = sys.argv[1]
+        f, ds = idv.open(url), idv.dataset([url])
+        assert f["x"][:3].tolist() == [7, 7, 7] and ds.read(["x"])["x"][0] == 7
+
+        def child(q):
+            try:
+                q.put((int(f["x"][:].sum()), int(ds.read(["x"])["x"].sum())))
+            except BaseException as e:
+                q.put(f"{type(e).__name__}: {e}")
+
+        ctx = multiprocessing.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=child, args=(q,))
+        p.start()
+        print(q.get(timeout=60))
+        p.join(10)
+    """)
+    with RangeServer({"/a.idv": _one_valued(7)}) as srv:
+        done = subprocess.run([sys.executable, "-c", code, srv.url("/a.idv")],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "(7000, 7000)"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
+def test_ctrl_c_in_a_stalled_read_lets_the_process_exit():
+    """Ctrl-C while reading threads wait for storage that stopped answering: the process
+    exits at once after the KeyboardInterrupt, its requests in flight cancelled, not when
+    their deadline (a minute here) has passed."""
+    import signal
+    import subprocess
+    import textwrap
+    code = textwrap.dedent("""
+        import sys
+        import idv
+        f = idv.open(sys.argv[1], timeout=60)
+        print("opened", flush=True)
+        try:
+            f["x"][:]                  # several blocks: fetched by the reading threads
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(130)
+    """)
+    buf = io.BytesIO()
+    idv.write(buf, {"x": np.arange(40_000, dtype=np.int64)}, rows_per_block=10_000)
+    with RangeServer({"/a.idv": buf.getvalue()}) as srv:
+        child = subprocess.Popen([sys.executable, "-c", code, srv.url("/a.idv")],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "opened"
+            srv.stall_seconds, srv.mode = 60, "stall"
+            waited = time.monotonic() + 20
+            while srv.in_flight < 2 and time.monotonic() < waited:
+                time.sleep(0.05)
+            assert srv.in_flight >= 2           # the reading threads wait for answers
+            child.send_signal(signal.SIGINT)
+            t0 = time.perf_counter()
+            out, _ = child.communicate(timeout=30)
+            took = time.perf_counter() - t0
+        finally:
+            child.kill()
+    assert "interrupted" in out and child.returncode == 130
+    assert took < 10, took

@@ -206,6 +206,11 @@ def agree(listed, wanted, mode):
 
 
 
+# why a file reopened is not the one listed, its rows and types alike: its identity differs
+REPLACED = ("another file is in its place (a local file's size, inode or modification time, a "
+            "URL's ETag, VersionId or Last-Modified differ)")
+
+
 def changed(entry, f, columns, names):
     """IdvFormatError when file `f`, reopened, is not the one listed as `entry` (a
     DatasetFile): another file in its place, other rows, other types of the columns `names`
@@ -218,7 +223,7 @@ def changed(entry, f, columns, names):
         n = next(n for n in names if cols.get(n) != columns[n])
         why = f"column {n!r} is {cols.get(n)}, {columns[n]} when listed"
     elif entry.identity is not None and f.identity != entry.identity:
-        why = "another file is in its place (size, inode or modification time differ)"
+        why = REPLACED
     if why is not None:
         raise IdvFormatError(f"the file changed since the dataset listed it: {why}; open "
                              f"the dataset again", path=entry.path)
@@ -233,8 +238,7 @@ def check_relisted(listed, files):
         return
     for (path, rows, ident), (p2, r2, i2) in zip(listed, now):
         if (path, rows) != (p2, r2) or (ident is not None and ident != i2):
-            why = f"it has {r2} rows, {rows} when listed" if rows != r2 else \
-                "another file is in its place (size, inode or modification time differ)"
+            why = f"it has {r2} rows, {rows} when listed" if rows != r2 else REPLACED
             raise IdvFormatError(f"the file changed since the dataset was made: {why}; make "
                                  f"the dataset again", path=path)
     raise IdvFormatError(f"the dataset's files changed since it was made: {len(listed)} "

@@ -105,7 +105,7 @@ def _expand_one(source, fs, storage_options, on_error=_raise):
         if _glob.has_magic(text):
             paths = sorted(fs.glob(text))
         elif is_directory(fs, text):
-            named = read_manifest(text, fs.open)
+            named = read_manifest(text, fs)
             paths = sorted(p for p in fs.find(text) if p.endswith(".idv")) if named is None \
                 else [f"{text.rstrip('/')}/{n}" for n in named]
         else:

@@ -11,10 +11,10 @@ that touch or nearly touch (a gap of at most ``HOLE_BYTES``, and never more than
 the requests concurrently (at most ``CONCURRENCY`` at a time per call).
 
 What was opened is what is read: every answer must carry the range asked (HTTP's
-``Content-Range``) and the object opened (its ETag, else its Last-Modified, sent as
-``If-Match`` / ``If-Unmodified-Since``; S3's VersionId where the filesystem is version aware);
-an object replaced between requests is a RemoteError "changed while reading", never bytes of
-two versions. A transient failure (HTTP 429, 500, 502, 503, 504, a dropped connection) is
+``Content-Range``) of the version opened (idv._storage.remote_version); an object replaced
+between requests is a RemoteError "changed while reading", never bytes of two versions. A
+server that ignores Range gets the file fetched whole, once (idv._storage.remote_whole). A
+transient failure (HTTP 429, 500, 502, 503, 504, a dropped connection) is
 retried ``RETRIES`` times with a growing pause (``BACKOFF`` seconds, doubled each time); no
 single fetch asks for more than the file's memory limit (``memory_limit``, set by the reader).
 
@@ -26,6 +26,8 @@ PermissionError, or idv.RemoteError (idv.RemoteTimeoutError for a timeout).
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 import os
 import threading
 
@@ -34,9 +36,11 @@ import numpy as np
 from idv._storage import archive, source as local
 from idv._resources import budget
 from idv._header import HEADER_SIZE
-from idv.errors import (MissingDependencyError, RangeNotSupportedError, RemoteError,
-                        warn)
-from idv._storage.remote_answers import content_range, read_at_most, remote_error, transient
+from idv.errors import MissingDependencyError, RangeNotSupportedError, RemoteError
+from idv._storage import remote_process, remote_whole
+from idv._storage.remote_answers import (content_range, no_size, read_at_most, remote_error,
+                                         transient)
+from idv._storage.remote_version import Version
 
 DEFAULT_TIMEOUT = 60.0      # seconds one request may take (a range is at most MAX_REQUEST)
 TAIL_GUESS = (4 << 10, 64 << 10)   # bytes read from the end at open: 1/512 of the file, within
@@ -66,6 +70,7 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None, memory
     """The source of `source` (idv._storage.source's interface): a remote one for a URL or a path
     in `filesystem`, else idv._storage.source.open_source's (local paths keep their memory map).
     `memory_limit` (idv.open's) bounds what a zip entry may inflate to."""
+    timeout = deadline(timeout)
     if not is_remote(source, filesystem):
         if storage_options:
             raise TypeError("storage_options= is for URLs (s3://..., https://...); "
@@ -83,7 +88,6 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None, memory
         src = local.open_source(path, memory_limit)
         src.name = url
         return src
-    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     try:
         return _ranged(fs, path, url, timeout)
     except (FileNotFoundError, PermissionError):
@@ -95,50 +99,38 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None, memory
     return src
 
 
+def deadline(timeout):
+    """The seconds a request may take: `timeout` (None: DEFAULT_TIMEOUT), checked."""
+    if timeout is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout= takes a number of seconds (or None), not {timeout!r}")
+    if not 0 < timeout < math.inf:
+        raise ValueError(f"timeout= must be a positive, finite number of seconds, not "
+                         f"{timeout!r}")
+    return float(timeout)
+
+
 def _ranged(fs, path, url, timeout, idv=True):
-    """RemoteSource(...), or the file fetched whole from a server that ignores Range."""
+    """RemoteSource(...) opened, or the file fetched whole from a server that ignores Range."""
+    src = RemoteSource(fs, path, url, timeout)
     try:
-        return RemoteSource(fs, path, url, timeout, idv)
+        src.open_round(idv)
+        return src
     except RangeNotSupportedError as e:
-        return _whole(fs, path, url, e)
+        refused = e
+    return remote_whole.fetched(src, refused)
 
 
-def _whole(fs, path, url, refused):
-    """The file fetched whole, once, for a server that ignores Range requests (Python's own
-    http.server, many simple ones): in memory within the memory limit, else spilled to a
-    temporary file that is mapped (and removed at once: the map keeps it), with an
-    IdvWarning that says why."""
-    import mmap
-    import tempfile
-    try:
-        size = int(fs.info(path).get("size") or 0)
-    except Exception as exc:          # noqa: BLE001 - a server that lies about the file
-        raise RemoteError(f"{url}: asking the file's size failed: {type(exc).__name__}: "
-                          f"{exc}", url) from exc
-    warn(f"{refused}; the whole file ({size:,} bytes) is fetched once instead of "
-         f"the ranges a read needs")
-    try:
-        if size <= budget.limit_for(size):
-            data = fs.cat_file(path)
-            if len(data) != size:
-                raise RemoteError(f"{url}: fetching the whole file: {len(data)} bytes of "
-                                  f"{size}", url)
-            return local.MemorySource(data, name=url)
-        with tempfile.TemporaryFile(prefix="idv-") as spill:
-            with fs.open(path, "rb", block_size=0) as fin:
-                while True:
-                    chunk = fin.read(8 << 20)
-                    if not chunk:
-                        break
-                    spill.write(chunk)
-            spill.flush()
-            mm = mmap.mmap(spill.fileno(), 0, access=mmap.ACCESS_READ)
-        return local.MemorySource(mm, owner=mm, name=url, shareable=True)
-    except RemoteError:
-        raise
-    except Exception as exc:          # noqa: BLE001 - translated, with its cause
-        raise RemoteError(f"{url}: fetching the whole file failed: {type(exc).__name__}: "
-                          f"{exc}", url) from exc
+def read_file(fs, path, timeout=DEFAULT_TIMEOUT):
+    """The bytes of the small file at `path` in `fs` (a directory's manifest), fetched as a
+    remote .idv is: retried, checked, its failures idv's errors (FileNotFoundError only for a
+    file that is not there); over HTTP by one request, whether the server honours Range."""
+    src = RemoteSource(fs, path, fs.unstrip_protocol(path), timeout)
+    if src.http_url is not None:
+        return bytes(remote_whole.fetched(src).view(0, src.size_announced))
+    src.open_round(idv=False)
+    return bytes(src.view(0, src.size))
 
 
 def _zip_entry(fs, path, timeout):
@@ -269,7 +261,8 @@ class RemoteSource:
 
     buffer = None
 
-    def __init__(self, fs, path, url, timeout=DEFAULT_TIMEOUT, idv=True):
+    def __init__(self, fs, path, url, timeout=DEFAULT_TIMEOUT):
+        """The file's size and version (then open_round reads its header and tail)."""
         self._fs = fs
         self._path = path
         self.name = url
@@ -278,39 +271,47 @@ class RemoteSource:
         self.bytes_fetched = 0
         self._count = threading.Lock()    # reads run in several threads at once
         self._async = bool(getattr(fs, "async_impl", False))
-        self._http = None
         self._held = []                  # (start, bytes) fetched at open, kept for the tables
         self.memory_limit = None         # bytes one fetch may bring at most (None: no limit)
-        info = self._call((lambda: fs._info(path)) if self._async else None,
-                          lambda: fs.info(path), "asking for the file's size")
+        info = self.call((lambda: self._fs._info(path)) if self._async else None,
+                         lambda: fs.info(path), "asking for the file's size")
         if info.get("type") == "directory":
             raise IsADirectoryError(f"{url} is a directory, not an .idv file")
-        size = info.get("size")
+        self.http_url = fs.encode_url(path) if _is_http(fs) else None
+        size = self.size_announced = None if info.get("size") is None else int(info["size"])
+        self.version = Version(url, info, size, self.http_url is not None,
+                               getattr(fs, "version_aware", False))
+        self.identity = self.version.identity      # see idv._storage.source.MemorySource
         if size is None:
-            raise RemoteError(f"{url}: the server does not say the file's size (no "
-                              f"Content-Length); idv reads remote files by range", url=url)
-        size = int(size)
-        self._total = size
-        self._pin = {}                   # the request headers naming the version opened
-        self._version = None
-        if _is_http(fs):
-            self._http = fs.encode_url(path)
-            etag, modified = info.get("ETag"), info.get("Last-Modified")
-            if etag and not etag.startswith("W/"):
-                self._pin = {"If-Match": etag}
-            elif modified:
-                self._pin = {"If-Unmodified-Since": modified}
-        elif getattr(fs, "version_aware", False) and info.get("VersionId"):
-            self._version = info["VersionId"]
-        # the header (and a possible length prefix) and the tail, in one round
+            raise RemoteError(f"{url}: {self._no_size()}; idv reads remote files by range",
+                              url=url)
+
+    def open_round(self, idv=True):
+        """Fetch the header (and a possible length prefix) and the tail, in one round: an
+        .idv (other formats refused), or with `idv` False any file (a zip)."""
+        size = self.size_announced
         head_n = min(size, HEADER_SIZE + 8)
         tail = max(head_n, size - tail_guess(size))
         runs = [(0, head_n)] + ([(tail, size)] if tail < size else [])
         self._held = list(zip((s for s, _ in runs), self._fetch(runs)))
+        if self.http_url is not None and tail > head_n:    # more to read than this round
+            self.version.warn_unpinned()
         head = bytes(self._held[0][1][:12])
         self.base, self.size = local.prefixed_extent(head, size) if idv else (0, size)
         if idv:      # else the bytes of another kind (a zip of .idv streams)
-            local.refuse_other_formats(head[:8], url, lambda: archive.ranged_file(self))
+            local.refuse_other_formats(head[:8], self.name, lambda: archive.ranged_file(self))
+
+    def _no_size(self):
+        """Why the server gave no size (idv._storage.remote_answers.no_size)."""
+        enc = None
+        with contextlib.suppress(Exception):     # the size's error is the one to tell
+            enc = self.http_url and self.call(self._encoding, None, "asking its encoding")
+        return no_size(enc)
+
+    async def _encoding(self):         # fsspec drops the size of an encoded answer
+        session, url, kwargs = await self.request_args({"Accept-Encoding": "identity"})
+        async with session.head(url, allow_redirects=True, **kwargs) as r:
+            return r.headers.get("Content-Encoding")
 
     # ---- the source interface
     def view(self, offset: int, size: int):
@@ -359,8 +360,8 @@ class RemoteSource:
         return out
 
     def check_intact(self):
-        """Nothing to check here: every answer is of the version opened (its ETag or
-        modification time, sent with each request)."""
+        """Nothing to check here: every answer is of the version opened (see
+        idv._storage.remote_version)."""
 
     @contextlib.contextmanager
     def prefetch(self, offsets, sizes):
@@ -393,8 +394,8 @@ class RemoteSource:
         with self._count:
             self.requests += len(runs)
         if self._async:
-            from fsspec.asyn import sync
-            results = sync(self._fs.loop, self._gather, runs)
+            self._fs = remote_process.own(self._fs, self.name)
+            results = remote_process.run(self._fs, self._gather, runs)
         else:
             results = []
             for s, e in runs:
@@ -444,56 +445,56 @@ class RemoteSource:
             await asyncio.sleep(BACKOFF * 2 ** attempt)
 
     def _get(self, s, e):
-        if self._http is not None:
+        if self.http_url is not None:
             return self._http_get(s, e)
-        if self._version is not None:
-            return self._fs._cat_file(self._path, start=s, end=e, version_id=self._version)
+        if self.version.version_id is not None:
+            return self._fs._cat_file(self._path, start=s, end=e,
+                                      version_id=self.version.version_id)
         return self._fs._cat_file(self._path, start=s, end=e)
+
+    async def request_args(self, headers):
+        """(session, URL, keyword arguments) of an HTTP request for the version opened, with
+        `headers` and the filesystem's own (its storage options)."""
+        kwargs = dict(self._fs.kwargs)
+        kwargs["headers"] = {**(kwargs.get("headers") or {}), **headers,
+                             **self.version.headers}
+        return await self._fs.set_session(), self.http_url, kwargs
 
     async def _http_get(self, s, e):
         """Bytes [s, e) by one GET, checked: the range asked, of the version opened."""
-        kwargs = dict(self._fs.kwargs)
-        headers = {**(kwargs.pop("headers", None) or {}), "Range": f"bytes={s}-{e - 1}",
-                   **self._pin}
-        session = await self._fs.set_session()
-        async with session.get(self._http, headers=headers, **kwargs) as r:
-            if r.status == 412:
-                raise RemoteError(self._changed(), url=self.name)
+        session, url, kwargs = await self.request_args({"Range": f"bytes={s}-{e - 1}"})
+        async with session.get(url, **kwargs) as r:
+            self.version.check(r.status, r.headers)
             r.raise_for_status()
             if r.status != 206:
                 raise ValueError("the server does not support range requests")
             got = content_range(r.headers.get("Content-Range", ""))
-            if got != (s, e, self._total):
+            total = self.size_announced
+            if got != (s, e, total):
                 shown = "none" if got is None else f"bytes {got[0]}-{got[1] - 1}/{got[2]}"
                 raise RemoteError(f"{self.name}: asked for bytes {s}-{e - 1} of "
-                                  f"{self._total}, the server answered with another range "
+                                  f"{total}, the server answered with another range "
                                   f"(Content-Range: {shown})", url=self.name)
-            for header, value in self._pin.items():
-                sent = r.headers.get("ETag" if header == "If-Match" else "Last-Modified")
-                if sent is not None and sent != value:
-                    raise RemoteError(self._changed(), url=self.name)
             length = r.headers.get("Content-Length")
             if length is not None and int(length) > e - s:
                 raise RemoteError(f"{self.name}: asked for {e - s} bytes, the server "
                                   f"announces {length}", url=self.name)
             return await read_at_most(r.content, e - s + 1)
 
-    def _changed(self):
-        pin = ", ".join(f"{'ETag' if k == 'If-Match' else 'Last-Modified'} {v}"
-                        for k, v in self._pin.items())
-        return (f"{self.name}: the file changed while reading (opened as {pin}); open it "
-                f"again")
-
-    def _call(self, coro, fn, what):
-        """fn() (sync filesystems) or coro (async ones, with the deadline); errors translated."""
+    def call(self, coro, fn, what, deadline=True):
+        """fn() (sync filesystems) or await coro() (async ones: retried, within the deadline
+        unless `deadline` is False); errors translated."""
         try:
             if coro is None:
                 return fn()
             import asyncio
-            from fsspec.asyn import sync
 
             async def run():
-                return await asyncio.wait_for(self._retrying(coro), self.timeout)
-            return sync(self._fs.loop, run)
+                work = self._retrying(coro)
+                return await (asyncio.wait_for(work, self.timeout) if deadline else work)
+            self._fs = remote_process.own(self._fs, self.name)
+            return remote_process.run(self._fs, run)
+        except RemoteError:                # says what failed already
+            raise
         except Exception as exc:           # noqa: BLE001 - translated, with its cause
             raise remote_error(exc, self.name, what, self.timeout) from exc

@@ -34,6 +34,17 @@ def content_range(value):
     return a, b + 1, n
 
 
+def no_size(encoding):
+    """Why a server gave no size for a file: the `encoding` (gzip...) it stores or sends the
+    file with (fsspec then drops the size: it and the ranges are of the encoded bytes), else
+    no Content-Length."""
+    if not encoding or encoding == "identity":
+        return "the server does not say the file's size (no Content-Length)"
+    return (f"the server sends the file {encoding}-encoded (Content-Encoding: {encoding}), "
+            f"so its size and byte ranges are those of the encoded bytes, not of the .idv; "
+            f"store or serve it without Content-Encoding (idv compresses its blocks itself)")
+
+
 def refused_option(exc):
     """The TypeError behind what fsspec raised (fsspec's HTTP filesystem says "not found" for
     every failure of its size request): an option of `storage_options` the filesystem or its

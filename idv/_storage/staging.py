@@ -318,14 +318,21 @@ def listed(path):
     return sorted(out)
 
 
-def read_manifest(path, opener=open):
+def read_manifest(path, fs=None):
     """The names the MANIFEST of directory `path` lists (None: it has none); ValueError for
-    one that is not such a list (a name that leaves the directory included). `opener`: how
-    to open a file (fsspec's for remote directories)."""
-    where = os.path.join(path, MANIFEST) if opener is open else f"{path.rstrip('/')}/{MANIFEST}"
+    one that is not such a list (a name that leaves the directory included). `fs`: the
+    fsspec filesystem of a remote directory. Only a MANIFEST that is not there means none:
+    one that cannot be read now (a server's 503, a 403) is the error reading it raises, as
+    for any remote file (retried, naming its URL), since the directory's other files may be
+    leftovers its writer never published."""
+    where = os.path.join(path, MANIFEST) if fs is None else f"{path.rstrip('/')}/{MANIFEST}"
     try:
-        with opener(where, "rb") as f:
-            raw = f.read()
+        if fs is None:
+            with open(where, "rb") as f:
+                raw = f.read()
+        else:
+            from idv._storage import remote
+            raw = remote.read_file(fs, where)
     except FileNotFoundError:
         return None
     try:

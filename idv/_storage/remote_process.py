@@ -1,0 +1,90 @@
+"""A remote source's requests across the life of the process.
+
+fsspec's asynchronous filesystems (HTTP, S3, GCS, Azure) serve only the process that made
+them (in a forked child their event loop is the parent's, and fsspec refuses it: "not
+fork-safe"), so a source used in another process takes a copy of its filesystem made there,
+as idv._engines.reopen does for the loaders' filesystems.
+
+The requests in flight when the interpreter exits (after a Ctrl-C in the middle of a read) are
+cancelled: the interpreter's exit joins idv's reading threads, which would otherwise wait
+for their requests' deadline (a minute by default) against storage that stopped answering.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+
+from idv.errors import RemoteError
+
+_flight = set()           # the asyncio tasks of requests running now (on fsspec's loop)
+_lock = threading.Lock()
+_exiting = False
+_hooked = False
+
+
+def own(fs, url):
+    """`fs`, or in another process than the one that made it, its copy made here."""
+    made_in = getattr(fs, "_pid", None)       # an fsspec AsyncFileSystem's process
+    if made_in is None or made_in == os.getpid():
+        return fs
+    try:
+        return pickle.loads(pickle.dumps(fs))
+    except Exception as exc:            # noqa: BLE001 - told with its cause
+        raise RemoteError(f"{url}: the filesystem was made in another process (this is a "
+                          f"forked child) and cannot be copied here: {type(exc).__name__}: "
+                          f"{exc}; open the file in this process", url=url) from exc
+
+
+def run(fs, request, *args):
+    """await request(*args) on the event loop of `fs` (made in this process), from a thread
+    that waits for it; cancelled when the interpreter exits."""
+    from fsspec.asyn import sync
+    _hook()
+    return sync(fs.loop, _tracked, request, args)
+
+
+async def _tracked(request, args):
+    import asyncio
+    if _exiting:
+        raise RemoteError("the interpreter is exiting: no more requests")
+    task = asyncio.current_task()
+    with _lock:
+        _flight.add(task)
+    try:
+        return await request(*args)
+    except asyncio.CancelledError:
+        if _exiting:            # an exception, not a cancellation: fsspec's sync returns it
+            raise RemoteError("the request was cancelled: the interpreter is exiting") \
+                from None
+        raise
+    finally:
+        with _lock:
+            _flight.discard(task)
+
+
+def _cancel_all():
+    global _exiting
+    _exiting = True
+    with _lock:
+        tasks = list(_flight)
+    for task in tasks:
+        try:
+            task.get_loop().call_soon_threadsafe(task.cancel)
+        except RuntimeError:        # its loop is closed: nothing runs there
+            pass
+
+
+def _hook():
+    """Cancel the requests in flight at exit, before the reading threads are joined: by one
+    of threading's exit hooks, which run last registered first, so registered after
+    concurrent.futures' own (which joins its workers' threads) it runs before it."""
+    global _hooked
+    if _hooked:
+        return
+    import concurrent.futures.thread  # noqa: F401 - registers its hook first
+    try:
+        threading._register_atexit(_cancel_all)
+    except (AttributeError, RuntimeError):      # no such hook, or exiting already
+        pass
+    _hooked = True
