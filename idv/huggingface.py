@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from idv import _docs
+from idv._resources import budget
 from idv._scan import scan
 from idv._interop.arrow import record_batch_reader
 from idv._values.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
@@ -145,6 +146,9 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
     if streaming:
         from datasets.iterable_dataset import ArrowExamplesIterable
         return hf.IterableDataset(ArrowExamplesIterable(tables, {"parts": parts}), info=info)
-    table = pa.concat_tables([t for _key, t in tables(parts)]) if parts else \
-        tables.schema.empty_table()
+    # the table holds every partition's: the whole of them within the dataset's memory limit
+    kept = budget.kept(tables(parts), ds.memory_limit,
+                       lambda: f"{budget.name_of(ds)}: the table of a datasets.Dataset",
+                       nbytes=lambda keyed: keyed[1].nbytes)
+    table = pa.concat_tables([t for _key, t in kept]) if parts else tables.schema.empty_table()
     return hf.Dataset(table, info=info)

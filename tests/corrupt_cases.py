@@ -682,15 +682,15 @@ def vbuffer_sparse_length_huge():
                         r"densify to 12884901882 implicit zeros .*sparse=True"
 
 
-@case
-def vbuffer_fixed_size_huge():
-    """A fixed-size type of 2^31-1 slots, rows stored sparse with no values."""
+def fixed_size_huge():
+    """Not damage: a fixed-size type of 2^31-1 slots, rows stored sparse with no values (a
+    valid file, whose dense read is a question for the memory limit: its size is the
+    type's)."""
     m = model_of("vectors_sparse.idv")
     c = m.cols[0]
     c.params = vbuf_params("Single", (2**31 - 1,))
     c.blocks[0] = vbuf_payload(6, 2**31 - 1, [0] * 6, [], b"")
-    return build(m)[0], r"column 0 'SparseF32' block 0 \(byte \d+\): the sparse vectors would " \
-                        r"densify"
+    return build(m)[0]
 
 
 @case

@@ -6,6 +6,7 @@ The crafted files are built here with tests/craft.py; no binary is committed.
 """
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 
@@ -97,8 +98,9 @@ def test_limits_per_file_and_global(tmp_path):
 
 def test_a_sparse_vector_of_2_31_items_is_refused_dense_and_read_sparse():
     """One row holding a sparse Vector<Boolean, 2^31-1> with 2 stored items: densified it
-    would be 2 GB of implicit zeros from 21 bytes, refused (as a length no such file can mean);
-    as CSR it is 2 items, and read(sparse=True) allocates for those (it asked for 16 GiB)."""
+    would be 2 GB of implicit zeros from 21 bytes, refused as over the default memory limit
+    (the type fixes that size); as CSR it is 2 items, and read(sparse=True) allocates for
+    those (it asked for 16 GiB)."""
     pytest.importorskip("scipy")
     size = N_HUGE
     values = bytes([0b11])                                    # two true bits
@@ -106,7 +108,7 @@ def test_a_sparse_vector_of_2_31_items_is_refused_dense_and_read_sparse():
     col = Col("V", "VBuffer", vbuf_params("Boolean", (size,)), comp=1, rpb=1, blocks=[payload])
     data, _ = build(Model(1, [col]))
     with idv.open(data) as f:
-        with pytest.raises(idv.IdvFormatError, match="would densify to 2147483645 implicit"):
+        with pytest.raises(idv.MemoryLimitError, match="needs 2.1 GB"):
             f["V"].read()
     code = (
         "import resource, sys, idv\n"
@@ -233,3 +235,52 @@ def test_a_filtered_table_is_charged_as_a_whole(tmp_path):
     with idv.dataset([path, path], memory_limit=300_000) as ds:
         with pytest.raises(idv.MemoryLimitError, match="the rows matching the filter"):
             ds.to_arrow(filter="x >= 0")
+
+
+def test_wide_sparse_rows_are_a_memory_question_and_a_length_beyond_the_file_is_corrupt(
+        tmp_path):
+    """Sparse rows of a fixed-size type densify to the size the type gives (100 rows of
+    Vector<Single, 1000000>: 400 MB from a few KB): a dense read over the memory limit is a
+    MemoryLimitError, and idv.verify checks the rows as stored, without densifying them. Only
+    lengths a block gives (variable-size vectors) can be corrupt: 2^31-1 slots from 21 bytes."""
+    sp = pytest.importorskip("scipy.sparse", reason="the sparse column is written from CSR")
+    n, m = 100, 1_000_000
+    X = sp.csr_matrix((np.ones(2 * n, np.float32),
+                       (np.repeat(np.arange(n), 2), np.tile([3, m - 1], n))), shape=(n, m))
+    path = tmp_path / "wide.idv"
+    idv.write(path, {"s": X})
+    with idv.open(path, memory_limit=50_000_000) as f:
+        with pytest.raises(idv.MemoryLimitError, match=r"column 0 's' rows 0-99 .*needs 400\.0 MB"):
+            f["s"][0]
+        assert f["s"].read(sparse=True).nnz == 2 * n
+    report = idv.verify(path)
+    assert report.ok and report.checked["blocks"] == 1, report
+    payload = vbuf_payload(1, 0, [1], [5], struct.pack("<f", 1.0), lengths=[N_HUGE])
+    col = Col("V", "VBuffer", vbuf_params("Single", (0,)), comp=1, rpb=1, blocks=[payload])
+    data, _ = build(Model(1, [col]))
+    with idv.open(data, memory_limit=1 << 40) as f:
+        with pytest.raises(idv.IdvFormatError, match="a vector length is corrupt"):
+            f["V"].read()
+        assert f["V"].read(sparse=True).shape == (1, N_HUGE)
+    assert [p.block for p in idv.verify(data).problems] == [0]
+
+
+def test_a_numpy_integer_is_a_limit_as_a_python_one_is(tmp_path):
+    """A limit computed with numpy (np.int64) is taken wherever a Python int is, as idv's
+    other sizes are; a bool, a float or a string is still refused."""
+    path = tmp_path / "a.idv"
+    idv.write(path, {"x": np.arange(1000.0)})
+    with idv.open(path, memory_limit=np.int64(4000)) as f:
+        assert f.memory_limit == 4000
+        with pytest.raises(idv.MemoryLimitError):
+            f["x"].read()
+    assert idv.read(path, memory_limit=np.uint32(8000))["x"].sum() == sum(range(1000))
+    try:
+        idv.set_memory_limit(np.int64(4000))
+        with idv.open(path) as f:
+            assert f.memory_limit == 4000
+    finally:
+        idv.set_memory_limit(None)
+    for bad in (np.bool_(True), np.float64(4000.0), np.int64(0)):
+        with pytest.raises(ValueError, match="memory limit"):
+            idv.open(path, memory_limit=bad)

@@ -608,24 +608,32 @@ def test_verify_model_zip_entries():
 
 
 def test_verify_decodes_every_block_and_metadata_value(monkeypatch, capsys):
-    """In process, with spies: each block of each column decoded, each annotation decoded."""
+    """In process, with spies: each block of each column decoded (vectors' as stored), each
+    annotation decoded."""
     name = "mixed_smallblocks_deflate"
     side = sidecar(name)
     sys.path.insert(0, str(REPO_DIR))
     import idv._reader.reader
+    import idv._store.blocks
     from idv.cli import main
     blocks, metas = [], []
     read_blocks = idv._reader.reader.Column.read_blocks
+    stored_vectors = idv._store.blocks.BlockStore.stored_vectors
     decode_metadata = idv._reader.reader.Column.decode_metadata
 
     def spy_blocks(self, b0, b1, sparse=False):
         blocks.extend((self.index, b) for b in range(b0, b1))
         return read_blocks(self, b0, b1, sparse)
 
+    def spy_vectors(self, column, b0, b1, parallel=True):
+        blocks.extend((column.index, b) for b in range(b0, b1))
+        return stored_vectors(self, column, b0, b1, parallel)
+
     def spy_meta(self, m):
         metas.append((self.index, m.kind))
         return decode_metadata(self, m)
     monkeypatch.setattr(idv._reader.reader.Column, "read_blocks", spy_blocks)
+    monkeypatch.setattr(idv._store.blocks.BlockStore, "stored_vectors", spy_vectors)
     monkeypatch.setattr(idv._reader.reader.Column, "decode_metadata", spy_meta)
     assert main(["verify", str(fixture(name))]) == 0
     nb = -(-side["row_count"] // side["table_of_contents"]["columns"][0]["rows_per_block"])
@@ -1413,3 +1421,29 @@ def test_a_full_disk_under_stats_add_names_the_file_not_stdout(monkeypatch, tmp_
     assert (rc, out) == (1, "")
     assert_one_line_error(err, f"{path}: No space left on device")
     assert "standard output" not in err
+
+
+def test_memory_limit_is_an_option_of_every_command(tmp_path):
+    """--memory-limit BYTES (before the command or after it; a number, or one with a unit as
+    the messages print them, or in powers of 1024) is the limit of the files a command reads,
+    also those it hands to idv by path (convert); a refusal names the option, and the limit
+    is the command's alone."""
+    import idv
+    path = tmp_path / "a.idv"
+    idv.write(path, {"x": np.arange(100_000, dtype=np.float64)})      # 65 KB blocks
+    for args, shown in ((("--memory-limit", "10KB", "head", path), "10.0 KB"),
+                        (("head", path, "--memory-limit", "10000"), "10.0 KB"),
+                        (("cat", path, "-f", "csv", "--memory-limit", "10KiB"), "10.2 KB"),
+                        (("verify", path, "--memory-limit", "0.01MB"), "10.0 KB"),
+                        (("convert", path, tmp_path / "a.csv", "--memory-limit", "10KB"),
+                         "10.0 KB")):
+        rc, out, err = run_main(*args)
+        assert rc == 1, (args, out, err)
+        assert_one_line_error(err, f"over idv's memory limit of {shown}",
+                              "on the command line: idv --memory-limit BYTES")
+    assert run_main("--memory-limit", "1MB", "verify", path)[0] == 0
+    with idv.open(path) as f:
+        assert f.memory_limit >= 1 << 30          # the default again
+    for bad in ("8XB", "0", "1.5", "-3"):
+        rc, out, err = run_main("head", path, "--memory-limit", bad)
+        assert rc == 2 and "--memory-limit" in err, (bad, err)

@@ -39,7 +39,7 @@ import pytest
 
 import idv
 from corrupt_cases import (CASES, FAIL_AT_OPEN, FIXTURE_FILES, MISSING, fixture_bytes,
-                           fixture_file_params, model_of)
+                           fixed_size_huge, fixture_file_params, model_of)
 from craft import (HDR, TAIL_SIG, V, build, compress, mutate, parse, patch,
                    respell_rows_per_block, tail_offset)
 from idv import compression
@@ -50,7 +50,7 @@ SMALL = 64 * 1024            # files up to this size get exhaustive treatment
 BACKENDS = [b for b in ("zlib", "libdeflate", "isal") if b in compression.installed()]
 ALL_CASES = sorted(CASES)
 HUGE_CASES = ["raw_length_huge", "raw_length_huge_vector", "vbuffer_huge_sparse_row_count",
-              "row_count_huge", "vbuffer_sparse_length_huge", "vbuffer_fixed_size_huge",
+              "row_count_huge", "vbuffer_sparse_length_huge",
               "metadata_sparse_length_huge", "column_count_huge", "metadata_entry_count_huge"]
 TEXT_HEAVY = ["scalars_text.idv", "pipeline_featurize_text.idv", "pipeline_multiclass_scored.idv",
               "datatypes.idv", "mixed_smallblocks_deflate.idv", "vectors_fixed.idv"]
@@ -274,13 +274,17 @@ def test_header_toc_and_codec_errors_at_open(name):
 
 # ---- accepted variants (not errors)
 
-@pytest.mark.parametrize("name", ["vbuffer_sparse_length_huge", "vbuffer_fixed_size_huge"])
+@pytest.mark.parametrize("name", ["vbuffer_sparse_length_huge", "fixed_size_huge"])
 def test_huge_sparse_vectors_read_sparse(name):
-    """Vectors of 2^31-1 slots are valid: read(sparse=True) gives them without densifying."""
-    data, _ = CASES[name]()
+    """Vectors of 2^31-1 slots are valid: read(sparse=True) gives them without densifying;
+    a fixed size's dense read is refused by the memory limit, not called corrupt."""
+    data = CASES[name]()[0] if name in CASES else fixed_size_huge()
     with idv.open(data) as f:
         m = f[0].read(sparse=True)
         assert m.shape == (6, 2**31 - 1) and m.nnz == 0
+        if name == "fixed_size_huge":
+            with pytest.raises(idv.MemoryLimitError):
+                f[0].read()
 
 
 def test_leb128_non_minimal_is_accepted():

@@ -157,3 +157,16 @@ def test_files_whose_key_values_differ_are_refused(tmp_path):
             load(paths, streaming=streaming)
         assert str(paths[0]) in str(e.value) and str(paths[1]) in str(e.value)
     assert load(paths, ["x"])["x"] == [0.0, 1.0, 2.0] * 2
+
+
+def test_a_table_beyond_the_memory_limit_is_refused(tmp_path):
+    """The table gathers every partition: the whole is charged to memory_limit= (each batch
+    alone fits), as idv.dataset(...).to_arrow() charges the same table."""
+    p = str(tmp_path / "wide.idv")
+    idv.write(p, {f"c{j}": np.arange(200_000, dtype=np.float64) for j in range(4)},
+              rows_per_block=8192)
+    with pytest.raises(idv.MemoryLimitError, match="the table of a datasets.Dataset"):
+        load(p, memory_limit=2_000_000)
+    with pytest.raises(idv.MemoryLimitError):
+        idv.dataset(p, memory_limit=2_000_000).to_arrow()
+    assert load(p, memory_limit=np.int64(20_000_000)).num_rows == 200_000

@@ -20,12 +20,15 @@ memory_limit=n)`` for one. A dataset read (idv.dataset) counts its files' reads 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
 import sys
 import threading
 import time
+
+from idv._values.arguments import ensure_count
 
 try:
     import resource
@@ -243,10 +246,25 @@ def set_memory_limit(nbytes):
     _global = None if nbytes is None else Limit(_checked(nbytes), "idv.set_memory_limit")
 
 
+@contextlib.contextmanager
+def limited(nbytes, source):
+    """The limit of set_memory_limit set to `nbytes` (None: left as it is) for the time of a
+    with block, then restored; `source` names where it comes from in messages (a command
+    line option)."""
+    global _global
+    before = _global
+    if nbytes is not None:
+        _global = Limit(_checked(nbytes), source)
+    try:
+        yield
+    finally:
+        _global = before
+
+
 def _checked(nbytes):
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
-        raise ValueError(f"a memory limit is a positive number of bytes, not {nbytes!r}")
-    return nbytes
+    """`nbytes` as an int: an integer (Python's or numpy's, never a bool) of 1 or more, as
+    idv's other sizes take (idv._values.arguments.ensure_count)."""
+    return ensure_count(nbytes, "a memory limit", unit="bytes")
 
 
 def limit_for(file_size, given=None):

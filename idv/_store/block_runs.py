@@ -1,8 +1,8 @@
 """Where decoded blocks go: the array a run of blocks decodes into (its shape, each text or
 Boolean block's room), how runs are split (into groups within a memory bound, into chunks for
-the threads), what decoding them allocates, the bound on densifying sparse vectors, and the
-sizes a column's blocks can have for their rows. Shared by the block store, the scan, the
-batch of many files and the columns.
+the threads), what decoding them allocates, the bound on densifying sparse vectors, the sizes
+a column's blocks can have for their rows, and which block a fix-up failed in. Shared by the
+block store, the scan, the batch of many files and the columns.
 """
 from __future__ import annotations
 
@@ -114,10 +114,14 @@ def unpack_bits(bits, room, rows_per_block, out):
 
 
 def check_dense(blocks, vtype, disk, which="", hint="", **where):
-    """Sparse rows densify to their full length, which the file does not bound: refuse a dense
-    form of implicit zeros no file of `disk` bytes can mean (a corrupt length) instead of
-    allocating gigabytes. read(sparse=True) has no such limit. `blocks`: decoded vector
-    blocks."""
+    """Sparse rows of variable-size vectors densify to the lengths their blocks give, which the
+    file does not bound: refuse a dense form of implicit zeros no file of `disk` bytes can mean
+    (a corrupt length) instead of allocating gigabytes. A fixed-size type sets the lengths (the
+    codec refuses others): their dense size (rows x size x item size) is a question for the
+    memory limit alone, asked when they are assembled (vectors.assembled_bytes).
+    read(sparse=True) has no such limit. `blocks`: decoded vector blocks."""
+    if vtype.is_fixed:
+        return
     implicit = sum(int(b.lengths.sum()) - len(b.values) for b in blocks)
     nbytes = implicit * vtype.item.dtype.itemsize
     if nbytes > max(_DENSE_FLOOR, _compression.MAX_RATIO * disk):
@@ -153,3 +157,17 @@ def check_block_sizes(table, codec, kind, rows_per_block, num_rows, lookup_offse
             b = int(np.flatnonzero(mask)[0])
             raise IdvFormatError(f"decompressed length {int(raw[b])} {reason}", block=b,
                                  offset=lookup_offset + 16 * b)
+
+
+def fix_error(blocks, error, hit, out):
+    """Locate a codec.fix() failure in `out`, the rows of blocks `hit` end to end: the first
+    block whose rows fail alone (checked on a copy)."""
+    s = 0
+    for b in hit.tolist():
+        r0, r1 = blocks.rows(b, b + 1)
+        try:
+            blocks.codec.fix(out[s:s + r1 - r0].copy())
+        except IdvFormatError as found:
+            return found.locate(block=b, offset=int(blocks.lookup["offset"][b]))
+        s += r1 - r0
+    return error

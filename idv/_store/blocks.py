@@ -21,8 +21,8 @@ from idv import _codecs, _compression
 from idv._resources import threads as _threads, budget
 from idv._values import vectors
 from idv._store.block_checks import BlockChecks, entry_point
-from idv._store.block_runs import (bit_rooms, block_groups, check_dense, chunks, fixed_width,
-                                   out_shape, root_bytes, text_rooms, unpack_bits)
+from idv._store.block_runs import (bit_rooms, block_groups, check_dense, chunks, fix_error,
+                                   fixed_width, out_shape, root_bytes, text_rooms, unpack_bits)
 from idv.errors import IdvFormatError
 from idv._storage.source import closed_error
 from idv._store.stored_blocks import StoredBlocks
@@ -215,23 +215,38 @@ class BlockStore(BlockChecks, StoredBlocks):
         try:
             codec.fix(out)
         except IdvFormatError as e:
-            raise _fix_error(blocks, e, np.arange(b0, b1), out) from None
+            raise fix_error(blocks, e, np.arange(b0, b1), out) from None
         return out
 
+    @entry_point
+    def stored_vectors(self, blocks, b0, b1, parallel=True):
+        """Blocks [b0, b1) (b0 < b1) of a vector column decoded, not assembled: a VectorBlock
+        each, sparse rows as stored, checked as a dense read checks them (idv.verify's form)."""
+        table, rows = blocks.lookup[b0:b1], lambda: blocks.reading(b0, b1)
+        self.need(int(table["raw"].sum(dtype=np.int64)), rows)
+        blocks.counted(b1 - b0)
+        return self._vector_blocks(blocks, b0, b1, table, False, parallel, rows)[0]
+
     def _decode_vectors(self, blocks, b0, b1, table, sparse, parallel, rows, out=None):
-        """Vectors: each block decoded on its own, then assembled (into `out`, for dense
-        fixed-size vectors)."""
+        """Vectors: each block decoded on its own, then assembled (into `out`, if given)."""
+        results, pool, what = self._vector_blocks(blocks, b0, b1, table, sparse, parallel, rows)
+        if out is None:     # else the caller counted `out`
+            pool.take(vectors.assembled_bytes(results, blocks.codec.type, sparse), what)
+        return vectors.assemble(results, blocks.codec.type, sparse, out)
+
+    def _vector_blocks(self, blocks, b0, b1, table, sparse, parallel, rows):
+        """(each block decoded on its own, the memory limit's Pool their items are counted in
+        before they are allocated, what a refusal names); unless `sparse`, check_dense'd."""
         codec = blocks.codec
         results = [None] * (b1 - b0)
-        # every block's items are counted before they are allocated, and held together
         pool = budget.Pool(self.memory_limit)
 
-        def reserve(items, nbytes):
-            pool.take(budget.items_bytes(codec.dtype, items, nbytes),
-                      lambda: f"{self._where(rows())} ({codec.type}{', sparse' * sparse})")
+        def what():
+            return f"{self._where(rows())} ({codec.type}{', sparse' * sparse})"
 
         def one(i, b, buf, n):
-            results[i] = codec.decode(buf, n, reserve=lambda items: reserve(items, len(buf)))
+            results[i] = codec.decode(buf, n, reserve=lambda items: pool.take(
+                budget.items_bytes(codec.dtype, items, len(buf)), what))
         self._decode_each(blocks, b0, table, one, parallel=parallel)
         if not sparse:
             # a single block's error names it; for several the reason names the range
@@ -239,12 +254,8 @@ class BlockStore(BlockChecks, StoredBlocks):
             check_dense(results, codec.type, int(table["disk"].sum(dtype=np.int64)),
                         "" if one else f" of blocks {b0}-{b1 - 1}",
                         ", or read the column with sparse=True",
-                        block=b0 if one else None,
-                        offset=int(table["offset"][0]) if one else None)
-        if out is None:     # else the caller counted `out`
-            pool.take(vectors.assembled_bytes(results, codec.type, sparse),
-                      lambda: f"{self._where(rows())} ({codec.type}{', sparse' * sparse})")
-        return vectors.assemble(results, codec.type, sparse, out)
+                        block=b0 if one else None, offset=int(table["offset"][0]) if one else None)
+        return results, pool, what
 
     @entry_point
     def decode_text(self, blocks, b0, b1, parallel=True, out=None):
@@ -402,7 +413,7 @@ class BlockStore(BlockChecks, StoredBlocks):
             try:
                 blocks.codec.fix(out)
             except IdvFormatError as e:
-                raise _fix_error(blocks, e, hit, out).locate(
+                raise fix_error(blocks, e, hit, out).locate(
                     column=blocks.name, column_index=blocks.index, path=self.path) from None
 
     def _inflate_group(self, kind, roots, members, parallel, wanted):
@@ -485,16 +496,3 @@ class BlockStore(BlockChecks, StoredBlocks):
             for s in spans:
                 run(s)
 
-
-def _fix_error(blocks, error, hit, out):
-    """Locate a codec.fix() failure in `out`, the rows of blocks `hit` end to end: the first
-    block whose rows fail alone (checked on a copy)."""
-    s = 0
-    for b in hit.tolist():
-        r0, r1 = blocks.rows(b, b + 1)
-        try:
-            blocks.codec.fix(out[s:s + r1 - r0].copy())
-        except IdvFormatError as found:
-            return found.locate(block=b, offset=int(blocks.lookup["offset"][b]))
-        s += r1 - r0
-    return error

@@ -9,15 +9,16 @@ import io
 import inspect
 import json
 import os
+import re
 import sys
 import traceback
 import warnings
 
 import idv
 from idv.cli.convert import cmd_convert, formats_help
-from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
+from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError, memory_refused
 from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_ls, cmd_schema, parse_rows
-from idv.cli.opener import Sources, open_sources, unknown_extra_files
+from idv.cli.opener import Sources, memory_limit, open_sources, unknown_extra_files
 from idv.cli.render import stderr_line
 from idv.cli.stats import cmd_stats
 from idv.cli.verify import cmd_verify
@@ -41,6 +42,28 @@ def _positive(s):
     return v
 
 
+def _bytes(s):
+    """BYTES: an integer, or a number with a unit, as idv's messages print sizes (KB, MB, GB,
+    TB: powers of 1000) or in powers of 1024 (KiB, MiB, GiB, TiB): 8000000000, 8GB, 1.5GiB."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?)b)?\s*", s, re.IGNORECASE)
+    if m is None or (m[2] is None and "." in m[1]):
+        raise argparse.ArgumentTypeError(f"takes a number of bytes (8000000000, 8GB, 1.5GiB), "
+                                         f"not {s!r}")
+    unit = 1 if m[2] is None else (1024 if m[3] else 1000) ** ("kmgt".index(m[2].lower()) + 1)
+    v = round(float(m[1]) * unit) if m[2] else int(m[1])
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {s!r}")
+    return v
+
+
+def _memory_option(p, default=argparse.SUPPRESS):
+    """--memory-limit, on the `idv` command and on each of its commands (where it is not
+    given, the command's own leaves the other's value)."""
+    p.add_argument("--memory-limit", type=_bytes, default=default, metavar="BYTES",
+                   help="what one read may allocate before it is refused (idv's memory limit; "
+                        "default: from the file's size and the memory available), e.g. 8GB")
+
+
 def _storage_option(s):
     """KEY=VALUE -> (key, value): the value as JSON where it is JSON (true, 3, {"a": "b"}), else
     the text as it is."""
@@ -62,6 +85,7 @@ def _reading_options(p, json_help="print JSON instead of text"):
                    help="DEFLATE library: libdeflate, isal or zlib (default: the fastest)")
     p.add_argument("--threads", type=_nonneg, default=None,
                    help="decoding threads (default: the CPUs available)")
+    _memory_option(p)
     p.add_argument("--storage-option", type=_storage_option, action="append", default=[],
                    dest="storage_options", metavar="KEY=VALUE",
                    help="an option of the filesystem of URLs (fsspec's storage_options), e.g. "
@@ -113,6 +137,7 @@ def build_parser():
     p.add_argument("-v", "--verbose", action="store_true", default=False,
                    help="show a traceback on errors")
     p.add_argument("--version", action="version", version=f"idv {idv.__version__}")
+    _memory_option(p, None)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in (_add_info, _add_head, _add_schema, _add_verify, _add_stats, _add_cat,
                 _add_convert, _add_sample, _add_ls):
@@ -261,6 +286,7 @@ def _add_convert(sub, common, reading):
                    help="print a JSON summary (rows, columns, bytes) on stdout")
     s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="show a traceback on errors")
+    _memory_option(s)
     s.set_defaults(run=cmd_convert, opens_file=False, file=None, threads=None)
 
 
@@ -281,6 +307,7 @@ def _add_ls(sub, common, reading):
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
     s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="show a traceback on errors")
+    _memory_option(s)
     s.set_defaults(run=cmd_ls, opens_file=False, file=None)
 
 
@@ -326,7 +353,8 @@ def _main(argv):
     with warnings.catch_warnings():
         warnings.simplefilter("always", idv.IdvWarning)
         warnings.showwarning = functools.partial(_show_warning, args, warnings.showwarning)
-        return _run(args, _Stdout(out))
+        with memory_limit(args.memory_limit):
+            return _run(args, _Stdout(out))
 
 
 def _show_warning(args, default, message, category, filename, lineno, file=None, line=None):
@@ -359,7 +387,7 @@ def _run(args, out):
     except MissingDependencyError as e:   # an optional package: the message names pip's command
         return _fail(args, str(e), EXIT_BAD_FILE)
     except idv.MemoryLimitError as e:   # refused before allocating: the message says why
-        return _fail(args, str(e), EXIT_BAD_FILE)
+        return _fail(args, memory_refused(e), EXIT_BAD_FILE)
     except MemoryError:
         return _fail(args, "out of memory", EXIT_BAD_FILE)
     except BrokenPipeError:

@@ -4,7 +4,8 @@ directory (every .idv under it), a glob (quoted: ``"days/*.idv"``), several path
 shell expanded) or a URL (``s3://``, ``https://``..., through fsspec).
 
 Every command opens its input here, so each failure to open reads the same: one line naming
-the file, or the argument that matched nothing, as a CliError.
+the file, or the argument that matched nothing, as a CliError; and each opens it within the
+memory limit --memory-limit sets (memory_limit).
 """
 from __future__ import annotations
 
@@ -26,6 +27,13 @@ from idv._storage.paths import is_directory
 from idv.errors import IdvFormatError
 
 split_zip = archive.split_zip
+
+
+def memory_limit(nbytes):
+    """--memory-limit: the limit of what reads of every file the command opens allocate
+    (idv.set_memory_limit's, so that the files a command hands to idv by path have it too),
+    for the time of the command; None: idv's default."""
+    return budget.limited(nbytes, "--memory-limit")
 
 
 def zip_entry(z, entry):
