@@ -31,7 +31,7 @@ import numpy as np
 
 from idv import _docs, types as T
 from idv._scan import filters, scan
-from idv._reader import take
+from idv._reader import take, whole_read
 from idv._values import vectors
 from idv._values.arguments import ensure_count
 from idv.errors import require
@@ -205,6 +205,7 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
         _check_ragged(ragged, self.source)
         self.ragged = ragged
         ds = self.source.dataset()
+        whole_read.check_batch(ds, self.source.names, self.batch_size, arrow=False)
         self.partitions = scan.partitions(ds, self.source.names, blocks_per_partition,
                                           block_filter=filters.blocks_of(self.filter))
         self.num_rows = ds.num_rows

@@ -232,9 +232,11 @@ def test_a_whole_read_fetches_its_blocks_in_few_requests(wide_file):
             ahead = f["i1"].nbytes_disk + f["f2"].nbytes_disk
             one_per_block = f["i1"].num_blocks + f["f2"].num_blocks
             assert max(f["i1"].nbytes, f["f2"].nbytes) < ahead
-        # more than the memory limit is not fetched ahead: each column's read fetches its own
-        # blocks (one request each, as they are not contiguous), within the limit
-        with idv.open(srv.url("/wide.idv"), memory_limit=ahead - 1) as f:
+        # blocks that would not fit the memory limit beside the read's output are not fetched
+        # ahead: each column's read fetches its own (one request each, as they are not
+        # contiguous), within the limit
+        output = f["i1"].nbytes + f["f2"].nbytes
+        with idv.open(srv.url("/wide.idv"), memory_limit=output + ahead - 1) as f:
             srv.reset_counts()
             small = f.read(["i1", "f2"])
             assert srv.requests == one_per_block

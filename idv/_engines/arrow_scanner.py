@@ -101,10 +101,14 @@ class IdvScanner:
 
     def _batch_rows(self, read):
         """The rows of a batch of columns `read`: the batch size given, or rows_within the
-        dataset's first file, found once a scan, not once each file it reads."""
+        dataset's first file, found once a scan, not once each file it reads; at most the
+        rows whose batch fits half the memory limit (a batch and the pieces it is gathered
+        from: pyarrow's batch size is a most, which the scan cuts to fit)."""
         key = tuple(read)
         if key not in self._rows:
-            self._rows[key] = self._batch_size or rows_within(self._owner.idv_dataset, read)
+            ds = self._owner.idv_dataset
+            self._rows[key] = min(self._batch_size or rows_within(ds, read), rows_within(
+                ds, read, least=1, nbytes=ds.memory_limit // 2))
         return self._rows[key]
 
     def _batches(self, rows=None, group=True, quick_first=False):

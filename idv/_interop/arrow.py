@@ -270,6 +270,8 @@ def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A0
         src = stack.enter_context(opened(file, **(open_kwargs or {})))
         asked = src.resolve_columns(columns)
         keys, fixed = read_source.split(src, asked)
+        if batch_size is not None:
+            whole_read.check_batch(src, keys, batch_size, arrow=True)
         unit, safe = _unit(src, keys, datetime, safe)
         node = read_source.filter_of(filter)
         with src.using(0) as first:

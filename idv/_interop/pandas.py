@@ -303,6 +303,8 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
     with opened(file) as src:
         if zones is None and (rows is not None or filter is not None):     # of every row
             how["zones"] = pandas_times.dataset_zones(src, columns, datetime)
+        if filter is None and values is None:       # the rows read, checked as a whole first
+            whole_read.check_rows(src, src.resolve_columns(columns), rows)
         if read_source.constant_types(src):
             return _frame_of_parts(pd, src, columns, rows, how)
         if len(src.files) > 1:
@@ -369,8 +371,6 @@ def _frame_of_files(pd, src, columns, rows, how):
                                       if expands(src.schema[k].type, how["vectors"])])
     how = _one_unit(src, keys, how)
     files = range(len(src.files))
-    if rows is None:
-        whole_read.check_memory(src, keys, [(i, None) for i in files])
     if rows is None and how["filter"] is None and keys and \
             all(whole_read.joinable(src, k, arrow=False) for k in keys):
         arrow_text = _arrow_strings(pd, how["dtype_backend"]) is not None

@@ -409,9 +409,8 @@ class Column(ColumnAnnotations):
 
     def decoded_bytes(self, rows=None, arrow=False):
         """About what reading `rows` (None: all; a slice or row numbers) allocates, from the lookup
-        table alone: the decompressed size of the blocks holding them, with Text items as str
-        objects (`arrow`: in Arrow's form; idv._store.block_runs.decoded_size). Readers of several
-        files (a dataset) check their sum against one limit before reading any. Package-internal."""
+        table alone (its blocks' decompressed size, Text as str objects or, `arrow`, in Arrow's
+        form: block_runs.decoded_size), which whole reads check first. Package-internal."""
         n = self.num_rows
         if rows is None or n == 0:
             b0, b1, count = 0, self.num_blocks, n
@@ -426,8 +425,9 @@ class Column(ColumnAnnotations):
                 count = len(picked)
                 lo, hi = (int(picked.min()), int(picked.max()) + 1) if count else (0, 0)
             b0, b1 = lo // self.rows_per_block, -(-hi // self.rows_per_block)
-        try:        # a damaged lookup table: named as lookup names it
+        try:        # a damaged lookup table, an impossible size: named as lookup names them
             raw = self._file.tables.raw_total(self.index) if (b0, b1) == (0, self.num_blocks) \
+                and self._file.tables.sizes_checked(self.index) \
                 else int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
         except IdvFormatError as e:
             raise self._located(e) from None

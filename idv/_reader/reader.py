@@ -108,7 +108,7 @@ class IdvFile(reads.SourceReads):
         return [FileSpan(self.path, self.num_rows)]
 
     max_open_files = 1
-    checked_whole = False         # its store checks each allocation (idv._reader.read_source)
+    checked_whole = False         # its columns take rows as asked (idv._reader.read_source)
 
     def using(self, i):
         """File `i` of this source of one file (0: itself) for a ``with`` block, left open
@@ -271,8 +271,8 @@ class IdvFile(reads.SourceReads):
         """A context in which the blocks of these columns are fetched up front, in a few
         large coalesced requests, and read from memory: for a remote file read whole (read()
         and to_arrow() use it). A local file is not touched ahead. A column whose lookup table
-        is damaged is left out (its read reports it); blocks beyond the memory limit are not
-        fetched ahead.
+        is damaged is left out (its read reports it); blocks that would not fit the memory limit
+        beside the read's output are not fetched ahead.
 
         Parameters
         ----------
@@ -300,8 +300,11 @@ class IdvFile(reads.SourceReads):
                 offsets.append(table["offset"][hit].astype(np.int64))
                 sizes.append(table["disk"][hit].astype(np.int64))
         sizes = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
-        if not len(sizes) or int(sizes.sum()) > self.memory_limit:
-            return contextlib.nullcontext()     # beyond the limit: each read fetches its own
+        # held at once: the blocks fetched and the read's output (beyond the limit: each
+        # column's read fetches its own blocks)
+        if not len(sizes) or int(sizes.sum()) + sum(
+                c.decoded_bytes(rows) for c in cols if c.readable) > self.memory_limit:
+            return contextlib.nullcontext()
         return source.prefetch(np.concatenate(offsets), sizes)
 
     # ---- lifetime

@@ -109,14 +109,16 @@ def _matching(source, names, fixed, filter_):
 def _rows(source, keys, rows, read_rows, fixed=()):
     """Rows `rows` of columns `keys` (a value each), each file's share read by
     ``read_rows(file, its rows)`` (a value per key), joined in the order asked, checked as a
-    whole first where the source is (a file reads them as asked); then those of the constant
-    columns `fixed`."""
+    whole first (whole_read.check_memory: a file's slice as a dataset's rows; a file's row
+    numbers are its take's, whose result is checked first and whose columns decode only the
+    blocks that hold them); then those of the constant columns `fixed`."""
     files = source.files
     if not source.checked_whole:        # a file: its columns take the rows as asked
         parts, restore = [(0, rows)], None
     else:
         parts, restore = selection.split_rows(rows, np.array([f.start for f in files],
                                                               np.int64), source.num_rows)
+    if source.checked_whole or isinstance(rows, slice):
         whole_read.check_memory(source, keys, parts)
     if not parts:          # no rows: the empty forms, from the first file
         parts = [(0, slice(0, 0))]

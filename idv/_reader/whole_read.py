@@ -13,9 +13,10 @@ Many files: fixed-width columns (numbers, keys, dense vectors; not times, which 
 convert) decoded straight into one array for all the files, the blocks of up to FILES_AT_ONCE
 files inflated in one call (idv._store.many_files); Text into Arrow chunks, the blocks of many
 files inflated together (idv._store.many_files.text_blocks); every other column read file by file,
-column by column, and joined. A read of many files, or of any source that is ``checked_whole`` (a
-dataset's), is checked against the source's memory limit as a whole first; an IdvFile's store
-checks each allocation as it makes it. """
+column by column, and joined. Every read, of one file or many, is checked against the source's
+memory limit as a whole first, all its columns together (check_memory: the one rule of a file's and
+a dataset's reads); the store then checks each allocation as it makes it. A stream's batches of a
+given size are checked so too (check_batch). """
 from __future__ import annotations
 
 import contextlib
@@ -28,6 +29,7 @@ import numpy as np
 from idv._resources import threads as _threads
 from idv._store import many_files as batch
 from idv._scan import scan
+from idv._reader import read_source
 from idv._values import ticks, vectors
 from idv import types as T
 
@@ -59,13 +61,10 @@ class Form(NamedTuple):
 def read(source, keys, i0, i1, form=Form()):
     """Every row of columns `keys` of files [i0, i1) of `source`, a value per key: read()'s
     form, or the list of Arrow chunks of a column `form.arrow` reads (of many files: Text)."""
-    if i1 - i0 == 1 and not source.checked_whole:
+    if i1 - i0 == 1:
         return _one_file(source, keys, i0, form)
     with source.using(i0) as first:
         arrow = [k for k in keys if form.arrow is not None and form.arrow(first[k]) is not None]
-        if i1 - i0 == 1:
-            check_memory(source, keys, [(i0, None)], arrow=arrow)
-            return _one_file(source, keys, i0, form)
         rooms = {k: r for k in keys if not form.sparse and (r := _room(first[k])) is not None}
         text = [k for k in arrow if T.item_type(first[k].type) is T.Text]
     files = source.files
@@ -90,15 +89,18 @@ def read(source, keys, i0, i1, form=Form()):
 
 
 def _one_file(source, keys, i, form):
-    """read() of the one file i."""
+    """read() of the one file i, checked first against the source's limit (check_memory) for
+    the columns it decodes (those mapped allocate nothing)."""
     with source.using(i) as f:
         cols = [f[k] for k in keys]
         got = [None if form.mapped is None else form.mapped(c) for c in cols]
+        arrows = [None if form.arrow is None else form.arrow(c) for c in cols]
+        check_memory(source, [k for k, v in zip(keys, got) if v is None], [(i, None)],
+                     arrow=[k for k, a in zip(keys, arrows) if a is not None])
         readers, at = [], []
-        for j, c in enumerate(cols):
+        for j, (c, arrow) in enumerate(zip(cols, arrows)):
             if got[j] is not None or (form.strings and T.item_type(c.type) is T.Text):
                 continue
-            arrow = None if form.arrow is None else form.arrow(c)
             readers.append(scan.Chunks(arrow) if arrow is not None else
                            scan.WholeColumn(f.store, c, form.sparse and vectors.csr_type(c.type)))
             at.append(j)
@@ -294,9 +296,48 @@ def check_memory(source, keys, parts, in_place=None, once=(), arrow=()):
                 for shape, dtype in in_place.values())
     total += sum(source.decoded_bytes(i, k, local, k in arrow) * (1 if k in once else twice)
                  for i, local in parts for k in keys if k not in in_place)
-    n = len(set(keys) | set(in_place))
-    source.need(total, lambda: f"reading {n} column{'s' * (n != 1)} of {len(parts)} "
+    cols = set(keys) | set(in_place)
+    source.need(total, lambda: f"{_named(source, parts, cols)}reading {len(cols)} "
+                               f"column{'s' * (len(cols) != 1)} of {len(parts)} "
                                f"file{'s' * (len(parts) != 1)}")
+
+
+def _named(source, parts, cols):
+    """``column 'x': `` naming the one column of a read, for its memory limit's message."""
+    if len(cols) != 1 or not parts:
+        return ""
+    with source.using(parts[0][0]) as f:
+        return f"column {f[next(iter(cols))].name!r}: "
+
+
+def check_rows(source, keys, rows=None):
+    """check_memory of a read of rows `rows` (a slice of the source's rows; None: all) of
+    columns `keys` (constant ones need nothing) of the files that hold some."""
+    keys = read_source.split(source, keys)[0]
+    if rows is None:
+        parts = [(i, None) for i in range(len(source.files))]
+    else:
+        within = range(*rows.indices(source.num_rows))
+        parts = [(i, slice(r.start, r.stop, r.step)) for i, e in enumerate(source.files)
+                 if len(r := read_source.file_rows(within, e))]
+    check_memory(source, keys, parts)
+
+
+def check_batch(source, keys, size, arrow):
+    """MemoryLimitError, before a stream reads anything, when its batches of `size` rows
+    (batch_size: a size asked for is given, not cut) of columns `keys` need more than the
+    source's limit: a batch's rows at the columns' bytes a row in the first file that has rows
+    (decoded_bytes; `arrow`: in Arrow's form; not a pass over every file of a dataset), twice
+    over (the windows' pieces it is joined from, and the batch)."""
+    keys = read_source.split(source, keys)[0]
+    rows = min(int(size), source.num_rows)
+    first = next((i for i, e in enumerate(source.files) if e.num_rows), None)
+    if not rows or not keys or first is None:
+        return
+    total = sum(source.decoded_bytes(first, k, None, arrow) for k in keys)
+    source.need(2 * total * rows // source.files[first].num_rows,
+                lambda: f"a batch of batch_size={size} rows of {len(keys)} "
+                        f"column{'s' * (len(keys) != 1)}")
 
 
 def groups(source, keys, first_alone=False):
