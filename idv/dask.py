@@ -148,7 +148,8 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
         unit, safe = ds.time_unit(names, datetime, safe)
         parts = scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES,
                                 block_filter=filters.blocks_of(filter))
-        from idv._values.metadata import expands, warn_kept_wide
+        from idv._values.metadata import (SCHEMA_ATTR, expands, frame_schema_columns,
+                                          warn_kept_wide)
         from idv._reader.whole_read import check_slot_names
         from idv._interop.pandas import frame
         from idv._interop.pandas_times import dataset_zones
@@ -156,16 +157,15 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
             warn_kept_wide([ds.schema[n] for n in names], "one column of arrays")
         # the meta's slot columns are every partition's: the files' SlotNames must agree
         check_slot_names(ds, [n for n in names if expands(ds.schema[n].type, vectors)])
-        frame_columns = {}
         # a DateTimeOffset column's zone is that of all its rows, the partitions' as well
         zones = dataset_zones(ds, names, unit)
         with ds.using(0) as first:
             meta = frame(first, names, vectors=vectors, datetime=unit, safe=safe,
                          rows=slice(0, 0), zones=zones)
-            for n in names:
-                for c in frame(first, [n], vectors=vectors, datetime=unit, safe=safe,
-                               rows=slice(0, 0), zones=zones).columns:
-                    frame_columns[c] = n
+        # pandas column -> idv column (a vector's slots are columns), as the meta's schema
+        # lists each column's frame columns
+        frame_columns = {c: entry[0] for entry in frame_schema_columns(meta.attrs[SCHEMA_ATTR])
+                         for c in entry[3]}
         files, entries = ds.files, listed(ds, names)
         tasks = [(entries[p.part], p.start, p.stop, files[p.part].start + p.start)
                  for p in parts]

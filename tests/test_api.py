@@ -259,6 +259,33 @@ def test_getitem_by_name_and_index_and_duplicates_take_the_last():
         assert_same(f["Color"].read(), expected_column(name, visible)[1])
 
 
+def test_schema_finds_a_column_by_name_without_a_pass_over_the_others():
+    """A name is looked up in one step (a wide file's callers look up every column), the
+    last column of a name winning as ML.NET shows them; ``in`` alike."""
+    reads = []
+
+    class Named(idv.Field):         # counts the reads of its name
+        __slots__ = ("_name",)
+        name = property(lambda self: reads.append(1) or self._name,
+                        lambda self, v: setattr(self, "_name", v))
+
+    names = [f"c{k}" for k in range(500)] + ["c7"]
+    schema = idv.Schema([Named(i, n, idv.Single, "Single", {}, False)
+                         for i, n in enumerate(names)], 10)
+    reads.clear()
+    assert [schema[n].index for n in names[:500]] == [500 if n == "c7" else k
+                                                      for k, n in enumerate(names[:500])]
+    assert all(n in schema for n in names) and "c500" not in schema and 7 not in schema
+    with pytest.raises(KeyError, match="c500"):
+        schema["c500"]
+    assert schema[3].index == 3
+    assert not reads
+    with idv.open(fixture("pipeline_hidden")) as f:
+        side = sidecar("pipeline_hidden")
+        assert f.schema["Color"].index == column_index(side, "Color")
+        assert not f.schema["Color"].hidden and "Color" in f.schema
+
+
 def test_read_all_skips_hidden_and_keeps_the_visible_column():
     name = "pipeline_hidden"
     side = sidecar(name)

@@ -482,3 +482,26 @@ def test_files_whose_slot_names_differ_are_refused_where_slots_become_columns(tm
     same = str(tmp_path / "c.idv")
     idv.write(same, {"v": np.array([[3.0, 4.0]])}, metadata={"v": {"SlotNames": ["a", "b"]}})
     assert idv.dask.read_idv([a, same]).compute(scheduler="sync")["v.b"].tolist() == [2.0, 4.0]
+
+
+def test_the_meta_and_its_columns_sources_come_from_one_frame(tmp_path, monkeypatch):
+    """The lazy frame's meta is one empty frame of every column, and which idv column each of
+    its columns (a vector's slots too) comes from is read off it: a wide file is planned
+    without a frame per column; a projection reads the columns it names."""
+    import idv._interop.pandas as idv_pandas
+    path = str(tmp_path / "w.idv")
+    n = 40
+    data = {f"c{k}": np.arange(n, dtype=np.int32) + k for k in range(30)}
+    data["V"] = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+    data["T"] = np.array([f"t{i}" for i in range(n)], object)
+    idv.write(path, data, metadata={"V": {"SlotNames": ["a", "", "c"]}}, rows_per_block=16)
+    frames = []
+    frame = idv_pandas.frame
+    monkeypatch.setattr(idv_pandas, "frame", lambda *a, **k: frames.append(1) or frame(*a, **k))
+    ddf = idv.dask.read_idv(path)
+    assert len(frames) == 1
+    assert list(ddf.columns) == [f"c{k}" for k in range(30)] + ["V.a", "V.1", "V.c", "T"]
+    got = ddf[["V.c", "c29", "T"]].compute(scheduler="sync")
+    assert got["V.c"].tolist() == data["V"][:, 2].tolist()
+    assert got["c29"].tolist() == data["c29"].tolist()
+    assert got["T"].tolist() == data["T"].tolist()

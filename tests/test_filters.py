@@ -420,6 +420,68 @@ def test_text_comparisons_in_c_answer_as_str():
     assert hits[0] == 11                        # counted from the base given
 
 
+def test_a_long_text_in_list_tests_the_rows_bytes_without_str(monkeypatch):
+    """An `in` list of many Text literals tests each row's UTF-8 bytes against those of its
+    byte length (up to 8 bytes and beyond, NULs, empty, several blocks), with str's answers
+    and no str made for a row."""
+    pa = pytest.importorskip("pyarrow", reason="Arrow strings are one form of Text rows")
+    from idv._values import comparison
+    from idv._values.text_bytes import TextRows, of_arrow
+
+    words = ["", "a", "a\0", "\0", "ab", "é", "abcdefgh", "abcdefgi", "a\0\0\0\0\0\0\0",
+             "abcdefghi", "abcdefghj", "a\0" * 5, "a\0" * 4 + "a\1", "\U0001f600", "x" * 40,
+             "x" * 39 + "y"]
+    arr = pa.array(words * 5)
+    rows = TextRows.joined([of_arrow(pa, arr.slice(0, 23)), of_arrow(pa, arr.slice(23))])
+    literals = words[::2] + [f"w{k}" for k in range(100)] + ["abcdefgj", "x" * 41, "a\0\0",
+                                                            "a\0" * 4 + "b\0"]
+
+    def refused(*_):
+        raise AssertionError("str made for the rows")
+    monkeypatch.setattr(TextRows, "to_str", refused)
+    monkeypatch.setattr(TextRows, "strings", refused)
+    col = comparison.Column("t", idv.Text)
+    for op in ("in", "not in"):
+        test = comparison.bind(col, op, literals)
+        want = [(v in literals) == (op == "in") for v in words * 5]
+        assert comparison.rows(test, rows).tolist() == want, op
+        assert comparison.rows(test, rows.rows(3, 60, 7)).tolist() == want[3:60:7], op
+
+
+def test_a_text_in_list_is_one_search_a_block_of_the_statistics():
+    """The blocks an `in` list of Text may match are found by one search of the sorted
+    literals a block, not a comparison of each literal with each block's bounds: the blocks
+    whose bounds hold a literal (or, without a high bound, lie below one)."""
+    from idv._storage import statistics as S
+    from idv._values import comparison
+    compared = []
+
+    class Bound(bytes):         # a block's bound, counting the comparisons it is in
+        def _count(self, other, op):
+            compared.append(1)
+            return op(bytes(self), other)
+        __lt__ = lambda s, o: s._count(o, bytes.__lt__)      # noqa: E731
+        __le__ = lambda s, o: s._count(o, bytes.__le__)      # noqa: E731
+        __gt__ = lambda s, o: s._count(o, bytes.__gt__)      # noqa: E731
+        __ge__ = lambda s, o: s._count(o, bytes.__ge__)      # noqa: E731
+
+    bounds = [(b"a", b"c"), (b"m", b"m"), (b"w5", b"w5"), (b"w50", b"w6"), (b"zz", b"zz"),
+              (b"d", b"l"), (b"x", b"")]
+    flags = [0, S.LOW_EXACT | S.HIGH_EXACT, 0, 0, 0, 0, S.NO_HIGH]
+    present = [3, 1, 2, 2, 2, 0, 1]
+    cs = S.ColumnStats(0, S.TEXT, np.array(present), np.zeros(7, np.int64),
+                       [Bound(lo) for lo, _ in bounds], [Bound(hi) for _, hi in bounds],
+                       np.array(flags, np.uint8))
+    literals = [f"w{k}" for k in range(1000)] + ["b", "m", "y"]
+    test = comparison.bind(comparison.Column("t", idv.Text), "in", literals)
+    kept = comparison.Zones(idv.Text, cs).may_match(test)
+    encoded = [v.encode() for v in literals]
+    want = [n > 0 and any(lo <= v and (f & S.NO_HIGH or v <= hi) for v in encoded)
+            for (lo, hi), f, n in zip(bounds, flags, present)]
+    assert kept.tolist() == want == [True, True, True, True, False, False, True]
+    assert len(compared) <= len(bounds) * 12         # log2(1003) + 2 a block at most
+
+
 def test_matching_rows_of_text_taken_from_chunks():
     """The rows a filter keeps are copied out of a batch's chunks (arrow_columns.taken, in
     C: idv._compare.text_take) as Arrow's own take of the joined chunks gives them: strings

@@ -215,3 +215,21 @@ def test_a_bad_value_in_a_block_hit_names_its_block(tmp_path):
             f.take([999, 460, 3])
         assert (e.value.column, e.value.block, e.value.offset) == ("when", 7, offset)
         assert f.take([999, 3])["when"].tolist() == when[[999, 3]].astype("M8[100ns]").tolist()
+
+
+def test_take_of_text_makes_str_objects_for_the_rows_taken_alone(path, monkeypatch):
+    """Text is gathered from its blocks' bytes: str objects are made for the rows taken (a
+    row taken twice, twice), not for the other rows of the blocks they are in."""
+    from idv._values.text_bytes import TextRows
+    made = []
+    strings = TextRows.strings
+
+    def counted(self, rows):
+        made.append(len(rows))
+        return strings(self, rows)
+    monkeypatch.setattr(TextRows, "strings", counted)
+    rows = np.array([900, 3, 64, 3, 999])
+    with idv.open(path) as f:
+        got = f.take(rows, ["t"])["t"]
+    assert got.tolist() == [f"row {k} é 0" for k in rows]
+    assert sum(made) == len(rows)

@@ -53,6 +53,10 @@ class Schema:
     def __init__(self, fields, num_rows):
         self.fields = list(fields)
         self.num_rows = num_rows
+        # a name's field, found in one step (a wide file's callers look up every column);
+        # built in file order, a later column of a name replaces an earlier one, as ML.NET
+        # shows them
+        self._by_name = {f.name: f for f in self.fields}
 
     @property
     def names(self):
@@ -72,15 +76,12 @@ class Schema:
 
     def __getitem__(self, key):
         if isinstance(key, str):
-            for f in reversed(self.fields):
-                if f.name == key:
-                    return f
-            raise KeyError(key)
+            return self._by_name[key]
         return self.fields[key]
 
     def __contains__(self, name):
         """``'Label' in schema``: whether a column has that name."""
-        return any(f.name == name for f in self.fields)
+        return isinstance(name, str) and name in self._by_name
 
     def __eq__(self, other):
         """Schemas are equal when their columns have the same names, types, metadata types and

@@ -9,8 +9,9 @@ as its last row asked for, where that saves inflating: inflate_blocks' ``need``)
 at most ``TAKE_BYTES`` of blocks, end to end into one buffer, and their rows gathered from it
 with one fancy index; a take that hits fewer bytes (nearly all) is one round. Other columns
 (text, vectors, Booleans) go through the scan (idv._scan.scan), which decodes only the blocks hit
-in its parallel windows; each batch gives up its rows with one fancy index per column, and the
-pieces are joined and put back in the order asked with one more. No Python runs per row, and each
+in its parallel windows (Text into their UTF-8 bytes); each batch gives up its rows with one
+fancy index per column (str objects made for those rows of Text alone), and the pieces are
+joined and put back in the order asked with one more. No Python runs per row, and each
 block hit is inflated and decoded once, however many rows it gives. """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from idv._reader import selection
 from idv._values import vectors
 from idv import types as T
 from idv._store.block_runs import fixed_width, out_shape
-from idv._scan.scan import AHEAD, WINDOW_BYTES, scan
+from idv._scan import filters
+from idv._scan.scan import AHEAD, WINDOW_BYTES, NumpyColumn, TextColumn, scan
 
 # windows decoded ahead of the one gathered from: the blocks a take hits are rarely adjacent,
 # so its windows are small, and more of them in flight keep the threads busy; each window is
@@ -136,25 +138,32 @@ def _gathered(f, cols, hit, block, rows):
 
 def _take_scanned(f, cols, rows):
     """{column index: rows `rows` of it} for columns `cols` (any form), through the scan:
-    only the blocks hit decoded."""
+    only the blocks hit decoded; Text as its blocks' bytes, str made for the rows taken
+    alone."""
     order = np.argsort(rows, kind="stable")
     ordered = rows[order]
     rpb = cols[0].rows_per_block
     keep = np.zeros((f.num_rows - 1) // rpb + 1, bool)
     keep[ordered // rpb] = True
     pieces = [[] for _ in cols]
-    for batch in scan(f, cols, block_filter=lambda _part, _file: keep, batch_rows=None,
+    for batch in scan(f, cols, _reader, block_filter=lambda _part, _file: keep, batch_rows=None,
                       window_bytes=TAKE_WINDOW_BYTES, ahead=TAKE_AHEAD):
         lo, hi = np.searchsorted(ordered, [batch.start, batch.stop])
         local = ordered[lo:hi] - batch.start
         for k, value in enumerate(batch.values):
-            pieces[k].append(value[local])
+            pieces[k].append(filters.take(value, local))
     restore = None if np.array_equal(order, np.arange(len(order))) else np.argsort(order)
     out = {}
     for c, parts in zip(cols, pieces):
         joined = parts[0] if len(parts) == 1 else vectors.concat_reads(parts)
         out[c.index] = joined if restore is None else joined[restore]
     return out
+
+
+def _reader(col):
+    """A scan's reader of `col`: Text as its blocks' bytes (str made for the rows taken), other
+    columns in read()'s forms."""
+    return TextColumn(col) if col.type is T.Text else NumpyColumn(col)
 
 
 def take_kept(f, rows, cols) -> list:

@@ -21,6 +21,7 @@ that holds one) and which surely match whole (`Zones.all_match`).
 """
 from __future__ import annotations
 
+import bisect
 import math
 from fractions import Fraction
 from typing import NamedTuple
@@ -41,10 +42,12 @@ _INT64 = (-2**63, 2**63 - 1)
 class Test(NamedTuple):
     """A comparison bound to a column: `kind` (ALL, NONE, CMP, IN, NOT_IN); for CMP `op` and
     `value` (a scalar of the column's comparable dtype; text: str); for IN / NOT_IN `value`
-    is a sorted array of such values (text: a sorted object array of str)."""
+    is a sorted array of such values (text: a sorted object array of str, and `members`:
+    their text_bytes.Members, prepared once for every batch's rows, else made by each)."""
     kind: str
     op: str | None = None
     value: object = None
+    members: object = None
 
 
 _ALL, _NONE = Test(ALL), Test(NONE)
@@ -146,8 +149,12 @@ def _labelled(col, op, label):
 
 def _bind_members(col, op, literals):
     item = T.item_type(col.type)
+    text = _kind(col) == "text"
     kept = []
     for v in literals:
+        if text and type(v) is str:     # bind()'s == of Text: the str as it is
+            kept.append(v)
+            continue
         if isinstance(item, T.Key) and isinstance(v, str):
             kept.extend(_labelled(col, op, v))
             continue
@@ -163,15 +170,17 @@ def _bind_members(col, op, literals):
 
 def _members(values, col, kind):
     """IN / NOT_IN over `values` (already the column's values), as a sorted array."""
+    members = None
     if _kind(col) == "text":
         arr = np.empty(len(set(values)), object)
         arr[:] = sorted(set(values))
+        members = text_bytes.Members(arr.tolist())
     else:
         dtype = np.float64 if _kind(col) == "float" else _int_dtype(col)
         arr = np.unique(np.array(values, dtype=dtype)) if values else np.zeros(0, dtype)
     if not len(arr):
         return _NONE if kind == IN else _ALL
-    return Test(kind, None, arr)
+    return Test(kind, None, arr, members)
 
 
 def _int_dtype(col):
@@ -302,9 +311,12 @@ def _text_rows(test, x):
     try:
         if test.kind == CMP:
             return text_bytes.compare(x, test.op, test.value.encode("utf-8"))
-        hit = text_bytes.member(x, [v.encode("utf-8") for v in test.value.tolist()])
     except UnicodeEncodeError:
         return rows(test, x.to_str())
+    members = test.members or text_bytes.Members(test.value.tolist())
+    if members.utf8 is None:
+        return rows(test, x.to_str())
+    hit = text_bytes.member(x, members)
     return ~hit if test.kind == NOT_IN else hit
 
 
@@ -412,9 +424,8 @@ class Zones:
         cs = self.cs
         if test.kind == CMP:
             return _text_blocks(cs, test.op, test.value.encode("utf-8", "surrogatepass"))
-        out = np.zeros(len(cs.present), bool)
-        for v in test.value.tolist():
-            out |= _text_blocks(cs, "==", v.encode("utf-8", "surrogatepass"))
+        out = _text_holding(cs, sorted(v.encode("utf-8", "surrogatepass")
+                                       for v in test.value.tolist()))
         if test.kind == IN:
             return out
         alone = np.array([bool(f & S.LOW_EXACT and f & S.HIGH_EXACT) and lo == hi
@@ -422,17 +433,29 @@ class Zones:
         return (cs.present > 0) & ~(alone & out)
 
 
+def _text_holding(cs, terms):
+    """The Text blocks whose bounds may hold one of `terms` (UTF-8 bytes, sorted as bytes:
+    the order of code points): the least term from a block's low bound up is the one to
+    test, one search a block however many terms."""
+    out = np.zeros(len(cs.present), bool)
+    for b, (lo, hi, flags, n) in enumerate(zip(cs.low, cs.high, cs.flags.tolist(),
+                                               cs.present.tolist())):
+        i = bisect.bisect_left(terms, lo)
+        out[b] = n > 0 and i < len(terms) and (bool(flags & S.NO_HIGH) or terms[i] <= hi)
+    return out
+
+
 def _text_blocks(cs, op, v):
     """The Text blocks whose bounds may hold a value `op` v (v: UTF-8 bytes, compared as
     bytes: the order of code points)."""
+    if op == "==":
+        return _text_holding(cs, [v])
     out = np.empty(len(cs.present), bool)
     for b, (lo, hi, flags, n) in enumerate(zip(cs.low, cs.high, cs.flags.tolist(),
                                                cs.present.tolist())):
         no_high = bool(flags & S.NO_HIGH)
         low_exact, high_exact = bool(flags & S.LOW_EXACT), bool(flags & S.HIGH_EXACT)
-        if op == "==":
-            keep = lo <= v and (no_high or v <= hi)
-        elif op == "!=":
+        if op == "!=":
             keep = not (low_exact and high_exact and lo == hi == v)
         elif op in ("<", "<="):
             keep = lo < v or (op == "<=" or not low_exact) and lo == v

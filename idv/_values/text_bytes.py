@@ -13,7 +13,7 @@ import numpy as np
 from idv import _compare, _compression
 
 # an `in` test of at most this many values runs the equality test once per value; a longer
-# list tests str objects against a set
+# list is searched (sorted, by byte length) for each row's bytes
 IN_BY_EQUALITY = 16
 
 
@@ -118,12 +118,69 @@ def compare_hits(x, op, literal):
     return hits[:k]
 
 
-def member(x, literals):
-    """A bool per row of TextRows `x`: whether it is one of `literals` (UTF-8 bytes)."""
-    if len(literals) > IN_BY_EQUALITY:
-        found = {v.decode("utf-8") for v in literals}
-        return np.fromiter((v in found for v in x.to_str()), bool, len(x))
+class Members:
+    """The UTF-8 literals of an `in` test, prepared once for the row tests of every batch:
+    ``utf8`` (bytes, None when a literal has no UTF-8 form: a lone surrogate) and, for more
+    than IN_BY_EQUALITY of them, grouped by byte length (a row can equal only those of its
+    length), each group sorted as fixed-width values."""
+
+    __slots__ = ("utf8", "sized")
+
+    def __init__(self, strings):
+        try:
+            self.utf8 = [v.encode("utf-8") for v in strings]
+        except UnicodeEncodeError:
+            self.utf8 = None
+        self.sized = None
+        if self.utf8 is not None and len(self.utf8) > IN_BY_EQUALITY:
+            by_size = {}
+            for v in set(self.utf8):
+                by_size.setdefault(len(v), []).append(v)
+            self.sized = [(n, _fixed_keys(n, vs)) for n, vs in by_size.items()]
+
+
+def member(x, members):
+    """A bool per row of TextRows `x`: whether it is one of `members` (Members)."""
+    if members.sized is not None:
+        return _member_sorted(x, members.sized)
     hit = np.zeros(len(x), bool)
-    for v in literals:
+    for v in members.utf8:
         hit |= compare(x, "==", v)
+    return hit
+
+
+def _fixed_keys(n, literals):
+    """Literals of `n` bytes as sorted fixed-width values: a little-endian uint64 up to 8
+    bytes, else bytes ``S<n>`` (None for the empty literal)."""
+    if not n:
+        return None
+    if n <= 8:
+        return np.array(sorted(int.from_bytes(v, "little") for v in literals), np.uint64)
+    return np.array(sorted(literals), f"S{n}")
+
+
+def _member_sorted(x, sized):
+    """member() of Members.sized: each row's bytes, read as a fixed-width value, searched
+    among the literals of its length; no str made."""
+    hit = np.zeros(len(x), bool)
+    at = 0
+    for starts, ends, data in x.parts:
+        width = ends - starts
+        words = None
+        for n, found in sized:
+            r = np.flatnonzero(width == n)
+            if found is None or not len(r):         # the empty literal: every empty row
+                hit[at + r] = True
+                continue
+            if n <= 8:
+                if words is None:       # the 8 bytes from each byte on, little-endian
+                    padded = np.zeros(len(data) + 8, np.uint8)
+                    padded[:len(data)] = data
+                    words = np.ndarray((len(data),), "<u8", padded, 0, (1,))
+                got = words[starts[r]] & np.uint64((1 << 8 * n) - 1)
+            else:
+                got = data[starts[r, None] + np.arange(n)].view(f"S{n}").ravel()
+            i = np.searchsorted(found, got)
+            hit[at + r] = found[np.minimum(i, len(found) - 1)] == got
+        at += len(starts)
     return hit
