@@ -4,12 +4,14 @@ idv.dataset(partitioning="hive"): the keys as columns, files pruned by filters o
 from __future__ import annotations
 
 import os
+import stat
+from collections import Counter
 
 import numpy as np
 import pytest
 
 import idv
-from idv._storage import partitioning
+from idv._storage import partitioning, staging
 from idv import types as T
 
 
@@ -104,6 +106,40 @@ def test_write_partition_by_a_frame_writes_a_file_per_combination(tmp_path):
         _files(tmp_path / "out")
     got = idv.read(tmp_path / "out" / "day=2024-01-01" / "k=1" / "part.0.idv")
     assert list(got) == ["x"] and got["x"].tolist() == [0.0, 2.0]
+
+
+@pytest.mark.skipif(os.name == "nt", reason="Windows opens no directory to fsync it")
+def test_a_partitioned_write_fsyncs_each_file_and_each_folder_once(tmp_path, monkeypatch):
+    """Every file is fsynced before it is published, and each folder it passes through once
+    (the staging folder after all the files are in it, not once a file); the staging folder
+    is listed once for the temporary files of killed writers."""
+    synced, listed, fsync, listdir = [], [], os.fsync, os.listdir
+
+    def counting_fsync(fd):         # os.fsync of idv._storage.sink and .staging: os's own
+        st = os.fstat(fd)
+        synced.append((st.st_ino, stat.S_ISDIR(st.st_mode)))
+        return fsync(fd)
+
+    def counting_listdir(path="."):
+        listed.append(os.fspath(path))
+        return listdir(path)
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    monkeypatch.setattr(os, "listdir", counting_listdir)
+    keys, out = 6, tmp_path / "out"
+    idv.write(out, {"k": np.arange(60) % keys, "x": np.arange(60.0)}, partition_by="k")
+    monkeypatch.undo()
+    files = _files(out)
+    assert files == [f"k={k}/part.0.idv" for k in range(keys)]
+    for k in range(keys):
+        assert idv.read(out / files[k])["x"].tolist() == np.arange(60.0)[k::keys].tolist()
+    file_syncs = Counter(ino for ino, is_dir in synced if not is_dir)
+    assert [file_syncs[os.stat(out / f).st_ino] for f in files] == [1] * keys
+    dir_syncs = Counter(ino for ino, is_dir in synced if is_dir)
+    folders = [os.stat(out / f"k={k}").st_ino for k in range(keys)]
+    assert [dir_syncs[ino] for ino in folders] == [1] * keys
+    gone = set(dir_syncs) - set(folders) - {os.stat(out).st_ino}     # the staging folder
+    assert len(gone) == 1 and dir_syncs[gone.pop()] == 1
+    assert len([p for p in listed if staging.STAGING_PREFIX in p]) == 1
 
 
 def test_write_partition_by_an_arrow_table_and_a_dict(tmp_path):

@@ -227,6 +227,30 @@ def test_stale_files_of_live_processes_and_other_hosts_are_kept(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(v for k, v in names.items() if k != "dead")
 
 
+@pytest.mark.skipif(os.name == "nt", reason="Windows opens no directory to fsync it")
+def test_a_batch_fsyncs_each_file_at_its_commit_and_the_directory_once_at_its_end(
+        tmp_path, monkeypatch):
+    synced, fsync = [], os.fsync
+
+    def counting_fsync(fd):
+        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        return fsync(fd)
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    with sink.batch():
+        for name in ("a.bin", "b.bin", "c.bin"):
+            out = sink.AtomicPath(tmp_path / name)
+            with out.open() as f:
+                f.write(name.encode())
+            out.commit()
+        assert synced == ["file"] * 3           # each file before it has its name
+    assert synced == ["file"] * 3 + ["dir"]
+    assert [(tmp_path / n).read_bytes() for n in ("a.bin", "b.bin", "c.bin")] == \
+        [b"a.bin", b"b.bin", b"c.bin"]
+    out = sink.AtomicPath(tmp_path / "d.bin")   # outside a batch: at once
+    out.commit()
+    assert synced == ["file"] * 3 + ["dir", "file", "dir"]
+
+
 # ---------------------------------------------------------------- what may be replaced
 
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners")

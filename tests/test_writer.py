@@ -1098,6 +1098,24 @@ def test_text_encoder_utf16_boundaries():
         _encode.encode_text(obj(["a", 3]))
 
 
+def test_a_frames_text_objects_are_not_each_tested_for_zone_aware_datetimes(tmp_path):
+    """A pandas object column of str is told from one of datetimes by one pass in C, not by
+    isinstance(x, datetime) on each value (which asks a str subclass its __class__)."""
+    pd = pytest.importorskip("pandas")
+    asked = []
+
+    class Name(str):
+        @property
+        def __class__(self):
+            asked.append(self)
+            return str
+    n = 1000
+    df = pd.DataFrame({"s": pd.Series([Name(f"v{i}") for i in range(n)], dtype=object)})
+    idv.write(tmp_path / "t.idv", df)
+    assert idv.read(tmp_path / "t.idv")["s"].tolist() == [f"v{i}" for i in range(n)]
+    assert len(asked) < 10, f"{len(asked)} values of {n} were asked their class"
+
+
 @SETTINGS_AND_SKIP
 @given(st.data(), options)
 def test_property_scalars(data, opts):

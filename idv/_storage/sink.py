@@ -2,22 +2,23 @@
 
 A path is written through a temporary file in its directory (so the rename cannot cross file
 systems): on Linux an anonymous one (O_TMPFILE), which a killed writer cannot leave behind;
-elsewhere one named after the destination, this host and this process, which the next write
-to the same destination removes once that process is gone. On commit the data are fsynced,
-the file gets the permission bits the destination had (a new file: 0o666 less the umask, as
-open() would give; root also keeps the owner), is renamed over the destination, and the
-directory is fsynced so that the rename itself survives a crash; on Linux's local disks the
-file it replaced is let go in a thread of its own (the kernel frees a file's blocks when its
-last descriptor closes: 10-20 ms per 100 MB, which the caller does not wait for). On any failure,
+elsewhere one named after the destination, this host and this process, which the next write to
+the same destination removes once that process is gone. On commit the data are fsynced, the file
+gets the permission bits the destination had (a new file: 0o666 less the umask, as open() would
+give; root also keeps the owner), is renamed over the destination, and the directory is fsynced
+so that the rename survives a crash (in a `batch` of commits, once as it ends); on Linux's local
+disks the file it replaced is let go in a thread of its own (the kernel frees a file's blocks
+when its last descriptor closes: 10-20 ms per 100 MB, not waited for). On any failure,
 KeyboardInterrupt included, the temporary file is discarded and the destination is left as it
-was. Refused before anything is written: with PermissionError, a file this user could not
-write in place (read-only, or another user's); with OSError, one that is not a regular file
+was. Refused before anything is written: with PermissionError, a file this user could not write
+in place (read-only, or another user's); with OSError, one that is not a regular file
 (/dev/null, a FIFO), which the rename would replace. A symbolic link's target is replaced, as
 open() writes it. OSErrors name the destination as given, not the temporary file.
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import socket
 import stat
@@ -37,13 +38,11 @@ def new_file_mode(directory="."):
     without changing it (os.umask can only be read by setting it, which races with other
     threads creating files): from /proc/self/status where there is one, else from the mode
     of a probe file created with 0o666 in `directory`."""
-    try:
+    with contextlib.suppress(OSError):
         with open("/proc/self/status") as f:
             for line in f:
                 if line.startswith("Umask:"):
                     return 0o666 & ~int(line.split()[1], 8)
-    except OSError:
-        pass
     for _ in range(100):
         probe = os.path.join(directory, f".idv-umask-{os.getpid()}-{os.urandom(6).hex()}")
         try:
@@ -58,15 +57,32 @@ def new_file_mode(directory="."):
     raise OSError(f"cannot create a probe file in {directory!r} to read the umask")
 
 
+_BATCH = contextvars.ContextVar("idv_sink_batch", default=None)  # batch()'s (dirs, listings)
+
+
+@contextlib.contextmanager
+def batch():
+    """Commits of several files that finish together (a partitioned write's): each file is
+    still fsynced before its rename, but each directory once, as the block ends, not once a
+    file; and a directory is listed once for the temporary files of killed writers."""
+    dirs = {}
+    token = _BATCH.set((dirs, {}))
+    try:
+        yield
+    finally:
+        _BATCH.reset(token)
+        for directory in dirs:
+            fsync_dir(directory)
+
+
 def fsync_dir(directory):
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
         return          # not possible everywhere (Windows): the rename is done regardless
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -191,9 +207,8 @@ def _windows_process_gone(pid, kernel32=None):
         return k.GetLastError() == 87               # ERROR_INVALID_PARAMETER: no such process
     try:
         code = ctypes.c_ulong()
-        if not k.GetExitCodeProcess(handle, ctypes.byref(code)):
-            return False
-        return code.value != 259                    # STILL_ACTIVE
+        ok = k.GetExitCodeProcess(handle, ctypes.byref(code))
+        return bool(ok) and code.value != 259       # 259: STILL_ACTIVE
     finally:
         k.CloseHandle(handle)
 
@@ -202,10 +217,12 @@ def remove_stale(parent, base):
     """Remove the temporary files that killed writers of ``parent/base`` left on this host;
     returns how many."""
     prefix, removed = f".{base}.", 0
+    listings = (_BATCH.get() or (None, {}))[1]
     try:
-        names = os.listdir(parent)
+        names = listings[parent] if parent in listings else os.listdir(parent)
     except OSError:
         return 0
+    listings[parent] = names
     for name in names:
         if not (name.startswith(prefix) and name.endswith(_TMP_SUFFIX)):
             continue
@@ -213,11 +230,9 @@ def remove_stale(parent, base):
         if host != _HOST or not pid.isdigit() or len(token) != 8 or int(pid) == os.getpid():
             continue
         if _process_gone(int(pid)):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(os.path.join(parent, name))
                 removed += 1
-            except OSError:
-                pass
     return removed
 
 
@@ -269,10 +284,14 @@ class AtomicPath:
                 replaced = self._put_in_place(file, still)
         except BaseException:
             if file is not None:
-                _close_quietly(file)
+                with contextlib.suppress(Exception):
+                    file.close()
             self.abort()
             raise
-        fsync_dir(self.parent)
+        if (pending := _BATCH.get()) is None:
+            fsync_dir(self.parent)
+        else:
+            pending[0][self.parent] = None      # fsynced as the batch ends
         if replaced is not None:
             threads.pool("release", 1).submit(os.close, replaced)
 
@@ -319,15 +338,11 @@ class AtomicPath:
 
     def abort(self):
         """Discard the temporary file (the destination is left as it was)."""
-        try:
+        with contextlib.suppress(OSError):
             self._close_fd()        # an anonymous file is gone with its last descriptor
-        except OSError:
-            pass
         if self.tmp is not None and self.named:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.tmp)
-            except FileNotFoundError:
-                pass
         self.tmp = None
 
 
@@ -349,21 +364,12 @@ def _hold(path):
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
-    try:
+    with contextlib.suppress(OSError):
         st = os.fstat(fd)
         if stat.S_ISREG(st.st_mode) and holds_replaced(st):
             return fd
-    except OSError:
-        pass
     os.close(fd)
     return None
-
-
-def _close_quietly(f):
-    try:
-        f.close()
-    except Exception:
-        pass
 
 
 _IOV_MAX = 1024      # parts a writev takes (POSIX's least IOV_MAX is 16; Linux's is 1024)
@@ -391,12 +397,8 @@ class Output:
     to where the .idv began). Offsets are counted from the start of the .idv."""
 
     def __init__(self, dest):
-        self.path = None
-        self.file = None
-        self.atomic = None
-        self.base = 0
-        self.size = 0
-        self.synced = 0
+        self.path = self.file = self.atomic = None
+        self.base = self.size = self.synced = 0
         if isinstance(dest, (str, bytes, os.PathLike)):
             self.path = dest
         elif hasattr(dest, "write"):
@@ -421,8 +423,7 @@ class Output:
                             f"{type(dest).__name__}")
         if self.path is not None:
             destination(self.path)      # fail now, not when the first block is written
-        self.opened = False
-        self.given = None               # the path as given, once open: what OSErrors name
+        self.opened, self.given = False, None   # given: the path as given, what OSErrors name
 
     def open(self):
         """Start writing: create the temporary file (a path), or note where the .idv begins
@@ -489,12 +490,11 @@ class Output:
         """Discard what was written: remove the temporary file, or cut a file object back."""
         if self.path is not None:
             if self.atomic is not None:
-                _close_quietly(self.file)
+                with contextlib.suppress(Exception):
+                    self.file.close()
                 self.atomic.abort()
                 self.atomic = None
         elif self.opened:
-            try:
+            with contextlib.suppress(Exception):
                 self.file.seek(self.base)
                 self.file.truncate()
-            except Exception:
-                pass

@@ -15,6 +15,7 @@ import datetime as _dt
 
 import numpy as np
 
+from idv import _encode
 # the constants are defined with the types (the Cython codecs read them there)
 from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_MINUTE,
                        DateTime, DateTimeOffset, TimeSpan)
@@ -167,7 +168,11 @@ def zoned_values(value, where):
 def all_aware(arr, where):
     """Whether an object array's values are all zone-aware datetimes. Naive and aware datetimes
     together are a ValueError naming the first row where the second kind appears: a naive one
-    has no instant to compare."""
+    has no instant to compare. An array of str alone (text, an object column's usual values)
+    is answered by one pass in C, not a test of each value."""
+    if arr.dtype == object and arr.ndim == 1 and \
+            _encode.first_non_str(np.ascontiguousarray(arr)) < 0:
+        return False
     kind = np.fromiter((0 if not isinstance(x, _dt.datetime) else
                         1 if x.utcoffset() is not None else 2 for x in arr), np.int8, len(arr))
     aware, naive = kind == 1, kind == 2

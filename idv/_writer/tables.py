@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from idv import _docs
-from idv._storage import partitioning
+from idv._storage import partitioning, sink
 from idv._storage.staging import Staging
 from idv._values.arrow_types import import_pyarrow
 from idv._writer.arrow import arrow_table
@@ -200,9 +200,9 @@ def write_partitioned(dest, data, partition_by, write_one):
     staging.fix_names(len(names))
     staging.start()
     try:
-        names = [staging.write(i, lambda path, rows=rows, at=at: _write_part(write_one, path,
-                                                                             rows, at))
-                 for i, (_, at, rows) in enumerate(parts)]
+        with sink.batch():      # the staging folder fsynced once, before the files move in
+            names = [staging.write(i, lambda path, rows=rows, at=at: _write_part(
+                write_one, path, rows, at)) for i, (_, at, rows) in enumerate(parts)]
         return staging.commit(names)
     finally:
         staging.abort()
