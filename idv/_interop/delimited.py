@@ -17,32 +17,80 @@ as arrays, keys their raw number, times in .NET's ISO forms, NaN and infinities 
 from __future__ import annotations
 
 import csv
-import json
+import io
+from itertools import repeat
+from json.encoder import encode_basestring, encode_basestring_ascii
 
 import numpy as np
 
 from idv import types as T
 from idv._values.metadata import expands, slot_labels, usable_key_values, warn_kept_wide
-from idv._values.cells import cell_json, csv_cell, csv_item
+from idv._values.cells import csv_item, float_texts, json_column, name_specials
+
+_SPECIALS = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+# the characters of the cells of numbers, Booleans, times and RowIds (none needs quotes in CSV)
+_PLAIN = frozenset("0123456789+-.:eTNaInfityruls")
+_CHUNK_ROWS = 256
 
 
 def _floats(arr):
-    text = [str(x) for x in arr]              # numpy's shortest form at the array's precision
-    special = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-    return [special.get(t, t) for t in text]
+    return name_specials(arr, float_texts(arr), _SPECIALS)
 
 
 def _items(item, arr):
     """The cells of a 1-d array of items."""
-    if arr.dtype.kind in "iu":                 # integers and keys
-        return arr.astype(str).tolist()
+    if arr.dtype.kind in "iu" or item is T.Text:      # integers, keys and text
+        return list(map(str, arr.tolist()))
     if item is T.Boolean:
         return np.where(arr, "true", "false").tolist()
     if item in (T.Single, T.Double):
         return _floats(arr)
-    if item is T.Text:
-        return [str(x) for x in arr]
     return [csv_item(x, item) for x in arr]
+
+
+def _row_chunks(values):
+    """The columns' `values` (read()'s forms) _CHUNK_ROWS rows at a time: what a write holds
+    is the text of that many rows, whatever the batch's."""
+    rows = len(values[0]) if len(values) else 0
+    for a in range(0, rows, _CHUNK_ROWS):
+        yield [v[a:a + _CHUNK_ROWS] for v in values]
+
+
+def _lines(cells, parts):
+    """One line a row, each ending in a line feed: the rows' `cells` (a list per column)
+    between the `parts` (the text before the first cell, between each two, after the last)."""
+    first, *between, last = parts
+    if first or last or len(set(between)) > 1:      # JSON Lines: each name before its value
+        pieces = [repeat(first)]
+        for cs, part in zip(cells, parts[1:]):
+            pieces += [cs, repeat(part)]
+        return "\n".join(map("".join, zip(*pieces))) + "\n"
+    return "\n".join(map("".join(between[:1]).join, zip(*cells))) + "\n"
+
+
+class _Quoting:
+    """Cells quoted as csv.writer(delimiter=, lineterminator="\\n") quotes them: those holding
+    the delimiter, '"', a line feed or (from Python 3.12 on) a carriage return, in quotes with
+    '"' doubled; the one cell of a record of one empty cell as ``""``."""
+
+    def __init__(self, delimiter):
+        probe = io.StringIO()
+        csv.writer(probe, delimiter=delimiter, lineterminator="\n").writerows([["\r"], [""]])
+        cr, self.lone_empty = probe.getvalue().split("\n")[:2]
+        self._chars = [delimiter, '"', "\n"] + (["\r"] if cr != "\r" else [])
+
+    def __call__(self, cells, plain=False):
+        """`cells` (a column's), quoted where they need it (`plain`: those of numbers, Booleans,
+        times or RowIds, which need quotes only where the delimiter is one of their characters).
+        """
+        chars = self._chars
+        if plain and chars[0] not in _PLAIN:
+            return cells
+        joined = "".join(cells)
+        if not any(c in joined for c in chars):
+            return cells
+        return ['"' + x.replace('"', '""') + '"' if any(c in x for c in chars) else x
+                for x in cells]
 
 
 class KeyLabels:
@@ -84,6 +132,8 @@ class _Column:
         if self.expanded:
             self.names = slot_labels(col.name, t, col.annotation("SlotNames"))
         self.key_values = key_labels(col, slots=self.expanded)
+        self.plain = self.key_values is None and T.item_type(t) is not T.Text \
+            and (self.expanded or not isinstance(t, T.Vector))
 
     def cells(self, values):
         t = self.type
@@ -92,9 +142,10 @@ class _Column:
             return [self.key_values[raw[:, j]].tolist() for j in range(len(self.names))]
         if isinstance(t, T.Vector):
             if self.expanded:
-                flat = np.asarray(values).reshape(len(values), -1)
-                return [_items(t.item, flat[:, j]) for j in range(flat.shape[1])]
-            return [[csv_cell(v, t) for v in values]]
+                size = len(self.names)
+                items = _items(t.item, np.asarray(values).reshape(len(values) * size))
+                return [items[j::size] for j in range(size)]
+            return [json_column(values, t, sep=",")]
         return [_items(t, np.asarray(values))]
 
 
@@ -106,9 +157,10 @@ class DelimitedWriter:
         columns = list(columns)
         warn_kept_wide(columns, "one cell of a JSON array")
         self._columns = [_Column(c) for c in columns]
-        self._writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
+        self._out, self._delimiter = out, delimiter
+        self._quoted = _Quoting(delimiter)
         if header:
-            self._writer.writerow([n for c in self._columns for n in c.names])
+            csv.writer(out, delimiter=delimiter, lineterminator="\n").writerow(self.names)
 
     @property
     def names(self):
@@ -116,9 +168,13 @@ class DelimitedWriter:
         return [n for c in self._columns for n in c.names]
 
     def write(self, values):
-        cells = [cs for c, v in zip(self._columns, values) for cs in c.cells(v)]
-        if cells:
-            self._writer.writerows(zip(*cells))
+        for chunk in _row_chunks(values):
+            cells = [self._quoted(cs, c.plain) for c, v in zip(self._columns, chunk)
+                     for cs in c.cells(v)]
+            if len(cells) == 1:
+                cells = [[x or self._quoted.lone_empty for x in cells[0]]]
+            if cells:
+                self._out.write(_lines(cells, ["", *[self._delimiter] * (len(cells) - 1), ""]))
 
     def write_rows_without_columns(self, rows):
         """Rows of a selection without columns: CSV has no record for them (nothing)."""
@@ -132,14 +188,20 @@ class JsonLinesWriter:
     def __init__(self, out, columns, ensure_ascii=False):
         self._out = out
         self._columns = list(columns)
-        self._names = [c.name for c in self._columns]
         self._ascii = ensure_ascii
+        at = {}                 # a name twice: its first place and its last value, as a dict
+        for i, c in enumerate(self._columns):
+            at[c.name] = i
+        self._at = list(at.values())
+        key = encode_basestring_ascii if ensure_ascii else encode_basestring
+        self._parts = [f"{', ' if i else '{'}{key(name)}: " for i, name in enumerate(at)] \
+            + ["}"]
 
     def write(self, values):
-        cells = [[cell_json(v, c.type) for v in d] for c, d in zip(self._columns, values)]
-        self._out.write("".join(json.dumps(dict(zip(self._names, row)),
-                                           ensure_ascii=self._ascii) + "\n"
-                                for row in zip(*cells)))
+        for chunk in _row_chunks([values[i] for i in self._at]):
+            cells = [json_column(v, self._columns[i].type, self._ascii)
+                     for i, v in zip(self._at, chunk)]
+            self._out.write(_lines(cells, self._parts))
 
     def write_rows_without_columns(self, rows):
         """Rows of a selection without columns: an empty object each."""
