@@ -464,6 +464,19 @@ def test_each_slot_of_a_datetimeoffset_vector_has_the_zone_of_every_row(tmp_path
         assert (df["v.1"] == pd.Timestamp("2020-01-01", tz="UTC")).all(), how
 
 
+def test_partitions_are_cut_to_fit_the_memory_limit(tmp_path):
+    """A partition is read whole (a frame checked against the limit before it is read): by
+    default the partitions hold at most half the limit, so each one reads; the frame is
+    the file's."""
+    path = str(tmp_path / "w.idv")
+    data = {f"c{i}": np.arange(200_000, dtype=np.float64) + i for i in range(4)}
+    idv.write(path, data, rows_per_block=8192)           # 6.4 MB of values
+    ddf = idv.dask.read_idv(path, memory_limit=4_000_000)
+    assert ddf.npartitions >= 4
+    got = ddf.compute(scheduler="sync")
+    assert np.array_equal(got["c3"].to_numpy(), data["c3"])
+
+
 def test_files_whose_slot_names_differ_are_refused_where_slots_become_columns(tmp_path):
     """Slot columns named by SlotNames hold one set of names: a dataset whose files name
     them otherwise is refused by Dataset.to_pandas and Dask alike (as idv.convert refuses

@@ -142,6 +142,31 @@ def test_a_partitioned_write_fsyncs_each_file_and_each_folder_once(tmp_path, mon
     assert len([p for p in listed if staging.STAGING_PREFIX in p]) == 1
 
 
+@pytest.mark.skipif(os.name == "nt", reason="Windows opens no directory to fsync it")
+def test_the_folders_of_nested_keys_are_synced_where_their_entries_were_made(tmp_path,
+                                                                             monkeypatch):
+    """With two keys, a=0/b=1/...: the folder a=0, where the entry b=1 was made, is synced
+    too, as the output folder is for a=0 (else a crash could lose a published file's
+    folder)."""
+    synced, fsync = [], os.fsync
+
+    def counting_fsync(fd):
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            synced.append(st.st_ino)
+        return fsync(fd)
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    out = tmp_path / "out"
+    idv.write(out, {"a": np.arange(8) % 2, "b": np.arange(8) // 4, "x": np.arange(8.0)},
+              partition_by=["a", "b"])
+    monkeypatch.undo()
+    for a in range(2):
+        assert os.stat(out / f"a={a}").st_ino in synced, a
+        for b in range(2):
+            assert os.stat(out / f"a={a}" / f"b={b}").st_ino in synced, (a, b)
+    assert os.stat(out).st_ino in synced
+
+
 def test_write_partition_by_an_arrow_table_and_a_dict(tmp_path):
     pa = pytest.importorskip("pyarrow")
     t = pa.table({"g": [3, 3, 4], "v": ["a/b", "c", "d"], "n": [1.5, 2.5, 3.5]})

@@ -53,10 +53,13 @@ def open_listed(entry: Listed, filesystem=None, open_kwargs=None) -> IdvFile:
     read and its identity): an IdvFormatError naming it when another file is in its place,
     since the plan would read other rows. A local file's identity (its device number) means
     something only on the machine that listed it: elsewhere (a cluster's workers sharing the
-    files over a network file system) its rows and types are checked."""
+    files over a network file system) its rows and types are checked; a URL's (its version)
+    means the same everywhere."""
     f = IdvFile(entry.path, filesystem=filesystem, **(open_kwargs or {}))
     try:
-        here = entry if entry.host == socket.gethostname() else entry._replace(identity=None)
+        url = entry.identity is not None and isinstance(entry.identity[0], str)
+        here = entry if url or entry.host == socket.gethostname() else \
+            entry._replace(identity=None)
         changed(here, f, entry.types, list(entry.types))
     except BaseException:
         f.close()

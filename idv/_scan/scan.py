@@ -312,7 +312,8 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
                block_filter=None, at_least_one=False):
     """The source cut into Partitions of whole blocks, in row order: every
     ``blocks_per_partition`` blocks of each file, or by default about ``partition_bytes`` of
-    decoded values of `columns` each (so that no block is decoded by two partitions).
+    decoded values of `columns` each, at most half the source's memory limit (so that no block
+    is decoded by two partitions, and each one's read fits).
     ``block_filter(part, file)``: as the scan's (a bool per block of the file, False for
     blocks ruled out); a partition whose blocks are all ruled out is left out, the others
     keep the bounds they have without it (the engines' divisions). ``at_least_one``: when
@@ -320,6 +321,9 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
     needs a task, which then finds no rows)."""
     blocks_per_partition = ensure_count(blocks_per_partition, "blocks_per_partition", "blocks",
                                         none=True)
+    limit = getattr(source, "memory_limit", None)
+    if limit:       # a partition read whole (its values and their copy) fits the limit
+        partition_bytes = min(partition_bytes, max(limit // 2, 1))
     out, first = [], None
     for seg in _segments(source):
         if not seg.num_rows:

@@ -11,6 +11,7 @@ for their requests' deadline (a minute by default) against storage that stopped 
 """
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import threading
@@ -82,7 +83,7 @@ def _hook():
     global _hooked
     if _hooked:
         return
-    import concurrent.futures.thread  # noqa: F401 - registers its hook first
+    importlib.import_module("concurrent.futures.thread")    # registers its hook first
     try:
         threading._register_atexit(_cancel_all)
     except (AttributeError, RuntimeError):      # no such hook, or exiting already

@@ -192,7 +192,8 @@ class Staging:
                 _make_folders(os.path.dirname(target), made)
                 os.replace(self.staged(name), target)
                 moved.append(target)
-            for folder in {os.path.dirname(m) for m in moved} | {self.path}:
+            # the folders the files went into, and those where a folder made was entered
+            for folder in {os.path.dirname(m) for m in moved + made} | {self.path}:
                 fsync_dir(folder)
             kept = [] if self.replace else [n for n in before if _plain(n) not in where]
             files = sorted(set(kept) | set(where.values()))
