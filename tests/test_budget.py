@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 import idv
-from craft import Col, Model, build, compress, vbuf_params, vbuf_payload
-from reference import REPO_DIR
+from craft import Col, Model, build, vbuf_params, vbuf_payload
 
 N_HUGE = 2**31 - 1        # rows of one Boolean block: 268 MB of zero bits, 260 KB deflated
 

@@ -133,7 +133,8 @@ def dataset_html(ds):
     """A Dataset: its files, rows and schema, and its first rows."""
     head = (f"<p><b>idv dataset</b>: {len(ds.files):,} files, {ds.num_rows:,} rows, "
             f"{len(ds.column_names)} columns</p>")
-    fields = [x for x in ds.schema.fields if x.name in set(ds.column_names)]
+    names = set(ds.column_names)
+    fields = [x for x in ds.schema.fields if x.name in names]
     shown = _readable(fields)
     rows = min(HEAD_ROWS, ds.num_rows)
     first = _first_rows(lambda: ds.read([x.name for x in shown], rows=slice(0, rows)),
