@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from idv._ascii cimport next_non_ascii
+from idv._ascii cimport idv_ctz64, next_non_ascii
 from idv._cursor cimport Cursor
 from idv._toc import pack_codec, read_codec_head
 from idv.errors import IdvFormatError, UnsupportedCodecError
@@ -248,80 +248,221 @@ cdef enum:
     TEXT_EXTRA = 5
 
 
+# UTF-8 a word (8 bytes) at a time, byte k of a word in its bits 8k..8k+7 (little-endian, as
+# next_non_ascii reads them)
+cdef extern from *:
+    """
+    #define IDV_HIGH 0x8080808080808080ULL
+    #define IDV_ONES 0x0101010101010101ULL
+    """
+    const uint64_t HIGH "IDV_HIGH"     # the high bit of every lane
+    const uint64_t ONES "IDV_ONES"     # 1 in every lane
+
+
+cdef inline uint64_t _word(const uint8_t *p, Py_ssize_t r) noexcept nogil:
+    """The word p[0:min(r, 8)], zero in the lanes past r."""
+    cdef uint64_t w = 0
+    if r >= 8:
+        memcpy(&w, p, 8)
+    else:
+        memcpy(&w, p, r)
+    return w
+
+
+cdef inline uint64_t _zero_lanes(uint64_t x) noexcept nogil:
+    """The high bit of each lane of x that is 0."""
+    return ~(((x & 0x7F7F7F7F7F7F7F7FULL) + 0x7F7F7F7F7F7F7F7FULL) | x) & HIGH
+
+
+cdef inline int _char_len(const uint8_t *p, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """The length of the UTF-8 character at p[pos] (pos < n), or 0 when it is not one: a bad
+    lead, a missing continuation byte, an overlong form, a UTF-16 surrogate, or beyond
+    U+10FFFF."""
+    cdef int lead = p[pos], clen, k, second
+    if lead < 0x80:
+        return 1
+    if 0xC2 <= lead < 0xE0:
+        clen = 2
+    elif 0xE0 <= lead < 0xF0:
+        clen = 3
+    elif 0xF0 <= lead < 0xF5:
+        clen = 4
+    else:
+        return 0
+    if clen > n - pos:
+        return 0
+    for k in range(1, clen):
+        if (p[pos + k] & 0xC0) != 0x80:
+            return 0
+    second = p[pos + 1]
+    if (lead == 0xE0 and second < 0xA0) or (lead == 0xED and second >= 0xA0) \
+            or (lead == 0xF0 and second < 0x90) or (lead == 0xF4 and second >= 0x90):
+        return 0
+    return clen
+
+
+cdef inline bint _word_valid(const uint8_t *p, Py_ssize_t pos, Py_ssize_t n, uint64_t w,
+                             uint64_t *carry) noexcept nogil:
+    """Whether the word w = p[pos:pos + 8] (zero-padded past n) holds valid UTF-8, given the
+    continuation bytes `carry` that the leads of the word before require of it (updated to what
+    this word's leads require of the next): the continuation bytes 10xxxxxx are exactly the
+    bytes the leads 11xxxxxx require (one more for 111xxxxx, two more for 1111xxxx), no lead is
+    C0, C1 or above F4, and the second bytes of E0, ED, F0 and F4 are in their narrower ranges
+    (the rules of _char_len)."""
+    cdef uint64_t l2 = w & (w << 1) & HIGH, l3, l4, nxt, b5, b45
+    l3 = l2 & (w << 2)
+    l4 = l3 & (w << 3)
+    if (carry[0] | (l2 << 8) | (l3 << 16) | (l4 << 24)) != (w & ~(w << 1) & HIGH):
+        return False
+    carry[0] = (l2 >> 56) | (l3 >> 48) | (l4 >> 40)
+    if _zero_lanes((w & 0xFEFEFEFEFEFEFEFEULL) ^ 0xC0C0C0C0C0C0C0C0ULL):      # C0 or C1
+        return False
+    # the leads with narrower second bytes: F0 and up, and E0 or ED (low nibble 0000 or 1101)
+    if not l3 or not (l4 | (l3 & (~((w << 4) | (w << 5) | (w << 6) | (w << 7))
+                                  | ((w << 4) & (w << 5) & ~(w << 6) & (w << 7))))):
+        return True
+    nxt = w >> 8                        # each lane's next byte
+    if pos + 8 < n:
+        nxt |= (<uint64_t>p[pos + 8]) << 56
+    b5 = (nxt << 2) & HIGH              # a continuation byte >= A0
+    b45 = b5 | ((nxt << 3) & HIGH)      # a continuation byte >= 90
+    return not ((_zero_lanes(w ^ 0xE0E0E0E0E0E0E0E0ULL) & ~b5)
+                | (_zero_lanes(w ^ 0xEDEDEDEDEDEDEDEDULL) & b5)
+                | (_zero_lanes(w ^ 0xF0F0F0F0F0F0F0F0ULL) & ~b45)
+                | (_zero_lanes(w ^ 0xF4F4F4F4F4F4F4F4ULL) & b45)
+                | (l4 & ((w << 4) | ((w << 5) & ((w << 6) | (w << 7))))))     # F5 and up
+
+
+cdef Py_ssize_t _utf8_valid_to(const uint8_t *p, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """The end of the valid UTF-8 in p[pos:n] (pos at a character's start): n, or where the
+    first character that is not valid UTF-8 starts. Checked a word at a time (_word_valid);
+    past a word that fails, from the last character start before it, one character at a
+    time."""
+    cdef uint64_t w, carry = 0
+    cdef Py_ssize_t start = pos
+    cdef int clen
+    while pos < n:
+        w = _word(p + pos, n - pos)
+        start = pos if carry == 0 else start
+        if not ((w & HIGH) | carry):
+            pos = next_non_ascii(p, pos, n)
+            continue
+        if not _word_valid(p, pos, n, w, &carry):
+            break
+        pos += 8
+    if pos >= n and carry == 0:
+        return n
+    while start < n:
+        clen = _char_len(p, start, n)
+        if clen == 0:
+            break
+        start += clen
+    return start
+
+
+cdef inline uint64_t _unit_lanes(uint64_t w) noexcept nogil:
+    """Per byte (lane) of the valid UTF-8 in w, the UTF-16 units its character adds, counted at
+    its first byte: 0 for a continuation byte 10xxxxxx, 2 for a 4-byte lead 11110xxx, else 1."""
+    return ((((~w) | (w << 1)) & HIGH) >> 7) + ((w & (w << 1) & (w << 2) & (w << 3) & HIGH) >> 7)
+
+
+cdef inline uint64_t _running_units(const uint8_t *p, Py_ssize_t r) noexcept nogil:
+    """Lane k: the UTF-16 units of the valid UTF-8 p[0:k + 1], counted at each character's
+    first byte (r > 0 bytes valid; the lanes past r add none)."""
+    cdef uint64_t v = _unit_lanes(_word(p, r))
+    if r < 8:
+        v &= (<uint64_t>1 << (8 * r)) - 1
+    return v * ONES
+
+
+cdef inline int _to_word(const uint8_t *data, Py_ssize_t valid_to, Py_ssize_t nbytes,
+                         int64_t target, Py_ssize_t *wpos, int64_t *wunits,
+                         uint64_t *sums) noexcept nogil:
+    """Move the word cursor (its position, the UTF-16 units before it, the running sums of its
+    lanes' units) to the word where the running count of units reaches `target`: past the
+    words before, 32 bytes at a time while it is far. TEXT_OK, or why it cannot: the valid
+    UTF-8 ends first (TEXT_BEYOND at the end of the text, else TEXT_BAD_UTF8)."""
+    cdef Py_ssize_t pos = wpos[0], r
+    cdef int64_t units = wunits[0]
+    cdef uint64_t v = sums[0], s, w0, w1, w2, w3
+    while <int64_t>(v >> 56) < target - units:
+        r = valid_to - pos
+        units += v >> 56
+        pos += 8 if r > 8 else r
+        while valid_to - pos >= 32 and target - units > 32:
+            w0 = _word(data + pos, 8)
+            w1 = _word(data + pos + 8, 8)
+            w2 = _word(data + pos + 16, 8)
+            w3 = _word(data + pos + 24, 8)
+            s = 32                  # ASCII: a unit a byte
+            if (w0 | w1 | w2 | w3) & HIGH:
+                s = ((_unit_lanes(w0) + _unit_lanes(w1) + _unit_lanes(w2) + _unit_lanes(w3))
+                     * ONES) >> 56
+                if <int64_t>s >= target - units:
+                    break
+            units += s
+            pos += 32
+        if pos >= valid_to:
+            return TEXT_BEYOND if valid_to == nbytes else TEXT_BAD_UTF8
+        v = _running_units(data + pos, valid_to - pos)
+    wpos[0] = pos
+    wunits[0] = units
+    sums[0] = v
+    return TEXT_OK
+
+
 cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py_ssize_t nbytes,
                     uint8_t *out, Py_ssize_t *where) noexcept nogil:
     """Map the n UTF-16 end boundaries at `bounds` to byte ends in the UTF-8 `data`, written as
     int32 at out + 4 * i (out may be bounds itself: each boundary is read before its slot is
     written), validating the UTF-8 (shortest forms, no surrogates, at most U+10FFFF) and the
-    rules of reference section 4.3 as it goes. Returns TEXT_OK or why it stopped; `where` gets
-    the entry (for TEXT_EXTRA: the bytes beyond the last boundary)."""
-    cdef Py_ssize_t i, bpos = 0, k, ascii_to, take
+    rules of reference section 4.3. Returns TEXT_OK or why it stopped; `where` gets the entry
+    (for TEXT_EXTRA: the bytes beyond the last boundary). Invalid UTF-8 is reported for the
+    entry that reaches it: bytes past the last boundary are only extra.
+
+    Text that is not all ASCII is read a word at a time: each byte's count of UTF-16 units
+    (_unit_lanes) summed across the word's lanes; a boundary ends with the character whose
+    lead is the first lane where the sum reaches it."""
+    cdef Py_ssize_t i, k, end = 0, wpos = 0, valid_to
     cdef int32_t b, bm, prev = 0
-    cdef int64_t units = 0
-    cdef int lead, clen, cunits, second
-    ascii_to = next_non_ascii(data, 0, nbytes)      # data[bpos:ascii_to] is ASCII
-    if ascii_to == nbytes:
-        # every byte one UTF-16 unit: the boundaries are the byte ends
-        for i in range(n):
-            b = _i32(bounds + 4 * i)
-            bm = b & 0x7FFFFFFF
-            if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
-                where[0] = i
-                return TEXT_BACKWARDS
-            if bm > nbytes:
-                where[0] = i
-                return TEXT_BEYOND
-            prev = bm
-            _put_i32(out + 4 * i, bm)
-        if prev != nbytes:
-            where[0] = nbytes - prev
-            return TEXT_EXTRA
-        return TEXT_OK
+    cdef int64_t wunits = 0, need
+    cdef uint64_t sums = 0, hit
+    cdef uint8_t lead
+    cdef int status
+    cdef bint all_ascii
+    valid_to = next_non_ascii(data, 0, nbytes)
+    all_ascii = valid_to == nbytes
+    if not all_ascii:
+        valid_to = _utf8_valid_to(data, valid_to, nbytes)
+        sums = _running_units(data, valid_to)
     for i in range(n):
         b = _i32(bounds + 4 * i)
         bm = b & 0x7FFFFFFF
         where[0] = i
         if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
             return TEXT_BACKWARDS
-        prev = bm
-        while units < bm:
-            if bpos < ascii_to:         # ASCII: one unit a byte, as many as the entry takes
-                take = min(bm - units, ascii_to - bpos)
-                bpos += take
-                units += take
-                continue
-            if bpos >= nbytes:
+        if bm != prev and all_ascii:    # every byte one unit: the boundaries are byte ends
+            if bm > nbytes:
                 return TEXT_BEYOND
-            lead = data[bpos]           # >= 0x80: a multi-byte sequence
-            if 0xC2 <= lead < 0xE0:
-                clen = 2
-                cunits = 1
-            elif 0xE0 <= lead < 0xF0:
-                clen = 3
-                cunits = 1
-            elif 0xF0 <= lead < 0xF5:
-                clen = 4
-                cunits = 2
-            else:
-                return TEXT_BAD_UTF8
-            if clen > nbytes - bpos:
-                return TEXT_BAD_UTF8
-            for k in range(1, clen):
-                if (data[bpos + k] & 0xC0) != 0x80:
-                    return TEXT_BAD_UTF8
-            second = data[bpos + 1]
-            # overlong forms, UTF-16 surrogates, beyond U+10FFFF
-            if (lead == 0xE0 and second < 0xA0) or (lead == 0xED and second >= 0xA0) \
-                    or (lead == 0xF0 and second < 0x90) or (lead == 0xF4 and second >= 0x90):
-                return TEXT_BAD_UTF8
-            bpos += clen
-            units += cunits
-            ascii_to = next_non_ascii(data, bpos, nbytes)
-        if units != bm:
-            return TEXT_SPLIT_PAIR
-        _put_i32(out + 4 * i, <int32_t>bpos)
-    if bpos != nbytes:
-        where[0] = nbytes - bpos
+            end = bm
+        elif bm != prev:
+            need = bm - wunits
+            if need > <int64_t>(sums >> 56):
+                status = _to_word(data, valid_to, nbytes, bm, &wpos, &wunits, &sums)
+                if status != TEXT_OK:
+                    return status
+                need = bm - wunits
+            # 1 <= need <= 16: the first lane whose running sum reaches it
+            hit = ((sums | HIGH) - <uint64_t>need * ONES) & HIGH
+            k = idv_ctz64(hit) >> 3
+            if <int64_t>((sums >> (8 * k)) & 0xFF) != need:      # 1 over: a 4-byte lead
+                return TEXT_SPLIT_PAIR
+            lead = data[wpos + k]           # valid UTF-8: its length by its lead alone
+            end = wpos + k + 1 + (lead >= 0xC0) + (lead >= 0xE0) + (lead >= 0xF0)
+        prev = bm
+        _put_i32(out + 4 * i, <int32_t>end)
+    if end != nbytes:
+        where[0] = nbytes - end
         return TEXT_EXTRA
     return TEXT_OK
 
