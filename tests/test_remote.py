@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import sys
+import tempfile
 import time
 import warnings
 import zipfile
@@ -517,13 +518,12 @@ def test_a_server_that_ignores_range_gives_the_whole_file_once(wide_file):
         # the first round's two ranges (the header, the tail: sent in parallel, each answered
         # with the whole file), then the file once: not the whole file once per range
         assert srv.requests == 3 and srv.bytes_served == 3 * len(data)
-        idv.set_memory_limit(1024)                      # past it: spilled to a mapped file
-        try:
-            with pytest.warns(idv.IdvWarning, match="whole file"):
-                f = idv.open(srv.url("/wide.idv"), memory_limit=1 << 30)
-        finally:
-            idv.set_memory_limit(None)
+        # past the limit idv.open is given (not only the global one): spilled to a mapped file
+        with pytest.warns(idv.IdvWarning, match="whole file"):
+            f = idv.open(srv.url("/wide.idv"), memory_limit=len(data) - 1)
         with f:
+            with open("/proc/self/maps") as maps:      # the temporary file, unnamed
+                assert any(tempfile.gettempdir() in line and "(deleted)" in line for line in maps)
             name = next(iter(want))
             assert np.array_equal(f.read([name])[name], want[name])
 

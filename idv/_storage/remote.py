@@ -68,8 +68,8 @@ def is_remote(source, filesystem=None):
 
 def open_any(source, filesystem=None, storage_options=None, timeout=None, memory_limit=None):
     """The source of `source` (idv._storage.source's interface): a remote one for a URL or a path
-    in `filesystem`, else idv._storage.source.open_source's (local paths keep their memory map).
-    `memory_limit` (idv.open's) bounds what a zip entry may inflate to."""
+    in `filesystem`, else idv._storage.source.open_source's (local paths keep their memory map);
+    `memory_limit`, idv.open's, bounds a zip entry's inflating and a file fetched whole."""
     timeout = deadline(timeout)
     if not is_remote(source, filesystem):
         if storage_options:
@@ -89,7 +89,7 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None, memory
         src.name = url
         return src
     try:
-        return _ranged(fs, path, url, timeout)
+        return _ranged(fs, path, url, timeout, memory_limit=memory_limit)
     except (FileNotFoundError, PermissionError):
         zipped = _zip_entry(fs, path, timeout)     # https://host/model.zip:Entry/Schema.idv
         if zipped is None:
@@ -111,15 +111,15 @@ def deadline(timeout):
     return float(timeout)
 
 
-def _ranged(fs, path, url, timeout, idv=True):
-    """RemoteSource(...) opened, or the file fetched whole from a server that ignores Range."""
+def _ranged(fs, path, url, timeout, idv=True, memory_limit=None):
+    """RemoteSource(...) opened, or the file fetched whole for a server that ignores Range."""
     src = RemoteSource(fs, path, url, timeout)
     try:
         src.open_round(idv)
         return src
     except RangeNotSupportedError as e:
         refused = e
-    return remote_whole.fetched(src, refused)
+    return remote_whole.fetched(src, refused, memory_limit)
 
 
 def read_file(fs, path, timeout=DEFAULT_TIMEOUT):

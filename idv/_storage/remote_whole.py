@@ -18,10 +18,11 @@ from idv.errors import RemoteError, warn
 CHUNK = 8 << 20         # bytes read from the answer at a time
 
 
-def fetched(src, refused=None):
+def fetched(src, refused=None, memory_limit=None):
     """The file of RemoteSource `src` (opened over HTTP: its size and version known) fetched
-    whole, as a MemorySource with `src`'s identity; with an IdvWarning saying why where
-    `refused` (the RangeNotSupportedError its server caused) is given."""
+    whole, as a MemorySource with `src`'s identity, in memory within `memory_limit` (idv.open's;
+    None: the limit in force), else spilled; with an IdvWarning saying why where `refused`
+    (the RangeNotSupportedError its server caused) is given."""
     size = src.size_announced
     if refused is not None:
         if src.http_url is None:
@@ -29,7 +30,7 @@ def fetched(src, refused=None):
         warn(f"{refused}; the whole file ({size:,} bytes) is fetched once instead of "
              f"the ranges a read needs")
     what = "fetching the whole file"
-    if size <= budget.limit_for(size):
+    if size <= budget.limit_for(size, memory_limit):
         sink = io.BytesIO()
         src.call(lambda: _download(src, sink, size), None, what, deadline=False)
         out = local.MemorySource(sink.getvalue(), name=src.name)
