@@ -284,6 +284,7 @@ def test_schema_finds_a_column_by_name_without_a_pass_over_the_others():
         side = sidecar("pipeline_hidden")
         assert f.schema["Color"].index == column_index(side, "Color")
         assert not f.schema["Color"].hidden and "Color" in f.schema
+        assert f.schema is f.schema         # made once: a loop over names looks up in one step
 
 
 def test_read_all_skips_hidden_and_keeps_the_visible_column():

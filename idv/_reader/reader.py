@@ -57,7 +57,7 @@ class IdvFile(reads.SourceReads):
                  memory_limit=None, checksums=True, filesystem=None, storage_options=None,
                  timeout=None, layout=None):
         blocks = cache.BlockCache(cache_bytes)      # a bad cache_bytes fails before opening
-        self.store = None
+        self.store = self._schema = None
         self._source = open_any(source, filesystem, storage_options, timeout, memory_limit)
         try:
             limit = budget.limit_for(self._source.size, memory_limit)
@@ -201,9 +201,12 @@ class IdvFile(reads.SourceReads):
 
     @property
     def schema(self):
-        """The columns' names, types and metadata types as a printable Schema."""
+        """The columns' names, types and metadata types as a printable Schema (made once: a
+        lookup by name is then one step, as callers looping over names need)."""
         self.check_open()
-        return Schema([*map(self._field, range(len(self._made)))], self.num_rows)
+        if self._schema is None:
+            self._schema = Schema([*map(self._field, range(len(self._made)))], self.num_rows)
+        return self._schema
 
     def _field(self, i):
         """Column number `i`'s Field; a column without annotations is described from the table
