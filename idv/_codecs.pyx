@@ -423,8 +423,9 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
                     uint8_t *out, Py_ssize_t *where) noexcept nogil:
     """Map the n UTF-16 end boundaries at `bounds` to byte ends in the UTF-8 `data` (as
     _text_ends_words says): text whose first TEXT_SAMPLE bytes are rarely beyond ASCII (under
-    1 in SPARSE_NON_ASCII) walked from one such character to the next (_text_ends_walk),
-    other text a word at a time (_text_ends_words). Both give the same ends and errors."""
+    1 in SPARSE_NON_ASCII, none included: all-ASCII text takes the walk's fast path) walked
+    from one such character to the next (_text_ends_walk), other text a word at a time
+    (_text_ends_words). Both give the same ends and errors."""
     cdef Py_ssize_t pos = 0, m = nbytes if nbytes < TEXT_SAMPLE else TEXT_SAMPLE
     cdef Py_ssize_t high = 0
     cdef uint64_t w
@@ -432,7 +433,7 @@ cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py
         w = (_word(data + pos, m - pos) >> 7) & ONES
         high += <Py_ssize_t>((w * ONES) >> 56)
         pos += 8
-    if high * SPARSE_NON_ASCII < m:
+    if high == 0 or high * SPARSE_NON_ASCII < m:
         return _text_ends_walk(bounds, n, data, nbytes, out, where)
     return _text_ends_words(bounds, n, data, nbytes, out, where)
 
@@ -527,32 +528,24 @@ cdef int _text_ends_words(const uint8_t *bounds, Py_ssize_t n, const uint8_t *da
     (for TEXT_EXTRA: the bytes beyond the last boundary). Invalid UTF-8 is reported for the
     entry that reaches it: bytes past the last boundary are only extra.
 
-    Text that is not all ASCII is read a word at a time: each byte's count of UTF-16 units
-    (_unit_lanes) summed across the word's lanes; a boundary ends with the character whose
-    lead is the first lane where the sum reaches it."""
+    The text (not all ASCII: _text_ends sends that to the walk) is read a word at a time:
+    each byte's count of UTF-16 units (_unit_lanes) summed across the word's lanes; a boundary
+    ends with the character whose lead is the first lane where the sum reaches it."""
     cdef Py_ssize_t i, k, end = 0, wpos = 0, valid_to
     cdef int32_t b, bm, prev = 0
     cdef int64_t wunits = 0, need
     cdef uint64_t sums = 0, hit
     cdef uint8_t lead
     cdef int status
-    cdef bint all_ascii
-    valid_to = next_non_ascii(data, 0, nbytes)
-    all_ascii = valid_to == nbytes
-    if not all_ascii:
-        valid_to = _utf8_valid_to(data, valid_to, nbytes)
-        sums = _running_units(data, valid_to)
+    valid_to = _utf8_valid_to(data, next_non_ascii(data, 0, nbytes), nbytes)
+    sums = _running_units(data, valid_to)
     for i in range(n):
         b = _i32(bounds + 4 * i)
         bm = b & 0x7FFFFFFF
         where[0] = i
         if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
             return TEXT_BACKWARDS
-        if bm != prev and all_ascii:    # every byte one unit: the boundaries are byte ends
-            if bm > nbytes:
-                return TEXT_BEYOND
-            end = bm
-        elif bm != prev:
+        if bm != prev:
             need = bm - wunits
             if need > <int64_t>(sums >> 56):
                 status = _to_word(data, valid_to, nbytes, bm, &wpos, &wunits, &sums)

@@ -262,7 +262,7 @@ def _check(f, report):
         report.problems.append(Finding("file", f"{e.location}: {e.reason}"
                                        if e.location else e.reason))
     for col in f.columns:
-        _check_column(col, report, None if stats is None else stats.columns.get(col.index))
+        _check_column(f.store, col, report, None if stats is None else stats.columns.get(col.index))
 
 
 def _check_statistics(col, cs, b, values, report):
@@ -301,7 +301,7 @@ def _shown(block):
     return out + (f", from {low!r} to {high!r}" if block.present else "")
 
 
-def _check_column(col, report, cs=None):
+def _check_column(store, col, report, cs=None):
     info = {"index": col.index, "name": col.name,
             "type": None if col.type is None else str(col.type), "codec": col.codec_name,
             "blocks": col.num_blocks, "blocks_ok": 0, "metadata": 0, "checked": col.readable}
@@ -313,7 +313,7 @@ def _check_column(col, report, cs=None):
                                              col))
     table = _check_lookup(col, report)
     if table is not None and col.readable:
-        info["blocks_ok"] = _check_blocks(col, table, report, cs)
+        info["blocks_ok"] = _check_blocks(store, col, table, report, cs)
     info["metadata"] = _check_metadata(col, report)
 
 
@@ -336,14 +336,14 @@ def _check_lookup(col, report):
     return table
 
 
-def _check_blocks(col, table, report, cs=None):
+def _check_blocks(store, col, table, report, cs=None):
     """Decode every block, a group at a time; a failing group again block by block, to find
     each bad block. Returns the number of sound blocks. `cs`: the column's statistics, each
-    block's compared with its values."""
+    block's compared with its values; `store`: the file's BlockStore."""
     sound = 0
     for g0, g1 in block_groups(table["raw"].astype("int64"), GROUP_BYTES):
         try:
-            values = _decoded(col, g0, g1)
+            values = _decoded(store, col, g0, g1)
             ok = range(g0, g1)
             if cs is not None:
                 for b in ok:
@@ -352,7 +352,7 @@ def _check_blocks(col, table, report, cs=None):
             ok = []
             for b in range(g0, g1):
                 try:
-                    values, = _decoded(col, b, b + 1)
+                    values, = _decoded(store, col, b, b + 1)
                     ok.append(b)
                     if cs is not None:
                         _check_statistics(col, cs, b, values, report)
@@ -368,12 +368,12 @@ def _check_blocks(col, table, report, cs=None):
     return sound
 
 
-def _decoded(col, b0, b1):
+def _decoded(store, col, b0, b1):
     """Each block of blocks [b0, b1) decoded: vectors as stored (BlockStore.stored_vectors),
     since densifying sparse rows checks nothing more and may take gigabytes where the rows of a
     fixed-size type are wide; other columns in read()'s form."""
     if isinstance(col.type, T.Vector):
-        return col._file.store.stored_vectors(col.blocks, b0, b1)
+        return store.stored_vectors(col.blocks, b0, b1)
     values = col.read_blocks(b0, b1)
     r0 = col.block_rows(b0)[0]
     return [values[a - r0:z - r0] for a, z in map(col.block_rows, range(b0, b1))]

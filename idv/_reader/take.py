@@ -23,7 +23,7 @@ from idv._values import vectors
 from idv import types as T
 from idv._store.block_runs import fixed_width, out_shape
 from idv._scan import filters
-from idv._scan.scan import AHEAD, WINDOW_BYTES, NumpyColumn, TextColumn, scan
+from idv._scan.scan import AHEAD, WINDOW_BYTES, scan
 
 # windows decoded ahead of the one gathered from: the blocks a take hits are rarely adjacent,
 # so its windows are small, and more of them in flight keep the threads busy; each window is
@@ -146,8 +146,8 @@ def _take_scanned(f, cols, rows):
     keep = np.zeros((f.num_rows - 1) // rpb + 1, bool)
     keep[ordered // rpb] = True
     pieces = [[] for _ in cols]
-    for batch in scan(f, cols, _reader, block_filter=lambda _part, _file: keep, batch_rows=None,
-                      window_bytes=TAKE_WINDOW_BYTES, ahead=TAKE_AHEAD):
+    for batch in scan(f, cols, filters.bytes_reader, block_filter=lambda _part, _file: keep,
+                      batch_rows=None, window_bytes=TAKE_WINDOW_BYTES, ahead=TAKE_AHEAD):
         lo, hi = np.searchsorted(ordered, [batch.start, batch.stop])
         local = ordered[lo:hi] - batch.start
         for k, value in enumerate(batch.values):
@@ -158,12 +158,6 @@ def _take_scanned(f, cols, rows):
         joined = parts[0] if len(parts) == 1 else vectors.concat_reads(parts)
         out[c.index] = joined if restore is None else joined[restore]
     return out
-
-
-def _reader(col):
-    """A scan's reader of `col`: Text as its blocks' bytes (str made for the rows taken), other
-    columns in read()'s forms."""
-    return TextColumn(col) if col.type is T.Text else NumpyColumn(col)
 
 
 def take_kept(f, rows, cols) -> list:

@@ -310,6 +310,13 @@ def take(value, rows):
     return value[rows]
 
 
+def bytes_reader(col):
+    """A scan's reader of `col` for rows picked from its blocks (a filter's matches, a take's
+    rows): Text as its blocks' UTF-8 bytes, tested and taken on them (take(): str made for the
+    rows kept alone), other columns in read()'s forms."""
+    return TextColumn(col) if col.type is T.Text else NumpyColumn(col)
+
+
 def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, **how):
     """(batch, positions, values) of the rows of `source` (an IdvFile or a Dataset) that
     match `filter_`, in row order: `positions` (int64) of the matching rows among the scan
@@ -327,8 +334,6 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
     def keep(part, f):
         mask = bound.block_filter(part, f)
         return mask if blocks is None else mask & np.asarray(blocks(part, f), bool)
-    def reader(col):        # Text as its bytes: tested on them, str made for the matches
-        return TextColumn(col) if col.type is T.Text else NumpyColumn(col)
     # numbers taken where they are tested (a step cuts the rows after): without the GIL
     stepless = rows is None or rows.step == 1
 
@@ -338,7 +343,7 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
         return with_tests(readers, where, division, takes={
             k: _take_numbers for n, k in where.items()
             if stepless and n in wanted and division.single and f[n].type is not T.Text})
-    for batch in scan(source, names, reader, block_filter=keep, batch_rows=batch_rows,
+    for batch in scan(source, names, bytes_reader, block_filter=keep, batch_rows=batch_rows,
                       rows=rows, wrap=wrap, **how):
         division = bound(batch_file(source, batch)).division()
         values = dict(zip(names, batch.values))
