@@ -419,6 +419,18 @@ cdef enum:
     SPARSE_NON_ASCII = 16       # fewer than 1 byte in 16
 
 
+cdef inline int _end_at(const uint8_t *bounds, Py_ssize_t i, int32_t prev,
+                        int32_t *end) noexcept nogil:
+    """Entry i's UTF-16 end boundary into *end (the legacy NA bit cleared: reference section
+    4.3); TEXT_BACKWARDS where it goes below `prev`, the entry before's, or an NA entry's is
+    not that one."""
+    cdef int32_t b = _i32(bounds + 4 * i)
+    end[0] = b & 0x7FFFFFFF
+    if (b >= 0 and end[0] < prev) or (b < 0 and end[0] != prev):
+        return TEXT_BACKWARDS
+    return TEXT_OK
+
+
 cdef int _text_ends(const uint8_t *bounds, Py_ssize_t n, const uint8_t *data, Py_ssize_t nbytes,
                     uint8_t *out, Py_ssize_t *where) noexcept nogil:
     """Map the n UTF-16 end boundaries at `bounds` to byte ends in the UTF-8 `data` (as
@@ -449,16 +461,14 @@ cdef int _text_ends_walk(const uint8_t *bounds, Py_ssize_t n, const uint8_t *dat
     rules of reference section 4.3 as it goes. Returns TEXT_OK or why it stopped; `where` gets
     the entry (for TEXT_EXTRA: the bytes beyond the last boundary)."""
     cdef Py_ssize_t i, bpos = 0, k, ascii_to, take
-    cdef int32_t b, bm, prev = 0
+    cdef int32_t bm, prev = 0
     cdef int64_t units = 0
     cdef int lead, clen, cunits, second
     ascii_to = next_non_ascii(data, 0, nbytes)      # data[bpos:ascii_to] is ASCII
     if ascii_to == nbytes:
         # every byte one UTF-16 unit: the boundaries are the byte ends
         for i in range(n):
-            b = _i32(bounds + 4 * i)
-            bm = b & 0x7FFFFFFF
-            if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
+            if _end_at(bounds, i, prev, &bm) != TEXT_OK:
                 where[0] = i
                 return TEXT_BACKWARDS
             if bm > nbytes:
@@ -471,10 +481,8 @@ cdef int _text_ends_walk(const uint8_t *bounds, Py_ssize_t n, const uint8_t *dat
             return TEXT_EXTRA
         return TEXT_OK
     for i in range(n):
-        b = _i32(bounds + 4 * i)
-        bm = b & 0x7FFFFFFF
         where[0] = i
-        if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
+        if _end_at(bounds, i, prev, &bm) != TEXT_OK:
             return TEXT_BACKWARDS
         prev = bm
         while units < bm:
@@ -532,7 +540,7 @@ cdef int _text_ends_words(const uint8_t *bounds, Py_ssize_t n, const uint8_t *da
     each byte's count of UTF-16 units (_unit_lanes) summed across the word's lanes; a boundary
     ends with the character whose lead is the first lane where the sum reaches it."""
     cdef Py_ssize_t i, k, end = 0, wpos = 0, valid_to
-    cdef int32_t b, bm, prev = 0
+    cdef int32_t bm, prev = 0
     cdef int64_t wunits = 0, need
     cdef uint64_t sums = 0, hit
     cdef uint8_t lead
@@ -540,10 +548,8 @@ cdef int _text_ends_words(const uint8_t *bounds, Py_ssize_t n, const uint8_t *da
     valid_to = _utf8_valid_to(data, next_non_ascii(data, 0, nbytes), nbytes)
     sums = _running_units(data, valid_to)
     for i in range(n):
-        b = _i32(bounds + 4 * i)
-        bm = b & 0x7FFFFFFF
         where[0] = i
-        if (b >= 0 and bm < prev) or (b < 0 and bm != prev):
+        if _end_at(bounds, i, prev, &bm) != TEXT_OK:
             return TEXT_BACKWARDS
         if bm != prev:
             need = bm - wunits
