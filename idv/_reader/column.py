@@ -16,7 +16,7 @@ import numpy as np
 
 from idv import _codecs, _compression, _docs, _lookup, _toc, types as T
 from idv._resources import budget
-from idv._reader import selection
+from idv._reader import row_picks, selection
 from idv._values import vectors
 from idv._store.block_runs import check_block_sizes, decoded_size, text_rooms
 from idv._store.blocks import ColumnBlocks
@@ -300,8 +300,15 @@ class Column(ColumnAnnotations):
             i = int(key) + n if key < 0 else int(key)
             if not 0 <= i < n:
                 raise IndexError(f"row {key} out of range for {n} rows")
-            b = i // rpb
-            return vectors.detached(self._cached_block(b)[i - b * rpb])
+            if isinstance(self.type, T.Vector) and self.readable:    # not its block densified
+                return row_picks.row(self, i, self._stored_block)
+            return vectors.detached(self._cached_block(i // rpb)[i % rpb])
+        if isinstance(self.type, T.Vector) and not (    # a few rows of wide blocks: not
+                isinstance(key, slice) and abs(key.step or 1) <= 2   # densified (a long run
+                and selection.count(key, n) >= 2 * rpb):             # of rows: whole blocks)
+            rows = selection.row_numbers(key, n)
+            if row_picks.picks_few(self, rows):
+                return row_picks.picked_vectors(self, rows, self._stored_block)
         run = selection.slice_run(key, n, rpb) if isinstance(key, slice) else None
         if run is not None:      # a slice over every block of a run: the run, then a view
             (b0, b1), local = run
@@ -309,36 +316,20 @@ class Column(ColumnAnnotations):
                 return self.read_blocks(0, 0)
             part = self.read_blocks(b0, b1)
             return vectors.detached(part[local], part)
-        rows = selection.row_numbers(key, n)
-        if len(rows) == 0:
-            return self.read_blocks(0, 0)
-        blocks = np.unique(rows // rpb)
-        cached = len(blocks) <= _CACHED_SELECTION_BLOCKS    # a few blocks: each once, cached;
-        runs = blocks[:, None] if cached else np.split(    # many: runs of consecutive blocks
-            blocks, np.flatnonzero(np.diff(blocks) != 1) + 1)   # decoded together, the rest not
-        held = (len(blocks) - 1) * rpb + min(rpb, n - int(blocks[-1]) * rpb)   # rows decoded
-        size = decoded_size(self.codec, int(self.lookup["raw"][blocks].sum(dtype=np.int64)), held)
-        self.need(budget.picked_bytes(size, held, len(rows), len(runs) > 1),  # before decoding
-                  lambda: f"reading {len(rows)} rows of column {self.index} {self.name!r}")
-        parts = [self._cached_block(int(r[0])) if cached else
-                 self.read_blocks(int(r[0]), int(r[-1]) + 1) for r in runs]
-        firsts = np.array([int(r[0]) * rpb for r in runs])
-        if len(parts) == 1:
-            whole, local = parts[0], rows - firsts[0]
-        else:
-            whole = vectors.concat_reads(parts)
-            starts = np.cumsum([0] + [vectors.num_rows_of(p) for p in parts[:-1]])
-            run_of_row = np.searchsorted(firsts, rows, side="right") - 1
-            local = rows - firsts[run_of_row] + starts[run_of_row]
-        return whole[local]
+        return row_picks.picked(self, selection.row_numbers(key, n), self._cached_block)
 
     def _cached_block(self, b):
         """Block `b` in read()'s form, through the file's cache of decoded blocks."""
         return self._file.store.cache.get((self.index, b), lambda: self.read_blocks(b, b + 1),
                                           int(self.lookup["raw"][b]))
 
+    def _stored_block(self, b):
+        """Block `b` of a vector column as stored (row_picks.Stored), through the same cache."""
+        return self._file.store.cache.get((self.index, b, "stored"), lambda: row_picks.Stored(
+            self.read_blocks(b, b + 1, stored=True)[0], self.type), int(self.lookup["raw"][b]))
+
     @_docs.fill
-    def read_blocks(self, b0, b1, sparse=False, *, parallel=True, out=None):
+    def read_blocks(self, b0, b1, sparse=False, *, parallel=True, out=None, stored=False):
         """The rows of blocks [b0, b1) in read()'s form (read, slicing and iter_blocks use it;
         idv.verify decodes every block through it). A damaged block raises IdvFormatError
         with its ``block`` and ``offset``.
@@ -350,8 +341,14 @@ class Column(ColumnAnnotations):
         parallel, out
             False: decoded in the calling thread (for callers with threads of their own). An
             array of the rows' shape and dtype to decode scalars or dense vectors into.
+        stored
+            Vectors as their blocks store them: a VectorBlock each (sparse rows as their
+            indices and values), for rows picked from them. Package-internal.
         """
         try:
+            if stored:
+                self.check_readable()
+                return self._file.store.stored_vectors(self.blocks, b0, b1, parallel)
             return self._decode_blocks(b0, b1, sparse, parallel, out)
         except IdvFormatError as e:
             raise self._located(e)
@@ -495,6 +492,3 @@ class Column(ColumnAnnotations):
             return []
         return self._file.store.decode_text(self.blocks, b0, b1, parallel, dst)
 
-
-# A row selection over at most this many blocks goes through the cache of decoded blocks.
-_CACHED_SELECTION_BLOCKS = 64

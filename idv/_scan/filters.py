@@ -23,6 +23,7 @@ from idv.errors import IdvFormatError, warn
 from idv._scan.filter_tree import And, BlocksOnly, IsNull, Not, Or, columns_of, parse
 from idv._scan.scan import NumpyColumn, TextColumn, scan
 from idv._scan.tested import Tested, untested, with_tests
+from idv._scan.vector_rows import VectorColumn
 from idv._values.text_bytes import TextRows
 
 
@@ -313,8 +314,11 @@ def take(value, rows):
 def bytes_reader(col):
     """A scan's reader of `col` for rows picked from its blocks (a filter's matches, a take's
     rows): Text as its blocks' UTF-8 bytes, tested and taken on them (take(): str made for the
-    rows kept alone), other columns in read()'s forms."""
-    return TextColumn(col) if col.type is T.Text else NumpyColumn(col)
+    rows kept alone), vectors as their blocks store them (take(): only the rows kept made
+    dense), other columns in read()'s forms."""
+    if col.type is T.Text:
+        return TextColumn(col)
+    return VectorColumn(col) if isinstance(col.type, T.Vector) else NumpyColumn(col)
 
 
 def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, **how):

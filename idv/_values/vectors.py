@@ -308,6 +308,29 @@ def _positions(block):
     return rows, slots
 
 
+def block_rows(block, rows):
+    """Rows `rows` (int64 positions among its rows, any order, repeats) of a decoded VBuffer
+    block, as a block of those rows alone, stored as they were (a sparse row's indices and
+    values, a dense row's values): what picking a few rows densifies, not the whole block."""
+    from idv._codecs import VectorBlock
+    rows = np.asarray(rows, np.int64)
+    dense = block.counts < 0
+    stored = np.where(dense, block.lengths, block.counts).astype(np.int64)
+    sparse_counts = np.where(dense, 0, stored)
+    values = _spans(np.cumsum(stored) - stored, stored, rows)
+    indices = _spans(np.cumsum(sparse_counts) - sparse_counts, sparse_counts, rows)
+    return VectorBlock(block.lengths[rows], block.counts[rows], block.indices[indices],
+                       block.values[values])
+
+
+def _spans(starts, sizes, rows):
+    """The positions [starts[r], starts[r] + sizes[r]) of each of `rows` in turn."""
+    n = sizes[rows]
+    total = int(n.sum())
+    shift = np.repeat(starts[rows] - (np.cumsum(n) - n), n)
+    return shift + np.arange(total, dtype=np.int64)
+
+
 def flat_dense(block, item_type):
     """All rows densified and concatenated, and each row's length."""
     if block.all_dense:
