@@ -240,8 +240,9 @@ def test_wide_sparse_rows_are_a_memory_question_and_a_length_beyond_the_file_is_
         tmp_path):
     """Sparse rows of a fixed-size type densify to the size the type gives (100 rows of
     Vector<Single, 1000000>: 400 MB from a few KB): a dense read over the memory limit is a
-    MemoryLimitError, and idv.verify checks the rows as stored, without densifying them. Only
-    lengths a block gives (variable-size vectors) can be corrupt: 2^31-1 slots from 21 bytes."""
+    MemoryLimitError, while one row densifies alone (4 MB), and idv.verify checks the rows as
+    stored, without densifying them. Only lengths a block gives (variable-size vectors) can be
+    corrupt: 2^31-1 slots from 21 bytes."""
     sp = pytest.importorskip("scipy.sparse", reason="the sparse column is written from CSR")
     n, m = 100, 1_000_000
     X = sp.csr_matrix((np.ones(2 * n, np.float32),
@@ -250,7 +251,9 @@ def test_wide_sparse_rows_are_a_memory_question_and_a_length_beyond_the_file_is_
     idv.write(path, {"s": X})
     with idv.open(path, memory_limit=50_000_000) as f:
         with pytest.raises(idv.MemoryLimitError, match=r"column 0 's' rows 0-99 .*needs 400\.0 MB"):
-            f["s"][0]
+            f["s"].read()
+        row = f["s"][7]
+        assert row.shape == (m,) and np.flatnonzero(row).tolist() == [3, m - 1]
         assert f["s"].read(sparse=True).nnz == 2 * n
     report = idv.verify(path)
     assert report.ok and report.checked["blocks"] == 1, report
