@@ -124,3 +124,56 @@ def test_an_arrow_dataset_scanner_cuts_its_batches_to_fit(three):
     batches = list(scanner.to_batches())
     assert sum(b.num_rows for b in batches) == ROWS
     assert max(b.nbytes for b in batches) <= LIMIT // 2
+
+
+# ---------------------------------------------------------------------------- sparse vectors
+
+SPARSE_ROWS, SPARSE_SIZE = 2000, 10_000         # dense: 80 MB of float32
+
+
+@pytest.fixture(scope="module")
+def sparse_file(tmp_path_factory):
+    """(path, the matrix written): Vector<Single, 10000> at 1% non-zeros, some rows empty, in
+    blocks of 300 rows (the last one shorter)."""
+    sp = pytest.importorskip("scipy.sparse", reason="the sparse matrix is written from scipy")
+    m = sp.random(SPARSE_ROWS, SPARSE_SIZE, density=0.01, format="csr", dtype=np.float32,
+                  random_state=0)
+    m = sp.csr_matrix(m.multiply(np.arange(SPARSE_ROWS)[:, None] % 7 != 3))
+    path = tmp_path_factory.mktemp("sparse") / "sparse.idv"
+    idv.write(path, {"F": m}, rows_per_block=300)
+    return path, m
+
+
+def test_sparse_rows_read_dense_hold_the_matrix(sparse_file):
+    """Densified, every block's rows are the matrix's, zeros where nothing is stored."""
+    path, m = sparse_file
+    want = m.toarray()
+    with idv.open(path) as f:
+        assert f["F"].num_blocks > 1
+        assert np.array_equal(f["F"].read(), want)
+        assert np.array_equal(f.read(["F"], rows=slice(250, 1250))["F"], want[250:1250])
+    assert np.array_equal(idv.read(path)["F"], want)
+
+
+def test_sparse_rows_read_dense_peak_near_the_output(sparse_file):
+    """A dense read of sparse rows densifies each block straight into the array it returns:
+    the process grows by that array and the blocks' small pieces, not by a dense copy of
+    them besides."""
+    path, _ = sparse_file
+    from limited import run_limited
+    got = run_limited("""
+        def rss():
+            with open("/proc/self/status") as status:
+                line = next(x for x in status if x.startswith("VmRSS:"))
+            return int(line.split()[1]) * 1024
+        result["before"] = rss()
+        values = idv.read(path)["F"]
+        result["nbytes"] = values.nbytes
+        kept.append(values)
+    """, path, memory=2 << 30)
+    assert got["outcome"] == "ok", got
+    if got["peak_rss"] is None:
+        pytest.skip("the peak needs /proc/self/status")
+    assert got["nbytes"] == SPARSE_ROWS * SPARSE_SIZE * 4
+    grew = got["peak_rss"] - got["before"]
+    assert grew < 1.3 * got["nbytes"], f"grew {grew} bytes for {got['nbytes']}"

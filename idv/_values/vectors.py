@@ -335,25 +335,40 @@ def flat_dense(block, item_type):
     """All rows densified and concatenated, and each row's length."""
     if block.all_dense:
         return block.values, block.lengths
-    rows, slots = _positions(block)
-    starts = np.cumsum(block.lengths) - block.lengths
     out = np.empty(int(block.lengths.sum()), block.values.dtype)
-    out[...] = zero_item(item_type)
-    out[starts[rows] + slots] = block.values
+    _densify(block, item_type, out)
     return out, block.lengths
 
 
+def _densify(block, item_type, out):
+    """All rows of `block` densified into `out` (a flat array of exactly their items): the
+    item type's default where a sparse row stores nothing."""
+    if block.all_dense:
+        out[...] = block.values
+        return
+    rows, slots = _positions(block)
+    starts = np.cumsum(block.lengths) - block.lengths
+    out[...] = zero_item(item_type)
+    out[starts[rows] + slots] = block.values
+
+
 def to_dense(blocks, vtype, out=None):
-    """Fixed-size vectors: an (N, *dims) array (`out`, when given one of that shape)."""
-    flats = [flat_dense(b, vtype.item)[0] for b in blocks]
-    if out is not None:
-        if sum(len(f) for f in flats) != out.size:
-            raise ValueError(f"{out.shape[0]} rows of {vtype} hold {out.size} items, not "
-                             f"{sum(len(f) for f in flats)}")
-        np.concatenate(flats, out=out.reshape(-1))
-        return out
-    flat = flats[0] if len(flats) == 1 else np.concatenate(flats)
-    return flat.reshape((-1,) + vtype.dims)
+    """Fixed-size vectors: an (N, *dims) array (`out`, when given one of that shape), each
+    block densified straight into it: no dense copy of a block besides."""
+    blocks = list(blocks)
+    sizes = [int(b.lengths.sum()) for b in blocks]
+    if out is None:
+        if len(blocks) == 1 and blocks[0].all_dense:
+            return blocks[0].values.reshape((-1,) + vtype.dims)
+        out = np.empty((sum(len(b) for b in blocks),) + vtype.dims, blocks[0].values.dtype)
+    elif sum(sizes) != out.size:
+        raise ValueError(f"{out.shape[0]} rows of {vtype} hold {out.size} items, not "
+                         f"{sum(sizes)}")
+    flat, at = out.reshape(-1), 0
+    for b, n in zip(blocks, sizes):
+        _densify(b, vtype.item, flat[at:at + n])
+        at += n
+    return out
 
 
 def to_ragged(blocks, vtype):
@@ -399,7 +414,8 @@ def empty(vtype, sparse=False):
 def assembled_bytes(blocks, vtype, sparse=False):
     """What assemble() allocates beyond the decoded blocks (which the reader holds and counts
     already), temporaries included: each stored item's row and slot (int64) where rows are
-    sparse, the CSR arrays joined (values, indices, row pointers); or each sparse block's dense
+    sparse, the CSR arrays joined (values, indices, row pointers); or the one array fixed-size
+    rows are densified into (but a lone dense block's values); or each sparse block's dense
     rows, the rows of several blocks joined, and a Ragged's lengths and offsets."""
     itemsize = vtype.item.dtype.itemsize
     rows = sum(len(b) for b in blocks)
@@ -408,11 +424,15 @@ def assembled_bytes(blocks, vtype, sparse=False):
         stored = sum(len(b.values) for b in blocks)
         return stored * (16 + (itemsize + 12 if joined else 4)) + 16 * (rows + 1)
     items = sum(int(b.lengths.sum()) for b in blocks)
+    if vtype.is_fixed:          # to_dense: one array, each sparse block densified into it
+        sparse_blocks = [b for b in blocks if not b.all_dense]
+        return (items * itemsize if joined or sparse_blocks else 0) + \
+            16 * sum(len(b.values) for b in sparse_blocks)
     nbytes = items * itemsize if joined else 0
     for b in blocks:
         if not b.all_dense:
             nbytes += int(b.lengths.sum()) * itemsize + 16 * len(b.values)
-    return nbytes + (0 if vtype.is_fixed else 16 * (rows + 1))
+    return nbytes + 16 * (rows + 1)
 
 
 def assemble(blocks, vtype, sparse=False, out=None):
