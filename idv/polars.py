@@ -66,12 +66,13 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     schema = arrow.arrow_schema(ds, names, datetime=unit)
     types = {n: ds.schema[n].type for n in names}
     floored = engine_filters.floored(types, unit, safe)
+    labels = engine_filters.label_columns(schema)
     pl_schema = _polars_schema(pl, schema)
     pa = arrow.import_pyarrow()
 
     def io_source(with_columns, predicate, n_rows, batch_size):
         wanted = list(with_columns) if with_columns is not None else list(names)
-        node, exact, wanted = _pushed(predicate, types, wanted, floored)
+        node, exact, wanted = _pushed(predicate, types, wanted, floored, labels)
         # a select of the columns a frame has already would still cost a query
         narrow = with_columns is not None and list(with_columns) != wanted
         spare = 0 if budget.address_space_room() is None else POLARS_ROOM
@@ -129,14 +130,15 @@ def _frame(pl, pa, table, predicate, columns):
     return df.select(columns), table.select(list(columns)).nbytes
 
 
-def _pushed(predicate, types, wanted, floored=frozenset()):
+def _pushed(predicate, types, wanted, floored=frozenset(), labels=frozenset()):
     """(the filter idv applies, whether it is the whole predicate, the columns to read) for
     polars' `predicate` (None: none) over columns `wanted` (`types`: each column's;
-    `floored`: the time columns polars gets floored to microseconds)."""
+    `floored`: the time columns polars gets floored to microseconds; `labels`: the keys it
+    gets as Categoricals of their labels)."""
     if predicate is None:
         return None, False, wanted
     tree, exact = engine_filters.from_polars(
-        json.loads(predicate.meta.serialize(format="json")), types, floored)
+        json.loads(predicate.meta.serialize(format="json")), types, floored, labels)
     if exact or tree is None:
         return tree, exact, wanted
     # else polars tests the rows, on frames that hold the predicate's columns too; idv's part

@@ -914,3 +914,92 @@ def test_engines_compare_the_floored_times_they_are_given():
                         _same_answer(problems, where, x, want, got)
     run()
     assert not problems, "\n".join(problems[:10])
+
+
+# a key whose KeyValues label each key once (an Arrow dictionary, a polars Categorical), and
+# one whose KeyValues repeat a label (raw numbers to the engines)
+LABELLED = Table(8, {
+    "pet": Col("KEY", [1, 2, 3, 0, 3, 1, 2, 3], ["cat", "dog", ""], "U1"),
+    "animal": Col("KEY", [1, 2, 3, 0, 3, 1, 2, 0], ["cat", "dog", "cat"], "U4"),
+})
+
+
+def _engine_trees(p, types, labels, x, e):
+    """The trees idv takes (None where not whole) from pyarrow expression `x` and polars
+    expression `e` over the key labels `labels` (engine_filters.label_columns)."""
+    from idv._engines import engine_filters
+    tree, exact, _ = engine_filters.from_arrow(x, types, frozenset(), labels)
+    polars_tree, polars_exact = (None, False) if e is None else engine_filters.from_polars(
+        json.loads(e.meta.serialize(format="json")), types, frozenset(), labels)
+    return tree if exact else None, polars_tree if polars_exact else None
+
+
+def _labels_agree(problems, table, preds, files):
+    """Where idv takes a predicate whole from pyarrow or polars, its rows are the engine's
+    own over the Arrow table read (its dictionaries: missing keys null); `preds` given as the
+    reference's predicates or pyarrow expressions. The trees taken, by predicate."""
+    pl = pytest.importorskip("polars", reason="the polars comparison needs polars")
+    from idv._engines import engine_filters
+    kinds, taken = kinds_of(table), {}
+    for label, p, _ in files.each():
+        where = f"[{label}] {describe(table)}\n   "
+        arrow = idv.to_arrow(p)
+        memory = pl.from_arrow(arrow)
+        labels = engine_filters.label_columns(arrow.schema)
+        with idv.open(p) as f:
+            types = {c.name: c.type for c in f.schema}
+        for pred in preds:
+            x = pred if isinstance(pred, pc.Expression) else to_expression(pred, kinds)
+            e = None if isinstance(pred, pc.Expression) else to_polars(pred, kinds)
+            if x is None:
+                continue
+            tree, polars_tree = taken[str(pred)] = _engine_trees(p, types, labels, x, e)
+            for engine, t, want in [
+                    ("pyarrow", tree, lambda: arrow.filter(x)[ROW].to_pylist()),
+                    ("polars", polars_tree, lambda: memory.filter(e)[ROW].to_list())]:
+                if t is not None:
+                    got = _outcome(lambda: idv.read(p, [ROW], filter=t)[ROW].tolist())
+                    _same_answer(problems, f"{where} {engine}", pred, _outcome(want), got)
+    return taken
+
+
+def test_engines_compare_key_labels_as_idv_does():
+    """A key the engines see as its Text labels compared with a str (==, !=, in; a label that
+    is no key's; the missing key, null to them): the tree idv takes from a pyarrow or polars
+    expression keeps the engine's rows, with and without statistics, on random keys and
+    labels (KeyValues that repeat a label are raw numbers to the engines, and stay theirs)."""
+    problems = []
+
+    @_settings(10)
+    @given(case=files_and_predicates(("KEY", "I4")))
+    def run(case):
+        table, rows_per_block, preds = case
+        with written(table, rows_per_block) as files:
+            _labels_agree(problems, table, preds, files)
+    run()
+    assert not problems, "\n".join(problems[:10])
+
+
+def test_engines_key_labels_taken_whole():
+    """==, != (and in, from pyarrow) of a labelled key are taken whole from the engines (so
+    they test no row), DuckDB's ``IN`` too; where the engine's null would count (``not``, Arrow's
+    plain ``or``) or the KeyValues repeat a label, idv leaves the rows to the engine."""
+    import pyarrow as pa
+    pet, animal = pc.field("pet"), pc.field("animal")
+    preds = [cmp("pet", "==", "cat"), cmp("pet", "!=", "cat"), cmp("pet", "==", ""),
+             cmp("pet", "in", ["dog", ""]), cmp("pet", "==", "bird"),
+             cmp("pet", "!=", "bird"), ("and", [cmp("pet", "!=", "dog"), cmp("pet", "!=", "")])]
+    duck_in = pc.if_else(pet.is_valid(), pet.isin(["cat", "dog"]), pa.scalar(None, pa.bool_()))
+    plain_or = pc.Expression._call("or", [pet == "cat", pc.field(ROW) >= 3])   # not Kleene's
+    left = [~(pet == "cat"), ~pet.isin(["cat"]), ~duck_in, plain_or, animal == "cat",
+            cmp("animal", "!=", "cat")]
+    problems = []
+    with written(LABELLED, 3) as files:
+        taken = _labels_agree(problems, LABELLED, preds + [duck_in] + left, files)
+    assert not problems, "\n".join(problems)
+    for pred in preds:          # polars' is_in is a function idv does not read
+        arrow_tree, polars_tree = taken[str(pred)]
+        assert arrow_tree is not None and (polars_tree is not None or pred[2] == "in"), pred
+    assert taken[str(duck_in)][0] is not None
+    for pred in left:
+        assert all(t is None for t in taken[str(pred)]), pred

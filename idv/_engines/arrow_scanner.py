@@ -54,10 +54,12 @@ class IdvScanner:
         self._filter = filter_
         self._batch_size = batch_size
         self._rows = {}             # columns read -> rows of a batch (batch_rows), found once
-        # a time column read floored is compared on its floored values, as pyarrow would
+        # a time column read floored is compared on its floored values, as pyarrow would; a
+        # key read as its labels with a label
         self._tree, self._exact, need = (None, False, []) if filter_ is None else \
             engine_filters.from_arrow(filter_, owner._types, engine_filters.floored(
-                owner._types, owner._unit, owner._safe))
+                owner._types, owner._unit, owner._safe), engine_filters.label_columns(
+                owner.schema))
         self._need = ds.column_names if need is None else need    # the filter's columns
 
     @property

@@ -9,8 +9,12 @@ engine's meaning and idv's agree on every value the column can hold (`literal`):
 str, Booleans with bool, integers with integers the column's type holds, DateTime with whole
 ticks, and, where the engine compares IEEE floats as idv does, floats with floats. Whatever
 is not taken is handed back: the engine tests those rows by its own rules, and no block is
-skipped on their account. Keys (labels to the engines), DateTimeOffset (a struct), RowId and
-vectors are never taken. A time column read floored to microseconds (`floored`) holds other
+skipped on their account. A key the engine sees as its Text labels (a dictionary, a polars
+Categorical: `label_columns`) is taken compared with a str by ==, != and in, as idv's filters
+compare a key with a label, where the engine's null (the missing key 0) can change nothing:
+`!=` also leaves out the key 0, and a ``not``, or Arrow's plain (not Kleene) ``or``, over such
+a key is not taken. Other comparisons of keys, DateTimeOffset (a struct), RowId and vectors
+are never taken. A time column read floored to microseconds (`floored`) holds other
 values for the engine than the ticks stored: a comparison on it is taken as the comparison of
 the ticks that holds exactly where the engine's, on the floored values, does (`_on_floored`).
 """
@@ -35,13 +39,16 @@ _INTEGERS = (T.SByte, T.Byte, T.Int16, T.UInt16, T.Int32, T.UInt32, T.Int64, T.U
 # the policy: which literals idv takes from which engine
 # ---------------------------------------------------------------------------------------------
 
-def literal(engine, type_, op, value):
+def literal(engine, type_, op, value, labelled=False):
     """`value` as idv's filters take it in a comparison `op` with a column of idv type
-    `type_`, where `engine` (ARROW, POLARS, SPARK) means the same by it on every row; NO
-    where its meaning could differ (the engine then tests those rows itself)."""
+    `type_` (`labelled`: a key the engine sees as its Text labels), where `engine` (ARROW,
+    POLARS, SPARK) means the same by it on every row; NO where its meaning could differ (the
+    engine then tests those rows itself)."""
     if isinstance(type_, T.Vector):
         return NO
     item = T.item_type(type_)
+    if labelled and isinstance(item, T.Key):
+        return value if isinstance(value, str) and op in ("==", "!=") else NO
     if isinstance(value, (bool, np.bool_)):
         return bool(value) if item is T.Boolean else NO
     if item is T.Boolean:
@@ -57,6 +64,17 @@ def literal(engine, type_, op, value):
     if item is T.TimeSpan and engine == POLARS and isinstance(value, np.timedelta64):
         return value
     return NO
+
+
+def label_columns(schema):
+    """The columns of an engine's Arrow `schema` that hold keys as their Text labels (a
+    dictionary of strings: a key with usable KeyValues of Text), for from_arrow and
+    from_polars: the engine compares those with a str as idv compares a key with a label
+    (docs/filters.md); other keys it sees as raw numbers, and refuses a str."""
+    from idv._values.arrow_types import import_pyarrow, is_string_type
+    pa = import_pyarrow()
+    return frozenset(f.name for f in schema if pa.types.is_dictionary(f.type)
+                     and is_string_type(pa, f.type.value_type))
 
 
 def floored(types, unit, safe):
@@ -127,18 +145,36 @@ def _datetime(engine, value):
 # pyarrow (and DuckDB through it)
 # ---------------------------------------------------------------------------------------------
 
-def from_arrow(expression, types, floored=frozenset()):
+def from_arrow(expression, types, floored=frozenset(), labels=frozenset()):
     """(tree, exact, columns) for a pyarrow compute Expression over columns `types` (name ->
-    idv type; `floored`: the time columns read floored to microseconds): `tree` skips only
-    blocks in which no row can match by Arrow's rules (None: skip none), `exact` says it also
-    tests the rows as Arrow does, `columns` are the columns the expression needs (None:
-    unknown, read them all)."""
+    idv type; `floored`: the time columns read floored to microseconds; `labels`: the keys
+    read as their Text labels, label_columns): `tree` skips only blocks in which no row can
+    match by Arrow's rules (None: skip none), `exact` says it also tests the rows as Arrow
+    does, `columns` are the columns the expression needs (None: unknown, read them all)."""
     try:
         node = filter_tree.parse(expression)
     except (ValueError, TypeError, SyntaxError):
         return None, False, _arrow_columns(expression, types)
-    tree, exact = _arrow_tree(node, types, floored)
-    return tree, exact, filter_tree.columns_of(node)
+    columns = filter_tree.columns_of(node)
+    if labels and set(labels) & set(columns) and _plain_or(expression):
+        labels = frozenset()
+    tree, exact = _arrow_tree(node, types, floored, labels)
+    return tree, exact, columns
+
+
+def _plain_or(expression):
+    """Whether `expression` holds Arrow's plain ``or`` (``pc.or_``), null where either side
+    is (Kleene's, ``|`` and DuckDB's, is true where either side is): a missing key's
+    comparison is null to Arrow, false to idv's filters."""
+    from idv._values import arrow_expressions
+    todo = [arrow_expressions.tree(expression)]
+    while todo:
+        node = todo.pop()
+        if node[0] == "call":
+            if node[1] == "or":
+                return True
+            todo.extend(node[2])
+    return False
 
 
 def _arrow_columns(expression, types):
@@ -168,47 +204,53 @@ def _unknown(column, types):
                     f"(columns: {', '.join(types)})")
 
 
-def _arrow_tree(node, types, floored):
+def _arrow_tree(node, types, floored, labels):
     if isinstance(node, filter_tree.And):
-        got = [_arrow_tree(p, types, floored) for p in node.parts]
+        got = [_arrow_tree(p, types, floored, labels) for p in node.parts]
         kept = [t for t, _ in got if t is not None]
         tree = None if not kept else kept[0] if len(kept) == 1 else filter_tree.And(tuple(kept))
         return tree, all(e for _, e in got) and tree is not None
     if isinstance(node, filter_tree.Or):
-        got = [_arrow_tree(p, types, floored) for p in node.parts]
+        got = [_arrow_tree(p, types, floored, labels) for p in node.parts]
         if any(t is None for t, _ in got):
             return None, False
         return filter_tree.Or(tuple(t for t, _ in got)), all(e for _, e in got)
     if isinstance(node, filter_tree.Not):
-        tree, exact = _arrow_tree(node.part, types, floored)
+        if labels & set(filter_tree.columns_of(node.part)):
+            return None, False          # not (null) is null to Arrow, not true
+        tree, exact = _arrow_tree(node.part, types, floored, labels)
         return (None, False) if tree is None or not exact else (filter_tree.Not(tree), exact)
     if node.column not in types:
         raise _unknown(node.column, types)
     t = types[node.column]
     item = T.item_type(t)
     if isinstance(node, filter_tree.IsNull):
+        if node.column in labels:       # Arrow's null: the missing key, idv's isnull
+            return node, True
         if isinstance(t, T.Vector) or isinstance(item, T.Key) or \
                 item in (T.DateTimeOffset, T.RowId):
             return None, False
         if item in (T.Single, T.Double):        # Arrow: NaN is a value, not a null
             return (None, False) if node.negate else (node, False)
         return node, True
-    return _taken(ARROW, node, t, node.column in floored)
+    return _taken(ARROW, node, t, node.column in floored, node.column in labels)
 
 
-def _taken(engine, node, type_, floored=False):
+def _taken(engine, node, type_, floored=False, labelled=False):
     """(a tree of Cmp with idv's literals, True) for a comparison `engine` means as idv does
-    (on a column read `floored` to microseconds, as it does on the floored values), else
-    (None, False)."""
+    (on a column read `floored` to microseconds, as it does on the floored values; of a
+    `labelled` key, by its labels), else (None, False)."""
     if node.op in ("in", "not in"):
-        value = [literal(engine, type_, "==", v) for v in node.value]
+        value = [literal(engine, type_, "==", v, labelled) for v in node.value]
         if any(v is NO for v in value):
             return None, False
     else:
-        value = literal(engine, type_, node.op, node.value)
+        value = literal(engine, type_, node.op, node.value, labelled)
         if value is NO:
             return None, False
     taken = filter_tree.Cmp(node.column, node.op, value)
+    if labelled and node.op in ("!=", "not in"):       # the missing key: null, never true
+        return filter_tree.And((taken, filter_tree.Cmp(node.column, "!=", 0))), True
     return (_on_floored(taken, T.item_type(type_)) if floored else taken), True
 
 
@@ -220,9 +262,10 @@ _POLARS_OPS = {"Eq": "==", "NotEq": "!=", "Lt": "<", "LtEq": "<=", "Gt": ">", "G
 _UNITS = {"Nanoseconds": "ns", "Microseconds": "us", "Milliseconds": "ms"}
 
 
-def from_polars(node, types, floored=frozenset()):
+def from_polars(node, types, floored=frozenset(), labels=frozenset()):
     """(tree, exact) for a polars expression's JSON form (its ``meta.serialize``) over columns
-    `types` (`floored`: the time columns read floored to microseconds): `tree` skips only
+    `types` (`floored`: the time columns read floored to microseconds; `labels`: the keys read
+    as Categoricals of their Text labels, label_columns): `tree` skips only
     blocks in which no row can match by polars' rules (None where nothing of it is taken),
     `exact` says it also tests the rows as polars does (every part of it taken)."""
     if not isinstance(node, dict) or "BinaryExpr" not in node:
@@ -230,8 +273,8 @@ def from_polars(node, types, floored=frozenset()):
     b = node["BinaryExpr"]
     op = b["op"]
     if op in ("And", "LogicalAnd", "Or", "LogicalOr"):
-        got = [from_polars(b["left"], types, floored),
-               from_polars(b["right"], types, floored)]
+        got = [from_polars(b["left"], types, floored, labels),
+               from_polars(b["right"], types, floored, labels)]
         kept = [t for t, _ in got if t is not None]
         exact = len(kept) == 2 and all(e for _, e in got)
         if op in ("Or", "LogicalOr"):
@@ -248,7 +291,7 @@ def from_polars(node, types, floored=frozenset()):
     value = _polars_literal(right["Literal"])
     return (None, False) if value is NO else _taken(
         POLARS, filter_tree.Cmp(left["Column"], sym, value), types[left["Column"]],
-        left["Column"] in floored)
+        left["Column"] in floored, left["Column"] in labels)
 
 
 def _polars_literal(lit):
