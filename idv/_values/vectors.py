@@ -388,10 +388,10 @@ def to_csr(blocks, vtype):
     data, indices, counts = [], [], []
     width = vtype.size
     for b in blocks:
-        rows, slots = _positions(b)
         data.append(b.values)
-        indices.append(slots)
-        counts.append(np.bincount(rows, minlength=len(b)))
+        dense = b.counts < 0        # sparse rows alone: their slots as the block holds them
+        indices.append(_positions(b)[1] if dense.any() else b.indices)
+        counts.append(np.where(dense, b.lengths, b.counts))
         if len(b.lengths):
             width = max(width, int(b.lengths.max()))
     counts = np.concatenate(counts) if counts else np.zeros(0, np.int64)
