@@ -791,6 +791,7 @@ def test_remote_files_opened_ahead_keep_their_order_and_errors(monkeypatch):
         handed.append(f)
         return f
     monkeypatch.setattr(module, "idv_open", spy)
+    monkeypatch.setattr(module, "OPEN_AHEAD", 8)    # three rounds of opens in two-digit names
     fs = fsspec.filesystem("memory")
     root = "/idv-ahead-test"
     good = fixture(MIXED[0]).read_bytes()

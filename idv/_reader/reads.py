@@ -7,6 +7,7 @@ the order asked. A filter: each file's matching rows (idv._scan.filters). Times 
 unit ``datetime`` asks for, one unit for a column of every file (idv._reader.time_units). """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 
@@ -60,9 +61,8 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
         if not isinstance(rows, slice):       # row numbers: the result first, as take's
             _take.check_result(rows, source.num_rows, [c.type for c in cols] + [
                 read_source.constant_types(source)[k] for k in fixed], source.need)
-        values = _rows(source, keys, rows, lambda f, local: [
-            f[k].read_strings(local) if strings and T.item_type(f[k].type) is T.Text
-            else f[k][local] for k in keys], fixed)
+        values = _rows(source, keys, rows, lambda f, local: _read_rows(f, keys, local,
+                                                                      strings), fixed)
         strings = False
     else:
         values = whole_read.read(source, keys, 0, len(source.files), whole_read.Form(
@@ -106,6 +106,28 @@ def _matching(source, names, fixed, filter_):
     return values + read_source.joined_constants(source, fixed, counts)
 
 
+# at most this many rows of a slice are given to a remote file's prefetch as row numbers (8
+# bytes each, counted by its memory check); the columns of a longer slice fetch their blocks
+# each in one concurrent round
+PREFETCH_ROWS = 1 << 16
+
+
+def _read_rows(f, keys, local, strings):
+    """Rows `local` of columns `keys` of file `f` (read()'s forms; Text as StringDType where
+    `strings`), the blocks of every column fetched together first (IdvFile.prefetch: a remote
+    file's in one round of coalesced requests, not a round per column)."""
+    cols = [f[k] for k in keys]
+    try:
+        hit = None if isinstance(local, slice) and selection.count(
+            local, f.num_rows) > PREFETCH_ROWS else selection.row_numbers(local, f.num_rows)
+    except (TypeError, IndexError):     # the columns' reads say what is wrong with them
+        hit = None
+    with f.prefetch(cols, rows=hit) if hit is not None and len(hit) and cols \
+            else contextlib.nullcontext():
+        return [c.read_strings(local) if strings and T.item_type(c.type) is T.Text
+                else c[local] for c in cols]
+
+
 def _rows(source, keys, rows, read_rows, fixed=()):
     """Rows `rows` of columns `keys` (a value each), each file's share read by
     ``read_rows(file, its rows)`` (a value per key), joined in the order asked, checked as a
@@ -135,7 +157,6 @@ def _rows(source, keys, rows, read_rows, fixed=()):
         v = got[0][j] if len(got) == 1 else vectors.concat_reads([g[j] for g in got])
         out.append(v if restore is None else v[restore])
     return out
-
 
 
 def take(source, indices, columns=None, datetime="100ns") -> dict:

@@ -1,10 +1,10 @@
 """Remote .idv files through fsspec: ``s3://``, ``gs://``, ``az://``, ``https://``,
 ``memory://`` URLs, or a path inside an fsspec filesystem object.
 
-A remote file is read by byte range, never whole. Opening fetches the file's size, then in one
-round of concurrent requests the header and the last 1/512 of the file (4 to 64 KiB, see
-``tail_guess``: where ML.NET puts the table of contents, and usually the lookup tables and
-metadata tables before it); whatever tables that missed come in one more batch. After that
+A remote file is read by byte range, never whole. Opening fetches the file's size, then the
+header and the last 1/512 of the file (4 to 64 KiB, ``tail_guess``: the table of contents, and
+usually the lookup and metadata tables before it) in one round; over HTTP the size comes with
+them (idv._storage.remote_first). The tables that missed come in one more batch. After that
 only the blocks a read asks for are fetched: ``read_ranges`` sorts the ranges, merges those
 that touch or nearly touch (a gap of at most ``HOLE_BYTES``, and never more than
 ``1/WASTE_DIVISOR`` of the bytes wanted), caps each request at ``MAX_REQUEST`` bytes and sends
@@ -38,17 +38,19 @@ from idv._resources import budget
 from idv._header import HEADER_SIZE
 from idv.errors import MissingDependencyError, RangeNotSupportedError, RemoteError
 from idv._storage import remote_process, remote_whole
-from idv._storage.remote_answers import (content_range, no_size, read_at_most, remote_error,
-                                         transient)
+from idv._storage import remote_first
+from idv._storage.remote_answers import no_size, ranged_body, remote_error, transient
 from idv._storage.remote_version import Version
 
 DEFAULT_TIMEOUT = 60.0      # seconds one request may take (a range is at most MAX_REQUEST)
 TAIL_GUESS = (4 << 10, 64 << 10)   # bytes read from the end at open: 1/512 of the file, within
 TAIL_FRACTION = 512                # these bounds (see tail_guess)
-HOLE_BYTES = 8 << 10        # ranges this close are fetched as one ...
+HOLE_BYTES = 8 << 10        # ranges this close are fetched as one (docs/remote.md) ...
 WASTE_DIVISOR = 16          # ... while the gaps fetched stay under 1/16 of the bytes wanted
 MAX_REQUEST = 8 << 20       # bytes per request at most (larger runs are split, fetched at once)
-CONCURRENCY = 16            # requests in flight per read_ranges call
+# requests in flight per read_ranges call (a column's read is a request per block): at 30 ms
+# a request, 123 blocks took 380 ms at 16, 190 at 64 (docs/remote.md; aiohttp's pool: 100)
+CONCURRENCY = 64
 RETRIES = 3                 # transient failures retried per request ...
 BACKOFF = 0.2               # ... after this many seconds, doubled each time
 _INSTALL = "pip install 'idv[remote]'"
@@ -113,7 +115,7 @@ def deadline(timeout):
 
 def _ranged(fs, path, url, timeout, idv=True, memory_limit=None):
     """RemoteSource(...) opened, or the file fetched whole for a server that ignores Range."""
-    src = RemoteSource(fs, path, url, timeout)
+    src = RemoteSource(fs, path, url, timeout, first=True)
     try:
         src.open_round(idv)
         return src
@@ -207,7 +209,7 @@ def tail_guess(size):
     In ML.NET's files these take about 0.1% of the file (43 KB of the 43 MB 2M x 11 numeric
     file, 8192 rows per block); 1/512 of the file, at least 4 KiB and at most 64 KiB, usually
     holds them all, and what it misses takes one more round of requests. What it reads beyond
-    them (blocks) is the open's only waste: under 1/512 of the file, 64 KiB at most."""
+    them is the open's only waste: 64 KiB at most (over HTTP that, asked before the size)."""
     lo, hi = TAIL_GUESS
     return min(max(size // TAIL_FRACTION, lo), hi)
 
@@ -261,8 +263,9 @@ class RemoteSource:
 
     buffer = None
 
-    def __init__(self, fs, path, url, timeout=DEFAULT_TIMEOUT):
-        """The file's size and version (then open_round reads its header and tail)."""
+    def __init__(self, fs, path, url, timeout=DEFAULT_TIMEOUT, first=False):
+        """The file's size and version, then open_round reads its header and tail; over HTTP
+        with `first`, all three from one round of two GETs (idv._storage.remote_first)."""
         self._fs = fs
         self._path = path
         self.name = url
@@ -273,11 +276,15 @@ class RemoteSource:
         self._async = bool(getattr(fs, "async_impl", False))
         self._held = []                  # (start, bytes) fetched at open, kept for the tables
         self.memory_limit = None         # bytes one fetch may bring at most (None: no limit)
-        info = self.call((lambda: self._fs._info(path)) if self._async else None,
-                         lambda: fs.info(path), "asking for the file's size")
+        self.http_url = fs.encode_url(path) if _is_http(fs) else None
+        self.version = Version(url, {}, None, False, False)      # none pinned before an answer
+        self.refused = None              # the error of a server that ignores Range
+        info = first and self.http_url is not None and remote_first.info(
+            self, HEADER_SIZE + 8, TAIL_GUESS[1]) or self.call(
+            (lambda: self._fs._info(path)) if self._async else None, lambda: fs.info(path),
+            "asking for the file's size")
         if info.get("type") == "directory":
             raise IsADirectoryError(f"{url} is a directory, not an .idv file")
-        self.http_url = fs.encode_url(path) if _is_http(fs) else None
         size = self.size_announced = None if info.get("size") is None else int(info["size"])
         self.version = Version(url, info, size, self.http_url is not None,
                                getattr(fs, "version_aware", False))
@@ -291,15 +298,22 @@ class RemoteSource:
         .idv (other formats refused), or with `idv` False any file (a zip)."""
         size = self.size_announced
         head_n = min(size, HEADER_SIZE + 8)
-        tail = max(head_n, size - tail_guess(size))
-        runs = [(0, head_n)] + ([(tail, size)] if tail < size else [])
-        self._held = list(zip((s for s, _ in runs), self._fetch(runs)))
-        if self.http_url is not None and tail > head_n:    # more to read than this round
+        if self.refused is not None:
+            raise self.refused
+        if not self._held:          # else the first round fetched them
+            tail = max(head_n, size - tail_guess(size))
+            runs = [(0, head_n)] + ([(tail, size)] if tail < size else [])
+            self.hold(zip((s for s, _ in runs), self._fetch(runs)))
+        if self.http_url is not None and self._held[-1][0] > head_n:   # more to read
             self.version.warn_unpinned()
         head = bytes(self._held[0][1][:12])
         self.base, self.size = local.prefixed_extent(head, size) if idv else (0, size)
         if idv:      # else the bytes of another kind (a zip of .idv streams)
             local.refuse_other_formats(head[:8], self.name, lambda: archive.ranged_file(self))
+
+    def hold(self, pieces):
+        """Keep these (start, bytes) of the container, for the views of them."""
+        self._held = list(pieces)
 
     def _no_size(self):
         """Why the server gave no size (idv._storage.remote_answers.no_size)."""
@@ -465,21 +479,7 @@ class RemoteSource:
         session, url, kwargs = await self.request_args({"Range": f"bytes={s}-{e - 1}"})
         async with session.get(url, **kwargs) as r:
             self.version.check(r.status, r.headers)
-            r.raise_for_status()
-            if r.status != 206:
-                raise ValueError("the server does not support range requests")
-            got = content_range(r.headers.get("Content-Range", ""))
-            total = self.size_announced
-            if got != (s, e, total):
-                shown = "none" if got is None else f"bytes {got[0]}-{got[1] - 1}/{got[2]}"
-                raise RemoteError(f"{self.name}: asked for bytes {s}-{e - 1} of "
-                                  f"{total}, the server answered with another range "
-                                  f"(Content-Range: {shown})", url=self.name)
-            length = r.headers.get("Content-Length")
-            if length is not None and int(length) > e - s:
-                raise RemoteError(f"{self.name}: asked for {e - s} bytes, the server "
-                                  f"announces {length}", url=self.name)
-            return await read_at_most(r.content, e - s + 1)
+            return await ranged_body(r, self.name, s, e, self.size_announced)
 
     def call(self, coro, fn, what, deadline=True):
         """fn() (sync filesystems) or await coro() (async ones: retried, within the deadline

@@ -24,6 +24,30 @@ async def read_at_most(stream, n):
     return b"".join(parts)
 
 
+async def ranged_body(r, url, s, e, total):
+    """The body of answer `r` to a GET of bytes [s, e) of the file at `url` (`total` bytes),
+    checked to be that range: its status 206, its Content-Range, its length."""
+    r.raise_for_status()
+    if r.status != 206:
+        raise ValueError("the server does not support range requests")
+    got = content_range(r.headers.get("Content-Range", ""))
+    if got != (s, e, total):
+        shown = "none" if got is None else f"bytes {got[0]}-{got[1] - 1}/{got[2]}"
+        raise RemoteError(f"{url}: asked for bytes {s}-{e - 1} of {total}, the server "
+                          f"answered with another range (Content-Range: {shown})", url=url)
+    length = r.headers.get("Content-Length")
+    if length is not None and int(length) > e - s:
+        raise RemoteError(f"{url}: asked for {e - s} bytes, the server announces {length}",
+                          url=url)
+    return await read_at_most(r.content, e - s + 1)
+
+
+def range_refused(url):
+    """The error of a server that answers a range request with the whole file."""
+    return RangeNotSupportedError(f"{url}: the server ignores HTTP Range requests (it sends "
+                                  f"the whole file)", url)
+
+
 def content_range(value):
     """(start, stop, total) of a Content-Range header 'bytes a-b/n' (None if not one)."""
     parts = value.replace("bytes", "", 1).strip().replace("/", "-").split("-")
@@ -76,8 +100,7 @@ def remote_error(exc, url, what, timeout):
         return RemoteError(f"{url}: {what} failed: the server redirects without end", url)
     cause = _connection_error(exc) or exc
     if "support range requests" in str(exc):
-        return RangeNotSupportedError(f"{url}: the server ignores HTTP Range requests (it "
-                                      f"sends the whole file)", url)
+        return range_refused(url)
     if "payload" in type(cause).__name__.lower():
         return RemoteError(f"{url}: {what}: the answer was truncated ({cause})", url)
     detail = f"HTTP {status}: " if status else ""
