@@ -134,6 +134,109 @@ def test_statistics_choose_without_decoding_a_block(tmp_path, monkeypatch):
         idv._interop.arrow.arrow_schema(f)
 
 
+def test_statistics_choose_for_a_whole_read_without_a_pass_over_its_values(tmp_path,
+                                                                           monkeypatch):
+    """A whole read has the values at hand, but the statistics still decide (no pass); only a
+    column they leave undecided (it needs microseconds: are ticks floored?) is summed up."""
+    from idv._values import ticks
+    p = tmp_path / "s.idv"
+    data = _columns(False)
+    idv.write(p, data, types={"dto": idv.DateTimeOffset})
+
+    def refuse(self, values):
+        raise AssertionError("the values were summed up to choose the unit")
+    monkeypatch.setattr(ticks.UnitChoice, "add", refuse)
+    table = idv.to_arrow(str(p))
+    assert _arrow_units(table.schema) == {"when": "ns", "span": "ns", "dto": "ns"}
+    assert table.column("when").to_numpy().tolist() == data["when"].tolist()
+    assert idv.read_pandas(p)["when"].to_numpy().tolist() == data["when"].tolist()
+    idv.write(p, _columns(True), types={"dto": idv.DateTimeOffset})     # year 1: microseconds
+    with pytest.raises(AssertionError, match="summed up"):
+        idv.to_arrow(str(p))
+    idv.write(p, data, types={"dto": idv.DateTimeOffset}, statistics=False)
+    with pytest.raises(AssertionError, match="summed up"):
+        idv.read_pandas(p)
+
+
+def _written_in(tmp_path, table):
+    """`table` written to an .idv and read back by idv.read_pandas, with pyarrow's own
+    conversion of the same table (the reference: what pd.read_parquet gives)."""
+    idv.write(tmp_path / "w.idv", table)
+    return idv.read_pandas(tmp_path / "w.idv"), table.to_pandas()
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_pandas_times_are_pyarrows_own_conversion(tmp_path, unit):
+    rng = np.random.default_rng(5)
+    counts = rng.integers(-10**17, 10**17, 2000) // {"s": 10**9, "ms": 10**6, "us": 10**3,
+                                                     "ns": 1}[unit]
+    if unit == "ns":
+        counts = counts // 100 * 100                    # whole .NET ticks
+    table = pa.table({
+        "paris": pa.array(counts, pa.timestamp(unit, tz="Europe/Paris")),
+        "utc": pa.array(counts, pa.timestamp(unit, tz="UTC")),
+        "plain": pa.array(counts, pa.timestamp(unit)),
+        "span": pa.array(counts, pa.duration(unit))})
+    got, ref = _written_in(tmp_path, table)
+    assert got.dtypes.to_dict() == ref.dtypes.to_dict()
+    assert str(got["paris"].dt.tz) == "Europe/Paris"
+    for name in table.column_names:
+        assert got[name].astype("int64").tolist() == counts.tolist(), name
+        assert got[name].equals(ref[name]), name
+
+
+def test_pandas_offsets_give_the_zone_of_the_values(tmp_path):
+    """DateTimeOffset written without a zone (a struct of UTC instants and offsets): one offset
+    is its fixed zone, several are UTC; the instants are the same either way."""
+    utc = np.datetime64("2024-01-01", "us") + np.arange(0, 3000, 7).astype("timedelta64[m]")
+    instants = pa.array(utc.view(np.int64), pa.timestamp("us", tz="UTC"))
+    for offsets, zone in ((np.full(len(utc), 150), dt.timezone(dt.timedelta(minutes=150))),
+                          (np.arange(len(utc)) % 3 * 60, dt.timezone.utc)):
+        dto = pa.StructArray.from_arrays(
+            [instants, pa.array(offsets.astype(np.int16))], ["utc", "offset_minutes"])
+        got, _ = _written_in(tmp_path, pa.table({"dto": dto}))
+        assert got["dto"].dt.tz.utcoffset(None) == zone.utcoffset(None)
+        assert got["dto"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy().astype(
+            "datetime64[us]").tolist() == utc.tolist()
+
+
+def test_pandas_refuses_a_value_its_written_unit_cannot_hold_naming_the_column(tmp_path):
+    """The type a column was written from comes back exactly or not at all, coarser (a
+    fraction of a second in seconds) or finer (a year nanoseconds cannot hold)."""
+    year1500 = np.array(["1500-01-01", "2024-01-01"], "datetime64[us]")
+    for values, source in ((year1500, "timestamp[ns]"),
+                           (year1500 + np.timedelta64(1, "ms"), "timestamp[s]")):
+        idv.write(tmp_path / "x.idv", {"X": values},
+                  metadata={"X": {"idv.SourceType": (idv.Text, source)}})
+        unit = source[10:-1]
+        with pytest.raises(ValueError, match=rf"column 'X': {unit}, the unit it was written in"):
+            idv.read_pandas(tmp_path / "x.idv")
+        assert idv.read_pandas(tmp_path / "x.idv", datetime="us")["X"].tolist() == \
+            [pd.Timestamp(v) for v in values.tolist()]
+
+
+def test_ticks_convert_from_a_field_of_structured_values():
+    """ticks_to_unit and rescaled take views (a DateTimeOffset's UTC field) as they are."""
+    from idv._values import ticks
+    rows = np.zeros(4, [("utc", "i8"), ("offset_minutes", "i2")])
+    rows["utc"] = [0, 10, -20, 12340]
+    assert ticks.ticks_to_unit(rows["utc"], "ns", True, str, "DateTime").tolist() == \
+        [0, 1000, -2000, 1234000]
+    assert ticks.ticks_to_unit(rows["utc"], "us", True, str, "DateTime").tolist() == \
+        [0, 1, -2, 1234]
+    rows["utc"][1] = -15                                  # floors: -1.5 us is -2 us
+    assert ticks.ticks_to_unit(rows["utc"], "us", False, str, "DateTime").tolist() == \
+        [0, -2, -2, 1234]
+    with pytest.raises(ValueError, match="row 1.*sub-microsecond"):
+        ticks.ticks_to_unit(rows["utc"], "us", True, lambda i: f"row {i}", "DateTime")
+    assert ticks.ticks_to_unit(np.array([-2**63]), "us", False, str, "TimeSpan").tolist() == \
+        [-((2**63 - 1) // 10)]              # clamped: the least microsecond int64 ticks hold
+    assert ticks.rescaled(np.array([3000, -6000]), "us", "ms").tolist() == [3, -6]
+    assert ticks.rescaled(np.array([3000, -6001]), "us", "ms") is None
+    assert ticks.rescaled(np.array([-3]), "s", "ns").tolist() == [-3 * 10**9]
+    assert ticks.rescaled(np.array([2**62]), "us", "ns") is None
+
+
 # ---- the type a column was written from ----------------------------------------------------
 
 def _arrow_source():

@@ -35,7 +35,7 @@ from idv._reader.selection import file_columns
 from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,
                                   slot_labels, usable_key_values, warn_kept_wide)
 from idv.errors import Where, require
-from idv._values.vectors import Ragged
+from idv._values.vectors import Ragged, object_array
 
 __all__ = ["to_pandas", "read_pandas", "MAX_EXPAND_SLOTS", "SCHEMA_ATTR"]
 
@@ -59,57 +59,6 @@ class _Ctx:
         """The context of a vector's slot `j`: its own zone where each slot has one."""
         return self if not isinstance(self.zone, tuple) else _Ctx(
             self.pd, self.name, self.mode, self.safe, self.source, self.zone[j], self.path)
-
-
-# the times pandas holds: item type -> numpy kind (datetime64 'M', timedelta64 'm')
-_TIME_KINDS = {T.DateTime: "M", T.TimeSpan: "m"}
-
-
-def _times(ctx, item, values, describe):
-    """DateTime / TimeSpan values (any shape) in the unit `ctx.mode` picks, or int64 ticks."""
-    v = np.ascontiguousarray(values).view(np.int64)
-    mode, safe = ticks.unit_of(ctx.mode, ctx.name, ctx.safe)
-    if mode == "ticks":
-        return ticks.net_ticks(values) if item is T.DateTime else v.copy()
-    unit, safe = ticks.unit_for(v, mode, f"column {ctx.name!r}", item.name, safe)
-    out = ticks.ticks_to_unit(v.reshape(-1), unit, safe, describe, item.name)
-    return ticks.counts_as(out.reshape(v.shape), _TIME_KINDS[item], unit)
-
-
-def _time_series(ctx, t, values, describe):
-    return _as_written(ctx, ctx.pd.Series(_times(ctx, t, values, describe)))
-
-
-def _as_written(ctx, s):
-    """A time Series in the unit (and zone) its column was written from (ctx.source), exactly
-    (a value that unit cannot hold raises); as it is without one."""
-    if ctx.source is None:
-        return s
-    kind, unit, tz = ctx.source
-    if kind == "date":
-        return s
-    name = "timedelta64" if kind == "duration" else "datetime64"
-    target = f"{name}[{unit}]" if tz is None else f"{name}[{unit}, UTC]"
-    out = s.astype(target)
-    if not (out.astype(s.dtype) == s).all():
-        raise ValueError(f"column {ctx.name!r}: {unit}, the unit it was written in, cannot "
-                         f"hold its values; read it with datetime='us' or 'ns' instead")
-    return out if tz is None else out.dt.tz_convert(tz)
-
-
-def _dto_series(ctx, t, values, describe):
-    pd = ctx.pd
-    utc = np.ascontiguousarray(values["utc"]).view(np.int64)
-    mode, safe = ticks.unit_of(ctx.mode, ctx.name, ctx.safe)
-    if mode == "ticks":
-        return pd.Series(ticks.net_ticks(values["utc"]))
-    unit, safe = ticks.unit_for(utc, mode, f"column {ctx.name!r}", "DateTimeOffset", safe)
-    inst = ticks.counts_as(ticks.ticks_to_unit(utc, unit, safe, describe, "DateTimeOffset"),
-                           "M", unit)
-    s = pd.Series(inst).dt.tz_localize("UTC")
-    if ctx.source is not None:
-        return _as_written(ctx, s)
-    return s.dt.tz_convert(ctx.zone or pandas_times.zone_of(values["offset_minutes"]))
 
 
 def _scalar_series(ctx, t, values, kv=None, describe=None):
@@ -139,33 +88,30 @@ def _rowid_series(ctx, t, values, describe):
 # of read()'s values does not do
 _SERIES = {
     T.Text: lambda ctx, t, values, describe: ctx.pd.Series(values, dtype="str"),
-    T.DateTime: _time_series, T.TimeSpan: _time_series,
-    T.DateTimeOffset: _dto_series,
+    T.DateTime: pandas_times.time_series, T.TimeSpan: pandas_times.time_series,
+    T.DateTimeOffset: pandas_times.dto_series,
     T.RowId: _rowid_series,
 }
 
 
-def _object_column(rows, n):
-    out = np.empty(n, object)
-    for i, r in enumerate(rows):
-        out[i] = r
-    return out
-
-
 def _vector_cells(ctx, t, values):
-    """Vector rows as an object array of numpy arrays; DateTime / TimeSpan items in the unit
-    the datetime mode picks, other items in read()'s forms."""
+    """Vector rows as an object array of numpy arrays (views of the values read); DateTime /
+    TimeSpan items in the unit the datetime mode picks, other items in read()'s forms. The
+    cells are made and stored in C (no Python call a row): a Ragged's by slicing its items."""
+    if not isinstance(values, (np.ndarray, Ragged)):      # lists of Text read into Arrow
+        return values.to_numpy()
     n = len(values)
-    time = t.item in _TIME_KINDS
+    time = t.item in pandas_times.TIME_KINDS
     if isinstance(values, Ragged):
         flat = values.values
         if time:
-            flat = _times(ctx, t.item, flat, ctx.describe(offsets=values.offsets))
-        rows = np.split(flat, values.offsets[1:-1]) if n else []
-        return _object_column(rows, n)
+            flat = pandas_times.times(ctx, t.item, flat, ctx.describe(offsets=values.offsets))
+        bounds = values.offsets.tolist()
+        rows = map(flat.__getitem__, map(slice, bounds[:-1], bounds[1:]))
+        return np.fromiter(rows, dtype=object, count=n)
     if time:
-        values = _times(ctx, t.item, values, ctx.describe(size=t.size))
-    return _object_column(list(values), n)
+        values = pandas_times.times(ctx, t.item, values, ctx.describe(size=t.size))
+    return object_array(values)
 
 
 def _column_pieces(ctx, col, values, vectors):
@@ -176,7 +122,8 @@ def _column_pieces(ctx, col, values, vectors):
         kv = usable_key_values(t, col)
         return [([col.name], _scalar_series(ctx, t, values, kv))]
     if not expands(t, vectors):
-        return [([col.name], pd.Series(_vector_cells(ctx, t, values), dtype=object))]
+        return [([col.name], pd.Series(_vector_cells(ctx, t, values), dtype=object,
+                                          copy=False))]
     names = slot_labels(col.name, t, col.annotation("SlotNames"))
     n = len(values)
     flat = values.reshape(n, t.size)
@@ -185,8 +132,8 @@ def _column_pieces(ctx, col, values, vectors):
     if (isinstance(item, T.Key) and kv is None) or item is T.Boolean \
             or (not isinstance(item, T.Key) and item.is_numeric):
         return [(names, pd.DataFrame(flat, columns=names, copy=False))]
-    if item in _TIME_KINDS:
-        flat = _times(ctx, item, flat, ctx.describe(size=t.size))
+    if item in pandas_times.TIME_KINDS:
+        flat = pandas_times.times(ctx, item, flat, ctx.describe(size=t.size))
         return [(names, pd.DataFrame(flat, columns=names, copy=False))]
     return [([nm], _scalar_series(ctx.slot(j), item, flat[:, j], kv,
                                   lambda i, j=j: f"column {col.name!r} row {i} item {j}"))
@@ -434,16 +381,20 @@ def _frame_of_parts(pd, src, columns, rows, how):
 
 
 def _arrow_text(col):
-    """Form.arrow of pandas: scalar Text straight from the blocks' UTF-8 into Arrow."""
-    return text_reader(col) if col.type is T.Text else None
+    """Form.arrow of pandas: scalar Text and variable-size vectors of Text straight from the
+    blocks' UTF-8 into Arrow (whose to_numpy makes the vectors' cells and strings in C)."""
+    t = col.type
+    lists = isinstance(t, T.Vector) and t.item is T.Text and not t.is_fixed
+    return text_reader(col) if t is T.Text or lists else None
 
 
 def _text_chunked(value):
-    """A whole read's value, its Text chunks (a list) as one Arrow ChunkedArray."""
+    """A whole read's value, its Text chunks (a list of Arrow arrays: strings, or lists of
+    them) as one Arrow ChunkedArray (no chunks: of no rows, either way)."""
     if not isinstance(value, list):
         return value
     pa = require("pyarrow", "Arrow-backed text", "idv[arrow]")
-    return pa.chunked_array(value, pa.string())
+    return pa.chunked_array(value, value[0].type if value else pa.string())
 
 
 def _joined(pd, pieces, own, n):

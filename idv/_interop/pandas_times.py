@@ -1,8 +1,10 @@
-"""The zone of a DateTimeOffset column in pandas (docs/interop.md): the one UTC offset of
-every row of the file or dataset when they all share it, else UTC; never that of the rows a
-read keeps. A read of every row has them (``zone_of``; a dataset's files read one by one:
-each file's, then ``concat``); a read of some (``rows=``, ``filter=``, Dask's partitions) is
-given ``dataset_zones``."""
+"""Times in pandas (docs/interop.md): the Series of DateTime, TimeSpan and DateTimeOffset
+columns, in the unit the read chose (idv._reader.time_units) or the type they were written
+from, made on the converted values as they are (no copy, no pass of pandas' own); and the
+zone of a DateTimeOffset column: the one UTC offset of every row of the file or dataset when
+they all share it, else UTC; never that of the rows a read keeps. A read of every row has them
+(``zone_of``; a dataset's files read one by one: each file's, then ``concat``); a read of some
+(``rows=``, ``filter=``, Dask's partitions) is given ``dataset_zones``."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -11,9 +13,65 @@ import numpy as np
 
 from idv import types as T
 from idv._reader import read_source
+from idv._values import ticks
 from idv._values.arrow_types import as_written, written_from
 
-__all__ = ["zone_of", "concat", "dataset_zones"]
+__all__ = ["zone_of", "concat", "dataset_zones", "TIME_KINDS", "times", "time_series",
+           "dto_series"]
+
+
+# the times pandas holds: item type -> numpy kind (datetime64 'M', timedelta64 'm')
+TIME_KINDS = {T.DateTime: "M", T.TimeSpan: "m"}
+
+
+def times(ctx, item, values, describe):
+    """DateTime / TimeSpan values (any shape) in the unit `ctx.mode` picks, or int64 ticks."""
+    v = np.ascontiguousarray(values).view(np.int64)
+    mode, safe = ticks.unit_of(ctx.mode, ctx.name, ctx.safe)
+    if mode == "ticks":
+        return ticks.net_ticks(values) if item is T.DateTime else v.copy()
+    unit, safe = ticks.unit_for(v, mode, f"column {ctx.name!r}", item.name, safe)
+    out = ticks.ticks_to_unit(v.reshape(-1), unit, safe, describe, item.name)
+    return ticks.counts_as(out.reshape(v.shape), TIME_KINDS[item], unit)
+
+
+def time_series(ctx, t, values, describe):
+    """The Series of a DateTime / TimeSpan column's 1-d `values` (read()'s form)."""
+    return _series(ctx, times(ctx, t, values, describe))
+
+
+def dto_series(ctx, t, values, describe):
+    """The tz-aware Series of a DateTimeOffset column's 1-d `values` (read()'s form): in the
+    zone it was written from (ctx.source), else ctx.zone, else that of its offsets."""
+    pd = ctx.pd
+    mode, safe = ticks.unit_of(ctx.mode, ctx.name, ctx.safe)
+    if mode == "ticks":
+        return pd.Series(ticks.net_ticks(values["utc"]))
+    utc = values["utc"].view(np.int64)           # a view of the field: no copy
+    unit, safe = ticks.unit_for(utc, mode, f"column {ctx.name!r}", "DateTimeOffset", safe)
+    inst = ticks.counts_as(ticks.ticks_to_unit(utc, unit, safe, describe, "DateTimeOffset"),
+                           "M", unit)
+    zone = None if ctx.source is not None else (
+        ctx.zone or zone_of(values["offset_minutes"]))
+    return _series(ctx, inst, zone)
+
+
+def _series(ctx, values, zone=None):
+    """The Series of 1-d datetime64 / timedelta64 `values` (UTC instants where `zone` is given),
+    in the unit (and zone) its column was written from (ctx.source), exactly (a value that
+    unit cannot hold raises); as they are without one."""
+    pd = ctx.pd
+    if ctx.source is not None and ctx.source[0] != "date":
+        _, unit, zone = ctx.source
+        counts = ticks.rescaled(values.view(np.int64), np.datetime_data(values.dtype)[0], unit)
+        if counts is None:
+            raise ValueError(f"column {ctx.name!r}: {unit}, the unit it was written in, cannot "
+                             f"hold its values; read it with datetime='us' or 'ns' instead")
+        values = ticks.counts_as(counts, values.dtype.kind, unit)
+    if zone is None:
+        return pd.Series(values, copy=False)
+    utc = pd.DatetimeTZDtype(np.datetime_data(values.dtype)[0], "UTC")     # integers: instants
+    return pd.Series(values.view(np.int64), dtype=utc, copy=False).dt.tz_convert(zone)
 
 
 def zone_of(offsets):

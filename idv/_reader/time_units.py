@@ -59,13 +59,14 @@ def _from_statistics(col, stats):
 
 def summary(col, file=None, values=None, exact=False):
     """What a column's values say about its unit (ticks.UnitChoice), found once per column:
-    from `values` when given (read()'s form of the whole column), else from `file`'s
-    statistics (bounds only, unless `exact`, which wants the count of sub-microsecond
-    ticks too), else by decoding the column's blocks."""
+    from `file`'s statistics (bounds only: not when `exact`, which wants the count of
+    sub-microsecond ticks too), else from `values` when given (read()'s form of the whole
+    column), else by decoding the column's blocks. The statistics come first even where the
+    values are at hand: they answer without a pass over them."""
     known = _found.get(col)
     if known is not None and (not exact or known[1]):
         return known[0]
-    if values is None and not exact and file is not None:
+    if not exact and file is not None:
         try:
             stats = file.statistics
         except IdvFormatError:

@@ -275,8 +275,7 @@ def _timespans_to_arrow(pa, flat, unit, safe, describe):
 
 
 def _dtos_to_arrow(pa, flat, unit, safe, describe):
-    utc = _datetimes_to_arrow(pa, np.ascontiguousarray(flat["utc"]), unit, safe, describe,
-                              "DateTimeOffset", "UTC")
+    utc = _datetimes_to_arrow(pa, flat["utc"], unit, safe, describe, "DateTimeOffset", "UTC")
     off = numbers_to_arrow(pa, np.asarray(flat["offset_minutes"], dtype=np.int16))
     return pa.StructArray.from_arrays([utc, off], names=["utc", "offset_minutes"])
 

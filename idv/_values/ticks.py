@@ -40,6 +40,14 @@ def _first(mask):
     return int(np.flatnonzero(mask)[0])
 
 
+def _inexact(v, f):
+    """(v // f, True where a value of int64 array `v` is no multiple of f): numpy divides by a
+    constant several times faster than it takes a remainder. (A product that wraps is still
+    unequal: the value it stands for was.)"""
+    whole = v // np.int64(f)
+    return whole, whole * np.int64(f) != v
+
+
 # ---------------------------------------------------------------------------------------------
 # numpy / Python values -> ticks (the writer)
 # ---------------------------------------------------------------------------------------------
@@ -274,7 +282,7 @@ class UnitChoice:
         if not len(v):
             return
         self.add_bounds(int(v.min()), int(v.max()))
-        rem = v % 10 != 0
+        rem = _inexact(v, 10)[1]
         n = int(np.count_nonzero(rem))
         if n and self.first_sub_us is None:
             self.first_sub_us = int(v[_first(rem)])
@@ -349,31 +357,49 @@ def ticks_to_unit(ticks100, unit, safe, describe, what, takes_safe=True):
     where it `takes_safe`, else (numpy's read) the other modes. `describe(i)` names flat
     position i for the message.
     """
-    v = np.ascontiguousarray(ticks100, dtype=np.int64)
+    v = np.asarray(ticks100, dtype=np.int64)      # a strided view (a field) is not copied
     if unit == "ns":
-        bad = (v < NS_MIN_100) | (v > NS_MAX_100)
-        if bad.any():
-            i = _first(bad)
+        if v.size and (v.min() < NS_MIN_100 or v.max() > NS_MAX_100):
+            i = _first((v < NS_MIN_100) | (v > NS_MAX_100))
             raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} is outside what "
                              f"nanoseconds in int64 can hold (years 1677-2262 for dates, "
                              f"+-292 years for durations); use datetime='us' or 'ticks'")
         return v * np.int64(100)
     if unit == "us":
-        rem = v % 10
+        floor, rem = _inexact(v, 10)
         if safe and rem.any():
             i = _first(rem)
-            floor = "pass safe=False to floor to microseconds" if takes_safe else \
+            how = "pass safe=False to floor to microseconds" if takes_safe else \
                 "use datetime='auto' (floors to microseconds, with a warning, where " \
                 "nanoseconds cannot hold the column), datetime='100ns' (exact, numpy's " \
                 "datetime64[100ns])"
             raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} has sub-microsecond "
-                             f"ticks that microseconds cannot hold; {floor}, datetime='ns' "
+                             f"ticks that microseconds cannot hold; {how}, datetime='ns' "
                              f"(exact for years 1677-2262) or datetime='ticks' (exact .NET "
                              f"ticks)")
         # floored, but never below the least microsecond whose ticks int64 holds:
         # TimeSpan.MinValue (-2^63 ticks) would floor one tick past it
-        return np.maximum(v // 10, np.int64(US_MIN))
+        return np.maximum(floor, np.int64(US_MIN))
     raise ValueError(f"unknown time unit {unit!r}")
+
+
+# nanoseconds per numpy unit that Arrow and pandas hold
+_NS_PER_UNIT = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
+def rescaled(counts, unit, target):
+    """int64 counts of `unit` ('s', 'ms', 'us' or 'ns') as counts of `target`, exactly: None
+    where `target` cannot hold one of them (a fraction of it, or beyond int64)."""
+    have, want = _NS_PER_UNIT[unit], _NS_PER_UNIT[target]
+    if want == have:
+        return counts
+    if want > have:
+        whole, rest = _inexact(counts, want // have)
+        return None if rest.any() else whole
+    f = have // want
+    if counts.size and (counts.min() < -(INT64_MAX // f) or counts.max() > INT64_MAX // f):
+        return None
+    return counts * np.int64(f)
 
 
 def counts_as(counts, kind, unit):
