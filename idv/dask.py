@@ -114,8 +114,8 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
     """A dask.dataframe.DataFrame of .idv files, its columns in idv.to_pandas' forms.
 
     Partitions are ranges of rows of whole blocks, so one large file gives many; the index is
-    the global row number and the divisions are known. Only the columns a computation uses
-    are decoded.
+    the global row number and the divisions are known, and so is ``len`` (without a
+    ``filter``): it reads nothing. Only the columns a computation uses are decoded.
 
     Parameters
     ----------
@@ -177,15 +177,24 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
                                                        - tasks[-1][1] - 1,)
         reader = _ReadPartition(ds.filesystem, dict(ds.open_kwargs), names, frame_columns,
                                 vectors, unit, safe, filter, zones)
-        import dask
-        # the columns keep idv.to_pandas's dtypes: dask's string conversion would turn the
-        # object columns of vectors (arrays) into their text
-        with dask.config.set({"dataframe.convert-string": False}):
-            return dd.from_map(reader, tasks, meta=meta, divisions=divisions,
-                               label="read-idv", enforce_metadata=False)
+        return _frame(dd, reader, tasks, meta, divisions)
     finally:
         if owned:
             ds.close()
+
+
+def _frame(dd, reader, tasks, meta, divisions):
+    """The DataFrame of the partitions `tasks` (file, start, stop, first row), their lengths
+    known to dask without reading where no filter drops rows."""
+    import dask
+    from idv._engines.dask_lengths import with_lengths
+    # the columns keep idv.to_pandas's dtypes: dask's string conversion would turn the
+    # object columns of vectors (arrays) into their text
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = dd.from_map(reader, tasks, meta=meta, divisions=divisions,
+                          label="read-idv", enforce_metadata=False)
+    lengths = None if reader.filter is not None else [t[2] - t[1] for t in tasks]
+    return with_lengths(ddf, lengths)
 
 
 def _read_rows(fs, open_kwargs, entry, column, start, stop):

@@ -518,3 +518,27 @@ def test_the_meta_and_its_columns_sources_come_from_one_frame(tmp_path, monkeypa
     assert got["V.c"].tolist() == data["V"][:, 2].tolist()
     assert got["c29"].tolist() == data["c29"].tolist()
     assert got["T"].tolist() == data["T"].tolist()
+
+
+def test_len_reads_no_partition_whose_rows_are_known(tmp_path, monkeypatch):
+    """Every partition's rows are known when the frame is planned: len, and what dask reduces
+    to len, open no file; the rows a filter keeps are counted by reading."""
+    for i, n in enumerate((50, 60, 70)):
+        idv.write(str(tmp_path / f"{i}.idv"), {"x": np.arange(n), "t": np.array(
+            [f"w{j}" for j in range(n)], object)}, rows_per_block=16)
+    ddf = idv.dask.read_idv(str(tmp_path), blocks_per_partition=1)
+    opened = []
+    open_listed = idv.dask.open_listed
+    monkeypatch.setattr(idv.dask, "open_listed", lambda *a: opened.append(a) or open_listed(*a))
+    import dask
+    with dask.config.set(scheduler="sync"):
+        assert [len(ddf), len(ddf["x"]), len(ddf[["t"]]), len(ddf.assign(y=ddf["x"] + 1)),
+                ddf.shape[0].compute(), len(ddf.set_index("x"))] == [50 + 60 + 70] * 6
+        assert opened == []
+        assert len(ddf[ddf["x"] >= 20]) == 30 + 40 + 50
+        assert len(opened) >= ddf.npartitions   # every partition (its index read apart too)
+        opened.clear()
+        kept = idv.dask.read_idv(str(tmp_path), blocks_per_partition=1, filter="x >= 20")
+        assert len(kept) == 30 + 40 + 50
+        assert len(opened) == kept.npartitions == 13 - 3     # block 0 of each file ruled out
+        assert ddf["x"].sum().compute() == sum(range(50)) + sum(range(60)) + sum(range(70))
