@@ -1,13 +1,14 @@
 """Apache Spark for .idv files: a Python data source named ``idv`` (``register(spark)``), for
 ``spark.read.format("idv").load(path)`` and ``df.write.format("idv").save(directory)``.
 
-Imported on use (``import idv.spark``); it needs ``pip install 'idv[spark]'`` (pyspark 4, and
-Java 17 or newer). Partitions are the scan's (idv._scan.scan.partitions): groups of whole blocks of
-a file, read by Spark's Python workers into Arrow record batches that go to the JVM as they are (no
-Python object per row). Spark's types have no unsigned integers, no fixed-size arrays and no
-dictionaries, so each ML.NET type is given its nearest Spark type (``spark_arrow_type``;
-docs/spark.md has the table) and the exact ML.NET type and annotations ride in each field's
-metadata (``idv.type``, ``idv.metadata``), from which the writer restores them. """
+Imported on use (``import idv.spark``); it needs ``pip install 'idv[spark]'`` (pyspark 4, and Java
+17 or newer). Partitions are the scan's (idv._scan.scan.partitions): groups of whole blocks of a
+file, those of small files packed into one task (_packed), read by Spark's Python workers into
+Arrow record batches that go to the JVM as they are (no Python object per row). Spark's types have
+no unsigned integers, no fixed-size arrays and no dictionaries, so each ML.NET type is given its
+nearest Spark type (``spark_arrow_type``; docs/spark.md has the table) and the exact ML.NET type
+and annotations ride in each field's metadata (``idv.type``, ``idv.metadata``), from which the
+writer restores them. """
 from __future__ import annotations
 
 import functools
@@ -16,6 +17,7 @@ import subprocess
 import sys
 
 from idv._engines import engine_filters
+from idv._resources import threads
 from idv._engines.reopen import listed, open_listed
 from idv._scan import filters, scan
 from idv._interop.arrow import arrow_schema, record_batch_reader
@@ -169,17 +171,41 @@ def _option_bool(options, key, default):
 # ---- reading -------------------------------------------------------------------------------
 
 class _Partition(sources.InputPartition):
-    """One scan partition and its file as listed when it was planned (idv._engines.reopen.Listed;
-    picklable, sent to a Python worker)."""
+    """Scan partitions read one after the other by one Spark task, each with its file as listed
+    when it was planned (idv._engines.reopen.Listed; picklable, sent to a Python worker)."""
 
 
-def _partitions(ds, names, per, block_filter=None):
-    """The _Partitions of Dataset `ds` (its scan partitions, each with its file's listing)."""
+def _partitions(ds, names, per, block_filter=None, workers=None):
+    """The _Partitions of Dataset `ds`: its scan partitions (each with its file's listing),
+    those of small files packed together (_packed, for `workers` cores)."""
     entries = listed(ds, names)
-    return [_Partition((p, entries[p.part]))
-            for p in scan.partitions(ds, names, per, scan.PARTITION_BYTES,
-                                     block_filter=block_filter,
-                                     at_least_one=block_filter is not None)]
+    parts = scan.partitions(ds, names, per, scan.PARTITION_BYTES, block_filter=block_filter,
+                            at_least_one=block_filter is not None)
+    return [_Partition(tuple((p, entries[p.part]) for p in run))
+            for run in _packed(ds, parts, names, per, workers)]
+
+
+def _packed(ds, parts, names, per, workers=None):
+    """Runs of consecutive scan partitions `parts` of Dataset `ds`, each run one Spark task: a
+    task has a fixed cost on a Python worker that dwarfs a small file, so a run holds what one
+    scan partition may hold (``per`` blocks, else scan.PARTITION_BYTES of decoded values of
+    `names`), within one of `workers` equal shares of `parts`, so that every core still has a
+    task (default: the CPUs the planning process may run on, threads.default_threads: the cores of
+    local[*]; Spark tells a data source none)."""
+    workers = workers or threads.default_threads()
+    budget = scan.PARTITION_BYTES if per is None else per
+    runs, held, last = [], 0, None
+    for i, p in enumerate(parts):
+        share = i * workers // len(parts)
+        size = p.b1 - p.b0 if per is not None else \
+            sum(ds.decoded_bytes(p.part, n, slice(p.start, p.stop), True) for n in names)
+        if share == last and held + size <= budget:
+            runs[-1].append(p)
+            held += size
+        else:
+            runs.append([p])
+            held, last = size, share
+    return runs
 
 
 class _Plan:
@@ -223,14 +249,14 @@ class _Reader(sources.DataSourceReader):
         pa = import_pyarrow()
         plan = self.plan
         schema = to_arrow_schema(plan.schema, timezone="UTC")
-        part, entry = partition.value
-        # the file as planned: an IdvFormatError naming it when another is in its place
-        with open_listed(entry, plan.filesystem, plan.open_kwargs) as f:
-            for batch in record_batch_reader(f, plan.names, datetime="us", safe=plan.safe,
-                                             rows=range(part.start, part.stop),
-                                             filter=self.filter):
-                yield pa.RecordBatch.from_arrays([_to_spark(pa, c) for c in batch.columns],
-                                                 schema=schema)
+        for part, entry in partition.value:
+            # the file as planned: an IdvFormatError naming it when another is in its place
+            with open_listed(entry, plan.filesystem, plan.open_kwargs) as f:
+                for batch in record_batch_reader(f, plan.names, datetime="us", safe=plan.safe,
+                                                 rows=range(part.start, part.stop),
+                                                 filter=self.filter):
+                    yield pa.RecordBatch.from_arrays(
+                        [_to_spark(pa, c) for c in batch.columns], schema=schema)
 
 
 class _FilteringReader(_Reader):

@@ -1,9 +1,10 @@
 """idv.spark on Spark local[2] (the test session's, conftest.py): ML.NET-written files read through
 the data source ``idv`` equal idv's own read (count, sum, a filter on a sorted column, a
-projection); filters Spark pushes skip the partitions statistics rule out and give the rows
-idv.read's filter gives, those it cannot push still give Spark's rows, with or without pushdown;
-files written through it load in ML.NET (the oracle) and read back equal; a job whose task fails,
-or that is killed, leaves nothing idv.dataset would pick up.
+projection); a folder of small files is a few tasks, its rows in order; filters Spark pushes
+skip the partitions statistics rule out and give the rows idv.read's filter gives, those it
+cannot push still give Spark's rows, with or without pushdown; files written through it load
+in ML.NET (the oracle) and read back equal; a job whose task fails, or that is killed, leaves
+nothing idv.dataset would pick up.
 """
 from __future__ import annotations
 
@@ -54,6 +55,34 @@ def test_count_sum_filter_and_projection_equal_idv_read(spark):
     assert np.array_equal(np.array([r.X for r in rows], np.float32), want["X"][keep],
                           equal_nan=True)
     assert got.columns == ["X", "Id"]
+
+
+def test_small_files_share_partitions_row_ranges_and_rows_in_order(spark, tmp_path):
+    """A folder of small files is a few Spark tasks, one share of the files per core (a task's
+    fixed cost dwarfs a small file), each task reading its files' rows end to end in order."""
+    n, k = 40, 1000
+    x = np.random.default_rng(0).random(n * k)
+    for i in range(n):
+        idv.write(tmp_path / f"{i:03d}.idv",
+                  {"Id": np.arange(i * k, (i + 1) * k), "X": x[i * k:(i + 1) * k]})
+    whole = [(i, 0, k) for i in range(n)]
+    with idv.dataset(str(tmp_path)) as ds:
+        def ranges(workers, per=None):
+            return [[(p.part, p.start, p.stop) for p, _ in task.value]
+                    for task in idv.spark._partitions(ds, ["Id", "X"], per, workers=workers)]
+        assert ranges(2) == [whole[:20], whole[20:]]
+        assert ranges(3) == [whole[:14], whole[14:27], whole[27:]]
+        assert ranges(64) == [[w] for w in whole]                   # a core for each file
+        assert ranges(1, per=3) == [whole[a:a + 3] for a in range(0, n, 3)]   # 3 blocks each
+        planned = ranges(None)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert len(planned) == min(n, cores)           # the cores the planning process may use
+    df = spark.read.format("idv").load(str(tmp_path))
+    sizes = df.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
+    assert sizes == [sum(b - a for _, a, b in task) for task in planned]
+    rows = df.collect()
+    assert [r.Id for r in rows] == list(range(n * k))
+    assert np.array_equal(np.array([r.X for r in rows]), x)
 
 
 def test_pushed_filters_skip_partitions_and_give_the_rows_of_idv_read(spark, tmp_path):
