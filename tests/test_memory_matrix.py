@@ -62,8 +62,9 @@ PATHS = {
                "if (ds := idv.arrow_dataset(path, **L)) else None", ("duckdb", "pyarrow"),
                BLOCKS * ROWS_PER_BLOCK, False),
     # partitions are cut to fit the limit, each one's read within it (every partition read,
-    # its rows counted: the frame itself is Dask's collection of them, not a read of idv's)
-    "dask": ("[(len(idv.dask.read_idv(str(path), **L)), 0)]",
+    # its rows counted: the frame itself is Dask's collection of them, not a read of idv's;
+    # len alone reads none, the partitions' rows being known)
+    "dask": ("[(int(idv.dask.read_idv(str(path), **L).map_partitions(len).compute().sum()), 0)]",
              ("dask.dataframe", "pyarrow"), BLOCKS * ROWS_PER_BLOCK, False),
     "polars": ("idv.polars.scan_idv(str(path), **L).collect()", ("polars", "pyarrow"),
                None, False),
