@@ -233,3 +233,30 @@ def test_take_of_text_makes_str_objects_for_the_rows_taken_alone(path, monkeypat
         got = f.take(rows, ["t"])["t"]
     assert got.tolist() == [f"row {k} é 0" for k in rows]
     assert sum(made) == len(rows)
+
+
+# ---- take_kept: batch after batch through the file's cache (a map-style loader's)
+
+@pytest.mark.parametrize("cache_bytes", [64 << 20, 20_000, 0])
+def test_take_kept_is_fancy_indexing_of_read(path, whole, cache_bytes):
+    """Every column form, in any order with repeats, whether the columns' whole arrays fit the
+    cache or not (20,000 bytes: a few blocks), or nothing is kept."""
+    from idv._reader.take import take_kept
+    with idv.open(path, cache_bytes=cache_bytes) as f:
+        cols = [f[n] for n in whole]
+        for case in ("unsorted", "repeated", "negative", "one block", "every row reversed"):
+            rows = CASES[case] % ROWS
+            got = take_kept(f, rows, cols)
+            assert same(dict(zip(whole, got)), _expected(whole, rows)), case
+        empty = take_kept(f, np.zeros(0, np.int64), cols)
+    assert same(dict(zip(whole, empty)), _expected(whole, []))
+
+
+def test_take_kept_charges_the_text_blocks_and_rows_to_the_memory_limit(tmp_path):
+    from idv._reader.take import take_kept
+    p = tmp_path / "long.idv"
+    idv.write(p, {"t": np.array(["x" * 1000] * 256, object)}, rows_per_block=64)   # 64 KB a block
+    with idv.open(p, memory_limit=200_000) as f:
+        assert take_kept(f, np.array([3, 3]), [f["t"]])[0].tolist() == ["x" * 1000] * 2
+        with pytest.raises(idv.MemoryLimitError, match="64 rows of column 0 't'"):
+            take_kept(f, np.arange(0, 256, 4), [f["t"]])        # 4 blocks: 256 KB

@@ -359,6 +359,40 @@ def test_take_kept_gathers_through_one_array_while_the_columns_fit(path):
             assert len(take_kept(f, np.zeros(0, np.int64), cols)[1]) == 0
 
 
+def test_take_kept_takes_text_by_batch_and_keeps_the_numbers_whole(path, monkeypatch):
+    """take_kept decides column by column: beside a Text column, a number column is still one
+    cached array, and the Text column's blocks hit are kept as their bytes, each decoded once;
+    a batch over many blocks makes no row access per block hit (row_picks.picked), and one
+    for a column of variable-size vectors (row_picks.picked_vectors)."""
+    from idv._reader import row_picks
+    from idv._reader.take import take_kept
+    calls = {"picked": 0, "picked_vectors": 0}
+
+    def counted(name):
+        real = getattr(row_picks, name)
+
+        def call(*args):
+            calls[name] += 1
+            return real(*args)
+        monkeypatch.setattr(row_picks, name, call)
+    counted("picked")
+    counted("picked_vectors")
+    want = _columns()
+    order = np.random.default_rng(3).permutation(ROWS)
+    batches = np.array_split(order, ROWS // 32)                 # batches of 32 over 20 blocks
+    with idv.open(path) as f:
+        cols = [f["id"], f["name"], f["tokens"]]
+        for part in batches:
+            part = np.append(part, part[:3])                     # and repeats
+            got = take_kept(f, part, cols)
+            assert np.array_equal(got[0], part)
+            assert got[1].tolist() == want["name"][part].tolist()
+            assert [list(r) for r in got[2]] == [list(want["tokens"][i]) for i in part]
+        assert calls == {"picked": 0, "picked_vectors": len(batches)}
+        assert ("whole", f["id"].index) in f.store.cache
+        assert f["id"].blocks_decoded == 20 and f["name"].blocks_decoded == 20
+
+
 def _keyed(path, key_values):
     idv.write(path, {"k": np.array([1, 2, 0], np.uint32), "x": np.arange(3.0)},
               types={"k": idv.Key(idv.UInt32, count=2)},

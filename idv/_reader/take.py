@@ -18,10 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from idv._resources import budget
-from idv._reader import selection
+from idv._reader import row_picks, selection
 from idv._values import vectors
 from idv import types as T
-from idv._store.block_runs import fixed_width, out_shape
+from idv._store.block_runs import fixed_width, out_shape, text_rooms
+from idv._values.text_bytes import TextRows
 from idv._scan import filters
 from idv._scan.scan import AHEAD, WINDOW_BYTES, scan
 
@@ -163,15 +164,20 @@ def _take_scanned(f, cols, rows):
 def take_kept(f, rows, cols) -> list:
     """Rows `rows` (row numbers in range, any order, repeats allowed) of `cols` (Columns of
     the open file `f`), read()'s forms, through the file's cache of decoded blocks: what a
-    map-style loader asks batch after batch. While the columns' whole decoded arrays fit the
-    cache together, each column is one cached array that its blocks decode into when first
-    hit (each block once), and a batch is one fancy index of it, however many blocks it hits;
-    otherwise (or for text and variable-size vectors) the rows of each block hit are taken from
-    it (Column's row access: its block through the cache), then put in the order asked."""
+    map-style loader asks batch after batch. Decided column by column: while the whole decoded
+    arrays of the columns that have one fit the cache together, each such column is one cached
+    array that its blocks decode into when first hit (each block once), and a batch is one
+    fancy index of it, however many blocks it hits. A Text column keeps each block hit as its
+    UTF-8 bytes and offsets, and a batch's rows are taken from them in one pass (_text_kept).
+    Otherwise (variable-size vectors, the arrays beyond the cache) the rows of each block hit
+    are taken from it (Column's row access: its block through the cache), then put in the
+    order asked."""
     check_result(rows, f.num_rows, [c.type for c in cols], f.store.need)
     whole = [_whole_bytes(c) for c in cols]
-    kept = None not in whole and sum(whole) <= f.store.cache.max_bytes
-    return [_kept(f, c, rows, n) if kept else _by_block(c, rows) for c, n in zip(cols, whole)]
+    fits = sum(n for n in whole if n is not None) <= f.store.cache.max_bytes
+    return [_kept(f, c, rows, n) if n is not None and fits else
+            _text_kept(f, c, rows) if c.type is T.Text and c.readable else
+            _by_block(c, rows) for c, n in zip(cols, whole)]
 
 
 def _whole_bytes(col):
@@ -210,9 +216,39 @@ def _kept(f, col, rows, nbytes):
     return filled.array[rows]
 
 
+def _text_kept(f, col, rows):
+    """Rows `rows` of Text column `col`: each block hit kept in the file's cache as its UTF-8
+    bytes and offsets (a TextSpans, decoded once while it stays there), the rows taken from
+    those of the batch's blocks in one pass, a str made for each row taken alone. What the
+    blocks and the rows take is checked against the memory limit before any is decoded."""
+    if not len(rows):
+        return col.read_blocks(0, 0)
+    rpb = col.rows_per_block
+    block = rows // rpb
+    hit = np.unique(block)
+    rooms = text_rooms(col.lookup[hit])
+    held = int(rooms.sum())
+    held_rows = (len(hit) - 1) * rpb + min(rpb, col.num_rows - int(hit[-1]) * rpb)
+    col.need(budget.picked_bytes(held, held_rows, len(rows))
+             + len(rows) * (8 + budget.STR_BYTES),
+             lambda: f"reading {len(rows)} rows of column {col.index} {col.name!r}")
+
+    def spans(b, room):
+        return f.store.cache.get((col.index, b, "text"),
+                                 lambda: col.read_text_blocks(b, b + 1, parallel=False)[0],
+                                 room)
+    got = TextRows.of_blocks([spans(b, r) for b, r in zip(hit.tolist(), rooms.tolist())])
+    # the blocks hit end to end: all but the file's last (only ever last here) hold rpb rows
+    return got.taken(np.searchsorted(hit, block) * rpb + (rows - block * rpb))
+
+
 def _by_block(col, rows):
     """Rows `rows` of `col`, those of each block hit taken from it in turn (Column's row
-    access), joined and put back in the order asked."""
+    access), joined and put back in the order asked. Rows of a vector column fewer than half
+    the rows of their blocks: one row access (row_picks.picked_vectors: each block through
+    the cache as stored, those rows alone made dense or Ragged)."""
+    if row_picks.picks_few(col, rows):
+        return col[rows]
     order = np.argsort(rows, kind="stable")
     ordered = rows[order]
     blocks = ordered // col.rows_per_block

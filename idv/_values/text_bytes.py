@@ -70,6 +70,18 @@ class TextRows:
                   if cuts[k + 1] > cuts[k]]
         return np.concatenate(pieces) if pieces else np.empty(0, object)
 
+    def taken(self, rows):
+        """Rows `rows` (int64 positions, any order, repeats) as an object array of str: the
+        bytes of the distinct rows gathered over every part by one call (_compare.text_take),
+        then a str made for each by one more, whatever the parts."""
+        distinct, back = np.unique(np.asarray(rows, np.int64), return_inverse=True)
+        offsets, data = _compare.text_take(
+            [(np.ascontiguousarray(s), np.ascontiguousarray(e), d) for s, e, d in self.parts],
+            distinct)
+        strs = _compare.text_strings(offsets[:-1], offsets[1:], data,
+                                     np.arange(len(distinct), dtype=np.int64))
+        return strs[back]
+
 
 def of_arrow(pa, x):
     """Arrow strings (an array or chunks; string or large_string, without nulls) as TextRows
