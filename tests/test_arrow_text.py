@@ -16,8 +16,8 @@ import idv
 from arrow_check import column_from_arrow
 from expected import (annotations_by_kind, assert_column_equal, column_cells, dense_cell,
                       expected_column, parse_type_string, visible_columns)
-from reference import (MLNET_FILES_DIR, SAMPLE_DIR, SET_SHARED, TESTDATA_DIR, sidecar,
-                       sidecar_path)
+from reference import (MLNET_FILES_DIR, SAMPLE_DIR, SET_SHARED, TESTDATA_DIR, fixture,
+                       sidecar, sidecar_path)
 
 pa = pytest.importorskip("pyarrow")
 
@@ -120,7 +120,7 @@ def test_scalars_text_edge_values():
     doc = sidecar("scalars_text")
     want = [row[0] for row in doc["rows"]]
     assert "" in want and any("\U0001F600" in s for s in want) and any("\x00" in s for s in want)
-    got = idv.to_arrow(SAMPLE_DIR / "scalars_text.idv", columns=["Txt"]).column(0)
+    got = idv.to_arrow(fixture("scalars_text"), columns=["Txt"]).column(0)
     assert got.to_pylist() == want
 
 
@@ -129,7 +129,7 @@ def test_sparse_text_vector_blocks_densify_with_empty_strings():
     the object path, with ML.NET's values."""
     doc = sidecar("vectors_sparse")
     dcol = next(c for c in visible_columns(doc) if c["name"] == "SparseText")
-    with idv.open(SAMPLE_DIR / "vectors_sparse.idv") as f:
+    with idv.open(fixture("vectors_sparse")) as f:
         col = f["SparseText"]
         assert col.read_text_blocks(0, 1) == [None]
         table = idv.to_arrow(f, columns=["SparseText"])
@@ -155,7 +155,7 @@ def test_legacy_na_boundaries_read_as_empty():
 
 
 def test_empty_file_text_column():
-    with idv.open(SAMPLE_DIR / "empty_rows.idv") as f:
+    with idv.open(fixture("empty_rows")) as f:
         table = idv.to_arrow(f, columns=["Txt"])
     assert table.num_rows == 0 and table.schema.field("Txt").type == pa.string()
 
@@ -167,7 +167,7 @@ def test_pandas_default_strings_are_arrow_backed_and_mlnet():
     as read; pandas 2 keeps object columns of str."""
     pd = pytest.importorskip("pandas")
     doc = sidecar("scalars_text")
-    df = idv.read_pandas(SAMPLE_DIR / "scalars_text.idv")
+    df = idv.read_pandas(fixture("scalars_text"))
     default = pd.Series([""]).dtype
     assert df["Txt"].dtype == default
     assert df["Txt"].tolist() == [row[0] for row in doc["rows"]]
@@ -178,7 +178,7 @@ def test_pandas_default_strings_are_arrow_backed_and_mlnet():
 def test_pandas_dtype_backend_pyarrow():
     pd = pytest.importorskip("pandas")
     doc = sidecar("mixed_deflate")
-    df = idv.read_pandas(SAMPLE_DIR / "mixed_deflate.idv", dtype_backend="pyarrow")
+    df = idv.read_pandas(fixture("mixed_deflate"), dtype_backend="pyarrow")
     assert df["Txt"].dtype == pd.ArrowDtype(pa.string())
     assert df["Id"].dtype == pd.ArrowDtype(pa.int32())
     assert df["F64"].dtype == pd.ArrowDtype(pa.float64())
@@ -187,7 +187,7 @@ def test_pandas_dtype_backend_pyarrow():
     assert df["Txt"].tolist() == [row[index["Txt"]] for row in doc["rows"]]
     assert df["Id"].tolist() == [row[index["Id"]] for row in doc["rows"]]
     with pytest.raises(ValueError, match="dtype_backend must be one of"):
-        idv.read_pandas(SAMPLE_DIR / "mixed_deflate.idv", dtype_backend="arrow")
+        idv.read_pandas(fixture("mixed_deflate"), dtype_backend="arrow")
 
 
 @pytest.mark.parametrize("rows", [slice(8000, 8400), slice(16384, 24576), slice(199_990, None),
@@ -199,7 +199,7 @@ def test_pandas_row_slices_of_text(rows):
     pytest.importorskip("pandas")
     doc = sidecar("multiblock_200k_deflate")
     index = {c["name"]: c["index"] for c in doc["columns"]}
-    df = idv.to_pandas(SAMPLE_DIR / "multiblock_200k_deflate.idv", ["Name", "Id"], rows=rows)
+    df = idv.to_pandas(fixture("multiblock_200k_deflate"), ["Name", "Id"], rows=rows)
     want = doc["rows"][rows]
     assert df["Name"].tolist() == [row[index["Name"]] for row in want]
     assert df["Id"].tolist() == [row[index["Id"]] for row in want]
@@ -212,7 +212,7 @@ def test_polars_and_duckdb_read_text_from_the_stream():
     duckdb = pytest.importorskip("duckdb")
     doc = sidecar("scalars_text")
     want = [row[0] for row in doc["rows"]]
-    with idv.open(SAMPLE_DIR / "scalars_text.idv") as f:
+    with idv.open(fixture("scalars_text")) as f:
         assert pl.DataFrame(f)["Txt"].to_list() == want
         con = duckdb.connect()
         con.register("t", f)
@@ -238,14 +238,14 @@ def test_read_text_as_string_dtype_equals_mlnet(name):
             values, want = values.values, want.values
         assert values.dtype == np.dtypes.StringDType(), dcol["name"]
         assert values.tolist() == want.tolist(), dcol["name"]
-    rows = idv.read(SAMPLE_DIR / "scalars_text.idv", rows=[0, 5, 13], text="StringDType")["Txt"]
+    rows = idv.read(fixture("scalars_text"), rows=[0, 5, 13], text="StringDType")["Txt"]
     assert rows.dtype == np.dtypes.StringDType()
     assert rows.tolist() == [sidecar("scalars_text")["rows"][i][0] for i in (0, 5, 13)]
 
 
 def test_read_text_option_is_checked():
     with pytest.raises(ValueError, match="text must be one of 'object', 'StringDType'"):
-        idv.read(SAMPLE_DIR / "scalars_text.idv", text="str")
+        idv.read(fixture("scalars_text"), text="str")
 
 
 # ---- the two decoders against Python's own UTF-8 and UTF-16

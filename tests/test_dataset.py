@@ -679,7 +679,8 @@ def test_a_dataset_of_urls_reads_through_fsspec():
                                 expected_column(doc, column_index(doc, "Var")), n)
         assert got["Id"].tolist() == list(range(100)) * 3
     finally:
-        fs.rm(root, recursive=True)
+        if fs.exists(root):     # not made where a fixture is missing (the test skips)
+            fs.rm(root, recursive=True)
 
 
 
@@ -809,7 +810,8 @@ def test_remote_files_opened_ahead_keep_their_order_and_errors(monkeypatch):
                                                   if i not in (5, 9)]
             assert ds.read("Id")["Id"].tolist() == list(range(100)) * (n - 2)
     finally:
-        fs.rm(root, recursive=True)
+        if fs.exists(root):     # not made where a fixture is missing (the test skips)
+            fs.rm(root, recursive=True)
 
 
 def test_urls_are_opened_with_idv_open_filesystem(monkeypatch):
@@ -1178,4 +1180,5 @@ def test_only_files_in_memory_are_inflated_together(tmp_path, monkeypatch):
         assert far.tolist() == near.tolist() == list(range(100)) * 3
         assert far_text.to_pylist() == near_text.to_pylist()
     finally:
-        fs.rm(root, recursive=True)
+        if fs.exists(root):     # not made where a fixture is missing (the test skips)
+            fs.rm(root, recursive=True)
