@@ -18,6 +18,7 @@ import sys
 
 from idv._engines import engine_filters
 from idv._resources import threads
+from idv._resources.budget import halved
 from idv._engines.reopen import listed, open_listed
 from idv._scan import filters, scan
 from idv._interop.arrow import arrow_schema, record_batch_reader
@@ -182,24 +183,23 @@ def _partitions(ds, names, per, block_filter=None, workers=None):
     parts = scan.partitions(ds, names, per, scan.PARTITION_BYTES, block_filter=block_filter,
                             at_least_one=block_filter is not None)
     return [_Partition(tuple((p, entries[p.part]) for p in run))
-            for run in _packed(ds, parts, names, per, workers)]
+            for run in _packed(ds, parts, per, workers)]
 
 
-def _packed(ds, parts, names, per, workers=None):
+def _packed(ds, parts, per, workers=None):
     """Runs of consecutive scan partitions `parts` of Dataset `ds`, each run one Spark task: a
     task has a fixed cost on a Python worker that dwarfs a small file, so a run holds what one
-    scan partition may hold (``per`` blocks, else scan.PARTITION_BYTES of decoded values of
-    `names`), within one of `workers` equal shares of `parts`, so that every core still has a
-    task (default: the CPUs the planning process may run on, threads.default_threads: the cores of
-    local[*]; Spark tells a data source none)."""
+    scan partition may hold (``per`` blocks, else scan.PARTITION_BYTES of decoded values, as
+    scan.partitions sizes them), within one of `workers` equal shares of `parts`, so that every
+    core still has a task (default: the CPUs the planning process may run on,
+    threads.default_threads: the cores of local[*]; Spark tells a data source none)."""
     workers = workers or threads.default_threads()
-    budget = scan.PARTITION_BYTES if per is None else per
+    room = per if per is not None else halved(scan.PARTITION_BYTES, ds.memory_limit)
     runs, held, last = [], 0, None
     for i, p in enumerate(parts):
         share = i * workers // len(parts)
-        size = p.b1 - p.b0 if per is not None else \
-            sum(ds.decoded_bytes(p.part, n, slice(p.start, p.stop), True) for n in names)
-        if share == last and held + size <= budget:
+        size = p.b1 - p.b0 if per is not None else p.nbytes     # as scan.partitions sized it
+        if share == last and held + size <= room:
             runs[-1].append(p)
             held += size
         else:

@@ -9,8 +9,8 @@ import pytest
 
 import idv
 
-pa = pytest.importorskip("pyarrow")
-pd = pytest.importorskip("pandas")
+pa = pytest.importorskip("pyarrow", reason="the reference cells are pyarrow's to_pandas")
+pd = pytest.importorskip("pandas", reason="read_pandas needs pandas")
 
 ROWS = 3000
 

@@ -303,6 +303,7 @@ class Column(ColumnAnnotations):
             if isinstance(self.type, T.Vector) and self.readable:    # not its block densified
                 return row_picks.row(self, i, self._stored_block)
             return vectors.detached(self._cached_block(i // rpb)[i % rpb])
+        rows = None
         if isinstance(self.type, T.Vector) and not (    # a few rows of wide blocks: not
                 isinstance(key, slice) and abs(key.step or 1) <= 2   # densified (a long run
                 and selection.count(key, n) >= 2 * rpb):             # of rows: whole blocks)
@@ -316,7 +317,8 @@ class Column(ColumnAnnotations):
                 return self.read_blocks(0, 0)
             part = self.read_blocks(b0, b1)
             return vectors.detached(part[local], part)
-        return row_picks.picked(self, selection.row_numbers(key, n), self._cached_block)
+        return row_picks.picked(self, selection.row_numbers(key, n) if rows is None else rows,
+                                self._cached_block)
 
     def _cached_block(self, b):
         """Block `b` in read()'s form, through the file's cache of decoded blocks."""

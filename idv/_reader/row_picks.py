@@ -23,6 +23,13 @@ from idv._values import vectors
 CACHED_BLOCKS = 64
 
 
+def rows_held(num_rows, rows_per_block, blocks):
+    """The rows of `blocks` (ascending block numbers, at least one) end to end: only the
+    file's last block may be short."""
+    return (len(blocks) - 1) * rows_per_block + \
+        min(rows_per_block, num_rows - int(blocks[-1]) * rows_per_block)
+
+
 def picked(col, rows, cached_block):
     """Rows `rows` (int64 row numbers in range, any order, repeats) of Column `col` in
     read()'s form: a few blocks each decoded through the file's cache (``cached_block(b)``),
@@ -35,7 +42,7 @@ def picked(col, rows, cached_block):
     cached = len(blocks) <= CACHED_BLOCKS              # a few blocks: each once, cached;
     runs = blocks[:, None] if cached else np.split(    # many: runs of consecutive blocks
         blocks, np.flatnonzero(np.diff(blocks) != 1) + 1)   # decoded together, the rest not
-    held = (len(blocks) - 1) * rpb + min(rpb, n - int(blocks[-1]) * rpb)   # rows decoded
+    held = rows_held(n, rpb, blocks)                    # rows decoded
     size = decoded_size(col.codec, int(col.lookup["raw"][blocks].sum(dtype=np.int64)), held)
     col.need(budget.picked_bytes(size, held, len(rows), len(runs) > 1),  # before decoding
              lambda: f"reading {len(rows)} rows of column {col.index} {col.name!r}")

@@ -115,8 +115,7 @@ def _gathered(f, cols, hit, block, rows):
     """Rows `rows` (in blocks `block`, among the ascending blocks `hit`) of each of `cols`:
     the blocks inflated end to end into one buffer, in one call of the block store."""
     rpb = cols[0].rows_per_block
-    # the rows of the blocks hit, end to end: only the file's last block may be short
-    n = (len(hit) - 1) * rpb + min(rpb, f.num_rows - int(hit[-1]) * rpb)
+    n = row_picks.rows_held(f.num_rows, rpb, hit)       # the rows of the blocks hit
     k, within = np.searchsorted(hit, block), rows - block * rpb
     place = k * rpb + within
     sizes = [(n * c.codec.itemsize + 63) // 64 * 64 for c in cols]
@@ -228,7 +227,7 @@ def _text_kept(f, col, rows):
     hit = np.unique(block)
     rooms = text_rooms(col.lookup[hit])
     held = int(rooms.sum())
-    held_rows = (len(hit) - 1) * rpb + min(rpb, col.num_rows - int(hit[-1]) * rpb)
+    held_rows = row_picks.rows_held(col.num_rows, rpb, hit)
     col.need(budget.picked_bytes(held, held_rows, len(rows))
              + len(rows) * (8 + budget.STR_BYTES),
              lambda: f"reading {len(rows)} rows of column {col.index} {col.name!r}")

@@ -299,6 +299,12 @@ def picked_bytes(held, held_rows, count, joined=False):
     return held * (2 if joined else 1) + -(-held * count // max(held_rows, 1))
 
 
+def halved(nbytes, limit):
+    """`nbytes`, at most half of `limit` (None: no limit): what one piece of a read that holds
+    its values and a copy of them (an engine's partition) may take."""
+    return min(nbytes, max(limit // 2, 1)) if limit else nbytes
+
+
 def show(nbytes):
     """Bytes for a message: '2.1 GB'."""
     for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):

@@ -265,7 +265,8 @@ class Rows(NamedTuple):
 
 class Partition(NamedTuple):
     """Whole blocks [b0, b1) of one file of a source, rows [start, stop) of it; ``row0``: its
-    first row among the source's rows. Picklable: what a worker needs to read it again."""
+    first row among the source's rows; ``nbytes``: about the bytes its columns decode to.
+    Picklable: what a worker needs to read it again."""
     part: int
     path: object
     b0: int
@@ -273,6 +274,7 @@ class Partition(NamedTuple):
     start: int
     stop: int
     row0: int
+    nbytes: int = 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,9 +323,7 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
     needs a task, which then finds no rows)."""
     blocks_per_partition = ensure_count(blocks_per_partition, "blocks_per_partition", "blocks",
                                         none=True)
-    limit = getattr(source, "memory_limit", None)
-    if limit:       # a partition read whole (its values and their copy) fits the limit
-        partition_bytes = min(partition_bytes, max(limit // 2, 1))
+    partition_bytes = budget.halved(partition_bytes, getattr(source, "memory_limit", None))
     out, first = [], None
     for seg in _segments(source):
         if not seg.num_rows:
@@ -342,7 +342,8 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
         for b0 in range(0, nb, per):
             b1 = min(b0 + per, nb)
             a, b = b0 * step, min(b1 * step, seg.num_rows)
-            p = Partition(seg.part, seg.path, b0, b1, a, b, seg.row0 + a)
+            p = Partition(seg.part, seg.path, b0, b1, a, b, seg.row0 + a,
+                          int(row_bytes * (b - a)))
             first = first or p
             if keep is None or keep[b0:b1].any():
                 out.append(p)
