@@ -288,3 +288,19 @@ def mutate(payload: bytes, rng) -> bytes:
         elif j < len(p):
             p[j] ^= rng.randrange(1, 256)
     return bytes(p)
+
+
+def key_above_count(path):
+    """A file whose Key<UInt32, 3> K (KeyValues a, b, c) holds raw keys 7, 3, 0, 1: a value
+    above the count, which ML.NET writes and reads as it is (the writer refuses one, so it is
+    patched into the block's payload)."""
+    import numpy as np
+    import idv
+    idv.write(path, {"K": np.array([1, 3, 0, 1], np.uint32)},
+              types={"K": idv.Key(idv.UInt32, 3)}, metadata={"K": {"KeyValues": ["a", "b", "c"]}},
+              checksums=False, statistics=False)
+    model = parse(path.read_bytes())
+    col = col_named(model, "K")
+    col.blocks = [struct.pack("<I", 7) + col.blocks[0][4:]] + col.blocks[1:]
+    path.write_bytes(build(model)[0])
+    return path

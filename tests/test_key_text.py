@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import csv
 import io
-import struct
 
 import pytest
 
 from cli_run import run
-from craft import build, col_named, parse
+from craft import key_above_count
 from expected import annotations_by_kind, column_index
 from reference import fixture, sidecar
 
@@ -44,25 +43,9 @@ def test_head_and_cat_show_key_values_as_csv_does(name, column):
     assert [r[0] for r in csv.reader(io.StringIO(text))][1:] == want
 
 
-def _key_above_count(path):
-    """A file whose Key<UInt32, 3> K (KeyValues a, b, c) holds raw keys 7, 3, 0, 1: a value
-    above the count, which ML.NET writes and reads as it is (the writer refuses one, so it is
-    patched into the block's payload by craft)."""
-    import numpy as np
-    import idv
-    idv.write(path, {"K": np.array([1, 3, 0, 1], np.uint32)},
-              types={"K": idv.Key(idv.UInt32, 3)}, metadata={"K": {"KeyValues": ["a", "b", "c"]}},
-              checksums=False, statistics=False)
-    model = parse(path.read_bytes())
-    col = col_named(model, "K")
-    col.blocks = [struct.pack("<I", 7) + col.blocks[0][4:]] + col.blocks[1:]
-    path.write_bytes(build(model)[0])
-    return path
-
-
 def test_text_outputs_print_a_key_above_its_count_as_its_raw_integer(tmp_path):
     import idv
-    p = _key_above_count(tmp_path / "k.idv")
+    p = key_above_count(tmp_path / "k.idv")
     want = ["7", "c", "", "a"]
     _, head, _ = run("head", p, check_rc=0)
     _, table, _ = run("cat", p, check_rc=0)
@@ -83,7 +66,7 @@ def test_arrow_refuses_a_key_above_its_count_naming_file_row_and_raw_reads(tmp_p
     import idv
     pytest.importorskip("pyarrow", reason="the Arrow reads need pyarrow")
     pytest.importorskip("pandas", reason="the pandas read needs pandas")
-    p = _key_above_count(tmp_path / "k.idv")
+    p = key_above_count(tmp_path / "k.idv")
     for read in (idv.to_arrow, lambda p: idv.record_batch_reader(p).read_all(),
                  idv.read_pandas):
         with pytest.raises(ValueError) as e:

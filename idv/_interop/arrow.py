@@ -19,6 +19,7 @@ from idv._scan.tested import Tested, untested, with_tests
 from idv._values import text_bytes, ticks
 from idv._values.arguments import ensure_count
 from idv._reader import whole_read
+from idv._interop.arrow_keys import key_numbers
 from idv._interop.arrow_columns import (bits_reader, chunked, converters, is_text, one_array,
                                         taken, text_reader, view_runs)
 from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow, numpy_view
@@ -360,25 +361,30 @@ def _file_batches(how, i, rows, bound):
             list(bound.columns)                 # BlocksOnly: no row to test
         # the filter's columns tested in the scan's threads, a piece at a time as decoded
         # (idv._scan.tested): in read()'s form, Text as its bytes (no str per value); those
-        # read for the batches too tested as their Arrow arrays, the strings' bytes
+        # read for the batches too tested as their Arrow arrays, the strings' bytes; a key
+        # labelled by KeyValues as its key numbers, dictionaries made of its matches alone
         text = {name for name in tested if f[name].type is T.Text}
         # where each column is among those read (keys: a file's indices, a dataset's names)
         read_at = {c.index: j for j, c in enumerate(cols)}
-        at = {name: read_at[f[name].index] for name in tested if f[name].index in read_at and
-              (name in text or _as_read(pa, f[name], convs[read_at[f[name].index]]))}
+        mine = {name: read_at[f[name].index] for name in tested if f[name].index in read_at}
+        numbers = {j: key_numbers(convs[j]) for j in mine.values()}
+        numbers = {j: k for j, k in numbers.items() if k is not None}
+        at = {name: j for name, j in mine.items()
+              if name in text or j in numbers or _as_read(pa, f[name], convs[j])}
         extra = [name for name in tested if name not in at]
-        readers = convs + [scan.TextColumn(f[name]) if name in text else
-                           scan.NumpyColumn(f[name]) for name in extra]
+        readers = [numbers.get(j, c) for j, c in enumerate(convs)] + [
+            scan.TextColumn(f[name]) if name in text else scan.NumpyColumn(f[name])
+            for name in extra]
         keep = None if bound is None else (lambda _part, _f: bound.blocks())
         division = bound.division() if tested else None
         where = {**at, **{name: len(convs) + j for j, name in enumerate(extra)}}
         if tested:
             # a filter on one column takes that column's matches as it tests them (a step
             # cuts the rows after)
-            takes = {k: _taker(pa) for k in at.values()} if division.single and (
-                rows is None or rows.step == 1) else {}
+            takes = {k: numbers[k].take if k in numbers else _taker(pa) for k in at.values()} \
+                if division.single and (rows is None or rows.step == 1) else {}
             readers = with_tests(readers, where, division, lambda k, chunk: _as_tested(
-                pa, chunk, k < len(convs)), takes)
+                pa, chunk, k < len(convs) and k not in numbers), takes)
 
         def batches():
             if not readers:         # the constant columns alone
@@ -399,8 +405,10 @@ def _file_batches(how, i, rows, bound):
                     yield from _piece_batches(how, i, values, found[division.single])
                     continue
                 hits = division.hits(found, n)
-                arrays = [one_array(pa, untested(v)) if len(hits) == n else
-                          taken(pa, untested(v), hits) for v in values]
+                every = len(hits) == n
+                arrays = [numbers[j].array(untested(v), None if every else hits)
+                          if j in numbers else one_array(pa, untested(v)) if every else
+                          taken(pa, untested(v), hits) for j, v in enumerate(values)]
                 yield how.batch(i, arrays, len(hits))
         yield from (batches() if how.batch_size is None else
                     _rebatched(pa, how.schema_asked, batches(), how.batch_size))
