@@ -237,6 +237,113 @@ def test_ticks_convert_from_a_field_of_structured_values():
     assert ticks.rescaled(np.array([2**62]), "us", "ns") is None
 
 
+# nanoseconds per unit, for the reference below
+_NS = {"D": 86400 * 10**9, "s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}
+
+
+def _reference(t100, unit, safe, target):
+    """What converting 100-ns counts to `unit` and then, exactly, to `target` gives, in Python
+    integers: (the start of the message, the row) where `unit` refuses a value, None where
+    `target` cannot hold one, else the counts."""
+    if unit == "ns" and any(abs(t) > (2**63 - 1) // 100 for t in t100):
+        return "outside what nanoseconds", [abs(t) > (2**63 - 1) // 100 for t in t100].index(True)
+    if unit == "us" and safe and any(t % 10 for t in t100):
+        return "sub-microsecond", [t % 10 != 0 for t in t100].index(True)
+    ns = [t * 100 if unit == "ns" else t // 10 * 1000 for t in t100]
+    if any(n % _NS[target] or not -2**63 <= n // _NS[target] < 2**63 for n in ns):
+        return None
+    return [n // _NS[target] for n in ns]
+
+
+@pytest.mark.parametrize("unit, safe", [("ns", True), ("us", True), ("us", False)])
+@pytest.mark.parametrize("target", ["D", "s", "ms", "us", "ns"])
+def test_ticks_convert_straight_to_the_unit_written_in(unit, safe, target):
+    """ticks_to_unit's `target`: the counts of the unit chosen, then exactly of `target`
+    (None where it cannot hold one), from a DateTimeOffset's UTC field as it is, into `out`."""
+    from idv._values import ticks
+    day, ns_max = 864 * 10**9, (2**63 - 1) // 100
+    cases = [[0, 10, -20, 12340 * 10**4], [day, -3 * day, 5 * day], [-15, 7 * day],
+             [10**7, -10**7 + 5], [ns_max // day * day, -(ns_max // day) * day],
+             [ns_max + 10**7 - ns_max % 10**7], [day, 2 * 10**18], []]
+    for case in cases:
+        rows = np.zeros(len(case), [("utc", "i8"), ("offset_minutes", "i2")])
+        rows["utc"] = case
+        want = _reference(case, unit, safe, target)
+        out = np.full(len(case), -1, np.int64)
+        call = (lambda: ticks.ticks_to_unit(rows["utc"], unit, safe, lambda i: f"row {i}",
+                                            "DateTime", target=target, out=out))
+        if isinstance(want, tuple):
+            with pytest.raises(ValueError, match=rf"^row {want[1]}: .*{want[0]}"):
+                call()
+        elif want is None:
+            assert call() is None, case
+        else:
+            got = call()
+            assert got.tolist() == want, case
+            if target != "ns" and (unit == "ns" or safe):     # made in one division
+                assert got is out
+
+
+def _written_sources():
+    """A table of every type a time column is written from, with its values (whole .NET
+    ticks) and zones."""
+    rng = np.random.default_rng(7)
+    n = 5000
+    us = rng.integers(-10**15, 10**15, n)          # 1938-2001: no local mean time
+    return pa.table({
+        "paris": pa.array(us, pa.timestamp("us", tz="Europe/Paris")),
+        "utc_ms": pa.array(us // 1000, pa.timestamp("ms", tz="UTC")),
+        "plain_s": pa.array(us // 10**6, pa.timestamp("s")),
+        "ns": pa.array(us // 10 * 1000, pa.timestamp("ns")),
+        "day": pa.array((us // 86400 // 10**6).astype(np.int32), pa.date32()),
+        "span_ms": pa.array(us // 1000, pa.duration("ms")),
+        "span_us": pa.array(us, pa.duration("us"))})
+
+
+def test_written_types_come_back_straight_from_the_ticks(tmp_path, monkeypatch):
+    """Arrow and pandas give each column the type it was written from by converting its ticks
+    to that unit directly: no pyarrow cast of an array in another unit, no rescaling pass over
+    one; the values are the table written, and pyarrow's own conversion of it to pandas."""
+    from idv._interop import arrow_columns
+    from idv._values import ticks
+    table = _written_sources()
+    idv.write(tmp_path / "t.idv", table, rows_per_block=1000)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("converted in another unit first")
+    monkeypatch.setattr(arrow_columns, "restore", refuse)
+    monkeypatch.setattr(ticks, "rescaled", refuse)
+    assert idv.to_arrow(str(tmp_path / "t.idv")).equals(table)
+    batches = pa.Table.from_batches(list(idv.record_batch_reader(str(tmp_path / "t.idv"),
+                                                                 batch_size=700)))
+    assert batches.equals(table)
+    # pandas holds a date32 column as datetime64 (pyarrow: date objects)
+    got = idv.read_pandas(tmp_path / "t.idv").drop(columns="day")
+    want = table.drop(["day"]).to_pandas()
+    assert got.dtypes.to_dict() == want.dtypes.to_dict()
+    for name in want.columns:
+        assert got[name].equals(want[name]), name
+
+
+def test_arrow_refuses_a_value_its_written_unit_cannot_hold_naming_the_column(tmp_path):
+    """A fraction of the unit a column was written in, or a year beyond it: the read says
+    which column, from which row, and how to read it."""
+    year1500 = np.array(["1500-01-01", "2024-01-01"], "datetime64[us]")
+    for values, source in ((year1500, "timestamp[ns]"),
+                           (year1500 + np.timedelta64(1, "ms"), "timestamp[s]"),
+                           (year1500[1:] + np.timedelta64(1, "us"), "timestamp[ms, tz=UTC]")):
+        types = {"X": idv.DateTimeOffset} if "tz" in source else None
+        idv.write(tmp_path / "x.idv", {"X": values}, types=types,
+                  metadata={"X": {"idv.SourceType": (idv.Text, source)}})
+        with pytest.raises(ValueError, match=rf"column 'X' rows from 0: as "
+                                             rf"{re.escape(source)}, the type it was written "
+                                             rf"from: .*; read it with datetime='us' or 'ns'"):
+            idv.to_arrow(str(tmp_path / "x.idv"))
+        got = idv.to_arrow(str(tmp_path / "x.idv"), datetime="us").column("X")
+        instants = got.combine_chunks().field("utc") if "tz" in source else got
+        assert instants.to_numpy().astype("datetime64[us]").tolist() == values.tolist()
+
+
 # ---- the type a column was written from ----------------------------------------------------
 
 def _arrow_source():

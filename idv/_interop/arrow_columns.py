@@ -16,7 +16,7 @@ from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, as_
                                      c_format, check_key_labels, column_arrow_type, import_pyarrow,
                                      imports_c_streams, items_to_arrow, key_values_mode,
                                      key_values_to_arrow, numbers_to_arrow, restore,
-                                     restored_type)
+                                     restored_type, times_to_arrow, written_from)
 from idv.errors import Where
 
 
@@ -40,6 +40,8 @@ class _ColumnToArrow:
         # the type the column was written from (arrow_types.SOURCE_TYPE), within the finest
         # unit `as_written` (None: the unit given)
         self.restored = restored_type(pa, col, as_written) if as_written else None
+        # its unit ('D': date32), into which the ticks convert straight (restored_array)
+        self.written_unit = written_from(col, as_written)[1] if self.restored else None
         self.arrow_type = self.restored or column_arrow_type(pa, t, unit, self.dictionary)
         # Text scalars as string views (`views`: what polars takes as they are), made block
         # by block in the thread that decodes it
@@ -251,18 +253,29 @@ class _ColumnToArrow:
             idx = raw.astype(index_type.to_pandas_dtype()) - 1
             indices = numbers_to_arrow(pa, idx, index_type, mask=raw == 0)
             return pa.DictionaryArray.from_arrays(indices, self.dictionary)
+        if self.restored is not None:
+            return self.restored_array(np.asarray(values), row0)
         out = items_to_arrow(pa, t, np.asarray(values), self.unit, self.safe,
                              self._describe(row0))
-        if self.views:
-            return as_views(pa, out)
-        if self.restored is not None:
-            try:
-                out = restore(pa, out, self.restored)
-            except (ValueError, pa.ArrowInvalid) as e:
-                raise ValueError(f"column {self.name!r} rows from {row0}: as "
-                                 f"{self.restored}, the type it was written from: {e}; read "
-                                 f"it with datetime='us' or 'ns' instead") from None
-        return out
+        return as_views(pa, out) if self.views else out
+
+    def restored_array(self, values, row0):
+        """Time `values` (read()'s form of rows row0..) as the type the column was written
+        from, its counts straight from the ticks (ticks.ticks_to_unit's `target`); where that
+        type cannot hold one of them, pyarrow's cast of them in the unit chosen says why."""
+        pa, t, describe = self.pa, self.type, self._describe(row0)
+        ticks100 = (values["utc"] if t is T.DateTimeOffset else values).view(np.int64)
+        out = times_to_arrow(pa, ticks100, self.restored, self.unit, self.safe, describe,
+                             t.name, self.written_unit)
+        if out is not None:
+            return out
+        try:
+            return restore(pa, items_to_arrow(pa, t, values, self.unit, self.safe, describe),
+                           self.restored)
+        except (ValueError, pa.ArrowInvalid) as e:
+            raise ValueError(f"column {self.name!r} rows from {row0}: as {self.restored}, the "
+                             f"type it was written from: {e}; read it with datetime='us' or "
+                             f"'ns' instead") from None
 
 
 def converters(pa, cols, datetime, safe, views=()):

@@ -31,8 +31,20 @@ def times(ctx, item, values, describe):
     if mode == "ticks":
         return ticks.net_ticks(values) if item is T.DateTime else v.copy()
     unit, safe = ticks.unit_for(v, mode, f"column {ctx.name!r}", item.name, safe)
-    out = ticks.ticks_to_unit(v.reshape(-1), unit, safe, describe, item.name)
-    return ticks.counts_as(out.reshape(v.shape), TIME_KINDS[item], unit)
+    return _counts(ctx, v.reshape(-1), unit, safe, describe, item.name,
+                   TIME_KINDS[item]).reshape(v.shape)
+
+
+def _counts(ctx, ticks100, unit, safe, describe, what, kind):
+    """100-ns counts as datetime64 / timedelta64 ('M' / 'm': `kind`) of the unit their column
+    was written in (ctx.source), exactly (a value it cannot hold raises), else of `unit`:
+    straight from the ticks (ticks.ticks_to_unit's `target`)."""
+    target = ctx.source[1] if ctx.source is not None and ctx.source[0] != "date" else None
+    counts = ticks.ticks_to_unit(ticks100, unit, safe, describe, what, target=target)
+    if counts is None:
+        raise ValueError(f"column {ctx.name!r}: {target}, the unit it was written in, cannot "
+                         f"hold its values; read it with datetime='us' or 'ns' instead")
+    return ticks.counts_as(counts, kind, target or unit)
 
 
 def time_series(ctx, t, values, describe):
@@ -49,8 +61,7 @@ def dto_series(ctx, t, values, describe):
         return pd.Series(ticks.net_ticks(values["utc"]))
     utc = values["utc"].view(np.int64)           # a view of the field: no copy
     unit, safe = ticks.unit_for(utc, mode, f"column {ctx.name!r}", "DateTimeOffset", safe)
-    inst = ticks.counts_as(ticks.ticks_to_unit(utc, unit, safe, describe, "DateTimeOffset"),
-                           "M", unit)
+    inst = _counts(ctx, utc, unit, safe, describe, "DateTimeOffset", "M")
     zone = None if ctx.source is not None else (
         ctx.zone or zone_of(values["offset_minutes"]))
     return _series(ctx, inst, zone)
@@ -58,16 +69,10 @@ def dto_series(ctx, t, values, describe):
 
 def _series(ctx, values, zone=None):
     """The Series of 1-d datetime64 / timedelta64 `values` (UTC instants where `zone` is given),
-    in the unit (and zone) its column was written from (ctx.source), exactly (a value that
-    unit cannot hold raises); as they are without one."""
+    in the zone its column was written from (ctx.source; its unit: _counts), if any."""
     pd = ctx.pd
     if ctx.source is not None and ctx.source[0] != "date":
-        _, unit, zone = ctx.source
-        counts = ticks.rescaled(values.view(np.int64), np.datetime_data(values.dtype)[0], unit)
-        if counts is None:
-            raise ValueError(f"column {ctx.name!r}: {unit}, the unit it was written in, cannot "
-                             f"hold its values; read it with datetime='us' or 'ns' instead")
-        values = ticks.counts_as(counts, values.dtype.kind, unit)
+        zone = ctx.source[2]
     if zone is None:
         return pd.Series(values, copy=False)
     utc = pd.DatetimeTZDtype(np.datetime_data(values.dtype)[0], "UTC")     # integers: instants

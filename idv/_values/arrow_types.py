@@ -57,12 +57,9 @@ def restored_type(pa, col, finest="ns"):
     """The Arrow type scalar time column `col` was written from (its SOURCE_TYPE annotation),
     when that type can hold the column's values again and its unit is no finer than
     `finest`; else None."""
-    found = written_from(col, finest)
-    if found is None:
-        return None
-    kind, unit, tz = found
-    return pa.date32() if kind == "date" else pa.duration(unit) if kind == "duration" else \
-        pa.timestamp(unit, tz=tz)
+    kind, unit, tz = written_from(col, finest) or (None, None, None)
+    return None if kind is None else pa.date32() if kind == "date" else \
+        pa.duration(unit) if kind == "duration" else pa.timestamp(unit, tz=tz)
 
 
 def as_written(datetime):
@@ -77,9 +74,7 @@ def written_from(col, finest="ns"):
     SOURCE_TYPE annotation, decoded alone; kind 'timestamp', 'date' or 'duration'), when it
     can hold the column's values again and its unit is no finer than `finest`; else None."""
     col_type = col.type
-    if col_type not in ticks.TIME_ITEMS:
-        return None
-    text = col.annotation(SOURCE_TYPE)
+    text = col.annotation(SOURCE_TYPE) if col_type in ticks.TIME_ITEMS else None
     m = _SOURCE.match(text) if isinstance(text, str) else None
     if m is None:
         return None
@@ -99,8 +94,8 @@ def written_from(col, finest="ns"):
 
 def restore(pa, array, target):
     """An Arrow array of a time column (a DateTimeOffset's struct: its UTC instants) as
-    `target` (restored_type), exactly: a value `target` cannot hold raises (pyarrow's safe
-    cast: a time of day in a date, a tick below the unit)."""
+    `target` (restored_type) by pyarrow's safe cast, which raises, saying why, for a value
+    `target` cannot hold (a time of day in a date, a tick below the unit)."""
     if pa.types.is_struct(array.type):
         array = array.field("utc")
     out = array.cast(target, safe=True)
@@ -255,23 +250,29 @@ def empty_table(pa, schema):
     return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
-def _int64_array(pa, values, type_):
-    return numbers_to_arrow(pa, np.asarray(values, dtype=np.int64), pa.int64()).view(type_)
+def times_to_arrow(pa, ticks100, type_, unit, safe, describe, what, target=None):
+    """int64 100-ns counts as an Arrow array of `type_` (timestamp, duration, date32): their
+    counts of `unit` (or `target`: None where it cannot hold one) made by ticks.ticks_to_unit
+    into Arrow's memory pool, whose pages are reused (fresh ones cost more than the pass)."""
+    out = np.frombuffer(pa.allocate_buffer(8 * len(ticks100)), np.int64)
+    counts = ticks.ticks_to_unit(ticks100, unit, safe, describe, what, target=target, out=out)
+    if counts is not None and pa.types.is_date32(type_):
+        counts = counts.astype(np.int32)
+    return None if counts is None else numbers_to_arrow(pa, counts).view(type_)
 
 
 def _datetimes_to_arrow(pa, flat, unit, safe, describe, what="DateTime", tz=None):
     if unit == "ticks":
         return numbers_to_arrow(pa, ticks.net_ticks(flat), pa.int64())
-    counts = ticks.ticks_to_unit(flat.view(np.int64), unit, safe, describe, what)
-    return _int64_array(pa, counts, pa.timestamp(unit, tz=tz))
+    at = pa.timestamp(unit, tz=tz)
+    return times_to_arrow(pa, flat.view(np.int64), at, unit, safe, describe, what)
 
 
 def _timespans_to_arrow(pa, flat, unit, safe, describe):
     v = flat.view(np.int64)
     if unit == "ticks":
         return numbers_to_arrow(pa, v, pa.int64())
-    return _int64_array(pa, ticks.ticks_to_unit(v, unit, safe, describe, "TimeSpan"),
-                        pa.duration(unit))
+    return times_to_arrow(pa, v, pa.duration(unit), unit, safe, describe, "TimeSpan")
 
 
 def _dtos_to_arrow(pa, flat, unit, safe, describe):

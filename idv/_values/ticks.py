@@ -48,6 +48,15 @@ def _inexact(v, f):
     return whole, whole * np.int64(f) != v
 
 
+def _multiples(v, whole, f):
+    """Whether each of int64 array `v` is a multiple of f, given whole = v // f, with no temporary:
+    floor division leaves remainders 0..f-1, whose sum (v's less f times whole's) is 0 only if
+    each is (int64 sums wrap: exact modulo 2**64 while the remainders' sum is below it)."""
+    if (f - 1) * v.size >= 2**64:
+        return not _inexact(v, f)[1].any()
+    return (int(v.sum()) - f * int(whole.sum())) % 2**64 == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # numpy / Python values -> ticks (the writer)
 # ---------------------------------------------------------------------------------------------
@@ -148,8 +157,7 @@ def dto_values(utc, offset_seconds, exact, where):
         raise ValueError(f"{where(_first(bad))}: the UTC offset is not a whole number of "
                          f"minutes, which .NET's DateTimeOffset needs")
     out = np.empty(len(utc), [("utc", utc.dtype), ("offset_minutes", np.int64)])
-    out["utc"] = utc
-    out["offset_minutes"] = offset_seconds // 60
+    out["utc"], out["offset_minutes"] = utc, offset_seconds // 60
     return out
 
 
@@ -222,12 +230,6 @@ def from_net_ticks(ticks):
 # ticks -> us / ns (Arrow, pandas)
 # ---------------------------------------------------------------------------------------------
 
-def fits_ns(ticks100):
-    """Whether every 100-ns count (from 1970, or a duration) fits int64 nanoseconds."""
-    return not len(ticks100) or (int(ticks100.min()) >= NS_MIN_100
-                                 and int(ticks100.max()) <= NS_MAX_100)
-
-
 # How times convert for Arrow, pandas and read(): a unit ('us', 'ns'), the .NET ticks as
 # int64 ('ticks'), read()'s own datetime64[100ns] ('100ns'), or chosen per column: 'auto', the
 # finest unit that holds every value of the column exactly (ns, else us), flooring to us with
@@ -248,17 +250,13 @@ class Units(dict):
 
 def unit_of(mode, name, safe=True):
     """(mode, safe) for column `name`: its entry where `mode` is a Units, else as given."""
-    if isinstance(mode, Units):
-        return mode.get(name, ("us", safe))
-    return mode, safe
+    return mode.get(name, ("us", safe)) if isinstance(mode, Units) else (mode, safe)
 
 
 def check_time_mode(value, allowed=TIME_MODES, name="datetime"):
     """ValueError naming the allowed values unless `value` is one of them (the `datetime=`
     of to_pandas, to_arrow and convert; `name` and `allowed` for the other options)."""
-    if isinstance(value, Units) and name == "datetime":
-        return
-    if value not in allowed:
+    if value not in allowed and not (isinstance(value, Units) and name == "datetime"):
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
 
 
@@ -348,47 +346,57 @@ def unit_for(ticks100, mode, column="values", what="DateTime", safe=True):
 US_MIN = -(INT64_MAX // 10)
 
 
-def ticks_to_unit(ticks100, unit, safe, describe, what, takes_safe=True):
-    """int64 counts of 100 ns -> counts of `unit` ('ns' or 'us').
-
-    'ns' raises for values outside int64 nanoseconds (1677-09-21 .. 2262-04-11 for dates,
-    +-292 years for durations): never a wrap. 'us' floors sub-microsecond ticks when `safe` is
-    False and raises when it is True, advising the options of the entry point: ``safe=False``
-    where it `takes_safe`, else (numpy's read) the other modes. `describe(i)` names flat
-    position i for the message.
-    """
+def ticks_to_unit(ticks100, unit, safe, describe, what, takes_safe=True, target=None,
+                  out=None):
+    """int64 counts of 100 ns -> counts of `unit` ('ns' or 'us'), into `out` if given (int64:
+    Arrow's memory pool reuses its pages, where fresh ones cost more than the pass). 'ns'
+    raises for values outside int64 nanoseconds (1677-09-21 .. 2262-04-11 for dates, +-292
+    years for durations): never a wrap. 'us' floors sub-microsecond ticks when `safe` is False
+    and raises when it is True, advising the options of the entry point: ``safe=False`` where
+    it `takes_safe`, else (numpy's read) the other modes. `describe(i)` names flat position i
+    for the message. `target` ('s', 'ms', 'us', 'ns', 'D'): the counts then rescaled to it
+    exactly (the unit a column was written in), None where it cannot hold one of them
+    (rescaled); by one division of the ticks where it is no finer than `unit`."""
     v = np.asarray(ticks100, dtype=np.int64)      # a strided view (a field) is not copied
+    if target not in (None, unit):
+        per = _TICKS_PER_UNIT.get(target)
+        if per is not None and (unit == "ns" or safe and unit == "us"):
+            whole, lim = np.floor_divide(v, np.int64(per), out=out), NS_MAX_100 // per
+            # whole `target`s are whole microseconds: `unit`'s checks pass if they fit ns
+            if not v.size or (_multiples(v, whole, per) and (
+                    unit == "us" or (-lim <= whole.min() and whole.max() <= lim))):
+                return whole
+        return rescaled(ticks_to_unit(v, unit, safe, describe, what, takes_safe), unit, target)
     if unit == "ns":
         if v.size and (v.min() < NS_MIN_100 or v.max() > NS_MAX_100):
             i = _first((v < NS_MIN_100) | (v > NS_MAX_100))
             raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} is outside what "
                              f"nanoseconds in int64 can hold (years 1677-2262 for dates, "
                              f"+-292 years for durations); use datetime='us' or 'ticks'")
-        return v * np.int64(100)
-    if unit == "us":
-        floor, rem = _inexact(v, 10)
-        if safe and rem.any():
-            i = _first(rem)
-            how = "pass safe=False to floor to microseconds" if takes_safe else \
-                "use datetime='auto' (floors to microseconds, with a warning, where " \
-                "nanoseconds cannot hold the column), datetime='100ns' (exact, numpy's " \
-                "datetime64[100ns])"
-            raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} has sub-microsecond "
-                             f"ticks that microseconds cannot hold; {how}, datetime='ns' "
-                             f"(exact for years 1677-2262) or datetime='ticks' (exact .NET "
-                             f"ticks)")
-        # floored, but never below the least microsecond whose ticks int64 holds:
-        # TimeSpan.MinValue (-2^63 ticks) would floor one tick past it
-        return np.maximum(floor, np.int64(US_MIN))
-    raise ValueError(f"unknown time unit {unit!r}")
+        return np.multiply(v, np.int64(100), out=out)
+    if unit != "us":
+        raise ValueError(f"unknown time unit {unit!r}")
+    floor = np.floor_divide(v, np.int64(10), out=out)
+    if not safe:
+        # never below the least microsecond int64 ticks hold (TimeSpan.MinValue floors past it)
+        return np.maximum(floor, np.int64(US_MIN), out=floor)
+    if not _multiples(v, floor, 10):
+        i = _first(_inexact(v, 10)[1])
+        how = "pass safe=False to floor to microseconds" if takes_safe else \
+            "use datetime='auto' (floors to microseconds, with a warning, where nanoseconds " \
+            "cannot hold the column), datetime='100ns' (exact, numpy's datetime64[100ns])"
+        raise ValueError(f"{describe(i)}: {show_ticks(v[i], what)} has sub-microsecond "
+                         f"ticks that microseconds cannot hold; {how}, datetime='ns' "
+                         f"(exact for years 1677-2262) or datetime='ticks' (exact .NET ticks)")
+    return floor
 
 
 # nanoseconds per numpy unit that Arrow and pandas hold
-_NS_PER_UNIT = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_NS_PER_UNIT = {"D": 864 * 10**11, "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
 
 
 def rescaled(counts, unit, target):
-    """int64 counts of `unit` ('s', 'ms', 'us' or 'ns') as counts of `target`, exactly: None
+    """int64 counts of `unit` ('D', 's', 'ms', 'us' or 'ns') as counts of `target`, exactly: None
     where `target` cannot hold one of them (a fraction of it, or beyond int64)."""
     have, want = _NS_PER_UNIT[unit], _NS_PER_UNIT[target]
     if want == have:
@@ -467,15 +475,12 @@ def format_datetimeoffset(value):
 # read()'s forms in another unit (IdvFile.read(datetime=...))
 # ---------------------------------------------------------------------------------------------
 
-def _kind_of(item):
-    return "m" if item.name == "TimeSpan" else "M"
-
-
 def retimed(values, item, mode, column, safe=True, takes_safe=True):
     """read()'s DateTime / TimeSpan / DateTimeOffset values (a 1-d array, rows of vectors,
     a Ragged or a scipy.sparse matrix) in `mode` ('auto', 'exact', 'us', 'ns', 'ticks');
     `safe` and `takes_safe` as ticks_to_unit takes them."""
     again = (lambda v: retimed(v, item, mode, column, safe, takes_safe))
+    kind = "m" if item.name == "TimeSpan" else "M"
     if not isinstance(values, np.ndarray):
         if hasattr(values, "offsets") and hasattr(values, "values"):     # idv.Ragged
             return type(values)(again(values.values), values.offsets)
@@ -487,9 +492,9 @@ def retimed(values, item, mode, column, safe=True, takes_safe=True):
         return out
     v = np.ascontiguousarray(values).view(np.int64)
     if mode == "ticks":
-        return net_ticks(values) if _kind_of(item) == "M" else v.copy()
+        return net_ticks(values) if kind == "M" else v.copy()
     unit, safe = unit_for(v, mode, column, item.name, safe)
     where = (lambda i: f"{column} item {i}")
     counts = ticks_to_unit(v.reshape(-1), unit, safe, where, item.name,
                            takes_safe).reshape(v.shape)
-    return counts_as(counts, _kind_of(item), unit)
+    return counts_as(counts, kind, unit)
