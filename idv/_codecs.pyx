@@ -35,6 +35,7 @@ cdef extern from "Python.h":
 cdef int64_t INT64_MIN = -9223372036854775807 - 1
 cdef int64_t EPOCH = T.EPOCH_TICKS
 cdef int64_t MAX_TICKS = T.MAX_DATETIME_TICKS
+cdef int64_t TICKS_PER_MINUTE = T.TICKS_PER_MINUTE
 
 
 cdef class Codec:
@@ -212,20 +213,54 @@ cdef class DateTimeOffsetCodec(Codec):
     cpdef Py_ssize_t decode_into(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t n,
                                  object out, bint in_vector=False) except -1:
         cdef Py_ssize_t size = 10 * n
+        cdef int bad
+        cdef uint8_t[::1] dst
         if size > buf.shape[0] - pos:
             _short(self.load_name, n, size, buf.shape[0] - pos)
-        minutes = np.frombuffer(buf, "<i2", n, pos).copy()
-        ticks = np.frombuffer(buf, "<i8", n, pos + 2 * n).copy()
-        ticks[ticks == INT64_MIN] = 0          # legacy NA
-        minutes[minutes == -32768] = 0
-        if ((minutes < -840) | (minutes > 840)).any():
+        if n == 0:
+            return pos + size
+        # one pass over the bytes, no temporaries; a layout other than the packed one
+        # (utc, offset_minutes) gets the values through one of it
+        whole = out if out.dtype == T.DATETIMEOFFSET_DTYPE and out.flags.c_contiguous \
+            else np.empty(n, T.DATETIMEOFFSET_DTYPE)
+        dst = whole.view(np.uint8)
+        if dst.shape[0] < 10 * n:
+            raise ValueError("DateTimeOffset output too short")
+        with nogil:
+            bad = _dto_decode(&buf[0] + pos, n, &dst[0])
+        if bad == 1:
             raise IdvFormatError("DateTimeOffset offset beyond +-14 hours")
-        utc = ticks - minutes.astype(np.int64) * T.TICKS_PER_MINUTE
-        if ((ticks < 0) | (ticks > MAX_TICKS) | (utc < 0) | (utc > MAX_TICKS)).any():
+        if bad == 2:
             raise IdvFormatError("DateTimeOffset ticks outside .NET's DateTime range")
-        out["utc"] = (utc - EPOCH).view(T.DATETIME_DTYPE)
-        out["offset_minutes"] = minutes
+        if whole is not out:
+            out[...] = whole
         return pos + size
+
+
+cdef int _dto_decode(const uint8_t *src, Py_ssize_t n, uint8_t *dst) noexcept nogil:
+    """n int16 offset minutes then n int64 local ticks at `src` -> n packed (utc - EPOCH,
+    offset_minutes) of 10 bytes at `dst`, legacy NAs (the least int16, int64) as 0. Returns
+    0, or 1 where an offset lies beyond +-14 hours (before any other fault, as a check of
+    every offset first would find it), else 2 where local or UTC ticks lie outside .NET's
+    DateTime range."""
+    cdef Py_ssize_t i
+    cdef int16_t m
+    cdef int64_t t, u
+    cdef int offsets_bad = 0, ticks_bad = 0
+    cdef const uint8_t *tp = src + 2 * n
+    for i in range(n):
+        memcpy(&m, src + 2 * i, 2)
+        memcpy(&t, tp + 8 * i, 8)
+        t = 0 if t == INT64_MIN else t
+        m = 0 if m == -32768 else m
+        offsets_bad |= (m < -840) | (m > 840)
+        # unsigned: a wrap where numpy's would, never C's undefined overflow
+        u = <int64_t>(<uint64_t>t - <uint64_t>(<int64_t>m * TICKS_PER_MINUTE))
+        ticks_bad |= (t < 0) | (t > MAX_TICKS) | (u < 0) | (u > MAX_TICKS)
+        u = <int64_t>(<uint64_t>u - <uint64_t>EPOCH)
+        memcpy(dst + 10 * i, &u, 8)
+        memcpy(dst + 10 * i + 8, &m, 2)
+    return 1 if offsets_bad else 2 if ticks_bad else 0
 
 
 cdef inline int32_t _i32(const uint8_t *p) noexcept nogil:

@@ -169,3 +169,48 @@ def test_every_item_type_reads_the_same_from_each_backend(tmp_path, backend):
     got = _roundtrip(tmp_path, columns, types, backend=backend)
     for name, v in columns.items():
         _same(got[name][1], v, f"{name} ({backend})")
+
+
+# a DateTimeOffset block's figures (reference section 4.6), spelled out here
+EPOCH, MAX_TICKS, PER_MINUTE = 621355968000000000, 3155378975999999999, 600000000
+
+
+def _dto_block(minutes, local):
+    """A DateTimeOffset block: the int16 offset minutes, then the int64 local ticks."""
+    return np.frombuffer(np.array(minutes, "<i2").tobytes() + np.array(local, "<i8").tobytes(),
+                         np.uint8)
+
+
+@pytest.mark.parametrize("align", [False, True], ids=["packed", "aligned"])
+def test_datetimeoffset_block_reads_legacy_missing_values_as_zero(align):
+    """UTC = local - offset, from 1970; the legacy NA patterns (the least int16 offset, the
+    least int64 ticks) read as 0; into the packed layout read() uses or any other with the
+    two fields."""
+    codec = _codecs.resolve("DateTimeOffset", b"")
+    minutes = [60, -32768, 0, -840, 840]
+    local = [EPOCH + 36000 * 10**7, 5 * 10**14, -2**63, MAX_TICKS - 840 * PER_MINUTE,
+             840 * PER_MINUTE]
+    out = np.zeros(5, np.dtype([("utc", "datetime64[100ns]"), ("offset_minutes", "<i2")],
+                               align=align))
+    assert codec.decode_into(_dto_block(minutes, local), 0, 5, out) == 50
+    m0 = [0 if m == -32768 else m for m in minutes]
+    t0 = [0 if t == -2**63 else t for t in local]
+    assert out["offset_minutes"].tolist() == m0
+    assert out["utc"].view(np.int64).tolist() == [t - m * PER_MINUTE - EPOCH
+                                                  for t, m in zip(t0, m0)]
+
+
+@pytest.mark.parametrize("minutes, local, message", [
+    ([0, 0], [5, -1], "ticks outside .NET's DateTime range"),
+    ([0, 0], [5, MAX_TICKS + 1], "ticks outside .NET's DateTime range"),
+    ([-1, 0], [MAX_TICKS, 5], "ticks outside .NET's DateTime range"),    # UTC beyond the max
+    ([1, 0], [0, 5], "ticks outside .NET's DateTime range"),             # UTC before year 1
+    # an offset beyond +-14 hours is named first, wherever the ticks go wrong
+    ([0, 841], [-1, 5], "offset beyond \\+-14 hours"),
+    ([-841, 0], [5, 5], "offset beyond \\+-14 hours"),
+])
+def test_datetimeoffset_block_out_of_range_is_refused(minutes, local, message):
+    codec = _codecs.resolve("DateTimeOffset", b"")
+    out = np.zeros(2, idv.types.DATETIMEOFFSET_DTYPE)
+    with pytest.raises(idv.IdvFormatError, match=message):
+        codec.decode_into(_dto_block(minutes, local), 0, 2, out)
