@@ -27,6 +27,10 @@ Goals:
   booleans   (no goal) a Boolean column (2M random rows; --quick 100k; written here by idv.write,
              ML.NET's codec: a bit a row) into Arrow and numpy, against pyarrow's read of its
              snappy Parquet twin and the floor: inflating its blocks
+  times      (no goal) a DateTime and a DateTimeOffset column (2M rows; --quick 100k; written
+             here from pandas in microseconds, the second in Europe/Paris, uncompressed and
+             with DEFLATE) into Arrow, pandas and numpy, against pyarrow's and pandas' reads of
+             their snappy Parquet twins
 """
 from __future__ import annotations
 
@@ -45,7 +49,7 @@ from bench_read import (_DECOMPRESSORS, baseline_decompress, ensure_data,  # noq
                         machine, memcpy_runs, options, payload_bytes, race, runs_and_log)
 
 MB = 1e6
-SECTIONS = ("text", "zero", "booleans")
+SECTIONS = ("text", "zero", "booleans", "times")
 
 
 def objects_then_arrow(path):
@@ -169,6 +173,8 @@ def main(argv=None):
         zero_copy(p["numeric_none"], repeat, fig, target, log)
     if "booleans" in only:
         booleans(100_000 if args.quick else 2_000_000, repeat, fig, log)
+    if "times" in only:
+        times(100_000 if args.quick else 2_000_000, repeat, fig, log)
 
     report = {"quick": args.quick, "repeat": repeat, "machine": machine(),
               "figures": figures, "targets": targets}
@@ -209,6 +215,47 @@ def booleans(rows, repeat, fig, log):
             fig(f"bool_{key}", label, secs[key], nbytes)
         log(f"     (to_arrow / pq.read_table: {secs['pq'] / secs['arrow']:.2f}x; read / "
             f"pyarrow to numpy: {secs['pq_np'] / secs['read']:.2f}x)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def times(rows, repeat, fig, log):
+    """Time columns into Arrow, pandas and numpy (opening included), against pyarrow's and
+    pandas' reads of their Parquet twins: what a time column costs beside Parquet, its ticks
+    converted to the unit it was written in. The files are made here and removed after."""
+    import shutil
+    import tempfile
+    import pandas as pd
+    import pyarrow.parquet as pq
+    tmp = tempfile.mkdtemp(prefix="bench_arrow_times")
+    try:
+        rng = np.random.default_rng(4)
+        at = np.datetime64("2020-01-01T00:00:00", "us") + \
+            rng.integers(0, 10**14, rows).astype("timedelta64[us]")
+        utc = pd.Series(pd.to_datetime(at).tz_localize("UTC"))
+        for kind, series in (("DateTime", pd.Series(at)),
+                             ("DateTimeOffset", utc.dt.tz_convert("Europe/Paris"))):
+            df = pd.DataFrame({"T": series})
+            twin = os.path.join(tmp, kind + ".parquet")
+            df.to_parquet(twin)
+            for comp in ("none", None):
+                path = os.path.join(tmp, f"{kind}_{comp}.idv")
+                idv.write(path, df, compression=comp)
+                if not idv.read_pandas(path)["T"].equals(df["T"]):
+                    sys.exit(f"bench_arrow: idv's {kind} values differ from those written")
+                nbytes = payload_bytes(path)
+                log(f"{kind}, {rows:,} rows, {'uncompressed' if comp else 'DEFLATE'}:")
+                secs = race({"pq": lambda: pq.read_table(twin),
+                             "arrow": lambda: idv.to_arrow(path),
+                             "pd": lambda: pd.read_parquet(twin),
+                             "pandas": lambda: idv.read_pandas(path),
+                             "read": lambda: idv.read(path)}, repeat)
+                for key, label in (("pq", "pq.read_table (snappy Parquet -> Arrow)"),
+                                   ("arrow", "idv.to_arrow"), ("pd", "pd.read_parquet"),
+                                   ("pandas", "idv.read_pandas"), ("read", "idv.read")):
+                    fig(f"{kind}_{comp or 'deflate'}_{key}", label, secs[key], nbytes)
+                log(f"     (to_arrow / pq.read_table: {secs['arrow'] / secs['pq']:.2f}x the "
+                    f"time; read_pandas / pd.read_parquet: {secs['pandas'] / secs['pd']:.2f}x)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

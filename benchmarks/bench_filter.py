@@ -3,7 +3,9 @@
 idv.polars.scan_idv, DuckDB over the LazyFrame and DuckDB over idv.arrow_dataset, each against
 the same read without the filter, and pyarrow.dataset's filtered read of the same data in
 Parquet; what writing the statistics costs; and a Text equality no statistics can skip
-(``city == "Nice"``, 1 row in 5 of every block) through the same doors against Parquet's.
+(``city == "Nice"``, 1 row in 5 of every block) through the same doors against Parquet's,
+and a key compared with its label (``city == "category_7"``, a key of 1,000 labels written
+from an Arrow dictionary, which Parquet stores dictionary-encoded).
 
     python3 benchmarks/bench_filter.py              # 8M rows, best of 3
     python3 benchmarks/bench_filter.py --quick      # smoke run: 200,000 rows, one round
@@ -63,33 +65,44 @@ def city_dataset(rows):
     return {"id": np.arange(rows, dtype=np.int64), "city": cities[rng.integers(0, 5, rows)]}
 
 
-def text_filter(d, rows, rounds):
-    """Best times (s) of `id where city == "Nice"` through each door, and Parquet's."""
-    import duckdb
+def key_dataset(rows):
+    """An Int64 and a key of 1,000 labels (written from an Arrow dictionary: Key<UInt32> with
+    KeyValues, a dictionary to Arrow, a Categorical to polars), in random order."""
+    import pyarrow as pa
+    rng = np.random.default_rng(3)
+    labels = pa.array([f"category_{i}" for i in range(1000)])
+    return pa.table({"id": np.arange(rows, dtype=np.int64), "city": pa.DictionaryArray
+                     .from_arrays(pa.array(rng.integers(0, 1000, rows).astype(np.int32)),
+                                  labels)})
+
+
+def text_filter(d, rows, rounds, data=None, value="Nice"):
+    """Best times (s) of `id where city == value` through each door, and Parquet's: `data`
+    city_dataset's Text (default) or key_dataset's key compared with a label."""
     import polars as pl
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
     from idv.polars import scan_idv
-    data = city_dataset(rows)
-    want = int((data["city"] == "Nice").sum())
+    data = city_dataset(rows) if data is None else data
     path, pq_path = os.path.join(d, "city.idv"), os.path.join(d, "city.parquet")
     idv.write(path, data)
+    want = int(sum(v == value for v in idv.to_arrow(path)["city"].to_pylist()))
     pq.write_table(idv.to_arrow(path), pq_path)
     doors = {
-        "idv.read": lambda: len(idv.read(path, ["id"], filter=[("city", "==", "Nice")])["id"]),
-        "idv.to_arrow": lambda: idv.to_arrow(path, ["id"], filter="city == 'Nice'").num_rows,
-        "polars scan_idv": lambda: scan_idv(path).filter(pl.col("city") == "Nice")
+        "idv.read": lambda: len(idv.read(path, ["id"], filter=[("city", "==", value)])["id"]),
+        "idv.to_arrow": lambda: idv.to_arrow(path, ["id"], filter=f"city == '{value}'").num_rows,
+        "polars scan_idv": lambda: scan_idv(path).filter(pl.col("city") == value)
         .select("id").collect().height,
         "DuckDB over arrow_dataset": lambda: _duckdb(
-            idv.arrow_dataset(path), "select count(id) from src where city = 'Nice'")[0][0],
+            idv.arrow_dataset(path), f"select count(id) from src where city = '{value}'")[0][0],
         "pyarrow.dataset Parquet": lambda: ds.dataset(pq_path).to_table(
-            columns=["id"], filter=ds.field("city") == "Nice").num_rows,
+            columns=["id"], filter=ds.field("city") == value).num_rows,
     }
     out = {}
     for name, fn in doors.items():
         t, n = best(fn, rounds)
         if n != want:
-            raise AssertionError(f"Text filter, {name}: {n} rows, not {want}")
+            raise AssertionError(f"{value} filter, {name}: {n} rows, not {want}")
         out[name] = t
     return out
 
@@ -172,13 +185,14 @@ def main(argv=None):
                              lambda: ds.dataset(pq_path).to_table(filter=expr).num_rows,
                              lambda: ds.dataset(pq_path).to_table().filter(expr).num_rows))
         text = text_filter(d, rows, rounds)
+        key = text_filter(d, rows, rounds, key_dataset(rows), "category_7")
     by = {r["query"]: r for r in results}
     report = {"quick": a.quick, "rows": rows, "rounds": rounds, "matching_rows": want,
               "write_statistics_s": write_on, "write_without_s": write_off,
               "write_cost": write_on / write_off - 1,
               "text_write_statistics_s": text_on, "text_write_without_s": text_off,
               "text_write_cost": text_on / text_off - 1, "results": results,
-              "text_filter_s": text,
+              "text_filter_s": text, "key_filter_s": key,
               "idv_vs_parquet": by["pyarrow.dataset Parquet"]["filtered_s"] /
               by["idv.read"]["filtered_s"]}
     if a.json:
@@ -193,10 +207,12 @@ def main(argv=None):
     for name, on, off in (("numeric", write_on, write_off), ("Text-only", text_on, text_off)):
         print(f"  {name} write, CPU with statistics {on:.2f} s, without {off:.2f} s: "
               f"{on / off - 1:+.1%}")
-    print(f"{rows:,} rows, id where city == 'Nice' (a Text of 5 values, every block matches)")
-    for name, t in text.items():
-        print(f"  {name:<26} {t * 1000:8.1f} ms: "
-              f"{text['pyarrow.dataset Parquet'] / t:.2f}x Parquet's")
+    for what, times in (("city == 'Nice' (a Text of 5 values, every block matches)", text),
+                        ("city == 'category_7' (a key of 1,000 labels)", key)):
+        print(f"{rows:,} rows, id where {what}")
+        for name, t in times.items():
+            print(f"  {name:<26} {t * 1000:8.1f} ms: "
+                  f"{times['pyarrow.dataset Parquet'] / t:.2f}x Parquet's")
     return 0
 
 
