@@ -109,11 +109,11 @@ class Dataset(reads.SourceReads):
         self._open = dataset_files.OpenFiles(self._max_open, self._reopen, self._closing,
                                              whole)
         self._layouts = dataset_files.Budget(dataset_files.LAYOUT_BYTES)
-        self._key_values_agree = {}      # key column -> whether all files' KeyValues are equal
         self.skipped = []
         wanted = None if columns is None else selection.as_list(columns)
         self.constant_types = {}
         opened = []           # (path, visible columns, DatasetFile, IdvFile)
+        labels = dataset_files.KeyLabels()
         limits = []
         files = dataset_files.opened(paths, filesystem, open_kwargs)
         try:
@@ -130,13 +130,11 @@ class Dataset(reads.SourceReads):
                 entry = DatasetFile(path, f.num_rows, 0, dataset_files.rows_per_block(f.layout),
                                     f.identity)
                 opened.append((path, cols, entry, f))
+                labels.add(f, cols)
                 if not self._open.admit(len(opened) - 1, f):    # the first ones stay open
                     entry.closing(f, [c for c, _ in cols], self._layouts)
                     f.close()
-            if self.skipped:
-                listing = "; ".join(f"{p} ({e})" for p, e in self.skipped)
-                warn(f"idv.dataset skipped {len(self.skipped)} file"
-                     f"{'s' * (len(self.skipped) != 1)} it could not open: {listing}")
+            _warn_skipped(self.skipped)
             if not opened:
                 raise FileNotFoundError("idv.dataset: no readable .idv file among "
                                         f"{len(paths)} path{'s' * (len(paths) != 1)}")
@@ -145,7 +143,7 @@ class Dataset(reads.SourceReads):
             else:        # names and indices, as resolve_columns picks them among column_names
                 wanted = selection.names_of([n for n, _ in opened[0][1]], wanted,
                                             where=f" in {opened[0][0]}")
-            self._names = dataset_files.agree(opened, wanted, schema)
+            self._names = dataset_files.agree(labels.as_read(opened), wanted, schema)
         except BaseException:
             files.close()            # the files opened ahead, closed
             for o in opened:
@@ -369,3 +367,11 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
              f"{'ies' if len(unlisted) != 1 else 'y'} it could not list: "
              + "; ".join(f"{e.filename} ({e.strerror})" for e in unlisted))
     return ds
+
+
+def _warn_skipped(skipped):
+    """The warning that a dataset left out `skipped` ([(path, why)]), if any."""
+    if skipped:
+        listing = "; ".join(f"{p} ({e})" for p, e in skipped)
+        warn(f"idv.dataset skipped {len(skipped)} file{'s' * (len(skipped) != 1)} it could "
+             f"not open: {listing}")

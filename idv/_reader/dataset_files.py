@@ -10,11 +10,15 @@ import functools
 import itertools
 import threading
 import weakref
+from typing import NamedTuple
 
+from idv import types as T
 from idv._resources import threads as _threads
+from idv._resources.budget import MemoryLimitError
 from idv._store.block_runs import decoded_size
 from idv.errors import IdvFormatError
 from idv._reader.reader import IdvFile, open as idv_open
+from idv._values.metadata import usable_key_values
 
 # remote files opened at once while a dataset lists them: an open waits on its first round (two
 # requests). At 30 ms a request, 64 small files opened in 90 ms at 64, 120 at 32, 300 at 8; more
@@ -170,6 +174,78 @@ def _mismatch(path, ref_path, mine, ref):
             return f"{path} has a column {name!r} ({t}) that {ref_path} does not have"
     return (f"{path} has the columns in another order than {ref_path}: "
             f"{[n for n, _ in mine]} vs {[n for n, _ in ref]}")
+
+
+class Labelled(NamedTuple):
+    """A key column's type as readers take it: `type`, and `labels`, the item type of the
+    KeyValues that label its keys (usable_key_values: a dictionary of them in Arrow, a
+    Categorical in pandas), None without usable ones (none, repeated...: raw numbers). Files
+    whose key columns differ in it would give the dataset's column two forms."""
+    type: object
+    labels: object
+
+    def __str__(self):
+        if self.labels is None:
+            return f"{self.type} without usable KeyValues (raw keys)"
+        return f"{self.type} labelled by {self.labels} KeyValues"
+
+
+def key_forms(f, cols):
+    """{name: stored form of its KeyValues (Column.annotation_form; None without)} of file
+    `f`'s key columns (those of `cols`, its visible columns, whose items are keys)."""
+    return {n: f[n].annotation_form("KeyValues") for n, t in cols
+            if isinstance(T.item_type(t), T.Key)}
+
+
+def key_labels(col):
+    """The item type of the KeyValues that label key column `col`'s keys (Labelled), None
+    without usable ones; None too when they cannot be decoded (unusable: the file's own
+    reads say why)."""
+    try:
+        kv = usable_key_values(T.item_type(col.type), col)
+    except (IdvFormatError, MemoryLimitError):
+        return None
+    return None if kv is None else T.item_type(col.metadata_types["KeyValues"])
+
+
+def other_labels(f, cols, first_forms):
+    """{name: key_labels} of file `f`'s key columns whose KeyValues are stored otherwise
+    than in the first file (`first_forms`: its key_forms): only those may label otherwise."""
+    mine = key_forms(f, cols)
+    return {n: key_labels(f[n]) for n, form in mine.items()
+            if n in first_forms and form != first_forms[n]}
+
+
+class KeyLabels:
+    """What the key columns' KeyValues make of their keys in each file a dataset lists (add
+    each, in order, while open): the first file's stored forms, and per file, other_labels
+    (the first file's {}); its first file stays open until agree has checked them."""
+
+    def __init__(self):
+        self.first = self.first_forms = None
+        self.others = []
+
+    def add(self, f, cols):
+        """File `f` (its visible columns `cols`), listed next."""
+        if self.first is None:
+            self.first, self.first_forms = f, key_forms(f, cols)
+            self.others.append({})
+        else:
+            self.others.append(other_labels(f, cols, self.first_forms))
+
+    def as_read(self, listed):
+        """`listed` (per file added, (path, its visible columns, ...)) with each key column
+        whose KeyValues some file stores otherwise as Labelled, for agree: files whose keys
+        are labels in one and raw numbers (or labels of another item type) in the other
+        differ in that column."""
+        differ = {n for o in self.others for n in o}
+        if not differ:
+            return listed
+        ref = {n: key_labels(self.first[n]) for n in differ}
+        return [(path, [(n, Labelled(t, o.get(n, ref[n]))
+                         if n in differ and isinstance(T.item_type(t), T.Key) else t)
+                        for n, t in cols])
+                for (path, cols, *_), o in zip(listed, self.others)]
 
 
 def agree(listed, wanted, mode):
