@@ -7,11 +7,13 @@ and ``|``), idv tests the rows, on the blocks the statistics do not rule out; ot
 the blocks the part it takes rules out, and polars tests every row of the frames by its own
 rules. Since DuckDB queries a polars LazyFrame with its filters pushed into it,
 ``duckdb.sql("select ... from lf where ...")`` skips them too. The frames hold whole blocks, the
-batch size's rows or more up to FRAME_BYTES, Text as Arrow string views, polars' own layout. """
+batch size's rows or more up to FRAME_BYTES, Text as Arrow string views, polars' own layout.
+A zone of part of an hour (``+05:30``), which polars cannot name, comes as UTC instants. """
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 
 from idv import _docs
@@ -157,7 +159,22 @@ def _polars_table(pa, table):
         if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
             table = table.set_column(i, field.with_type(pa.string_view()), pa.chunked_array(
                 [as_views(pa, c) for c in table.column(i).chunks], pa.string_view()))
+        elif (zoned := _polars_type(pa, field.type)) != field.type:
+            table = table.set_column(i, field.with_type(zoned), table.column(i).cast(zoned))
     return table
+
+
+# a fixed-offset zone of part of an hour (+05:30), which polars cannot parse (it names whole
+# hours itself, +05:00 as Etc/GMT-5, and panics on the rest)
+_PART_HOUR = re.compile(r"^[+-]\d\d:(?!00)\d\d$")
+
+
+def _polars_type(pa, at):
+    """Arrow type `at` as polars takes it: a timestamp in a zone _PART_HOUR in UTC (the same
+    instants: the column was written from that zone, in which polars cannot give it)."""
+    if pa.types.is_timestamp(at) and at.tz is not None and _PART_HOUR.match(at.tz):
+        return pa.timestamp(at.unit, tz="UTC")
+    return at
 
 
 # the polars schema of each Arrow schema's (names, types) met, at most SCHEMAS of them: polars
@@ -171,7 +188,9 @@ def _polars_schema(pl, schema):
     key = tuple((f.name, f.type) for f in schema)
     found = _schemas.get(key)
     if found is None:
-        found = pl.from_arrow(empty_table(arrow.import_pyarrow(), schema)).schema
+        pa = arrow.import_pyarrow()
+        schema = pa.schema([f.with_type(_polars_type(pa, f.type)) for f in schema])
+        found = pl.from_arrow(empty_table(pa, schema)).schema
         with _schemas_lock:
             while _schemas and len(_schemas) >= SCHEMAS:    # the oldest first
                 _schemas.pop(next(iter(_schemas)))

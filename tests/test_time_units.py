@@ -389,6 +389,88 @@ def test_pandas_zones_and_units_come_back(tmp_path):
         assert ds.to_arrow().schema.field("paris").type == pa.timestamp("us", tz="Europe/Paris")
 
 
+def _pandas_parts(tmp_path, frames):
+    """A dataset folder of one file written from each pandas frame of `frames`, in order."""
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    for i, df in enumerate(frames):
+        idv.write(folder / f"part-{i}.idv", df)
+    return folder
+
+
+@pytest.mark.parametrize("order", [1, -1], ids=["seconds-first", "nanoseconds-first"])
+def test_a_dataset_gives_the_written_type_only_where_every_file_was_written_from_it(
+        tmp_path, order):
+    """Files written from seconds and from nanoseconds: the column is read by the rule
+    (nanoseconds: every value fits), whatever the files' order, through every entry point;
+    a column every file was written from in one type still comes back as that type."""
+    paris = pd.Series(pd.date_range("2001-01-01", periods=2, freq="h", tz="Europe/Paris")
+                      .astype("datetime64[ms, Europe/Paris]"))
+    seconds = pd.DataFrame({"c": pd.to_datetime(["2001-01-01 00:00:01", "2001-01-01 00:00:02"])
+                            .as_unit("s"), "z": paris})
+    fine = pd.DataFrame({"c": pd.to_datetime(["2001-01-01 00:00:03.1234567",
+                                              "2001-01-01 00:00:04.5"]).as_unit("ns"),
+                         "z": paris})
+    frames = [seconds, fine][::order]
+    folder = _pandas_parts(tmp_path, frames)
+    want = np.concatenate([df["c"].to_numpy().astype("datetime64[ns]") for df in frames])
+    with idv.dataset(folder) as ds:
+        whole = ds.to_arrow()
+        assert whole.schema.field("c").type == pa.timestamp("ns")
+        assert whole.schema.field("z").type == pa.timestamp("ms", tz="Europe/Paris")
+        assert np.array_equal(whole["c"].to_numpy(), want)
+        streamed = ds.record_batch_reader(batch_size=1).read_all()
+        assert streamed.schema == whole.schema
+        frame = idv.read_pandas(ds)
+        assert frame["c"].dtype == np.dtype("datetime64[ns]")
+        assert frame["z"].dtype == paris.dtype
+        assert np.array_equal(frame["c"].to_numpy(), want)
+        some = idv.read_pandas(ds, filter=[("c", ">", np.datetime64("2001-01-01T00:00:01"))])
+        assert some["c"].dtype == np.dtype("datetime64[ns]") and some["z"].dtype == paris.dtype
+    polars = pytest.importorskip("polars", reason="scan_idv is polars'")
+    from idv.polars import scan_idv
+    got = scan_idv(folder).collect()
+    assert got.schema["c"] == polars.Datetime("ns")
+    assert np.array_equal(got["c"].to_numpy(), want)
+
+
+def test_a_dataset_of_files_with_and_without_a_written_type_reads_by_the_rule(tmp_path):
+    """A file written from pandas seconds and one from numpy (no written-from type)."""
+    seconds = pd.DataFrame({"c": pd.to_datetime(["2001-01-01 00:00:01"]).as_unit("s")})
+    folder = _pandas_parts(tmp_path, [seconds])
+    idv.write(folder / "part-1.idv", {"c": np.array(["2001-01-01T00:00:02.5"], "datetime64[ms]")})
+    with idv.dataset(folder) as ds:
+        assert ds.to_arrow().schema.field("c").type == pa.timestamp("ns")
+        assert idv.read_pandas(ds)["c"].tolist() == [pd.Timestamp("2001-01-01 00:00:01"),
+                                                      pd.Timestamp("2001-01-01 00:00:02.5")]
+
+
+def test_a_dataset_zone_written_in_different_units_is_that_of_every_row(tmp_path):
+    """A DateTimeOffset column written from Paris in milliseconds, then in microseconds (a
+    summer's offset): read by the rule, its zone that of all its rows (UTC: two offsets),
+    whatever rows a read keeps."""
+    winter = pd.Series(pd.to_datetime(["2001-01-01 00:00:01"]).tz_localize("Europe/Paris"))
+    summer = pd.Series(pd.to_datetime(["2001-07-01 00:00:01"]).tz_localize("Europe/Paris"))
+    folder = _pandas_parts(tmp_path, [pd.DataFrame({"z": winter.astype(
+        "datetime64[ms, Europe/Paris]")}), pd.DataFrame({"z": summer.astype(
+            "datetime64[us, Europe/Paris]")})])
+    with idv.dataset(folder) as ds:
+        assert str(idv.read_pandas(ds)["z"].dt.tz) == "UTC"
+        first = ds.to_pandas(rows=slice(0, 1))["z"]
+        assert str(first.dt.tz) == "UTC" and first[0] == winter[0]
+
+
+@pytest.mark.parametrize("unit, ticks_per", [("s", 10**7), ("ms", 10**4)])
+def test_arrow_time32_is_written_as_a_timespan(tmp_path, unit, ticks_per):
+    """A time of day in seconds or milliseconds (what Parquet and CSV readers give)."""
+    counts = [0, 1, 86399]
+    idv.write(tmp_path / "t.idv", pa.table({"t": pa.array(counts, pa.int32()).cast(
+        pa.time32(unit))}))
+    got = idv.read(tmp_path / "t.idv")["t"]
+    assert got.dtype == np.dtype("timedelta64[100ns]")
+    assert got.view(np.int64).tolist() == [c * ticks_per for c in counts]
+
+
 def test_a_column_no_longer_its_written_type_says_how_to_read_it(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     pq.write_table(pa.table({"day": pa.array([dt.date(2024, 1, 2)], pa.date32())}),

@@ -12,11 +12,11 @@ from idv._store.block_runs import bit_rooms
 from idv._store.stored_blocks import block_views
 from idv._values import text_bytes, ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
-from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, as_written,
-                                     c_format, check_key_labels, column_arrow_type, import_pyarrow,
+from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
+                                     check_key_labels, column_arrow_type, import_pyarrow,
                                      imports_c_streams, items_to_arrow, key_values_mode,
-                                     key_values_to_arrow, numbers_to_arrow, restore,
-                                     restored_type, times_to_arrow, written_from)
+                                     key_values_to_arrow, numbers_to_arrow, times_to_arrow)
+from idv._values.time_zones import as_written, restore, restored_type, written_from
 from idv.errors import Where
 
 
@@ -37,7 +37,7 @@ class _ColumnToArrow:
             self.dictionary = key_values_to_arrow(
                 pa, kv_item, kv, unit, safe, lambda i: f"column {col.name!r} KeyValues item {i}",
                 f"column {col.name!r} KeyValues")
-        # the type the column was written from (arrow_types.SOURCE_TYPE), within the finest
+        # the type the column was written from (time_zones.SOURCE_TYPE), within the finest
         # unit `as_written` (None: the unit given)
         self.restored = restored_type(pa, col, as_written) if as_written else None
         # its unit ('D': date32), into which the ticks convert straight (restored_array)

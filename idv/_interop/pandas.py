@@ -29,7 +29,8 @@ from idv._values import ticks
 from idv._reader import read_source, time_units, whole_read
 from idv._interop import pandas_times
 from idv._interop.arrow_columns import text_array, text_reader
-from idv._values.arrow_types import as_written, check_key_labels, key_value_times, written_from
+from idv._values.arrow_types import check_key_labels, key_value_times
+from idv._values.time_zones import as_written, written_from
 from idv._reader.reader import opened
 from idv._reader.selection import file_columns
 from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,

@@ -12,9 +12,9 @@ import datetime as _dt
 import numpy as np
 
 from idv import types as T
-from idv._reader import read_source
+from idv._reader import read_source, time_units
 from idv._values import ticks
-from idv._values.arrow_types import as_written, written_from
+from idv._values.time_zones import as_written, written_from
 
 __all__ = ["zone_of", "concat", "dataset_zones", "TIME_KINDS", "times", "time_series",
            "dto_series"]
@@ -120,6 +120,9 @@ def dataset_zones(src, columns, datetime):
     if datetime == "ticks":
         return zones
     keys = read_source.split(src, src.resolve_columns(columns))[0]    # the files' columns
+    if finest:      # those whose files disagree on the type they were written from
+        finest.mixed = time_units.mixed(
+            lambda: (src.using(i) for i in range(len(src.files))), keys, datetime)
     with src.using(0) as first:
         dto = {n: (first[n].name, _slots(first[n].type), isinstance(first[n].type, T.Vector))
                for n in keys

@@ -232,8 +232,9 @@ class SourceReads(ClosedOnExit):
         datetime : {'100ns', 'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}, default '100ns'
             ``'100ns'``: ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks,
             exact and with no pass over the data (numpy alone holds that unit). The others
-            give the unit the Arrow-typed readers give, by the one rule of every entry point (see
-            idv.to_arrow's ``datetime``).
+            give the unit of the one rule of every entry point (see idv.to_arrow's
+            ``datetime``), chosen from the values: not the type a column was written from
+            (its ``idv.SourceType``), which only the Arrow and pandas readers restore.
         text : {'object', 'StringDType'}, default 'object'
             Text values as arrays of Python ``str``, or numpy >= 2's variable-width string
             dtype, built straight from the file's UTF-8 with no ``str`` objects for whole

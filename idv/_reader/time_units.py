@@ -14,13 +14,14 @@ Two engines whose timestamps are microseconds default to ``"us"``: Spark (its on
 and the Arrow dataset (DuckDB pushes filters into a scan only on microsecond timestamps).
 A column written from Arrow or pandas keeps the type it had there (its ``idv.SourceType``
 annotation: ``timestamp[us, tz=Europe/Paris]``, ``date32[day]``, ``duration[ms]``...), and
-'auto' gives that type back (idv._values.arrow_types.restored_type), so that Parquet -> .idv ->
-Parquet and pandas -> .idv -> pandas keep their types.
+'auto' gives that type back (idv._values.time_zones.restored_type), so that Parquet -> .idv ->
+Parquet and pandas -> .idv -> pandas keep their types; in a dataset, only when every file
+was written from that type (choose's ``mixed``: the others are read by the rule above).
 ``"exact"`` refuses instead of flooring; ``"auto-us"`` is microseconds always (Parquet
 output: what Spark reads); ``"us"``, ``"ns"`` and ``"ticks"`` are fixed and read nothing
 ahead. numpy's read() and take() keep .NET's own unit, ``datetime64[100ns]``, by default
 (exact, and no pass over the data: numpy alone holds that unit); ``datetime="auto"`` gives
-them this rule's unit.
+them this rule's unit, not the type a column was written from.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import contextlib
 import weakref
 
 from idv._values import ticks
+from idv._values.time_zones import as_written, written_from
 from idv import types as T
 from idv.errors import IdvFormatError
 from idv.types import EPOCH_TICKS
@@ -88,10 +90,11 @@ def choose(open_files, names, mode, values=None):
     count of floored ticks is needed): for 'auto', 'exact' and 'auto-us' a ticks.Units of each
     time column's (unit, safe), chosen from all files; any other mode (or a Units already)
     as given. `values` (name -> read()'s form of a whole column of a single file) spares
-    decoding what a read has decoded already."""
+    decoding what a read has decoded already. The Units' ``mixed``: the columns whose files
+    were written from different types (_mixed), which no read restores."""
     if isinstance(mode, ticks.Units) or mode not in ticks.CHOSEN_MODES:
         return mode
-    what = {}
+    what, written = {}, set()
 
     def summed(names, exact):
         parts = {}
@@ -104,6 +107,8 @@ def choose(open_files, names, mode, values=None):
                         given = None if values is None else values.get(n)
                         parts.setdefault(n, ticks.UnitChoice()).merge(
                             summary(col, f, given, exact))
+                if not exact:
+                    written.update(_written(f, names, as_written(mode)))
         return parts
     merged = summed(names, False)
     # microseconds: the values it floors are counted, from every block
@@ -113,7 +118,37 @@ def choose(open_files, names, mode, values=None):
     units = ticks.Units((n, m.settle(mode, f"column {n!r}", what[n]))
                         for n, m in merged.items())
     units.mode = mode
+    units.mixed = _mixed(written)
     return units
+
+
+def _written(f, keys, finest):
+    """(key, name, the type it was written from) of each time column `keys` of open file
+    `f` (time_zones.written_from within `finest`; None: none, or not a mode that restores)."""
+    return [(k, f[k].name, finest and written_from(f[k], finest)) for k in keys
+            if is_time(f[k].type)]
+
+
+def _mixed(written):
+    """The names of the columns whose files were written from different types (or some from
+    none), among `written` (_written of every file): a read gives them by the rule above,
+    none restored, so that every file, and every entry point, give them one type."""
+    seen = {}
+    for key, name, source in written:
+        seen.setdefault((key, name), set()).add(source)
+    return frozenset(name for (_, name), sources in seen.items() if len(sources) > 1)
+
+
+def mixed(open_files, keys, mode):
+    """_mixed of columns `keys` of the files `open_files()` gives (as choose's), read in
+    mode `mode` (ticks.Units.mixed, where choose has found them already)."""
+    if isinstance(mode, ticks.Units):
+        return getattr(mode, "mixed", frozenset())
+    written = []
+    for entry in open_files():
+        with entry as f:
+            written.extend(_written(f, keys, as_written(mode)))
+    return _mixed(written)
 
 
 def for_file(f, names, mode, values=None):

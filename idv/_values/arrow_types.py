@@ -9,8 +9,6 @@ only when asked for (``import_pyarrow``).
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from idv._values import ticks
@@ -26,83 +24,6 @@ METADATA_KEY = b"idv.metadata"
 KEY_VALUES_KEY = b"idv.key"
 
 
-# the column annotation in which idv keeps the type a time column had where it was written
-# from (Arrow or pandas), as Arrow names it: ``timestamp[us, tz=UTC]``, ``date32[day]``,
-# ``duration[us]``; reading the column back with datetime="auto" gives that type again.
-# ML.NET keeps it as any text annotation (and ignores it).
-SOURCE_TYPE = "idv.SourceType"
-_SOURCE = re.compile(r"^(?:timestamp\[(s|ms|us|ns)(?:, tz=([^\]]+))?\]|date32\[day\]"
-                     r"|duration\[(s|ms|us|ns)\])$")
-
-
-def source_type(at=None, dtype=None):
-    """The SOURCE_TYPE text of an Arrow type `at` or a numpy / pandas `dtype` of times (None
-    for other types)."""
-    if at is not None:
-        text = str(at)
-        return text if _SOURCE.match(text) else None
-    kind = getattr(dtype, "kind", None)
-    unit = getattr(dtype, "unit", None)
-    tz = getattr(dtype, "tz", None)
-    if kind == "M" and unit in ("s", "ms", "us", "ns"):      # pandas' DatetimeTZDtype
-        return f"timestamp[{unit}]" if tz is None else f"timestamp[{unit}, tz={tz}]"
-    if isinstance(dtype, np.dtype) and dtype.kind in "Mm":
-        unit = np.datetime_data(dtype)[0]
-        if unit in ("s", "ms", "us", "ns"):
-            return f"{'timestamp' if dtype.kind == 'M' else 'duration'}[{unit}]"
-    return None
-
-
-def restored_type(pa, col, finest="ns"):
-    """The Arrow type scalar time column `col` was written from (its SOURCE_TYPE annotation),
-    when that type can hold the column's values again and its unit is no finer than
-    `finest`; else None."""
-    kind, unit, tz = written_from(col, finest) or (None, None, None)
-    return None if kind is None else pa.date32() if kind == "date" else \
-        pa.duration(unit) if kind == "duration" else pa.timestamp(unit, tz=tz)
-
-
-def as_written(datetime):
-    """The finest unit in which a time column read in mode `datetime` (a ticks.Units or a
-    mode) is given the type it was written from (its SOURCE_TYPE: the 'auto' modes); None:
-    not so. Arrow's and pandas' reads alike."""
-    return {"auto": "ns", "auto-us": "us"}.get(getattr(datetime, "mode", datetime))
-
-
-def written_from(col, finest="ns"):
-    """(kind, unit, zone) of the type scalar time column `col` was written from (its
-    SOURCE_TYPE annotation, decoded alone; kind 'timestamp', 'date' or 'duration'), when it
-    can hold the column's values again and its unit is no finer than `finest`; else None."""
-    col_type = col.type
-    text = col.annotation(SOURCE_TYPE) if col_type in ticks.TIME_ITEMS else None
-    m = _SOURCE.match(text) if isinstance(text, str) else None
-    if m is None:
-        return None
-    unit, tz, span = m.group(1), m.group(2), m.group(3)
-    if finest == "us" and "ns" in (unit, span):
-        return None
-    if col_type is T.TimeSpan and span:
-        return "duration", span, None
-    if col_type is T.DateTime and unit and tz is None:
-        return "timestamp", unit, None
-    if col_type is T.DateTime and text == "date32[day]":
-        return "date", "D", None
-    if col_type is T.DateTimeOffset and unit and tz is not None:
-        return "timestamp", unit, tz
-    return None
-
-
-def restore(pa, array, target):
-    """An Arrow array of a time column (a DateTimeOffset's struct: its UTC instants) as
-    `target` (restored_type) by pyarrow's safe cast, which raises, saying why, for a value
-    `target` cannot hold (a time of day in a date, a tick below the unit)."""
-    if pa.types.is_struct(array.type):
-        array = array.field("utc")
-    out = array.cast(target, safe=True)
-    if pa.types.is_date32(target) and not out.cast(array.type).equals(array):
-        raise ValueError(f"a value has a time of day, which {SOURCE_TYPE} date32[day] cannot "
-                         f"hold")
-    return out
 
 
 def import_pyarrow():

@@ -13,10 +13,10 @@ import numpy as np
 from idv._values import ticks
 from idv import types as T
 from idv._values.metadata import metadata_from_json
-from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, SOURCE_TYPE, TYPE_KEY,
-                                     arrow_holds, import_pyarrow, infer_item, infer_type,
-                                     is_list_type, key_values_to_arrow, numpy_view, source_type,
-                                     storage_type)
+from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, arrow_holds,
+                                     import_pyarrow, infer_item, infer_type, is_list_type,
+                                     key_values_to_arrow, numpy_view, storage_type)
+from idv._values.time_zones import SOURCE_TYPE, source_type
 from idv.errors import Where
 from idv._values.vectors import Ragged
 from idv._writer.arrow_items import (filled_text, first_null, items_from_arrow, no_nulls,

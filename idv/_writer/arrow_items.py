@@ -30,6 +30,10 @@ def no_nulls(arr, describe, t):
 
 
 def _int64s(pa, arr):
+    """`arr`'s values as int64 counts (of its unit, for times); time32 by way of int32, as
+    pyarrow casts it to no wider integer."""
+    if pa.types.is_time32(arr.type):
+        arr = arr.cast(pa.int32())
     return numpy_view(arr.cast(pa.int64())).astype(np.int64)
 
 

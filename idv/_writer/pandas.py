@@ -14,7 +14,7 @@ import numpy as np
 from idv._values import ticks
 from idv import types as T
 from idv._values.metadata import SCHEMA_ATTR, frame_schema_columns
-from idv._values.arrow_types import SOURCE_TYPE, source_type
+from idv._values.time_zones import SOURCE_TYPE, source_type
 from idv.errors import Where, require
 from idv._values.infer import arrow_of, infer_column
 from idv._values.vectors import Ragged
