@@ -71,8 +71,9 @@ class _ReadPartition:
     columns asked for (dask's projection passes them as ``columns``)."""
 
     def __init__(self, fs, open_kwargs, idv_columns, frame_columns, vectors, datetime, safe,
-                 filter_=None, zones=None):
+                 filter_=None, zones=None, dtypes=None):
         self.filter = filter_
+        self.dtypes = dtypes or {}                # frame column -> the meta's dtype
         self.zones = zones or {}                  # DateTimeOffset column -> its zone
         self.fs = fs
         self.open_kwargs = open_kwargs
@@ -102,9 +103,22 @@ class _ReadPartition:
             df.index = pd.RangeIndex(first, first + stop - start)
         else:                   # the global row numbers of the rows that match
             df.index = df.index + (first - start)
+        _as_meta(df, self.dtypes)
         if columns is None or list(df.columns) == list(columns):
             return df
         return df[list(columns)]
+
+
+def _as_meta(df, dtypes):
+    """The Categoricals of the partition `df` with the categories of the meta's `dtypes`
+    (frame column -> dtype; _unified_categories), their values unchanged, as dask expects
+    every partition's dtypes to be the meta's."""
+    import pandas as pd
+    for j, name in enumerate(df.columns):
+        want, s = dtypes.get(name), df.iloc[:, j]
+        if isinstance(want, pd.CategoricalDtype) and isinstance(s.dtype, pd.CategoricalDtype) \
+                and not s.cat.categories.equals(want.categories):
+            df.isetitem(j, s.cat.set_categories(want.categories))
 
 
 @_docs.fill
@@ -142,30 +156,20 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
     dask.dataframe.DataFrame
     """
     dd = _dask_dataframe()
+    if "filters" in dataset_kwargs:     # dd.read_parquet's and pyarrow's spelling
+        raise TypeError("read_idv() got an unexpected keyword argument 'filters': its row "
+                        "filter is filter= (DNF tuples, a string or a pyarrow.compute "
+                        "expression)")
     ds, owned = _as_dataset(urlpath, storage_options, columns, dataset_kwargs)
     try:
         names = ds.column_names if columns is None else ds.resolve_columns(columns)
         unit, safe = ds.time_unit(names, datetime, safe)
         parts = scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES,
                                 block_filter=filters.blocks_of(filter))
-        from idv._values.metadata import (SCHEMA_ATTR, expands, frame_schema_columns,
-                                          warn_kept_wide)
-        from idv._reader.whole_read import check_slot_names
-        from idv._interop.pandas import frame
         from idv._interop.pandas_times import dataset_zones
-        if vectors == "expand":      # once, here; the meta and the partitions say nothing
-            warn_kept_wide([ds.schema[n] for n in names], "one column of arrays")
-        # the meta's slot columns are every partition's: the files' SlotNames must agree
-        check_slot_names(ds, [n for n in names if expands(ds.schema[n].type, vectors)])
         # a DateTimeOffset column's zone is that of all its rows, the partitions' as well
         zones = dataset_zones(ds, names, unit)
-        with ds.using(0) as first:
-            meta = frame(first, names, vectors=vectors, datetime=unit, safe=safe,
-                         rows=slice(0, 0), zones=zones)
-        # pandas column -> idv column (a vector's slots are columns), as the meta's schema
-        # lists each column's frame columns
-        frame_columns = {c: entry[0] for entry in frame_schema_columns(meta.attrs[SCHEMA_ATTR])
-                         for c in entry[3]}
+        meta, frame_columns = _meta(ds, names, vectors, unit, safe, zones)
         files, entries = ds.files, listed(ds, names)
         tasks = [(entries[p.part], p.start, p.stop, files[p.part].start + p.start)
                  for p in parts]
@@ -176,11 +180,60 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
             divisions = tuple(t[3] for t in tasks) + (tasks[-1][3] + tasks[-1][2]
                                                        - tasks[-1][1] - 1,)
         reader = _ReadPartition(ds.filesystem, dict(ds.open_kwargs), names, frame_columns,
-                                vectors, unit, safe, filter, zones)
+                                vectors, unit, safe, filter, zones, dict(meta.dtypes))
         return _frame(dd, reader, tasks, meta, divisions)
     finally:
         if owned:
             ds.close()
+
+
+def _meta(ds, names, vectors, unit, safe, zones):
+    """(read_idv's meta: the empty frame of columns `names` of the first file, its keys'
+    categories _unified_categories; {pandas column: idv column} (a vector's slots are
+    columns), as the meta's schema lists each column's frame columns)."""
+    from idv._values.metadata import (SCHEMA_ATTR, expands, frame_schema_columns,
+                                      warn_kept_wide)
+    from idv._reader.whole_read import check_slot_names
+    from idv._interop.pandas import frame
+    if vectors == "expand":      # once, here; the meta and the partitions say nothing
+        warn_kept_wide([ds.schema[n] for n in names], "one column of arrays")
+    # the meta's slot columns are every partition's: the files' SlotNames must agree
+    check_slot_names(ds, [n for n in names if expands(ds.schema[n].type, vectors)])
+
+    def empty(f, columns):
+        return frame(f, columns, vectors=vectors, datetime=unit, safe=safe, rows=slice(0, 0),
+                     zones=zones)
+    with ds.using(0) as first:
+        meta = empty(first, names)
+    frame_columns = {c: entry[0] for entry in frame_schema_columns(meta.attrs[SCHEMA_ATTR])
+                     for c in entry[3]}
+    _unified_categories(ds, meta, frame_columns, empty)
+    return meta, frame_columns
+
+
+def _unified_categories(ds, meta, frame_columns, empty):
+    """The Categoricals of `meta` (the first file's empty frame; `empty(file, columns)` gives
+    a file's) of keys whose files' KeyValues differ, made those of the union of the files'
+    categories, in file order, as dask's concat of known Categoricals gives: one code, one
+    label in every partition (_as_meta). The dataset's files agree on the form of a key's
+    KeyValues (labels of one type, or none), so each file's keys are Categoricals too."""
+    import pandas as pd
+    from pandas.api.types import union_categoricals
+    from idv._reader.whole_read import same_key_values
+    differ = [j for j, (c, t) in enumerate(meta.dtypes.items())
+              if isinstance(t, pd.CategoricalDtype)
+              and isinstance(T.item_type(ds.schema[frame_columns[c]].type), T.Key)
+              and not same_key_values(ds, frame_columns[c])]
+    if not differ:
+        return
+    keys = list(dict.fromkeys(frame_columns[meta.columns[j]] for j in differ))
+    files = []
+    for i in range(len(ds.files)):
+        with ds.using(i) as f:
+            files.append(empty(f, keys))
+    for j in differ:
+        union = union_categoricals([df[meta.columns[j]] for df in files]).categories
+        meta.isetitem(j, meta.iloc[:, j].cat.set_categories(union))
 
 
 def _frame(dd, reader, tasks, meta, divisions):

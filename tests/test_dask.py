@@ -542,3 +542,53 @@ def test_len_reads_no_partition_whose_rows_are_known(tmp_path, monkeypatch):
         assert len(kept) == 30 + 40 + 50
         assert len(opened) == kept.npartitions == 13 - 3     # block 0 of each file ruled out
         assert ddf["x"].sum().compute() == sum(range(50)) + sum(range(60)) + sum(range(70))
+
+
+def test_keys_whose_files_name_other_labels_share_the_union_of_their_categories(tmp_path):
+    """Each file's KeyValues name its own keys (here in another order, or other labels): the
+    frame's categories are known, the union of the files' labels in file order, and every
+    partition has them, so one code is one label across partitions."""
+    keys = np.array([1, 2, 3, 0, 1], np.uint32)
+    labels = [["a", "b", "c"], ["c", "b", "a"], ["z", "a", "y"]]
+    for i, names in enumerate(labels):
+        idv.write(str(tmp_path / f"{i}.idv"), {"K": keys}, types={"K": idv.Key(idv.UInt32, 3)},
+                  metadata={"K": {"KeyValues": names}})
+    want = [names[k - 1] if k else None for names in labels for k in keys]
+    ddf = idv.dask.read_idv(str(tmp_path))
+    assert ddf["K"].cat.known and list(ddf["K"].cat.categories) == ["a", "b", "c", "z", "y"]
+    for i in range(ddf.npartitions):
+        part = ddf.partitions[i].compute(scheduler="sync")["K"]
+        assert list(part.cat.categories) == ["a", "b", "c", "z", "y"]
+    got = ddf.compute(scheduler="sync")["K"]
+    assert [None if pd.isna(v) else v for v in got] == want
+    codes = ddf["K"].cat.codes.compute(scheduler="sync").tolist()
+    assert [ddf["K"].cat.categories[c] if c >= 0 else None for c in codes] == want
+    dummies = dd.get_dummies(ddf[["K"]]).compute(scheduler="sync")
+    assert dummies.sum().to_dict() == {f"K_{v}": want.count(v) for v in "abczy"}
+    kept = idv.dask.read_idv(str(tmp_path), filter="K == 'z'").compute(scheduler="sync")
+    assert kept["K"].tolist() == ["z", "z"] and kept["K"].cat.codes.tolist() == [3, 3]
+
+
+def test_a_datetimeoffset_column_written_in_other_zones_is_in_one_zone(tmp_path):
+    """Files written from pandas in different zones: every partition is in the meta's zone,
+    the one read_pandas gives the dataset, its instants those written."""
+    t = pd.to_datetime(["2001-01-01 00:00:01", "2001-07-01 00:00:02"]).as_unit("us")
+    written = [t.tz_localize("Europe/Paris"), t.tz_localize("America/New_York")]
+    for i, times in enumerate(written):
+        idv.write(str(tmp_path / f"{i}.idv"), pd.DataFrame({"c": times}))
+    want = idv.read_pandas(idv.dataset(str(tmp_path)))["c"].dtype
+    ddf = idv.dask.read_idv(str(tmp_path))
+    assert ddf["c"].dtype == want
+    assert [ddf.partitions[i].compute(scheduler="sync")["c"].dtype
+            for i in range(ddf.npartitions)] == [want] * 2
+    got = ddf.compute(scheduler="sync")["c"]
+    assert got.dtype == want and got.tolist() == [*written[0], *written[1]]
+
+
+def test_filters_spelled_as_dask_and_pyarrow_spell_them_is_refused_naming_filter(tmp_path):
+    path = str(tmp_path / "k.idv")
+    idv.write(path, {"x": np.arange(3)})
+    with pytest.raises(TypeError, match=r"read_idv\(\) .*'filters'.* filter="):
+        idv.dask.read_idv(path, filters=[("x", "==", 1)])
+    assert idv.dask.read_idv(path, filter=[("x", "==", 1)]).compute(
+        scheduler="sync")["x"].tolist() == [1]
