@@ -144,10 +144,14 @@ def mixed(open_files, keys, mode):
     mode `mode` (ticks.Units.mixed, where choose has found them already)."""
     if isinstance(mode, ticks.Units):
         return getattr(mode, "mixed", frozenset())
-    written = []
+    finest, written = as_written(mode), []
+    if finest is None:          # a mode that restores no written-from type
+        return frozenset()
     for entry in open_files():
         with entry as f:
-            written.extend(_written(f, keys, as_written(mode)))
+            if not any(is_time(f[k].type) for k in keys):
+                return frozenset()      # no time column (the files agree on the types)
+            written.extend(_written(f, keys, finest))
     return _mixed(written)
 
 
