@@ -12,8 +12,8 @@ import pytest
 
 import idv
 
-pa = pytest.importorskip("pyarrow")
-pd = pytest.importorskip("pandas")
+pa = pytest.importorskip("pyarrow", reason="the Arrow names of zones are pyarrow's")
+pd = pytest.importorskip("pandas", reason="the zones are written from pandas")
 dateutil_tz = pytest.importorskip("dateutil.tz", reason="dateutil zones are pandas' own "
                                                           "dependency's")
 

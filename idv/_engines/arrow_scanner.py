@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from idv._interop import arrow
-from idv._interop.arrow_columns import one_array
+from idv._interop.arrow_columns import one_array, rows_only
 from idv._resources import budget
 from idv._engines import engine_filters
 from idv._scan import filter_tree, filters
+from idv._scan.checked_keys import labelled
 from idv._reader import read_source, selection
 from idv._values.arrow_types import empty_table, import_pyarrow
 
@@ -122,7 +123,8 @@ class IdvScanner:
         own (scan.scan's)."""
         schema, n = self.projected_schema, len(self._names)
         for t in self._filtered(self._names, rows, group, quick_first):
-            yield one_batch(self._pa, t.columns[:n], schema)
+            yield one_batch(self._pa, t.columns[:n], schema) if n else \
+                rows_only(self._pa, t.num_rows)       # no column: the rows alone
 
     def to_reader(self):
         """A pyarrow.RecordBatchReader of the scan (what DuckDB reads): each file's first
@@ -165,7 +167,8 @@ class IdvScanner:
 
     def count_rows(self):
         """The number of rows the scan gives; blocks that the statistics decide are
-        counted without decoding."""
+        counted without decoding, unless the filter tests a key with KeyValues: its rows are
+        decoded and checked to have labels, as to_table's (checked_keys)."""
         ds = self._owner.idv_dataset
         if self._filter is None:
             return ds.num_rows
@@ -185,9 +188,12 @@ class IdvScanner:
                 return 0
             bound = filters.prepare(node, f)
             layouts = {tuple(block_counts(f, n)) for n in bound.columns}
-            if len(layouts) == 1 and all(z is not None for z in bound.zones.values()):
+            labels = any(labelled(f[n]) for n in bound.columns)
+            if len(layouts) == 1 and not labels and \
+                    all(z is not None for z in bound.zones.values()):
                 return _count_by_statistics(f, bound, np.array(layouts.pop()))
-            return sum(len(hits) for _b, hits, _ in filters.filtered(f, [], bound))
+            return sum(len(hits) for _b, hits, _ in filters.filtered(f, [], bound,
+                                                                     labels=labels))
 
 
 def block_counts(f, name):

@@ -15,13 +15,14 @@ from typing import NamedTuple
 from idv import _docs, types as T
 from idv._resources import budget, gc as _gc
 from idv._scan import filters, scan
+from idv._scan.checked_keys import numbers_reader
 from idv._scan.tested import Tested, untested, with_tests
 from idv._values import text_bytes, ticks
 from idv._values.arguments import ensure_count
 from idv._reader import whole_read
 from idv._interop.arrow_keys import key_numbers
 from idv._interop.arrow_columns import (bits_reader, chunked, converters, is_text, one_array,
-                                        taken, text_reader, view_runs)
+                                        rows_only, taken, text_reader, view_runs)
 from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow, numpy_view
 from idv._reader import read_source
 from idv._reader.reader import opened
@@ -340,11 +341,14 @@ class _Stream(NamedTuple):
     def batch(self, i, arrays, n):
         """The record batch of `arrays` (of the files' columns) and `n` rows of the constant
         columns of file i, in the order asked."""
+        pa = self.pa
+        if not self.order:      # no column: its rows alone
+            return rows_only(pa, n)
         if self.fixed:
-            arrays = arrays + _constant_arrays(self.pa, self.src, self.fixed,
+            arrays = arrays + _constant_arrays(pa, self.src, self.fixed,
                                                self.schema.types[len(self.keys):], i, n)
-        return self.pa.RecordBatch.from_arrays([arrays[j] for j in self.order],
-                                               schema=self.schema_asked)
+        return pa.RecordBatch.from_arrays([arrays[j] for j in self.order],
+                                          schema=self.schema_asked)
 
 
 def _file_batches(how, i, rows, bound):
@@ -362,7 +366,8 @@ def _file_batches(how, i, rows, bound):
         # the filter's columns tested in the scan's threads, a piece at a time as decoded
         # (idv._scan.tested): in read()'s form, Text as its bytes (no str per value); those
         # read for the batches too tested as their Arrow arrays, the strings' bytes; a key
-        # labelled by KeyValues as its key numbers, dictionaries made of its matches alone
+        # labelled by KeyValues as its key numbers, each checked to have a label whether the
+        # batches hold it or not (checked_keys), dictionaries made of its matches alone
         text = {name for name in tested if f[name].type is T.Text}
         # where each column is among those read (keys: a file's indices, a dataset's names)
         read_at = {c.index: j for j, c in enumerate(cols)}
@@ -373,7 +378,7 @@ def _file_batches(how, i, rows, bound):
               if name in text or j in numbers or _as_read(pa, f[name], convs[j])}
         extra = [name for name in tested if name not in at]
         readers = [numbers.get(j, c) for j, c in enumerate(convs)] + [
-            scan.TextColumn(f[name]) if name in text else scan.NumpyColumn(f[name])
+            scan.TextColumn(f[name]) if name in text else numbers_reader(f[name])
             for name in extra]
         keep = None if bound is None else (lambda _part, _f: bound.blocks())
         division = bound.division() if tested else None

@@ -245,7 +245,7 @@ class _ColumnToArrow:
         if self.dictionary is not None:
             raw = np.asarray(values)
             if row0 + len(raw) <= self.col.num_rows:        # rows of this column's file
-                check_key_labels(raw, t.count, self._describe(row0), self.col._file.path)
+                check_key_labels(raw, t.count, self._describe(row0), self.col.path)
             else:                     # the rows of a dataset's files joined (arrow._joined)
                 check_key_labels(raw, t.count,
                                  lambda i: f"column {self.name!r} dataset row {row0 + i}")
@@ -396,6 +396,11 @@ def one_array(pa, part):
         if joined is not None:
             return joined
     return pa.concat_arrays(chunks)
+
+
+def rows_only(pa, n):
+    """A RecordBatch of no column and `n` rows (RecordBatch.from_arrays gives one of none)."""
+    return pa.RecordBatch.from_struct_array(pa.nulls(n, pa.struct([])))
 
 
 def view_runs(pa, values, n):

@@ -5,10 +5,10 @@ than of every row decoded twice, once as numbers for the test and once as a dict
 from __future__ import annotations
 
 from idv import types as T
-from idv._scan import scan
+from idv._scan.checked_keys import CheckedKeys
 
 
-class KeyNumbers(scan.NumpyColumn):
+class KeyNumbers(CheckedKeys):
     """A scan reader of a labelled key column (`conv`: its converter) into its key numbers,
     each checked to have a label as it is decoded, as the converter's arrays of every row
     would be (a key without one is an error however the filter goes)."""
@@ -16,19 +16,6 @@ class KeyNumbers(scan.NumpyColumn):
     def __init__(self, conv):
         super().__init__(conv.col)
         self.conv = conv
-
-    def decode(self, b0, b1, out):
-        return self._checked(b0, super().decode(b0, b1, out))
-
-    def inflated(self, b0, b1, out):
-        return self._checked(b0, super().inflated(b0, b1, out))
-
-    def _checked(self, b0, chunks):
-        raw = chunks[0]
-        if len(raw) and raw.max() > self.conv.type.count:
-            # the converter names the file, column and row of the first without a label
-            self.conv.array(raw, self.col.block_rows(b0)[0])
-        return chunks
 
     def array(self, raw, hits=None):
         """The Arrow dictionary array of key numbers `raw` (checked already), or of their

@@ -277,7 +277,7 @@ def _frame(pd, f, columns, rows, how, row_index, values):
     expanded = set()     # indices of the columns whose slots became columns of their own
     read_whole = how["filter"] is None and rows is None and values is None
     if how["filter"] is not None:      # the rows that match, of the blocks statistics keep
-        index, whole = _read_matching(f, cols, how["filter"], rows)
+        index, whole = _read_matching(f, cols, how["filter"], rows, vectors)
         n = len(index)
     elif values is not None:
         whole = values
@@ -416,15 +416,18 @@ def _joined(pd, pieces, own, n):
     return df
 
 
-def _read_matching(f, cols, filter_, rows):
-    """(file row numbers, id(column) -> read()'s values) of the rows matching (rows: a slice)."""
+def _read_matching(f, cols, filter_, rows, vectors):
+    """(file row numbers, id(column) -> read()'s values) of the rows matching (rows: a slice);
+    a key with KeyValues, returned or tested (and a vector's slots of them that `vectors`
+    expands), checked in every row decoded: a Categorical holds labels only, whatever the
+    filter keeps."""
     names = list(dict.fromkeys(c.name for c in cols))
     if len(names) < len(cols) or any(f[c.name] is not c for c in cols):
         raise ValueError("filter= reads columns by name: it cannot tell apart columns of the "
                          "same name")
     within = None if rows is None else range(*rows.indices(f.num_rows))
     bound = filters.prepare(read_source.filter_of(filter_), f)    # checked, rows or none
-    index, values = filters.matching(f, names, bound, within)
+    index, values = filters.matching(f, names, bound, within, labels=vectors)
     return index, {id(c): values[c.name] for c in cols}
 
 

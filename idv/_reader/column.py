@@ -203,9 +203,13 @@ class Column(ColumnAnnotations):
     # ---- the file's structures, for idv.verify and the command line (package-internal)
     @property
     def unreadable_reason(self):
-        """Why the column cannot be read (its unknown codec or compression); None when it can.
-        Package-internal."""
+        """Why the column cannot be read (an unknown codec or compression), else None."""
         return self._dead
+
+    @property
+    def path(self):
+        """The path of the column's file (None in memory), for messages. Package-internal."""
+        return self._file.path
 
     @property
     def lookup_offset(self):

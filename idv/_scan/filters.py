@@ -20,8 +20,9 @@ from idv._resources import budget
 from idv._values import comparison, vectors
 from idv import types as T
 from idv.errors import IdvFormatError, warn
+from idv._scan.checked_keys import CheckedVectorKeys, labelled, numbers_reader
 from idv._scan.filter_tree import And, BlocksOnly, IsNull, Not, Or, columns_of, parse
-from idv._scan.scan import NumpyColumn, TextColumn, scan
+from idv._scan.scan import TextColumn, scan
 from idv._scan.tested import Tested, untested, with_tests
 from idv._scan.vector_rows import VectorColumn
 from idv._values.text_bytes import TextRows
@@ -311,23 +312,31 @@ def take(value, rows):
     return value[rows]
 
 
-def bytes_reader(col):
+def bytes_reader(col, labels=False):
     """A scan's reader of `col` for rows picked from its blocks (a filter's matches, a take's
     rows): Text as its blocks' UTF-8 bytes, tested and taken on them (take(): str made for the
     rows kept alone), vectors as their blocks store them (take(): only the rows kept made
-    dense), other columns in read()'s forms."""
+    dense), other columns in read()'s forms. Where `labels` (the read gives keys' labels:
+    True, or pandas' vectors mode, whose "expand" labels a vector's slots too), a key column
+    with KeyValues has every key decoded checked to have a label (checked_keys)."""
     if col.type is T.Text:
         return TextColumn(col)
-    return VectorColumn(col) if isinstance(col.type, T.Vector) else NumpyColumn(col)
+    if isinstance(col.type, T.Vector):
+        return CheckedVectorKeys(col) if labels and labelled(col, labels) else VectorColumn(col)
+    return numbers_reader(col, labels)
 
 
-def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, **how):
+def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, labels=False,
+             **how):
     """(batch, positions, values) of the rows of `source` (an IdvFile or a Dataset) that
     match `filter_`, in row order: `positions` (int64) of the matching rows among the scan
     batch's, `values` one per column of `columns` in read()'s form. `rows`, `batch_rows` and
     `how` (window_bytes, ahead): as the scan's; `blocks`: a block_filter(part, file) of the
     caller's, whose blocks are read where the filter's statistics allow. `filter_` may be
-    one already prepared on the file `source` (its statistics checked once)."""
+    one already prepared on the file `source` (its statistics checked once). `labels`
+    (bytes_reader's): the caller gives keys' labels (Arrow, pandas), so a key column with
+    KeyValues, returned or tested, refuses a key above its count in any row decoded, whatever
+    the filter keeps (checked_keys); idv.read's raw keys are not checked."""
     prepared = filter_ if isinstance(filter_, Prepared) else None
     node = prepared.node if prepared is not None else parse(filter_)
     wanted = list(columns)
@@ -347,7 +356,8 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
         return with_tests(readers, where, division, takes={
             k: _take_numbers for n, k in where.items()
             if stepless and n in wanted and division.single and f[n].type is not T.Text})
-    for batch in scan(source, names, bytes_reader, block_filter=keep, batch_rows=batch_rows,
+    reader = (lambda col: bytes_reader(col, labels)) if labels else bytes_reader
+    for batch in scan(source, names, reader, block_filter=keep, batch_rows=batch_rows,
                       rows=rows, wrap=wrap, **how):
         division = bound(batch_file(source, batch)).division()
         values = dict(zip(names, batch.values))
@@ -377,13 +387,14 @@ def read(f, columns, filter_, rows=None):
     return matching(f, columns, filter_, rows, positions=False)[1]
 
 
-def matching(f, columns, filter_, rows=None, positions=True):
+def matching(f, columns, filter_, rows=None, positions=True, labels=False):
     """(positions, values): the file's row numbers (int64; None unless `positions`) of the
     rows of file `f` matching `filter_` and, as read() does, dict name -> their values
-    (`rows`: a slice to look in). What they hold, and the copy that joins them, is charged
-    to the file's memory limit as the rows are found (MemoryLimitError past it)."""
+    (`rows`: a slice to look in; `labels`: filtered's). What they hold, and the copy that
+    joins them, is charged to the file's memory limit as the rows are found
+    (MemoryLimitError past it)."""
     parts, at, held = [], [], 0
-    for b, hits, vals in filtered(f, columns, filter_, rows=rows):
+    for b, hits, vals in filtered(f, columns, filter_, rows=rows, labels=labels):
         parts.append(vals)
         if positions:
             at.append(b.start + hits * b.step)

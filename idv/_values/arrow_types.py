@@ -250,7 +250,7 @@ def check_key_labels(raw, count, describe, path=None):
         file = "" if path is None else f"{path}: "
         raise ValueError(f"{file}{describe(i)}: key value {raw[i]} is above the key count "
                          f"{count}, so no KeyValue labels it; idv.read() and `idv cat` give "
-                         f"the raw keys (or leave the column out with columns=)")
+                         f"the raw keys (or leave the column out of columns= and filter=)")
 
 
 def key_values_to_arrow(pa, item, values, unit, safe, describe, where="KeyValues"):
