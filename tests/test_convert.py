@@ -66,9 +66,18 @@ def test_parquet_holds_mlnet_values(name, tmp_path):
 
 
 def test_no_columns(tmp_path):
-    out = tmp_path / "x.parquet"
-    assert idv.convert(fixture("no_columns"), out) == 0
-    assert pq.read_table(out).num_columns == 0
+    """ML.NET reads the file as 5 rows of no column: .idv and Feather keep them; Parquet,
+    which holds no row without a column, refuses them rather than write none, and leaves no
+    file."""
+    rows = sidecar("no_columns")["row_count"]
+    assert rows == 5
+    for name in ("x.idv", "x.feather"):
+        assert idv.convert(fixture("no_columns"), tmp_path / name) == rows
+    assert idv.open(tmp_path / "x.idv").num_rows == rows
+    assert pa.ipc.open_file(tmp_path / "x.feather").read_all().num_rows == rows
+    with pytest.raises(ValueError, match="Parquet holds no row without a column: 5 rows"):
+        idv.convert(fixture("no_columns"), tmp_path / "x.parquet")
+    assert not (tmp_path / "x.parquet").exists()
 
 
 def test_parquet_dictionary_encodes_only_values_that_repeat(tmp_path):

@@ -177,6 +177,10 @@ class ParquetSink(FileSink):
             pending.result()
 
     def write(self, batch):
+        if batch.num_rows and not batch.num_columns:    # pyarrow would write no row
+            raise ValueError(f"Parquet holds no row without a column: {batch.num_rows} rows "
+                             f"of no column cannot be written (.idv, Feather and JSON Lines "
+                             f"keep them)")
         self.buffer.append(batch)
         self.rows += batch.num_rows
         self.bytes += batch.nbytes
