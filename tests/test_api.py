@@ -946,6 +946,23 @@ def test_a_count_is_refused_alike_wherever_it_is_passed(tmp_path, bad):
     assert idv.record_batch_reader(path, batch_size=np.int64(4)).read_all().num_rows == 10
 
 
+def test_filters_pyarrows_spelling_is_refused_naming_filter(tmp_path):
+    """pyarrow's and pandas' `filters=` given to a read or to idv.dataset (and so to the
+    engines' scans over one) is refused naming the entry point and filter=, before any file
+    is opened (not as open()'s unknown argument)."""
+    calls = {
+        "this read": lambda: idv.to_arrow(idv.sample_path(), filters=[("Id", "==", 1)]),
+        "idv.dataset": lambda: idv.dataset(str(tmp_path / "none*.idv"), filters="Id == 1"),
+    }
+    for where, call in calls.items():
+        with pytest.raises(TypeError, match=rf"^unexpected keyword argument 'filters': neither "
+                                            rf"an option of {where} nor of idv.open; rows are "
+                                            rf"filtered by a read's filter="):
+            call()
+    with pytest.raises(TypeError, match="'thread': neither an option of idv.dataset"):
+        idv.dataset(idv.sample_path(), thread=2)
+
+
 def test_a_keyword_no_reader_takes_is_named_as_such():
     """A one-call reader passes idv.open's options on; a name that is neither its own nor
     idv.open's is refused as that, not as open()'s."""

@@ -28,7 +28,7 @@ from idv._storage import partitioning as _partitioning, source as _source
 from idv._storage.paths import expand_sources
 from idv._values.arguments import ensure_count
 from idv._reader.dataset_files import DatasetFile
-from idv._reader.reader import IdvFile
+from idv._reader.reader import IdvFile, check_options
 from idv._reader.schema import Field, Schema
 
 __all__ = ["dataset", "Dataset", "DatasetFile", "expand_sources",
@@ -353,6 +353,7 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
     Dataset
         A block damaged in one file fails only the reads that touch it, naming the file.
     """
+    check_options(open_kwargs, "idv.dataset")
     unlisted = []
     paths, fs = expand_sources(source, filesystem=filesystem, storage_options=storage_options,
                                on_error=None if on_bad_file == "raise" else unlisted.append)

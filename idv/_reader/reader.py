@@ -336,16 +336,24 @@ class IdvFile(reads.SourceReads):
         self.store.check_open()
 
 
+def check_options(kwargs, where):
+    """TypeError for a name in `kwargs` that is not an option of idv.open (those of `where`,
+    the caller, were taken before); pyarrow's and pandas' `filters` told the read's name."""
+    unknown = [k for k in kwargs if k not in _OPEN_OPTIONS]
+    if unknown:
+        hint = ("; rows are filtered by a read's filter= (a string, DNF tuples or a "
+                "pyarrow.compute expression)") if unknown[0] == "filters" else ""
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}: neither an option of "
+                        f"{where} nor of idv.open{hint}")
+
+
 @contextlib.contextmanager
 def opened(file, **kwargs):
     """A source of rows (idv._reader.read_source) for `file` (a path or URL, bytes, file object, an
     IdvFile or a Dataset); files opened here are closed on exit, a source passed in is left
     open. `kwargs`: idv.open's options, a TypeError with a source passed in (it has its own)
     and for a name that is none (the caller's own options are taken before)."""
-    unknown = [k for k in kwargs if k not in _OPEN_OPTIONS]
-    if unknown:
-        raise TypeError(f"unexpected keyword argument {unknown[0]!r}: neither an option of "
-                        f"this read nor of idv.open")
+    check_options(kwargs, "this read")
     if hasattr(file, "using"):
         given = [k for k, v in kwargs.items() if v is not None]
         if given:
