@@ -66,18 +66,22 @@ def test_parquet_holds_mlnet_values(name, tmp_path):
 
 
 def test_no_columns(tmp_path):
-    """ML.NET reads the file as 5 rows of no column: .idv and Feather keep them; Parquet,
-    which holds no row without a column, refuses them rather than write none, and leaves no
-    file."""
+    """ML.NET reads the file as 5 rows of no column: .idv, Feather and JSON Lines keep them;
+    Parquet, CSV and TSV, which hold no row without a column, refuse them rather than write
+    none (and report 5 rows converted), from the .idv and from the Feather file alike, and
+    leave no file."""
     rows = sidecar("no_columns")["row_count"]
     assert rows == 5
-    for name in ("x.idv", "x.feather"):
+    for name in ("x.idv", "x.feather", "x.jsonl"):
         assert idv.convert(fixture("no_columns"), tmp_path / name) == rows
     assert idv.open(tmp_path / "x.idv").num_rows == rows
     assert pa.ipc.open_file(tmp_path / "x.feather").read_all().num_rows == rows
-    with pytest.raises(ValueError, match="Parquet holds no row without a column: 5 rows"):
-        idv.convert(fixture("no_columns"), tmp_path / "x.parquet")
-    assert not (tmp_path / "x.parquet").exists()
+    assert (tmp_path / "x.jsonl").read_text() == "{}\n" * rows
+    for src in (fixture("no_columns"), tmp_path / "x.feather"):
+        for name, fmt in (("y.parquet", "Parquet"), ("y.csv", "CSV"), ("y.tsv", "TSV")):
+            with pytest.raises(ValueError, match=f"^{fmt} holds no row without a column: 5 "):
+                idv.convert(src, tmp_path / name)
+            assert not (tmp_path / name).exists()
 
 
 def test_parquet_dictionary_encodes_only_values_that_repeat(tmp_path):

@@ -176,6 +176,9 @@ class DelimitedWriter:
             if cells:
                 self._out.write(_lines(cells, ["", *[self._delimiter] * (len(cells) - 1), ""]))
 
+    # a row of no column has no record (idv cat writes none; idv.convert refuses them)
+    keeps_rows_without_columns = False
+
     def write_rows_without_columns(self, rows):
         """Rows of a selection without columns: CSV has no record for them (nothing)."""
 
@@ -202,6 +205,8 @@ class JsonLinesWriter:
             cells = [json_column(v, self._columns[i].type, self._ascii)
                      for i, v in zip(self._at, chunk)]
             self._out.write(_lines(cells, self._parts))
+
+    keeps_rows_without_columns = True
 
     def write_rows_without_columns(self, rows):
         """Rows of a selection without columns: an empty object each."""

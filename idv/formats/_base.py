@@ -177,6 +177,16 @@ class FileSink:
         self.out.abort()
 
 
+def refuse_rows_without_columns(fmt, rows):
+    """ValueError for `rows` rows of no column (ML.NET's no-column file) written to a format
+    that holds no row without a column (Parquet, CSV, TSV): rather than a file of none, and
+    a count of rows converted that it does not hold."""
+    if rows:
+        raise ValueError(f"{fmt.upper() if fmt != 'parquet' else 'Parquet'} holds no row "
+                         f"without a column: {rows} rows of no column cannot be written "
+                         f"(.idv, Feather and JSON Lines keep them)")
+
+
 def check_codecs(fmt, codecs, compression):
     """The codec name for an output of the format named `fmt` whose writer takes `codecs`
     besides 'deflate' (its default) and 'none' (None: an output never compressed):

@@ -17,7 +17,7 @@ from idv.compression import kind as compression_kind
 from idv.errors import MissingDependencyError
 from idv._reader.reader import opened
 from idv._reader.selection import file_columns
-from idv.formats._base import Source, check_codecs, is_dataset
+from idv.formats._base import Source, check_codecs, is_dataset, refuse_rows_without_columns
 from idv._storage.sink import AtomicPath
 from idv._values.vectors import Ragged
 
@@ -295,6 +295,8 @@ def idv_to_text(src, dst, options, progress, writer):
     # holds only that block's values and cells
     with _scanned(src, options.columns, progress, window_bytes=1,
                   ahead=1) as (cols, total, scanned):
+        if not cols and not getattr(writer, "func", writer).keeps_rows_without_columns:
+            refuse_rows_without_columns(options.format, total)
         out = AtomicPath(dst)
         try:
             with out.open() as raw:

@@ -8,7 +8,7 @@ from idv._resources import threads as _threads
 from idv.compression import DEFLATE, NONE, kind as compression_kind
 from idv._values.arrow_types import empty_table
 from idv.formats._base import (FileSink, Source, check_codecs, column_names, import_pa,
-                               selected_schema)
+                               refuse_rows_without_columns, selected_schema)
 
 # the codecs pyarrow's Parquet writer takes besides 'deflate' (the format's usual one, snappy,
 # first) and 'none'
@@ -177,10 +177,8 @@ class ParquetSink(FileSink):
             pending.result()
 
     def write(self, batch):
-        if batch.num_rows and not batch.num_columns:    # pyarrow would write no row
-            raise ValueError(f"Parquet holds no row without a column: {batch.num_rows} rows "
-                             f"of no column cannot be written (.idv, Feather and JSON Lines "
-                             f"keep them)")
+        if not batch.num_columns:       # pyarrow would write no row
+            refuse_rows_without_columns("parquet", batch.num_rows)
         self.buffer.append(batch)
         self.rows += batch.num_rows
         self.bytes += batch.nbytes

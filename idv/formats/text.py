@@ -15,7 +15,8 @@ from idv import types as T
 from idv._values.metadata import slot_labels
 from idv.types import parse_type
 from idv._interop.delimited import DelimitedWriter, JsonLinesWriter
-from idv.formats._base import FileSink, Source, check_codecs, import_pa
+from idv.formats._base import (FileSink, Source, check_codecs, import_pa,
+                               refuse_rows_without_columns)
 from idv.formats.idv import idv_to_text
 
 # CSV is read in blocks of this many bytes (pyarrow infers the column types from the first)
@@ -74,6 +75,7 @@ class CsvSink(FileSink):
     def __init__(self, dest, source, options, delimiter=","):
         import pyarrow.csv as pcsv
         check_codecs(options.format, None, options.compression)
+        self.format = options.format
         schema = source.schema
         pa = import_pa()
         self.getters = []        # (name, fn(batch) -> array)
@@ -150,6 +152,8 @@ class CsvSink(FileSink):
 
     def write(self, batch):
         pa = import_pa()
+        if not self.getters:
+            refuse_rows_without_columns(self.format, batch.num_rows)
         arrays = [get(batch) for _, _, get in self.getters]
         arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
         self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
