@@ -153,6 +153,9 @@ class DelimitedWriter:
     """Rows of .idv columns as CSV (``delimiter=","``) or TSV (``"\\t"``) on a text stream:
     ``write(values)`` takes the same rows of each column in read()'s form."""
 
+    # a row of no column has no record (idv cat writes none; idv.convert refuses them)
+    keeps_rows_without_columns = False
+
     def __init__(self, out, columns, delimiter=",", header=True):
         columns = list(columns)
         warn_kept_wide(columns, "one cell of a JSON array")
@@ -176,9 +179,6 @@ class DelimitedWriter:
             if cells:
                 self._out.write(_lines(cells, ["", *[self._delimiter] * (len(cells) - 1), ""]))
 
-    # a row of no column has no record (idv cat writes none; idv.convert refuses them)
-    keeps_rows_without_columns = False
-
     def write_rows_without_columns(self, rows):
         """Rows of a selection without columns: CSV has no record for them (nothing)."""
 
@@ -187,6 +187,8 @@ class JsonLinesWriter:
     """Rows of .idv columns as JSON Lines on a text stream: ``write(values)`` takes the same
     rows of each column in read()'s form. `ensure_ascii` escapes non-ASCII text (for a stream
     that is not UTF-8)."""
+
+    keeps_rows_without_columns = True      # an empty object each
 
     def __init__(self, out, columns, ensure_ascii=False):
         self._out = out
@@ -205,8 +207,6 @@ class JsonLinesWriter:
             cells = [json_column(v, self._columns[i].type, self._ascii)
                      for i, v in zip(self._at, chunk)]
             self._out.write(_lines(cells, self._parts))
-
-    keeps_rows_without_columns = True
 
     def write_rows_without_columns(self, rows):
         """Rows of a selection without columns: an empty object each."""
