@@ -186,6 +186,29 @@ def test_a_bytes_literal_reads_pyarrows_rows_through_the_arrow_dataset(tmp_path)
         == [0, 3]
 
 
+def test_the_string_form_joins_with_pandas_and_polars_operators():
+    """&, | and ~ (pandas' query, polars) join parenthesized tests as and, or and not do:
+    the same tree, so the same rows in every door; written without the parentheses
+    (Python binds & before >), or with `is None` or an expression that tests no column, the
+    filter is refused saying how to write it."""
+    from idv._scan import filter_tree as T
+    assert T.parse("(I > 3) & (s == 'a') | ~(F < 1.5)") == \
+        T.parse("I > 3 and s == 'a' or not F < 1.5") == T.Or((
+            T.And((T.Cmp("I", ">", 3), T.Cmp("s", "==", "a"))), T.Not(T.Cmp("F", "<", 1.5))))
+    assert T.parse("~isnull(F) & (I in [1, 2])") == T.And(
+        (T.Not(T.IsNull("F")), T.Cmp("I", "in", [1, 2])))
+    cases = {"I > 3 & s == 'a'": r"3 & s is not a literal value: .*; & and \| join "
+                                 r"comparisons written in parentheses: \(a > 1\) & \(b < 2\)",
+             "F is None": r"missing values are tested by isnull\(column\) and "
+                          r"notnull\(column\), not by is / is not",
+             "I >> 1": r"I >> 1 is not a test of a column: a filter compares columns with "
+                       r"values \(==, .*joins them with and / &, or / \|, not / ~",
+             "~I": "I is not a test of a column"}
+    for text, why in cases.items():
+        with pytest.raises(ValueError, match=f"^cannot understand the filter .*: {why}"):
+            T.parse(text)
+
+
 def test_bad_filters_say_why(files):
     with idv.open(files[True]) as f:
         with pytest.raises(KeyError, match="Nope"):

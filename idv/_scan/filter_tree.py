@@ -160,9 +160,12 @@ def _value(n):
         return ast.literal_eval(_Numbers().visit(copy.deepcopy(n)))
     except ValueError:
         what = "a column" if _name(n) is not None else "not a literal value"
+        # `a > 1 & b < 2`: & and | bind before comparisons, which pandas' query would say too
+        hint = "; & and | join comparisons written in parentheses: (a > 1) & (b < 2)" \
+            if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.BitAnd, ast.BitOr)) else ""
         raise ValueError(f"{ast.unparse(n)[:80]} is {what}: a filter compares a column with "
                          f"values written out (numbers, strings, lists of them for in), not "
-                         f"with a column or an expression") from None
+                         f"with a column or an expression{hint}") from None
 
 
 def _node(n, depth):
@@ -171,7 +174,11 @@ def _node(n, depth):
     if isinstance(n, ast.BoolOp):
         parts = tuple(_node(v, depth + 1) for v in n.values)
         return And(parts) if isinstance(n.op, ast.And) else Or(parts)
-    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+    if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.BitAnd, ast.BitOr)):
+        # pandas' query and polars spell and / or so (each comparison in parentheses)
+        parts = (_node(n.left, depth + 1), _node(n.right, depth + 1))
+        return And(parts) if isinstance(n.op, ast.BitAnd) else Or(parts)
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.Not, ast.Invert)):
         return Not(_node(n.operand, depth + 1))
     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
             n.func.id in ("isnull", "notnull") and len(n.args) == 1 and _name(n.args[0]):
@@ -180,6 +187,9 @@ def _node(n, depth):
         left, parts = n.left, []
         for op, right in zip(n.ops, n.comparators):
             sym = _AST_OPS.get(type(op))
+            if isinstance(op, (ast.Is, ast.IsNot)):
+                raise ValueError("missing values are tested by isnull(column) and "
+                                 "notnull(column), not by is / is not")
             if sym is None:
                 raise ValueError(f"unsupported operator {type(op).__name__}")
             if _name(left) is not None:
@@ -192,7 +202,10 @@ def _node(n, depth):
             parts.append(Cmp(column, sym, _values(sym, value)))
             left = right
         return parts[0] if len(parts) == 1 else And(tuple(parts))
-    raise ValueError(f"unsupported expression {ast.dump(n)[:80]}")
+    raise ValueError(f"{ast.unparse(n)[:80]} is not a test of a column: a filter compares "
+                     f"columns with values (==, !=, <, <=, >, >=, in, not in), tests "
+                     f"isnull(column) / notnull(column), and joins them with and / &, "
+                     f"or / |, not / ~")
 
 
 _ARROW_CMP = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=",
