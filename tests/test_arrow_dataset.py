@@ -301,6 +301,21 @@ def test_a_scan_hands_out_groups_of_blocks_with_numbers_uncopied(paths, monkeypa
     assert ids.to_pylist() == list(range(ROWS)) and ids.num_chunks == 2
 
 
+def test_the_reader_decodes_no_block_past_the_first_until_asked(tmp_path):
+    """The reader DuckDB reads (to_reader) decodes the file's first block for its first
+    batch and queues the rest only when the next batch is asked for: a LIMIT that stops
+    after the first batch waits for no other decoding."""
+    idv.write(tmp_path / "t.idv", {"Id": np.arange(3000, dtype=np.int64)}, rows_per_block=250)
+    with idv.arrow_dataset(tmp_path / "t.idv") as ds:
+        reader = ds.scanner(["Id"]).to_reader()
+        first = reader.read_next_batch()
+        with ds.idv_dataset.using(0) as f:
+            assert first.num_rows == 250 and f["Id"].blocks_decoded == 1
+            rest = reader.read_all()
+            assert f["Id"].blocks_decoded == 12
+        assert first.column(0).to_pylist() + rest.column("Id").to_pylist() == list(range(3000))
+
+
 def test_one_array_joins_slices_of_one_buffer_without_a_copy():
     from idv._engines.arrow_scanner import grouped
     from idv._interop.arrow_columns import one_array

@@ -372,9 +372,10 @@ def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_
     (windows decoded ahead of the one handed out) trade memory and latency for speed: a
     consumer that may stop early (the command line into ``head``) takes small windows and
     none ahead (each decoded when reached); ``quick_first``: each file's first block a window
-    of its own (a consumer that may stop after its first batch, an engine's LIMIT, waits for
-    one block). ``wrap(file, readers)``: the readers a file's scan uses instead of those made
-    for it (a filter's test of each piece in the threads: idv._scan.tested). An IdvFormatError
+    of its own, the windows after it queued when the consumer asks for more (one that stops
+    after its first batch, an engine's LIMIT, waits for that block's decode alone).
+    ``wrap(file, readers)``: the readers a file's scan uses instead of those made for it (a
+    filter's test of each piece in the threads: idv._scan.tested). An IdvFormatError
     from a dataset's file names the file."""
     batch_rows = ensure_count(batch_rows, "batch_rows", none=True)
     ahead = ensure_count(ahead, "ahead", "windows", least=0)
@@ -441,9 +442,11 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowin
                 windows.submit(spans, piece_bytes, lone=len(grouped) == 1)
             queued = max(queued, min(upto, len(grouped)))
         for i in range(len(grouped)):
-            queue(max(i + 1, ahead))       # the first `ahead` groups, or this one when none
+            alone = quick_first and i == 0      # the rest queued once the consumer asks
+            queue(1 if alone else max(i + 1, ahead))    # the first `ahead` groups, or this one
             done = windows.collect()
-            queue(i + 1 + ahead)           # `ahead` groups behind the one handed out
+            if not alone:
+                queue(i + 1 + ahead)       # `ahead` groups behind the one handed out
             yield from _batches(seg, windows.readers, done, rows, group,
                                 f.store.check_intact)
             done = None
