@@ -197,6 +197,9 @@ def test_the_string_form_joins_with_pandas_and_polars_operators():
             T.And((T.Cmp("I", ">", 3), T.Cmp("s", "==", "a"))), T.Not(T.Cmp("F", "<", 1.5))))
     assert T.parse("~isnull(F) & (I in [1, 2])") == T.And(
         (T.Not(T.IsNull("F")), T.Cmp("I", "in", [1, 2])))
+    many = [f"(I != {k})" for k in range(300)]       # one level, as 300 terms joined by and
+    assert T.parse(" & ".join(many)) == T.parse(" and ".join(many)) == T.And(
+        tuple(T.Cmp("I", "!=", k) for k in range(300)))
     cases = {"I > 3 & s == 'a'": r"3 & s is not a literal value: .*; & and \| join "
                                  r"comparisons written in parentheses: \(a > 1\) & \(b < 2\)",
              "F is None": r"missing values are tested by isnull\(column\) and "

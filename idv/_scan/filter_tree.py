@@ -175,9 +175,14 @@ def _node(n, depth):
         parts = tuple(_node(v, depth + 1) for v in n.values)
         return And(parts) if isinstance(n.op, ast.And) else Or(parts)
     if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.BitAnd, ast.BitOr)):
-        # pandas' query and polars spell and / or so (each comparison in parentheses)
-        parts = (_node(n.left, depth + 1), _node(n.right, depth + 1))
-        return And(parts) if isinstance(n.op, ast.BitAnd) else Or(parts)
+        # pandas' query and polars spell and / or so (each comparison in parentheses); a
+        # chain a & b & c is one level, as a and b and c is
+        kind, terms = type(n.op), []
+        while isinstance(n, ast.BinOp) and isinstance(n.op, kind):
+            terms.append(n.right)
+            n = n.left
+        parts = tuple(_node(t, depth + 1) for t in [n] + terms[::-1])
+        return And(parts) if kind is ast.BitAnd else Or(parts)
     if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.Not, ast.Invert)):
         return Not(_node(n.operand, depth + 1))
     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
