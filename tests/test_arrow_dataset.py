@@ -316,6 +316,29 @@ def test_the_reader_decodes_no_block_past_the_first_until_asked(tmp_path):
         assert first.column(0).to_pylist() + rest.column("Id").to_pylist() == list(range(3000))
 
 
+def test_times_come_as_written_in_microseconds_by_default(tmp_path):
+    """By default (datetime="auto-us") the dataset DuckDB reads gives each time column in
+    microseconds, DuckDB's unit, as the type it was written from (a zoned column a zoned
+    timestamp, as to_arrow gives it, not a struct of UTC and offset), and 100-ns ticks floored
+    with a warning rather than refused; DuckDB reads them so."""
+    duckdb = pytest.importorskip("duckdb", reason="the dataset is read by DuckDB")
+    pd = pytest.importorskip("pandas", reason="a zoned column is written from pandas")
+    path = tmp_path / "t.idv"
+    zoned = pd.to_datetime(["2024-01-01", "2024-06-01"]).tz_localize("Europe/Paris")
+    fine = np.array(["2024-01-01T00:00:00.1234567", "2024-01-02"], "datetime64[ns]")
+    idv.write(path, pd.DataFrame({"tz": zoned, "fine": fine}))
+    with pytest.warns(idv.IdvWarning, match="floored to microseconds"), \
+            idv.arrow_dataset(path) as ds:
+        assert ds.schema.field("tz").type == pa.timestamp("us", tz="Europe/Paris") \
+            == idv.to_arrow(path).schema.field("tz").type
+        assert ds.schema.field("fine").type == pa.timestamp("us")
+        got = pa.table(duckdb.sql("select tz, fine from ds").arrow())
+    assert got.column("tz").cast(pa.int64()).to_pylist() == \
+        pa.array(zoned).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
+    assert got.column("fine").cast(pa.int64()).to_pylist() == \
+        fine.astype("datetime64[us]").astype(np.int64).tolist()
+
+
 def test_one_array_joins_slices_of_one_buffer_without_a_copy():
     from idv._engines.arrow_scanner import grouped
     from idv._interop.arrow_columns import one_array
@@ -408,7 +431,7 @@ def test_a_filter_pyarrow_applies_reads_only_the_columns_the_query_needs(tmp_pat
     idv.write(path, {"x": np.array([1.0, np.nan, 3.0, 0.5]),
                      "i": np.array([0, 1, 2, 3], np.int8),
                      "when": np.array(["2024-01-01T00:00:00.0000001"] * 4, "datetime64[ns]")})
-    ds = idv.arrow_dataset(path)
+    ds = idv.arrow_dataset(path, datetime="us")
     with pytest.raises(ValueError, match="when"):        # the column itself is refused
         ds.to_table(columns=["when"])
     for expr, rows in [(pc.field("x").is_null(), []), (pc.is_nan(pc.field("x")), [1]),

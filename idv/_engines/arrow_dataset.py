@@ -25,7 +25,7 @@ __all__ = ["arrow_dataset"]
 
 
 @_docs.fill
-def arrow_dataset(source, *, datetime: str = "us", safe: bool = True, **dataset_options):
+def arrow_dataset(source, *, datetime: str = "auto-us", safe: bool = True, **dataset_options):
     """.idv files as a ``pyarrow.dataset.Dataset``, for DuckDB (``duckdb.sql("select a from
     ds where ts >= ...")`` pushes the projection and the filter into idv) and pyarrow.
 
@@ -41,8 +41,11 @@ def arrow_dataset(source, *, datetime: str = "us", safe: bool = True, **dataset_
     ----------
     {dataset_source}
     {datetime}
-        Default ``'us'``, DuckDB's own unit: it pushes filters into a scan only on
-        microsecond timestamps, and it holds every date .NET has.
+        Default ``'auto-us'``: microseconds, DuckDB's own unit (it pushes filters into a scan
+        only on microsecond timestamps, and it holds every date .NET has), each column as
+        the type it was written from within them (a zoned column a zoned timestamp, as
+        to_arrow gives it), 100-ns ticks floored with a warning. ``'us'`` gives .NET's
+        types and refuses such ticks unless ``safe=False``.
     {safe}
     {dataset_options}
 
