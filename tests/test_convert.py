@@ -67,8 +67,8 @@ def test_parquet_holds_mlnet_values(name, tmp_path):
 
 def test_no_columns(tmp_path):
     """ML.NET reads the file as 5 rows of no column: .idv, Feather and JSON Lines keep them;
-    Parquet, CSV and TSV, which hold no row without a column, refuse them rather than write
-    none (and report 5 rows converted), from the .idv and from the Feather file alike, and
+    Parquet, CSV and TSV, which hold no row without a column, refuse them (rather than write
+    none while reporting 5 converted), from the .idv and from the Feather file alike, and
     leave no file."""
     rows = sidecar("no_columns")["row_count"]
     assert rows == 5
