@@ -10,8 +10,9 @@ the rows a read asks for, a filter, a batch or the path taken, so that every fil
 and batch of a read, and every entry point, give the same type. It is found once per open
 file and column: from the file's block statistics where it has them (no block is read), else
 by decoding the column once (a whole read uses the values it decodes anyway).
-Two engines whose timestamps are microseconds default to ``"us"``: Spark (its only unit)
-and the Arrow dataset (DuckDB pushes filters into a scan only on microsecond timestamps).
+Two engines whose timestamps are microseconds default to them: Spark to ``"us"`` (its only
+unit), the Arrow dataset to ``"auto-us"`` (DuckDB pushes filters into a scan only on
+microsecond timestamps).
 A column written from Arrow or pandas keeps the type it had there (its ``idv.SourceType``
 annotation: ``timestamp[us, tz=Europe/Paris]``, ``date32[day]``, ``duration[ms]``...), and
 'auto' gives that type back (idv._values.time_zones.restored_type), so that Parquet -> .idv ->

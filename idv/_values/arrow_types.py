@@ -24,8 +24,6 @@ METADATA_KEY = b"idv.metadata"
 KEY_VALUES_KEY = b"idv.key"
 
 
-
-
 def import_pyarrow():
     """pyarrow, or an ImportError that says how to install it."""
     return require("pyarrow", "reading or writing Arrow, Parquet or Feather", "idv[arrow]")
