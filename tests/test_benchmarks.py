@@ -184,7 +184,8 @@ def check_report(script, report, oracle):
             assert {"pyarrow", "floor"} <= set(r["ratios"]) and r["seconds"]["idv"] > 0
             assert 0 < r["blocks_hit"] <= r["blocks"]
         assert report["take"]["rows_per_block=1024"]["rows_per_block"] == 1024
-        assert set(report["wide"]["ratios"]) == {"open", "one column", "all"}
+        assert set(report["wide"]["ratios"]) == {"open", "one column", "one column filtered",
+                                                 "all"}
         assert report["many_files"]["files"] == 50 and report["many_files"]["ratio"] > 0
         for kind in ("forms", "forms_text", "forms_key"):
             forms = report["many_files"][kind]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import struct
+import warnings
 
 import numpy as np
 import pytest
@@ -319,6 +320,75 @@ def test_malformed_statistics_are_refused_and_filters_read_every_block(change):
         assert f["x"].blocks_decoded == 10                      # every block, none skipped
     report = idv.verify(data)
     assert not report.ok and "malformed" in str(report)
+
+
+def test_a_filter_reads_the_statistics_of_its_own_columns_alone():
+    """Statistics are checked column by column when a filter first uses them: bad bounds of
+    another column leave a filter on this one skipping blocks, and one on that column
+    reading every block, while f.statistics (every column) is refused."""
+    buf = io.BytesIO()
+    idv.write(buf, {"x": np.arange(1000, dtype=np.int64),
+                    "y": np.arange(1000, dtype=np.int64)}, rows_per_block=100, checksums=False)
+    data = bytearray(buf.getvalue())
+    with idv.open(bytes(data)) as f:
+        st = f.statistics
+        cols = [st.columns[0], st.columns[1]]
+    cols[1] = S.ColumnStats(1, cols[1].domain, cols[1].present, cols[1].missing,
+                            cols[1].low.copy(), cols[1].high.copy(), crcs=cols[1].crcs)
+    _swap_bounds(cols[1])
+    section = S.pack(cols, st.num_blocks, st.fingerprint)
+    assert len(section) == st.length
+    data[st.offset:st.offset + st.length] = section
+    data[S.POINTER_AT:S.POINTER_AT + S.POINTER_SIZE] = S.pointer(bytes(data[:52]), st.offset,
+                                                                 section)
+    with idv.open(bytes(data)) as f:
+        with pytest.raises(idv.IdvFormatError, match="statistics are malformed"):
+            f.statistics
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")                      # no warning: x's are sound
+            got = f.read(["x"], filter=[("x", ">=", 300), ("x", "<", 310)])["x"]
+        assert np.array_equal(got, np.arange(300, 310))
+        assert f["x"].blocks_decoded == 1                       # the others skipped
+        with pytest.warns(idv.IdvWarning, match="malformed.*reads every block"):
+            got = f.read(["y"], filter=[("y", ">=", 300), ("y", "<", 310)])["y"]
+        assert np.array_equal(got, np.arange(300, 310))
+        assert f["y"].blocks_decoded == 10
+
+
+def test_a_filtered_read_of_a_wide_file_parses_one_columns_statistics(monkeypatch):
+    """The cost of a filter's statistics grows with the columns it names, not the file's."""
+    buf = io.BytesIO()
+    idv.write(buf, {f"c{j}": np.arange(500, dtype=np.int64) + j for j in range(300)},
+              rows_per_block=100)
+    parsed = []
+    check = S._check_bounds
+    monkeypatch.setattr(S, "_check_bounds", lambda cs: parsed.append(cs.index) or check(cs))
+    with idv.open(buf.getvalue()) as f:
+        got = f.read(["c7"], filter="c7 == 250")["c7"]
+        assert list(got) == [250] and f["c7"].blocks_decoded == 1
+        assert parsed == [7]
+        assert len(f.statistics.columns) == 300                 # every one, when asked for
+    assert len(parsed) == 300
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["numbers", "with-text"])
+def test_the_columns_are_found_without_a_walk_where_all_are_numbers(text):
+    """A section of numbers alone is indexed by arithmetic, the same places a walk finds."""
+    cols = {"i": np.arange(700, dtype=np.int64), "u": np.arange(700, dtype=np.uint32),
+            "f": np.linspace(0, 1, 700, dtype=np.float32)}
+    if text:
+        cols["t"] = np.array([f"w{k % 13}" for k in range(700)], object)
+    buf = io.BytesIO()
+    idv.write(buf, cols, rows_per_block=100)                    # 7 blocks: an odd count
+    with idv.open(buf.getvalue()) as f:
+        st = f.statistics
+        data = bytes(f.store.view(st.offset, st.length))
+    nb = st.num_blocks
+    counts = 20 * nb + 4 * (nb % 2)
+    walked = S._walk(data, len(cols), nb, counts)
+    assert sorted(walked) == list(range(len(cols)))
+    found = S._numbers_only(data, len(cols), 8 + counts + 16 * nb)
+    assert found == (None if text else walked)
 
 
 def test_a_wrong_block_count_is_an_idv_format_error_naming_the_file(tmp_path):

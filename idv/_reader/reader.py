@@ -162,21 +162,75 @@ class IdvFile(reads.SourceReads):
     @functools.cached_property
     def statistics(self):
         """The block statistics the file carries (idv._storage.statistics.Statistics; None
-        without), read on first use; IdvFormatError when they no longer match the file's blocks."""
+        without), every column's read and checked on first use; IdvFormatError when they no
+        longer match the file's blocks."""
+        section = self._statistics_section
         try:
-            found = block_stats.read(self._head, self.store.view, self.header.toc_offset)
+            found = None if section is None else section.whole()
             if found is not None:
                 found.check_columns(self.columns, self.num_rows)
                 if self.store.sums is not None:         # no block read: their CRC-32s
                     found.check_checksums(self.columns,
                                           lambda c: self.store.expected_crcs(c.blocks))
-                tables = [c.lookup for c in self.columns]
-                found.check(block_stats.fingerprint(
-                    np.concatenate([t["offset"] for t in tables]),
-                    np.concatenate([t["disk"] for t in tables])))
+                found.check(self._blocks_fingerprint())
         except IdvFormatError as e:
             raise e.locate(path=self.path)
         return found
+
+    def column_statistics(self, index):
+        """Column number `index`'s block statistics (idv._storage.statistics.ColumnStats;
+        None where the file or the column has none), read and checked as ``statistics``
+        checks every column's, on first use: a filter on a few columns of a wide file reads
+        theirs alone. IdvFormatError as ``statistics``. Package-internal.
+
+        Parameters
+        ----------
+        index : int
+            The column's position in the file.
+        """
+        section = self._statistics_section
+        known = None if section is None else self._column_stats.get(index)
+        if section is None or known is not None:
+            return known
+        try:
+            cs = section.column(index)
+            if cs is None:
+                return None
+            col = self._column(index) if 0 <= index < len(self._made) else None
+            block_stats.check_column(cs, col, self.num_rows, section.num_blocks,
+                                     section.offset)
+            if self.store.sums is not None and cs.crcs is not None:
+                block_stats.check_crcs(cs, col, self.store.expected_crcs(col.blocks),
+                                       section.offset)
+            if not self._column_stats:          # the blocks' fingerprint, once
+                block_stats.check_fingerprint(section.fingerprint, self._blocks_fingerprint(),
+                                              section.offset)
+        except IdvFormatError as e:
+            raise e.locate(path=self.path)
+        self._column_stats[index] = cs
+        return cs
+
+    @functools.cached_property
+    def _statistics_section(self):
+        try:
+            return block_stats.read_section(self._head, self.store.view,
+                                            self.header.toc_offset)
+        except IdvFormatError as e:
+            raise e.locate(path=self.path)
+
+    @functools.cached_property
+    def _column_stats(self):
+        return {}           # column index -> its statistics, checked (column_statistics)
+
+    def _blocks_fingerprint(self):
+        """The fingerprint of every column's blocks (offsets, then lengths), from the lookup
+        tables as one array where they were read so (no Column built)."""
+        joined = self.tables.joined
+        if joined is not None:
+            return block_stats.fingerprint(joined["offset"].ravel(), joined["disk"].ravel())
+        tables = [c.lookup for c in self.columns]
+        return block_stats.fingerprint(np.concatenate([t["offset"] for t in tables]),
+                                       np.concatenate([t["disk"] for t in tables]))
 
     # ---- description
     @property
@@ -197,7 +251,7 @@ class IdvFile(reads.SourceReads):
     @property
     def column_names(self):
         """Every column's name, in file order (a name repeats for hidden columns)."""
-        return [c.name for c in self.columns]
+        return [e.name for e, _, _ in self.layout.described]      # no Column built
 
     @property
     def schema(self):

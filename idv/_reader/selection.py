@@ -72,7 +72,7 @@ def file_columns(f, columns, *, globs=False):
     """The Columns of an open file that `columns` picks (positions() over its column names):
     by default every readable visible one; a column asked for by name or index must be
     readable (UnsupportedCodecError, saying why, when it is not)."""
-    picked = [f.columns[i] for i in positions(f.column_names, columns, globs=globs)]
+    picked = [f[i] for i in positions(f.column_names, columns, globs=globs)]   # those built
     if columns is None:
         return [c for c in picked if c.readable]
     for c in picked:

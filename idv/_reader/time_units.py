@@ -45,10 +45,9 @@ def is_time(type_) -> bool:
     return T.item_type(type_) in ticks.TIME_ITEMS
 
 
-def _from_statistics(col, stats):
-    """A UnitChoice of the column's bounds (100-ns counts from 1970 / durations), None where
-    the statistics do not cover it."""
-    cs = None if stats is None else stats.columns.get(col.index)
+def _from_statistics(col, cs):
+    """A UnitChoice of the column's bounds (100-ns counts from 1970 / durations) by its
+    statistics `cs` (None where it has none)."""
     if cs is None:
         return None
     choice = ticks.UnitChoice()
@@ -71,10 +70,10 @@ def summary(col, file=None, values=None, exact=False):
         return known[0]
     if not exact and file is not None:
         try:
-            stats = file.statistics
+            cs = file.column_statistics(col.index)
         except IdvFormatError:
-            stats = None
-        choice = _from_statistics(col, stats)
+            cs = None
+        choice = _from_statistics(col, cs)
         if choice is not None:
             _found[col] = (choice, False)
             return choice

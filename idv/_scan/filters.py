@@ -61,12 +61,11 @@ class Prepared:
             self.columns[name] = comparison.Column(name, col.type,
                                                    None if kv is None else list(kv))
         self.tree = _bind(node, self.columns)
-        self.num_blocks = f.columns[0].num_blocks if f.columns else 0
-        stats = usable_statistics(f) if names else None
+        self.num_blocks = f[0].num_blocks if f.num_columns else 0    # no other Column built
         self.zones = {}
         self._judges = []           # the columns whose statistics decide
         for name in names:
-            cs = None if stats is None else stats.columns.get(f[name].index)
+            cs = usable_statistics(f, f[name].index)
             self.zones[name] = None if cs is None else \
                 comparison.Zones(self.columns[name].type, cs)
             if cs is not None:
@@ -126,12 +125,13 @@ class Prepared:
         return _rows(self.tree, self.columns, x, n)
 
 
-def usable_statistics(f):
-    """The statistics of open file `f` that filters may use: None without, and None with an
-    IdvWarning when they are malformed or no longer match the file's blocks (the blocks are
-    then all read: a filter never returns fewer rows for bad statistics)."""
+def usable_statistics(f, index):
+    """The statistics of column number `index` of open file `f` that filters may use (its
+    alone: a filter on a few columns of a wide file reads theirs): None without, and None
+    with an IdvWarning when they are malformed or no longer match the file's blocks (the
+    blocks are then all read: a filter never returns fewer rows for bad statistics)."""
     try:
-        return f.statistics
+        return f.column_statistics(index)
     except IdvFormatError as e:
         warn(f"{e}; the filter reads every block instead")
         return None

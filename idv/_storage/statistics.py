@@ -200,58 +200,72 @@ class Statistics:
 
     def check_columns(self, columns, num_rows):
         """IdvFormatError when the statistics do not describe the file's `columns` (its
-        Column objects, `num_rows` rows): another number of blocks, a column the file does
-        not have or of another domain, counts that are not the block's rows."""
-        def bad(why):
-            return IdvFormatError(f"the block statistics are malformed: {why}",
-                                  offset=self.offset)
+        Column objects, `num_rows` rows): check_column of each column's."""
         for index, cs in self.columns.items():
-            if not 0 <= index < len(columns):
-                raise bad(f"column {index}, which the file does not have")
-            col = columns[index]
-            nb = col.num_blocks
-            if self.num_blocks != nb:
-                raise bad(f"{self.num_blocks} blocks per column, column {col.name!r} has {nb}")
-            if cs.domain != domain_of(col.type):
-                raise bad(f"column {col.name!r} ({col.type}) has statistics of domain "
-                          f"{DOMAIN_NAMES.get(cs.domain, cs.domain)}")
-            if isinstance(col.type, T.Vector) or not nb:
-                continue
-            rpb = col.rows_per_block
-            rows = np.minimum(rpb, num_rows - np.arange(nb, dtype=np.int64) * rpb)
-            off = np.flatnonzero(cs.present + cs.missing != rows)
-            if len(off):
-                b = int(off[0])
-                raise bad(f"column {col.name!r}, block {b}: {int(cs.present[b])} present "
-                          f"and {int(cs.missing[b])} missing values in {int(rows[b])} rows")
+            check_column(cs, columns[index] if 0 <= index < len(columns) else None, num_rows,
+                         self.num_blocks, self.offset)
 
     def check_checksums(self, columns, expected):
         """IdvFormatError when a block's CRC-32 in the statistics is not the one idv's
-        checksums record for it (`expected(column)`: idv._store.blocks.BlockStore.expected_crcs of
-        a Column's blocks): the block was rewritten after the statistics were computed."""
+        checksums record for it: check_crcs of each column's (`expected(column)`:
+        idv._store.blocks.BlockStore.expected_crcs of a Column's blocks)."""
         for index, cs in self.columns.items():
-            if cs.crcs is None:
-                continue
-            want = expected(columns[index])
-            known = want >= 0
-            off = np.flatnonzero(known & (want != cs.crcs.astype(np.int64)))
-            if len(off):
-                b = int(off[0])
-                raise IdvFormatError(
-                    f"the block statistics of column {columns[index].name!r} block {b} were "
-                    f"computed from other bytes than the block holds (CRC-32 "
-                    f"{int(cs.crcs[b]):#010x}, the checksums record {int(want[b]):#010x}): the "
-                    f"block changed since; add the statistics again (idv stats --add)",
-                    offset=self.offset, block=b)
+            if cs.crcs is not None:
+                check_crcs(cs, columns[index], expected(columns[index]), self.offset)
 
     def check(self, got, path=None):
         """IdvFormatError when the blocks' fingerprint `got` is not the one recorded."""
-        if got != self.fingerprint:
-            raise IdvFormatError(
-                f"the block statistics do not match the file's blocks (fingerprint "
-                f"{got:#010x}, recorded {self.fingerprint:#010x}): its blocks changed since "
-                f"the statistics were computed; add them again (idv stats --add)",
-                offset=self.offset, path=path)
+        check_fingerprint(self.fingerprint, got, self.offset, path)
+
+
+def check_column(cs, col, num_rows, num_blocks, offset):
+    """IdvFormatError when one column's statistics `cs` (of a section of `num_blocks` blocks
+    a column, at `offset`) do not describe its column `col` (a Column of a file of
+    `num_rows` rows; None: the file has no such column): another number of blocks, another
+    domain, counts that are not the block's rows."""
+    def bad(why):
+        return IdvFormatError(f"the block statistics are malformed: {why}", offset=offset)
+    if col is None:
+        raise bad(f"column {cs.index}, which the file does not have")
+    nb = col.num_blocks
+    if num_blocks != nb:
+        raise bad(f"{num_blocks} blocks per column, column {col.name!r} has {nb}")
+    if cs.domain != domain_of(col.type):
+        raise bad(f"column {col.name!r} ({col.type}) has statistics of domain "
+                  f"{DOMAIN_NAMES.get(cs.domain, cs.domain)}")
+    if isinstance(col.type, T.Vector) or not nb:
+        return
+    rpb = col.rows_per_block
+    rows = np.minimum(rpb, num_rows - np.arange(nb, dtype=np.int64) * rpb)
+    off = np.flatnonzero(cs.present + cs.missing != rows)
+    if len(off):
+        b = int(off[0])
+        raise bad(f"column {col.name!r}, block {b}: {int(cs.present[b])} present "
+                  f"and {int(cs.missing[b])} missing values in {int(rows[b])} rows")
+
+
+def check_crcs(cs, col, want, offset):
+    """IdvFormatError when a block's CRC-32 in column `col`'s statistics `cs` is not the one
+    idv's checksums record for it (`want`, -1 where unknown): the block was rewritten after
+    the statistics were computed."""
+    off = np.flatnonzero((want >= 0) & (want != cs.crcs.astype(np.int64)))
+    if len(off):
+        b = int(off[0])
+        raise IdvFormatError(
+            f"the block statistics of column {col.name!r} block {b} were computed from other "
+            f"bytes than the block holds (CRC-32 {int(cs.crcs[b]):#010x}, the checksums "
+            f"record {int(want[b]):#010x}): the block changed since; add the statistics "
+            f"again (idv stats --add)", offset=offset, block=b)
+
+
+def check_fingerprint(recorded, got, offset, path=None):
+    """IdvFormatError when the blocks' fingerprint `got` is not the one `recorded`."""
+    if got != recorded:
+        raise IdvFormatError(
+            f"the block statistics do not match the file's blocks (fingerprint "
+            f"{got:#010x}, recorded {recorded:#010x}): its blocks changed since "
+            f"the statistics were computed; add them again (idv stats --add)",
+            offset=offset, path=path)
 
 
 def section_of(head):
@@ -265,9 +279,17 @@ def section_of(head):
 
 
 def read(head, view, toc_offset) -> Statistics | None:
-    """The statistics a file carries (None without). `head`: its 256-byte header;
-    `view(offset, size)` reads the file. The section must lie between the header and the
-    table of contents."""
+    """The statistics a file carries (None without), every column parsed. `head`: its
+    256-byte header; `view(offset, size)` reads the file. The section must lie between the
+    header and the table of contents."""
+    section = read_section(head, view, toc_offset)
+    return None if section is None else section.whole()
+
+
+def read_section(head, view, toc_offset) -> Section | None:
+    """The statistics section a file carries (None without), its CRC-32 and the form of its
+    columns checked, each column's statistics parsed when first asked for (read's
+    arguments)."""
     head = bytes(head)
     if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
         return None
@@ -283,60 +305,127 @@ def read(head, view, toc_offset) -> Statistics | None:
     if crc(data) != section_crc:
         raise IdvFormatError("checksum mismatch in the block statistics: the file changed "
                              "since they were written", offset=off)
+    return _parsed(off, Section, data, off)
+
+
+def _parsed(off, parse, *args):
+    """parse(*args), what it finds malformed an IdvFormatError at the section's offset."""
     try:
-        return _parse(data, off)
+        return parse(*args)
     except (ValueError, IndexError, struct.error) as e:
         raise IdvFormatError(f"the block statistics are malformed ({e})", offset=off) from None
 
 
-def _parse(data, off):
-    version, ncols, nb, fp, _ = _HEAD.unpack_from(data, 0)
-    if version not in VERSIONS:
-        raise ValueError(f"version {version}, this idv reads versions "
-                         f"{', '.join(map(str, VERSIONS))}")
-    if nb < 0 or nb * 16 > len(data):
-        raise ValueError(f"{nb} blocks in {len(data)} bytes")
+class Section:
+    """A statistics section: the head (``num_blocks``, ``fingerprint``, ``offset``,
+    ``length``) and where each column's statistics lie, found by one walk over their sizes;
+    a column's parsed (and its bounds checked) when first asked for (``column``): a filter
+    on two columns of a file of thousands parses those two. ValueError (IdvFormatError from
+    ``column``) for what no writer makes."""
+
+    def __init__(self, data, off):
+        version, ncols, nb, fp, _ = _HEAD.unpack_from(data, 0)
+        if version not in VERSIONS:
+            raise ValueError(f"version {version}, this idv reads versions "
+                             f"{', '.join(map(str, VERSIONS))}")
+        if nb < 0 or nb * 16 > len(data):
+            raise ValueError(f"{nb} blocks in {len(data)} bytes")
+        self.version, self.num_blocks, self.fingerprint = version, nb, fp
+        self.offset, self.length = off, len(data)
+        self._data = data
+        self._parsed = {}
+        counts = 16 * nb + (4 * nb + 4 * (nb % 2) if version >= 2 else 0)
+        # column index -> (domain, where its counts begin)
+        self._where = _numbers_only(data, ncols, _COLUMN.size + counts + 16 * nb)
+        if self._where is None:
+            self._where = _walk(data, ncols, nb, counts)
+
+    def column(self, index) -> ColumnStats | None:
+        """Column `index`'s statistics (None: it has none), parsed and bounds-checked once;
+        IdvFormatError for statistics no block could have."""
+        found = self._parsed.get(index)
+        if found is None and index in self._where:
+            found = self._parsed[index] = _parsed(self.offset, self._column, index)
+        return found
+
+    def whole(self) -> Statistics:
+        """Every column's statistics (Statistics)."""
+        return Statistics({i: self.column(i) for i in self._where}, self.num_blocks,
+                          self.fingerprint, self.offset, self.length)
+
+    def _column(self, index):
+        domain, at = self._where[index]
+        data, nb = self._data, self.num_blocks
+
+        def take(n, dtype="u1"):
+            nonlocal at
+            size = n * np.dtype(dtype).itemsize
+            if at + size > len(data):
+                raise ValueError("truncated")
+            out = np.frombuffer(data, dtype, n, at)
+            at += size
+            return out
+        present, missing = take(nb, "<i8"), take(nb, "<i8")
+        crcs = None
+        if self.version >= 2:
+            crcs = take(nb, "<u4")
+            take(4 * (nb % 2))
+        if domain in DTYPES:
+            cs = ColumnStats(index, domain, present, missing, take(nb, DTYPES[domain]),
+                             take(nb, DTYPES[domain]), crcs=crcs)
+        else:
+            flags, lows, highs = take(nb), take(nb), take(nb)
+            low_bytes = take(int(lows.sum())).tobytes()
+            high_bytes = take(int(highs.sum())).tobytes()
+            cs = ColumnStats(index, domain, present, missing, _split(low_bytes, lows),
+                             _split(high_bytes, highs), flags, crcs)
+        _check_bounds(cs)
+        return cs
+
+
+def _numbers_only(data, ncols, size):
+    """Where each column's statistics begin ({index: (domain, offset of its counts)}) in a
+    section of `ncols` columns of numbers alone, `size` bytes each (8-aligned: no padding),
+    found without a walk; None where the section holds anything else (_walk then)."""
+    end = _HEAD.size + ncols * size
+    if end > len(data):
+        return None
+    heads = np.frombuffer(data, np.uint8, end - _HEAD.size, _HEAD.size).reshape(ncols, size)
+    index = np.ascontiguousarray(heads[:, :4]).view("<u4").ravel()
+    domain = heads[:, 4]
+    if not np.isin(domain, list(DTYPES)).all() or len(np.unique(index)) != ncols:
+        return None
+    at = _HEAD.size + _COLUMN.size + size * np.arange(ncols)
+    return dict(zip(index.tolist(), zip(domain.tolist(), at.tolist())))
+
+
+def _walk(data, ncols, nb, counts):
+    """_numbers_only's answer for any section, column after column (Text's bounds vary in
+    length); ValueError for one truncated, a column twice or an unknown domain."""
+    where = {}
     at = _HEAD.size
-    columns = {}
-
-    def take(n, dtype="u1"):
-        nonlocal at
-        size = n * np.dtype(dtype).itemsize
-        if at + size > len(data):
-            raise ValueError("truncated")
-        out = np.frombuffer(data, dtype, n, at)
-        at += size
-        return out
-
     for _ in range(ncols):
         if at + _COLUMN.size > len(data):
             raise ValueError("truncated")
         index, domain = _COLUMN.unpack_from(data, at)
-        if index in columns:
+        if index in where:
             raise ValueError(f"column {index} appears twice")
         at += _COLUMN.size
-        present, missing = take(nb, "<i8"), take(nb, "<i8")
-        crcs = None
-        if version >= 2:
-            crcs = take(nb, "<u4")
-            take(4 * (nb % 2))
+        where[index] = (domain, at)
+        at += counts
         if domain in DTYPES:
-            low, high = take(nb, DTYPES[domain]), take(nb, DTYPES[domain])
-            columns[index] = ColumnStats(index, domain, present, missing, low, high,
-                                         crcs=crcs)
+            at += 2 * nb * DTYPES[domain].itemsize
         elif domain == TEXT:
-            flags, lows, highs = take(nb), take(nb), take(nb)
-            low_bytes = take(int(lows.sum())).tobytes()
-            high_bytes = take(int(highs.sum())).tobytes()
-            columns[index] = ColumnStats(index, domain, present, missing,
-                                         _split(low_bytes, lows), _split(high_bytes, highs),
-                                         flags, crcs)
-            at += -at % 8
+            if at + 3 * nb > len(data):
+                raise ValueError("truncated")
+            lengths = np.frombuffer(data, np.uint8, 2 * nb, at + nb)
+            at += 3 * nb + int(lengths.sum(dtype=np.int64))
         else:
             raise ValueError(f"column {index}: unknown domain {domain}")
-    for cs in columns.values():
-        _check_bounds(cs)
-    return Statistics(columns, nb, fp, off, len(data))
+        if at > len(data):
+            raise ValueError("truncated")
+        at += -at % 8
+    return where
 
 
 def _check_bounds(cs):
