@@ -385,11 +385,16 @@ def _file_batches(how, i, rows, bound):
         where = {**at, **{name: len(convs) + j for j, name in enumerate(extra)}}
         if tested:
             # a filter on one column takes that column's matches as it tests them (a step
-            # cuts the rows after)
-            takes = {k: numbers[k].take if k in numbers else _taker(pa) for k in at.values()} \
-                if division.single and (rows is None or rows.step == 1) else {}
+            # cuts the rows after); Text is then read as its blocks' bytes (TextRows), its
+            # matches copied into one Arrow array a piece, with no Arrow array a block first
+            single = division.single is not None and (rows is None or rows.step == 1)
+            as_bytes = {k for name, k in at.items() if single and name in text}
+            readers = [scan.TextColumn(cols[k]) if k in as_bytes else r
+                       for k, r in enumerate(readers)]
+            takes = {k: numbers[k].take if k in numbers else _taker(pa, k in as_bytes)
+                     for k in at.values()} if single else {}
             readers = with_tests(readers, where, division, lambda k, chunk: _as_tested(
-                pa, chunk, k < len(convs) and k not in numbers), takes)
+                pa, chunk, k < len(convs) and k not in numbers and k not in as_bytes), takes)
 
         def batches():
             if not readers:         # the constant columns alone
@@ -439,11 +444,12 @@ def _piece(pa, chunks):
                             chunks[0].type)
 
 
-def _taker(pa):
+def _taker(pa, text_rows=False):
     """take(chunks, positions, as tested) of TestedReader: a piece's matching rows (strings
-    copied from the bytes the test found) as one array."""
+    copied from the bytes the test found) as one array; `text_rows`: the piece is TextRows
+    (scan.TextColumn's), which the test found as they are."""
     def take(chunks, hits, seen):
-        return taken(pa, _piece(pa, chunks), hits,
+        return taken(pa, None if text_rows else _piece(pa, chunks), hits,
                      seen if isinstance(seen, text_bytes.TextRows) else None)
     return take
 
