@@ -93,7 +93,7 @@ def time_unit(source, names, datetime, safe, values=None):
     if datetime not in ticks.CHOSEN_MODES:
         return datetime, safe
     with source.using(0) as first:
-        timed = [n for n in names if time_units.is_time(first[n].type)]
+        timed = [n for n in names if time_units.is_time(first.schema[n].type)]  # no Column
     if not timed:
         return datetime, safe
     return time_units.choose(lambda: (source.using(i) for i in files), timed, datetime,
