@@ -82,6 +82,7 @@ class IdvFile(reads.SourceReads):
                                     checking=bool(checksums))
             self._parts = FileParts(self.store, self.tables, self.header, self.path)
             self._made = [None] * len(opened.described)      # each Column, once built
+            self._column_stats = {}     # column index -> its statistics, checked
         except IdvFormatError as e:
             e.locate(path=self.path)
             self.close()
@@ -217,10 +218,6 @@ class IdvFile(reads.SourceReads):
                                             self.header.toc_offset)
         except IdvFormatError as e:
             raise e.locate(path=self.path)
-
-    @functools.cached_property
-    def _column_stats(self):
-        return {}           # column index -> its statistics, checked (column_statistics)
 
     def _blocks_fingerprint(self):
         """The fingerprint of every column's blocks (offsets, then lengths), from the lookup
