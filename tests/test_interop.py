@@ -457,6 +457,50 @@ def test_pandas_datetime_range_edges(tmp_path):
         (inside.view(np.int64) * 100).tolist()
 
 
+def _fields_and_converters(f, datetime):
+    """(fields(), each column's own converter's field) of every column of open file `f`."""
+    from idv._interop.arrow_columns import converters, fields
+    keys = f.resolve_columns(None)
+    unit, safe = f.time_unit([f[k].name for k in keys], datetime, True)
+    views = {f[k].name for k in keys if f[k].type is idv.types.Text}
+    return (fields(pa, f, keys, unit, safe, views),
+            [c.field for c in converters(pa, [f[k] for k in keys], unit, safe, views)])
+
+
+# the unit chosen for 100-ns ticks beyond what a unit holds warns: not what these test
+@pytest.mark.filterwarnings("ignore:.*have 100-ns ticks:idv.IdvWarning")
+@pytest.mark.parametrize("datetime", ["auto", "us", "ticks"])
+@pytest.mark.parametrize("name", sample_params())
+def test_a_schemas_fields_are_each_columns_converters(name, datetime):
+    """A schema's fields come from one converter per kind of column, renamed for the rest:
+    each the field the column's own converter gives."""
+    with idv.open(fixture(name)) as f:
+        got, want = _fields_and_converters(f, datetime)
+    assert [g.equals(w, check_metadata=True) for g, w in zip(got, want)] == [True] * len(want)
+
+
+@pytest.mark.filterwarnings("ignore:.*have 100-ns ticks:idv.IdvWarning")
+def test_columns_of_one_type_in_other_units_keep_their_own_fields():
+    """Time columns of one type whose values need different units, beside repeated numbers,
+    Text and keys: the fields of a kind are shared only within the same unit."""
+    base = np.datetime64("2020-01-01T00:00:00", "ns")
+    buf = io.BytesIO()
+    idv.write(buf, {"a": np.arange(3, dtype=np.float32), "b": np.arange(3, dtype=np.float32),
+                    "whole": base + np.arange(3) * np.timedelta64(1, "D"),
+                    "ticks": base + np.arange(3) * np.timedelta64(100, "ns"),
+                    "far": np.array(["0001-01-01", "9999-12-31", "2000-01-01"], "M8[us]"),
+                    "s": np.array(["x", "y", "z"], object), "t": np.array(["u", "v", "w"], object),
+                    "k": pa.array([1, 2, 3], pa.uint32())})
+    with idv.open(buf.getvalue()) as f:
+        for mode in ("auto", "auto-us", "us"):
+            got, want = _fields_and_converters(f, mode)
+            assert [g.equals(w, check_metadata=True) for g, w in zip(got, want)] == \
+                [True] * len(want), mode
+            assert [g.name for g in got] == f.column_names
+        types = {g.name: g.type for g in _fields_and_converters(f, "auto")[0]}
+    assert types["whole"] != types["far"]           # one type, two units
+
+
 def test_pandas_datetimeoffset_tz_aware(tmp_path):
     """Mixed offsets: UTC (the instants); one shared offset: that fixed-offset zone."""
     dump = sidecar("scalars_datetime")

@@ -21,8 +21,8 @@ from idv._values import text_bytes, ticks
 from idv._values.arguments import ensure_count
 from idv._reader import whole_read
 from idv._interop.arrow_keys import key_numbers
-from idv._interop.arrow_columns import (bits_reader, chunked, converters, is_text, one_array,
-                                        rows_only, taken, text_reader, view_runs)
+from idv._interop.arrow_columns import (bits_reader, chunked, converters, fields, is_text,
+                                        one_array, rows_only, taken, text_reader, view_runs)
 from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow, numpy_view
 from idv._reader import read_source
 from idv._reader.reader import opened
@@ -61,9 +61,9 @@ def arrow_schema(file, columns=None, *, datetime="auto"):
         keys, fixed = read_source.split(src, asked)
         unit, _ = _unit(src, keys, datetime, True)
         with src.using(0) as first:
-            fields = [c.field for c in converters(pa, [first[k] for k in keys], unit, True)]
-        fields = dict(zip(keys + fixed, fields + _constant_fields(pa, src, fixed)))
-        return pa.schema([fields[k] for k in asked])
+            found = fields(pa, first, keys, unit, True)
+        found = dict(zip(keys + fixed, found + _constant_fields(pa, src, fixed)))
+        return pa.schema([found[k] for k in asked])
 
 
 def _unit(src, keys, datetime, safe, values=None):

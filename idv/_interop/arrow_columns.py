@@ -290,12 +290,40 @@ def converters(pa, cols, datetime, safe, views=()):
             for c in cols]
 
 
+def fields(pa, f, keys, datetime, safe, views=()):
+    """The Arrow field of each of columns `keys` of open file `f`, as its converter gives it
+    (converters), one converter made for each kind of column: a column without annotations
+    takes the field of the first of its type, unit and layout, renamed, and its Column is
+    never built (a file of thousands of columns)."""
+    ticks.check_time_mode(datetime)
+    schema, made, out = f.schema, {}, []
+    for k in keys:
+        fl = schema[k]
+        kind = None if fl.metadata_types or fl.type is None else \
+            (fl.type, _unit_of(datetime, fl.type, fl.name, bool(safe)), fl.name in views)
+        first = made.get(kind)
+        if first is None:
+            first = converters(pa, [f[k]], datetime, safe, views)[0].field
+            if kind is not None:
+                made[kind] = first
+            out.append(first)
+        else:
+            out.append(first.with_name(fl.name))
+    return out
+
+
 def _unit(datetime, col, safe):
-    """(unit, safe) of column `col` in a read of mode `datetime`: a time column's, that of
-    ticks.unit_of; a key's, for its KeyValues, the read's mode (key_values_mode)."""
-    if isinstance(col.type, T.Key):
+    """(unit, safe) of column `col` in a read of mode `datetime` (_unit_of)."""
+    return _unit_of(datetime, col.type, col.name, safe)
+
+
+def _unit_of(datetime, type_, name, safe):
+    """(unit, safe) of column `name` of type `type_` in a read of mode `datetime`: a time
+    column's, that of ticks.unit_of; a key's, for its KeyValues, the read's mode
+    (key_values_mode)."""
+    if isinstance(type_, T.Key):
         return key_values_mode(datetime), safe
-    return ticks.unit_of(datetime, col.name, safe)
+    return ticks.unit_of(datetime, name, safe)
 
 
 def string_views(pa, parts):

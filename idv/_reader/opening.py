@@ -44,6 +44,10 @@ class Opened:
             self._shown = {e.name: i for i, (e, _, _) in enumerate(self.described)}
         return self._shown
 
+    def readable(self, i):
+        """Whether column `i`'s codec and compression are known (Column.readable)."""
+        return self.described[i][2] is None
+
 
 def reused(src, check_sums, known):
     """`known` (an Opened) for source `src` when it was read from the same local file (its

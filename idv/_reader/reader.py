@@ -125,8 +125,11 @@ class IdvFile(reads.SourceReads):
         return contextlib.nullcontext(self)
 
     def resolve_columns(self, columns):
-        """The indices of the columns `columns` picks (idv._reader.selection.file_columns).
-        Package-internal."""
+        """The indices of the columns `columns` picks (idv._reader.selection.file_columns;
+        all of them without building a Column). Package-internal."""
+        if columns is None:
+            return [i for i in selection.positions(self.column_names, None)
+                    if self.layout.readable(i)]
         return [c.index for c in selection.file_columns(self, columns)]
 
     def time_unit(self, names, datetime, safe, values=None):
