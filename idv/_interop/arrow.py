@@ -70,7 +70,7 @@ def _unit(src, keys, datetime, safe, values=None):
     """(datetime, safe) of a read of columns `keys` of source `src` (its time_unit)."""
     ticks.check_time_mode(datetime)
     with src.using(0) as first:
-        names = [first[k].name for k in keys]
+        names = [first.schema[k].name for k in keys]      # no Column built
     return src.time_unit(names, datetime, safe, values)
 
 
