@@ -69,9 +69,7 @@ def arrow_schema(file, columns=None, *, datetime="auto"):
 def _unit(src, keys, datetime, safe, values=None):
     """(datetime, safe) of a read of columns `keys` of source `src` (its time_unit)."""
     ticks.check_time_mode(datetime)
-    with src.using(0) as first:
-        names = [first.schema[k].name for k in keys]      # no Column built
-    return src.time_unit(names, datetime, safe, values)
+    return src.time_unit(read_source.key_names(src, keys), datetime, safe, values)
 
 
 @budget.reads

@@ -343,8 +343,7 @@ def _frame_of_files(pd, src, columns, rows, how):
 
 def _one_unit(src, keys, how):
     """`how` with one unit for a time column of every file of `src` (of columns `keys`)."""
-    with src.using(0) as first:
-        names = [first.schema[k].name for k in keys]      # no Column built
+    names = read_source.key_names(src, keys)
     return dict(how, **dict(zip(("datetime", "safe"),
                                 src.time_unit(names, how["datetime"], how["safe"]))))
 

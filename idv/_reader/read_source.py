@@ -83,6 +83,13 @@ class RowSource(Protocol):
         (Column.decoded_bytes; `arrow`: into Arrow)."""
 
 
+def key_names(source, keys):
+    """The names of columns `keys` (a file's indices or a dataset's names) of `source`, from
+    its first file's schema: no Column built (a file of thousands of columns)."""
+    with source.using(0) as first:
+        return [first.schema[k].name for k in keys]
+
+
 def time_unit(source, names, datetime, safe, values=None):
     """(datetime, safe) for a read of columns `names` of every file of `source`: for 'auto',
     'exact' and 'auto-us' a ticks.Units of each time column's unit, chosen from all files

@@ -278,18 +278,11 @@ def section_of(head):
     return off, length
 
 
-def read(head, view, toc_offset) -> Statistics | None:
-    """The statistics a file carries (None without), every column parsed. `head`: its
-    256-byte header; `view(offset, size)` reads the file. The section must lie between the
-    header and the table of contents."""
-    section = read_section(head, view, toc_offset)
-    return None if section is None else section.whole()
-
-
 def read_section(head, view, toc_offset) -> Section | None:
     """The statistics section a file carries (None without), its CRC-32 and the form of its
-    columns checked, each column's statistics parsed when first asked for (read's
-    arguments)."""
+    columns checked, each column's statistics parsed when first asked for (Section.whole:
+    all of them). `head`: the file's 256-byte header; `view(offset, size)` reads the file.
+    The section must lie between the header and the table of contents."""
     head = bytes(head)
     if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
         return None
