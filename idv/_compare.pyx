@@ -14,6 +14,8 @@ from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
+from idv._views cimport idv_view
+
 import numpy as np
 
 from idv.errors import IdvFormatError
@@ -220,18 +222,24 @@ def text_strings(const offset_t[::1] starts, const offset_t[::1] ends,
 
 @cython.boundscheck(False)     # each part's spans and every row are checked first
 @cython.wraparound(False)
-def text_take(list parts, const int64_t[::1] rows):
+def text_take(list parts, const int64_t[::1] rows, uint8_t[::1] views=None):
     """Rows `rows` (strictly ascending positions over `parts` end to end: [(starts, ends,
     data)], the parts of TextRows, int32 spans) in Arrow's string layout: (offsets, int32,
-    len(rows) + 1; data, uint8), copied with the GIL released. ValueError for rows negative,
-    repeated, out of order or beyond the parts, a span outside its data, or more than 2 GiB
-    of text."""
+    len(rows) + 1; data, uint8), copied with the GIL released. With `views` (16 bytes a row)
+    they are written there as Arrow's string views instead, of which the strings over 12
+    bytes point into the data returned (buffer 0), which holds them alone: (None, data).
+    ValueError for rows negative, repeated, out of order or beyond the parts, a span outside
+    its data, or more than 2 GiB of text."""
     cdef Py_ssize_t n = rows.shape[0], i = 0, k, np_ = len(parts), m, nd
     cdef int64_t r, base = 0, total = 0, a, b, prev = -1
     cdef int fault = 0
+    # strings of at most `inline` bytes are held by their views, not copied to the data
+    cdef int64_t inline = 12 if views is not None else -1
     cdef const int32_t[::1] starts
     cdef const int32_t[::1] ends
     cdef const uint8_t[::1] data
+    if views is not None and views.shape[0] != 16 * n:
+        raise ValueError(f"room for {views.shape[0] // 16} string views, not {n}")
     offsets = np.empty(n + 1, np.int32)
     cdef int32_t[::1] off = offsets
     off[0] = 0
@@ -250,7 +258,8 @@ def text_take(list parts, const int64_t[::1] rows):
                 if not 0 <= a <= b <= nd:
                     fault = 2
                     break
-                total += b - a
+                if b - a > inline:
+                    total += b - a
                 if total > INT32_MAX:
                     fault = 3
                     break
@@ -279,10 +288,16 @@ def text_take(list parts, const int64_t[::1] rows):
             while i < n and rows[i] < base + m:
                 r = rows[i] - base
                 a, b = starts[r], ends[r]
-                if b - a <= 16 and a + 16 <= nd:
-                    memcpy(&o[off[i]], &data[a], 16)
-                elif b > a:
-                    memcpy(&o[off[i]], &data[a], <size_t>(b - a))
+                if b - a <= inline:
+                    idv_view(&views[16 * i], &data[0] if nd else <const uint8_t *>b"", nd,
+                             <int>a, <int>(b - a), 0)
+                else:
+                    if b - a <= 16 and a + 16 <= nd:
+                        memcpy(&o[off[i]], &data[a], 16)
+                    elif b > a:
+                        memcpy(&o[off[i]], &data[a], <size_t>(b - a))
+                    if inline >= 0:
+                        idv_view(&views[16 * i], &o[0], total, off[i], <int>(b - a), 0)
                 i += 1
         base += m
-    return offsets, out[:total]
+    return (None if views is not None else offsets), out[:total]

@@ -512,21 +512,29 @@ def test_matching_rows_of_text_taken_from_chunks():
     """The rows a filter keeps are copied out of a batch's chunks (arrow_columns.taken, in
     C: idv._compare.text_take) as Arrow's own take of the joined chunks gives them: strings
     of every length around the 16 bytes copied as two words, at the end of a block's bytes,
-    chunks that are slices or empty; numbers by Arrow's take; bad rows refused."""
+    chunks that are slices or empty; as string views, as pyarrow's cast makes them, around
+    the 12 bytes a view holds; numbers by Arrow's take; bad rows refused."""
     pa = pytest.importorskip("pyarrow", reason="taking from Arrow chunks needs pyarrow")
     from idv import _compare
     from idv._interop.arrow_columns import taken
 
     rng = np.random.default_rng(7)
-    words = ["", "a", "é" * 3, "x" * 15, "y" * 16, "z" * 17, "\U0001f600" * 5, "w" * 40]
+    words = ["", "a", "é" * 3, "u" * 11, "v" * 12, "t" * 13, "x" * 15, "y" * 16, "z" * 17,
+             "\U0001f600" * 5, "w" * 40]
     arr = pa.array([words[i] for i in rng.integers(0, len(words), 300)])
     parts = [arr.slice(0, 100), arr.slice(100, 0), arr.slice(100, 37), arr.slice(137)]
     for x in (pa.chunked_array(parts), arr, pa.chunked_array([arr.slice(299)])):
         for rows in (np.arange(len(x)), np.flatnonzero(rng.random(len(x)) < 0.3),
                      np.array([len(x) - 1]), np.zeros(0, np.int64)):
+            want = x.take(pa.array(rows, pa.int64()))
             got = taken(pa, x, rows)
             assert isinstance(got, pa.StringArray)
-            assert got.to_pylist() == x.take(pa.array(rows, pa.int64())).to_pylist()
+            assert got.to_pylist() == want.to_pylist()
+            viewed = taken(pa, x, rows, views=True)
+            viewed.validate(full=True)
+            assert viewed.equals(pa.concat_arrays(want.chunks).cast(pa.string_view())
+                                 if isinstance(want, pa.ChunkedArray)
+                                 else want.cast(pa.string_view()))
     nums = pa.chunked_array([pa.array([1, 2, 3]), pa.array([4, 5])])
     assert taken(pa, nums, np.array([0, 3, 4])).to_pylist() == [1, 4, 5]
     starts, ends = np.array([0, 2], np.int32), np.array([2, 4], np.int32)
@@ -538,6 +546,11 @@ def test_matching_rows_of_text_taken_from_chunks():
     with pytest.raises(ValueError, match="no span"):
         _compare.text_take([(starts, np.array([2, 9], np.int32), part[2])],
                            np.array([1], np.int64))
+    with pytest.raises(ValueError, match="room for 1 string views, not 2"):
+        _compare.text_take([part], np.array([0, 1], np.int64), np.zeros(16, np.uint8))
+    with pytest.raises(ValueError, match="no span"):
+        _compare.text_take([(starts, np.array([2, 9], np.int32), part[2])],
+                           np.array([1], np.int64), np.zeros(16, np.uint8))
 
 
 def test_a_column_read_and_tested_is_decoded_once(tmp_path):

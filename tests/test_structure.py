@@ -26,7 +26,8 @@ PACKAGE_DIR = REPO_DIR / "idv"
 LAYERS = {
     "format layer: the file's parts in Cython, and the errors and types they raise and decode":
         ["_cursor", "_header", "_toc", "_lookup", "_parts", "_codecs", "_encode", "_strings",
-         "_compression", "_bytes", "_ascii", "_arrow_c", "_compare", "errors", "types", "_docs"],
+         "_compression", "_bytes", "_ascii", "_views", "_arrow_c", "_compare", "errors", "types",
+         "_docs"],
     "facts: one concept each, used by readers and writers alike":
         ["_values", "_values.*", "_storage", "_storage.*", "_resources", "_resources.*",
          "compression", "_version"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from idv import _arrow_c, _codecs, _compare, types as T
+from idv import _arrow_c, _codecs, types as T
 from idv._scan import scan
 from idv._store.block_runs import bit_rooms
 from idv._store.stored_blocks import block_views
@@ -45,7 +45,8 @@ class _ColumnToArrow:
         self.arrow_type = self.restored or column_arrow_type(pa, t, unit, self.dictionary)
         # Text scalars as string views (`views`: what polars takes as they are), made block
         # by block in the thread that decodes it
-        self.views = bool(views) and t is T.Text and self.arrow_type == pa.string()
+        self.viewable = t is T.Text and self.arrow_type == pa.string()
+        self.views = bool(views) and self.viewable
         if self.views:
             self.arrow_type = pa.string_view()
         meta = {TYPE_KEY: str(t).encode()}
@@ -444,17 +445,17 @@ def view_runs(pa, values, n):
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def taken(pa, part, rows, spans=None):
+def taken(pa, part, rows, spans=None, views=False):
     """Rows `rows` (int64, strictly ascending) of a batch's values (an Array or ChunkedArray) as one
     Array: strings copied from their chunks in one pass (not joined first, then taken; `spans`:
-    their text_bytes.of_arrow, if found already), the others by Arrow's take (faster than its
-    filter by a mask)."""
+    their text_bytes.of_arrow, if found already), as string views with `views`, the others by
+    Arrow's take (faster than its filter by a mask)."""
     if spans is None and pa.types.is_string(part.type):
         spans = text_bytes.of_arrow(pa, part)
     if spans is None:
-        return one_array(pa, part).take(numbers_to_arrow(pa, rows))
-    offsets, data = _compare.text_take(spans.parts, rows)
-    return pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(data))
+        got = one_array(pa, part).take(numbers_to_arrow(pa, rows))
+        return as_views(pa, got) if views else got
+    return text_bytes.arrow_rows(pa, spans, rows, views)
 
 
 def _same_buffers(pa, chunks, t):

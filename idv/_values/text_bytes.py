@@ -104,6 +104,19 @@ def of_arrow(pa, x):
     return TextRows(parts)
 
 
+def arrow_rows(pa, x, rows, views=False):
+    """Rows `rows` (int64, strictly ascending) of TextRows `x` as one Arrow array, copied in
+    one pass with the GIL released: strings, or with `views` string views (what polars takes
+    as they are), a string of up to 12 bytes held in its view and the longer ones copied."""
+    if not views:
+        offsets, data = _compare.text_take(x.parts, rows)
+        return pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(data))
+    room = pa.allocate_buffer(16 * len(rows))
+    _, data = _compare.text_take(x.parts, rows, np.frombuffer(room, np.uint8))
+    return pa.Array.from_buffers(pa.string_view(), len(rows),
+                                 [None, room] + ([pa.py_buffer(data)] if len(data) else []))
+
+
 def compare(x, op, literal):
     """A bool per row of TextRows `x`: whether it `op` the UTF-8 bytes `literal`."""
     out = np.empty(len(x), np.uint8)
