@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from idv import types as T
 from idv._scan import filters, scan
 from idv._scan.checked_keys import numbers_reader
@@ -140,8 +142,11 @@ def file_batches(how, i, rows, bound):
             if not readers:         # the constant columns alone
                 yield how.batch(i, [], f.num_rows if rows is None else len(rows))
                 return
+            # a filter's matches are taken a window at a time (a call a column, not a block),
+            # then cut into the batches the stream gives (_cuts)
+            per = None if how.per is WINDOW else how.per
             for batch in scan.scan(f, readers, rows=rows, block_filter=keep,
-                                   batch_rows=None if how.per is WINDOW else how.per,
+                                   batch_rows=None if tested else per,
                                    quick_first=how.quick_first):
                 n = len(range(batch.start, batch.stop, batch.step))
                 values = batch.values[:len(convs)]
@@ -150,16 +155,13 @@ def file_batches(how, i, rows, bound):
                         yield how.batch(i, [one_array(pa, v if b - a == n else v.slice(a, b - a))
                                             for v in values], b - a)
                     continue
+                cuts = _cuts(per, readers[0].col.rows_per_block, batch)
                 found = {name: batch.values[k].found for name, k in where.items()}
                 if any(isinstance(v, Tested) and v.taken for v in values):
-                    yield from _piece_batches(how, i, values, found[division.single])
+                    yield from _piece_batches(how, i, values, found[division.single], cuts)
                     continue
-                hits = division.hits(found, n)
-                every = len(hits) == n
-                arrays = [numbers[j].array(untested(v), None if every else hits)
-                          if j in numbers else one_array(pa, untested(v)) if every else
-                          taken(pa, untested(v), hits) for j, v in enumerate(values)]
-                yield how.batch(i, arrays, len(hits))
+                yield from _window_batches(how, i, [untested(v) for v in values], numbers,
+                                           division.hits(found, n), cuts)
         yield from (batches() if how.batch_size is None else
                     rebatched(pa, how.schema_asked, batches(), how.batch_size))
 
@@ -195,18 +197,65 @@ def _taker(pa, text_rows=False, views=False):
     return take
 
 
-def _piece_batches(how, i, values, found):
-    """The batches of file i of a batch's `values` whose tested column was taken as tested:
-    a batch per piece of it that matched (its matches as taken, uncopied; the other
-    columns' taken from the piece's rows), or one of no rows when none did."""
+def _cuts(per, rpb, batch):
+    """Where a scan's window of rows (`batch`, a scan.Rows) is cut into the stream's batches:
+    positions among its rows, from 0 to their number, where each group of blocks of about
+    `per` rows begins (blocks of `rpb` rows; a block each for 1; None: the window whole)."""
+    n = len(range(batch.start, batch.stop, batch.step))
+    if per is None:
+        return [0, n]
+    size = max(1, per // rpb) * rpb
+    starts = range((batch.start // size + 1) * size, batch.stop, size)
+    return sorted({0, n} | {-(-(c - batch.start) // batch.step) for c in starts})
+
+
+def _window_batches(how, i, values, numbers, hits, cuts):
+    """The batches of file i of a window's matching rows `hits` (ascending) of its columns'
+    `values` (``numbers``: the key columns read as their key numbers, by position), cut at
+    `cuts` (_cuts): each column's matches taken at once, or where every row matches, the
+    values cut as they are."""
+    pa = how.pa
+    if len(hits) == cuts[-1]:
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            yield how.batch(i, [numbers[j].array(_rows(u, a, b), None) if j in numbers else
+                                one_array(pa, _rows(u, a, b)) for j, u in enumerate(values)],
+                            b - a)
+        return
+    arrays = [numbers[j].array(u, hits) if j in numbers else taken(pa, u, hits)
+              for j, u in enumerate(values)]
+    yield from _cut_batches(how, i, arrays, hits, cuts)
+
+
+def _cut_batches(how, i, arrays, hits, cuts, at=0):
+    """The batches of file i of the matching rows `arrays` (Arrays, or ChunkedArrays of
+    every row) of a window's rows `hits` (ascending, counted from the window's row `at`), cut
+    at `cuts` (_cuts): one for each part that holds a match, or one of no rows when none
+    does."""
+    ends = np.searchsorted(hits, np.asarray(cuts) - at).tolist()
+    parts = [(a, b) for a, b in zip(ends[:-1], ends[1:]) if b > a] or [(0, 0)]
+    for a, b in parts:
+        yield how.batch(i, [one_array(how.pa, v.slice(a, b - a)) for v in arrays], b - a)
+
+
+def _rows(value, a, b):
+    """Rows [a, b) of a column's value as read (numpy) or as Arrow arrays."""
+    return value[a:b] if isinstance(value, np.ndarray) else value.slice(a, b - a)
+
+
+def _piece_batches(how, i, values, found, cuts):
+    """The batches of file i of a window's `values` whose tested column was taken as tested:
+    each piece of it that matched (its matches as taken, uncopied; the other columns' taken
+    from the piece's rows) cut at `cuts` (_cuts), or one of no rows when none did."""
     pa, some = how.pa, False
     for j, (s, size, hits) in enumerate(zip(found.starts, found.sizes, found.local)):
         if not len(hits):
             continue
         some = True
-        yield how.batch(i, [one_array(pa, v.value[j]) if isinstance(v, Tested) else
-                            one_array(pa, v.slice(s, size)) if len(hits) == size else
-                            taken(pa, v.slice(s, size), hits) for v in values], len(hits))
+        arrays = [one_array(pa, v.value[j]) if isinstance(v, Tested) else
+                  v.slice(s, size) if len(hits) == size else
+                  taken(pa, v.slice(s, size), hits) for v in values]
+        yield from _cut_batches(how, i, arrays, hits, [s] + [c for c in cuts if s < c < s + size]
+                                + [s + size], s)
     if not some:
         yield how.batch(i, [v.value[0].slice(0, 0) if isinstance(v, Tested) else
                             one_array(pa, v.slice(0, 0)) for v in values], 0)
