@@ -604,6 +604,18 @@ def test_a_column_read_and_tested_is_decoded_once(tmp_path):
                 assert (src["T"].blocks_decoded, src["N"].blocks_decoded) == (30, 45)
 
 
+def _pieces_file(tmp_path, seed):
+    """(path, T, N, F) of a file of 5,000 rows in blocks of 64: T of 4 short strings, N the
+    row numbers, F random."""
+    rng = np.random.default_rng(seed)
+    t = rng.choice(np.array(["a", "b", "c", ""], object), 5000)
+    n = np.arange(5000, dtype=np.int64)
+    f = rng.random(5000, dtype=np.float32)
+    path = str(tmp_path / "pieces.idv")
+    idv.write(path, {"T": t, "N": n, "F": f}, rows_per_block=64)
+    return path, t, n, f
+
+
 PIECE_CASES = [     # (filter, the rows it keeps from T, N, F)
     ("T == 'b'", lambda t, n, f: t == "b"),
     ("N >= 1500 and N < 2500", lambda t, n, f: (n >= 1500) & (n < 2500)),
@@ -625,12 +637,7 @@ def test_a_filter_tested_piece_by_piece_keeps_the_reference_rows(tmp_path, monke
     from idv._scan import scan
     monkeypatch.setattr(scan, "PIECE_BYTES", 1500)
     monkeypatch.setattr(scan, "WINDOW_BYTES", 7000)
-    rng = np.random.default_rng(3)
-    t = rng.choice(np.array(["a", "b", "c", ""], object), 5000)
-    n = np.arange(5000, dtype=np.int64)
-    f = rng.random(5000, dtype=np.float32)
-    path = str(tmp_path / "pieces.idv")
-    idv.write(path, {"T": t, "N": n, "F": f}, rows_per_block=64)
+    path, t, n, f = _pieces_file(tmp_path, 3)
     hit = keep(t.astype(str), n, f)
     got = idv.read(path, columns=["N", "T"], filter=where)
     assert np.array_equal(got["N"], n[hit]) and list(got["T"]) == list(t[hit])
@@ -664,12 +671,7 @@ def test_a_filtered_stream_gives_a_block_each_taken_a_window_at_a_time(tmp_path,
     calls = []
     take = arrow_stream.taken
     monkeypatch.setattr(arrow_stream, "taken", lambda *a, **k: calls.append(1) or take(*a, **k))
-    rng = np.random.default_rng(5)
-    t = rng.choice(np.array(["a", "b", "c", ""], object), 5000)
-    n = np.arange(5000, dtype=np.int64)
-    f = rng.random(5000, dtype=np.float32)
-    path = str(tmp_path / "blocks.idv")
-    idv.write(path, {"T": t, "N": n, "F": f}, rows_per_block=64)
+    path, t, n, f = _pieces_file(tmp_path, 5)
     hit = keep(t.astype(str), n, f)
     for rows in (slice(None), slice(5, 4000, 3)):
         calls.clear()
