@@ -553,41 +553,6 @@ def test_matching_rows_of_text_taken_from_chunks():
                            np.array([1], np.int64), np.zeros(16, np.uint8))
 
 
-def test_fixed_width_rows_are_taken_as_arrow_takes_them():
-    """The matching rows of numbers, times, Booleans and fixed-size lists of them, taken by
-    numpy from Arrow's buffers (arrow_types.fixed_taken), equal pyarrow's own take: arrays
-    that are slices, empty, of every width; the others (nulls, strings, dictionaries) left to
-    pyarrow's take (None)."""
-    pa = pytest.importorskip("pyarrow", reason="taking from Arrow arrays needs pyarrow")
-    from idv._values.arrow_types import fixed_taken
-    rng = np.random.default_rng(11)
-    n = 1000
-    arrays = [pa.array(rng.integers(-100, 100, n).astype(dt_)) for dt_ in
-              (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint64)] + [
-        pa.array(rng.random(n).astype(np.float16)), pa.array(rng.random(n, np.float32)),
-        pa.array(rng.random(n)), pa.array(rng.random(n) < 0.5),
-        pa.array(rng.integers(0, 10**15, n), pa.timestamp("us", tz="UTC")),
-        pa.array(rng.integers(0, 10**6, n), pa.duration("ns")),
-        pa.array(rng.integers(0, 10**4, n).astype(np.int32), pa.date32()),
-        pa.FixedSizeListArray.from_arrays(pa.array(rng.random(3 * n, np.float32)), 3),
-        pa.FixedSizeListArray.from_arrays(pa.array(rng.random(2 * n) < 0.5), 2)]
-    for arr in arrays:
-        for part in (arr, arr.slice(13, 500), arr.slice(n)):
-            for rows in (np.flatnonzero(rng.random(len(part)) < 0.3), np.arange(len(part)),
-                         np.zeros(0, np.int64)):
-                got = fixed_taken(pa, part, rows)
-                want = part.take(pa.array(rows, pa.int64()))
-                if pa.types.is_fixed_size_list(arr.type) and \
-                        pa.types.is_boolean(arr.type.value_type):
-                    assert got is None          # bits in a list: pyarrow's take
-                    continue
-                got.validate(full=True)
-                assert got.type == arr.type and got.equals(want), arr.type
-    for other in (pa.array([1, None, 3]), pa.array(["a", "b"]),
-                  pa.array(["a", "b"]).dictionary_encode()):
-        assert fixed_taken(pa, other, np.array([0, 1])) is None
-
-
 def test_a_column_read_and_tested_is_decoded_once(tmp_path):
     """A column both read and tested by the filter is decoded once for both, whether the
     source names its columns by index (a file) or by name (a dataset)."""

@@ -13,8 +13,7 @@ from idv._store.stored_blocks import block_views
 from idv._values import text_bytes, ticks
 from idv._values.metadata import metadata_spec, metadata_to_json, usable_key_values
 from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_format,
-                                     check_key_labels, column_arrow_type, fixed_taken,
-                                     import_pyarrow,
+                                     check_key_labels, column_arrow_type, import_pyarrow,
                                      imports_c_streams, items_to_arrow, key_values_mode,
                                      key_values_to_arrow, numbers_to_arrow, times_to_arrow)
 from idv._values.time_zones import as_written, restore, restored_type, written_from
@@ -454,9 +453,7 @@ def taken(pa, part, rows, spans=None, views=False):
     if spans is None and pa.types.is_string(part.type):
         spans = text_bytes.of_arrow(pa, part)
     if spans is None:
-        whole = one_array(pa, part)
-        got = fixed_taken(pa, whole, rows)
-        got = whole.take(numbers_to_arrow(pa, rows)) if got is None else got
+        got = one_array(pa, part).take(numbers_to_arrow(pa, rows))
         return as_views(pa, got) if views else got
     return text_bytes.arrow_rows(pa, spans, rows, views)
 

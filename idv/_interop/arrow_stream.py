@@ -145,9 +145,8 @@ def file_batches(how, i, rows, bound):
             # a filter's matches are taken a window at a time (a call a column, not a block),
             # then cut into the batches the stream gives (_cuts)
             per = None if how.per is WINDOW else how.per
-            for batch in scan.scan(f, readers, rows=rows, block_filter=keep,
-                                   batch_rows=None if tested else per,
-                                   quick_first=how.quick_first):
+            for batch in scan.scan(f, readers, rows=rows, block_filter=keep, batch_rows=per,
+                                   quick_first=how.quick_first, whole_windows=bool(tested)):
                 n = len(range(batch.start, batch.stop, batch.step))
                 values = batch.values[:len(convs)]
                 if not tested:

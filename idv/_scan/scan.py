@@ -3,25 +3,24 @@ time, for every reader that streams (Arrow batches, pandas, the converters, the 
 Dask's partitions).
 
 All the columns of a file share one block grid (ML.NET writes one ``rows_per_block`` for all,
-and idv.open refuses files that do not), so a scan walks the grid: the blocks that hold the
-rows asked for, gathered into windows of about ``window_bytes`` of decompressed blocks over
-the columns read. A window's blocks are cut into pieces of about ``piece_bytes`` per column,
-and all its pieces are decoded in parallel threads, each piece in one thread, into one buffer
-for the window where the column's form allows. Two windows are queued ahead of the one handed
-out, so the threads never wait for the consumer and about three windows are held at once.
+and idv.open refuses files that do not), so a scan walks the grid: the blocks that hold the rows
+asked for, gathered into windows of about ``window_bytes`` of decompressed blocks over the
+columns read. A window's blocks are cut into pieces of about ``piece_bytes`` per column, and all
+its pieces are decoded in parallel threads, each piece in one thread, into one buffer for the
+window where the column's form allows. Two windows are queued ahead of the one handed out, so
+the threads never wait for the consumer and about three windows are held at once.
 
 What a column becomes is its reader's business (``NumpyColumn`` here: read()'s forms;
 idv._interop.arrow has one for Arrow arrays): a reader says how much room its blocks take in the
-window's buffer, decodes a piece in the calling thread, joins a window's pieces and cuts rows out
-of them. A reader may also opt in (``inflatable``) for pieces of fixed-width scalars: the pieces of
-a task are then inflated, checked and fixed up by one call of the block store
+window's buffer, decodes a piece in the calling thread, joins a window's pieces and cuts rows
+out of them. A reader may also opt in (``inflatable``) for pieces of fixed-width scalars: the
+pieces of a task are then inflated, checked and fixed up by one call of the block store
 (``BlockStore.inflate_fixed``), which costs no Python per piece. A reader whose pieces are views
-made in microseconds under the GIL (``light``: Arrow chunks on a memory map) has them made in the
-calling thread, where threads would only contend for the GIL, their blocks' CRC-32s checked
-for the whole window in one call over the threads (``mapped_run``, then ``from_map``). Where
-a block filter leaves short runs of blocks between gaps (``take``), runs are decoded
-together, up to a window's bytes (``window_groups``), each still handed out as its own
-window. """
+made in microseconds under the GIL (``light``: Arrow chunks on a memory map) has them made in
+the calling thread, where threads would only contend for the GIL, their blocks' CRC-32s checked
+for the whole window in one call over the threads (``mapped_run``, then ``from_map``). Where a
+block filter leaves short runs of blocks between gaps (``take``), runs are decoded together, up
+to a window's bytes (``window_groups``), each still handed out as its own window. """
 from __future__ import annotations
 
 import math
@@ -355,43 +354,41 @@ def partitions(source, columns, blocks_per_partition=None, partition_bytes=PARTI
 # ---------------------------------------------------------------------------------------------
 
 def scan(source, columns, reader=NumpyColumn, *, rows=None, batch_rows=1, block_filter=None,
-         window_bytes=None, piece_bytes=None, ahead=AHEAD, quick_first=False, wrap=None):
+         window_bytes=None, piece_bytes=None, ahead=AHEAD, quick_first=False, wrap=None,
+         whole_windows=False):
     """Yield Rows (aligned rows) of `columns` of `source` (an IdvFile, or an idv.Dataset: its
     files end to end, each opened when reached), in row order.
 
     ``columns``: Column objects of a file, or names or indices (looked up in each file), or
     readers already made for a file's columns. ``reader(col)`` makes each column's reader
-    (NumpyColumn: read()'s forms). ``rows``: a range with a positive step over the source's
-    rows (default: all); only the blocks that hold them are decoded. ``batch_rows``: each
-    batch holds the selected rows of a group of whole blocks of about that many rows (at
-    least one block, groups aligned on multiples of it: 1, the default, gives a batch per
-    block); None gives a batch per window. ``block_filter(part, file)``: a boolean mask over
-    the file's blocks, False for blocks to skip (their rows are left out).
+    (NumpyColumn: read()'s forms). ``rows``: a range with a positive step over the source's rows
+    (default: all); only the blocks that hold them are decoded. ``batch_rows``: each batch holds
+    the selected rows of a group of whole blocks of about that many rows (at least one block,
+    groups aligned on multiples of it: 1, the default, gives a batch per block); None gives a
+    batch per window; ``whole_windows``: a batch per window, the windows cut where groups of
+    ``batch_rows`` begin (for a consumer that cuts them). ``block_filter(part, file)``: a
+    boolean mask over the file's blocks, False for blocks to skip (their rows are left out).
 
     ``window_bytes``, ``piece_bytes`` (default: WINDOW_BYTES, PIECE_BYTES) and ``ahead``
-    (windows decoded ahead of the one handed out) trade memory and latency for speed: a
-    consumer that may stop early (the command line into ``head``) takes small windows and
-    none ahead (each decoded when reached); ``quick_first``: each file's first block a window
-    of its own, the windows after it queued when the consumer asks for more (one that stops
-    after its first batch, an engine's LIMIT, waits for that block's decode alone).
-    ``wrap(file, readers)``: the readers a file's scan uses instead of those made for it (a
-    filter's test of each piece in the threads: idv._scan.tested). An IdvFormatError
-    from a dataset's file names the file."""
+    (windows decoded ahead of the one handed out) trade memory and latency for speed: a consumer
+    that may stop early (the command line into ``head``) takes small windows and none ahead
+    (each decoded when reached); ``quick_first``: each file's first block a window of its own,
+    the windows after it queued when the consumer asks for more (one that stops after its first
+    batch, an engine's LIMIT, waits for that block's decode alone). ``wrap(file, readers)``: the
+    readers a file's scan uses instead of those made for it (a filter's test of each piece in
+    the threads: idv._scan.tested). An IdvFormatError from a dataset's file names the file."""
     batch_rows = ensure_count(batch_rows, "batch_rows", none=True)
     ahead = ensure_count(ahead, "ahead", "windows", least=0)
     window_bytes = WINDOW_BYTES if window_bytes is None else window_bytes
     piece_bytes = PIECE_BYTES if piece_bytes is None else piece_bytes
     for seg in _segments(source):
-        local = None
-        if rows is not None:
-            local = local_rows(rows, seg)
-            if not len(local):
-                continue
-        elif not seg.num_rows:
+        local = None if rows is None else local_rows(rows, seg)
+        if not (seg.num_rows if local is None else len(local)):
             continue
         try:
             yield from _scan_file(seg, columns, (reader, wrap), local, batch_rows,
-                                  block_filter, (window_bytes, piece_bytes, ahead, quick_first))
+                                  block_filter, (window_bytes, piece_bytes, ahead, quick_first,
+                                                 whole_windows))
         except IdvFormatError as e:
             if seg.path is not None:
                 e.locate(path=seg.path)
@@ -406,8 +403,8 @@ def _scan_file(seg, columns, reader, rows, batch_rows, block_filter, windowing):
 
 def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowing):
     """scan's Rows of file `f` (segment `seg`); `reader`: (reader, wrap) and `windowing`:
-    (window_bytes, piece_bytes, ahead, quick_first) as scan takes them."""
-    window_bytes, piece_bytes, ahead, quick_first = windowing
+    (window_bytes, piece_bytes, ahead, quick_first, whole_windows) as scan takes them."""
+    window_bytes, piece_bytes, ahead, quick_first, whole_windows = windowing
     reader, wrap = reader
     readers = _readers(f, columns, reader)
     if wrap is not None and readers:
@@ -447,7 +444,7 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowin
             done = windows.collect()
             if not alone:
                 queue(i + 1 + ahead)       # `ahead` groups behind the one handed out
-            yield from _batches(seg, windows.readers, done, rows, group,
+            yield from _batches(seg, windows.readers, done, rows, None if whole_windows else group,
                                 f.store.check_intact)
             done = None
     finally:

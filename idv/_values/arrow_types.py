@@ -123,40 +123,6 @@ def numpy_view(arr):
     return view
 
 
-def fixed_taken(pa, arr, rows):
-    """Rows `rows` (int64 positions) of an Arrow array without nulls of fixed-width values
-    (numbers, times, Booleans, fixed-size lists of them) taken by numpy, or None for other
-    arrays: pyarrow's take costs tens of microseconds a call, more than the copy of a block's
-    matches, which a filtered stream takes block by block."""
-    t, k = arr.type, 1
-    if arr.null_count:
-        return None
-    if pa.types.is_boolean(t):
-        return numbers_to_arrow(pa, numpy_view(arr)[rows], t)
-    items, at = arr, arr.offset
-    if pa.types.is_fixed_size_list(t):
-        k, items = t.list_size, arr.values      # every item, the list array's offset not applied
-        at = items.offset + arr.offset * k
-        if items.null_count or len(items) - arr.offset * k < len(arr) * k:
-            return None
-    width = items.type.bit_width // 8 if pa.types.is_primitive(items.type) else 0
-    if not width or pa.types.is_boolean(items.type):
-        return None
-    data = items.buffers()[1]
-    dtype = np.dtype(_WIDE.get(width, f"V{width}"))
-    view = np.zeros(0, dtype) if data is None else \
-        np.frombuffer(data, dtype, len(arr) * k, at * width)
-    got = pa.py_buffer(np.ascontiguousarray(view.reshape(-1, k)[rows]))
-    if k == 1:
-        return pa.Array.from_buffers(t, len(rows), [None, got])
-    child = pa.Array.from_buffers(items.type, len(rows) * k, [None, got])
-    return pa.Array.from_buffers(t, len(rows), [None], children=[child])
-
-
-# the numpy type of each width of fixed-width values taken by fixed_taken (others: bytes)
-_WIDE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
 def numbers_to_arrow(pa, values, type_=None, mask=None):
     """An Arrow array of a 1-d numpy array of numbers or Booleans (`type_`: its Arrow type,
     else numpy's; `mask`: True where a value is null), numbers sharing the array's memory.
