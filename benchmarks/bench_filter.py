@@ -91,6 +91,8 @@ def text_filter(d, rows, rounds, data=None, value="Nice"):
     doors = {
         "idv.read": lambda: len(idv.read(path, ["id"], filter=[("city", "==", value)])["id"]),
         "idv.to_arrow": lambda: idv.to_arrow(path, ["id"], filter=f"city == '{value}'").num_rows,
+        "idv.record_batch_reader": lambda: sum(b.num_rows for b in idv.record_batch_reader(
+            path, ["id"], filter=f"city == '{value}'")),
         "polars scan_idv": lambda: scan_idv(path).filter(pl.col("city") == value)
         .select("id").collect().height,
         "DuckDB over arrow_dataset": lambda: _duckdb(

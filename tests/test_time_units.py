@@ -125,19 +125,43 @@ def test_a_dataset_chooses_one_unit_per_column_from_every_file(tmp_path):
         assert ds.to_pandas()["T"].dtype == np.dtype("datetime64[us]")
 
 
-def test_statistics_choose_without_decoding_a_block(tmp_path, monkeypatch):
-    from idv._reader import column
+def test_statistics_choose_without_decoding_a_block(tmp_path):
     p = tmp_path / "s.idv"
     idv.write(p, {"when": np.datetime64("2024-01-01", "ns") + np.arange(10)}, statistics=True)
-
-    def refuse(self, *a, **k):
-        raise AssertionError("a block was decoded to choose the unit")
-    monkeypatch.setattr(column.Column, "iter_blocks", refuse)
     with idv.open(p) as f:
         assert idv._interop.arrow.arrow_schema(f).field("when").type == pa.timestamp("ns")
+        assert f["when"].blocks_decoded == 0
     idv.write(p, {"when": np.datetime64("2024-01-01", "ns") + np.arange(10)}, statistics=False)
-    with idv.open(p) as f, pytest.raises(AssertionError, match="decoded to choose"):
-        idv._interop.arrow.arrow_schema(f)
+    with idv.open(p) as f:
+        assert idv._interop.arrow.arrow_schema(f).field("when").type == pa.timestamp("ns")
+        assert f["when"].blocks_decoded == 1
+
+
+def test_values_summed_a_piece_at_a_time_count_every_sub_microsecond_tick(tmp_path,
+                                                                          monkeypatch):
+    """Where the statistics cannot answer (microseconds asked for: how many values they
+    floor), the column is decoded by the scan, each piece summed up in the thread that
+    decoded it: with many small windows and pieces, the count of values with 100-ns ticks
+    and the first of them are numpy's."""
+    from idv._reader import column
+    from idv._scan import scan
+    monkeypatch.setattr(column.Column, "iter_blocks", None)     # not block by block
+    monkeypatch.setattr(scan, "WINDOW_BYTES", 6000)
+    monkeypatch.setattr(scan, "PIECE_BYTES", 1500)
+    rng = np.random.default_rng(4)
+    base = np.datetime64("2024-01-01", "ns") + np.arange(5000) * np.timedelta64(1000, "ns")
+    odd = np.sort(rng.choice(np.arange(1000, 5000), 37, replace=False))
+    when = base.copy()
+    when[odd] += np.timedelta64(300, "ns")          # 3 ticks past a microsecond
+    p = tmp_path / "t.idv"
+    idv.write(p, {"when": when, "vec": np.stack([base, when], axis=1)}, rows_per_block=64)
+    first = np.datetime_as_string(when[odd[0]], "ns")[:27]     # .NET's 7 digits of second
+    for name in ("when", "vec"):
+        with idv.open(p) as f, pytest.warns(
+                idv.IdvWarning, match=rf"'{name}': 37 DateTime values \(first: DateTime "
+                                      rf"{re.escape(first)}\) have 100-ns ticks"):
+            field = idv.arrow_schema(f, [name], datetime="auto-us").field(0)
+            assert "timestamp[us]" in str(field.type)
 
 
 def test_statistics_choose_for_a_whole_read_without_a_pass_over_its_values(tmp_path,

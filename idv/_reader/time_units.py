@@ -9,7 +9,9 @@ with one IdvWarning per column. The answer depends on the column's values alone:
 the rows a read asks for, a filter, a batch or the path taken, so that every file, partition
 and batch of a read, and every entry point, give the same type. It is found once per open
 file and column: from the file's block statistics where it has them (no block is read), else
-by decoding the column once (a whole read uses the values it decodes anyway).
+by decoding the column once, a window at a time by the scan, each piece summed up in the
+thread that decoded it (a whole read uses the values it decodes anyway); the count of values
+microseconds floor, which the warning gives, always so.
 Two engines whose timestamps are microseconds default to them: Spark to ``"us"`` (its only
 unit), the Arrow dataset to ``"auto-us"`` (DuckDB pushes filters into a scan only on
 microsecond timestamps).
@@ -29,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 
+from idv._scan import scan
 from idv._values import ticks
 from idv._values.time_zones import as_written, written_from
 from idv import types as T
@@ -77,10 +80,45 @@ def summary(col, file=None, values=None, exact=False):
         if choice is not None:
             _found[col] = (choice, False)
             return choice
-    choice = ticks.UnitChoice()
-    for part in ([values] if values is not None else col.iter_blocks()):
-        choice.add(ticks.ticks100_of(part))
+    if values is not None:
+        choice = ticks.UnitChoice()
+        choice.add(ticks.ticks100_of(values))
+    elif file is not None:          # a window at a time, each piece summed up where decoded
+        choice = ticks.UnitChoice()
+        for rows in scan.scan(file, [_Summed(col)], batch_rows=None):
+            choice.merge(rows.values[0])
+    else:
+        choice = ticks.UnitChoice()
+        for part in col.iter_blocks():
+            choice.add(ticks.ticks100_of(part))
     _found[col] = (choice, True)
+    return choice
+
+
+class _Summed(scan.NumpyColumn):
+    """A scan reader of a time column that gives each piece's UnitChoice, summed up in the
+    thread that decoded it (the decode's threads share the pass over the values), and a
+    window's merged in row order."""
+
+    def decode(self, b0, b1, out):
+        return [_choice(super().decode(b0, b1, out)[0])]
+
+    def inflated(self, b0, b1, out):
+        return [_choice(out)]
+
+    def join(self, chunks):
+        choice = ticks.UnitChoice()
+        for part in chunks:
+            choice.merge(part)
+        return choice
+
+    def cut(self, value, a, b, step=1):
+        return value
+
+
+def _choice(values):
+    choice = ticks.UnitChoice()
+    choice.add(ticks.ticks100_of(values))
     return choice
 
 
