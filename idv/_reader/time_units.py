@@ -81,16 +81,12 @@ def summary(col, file=None, values=None, exact=False):
             _found[col] = (choice, False)
             return choice
     if values is not None:
-        choice = ticks.UnitChoice()
-        choice.add(ticks.ticks100_of(values))
+        choice = _choice(values)
     elif file is not None:          # a window at a time, each piece summed up where decoded
-        choice = ticks.UnitChoice()
-        for rows in scan.scan(file, [_Summed(col)], batch_rows=None):
-            choice.merge(rows.values[0])
+        choice = _merged(rows.values[0]
+                         for rows in scan.scan(file, [_Summed(col)], batch_rows=None))
     else:
-        choice = ticks.UnitChoice()
-        for part in col.iter_blocks():
-            choice.add(ticks.ticks100_of(part))
+        choice = _merged(map(_choice, col.iter_blocks()))
     _found[col] = (choice, True)
     return choice
 
@@ -107,18 +103,24 @@ class _Summed(scan.NumpyColumn):
         return [_choice(out)]
 
     def join(self, chunks):
-        choice = ticks.UnitChoice()
-        for part in chunks:
-            choice.merge(part)
-        return choice
+        return _merged(chunks)
 
     def cut(self, value, a, b, step=1):
         return value
 
 
 def _choice(values):
+    """The UnitChoice of some of a column's values (read()'s form)."""
     choice = ticks.UnitChoice()
     choice.add(ticks.ticks100_of(values))
+    return choice
+
+
+def _merged(choices):
+    """UnitChoices of parts of a column, in row order, as one."""
+    choice = ticks.UnitChoice()
+    for part in choices:
+        choice.merge(part)
     return choice
 
 
