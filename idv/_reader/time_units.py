@@ -62,16 +62,16 @@ def _from_statistics(col, cs):
     return choice
 
 
-def summary(col, file=None, values=None, exact=False):
-    """What a column's values say about its unit (ticks.UnitChoice), found once per column:
-    from `file`'s statistics (bounds only: not when `exact`, which wants the count of
-    sub-microsecond ticks too), else from `values` when given (read()'s form of the whole
-    column), else by decoding the column's blocks. The statistics come first even where the
+def summary(col, file, values=None, exact=False):
+    """What a column's values say about its unit (ticks.UnitChoice), found once per column
+    of open file `file`: from its statistics (bounds only: not when `exact`, which wants the
+    count of sub-microsecond ticks too), else from `values` when given (read()'s form of the
+    whole column), else by decoding the column's blocks (the scan's windows). The statistics come first even where the
     values are at hand: they answer without a pass over them."""
     known = _found.get(col)
     if known is not None and (not exact or known[1]):
         return known[0]
-    if not exact and file is not None:
+    if not exact:
         try:
             cs = file.column_statistics(col.index)
         except IdvFormatError:
@@ -82,11 +82,9 @@ def summary(col, file=None, values=None, exact=False):
             return choice
     if values is not None:
         choice = _choice(values)
-    elif file is not None:          # a window at a time, each piece summed up where decoded
+    else:                           # a window at a time, each piece summed up where decoded
         choice = _merged(rows.values[0]
                          for rows in scan.scan(file, [_Summed(col)], batch_rows=None))
-    else:
-        choice = _merged(map(_choice, col.iter_blocks()))
     _found[col] = (choice, True)
     return choice
 
