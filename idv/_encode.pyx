@@ -723,6 +723,37 @@ def numeric_bounds_blocks(values, Py_ssize_t rows, bint zero_missing=False):
     return missing, low.view(_BOUNDS_DTYPE[kind]), high.view(_BOUNDS_DTYPE[kind])
 
 
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+def sub_microsecond_blocks(const int64_t[::1] ticks, Py_ssize_t rows):
+    """Of each run of `rows` 100-ns counts (the last run may be shorter), in one pass without
+    the GIL: (how many are no whole microsecond, the first such), int64 arrays of one entry a
+    run, the first 0 where there is none: what a time column's block statistics keep, so that
+    a read in microseconds can say what it floors without decoding the column."""
+    cdef Py_ssize_t n = ticks.shape[0], nb, b, i, end
+    cdef int64_t count, first
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, not {rows}")
+    nb = (n + rows - 1) // rows
+    counts = np.zeros(nb, np.int64)
+    firsts = np.zeros(nb, np.int64)
+    cdef int64_t[::1] c_ = counts, f_ = firsts
+    with nogil:
+        for b in range(nb):
+            count = 0
+            first = 0
+            end = min(n, (b + 1) * rows)
+            for i in range(b * rows, end):
+                if ticks[i] % 10 != 0:
+                    if count == 0:
+                        first = ticks[i]
+                    count += 1
+            c_[b] = count
+            f_[b] = first
+    return counts, firsts
+
 # ---------------------------------------------------------------- text from UTF-8 (Arrow)
 # Arrow's string layout: one buffer of UTF-8 bytes and the byte offset of every value. Its bytes
 # are the block's bytes as they are (valid UTF-8 is what a str would encode to); only the ends

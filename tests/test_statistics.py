@@ -385,10 +385,10 @@ def test_the_columns_are_found_without_a_walk_where_all_are_numbers(text):
         data = bytes(f.store.view(st.offset, st.length))
     nb = st.num_blocks
     counts = 20 * nb + 4 * (nb % 2)
-    walked = S._walk(data, len(cols), nb, counts)
-    assert sorted(walked) == list(range(len(cols)))
+    walked, end = S._walk(data, len(cols), nb, counts)
+    assert sorted(walked) == list(range(len(cols))) and end == len(data)
     found = S._numbers_only(data, len(cols), 8 + counts + 16 * nb)
-    assert found == (None if text else walked)
+    assert found == (None if text else (walked, end))
 
 
 def test_a_wrong_block_count_is_an_idv_format_error_naming_the_file(tmp_path):

@@ -166,8 +166,11 @@ def test_values_summed_a_piece_at_a_time_count_every_sub_microsecond_tick(tmp_pa
 
 def test_statistics_choose_for_a_whole_read_without_a_pass_over_its_values(tmp_path,
                                                                            monkeypatch):
-    """A whole read has the values at hand, but the statistics still decide (no pass); only a
-    column they leave undecided (it needs microseconds: are ticks floored?) is summed up."""
+    """A whole read has the values at hand, but the statistics still decide (no pass), a
+    column that needs microseconds too (are ticks floored? their counts say); only where the
+    statistics do not keep those counts (an idv that did not write them), or are missing,
+    are the values summed up."""
+    from idv._storage import sub_microseconds
     from idv._values import ticks
     p = tmp_path / "s.idv"
     data = _columns(False)
@@ -180,7 +183,14 @@ def test_statistics_choose_for_a_whole_read_without_a_pass_over_its_values(tmp_p
     assert _arrow_units(table.schema) == {"when": "ns", "span": "ns", "dto": "ns"}
     assert table.column("when").to_numpy().tolist() == data["when"].tolist()
     assert idv.read_pandas(p)["when"].to_numpy().tolist() == data["when"].tolist()
-    idv.write(p, _columns(True), types={"dto": idv.DateTimeOffset})     # year 1: microseconds
+    old = _columns(True)                                    # year 1: microseconds
+    idv.write(p, old, types={"dto": idv.DateTimeOffset})
+    table = idv.to_arrow(str(p))
+    assert _arrow_units(table.schema) == {"when": "us", "span": "ns", "dto": "ns"}
+    assert table.column("when").to_numpy().tolist() == old["when"].tolist()
+    with monkeypatch.context() as m:        # statistics without the counts
+        m.setattr(sub_microseconds, "pack", lambda columns: b"")
+        idv.write(p, old, types={"dto": idv.DateTimeOffset})
     with pytest.raises(AssertionError, match="summed up"):
         idv.to_arrow(str(p))
     idv.write(p, data, types={"dto": idv.DateTimeOffset}, statistics=False)

@@ -280,7 +280,8 @@ def _check_statistics(col, cs, b, values, report):
     # values differ by form, their bounds do not
     counted = recorded.present == got.present or isinstance(col.type, T.Vector) and \
         (recorded.present > 0) == (got.present > 0)
-    if not counted or recorded.missing != got.missing or \
+    ticked = recorded.sub_us is None or recorded.sub_us == got.sub_us
+    if not counted or not ticked or recorded.missing != got.missing or \
             (got.present and not _same_bounds(cs.domain, recorded, got)):
         r0, r1 = col.block_rows(b)
         report.problems.append(Finding.about(
@@ -298,7 +299,10 @@ def _same_bounds(domain, a, b):
 def _shown(block):
     out = f"{block.present} present, {block.missing} missing"
     low, high = (v.item() if hasattr(v, "item") else v for v in (block.low, block.high))
-    return out + (f", from {low!r} to {high!r}" if block.present else "")
+    out += f", from {low!r} to {high!r}" if block.present else ""
+    if block.sub_us is not None:
+        out += f", {block.sub_us[0]} with 100-ns ticks (the first {block.sub_us[1]})"
+    return out
 
 
 def _check_column(store, col, report, cs=None):

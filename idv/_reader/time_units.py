@@ -8,10 +8,10 @@ the column, in every file of a dataset, fits int64 nanoseconds (dates 1677-09-21
 with one IdvWarning per column. The answer depends on the column's values alone: never on
 the rows a read asks for, a filter, a batch or the path taken, so that every file, partition
 and batch of a read, and every entry point, give the same type. It is found once per open
-file and column: from the file's block statistics where it has them (no block is read), else
-by decoding the column once, a window at a time by the scan, each piece summed up in the
-thread that decoded it (a whole read uses the values it decodes anyway); the count of values
-microseconds floor, which the warning gives, always so.
+file and column: from the file's block statistics where it has them (no block is read: their
+bounds, and the count of values microseconds floor, which the warning gives), else by
+decoding the column once, a window at a time by the scan, each piece summed up in the thread
+that decoded it (a whole read uses the values it decodes anyway).
 Two engines whose timestamps are microseconds default to them: Spark to ``"us"`` (its only
 unit), the Arrow dataset to ``"auto-us"`` (DuckDB pushes filters into a scan only on
 microsecond timestamps).
@@ -31,6 +31,8 @@ from __future__ import annotations
 import contextlib
 import weakref
 
+import numpy as np
+
 from idv._scan import scan
 from idv._values import ticks
 from idv._values.time_zones import as_written, written_from
@@ -48,38 +50,44 @@ def is_time(type_) -> bool:
     return T.item_type(type_) in ticks.TIME_ITEMS
 
 
-def _from_statistics(col, cs):
-    """A UnitChoice of the column's bounds (100-ns counts from 1970 / durations) by its
-    statistics `cs` (None where it has none)."""
-    if cs is None:
+def _from_statistics(col, cs, exact):
+    """A UnitChoice of the column's values (100-ns counts from 1970 / durations) by its
+    statistics `cs`: their bounds, and the count of values that are no whole microsecond
+    where the statistics keep it; None where they cannot answer (none, or `exact` without
+    that count)."""
+    if cs is None or exact and cs.sub_us is None:
         return None
     choice = ticks.UnitChoice()
     present = cs.present > 0
+    shift = 0 if T.item_type(col.type) is T.TimeSpan else EPOCH_TICKS
     if present.any():
-        shift = 0 if T.item_type(col.type) is T.TimeSpan else EPOCH_TICKS
         choice.add_bounds(int(cs.low[present].min()) - shift,
                           int(cs.high[present].max()) - shift)
+    if cs.sub_us is not None:
+        some = np.flatnonzero(cs.sub_us)
+        choice.add_sub_us(int(cs.sub_us.sum()),
+                          int(cs.first_sub_us[some[0]]) - shift if len(some) else None)
     return choice
 
 
 def summary(col, file, values=None, exact=False):
     """What a column's values say about its unit (ticks.UnitChoice), found once per column
-    of open file `file`: from its statistics (bounds only: not when `exact`, which wants the
-    count of sub-microsecond ticks too), else from `values` when given (read()'s form of the
-    whole column), else by decoding the column's blocks (the scan's windows). The statistics come first even where the
-    values are at hand: they answer without a pass over them."""
+    of open file `file`: from its statistics (their bounds; when `exact`, which wants the
+    count of sub-microsecond ticks too, only where they keep it), else from `values` when
+    given (read()'s form of the whole column), else by decoding the column's blocks (the
+    scan's windows). The statistics come first even where the values are at hand: they
+    answer without a pass over them."""
     known = _found.get(col)
     if known is not None and (not exact or known[1]):
         return known[0]
-    if not exact:
-        try:
-            cs = file.column_statistics(col.index)
-        except IdvFormatError:
-            cs = None
-        choice = _from_statistics(col, cs)
-        if choice is not None:
-            _found[col] = (choice, False)
-            return choice
+    try:
+        cs = file.column_statistics(col.index)
+    except IdvFormatError:
+        cs = None
+    choice = _from_statistics(col, cs, exact)
+    if choice is not None:
+        _found[col] = (choice, cs.sub_us is not None)
+        return choice
     if values is not None:
         choice = _choice(values)
     else:                           # a window at a time, each piece summed up where decoded

@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from idv import _encode, types as T
+from idv._storage import sub_microseconds
 from idv._storage.statistics import (ASCII, DTYPES, FLOAT, HIGH_EXACT, LOW_EXACT, NO_HIGH,
                                      PREFIX, TEXT, Block, domain_of)
+from idv._values.ticks import TIME_ITEMS
 from idv.types import EPOCH_TICKS, TICKS_PER_MINUTE
 
 
@@ -71,9 +73,14 @@ def item_block(type_, values, implicit_zero=False) -> Block | None:
     key = isinstance(T.item_type(type_), T.Key)
     found = _encode.numeric_bounds(values, key)   # contiguous native numbers: one pass of C
     if found is not None:
-        return bounded(domain, *found, implicit_zero)
-    missing = np.isnan(values) if domain == FLOAT else (values == 0) if key else None
-    return numbers(domain, values, missing, implicit_zero)
+        block = bounded(domain, *found, implicit_zero)
+    else:
+        missing = np.isnan(values) if domain == FLOAT else (values == 0) if key else None
+        block = numbers(domain, values, missing, implicit_zero)
+    if T.item_type(type_) in TIME_ITEMS:      # (a sparse vector's zeros are whole)
+        block = block._replace(sub_us=(sub_microseconds.of_runs(values, values.size)
+                                       or [(0, 0)])[0])
+    return block
 
 
 def item_blocks(type_, values, rows) -> list[Block] | None:
@@ -98,9 +105,13 @@ def item_blocks(type_, values, rows) -> list[Block] | None:
     found = _encode.numeric_bounds_blocks(values, rows, isinstance(T.item_type(type_), T.Key))
     if found is None:
         return None
-    return [bounded(domain, k - m, m, low, high)
-            for k, m, low, high in zip(_runs(len(values), rows), found[0].tolist(),
-                                       found[1].tolist(), found[2].tolist())]
+    blocks = [bounded(domain, k - m, m, low, high)
+              for k, m, low, high in zip(_runs(len(values), rows), found[0].tolist(),
+                                         found[1].tolist(), found[2].tolist())]
+    if T.item_type(type_) in TIME_ITEMS:
+        blocks = [b._replace(sub_us=sub) for b, sub in
+                  zip(blocks, sub_microseconds.of_runs(values, rows))]
+    return blocks
 
 
 def _runs(n, rows):

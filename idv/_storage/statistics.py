@@ -24,7 +24,9 @@ pointer (idv._storage.checksums, bytes 52-83), which ML.NET's saver leaves zero:
 The section (little-endian, written once: docs/filters.md, "The section's format") holds a
 head (version 2, 1 read too; columns; blocks per column; the blocks' fingerprint), then per
 column its index and domain, present and missing counts, each block's CRC-32 (version 2), and
-the bounds: min and max in the domain's type, or Text's flags, lengths and bytes.
+the bounds: min and max in the domain's type, or Text's flags, lengths and bytes; after the
+columns, time columns' counts of values that are no whole microsecond
+(idv._storage.sub_microseconds), which a reader that does not know them never reaches.
 
 The fingerprint ties the statistics to the blocks they describe: a file whose blocks moved
 or changed length since is refused (IdvFormatError). The blocks' CRC-32s tie them to their
@@ -42,7 +44,9 @@ from typing import NamedTuple
 import numpy as np
 
 from idv import types as T
+from idv._storage import sub_microseconds
 from idv._storage.checksums import crc
+from idv._values.ticks import TIME_ITEMS
 from idv.errors import IdvFormatError
 
 MAGIC = b"idvSTATS"
@@ -84,6 +88,8 @@ class Block(NamedTuple):
     low: object = None
     high: object = None
     flags: int = 0
+    # a time column's: (how many values are no whole microsecond, the first of them)
+    sub_us: tuple | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,6 +112,10 @@ class ColumnStats:
     high: object
     flags: np.ndarray | None = None
     crcs: np.ndarray | None = None      # uint32 per block: its stored bytes' CRC-32 (None: v1)
+    # a time column's, per block (None: not kept): int64 counts of values that are no whole
+    # microsecond, and the first of them (idv._storage.sub_microseconds)
+    sub_us: np.ndarray | None = None
+    first_sub_us: np.ndarray | None = None
 
     @property
     def num_blocks(self):
@@ -116,8 +126,10 @@ class ColumnStats:
         if self.domain == TEXT:
             return Block(int(self.present[b]), int(self.missing[b]), self.low[b], self.high[b],
                          int(self.flags[b]))
+        sub_us = None if self.sub_us is None else (int(self.sub_us[b]),
+                                                   int(self.first_sub_us[b]))
         return Block(int(self.present[b]), int(self.missing[b]), self.low[b].item(),
-                     self.high[b].item())
+                     self.high[b].item(), sub_us=sub_us)
 
     def pack(self) -> bytes:
         crcs = np.zeros(len(self.present), "<u4") if self.crcs is None else self.crcs
@@ -147,6 +159,7 @@ class Builder:
                                  (array.array(code), array.array(code)))
         self._flags = array.array("B")
         self._crcs = array.array("I")
+        self._sub_us = []           # (count, first) of each block, while every block has them
 
     def add(self, block: Block, checksum: int):
         """Add the next block's statistics; `checksum`: the CRC-32 of its stored bytes."""
@@ -156,6 +169,8 @@ class Builder:
         self._low.append(0 if block.low is None else block.low)
         self._high.append(0 if block.high is None else block.high)
         self._flags.append(block.flags)
+        if self._sub_us is not None:
+            self._sub_us = None if block.sub_us is None else self._sub_us + [block.sub_us]
 
     def build(self) -> ColumnStats:
         present = np.array(self._present, np.int64)
@@ -165,9 +180,11 @@ class Builder:
             return ColumnStats(self.index, self.domain, present, missing, self._low,
                                self._high, np.array(self._flags, np.uint8), crcs)
         dtype = DTYPES[self.domain]
+        sub = np.array(self._sub_us, np.int64).reshape(-1, 2) if self._sub_us else None
         return ColumnStats(self.index, self.domain, present, missing,
                            np.array(self._low, dtype), np.array(self._high, dtype),
-                           crcs=crcs)
+                           crcs=crcs, sub_us=None if sub is None else sub[:, 0].copy(),
+                           first_sub_us=None if sub is None else sub[:, 1].copy())
 
 
 def fingerprint(offsets, lengths) -> int:
@@ -179,7 +196,7 @@ def fingerprint(offsets, lengths) -> int:
 def pack(columns, num_blocks, blocks_fingerprint) -> bytes:
     """The section of `columns` (ColumnStats, each over `num_blocks` blocks)."""
     return _HEAD.pack(VERSION, len(columns), num_blocks, blocks_fingerprint, 0) + \
-        b"".join(c.pack() for c in columns)
+        b"".join(c.pack() for c in columns) + sub_microseconds.pack(columns)
 
 
 def pointer(header52, offset, section) -> bytes:
@@ -233,6 +250,8 @@ def check_column(cs, col, num_rows, num_blocks, offset):
     if cs.domain != domain_of(col.type):
         raise bad(f"column {col.name!r} ({col.type}) has statistics of domain "
                   f"{DOMAIN_NAMES.get(cs.domain, cs.domain)}")
+    if cs.sub_us is not None and T.item_type(col.type) not in TIME_ITEMS:
+        raise bad(f"column {col.name!r} ({col.type}) has counts of 100-ns ticks")
     if isinstance(col.type, T.Vector) or not nb:
         return
     rpb = col.rows_per_block
@@ -328,10 +347,12 @@ class Section:
         self._data = data
         self._parsed = {}
         counts = 16 * nb + (4 * nb + 4 * (nb % 2) if version >= 2 else 0)
-        # column index -> (domain, where its counts begin)
-        self._where = _numbers_only(data, ncols, _COLUMN.size + counts + 16 * nb)
-        if self._where is None:
-            self._where = _walk(data, ncols, nb, counts)
+        # column index -> (domain, where its counts begin); where the columns end
+        found = _numbers_only(data, ncols, _COLUMN.size + counts + 16 * nb)
+        self._where, end = found if found is not None else _walk(data, ncols, nb, counts)
+        self._sub_us = sub_microseconds.parse(data, end, nb)
+        if not self._sub_us.keys() <= self._where.keys():
+            raise ValueError("sub-microsecond counts of a column without statistics")
 
     def column(self, index) -> ColumnStats | None:
         """Column `index`'s statistics (None: it has none), parsed and bounds-checked once;
@@ -364,8 +385,10 @@ class Section:
             crcs = take(nb, "<u4")
             take(4 * (nb % 2))
         if domain in DTYPES:
+            sub, first = self._sub_us.get(index, (None, None))
             cs = ColumnStats(index, domain, present, missing, take(nb, DTYPES[domain]),
-                             take(nb, DTYPES[domain]), crcs=crcs)
+                             take(nb, DTYPES[domain]), crcs=crcs, sub_us=sub,
+                             first_sub_us=first)
         else:
             flags, lows, highs = take(nb), take(nb), take(nb)
             low_bytes = take(int(lows.sum())).tobytes()
@@ -373,13 +396,15 @@ class Section:
             cs = ColumnStats(index, domain, present, missing, _split(low_bytes, lows),
                              _split(high_bytes, highs), flags, crcs)
         _check_bounds(cs)
+        sub_microseconds.check(cs)
         return cs
 
 
 def _numbers_only(data, ncols, size):
     """Where each column's statistics begin ({index: (domain, offset of its counts)}) in a
     section of `ncols` columns of numbers alone, `size` bytes each (8-aligned: no padding),
-    found without a walk; None where the section holds anything else (_walk then)."""
+    found without a walk, and where they end; None where the section holds anything else
+    (_walk then)."""
     end = _HEAD.size + ncols * size
     if end > len(data):
         return None
@@ -389,7 +414,7 @@ def _numbers_only(data, ncols, size):
     if not np.isin(domain, list(DTYPES)).all() or len(np.unique(index)) != ncols:
         return None
     at = _HEAD.size + _COLUMN.size + size * np.arange(ncols)
-    return dict(zip(index.tolist(), zip(domain.tolist(), at.tolist())))
+    return dict(zip(index.tolist(), zip(domain.tolist(), at.tolist()))), end
 
 
 def _walk(data, ncols, nb, counts):
@@ -418,7 +443,7 @@ def _walk(data, ncols, nb, counts):
         if at > len(data):
             raise ValueError("truncated")
         at += -at % 8
-    return where
+    return where, at
 
 
 def _check_bounds(cs):

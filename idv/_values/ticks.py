@@ -277,27 +277,27 @@ class UnitChoice:
 
     def add(self, ticks100):
         v = np.ascontiguousarray(ticks100).view(np.int64).reshape(-1)
-        if not len(v):
-            return
-        self.add_bounds(int(v.min()), int(v.max()))
-        rem = _inexact(v, 10)[1]
-        n = int(np.count_nonzero(rem))
-        if n and self.first_sub_us is None:
-            self.first_sub_us = int(v[_first(rem)])
-        self.sub_us += n
+        if len(v):          # bounds and counts in a pass of C each
+            self.add_bounds(*_encode.numeric_bounds(v)[2:])
+            (count,), (first,) = _encode.sub_microsecond_blocks(v, len(v))
+            self.add_sub_us(int(count), int(first) if count else None)
 
     def add_bounds(self, lo, hi):
         """Values known only by their least and greatest (block statistics)."""
         self.lo = lo if self.lo is None else min(self.lo, lo)
         self.hi = hi if self.hi is None else max(self.hi, hi)
 
+    def add_sub_us(self, count, first):
+        """`count` more values that are no whole microsecond, the first `first` (or None)."""
+        if count and self.first_sub_us is None:
+            self.first_sub_us = first
+        self.sub_us += count
+
     def merge(self, other):
         """Add what another UnitChoice summed up (another file's part of a column)."""
         if other.lo is not None:
             self.add_bounds(other.lo, other.hi)
-        if other.first_sub_us is not None and self.first_sub_us is None:
-            self.first_sub_us = other.first_sub_us
-        self.sub_us += other.sub_us
+        self.add_sub_us(other.sub_us, other.first_sub_us)
 
     @property
     def fits_ns(self):
