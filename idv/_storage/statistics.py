@@ -159,7 +159,7 @@ class Builder:
                                  (array.array(code), array.array(code)))
         self._flags = array.array("B")
         self._crcs = array.array("I")
-        self._sub_us = []           # (count, first) of each block, while every block has them
+        self._sub_us = array.array("q")     # count, first of each block, while all have them
 
     def add(self, block: Block, checksum: int):
         """Add the next block's statistics; `checksum`: the CRC-32 of its stored bytes."""
@@ -169,8 +169,10 @@ class Builder:
         self._low.append(0 if block.low is None else block.low)
         self._high.append(0 if block.high is None else block.high)
         self._flags.append(block.flags)
-        if self._sub_us is not None:
-            self._sub_us = None if block.sub_us is None else self._sub_us + [block.sub_us]
+        if block.sub_us is None:
+            self._sub_us = None
+        elif self._sub_us is not None:
+            self._sub_us.extend(block.sub_us)
 
     def build(self) -> ColumnStats:
         present = np.array(self._present, np.int64)
