@@ -184,6 +184,7 @@ MALFORMED = {
     "on-a-number": _on_a_number,
     "twice": _put(1, "index", 0, 0),
     "missing-column": _put(0, "index", 0, 7),
+    "on-text": _put(1, "index", 0, 3),
     "truncated": lambda section, at: section[:-8],
 }
 
@@ -194,7 +195,8 @@ def test_counts_no_block_could_have_are_refused_and_the_column_decoded(change):
     t[RPB + 3] += 1                                               # block 1 has one
     when = t.view("datetime64[100ns]")
     buf = io.BytesIO()
-    idv.write(buf, {"when": when, "when2": when, "n": np.arange(NB * RPB)},
+    idv.write(buf, {"when": when, "when2": when, "n": np.arange(NB * RPB),
+                    "t": np.array(["a", "b"] * (NB * RPB // 2), object)},
               rows_per_block=RPB, checksums=False)
     data = _restated(buf.getvalue(), change)
     with idv.open(data) as f:

@@ -353,8 +353,8 @@ class Section:
         found = _numbers_only(data, ncols, _COLUMN.size + counts + 16 * nb)
         self._where, end = found if found is not None else _walk(data, ncols, nb, counts)
         self._sub_us = sub_microseconds.parse(data, end, nb)
-        if not self._sub_us.keys() <= self._where.keys():
-            raise ValueError("sub-microsecond counts of a column without statistics")
+        if any(self._where.get(i, (None,))[0] != INT for i in self._sub_us):
+            raise ValueError("sub-microsecond counts of a column without int64 statistics")
 
     def column(self, index) -> ColumnStats | None:
         """Column `index`'s statistics (None: it has none), parsed and bounds-checked once;
