@@ -1,7 +1,8 @@
 # cython: language_level=3
 """Text rows held as spans of UTF-8 bytes (Arrow's string layout, a block's TextSpans), in C:
 compared with a literal, a byte per row; and made into str objects, only the rows asked for
-(a filter's matches).
+(a filter's matches). Numbers compared with a literal of their type, the positions of those
+that pass written without a mask.
 
 UTF-8's byte order is the code points' order, the order of Python's str, so comparing bytes
 answers as str would (idv._values.comparison's meaning), without a str per value; one call
@@ -11,7 +12,8 @@ long on short strings.
 cimport cython
 cimport numpy as cnp
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
-from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport (INT32_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
+                         uint32_t, uint64_t)
 from libc.string cimport memcmp, memcpy
 
 from idv._views cimport idv_view
@@ -301,3 +303,70 @@ def text_take(list parts, const int64_t[::1] rows, uint8_t[::1] views=None):
                 i += 1
         base += m
     return (None if views is not None else offsets), out[:total]
+
+
+# ---------------------------------------------------------------- numbers
+ctypedef fused number_t:
+    int8_t
+    int16_t
+    int32_t
+    int64_t
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
+    float
+    double
+
+
+@cython.boundscheck(False)     # i < n = len(values) <= len(hits), checked by the caller
+@cython.wraparound(False)
+cdef Py_ssize_t _number_hits(const number_t[::1] values, number_t v, int code,
+                             int64_t *hits) noexcept nogil:
+    """The positions i of values[i] `code` v, written to `hits` in turn; how many. Every
+    position is written and the count moves on where it passed: no branch on the data."""
+    cdef Py_ssize_t i, k = 0, n = values.shape[0]
+    if code == 0:
+        for i in range(n):
+            hits[k] = i
+            k += values[i] == v
+    elif code == 1:
+        for i in range(n):
+            hits[k] = i
+            k += values[i] != v
+    elif code == 2:
+        for i in range(n):
+            hits[k] = i
+            k += values[i] < v
+    elif code == 3:
+        for i in range(n):
+            hits[k] = i
+            k += values[i] <= v
+    elif code == 4:
+        for i in range(n):
+            hits[k] = i
+            k += values[i] > v
+    else:
+        for i in range(n):
+            hits[k] = i
+            k += values[i] >= v
+    return k
+
+
+def number_hits(const number_t[::1] values, str op, const number_t[::1] literal,
+                int64_t[::1] hits):
+    """The positions of the `values` (a contiguous array of one numeric type) that `op`
+    literal[0] (an array of the same type; op: a key of OPS), written into `hits` from its
+    start, in order; returns how many. As numpy compares: a NaN passes `!=` alone.
+    ValueError where `hits` has room for fewer than the values, or no literal is given."""
+    cdef Py_ssize_t n = values.shape[0], k = 0
+    cdef int code = OPS[op]
+    if hits.shape[0] < n:
+        raise ValueError(f"room for {hits.shape[0]} positions, not {n}")
+    if literal.shape[0] != 1:
+        raise ValueError(f"one literal, not {literal.shape[0]}")
+    if n == 0:
+        return 0
+    with nogil:
+        k = _number_hits(values, literal[0], code, &hits[0])
+    return k

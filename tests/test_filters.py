@@ -446,6 +446,57 @@ def test_text_comparisons_in_c_answer_as_str():
     assert hits[0] == 11                        # counted from the base given
 
 
+def test_number_comparisons_in_c_answer_as_numpy():
+    """A comparison of numbers with a literal of their type is found in C without a mask
+    (idv._compare.number_hits): the rows numpy's comparison gives, for every numeric dtype,
+    at its limits, NaN, -0.0 and infinities, slices and empty arrays; a literal the type does
+    not hold exactly (Single with 0.1) or a float with integers is left to numpy, as is a
+    DateTime's literal out of reach of its ticks."""
+    from idv import _compare, types as T
+    from idv._values import comparison
+
+    rng = np.random.default_rng(8)
+    ops = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+           ">": np.greater, ">=": np.greater_equal}
+    cases = []
+    for dtype in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                  np.uint64):
+        info = np.iinfo(dtype)
+        x = np.concatenate([np.array([info.min, info.max, 0, 1, info.max - 1], dtype),
+                            rng.integers(info.min, info.max, 300, dtype=dtype, endpoint=True)])
+        cases.append((x, [int(info.min), int(info.max), 0, int(x[7])]))
+    for dtype in (np.float32, np.float64):
+        x = np.concatenate([[np.nan, -0.0, 0.0, np.inf, -np.inf, np.finfo(dtype).max,
+                             np.finfo(dtype).tiny], rng.standard_normal(300)]).astype(dtype)
+        cases.append((x, [float(x[8]), 0.0, -0.0, np.inf, np.nan, float(np.finfo(dtype).max)]))
+    for x, literals in cases:
+        for view in (x, x[3:200], x[::3], x[:0]):
+            for op, fn in ops.items():
+                for lit in literals:
+                    test = comparison.Test(comparison.CMP, op, view.dtype.type(lit).item())
+                    assert comparison._native(view, test) is not None
+                    got = comparison.hits(test, view)
+                    assert got.dtype == np.int64
+                    assert got.tolist() == np.flatnonzero(fn(view, lit)).tolist(), (op, lit)
+    single = np.array([0.1, 0.2], np.float32)
+    for test in (comparison.Test(comparison.CMP, "==", 0.1),      # no Single is 0.1
+                 comparison.Test(comparison.CMP, "<", 1.5)):
+        assert comparison._native(single.astype(np.int64) if test.value == 1.5 else single,
+                                  test) is None
+    assert comparison.hits(comparison.Test(comparison.CMP, "==", 0.1), single).tolist() == []
+    when = np.array(["0001-01-01", "1970-01-01", "9999-12-31"], "datetime64[100ns]")
+    for ticks in (T.EPOCH_TICKS, 0, -2**63):
+        for op, fn in ops.items():
+            test = comparison.Test(comparison.CMP, op, ticks)
+            want = np.flatnonzero(fn(when.view(np.int64) + T.EPOCH_TICKS, ticks)).tolist()
+            assert comparison.column_hits(T.DateTime, test, when).tolist() == want
+    hits = np.empty(2, np.int64)
+    with pytest.raises(ValueError, match="room for"):
+        _compare.number_hits(np.zeros(3), "<", np.zeros(1), hits)
+    with pytest.raises(ValueError, match="one literal"):
+        _compare.number_hits(np.zeros(2), "<", np.zeros(2), hits)
+
+
 def test_a_long_text_in_list_tests_the_rows_bytes_without_str(monkeypatch):
     """An `in` list of many Text literals tests each row's UTF-8 bytes against those of its
     byte length (up to 8 bytes and beyond, NULs, empty, several blocks), with str's answers

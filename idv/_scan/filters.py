@@ -102,8 +102,8 @@ class Prepared:
         says; a single comparison's found without a mask)."""
         if isinstance(self.tree, _Bound):
             name = self.tree.column
-            return comparison.hits(self.tree.test, comparison.comparable(
-                self.columns[name].type, values[name]))
+            return comparison.column_hits(self.columns[name].type, self.tree.test,
+                                          values[name])
         return np.flatnonzero(self.rows(values))
 
     def division(self):

@@ -30,7 +30,8 @@ import numpy as np
 
 from idv._values import literals, text_bytes, ticks
 from idv._storage import bounds, statistics as S
-from idv import types as T
+from idv import _compare, _compression, types as T
+from idv.types import EPOCH_TICKS
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 ALL, NONE, CMP, IN, NOT_IN = "all", "none", "cmp", "in", "not in"
@@ -274,7 +275,7 @@ def rows(test: Test, x):
 
 def hits(test: Test, x):
     """The positions (int64, ascending) of the values of `x` that pass `test`: rows()'s,
-    found without a mask where Text is compared with a literal on its UTF-8 bytes."""
+    found without a mask where Text or numbers are compared with a literal (in C)."""
     if test.kind == CMP and (isinstance(x, text_bytes.TextRows) or bounds.is_arrow(x)):
         found = _utf8_rows(x)
         try:
@@ -283,7 +284,39 @@ def hits(test: Test, x):
             found = None
         if found is not None:
             return text_bytes.compare_hits(found, test.op, literal)
+    literal = _native(x, test)
+    if literal is not None:
+        out = _compression.empty(len(x), np.int64)     # only the pages written are touched
+        return out[:_compare.number_hits(np.ascontiguousarray(x), test.op, literal, out)]
     return np.flatnonzero(rows(test, x))
+
+
+def column_hits(type_, test: Test, values):
+    """hits(test, comparable(type_, values)) of a column's values in read()'s form: a
+    DateTime's compared as read (100-ns counts from 1970) with the literal moved there,
+    rather than each value moved to .NET's ticks."""
+    v = test.value
+    if test.kind == CMP and getattr(values, "dtype", None) is not None and \
+            values.dtype.kind == "M" and _INT64[0] <= v - EPOCH_TICKS <= _INT64[1]:
+        return hits(test._replace(value=v - EPOCH_TICKS), values.view(np.int64))
+    return hits(test, comparable(type_, values))
+
+
+def _native(x, test):
+    """A CMP `test`'s literal as a one-value array of numeric array `x`'s dtype where C
+    compares them as rows() does (exactly a value of that type; an integer with integers);
+    else None."""
+    v = test.value
+    if test.kind != CMP or not isinstance(x, np.ndarray) or x.ndim != 1 or \
+            x.dtype.kind not in "iuf" or not x.dtype.isnative or isinstance(v, (bool, str)):
+        return None
+    if x.dtype.kind == "f" and isinstance(v, (int, float, np.number)):
+        with np.errstate(over="ignore"):
+            lit = np.array([np.float64(v)]).astype(x.dtype)   # float64: as rows() takes it
+        return lit if lit[0] == np.float64(v) or np.isnan(lit[0]) else None
+    info = np.iinfo(x.dtype) if x.dtype.kind != "f" else None
+    return np.array([v], x.dtype) if isinstance(v, (int, np.integer)) and info and \
+        info.min <= int(v) <= info.max else None
 
 
 def _utf8_rows(x):
