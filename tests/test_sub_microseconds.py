@@ -220,3 +220,25 @@ def test_a_count_the_values_do_not_give_is_found_by_verify():
     report = idv.verify(data)
     assert [(p.column, p.block) for p in report.problems] == [("when", 1)]
     assert "2 with 100-ns ticks" in str(report) and "1 with 100-ns ticks" in str(report)
+
+
+def test_adding_statistics_completes_an_earlier_idvs_without_the_counts(tmp_path,
+                                                                       monkeypatch):
+    """Statistics without the counts (an earlier idv's) are computed again by
+    add_statistics, which then says so; complete ones are left as they are."""
+    p = tmp_path / "older.idv"
+    with monkeypatch.context() as m:
+        m.setattr(sub_microseconds, "pack", lambda columns: b"")
+        idv.write(p, _source(_ticks()), types=TYPES, rows_per_block=RPB)
+    assert _schema_warnings(p)[2] > 0                       # decoded to count them
+    assert idv.add_statistics(p)
+    assert not idv.add_statistics(p)
+    with idv.open(p) as f:
+        for name, (counts, firsts) in _expected(_ticks()).items():
+            cs = f.column_statistics(f[name].index)
+            assert (cs.sub_us.tolist(), cs.first_sub_us.tolist()) == (counts, firsts)
+        assert np.array_equal(f["when"].read(), _source(_ticks())["when"])
+    assert _schema_warnings(p)[2] == 0 and idv.verify(str(p)).ok
+    plain = tmp_path / "plain.idv"
+    idv.write(plain, {"x": np.arange(10)}, rows_per_block=4)
+    assert not idv.add_statistics(plain)                    # no time column: complete

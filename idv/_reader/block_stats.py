@@ -68,7 +68,9 @@ def add_statistics(path) -> bool:
     Returns
     -------
     bool
-        False when it already has them (and they match its blocks), True when added.
+        False when it already has them (and they match its blocks), True when added; also
+        True where an earlier idv's statistics lacked the time columns' counts of values
+        that are no whole microsecond: they are computed again, and replace them.
 
     Raises
     ------
@@ -82,7 +84,7 @@ def add_statistics(path) -> bool:
         read = _identity(os.fstat(src.fileno()))
         if f.identity is not None and read != f.identity:
             raise _changed(path)
-        if f.statistics is not None:            # checked against the blocks: or refused
+        if f.statistics is not None and not _lacking_counts(f):   # checked: or refused
             return False
         stats = compute(f)
         if stats is None:
@@ -100,6 +102,12 @@ def add_statistics(path) -> bool:
                 raise _changed(path)
         _rewrite(path, src, h, sums, section, still)
     return True
+
+
+def _lacking_counts(f):
+    """Whether open file `f`'s statistics lack a time column's sub-microsecond counts."""
+    return any(cs.sub_us is None and T.item_type(f[i].type) in ticks.TIME_ITEMS
+               for i, cs in f.statistics.columns.items())
 
 
 def _identity(st):
