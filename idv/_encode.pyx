@@ -723,7 +723,6 @@ def numeric_bounds_blocks(values, Py_ssize_t rows, bint zero_missing=False):
     return missing, low.view(_BOUNDS_DTYPE[kind]), high.view(_BOUNDS_DTYPE[kind])
 
 
-
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
@@ -753,6 +752,7 @@ def sub_microsecond_blocks(const int64_t[::1] ticks, Py_ssize_t rows):
             c_[b] = count
             f_[b] = first
     return counts, firsts
+
 
 # ---------------------------------------------------------------- text from UTF-8 (Arrow)
 # Arrow's string layout: one buffer of UTF-8 bytes and the byte offset of every value. Its bytes

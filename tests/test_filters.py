@@ -485,7 +485,7 @@ def test_number_comparisons_in_c_answer_as_numpy():
                                   test) is None
     assert comparison.hits(comparison.Test(comparison.CMP, "==", 0.1), single).tolist() == []
     when = np.array(["0001-01-01", "1970-01-01", "9999-12-31"], "datetime64[100ns]")
-    for ticks in (T.EPOCH_TICKS, 0, -2**63):
+    for ticks in (T.EPOCH_TICKS, 0, -2**63, np.int64(-2**63), np.int64(2**63 - 1)):
         for op, fn in ops.items():
             test = comparison.Test(comparison.CMP, op, ticks)
             want = np.flatnonzero(fn(when.view(np.int64) + T.EPOCH_TICKS, ticks)).tolist()

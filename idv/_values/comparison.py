@@ -295,10 +295,11 @@ def column_hits(type_, test: Test, values):
     """hits(test, comparable(type_, values)) of a column's values in read()'s form: a
     DateTime's compared as read (100-ns counts from 1970) with the literal moved there,
     rather than each value moved to .NET's ticks."""
-    v = test.value
     if test.kind == CMP and getattr(values, "dtype", None) is not None and \
-            values.dtype.kind == "M" and _INT64[0] <= v - EPOCH_TICKS <= _INT64[1]:
-        return hits(test._replace(value=v - EPOCH_TICKS), values.view(np.int64))
+            values.dtype.kind == "M":
+        moved = int(test.value) - EPOCH_TICKS         # a Python int: never wraps
+        if _INT64[0] <= moved <= _INT64[1]:
+            return hits(test._replace(value=moved), values.view(np.int64))
     return hits(test, comparable(type_, values))
 
 
