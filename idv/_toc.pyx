@@ -4,6 +4,7 @@
 Parsing here stops at bytes: a codec is kept as its (load name, parameter bytes) pair and
 resolved by idv._codecs, so an unknown codec can leave its column listed but unreadable.
 """
+cimport cython
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t
 
@@ -15,6 +16,7 @@ HEADER_SIZE = 256
 MAX_ENTRIES = 2**31 - 1
 
 
+@cython.no_gc        # ints, str and bytes alone: it can be in no reference cycle
 cdef class TocEntry:
     """One column's entry: name, codec triple, compression, rows per block, two offsets; and
     where the entry itself lies, [toc_offset, toc_end)."""
