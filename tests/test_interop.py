@@ -468,7 +468,7 @@ def _fields_and_converters(f, datetime):
 
 
 # the unit chosen for 100-ns ticks beyond what a unit holds warns: not what these test
-@pytest.mark.filterwarnings("ignore:.*have 100-ns ticks:idv.IdvWarning")
+@pytest.mark.filterwarnings("ignore:.* 100-ns ticks:idv.IdvWarning")
 @pytest.mark.parametrize("datetime", ["auto", "us", "ticks"])
 @pytest.mark.parametrize("name", sample_params())
 def test_a_schemas_fields_are_each_columns_converters(name, datetime):
@@ -479,7 +479,7 @@ def test_a_schemas_fields_are_each_columns_converters(name, datetime):
     assert [g.equals(w, check_metadata=True) for g, w in zip(got, want)] == [True] * len(want)
 
 
-@pytest.mark.filterwarnings("ignore:.*have 100-ns ticks:idv.IdvWarning")
+@pytest.mark.filterwarnings("ignore:.* 100-ns ticks:idv.IdvWarning")
 def test_columns_of_one_type_in_other_units_keep_their_own_fields():
     """Time columns of one type whose values need different units, beside repeated numbers,
     Text and keys: the fields of a kind are shared only within the same unit."""

@@ -204,6 +204,7 @@ def test_counts_no_block_could_have_are_refused_and_the_column_decoded(change):
             f.statistics
     schema, said, decoded = _schema_warnings(data)
     assert len(said) == 2 and "'when': 1 DateTime value (" in said[0] and decoded > 0
+    assert ") has 100-ns ticks" in said[0]
 
 
 def test_a_count_the_values_do_not_give_is_found_by_verify():

@@ -317,7 +317,7 @@ class UnitChoice:
         example = show_ticks(self.first_sub_us, what)
         span = "+-292 years" if what == "TimeSpan" else "years 1677-2262"
         values = f"{column}: {self.sub_us} {what} value{'s' * (self.sub_us != 1)} (first: " \
-                 f"{example}) have 100-ns ticks"
+                 f"{example}) {'has' if self.sub_us == 1 else 'have'} 100-ns ticks"
         message = f"{values}, which microseconds cannot hold" if mode == "auto-us" else \
             (f"{values}, and the column spans more than nanoseconds can hold ({span}), so no "
              f"unit holds it exactly")
