@@ -67,25 +67,28 @@ def register(spark, *, pushdown: bool = False) -> None:
 
 def check_workers(spark) -> None:
     """ImportError, saying how to fix it, when the Python that a local session's workers run
-    cannot import idv: Spark starts ``python3`` from PATH unless told otherwise, so a script
-    run as ``venv/bin/python job.py`` (an IDE, cron) without the venv activated reads no
-    .idv. A cluster's workers run elsewhere, and are not checked here."""
+    cannot import idv and pyarrow (a data source's batches are Arrow's): Spark starts
+    ``python3`` from PATH unless told otherwise, so a script run as ``venv/bin/python
+    job.py`` (an IDE, cron) without the venv activated reads no .idv. A cluster's workers
+    run elsewhere, and are not checked here."""
     sc = spark.sparkContext
     if not str(sc.master).startswith("local"):
         return
     exe = getattr(sc, "pythonExec", None) or os.environ.get("PYSPARK_PYTHON") or "python3"
     if not _imports_idv(exe):
         raise ImportError(
-            f"Spark's Python workers run {exe!r}, which cannot import idv (this process runs "
-            f"{sys.executable!r}): start the session with the same interpreter, e.g. "
-            f"SparkSession.builder.config('spark.pyspark.python', sys.executable), or set "
-            f"PYSPARK_PYTHON={sys.executable} before Spark starts, or install idv there")
+            f"Spark's Python workers run {exe!r}, which cannot import idv and pyarrow (this "
+            f"process runs {sys.executable!r}): start the session with the same interpreter, "
+            f"e.g. SparkSession.builder.config('spark.pyspark.python', sys.executable), or set "
+            f"PYSPARK_PYTHON={sys.executable} before Spark starts, or install idv[spark] "
+            f"there")
 
 
 @functools.lru_cache(maxsize=None)
 def _imports_idv(exe):
     try:
-        done = subprocess.run([exe, "-c", "import idv"], capture_output=True, timeout=60)
+        done = subprocess.run([exe, "-c", "import idv, pyarrow"], capture_output=True,
+                              timeout=60)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
