@@ -101,12 +101,17 @@ def no_zlib_tree(tmp_path_factory):
     shutil.copytree(ROOT / "idv", tree / "idv",
                     ignore=shutil.ignore_patterns("__pycache__", "_compression.*.*",
                                                   "_parts.*.*"))
-    env = dict(os.environ, IDV_NO_ZLIB="1", IDV_MODULES="idv._compression,idv._parts")
+    # unoptimized: the build is tested, not timed (2 s a module, 10 s at -O3)
+    env = dict(os.environ, IDV_NO_ZLIB="1", IDV_MODULES="idv._compression,idv._parts",
+               IDV_OPTIMIZE="-O0")
     built = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "-q",
                             "--parallel", "2"], cwd=tree, env=env, capture_output=True,
                            text=True)
     assert built.returncode == 0, built.stderr[-3000:]
     assert "-DIDV_HAVE_ZLIB=0" in built.stdout        # the compiler's command line
+    compiles = [line.split() for line in built.stdout.splitlines() if " -c " in line]
+    assert compiles and all([f for f in c if f.startswith("-O")][-1] == "-O0"
+                            for c in compiles)      # the last -O given wins
     return tree
 
 
