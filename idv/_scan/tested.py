@@ -24,12 +24,16 @@ class Positions(NamedTuple):
         return sum(len(h) for h in self.local)
 
     def array(self):
-        """The positions of the matching rows among all the rows (int64, ascending)."""
+        """The positions of the matching rows among all the rows (int64, ascending): each
+        piece's moved by its start straight into one array (no array per piece first)."""
         if len(self.local) == 1 and not self.starts[0]:
             return self.local[0]
-        if not self.local:
-            return np.zeros(0, np.int64)
-        return np.concatenate([h + s for h, s in zip(self.local, self.starts)])
+        out = np.empty(len(self), np.int64)
+        at = 0
+        for h, s in zip(self.local, self.starts):
+            np.add(h, s, out=out[at:at + len(h)])
+            at += len(h)
+        return out
 
     def cut(self, a, b):
         """(Positions of rows [a, b), counted from a; for each piece kept, (its index, the
