@@ -871,6 +871,7 @@ cdef enum:
     _SAMPLE = 8192           # bytes compressed both ways to decide
     _MIN_TRIAL = 1024        # smaller blocks are never tried
     _ZLIB_LEVEL = 1          # zlib's level for the blocks it wins
+    _NOISE_SCALE = 65536     # the noise rule's limits are in 1 / _NOISE_SCALE of a block
 
 
 @cython.boundscheck(False)
@@ -905,13 +906,17 @@ cdef class Deflater:
     values is tried first: its first 8 KiB are compressed by libdeflate and by zlib level 1,
     and if zlib's is smaller the whole block is compressed by zlib level 1 (libdeflate skips
     3-byte matches on such data, zlib does not); ``compress(data, trial=False)`` leaves the
-    trial out, for a column whose verdict is known (``trial``). The output depends only on the
-    block and that flag, so it is the same whatever the threads. `blocks`, `tried` and
-    `zlib_blocks` count what was done."""
+    trial out, for a column whose verdict is known (``trial``). Blocks of noise (measurements,
+    hashes: no repeats for a higher level to find) go at level 1, as small and at about 60 % of
+    the work: ``noise`` tells it from a column's first block, and ``compress(data, limit=...)``
+    takes its verdict. The output depends only on the block and those arguments, so it is the
+    same whatever the threads. `blocks`, `tried`, `zlib_blocks` and `quick_blocks` count what
+    was done."""
     cdef void *ld
+    cdef void *ld1             # level 1, for noise (NULL at level 1 and below, or not adaptive)
     cdef readonly int level
     cdef readonly bint adaptive
-    cdef readonly Py_ssize_t blocks, tried, zlib_blocks
+    cdef readonly Py_ssize_t blocks, tried, zlib_blocks, quick_blocks
 
     def __cinit__(self, int level=6, bint adaptive=True):
         if not LIBDEFLATE_COMPRESS:
@@ -923,10 +928,16 @@ cdef class Deflater:
         self.ld = _ldc_alloc(level)
         if self.ld == NULL:
             raise MemoryError("libdeflate_alloc_compressor failed")
+        if self.adaptive and level > 1:
+            self.ld1 = _ldc_alloc(1)
+            if self.ld1 == NULL:
+                raise MemoryError("libdeflate_alloc_compressor failed")
 
     def __dealloc__(self):
         if self.ld != NULL:
             _ldc_free(self.ld)
+        if self.ld1 != NULL:
+            _ldc_free(self.ld1)
 
     cdef int _verdict(self, const uint8_t *p, Py_ssize_t n, uint8_t *out,
                       size_t bound) noexcept nogil:
@@ -963,14 +974,47 @@ cdef class Deflater:
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
-    def compress(self, data, bint trial=True):
+    def noise(self, data):
+        """The noise rule on a column's first block: (limit, its stream). `limit` is 0 when
+        `level` compresses the block smaller than level 1 does (or the block is not tried: a
+        small one, level 1, adaptive off), and the stream is `level`'s; else the stream is
+        level 1's and `limit` the ``compress`` argument for the column's other blocks: each
+        goes at level 1 unless level 1 shrinks it a tenth more than it did this one (the data
+        changed), and then at `level`."""
+        cdef const uint8_t[::1] src = _as_bytes_view(data)
+        cdef Py_ssize_t n = src.shape[0]
+        cdef size_t a = 0, b = 0, bound
+        cdef uint8_t *pa
+        cdef uint8_t *pb
+        if self.ld1 == NULL or n < _MIN_TRIAL:
+            return 0, self.compress(data, False)
+        bound = _ldc_bound(self.ld, n)
+        quick = PyBytes_FromStringAndSize(NULL, bound)
+        full = PyBytes_FromStringAndSize(NULL, bound)
+        pa, pb = <uint8_t *>PyBytes_AS_STRING(quick), <uint8_t *>PyBytes_AS_STRING(full)
+        with nogil:
+            a = _ldc_compress(self.ld1, &src[0], n, pa, bound)
+            b = _ldc_compress(self.ld, &src[0], n, pb, bound)
+        if a == 0 or b == 0:
+            raise RuntimeError("libdeflate could not compress a block")
+        self.blocks += 1
+        if b < a:
+            return 0, full[:b]
+        self.quick_blocks += 1
+        return max(1, (a * _NOISE_SCALE * 9) // (10 * <size_t>n)), quick[:a]
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def compress(self, data, bint trial=True, Py_ssize_t limit=0):
         """The raw DEFLATE stream of one block (bytes); `trial` False: libdeflate's, without
-        the adaptive trial."""
+        the adaptive trial; `limit` (from ``noise``, on the column's first block) > 0: level 1
+        first, kept unless it shrinks the block below limit / 2**16 of its size."""
         cdef const uint8_t[::1] src = _as_bytes_view(data)
         cdef Py_ssize_t n = src.shape[0]
         cdef const uint8_t *p = &src[0] if n else <const uint8_t *>""
         cdef size_t bound, got = 0
         cdef int verdict = -1
+        cdef bint quick = limit > 0 and self.ld1 != NULL
         cdef uint8_t *out
         cdef PyObject *res
         bound = _ldc_bound(self.ld, n)
@@ -979,7 +1023,12 @@ cdef class Deflater:
         result = PyBytes_FromStringAndSize(NULL, bound)
         out = <uint8_t *>PyBytes_AS_STRING(result)
         with nogil:
-            if self.adaptive and trial:
+            if quick:
+                got = _ldc_compress(self.ld1, p, n, out, bound)
+                if got * <size_t>_NOISE_SCALE < <size_t>limit * <size_t>n:
+                    got = 0                 # it repeats, unlike the column's first block
+                quick = got != 0
+            if got == 0 and self.adaptive and trial:
                 verdict = self._verdict(p, n, out, bound)
             if verdict == 1:
                 got = _zlib_raw(p, n, out, bound, _ZLIB_LEVEL)
@@ -989,6 +1038,7 @@ cdef class Deflater:
         self.blocks += 1
         self.tried += verdict >= 0
         self.zlib_blocks += verdict == 1
+        self.quick_blocks += quick
         if got == 0:
             raise RuntimeError("libdeflate could not compress a block")
         if got != bound:

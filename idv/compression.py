@@ -60,11 +60,12 @@ def _libdeflate_compressor(level):
             d = cache[level] = _compression.Deflater(level)
         return d
 
-    def compress(raw, trial=True):
-        return deflater().compress(raw, trial)
-    # the adaptive rule's verdict on a block (Deflater.trial), for a writer that takes one
-    # column's verdict from its first block
+    def compress(raw, trial=True, limit=0):
+        return deflater().compress(raw, trial, limit)
+    # the adaptive rule's verdict on a block (Deflater.trial) and the noise rule's
+    # (Deflater.noise), for a writer that takes one column's verdicts from its first block
     compress.trial = lambda raw: deflater().trial(raw)
+    compress.noise = lambda raw: deflater().noise(raw)
     return compress
 
 
@@ -232,8 +233,9 @@ def kind(compression, strict=True):
 
 def compressor(compression="deflate", level=None, backend_name=None):
     """fn(raw bytes-like) -> compressed bytes for the writer, or None for no compression.
-    libdeflate's C compressor also has ``fn(raw, trial=False)`` (no adaptive trial) and
-    ``fn.trial(raw)`` (the trial's verdict: idv._compression.Deflater.trial)."""
+    libdeflate's C compressor also has ``fn(raw, trial=False, limit=0)`` (no adaptive trial;
+    the noise rule's limit), ``fn.trial(raw)`` and ``fn.noise(raw)`` (the verdicts:
+    idv._compression.Deflater.trial and .noise)."""
     if kind(compression) == NONE:
         return None
     return backend(backend_name).compress(level)

@@ -307,6 +307,68 @@ def test_each_column_takes_the_trial_verdict_of_its_first_block(tmp_path):
 
 
 @needs_libdeflate
+def test_noise_goes_at_level_one():
+    """A block with nothing to repeat (random floats) is as small at level 1 as at level 6:
+    the noise rule keeps level 1's stream and gives the limit for the column's other blocks,
+    which go at level 1 unless level 1 shrinks them a tenth more than it did the first."""
+    import zlib
+    from idv import _compression
+    g = np.random.default_rng(0)
+    noise = g.standard_normal(16384).astype(np.float32).tobytes()
+    quick = _compression.Deflater(1, adaptive=False).compress(noise)
+    full = _compression.Deflater(6, adaptive=False).compress(noise)
+    assert len(quick) <= len(full)
+    d = _compression.Deflater(6)
+    limit, out = d.noise(noise)
+    assert out == quick and zlib.decompress(out, -15) == noise
+    assert limit == len(quick) * 65536 * 9 // (10 * len(noise)) and d.quick_blocks == 1
+    other = g.standard_normal(16384).astype(np.float32).tobytes()
+    assert d.compress(other, True, limit) == \
+        _compression.Deflater(1, adaptive=False).compress(other)
+    assert d.quick_blocks == 2
+    ramp = np.repeat(np.arange(2048, dtype=np.float32), 8).tobytes()      # repeats: level 6
+    out = d.compress(ramp, True, limit)
+    assert out == d.compress(ramp) and zlib.decompress(out, -15) == ramp
+    assert len(out) < len(_compression.Deflater(1, adaptive=False).compress(ramp))
+    assert d.quick_blocks == 2
+    # a block that repeats is not noise; nor a small one, nor at level 1, nor with adaptive off
+    assert d.noise(ramp) == (0, _compression.Deflater(6, adaptive=False).compress(ramp))
+    assert d.noise(noise[:512])[0] == 0
+    assert _compression.Deflater(1).noise(noise) == (0, quick)
+    assert _compression.Deflater(6, adaptive=False).noise(noise) == (0, full)
+
+
+@needs_libdeflate
+def test_a_noise_column_goes_at_level_one_until_it_repeats(tmp_path):
+    """The writer takes the noise rule's verdict from a column's first block: a column of
+    random floats is written at level 1 (no larger than level 6), a block of it that repeats
+    at level 6; the same bytes whatever the threads."""
+    from idv import _compression
+    rpb = 8192
+    g = np.random.default_rng(1)
+    noise = g.standard_normal(3 * rpb).astype(np.float32)
+    data = {"Noise": noise.copy(), "ThenZeros": noise.copy()}
+    data["ThenZeros"][rpb:2 * rpb] = 0
+    a, b, plain = tmp_path / "a.idv", tmp_path / "b.idv", tmp_path / "plain.idv"
+    idv.write(a, data, threads=1, rows_per_block=rpb)
+    idv.write(b, data, threads=3, rows_per_block=rpb)
+    idv.write(plain, data, threads=1, rows_per_block=rpb, backend="zlib")
+    assert a.read_bytes() == b.read_bytes()
+    raw = a.read_bytes()
+    with idv.open(a) as f:
+        stored = {c.name: [raw[o:o + n] for o, n, _ in c.lookup.tolist()] for c in f.columns}
+        assert {k: v.tobytes() for k, v in f.read().items()} == \
+            {k: v.tobytes() for k, v in data.items()}
+    level1 = _compression.Deflater(1, adaptive=False).compress
+    level6 = _compression.Deflater(6).compress
+    blocks = [noise[k * rpb:(k + 1) * rpb].tobytes() for k in range(3)]
+    assert stored["Noise"] == [level1(x) for x in blocks]
+    assert stored["ThenZeros"] == [level1(blocks[0]), level6(bytes(4 * rpb)), level1(blocks[2])]
+    assert sum(map(len, stored["Noise"])) <= \
+        sum(len(_compression.Deflater(6, adaptive=False).compress(x)) for x in blocks)
+
+
+@needs_libdeflate
 def test_default_backend_size_on_float_grid(tmp_path):
     """The F32 = i * 0.25 column of the oracle's benchmark, from row 1M on (where plain
     libdeflate is 2.3x zlib's size): within 1 % of ML.NET's (zlib's) size with the default

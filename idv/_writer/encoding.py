@@ -29,12 +29,15 @@ class BlockEncoder:
     stats: list
     domains: list
     threads: int
-    # per column: None until its first block is seen (_decide), then whether its blocks leave
-    # out the compressor's adaptive trial
-    skip_trial: list = dataclasses.field(init=False)
+    # per column: None until its first block is seen (_decide), then the compressor's
+    # arguments for its blocks (the adaptive trial's and the noise rule's verdicts, () for a
+    # compressor without them), and its first block's stream when the verdict made it
+    how: list = dataclasses.field(init=False)
+    first: list = dataclasses.field(init=False)
 
     def __post_init__(self):
-        self.skip_trial = [None] * len(self.domains)
+        self.how = [None] * len(self.domains)
+        self.first = [None] * len(self.domains)
 
     def encode(self, task):
         """(column index, stored bytes, raw length, CRC-32 or None, statistics or None) of
@@ -50,10 +53,14 @@ class BlockEncoder:
         else:
             raw = col.payload(chunk)
         nraw = memoryview(raw).nbytes
+        first = self.first[col.index]
         if self.compress is None:
             data = raw
+        elif first is not None and first[0] is chunk:
+            data = first[1]
+            self.first[col.index] = None
         else:
-            data = self.compress(raw, False) if self.skip_trial[col.index] else self.compress(raw)
+            data = self.compress(raw, *(self.how[col.index] or ()))
         ndisk = memoryview(data).nbytes
         if nraw > MAX_INT32 or ndisk > MAX_INT32:
             raise ValueError(f"column {col.name!r}: one block is {nraw} bytes, more than the "
@@ -114,21 +121,30 @@ class BlockEncoder:
             raise
 
     def _decide(self, tasks):
-        """Each column's verdict of the compressor's adaptive trial (libdeflate against zlib,
-        idv._compression.Deflater.trial), taken from the first block of it encoded here, in
-        this thread and in block order, so the file stays a function of the data: a column
-        whose first block is tried and kept by libdeflate compresses its blocks without the
-        trial (which adds 6-30 % to such a block's compression); any other column tries each
-        block."""
+        """Each column's verdicts of the compressor's rules (idv._compression.Deflater),
+        taken from the first block of it encoded here, in this thread and in block order, so
+        the file stays a function of the data: a column whose first block is tried and kept by
+        libdeflate compresses its blocks without the adaptive trial (which adds 6-30 % to such
+        a block's compression), and any other column tries each block; a column whose first
+        block is not tried (many distinct byte values) is given to the noise rule, whose
+        verdict on it is that block's stream."""
         trial = getattr(self.compress, "trial", None)
-        undecided = self.skip_trial.count(None)
+        undecided = self.how.count(None)
         for col, chunk, copy, _ in tasks:
             if not undecided:
                 return
-            if copy is None and self.skip_trial[col.index] is None:
-                self.skip_trial[col.index] = trial is not None and \
-                    trial(col.payload(chunk)) is False
+            if copy is None and self.how[col.index] is None:
                 undecided -= 1
+                if trial is None:
+                    self.how[col.index] = ()
+                    continue
+                raw = col.payload(chunk)
+                verdict = trial(raw)
+                limit = 0
+                if verdict is None:
+                    limit, data = self.compress.noise(raw)
+                    self.first[col.index] = (chunk, data)
+                self.how[col.index] = (verdict is not False, limit)
 
     def _groups(self, tasks):
         """(in this thread?, consecutive tasks): groups of about _GROUP_BYTES of input for the
