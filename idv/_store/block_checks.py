@@ -94,7 +94,12 @@ class BlockChecks:
 
     def _crcs_of(self, buf, offsets, disk):
         """The CRC-32 of each part [offsets[k], +disk[k]) of `buf`, in one call per span of
-        parts without the GIL, in the read threads when there is much to check."""
+        parts without the GIL, in the read threads when there is much to check. The parts go
+        in the order of their offsets, so that a thread's span is one stretch of the buffer
+        (of a memory map: its pages faulted in order, not a column's blocks across the file)."""
+        order = np.argsort(offsets, kind="stable")
+        offsets, disk = offsets[order], disk[order]
+
         def run(span):
             return _compression.crc32_ranges(buf, offsets[span[0]:span[1]],
                                              disk[span[0]:span[1]])
@@ -105,7 +110,10 @@ class BlockChecks:
             got = list(_threads.pool("read", self.threads).map(run, spans))
         else:
             got = [run(s) for s in spans]
-        return np.concatenate(got) if got else np.zeros(0, np.int64)
+        out = np.zeros(len(order), np.int64)
+        if got:
+            out[order] = np.concatenate(got)
+        return out
 
     def _check_crcs(self, buf, offsets, disk, crcs, b0, at=None):
         """IdvFormatError naming the first block (numbered from b0) whose bytes fail their
