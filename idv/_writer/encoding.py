@@ -14,6 +14,7 @@ from idv._storage.checksums import crc
 from idv._writer.columns import MAX_INT32
 
 _GROUP_BYTES = 256 << 10     # consecutive blocks handed to a thread together: about this much
+_NOISE_BYTES = 16 << 20      # first blocks held at once for the noise rule's verdicts
 
 
 @dataclasses.dataclass(eq=False)
@@ -122,29 +123,47 @@ class BlockEncoder:
 
     def _decide(self, tasks):
         """Each column's verdicts of the compressor's rules (idv._compression.Deflater),
-        taken from the first block of it encoded here, in this thread and in block order, so
-        the file stays a function of the data: a column whose first block is tried and kept by
-        libdeflate compresses its blocks without the adaptive trial (which adds 6-30 % to such
-        a block's compression), and any other column tries each block; a column whose first
-        block is not tried (many distinct byte values) is given to the noise rule, whose
-        verdict on it is that block's stream."""
+        taken from the first block of it encoded here, in block order, so the file stays a
+        function of the data: a column whose first block is tried and kept by libdeflate
+        compresses its blocks without the adaptive trial (which adds 6-30 % to such a block's
+        compression), and any other column tries each block; a column whose first block is
+        not tried (many distinct byte values) is given to the noise rule (_noise)."""
         trial = getattr(self.compress, "trial", None)
         undecided = self.how.count(None)
+        firsts, size = [], 0
         for col, chunk, copy, _ in tasks:
             if not undecided:
-                return
-            if copy is None and self.how[col.index] is None:
-                undecided -= 1
-                if trial is None:
-                    self.how[col.index] = ()
-                    continue
-                raw = col.payload(chunk)
-                verdict = trial(raw)
-                limit = 0
-                if verdict is None:
-                    limit, data = self.compress.noise(raw)
-                    self.first[col.index] = (chunk, data)
-                self.how[col.index] = (verdict is not False, limit)
+                break
+            if copy is not None or self.how[col.index] is not None:
+                continue
+            undecided -= 1
+            if trial is None:
+                self.how[col.index] = ()
+                continue
+            raw = col.payload(chunk)
+            verdict = trial(raw)
+            self.how[col.index] = (verdict is not False, 0)
+            if verdict is None:
+                firsts.append((col.index, chunk, raw))
+                size += memoryview(raw).nbytes
+                if size >= _NOISE_BYTES:
+                    self._noise(firsts)
+                    firsts, size = [], 0
+        self._noise(firsts)
+
+    def _noise(self, firsts):
+        """The noise rule's verdicts on first blocks ((column index, rows, payload)), in the
+        threads: each block's stream, kept for its encode, and its column's limit."""
+        if not firsts:
+            return
+        noise = self.compress.noise
+        if self.threads > 1 and len(firsts) > 1:
+            got = _threads.pool("write", self.threads).map(lambda f: noise(f[2]), firsts)
+        else:
+            got = (noise(f[2]) for f in firsts)
+        for (i, chunk, _), (limit, data) in zip(firsts, got):
+            self.how[i] = (True, limit)
+            self.first[i] = (chunk, data)
 
     def _groups(self, tasks):
         """(in this thread?, consecutive tasks): groups of about _GROUP_BYTES of input for the
