@@ -26,7 +26,7 @@ import threading
 
 import zipfile
 
-from idv._storage import archive
+from idv._storage import archive, kept_maps
 from idv._resources import budget
 from idv._header import SIGNATURE
 from idv.errors import IdvFormatError
@@ -73,13 +73,42 @@ def too_many_open_files(name):
 def _open_fd(name):
     """A descriptor of the local file `name`: os's call, not open() (a small file's whole
     open costs a few system calls), without blocking (a FIFO is refused, not waited on)."""
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        return os.open(name, os.O_RDONLY | getattr(os, "O_BINARY", 0) |
-                       getattr(os, "O_NONBLOCK", 0))
+        return os.open(name, flags)
+    except OSError as e:
+        if e.errno != errno.EMFILE:
+            raise
+    kept_maps.drop_all()        # the descriptors closed files' kept maps hold, first
+    try:
+        return os.open(name, flags)
     except OSError as e:
         if e.errno == errno.EMFILE:
             raise too_many_open_files(name) from None
         raise
+
+
+def _map(fd, name, st):
+    """A read-only map of the whole file: a closed file's kept map of it, or a new one."""
+    mm = kept_maps.take((st.st_dev, st.st_ino, st.st_size), st.st_size)
+    if mm is not None:
+        return mm
+    try:
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ, **_UNTRACKED)
+    except OSError as e:
+        if e.errno not in (errno.EMFILE, errno.ENOMEM):
+            raise
+    kept_maps.drop_all()        # what closed files' kept maps hold, first
+    try:
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ, **_UNTRACKED)
+    except OSError as e:     # no address space left for the map (under RLIMIT_AS)
+        if e.errno == errno.EMFILE:
+            raise too_many_open_files(name) from None
+        if e.errno != errno.ENOMEM:
+            raise
+        raise budget.MemoryLimitError(
+            f"{name}: mapping the file's {budget.show(st.st_size)} needs address "
+            f"space the process no longer has ({e.strerror})") from None
 
 
 def closed_error():
@@ -181,7 +210,9 @@ class MemorySource:
     def close(self):
         self.buffer = None
         owner, self._owner = self._owner, None
-        if owner is not None:
+        if owner is not None and self._mapped is not None and isinstance(owner, mmap.mmap):
+            kept_maps.keep(self._mapped[1:], owner)    # for the next open of the file
+        elif owner is not None:
             try:
                 owner.close()
             except BufferError:
@@ -378,16 +409,7 @@ def open_source(source, memory_limit=None):
                 return MemorySource(data, name=name, shareable=True, identity=identity)
             refuse_other_formats(os.pread(fd, 8, 0) if hasattr(os, "pread") else
                                  _read_whole(fd, 8), name)
-            try:
-                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ, **_UNTRACKED)
-            except OSError as e:     # no address space left for the map (under RLIMIT_AS)
-                if e.errno == errno.EMFILE:
-                    raise too_many_open_files(name) from None
-                if e.errno != errno.ENOMEM:
-                    raise
-                raise budget.MemoryLimitError(
-                    f"{name}: mapping the file's {budget.show(st.st_size)} needs address "
-                    f"space the process no longer has ({e.strerror})") from None
+            mm = _map(fd, name, st)
         finally:
             os.close(fd)
         return MemorySource(mm, owner=mm, name=name, shareable=True,
