@@ -32,7 +32,7 @@ def _write(path, start):
 
 def _key(path):
     st = os.stat(path)
-    return st.st_dev, st.st_ino, st.st_size
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def test_a_reopened_file_takes_its_kept_map_back(tmp_path):
@@ -48,20 +48,27 @@ def test_a_reopened_file_takes_its_kept_map_back(tmp_path):
     assert kept_maps._KEPT[_key(p)][0] is mm and not mm.closed
 
 
-def test_a_file_written_in_place_reads_its_new_bytes_through_a_kept_map(tmp_path):
-    """Same inode, same size, other values: the kept map shows the page cache as it is."""
-    p, q = tmp_path / "a.idv", tmp_path / "b.idv"
+def test_a_file_written_in_place_reads_its_new_bytes(tmp_path):
+    """Same inode, same size, other values: a new map when the write moved the modification
+    time, else the kept one, which shows the page cache as it is now."""
+    p = tmp_path / "a.idv"
     _write(p, 0)
-    _write(q, 1_000_000)
-    assert os.path.getsize(p) == os.path.getsize(q)
-    with idv.open(p) as f:
-        assert f["x"][3] == 3
-    key = _key(p)
-    with open(p, "r+b") as out:                 # in place: the inode stays
-        out.write(q.read_bytes())
-    assert _key(p) == key and key in kept_maps._KEPT
-    with idv.open(p) as f:
-        np.testing.assert_array_equal(f["x"].read(), np.arange(1_000_000, 1_000_000 + ROWS))
+    for start, same_time in ((1_000_000, False), (2_000_000, True)):
+        other = tmp_path / f"other{start}.idv"
+        _write(other, start)
+        with idv.open(p) as f:
+            f["x"][0]
+        st = os.stat(p)
+        key = _key(p)
+        with open(p, "r+b") as out:                 # in place: the inode stays
+            out.write(other.read_bytes())
+        # the modification time moved, or not (a write within one tick of the file's clock)
+        moved = st.st_mtime_ns + (0 if same_time else 10**9)
+        os.utime(p, ns=(st.st_atime_ns, moved))
+        assert (_key(p) == key) == same_time and key in kept_maps._KEPT
+        with idv.open(p) as f:
+            assert (key in kept_maps._KEPT) != same_time    # taken back only when the same
+            np.testing.assert_array_equal(f["x"].read(), np.arange(start, start + ROWS))
 
 
 def test_a_file_put_in_place_or_of_another_size_is_mapped_anew(tmp_path):

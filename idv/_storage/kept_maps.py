@@ -5,9 +5,10 @@ read (4 ms for a 55 MB file read whole), and the next open of it maps the file a
 faults every page in again. A loop that opens a file each round (a notebook cell run again,
 a query engine opening it per query, an epoch of training) pays both each time. So a closed
 file's map is kept for ``KEEP_SECONDS``, at most ``MAX_MAPS`` of them, and an open of the same
-file (same device, inode and size) takes it back. Its bytes are the file's as they are now:
-a map shows the page cache, so a file written in place reads the same through it as through
-a new map, and a file put in its place (a new inode) or of another size is mapped anew. Not
+file (same device, inode, size and modification time) takes it back. Its bytes are the
+file's as they are now: a map shows the page cache, so even a file written in place within
+the same tick of its clock reads the same through it as through a new map; a file put in its
+place (a new inode), of another size or written since is mapped anew. Not
 under an address-space limit (RLIMIT_AS), where a kept map would take room from the next, nor
 where a map holds the file against deletion (Windows). A thread drops the expired maps, so
 that a deleted file's space is freed within ``KEEP_SECONDS`` even if idv is not called again.
@@ -25,7 +26,7 @@ KEEP_SECONDS = 2.0
 MAX_MAPS = 8
 
 _LOCK = threading.Lock()
-_KEPT = collections.OrderedDict()      # (device, inode, size) -> (map, when it was kept)
+_KEPT = collections.OrderedDict()      # (device, inode, size, mtime) -> (map, when kept)
 _WAKE = threading.Condition(_LOCK)
 _REAPER = [None]                       # the thread dropping expired maps, while it runs
 
@@ -36,8 +37,8 @@ def enabled():
 
 
 def take(key, size):
-    """The kept map of the file `key` ((device, inode, size)) if it is `size` bytes long, or
-    None; it is the caller's now."""
+    """The kept map of the file `key` ((device, inode, size, modification time in ns)) if it
+    is `size` bytes long, or None; it is the caller's now."""
     with _LOCK:
         kept = _KEPT.pop(key, None)
     if kept is None:

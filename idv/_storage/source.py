@@ -90,7 +90,7 @@ def _open_fd(name):
 
 def _map(fd, name, st):
     """A read-only map of the whole file: a closed file's kept map of it, or a new one."""
-    mm = kept_maps.take((st.st_dev, st.st_ino, st.st_size), st.st_size)
+    mm = kept_maps.take((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), st.st_size)
     if mm is not None:
         return mm
     try:
@@ -210,8 +210,8 @@ class MemorySource:
     def close(self):
         self.buffer = None
         owner, self._owner = self._owner, None
-        if owner is not None and self._mapped is not None and isinstance(owner, mmap.mmap):
-            kept_maps.keep(self._mapped[1:], owner)    # for the next open of the file
+        if owner is not None and self.identity is not None and isinstance(owner, mmap.mmap):
+            kept_maps.keep(self.identity, owner)        # for the next open of the file
         elif owner is not None:
             try:
                 owner.close()
