@@ -241,6 +241,17 @@ def multiblock():
                      "T": obj([f"row {i}" for i in range(n)]), "B": r % 3 == 0}}
 
 
+def noise():
+    """Random numbers (libdeflate's noise rule: level 1), one column with a block of zeros
+    (level 6 again for that block)."""
+    n = 20000
+    g = np.random.default_rng(7)
+    f = g.standard_normal(n).astype(np.float32)
+    then = f.copy()
+    then[8192:16384] = 0
+    return {"data": {"F": f, "D": g.standard_normal(n), "Then": then}}
+
+
 def mixed(n=100):
     r = np.arange(n)
     return {"data": {
@@ -279,7 +290,7 @@ CASES = {
     "vectors_sparse": vectors_sparse, "sparse_items": sparse_items,
     "vectors_misc": vectors_misc,
     "annotations": annotations, "empty_rows": empty_rows, "multiblock": multiblock,
-    "mixed": mixed, "smallblocks": smallblocks, "maxbytes": maxbytes,
+    "noise": noise, "mixed": mixed, "smallblocks": smallblocks, "maxbytes": maxbytes,
 }
 COMPRESSIONS = ("none", "deflate")
 
