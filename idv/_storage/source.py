@@ -210,7 +210,7 @@ class MemorySource:
     def close(self):
         self.buffer = None
         owner, self._owner = self._owner, None
-        if owner is not None and self.identity is not None and isinstance(owner, mmap.mmap):
+        if owner is not None and self._mapped is not None and self.identity is not None:
             kept_maps.keep(self.identity, owner)        # for the next open of the file
         elif owner is not None:
             try:
