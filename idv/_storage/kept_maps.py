@@ -36,18 +36,30 @@ def enabled():
     return os.name == "posix" and KEEP_SECONDS > 0 and budget.address_space_room() is None
 
 
-def take(key, size):
-    """The kept map of the file `key` ((device, inode, size, modification time in ns)) if it
-    is `size` bytes long, or None; it is the caller's now."""
+def take(key):
+    """The kept map of the file `key` ((device, inode, size, modification time in ns)), or
+    None; it is the caller's now."""
     with _LOCK:
         kept = _KEPT.pop(key, None)
     if kept is None:
         return None
     mm = kept[0]
-    if not mm.closed and len(mm) == size:
+    if not mm.closed and len(mm) == key[2]:
         return mm
     _close(mm)
     return None
+
+
+def retried(call, errnos):
+    """call(), and once more after closing the kept maps when it fails with an OSError of
+    one of `errnos` (no descriptor or address space left: what kept maps hold)."""
+    try:
+        return call()
+    except OSError as e:
+        if e.errno not in errnos:
+            raise
+    drop_all()
+    return call()
 
 
 def keep(key, mm):
@@ -64,8 +76,7 @@ def keep(key, mm):
         while len(_KEPT) > MAX_MAPS:
             dropped.append(_KEPT.popitem(last=False)[1][0])
         if _REAPER[0] is None:
-            _REAPER[0] = threading.Thread(target=_reap, name="idv-kept-maps", daemon=True)
-            _REAPER[0].start()
+            _start_reaper()
         else:
             _WAKE.notify()
     for m in dropped:
@@ -102,6 +113,12 @@ def _reap():
             _close(mm)
 
 
+def _start_reaper():
+    """Start the thread that drops expired maps (under _LOCK, or alone in a forked child)."""
+    _REAPER[0] = threading.Thread(target=_reap, name="idv-kept-maps", daemon=True)
+    _REAPER[0].start()
+
+
 def _close(mm):
     try:
         mm.close()
@@ -116,8 +133,7 @@ def _forget_in_child():
     _WAKE = threading.Condition(_LOCK)
     _REAPER[0] = None
     if _KEPT:
-        _REAPER[0] = threading.Thread(target=_reap, name="idv-kept-maps", daemon=True)
-        _REAPER[0].start()
+        _start_reaper()
 
 
 if hasattr(os, "register_at_fork"):

@@ -75,13 +75,7 @@ def _open_fd(name):
     open costs a few system calls), without blocking (a FIFO is refused, not waited on)."""
     flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        return os.open(name, flags)
-    except OSError as e:
-        if e.errno != errno.EMFILE:
-            raise
-    kept_maps.drop_all()        # the descriptors closed files' kept maps hold, first
-    try:
-        return os.open(name, flags)
+        return kept_maps.retried(lambda: os.open(name, flags), (errno.EMFILE,))
     except OSError as e:
         if e.errno == errno.EMFILE:
             raise too_many_open_files(name) from None
@@ -90,17 +84,12 @@ def _open_fd(name):
 
 def _map(fd, name, st):
     """A read-only map of the whole file: a closed file's kept map of it, or a new one."""
-    mm = kept_maps.take((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), st.st_size)
+    mm = kept_maps.take((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
     if mm is not None:
         return mm
     try:
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ, **_UNTRACKED)
-    except OSError as e:
-        if e.errno not in (errno.EMFILE, errno.ENOMEM):
-            raise
-    kept_maps.drop_all()        # what closed files' kept maps hold, first
-    try:
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ, **_UNTRACKED)
+        return kept_maps.retried(lambda: mmap.mmap(fd, 0, access=mmap.ACCESS_READ,
+                                                   **_UNTRACKED), (errno.EMFILE, errno.ENOMEM))
     except OSError as e:     # no address space left for the map (under RLIMIT_AS)
         if e.errno == errno.EMFILE:
             raise too_many_open_files(name) from None
