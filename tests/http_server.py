@@ -78,7 +78,12 @@ def etag(data):
 
 
 class _Quiet(ThreadingHTTPServer):
-    """A client that goes away mid-answer (an error, a timeout) is not the server's error."""
+    """A client that goes away mid-answer (an error, a timeout) is not the server's error.
+    Its listen backlog is a real server's (nginx: 511), not socketserver's 5: a read sends up
+    to 64 requests at once, and connections beyond the backlog wait for TCP's retransmits
+    (1 s, 3 s, ... up to the read's 60 s deadline)."""
+
+    request_queue_size = 512
 
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], ConnectionError):
@@ -112,7 +117,9 @@ class RangeServer:
         self._stop = threading.Event()
         self._httpd = _Quiet(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # a short poll: shutdown() waits for the loop to see it (0.5 s by default, every test)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
+                                        daemon=True)
 
     @property
     def port(self):
