@@ -402,6 +402,43 @@ def test_a_window_of_one_piece_beside_others_is_decoded_in_the_threads(tmp_path)
         assert len(got) == 1 and seen == [True] * len(seen) and seen
 
 
+def test_the_last_windows_pieces_get_smaller_toward_its_end(tmp_path, monkeypatch):
+    """The pieces of a scan's last window get smaller toward its end (no thread is left
+    decoding a whole piece while the other waits); a window before it, and a window of fewer
+    than two pieces a thread, keep pieces of piece_bytes; the values as ever."""
+    import threading
+    from idv._scan import scan_windows
+    monkeypatch.setattr(scan_windows, "TAPER_BYTES", 16 << 10)
+    path = str(tmp_path / "taper.idv")
+    n = 64 * 2048                           # 64 blocks of 16 KiB: windows beyond INLINE_BYTES
+    idv.write(path, {"x": np.arange(n, dtype=np.int64)}, rows_per_block=2048)
+    pieces = []
+
+    class Seen(S.NumpyColumn):
+        def decode(self, b0, b1, out):
+            pieces.append((b0, b1, threading.current_thread() is threading.main_thread()))
+            return super().decode(b0, b1, out)
+
+        def inflatable(self, b0, b1, out):
+            return None
+
+    def sizes(window_bytes, piece_bytes):
+        pieces.clear()
+        with idv.open(path, threads=2) as f:
+            got = [b.values[0] for b in S.scan(f, [Seen(f["x"])], batch_rows=None,
+                                               window_bytes=window_bytes,
+                                               piece_bytes=piece_bytes)]
+        assert np.array_equal(np.concatenate(got), np.arange(n))
+        assert not any(here for _, _, here in pieces)
+        return [b1 - b0 for b0, b1, _ in sorted(pieces)]
+    tapered = sizes(1 << 62, 256 << 10)
+    assert sum(tapered) == 64 and tapered[0] == 16 and max(tapered) == 16
+    assert tapered[-4:] == [4, 4, 4, 4], tapered
+    # windows of 40 and 24 blocks: the last one alone tapered
+    assert sizes(640 << 10, 64 << 10) == [4] * 13 + [3, 1, 2, 2, 1, 1, 1, 1]
+    assert sizes(1 << 62, 272 << 10) == [17, 17, 17, 13]        # under two pieces a thread
+
+
 def test_a_stream_fits_its_windows_to_the_memory_limit(tmp_path):
     """A file of 800 KB streams under a limit of 200 KB: the scan's windows (and the blocks a
     batch gathers) are cut so that those in hand at once fit the limit, as a read of a few

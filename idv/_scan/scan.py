@@ -436,7 +436,8 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowin
         def queue(upto):        # groups [queued, upto) submitted
             nonlocal queued
             for spans in grouped[queued:upto]:
-                windows.submit(spans, piece_bytes, lone=len(grouped) == 1)
+                windows.submit(spans, piece_bytes, lone=len(grouped) == 1,
+                               last=spans is grouped[-1])
             queued = max(queued, min(upto, len(grouped)))
         for i in range(len(grouped)):
             alone = quick_first and i == 0      # the rest queued once the consumer asks

@@ -21,6 +21,10 @@ from idv._store.block_runs import block_groups
 # decompressed bytes of a window decoded in the calling thread, not handed to the threads: a
 # hand-off and its wake-up take longer than inflating this much (a small file's whole window)
 INLINE_BYTES = 256 << 10
+# the smallest piece of a scan's last window, whose pieces get smaller toward its end
+# (tapered) so that the threads finish it together, when it holds two pieces a thread or more
+# (a smaller window's extra hand-offs cost more than they save)
+TAPER_BYTES = 256 << 10
 
 
 def local_rows(rows, seg):
@@ -116,6 +120,12 @@ def block_bytes(cols):
     return total
 
 
+def piece_size(left, piece_bytes, threads):
+    """The bytes of the next piece of a tapered window with `left` bytes still to hand out:
+    half of a thread's share of them, within [TAPER_BYTES, piece_bytes]."""
+    return max(TAPER_BYTES, min(piece_bytes, left // (2 * threads)))
+
+
 def finished(value):
     """A Future that already holds `value` (work done in the calling thread)."""
     done = Future()
@@ -135,16 +145,18 @@ class Windows:
         self.light = [getattr(r, "light", False) for r in readers]
         self.pending = collections.deque()
 
-    def _pieces(self, spans, piece_bytes):
+    def _pieces(self, spans, piece_bytes, taper):
         """[(column, p0, p1, out, raw bytes, span)]: each column's blocks of each span
-        [b0, b1) cut into pieces of about `piece_bytes`, with where each decodes to: an array
-        the reader owns, a part of one buffer for the window, or None (its decoder
-        allocates)."""
+        [b0, b1) cut into pieces of about `piece_bytes` (smaller toward the end when `taper`:
+        tapered()), with where each decodes to: an array the reader owns, a part of one buffer
+        for the window, or None (its decoder allocates)."""
         pieces = []
         for s, (b0, b1) in enumerate(spans):
             for k, raw in enumerate(self.raw):
                 pieces += [(k, p0, p1, int(raw[p0:p1].sum()), s)
                            for p0, p1 in block_groups(raw[b0:b1], piece_bytes, b0)]
+        if taper:
+            pieces = self._tapered(pieces, piece_bytes)
         rooms = [self.readers[k].room(p0, p1) for k, p0, p1, _, _ in pieces]
         sizes = [0 if r is None or isinstance(r, np.ndarray)
                  else (math.prod(r[0]) * r[1].itemsize + 63) // 64 * 64 for r in rooms]
@@ -161,6 +173,21 @@ class Windows:
                 room = room.reshape(shape)
                 at += size
             out.append((k, p0, p1, room, raw, s))
+        return out
+
+    def _tapered(self, pieces, piece_bytes):
+        """`pieces` ((column, p0, p1, raw bytes, span)) with those near the end cut into
+        smaller ones: each at most half of what is left after it shared among the threads
+        (guided self-scheduling), no smaller than TAPER_BYTES, so that no thread is left
+        decoding a whole piece while the others wait."""
+        left = sum(p[3] for p in pieces)
+        out = []
+        for k, p0, p1, n, s in pieces:
+            size = piece_size(left, piece_bytes, self.file.threads)
+            raw = self.raw[k]
+            cut = block_groups(raw[p0:p1], size, p0) if n > size else [(p0, p1)]
+            out += [(k, q0, q1, int(raw[q0:q1].sum()), s) for q0, q1 in cut]
+            left -= n
         return out
 
     def _decode(self, task):
@@ -190,26 +217,34 @@ class Windows:
                 else self.readers[k].decode(p0, p1, out)
                 for i, (k, p0, p1, out, _raw, _s) in enumerate(task)]
 
-    def submit(self, spans, piece_bytes, lone=False):
+    def submit(self, spans, piece_bytes, lone=False, last=False):
         """Decode the windows `spans` ([(b0, b1)], a group of window_groups) together: the
         pieces of light readers (``light``: views made in the calling thread) here, the
         others in the threads when there is enough work for them: more than INLINE_BYTES,
         in two pieces or more unless other windows are decoded beside it (`lone`: the scan's
-        only one, which the caller waits for at once)."""
-        pieces = self._pieces(spans, piece_bytes)
+        only one, which the caller waits for at once). The pieces of the scan's `last`
+        window get smaller toward its end (tapered) when it holds two pieces a thread or
+        more."""
+        threads = self.file.threads
+        taper = last and threads > 1 and sum(
+            int(raw[b0:b1].sum()) for raw in self.raw for b0, b1 in spans) >= \
+            2 * threads * piece_bytes
+        pieces = self._pieces(spans, piece_bytes, taper)
         here = [p for p in pieces if self.light[p[0]]]
         away = [p for p in pieces if not self.light[p[0]]]
-        threads = self.file.threads
         if threads > 1 and (len(away) > 1 or not lone) and \
                 sum(p[4] for p in away) > INLINE_BYTES:
             # small pieces (a wide file's columns) go to the threads a few together
             tasks, size = [], 0
+            left = sum(p[4] for p in away) if taper else 0
             for piece in away:
-                if not tasks or size + piece[4] > piece_bytes:
+                limit = piece_size(left, piece_bytes, threads) if taper else piece_bytes
+                if not tasks or size + piece[4] > limit:
                     tasks.append([])
                     size = 0
                 tasks[-1].append(piece)
                 size += piece[4]
+                left -= piece[4]
             work = self._in_threads(tasks)
         else:
             here, tasks, work = pieces, [], []
