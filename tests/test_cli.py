@@ -1362,6 +1362,29 @@ def test_a_closed_stdout_is_a_one_line_error(tmp_path):
         assert c.num_rows == sidecar("mixed_default")["row_count"]
 
 
+def test_verify_exits_1_on_problems_when_its_reader_went_away(tmp_path):
+    """`idv verify BAD | true`: the pipe closed before verify prints, its problems are still
+    its exit status, said on stderr; a sound file's verify exits 0 quietly."""
+    def damage(data, side):
+        off, disk, _ = lookup_entry(fixture("mixed_smallblocks_none"), side,
+                                    column_index(side, "Txt"), 2)
+        data[off] ^= 0x7f
+    bad, _ = _corrupt_copy(tmp_path, "mixed_smallblocks_none", damage)
+    for path, code in ((bad, 1), (fixture("mixed_smallblocks_none"), 0)):
+        for extra in ((), ("--json",)):
+            read_end, write_end = os.pipe()
+            os.close(read_end)              # the reader gone before anything is printed
+            try:
+                rc, _, err = run_process("verify", path, *extra, stdout=write_end)
+            finally:
+                os.close(write_end)
+            assert rc == code, err
+            if code:
+                assert_one_line_error(err, str(bad), "1 problem found")
+            else:
+                assert err == ""
+
+
 def test_a_closed_stderr_keeps_warnings_and_messages_out_of_the_data(tmp_path):
     """With stderr closed (2>&-) a warning, convert's summary and an error are dropped, never
     printed into standard output's data."""

@@ -391,9 +391,11 @@ def _run(args, out):
     except MemoryError:
         return _fail(args, "out of memory", EXIT_BAD_FILE)
     except BrokenPipeError:
-        # the reader went away (idv head big.idv | head -3): stop quietly
+        # the reader went away (idv head big.idv | head -3): stop quietly, but with the
+        # verdict a command reached before printing it (verify's problems) as the exit status
         _drop_stdout()
-        return EXIT_OK
+        verdict = getattr(args, "verdict", None)
+        return EXIT_OK if verdict is None else _fail(args, str(verdict), verdict.code)
     except OSError as e:   # a file the command writes or reads (standard output: _Stdout's)
         if e.strerror is None:
             return _fail(args, str(e), EXIT_BAD_FILE)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import idv
 from idv._reader.checker import VerifyReport
-from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK
+from idv.cli.errors import EXIT_OK, CliError
 from idv.cli.opener import open_path, open_sources
-from idv.cli.render import dump_json, plural, stderr_line
+from idv.cli.render import dump_json, plural
 from idv.errors import IdvFormatError
 
 
@@ -46,6 +46,10 @@ def cmd_verify(args, out):
         checked = [(path, _check(lambda path=path: open_path(sources, path, args)))
                    for path in sources.paths]
     failed = [(path, r) for path, r in checked if _failed(r, args)]
+    if failed:      # the exit status, even if the reader of what is printed goes away
+        where = failed[0][0] if sources.single else \
+            f"{args.file}: {plural(len(failed), 'file')} of {len(checked)}"
+        args.verdict = CliError(f"{where}: {_why([r for _, r in failed], args)}")
     if sources.single:
         report = checked[0][1]
         if args.json:
@@ -67,8 +71,5 @@ def cmd_verify(args, out):
             out.write(summary + "\n")
     out.flush()
     if failed:
-        where = failed[0][0] if sources.single else \
-            f"{args.file}: {plural(len(failed), 'file')} of {len(checked)}"
-        stderr_line(f"idv: error: {where}: {_why([r for _, r in failed], args)}")
-        return EXIT_BAD_FILE
+        raise args.verdict
     return EXIT_OK
