@@ -717,6 +717,10 @@ def test_write_dataframe_overrides(tmp_path):
     (lambda: pd.DataFrame([[1, 2]], columns=["a", "a"]), "duplicate column names"),
     (lambda: pd.DataFrame({"t": pd.to_datetime(["2020-01-01", None])}), "NaT"),
     (lambda: pd.DataFrame({"v": [[1, 2], None]}), "row 1"),
+    # rows of different lengths are judged item by item as a column's values are: numpy would
+    # make text of the numbers beside a str ("1", "2")
+    (lambda: pd.DataFrame({"v": [[1, "b"], [2]]}), r"mixed .*\(int at item 0, str at item 1\)"),
+    (lambda: pd.DataFrame({"v": [["a"], [1, 2]]}), "mixed .*str at item 0, int at item 1"),
     (lambda: pd.DataFrame({"p": pd.period_range("2020-01", periods=2, freq="M")}),
      "no ML.NET type"),
 ])
@@ -734,6 +738,9 @@ def test_from_pandas_shapes():
     assert types == {"fixed": idv.Vector(idv.Double, 2), "var": idv.Vector(idv.Int64),
                      "nf": idv.Single, "1": idv.Boolean}
     assert np.isnan(columns[2][1][0]) and meta == {}
+    columns, types, _ = idv.from_pandas(pd.DataFrame({"words": [["a", "é"], [], ["c"]]}))
+    assert types == {"words": idv.Vector(idv.Text)}
+    assert [list(r) for r in columns[0][1]] == [["a", "é"], [], ["c"]]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,9 +53,16 @@ def _object_values(pd, s, name):
                             f"vectors (ML.NET vectors have no missing value)")
         lengths = {np.size(x) for x in arr}
         if len(lengths) > 1:
-            # the item dtype from the non-empty rows (an empty list alone would say float64)
+            # the item dtype from the non-empty rows (an empty list alone would say float64);
+            # numpy makes text of numbers beside str ([1, "b"]: "1"): rows with str, or of
+            # kinds numpy cannot join, keep their items as objects, judged as a column's are
             kinds = [np.asarray(x).dtype for x in arr if np.size(x)]
-            dtype = np.result_type(*kinds) if kinds and object not in kinds else None
+            try:
+                dtype = np.result_type(*kinds) if kinds and object not in kinds else None
+            except TypeError:
+                dtype = None
+            if dtype is None or dtype.kind in "US":
+                dtype = object
             return Ragged.from_list(list(arr), dtype=dtype), None
         return list(arr), None
     dto = ticks.aware_objects(arr, Where(f"column {name!r}"))
