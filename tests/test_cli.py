@@ -1071,6 +1071,7 @@ def test_convert_json_summary_and_errors(tmp_path):
     (["{tmp}/x.idv", "--to", "excel"], ["excel", "parquet"]),
     (["{tmp}/x.idv", "--columns", "Id,Nope"], ["Nope", "Txt"]),
     (["{f}"], ["overwrite"]),
+    (["-", "--to", "csv"], ["OUTPUT '-'", "not standard output", "idv cat"]),
     # options for the other kind of input or output
     (["{tmp}/x.parquet", "--rows-per-block", "5"], ["--rows-per-block", ".idv output", "Parquet"]),
     (["{tmp}/x.parquet", "--level", "3"], ["--level", ".idv output", "Parquet"]),

@@ -195,6 +195,9 @@ def _check_sides(module, args, src_fmt, dst_fmt):
 
 
 def _convert(module, src, args, out):
+    if args.output == "-":      # as an INPUT "-" is standard input, here it would be a file
+        raise CliError("OUTPUT '-': convert writes a file, not standard output (for rows on "
+                       "standard output: idv cat FILE --format csv, tsv or jsonl)", EXIT_USAGE)
     src_format, dst_format = _formats(module, src, args)
     _check_sides(module, args, src_format, dst_format)
     src_fmt, dst_fmt = src_format.name, dst_format.name
