@@ -797,6 +797,23 @@ def test_take_refuses_what_is_not_row_numbers(regression_files, how, idx):
         TAKES[how](regression_files.stats, NOT_INDICES[idx])
 
 
+def _column_rows(p, idx):
+    with idv.open(p) as f:
+        return f[ROW][idx]
+
+
+@pytest.mark.parametrize("how", [*TAKES, "column[rows]"])
+@pytest.mark.parametrize("big", [2**63, 2**64 - 1])
+def test_row_numbers_beyond_int64_are_refused_alike(regression_files, how, big):
+    """Unsigned row numbers of 2**63 and more (which a cast to int64 makes negative: rows from
+    the end) are out of range on every path that takes row numbers, named as given."""
+    read = TAKES.get(how, _column_rows)
+    with pytest.raises(IndexError, match=f"row {big} out of range"):
+        read(regression_files.stats, np.array([1, big], np.uint64))
+    got = read(regression_files.stats, np.array([1], np.uint64))      # in range: as int64
+    assert np.asarray(got if how == "column[rows]" else got[ROW]).tolist() == [1]
+
+
 # ---- Spark --------------------------------------------------------------------------------
 
 def test_spark_pushdown_equals_spark_in_memory(spark):

@@ -109,7 +109,7 @@ def row_numbers(key, n, what="column"):
         if len(rows) != n:
             raise IndexError(f"boolean mask of {len(rows)} rows for a {what} of {n}")
         return np.flatnonzero(rows)
-    rows = rows.astype(np.int64)
+    rows = _unsigned(rows, n) if rows.dtype.kind == "u" else rows.astype(np.int64)
     bad = (rows < -n) | (rows >= n)
     if bad.any():
         raise IndexError(f"row {int(rows[bad][0])} out of range for {n} rows")
@@ -140,10 +140,13 @@ def take_numbers(indices):
     return rows.astype(np.int64) if rows.dtype.kind != "u" else _unsigned(rows)
 
 
-def _unsigned(rows):
+def _unsigned(rows, n=None):
+    """Unsigned row numbers as int64, each beyond int64 (2**63 and more, which the cast
+    would make negative: rows from the end) refused, naming it (and the `n` rows)."""
     big = rows > np.iinfo(np.int64).max
     if big.any():
-        raise IndexError(f"row {int(rows[big][0])} out of range")
+        of = "" if n is None else f" for {n} rows"
+        raise IndexError(f"row {int(rows[big][0])} out of range{of}")
     return rows.astype(np.int64)
 
 
