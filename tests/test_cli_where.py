@@ -65,8 +65,11 @@ def test_limit_stops_decoding(path, monkeypatch):
 
 @pytest.mark.parametrize("where, said", [
     ("x > 'b'", "--where: column 'x' (Int64) > 'b': Int64 columns compare with numbers, not str"),
-    ("x != x", "--where: cannot understand the filter 'x != x': x is a column: a filter "
-               "compares a column with values written out"),
+    ("x != x", "--where: cannot understand the filter 'x != x': x is a name, read as a "
+               "column (a string is written in quotes: 'x'): a filter compares a column with "
+               "values written out"),
+    ("x != col('x')", "--where: cannot understand the filter \"x != col('x')\": col('x') is "
+                      "a column: a filter compares a column with values written out"),
 ])
 def test_a_filter_the_columns_refuse_is_a_usage_error(path, capsys, where, said):
     code, out = _run("head", path, "--where", where)

@@ -159,7 +159,9 @@ def _value(n):
     try:
         return ast.literal_eval(_Numbers().visit(copy.deepcopy(n)))
     except ValueError:
-        what = "a column" if _name(n) is not None else "not a literal value"
+        what = "not a literal value" if _name(n) is None else "a column" \
+            if not isinstance(n, ast.Name) else \
+            f"a name, read as a column (a string is written in quotes: {n.id!r})"
         # `a > 1 & b < 2`: & and | bind before comparisons, which pandas' query would say too
         hint = "; & and | join comparisons written in parentheses: (a > 1) & (b < 2)" \
             if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.BitAnd, ast.BitOr)) else ""
