@@ -317,14 +317,24 @@ def test_mismatched_schemas_name_the_file_the_column_and_both_types(tmp_path):
     with pytest.raises(ValueError) as e:
         idv.dataset([a, b])
     assert str(e.value) == (f"the files' columns differ: {b}: column 'y' is Double, but Single "
-                            f"in {a} (schema='common' keeps the columns all files share)")
+                            f"in {a} (schema='common' keeps the columns all files share with "
+                            f"one type: 2 of 3, leaving out 'y')")
     with pytest.raises(ValueError, match=f"{c} has no column 'y' \\(Single in {a}\\)"):
         idv.dataset([a, c])
     with pytest.raises(ValueError, match=f"{a} has a column 'y' \\(Single\\) that {c} does not"):
         idv.dataset([c, a])
-    with idv.dataset([a, b, c], schema="common") as ds:
+    with pytest.warns(idv.IdvWarning) as caught:    # a column of two types is named
+        ds = idv.dataset([a, b, c], schema="common")
+    assert [str(w.message) for w in caught] == [
+        f"schema='common' leaves out 1 column that files give different types: 'y' ({b}: "
+        f"Double, but Single in {a})"]
+    with ds:
         assert ds.column_names == ["x", "z"] and ds.num_rows == 9
         assert ds.read()["x"].tolist() == [0, 1, 2, 0, 1, 0, 1, 2, 3]
+    with warnings.catch_warnings():     # a column some file lacks is left out silently
+        warnings.simplefilter("error")
+        with idv.dataset([a, c], schema="common") as ds:
+            assert ds.column_names == ["x", "z"]
     # columns= checks only those columns
     with idv.dataset([a, b], columns=["z", "x"]) as ds:
         assert ds.column_names == ["z", "x"]

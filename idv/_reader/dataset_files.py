@@ -16,7 +16,7 @@ from idv import types as T
 from idv._resources import threads as _threads
 from idv._resources.budget import MemoryLimitError
 from idv._store.block_runs import decoded_size
-from idv.errors import IdvFormatError
+from idv.errors import IdvFormatError, warn
 from idv._reader.reader import IdvFile, open as idv_open
 from idv._values.metadata import usable_key_values
 
@@ -251,22 +251,49 @@ class KeyLabels:
 def agree(listed, wanted, mode):
     """The dataset's column names (of `wanted`, None: all): the reference (first) file's,
     checked against every other file (mode "exact"), or those all files share with one type
-    ("common"). `listed`: per file, (path, its visible columns, ...); `wanted`: names of the
-    reference file's columns (selection.names_of)."""
+    ("common": a column some file gives another type is left out with a warning, a column
+    asked for by name that is not common refused). `listed`: per file, (path, its visible
+    columns, ...); `wanted`: names of the reference file's columns (selection.names_of)."""
     ref_path, ref_cols = listed[0][0], listed[0][1]
+    names = [n for n, _ in ref_cols] if wanted is None else wanted
     if mode == "exact":
         ref = ref_cols if wanted is None else [(n, dict(ref_cols)[n]) for n in wanted]
         for path, cols, *_ in listed[1:]:
             mine = cols if wanted is None else [(n, dict(cols).get(n)) for n in wanted
                                                 if n in dict(cols)]
             if mine != ref:
+                common = [n for n, where in _sharing(listed, names) if where is None]
+                left = [n for n in names if n not in common]
                 raise ValueError(f"the files' columns differ: "
-                                 f"{_mismatch(path, ref_path, mine, ref)} "
-                                 f"(schema='common' keeps the columns all files share)")
+                                 f"{_mismatch(path, ref_path, mine, ref)} (schema='common' "
+                                 f"keeps the columns all files share with one type: "
+                                 f"{len(common)} of {len(names)}"
+                                 + (f", leaving out {_names(left)})" if left else ")"))
         return [n for n, _ in ref]
-    names = [n for n, _ in ref_cols] if wanted is None else wanted
     ref_types = dict(ref_cols)
-    common = []
+    common, other_types = [], []
+    for n, where in _sharing(listed, names):
+        if where is None:
+            common.append(n)
+            continue
+        path, t = where
+        why = f"{path} has none" if t is None else f"{path}: {t}, but {ref_types[n]} in {ref_path}"
+        if wanted is not None:      # asked for by name: say why it cannot be had
+            raise ValueError(f"column {n!r} is not common to all files: {why}")
+        if t is not None and not isinstance(t, str) and not isinstance(ref_types[n], str):
+            other_types.append(f"{n!r} ({why})")      # (unreadable ones are warned of at open)
+    if other_types:
+        warn(f"schema='common' leaves out {len(other_types)} column"
+             f"{'s' * (len(other_types) != 1)} that files give different types: "
+             + "; ".join(other_types[:3]) + ("; ..." if len(other_types) > 3 else ""))
+    return common
+
+
+def _sharing(listed, names):
+    """(name, None if every file has it with the first file's type, else (the first other
+    file's path, its type there or None)) for each of `names`."""
+    ref_types = dict(listed[0][1])
+    out = []
     for n in names:
         where = None
         for path, cols, *_ in listed[1:]:
@@ -274,14 +301,14 @@ def agree(listed, wanted, mode):
             if t != ref_types[n]:
                 where = (path, t)
                 break
-        if where is None:
-            common.append(n)
-        elif wanted is not None:      # asked for by name: say why it cannot be had
-            path, t = where
-            raise ValueError(f"column {n!r} is not common to all files: "
-                             + (f"{path} has none" if t is None else
-                                f"{path}: {t}, but {ref_types[n]} in {ref_path}"))
-    return common
+        out.append((n, where))
+    return out
+
+
+def _names(names, most=5):
+    """Column names quoted, the first `most` of them."""
+    shown = ", ".join(repr(n) for n in names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 
