@@ -22,7 +22,7 @@ import numpy as np
 
 from idv import _docs
 from idv._resources import gc as _gc, budget
-from idv._reader import dataset_files, read_source, reads, selection
+from idv._reader import dataset_files, dataset_schema, read_source, reads, selection
 from idv.errors import IdvFormatError, warn
 from idv._storage import partitioning as _partitioning, source as _source
 from idv._storage.paths import expand_sources
@@ -143,7 +143,7 @@ class Dataset(reads.SourceReads):
             else:        # names and indices, as resolve_columns picks them among column_names
                 wanted = selection.names_of([n for n, _ in opened[0][1]], wanted,
                                             where=f" in {opened[0][0]}")
-            self._names = dataset_files.agree(labels.as_read(opened), wanted, schema)
+            self._names = dataset_schema.agree(labels.as_read(opened), wanted, schema)
         except BaseException:
             files.close()            # the files opened ahead, closed
             for o in opened:

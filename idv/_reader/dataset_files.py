@@ -1,6 +1,6 @@
 """The files of a dataset: opening them as they are listed (remote ones a few at a time),
-what each shows (its columns by name, rows, rows per block), whether their columns agree,
-whether a file reopened is still the one listed, and which stay open (OpenFiles).
+what each shows (its columns by name, rows, rows per block; whether they agree:
+dataset_schema), whether a file reopened is still the one listed, and which stay open (OpenFiles).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from idv import types as T
 from idv._resources import threads as _threads
 from idv._resources.budget import MemoryLimitError
 from idv._store.block_runs import decoded_size
-from idv.errors import IdvFormatError, warn
+from idv.errors import IdvFormatError
 from idv._reader.reader import IdvFile, open as idv_open
 from idv._values.metadata import usable_key_values
 
@@ -161,21 +161,6 @@ def rows_per_block(layout):
     return {e.name: e.rows_per_block for e, _ in _shown(layout)}
 
 
-def _mismatch(path, ref_path, mine, ref):
-    """The first difference between a file's columns and the reference file's, as text."""
-    ref_types, my_types = dict(ref), dict(mine)
-    for name, t in ref:
-        if name not in my_types:
-            return f"{path} has no column {name!r} ({t} in {ref_path})"
-        if my_types[name] != t:
-            return f"{path}: column {name!r} is {my_types[name]}, but {t} in {ref_path}"
-    for name, t in mine:
-        if name not in ref_types:
-            return f"{path} has a column {name!r} ({t}) that {ref_path} does not have"
-    return (f"{path} has the columns in another order than {ref_path}: "
-            f"{[n for n, _ in mine]} vs {[n for n, _ in ref]}")
-
-
 class Labelled(NamedTuple):
     """A key column's type as readers take it: `type`, and `labels`, the item type of the
     KeyValues that label its keys (usable_key_values: a dictionary of them in Arrow, a
@@ -246,70 +231,6 @@ class KeyLabels:
                          if n in differ and isinstance(T.item_type(t), T.Key) else t)
                         for n, t in cols])
                 for (path, cols, *_), o in zip(listed, self.others)]
-
-
-def agree(listed, wanted, mode):
-    """The dataset's column names (of `wanted`, None: all): the reference (first) file's,
-    checked against every other file (mode "exact"), or those all files share with one type
-    ("common": a column some file gives another type is left out with a warning, a column
-    asked for by name that is not common refused). `listed`: per file, (path, its visible
-    columns, ...); `wanted`: names of the reference file's columns (selection.names_of)."""
-    ref_path, ref_cols = listed[0][0], listed[0][1]
-    names = [n for n, _ in ref_cols] if wanted is None else wanted
-    if mode == "exact":
-        ref = ref_cols if wanted is None else [(n, dict(ref_cols)[n]) for n in wanted]
-        for path, cols, *_ in listed[1:]:
-            mine = cols if wanted is None else [(n, dict(cols).get(n)) for n in wanted
-                                                if n in dict(cols)]
-            if mine != ref:
-                common = [n for n, where in _sharing(listed, names) if where is None]
-                left = [n for n in names if n not in common]
-                raise ValueError(f"the files' columns differ: "
-                                 f"{_mismatch(path, ref_path, mine, ref)} (schema='common' "
-                                 f"keeps the columns all files share with one type: "
-                                 f"{len(common)} of {len(names)}"
-                                 + (f", leaving out {_names(left)})" if left else ")"))
-        return [n for n, _ in ref]
-    ref_types = dict(ref_cols)
-    common, other_types = [], []
-    for n, where in _sharing(listed, names):
-        if where is None:
-            common.append(n)
-            continue
-        path, t = where
-        why = f"{path} has none" if t is None else f"{path}: {t}, but {ref_types[n]} in {ref_path}"
-        if wanted is not None:      # asked for by name: say why it cannot be had
-            raise ValueError(f"column {n!r} is not common to all files: {why}")
-        if t is not None and not isinstance(t, str) and not isinstance(ref_types[n], str):
-            other_types.append(f"{n!r} ({why})")      # (unreadable ones are warned of at open)
-    if other_types:
-        warn(f"schema='common' leaves out {len(other_types)} column"
-             f"{'s' * (len(other_types) != 1)} that files give different types: "
-             + "; ".join(other_types[:3]) + ("; ..." if len(other_types) > 3 else ""))
-    return common
-
-
-def _sharing(listed, names):
-    """(name, None if every file has it with the first file's type, else (the first other
-    file's path, its type there or None)) for each of `names`."""
-    ref_types = dict(listed[0][1])
-    out = []
-    for n in names:
-        where = None
-        for path, cols, *_ in listed[1:]:
-            t = dict(cols).get(n)
-            if t != ref_types[n]:
-                where = (path, t)
-                break
-        out.append((n, where))
-    return out
-
-
-def _names(names, most=5):
-    """Column names quoted, the first `most` of them."""
-    shown = ", ".join(repr(n) for n in names[:most])
-    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
-
 
 
 # why a file reopened is not the one listed, its rows and types alike: its identity differs
