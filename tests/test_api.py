@@ -941,10 +941,13 @@ def test_a_count_is_refused_alike_wherever_it_is_passed(tmp_path, bad):
                                             rows_per_block=bad),
         "max_open_files": lambda: idv.dataset([path], max_open_files=bad),
         "blocks_per_partition": lambda: scan.partitions(idv.dataset([path]), ["x"], bad),
+        "threads": lambda: idv.read(path, threads=bad),
+        # (the writer's: a file that is not left behind either)
+        "threads ": lambda: idv.write(tmp_path / "w.idv", {"x": np.arange(3)}, threads=bad),
     }
     for name, call in calls.items():
-        with pytest.raises(ValueError,
-                           match=rf"^{name} must be a number of \w+ \(1 (or more|to \d+)\)"):
+        with pytest.raises(ValueError, match=rf"^{name.strip()} must be a number of \w+ "
+                                             rf"\(1 (or more|to \d+)\)"):
             call()
     assert not (tmp_path / "w.idv").exists()
     assert idv.record_batch_reader(path, batch_size=np.int64(4)).read_all().num_rows == 10

@@ -554,6 +554,9 @@ def test_progress_counts(big_idv, tmp_path):
         blocks, n = f["i"].num_blocks, f.num_rows
     assert calls[0] == (0, n) and calls[-1] == (n, n) and len(calls) == blocks + 1
     assert all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
+    with pytest.raises(TypeError, match="^progress must be a callable.*not bool"):
+        idv.convert(big_idv, tmp_path / "q.csv", progress=True)     # before anything is written
+    assert not (tmp_path / "q.csv").exists()
 
 
 def test_errors(tmp_path):

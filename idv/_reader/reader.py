@@ -15,6 +15,7 @@ import numpy as np
 
 from idv import _docs, compression
 from idv._resources import threads as _threads, budget, cache
+from idv._values.arguments import ensure_count
 from idv._reader import opening, read_source, reads, selection
 from idv._storage import statistics as block_stats
 from idv._store.blocks import BlockStore
@@ -76,7 +77,9 @@ class IdvFile(reads.SourceReads):
             opened = self.layout = opening.known_or_read(self._source, checksums, layout)
             self.header, self._head, self.tables = opened.header, opened.head, opened.tables
             self.store = BlockStore(self._source, path=self.path,
-                                    threads=threads or _threads.default_threads(),
+                                    threads=ensure_count(threads, "threads", "threads",
+                                                         none=True) or
+                                    _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
                                     sums=opened.sums, crcs=self.tables.crcs,
                                     checking=bool(checksums))

@@ -100,7 +100,8 @@ class Writer:
         self._max_bytes = ensure_count(max_bytes_per_block, "max_bytes_per_block", "bytes",
                                        none=True)
         self._rpb = self._max_rows if self._max_bytes is None else None
-        self._threads = int(threads) if threads else _threads.default_threads()
+        self._threads = ensure_count(threads, "threads", "threads", none=True) or \
+            _threads.default_threads()
         self._encoder = BlockEncoder(self._compress, self._sums, self._stats, self._domains,
                                      self._threads)
         check_dest(dest)

@@ -209,6 +209,9 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         What null text of a non-.idv source (Parquet, Feather, CSV) becomes, e.g. ``""``
         (ML.NET reads missing text as empty); by default null text is an error.
     """
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable, progress(rows_done, rows_total), or "
+                        f"None, not {type(progress).__name__}")
     src_fmt = format_of(src, source_format, "source", "source_format=")
     dst_fmt = format_of(dst, to, "destination", "to=")
     check_conversion(src_fmt, dst_fmt)
