@@ -69,7 +69,7 @@ def test_version():
     ["cat", "{f}", "--rows", "1:2:3:4"], ["cat", "{f}", "--rows", "::0"],
     ["cat", "{f}", "--rows", "::-1"], ["cat", "{f}", "--format", "xml"], ["slice", "{f}", "x"],
     ["convert", "{f}"], ["convert", "{f}", "out.idv", "--rows-per-block", "0"],
-    ["convert", "{f}", "out.idv", "--no-such-option"],
+    ["convert", "{f}", "out.idv", "--no-such-option"], ["info", "{f}", "--threads", "0"],
 ])
 def test_usage_errors_exit_2(args):
     f = fixture("mixed_default")

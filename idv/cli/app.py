@@ -83,7 +83,7 @@ def _reading_options(p, json_help="print JSON instead of text"):
                    help="show a traceback on errors")
     p.add_argument("--backend", default=None,
                    help="DEFLATE library: libdeflate, isal or zlib (default: the fastest)")
-    p.add_argument("--threads", type=_nonneg, default=None,
+    p.add_argument("--threads", type=_positive, default=None,
                    help="decoding threads (default: the CPUs available)")
     _memory_option(p)
     p.add_argument("--storage-option", type=_storage_option, action="append", default=[],
