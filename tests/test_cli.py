@@ -915,6 +915,16 @@ def test_cat_edge_cases(tmp_path):
     rc, out, err = run("cat", fixture("mixed_default"), "--rows", "500:600", "-f", "csv",
                        check_rc=0)
     assert out.splitlines() == ["Id,F32,F64,B,Txt,Key,Vec.a,Vec.b,Vec.c,Vec.d,Var,DT"]
+    # one row number: a row of the file (negative from the end), as idv.read's rows=
+    n = sidecar("mixed_default")["row_count"]
+    for row in (0, n - 1, -1, -n):
+        one, in_slice = (run("cat", fixture("mixed_default"), f"--rows={rows}", "-f", "csv",
+                             check_rc=0)[1] for rows in (row, f"{row}:{row + 1 or ''}"))
+        assert one == in_slice and len(one.splitlines()) == 2
+    for row in (n, -n - 1):
+        rc, out, err = run("cat", fixture("mixed_default"), f"--rows={row}")
+        assert (rc, out) == (2, "")
+        assert_one_line_error(err, f"--rows {row}: row {row} out of range for {n} rows")
     rc, out, err = run("cat", fixture("mixed_default"), "-c", "Id,Nope")
     assert rc == 2
     assert_one_line_error(err, "Nope")

@@ -328,12 +328,12 @@ def cmd_head(src, args, out):
 # ---------------------------------------------------------------- cat
 
 def parse_rows(spec):
-    """'A:B', 'A:B:STEP', 'A:', ':B' or 'N' (Python slice rules) -> a slice."""
+    """'A:B', 'A:B:STEP', 'A:', ':B' (Python slice rules) -> a slice; 'N' -> the row number
+    (negative from the end), which must be a row of the file, as in idv.read."""
     parts = spec.split(":")
     try:
         if len(parts) == 1:
-            i = int(parts[0])
-            return slice(i, i + 1 if i != -1 else None)
+            return int(parts[0])
         if len(parts) > 3:
             raise ValueError
         a, b, *c = (int(p) if p.strip() else None for p in parts)
@@ -349,7 +349,14 @@ def parse_rows(spec):
 def cmd_cat(src, args, out):
     cols = select_columns(src, args.columns)
     n = src.num_rows
-    rows = range(n)[args.rows] if args.rows is not None else range(n)
+    if isinstance(args.rows, int):      # one row: beyond the file is an error, as in idv.read
+        try:
+            i = int(selection.row_numbers([args.rows], n)[0])
+        except IndexError as e:
+            raise CliError(f"--rows {args.rows}: {e}", EXIT_USAGE) from None
+        rows = range(i, i + 1)
+    else:
+        rows = range(n)[args.rows] if args.rows is not None else range(n)
     fmt = "json" if args.json else args.format
     files = FileColumns(src, cols)
     batches = source_batches(src, cols, rows, parts=files.parts) if cols else iter(())
