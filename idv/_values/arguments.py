@@ -1,6 +1,7 @@
-"""The checks of the counts that many entry points take (rows per batch, per block, per file;
-files open at once; windows ahead): one rule and one message for each kind of argument, so that
-``batch_size=0`` or ``batch_size=True`` is refused alike wherever it is passed."""
+"""The checks of the arguments that many entry points take: counts (rows per batch, per block,
+per file; files open at once; threads; windows ahead) and callbacks; one rule and one message
+for each kind of argument, so that ``batch_size=0`` or ``batch_size=True`` is refused alike
+wherever it is passed."""
 from __future__ import annotations
 
 import numbers
@@ -18,3 +19,12 @@ def ensure_count(value, name, unit="rows", least=1, most=None, none=False):
     took = f"{least} to {most}" if most is not None else f"{least} or more"
     raise ValueError(f"{name} must be a number of {unit} ({took}){' or None' if none else ''}, "
                      f"not {value!r}")
+
+
+def ensure_callable(value, name, call):
+    """`value` when it is callable or None, else a TypeError naming the argument and how it
+    is called (`call`)."""
+    if value is not None and not callable(value):
+        raise TypeError(f"{name} must be a callable, {call}, or None, not "
+                        f"{type(value).__name__}")
+    return value

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from idv import _docs
+from idv._values.arguments import ensure_callable
 from idv._values.ticks import TIME_MODES, check_time_mode
 from idv.compression import convert_deflate
 from idv.formats import idv as idv_format, ipc, parquet, text
@@ -209,16 +210,13 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         What null text of a non-.idv source (Parquet, Feather, CSV) becomes, e.g. ``""``
         (ML.NET reads missing text as empty); by default null text is an error.
     """
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress must be a callable, progress(rows_done, rows_total), or "
-                        f"None, not {type(progress).__name__}")
     src_fmt = format_of(src, source_format, "source", "source_format=")
     dst_fmt = format_of(dst, to, "destination", "to=")
     check_conversion(src_fmt, dst_fmt)
     options = _options(src, dst, src_fmt, dst_fmt, columns=columns, compression=compression,
                        rows_per_block=rows_per_block, datetime=datetime, safe=safe,
                        types=types, level=level, backend=backend, legacy_keys=legacy_keys,
-                       missing_text=missing_text)
+                       missing_text=missing_text, progress=progress)
     if src_fmt.name == "idv" and dst_fmt.from_idv is not None:
         return dst_fmt.from_idv(src, dst, options, progress)
     import_pa()
@@ -247,9 +245,10 @@ def misplaced(src_fmt, dst_fmt, given, spell=lambda name: f"{name}="):
 
 
 def _options(src, dst, src_fmt, dst_fmt, *, columns, compression, rows_per_block, datetime,
-             safe, types, level, backend, legacy_keys, missing_text):
-    """convert's arguments checked (ValueError before any file is made) and gathered into
-    the conversion's Options."""
+             safe, types, level, backend, legacy_keys, missing_text, progress):
+    """convert's arguments checked (ValueError or TypeError before any file is made) and
+    gathered into the conversion's Options (`progress` only checked)."""
+    ensure_callable(progress, "progress", "progress(rows_done, rows_total)")
     wrong = misplaced(src_fmt, dst_fmt, {"rows_per_block": rows_per_block, "level": level,
                                          "backend": backend, "types": types or None,
                                          "missing_text": missing_text})
