@@ -408,6 +408,11 @@ def test_indexing_and_slicing_decode_only_the_blocks_needed(name, col_name):
             assert col.blocks_decoded == before
         with pytest.raises(TypeError):
             col["0"]
+        # what is not row numbers is named by what it holds
+        for bad, said in ((np.array([1.0, 2.0]), "a 1-d float64 array"),
+                          ([1, "a"], "a list of int and str"), ([[0]], "a list of list")):
+            with pytest.raises(TypeError, match=f"or a boolean mask, not {said}$"):
+                col[bad]
 
 
 @pytest.mark.parametrize("name", ["multiblock_200k_deflate", "mixed_smallblocks_deflate"])

@@ -103,8 +103,14 @@ def row_numbers(key, n, what="column"):
     except (TypeError, ValueError):
         rows = None
     if rows is None or rows.ndim != 1 or (rows.dtype.kind not in "biu" and len(rows)):
+        what = type(key).__name__
+        if isinstance(key, np.ndarray):
+            what = f"a {key.ndim}-d {key.dtype} array"
+        elif isinstance(key, (list, tuple)) and len(key):
+            kinds = dict.fromkeys(type(x).__name__ for x in key[:100])
+            what = f"a {what} of {' and '.join(kinds)}"
         raise TypeError(f"rows are selected by an int, a slice, a list or array of row "
-                        f"numbers, or a boolean mask, not {type(key).__name__}")
+                        f"numbers, or a boolean mask, not {what}")
     if rows.dtype.kind == "b":
         if len(rows) != n:
             raise IndexError(f"boolean mask of {len(rows)} rows for a {what} of {n}")
