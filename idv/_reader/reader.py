@@ -73,13 +73,12 @@ class IdvFile(reads.SourceReads):
         self.backend = backend
         self.filesystem = filesystem
         try:
+            threads = ensure_count(threads, "threads", "threads", none=True)
             deflate = compression.backend(backend)   # an unknown or missing one fails here
             opened = self.layout = opening.known_or_read(self._source, checksums, layout)
             self.header, self._head, self.tables = opened.header, opened.head, opened.tables
             self.store = BlockStore(self._source, path=self.path,
-                                    threads=ensure_count(threads, "threads", "threads",
-                                                         none=True) or
-                                    _threads.default_threads(),
+                                    threads=threads or _threads.default_threads(),
                                     backend=deflate, memory_limit=limit, cache=blocks,
                                     sums=opened.sums, crcs=self.tables.crcs,
                                     checking=bool(checksums))
