@@ -45,13 +45,20 @@ def test_missing_entry_and_zip_without_entry_say_what_is_there(tmp_path):
     assert e.value.path == str(p) and e.value.offset == 0
 
 
-@pytest.mark.parametrize("magic, what", [(b"PAR1", "a Parquet file"), (None, "a gzip file"),
-                                         (b"ARROW1\x00\x00", "an Arrow IPC")])
+@pytest.mark.parametrize("magic, what", [
+    (b"PAR1", "a Parquet file; idv.convert turns it into an .idv"),
+    (None, r"a gzip file; decompress it first \(gunzip\), or pass its bytes"),
+    (b"ARROW1\x00\x00", "an Arrow IPC")])
 def test_other_formats_say_what_they_are(tmp_path, magic, what):
     p = tmp_path / "data.idv"
     p.write_bytes(gzip.compress(b"x" * 300) if magic is None else magic + bytes(300))
     with pytest.raises(idv.IdvFormatError, match=f"not an .idv file: this is {what}"):
         idv.open(p)
+    if magic is None:       # the remedy the message gives works
+        sample = tmp_path / "sample.idv.gz"
+        sample.write_bytes(gzip.compress(open(idv.sample_path(), "rb").read()))
+        with idv.open(gzip.open(sample).read()) as f, idv.open(idv.sample_path()) as g:
+            assert f.num_rows == g.num_rows and f.schema == g.schema
 
 
 def _model_zip(tmp_path):

@@ -313,7 +313,10 @@ def refuse_other_formats(head, name, open_zip=None, entry_form="{name}:ENTRY"):
                     entries = archive.idv_entries(z)
                 hint = (f"; name an .idv inside it as {entry_form.format(name=name)} (.idv "
                         f"entries: {', '.join(entries) or 'none'})")
-            elif what != "a gzip file":
+            elif what == "a gzip file":
+                hint = ("; decompress it first (gunzip), or pass its bytes: "
+                        "idv.open(gzip.open(path).read())")
+            else:
                 hint = "; idv.convert turns it into an .idv"
             raise IdvFormatError(f"not an .idv file: this is {what}{hint}", path=name, offset=0)
 
