@@ -257,6 +257,17 @@ def test_globs_only_where_offered():
 def test_missing_columns_are_named():
     with pytest.raises(KeyError, match="no column 'x'; columns: \\['a', 'b', 'Feature1'"):
         selection.positions(NAMES, ["a", "x"])
+    # a name that differs in case only, or is a close spelling, is suggested, by every reader
+    with pytest.raises(KeyError, match="no column 'feature1' in the dataset \\(did you mean "
+                                       "'Feature1'\\?\\); columns: "):
+        selection.positions(NAMES, ["feature1"], where=" in the dataset")
+    with idv.open(idv.sample_path()) as f:
+        for read in (lambda: f["sold"], lambda: f.read(["Id", "sold"]),
+                     lambda: idv.dataset([idv.sample_path()]).read(["sold"])):
+            with pytest.raises(KeyError, match="did you mean 'Sold'"):
+                read()
+        with pytest.raises(KeyError, match="no column 'Prise' \\(did you mean 'Price'\\?\\)"):
+            f["Prise"]
     with pytest.raises(IndexError, match="column index 6 out of range: 6 columns \\(0 to 5\\)"):
         selection.positions(NAMES, 6)
     with pytest.raises(TypeError, match="by name or index"):

@@ -282,7 +282,7 @@ class IdvFile(reads.SourceReads):
         if isinstance(key, str):
             i = self.layout.shown.get(key)
             if i is None:
-                raise KeyError(f"no column {key!r}; columns: {self.column_names}")
+                raise selection.no_column(key, self.column_names)
             return self._column(i)
         if isinstance(key, slice):
             return self.read(rows=key)
