@@ -164,8 +164,8 @@ def test_every_fixed_width_type_at_the_edges_of_its_blocks(tmp_path):
     cols = {f"{t}": rng.integers(0, 100, n).astype(t) for t in
             ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8"]}
     cols.update(f4=rng.random(n, dtype=np.float32), f8=rng.standard_normal(n),
-                when=np.datetime64("2020-01-01", "ns") + rng.integers(0, 10**15, n),
-                span=rng.integers(0, 10**12, n).astype("m8[ns]"),
+                when=np.datetime64("2020-01-01", "ns") + 100 * rng.integers(0, 10**13, n),
+                span=(100 * rng.integers(0, 10**10, n)).astype("m8[ns]"),
                 key=rng.integers(0, 5, n).astype(np.uint32),
                 rid=np.zeros(n, [("low", "<u8"), ("high", "<u8")]))
     cols["rid"]["low"], cols["rid"]["high"] = rng.integers(0, 2**62, (2, n), dtype=np.uint64)

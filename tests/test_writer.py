@@ -184,7 +184,10 @@ def test_conversions(tmp_path):
     }
     types = {"f2i": idv.Int32, "ints": idv.Byte,
              "kv": idv.Key(idv.UInt16, 2), "rid": idv.RowId, "dto": idv.DateTimeOffset}
-    idv.write(p, data, types=types)
+    with pytest.warns(idv.IdvWarning) as caught:
+        idv.write(p, data, types=types)
+    assert [str(w.message) for w in caught] == [
+        "column 'ns': DateTime values finer than .NET's ticks of 100 ns are floored to them"]
     r = idv.read(p)
     assert_arrays_equal(r["day"], data["day"].astype(DT), "day")
     assert r["ns"].view(np.int64).tolist() == [0, 1, -2]      # floored to 100 ns

@@ -37,7 +37,7 @@ def _table(rows=ROWS):
     data["k"] = rng.integers(0, 10, rows).astype(np.uint32)
     data["kv"] = rng.integers(0, 4, rows).astype(np.uint16)
     # fixed-width, but stored in another form than their values: always copied
-    data["when"] = np.datetime64("2020-01-01", "ns") + rng.integers(0, 10**15, rows)
+    data["when"] = np.datetime64("2020-01-01", "ns") + 100 * rng.integers(0, 10**13, rows)
     data["flag"] = rng.integers(0, 2, rows).astype(bool)
     return data
 

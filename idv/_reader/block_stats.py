@@ -15,7 +15,7 @@ import numpy as np
 
 from idv import _header, types as T
 from idv._storage import bounds, checksums, statistics as S
-from idv._values import ticks
+from idv._values import tick_text, ticks
 from idv.errors import IdvFormatError
 from idv._reader.reader import opened
 from idv._scan.scan import NumpyColumn, scan
@@ -210,10 +210,10 @@ def bound_text(value, type_, exact=True):
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace") + ("" if exact else "…")
     if item in (T.DateTime, T.DateTimeOffset):
-        at = ticks.format_datetime(np.int64(int(value) - T.EPOCH_TICKS))
+        at = tick_text.format_datetime(np.int64(int(value) - T.EPOCH_TICKS))
         return at + ("Z" if item is T.DateTimeOffset else "")
     if item is T.TimeSpan:
-        return ticks.format_timespan(np.int64(value))
+        return tick_text.format_timespan(np.int64(value))
     if item is T.Boolean:
         return str(bool(value))
     return str(value.item() if hasattr(value, "item") else value)

@@ -15,7 +15,7 @@ import numpy as np
 
 from idv import types as T
 from idv._values.vectors import Ragged
-from idv._values.ticks import format_datetime, format_datetimeoffset, format_timespan
+from idv._values.tick_text import format_datetime, format_datetimeoffset, format_timespan
 
 
 def rowid_int(v):

@@ -93,7 +93,8 @@ def _scaled(v, f, arr, where, what):
 
 def to_ticks(arr, where, what):
     """datetime64/timedelta64 -> int64 100-ns ticks (since 1970 / duration); NaT is refused,
-    units finer than 100 ns are floored."""
+    units finer than 100 ns are floored, with an IdvWarning where that loses a part (naming
+    the column, not the row: a write of many batches warns once)."""
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
     unit, count = np.datetime_data(arr.dtype)
@@ -113,9 +114,11 @@ def to_ticks(arr, where, what):
     d = _UNITS_PER_TICK[unit]
     if count % d == 0:
         return _scaled(v, count // d, arr, where, what)
-    if count == 1:
-        return np.floor_divide(v, d)
-    return np.array([(int(x) * count) // d for x in v], dtype=np.int64)
+    exact = v if count == 1 else v.astype(object) * count      # (Python ints: no overflow)
+    if (exact % d != 0).any():
+        from idv.errors import warn
+        warn(f"{where}: {what} values finer than .NET's ticks of 100 ns are floored to them")
+    return (exact // d).astype(np.int64)
 
 
 def datetime_ticks(arr, where, what="DateTime"):
@@ -432,43 +435,6 @@ def show_ticks(t100, what):
         return f"{what} {day.isoformat()}.{rem:07d}"
     except AttributeError:   # numpy gives an int for dates outside Python's range
         return f"{what} of {t100 + EPOCH_TICKS} .NET ticks"
-
-
-def _ticks_of(value):
-    return int(np.asarray(value).view(np.int64))
-
-
-def format_datetime(value):
-    """A DateTime as read() gives it (datetime64[100ns]) -> ISO 8601, exact to the tick
-    (numpy's own str misprints dates outside 1678-2262)."""
-    us, rest = divmod(_ticks_of(value), 10)
-    s = str(np.datetime64(us, "us"))
-    date, _, frac = s.partition(".")
-    frac = (frac + str(rest)).rstrip("0")
-    return f"{date}.{frac}" if frac else date
-
-
-def format_timespan(value):
-    """A TimeSpan as read() gives it (timedelta64[100ns]) -> .NET's constant format
-    ``[-][d.]hh:mm:ss[.fffffff]``."""
-    ticks = _ticks_of(value)
-    sign = "-" if ticks < 0 else ""
-    days, rest = divmod(abs(ticks), TICKS_PER_DAY)
-    secs, frac = divmod(rest, 10_000_000)
-    h, secs = divmod(secs, 3600)
-    m, s = divmod(secs, 60)
-    out = f"{sign}{f'{days}.' if days else ''}{h:02d}:{m:02d}:{s:02d}"
-    return out + (f".{frac:07d}" if frac else "")
-
-
-def format_datetimeoffset(value):
-    """A DateTimeOffset as read() gives it ((utc, offset_minutes)) -> the local clock time
-    with its offset, ISO 8601."""
-    offset = int(value["offset_minutes"])
-    local = _ticks_of(value["utc"]) + offset * TICKS_PER_MINUTE
-    sign = "-" if offset < 0 else "+"
-    hh, mm = divmod(abs(offset), 60)
-    return f"{format_datetime(np.int64(local).view(DATETIME_DTYPE))}{sign}{hh:02d}:{mm:02d}"
 
 
 # ---------------------------------------------------------------------------------------------
