@@ -41,13 +41,7 @@ def take(key):
     None; it is the caller's now."""
     with _LOCK:
         kept = _KEPT.pop(key, None)
-    if kept is None:
-        return None
-    mm = kept[0]
-    if not mm.closed and len(mm) == key[2]:
-        return mm
-    _close(mm)
-    return None
+    return None if kept is None else kept[0]       # (maps are closed only once dropped)
 
 
 def retried(call, errnos):

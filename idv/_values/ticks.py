@@ -114,11 +114,15 @@ def to_ticks(arr, where, what):
     d = _UNITS_PER_TICK[unit]
     if count % d == 0:
         return _scaled(v, count // d, arr, where, what)
-    exact = v if count == 1 else v.astype(object) * count      # (Python ints: no overflow)
-    if (exact % d != 0).any():
+    if count == 1:
+        out, part = np.divmod(v, d)         # one pass for the ticks and what is floored off
+    else:
+        exact = v.astype(object) * count    # Python ints: no overflow
+        out, part = exact // d, exact % d
+    if part.any():
         from idv.errors import warn
         warn(f"{where}: {what} values finer than .NET's ticks of 100 ns are floored to them")
-    return (exact // d).astype(np.int64)
+    return out.astype(np.int64, copy=False)
 
 
 def datetime_ticks(arr, where, what="DateTime"):
