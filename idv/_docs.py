@@ -46,8 +46,14 @@ filter : list of tuples, str or pyarrow.compute.Expression, optional
     decoded; the other rows are tested exactly.""",
     "rows": """\
 rows : slice, optional
-    The rows to read, with a positive step (default: all); only the blocks that hold them
-    are decoded.""",
+    The rows to read, in file order: a slice with a positive step (default: all); only the
+    blocks that hold them are decoded. to_arrow and to_pandas take rows in any order.""",
+    "table_rows": """\
+rows : int, slice, sequence of int or boolean mask, optional
+    The rows, as ``col[rows]`` selects them (a dataset's: over its files end to end), in the
+    order asked, repeats included; only the files and blocks that hold them are decoded. An
+    int gives a table of that one row. With ``filter``, a slice with a positive step: the
+    rows of it that match.""",
     "batch_size": """\
 batch_size : int, optional
     Rows per batch, whatever the file's blocks (the last batch: the rest). Default: one

@@ -15,7 +15,7 @@ from idv._engines import engine_filters
 from idv._scan import filter_tree, filters
 from idv._scan.checked_keys import labelled
 from idv._reader import read_source, selection
-from idv._values.arrow_types import empty_table, import_pyarrow
+from idv._values.arrow_types import import_pyarrow
 
 # rows of a batch when the caller gives no batch size: pyarrow's scanners' default, or more
 # while the batch holds at most BATCH_BYTES (rows_within): an engine's call per batch, and
@@ -220,32 +220,13 @@ def _count_by_statistics(f, bound, rows):
 
 def _take(owner, names, schema, indices):
     """Rows `indices` of the dataset (over its files end to end) as a Table, in the order
-    given: each block that holds one is read once."""
-    pa = import_pyarrow()
+    given: each block that holds one is read once (idv's to_arrow take)."""
     ds = owner.idv_dataset
     idx = selection.take_numbers(indices)
     if isinstance(idx, slice):
         idx = np.arange(*idx.indices(ds.num_rows), dtype=np.int64)
-    if len(idx) == 0:
-        return empty_table(pa, schema)
-    parts, restore = selection.split_rows(idx, [f.start for f in ds.files], ds.num_rows)
-    own = read_source.split(ds, names)[0]        # the files' columns (not hive keys)
-    tables = []
-    for i, local in parts:
-        f = ds.files[i]
-        rows = np.arange(f.num_rows)[local] if isinstance(local, slice) else np.asarray(local)
-        rpb = f.rows_per_block[own[0]] if own else max(f.num_rows, 1)
-        blocks, first = np.unique(rows // rpb, return_inverse=True)
-        pieces, at = [], np.zeros(len(blocks), np.int64)
-        for k, b in enumerate(blocks):
-            at[k] = sum(p.num_rows for p in pieces)
-            span = range(f.start + int(b) * rpb, f.start + min((int(b) + 1) * rpb, f.num_rows))
-            pieces.append(arrow.record_batch_reader(ds, names, datetime=owner._unit,
-                                                    safe=owner._safe, rows=span).read_all())
-        got = pa.concat_tables(pieces) if pieces else empty_table(pa, schema)
-        tables.append(got.take(pa.array(at[first] + rows % rpb)))
-    out = pa.concat_tables([pa.Table.from_arrays(t.columns, schema=schema) for t in tables])
-    return out if restore is None else out.take(pa.array(restore))
+    return arrow.taken(ds, names, read_source.table_rows(ds, idx, keys=names), owner._unit,
+                       owner._safe, schema)
 
 
 def grouped(batches, size, nbytes=0, first_alone=False):

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
 from idv import _docs
 from idv._resources import budget, gc as _gc
 from idv._scan import filters
 from idv._values import ticks
 from idv._values.arguments import ensure_count
-from idv._reader import read_source, whole_read
+from idv._reader import read_source, selection, whole_read
 from idv._reader.reader import opened
 from idv._reader.read_source import file_rows
 from idv._interop.arrow_columns import chunked, converters, fields, is_text
 from idv._interop.arrow_stream import (WINDOW, Stream, arrow_form, constant_arrays,
                                        file_batches, group_batches, joined)
-from idv._values.arrow_types import TYPE_KEY, column_arrow_type, import_pyarrow
+from idv._values.arrow_types import TYPE_KEY, column_arrow_type, empty_table, import_pyarrow
 
 __all__ = ["to_arrow", "record_batch_reader", "arrow_schema"]
 
@@ -58,7 +60,7 @@ def _unit(src, keys, datetime, safe, values=None):
 
 @budget.reads
 @_docs.fill
-def to_arrow(file, columns=None, *, datetime="auto", safe=True,
+def to_arrow(file, columns=None, *, datetime="auto", safe=True, rows=None,
              filter=None, **kwargs):  # noqa: A002 - pyarrow's and pandas' name
     """Read an .idv into a pyarrow.Table, a chunk per block (with a filter, per window of
     blocks), with no copy where the file's bytes are Arrow's already.
@@ -72,6 +74,7 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
         ``'ticks'`` columns are restored to their ML.NET type by from_arrow. ValueError for
         a value the unit cannot hold.
     {safe}
+    {table_rows}
     {filter}
     **kwargs
         The options of idv.open, for a file opened here (``memory_limit=``...).
@@ -91,13 +94,19 @@ def to_arrow(file, columns=None, *, datetime="auto", safe=True,
     pa = import_pyarrow()
     ticks.check_time_mode(datetime)
     with opened(file, **kwargs) as src:
-        if filter is not None:      # through the scan, the blocks statistics rule out skipped
-            reader = window_reader(src, columns, datetime=datetime, safe=safe, filter=filter)
-            # the table holds every batch: the whole of them within the memory limit
-            return pa.Table.from_batches(list(budget.kept(
-                reader, src.memory_limit,
-                lambda: f"{budget.name_of(src)}: the rows matching the filter")), reader.schema)
         asked = src.resolve_columns(columns)
+        rows = read_source.table_rows(src, rows, filter, asked)
+        if not selection.in_order(rows):        # rows by number, or backwards
+            unit, safe = _unit(src, read_source.split(src, asked)[0], datetime, safe)
+            return taken(src, asked, rows, unit, safe, arrow_schema(src, asked, datetime=unit))
+        if filter is not None or rows is not None:   # through the scan: the blocks they need
+            reader = window_reader(src, asked, datetime=datetime, safe=safe, filter=filter,
+                                   rows=rows)
+            # the table holds every batch: the whole of them within the memory limit
+            what = "the rows read" if filter is None else "the rows matching the filter"
+            return pa.Table.from_batches(list(budget.kept(
+                reader, src.memory_limit, lambda: f"{budget.name_of(src)}: {what}")),
+                reader.schema)
         keys, fixed = read_source.split(src, asked)
         table = _whole(pa, src, keys, datetime, safe)
         if not fixed:
@@ -224,6 +233,35 @@ def window_reader(file, columns=None, *, datetime="auto", safe=True, filter=None
                    per=batch_rows or WINDOW, text_views=text_views, quick_first=quick_first)
 
 
+def taken(src, asked, rows, unit, safe, schema):
+    """Rows `rows` (row numbers in range: read_source.table_rows') of columns `asked` of
+    source `src` as a pyarrow.Table of `schema`, in the order given, repeats included: each
+    block that holds one is streamed once (in the chosen time unit `unit`) and the rows taken
+    from it. to_arrow's and idv.arrow_dataset's take."""
+    pa = import_pyarrow()
+    if len(rows) == 0:
+        return empty_table(pa, schema)
+    parts, restore = read_source.row_parts(src, rows)
+    own = read_source.split(src, asked)[0]        # the files' columns (not hive keys)
+    tables = []
+    for i, local in parts:
+        f = src.files[i]
+        local = np.asarray(local, np.int64)
+        with src.using(i) as one:
+            rpb = one[own[0]].rows_per_block if own else max(f.num_rows, 1)
+        blocks, first = np.unique(local // rpb, return_inverse=True)
+        pieces, at = [], np.zeros(len(blocks), np.int64)
+        for k, b in enumerate(blocks):
+            at[k] = sum(p.num_rows for p in pieces)
+            span = range(f.start + int(b) * rpb, f.start + min((int(b) + 1) * rpb, f.num_rows))
+            pieces.append(record_batch_reader(src, asked, datetime=unit, safe=safe,
+                                              rows=span).read_all())
+        got = pa.concat_tables(pieces)
+        tables.append(got.take(pa.array(at[first] + local % rpb)))
+    out = pa.concat_tables([pa.Table.from_arrays(t.columns, schema=schema) for t in tables])
+    return out if restore is None else out.take(pa.array(restore))
+
+
 def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A002
             per=1, text_views=False, quick_first=False, open_kwargs=None):
     ensure_count(batch_size, "batch_size", none=True)
@@ -253,9 +291,7 @@ def _reader(file, columns, datetime, safe, batch_size, rows, filter,  # noqa: A0
             if bound is not None:
                 bound(first)        # its columns checked now (bound once per file)
         if rows is not None:
-            rows = range(*slice(rows.start, rows.stop, rows.step).indices(src.num_rows))
-            if rows.step < 1:
-                raise ValueError(f"rows must be a slice with a positive step, not {rows.step}")
+            rows = selection.stream_rows(rows, src.num_rows)
         # small files of numbers, Text and keys of the same key values read together
         together = (node is None and rows is None and len(src.files) > 1 and bool(keys)
                     and all(whole_read.joinable(src, k, arrow=True) for k in keys))

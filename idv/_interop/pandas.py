@@ -26,13 +26,12 @@ from idv import _docs, types as T
 from idv._resources import budget, gc as _gc
 from idv._scan import filters
 from idv._values import ticks
-from idv._reader import read_source, time_units, whole_read
+from idv._reader import read_source, selection, time_units, whole_read
 from idv._interop import pandas_times
 from idv._interop.arrow_columns import text_array, text_reader
 from idv._values.arrow_types import check_key_labels, key_value_times
 from idv._values.time_zones import as_written, written_from
 from idv._reader.reader import opened
-from idv._reader.selection import file_columns
 from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,
                                   slot_labels, usable_key_values, warn_kept_wide)
 from idv.errors import Where, require
@@ -208,9 +207,8 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
         Default ``'auto'``.
     {safe}
     {dtype_backend}
-    rows : slice, optional
-        The rows to read (only the blocks that hold them are decoded); the index still
-        starts at 0. idv.dask reads a partition so.
+    {table_rows}
+        The index starts at 0. idv.dask reads a partition so.
     {filter}
         The rows that match are indexed from 0.
 
@@ -244,19 +242,19 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
     if dtype_backend not in DTYPE_BACKENDS:
         raise ValueError(f"dtype_backend must be one of {', '.join(map(repr, DTYPE_BACKENDS))}"
                          f", not {dtype_backend!r}")
-    if rows is not None and not isinstance(rows, slice):
-        raise TypeError(f"to_pandas(rows=) takes a slice of rows, not {type(rows).__name__}")
     how = dict(vectors=vectors, datetime=datetime, safe=safe, dtype_backend=dtype_backend,
                warn_wide=warn_wide, filter=filter, zones=zones or {})
     with opened(file) as src:
+        rows = read_source.table_rows(src, rows, filter, src.resolve_columns(columns))
         if zones is None and (rows is not None or filter is not None):     # of every row
             how["zones"] = pandas_times.dataset_zones(src, columns, datetime)
         if filter is None and values is None:       # the rows read, checked as a whole first
             whole_read.check_rows(src, src.resolve_columns(columns), rows)
-        if read_source.constant_types(src):
-            return _frame_of_parts(pd, src, columns, rows, how)
-        if len(src.files) > 1:
-            return _frame_of_files(pd, src, columns, rows, how)
+        if read_source.constant_types(src) or len(src.files) > 1:
+            parts, restore = read_source.row_parts(src, rows)
+            df = (_frame_of_parts if read_source.constant_types(src) else _frame_of_files)(
+                pd, src, columns, parts, how)
+            return df if restore is None else df.take(restore).reset_index(drop=True)
         with src.using(0) as f:
             return _frame(pd, f, columns, rows, how, row_index, values)
 
@@ -266,11 +264,11 @@ def _frame(pd, f, columns, rows, how, row_index, values):
     vectors, datetime, dtype_backend = how["vectors"], how["datetime"], how["dtype_backend"]
     strings = _arrow_strings(pd, dtype_backend)
     # Text straight from Arrow (idv._interop.arrow.text_array): all rows, or a slice of step 1
-    arrow_text = strings is not None and (rows is None or rows.step in (None, 1))
-    cols = file_columns(f, columns)
+    arrow_text = strings is not None and selection.contiguous(rows, f.num_rows) is not None
+    cols = selection.file_columns(f, columns)
     if how["warn_wide"] and vectors == "expand":
         warn_kept_wide(cols)
-    n = f.num_rows if rows is None else len(range(*rows.indices(f.num_rows)))
+    n = f.num_rows if rows is None else selection.count(rows, f.num_rows)
     if values is not None:
         n = len(next(iter(values.values()))) if values else n
     pieces, whole, index = [], {}, None
@@ -310,16 +308,18 @@ def _frame(pd, f, columns, rows, how, row_index, values):
 
 
 @_gc.paused_for(lambda pd, src, *_: len(src.files))
-def _frame_of_files(pd, src, columns, rows, how):
-    """frame() of a source of many files: one frame of the columns of all of them read as one
-    (whole_read) where every column joins (no keys whose KeyValues differ, no rows= or
-    filter=), else each file's frame, joined; one unit for a time column of every file."""
+def _frame_of_files(pd, src, columns, parts, how):
+    """frame() of a source of many files (`parts`: read_source.row_parts', in file order):
+    one frame of the columns of all of them read as one (whole_read) where every column joins
+    (no keys whose KeyValues differ, no rows= or filter=), else each file's frame, joined; one
+    unit for a time column of every file."""
     keys = src.resolve_columns(columns)
     whole_read.check_slot_names(src, [k for k in keys
                                       if expands(src.schema[k].type, how["vectors"])])
     how = _one_unit(src, keys, how)
     files = range(len(src.files))
-    if rows is None and how["filter"] is None and keys and \
+    every_row = bool(parts) and all(local is None for _, local in parts)
+    if every_row and how["filter"] is None and keys and \
             all(whole_read.joinable(src, k, arrow=False) for k in keys):
         arrow_text = _arrow_strings(pd, how["dtype_backend"]) is not None
         got = whole_read.read(src, keys, 0, len(files), whole_read.Form(
@@ -327,15 +327,10 @@ def _frame_of_files(pd, src, columns, rows, how):
         with src.using(0) as first:
             values = {id(first[k]): _text_chunked(v) for k, v in zip(keys, got)}
             return _frame(pd, first, keys, None, how, False, values)
-    within = None if rows is None else range(*rows.indices(src.num_rows))
     frames = []
-    for i in files:
-        local = None if within is None else read_source.file_rows(within, src.files[i])
-        if local is not None and not len(local) and (frames or i < files[-1]):
-            continue
+    for i, local in parts or [(0, slice(0, 0))]:     # no rows: the empty frame of the first
         with src.using(i) as f:
-            frames.append(_frame(pd, f, keys, None if local is None else
-                                 slice(local.start, local.stop, local.step),
+            frames.append(_frame(pd, f, keys, local,
                                  dict(how, warn_wide=how["warn_wide"] and not frames),
                                  False, None))
     return pandas_times.concat(pd, frames)
@@ -348,27 +343,27 @@ def _one_unit(src, keys, how):
                                 src.time_unit(names, how["datetime"], how["safe"]))))
 
 
-def _frame_of_parts(pd, src, columns, rows, how):
-    """frame() of a source with constant columns (a hive-partitioned dataset's keys): that of
-    the files' columns (a filter's: of the files their constants do not rule out), and those."""
+def _frame_of_parts(pd, src, columns, parts, how):
+    """frame() of a source with constant columns (a hive-partitioned dataset's keys; `parts`:
+    read_source.row_parts'): that of the files' columns (a filter's: of the files their
+    constants do not rule out), and those."""
     keys, fixed = read_source.split(src, asked := src.resolve_columns(columns))
     node = read_source.filter_of(how["filter"])
-    within = None if rows is None else range(*rows.indices(src.num_rows))
     each, counts, frames = None if node is None else _one_unit(src, keys, how), [], []
-    for i, e in enumerate(src.files):
-        local = None if within is None else read_source.file_rows(within, e)
+    for i, local in parts:
         mine = read_source.decided(src, i, node)
-        if mine is False or (local is not None and not len(local)):
+        if mine is False:
             continue
         if each is not None:
             with src.using(i) as f:
-                frames.append(_frame(pd, f, keys, local and slice(
-                    local.start, local.stop, local.step), dict(
+                frames.append(_frame(pd, f, keys, local, dict(
                     each, filter=None if mine is True else mine,
                     warn_wide=each["warn_wide"] and not frames), False, None))
-        counts.append((i, len(frames[-1]) if frames else len(local or range(e.num_rows))))
+        n = src.files[i].num_rows if local is None else selection.count(
+            local, src.files[i].num_rows)
+        counts.append((i, len(frames[-1]) if frames else n))
     df = pandas_times.concat(pd, frames) if frames else _frame_of_files(
-        pd, src, keys, slice(0, 0) if node is not None else rows, dict(how, filter=None))
+        pd, src, keys, [(0, slice(0, 0))] if node is not None else parts, dict(how, filter=None))
     values, at = read_source.joined_constants(src, fixed, counts), 0
     for k in asked:         # past a file column's own columns (its slots too)
         while k not in fixed and at < df.shape[1] and (
@@ -432,13 +427,13 @@ def _read_matching(f, cols, filter_, rows, vectors):
 
 @_docs.fill
 def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe=True,
-                threads=None, backend=None, dtype_backend=None,
+                threads=None, backend=None, dtype_backend=None, rows=None,
                 filter=None, **kwargs):  # noqa: A002 - pandas' name
     """``idv.open(source)`` then to_pandas, the file closed after.
 
     Parameters
     ----------
-    source, columns, vectors, datetime, safe, dtype_backend, filter
+    source, columns, vectors, datetime, safe, dtype_backend, rows, filter
         As to_pandas.
     {threads}
     {backend}
@@ -451,4 +446,4 @@ def read_pandas(source, columns=None, *, vectors="expand", datetime="auto", safe
     """
     with opened(source, threads=threads, backend=backend, **kwargs) as f:
         return to_pandas(f, columns, vectors=vectors, datetime=datetime, safe=safe,
-                         dtype_backend=dtype_backend, filter=filter)
+                         dtype_backend=dtype_backend, rows=rows, filter=filter)

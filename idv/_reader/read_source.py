@@ -10,7 +10,7 @@ from typing import Any, Callable, ContextManager, NamedTuple, Protocol, Sequence
 import numpy as np
 
 from idv._values import ticks
-from idv._reader import time_units
+from idv._reader import selection, take, time_units
 from idv._scan import filters
 from idv._scan.filter_tree import parse
 from idv._scan.scan_windows import local_rows
@@ -40,6 +40,48 @@ def file_rows(rows, entry):
     """The rows of `rows` (a range with a positive step over a source's rows) in `entry`, one
     of its files, as a range over the file's own rows (empty when none)."""
     return local_rows(rows, _At(entry.start, entry.num_rows))
+
+
+def row_parts(source, rows):
+    """Rows `rows` of a source (a slice, or row numbers in range: selection.table_rows) as
+    ([(file, its rows: a slice, or row numbers)], restore): the files that hold some, in file
+    order, and None when their rows joined are in the order asked, else the permutation that
+    restores it. A slice of a positive step stays a slice in each file, whatever its step."""
+    files = source.files
+    if rows is None:
+        return [(i, None) for i in range(len(files))], None
+    if len(files) == 1:
+        return [(0, rows)], None
+    if selection.in_order(rows):
+        within = range(*rows.indices(source.num_rows))
+        return [(i, slice(r.start, r.stop, r.step)) for i, e in enumerate(files)
+                if len(r := file_rows(within, e))], None
+    return selection.split_rows(rows, np.array([e.start for e in files], np.int64),
+                                source.num_rows)
+
+
+def column_types(source, keys):
+    """The types of columns `keys` (resolve_columns'): the files' columns' as the first file
+    has them, and the constant columns'."""
+    own, fixed = split(source, keys)
+    with source.using(0) as first:
+        types = {k: first[k].type for k in own}
+    return [types[k] if k in types else constant_types(source)[k] for k in keys]
+
+
+def table_rows(source, rows, filter_=None, keys=()):
+    """rows= of a reader of `source` that makes a table (selection.table_rows); row numbers
+    with a filter are a ValueError (a filter tests rows in file order: a slice with it). A
+    selection in another order is a take of columns `keys`, whose result is checked against
+    the memory limit first (take.check_result)."""
+    if not selection.in_order(rows):
+        if filter_ is not None:
+            raise ValueError("filter= tests rows in file order: rows= with it takes a slice "
+                             "with a positive step, not row numbers")
+        take.check_result([rows] if selection.is_index(rows) else rows, source.num_rows,
+                          column_types(source, keys), source.need)
+    return selection.table_rows(rows, source.num_rows,
+                                "dataset" if len(source.files) > 1 else "file")
 
 
 class RowSource(Protocol):

@@ -34,8 +34,8 @@ def _check(sparse, rows, text, filter_):
     if text == "StringDType" and not hasattr(getattr(np, "dtypes", None), "StringDType"):
         raise ValueError(f"text='StringDType' needs numpy >= 2 (numpy {np.__version__} is "
                          f"installed)")
-    if filter_ is not None and (rows is not None or sparse):
-        raise ValueError("read(filter=...) takes neither rows= nor sparse=True")
+    if filter_ is not None and sparse:
+        raise ValueError("read(filter=...) does not take sparse=True")
     if rows is not None and sparse:
         raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
                          "of one column with col[rows]")
@@ -56,7 +56,8 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     strings = text == "StringDType"
     whole = None
     if filter is not None:
-        values = _matching(source, names, fixed, filter)
+        values = _matching(source, names, fixed, filter,
+                           read_source.table_rows(source, rows, filter))
     elif rows is not None:
         if not isinstance(rows, slice):       # row numbers: the result first, as take's
             _take.check_result(rows, source.num_rows, [c.type for c in cols] + [
@@ -79,24 +80,26 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     return {k: v[0] for k, v in out.items()} if one else out
 
 
-def _matching(source, names, fixed, filter_):
+def _matching(source, names, fixed, filter_, rows=None):
     """Values of columns `names`, then of the constant columns `fixed`, of the rows of every
-    file matching `filter_`: a file the filter's decision on its constants rules out is not
-    opened, one it keeps whole is read whole."""
+    file matching `filter_` (of a slice `rows` of them: None, all): a file the filter's
+    decision on its constants rules out is not opened, one it keeps whole is read whole."""
     node = read_source.filter_of(filter_)
     got, counts = [], []
-    for i in range(len(source.files)):
+    for i, local in read_source.row_parts(source, rows)[0]:
         mine = read_source.decided(source, i, node)
         if mine is False:
             continue
         if mine is True:
-            vals = whole_read.read(source, names, i, i + 1) if names else []
-            got.append(dict(zip(names, vals)))
-            counts.append((i, source.files[i].num_rows))
+            with source.using(i) as f:
+                vals = [] if not names else whole_read.read(source, names, i, i + 1) \
+                    if local is None else _read_rows(f, names, local, False)
+                got.append(dict(zip(names, vals)))
+                counts.append((i, selection.count(local or slice(None), f.num_rows)))
             continue
         with source.using(i) as f:      # bound (checked) even where the file has no rows
-            at, vals = filters.matching(f, names, filters.prepare(mine, f),
-                                        positions=bool(fixed))
+            at, vals = filters.matching(f, names, filters.prepare(mine, f), local and range(
+                *local.indices(f.num_rows)), positions=bool(fixed))
         got.append(vals)
         counts.append((i, 0 if at is None else len(at)))
     if not got:
@@ -135,11 +138,7 @@ def _rows(source, keys, rows, read_rows, fixed=()):
     numbers are its take's, whose result is checked first and whose columns decode only the
     blocks that hold them); then those of the constant columns `fixed`."""
     files = source.files
-    if not source.checked_whole:        # a file: its columns take the rows as asked
-        parts, restore = [(0, rows)], None
-    else:
-        parts, restore = selection.split_rows(rows, np.array([f.start for f in files],
-                                                              np.int64), source.num_rows)
+    parts, restore = read_source.row_parts(source, rows)
     if source.checked_whole or isinstance(rows, slice):
         whole_read.check_memory(source, keys, parts)
     if not parts:          # no rows: the empty forms, from the first file
@@ -228,7 +227,8 @@ class SourceReads(ClosedOnExit):
         rows : int, slice, sequence of int or boolean mask, optional
             The rows, as ``col[rows]`` selects them (a dataset's: over its files end to end):
             only the files and blocks that hold them are decoded; an int gives that row's
-            value of each column, as ``col[i]``. Not with ``sparse`` or ``filter``.
+            value of each column, as ``col[i]``. Not with ``sparse``; with ``filter``, a
+            slice with a positive step: the rows of it that match.
         datetime : {'100ns', 'auto', 'exact', 'auto-us', 'us', 'ns', 'ticks'}, default '100ns'
             ``'100ns'``: ``datetime64[100ns]`` / ``timedelta64[100ns]``, .NET's own ticks,
             exact and with no pass over the data (numpy alone holds that unit). The others
@@ -251,7 +251,8 @@ class SourceReads(ClosedOnExit):
         Raises
         ------
         ValueError
-            An unknown ``datetime`` or ``text``, or ``rows`` with ``sparse`` or ``filter``.
+            An unknown ``datetime`` or ``text``, ``rows`` with ``sparse``, or row numbers
+            with ``filter``.
         TypeError, IndexError
             ``rows`` of another kind, or a row out of range.
         """

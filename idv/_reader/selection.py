@@ -113,14 +113,8 @@ def row_numbers(key, n, what="column"):
     except (TypeError, ValueError):
         rows = None
     if rows is None or rows.ndim != 1 or (rows.dtype.kind not in "biu" and len(rows)):
-        what = type(key).__name__
-        if isinstance(key, np.ndarray):
-            what = f"a {key.ndim}-d {key.dtype} array"
-        elif isinstance(key, (list, tuple)) and len(key):
-            kinds = dict.fromkeys(type(x).__name__ for x in key[:100])
-            what = f"a {what} of {' and '.join(kinds)}"
         raise TypeError(f"rows are selected by an int, a slice, a list or array of row "
-                        f"numbers, or a boolean mask, not {what}")
+                        f"numbers, or a boolean mask, not {_described(key)}")
     if rows.dtype.kind == "b":
         if len(rows) != n:
             raise IndexError(f"boolean mask of {len(rows)} rows for a {what} of {n}")
@@ -130,6 +124,49 @@ def row_numbers(key, n, what="column"):
     if bad.any():
         raise IndexError(f"row {int(rows[bad][0])} out of range for {n} rows")
     return np.where(rows < 0, rows + n, rows)
+
+
+def _described(key):
+    """What `key` is, for a message: ``a 2-d float64 array``, ``a list of int and str``."""
+    what = type(key).__name__
+    if isinstance(key, np.ndarray):
+        return f"a {key.ndim}-d {key.dtype} array"
+    if isinstance(key, (list, tuple)) and len(key):
+        kinds = dict.fromkeys(type(x).__name__ for x in key[:100])
+        return f"a {what} of {' and '.join(kinds)}"
+    return what
+
+
+def in_order(key):
+    """Whether rows `key` (None: all) are read in file order, each once: a slice with a
+    positive step. The readers read those block by block; any other selection (row numbers,
+    a mask, a slice backwards) they read as row numbers."""
+    return key is None or (isinstance(key, slice) and (key.step is None or key.step > 0))
+
+
+def table_rows(key, n, what="file"):
+    """rows= of a reader that makes a table (to_arrow, to_pandas): None or a slice with a
+    positive step as given, any other selection as row numbers (row_numbers: checked against
+    the `n` rows of a `what`, in the order asked); an int is a table of that one row."""
+    if in_order(key):
+        return key
+    if is_index(key):
+        key = [key]
+    return row_numbers(key, n, what)
+
+
+def stream_rows(key, n, where="record_batch_reader"):
+    """rows= of a stream (rows in file order): a slice or range with a positive step, as a
+    range over the `n` rows; other selections are a TypeError naming the readers that take
+    them, a step below 1 a ValueError."""
+    if not isinstance(key, (slice, range)):
+        raise TypeError(f"{where}(rows=) streams rows in file order and takes a slice, not "
+                        f"{_described(key)}: to_arrow(rows=) and take() read rows by number")
+    rows = range(*slice(key.start, key.stop, key.step).indices(n))
+    if rows.step < 1:
+        raise ValueError(f"{where}(rows=) streams rows in file order: a slice with a positive "
+                         f"step, not {rows.step}; to_arrow(rows=) reads them in any order")
+    return rows
 
 
 def count(key, n):

@@ -311,16 +311,10 @@ def _named(source, parts, cols):
 
 
 def check_rows(source, keys, rows=None):
-    """check_memory of a read of rows `rows` (a slice of the source's rows; None: all) of
+    """check_memory of a read of rows `rows` (read_source.row_parts'; None: all) of
     columns `keys` (constant ones need nothing) of the files that hold some."""
-    keys = read_source.split(source, keys)[0]
-    if rows is None:
-        parts = [(i, None) for i in range(len(source.files))]
-    else:
-        within = range(*rows.indices(source.num_rows))
-        parts = [(i, slice(r.start, r.stop, r.step)) for i, e in enumerate(source.files)
-                 if len(r := read_source.file_rows(within, e))]
-    check_memory(source, keys, parts)
+    check_memory(source, read_source.split(source, keys)[0],
+                 read_source.row_parts(source, rows)[0])
 
 
 def check_batch(source, keys, size, arrow):
