@@ -1223,8 +1223,9 @@ def test_convert_shows_a_progress_bar_on_a_terminal(tmp_path):
 @pytest.mark.parametrize("text, said", [
     ("a,a\n1,2\n", "several columns named ['a']: give each column a name of its own"),
     ("", "Empty CSV file"),
-    ("a,b\n", "column 'a': a column of only nulls (an empty CSV column?) has no ML.NET type; "
-               "give it one (--types NAME=TYPE)"),
+    ("a,b\n", "CSV columns 'a', 'b': no value in the first 16 MiB, from which the types are "
+               "inferred (or no rows at all): give the type (--types NAME=TYPE)"),
+    ("a,b\n1,\n", "CSV column 'b': no value in the first 16 MiB"),
 ])
 def test_convert_names_a_refused_csv_and_gives_command_line_advice(tmp_path, text, said):
     src = tmp_path / "in.csv"

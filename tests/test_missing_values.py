@@ -50,9 +50,20 @@ def test_types_on_the_command_line_as_in_python(tmp_path, oracle):
         assert [r[column_index(doc, "Name")] for r in doc["rows"]] == ["ann", "bob", ""]
 
 
+def test_types_given_once_a_column_are_all_kept(tmp_path):
+    """--types repeated, a column each, is the comma-separated list (the last one alone was
+    kept, and the other columns typed by inference)."""
+    src = _people(tmp_path)
+    run("convert", src, tmp_path / "one.idv", "--types", "Age=Single,Grade=Key<UInt32, 3>",
+        check_rc=0)
+    run("convert", src, tmp_path / "each.idv", "--types", "Age=Single", "--types",
+        "Grade=Key<UInt32, 3>", check_rc=0)
+    assert (tmp_path / "one.idv").read_bytes() == (tmp_path / "each.idv").read_bytes()
+
+
 @pytest.mark.parametrize("spec, message", [
     ("Age", "give NAME=TYPE"), ("Age=Sngle", "'Sngle' is not an idv type"),
-    ("Nope=Single", "Nope")])
+    ("Nope=Single", "Nope"), ("Age=Single,Age=Double", "'Age' is given a type twice")])
 def test_bad_types_are_usage_errors(tmp_path, spec, message):
     rc, _, err = run("convert", _people(tmp_path), tmp_path / "p.idv", "--types", spec)
     assert rc == 2 and message in err, err

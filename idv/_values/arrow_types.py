@@ -330,8 +330,8 @@ def infer_item(pa, at, where):
     if pa.types.is_decimal(at):
         raise TypeError(f"{where}: {at} has no ML.NET type; cast it to float64 (Double) first")
     if pa.types.is_null(at):
-        raise TypeError(f"{where}: a column of only nulls (an empty CSV column?) has no ML.NET "
-                        f"type; give it one (types=...)")
+        raise TypeError(f"{where}: a column of only nulls has no ML.NET type; give it one "
+                        f"(types=...)")
     raise TypeError(f"{where}: Arrow type {at} has no ML.NET type")
 
 

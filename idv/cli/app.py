@@ -267,10 +267,11 @@ def _add_convert(sub, common, reading):
                         "1677-2262 only) or ticks (exact int64 .NET ticks)")
     s.add_argument("--floor-datetime", action="store_true",
                    help="floor ticks finer than the --datetime unit instead of failing")
-    s.add_argument("--types", metavar="NAME=TYPE,...", default=None,
+    s.add_argument("--types", metavar="NAME=TYPE,...", action="append", default=None,
                    help="ML.NET types for columns of a non-.idv INPUT, as Python's types=: "
-                        "e.g. 'Age=Single,Grade=Key<UInt32, 5>' (a column with missing values "
-                        "needs a type that holds them: Single, Double, a key or Text)")
+                        "e.g. 'Age=Single,Grade=Key<UInt32, 5>', or the option once a column "
+                        "(a column with missing values needs a type that holds them: Single, "
+                        "Double, a key or Text)")
     s.add_argument("--missing-text", metavar="TEXT", default=None,
                    help="what null text of a non-.idv INPUT becomes, e.g. '' (ML.NET reads "
                         "missing text as empty; by default null text is an error)")

@@ -126,22 +126,24 @@ def _convert_columns(args, src, src_fmt):
         return [c.name if f[c.name] is c else c.index for c in select_columns(f, args.columns)]
 
 
-def parse_types(text):
-    """--types NAME=TYPE,... as convert's types= ({name: idv type}), a usage error naming
-    the part that is not NAME=TYPE or names no type. A comma inside <...> stays in its type."""
+def parse_types(texts):
+    """Each --types NAME=TYPE,... given, as convert's types= ({name: idv type}), a usage error
+    naming the part that is not NAME=TYPE or names no type, or a column given twice. A comma
+    inside <...> stays in its type."""
     from idv.types import as_type
-    if not text:
-        return None
     types = {}
-    for part in re.split(r",\s*(?=[^,<>=]+=)", text.strip()):
+    for part in (p for text in texts for p in re.split(r",\s*(?=[^,<>=]+=)", text.strip())):
         name, eq, type_text = part.partition("=")
-        if not eq or not name.strip() or not type_text.strip():
+        name = name.strip()
+        if not eq or not name or not type_text.strip():
             raise CliError(f"--types {part!r}: give NAME=TYPE, e.g. Age=Single", EXIT_USAGE)
+        if name in types:
+            raise CliError(f"--types: column {name!r} is given a type twice", EXIT_USAGE)
         try:
-            types[name.strip()] = as_type(type_text.strip(), f"--types {name.strip()}")
+            types[name] = as_type(type_text.strip(), f"--types {name}")
         except TypeError as e:
             raise CliError(str(e), EXIT_USAGE) from None
-    return types
+    return types or None
 
 
 def cmd_convert(args, out):
@@ -223,7 +225,7 @@ def _convert(module, src, args, out):
                               columns=columns, compression=args.compression,
                               rows_per_block=args.rows_per_block, progress=progress,
                               datetime=args.datetime, safe=not args.floor_datetime,
-                              types=parse_types(args.types), legacy_keys=args.legacy_keys,
+                              types=parse_types(args.types or ()), legacy_keys=args.legacy_keys,
                               missing_text=args.missing_text, **_deflate_options(args))
     except KeyError as e:      # a column the source does not have
         raise CliError(str(e.args[0]) if e.args else str(e), EXIT_USAGE) from None

@@ -47,6 +47,7 @@ class CsvSource(Source):
         self.reader = pcsv.open_csv(*self.args[:1], read_options=self.args[1],
                                     parse_options=self.args[2], convert_options=self.args[3])
         self.schema = self.reader.schema
+        _refuse_untyped(pa, self.schema)
 
     def batches(self):
         reader, self.reader = self.reader, None
@@ -55,6 +56,19 @@ class CsvSource(Source):
             reader = pcsv.open_csv(self.args[0], read_options=self.args[1],
                                    parse_options=self.args[2], convert_options=self.args[3])
         return iter(reader)
+
+
+def _refuse_untyped(pa, schema):
+    """TypeError naming the columns pyarrow found no value in, in the first block it infers
+    the types from (a column empty there, or a CSV of no rows), before anything is written:
+    their type is for the caller to give (pyarrow would fail on a later value)."""
+    empty = [f.name for f in schema if pa.types.is_null(f.type)]
+    if empty:
+        names = ", ".join(map(repr, empty[:5])) + (f" and {len(empty) - 5} more"
+                                                   if len(empty) > 5 else "")
+        raise TypeError(f"CSV column{'s' * (len(empty) > 1)} {names}: no value in the first "
+                        f"{_CSV_BLOCK >> 20} MiB, from which the types are inferred (or no rows "
+                        f"at all): give the type (types=...)")
 
 
 def _csv_arrow_type(pa, t, datetime):
