@@ -876,6 +876,19 @@ def test_cat_decodes_each_needed_block_once(monkeypatch, capsys):
     assert len(capsys.readouterr().out.splitlines()) == 200_001
 
 
+@pytest.mark.parametrize("args", [["--rows", "-3:"], ["-r", "-3:"], ["--rows=-3:"],
+                                  ["--rows", "-3:-1"], ["-r", "-2"]])
+def test_a_row_selection_from_the_end_is_taken_with_or_without_equals(args):
+    """``--rows -3:`` is the last three rows, as ``--rows=-3:`` (argparse would take a value
+    starting with '-' for an option)."""
+    rc, out, err = run("cat", fixture("mixed_default"), "-c", "0", "-f", "csv", *args,
+                       check_rc=0)
+    want = {"-3:": [97, 98, 99], "-3:-1": [97, 98], "-2": [98]}[args[-1].split("=")[-1]]
+    side = sidecar("mixed_default")
+    assert [ln.strip('"') for ln in out.splitlines()[1:]] == \
+        [str(side["rows"][i][0]) for i in want], (out, err)
+
+
 def test_cat_table_and_jsonl():
     name = "mixed_default"
     side = sidecar(name)

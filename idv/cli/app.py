@@ -209,8 +209,8 @@ def _add_cat(sub, common, reading):
                     "table, CSV, TSV, JSON or JSON lines. Only the blocks holding the rows "
                     "asked for are decoded; CSV, TSV and JSON stream block by block. "
                     "`idv slice` is the same command.",
-        epilog="Rows follow Python's slice rules: 10:20, 100:, :50, -10: (write "
-               "--rows=-10: since the value starts with '-'), ::1000, or one row number. "
+        epilog="Rows follow Python's slice rules: 10:20, 100:, :50, -10: (the last ten), "
+               "::1000, or one row number. "
                "In CSV and TSV, vectors are one cell holding a JSON array; dates are ISO "
                "8601, booleans true/false, keys their raw integers.")
     s.add_argument("--rows", "-r", type=parse_rows, default=None, metavar="A:B",
@@ -337,10 +337,26 @@ def main(argv=None) -> int:
         return 130
 
 
+# a row selection that starts with '-' (-10:, -5), which argparse would take for an option
+_NEGATIVE_ROWS = re.compile(r"-\d+(:-?\d*){0,2}")
+
+
+def _rows_joined(argv):
+    """`argv` with ``--rows -10:`` (and ``-r -10:``) joined into ``--rows=-10:``: argparse
+    takes a value starting with '-' (but a plain negative number) for an option."""
+    out = []
+    for a in argv:
+        if out and out[-1] in ("--rows", "-r") and _NEGATIVE_ROWS.fullmatch(a):
+            out[-1] = f"{out[-1]}={a}" if out[-1] == "--rows" else f"-r{a}"
+        else:
+            out.append(a)
+    return out
+
+
 def _main(argv):
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_rows_joined(sys.argv[1:] if argv is None else list(argv)))
         extra = unknown_extra_files(getattr(args, "specs", None) or [])
         if extra:        # as argparse says it of an argument too many
             args.usage_error(f"unrecognized arguments: {' '.join(extra)}")
