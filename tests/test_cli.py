@@ -1239,10 +1239,12 @@ def test_convert_shows_a_progress_bar_on_a_terminal(tmp_path):
     ("a,b\n", "CSV columns 'a', 'b': no value in the first 16 MiB, from which the types are "
                "inferred (or no rows at all): give the type (--types NAME=TYPE)"),
     ("a,b\n1,\n", "CSV column 'b': no value in the first 16 MiB"),
+    ("a,b\n1,\udcff\n", "CSV column 'b': its text is not UTF-8 (ML.NET's Text is); convert "
+                       "the file's encoding first, e.g. iconv -f LATIN1 -t UTF-8"),
 ])
 def test_convert_names_a_refused_csv_and_gives_command_line_advice(tmp_path, text, said):
     src = tmp_path / "in.csv"
-    src.write_text(text)
+    src.write_bytes(text.encode("utf-8", "surrogateescape"))     # \udcff: the byte 0xFF
     rc, o, err = run("convert", src, tmp_path / "out.idv")
     assert (rc, o) == (1, "")
     assert_one_line_error(err, f"idv: error: {src}: ", said)

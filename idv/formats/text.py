@@ -48,6 +48,7 @@ class CsvSource(Source):
                                     parse_options=self.args[2], convert_options=self.args[3])
         self.schema = self.reader.schema
         _refuse_untyped(pa, self.schema)
+        _refuse_bytes(pa, self.schema)
 
     def batches(self):
         reader, self.reader = self.reader, None
@@ -69,6 +70,16 @@ def _refuse_untyped(pa, schema):
         raise TypeError(f"CSV column{'s' * (len(empty) > 1)} {names}: no value in the first "
                         f"{_CSV_BLOCK >> 20} MiB, from which the types are inferred (or no rows "
                         f"at all): give the type (types=...)")
+
+
+def _refuse_bytes(pa, schema):
+    """ValueError naming the columns pyarrow read as bytes: text that is not UTF-8 (ML.NET's
+    Text is UTF-8; a file in another encoding is converted first)."""
+    raw = [f.name for f in schema
+           if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+    if raw:
+        raise ValueError(f"CSV column {raw[0]!r}: its text is not UTF-8 (ML.NET's Text is); "
+                         f"convert the file's encoding first, e.g. iconv -f LATIN1 -t UTF-8")
 
 
 def _csv_arrow_type(pa, t, datetime):
