@@ -245,18 +245,19 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
     how = dict(vectors=vectors, datetime=datetime, safe=safe, dtype_backend=dtype_backend,
                warn_wide=warn_wide, filter=filter, zones=zones or {})
     with opened(file) as src:
-        rows = read_source.table_rows(src, rows, filter, src.resolve_columns(columns))
+        keys = src.resolve_columns(columns)     # a dataset's: by its rules, not its first file's
+        rows = read_source.table_rows(src, rows, filter, keys)
         if zones is None and (rows is not None or filter is not None):     # of every row
             how["zones"] = pandas_times.dataset_zones(src, columns, datetime)
         if filter is None and values is None:       # the rows read, checked as a whole first
-            whole_read.check_rows(src, src.resolve_columns(columns), rows)
+            whole_read.check_rows(src, keys, rows)
         if read_source.constant_types(src) or len(src.files) > 1:
             parts, restore = read_source.row_parts(src, rows)
             df = (_frame_of_parts if read_source.constant_types(src) else _frame_of_files)(
                 pd, src, columns, parts, how)
             return df if restore is None else df.take(restore).reset_index(drop=True)
         with src.using(0) as f:
-            return _frame(pd, f, columns, rows, how, row_index, values)
+            return _frame(pd, f, keys, rows, how, row_index, values)
 
 
 def _frame(pd, f, columns, rows, how, row_index, values):
@@ -415,14 +416,11 @@ def _read_matching(f, cols, filter_, rows, vectors):
     a key with KeyValues, returned or tested (and a vector's slots of them that `vectors`
     expands), checked in every row decoded: a Categorical holds labels only, whatever the
     filter keeps."""
-    names = list(dict.fromkeys(c.name for c in cols))
-    if len(names) < len(cols) or any(f[c.name] is not c for c in cols):
-        raise ValueError("filter= reads columns by name: it cannot tell apart columns of the "
-                         "same name")
+    keys = list(dict.fromkeys(c.index for c in cols))     # an index: that column, whatever
     within = None if rows is None else range(*rows.indices(f.num_rows))
     bound = filters.prepare(read_source.filter_of(filter_), f)    # checked, rows or none
-    index, values = filters.matching(f, names, bound, within, labels=vectors)
-    return index, {id(c): values[c.name] for c in cols}
+    index, values = filters.matching(f, keys, bound, within, labels=vectors)
+    return index, {id(c): values[c.index] for c in cols}
 
 
 @_docs.fill

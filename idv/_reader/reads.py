@@ -56,7 +56,7 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     strings = text == "StringDType"
     whole = None
     if filter is not None:
-        values = _matching(source, names, fixed, filter,
+        values = _matching(source, keys, fixed, filter,
                            read_source.table_rows(source, rows, filter))
     elif rows is not None:
         if not isinstance(rows, slice):       # row numbers: the result first, as take's
@@ -80,10 +80,11 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     return {k: v[0] for k, v in out.items()} if one else out
 
 
-def _matching(source, names, fixed, filter_, rows=None):
-    """Values of columns `names`, then of the constant columns `fixed`, of the rows of every
-    file matching `filter_` (of a slice `rows` of them: None, all): a file the filter's
-    decision on its constants rules out is not opened, one it keeps whole is read whole."""
+def _matching(source, keys, fixed, filter_, rows=None):
+    """Values of columns `keys` (resolve_columns': an index picks that column, whatever its
+    name), then of the constant columns `fixed`, of the rows of every file matching `filter_`
+    (of a slice `rows` of them: None, all): a file the filter's decision on its constants
+    rules out is not opened, one it keeps whole is read whole."""
     node = read_source.filter_of(filter_)
     got, counts = [], []
     for i, local in read_source.row_parts(source, rows)[0]:
@@ -92,20 +93,20 @@ def _matching(source, names, fixed, filter_, rows=None):
             continue
         if mine is True:
             with source.using(i) as f:
-                vals = [] if not names else whole_read.read(source, names, i, i + 1) \
-                    if local is None else _read_rows(f, names, local, False)
-                got.append(dict(zip(names, vals)))
+                vals = [] if not keys else whole_read.read(source, keys, i, i + 1) \
+                    if local is None else _read_rows(f, keys, local, False)
+                got.append(dict(zip(keys, vals)))
                 counts.append((i, selection.count(local or slice(None), f.num_rows)))
             continue
         with source.using(i) as f:      # bound (checked) even where the file has no rows
-            at, vals = filters.matching(f, names, filters.prepare(mine, f), local and range(
+            at, vals = filters.matching(f, keys, filters.prepare(mine, f), local and range(
                 *local.indices(f.num_rows)), positions=bool(fixed))
         got.append(vals)
         counts.append((i, 0 if at is None else len(at)))
     if not got:
         with source.using(0) as f:
-            got = [{n: f[n][0:0] for n in names}]
-    values = [vectors.concat_reads([g[n] for g in got]) for n in names]
+            got = [{n: f[n][0:0] for n in keys}]
+    values = [vectors.concat_reads([g[n] for g in got]) for n in keys]
     return values + read_source.joined_constants(source, fixed, counts)
 
 

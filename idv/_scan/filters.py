@@ -339,7 +339,7 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
     the filter keeps (checked_keys); idv.read's raw keys are not checked."""
     prepared = filter_ if isinstance(filter_, Prepared) else None
     node = prepared.node if prepared is not None else parse(filter_)
-    wanted = list(columns)
+    wanted = _by_name(source, columns)
     extra = [c for c in columns_of(node) if c not in wanted]
     names = wanted + extra
     bound = PerFile(node, prepared)
@@ -366,6 +366,16 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
         yield batch, hits, [_joined(values[n].value) if isinstance(values[n], Tested) and
                             values[n].taken else take(untested(values[n]), hits)
                             for n in wanted]
+
+
+def _by_name(source, keys):
+    """`keys` (names, or a file's column indices) with an index given as its column's name
+    where that name picks it (the last column of the name): a column the filter tests as well
+    is then decoded once; an index of a hidden column stays one."""
+    names = source.column_names
+    last = {n: i for i, n in enumerate(names)}
+    return [names[k] if isinstance(k, (int, np.integer)) and -len(names) <= k < len(names)
+            and last[names[k]] == k % len(names) else k for k in keys]
 
 
 def _take_numbers(_chunks, hits, seen):

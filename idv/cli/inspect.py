@@ -40,7 +40,8 @@ def first_file(src):
 
 def select_columns(src, spec):
     """--columns A,B (names, indices or globs such as 'Feature*', idv._reader.selection's rule) ->
-    Columns (of a dataset's first file); default: the readable, visible ones."""
+    Columns (of a dataset's first file; an index is the dataset's, as `idv schema` lists its
+    columns and Dataset.read takes it); default: the readable, visible ones."""
     f = first_file(src)
     pool = f.columns if f is src else [f[n] for n in src.column_names]
     if spec is None:
@@ -48,13 +49,16 @@ def select_columns(src, spec):
     names = [c.name for c in pool]
     picks = [int(s) if s not in names and s.lstrip("-").isdigit() else s
              for s in (s.strip() for s in spec.split(","))]
-    if f is not src:        # a dataset: an index is the first file's, as `idv schema` shows
-        n = f.num_columns
-        picks = [f.columns[p].name if isinstance(p, int) and -n <= p < n else p for p in picks]
     try:
         return [pool[i] for i in selection.positions(names, picks, globs=True)]
     except (KeyError, IndexError) as e:
         raise CliError(e.args[0], EXIT_USAGE) from None
+
+
+def _keys(src, cols):
+    """How the scan names columns `cols` (select_columns'): a dataset's by name, a file's by
+    index (a name would be the last column of that name, not a hidden one picked)."""
+    return [c.name for c in cols] if isinstance(src, Dataset) else [c.index for c in cols]
 
 
 def source_batches(src, cols, rows, stream=True, parts=None):
@@ -63,7 +67,7 @@ def source_batches(src, cols, rows, stream=True, parts=None):
     `parts` (a list) first. To stream: groups of whole blocks of about CAT_GROUP_ROWS rows,
     each decoded when reached (output often stops early, as into head); else the scan's
     windows (a few rows: their blocks decoded together)."""
-    columns = [c.name for c in cols] if isinstance(src, Dataset) else cols
+    columns = _keys(src, cols)
     how = dict(batch_rows=CAT_GROUP_ROWS, window_bytes=1, ahead=0) if stream else \
         dict(batch_rows=None)
     for batch in scan.scan(src, columns, rows=rows, **how):
@@ -76,7 +80,7 @@ def filtered_batches(src, cols, rows, where, numbers, parts):
     """source_batches' batches of the rows that match `where` (idv._scan.filters), streamed; each
     matching row's number goes on to `numbers` (a deque), and its file to `parts`, before its
     batch is given."""
-    columns = [c.name for c in cols]
+    columns = _keys(src, cols)
     try:
         node = filter_tree.parse(where)
         missing = [c for c in filter_tree.columns_of(node) if c not in src.schema]
