@@ -104,8 +104,8 @@ def _features(hf, pa, schema, key_values):
 
 @_docs.fill
 def load(source, columns: Sequence[str | int] | None = None, streaming: bool = False, *,
-         datetime: str = "auto", blocks_per_shard: int | None = None, filesystem=None,
-         storage_options: dict | None = None,
+         datetime: str = "auto", safe: bool = True, blocks_per_shard: int | None = None,
+         filesystem=None, storage_options: dict | None = None,
          **open_kwargs) -> datasets.Dataset | datasets.IterableDataset:
     """A ``datasets.Dataset`` of .idv files (``streaming=True``: a ``datasets.IterableDataset``,
     read as it is iterated), with Features from the ML.NET types (see the module's docstring).
@@ -119,6 +119,7 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
         A ``datasets.IterableDataset``, read as it is iterated.
     {datetime}
         Default ``'auto'``; one unit for every file.
+    {safe}
     blocks_per_shard : int, optional
         A stream's shards (default: one block each; the shards are what DataLoader workers
         and split_dataset_by_node deal out, and what ``shuffle`` reorders).
@@ -137,7 +138,7 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
                      **open_kwargs)
     src.check_key_values("a ClassLabel holds one set of names")
     ds = src.dataset()
-    unit, safe = ds.time_unit(src.names, datetime, True)
+    unit, safe = ds.time_unit(src.names, datetime, safe)
     tables = _Tables(src, unit, safe)
     parts = scan.partitions(ds, src.names, blocks_per_shard or (1 if streaming else None))
     idv_schema = tables.arrow_schema()

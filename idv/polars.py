@@ -34,7 +34,7 @@ POLARS_ROOM = 64 << 20
 
 
 @_docs.fill
-def scan_idv(source, *, datetime="auto", **dataset_options):
+def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
     """A polars LazyFrame over .idv files, which must agree on their columns as idv.dataset
     checks. Each file is opened once. Projection, predicate (statistics skip blocks where it
     translates; idv tests the rows where it translates whole, else polars does), ``n_rows``
@@ -45,6 +45,7 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     {dataset_source}
     {datetime}
         Default ``'auto'``.
+    {safe}
     {dataset_options}
 
     Returns
@@ -64,7 +65,7 @@ def scan_idv(source, *, datetime="auto", **dataset_options):
     _small_reservations()
     ds = source if isinstance(source, Dataset) else dataset(source, **dataset_options)
     names = ds.column_names
-    unit, safe = ds.time_unit(names, datetime, True)
+    unit, safe = ds.time_unit(names, datetime, safe)
     schema = arrow.arrow_schema(ds, names, datetime=unit)
     types = {n: ds.schema[n].type for n in names}
     floored = engine_filters.floored(types, unit, safe)
