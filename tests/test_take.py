@@ -252,6 +252,20 @@ def test_take_kept_is_fancy_indexing_of_read(path, whole, cache_bytes):
     assert same(dict(zip(whole, empty)), _expected(whole, []))
 
 
+def test_take_kept_reads_block_by_block_where_the_whole_column_is_past_the_memory_limit(
+        tmp_path):
+    """A column whose whole array the cache would take but the memory limit does not is read
+    block by block, as a row of it is anywhere else (it was refused)."""
+    from idv._reader.take import take_kept
+    p = tmp_path / "wide.idv"
+    x = np.arange(200_000, dtype=np.float64)          # 1.6 MB whole, 64 KB a block
+    idv.write(p, {"x": x}, rows_per_block=8192)
+    with idv.open(p, memory_limit=1_000_000) as f:
+        rows = np.array([199_999, 3, 3, 100_000])
+        assert take_kept(f, rows, [f["x"]])[0].tolist() == x[rows].tolist()
+        assert f["x"][3] == 3.0
+
+
 def test_take_kept_charges_the_text_blocks_and_rows_to_the_memory_limit(tmp_path):
     from idv._reader.take import take_kept
     p = tmp_path / "long.idv"

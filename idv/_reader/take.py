@@ -168,12 +168,13 @@ def take_kept(f, rows, cols) -> list:
     array that its blocks decode into when first hit (each block once), and a batch is one
     fancy index of it, however many blocks it hits. A Text column keeps each block hit as its
     UTF-8 bytes and offsets, and a batch's rows are taken from them in one pass (_text_kept).
-    Otherwise (variable-size vectors, the arrays beyond the cache) the rows of each block hit
-    are taken from it (Column's row access: its block through the cache), then put in the
-    order asked."""
+    Otherwise (variable-size vectors, the arrays beyond the cache or the memory limit) the
+    rows of each block hit are taken from it (Column's row access: its block through the
+    cache), then put in the order asked."""
     check_result(rows, f.num_rows, [c.type for c in cols], f.store.need)
     whole = [_whole_bytes(c) for c in cols]
-    fits = sum(n for n in whole if n is not None) <= f.store.cache.max_bytes
+    total = sum(n for n in whole if n is not None)
+    fits = total <= f.store.cache.max_bytes and budget.allows(total, f.memory_limit)
     return [_kept(f, c, rows, n) if n is not None and fits else
             _text_kept(f, c, rows) if c.type is T.Text and c.readable else
             _by_block(c, rows) for c, n in zip(cols, whole)]

@@ -318,6 +318,12 @@ def _source_of(limit):
     return f" ({source})" if source else ""
 
 
+def allows(nbytes, limit):
+    """Whether `limit` (as check takes it) allows `nbytes`: for a read that can go another
+    way when it does not (a column kept whole for row access, else block by block)."""
+    return nbytes <= _now(limit)
+
+
 def check(nbytes, limit, what):
     """MemoryLimitError when `what` (a str, or a function giving it: reads call this for
     every block they decode) needs more than `limit` bytes (a default one as it stands now)."""
