@@ -79,6 +79,12 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
         # a select of the columns a frame has already would still cost a query
         narrow = with_columns is not None and list(with_columns) != wanted
         spare = 0 if budget.address_space_room() is None else POLARS_ROOM
+        # a frame within half the limit, as every stream's pieces: a limit under two frames
+        # of FRAME_BYTES cuts them (fewer rows than polars asks for)
+        room = budget.halved(FRAME_BYTES, max(ds.memory_limit - spare, 2))
+        least = batch_size or BATCH_ROWS
+        if room < FRAME_BYTES:
+            least = min(least, rows_within(ds, wanted, 1, room))
 
         def frames():
             # the scan's batches (whole blocks of about the rows of a frame: the batch size
@@ -86,12 +92,10 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
             # select once a frame (each a query of its own), not once a block; a row limit
             # without a predicate reads only the blocks that hold those rows
             blocks = arrow.window_reader(ds, wanted, datetime=unit, safe=safe, filter=node,
-                                         batch_rows=rows_within(ds, wanted,
-                                                                batch_size or BATCH_ROWS,
-                                                                FRAME_BYTES),
+                                         batch_rows=rows_within(ds, wanted, least, room),
                                          text_views=True, rows=None if n_rows is None or
                                          predicate is not None else slice(0, n_rows))
-            for group in grouped(blocks, batch_size or BATCH_ROWS, FRAME_BYTES):
+            for group in grouped(blocks, least, room):
                 table = pa.Table.from_batches(group, blocks.schema)
                 # polars aborts the process when an allocation fails: the frame must leave it
                 # room for as much again (its copy) and its own, within the limit as it stands

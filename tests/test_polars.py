@@ -268,3 +268,17 @@ def test_a_predicate_on_floored_times_keeps_what_polars_keeps_of_them(floored_pa
         got = duckdb.sql(f"select i from lf where \"when\" {op} timestamp '2020-01-01' "
                          f"order by i").fetchall()
         assert [r[0] for r in got] == want
+
+
+def test_frames_fit_half_the_memory_limit_as_every_streams_pieces(tmp_path):
+    """Under a limit smaller than two frames of 16 MiB, the frames are cut to half of it: a
+    filtered query over a column larger than the limit runs, its frames' matches kept (a
+    frame of the whole column was refused)."""
+    p = str(tmp_path / "x.idv")
+    x = np.random.default_rng(3).random(400_000)              # 3.2 MB, blocks of 64 KB
+    idv.write(p, {"x": x}, rows_per_block=8192)
+    lf = scan_idv(p, memory_limit=1_000_000)
+    got = lf.filter(pl.col("x") > 0.95).select(pl.col("x").sum()).collect().item()
+    assert got == pytest.approx(x[x > 0.95].sum(), rel=1e-12)
+    with pytest.raises(idv.MemoryLimitError, match="frames for polars"):
+        lf.collect()                                         # the whole column: 3.2 MB kept
