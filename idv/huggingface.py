@@ -136,6 +136,10 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
     pa = import_pyarrow()
     src = Reopenable(source, columns, filesystem=filesystem, storage_options=storage_options,
                      **open_kwargs)
+    twice = sorted({n for n in src.names if src.names.count(n) > 1})
+    if twice:       # Features are keyed by name: pyarrow's error, or a cast's, otherwise
+        raise ValueError(f"a Hugging Face dataset holds one column of each name: "
+                         f"{', '.join(map(repr, twice))} asked twice")
     src.check_key_values("a ClassLabel holds one set of names")
     ds = src.dataset()
     unit, safe = ds.time_unit(src.names, datetime, safe)

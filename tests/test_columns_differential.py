@@ -95,3 +95,24 @@ def test_a_column_picked_by_index_and_tested_by_name_is_decoded_once(path):
             assert f.read([key], filter="b >= 3")["b"].tolist() == [3.0, 4.0]
             decoded[key] = f["b"].blocks_decoded
     assert decoded[1] == decoded["b"] <= 3, decoded
+
+
+def test_readers_keyed_by_name_refuse_two_columns_of_one_name(path):
+    """A dict (read, take) holds one column of a name: the hidden column and the shown one
+    picked together are refused, naming both (one was dropped silently), while Arrow and
+    pandas keep both; the same column twice is one."""
+    with idv.open(path) as f:
+        for read in (lambda c: f.read(c), lambda c: f.take([1], c), lambda c: idv.read(path, c)):
+            with pytest.raises(ValueError, match="columns 0 and 2 are both named 'a'"):
+                read([0, 2])
+            assert np.asarray(read([2, "a"])["a"]).tolist() in (SHOWN.tolist(), [10])
+        assert idv.to_arrow(path, [0, 2]).column_names == ["a", "a"]
+        assert idv.to_pandas(f, [0, 2]).iloc[1].tolist() == [1, 10]
+
+
+def test_hugging_face_refuses_a_column_asked_twice(path):
+    pytest.importorskip("datasets", reason="idv.huggingface needs the datasets package")
+    import idv.huggingface as hf
+    for streaming in (False, True):
+        with pytest.raises(ValueError, match="one column of each name: 'a' asked twice"):
+            hf.load(path, ["a", "a"], streaming=streaming)

@@ -50,8 +50,8 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
     rows = [rows] if one else rows
     asked = source.resolve_columns(columns)
     keys, fixed = read_source.split(source, asked)
-    with source.using(0) as first:
-        cols = [first[k] for k in keys]       # their names and types, after it is closed too
+    with source.using(0) as first:         # their names and types, after it is closed too
+        cols = selection.one_per_name([first[k] for k in keys])
     names = [c.name for c in cols]
     strings = text == "StringDType"
     whole = None
@@ -165,7 +165,7 @@ def take(source, indices, columns=None, datetime="100ns") -> dict:
     asked = source.resolve_columns(columns)
     keys, fixed = read_source.split(source, asked)
     with source.using(0) as first:
-        cols = [first[k] for k in keys]
+        cols = selection.one_per_name([first[k] for k in keys], "take()")
     # the result, before any array of its row numbers
     _take.check_result(indices, source.num_rows, [c.type for c in cols] +
                        [read_source.constant_types(source)[k] for k in fixed], source.need)

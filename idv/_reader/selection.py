@@ -90,6 +90,20 @@ def file_columns(f, columns, *, globs=False):
     return picked
 
 
+def one_per_name(cols, where="read()"):
+    """ValueError when Columns `cols` hold two columns of one name (a file's hidden column
+    and the one shown, picked by index) for a reader whose answer is keyed by name (a dict,
+    a Hugging Face dataset), which would keep one silently; the same column twice is one."""
+    seen = {}
+    for c in cols:
+        other = seen.setdefault(c.name, c.index)
+        if other != c.index:
+            raise ValueError(f"{where} keys its answer by name, and columns {other} and "
+                             f"{c.index} are both named {c.name!r}: read them one at a time, "
+                             f"or through to_arrow or to_pandas, which keep both")
+    return cols
+
+
 def names_of(names, columns, *, where="", globs=False):
     """The names `columns` picks among `names` (positions(), as names): for sources whose
     names do not repeat (a dataset, an Arrow schema); None stays None (every column)."""
