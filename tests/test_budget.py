@@ -286,3 +286,20 @@ def test_a_numpy_integer_is_a_limit_as_a_python_one_is(tmp_path):
     for bad in (np.bool_(True), np.float64(4000.0), np.int64(0)):
         with pytest.raises(ValueError, match="memory limit"):
             idv.open(path, memory_limit=bad)
+
+
+def test_every_reader_of_a_path_takes_the_open_options(tmp_path):
+    """idv.open's options given to a reader that opens the file (memory_limit= here) mean
+    what they mean to idv.open, on every one (to_pandas refused them as unknown)."""
+    path = str(tmp_path / "m.idv")
+    idv.write(path, {"x": np.arange(100_000, dtype=np.float64)})
+    readers = {"read": lambda **kw: idv.read(path, **kw)["x"],
+               "to_arrow": lambda **kw: idv.to_arrow(path, **kw)["x"],
+               "to_pandas": lambda **kw: idv.to_pandas(path, **kw)["x"],
+               "read_pandas": lambda **kw: idv.read_pandas(path, **kw)["x"]}
+    for name, read in readers.items():
+        if name != "read":
+            pytest.importorskip("pandas" if "pandas" in name else "pyarrow")
+        with pytest.raises(idv.MemoryLimitError):
+            read(memory_limit=300_000)
+        assert len(read(memory_limit=10_000_000, threads=1)) == 100_000, name

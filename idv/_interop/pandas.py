@@ -191,7 +191,8 @@ def _read_whole(f, cols, arrow_text):
 @budget.reads
 @_docs.fill
 def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
-              dtype_backend=None, rows=None, filter=None):  # noqa: A002 - pandas' name
+              dtype_backend=None, rows=None, filter=None,  # noqa: A002 - pandas' name
+              **kwargs):
     """Read an .idv into a pandas.DataFrame that carries the columns' ML.NET schema.
 
     The frame's ``df.attrs["idv.schema"]`` (idv.SCHEMA_ATTR) holds the types and metadata,
@@ -211,6 +212,8 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
         The index starts at 0. idv.dask reads a partition so.
     {filter}
         The rows that match are indexed from 0.
+    **kwargs
+        The options of idv.open, for a file opened here (``memory_limit=``...).
 
     Returns
     -------
@@ -223,8 +226,9 @@ def to_pandas(file, columns=None, *, vectors="expand", datetime="auto", safe=Tru
     >>> df.shape, str(df["City"].dtype), df.columns[1]
     ((240, 5), 'category', 'Features.Bedrooms')
     """
-    return frame(file, columns, vectors=vectors, datetime=datetime, safe=safe,
-                 dtype_backend=dtype_backend, rows=rows, warn_wide=True, filter=filter)
+    with opened(file, **kwargs) as src:
+        return frame(src, columns, vectors=vectors, datetime=datetime, safe=safe,
+                     dtype_backend=dtype_backend, rows=rows, warn_wide=True, filter=filter)
 
 
 def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,

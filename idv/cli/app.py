@@ -211,8 +211,10 @@ def _add_cat(sub, common, reading):
                     "`idv slice` is the same command.",
         epilog="Rows follow Python's slice rules: 10:20, 100:, :50, -10: (the last ten), "
                "::1000, or one row number. "
-               "In CSV and TSV, vectors are one cell holding a JSON array; dates are ISO "
-               "8601, booleans true/false, keys their raw integers.")
+               "In CSV and TSV, a fixed-size vector is a column a slot (a wider or "
+               "variable-size one a cell holding a JSON array) and a key with KeyValues its "
+               "text; in JSON, keys are their raw integers; dates are ISO 8601, booleans "
+               "true/false.")
     s.add_argument("--rows", "-r", type=parse_rows, default=None, metavar="A:B",
                    help="rows to look at, as a Python slice A:B[:STEP] (default: all); "
                         "with --where, the rows it tests, selected before it")
