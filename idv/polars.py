@@ -79,12 +79,7 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
         # a select of the columns a frame has already would still cost a query
         narrow = with_columns is not None and list(with_columns) != wanted
         spare = 0 if budget.address_space_room() is None else POLARS_ROOM
-        # a frame within half the limit, as every stream's pieces: a limit under two frames
-        # of FRAME_BYTES cuts them (fewer rows than polars asks for)
-        room = budget.halved(FRAME_BYTES, max(ds.memory_limit - spare, 2))
-        least = batch_size or BATCH_ROWS
-        if room < FRAME_BYTES:
-            least = min(least, rows_within(ds, wanted, 1, room))
+        least, room = _frame_size(ds, wanted, batch_size, spare)
 
         def frames():
             # the scan's batches (whole blocks of about the rows of a frame: the batch size
@@ -119,6 +114,17 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
                 return
 
     return register_io_source(io_source, schema=pl_schema)
+
+
+def _frame_size(ds, wanted, batch_size, spare):
+    """(rows, bytes) of a frame of columns `wanted`: the batch size polars asks for, or more
+    up to FRAME_BYTES; within half the memory limit less `spare`, as every stream's pieces (a
+    limit under two frames of FRAME_BYTES cuts them, to fewer rows than polars asks for)."""
+    room = budget.halved(FRAME_BYTES, max(ds.memory_limit - spare, 2))
+    least = batch_size or BATCH_ROWS
+    if room < FRAME_BYTES:
+        least = min(least, rows_within(ds, wanted, 1, room))
+    return least, room
 
 
 def _frame(pl, pa, table, predicate, columns):
