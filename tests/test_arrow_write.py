@@ -577,3 +577,20 @@ def test_list_of_strings_null_item_named():
     table = pa.table({"v": pa.array([["a"], [], ["b", None]], pa.list_(pa.string()))})
     with pytest.raises(ValueError, match=r"column 'v' row 2 item 1: null, but Text"):
         idv.write(io.BytesIO(), table)
+
+
+@pytest.mark.parametrize("index_type", ["uint8", "uint32", "int8", "int64"])
+def test_a_missing_key_of_any_index_type_is_the_missing_key(tmp_path, index_type):
+    """A null in a dictionary of unsigned indices (polars' Categorical, DuckDB's ENUM) is the
+    missing key 0, as in one of signed indices (it crashed converting -1 to the unsigned
+    type)."""
+    p = tmp_path / "k.idv"
+    arr = pa.DictionaryArray.from_arrays(pa.array([1, None, 0], getattr(pa, index_type)()),
+                                         pa.array(["a", "b"]))
+    idv.write(p, pa.table({"k": arr}))
+    with idv.open(p) as f:
+        assert str(f["k"].type) == "Key<UInt32, 2>"
+        assert f.read()["k"].tolist() == [2, 0, 1]
+    pl = pytest.importorskip("polars")
+    idv.write(p, pl.DataFrame({"k": pl.Series(["x", None, "y"], dtype=pl.Categorical)}))
+    assert idv.read(p)["k"].tolist() == [1, 0, 2]

@@ -130,8 +130,9 @@ class _FieldToIdv:
         d = arr.dictionary
         if d.type != kv.type:
             d = d.cast(kv.type)
-        idx = arr.indices
-        idx = numpy_view(idx.fill_null(-1) if idx.null_count else idx).astype(np.int64)
+        idx = arr.indices       # signed for the null's -1: polars' indices are unsigned
+        idx = numpy_view(idx.cast(self.pa.int64()).fill_null(-1) if idx.null_count
+                         else idx).astype(np.int64)
         if d.equals(kv):
             pos = np.arange(len(d), dtype=np.int64)
         else:
