@@ -563,3 +563,29 @@ def test_arrow_dataset_counts_heads_and_takes_with_the_keys(hive_pair):
         {"n": [full["n"][1], full["n"][0]], "id": [full["id"][1], full["id"][0]]}
     assert ad.take([2, 0], columns=cols, filter=pc.field("n") == 2).to_pydict() == \
         {k: [two[k][2], two[k][0]] for k in cols}
+
+
+@pytest.mark.parametrize("column", [[1, 2, 3.5, 4], [1, 2, 3, 2**63], ["1", "2", None, "4"]],
+                         ids=["int then float", "int then beyond int64", "text"])
+def test_every_part_has_the_type_of_the_whole_column(tmp_path, column):
+    """A column typed from its values is typed from all of them, not part by part: the files
+    of one write agree, and on the type an unpartitioned write gives (each part's own values
+    typed [1, 2] Int64 and [3.5, 4] Double, a dataset then refused)."""
+    data = {"g": ["a", "a", "b", "b"], "x": column}
+    idv.write(tmp_path / "one.idv", {"x": column}, missing_text="")
+    idv.write(tmp_path / "parts", data, partition_by="g", missing_text="")
+    want = idv.open(tmp_path / "one.idv").schema["x"].type
+    for f in _files(tmp_path / "parts"):
+        assert idv.open(tmp_path / "parts" / f).schema["x"].type == want, f
+    got = idv.dataset(tmp_path / "parts", partitioning="hive").read(["x"])["x"]
+    assert got.tolist() == idv.read(tmp_path / "one.idv")["x"].tolist()
+
+
+def test_a_pandas_object_column_of_arrays_is_typed_as_a_whole(tmp_path):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"g": ["a", "b"], "v": pd.Series([np.array([1.0, 2.0]), np.array([3.0])],
+                                                       dtype=object)})
+    idv.write(tmp_path / "parts", df, partition_by="g")
+    types = {str(idv.open(tmp_path / "parts" / f).schema["v"].type)
+             for f in _files(tmp_path / "parts")}
+    assert types == {"Vector<Double>"}

@@ -69,7 +69,8 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     """
     check_table(data)
     if partition_by is not None:
-        options = dict(types=types, metadata=metadata, compression=compression, level=level,
+        options = dict(types=_whole_types(data, partition_by, types, missing_text),
+                       metadata=metadata, compression=compression, level=level,
                        rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
                        threads=threads, backend=backend, checksums=checksums,
                        statistics=statistics, missing_text=missing_text)
@@ -92,6 +93,23 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
         w.abort()
         raise
 
+
+
+def _whole_types(data, partition_by, types, missing_text):
+    """The types of the columns of `data` (a pandas DataFrame or a dict: typed from their
+    values) but the keys, inferred once from all its rows, the
+    caller's `types` over them: each part's own values would type them apart ([1, 2] Int64 in
+    one file, [3.5] Double in the next, a dataset of files that disagree). Arrow data is
+    typed by its schema: `types` as given."""
+    if hasattr(data, "iloc"):
+        rest = data.drop(columns=check_keys(list(data.columns), partition_by))
+    elif isinstance(data, dict) and all(as_pyarrow(v) is None for v in data.values()):
+        keys = check_keys(list(data), partition_by)
+        rest = {n: v for n, v in data.items() if n not in keys}
+    else:
+        return types
+    columns, inferred, _ = data_columns(rest, types, missing_text)
+    return dict(schema_of(columns, types, inferred)[0])
 
 
 # a group's file inside its folders; the same name again replaces it (as Dask's to_idv)
