@@ -594,3 +594,19 @@ def test_a_missing_key_of_any_index_type_is_the_missing_key(tmp_path, index_type
     pl = pytest.importorskip("polars")
     idv.write(p, pl.DataFrame({"k": pl.Series(["x", None, "y"], dtype=pl.Categorical)}))
     assert idv.read(p)["k"].tolist() == [1, 0, 2]
+
+
+def test_columns_of_one_name_keep_each_its_own_type(tmp_path):
+    """An Arrow table (or a Parquet file converted) whose names repeat is written as (name,
+    values) pairs are: each column its own type, the earlier hidden (both took the last
+    column's type: Int64 for a uint8 column, Double for an int64 one)."""
+    table = pa.table([pa.array([1, 2], pa.uint8()), pa.array([1.5, 2.0])], names=["a", "a"])
+    pq.write_table(table, tmp_path / "t.parquet")
+    idv.write(tmp_path / "pairs.idv", [("a", np.array([1, 2], np.uint8)),
+                                       ("a", np.array([1.5, 2.0]))])
+    idv.write(tmp_path / "table.idv", table)
+    idv.convert(tmp_path / "t.parquet", tmp_path / "converted.idv")
+    for name in ("pairs", "table", "converted"):
+        with idv.open(tmp_path / f"{name}.idv") as f:
+            assert [str(c.type) for c in f.columns] == ["Byte", "Double"], name
+            assert f[0].read().tolist() == [1, 2] and f[1].read().tolist() == [1.5, 2.0]

@@ -1234,7 +1234,8 @@ def test_convert_shows_a_progress_bar_on_a_terminal(tmp_path):
 
 @needs_convert
 @pytest.mark.parametrize("text, said", [
-    ("a,a\n1,2\n", "several columns named ['a']: give each column a name of its own"),
+    ("a,a\n1,2\n", "the CSV header names 'a' more than once: give each column a name of its "
+                  "own"),
     ("", "Empty CSV file"),
     ("a,b\n", "CSV columns 'a', 'b': no value in the first 16 MiB, from which the types are "
                "inferred (or no rows at all): give the type (--types NAME=TYPE)"),

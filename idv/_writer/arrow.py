@@ -8,6 +8,8 @@ Arrow types (idv._values.arrow_types). Values stay in Arrow's buffers where they
 numpy views, strings as a Utf8Text on Arrow's UTF-8 bytes and offsets. """
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from idv._values import ticks
@@ -280,7 +282,10 @@ class ArrowToIdv:
 
     @property
     def types(self):
-        return {f.name: f.type for f in self.fields}
+        """name -> idv type; a column whose name repeats by its position (by name, each would
+        have the last one's type)."""
+        count = Counter(f.name for f in self.fields)
+        return {(i if count[f.name] > 1 else f.name): f.type for i, f in enumerate(self.fields)}
 
     @property
     def metadata(self):
@@ -338,8 +343,8 @@ def from_arrow(table, *, types=None, missing_text=None):
     Returns
     -------
     tuple
-        (columns, types, metadata): a list of (name, values), name -> idv type, and name ->
-        {kind: (type, value)}.
+        (columns, types, metadata): a list of (name, values), name -> idv type (position ->
+        type for a name that repeats), and name -> {kind: (type, value)}.
     """
     table = arrow_table(table, "from_arrow")
     plan = ArrowToIdv(table.schema, types, missing_text)

@@ -165,9 +165,7 @@ def cmd_convert(args, out):
 
 
 # the converter's advice in idv.convert's words, and on the command line
-_OPTIONS = (("(types=...)", "(--types NAME=TYPE)"),
-            ("give the batch as a list of (name, values) pairs in schema order",
-             "give each column a name of its own"))
+_OPTIONS = (("(types=...)", "(--types NAME=TYPE)"),)
 
 
 def _refused(name, message):

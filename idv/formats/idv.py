@@ -80,8 +80,9 @@ class IdvSink:
 
     def prepare(self, batch, row0):
         """A batch's columns as the writer takes them (strings checked as UTF-8, numbers as
-        views): run in the reading thread, ahead of write."""
-        return dict(self.plan.convert(batch, row0))
+        views; (name, values) pairs in schema order, names repeated or not): run in the
+        reading thread, ahead of write."""
+        return self.plan.convert(batch, row0)
 
     def write(self, columns):
         self.writer.write_batch(columns)

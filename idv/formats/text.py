@@ -47,6 +47,10 @@ class CsvSource(Source):
         self.reader = pcsv.open_csv(*self.args[:1], read_options=self.args[1],
                                     parse_options=self.args[2], convert_options=self.args[3])
         self.schema = self.reader.schema
+        twice = sorted({n for n in self.schema.names if self.schema.names.count(n) > 1})
+        if twice:      # a header's slip: the earlier column would be written hidden
+            raise ValueError(f"the CSV header names {', '.join(map(repr, twice))} more than "
+                             f"once: give each column a name of its own")
         _refuse_untyped(pa, self.schema)
         _refuse_bytes(pa, self.schema)
 
