@@ -10,6 +10,7 @@ import json
 import datetime as dt
 import importlib
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -837,3 +838,24 @@ def test_keys_of_times_read_into_pandas_arrow_and_parquet(tmp_path):
                                             EPOCH_TICKS + 19724 * 864_000_000_000]
     assert pq.read_table(parquet)["day"].to_pylist() == \
         [dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2), dt.datetime(2024, 1, 1)]
+
+
+@pytest.mark.parametrize("text, types, said", [
+    ("1e39", {"x": "Single"}, "row 1: 1e+39 is outside the range of Single"),
+    ("3000000000", {"x": "Int32"}, "row 1: 3000000000 is outside the range of Int32"),
+    ("-1", {"x": "UInt16"}, "row 1: -1 is outside the range of UInt16"),
+])
+def test_csv_types_check_the_values_as_every_input_does(tmp_path, text, types, said):
+    """A CSV column given a type is parsed at its kind's widest and checked by the writer,
+    as a dict's or a table's column is: refused naming the row (a Single parsed as float32
+    was inf, an Int32 pyarrow's error naming no row)."""
+    pytest.importorskip("pyarrow.csv")
+    src = tmp_path / "in.csv"
+    src.write_text(f"x\n1\n{text}\n")
+    with pytest.raises(ValueError, match=re.escape(said)):
+        idv.convert(src, tmp_path / "out.idv", types=types)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        idv.write(tmp_path / "dict.idv", {"x": np.array([1, float(text)])
+                                          if "e" in text else np.array([1, int(text)])},
+                  types=types)
+    assert not (tmp_path / "out.idv").exists()

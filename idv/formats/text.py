@@ -93,7 +93,14 @@ def _csv_arrow_type(pa, t, datetime):
     t = T.as_type(t)
     if isinstance(t, T.Vector) or t in (T.DateTimeOffset, T.RowId):
         return None
-    return item_arrow_type(pa, t, datetime if datetime in ("ns", "ticks") else "us")
+    at = item_arrow_type(pa, t, datetime if datetime in ("ns", "ticks") else "us")
+    # numbers parsed at their kind's widest, so that the writer's checks see the text's value
+    # (a Single parsed as float32 would be inf beyond its range, an Int32 pyarrow's error)
+    if pa.types.is_floating(at):
+        return pa.float64()
+    if pa.types.is_integer(at):         # int64 holds every narrower one, -1 included
+        return pa.uint64() if at == pa.uint64() else pa.int64()
+    return at
 
 
 class CsvSink(FileSink):
