@@ -812,3 +812,17 @@ def test_iter_batches_refuses_a_bad_batch_size(size):
     pytest.importorskip("pyarrow")
     with idv.open(idv.sample_path()) as f, pytest.raises(ValueError, match="batch_size"):
         f.iter_batches(batch_size=size)
+
+
+@pytest.mark.parametrize("series", [
+    lambda: pd.Series(pd.Categorical(["b", "a", None])),
+    lambda: pd.Series(pd.date_range("2024-01-01", periods=3, tz="Europe/Paris")),
+    lambda: pd.Series([1.5, None, 2.0]),
+    lambda: pd.Series(["x", "", "é"], dtype="string"),
+], ids=["categorical", "zoned", "float", "string"])
+def test_a_series_in_a_dict_is_written_as_a_frames_column(tmp_path, series):
+    """A pandas Series among a dict's columns is typed as a DataFrame's column is (a
+    Categorical was written as Text, a zone lost): the same file either way."""
+    idv.write(tmp_path / "dict.idv", {"c": series(), "n": np.arange(3)})
+    idv.write(tmp_path / "frame.idv", pd.DataFrame({"c": series(), "n": np.arange(3)}))
+    assert (tmp_path / "dict.idv").read_bytes() == (tmp_path / "frame.idv").read_bytes()

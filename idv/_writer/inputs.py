@@ -137,20 +137,25 @@ def _arrow_column(value):
 def _arrow_values(pairs, types, missing_text):
     """(pairs, types, metadata) of data_columns for (name, values) pairs, the Arrow columns
     among them (pyarrow's, another library's: as_pyarrow) typed and converted as a Table's
-    columns are (from_arrow; their types by position), the other values left as they are."""
+    columns are (from_arrow; their types by position), a pandas Series as a DataFrame's
+    (from_pandas: a Categorical a key, a zone kept), the other values left as they are."""
     columns, inferred, metadata = [], {}, {}
     for i, (name, value) in enumerate(pairs):
-        arrow = as_pyarrow(value)
-        if not (hasattr(arrow, "type") and hasattr(arrow, "null_count")):
-            columns.append((name, value))      # missing Text filled by the writer's Column
-            continue
-        pa = import_pyarrow()
         given = types.get(i, types.get(name))
-        got, typed, meta = from_arrow(pa.table({name: arrow}),
-                                      types=None if given is None else {name: given},
-                                      missing_text=missing_text)
+        given = None if given is None else {name: given}
+        if hasattr(value, "iloc") and hasattr(value, "dtype"):    # a pandas Series
+            got, typed, meta = from_pandas(value.to_frame(name), types=given,
+                                           missing_text=missing_text)
+        else:
+            arrow = as_pyarrow(value)
+            if not (hasattr(arrow, "type") and hasattr(arrow, "null_count")):
+                columns.append((name, value))      # missing Text filled by the writer's Column
+                continue
+            got, typed, meta = from_arrow(import_pyarrow().table({name: arrow}), types=given,
+                                          missing_text=missing_text)
         columns += got
-        inferred[i] = typed[name]          # by position: a name may repeat
+        if name in typed:
+            inferred[i] = typed[name]          # by position: a name may repeat
         metadata.update(meta)
     return columns, inferred, metadata
 
