@@ -10,8 +10,6 @@ computation uses down to the reader: only those columns are decoded.
 """
 from __future__ import annotations
 
-import collections
-import contextlib
 import os
 from typing import TYPE_CHECKING
 
@@ -21,7 +19,7 @@ from idv import _docs, types as T
 from idv._scan import filters, scan
 from idv._engines.reopen import listed, open_listed
 from idv._reader.dataset import Dataset, dataset
-from idv._storage.staging import Staging
+from idv._engines import dask_writer
 from idv.errors import require
 
 if TYPE_CHECKING:
@@ -306,118 +304,6 @@ def read_idv_array(urlpath, column, blocks_per_chunk=None, storage_options=None,
             ds.close()
 
 
-# ---- writing ------------------------------------------------------------------------------
-
-class _Converter:
-    """A partition's DataFrame as the writer's columns (idv.from_pandas), every partition with
-    the first one's types; a Categorical whose categories differ from the first partition's
-    would give other key numbers for the same values, so it is refused."""
-
-    def __init__(self, df):
-        from idv._values.metadata import SCHEMA_ATTR
-        from idv._writer.pandas import from_pandas
-        self._from_pandas = from_pandas
-        self.schema = df.attrs.get(SCHEMA_ATTR)       # idv.to_pandas's ML.NET schema
-        _columns, self.types, self.metadata = from_pandas(df, schema=self.schema)
-
-    def writer(self, path, writer_kwargs):
-        from idv._writer import Writer
-        return Writer(path, list(self.types.items()), metadata=self.metadata, **writer_kwargs)
-
-    def columns(self, df, index):
-        columns, _types, metadata = self._from_pandas(df, types=self.types, schema=self.schema)
-        for name, kinds in self.metadata.items():
-            got = metadata.get(name, {}).get("KeyValues")
-            want = kinds.get("KeyValues")
-            if want is not None and not _same_values(got, want):
-                raise ValueError(f"partition {index}: the categories of column {name!r} differ "
-                                 f"from partition 0's, so its key numbers would too; give the "
-                                 f"column one CategoricalDtype first (astype(pd."
-                                 f"CategoricalDtype(categories)), or ddf.categorize() of the "
-                                 f"text column)")
-        return columns
-
-
-def _same_values(a, b):
-    if a is None or b is None:
-        return a is b
-    a = a[1] if isinstance(a, tuple) else a
-    b = b[1] if isinstance(b, tuple) else b
-    return np.asarray(a).tolist() == np.asarray(b).tolist()
-
-
-def _to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs):
-    """to_idv's one file per partition (or per partition and key values), in parallel, the
-    files published together (idv._storage.staging)."""
-    import dask
-    staging = Staging(path, name_function or "part.{task}.idv")
-    parts = ddf.to_delayed()
-    staging.fix_names(len(parts))       # checked before anything is written
-    if partition_by is not None:
-        from idv._writer.tables import check_keys
-        check_keys(list(ddf.columns), partition_by)
-    staging.start()
-    write = dask.delayed(_write_partition, pure=False)
-    tasks = [write(d, staging, i, writer_kwargs, partition_by) for i, d in enumerate(parts)]
-    # every partition written: the parts moved in together
-    together = dask.delayed(staging.commit, pure=False)(tasks)
-    if not compute:
-        return together
-    try:
-        return together.compute()
-    finally:
-        staging.abort()
-
-
-def _write_partition(df, staging, task, writer_kwargs, partition_by=None):
-    """Partition number `task` as its file (idv._storage.staging), or with `partition_by` as one
-    file per combination of the keys' values, in its ``key=value`` folders (the file name the
-    task's own); returns the name(s)."""
-    def writing(frame):
-        def write(path):
-            convert = _Converter(frame)
-            with convert.writer(path, writer_kwargs) as w:
-                w.write_batch(convert.columns(frame, 0))
-        return write
-    if partition_by is None:
-        return staging.write(task, writing(df))
-    from idv._writer.tables import split
-    _, groups = split(df, partition_by)
-    return [staging.write_named(f"{folder}/{staging.name(task)}", writing(rows))
-            for folder, rows in groups]
-
-
-def _client():
-    """The distributed client in use, or None."""
-    try:
-        from distributed import get_client
-        return get_client()
-    except (ImportError, ValueError):
-        return None
-
-
-def _partition_results(ddf, window):
-    """The partitions of ddf computed in order, at most `window` ahead of the one consumed
-    (through the distributed client when there is one, else dask's default scheduler)."""
-    from concurrent.futures import ThreadPoolExecutor
-    client = _client()
-    with contextlib.ExitStack() as stack:
-        if client is not None:
-            submit = client.compute
-        else:
-            pool = stack.enter_context(ThreadPoolExecutor(max(1, window)))
-
-            def submit(d):
-                return pool.submit(d.compute)
-        pending = collections.deque()
-        for d in ddf.to_delayed():
-            pending.append(submit(d))
-            if len(pending) >= window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-
 @_docs.fill
 def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, partition_by=None,
            **writer_kwargs):
@@ -455,7 +341,9 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, parti
         ``path/key=value/part.{i}.idv`` (hive-style, as idv.write's ``partition_by``; read
         back with ``idv.dataset(path, partitioning="hive")``), without the key columns.
     **writer_kwargs
-        The options of idv.Writer (``compression``, ``rows_per_block``, ``backend``...).
+        The options of idv.write (``types``, ``metadata``, ``missing_text``, as idv.write
+        takes them for a DataFrame) and of idv.Writer (``compression``, ``rows_per_block``,
+        ``backend``...).
 
     Returns
     -------
@@ -466,25 +354,9 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, parti
     per_partition = (name_function is not None or text.endswith(("/", os.sep))
                      or os.path.isdir(text) or partition_by is not None)
     if per_partition:
-        return _to_directory(ddf, text, name_function, partition_by, compute, writer_kwargs)
+        return dask_writer.to_directory(ddf, text, name_function, partition_by, compute,
+                                        writer_kwargs)
     if not compute:
         raise ValueError("compute=False is for one file per partition; a single file is "
                          "written by streaming the partitions in order")
-    if lookahead is None:
-        client = _client()
-        lookahead = 4 if client is None else \
-            2 * max(1, len(client.scheduler_info()["workers"]))
-    writer = convert = None
-    try:
-        for i, df in enumerate(_partition_results(ddf, int(lookahead))):
-            if writer is None:
-                convert = _Converter(df)
-                writer = convert.writer(text, writer_kwargs)
-            if len(df):
-                writer.write_batch(convert.columns(df, i))
-        writer.close()          # (a dask DataFrame has at least one partition)
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
-    return text
+    return dask_writer.to_file(ddf, text, lookahead, writer_kwargs)

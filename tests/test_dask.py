@@ -208,6 +208,26 @@ def test_bad_files_and_schemas_through_dask(tmp_path):
     assert ddf.compute(scheduler="sync")["x"].tolist() == [0, 1, 2]
 
 
+@pytest.mark.parametrize("into", ["one file", "a file a partition"])
+def test_to_idv_takes_idv_writes_options_as_idv_write_does(tmp_path, into):
+    """types=, metadata= and missing_text= mean what they mean to idv.write of the computed
+    frame (missing_text was not given to the partitions' conversion, metadata= and types=
+    were refused); a refused value is named by its row in the file, or by its partition."""
+    df = pd.DataFrame({"t": ["a", "b", "c", "d", None, "f"], "x": np.arange(6.0)})
+    ddf = dd.from_pandas(df, npartitions=2)
+    out = str(tmp_path / "one.idv") if into == "one file" else f"{tmp_path / 'parts'}/"
+    options = dict(types={"x": idv.Single}, missing_text="",
+                   metadata={"t": {"idv.Note": (idv.Text, "hello")}})
+    idv.write(tmp_path / "whole.idv", df, **options)
+    idv.dask.to_idv(ddf, out, **options)
+    with idv.dataset(out) as got, idv.open(tmp_path / "whole.idv") as want:
+        assert str(got.schema) == str(want.schema)
+        assert got.read()["t"].tolist() == want.read()["t"].tolist()
+    said = "row 4" if into == "one file" else "partition 1: column 't' row 1"
+    with pytest.raises(ValueError, match=said):
+        idv.dask.to_idv(ddf, out.replace("one", "two").replace("parts", "other"))
+
+
 def test_partitions_with_different_categories_are_refused(tmp_path):
     df = pd.DataFrame({"k": ["a", "b", "c", "d"], "x": np.arange(4)})
     ddf = dd.from_pandas(df, npartitions=2).map_partitions(

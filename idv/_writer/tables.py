@@ -5,6 +5,7 @@
 part."""
 from __future__ import annotations
 
+import contextlib
 import re
 
 import numpy as np
@@ -233,10 +234,19 @@ _ROW = re.compile(r"\brow (\d+)\b")
 def _write_part(write_one, path, rows, at):
     """``write_one(path, rows)``, its errors naming each row by its number in the data
     (`at`: the data's row of each of `rows`), not in the part."""
-    try:
+    with rows_renamed(lambda n: int(at[n])):
         write_one(path, rows)
+
+
+@contextlib.contextmanager
+def rows_renamed(row, prefix=""):
+    """The writer's TypeError and ValueError raised within, each "row N" of their message
+    named ``row(N)`` instead (a part's row by its number in the whole data), `prefix` before
+    the message."""
+    try:
+        yield
     except (TypeError, ValueError) as e:
         if type(e) not in (TypeError, ValueError):
             raise
-        text = _ROW.sub(lambda m: f"row {int(at[int(m.group(1))])}", str(e))
+        text = prefix + _ROW.sub(lambda m: f"row {row(int(m.group(1)))}", str(e))
         raise type(e)(text).with_traceback(e.__traceback__) from None

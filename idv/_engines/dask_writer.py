@@ -1,0 +1,160 @@
+"""idv.dask's writing (``to_idv``): a partition's DataFrame as the writer's columns, the
+partitions streamed in order into one file, or written in parallel one file each and
+published together (idv._storage.staging)."""
+from __future__ import annotations
+
+import collections
+import contextlib
+
+import numpy as np
+
+from idv._storage.staging import Staging
+from idv._writer.tables import rows_renamed
+
+
+class Converter:
+    """A partition's DataFrame as the writer's columns (idv.from_pandas), every partition with
+    the first one's types; a Categorical whose categories differ from the first partition's
+    would give other key numbers for the same values, so it is refused. `writer_kwargs`: the
+    options of idv.write (``types`` and ``missing_text`` given to from_pandas as idv.write
+    gives them, ``metadata`` over the inferred), then of idv.Writer."""
+
+    def __init__(self, df, writer_kwargs):
+        from idv._values.metadata import SCHEMA_ATTR
+        from idv._writer.inputs import merged_metadata
+        from idv._writer.pandas import from_pandas
+        self._from_pandas = from_pandas
+        self.options = dict(writer_kwargs)
+        given, metadata = self.options.pop("types", None), self.options.pop("metadata", None)
+        self.missing_text = self.options.get("missing_text")
+        self.schema = df.attrs.get(SCHEMA_ATTR)       # idv.to_pandas's ML.NET schema
+        _columns, self.types, self.metadata = from_pandas(df, types=given, schema=self.schema,
+                                                          missing_text=self.missing_text)
+        self.given_metadata = merged_metadata(self.metadata, metadata)
+
+    def writer(self, path):
+        from idv._writer import Writer
+        return Writer(path, list(self.types.items()), metadata=self.given_metadata,
+                      **self.options)
+
+    def columns(self, df, index):
+        columns, _types, metadata = self._from_pandas(df, types=self.types, schema=self.schema,
+                                                      missing_text=self.missing_text)
+        for name, kinds in self.metadata.items():
+            got = metadata.get(name, {}).get("KeyValues")
+            want = kinds.get("KeyValues")
+            if want is not None and not _same_values(got, want):
+                raise ValueError(f"partition {index}: the categories of column {name!r} differ "
+                                 f"from partition 0's, so its key numbers would too; give the "
+                                 f"column one CategoricalDtype first (astype(pd."
+                                 f"CategoricalDtype(categories)), or ddf.categorize() of the "
+                                 f"text column)")
+        return columns
+
+
+def _same_values(a, b):
+    if a is None or b is None:
+        return a is b
+    a = a[1] if isinstance(a, tuple) else a
+    b = b[1] if isinstance(b, tuple) else b
+    return np.asarray(a).tolist() == np.asarray(b).tolist()
+
+
+def to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs):
+    """to_idv's one file per partition (or per partition and key values), in parallel, the
+    files published together (idv._storage.staging)."""
+    import dask
+    staging = Staging(path, name_function or "part.{task}.idv")
+    parts = ddf.to_delayed()
+    staging.fix_names(len(parts))       # checked before anything is written
+    if partition_by is not None:
+        from idv._writer.tables import check_keys
+        check_keys(list(ddf.columns), partition_by)
+    staging.start()
+    write = dask.delayed(_write_partition, pure=False)
+    tasks = [write(d, staging, i, writer_kwargs, partition_by) for i, d in enumerate(parts)]
+    # every partition written: the parts moved in together
+    together = dask.delayed(staging.commit, pure=False)(tasks)
+    if not compute:
+        return together
+    try:
+        return together.compute()
+    finally:
+        staging.abort()
+
+
+def _write_partition(df, staging, task, writer_kwargs, partition_by=None):
+    """Partition number `task` as its file (idv._storage.staging), or with `partition_by` as one
+    file per combination of the keys' values, in its ``key=value`` folders (the file name the
+    task's own); returns the name(s)."""
+    def writing(frame):
+        def write(path):        # its rows numbered within the partition: named so
+            with rows_renamed(lambda n: n, f"partition {task}: "):
+                convert = Converter(frame, writer_kwargs)
+                with convert.writer(path) as w:
+                    w.write_batch(convert.columns(frame, 0))
+        return write
+    if partition_by is None:
+        return staging.write(task, writing(df))
+    from idv._writer.tables import split
+    _, groups = split(df, partition_by)
+    return [staging.write_named(f"{folder}/{staging.name(task)}", writing(rows))
+            for folder, rows in groups]
+
+
+def client_in_use():
+    """The distributed client in use, or None."""
+    try:
+        from distributed import get_client
+        return get_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def _partition_results(ddf, window):
+    """The partitions of ddf computed in order, at most `window` ahead of the one consumed
+    (through the distributed client when there is one, else dask's default scheduler)."""
+    from concurrent.futures import ThreadPoolExecutor
+    client = client_in_use()
+    with contextlib.ExitStack() as stack:
+        if client is not None:
+            submit = client.compute
+        else:
+            pool = stack.enter_context(ThreadPoolExecutor(max(1, window)))
+
+            def submit(d):
+                return pool.submit(d.compute)
+        pending = collections.deque()
+        for d in ddf.to_delayed():
+            pending.append(submit(d))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def to_file(ddf, text, lookahead, writer_kwargs):
+    """to_idv into one file: the partitions computed in order, at most `lookahead` (default:
+    twice the workers, or 4) ahead of the one being written, through one idv.Writer; a value
+    refused is named by its row in the file."""
+    if lookahead is None:
+        client = client_in_use()
+        lookahead = 4 if client is None else \
+            2 * max(1, len(client.scheduler_info()["workers"]))
+    writer = convert = None
+    try:
+        row0 = 0
+        for i, df in enumerate(_partition_results(ddf, int(lookahead))):
+            with rows_renamed(lambda n, first=row0: first + n):    # the file's row numbers
+                if writer is None:
+                    convert = Converter(df, writer_kwargs)
+                    writer = convert.writer(text)
+                if len(df):
+                    writer.write_batch(convert.columns(df, i))
+            row0 += len(df)
+        writer.close()          # (a dask DataFrame has at least one partition)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    return text
