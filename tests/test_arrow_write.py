@@ -610,3 +610,29 @@ def test_columns_of_one_name_keep_each_its_own_type(tmp_path):
         with idv.open(tmp_path / f"{name}.idv") as f:
             assert [str(c.type) for c in f.columns] == ["Byte", "Double"], name
             assert f[0].read().tolist() == [1, 2] and f[1].read().tolist() == [1.5, 2.0]
+
+
+def test_the_streaming_writer_maps_dictionaries_and_categoricals_onto_a_keys_labels(tmp_path):
+    """Writer.write_batch takes an Arrow dictionary (to_arrow's key columns, polars') or a
+    pandas Categorical for a key column whose KeyValues it was given, by value, as idv.write
+    maps them (both were refused: a file could not be copied batch by batch from to_arrow);
+    without KeyValues it says to give them."""
+    pd = pytest.importorskip("pandas")
+    with idv.open(idv.sample_path()) as f:
+        meta = {c.index: {k: (c.metadata_types[k], c.metadata[k]) for k in c.metadata_kinds}
+                for c in f.columns}
+        with idv.Writer(tmp_path / "copy.idv", f.schema, metadata=meta) as w:
+            for batch in idv.record_batch_reader(f, batch_size=100):
+                w.write_batch(batch)
+        assert idv.read(tmp_path / "copy.idv")["City"].tolist() == f.read()["City"].tolist()
+    labels = {"k": {"KeyValues": ["a", "b", "c"]}}
+    with idv.Writer(tmp_path / "k.idv", [("k", idv.Key(idv.UInt32, 3))], metadata=labels) as w:
+        w.write_batch({"k": pa.DictionaryArray.from_arrays(pa.array([1, None, 0], pa.uint8()),
+                                                           pa.array(["c", "a"]))})
+        w.write_batch({"k": pd.Series(pd.Categorical(["b", None]))})
+    assert idv.read(tmp_path / "k.idv")["k"].tolist() == [1, 0, 3, 2, 0]
+    w = idv.Writer(tmp_path / "bare.idv", [("k", idv.Key(idv.UInt32, 3))])
+    with pytest.raises(TypeError, match="without KeyValues to map it onto; give them in"):
+        w.write_batch({"k": pa.DictionaryArray.from_arrays(pa.array([0]), pa.array(["a"]))})
+    w.abort()
+    assert not (tmp_path / "bare.idv").exists()

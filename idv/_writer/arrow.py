@@ -354,14 +354,18 @@ def from_arrow(table, *, types=None, missing_text=None):
     return plan.convert(table), plan.types, plan.metadata
 
 
-def arrow_column_values(arr, t, name, row0=0, missing_text=None):
+def arrow_column_values(arr, t, name, row0=0, missing_text=None, key_values=None):
     """An Arrow Array or ChunkedArray given to idv.Writer.write_batch for the column `name` of
     type `t` -> the values the writer takes (Text as Utf8Text, numbers from the buffers).
     `row0`: the file's row of the first value, for the messages; `missing_text`: what its
-    null Text becomes."""
+    null Text becomes; `key_values`: a key column's (type, value) KeyValues, which a
+    dictionary array is mapped onto by value."""
     pa = import_pyarrow()
     field = _FieldToIdv(pa, pa.field(name, arr.type), t, missing_text)
     if field.needs_dictionary or field.key_values is not None:
-        raise TypeError(f"column {name!r}: a dictionary array for a {t} column; give the key "
-                        f"values (1-based integers, 0 missing) or decode the dictionary first")
+        if key_values is None:
+            raise TypeError(f"column {name!r}: a dictionary array for a {t} column without "
+                            f"KeyValues to map it onto; give them in metadata=, the key values "
+                            f"(1-based integers, 0 missing), or decode the dictionary first")
+        field.needs_dictionary, field.key_values = False, _key_values_array(pa, key_values)
     return field.convert(arr, row0)

@@ -14,6 +14,7 @@ from idv import _codecs, _encode, types as T
 from idv._storage import bounds, statistics
 from idv._values.infer import (arrow_of, flatten_rows, is_rowlike, is_scipy_sparse,
                                number_array, row_length, values_of)
+from idv._values.arrow_types import import_pyarrow
 from idv._values.vectors import Ragged, Sparse, object_array
 from idv.errors import Where
 from idv._writer.arrow import arrow_column_values
@@ -151,6 +152,9 @@ class Column:
         self.where = where
         # what a missing Text becomes (None: refused); a Text column's alone
         self.missing_text = missing_text if self.item is T.Text else None
+        # a key's KeyValues as metadata= gives them ((type, value)), which an Arrow
+        # dictionary given for it is mapped onto by value; None: none given
+        self.key_values = None
         self._row0 = 0
         # a block's payload is its values' own bytes: nothing to encode
         self.trivial = self.kind == T.FIXED and not self.is_vector
@@ -161,8 +165,12 @@ class Column:
         the file's row of the batch's first, for the messages."""
         self._row0 = row0
         arrow = arrow_of(value)
+        if arrow is None and self.key_values is not None and \
+                str(getattr(value, "dtype", "")) == "category":   # onto the key's labels
+            arrow = import_pyarrow().array(value)
         if arrow is not None:       # Arrow arrays, Arrow-backed pandas: from their buffers
-            value = arrow_column_values(arrow, self.type, self.name, row0, self.missing_text)
+            value = arrow_column_values(arrow, self.type, self.name, row0, self.missing_text,
+                                        self.key_values)
         value = values_of(value, Where(self.where, base=row0))
         if self.missing_text is not None:
             value = filled_values(value, self.missing_text)

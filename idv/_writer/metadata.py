@@ -73,11 +73,7 @@ def column_metadata(name, entries, column_type=None):
         where = f"column {name!r} metadata {kind!r}"
         if not isinstance(kind, str) or not kind:
             raise ValueError(f"{where}: metadata kinds must be non-empty str")
-        if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], T.DataViewType):
-            type_, value = spec
-        else:
-            value = _nested_array(values_of(spec), where)
-            type_ = infer_metadata_type(value, where)
+        type_, value = typed_value(spec, where)
         col, raw = metadata_block(type_, value, where)
         problem = None if column_type is None else \
             annotation_size_problem(column_type, kind, col.type)
@@ -85,6 +81,15 @@ def column_metadata(name, entries, column_type=None):
             raise ValueError(f"{where}: {problem}")
         out.append((kind, col.codec_name, col.codec_params, raw))
     return out
+
+
+def typed_value(spec, where):
+    """(type, value) of one annotation as metadata= gives it: a (type, value) pair, or a value
+    whose type is inferred."""
+    if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], T.DataViewType):
+        return spec
+    value = _nested_array(values_of(spec), where)
+    return infer_metadata_type(value, where), value
 
 
 def metadata_by_column(metadata, names):

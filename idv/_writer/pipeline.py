@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 
-from idv import _docs, _header, _lookup, _toc
+from idv import _docs, _header, _lookup, _toc, types as T
 from idv._resources import threads as _threads
 from idv._storage import statistics as block_stats
 from idv._storage.checksums import BLOCK, POINTER_AT, POINTER_SIZE, Recorder
@@ -27,7 +27,7 @@ from idv._values.arguments import ensure_count
 from idv._writer.columns import MAX_INT32, Column
 from idv._writer.encoding import BlockEncoder
 from idv._writer.inputs import arrow_batch, check_dest, frame_rows, schema_pairs
-from idv._writer.metadata import column_metadata, metadata_by_column
+from idv._writer.metadata import column_metadata, metadata_by_column, typed_value
 from idv._writer.missing import ensure_missing_text
 
 DEFAULT_MAX_ROWS_PER_BLOCK = 8192          # ML.NET's BinarySaver MaxRowsPerBlock
@@ -92,6 +92,10 @@ class Writer:
         self._kind = compression_kind(compression)
         self._compress = compressor(compression, level, backend)
         per_column = metadata_by_column(metadata, names)
+        for c in self._columns:         # an Arrow dictionary given a key maps onto its labels
+            labels = (per_column[c.index] or {}).get("KeyValues")
+            if isinstance(c.type, T.Key) and labels is not None:
+                c.key_values = typed_value(labels, f"column {c.name!r} metadata 'KeyValues'")
         self._metadata = [self._encode_metadata(
             column_metadata(c.name, per_column[c.index], c.type)) for c in self._columns]
         if rows_per_block is None:
