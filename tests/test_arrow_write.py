@@ -636,3 +636,12 @@ def test_the_streaming_writer_maps_dictionaries_and_categoricals_onto_a_keys_lab
         w.write_batch({"k": pa.DictionaryArray.from_arrays(pa.array([0]), pa.array(["a"]))})
     w.abort()
     assert not (tmp_path / "bare.idv").exists()
+
+
+def test_a_dictionary_of_string_views_given_text_is_written_as_its_values(tmp_path):
+    """polars' Categorical (a dictionary of string views) written as Text is its values, as a
+    pandas or Arrow one is (pyarrow has no kernel to decode a dictionary of views)."""
+    pl = pytest.importorskip("polars")
+    df = pl.DataFrame({"k": pl.Series(["x", None, "y"], dtype=pl.Categorical)})
+    idv.write(tmp_path / "k.idv", df, types={"k": idv.Text}, missing_text="")
+    assert idv.read(tmp_path / "k.idv")["k"].tolist() == ["x", "", "y"]

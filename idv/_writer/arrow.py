@@ -160,6 +160,9 @@ class _FieldToIdv:
         if isinstance(arr.type, pa.BaseExtensionType):
             arr = arr.storage
         if pa.types.is_dictionary(arr.type):
+            if arr.dictionary.type == pa.string_view():    # polars': no kernel decodes views
+                arr = pa.DictionaryArray.from_arrays(arr.indices,
+                                                     arr.dictionary.cast(pa.large_string()))
             arr = arr.dictionary_decode()
         arr = filled_text(pa, arr, self.missing_text)
         no_nulls(arr, describe, T.Text)
