@@ -167,3 +167,21 @@ def test_null_text_from_parquet_with_missing_text(tmp_path, oracle):
     dumps = oracle.dump_many([tmp_path / "cli.idv", tmp_path / "py.idv"])
     for doc in dumps.values():
         assert [r[column_index(doc, "Name")] for r in doc["rows"]] == ["a", "", "c"]
+
+
+def test_a_missing_value_given_a_key_type_is_the_missing_key_on_every_input(tmp_path):
+    """NaN, a null, a masked entry and pandas' <NA> written to a key are 0, its missing
+    value, from every input (NaN and <NA> were refused as if a key had no missing value)."""
+    pa = pytest.importorskip("pyarrow")
+    key = idv.Key(idv.Byte, 3)
+    inputs = {
+        "numpy NaN": {"k": np.array([1, np.nan, 3])},
+        "masked": {"k": np.ma.masked_array([1, 2, 3], mask=[0, 1, 0])},
+        "Arrow NaN": pa.table({"k": pa.array([1, float("nan"), 3])}),
+        "Arrow null": pa.table({"k": pa.array([1, None, 3])}),
+        "pandas <NA>": pd.DataFrame({"k": pd.array([1, None, 3], dtype="Int64")}),
+        "pandas NaN": pd.DataFrame({"k": [1, np.nan, 3]}),
+    }
+    for name, data in inputs.items():
+        idv.write(tmp_path / "k.idv", data, types={"k": key})
+        assert idv.read(tmp_path / "k.idv")["k"].tolist() == [1, 0, 3], name

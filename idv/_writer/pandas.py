@@ -138,6 +138,8 @@ def _series_values(pd, s, name, override):
         if na.any():
             if kind == "f":
                 return s.to_numpy(dtype=dtype.numpy_dtype, na_value=np.nan), None, None
+            if override is not None and isinstance(T.item_type(T.as_type(override)), T.Key):
+                return s.to_numpy(dtype=dtype.numpy_dtype, na_value=0), None, None  # missing
             raise ValueError(f"column {name!r} row {first(na)}: missing value (<NA>) in a "
                              f"nullable {dtype} column; ML.NET's {dtype.numpy_dtype} type has "
                              f"no missing value: fill it (fillna) or cast to float (NaN)")

@@ -357,6 +357,8 @@ def _to_rowid(arr, where):
 
 
 def _to_key(arr, item, where):
+    if arr.dtype.kind == "f" and np.isnan(arr).any():     # NaN: a key's missing value, 0
+        arr = np.where(np.isnan(arr), 0, arr)
     out = to_int(arr, T.item_info(item).stored, where, str(item))
     bad = out > item.count
     if bad.any():
