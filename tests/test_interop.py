@@ -826,3 +826,15 @@ def test_a_series_in_a_dict_is_written_as_a_frames_column(tmp_path, series):
     idv.write(tmp_path / "dict.idv", {"c": series(), "n": np.arange(3)})
     idv.write(tmp_path / "frame.idv", pd.DataFrame({"c": series(), "n": np.arange(3)}))
     assert (tmp_path / "dict.idv").read_bytes() == (tmp_path / "frame.idv").read_bytes()
+
+
+def test_dates_are_written_as_midnight_from_every_input(tmp_path):
+    """datetime.date objects are DateTime at midnight from a list, an object array and a
+    DataFrame alike (a list and an array of them were refused as unsupported objects)."""
+    import datetime as _dt
+    days = [_dt.date(2020, 1, 1), _dt.date(1999, 12, 31)]
+    idv.write(tmp_path / "frame.idv", pd.DataFrame({"d": pd.Series(days, dtype=object)}))
+    for name, values in (("list", days), ("array", np.array(days, dtype=object))):
+        idv.write(tmp_path / f"{name}.idv", {"d": values})
+        assert (tmp_path / f"{name}.idv").read_bytes() == (tmp_path / "frame.idv").read_bytes()
+    assert idv.read(tmp_path / "list.idv")["d"].astype("datetime64[D]").tolist() == days

@@ -232,6 +232,8 @@ def _infer_objects(arr, where, allow_rows):
         return (T.DateTimeOffset if aware else T.DateTime), None
     if all(isinstance(x, _dt.timedelta) for x in arr):
         return T.TimeSpan, None
+    if all(type(x) is _dt.date for x in arr):      # midnight, as pandas' dates are written
+        return T.DateTime, None
     desc = ", ".join(f"{k} at {'row' if allow_rows else 'item'} {i}" for k, i in kinds.items())
     raise TypeError(f"{where}: mixed or unsupported objects ({desc}) have no ML.NET type")
 
