@@ -838,3 +838,15 @@ def test_dates_are_written_as_midnight_from_every_input(tmp_path):
         idv.write(tmp_path / f"{name}.idv", {"d": values})
         assert (tmp_path / f"{name}.idv").read_bytes() == (tmp_path / "frame.idv").read_bytes()
     assert idv.read(tmp_path / "list.idv")["d"].astype("datetime64[D]").tolist() == days
+
+
+def test_arrays_of_one_shape_keep_it_from_every_input(tmp_path):
+    """Rows that are arrays of one 2-d shape are a Vector<T, 3, 2> from a list or a
+    DataFrame's object column, as from the 3-d array (they were flattened to Vector<T, 6>)."""
+    a = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
+    idv.write(tmp_path / "array.idv", {"v": a})
+    for name, data in (("list", {"v": [a[0], a[1]]}),
+                       ("frame", pd.DataFrame({"v": pd.Series([a[0], a[1]], dtype=object)}))):
+        idv.write(tmp_path / f"{name}.idv", data)
+        assert (tmp_path / f"{name}.idv").read_bytes() == (tmp_path / "array.idv").read_bytes()
+    assert str(idv.open(tmp_path / "list.idv")["v"].type) == "Vector<Single, 3, 2>"

@@ -208,7 +208,11 @@ def _infer_objects(arr, where, allow_rows):
                              f"{lengths[b]}); pass an idv.Ragged or types=idv.Vector(item) for "
                              f"variable-size vectors")
         flat = flatten_rows(arr, where)
-        return T.Vector(_item_of(flat, where), lengths[0]), flat.reshape(len(arr), lengths[0])
+        # arrays of one shape of 2 dimensions or more keep it, as a numpy array of them does
+        shapes = {x.shape if isinstance(x, np.ndarray) else None for x in arr}
+        dims = shapes.pop() if len(shapes) == 1 else None
+        dims = dims if dims is not None and len(dims) > 1 else (lengths[0],)
+        return T.Vector(_item_of(flat, where), *dims), flat.reshape(len(arr), *dims)
     try:
         conv = number_array(arr.tolist())
     except (ValueError, TypeError, OverflowError):
