@@ -721,6 +721,8 @@ def test_write_dataframe_overrides(tmp_path):
     # make text of the numbers beside a str ("1", "2")
     (lambda: pd.DataFrame({"v": [[1, "b"], [2]]}), r"mixed .*\(int at item 0, str at item 1\)"),
     (lambda: pd.DataFrame({"v": [["a"], [1, 2]]}), "mixed .*str at item 0, int at item 1"),
+    (lambda: pd.DataFrame({"v": pd.Series([[[1, 2], [3]], [[4]]], dtype=object)}),
+     r"column 'v' row 0: lists of different lengths inside a row"),
     (lambda: pd.DataFrame({"p": pd.period_range("2020-01", periods=2, freq="M")}),
      "no ML.NET type"),
 ])

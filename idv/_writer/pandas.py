@@ -42,6 +42,16 @@ def _categorical(pd, s, name, override):
     return raw, (T.Key(raw_type, count=n), {"KeyValues": kv})
 
 
+def _row_size(row, name, i):
+    """The items of row `i` of a column of vectors; TypeError naming it for lists nested
+    unevenly, which numpy cannot size (ML.NET's vectors hold items, not lists)."""
+    try:
+        return np.size(row)
+    except ValueError:
+        raise TypeError(f"column {name!r} row {i}: lists of different lengths inside a row "
+                        f"(ML.NET's vectors hold items, not lists)") from None
+
+
 def _object_values(pd, s, name):
     arr = s.to_numpy(dtype=object)
     first = next((x for x in arr if x is not None and not (isinstance(x, float) and x != x)),
@@ -51,7 +61,7 @@ def _object_values(pd, s, name):
         if bad:
             raise TypeError(f"column {name!r} row {bad[0]}: {arr[bad[0]]!r} in a column of "
                             f"vectors (ML.NET vectors have no missing value)")
-        lengths = {np.size(x) for x in arr}
+        lengths = {_row_size(x, name, i) for i, x in enumerate(arr)}
         if len(lengths) > 1:
             # the item dtype from the non-empty rows (an empty list alone would say float64);
             # numpy makes text of numbers beside str ([1, "b"]: "1"): rows with str, or of
