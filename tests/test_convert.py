@@ -859,3 +859,18 @@ def test_csv_types_check_the_values_as_every_input_does(tmp_path, text, types, s
                                           if "e" in text else np.array([1, int(text)])},
                   types=types)
     assert not (tmp_path / "out.idv").exists()
+
+
+@pytest.mark.parametrize("options", [{}, {"compression": "none"}, {"level": 1}])
+def test_an_idv_written_again_keeps_its_block_size(tmp_path, options):
+    """.idv -> .idv keeps the file's rows per block whether its blocks are copied or made
+    again (another compression or level gave the default block size: a random-access layout
+    of 1,000-row blocks became one block); rows_per_block= chooses another."""
+    idv.write(tmp_path / "in.idv", {"x": np.arange(5000), "t": np.array(["a"] * 5000, object)},
+              rows_per_block=1000)
+    idv.convert(tmp_path / "in.idv", tmp_path / "out.idv", **options)
+    with idv.open(tmp_path / "out.idv") as f:
+        assert [(c.rows_per_block, c.num_blocks) for c in f.columns] == [(1000, 5)] * 2
+        assert f.read()["x"].tolist() == list(range(5000))
+    idv.convert(tmp_path / "in.idv", tmp_path / "other.idv", rows_per_block=2500, **options)
+    assert idv.open(tmp_path / "other.idv")["x"].num_blocks == 2

@@ -219,9 +219,13 @@ def idv_to_idv(src, dst, options, progress):
         def rows(batch):
             return {c.name: v if shift is None else shift[1](v)
                     for c, v, shift in zip(cols, batch.values, shifts)}
+        # a file's own block size unless another is asked for, whether or not its blocks
+        # are copied (a random-access layout stays one), one a column or not
+        own = None if is_dataset(source) or len({c.rows_per_block for c in cols}) != 1 \
+            else cols[0].rows_per_block
         with contextlib.closing(batches), \
                 Writer(dst, schema, metadata=metadata, compression=options.compression,
-                       rows_per_block=cols[0].rows_per_block if kept else options.rows_per_block,
+                       rows_per_block=own if kept else options.rows_per_block or own,
                        **options.deflate, **({"max_bytes_per_block": None} if kept else {})) as w:
             if not kept:
                 for batch in batches:
