@@ -58,7 +58,10 @@ def test_types_given_once_a_column_are_all_kept(tmp_path):
         check_rc=0)
     run("convert", src, tmp_path / "each.idv", "--types", "Age=Single", "--types",
         "Grade=Key<UInt32, 3>", check_rc=0)
-    assert (tmp_path / "one.idv").read_bytes() == (tmp_path / "each.idv").read_bytes()
+    with idv.open(tmp_path / "one.idv") as one, idv.open(tmp_path / "each.idv") as each:
+        assert str(one.schema) == str(each.schema)      # ISA-L's bytes may differ run to run
+        assert [str(c.type) for c in each.columns] == ["Text", "Single", "Key<UInt32, 3>"]
+        assert str(one.read()) == str(each.read())
 
 
 @pytest.mark.parametrize("spec, message", [
