@@ -140,3 +140,21 @@ def test_row_numbers_with_a_filter_are_refused_and_a_slice_is_filtered(sources):
                     "k == 'a' or s > 1": (sel["k"] == "a") | (sel["s"] > 1),
                     "k == 'b'": sel["k"] == "b"}[where]
             assert got == {k: sel[k][keep].tolist() for k in ("i", "k")}, (read, where)
+
+
+@pytest.mark.filterwarnings("ignore::idv.IdvWarning")    # the fixtures' floored ticks
+@pytest.mark.parametrize("name", ["annotations_more", "datetime_vectors", "keys_wide",
+                                  "mixed_dates", "text_bool_vectors", "vectors_blocks_deflate"])
+def test_row_numbers_in_arrow_are_the_whole_tables_rows(name):
+    """to_arrow(rows=) of row numbers (each file's share taken as numpy's take, then made
+    Arrow) equals pyarrow's own take of the whole table, on every type the testdata holds:
+    keys with labels, vectors, times, Text."""
+    from reference import TESTDATA_DIR
+    path = str(TESTDATA_DIR / f"{name}.idv")
+    n = idv.open(path).num_rows
+    rows = np.array([n - 1, 0, n // 2, 0, n // 3], np.int64)
+    whole = idv.to_arrow(path)
+    for key, picked in ((rows, rows), (slice(None, None, -2), np.arange(n)[::-2])):
+        got, want = idv.to_arrow(path, rows=key), whole.take(picked)
+        assert got.schema.equals(want.schema, check_metadata=True)
+        assert repr(got.to_pylist()) == repr(want.to_pylist())     # NaN equal to NaN

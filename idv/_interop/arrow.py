@@ -18,7 +18,7 @@ from idv._resources import budget, gc as _gc
 from idv._scan import filters
 from idv._values import ticks
 from idv._values.arguments import ensure_count
-from idv._reader import read_source, selection, whole_read
+from idv._reader import read_source, selection, take as _take, whole_read
 from idv._reader.reader import opened
 from idv._reader.read_source import file_rows
 from idv._interop.arrow_columns import chunked, converters, fields, is_text
@@ -236,29 +236,25 @@ def window_reader(file, columns=None, *, datetime="auto", safe=True, filter=None
 def taken(src, asked, rows, unit, safe, schema):
     """Rows `rows` (row numbers in range: read_source.table_rows') of columns `asked` of
     source `src` as a pyarrow.Table of `schema`, in the order given, repeats included: each
-    block that holds one is streamed once (in the chosen time unit `unit`) and the rows taken
-    from it. to_arrow's and idv.arrow_dataset's take."""
+    file's share taken as numpy's take takes it (each block hit decoded once), in Arrow's
+    forms (times in the chosen unit `unit`). to_arrow's and idv.arrow_dataset's take."""
     pa = import_pyarrow()
     if len(rows) == 0:
         return empty_table(pa, schema)
+    keys, fixed = read_source.split(src, asked)
+    types = [f.type for f in _constant_fields(pa, src, fixed)]
+    order = [(keys + fixed).index(k) for k in asked]
     parts, restore = read_source.row_parts(src, rows)
-    own = read_source.split(src, asked)[0]        # the files' columns (not hive keys)
     tables = []
     for i, local in parts:
-        f = src.files[i]
         local = np.asarray(local, np.int64)
-        with src.using(i) as one:
-            rpb = one[own[0]].rows_per_block if own else max(f.num_rows, 1)
-        blocks, first = np.unique(local // rpb, return_inverse=True)
-        pieces, at = [], np.zeros(len(blocks), np.int64)
-        for k, b in enumerate(blocks):
-            at[k] = sum(p.num_rows for p in pieces)
-            span = range(f.start + int(b) * rpb, f.start + min((int(b) + 1) * rpb, f.num_rows))
-            pieces.append(record_batch_reader(src, asked, datetime=unit, safe=safe,
-                                              rows=span).read_all())
-        got = pa.concat_tables(pieces)
-        tables.append(got.take(pa.array(at[first] + local % rpb)))
-    out = pa.concat_tables([pa.Table.from_arrays(t.columns, schema=schema) for t in tables])
+        with src.using(i) as f:
+            cols = [f[k] for k in keys]
+            arrays = [c.array(v) for c, v in zip(converters(pa, cols, unit, safe),
+                                                   _take.taken(f, local, cols))]
+        arrays += constant_arrays(pa, src, fixed, types, i, len(local))
+        tables.append(pa.Table.from_arrays([arrays[j] for j in order], schema=schema))
+    out = pa.concat_tables(tables)
     return out if restore is None else out.take(pa.array(restore))
 
 
