@@ -158,3 +158,33 @@ def test_row_numbers_in_arrow_are_the_whole_tables_rows(name):
         got, want = idv.to_arrow(path, rows=key), whole.take(picked)
         assert got.schema.equals(want.schema, check_metadata=True)
         assert repr(got.to_pylist()) == repr(want.to_pylist())     # NaN equal to NaN
+
+
+def test_rows_by_number_are_read_as_take_reads_them_on_every_reader(tmp_path):
+    """A few scattered rows of a file whose columns are past the memory limit are read on
+    every reader, as take() reads them (read(rows=) and to_pandas(rows=) charged the Text
+    blocks as str objects, or the whole span of blocks, and refused)."""
+    p = str(tmp_path / "t.idv")
+    n = 400_000
+    idv.write(p, {"x": np.arange(n, dtype=np.float64),
+                  "t": np.array(["abc", "defgh", "ij"], object)[np.arange(n) % 3]})
+    rows = np.linspace(0, n - 1, 20).astype(np.int64)[::-1]
+    want = {"x": rows.astype(float).tolist(),
+            "t": np.array(["abc", "defgh", "ij"], object)[rows % 3].tolist()}
+    with idv.open(p, memory_limit=3_000_000) as f:
+        for name, got in (("take", f.take(rows)), ("read", f.read(rows=rows)),
+                          ("to_arrow", idv.to_arrow(f, rows=rows)),
+                          ("to_pandas", idv.to_pandas(f, rows=rows))):
+            assert _as_lists(got, ["x", "t"]) == want, name
+
+
+@pytest.mark.parametrize("key", [slice(0, 5), slice(0, 10, 2), [3, 1], slice(None, None, -7), 4],
+                         ids=repr)
+def test_text_has_one_pandas_dtype_whatever_the_rows(sources, key):
+    """dtype_backend='pyarrow' gives Text Arrow's strings for every selection (rows by number
+    and slices of a step gave pandas' str)."""
+    root, last, whole = sources
+    for src in (idv.open(str(last)), idv.dataset(str(root), partitioning="hive")):
+        with src:
+            df = idv.to_pandas(src, ["t"], rows=key, dtype_backend="pyarrow")
+            assert str(df["t"].dtype) == "string[pyarrow]", key

@@ -26,7 +26,7 @@ from idv import _docs, types as T
 from idv._resources import budget, gc as _gc
 from idv._scan import filters
 from idv._values import ticks
-from idv._reader import read_source, selection, time_units, whole_read
+from idv._reader import read_source, selection, take as _take, time_units, whole_read
 from idv._interop import pandas_times
 from idv._interop.arrow_columns import text_array, text_reader
 from idv._values.arrow_types import check_key_labels, key_value_times
@@ -253,7 +253,8 @@ def frame(file, columns=None, *, vectors="expand", datetime="auto", safe=True,
         rows = read_source.table_rows(src, rows, filter, keys)
         if zones is None and (rows is not None or filter is not None):     # of every row
             how["zones"] = pandas_times.dataset_zones(src, columns, datetime)
-        if filter is None and values is None:       # the rows read, checked as a whole first
+        # the rows read, checked as a whole first (rows by number: as take() checks them)
+        if filter is None and values is None and selection.in_order(rows):
             whole_read.check_rows(src, keys, rows)
         if read_source.constant_types(src) or len(src.files) > 1:
             parts, restore = read_source.row_parts(src, rows)
@@ -274,6 +275,8 @@ def _frame(pd, f, columns, rows, how, row_index, values):
     if how["warn_wide"] and vectors == "expand":
         warn_kept_wide(cols)
     n = f.num_rows if rows is None else selection.count(rows, f.num_rows)
+    if values is None and not selection.in_order(rows):    # rows by number, as take() takes
+        values = dict(zip(map(id, cols), _take.taken(f, rows, cols)))
     if values is not None:
         n = len(next(iter(values.values()))) if values else n
     pieces, whole, index = [], {}, None
@@ -291,8 +294,10 @@ def _frame(pd, f, columns, rows, how, row_index, values):
     # the chosen modes give a column the type it was written from (SOURCE_TYPE)
     finest = as_written(datetime)
     for col in cols:
-        if arrow_text and col.type is T.Text:
-            text = whole[id(col)] if whole else text_array(col, rows)
+        if strings is not None and col.type is T.Text:
+            # Arrow's strings: read into them, or made of the rows' str where taken by number
+            text = whole[id(col)] if whole else text_array(col, rows) if arrow_text \
+                else col[rows]
             pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
             continue
         ctx = _Ctx(pd, col.name, datetime, bool(how["safe"]),

@@ -119,8 +119,11 @@ PREFETCH_ROWS = 1 << 16
 def _read_rows(f, keys, local, strings):
     """Rows `local` of columns `keys` of file `f` (read()'s forms; Text as StringDType where
     `strings`), the blocks of every column fetched together first (IdvFile.prefetch: a remote
-    file's in one round of coalesced requests, not a round per column)."""
+    file's in one round of coalesced requests, not a round per column); rows by number as
+    take() takes them (its memory check, its Text decoded as UTF-8 and made str by row)."""
     cols = [f[k] for k in keys]
+    if not isinstance(local, slice) and not strings:     # rows by number: as take() takes them
+        return _take.taken(f, selection.row_numbers(local, f.num_rows, "file"), cols)
     try:
         hit = None if isinstance(local, slice) and selection.count(
             local, f.num_rows) > PREFETCH_ROWS else selection.row_numbers(local, f.num_rows)
