@@ -188,3 +188,16 @@ def test_a_missing_value_given_a_key_type_is_the_missing_key_on_every_input(tmp_
     for name, data in inputs.items():
         idv.write(tmp_path / "k.idv", data, types={"k": key})
         assert idv.read(tmp_path / "k.idv")["k"].tolist() == [1, 0, 3], name
+
+
+def test_a_text_column_of_only_missing_values_is_filled_as_any_other(tmp_path):
+    """missing_text fills a Text column whose every value is missing, as it fills one with a
+    few (it was refused, advising the option given); so a partitioned write whose part holds
+    only missing text writes it."""
+    idv.write(tmp_path / "all.idv", {"x": [None, None]}, types={"x": idv.Text},
+              missing_text="")
+    assert idv.read(tmp_path / "all.idv")["x"].tolist() == ["", ""]
+    idv.write(tmp_path / "parts", {"p": [1, 2], "x": ["a", None]}, partition_by=["p"],
+              missing_text="")
+    got = idv.dataset(tmp_path / "parts", partitioning="hive").read()
+    assert sorted(zip(got["p"].tolist(), got["x"].tolist())) == [(1, "a"), (2, "")]

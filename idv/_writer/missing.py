@@ -52,8 +52,7 @@ def filled_values(values, text):
         return values               # all strings (a batch's usual case): one pass in C
     if isinstance(values, (list, tuple)) or (isinstance(values, np.ndarray) and
                                              values.dtype == object and values.ndim == 1):
-        missing = [is_missing(v) for v in values]
-        if any(missing) and not all(missing) and \
-                all(isinstance(v, str) for v, m in zip(values, missing) if not m):
+        missing = [is_missing(v) for v in values]      # all of them too: a Text column's
+        if any(missing) and all(isinstance(v, str) for v, m in zip(values, missing) if not m):
             return [text if m else v for v, m in zip(values, missing)]
     return values
