@@ -173,8 +173,9 @@ def test_null_text_from_parquet_with_missing_text(tmp_path, oracle):
 
 
 def test_a_missing_value_given_a_key_type_is_the_missing_key_on_every_input(tmp_path):
-    """NaN, a null, a masked entry and pandas' <NA> written to a key are 0, its missing
-    value, from every input (NaN and <NA> were refused as if a key had no missing value)."""
+    """NaN, None, a null, a masked entry and pandas' <NA> written to a key are 0, its
+    missing value, from every input (NaN, None and <NA> were refused as if a key had no
+    missing value)."""
     pa = pytest.importorskip("pyarrow")
     key = idv.Key(idv.Byte, 3)
     inputs = {
@@ -184,6 +185,9 @@ def test_a_missing_value_given_a_key_type_is_the_missing_key_on_every_input(tmp_
         "Arrow null": pa.table({"k": pa.array([1, None, 3])}),
         "pandas <NA>": pd.DataFrame({"k": pd.array([1, None, 3], dtype="Int64")}),
         "pandas NaN": pd.DataFrame({"k": [1, np.nan, 3]}),
+        "None": {"k": [1, None, 3]},
+        "<NA> among objects": {"k": np.array([1, pd.NA, 3], object)},
+        "frame of objects": pd.DataFrame({"k": pd.Series([1, pd.NA, 3], dtype=object)}),
     }
     for name, data in inputs.items():
         idv.write(tmp_path / "k.idv", data, types={"k": key})

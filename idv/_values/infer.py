@@ -104,8 +104,10 @@ _FLOAT_EXACT = 2**53       # every integer up to this size has a float64 of its 
 
 
 def is_missing(value):
-    """Whether a Python value among strings is a missing one: None or NaN (as pandas says)."""
-    return value is None or (isinstance(value, float) and value != value)
+    """Whether a Python value among strings is a missing one: None, NaN or pandas' NA (as
+    pandas says; told by its type, pandas not imported)."""
+    return value is None or (isinstance(value, float) and value != value) or (
+        type(value).__name__ == "NAType" and type(value).__module__.startswith("pandas"))
 
 
 def number_array(values):

@@ -357,8 +357,11 @@ def _to_rowid(arr, where):
 
 
 def _to_key(arr, item, where):
-    if arr.dtype.kind == "f" and np.isnan(arr).any():     # NaN: a key's missing value, 0
-        arr = np.where(np.isnan(arr), 0, arr)
+    # NaN, None, pandas' <NA>: a key's missing value, 0
+    missing = np.isnan(arr) if arr.dtype.kind == "f" else \
+        np.fromiter(map(is_missing, arr), bool, len(arr)) if arr.dtype == object else None
+    if missing is not None and missing.any():
+        arr = np.where(missing, 0, arr)
     out = to_int(arr, T.item_info(item).stored, where, str(item))
     bad = out > item.count
     if bad.any():
