@@ -188,3 +188,15 @@ def test_text_has_one_pandas_dtype_whatever_the_rows(sources, key):
         with src:
             df = idv.to_pandas(src, ["t"], rows=key, dtype_backend="pyarrow")
             assert str(df["t"].dtype) == "string[pyarrow]", key
+
+
+def test_a_range_is_its_slice_and_a_zero_step_is_named(sources):
+    """rows=range(...) is the slice it spans on every reader, with a filter too (refused as
+    row numbers there); a slice of step 0 is refused for its step, not as row numbers."""
+    root, _last, whole = sources
+    ds = idv.dataset(str(root), partitioning="hive")
+    for read in (idv.read, idv.to_arrow, idv.to_pandas):
+        got = _as_lists(read(ds, ["i"], rows=range(2, 12), filter="s > 1"), ["i"])
+        assert got["i"] == whole["i"][2:12][whole["s"][2:12] > 1].tolist()
+        with pytest.raises(ValueError, match="step cannot be zero"):
+            read(ds, ["i"], rows=slice(0, 10, 0), filter="s > 1")

@@ -73,7 +73,11 @@ def table_rows(source, rows, filter_=None, keys=()):
     """rows= of a reader of `source` that makes a table (selection.table_rows); row numbers
     with a filter are a ValueError (a filter tests rows in file order: a slice with it). A
     selection in another order is a take of columns `keys`, whose result is checked against
-    the memory limit first (take.check_result)."""
+    the memory limit first (take.check_result). A range is its slice."""
+    if isinstance(rows, range):
+        rows = slice(rows.start, rows.stop, rows.step)
+    if isinstance(rows, slice) and rows.step == 0:
+        raise ValueError("rows: a slice's step cannot be zero")
     if not selection.in_order(rows):
         if filter_ is not None:
             raise ValueError("filter= tests rows in file order: rows= with it takes a slice "

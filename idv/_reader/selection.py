@@ -169,17 +169,19 @@ def table_rows(key, n, what="file"):
     return row_numbers(key, n, what)
 
 
-def stream_rows(key, n, where="record_batch_reader"):
+def stream_rows(key, n):
     """rows= of a stream (rows in file order): a slice or range with a positive step, as a
     range over the `n` rows; other selections are a TypeError naming the readers that take
     them, a step below 1 a ValueError."""
     if not isinstance(key, (slice, range)):
-        raise TypeError(f"{where}(rows=) streams rows in file order and takes a slice, not "
-                        f"{_described(key)}: to_arrow(rows=) and take() read rows by number")
+        raise TypeError(f"a stream's rows= (record_batch_reader, iter_batches) are in file "
+                        f"order: a slice, not {_described(key)}; to_arrow(rows=) and take() "
+                        f"read rows by number")
     rows = range(*slice(key.start, key.stop, key.step).indices(n))
     if rows.step < 1:
-        raise ValueError(f"{where}(rows=) streams rows in file order: a slice with a positive "
-                         f"step, not {rows.step}; to_arrow(rows=) reads them in any order")
+        raise ValueError(f"a stream's rows= (record_batch_reader, iter_batches) are in file "
+                         f"order: a slice with a positive step, not {rows.step}; "
+                         f"to_arrow(rows=) reads them in any order")
     return rows
 
 
