@@ -852,3 +852,7 @@ def test_arrays_of_one_shape_keep_it_from_every_input(tmp_path):
         idv.write(tmp_path / f"{name}.idv", data)
         assert (tmp_path / f"{name}.idv").read_bytes() == (tmp_path / "array.idv").read_bytes()
     assert str(idv.open(tmp_path / "list.idv")["v"].type) == "Vector<Single, 3, 2>"
+    for rows in ([np.ones((2, 3)), np.ones((3, 2))], [np.ones((2, 3)), np.ones(6)]):
+        with pytest.raises(ValueError, match=r"rows of different shapes \(\(2, 3\) and"):
+            idv.write(tmp_path / "shapes.idv", {"v": rows})       # flattened to 6 silently
+    assert not (tmp_path / "shapes.idv").exists()

@@ -210,8 +210,13 @@ def _infer_objects(arr, where, allow_rows):
                              f"{lengths[b]}); pass an idv.Ragged or types=idv.Vector(item) for "
                              f"variable-size vectors")
         flat = flatten_rows(arr, where)
-        # arrays of one shape of 2 dimensions or more keep it, as a numpy array of them does
+        # arrays of one shape of 2 dimensions or more keep it, as a numpy array of them does;
+        # of several shapes, one of them 2-d or more, no shape is the column's
         shapes = {x.shape if isinstance(x, np.ndarray) else None for x in arr}
+        if len(shapes) > 1 and any(s is not None and len(s) > 1 for s in shapes):
+            a, b = sorted(shapes, key=str)[:2]
+            raise ValueError(f"{where}: rows of different shapes ({a} and {b}); give them one "
+                             f"shape, or flatten them")
         dims = shapes.pop() if len(shapes) == 1 else None
         dims = dims if dims is not None and len(dims) > 1 else (lengths[0],)
         return T.Vector(_item_of(flat, where), *dims), flat.reshape(len(arr), *dims)
