@@ -856,3 +856,15 @@ def test_arrays_of_one_shape_keep_it_from_every_input(tmp_path):
         with pytest.raises(ValueError, match=r"rows of different shapes \(\(2, 3\) and"):
             idv.write(tmp_path / "shapes.idv", {"v": rows})       # flattened to 6 silently
     assert not (tmp_path / "shapes.idv").exists()
+
+
+def test_series_of_different_indexes_in_a_dict_are_refused(tmp_path):
+    """A dict is written by position and a DataFrame aligns on the index: Series of different
+    indexes in a dict are refused, naming the column (written by position silently, where
+    pd.DataFrame of the same dict gives other rows)."""
+    data = {"a": pd.Series([1, 2], index=[1, 0]), "b": pd.Series([5, 6], index=[0, 1])}
+    with pytest.raises(ValueError, match="column 'b': a Series whose index differs"):
+        idv.write(tmp_path / "d.idv", data)
+    assert not (tmp_path / "d.idv").exists()
+    idv.write(tmp_path / "f.idv", pd.DataFrame(data))
+    assert idv.read(tmp_path / "f.idv")["a"].tolist() == [2, 1]

@@ -140,10 +140,17 @@ def _arrow_values(pairs, types, missing_text):
     columns are (from_arrow; their types by position), a pandas Series as a DataFrame's
     (from_pandas: a Categorical a key, a zone kept), the other values left as they are."""
     columns, inferred, metadata = [], {}, {}
+    index = None            # the first Series' index: the others' must be it
     for i, (name, value) in enumerate(pairs):
         given = types.get(i, types.get(name))
         given = None if given is None else {name: given}
         if hasattr(value, "iloc") and hasattr(value, "dtype"):    # a pandas Series
+            index = value.index if index is None else index
+            if not value.index.equals(index):
+                raise ValueError(f"column {name!r}: a Series whose index differs from the first "
+                                 f"Series' (a dict is written by position, where a DataFrame "
+                                 f"aligns on the index): make them a DataFrame, or reset_index"
+                                 f"(drop=True) each")
             got, typed, meta = from_pandas(value.to_frame(name), types=given,
                                            missing_text=missing_text)
         else:
