@@ -589,3 +589,19 @@ def test_a_pandas_object_column_of_arrays_is_typed_as_a_whole(tmp_path):
     types = {str(idv.open(tmp_path / "parts" / f).schema["v"].type)
              for f in _files(tmp_path / "parts")}
     assert types == {"Vector<Double>"}
+
+
+def test_a_text_key_has_the_dtype_of_text_whatever_the_rows_kept(tmp_path):
+    """A hive Text key in pandas has the dtype the files' Text has, with rows or none (a
+    filter or rows= that kept none gave object)."""
+    pd = pytest.importorskip("pandas")
+    idv.write(tmp_path / "d", {"h": ["a", "b"], "x": [1.0, 2.0], "t": ["u", "v"]},
+              partition_by="h")
+    ds = idv.dataset(tmp_path / "d", partitioning="hive")
+    for backend in (None, "pyarrow"):
+        if backend:
+            pytest.importorskip("pyarrow")
+        want = ds.to_pandas(dtype_backend=backend)["t"].dtype
+        for kw in ({}, {"filter": "x > 5"}, {"rows": slice(0, 0)}, {"rows": []}):
+            got = ds.to_pandas(dtype_backend=backend, **kw)
+            assert got["h"].dtype == want, (backend, kw)

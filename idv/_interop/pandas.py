@@ -380,7 +380,11 @@ def _frame_of_parts(pd, src, columns, parts, how):
                 df.columns[at] == k or str(df.columns[at]).startswith(f"{k}.")):
             at += 1
         if k in fixed:
-            df.insert(at, k, values[fixed.index(k)])
+            value = values[fixed.index(k)]
+            if read_source.constant_types(src)[k] is T.Text:     # no rows: pandas' text too
+                value = pd.array(value, dtype=_arrow_strings(pd, how["dtype_backend"]) or
+                                 pd.Series([""]).dtype)
+            df.insert(at, k, value)
             at += 1
     return df
 
