@@ -161,21 +161,25 @@ def test_row_numbers_in_arrow_are_the_whole_tables_rows(name):
 
 
 def test_rows_by_number_are_read_as_take_reads_them_on_every_reader(tmp_path):
-    """A few scattered rows of a file whose columns are past the memory limit are read on
-    every reader, as take() reads them (read(rows=) and to_pandas(rows=) charged the Text
-    blocks as str objects, or the whole span of blocks, and refused)."""
+    """A few scattered rows of a file (or a dataset) whose columns are past the memory limit
+    are read on every reader, as a file's take() reads them (read(rows=) and to_pandas(rows=)
+    charged the Text blocks as str objects, or the whole span of blocks, and refused; a
+    dataset's take and read too)."""
     p = str(tmp_path / "t.idv")
     n = 400_000
     idv.write(p, {"x": np.arange(n, dtype=np.float64),
                   "t": np.array(["abc", "defgh", "ij"], object)[np.arange(n) % 3]})
-    rows = np.linspace(0, n - 1, 20).astype(np.int64)[::-1]
-    want = {"x": rows.astype(float).tolist(),
-            "t": np.array(["abc", "defgh", "ij"], object)[rows % 3].tolist()}
-    with idv.open(p, memory_limit=3_000_000) as f:
-        for name, got in (("take", f.take(rows)), ("read", f.read(rows=rows)),
-                          ("to_arrow", idv.to_arrow(f, rows=rows)),
-                          ("to_pandas", idv.to_pandas(f, rows=rows))):
-            assert _as_lists(got, ["x", "t"]) == want, name
+    for src in (idv.open(p, memory_limit=3_000_000),
+                idv.dataset([p, p], memory_limit=3_000_000)):
+        rows = np.linspace(0, src.num_rows - 1, 20).astype(np.int64)[::-1]
+        local = rows % n
+        want = {"x": local.astype(float).tolist(),
+                "t": np.array(["abc", "defgh", "ij"], object)[local % 3].tolist()}
+        with src:
+            for name, got in (("take", src.take(rows)), ("read", src.read(rows=rows)),
+                              ("to_arrow", idv.to_arrow(src, rows=rows)),
+                              ("to_pandas", idv.to_pandas(src, rows=rows))):
+                assert _as_lists(got, ["x", "t"]) == want, (name, src)
 
 
 @pytest.mark.parametrize("key", [slice(0, 5), slice(0, 10, 2), [3, 1], slice(None, None, -7), 4],

@@ -137,13 +137,13 @@ def _read_rows(f, keys, local, strings):
 
 def _rows(source, keys, rows, read_rows, fixed=()):
     """Rows `rows` of columns `keys` (a value each), each file's share read by
-    ``read_rows(file, its rows)`` (a value per key), joined in the order asked, checked as a
-    whole first (whole_read.check_memory: a file's slice as a dataset's rows; a file's row
-    numbers are its take's, whose result is checked first and whose columns decode only the
-    blocks that hold them); then those of the constant columns `fixed`."""
+    ``read_rows(file, its rows)`` (a value per key), joined in the order asked: a slice
+    checked as a whole first (whole_read.check_memory), row numbers as take() checks them
+    (their result first, then each file's blocks hit as they are decoded, on a file and on a
+    dataset alike); then those of the constant columns `fixed`."""
     files = source.files
     parts, restore = read_source.row_parts(source, rows)
-    if source.checked_whole or isinstance(rows, slice):
+    if isinstance(rows, slice):
         whole_read.check_memory(source, keys, parts)
     if not parts:          # no rows: the empty forms, from the first file
         parts = [(0, slice(0, 0))]
