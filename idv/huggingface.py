@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from idv import _docs
 from idv._resources import budget
-from idv._scan import scan
+from idv._scan import filters, scan
 from idv._interop.arrow import record_batch_reader
 from idv._values.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
 from idv.errors import require
@@ -45,10 +45,11 @@ class _Tables:
     class numbers; picklable, so that a stream's shards are read in DataLoader workers. Called
     with ``parts`` (a list of idv._scan.scan.Partition) it yields (key, pyarrow.Table)."""
 
-    def __init__(self, source, unit, safe):
+    def __init__(self, source, unit, safe, filter_=None):
         self.source = source
         self.unit = unit
         self.safe = safe
+        self.filter = filter_      # the rows that match: tested as every reader tests them
         self.schema = None          # the tables' schema, set by load once Features are known
 
     def batches(self, file, rows):
@@ -56,7 +57,7 @@ class _Tables:
         which the dataset keeps open until the last is read."""
         with self.source.dataset().using(file) as f:
             yield from record_batch_reader(f, self.source.names, datetime=self.unit,
-                                           safe=self.safe, rows=rows)
+                                           safe=self.safe, rows=rows, filter=self.filter)
 
     def arrow_schema(self):
         """The record batches' schema."""
@@ -105,7 +106,7 @@ def _features(hf, pa, schema, key_values):
 @_docs.fill
 def load(source, columns: Sequence[str | int] | None = None, streaming: bool = False, *,
          datetime: str = "auto", safe: bool = True, blocks_per_shard: int | None = None,
-         filesystem=None, storage_options: dict | None = None,
+         filter=None, filesystem=None, storage_options: dict | None = None,  # noqa: A002
          **open_kwargs) -> datasets.Dataset | datasets.IterableDataset:
     """A ``datasets.Dataset`` of .idv files (``streaming=True``: a ``datasets.IterableDataset``,
     read as it is iterated), with Features from the ML.NET types (see the module's docstring).
@@ -123,6 +124,7 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
     blocks_per_shard : int, optional
         A stream's shards (default: one block each; the shards are what DataLoader workers
         and split_dataset_by_node deal out, and what ``shuffle`` reorders).
+    {filter}
     {filesystem}
     {storage_options}
     **open_kwargs
@@ -143,8 +145,9 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
     src.check_key_values("a ClassLabel holds one set of names")
     ds = src.dataset()
     unit, safe = ds.time_unit(src.names, datetime, safe)
-    tables = _Tables(src, unit, safe)
-    parts = scan.partitions(ds, src.names, blocks_per_shard or (1 if streaming else None))
+    tables = _Tables(src, unit, safe, filter)
+    parts = scan.partitions(ds, src.names, blocks_per_shard or (1 if streaming else None),
+                            block_filter=filters.blocks_of(filter))
     idv_schema = tables.arrow_schema()
     features, tables.schema = _features(hf, pa, idv_schema, src.key_values)
     info = hf.DatasetInfo(features=features)

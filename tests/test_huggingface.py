@@ -170,3 +170,16 @@ def test_a_table_beyond_the_memory_limit_is_refused(tmp_path):
     with pytest.raises(idv.MemoryLimitError):
         idv.dataset(p, memory_limit=2_000_000).to_arrow()
     assert load(p, memory_limit=np.int64(20_000_000)).num_rows == 200_000
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_filter_keeps_the_rows_every_reader_keeps(tmp_path, streaming):
+    """load(filter=) keeps the rows idv.read(filter=) keeps, a filter column that is not
+    loaded included, streamed or not (it took no filter, as the other readers do)."""
+    p = str(tmp_path / "f.idv")
+    x = np.arange(20_000)
+    idv.write(p, {"x": x, "t": np.array(["a", "b"], object)[x % 2]}, rows_per_block=1000)
+    where = "x >= 19990 and t == 'a'"
+    want = idv.read(p, ["t"], filter=where)["t"].tolist()
+    got = load(p, ["t"], streaming=streaming, filter=where)
+    assert [r["t"] for r in got] == want == ["a"] * 5
