@@ -591,7 +591,7 @@ def test_a_missing_key_of_any_index_type_is_the_missing_key(tmp_path, index_type
     with idv.open(p) as f:
         assert str(f["k"].type) == "Key<UInt32, 2>"
         assert f.read()["k"].tolist() == [2, 0, 1]
-    pl = pytest.importorskip("polars")
+    pl = pytest.importorskip("polars", reason="the polars frames need polars")
     idv.write(p, pl.DataFrame({"k": pl.Series(["x", None, "y"], dtype=pl.Categorical)}))
     assert idv.read(p)["k"].tolist() == [1, 0, 2]
 
@@ -617,7 +617,7 @@ def test_the_streaming_writer_maps_dictionaries_and_categoricals_onto_a_keys_lab
     pandas Categorical for a key column whose KeyValues it was given, by value, as idv.write
     maps them (both were refused: a file could not be copied batch by batch from to_arrow);
     without KeyValues it says to give them."""
-    pd = pytest.importorskip("pandas")
+    pd = pytest.importorskip("pandas", reason="the Categorical batch needs pandas")
     with idv.open(idv.sample_path()) as f:
         meta = {c.index: {k: (c.metadata_types[k], c.metadata[k]) for k in c.metadata_kinds}
                 for c in f.columns}
@@ -641,7 +641,7 @@ def test_the_streaming_writer_maps_dictionaries_and_categoricals_onto_a_keys_lab
 def test_a_dictionary_of_string_views_given_text_is_written_as_its_values(tmp_path):
     """polars' Categorical (a dictionary of string views) written as Text is its values, as a
     pandas or Arrow one is (pyarrow has no kernel to decode a dictionary of views)."""
-    pl = pytest.importorskip("polars")
+    pl = pytest.importorskip("polars", reason="the polars frames need polars")
     df = pl.DataFrame({"k": pl.Series(["x", None, "y"], dtype=pl.Categorical)})
     idv.write(tmp_path / "k.idv", df, types={"k": idv.Text}, missing_text="")
     assert idv.read(tmp_path / "k.idv")["k"].tolist() == ["x", "", "y"]

@@ -849,7 +849,7 @@ def test_csv_types_check_the_values_as_every_input_does(tmp_path, text, types, s
     """A CSV column given a type is parsed at its kind's widest and checked by the writer,
     as a dict's or a table's column is: refused naming the row (a Single parsed as float32
     was inf, an Int32 pyarrow's error naming no row)."""
-    pytest.importorskip("pyarrow.csv")
+    pytest.importorskip("pyarrow.csv", reason="CSV is read by pyarrow")
     src = tmp_path / "in.csv"
     src.write_text(f"x\n1\n{text}\n")
     with pytest.raises(ValueError, match=re.escape(said)):

@@ -176,7 +176,7 @@ def test_a_missing_value_given_a_key_type_is_the_missing_key_on_every_input(tmp_
     """NaN, None, a null, a masked entry and pandas' <NA> written to a key are 0, its
     missing value, from every input (NaN, None and <NA> were refused as if a key had no
     missing value)."""
-    pa = pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="the Arrow inputs need pyarrow")
     key = idv.Key(idv.Byte, 3)
     inputs = {
         "numpy NaN": {"k": np.array([1, np.nan, 3])},

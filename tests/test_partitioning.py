@@ -582,7 +582,7 @@ def test_every_part_has_the_type_of_the_whole_column(tmp_path, column):
 
 
 def test_a_pandas_object_column_of_arrays_is_typed_as_a_whole(tmp_path):
-    pd = pytest.importorskip("pandas")
+    pd = pytest.importorskip("pandas", reason="the object column of arrays is a DataFrame's")
     df = pd.DataFrame({"g": ["a", "b"], "v": pd.Series([np.array([1.0, 2.0]), np.array([3.0])],
                                                        dtype=object)})
     idv.write(tmp_path / "parts", df, partition_by="g")
@@ -594,13 +594,13 @@ def test_a_pandas_object_column_of_arrays_is_typed_as_a_whole(tmp_path):
 def test_a_text_key_has_the_dtype_of_text_whatever_the_rows_kept(tmp_path):
     """A hive Text key in pandas has the dtype the files' Text has, with rows or none (a
     filter or rows= that kept none gave object)."""
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas", reason="the dtypes checked are pandas'")
     idv.write(tmp_path / "d", {"h": ["a", "b"], "x": [1.0, 2.0], "t": ["u", "v"]},
               partition_by="h")
     ds = idv.dataset(tmp_path / "d", partitioning="hive")
     for backend in (None, "pyarrow"):
         if backend:
-            pytest.importorskip("pyarrow")
+            pytest.importorskip("pyarrow", reason="dtype_backend='pyarrow' needs pyarrow")
         want = ds.to_pandas(dtype_backend=backend)["t"].dtype
         for kw in ({}, {"filter": "x > 5"}, {"rows": slice(0, 0)}, {"rows": []}):
             got = ds.to_pandas(dtype_backend=backend, **kw)
