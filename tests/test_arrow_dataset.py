@@ -414,12 +414,45 @@ def test_only_what_arrow_and_the_statistics_agree_on_prunes():
     assert tree(pc.field("i") > 10**12) == (None, False)        # out of Int32's range
     between = pa.scalar(150, pa.timestamp("ns"))                # between two ticks
     assert tree(pc.field("w") < between) == (None, False)
-    assert tree((pc.field("i") > 3) & (pc.field("k") == 1)) == (filter_tree.Cmp("i", ">", 3),
-                                                                False)
+    # a part not taken is Arrow's to test on every row (it may raise on one the others rule
+    # out): no block is skipped
+    assert tree((pc.field("i") > 3) & (pc.field("k") == 1)) == (None, False)
+    assert tree((pc.field("i") > 3) & (pc.field("i") < 9)) == (
+        filter_tree.And((filter_tree.Cmp("i", ">", 3), filter_tree.Cmp("i", "<", 9))), True)
     assert tree((pc.field("i") > 3) | (pc.field("k") == 1)) == (None, False)
     assert tree(pc.field("i") > 1.5) == (None, False)          # Arrow: in float64
     assert tree(~(pc.field("f").is_null())) == (None, False)   # not of a non-exact part
     assert tree(~(pc.field("i") > 3)) == (filter_tree.Not(filter_tree.Cmp("i", ">", 3)), True)
+
+
+def test_statistics_and_empty_files_never_hide_an_error_arrow_raises_in_memory(tmp_path):
+    """Arrow compares an Int64 column with a float by casting the column to float32, and
+    raises on a value beyond its exact range, over a table in memory as over Parquet: the
+    Arrow dataset raises as well, though the statistics rule out every block."""
+    path = tmp_path / "t.idv"
+    idv.write(path, {"c": np.array([-2**62, 0, 4, 210, 2555, 9]),
+                     "f": np.array([np.inf, 0, 0, 1, 5, 7], np.float32)}, rows_per_block=3)
+    expr = (pc.field("f") == np.inf) & (pc.field("c") <= -1.0) & (pc.field("c") > 210)
+    ds = idv.arrow_dataset(path)
+    with pytest.raises(pa.ArrowInvalid) as in_memory:
+        ds.to_table().filter(expr)
+    for read in (lambda: ds.to_table(filter=expr), lambda: ds.count_rows(filter=expr)):
+        with pytest.raises(pa.ArrowInvalid) as got:
+            read()
+        assert str(got.value) == str(in_memory.value)
+    # a comparison Arrow has no kernel for (a DateTimeOffset's struct with a timestamp) is
+    # refused over a file of no rows as over a table in memory
+    empty = tmp_path / "empty.idv"
+    idv.write(empty, {"d": np.zeros(0, [("utc", "<M8[100ns]"), ("offset_minutes", "<i2")])},
+              types={"d": idv.DateTimeOffset})
+    at = pa.scalar(dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc))
+    ds = idv.arrow_dataset(empty)
+    with pytest.raises(pa.ArrowNotImplementedError) as in_memory:
+        ds.to_table().filter(pc.field("d") == at)
+    for read in (ds.to_table, ds.count_rows):
+        with pytest.raises(pa.ArrowNotImplementedError) as got:
+            read(filter=pc.field("d") == at)
+        assert str(got.value) == str(in_memory.value)
 
 
 def test_a_filter_pyarrow_applies_reads_only_the_columns_the_query_needs(tmp_path):

@@ -62,6 +62,10 @@ class IdvScanner:
                 owner._types, owner._unit, owner._safe), engine_filters.label_columns(
                 owner.schema))
         self._need = ds.column_names if need is None else need    # the filter's columns
+        if filter_ is not None and not self._exact:
+            # bound to the schema once, as over a table in memory: a comparison Arrow has no
+            # kernel for raises whatever the rows (none, or all ruled out by the statistics)
+            owner.schema.empty_table().filter(filter_)
 
     @property
     def dataset_schema(self):

@@ -9,7 +9,8 @@ engine's meaning and idv's agree on every value the column can hold (`literal`):
 str, Booleans with bool, integers with integers the column's type holds, DateTime with whole
 ticks, and, where the engine compares IEEE floats as idv does, floats with floats. Whatever
 is not taken is handed back: the engine tests those rows by its own rules, and no block is
-skipped on their account. A key the engine sees as its Text labels (a dictionary, a polars
+skipped on their account (Arrow's: none for an ``and`` that holds such a part, which Arrow
+tests on every row, as over a table in memory, raising where it raises there). A key the engine sees as its Text labels (a dictionary, a polars
 Categorical: `label_columns`) is taken compared with a str by ==, != and in, as idv's filters
 compare a key with a label, where the engine's null (the missing key 0) can change nothing:
 `!=` also leaves out the key 0, and a ``not``, or Arrow's plain (not Kleene) ``or``, over such
@@ -206,10 +207,14 @@ def _unknown(column, types):
 
 def _arrow_tree(node, types, floored, labels):
     if isinstance(node, filter_tree.And):
+        # a part not taken is tested by Arrow on every row, the rows the other parts rule
+        # out included, as over the table in memory: where it raises on a value (an integer
+        # column compared with a float, cast to float32: beyond its exact range), so does
+        # the read, whatever the statistics say
         got = [_arrow_tree(p, types, floored, labels) for p in node.parts]
-        kept = [t for t, _ in got if t is not None]
-        tree = None if not kept else kept[0] if len(kept) == 1 else filter_tree.And(tuple(kept))
-        return tree, all(e for _, e in got) and tree is not None
+        if any(t is None for t, _ in got):
+            return None, False
+        return filter_tree.And(tuple(t for t, _ in got)), all(e for _, e in got)
     if isinstance(node, filter_tree.Or):
         got = [_arrow_tree(p, types, floored, labels) for p in node.parts]
         if any(t is None for t, _ in got):
