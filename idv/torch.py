@@ -31,7 +31,7 @@ import numpy as np
 
 from idv import _docs, types as T
 from idv._scan import filters, scan
-from idv._reader import take, whole_read
+from idv._reader import selection, take, whole_read
 from idv._values import vectors
 from idv._values.arguments import ensure_count
 from idv.errors import require
@@ -286,19 +286,20 @@ class IdvIterableDataset(torch.utils.data.IterableDataset):
             i = j
 
 
+def _matching(ds, i, filter_):
+    """The row numbers (int64) of the rows of file i of dataset `ds` that match `filter_`
+    (the blocks its statistics rule out unread)."""
+    with ds.using(i) as f:
+        return filters.matching(f, [], filter_)[0]
+
+
 def _row_numbers(key, n):
-    rows = np.asarray(key)
-    if rows.dtype.kind not in "iu" or rows.ndim != 1:
-        raise TypeError(f"rows are given by an int or a 1-d sequence of ints, not {key!r:.80}")
-    rows = rows.astype(np.int64)
-    rows = np.where(rows < 0, rows + n, rows)
-    bad = (rows < 0) | (rows >= n)
-    if bad.any():
-        raise IndexError(f"row {np.asarray(key)[np.flatnonzero(bad)[0]]} out of range for {n} "
-                         f"rows")
-    return rows
+    """Row numbers of the dataset's `n` rows as IdvFile.take reads them (ints, negative from
+    the end; a slice)."""
+    return selection.row_numbers(selection.take_numbers(key), n, "dataset")
 
 
+@_docs.fill
 class IdvMapDataset(torch.utils.data.Dataset):
     """Rows of .idv files by index, for a DataLoader's samplers (``shuffle=True``...).
 
@@ -312,16 +313,23 @@ class IdvMapDataset(torch.utils.data.Dataset):
     blocks fit it, a shuffled epoch decodes each block at most once per worker; beyond it,
     blocks fall out and are decoded again when their rows come up.
 
+    With ``filter``, the dataset holds the matching rows alone, numbered from 0 in the files'
+    order: which rows match is found when the dataset is made (one pass over the columns the
+    filter names, the blocks the statistics rule out left unread), and their row numbers
+    (8 bytes a row, charged to the memory limit) go with the dataset to its workers.
+
     Parameters
     ----------
     source, columns, ragged, filesystem, storage_options, **open_kwargs
         As IdvIterableDataset.
     cache_bytes : int, default 256 MiB
         The cache of decoded blocks, per file and process.
+    {filter}
     """
 
     def __init__(self, source, columns: Sequence[str | int] | None = None, *,
-                 ragged: str = "padded", cache_bytes: int = MAP_CACHE_BYTES, filesystem=None,
+                 ragged: str = "padded", cache_bytes: int = MAP_CACHE_BYTES,
+                 filter=None, filesystem=None,  # noqa: A002
                  storage_options: dict | None = None, **open_kwargs):
         self.source = _source(source, columns, filesystem, storage_options,
                               {**open_kwargs, "cache_bytes": cache_bytes})
@@ -329,9 +337,15 @@ class IdvMapDataset(torch.utils.data.Dataset):
             raise ValueError("IdvMapDataset needs at least one column")
         _check_ragged(ragged, self.source)
         self.ragged = ragged
+        self.filter = None if filter is None else filters.parse(filter)
         ds = self.source.dataset()
-        self.num_rows = ds.num_rows
-        self._starts = np.array([f.start for f in ds.files], np.int64)
+        # per file, the file's row numbers of the rows matching the filter (None: all rows)
+        self._kept = None if self.filter is None else [_matching(ds, i, self.filter)
+                                                       for i in range(len(ds.files))]
+        counts = [f.num_rows for f in ds.files] if self._kept is None else \
+            [len(k) for k in self._kept]
+        self.num_rows = int(sum(counts))
+        self._starts = np.cumsum([0] + counts[:-1], dtype=np.int64)
         self._touched, self._touched_pid = set(), os.getpid()   # files read from, and where
 
     @property
@@ -378,6 +392,8 @@ class IdvMapDataset(torch.utils.data.Dataset):
 
     def _read_file(self, ds, i, rows):
         """read()'s forms of each column for rows `rows` of file i."""
+        if self._kept is not None:
+            rows = self._kept[i][rows]
         with ds.using(i) as f:
             self._touched.add(i)
             names = self.source.names
@@ -387,8 +403,6 @@ class IdvMapDataset(torch.utils.data.Dataset):
     def __getitem__(self, key):
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
             return dict(self.__getitems__([key])[0])
-        if isinstance(key, slice):
-            key = range(*key.indices(self.num_rows))
         rows = _row_numbers(key, self.num_rows)
         return _to_tensors(self._read(rows), self.source.names, self.source.types,
                           self.ragged)

@@ -292,6 +292,31 @@ def test_map_style_rows_and_batches(path):
         ds[ROWS]
 
 
+def test_map_style_filter_holds_the_matching_rows_alone(path, tmp_path):
+    """Index i is the i-th matching row, in the files' order, as the iterable dataset's
+    filter keeps them, in workers too; a file with no match (its statistics rule it out)
+    adds no index."""
+    flt = "flag == True and id < 3000"
+    want = np.arange(0, 3000, 3)
+    ds = idv_torch.IdvMapDataset(path, ["id", "vec"], filter=flt)
+    assert len(ds) == len(want) and ds[-1]["id"].item() == want[-1]
+    assert np.array_equal(ds[[0, 999, 5]]["id"].numpy(), want[[0, 999, 5]])
+    with pytest.raises(IndexError, match="out of range"):
+        ds[len(want)]
+    loader = _loader(ds, sampler=BatchSampler(RandomSampler(ds), 128, drop_last=False))
+    assert np.array_equal(np.sort(_ids(loader)), want)
+    for i in range(3):
+        idv.write(tmp_path / f"part{i}.idv", {"id": np.arange(i * 700, (i + 1) * 700)},
+                  rows_per_block=300)
+    parts = str(tmp_path / "part*.idv")
+    for flt in ([("id", ">=", 1400)], "id < 650 or id >= 1990", [("id", "<", 0)]):
+        mapped = idv_torch.IdvMapDataset(parts, filter=flt)
+        streamed = [b["id"] for b in idv_torch.IdvIterableDataset(parts, filter=flt)]
+        want = torch.cat(streamed).numpy() if streamed else np.zeros(0, np.int64)
+        assert len(mapped) == len(want) and len(want) in (700, 650 + 110, 0)
+        assert np.array_equal(mapped[list(range(len(mapped)))]["id"].numpy(), want)
+
+
 def test_map_style_in_workers_and_by_batch_sampler(path):
     ds = idv_torch.IdvMapDataset(path, ["id", "vec"])
     assert ds[0]["id"].item() == 0        # the files are open in this process now ...
