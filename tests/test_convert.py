@@ -299,6 +299,31 @@ def test_csv_types_option(tmp_path):
     assert r["d"].view(np.int64).tolist() == [50, 70]      # microseconds -> ticks
 
 
+def _ticks(*args, extra=0):
+    """.NET ticks of a date and time by Python's datetime arithmetic, plus `extra` ticks."""
+    return (dt.datetime(*args) - dt.datetime(1, 1, 1)) // dt.timedelta(microseconds=1) * 10 \
+        + extra
+
+
+def test_csv_datetime_text_is_read_to_the_tick(tmp_path):
+    """ML.NET's own text of a DateTime (7 fractional digits), years 1 and 9999, an offset (its
+    UTC instant), through types=DateTime to .idv: every tick kept; a value that is no date is
+    an error naming its row, and nothing is written."""
+    src = tmp_path / "t.csv"
+    src.write_text("when\n2024-01-01T10:00:00.1234567\n0001-01-01T00:00:00.0000001\n"
+                   "9999-12-31T23:59:59.9999999\n2024-01-01 10:00:00+02:00\n2024-01-02\n")
+    out = tmp_path / "t.idv"
+    idv.convert(src, out, types={"when": idv.DateTime})
+    got = idv.read(out)["when"].view(np.int64) + EPOCH_TICKS
+    assert got.tolist() == [_ticks(2024, 1, 1, 10, extra=1234567), 1,
+                            _ticks(9999, 12, 31, 23, 59, 59, extra=9999999),
+                            _ticks(2024, 1, 1, 8), _ticks(2024, 1, 2)]
+    src.write_text("when\n2024-01-01T10:00:00\nsoon\n")
+    with pytest.raises(ValueError, match=r"'when' row 1: 'soon' is not an ISO 8601 date"):
+        idv.convert(src, tmp_path / "bad.idv", types={"when": idv.DateTime})
+    assert not (tmp_path / "bad.idv").exists()
+
+
 def test_csv_variable_vectors_are_json_arrays(tmp_path):
     out = tmp_path / "v.csv"
     idv.convert(fixture("mixed_default"), out)

@@ -267,3 +267,27 @@ def test_naive_and_aware_datetimes_in_one_column_are_refused(tmp_path, types):
                                          r"zone-aware ones"):
         idv.write(tmp_path / "m.idv", data, types=types and {"d": getattr(idv, types)})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_iso_text_given_as_datetime_keeps_every_tick(tmp_path, oracle):
+    """ISO 8601 text written as DateTime (a list, an object array, an Arrow string column,
+    with pyarrow's parser or, past its years or with an offset, idv's own): ML.NET reads each
+    value to the tick, the seventh fractional digit included."""
+    text = ["2024-01-01T10:00:00.1234567", "1999-12-31 23:59:59.9999999", "2024-02-29"]
+    far = ["0001-01-01T00:00:00.0000001", "9999-12-31T23:59:59.9999999",
+           "2024-01-01T10:00:00.1234567+02:00"]
+    want = [_net_ticks(dt.datetime(2024, 1, 1, 10)) + 1234567,
+            _net_ticks(dt.datetime(1999, 12, 31, 23, 59, 59)) + 9999999,
+            _net_ticks(dt.datetime(2024, 2, 29))]
+    want_far = [1, _net_ticks(dt.datetime(9999, 12, 31, 23, 59, 59)) + 9999999,
+                _net_ticks(dt.datetime(2024, 1, 1, 8)) + 1234567]
+    files = {}
+    for name, values in [("list", text), ("objects", np.array(text, object)),
+                         ("arrow", pa.array(text)), ("far", far)]:
+        files[name] = tmp_path / f"{name}.idv"
+        idv.write(files[name], {"d": values}, types={"d": idv.DateTime})
+    dumps = oracle.dump_many(list(files.values()))
+    for name, path in files.items():
+        doc = dumps[str(path)]
+        assert doc["columns"][0]["type_string"] == "DateTime", name
+        assert [int(r[0]) for r in doc["rows"]] == (want_far if name == "far" else want), name

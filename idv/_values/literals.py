@@ -7,13 +7,13 @@ from __future__ import annotations
 import datetime as dt
 import math
 import numbers
-import re
 from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
 
 from idv import types as T
+from idv._values.tick_text import civil_ticks, iso_ticks
 
 NAN = float("nan")
 
@@ -85,52 +85,17 @@ def time_ticks(value, item):
             return NAN
         return _normal(Fraction(int(value.value), 100)) + T.EPOCH_TICKS
     if isinstance(value, str):
-        return _iso_ticks(value)
+        return iso_ticks(value)
     if isinstance(value, dt.datetime):
-        wall = _civil_ticks(value.year, value.month, value.day, value.hour, value.minute,
+        wall = civil_ticks(value.year, value.month, value.day, value.hour, value.minute,
                             value.second) + value.microsecond * 10
         offset = value.utcoffset()          # the UTC instant, exact beyond years 1 and 9999
         return wall if offset is None else wall - time_ticks(offset, T.TimeSpan)
     if isinstance(value, dt.date):
-        return _civil_ticks(value.year, value.month, value.day)
+        return civil_ticks(value.year, value.month, value.day)
     if isinstance(value, np.datetime64):
         return _np_ticks(value)
     return None
-
-
-_DAY_TICKS = 86_400 * 10**7
-
-
-def _civil_ticks(year, month, day, hour=0, minute=0, second=0):
-    """.NET ticks of a date and time of day (0 = 0001-01-01T00:00)."""
-    days = dt.date(year, month, day).toordinal() - 1
-    return days * _DAY_TICKS + ((hour * 60 + minute) * 60 + second) * 10**7
-
-
-_ISO = re.compile(r"\s*(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?"
-                  r"\s*(Z|[+-]\d{2}(?::?\d{2})?)?\s*$")
-
-
-def _iso_ticks(text):
-    """The exact ticks of an ISO 8601 date or date and time (any number of fractional
-    digits; with an offset or Z: its UTC instant), over all of .NET's years; None if it is
-    not one."""
-    m = _ISO.match(text)
-    if m is None:
-        return None
-    y, mo, d, h, mi, s, frac, zone = m.groups()
-    try:
-        ticks = _civil_ticks(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0))
-    except ValueError:
-        return None
-    if frac:
-        ticks = _normal(ticks + Fraction(int(frac) * 10**7, 10**len(frac)))
-    if zone and zone != "Z":
-        sign = -1 if zone[0] == "-" else 1
-        digits = zone[1:].replace(":", "")
-        minutes = int(digits[:2]) * 60 + (int(digits[2:]) if len(digits) > 2 else 0)
-        ticks -= sign * minutes * 60 * 10**7
-    return ticks
 
 
 def is_collection(value) -> bool:

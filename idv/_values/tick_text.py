@@ -1,12 +1,19 @@
-"""ML.NET's time values as the text .NET writes them (cells of the CLI, CSV and JSON; block
-statistics shown): DateTime in ISO 8601 exact to the tick, TimeSpan in .NET's constant
-format, DateTimeOffset as its local clock with the offset."""
+"""ML.NET's time values as text, both ways, exact to the tick over all of .NET's years. Out:
+as .NET writes them (cells of the CLI, CSV and JSON; block statistics shown): DateTime in
+ISO 8601, TimeSpan in .NET's constant format, DateTimeOffset as its local clock with the
+offset. In: ISO 8601 text as ticks, one reading for a filter's literal (idv._values.literals)
+and for text written to a DateTime column (ML.NET's own text has 7 fractional digits, which
+no numpy or Arrow unit holds over years 1-9999)."""
 from __future__ import annotations
+
+import datetime as dt
+import re
+from fractions import Fraction
 
 import numpy as np
 
-from idv.types import DATETIME_DTYPE, TICKS_PER_MINUTE
-from idv._values.ticks import TICKS_PER_DAY
+from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_DAY,
+                       TICKS_PER_MINUTE)
 
 
 def _ticks_of(value):
@@ -44,3 +51,75 @@ def format_datetimeoffset(value):
     sign = "-" if offset < 0 else "+"
     hh, mm = divmod(abs(offset), 60)
     return f"{format_datetime(np.int64(local).view(DATETIME_DTYPE))}{sign}{hh:02d}:{mm:02d}"
+
+
+# ---------------------------------------------------------------------------------------------
+# ISO 8601 text -> ticks
+# ---------------------------------------------------------------------------------------------
+
+_DAY_TICKS = 86_400 * 10**7
+
+
+def civil_ticks(year, month, day, hour=0, minute=0, second=0):
+    """.NET ticks of a date and time of day (0 = 0001-01-01T00:00)."""
+    days = dt.date(year, month, day).toordinal() - 1
+    return days * _DAY_TICKS + ((hour * 60 + minute) * 60 + second) * 10**7
+
+
+_ISO = re.compile(r"\s*(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?"
+                  r"\s*(Z|[+-]\d{2}(?::?\d{2})?)?\s*$")
+
+
+def iso_ticks(text):
+    """The exact ticks of an ISO 8601 date or date and time (any number of fractional
+    digits; with an offset or Z: its UTC instant), over all of .NET's years; None if it is
+    not one."""
+    m = _ISO.match(text)
+    if m is None:
+        return None
+    y, mo, d, h, mi, s, frac, zone = m.groups()
+    try:
+        ticks = civil_ticks(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0))
+    except ValueError:
+        return None
+    if frac:
+        part = Fraction(int(frac) * 10**7, 10**len(frac))      # an int where it is whole ticks
+        ticks += int(part) if part.denominator == 1 else part
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        minutes = int(digits[:2]) * 60 + (int(digits[2:]) if len(digits) > 2 else 0)
+        ticks -= sign * minutes * 60 * 10**7
+    return ticks
+
+
+def iso_times(arr, where):
+    """An object array of ISO 8601 strings (a date, or a date and time with any number of
+    fractional digits; with an offset or Z, its UTC instant) -> datetime64, exact to the tick
+    over all of .NET's years (ML.NET's own text has 7 digits: numpy's parser is wrong at
+    100 ns beyond 1970 +- 292 years, and datetime64[us] drops the seventh). pyarrow's parser,
+    where it reads every value (years 1677-2262, no offset), to the nanosecond (to_ticks
+    floors a finer part, with its warning); otherwise each value in Python."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        ns = pc.cast(pa.array(arr.tolist(), pa.string()), pa.timestamp("ns"))
+        return ns.to_numpy(zero_copy_only=False).astype("datetime64[ns]", copy=False)
+    except (ImportError, ValueError, TypeError, OverflowError):
+        pass          # pyarrow's ArrowInvalid is a ValueError
+    out = np.empty(len(arr), np.int64)
+    finer = False
+    for i, text in enumerate(arr.tolist()):
+        t = iso_ticks(text)
+        if t is None:
+            raise ValueError(f"{where(i)}: {text!r} is not an ISO 8601 date and time")
+        finer = finer or not isinstance(t, int)
+        t = int(t // 1)
+        if not 0 <= t <= MAX_DATETIME_TICKS:
+            raise ValueError(f"{where(i)}: {text} is outside .NET's DateTime range "
+                             f"(0001-01-01 to 9999-12-31)")
+        out[i] = t - EPOCH_TICKS
+    if finer:
+        from idv.errors import warn
+        warn(f"{where}: DateTime values finer than .NET's ticks of 100 ns are floored to them")
+    return out.view(DATETIME_DTYPE)

@@ -16,15 +16,15 @@ import datetime as _dt
 import numpy as np
 
 from idv import _encode
+from idv._values.tick_text import iso_times
 # the constants are defined with the types (the Cython codecs read them there)
-from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_MINUTE,
-                       DateTime, DateTimeOffset, TimeSpan)
+from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_DAY,
+                       TICKS_PER_MINUTE, DateTime, DateTimeOffset, TimeSpan)
 
 TIME_ITEMS = (DateTime, TimeSpan, DateTimeOffset)    # the item types held as ticks
 
 INT64_MIN = -2**63
 INT64_MAX = 2**63 - 1
-TICKS_PER_DAY = 864000000000
 
 # numpy units coarser than a tick: ticks per unit; finer: units per tick
 _TICKS_PER_UNIT = {"W": 7 * TICKS_PER_DAY, "D": TICKS_PER_DAY, "h": 36000000000,
@@ -62,13 +62,18 @@ def _multiples(v, whole, f):
 # ---------------------------------------------------------------------------------------------
 
 def as_time(arr, kind, where):
-    """datetime64 ('M') or timedelta64 ('m') values, converting Python objects; zone-aware
-    dates (DateTimeOffset values, aware datetime objects) as their UTC instants."""
+    """datetime64 ('M') or timedelta64 ('m') values, converting Python objects and ISO 8601
+    text (iso_times); zone-aware dates (DateTimeOffset values, aware datetime objects) as
+    their UTC instants."""
     if arr.dtype.kind == kind:
         return arr
     if kind == "M" and arr.dtype.names and "utc" in arr.dtype.names:
         return np.asarray(arr["utc"])
+    if kind == "M" and arr.dtype.kind == "U":
+        return iso_times(arr.astype(object), where)
     if arr.dtype == object:
+        if kind == "M" and len(arr) and all(isinstance(x, str) for x in arr.tolist()):
+            return iso_times(arr, where)
         aware = aware_objects(arr, where) if kind == "M" else None
         if aware is not None:
             return aware["utc"]

@@ -33,7 +33,7 @@ class CsvSource(Source):
         columns, types, datetime = options.columns, options.types, options.datetime
         column_types = {}
         for name, t in (types or {}).items():
-            at = _csv_arrow_type(pa, t, datetime)
+            at = _csv_arrow_type(pa, t, datetime, options.format)
             if at is not None:
                 column_types[name] = at
         if columns is not None and isinstance(columns, (str, int, np.integer)):
@@ -86,13 +86,17 @@ def _refuse_bytes(pa, schema):
                          f"convert the file's encoding first, e.g. iconv -f LATIN1 -t UTF-8")
 
 
-def _csv_arrow_type(pa, t, datetime):
+def _csv_arrow_type(pa, t, datetime, fmt):
     """The Arrow type pyarrow's CSV reader should parse a column as, for a given idv type
-    (None for the types CSV spreads over several columns)."""
+    (None for the types CSV spreads over several columns), for an output of format `fmt`."""
     from idv._values.arrow_types import item_arrow_type
     t = T.as_type(t)
     if isinstance(t, T.Vector) or t in (T.DateTimeOffset, T.RowId):
         return None
+    if t is T.DateTime and fmt == "idv":
+        # the text, which the writer reads exactly to the tick over all of .NET's years (ML.NET
+        # writes 7 fractional digits): no Arrow timestamp holds both
+        return pa.string()
     at = item_arrow_type(pa, t, datetime if datetime in ("ns", "ticks") else "us")
     # numbers parsed at their kind's widest, so that the writer's checks see the text's value
     # (a Single parsed as float32 would be inf beyond its range, an Int32 pyarrow's error)
