@@ -76,6 +76,12 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
     def io_source(with_columns, predicate, n_rows, batch_size):
         wanted = list(with_columns) if with_columns is not None else list(names)
         node, exact, wanted = _pushed(predicate, types, wanted, floored, labels)
+        if predicate is not None and not exact:
+            # bound to the schema once, as over a frame in memory: a comparison polars
+            # refuses (a Categorical with a float) raises whatever the rows (none, or all
+            # ruled out by the statistics)
+            pl.DataFrame(schema={c: pl_schema[c] for c in predicate.meta.root_names()}) \
+                .filter(predicate)
         # a select of the columns a frame has already would still cost a query
         narrow = with_columns is not None and list(with_columns) != wanted
         spare = 0 if budget.address_space_room() is None else POLARS_ROOM

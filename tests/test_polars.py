@@ -142,6 +142,23 @@ def test_predicates_that_translate_skip_blocks():
     assert tree((pl.col("ts") > 1) | (pl.col("x") > 0.5)) == (None, False)
 
 
+def test_a_predicate_polars_refuses_is_refused_whatever_the_rows(tmp_path):
+    """A comparison polars refuses over a frame in memory (a key's Categorical with a float)
+    is refused through scan_idv too, over a file of no rows and where the statistics rule out
+    every block for the predicate's other part."""
+    empty, full = tmp_path / "empty.idv", tmp_path / "full.idv"
+    for p, n in ((empty, 0), (full, 50)):
+        idv.write(p, {"k": np.arange(n, dtype=np.uint32) % 3, "i": np.arange(n)},
+                  types={"k": idv.Key(idv.UInt32, 2)}, metadata={"k": {"KeyValues": ["a", "b"]}},
+                  rows_per_block=10)
+    for p, e in ((empty, pl.col("k") < 0.5), (full, (pl.col("i") < -1) & (pl.col("k") < 0.5))):
+        with pytest.raises(pl.exceptions.ComputeError) as in_memory:
+            pl.from_arrow(idv.to_arrow(p)).filter(e)
+        with pytest.raises(pl.exceptions.ComputeError) as got:
+            scan_idv(p).filter(e).collect()
+        assert str(got.value).splitlines()[0] == str(in_memory.value).splitlines()[0]
+
+
 def test_duckdb_queries_the_lazy_frame(path, frame):
     duckdb = pytest.importorskip("duckdb", reason="needs duckdb")
     lf = scan_idv(path)       # noqa: F841 - DuckDB finds it by name
