@@ -77,11 +77,7 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
         wanted = list(with_columns) if with_columns is not None else list(names)
         node, exact, wanted = _pushed(predicate, types, wanted, floored, labels)
         if predicate is not None and not exact:
-            # bound to the schema once, as over a frame in memory: a comparison polars
-            # refuses (a Categorical with a float) raises whatever the rows (none, or all
-            # ruled out by the statistics)
-            pl.DataFrame(schema={c: pl_schema[c] for c in predicate.meta.root_names()}) \
-                .filter(predicate)
+            _bind(pl, pl_schema, predicate)
         # a select of the columns a frame has already would still cost a query
         narrow = with_columns is not None and list(with_columns) != wanted
         spare = 0 if budget.address_space_room() is None else POLARS_ROOM
@@ -120,6 +116,13 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
                 return
 
     return register_io_source(io_source, schema=pl_schema)
+
+
+def _bind(pl, schema, predicate):
+    """Bind polars' `predicate` to `schema` once, as over a frame in memory: a comparison
+    polars refuses (a Categorical with a float) raises whatever the rows (none, or all ruled
+    out by the statistics)."""
+    pl.DataFrame(schema={c: schema[c] for c in predicate.meta.root_names()}).filter(predicate)
 
 
 def _frame_size(ds, wanted, batch_size, spare):
