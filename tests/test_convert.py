@@ -286,7 +286,8 @@ def test_csv_types_option(tmp_path):
     """types= tells the CSV reader how to parse (dates before 1677 included) and sets the
     ML.NET types."""
     src = tmp_path / "t.csv"
-    src.write_text("when,n,k,d\n0001-01-01 00:00:00,1,2,5\n9999-12-31 23:59:59.999999,2,0,7\n")
+    src.write_text("when,n,k,d\n0001-01-01 00:00:00,1,2,5\n9999-12-31 23:59:59.999999,2,0,"
+                   "00:00:07\n")
     out = tmp_path / "t.idv"
     idv.convert(src, out, types={"when": idv.DateTime, "n": idv.Int16,
                                  "k": idv.Key(idv.UInt32, 3), "d": idv.TimeSpan})
@@ -296,7 +297,9 @@ def test_csv_types_option(tmp_path):
         r = f.read()
     assert r["when"].view(np.int64).tolist() == [-EPOCH_TICKS, 3155378975999999990 - EPOCH_TICKS]
     assert r["k"].tolist() == [2, 0]
-    assert r["d"].view(np.int64).tolist() == [50, 70]      # microseconds -> ticks
+    # .NET's TimeSpan text, as TimeSpan.Parse reads it (ML.NET's text loader): a number alone
+    # is days
+    assert r["d"].view(np.int64).tolist() == [5 * 864_000_000_000, 70_000_000]
 
 
 def _ticks(*args, extra=0):
@@ -322,6 +325,29 @@ def test_csv_datetime_text_is_read_to_the_tick(tmp_path):
     with pytest.raises(ValueError, match=r"'when' row 1: 'soon' is not an ISO 8601 date"):
         idv.convert(src, tmp_path / "bad.idv", types={"when": idv.DateTime})
     assert not (tmp_path / "bad.idv").exists()
+
+
+def test_csv_time_text_idv_writes_reads_back_with_types(tmp_path):
+    """The CSV idv writes of TimeSpan and DateTimeOffset (.NET's TimeSpan text, ISO 8601 with
+    the offset) read back with types= to the same ticks and offsets; text that is no such
+    value is an error naming its row."""
+    src = tmp_path / "t.idv"
+    spans = np.array([0, 1, -1, 3 * 864_000_000_000 + 1, 2**63 - 1, -(2**63 - 1)])
+    dto = np.zeros(3, [("utc", "<M8[100ns]"), ("offset_minutes", "<i2")])
+    dto["utc"] = np.array([0, 1234567, -10**12]).view("<M8[100ns]")
+    dto["offset_minutes"] = [330, -480, 0]
+    idv.write(src, {"t": spans[:3].view("<m8[100ns]"), "d": dto})
+    idv.write(tmp_path / "s.idv", {"t": spans.view("<m8[100ns]")})
+    for path, types in ((src, {"t": idv.TimeSpan, "d": idv.DateTimeOffset}),
+                        (tmp_path / "s.idv", {"t": idv.TimeSpan})):
+        idv.convert(path, tmp_path / "t.csv")
+        idv.convert(tmp_path / "t.csv", tmp_path / "back.idv", types=types)
+        want, got = idv.read(path), idv.read(tmp_path / "back.idv")
+        for name in want:
+            assert want[name].tobytes() == got[name].tobytes(), name
+    (tmp_path / "bad.csv").write_text("t\n00:00:01\n25:00:00\n")
+    with pytest.raises(ValueError, match=r"'t' row 1: '25:00:00' is not a TimeSpan's text"):
+        idv.convert(tmp_path / "bad.csv", tmp_path / "bad.idv", types={"t": idv.TimeSpan})
 
 
 def test_csv_variable_vectors_are_json_arrays(tmp_path):

@@ -225,7 +225,8 @@ def _net_ticks(clock):
 
 def test_aware_datetimes_keep_their_offsets_whatever_the_entry_point(tmp_path, oracle):
     """Zone-aware datetime objects are DateTimeOffset values with each one's own offset,
-    inferred or given types=, in a list, an object array, a DataFrame or an idv.Writer batch:
+    inferred or given types=, in a list, an object array, a DataFrame, their ISO 8601 text
+    or an idv.Writer batch:
     ML.NET reads the same clock ticks and offsets from each file."""
     pd = pytest.importorskip("pandas", reason="one entry point is a DataFrame")
     zones = [dt.timezone(dt.timedelta(hours=2)), dt.timezone.utc,
@@ -240,7 +241,8 @@ def test_aware_datetimes_keep_their_offsets_whatever_the_entry_point(tmp_path, o
             ("typed", {"d": values}, {"d": idv.DateTimeOffset}),
             ("inferred", {"d": values}, None),
             ("objects", {"d": np.array(values, dtype=object)}, None),
-            ("frame", pd.DataFrame({"d": pd.Series(values, dtype=object)}), None)]:
+            ("frame", pd.DataFrame({"d": pd.Series(values, dtype=object)}), None),
+            ("text", {"d": [x.isoformat() for x in values]}, {"d": idv.DateTimeOffset})]:
         files[name] = tmp_path / f"{name}.idv"
         idv.write(files[name], data, types=types)
     files["Writer"] = tmp_path / "writer.idv"

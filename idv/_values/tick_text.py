@@ -85,12 +85,7 @@ def iso_ticks(text):
     if frac:
         part = Fraction(int(frac) * 10**7, 10**len(frac))      # an int where it is whole ticks
         ticks += int(part) if part.denominator == 1 else part
-    if zone and zone != "Z":
-        sign = -1 if zone[0] == "-" else 1
-        digits = zone[1:].replace(":", "")
-        minutes = int(digits[:2]) * 60 + (int(digits[2:]) if len(digits) > 2 else 0)
-        ticks -= sign * minutes * 60 * 10**7
-    return ticks
+    return ticks - _zone_minutes(zone) * TICKS_PER_MINUTE
 
 
 def iso_times(arr, where):
@@ -123,3 +118,64 @@ def iso_times(arr, where):
         from idv.errors import warn
         warn(f"{where}: DateTime values finer than .NET's ticks of 100 ns are floored to them")
     return out.view(DATETIME_DTYPE)
+
+
+def _zone_minutes(zone):
+    """The minutes of an ISO 8601 offset (``+05:30``, ``-0800``, ``+02``; ``Z`` or none: 0)."""
+    if not zone or zone == "Z":
+        return 0
+    digits = zone[1:].replace(":", "")
+    minutes = int(digits[:2]) * 60 + (int(digits[2:]) if len(digits) > 2 else 0)
+    return -minutes if zone[0] == "-" else minutes
+
+
+def iso_offsets(arr, where):
+    """An object array of ISO 8601 strings written as DateTimeOffset -> structured values
+    (utc: datetime64[100ns], offset_minutes: int16): each its UTC instant (iso_times) and the
+    offset it was written with (none or Z: 0)."""
+    out = np.empty(len(arr), [("utc", DATETIME_DTYPE), ("offset_minutes", np.int16)])
+    out["utc"] = iso_times(arr, where).astype(DATETIME_DTYPE)
+    for i, text in enumerate(arr.tolist()):
+        minutes = _zone_minutes(_ISO.match(text).group(8))
+        if abs(minutes) > 840:
+            raise ValueError(f"{where(i)}: offset {minutes} minutes is beyond +-14 hours")
+        out["offset_minutes"][i] = minutes
+    return out
+
+
+# .NET's TimeSpan text, as TimeSpan.Parse reads it: [-][d.]hh:mm[:ss[.fffffff]], or a
+# number of days alone
+_SPAN = re.compile(r"\s*(-)?(?:(\d+)\.)?(\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,7}))?)?\s*$")
+_DAYS = re.compile(r"\s*(-)?(\d+)\s*$")
+
+
+def span_ticks(text):
+    """The ticks of .NET's text of a TimeSpan (what format_timespan writes, and TimeSpan.Parse's
+    other forms: ``hh:mm``, ``d`` days alone); None if it is not one."""
+    m = _SPAN.match(text)
+    if m is not None:
+        sign, days, h, mi, sec, frac = m.groups()
+        if int(h) > 23 or int(mi) > 59 or int(sec or 0) > 59:
+            return None
+        ticks = ((int(days or 0) * 24 + int(h)) * 60 + int(mi)) * 60 + int(sec or 0)
+        ticks = ticks * 10**7 + int((frac or "").ljust(7, "0") or 0)
+    else:
+        m = _DAYS.match(text)
+        if m is None:
+            return None
+        sign, ticks = m.group(1), int(m.group(2)) * TICKS_PER_DAY
+    return -ticks if sign else ticks
+
+
+def net_timespans(arr, where):
+    """An object array of .NET TimeSpan text (span_ticks) -> timedelta64[100ns]."""
+    out = np.empty(len(arr), np.int64)
+    for i, text in enumerate(arr.tolist()):
+        t = span_ticks(text)
+        if t is None:
+            raise ValueError(f"{where(i)}: {text!r} is not a TimeSpan's text "
+                             f"([-][d.]hh:mm:ss[.fffffff], or days alone)")
+        if abs(t) > 2**63 - 1:
+            raise ValueError(f"{where(i)}: {text} is outside .NET's TimeSpan range")
+        out[i] = t
+    return out.view("timedelta64[100ns]")

@@ -16,7 +16,7 @@ import datetime as _dt
 import numpy as np
 
 from idv import _encode
-from idv._values.tick_text import iso_times
+from idv._values.tick_text import iso_times, net_timespans
 # the constants are defined with the types (the Cython codecs read them there)
 from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_DAY,
                        TICKS_PER_MINUTE, DateTime, DateTimeOffset, TimeSpan)
@@ -62,18 +62,16 @@ def _multiples(v, whole, f):
 # ---------------------------------------------------------------------------------------------
 
 def as_time(arr, kind, where):
-    """datetime64 ('M') or timedelta64 ('m') values, converting Python objects and ISO 8601
-    text (iso_times); zone-aware dates (DateTimeOffset values, aware datetime objects) as
+    """datetime64 ('M') or timedelta64 ('m') values, converting Python objects and text (ISO
+    8601 dates, .NET's TimeSpan text: idv._values.tick_text); zone-aware dates (DateTimeOffset values, aware datetime objects) as
     their UTC instants."""
     if arr.dtype.kind == kind:
         return arr
     if kind == "M" and arr.dtype.names and "utc" in arr.dtype.names:
         return np.asarray(arr["utc"])
-    if kind == "M" and arr.dtype.kind == "U":
-        return iso_times(arr.astype(object), where)
+    if is_text(arr):             # ISO 8601 dates, .NET's TimeSpan text
+        return (iso_times if kind == "M" else net_timespans)(arr.astype(object), where)
     if arr.dtype == object:
-        if kind == "M" and len(arr) and all(isinstance(x, str) for x in arr.tolist()):
-            return iso_times(arr, where)
         aware = aware_objects(arr, where) if kind == "M" else None
         if aware is not None:
             return aware["utc"]
@@ -85,6 +83,13 @@ def as_time(arr, kind, where):
                             f"{'datetime64' if kind == 'M' else 'timedelta64'}: {e}") from None
     what = "datetime64 (DateTime)" if kind == "M" else "timedelta64 (TimeSpan)"
     raise TypeError(f"{where}: expected {what} values, got {arr.dtype}")
+
+
+def is_text(arr):
+    """Whether numpy array `arr` holds str values only (a 'U' array, or objects all str)."""
+    if arr.dtype.kind == "U":
+        return True
+    return arr.dtype == object and len(arr) > 0 and all(isinstance(x, str) for x in arr.tolist())
 
 
 def _scaled(v, f, arr, where, what):

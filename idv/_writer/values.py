@@ -13,6 +13,7 @@ import numpy as np
 
 from idv import _encode, types as T
 from idv._values import ticks
+from idv._values.tick_text import iso_offsets
 from idv._values.infer import is_missing, number_array
 from idv._writer.missing import missing_value
 
@@ -313,6 +314,8 @@ def join_items(parts):
 
 
 def _to_dto(arr, where):
+    if ticks.is_text(arr):          # ISO 8601 text: each its instant and its own offset
+        arr = iso_offsets(arr.astype(object), where)
     aware = ticks.aware_objects(arr, where) if arr.dtype == object else None
     if aware is not None:           # aware datetime objects: each with its own offset
         arr = aware

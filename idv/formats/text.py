@@ -91,12 +91,13 @@ def _csv_arrow_type(pa, t, datetime, fmt):
     (None for the types CSV spreads over several columns), for an output of format `fmt`."""
     from idv._values.arrow_types import item_arrow_type
     t = T.as_type(t)
+    if t in (T.DateTime, T.TimeSpan, T.DateTimeOffset) and fmt == "idv":
+        # the text, which the writer reads exactly to the tick over all of .NET's years (ML.NET
+        # writes 7 fractional digits, a TimeSpan as .NET's text, an offset of its own a
+        # value): no Arrow type holds them all
+        return pa.string()
     if isinstance(t, T.Vector) or t in (T.DateTimeOffset, T.RowId):
         return None
-    if t is T.DateTime and fmt == "idv":
-        # the text, which the writer reads exactly to the tick over all of .NET's years (ML.NET
-        # writes 7 fractional digits): no Arrow timestamp holds both
-        return pa.string()
     at = item_arrow_type(pa, t, datetime if datetime in ("ns", "ticks") else "us")
     # numbers parsed at their kind's widest, so that the writer's checks see the text's value
     # (a Single parsed as float32 would be inf beyond its range, an Int32 pyarrow's error)
