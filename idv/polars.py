@@ -75,9 +75,7 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
 
     def io_source(with_columns, predicate, n_rows, batch_size):
         wanted = list(with_columns) if with_columns is not None else list(names)
-        node, exact, wanted = _pushed(predicate, types, wanted, floored, labels)
-        if predicate is not None and not exact:
-            _bind(pl, pl_schema, predicate)
+        node, exact, wanted = _pushed(predicate, types, wanted, floored, labels, pl_schema)
         # a select of the columns a frame has already would still cost a query
         narrow = with_columns is not None and list(with_columns) != wanted
         spare = 0 if budget.address_space_room() is None else POLARS_ROOM
@@ -118,10 +116,11 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
     return register_io_source(io_source, schema=pl_schema)
 
 
-def _bind(pl, schema, predicate):
-    """Bind polars' `predicate` to `schema` once, as over a frame in memory: a comparison
-    polars refuses (a Categorical with a float) raises whatever the rows (none, or all ruled
-    out by the statistics)."""
+def _bind(schema, predicate):
+    """Bind polars' `predicate` to `schema` (polars') once, as over a frame in memory: a
+    comparison polars refuses (a Categorical with a float) raises whatever the rows (none, or
+    all ruled out by the statistics)."""
+    import polars as pl
     pl.DataFrame(schema={c: schema[c] for c in predicate.meta.root_names()}).filter(predicate)
 
 
@@ -152,15 +151,18 @@ def _frame(pl, pa, table, predicate, columns):
     return df.select(columns), table.select(list(columns)).nbytes
 
 
-def _pushed(predicate, types, wanted, floored=frozenset(), labels=frozenset()):
+def _pushed(predicate, types, wanted, floored=frozenset(), labels=frozenset(), schema=None):
     """(the filter idv applies, whether it is the whole predicate, the columns to read) for
     polars' `predicate` (None: none) over columns `wanted` (`types`: each column's;
     `floored`: the time columns polars gets floored to microseconds; `labels`: the keys it
-    gets as Categoricals of their labels)."""
+    gets as Categoricals of their labels); a predicate polars tests bound to polars'
+    `schema` first (_bind)."""
     if predicate is None:
         return None, False, wanted
     tree, exact = engine_filters.from_polars(
         json.loads(predicate.meta.serialize(format="json")), types, floored, labels)
+    if not exact and schema is not None:
+        _bind(schema, predicate)
     if exact or tree is None:
         return tree, exact, wanted
     # else polars tests the rows, on frames that hold the predicate's columns too; idv's part
