@@ -293,3 +293,34 @@ def test_iso_text_given_as_datetime_keeps_every_tick(tmp_path, oracle):
         doc = dumps[str(path)]
         assert doc["columns"][0]["type_string"] == "DateTime", name
         assert [int(r[0]) for r in doc["rows"]] == (want_far if name == "far" else want), name
+
+
+def test_time_objects_keep_every_tick_or_are_refused(tmp_path):
+    """Objects of any time kind (pandas' nanoseconds, numpy's datetime64 objects, timedeltas
+    beyond int64's microseconds) are written exactly: a part finer than a tick floored with a
+    warning, a span no TimeSpan holds refused, never squeezed through microseconds or wrapped;
+    an int or a missing value among them is refused, naming its row."""
+    pd = pytest.importorskip("pandas", reason="pandas' Timestamp and Timedelta objects")
+    p = tmp_path / "t.idv"
+    cases = [([pd.Timestamp("2020-01-01T00:00:00.123456789"), dt.datetime(2020, 1, 1)], idv.DateTime,
+              [_net_ticks(dt.datetime(2020, 1, 1)) - EPOCH + 1234567,
+               _net_ticks(dt.datetime(2020, 1, 1)) - EPOCH]),
+             ([np.datetime64("2020-01-01T00:00:00.000000250")], idv.DateTime,
+              [_net_ticks(dt.datetime(2020, 1, 1)) - EPOCH + 2]),
+             ([dt.timedelta(days=1), pd.Timedelta(1234567891, "ns")], idv.TimeSpan,
+              [864_000_000_000, 12_345_678])]
+    for values, t, want in cases:
+        with pytest.warns(idv.IdvWarning, match="finer than .NET's ticks"):
+            idv.write(p, {"a": values}, types={"a": t})
+        assert idv.read(p)["a"].view(np.int64).tolist() == want
+    for values, t, said in [([dt.timedelta(microseconds=2**64 + 5)], idv.TimeSpan,
+                             "row 0: .* outside .NET's TimeSpan range"),
+                            ([dt.datetime(2020, 1, 1), 5], idv.DateTime, "row 1 holds int 5"),
+                            ([dt.datetime(2020, 1, 1), None], idv.DateTime,
+                             "row 1: None .DateTime has no missing value"),
+                            ([dt.datetime(2020, 1, 1), pd.NaT], idv.DateTime,
+                             "row 1: NaT .DateTime has no missing value")]:
+        with pytest.raises((TypeError, ValueError), match=said):
+            idv.write(tmp_path / "bad.idv", {"a": values}, types={"a": t})
+    assert not (tmp_path / "bad.idv").exists()
+

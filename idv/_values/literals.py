@@ -98,6 +98,38 @@ def time_ticks(value, item):
     return None
 
 
+def object_times(arr, kind, where):
+    """An object array of dates (kind 'M': datetime, date, pandas Timestamp, numpy
+    datetime64) or spans ('m': timedelta, pandas Timedelta, numpy timedelta64) ->
+    datetime64 / timedelta64 (100 ns), each value by time_ticks, exactly: never through a
+    unit that drops a part (pandas' nanoseconds) or wraps (a timedelta of 2**64 us); a part
+    finer than a tick floored, with the writer's warning. An int is no time here (numpy's
+    ints are refused too), nor a missing value (NaT, None, NaN: ML.NET's times have none)."""
+    values = arr.tolist()
+    if kind == "M" and all(type(x) in (dt.datetime, dt.date) for x in values):
+        return np.array(values, "datetime64[us]")       # microseconds at most: exact, fast
+    item, what = (T.DateTime, "DateTime") if kind == "M" else (T.TimeSpan, "TimeSpan")
+    out = np.empty(len(values), np.int64)
+    finer = False
+    for i, x in enumerate(values):
+        if x is None or x != x:
+            raise ValueError(f"{where(i)}: {x} ({what} has no missing value in ML.NET)")
+        t = None if isinstance(x, (int, float, np.number)) else time_ticks(x, item)
+        if t is None or isinstance(t, float):
+            raise TypeError(f"{where}: cannot convert objects to "
+                            f"{'datetime64' if kind == 'M' else 'timedelta64'}: row {i} holds "
+                            f"{type(x).__name__} {x!r:.40}")
+        finer = finer or not isinstance(t, int)
+        t = int(t // 1) - (T.EPOCH_TICKS if kind == "M" else 0)
+        if not -2**63 < t < 2**63:
+            raise ValueError(f"{where(i)}: {x} is outside .NET's {what} range")
+        out[i] = t
+    if finer:
+        from idv.errors import warn
+        warn(f"{where}: {what} values finer than .NET's ticks of 100 ns are floored to them")
+    return out.view(f"{'datetime64' if kind == 'M' else 'timedelta64'}[100ns]")
+
+
 def is_collection(value) -> bool:
     """Whether `value` is a collection of literals for in / not in (not text, bytes or a
     mapping, which are single values)."""

@@ -16,6 +16,7 @@ import datetime as _dt
 import numpy as np
 
 from idv import _encode
+from idv._values.literals import object_times
 from idv._values.tick_text import iso_times, net_timespans
 # the constants are defined with the types (the Cython codecs read them there)
 from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_DAY,
@@ -75,12 +76,7 @@ def as_time(arr, kind, where):
         aware = aware_objects(arr, where) if kind == "M" else None
         if aware is not None:
             return aware["utc"]
-        try:
-            return np.array(arr.tolist(), dtype="datetime64[us]" if kind == "M"
-                            else "timedelta64[us]")
-        except (ValueError, TypeError) as e:
-            raise TypeError(f"{where}: cannot convert objects to "
-                            f"{'datetime64' if kind == 'M' else 'timedelta64'}: {e}") from None
+        return object_times(arr, kind, where)
     what = "datetime64 (DateTime)" if kind == "M" else "timedelta64 (TimeSpan)"
     raise TypeError(f"{where}: expected {what} values, got {arr.dtype}")
 
@@ -89,7 +85,8 @@ def is_text(arr):
     """Whether numpy array `arr` holds str values only (a 'U' array, or objects all str)."""
     if arr.dtype.kind == "U":
         return True
-    return arr.dtype == object and len(arr) > 0 and all(isinstance(x, str) for x in arr.tolist())
+    return arr.dtype == object and arr.ndim == 1 and len(arr) > 0 and \
+        _encode.first_non_str(np.ascontiguousarray(arr)) < 0
 
 
 def _scaled(v, f, arr, where, what):
@@ -206,7 +203,7 @@ def all_aware(arr, where):
     if arr.dtype == object and arr.ndim == 1 and \
             _encode.first_non_str(np.ascontiguousarray(arr)) < 0:
         return False
-    kind = np.fromiter((0 if not isinstance(x, _dt.datetime) else
+    kind = np.fromiter((0 if not isinstance(x, _dt.datetime) or x != x else     # NaT: none
                         1 if x.utcoffset() is not None else 2 for x in arr), np.int8, len(arr))
     aware, naive = kind == 1, kind == 2
     if aware.any() and naive.any():
