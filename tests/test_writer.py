@@ -612,6 +612,34 @@ def test_integers_are_converted_to_floats_that_hold_them_exactly(tmp_path):
     assert back["b"].tolist() == [1.0, 0.0, 1.0]
 
 
+def test_numbers_of_any_kind_are_integers_or_floats_by_their_exact_value(tmp_path):
+    """A Decimal (or an Arrow decimal) is an integer only where its exact value is one, never
+    by way of float(): 1.0000000000000001 is refused for an integer type, not stored as 1; an
+    integral Decimal or numpy int among objects a float cannot hold exactly is refused as a
+    Python int is; a Decimal that is no integer is rounded to a Double as a float is."""
+    from decimal import Decimal
+    pa = pytest.importorskip("pyarrow")
+    dest = tmp_path / "n.idv"
+    for values, t, said in [
+            ([Decimal("1.0000000000000001")], idv.Int64, r"Decimal\('1.0000000000000001'\) is "
+                                                         r"not an integer \(Int64\)"),
+            ([Decimal("9223372036854775807.5")], idv.Int64, "is not an integer"),
+            (pa.array([Decimal("1.00000000000000000001")], pa.decimal128(38, 20)), idv.Int32,
+             "is not an integer"),
+            (np.array([np.int64(2**53 + 1)], object), idv.Double, "9007199254740993 has no "
+                                                                 "exact Double"),
+            ([Decimal(2**53 + 1)], idv.Double, "has no exact Double"),
+            (pa.array([Decimal(2**24 + 1)], pa.decimal128(20, 0)), idv.Single,
+             "16777217 has no exact Single")]:
+        with pytest.raises(ValueError, match=said):
+            idv.write(dest, {"a": values}, types={"a": t})
+        assert not dest.exists()
+    idv.write(dest, {"i": [Decimal("5"), Decimal("-7.000")], "d": [Decimal("0.1"), Decimal(3)]},
+              types={"i": idv.Int32, "d": idv.Double})
+    back = idv.read(dest)
+    assert back["i"].tolist() == [5, -7] and back["d"].tolist() == [0.1, 3.0]
+
+
 def test_python_ints_beyond_int64_are_uint64_exactly(tmp_path, oracle):
     """Python ints that only UInt64 holds (64-bit hashes, ids) are inferred UInt64, as pandas
     infers them (numpy would round them through float64), and written exactly, inferred or

@@ -13,6 +13,7 @@ import numpy as np
 
 from idv import _encode, types as T
 from idv._values import ticks
+from idv._values.literals import exact_number
 from idv._values.tick_text import iso_offsets
 from idv._values.infer import is_missing, number_array
 from idv._writer.missing import missing_value
@@ -57,9 +58,10 @@ def _exact_ints(values, where, dtype, type_name):
     out = np.empty(len(values), dtype)
     for i, x in enumerate(values):
         if not isinstance(x, numbers.Integral):
-            if not float(x).is_integer():
+            exact = exact_number(x)         # a Decimal's or a float's own value, not float(x)
+            if not isinstance(exact, int) or isinstance(x, (bool, np.bool_)):
                 raise ValueError(f"{where(i)}: {x!r} is not an integer ({type_name})")
-            x = int(x)
+            x = exact
         if not info.min <= x <= info.max:
             raise ValueError(f"{where(i)}: {x} is outside the range of {type_name} "
                              f"[{info.min}, {info.max}]")
@@ -89,10 +91,11 @@ def _exact_floats(arr, out, where, type_name):
     if k not in "iuO" or k != "O" and np.iinfo(arr.dtype).bits - (k == "i") <= \
             np.finfo(out.dtype).nmant + 1:
         return                          # every such integer has a float of its own
-    if arr.dtype == object:             # Python ints
-        bad = [i for i, (x, f) in enumerate(zip(arr.tolist(), out.tolist()))
-               if isinstance(x, int) and not isinstance(x, bool)
-               and not (np.isfinite(f) and int(f) == x)]
+    if arr.dtype == object:             # integral values of any kind: ints, Decimals...
+        exact = [None if isinstance(x, (bool, np.bool_)) else exact_number(x)
+                 for x in arr.tolist()]
+        bad = [i for i, (e, f) in enumerate(zip(exact, out.tolist()))
+               if isinstance(e, int) and not (np.isfinite(f) and int(f) == e)]
         i = bad[0] if bad else None
     else:
         # a float from 2**63 (2**64 unsigned) up is no integer of the dtype: none casts back
