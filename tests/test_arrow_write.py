@@ -645,3 +645,29 @@ def test_a_dictionary_of_string_views_given_text_is_written_as_its_values(tmp_pa
     df = pl.DataFrame({"k": pl.Series(["x", None, "y"], dtype=pl.Categorical)})
     idv.write(tmp_path / "k.idv", df, types={"k": idv.Text}, missing_text="")
     assert idv.read(tmp_path / "k.idv")["k"].tolist() == ["x", "", "y"]
+
+
+def test_list_views_are_written_as_the_rows_they_hold(tmp_path):
+    """Arrow list views (rows in any order over their values, shared, sliced) are written as
+    the lists pyarrow says they hold: pyarrow's own cast of a view to a list gives an invalid
+    array (it crashed the write, or named no column)."""
+    views = [pa.array([[1, 2], [3], []], pa.list_view(pa.int32())),
+             pa.ListViewArray.from_arrays([1, 0, 0], [2, 1, 3], pa.array([7, 8, 9])),
+             pa.array([[1, 2], [3], [], [4, 5, 6]], pa.large_list_view(pa.int64())).slice(1),
+             pa.array([["a", "b"], ["c"]], pa.list_view(pa.string()))]
+    for view in views:
+        idv.write(tmp_path / "v.idv", pa.table({"x": view}))
+        got = idv.read(tmp_path / "v.idv")["x"]
+        assert [list(row) for row in got] == view.to_pylist()
+
+
+def test_binary_given_text_is_checked_as_text_naming_its_row(tmp_path):
+    """Arrow binary given types=Text is its bytes where they are UTF-8, else the error names
+    the column and row, as for any text (pyarrow's cast named neither)."""
+    ok = pa.array([b"ok", "\u00e9".encode()], pa.large_binary())
+    idv.write(tmp_path / "t.idv", pa.table({"x": ok}), types={"x": idv.Text})
+    assert idv.read(tmp_path / "t.idv")["x"].tolist() == ["ok", "\u00e9"]
+    with pytest.raises(ValueError, match=r"column 'x' row 1: .*not valid UTF-8"):
+        idv.write(tmp_path / "bad.idv", pa.table({"x": pa.array([b"ok", b"\xff"])}),
+                  types={"x": idv.Text})
+    assert not (tmp_path / "bad.idv").exists()

@@ -214,8 +214,7 @@ class _FieldToIdv:
             items = items_from_arrow(pa, t.item, flat, self._describe(row0, size=size), remap)
             return items.reshape(n, size)
         if is_list_type(pa, at):
-            if not (pa.types.is_list(at) or pa.types.is_large_list(at)):
-                arr = arr.cast(pa.large_list(at.value_type))
+            arr = _dense_lists(pa, arr)
             offsets = numpy_view(arr.offsets).astype(np.int64)
             offsets = offsets - offsets[0]
             if text:
@@ -225,6 +224,20 @@ class _FieldToIdv:
                                       self._describe(row0, offsets=offsets), remap)
             return Ragged(items, offsets)
         raise TypeError(f"{self.where}: Arrow {at} values cannot make a {t} column")
+
+
+def _dense_lists(pa, arr):
+    """A list array, or a list view's rows in order as a large_list array (pyarrow's cast of
+    a view gives an array whose offsets are too short: rows out of order, or sharing values,
+    read wrong)."""
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        return arr
+    starts = arr.offsets.to_numpy().astype(np.int64)
+    sizes = arr.sizes.to_numpy().astype(np.int64)
+    ends = np.zeros(len(arr) + 1, np.int64)
+    np.cumsum(sizes, out=ends[1:])
+    picks = np.arange(ends[-1], dtype=np.int64) - np.repeat(ends[:-1] - starts, sizes)
+    return pa.LargeListArray.from_arrays(pa.array(ends), arr.values.take(pa.array(picks)))
 
 
 def _unique_values(pa, dictionaries):

@@ -105,9 +105,13 @@ def filled_text(pa, arr, text):
 
 def utf8_from_arrow(pa, arr, describe):
     """A Text column's Arrow strings (no nulls) as the writer's Utf8Text: the offsets and the
-    UTF-8 bytes of Arrow's buffers, checked, the bytes not copied. string_view (and numbers
-    given types=Text) are cast to large_string first."""
+    UTF-8 bytes of Arrow's buffers, checked, the bytes not copied. Binary is taken as its
+    bytes (checked as text is); string_view (and numbers given types=Text) are cast to
+    large_string first."""
     at = arr.type
+    if pa.types.is_binary(at) or pa.types.is_large_binary(at):     # checked below, by row
+        arr = arr.view(pa.large_string() if pa.types.is_large_binary(at) else pa.string())
+        at = arr.type
     if not (pa.types.is_string(at) or pa.types.is_large_string(at)):
         arr = arr.cast(pa.large_string())
         at = arr.type
