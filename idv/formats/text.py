@@ -7,7 +7,11 @@ flattened (CsvSink), and CSV / TSV is read back by pyarrow's CSV reader (CsvSour
 an output only, from an .idv. """
 from __future__ import annotations
 
+import contextlib
+import csv
 import functools
+import os
+import re
 
 import numpy as np
 
@@ -44,8 +48,8 @@ class CsvSource(Source):
                      pcsv.ParseOptions(delimiter=delimiter),
                      pcsv.ConvertOptions(column_types=column_types,
                                          include_columns=list(columns) if columns else None))
-        self.reader = pcsv.open_csv(*self.args[:1], read_options=self.args[1],
-                                    parse_options=self.args[2], convert_options=self.args[3])
+        self.typed = set(column_types)
+        self.reader = self._open()
         self.schema = self.reader.schema
         twice = sorted({n for n in self.schema.names if self.schema.names.count(n) > 1})
         if twice:      # a header's slip: the earlier column would be written hidden
@@ -54,13 +58,58 @@ class CsvSource(Source):
         _refuse_untyped(pa, self.schema)
         _refuse_bytes(pa, self.schema)
 
+    def _open(self):
+        import pyarrow.csv as pcsv
+        with self._named():
+            return pcsv.open_csv(self.args[0], read_options=self.args[1],
+                                 parse_options=self.args[2], convert_options=self.args[3])
+
     def batches(self):
         reader, self.reader = self.reader, None
-        if reader is None:
-            import pyarrow.csv as pcsv
-            reader = pcsv.open_csv(self.args[0], read_options=self.args[1],
-                                   parse_options=self.args[2], convert_options=self.args[3])
-        return iter(reader)
+        reader = self._open() if reader is None else reader
+        while True:
+            with self._named():
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+            yield batch
+
+    @contextlib.contextmanager
+    def _named(self):
+        """pyarrow's errors of a column ("In CSV column #1: ...") naming the column by its
+        header name, and saying how to type one whose type pyarrow inferred."""
+        pa = import_pa()
+        try:
+            yield
+        except pa.ArrowKeyError as e:           # a column asked for (columns=) not in it
+            m = re.match(r"Column '(.*)' in include_columns does not exist", str(e), re.S)
+            names = _header(self.args[0], self.args[2].delimiter) if m else None
+            if names is None:
+                raise
+            raise KeyError(f"{self.args[0]} has no column {m.group(1)!r} (its columns: "
+                           f"{', '.join(names)})") from None
+        except pa.ArrowInvalid as e:
+            m = re.match(r"In CSV column #(\d+): (.*)", str(e), re.S)
+            names = _header(self.args[0], self.args[2].delimiter) if m else None
+            if names is None or int(m.group(1)) >= len(names):
+                raise
+            name = names[int(m.group(1))]
+            hint = "" if name in self.typed else (
+                f"; its type was inferred from the first {_CSV_BLOCK >> 20} MiB: give it "
+                f"with types= (--types {name}=TYPE)")
+            raise ValueError(f"CSV column {name!r}: {m.group(2)}{hint}") from None
+
+
+def _header(path, delimiter):
+    """The header names of local CSV file `path` (None: not a local file, or unreadable)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            return next(csv.reader(f, delimiter=delimiter), None)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
 
 
 def _refuse_untyped(pa, schema):
