@@ -164,6 +164,9 @@ def test_cli_convert_by_default_warns_once_a_column(tmp_path):
     assert [line.split("'")[1] for line in lines] == list(FLOORED), err
     assert lines[0].startswith(
         f"idv: warning: column 'Created': {CREATED_CHANGED} DateTime values"), err
+    # the clamp at the ends of the range is TimeSpan's alone (a DateTime floors inside it)
+    assert ["TimeSpan.MinValue" in line for line in lines] == \
+        [name == "Elapsed" for name in FLOORED], err
     rc, out, err = run("convert", PATH, tmp_path / "f.feather", "-q")     # auto: ns fits
     assert rc == 0 and len(err.strip().splitlines()) == 1, err
     rc, out, err = run("convert", PATH, tmp_path / "y.parquet", "-q", "--datetime", "ticks")

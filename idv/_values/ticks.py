@@ -340,9 +340,9 @@ class UnitChoice:
                              f"(floors them to microseconds, with a warning)")
         keep = "datetime='ns' or 'ticks' keeps them exact" if mode == "auto-us" and fits \
             else "datetime='ticks' keeps them exact"
-        warn(f"{message}: floored to microseconds, clamped at the ends of .NET's range "
-             f"(TimeSpan.MinValue becomes the least microsecond inside it), so that they "
-             f"convert back ({keep})")
+        clamped = ", clamped at the ends of .NET's range (TimeSpan.MinValue becomes the " \
+            "least microsecond inside it)" if what == "TimeSpan" else ""
+        warn(f"{message}: floored to microseconds{clamped}, so that they convert back ({keep})")
         return "us", False
 
 
