@@ -638,6 +638,14 @@ def test_numbers_of_any_kind_are_integers_or_floats_by_their_exact_value(tmp_pat
               types={"i": idv.Int32, "d": idv.Double})
     back = idv.read(dest)
     assert back["i"].tolist() == [5, -7] and back["d"].tolist() == [0.1, 3.0]
+    # ints in a list beside floats (which numpy would take through float64) are ints still
+    for values, t, said in [([2**24 + 1, 0.5], idv.Single, "16777217 has no exact Single"),
+                            ([np.int64(2**53 + 1), 0.5], None, "9007199254740993 has no exact "
+                                                               "Double")]:
+        with pytest.raises(ValueError, match=said):
+            idv.write(tmp_path / "m.idv", {"a": values}, types=t and {"a": t})
+    idv.write(tmp_path / "m.idv", {"a": [2**24 + 1, 0.5]}, types={"a": idv.Double})
+    assert idv.read(tmp_path / "m.idv")["a"].tolist() == [16777217.0, 0.5]
 
 
 def test_python_ints_beyond_int64_are_uint64_exactly(tmp_path, oracle):

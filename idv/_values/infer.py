@@ -100,7 +100,7 @@ def flatten_rows(rows, where, row0=0):
     return out
 
 
-_FLOAT_EXACT = 2**53       # every integer up to this size has a float64 of its own
+_SINGLE_EXACT = 2**24      # every integer up to this size has a float32 of its own
 
 
 def is_missing(value):
@@ -111,12 +111,12 @@ def is_missing(value):
 
 
 def number_array(values):
-    """np.array of a list of items, but an object array where numpy would take Python ints
-    through float64 and round them (``np.array([2**63 + 1, 1])`` is float64), so that they
-    convert exactly."""
+    """np.array of a list of items, but an object array where numpy would take ints through
+    a float and a float type could round them (``np.array([2**63 + 1, 1])`` is float64; 2**24
+    + 1 beside a float, given Single), so that they convert exactly or are refused."""
     out = np.array(values)
-    if out.dtype.kind == "f" and out.ndim == 1 and (np.abs(out) >= _FLOAT_EXACT).any() \
-            and any(isinstance(x, numbers.Integral) and abs(x) > _FLOAT_EXACT for x in values):
+    if out.dtype.kind == "f" and out.ndim == 1 and (np.abs(out) > _SINGLE_EXACT).any() \
+            and any(isinstance(x, numbers.Integral) and abs(x) > _SINGLE_EXACT for x in values):
         return object_array(values)
     return out
 
