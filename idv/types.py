@@ -324,14 +324,17 @@ def as_type(t, where="type"):
     str(type) gives it) or a numpy dtype-like (np.float32 -> Single)."""
     if isinstance(t, DataViewType):
         return t
+    refused = None
     if isinstance(t, str):
         try:
             return parse_type(t)
-        except (ValueError, TypeError, KeyError):
-            pass          # a numpy dtype name ("float32"), or neither
+        except (ValueError, TypeError, KeyError) as e:
+            refused = e   # a numpy dtype name ("float32"), or neither
     try:
         dt = np.dtype(t)
-    except TypeError:
+    except (TypeError, ValueError):
+        if refused is not None and not str(refused).startswith("not an idv type string"):
+            raise refused from None      # an idv type string's own fault (a key's count...)
         raise TypeError(f"{where}: {t!r} is not an idv type (idv.Single or 'Single', "
                         f"idv.Key(...) or 'Key<UInt32, 5>', idv.Vector(...) or "
                         f"'Vector<Single, 3>') or a numpy dtype") from None

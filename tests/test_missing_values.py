@@ -66,7 +66,8 @@ def test_types_given_once_a_column_are_all_kept(tmp_path):
 
 @pytest.mark.parametrize("spec, message", [
     ("Age", "give NAME=TYPE"), ("Age=Sngle", "'Sngle' is not an idv type"),
-    ("Nope=Single", "Nope"), ("Age=Single,Age=Double", "'Age' is given a type twice")])
+    ("Nope=Single", "Nope"), ("Age=Single,Age=Double", "'Age' is given a type twice"),
+    ("Age=Key<Byte, 400>", "--types Age: key count 400 does not fit Byte")])
 def test_bad_types_are_usage_errors(tmp_path, spec, message):
     rc, _, err = run("convert", _people(tmp_path), tmp_path / "p.idv", "--types", spec)
     assert rc == 2 and message in err, err

@@ -141,8 +141,10 @@ def parse_types(texts):
             raise CliError(f"--types: column {name!r} is given a type twice", EXIT_USAGE)
         try:
             types[name] = as_type(type_text.strip(), f"--types {name}")
-        except TypeError as e:
-            raise CliError(str(e), EXIT_USAGE) from None
+        except (TypeError, ValueError) as e:        # no type, or a type string's own fault
+            said = str(e)
+            raise CliError(said if said.startswith("--types") else f"--types {name}: {said}",
+                           EXIT_USAGE) from None
     return types or None
 
 
