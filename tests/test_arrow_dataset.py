@@ -421,6 +421,10 @@ def test_only_what_arrow_and_the_statistics_agree_on_prunes():
         filter_tree.And((filter_tree.Cmp("i", ">", 3), filter_tree.Cmp("i", "<", 9))), True)
     assert tree((pc.field("i") > 3) | (pc.field("k") == 1)) == (None, False)
     assert tree(pc.field("i") > 1.5) == (None, False)          # Arrow: in float64
+    # Arrow's is_in casts its set to a Single column's float32: taken only where no value
+    # of the set is rounded (1000000001.0 would match 1e9)
+    assert tree(pc.field("f").isin([0.5, 2.0]))[1]
+    assert tree(pc.field("f").isin([0.5, 1000000001.0])) == (None, False)
     assert tree(~(pc.field("f").is_null())) == (None, False)   # not of a non-exact part
     assert tree(~(pc.field("i") > 3)) == (filter_tree.Not(filter_tree.Cmp("i", ">", 3)), True)
 

@@ -249,6 +249,9 @@ def _taken(engine, node, type_, floored=False, labelled=False):
         value = [literal(engine, type_, "==", v, labelled) for v in node.value]
         if any(v is NO for v in value):
             return None, False
+        if engine == ARROW and T.item_type(type_) is T.Single and \
+                any(float(np.float32(v)) != v for v in value):
+            return None, False      # Arrow casts the set to float32: a value it rounds matches
     else:
         value = literal(engine, type_, node.op, node.value, labelled)
         if value is NO:
