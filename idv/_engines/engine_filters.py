@@ -10,9 +10,10 @@ str, Booleans with bool, integers with integers the column's type holds, DateTim
 ticks, and, where the engine compares IEEE floats as idv does, floats with floats. Whatever
 is not taken is handed back: the engine tests those rows by its own rules, and no block is
 skipped on their account (Arrow's: none for an ``and`` that holds such a part, which Arrow
-tests on every row, as over a table in memory, raising where it raises there). A key the engine sees as its Text labels (a dictionary, a polars
-Categorical: `label_columns`) is taken compared with a str by ==, != and in, as idv's filters
-compare a key with a label, where the engine's null (the missing key 0) can change nothing:
+tests on every row, as over a table in memory, raising where it raises there). A key the
+engine sees as its Text labels (a dictionary, a polars Categorical: `label_columns`) is
+taken compared with a str by ==, != and in, as idv's filters compare a key with a label,
+where the engine's null (the missing key 0) can change nothing:
 `!=` also leaves out the key 0, and a ``not``, or Arrow's plain (not Kleene) ``or``, over such
 a key is not taken. Other comparisons of keys, DateTimeOffset (a struct), RowId and vectors
 are never taken. A time column read floored to microseconds (`floored`) holds other

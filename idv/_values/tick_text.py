@@ -1,9 +1,10 @@
 """ML.NET's time values as text, both ways, exact to the tick over all of .NET's years. Out:
 as .NET writes them (cells of the CLI, CSV and JSON; block statistics shown): DateTime in
 ISO 8601, TimeSpan in .NET's constant format, DateTimeOffset as its local clock with the
-offset. In: ISO 8601 text as ticks, one reading for a filter's literal (idv._values.literals)
-and for text written to a DateTime column (ML.NET's own text has 7 fractional digits, which
-no numpy or Arrow unit holds over years 1-9999)."""
+offset. In: ISO 8601 text as ticks (a filter's literal, idv._values.literals, and text
+written to a DateTime or DateTimeOffset column, each value's offset kept for the latter) and
+.NET's TimeSpan text, as TimeSpan.Parse reads it: ML.NET's own text has 7 fractional digits,
+which no numpy or Arrow unit holds over years 1-9999."""
 from __future__ import annotations
 
 import datetime as dt
@@ -57,13 +58,10 @@ def format_datetimeoffset(value):
 # ISO 8601 text -> ticks
 # ---------------------------------------------------------------------------------------------
 
-_DAY_TICKS = 86_400 * 10**7
-
-
 def civil_ticks(year, month, day, hour=0, minute=0, second=0):
     """.NET ticks of a date and time of day (0 = 0001-01-01T00:00)."""
     days = dt.date(year, month, day).toordinal() - 1
-    return days * _DAY_TICKS + ((hour * 60 + minute) * 60 + second) * 10**7
+    return days * TICKS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 10**7
 
 
 _ISO = re.compile(r"\s*(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?"

@@ -63,9 +63,9 @@ def _multiples(v, whole, f):
 # ---------------------------------------------------------------------------------------------
 
 def as_time(arr, kind, where):
-    """datetime64 ('M') or timedelta64 ('m') values, converting Python objects and text (ISO
-    8601 dates, .NET's TimeSpan text: idv._values.tick_text); zone-aware dates (DateTimeOffset values, aware datetime objects) as
-    their UTC instants."""
+    """datetime64 ('M') or timedelta64 ('m') values, converting Python objects (literals.
+    object_times) and text (ISO 8601 dates, .NET's TimeSpan text: idv._values.tick_text);
+    zone-aware dates (DateTimeOffset values, aware datetime objects) as their UTC instants."""
     if arr.dtype.kind == kind:
         return arr
     if kind == "M" and arr.dtype.names and "utc" in arr.dtype.names:
