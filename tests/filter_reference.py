@@ -150,6 +150,26 @@ def _delta_ticks(d: dt.timedelta) -> int:
     return ((d.days * 86400 + d.seconds) * 10**6 + d.microseconds) * 10
 
 
+def span_text_ticks(text: str):
+    """Ticks of .NET's constant text of a TimeSpan, ``[-][d.]hh:mm:ss[.fffffff]``, or None."""
+    m = re.fullmatch(r"(-?)(?:(\d+)\.)?(\d\d):(\d\d):(\d\d)(?:\.(\d{1,7}))?", text)
+    if m is None or int(m.group(3)) > 23 or int(m.group(4)) > 59 or int(m.group(5)) > 59:
+        return None
+    sign, days, h, mi, sec, frac = m.groups()
+    span = dt.timedelta(days=int(days or 0), hours=int(h), minutes=int(mi), seconds=int(sec))
+    ticks = _delta_ticks(span) + (int(frac.ljust(7, "0")) if frac else 0)
+    return Fraction(-ticks if sign else ticks)
+
+
+def span_text(ticks: int) -> str:
+    """.NET's constant text of a TimeSpan of `ticks` (what TimeSpan.ToString() gives)."""
+    days, rest = divmod(abs(ticks), 864_000_000_000)
+    seconds, frac = divmod(rest, TICKS_PER_SECOND)
+    text = f"{days}." if days else ""
+    text += f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    return ("-" if ticks < 0 else "") + text + (f".{frac:07d}" if frac else "")
+
+
 # what each column kind compares with; anything else is refused
 _ACCEPTS = {**{k: {"num", "nan", "bool"} for k in NUMBERS}, "BL": {"num", "nan", "bool"},
             "TX": {"str"}, "KEY": {"num", "nan", "str"}, "DT": {"datetime"},
@@ -185,6 +205,10 @@ def _literal_for(col: Col, name: str, op: str, lit):
         cat, value = "datetime", iso_ticks(lit)
         if value is None:
             raise Refused(f"column {name!r} {op} {lit!r}: not an ISO date")
+    if cat == "str" and col.kind == "TS":       # .NET's text of a TimeSpan
+        cat, value = "timedelta", span_text_ticks(lit)
+        if value is None:
+            raise Refused(f"column {name!r} {op} {lit!r}: not a TimeSpan's text")
     if cat not in _ACCEPTS[col.kind]:
         raise Refused(f"column {name!r} {op} {lit!r}: {cat} literal")
     if cat == "bool":
@@ -817,7 +841,8 @@ def time_literals(draw, col: Col):
         count = rel // per
         return (np.datetime64 if k == "DT" else np.timedelta64)(count, unit)
     if k == "TS":
-        return dt.timedelta(microseconds=base // 10)
+        return span_text(base) if draw(st.integers(0, 3)) == 0 else \
+            dt.timedelta(microseconds=base // 10)
     if k == "DT":
         d = _ticks_to_datetime(base) or _ticks_to_datetime(min(max(base, 0), MAX_TICKS))
         return d.isoformat() if draw(st.integers(0, 3)) == 0 else d

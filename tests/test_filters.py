@@ -87,6 +87,25 @@ def _expected(full, column, op, value):
     return full["Id"][mask]
 
 
+def test_a_timespan_compares_with_the_text_idv_prints_for_it(tmp_path):
+    """The text `idv cat` prints for a TimeSpan (.NET's) is a literal it compares with, in a
+    tuple, a filter string and --where, as an ISO date is for a DateTime."""
+    from cli_run import run
+    path = tmp_path / "spans.idv"
+    day = 864_000_000_000
+    idv.write(path, {"t": (np.arange(5) * day + 1).view("m8[100ns]")}, rows_per_block=2)
+    _, out, _ = run("cat", path, "--format", "csv", check_rc=0)
+    assert out.splitlines()[3] == "2.00:00:00.0000001"
+    for flt in ([("t", ">", "2.00:00:00.0000001")], "t > '2.00:00:00.0000001'"):
+        assert idv.read(path, filter=flt)["t"].view(np.int64).tolist() == [3 * day + 1,
+                                                                          4 * day + 1]
+    _, out, _ = run("cat", path, "--where", "t <= '1.00:00:00.0000001'", "--format", "csv",
+                    check_rc=0)
+    assert out.splitlines()[1:] == ["00:00:00.0000001", "1.00:00:00.0000001"]
+    with pytest.raises(TypeError, match="TimeSpan columns compare with .*'1.02:03:04.5'"):
+        idv.read(path, filter=[("t", ">", "two days")])
+
+
 @pytest.mark.parametrize("stats", [True, False], ids=["statistics", "none"])
 @pytest.mark.parametrize("column,values", CASES, ids=[c for c, _ in CASES])
 def test_every_operator_equals_numpy(files, full, stats, column, values):

@@ -123,7 +123,8 @@ def bind(col: Column, op: str, literal) -> Test:
         return Test(CMP, op, str(literal))
     q = literals.time_ticks(literal, item) if item in ticks.TIME_ITEMS else _number(col, op, literal)
     if q is None:
-        want = "a time span (timedelta, numpy timedelta64) or ticks" if item is T.TimeSpan \
+        want = "a time span (timedelta, numpy timedelta64, .NET's text: '1.02:03:04.5') or " \
+            "ticks" if item is T.TimeSpan \
             else "a date and time (datetime, numpy datetime64, ISO string) or ticks"
         raise _fail(col, op, literal, f"{item} columns compare with {want}, not "
                                       f"{type(literal).__name__}")

@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from idv import types as T
-from idv._values.tick_text import civil_ticks, iso_ticks
+from idv._values.tick_text import civil_ticks, iso_ticks, span_ticks
 
 NAN = float("nan")
 
@@ -68,7 +68,7 @@ def _np_ticks(value):
 def time_ticks(value, item):
     """The exact .NET ticks of a literal for a DateTime, DateTimeOffset (by its UTC instant;
     a naive value is taken as UTC) or TimeSpan column; None: not a value of that kind. An int
-    is ticks already."""
+    is ticks already; text is ISO 8601, or .NET's TimeSpan text (tick_text)."""
     if isinstance(value, (int, np.integer)) and \
             not isinstance(value, (bool, np.bool_, np.timedelta64)):
         return int(value)
@@ -79,7 +79,7 @@ def time_ticks(value, item):
             return ((value.days * 86_400 + value.seconds) * 10**6 + value.microseconds) * 10
         if isinstance(value, np.timedelta64):
             return _np_ticks(value)
-        return None
+        return span_ticks(value) if isinstance(value, str) else None
     if type(value).__name__ == "Timestamp" and hasattr(value, "value"):       # pandas
         if value != value:
             return NAN
