@@ -17,7 +17,7 @@ from idv import _docs
 from idv._scan import filters, scan
 from idv._values.arguments import ensure_count
 from idv._engines.reopen import listed, open_listed
-from idv._interop.arrow import arrow_schema, record_batch_reader
+from idv._interop.arrow import arrow_schema, import_pyarrow, record_batch_reader
 from idv._reader.dataset import Dataset, dataset
 from idv.errors import require
 from idv._storage.staging import DEFAULT_NAME, Staging
@@ -33,10 +33,12 @@ def _part_bytes(ds, part, names):
         return {n: int(f[n].lookup["raw"][part.b0:part.b1].sum()) for n in names}
 
 
-def _read_task(part, entry, names, filesystem, open_kwargs, datetime, safe, size, filter_):
+def _read_task(part, entry, names, filesystem, open_kwargs, datetime, safe, size, filter_,
+               schema):
     """A ReadTask giving partition `part` as one Arrow table (run by a Ray worker): the rows
     that match `filter_` (None: all), of its file as listed when the read was planned
-    (`entry`: idv._engines.reopen.open_listed)."""
+    (`entry`: idv._engines.reopen.open_listed), of Arrow `schema` (what Ray reports before
+    any task runs, and of a read that finds no row)."""
     def read():
         with open_listed(entry, filesystem, open_kwargs) as f:
             return [record_batch_reader(f, names, datetime=datetime, safe=safe,
@@ -45,7 +47,14 @@ def _read_task(part, entry, names, filesystem, open_kwargs, datetime, safe, size
     rows = part.stop - part.start if filter_ is None else None
     meta = ray_data.block.BlockMetadata(num_rows=rows, size_bytes=size,
                                         input_files=[str(part.path)], exec_stats=None)
-    return ray_data.datasource.ReadTask(read, meta)
+    return ray_data.datasource.ReadTask(read, meta, schema=schema)
+
+
+def _no_rows_task(schema):
+    """The one ReadTask of a source of no rows: an empty table of its `schema`."""
+    meta = ray_data.block.BlockMetadata(num_rows=0, size_bytes=0, input_files=None,
+                                        exec_stats=None)
+    return ray_data.datasource.ReadTask(lambda: [schema.empty_table()], meta, schema=schema)
 
 
 class IdvDatasource(ray_data.Datasource):
@@ -109,8 +118,13 @@ class IdvDatasource(ray_data.Datasource):
         """One ReadTask per partition, whatever `parallelism` asks (the partitions are already
         sized by ``blocks_per_task``), each with its rows and decoded bytes."""
         cols = self.columns()
+        schema = import_pyarrow().schema([self.schema.field(self.names.index(n))
+                                          for n in cols])
+        if not self.parts:
+            return [_no_rows_task(schema)]
         return [_read_task(p, self.listed[p.part], cols, self.filesystem, self.open_kwargs,
-                           self.datetime, self.safe, sum(b[n] for n in cols), self.filter)
+                           self.datetime, self.safe, sum(b[n] for n in cols), self.filter,
+                           schema)
                 for p, b in zip(self.parts, self.part_bytes)]
 
 

@@ -81,6 +81,22 @@ def test_a_filter_reads_the_matching_rows_in_the_tasks_statistics_leave(tmp_path
     assert none.count() == 0
 
 
+def test_a_read_of_no_rows_has_the_schema_of_every_other_read(tmp_path):
+    """A file of no rows, and a filter that keeps none, give Ray the columns and Arrow types
+    to_arrow gives (Ray had no schema: no task, or only empty blocks), projected as asked."""
+    zero, some = str(tmp_path / "zero.idv"), str(tmp_path / "some.idv")
+    idv.write(zero, {"a": np.zeros(0, np.int32), "s": np.array([], object)},
+              types={"s": idv.Text})
+    idv.write(some, {"a": np.arange(10, dtype=np.int32), "s": np.array(list("abcdefghij"))})
+    want = idv.to_arrow(zero).schema
+    for data in (idv.ray.read_idv(zero), idv.ray.read_idv(some, filter=[("a", ">", 100)])):
+        assert data.count() == 0
+        schema = data.schema()
+        assert schema is not None and list(schema.names) == want.names
+        assert list(schema.types) == list(want.types)
+    assert list(idv.ray.read_idv(zero).select_columns(["s"]).schema().names) == ["s"]
+
+
 def test_a_written_dataset_reads_back_equal_and_ml_net_loads_each_file(oracle, tmp_path):
     paths = _paths(MIXED)
     ds = idv.ray.read_idv(paths, SCALARS + ["Vec", "Var"], blocks_per_task=4)
