@@ -432,6 +432,25 @@ def test_pandas_zones_and_units_come_back(tmp_path):
         assert ds.to_arrow().schema.field("paris").type == pa.timestamp("us", tz="Europe/Paris")
 
 
+def test_arrow_backed_pandas_gives_the_types_arrow_does(tmp_path):
+    """dtype_backend="pyarrow" gives each time column the Arrow type to_arrow gives it, the
+    type it was written from: a date32 column dates again (not timestamps), in a file's frame,
+    rows by number and a dataset's."""
+    table = pa.table({"d": pa.array([dt.date(2020, 1, 2), dt.date(1, 1, 1)], pa.date32()),
+                      "ms": pa.array([5, 6], pa.duration("ms")),
+                      "t": pa.array([1, 2], pa.timestamp("s", tz="UTC"))})
+    idv.write(tmp_path / "a.idv", table)
+    want = {f.name: pd.ArrowDtype(f.type) for f in idv.to_arrow(tmp_path / "a.idv").schema}
+    assert want["d"] == pd.ArrowDtype(pa.date32())
+    for df in (idv.read_pandas(tmp_path / "a.idv", dtype_backend="pyarrow"),
+               idv.to_pandas(tmp_path / "a.idv", dtype_backend="pyarrow", rows=[1, 0])):
+        assert df.dtypes.to_dict() == want
+    assert idv.read_pandas(tmp_path / "a.idv", dtype_backend="pyarrow")["d"].tolist() == \
+        [dt.date(2020, 1, 2), dt.date(1, 1, 1)]
+    with idv.dataset([tmp_path / "a.idv", tmp_path / "a.idv"]) as ds:
+        assert ds.to_pandas(dtype_backend="pyarrow").dtypes.to_dict() == want
+
+
 def _pandas_parts(tmp_path, frames):
     """A dataset folder of one file written from each pandas frame of `frames`, in order."""
     folder = tmp_path / "ds"

@@ -30,7 +30,7 @@ from idv._reader import read_source, selection, take as _take, time_units, whole
 from idv._interop import pandas_times
 from idv._interop.arrow_columns import text_array, text_reader
 from idv._values.arrow_types import check_key_labels, key_value_times
-from idv._values.time_zones import as_written, written_from
+from idv._values.time_zones import as_written, restore, written_from
 from idv._reader.reader import opened
 from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,
                                   slot_labels, usable_key_values, warn_kept_wide)
@@ -158,15 +158,21 @@ def _arrow_strings(pd, dtype_backend):
     return None
 
 
-def _arrow_backed(pd, piece):
+def _arrow_backed(pd, piece, date=False):
     """A Series or DataFrame with numpy numbers, Booleans and times as ArrowDtype columns
-    (dtype_backend="pyarrow", as pandas.read_parquet gives them); other columns as they are."""
+    (dtype_backend="pyarrow", as pandas.read_parquet gives them); other columns as they are.
+    `date`: a time column written from date32, whose midnights are dates again."""
     import pyarrow as pa
 
     def one(s):
+        if isinstance(s.dtype, pd.DatetimeTZDtype):          # a zone: timestamp[unit, tz]
+            return pd.Series(pd.arrays.ArrowExtensionArray(pa.array(s.array)), index=s.index,
+                             name=s.name)
         if isinstance(s.dtype, np.dtype) and s.dtype.kind in "biufmM":
-            return pd.Series(pd.arrays.ArrowExtensionArray(pa.array(s.to_numpy())),
-                             index=s.index, name=s.name)
+            array = pa.array(s.to_numpy())
+            if date and s.dtype.kind == "M":
+                array = restore(pa, array, pa.date32())
+            return pd.Series(pd.arrays.ArrowExtensionArray(array), index=s.index, name=s.name)
         return s
     if isinstance(piece, pd.DataFrame):
         return pd.concat([one(piece.iloc[:, j]) for j in range(piece.shape[1])], axis=1,
@@ -305,7 +311,8 @@ def _frame(pd, f, columns, rows, how, row_index, values):
                    how["zones"].get(col.name), getattr(f, "path", None))
         got = _column_pieces(ctx, col, whole[id(col)] if whole else col[rows], vectors)
         if dtype_backend == "pyarrow":
-            got = [(names, _arrow_backed(pd, piece)) for names, piece in got]
+            date = ctx.source is not None and ctx.source[0] == "date"   # written from date32
+            got = [(names, _arrow_backed(pd, piece, date)) for names, piece in got]
         if [nm for names, _ in got for nm in names] != [col.name]:
             expanded.add(col.index)
         pieces.extend(got)
