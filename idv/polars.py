@@ -121,7 +121,8 @@ def _bind(schema, predicate):
     comparison polars refuses (a Categorical with a float) raises whatever the rows (none, or
     all ruled out by the statistics)."""
     import polars as pl
-    pl.DataFrame(schema={c: schema[c] for c in predicate.meta.root_names()}).filter(predicate)
+    pl.LazyFrame(schema={c: schema[c] for c in predicate.meta.root_names()}) \
+        .filter(predicate).collect()       # through the optimizer, as _frame filters
 
 
 def _frame_size(ds, wanted, batch_size, spare):
@@ -143,7 +144,10 @@ def _frame(pl, pa, table, predicate, columns):
     table = _polars_table(pa, table)
     df = pl.from_arrow(table, rechunk=False)
     if predicate is not None:
-        df = df.filter(predicate)
+        # through polars' optimizer, as a query over a frame in memory: what polars pushed
+        # may hold parts it folds away there (``false & (k >= 2)``), which an eager filter
+        # evaluates, raising where the query answers
+        df = df.lazy().filter(predicate).collect()
         df = df if columns is None else df.select(columns)
         return df, df.estimated_size()
     if columns is None:
