@@ -18,7 +18,7 @@ import numpy as np
 from idv import _docs, types as T
 from idv._scan import filters, scan
 from idv._engines.reopen import listed, open_listed
-from idv._reader.dataset import Dataset, dataset
+from idv._reader.dataset import as_dataset
 from idv._engines import dask_writer
 from idv.errors import require
 
@@ -38,10 +38,9 @@ def _dask_dataframe():
 
 
 def _as_dataset(urlpath, storage_options, columns, open_kwargs):
-    if isinstance(urlpath, Dataset):
-        return urlpath.files_only("idv.dask"), False
-    return dataset(urlpath, columns, storage_options=storage_options,
-                   **open_kwargs).files_only("idv.dask"), True
+    ds, owned = as_dataset(urlpath, {**open_kwargs, "storage_options": storage_options},
+                           columns)
+    return ds.files_only("idv.dask"), owned
 
 
 @_docs.fill

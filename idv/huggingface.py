@@ -29,6 +29,7 @@ from idv._interop.arrow import record_batch_reader
 from idv._values.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
 from idv.errors import require
 from idv._engines.reopen import Reopenable
+from idv._values.arguments import ensure_count
 
 if TYPE_CHECKING:
     import datasets
@@ -146,6 +147,7 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
     ds = src.dataset()
     unit, safe = ds.time_unit(src.names, datetime, safe)
     tables = _Tables(src, unit, safe, filter)
+    blocks_per_shard = ensure_count(blocks_per_shard, "blocks_per_shard", "blocks", none=True)
     parts = scan.partitions(ds, src.names, blocks_per_shard or (1 if streaming else None),
                             block_filter=filters.blocks_of(filter))
     idv_schema = tables.arrow_schema()

@@ -61,9 +61,9 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
     """
     pl = require("polars", "idv.polars.scan_idv", "polars")
     from polars.io.plugins import register_io_source
-    from idv._reader.dataset import Dataset, dataset
+    from idv._reader.dataset import as_dataset
     _small_reservations()
-    ds = source if isinstance(source, Dataset) else dataset(source, **dataset_options)
+    ds, _ = as_dataset(source, dataset_options)
     names = ds.column_names
     unit, safe = ds.time_unit(names, datetime, safe)
     schema = arrow.arrow_schema(ds, names, datetime=unit)

@@ -1192,3 +1192,59 @@ def test_only_files_in_memory_are_inflated_together(tmp_path, monkeypatch):
     finally:
         if fs.exists(root):     # not made where a fixture is missing (the test skips)
             fs.rm(root, recursive=True)
+
+
+def _open_source_readers():
+    """reader name -> (package, fn(source, **options) reading every row's 'a')."""
+    def polars(src, **kw):
+        from idv.polars import scan_idv
+        return scan_idv(src, **kw).collect()["a"].to_list()
+
+    def dask(src, **kw):
+        from idv.dask import read_idv
+        return read_idv(src, **kw).compute()["a"].tolist()
+
+    def ray(src, **kw):
+        from idv.ray import read_idv
+        return [r["a"] for r in read_idv(src, **kw).take_all()]
+
+    def huggingface(src, **kw):
+        from idv.huggingface import load
+        return load(src, **kw)["a"]
+
+    def torch(src, **kw):
+        from idv.torch import IdvMapDataset
+        ds = IdvMapDataset(src, **kw)
+        return ds[list(range(len(ds)))]["a"].tolist()
+    return {"read": ("numpy", lambda src, **kw: idv.read(src, **kw)["a"].tolist()),
+            "arrow_dataset": ("pyarrow", lambda src, **kw: idv.arrow_dataset(src, **kw)
+                              .to_table()["a"].to_pylist()),
+            "polars": ("polars", polars), "dask": ("dask", dask), "ray": ("ray", ray),
+            "huggingface": ("datasets", huggingface), "torch": ("torch", torch)}
+
+
+@pytest.mark.parametrize("reader", ["read", "arrow_dataset", "polars", "dask", "ray",
+                                    "huggingface", "torch"])
+def test_an_open_source_is_read_with_its_own_options(tmp_path, reader, request):
+    """An open Dataset or IdvFile is read as it was opened, on every reader: its columns and
+    idv.open's options (checksums=False reads a file whose checksum no longer matches), and
+    options given beside it, which it would ignore, are a TypeError naming them (they were
+    taken and dropped silently by the readers built on datasets)."""
+    package, read = _open_source_readers()[reader]
+    pytest.importorskip(package, reason=f"the {reader} reader needs {package}")
+    if reader == "ray":
+        request.getfixturevalue("ray_runtime")
+    p = tmp_path / "t.idv"
+    idv.write(p, {"a": np.arange(6), "b": np.arange(6.0)}, compression="none")
+    data = bytearray(p.read_bytes())
+    at = bytes(data).index(np.int64(4).tobytes())
+    data[at] = 40                                   # a value changed, its checksum not
+    p.write_bytes(bytes(data))
+    with pytest.raises(idv.IdvFormatError, match="checksum|CRC"):
+        idv.read(p)
+    src = idv.dataset([p], columns=["a"], checksums=False)
+    assert read(src) == [0, 1, 2, 3, 40, 5]
+    if reader not in ("arrow_dataset", "polars", "dask", "ray"):   # these take datasets alone
+        assert read(idv.open(p, checksums=False)) == [0, 1, 2, 3, 40, 5]
+    with pytest.raises(TypeError, match="memory_limit: .*Dataset was opened with its own"):
+        read(src, memory_limit=1 << 30)

@@ -183,3 +183,10 @@ def test_filter_keeps_the_rows_every_reader_keeps(tmp_path, streaming):
     want = idv.read(p, ["t"], filter=where)["t"].tolist()
     got = load(p, ["t"], streaming=streaming, filter=where)
     assert [r["t"] for r in got] == want == ["a"] * 5
+
+
+def test_blocks_per_shard_is_a_count_as_every_reader_takes_it(path):
+    """0 is refused naming the argument, as Dask's, PyTorch's and Ray's counts are (it was
+    taken for the default)."""
+    with pytest.raises(ValueError, match="blocks_per_shard must be a number of blocks"):
+        load(path, blocks_per_shard=0)

@@ -81,6 +81,12 @@ def test_a_filter_reads_the_matching_rows_in_the_tasks_statistics_leave(tmp_path
     assert none.count() == 0
 
 
+def test_blocks_per_task_is_refused_by_its_own_name(tmp_path):
+    idv.write(tmp_path / "t.idv", {"a": np.arange(3)})
+    with pytest.raises(ValueError, match="blocks_per_task must be a number of blocks"):
+        idv.ray.IdvDatasource(str(tmp_path / "t.idv"), blocks_per_task=0)
+
+
 def test_a_read_of_no_rows_has_the_schema_of_every_other_read(tmp_path):
     """A file of no rows, and a filter that keeps none, give Ray the columns and Arrow types
     to_arrow gives (Ray had no schema: no task, or only empty blocks), projected as asked."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from idv import _docs
 from idv._values.arrow_types import import_pyarrow
-from idv._reader.dataset import Dataset, dataset
+from idv._reader.dataset import as_dataset
 
 __all__ = ["arrow_dataset"]
 
@@ -54,8 +54,7 @@ def arrow_dataset(source, *, datetime: str = "auto-us", safe: bool = True, **dat
     pyarrow.dataset.Dataset
     """
     import_pyarrow()
-    owned = not isinstance(source, Dataset)
-    ds = dataset(source, **dataset_options) if owned else source
+    ds, owned = as_dataset(source, dataset_options)
     try:
         unit, safe = ds.time_unit(ds.column_names, datetime, safe)
         from idv._engines.arrow_dataset_class import IdvArrowDataset

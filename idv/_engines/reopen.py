@@ -21,6 +21,7 @@ from idv._values.metadata import usable_key_values
 from idv._reader.dataset import Dataset, expand_sources
 from idv._reader.dataset_files import changed, check_relisted
 from idv._reader.reader import IdvFile
+from idv._values.arguments import own_options
 from idv._reader.whole_read import other_annotation, same_key_values
 from idv._storage.paths import worker_path
 
@@ -67,6 +68,9 @@ def open_listed(entry: Listed, filesystem=None, open_kwargs=None) -> IdvFile:
     return f
 
 
+_WHO = "PyTorch and Hugging Face datasets"      # the readers that open files again by path
+
+
 class Reopenable:
     """The files of ``source`` (a path, directory, glob, URL, a list of them, an idv.Dataset or
     an IdvFile opened from a path or URL) and the ``columns`` read (names or indices; default
@@ -79,15 +83,21 @@ class Reopenable:
 
     def __init__(self, source, columns: Sequence[str | int] | str | None = None, *,
                  filesystem=None, storage_options: dict | None = None, **open_kwargs):
-        if isinstance(source, Dataset):
-            paths, fs = [f.path for f in source.files], source.filesystem
+        if isinstance(source, (Dataset, IdvFile)):
+            # opened with its own options, which each process opens it with again (a map
+            # dataset's cache_bytes is its own, per process)
+            own_options(source, {**{k: v for k, v in open_kwargs.items() if k != "cache_bytes"},
+                                 "filesystem": filesystem, "storage_options": storage_options})
             open_kwargs = {**source.open_kwargs, **open_kwargs}
+        if isinstance(source, Dataset):
+            paths, fs = [f.path for f in source.files_only(_WHO).files], source.filesystem
+            columns = source.column_names if columns is None else columns
         else:
             if isinstance(source, IdvFile):
                 if not isinstance(source.path, (str, os.PathLike)):
                     raise TypeError("an IdvFile opened from bytes or a file object cannot be "
                                     "opened again in other processes: give its path or URL")
-                source = source.path
+                source, filesystem = source.path, source.filesystem
             paths, fs = expand_sources(source, filesystem=filesystem,
                                        storage_options=storage_options)
         self.paths = paths
@@ -129,7 +139,7 @@ class Reopenable:
             self.filesystem = pickle.loads(pickle.dumps(self.filesystem))
         self._fs_pid = os.getpid()
         ds = Dataset(self.paths, filesystem=self.filesystem, columns=columns,
-                     **self.open_kwargs).files_only("PyTorch and Hugging Face datasets")
+                     **self.open_kwargs).files_only(_WHO)
         if self._listed is None:
             self._listed = [(f.path, f.num_rows, f.identity) for f in ds.files]
         else:               # another process, another epoch's workers: the same files?

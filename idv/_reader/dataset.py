@@ -26,7 +26,7 @@ from idv._reader import dataset_files, dataset_schema, read_source, reads, selec
 from idv.errors import IdvFormatError, warn
 from idv._storage import partitioning as _partitioning, source as _source
 from idv._storage.paths import expand_sources
-from idv._values.arguments import ensure_count
+from idv._values.arguments import ensure_count, own_options
 from idv._reader.dataset_files import DatasetFile
 from idv._reader.reader import IdvFile, check_options
 from idv._reader.schema import Field, Schema
@@ -322,6 +322,16 @@ class Dataset(reads.SourceReads):
         Package-internal."""
         budget.check(nbytes, self.memory_limit,
                      lambda: f"{what()} of the dataset ({self.files[0].path}...)")
+
+
+def as_dataset(source, options, columns=None):
+    """(dataset, owned) for a reader of `source`: an open Dataset as it is (`options` given
+    beside it refused: own_options), else idv.dataset(source, columns, **options), owned by
+    the caller, who closes it."""
+    if isinstance(source, Dataset):
+        own_options(source, options)
+        return source, False
+    return dataset(source, columns, **options), True
 
 
 @_docs.fill

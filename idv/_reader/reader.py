@@ -15,7 +15,7 @@ import numpy as np
 
 from idv import _docs, compression
 from idv._resources import threads as _threads, budget, cache
-from idv._values.arguments import ensure_count
+from idv._values.arguments import ensure_count, ensure_flag, own_options
 from idv._reader import opening, read_source, reads, selection
 from idv._storage import statistics as block_stats
 from idv._store.blocks import BlockStore
@@ -72,8 +72,13 @@ class IdvFile(reads.SourceReads):
         self.read_whole = getattr(self._source, "read_whole", 0)
         self.backend = backend
         self.filesystem = filesystem
+        self.open_kwargs = {k: v for k, v in dict(   # to open it again in another process
+            threads=threads, backend=backend, memory_limit=memory_limit, timeout=timeout,
+            checksums=None if checksums else False, cache_bytes=None if cache_bytes ==
+            cache.DEFAULT_BYTES else cache_bytes).items() if v is not None}
         try:
             threads = ensure_count(threads, "threads", "threads", none=True)
+            checksums = ensure_flag(checksums, "checksums")
             deflate = compression.backend(backend)   # an unknown or missing one fails here
             opened = self.layout = opening.known_or_read(self._source, checksums, layout)
             self.header, self._head, self.tables = opened.header, opened.head, opened.tables
@@ -411,10 +416,7 @@ def opened(file, **kwargs):
     and for a name that is none (the caller's own options are taken before)."""
     check_options(kwargs, "this read")
     if hasattr(file, "using"):
-        given = [k for k, v in kwargs.items() if v is not None]
-        if given:
-            raise TypeError(f"{', '.join(given)}: options of idv.open, for a file opened "
-                            f"here; {type(file).__name__} was opened with its own")
+        own_options(file, kwargs)
         yield file
         return
     f = open(file, **kwargs)

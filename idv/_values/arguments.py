@@ -1,10 +1,12 @@
 """The checks of the arguments that many entry points take: counts (rows per batch, per block,
 per file; files open at once; threads; windows ahead) and callbacks; one rule and one message
 for each kind of argument, so that ``batch_size=0`` or ``batch_size=True`` is refused alike
-wherever it is passed."""
+wherever it is passed; and options given beside a source opened with its own."""
 from __future__ import annotations
 
 import numbers
+
+import numpy as np
 
 
 def ensure_count(value, name, unit="rows", least=1, most=None, none=False):
@@ -21,6 +23,14 @@ def ensure_count(value, name, unit="rows", least=1, most=None, none=False):
                      f"not {value!r}")
 
 
+def ensure_flag(value, name):
+    """`value` as a bool when it is one (Python's or numpy's), else a TypeError naming the
+    argument: ``checksums="no"`` would be true, and ``safe=None`` false, by truthiness."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, not {value!r}")
+
+
 def ensure_callable(value, name, call):
     """`value` when it is callable or None, else a TypeError naming the argument and how it
     is called (`call`)."""
@@ -28,3 +38,14 @@ def ensure_callable(value, name, call):
         raise TypeError(f"{name} must be a callable, {call}, or None, not "
                         f"{type(value).__name__}")
     return value
+
+
+def own_options(source, options):
+    """TypeError for `options` (of idv.open or idv.dataset; None: not given) given beside
+    `source`, an IdvFile or a Dataset opened already: it was opened with its own, which a
+    reader keeps, and would otherwise ignore these silently. Every reader answers so."""
+    given = [k for k, v in options.items() if v is not None]
+    if given:
+        raise TypeError(f"{', '.join(given)}: options for files opened by the read; "
+                        f"{type(source).__name__} was opened with its own (give them to "
+                        f"idv.{'dataset' if hasattr(source, 'open_file') else 'open'})")
