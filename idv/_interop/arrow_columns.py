@@ -18,6 +18,7 @@ from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_f
                                      key_values_to_arrow, numbers_to_arrow, times_to_arrow)
 from idv._values.time_zones import as_written, restore, restored_type, written_from
 from idv.errors import Where
+from idv._values.arguments import ensure_flag
 
 
 class _ColumnToArrow:
@@ -287,7 +288,7 @@ def converters(pa, cols, datetime, safe, views=()):
     # the chosen modes give a column the type it was written from (its SOURCE_TYPE), within
     # their finest unit
     finest = as_written(datetime)
-    return [_ColumnToArrow(pa, c, *_unit(datetime, c, bool(safe)), finest, c.name in views)
+    return [_ColumnToArrow(pa, c, *_unit(datetime, c, ensure_flag(safe, "safe")), finest, c.name in views)
             for c in cols]
 
 
@@ -301,7 +302,7 @@ def fields(pa, f, keys, datetime, safe, views=()):
     for k in keys:
         fl = schema[k]
         kind = None if fl.metadata_types or fl.type is None else \
-            (fl.type, _unit_of(datetime, fl.type, fl.name, bool(safe)), fl.name in views)
+            (fl.type, _unit_of(datetime, fl.type, fl.name, ensure_flag(safe, "safe")), fl.name in views)
         first = made.get(kind)
         if first is None:
             first = converters(pa, [f[k]], datetime, safe, views)[0].field

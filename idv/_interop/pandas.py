@@ -36,6 +36,7 @@ from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_
                                   slot_labels, usable_key_values, warn_kept_wide)
 from idv.errors import Where, require
 from idv._values.vectors import Ragged, object_array
+from idv._values.arguments import ensure_flag
 
 __all__ = ["to_pandas", "read_pandas", "MAX_EXPAND_SLOTS", "SCHEMA_ATTR"]
 
@@ -306,7 +307,7 @@ def _frame(pd, f, columns, rows, how, row_index, values):
                 else col[rows]
             pieces.append(([col.name], pd.Series(pd.array(text, dtype=strings))))
             continue
-        ctx = _Ctx(pd, col.name, datetime, bool(how["safe"]),
+        ctx = _Ctx(pd, col.name, datetime, ensure_flag(how["safe"], "safe"),
                    written_from(col, finest) if finest else None,
                    how["zones"].get(col.name), getattr(f, "path", None))
         got = _column_pieces(ctx, col, whole[id(col)] if whole else col[rows], vectors)
