@@ -987,3 +987,20 @@ def test_a_keyword_no_reader_takes_is_named_as_such():
     with idv.open(idv.sample_path()) as f, pytest.raises(TypeError,
                                                          match=r"^IdvFile\.read\(\) .*'safe'"):
         f.read(safe=False)
+
+
+def test_flags_are_true_or_false_not_truthy(tmp_path):
+    """checksums= and safe= take True or False: 'no' would check by truthiness, and None not,
+    silently; each is a TypeError naming the argument, on every reader that takes it."""
+    path = tmp_path / "x.idv"
+    idv.write(path, {"t": np.array(["2020-01-01T00:00:00.0000001"] * 3, "datetime64[ns]")})
+    for bad in ("no", None, 0):
+        with pytest.raises(TypeError, match="checksums must be True or False"):
+            idv.open(path, checksums=bad)
+        with pytest.raises(TypeError, match="checksums must be True or False"):
+            idv.dataset([path], checksums=bad).read()
+    pytest.importorskip("pyarrow", reason="safe= is the Arrow and pandas readers'")
+    for read in (idv.to_arrow, idv.read_pandas):
+        with pytest.raises(TypeError, match="safe must be True or False"):
+            read(path, datetime="us", safe="no")
+    assert idv.open(path, checksums=np.bool_(False)).has_checksums is False
