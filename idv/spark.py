@@ -163,6 +163,22 @@ def _spark_schema(arrow):
     return StructType(fields)
 
 
+READ_OPTIONS = ("path", "columns", "blocksPerPartition", "safe", "checksums")
+WRITE_OPTIONS = ("path", "name", "like", "compression", "rowsPerBlock")
+
+
+def _known_options(options, known, what):
+    """ValueError for an option of `options` that is none of `known` (Spark's options are
+    any case): taken and ignored, it would leave a read or write other than asked."""
+    names = {k.lower() for k in known}
+    unknown = [k for k in options if k.lower() not in names]
+    if unknown:
+        hint = ": filter rows with .where() or .filter(), which register(spark, pushdown=True) " \
+            "passes to the read" if unknown[0].lower() in ("filter", "where") else ""
+        raise ValueError(f"option {unknown[0]!r} is not one of idv's {what} options "
+                         f"({', '.join(known)}){hint}")
+
+
 def _option_bool(options, key, default):
     value = options.get(key)
     if value is None:
@@ -219,12 +235,14 @@ class _Plan:
         if not path:
             raise ValueError('spark.read.format("idv") needs a path: .load(path), a file, a '
                              'directory or a glob')
+        _known_options(options, READ_OPTIONS, "reading")
         columns = options.get("columns")
         columns = None if columns is None else [c.strip() for c in columns.split(",")]
         per = options.get("blocksPerPartition")
         self.per = None if per is None else int(per)
         self.safe = _option_bool(options, "safe", True)
-        with dataset(path, columns) as ds:
+        checksums = _option_bool(options, "checksums", True)
+        with dataset(path, columns, checksums=checksums) as ds:
             self.names = ds.resolve_columns(columns)
             self.parts = _partitions(ds, self.names, self.per)
             # Spark's timestamps are microseconds: finer ticks raise unless safe=false
@@ -338,6 +356,7 @@ class _Writer(sources.DataSourceArrowWriter):
         path = options.get("path")
         if not path:
             raise ValueError('df.write.format("idv") needs a directory: .save(directory)')
+        _known_options(options, WRITE_OPTIONS, "writing")
         self.writer_kwargs = {}
         if options.get("compression") is not None:
             self.writer_kwargs["compression"] = options["compression"]
@@ -373,7 +392,9 @@ class IdvDataSource(sources.DataSource):
     or a glob), ``columns`` (comma-separated: only those are decoded; Spark's Python data
     sources are not told which columns a query uses), ``blocksPerPartition`` (default: about
     64 MiB of decoded values per partition), ``safe`` (``false`` floors sub-microsecond times
-    to Spark's microseconds instead of raising). Writing options: ``name`` (a pattern of
+    to Spark's microseconds instead of raising), ``checksums`` (``false``: not checked). Any
+    other option is a ValueError, naming those it takes (Spark would pass it unread). Writing
+    options: ``name`` (a pattern of
     ``{task}`` and ``{job}``, default ``part-{task:05d}-{job}.idv``), ``like`` (an .idv file
     or dataset whose columns' ML.NET types and annotations the written columns of the same
     names take: Spark does not keep a data source's field metadata), ``compression``,

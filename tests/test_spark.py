@@ -207,3 +207,22 @@ def test_a_file_replaced_after_planning_is_refused_not_read(spark, tmp_path):
     with pytest.raises(Exception, match="IdvFormatError: .*f.idv.*changed since the dataset"):
         df.collect()
     assert spark.read.format("idv").load(str(path)).count() == 40_000      # planned anew
+
+
+def test_options_are_idvs_or_refused(spark, tmp_path):
+    """An option the source does not take is an error naming those it takes (Spark passed
+    it unread: a 'filter' option read every row), and checksums=false is taken: a file whose
+    checksum no longer matches is read as idv.open(..., checksums=False) reads it."""
+    path = tmp_path / "c.idv"
+    idv.write(path, {"a": np.arange(6)}, compression="none")
+    data = bytearray(path.read_bytes())
+    data[bytes(data).index(np.int64(4).tobytes())] = 40
+    path.write_bytes(bytes(data))
+    for key, value, said in [("filter", "a > 2", "not one of idv's reading options .*where"),
+                             ("bogus", "1", "'bogus' is not one of idv's reading options")]:
+        with pytest.raises(Exception, match=said):
+            spark.read.format("idv").option(key, value).load(str(path)).count()
+    with pytest.raises(Exception, match="checksum|CRC"):
+        spark.read.format("idv").load(str(path)).collect()
+    rows = spark.read.format("idv").option("checksums", "false").load(str(path)).collect()
+    assert sorted(r["a"] for r in rows) == [0, 1, 2, 3, 5, 40]
