@@ -1248,3 +1248,20 @@ def test_an_open_source_is_read_with_its_own_options(tmp_path, reader, request):
         assert read(idv.open(p, checksums=False)) == [0, 1, 2, 3, 40, 5]
     with pytest.raises(TypeError, match="memory_limit: .*Dataset was opened with its own"):
         read(src, memory_limit=1 << 30)
+
+
+def test_a_dataset_source_that_is_no_path_is_named(tmp_path):
+    """Bytes, a file object or an open IdvFile given where files are opened by path (a dataset
+    and every reader built on one) are a TypeError saying what it takes (Python's own
+    'expected str, bytes or os.PathLike object' or a bytes-like complaint before)."""
+    p = tmp_path / "t.idv"
+    idv.write(p, {"a": np.arange(3)})
+    with idv.open(p) as f:
+        with pytest.raises(TypeError, match=r"not an open IdvFile: give its path, '.*t.idv'"):
+            idv.dataset(f)
+    with pytest.raises(TypeError, match="not bytes: read bytes or a file object with idv.open"):
+        idv.dataset(p.read_bytes())
+    with open(p, "rb") as fo, pytest.raises(TypeError, match="not BufferedReader: read bytes"):
+        idv.arrow_dataset(fo)
+    with pytest.raises(TypeError, match=r"\(str or os.PathLike, or a list of them\), not int$"):
+        idv.dataset([p, 5])

@@ -130,6 +130,18 @@ def worker_path(path, filesystem=None):
     return os.path.abspath(path)
 
 
+def _not_a_path(s):
+    """Why `s` is no source of a dataset (which opens its files by path, in any process)."""
+    path = getattr(s, "path", None)
+    if isinstance(path, (str, os.PathLike)):           # an IdvFile opened from a path
+        return (f"a dataset of files takes paths, not an open {type(s).__name__}: give its "
+                f"path, {os.fspath(path)!r}")
+    raw = isinstance(s, (bytes, bytearray, memoryview)) or hasattr(s, "read")
+    return (f"a dataset of files takes paths, directories, globs or URLs (str or os.PathLike, "
+            f"or a list of them), not {type(s).__name__}"
+            f"{': read bytes or a file object with idv.open' if raw else ''}")
+
+
 def expand_sources(source, *, filesystem=None, storage_options=None, on_error=None):
     """The file paths a dataset source names, in dataset order, and the fsspec filesystem they
     are in (None for local paths). FileNotFoundError when a directory or glob names none; a
@@ -140,6 +152,8 @@ def expand_sources(source, *, filesystem=None, storage_options=None, on_error=No
         raise ValueError("idv.dataset needs at least one path, directory, glob or URL")
     paths, fs = [], filesystem
     for s in sources:
+        if not isinstance(s, (str, os.PathLike)):
+            raise TypeError(_not_a_path(s))
         found, fs_s = _expand_one(s, filesystem, storage_options, on_error)
         if fs is None:
             fs = fs_s
