@@ -1265,3 +1265,13 @@ def test_a_dataset_source_that_is_no_path_is_named(tmp_path):
         idv.arrow_dataset(fo)
     with pytest.raises(TypeError, match=r"\(str or os.PathLike, or a list of them\), not int$"):
         idv.dataset([p, 5])
+
+
+def test_a_glob_given_to_a_one_file_reader_says_to_use_a_dataset(tmp_path):
+    """As a directory does: the glob is no file, idv.dataset reads what it names."""
+    idv.write(tmp_path / "t.idv", {"a": np.arange(3)})
+    glob = str(tmp_path / "*.idv")
+    for read in (idv.open, idv.read):
+        with pytest.raises(FileNotFoundError, match=r"a glob names several; .*idv.dataset\("):
+            read(glob)
+    assert idv.dataset(glob).num_rows == 3

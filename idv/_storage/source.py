@@ -79,6 +79,10 @@ def _open_fd(name):
     except OSError as e:
         if e.errno == errno.EMFILE:
             raise too_many_open_files(name) from None
+        if e.errno == errno.ENOENT and any(c in os.fspath(name) for c in "*?["):
+            raise FileNotFoundError(errno.ENOENT, f"{name} is no file: a glob names several; "
+                                    f"read them as one table with idv.dataset({name!r})",
+                                    name) from None
         raise
 
 
