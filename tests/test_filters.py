@@ -758,3 +758,14 @@ def test_a_filter_is_checked_against_the_columns_of_a_file_without_rows(tmp_path
         for read in reads:
             with pytest.raises(error, match="'t'|'x'|'nope'"):
                 read()
+
+
+def test_one_term_given_without_its_list_says_how_to_write_it(tmp_path):
+    """('a', '>', 5) alone, the slip of a filter of one term, is named with the list it
+    should be (it was refused as "a filter term ... not 'a'")."""
+    p = tmp_path / "t.idv"
+    idv.write(p, {"a": np.arange(10)})
+    with pytest.raises(ValueError, match=r"a list of \(column, op, value\) tuples: "
+                                         r"\[\('a', '>', 5\)\], not the tuple alone"):
+        idv.read(p, filter=("a", ">", 5))
+    assert idv.read(p, filter=[("a", ">", 5)])["a"].tolist() == [6, 7, 8, 9]

@@ -104,6 +104,9 @@ def _from_dnf(terms):
     parts = []
     for t in terms:
         if not (isinstance(t, (list, tuple)) and len(t) == 3 and isinstance(t[0], str)):
+            if len(terms) == 3 and isinstance(terms[0], str) and terms[1] in OPS + ("=",):
+                raise ValueError(f"a filter is a list of (column, op, value) tuples: "
+                                 f"[{tuple(terms)!r}], not the tuple alone")
             raise ValueError(f"a filter term is a (column, op, value) tuple, not {t!r}")
         column, op, value = t
         op = "==" if op == "=" else op
