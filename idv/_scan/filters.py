@@ -343,6 +343,8 @@ def filtered(source, columns, filter_, batch_rows=None, rows=None, blocks=None, 
     extra = [c for c in columns_of(node) if c not in wanted]
     names = wanted + extra
     bound = PerFile(node, prepared)
+    if not hasattr(source, "open_file"):
+        bound(source)       # a column the filter names that the file lacks, said so first
 
     def keep(part, f):
         mask = bound.block_filter(part, f)
