@@ -115,8 +115,12 @@ def number_array(values):
     a float and a float type could round them (``np.array([2**63 + 1, 1])`` is float64; 2**24
     + 1 beside a float, given Single), so that they convert exactly or are refused."""
     out = np.array(values)
-    if out.dtype.kind == "f" and out.ndim == 1 and (np.abs(out) > _SINGLE_EXACT).any() \
-            and any(isinstance(x, numbers.Integral) and abs(x) > _SINGLE_EXACT for x in values):
+    if out.dtype.kind != "f" or out.ndim != 1:
+        return out
+    # the values that may have been such ints: integral, beyond Single's exact range
+    maybe = np.flatnonzero((np.abs(out) > _SINGLE_EXACT) & (out == np.trunc(out)))
+    if len(maybe) and any(not isinstance(values[i], float) and
+                          isinstance(values[i], numbers.Integral) for i in maybe.tolist()):
         return object_array(values)
     return out
 
