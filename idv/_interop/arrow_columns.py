@@ -288,7 +288,8 @@ def converters(pa, cols, datetime, safe, views=()):
     # the chosen modes give a column the type it was written from (its SOURCE_TYPE), within
     # their finest unit
     finest = as_written(datetime)
-    return [_ColumnToArrow(pa, c, *_unit(datetime, c, ensure_flag(safe, "safe")), finest, c.name in views)
+    safe = ensure_flag(safe, "safe")
+    return [_ColumnToArrow(pa, c, *_unit(datetime, c, safe), finest, c.name in views)
             for c in cols]
 
 
@@ -298,11 +299,12 @@ def fields(pa, f, keys, datetime, safe, views=()):
     takes the field of the first of its type, unit and layout, renamed, and its Column is
     never built (a file of thousands of columns)."""
     ticks.check_time_mode(datetime)
+    safe = ensure_flag(safe, "safe")
     schema, made, out = f.schema, {}, []
     for k in keys:
         fl = schema[k]
         kind = None if fl.metadata_types or fl.type is None else \
-            (fl.type, _unit_of(datetime, fl.type, fl.name, ensure_flag(safe, "safe")), fl.name in views)
+            (fl.type, _unit_of(datetime, fl.type, fl.name, safe), fl.name in views)
         first = made.get(kind)
         if first is None:
             first = converters(pa, [f[k]], datetime, safe, views)[0].field

@@ -72,13 +72,13 @@ class IdvFile(reads.SourceReads):
         self.read_whole = getattr(self._source, "read_whole", 0)
         self.backend = backend
         self.filesystem = filesystem
-        self.open_kwargs = {k: v for k, v in dict(   # to open it again in another process
-            threads=threads, backend=backend, memory_limit=memory_limit, timeout=timeout,
-            checksums=None if checksums else False, cache_bytes=None if cache_bytes ==
-            cache.DEFAULT_BYTES else cache_bytes).items() if v is not None}
         try:
             threads = ensure_count(threads, "threads", "threads", none=True)
             checksums = ensure_flag(checksums, "checksums")
+            self.open_kwargs = {k: v for k, v in dict(   # to open it again elsewhere
+                threads=threads, backend=backend, memory_limit=memory_limit, timeout=timeout,
+                checksums=None if checksums else False, cache_bytes=None if cache_bytes ==
+                cache.DEFAULT_BYTES else cache_bytes).items() if v is not None}
             deflate = compression.backend(backend)   # an unknown or missing one fails here
             opened = self.layout = opening.known_or_read(self._source, checksums, layout)
             self.header, self._head, self.tables = opened.header, opened.head, opened.tables

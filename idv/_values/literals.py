@@ -100,7 +100,8 @@ def time_ticks(value, item):
 
 def object_times(arr, kind, where):
     """An object array of dates (kind 'M': datetime, date, pandas Timestamp, numpy
-    datetime64) or spans ('m': timedelta, pandas Timedelta, numpy timedelta64) ->
+    datetime64, ISO 8601 text) or spans ('m': timedelta, pandas Timedelta, numpy timedelta64,
+    .NET's TimeSpan text) ->
     datetime64 / timedelta64 (100 ns), each value by time_ticks, exactly: never through a
     unit that drops a part (pandas' nanoseconds) or wraps (a timedelta of 2**64 us); a part
     finer than a tick floored, with the writer's warning. An int is no time here (numpy's
@@ -115,6 +116,10 @@ def object_times(arr, kind, where):
         if x is None or x != x:
             raise ValueError(f"{where(i)}: {x} ({what} has no missing value in ML.NET)")
         t = None if isinstance(x, (int, float, np.number)) else time_ticks(x, item)
+        if t is None and isinstance(x, str):
+            raise ValueError(f"{where(i)}: {x!r} is not " + (
+                "an ISO 8601 date and time" if kind == "M" else
+                "a TimeSpan's text ([-][d.]hh:mm:ss[.fffffff], or days alone)"))
         if t is None or isinstance(t, float):
             raise TypeError(f"{where}: cannot convert objects to "
                             f"{'datetime64' if kind == 'M' else 'timedelta64'}: row {i} holds "

@@ -13,8 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_DAY,
-                       TICKS_PER_MINUTE)
+from idv.types import DATETIME_DTYPE, TICKS_PER_DAY, TICKS_PER_MINUTE
 
 
 def _ticks_of(value):
@@ -86,36 +85,19 @@ def iso_ticks(text):
     return ticks - _zone_minutes(zone) * TICKS_PER_MINUTE
 
 
-def iso_times(arr, where):
-    """An object array of ISO 8601 strings (a date, or a date and time with any number of
-    fractional digits; with an offset or Z, its UTC instant) -> datetime64, exact to the tick
-    over all of .NET's years (ML.NET's own text has 7 digits: numpy's parser is wrong at
-    100 ns beyond 1970 +- 292 years, and datetime64[us] drops the seventh). pyarrow's parser,
-    where it reads every value (years 1677-2262, no offset), to the nanosecond (to_ticks
-    floors a finer part, with its warning); otherwise each value in Python."""
+def arrow_iso_times(arr):
+    """An object array of ISO 8601 strings as datetime64[ns] by pyarrow's parser, where it
+    reads every value (years 1677-2262, no offset: most text, in C); None where it does not
+    (nor pyarrow is installed), for literals.object_times to read them one by one, exactly
+    over all of .NET's years (numpy's parser is wrong at 100 ns beyond 1970 +- 292 years, and
+    datetime64[us] drops ML.NET's seventh digit)."""
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
         ns = pc.cast(pa.array(arr.tolist(), pa.string()), pa.timestamp("ns"))
         return ns.to_numpy(zero_copy_only=False).astype("datetime64[ns]", copy=False)
     except (ImportError, ValueError, TypeError, OverflowError):
-        pass          # pyarrow's ArrowInvalid is a ValueError
-    out = np.empty(len(arr), np.int64)
-    finer = False
-    for i, text in enumerate(arr.tolist()):
-        t = iso_ticks(text)
-        if t is None:
-            raise ValueError(f"{where(i)}: {text!r} is not an ISO 8601 date and time")
-        finer = finer or not isinstance(t, int)
-        t = int(t // 1)
-        if not 0 <= t <= MAX_DATETIME_TICKS:
-            raise ValueError(f"{where(i)}: {text} is outside .NET's DateTime range "
-                             f"(0001-01-01 to 9999-12-31)")
-        out[i] = t - EPOCH_TICKS
-    if finer:
-        from idv.errors import warn
-        warn(f"{where}: DateTime values finer than .NET's ticks of 100 ns are floored to them")
-    return out.view(DATETIME_DTYPE)
+        return None          # pyarrow's ArrowInvalid is a ValueError
 
 
 def _zone_minutes(zone):
@@ -127,17 +109,15 @@ def _zone_minutes(zone):
     return -minutes if zone[0] == "-" else minutes
 
 
-def iso_offsets(arr, where):
-    """An object array of ISO 8601 strings written as DateTimeOffset -> structured values
-    (utc: datetime64[100ns], offset_minutes: int16): each its UTC instant (iso_times) and the
-    offset it was written with (none or Z: 0)."""
-    out = np.empty(len(arr), [("utc", DATETIME_DTYPE), ("offset_minutes", np.int16)])
-    out["utc"] = iso_times(arr, where).astype(DATETIME_DTYPE)
+def iso_offset_minutes(arr, where):
+    """The offsets (int16 minutes; none or Z: 0) an object array of ISO 8601 strings, read as
+    DateTimeOffset instants already, was written with."""
+    out = np.empty(len(arr), np.int16)
     for i, text in enumerate(arr.tolist()):
         minutes = _zone_minutes(_ISO.match(text).group(8))
         if abs(minutes) > 840:
             raise ValueError(f"{where(i)}: offset {minutes} minutes is beyond +-14 hours")
-        out["offset_minutes"][i] = minutes
+        out[i] = minutes
     return out
 
 
@@ -163,17 +143,3 @@ def span_ticks(text):
             return None
         sign, ticks = m.group(1), int(m.group(2)) * TICKS_PER_DAY
     return -ticks if sign else ticks
-
-
-def net_timespans(arr, where):
-    """An object array of .NET TimeSpan text (span_ticks) -> timedelta64[100ns]."""
-    out = np.empty(len(arr), np.int64)
-    for i, text in enumerate(arr.tolist()):
-        t = span_ticks(text)
-        if t is None:
-            raise ValueError(f"{where(i)}: {text!r} is not a TimeSpan's text "
-                             f"([-][d.]hh:mm:ss[.fffffff], or days alone)")
-        if abs(t) > 2**63 - 1:
-            raise ValueError(f"{where(i)}: {text} is outside .NET's TimeSpan range")
-        out[i] = t
-    return out.view("timedelta64[100ns]")

@@ -17,7 +17,7 @@ import numpy as np
 
 from idv import _encode
 from idv._values.literals import object_times
-from idv._values.tick_text import iso_times, net_timespans
+from idv._values.tick_text import arrow_iso_times
 # the constants are defined with the types (the Cython codecs read them there)
 from idv.types import (DATETIME_DTYPE, EPOCH_TICKS, MAX_DATETIME_TICKS, TICKS_PER_DAY,
                        TICKS_PER_MINUTE, DateTime, DateTimeOffset, TimeSpan)
@@ -70,8 +70,10 @@ def as_time(arr, kind, where):
         return arr
     if kind == "M" and arr.dtype.names and "utc" in arr.dtype.names:
         return np.asarray(arr["utc"])
-    if is_text(arr):             # ISO 8601 dates, .NET's TimeSpan text
-        return (iso_times if kind == "M" else net_timespans)(arr.astype(object), where)
+    if is_text(arr):             # ISO 8601 dates (pyarrow's parser where it can), TimeSpan text
+        text = arr.astype(object)
+        fast = arrow_iso_times(text) if kind == "M" else None
+        return fast if fast is not None else object_times(text, kind, where)
     if arr.dtype == object:
         aware = aware_objects(arr, where) if kind == "M" else None
         if aware is not None:

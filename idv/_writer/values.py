@@ -14,7 +14,7 @@ import numpy as np
 from idv import _encode, types as T
 from idv._values import ticks
 from idv._values.literals import exact_number
-from idv._values.tick_text import iso_offsets
+from idv._values.tick_text import iso_offset_minutes
 from idv._values.infer import is_missing, number_array
 from idv._writer.missing import missing_value
 
@@ -318,7 +318,10 @@ def join_items(parts):
 
 def _to_dto(arr, where):
     if ticks.is_text(arr):          # ISO 8601 text: each its instant and its own offset
-        arr = iso_offsets(arr.astype(object), where)
+        text = arr.astype(object)
+        utc = ticks.as_time(text, "M", where)          # its unit kept: to_ticks floors, warning
+        arr = np.empty(len(text), [("utc", utc.dtype), ("offset_minutes", np.int16)])
+        arr["utc"], arr["offset_minutes"] = utc, iso_offset_minutes(text, where)
     aware = ticks.aware_objects(arr, where) if arr.dtype == object else None
     if aware is not None:           # aware datetime objects: each with its own offset
         arr = aware
