@@ -18,7 +18,7 @@ import numpy as np
 from idv import _docs, types as T
 from idv._scan import filters, scan
 from idv._engines.reopen import listed, open_listed
-from idv._reader.dataset import as_dataset
+from idv._reader.dataset import as_selected
 from idv._engines import dask_writer
 from idv.errors import require
 
@@ -38,9 +38,9 @@ def _dask_dataframe():
 
 
 def _as_dataset(urlpath, storage_options, columns, open_kwargs):
-    ds, owned = as_dataset(urlpath, {**open_kwargs, "storage_options": storage_options},
-                           columns)
-    return ds.files_only("idv.dask"), owned
+    ds, owned, names = as_selected(urlpath, {**open_kwargs, "storage_options": storage_options},
+                                   columns)
+    return ds.files_only("idv.dask"), owned, names
 
 
 @_docs.fill
@@ -157,9 +157,8 @@ def read_idv(urlpath, columns=None, blocks_per_partition=None, storage_options=N
         raise TypeError("read_idv() got an unexpected keyword argument 'filters': its row "
                         "filter is filter= (DNF tuples, a string or a pyarrow.compute "
                         "expression)")
-    ds, owned = _as_dataset(urlpath, storage_options, columns, dataset_kwargs)
+    ds, owned, names = _as_dataset(urlpath, storage_options, columns, dataset_kwargs)
     try:
-        names = ds.column_names if columns is None else ds.resolve_columns(columns)
         unit, safe = ds.time_unit(names, datetime, safe)
         parts = scan.partitions(ds, names, blocks_per_partition, PARTITION_BYTES,
                                 block_filter=filters.blocks_of(filter))
@@ -276,7 +275,7 @@ def read_idv_array(urlpath, column, blocks_per_chunk=None, storage_options=None,
     require("distributed", "idv.dask", "idv[dask]")
     da = require("dask.array", "idv.dask", "idv[dask]")
     import dask
-    ds, owned = _as_dataset(urlpath, storage_options, [column], dataset_kwargs)
+    ds, owned, (column,) = _as_dataset(urlpath, storage_options, [column], dataset_kwargs)
     try:
         t = ds.schema[column].type
         item = T.item_type(t)

@@ -18,7 +18,7 @@ from idv._scan import filters, scan
 from idv._values.arguments import ensure_count
 from idv._engines.reopen import listed, open_listed
 from idv._interop.arrow import arrow_schema, import_pyarrow, record_batch_reader
-from idv._reader.dataset import as_dataset
+from idv._reader.dataset import as_selected
 from idv.errors import require
 from idv._storage.staging import DEFAULT_NAME, Staging
 
@@ -74,10 +74,9 @@ class IdvDatasource(ray_data.Datasource):
                  safe=True, filter=None, **dataset_kwargs):  # noqa: A002
         super().__init__()
         blocks_per_task = ensure_count(blocks_per_task, "blocks_per_task", "blocks", none=True)
-        ds, owned = as_dataset(paths, dataset_kwargs, columns)
-        ds = ds.files_only("idv.ray")
+        ds, owned, self.names = as_selected(paths, dataset_kwargs, columns)
         try:
-            self.names = ds.resolve_columns(columns)
+            ds = ds.files_only("idv.ray")
             self.datetime, self.safe = ds.time_unit(self.names, datetime, safe)
             # partitions whose blocks statistics rule out: none (all of them: one task, which
             # finds no rows)

@@ -243,7 +243,7 @@ class _Plan:
         self.safe = _option_bool(options, "safe", True)
         checksums = _option_bool(options, "checksums", True)
         with dataset(path, columns, checksums=checksums) as ds:
-            self.names = ds.resolve_columns(columns)
+            self.names = ds.column_names            # those of `columns`, in their order
             self.parts = _partitions(ds, self.names, self.per)
             # Spark's timestamps are microseconds: finer ticks raise unless safe=false
             self.arrow = arrow_schema(ds, self.names, datetime="us")
@@ -270,7 +270,8 @@ class _Reader(sources.DataSourceReader):
         pa = import_pyarrow()
         plan = self.plan
         schema = to_arrow_schema(plan.schema, timezone="UTC")
-        for part, entry in partition.value:
+        # a dataset of no rows has no partition: Spark then reads one that holds None
+        for part, entry in getattr(partition, "value", None) or ():
             # the file as planned: an IdvFormatError naming it when another is in its place
             with open_listed(entry, plan.filesystem, plan.open_kwargs) as f:
                 for batch in record_batch_reader(f, plan.names, datetime="us", safe=plan.safe,

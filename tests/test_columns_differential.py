@@ -1,8 +1,9 @@
-"""columns= means one thing on every reader, with and without rows= and filter=: in a file, an
-index picks that column, hidden ones included (ML.NET keeps a column of a repeated name,
-hidden); in a dataset, an index is among the dataset's columns, which leave the hidden out.
-Compared with the values written, on numpy's read, to_arrow, the stream, to_pandas,
-read_pandas and the command line."""
+"""columns= means one thing on every reader, with and without rows= and filter=: an index picks
+the column ML.NET's schema counts, hidden ones included (ML.NET keeps a column of a repeated
+name, hidden). A dataset leaves hidden columns out, so where a file of it has some, an index
+is refused there, never another column; a name picks the same column on both. Compared with
+the values written, on numpy's read, to_arrow, the stream, to_pandas, read_pandas, the
+command line and the engines' readers."""
 from __future__ import annotations
 
 import numpy as np
@@ -64,10 +65,8 @@ def _expected(values, files=1, rows=None, filter=None):  # noqa: A002 - the read
 @pytest.mark.parametrize("options", OPTIONS, ids=repr)
 @pytest.mark.parametrize("of", ["file", "dataset"])
 def test_an_index_picks_one_column_on_every_reader(path, of, options):
-    if of == "file":
-        src, want = idv.open(path), {0: HIDDEN, 1: B, 2: SHOWN, "a": SHOWN}
-    else:
-        src, want = idv.dataset(path), {0: B, 1: SHOWN, "a": SHOWN}
+    src = idv.open(path) if of == "file" else idv.dataset(path)
+    want = {0: HIDDEN, 1: B, 2: SHOWN, "a": SHOWN} if of == "file" else {"a": SHOWN}
     with src:
         for key, values in want.items():
             for name, read in _readers(src, path if of == "file" else src).items():
@@ -75,8 +74,56 @@ def test_an_index_picks_one_column_on_every_reader(path, of, options):
                     (name, key)
 
 
+@pytest.mark.parametrize("source", ["path", "file", "dataset", "list"])
+def test_a_dataset_with_hidden_columns_refuses_an_index(path, source):
+    """The file's index 0 is its hidden column, a dataset's would have been b: no reader of
+    a dataset answers an index there, whatever the source it is given; a name still picks."""
+    src = {"path": path, "file": idv.open(path), "dataset": idv.dataset(path),
+           "list": [path, path]}[source]
+    files = 2 if source == "list" else 1
+    readers = {"dataset": lambda c: (src if source == "dataset" else idv.dataset(
+        path if source == "file" else src)).read(c)}
+    try:
+        import idv.torch as it
+        readers["torch"] = lambda c: {"a": [int(r["a"]) for r in it.IdvMapDataset(src, c)]}
+    except ImportError:
+        pass
+    if source != "file":        # Dask reads paths (or a Dataset) only
+        try:
+            import idv.dask as idd
+            readers["dask"] = lambda c: idd.read_idv(src, columns=c).compute()
+        except ImportError:
+            pass
+    for name, read in readers.items():
+        with pytest.raises(ValueError, match="has hidden columns"):
+            read([0])
+        assert _values(read(["a"])) == np.tile(SHOWN, files).tolist(), name
+
+
+def test_engines_give_the_columns_asked_for_in_their_order(tmp_path):
+    """Indices and names in any order, as every other reader: Dask and Ray opened the
+    dataset with the columns asked for, then counted the indices again among them."""
+    p = str(tmp_path / "three.idv")
+    idv.write(p, {"x": np.arange(4), "y": np.arange(4.0), "z": np.arange(4) * 2})
+    want = ["z", "x", "y"]
+    readers = {"to_arrow": lambda c: idv.to_arrow(p, c).column_names}
+    try:
+        import idv.dask as idd
+        readers["dask"] = lambda c: list(idd.read_idv(p, columns=c).compute().columns)
+        readers["dask array"] = lambda c: idd.read_idv_array(p, c[0]).compute().tolist()
+    except ImportError:
+        pass
+    for name, read in readers.items():
+        for cols in ([2, 0, 1], ["z", 0, "y"], np.array([2, 0, 1])):
+            got = read(list(cols))
+            if name == "dask array":
+                assert got == (np.arange(4) * 2).tolist(), cols
+            else:
+                assert got == want, (name, cols)
+
+
 @pytest.mark.parametrize("files, want", [(1, {"0": HIDDEN, "2": SHOWN, "a": SHOWN}),
-                                         (2, {"0": B, "1": SHOWN, "a": SHOWN})])
+                                         (2, {"a": SHOWN})])
 def test_the_command_line_picks_the_columns_python_picks(path, files, want):
     for key, values in want.items():
         for where in (None, "b >= 3"):
@@ -84,6 +131,8 @@ def test_the_command_line_picks_the_columns_python_picks(path, files, want):
                                *(["--where", where] if where else []), check_rc=0)
             assert [float(v) for v in out.splitlines()[1:]] == \
                 _expected(values, files, slice(3, None), where), (key, where)
+    rc, out, err = run("cat", path, path, "-c", "0", check_rc=2)
+    assert "has hidden columns" in err
 
 
 def test_a_column_picked_by_index_and_tested_by_name_is_decoded_once(path):

@@ -81,6 +81,16 @@ def test_a_filter_reads_the_matching_rows_in_the_tasks_statistics_leave(tmp_path
     assert none.count() == 0
 
 
+def test_columns_come_in_the_order_asked_for_by_index_or_name(tmp_path):
+    """As every other reader gives them (indices were counted again among the columns
+    already picked: another order, or an IndexError)."""
+    p = str(tmp_path / "three.idv")
+    idv.write(p, {"x": np.arange(4), "y": np.arange(4.0), "z": np.arange(4) * 2})
+    for cols in ([2, 0, 1], ["z", 0, "y"]):
+        row = idv.ray.read_idv(p, columns=cols).take(1)[0]
+        assert list(row) == ["z", "x", "y"], cols
+
+
 def test_blocks_per_task_is_refused_by_its_own_name(tmp_path):
     idv.write(tmp_path / "t.idv", {"a": np.arange(3)})
     with pytest.raises(ValueError, match="blocks_per_task must be a number of blocks"):

@@ -226,3 +226,13 @@ def test_options_are_idvs_or_refused(spark, tmp_path):
         spark.read.format("idv").load(str(path)).collect()
     rows = spark.read.format("idv").option("checksums", "false").load(str(path)).collect()
     assert sorted(r["a"] for r in rows) == [0, 1, 2, 3, 5, 40]
+
+
+def test_a_file_of_no_rows_reads_as_no_rows_with_its_schema(spark, tmp_path):
+    """As every other reader gives it (Spark read a partition of None and failed)."""
+    path = tmp_path / "empty.idv"
+    idv.write(path, {"x": np.zeros(0, np.int64), "t": np.array([], object)})
+    df = spark.read.format("idv").load(str(path))
+    assert df.count() == 0 and df.collect() == []
+    assert df.columns == ["x", "t"]
+    assert spark.read.format("idv").load(str(path)).where("x > 1").count() == 0

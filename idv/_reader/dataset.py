@@ -110,6 +110,7 @@ class Dataset(reads.SourceReads):
                                              whole)
         self._layouts = dataset_files.Budget(dataset_files.LAYOUT_BYTES)
         self.skipped = []
+        self._hidden = None       # the first file with hidden columns (refuse_hidden_indices)
         wanted = None if columns is None else selection.as_list(columns)
         self.constant_types = {}
         opened = []           # (path, visible columns, DatasetFile, IdvFile)
@@ -127,6 +128,8 @@ class Dataset(reads.SourceReads):
                     continue
                 limits.append(f.memory_limit)
                 cols = dataset_files.visible(f.layout)
+                if self._hidden is None and len(f.layout.shown) < len(f.layout.described):
+                    self._hidden = path
                 entry = DatasetFile(path, f.num_rows, 0, dataset_files.rows_per_block(f.layout),
                                     f.identity)
                 opened.append((path, cols, entry, f))
@@ -141,6 +144,7 @@ class Dataset(reads.SourceReads):
             if partitioning is not None:
                 wanted = self._partitioned(opened, partition_base_dir, wanted)
             else:        # names and indices, as resolve_columns picks them among column_names
+                self.refuse_hidden_indices(wanted)
                 wanted = selection.names_of([n for n, _ in opened[0][1]], wanted,
                                             where=f" in {opened[0][0]}")
             self._names = dataset_schema.agree(labels.as_read(opened), wanted, schema)
@@ -194,6 +198,7 @@ class Dataset(reads.SourceReads):
         if wanted is None:
             self.constant_types = types
             return None
+        self.refuse_hidden_indices(wanted)
         wanted = selection.names_of(list(own) + list(types), wanted, where=f" in {opened[0][0]}")
         self.constant_types = {k: types[k] for k in wanted if k in types}
         return [w for w in wanted if w not in types]
@@ -286,7 +291,19 @@ class Dataset(reads.SourceReads):
         (idv._reader.selection)."""
         if columns is None:
             return self.column_names
+        self.refuse_hidden_indices(columns)
         return selection.names_of(self.column_names, columns, where=" in the dataset")
+
+    def refuse_hidden_indices(self, columns):
+        """ValueError for a column index where a file has hidden columns: there an index counts
+        them (ML.NET's schema, idv.read's), a dataset's columns do not, so the same index
+        would pick another column by path; a name picks the same one on both.
+        Package-internal: the command line checks its --columns by it."""
+        if self._hidden is not None and columns is not None and any(selection.is_index(c)
+                                            for c in selection.as_list(columns)):
+            raise ValueError(f"{self._hidden} has hidden columns (a name given twice), which "
+                             f"an index counts in the file (idv.read) and not in a dataset: "
+                             f"pick the dataset's columns by name")
 
     def decoded_bytes(self, i, name, local, arrow=False):
         """Column.decoded_bytes(local, arrow) of file i's column `name`, without reopening a
@@ -332,6 +349,14 @@ def as_dataset(source, options, columns=None):
         own_options(source, options)
         return source, False
     return dataset(source, columns, **options), True
+
+
+def as_selected(source, options, columns):
+    """(dataset, owned, names) for a reader of columns `columns` (names or indices; None: all)
+    of `source`: as_dataset's, and the names they pick, resolved once (a dataset opened here
+    with them holds those alone, in their order, where an index counts them no more)."""
+    ds, owned = as_dataset(source, options, columns)
+    return ds, owned, ds.column_names if owned else ds.resolve_columns(columns)
 
 
 @_docs.fill

@@ -41,7 +41,8 @@ def first_file(src):
 def select_columns(src, spec):
     """--columns A,B (names, indices or globs such as 'Feature*', idv._reader.selection's rule) ->
     Columns (of a dataset's first file; an index is the dataset's, as `idv schema` lists its
-    columns and Dataset.read takes it); default: the readable, visible ones."""
+    columns and Dataset.read takes it, refused where a file has hidden columns); default: the
+    readable, visible ones."""
     f = first_file(src)
     pool = f.columns if f is src else [f[n] for n in src.column_names]
     if spec is None:
@@ -50,8 +51,10 @@ def select_columns(src, spec):
     picks = [int(s) if s not in names and s.lstrip("-").isdigit() else s
              for s in (s.strip() for s in spec.split(","))]
     try:
+        if f is not src:
+            src.refuse_hidden_indices(picks)
         return [pool[i] for i in selection.positions(names, picks, globs=True)]
-    except (KeyError, IndexError) as e:
+    except (KeyError, IndexError, ValueError) as e:
         raise CliError(e.args[0], EXIT_USAGE) from None
 
 
