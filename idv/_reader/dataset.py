@@ -148,6 +148,9 @@ class Dataset(reads.SourceReads):
                 wanted = selection.names_of([n for n, _ in opened[0][1]], wanted,
                                             where=f" in {opened[0][0]}")
             self._names = dataset_schema.agree(labels.as_read(opened), wanted, schema)
+            if wanted is None:      # as a file's read: those it cannot read left out (warned of)
+                ref = dict(opened[0][1])
+                self._names = [n for n in self._names if not isinstance(ref[n], str)]
         except BaseException:
             files.close()            # the files opened ahead, closed
             for o in opened:
