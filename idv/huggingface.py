@@ -86,13 +86,13 @@ class _Tables:
                        pa.Table.from_arrays(self.labelled(batch), schema=self.schema))
 
 
-def _features(hf, pa, schema, key_values):
+def _features(hf, pa, schema, key_labels):
     """(Features, the Arrow schema of the tables) for the idv Arrow schema `schema`."""
     features, fields = {}, []
     for field in schema:
-        labels = key_values.get(field.name)
+        labels = key_labels.get(field.name)
         if labels is not None:
-            features[field.name] = hf.ClassLabel(names=[str(v) for v in labels])
+            features[field.name] = hf.ClassLabel(names=labels)
             fields.append(pa.field(field.name, pa.int64()))
             continue
         features[field.name] = hf.Features.from_arrow_schema(pa.schema([field]))[field.name]
@@ -151,7 +151,7 @@ def load(source, columns: Sequence[str | int] | None = None, streaming: bool = F
     parts = scan.partitions(ds, src.names, blocks_per_shard or (1 if streaming else None),
                             block_filter=filters.blocks_of(filter))
     idv_schema = tables.arrow_schema()
-    features, tables.schema = _features(hf, pa, idv_schema, src.key_values)
+    features, tables.schema = _features(hf, pa, idv_schema, src.key_labels)
     info = hf.DatasetInfo(features=features)
     if streaming:
         from datasets.iterable_dataset import ArrowExamplesIterable

@@ -144,6 +144,17 @@ def test_stats_command_prints_each_column(tmp_path):
         [("n", "-7", "12", 3), ("s", "a", "c", 3)]
 
 
+def test_stats_prints_floats_as_cat_prints_them(tmp_path):
+    """At the column's precision: a Single 0.3 is 0.3, not 0.30000001192092896."""
+    path = tmp_path / "f.idv"
+    idv.write(path, {"f": np.array([0.1, 0.3, 1e-7, np.nan, 123456792.0], np.float32),
+                     "d": np.array([0.1, 0.3, 2.5, np.nan, 1e300])})
+    got = {c["name"]: (c["min"], c["max"]) for c in run_json("stats", path)["files"][0]["columns"]}
+    assert got == {"f": ("1e-07", "1.2345679e+08"), "d": ("0.1", "1e+300")}
+    rc, out, err = run("cat", path, "--format", "csv", check_rc=0)
+    assert {"1e-07", "1.2345679e+08", "1e+300"} <= set(out.replace("\n", ",").split(","))
+
+
 def test_adding_never_replaces_a_file_replaced_meanwhile(tmp_path, monkeypatch):
     from idv._reader import block_stats
     path, newer = tmp_path / "f.idv", tmp_path / "newer.idv"

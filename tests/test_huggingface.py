@@ -64,6 +64,14 @@ def _check_rows(got, rows=slice(None)):
     assert got["when"] == [START + dt.timedelta(seconds=int(s)) for s in seconds]
 
 
+def test_class_names_of_float_key_values_are_their_text_as_idv_shows_it(tmp_path):
+    """A Single 0.1 is named 0.1 (idv schema, head, cat), not 0.10000000149011612."""
+    p = str(tmp_path / "kv.idv")
+    idv.write(p, {"k": np.array([1, 2, 0], np.uint32)}, types={"k": idv.Key(idv.UInt32, count=2)},
+              metadata={"k": {"KeyValues": np.array([0.1, 0.7], np.float32)}})
+    assert load(p).features["k"].names == ["0.1", "0.7"]
+
+
 def test_load_gives_the_rows_and_types_written(path):
     d = load(path)
     assert d.num_rows == ROWS

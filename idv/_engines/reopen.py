@@ -17,6 +17,7 @@ import pickle
 import socket
 from typing import NamedTuple, Sequence
 
+from idv._values.cells import label_texts
 from idv._values.metadata import usable_key_values
 from idv._reader.dataset import Dataset, expand_sources
 from idv._reader.dataset_files import changed, check_relisted
@@ -79,7 +80,7 @@ class Reopenable:
     Attributes: ``paths``, ``filesystem`` (fsspec, None for local files), ``open_kwargs`` (for
     idv.dataset: ``schema``, ``threads``...), ``names`` and ``types`` of the columns, and
     ``key_values`` (column -> the list of its KeyValues, for key columns that have usable
-    ones)."""
+    ones) with ``key_labels`` (their text, as idv prints them: cells.label_texts)."""
 
     def __init__(self, source, columns: Sequence[str | int] | str | None = None, *,
                  filesystem=None, storage_options: dict | None = None, **open_kwargs):
@@ -112,12 +113,13 @@ class Reopenable:
         ds = self._open(list(columns) if named else None)
         self.names = ds.resolve_columns(columns)
         self.types = [ds.schema[n].type for n in self.names]
-        self.key_values = {}
+        self.key_values, self.key_labels = {}, {}
         with ds.using(0) as first:
             for n, t in zip(self.names, self.types):
                 kv = usable_key_values(t, first[n].metadata)
                 if kv is not None:
                     self.key_values[n] = kv.tolist()
+                    self.key_labels[n] = label_texts(kv)
 
     def check_key_values(self, holds):
         """Refuse a key column whose files have different KeyValues, which a training

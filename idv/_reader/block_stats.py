@@ -16,6 +16,7 @@ import numpy as np
 from idv import _header, types as T
 from idv._storage import bounds, checksums, statistics as S
 from idv._values import tick_text, ticks
+from idv._values.cells import float_texts
 from idv.errors import IdvFormatError
 from idv._reader.reader import opened
 from idv._scan.scan import NumpyColumn, scan
@@ -216,4 +217,6 @@ def bound_text(value, type_, exact=True):
         return tick_text.format_timespan(np.int64(value))
     if item is T.Boolean:
         return str(bool(value))
+    if item in (T.Single, T.Double):        # at the column's precision, as `cat` prints it
+        return float_texts(np.asarray([value], item.dtype))[0]
     return str(value.item() if hasattr(value, "item") else value)

@@ -92,6 +92,13 @@ def float_texts(arr):
     return arr.astype(str).tolist()
 
 
+def label_texts(values):
+    """The text of each KeyValue of a key (a 1-d array), as `idv schema`, `head` and `cat`
+    show it: a float at its own precision (a Single 0.1 is ``0.1``), any other its str."""
+    arr = np.asarray(values)
+    return float_texts(arr) if arr.dtype.kind == "f" else [str(v) for v in arr.tolist()]
+
+
 def name_specials(arr, texts, names):
     """`texts` (of the floats `arr`) with each NaN's and infinity's replaced by its name in
     `names` (keyed by ``nan``, ``inf``, ``-inf``)."""
