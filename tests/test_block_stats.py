@@ -155,6 +155,17 @@ def test_stats_prints_floats_as_cat_prints_them(tmp_path):
     assert {"1e-07", "1.2345679e+08", "1e+300"} <= set(out.replace("\n", ",").split(","))
 
 
+def test_stats_marks_a_hidden_column_as_info_does(tmp_path):
+    path = tmp_path / "dup.idv"
+    idv.write(path, [("a", np.arange(3)), ("b", np.arange(3.0)), ("a", np.arange(3) * 10)])
+    got = run_json("stats", path)["files"][0]["columns"]
+    assert [(c["name"], c["hidden"], c["max"]) for c in got] == \
+        [("a", True, "2"), ("b", False, "2.0"), ("a", False, "20")]
+    rc, out, err = run("stats", path, check_rc=0)
+    assert [line.split()[:2] for line in out.splitlines()[2:]] == \
+        [["a", "(hidden)"], ["b", "Double"], ["a", "Int64"]]
+
+
 def test_adding_never_replaces_a_file_replaced_meanwhile(tmp_path, monkeypatch):
     from idv._reader import block_stats
     path, newer = tmp_path / "f.idv", tmp_path / "newer.idv"

@@ -302,8 +302,7 @@ def fields(pa, f, keys, datetime, safe, views=()):
     safe = ensure_flag(safe, "safe")
     schema, made, out = f.schema, {}, []
     for k in keys:
-        fl = schema[k]
-        if fl.type is None:         # a codec idv cannot read: UnsupportedCodecError, named
+        if (fl := schema[k]).type is None:      # an unknown codec: UnsupportedCodecError
             f[k].check_readable()
         kind = None if fl.metadata_types or fl.type is None else \
             (fl.type, _unit_of(datetime, fl.type, fl.name, safe), fl.name in views)

@@ -56,7 +56,7 @@ def _bounds(f):
     except IdvFormatError:
         return {}
     return {name: (block_stats.bound_text(lo, t), block_stats.bound_text(hi, t))
-            for name, t, _, _, lo, hi in rows}
+            for name, t, _, _, lo, hi, _ in rows}
 
 
 def schema_rows(fields, columns=None, bounds=None):

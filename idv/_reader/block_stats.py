@@ -176,7 +176,7 @@ def _copy(src, out, n):
 # ---------------------------------------------------------------------------------------------
 
 def summary(f) -> tuple[list, bool]:
-    """Per column with statistics: (name, type, present, missing, low, high) over the whole
+    """Per column with statistics: (name, type, present, missing, low, high, index) over the whole
     file, from its section, or computed from its blocks when it has none; and whether they
     came from the section."""
     stats = f.statistics
@@ -198,7 +198,8 @@ def summary(f) -> tuple[list, bool]:
                     max(hi for hi, _ in highs)
             else:
                 low, high = cs.low[has].min(), cs.high[has].max()
-        rows.append((c.name, c.type, int(cs.present.sum()), int(cs.missing.sum()), low, high))
+        rows.append((c.name, c.type, int(cs.present.sum()), int(cs.missing.sum()), low, high,
+                     c.index))
     return rows, stored
 
 

@@ -128,8 +128,7 @@ class Dataset(reads.SourceReads):
                     continue
                 limits.append(f.memory_limit)
                 cols = dataset_files.visible(f.layout)
-                if self._hidden is None and len(f.layout.shown) < len(f.layout.described):
-                    self._hidden = path
+                self._hidden = self._hidden or dataset_files.hiding(path, f.layout)
                 entry = DatasetFile(path, f.num_rows, 0, dataset_files.rows_per_block(f.layout),
                                     f.identity)
                 opened.append((path, cols, entry, f))
@@ -147,10 +146,8 @@ class Dataset(reads.SourceReads):
                 self.refuse_hidden_indices(wanted)
                 wanted = selection.names_of([n for n, _ in opened[0][1]], wanted,
                                             where=f" in {opened[0][0]}")
-            self._names = dataset_schema.agree(labels.as_read(opened), wanted, schema)
-            if wanted is None:      # as a file's read: those it cannot read left out (warned of)
-                ref = dict(opened[0][1])
-                self._names = [n for n in self._names if not isinstance(ref[n], str)]
+            self._names = _readable(opened, dataset_schema.agree(labels.as_read(opened),
+                                                                 wanted, schema), wanted)
         except BaseException:
             files.close()            # the files opened ahead, closed
             for o in opened:
@@ -301,7 +298,13 @@ class Dataset(reads.SourceReads):
         """ValueError for a column index where a file has hidden columns: there an index counts
         them (ML.NET's schema, idv.read's), a dataset's columns do not, so the same index
         would pick another column by path; a name picks the same one on both.
-        Package-internal: the command line checks its --columns by it."""
+        Package-internal: the command line checks its --columns by it.
+
+        Parameters
+        ----------
+        columns : sequence of str or int, or None
+            The columns asked for.
+        """
         if self._hidden is not None and columns is not None and any(selection.is_index(c)
                                             for c in selection.as_list(columns)):
             raise ValueError(f"{self._hidden} has hidden columns (a name given twice), which "
@@ -342,6 +345,16 @@ class Dataset(reads.SourceReads):
         Package-internal."""
         budget.check(nbytes, self.memory_limit,
                      lambda: f"{what()} of the dataset ({self.files[0].path}...)")
+
+
+def _readable(opened, names, wanted):
+    """`names` (of the dataset's columns), those the `opened` files cannot read (an unknown
+    codec: warned of at open) left out where no column was asked for, as a file's read leaves
+    them out."""
+    if wanted is not None:
+        return names
+    ref = dict(opened[0][1])
+    return [n for n in names if not isinstance(ref[n], str)]
 
 
 def as_dataset(source, options, columns=None):

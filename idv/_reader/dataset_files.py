@@ -156,6 +156,12 @@ def visible(layout):
             for e, codec in _shown(layout)]
 
 
+def hiding(path, layout):
+    """`path` where its file (`layout`: what opening it read) has hidden columns (a name given
+    to several), else None."""
+    return path if len(layout.shown) < len(layout.described) else None
+
+
 def rows_per_block(layout):
     """{name: rows per block} of the columns a file shows by name, as visible."""
     return {e.name: e.rows_per_block for e, _ in _shown(layout)}

@@ -30,12 +30,13 @@ def cmd_stats(args, out):
     for path in sources.paths:
         with open_path(sources, path, args) as f:
             rows, stored = idv._reader.block_stats.summary(f)
-            files.append((path, rows, stored))
+            hidden = {fl.index for fl in f.schema.fields if fl.hidden}
+            files.append((path, [r[:6] + (r[6] in hidden,) for r in rows], stored))
     if args.json:
         dump_json({"files": [{"file": p, "stored": s, "columns": [
-            {"name": n, "type": str(t), "present": c, "missing": m,
-             "min": block_stats.bound_text(lo, t), "max": block_stats.bound_text(hi, t)} for n, t, c, m, lo, hi in rows]}
-            for p, rows, s in files]}, out)
+            {"name": n, "type": str(t), "present": c, "missing": m, "hidden": h,
+             "min": block_stats.bound_text(lo, t), "max": block_stats.bound_text(hi, t)}
+            for n, t, c, m, lo, hi, h in rows]} for p, rows, s in files]}, out)
         return EXIT_OK
     for path, rows, stored in files:
         if len(files) > 1:
@@ -43,8 +44,8 @@ def cmd_stats(args, out):
         if not stored:
             out.write("(the file carries no statistics: computed from its blocks; "
                       "idv stats --add stores them)\n")
-        table = [[n, str(t), str(c), str(m), block_stats.bound_text(lo, t), block_stats.bound_text(hi, t)]
-                 for n, t, c, m, lo, hi in rows]
+        table = [[n + " (hidden)" * h, str(t), str(c), str(m), block_stats.bound_text(lo, t),
+                  block_stats.bound_text(hi, t)] for n, t, c, m, lo, hi, h in rows]
         out.write(render_table(["column", "type", "present", "missing", "min", "max"], table,
                                right=(2, 3)) + "\n")
     return EXIT_OK
