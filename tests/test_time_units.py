@@ -634,3 +634,23 @@ def test_safe_means_the_same_on_every_reader_that_takes_a_unit(tmp_path, reader)
         read(datetime="us")
     got = [np.datetime64(v, "ns").tolist() for v in read(datetime="us", safe=False)]
     assert got == floored
+
+
+def test_a_value_the_unit_cannot_hold_is_named_with_its_file_on_every_arrow_path(tmp_path):
+    """Of a dataset's many files, the one holding it (the Arrow paths said "row 1" alone)."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    idv.write(folder / "a.idv", {"dt": np.array(["2020-01-01"] * 3, "datetime64[ns]")})
+    idv.write(folder / "b.idv", {"dt": np.array(["2020-01-01", "2020-01-01T00:00:00.0000001"],
+                                                "datetime64[ns]")})
+    b = re.escape(str(folder / "b.idv"))
+    paths = {"to_arrow": lambda: idv.dataset(folder).to_arrow(datetime="us"),
+             "stream": lambda: idv.dataset(folder).record_batch_reader(datetime="us").read_all(),
+             "arrow_dataset": lambda: idv.arrow_dataset(folder, datetime="us").to_table(),
+             "file": lambda: idv.to_arrow(folder / "b.idv", datetime="us"),
+             "file pandas": lambda: idv.to_pandas(folder / "b.idv", datetime="us")}
+    for name, read in paths.items():
+        with pytest.raises(ValueError, match=f"^{b}: column 'dt' row 1: DateTime"):
+            read()
+    with pytest.raises(ValueError, match="^column 'dt' dataset row 4: DateTime"):
+        idv.dataset(folder).to_pandas(datetime="us")

@@ -218,8 +218,12 @@ class _ColumnToArrow:
                 return chunk
         return value.slice(a, b - a)
 
-    def _describe(self, row0, size=None, offsets=None):
-        return Where(f"column {self.name!r}", offsets, width=size, base=row0)
+    def _describe(self, row0, n, size=None, offsets=None):
+        where = f"column {self.name!r}"   # rows row0.. of `n`: a file's, or a dataset's
+        joined = row0 + n > self.col.num_rows   # the rows of a dataset's files (arrow._joined)
+        where = f"{where} dataset" if joined else where if self.col.path is None else \
+            f"{self.col.path}: {where}"
+        return Where(where, offsets, width=size, base=row0)
 
     def array(self, values, row0=0):
         """values: read()'s form of rows row0.. of this column (or already an Arrow array)
@@ -232,7 +236,7 @@ class _ColumnToArrow:
             if t.is_fixed:
                 flat = values.reshape(-1)
                 items = items_to_arrow(pa, t.item, flat, self.unit, self.safe,
-                                       self._describe(row0, size=t.size))
+                                       self._describe(row0, len(values), size=t.size))
                 if items.type != inner_type:
                     items = items.cast(inner_type)
                 return pa.FixedSizeListArray.from_arrays(items, t.size)
@@ -241,16 +245,12 @@ class _ColumnToArrow:
                 raise ValueError(f"column {self.name!r}: {offsets[-1]} items in rows from "
                                  f"{row0} exceed Arrow list offsets (int32)")
             items = items_to_arrow(pa, t.item, values.values, self.unit, self.safe,
-                                   self._describe(row0, offsets=offsets))
+                                   self._describe(row0, len(offsets) - 1, offsets=offsets))
             return pa.ListArray.from_arrays(numbers_to_arrow(pa, offsets.astype(np.int32)),
                                             items)
         if self.dictionary is not None:
             raw = np.asarray(values)
-            if row0 + len(raw) <= self.col.num_rows:        # rows of this column's file
-                check_key_labels(raw, t.count, self._describe(row0), self.col.path)
-            else:                     # the rows of a dataset's files joined (arrow._joined)
-                check_key_labels(raw, t.count,
-                                 lambda i: f"column {self.name!r} dataset row {row0 + i}")
+            check_key_labels(raw, t.count, self._describe(row0, len(raw)))
             index_type = self.arrow_type.index_type
             idx = raw.astype(index_type.to_pandas_dtype()) - 1
             indices = numbers_to_arrow(pa, idx, index_type, mask=raw == 0)
@@ -258,14 +258,14 @@ class _ColumnToArrow:
         if self.restored is not None:
             return self.restored_array(np.asarray(values), row0)
         out = items_to_arrow(pa, t, np.asarray(values), self.unit, self.safe,
-                             self._describe(row0))
+                             self._describe(row0, len(values)))
         return as_views(pa, out) if self.views else out
 
     def restored_array(self, values, row0):
         """Time `values` (read()'s form of rows row0..) as the type the column was written
         from, its counts straight from the ticks (ticks.ticks_to_unit's `target`); where that
         type cannot hold one of them, pyarrow's cast of them in the unit chosen says why."""
-        pa, t, describe = self.pa, self.type, self._describe(row0)
+        pa, t, describe = self.pa, self.type, self._describe(row0, len(values))
         ticks100 = (values["utc"] if t is T.DateTimeOffset else values).view(np.int64)
         out = times_to_arrow(pa, ticks100, self.restored, self.unit, self.safe, describe,
                              t.name, self.written_unit)

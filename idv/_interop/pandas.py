@@ -54,7 +54,11 @@ class _Ctx:
         self.zone = zone         # of every row (a vector's: one a slot); None: the values'
 
     def describe(self, size=None, offsets=None):
-        return Where(f"column {self.name!r}", offsets, width=size)
+        """Names the rows: a file's, with its path; a dataset's joined (path ``""``), as such."""
+        where = f"column {self.name!r}"
+        where = where if self.path is None else f"{where} dataset" if self.path == "" else \
+            f"{self.path}: {where}"
+        return Where(where, offsets, width=size)
 
     def slot(self, j):
         """The context of a vector's slot `j`: its own zone where each slot has one."""
@@ -68,7 +72,7 @@ def _scalar_series(ctx, t, values, kv=None, describe=None):
     describe = describe or ctx.describe()
     if kv is not None:
         raw = np.asarray(values)
-        check_key_labels(raw, len(kv), describe, ctx.path)
+        check_key_labels(raw, len(kv), describe)
         codes = raw.astype(np.int64) - 1
         kv = key_value_times(kv, ctx.mode, ctx.safe, f"column {ctx.name!r} KeyValues")
         return pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(kv)))
@@ -137,7 +141,7 @@ def _column_pieces(ctx, col, values, vectors):
         flat = pandas_times.times(ctx, item, flat, ctx.describe(size=t.size))
         return [(names, pd.DataFrame(flat, columns=names, copy=False))]
     return [([nm], _scalar_series(ctx.slot(j), item, flat[:, j], kv,
-                                  lambda i, j=j: f"column {col.name!r} row {i} item {j}"))
+                                  lambda i, j=j: f"{ctx.describe()(i)} item {j}"))
             for j, nm in enumerate(names)]
 
 
@@ -309,7 +313,8 @@ def _frame(pd, f, columns, rows, how, row_index, values):
             continue
         ctx = _Ctx(pd, col.name, datetime, ensure_flag(how["safe"], "safe"),
                    written_from(col, finest) if finest else None,
-                   how["zones"].get(col.name), getattr(f, "path", None))
+                   how["zones"].get(col.name), "" if how.get("joined") else
+                   getattr(f, "path", None))
         got = _column_pieces(ctx, col, whole[id(col)] if whole else col[rows], vectors)
         if dtype_backend == "pyarrow":
             date = ctx.source is not None and ctx.source[0] == "date"   # written from date32
@@ -344,7 +349,7 @@ def _frame_of_files(pd, src, columns, parts, how):
             arrow=_arrow_text if arrow_text else None))
         with src.using(0) as first:
             values = {id(first[k]): _text_chunked(v) for k, v in zip(keys, got)}
-            return _frame(pd, first, keys, None, how, False, values)
+            return _frame(pd, first, keys, None, dict(how, joined=True), False, values)
     frames = []
     for i, local in parts or [(0, slice(0, 0))]:     # no rows: the empty frame of the first
         with src.using(i) as f:
