@@ -90,22 +90,27 @@ class Reopenable:
             own_options(source, {**{k: v for k, v in open_kwargs.items() if k != "cache_bytes"},
                                  "filesystem": filesystem, "storage_options": storage_options})
             open_kwargs = {**source.open_kwargs, **open_kwargs}
+        listed = None       # an open source's files as it opened them, read as they were
         if isinstance(source, Dataset):
             paths, fs = [f.path for f in source.files_only(_WHO).files], source.filesystem
             columns = source.column_names if columns is None else columns
+            listed = [(f.path, f.num_rows, f.identity) for f in source.files]
         else:
-            if isinstance(source, IdvFile):
+            opened = source if isinstance(source, IdvFile) else None
+            if opened is not None:
                 if not isinstance(source.path, (str, os.PathLike)):
                     raise TypeError("an IdvFile opened from bytes or a file object cannot be "
                                     "opened again in other processes: give its path or URL")
                 source, filesystem = source.path, source.filesystem
             paths, fs = expand_sources(source, filesystem=filesystem,
                                        storage_options=storage_options)
+            if opened is not None:
+                listed = [(paths[0], opened.num_rows, opened.identity)]
         self.paths = paths
         self.filesystem = fs
         self.open_kwargs = open_kwargs
         self.names = None
-        self._listed = None                 # (path, rows, identity) of each file, as made
+        self._listed = listed               # (path, rows, identity) of each file, as made
         self._ds = self._pid = None
         self._fs_pid = os.getpid()          # the process the filesystem instance belongs to
         named = columns is not None and not isinstance(columns, str) \
