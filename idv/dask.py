@@ -20,6 +20,7 @@ from idv._scan import filters, scan
 from idv._engines.reopen import listed, open_listed
 from idv._reader.dataset import as_selected
 from idv._engines import dask_writer
+from idv._writer.tables import check_write_options
 from idv.errors import require
 
 if TYPE_CHECKING:
@@ -350,6 +351,7 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, parti
     str, list of str or dask.delayed.Delayed
     """
     _dask_dataframe()
+    check_write_options(writer_kwargs, "to_idv")
     text = os.fspath(path)
     per_partition = (name_function is not None or text.endswith(("/", os.sep))
                      or os.path.isdir(text) or partition_by is not None)

@@ -21,6 +21,7 @@ from idv._interop.arrow import arrow_schema, import_pyarrow, record_batch_reader
 from idv._reader.dataset import as_selected
 from idv.errors import require
 from idv._storage.staging import DEFAULT_NAME, Staging
+from idv._writer.tables import check_write_options
 
 ray_data = require("ray.data", "idv.ray", "idv[ray]")
 
@@ -185,6 +186,7 @@ class IdvDatasink(ray_data.Datasink):
 
     def __init__(self, path, name=DEFAULT_NAME, *, rows_per_file=1_000_000, **writer_kwargs):
         self.rows_per_file = ensure_count(rows_per_file, "rows_per_file", none=True)
+        check_write_options(writer_kwargs, "IdvDatasink")
         self.staging = Staging(path, name)
         self.writer_kwargs = writer_kwargs
         self.paths = []

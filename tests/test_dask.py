@@ -612,3 +612,12 @@ def test_filters_spelled_as_dask_and_pyarrow_spell_them_is_refused_naming_filter
         idv.dask.read_idv(path, filters=[("x", "==", 1)])
     assert idv.dask.read_idv(path, filter=[("x", "==", 1)]).compute(
         scheduler="sync")["x"].tolist() == [1]
+
+
+@pytest.mark.parametrize("dest", ["file.idv", "parts/"])
+def test_an_option_idv_write_does_not_take_is_refused_before_any_task(tmp_path, dest):
+    """Not once per task, late, as the Writer's TypeError; nothing is made."""
+    ddf = dd.from_pandas(pd.DataFrame({"x": np.arange(4)}), npartitions=2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'mode'.*rows_per_block"):
+        idv.dask.to_idv(ddf, str(tmp_path / dest), mode="append")
+    assert os.listdir(tmp_path) == []

@@ -139,6 +139,12 @@ def test_a_written_dataset_reads_back_equal_and_ml_net_loads_each_file(oracle, t
                                 f"{src} {name}, through Ray and ML.NET")
 
 
+def test_an_option_idv_write_does_not_take_is_refused_when_the_sink_is_made(tmp_path):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'mode'.*rows_per_block"):
+        idv.ray.IdvDatasink(str(tmp_path / "out"), mode="append")
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_failed_write_leaves_nothing(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

@@ -6,6 +6,7 @@ part."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 
 import numpy as np
@@ -250,3 +251,15 @@ def rows_renamed(row, prefix=""):
             raise
         text = prefix + _ROW.sub(lambda m: f"row {row(int(m.group(1)))}", str(e))
         raise type(e)(text).with_traceback(e.__traceback__) from None
+
+
+def check_write_options(options, who):
+    """TypeError, before anything is written, for a keyword of `options` that idv.write does
+    not take (an engine's writer hands them to idv.write or its Writer in its tasks, where
+    it would fail late, once per task); `who` names the caller."""
+    known = [p for p in inspect.signature(write).parameters
+             if p not in ("dest", "data", "partition_by")]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(f"{who}() got an unexpected keyword argument {unknown[0]!r}; the "
+                        f"options of idv.write it takes: {', '.join(known)}")
