@@ -59,7 +59,7 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
     >>> lf.filter(pl.col("Price") > 800000).select("Id").collect().height
     34
     """
-    pl = require("polars", "idv.polars.scan_idv", "polars")
+    pl = require("polars", "idv.polars.scan_idv", "idv[polars]")
     from polars.io.plugins import register_io_source
     from idv._reader.dataset import as_dataset
     _small_reservations()

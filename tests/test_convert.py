@@ -945,3 +945,25 @@ def test_an_idv_written_again_keeps_its_block_size(tmp_path, options):
         assert f.read()["x"].tolist() == list(range(5000))
     idv.convert(tmp_path / "in.idv", tmp_path / "other.idv", rows_per_block=2500, **options)
     assert idv.open(tmp_path / "other.idv")["x"].num_blocks == 2
+
+
+def test_a_row_group_still_written_when_ctrl_c_comes_is_waited_for_by_abort():
+    """Ctrl-C while the Parquet sink waits for the row group being written: the group stays
+    pending, so that abort() waits for it before closing the writer (the writing thread,
+    left running, crashed the process with a segmentation fault)."""
+    from concurrent.futures import Future
+    from idv.formats.parquet import ParquetSink
+
+    class Interrupted(Future):
+        def result(self, timeout=None):
+            if not self.done():
+                raise KeyboardInterrupt
+            return super().result(timeout)
+    sink = ParquetSink.__new__(ParquetSink)
+    sink.pending = group = Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        sink._written()
+    assert sink.pending is group
+    group.set_result(None)
+    sink._written()
+    assert sink.pending is None

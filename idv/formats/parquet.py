@@ -171,10 +171,16 @@ class ParquetSink(FileSink):
         self.out.start_writeback()
 
     def _written(self):
-        """Wait for the row group being written (its error raised here)."""
-        pending, self.pending = self.pending, None
+        """Wait for the row group being written (its error raised here). Interrupted (Ctrl-C),
+        it is still pending, so that abort() waits for it before the writer closes: the
+        thread writing with a closed writer crashed the process."""
+        pending = self.pending
         if pending is not None:
-            pending.result()
+            try:
+                pending.result()
+            finally:
+                if pending.done():
+                    self.pending = None
 
     def write(self, batch):
         if not batch.num_columns:       # pyarrow would write no row
