@@ -122,6 +122,15 @@ class MissingDependencyError(ImportError):
     command (``pip install 'idv[arrow]'``). The command line prints it on one line."""
 
 
+def column_place(name, path=None, joined=False):
+    """How a message names column `name` of the rows it counts: a file's (``path: column
+    'x'``), a dataset's files joined (``column 'x' dataset``: rows counted over them), or a
+    source's without a path (``column 'x'``)."""
+    if joined:
+        return f"column {name!r} dataset"
+    return f"column {name!r}" if path is None else f"{path}: column {name!r}"
+
+
 class Where:
     """Names a column and turns a flat item position into 'row r' / 'row r item j', for the
     messages of bad values (the `where` / `describe` of idv._values.ticks, the writer's checks, the

@@ -17,7 +17,7 @@ from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, c_f
                                      imports_c_streams, items_to_arrow, key_values_mode,
                                      key_values_to_arrow, numbers_to_arrow, times_to_arrow)
 from idv._values.time_zones import as_written, restore, restored_type, written_from
-from idv.errors import Where
+from idv.errors import Where, column_place
 from idv._values.arguments import ensure_flag
 
 
@@ -219,11 +219,10 @@ class _ColumnToArrow:
         return value.slice(a, b - a)
 
     def _describe(self, row0, n, size=None, offsets=None):
-        where = f"column {self.name!r}"   # rows row0.. of `n`: a file's, or a dataset's
-        joined = row0 + n > self.col.num_rows   # the rows of a dataset's files (arrow._joined)
-        where = f"{where} dataset" if joined else where if self.col.path is None else \
-            f"{self.col.path}: {where}"
-        return Where(where, offsets, width=size, base=row0)
+        # rows row0.. of `n`: this file's, or a dataset's files joined (arrow._joined)
+        joined = row0 + n > self.col.num_rows
+        return Where(column_place(self.name, self.col.path, joined), offsets, width=size,
+                     base=row0)
 
     def array(self, values, row0=0):
         """values: read()'s form of rows row0.. of this column (or already an Arrow array)

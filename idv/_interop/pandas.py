@@ -34,7 +34,7 @@ from idv._values.time_zones import as_written, restore, written_from
 from idv._reader.reader import opened
 from idv._values.metadata import (MAX_EXPAND_SLOTS, SCHEMA_ATTR, expands, frame_schema,
                                   slot_labels, usable_key_values, warn_kept_wide)
-from idv.errors import Where, require
+from idv.errors import Where, column_place, require
 from idv._values.vectors import Ragged, object_array
 from idv._values.arguments import ensure_flag
 
@@ -48,22 +48,19 @@ def _pd():
 
 
 class _Ctx:
-    def __init__(self, pd, name, mode, safe, source=None, zone=None, path=None):
-        self.pd, self.name, self.mode, self.safe, self.path = pd, name, mode, safe, path
+    def __init__(self, pd, name, mode, safe, source=None, zone=None, place=None):
+        self.pd, self.name, self.mode, self.safe = pd, name, mode, safe
+        self.place = place or column_place(name)    # how messages name it: column_place
         self.source = source     # (kind, unit, zone) the column was written from, or None
         self.zone = zone         # of every row (a vector's: one a slot); None: the values'
 
     def describe(self, size=None, offsets=None):
-        """Names the rows: a file's, with its path; a dataset's joined (path ``""``), as such."""
-        where = f"column {self.name!r}"
-        where = where if self.path is None else f"{where} dataset" if self.path == "" else \
-            f"{self.path}: {where}"
-        return Where(where, offsets, width=size)
+        return Where(self.place, offsets, width=size)
 
     def slot(self, j):
         """The context of a vector's slot `j`: its own zone where each slot has one."""
         return self if not isinstance(self.zone, tuple) else _Ctx(
-            self.pd, self.name, self.mode, self.safe, self.source, self.zone[j], self.path)
+            self.pd, self.name, self.mode, self.safe, self.source, self.zone[j], self.place)
 
 
 def _scalar_series(ctx, t, values, kv=None, describe=None):
@@ -313,8 +310,8 @@ def _frame(pd, f, columns, rows, how, row_index, values):
             continue
         ctx = _Ctx(pd, col.name, datetime, ensure_flag(how["safe"], "safe"),
                    written_from(col, finest) if finest else None,
-                   how["zones"].get(col.name), "" if how.get("joined") else
-                   getattr(f, "path", None))
+                   how["zones"].get(col.name),
+                   column_place(col.name, getattr(f, "path", None), how.get("joined", False)))
         got = _column_pieces(ctx, col, whole[id(col)] if whole else col[rows], vectors)
         if dtype_backend == "pyarrow":
             date = ctx.source is not None and ctx.source[0] == "date"   # written from date32

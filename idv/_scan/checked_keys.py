@@ -12,7 +12,7 @@ from idv._scan.scan import NumpyColumn
 from idv._scan.vector_rows import VectorColumn, VectorRows
 from idv._values.arrow_types import check_key_labels
 from idv._values.metadata import expands, usable_key_values
-from idv.errors import Where
+from idv.errors import Where, column_place
 
 
 def labelled(col, vectors=None):
@@ -38,8 +38,7 @@ class CheckedKeys(NumpyColumn):
         raw, col = chunks[0], self.col
         if len(raw) and raw.max() > col.type.count:
             check_key_labels(raw, col.type.count,
-                             Where(f"column {col.name!r}", base=col.block_rows(b0)[0]),
-                             col.path)
+                             Where(column_place(col.name, col.path), base=col.block_rows(b0)[0]))
         return chunks
 
 
@@ -57,8 +56,8 @@ class CheckedVectorKeys(VectorColumn):
                 row = int(np.searchsorted(np.cumsum(stored), at, side="right"))
                 dense = VectorRows([(block, np.array([row]))], t).take([0])
                 check_key_labels(dense.reshape(-1), t.item.count, Where(
-                    f"column {col.name!r}", width=t.size, base=col.block_rows(b)[0] + row),
-                    col.path)
+                    column_place(col.name, col.path), width=t.size,
+                    base=col.block_rows(b)[0] + row))
         return chunks
 
 

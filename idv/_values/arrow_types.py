@@ -236,17 +236,17 @@ def key_value_times(values, datetime, safe, where):
     return ticks.retimed(values, item, key_values_mode(datetime), where, safe)
 
 
-def check_key_labels(raw, count, describe, path=None):
+def check_key_labels(raw, count, describe):
     """ValueError for the first of `raw` (stored values of a key labelled by its `count`
     KeyValues) above `count`: ML.NET writes and reads such a value as it is, but no KeyValue
     labels it, and a dictionary (Arrow) or Categorical (pandas) holds only labels. Its column
     type was chosen before the rows were read (a stream's schema), so the read refuses, naming
-    the file (`path`), the column and row (`describe(i)`) and the reads that give raw keys."""
+    the file, the column and row (`describe(i)`: errors.column_place's) and the reads that
+    give raw keys."""
     bad = np.flatnonzero(np.asarray(raw) > count)
     if len(bad):
         i = int(bad[0])
-        file = "" if path is None else f"{path}: "
-        raise ValueError(f"{file}{describe(i)}: key value {raw[i]} is above the key count "
+        raise ValueError(f"{describe(i)}: key value {raw[i]} is above the key count "
                          f"{count}, so no KeyValue labels it; idv.read() and `idv cat` give "
                          f"the raw keys (or leave the column out of columns= and filter=)")
 
