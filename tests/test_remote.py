@@ -1073,6 +1073,44 @@ def test_a_remote_file_and_dataset_read_in_a_forked_child():
     assert done.stdout.strip() == "(7000, 7000)"
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+def test_a_parent_reads_on_after_its_forked_children_collect_garbage_and_exit():
+    """A parent reads a URL, then forks children that read nothing (as PyTorch's DataLoader
+    workers of a local dataset do) and run the garbage collector, one exiting as
+    multiprocessing's children do (os._exit) and one through the interpreter's exit: the
+    parent's next reads, on its pooled connections, are answered. Were a child to finalize
+    the filesystem it inherited, it would take the parent's sockets out of the event loop's
+    epoll set, which the two share, and the parent's reads would wait out their deadline."""
+    import subprocess
+    import textwrap
+    code = textwrap.dedent("""
+        import gc, multiprocessing, os, sys
+        import idv
+        url = sys.argv[1]
+        with idv.open(url, timeout=5) as f:
+            assert f["x"][:3].tolist() == [7, 7, 7]
+        ctx = multiprocessing.get_context("fork")
+        p = ctx.Process(target=gc.collect)
+        p.start()
+        p.join(60)
+        assert p.exitcode == 0, p.exitcode
+        with idv.open(url, timeout=5) as f:
+            first = int(f["x"][:].sum())
+        pid = os.fork()
+        if pid == 0:
+            gc.collect()
+            sys.exit(0)
+        assert os.waitpid(pid, 0)[1] == 0
+        with idv.open(url, timeout=5) as f:
+            print(first, int(f["x"][:].sum()))
+    """)
+    with RangeServer({"/a.idv": _one_valued(7)}) as srv:
+        done = subprocess.run([sys.executable, "-c", code, srv.url("/a.idv")],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "7000 7000"
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
 def test_ctrl_c_in_a_stalled_read_lets_the_process_exit():
     """Ctrl-C while reading threads wait for storage that stopped answering: the process

@@ -33,12 +33,10 @@ import threading
 
 import numpy as np
 
-from idv._storage import archive, source as local
+from idv._storage import archive, remote_first, remote_process, remote_whole, source as local
 from idv._resources import budget
 from idv._header import HEADER_SIZE
 from idv.errors import MissingDependencyError, RangeNotSupportedError, RemoteError
-from idv._storage import remote_process, remote_whole
-from idv._storage import remote_first
 from idv._storage.remote_answers import no_size, ranged_body, remote_error, transient
 from idv._storage.remote_version import Version
 
@@ -174,19 +172,21 @@ def resolve(source, filesystem=None, storage_options=None):
         try:
             fs, path = fsspec.core.url_to_fs(source, **(storage_options or {}))
         except ImportError as e:       # the protocol's backend (aiohttp, s3fs, gcsfs...)
-            proto = source.split("://")[0]
-            raise MissingDependencyError(f"reading {proto}:// URLs needs fsspec's backend for "
-                                         f"them: {e} ({_INSTALL} installs those of http, "
-                                         f"https and s3)") from None
-        return fs, path, source
-    if storage_options:
+            raise MissingDependencyError(f"reading {source.split('://')[0]}:// URLs needs "
+                                         f"fsspec's backend for them: {e} ({_INSTALL} installs "
+                                         f"those of http, https and s3)") from None
+        url = source
+    elif storage_options:
         raise TypeError("give either filesystem= or storage_options= (the options of a "
                         "filesystem made from a URL), not both")
-    if not isinstance(filesystem, fsspec.AbstractFileSystem):
+    elif not isinstance(filesystem, fsspec.AbstractFileSystem):
         raise TypeError(f"filesystem= takes an fsspec filesystem (or a pyarrow.fs.FileSystem), "
                         f"not {type(filesystem).__name__}")
-    path = filesystem._strip_protocol(source)
-    return filesystem, path, filesystem.unstrip_protocol(path)
+    else:
+        fs, path = filesystem, filesystem._strip_protocol(source)
+        url = fs.unstrip_protocol(path)
+    remote_process.track(fs)
+    return fs, path, url
 
 
 def _is_local(fs):

@@ -5,6 +5,13 @@ them (in a forked child their event loop is the parent's, and fsspec refuses it:
 fork-safe"), so a source used in another process takes a copy of its filesystem made there,
 as idv._engines.reopen does for the loaders' filesystems.
 
+A forked child also inherits the parent's filesystems, with their sessions and pooled
+connections: were the child to finalize them (fsspec drops its cache of filesystems in a
+child, so its next garbage collection or its exit does), their sockets would be taken out of
+the event loop's epoll set, which the child shares with the parent, and the parent's next
+request on such a connection would wait for an answer it can no longer see, until its
+deadline. So a child keeps the filesystems its parent read with, untouched, for its life.
+
 The requests in flight when the interpreter exits (after a Ctrl-C in the middle of a read) are
 cancelled: the interpreter's exit joins idv's reading threads, which would otherwise wait
 for their requests' deadline (a minute by default) against storage that stopped answering.
@@ -15,6 +22,7 @@ import importlib
 import os
 import pickle
 import threading
+import weakref
 
 from idv.errors import RemoteError
 
@@ -22,6 +30,19 @@ _flight = set()           # the asyncio tasks of requests running now (on fsspec
 _lock = threading.Lock()
 _exiting = False
 _hooked = False
+_used = weakref.WeakSet()     # the asynchronous filesystems this process reads with
+_at_fork = []                 # those of the parent while it forks
+_inherited = []               # in a forked child: its parent's, never finalized here
+
+
+def track(fs):
+    """Remember `fs`, an fsspec filesystem idv reads with, for the children this process
+    forks (see the module's docstring)."""
+    if getattr(fs, "async_impl", False):
+        try:
+            _used.add(fs)
+        except TypeError:           # no weak references: nothing to keep from finalizing
+            pass
 
 
 def own(fs, url):
@@ -30,11 +51,13 @@ def own(fs, url):
     if made_in is None or made_in == os.getpid():
         return fs
     try:
-        return pickle.loads(pickle.dumps(fs))
+        copy = pickle.loads(pickle.dumps(fs))
     except Exception as exc:            # noqa: BLE001 - told with its cause
         raise RemoteError(f"{url}: the filesystem was made in another process (this is a "
                           f"forked child) and cannot be copied here: {type(exc).__name__}: "
                           f"{exc}; open the file in this process", url=url) from exc
+    track(copy)
+    return copy
 
 
 def run(fs, request, *args):
@@ -89,3 +112,28 @@ def _hook():
     except (AttributeError, RuntimeError):      # no such hook, or exiting already
         pass
     _hooked = True
+
+
+def _before_fork():
+    _at_fork[:] = list(_used)
+
+
+def _after_fork_in_parent():
+    _at_fork.clear()
+
+
+def _after_fork_in_child():
+    """The parent's filesystems kept here for good, their finalizers (which would close the
+    parent's connections) detached."""
+    for fs in _at_fork:
+        _inherited.append(fs)
+        for ref in weakref.getweakrefs(fs):
+            finalizer = getattr(ref, "__callback__", None)
+            if isinstance(finalizer, weakref.finalize):
+                finalizer.detach()
+    _at_fork.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
