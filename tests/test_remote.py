@@ -453,15 +453,85 @@ def test_pyarrow_filesystem(wide_file):
         assert np.array_equal(f["d4"].read(), cols["d4"])
 
 
-def test_storage_options_reach_the_filesystem(wide_file):
-    """HTTP headers given in storage_options arrive at the server."""
+_TAKE_URL = {
+    "read": lambda url, **kw: idv.read(url, columns=["i1"], **kw)["i1"][:2].tolist(),
+    "open": lambda url, **kw: _closing(idv.open(url, **kw), lambda f: f["i1"][:2].tolist()),
+    "dataset": lambda url, **kw: idv.dataset([url], **kw).read(["i1"])["i1"][:2].tolist(),
+    "verify": lambda url, **kw: idv.verify(url, **kw).ok,
+}
+
+
+def _closing(f, use):
+    with f:
+        return use(f)
+
+
+@pytest.mark.parametrize("entry", sorted(_TAKE_URL))
+def test_storage_options_reach_the_filesystem(wide_file, entry):
+    """HTTP headers given in storage_options arrive at the server, whichever entry point
+    takes the URL."""
     path, data, cols = wide_file
     seen = []
     with RangeServer({"/wide.idv": data}) as srv:
         srv.on_request = seen.append
-        idv.read(srv.url("/wide.idv"), columns=["i1"],
-                 storage_options={"headers": {"X-Idv-Test": "yes"}})
+        got = _TAKE_URL[entry](srv.url("/wide.idv"),
+                               storage_options={"headers": {"X-Idv-Test": "yes"}})
+    assert got is True if entry == "verify" else got == cols["i1"][:2].tolist()
     assert seen and all(h.get("X-Idv-Test") == "yes" for h in seen)
+
+
+@pytest.mark.parametrize("entry", sorted(_TAKE_URL))
+def test_every_entry_point_takes_timeout_and_filesystem(wide_file, entry):
+    """timeout= bounds each request of every entry point that takes a URL (a server that
+    stopped answering is an idv.RemoteTimeoutError within it), and filesystem= names the
+    filesystem a path is in."""
+    import fsspec
+    path, data, cols = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        srv.stall_seconds, srv.mode = 30, "stall"
+        t0 = time.perf_counter()
+        with pytest.raises(idv.RemoteTimeoutError, match="within 1 s"):
+            _TAKE_URL[entry](srv.url("/wide.idv"), timeout=1)
+        assert time.perf_counter() - t0 < 15
+    fs = fsspec.filesystem("memory")
+    fs.pipe(f"/idv-entry-{entry}/wide.idv", data)
+    got = _TAKE_URL[entry](f"/idv-entry-{entry}/wide.idv", filesystem=fs)
+    assert got is True if entry == "verify" else got == cols["i1"][:2].tolist()
+
+
+def test_zip_entries_takes_where_and_how_long_as_every_entry_point_does(wide_file, tmp_path):
+    """idv.zip_entries lists a model zip at a URL, within timeout= (a stalled server is an
+    idv.RemoteTimeoutError), in a filesystem= given, and refuses storage_options= beside a
+    local path as idv.open does."""
+    import fsspec
+    import zipfile
+    _, data, _ = wide_file
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("Model/Schema.idv", data)
+    zipped = buf.getvalue()
+    (tmp_path / "m.zip").write_bytes(zipped)
+    with RangeServer({"/m.zip": zipped}) as srv:
+        assert [e.name for e in idv.zip_entries(srv.url("/m.zip"), timeout=5)] == \
+            ["Model/Schema.idv"]
+        srv.stall_seconds, srv.mode = 30, "stall"
+        with pytest.raises(idv.RemoteTimeoutError, match="within 1 s"):
+            idv.zip_entries(srv.url("/m.zip"), timeout=1)
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/idv-zip-entries/m.zip", zipped)
+    got = idv.zip_entries("/idv-zip-entries/m.zip", filesystem=fs)
+    assert [(e.name, e.num_rows) for e in got] == [("Model/Schema.idv", 200_000)]
+    for call in (idv.zip_entries, idv.open):
+        with pytest.raises(TypeError, match="storage_options= is for URLs"):
+            call(str(tmp_path / "m.zip"), storage_options={"anon": True})
+
+
+def test_verify_of_an_open_file_refuses_options_it_would_ignore(wide_file):
+    path, _, _ = wide_file
+    with idv.open(path) as f:
+        with pytest.raises(TypeError, match="timeout: .* opened with its own"):
+            idv.verify(f, timeout=5)
+        assert idv.verify(f).ok
 
 
 def test_cli_storage_options_reach_the_filesystem(wide_file):

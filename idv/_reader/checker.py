@@ -20,6 +20,7 @@ from idv._reader import block_stats, reader
 from idv._storage import bounds, statistics as S
 from idv._store.block_runs import block_groups
 from idv._resources.budget import MemoryLimitError
+from idv._values.arguments import own_options
 from idv._values.metadata import annotation_size_problem
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv._reader.reader import IdvFile
@@ -213,19 +214,24 @@ class VerifyReport:
 
 
 @_docs.fill
-def verify(source, *, threads=None, backend=None) -> VerifyReport:
+def verify(source, *, threads=None, backend=None, memory_limit=None, filesystem=None,
+           storage_options=None, timeout=None) -> VerifyReport:
     """Check a whole file: decode every block of every column (hidden ones included) and every
     metadata value, parse every lookup table, and check that no two parts of the file overlap.
 
     Problems do not raise: they are listed in the report, a file that cannot be opened as
     one problem of kind ``'file'``. Errors that are not about the file's bytes (a missing
-    file, an unknown backend) raise as in idv.open.
+    file, an unknown backend, storage that does not answer) raise as in idv.open.
 
     Parameters
     ----------
     {source}
     {threads}
     {backend}
+    {memory_limit}
+    {filesystem}
+    {storage_options}
+    {timeout}
 
     Returns
     -------
@@ -236,13 +242,16 @@ def verify(source, *, threads=None, backend=None) -> VerifyReport:
     >>> idv.verify(idv.sample_path()).ok
     True
     """
+    options = dict(threads=threads, backend=backend, memory_limit=memory_limit,
+                   filesystem=filesystem, storage_options=storage_options, timeout=timeout)
     if isinstance(source, IdvFile):
+        own_options(source, options)
         report = VerifyReport()
         _check(source, report)
         return report
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     try:
-        f = reader.open(source, threads=threads, backend=backend, checksums=True)
+        f = reader.open(source, checksums=True, **options)
     except IdvFormatError as e:
         return VerifyReport.for_unopenable(e, path)
     report = VerifyReport(path)

@@ -14,6 +14,7 @@ from typing import List, Optional
 
 from idv import _docs
 from idv._storage import remote
+from idv._storage.remote_options import deadline, refuse_storage_options
 from idv._storage.archive import damaged, idv_members, member_source
 from idv.errors import IdvFormatError, IdvWarning
 from idv._reader.reader import open as open_idv
@@ -41,7 +42,8 @@ class ZipEntry:
 
 
 @_docs.fill
-def zip_entries(path, storage_options=None) -> List[ZipEntry]:
+def zip_entries(path, storage_options=None, *, filesystem=None,
+                timeout=None) -> List[ZipEntry]:
     """Every IDV stream in a zip archive (an ML.NET model), found by signature (not by name),
     with its schema; only the headers and tables of contents are read.
 
@@ -50,17 +52,21 @@ def zip_entries(path, storage_options=None) -> List[ZipEntry]:
     path : str or os.PathLike
         A local path or a URL.
     {storage_options}
+    {filesystem}
+    {timeout}
 
     Returns
     -------
     list of ZipEntry
     """
     path = os.fspath(path)
-    if remote.is_remote(path):           # a URL: read by ranges
-        fs, inner, path = remote.resolve(path, storage_options=storage_options)
+    timeout = deadline(timeout)
+    if remote.is_remote(path, filesystem):           # a URL: read by ranges
+        fs, inner, path = remote.resolve(path, filesystem, storage_options)
         with damaged(path):
-            opened = remote.open_zip(fs, inner)
+            opened = remote.open_zip(fs, inner, timeout)
     else:
+        refuse_storage_options(path, storage_options)
         with damaged(path):
             opened = zipfile.ZipFile(path)
     with opened as z:      # opened once: its directory is read once

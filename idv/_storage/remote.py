@@ -26,8 +26,6 @@ PermissionError, or idv.RemoteError (idv.RemoteTimeoutError for a timeout).
 from __future__ import annotations
 
 import contextlib
-import math
-import numbers
 import os
 import threading
 
@@ -38,9 +36,9 @@ from idv._resources import budget
 from idv._header import HEADER_SIZE
 from idv.errors import MissingDependencyError, RangeNotSupportedError, RemoteError
 from idv._storage.remote_answers import no_size, ranged_body, remote_error, transient
+from idv._storage.remote_options import DEFAULT_TIMEOUT, deadline, refuse_storage_options
 from idv._storage.remote_version import Version
 
-DEFAULT_TIMEOUT = 60.0      # seconds one request may take (a range is at most MAX_REQUEST)
 TAIL_GUESS = (4 << 10, 64 << 10)   # bytes read from the end at open: 1/512 of the file, within
 TAIL_FRACTION = 512                # these bounds (see tail_guess)
 HOLE_BYTES = 8 << 10        # ranges this close are fetched as one (docs/remote.md) ...
@@ -72,9 +70,7 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None, memory
     `memory_limit`, idv.open's, bounds a zip entry's inflating and a file fetched whole."""
     timeout = deadline(timeout)
     if not is_remote(source, filesystem):
-        if storage_options:
-            raise TypeError("storage_options= is for URLs (s3://..., https://...); "
-                            f"{source!r} is not one")
+        refuse_storage_options(source, storage_options)
         return local.open_source(source, memory_limit)
     if filesystem is not None and type(filesystem).__module__.startswith("pyarrow"):
         if storage_options:
@@ -97,18 +93,6 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None, memory
     src = local.open_source(archive.entry_in(*zipped, memory_limit))
     src.name = url
     return src
-
-
-def deadline(timeout):
-    """The seconds a request may take: `timeout` (None: DEFAULT_TIMEOUT), checked."""
-    if timeout is None:
-        return DEFAULT_TIMEOUT
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
-        raise TypeError(f"timeout= takes a number of seconds (or None), not {timeout!r}")
-    if not 0 < timeout < math.inf:
-        raise ValueError(f"timeout= must be a positive, finite number of seconds, not "
-                         f"{timeout!r}")
-    return float(timeout)
 
 
 def _ranged(fs, path, url, timeout, idv=True, memory_limit=None):
