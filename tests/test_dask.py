@@ -304,6 +304,46 @@ def test_a_failed_partition_leaves_no_data_set(client, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(["sub", idv._storage.staging.MANIFEST])
 
 
+def test_compute_false_writes_when_computed_and_a_failed_write_leaves_nothing(client,
+                                                                               tmp_path):
+    """to_idv(compute=False) touches nothing until its delayed is computed (one never
+    computed leaves no trace); computed, it writes the parts. A partition that fails to be
+    written (a value its column cannot hold) removes the job's staging folder itself, as no
+    driver waits on the delayed; and a commit after that abort is refused."""
+    df = pd.DataFrame({"x": np.arange(1000, dtype=np.int32),
+                       "t": [f"r{i}" for i in range(1000)]})
+    out = tmp_path / "parts"
+    idv.dask.to_idv(dd.from_pandas(df, npartitions=4), f"{out}/", compute=False)
+    assert not out.exists()
+    later = idv.dask.to_idv(dd.from_pandas(df, npartitions=4), f"{out}/", compute=False)
+    assert not out.exists()
+    written = later.compute()
+    assert len(written) == 4
+    with idv.dataset(str(out)) as ds:
+        assert ds.read(["x"])["x"].tolist() == list(range(1000))
+    def unwritable(p):      # partition 9: a text column holding a dict
+        if len(p) and p["x"].iloc[0] == 900:
+            p = p.assign(t=np.array([{"not": "text"}] * len(p), dtype=object))
+        return p
+    bad = dd.from_pandas(df, npartitions=10).map_partitions(unwritable, meta=df.iloc[:0])
+    failing = idv.dask.to_idv(bad, f"{tmp_path}/bad/", compute=False)
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises((TypeError, ValueError), match="partition 9"):
+        failing.compute()
+    _idle(client)
+    deadline = time.monotonic() + TIMEOUT
+    while (tmp_path / "bad").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not (tmp_path / "bad").exists()
+    from idv._storage.staging import Staging
+    job = Staging(tmp_path / "c")
+    job.start()
+    job.abort()
+    with pytest.raises(RuntimeError, match="aborted"):
+        job.commit([])
+    assert not (tmp_path / "c").exists()
+
+
 def test_a_task_finishing_after_an_abort_removes_what_it_wrote(tmp_path):
     """A partition still being written when another fails: the abort may run while its file
     is half-written (the staging folder, and the output directory the job made, cannot be

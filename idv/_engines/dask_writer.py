@@ -70,17 +70,30 @@ def to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs)
     if partition_by is not None:
         from idv._writer.tables import check_keys
         check_keys(list(ddf.columns), partition_by)
-    staging.start()
+    if compute:
+        staging.start()
+        started = staging
+    else:       # nothing on disk until the graph runs, and nothing left if it never does
+        started = dask.delayed(_started, pure=False)(staging)
     write = dask.delayed(_write_partition, pure=False)
-    tasks = [write(d, staging, i, writer_kwargs, partition_by) for i, d in enumerate(parts)]
+    tasks = [write(d, started, i, writer_kwargs, partition_by) for i, d in enumerate(parts)]
     # every partition written: the parts moved in together
-    together = dask.delayed(staging.commit, pure=False)(tasks)
+    together = dask.delayed(_commit, pure=False)(started, tasks)
     if not compute:
         return together
     try:
         return together.compute()
     finally:
         staging.abort()
+
+
+def _started(staging):
+    staging.start()
+    return staging
+
+
+def _commit(staging, results):
+    return staging.commit(results)
 
 
 def _write_partition(df, staging, task, writer_kwargs, partition_by=None):
@@ -94,12 +107,19 @@ def _write_partition(df, staging, task, writer_kwargs, partition_by=None):
                 with convert.writer(path) as w:
                     w.write_batch(convert.columns(frame, 0))
         return write
-    if partition_by is None:
-        return staging.write(task, writing(df))
-    from idv._writer.tables import split
-    _, groups = split(df, partition_by)
-    return [staging.write_named(f"{folder}/{staging.name(task)}", writing(rows))
-            for folder, rows in groups]
+    try:
+        if partition_by is None:
+            return staging.write(task, writing(df))
+        from idv._writer.tables import split
+        _, groups = split(df, partition_by)
+        return [staging.write_named(f"{folder}/{staging.name(task)}", writing(rows))
+                for folder, rows in groups]
+    except BaseException:
+        # the job fails with this task (dask runs no step on failure, and with compute=False
+        # no driver waits for it): the staging folder goes now, and the parts of tasks
+        # still running as they finish (Staging.settle)
+        staging.abort()
+        raise
 
 
 def client_in_use():

@@ -148,6 +148,9 @@ class Staging:
         staging folder and, with ``replace``, the files of the old list; returns the paths of the
         files, in the order of `results`. A failure before the list is published leaves the
         directory as it was (the module's docstring says how)."""
+        if not os.path.exists(os.path.join(self.dir, LIVE)):
+            raise RuntimeError(f"{self.path}: the job was aborted (one of its tasks failed) "
+                               f"before its commit; the directory is as it was")
         names = [os.path.normpath(n) for r in results if r is not None
                  for n in ([r] if isinstance(r, (str, os.PathLike)) else r)]
         had = read_manifest(self.path) is not None
