@@ -232,7 +232,7 @@ def test_from_arrow_plain_table():
 @pytest.mark.parametrize("table,match", [
     (lambda: pa.table({"x": pa.array([1, None])}), "row 1: null"),
     (lambda: pa.table({"x": pa.array(["a", None])}), "row 1: null"),
-    (lambda: pa.table({"x": pa.array([[1], None])}), "row 1: a null vector"),
+    (lambda: pa.table({"x": pa.array([[1], None])}), "row 1: a missing vector"),
     (lambda: pa.table({"x": pa.array([None, None])}), "only nulls"),
     (lambda: pa.table({"x": pa.array([1], pa.decimal128(5, 2))}), "cast it to float64"),
     (lambda: pa.table({"x": pa.array([[[1]]])}), "nested lists"),
@@ -722,13 +722,58 @@ def test_write_dataframe_overrides(tmp_path):
     (lambda: pd.DataFrame({"v": [[1, "b"], [2]]}), r"mixed .*\(int at item 0, str at item 1\)"),
     (lambda: pd.DataFrame({"v": [["a"], [1, 2]]}), "mixed .*str at item 0, int at item 1"),
     (lambda: pd.DataFrame({"v": pd.Series([[[1, 2], [3]], [[4]]], dtype=object)}),
-     r"column 'v' row 0: lists of different lengths inside a row"),
+     r"column 'v': lists inside a vector \(a list at item 0\)"),
     (lambda: pd.DataFrame({"p": pd.period_range("2020-01", periods=2, freq="M")}),
      "no ML.NET type"),
 ])
 def test_from_pandas_refuses(frame, match):
     with pytest.raises((ValueError, TypeError), match=match):
         idv.write(io.BytesIO(), frame())
+
+
+_LIST_COLUMNS = [       # rows as lists -> (the type, the rows read back), or the error
+    ([[1, 2], []], (idv.Vector(idv.Int64), [[1, 2], []])),
+    ([[1.5], [2, 3]], (idv.Vector(idv.Double), [[1.5], [2.0, 3.0]])),
+    ([[True], [False, True]], (idv.Vector(idv.Boolean), [[True], [False, True]])),
+    ([["a"], ["b", "é"]], (idv.Vector(idv.Text), [["a"], ["b", "é"]])),
+    ([[1, 2**63 + 1], [3]], (idv.Vector(idv.UInt64), [[1, 2**63 + 1], [3]])),
+    ([np.array([1, 2]), np.array([3])], (idv.Vector(idv.Int64), [[1, 2], [3]])),
+    ([[1, 2], [3, 4]], (idv.Vector(idv.Int64, 2), [[1, 2], [3, 4]])),
+    ([[1], None], (ValueError, "row 1: a missing vector")),
+    ([[1], float("nan")], (ValueError, "row 1: a missing vector")),
+    ([[1], 5], (TypeError, "row 1: expected a sequence of items")),
+    ([[1, "b"], [2]], (TypeError, r"mixed .*\(int at item 0, str at item 1\)")),
+    ([[[1], [2]], [[3]]], (TypeError, r"lists inside a vector \(a list at item 0\)")),
+]
+
+
+@pytest.mark.parametrize("rows,expected", _LIST_COLUMNS, ids=lambda v: None)
+@pytest.mark.parametrize("given", ["list", "object array", "pandas"])
+def test_a_column_of_lists_means_one_thing_however_it_is_given(rows, expected, given):
+    """Rows as lists (of any lengths: a variable-size vector, as pandas, Arrow and polars
+    make them; of one length: a fixed size) are inferred alike from a list, a 1-d object
+    array of them and a pandas column: the same type, the same values exactly, the same
+    refusal."""
+    def write(buf):
+        if given == "list":
+            idv.write(buf, {"v": rows})
+        elif given == "pandas":
+            idv.write(buf, pd.DataFrame({"v": pd.Series(rows, dtype=object)}))
+        else:
+            arr = np.empty(len(rows), object)
+            for i, r in enumerate(rows):
+                arr[i] = r
+            idv.write(buf, {"v": arr})
+    buf = io.BytesIO()
+    if isinstance(expected[0], type) and issubclass(expected[0], Exception):
+        with pytest.raises(expected[0], match=expected[1]):
+            write(buf)
+        return
+    write(buf)
+    with idv.open(buf.getvalue()) as f:
+        assert f["v"].type == expected[0]
+        got = f["v"].read()
+    assert [[x for x in np.asarray(r).tolist()] for r in got] == expected[1]
 
 
 def test_from_pandas_shapes():

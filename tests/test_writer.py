@@ -503,7 +503,6 @@ def test_file_object_truncated_on_failure():
 # ---------------------------------------------------------------------------------------------
 
 BAD_INPUTS = [
-    ("ragged list", {"v": [[1, 2], [3]]}, None, ValueError, r"'v'.*row 1"),
     ("lengths disagree", {"a": [1, 2], "b": [1, 2, 3]}, None, ValueError, r"'a': 2.*'b': 3"),
     ("complex", {"c": np.zeros(2, complex)}, None, TypeError, r"'c'.*complex"),
     ("mixed objects", {"m": obj(["a", 1])}, None, TypeError, r"'m'.*mixed"),

@@ -67,8 +67,16 @@ def row_length(x, where, i):
         return x.size
     if isinstance(x, (list, tuple)):
         return len(x)
-    raise TypeError(f"{where} row {i}: expected a sequence of items (a vector), got "
-                    f"{type(x).__name__}")
+    not_a_vector(f"{where} row {i}", x)
+
+
+def not_a_vector(place, x):
+    """The error for `x` at `place`, a row of a column of vectors, whatever the data came in:
+    a missing value (None, NaN, pandas' NA, an Arrow null) a ValueError, else a TypeError."""
+    if is_missing(x):
+        raise ValueError(f"{place}: a missing vector ({x!r}); ML.NET's vectors have no missing "
+                         f"value: use an empty list for no items (a variable-size vector)")
+    raise TypeError(f"{place}: expected a sequence of items (a vector), got {type(x).__name__}")
 
 
 def flatten_rows(rows, where, row0=0):
@@ -85,8 +93,7 @@ def flatten_rows(rows, where, row0=0):
         elif isinstance(r, (list, tuple)):
             flat.extend(r)
         else:
-            raise TypeError(f"{where} row {row0 + i}: expected a sequence of items (a vector), "
-                            f"got {type(r).__name__}")
+            not_a_vector(f"{where} row {row0 + i}", r)
     if flat and all(type(x) is str for x in flat):
         return object_array(flat)
     try:
@@ -207,12 +214,6 @@ def _infer_objects(arr, where, allow_rows):
         return T.Text, None
     if allow_rows and any(is_rowlike(arr[i]) for i in range(min(len(arr), _ROWLIKE_SAMPLE))):
         lengths = [row_length(x, where, i) for i, x in enumerate(arr)]
-        if len(set(lengths)) > 1:
-            a = lengths[0]
-            b = next(i for i, n in enumerate(lengths) if n != a)
-            raise ValueError(f"{where}: ragged rows (row 0 has {a} items, row {b} has "
-                             f"{lengths[b]}); pass an idv.Ragged or types=idv.Vector(item) for "
-                             f"variable-size vectors")
         flat = flatten_rows(arr, where)
         # arrays of one shape of 2 dimensions or more keep it, as a numpy array of them does;
         # of several shapes, one of them 2-d or more, no shape is the column's
@@ -221,6 +222,8 @@ def _infer_objects(arr, where, allow_rows):
             a, b = sorted(shapes, key=str)[:2]
             raise ValueError(f"{where}: rows of different shapes ({a} and {b}); give them one "
                              f"shape, or flatten them")
+        if len(set(lengths)) > 1:   # a variable-size vector, as pandas, Arrow, polars make them
+            return T.Vector(_item_of(flat, where)), None
         dims = shapes.pop() if len(shapes) == 1 else None
         dims = dims if dims is not None and len(dims) > 1 else (lengths[0],)
         return T.Vector(_item_of(flat, where), *dims), flat.reshape(len(arr), *dims)
@@ -249,6 +252,11 @@ def _infer_objects(arr, where, allow_rows):
         return T.TimeSpan, None
     if all(type(x) is _dt.date for x in arr):      # midnight, as pandas' dates are written
         return T.DateTime, None
+    if not allow_rows and any(is_rowlike(x) for x in arr):
+        i = next(i for i, x in enumerate(arr) if is_rowlike(x))
+        raise TypeError(f"{where}: lists inside a vector (a {type(arr[i]).__name__} at item "
+                        f"{i}): ML.NET's vectors hold items, not lists; flatten the rows, or "
+                        f"give them one shape as numpy arrays (a multi-dimensional vector)")
     desc = ", ".join(f"{k} at {'row' if allow_rows else 'item'} {i}" for k, i in kinds.items())
     raise TypeError(f"{where}: mixed or unsupported objects ({desc}) have no ML.NET type")
 

@@ -20,6 +20,7 @@ from idv._values.arrow_types import (KEY_VALUES_KEY, METADATA_KEY, TYPE_KEY, arr
                                      key_values_to_arrow, numpy_view, storage_type)
 from idv._values.time_zones import SOURCE_TYPE, source_type
 from idv.errors import Where
+from idv._values.infer import not_a_vector
 from idv._values.vectors import Ragged
 from idv._writer.arrow_items import (filled_text, first_null, items_from_arrow, no_nulls,
                                       utf8_from_arrow)
@@ -199,8 +200,7 @@ class _FieldToIdv:
         at = arr.type
         if arr.null_count:
             i = first_null(arr)
-            raise ValueError(f"{self.where} row {row0 + i}: a null vector (ML.NET vectors "
-                             f"have no missing value; use an empty list for a variable size)")
+            not_a_vector(f"{self.where} row {row0 + i}", None)
         n = len(arr)
         text = t.item is T.Text and remap is None   # items from Arrow's buffers (Utf8Vectors)
         if pa.types.is_fixed_size_list(at):

@@ -16,7 +16,7 @@ from idv import types as T
 from idv._values.metadata import SCHEMA_ATTR, frame_schema_columns
 from idv._values.time_zones import SOURCE_TYPE, source_type
 from idv.errors import Where, require
-from idv._values.infer import arrow_of, infer_column
+from idv._values.infer import arrow_of, infer_column, not_a_vector
 from idv._values.vectors import Ragged
 from idv._writer.arrow import arrow_column_values, from_arrow
 from idv._writer.missing import ensure_missing_text, missing_value
@@ -42,38 +42,14 @@ def _categorical(pd, s, name, override):
     return raw, (T.Key(raw_type, count=n), {"KeyValues": kv})
 
 
-def _row_size(row, name, i):
-    """The items of row `i` of a column of vectors; TypeError naming it for lists nested
-    unevenly, which numpy cannot size (ML.NET's vectors hold items, not lists)."""
-    try:
-        return np.size(row)
-    except ValueError:
-        raise TypeError(f"column {name!r} row {i}: lists of different lengths inside a row "
-                        f"(ML.NET's vectors hold items, not lists)") from None
-
-
 def _object_values(pd, s, name):
     arr = s.to_numpy(dtype=object)
     first = next((x for x in arr if x is not None and not (isinstance(x, float) and x != x)),
                  None)
     if isinstance(first, (list, tuple, np.ndarray)):
-        bad = [i for i, x in enumerate(arr) if not isinstance(x, (list, tuple, np.ndarray))]
-        if bad:
-            raise TypeError(f"column {name!r} row {bad[0]}: {arr[bad[0]]!r} in a column of "
-                            f"vectors (ML.NET vectors have no missing value)")
-        lengths = {_row_size(x, name, i) for i, x in enumerate(arr)}
-        if len(lengths) > 1:
-            # the item dtype from the non-empty rows (an empty list alone would say float64);
-            # numpy makes text of numbers beside str ([1, "b"]: "1"): rows with str, or of
-            # kinds numpy cannot join, keep their items as objects, judged as a column's are
-            kinds = [np.asarray(x).dtype for x in arr if np.size(x)]
-            try:
-                dtype = np.result_type(*kinds) if kinds and object not in kinds else None
-            except TypeError:
-                dtype = None
-            if dtype is None or dtype.kind in "US":
-                dtype = object
-            return Ragged.from_list(list(arr), dtype=dtype), None
+        for i, x in enumerate(arr):     # rows of any lengths: inferred as a list's are
+            if not isinstance(x, (list, tuple, np.ndarray)):
+                not_a_vector(f"column {name!r} row {i}", x)
         return list(arr), None
     dto = ticks.aware_objects(arr, Where(f"column {name!r}"))
     if dto is not None:
