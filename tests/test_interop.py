@@ -233,7 +233,7 @@ def test_from_arrow_plain_table():
     (lambda: pa.table({"x": pa.array([1, None])}), "row 1: null"),
     (lambda: pa.table({"x": pa.array(["a", None])}), "row 1: null"),
     (lambda: pa.table({"x": pa.array([[1], None])}), "row 1: a missing vector"),
-    (lambda: pa.table({"x": pa.array([None, None])}), "only nulls"),
+    (lambda: pa.table({"x": pa.array([None, None])}), "only missing values"),
     (lambda: pa.table({"x": pa.array([1], pa.decimal128(5, 2))}), "cast it to float64"),
     (lambda: pa.table({"x": pa.array([[[1]]])}), "nested lists"),
     (lambda: pa.table({"x": pa.array([], pa.string()).dictionary_encode()}), "empty dictionary"),
@@ -774,6 +774,72 @@ def test_a_column_of_lists_means_one_thing_however_it_is_given(rows, expected, g
         assert f["v"].type == expected[0]
         got = f["v"].read()
     assert [[x for x in np.asarray(r).tolist()] for r in got] == expected[1]
+
+
+_DAY = dt.datetime(2020, 1, 2)
+_MISSING_INFERRED = [      # values with a missing one -> (the type, the values read), or the error
+    ([1, None, 3], (idv.Double, [1.0, "nan", 3.0])),
+    ([1.5, None], (idv.Double, [1.5, "nan"])),
+    ([1, pd.NA], (idv.Double, [1.0, "nan"])),
+    ([True, None], (ValueError, "row 1: None, but Boolean has no missing value")),
+    ([_DAY, None], (ValueError, "row 1: None, but DateTime has no missing value")),
+    ([None, None], (TypeError, "a column of only missing values")),
+    (["a", None], (ValueError, "row 1: None, but Text has no missing value")),
+]
+
+
+def _readable(values):
+    return ["nan" if isinstance(x, float) and x != x else x for x in values]
+
+
+@pytest.mark.parametrize("values,expected", _MISSING_INFERRED, ids=lambda v: None)
+@pytest.mark.parametrize("given", ["list", "object array", "pandas"])
+def test_a_missing_value_means_one_thing_however_it_is_given(values, expected, given):
+    """None, NaN or pandas' NA among values: numbers beside it are Double, it their NaN (as
+    numpy and pandas make [1, nan]); any other type refuses it, naming the row, the same from
+    a list, an object array and a pandas column of objects."""
+    data = {"list": values, "object array": np.array(values, dtype=object),
+            "pandas": pd.DataFrame({"v": pd.Series(values, dtype=object)})}[given]
+    buf = io.BytesIO()
+    if isinstance(expected[0], type) and issubclass(expected[0], Exception):
+        with pytest.raises(expected[0], match=expected[1]):
+            idv.write(buf, data if given == "pandas" else {"v": data})
+        return
+    idv.write(buf, data if given == "pandas" else {"v": data})
+    with idv.open(buf.getvalue()) as f:
+        assert f["v"].type == expected[0]
+        assert _readable(f["v"].read().tolist()) == expected[1]
+
+
+_MISSING_TYPED = [          # a type given -> what a missing value becomes, or the error
+    (idv.Double, pa.float64(), [1.5, "nan"]),
+    (idv.Single, pa.float32(), [1.5, "nan"]),
+    (idv.Boolean, pa.bool_(), "Boolean has no missing value"),
+    (idv.Int64, pa.int64(), "Int64 has no missing value"),
+    (idv.DateTime, pa.timestamp("us"), "DateTime has no missing value"),
+]
+
+
+@pytest.mark.parametrize("t,arrow_type,expected", _MISSING_TYPED, ids=str)
+@pytest.mark.parametrize("given", ["list", "arrow"])
+def test_a_missing_value_given_a_type_means_one_thing(t, arrow_type, expected, given):
+    """With the column's type given, a missing value (None, an Arrow null) is that type's
+    missing value (NaN) or refused with the same message, from a list and from
+    Arrow."""
+    first = {idv.Boolean: True, idv.DateTime: _DAY}.get(t, 1.5 if arrow_type in (
+        pa.float64(), pa.float32()) else 1)
+    if given == "arrow":
+        data = pa.table({"v": pa.array([first, None], arrow_type)})
+    else:
+        data = {"v": [first, None]}
+    buf = io.BytesIO()
+    if isinstance(expected, str):
+        with pytest.raises(ValueError, match=f"row 1: .*, but {expected}"):
+            idv.write(buf, data, types={"v": t})
+        return
+    idv.write(buf, data, types={"v": t})
+    with idv.open(buf.getvalue()) as f:
+        assert _readable(f["v"].read().tolist()) == expected
 
 
 def test_from_pandas_shapes():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv._values import ticks
+from idv._values.infer import only_missing
 from idv import types as T
 from idv.errors import require
 
@@ -330,8 +331,7 @@ def infer_item(pa, at, where):
     if pa.types.is_decimal(at):
         raise TypeError(f"{where}: {at} has no ML.NET type; cast it to float64 (Double) first")
     if pa.types.is_null(at):
-        raise TypeError(f"{where}: a column of only nulls has no ML.NET type; give it one "
-                        f"(types=...)")
+        only_missing(where)
     raise TypeError(f"{where}: Arrow type {at} has no ML.NET type")
 
 

@@ -237,6 +237,11 @@ def _infer_objects(arr, where, allow_rows):
     at = Where(str(where)) if allow_rows else (lambda i: f"{where} item {i}")
     if len(arr) and all(isinstance(x, numbers.Integral) for x in arr):
         return _int_type(arr, at), None
+    missing = np.fromiter((is_missing(x) for x in arr), bool, len(arr))
+    if 0 < missing.sum() < len(arr):
+        return _type_beside_missing(arr[~missing], where), None
+    if len(arr) and missing.all():
+        only_missing(where)
     if conv is not None and conv.dtype == object and all(
             isinstance(x, (numbers.Integral, float, np.floating)) for x in arr):
         return T.Double, None      # big ints among floats: refused unless Double holds them
@@ -259,6 +264,23 @@ def _infer_objects(arr, where, allow_rows):
                         f"give them one shape as numpy arrays (a multi-dimensional vector)")
     desc = ", ".join(f"{k} at {'row' if allow_rows else 'item'} {i}" for k, i in kinds.items())
     raise TypeError(f"{where}: mixed or unsupported objects ({desc}) have no ML.NET type")
+
+
+def only_missing(where):
+    """TypeError: a column of only missing values, from which no type can be told."""
+    raise TypeError(f"{where}: a column of only missing values (None, NaN or nulls) has no "
+                    f"ML.NET type; give it one (types=...)")
+
+
+def _type_beside_missing(present, where):
+    """The type of a column of objects whose missing values (None, NaN, pandas' NA) are
+    set aside: numbers beside them are Double, as numpy and pandas make ``[1, nan]``, their
+    missing values its NaN; any other type is that of the values present, and its conversion
+    refuses a missing value, naming its row (only Single, Double, keys and Text hold one)."""
+    t, _ = _infer_objects(present, where, allow_rows=False)
+    if t is not T.Boolean and np.dtype(getattr(t, "dtype", object)).kind in "iuf":
+        return T.Double
+    return t
 
 
 def infer_metadata_type(value, where):

@@ -404,7 +404,24 @@ def convert_items(item, arr, where):
         arr = arr.reshape(-1)
     if isinstance(item, T.Key):
         return _to_key(arr, item, where)
+    if arr.dtype == object and item is not T.Text:
+        arr = _missing_as_nan(arr, item, where)
     convert = _CONVERT.get(item)
     if convert is not None:
         return convert(arr, where)
     return _to_number(arr, item, where)
+
+
+def _missing_as_nan(arr, item, where):
+    """The missing values among objects (None, NaN, pandas' NA) as `item` holds one: NaN in
+    Single and Double; any other type (keys and Text have their own rules) refuses it, naming
+    its row and the types that hold one, as for an Arrow null."""
+    missing = [i for i, x in enumerate(arr.tolist()) if is_missing(x)]
+    if not missing:
+        return arr
+    if item in (T.Single, T.Double):
+        arr = arr.copy()
+        arr[missing] = np.nan
+        return arr
+    i = missing[0]
+    missing_value(where(i), item, repr(arr[i]))
