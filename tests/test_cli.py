@@ -1371,6 +1371,10 @@ def test_messages_quoting_the_input_reach_the_terminal_escaped(tmp_path):
     rc, out, err = run("info", d, "--skip-bad-files", check_rc=0)
     assert err.startswith("idv: warning: ") and err.count("\n") == 1, err
     assert "b\\x1b[2J.idv" in err and "\x1b" not in err
+    rc, out, err = run("info", d)       # without it: the file, and the option that skips it
+    assert (rc, out) == (1, "")
+    assert_one_line_error(err, "b\\x1b[2J.idv", "(one of the dataset's 2 files: "
+                          "--skip-bad-files leaves out those that cannot be opened")
 
 
 # ---------------------------------------------------------------- standard streams

@@ -432,6 +432,11 @@ def test_a_corrupt_file_among_many_names_itself_and_can_be_skipped(tmp_path):
     with pytest.raises(idv.IdvFormatError) as e:
         idv.dataset(tmp_path / "d")
     assert e.value.path == bad and str(e.value).startswith(bad)
+    assert str(e.value).endswith("(one of the dataset's 4 files: on_bad_file='skip' leaves out "
+                                 "those that cannot be opened, with a warning)")
+    with pytest.raises(idv.IdvFormatError) as e:       # one file: nothing to leave out
+        idv.dataset([bad])
+    assert "on_bad_file" not in str(e.value)
     with pytest.warns(idv.IdvWarning) as caught:
         ds = idv.dataset(tmp_path / "d", on_bad_file="skip")
     assert len(caught) == 1

@@ -122,6 +122,10 @@ class Dataset(reads.SourceReads):
                 if isinstance(f, (IdvFormatError, OSError)):
                     if isinstance(f, IdvFormatError):
                         f.locate(path=path)
+                        if on_bad_file == "raise" and len(paths) > 1:
+                            f.reason += (f" (one of the dataset's {len(paths)} files: "
+                                         f"on_bad_file='skip' leaves out those that cannot "
+                                         f"be opened, with a warning)")
                     if on_bad_file == "raise":
                         raise f
                     self.skipped.append((path, f))

@@ -209,8 +209,8 @@ def open_dataset(sources, args):
                        else "raise", threads=args.threads, backend=args.backend)
     except KeyError as e:                # a column the files do not have
         raise CliError(e.args[0], EXIT_USAGE) from None
-    except IdvFormatError:               # names its file
-        raise
+    except IdvFormatError as e:          # names its file
+        raise CliError(str(e).replace("on_bad_file='skip'", "--skip-bad-files")) from None
     except ValueError as e:              # the files' schemas differ
         raise CliError(str(e).replace("schema='common'", "--schema common")) from None
     except OSError as e:
