@@ -344,6 +344,44 @@ def test_compute_false_writes_when_computed_and_a_failed_write_leaves_nothing(cl
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.parametrize("bad,match", [
+    ("oops", r"column 'x' row 25: 'oops' \(str\) is not a number"),    # refused by the Writer
+    (None, r"column 'x' row 25: None, but Int64 has no missing value"),  # by the conversion
+], ids=["writer", "conversion"])
+def test_one_file_names_a_refused_value_by_its_row_in_the_file(client, tmp_path, bad, match):
+    """to_idv into one file: a value refused in partition 2 (rows 20-29) is named by its row
+    in the file, whichever layer refuses it."""
+    parts = [pd.DataFrame({"x": np.arange(10 * i, 10 * i + 10)}) for i in range(3)]
+    parts[2] = parts[2].astype(object)
+    parts[2].loc[5, "x"] = bad
+    import dask
+    ddf = dd.from_delayed([dask.delayed(lambda d: d)(p) for p in parts], meta=parts[0],
+                          verify_meta=False)
+    with pytest.raises((TypeError, ValueError), match=match):
+        idv.dask.to_idv(ddf, tmp_path / "one.idv")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_task_failing_after_the_job_was_aborted_leaves_the_error_to_the_first(tmp_path):
+    """A partition whose write fails because another task already failed and aborted the
+    job (its staging folder removed under it) returns quietly: the job's error is the
+    first task's, not a FileNotFoundError about the staging folder."""
+    from idv._engines.dask_writer import _write_partition
+    from idv._storage.staging import Staging
+    job = Staging(tmp_path / "out")
+    job.start()
+    job.abort()
+    df = pd.DataFrame({"x": np.arange(3, dtype=np.int32)})
+    assert _write_partition(df, job, 0, {}) is None
+    assert not (tmp_path / "out").exists()
+    live = Staging(tmp_path / "live")
+    live.start()
+    bad = pd.DataFrame({"x": np.array([{"a": 1}], dtype=object)})
+    with pytest.raises(TypeError, match="mixed or unsupported"):
+        _write_partition(bad, live, 0, {})
+    assert live.aborted() and not (tmp_path / "live").exists()
+
+
 def test_a_task_finishing_after_an_abort_removes_what_it_wrote(tmp_path):
     """A partition still being written when another fails: the abort may run while its file
     is half-written (the staging folder, and the output directory the job made, cannot be

@@ -286,6 +286,17 @@ def test_a_failed_partitioned_write_names_the_row_of_the_data(tmp_path, form):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_name_or_value_that_reads_like_a_row_is_not_renumbered(tmp_path):
+    """A refused value's row is told by its number in the data; a column named 'row 9' and a
+    text value 'row 0' quoted in the message stay as they are."""
+    data = {"k": ["a", "b", "b"], "row 9": [1, 2, 2**40]}
+    with pytest.raises(ValueError, match=r"^column 'row 9' row 2: 1099511627776 is outside"):
+        idv.write(tmp_path / "a", data, types={"row 9": idv.Int32}, partition_by="k")
+    data = {"k": ["a", "b", "b"], "v": [1.0, 2.0, "row 0"]}
+    with pytest.raises(TypeError, match=r"row 2: 'row 0' \(str\)"):
+        idv.write(tmp_path / "b", data, types={"v": idv.Double}, partition_by="k")
+
+
 def test_dask_to_idv_partition_by_writes_each_partitions_groups(tmp_path):
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")

@@ -115,6 +115,8 @@ def _write_partition(df, staging, task, writer_kwargs, partition_by=None):
         return [staging.write_named(f"{folder}/{staging.name(task)}", writing(rows))
                 for folder, rows in groups]
     except BaseException:
+        if staging.aborted():
+            return None     # another task failed first: its error is the job's, not this one
         # the job fails with this task (dask runs no step on failure, and with compute=False
         # no driver waits for it): the staging folder goes now, and the parts of tasks
         # still running as they finish (Staging.settle)
@@ -165,12 +167,15 @@ def to_file(ddf, text, lookahead, writer_kwargs):
     try:
         row0 = 0
         for i, df in enumerate(_partition_results(ddf, int(lookahead))):
-            with rows_renamed(lambda n, first=row0: first + n):    # the file's row numbers
+            # the partition's rows by their numbers in the file (the Writer numbers its own so)
+            with rows_renamed(lambda n, first=row0: first + n):
                 if writer is None:
                     convert = Converter(df, writer_kwargs)
-                    writer = convert.writer(text)
-                if len(df):
-                    writer.write_batch(convert.columns(df, i))
+                columns = convert.columns(df, i) if len(df) else None
+            if writer is None:
+                writer = convert.writer(text)
+            if columns is not None:
+                writer.write_batch(columns)
             row0 += len(df)
         writer.close()          # (a dask DataFrame has at least one partition)
     except BaseException:

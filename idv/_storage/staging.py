@@ -148,7 +148,7 @@ class Staging:
         staging folder and, with ``replace``, the files of the old list; returns the paths of the
         files, in the order of `results`. A failure before the list is published leaves the
         directory as it was (the module's docstring says how)."""
-        if not os.path.exists(os.path.join(self.dir, LIVE)):
+        if self.aborted():
             raise RuntimeError(f"{self.path}: the job was aborted (one of its tasks failed) "
                                f"before its commit; the directory is as it was")
         names = [os.path.normpath(n) for r in results if r is not None
@@ -229,11 +229,16 @@ class Staging:
             return files
         return plain
 
+    def aborted(self):
+        """Whether the job was aborted (its live mark is gone): a task that fails then failed
+        because of it, or after the job's own failure."""
+        return not os.path.exists(os.path.join(self.dir, LIVE))
+
     def settle(self, staged):
         """After a task wrote `staged`: when the job was aborted meanwhile (a task still
         running when another failed), remove it, the staging folder and the folders start
         made, which the abort may have left behind while the file was being written."""
-        if not os.path.exists(os.path.join(self.dir, LIVE)):
+        if self.aborted():
             with contextlib.suppress(OSError):
                 os.remove(staged)
             with contextlib.suppress(OSError):

@@ -228,8 +228,9 @@ def write_partitioned(dest, data, partition_by, write_one):
         staging.abort()
 
 
-# "row N" in the writer's messages (idv.errors.Where and the frame adapters)
-_ROW = re.compile(r"\brow (\d+)\b")
+# "row N" in the writer's messages (idv.errors.Where and the frame adapters), outside the
+# quoted names and values they hold (a column named 'row 9' is not a row)
+_ROW = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|\brow (\d+)\b""")
 
 
 def _write_part(write_one, path, rows, at):
@@ -249,7 +250,8 @@ def rows_renamed(row, prefix=""):
     except (TypeError, ValueError) as e:
         if type(e) not in (TypeError, ValueError):
             raise
-        text = prefix + _ROW.sub(lambda m: f"row {row(int(m.group(1)))}", str(e))
+        text = prefix + _ROW.sub(lambda m: m.group(1) or f"row {row(int(m.group(2)))}",
+                                 str(e))
         raise type(e)(text).with_traceback(e.__traceback__) from None
 
 
