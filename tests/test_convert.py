@@ -914,18 +914,19 @@ def test_csv_types_check_the_values_as_every_input_does(tmp_path, text, types, s
 
 def test_csv_errors_name_the_column_and_how_to_type_it(tmp_path):
     """pyarrow's parse errors name a CSV column by its number: idv's name it by its header
-    name, and say how to give a type pyarrow inferred (from the first block: a value further
+    name and the value's line (a quoted value may span lines), and say how to give a type
+    pyarrow inferred (from the first block: a value further
     on that does not parse as it); a column asked for that the CSV lacks is named with the
     columns it has."""
     pytest.importorskip("pyarrow.csv", reason="CSV is read by pyarrow")
     src = tmp_path / "in.csv"
-    src.write_text("a,b\n1,2\n3,x\n")
-    with pytest.raises(ValueError, match=r"^CSV column 'b': .*invalid value 'x'$"):
+    src.write_text('a,b\n1,2\n"two\nlines",2\n3,x\n')     # the value refused: line 5
+    with pytest.raises(ValueError, match=r"^CSV column 'b' line 5: .*invalid value 'x'$"):
         idv.convert(src, tmp_path / "out.idv", types={"b": idv.Int32})
     with open(src, "w") as f:                   # 'a' inferred Int64 from the first 16 MiB
         f.write("a,b\n" + "".join(f"{i},{i}\n" for i in range(1_700_000)) + "1.5,3\n")
-    with pytest.raises(ValueError, match=r"CSV column 'a': .*invalid value '1.5'; its type "
-                                         r"was inferred .* \(--types a=TYPE\)"):
+    with pytest.raises(ValueError, match=r"CSV column 'a' line 1700002: .*invalid value '1.5'; "
+                                         r"its type was inferred .* \(--types a=TYPE\)"):
         idv.convert(src, tmp_path / "out.idv")
     with pytest.raises(KeyError, match=r"has no column 'zz' \(its columns: a, b\)"):
         idv.convert(src, tmp_path / "out.idv", columns=["a", "zz"])

@@ -98,7 +98,27 @@ class CsvSource(Source):
             hint = "" if name in self.typed else (
                 f"; its type was inferred from the first {_CSV_BLOCK >> 20} MiB: give it "
                 f"with types= (--types {name}=TYPE)")
-            raise ValueError(f"CSV column {name!r}: {m.group(2)}{hint}") from None
+            line = _line_of(self.args[0], self.args[2].delimiter, int(m.group(1)), m.group(2))
+            raise ValueError(f"CSV column {name!r}{line}: {m.group(2)}{hint}") from None
+
+
+def _line_of(path, delimiter, column, error):
+    """' line N': the line of local CSV file `path` where field `column` holds the value
+    pyarrow's `error` quotes ("invalid value 'x'"), found by reading it again (an error's
+    cost only); '' when that cannot be told."""
+    m = re.search(r"invalid value '(.*)'$", error, re.S)
+    if m is None or not isinstance(path, (str, os.PathLike)):
+        return ""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = csv.reader(f, delimiter=delimiter)
+            next(rows, None)
+            for row in rows:
+                if len(row) > column and row[column] == m.group(1):
+                    return f" line {rows.line_num}"
+    except (OSError, UnicodeDecodeError, csv.Error):
+        pass
+    return ""
 
 
 def _header(path, delimiter):
