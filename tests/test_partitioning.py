@@ -297,6 +297,28 @@ def test_a_name_or_value_that_reads_like_a_row_is_not_renumbered(tmp_path):
         idv.write(tmp_path / "b", data, types={"v": idv.Double}, partition_by="k")
 
 
+@pytest.mark.skipif(not hasattr(os, "writev"), reason="the full disk is simulated in writev")
+def test_a_full_disk_in_a_directory_write_names_the_file_not_its_staging(tmp_path, monkeypatch):
+    """A full disk while a partitioned write stages its files: the OSError names the file
+    the job was writing as it would be in the directory, not the hidden staged copy; the
+    directory is left as it was."""
+    import errno
+
+    from idv._storage import sink
+
+    def full(fd, parts):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))   # as os.writev raises it
+    monkeypatch.setattr(sink, "write_vectored", full)
+    out = tmp_path / "out"
+    with pytest.raises(OSError) as raised:
+        idv.write(out, {"k": ["a", "b"] * 50, "x": np.arange(100.0)}, partition_by="k",
+                  rows_per_block=10)
+    assert raised.value.errno == errno.ENOSPC
+    named = os.path.relpath(raised.value.filename, out)
+    assert named.startswith("k=") and named.endswith(".idv"), raised.value.filename
+    assert not out.exists()
+
+
 def test_dask_to_idv_partition_by_writes_each_partitions_groups(tmp_path):
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")

@@ -166,15 +166,16 @@ def is_temporary(path):
 
 
 @contextlib.contextmanager
-def naming(path):
+def naming(path, stand_in=None):
     """OSErrors raised inside name `path` (the destination as the caller gave it) where they
-    named no file (a full disk's, from a write) or a temporary file (a failed rename's)."""
+    named no file (a full disk's, from a write), a temporary file (a failed rename's) or
+    `stand_in` (where a directory writer stages the file)."""
     try:
         yield
     except OSError as e:
         f = e.filename
         if path is not None and e.strerror and (f is None or isinstance(f, str) and
-                                                is_temporary(f)):
+                                                (is_temporary(f) or f == stand_in)):
             e.filename = path
             del e.filename2             # (None would be shown as "-> None")
         raise

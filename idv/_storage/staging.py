@@ -30,7 +30,7 @@ import os
 import shutil
 import uuid
 
-from idv._storage.sink import fsync_dir
+from idv._storage.sink import fsync_dir, naming
 
 MANIFEST = "_idv_files.json"
 STAGED_SUFFIX = ".idv-staged"
@@ -130,7 +130,8 @@ class Staging:
         ``write(path)`` writes the file `name` (relative to the output directory) where it
         is staged; returns `name`. A task's results for ``commit`` may be a list of them."""
         staged = self.staged(name)
-        write(staged)
+        with naming(os.path.join(self.path, name), staged):     # a full disk's error
+            write(staged)
         self.settle(staged)
         return name
 
