@@ -382,6 +382,24 @@ def test_a_task_failing_after_the_job_was_aborted_leaves_the_error_to_the_first(
     assert live.aborted() and not (tmp_path / "live").exists()
 
 
+def test_the_limit_set_here_holds_in_the_worker_processes(client, tmp_path):
+    """idv.set_memory_limit holds in the cluster's worker processes too, which have none set
+    of their own: a partition whose block is over it is refused there, as a read here is."""
+    path = tmp_path / "big.idv"
+    idv.write(path, {"x": np.arange(20_000, dtype=np.int64)}, rows_per_block=10_000)
+    idv.set_memory_limit(30_000)                 # a block of 'x' decodes to 80 KB
+    try:
+        with pytest.raises(idv.MemoryLimitError, match="over idv's memory limit"):
+            idv.read(path)
+        ddf = idv.dask.read_idv(str(path), columns=["x"])
+        with pytest.raises(Exception, match=r"(?s)MemoryLimitError|over idv's memory limit"):
+            _compute(client, ddf)
+    finally:
+        idv.set_memory_limit(None)
+    assert int(_compute(client, idv.dask.read_idv(str(path), columns=["x"])["x"].sum())) == \
+        sum(range(20_000))
+
+
 def test_a_task_finishing_after_an_abort_removes_what_it_wrote(tmp_path):
     """A partition still being written when another fails: the abort may run while its file
     is half-written (the staging folder, and the output directory the job made, cannot be

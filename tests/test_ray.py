@@ -34,6 +34,19 @@ def _paths(names):
     return [str(fixture(n)) for n in names]
 
 
+def test_the_limit_set_here_holds_in_the_read_tasks(tmp_path):
+    """idv.set_memory_limit holds in Ray's read tasks, in processes that have none set."""
+    path = tmp_path / "big.idv"
+    idv.write(path, {"x": np.arange(20_000, dtype=np.int64)}, rows_per_block=10_000)
+    idv.set_memory_limit(30_000)                 # a block of 'x' decodes to 80 KB
+    try:
+        with pytest.raises(Exception, match="over idv's memory limit"):
+            idv.ray.read_idv(str(path), columns=["x"]).materialize()
+    finally:
+        idv.set_memory_limit(None)
+    assert idv.ray.read_idv(str(path), columns=["x"]).sum("x") == sum(range(20_000))
+
+
 def test_count_sums_and_projection_equal_idv_read():
     paths = _paths(MIXED)
     ds = idv.ray.read_idv(paths)

@@ -17,6 +17,7 @@ import pickle
 import socket
 from typing import NamedTuple, Sequence
 
+from idv._resources import budget
 from idv._values.cells import label_texts
 from idv._values.metadata import usable_key_values
 from idv._reader.dataset import Dataset, expand_sources
@@ -108,7 +109,7 @@ class Reopenable:
                 listed = [(paths[0], opened.num_rows, opened.identity)]
         self.paths = paths
         self.filesystem = fs
-        self.open_kwargs = open_kwargs
+        self.open_kwargs = budget.carried(open_kwargs)
         self.names = None
         self._listed = listed               # (path, rows, identity) of each file, as made
         self._ds = self._pid = None

@@ -104,7 +104,7 @@ class Dataset(reads.SourceReads):
                 else DEFAULT_MAX_OPEN_REMOTE
             whole = DEFAULT_OPEN_WHOLE_BYTES
         self.filesystem = filesystem
-        self.open_kwargs = open_kwargs
+        self.open_kwargs = open_kwargs = budget.carried(open_kwargs)
         self._max_open = ensure_count(max_open_files, "max_open_files", "files")
         self._open = dataset_files.OpenFiles(self._max_open, self._reopen, self._closing,
                                              whole)

@@ -234,7 +234,8 @@ def _now(limit):
 
 
 def set_memory_limit(nbytes):
-    """Set the memory limit of reads of the files opened from now on.
+    """Set the memory limit of reads of the files opened from now on (in this process, and
+    in the workers that open a dataset's files again: Dask's, Ray's, Spark's, a loader's).
 
     Parameters
     ----------
@@ -259,6 +260,15 @@ def limited(nbytes, source):
         yield
     finally:
         _global = before
+
+
+def carried(options):
+    """idv.open's `options` for files opened again in other processes (the workers of Dask,
+    Ray and Spark, a loader's): with the limit idv.set_memory_limit set in this one, unless
+    they give their own, since a worker process has none set."""
+    if options.get("memory_limit") is None and _global is not None:
+        return {**options, "memory_limit": _global}
+    return options
 
 
 def _checked(nbytes):
