@@ -370,6 +370,25 @@ def _flip_rate(data, flips, seed):
     return caught / flips
 
 
+def test_verify_checks_a_file_larger_than_the_memory_limit(tmp_path):
+    """verify decodes within the memory limit, a group of blocks at a time: a file whose
+    column is over the limit is checked whole; a block that is over it alone is a warning
+    (not checked), never an error that stops the check."""
+    path = tmp_path / "big.idv"
+    idv.write(path, {"x": np.arange(400_000, dtype=np.int64)}, rows_per_block=10_000)
+    report = idv.verify(path, memory_limit=300_000)         # the column: 3.2 MB
+    assert report.ok and not report.warnings and report.checked["blocks"] == 40
+    from cli_run import run
+    rc, out, err = run("--memory-limit", "300KB", "verify", path)
+    assert rc == 0 and "OK" in out, err
+    report = idv.verify(path, memory_limit=50_000)          # a block: 80 KB
+    assert report.ok and report.checked["blocks"] == 0 and len(report.warnings) == 40
+    assert all(w.what == "block" and "not checked:" in w.message and "memory limit" in
+               w.message for w in report.warnings)
+    rc, out, err = run("--memory-limit", "50KB", "verify", path, "--strict")
+    assert rc == 1
+
+
 def test_verify_catches_single_bit_flips_past_the_header():
     """>= 99% with checksums (the issue measured 21% without, on files idv wrote)."""
     with_sums = _flip_rate(_written(), 400, 1)

@@ -1489,13 +1489,16 @@ def test_memory_limit_is_an_option_of_every_command(tmp_path):
     for args, shown in ((("--memory-limit", "10KB", "head", path), "10.0 KB"),
                         (("head", path, "--memory-limit", "10000"), "10.0 KB"),
                         (("cat", path, "-f", "csv", "--memory-limit", "10KiB"), "10.2 KB"),
-                        (("verify", path, "--memory-limit", "0.01MB"), "10.0 KB"),
                         (("convert", path, tmp_path / "a.csv", "--memory-limit", "10KB"),
                          "10.0 KB")):
         rc, out, err = run_main(*args)
         assert rc == 1, (args, out, err)
         assert_one_line_error(err, f"over idv's memory limit of {shown}",
                               "on the command line: idv --memory-limit BYTES")
+    # verify: a block over the limit is a part not checked, a warning (an error with --strict)
+    rc, out, err = run_main("verify", path, "--memory-limit", "0.01MB", "--strict")
+    assert rc == 1 and "not checked:" in out and "over idv's memory limit of 10.0 KB" in out, \
+        (out, err)
     assert run_main("--memory-limit", "1MB", "verify", path)[0] == 0
     with idv.open(path) as f:
         assert f.memory_limit >= 1 << 30          # the default again

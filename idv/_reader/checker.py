@@ -350,35 +350,46 @@ def _check_lookup(col, report):
 
 
 def _check_blocks(store, col, table, report, cs=None):
-    """Decode every block, a group at a time; a failing group again block by block, to find
-    each bad block. Returns the number of sound blocks. `cs`: the column's statistics, each
-    block's compared with its values; `store`: the file's BlockStore."""
+    """Decode every block, a group at a time (within the file's memory limit); a failing
+    group again block by block, to find each bad block, and a block whose decoding is over
+    the limit a warning (not checked). Returns the number of sound blocks. `cs`: the column's
+    statistics, each block's compared with its values; `store`: the file's BlockStore."""
     sound = 0
-    for g0, g1 in block_groups(table["raw"].astype("int64"), GROUP_BYTES):
+    group = max(1, min(GROUP_BYTES, int(store.memory_limit) // 2))
+    for g0, g1 in block_groups(table["raw"].astype("int64"), group):
         try:
             values = _decoded(store, col, g0, g1)
             ok = range(g0, g1)
             if cs is not None:
                 for b in ok:
                     _check_statistics(col, cs, b, values[b - g0], report)
-        except IdvFormatError:
-            ok = []
-            for b in range(g0, g1):
-                try:
-                    values, = _decoded(store, col, b, b + 1)
-                    ok.append(b)
-                    if cs is not None:
-                        _check_statistics(col, cs, b, values, report)
-                except IdvFormatError as e:
-                    r0, r1 = col.block_rows(b)
-                    report.problems.append(Finding.from_error(
-                        "block", e, col, block=b, rows=(r0, r1 - 1),
-                        offset=int(table["offset"][b]), size=int(table["disk"][b])))
+        except (IdvFormatError, MemoryLimitError):
+            ok = [b for b in range(g0, g1) if _check_block(store, col, table, b, report, cs)]
         for b in ok:
             report.checked["blocks"] += 1
             report.checked["block_bytes"] += int(table["disk"][b])
         sound += len(ok)
     return sound
+
+
+def _check_block(store, col, table, b, report, cs):
+    """Whether block `b` decodes (its statistics compared); a problem found, or a warning
+    when decoding it alone is over the memory limit."""
+    r0, r1 = col.block_rows(b)
+    try:
+        values, = _decoded(store, col, b, b + 1)
+    except MemoryLimitError as e:
+        report.warnings.append(Finding.about("block", f"not checked: {e}", col, block=b,
+                                             rows=(r0, r1 - 1)))
+        return False
+    except IdvFormatError as e:
+        report.problems.append(Finding.from_error(
+            "block", e, col, block=b, rows=(r0, r1 - 1), offset=int(table["offset"][b]),
+            size=int(table["disk"][b])))
+        return False
+    if cs is not None:
+        _check_statistics(col, cs, b, values, report)
+    return True
 
 
 def _decoded(store, col, b0, b1):
