@@ -46,7 +46,8 @@ def test_missing_entry_and_zip_without_entry_say_what_is_there(tmp_path):
 
 
 @pytest.mark.parametrize("magic, what", [
-    (b"PAR1", "a Parquet file; idv.convert turns it into an .idv"),
+    (b"PAR1", r"a Parquet file; convert it: idv convert FILE OUT.idv --from parquet "
+              r"\(idv.convert\(FILE, OUT, source_format='parquet'\)\)"),
     (None, r"a gzip file; decompress it first \(gunzip\), or pass its bytes"),
     (b"ARROW1\x00\x00", "an Arrow IPC")])
 def test_other_formats_say_what_they_are(tmp_path, magic, what):
@@ -59,6 +60,28 @@ def test_other_formats_say_what_they_are(tmp_path, magic, what):
         sample.write_bytes(gzip.compress(open(idv.sample_path(), "rb").read()))
         with idv.open(gzip.open(sample).read()) as f, idv.open(idv.sample_path()) as g:
             assert f.num_rows == g.num_rows and f.schema == g.schema
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "feather", "csv"])
+def test_the_conversion_a_message_gives_works_whatever_the_file_is_named(tmp_path, fmt):
+    """A Parquet, Feather or CSV file named .idv: the message says how to convert it, and
+    that conversion works although the name says .idv."""
+    pa = pytest.importorskip("pyarrow", reason="Parquet, Feather and CSV are read by pyarrow")
+    p = tmp_path / "data.idv"
+    table = pa.table({"a": [1, 2, 3]})
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+        pq.write_table(table, p)
+    elif fmt == "feather":
+        import pyarrow.feather as pf
+        pf.write_feather(table, p)
+    else:
+        p.write_text("a\n1\n2\n3\n")
+    with pytest.raises(idv.IdvFormatError) as e:
+        idv.open(p)
+    assert f"source_format={fmt!r}" in str(e.value) and f"--from {fmt}" in str(e.value)
+    assert idv.convert(p, tmp_path / "out.idv", source_format=fmt) == 3
+    assert idv.read(tmp_path / "out.idv")["a"].tolist() == [1, 2, 3]
 
 
 def _model_zip(tmp_path):

@@ -15,6 +15,7 @@ import functools
 
 from idv import _codecs, _compression, _header, _parts
 from idv._storage import checksums, layout, statistics as block_stats
+from idv._storage.source import convert_hint
 from idv.errors import IdvFormatError, UnsupportedCodecError, warn
 
 
@@ -157,8 +158,7 @@ def _in_parts(src, check_sums):
                                  f"files a listing links to", offset=0) from e
         raise IdvFormatError(f"not an .idv file: it starts with text ({text!r}), not "
                              f"ML.NET's binary signature; it looks like a CSV or other "
-                             f"text file: convert it with `idv convert FILE.csv OUT.idv` "
-                             f"(or idv.convert)", offset=0) from e
+                             f"text file: {convert_hint('csv')}", offset=0) from e
     head = bytes(head[:_header.HEADER_SIZE])
     _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
     sums = checksums.read(head, src.view, src.size, h.toc_offset) if check_sums else None

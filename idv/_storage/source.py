@@ -302,6 +302,14 @@ def _name_of(f):
 # what a file that is not an .idv often is, by its first bytes
 _OTHER_FORMATS = ((b"PK\x03\x04", "a zip archive"), (b"PAR1", "a Parquet file"),
                   (b"\x1f\x8b", "a gzip file"), (b"ARROW1", "an Arrow IPC (Feather) file"))
+_CONVERTIBLE = {"a Parquet file": "parquet", "an Arrow IPC (Feather) file": "feather"}
+
+
+def convert_hint(fmt):
+    """How to convert a file of format `fmt` (idv.formats' name: 'csv', 'parquet'...) into an
+    .idv, whatever its file is named (its name may say .idv)."""
+    return (f"convert it: idv convert FILE OUT.idv --from {fmt} (idv.convert(FILE, OUT, "
+            f"source_format={fmt!r}))")
 
 
 def refuse_other_formats(head, name, open_zip=None, entry_form="{name}:ENTRY"):
@@ -321,7 +329,7 @@ def refuse_other_formats(head, name, open_zip=None, entry_form="{name}:ENTRY"):
                 hint = ("; decompress it first (gunzip), or pass its bytes: "
                         "idv.open(gzip.open(path).read())")
             else:
-                hint = "; idv.convert turns it into an .idv"
+                hint = "; " + convert_hint(_CONVERTIBLE[what])
             raise IdvFormatError(f"not an .idv file: this is {what}{hint}", path=name, offset=0)
 
 

@@ -27,7 +27,8 @@ KEY_VALUES_KEY = b"idv.key"
 
 def import_pyarrow():
     """pyarrow, or an ImportError that says how to install it."""
-    return require("pyarrow", "reading or writing Arrow, Parquet or Feather", "idv[arrow]")
+    return require("pyarrow", "reading or writing Arrow, Parquet or Feather, or reading CSV",
+                   "idv[arrow]")
 
 
 # ---------------------------------------------------------------------------------------------
