@@ -31,6 +31,7 @@ def _data():
     f = rng.normal(size=ROWS)
     f[rng.random(ROWS) < 0.1] = np.nan
     f[1024:1280] = np.nan                                   # a block with no number
+    f[3::97], f[5::89] = -0.0, 0.0          # zeros of both signs: Arrow's is_in tells them apart
     f32 = rng.random(ROWS).astype(np.float32)
     f32[::50] = np.float32(0.1)                 # 0.1 in float32 is above the double 0.1
     txt = [(LONG if i % 3 else "") + f"{rng.integers(0, 500):03d}" for i in range(ROWS)]
@@ -107,6 +108,8 @@ EXPRESSIONS = {
     "bool": pc.field("B") == True,  # noqa: E712 - a pyarrow expression
     "text": pc.field("Txt") < LONG + "3",
     "text-in": pc.field("Txt").isin(["007", "123", LONG + "042"]),
+    "zero-in": pc.field("F").isin([0.0, 0.5]),
+    "negative-zero-not-in": ~pc.field("F").isin([-0.0]),
     "timestamp-in-text": pc.field("Txt") == STAMP,
     "when": pc.field("When") < pa.scalar(dt.datetime(2024, 1, 1, 5), pa.timestamp("us")),
     "span": pc.field("Span") > pa.scalar(500_000, pa.duration("s")),
@@ -425,6 +428,7 @@ def test_only_what_arrow_and_the_statistics_agree_on_prunes():
     # of the set is rounded (1000000001.0 would match 1e9)
     assert tree(pc.field("f").isin([0.5, 2.0]))[1]
     assert tree(pc.field("f").isin([0.5, 1000000001.0])) == (None, False)
+    assert tree(pc.field("f").isin([0.5, -0.0])) == (None, False)      # -0.0 is not 0.0 there
     assert tree(~(pc.field("f").is_null())) == (None, False)   # not of a non-exact part
     assert tree(~(pc.field("i") > 3)) == (filter_tree.Not(filter_tree.Cmp("i", ">", 3)), True)
 
