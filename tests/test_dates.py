@@ -319,10 +319,14 @@ def test_time_objects_keep_every_tick_or_are_refused(tmp_path):
     for values, t, said in [([dt.timedelta(microseconds=2**64 + 5)], idv.TimeSpan,
                              "row 0: .* outside .NET's TimeSpan range"),
                             ([dt.datetime(2020, 1, 1), 5], idv.DateTime, "row 1 holds int 5"),
+                            (["-10675199.02:48:05.4775808"], idv.TimeSpan,
+                             "row 0: .* is .NET's TimeSpan.MinValue, which ML.NET reads as 0"),
                             ([dt.datetime(2020, 1, 1), None], idv.DateTime,
-                             "row 1: None .DateTime has no missing value"),
+                             "row 1: None, but DateTime has no missing value"),
                             ([dt.datetime(2020, 1, 1), pd.NaT], idv.DateTime,
-                             "row 1: NaT .DateTime has no missing value")]:
+                             "row 1: NaT, but DateTime has no missing value"),
+                            ([dt.timedelta(1), np.timedelta64("NaT")], idv.TimeSpan,
+                             "row 1: np.timedelta64.'NaT'.*, but TimeSpan has no missing")]:
         with pytest.raises((TypeError, ValueError), match=said):
             idv.write(tmp_path / "bad.idv", {"a": values}, types={"a": t})
     assert not (tmp_path / "bad.idv").exists()

@@ -111,10 +111,12 @@ _SINGLE_EXACT = 2**24      # every integer up to this size has a float32 of its 
 
 
 def is_missing(value):
-    """Whether a Python value among strings is a missing one: None, NaN or pandas' NA (as
-    pandas says; told by its type, pandas not imported)."""
+    """Whether a Python value among others is a missing one: None, NaN, pandas' NA or NaT,
+    numpy's NaT (as pandas says; told by the type, pandas not imported)."""
     return value is None or (isinstance(value, float) and value != value) or (
-        type(value).__name__ == "NAType" and type(value).__module__.startswith("pandas"))
+        type(value).__name__ in ("NAType", "NaTType")
+        and type(value).__module__.startswith("pandas")) or (
+        isinstance(value, (np.datetime64, np.timedelta64)) and np.isnat(value))
 
 
 def number_array(values):

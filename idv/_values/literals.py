@@ -126,6 +126,9 @@ def object_times(arr, kind, where):
                             f"{type(x).__name__} {x!r:.40}")
         finer = finer or not isinstance(t, int)
         t = int(t // 1) - (T.EPOCH_TICKS if kind == "M" else 0)
+        if t == -2**63 and kind == "m":
+            raise ValueError(f"{where(i)}: {x} is .NET's TimeSpan.MinValue, which ML.NET reads "
+                             f"as 0 (its old missing value) and numpy as NaT: not written")
         if not -2**63 < t < 2**63:
             raise ValueError(f"{where(i)}: {x} is outside .NET's {what} range")
         out[i] = t
