@@ -120,14 +120,10 @@ class Dataset(reads.SourceReads):
         try:
             for path, f in files:
                 if isinstance(f, (IdvFormatError, OSError)):
+                    if on_bad_file == "raise":
+                        raise _bad_file(f, path, len(paths))
                     if isinstance(f, IdvFormatError):
                         f.locate(path=path)
-                        if on_bad_file == "raise" and len(paths) > 1:
-                            f.reason += (f" (one of the dataset's {len(paths)} files: "
-                                         f"on_bad_file='skip' leaves out those that cannot "
-                                         f"be opened, with a warning)")
-                    if on_bad_file == "raise":
-                        raise f
                     self.skipped.append((path, f))
                     continue
                 limits.append(f.memory_limit)
@@ -423,6 +419,17 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
              f"{'ies' if len(unlisted) != 1 else 'y'} it could not list: "
              + "; ".join(f"{e.filename} ({e.strerror})" for e in unlisted))
     return ds
+
+
+def _bad_file(error, path, files):
+    """`error`, of the file at `path` among `files` files, named by its path and (an .idv
+    that cannot be opened among others) with how to leave it out."""
+    if isinstance(error, IdvFormatError):
+        error.locate(path=path)
+        if files > 1:
+            error.reason += (f" (one of the dataset's {files} files: on_bad_file='skip' leaves "
+                             f"out those that cannot be opened, with a warning)")
+    return error
 
 
 def _warn_skipped(skipped):

@@ -168,8 +168,7 @@ def is_temporary(path):
 @contextlib.contextmanager
 def naming(path, stand_in=None):
     """OSErrors raised inside name `path` (the destination as the caller gave it) where they
-    named no file (a full disk's, from a write), a temporary file (a failed rename's) or
-    `stand_in` (where a directory writer stages the file)."""
+    named no file (a full disk's), a temporary file (a failed rename's) or `stand_in`."""
     try:
         yield
     except OSError as e:
