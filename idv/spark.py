@@ -11,6 +11,7 @@ and annotations ride in each field's metadata (``idv.type``, ``idv.metadata``), 
 writer restores them. """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
@@ -25,7 +26,7 @@ from idv._interop.arrow import arrow_schema, record_batch_reader
 from idv import types as T
 from idv._values.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
 from idv._reader.dataset import dataset
-from idv.errors import require
+from idv.errors import IdvFormatError, require
 from idv._storage.staging import DEFAULT_NAME, Staging
 
 sources = require("pyspark.sql.datasource", "idv.spark", "idv[spark]")
@@ -163,7 +164,11 @@ def _spark_schema(arrow):
     return StructType(fields)
 
 
-READ_OPTIONS = ("path", "columns", "blocksPerPartition", "safe", "checksums")
+READ_OPTIONS = ("path", "columns", "blocksPerPartition", "safe", "checksums", "schema",
+                "onBadFile")
+# idv.dataset's options as messages name them -> as Spark's reader takes them
+_SPARK_WORDS = (("schema='common'", '.option("schema", "common")'),
+                ("on_bad_file='skip'", '.option("onBadFile", "skip")'))
 WRITE_OPTIONS = ("path", "name", "like", "compression", "rowsPerBlock")
 
 
@@ -242,7 +247,9 @@ class _Plan:
         self.per = None if per is None else int(per)
         self.safe = _option_bool(options, "safe", True)
         checksums = _option_bool(options, "checksums", True)
-        with dataset(path, columns, checksums=checksums) as ds:
+        with _in_spark_words(), \
+                dataset(path, columns, checksums=checksums, schema=options.get("schema", "exact"),
+                        on_bad_file=options.get("onBadFile", "raise")) as ds:
             self.names = ds.column_names            # those of `columns`, in their order
             self.parts = _partitions(ds, self.names, self.per)
             # Spark's timestamps are microseconds: finer ticks raise unless safe=false
@@ -253,6 +260,21 @@ class _Plan:
                 self.types = {n: first[n].type for n in self.names}
         self.path = path
         self.schema = _spark_schema(self.arrow)
+
+
+@contextlib.contextmanager
+def _in_spark_words():
+    """idv.dataset's errors naming its options as Spark's reader takes them."""
+    try:
+        yield
+    except ValueError as e:
+        text = e.reason if isinstance(e, IdvFormatError) else str(e)
+        for python, spark in _SPARK_WORDS:
+            text = text.replace(python, spark)
+        if isinstance(e, IdvFormatError):
+            e.reason = text
+            raise
+        raise type(e)(text) from None
 
 
 class _Reader(sources.DataSourceReader):
@@ -393,7 +415,8 @@ class IdvDataSource(sources.DataSource):
     or a glob), ``columns`` (comma-separated: only those are decoded; Spark's Python data
     sources are not told which columns a query uses), ``blocksPerPartition`` (default: about
     64 MiB of decoded values per partition), ``safe`` (``false`` floors sub-microsecond times
-    to Spark's microseconds instead of raising), ``checksums`` (``false``: not checked). Any
+    to Spark's microseconds instead of raising), ``checksums`` (``false``: not checked),
+    ``schema`` and ``onBadFile`` (idv.dataset's ``schema`` and ``on_bad_file``). Any
     other option is a ValueError, naming those it takes (Spark would pass it unread). Writing
     options: ``name`` (a pattern of
     ``{task}`` and ``{job}``, default ``part-{task:05d}-{job}.idv``), ``like`` (an .idv file

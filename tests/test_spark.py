@@ -228,6 +228,24 @@ def test_options_are_idvs_or_refused(spark, tmp_path):
     assert sorted(r["a"] for r in rows) == [0, 1, 2, 3, 5, 40]
 
 
+def test_schema_and_bad_files_are_options_as_in_every_reader(spark, tmp_path):
+    """schema=common and onBadFile=skip mean what idv.dataset's schema and on_bad_file do;
+    without them, the errors name the Spark options that change them."""
+    d = tmp_path / "d"
+    d.mkdir()
+    idv.write(d / "a.idv", {"x": np.arange(3), "y": np.arange(3.0)})
+    idv.write(d / "b.idv", {"x": np.arange(3, 5)})
+    with pytest.raises(Exception, match=r'\.option\("schema", "common"\)'):
+        spark.read.format("idv").load(str(d)).count()
+    rows = spark.read.format("idv").option("schema", "common").load(str(d)).collect()
+    assert sorted(r["x"] for r in rows) == [0, 1, 2, 3, 4] and rows[0].asDict().keys() == {"x"}
+    (d / "c.idv").write_bytes(b"not an idv file" * 30)
+    with pytest.raises(Exception, match=r'c\.idv.*\.option\("onBadFile", "skip"\)'):
+        spark.read.format("idv").option("schema", "common").load(str(d)).count()
+    read = spark.read.format("idv").option("schema", "common").option("onBadFile", "skip")
+    assert read.load(str(d)).count() == 5
+
+
 def test_a_file_of_no_rows_reads_as_no_rows_with_its_schema(spark, tmp_path):
     """As every other reader gives it (Spark read a partition of None and failed)."""
     path = tmp_path / "empty.idv"
