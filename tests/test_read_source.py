@@ -161,14 +161,27 @@ def test_a_dataset_takes_the_options_of_a_file_over_its_files_end_to_end():
             ids[ids >= 98].tolist()
 
 
+def test_the_way_to_sparse_rows_the_refusal_gives_keeps_them_sparse(tmp_path):
+    """read(rows=..., sparse=True) is refused with a way that works: the column's matrix,
+    indexed, whose rows stay sparse and are the rows asked for."""
+    sp = pytest.importorskip("scipy.sparse", reason="sparse matrices are scipy's")
+    m = sp.random(20, 50, density=0.05, format="csr", dtype=np.float32, random_state=0)
+    idv.write(tmp_path / "sp.idv", {"V": m})
+    with idv.open(tmp_path / "sp.idv") as f:
+        with pytest.raises(ValueError, match=r"f\[name\]\.read\(sparse=True\)\[rows\]"):
+            f.read(["V"], rows=[1, 3], sparse=True)
+        got = f["V"].read(sparse=True)[[1, 3]]
+    assert sp.issparse(got) and np.array_equal(got.toarray(), m[[1, 3]].toarray())
+
+
 @pytest.mark.parametrize("source", ["file", "dataset"])
 def test_options_that_do_not_go_together_are_refused_alike(source):
     path = str(fixture("mixed_none"))
     opened = idv.open(path) if source == "file" else idv.dataset(path)
     with opened as s:
-        with pytest.raises(ValueError, match="sparse=True is not supported"):
+        with pytest.raises(ValueError, match=r"read\(rows=...\) does not take sparse=True"):
             s.read(rows=slice(0, 3), sparse=True)
-        with pytest.raises(ValueError, match="does not take sparse=True"):
+        with pytest.raises(ValueError, match=r"read\(filter=...\) does not take sparse=True"):
             s.read(filter="Id > 3", sparse=True)
         with pytest.raises(ValueError, match="file order"):
             s.read(filter="Id > 3", rows=[0, 1])

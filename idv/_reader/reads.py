@@ -34,11 +34,10 @@ def _check(sparse, rows, text, filter_):
     if text == "StringDType" and not hasattr(getattr(np, "dtypes", None), "StringDType"):
         raise ValueError(f"text='StringDType' needs numpy >= 2 (numpy {np.__version__} is "
                          f"installed)")
-    if filter_ is not None and sparse:
-        raise ValueError("read(filter=...) does not take sparse=True")
-    if rows is not None and sparse:
-        raise ValueError("read(rows=...) with sparse=True is not supported: read the rows "
-                         "of one column with col[rows]")
+    if (filter_ is not None or rows is not None) and sparse:
+        raise ValueError(f"read({'filter' if filter_ is not None else 'rows'}=...) does not "
+                         f"take sparse=True: read the column's matrix and index it, "
+                         f"f[name].read(sparse=True)[rows] (its rows stay sparse)")
 
 
 def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="object",
