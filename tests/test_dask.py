@@ -400,6 +400,29 @@ def test_the_limit_set_here_holds_in_the_worker_processes(client, tmp_path):
         sum(range(20_000))
 
 
+def test_every_file_of_a_directory_write_has_the_meta_types(client, tmp_path):
+    """One type per column in every file, as idv.write(partition_by=) gives: a partition
+    whose int64 column (by Dask's meta) arrives as floats is written as Int64, so the folder
+    reads as one dataset; one holding a NaN there is refused, naming its row."""
+    import dask
+    meta = pd.DataFrame({"x": np.arange(3, dtype=np.int64), "t": ["a", "b", "c"]})
+    parts = [meta, meta.assign(x=meta["x"].astype(np.float64) + 3)]
+    ddf = dd.from_delayed([dask.delayed(lambda d: d)(p) for p in parts], meta=meta.iloc[:0],
+                          verify_meta=False)
+    paths = idv.dask.to_idv(ddf, f"{tmp_path}/out/")
+    for p in paths:
+        with idv.open(p) as f:
+            assert f["x"].type == idv.Int64 and f["t"].type == idv.Text
+    with idv.dataset(f"{tmp_path}/out/") as ds:
+        assert ds.read(["x"])["x"].tolist() == [0, 1, 2, 3, 4, 5]
+    parts[1] = parts[1].assign(x=[3.0, np.nan, 5.0])
+    ddf = dd.from_delayed([dask.delayed(lambda d: d)(p) for p in parts], meta=meta.iloc[:0],
+                          verify_meta=False)
+    with pytest.raises(ValueError, match="column 'x' row 1"):
+        idv.dask.to_idv(ddf, f"{tmp_path}/bad/")
+    assert not (tmp_path / "bad").exists()
+
+
 def test_a_task_finishing_after_an_abort_removes_what_it_wrote(tmp_path):
     """A partition still being written when another fails: the abort may run while its file
     is half-written (the staging folder, and the output directory the job made, cannot be

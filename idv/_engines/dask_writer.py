@@ -65,6 +65,7 @@ def to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs)
     files published together (idv._storage.staging)."""
     import dask
     staging = Staging(path, name_function or "part.{task}.idv")
+    writer_kwargs = _with_meta_types(ddf, writer_kwargs)
     parts = ddf.to_delayed()
     staging.fix_names(len(parts))       # checked before anything is written
     if partition_by is not None:
@@ -85,6 +86,25 @@ def to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs)
         return together.compute()
     finally:
         staging.abort()
+
+
+def _with_meta_types(ddf, writer_kwargs):
+    """`writer_kwargs` with the types of the columns Dask's meta gives a numpy dtype of
+    numbers, bools or times (types= given win): every partition's file then has them, as
+    idv.write(partition_by=) gives every file one type per column, where each partition's own
+    values would (ints read as floats in one, say). Object columns are typed by each
+    partition's values, which the meta does not show."""
+    import pandas as pd
+    from idv._values.metadata import SCHEMA_ATTR
+    from idv._writer.pandas import from_pandas
+    typed = {c: t for c, t in ddf.dtypes.items()
+             if isinstance(t, np.dtype) and t.kind in "biufmM"}
+    if not typed or getattr(getattr(ddf, "_meta", None), "attrs", {}).get(SCHEMA_ATTR):
+        return writer_kwargs        # none, or idv.to_pandas's ML.NET schema gives them all
+    empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in typed.items()})
+    _, types, _ = from_pandas(empty)
+    given = writer_kwargs.get("types") or {}
+    return {**writer_kwargs, "types": {**types, **given}}
 
 
 def _started(staging):
