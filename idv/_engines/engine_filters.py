@@ -250,11 +250,11 @@ def _taken(engine, node, type_, floored=False, labelled=False):
         value = [literal(engine, type_, "==", v, labelled) for v in node.value]
         if any(v is NO for v in value):
             return None, False
-        floats = T.item_type(type_) in (T.Single, T.Double)
-        if engine == ARROW and T.item_type(type_) is T.Single and \
+        item = T.item_type(type_)
+        if engine == ARROW and item is T.Single and \
                 any(float(np.float32(v)) != v for v in value):
             return None, False      # Arrow casts the set to float32: a value it rounds matches
-        if engine == ARROW and floats and any(v == 0 for v in value):
+        if engine == ARROW and item in (T.Single, T.Double) and any(v == 0 for v in value):
             return None, False      # Arrow's is_in tells -0.0 from 0.0; idv's == does not
     else:
         value = literal(engine, type_, node.op, node.value, labelled)
