@@ -710,8 +710,10 @@ def test_write_dataframe_overrides(tmp_path):
 
 
 @pytest.mark.parametrize("frame,match", [
-    (lambda: pd.DataFrame({"n": pd.array([1, None], dtype="Int64")}), "row 1: missing value"),
-    (lambda: pd.DataFrame({"b": pd.array([True, None], dtype="boolean")}), "row 1: missing"),
+    (lambda: pd.DataFrame({"n": pd.array([1, None], dtype="Int64")}),
+     "row 1: <NA>, but Int64 has no missing value"),
+    (lambda: pd.DataFrame({"b": pd.array([True, None], dtype="boolean")}),
+     "row 1: <NA>, but Boolean has no missing value"),
     (lambda: pd.DataFrame({"s": ["a", None]}), "row 1: .*, but Text has no missing value"),
     (lambda: pd.DataFrame({"c": pd.Categorical([None, None], categories=[])}), "no categories"),
     (lambda: pd.DataFrame([[1, 2]], columns=["a", "a"]), "duplicate column names"),
@@ -840,6 +842,29 @@ def test_a_missing_value_given_a_type_means_one_thing(t, arrow_type, expected, g
     idv.write(buf, data, types={"v": t})
     with idv.open(buf.getvalue()) as f:
         assert _readable(f["v"].read().tolist()) == expected
+
+
+@pytest.mark.parametrize("dtype,t", [("Int64", idv.Int64), ("boolean", idv.Boolean),
+                                     ("UInt8", idv.Byte)])
+def test_a_nullable_pandas_column_with_na_means_what_a_null_does(dtype, t):
+    """pandas' <NA> in a nullable column: refused as an Arrow null of the same type is (the
+    same message, naming the row and the types that hold a missing value), and given Double
+    as the types= the message proposes, its NaN, each value converted exactly."""
+    first = True if dtype == "boolean" else 1
+    frame = pd.DataFrame({"v": pd.array([first, None], dtype=dtype)})
+    with pytest.raises(ValueError, match=rf"row 1: <NA>, but {t} has no missing value in "
+                                         rf"ML.NET; the types that hold one are"):
+        idv.write(io.BytesIO(), frame)
+    with pytest.raises(ValueError, match=rf"row 1: null, but {t} has no missing value in "
+                                         rf"ML.NET; the types that hold one are"):
+        idv.write(io.BytesIO(), pa.table({"v": pa.array([first, None])}), types={"v": t})
+    buf = io.BytesIO()
+    idv.write(buf, frame, types={"v": "Double"})
+    with idv.open(buf.getvalue()) as f:
+        assert _readable(f["v"].read().tolist()) == [1.0, "nan"]
+    with pytest.raises(ValueError, match="has no exact Double"):
+        idv.write(io.BytesIO(), pd.DataFrame({"v": pd.array([2**53 + 1, None], dtype="Int64")}),
+                  types={"v": "Double"})
 
 
 def test_from_pandas_shapes():

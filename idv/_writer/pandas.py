@@ -124,11 +124,14 @@ def _series_values(pd, s, name, override):
         if na.any():
             if kind == "f":
                 return s.to_numpy(dtype=dtype.numpy_dtype, na_value=np.nan), None, None
-            if override is not None and isinstance(T.item_type(T.as_type(override)), T.Key):
+            item = None if override is None else T.item_type(T.as_type(override))
+            if isinstance(item, T.Key):
                 return s.to_numpy(dtype=dtype.numpy_dtype, na_value=0), None, None  # missing
-            raise ValueError(f"column {name!r} row {first(na)}: missing value (<NA>) in a "
-                             f"nullable {dtype} column; ML.NET's {dtype.numpy_dtype} type has "
-                             f"no missing value: fill it (fillna) or cast to float (NaN)")
+            if item in (T.Single, T.Double):    # NaN; each int converted (checked) exactly
+                return s.to_numpy(dtype=object, na_value=np.nan), None, None
+            missing_value(f"column {name!r} row {first(na)}",
+                          T.item_from_dtype(dtype.numpy_dtype, f"column {name!r}"), "<NA>",
+                          f"fill it first (df[{name!r}].fillna(...))")
         return s.to_numpy(dtype=dtype.numpy_dtype), None, None
     if dtype == object:
         values, t = _object_values(pd, s, name)
