@@ -867,6 +867,20 @@ def test_a_nullable_pandas_column_with_na_means_what_a_null_does(dtype, t):
                   types={"v": "Double"})
 
 
+@pytest.mark.parametrize("t", [idv.Text, idv.DateTime, idv.TimeSpan, idv.DateTimeOffset,
+                               idv.Boolean, idv.Int64, idv.Key(idv.UInt32, 3)], ids=str)
+def test_rows_of_no_items_are_written_whatever_the_item_type(t):
+    """A batch whose variable-size vectors are all empty ([] rows, which numpy types float64)
+    is written for every item type, as an Arrow list of empty rows is."""
+    buf = io.BytesIO()
+    with idv.Writer(buf, {"v": idv.Vector(t)}) as w:
+        w.write_batch({"v": [[]]})
+        w.write_batch(pd.DataFrame({"v": [[], []]}))
+    with idv.open(buf.getvalue()) as f:
+        got = f["v"].read()
+    assert f["v"].type == idv.Vector(t) and got.lengths.tolist() == [0, 0, 0]
+
+
 def test_from_pandas_shapes():
     df = pd.DataFrame({"fixed": [np.array([1.0, 2.0]), np.array([3.0, 4.0])],
                        "var": [[1, 2, 3], []], "nf": pd.array([None, 2.5], dtype="Float32"),

@@ -402,6 +402,8 @@ def convert_items(item, arr, where):
     arr = np.asarray(arr)
     if arr.ndim != 1:
         arr = arr.reshape(-1)
+    if not arr.size:        # no items (rows of []: numpy's float64), of any item type alike
+        arr = np.empty(0, object)
     if isinstance(item, T.Key):
         return _to_key(arr, item, where)
     if arr.dtype == object and item is not T.Text:
