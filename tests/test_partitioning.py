@@ -319,6 +319,20 @@ def test_a_full_disk_in_a_directory_write_names_the_file_not_its_staging(tmp_pat
     assert not out.exists()
 
 
+def test_a_dicts_vector_columns_split_as_idv_write_takes_them(tmp_path):
+    """With partition_by, a dict's idv.Ragged and scipy.sparse columns are split by rows as
+    its arrays are (idv.write takes them without partition_by too)."""
+    sp = pytest.importorskip("scipy.sparse", reason="sparse matrices are scipy's")
+    data = {"k": ["a", "b", "a"], "v": idv.Ragged(np.arange(5), [0, 2, 3, 5]),
+            "m": sp.csr_matrix(np.eye(3, 4))}
+    idv.write(tmp_path / "out", data, partition_by="k")
+    with idv.open(tmp_path / "out" / "k=a" / "part.0.idv") as f:
+        assert [r.tolist() for r in f["v"].read()] == [[0, 1], [3, 4]]
+        assert f["m"].read().tolist() == [[1, 0, 0, 0], [0, 0, 1, 0]]
+    with idv.open(tmp_path / "out" / "k=b" / "part.0.idv") as f:
+        assert [r.tolist() for r in f["v"].read()] == [[2]]
+
+
 def test_dask_to_idv_partition_by_writes_each_partitions_groups(tmp_path):
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")

@@ -15,6 +15,8 @@ from idv import _docs
 from idv._storage import partitioning, sink
 from idv._storage.staging import Staging
 from idv._values.arrow_types import import_pyarrow
+from idv._values.infer import is_scipy_sparse
+from idv._values.vectors import Ragged
 from idv._writer.arrow import arrow_table
 from idv._writer.inputs import (as_pyarrow, check_dest, check_table, data_columns, frame_rows,
                                 merged_metadata, schema_of)
@@ -198,15 +200,19 @@ def _takeable(table):
 
 
 def _indexable(name, values):
-    """A dict column as an array rows can be taken from."""
-    if isinstance(values, np.ndarray):
+    """A dict column as an array rows can be taken from (an idv.Ragged and a scipy.sparse
+    matrix take rows as arrays do)."""
+    if isinstance(values, (np.ndarray, Ragged)):
         return values
+    if is_scipy_sparse(values):
+        return values.tocsr()
     if isinstance(values, (list, tuple)):
         out = np.empty(len(values), object)
         out[:] = values
         return out
     raise TypeError(f"column {name!r}: with partition_by, a dict's columns must be numpy "
-                    f"arrays or lists, not {type(values).__name__}")
+                    f"arrays, lists, idv.Ragged or scipy.sparse matrices, not "
+                    f"{type(values).__name__}")
 
 
 def write_partitioned(dest, data, partition_by, write_one):
