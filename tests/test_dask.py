@@ -423,6 +423,25 @@ def test_every_file_of_a_directory_write_has_the_meta_types(client, tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+def test_a_directory_writes_its_object_columns_with_the_first_partitions_types(client,
+                                                                               tmp_path):
+    """Columns of objects (lists, text) have the types the first partition's values give,
+    in every file, as to_idv into one file takes them: a partition of empty lists, which
+    alone would say Vector<Double>, is written Vector<Text> beside the others, and the
+    folder reads as one dataset (by key folders too)."""
+    import dask
+    with dask.config.set({"dataframe.convert-string": False}):
+        df = pd.DataFrame({"k": [1, 1, 2, 2], "t": [["a", ""], ["x"], [], []]})
+        ddf = dd.from_pandas(df, npartitions=2, sort=False)
+        for where, by in (("plain", None), ("keyed", "k")):
+            paths = idv.dask.to_idv(ddf, f"{tmp_path}/{where}/", partition_by=by)
+            for p in paths:
+                with idv.open(p) as f:
+                    assert f["t"].type == idv.Vector(idv.Text), (where, p)
+            with idv.dataset(f"{tmp_path}/{where}/") as ds:
+                assert [list(r) for r in ds.read(["t"])["t"]] == [["a", ""], ["x"], [], []]
+
+
 def test_a_task_finishing_after_an_abort_removes_what_it_wrote(tmp_path):
     """A partition still being written when another fails: the abort may run while its file
     is half-written (the staging folder, and the output directory the job made, cannot be

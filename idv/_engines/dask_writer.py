@@ -65,19 +65,24 @@ def to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs)
     files published together (idv._storage.staging)."""
     import dask
     staging = Staging(path, name_function or "part.{task}.idv")
-    writer_kwargs = _with_meta_types(ddf, writer_kwargs)
     parts = ddf.to_delayed()
     staging.fix_names(len(parts))       # checked before anything is written
+    keys = []           # the folders' columns, which the files do not hold
     if partition_by is not None:
         from idv._writer.tables import check_keys
-        check_keys(list(ddf.columns), partition_by)
+        keys = check_keys(list(ddf.columns), partition_by)
+    writer_kwargs = _with_meta_types(ddf, writer_kwargs, keys)
     if compute:
         staging.start()
         started = staging
     else:       # nothing on disk until the graph runs, and nothing left if it never does
         started = dask.delayed(_started, pure=False)(staging)
+    # the other columns' types: the first partition's (computed once, for its write too)
+    first = dask.delayed(_first_types, pure=False)(parts[0], writer_kwargs, keys) \
+        if parts else None
     write = dask.delayed(_write_partition, pure=False)
-    tasks = [write(d, started, i, writer_kwargs, partition_by) for i, d in enumerate(parts)]
+    tasks = [write(d, started, i, writer_kwargs, partition_by, first)
+             for i, d in enumerate(parts)]
     # every partition written: the parts moved in together
     together = dask.delayed(_commit, pure=False)(started, tasks)
     if not compute:
@@ -88,7 +93,7 @@ def to_directory(ddf, path, name_function, partition_by, compute, writer_kwargs)
         staging.abort()
 
 
-def _with_meta_types(ddf, writer_kwargs):
+def _with_meta_types(ddf, writer_kwargs, keys):
     """`writer_kwargs` with the types of the columns Dask's meta gives a numpy dtype of
     numbers, bools or times (types= given win): every partition's file then has them, as
     idv.write(partition_by=) gives every file one type per column, where each partition's own
@@ -98,13 +103,25 @@ def _with_meta_types(ddf, writer_kwargs):
     from idv._values.metadata import SCHEMA_ATTR
     from idv._writer.pandas import from_pandas
     typed = {c: t for c, t in ddf.dtypes.items()
-             if isinstance(t, np.dtype) and t.kind in "biufmM"}
+             if isinstance(t, np.dtype) and t.kind in "biufmM" and c not in keys}
     if not typed or getattr(getattr(ddf, "_meta", None), "attrs", {}).get(SCHEMA_ATTR):
         return writer_kwargs        # none, or idv.to_pandas's ML.NET schema gives them all
     empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in typed.items()})
     _, types, _ = from_pandas(empty)
     given = writer_kwargs.get("types") or {}
     return {**writer_kwargs, "types": {**types, **given}}
+
+
+def _first_types(df, writer_kwargs, keys):
+    """The types of the columns `writer_kwargs` does not type (object columns: lists, text,
+    dates), as the first partition's values give them (as to_idv into one file takes them);
+    none when it has no rows to tell them by, or idv.to_pandas's ML.NET schema does."""
+    from idv._values.metadata import SCHEMA_ATTR
+    if not len(df) or df.attrs.get(SCHEMA_ATTR):
+        return {}
+    typed = writer_kwargs.get("types") or {}
+    df = df.drop(columns=list(keys))
+    return {n: t for n, t in Converter(df, writer_kwargs).types.items() if n not in typed}
 
 
 def _started(staging):
@@ -116,10 +133,14 @@ def _commit(staging, results):
     return staging.commit(results)
 
 
-def _write_partition(df, staging, task, writer_kwargs, partition_by=None):
+def _write_partition(df, staging, task, writer_kwargs, partition_by=None, first=None):
     """Partition number `task` as its file (idv._storage.staging), or with `partition_by` as one
     file per combination of the keys' values, in its ``key=value`` folders (the file name the
-    task's own); returns the name(s)."""
+    task's own); returns the name(s). `first`: the types of the first partition's columns
+    that `writer_kwargs` does not type (_first_types)."""
+    if first:
+        writer_kwargs = {**writer_kwargs, "types": {**first, **(writer_kwargs.get("types") or {})}}
+
     def writing(frame):
         def write(path):        # its rows numbered within the partition: named so
             with rows_renamed(lambda n: n, f"partition {task}: "):
