@@ -912,6 +912,28 @@ def test_csv_types_check_the_values_as_every_input_does(tmp_path, text, types, s
     assert not (tmp_path / "out.idv").exists()
 
 
+def test_csv_times_with_offsets_keep_each_values_offset(tmp_path):
+    """A CSV column of times with UTC offsets becomes DateTimeOffset with each value's own
+    offset, as a pandas column of the same zone does and as types= reads it (pyarrow alone
+    makes them UTC instants, offsets lost); idv's own round trip keeps them."""
+    pd = pytest.importorskip("pandas", reason="the zone-aware column is pandas'")
+    pytest.importorskip("pyarrow.csv", reason="CSV is read by pyarrow")
+    times = pd.Series(pd.to_datetime(["2020-01-01 12:00", "2020-07-01 12:00"])
+                      .tz_localize("Europe/Paris"))
+    (tmp_path / "t.csv").write_text("t\n2020-01-01T12:00:00+01:00\n2020-07-01 12:00:00+02:00\n")
+    idv.write(tmp_path / "pd.idv", pd.DataFrame({"t": times}))
+    want = idv.read(tmp_path / "pd.idv")["t"]
+    assert want["offset_minutes"].tolist() == [60, 120]
+    for out, kw in (("csv.idv", {}), ("typed.idv", {"types": {"t": idv.DateTimeOffset}})):
+        idv.convert(tmp_path / "t.csv", tmp_path / out, **kw)
+        with idv.open(tmp_path / out) as f:
+            assert f["t"].type == idv.DateTimeOffset
+            assert f["t"].read().tolist() == want.tolist(), out
+    idv.convert(tmp_path / "pd.idv", tmp_path / "back.csv")
+    idv.convert(tmp_path / "back.csv", tmp_path / "back.idv")
+    assert idv.read(tmp_path / "back.idv")["t"].tolist() == want.tolist()
+
+
 def test_csv_errors_name_the_column_and_how_to_type_it(tmp_path):
     """pyarrow's parse errors name a CSV column by its number: idv's name it by its header
     name and the value's line (a quoted value may span lines), and say how to give a type

@@ -58,6 +58,7 @@ class Source:
     schema = None
     total = None
     read_ahead = READ_AHEAD
+    types = None        # {column: idv type} the source itself tells, under those of types=
 
     def batches(self):
         raise NotImplementedError

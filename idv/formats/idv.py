@@ -67,7 +67,8 @@ class IdvSink:
     def __init__(self, dest, source, options):
         from idv._writer.arrow import ArrowToIdv
         from idv._writer import Writer
-        plan = ArrowToIdv(source.schema, options.types, options.missing_text)
+        types = {**(source.types or {}), **(options.types or {})}
+        plan = ArrowToIdv(source.schema, types or None, options.missing_text)
         for i in plan.pending:        # key values of dictionary columns: one pass over them
             name = plan.fields[i].name
             for col in source.column_batches(name):

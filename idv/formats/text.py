@@ -51,6 +51,15 @@ class CsvSource(Source):
         self.typed = set(column_types)
         self.reader = self._open()
         self.schema = self.reader.schema
+        # times with offsets, which pyarrow would make UTC instants: into an .idv, each
+        # value's own offset, read from the text as types={name: DateTimeOffset} reads it
+        aware = [f.name for f in self.schema if options.format == "idv" and f.name not in
+                 self.typed and pa.types.is_timestamp(f.type) and f.type.tz is not None]
+        if aware:
+            self.types = dict.fromkeys(aware, T.DateTimeOffset)
+            self.args[3].column_types = {**column_types, **dict.fromkeys(aware, pa.string())}
+            self.reader = self._open()
+            self.schema = self.reader.schema
         twice = sorted({n for n in self.schema.names if self.schema.names.count(n) > 1})
         if twice:      # a header's slip: the earlier column would be written hidden
             raise ValueError(f"the CSV header names {', '.join(map(repr, twice))} more than "
