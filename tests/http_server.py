@@ -20,7 +20,8 @@ a range ``srv.shift`` bytes further on, with its true Content-Range), ``"no-cond
 (every request redirects to itself), and per request only (see ``srv.statuses``):
 ``"redirect"`` (one redirect to the same file), ``"wrong-range"`` (the range asked, under a
 Content-Range one byte further on), ``"etag"`` (another ETag, as if the file had changed),
-``"long"`` (one byte more than the range asked, announced), ``"no-range-cut"`` (ignores
+``"long"`` (one byte more than the range asked, announced), ``"long-unannounced"`` (the
+range's Content-Range, one byte more, no Content-Length), ``"no-range-cut"`` (ignores
 Range, sends half the file without a Content-Length and closes), ``"no-range-long"`` (ignores
 Range, sends the file and one byte more). ``srv.statuses`` is a list of what
 the next requests answer with instead, one each: an HTTP status (``[503, 503]``: two transient
@@ -28,7 +29,7 @@ failures) or a misbehaviour's name (``["shift", 500]``), or None (a true answer)
 ``srv.failing`` the same per path (``{"/d/_idv_files.json": [503, 503]}``). Paths in
 ``srv.forbidden`` answer 403, unknown paths 404. ``srv.validators`` says which validators the
 answers carry: ``"both"`` (the default: the ETag and Last-Modified), ``"weak"`` (a weak ETag,
-``W/"..."``, alone) or ``"none"``; ``srv.encodings`` gives a path's Content-Encoding (a file
+``W/"..."``, alone), ``"modified"`` (the Last-Modified alone) or ``"none"``; ``srv.encodings`` gives a path's Content-Encoding (a file
 stored gzip-encoded). ``srv.delay`` delays every GET (to see
 requests overlap: ``srv.max_in_flight``); ``srv.on_request`` sees each GET's headers.
 
@@ -223,19 +224,21 @@ def _handler(server):
                 if start >= len(data):
                     return self._empty(416, head)
                 status = 206
-            if mode == "long":
+            told, told_stop = start + (mode == "wrong-range"), stop
+            if mode in ("long", "long-unannounced"):
                 stop = min(len(data), stop + 1)
-            told = start + (mode == "wrong-range")
+                told_stop = told_stop if mode == "long-unannounced" else stop
             self.send_response(status)
             if mode == "no-range-long":
                 data = bytes(data) + b"\0"
                 stop = len(data)
-            if mode != "no-range-cut":
+            if mode not in ("no-range-cut", "long-unannounced"):
                 self.send_header("Content-Length", str(stop - start))
             else:                   # the body ends where the connection does
                 self.send_header("Connection", "close")
+                self.close_connection = True
             if status == 206:
-                self.send_header("Content-Range", f"bytes {told}-{stop - 1}/{len(data)}")
+                self.send_header("Content-Range", f"bytes {told}-{told_stop - 1}/{len(data)}")
             self._version(sent_tag, modified)
             self.end_headers()
             if mode in ("truncate", "no-range-cut"):
@@ -250,9 +253,9 @@ def _handler(server):
                 pass
 
         def _version(self, tag, modified):
-            if tag is not None and server.validators != "none":
+            if tag is not None and server.validators not in ("none", "modified"):
                 self.send_header("ETag", ("W/" if server.validators == "weak" else "") + tag)
-            if server.validators == "both":
+            if server.validators in ("both", "modified"):
                 self.send_header("Last-Modified", modified)
             path = self.path.split("?")[0]
             for header, values in (("Content-Type", server.content_types),

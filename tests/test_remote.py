@@ -813,26 +813,49 @@ def test_an_answer_for_another_range_is_refused(wide_file):
     assert n > 0 and o > 0
 
 
-@pytest.mark.parametrize("mode", [None, "no-conditions"])
+@pytest.mark.parametrize("mode", [None, "no-conditions", "no-conditions, no ETag"])
 def test_a_file_replaced_while_reading_is_refused(wide_file, mode):
     """The object opened is pinned (If-Match with its ETag); a server that honours the
-    condition answers 412, one that ignores it sends the new ETag: either way "changed while
-    reading", never blocks of two versions."""
+    condition answers 412, one that ignores it sends the new ETag, or leaves the ETag out and
+    sends the new Last-Modified: each way "changed while reading", never blocks of two
+    versions."""
     _, data, cols = wide_file
     changed = bytearray(data)
     changed[300:308] = b"\x01" * 8
     with RangeServer({"/wide.idv": data}) as srv:
-        srv.mode = mode
+        srv.mode = mode and "no-conditions"
         seen = []
         srv.on_request = seen.append
         with idv.open(srv.url("/wide.idv")) as f:
             assert np.array_equal(f["d0"].read(), cols["d0"])
             srv.files["/wide.idv"] = bytes(changed)
+            if mode == "no-conditions, no ETag":
+                srv.validators = "modified"
+                srv.modified["/wide.idv"] = "Thu, 22 Oct 2015 07:28:00 GMT"
             with pytest.raises(idv.RemoteError, match=r"/wide\.idv: the file changed while "
                                                       r"reading \(opened as ETag"):
                 f["i1"].read()
         # every request after the open's first round (which learns the ETag) carries it
         assert all(h.get("If-Match") == seen[-1]["If-Match"] for h in seen[2:])
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["the first round", "a block"])
+def test_a_byte_past_the_range_asked_is_refused(wide_file, first):
+    """An answer that carries the range's Content-Range but one byte more (no Content-Length:
+    its body ends where the connection does) is refused, in the open's first round as in a
+    block's read: never read as the file's bytes."""
+    _, data, cols = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        if first:
+            srv.statuses = ["long-unannounced"]
+            with pytest.raises(idv.RemoteError, match=r"/wide\.idv: reading bytes .*: the "
+                                                      r"server sent \d+ bytes"):
+                idv.open(srv.url("/wide.idv"))
+            return
+        with idv.open(srv.url("/wide.idv")) as f:
+            srv.statuses = ["long-unannounced"] * 8
+            with pytest.raises(idv.RemoteError, match="the server sent"):
+                f["i1"].read()
 
 
 def test_last_modified_pins_a_file_without_etag(wide_file, monkeypatch):

@@ -35,7 +35,8 @@ from idv._storage import archive, remote_first, remote_process, remote_whole, so
 from idv._resources import budget
 from idv._header import HEADER_SIZE
 from idv.errors import MissingDependencyError, RangeNotSupportedError, RemoteError
-from idv._storage.remote_answers import no_size, ranged_body, remote_error, transient
+from idv._storage.remote_answers import (check_length, no_size, ranged_body, remote_error,
+                                         transient)
 from idv._storage.remote_options import DEFAULT_TIMEOUT, deadline, refuse_storage_options
 from idv._storage.remote_version import Version
 
@@ -409,11 +410,7 @@ class RemoteSource:
                 raise remote_error(data, self.name, what, self.timeout) from data
             with self._count:
                 self.bytes_fetched += len(data)
-            if len(data) != e - s:
-                raise RemoteError(f"{self.name}: {what}: the answer was truncated ({len(data)} "
-                                  f"of {e - s} bytes)" if len(data) < e - s else
-                                  f"{self.name}: {what}: the server sent {len(data)} bytes "
-                                  f"(it ignores Range requests?)", url=self.name)
+            check_length(data, e - s, self.name, what)
         return results
 
     async def _gather(self, runs):

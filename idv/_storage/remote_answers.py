@@ -42,6 +42,16 @@ async def ranged_body(r, url, s, e, total):
     return await read_at_most(r.content, e - s + 1)
 
 
+def check_length(data, n, url, what):
+    """`data`, the body of an answer to a range of `n` bytes, or RemoteError unless it holds
+    exactly them (a server may close early, or send more than the range)."""
+    if len(data) != n:
+        raise RemoteError(f"{url}: {what}: the answer was truncated ({len(data)} of {n} bytes)"
+                          if len(data) < n else f"{url}: {what}: the server sent {len(data)} "
+                          f"bytes (it ignores Range requests?)", url=url)
+    return data
+
+
 def range_refused(url):
     """The error of a server that answers a range request with the whole file."""
     return RangeNotSupportedError(f"{url}: the server ignores HTTP Range requests (it sends "

@@ -15,7 +15,7 @@ says what is wrong.
 from __future__ import annotations
 
 from idv.errors import RemoteError
-from idv._storage.remote_answers import content_range, range_refused, ranged_body
+from idv._storage.remote_answers import check_length, content_range, range_refused, ranged_body
 from idv._storage.remote_version import Version
 
 VALIDATORS = ("ETag", "Last-Modified")
@@ -68,4 +68,6 @@ async def _answer(src, asked, where):
         if got is None:
             return None
         s, e = where(got[2])
-        return s, await ranged_body(r, src.name, s, e, got[2]), {**headers, "size": got[2]}
+        body = check_length(await ranged_body(r, src.name, s, e, got[2]), e - s, src.name,
+                            f"reading bytes {s}-{e - 1}")
+        return s, body, {**headers, "size": got[2]}

@@ -5,8 +5,8 @@ Over HTTP the object is pinned by its strong ETag, sent as ``If-Match`` with eve
 else by its Last-Modified, sent as ``If-Unmodified-Since``; through a version-aware
 filesystem (s3fs's ``version_aware=True``) by its VersionId. Every answer's validators are also
 compared with those seen at open: the ETag (weakly: a weak ETag, ``W/"..."``, cannot be sent as
-``If-Match``, but an answer of another version carries another one) and a pinned
-Last-Modified. A file whose server sends neither cannot be told from another put in its place:
+``If-Match``, but an answer of another version carries another one) and the Last-Modified,
+where it is pinned or the answer carries no ETag. A file whose server sends neither cannot be told from another put in its place:
 opening it says so (an IdvWarning).
 
 ``identity`` is the source's, by the rule a local file's is (idv._storage.source.MemorySource):
@@ -51,9 +51,11 @@ class Version:
         """RemoteError "changed while reading" for an answer (its HTTP `status` and
         `headers`) that is not of the version opened."""
         sent = headers.get("ETag")
+        # the Last-Modified pinned, or compared where the answer carries no ETag (a server
+        # that ignores If-Match and leaves the ETag out tells another version by it alone)
+        dated = "If-Unmodified-Since" in self.headers or (self.modified and not sent)
         if status == 412 or (self.etag and sent and _opaque(sent) != _opaque(self.etag)) or (
-                "If-Unmodified-Since" in self.headers
-                and headers.get("Last-Modified", self.modified) != self.modified):
+                dated and headers.get("Last-Modified", self.modified) != self.modified):
             raise RemoteError(self.changed(), url=self.url)
 
     def changed(self):
