@@ -684,6 +684,22 @@ def test_a_server_that_ignores_range_gives_the_whole_file_once(wide_file):
             assert np.array_equal(f.read([name])[name], want[name])
 
 
+def test_a_whole_fetch_that_stops_sending_is_cut_at_the_timeout(wide_file):
+    """The whole-file fetch of a server that ignores Range is bounded by timeout= in each of
+    its waits (here its answer, held back 30 s): an idv.RemoteTimeoutError that says so,
+    well before the server would have answered."""
+    _, data, _ = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        srv.stall_seconds = 30
+        srv.statuses = ["no-range", "no-range", None, "stall"]   # the ranges, HEAD, whole GET
+        t0 = time.monotonic()
+        with pytest.warns(idv.IdvWarning, match="whole file"), \
+                pytest.raises(idv.RemoteTimeoutError, match="no answer within 2 s while "
+                                                            "fetching the whole file"):
+            idv.open(srv.url("/wide.idv"), timeout=2)
+        assert time.monotonic() - t0 < 15
+
+
 def test_not_an_idv_gets_the_local_error_with_the_url(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa

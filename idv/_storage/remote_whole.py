@@ -47,15 +47,20 @@ def fetched(src, refused=None, memory_limit=None):
 async def _download(src, sink, size):
     """The body of one GET of the whole file into `sink` (emptied first: a retry starts
     again), checked to be `size` bytes of the version `src` opened."""
+    import asyncio
     sink.seek(0)
     sink.truncate()
     session, url, kwargs = await src.request_args({})
     got = 0
-    async with session.get(url, **kwargs) as r:
+    # the whole body takes what it takes, but each wait for its next bytes (the answer's
+    # headers first) is bounded by the source's timeout, as a request is
+    r = await asyncio.wait_for(session.get(url, **kwargs), src.timeout)
+    async with r:
         src.version.check(r.status, r.headers)
         r.raise_for_status()
         while got <= size:
-            chunk = await r.content.read(min(CHUNK, size + 1 - got))
+            chunk = await asyncio.wait_for(r.content.read(min(CHUNK, size + 1 - got)),
+                                           src.timeout)
             if not chunk:
                 break
             sink.write(chunk)
