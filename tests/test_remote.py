@@ -142,6 +142,30 @@ def test_a_manifest_that_cannot_be_read_now_is_not_taken_for_none(monkeypatch):
             assert np.unique(ds.read()["x"]).tolist() == [0, 1, 2]
 
 
+def test_a_listing_is_asked_for_as_a_read_is(monkeypatch):
+    """A dataset of an HTTP directory: the question of what the URL is and its listing are
+    retried while the server fails in a way that may pass (503), an error naming the URL when
+    it goes on failing (never the page read as an .idv), and within timeout=."""
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    files = {f"/d/part-{k}.idv": _one_valued(k) for k in range(2)}
+    files["/d/"] = ("<html>" + "".join(f'<a href="{p[3:]}">x</a>' for p in files) +
+                    "</html>").encode()
+    with RangeServer(files) as srv:
+        srv.content_types["/d/"] = "text/html"
+        srv.failing["/d/"] = [503, 503]
+        with idv.dataset(srv.url("/d/")) as ds:
+            assert np.unique(ds.read()["x"]).tolist() == [0, 1]
+        srv.failing["/d/"] = [500] * 20
+        with pytest.raises(idv.RemoteError, match=re.escape(srv.url("/d/")) + ".*HTTP 500"):
+            idv.dataset(srv.url("/d/"))
+        srv.failing["/d/"] = []
+        srv.mode, srv.stall_seconds = "stall", 30
+        t0 = time.monotonic()
+        with pytest.raises(idv.RemoteTimeoutError, match="no answer within 1 s"):
+            idv.dataset(srv.url("/d/"), timeout=1)
+        assert time.monotonic() - t0 < 10
+
+
 @pytest.mark.parametrize("page", [b"<!DOCTYPE HTML><html><body></body></html>",
                                   b'<html><a href="notes.txt">notes</a></html>'])
 def test_a_page_of_links_to_no_idv_files_is_a_directory_without_them(page):

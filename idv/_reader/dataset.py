@@ -407,6 +407,7 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
     check_options(open_kwargs, "idv.dataset")
     unlisted = []
     paths, fs = expand_sources(source, filesystem=filesystem, storage_options=storage_options,
+                               timeout=open_kwargs.get("timeout"),
                                on_error=None if on_bad_file == "raise" else unlisted.append)
     base = source if partitioning is not None and fs is None and \
         isinstance(source, (str, os.PathLike)) and os.path.isdir(source) else None

@@ -12,7 +12,7 @@ import os
 import re
 from urllib.parse import urlsplit
 
-from idv._storage import remote, remote_answers
+from idv._storage import remote
 from idv._storage.staging import read_manifest
 
 __all__ = ["expand_sources"]
@@ -73,27 +73,37 @@ def _glob_files(pattern, on_error):
     return found
 
 
-def is_directory(fs, path):
+def is_directory(fs, path, timeout=None):
     """Whether `path` in the fsspec filesystem `fs` names a directory. Over HTTP, where a URL
     is a file and may also be a page of links, a page the server calls HTML is a directory
     listing (one without .idv links too: never read as an .idv), and no other answer is:
     fsspec's isdir would fetch it whole (a file's every byte) to look for links in it; a URL
-    whose path ends in ``.idv`` is a file without asking."""
+    whose path ends in ``.idv`` is a file without asking. The question is asked as a read's
+    requests are (remote.ask: retried, within `timeout`)."""
     if set(getattr(fs, "protocol", ())) & {"http", "https"}:
         if urlsplit(path).path.endswith(".idv"):
             return False
         try:
-            kind = fs.info(path).get("mimetype")
-        except FileNotFoundError as e:
-            if remote_answers.refused_option(e) is not None:
-                raise remote_answers.remote_error(e, path, "asking whether it is a directory",
-                                                  remote.DEFAULT_TIMEOUT) from e
+            kind = remote.ask(fs, lambda: fs._info(path), path,
+                              "asking whether it is a directory", timeout).get("mimetype")
+        except FileNotFoundError:
             return False
         return kind == "text/html"
+    if getattr(fs, "async_impl", False):
+        return remote.ask(fs, lambda: fs._isdir(path), path, "asking whether it is a directory",
+                          timeout)
     return fs.isdir(path)
 
 
-def _expand_one(source, fs, storage_options, on_error=_raise):
+def _listed(fs, how, path, timeout):
+    """fs.find or fs.glob (`how`) of `path`: an asynchronous filesystem's as remote.ask makes
+    its requests."""
+    if getattr(fs, "async_impl", False):
+        return remote.ask(fs, lambda: getattr(fs, "_" + how)(path), path, "listing it", timeout)
+    return getattr(fs, how)(path)
+
+
+def _expand_one(source, fs, storage_options, on_error=_raise, timeout=None):
     """(paths, fs) for one source: a file, a directory (the files its manifest lists, written
     by idv's engine writers (idv._storage.staging), else every .idv under it, sorted), or a glob
     (sorted); URLs through fsspec. A directory that cannot be listed goes to
@@ -103,10 +113,11 @@ def _expand_one(source, fs, storage_options, on_error=_raise):
         fs, text, _ = remote.resolve(text, None, storage_options)
     if fs is not None:
         if _glob.has_magic(text):
-            paths = sorted(fs.glob(text))
-        elif is_directory(fs, text):
+            paths = sorted(_listed(fs, "glob", text, timeout))
+        elif is_directory(fs, text, timeout):
             named = read_manifest(text, fs)
-            paths = sorted(p for p in fs.find(text) if p.endswith(".idv")) if named is None \
+            paths = sorted(p for p in _listed(fs, "find", text, timeout)
+                           if p.endswith(".idv")) if named is None \
                 else [f"{text.rstrip('/')}/{n}" for n in named]
         else:
             paths = [text]
@@ -142,10 +153,12 @@ def _not_a_path(s):
             f"{': read bytes or a file object with idv.open' if raw else ''}")
 
 
-def expand_sources(source, *, filesystem=None, storage_options=None, on_error=None):
+def expand_sources(source, *, filesystem=None, storage_options=None, on_error=None,
+                   timeout=None):
     """The file paths a dataset source names, in dataset order, and the fsspec filesystem they
     are in (None for local paths). FileNotFoundError when a directory or glob names none; a
-    subdirectory that cannot be listed: its OSError, given to `on_error` (default: raised)."""
+    subdirectory that cannot be listed: its OSError, given to `on_error` (default: raised);
+    a remote listing's requests within `timeout` (idv.open's)."""
     on_error = on_error or _raise
     sources = list(source) if isinstance(source, (list, tuple)) else [source]
     if not sources:
@@ -154,7 +167,7 @@ def expand_sources(source, *, filesystem=None, storage_options=None, on_error=No
     for s in sources:
         if not isinstance(s, (str, os.PathLike)):
             raise TypeError(_not_a_path(s))
-        found, fs_s = _expand_one(s, filesystem, storage_options, on_error)
+        found, fs_s = _expand_one(s, filesystem, storage_options, on_error, timeout)
         if fs is None:
             fs = fs_s
         elif fs_s is not None and fs_s is not fs and type(fs_s) is not type(fs):

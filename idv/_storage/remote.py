@@ -139,6 +139,33 @@ def open_zip(fs, path, timeout=DEFAULT_TIMEOUT):
                                        idv=False))
 
 
+async def retrying(request):
+    """await request(), again after a pause while it fails in a way that may pass."""
+    import asyncio
+    for attempt in range(RETRIES + 1):
+        try:
+            return await request()
+        except Exception as exc:      # noqa: BLE001 - re-raised unless transient
+            if attempt == RETRIES or not transient(exc):
+                raise
+        await asyncio.sleep(BACKOFF * 2 ** attempt)
+
+
+def ask(fs, request, url, what, timeout=None):
+    """await request() on the asynchronous filesystem `fs` as a read's requests are made:
+    retried while it fails in a way that may pass, within `timeout` (None: DEFAULT_TIMEOUT),
+    its failure an error naming `url` (a listing's, a directory's question)."""
+    import asyncio
+    timeout = deadline(timeout)
+
+    async def run():
+        return await asyncio.wait_for(retrying(request), timeout)
+    try:
+        return remote_process.run(remote_process.own(fs, url), run)
+    except Exception as exc:           # noqa: BLE001 - translated, with its cause
+        raise remote_error(exc, url, what, timeout) from exc
+
+
 def _fsspec():
     try:
         import fsspec
@@ -429,15 +456,7 @@ class RemoteSource:
         return await asyncio.gather(*(one(s, e) for s, e in runs))
 
     async def _retrying(self, request):
-        """await request(), again after a pause while it fails in a way that may pass."""
-        import asyncio
-        for attempt in range(RETRIES + 1):
-            try:
-                return await request()
-            except Exception as exc:      # noqa: BLE001 - re-raised unless transient
-                if attempt == RETRIES or not transient(exc):
-                    raise
-            await asyncio.sleep(BACKOFF * 2 ** attempt)
+        return await retrying(request)
 
     def _get(self, s, e):
         if self.http_url is not None:
