@@ -898,6 +898,23 @@ def test_a_byte_past_the_range_asked_is_refused(wide_file, first):
                 f["i1"].read()
 
 
+def test_every_request_asks_for_the_files_own_bytes(wide_file):
+    """Each GET of a file's bytes (the open's, a block's, a whole read's, the whole file from
+    a server that ignores Range) asks for no encoding: a range of an encoded body is none of
+    the file's bytes."""
+    _, data, cols = wide_file
+    seen = []
+    with RangeServer({"/wide.idv": data}) as srv:
+        srv.on_request = seen.append
+        with idv.open(srv.url("/wide.idv")) as f:
+            assert np.array_equal(f["d0"].read(), cols["d0"]) and f.read()
+        srv.mode = "no-range"
+        with pytest.warns(idv.IdvWarning, match="whole file"):
+            idv.open(srv.url("/wide.idv")).close()
+    assert len(seen) > 4
+    assert all(h.get("Accept-Encoding") == "identity" for h in seen), seen
+
+
 def test_last_modified_pins_a_file_without_etag(wide_file, monkeypatch):
     _, data, _ = wide_file
     import http_server

@@ -335,7 +335,7 @@ class RemoteSource:
         return no_size(enc)
 
     async def _encoding(self):         # fsspec drops the size of an encoded answer
-        session, url, kwargs = await self.request_args({"Accept-Encoding": "identity"})
+        session, url, kwargs = await self.request_args({})
         async with session.head(url, allow_redirects=True, **kwargs) as r:
             return r.headers.get("Content-Encoding")
 
@@ -468,10 +468,11 @@ class RemoteSource:
 
     async def request_args(self, headers):
         """(session, URL, keyword arguments) of an HTTP request for the version opened, with
-        `headers` and the filesystem's own (its storage options)."""
+        `headers` and the filesystem's own (its storage options); every request asks for the
+        file's own bytes (no encoding: a range of an encoded body is none of the file's)."""
         kwargs = dict(self._fs.kwargs)
         kwargs["headers"] = {**(kwargs.get("headers") or {}), **headers,
-                             **self.version.headers}
+                             "Accept-Encoding": "identity", **self.version.headers}
         return await self._fs.set_session(), self.http_url, kwargs
 
     async def _http_get(self, s, e):

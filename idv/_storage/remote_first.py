@@ -55,8 +55,7 @@ async def _answer(src, asked, where):
     """(start, body, headers with the file's "size") of a GET of range `asked`, whose bytes
     are where(size) of the file; WHOLE for a server that sends the whole file instead (not
     read); None when the answer does not say the size."""
-    session, url, kwargs = await src.request_args({"Range": asked,
-                                                   "Accept-Encoding": "identity"})
+    session, url, kwargs = await src.request_args({"Range": asked})
     async with session.get(url, **kwargs) as r:
         if r.status == 416 or r.headers.get("Content-Encoding", "identity") != "identity":
             return None
