@@ -468,8 +468,7 @@ class RemoteSource:
 
     async def request_args(self, headers):
         """(session, URL, keyword arguments) of an HTTP request for the version opened, with
-        `headers` and the filesystem's own (its storage options); every request asks for the
-        file's own bytes (no encoding: a range of an encoded body is none of the file's)."""
+        `headers`, the filesystem's own and no encoding (an encoded body's range is no file's)."""
         kwargs = dict(self._fs.kwargs)
         kwargs["headers"] = {**(kwargs.get("headers") or {}), **headers,
                              "Accept-Encoding": "identity", **self.version.headers}
