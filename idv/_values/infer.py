@@ -119,6 +119,23 @@ def is_missing(value):
         isinstance(value, (np.datetime64, np.timedelta64)) and np.isnat(value))
 
 
+def missing_positions(values):
+    """The positions of the missing values (is_missing) in the list `values`; the kinds of
+    values present looked at first, so that a column holding no kind that can be missing
+    costs no test of each value."""
+    kinds = set(map(type, values))
+    if not any(k is type(None) or issubclass(k, (float, np.floating, np.datetime64,
+                                                   np.timedelta64))
+               or k.__name__ in ("NAType", "NaTType") for k in kinds):
+        return []
+    if all(issubclass(k, (float, np.floating, int, np.integer)) for k in kinds):
+        try:                            # numbers alone: their NaN found in one pass
+            return np.flatnonzero(np.isnan(np.asarray(values, dtype=np.float64))).tolist()
+        except OverflowError:           # an int beyond float64: one by one
+            pass
+    return [i for i, x in enumerate(values) if is_missing(x)]
+
+
 def number_array(values):
     """np.array of a list of items, but an object array where numpy would take ints through
     a float and a float type could round them (``np.array([2**63 + 1, 1])`` is float64; 2**24
@@ -239,10 +256,10 @@ def _infer_objects(arr, where, allow_rows):
     at = Where(str(where)) if allow_rows else (lambda i: f"{where} item {i}")
     if len(arr) and all(isinstance(x, numbers.Integral) for x in arr):
         return _int_type(arr, at), None
-    missing = np.fromiter((is_missing(x) for x in arr), bool, len(arr))
-    if 0 < missing.sum() < len(arr):
-        return _type_beside_missing(arr[~missing], where), None
-    if len(arr) and missing.all():
+    missing = missing_positions(arr.tolist())
+    if missing and len(missing) < len(arr):
+        return _type_beside_missing(np.delete(arr, missing), where), None
+    if len(arr) and len(missing) == len(arr):
         only_missing(where)
     if conv is not None and conv.dtype == object and all(
             isinstance(x, (numbers.Integral, float, np.floating)) for x in arr):

@@ -15,7 +15,7 @@ from idv import _encode, types as T
 from idv._values import ticks
 from idv._values.literals import exact_number
 from idv._values.tick_text import iso_offset_minutes
-from idv._values.infer import is_missing, number_array
+from idv._values.infer import is_missing, missing_positions, number_array
 from idv._writer.missing import missing_value
 
 
@@ -418,7 +418,7 @@ def _missing_as_nan(arr, item, where):
     """The missing values among objects (None, NaN, pandas' NA) as `item` holds one: NaN in
     Single and Double; any other type (keys and Text have their own rules) refuses it, naming
     its row and the types that hold one, as for an Arrow null."""
-    missing = [i for i, x in enumerate(arr.tolist()) if is_missing(x)]
+    missing = missing_positions(arr.tolist())
     if not missing:
         return arr
     if item in (T.Single, T.Double):
