@@ -31,6 +31,17 @@ def is_rowlike(x):
     return isinstance(x, (list, tuple, np.ndarray, Ragged, Sparse)) or is_scipy_sparse(x)
 
 
+def first_rowlike(values):
+    """The position of the first cell of `values` (a 1-d object array) that holds a vector,
+    or None; the kinds of cells looked at first (one pass over their types), each cell only
+    where some kind may be one."""
+    kinds = set(map(type, values))
+    if not any(issubclass(k, (list, tuple, np.ndarray, Ragged, Sparse)) or
+               (hasattr(k, "tocsr") and hasattr(k, "nnz")) for k in kinds):
+        return None
+    return next((i for i, x in enumerate(values) if is_rowlike(x)), None)
+
+
 def values_of(value, where="value"):
     """pandas Series / Index and similar: their numpy values (zone-aware datetimes as
     DateTimeOffset's structured values, each with its offset); anything else as it is.

@@ -12,7 +12,7 @@ import numpy as np
 
 from idv import _codecs, _encode, types as T
 from idv._storage import bounds, statistics
-from idv._values.infer import (arrow_of, flatten_rows, is_rowlike, is_scipy_sparse,
+from idv._values.infer import (arrow_of, flatten_rows, first_rowlike, is_scipy_sparse,
                                number_array, row_length, values_of)
 from idv._values.arrow_types import import_pyarrow
 from idv._values.vectors import Ragged, Sparse, object_array
@@ -225,9 +225,9 @@ class Column:
             raise ValueError(f"{self.where}: a {self.type} column needs a 1-d array (one value "
                              f"per row), got shape {arr.shape}")
         if arr.dtype == object and self.item is not T.Text and len(arr):
-            rows = [i for i in range(len(arr)) if is_rowlike(arr[i])]
-            if rows:
-                raise TypeError(f"{where(rows[0])}: a sequence in a scalar {self.type} column")
+            row = first_rowlike(arr)
+            if row is not None:
+                raise TypeError(f"{where(row)}: a sequence in a scalar {self.type} column")
         out = convert_items(self.item, arr, where)
         return np.ascontiguousarray(out), len(out)
 

@@ -29,8 +29,11 @@ def _object_numbers(arr, where, dtype, type_name):
     would take them through float64 (ints beyond int64 among others), an integer type gets
     each one as it is, range-checked, and a float type each one's nearest float (checked by
     the caller)."""
-    bad = [i for i, x in enumerate(arr) if not isinstance(x, (numbers.Number, np.bool_))
-           or isinstance(x, complex)]
+    kinds = set(map(type, arr))         # each value looked at only where some kind is bad
+    bad = [] if all(issubclass(k, (numbers.Number, np.bool_)) and not issubclass(k, complex)
+                    for k in kinds) else \
+        [i for i, x in enumerate(arr) if not isinstance(x, (numbers.Number, np.bool_))
+         or isinstance(x, complex)]
     if bad:
         x = arr[bad[0]]
         raise TypeError(f"{where(bad[0])}: {x!r} ({type(x).__name__}) is not a number")
