@@ -29,9 +29,10 @@ failures) or a misbehaviour's name (``["shift", 500]``), or None (a true answer)
 ``srv.failing`` the same per path (``{"/d/_idv_files.json": [503, 503]}``). Paths in
 ``srv.forbidden`` answer 403, unknown paths 404. ``srv.validators`` says which validators the
 answers carry: ``"both"`` (the default: the ETag and Last-Modified), ``"weak"`` (a weak ETag,
-``W/"..."``, alone), ``"modified"`` (the Last-Modified alone) or ``"none"``; ``srv.encodings`` gives a path's Content-Encoding (a file
-stored gzip-encoded). ``srv.delay`` delays every GET (to see
-requests overlap: ``srv.max_in_flight``); ``srv.on_request`` sees each GET's headers.
+``W/"..."``, alone), ``"modified"`` (the Last-Modified alone) or ``"none"``;
+``srv.encodings`` gives a path's Content-Encoding (a file stored gzip-encoded). ``srv.delay``
+delays every GET (to see requests overlap: ``srv.max_in_flight``); ``srv.on_request`` sees
+each GET's headers.
 
 Run as a script (``python tests/http_server.py FILE...``, each served as ``/NAME``), it serves
 from its own process, prints its port, and answers ``/__stats__`` (the counters as JSON) and

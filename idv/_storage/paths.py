@@ -12,7 +12,7 @@ import os
 import re
 from urllib.parse import urlsplit
 
-from idv._storage import remote
+from idv._storage import remote, remote_process
 from idv._storage.staging import read_manifest
 
 __all__ = ["expand_sources"]
@@ -84,23 +84,20 @@ def is_directory(fs, path, timeout=None):
         if urlsplit(path).path.endswith(".idv"):
             return False
         try:
-            kind = remote.ask(fs, lambda: fs._info(path), path,
-                              "asking whether it is a directory", timeout).get("mimetype")
+            kind = _asked(fs, "info", path, "asking whether it is a directory", timeout)
         except FileNotFoundError:
             return False
-        return kind == "text/html"
-    if getattr(fs, "async_impl", False):
-        return remote.ask(fs, lambda: fs._isdir(path), path, "asking whether it is a directory",
-                          timeout)
-    return fs.isdir(path)
+        return kind.get("mimetype") == "text/html"
+    return _asked(fs, "isdir", path, "asking whether it is a directory", timeout)
 
 
-def _listed(fs, how, path, timeout):
-    """fs.find or fs.glob (`how`) of `path`: an asynchronous filesystem's as remote.ask makes
-    its requests."""
-    if getattr(fs, "async_impl", False):
-        return remote.ask(fs, lambda: getattr(fs, "_" + how)(path), path, "listing it", timeout)
-    return getattr(fs, how)(path)
+def _asked(fs, how, path, what, timeout):
+    """fs.`how`(path) (info, isdir, find, glob): an asynchronous filesystem's (its copy made
+    in this process) as remote.ask makes a request."""
+    if not getattr(fs, "async_impl", False):
+        return getattr(fs, how)(path)
+    fs = remote_process.own(fs, path)
+    return remote.ask(fs, lambda: getattr(fs, "_" + how)(path), path, what, timeout)
 
 
 def _expand_one(source, fs, storage_options, on_error=_raise, timeout=None):
@@ -113,10 +110,10 @@ def _expand_one(source, fs, storage_options, on_error=_raise, timeout=None):
         fs, text, _ = remote.resolve(text, None, storage_options)
     if fs is not None:
         if _glob.has_magic(text):
-            paths = sorted(_listed(fs, "glob", text, timeout))
+            paths = sorted(_asked(fs, "glob", text, "listing it", timeout))
         elif is_directory(fs, text, timeout):
             named = read_manifest(text, fs)
-            paths = sorted(p for p in _listed(fs, "find", text, timeout)
+            paths = sorted(p for p in _asked(fs, "find", text, "listing it", timeout)
                            if p.endswith(".idv")) if named is None \
                 else [f"{text.rstrip('/')}/{n}" for n in named]
         else:

@@ -151,17 +151,20 @@ async def retrying(request):
         await asyncio.sleep(BACKOFF * 2 ** attempt)
 
 
-def ask(fs, request, url, what, timeout=None):
-    """await request() on the asynchronous filesystem `fs` as a read's requests are made:
-    retried while it fails in a way that may pass, within `timeout` (None: DEFAULT_TIMEOUT),
-    its failure an error naming `url` (a listing's, a directory's question)."""
+def ask(fs, request, url, what, timeout=None, bounded=True):
+    """await request() on the asynchronous filesystem `fs` (made in this process: own) as
+    every request is made: retried while it fails in a way that may pass, within `timeout`
+    (None: DEFAULT_TIMEOUT) unless not `bounded`, its failure an error naming `url`."""
     import asyncio
     timeout = deadline(timeout)
 
     async def run():
-        return await asyncio.wait_for(retrying(request), timeout)
+        work = retrying(request)
+        return await (asyncio.wait_for(work, timeout) if bounded else work)
     try:
-        return remote_process.run(remote_process.own(fs, url), run)
+        return remote_process.run(fs, run)
+    except RemoteError:                # says what failed already
+        raise
     except Exception as exc:           # noqa: BLE001 - translated, with its cause
         raise remote_error(exc, url, what, timeout) from exc
 
@@ -447,16 +450,13 @@ class RemoteSource:
         async def one(s, e):
             async with sem:
                 try:
-                    return await asyncio.wait_for(self._retrying(lambda: self._get(s, e)),
+                    return await asyncio.wait_for(retrying(lambda: self._get(s, e)),
                                                   self.timeout)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:        # noqa: BLE001 - reported per range
                     return exc
         return await asyncio.gather(*(one(s, e) for s, e in runs))
-
-    async def _retrying(self, request):
-        return await retrying(request)
 
     def _get(self, s, e):
         if self.http_url is not None:
@@ -482,18 +482,13 @@ class RemoteSource:
             return await ranged_body(r, self.name, s, e, self.size_announced)
 
     def call(self, coro, fn, what, deadline=True):
-        """fn() (sync filesystems) or await coro() (async ones: retried, within the deadline
-        unless `deadline` is False); errors translated."""
-        try:
-            if coro is None:
-                return fn()
-            import asyncio
-
-            async def run():
-                work = self._retrying(coro)
-                return await (asyncio.wait_for(work, self.timeout) if deadline else work)
+        """fn() (sync filesystems) or await coro() (async ones: as `ask` makes a request,
+        within the timeout unless `deadline` is False); errors translated."""
+        if coro is not None:
             self._fs = remote_process.own(self._fs, self.name)
-            return remote_process.run(self._fs, run)
+            return ask(self._fs, coro, self.name, what, self.timeout, deadline)
+        try:
+            return fn()
         except RemoteError:                # says what failed already
             raise
         except Exception as exc:           # noqa: BLE001 - translated, with its cause

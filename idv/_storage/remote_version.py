@@ -6,8 +6,8 @@ else by its Last-Modified, sent as ``If-Unmodified-Since``; through a version-aw
 filesystem (s3fs's ``version_aware=True``) by its VersionId. Every answer's validators are also
 compared with those seen at open: the ETag (weakly: a weak ETag, ``W/"..."``, cannot be sent as
 ``If-Match``, but an answer of another version carries another one) and the Last-Modified,
-where it is pinned or the answer carries no ETag. A file whose server sends neither cannot be told from another put in its place:
-opening it says so (an IdvWarning).
+where it is pinned or the answer carries no ETag. A file whose server sends neither cannot be
+told from another put in its place: opening it says so (an IdvWarning).
 
 ``identity`` is the source's, by the rule a local file's is (idv._storage.source.MemorySource):
 what tells the object opened from another put at its URL since (a dataset opening the file

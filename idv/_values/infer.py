@@ -26,18 +26,19 @@ def is_scipy_sparse(value):
     return hasattr(value, "tocsr") and hasattr(value, "nnz") and hasattr(value, "shape")
 
 
+_ROWS = (list, tuple, np.ndarray, Ragged, Sparse)     # what a cell holding a vector is
+
+
 def is_rowlike(x):
     """Whether a cell holds a vector (a sequence of items) rather than one item."""
-    return isinstance(x, (list, tuple, np.ndarray, Ragged, Sparse)) or is_scipy_sparse(x)
+    return isinstance(x, _ROWS) or is_scipy_sparse(x)
 
 
 def first_rowlike(values):
     """The position of the first cell of `values` (a 1-d object array) that holds a vector,
     or None; the kinds of cells looked at first (one pass over their types), each cell only
-    where some kind may be one."""
-    kinds = set(map(type, values))
-    if not any(issubclass(k, (list, tuple, np.ndarray, Ragged, Sparse)) or
-               (hasattr(k, "tocsr") and hasattr(k, "nnz")) for k in kinds):
+    where some kind may be one (is_scipy_sparse tells a class as it tells a matrix)."""
+    if not any(issubclass(k, _ROWS) or is_scipy_sparse(k) for k in set(map(type, values))):
         return None
     return next((i for i, x in enumerate(values) if is_rowlike(x)), None)
 
@@ -287,8 +288,8 @@ def _infer_objects(arr, where, allow_rows):
         return T.TimeSpan, None
     if all(type(x) is _dt.date for x in arr):      # midnight, as pandas' dates are written
         return T.DateTime, None
-    if not allow_rows and any(is_rowlike(x) for x in arr):
-        i = next(i for i, x in enumerate(arr) if is_rowlike(x))
+    i = None if allow_rows else first_rowlike(arr)
+    if i is not None:
         raise TypeError(f"{where}: lists inside a vector (a {type(arr[i]).__name__} at item "
                         f"{i}): ML.NET's vectors hold items, not lists; flatten the rows, or "
                         f"give them one shape as numpy arrays (a multi-dimensional vector)")
