@@ -1301,3 +1301,65 @@ def test_ctrl_c_in_a_stalled_read_lets_the_process_exit():
             child.kill()
     assert "interrupted" in out and child.returncode == 130
     assert took < 10, took
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
+def test_a_caught_ctrl_c_leaves_the_next_read_nothing_to_wait_for():
+    """Ctrl-C caught while a read waits for storage that stopped answering: the work of that
+    read ends with it (its tasks not begun dropped, its requests in flight cancelled), so the
+    interrupt and the next read, once the storage answers again, do not wait behind them for
+    their deadline in the pool's threads. By way of reading: a column's blocks, a stream of batches (the
+    scan's windows), a dataset of several files (opened ahead, fetched together)."""
+    import subprocess
+    import textwrap
+    code = textwrap.dedent("""
+        import json, signal, sys, threading, time
+        sys.path.insert(0, sys.argv[1])
+        import numpy as np
+        import idv
+        from http_server import RangeServer
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        files = {}
+        for i in range(3):
+            path = f"{sys.argv[2]}/{i}.idv"
+            x = np.random.default_rng(i).integers(0, 1 << 62, 1_000_000)
+            idv.write(path, {"x": x, "y": x[::-1].copy()})   # blocks for several threads
+            files[f"/{i}.idv"] = open(path, "rb").read()
+        ways = {
+            "column": lambda urls, f: f["x"].read(),
+            "batches": lambda urls, f: list(idv.record_batch_reader(f)),
+            "dataset": lambda urls, f: idv.dataset(urls, timeout=60).read(),
+        }
+        main = threading.main_thread().ident
+        took, sent = {}, []
+        with RangeServer(files) as srv:
+            urls = [srv.url(p) for p in files]
+            for name, way in ways.items():
+                f = idv.open(urls[0], timeout=60)
+                srv.stall_seconds, srv.mode = 30, "stall"
+                stalled = srv.in_flight         # those of the ways before, still waiting
+                def interrupt():        # once every thread that can wait does
+                    seen = [stalled] * 20
+                    while seen[-1] < stalled + 2 or seen[-1] != seen[0]:
+                        time.sleep(0.02)
+                        seen = seen[1:] + [srv.in_flight]
+                    sent.append(time.perf_counter())
+                    signal.pthread_kill(main, signal.SIGINT)
+                threading.Thread(target=interrupt, daemon=True).start()
+                try:
+                    way(urls, f)
+                    took[name] = "not interrupted"
+                    continue
+                except KeyboardInterrupt:
+                    pass
+                srv.mode = None
+                idv.open(urls[2], timeout=60).read()      # a read in the threads
+                took[name] = time.perf_counter() - sent[-1]
+            print(json.dumps(took), flush=True)
+    """)
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), tmp],
+                              capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    took = json.loads(done.stdout)
+    assert all(isinstance(t, float) and t < 10 for t in took.values()), took

@@ -13,7 +13,7 @@ import weakref
 from typing import NamedTuple
 
 from idv import types as T
-from idv._resources import threads as _threads
+from idv._resources import threads as _threads, work as _work
 from idv._resources.budget import MemoryLimitError
 from idv._store.block_runs import decoded_size
 from idv.errors import IdvFormatError
@@ -109,7 +109,8 @@ def opened(paths, filesystem, open_kwargs):
     if filesystem is None:
         yield from ((path, one(path)) for path in paths)
         return
-    submit = functools.partial(_threads.pool("open", OPEN_AHEAD).submit, one)
+    work = _work.Work(_work.current())
+    submit = functools.partial(work.submit, _threads.pool("open", OPEN_AHEAD), one)
     ahead = collections.deque((path, submit(path)) for path in paths[:OPEN_AHEAD])
     rest = iter(paths[OPEN_AHEAD:])
     try:
@@ -119,10 +120,13 @@ def opened(paths, filesystem, open_kwargs):
                 ahead.append((following, submit(following)))
             yield path, opening.result()
     finally:
+        if ahead:
+            work.end()          # the opens running end their requests at once
         for _, opening in ahead:
-            if not opening.cancel() and opening.exception() is None \
+            if not opening.cancelled() and opening.exception() is None \
                     and isinstance(opening.result(), IdvFile):
                 opening.result().close()
+        work.release()
 
 
 def decoded(layout, names):

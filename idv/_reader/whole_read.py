@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from concurrent import futures
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from idv._resources import threads as _threads
+from idv._resources import threads as _threads, work as _work
 from idv._store import many_files as batch
 from idv._scan import scan
 from idv._reader import read_source
@@ -158,12 +157,15 @@ def _fetched(source, held, keys):
         yield
         return
     with contextlib.ExitStack() as stack:
-        pool = _threads.pool("fetch", FETCHES_AT_ONCE)
-        entered = [pool.submit(cm.__enter__) for cm in fetches]
-        futures.wait(entered)
-        for cm, done in zip(fetches, entered):      # every fetch that began is ended
-            if done.exception() is None:
-                stack.push(cm.__exit__)
+        pool, work = _threads.pool("fetch", FETCHES_AT_ONCE), _work.Work(_work.current())
+        entered = [work.submit(pool, cm.__enter__) for cm in fetches]
+        try:
+            work.wait(entered)
+        finally:
+            for cm, done in zip(fetches, entered):      # every fetch that began is ended
+                if done.done() and not done.cancelled() and done.exception() is None:
+                    stack.push(cm.__exit__)
+            work.release()
         for done in entered:
             if done.exception() is not None:
                 raise done.exception()

@@ -15,7 +15,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from idv._resources import threads as _threads
+from idv._resources import threads as _threads, work as _work
 from idv._store.block_runs import block_groups
 
 # decompressed bytes of a window decoded in the calling thread, not handed to the threads: a
@@ -144,6 +144,7 @@ class Windows:
         self.raw = [r.col.lookup["raw"] for r in readers]
         self.light = [getattr(r, "light", False) for r in readers]
         self.pending = collections.deque()
+        self.work = _work.Work(_work.current())
 
     def _pieces(self, spans, piece_bytes, taper):
         """[(column, p0, p1, out, raw bytes, span)]: each column's blocks of each span
@@ -259,7 +260,7 @@ class Windows:
         pool, work = _threads.pool("scan", self.file.threads), []
         for task in tasks:
             try:
-                work.append(pool.submit(self._decode, task))
+                work.append(self.work.submit(pool, self._decode, task))
             except RuntimeError:        # "can't start new thread"
                 work.append(finished(self._decode(task)))
         return work
@@ -283,6 +284,7 @@ class Windows:
         # one at a time, each wait would let the threads begin the next
         # (a forked child has no thread of the parent's to wait for)
         here = os.getpid()
+        self.work.end()     # and the remote requests of the tasks running end at once
         running = [done for _spans, _tasks, work, pid in self.pending if pid == here
                    for done in work if not done.cancel()]
         for done in running:
@@ -291,3 +293,4 @@ class Windows:
             except BaseException:
                 pass
         self.pending.clear()
+        self.work.release()

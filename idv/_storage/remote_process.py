@@ -12,8 +12,9 @@ the event loop's epoll set, which the child shares with the parent, and the pare
 request on such a connection would wait for an answer it can no longer see, until its
 deadline. So a child keeps the filesystems its parent read with, untouched, for its life.
 
-The requests in flight when the interpreter exits (after a Ctrl-C in the middle of a read) are
-cancelled: the interpreter's exit joins idv's reading threads, which would otherwise wait
+A request ends when the read it is for ends (idv._resources.work: a Ctrl-C while the read
+waits, an error, a stream abandoned), and the requests in flight when the interpreter exits
+are cancelled: the interpreter's exit joins idv's reading threads, which would otherwise wait
 for their requests' deadline (a minute by default) against storage that stopped answering.
 """
 from __future__ import annotations
@@ -23,7 +24,9 @@ import os
 import pickle
 import threading
 import weakref
+from concurrent import futures
 
+from idv._resources import work as _work
 from idv.errors import RemoteError
 
 _flight = set()           # the asyncio tasks of requests running now (on fsspec's loop)
@@ -62,10 +65,26 @@ def own(fs, url):
 
 def run(fs, request, *args):
     """await request(*args) on the event loop of `fs` (made in this process), from a thread
-    that waits for it; cancelled when the interpreter exits."""
-    from fsspec.asyn import sync
+    that waits for it; cancelled when the wait is interrupted, when the work it is for ends
+    (idv._resources.work) and when the interpreter exits."""
+    import asyncio
     _hook()
-    return sync(fs.loop, _tracked, request, args)
+    if fs.loop is None or fs.loop.is_closed():
+        raise RemoteError("the filesystem's event loop is not running")
+    done = asyncio.run_coroutine_threadsafe(_tracked(request, args), fs.loop)
+    work = _work.current()
+    forget = None if work is None else work.on_end(done.cancel)
+    try:
+        return done.result()
+    except futures.CancelledError:
+        raise RemoteError("the request was cancelled: the read it was for has ended "
+                          "(interrupted, failed or abandoned)") from None
+    except BaseException:           # an interrupt while waiting: the request ends too
+        done.cancel()
+        raise
+    finally:
+        if forget is not None:
+            forget()
 
 
 async def _tracked(request, args):

@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from idv import _compression
-from idv._resources import threads as _threads
+from idv._resources import work as _work
 from idv._store.block_runs import chunks
 from idv.errors import IdvFormatError
 
@@ -107,7 +107,7 @@ class BlockChecks:
         parts = min(self.threads * 4, -(-int(disk.sum()) // _CRC_SPAN_BYTES))
         spans = chunks(len(offsets), parts)
         if len(spans) > 1 and self.threads > 1:
-            got = list(_threads.pool("read", self.threads).map(run, spans))
+            got = _work.map_all("read", self.threads, run, spans)
         else:
             got = [run(s) for s in spans]
         out = np.zeros(len(order), np.int64)

@@ -18,7 +18,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from idv import _codecs, _compression
-from idv._resources import threads as _threads, budget
+from idv._resources import budget, work as _work
 from idv._values import vectors
 from idv._store.block_checks import BlockChecks, entry_point
 from idv._store.block_runs import (bit_rooms, block_groups, check_dense, chunks, fix_error,
@@ -360,7 +360,7 @@ class BlockStore(BlockChecks, StoredBlocks):
         parts = min(self.threads * 4, total // SPAN_BYTES) if parallel else 1
         spans = chunks(len(table), parts)
         if len(spans) > 1 and self.threads > 1:
-            results = list(_threads.pool("read", self.threads).map(run, spans))
+            results = _work.map_all("read", self.threads, run, spans)
         else:
             results = [run(s) for s in spans]
         for a, (i, message) in results:
@@ -491,7 +491,7 @@ class BlockStore(BlockChecks, StoredBlocks):
                         raise
         spans = chunks(len(table), self.threads * 4 if parallel else 1)
         if len(spans) > 1 and self.threads > 1:
-            list(_threads.pool("read", self.threads).map(run, spans))
+            _work.map_all("read", self.threads, run, spans)
         else:
             for s in spans:
                 run(s)

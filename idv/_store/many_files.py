@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from idv import _codecs, _compression, types as T
-from idv._resources import threads as _threads
+from idv._resources import work as _work
 from idv._store.block_runs import chunks, fixed_width, text_rooms
 from idv._store.blocks import SPAN_BYTES, BlockStore, ColumnBlocks
 from idv.errors import IdvFormatError
@@ -107,7 +107,7 @@ def _inflate_at(kind, lib, members, which, root, dst, threads):
     total = int(raw.sum(dtype=np.int64))
     spans = chunks(len(raw), min(threads * 4, total // SPAN_BYTES))
     if len(spans) > 1 and threads > 1:
-        results = list(_threads.pool("read", threads).map(run, spans))
+        results = _work.map_all("read", threads, run, spans)
     else:
         results = [run(s) for s in spans]
     for a, (i, message) in results:
