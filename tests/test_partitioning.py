@@ -90,6 +90,22 @@ def test_groups_keep_the_order_of_first_rows_and_rows_in_order():
     assert [(t, r.tolist()) for t, r in nan] == [((None,), [0, 2]), (("1.0",), [1])]
 
 
+@pytest.mark.parametrize("spread", [3, 1_000, 1 << 40])
+def test_groups_equal_a_dict_of_rows_by_their_key_texts(spread):
+    """Three keys (ints over a small and a wide range, floats with NaN, texts), many
+    combinations: the rows of each as a dict filled row by row gives them."""
+    rng = np.random.default_rng(spread)
+    n = 5_000
+    ints = rng.integers(-spread, spread, n)
+    floats = np.where(rng.random(n) < 0.1, np.nan, rng.integers(0, 7, n) / 2)
+    texts = [f"t{v}" for v in rng.integers(0, 5, n)]
+    expected = {}
+    for i, key in enumerate(zip(ints.tolist(), floats.tolist(), texts)):
+        expected.setdefault(tuple(partitioning.text_of(v) for v in key), []).append(i)
+    got = partitioning.groups([ints, floats, texts])
+    assert [(t, r.tolist()) for t, r in got] == list(expected.items())
+
+
 # ---------------------------------------------------------------------------------------------
 # writing
 # ---------------------------------------------------------------------------------------------

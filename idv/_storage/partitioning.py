@@ -172,14 +172,31 @@ def groups(keys):
         code, text = _coded(values)
         codes.append(code)
         texts.append(text)
-    _, first, inverse = np.unique(np.stack(codes, axis=1), axis=0, return_index=True,
-                                  return_inverse=True)
-    inverse = inverse.reshape(-1)
+    # one code per combination, key by key (each below n, so no product overflows), then
+    # the rows of each by one sort: not a sort of rows of codes and a pass per combination
+    combined = codes[0]
+    for code in codes[1:]:
+        combined = _dense(combined * (int(code.max()) + 1) + code)
+    counts = np.bincount(combined)          # codes are dense: 0 up to their count
+    # a stable sort of 16-bit integers is numpy's radix sort: one pass, not n log n
+    order = np.argsort(combined.astype(np.int16) if len(counts) < 1 << 15 else combined,
+                       kind="stable")
+    stops = np.cumsum(counts)
+    starts = stops - counts
     out = []
-    for g in np.argsort(first, kind="stable"):
-        rows = np.flatnonzero(inverse == g)
+    for g in np.argsort(order[starts], kind="stable").tolist():     # by first row
+        rows = order[starts[g]:stops[g]]
         out.append((tuple(t[c[rows[0]]] for c, t in zip(codes, texts)), rows))
     return out
+
+
+def _dense(code):
+    """`code` (integers from 0) renumbered 0 up to the count of values it holds, in order."""
+    top = int(code.max()) + 1
+    if top <= 4 * len(code):                # a table over the range: no sort
+        renumber = np.cumsum(np.bincount(code, minlength=top) > 0) - 1
+        return renumber[code]
+    return np.unique(code, return_inverse=True)[1].reshape(-1)
 
 
 def _coded(values):
