@@ -134,3 +134,23 @@ def test_pandas_vector_slots_refuse_whatever_the_filter_keeps(tmp_path):
     got = idv.read_pandas(p, vectors="object", filter="X != 1")
     assert [c.tolist() for c in got["VK"]] == [[1, 2], [1, 1]]
     assert idv.read(p, filter="X != 1")["VK"].tolist() == [[1, 2], [1, 1]]
+
+
+def test_verify_warns_of_a_key_that_reads_giving_labels_refuse(path, tmp_path):
+    """The file stays sound (ML.NET writes and reads such a value), but verify tells, once a
+    column with its block and rows, what every labelled read will refuse; the command line's
+    report carries it and exits 0."""
+    for p, name, value, count in [(path, "K", 7, 3),
+                                  (_vector_key_above_count(tmp_path / "v.idv"), "VK", 9, 2)]:
+        report = idv.verify(p)
+        assert report.ok and not report.problems
+        said = [str(w) for w in report.warnings]
+        assert len(said) == 1, said
+        assert f"'{name}' block 0" in said[0], said
+        assert f"key value {value} is above the key count {count}" in said[0], said
+        _, out, _ = run("verify", p, check_rc=0)
+        assert "1 warning" in out and f"key value {value}" in out, out
+    clean = tmp_path / "clean.idv"
+    idv.write(clean, {"K": [1, 3, 0]}, types={"K": idv.Key(idv.UInt32, 3)},
+              metadata={"K": {"KeyValues": ["a", "b", "c"]}})
+    assert not idv.verify(clean).warnings

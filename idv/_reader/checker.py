@@ -15,13 +15,15 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+import numpy as np
+
 from idv import _docs, types as T
 from idv._reader import block_stats, reader
 from idv._storage import bounds, statistics as S
 from idv._store.block_runs import block_groups
 from idv._resources.budget import MemoryLimitError
 from idv._values.arguments import own_options
-from idv._values.metadata import annotation_size_problem
+from idv._values.metadata import annotation_size_problem, usable_key_values
 from idv.errors import IdvFormatError, UnsupportedCodecError
 from idv._reader.reader import IdvFile
 
@@ -356,6 +358,7 @@ def _check_blocks(store, col, table, report, cs=None):
     statistics, each block's compared with its values; `store`: the file's BlockStore."""
     sound = 0
     group = max(1, min(GROUP_BYTES, int(store.memory_limit) // 2))
+    labels = _key_count(col)
     for g0, g1 in block_groups(table["raw"].astype("int64"), group):
         try:
             values = _decoded(store, col, g0, g1)
@@ -363,6 +366,8 @@ def _check_blocks(store, col, table, report, cs=None):
             if cs is not None:
                 for b in ok:
                     _check_statistics(col, cs, b, values[b - g0], report)
+            if labels and _unlabelled_key(col, labels, g0, values, report):
+                labels = None           # one warning a column
         except (IdvFormatError, MemoryLimitError):
             ok = [b for b in range(g0, g1) if _check_block(store, col, table, b, report, cs)]
         for b in ok:
@@ -390,6 +395,31 @@ def _check_block(store, col, table, b, report, cs):
     if cs is not None:
         _check_statistics(col, cs, b, values, report)
     return True
+
+
+def _key_count(col):
+    """The key count of a column of keys (or vector of keys) that reads label by its KeyValues
+    (idv._scan.checked_keys.labelled's rule), else None."""
+    item = col.type.item if isinstance(col.type, T.Vector) else col.type
+    return item.count if isinstance(item, T.Key) and item.count and \
+        usable_key_values(item, col) is not None else None
+
+
+def _unlabelled_key(col, count, b0, values, report):
+    """A warning, and True, where a block of `values` (blocks b0... decoded) stores a key
+    above `count`: legal to ML.NET, but every read that gives labels refuses the file."""
+    for b, block in enumerate(values, b0):
+        items = block.values if isinstance(col.type, T.Vector) else block
+        above = np.flatnonzero(np.asarray(items) > count)
+        if len(above):
+            r0, r1 = col.block_rows(b)
+            report.warnings.append(Finding.about(
+                "block", f"key value {int(np.asarray(items)[above[0]])} is above the key "
+                         f"count {count}: no KeyValue labels it, so reads that give labels "
+                         f"(pandas, Arrow, polars, DuckDB) refuse the file; idv.read() gives "
+                         f"the raw keys", col, block=b, rows=(r0, r1 - 1)))
+            return True
+    return False
 
 
 def _decoded(store, col, b0, b1):
