@@ -85,7 +85,7 @@ memory_limit : int, optional
     "cache_bytes": """\
 cache_bytes : int, default 64 MiB
     The decoded blocks that row access (``col[i]``, ``col[[i, j]]``, masks) keeps to find
-    again; 0 keeps none.""",
+    again, at most half the memory limit; 0 keeps none.""",
     "checksums": """\
 checksums : bool, default True
     Check the CRC-32s that files written by idv carry: the tables at open,

@@ -162,6 +162,11 @@ def test_the_cache_stays_within_its_bytes():
         col = f["Id"]
         col[0], col[1]
         assert col.blocks_decoded == 2
+    with idv.open(idv.sample_path(), memory_limit=3000) as f:  # the default 64 MiB: 1.5 KB
+        col = f["Features"]
+        for i in (0, 100, 0, 100):
+            col[i]
+        assert col.blocks_decoded == 4      # the cache holds at most half the memory limit
     c = BlockCache(100)
     for k in range(10):
         c.get(k, lambda: np.zeros(5, np.int64))       # 40 bytes each

@@ -63,6 +63,7 @@ class IdvFile(reads.SourceReads):
         try:
             limit = budget.limit_for(self._source.size, memory_limit)
             self._source.memory_limit = limit    # no fetch brings more (a remote file's)
+            blocks.within(limit)
         except BaseException:
             self.close()
             raise

@@ -37,6 +37,11 @@ class BlockCache:
         self._items = OrderedDict()
         self._lock = threading.Lock()
 
+    def within(self, memory_limit):
+        """Hold at most half of `memory_limit` (the file's): what the cache keeps and a read
+        beside it both fit the limit."""
+        self.max_bytes = min(self.max_bytes, int(memory_limit) // 2)
+
     def get(self, key, load, raw_bytes=0):
         """The block under `key`, or `load()`'s, kept if it fits."""
         with self._lock:
