@@ -229,7 +229,7 @@ def test_write_frames_of_other_arrow_libraries():
 def test_write_structured_arrays_datasets_and_hugging_face_datasets():
     """A numpy structured array writes its fields as columns; a pyarrow Dataset, an
     idv.arrow_dataset (the .idv's types and metadata kept) and a Hugging Face Dataset (its
-    rows as selected) are read whole and written as their Tables are."""
+    rows as selected) are written as their Tables are."""
     import pyarrow.dataset as pds
     rec = np.array([(1, 2.5), (3, 4.5)], dtype=[("a", "<i4"), ("b", "<f8")])
     buf = io.BytesIO()
@@ -253,6 +253,83 @@ def test_write_structured_arrays_datasets_and_hugging_face_datasets():
     buf = io.BytesIO()
     idv.write(buf, hf)
     assert idv.read(buf.getvalue())["s"].tolist() == ["z", "x"]
+
+
+def _batched(table, rows):
+    return pa.Table.from_batches(table.to_batches(max_chunksize=rows), table.schema)
+
+
+def test_streams_are_written_as_their_tables():
+    """A RecordBatchReader, a pyarrow Dataset of several files' batches and idv.arrow_dataset
+    are written a batch at a time, to the bytes of the Table they hold: texts, a vector, a
+    dictionary column (a Dataset's KeyValues gathered first; a reader's held whole for them),
+    `types=` and `metadata=` as given."""
+    import pyarrow.dataset as pds
+    n = 10_000
+    rng = np.random.default_rng(5)
+    table = pa.table({
+        "x": rng.random(n), "i": pa.array(rng.integers(-9, 9, n), pa.int32()),
+        "s": [f"s{v}" for v in rng.integers(0, 50, n)],
+        "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(3 * n), pa.float32()), 3),
+        "k": pa.array([["b", "a", "c"][v] for v in rng.integers(0, 3, n)]).dictionary_encode()})
+    options = dict(types={"i": idv.Int64}, metadata={"x": {"Note": "kept"}}, rows_per_block=777,
+                   **ZLIB)
+    want = io.BytesIO()
+    idv.write(want, table, **options)
+    plain = table.drop_columns(["k"])
+    want_plain = io.BytesIO()
+    idv.write(want_plain, plain, **options)
+    pieces = pds.dataset([pds.dataset(_batched(table.slice(a, 2_500), 999))
+                          for a in range(0, n, 2_500)])
+    for data, expected in [(pieces, want), (pa.RecordBatchReader.from_batches(
+            table.schema, _batched(table, 1_234).to_batches()), want),
+            (pa.RecordBatchReader.from_batches(
+                plain.schema, _batched(plain, 1_234).to_batches()), want_plain)]:
+        got = io.BytesIO()
+        idv.write(got, data, **options)
+        assert got.getvalue() == expected.getvalue(), type(data).__name__
+
+
+
+def test_an_arrow_dataset_of_idv_files_is_written_as_its_table(tmp_path):
+    """idv.arrow_dataset, streamed, gives the bytes of its Table written whole."""
+    path = tmp_path / "a.idv"
+    idv.write(path, {"x": np.arange(5_000.0), "s": [f"t{i % 7}" for i in range(5_000)]},
+              rows_per_block=600)
+    again, direct = io.BytesIO(), io.BytesIO()
+    idv.write(direct, idv.arrow_dataset(path).to_table(), **ZLIB)
+    idv.write(again, idv.arrow_dataset(path), **ZLIB)
+    assert again.getvalue() == direct.getvalue()
+
+
+def test_a_reader_is_written_without_holding_its_batches():
+    """Each batch of a RecordBatchReader is written and let go before the next is read: the
+    Arrow memory in use stays about a batch, not the stream's 24 MB."""
+    schema = pa.schema([("x", pa.float64())])
+    peak = []
+
+    def batches():
+        for i in range(24):
+            peak.append(pa.total_allocated_bytes())
+            values = pa.array(np.full(1 << 17, i, np.float32)).cast(pa.float64())  # pool's
+            yield pa.record_batch([values], schema=schema)
+    start = pa.total_allocated_bytes()
+    buf = io.BytesIO()
+    idv.write(buf, pa.RecordBatchReader.from_batches(schema, batches()))
+    assert idv.read(buf.getvalue())["x"][-1] == 23.0
+    assert max(peak) - start < 8 << 20, (max(peak) - start) >> 20
+
+
+def test_a_streamed_value_refused_names_the_row_of_the_file(tmp_path):
+    """A null Text in the third batch of a reader names its row in the file, and the write
+    leaves nothing behind."""
+    schema = pa.schema([("s", pa.string())])
+    batches = [pa.record_batch([pa.array(["a"] * 100)], schema=schema)] * 2 + [
+        pa.record_batch([pa.array(["a", None])], schema=schema)]
+    dest = tmp_path / "s.idv"
+    with pytest.raises(ValueError, match="row 201"):
+        idv.write(dest, pa.RecordBatchReader.from_batches(schema, batches))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_write_dict_of_arrow_arrays_typed_as_a_table():

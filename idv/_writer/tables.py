@@ -47,8 +47,9 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
         pyarrow Array / ChunkedArray (typed as a Table's columns are); a list of (name,
         values) pairs may repeat a name (ML.NET's hidden columns: the last one is visible).
         Arrow data: a pyarrow Table, RecordBatch, reader or Dataset (idv.arrow_dataset's
-        too), a polars DataFrame or DuckDB relation (Arrow's C stream interface), a Hugging
-        Face Dataset; a pandas DataFrame goes through idv.from_pandas.
+        too: a reader or Dataset written a batch at a time), a polars DataFrame or DuckDB
+        relation (Arrow's C stream interface), a Hugging Face Dataset; a pandas DataFrame
+        goes through idv.from_pandas.
     types : dict, optional
         ``{name or index: type}`` overriding the inferred types (keys, DateTimeOffset, RowId,
         multi-dimensional vectors ...).
@@ -80,13 +81,16 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
                        statistics=statistics, missing_text=missing_text)
         return write_partitioned(dest, data, partition_by,
                                  lambda path, rows: write(path, rows, **options))
+    options = dict(compression=compression, level=level, rows_per_block=rows_per_block,
+                   max_bytes_per_block=max_bytes_per_block, threads=threads, backend=backend,
+                   checksums=checksums, statistics=statistics, missing_text=missing_text)
+    stream = _stream_plan(data, types, missing_text)
+    if stream is not None:
+        return _write_stream(dest, *stream, types, metadata, options)
     columns, inferred_types, inferred_metadata = data_columns(data, types, missing_text)
     schema, columns = schema_of(columns, types, inferred_types)
     metadata = merged_metadata(inferred_metadata, metadata)
-    w = Writer(dest, schema, metadata=metadata, compression=compression, level=level,
-               rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
-               threads=threads, backend=backend, checksums=checksums, statistics=statistics,
-               missing_text=missing_text)
+    w = Writer(dest, schema, metadata=metadata, **options)
     try:
         if columns:
             w.write_batch(columns)
@@ -96,6 +100,44 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     except BaseException:
         w.abort()
         raise
+
+
+def _write_stream(dest, plan, batches, types, metadata, options):
+    """Write the Arrow `batches()` a batch at a time, as `plan` (an ArrowToIdv) converts
+    them, typed and annotated as a Table of them would be."""
+    schema = schema_of([(n, None) for n, _ in plan.schema_pairs], types, plan.types)[0]
+    w = Writer(dest, schema, metadata=merged_metadata(plan.metadata, metadata), **options)
+    try:
+        row0 = 0
+        for batch in batches():
+            w.write_batch(plan.convert(batch, row0))
+            row0 += batch.num_rows
+        w.close()
+    except BaseException:
+        w.abort()
+        raise
+
+
+def _stream_plan(data, types, missing_text):
+    """(ArrowToIdv plan, a function giving the batches) where `data` is a stream of Arrow
+    batches that need not be held whole: a pyarrow RecordBatchReader or Dataset
+    (idv.arrow_dataset's too), written a batch at a time as it is read (a dictionary
+    column's KeyValues gathered first by a pass over that column: a Dataset's alone, a
+    reader, which is read once, is held whole then). None for anything else."""
+    arrow = as_pyarrow(data, table=True)
+    dataset = arrow is not None and all(hasattr(arrow, a) for a in ("scanner", "to_table"))
+    if not dataset and type(arrow).__name__ != "RecordBatchReader" or not arrow.schema.names:
+        return None
+    from idv._writer.arrow import ArrowToIdv
+    plan = ArrowToIdv(arrow.schema, types, missing_text)
+    if plan.pending and not dataset:
+        return None
+    for i in plan.pending:
+        name = plan.fields[i].name
+        for batch in arrow.scanner(columns=[name]).to_batches():
+            plan.add_dictionaries(i, batch.column(0))
+    plan.finish_dictionaries()
+    return plan, (arrow.scanner().to_batches if dataset else lambda: arrow)
 
 
 
