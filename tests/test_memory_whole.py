@@ -126,6 +126,18 @@ def test_an_arrow_dataset_scanner_cuts_its_batches_to_fit(three):
     assert max(b.nbytes for b in batches) <= LIMIT // 2
 
 
+def test_an_arrow_dataset_table_is_checked_before_it_is_read(three):
+    """A scan's table without a filter has a known size: refused as the dataset's read of
+    those columns is, before any block is decoded (not once the batches kept pass it)."""
+    pytest.importorskip("pyarrow", reason="idv.arrow_dataset needs pyarrow")
+    ds = idv.arrow_dataset(three, memory_limit=LIMIT)
+    with pytest.raises(idv.MemoryLimitError, match="reading 3 columns of 1 file"):
+        ds.to_table()
+    with pytest.raises(idv.MemoryLimitError, match="reading 2 columns of 1 file"):
+        ds.scanner(columns=["a", "b"]).to_table()
+    assert ds.to_table(columns=["a"]).num_rows == ROWS
+
+
 # ---------------------------------------------------------------------------- sparse vectors
 
 SPARSE_ROWS, SPARSE_SIZE = 2000, 10_000         # dense: 80 MB of float32

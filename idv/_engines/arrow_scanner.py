@@ -12,9 +12,9 @@ from idv._interop import arrow
 from idv._interop.arrow_columns import one_array, rows_only
 from idv._resources import budget
 from idv._engines import engine_filters
-from idv._scan import filter_tree, filters
+from idv._scan import filter_tree, filters, scan
 from idv._scan.checked_keys import labelled
-from idv._reader import read_source, selection
+from idv._reader import read_source, selection, whole_read
 from idv._values.arrow_types import import_pyarrow
 
 # rows of a batch when the caller gives no batch size: pyarrow's scanners' default, or more
@@ -22,6 +22,10 @@ from idv._values.arrow_types import import_pyarrow
 # idv's Python per batch, are paid a few times a file, not a few times a megabyte
 BATCH_ROWS = 1 << 17
 BATCH_BYTES = 16 << 20
+# what a stream of batches holds at once, in batches: the scan's windows of a batch each (the
+# one handed on and scan.AHEAD queued), the pieces of the batch being gathered and the
+# batch; twice that, for what is held beside (the consumer's batch, Arrow's pool)
+HELD_BATCHES = 2 * (scan.AHEAD + 3)
 
 
 def rows_within(ds, columns, least=BATCH_ROWS, nbytes=BATCH_BYTES):
@@ -109,13 +113,14 @@ class IdvScanner:
     def _batch_rows(self, read):
         """The rows of a batch of columns `read`: the batch size given, or rows_within the
         dataset's first file, found once a scan, not once each file it reads; at most the
-        rows whose batch fits half the memory limit (a batch and the pieces it is gathered
-        from: pyarrow's batch size is a most, which the scan cuts to fit)."""
+        rows of a batch that fits the memory limit with all a stream holds beside it, which
+        is about HELD_BATCHES of them (pyarrow's batch size is a most, which the scan cuts to
+        fit)."""
         key = tuple(read)
         if key not in self._rows:
             ds = self._owner.idv_dataset
             self._rows[key] = min(self._batch_size or rows_within(ds, read), rows_within(
-                ds, read, least=1, nbytes=ds.memory_limit // 2))
+                ds, read, least=1, nbytes=ds.memory_limit // HELD_BATCHES))
         return self._rows[key]
 
     def _batches(self, rows=None, group=True, quick_first=False):
@@ -145,6 +150,10 @@ class IdvScanner:
         """The scan as a pyarrow.Table (its batches charged to the dataset's memory limit, all
         of them being kept)."""
         ds = self._owner.idv_dataset
+        if self._filter is None:        # the table's size is known: refused before reading
+            keys = read_source.split(ds, self._names)[0]
+            whole_read.check_memory(ds, keys, [(i, None) for i in range(len(ds.files))],
+                                    once=keys, arrow=keys)
         batches = budget.kept(self._batches(), ds.memory_limit,
                               lambda: f"the dataset ({ds.files[0].path}...): the scan's table")
         return self._pa.Table.from_batches(list(batches), self.projected_schema)
