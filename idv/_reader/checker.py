@@ -327,9 +327,18 @@ def _check_column(store, col, report, cs=None):
         report.warnings.append(Finding.about("column", f"not checked: {col.unreadable_reason}",
                                              col))
     table = _check_lookup(col, report)
+    above = []          # the first key stored above the key count: (block, value)
     if table is not None and col.readable:
-        info["blocks_ok"] = _check_blocks(store, col, table, report, cs)
-    info["metadata"] = _check_metadata(col, report)
+        info["blocks_ok"] = _check_blocks(store, col, table, report, cs, above)
+    decoded = {}
+    info["metadata"] = _check_metadata(col, report, decoded)
+    if above and usable_key_values(_key_item(col), decoded) is not None:
+        (b, value), (r0, r1) = above[0], col.block_rows(above[0][0])
+        report.warnings.append(Finding.about(
+            "block", f"key value {value} is above the key count {_key_item(col).count}: no "
+                     f"KeyValue labels it, so reads that give labels (pandas, Arrow, polars, "
+                     f"DuckDB) refuse the file; idv.read() gives the raw keys", col, block=b,
+            rows=(r0, r1 - 1)))
 
 
 def _check_lookup(col, report):
@@ -351,14 +360,16 @@ def _check_lookup(col, report):
     return table
 
 
-def _check_blocks(store, col, table, report, cs=None):
+def _check_blocks(store, col, table, report, cs=None, above=None):
     """Decode every block, a group at a time (within the file's memory limit); a failing
     group again block by block, to find each bad block, and a block whose decoding is over
     the limit a warning (not checked). Returns the number of sound blocks. `cs`: the column's
-    statistics, each block's compared with its values; `store`: the file's BlockStore."""
+    statistics, each block's compared with its values; `store`: the file's BlockStore;
+    `above`: a list given the first (block, key) stored above a key column's count."""
     sound = 0
     group = max(1, min(GROUP_BYTES, int(store.memory_limit) // 2))
-    labels = _key_count(col)
+    item = _key_item(col)
+    count = item.count if item is not None and above is not None else None
     for g0, g1 in block_groups(table["raw"].astype("int64"), group):
         try:
             values = _decoded(store, col, g0, g1)
@@ -366,8 +377,8 @@ def _check_blocks(store, col, table, report, cs=None):
             if cs is not None:
                 for b in ok:
                     _check_statistics(col, cs, b, values[b - g0], report)
-            if labels and _unlabelled_key(col, labels, g0, values, report):
-                labels = None           # one warning a column
+            if count and not above:
+                above += _keys_above(col, count, g0, values)
         except (IdvFormatError, MemoryLimitError):
             ok = [b for b in range(g0, g1) if _check_block(store, col, table, b, report, cs)]
         for b in ok:
@@ -397,29 +408,21 @@ def _check_block(store, col, table, b, report, cs):
     return True
 
 
-def _key_count(col):
-    """The key count of a column of keys (or vector of keys) that reads label by its KeyValues
-    (idv._scan.checked_keys.labelled's rule), else None."""
+def _key_item(col):
+    """The key type of a column of keys or of a vector of keys, else None."""
     item = col.type.item if isinstance(col.type, T.Vector) else col.type
-    return item.count if isinstance(item, T.Key) and item.count and \
-        usable_key_values(item, col) is not None else None
+    return item if isinstance(item, T.Key) and item.count else None
 
 
-def _unlabelled_key(col, count, b0, values, report):
-    """A warning, and True, where a block of `values` (blocks b0... decoded) stores a key
-    above `count`: legal to ML.NET, but every read that gives labels refuses the file."""
+def _keys_above(col, count, b0, values):
+    """[(block, key)] of the first key above `count` in `values` (blocks b0... decoded), or
+    []: legal to ML.NET, but no KeyValue labels it."""
     for b, block in enumerate(values, b0):
-        items = block.values if isinstance(col.type, T.Vector) else block
-        above = np.flatnonzero(np.asarray(items) > count)
+        items = np.asarray(block.values if isinstance(col.type, T.Vector) else block)
+        above = np.flatnonzero(items > count)
         if len(above):
-            r0, r1 = col.block_rows(b)
-            report.warnings.append(Finding.about(
-                "block", f"key value {int(np.asarray(items)[above[0]])} is above the key "
-                         f"count {count}: no KeyValue labels it, so reads that give labels "
-                         f"(pandas, Arrow, polars, DuckDB) refuse the file; idv.read() gives "
-                         f"the raw keys", col, block=b, rows=(r0, r1 - 1)))
-            return True
-    return False
+            return [(b, int(items[above[0]]))]
+    return []
 
 
 def _decoded(store, col, b0, b1):
@@ -433,8 +436,9 @@ def _decoded(store, col, b0, b1):
     return [values[a - r0:z - r0] for a, z in map(col.block_rows, range(b0, b1))]
 
 
-def _check_metadata(col, report):
-    """Decode the metadata table and every value; returns the number of sound values."""
+def _check_metadata(col, report, decoded):
+    """Decode the metadata table and every value; returns the number of sound values, and
+    puts a sound KeyValues into `decoded` (by kind)."""
     try:
         entries = col.metadata_entries()
     except IdvFormatError as e:
@@ -443,7 +447,7 @@ def _check_metadata(col, report):
     sound = 0
     for m in entries:
         try:
-            col.decode_metadata(m)
+            value = col.decode_metadata(m)
         except UnsupportedCodecError as e:
             report.warnings.append(Finding.about("metadata", f"{m.kind!r} not checked: "
                                                  f"{e.reason}", col, metadata_kind=m.kind,
@@ -466,6 +470,8 @@ def _check_metadata(col, report):
             continue
         sound += 1
         report.checked["metadata"] += 1
+        if m.kind == "KeyValues":
+            decoded[m.kind] = value
     return sound
 
 
