@@ -934,6 +934,40 @@ def test_csv_times_with_offsets_keep_each_values_offset(tmp_path):
     assert idv.read(tmp_path / "back.idv")["t"].tolist() == want.tolist()
 
 
+def test_csv_times_beyond_the_nanoseconds_years_are_times_without_types(tmp_path):
+    """ISO 8601 times outside 1677-2262 (which pyarrow leaves as text) are typed as those
+    inside: with offsets DateTimeOffset, without DateTime, each to the tick as types= reads
+    them, so that an .idv's own CSV comes back with its types; a column of other text, of
+    times with and without offsets, or of dates alone is as pyarrow reads it."""
+    pytest.importorskip("pyarrow.csv", reason="CSV is read by pyarrow")
+    src = tmp_path / "t.csv"
+    src.write_text("z,d,mixed,word,day\n"
+                   "0001-01-01T12:00:00+05:30,0001-01-01T00:00:00.0000001,"
+                   "0001-01-01T00:00:00Z,x,0001-01-01\n"
+                   "9999-12-31T23:59:59.9999999Z,9999-12-31 23:59:59,"
+                   "2000-01-01T00:00:00,2000-01-01T00:00:00,9999-12-31\n")
+    idv.convert(src, tmp_path / "t.idv")
+    typed = {"z": idv.DateTimeOffset, "d": idv.DateTime}
+    idv.convert(src, tmp_path / "typed.idv", columns=["z", "d"], types=typed)
+    with idv.open(tmp_path / "t.idv") as f, idv.open(tmp_path / "typed.idv") as g:
+        assert {c.name: c.type for c in f.columns} == {
+            **typed, "mixed": idv.Text, "word": idv.Text, "day": idv.DateTime}
+        for name in typed:
+            assert f[name].read().tolist() == g[name].read().tolist(), name
+        assert f["z"].read()["offset_minutes"].tolist() == [330, 0]
+        assert (f["d"].read().view(np.int64) + EPOCH_TICKS).tolist() == [
+            1, _ticks(9999, 12, 31, 23, 59, 59)]
+    dto = np.zeros(2, [("utc", "<M8[100ns]"), ("offset_minutes", "<i2")])
+    dto["utc"] = np.array([-EPOCH_TICKS + 864_000_000_000, 2 * 10**18]).view("<M8[100ns]")
+    dto["offset_minutes"] = [-480, 60]
+    when = np.array([-EPOCH_TICKS + 1, 2 * 10**18]).view("<M8[100ns]")
+    idv.write(tmp_path / "wide.idv", {"z": dto, "d": when})
+    idv.convert(tmp_path / "wide.idv", tmp_path / "wide.csv")
+    idv.convert(tmp_path / "wide.csv", tmp_path / "back.idv")
+    want, got = idv.read(tmp_path / "wide.idv"), idv.read(tmp_path / "back.idv")
+    assert all(want[k].tolist() == got[k].tolist() for k in want)
+
+
 def test_csv_errors_name_the_column_and_how_to_type_it(tmp_path):
     """pyarrow's parse errors name a CSV column by its number: idv's name it by its header
     name and the value's line (a quoted value may span lines), and say how to give a type

@@ -27,6 +27,26 @@ from idv.formats.idv import idv_to_text
 _CSV_BLOCK = 16 << 20
 
 
+# an ISO 8601 date and time of day (.NET's round trip "o" and its kin), with an offset or not
+_ISO_TIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,7})?)?"
+             r"(?P<zone>Z|[+-][0-9]{2}:[0-9]{2})?$")
+
+
+def _iso_times(pa, values):
+    """DateTimeOffset where every value of a CSV column pyarrow read as text (the first
+    block's) is an ISO 8601 time with an offset (or Z), DateTime where each is one without;
+    else None (no value, or some other text)."""
+    import pyarrow.compute as pc
+    values = values.drop_null()
+    if not len(values) or not re.match(_ISO_TIME, values[0].as_py()) or \
+            not pc.all(pc.match_substring_regex(values, _ISO_TIME)).as_py():
+        return None         # (the first value alone tells most columns of words apart)
+    zoned = pc.match_substring_regex(values, r"(Z|[+-][0-9]{2}:[0-9]{2})$")
+    if pc.all(zoned).as_py():
+        return T.DateTimeOffset
+    return T.DateTime if not pc.any(zoned).as_py() else None
+
+
 class CsvSource(Source):
     """A CSV / TSV file read by pyarrow's CSV reader in blocks of _CSV_BLOCK bytes; `types=`
     tells it how to parse some columns. The total is unknown."""
@@ -51,13 +71,22 @@ class CsvSource(Source):
         self.typed = set(column_types)
         self.reader = self._open()
         self.schema = self.reader.schema
-        # times with offsets, which pyarrow would make UTC instants: into an .idv, each
-        # value's own offset, read from the text as types={name: DateTimeOffset} reads it
-        aware = [f.name for f in self.schema if options.format == "idv" and f.name not in
-                 self.typed and pa.types.is_timestamp(f.type) and f.type.tz is not None]
-        if aware:
-            self.types = dict.fromkeys(aware, T.DateTimeOffset)
-            self.args[3].column_types = {**column_types, **dict.fromkeys(aware, pa.string())}
+        # times read from their text as types= reads it, into an .idv: those with offsets,
+        # which pyarrow would make UTC instants, with each value's own offset; and times
+        # beyond the nanoseconds' years (1677-2262), which pyarrow leaves as text
+        untyped = [f for f in self.schema if options.format == "idv" and f.name not in self.typed]
+        times = {f.name: T.DateTimeOffset for f in untyped
+                 if pa.types.is_timestamp(f.type) and f.type.tz is not None}
+        texts = [f.name for f in untyped if pa.types.is_string(f.type)]
+        self.first = None           # the first batch, read to look at its text
+        if texts:
+            with self._named(), contextlib.suppress(StopIteration):
+                self.first = self.reader.read_next_batch()
+            times.update((n, t) for n in texts if self.first is not None and
+                         (t := _iso_times(pa, self.first.column(n))) is not None)
+        if times:
+            self.types, self.first = times, None
+            self.args[3].column_types = {**column_types, **dict.fromkeys(times, pa.string())}
             self.reader = self._open()
             self.schema = self.reader.schema
         twice = sorted({n for n in self.schema.names if self.schema.names.count(n) > 1})
@@ -75,7 +104,11 @@ class CsvSource(Source):
 
     def batches(self):
         reader, self.reader = self.reader, None
-        reader = self._open() if reader is None else reader
+        first, self.first = self.first, None
+        if reader is None:
+            reader, first = self._open(), None
+        if first is not None:
+            yield first
         while True:
             with self._named():
                 try:
