@@ -968,6 +968,24 @@ def test_csv_times_beyond_the_nanoseconds_years_are_times_without_types(tmp_path
     assert all(want[k].tolist() == got[k].tolist() for k in want)
 
 
+def test_datetime_is_refused_where_the_output_holds_ticks(tmp_path):
+    """datetime= (--datetime) chooses the unit of times in an Arrow output: an .idv holds
+    ticks and a text output .NET's text of them, whatever it says, so given for one it is
+    refused, before any file is made, by the API and the command line alike."""
+    src = tmp_path / "t.idv"
+    idv.write(src, {"t": np.array([1, 2]).view("<M8[100ns]")})
+    for out in ("t.csv", "t.tsv", "t.jsonl", "again.idv"):
+        with pytest.raises(ValueError, match="sets the unit of times in a Parquet"):
+            idv.convert(src, tmp_path / out, datetime="us")
+        rc, _, err = cli_run.run("convert", src, tmp_path / out, "--datetime", "ticks")
+        assert rc == 2 and "--datetime sets the unit of times" in err, err
+        assert not (tmp_path / out).exists()
+    pytest.importorskip("pyarrow.parquet", reason="the Parquet output is pyarrow's")
+    idv.convert(src, tmp_path / "t.parquet", datetime="ticks")
+    idv.convert(tmp_path / "t.parquet", tmp_path / "back.idv")
+    assert idv.read(tmp_path / "back.idv")["t"].view(np.int64).tolist() == [1, 2]
+
+
 def test_csv_errors_name_the_column_and_how_to_type_it(tmp_path):
     """pyarrow's parse errors name a CSV column by its number: idv's name it by its header
     name and the value's line (a quoted value may span lines), and say how to give a type

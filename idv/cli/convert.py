@@ -189,8 +189,8 @@ def _deflate_options(args):
 def _check_sides(module, args, src_fmt, dst_fmt):
     """A usage error naming an option given that is for the other kind of input or output
     (idv.formats.misplaced: --level with a Parquet OUTPUT, --types with an .idv INPUT)."""
-    wrong = module.misplaced(src_fmt, dst_fmt, {o: getattr(args, o, None)
-                                                for o, _, _ in module.ONE_SIDED},
+    wrong = module.misplaced(src_fmt, dst_fmt, {o: getattr(args, o, None) for o in [
+                                 "datetime", *(o for o, _, _ in module.ONE_SIDED)]},
                              lambda option: "--" + option.replace("_", "-"))
     if wrong is not None:
         raise CliError(wrong, EXIT_USAGE)

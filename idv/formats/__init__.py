@@ -57,6 +57,9 @@ class Format:
     * ``datetime``: the unit of times written from an .idv when ``datetime=`` is not given:
       ``"auto"``, or ``"auto-us"`` for Parquet: microseconds, the unit every engine reads
       (Spark refuses Parquet's nanosecond timestamps), finer ticks floored with a warning.
+    * ``arrow_times``: whether it holds times in an Arrow unit, which ``datetime=`` chooses
+      (an .idv holds 100-ns ticks, and text formats .NET's text of them, exact to the tick:
+      ``datetime=`` given for such an output is refused, as it would change nothing).
     """
 
     name: str
@@ -67,6 +70,7 @@ class Format:
     from_idv: Optional[Callable]
     title: str
     datetime: str = "auto"
+    arrow_times: bool = False
 
 
 # name -> Format, in the order the help lists them
@@ -74,11 +78,11 @@ FORMATS = {f.name: f for f in (
     Format("idv", (".idv",), idv_format.CODECS, idv_format.IdvSource, idv_format.IdvSink,
            idv_format.idv_to_idv, "ML.NET's binary dataview"),
     Format("parquet", (".parquet", ".pq"), parquet.CODECS, parquet.ParquetSource,
-           parquet.ParquetSink, None, "Parquet", "auto-us"),
+           parquet.ParquetSink, None, "Parquet", "auto-us", True),
     Format("feather", (".feather",), ipc.CODECS, ipc.IpcSource, ipc.IpcSink, None,
-           "Feather (an Arrow IPC file)"),
+           "Feather (an Arrow IPC file)", "auto", True),
     Format("arrow", (".arrow", ".ipc"), ipc.CODECS, ipc.IpcSource, ipc.IpcSink, None,
-           "Arrow IPC (a file or, read, a stream)"),
+           "Arrow IPC (a file or, read, a stream)", "auto", True),
     Format("csv", (".csv",), None, text.csv_source(","), text.csv_sink(","),
            text.delimited_from_idv(","), "CSV"),
     Format("tsv", (".tsv", ".tab"), None, text.csv_source("\t"), text.csv_sink("\t"),
@@ -182,7 +186,8 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         Called as ``progress(rows_done, rows_total)`` at the start and after each block or
         batch; ``rows_total`` is None when unknown (CSV input).
     datetime : str, optional
-        The unit of times on the Arrow side, as in idv.to_arrow. The default is the
+        The unit of times in a Parquet, Feather or Arrow output, as in idv.to_arrow (refused
+        for other outputs, which hold times exact to the tick). The default is the
         destination's (``FORMATS[name].datetime``): ``"auto-us"`` for Parquet, microseconds,
         which Spark, DuckDB, polars and pandas all read, finer ticks floored with an
         IdvWarning (``"ns"`` or ``"ticks"`` keep 100-ns ticks there), ``"auto"`` for the
@@ -231,10 +236,15 @@ ONE_SIDED = (("rows_per_block", "output", True), ("level", "output", True),
 
 
 def misplaced(src_fmt, dst_fmt, given, spell=lambda name: f"{name}="):
-    """Why an option of ONE_SIDED given (`given`: option -> value, None or absent: not given)
-    does not apply to a conversion from `src_fmt` to `dst_fmt`, naming it as `spell(option)`
-    does (the command line: --option); None when every one applies."""
+    """Why an option of ONE_SIDED, or ``datetime`` (for an output whose times have an Arrow
+    unit), given (`given`: option -> value, None or absent: not given) does not apply to a
+    conversion from `src_fmt` to `dst_fmt`, naming it as `spell(option)` does (the command
+    line: --option); None when every one applies."""
     formats = {"input": src_fmt, "output": dst_fmt}
+    if given.get("datetime") is not None and not dst_fmt.arrow_times:
+        return (f"{spell('datetime')} sets the unit of times in a Parquet, Feather or Arrow "
+                f"output, not in {dst_fmt.title}, which holds them exact to the tick ("
+                f"{'100-ns ticks' if dst_fmt.name == 'idv' else 'as .NET text'})")
     for option, side, of_idv in ONE_SIDED:
         fmt = formats[side]
         if given.get(option) is not None and (fmt.name == "idv") != of_idv:
@@ -251,7 +261,7 @@ def _options(src, dst, src_fmt, dst_fmt, *, columns, compression, rows_per_block
     ensure_callable(progress, "progress", "progress(rows_done, rows_total)")
     wrong = misplaced(src_fmt, dst_fmt, {"rows_per_block": rows_per_block, "level": level,
                                          "backend": backend, "types": types or None,
-                                         "missing_text": missing_text})
+                                         "missing_text": missing_text, "datetime": datetime})
     if wrong is not None:
         raise ValueError(wrong)
     # no level or library asked for: .idv -> .idv copies the blocks it need not compress again
