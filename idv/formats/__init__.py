@@ -186,12 +186,10 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         Called as ``progress(rows_done, rows_total)`` at the start and after each block or
         batch; ``rows_total`` is None when unknown (CSV input).
     datetime : str, optional
-        The unit of times in a Parquet, Feather or Arrow output, as in idv.to_arrow (refused
-        for other outputs, which hold times exact to the tick). The default is the
-        destination's (``FORMATS[name].datetime``): ``"auto-us"`` for Parquet, microseconds,
-        which Spark, DuckDB, polars and pandas all read, finer ticks floored with an
-        IdvWarning (``"ns"`` or ``"ticks"`` keep 100-ns ticks there), ``"auto"`` for the
-        others.
+        The unit of times in a Parquet, Feather or Arrow output, as in idv.to_arrow (other
+        outputs hold ticks: refused). Default: ``"auto-us"`` for Parquet, microseconds, which
+        Spark, DuckDB, polars and pandas all read, finer ticks floored with an IdvWarning
+        (``"ns"`` or ``"ticks"`` keep 100-ns ticks there), ``"auto"`` for the others.
     {safe}
     types : dict, optional
         idv types for some columns of a non-.idv source (overriding the types inferred from
