@@ -95,6 +95,38 @@ def test_out_of_range_names_the_row_and_the_row_count(path, bad):
         f.take([0, bad, 1])
 
 
+@pytest.mark.parametrize("bad", [np.uint64(2**63), 2**63, 2**64, [2**64], np.array([2**63],
+                                                                                np.uint64)],
+                         ids=["uint64", "int", "beyond-uint64", "list", "array"])
+def test_row_numbers_beyond_int64_are_out_of_range_on_every_path(path, dataset_dir, bad):
+    """A row number no int64 holds is out of range, an IndexError naming it, whichever path
+    takes it: not numpy's OverflowError, nor a TypeError calling an int no integer."""
+    pytest.importorskip("pyarrow", reason="the Arrow dataset's take is one of the paths")
+    big = int(np.asarray(bad).reshape(-1)[0])
+    listed = bad if isinstance(bad, (list, np.ndarray)) else [bad]
+    with idv.open(path) as f, idv.dataset(dataset_dir) as ds:
+        for take in (lambda: f.take(bad), lambda: f.take(listed), lambda: f["i"][listed],
+                     lambda: f.read(rows=listed), lambda: ds.take(bad),
+                     lambda: idv.arrow_dataset(path).take(listed),
+                     lambda: idv.to_arrow(path, rows=listed)):
+            with pytest.raises(IndexError, match=f"row {big} out of range"):
+                take()
+
+
+def test_an_arrow_dataset_take_numbers_the_matches_as_a_take_numbers_the_rows(path):
+    """take() of a filtered scan numbers its matching rows as take() without a filter numbers
+    every row: negative from the end, slices, and idv's out-of-range error."""
+    pytest.importorskip("pyarrow", reason="idv.arrow_dataset is pyarrow's kind")
+    import pyarrow.compute as pc
+    ds = idv.arrow_dataset(path)
+    every = pc.field("i") >= 0              # a filter that keeps every row
+    for rows in ([-1, 0, -2], slice(2, 9, 3), slice(None, None, -50), [5, 5]):
+        assert ds.take(rows, filter=every).equals(ds.take(rows)), rows
+    for take in (lambda: ds.take([ROWS]), lambda: ds.take([ROWS], filter=every)):
+        with pytest.raises(IndexError, match=f"row {ROWS} out of range for {ROWS} rows"):
+            take()
+
+
 def test_blocks_decoded_are_the_distinct_blocks_hit(path):
     rows = np.array([900, 5, 70, 71, 5, 999, 200])
     hit = len(np.unique(rows // RPB))

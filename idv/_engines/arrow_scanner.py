@@ -174,8 +174,10 @@ class IdvScanner:
 
     def take(self, indices):
         """Rows `indices` of the scan, in the order given."""
-        if self._filter is not None:
-            return self.to_table().take(selection.take_numbers(indices))
+        if self._filter is not None:       # rows of the matches, as numbered without one
+            table = self.to_table()
+            return table.take(selection.row_numbers(selection.take_numbers(indices),
+                                                    table.num_rows, "scan"))
         return _take(self._owner, self._names, self.projected_schema, indices)
 
     def count_rows(self):

@@ -126,7 +126,10 @@ def row_numbers(key, n, what="column"):
         rows = np.asarray(key)
     except (TypeError, ValueError):
         rows = None
-    if rows is None or rows.ndim != 1 or (rows.dtype.kind not in "biu" and len(rows)):
+    if rows is not None:
+        _beyond_int64(rows, n)
+    if rows is None or rows.ndim != 1 or (rows.dtype.kind not in "biu" and
+                                          not _empty_list(key, rows)):
         raise TypeError(f"rows are selected by an int, a slice, a list or array of row "
                         f"numbers, or a boolean mask, not {_described(key)}")
     if rows.dtype.kind == "b":
@@ -199,14 +202,31 @@ def take_numbers(indices):
     if isinstance(indices, slice):
         return indices
     if isinstance(indices, (int, np.integer)) and not isinstance(indices, (bool, np.bool_)):
-        return np.array([indices], np.int64)
+        indices = [indices]
     try:
         rows = np.asarray(indices)
     except (TypeError, ValueError):
         _not_numbers(indices)
-    if rows.ndim != 1 or (rows.dtype.kind not in "iu" and len(rows)):
+    _beyond_int64(rows)
+    if rows.ndim != 1 or (rows.dtype.kind not in "iu" and not _empty_list(indices, rows)):
         _not_numbers(indices)
     return rows.astype(np.int64) if rows.dtype.kind != "u" else _unsigned(rows)
+
+
+def _empty_list(key, rows):
+    """Whether `key` is an empty list or tuple (numpy makes it float64): no rows, as numpy
+    indexes with it; an empty array of floats is refused as numpy refuses it."""
+    return not len(rows) and not isinstance(key, np.ndarray)
+
+
+def _beyond_int64(rows, n=None):
+    """IndexError for Python ints beyond int64 (numpy holds them as objects) among `rows`:
+    out of range of any file, not a type a row number cannot have."""
+    if rows.dtype == object and rows.ndim == 1 and len(rows) and all(
+            isinstance(r, int) and not isinstance(r, bool) for r in rows.tolist()):
+        big = next(r for r in rows.tolist() if not -2**63 <= r < 2**63)
+        of = "" if n is None else f" for {n} rows"
+        raise IndexError(f"row {big} out of range{of}")
 
 
 def _unsigned(rows, n=None):
