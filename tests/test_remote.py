@@ -1363,3 +1363,22 @@ def test_a_caught_ctrl_c_leaves_the_next_read_nothing_to_wait_for():
     assert done.returncode == 0, done.stderr[-3000:]
     took = json.loads(done.stdout)
     assert all(isinstance(t, float) and t < 10 for t in took.values()), took
+
+
+def test_prefetches_that_end_out_of_order_keep_each_others_bytes():
+    """Two prefetches of one remote file (two threads' whole reads) that end in another order
+    than they began: the one still open serves its blocks from memory, no request again."""
+    buf = io.BytesIO()
+    rng = np.random.default_rng(4)
+    idv.write(buf, {"x": rng.random(200_000), "y": rng.random(200_000)})
+    with RangeServer({"/a.idv": buf.getvalue()}) as srv:
+        f = idv.open(srv.url("/a.idv"))
+        first, second = f.prefetch(["x"]), f.prefetch(["y"])
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        asked = srv.requests
+        y = f["y"].read()
+        assert srv.requests == asked
+        second.__exit__(None, None, None)
+        assert np.array_equal(y, idv.read(buf.getvalue())["y"])

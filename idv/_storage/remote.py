@@ -347,9 +347,9 @@ class RemoteSource:
         return self.read_ranges([offset], [size])[0]
 
     def read_ranges(self, offsets, sizes, keep=False):
-        """The bytes of each range (offset, size): those the open fetched from memory, the
-        others by coalesced, concurrent range requests. `keep`: hold what this call fetches
-        for later views too (the tables at open, which the checksums check again)."""
+        """The bytes of each range (offset, size): those held from memory, the others by
+        coalesced, concurrent range requests. `keep`: hold what this call fetches for later
+        views (True: the tables at open; a list: given them, until the caller drops them)."""
         n = len(offsets)
         starts = np.fromiter((int(o) for o in offsets), np.int64, n)
         lengths = np.fromiter((int(s) for s in sizes), np.int64, n)
@@ -369,13 +369,16 @@ class RemoteSource:
             idx = np.asarray(todo)
             s, e = starts[idx], starts[idx] + lengths[idx]
             runs = coalesce(s, e)
-            wanted = sum(b - a for a, b in runs)
             if self.memory_limit is not None:
-                budget.check(wanted, self.memory_limit,
+                budget.check(sum(b - a for a, b in runs), self.memory_limit,
                              lambda: f"{self.name}: fetching {len(runs)} range(s)")
             got = self._fetch(runs)
-            if keep:
-                self._held.extend((r0, data) for (r0, _), data in zip(runs, got))
+            if keep is not False:
+                held = [(r0, data) for (r0, _), data in zip(runs, got)]
+                if keep is not True:
+                    keep += held
+                with self._count:       # a new list: views in other threads go on over theirs
+                    self._held = self._held + held
             run_starts = np.array([r[0] for r in runs], np.int64)
             which = np.searchsorted(run_starts, s, side="right") - 1
             for i, a, b, r in zip(todo, s.tolist(), e.tolist(), which.tolist()):
@@ -396,12 +399,14 @@ class RemoteSource:
     def prefetch(self, offsets, sizes):
         """Fetch these ranges now, coalesced (a whole read's blocks: a few large requests
         instead of some per column), and serve reads from them until the with-block ends."""
-        n = len(self._held)
-        self.read_ranges(offsets, sizes, keep=True)
+        mine = []
+        self.read_ranges(offsets, sizes, keep=mine)
         try:
             yield
-        finally:
-            del self._held[n:]
+        finally:        # these, not those of another prefetch begun since (another thread's)
+            gone = {id(h) for h in mine}
+            with self._count:
+                self._held = [h for h in self._held if id(h) not in gone]
 
     def close(self):
         self._held = []
