@@ -287,10 +287,12 @@ class Windows:
         self.work.end()     # and the remote requests of the tasks running end at once
         running = [done for _spans, _tasks, work, pid in self.pending if pid == here
                    for done in work if not done.cancel()]
-        for done in running:
-            try:
-                done.result()
-            except BaseException:
-                pass
-        self.pending.clear()
-        self.work.release()
+        try:
+            for done in running:
+                try:
+                    done.result()
+                except Exception:       # a task's error: the stream that wanted it has ended
+                    pass
+        finally:                        # a Ctrl-C while waiting goes on up
+            self.pending.clear()
+            self.work.release()
