@@ -9,8 +9,6 @@ FileParts: ``store``, ``tables``, ``path``, ``check_open()``, ``num_rows`` and `
 """
 from __future__ import annotations
 
-import threading
-from typing import NamedTuple
 
 import numpy as np
 
@@ -21,41 +19,8 @@ from idv._values import vectors
 from idv._store.block_runs import check_block_sizes, decoded_size, text_rooms
 from idv._store.blocks import ColumnBlocks
 from idv._reader.column_metadata import ColumnAnnotations
+from idv._reader.file_parts import Counter
 from idv.errors import IdvFormatError, UnsupportedCodecError
-
-_COUNTING = threading.Lock()      # pieces of one column decode in several threads
-
-
-class _Counter:
-    """A count several decoding threads add to (a column's blocks_decoded): held by the
-    column's ColumnBlocks, it ties them to no Column, so no reference cycle."""
-
-    def __init__(self):
-        self.count = 0
-
-    def add(self, n):
-        with _COUNTING:
-            self.count += n
-
-
-class FileParts(NamedTuple):
-    """What a column reads through: its file's block store, tables (idv._storage.layout.Tables),
-    header and name. Not the IdvFile itself, so that a file and its columns form no reference
-    cycle: a file dropped (a dataset's, closed) is freed at once, not by the garbage
-    collector, whose passes over thousands of such files cost a third of opening them."""
-    store: object
-    tables: object
-    header: object
-    path: object
-
-    @property
-    def num_rows(self):
-        return self.header.row_count
-
-    def check_open(self):
-        """ValueError once the file is closed."""
-        self.store.check_open()
-
 
 class Column(ColumnAnnotations):
     """One column: its type and metadata, and its values read by block.
@@ -77,7 +42,7 @@ class Column(ColumnAnnotations):
         self._metadata_entries = None
         self._metadata = None
         self._annotations = {}                # (kind, offset) -> decoded value
-        self._decoded = _Counter()
+        self._decoded = Counter()
         self.index = entry.index
         self.name = entry.name
 
@@ -319,6 +284,9 @@ class Column(ColumnAnnotations):
             (b0, b1), local = run
             if b1 <= b0:
                 return self.read_blocks(0, 0)
+            if row_picks.is_strided(self, key, (b0, b1)):
+                self.need(self.decoded_bytes(key), lambda: f"rows {key} of {self.name!r}")
+                return row_picks.strided(self, range(*key.indices(n)))
             part = self.read_blocks(b0, b1)
             return vectors.detached(part[local], part)
         return row_picks.picked(self, selection.row_numbers(key, n) if rows is None else rows,
@@ -414,7 +382,7 @@ class Column(ColumnAnnotations):
         """About what reading `rows` (None: all; a slice or row numbers) allocates, from the lookup
         table alone (its blocks' decompressed size, Text as str objects or, `arrow`, in Arrow's
         form: block_runs.decoded_size), which whole reads check first. Package-internal."""
-        n = self.num_rows
+        n, strided = self.num_rows, False
         if rows is None or n == 0:
             b0, b1, count = 0, self.num_blocks, n
         else:
@@ -423,6 +391,7 @@ class Column(ColumnAnnotations):
                 run = selection.slice_run(rows, n, self.rows_per_block)
                 lo, hi = (run[0][0] * self.rows_per_block, run[0][1] * self.rows_per_block) \
                     if run is not None else (0, n)
+                strided = run is not None and row_picks.is_strided(self, rows, run[0])
             else:
                 picked = selection.row_numbers(rows, n)
                 count = len(picked)
@@ -434,6 +403,8 @@ class Column(ColumnAnnotations):
                 else int(self.lookup["raw"][b0:b1].sum(dtype=np.int64))
         except IdvFormatError as e:
             raise self._located(e) from None
+        if strided:
+            return row_picks.strided_bytes(self, raw, count, (b0, b1), arrow)
         return decoded_size(self.codec, raw, count, arrow)
 
     @property
@@ -454,6 +425,11 @@ class Column(ColumnAnnotations):
             return self._decode_text_blocks(b0, b1, parallel, out)
         except IdvFormatError as e:
             raise self._located(e)
+
+    @property
+    def memory_limit(self):
+        """The bytes one read of the column may allocate (its file's). Package-internal."""
+        return self._file.store.memory_limit
 
     def need(self, nbytes, what):
         """BlockStore.need, for memory a column's reader allocates itself. Package-internal."""

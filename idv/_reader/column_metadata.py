@@ -3,7 +3,7 @@ table, each value decoded from its stored bytes on first use (counted against th
 limit), and their stored forms, which tell two columns' annotations apart without decoding.
 
 ColumnAnnotations is a part of idv._reader.column.Column, which holds the state it uses: its
-FileParts (``_file``), ``index``, ``name``, ``_located``, and what is decoded
+idv._reader.file_parts.FileParts (``_file``), ``index``, ``name``, ``_located``, and what is decoded
 (``_metadata_entries``, ``_metadata``, ``_annotations``). """
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ from idv._values.arguments import ensure_count, ensure_flag, own_options
 from idv._reader import opening, read_source, reads, selection
 from idv._storage import statistics as block_stats
 from idv._store.blocks import BlockStore
-from idv._reader.column import Column, FileParts
+from idv._reader.column import Column
+from idv._reader.file_parts import FileParts
 from idv.errors import IdvFormatError
 from idv._reader.read_source import FileSpan
 from idv._storage.remote import open_any

@@ -16,11 +16,53 @@ import numpy as np
 
 from idv import types as T
 from idv._resources import budget
-from idv._store.block_runs import decoded_size
+from idv._store.block_runs import block_groups, decoded_size
 from idv._values import vectors
 
 # A row selection over at most this many blocks goes through the cache of decoded blocks.
 CACHED_BLOCKS = 64
+# the blocks of a slice whose step skips rows are decoded about this many bytes at a time
+STRIDE_BYTES = 32 << 20
+
+
+def is_strided(col, key, blocks):
+    """Whether slice `key` of scalar column `col`, over `blocks` (first, stop), skips rows
+    over several blocks: gathered by strided(), never its span decoded at once."""
+    return abs(key.step or 1) > 1 and blocks[1] - blocks[0] > 1 and \
+        not isinstance(col.type, T.Vector)
+
+
+def _group_bytes(col):
+    """The bytes of blocks strided() decodes at once: STRIDE_BYTES, within half the limit."""
+    return max(1, min(STRIDE_BYTES, col.memory_limit // 2))
+
+
+def strided_bytes(col, raw, count, blocks, arrow):
+    """What strided() returns for `count` rows of `blocks` (first, stop) that inflate to
+    `raw` bytes: their share of the span's decoded bytes (besides it, a group of blocks at a
+    time, each checked as it is decoded, as a slice's one block is)."""
+    span = (blocks[1] - blocks[0]) * col.rows_per_block
+    return decoded_size(col.codec, raw * count // span, count, arrow)
+
+
+def strided(col, rows):
+    """Rows `rows` (a range whose step skips rows over several blocks) of a column of scalars,
+    gathered a group of blocks (about STRIDE_BYTES) at a time, each group let go before the
+    next: ``col[::1000]`` of millions of rows allocates its rows and a group, not its span."""
+    asc = rows if rows.step > 0 else rows[::-1]
+    rpb, step = col.rows_per_block, asc.step
+    first_block, stop_block = asc[0] // rpb, asc[-1] // rpb + 1
+    pieces = []
+    for g0, g1 in block_groups(col.lookup["raw"][first_block:stop_block].astype(np.int64),
+                               _group_bytes(col), first_block):
+        part = col.read_blocks(g0, g1)
+        lo, hi = g0 * rpb, min(g0 * rpb + len(part), asc[-1] + 1)
+        first = asc.start + max(0, -(-(lo - asc.start) // step)) * step
+        if first < hi:
+            pieces.append(part[first - lo:hi - lo:step].copy())
+        del part
+    out = np.concatenate(pieces) if pieces else col.read_blocks(0, 0)
+    return out if rows.step > 0 else out[::-1].copy()
 
 
 def rows_held(num_rows, rows_per_block, blocks):
