@@ -303,4 +303,6 @@ def test_frames_fit_half_the_memory_limit_as_every_streams_pieces(tmp_path):
     got = lf.filter(pl.col("x") > 0.95).select(pl.col("x").sum()).collect().item()
     assert got == pytest.approx(x[x > 0.95].sum(), rel=1e-12)
     with pytest.raises(idv.MemoryLimitError, match="frames for polars"):
-        lf.collect()                                         # the whole column: 3.2 MB kept
+        lf.filter(pl.col("x") > 0.01).collect()            # nearly every row: kept
+    with pytest.raises(idv.MemoryLimitError, match="reading 1 column of 1 file"):
+        lf.collect()               # the whole column (3.2 MB): refused before it is read
