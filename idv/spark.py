@@ -19,12 +19,13 @@ import sys
 
 from idv._engines import engine_filters
 from idv._resources import threads
-from idv._resources.budget import halved
+from idv._resources.budget import MemoryLimitError, halved
 from idv._engines.reopen import listed, open_listed
 from idv._scan import filters, scan
 from idv._interop.arrow import arrow_schema, record_batch_reader
 from idv import types as T
-from idv._values.arrow_types import METADATA_KEY, TYPE_KEY, import_pyarrow
+from idv._values.arrow_types import (METADATA_KEY, TYPE_KEY, column_arrow_type,
+                                    import_pyarrow)
 from idv._reader.dataset import dataset
 from idv.errors import IdvFormatError, require
 from idv._storage.staging import DEFAULT_NAME, Staging
@@ -165,10 +166,12 @@ def _spark_schema(arrow):
 
 
 READ_OPTIONS = ("path", "columns", "blocksPerPartition", "safe", "checksums", "schema",
-                "onBadFile")
+                "onBadFile", "memoryLimit")
 # idv.dataset's options as messages name them -> as Spark's reader takes them
 _SPARK_WORDS = (("schema='common'", '.option("schema", "common")'),
-                ("on_bad_file='skip'", '.option("onBadFile", "skip")'))
+                ("on_bad_file='skip'", '.option("onBadFile", "skip")'),
+                ("idv.open(path, memory_limit=N) or idv.set_memory_limit(N)",
+                 '.option("memoryLimit", N)'))
 WRITE_OPTIONS = ("path", "name", "like", "compression", "rowsPerBlock")
 
 
@@ -182,6 +185,15 @@ def _known_options(options, known, what):
             "passes to the read" if unknown[0].lower() in ("filter", "where") else ""
         raise ValueError(f"option {unknown[0]!r} is not one of idv's {what} options "
                          f"({', '.join(known)}){hint}")
+
+
+def _option_bytes(text):
+    """A number of bytes given as a Spark option (text: ``"50000000"``)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f'.option("memoryLimit", ...) takes a number of bytes, not '
+                         f'{text!r}') from None
 
 
 def _option_bool(options, key, default):
@@ -247,9 +259,13 @@ class _Plan:
         self.per = None if per is None else int(per)
         self.safe = _option_bool(options, "safe", True)
         checksums = _option_bool(options, "checksums", True)
+        # Spark plans and reads in Python processes of its own, where idv.set_memory_limit
+        # of the session's process does not hold: the limit is an option (memory_limit=)
+        limit = options.get("memoryLimit")
         with _in_spark_words(), \
                 dataset(path, columns, checksums=checksums, schema=options.get("schema", "exact"),
-                        on_bad_file=options.get("onBadFile", "raise")) as ds:
+                        on_bad_file=options.get("onBadFile", "raise"),
+                        memory_limit=None if limit is None else _option_bytes(limit)) as ds:
             self.names = ds.column_names            # those of `columns`, in their order
             self.parts = _partitions(ds, self.names, self.per)
             # Spark's timestamps are microseconds: finer ticks raise unless safe=false
@@ -267,7 +283,7 @@ def _in_spark_words():
     """idv.dataset's errors naming its options as Spark's reader takes them."""
     try:
         yield
-    except ValueError as e:
+    except (ValueError, MemoryLimitError) as e:
         text = e.reason if isinstance(e, IdvFormatError) else str(e)
         for python, spark in _SPARK_WORDS:
             text = text.replace(python, spark)
@@ -295,7 +311,7 @@ class _Reader(sources.DataSourceReader):
         # a dataset of no rows has no partition: Spark then reads one that holds None
         for part, entry in getattr(partition, "value", None) or ():
             # the file as planned: an IdvFormatError naming it when another is in its place
-            with open_listed(entry, plan.filesystem, plan.open_kwargs) as f:
+            with _in_spark_words(), open_listed(entry, plan.filesystem, plan.open_kwargs) as f:
                 for batch in record_batch_reader(f, plan.names, datetime="us", safe=plan.safe,
                                                  rows=range(part.start, part.stop),
                                                  filter=self.filter):
@@ -353,18 +369,16 @@ def _idv_fields(schema, like):
 
 def _restore_types(pa, table, idv_fields):
     """Spark's Arrow table with each field's ML.NET type and annotations back in its field
-    metadata, so that idv.from_arrow gives the exact types (the lists of a fixed-size vector
-    made fixed-size lists again)."""
+    metadata, so that idv.from_arrow gives the exact types: a column in the type Spark makes
+    of idv's Arrow type for it (spark_arrow_type: unsigned integers widened, a fixed-size
+    vector's lists, a key's integers) cast back to that type."""
     fields, columns = [], []
     for f, column in zip(table.schema, table.columns):
         meta = idv_fields.get(f.name)
         if meta:
-            t = T.parse_type(meta[_IDV_KEYS[0]])
-            if isinstance(t, T.Vector) and t.is_fixed and pa.types.is_list(f.type):
-                size = 1
-                for d in t.dims:
-                    size *= d
-                column = column.cast(pa.list_(f.type.value_type, size))
+            idv_type = column_arrow_type(pa, T.parse_type(meta[_IDV_KEYS[0]]), "us")
+            if column.type != idv_type and column.type == spark_arrow_type(pa, idv_type):
+                column = column.cast(idv_type)          # checked: a value out of range raises
             f = pa.field(f.name, column.type, metadata=meta)
         fields.append(f)
         columns.append(column)

@@ -254,3 +254,41 @@ def test_a_file_of_no_rows_reads_as_no_rows_with_its_schema(spark, tmp_path):
     assert df.count() == 0 and df.collect() == []
     assert df.columns == ["x", "t"]
     assert spark.read.format("idv").load(str(path)).where("x > 1").count() == 0
+
+
+def test_unsigned_integers_written_back_keep_their_types(spark, tmp_path):
+    """Spark widens unsigned integers (Byte to short ... UInt64 to decimal(20, 0)); a frame
+    read from .idv and written back gets each one's type and values back, 2**64 - 1 and a
+    fixed vector of UInt64 included (UInt64 was refused, the others written signed)."""
+    src = tmp_path / "u.idv"
+    top = np.array([0, 1, 2**64 - 1], np.uint64)
+    want = {"b": np.array([0, 7, 255], np.uint8), "u16": np.array([0, 1, 65535], np.uint16),
+            "u32": np.array([0, 1, 2**32 - 1], np.uint32), "u64": top,
+            "vec": np.stack([top, top[::-1]], axis=1), "i": np.arange(3)}
+    idv.write(src, want)
+    out = tmp_path / "out"
+    spark.read.format("idv").load(str(src)).write.format("idv").mode("overwrite") \
+        .save(str(out))
+    with idv.dataset(str(out)) as ds:
+        assert {n: str(ds.schema[n].type) for n in want} == {
+            "b": "Byte", "u16": "UInt16", "u32": "UInt32", "u64": "UInt64",
+            "vec": "Vector<UInt64, 2>", "i": "Int64"}
+        got = ds.read()
+    order = np.argsort(got["i"])
+    for name, values in want.items():
+        assert np.array_equal(got[name][order], values), name
+
+
+def test_the_memory_limit_is_an_option_in_spark_words(spark, tmp_path):
+    """Spark plans and reads in Python processes of its own, where idv.set_memory_limit does
+    not hold: .option("memoryLimit", N) is the limit (memory_limit=), and a read over it is
+    refused in Spark's words."""
+    path = tmp_path / "m.idv"
+    idv.write(path, {"x": np.arange(200_000, dtype=np.int64)}, rows_per_block=100_000)
+    read = spark.read.format("idv").option("memoryLimit", 100_000)
+    with pytest.raises(Exception, match=r'over idv.s memory limit.*\.option\("memoryLimit", N\)'):
+        read.load(str(path)).collect()
+    assert spark.read.format("idv").option("memoryLimit", 10**9).load(str(path)).count() == \
+        200_000
+    with pytest.raises(Exception, match="takes a number of bytes"):
+        spark.read.format("idv").option("memoryLimit", "lots").load(str(path)).count()
