@@ -95,17 +95,15 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
                                          predicate is not None else slice(0, n_rows))
             for group in grouped(blocks, least, room):
                 table = pa.Table.from_batches(group, blocks.schema)
-                # polars aborts the process when an allocation fails: the frame must leave it
-                # room for as much again (its copy) and its own, within the limit as it stands
-                # (its bytes before Text becomes views: counted without a pass over them)
+                # polars aborts the process when an allocation fails: the frame leaves it room
+                # for a copy and its own, within the limit (its bytes before Text's views)
                 budget.check(table.nbytes + spare, ds.memory_limit,
                              lambda: f"{budget.name_of(ds)}: a frame for polars")
                 yield _frame(pl, pa, table, None if exact else predicate,
                              with_columns if narrow else None)
 
         left = n_rows
-        # polars keeps every frame of a collect, and aborts the process when an allocation
-        # fails: each is charged to the dataset's limit before polars has it
+        # polars keeps every frame of a collect: each charged to the limit before polars has it
         for df, _ in budget.kept(frames(), ds.memory_limit,
                                  lambda: f"{budget.name_of(ds)}: frames for polars",
                                  nbytes=lambda frame: frame[1]):
