@@ -1462,6 +1462,23 @@ def test_ctrl_c_exits_130_quietly_whenever_it_comes(monkeypatch):
             assert run_main("info", fixture("mixed_default")) == (130, "", "")
 
 
+def test_ctrl_c_while_idv_loads_exits_130_quietly(tmp_path):
+    """Ctrl-C in the first moments of `python -m idv`, while idv (and numpy) are imported,
+    is the same quiet 130 as one while the command runs, not a traceback: here the import
+    of idv.cli is interrupted, by a finder that raises as a Ctrl-C would."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'idv.cli':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_DIR)])}
+    done = subprocess.run([sys.executable, "-m", "idv", "info", fixture("mixed_default")],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
+
+
 def test_a_full_disk_under_stats_add_names_the_file_not_stdout(monkeypatch, tmp_path):
     """A write that the disk refuses while `stats --add` rewrites a file names that file;
     standard output had nothing to do with it."""
