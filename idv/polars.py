@@ -22,7 +22,7 @@ from idv._interop.arrow_columns import as_views
 from idv._resources import budget
 from idv._engines import engine_filters
 from idv._scan import filters
-from idv._reader import read_source, whole_read
+from idv._reader import whole_read
 from idv._engines.arrow_scanner import BATCH_BYTES, BATCH_ROWS, grouped, rows_within
 from idv._values.arrow_types import empty_table
 from idv.errors import require
@@ -82,7 +82,7 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
         spare = 0 if budget.address_space_room() is None else POLARS_ROOM
         least, room = _frame_size(ds, wanted, batch_size, spare)
         if predicate is None and n_rows is None:    # every row kept: refused before reading
-            _check_whole(ds, wanted)
+            whole_read.check_table(ds, wanted)
 
         def frames():
             # the scan's batches (whole blocks of about the rows of a frame: the batch size
@@ -115,14 +115,6 @@ def scan_idv(source, *, datetime="auto", safe=True, **dataset_options):
                 return
 
     return register_io_source(io_source, schema=pl_schema)
-
-
-def _check_whole(ds, wanted):
-    """MemoryLimitError when every row of columns `wanted` of dataset `ds`, as polars keeps
-    them, needs more than its limit (as to_arrow checks a read)."""
-    keys = read_source.split(ds, wanted)[0]
-    whole_read.check_memory(ds, keys, [(i, None) for i in range(len(ds.files))], once=keys,
-                            arrow=keys)
 
 
 def _bind(schema, predicate):

@@ -430,7 +430,9 @@ class IdvDataSource(sources.DataSource):
     sources are not told which columns a query uses), ``blocksPerPartition`` (default: about
     64 MiB of decoded values per partition), ``safe`` (``false`` floors sub-microsecond times
     to Spark's microseconds instead of raising), ``checksums`` (``false``: not checked),
-    ``schema`` and ``onBadFile`` (idv.dataset's ``schema`` and ``on_bad_file``). Any
+    ``schema`` and ``onBadFile`` (idv.dataset's ``schema`` and ``on_bad_file``),
+    ``memoryLimit`` (bytes: ``memory_limit=``; set_memory_limit does not reach Spark's
+    processes). Any
     other option is a ValueError, naming those it takes (Spark would pass it unread). Writing
     options: ``name`` (a pattern of
     ``{task}`` and ``{job}``, default ``part-{task:05d}-{job}.idv``), ``like`` (an .idv file

@@ -151,9 +151,7 @@ class IdvScanner:
         of them being kept)."""
         ds = self._owner.idv_dataset
         if self._filter is None:        # the table's size is known: refused before reading
-            keys = read_source.split(ds, self._names)[0]
-            whole_read.check_memory(ds, keys, [(i, None) for i in range(len(ds.files))],
-                                    once=keys, arrow=keys)
+            whole_read.check_table(ds, self._names)
         batches = budget.kept(self._batches(), ds.memory_limit,
                               lambda: f"the dataset ({ds.files[0].path}...): the scan's table")
         return self._pa.Table.from_batches(list(batches), self.projected_schema)

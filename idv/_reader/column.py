@@ -9,7 +9,6 @@ FileParts: ``store``, ``tables``, ``path``, ``check_open()``, ``num_rows`` and `
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from idv import _codecs, _compression, _docs, _lookup, _toc, types as T

@@ -319,6 +319,14 @@ def check_rows(source, keys, rows=None):
                  read_source.row_parts(source, rows)[0])
 
 
+def check_table(source, keys):
+    """check_memory of every row of columns `keys` (constant ones need nothing) in Arrow's
+    form, kept as the batches that bring them (an engine's table: nothing joined)."""
+    keys = read_source.split(source, keys)[0]
+    check_memory(source, keys, [(i, None) for i in range(len(source.files))], once=keys,
+                 arrow=keys)
+
+
 def check_batch(source, keys, size, arrow):
     """MemoryLimitError, before a stream reads anything, when its batches of `size` rows
     (batch_size: a size asked for is given, not cut) of columns `keys` need more than the

@@ -125,8 +125,11 @@ def _stream_plan(data, types, missing_text):
     column's KeyValues gathered first by a pass over that column: a Dataset's alone, a
     reader, which is read once, is held whole then). None for anything else."""
     arrow = as_pyarrow(data, table=True)
-    dataset = arrow is not None and all(hasattr(arrow, a) for a in ("scanner", "to_table"))
-    if not dataset and type(arrow).__name__ != "RecordBatchReader" or not arrow.schema.names:
+    if arrow is None:
+        return None
+    dataset = all(hasattr(arrow, a) for a in ("scanner", "to_table"))
+    if not (dataset or isinstance(arrow, import_pyarrow().RecordBatchReader)) or \
+            not arrow.schema.names:
         return None
     from idv._writer.arrow import ArrowToIdv
     plan = ArrowToIdv(arrow.schema, types, missing_text)

@@ -29,7 +29,7 @@ _CSV_BLOCK = 16 << 20
 
 # an ISO 8601 date and time of day (.NET's round trip "o" and its kin), with an offset or not
 _ISO_TIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,7})?)?"
-             r"(?P<zone>Z|[+-][0-9]{2}:[0-9]{2})?$")
+             r"(Z|[+-][0-9]{2}:[0-9]{2})?$")
 
 
 def _iso_times(pa, values):
