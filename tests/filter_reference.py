@@ -735,7 +735,7 @@ def tables(draw, kinds=KINDS, min_rows=0, max_rows=20, max_columns=3):
 # ---- hypothesis: literals and predicates ----------------------------------------------------
 
 BIG = [2**63, 2**64, 2**64 - 1, -(2**63) - 1, 2**70, -(2**70), 300, -129, 256, -1, 0.1, 1.5,
-       -0.0, math.nan, math.inf, -math.inf, 16777217, 2.0**63, 1e300]
+       -0.0, math.nan, math.inf, -math.inf, 16777217, 2.0**63, 1e300, 2**1024, -(2**1024)]
 NUMPY_INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
 
 
@@ -749,7 +749,10 @@ def _wrap_number(x, how):
             except OverflowError:
                 return x
         if how in ("np.float32", "np.float64", "np.float16"):
-            return getattr(np, how[3:])(float(x) if not isinstance(x, float) else x)
+            try:
+                return getattr(np, how[3:])(float(x) if not isinstance(x, float) else x)
+            except OverflowError:
+                return x
         if how.startswith("np.") and isinstance(x, int):
             dtype = getattr(np, how[3:])
             info = np.iinfo(dtype)
@@ -787,7 +790,10 @@ def number_literals(draw, col: Col):
     if isinstance(base, float) and not math.isfinite(base):
         return _wrap_number(base, draw(st.sampled_from(["py", "np.float32", "np.float64"])))
     delta = draw(st.sampled_from([0, 0, 0, 1, -1, 0.5, -0.5]))
-    x = base + delta
+    try:
+        x = base + delta
+    except OverflowError:       # beyond the finite floats: the integer as it is
+        x = base
     how = draw(st.sampled_from(["py", "py", "float", "np.float32", "np.float64"] +
                                [f"np.{t.__name__}" for t in NUMPY_INTS]))
     out = _wrap_number(x, how)

@@ -25,6 +25,7 @@ import importlib.util
 import io
 import itertools
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -563,6 +564,7 @@ def test_duckdb_over_arrow_dataset_equals_duckdb_in_memory():
 # ---- explicit cases -----------------------------------------------------------------------
 
 F32_01 = float(np.float32(0.1))
+F64_MAX = 1.7976931348623157e308
 B = 638396640000000000                         # 2024-01-01 in ticks
 REGRESSION = Table(8, {
     "big_u64": Col("U8", [2**63, 2**63 + 5, 2**64 - 1, 0, 5, 7, 2**63, 1]),
@@ -573,6 +575,7 @@ REGRESSION = Table(8, {
     "int8": Col("I1", [-128, 127, 0, 44, -1, 1, 100, 2]),
     "uint8": Col("U1", [0, 255, 1, 44, 200, 3, 4, 255]),
     "animal": Col("KEY", [1, 2, 3, 0, 3, 1, 2, 0], ["cat", "dog", "cat"], "U4"),
+    "double": Col("R8", [-math.inf, -F64_MAX, -1e308, 0.0, math.inf, math.nan, F64_MAX, 5e-324]),
 })
 # times of 100 ns ticks, some finer than a microsecond, and .NET's extremes (a file of their
 # own: the Arrow dataset refuses to convert such ticks, see test_case)
@@ -622,6 +625,15 @@ CASES = {
         (cmp("single", "==", -0.0), [5]),
         (("isnull", "single"), [3]),
         (("isnull", "animal"), [3, 7]),
+    ],
+    "floats against numbers beyond the finite floats": [
+        (cmp("double", ">", -(2**1024)), [1, 2, 3, 4, 6, 7]),
+        (cmp("double", ">=", -(2**1024)), [1, 2, 3, 4, 6, 7]),
+        (cmp("double", "<", -(2**1024)), [0]),
+        (cmp("double", "<", 2**1024), [0, 1, 2, 3, 6, 7]),
+        (cmp("double", ">", 2**1024), [4]),
+        (cmp("double", "==", -(2**1024)), []),
+        (cmp("single", ">", -(2**1024)), [0, 1, 2, 4, 5, 6, 7]),
     ],
     "int64 against fractions": [
         (cmp("int64", "in", [1.5]), []),
@@ -976,6 +988,7 @@ def test_engines_compare_the_floored_times_they_are_given():
 LABELLED = Table(8, {
     "pet": Col("KEY", [1, 2, 3, 0, 3, 1, 2, 3], ["cat", "dog", ""], "U1"),
     "animal": Col("KEY", [1, 2, 3, 0, 3, 1, 2, 0], ["cat", "dog", "cat"], "U4"),
+    "double": Col("R8", [-math.inf, -F64_MAX, -1e308, 0.0, math.inf, math.nan, F64_MAX, 5e-324]),
 })
 
 

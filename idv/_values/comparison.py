@@ -222,13 +222,12 @@ def _bind_float(op, q):
         f = math.inf if q > 0 else -math.inf
     if math.isfinite(f) and Fraction(f) == q:
         return Test(CMP, op, f)
-    # q lies strictly between two neighbouring float64s below and above
-    above = f if math.isinf(f) or Fraction(f) > q else math.nextafter(f, math.inf)
+    # q lies strictly between two neighbouring float64s (past the finite ones: an infinity)
+    above = math.nextafter(f, math.inf) if f == -math.inf or (
+        f != math.inf and Fraction(f) < q) else f
     below = math.nextafter(above, -math.inf)
-    if op == "==":
-        return _NONE
-    if op == "!=":
-        return _ALL
+    if op in ("==", "!="):
+        return _NONE if op == "==" else _ALL
     return Test(CMP, "<=", below) if op in ("<", "<=") else Test(CMP, ">=", above)
 
 
