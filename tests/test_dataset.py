@@ -22,6 +22,7 @@ import idv
 from idv._resources import gc as _gc
 from idv._store import many_files as batch
 from idv._reader import dataset_files, opening, reader
+from craft import build, parse
 from expected import assert_column_equal, assert_equal_reads, column_index, expected_column
 from reference import REPO_DIR, fixture, sidecar
 
@@ -366,13 +367,20 @@ def test_a_column_one_file_cannot_interpret_is_named_with_that_file(tmp_path):
                                                 "'TextSpam'"]
 
 
+@pytest.mark.parametrize("damage", ["codec", "compression"])
 @pytest.mark.parametrize("reader", ["read", "dataset", "arrow_dataset", "polars"])
-def test_a_column_no_reader_can_interpret_is_left_out_by_every_default_read(tmp_path, reader):
-    """As a file's read leaves it out (ML.NET skips it), so do a dataset's and the engines'
-    (whose Arrow schema raised an AttributeError); asked for by name it is the
+def test_a_column_no_reader_can_interpret_is_left_out_by_every_default_read(tmp_path, reader,
+                                                                          damage):
+    """As a file's read leaves it out (ML.NET skips it), so do a dataset's and the engines',
+    whether its codec or its compression kind is unknown; asked for by name it is the
     UnsupportedCodecError naming the file and column on each."""
     path = _write(tmp_path / "x.idv", {"Id": np.arange(3, dtype=np.int64), "T": ["a", "b", "c"]})
-    Path(path).write_bytes(Path(path).read_bytes().replace(b"TextSpan", b"TextSpam"))
+    if damage == "codec":
+        Path(path).write_bytes(Path(path).read_bytes().replace(b"TextSpan", b"TextSpam"))
+    else:
+        m = parse(Path(path).read_bytes())
+        m.cols[1].comp, m.cols[1].stored = 7, {0: b"\x00" * 5}
+        Path(path).write_bytes(build(m)[0])
     if reader == "polars":
         pytest.importorskip("polars", reason="idv.polars needs polars (pip install 'idv[polars]')")
         from idv.polars import scan_idv
@@ -384,9 +392,10 @@ def test_a_column_no_reader_can_interpret_is_left_out_by_every_default_read(tmp_
         "arrow_dataset": (lambda: idv.arrow_dataset(path, checksums=False).to_table()
                           .column_names,
                           lambda: idv.arrow_dataset(idv.dataset(path, ["Id", "T"],
-                                                                checksums=False))),
+                                                                checksums=False)).to_table()),
         "polars": (lambda: scan_idv(path, checksums=False).collect().columns,
-                   lambda: scan_idv(idv.dataset(path, ["T"], checksums=False)))}[reader]
+                   lambda: scan_idv(idv.dataset(path, ["T"], checksums=False)).collect())
+    }[reader]
     with pytest.warns(idv.IdvWarning, match="cannot interpret column 1 'T'"):
         assert default() == ["Id"]
     with pytest.warns(idv.IdvWarning), \

@@ -25,7 +25,7 @@ import idv
 from expected import assert_equal_reads
 import http_server
 from http_server import RangeServer
-from idv._storage import remote
+from idv._storage import remote, remote_requests
 from reference import SAMPLE_DIR, fixture_files, model_zip_entries, shared_path
 
 pytest.importorskip("fsspec")
@@ -243,8 +243,8 @@ def test_every_column_reads_as_the_local_file(wide_file):
 
 def test_a_whole_read_fetches_its_blocks_in_few_requests(wide_file):
     """read() and to_arrow() of a remote file fetch the selected columns' blocks up front,
-    coalesced (capped at remote.MAX_REQUEST bytes a request), not a request per block and
-    column; what they hold is dropped when they return."""
+    coalesced (capped at remote_requests.MAX_REQUEST bytes a request), not a request per block
+    and column; what they hold is dropped when they return."""
     path, data, cols = wide_file
     with RangeServer({"/wide.idv": data}) as srv:
         with idv.open(srv.url("/wide.idv")) as f:
@@ -252,7 +252,7 @@ def test_a_whole_read_fetches_its_blocks_in_few_requests(wide_file):
             disk = sum(c.nbytes_disk for c in f.columns)
             srv.reset_counts()
             got = f.read()
-            assert srv.requests <= disk // remote.MAX_REQUEST + 3, (srv.requests, blocks)
+            assert srv.requests <= disk // remote_requests.MAX_REQUEST + 3, (srv.requests, blocks)
             srv.reset_counts()
             table = idv.to_arrow(f, ["i1", "f2"])        # blocks far apart: fewer requests
             assert srv.requests < f["i1"].num_blocks + f["f2"].num_blocks
@@ -386,20 +386,63 @@ def test_a_remote_dataset_opens_many_files_at_once(deep_backlog):
         assert srv.max_in_flight > 32, srv.max_in_flight      # (nearly) all at once
 
 
+def test_a_stream_fetches_each_windows_blocks_together_ahead(wide_file):
+    """A stream of batches of a remote file (the scan behind iter_batches, the engines and the
+    loaders) requests each window's blocks of every column together when it queues the
+    window: a few coalesced requests a window, not one a block and column. The batches are
+    the local file's, and nothing stays held once the stream ends. Where the memory limit
+    leaves no room for the fetched bytes beside the windows queued, each block is fetched as
+    its piece is decoded."""
+    path, data, cols = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        with idv.open(srv.url("/wide.idv")) as f:
+            blocks = sum(c.num_blocks for c in f.columns)
+            srv.reset_counts()
+            got = list(f.iter_batches())
+            assert srv.requests < blocks / 10, (srv.requests, blocks)
+            srv.reset_counts()
+            f["i1"][:10]                # held no more: fetched again
+            assert srv.requests == 1
+        with idv.open(srv.url("/wide.idv"), memory_limit=8 << 20) as f:
+            srv.reset_counts()
+            tight = list(f.iter_batches(columns=["i1"]))
+            assert srv.requests == f["i1"].num_blocks
+    for k in cols:
+        assert np.array_equal(np.concatenate([b[k] for b in got]), cols[k]), k
+    assert np.array_equal(np.concatenate([b["i1"] for b in tight]), cols["i1"])
+
+
+def test_a_stream_whose_window_fetch_fails_says_where(wide_file, monkeypatch):
+    """A server failing while a stream's window is fetched ahead: idv.RemoteError naming the
+    URL and the bytes, raised where the stream hands out that window's batch, as a read
+    fetching its own blocks raises it."""
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    path, data, cols = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        with idv.open(srv.url("/wide.idv")) as f:
+            srv.statuses = [500] * 100
+            with pytest.raises(idv.RemoteError, match=r"/wide\.idv: reading bytes \d+-\d+.*"
+                                                      r"HTTP 500") as e:
+                list(f.iter_batches())
+            assert e.value.url == srv.url("/wide.idv")
+            srv.statuses = []
+            assert np.array_equal(f["i1"].read(), cols["i1"])     # the file reads again
+
+
 def test_coalescing_merges_near_ranges_and_bounds_the_waste():
     starts = np.array([0, 100, 100 + 1000, 5000, 5000, 50_000])
     stops = np.array([100, 1100, 2000, 6000, 5500, 60_000])
     # touching and overlapping ranges merge; a 3000-byte gap after 2000 bytes wanted does not
     # (3000 > 1/16 of 3000), nor the 44,000-byte hole
-    assert remote.coalesce(starts, stops) == [(0, 2000), (5000, 6000), (50_000, 60_000)]
+    assert remote_requests.coalesce(starts, stops) == [(0, 2000), (5000, 6000), (50_000, 60_000)]
     # a small gap between large ranges merges, within the waste bound
-    assert remote.coalesce(np.array([0, 20_100]), np.array([20_000, 40_000])) == [(0, 40_000)]
-    assert remote.coalesce(np.array([0, 20_100]), np.array([20_000, 40_000]), hole=50) == \
+    assert remote_requests.coalesce(np.array([0, 20_100]), np.array([20_000, 40_000])) == [(0, 40_000)]
+    assert remote_requests.coalesce(np.array([0, 20_100]), np.array([20_000, 40_000]), hole=50) == \
         [(0, 20_000), (20_100, 40_000)]
     # requests are capped (then fetched concurrently), a larger range stays whole
-    got = remote.coalesce(np.arange(0, 100, 10), np.arange(10, 110, 10), max_request=30)
+    got = remote_requests.coalesce(np.arange(0, 100, 10), np.arange(10, 110, 10), max_request=30)
     assert got == [(0, 30), (30, 60), (60, 90), (90, 100)]
-    assert remote.coalesce(np.array([0]), np.array([100]), max_request=30) == [(0, 100)]
+    assert remote_requests.coalesce(np.array([0]), np.array([100]), max_request=30) == [(0, 100)]
     # the bytes fetched over the bytes wanted stay within 1 + 1/16 for any layout
     rng = np.random.default_rng(3)
     for _ in range(200):
@@ -407,7 +450,7 @@ def test_coalescing_merges_near_ranges_and_bounds_the_waste():
         gaps = rng.integers(0, 10_000, 50)
         s = np.cumsum(gaps + np.r_[0, sizes[:-1]])
         e = s + sizes
-        runs = remote.coalesce(s, e)
+        runs = remote_requests.coalesce(s, e)
         fetched = sum(b - a for a, b in runs)
         assert fetched <= sizes.sum() * (1 + 1 / 16)
         for a, b in zip(s, e):
@@ -1015,7 +1058,7 @@ def test_overlapping_ranges_are_fetched_once_and_cut_exactly(wide_file):
     _, data, _ = wide_file
     mb = 1 << 20
     starts, stops = [0, mb, 3 * mb], [20 * mb, 2 * mb, 4 * mb]
-    runs = remote.coalesce(starts, stops)
+    runs = remote_requests.coalesce(starts, stops)
     assert sum(e - s for s, e in runs) == 20 * mb       # no byte asked twice
     offsets = [100, 200, 5000, 150]
     sizes = [len(data) - 200, 1000, 300_000, 20]

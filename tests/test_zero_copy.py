@@ -155,13 +155,13 @@ def test_views_of_the_map_are_made_in_the_calling_thread(path, monkeypatch):
     microseconds holding the GIL); the other columns' still are."""
     monkeypatch.setattr(scan_windows, "INLINE_BYTES", 0)
     where = {}
-    decode = scan_windows.Windows._decode
+    decode = scan_windows.Windows._decoded
 
     def recorded(self, task):
         for piece in task:
             where.setdefault(self.readers[piece[0]].col.name, set()).add(threading.get_ident())
         return decode(self, task)
-    monkeypatch.setattr(scan_windows.Windows, "_decode", recorded)
+    monkeypatch.setattr(scan_windows.Windows, "_decoded", recorded)
     with idv.open(path, threads=2) as f:
         got = pa.Table.from_batches(list(idv.record_batch_reader(f, ["r8", "when", "i4",
                                                                      "flag"])))

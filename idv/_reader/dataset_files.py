@@ -147,17 +147,18 @@ def decoded(layout, names):
 
 
 def _shown(layout):
-    """(TocEntry, codec or None) of the columns a file shows by name (the last of each), of
-    `layout`: what opening it read (idv._reader.opening.Opened)."""
+    """(TocEntry, codec or None, why it cannot be read or None) of the columns a file shows by
+    name (the last of each), of `layout`: what opening it read (idv._reader.opening.Opened)."""
     described = layout.described
-    return [described[i][:2] for i in sorted(layout.shown.values())]
+    return [described[i] for i in sorted(layout.shown.values())]
 
 
 def visible(layout):
-    """[(name, type or codec text)] of the columns a file shows by name (the last of each),
-    of `layout`: what opening it read (IdvFile.layout)."""
-    return [(e.name, codec.type if codec is not None else f"<unreadable: codec {e.codec_name}>")
-            for e, codec in _shown(layout)]
+    """[(name, type, or why it cannot be read as text)] of the columns a file shows by name
+    (the last of each), of `layout`: what opening it read (IdvFile.layout). A column is
+    unreadable as Column.readable says: an unknown codec or compression."""
+    return [(e.name, codec.type if dead is None else f"<unreadable: {dead}>")
+            for e, codec, dead in _shown(layout)]
 
 
 def hiding(path, layout):
@@ -168,7 +169,7 @@ def hiding(path, layout):
 
 def rows_per_block(layout):
     """{name: rows per block} of the columns a file shows by name, as visible."""
-    return {e.name: e.rows_per_block for e, _ in _shown(layout)}
+    return {e.name: e.rows_per_block for e, _, _ in _shown(layout)}
 
 
 class Labelled(NamedTuple):

@@ -429,7 +429,8 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowin
     if quick_first:         # the first block alone, and the windows queued behind it as deep
         grouped = first_block_alone(grouped)
         ahead += 1
-    windows = Windows(f, readers)
+    # a remote file's windows queued ahead hold their blocks as fetched beside them
+    windows = Windows(f, readers, fetch=not limit or window_bytes * (2 * ahead + 2) <= limit)
     try:
         queued = 0
 

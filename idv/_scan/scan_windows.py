@@ -17,6 +17,7 @@ import numpy as np
 
 from idv._resources import threads as _threads, work as _work
 from idv._store.block_runs import block_groups
+from idv.errors import IdvFormatError
 
 # decompressed bytes of a window decoded in the calling thread, not handed to the threads: a
 # hand-off and its wake-up take longer than inflating this much (a small file's whole window)
@@ -136,15 +137,21 @@ def finished(value):
 class Windows:
     """The windows of one file, decoded ahead in the file's threads (submit, then collect in
     the same order); close() waits for what is still being decoded. Each window notes the
-    process that submitted it: one forked since decodes it again in the calling thread."""
+    process that submitted it: one forked since decodes it again in the calling thread.
 
-    def __init__(self, f, readers):
+    A remote file's window has its blocks, all columns together, requested when it is
+    submitted (`fetch`: the memory limit leaves room for them), in a few coalesced requests
+    (ML.NET writes a window's blocks end to end), rather than each piece requesting its own
+    blocks when a thread takes it up: a request a block, one round after another."""
+
+    def __init__(self, f, readers, fetch=True):
         self.file = f
         self.readers = readers
         self.raw = [r.col.lookup["raw"] for r in readers]
         self.light = [getattr(r, "light", False) for r in readers]
         self.pending = collections.deque()
         self.work = _work.Work(_work.current())
+        self.fetch = fetch
 
     def _pieces(self, spans, piece_bytes, taper):
         """[(column, p0, p1, out, raw bytes, span)]: each column's blocks of each span
@@ -191,7 +198,30 @@ class Windows:
             left -= n
         return out
 
-    def _decode(self, task):
+    def _decode(self, task, ahead=None):
+        """_decoded(task), once the blocks `ahead` fetches (None: nothing) have come."""
+        if ahead is None:
+            return self._decoded(task)
+        try:
+            ahead.wait()
+            return self._decoded(task)
+        finally:
+            ahead.done()
+
+    def _fetch_ahead(self, spans, users):
+        """The blocks of windows `spans` of every column, requested now for `users` tasks:
+        an Ahead (idv._storage.remote_held), or None (a local file, or no room for them)."""
+        if not self.fetch:
+            return None
+        try:
+            tables = [r.col.lookup[b0:b1] for r in self.readers for b0, b1 in spans]
+            return self.file.store.check_open().fetch_ahead(
+                np.concatenate([t["offset"] for t in tables]),
+                np.concatenate([t["disk"] for t in tables]), self.work, users)
+        except IdvFormatError:          # a damaged table: the piece that reads it says so
+            return None
+
+    def _decoded(self, task):
         """The chunks of each piece of `task`: the pieces whose readers opt in (inflatable)
         inflated all in one call of the block store, those that are views of the file's
         memory map (mapped_run) checked all in one call (IdvFile.mapped_spans, over the read
@@ -246,30 +276,35 @@ class Windows:
                 tasks[-1].append(piece)
                 size += piece[4]
                 left -= piece[4]
-            work = self._in_threads(tasks)
         else:
-            here, tasks, work = pieces, [], []
+            here, tasks = pieces, []
+        ahead = self._fetch_ahead(spans, len(tasks) + bool(here))
+        work = self._in_threads(tasks, ahead)
         if here:
             tasks.append(here)
-            work.append(finished(self._decode(here)))
-        self.pending.append((spans, tasks, work, os.getpid()))
+            work.append(finished(self._decode(here, ahead)))
+        self.pending.append((spans, tasks, work, os.getpid(), ahead))
 
-    def _in_threads(self, tasks):
+    def _in_threads(self, tasks, ahead):
         """A Future of each of `tasks` decoded in the threads; those for which no thread can
         be started (an address space nearly used up) decoded here instead."""
         pool, work = _threads.pool("scan", self.file.threads), []
         for task in tasks:
             try:
-                work.append(self.work.submit(pool, self._decode, task))
+                work.append(self.work.submit(pool, self._decode, task, ahead))
             except RuntimeError:        # "can't start new thread"
-                work.append(finished(self._decode(task)))
+                work.append(finished(self._decode(task, ahead)))
         return work
 
     def collect(self):
         """[(b0, b1, one joined value per column)] of the windows submitted first."""
-        spans, tasks, work, pid = self.pending.popleft()
+        spans, tasks, work, pid, ahead = self.pending.popleft()
         if pid == os.getpid():
-            results = [done.result() for done in work]
+            try:
+                results = [done.result() for done in work]
+            finally:
+                if ahead is not None:       # (a task's error: the others' bytes go too)
+                    ahead.drop()
         else:       # the futures' threads stayed in the parent: their work is done again
             results = [self._decode(task) for task in tasks]
         chunks = [[[] for _ in self.readers] for _ in spans]
@@ -285,7 +320,7 @@ class Windows:
         # (a forked child has no thread of the parent's to wait for)
         here = os.getpid()
         self.work.end()     # and the remote requests of the tasks running end at once
-        running = [done for _spans, _tasks, work, pid in self.pending if pid == here
+        running = [done for _spans, _tasks, work, pid, _ahead in self.pending if pid == here
                    for done in work if not done.cancel()]
         try:
             for done in running:
@@ -294,5 +329,8 @@ class Windows:
                 except Exception:       # a task's error: the stream that wanted it has ended
                     pass
         finally:                        # a Ctrl-C while waiting goes on up
+            for _spans, _tasks, _work, _pid, ahead in self.pending:
+                if ahead is not None:
+                    ahead.drop()
             self.pending.clear()
             self.work.release()

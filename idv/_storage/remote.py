@@ -5,10 +5,11 @@ A remote file is read by byte range, never whole. Opening fetches the file's siz
 header and the last 1/512 of the file (4 to 64 KiB, ``tail_guess``: the table of contents, and
 usually the lookup and metadata tables before it) in one round; over HTTP the size comes with
 them (idv._storage.remote_first). The tables that missed come in one more batch. After that
-only the blocks a read asks for are fetched: ``read_ranges`` sorts the ranges, merges those
-that touch or nearly touch (a gap of at most ``HOLE_BYTES``, and never more than
-``1/WASTE_DIVISOR`` of the bytes wanted), caps each request at ``MAX_REQUEST`` bytes and sends
-the requests concurrently (at most ``CONCURRENCY`` at a time per call).
+only the blocks a read asks for are fetched: ``read_ranges`` merges the ranges into few
+requests (idv._storage.remote_requests) and sends them concurrently (at most ``CONCURRENCY`` at
+a time per call); a scan sends each window's requests ahead of its decoding (``fetch_ahead``),
+and the bytes fetched for a whole read or a window are held until they are decoded
+(idv._storage.remote_held).
 
 What was opened is what is read: every answer must carry the range asked (HTTP's
 ``Content-Range``) of the version opened (idv._storage.remote_version); an object replaced
@@ -32,19 +33,18 @@ import threading
 import numpy as np
 
 from idv._storage import archive, remote_first, remote_process, remote_whole, source as local
-from idv._resources import budget
+from idv._resources import budget, work as _work
 from idv._header import HEADER_SIZE
 from idv.errors import MissingDependencyError, RangeNotSupportedError, RemoteError
 from idv._storage.remote_answers import (check_length, no_size, ranged_body, remote_error,
                                          transient)
+from idv._storage.remote_held import Ahead, Held
+from idv._storage.remote_requests import coalesce
 from idv._storage.remote_options import DEFAULT_TIMEOUT, deadline, refuse_storage_options
 from idv._storage.remote_version import Version
 
 TAIL_GUESS = (4 << 10, 64 << 10)   # bytes read from the end at open: 1/512 of the file, within
 TAIL_FRACTION = 512                # these bounds (see tail_guess)
-HOLE_BYTES = 8 << 10        # ranges this close are fetched as one (docs/remote.md) ...
-WASTE_DIVISOR = 16          # ... while the gaps fetched stay under 1/16 of the bytes wanted
-MAX_REQUEST = 8 << 20       # bytes per request at most (larger runs are split, fetched at once)
 # requests in flight per read_ranges call (a column's read is a request per block): at 30 ms
 # a request, 123 blocks took 380 ms at 16, 190 at 64 (docs/remote.md; aiohttp's pool: 100)
 CONCURRENCY = 64
@@ -229,46 +229,6 @@ def tail_guess(size):
     return min(max(size // TAIL_FRACTION, lo), hi)
 
 
-def coalesce(starts, stops, hole=HOLE_BYTES, waste_divisor=WASTE_DIVISOR,
-             max_request=MAX_REQUEST):
-    """Requests [(start, stop)] covering the ranges [starts[i], stops[i]): ranges that overlap
-    or touch are merged, and so are those a gap of at most `hole` bytes apart as long as the
-    gaps merged stay within 1/`waste_divisor` of the bytes the request carries for the ranges;
-    a request grows to at most `max_request` bytes unless one range is larger."""
-    order = np.argsort(starts, kind="stable")
-    out = []
-    cur_s = cur_e = useful = waste = None
-    done = -1                       # the end of the requests made: no byte is asked twice
-    for i in order.tolist():
-        s, e = max(int(starts[i]), done), int(stops[i])
-        if e <= s:
-            continue
-        if cur_s is not None:
-            gap = s - cur_e
-            new_e = max(cur_e, e)
-            if new_e - cur_s <= max_request:
-                if gap <= 0:
-                    useful += new_e - cur_e
-                    cur_e = new_e
-                    continue
-                if gap <= hole and (waste + gap) * waste_divisor <= useful + (e - s):
-                    useful += e - s
-                    waste += gap
-                    cur_e = e
-                    continue
-            out.append((cur_s, cur_e))
-            done = cur_e
-            if gap < 0:               # overlaps, but the request is full: fetch the rest only
-                s = cur_e
-                if e <= s:
-                    cur_s = None
-                    continue
-        cur_s, cur_e, useful, waste = s, e, e - s, 0
-    if cur_s is not None:
-        out.append((cur_s, cur_e))
-    return out
-
-
 class RemoteSource:
     """A file read through fsspec by byte ranges (see the module's docstring): an .idv (other
     formats refused, a length prefix skipped), or with `idv` False any file (a zip).
@@ -289,7 +249,7 @@ class RemoteSource:
         self.bytes_fetched = 0
         self._count = threading.Lock()    # reads run in several threads at once
         self._async = bool(getattr(fs, "async_impl", False))
-        self._held = []                  # (start, bytes) fetched at open, kept for the tables
+        self._held = Held()              # fetched at open (the tables), or ahead of reads
         self.memory_limit = None         # bytes one fetch may bring at most (None: no limit)
         self.http_url = fs.encode_url(path) if _is_http(fs) else None
         self.version = Version(url, {}, None, False, False)      # none pinned before an answer
@@ -319,16 +279,16 @@ class RemoteSource:
             tail = max(head_n, size - tail_guess(size))
             runs = [(0, head_n)] + ([(tail, size)] if tail < size else [])
             self.hold(zip((s for s, _ in runs), self._fetch(runs)))
-        if self.http_url is not None and self._held[-1][0] > head_n:   # more to read
+        if self.http_url is not None and self._held.last_start() > head_n:   # more to read
             self.version.warn_unpinned()
-        head = bytes(self._held[0][1][:12])
+        head = bytes(self._held.first()[1][:12])
         self.base, self.size = local.prefixed_extent(head, size) if idv else (0, size)
         if idv:      # else the bytes of another kind (a zip of .idv streams)
             local.refuse_other_formats(head[:8], self.name, lambda: archive.ranged_file(self))
 
     def hold(self, pieces):
         """Keep these (start, bytes) of the container, for the views of them."""
-        self._held = list(pieces)
+        self._held.replace(pieces)
 
     def _no_size(self):
         """Why the server gave no size (idv._storage.remote_answers.no_size)."""
@@ -350,38 +310,18 @@ class RemoteSource:
         """The bytes of each range (offset, size): those held from memory, the others by
         coalesced, concurrent range requests. `keep`: hold what this call fetches for later
         views (True: the tables at open; a list: given them, until the caller drops them)."""
-        n = len(offsets)
-        starts = np.fromiter((int(o) for o in offsets), np.int64, n)
-        lengths = np.fromiter((int(s) for s in sizes), np.int64, n)
-        for o, k in zip(starts.tolist(), lengths.tolist()):
-            local.check_range(o, k, self.size)
-        starts += self.base
-        out = [None] * n
-        todo = []
-        for i, (s, k) in enumerate(zip(starts.tolist(), lengths.tolist())):
-            for h0, data in self._held:
-                if h0 <= s and s + k <= h0 + len(data):
-                    out[i] = memoryview(data)[s - h0:s - h0 + k]
-                    break
-            else:
-                todo.append(i)
-        if todo:
-            idx = np.asarray(todo)
-            s, e = starts[idx], starts[idx] + lengths[idx]
-            runs = coalesce(s, e)
-            if self.memory_limit is not None:
-                budget.check(sum(b - a for a, b in runs), self.memory_limit,
-                             lambda: f"{self.name}: fetching {len(runs)} range(s)")
+        out, todo, s, e = self._unheld(offsets, sizes)
+        if len(todo):
+            runs = self._runs(s, e)
             got = self._fetch(runs)
             if keep is not False:
                 held = [(r0, data) for (r0, _), data in zip(runs, got)]
                 if keep is not True:
                     keep += held
-                with self._count:       # a new list: views in other threads go on over theirs
-                    self._held = self._held + held
+                self._held.add(held)
             run_starts = np.array([r[0] for r in runs], np.int64)
             which = np.searchsorted(run_starts, s, side="right") - 1
-            for i, a, b, r in zip(todo, s.tolist(), e.tolist(), which.tolist()):
+            for i, a, b, r in zip(todo.tolist(), s.tolist(), e.tolist(), which.tolist()):
                 if r < 0 or b > runs[r][1]:     # a range split over two requests
                     out[i] = memoryview(b"".join(self._slices(runs, got, a, b)))
                 else:
@@ -390,6 +330,43 @@ class RemoteSource:
                     raise RemoteError(f"{self.name}: bytes {a}-{b - 1} came back as "
                                       f"{len(out[i])} bytes", url=self.name)
         return out
+
+    def _unheld(self, offsets, sizes):
+        """(a view of each range held, else None; the indices of the others; their starts and
+        ends in the container), the ranges checked against the file's size."""
+        n = len(offsets)
+        starts = np.fromiter((int(o) for o in offsets), np.int64, n)
+        lengths = np.fromiter((int(s) for s in sizes), np.int64, n)
+        for o, k in zip(starts.tolist(), lengths.tolist()):
+            local.check_range(o, k, self.size)
+        starts += self.base
+        out = [self._held.find(s, k) for s, k in zip(starts.tolist(), lengths.tolist())]
+        todo = np.array([i for i, v in enumerate(out) if v is None], np.int64)
+        return out, todo, starts[todo], starts[todo] + lengths[todo]
+
+    def _runs(self, starts, ends):
+        """The requests (coalesce) for these ranges, within the memory limit."""
+        runs = coalesce(starts, ends)
+        if self.memory_limit is not None:
+            budget.check(sum(b - a for a, b in runs), self.memory_limit,
+                         lambda: f"{self.name}: fetching {len(runs)} range(s)")
+        return runs
+
+    def fetch_ahead(self, offsets, sizes, work, users):
+        """An Ahead (idv._storage.remote_held) of the ranges (offset, size) not held already,
+        their requests sent now as part of `work` (coalesced, as read_ranges sends them), for
+        `users` pieces of a scan that read them; None where all are held, or where the
+        filesystem is not asynchronous (its requests would be made here, now)."""
+        if not self._async:
+            return None
+        _, todo, s, e = self._unheld(offsets, sizes)
+        if not len(todo):
+            return None
+        runs = self._runs(s, e)
+        done = self._begin(runs, work)
+        return Ahead(self._held, lambda: zip((r0 for r0, _ in runs),
+                                             self._checked(runs, remote_process.wait(done))),
+                     done.cancel, users)
 
     def check_intact(self):
         """Nothing to check here: every answer is of the version opened (see
@@ -404,12 +381,10 @@ class RemoteSource:
         try:
             yield
         finally:        # these, not those of another prefetch begun since (another thread's)
-            gone = {id(h) for h in mine}
-            with self._count:
-                self._held = [h for h in self._held if id(h) not in gone]
+            self._held.drop(mine)
 
     def close(self):
-        self._held = []
+        self._held.replace(())
 
     # ---- fetching
     @staticmethod
@@ -425,18 +400,30 @@ class RemoteSource:
         """The bytes of each (start, stop) of the container, all requested at once."""
         if not runs:
             return []
+        if self._async:
+            return self._checked(runs, remote_process.wait(
+                self._begin(runs, _work.current())))
         with self._count:
             self.requests += len(runs)
-        if self._async:
-            self._fs = remote_process.own(self._fs, self.name)
-            results = remote_process.run(self._fs, self._gather, runs)
-        else:
-            results = []
-            for s, e in runs:
-                try:
-                    results.append(self._fs.cat_file(self._path, start=s, end=e))
-                except Exception as exc:   # noqa: BLE001 - translated, with its cause
-                    results.append(exc)
+        results = []
+        for s, e in runs:
+            try:
+                results.append(self._fs.cat_file(self._path, start=s, end=e))
+            except Exception as exc:   # noqa: BLE001 - translated, with its cause
+                results.append(exc)
+        return self._checked(runs, results)
+
+    def _begin(self, runs, work):
+        """A Future (idv._storage.remote_process.start) of the answers to the requests
+        `runs` of an asynchronous filesystem, sent now as part of `work`."""
+        with self._count:
+            self.requests += len(runs)
+        self._fs = remote_process.own(self._fs, self.name)
+        return remote_process.start(self._fs, work, self._gather, runs)
+
+    def _checked(self, runs, results):
+        """`results`, the answers to the requests `runs`, checked: an error raised as idv's,
+        a body of another length than asked refused."""
         for (s, e), data in zip(runs, results):
             what = f"reading bytes {s}-{e - 1}"
             if isinstance(data, RemoteError):

@@ -67,13 +67,26 @@ def run(fs, request, *args):
     """await request(*args) on the event loop of `fs` (made in this process), from a thread
     that waits for it; cancelled when the wait is interrupted, when the work it is for ends
     (idv._resources.work) and when the interpreter exits."""
+    return wait(start(fs, _work.current(), request, *args))
+
+
+def start(fs, work, request, *args):
+    """A Future of await request(*args) on the event loop of `fs` (made in this process),
+    begun now and waited for later (wait): cancelled when `work` (a Work, or None) ends and
+    when the interpreter exits."""
     import asyncio
     _hook()
     if fs.loop is None or fs.loop.is_closed():
         raise RemoteError("the filesystem's event loop is not running")
     done = asyncio.run_coroutine_threadsafe(_tracked(request, args), fs.loop)
-    work = _work.current()
-    forget = None if work is None else work.on_end(done.cancel)
+    if work is not None:
+        forget = work.on_end(done.cancel)
+        done.add_done_callback(lambda _: forget())
+    return done
+
+
+def wait(done):
+    """The result of `done` (a Future of start); an interrupt while waiting cancels it."""
     try:
         return done.result()
     except futures.CancelledError:
@@ -82,9 +95,6 @@ def run(fs, request, *args):
     except BaseException:           # an interrupt while waiting: the request ends too
         done.cancel()
         raise
-    finally:
-        if forget is not None:
-            forget()
 
 
 async def _tracked(request, args):

@@ -200,6 +200,11 @@ class MemorySource:
         """Nothing to fetch ahead in memory (see idv._storage.remote.RemoteSource.prefetch)."""
         return contextlib.nullcontext()
 
+    def fetch_ahead(self, offsets, sizes, work, users):
+        """Nothing to fetch ahead in memory (see
+        idv._storage.remote.RemoteSource.fetch_ahead)."""
+        return None
+
     def close(self):
         self.buffer = None
         owner, self._owner = self._owner, None
@@ -259,6 +264,11 @@ class FileSource:
         """A file object reads each range when asked (see
         idv._storage.remote.RemoteSource.prefetch)."""
         return contextlib.nullcontext()
+
+    def fetch_ahead(self, offsets, sizes, work, users):
+        """A file object reads each range when asked (see
+        idv._storage.remote.RemoteSource.fetch_ahead)."""
+        return None
 
     def read_ranges(self, offsets, sizes, keep=False):
         """The bytes of each range (offset, size), read in one pass of seeks in file order
