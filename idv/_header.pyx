@@ -73,7 +73,7 @@ def parse_header(const unsigned char[:] head, Py_ssize_t stream_size):
     """Check the header as ML.NET's loader does, plus every offset against the stream size."""
     if head.shape[0] < HEADER_SIZE:
         raise IdvFormatError(f"truncated file: {head.shape[0]} bytes, the header alone is "
-                             f"{HEADER_SIZE}")
+                             f"{HEADER_SIZE}", offset=head.shape[0])
     cdef Cursor c = Cursor(head, 0, 0)
     sig = c.u64()
     if sig != SIGNATURE:
@@ -87,13 +87,14 @@ def parse_header(const unsigned char[:] head, Py_ssize_t stream_size):
     column_count = c.i32()
     if compat > version:
         raise IdvFormatError(f"unsupported {_versions(version, compat)}: compatible version "
-                             f"is newer than version")
+                             f"is newer than version", offset=16)
     if version < READER_FIRST_VERSION or compat < MIN_COMPATIBLE_VERSION:
         raise IdvFormatError(f"unsupported {_versions(version, compat)}: too old, this reader "
-                             f"reads 1.1.1.4 to 1.1.1.6")
+                             f"reads 1.1.1.4 to 1.1.1.6",
+                             offset=8 if version < READER_FIRST_VERSION else 16)
     if compat > MAX_COMPATIBLE_VERSION:
         raise IdvFormatError(f"unsupported {_versions(version, compat)}: too new, this reader "
-                             f"reads 1.1.1.4 to 1.1.1.6")
+                             f"reads 1.1.1.4 to 1.1.1.6", offset=16)
     if row_count < 0:
         raise IdvFormatError(f"negative row count {row_count} in the header", offset=40)
     if column_count < 0:

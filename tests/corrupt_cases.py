@@ -82,26 +82,26 @@ def bad_magic_last_byte():
 def compatible_version_too_new():
     d = fixture_bytes("scalars_numeric.idv")
     d = patch(patch(d, 8, "<Q", V[7]), 16, "<Q", V[7])
-    return d, r"unsupported version 1\.1\.1\.7 \(compatible version 1\.1\.1\.7\).*too new"
+    return d, r"byte 16: unsupported version 1\.1\.1\.7 \(compatible version 1\.1\.1\.7\).*too new"
 
 
 @case
 def compatible_version_too_old():
     d = fixture_bytes("datatypes.idv")          # the real 1.1.1.5 file
-    return patch(d, 16, "<Q", V[3]), r"compatible version 1\.1\.1\.3\).*too old"
+    return patch(d, 16, "<Q", V[3]), r"byte 16: unsupported .*compatible version 1\.1\.1\.3\).*too old"
 
 
 @case
 def version_too_old():
     d = patch(fixture_bytes("datatypes.idv"), 8, "<Q", V[1])
     d = patch(d, 16, "<Q", V[1])
-    return d, r"unsupported version 1\.1\.1\.1 .*too old"
+    return d, r"byte 8: unsupported version 1\.1\.1\.1 .*too old"
 
 
 @case
 def compatible_newer_than_version():
     d = patch(fixture_bytes("scalars_numeric.idv"), 8, "<Q", V[4])
-    return d, r"unsupported version 1\.1\.1\.4 \(compatible version 1\.1\.1\.6\): compatible " \
+    return d, r"byte 16: unsupported version 1\.1\.1\.4 \(compatible version 1\.1\.1\.6\): compatible " \
               r"version is newer"
 
 
@@ -926,8 +926,8 @@ def metadata_nested_unknown_codec():
     m = model_of("annotations_custom.idv")
     e = m.cols[0].meta[0]
     e.params = vbuf_params("Utf7", (3,))
-    return build(m)[0], rf"column 0 'Feat' metadata '{e.kind}': unknown codec 'Utf7' nested in " \
-                        r"VBuffer"
+    return build(m)[0], rf"column 0 'Feat' metadata '{e.kind}' \(byte \d+\): unknown codec 'Utf7' " \
+                        r"nested in VBuffer"
 
 
 @case
@@ -935,7 +935,7 @@ def metadata_key_count_zero():
     m = model_of("annotations_custom.idv")
     e = next(e for e in m.cols[1].meta if e.codec == "Key2")
     e.params = key2_params("UInt32", 0)
-    return build(m)[0], rf"column 1 'Score' metadata '{e.kind}': key count 0 "
+    return build(m)[0], rf"column 1 'Score' metadata '{e.kind}' \(byte \d+\): key count 0 "
 
 
 # the cases whose damage idv.open itself detects (header, TOC, codec parameters), as ML.NET's

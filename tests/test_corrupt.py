@@ -101,7 +101,7 @@ def test_truncated_file_objects_and_paths(name, tmp_path):
             with pytest.raises(idv.IdvFormatError, match=r"truncated|outside the file|ended"):
                 read_quiet(src, slices=False)
     # the exact messages for the two kinds of truncation
-    with pytest.raises(idv.IdvFormatError, match=r"truncated file: 100 bytes"):
+    with pytest.raises(idv.IdvFormatError, match=r"byte 100: truncated file: 100 bytes"):
         idv.open(data[:100])
     with pytest.raises(idv.IdvFormatError,
                        match=rf"tail offset {len(data) - 8} .*outside the file of "

@@ -86,7 +86,7 @@ class ColumnAnnotations:
         try:
             return _codecs.resolve(m.codec_name, m.codec_params)
         except IdvFormatError as e:
-            raise self._located(e, metadata_kind=m.kind)
+            raise self._located(e, metadata_kind=m.kind, offset=m.toc_offset)
 
     def metadata_entries(self):
         """The column's metadata table: an entry (kind, codec_name, codec_params, compression,
