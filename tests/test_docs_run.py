@@ -11,16 +11,16 @@ The pages that start an engine (``ENGINE_PAGES``) run on the test session's one 
 their ``getOrCreate()`` / ``ray.init(...)`` get the running engine, and their closing
 ``stop()`` / ``ray.shutdown()`` leave it running for the tests after them.
 
-The ``idv ...`` command lines of the pages run in a folder holding the files they name
-(``data.idv``, ``big.idv``, ``scored.idv``, ``damaged.idv``, ``model.zip``...), made once.
+The ``idv ...`` command lines of the pages run where the page's own code ran, beside the files
+docs/cli.md tells its reader to make (``data.idv``, ``scored.idv``, ``damaged.idv``,
+``model.zip``...: its block, run once); the output a page shows after a ``$`` command is the
+one it prints.
 """
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import warnings
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -45,39 +45,21 @@ def blocks(page: Path):
         yield line, code, m.group("why")
 
 
-# the names the command lines give the files of a scored ML.NET pipeline: one file stands for
-# them all
-SCORED = ("data.idv", "big.idv", "scored.idv", "pipeline_multiclass_scored.idv")
+CLI_PAGE = REPO / "docs" / "cli.md"
 
 
 @pytest.fixture(scope="module")
 def command_workspace(tmp_path_factory):
-    """The files the command lines of the pages name, made once."""
-    import numpy as np
+    """The files the command lines of the pages name, made once by the command line page's
+    own block that makes them (what a reader runs to follow along)."""
+    code = next(code for _, code, _ in blocks(CLI_PAGE) if 'idv.write("data.idv"' in code)
     folder = tmp_path_factory.mktemp("docs")
-    n = 200_000
-    rng = np.random.default_rng(0)
-    idv.write(folder / SCORED[0], {
-        "Id": np.arange(n), "Label": rng.random(n) < 0.5,
-        "Txt": np.array(["red", "green", "blue", "é"], object)[np.arange(n) % 4],
-        "Features": rng.random((n, 4), np.float32),
-        "PredictedLabel": (np.arange(n) % 4).astype(np.uint32),
-        "Score": rng.random((n, 3), np.float32), "X": rng.random(n, np.float32),
-        "Vec": rng.random((n, 4), np.float32)},
-        types={"PredictedLabel": idv.Key(idv.UInt32, count=3)},
-        metadata={"Features": {"SlotNames": ["Size", "Weight", "Age", "Price"]},
-                  "PredictedLabel": {"KeyValues": ["cat", "dog", "bird"]}})
-    for name in SCORED[1:]:
-        shutil.copy(folder / SCORED[0], folder / name)
-    with zipfile.ZipFile(folder / "model.zip", "w") as z:
-        z.write(idv.sample_path(), "DataLoaderModel\\Loader\\Schema.idv")    # as ML.NET names it
-    idv.write(folder / "damaged.idv", {"Id": np.arange(50), "Txt": [f"t{i}" for i in range(50)]},
-              compression="none", rows_per_block=7)
-    with idv.open(folder / "damaged.idv") as f:
-        at = int(f["Txt"].lookup[3]["offset"])
-    with open(folder / "damaged.idv", "r+b") as out:    # block 3 of Txt: lengths gone wrong
-        out.seek(at)
-        out.write(b"\xff" * 8)
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        exec(compile(code, "cli.md", "exec"), {"__name__": "__main__"})
+    finally:
+        os.chdir(here)
     return folder
 
 
@@ -97,7 +79,7 @@ def run_blocks(page: Path, folder: Path, monkeypatch) -> dict:
     pytest.importorskip("pyarrow")
     monkeypatch.chdir(folder)
     assert not any(folder.iterdir())
-    namespace = {"__name__": "__docs__"}
+    namespace = {"__name__": "__main__"}     # as a script's: its main guard runs
     skipped = []
     for line, code, why in blocks(page):
         if why is not None:
@@ -150,19 +132,58 @@ _COMMAND = re.compile(r"^(?:\$ )?(idv [a-z]+(?: \S+)*)(?:\s+#.*)?$")
 
 
 def commands(page: Path):
-    """(line, command) of each ``idv ...`` command line in the page's plain ``` blocks (an
-    optional ``$`` prompt, an optional ``# comment``); synopses (``idv cat FILE [--rows A:B]``,
-    ``idv sample    what it does``) are not commands."""
-    fence = None
+    """(line, command, the output shown) of each ``idv ...`` command line in the page's plain
+    ``` blocks (an optional ``$`` prompt, an optional ``# comment``); synopses (``idv cat FILE
+    [--rows A:B]``, ``idv sample    what it does``) are not commands. The output shown is the
+    lines after a ``$`` command to the block's end (None without a prompt)."""
+    fence, shown, found = None, None, []
     for number, raw in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
         if raw.startswith("```"):
-            fence = raw[3:].strip() if fence is None else None
+            fence, shown = raw[3:].strip() if fence is None else None, None
             continue
         if fence != "":
             continue
         c = _COMMAND.match(raw)
         if c and not re.search(r"\b(FILE|INPUT|IN OUT)\b|\[", c.group(1)):
-            yield number, c.group(1)
+            shown = [] if raw.startswith("$ ") else None
+            found.append((number, c.group(1), shown))   # shown: filled in by the lines below
+        elif shown is not None:
+            shown.append(raw)
+    return found
+
+
+def _shown_in(shown, printed):
+    """Whether the output a page shows is the one printed: its parts between ``...`` lines
+    appear in order, line for line, with runs of spaces as any and numbers of 4 digits or
+    more and hexadecimal checksums as any number (file sizes, offsets and CRC-32s depend on
+    the DEFLATE backend)."""
+    def pattern(line):
+        out = []
+        for piece in re.split(r"(0x[0-9a-f]+|\d{4,}|\s+)", line.rstrip()):
+            if re.fullmatch(r"0x[0-9a-f]+", piece):
+                out.append(r"0x[0-9a-f]+")
+            elif re.fullmatch(r"\d{4,}", piece):
+                out.append(r"\d+")
+            elif piece.isspace():
+                out.append(r"\s+")
+            else:
+                out.append(re.escape(piece))
+        return re.compile("".join(out) + "$")
+    lines, at = printed.splitlines(), 0
+    parts = [[]]
+    for line in shown:
+        if line.strip() == "...":
+            parts.append([])
+        else:
+            parts[-1].append(pattern(line))
+    for part in filter(None, parts):
+        while at + len(part) <= len(lines) and not all(
+                p.match(ln) for p, ln in zip(part, lines[at:at + len(part)])):
+            at += 1
+        if at + len(part) > len(lines):
+            return False
+        at += len(part)
+    return True
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if any(True for _ in commands(p))],
@@ -179,7 +200,7 @@ def test_command_lines_run(page, command_workspace, tmp_path, monkeypatch):
     for p in command_workspace.iterdir():
         if not (tmp_path / p.name).exists():
             os.link(p, tmp_path / p.name)
-    for line, command in commands(page):
+    for line, command, shown in commands(page):
         argv = shlex.split(command)
         rc, out, err = run_main(*argv[1:], cwd=tmp_path)     # as `python -m idv` runs it
         expected = 1 if "damaged" in command else 0
@@ -187,6 +208,8 @@ def test_command_lines_run(page, command_workspace, tmp_path, monkeypatch):
         assert "internal error" not in err and "Traceback" not in err, err
         if expected == 0:
             assert out or "->" in err, f"{page.name}:{line}: {command} printed nothing"
+        if shown:
+            assert _shown_in(shown, out + err), (f"{page.name}:{line}: {command}", out + err)
 
 
 def test_blocks_are_found():
@@ -194,8 +217,9 @@ def test_blocks_are_found():
     found = list(blocks(REPO / "README.md"))
     assert len(found) >= 4
     assert any("idv.sample_path()" in code for _, code, _ in found)
-    cli = [c for _, c in commands(REPO / "docs" / "cli.md")]
+    cli = {c: shown for _, c, shown in commands(CLI_PAGE)}
     assert "idv verify damaged.idv" in cli and not any("FILE" in c for c in cli)
+    assert cli["idv verify damaged.idv"][0] == "damaged.idv: 2 problems"
 
 
 def test_every_extra_is_in_the_extras_tables():
