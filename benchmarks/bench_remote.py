@@ -14,7 +14,8 @@ Figures, per column: the bytes the server sent for ``idv.open(url)`` plus ``f[co
 over the column's bytes on disk (the goal: at most 1.1; the open's header, tables and tail
 guess are in the numerator), and the read's requests. Then, for the largest column and for the
 whole file, the time of open + read over HTTP against the same from the local path (memory
-map), best of ``--repeat``, runs interleaved.
+map), best of ``--repeat``, runs interleaved. Last, every column over HTTP from a server that
+answers each request after 30 ms: a stream of batches (``iter_batches``) against ``to_arrow``.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from bench_read import ensure_data, options, race, runs_and_log  # noqa: E402
 SERVER = os.path.join(ROOT, "tests", "http_server.py")
 
 GOAL = 1.1
+DELAY = 0.03        # seconds a request, for the stream (object storage from a nearby region)
 
 
 def main(argv=None):
@@ -87,6 +89,7 @@ def main(argv=None):
             return run
         t_col = race({"http": one(url), "local": one(path)}, repeat)
         t_all = race({"http": whole(url), "local": whole(path)}, repeat)
+    stream = stream_and_whole(path, repeat)
     worst = max(columns, key=lambda r: r["ratio"])
     worst_beyond = max(r["ratio_beyond_tables"] for r in columns)
     report = {
@@ -96,6 +99,7 @@ def main(argv=None):
         "worst_ratio_beyond_tables": worst_beyond,
         "timed_column": big, "column_http_s": t_col["http"], "column_local_s": t_col["local"],
         "file_http_s": t_all["http"], "file_local_s": t_all["local"], "repeat": repeat,
+        **stream,
     }
     if a.json:
         print(json.dumps(report, indent=1))
@@ -116,15 +120,45 @@ def main(argv=None):
     print(f"open + read of every column: HTTP {t_all['http'] * 1e3:.1f} ms, local "
           f"{t_all['local'] * 1e3:.1f} ms ({t_all['http'] / t_all['local']:.1f}x); best of "
           f"{repeat}")
+    print(f"every column at {DELAY * 1e3:.0f} ms a request: a stream of batches "
+          f"{stream['stream_s'] * 1e3:.0f} ms in {stream['stream_requests']} requests, "
+          f"to_arrow {stream['whole_s'] * 1e3:.0f} ms in {stream['whole_requests']} "
+          f"({stream['stream_s'] / stream['whole_s']:.2f}x)")
     return 0
 
 
-class Server:
-    """tests/http_server.py serving `path` from a child process."""
+def stream_and_whole(path, repeat):
+    """A stream of batches of every column (iter_batches: the scan behind the engines and the
+    loaders) against to_arrow of them, over HTTP from a server answering each request after
+    DELAY seconds (object storage's latency): time (best of `repeat`, interleaved) and
+    requests of each."""
+    with Server(path, DELAY) as srv:
+        def stream():
+            with idv.open(srv.url) as f:
+                for _ in f.iter_batches():
+                    pass
 
-    def __init__(self, path):
-        self._proc = subprocess.Popen([sys.executable, SERVER, path], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, text=True)
+        def whole():
+            with idv.open(srv.url) as f:
+                f.to_arrow()
+        counts = {}
+        for name, fn in (("stream", stream), ("whole", whole)):
+            fn()
+            srv.stats(reset=True)
+            fn()
+            counts[name] = srv.stats()["requests"]
+        t = race({"stream": stream, "whole": whole}, repeat)
+    return {"stream_s": t["stream"], "whole_s": t["whole"], "delay_s": DELAY,
+            "stream_requests": counts["stream"], "whole_requests": counts["whole"]}
+
+
+class Server:
+    """tests/http_server.py serving `path` from a child process, each GET answered after
+    `delay` seconds."""
+
+    def __init__(self, path, delay=0.0):
+        self._proc = subprocess.Popen([sys.executable, SERVER, "--delay", str(delay), path],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         port = int(self._proc.stdout.readline())
         self._base = f"http://127.0.0.1:{port}"
         self.url = f"{self._base}/{os.path.basename(path)}"

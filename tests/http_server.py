@@ -34,7 +34,8 @@ answers carry: ``"both"`` (the default: the ETag and Last-Modified), ``"weak"`` 
 delays every GET (to see requests overlap: ``srv.max_in_flight``); ``srv.on_request`` sees
 each GET's headers.
 
-Run as a script (``python tests/http_server.py FILE...``, each served as ``/NAME``), it serves
+Run as a script (``python tests/http_server.py [--delay SECONDS] FILE...``, each served as
+``/NAME``, each GET answered after the delay), it serves
 from its own process, prints its port, and answers ``/__stats__`` (the counters as JSON) and
 ``/__reset__`` (the same, then zeroes them): benchmarks/bench_remote.py uses it so that the
 server does not share the reader's interpreter.
@@ -291,12 +292,15 @@ def _handler(server):
 
 
 
-def main(paths):
-    files = {}
-    for p in paths:
+def main(args):
+    files, delay = {}, 0.0
+    if args[:1] == ["--delay"]:     # seconds each GET waits (object storage's latency)
+        delay, args = float(args[1]), args[2:]
+    for p in args:
         with open(p, "rb") as f:
             files["/" + p.replace("\\", "/").rsplit("/", 1)[-1]] = f.read()
     with RangeServer(files) as srv:
+        srv.delay = delay
         print(srv.port, flush=True)
         sys.stdin.read()          # serve until stdin closes
 

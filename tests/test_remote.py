@@ -25,6 +25,7 @@ import idv
 from expected import assert_equal_reads
 import http_server
 from http_server import RangeServer
+from idv._scan import scan
 from idv._storage import remote, remote_requests
 from reference import SAMPLE_DIR, fixture_files, model_zip_entries, shared_path
 
@@ -410,6 +411,26 @@ def test_a_stream_fetches_each_windows_blocks_together_ahead(wide_file):
     for k in cols:
         assert np.array_equal(np.concatenate([b[k] for b in got]), cols[k]), k
     assert np.array_equal(np.concatenate([b["i1"] for b in tight]), cols["i1"])
+
+
+def test_small_windows_of_a_stream_are_fetched_while_the_ones_before_are_handed_out(
+        monkeypatch):
+    """Windows small enough to be decoded in the calling thread are decoded when the stream
+    hands them out, not when they are queued: their blocks, requested as each is queued, are
+    on their way together, not one window's round trip after another's."""
+    monkeypatch.setattr(scan, "WINDOW_BYTES", 64 << 10)       # a block a window
+    x = np.random.default_rng(5).integers(0, 1 << 62, 8 * 8192)
+    buf = io.BytesIO()
+    idv.write(buf, {"x": x}, rows_per_block=8192)
+    with RangeServer({"/a.idv": buf.getvalue()}) as srv:
+        with idv.open(srv.url("/a.idv")) as f:
+            srv.delay = 0.05
+            srv.reset_counts()
+            srv.max_in_flight = 0
+            got = np.concatenate([b["x"] for b in f.iter_batches()])
+            assert srv.requests == 8
+            assert srv.max_in_flight >= 2
+    assert np.array_equal(got, x)
 
 
 def test_a_stream_whose_window_fetch_fails_says_where(wide_file, monkeypatch):

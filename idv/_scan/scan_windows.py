@@ -134,6 +134,21 @@ def finished(value):
     return done
 
 
+class Later:
+    """Work done in the calling thread when its result is first asked for, not when it is
+    queued: a remote window's own pieces, whose blocks are on their way meanwhile (decoded at
+    once, each window queued would wait for its fetch, one round after another)."""
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    def result(self):
+        return self._fn()
+
+    def cancel(self):
+        return True         # never begun
+
+
 class Windows:
     """The windows of one file, decoded ahead in the file's threads (submit, then collect in
     the same order); close() waits for what is still being decoded. Each window notes the
@@ -282,7 +297,8 @@ class Windows:
         work = self._in_threads(tasks, ahead)
         if here:
             tasks.append(here)
-            work.append(finished(self._decode(here, ahead)))
+            work.append(finished(self._decode(here)) if ahead is None else
+                        Later(lambda: self._decode(here, ahead)))
         self.pending.append((spans, tasks, work, os.getpid(), ahead))
 
     def _in_threads(self, tasks, ahead):
