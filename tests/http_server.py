@@ -117,12 +117,27 @@ class RangeServer:
         self.bytes_served = 0      # body bytes sent by GETs
         self.ranges = []           # (start, stop) of each GET's body, in arrival order
         self._lock = threading.Lock()
+        self._etags = {}           # path: (the bytes served, their ETag)
         self._stop = threading.Event()
         self._httpd = _Quiet(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
         # a short poll: shutdown() waits for the loop to see it (0.5 s by default, every test)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
                                         daemon=True)
+
+    def etag(self, path, data):
+        """etag(data), found once for each bytes object a path serves (a CRC-32 of a large
+        file at every request would cost the server milliseconds a request); other buffers,
+        which may change in place, each time."""
+        if type(data) is not bytes:
+            return etag(data)
+        with self._lock:
+            kept = self._etags.get(path)
+        if kept is None or kept[0] is not data:
+            kept = (data, etag(data))
+            with self._lock:
+                self._etags[path] = kept
+        return kept[1]
 
     @property
     def port(self):
@@ -197,7 +212,7 @@ def _handler(server):
                 return self._empty(403, head)
             if data is None:
                 return self._empty(404, head)
-            tag, modified = etag(data), server.modified.get(path, _DATE)
+            tag, modified = server.etag(path, data), server.modified.get(path, _DATE)
             sent_tag = '"other"' if mode == "etag" else tag
             if head:
                 server._count(True)
