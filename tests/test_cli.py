@@ -1462,10 +1462,15 @@ def test_ctrl_c_exits_130_quietly_whenever_it_comes(monkeypatch):
             assert run_main("info", fixture("mixed_default")) == (130, "", "")
 
 
-def test_ctrl_c_while_idv_loads_exits_130_quietly(tmp_path):
-    """Ctrl-C in the first moments of `python -m idv`, while idv (and numpy) are imported,
-    is the same quiet 130 as one while the command runs, not a traceback: here the import
-    of idv.cli is interrupted, by a finder that raises as a Ctrl-C would."""
+@pytest.mark.parametrize("how", ["python -m idv", "console script"])
+def test_ctrl_c_while_idv_loads_exits_130_quietly(tmp_path, how):
+    """Ctrl-C in the first moments of `python -m idv` or of the `idv` command, while idv (and
+    numpy) are imported, is the same quiet 130 as one while the command runs, not a
+    traceback: here the import of idv.cli is interrupted, by a finder that raises as a Ctrl-C
+    would."""
+    command = [sys.executable, "-m", "idv"] if how == "python -m idv" else [shutil.which("idv")]
+    if command[0] is None:
+        pytest.skip("the idv console script is not installed (pip install -e .)")
     (tmp_path / "sitecustomize.py").write_text(
         "import sys\n"
         "class Interrupt:\n"
@@ -1474,7 +1479,7 @@ def test_ctrl_c_while_idv_loads_exits_130_quietly(tmp_path):
         "            raise KeyboardInterrupt\n"
         "sys.meta_path.insert(0, Interrupt())\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_DIR)])}
-    done = subprocess.run([sys.executable, "-m", "idv", "info", fixture("mixed_default")],
+    done = subprocess.run(command + ["info", fixture("mixed_default")],
                           capture_output=True, text=True, env=env, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
 
