@@ -175,6 +175,113 @@ def test_a_commit_stopped_after_its_list_names_the_new_files_is_finished_by_the_
     assert [d for d in os.listdir(out) if d.startswith(".")] == []
 
 
+def _in_order(out):
+    """What a reader of `out` reads, in its order."""
+    with idv.dataset(out) as ds:
+        return ds.read()["x"].tolist()
+
+
+def test_a_dataset_reads_the_files_in_the_order_they_were_written(tmp_path):
+    """The list keeps the tasks' order (part.10 after part.9, not after part.1), an append
+    comes after the files before it, and a file replaced keeps its place: a dataset's rows
+    are in the order they were written in, whatever the names."""
+    out = tmp_path / "out"
+    names = [f"part.{i}.idv" for i in range(12)]
+    _staged(out, {n: [i] for i, n in enumerate(names)}).commit(names)
+    assert _in_order(out) == list(range(12))
+    _staged(out, {"c.idv": [12], "b.idv": [13], "a.idv": [14]}).commit(
+        ["c.idv", "b.idv", "a.idv"])
+    assert _in_order(out) == list(range(15))
+    _staged(out, {"part.3.idv": [-3], "z.idv": [15]}).commit(["part.3.idv", "z.idv"])
+    assert _in_order(out) == [0, 1, 2, -3] + list(range(4, 16))
+    assert [d for d in os.listdir(out) if d.startswith(".")] == []
+
+
+def test_a_dataset_opened_while_a_job_commits_lists_again(tmp_path, monkeypatch):
+    """A reader that read the directory's list just before a job replaced files of the same
+    names (an overwrite) would open the job's new files under the old list, and miss those
+    it removed: the list changed by the time its files are open, so it lists again and reads
+    the new set."""
+    from idv._reader import dataset as dataset_module
+    out = tmp_path / "out"
+    _staged(out, {"a.idv": [1], "b.idv": [2]}).commit(["a.idv", "b.idv"])
+    job = _staged(out, {"a.idv": [-1], "c.idv": [-3]}, replace=True)
+    expand = dataset_module.expand_sources
+    listings = []
+
+    def listed_then_committed(*args, **kwargs):
+        found = expand(*args, **kwargs)
+        listings.append(found[0])
+        if len(listings) == 1:
+            job.commit(["a.idv", "c.idv"])
+        return found
+    monkeypatch.setattr(dataset_module, "expand_sources", listed_then_committed)
+    assert _in_order(out) == [-1, -3]
+    assert [os.path.basename(p) for p in listings[0]] == ["a.idv", "b.idv"]
+    assert len(listings) == 2
+
+
+APPENDS = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np
+    import idv
+    from idv._storage import staging
+    out, me = sys.argv[2], int(sys.argv[3])
+    for i in range(int(sys.argv[4])):
+        s = staging.Staging(out)
+        s.start()
+        name = f"p{me}-{i:03d}.idv"
+        idv.write(s.staged(name), {"x": np.array([me * 1000 + i], np.float64)})
+        s.commit([name])
+""")
+
+
+def test_appends_committed_at_once_from_several_processes_are_all_listed(tmp_path):
+    """Three processes appending to one directory: each commit lists the files the others
+    published (commits take turns), so every file written is read."""
+    out = tmp_path / "out"
+    out.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", APPENDS, str(REPO_DIR), str(out), str(p),
+                               "25"]) for p in range(3)]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    assert sorted(_in_order(out)) == sorted(p * 1000 + i for p in range(3) for i in range(25))
+
+
+def test_a_commit_left_half_done_leaves_no_link_nor_folder_behind(tmp_path, monkeypatch):
+    """A job stopped after linking its new file over the old name, before its last list:
+    the next commit finishes it without leaving the temporary link (a rename onto the same
+    file does nothing) nor the hidden folder behind; so does one stopped after its last list,
+    before it removed its hidden folder."""
+    out = tmp_path / "out"
+    _staged(out, {"a.idv": [1]}).commit(["a.idv"])
+    real = staging.write_manifest
+    calls = []
+
+    def stop_at_the_last_list(path, names):
+        calls.append(names)
+        if len(calls) == 2:         # the list of plain names: the links are made
+            raise KeyboardInterrupt
+        real(path, names)
+    monkeypatch.setattr(staging, "write_manifest", stop_at_the_last_list)
+    with pytest.raises(KeyboardInterrupt):
+        _staged(out, {"a.idv": [-1]}).commit(["a.idv"])
+    monkeypatch.undo()
+    _staged(out, {"b.idv": [2]}).commit(["b.idv"])
+    assert _in_order(out) == [-1, 2]
+    assert [d for d in os.listdir(out) if d.startswith(".")] == []
+    rmtree = staging.shutil.rmtree
+    monkeypatch.setattr(staging.shutil, "rmtree", lambda path, **kw: None if staging.NEW_PREFIX
+                        in os.fspath(path) else rmtree(path, **kw))
+    _staged(out, {"a.idv": [-2]}).commit(["a.idv"])          # its hidden folder stays
+    monkeypatch.undo()
+    assert any(d.startswith(staging.NEW_PREFIX) for d in os.listdir(out))
+    _staged(out, {"c.idv": [3]}).commit(["c.idv"])
+    assert _in_order(out) == [-2, 2, 3]
+    assert [d for d in os.listdir(out) if d.startswith(".")] == []
+
+
 KILLED = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[3])

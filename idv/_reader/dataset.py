@@ -25,7 +25,7 @@ from idv._resources import gc as _gc, budget
 from idv._reader import dataset_files, dataset_schema, read_source, reads, selection
 from idv.errors import IdvFormatError, warn
 from idv._storage import partitioning as _partitioning, source as _source
-from idv._storage.paths import expand_sources
+from idv._storage.paths import expand_sources, list_marks
 from idv._values.arguments import ensure_count, own_options
 from idv._reader.dataset_files import DatasetFile
 from idv._reader.reader import IdvFile, check_options
@@ -54,6 +54,8 @@ DESCRIPTOR_SHARE = 0.5
 # counted apart by what they hold (dataset_files.whole_bytes: about 12 KiB for a 4.8 KiB file
 # of 4 columns), up to this much: ten thousand small files stay open from listing to reading
 DEFAULT_OPEN_WHOLE_BYTES = 128 << 20
+# times idv.dataset lists a directory whose writer replaces its list of files meanwhile
+LISTINGS = 5
 
 
 def default_max_open():
@@ -405,15 +407,29 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
         A block damaged in one file fails only the reads that touch it, naming the file.
     """
     check_options(open_kwargs, "idv.dataset")
-    unlisted = []
-    paths, fs = expand_sources(source, filesystem=filesystem, storage_options=storage_options,
-                               timeout=open_kwargs.get("timeout"),
-                               on_error=None if on_bad_file == "raise" else unlisted.append)
-    base = source if partitioning is not None and fs is None and \
-        isinstance(source, (str, os.PathLike)) and os.path.isdir(source) else None
-    ds = Dataset(paths, filesystem=fs, columns=columns, schema=schema,
-                 on_bad_file=on_bad_file, max_open_files=max_open_files,
-                 partitioning=partitioning, partition_base_dir=base, **open_kwargs)
+    for attempt in range(LISTINGS):     # again while a writer replaces a directory's list
+        unlisted, marks = [], list_marks(source, filesystem)
+        paths, fs = expand_sources(source, filesystem=filesystem,
+                                   storage_options=storage_options,
+                                   timeout=open_kwargs.get("timeout"),
+                                   on_error=None if on_bad_file == "raise" else unlisted.append)
+        base = source if partitioning is not None and fs is None and \
+            isinstance(source, (str, os.PathLike)) and os.path.isdir(source) else None
+        try:
+            ds = Dataset(paths, filesystem=fs, columns=columns, schema=schema,
+                         on_bad_file=on_bad_file, max_open_files=max_open_files,
+                         partitioning=partitioning, partition_base_dir=base, **open_kwargs)
+        except (OSError, IdvFormatError):       # a file the list named is gone, or other
+            if list_marks(source, filesystem) == marks:
+                raise
+            continue
+        if list_marks(source, filesystem) == marks:
+            break
+        ds.close()
+    else:
+        raise IdvFormatError(f"idv.dataset: {source!r}: its list of files changed each of "
+                             f"{LISTINGS} times it was opened (a writer committing): open it "
+                             f"again")
     if unlisted:
         ds.skipped[:0] = [(e.filename, e) for e in unlisted]
         warn(f"idv.dataset skipped {len(unlisted)} director"

@@ -13,7 +13,7 @@ import re
 from urllib.parse import urlsplit
 
 from idv._storage import remote, remote_process
-from idv._storage.staging import read_manifest
+from idv._storage.staging import MANIFEST, read_manifest
 
 __all__ = ["expand_sources"]
 
@@ -128,6 +128,25 @@ def _expand_one(source, fs, storage_options, on_error=_raise, timeout=None):
     else:
         paths = [text]
     return paths, None
+
+
+def list_marks(source, filesystem=None):
+    """What tells whether the lists of files that the local directories of `source` publish
+    (idv._storage.staging.MANIFEST) were replaced: each one's inode, modification time and
+    size (None: none). A dataset that finds them changed once its files are open may have
+    opened some of a writer's new files under the old list's names, and lists again."""
+    if filesystem is not None:
+        return None
+    marks = []
+    for s in source if isinstance(source, (list, tuple)) else [source]:
+        if isinstance(s, (str, os.PathLike)) and not remote.is_remote(os.fspath(s)) \
+                and os.path.isdir(s):
+            try:
+                st = os.stat(os.path.join(s, MANIFEST))
+                marks.append((st.st_ino, st.st_mtime_ns, st.st_size))
+            except OSError:
+                marks.append(None)
+    return marks
 
 
 def worker_path(path, filesystem=None):

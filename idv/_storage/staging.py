@@ -15,7 +15,9 @@ names it there, and only then is it linked (or copied) over the old file and the
 to the plain names (a list that still names ``.idv-new-`` files, left by a job killed in
 between, is complete: the next commit finishes it); an overwrite removes the old files only
 after the new list names the new ones. A commit that fails before its list is published
-removes what it moved in and the folders it made: the directory is as it was.
+removes what it moved in and the folders it made: the directory is as it was. The list keeps
+the order the files were written in (idv._storage.staging._in_order), and commits into one
+directory take turns (a lock on it), so that concurrent appends each list the other's files.
 
 Staged files end in ``.idv-staged`` inside ``.idv-staging-<job>``: what a killed job leaves is
 neither a ``*.idv`` nor picked up by idv.dataset (remove the folder to reclaim its space).
@@ -154,6 +156,11 @@ class Staging:
                                f"before its commit; the directory is as it was")
         names = [os.path.normpath(n) for r in results if r is not None
                  for n in ([r] if isinstance(r, (str, os.PathLike)) else r)]
+        with _commits_one_at_a_time(self.path):
+            return self._commit(names)
+
+    def _commit(self, names):
+        """commit's work, no other commit to the directory running meanwhile."""
         had = read_manifest(self.path) is not None
         before = [os.path.normpath(n) for n in listed(self.path)]
         if not had:
@@ -172,7 +179,11 @@ class Staging:
             for name in set(before) - set(files):
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(self.path, name))
-        for root in {_new_root(n) for n in before + list(where.values())} - {None}:
+        # NEW folders the list no longer names: this job's, and any a job killed after its
+        # last list left behind
+        roots = {_new_root(n) for n in before + list(where.values())} | {
+            e.name for e in os.scandir(self.path) if e.name.startswith(NEW_PREFIX)}
+        for root in roots - {None}:
             if not any(n.startswith(root + os.sep) for n in files):
                 shutil.rmtree(os.path.join(self.path, root), ignore_errors=True)
         listed_now = set(files)
@@ -199,8 +210,7 @@ class Staging:
             # the folders the files went into, and those where a folder made was entered
             for folder in {os.path.dirname(m) for m in moved + made} | {self.path}:
                 fsync_dir(folder)
-            kept = [] if self.replace else [n for n in before if _plain(n) not in where]
-            files = sorted(set(kept) | set(where.values()))
+            files = _in_order([] if self.replace else before, names, where)
             write_manifest(self.path, files)
         except BaseException:
             for path in reversed(moved):
@@ -217,7 +227,7 @@ class Staging:
         copied) over its plain name, then the list of plain names published; returns the list
         published. On an OSError the list stays `files`, complete, for the next commit to
         finish."""
-        plain = sorted({_plain(n) for n in files})
+        plain = [_plain(n) for n in files]
         if plain == files:
             return files
         try:
@@ -269,6 +279,36 @@ class Staging:
             folder = os.path.dirname(folder)
 
 
+def _in_order(before, names, where):
+    """The directory's new list: the files of `before` (the old list, or none for an
+    overwrite) in their order, each that the job replaces by the job's file in its place, then
+    the job's other files in the order of its tasks (`names`; `where`: where each is): a
+    dataset reads its files in the list's order, so rows keep the order they were written
+    in."""
+    replaced = {_plain(n): n for n in before if _plain(n) in where}
+    out = [where[_plain(n)] if n in replaced.values() else n for n in before]
+    return out + [where[n] for n in names if n not in replaced]
+
+
+@contextlib.contextmanager
+def _commits_one_at_a_time(path):
+    """Held while a job commits into directory `path`: an exclusive lock (``fcntl.flock``) on
+    the directory itself (no file to leave behind), so that two jobs committing at once
+    (appends from two processes) each list the other's files rather than replace the list the
+    other published. Where there is no flock (Windows), commits are not serialized."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)        # and the lock with it
+
+
 def _new_root(name):
     """The NEW folder (``.idv-new-<job>``) a listed `name` waits in, or None."""
     head = name.split(os.sep, 1)[0]
@@ -298,6 +338,9 @@ def _copy_over(src, dst):
     """`dst` replaced atomically by the contents of `src`, which stays: a hard link where the
     filesystem makes one, else a copy."""
     os.makedirs(os.path.dirname(dst), exist_ok=True)
+    if os.path.lexists(dst) and os.path.samefile(src, dst):   # linked by a commit stopped
+        return                                                # after it (a rename onto the
+    # same file would leave the temporary link behind)
     tmp = os.path.join(os.path.dirname(dst), f".{os.path.basename(dst)}.{uuid.uuid4().hex[:8]}")
     try:
         try:
