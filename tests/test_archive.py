@@ -305,3 +305,29 @@ def test_an_entry_is_held_to_the_memory_limit_given_to_open(tmp_path):
         assert f.num_rows > 0
     with pytest.raises(idv.MemoryLimitError, match="model.zip:Data/Schema.idv: inflating"):
         idv.open(f"{p}:Data/Schema.idv", memory_limit=100)
+
+
+def test_an_archive_replaced_under_a_dataset_of_its_entries_is_found(tmp_path):
+    """A zip entry has its archive's identity, as a file has its own: a dataset that opens
+    the entry again (a file closed to stay within max_open_files, a Dask task, a loader's
+    worker) after the archive was replaced by one of the same rows and types says so,
+    rather than read the new archive's rows under the plan made from the old one."""
+    import io
+    import os
+    import numpy as np
+
+    def zipped(path, x):
+        buf = io.BytesIO()
+        idv.write(buf, {"x": np.asarray(x, np.float64)})
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("Data/Schema.idv", buf.getvalue())
+    zipped(tmp_path / "m.zip", [1, 2])
+    zipped(tmp_path / "n.zip", [3, 4])
+    entries = [f"{tmp_path / n}:Data/Schema.idv" for n in ("m.zip", "n.zip")]
+    with idv.dataset(entries, max_open_files=1) as ds:
+        assert ds.read(["x"])["x"].tolist() == [1, 2, 3, 4]
+        zipped(tmp_path / "new.zip", [-1, -2])
+        os.replace(tmp_path / "new.zip", tmp_path / "m.zip")
+        with pytest.raises(idv.IdvFormatError, match=r"m\.zip:Data/Schema\.idv.*changed since "
+                                                     r"the dataset listed it"):
+            ds.read(["x"])

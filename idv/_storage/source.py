@@ -406,11 +406,14 @@ def open_source(source, memory_limit=None):
         name = os.fspath(source)
         zipped = archive.split_zip(name)
         if zipped is not None:       # an .idv inside a zip: model.zip:DataLoaderModel/Schema.idv
+            st = os.stat(zipped[0])
             try:
                 inner = open_source(archive.entry_source(*zipped, memory_limit))
             except KeyError as e:
                 raise FileNotFoundError(e.args[0]) from None
             inner.name = name
+            # the archive's, as a file's (a dataset reopening the entry finds it replaced)
+            inner.identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, zipped[1])
             return inner
         fd = _open_fd(name)
         try:
