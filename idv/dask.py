@@ -334,9 +334,10 @@ def to_idv(ddf, path, name_function=None, *, lookahead=None, compute=True, parti
     lookahead : int, optional
         Into one file: the partitions computed ahead of the one being written.
     compute : bool, default True
-        One file per partition: False gives the dask.delayed that writes them. Its hidden
-        staging directory is made now; a job that then fails leaves that directory (never a
-        part among the data set's files: remove it), which True removes as it fails.
+        One file per partition: False gives the dask.delayed that writes them, which makes
+        its hidden staging directory when it runs; a job whose own computation then fails
+        leaves that directory (never a part among the data set's files: remove it), which
+        True removes as it fails.
     partition_by : str or list of str, optional
         Key columns: each partition is written as one file per combination of their values,
         ``path/key=value/part.{i}.idv`` (hive-style, as idv.write's ``partition_by``; read

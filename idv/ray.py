@@ -216,7 +216,11 @@ class IdvDatasink(ray_data.Datasink):
             rows=sum(t.num_rows for t in tables))
 
     def on_write_complete(self, write_result):
-        """Every task succeeded: move their files in (on the driver)."""
+        """Every task succeeded: move their files in (on the driver). A dataset without rows
+        had no write started (Ray calls no on_write_start then): it publishes an empty list,
+        as Spark's empty write does."""
+        if not self.staging.started:
+            self.staging.start()
         self.paths = self.staging.commit(write_result.write_returns)
 
     def on_write_failed(self, error):

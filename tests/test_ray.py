@@ -5,6 +5,7 @@ in ML.NET (the oracle); a job whose task fails leaves nothing idv.dataset would 
 """
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -204,3 +205,16 @@ def test_a_file_replaced_after_planning_is_refused_not_read(tmp_path):
     with pytest.raises(idv.IdvFormatError, match="f.idv.*changed since the dataset listed"):
         ds.to_pandas()
     assert idv.ray.read_idv(str(path)).count() == 40_000          # planned anew
+
+
+def test_a_dataset_without_rows_writes_an_empty_list(tmp_path):
+    """Ray starts no write for a dataset without rows: the sink still publishes the
+    directory's list, empty (as Spark's empty write does), rather than report an aborted job
+    that never was."""
+    import ray
+    ds = ray.data.range(0).map_batches(lambda b: {"x": b["id"]})
+    sink = idv.ray.IdvDatasink(tmp_path / "out")
+    ds.write_datasink(sink)
+    assert sink.paths == []
+    assert json.loads((tmp_path / "out" / idv._storage.staging.MANIFEST).read_text()) == \
+        {"files": []}

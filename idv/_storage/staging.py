@@ -89,6 +89,7 @@ class Staging:
         self.job = job or uuid.uuid4().hex[:12]
         self.dir = os.path.join(self.path, STAGING_PREFIX + self.job)
         self.created = None     # the outermost folder start made, which an abort removes
+        self.started = False
 
     def start(self):
         """Create the output directory (if missing) and the staging folder, with the mark
@@ -99,6 +100,7 @@ class Staging:
         os.makedirs(self.dir, exist_ok=True)
         self.created = top
         open(os.path.join(self.dir, LIVE), "wb").close()
+        self.started = True
 
     def name(self, task):
         """The file name of task number `task` (relative to the output directory)."""
