@@ -959,6 +959,30 @@ def test_a_file_replaced_after_listing_is_refused_on_reopen(tmp_path):
             ds.read()
 
 
+@pytest.mark.parametrize("reader", ["dataset", "dask"])
+def test_a_file_that_no_longer_opens_is_said_to_have_changed_since_listed(tmp_path, reader):
+    """A file truncated after the dataset listed it fails to open again: the error says the
+    file changed since it was listed, as for a file that opens but is another, by the
+    dataset and by an engine's task alike (it said the tail offset was outside the file)."""
+    a, b = tmp_path / "a.idv", tmp_path / "b.idv"
+    _small(a, range(10))
+    _small(b, range(10))
+    if reader == "dask":
+        pytest.importorskip("dask", reason="idv.dask needs dask (pip install 'idv[dask]')")
+        import idv.dask as idv_dask
+        ddf = idv_dask.read_idv(str(tmp_path))
+        os.truncate(b, os.path.getsize(b) - 100)
+        read = lambda: ddf.compute(scheduler="sync")        # noqa: E731
+    else:
+        ds = idv.dataset(str(tmp_path), max_open_files=1)    # b is closed, then reopened
+        os.truncate(b, os.path.getsize(b) - 100)
+        read = ds.read
+    with pytest.raises(idv.IdvFormatError, match=r"changed since the dataset listed it: "
+                                                 r"another file is in its place.*no longer "
+                                                 r"opens") as e:
+        read()
+    assert e.value.path == str(b)
+
 
 def test_a_file_rewritten_in_place_is_read_again_on_reopen(tmp_path, monkeypatch):
     """A closed file's layout is reused only while its bytes are the same file's: the same

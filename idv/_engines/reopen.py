@@ -21,7 +21,7 @@ from idv._resources import budget
 from idv._values.cells import label_texts
 from idv._values.metadata import usable_key_values
 from idv._reader.dataset import Dataset, expand_sources
-from idv._reader.dataset_files import changed, check_relisted
+from idv._reader.dataset_files import changed, check_relisted, reopening
 from idv._reader.reader import IdvFile
 from idv._values.arguments import own_options
 from idv._reader.whole_read import other_annotation, same_key_values
@@ -58,11 +58,12 @@ def open_listed(entry: Listed, filesystem=None, open_kwargs=None) -> IdvFile:
     something only on the machine that listed it: elsewhere (a cluster's workers sharing the
     files over a network file system) its rows and types are checked; a URL's (its version)
     means the same everywhere."""
-    f = IdvFile(entry.path, filesystem=filesystem, **(open_kwargs or {}))
+    url = entry.identity is not None and isinstance(entry.identity[0], str)
+    here = entry if url or entry.host == socket.gethostname() else \
+        entry._replace(identity=None)
+    with reopening(here):
+        f = IdvFile(entry.path, filesystem=filesystem, **(open_kwargs or {}))
     try:
-        url = entry.identity is not None and isinstance(entry.identity[0], str)
-        here = entry if url or entry.host == socket.gethostname() else \
-            entry._replace(identity=None)
         changed(here, f, entry.types, list(entry.types))
     except BaseException:
         f.close()

@@ -250,8 +250,9 @@ class Dataset(reads.SourceReads):
         """File i opened again, checked to be the one listed (its tables read again unless
         its layout was kept and it is still the same file)."""
         entry = self.files[i]
-        f = IdvFile(entry.path, filesystem=self.filesystem, layout=entry.layout,
-                    **self.open_kwargs)
+        with dataset_files.reopening(entry):
+            f = IdvFile(entry.path, filesystem=self.filesystem, layout=entry.layout,
+                        **self.open_kwargs)
         if f.layout is entry.layout:
             return f
         try:

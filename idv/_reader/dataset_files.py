@@ -5,6 +5,7 @@ dataset_schema), whether a file reopened is still the one listed, and which stay
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import functools
 import itertools
@@ -17,6 +18,7 @@ from idv._resources import threads as _threads, work as _work
 from idv._resources.budget import MemoryLimitError
 from idv._store.block_runs import decoded_size
 from idv.errors import IdvFormatError
+from idv._storage.source import identity_of
 from idv._reader.reader import IdvFile, open as idv_open
 from idv._values.metadata import usable_key_values
 
@@ -247,6 +249,28 @@ class KeyLabels:
 # why a file reopened is not the one listed, its rows and types alike: its identity differs
 REPLACED = ("another file is in its place (a local file's size, inode or modification time, a "
             "URL's ETag, VersionId or Last-Modified differ)")
+
+
+@contextlib.contextmanager
+def reopening(entry):
+    """Around the open of file `entry` (a DatasetFile, or a Listed) again by its path: an
+    IdvFormatError from a local file that is no longer the one listed (truncated since, say)
+    is raised as the file having changed since the dataset listed it, as changed() says of a
+    file that opens."""
+    try:
+        yield
+    except IdvFormatError as e:
+        if entry.identity is None or isinstance(entry.identity[0], str):
+            raise
+        try:
+            now = identity_of(entry.path)
+        except OSError:
+            raise e from None
+        if now == tuple(entry.identity):
+            raise
+        raise IdvFormatError(f"the file changed since the dataset listed it: {REPLACED} (it "
+                             f"no longer opens: {e}); open the dataset again",
+                             path=entry.path) from e
 
 
 def changed(entry, f, columns, names):

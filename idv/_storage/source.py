@@ -399,6 +399,23 @@ def read_stream(f, limit, name="standard input"):
         budget.check(len(out), limit, lambda: f"reading {name} into memory")
 
 
+def _identity(st):
+    """A local file's identity, from its stat: what tells another file in its place, or the
+    file written since (a dataset reopening it, kept maps)."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def identity_of(path):
+    """The identity a local `path` opened now would have (open_source's): the file's, or for
+    a zip entry (``ARCHIVE.zip:ENTRY``) its archive's and the entry's name; OSError as
+    os.stat raises it."""
+    name = os.fspath(path)
+    zipped = archive.split_zip(name)
+    if zipped is not None:
+        return _identity(os.stat(zipped[0])) + (zipped[1],)
+    return _identity(os.stat(name))
+
+
 def open_source(source, memory_limit=None):
     """Pick the source for a path, a bytes-like object or a file object (`memory_limit`:
     idv.open's, for what a zip entry may inflate to)."""
@@ -406,20 +423,19 @@ def open_source(source, memory_limit=None):
         name = os.fspath(source)
         zipped = archive.split_zip(name)
         if zipped is not None:       # an .idv inside a zip: model.zip:DataLoaderModel/Schema.idv
-            st = os.stat(zipped[0])
+            identity = identity_of(name)
             try:
                 inner = open_source(archive.entry_source(*zipped, memory_limit))
             except KeyError as e:
                 raise FileNotFoundError(e.args[0]) from None
             inner.name = name
-            # the archive's, as a file's (a dataset reopening the entry finds it replaced)
-            inner.identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, zipped[1])
+            inner.identity = identity
             return inner
         fd = _open_fd(name)
         try:
             st = os.fstat(fd)
             check_regular(name, st)
-            identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            identity = _identity(st)
             if st.st_size <= SMALL_FILE_BYTES:
                 data = _read_whole(fd, st.st_size)
                 refuse_other_formats(data[:8], name)
