@@ -1198,6 +1198,27 @@ def test_a_zip_entry_by_url_fails_as_a_plain_url_does(monkeypatch, failure, stag
         assert e.value.url == srv.url("/m.zip")
 
 
+def test_an_archive_replaced_under_a_dataset_of_its_remote_entries_is_found():
+    """A remote zip entry has its archive's version as its identity (and its name), as a
+    local entry has its archive's: a dataset that opens it again after the archive was
+    replaced by one of the same rows and types says so, rather than read the new rows."""
+    import zipfile
+
+    def zipped(x):
+        buf, out = io.BytesIO(), io.BytesIO()
+        idv.write(buf, {"x": np.asarray(x, np.float64)})
+        with zipfile.ZipFile(out, "w") as z:
+            z.writestr("Data/Schema.idv", buf.getvalue())
+        return out.getvalue()
+    with RangeServer({"/m.zip": zipped([1, 2]), "/n.zip": zipped([3, 4])}) as srv:
+        entries = [srv.url(f"/{n}.zip") + ":Data/Schema.idv" for n in "mn"]
+        with idv.dataset(entries, max_open_files=1) as ds:
+            assert ds.read(["x"])["x"].tolist() == [1, 2, 3, 4]
+            srv.files["/m.zip"] = zipped([-1, -2])
+            with pytest.raises(idv.IdvFormatError, match=r"changed since the dataset listed"):
+                ds.read(["x"])
+
+
 def test_a_zip_entry_from_a_server_that_ignores_range_is_fetched_whole():
     """URL:ENTRY from a server that ignores Range: the zip fetched once, with an IdvWarning
     (as a plain .idv URL), and the entry read as the local file."""

@@ -91,8 +91,10 @@ def open_any(source, filesystem=None, storage_options=None, timeout=None, memory
         zipped = _zip_entry(fs, path, timeout)     # https://host/model.zip:Entry/Schema.idv
         if zipped is None:
             raise
-    src = local.open_source(archive.entry_in(*zipped, memory_limit))
+    z, entry, version = zipped
+    src = local.open_source(archive.entry_in(z, entry, memory_limit))
     src.name = url
+    src.identity = None if version is None else version + (entry,)     # the archive's
     return src
 
 
@@ -119,15 +121,15 @@ def read_file(fs, path, timeout=DEFAULT_TIMEOUT):
 
 
 def _zip_entry(fs, path, timeout):
-    """(the zip, the entry) that `path` names as ``ARCHIVE:ENTRY``, the zip read by ranges;
-    None when no such archive is a zip."""
+    """(the zip, the entry, the zip's identity: its version) that `path` names as
+    ``ARCHIVE:ENTRY``, the zip read by ranges; None when no such archive is a zip."""
     for name, entry in archive.url_splits(path):
         try:
             src = _ranged(fs, name, fs.unstrip_protocol(name), timeout, idv=False)
         except (FileNotFoundError, PermissionError, IsADirectoryError):
             continue
         if archive.starts_as_zip(src.view(0, min(4, src.size))):
-            return archive.open_ranged(src), entry
+            return archive.open_ranged(src), entry, src.identity
         src.close()
     return None
 
