@@ -193,6 +193,23 @@ class RemoteError(OSError):
         self.url = url
 
 
+class RemoteChangedError(RemoteError, IdvFormatError):
+    """A remote file changed while it was read (an answer of another version than the one
+    opened): a RemoteError, as every failed remote read is, and an IdvFormatError, as a local
+    file written in place while read is, so that ``except idv.IdvFormatError`` catches a
+    changed file wherever it is."""
+
+    def __init__(self, message, url=None):
+        IdvFormatError.__init__(self, message)
+        self.url = url
+
+    def __str__(self):
+        return self.reason
+
+    def __reduce__(self):
+        return type(self), (self.reason, self.url)
+
+
 class RangeNotSupportedError(RemoteError):
     """The server ignores HTTP Range requests (it sends the whole file for each): idv.open
     then fetches the file whole, once, with an IdvWarning."""

@@ -937,8 +937,9 @@ def test_a_file_replaced_while_reading_is_refused(wide_file, mode):
                 srv.validators = "modified"
                 srv.modified["/wide.idv"] = "Thu, 22 Oct 2015 07:28:00 GMT"
             with pytest.raises(idv.RemoteError, match=r"/wide\.idv: the file changed while "
-                                                      r"reading \(opened as ETag"):
+                                                      r"reading \(opened as ETag") as e:
                 f["i1"].read()
+            assert isinstance(e.value, idv.IdvFormatError)      # as a local file's change
         # every request after the open's first round (which learns the ETag) carries it
         assert all(h.get("If-Match") == seen[-1]["If-Match"] for h in seen[2:])
 

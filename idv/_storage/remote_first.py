@@ -14,7 +14,7 @@ says what is wrong.
 """
 from __future__ import annotations
 
-from idv.errors import RemoteError
+from idv.errors import RemoteChangedError
 from idv._storage.remote_answers import check_length, content_range, range_refused, ranged_body
 from idv._storage.remote_version import Version
 
@@ -39,7 +39,7 @@ def info(src, head_n, tail_n):
     version = Version(src.name, meta, b["size"], True, False)
     version.check(206, a)
     if a["size"] != b["size"]:      # of another version, though it carries no validator
-        raise RemoteError(version.changed(), url=src.name)
+        raise RemoteChangedError(version.changed(), url=src.name)
     src.hold([(head_at, head), (tail_at, tail)])
     return meta
 

@@ -16,7 +16,7 @@ the version: (the validator's name, its value, the size).
 """
 from __future__ import annotations
 
-from idv.errors import RemoteError, warn
+from idv.errors import RemoteChangedError, warn
 
 
 class Version:
@@ -48,7 +48,7 @@ class Version:
                  f"while it is read may give blocks of both versions")
 
     def check(self, status, headers):
-        """RemoteError "changed while reading" for an answer (its HTTP `status` and
+        """RemoteChangedError "changed while reading" for an answer (its HTTP `status` and
         `headers`) that is not of the version opened."""
         sent = headers.get("ETag")
         # the Last-Modified pinned, or compared where the answer carries no ETag (a server
@@ -56,7 +56,7 @@ class Version:
         dated = "If-Unmodified-Since" in self.headers or (self.modified and not sent)
         if status == 412 or (self.etag and sent and _opaque(sent) != _opaque(self.etag)) or (
                 dated and headers.get("Last-Modified", self.modified) != self.modified):
-            raise RemoteError(self.changed(), url=self.url)
+            raise RemoteChangedError(self.changed(), url=self.url)
 
     def changed(self):
         """The message of an answer of another version than the one opened."""
