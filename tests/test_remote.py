@@ -416,8 +416,10 @@ def test_a_stream_fetches_each_windows_blocks_together_ahead(wide_file):
 def test_small_windows_of_a_stream_are_fetched_while_the_ones_before_are_handed_out(
         monkeypatch):
     """Windows small enough to be decoded in the calling thread are decoded when the stream
-    hands them out, not when they are queued: their blocks, requested as each is queued, are
-    on their way together, not one window's round trip after another's."""
+    hands them out, not when they are queued, and the blocks of scan.EARLY windows beyond
+    those queued are requested too: the windows queued and those after them are on their way
+    together (4 requests at once from the start: two queued, two early), not one window's
+    round trip after another's."""
     monkeypatch.setattr(scan, "WINDOW_BYTES", 64 << 10)       # a block a window
     x = np.random.default_rng(5).integers(0, 1 << 62, 8 * 8192)
     buf = io.BytesIO()
@@ -429,7 +431,7 @@ def test_small_windows_of_a_stream_are_fetched_while_the_ones_before_are_handed_
             srv.max_in_flight = 0
             got = np.concatenate([b["x"] for b in f.iter_batches()])
             assert srv.requests == 8
-            assert srv.max_in_flight >= 2
+            assert srv.max_in_flight >= scan.AHEAD + scan.EARLY
     assert np.array_equal(got, x)
 
 

@@ -44,8 +44,8 @@ WINDOW_BYTES = 8 << 20
 # decompressed bytes of a piece: the blocks one thread decodes at a time (a larger block is a
 # piece by itself)
 PIECE_BYTES = 2 << 20
-# windows queued ahead of the one handed out
-AHEAD = 2
+AHEAD = 2       # windows queued ahead of the one handed out
+EARLY = 2       # a remote file's windows whose blocks are requested beyond those queued
 # decoded values of a partition, when the caller does not say how many blocks
 PARTITION_BYTES = 64 << 20
 
@@ -405,10 +405,9 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowin
     """scan's Rows of file `f` (segment `seg`); `reader`: (reader, wrap) and `windowing`:
     (window_bytes, piece_bytes, ahead, quick_first, whole_windows) as scan takes them."""
     window_bytes, piece_bytes, ahead, quick_first, whole_windows = windowing
-    reader, wrap = reader
-    readers = _readers(f, columns, reader)
-    if wrap is not None and readers:
-        readers = wrap(f, readers)
+    readers = _readers(f, columns, reader[0])       # reader: (reader, wrap)
+    if reader[1] is not None and readers:
+        readers = reader[1](f, readers)
     if not readers:
         return
     cols = [r.col for r in readers]
@@ -429,17 +428,19 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowin
     if quick_first:         # the first block alone, and the windows queued behind it as deep
         grouped = first_block_alone(grouped)
         ahead += 1
-    # a remote file's windows queued ahead hold their blocks as fetched beside them
-    windows = Windows(f, readers, fetch=not limit or window_bytes * (2 * ahead + 2) <= limit)
+    # a remote file's windows queued hold their blocks beside them, as do the EARLY after
+    windows = Windows(f, readers, not limit or window_bytes * (2 * ahead + 2 + EARLY) <= limit)
     try:
         queued = 0
 
-        def queue(upto):        # groups [queued, upto) submitted
+        def queue(upto):        # groups [queued, upto) submitted, the EARLY after requested
             nonlocal queued
             for spans in grouped[queued:upto]:
                 windows.submit(spans, piece_bytes, lone=len(grouped) == 1,
                                last=spans is grouped[-1])
             queued = max(queued, min(upto, len(grouped)))
+            for spans in grouped[queued:queued + EARLY]:
+                windows.fetch_early(spans)
         for i in range(len(grouped)):
             alone = quick_first and i == 0      # the rest queued once the consumer asks
             queue(1 if alone else max(i + 1, ahead))    # the first `ahead` groups, or this one

@@ -155,9 +155,10 @@ class Windows:
     process that submitted it: one forked since decodes it again in the calling thread.
 
     A remote file's window has its blocks, all columns together, requested when it is
-    submitted (`fetch`: the memory limit leaves room for them), in a few coalesced requests
-    (ML.NET writes a window's blocks end to end), rather than each piece requesting its own
-    blocks when a thread takes it up: a request a block, one round after another."""
+    submitted, or earlier (fetch_early), while the windows before it are decoded (`fetch`:
+    the memory limit leaves room for them), in a few coalesced requests (ML.NET writes a
+    window's blocks end to end), rather than each piece requesting its own blocks when a
+    thread takes it up: a request a block, one round after another."""
 
     def __init__(self, f, readers, fetch=True):
         self.file = f
@@ -167,6 +168,7 @@ class Windows:
         self.pending = collections.deque()
         self.work = _work.Work(_work.current())
         self.fetch = fetch
+        self.early = {}         # the windows whose blocks were requested before they were queued
 
     def _pieces(self, spans, piece_bytes, taper):
         """[(column, p0, p1, out, raw bytes, span)]: each column's blocks of each span
@@ -223,11 +225,23 @@ class Windows:
         finally:
             ahead.done()
 
+    def fetch_early(self, spans):
+        """Request the blocks of windows `spans` (a group submit will be given later) now,
+        while the windows before them are decoded: a remote file's windows on their way
+        further ahead than those decoded (the memory limit leaving room for them)."""
+        if self.fetch and not self.file.store.in_memory and tuple(spans) not in self.early:
+            self.early[tuple(spans)] = self._fetch_ahead(spans, 0)
+
     def _fetch_ahead(self, spans, users):
-        """The blocks of windows `spans` of every column, requested now for `users` tasks:
-        an Ahead (idv._storage.remote_held), or None (a local file, or no room for them)."""
+        """The blocks of windows `spans` of every column, requested now for `users` tasks
+        (unless fetch_early requested them already): an Ahead (idv._storage.remote_held), or
+        None (a local file, or no room for them)."""
         if not self.fetch:
             return None
+        early = self.early.pop(tuple(spans), None)
+        if early is not None:
+            early.expect(users)
+            return early
         try:
             tables = [r.col.lookup[b0:b1] for r in self.readers for b0, b1 in spans]
             return self.file.store.check_open().fetch_ahead(
@@ -345,8 +359,9 @@ class Windows:
                 except Exception:       # a task's error: the stream that wanted it has ended
                     pass
         finally:                        # a Ctrl-C while waiting goes on up
-            for _spans, _tasks, _work, _pid, ahead in self.pending:
+            for ahead in [a for *_, a in self.pending] + list(self.early.values()):
                 if ahead is not None:
                     ahead.drop()
             self.pending.clear()
+            self.early.clear()
             self.work.release()

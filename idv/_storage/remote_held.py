@@ -91,6 +91,14 @@ class Ahead:
             self._held.add(pieces)
             self._pieces = pieces
 
+    def expect(self, users):
+        """The number of pieces that will read the bytes, known once its window is submitted
+        (a window's blocks requested before: idv._scan.scan_windows.Windows.fetch_early)."""
+        with self._lock:
+            self._users = users
+        if users <= 0:
+            self.drop()
+
     def done(self):
         """One of the users has read its bytes: the last lets them go."""
         with self._lock:
