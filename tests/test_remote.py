@@ -435,6 +435,20 @@ def test_small_windows_of_a_stream_are_fetched_while_the_ones_before_are_handed_
     assert np.array_equal(got, x)
 
 
+def test_a_scan_with_none_ahead_requests_only_the_window_it_hands_out(wide_file):
+    """A consumer that may stop at any batch (the command line into `head`) scans with no
+    window ahead: its first batch requests that window's blocks alone, none early."""
+    path, data, cols = wide_file
+    with RangeServer({"/wide.idv": data}) as srv:
+        with idv.open(srv.url("/wide.idv")) as f:
+            srv.reset_counts()
+            batches = scan.scan(f, ["i1"], batch_rows=8192, window_bytes=1, ahead=0)
+            first = next(batches)
+            assert srv.requests == 1
+            batches.close()
+    assert np.array_equal(first.values[0][:10], cols["i1"][:10])
+
+
 def test_a_stream_whose_window_fetch_fails_says_where(wide_file, monkeypatch):
     """A server failing while a stream's window is fetched ahead: idv.RemoteError naming the
     URL and the bytes, raised where the stream hands out that window's batch, as a read

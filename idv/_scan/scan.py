@@ -439,7 +439,7 @@ def _scan_open(f, seg, columns, reader, rows, batch_rows, block_filter, windowin
                 windows.submit(spans, piece_bytes, lone=len(grouped) == 1,
                                last=spans is grouped[-1])
             queued = max(queued, min(upto, len(grouped)))
-            for spans in grouped[queued:queued + EARLY]:
+            for spans in grouped[queued:queued + (EARLY if ahead else 0)]:    # none: may stop
                 windows.fetch_early(spans)
         for i in range(len(grouped)):
             alone = quick_first and i == 0      # the rest queued once the consumer asks
