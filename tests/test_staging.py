@@ -221,6 +221,20 @@ def test_a_dataset_opened_while_a_job_commits_lists_again(tmp_path, monkeypatch)
     assert len(listings) == 2
 
 
+def test_a_filesystem_without_locks_still_commits(tmp_path, monkeypatch):
+    """An NFS mount without its lock service refuses flock (ENOLCK): a job still commits
+    there, its commits not serialized, rather than fail."""
+    import errno
+    import fcntl
+
+    def refused(fd, how):
+        raise OSError(errno.ENOLCK, "No locks available")
+    monkeypatch.setattr(fcntl, "flock", refused)
+    out = tmp_path / "out"
+    _staged(out, {"a.idv": [1], "b.idv": [2]}).commit(["a.idv", "b.idv"])
+    assert _in_order(out) == [1, 2]
+
+
 APPENDS = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])

@@ -27,6 +27,7 @@ leaves no partial file even in the staging folder.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -297,7 +298,8 @@ def _commits_one_at_a_time(path):
     """Held while a job commits into directory `path`: an exclusive lock (``fcntl.flock``) on
     the directory itself (no file to leave behind), so that two jobs committing at once
     (appends from two processes) each list the other's files rather than replace the list the
-    other published. Where there is no flock (Windows), commits are not serialized."""
+    other published. Where there is no flock (Windows), or the filesystem refuses it (an NFS
+    mount without its lock service: ENOLCK), commits are not serialized."""
     try:
         import fcntl
     except ImportError:
@@ -305,7 +307,11 @@ def _commits_one_at_a_time(path):
         return
     fd = os.open(path, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as e:
+            if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
         yield
     finally:
         os.close(fd)        # and the lock with it
