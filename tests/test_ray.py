@@ -218,3 +218,6 @@ def test_a_dataset_without_rows_writes_an_empty_list(tmp_path):
     assert sink.paths == []
     assert json.loads((tmp_path / "out" / idv._storage.staging.MANIFEST).read_text()) == \
         {"files": []}
+    with pytest.raises(FileNotFoundError, match=r"names none \(the write that made it had no "
+                                                r"rows\)"):
+        idv.dataset(tmp_path / "out")

@@ -192,6 +192,9 @@ def expand_sources(source, *, filesystem=None, storage_options=None, on_error=No
         if (fs_s is None) != (fs is None):
             raise ValueError(f"the files of one dataset must be all local or all URLs: {s!r}")
         if not found:
-            raise FileNotFoundError(f"no .idv files in {os.fspath(s)!r}")
+            listed = fs_s is None and os.path.isdir(s) and read_manifest(s) is not None
+            raise FileNotFoundError(f"no .idv files in {os.fspath(s)!r}" + (
+                f": its list of files ({MANIFEST}) names none (the write that made it had no "
+                f"rows)" if listed else ""))
         paths.extend(found)
     return paths, fs
