@@ -1219,14 +1219,10 @@ def test_an_archive_replaced_under_a_dataset_of_its_remote_entries_is_found():
     """A remote zip entry has its archive's version as its identity (and its name), as a
     local entry has its archive's: a dataset that opens it again after the archive was
     replaced by one of the same rows and types says so, rather than read the new rows."""
-    import zipfile
-
     def zipped(x):
-        buf, out = io.BytesIO(), io.BytesIO()
+        buf = io.BytesIO()
         idv.write(buf, {"x": np.asarray(x, np.float64)})
-        with zipfile.ZipFile(out, "w") as z:
-            z.writestr("Data/Schema.idv", buf.getvalue())
-        return out.getvalue()
+        return _zip_of(buf.getvalue())
     with RangeServer({"/m.zip": zipped([1, 2]), "/n.zip": zipped([3, 4])}) as srv:
         entries = [srv.url(f"/{n}.zip") + ":Data/Schema.idv" for n in "mn"]
         with idv.dataset(entries, max_open_files=1) as ds:

@@ -408,7 +408,7 @@ def dataset(source, columns=None, *, schema="exact", on_bad_file="raise", filesy
         A block damaged in one file fails only the reads that touch it, naming the file.
     """
     check_options(open_kwargs, "idv.dataset")
-    for attempt in range(LISTINGS):     # again while a writer replaces a directory's list
+    for _ in range(LISTINGS):     # again while a writer replaces a directory's list
         unlisted, marks = [], list_marks(source, filesystem)
         paths, fs = expand_sources(source, filesystem=filesystem,
                                    storage_options=storage_options,

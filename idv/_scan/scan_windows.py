@@ -167,7 +167,7 @@ class Windows:
         self.light = [getattr(r, "light", False) for r in readers]
         self.pending = collections.deque()
         self.work = _work.Work(_work.current())
-        self.fetch = fetch
+        self.fetch = fetch and not f.store.in_memory      # a file in memory: nothing to fetch
         self.early = {}         # the windows whose blocks were requested before they were queued
 
     def _pieces(self, spans, piece_bytes, taper):
@@ -229,13 +229,13 @@ class Windows:
         """Request the blocks of windows `spans` (a group submit will be given later) now,
         while the windows before them are decoded: a remote file's windows on their way
         further ahead than those decoded (the memory limit leaving room for them)."""
-        if self.fetch and not self.file.store.in_memory and tuple(spans) not in self.early:
+        if self.fetch and tuple(spans) not in self.early:
             self.early[tuple(spans)] = self._fetch_ahead(spans, 0)
 
     def _fetch_ahead(self, spans, users):
         """The blocks of windows `spans` of every column, requested now for `users` tasks
         (unless fetch_early requested them already): an Ahead (idv._storage.remote_held), or
-        None (a local file, or no room for them)."""
+        None (a file in memory, one read by a file object, or no room for them)."""
         if not self.fetch:
             return None
         early = self.early.pop(tuple(spans), None)

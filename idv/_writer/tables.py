@@ -73,17 +73,13 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     array([0., 1., 2.], dtype=float32)
     """
     check_table(data)
-    if partition_by is not None:
-        options = dict(types=_whole_types(data, partition_by, types, missing_text),
-                       metadata=metadata, compression=compression, level=level,
-                       rows_per_block=rows_per_block, max_bytes_per_block=max_bytes_per_block,
-                       threads=threads, backend=backend, checksums=checksums,
-                       statistics=statistics, missing_text=missing_text)
-        return write_partitioned(dest, data, partition_by,
-                                 lambda path, rows: write(path, rows, **options))
     options = dict(compression=compression, level=level, rows_per_block=rows_per_block,
                    max_bytes_per_block=max_bytes_per_block, threads=threads, backend=backend,
                    checksums=checksums, statistics=statistics, missing_text=missing_text)
+    if partition_by is not None:
+        whole = _whole_types(data, partition_by, types, missing_text)
+        return write_partitioned(dest, data, partition_by, lambda path, rows: write(
+            path, rows, types=whole, metadata=metadata, **options))
     stream = _stream_plan(data, types, missing_text)
     if stream is not None:
         return _write_stream(dest, *stream, types, metadata, options)
