@@ -835,7 +835,8 @@ def _take_dataset(p, idx):
 TAKES = {"IdvFile.take": _take_file, "Dataset.take": _take_dataset,
          "arrow_dataset.take": lambda p, idx: idv.arrow_dataset(p).take(idx)}
 NOT_INDICES = {"[True, False]": [True, False], "numpy bool mask": np.array([True, False]),
-               "[1.0]": [1.0], "['1']": ["1"], "[[0]]": [[0]]}
+               "[1.0]": [1.0], "['1']": ["1"], "[[0]]": [[0]],
+               "object array of ints": np.array([0, 1], dtype=object)}
 
 
 @pytest.mark.parametrize("how", list(TAKES))

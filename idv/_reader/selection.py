@@ -224,9 +224,10 @@ def _beyond_int64(rows, n=None):
     out of range of any file, not a type a row number cannot have."""
     if rows.dtype == object and rows.ndim == 1 and len(rows) and all(
             isinstance(r, int) and not isinstance(r, bool) for r in rows.tolist()):
-        big = next(r for r in rows.tolist() if not -2**63 <= r < 2**63)
-        of = "" if n is None else f" for {n} rows"
-        raise IndexError(f"row {big} out of range{of}")
+        big = next((r for r in rows.tolist() if not -2**63 <= r < 2**63), None)
+        if big is not None:     # (an object array of small ints is refused as other objects)
+            of = "" if n is None else f" for {n} rows"
+            raise IndexError(f"row {big} out of range{of}")
 
 
 def _unsigned(rows, n=None):
