@@ -159,13 +159,23 @@ def read_idv(paths, columns=None, blocks_per_task=None, *, datetime="auto", safe
                                                   **dataset_kwargs))
 
 
+class _NoRows:
+    """A write task's result when its blocks held no rows: their columns (a pyarrow schema),
+    for the file a dataset without rows commits."""
+
+    def __init__(self, schema):
+        self.schema = schema
+
+
 class IdvDatasink(ray_data.Datasink):
     """One .idv per write task into the directory ``path`` (created if missing), for
     ``ds.write_datasink(IdvDatasink(path))``.
 
     Every file is staged in a hidden folder of ``path`` and moved in once all tasks have
     succeeded; a failed job removes its folder, and what a killed one leaves
-    there is neither a ``*.idv`` nor seen by idv.dataset. A task without rows writes no file.
+    there is neither a ``*.idv`` nor seen by idv.dataset. A task without rows writes no file;
+    a dataset without rows writes one, of its columns (as Spark's writer), where Ray's blocks
+    give them (after a filter they may hold none: then no file, an empty list).
     Types and annotations as idv.from_arrow gives them (a dataset read by read_idv keeps its
     ML.NET types). ``paths``: the files written, once the write is done.
 
@@ -204,24 +214,35 @@ class IdvDatasink(ray_data.Datasink):
         """Create the directory and this job's staging folder (on the driver)."""
         self.staging.start()
 
-    def write(self, blocks: Iterable, ctx) -> str | None:
-        """Write one task's blocks as one file (staged); returns its name, None if empty."""
+    def write(self, blocks: Iterable, ctx) -> str | _NoRows | None:
+        """Write one task's blocks as one file (staged); returns its name, or when they hold
+        no rows their columns (_NoRows; None: Ray's blocks do not give them)."""
         import pyarrow as pa
         from ray.data.block import BlockAccessor
         from idv._writer import write
-        tables = [t for t in (BlockAccessor.for_block(b).to_arrow() for b in blocks)
-                  if t.num_rows]
-        return self.staging.write(
-            ctx.task_idx, lambda path: write(path, pa.concat_tables(tables), **self.writer_kwargs),
-            rows=sum(t.num_rows for t in tables))
+        tables = [BlockAccessor.for_block(b).to_arrow() for b in blocks]
+        rows = [t for t in tables if t.num_rows]
+        name = self.staging.write(
+            ctx.task_idx, lambda path: write(path, pa.concat_tables(rows), **self.writer_kwargs),
+            rows=sum(t.num_rows for t in rows))
+        columns = tables[0].schema if tables else None
+        # Ray's empty blocks may have lost their columns (after a filter) or their types
+        known = columns and not any(pa.types.is_null(f.type) for f in columns)
+        return _NoRows(columns) if name is None and known else name
 
     def on_write_complete(self, write_result):
         """Every task succeeded: move their files in (on the driver). A dataset without rows
-        had no write started (Ray calls no on_write_start then): it publishes an empty list,
-        as Spark's empty write does."""
+        commits one file of its columns (idv._storage.staging) when Ray's blocks give them:
+        without (no block, or blocks without columns or types), it publishes an empty list."""
+        from idv._writer import write
         if not self.staging.started:
             self.staging.start()
-        self.paths = self.staging.commit(write_result.write_returns)
+        results = write_result.write_returns
+        empty = next((r.schema for r in results if isinstance(r, _NoRows)), None)
+        self.paths = self.staging.commit(
+            [None if isinstance(r, _NoRows) else r for r in results],
+            empty=None if empty is None else (self.staging.name(0), lambda path: write(
+                path, empty.empty_table(), **self.writer_kwargs)))
 
     def on_write_failed(self, error):
         """A task failed: remove the staging folder and what it holds (on the driver)."""

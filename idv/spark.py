@@ -400,6 +400,7 @@ class _Writer(sources.DataSourceArrowWriter):
         if options.get("rowsPerBlock") is not None:
             self.writer_kwargs["rows_per_block"] = int(options["rowsPerBlock"])
         self.idv_fields = _idv_fields(schema, options.get("like"))
+        self.schema = schema
         # overwrite: the directory's files are this job's once its manifest names them, and
         # the old ones removed only then (idv._storage.staging): readers see one set or the other
         self.staging = Staging(path, options.get("name", DEFAULT_NAME), replace=overwrite)
@@ -407,18 +408,23 @@ class _Writer(sources.DataSourceArrowWriter):
 
     def write(self, iterator):
         from pyspark import TaskContext
-        from idv._writer import write
-        pa = import_pyarrow()
         batches = [b for b in iterator if b.num_rows]
-
-        def write_file(path):
-            table = _restore_types(pa, pa.Table.from_batches(batches), self.idv_fields)
-            write(path, table, **self.writer_kwargs)
-        return _Written(self.staging.write(TaskContext.get().partitionId(), write_file,
+        return _Written(self.staging.write(TaskContext.get().partitionId(),
+                                           lambda path: self._write_file(path, batches),
                                            rows=sum(b.num_rows for b in batches)))
 
+    def _write_file(self, path, batches):
+        """The file of Spark's Arrow `batches` (none: the DataFrame's columns, no rows)."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from idv._writer import write
+        pa = import_pyarrow()
+        table = pa.Table.from_batches(batches) if batches else \
+            to_arrow_schema(self.schema, timezone="UTC").empty_table()
+        write(path, _restore_types(pa, table, self.idv_fields), **self.writer_kwargs)
+
     def commit(self, messages):
-        self.staging.commit([getattr(m, "name", None) for m in messages])
+        no_rows = (self.staging.name(0), lambda path: self._write_file(path, []))
+        self.staging.commit([getattr(m, "name", None) for m in messages], empty=no_rows)
 
     def abort(self, messages):
         self.staging.abort()

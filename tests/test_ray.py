@@ -207,17 +207,26 @@ def test_a_file_replaced_after_planning_is_refused_not_read(tmp_path):
     assert idv.ray.read_idv(str(path)).count() == 40_000          # planned anew
 
 
-def test_a_dataset_without_rows_writes_an_empty_list(tmp_path):
-    """Ray starts no write for a dataset without rows: the sink still publishes the
-    directory's list, empty (as Spark's empty write does), rather than report an aborted job
-    that never was."""
+def test_a_dataset_without_rows_writes_one_file_of_its_columns(tmp_path):
+    """A dataset whose rows a filter removed writes one file of its columns (as Spark's
+    writer does), which reads back as them and no rows; one whose blocks lost their columns
+    (a row filter's) publishes the directory's list, empty, rather than a file of no
+    columns."""
     import ray
-    ds = ray.data.range(0).map_batches(lambda b: {"x": b["id"]})
+    ds = ray.data.from_arrow(pa.table({"x": [1, 2], "s": ["a", "b"]})).filter(expr="x > 5")
     sink = idv.ray.IdvDatasink(tmp_path / "out")
     ds.write_datasink(sink)
-    assert sink.paths == []
-    assert json.loads((tmp_path / "out" / idv._storage.staging.MANIFEST).read_text()) == \
+    assert [os.path.basename(p) for p in sink.paths] == \
+        [os.path.basename(p) for p in (tmp_path / "out").glob("*.idv")] and len(sink.paths) == 1
+    with idv.dataset(tmp_path / "out") as back:
+        assert back.num_rows == 0
+        assert {c: str(back.schema[c].type) for c in back.column_names} == \
+            {"x": "Int64", "s": "Text"}
+    none = idv.ray.IdvDatasink(tmp_path / "none")      # blocks that lost their columns
+    ray.data.from_items([{"x": 1}]).filter(lambda r: r["x"] > 5).write_datasink(none)
+    assert none.paths == []
+    assert json.loads((tmp_path / "none" / idv._storage.staging.MANIFEST).read_text()) == \
         {"files": []}
     with pytest.raises(FileNotFoundError, match=r"names none \(the write that made it had no "
                                                 r"rows\)"):
-        idv.dataset(tmp_path / "out")
+        idv.dataset(tmp_path / "none")

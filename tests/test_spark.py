@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 
+import json
+
 import numpy as np
 import pytest
 
@@ -254,6 +256,25 @@ def test_a_file_of_no_rows_reads_as_no_rows_with_its_schema(spark, tmp_path):
     assert df.count() == 0 and df.collect() == []
     assert df.columns == ["x", "t"]
     assert spark.read.format("idv").load(str(path)).where("x > 1").count() == 0
+
+
+def test_a_write_without_rows_leaves_one_file_of_its_columns(spark, tmp_path):
+    """A DataFrame whose rows a filter removed, and one made without rows, each write one
+    file of their columns (as Spark's Parquet writer does), their ML.NET types kept: the
+    directory reads back as the columns and no rows, where its empty list failed to read."""
+    src = tmp_path / "u.idv"
+    idv.write(src, {"u": np.array([1, 2], np.uint32), "t": np.array(["a", "b"], object)})
+    for n, df in enumerate([spark.read.format("idv").load(str(src)).where("u > 5"),
+                            spark.createDataFrame([], "x long, s string")]):
+        out = tmp_path / f"out{n}"
+        df.write.format("idv").mode("overwrite").save(str(out))
+        assert json.loads((out / "_idv_files.json").read_text())["files"] == [
+            f.name for f in out.glob("*.idv")] and len(list(out.glob("*.idv"))) == 1
+        with idv.dataset(str(out)) as ds:
+            assert ds.num_rows == 0
+            assert {c: str(ds.schema[c].type) for c in ds.column_names} == \
+                [{"u": "UInt32", "t": "Text"}, {"x": "Int64", "s": "Text"}][n]
+        assert spark.read.format("idv").load(str(out)).columns == df.columns
 
 
 def test_unsigned_integers_written_back_keep_their_types(spark, tmp_path):

@@ -146,19 +146,26 @@ class Staging:
         flat = os.path.normpath(name).replace(os.sep, "%2F")
         return os.path.join(self.dir, flat + STAGED_SUFFIX)
 
-    def commit(self, results):
+    def commit(self, results, empty=None):
         """Every task succeeded: move the files named by `results` (what ``write`` returned;
         None: no file; a list: a task's files) into the output directory (replacing files of the
         same name, making the folders they name), publish the directory's new list of files (the
         MANIFEST: those already there and these, or with ``replace`` these alone), then remove the
         staging folder and, with ``replace``, the files of the old list; returns the paths of the
         files, in the order of `results`. A failure before the list is published leaves the
-        directory as it was (the module's docstring says how)."""
+        directory as it was (the module's docstring says how).
+
+        `empty`: ``(name, write)``, the job's columns without rows. A job whose tasks wrote no
+        file (it had no rows) commits that one file (``write(path)`` writes it), as Spark's
+        Parquet writer leaves one file of an empty DataFrame's schema: the directory then
+        reads back as the job's columns and no rows, whichever engine wrote it."""
         if self.aborted():
             raise RuntimeError(f"{self.path}: the job was aborted (one of its tasks failed) "
                                f"before its commit; the directory is as it was")
         names = [os.path.normpath(n) for r in results if r is not None
                  for n in ([r] if isinstance(r, (str, os.PathLike)) else r)]
+        if not names and empty is not None:
+            names = [os.path.normpath(self.write_named(*empty))]
         with _commits_one_at_a_time(self.path):
             return self._commit(names)
 
