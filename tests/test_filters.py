@@ -365,6 +365,18 @@ def test_datasets_filter_every_file(tmp_path, full):
     assert got.column("Id").to_pylist() == want
 
 
+def test_pandas_nat_is_numpy_nat(files, full):
+    """pandas' NaT compares as numpy's NaT on a DateTime and a TimeSpan column: as a NaN,
+    equal to nothing (it reached the calendar with a NaN year, a TypeError naming nothing)."""
+    pd = pytest.importorskip("pandas", reason="the literal is pandas' NaT")
+    with idv.open(files[True]) as f:
+        for column, nat in (("When", np.datetime64("NaT")), ("Span", np.timedelta64("NaT"))):
+            for op in ("==", "!=", "<"):
+                want = f.read(["Id"], filter=[(column, op, nat)])["Id"].tolist()
+                assert f.read(["Id"], filter=[(column, op, pd.NaT)])["Id"].tolist() == want
+                assert len(want) == (len(full["Id"]) if op == "!=" else 0), (column, op)
+
+
 @pytest.mark.parametrize("stats", [True, False], ids=["statistics", "none"])
 def test_pandas_reads_take_the_filter(files, stats):
     pd = pytest.importorskip("pandas", reason="pandas reads need pandas")

@@ -72,6 +72,8 @@ def time_ticks(value, item):
     if isinstance(value, (int, np.integer)) and \
             not isinstance(value, (bool, np.bool_, np.timedelta64)):
         return int(value)
+    if type(value).__name__ == "NaTType":       # pandas' missing time, a datetime subclass
+        return NAN
     if item is T.TimeSpan:
         if type(value).__name__ == "Timedelta" and hasattr(value, "value"):    # pandas
             return NAN if value != value else _normal(Fraction(int(value.value), 100))
