@@ -938,7 +938,8 @@ def test_a_file_and_its_columns_are_freed_without_the_garbage_collector(tmp_path
 @pytest.mark.parametrize("bad", [0, -1, True, 2.5, "10"])
 def test_a_count_is_refused_alike_wherever_it_is_passed(tmp_path, bad):
     """Rows per batch, per block, files open at once: one check, one message, at every entry
-    point that takes a count (a bool is not one, nor a float that happens to be whole)."""
+    point that takes a count (a bool is not one, nor a float that happens to be whole): a
+    TypeError for what is no integer, a ValueError for one out of range."""
     path = tmp_path / "t.idv"
     idv.write(path, {"x": np.arange(10, dtype=np.int32)})
     calls = {
@@ -952,7 +953,8 @@ def test_a_count_is_refused_alike_wherever_it_is_passed(tmp_path, bad):
         "threads ": lambda: idv.write(tmp_path / "w.idv", {"x": np.arange(3)}, threads=bad),
     }
     for name, call in calls.items():
-        with pytest.raises(ValueError, match=rf"^{name.strip()} must be a number of \w+ "
+        error = ValueError if isinstance(bad, int) and not isinstance(bad, bool) else TypeError
+        with pytest.raises(error, match=rf"^{name.strip()} must be a number of \w+ "
                                              rf"\(1 (or more|to \d+)\)"):
             call()
     assert not (tmp_path / "w.idv").exists()

@@ -224,8 +224,8 @@ def test_batches_of_whole_blocks_aligned_on_batch_rows(path, window_bytes):
                       window_bytes=window_bytes)]
         assert got == [(100, 192, [100, 150]), (200, 384, [200, 250, 300, 350]),
                        (400, 500, [400, 450])]
-        for bad in (0, -3, True):
-            with pytest.raises(ValueError, match="batch_rows"):
+        for bad, error in ((0, ValueError), (-3, ValueError), (True, TypeError)):
+            with pytest.raises(error, match="batch_rows"):
                 list(S.scan(f, ["i"], batch_rows=bad))
 
 

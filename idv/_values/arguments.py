@@ -11,16 +11,17 @@ import numpy as np
 
 def ensure_count(value, name, unit="rows", least=1, most=None, none=False):
     """`value` as an int when it is an integer (Python's or numpy's, never a bool) of at least
-    `least` and at most `most` (None: no bound); None as it is when `none`; else a ValueError
-    naming the argument and what it takes."""
+    `least` and at most `most` (None: no bound); None as it is when `none`. Else an error
+    naming the argument and what it takes: a TypeError for what is no integer (``"2"``,
+    ``2.0``, True), a ValueError for an integer out of range, as Python's own ``range`` does."""
     if value is None and none:
         return None
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) \
-            and value >= least and (most is None or value <= most):
+    integer = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    if integer and value >= least and (most is None or value <= most):
         return int(value)
     took = f"{least} to {most}" if most is not None else f"{least} or more"
-    raise ValueError(f"{name} must be a number of {unit} ({took}){' or None' if none else ''}, "
-                     f"not {value!r}")
+    raise (ValueError if integer else TypeError)(
+        f"{name} must be a number of {unit} ({took}){' or None' if none else ''}, not {value!r}")
 
 
 def ensure_flag(value, name):
