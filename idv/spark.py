@@ -27,6 +27,7 @@ from idv import types as T
 from idv._values.arrow_types import (METADATA_KEY, TYPE_KEY, column_arrow_type,
                                     import_pyarrow)
 from idv._reader.dataset import dataset
+from idv._values.arguments import ensure_bytes
 from idv.errors import IdvFormatError, require
 from idv._storage.staging import DEFAULT_NAME, Staging
 
@@ -188,12 +189,8 @@ def _known_options(options, known, what):
 
 
 def _option_bytes(text):
-    """A number of bytes given as a Spark option (text: ``"50000000"``)."""
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f'.option("memoryLimit", ...) takes a number of bytes, not '
-                         f'{text!r}') from None
+    """A number of bytes given as a Spark option (text: ``"50000000"``, ``"8GB"``)."""
+    return ensure_bytes(text, '.option("memoryLimit", ...)')
 
 
 def _option_bool(options, key, default):

@@ -90,8 +90,9 @@ def test_limits_per_file_and_global(tmp_path):
         idv.set_memory_limit(None)
     with idv.open(path) as f:
         assert f.memory_limit >= 1 << 30
-    for bad in (0, -5, 1.5, True, "1GB"):
-        with pytest.raises(ValueError, match="memory limit"):
+    for bad, error in ((0, ValueError), (-5, ValueError), (1.5, TypeError), (True, TypeError),
+                       ("1 gigabyte", ValueError)):
+        with pytest.raises(error, match="memory limit"):
             idv.open(path, memory_limit=bad)
 
 
@@ -283,7 +284,30 @@ def test_a_numpy_integer_is_a_limit_as_a_python_one_is(tmp_path):
             assert f.memory_limit == 4000
     finally:
         idv.set_memory_limit(None)
-    for bad in (np.bool_(True), np.float64(4000.0), np.int64(0)):
+    for bad, error in ((np.bool_(True), TypeError), (np.float64(4000.0), TypeError),
+                       (np.int64(0), ValueError)):
+        with pytest.raises(error, match="memory limit"):
+            idv.open(path, memory_limit=bad)
+
+
+def test_a_limit_given_as_text_is_read_as_the_command_line_reads_it(tmp_path):
+    """"8GB" (powers of 1000) and "1.5GiB" (of 1024) are limits in Python as on the command
+    line (one reading of a size for both, and for Spark's option): it was refused as no
+    number of bytes."""
+    path = tmp_path / "a.idv"
+    idv.write(path, {"x": np.arange(1000.0)})
+    with idv.open(path, memory_limit="4KB") as f:
+        assert f.memory_limit == 4000
+        with pytest.raises(idv.MemoryLimitError):
+            f["x"].read()
+    assert idv.read(path, memory_limit=" 8 KiB ")["x"].sum() == 499500
+    try:
+        idv.set_memory_limit("1.5GiB")
+        with idv.open(path) as f:
+            assert f.memory_limit == 3 << 29
+    finally:
+        idv.set_memory_limit(None)
+    for bad in ("1.5", "8XB", "-3", "0", "0.0001KB"):
         with pytest.raises(ValueError, match="memory limit"):
             idv.open(path, memory_limit=bad)
 

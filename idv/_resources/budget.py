@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from idv._values.arguments import ensure_count
+from idv._values.arguments import ensure_bytes
 
 try:
     import resource
@@ -239,9 +239,9 @@ def set_memory_limit(nbytes):
 
     Parameters
     ----------
-    nbytes : int or None
-        The bytes one read may allocate before idv.MemoryLimitError; None: each file's
-        default (idv.open's ``memory_limit``).
+    nbytes : int, str or None
+        The bytes one read may allocate before idv.MemoryLimitError (an int, or text such as
+        ``"8GB"`` or ``"1.5GiB"``); None: each file's default (idv.open's ``memory_limit``).
     """
     global _global
     _global = None if nbytes is None else Limit(_checked(nbytes), "idv.set_memory_limit")
@@ -272,9 +272,9 @@ def carried(options):
 
 
 def _checked(nbytes):
-    """`nbytes` as an int: an integer (Python's or numpy's, never a bool) of 1 or more, as
-    idv's other sizes take (idv._values.arguments.ensure_count)."""
-    return ensure_count(nbytes, "a memory limit", unit="bytes")
+    """`nbytes` as an int: an integer of 1 or more, or text such as ``"8GB"``, as idv's other
+    sizes take (idv._values.arguments.ensure_bytes)."""
+    return ensure_bytes(nbytes, "a memory limit")
 
 
 def limit_for(file_size, given=None):

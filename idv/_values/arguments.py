@@ -5,6 +5,7 @@ wherever it is passed; and options given beside a source opened with its own."""
 from __future__ import annotations
 
 import numbers
+import re
 
 import numpy as np
 
@@ -22,6 +23,25 @@ def ensure_count(value, name, unit="rows", least=1, most=None, none=False):
     took = f"{least} to {most}" if most is not None else f"{least} or more"
     raise (ValueError if integer else TypeError)(
         f"{name} must be a number of {unit} ({took}){' or None' if none else ''}, not {value!r}")
+
+
+# a size as idv's messages print it: 8000000000, 8GB (powers of 1000), 1.5GiB (of 1024)
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?)b)?\s*", re.IGNORECASE)
+
+
+def ensure_bytes(value, name):
+    """`value` as a number of bytes, 1 or more: an integer as ensure_count takes it, or text
+    as idv's messages print sizes, ``"8000000000"``, ``"8GB"`` (KB, MB, GB, TB: powers of
+    1000) or ``"1.5GiB"`` (KiB ... TiB: powers of 1024), wherever a size is given (memory_limit=,
+    set_memory_limit, ``--memory-limit``, Spark's ``memoryLimit`` option)."""
+    if not isinstance(value, str):
+        return ensure_count(value, name, unit="bytes")
+    m = _SIZE.fullmatch(value)
+    if m is None or (m[2] is None and "." in m[1]):
+        raise ValueError(f"{name} takes a number of bytes (8000000000, 8GB, 1.5GiB), not "
+                         f"{value!r}")
+    unit = 1 if m[2] is None else (1024 if m[3] else 1000) ** ("kmgt".index(m[2].lower()) + 1)
+    return ensure_count(round(float(m[1]) * unit) if m[2] else int(m[1]), name, unit="bytes")
 
 
 def ensure_flag(value, name):

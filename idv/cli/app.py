@@ -24,36 +24,40 @@ from idv.cli.stats import cmd_stats
 from idv.cli.verify import cmd_verify
 from idv.errors import IdvFormatError, MissingDependencyError
 from idv._storage.sink import is_temporary
+from idv._values.arguments import ensure_bytes
 
 
 # ---------------------------------------------------------------- argument parsing
 
+def _whole(s):
+    """A whole number's text as an int (argparse's own error names this function)."""
+    try:
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a whole number, not {s!r}") from None
+
+
 def _nonneg(s):
-    v = int(s)
+    v = _whole(s)
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
     return v
 
 
 def _positive(s):
-    v = int(s)
+    v = _whole(s)
     if v <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
     return v
 
 
 def _bytes(s):
-    """BYTES: an integer, or a number with a unit, as idv's messages print sizes (KB, MB, GB,
-    TB: powers of 1000) or in powers of 1024 (KiB, MiB, GiB, TiB): 8000000000, 8GB, 1.5GiB."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?)b)?\s*", s, re.IGNORECASE)
-    if m is None or (m[2] is None and "." in m[1]):
-        raise argparse.ArgumentTypeError(f"takes a number of bytes (8000000000, 8GB, 1.5GiB), "
-                                         f"not {s!r}")
-    unit = 1 if m[2] is None else (1024 if m[3] else 1000) ** ("kmgt".index(m[2].lower()) + 1)
-    v = round(float(m[1]) * unit) if m[2] else int(m[1])
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {s!r}")
-    return v
+    """BYTES: an integer, or a number with a unit (8000000000, 8GB, 1.5GiB), as every size
+    idv takes (idv._values.arguments.ensure_bytes)."""
+    try:
+        return ensure_bytes(s, "it")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("it ")) from None
 
 
 def _memory_option(p, default=argparse.SUPPRESS):
