@@ -148,6 +148,13 @@ def test_destination_checks(tmp_path):
     with pytest.raises(IsADirectoryError):
         idv.Writer(tmp_path, {"x": idv.Int32})
     assert os.listdir(tmp_path) == []
+    # a file where a folder should be is named as that, not as a folder that does not exist
+    (tmp_path / "f.idv").write_bytes(b"x")
+    for dest in ("f.idv/x.idv", "f.idv/a/b/x.idv"):
+        with pytest.raises(NotADirectoryError, match=rf"'{tmp_path / 'f.idv'}' is a file, not "
+                                                     rf"a directory"):
+            idv.write(tmp_path / dest, {"x": np.arange(3)})
+    assert os.listdir(tmp_path) == ["f.idv"] and (tmp_path / "f.idv").read_bytes() == b"x"
 
 
 def test_convert_leaves_nothing_when_its_writer_cannot_start(tmp_path):
