@@ -131,6 +131,17 @@ def column_place(name, path=None, joined=False):
     return f"column {name!r}" if path is None else f"{path}: column {name!r}"
 
 
+def no_column(name, names, where="", by=""):
+    """The KeyError of a column `name` that is none of `names`, wherever a column is named
+    (columns=, a filter, ``--where``: `by`, before the message): the columns there are, and
+    the one meant where a name differs from it in case only (or is a close spelling)."""
+    import difflib
+    close = [n for n in names if n.lower() == name.lower()] or \
+        difflib.get_close_matches(name, names, 1)
+    meant = f" (did you mean {close[0]!r}?)" if close else ""
+    return KeyError(f"{by}no column {name!r}{where}{meant}; columns: {list(names)}")
+
+
 class Where:
     """Names a column and turns a flat item position into 'row r' / 'row r item j', for the
     messages of bad values (the `where` / `describe` of idv._values.ticks, the writer's checks, the

@@ -79,6 +79,17 @@ def test_usage_errors_exit_2(args):
     assert out == ""
 
 
+@pytest.mark.parametrize("option", ["-n", "--max-width", "--rows-per-block", "--threads"])
+def test_a_count_that_is_no_number_says_what_the_option_takes(option):
+    """argparse names the function that parsed a value in its error: the message says what
+    the option takes instead ("invalid _nonneg value")."""
+    f = fixture("mixed_default")
+    command = ["convert", f, "out.idv"] if option == "--rows-per-block" else ["head", f]
+    rc, out, err = run(*command, option, "abc")
+    assert rc == 2 and f"argument {option}" in err and "takes a whole number, not 'abc'" in err
+    assert "_nonneg" not in err and "_positive" not in err, err
+
+
 def test_unknown_column_is_a_usage_error():
     rc, out, err = run("head", fixture("mixed_default"), "--columns", "Id,Nope")
     assert rc == 2

@@ -70,6 +70,12 @@ def test_limit_stops_decoding(path, monkeypatch):
                "values written out"),
     ("x != col('x')", "--where: cannot understand the filter \"x != col('x')\": col('x') is "
                       "a column: a filter compares a column with values written out"),
+    # where Python's parser stops, not its "(<unknown>, line 1)"
+    ("x >", "--where: cannot understand the filter 'x >': invalid syntax at its end\n"),
+    ("(x > 3", "--where: cannot understand the filter '(x > 3': '(' was never closed at "
+               "character 1\n"),
+    # a column named wrongly: the one meant, as --columns says it
+    ("X > 3", "--where: no column 'X' (did you mean 'x'?); columns: ['x'"),
 ])
 def test_a_filter_the_columns_refuse_is_a_usage_error(path, capsys, where, said):
     code, out = _run("head", path, "--where", where)

@@ -30,6 +30,7 @@ import numpy as np
 from idv._scan import filter_tree
 from idv._values import literals, ticks
 from idv import types as T
+from idv.errors import no_column
 
 ARROW, POLARS, SPARK = "arrow", "polars", "spark"
 NO = object()                     # not taken
@@ -202,8 +203,7 @@ def _arrow_columns(expression, types):
 
 def _unknown(column, types):
     """The KeyError of a filter naming a column the dataset does not have."""
-    return KeyError(f"the filter names column {column!r}, which the dataset does not have "
-                    f"(columns: {', '.join(types)})")
+    return no_column(column, list(types), by="filter: ")
 
 
 def _arrow_tree(node, types, floored, labels):

@@ -8,10 +8,11 @@ over one file's rows or a dataset's rows end to end.
 """
 from __future__ import annotations
 
-import difflib
 import fnmatch
 
 import numpy as np
+
+from idv.errors import no_column
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -33,15 +34,6 @@ def as_list(columns):
     if isinstance(columns, str) or is_index(columns):
         return [columns]
     return list(columns)
-
-
-def no_column(name, names, where=""):
-    """The KeyError of a column `name` that is none of `names`: the columns there are, and
-    the one meant where a name differs from it in case only (or is a close spelling)."""
-    close = [n for n in names if n.lower() == name.lower()] or \
-        difflib.get_close_matches(name, names, 1)
-    meant = f" (did you mean {close[0]!r}?)" if close else ""
-    return KeyError(f"no column {name!r}{where}{meant}; columns: {names}")
 
 
 def positions(names, columns, *, where="", globs=False, index_hint=""):

@@ -124,7 +124,12 @@ def _from_python(text, shown):
     try:
         tree = ast.parse(text.strip(), mode="eval").body
         return _node(tree, 1)
-    except (SyntaxError, ValueError) as e:
+    except SyntaxError as e:        # Python's own text names "<unknown>, line 1"
+        at = "" if (e.lineno or 1) != 1 or e.offset is None else \
+            f" at character {e.offset}" if e.offset else " at its end"
+        raise ValueError(f"cannot understand the filter {shown[:200]!r}: {e.msg}{at}") \
+            from None
+    except ValueError as e:
         raise ValueError(f"cannot understand the filter {shown[:200]!r}: {e}") from None
     except (RecursionError, MemoryError):
         raise ValueError(f"the filter {shown[:80]!r}... nests deeper than {MAX_DEPTH} "

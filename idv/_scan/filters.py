@@ -19,7 +19,7 @@ import numpy as np
 from idv._resources import budget
 from idv._values import comparison, vectors
 from idv import types as T
-from idv.errors import IdvFormatError, warn
+from idv.errors import IdvFormatError, no_column, warn
 from idv._scan.checked_keys import CheckedVectorKeys, labelled, numbers_reader
 from idv._scan.filter_tree import And, BlocksOnly, IsNull, Not, Or, columns_of, parse
 from idv._scan.scan import TextColumn, scan
@@ -54,8 +54,7 @@ class Prepared:
         names = columns_of(node)
         for name in names:
             if name not in f:
-                raise KeyError(f"the filter names column {name!r}, which the file does not "
-                               f"have (columns: {', '.join(f.column_names)})")
+                raise no_column(name, f.column_names, by="filter: ")
             col = f[name]
             kv = col.metadata.get("KeyValues") if "KeyValues" in col.metadata_kinds else None
             self.columns[name] = comparison.Column(name, col.type,

@@ -24,7 +24,7 @@ from idv.cli.render import (FileColumns, Table, ascii_only, cell_str, dump_json,
 from idv._reader.dataset import Dataset
 from idv._interop.delimited import DelimitedWriter, JsonLinesWriter
 from idv._resources.budget import MemoryLimitError
-from idv.errors import IdvFormatError
+from idv.errors import IdvFormatError, no_column
 
 CAT_GROUP_ROWS = 8192   # rows decoded at a time (whole blocks), when streaming
 
@@ -92,8 +92,8 @@ def filtered_batches(src, cols, rows, where, numbers, parts):
     except (ValueError, TypeError) as e:
         raise CliError(f"--where: {e}", EXIT_USAGE) from None
     if missing:
-        raise CliError(f"--where names {', '.join(map(repr, missing))}, not a column of "
-                       f"{src.schema.names}", EXIT_USAGE)
+        raise CliError(no_column(missing[0], src.schema.names, by="--where: ").args[0],
+                       EXIT_USAGE)
     how = dict(batch_rows=CAT_GROUP_ROWS, window_bytes=1, ahead=0)
     for batch, hits, values in filters.filtered(src, columns, prepared, rows=rows, **how):
         numbers.extend((batch.row0 + hits * batch.step).tolist())
