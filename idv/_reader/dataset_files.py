@@ -313,9 +313,9 @@ OPEN_FILE_BYTES = 2560
 
 
 def whole_bytes(f):
-    """What open file `f` holds when it was read whole (a small local file): its bytes, its
-    layout and its objects (measured: 12.4 KiB for a 4.8 KiB file of 4 columns); 0 for a
-    mapped or remote file."""
+    """What open file `f` holds when it was read whole (a small local file, or a small remote
+    one that the requests opening it brought whole): its bytes, its layout and its objects
+    (measured: 12.4 KiB for a 4.8 KiB file of 4 columns); 0 for a mapped or ranged file."""
     return f.read_whole and \
         f.read_whole + layout_bytes(len(f.layout.described)) + OPEN_FILE_BYTES
 

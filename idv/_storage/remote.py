@@ -239,6 +239,7 @@ class RemoteSource:
     benchmarks)."""
 
     buffer = None
+    read_whole = 0
 
     def __init__(self, fs, path, url, timeout=DEFAULT_TIMEOUT, first=False):
         """The file's size and version, then open_round reads its header and tail; over HTTP
@@ -285,6 +286,9 @@ class RemoteSource:
             self.version.warn_unpinned()
         head = bytes(self._held.first()[1][:12])
         self.base, self.size = local.prefixed_extent(head, size) if idv else (0, size)
+        # a small file is whole in its first round: a dataset counts it by its bytes, as a
+        # small local file read whole (idv._reader.dataset_files.whole_bytes), not as a handle
+        self.read_whole = size if idv and self._held.find(0, size) is not None else 0
         if idv:      # else the bytes of another kind (a zip of .idv streams)
             local.refuse_other_formats(head[:8], self.name, lambda: archive.ranged_file(self))
 
