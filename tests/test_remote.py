@@ -404,6 +404,15 @@ def test_small_remote_files_stay_open_by_their_bytes_beyond_the_file_limit():
             assert idv.to_arrow(ds).num_rows == len(ds)
             assert ds.num_open_files == n
         assert srv.requests == 0, srv.requests
+        # a server that ignores Range: each file fetched whole once (one warning each), kept
+        srv.mode = "no-range"
+        with pytest.warns(idv.IdvWarning) as said:
+            ds = idv.dataset([srv.url(p) for p in sorted(files)])
+        with ds:
+            srv.reset_counts()
+            assert np.unique(ds.read()["x"]).tolist() == list(range(n))
+            assert srv.requests == 0 and ds.num_open_files == n, srv.requests
+        assert len(said) == n
 
 
 def test_a_stream_fetches_each_windows_blocks_together_ahead(wide_file):
@@ -1109,6 +1118,23 @@ def test_transient_errors_are_retried_a_bounded_number_of_times(wide_file, monke
             with pytest.raises(idv.RemoteError, match="HTTP 503"):
                 f["i1"][0]                      # one block: one request, retried
             assert srv.requests == remote.RETRIES + 1
+
+
+def test_the_two_requests_of_an_open_are_each_retried_on_their_own(wide_file, monkeypatch):
+    """A failure of one of the two requests that open a file retries that request, not both
+    (each request has its retries): one failing every other time opens the file. Both were
+    asked again after either failed, so four such failures made the open fail."""
+    _, data, cols = wide_file
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    with RangeServer({"/wide.idv": data}) as srv:
+        srv.statuses = [503, None] * remote.RETRIES + [503]
+        with idv.open(srv.url("/wide.idv")) as f:
+            assert np.array_equal(f["d0"][:10], cols["d0"][:10])
+        srv.reset_counts()
+        srv.statuses = [503] * 100          # one request failing each time: retried, bounded
+        with pytest.raises(idv.RemoteError, match="HTTP 503"):
+            idv.open(srv.url("/wide.idv"))
+        assert srv.requests <= 2 * (remote.RETRIES + 1), srv.requests
 
 
 def test_overlapping_ranges_are_fetched_once_and_cut_exactly(wide_file):

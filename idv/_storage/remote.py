@@ -153,15 +153,16 @@ async def retrying(request):
         await asyncio.sleep(BACKOFF * 2 ** attempt)
 
 
-def ask(fs, request, url, what, timeout=None, bounded=True):
+def ask(fs, request, url, what, timeout=None, bounded=True, retry=True):
     """await request() on the asynchronous filesystem `fs` (made in this process: own) as
-    every request is made: retried while it fails in a way that may pass, within `timeout`
-    (None: DEFAULT_TIMEOUT) unless not `bounded`, its failure an error naming `url`."""
+    every request is made: retried while it fails in a way that may pass (unless `retry` is
+    False: it retries each of its requests itself), within `timeout` (None: DEFAULT_TIMEOUT)
+    unless not `bounded`, its failure an error naming `url`."""
     import asyncio
     timeout = deadline(timeout)
 
     async def run():
-        work = retrying(request)
+        work = retrying(request) if retry else request()
         return await (asyncio.wait_for(work, timeout) if bounded else work)
     try:
         return remote_process.run(fs, run)
@@ -479,12 +480,12 @@ class RemoteSource:
             self.version.check(r.status, r.headers)
             return await ranged_body(r, self.name, s, e, self.size_announced)
 
-    def call(self, coro, fn, what, deadline=True):
+    def call(self, coro, fn, what, deadline=True, retry=True):
         """fn() (sync filesystems) or await coro() (async ones: as `ask` makes a request,
         within the timeout unless `deadline` is False); errors translated."""
         if coro is not None:
             self._fs = remote_process.own(self._fs, self.name)
-            return ask(self._fs, coro, self.name, what, self.timeout, deadline)
+            return ask(self._fs, coro, self.name, what, self.timeout, deadline, retry)
         try:
             return fn()
         except RemoteError:                # says what failed already

@@ -28,7 +28,7 @@ def info(src, head_n, tail_n):
     `tail_n`); None: the answers did not say the size (src.refused is the error of a server
     that ignores Range)."""
     got = src.call(lambda: _round(src, head_n, tail_n), None,
-                   f"reading bytes 0-{head_n - 1} and the last {tail_n}")
+                   f"reading bytes 0-{head_n - 1} and the last {tail_n}", retry=False)
     if got[0] == WHOLE:      # a plain range ignored (a suffix may be alone): fetched whole
         src.refused = range_refused(src.name)
     if None in got or WHOLE in got:     # the size of an answer that ignores Range may lie
@@ -45,10 +45,13 @@ def info(src, head_n, tail_n):
 
 
 async def _round(src, head_n, tail_n):
+    """The two answers, each request retried on its own as every request is (a failure of
+    one does not ask for both again)."""
     import asyncio
+    from idv._storage.remote import retrying
     return await asyncio.gather(
-        _answer(src, f"bytes=0-{head_n - 1}", lambda n: (0, min(head_n, n))),
-        _answer(src, f"bytes=-{tail_n}", lambda n: (max(0, n - tail_n), n)))
+        retrying(lambda: _answer(src, f"bytes=0-{head_n - 1}", lambda n: (0, min(head_n, n)))),
+        retrying(lambda: _answer(src, f"bytes=-{tail_n}", lambda n: (max(0, n - tail_n), n))))
 
 
 async def _answer(src, asked, where):

@@ -20,8 +20,9 @@ CHUNK = 8 << 20         # bytes read from the answer at a time
 
 def fetched(src, refused=None, memory_limit=None):
     """The file of RemoteSource `src` (opened over HTTP: its size and version known) fetched
-    whole, as a MemorySource with `src`'s identity, in memory within `memory_limit` (idv.open's;
-    None: the limit in force), else spilled; with an IdvWarning saying why where `refused`
+    whole, as a MemorySource with `src`'s identity (a dataset counts it by its bytes, as a
+    file read whole), in memory within `memory_limit` (idv.open's; None: the limit in force),
+    else spilled; with an IdvWarning saying why where `refused`
     (the RangeNotSupportedError its server caused) is given."""
     size = src.size_announced
     if refused is not None:
@@ -33,14 +34,14 @@ def fetched(src, refused=None, memory_limit=None):
     if size <= budget.limit_for(size, memory_limit):
         sink = io.BytesIO()
         src.call(lambda: _download(src, sink, size), None, what, deadline=False)
-        out = local.MemorySource(sink.getvalue(), name=src.name)
+        out = local.MemorySource(sink.getvalue(), name=src.name, identity=src.identity)
     else:
         with tempfile.TemporaryFile(prefix="idv-") as spill:
             src.call(lambda: _download(src, spill, size), None, what, deadline=False)
             spill.flush()
             mm = mmap.mmap(spill.fileno(), 0, access=mmap.ACCESS_READ)
-        out = local.MemorySource(mm, owner=mm, name=src.name, shareable=True)
-    out.identity = src.identity
+        out = local.MemorySource(mm, owner=mm, name=src.name, shareable=True,
+                                 identity=src.identity)
     return out
 
 
