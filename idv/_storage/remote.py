@@ -480,6 +480,11 @@ class RemoteSource:
             self.version.check(r.status, r.headers)
             return await ranged_body(r, self.name, s, e, self.size_announced)
 
+    @staticmethod
+    def retried(request):
+        """await request() as every request is: again while it fails in a way that may pass."""
+        return retrying(request)
+
     def call(self, coro, fn, what, deadline=True, retry=True):
         """fn() (sync filesystems) or await coro() (async ones: as `ask` makes a request,
         within the timeout unless `deadline` is False); errors translated."""

@@ -48,10 +48,9 @@ async def _round(src, head_n, tail_n):
     """The two answers, each request retried on its own as every request is (a failure of
     one does not ask for both again)."""
     import asyncio
-    from idv._storage.remote import retrying
     return await asyncio.gather(
-        retrying(lambda: _answer(src, f"bytes=0-{head_n - 1}", lambda n: (0, min(head_n, n)))),
-        retrying(lambda: _answer(src, f"bytes=-{tail_n}", lambda n: (max(0, n - tail_n), n))))
+        src.retried(lambda: _answer(src, f"bytes=0-{head_n - 1}", lambda n: (0, min(head_n, n)))),
+        src.retried(lambda: _answer(src, f"bytes=-{tail_n}", lambda n: (max(0, n - tail_n), n))))
 
 
 async def _answer(src, asked, where):
