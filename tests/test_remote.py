@@ -134,6 +134,12 @@ def test_a_manifest_that_cannot_be_read_now_is_not_taken_for_none(monkeypatch):
         with idv.dataset(srv.url("/d/")) as ds:
             assert np.unique(ds.read()["x"]).tolist() == [0, 1]
         assert srv.failing[manifest] == []
+        srv.failing[manifest] = [503] * 100         # still failing: said as the server says it
+        with pytest.raises(idv.RemoteError) as e:
+            idv.dataset(srv.url("/d/"))
+        assert str(e.value).endswith(f"{srv.url(manifest)}: asking for the file's size "
+                                     f"failed: HTTP 503 Service Unavailable"), str(e.value)
+        srv.failing[manifest] = []
         srv.forbidden.add(manifest)
         with pytest.raises(PermissionError, match=re.escape(f"'{srv.url(manifest)}'")):
             idv.dataset(srv.url("/d/"))

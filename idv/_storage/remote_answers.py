@@ -113,6 +113,10 @@ def remote_error(exc, url, what, timeout):
         return range_refused(url)
     if "payload" in type(cause).__name__.lower():
         return RemoteError(f"{url}: {what}: the answer was truncated ({cause})", url)
+    if status and isinstance(cause, FileNotFoundError):   # fsspec's for any error answer
+        import http
+        phrase = http.HTTPStatus(status).phrase if status in iter(http.HTTPStatus) else ""
+        return RemoteError(f"{url}: {what} failed: HTTP {status} {phrase}".rstrip(), url)
     detail = f"HTTP {status}: " if status else ""
     return RemoteError(f"{url}: {what} failed: {detail}{type(cause).__name__}: {cause}",
                        url)
