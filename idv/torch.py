@@ -423,9 +423,6 @@ class _Rows:
         self.by_name = dict(zip(names, range(len(names))))
         self.columns = {}
         self.rows = [Row(self, i) for i in range(vectors.num_rows_of(values[0]))]
-        # default_collate would stack the rows of each column into what _to_tensors gives,
-        # but for variable-size vectors (it cannot stack them): those are collated row by row
-        self.batchable = not any(isinstance(v, vectors.Ragged) for v in values)
 
     def column(self, name):
         """The values of column `name`, row by row."""
@@ -474,10 +471,10 @@ class Row(Mapping):
 
 def _collate_rows(batch, *, collate_fn_map=None):
     """default_collate of Rows: one __getitems__ call's, all in order, as the batch it read
-    (no tensor per row); other lists of Rows, column by column."""
+    (no tensor per row; variable-size vectors padded, or nested, as ``ds[indices]`` gives
+    them, which default_collate could not stack); other lists of Rows, column by column."""
     rows = batch[0]._rows
-    if rows.batchable and len(batch) == len(rows.rows) \
-            and all(a is b for a, b in zip(batch, rows.rows)):
+    if len(batch) == len(rows.rows) and all(a is b for a, b in zip(batch, rows.rows)):
         return rows.batch()
     return {name: collate([r[name] for r in batch], collate_fn_map=collate_fn_map)
             for name in rows.names}

@@ -347,8 +347,10 @@ def test_a_url_is_opened_by_each_worker(path):
 
 
 def test_map_style_batches_collate_as_the_batch_read(path):
-    """DataLoader's default collation of __getitems__'s rows gives ds[rows] (no tensor per row);
-    rows collated otherwise (a part of them, ragged columns) are stacked row by row as before."""
+    """DataLoader's default collation of __getitems__'s rows gives ds[rows] (no tensor per row),
+    variable-size vectors padded with their lengths as ds[rows] gives them (default_collate
+    could not stack them: a DataLoader with a batch_size failed where ds[rows] answered);
+    rows collated otherwise (a part of them) are stacked row by row as before."""
     from torch.utils.data import default_collate
     want = _columns()
     ds = idv_torch.IdvMapDataset(path, ["id", "vec", "label", "name", "when"])
@@ -362,10 +364,20 @@ def test_map_style_batches_collate_as_the_batch_read(path):
     assert part["id"].tolist() == rows[1:3] and part["vec"].shape == (2, 16)
     assert dict(got[0]).keys() == batch.keys() and got[0]["name"] == want["name"][19_999]
     assert pickle.loads(pickle.dumps(got[2]))["id"].item() == 4_000
-    ragged = idv_torch.IdvMapDataset(path, ["id", "tokens"]).__getitems__([6, 7])
+    ragged_ds = idv_torch.IdvMapDataset(path, ["id", "tokens"])
+    ragged = ragged_ds.__getitems__([6, 7])
     assert [r["tokens"].tolist() for r in ragged] == [[6], [7, 8]]
-    with pytest.raises(RuntimeError):                 # default_collate cannot stack them
-        default_collate(ragged)
+    padded = default_collate(ragged)
+    assert padded.keys() == {"id", "tokens", "tokens_lengths"}
+    assert padded["tokens"].tolist() == [[6, 0], [7, 8]]
+    assert padded["tokens_lengths"].tolist() == [1, 2]
+    from torch.utils.data import DataLoader
+    first = next(iter(DataLoader(ragged_ds, batch_size=6)))
+    want_first = ragged_ds[list(range(6))]
+    assert first.keys() == want_first.keys()
+    assert all(torch.equal(first[k], want_first[k]) for k in first)
+    with pytest.raises(RuntimeError):                 # rows of a part: stacked row by row
+        default_collate(ragged[:1] + ragged_ds.__getitems__([7]))
 
 
 def test_take_kept_gathers_through_one_array_while_the_columns_fit(path):
