@@ -479,6 +479,25 @@ def test_no_columns_file():
         assert f.read() == {}
 
 
+def test_streams_of_a_file_without_rows_give_no_batch_whatever_its_columns(tmp_path):
+    """A file of no rows streams no batch, with columns or without (one without columns gave
+    one batch of 0 rows); one of 5 rows and no columns, one batch of them."""
+    pytest.importorskip("pyarrow", reason="record_batch_reader gives Arrow batches")
+    for name, data, want in (("cols.idv", {"x": np.zeros(0, np.int32)}, []),
+                             ("none.idv", {}, []), ("five.idv", None, [5])):
+        path = tmp_path / name
+        if data is None:
+            with idv.Writer(path, {}) as w:
+                w.add_empty_rows(5)
+        else:
+            idv.write(path, data)
+        with idv.open(path) as f:
+            assert [b.num_rows for b in f.iter_batches()] == want, name
+        assert [b.num_rows for b in idv.record_batch_reader(path)] == want, name
+        with idv.dataset(path) as ds:
+            assert [b.num_rows for b in ds.iter_batches()] == want, name
+
+
 # ---------------------------------------------------------------- vectors
 
 def test_fixed_vectors_are_n_by_size():

@@ -139,8 +139,10 @@ def file_batches(how, i, rows, bound):
                 pa, chunk, k < len(convs) and k not in numbers and k not in as_bytes), takes)
 
         def batches():
-            if not readers:         # the constant columns alone
-                yield how.batch(i, [], f.num_rows if rows is None else len(rows))
+            n = f.num_rows if rows is None else len(rows)
+            if not readers and n:   # the constant columns alone (no rows: no batch, as ever)
+                yield how.batch(i, [], n)
+            if not readers:
                 return
             # a filter's matches are taken a window at a time (a call a column, not a block),
             # then cut into the batches the stream gives (_cuts)
