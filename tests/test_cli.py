@@ -1073,6 +1073,20 @@ def test_convert_idv_to_idv_with_options(tmp_path):
             check_cell(g, side["rows"][r][c["index"]], c)
 
 
+def test_convert_takes_threads_and_refuses_compression_of_text(tmp_path):
+    """--threads is convert's as every reading command's (it was an unrecognized argument),
+    and --compression given for a CSV output, which is never compressed, is a usage error
+    (it was ignored)."""
+    src = fixture("mixed_default")
+    rc, o, err = run("convert", src, tmp_path / "t.idv", "--threads", 1, "-q", check_rc=0)
+    assert run_json("verify", tmp_path / "t.idv")["ok"]
+    assert run_json("cat", tmp_path / "t.idv")["data"] == run_json("cat", src)["data"]
+    rc, o, err = run("convert", src, tmp_path / "t.csv", "--compression", "deflate")
+    assert rc == 2 and "--compression: CSV output is not compressed" in err, err
+    assert not (tmp_path / "t.csv").exists()
+    run("convert", src, tmp_path / "t.csv", "--compression", "none", "-q", check_rc=0)
+
+
 @needs_convert
 def test_convert_json_summary_and_errors(tmp_path):
     out = tmp_path / "out.idv"

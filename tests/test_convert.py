@@ -1042,3 +1042,15 @@ def test_a_row_group_still_written_when_ctrl_c_comes_is_waited_for_by_abort():
     group.set_result(None)
     sink._written()
     assert sink.pending is None
+
+
+def test_convert_in_python_takes_the_reads_threads_and_memory_limit(tmp_path):
+    src = fixture("mixed_default")
+    out = tmp_path / "o.idv"
+    assert idv.convert(src, out, threads=1, memory_limit="64MB") == sidecar(
+        "mixed_default")["row_count"]
+    with pytest.raises(idv.MemoryLimitError):
+        idv.convert(src, tmp_path / "small.idv", memory_limit=10)
+    with pytest.raises(TypeError, match="threads must be a number of threads"):
+        idv.convert(src, tmp_path / "bad.idv", threads="2")
+    assert not (tmp_path / "small.idv").exists() and not (tmp_path / "bad.idv").exists()

@@ -252,8 +252,8 @@ def _add_convert(sub, common, reading):
                    help=formats["from"])
     _columns_option(s)
     _dataset_options(s)
-    s.add_argument("--compression", default="deflate", metavar="NAME",
-                   help=formats["compression"])
+    s.add_argument("--compression", default=None, metavar="NAME", help=formats["compression"])
+    s.add_argument("--threads", type=_positive, help="threads decoding and compressing .idv")
     s.add_argument("--rows-per-block", type=_positive, default=None, metavar="N",
                    help="rows per block of an .idv output (default: ML.NET's rule)")
     s.add_argument("--level", type=int, default=None, metavar="N",
@@ -294,7 +294,7 @@ def _add_convert(sub, common, reading):
     s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="show a traceback on errors")
     _memory_option(s)
-    s.set_defaults(run=cmd_convert, opens_file=False, file=None, threads=None)
+    s.set_defaults(run=cmd_convert, opens_file=False, file=None)
 
 
 def _add_sample(sub, common, reading):

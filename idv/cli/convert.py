@@ -203,6 +203,10 @@ def _convert(module, src, args, out):
     src_format, dst_format = _formats(module, src, args)
     _check_sides(module, args, src_format, dst_format)
     src_fmt, dst_fmt = src_format.name, dst_format.name
+    if args.compression not in (None, "none") and dst_format.codecs is None:
+        raise CliError(f"--compression: {dst_format.title} output is not compressed (leave "
+                       f"the option out), not {args.compression!r}", EXIT_USAGE)
+    args.compression = args.compression or "deflate"
     if dst_fmt == "idv" and args.compression not in ("none", "deflate"):
         raise CliError(f"--compression {args.compression!r}: an .idv is compressed with "
                        f"none or deflate", EXIT_USAGE)
@@ -226,7 +230,8 @@ def _convert(module, src, args, out):
                               rows_per_block=args.rows_per_block, progress=progress,
                               datetime=args.datetime, safe=not args.floor_datetime,
                               types=parse_types(args.types or ()), legacy_keys=args.legacy_keys,
-                              missing_text=args.missing_text, **_deflate_options(args))
+                              missing_text=args.missing_text, threads=args.threads,
+                              **_deflate_options(args))
     except KeyError as e:      # a column the source does not have
         raise CliError(str(e.args[0]) if e.args else str(e), EXIT_USAGE) from None
     except (ValueError, TypeError) as e:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from idv import _docs
-from idv._values.arguments import ensure_callable
+from idv._resources import budget
+from idv._values.arguments import ensure_callable, ensure_count
 from idv._values.ticks import TIME_MODES, check_time_mode
 from idv.compression import convert_deflate
 from idv.formats import idv as idv_format, ipc, parquet, text
@@ -147,17 +148,16 @@ def _local_paths(src):
 @_docs.fill
 def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_block=None,
             progress=None, datetime=None, safe=True, types=None, source_format=None,
-            level=None, backend=None, legacy_keys=None, missing_text=None):
+            level=None, backend=None, legacy_keys=None, missing_text=None, threads=None,
+            memory_limit=None):
     """Convert ``src`` into ``dst``, streaming (.idv <-> Parquet, CSV / TSV, Feather / Arrow;
     .idv -> JSON Lines), and return the number of rows written.
 
     The .idv side keeps ML.NET's types and metadata in the Arrow field metadata, so .idv ->
     Parquet / Feather -> .idv gives back the same types, annotations and values. CSV keeps
-    values only, written from an .idv as ``idv cat --format csv`` writes them (one writer:
-    one column per slot of a fixed-size vector, a JSON array per variable-size one, keys as
-    their KeyValues, times in .NET's ISO forms exact to the tick; no pyarrow needed); types
-    are inferred again by pyarrow's CSV reader when read back. JSON Lines (an output only,
-    from an .idv) is what ``idv cat --format jsonl`` writes: one object per row.
+    values only, as ``idv cat --format csv`` writes them (a column per slot of a fixed-size
+    vector, keys as their KeyValues, times exact to the tick; no pyarrow needed), typed again
+    by pyarrow when read back; JSON Lines (an output only) as ``idv cat --format jsonl``.
 
     Parameters
     ----------
@@ -166,7 +166,6 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
         that ML.NET loads), streamed file by file; the files' annotations of the columns
         converted must agree.
     dst : str or os.PathLike
-        The output.
     to, source_format : str, optional
         The formats by name or extension (default: from the extensions, those of
         ``idv.formats.FORMATS``: ``.parquet``, ``.csv``, ``.jsonl`` ...; ``idv convert
@@ -183,8 +182,8 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     rows_per_block : int, optional
         Rows per block of an .idv output (default: ML.NET's rule, 8192).
     progress : callable, optional
-        Called as ``progress(rows_done, rows_total)`` at the start and after each block or
-        batch; ``rows_total`` is None when unknown (CSV input).
+        ``progress(rows_done, rows_total)``, at the start and after each block or batch
+        (``rows_total`` None when unknown: CSV input).
     datetime : str, optional
         The unit of times in a Parquet, Feather or Arrow output, as in idv.to_arrow (other
         outputs hold ticks: refused). Default: ``"auto-us"`` for Parquet, microseconds, which
@@ -212,14 +211,17 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
     missing_text : str, optional
         What null text of a non-.idv source (Parquet, Feather, CSV) becomes, e.g. ``""``
         (ML.NET reads missing text as empty); by default null text is an error.
+    threads : int, optional
+        Threads decoding an .idv source and compressing an .idv output (default: the CPUs).
+    {memory_limit}
     """
     src_fmt = format_of(src, source_format, "source", "source_format=")
     dst_fmt = format_of(dst, to, "destination", "to=")
     check_conversion(src_fmt, dst_fmt)
     options = _options(src, dst, src_fmt, dst_fmt, columns=columns, compression=compression,
-                       rows_per_block=rows_per_block, datetime=datetime, safe=safe,
-                       types=types, level=level, backend=backend, legacy_keys=legacy_keys,
-                       missing_text=missing_text, progress=progress)
+                       rows_per_block=rows_per_block, datetime=datetime, safe=safe, types=types,
+                       level=level, backend=backend, legacy_keys=legacy_keys, threads=threads,
+                       missing_text=missing_text, progress=progress, memory_limit=memory_limit)
     if src_fmt.name == "idv" and dst_fmt.from_idv is not None:
         return dst_fmt.from_idv(src, dst, options, progress)
     import_pa()
@@ -253,7 +255,8 @@ def misplaced(src_fmt, dst_fmt, given, spell=lambda name: f"{name}="):
 
 
 def _options(src, dst, src_fmt, dst_fmt, *, columns, compression, rows_per_block, datetime,
-             safe, types, level, backend, legacy_keys, missing_text, progress):
+             safe, types, level, backend, legacy_keys, missing_text, progress, threads,
+             memory_limit):
     """convert's arguments checked (ValueError or TypeError before any file is made) and
     gathered into the conversion's Options (`progress` only checked)."""
     ensure_callable(progress, "progress", "progress(rows_done, rows_total)")
@@ -273,9 +276,15 @@ def _options(src, dst, src_fmt, dst_fmt, *, columns, compression, rows_per_block
             raise ValueError(f"source and destination are the same file: {path!r}")
     if legacy_keys not in (None, "shift"):
         raise ValueError(f"legacy_keys= is None or 'shift', not {legacy_keys!r}")
+    threads = ensure_count(threads, "threads", "threads", none=True)
+    opening = {k: v for k, v in (("threads", threads), ("memory_limit", memory_limit))
+               if v is not None}
+    if memory_limit is not None:
+        budget.limit_for(0, memory_limit)       # checked before any file is made
     return Options(format=dst_fmt.name, columns=columns, datetime=datetime, safe=safe,
                    types=types, compression=compression, rows_per_block=rows_per_block,
-                   deflate={"level": level, "backend": backend},
+                   deflate={"level": level, "backend": backend, "threads": threads},
+                   opening=opening,
                    batch_rows=rows_per_block or _BATCH_ROWS, legacy_keys=legacy_keys,
                    missing_text=missing_text, keep_blocks=keep_blocks)
 

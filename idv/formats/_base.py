@@ -28,11 +28,12 @@ class Options(NamedTuple):
     types: object           # {column: idv type} for a non-.idv source, or None
     compression: object
     rows_per_block: object  # an .idv output's block size, or None
-    deflate: dict           # an .idv output's level= and backend=
+    deflate: dict           # an .idv output's level=, backend= and threads= (its Writer's)
     batch_rows: int         # rows per batch read from a Parquet / IPC source
     legacy_keys: object = None   # "shift": ML.NET 0.x keys with a min written from min 0
     missing_text: object = None  # what null text of a non-.idv source becomes, or None
     keep_blocks: bool = False    # .idv -> .idv: copy blocks stored as the output stores them
+    opening: dict = {}           # idv.open's threads= and memory_limit= of an .idv source
 
 
 def import_pa():

@@ -43,7 +43,7 @@ class IdvSource(Source):
             self.reader = path.record_batch_reader(names, datetime=datetime, safe=safe)
             self.schema, self.total = self.reader.schema, path.num_rows
             return
-        self.f = idv_open(path)
+        self.f = idv_open(path, **options.opening)
         try:
             self.reader = record_batch_reader(self.f, columns, datetime=datetime, safe=safe)
             self.schema = self.reader.schema
@@ -139,12 +139,13 @@ def _differing_annotation(a, b):
 # ---------------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _idv_columns(src, columns):
+def _idv_columns(src, columns, opening):
     """An .idv source as (the Columns that stand for it, the source and columns idv._scan.scan
-    takes): one file (opened here, closed on exit: its Columns), or an idv.Dataset (its first
-    file's Columns, and their names, looked up in each file)."""
+    takes): one file (opened here with idv.open's options `opening`, closed on exit: its
+    Columns), or an idv.Dataset (its first file's Columns, and their names, looked up in each
+    file)."""
     if not is_dataset(src):
-        with opened(src) as f:
+        with opened(src, **opening) as f:
             cols = file_columns(f, columns)
             yield cols, f, cols
         return
@@ -164,9 +165,9 @@ def _batches(source, scanned, total, progress, how):
 
 
 @contextlib.contextmanager
-def _scanned(src, columns, progress, **how):
+def _scanned(src, options, progress, **how):
     """(the Columns, the source's rows, its Batches: _batches) for the time of the block."""
-    with _idv_columns(src, columns) as (cols, source, scanned):
+    with _idv_columns(src, options.columns, options.opening) as (cols, source, scanned):
         batches = _batches(source, scanned, source.num_rows, progress, how)
         with contextlib.closing(batches):
             yield cols, source.num_rows, batches
@@ -206,7 +207,7 @@ def idv_to_idv(src, dst, options, progress):
     kept); a file's blocks stored as the output stores them are copied (Writer.copy_blocks),
     their rows decoded only for their statistics and checks."""
     from idv._writer import Writer
-    with _idv_columns(src, options.columns) as (cols, source, scanned):
+    with _idv_columns(src, options.columns, options.opening) as (cols, source, scanned):
         total = source.num_rows
         shifts = [legacy_key_shift(c.name, c.type, options.legacy_keys) for c in cols]
         schema = [(c.name, c.type if shift is None else shift[0])
@@ -299,7 +300,7 @@ def idv_to_text(src, dst, options, progress, writer):
     check_codecs(options.format, None, options.compression)
     # text is made far slower than blocks decode: a block at a time, the next decoded ahead,
     # holds only that block's values and cells
-    with _scanned(src, options.columns, progress, window_bytes=1,
+    with _scanned(src, options, progress, window_bytes=1,
                   ahead=1) as (cols, total, scanned):
         if not cols and not getattr(writer, "func", writer).keeps_rows_without_columns:
             refuse_rows_without_columns(options.format, total)
