@@ -959,10 +959,11 @@ def test_iter_batches_with_any_batch_size(size):
         assert pa.Table.from_batches(projected).equals(idv.to_arrow(path, ["Title", "Features"]))
 
 
-@pytest.mark.parametrize("size", [0, -1, 2.5, True, "64"])
-def test_iter_batches_refuses_a_bad_batch_size(size):
+@pytest.mark.parametrize("size, error", [(0, ValueError), (-1, ValueError), (2.5, TypeError),
+                                         (True, TypeError), ("64", TypeError)])
+def test_iter_batches_refuses_a_bad_batch_size(size, error):
     pytest.importorskip("pyarrow")
-    with idv.open(idv.sample_path()) as f, pytest.raises(ValueError, match="batch_size"):
+    with idv.open(idv.sample_path()) as f, pytest.raises(error, match="batch_size"):
         f.iter_batches(batch_size=size)
 
 
