@@ -80,8 +80,9 @@ backend : {'libdeflate', 'isal', 'zlib'}, optional
     "memory_limit": """\
 memory_limit : int or str, optional
     The bytes one read may allocate before it is refused with idv.MemoryLimitError (an int,
-    or text as ``--memory-limit`` takes it: ``"8GB"``, ``"1.5GiB"``; default: idv.set_memory_limit's, else half the machine's memory, at most the larger of
-    1 GiB and 1,024 times the file's size).""",
+    or text as ``--memory-limit`` takes it: ``"8GB"``, ``"1.5GiB"``; default:
+    idv.set_memory_limit's, else half the machine's memory, at most the larger of 1 GiB and
+    1,024 times the file's size).""",
     "cache_bytes": """\
 cache_bytes : int, default 64 MiB
     The decoded blocks that row access (``col[i]``, ``col[[i, j]]``, masks) keeps to find

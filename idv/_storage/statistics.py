@@ -333,8 +333,9 @@ def _parsed(off, parse, *args):
 class Section:
     """A statistics section: the head (``num_blocks``, ``fingerprint``, ``offset``,
     ``length``) and where each column's statistics lie (by arithmetic where every column's
-    are numbers, else by one walk over their sizes); a column's parsed (and its bounds checked) when first asked for (``column``): a filter
-    on two columns of a file of thousands parses those two. ValueError (IdvFormatError from
+    are numbers, else by one walk over their sizes); a column's parsed (and its bounds
+    checked) when first asked for (``column``): a filter on two columns of a file of
+    thousands parses those two. ValueError (IdvFormatError from
     ``column``) for what no writer makes."""
 
     def __init__(self, data, off):

@@ -121,7 +121,8 @@ def bind(col: Column, op: str, literal) -> Test:
             raise _fail(col, op, literal, f"Text columns compare with str, not "
                                           f"{type(literal).__name__}")
         return Test(CMP, op, str(literal))
-    q = literals.time_ticks(literal, item) if item in ticks.TIME_ITEMS else _number(col, op, literal)
+    q = literals.time_ticks(literal, item) if item in ticks.TIME_ITEMS else \
+        _number(col, op, literal)
     if q is None:
         want = "a time span (timedelta, numpy timedelta64, .NET's text: '1.02:03:04.5') or " \
             "ticks" if item is T.TimeSpan \
