@@ -267,6 +267,41 @@ def test_dictionary_chunks_merged_by_value():
     assert columns[0][1].tolist() == [1, 2, 0, 3, 2]
 
 
+def test_labels_given_anew_keep_each_row_its_label_whatever_the_writer(tmp_path):
+    """A Categorical or dictionary (labels b, a) written with metadata= KeyValues [a, b, z]:
+    every writer maps it onto the given labels by value, as idv.Writer does, so each row keeps
+    its label. idv.write, its stream path, partition_by and Dask's to_idv kept the data's own
+    codes under the new labels: b read back as a, a as b. A label the given ones lack is
+    refused, naming its row."""
+    pd = pytest.importorskip("pandas", reason="a pandas Categorical")
+    types = {"c": idv.Key(idv.UInt32, count=3)}
+    meta = {"c": {"KeyValues": ["a", "b", "z"]}}
+    frame = pd.DataFrame({"c": pd.Categorical(["b", "a", None], categories=["b", "a"])})
+    table = pa.table({"c": pa.DictionaryArray.from_arrays(pa.array([0, 1, None], pa.int32()),
+                                                          pa.array(["b", "a"]))})
+    want = ["b", "a", None]
+    writes = {"frame": lambda p: idv.write(p, frame, types=types, metadata=meta),
+              "table": lambda p: idv.write(p, table, types=types, metadata=meta),
+              "reader": lambda p: idv.write(p, table.to_reader(), types=types, metadata=meta)}
+    for name, write in writes.items():
+        write(tmp_path / "k.idv")
+        got = idv.to_arrow(tmp_path / "k.idv").column("c")
+        assert got.to_pylist() == want, name
+        assert got.type.value_type == pa.string()
+    parts = idv.write(tmp_path / "parts", frame.assign(g=1), partition_by="g", types=types,
+                      metadata=meta)
+    assert idv.to_arrow(parts[0]).column("c").to_pylist() == want
+    dd = pytest.importorskip("dask.dataframe", reason="Dask's to_idv")
+    from idv.dask import to_idv
+    to_idv(dd.from_pandas(frame, npartitions=1), tmp_path / "d.idv", types=types, metadata=meta)
+    assert idv.to_arrow(tmp_path / "d.idv").column("c").to_pylist() == want
+    with pytest.raises(ValueError, match=r"column 'c' row 0: 'b' is not one of the column's "
+                                         r"key values \(2 values\)"):
+        idv.write(tmp_path / "x.idv", frame, types={"c": idv.Key(idv.UInt32, count=2)},
+                  metadata={"c": {"KeyValues": ["a", "z"]}})
+    assert not (tmp_path / "x.idv").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # record_batch_reader
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ class Converter:
         from idv._values.metadata import SCHEMA_ATTR
         from idv._writer.inputs import merged_metadata
         from idv._writer.pandas import from_pandas
+        from idv._writer.relabel import relabelling
         self._from_pandas = from_pandas
         self.options = dict(writer_kwargs)
         given, metadata = self.options.pop("types", None), self.options.pop("metadata", None)
@@ -31,6 +32,8 @@ class Converter:
         _columns, self.types, self.metadata = from_pandas(df, types=given, schema=self.schema,
                                                           missing_text=self.missing_text)
         self.given_metadata = merged_metadata(self.metadata, metadata)
+        # keys whose labels metadata= gives anew: codes mapped onto them (idv._writer.relabel)
+        self.relabel = relabelling(list(self.types), self.metadata, metadata)
 
     def writer(self, path):
         from idv._writer import Writer
@@ -38,6 +41,7 @@ class Converter:
                       **self.options)
 
     def columns(self, df, index):
+        from idv._writer.relabel import relabelled
         columns, _types, metadata = self._from_pandas(df, types=self.types, schema=self.schema,
                                                       missing_text=self.missing_text)
         for name, kinds in self.metadata.items():
@@ -49,7 +53,7 @@ class Converter:
                                  f"column one CategoricalDtype first (astype(pd."
                                  f"CategoricalDtype(categories)), or ddf.categorize() of the "
                                  f"text column)")
-        return columns
+        return relabelled(columns, self.relabel)
 
 
 def _same_values(a, b):
