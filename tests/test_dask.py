@@ -759,3 +759,16 @@ def test_an_option_idv_write_does_not_take_is_refused_before_any_task(tmp_path, 
     with pytest.raises(TypeError, match="unexpected keyword argument 'mode'.*rows_per_block"):
         idv.dask.to_idv(ddf, str(tmp_path / dest), mode="append")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_frame_without_columns_keeps_its_rows_into_one_file_or_many(tmp_path):
+    """As idv.write keeps a DataFrame's rows without columns (ML.NET's saver writes such
+    files), to_idv does, into one file and into a directory; it wrote no rows."""
+    ddf = dd.from_pandas(pd.DataFrame(index=range(3)), npartitions=2)
+    idv.dask.to_idv(ddf, tmp_path / "one.idv")
+    with idv.open(tmp_path / "one.idv") as f:
+        assert (f.num_rows, f.num_columns) == (3, 0)
+    idv.dask.to_idv(ddf, str(tmp_path / "many") + "/")
+    with idv.dataset(tmp_path / "many") as ds:
+        assert ds.num_rows == 3
+

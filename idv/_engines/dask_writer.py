@@ -150,7 +150,11 @@ def _write_partition(df, staging, task, writer_kwargs, partition_by=None, first=
             with rows_renamed(lambda n: n, f"partition {task}: "):
                 convert = Converter(frame, writer_kwargs)
                 with convert.writer(path) as w:
-                    w.write_batch(convert.columns(frame, 0))
+                    columns = convert.columns(frame, 0)
+                    if columns:
+                        w.write_batch(columns)
+                    else:       # no columns: its rows alone, as idv.write keeps them
+                        w.add_empty_rows(len(frame))
         return write
     try:
         if partition_by is None:
@@ -219,8 +223,10 @@ def to_file(ddf, text, lookahead, writer_kwargs):
                 columns = convert.columns(df, i) if len(df) else None
             if writer is None:
                 writer = convert.writer(text)
-            if columns is not None:
+            if columns:
                 writer.write_batch(columns)
+            elif columns is not None:       # no columns: its rows alone, as idv.write keeps
+                writer.add_empty_rows(len(df))
             row0 += len(df)
         writer.close()          # (a dask DataFrame has at least one partition)
     except BaseException:
