@@ -316,6 +316,16 @@ def test_time_objects_keep_every_tick_or_are_refused(tmp_path):
         with pytest.warns(idv.IdvWarning, match="finer than .NET's ticks"):
             idv.write(p, {"a": values}, types={"a": t})
         assert idv.read(p)["a"].view(np.int64).tolist() == want
+    # pandas' objects of another unit than nanoseconds, beyond nanoseconds' years and span
+    # (Series.tolist() of datetime64[us]), by their own unit: .value overflowed
+    far = pd.Series(np.array(["0001-01-01", "9999-12-31T23:59:59.999999"], "datetime64[us]"))
+    span = pd.Series(np.array([200_000 * 86_400 * 10**6], "timedelta64[us]"))
+    for values, t, want in [(far.tolist(), None, [0, 3_155_378_975_999_999_990]),
+                            (span.tolist(), None, [200_000 * 864_000_000_000])]:
+        idv.write(p, {"a": values}, types={"a": t} if t else None)
+        assert idv.read(p, datetime="ticks")["a"].tolist() == want
+        assert idv.read(p, filter=[("a", "==", values[0])], datetime="ticks")["a"].tolist() \
+            == want[:1]
     for values, t, said in [([dt.timedelta(microseconds=2**64 + 5)], idv.TimeSpan,
                              "row 0: .* outside .NET's TimeSpan range"),
                             ([dt.datetime(2020, 1, 1), 5], idv.DateTime, "row 1 holds int 5"),

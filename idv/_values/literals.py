@@ -75,17 +75,18 @@ def time_ticks(value, item):
     if type(value).__name__ == "NaTType":       # pandas' missing time, a datetime subclass
         return NAN
     if item is T.TimeSpan:
-        if type(value).__name__ == "Timedelta" and hasattr(value, "value"):    # pandas
-            return NAN if value != value else _normal(Fraction(int(value.value), 100))
+        if type(value).__name__ == "Timedelta" and hasattr(value, "asm8"):     # pandas
+            # its own unit (asm8): .value, in nanoseconds, overflows beyond 292 years
+            return NAN if value != value else _np_ticks(value.asm8)
         if isinstance(value, dt.timedelta):
             return ((value.days * 86_400 + value.seconds) * 10**6 + value.microseconds) * 10
         if isinstance(value, np.timedelta64):
             return _np_ticks(value)
         return span_ticks(value) if isinstance(value, str) else None
-    if type(value).__name__ == "Timestamp" and hasattr(value, "value"):       # pandas
-        if value != value:
-            return NAN
-        return _normal(Fraction(int(value.value), 100)) + T.EPOCH_TICKS
+    if type(value).__name__ == "Timestamp" and hasattr(value, "asm8"):        # pandas
+        # its UTC instant in its own unit (asm8): .value, in nanoseconds, overflows outside
+        # the years 1677-2262
+        return NAN if value != value else _np_ticks(value.asm8)
     if isinstance(value, str):
         return iso_ticks(value)
     if isinstance(value, dt.datetime):
