@@ -1354,6 +1354,21 @@ def test_write_pairs_with_repeated_names_and_types_by_index(tmp_path, oracle):
         idv.write(tmp_path / "bad.idv", [("x", np.arange(3))], types={5: idv.Int64})
 
 
+def test_a_frame_named_by_numbers_is_a_batch_of_the_names_idv_write_gives(tmp_path):
+    """idv.write names a DataFrame's columns by str ('0', '1'); Writer.write_batch takes the
+    same frame for a schema of those names (it refused its names 0 and 1 as unknown)."""
+    pd = pytest.importorskip("pandas", reason="a pandas DataFrame")
+    df = pd.DataFrame({0: [1, 2], 1: [2.5, 3.5]})
+    idv.write(tmp_path / "a.idv", df)
+    with idv.open(tmp_path / "a.idv") as f:
+        schema = [(c.name, c.type) for c in f.columns]
+    assert [n for n, _ in schema] == ["0", "1"]
+    with idv.Writer(tmp_path / "b.idv", schema) as w:
+        w.write_batch(df)
+    assert {k: v.tolist() for k, v in idv.read(tmp_path / "b.idv").items()} == \
+        {"0": [1, 2], "1": [2.5, 3.5]}
+
+
 def test_write_frame_without_columns_keeps_its_rows(tmp_path):
     pd = pytest.importorskip("pandas")
     p = tmp_path / "rows.idv"
