@@ -56,6 +56,27 @@ def test_convert_names_its_output_when_the_disk_refuses_a_write(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("suffix", [".parquet", ".feather", ".csv", ".jsonl", ".idv"])
+def test_convert_in_python_names_its_output_when_the_disk_refuses_a_write(tmp_path, suffix):
+    """The OSError of a full disk names the output, whichever writer failed (pyarrow's and the
+    text writer's named no file: filename None), as the command line and .idv outputs did."""
+    if suffix in (".parquet", ".feather"):
+        pytest.importorskip("pyarrow", reason="pyarrow writes Parquet and Feather")
+    out = tmp_path / f"out{suffix}"
+    code = (f"import idv\ntry:\n    idv.convert({str(fixture('multiblock_200k_none'))!r}, "
+            f"{str(out)!r})\nexcept OSError as e:\n    print(e.errno, e.filename)")
+    env = dict(os.environ, PYTHONPATH=str(REPO_DIR) + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120, preexec_fn=limit)
+    assert p.stdout.split() == ["27", str(out)], (p.stdout, p.stderr)
+    assert os.listdir(tmp_path) == []
+
+
 def test_an_idv_output_refused_by_the_disk_is_named_and_the_old_file_kept(tmp_path):
     """The writer's blocks go many to a writev; one the disk takes only in part (the file size
     limit reached inside it) or refuses ends the conversion with the output's name, the file

@@ -148,6 +148,16 @@ def test_destination_checks(tmp_path):
     with pytest.raises(IsADirectoryError):
         idv.Writer(tmp_path, {"x": idv.Int32})
     assert os.listdir(tmp_path) == []
+    # a file object opened for appending would put the header at the end: refused
+    for mode in ("ab", "a+b"):
+        with open(tmp_path / "a.idv", mode) as f, \
+                pytest.raises(ValueError, match="opened for appending"):
+            idv.write(f, {"x": np.arange(3)})
+    fd = os.open(tmp_path / "a.idv", os.O_WRONLY | os.O_APPEND)
+    with os.fdopen(fd, "wb") as f, pytest.raises(ValueError, match="opened for appending"):
+        idv.write(f, {"x": np.arange(3)})
+    assert (tmp_path / "a.idv").read_bytes() == b""
+    os.remove(tmp_path / "a.idv")
     # a file where a folder should be is named as that, not as a folder that does not exist
     (tmp_path / "f.idv").write_bytes(b"x")
     for dest in ("f.idv/x.idv", "f.idv/a/b/x.idv"):

@@ -62,6 +62,45 @@ def test_a_bad_manifest_is_a_clear_error(tmp_path):
         idv.dataset(tmp_path)
 
 
+def test_a_list_the_disk_refuses_leaves_nothing_and_names_the_list(tmp_path, monkeypatch):
+    """A full disk while the new list is written: the old list kept, no hidden temporary
+    list left behind (its name is random: no later write removed it), the error naming the
+    list (it named no file)."""
+    idv.write(tmp_path / "d", {"k": [1], "x": [1.0]}, partition_by="k")
+    before = sorted(os.listdir(tmp_path / "d"))
+    old = (tmp_path / "d" / staging.MANIFEST).read_bytes()
+    real = os.fsync
+
+    def full(fd):
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")).startswith(
+                "." + staging.MANIFEST):
+            raise OSError(28, "No space left on device")
+        return real(fd)
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as e:
+        idv.write(tmp_path / "d", {"k": [2], "x": [2.0]}, partition_by="k")
+    assert e.value.filename == str(tmp_path / "d" / staging.MANIFEST)
+    monkeypatch.setattr(os, "fsync", real)
+    assert sorted(os.listdir(tmp_path / "d")) == before
+    assert (tmp_path / "d" / staging.MANIFEST).read_bytes() == old
+
+
+def test_a_directory_that_refuses_the_staging_folder_is_named(tmp_path, monkeypatch):
+    """A read-only output directory: the PermissionError names it, not the hidden staging
+    folder the job tried to make there."""
+    real = os.makedirs
+
+    def refused(path, *args, **kwargs):
+        if os.path.basename(path).startswith(staging.STAGING_PREFIX):
+            raise PermissionError(13, "Permission denied", path)
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(os, "makedirs", refused)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(PermissionError) as e:
+        idv.write(tmp_path / "out", {"k": [1], "x": [1.0]}, partition_by="k")
+    assert e.value.filename == str(tmp_path / "out")
+
+
 def test_tasks_write_through_the_helper_and_a_task_without_rows_writes_nothing(tmp_path):
     out = tmp_path / "out"
     s = staging.Staging(out, "p-{task}.idv")

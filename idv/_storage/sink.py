@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import io
 import os
 import socket
 import stat
@@ -334,6 +335,15 @@ def write_vectored(fd, parts):
             views[i] = views[i][done:]
 
 
+def _appends(f):
+    """Whether file object `f` is on a descriptor opened with O_APPEND."""
+    try:
+        import fcntl
+        return bool(fcntl.fcntl(f.fileno(), fcntl.F_GETFL) & os.O_APPEND)
+    except (AttributeError, ImportError, OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
 class Output:
     """Where the writer's bytes go: a path, through an AtomicPath, or a seekable binary file
     object written in place from its current position (not atomic: on abort it is cut back
@@ -360,6 +370,10 @@ class Output:
             mode = getattr(dest, "mode", "b")       # a GzipFile's is an int
             if isinstance(mode, str) and "b" not in mode:
                 raise TypeError("the file object must be opened in binary mode")
+            if isinstance(mode, str) and "a" in mode or _appends(dest):
+                raise ValueError("the file object is opened for appending, where every write "
+                                 "goes to the end (the header, written last, at the start "
+                                 "would not): open it with 'wb' or 'r+b'")
             self.file = dest
         else:
             raise TypeError(f"dest must be a path or a seekable binary file object, not "

@@ -98,7 +98,8 @@ class Staging:
         top, parent = None, self.path
         while not os.path.exists(parent) and parent != os.path.dirname(parent):
             top, parent = parent, os.path.dirname(parent)
-        os.makedirs(self.dir, exist_ok=True)
+        with naming(self.path, self.dir):       # a read-only directory: named, not its folder
+            os.makedirs(self.dir, exist_ok=True)
         self.created = top
         open(os.path.join(self.dir, LIVE), "wb").close()
         self.started = True
@@ -417,11 +418,18 @@ def read_manifest(path, fs=None):
 
 
 def write_manifest(path, names):
-    """The MANIFEST of directory `path`, listing `names`, replaced atomically."""
+    """The MANIFEST of directory `path`, listing `names`, replaced atomically: a failure (a
+    full disk) leaves the old one and no temporary file, its error naming the MANIFEST."""
     tmp = os.path.join(path, f".{MANIFEST}.{uuid.uuid4().hex[:8]}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"files": [n.replace(os.sep, "/") for n in names]}, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(path, MANIFEST))
+    target = os.path.join(path, MANIFEST)
+    try:
+        with naming(target, tmp), open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"files": [n.replace(os.sep, "/") for n in names]}, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
     fsync_dir(path)

@@ -25,6 +25,7 @@ from typing import Callable, Optional
 
 from idv import _docs
 from idv._resources import budget
+from idv._storage.sink import naming
 from idv._values.arguments import ensure_callable, ensure_count
 from idv._values.ticks import TIME_MODES, check_time_mode
 from idv.compression import convert_deflate
@@ -222,6 +223,12 @@ def convert(src, dst, *, to=None, columns=None, compression="deflate", rows_per_
                        rows_per_block=rows_per_block, datetime=datetime, safe=safe, types=types,
                        level=level, backend=backend, legacy_keys=legacy_keys, threads=threads,
                        missing_text=missing_text, progress=progress, memory_limit=memory_limit)
+    with naming(os.fspath(dst)):    # an OSError naming no file (a full disk's) names dst
+        return _converted(src, dst, src_fmt, dst_fmt, options, progress)
+
+
+def _converted(src, dst, src_fmt, dst_fmt, options, progress):
+    """convert's work once its arguments are checked: the rows written."""
     if src_fmt.name == "idv" and dst_fmt.from_idv is not None:
         return dst_fmt.from_idv(src, dst, options, progress)
     import_pa()
