@@ -295,7 +295,8 @@ class Writer:
         if self._duplicates:
             raise ValueError(f"the schema has several columns named {self._duplicates}: give the "
                              f"batch as a list of (name, values) pairs in schema order")
-        if hasattr(data, "iloc") and len({str(k) for k in keys}) == len(keys):
+        if hasattr(data, "iloc") and not all(isinstance(k, str) for k in keys) and \
+                len({str(k) for k in keys}) == len(keys):
             data = {str(k): data[k] for k in keys}      # named by str, as from_pandas names
             keys = list(data)
         missing = [n for n in names if n not in data]

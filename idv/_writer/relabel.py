@@ -13,9 +13,9 @@ from idv._writer.metadata import metadata_by_column, typed_value
 
 
 def relabelling(names, inferred, given):
-    """{column position: (old code -> new code, the old labels)} for the columns of `names`
-    whose inferred KeyValues (`inferred`: by name, as the conversions give them) the caller's
-    metadata (`given`: by name or position) replaces with other labels."""
+    """{column position: (old code -> new code, the old labels, how many new ones)} for the
+    columns of `names` whose inferred KeyValues (`inferred`: by name, as the conversions give
+    them) the caller's metadata (`given`: by name or position) replaces with other labels."""
     out = {}
     if not inferred or not given:
         return out
