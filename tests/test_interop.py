@@ -295,6 +295,14 @@ def test_labels_given_anew_keep_each_row_its_label_whatever_the_writer(tmp_path)
     from idv.dask import to_idv
     to_idv(dd.from_pandas(frame, npartitions=1), tmp_path / "d.idv", types=types, metadata=meta)
     assert idv.to_arrow(tmp_path / "d.idv").column("c").to_pylist() == want
+    # without types=, the key counts the labels given (it kept the data's count: refused)
+    for write in (lambda p: idv.write(p, frame, metadata=meta),
+                  lambda p: idv.write(p, table.to_reader(), metadata=meta),
+                  lambda p: to_idv(dd.from_pandas(frame, npartitions=1), p, metadata=meta)):
+        write(tmp_path / "m.idv")
+        with idv.open(tmp_path / "m.idv") as f:
+            assert f["c"].type == idv.Key(idv.UInt32, count=3)
+        assert idv.to_arrow(tmp_path / "m.idv").column("c").to_pylist() == want
     with pytest.raises(ValueError, match=r"column 'c' row 0: 'b' is not one of the column's "
                                          r"key values \(2 values\)"):
         idv.write(tmp_path / "x.idv", frame, types={"c": idv.Key(idv.UInt32, count=2)},

@@ -23,7 +23,7 @@ class Converter:
         from idv._values.metadata import SCHEMA_ATTR
         from idv._writer.inputs import merged_metadata
         from idv._writer.pandas import from_pandas
-        from idv._writer.relabel import relabelling
+        from idv._writer.relabel import counted, relabelling
         self._from_pandas = from_pandas
         self.options = dict(writer_kwargs)
         given, metadata = self.options.pop("types", None), self.options.pop("metadata", None)
@@ -33,7 +33,9 @@ class Converter:
                                                           missing_text=self.missing_text)
         self.given_metadata = merged_metadata(self.metadata, metadata)
         # keys whose labels metadata= gives anew: codes mapped onto them (idv._writer.relabel)
-        self.relabel = relabelling(list(self.types), self.metadata, metadata)
+        names = list(self.types)
+        self.relabel = relabelling(names, self.metadata, metadata)
+        self.types = counted(self.types, names, self.relabel, given)
 
     def writer(self, path):
         from idv._writer import Writer

@@ -3,12 +3,14 @@ their codes, numbered by the data's own categories) and whose KeyValues the call
 anew (``metadata=``): the codes mapped onto the given labels by value, as idv.Writer maps a
 Categorical or dictionary it is handed, so that a row keeps its label whichever way it is
 written (keeping the codes would give each row the label of another category). A label the
-given ones lack is refused, naming the row.
+given ones lack is refused, naming the row; the key's count, unless ``types=`` gives it, is
+that of the given labels.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from idv import types as T
 from idv._writer.metadata import metadata_by_column, typed_value
 
 
@@ -55,4 +57,19 @@ def relabelled(columns, maps, row0=0):
                              f"{old_labels[int(codes[r]) - 1]!r} is not one of the column's "
                              f"key values ({n} values)")
         out[i] = (name, got)
+    return out
+
+
+def counted(types, names, maps, given=None):
+    """`types` (by name) with each key that `maps` (relabelling's) relabels counting the given
+    labels, as a key whose KeyValues are given does; not those `given` types (types=) name."""
+    if not maps:
+        return types
+    out = dict(types)
+    for i, (_, _, n) in maps.items():
+        if given and (i in given or names[i] in given):
+            continue
+        t = out.get(names[i])
+        if isinstance(t, T.Key) and t.count != n:
+            out[names[i]] = T.Key(t.raw if n <= np.iinfo(t.raw.dtype).max else T.UInt64, n)
     return out

@@ -21,7 +21,7 @@ from idv._writer.arrow import arrow_table
 from idv._writer.inputs import (as_pyarrow, check_dest, check_table, data_columns, frame_rows,
                                 merged_metadata, schema_of)
 from idv._writer.pipeline import DEFAULT_MAX_BYTES_PER_BLOCK, Writer
-from idv._writer.relabel import relabelled, relabelling
+from idv._writer.relabel import counted, relabelled, relabelling
 
 
 @_docs.fill
@@ -85,9 +85,10 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
     if stream is not None:
         return _write_stream(dest, *stream, types, metadata, options)
     columns, inferred_types, inferred_metadata = data_columns(data, types, missing_text)
-    schema, columns = schema_of(columns, types, inferred_types)
-    columns = relabelled(columns, relabelling([n for n, _ in schema], inferred_metadata,
-                                              metadata))
+    names = [n for n, _ in columns]
+    maps = relabelling(names, inferred_metadata, metadata)
+    schema, columns = schema_of(columns, types, counted(inferred_types, names, maps))
+    columns = relabelled(columns, maps)
     metadata = merged_metadata(inferred_metadata, metadata)
     w = Writer(dest, schema, metadata=metadata, **options)
     try:
@@ -104,8 +105,9 @@ def write(dest, data, *, types=None, metadata=None, compression="deflate", level
 def _write_stream(dest, plan, batches, types, metadata, options):
     """Write the Arrow `batches()` a batch at a time, as `plan` (an ArrowToIdv) converts
     them, typed and annotated as a Table of them would be."""
-    schema = schema_of([(n, None) for n, _ in plan.schema_pairs], types, plan.types)[0]
-    maps = relabelling([n for n, _ in schema], plan.metadata, metadata)
+    names = [n for n, _ in plan.schema_pairs]
+    maps = relabelling(names, plan.metadata, metadata)
+    schema = schema_of([(n, None) for n in names], types, counted(plan.types, names, maps))[0]
     w = Writer(dest, schema, metadata=merged_metadata(plan.metadata, metadata), **options)
     try:
         row0 = 0
