@@ -141,7 +141,7 @@ def test_stats_command_prints_each_column(tmp_path):
     got = run_json("stats", path)["files"][0]
     assert got["stored"] is True
     assert [(c["name"], c["min"], c["max"], c["present"]) for c in got["columns"]] == \
-        [("n", "-7", "12", 3), ("s", "a", "c", 3)]
+        [("n", -7, 12, 3), ("s", "a", "c", 3)]
 
 
 def test_stats_prints_floats_as_cat_prints_them(tmp_path):
@@ -150,7 +150,10 @@ def test_stats_prints_floats_as_cat_prints_them(tmp_path):
     idv.write(path, {"f": np.array([0.1, 0.3, 1e-7, np.nan, 123456792.0], np.float32),
                      "d": np.array([0.1, 0.3, 2.5, np.nan, 1e300])})
     got = {c["name"]: (c["min"], c["max"]) for c in run_json("stats", path)["files"][0]["columns"]}
-    assert got == {"f": ("1e-07", "1.2345679e+08"), "d": ("0.1", "1e+300")}
+    assert got == {"f": (1e-07, 1.2345679e+08), "d": (0.1, 1e+300)}     # as head --json
+    rc, out, err = run("stats", path, check_rc=0)
+    assert [line.split()[4:] for line in out.splitlines()[2:]] == \
+        [["1e-07", "1.2345679e+08"], ["0.1", "1e+300"]]
     rc, out, err = run("cat", path, "--format", "csv", check_rc=0)
     assert {"1e-07", "1.2345679e+08", "1e+300"} <= set(out.replace("\n", ",").split(","))
 
@@ -160,7 +163,7 @@ def test_stats_marks_a_hidden_column_as_info_does(tmp_path):
     idv.write(path, [("a", np.arange(3)), ("b", np.arange(3.0)), ("a", np.arange(3) * 10)])
     got = run_json("stats", path)["files"][0]["columns"]
     assert [(c["name"], c["hidden"], c["max"]) for c in got] == \
-        [("a", True, "2"), ("b", False, "2.0"), ("a", False, "20")]
+        [("a", True, 2), ("b", False, 2.0), ("a", False, 20)]
     rc, out, err = run("stats", path, check_rc=0)
     assert [line.split()[:2] for line in out.splitlines()[2:]] == \
         [["a", "(hidden)"], ["b", "Double"], ["a", "Int64"]]

@@ -16,7 +16,7 @@ import numpy as np
 from idv import _header, types as T
 from idv._storage import bounds, checksums, statistics as S
 from idv._values import tick_text, ticks
-from idv._values.cells import float_texts
+from idv._values.cells import float_json, float_texts, shortest_float
 from idv.errors import IdvFormatError
 from idv._reader.reader import opened
 from idv._scan.scan import NumpyColumn, scan
@@ -201,6 +201,23 @@ def summary(f) -> tuple[list, bool]:
         rows.append((c.name, c.type, int(cs.present.sum()), int(cs.missing.sum()), low, high,
                      c.index))
     return rows, stored
+
+
+def bound_json(value, type_):
+    """A bound in JSON form, as ``idv head --json`` gives a value of the column: numbers and
+    Booleans as JSON's (a Single at its own precision), the others as bound_text; None as
+    None."""
+    if value is None:
+        return None
+    item = T.item_type(type_)
+    if item is T.Boolean:
+        return bool(value)
+    if item in (T.Single, T.Double):
+        return float_json(shortest_float(item.dtype.type(value)))
+    if isinstance(value, (int, np.integer)) and \
+            item not in (T.DateTime, T.DateTimeOffset, T.TimeSpan):
+        return int(value)
+    return bound_text(value, type_)
 
 
 def bound_text(value, type_, exact=True):

@@ -7,7 +7,6 @@ import errno
 import functools
 import io
 import inspect
-import json
 import os
 import re
 import sys
@@ -17,6 +16,7 @@ import warnings
 import idv
 from idv.cli.convert import cmd_convert, formats_help
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError, memory_refused
+from idv.cli import options
 from idv.cli.inspect import cmd_cat, cmd_head, cmd_info, cmd_ls, cmd_schema, parse_rows
 from idv.cli.opener import Sources, memory_limit, open_sources, unknown_extra_files
 from idv.cli.render import stderr_line
@@ -24,61 +24,16 @@ from idv.cli.stats import cmd_stats
 from idv.cli.verify import cmd_verify
 from idv.errors import IdvFormatError, MissingDependencyError
 from idv._storage.sink import is_temporary
-from idv._values.arguments import ensure_bytes
 
 
 # ---------------------------------------------------------------- argument parsing
 
-def _whole(s):
-    """A whole number's text as an int (argparse's own error names this function)."""
-    try:
-        return int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes a whole number, not {s!r}") from None
-
-
-def _nonneg(s):
-    v = _whole(s)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
-
-
-def _positive(s):
-    v = _whole(s)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
-    return v
-
-
-def _bytes(s):
-    """BYTES: an integer, or a number with a unit (8000000000, 8GB, 1.5GiB), as every size
-    idv takes (idv._values.arguments.ensure_bytes)."""
-    try:
-        return ensure_bytes(s, "it")
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("it ")) from None
-
-
 def _memory_option(p, default=argparse.SUPPRESS):
     """--memory-limit, on the `idv` command and on each of its commands (where it is not
     given, the command's own leaves the other's value)."""
-    p.add_argument("--memory-limit", type=_bytes, default=default, metavar="BYTES",
+    p.add_argument("--memory-limit", type=options.size, default=default, metavar="BYTES",
                    help="what one read may allocate before it is refused (idv's memory limit; "
                         "default: from the file's size and the memory available), e.g. 8GB")
-
-
-def _storage_option(s):
-    """KEY=VALUE -> (key, value): the value as JSON where it is JSON (true, 3, {"a": "b"}), else
-    the text as it is."""
-    key, sep, value = s.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"takes KEY=VALUE, not {s!r}")
-    try:
-        value = json.loads(value)
-    except ValueError:
-        pass
-    return key.strip(), value
 
 
 def _reading_options(p, json_help="print JSON instead of text"):
@@ -87,10 +42,10 @@ def _reading_options(p, json_help="print JSON instead of text"):
                    help="show a traceback on errors")
     p.add_argument("--backend", default=None,
                    help="DEFLATE library: libdeflate, isal or zlib (default: the fastest)")
-    p.add_argument("--threads", type=_positive, default=None,
+    p.add_argument("--threads", type=options.positive, default=None,
                    help="decoding threads (default: the CPUs available)")
     _memory_option(p)
-    p.add_argument("--storage-option", type=_storage_option, action="append", default=[],
+    p.add_argument("--storage-option", type=options.storage_option, action="append", default=[],
                    dest="storage_options", metavar="KEY=VALUE",
                    help="an option of the filesystem of URLs (fsspec's storage_options), e.g. "
                         "anon=true, endpoint_url=http://localhost:9000, or "
@@ -127,13 +82,13 @@ FILE_HELP = ("an .idv file, or ARCHIVE.zip:ENTRY for one inside a zip; or a data
 def build_parser():
     """The `idv` command's parser: the options its commands share, then each command's
     (one _add_* function each, in the order `idv --help` lists them)."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = options.Parser(add_help=False)
     common.add_argument("specs", metavar="FILE", nargs="+", help=FILE_HELP)
     _reading_options(common)
-    reading = argparse.ArgumentParser(add_help=False, parents=[common])
+    reading = options.Parser(add_help=False, parents=[common])
     _dataset_options(reading)
 
-    p = argparse.ArgumentParser(
+    p = options.Parser(
         prog="idv", description="Inspect, check and convert ML.NET binary dataview (.idv) "
                                 "files.",
         epilog="Exit codes: 0 ok, 1 unreadable or invalid file, 2 usage error. "
@@ -147,7 +102,7 @@ def build_parser():
                 _add_convert, _add_sample, _add_ls):
         add(sub, common, reading)
     for s in sub.choices.values():
-        s.set_defaults(usage_error=s.error)
+        s.set_defaults(usage_error=s.error, parser=s)
     return p
 
 
@@ -163,13 +118,13 @@ def _add_head(sub, common, reading):
     s = sub.add_parser("head", parents=[reading], help="the first rows",
                        description="The first rows as a table; only the blocks holding them "
                                    "are decoded.")
-    s.add_argument("-n", type=_nonneg, default=10, metavar="N",
+    s.add_argument("-n", type=options.nonneg, default=10, metavar="N",
                    help="rows to show (default 10; with --where: the first N that match)")
     s.add_argument("--start", type=int, default=0, metavar="ROW",
                    help="first row to show (negative: from the end)")
     _columns_option(s)
     _where_option(s)
-    s.add_argument("--max-width", type=_nonneg, default=40, metavar="W",
+    s.add_argument("--max-width", type=options.nonneg, default=40, metavar="W",
                    help="clip table cells to W characters (default 40, 0: no limit)")
     s.set_defaults(run=cmd_head)
 
@@ -224,14 +179,14 @@ def _add_cat(sub, common, reading):
                         "with --where, the rows it tests, selected before it")
     _columns_option(s)
     _where_option(s)
-    s.add_argument("--limit", "-n", type=_nonneg, default=None, metavar="N",
+    s.add_argument("--limit", "-n", type=options.nonneg, default=None, metavar="N",
                    help="print at most N rows: with --where, the first N that match")
     s.add_argument("--format", "-f", choices=["table", "csv", "tsv", "json", "jsonl"],
                    default="table", help="output format (default: table; --json is "
                                          "--format json)")
     s.add_argument("--no-header", action="store_true",
                    help="CSV/TSV: leave out the line of column names")
-    s.add_argument("--max-width", type=_nonneg, default=40, metavar="W",
+    s.add_argument("--max-width", type=options.nonneg, default=40, metavar="W",
                    help="table: clip cells to W characters (default 40, 0: no limit)")
     s.set_defaults(run=cmd_cat)
 
@@ -253,8 +208,8 @@ def _add_convert(sub, common, reading):
     _columns_option(s)
     _dataset_options(s)
     s.add_argument("--compression", default=None, metavar="NAME", help=formats["compression"])
-    s.add_argument("--threads", type=_positive, help="threads decoding and compressing .idv")
-    s.add_argument("--rows-per-block", type=_positive, default=None, metavar="N",
+    s.add_argument("--threads", type=options.positive, help="threads decoding and compressing .idv")
+    s.add_argument("--rows-per-block", type=options.positive, default=None, metavar="N",
                    help="rows per block of an .idv output (default: ML.NET's rule)")
     s.add_argument("--level", type=int, default=None, metavar="N",
                    help="DEFLATE level of an .idv output (default: 1, the fastest; "
@@ -362,10 +317,11 @@ def _rows_joined(argv):
 def _main(argv):
     parser = build_parser()
     try:
-        args = parser.parse_args(_rows_joined(sys.argv[1:] if argv is None else list(argv)))
-        extra = unknown_extra_files(getattr(args, "specs", None) or [])
-        if extra:        # as argparse says it of an argument too many
-            args.usage_error(f"unrecognized arguments: {' '.join(extra)}")
+        args, extra = parser.parse_known_args(
+            _rows_joined(sys.argv[1:] if argv is None else list(argv)))
+        extra += unknown_extra_files(getattr(args, "specs", None) or [])
+        if extra:        # as argparse says it, with the nearest option to a misspelled one
+            args.usage_error(args.parser.unrecognized(extra, parser))
     except SystemExit as e:      # --help / --version (0) or a usage error (2)
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if getattr(args, "max_width", None) == 0:

@@ -7,6 +7,7 @@ import os
 import re
 import sys
 
+from idv.cli import options
 from idv.cli.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.inspect import select_columns
 from idv.cli.opener import as_path, open_dataset, open_file
@@ -117,7 +118,7 @@ def _convert_columns(args, src, src_fmt):
     """--columns as convert takes them: names, or for an .idv source indices too."""
     if not args.columns:
         return None
-    names = [s.strip() for s in args.columns.split(",")]
+    names = options.column_list(args.columns)
     if src_fmt != "idv":
         return names
     if not isinstance(src, str):     # a dataset: its columns are named once

@@ -18,6 +18,7 @@ from idv._scan import filter_tree, filters, scan
 from idv._reader import selection
 from idv._values import vectors
 from idv._values.cells import cell_json
+from idv.cli import options
 from idv.cli.errors import EXIT_OK, EXIT_USAGE, CliError
 from idv.cli.render import (FileColumns, Table, ascii_only, cell_str, dump_json, safe_text,
                             is_numeric, plural, render_table, value_str)
@@ -49,7 +50,7 @@ def select_columns(src, spec):
         return [c for c in pool if c.readable and not _hidden(f, c)]
     names = [c.name for c in pool]
     picks = [int(s) if s not in names and s.lstrip("-").isdigit() else s
-             for s in (s.strip() for s in spec.split(","))]
+             for s in options.column_list(spec, names)]
     try:
         if f is not src:
             src.refuse_hidden_indices(picks)
@@ -266,7 +267,7 @@ def cmd_schema(src, args, out):
     f = first_file(src)
     many = {"num_files": len(src.files)} if isinstance(src, Dataset) else {}
     if args.json:
-        dump_json({"num_rows": src.num_rows, **many, "columns": [
+        dump_json({"file": args.file, "num_rows": src.num_rows, **many, "columns": [
             {"index": fl.index, "name": fl.name, "type": None if fl.type is None else str(fl.type),
              "codec": fl.codec, "hidden": fl.hidden,
              "metadata": {k: (None if v is None else str(v))
@@ -316,7 +317,9 @@ def cmd_head(src, args, out):
     if args.json:
         data = [list(r) for b in batches for r in _cells(cols, b, cell_json)]
         dump_json({
-            "file": args.file, "num_rows": n, "start": start, "columns": _columns_json(cols),
+            "file": args.file, "num_rows": n, "start": start,
+            "rows": {"start": start, "stop": stop, "step": 1, "count": stop - start},
+            "columns": _columns_json(cols),
             "data": data if cols else [[] for _ in range(start, stop)],
         }, out, rows_key="data")
         return EXIT_OK

@@ -6,7 +6,7 @@ import idv
 from idv._reader import block_stats
 from idv.cli.errors import EXIT_OK
 from idv.cli.opener import open_path
-from idv.cli.render import dump_json, render_table
+from idv.cli.render import dump_json, render_table, safe_text
 
 
 def cmd_stats(args, out):
@@ -24,28 +24,48 @@ def cmd_stats(args, out):
                 with idv.open(path) as f:
                     said = "has statistics already" if f.statistics is not None else \
                         "nothing to add: no rows, or no column of a type with statistics"
-            out.write(f"{path}: {said}\n")
+            out.write(f"{safe_text(path)}: {said}\n")
         return EXIT_OK
     files = []
     for path in sources.paths:
         with open_path(sources, path, args) as f:
-            rows, stored = idv._reader.block_stats.summary(f)
-            hidden = {fl.index for fl in f.schema.fields if fl.hidden}
-            files.append((path, [r[:6] + (r[6] in hidden,) for r in rows], stored))
+            files.append((path, *_columns(f)))
     if args.json:
         dump_json({"files": [{"file": p, "stored": s, "columns": [
-            {"name": n, "type": str(t), "present": c, "missing": m, "hidden": h,
-             "min": block_stats.bound_text(lo, t), "max": block_stats.bound_text(hi, t)}
-            for n, t, c, m, lo, hi, h in rows]} for p, rows, s in files]}, out)
+            {"name": n, "type": t, "present": c, "missing": m, "hidden": h,
+             "min": block_stats.bound_json(lo, ty), "max": block_stats.bound_json(hi, ty)}
+            for n, t, ty, c, m, lo, hi, h in rows]} for p, rows, s in files]}, out)
         return EXIT_OK
     for path, rows, stored in files:
         if len(files) > 1:
-            out.write(f"{path}\n")
+            out.write(f"{safe_text(path)}\n")
         if not stored:
             out.write("(the file carries no statistics: computed from its blocks; "
                       "idv stats --add stores them)\n")
-        table = [[n + " (hidden)" * h, str(t), str(c), str(m), block_stats.bound_text(lo, t),
-                  block_stats.bound_text(hi, t)] for n, t, c, m, lo, hi, h in rows]
+        table = [[safe_text(n) + " (hidden)" * h, t, _count(c), _count(m),
+                  "-" if c is None else block_stats.bound_text(lo, ty),
+                  "-" if c is None else block_stats.bound_text(hi, ty)]
+                 for n, t, ty, c, m, lo, hi, h in rows]
         out.write(render_table(["column", "type", "present", "missing", "min", "max"], table,
                                right=(2, 3)) + "\n")
     return EXIT_OK
+
+
+def _columns(f):
+    """Every column of `f` as (name, type's text, type, present, missing, min, max, hidden),
+    and whether the statistics came from the file; a column of a type without statistics
+    (Vector<Text>, RowId, one idv cannot read) has None for present, missing, min and max,
+    but in a file of no rows (0 present, 0 missing)."""
+    summed, stored = block_stats.summary(f)
+    by_index = {r[6]: r for r in summed}
+    none = (0, 0) if f.num_rows == 0 else (None, None)
+    rows = []
+    for fl in f.schema.fields:
+        t = str(fl.type) if fl.type is not None else f"unreadable: codec {fl.codec}"
+        c, m, lo, hi = by_index[fl.index][2:6] if fl.index in by_index else (*none, None, None)
+        rows.append((fl.name, t, fl.type, c, m, lo, hi, fl.hidden))
+    return rows, stored
+
+
+def _count(n):
+    return "-" if n is None else str(n)

@@ -8,7 +8,7 @@ import idv
 from idv._reader.checker import VerifyReport
 from idv.cli.errors import EXIT_OK, CliError
 from idv.cli.opener import open_path, open_sources
-from idv.cli.render import dump_json, plural
+from idv.cli.render import dump_json, plural, safe_text
 from idv.errors import IdvFormatError
 
 
@@ -34,6 +34,12 @@ def _why(reports, args):
     return plural(sum(len(r.warnings) for r in reports), "warning") + " (--strict)"
 
 
+def _text(report, name):
+    """The report's lines for the terminal: a file's or column's name with a control
+    character in it is escaped."""
+    return "".join(safe_text(line) + "\n" for line in report.to_text(name).split("\n"))
+
+
 def cmd_verify(args, out):
     """Decode every block of every column and every metadata value, and check every offset
     and length: the header, the table of contents, each lookup table, that blocks, lookup
@@ -55,7 +61,7 @@ def cmd_verify(args, out):
         if args.json:
             dump_json({"file": args.file, **report.to_dict(), "ok": not failed}, out)
         else:
-            out.write(report.to_text(args.file) + "\n")
+            out.write(_text(report, args.file))
     else:
         summary = (f"{plural(len(checked), 'file')} checked, {len(failed)} with problems, "
                    f"{plural(sum(len(r.problems) for _, r in checked), 'problem')}")
@@ -67,7 +73,7 @@ def cmd_verify(args, out):
                 "ok": not failed}, out)
         else:
             for path, report in checked:
-                out.write(report.to_text(path) + "\n")
+                out.write(_text(report, path))
             out.write(summary + "\n")
     out.flush()
     if failed:
