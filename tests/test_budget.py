@@ -129,6 +129,30 @@ def test_cli_names_the_limit(huge_bool):
     assert_one_line_error(err, "needs 2.4 GB", "memory limit")
 
 
+def test_each_refusal_gives_its_remedy_in_python_and_on_the_command_line(huge_bool):
+    """Over the limit: raise it; refused by the system within it: lower it (so that reads are
+    refused before they allocate). The command line names --memory-limit instead of calls."""
+    from idv._resources import budget
+    from idv.cli.errors import memory_refused
+
+    @budget.reads
+    def read(path):
+        raise MemoryError()
+
+    with pytest.raises(idv.MemoryLimitError) as over:
+        with idv.open(huge_bool) as f:
+            f["B"][0]
+    with pytest.raises(idv.MemoryLimitError) as within:
+        read("x.idv")
+    assert (over.value.lower, within.value.lower) == (False, True)
+    assert "raise the limit: idv.open(path, memory_limit=N)" in str(over.value)
+    assert "lower the limit so that reads are refused" in str(within.value)
+    for e, change in ((over.value, "raise the limit"), (within.value, "lower the limit")):
+        said = memory_refused(e)
+        assert said.startswith(e.refusal) and f"; {change}" in said
+        assert "idv --memory-limit BYTES" in said and "set_memory_limit" not in said
+
+
 def test_the_system_limits_are_read_once_a_second(monkeypatch):
     """Opening a thousand small files reads /proc and the cgroup files about once a second,
     not at every open; a new RLIMIT_AS, or the time passing, reads them anew."""

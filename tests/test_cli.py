@@ -1541,7 +1541,8 @@ def test_memory_limit_is_an_option_of_every_command(tmp_path):
         rc, out, err = run_main(*args)
         assert rc == 1, (args, out, err)
         assert_one_line_error(err, f"over idv's memory limit of {shown}",
-                              "on the command line: idv --memory-limit BYTES")
+                              "raise the limit: idv --memory-limit BYTES")
+        assert "set_memory_limit" not in err and "iter_batches" not in err    # Python's
     # verify: a block over the limit is a part not checked, a warning (an error with --strict)
     rc, out, err = run_main("verify", path, "--memory-limit", "0.01MB", "--strict")
     assert rc == 1 and "not checked:" in out and "over idv's memory limit of 10.0 KB" in out, \

@@ -45,7 +45,21 @@ _UNLIMITED = 1 << 60        # cgroup v1 says "no limit" with a number near 2^63
 class MemoryLimitError(MemoryError):
     """A read would need more memory than idv's limit (the message names the file, the
     column, the limit and where it comes from, and how to raise it). Nothing was
-    allocated."""
+    allocated.
+
+    Attributes
+    ----------
+    refusal : str
+        What was refused and why: the message without the remedy in Python's terms, for
+        a caller that tells its own (the command line names ``--memory-limit``).
+    lower : bool
+        Whether the remedy is a lower limit (the system refused memory that the limit
+        allowed) rather than a higher one.
+    """
+
+    def __init__(self, refusal, remedy="", lower=False):
+        super().__init__(f"{refusal}; {remedy}" if remedy else refusal)
+        self.refusal, self.lower = refusal, lower
 
 
 class Limit(int):
@@ -342,8 +356,8 @@ def check(nbytes, limit, what):
         what = what() if callable(what) else what
         raise MemoryLimitError(
             f"{what} needs {show(nbytes)}, over idv's memory limit of {show(limit)}"
-            f"{_source_of(limit)}; read fewer rows (col[a:b], iter_batches) or raise the limit: "
-            f"idv.open(path, memory_limit=N) or idv.set_memory_limit(N)")
+            f"{_source_of(limit)}", "read fewer rows (col[a:b], iter_batches) or raise the "
+            "limit: idv.open(path, memory_limit=N) or idv.set_memory_limit(N)")
 
 
 class Pool:
@@ -395,9 +409,9 @@ def _refused(error, args, fn):
     return MemoryLimitError(
         f"{name_of(args[0]) if args else fn.__name__}: the system refused memory this read "
         f"needed, within idv's memory limit ({error or 'out of memory'}): the process's other "
-        f"allocations took the room; read fewer rows (col[a:b], iter_batches) or lower the "
-        f"limit so that reads are refused before they allocate: idv.open(path, "
-        f"memory_limit=N) or idv.set_memory_limit(N)")
+        f"allocations took the room", "read fewer rows (col[a:b], iter_batches) or lower the "
+        "limit so that reads are refused before they allocate: idv.open(path, "
+        "memory_limit=N) or idv.set_memory_limit(N)", lower=True)
 
 
 def reads(fn):

@@ -13,8 +13,10 @@ class CliError(Exception):
 
 
 def memory_refused(error):
-    """The message of idv.MemoryLimitError `error` as the command line reports it: with the
-    remedy a shell user can apply, the global option --memory-limit (its Python remedies
-    name calls a command cannot make)."""
-    return (f"{error}; on the command line: idv --memory-limit BYTES COMMAND ... (e.g. "
+    """The message of idv.MemoryLimitError `error` as the command line reports it: what was
+    refused, with the remedy a shell user can apply, the option --memory-limit, in place of
+    the Python calls a command cannot make."""
+    change = "lower the limit so that reads are refused before they allocate" if error.lower \
+        else "raise the limit"
+    return (f"{error.refusal}; {change}: idv --memory-limit BYTES COMMAND ... (e.g. "
             f"--memory-limit 8GB)")

@@ -294,7 +294,7 @@ def _annotations(col, as_json):
             yield m.kind, t, None if as_json else f"<unreadable: {e.reason}>"
             continue
         except MemoryLimitError as e:
-            yield m.kind, t, None if as_json else f"<not shown: {e}>"
+            yield m.kind, t, None if as_json else f"<not shown: {e.refusal}>"
             continue
         yield m.kind, t, cell_json(v, t) if as_json else value_str(v, t)
 
