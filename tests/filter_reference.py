@@ -463,8 +463,9 @@ def _fold(pred, leaf, negate=lambda e: ~e, join=None):
 
 def to_expression(pred, kinds: dict):
     """The pyarrow compute expression of the predicate, or None when a literal has no exact
-    Arrow scalar (ints beyond 64 bits, ...) or a null test is ambiguous in Arrow's terms
-    (Arrow's is_null is not NaN, nor key 0)."""
+    Arrow scalar (ints beyond 64 bits, ...) or a null test has no Arrow form (a key's 0 is
+    null to Arrow only where KeyValues label the key; a float's NaN is null with
+    nan_is_null=True)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -489,8 +490,11 @@ def to_expression(pred, kinds: dict):
                 return None
             return {"==": f == s, "!=": f != s, "<": f < s, "<=": f <= s, ">": f > s,
                     ">=": f >= s}[p[2]]
-        if kinds[p[1]] in FLOATS + ("KEY",):
+        if kinds[p[1]] == "KEY":
             return None
+        if kinds[p[1]] in FLOATS:
+            nan = pc.field(p[1]).is_null(nan_is_null=True)
+            return nan if k == "isnull" else ~nan
         return pc.field(p[1]).is_null() if k == "isnull" else pc.field(p[1]).is_valid()
     return _fold(pred, go)
 

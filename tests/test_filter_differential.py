@@ -1049,6 +1049,37 @@ def test_engines_compare_key_labels_as_idv_does():
     assert not problems, "\n".join(problems[:10])
 
 
+def test_a_pyarrow_null_test_keeps_the_rows_pyarrow_keeps(tmp_path):
+    """is_null() / is_valid() of a pyarrow Expression mean Arrow's null on every path that
+    takes one, as pyarrow over to_arrow's table says: NaN only with nan_is_null=True, a key's
+    0 only where KeyValues label it (a dictionary), no other value; idv's own isnull(x), NaN
+    and a key's 0 always, stays so."""
+    import idv.types as T
+    path = tmp_path / "n.idv"
+    idv.write(path, {ROW: np.arange(6), "d": np.array([np.nan, 1, 2, np.nan, 4, 5]),
+                     "f": np.array([1, np.nan, 2, 3, 4, 5], np.float32),
+                     "k": np.array([1, 0, 2, 1, 0, 2], np.uint32),
+                     "pet": np.array([0, 1, 2, 2, 0, 1], np.uint32)},
+              types={"k": T.Key(T.UInt32, 2), "pet": T.Key(T.UInt32, 2)},
+              metadata={"pet": {"KeyValues": ["cat", "dog"]}}, rows_per_block=2)
+    memory = idv.to_arrow(path)
+    problems = []
+    for c in ("d", "f", "k", "pet"):
+        f = pc.field(c)
+        for e in (f.is_null(), f.is_null(nan_is_null=True), f.is_valid(), ~f.is_null(),
+                  ~f.is_null(nan_is_null=True), f.is_null() | (pc.field(ROW) == 5)):
+            want = memory.filter(e)[ROW].to_pylist()
+            got = {"read": idv.read(path, [ROW], filter=e)[ROW].tolist(),
+                   "to_arrow": idv.to_arrow(path, [ROW], filter=e)[ROW].to_pylist(),
+                   "dataset": idv.dataset(path).read([ROW], filter=e)[ROW].tolist(),
+                   "arrow_dataset": idv.arrow_dataset(path).to_table(
+                       columns=[ROW], filter=e)[ROW].to_pylist()}
+            problems += [f"{e} through {k}: {v}, pyarrow {want}" for k, v in got.items()
+                         if v != want]
+    assert not problems, "\n".join(problems)
+    assert idv.read(path, [ROW], filter="isnull(d) or isnull(k)")[ROW].tolist() == [0, 1, 3, 4]
+
+
 def test_engines_key_labels_taken_whole():
     """==, != (and in, from pyarrow) of a labelled key are taken whole from the engines (so
     they test no row), DuckDB's ``IN`` too; where the engine's null would count (``not``, Arrow's

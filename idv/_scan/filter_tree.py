@@ -26,9 +26,13 @@ class Cmp(NamedTuple):
 
 
 class IsNull(NamedTuple):
-    """The column's value is missing (NaN, a key's 0), or with ``negate`` present."""
+    """The column's value is missing (NaN, a key's 0), or with ``negate`` present.
+    ``nan_is_null`` True or False: Arrow's null instead, of a pyarrow Expression's
+    ``is_null(nan_is_null=...)`` / ``is_valid()``: NaN where it is True, a key's 0 where its
+    KeyValues label it (an Arrow dictionary, whose missing entry is null), no other value."""
     column: str
     negate: bool = False
+    nan_is_null: bool | None = None
 
 
 class And(NamedTuple):
@@ -239,7 +243,8 @@ def _from_arrow(node):
     if name == "invert" and len(args) == 1:
         return Not(_from_arrow(args[0]))
     if name in ("is_null", "is_valid") and len(args) == 1 and fields:
-        return IsNull(fields[0], name == "is_valid")
+        return IsNull(fields[0], name == "is_valid",
+                      bool((options or {}).get("nan_is_null", False)))
     if name == "is_in" and len(args) == 1 and fields:
         values = (options or {}).get("value_set", [])
         return Cmp(fields[0], "in", [_arrow_literal(v) for v in values])

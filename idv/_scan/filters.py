@@ -18,6 +18,7 @@ import numpy as np
 
 from idv._resources import budget
 from idv._values import comparison, vectors
+from idv._values.metadata import usable_key_values
 from idv import types as T
 from idv.errors import IdvFormatError, no_column, warn
 from idv._scan.checked_keys import CheckedVectorKeys, labelled, numbers_reader
@@ -149,8 +150,24 @@ def _bind(node, columns):
         c = columns[node.column]
         if isinstance(c.type, T.Vector):
             raise ValueError(f"column {c.name!r} is a vector: filters compare scalar columns")
-        return node
+        if node.nan_is_null is not None and not _arrow_nulls(c, node.nan_is_null):
+            # Arrow's null test of a column Arrow holds no null of: no row, or every row
+            return _Bound(node.column, comparison.bind(c, "not in" if node.negate else "in", []))
+        return IsNull(node.column, node.negate)
     return _Bound(node.column, comparison.bind(columns[node.column], node.op, node.value))
+
+
+def _arrow_nulls(col, nan_is_null):
+    """Whether column `col` (comparison.Column) holds Arrow nulls where idv's isnull holds:
+    a float's NaN counted as null (`nan_is_null`), a key labelled by its KeyValues (Arrow's
+    dictionary, whose missing entry is null)."""
+    item = T.item_type(col.type)
+    if item in (T.Single, T.Double):
+        return nan_is_null
+    if isinstance(item, T.Key):
+        return col.key_values is not None and \
+            usable_key_values(col.type, {"KeyValues": col.key_values}) is not None
+    return True       # no missing value in idv's terms either
 
 
 def _may(n, zones, nb):
