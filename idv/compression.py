@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from idv import _compression
+from idv.errors import MissingDependencyError
 
 NONE = _compression.NONE
 DEFLATE = _compression.DEFLATE
@@ -135,12 +136,14 @@ class Backend:
 
 # fastest first: the order default_backend() picks in
 BACKENDS = {b.name: b for b in (
-    Backend("libdeflate", _deflate is not None, "pip install deflate", range(0, 13), 6,
+    Backend("libdeflate", _deflate is not None, "the deflate package: pip install 'idv[fast]'",
+            range(0, 13), 6,
             _compression.NATIVE_LIBDEFLATE if _compression.LIBDEFLATE_INFLATE else None,
             _libdeflate_inflate, _libdeflate_compressor,
             runs="libdeflate's C API, the GIL released" if _compression.LIBDEFLATE_INFLATE
             else "the deflate package's Python functions"),
-    Backend("isal", _isal is not None, "pip install isal", range(0, 4), 2,
+    Backend("isal", _isal is not None, "the isal package: pip install 'idv[isal]'",
+            range(0, 4), 2,
             None, _isal_inflate, _isal_compressor,
             lambda: (_isal.decompressobj(-15), _isal.crc32),
             runs="the isal package's Python functions"),
@@ -207,7 +210,7 @@ def backend(name=None):
     if b is None:
         raise ValueError(f"unknown DEFLATE backend {name!r}; known: {', '.join(BACKENDS)}")
     if not b.installed:
-        raise ImportError(f"DEFLATE backend {name!r} needs its package: {b.install}")
+        raise MissingDependencyError(f"DEFLATE backend {name!r} needs {b.install}")
     return b
 
 

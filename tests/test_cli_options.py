@@ -97,3 +97,34 @@ def test_schema_and_head_json_say_file_and_rows_as_cat_does(small):
     cat = run_json("cat", small, "--rows", "1:")
     assert head["rows"] == cat["rows"] == {"start": 1, "stop": 3, "step": 1, "count": 2}
     assert head["data"] == cat["data"]
+
+
+def test_an_unknown_backend_is_a_usage_error_on_every_command(small, tmp_path):
+    for args in (("head", small), ("convert", small, tmp_path / "o.idv"),
+                 ("cat", small, "-f", "csv")):
+        rc, out, err = run(*args, "--backend", "zip")
+        assert rc == 2 and "--backend: takes a DEFLATE library, libdeflate, isal, zlib; " \
+            "not 'zip'" in err, (args, err)
+
+
+def test_a_backend_not_installed_names_its_extra(small, tmp_path, monkeypatch):
+    """Code 1 with the pip command, as every optional package missing: no internal error."""
+    import dataclasses
+    from idv import compression
+    monkeypatch.setitem(compression.BACKENDS, "isal",
+                        dataclasses.replace(compression.BACKENDS["isal"], installed=False))
+    for args in (("head", small), ("info", small), ("convert", small, tmp_path / "o.idv")):
+        rc, out, err = run_main(*args, "--backend", "isal")
+        assert rc == 1 and err == "idv: error: DEFLATE backend 'isal' needs the isal " \
+            "package: pip install 'idv[isal]'\n", (args, err)
+    with pytest.raises(idv.MissingDependencyError, match=r"pip install 'idv\[isal\]'"):
+        idv.open(small, backend="isal")
+
+
+def test_a_url_without_fsspec_is_code_1_naming_the_extra(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "fsspec", None)        # import fsspec fails
+    for cmd in ("info", "ls"):
+        rc, out, err = run_main(cmd, "https://example.com/x.idv")
+        assert (rc, out) == (1, "") and err == "idv: error: reading URLs and fsspec " \
+            "filesystems needs fsspec: pip install 'idv[remote]'\n", (cmd, err)

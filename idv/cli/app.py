@@ -40,7 +40,7 @@ def _reading_options(p, json_help="print JSON instead of text"):
     p.add_argument("--json", action="store_true", help=json_help)
     p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="show a traceback on errors")
-    p.add_argument("--backend", default=None,
+    p.add_argument("--backend", type=options.backend, default=None,
                    help="DEFLATE library: libdeflate, isal or zlib (default: the fastest)")
     p.add_argument("--threads", type=options.positive, default=None,
                    help="decoding threads (default: the CPUs available)")
@@ -214,7 +214,7 @@ def _add_convert(sub, common, reading):
     s.add_argument("--level", type=int, default=None, metavar="N",
                    help="DEFLATE level of an .idv output (default: 1, the fastest; "
                         "libdeflate's 2 keeps files near ML.NET's size; 6 is ML.NET's level)")
-    s.add_argument("--backend", default=None, metavar="NAME",
+    s.add_argument("--backend", type=options.backend, default=None, metavar="NAME",
                    help="DEFLATE library of an .idv output: isal (the default where "
                         "installed: fastest, files up to 1.7x ML.NET's), libdeflate (the "
                         "next) or zlib (ML.NET's bytes at --level 6)")

@@ -24,7 +24,7 @@ from idv._scan import filter_tree
 from idv.cli.errors import EXIT_USAGE, CliError
 from idv._reader.dataset import Dataset, expand_sources
 from idv._storage.paths import is_directory
-from idv.errors import IdvFormatError
+from idv.errors import IdvFormatError, MissingDependencyError
 
 split_zip = archive.split_zip
 
@@ -70,9 +70,9 @@ def opening(spec, storage_options=None):
         text = str(e.strerror or e)      # a remote error names its URL already
         raise CliError(text if text.startswith(str(spec)) else f"{spec}: {text}") from None
     except (ValueError, ImportError) as e:
-        if isinstance(e, IdvFormatError):
-            raise
-        raise CliError(str(e), EXIT_USAGE) from None   # e.g. an unknown --backend
+        if isinstance(e, (IdvFormatError, MissingDependencyError)):
+            raise       # a bad file, or a package to install: code 1
+        raise CliError(str(e), EXIT_USAGE) from None   # an option the file cannot take
 
 
 def open_file(spec, threads=None, backend=None):

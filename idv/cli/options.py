@@ -84,6 +84,16 @@ def storage_option(s):
     return key.strip(), value
 
 
+def backend(name):
+    """A DEFLATE library's name (idv.compression.BACKENDS), installed or not: one that is not
+    installed is refused where it is used, naming the package."""
+    from idv.compression import BACKENDS
+    if name not in BACKENDS:
+        raise argparse.ArgumentTypeError(f"takes a DEFLATE library, {', '.join(BACKENDS)}; "
+                                         f"not {name!r}")
+    return name
+
+
 def column_list(spec, names=()):
     """--columns A,B -> ['A', 'B']: comma-separated, spaces around each trimmed; a name that
     holds a comma in double quotes, as in CSV ('"a,b",c'), or as the whole of `spec` when
