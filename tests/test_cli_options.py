@@ -128,3 +128,19 @@ def test_a_url_without_fsspec_is_code_1_naming_the_extra(monkeypatch):
         rc, out, err = run_main(cmd, "https://example.com/x.idv")
         assert (rc, out) == (1, "") and err == "idv: error: reading URLs and fsspec " \
             "filesystems needs fsspec: pip install 'idv[remote]'\n", (cmd, err)
+
+
+def test_json_lines_refuse_two_columns_of_one_name(tmp_path):
+    """A JSON object keys its values by name: of a hidden column and the one shown, picked
+    by index, one would be lost silently; CSV and JSON keep both."""
+    path = tmp_path / "dup.idv"
+    idv.write(path, [("a", np.arange(3)), ("b", np.arange(3.0)), ("a", ["x", "y", "z"])])
+    rc, out, err = run("cat", path, "-f", "jsonl", "-c", "a,0")
+    assert (rc, out) == (2, "") and "JSON Lines keys its answer by name, and columns 2 and 0 " \
+        "are both named 'a': choose one of them" in err
+    rc, out, err = run("convert", path, tmp_path / "o.jsonl", "--columns", "a,0")
+    assert rc == 1 and "are both named 'a'" in err and not (tmp_path / "o.jsonl").exists()
+    rc, out, err = run("cat", path, "-f", "csv", "-c", "a,0", check_rc=0)
+    assert out.splitlines()[:2] == ["a,a", "x,0"]
+    rc, out, err = run("cat", path, "-f", "jsonl", "-c", "a,a", "-r", ":1", check_rc=0)
+    assert out == '{"a": "x"}\n'

@@ -24,6 +24,7 @@ from json.encoder import encode_basestring, encode_basestring_ascii
 import numpy as np
 
 from idv import types as T
+from idv._reader import selection
 from idv._values.metadata import expands, slot_labels, usable_key_values, warn_kept_wide
 from idv._values.cells import csv_item, float_texts, json_column, name_specials
 
@@ -192,11 +193,13 @@ class JsonLinesWriter:
 
     def __init__(self, out, columns, ensure_ascii=False):
         self._out = out
-        self._columns = list(columns)
+        self._columns = selection.one_per_name(
+            list(columns), "JSON Lines", "choose one of them, or write CSV, TSV or JSON "
+            "(idv cat --format), which keep both")
         self._ascii = ensure_ascii
-        at = {}                 # a name twice: its first place and its last value, as a dict
+        at = {}                 # a column picked twice: its first place
         for i, c in enumerate(self._columns):
-            at[c.name] = i
+            at.setdefault(c.name, i)
         self._at = list(at.values())
         key = encode_basestring_ascii if ensure_ascii else encode_basestring
         self._parts = [f"{', ' if i else '{'}{key(name)}: " for i, name in enumerate(at)] \

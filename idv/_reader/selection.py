@@ -82,17 +82,19 @@ def file_columns(f, columns, *, globs=False):
     return picked
 
 
-def one_per_name(cols, where="read()"):
+def one_per_name(cols, where="read()",
+                 instead="read them one at a time, or through to_arrow or to_pandas, which "
+                         "keep both"):
     """ValueError when Columns `cols` hold two columns of one name (a file's hidden column
     and the one shown, picked by index) for a reader whose answer is keyed by name (a dict,
-    a Hugging Face dataset), which would keep one silently; the same column twice is one."""
+    a Hugging Face dataset, a JSON object), which would keep one silently; the same column
+    twice is one. `instead`: what the message offers."""
     seen = {}
     for c in cols:
         other = seen.setdefault(c.name, c.index)
         if other != c.index:
             raise ValueError(f"{where} keys its answer by name, and columns {other} and "
-                             f"{c.index} are both named {c.name!r}: read them one at a time, "
-                             f"or through to_arrow or to_pandas, which keep both")
+                             f"{c.index} are both named {c.name!r}: {instead}")
     return cols
 
 

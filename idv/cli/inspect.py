@@ -399,7 +399,10 @@ def cmd_cat(src, args, out):
         return EXIT_OK
     ascii_ = ascii_only(out)
     if fmt == "jsonl":             # the writer of idv.convert(x.idv, x.jsonl), the same text
-        w = JsonLinesWriter(out, cols, ensure_ascii=ascii_)
+        try:
+            w = JsonLinesWriter(out, cols, ensure_ascii=ascii_)
+        except ValueError as e:     # two columns of one name
+            raise CliError(str(e), EXIT_USAGE) from None
         for batch in batches:
             w.write(batch)
         if not cols:
