@@ -1080,6 +1080,26 @@ def test_a_pyarrow_null_test_keeps_the_rows_pyarrow_keeps(tmp_path):
     assert idv.read(path, [ROW], filter="isnull(d) or isnull(k)")[ROW].tolist() == [0, 1, 3, 4]
 
 
+def test_an_integer_beyond_the_column_is_answered_through_the_arrow_dataset(tmp_path):
+    """A literal beyond an integer column's range holds for every row or none: the Arrow
+    dataset answers it as idv.read does, where pyarrow over the table in memory compares the
+    column cast to the literal's type (a UInt64 above 2^63 against -1: ArrowInvalid)."""
+    import pyarrow as pa
+    path = tmp_path / "u.idv"
+    idv.write(path, {ROW: np.arange(4), "u64": np.array([0, 5, 2**63, 2**64 - 1], np.uint64),
+                     "i8": np.array([-128, 0, 5, 127], np.int8)}, rows_per_block=2)
+    memory = idv.to_arrow(path)
+    with pytest.raises(pa.ArrowInvalid):
+        memory.filter(pc.field("u64") > -1)
+    cases = [(pc.field("u64") > -1, [0, 1, 2, 3]), (pc.field("u64") <= -1, []),
+             (pc.field("u64") != -2**63, [0, 1, 2, 3]), (pc.field("i8") < 200, [0, 1, 2, 3]),
+             (pc.field("i8") == -129, []), (pc.field("u64").isin([-1, 5]), [1])]
+    for e, want in cases:
+        assert idv.read(path, [ROW], filter=e)[ROW].tolist() == want, e
+        assert idv.arrow_dataset(path).to_table(columns=[ROW], filter=e)[ROW].to_pylist() \
+            == want, e
+
+
 def test_engines_key_labels_taken_whole():
     """==, != (and in, from pyarrow) of a labelled key are taken whole from the engines (so
     they test no row), DuckDB's ``IN`` too; where the engine's null would count (``not``, Arrow's

@@ -59,7 +59,7 @@ def literal(engine, type_, op, value, labelled=False):
     if item is T.Text:
         return value if isinstance(value, str) else NO
     if item in _INTEGERS or isinstance(item, T.Key) and engine == SPARK:
-        return _integer(item, value)
+        return _integer(item, value, beyond=engine == ARROW)
     if item in (T.Single, T.Double):
         return _float(engine, op, value)
     if item is T.DateTime:
@@ -112,13 +112,16 @@ def _on_floored(node, item):
             "!=": filter_tree.Or((cmp("<", lo), cmp(">=", hi)))}[node.op]
 
 
-def _integer(item, value):
+def _integer(item, value, beyond=False):
+    """An integer literal of an integer column; one beyond the column's range too where
+    `beyond` (Arrow: its answer is exact, every row or none, where pyarrow would compare the
+    column cast to the literal's type, and refuse a UInt64 above 2^63 against a negative)."""
     if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
         value = int(value)                  # Spark's decimal(20, 0): UInt64
     if not isinstance(value, (int, np.integer)) or isinstance(value, np.timedelta64):
         return NO
     info = np.iinfo((item.raw if isinstance(item, T.Key) else item).dtype)
-    return int(value) if info.min <= int(value) <= info.max else NO
+    return int(value) if beyond or info.min <= int(value) <= info.max else NO
 
 
 def _float(engine, op, value):
