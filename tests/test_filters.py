@@ -168,13 +168,13 @@ def test_pyarrow_expressions_keep_their_literals_and_refuse_what_they_cannot_rea
     assert filter_tree.parse(pc.field("I").isin([3, 5])) == filter_tree.Cmp("I", "in", [3, 5])
     duck_in = pc.if_else(pc.field("I").is_valid(), pc.field("I").isin([3, 5]),
                          pa.scalar(None, pa.bool_()))           # DuckDB's I IN (3, 5)
-    assert filter_tree.parse(duck_in) == filter_tree.And((filter_tree.IsNull("I", True),
+    assert filter_tree.parse(duck_in) == filter_tree.And((filter_tree.IsNull("I", True, False),
                                                       filter_tree.Cmp("I", "in", [3, 5])))
     # pyarrow prints a set's strings as they are: their values are read, not that text
     assert filter_tree.parse(pc.field("s").isin(['a",\n  "b', "c"])) == \
         filter_tree.Cmp("s", "in", ['a",\n  "b', "c"])
     assert filter_tree.parse((3 < pc.field("I")) & ~pc.field("F").is_null()) == filter_tree.And(
-        (filter_tree.Cmp("I", ">", 3), filter_tree.Not(filter_tree.IsNull("F"))))
+        (filter_tree.Cmp("I", ">", 3), filter_tree.Not(filter_tree.IsNull("F", False, False))))
     assert filter_tree.parse(pc.field("W") >= dt.datetime(2024, 1, 2, 3)) == \
         filter_tree.Cmp("W", ">=", np.datetime64("2024-01-02T03:00:00.000000"))
     for e in (pc.field("F").is_nan(), pc.add(pc.field("I"), 1) > 3,
