@@ -504,3 +504,14 @@ def test_a_filter_on_times_read_floored_keeps_what_pyarrow_keeps_of_them(tmp_pat
             want = table.filter(expr).column("i").to_pylist()
             assert ds.to_table(filter=expr).column("i").to_pylist() == want, expr
             assert ds.count_rows(filter=expr) == len(want), expr
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-1, ValueError), (2.5, TypeError)])
+def test_a_batch_size_is_checked_as_every_stream_checks_it(bad, error):
+    ds = idv.arrow_dataset(idv.sample_path())
+    with pytest.raises(error) as got:
+        ds.to_batches(batch_size=bad)
+    with pytest.raises(error) as stream:
+        idv.record_batch_reader(idv.sample_path(), batch_size=bad)
+    assert str(got.value) == str(stream.value) == \
+        f"batch_size must be a number of rows (1 or more) or None, not {bad}"

@@ -341,3 +341,23 @@ def test_time_objects_keep_every_tick_or_are_refused(tmp_path):
             idv.write(tmp_path / "bad.idv", {"a": values}, types={"a": t})
     assert not (tmp_path / "bad.idv").exists()
 
+
+
+@pytest.mark.parametrize("engine", ["arrow_dataset", "polars", "dask"])
+def test_an_engine_names_the_time_modes_it_takes(engine):
+    """'100ns' is numpy's alone: an engine refuses it, and 'ms', naming its own modes as
+    to_arrow does."""
+    import importlib
+    path = idv.sample_path()
+    read = {"arrow_dataset": lambda d: idv.arrow_dataset(path, datetime=d),
+            "polars": lambda d: importlib.import_module("idv.polars").scan_idv(path, datetime=d),
+            "dask": lambda d: importlib.import_module("idv.dask").read_idv(path, datetime=d)}
+    pytest.importorskip({"arrow_dataset": "pyarrow", "polars": "polars",
+                         "dask": "dask.dataframe"}[engine])
+    for mode in ("100ns", "ms"):
+        with pytest.raises(ValueError) as arrow:
+            idv.to_arrow(path, datetime=mode)
+        with pytest.raises(ValueError) as got:
+            read[engine](mode)
+        assert str(got.value) == str(arrow.value)
+        assert "'100ns'" not in str(got.value).rpartition(", not ")[0]

@@ -15,6 +15,7 @@ from idv._engines import engine_filters
 from idv._scan import filter_tree, filters, scan
 from idv._scan.checked_keys import labelled
 from idv._reader import read_source, selection, whole_read
+from idv._values.arguments import ensure_count
 from idv._values.arrow_types import import_pyarrow
 
 # rows of a batch when the caller gives no batch size: pyarrow's scanners' default, or more
@@ -57,7 +58,7 @@ class IdvScanner:
         ds = owner.idv_dataset
         self._names = ds.resolve_columns(columns)
         self._filter = filter_
-        self._batch_size = batch_size
+        self._batch_size = ensure_count(batch_size, "batch_size", none=True)
         self._rows = {}             # columns read -> rows of a batch (batch_rows), found once
         # a time column read floored is compared on its floored values, as pyarrow would; a
         # key read as its labels with a label

@@ -336,12 +336,12 @@ class Dataset(reads.SourceReads):
     # ---- as a source of rows (idv._reader.read_source)
     checked_whole = True          # a read of its files checked as one, before it allocates
 
-    def time_unit(self, names, datetime, safe, values=None):
+    def time_unit(self, names, datetime, safe, values=None, modes=None):
         """(datetime, safe) to read every file of the dataset with: for 'auto', 'exact' and
         'auto-us' a ticks.Units, each time column's unit chosen from all files; other modes
         as given (idv._reader.read_source.time_unit); its partition keys are no times."""
         return read_source.time_unit(self, [n for n in names if n not in self.constant_types],
-                                     datetime, safe, values)
+                                     datetime, safe, values, modes)
 
     def need(self, nbytes, what):
         """MemoryLimitError when `what` needs more than the dataset's limit.

@@ -117,7 +117,7 @@ class RowSource(Protocol):
         file (a file: column indices, hidden and repeated names told apart; a dataset:
         names)."""
 
-    def time_unit(self, names, datetime, safe, values=None) -> tuple:
+    def time_unit(self, names, datetime, safe, values=None, modes=None) -> tuple:
         """(datetime, safe) to read every file with: idv._reader.time_units' one rule (time_unit
         below)."""
 
@@ -136,12 +136,14 @@ def key_names(source, keys):
         return [first.schema[k].name for k in keys]
 
 
-def time_unit(source, names, datetime, safe, values=None):
+def time_unit(source, names, datetime, safe, values=None, modes=None):
     """(datetime, safe) for a read of columns `names` of every file of `source`: for 'auto',
     'exact' and 'auto-us' a ticks.Units of each time column's unit, chosen from all files
     (idv._reader.time_units); other modes as given. `values` (name -> read()'s form of a whole
-    column) spares decoding what a read of a source of one file decoded already."""
-    ticks.check_time_mode(datetime, READ_TIME_MODES)
+    column) spares decoding what a read of a source of one file decoded already. `modes`: the
+    reader's modes (default ticks.TIME_MODES, those of Arrow and the engines; numpy's readers
+    take '100ns' too, READ_TIME_MODES)."""
+    ticks.check_time_mode(datetime, modes or ticks.TIME_MODES)
     files = range(len(source.files))
     if datetime not in ticks.CHOSEN_MODES:
         return datetime, safe

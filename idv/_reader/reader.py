@@ -141,10 +141,10 @@ class IdvFile(reads.SourceReads):
                     if self.layout.readable(i)]
         return [c.index for c in selection.file_columns(self, columns)]
 
-    def time_unit(self, names, datetime, safe, values=None):
+    def time_unit(self, names, datetime, safe, values=None, modes=None):
         """(datetime, safe) to read columns `names` with (idv._reader.read_source.time_unit).
         Package-internal."""
-        return read_source.time_unit(self, names, datetime, safe, values)
+        return read_source.time_unit(self, names, datetime, safe, values, modes)
 
     def need(self, nbytes, what):
         """MemoryLimitError when `what` needs more than the file's memory limit.

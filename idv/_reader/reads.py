@@ -71,7 +71,7 @@ def read(source, columns=None, sparse=False, rows=None, datetime="100ns", text="
         whole, strings = dict(zip(names, values)), False
         values += read_source.joined_constants(source, fixed, [
             (i, e.num_rows) for i, e in enumerate(source.files)])
-    unit, _ = source.time_unit(names, datetime, True, whole)
+    unit, _ = source.time_unit(names, datetime, True, whole, READ_TIME_MODES)
     out = {c.name: _retimed(c, v, unit, strings) for c, v in zip(cols, values)}
     out.update((k, np.asarray(v, dtype=np.dtypes.StringDType()) if text == "StringDType"
                 and v.dtype == object else v) for k, v in zip(fixed, values[len(cols):]))
@@ -173,7 +173,7 @@ def take(source, indices, columns=None, datetime="100ns") -> dict:
                        [read_source.constant_types(source)[k] for k in fixed], source.need)
     values = _rows(source, keys, selection.take_numbers(indices),
                    lambda f, local: _take.taken(f, local, [f[k] for k in keys]), fixed)
-    unit, _ = source.time_unit([c.name for c in cols], datetime, True)
+    unit, _ = source.time_unit([c.name for c in cols], datetime, True, modes=READ_TIME_MODES)
     out = {c.name: _retimed(c, v, unit, False) for c, v in zip(cols, values)}
     out.update(zip(fixed, values[len(cols):]))
     return out if not fixed else {k: out[k] for k in asked}
