@@ -440,3 +440,29 @@ def test_a_failed_rename_names_the_destination(tmp_path, monkeypatch, temp_kind)
                                     f"'{dest}'"
     assert sorted(os.listdir(tmp_path)) == ["link.idv", "real.idv"]
     assert target.read_bytes() == b"old"
+
+
+def test_a_url_is_refused_by_every_writer_before_anything_is_written(tmp_path, monkeypatch):
+    """idv writes local files: a URL given to a writer would otherwise be a folder named
+    's3:' here, the data never reaching the bucket."""
+    import idv
+    monkeypatch.chdir(tmp_path)
+    data = {"a": np.arange(4), "k": [1, 1, 2, 2]}
+    writes = {"write": lambda u: idv.write(u + "x.idv", data),
+              "partition_by": lambda u: idv.write(u, data, partition_by="k"),
+              "Writer": lambda u: idv.Writer(u + "x.idv", [("a", idv.Int64)]),
+              "convert": lambda u: idv.convert(idv.sample_path(), u + "o.csv")}
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    import idv.dask
+    frame = dd.from_pandas(pd.DataFrame(data), npartitions=2)
+    writes["dask, a file per partition"] = lambda u: idv.dask.to_idv(frame, u)
+    writes["dask, one file"] = lambda u: idv.dask.to_idv(frame, u + "one.idv")
+    for url in ("s3://bucket/dir/", "https://example.com/d/", "simplecache::s3://b/d/"):
+        for name, write in writes.items():
+            with pytest.raises(ValueError, match=r"idv writes local files, not URLs; .*fs\.put"):
+                write(url)
+    assert os.listdir(tmp_path) == []
+    from cli_run import run_main
+    rc, out, err = run_main("convert", idv.sample_path(), "s3://b/o.csv", cwd=tmp_path)
+    assert rc == 2 and err.startswith("idv: error: cannot write 's3://b/o.csv': idv writes")

@@ -1,18 +1,33 @@
 """Where a file may be written, checked before anything is written (idv._storage.sink's
 refusals): the directory exists (a file where a folder should be is named as such), and an
 existing file there is a regular file this user may replace; a symbolic link's target is the
-file written, as open() would write it."""
+file written, as open() would write it. A URL is refused: idv writes local files only (it
+would be a folder named ``s3:`` here)."""
 from __future__ import annotations
 
 import os
 import stat
 
 
-def destination(dest):
-    """(the file to write, its directory) of a destination path, checked: the directory
-    exists, and an existing file there is a regular file this user may replace. The file is
-    the path itself or, for a symbolic link, the file it leads to (as open() would write)."""
+def local_path(dest, recursive=False):
+    """`dest` (a path) as a str, ValueError for a URL (``s3://``, ``https://``, fsspec's
+    ``::`` chains) that is no local path: idv writes local files (`recursive`: a directory of
+    them), which fsspec copies up."""
     path = os.fsdecode(os.fspath(dest))
+    if ("://" in path or "::" in path) and not os.path.exists(path):
+        raise ValueError(f"cannot write {path!r}: idv writes local files, not URLs; write "
+                         f"{'them' if recursive else 'it'} here and copy "
+                         f"{'them' if recursive else 'it'} up (fsspec: "
+                         f"fs.put(local, {path!r}{', recursive=True' if recursive else ''}))")
+    return path
+
+
+def destination(dest):
+    """(the file to write, its directory) of a destination path, checked: a local one, whose
+    directory exists, and an existing file there is a regular file this user may replace. The
+    file is the path itself or, for a symbolic link, the file it leads to (as open() would
+    write)."""
+    path = local_path(dest)
     target = _link_target(path)
     shown = repr(path) if target == path else f"{path!r} (a link to {target!r})"
     parent = os.path.dirname(os.path.abspath(target))

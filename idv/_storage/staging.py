@@ -33,6 +33,7 @@ import os
 import shutil
 import uuid
 
+from idv._storage.destination import local_path
 from idv._storage.sink import fsync_dir, naming
 
 MANIFEST = "_idv_files.json"
@@ -86,7 +87,7 @@ class Staging:
             check_name_pattern(name)
         self.naming = name
         self.replace = replace
-        self.path = os.path.abspath(os.fspath(path))
+        self.path = os.path.abspath(local_path(path, recursive=True))
         self.job = job or uuid.uuid4().hex[:12]
         self.dir = os.path.join(self.path, STAGING_PREFIX + self.job)
         self.created = None     # the outermost folder start made, which an abort removes

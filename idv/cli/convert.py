@@ -13,6 +13,7 @@ from idv.cli.inspect import select_columns
 from idv.cli.opener import as_path, open_dataset, open_file
 from idv.cli.render import dump_json, plural, stderr_line
 from idv.errors import IdvFormatError, MissingDependencyError, require
+from idv._storage.destination import local_path
 
 
 def progress_callback(args):
@@ -201,6 +202,10 @@ def _convert(module, src, args, out):
     if args.output == "-":      # as an INPUT "-" is standard input, here it would be a file
         raise CliError("OUTPUT '-': convert writes a file, not standard output (for rows on "
                        "standard output: idv cat FILE --format csv, tsv or jsonl)", EXIT_USAGE)
+    try:
+        local_path(args.output)
+    except ValueError as e:         # a URL
+        raise CliError(str(e), EXIT_USAGE) from None
     src_format, dst_format = _formats(module, src, args)
     _check_sides(module, args, src_format, dst_format)
     src_fmt, dst_fmt = src_format.name, dst_format.name
