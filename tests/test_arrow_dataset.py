@@ -515,3 +515,14 @@ def test_a_batch_size_is_checked_as_every_stream_checks_it(bad, error):
         idv.record_batch_reader(idv.sample_path(), batch_size=bad)
     assert str(got.value) == str(stream.value) == \
         f"batch_size must be a number of rows (1 or more) or None, not {bad}"
+
+
+def test_an_engine_reader_given_columns_says_where_to_select_them():
+    import importlib.util
+    readers = [idv.arrow_dataset]
+    if importlib.util.find_spec("polars"):
+        readers.append(importlib.import_module("idv.polars").scan_idv)
+    for reader in readers:
+        with pytest.raises(TypeError, match=r"columns= is no option of this reader: .*"
+                                            r"LazyFrame\.select"):
+            reader(idv.sample_path(), columns=["Id"])

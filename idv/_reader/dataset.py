@@ -364,6 +364,10 @@ def as_dataset(source, options, columns=None):
     """(dataset, owned) for a reader of `source`: an open Dataset as it is (`options` given
     beside it refused: own_options), else idv.dataset(source, columns, **options), owned by
     the caller, who closes it."""
+    if "columns" in options:        # a reader of an engine, which selects them in its query
+        raise TypeError("columns= is no option of this reader: the engine asks for the "
+                        "columns a query uses, and only those are read (select them there: "
+                        "LazyFrame.select, Dataset.to_table(columns=...), SQL)")
     if isinstance(source, Dataset):
         own_options(source, options)
         return source, False
