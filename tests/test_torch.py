@@ -468,3 +468,13 @@ def test_uint64_keys_beyond_int64_are_refused_never_wrapped(tmp_path):
         list(idv_torch.IdvIterableDataset(p, ["k"], filter="k > 1"))
     fits = idv_torch.IdvMapDataset(p, ["k"])[[0, 1, 3]]["k"]
     assert fits.dtype == torch.int64 and fits.tolist() == [1, 2**63 - 1, 0]
+
+
+@pytest.mark.parametrize("columns", [3, "Bedrooms", [3]])
+def test_one_column_by_name_or_index_as_every_reader_takes_it(columns):
+    path = idv.sample_path()
+    want = idv.read(path, columns)["Bedrooms"][:4].tolist()
+    for ds in (idv.torch.IdvMapDataset(path, columns),
+               idv.torch.IdvIterableDataset(path, columns, batch_size=4)):
+        assert ds.column_names == ["Bedrooms"]
+    assert idv.torch.IdvMapDataset(path, columns)[[0, 1, 2, 3]]["Bedrooms"].tolist() == want

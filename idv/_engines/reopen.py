@@ -20,6 +20,7 @@ from typing import NamedTuple, Sequence
 from idv._resources import budget
 from idv._values.cells import label_texts
 from idv._values.metadata import usable_key_values
+from idv._reader import selection
 from idv._reader.dataset import Dataset, expand_sources
 from idv._reader.dataset_files import changed, check_relisted, reopening
 from idv._reader.reader import IdvFile
@@ -115,9 +116,10 @@ class Reopenable:
         self._listed = listed               # (path, rows, identity) of each file, as made
         self._ds = self._pid = None
         self._fs_pid = os.getpid()          # the process the filesystem instance belongs to
-        named = columns is not None and not isinstance(columns, str) \
-            and all(isinstance(c, str) for c in columns)
-        ds = self._open(list(columns) if named else None)
+        if columns is not None:
+            columns = selection.as_list(columns)     # one name or index: a list of one
+        named = columns is not None and all(isinstance(c, str) for c in columns)
+        ds = self._open(columns if named else None)
         self.names = ds.resolve_columns(columns)
         self.types = [ds.schema[n].type for n in self.names]
         self.key_values, self.key_labels = {}, {}
