@@ -120,3 +120,12 @@ def test_c_formats_name_the_arrow_type_of_each_number(dtype):
     else:       # pyarrow reads the format as the type it gives the numpy dtype
         empty = Spans(np.zeros(1, dtype), [0], [0], dtype.itemsize, fmt)
         assert pa.chunked_array(empty).type == pa.from_numpy_dtype(dtype)
+
+
+def test_arrow_schema_takes_the_open_options_to_arrow_takes(tmp_path):
+    import idv
+    path = idv.sample_path()
+    assert idv.arrow_schema(path, ["Id"], memory_limit="1GB", threads=1) == \
+        idv.to_arrow(path, ["Id"], memory_limit="1GB", threads=1).schema
+    with pytest.raises(TypeError, match="memory_limt"):
+        idv.arrow_schema(path, memory_limt="1GB")

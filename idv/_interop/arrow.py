@@ -29,7 +29,7 @@ from idv._values.arrow_types import TYPE_KEY, column_arrow_type, empty_table, im
 __all__ = ["to_arrow", "record_batch_reader", "arrow_schema"]
 
 @_docs.fill
-def arrow_schema(file, columns=None, *, datetime="auto"):
+def arrow_schema(file, columns=None, *, datetime="auto", **kwargs):
     """The pyarrow.Schema that to_arrow and record_batch_reader give for these columns, each
     field with its ML.NET type and metadata (``idv.type``, ``idv.metadata``).
 
@@ -40,9 +40,12 @@ def arrow_schema(file, columns=None, *, datetime="auto"):
     {datetime}
         Default ``'auto'``; with ``'auto'`` or ``'exact'``, a file without statistics has
         its time columns read to choose their units.
+    **kwargs
+        The options of idv.open, for a file opened here (``memory_limit=``...), as to_arrow
+        takes them.
     """
     pa = import_pyarrow()
-    with opened(file) as src:
+    with opened(file, **kwargs) as src:
         asked = src.resolve_columns(columns)
         keys, fixed = read_source.split(src, asked)
         unit, _ = _unit(src, keys, datetime, True)
