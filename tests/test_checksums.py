@@ -450,3 +450,22 @@ def test_a_table_that_misses_parts_is_refused_and_verify_lists_them():
     with pytest.raises(idv.IdvFormatError, match=r"does not cover (\d+) parts.*and \d+ more"):
         idv.open(empty)
     assert parts > 10
+
+
+def test_a_damaged_lookup_or_metadata_table_is_named_when_the_open_fails(tmp_path):
+    """With checksums, lookup and metadata tables are checked at open: the error names the
+    column's table, as the layout knows it, not 'a lookup table or metadata'."""
+    path = tmp_path / "k.idv"
+    idv.write(path, {"x": np.arange(50), "k": np.array([1, 2] * 25, np.uint32)},
+              types={"k": idv.Key(idv.UInt32, 2)}, metadata={"k": {"KeyValues": ["a", "b"]}},
+              rows_per_block=10)
+    data = path.read_bytes()
+    with idv.open(path) as f:
+        lookup, labels = f["k"].lookup_offset, f["k"].metadata_entries()[0].offset
+    for at, named in ((lookup, "column 1 'k' lookup table"),
+                      (labels, "column 1 'k' metadata 'KeyValues' block")):
+        bad = bytearray(data)
+        bad[at + 3] ^= 0x40
+        with pytest.raises(idv.IdvFormatError, match=f"checksum mismatch in {named} "
+                                                     r"\(bytes \d+-\d+\)"):
+            idv.open(bytes(bad))

@@ -155,6 +155,27 @@ def test_a_changed_section_or_header_is_refused():
             f.statistics.check(f.statistics.fingerprint ^ 1)
 
 
+@pytest.mark.parametrize("rows", [-(ROWS % RPB), -1, RPB])     # to a block boundary, ...
+def test_a_changed_row_count_is_refused_at_open_without_checksums(tmp_path, rows):
+    """The header bytes the statistics recorded are checked at every open: a row count made
+    smaller by whole blocks read fewer rows on every path, without a word; a larger one was
+    blamed on the lookup tables. A file without statistics (ML.NET's) has nothing to tell."""
+    good = written(checksums=False)
+    n = struct.unpack_from("<q", good, 40)[0]
+    bad = bytearray(good)
+    struct.pack_into("<q", bad, 40, n + rows)
+    path = tmp_path / "bad.idv"
+    path.write_bytes(bytes(bad))
+    for read in (lambda: idv.open(path), lambda: idv.open(bytes(bad)),
+                 lambda: idv.dataset(path).read()):
+        with pytest.raises(idv.IdvFormatError, match=r"byte 0: checksum mismatch in the "
+                                                     r"header \(bytes 0-51\) recorded with"):
+            read()
+    assert not idv.verify(path).ok
+    with idv.open(good) as f:
+        assert f.num_rows == n
+
+
 def test_mlnet_loads_files_with_statistics_with_the_same_values(tmp_path, oracle):
     ours, plain = tmp_path / "stats.idv", tmp_path / "plain.idv"
     for path, on in ((ours, True), (plain, False)):

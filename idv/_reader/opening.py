@@ -13,6 +13,8 @@ import contextlib
 import dataclasses
 import functools
 
+import numpy as np
+
 from idv import _codecs, _compression, _header, _parts
 from idv._storage import checksums, layout, statistics as block_stats
 from idv._storage.source import convert_hint
@@ -135,6 +137,7 @@ def _in_memory(data, check_sums):
     except IdvFormatError:
         return None
     head = bytes(data[:_header.HEADER_SIZE])
+    block_stats.check_header(head)
     extra, stats_offset = _extra(head, sums)
     tables = layout.read_checked(data, header, entries, extra, sums,
                                  [codec for _, codec, _ in described], stats_offset)
@@ -160,6 +163,7 @@ def _in_parts(src, check_sums):
                              f"ML.NET's binary signature; it looks like a CSV or other "
                              f"text file: {convert_hint('csv')}", offset=0) from e
     head = bytes(head[:_header.HEADER_SIZE])
+    block_stats.check_header(head)      # before the row count is used
     _header.check_tail(src.view(h.tail_offset, 8), h.tail_offset)
     sums = checksums.read(head, src.view, src.size, h.toc_offset) if check_sums else None
     # the table of contents, read once for its checksum and its columns
@@ -184,9 +188,10 @@ def _in_parts(src, check_sums):
         parts = parts[keep]
         offsets, lengths = parts["offset"], parts["length"]
 
-        def what(k):
-            return (f"the part at byte {offsets[k]} ({lengths[k]} bytes: a lookup table "
-                    f"or metadata)")
+        def what(k):        # a failing part named as the layout knows it, where it can
+            at = np.flatnonzero(tables.regions.starts == offsets[k])
+            return tables.regions.describe(int(at[0])) if len(at) else \
+                f"the part at byte {offsets[k]} ({lengths[k]} bytes: a lookup table or metadata)"
         if src.buffer is not None:          # in memory: every CRC-32 in one call
             sums.check_within(src.buffer, offsets, lengths, what)
         else:

@@ -299,6 +299,20 @@ def section_of(head):
     return off, length
 
 
+def check_header(head):
+    """IdvFormatError when the 256-byte header `head` points to block statistics that
+    recorded other header bytes 0-51 (its row count, its table of contents' place): checked
+    at every open, for a file without checksums too, where a smaller row count would read
+    fewer rows without a word."""
+    head = bytes(head[:POINTER_AT + _POINTER.size])
+    if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
+        return
+    if crc(head[:52]) != _POINTER.unpack_from(head, POINTER_AT)[4]:
+        raise IdvFormatError("checksum mismatch in the header (bytes 0-51) recorded with the "
+                             "block statistics: the file changed since they were added",
+                             offset=0)
+
+
 def read_section(head, view, toc_offset) -> Section | None:
     """The statistics section a file carries (None without), its CRC-32 and the form of its
     columns checked, each column's statistics parsed when first asked for (Section.whole:
@@ -307,11 +321,8 @@ def read_section(head, view, toc_offset) -> Section | None:
     head = bytes(head)
     if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
         return None
-    _, off, length, section_crc, head_crc = _POINTER.unpack_from(head, POINTER_AT)
-    if crc(head[:52]) != head_crc:
-        raise IdvFormatError("checksum mismatch in the header (bytes 0-51) recorded with the "
-                             "block statistics: the file changed since they were added",
-                             offset=0)
+    _, off, length, section_crc, _ = _POINTER.unpack_from(head, POINTER_AT)
+    check_header(head)
     if length < _HEAD.size or off < 256 or off + length > toc_offset:
         raise IdvFormatError(f"the block statistics at byte {off} ({length} bytes) are not "
                              f"within the file before its table of contents", offset=92)
