@@ -82,6 +82,10 @@ class IdvFormatError(ValueError):
     def __str__(self):
         return ": ".join(str(part) for part in (self.path, self.location, self.reason) if part)
 
+    def __repr__(self):
+        # with the location, as str gives it: logs print repr (a Dask worker's among them)
+        return f"{type(self).__name__}({str(self)!r})"
+
     def __reduce__(self):
         # pickled with its location (errors cross process boundaries, e.g. test workers)
         return _rebuild, (type(self), self.reason, {k: getattr(self, k) for k in _WHERE})

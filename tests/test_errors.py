@@ -232,3 +232,14 @@ def test_a_closed_file_keeps_what_opening_read_and_refuses_reads(good):
                  lambda: f["Txt"].metadata, lambda: idv.to_arrow(f)):
         with pytest.raises(ValueError, match="I/O operation on a closed idv file"):
             read()
+
+
+def test_repr_names_the_place_as_str_does():
+    """Logs print repr (a Dask worker's does): it holds the file, column, block and byte."""
+    import pickle
+    e = idv.IdvFormatError("bad block", path="d.idv", column="x", column_index=2, block=3,
+                           offset=99)
+    assert repr(e) == "IdvFormatError(\"d.idv: column 2 'x' block 3 (byte 99): bad block\")"
+    assert repr(pickle.loads(pickle.dumps(e))) == repr(e)
+    assert repr(idv.errors.UnsupportedCodecError("no codec")) == \
+        "UnsupportedCodecError('no codec')"
