@@ -317,12 +317,12 @@ def read_section(head, view, toc_offset) -> Section | None:
     """The statistics section a file carries (None without), its CRC-32 and the form of its
     columns checked, each column's statistics parsed when first asked for (Section.whole:
     all of them). `head`: the file's 256-byte header; `view(offset, size)` reads the file.
-    The section must lie between the header and the table of contents."""
+    The section must lie between the header and the table of contents; the header bytes it
+    recorded were checked when the file was opened (check_header)."""
     head = bytes(head)
     if head[POINTER_AT:POINTER_AT + 8] != MAGIC:
         return None
     _, off, length, section_crc, _ = _POINTER.unpack_from(head, POINTER_AT)
-    check_header(head)
     if length < _HEAD.size or off < 256 or off + length > toc_offset:
         raise IdvFormatError(f"the block statistics at byte {off} ({length} bytes) are not "
                              f"within the file before its table of contents", offset=92)

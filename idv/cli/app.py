@@ -102,7 +102,7 @@ def build_parser():
                 _add_convert, _add_sample, _add_ls):
         add(sub, common, reading)
     for s in sub.choices.values():
-        s.set_defaults(usage_error=s.error, parser=s)
+        s.set_defaults(parser=s)
     return p
 
 
@@ -321,7 +321,7 @@ def _main(argv):
             _rows_joined(sys.argv[1:] if argv is None else list(argv)))
         extra += unknown_extra_files(getattr(args, "specs", None) or [])
         if extra:        # as argparse says it, with the nearest option to a misspelled one
-            args.usage_error(args.parser.unrecognized(extra, parser))
+            args.parser.error(args.parser.unrecognized(extra, parser))
     except SystemExit as e:      # --help / --version (0) or a usage error (2)
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if getattr(args, "max_width", None) == 0:
